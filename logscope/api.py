@@ -1,0 +1,97 @@
+"""The library API; ``logscope.cli`` is a thin layer over these functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .ingest import IngestOptions, IngestResult, Progress
+from .ingest import ingest as _ingest
+
+
+@dataclass
+class AnalyzeOptions:
+    tz: str = "UTC"
+    window: str | None = None  # e.g. "10s"; None = chosen from the data span
+    slo_ttft_s: float = 2.0
+    slo_e2e_s: float = 20.0
+    slo_success: float = 0.99
+    include_prompts: bool = False
+    replica: str | None = None
+    nginx_log_format: str | None = None
+    workers: int = 2
+    command_line: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def ingest_options(self) -> IngestOptions:
+        return IngestOptions(
+            tz=self.tz,
+            include_prompts=self.include_prompts,
+            replica=self.replica,
+            nginx_log_format=self.nginx_log_format,
+            workers=self.workers,
+        )
+
+
+def ingest(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
+           progress: Progress | None = None) -> IngestResult:
+    """Parse every log under ``root`` into the Parquet tables of ``out_dir``."""
+    return _ingest(root, out_dir, (options or AnalyzeOptions()).ingest_options(), progress)
+
+
+def correlate(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict:
+    """Join the layers (client -> gateway -> vLLM), estimate clock skew, write requests/windows tables."""
+    from .correlate import run
+
+    return run(Path(out_dir), options or AnalyzeOptions())
+
+
+def diagnose(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict:
+    """Episodes, ladder, capacity and findings from the correlated tables."""
+    from .diagnose import run
+
+    return run(Path(out_dir), options or AnalyzeOptions())
+
+
+def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[str, Path]:
+    """summary.json, summary.md and report.html from the tables in ``out_dir`` (no re-parsing)."""
+    from .report import render as _render
+
+    return _render(Path(out_dir), options or AnalyzeOptions())
+
+
+def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
+            progress: Progress | None = None) -> dict[str, Path]:
+    """Everything: ingest, correlate, diagnose, render."""
+    opts = options or AnalyzeOptions()
+    ingest(root, out_dir, opts, progress)
+    if progress:
+        progress("correlating", 0.8)
+    correlate(out_dir, opts)
+    if progress:
+        progress("diagnosing", 0.9)
+    diagnose(out_dir, opts)
+    if progress:
+        progress("rendering", 0.95)
+    return render(out_dir, opts)
+
+
+def detect(root: str | Path, options: AnalyzeOptions | None = None):
+    """Formats, confidence and line coverage of every file under ``root``, plus every format's score.
+
+    Coverage needs a real parse, so this ingests into a temporary folder and throws it away.
+    """
+    import tempfile
+
+    import parsers
+
+    from . import sources
+
+    with tempfile.TemporaryDirectory(prefix="logscope-detect-") as tmp:
+        res = ingest(root, tmp, options)
+        files = res.files
+    all_scores = {}
+    for f in sources.discover(Path(root)):
+        lines, binary = sources.head(f)
+        all_scores[f.rel] = {} if binary else parsers.scores(lines)
+    return files, all_scores

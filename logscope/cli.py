@@ -1,0 +1,273 @@
+"""The ``logscope`` command: a thin layer over ``logscope.api``.
+
+Each command parses its options, calls one library function and maps library errors to
+exit codes (see ``ExitCode``). Options shared by several commands are defined once below.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import webbrowser
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .errors import LogscopeError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
+err = Console(stderr=True)
+out = Console()
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAIL_ON = 1  # --fail-on matched an episode class
+    USAGE = 2  # bad options (typer's own code)
+    NO_INPUT = 3  # input folder missing, empty or unreadable
+    NOTHING_PARSED = 4  # files found, none in a known format
+    OUTPUT = 5  # output folder not writable / inside the input
+    INTERNAL = 70  # a bug: please report with --debug output
+
+
+Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident's logs")]
+OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
+TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
+PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
+ReplicaOpt = Annotated[str | None, typer.Option("--replica", help="replica name for server logs (default: folder or file stem)")]
+NginxFmtOpt = Annotated[str | None, typer.Option("--nginx-log-format", help="nginx log_format string of the access logs")]
+QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="print nothing but errors")]
+VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="print more detail")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
+
+
+def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, **kw):
+    from .api import AnalyzeOptions
+
+    return AnalyzeOptions(
+        tz=tz,
+        include_prompts=include_prompts,
+        replica=replica,
+        nginx_log_format=nginx_log_format,
+        command_line=shlex.join(["logscope", *sys.argv[1:]]),
+        **kw,
+    )
+
+
+def _check_input(path: Path) -> None:
+    if not path.exists():
+        raise LogscopeError(f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3)
+    if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+        raise LogscopeError(f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3)
+
+
+def _out_dir(inp: Path, out_opt: Path | None) -> Path:
+    o = out_opt or Path.cwd() / f"logscope-{inp.resolve().name}"
+    if inp.is_dir():
+        try:
+            o.resolve().relative_to(inp.resolve())
+            raise LogscopeError(
+                f"output folder {o} is inside the input folder", hint="choose -o outside it: inputs are never modified", code=5
+            )
+        except ValueError:
+            pass
+    return o
+
+
+def _run(fn, debug: bool):
+    try:
+        return fn()
+    except LogscopeError as e:
+        err.print(f"[bold red]logscope: error:[/] {e.what}")
+        if e.hint:
+            err.print(f"  help: {e.hint}")
+        raise typer.Exit(e.code) from None
+    except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
+        if debug:
+            raise
+        err.print(f"[bold red]logscope: internal error:[/] {type(e).__name__}: {e}")
+        err.print("  help: re-run with --debug and report the traceback")
+        raise typer.Exit(ExitCode.INTERNAL) from None
+
+
+def _progress(quiet: bool):
+    if quiet:
+        return None, None
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True)
+    task = prog.add_task("reading logs", total=1.0)
+
+    def cb(msg: str, frac: float) -> None:
+        prog.update(task, description=msg[:60], completed=min(frac, 1.0))
+
+    return prog, cb
+
+
+def _files_table(files, title: str) -> Table:
+    t = Table(title=title)
+    for c in ("file", "format", "confidence", "parsed / total", "coverage", "messages"):
+        t.add_column(c, overflow="fold")
+    for r in files.iter_rows(named=True):
+        total = r["lines_total"] or 0
+        cov = f"{100 * r['lines_parsed'] / total:.1f}%" if total else "-"
+        t.add_row(
+            r["path"], r["format"], f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}", cov,
+            "; ".join(r["messages"] or []),
+        )
+    return t
+
+
+@app.command()
+def ingest(
+    input: Input, out_dir: OutOpt = None, tz: TzOpt = "UTC", include_prompts: PromptsOpt = False,
+    replica: ReplicaOpt = None, nginx_log_format: NginxFmtOpt = None, quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Parse every log under INPUT into Parquet tables (no analysis)."""
+    from . import api
+
+    _run(lambda: _check_input(input), debug)
+    o = _run(lambda: _out_dir(input, out_dir), debug)
+    prog, cb = _progress(quiet)
+    opts = _options(tz, include_prompts, replica, nginx_log_format)
+    with prog or _Null():
+        res = _run(lambda: api.ingest(input, o, opts, cb), debug)
+    if not quiet:
+        out.print(_files_table(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}"))
+
+
+@app.command()
+def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
+           debug: DebugOpt = False) -> None:
+    """Show the format each file is recognised as, its confidence and line coverage."""
+    from . import api
+
+    _run(lambda: _check_input(input), debug)
+    files, all_scores = _run(lambda: api.detect(input), debug)
+    out.print(_files_table(files, f"formats under {input}"))
+    if scores:
+        t = Table(title="detection scores")
+        names = sorted({n for s in all_scores.values() for n in s})
+        t.add_column("file")
+        for n in names:
+            t.add_column(n)
+        for path, sc in sorted(all_scores.items()):
+            t.add_row(path, *[f"{sc.get(n, 0):.2f}" for n in names])
+        out.print(t)
+
+
+@app.command()
+def formats() -> None:
+    """List the log formats logscope knows."""
+    import parsers
+
+    t = Table(title="formats")
+    for c in ("name", "kind", "description"):
+        t.add_column(c)
+    for m in parsers.FORMATS:
+        t.add_row(m.NAME, m.KIND, m.DESCRIPTION)
+    out.print(t)
+
+
+@app.command()
+def analyze(
+    input: Input,
+    out_dir: OutOpt = None,
+    tz: TzOpt = "UTC",
+    window: Annotated[str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")] = None,
+    slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")] = 2.0,
+    slo_e2e: Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")] = 20.0,
+    slo_success: Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")] = 0.99,
+    include_prompts: PromptsOpt = False,
+    replica: ReplicaOpt = None,
+    nginx_log_format: NginxFmtOpt = None,
+    open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
+    fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
+    from . import api
+
+    bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
+    if bad:
+        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {bad[0]})")
+        raise typer.Exit(ExitCode.USAGE)
+    _run(lambda: _check_input(input), debug)
+    o = _run(lambda: _out_dir(input, out_dir), debug)
+    opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, slo_ttft_s=slo_ttft,
+                    slo_e2e_s=slo_e2e, slo_success=slo_success)
+    prog, cb = _progress(quiet or json_)
+    with prog or _Null():
+        paths = _run(lambda: api.analyze(input, o, opts, cb), debug)
+    summary = json.loads(Path(paths["summary.json"]).read_text())
+    if json_:
+        sys.stdout.write(Path(paths["summary.json"]).read_text())
+    elif not quiet:
+        _print_verdict(summary, paths, verbose)
+    if open_:
+        webbrowser.open(Path(paths["report.html"]).resolve().as_uri())
+    classes = {e.get("class") for e in summary.get("episodes", [])}
+    if fail_on and classes & set(fail_on):
+        raise typer.Exit(ExitCode.FAIL_ON)
+
+
+@app.command()
+def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by logscope analyze/ingest")],
+           quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
+    """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing)."""
+    from . import api
+
+    if not (out_dir / "files.parquet").exists():
+        err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
+        err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
+        raise typer.Exit(ExitCode.NO_INPUT)
+    opts = _options()
+
+    def go():
+        if not (out_dir / "requests.parquet").exists():
+            api.correlate(out_dir, opts)
+        if not (out_dir / "diagnosis.json").exists():
+            api.diagnose(out_dir, opts)
+        return api.render(out_dir, opts)
+
+    paths = _run(go, debug)
+    if not quiet:
+        out.print(f"report: {paths['report.html']}")
+
+
+def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
+    for line in summary.get("verdict", []):
+        out.print(f"[bold]{line}[/]")
+    for f in summary.get("findings", [])[: (10 if verbose else 3)]:
+        out.print(f"  [{f.get('severity')}] {f.get('symptom')}")
+        if verbose:
+            out.print(f"      next: {f.get('next_test')}")
+    out.print(f"report: {paths['report.html']}")
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        out.print(f"logscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False) -> None:
+    """Post-mortem of LLM-serving incidents: vLLM, gateway and client logs into one report."""

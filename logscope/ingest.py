@@ -1,0 +1,346 @@
+"""Ingest: detect every file's format, parse streams in parallel, write the Parquet tables.
+
+Memory stays bounded: files are read in chunks of lines, each chunk's rows are written to
+Parquet part files at once, and the final tables are assembled by polars' streaming engine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+import parsers
+from parsers.base import ChunkResult, ParseContext
+
+from . import __version__, derive, schemas, sources, unrecognized
+
+PARSED_TABLES = (
+    "server_stats",
+    "server_events",
+    "server_request_events",
+    "server_metrics",
+    "gateway_attempts",
+    "gateway_errors",
+    "client_attempts",
+    "client_requests",
+    "client_phases",
+)
+_YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
+_EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
+
+
+@dataclass
+class IngestOptions:
+    tz: str = "UTC"
+    include_prompts: bool = False
+    replica: str | None = None  # force one replica name for every server file
+    nginx_log_format: str | None = None
+    workers: int = 2
+    chunk_bytes: int = sources.CHUNK_BYTES
+
+
+@dataclass
+class FileState:
+    f: sources.InputFile
+    format: str
+    kind: str
+    confidence: float
+    replica: str
+    binary: bool = False
+    lines_total: int = 0
+    lines_parsed: int = 0
+    assumptions: list[str] = field(default_factory=list)
+    shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
+
+
+@dataclass
+class IngestResult:
+    out_dir: Path
+    files: pl.DataFrame
+    seconds: float
+    bytes_in: int
+
+    def table(self, name: str) -> pl.DataFrame:
+        return pl.read_parquet(self.out_dir / f"{name}.parquet")
+
+
+Progress = Callable[[str, float], None]
+
+
+def ingest(
+    root: str | Path, out_dir: str | Path, options: IngestOptions | None = None, progress: Progress | None = None
+) -> IngestResult:
+    """Parse every log under ``root`` into Parquet tables in ``out_dir``."""
+    t0 = time.perf_counter()
+    opts = options or IngestOptions()
+    root, out = Path(root), Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / sources.OUTPUT_MARKER).write_text("logscope output folder: ingest skips it\n")
+    parts = out / "_parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir()
+
+    found = [f for f in sources.discover(root) if not _inside(f.path, out)]
+    states = [_detect(f, opts, root) for f in found]
+    year, year_source = _reference_year(states, found)
+    streams = _streams(states)
+    total = sum(max(s.f.size, 0) for s in states) or 1
+    done = [0]
+
+    def run(item):
+        idx, members = item
+        _parse_stream(idx, members, opts, year, year_source, parts)
+        done[0] += sum(max(m.f.size, 0) for m in members)
+        if progress:
+            progress(f"parsed {members[0].f.rel}", done[0] / total)
+
+    with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
+        list(ex.map(run, enumerate(streams)))
+
+    for name in PARSED_TABLES:
+        _assemble(parts / name, out / f"{name}.parquet", name)
+    derive.finalize(out)
+    files = _files_table(states, out)
+    files.write_parquet(out / "files.parquet")
+    _unrec_table(states).write_parquet(out / "unrecognized.parquet")
+    shutil.rmtree(parts, ignore_errors=True)
+    meta = {
+        "logscope_version": __version__,
+        "input": str(root),
+        "tz": opts.tz,
+        "year": year,
+        "year_source": year_source,
+        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    (out / "ingest.json").write_text(json.dumps(meta, indent=1))
+    return IngestResult(out, files, time.perf_counter() - t0, sum(max(s.f.size, 0) for s in states))
+
+
+def _inside(p: Path, d: Path) -> bool:
+    try:
+        p.resolve().relative_to(d.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _detect(f: sources.InputFile, opts: IngestOptions, root: Path) -> FileState:
+    if f.size == 0:
+        st = FileState(f, "empty", "other", 0.0, "")
+        f.messages.append("empty file")
+        return st
+    if f.size < 0:
+        f.messages.append("unreadable: cannot stat the file")
+        return FileState(f, "unreadable", "other", 0.0, "")
+    lines, binary = sources.head(f)
+    if binary:
+        f.messages.append("binary file (NUL bytes in the first 8 KiB): not parsed, lines counted as unrecognized")
+        return FileState(f, "binary", "other", 0.0, "", binary=True)
+    mod, score, _ = parsers.detect(lines)
+    if mod is None:
+        if any(ln.strip() for ln in lines):
+            f.messages.append(f"unknown format (best detection score {score:.2f}): lines counted as unrecognized")
+        else:
+            f.messages.append("no text lines")
+        return FileState(f, "unknown", "other", score, "")
+    replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
+    return FileState(f, mod.NAME, mod.KIND, score, replica)
+
+
+def _replica(f: sources.InputFile, root: Path) -> str:
+    """The file's folder name when it sits in a sub-folder, else its stem."""
+    parent = f.path.parent
+    if root.is_dir() and parent.resolve() != root.resolve():
+        return parent.name
+    name = f.path.name
+    for suf in (".gz", ".zst", ".zstd", ".bz2", ".xz"):
+        name = name.removesuffix(suf)
+    return re.sub(r"(\.\d{1,3})?(\.(log|txt|jsonl|json))?$", "", name) or name
+
+
+def _reference_year(states: list[FileState], found) -> tuple[int, str]:
+    """Year for yearless timestamps: from full timestamps in the folder, else file mtimes."""
+    years: Counter[int] = Counter()
+    where: dict[int, str] = {}
+    for st in states:
+        if st.format in ("empty", "binary", "unreadable", "unknown"):
+            continue
+        lines, _ = sources.head(st.f)
+        for ln in lines[:200]:
+            m = _YEAR.search(ln)
+            if m:
+                y = int(m.group(1))
+            else:
+                m = _EPOCH.search(ln)
+                if not m:
+                    continue
+                y = datetime.fromtimestamp(int(m.group(1)), UTC).year
+            years[y] += 1
+            where.setdefault(y, st.f.rel)
+    if years:
+        y = years.most_common(1)[0][0]
+        return y, f"year {y} from full timestamps in {where[y]}"
+    mtimes = [f.path.stat().st_mtime for f in found if f.size >= 0]
+    if mtimes:
+        y = datetime.fromtimestamp(max(mtimes), UTC).year
+        return y, f"year {y} from the files' modification time (no full timestamp in the folder)"
+    return datetime.now(UTC).year, "year of today (nothing better was found)"
+
+
+def _streams(states: list[FileState]) -> list[list[FileState]]:
+    groups: dict[tuple[str, str], list[FileState]] = {}
+    for st in states:
+        groups.setdefault((st.f.stream_key, st.format), []).append(st)
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda s: -s.f.rotation)  # vllm.log.3 (oldest) ... vllm.log (newest)
+        out.append(members)
+    # largest first keeps both workers busy
+    out.sort(key=lambda ms: -sum(max(m.f.size, 0) for m in ms))
+    return out
+
+
+def _parse_stream(idx: int, members: list[FileState], opts, year: int, year_source: str, parts: Path) -> None:
+    mod = parsers.BY_NAME.get(members[0].format)
+    if len(members) > 1 and mod is not None:
+        names = ", ".join(m.f.rel for m in members)
+        for m in members:
+            m.assumptions.append(f"read as one stream with {names} (oldest first)")
+    state: dict = {}
+    n_chunk = 0
+    for st in members:
+        f = st.f
+        if mod is None:
+            st.lines_total = sources.count_lines(f) if f.size > 0 else 0
+            if st.format in ("unknown",):
+                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
+                    st.shapes.add(chunk)
+            continue
+        ctx = ParseContext(
+            source=f.rel,
+            replica=st.replica,
+            tz=opts.tz,
+            year=year,
+            year_source=year_source,
+            include_prompts=opts.include_prompts,
+            options={"nginx_log_format": opts.nginx_log_format, "path": str(f.path)},
+            file_mtime=datetime.fromtimestamp(f.path.stat().st_mtime, UTC),
+        )
+        try:
+            if mod.MODE == "document":
+                text = sources.read_text(f)
+                st.lines_total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+                res = mod.parse_document(text, ctx)
+                _take(res, st, parts, idx, n_chunk, None)
+                n_chunk += 1
+            else:
+                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
+                    st.lines_total += chunk.height
+                    res = mod.parse_chunk(chunk, ctx, state)
+                    _take(res, st, parts, idx, n_chunk, chunk)
+                    n_chunk += 1
+                if st is members[-1] and hasattr(mod, "finish"):
+                    res = mod.finish(ctx, state)
+                    if res is not None:
+                        _take(res, st, parts, idx, n_chunk, None)
+                        n_chunk += 1
+        except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
+            f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; rows already read are kept")
+            st.lines_parsed = min(st.lines_parsed, st.lines_total)
+
+
+def _take(res: ChunkResult, st: FileState, parts: Path, idx: int, n: int, chunk: pl.DataFrame | None) -> None:
+    for name, df in res.tables.items():
+        if df is None or df.height == 0:
+            continue
+        d = parts / name
+        d.mkdir(exist_ok=True)
+        schemas.conform(df, name).write_parquet(d / f"{idx:05d}-{n:06d}.parquet")
+    if res.recognized is not None and chunk is not None:
+        ok = res.recognized.fill_null(False)
+        st.lines_parsed += int(ok.sum())
+        st.shapes.add(chunk.filter(~ok))
+    elif res.lines_parsed is not None:
+        st.lines_parsed += res.lines_parsed
+    for a in res.assumptions:
+        if a not in st.assumptions:
+            st.assumptions.append(a)
+    for m in res.messages:
+        if m not in st.f.messages:
+            st.f.messages.append(m)
+
+
+def _assemble(part_dir: Path, dest: Path, name: str) -> None:
+    files = sorted(part_dir.glob("*.parquet")) if part_dir.exists() else []
+    if not files:
+        schemas.empty(name).write_parquet(dest)
+        return
+    lf = schemas.conform(pl.scan_parquet(files), name)
+    lf.sink_parquet(dest, row_group_size=256_000)
+
+
+def _files_table(states: list[FileState], out: Path) -> pl.DataFrame:
+    spans = _time_spans(out)
+    rows = []
+    for st in states:
+        first, last = spans.get(st.f.rel, (None, None))
+        unrec = max(st.lines_total - st.lines_parsed, 0)
+        rows.append(
+            {
+                "path": st.f.rel,
+                "stream": st.f.stream_key,
+                "format": st.format,
+                "kind": st.kind,
+                "confidence": round(st.confidence, 3),
+                "replica": st.replica or None,
+                "lines_total": st.lines_total,
+                "lines_parsed": st.lines_total - unrec,
+                "lines_unrecognized": unrec,
+                "bytes": st.f.size,
+                "first_ts": first,
+                "last_ts": last,
+                "assumptions": st.assumptions,
+                "messages": st.f.messages,
+            }
+        )
+    df = pl.DataFrame(rows, schema=schemas.schema("files")) if rows else schemas.empty("files")
+    return df.sort("path")
+
+
+def _time_spans(out: Path) -> dict[str, tuple]:
+    frames = []
+    for name in PARSED_TABLES:
+        sch = schemas.schema(name)
+        ts_cols = [c for c, t in sch.items() if t == schemas.TS]
+        if not ts_cols or "source" not in sch:
+            continue
+        lf = pl.scan_parquet(out / f"{name}.parquet")
+        frames.append(
+            lf.select(
+                "source",
+                pl.min_horizontal([pl.col(c) for c in ts_cols]).alias("lo"),
+                pl.max_horizontal([pl.col(c) for c in ts_cols]).alias("hi"),
+            )
+        )
+    if not frames:
+        return {}
+    agg = pl.concat(frames).group_by("source").agg(pl.col("lo").min(), pl.col("hi").max()).collect()
+    return {r["source"]: (r["lo"], r["hi"]) for r in agg.iter_rows(named=True)}
+
+
+def _unrec_table(states: list[FileState]) -> pl.DataFrame:
+    frames = [st.shapes.frame(st.f.rel) for st in states]
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return schemas.empty("unrecognized")
+    return schemas.conform(pl.concat(frames), "unrecognized").sort(["path", "count"], descending=[False, True])

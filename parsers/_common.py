@@ -1,0 +1,57 @@
+"""Helpers shared by format modules: request ids and timestamps (all polars expressions)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logscope.schemas import TS
+
+# vLLM request-id prefixes added in front of the X-Request-Id (or a random uuid)
+ID_PREFIX = r"^(?:chatcmpl-|cmpl-|chat-|embd-|pool-|score-|tokn-|tokenize-|classify-|resp_|resp-|rerank-)"
+
+
+def base_id_expr(col: str | pl.Expr) -> pl.Expr:
+    """The part of a vLLM request id that came from the client/gateway X-Request-Id.
+
+    ``cmpl-<id>-0``, ``cmpl-<id>-0-1a2b3c4d`` (0.14+ engine suffix), ``chatcmpl-<id>``,
+    ``chat-<id>`` -> ``<id>``. A chat id carrying the 0.14+ suffix (``chatcmpl-<id>-1a2b3c4d``)
+    cannot be told apart from an id that really ends that way; derive.py settles those by
+    matching against the ids of Received lines.
+    """
+    e = pl.col(col) if isinstance(col, str) else col
+    is_cmpl = e.str.contains(r"^cmpl-")
+    stripped = e.str.replace(ID_PREFIX, "")
+    # completions: <id>-<index>[-<8hex>]
+    cmpl = stripped.str.replace(r"-\d+-[0-9a-f]{8}$", "").str.replace(r"-\d+$", "")
+    return pl.when(e.is_null()).then(None).when(is_cmpl).then(cmpl).otherwise(stripped)
+
+
+def endpoint_expr(col: str | pl.Expr) -> pl.Expr:
+    e = pl.col(col) if isinstance(col, str) else col
+    return (
+        pl.when(e.str.starts_with("chatcmpl-") | e.str.starts_with("chat-"))
+        .then(pl.lit("chat"))
+        .when(e.str.starts_with("cmpl-"))
+        .then(pl.lit("completion"))
+        .when(e.str.starts_with("tokenize-") | e.str.starts_with("tokn-"))
+        .then(pl.lit("tokenize"))
+        .when(e.str.starts_with("embd-"))
+        .then(pl.lit("embedding"))
+        .otherwise(pl.lit("other"))
+    )
+
+
+def local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
+    """Naive local datetimes (zone ``tz``) to UTC; ambiguous/non-existent DST times resolved early/forward."""
+    if tz in ("UTC", "Z", "+00:00"):
+        return naive.dt.replace_time_zone("UTC").cast(TS)
+    return (
+        naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+        .cast(TS)
+    )
+
+
+def epoch_to_utc(seconds: pl.Expr) -> pl.Expr:
+    """Float epoch seconds to UTC datetime (microseconds)."""
+    return pl.from_epoch((seconds * 1_000_000).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")

@@ -1,0 +1,77 @@
+"""The contract every format module in ``parsers/`` fulfils.
+
+A format module is a plain module (no class needed) exposing:
+
+``NAME``         short identifier written to files.parquet ``format``
+``KIND``         'server' | 'gateway' | 'client' | 'metrics'
+``DESCRIPTION``  one line for ``logscope formats``
+``MODE``         'lines' (streamed in chunks of lines) or 'document' (whole text, e.g. JSON)
+``SAMPLES``      real example lines (copied from ../shared fixtures), used by the registry tests
+``detect(head: list[str]) -> float``
+                 score 0..1 from the first lines of a file; must never raise (the registry
+                 wraps it anyway, like pygments' make_analysator)
+``parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult``  (MODE 'lines')
+                 ``lines`` has columns ``line_no`` (1-based Int64) and ``line`` (String, without the
+                 newline; a trailing CR is kept so multi-line vLLM records can be recognised). It is
+                 called once per chunk, in file order, with one ``state`` dict shared by every chunk
+                 of every file of the stream (rotated sets), so parsers can carry context (last
+                 timestamp, open traceback, year rollover) across chunk and file boundaries.
+``finish(ctx: ParseContext, state: dict) -> ChunkResult | None``  optional, flushes carried state
+``parse_document(text: str, ctx: ParseContext) -> ChunkResult``  (MODE 'document')
+
+Parsers are vectorised: a chunk is parsed with polars string expressions (``str.extract_groups``,
+``str.contains``), never a Python loop over lines. Regexes are module-level constants, compiled once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+
+
+@dataclass
+class ParseContext:
+    source: str  # path shown in outputs (relative to the analysed folder)
+    replica: str  # replica name for rows of this file
+    tz: str = "UTC"  # zone of timestamps that carry none (vLLM, python logging)
+    year: int = 1970  # year for timestamps that carry none (vLLM 'MM-DD HH:MM:SS')
+    year_source: str = "default"  # how ``year`` was chosen, for the assumptions list
+    include_prompts: bool = False
+    options: dict = field(default_factory=dict)  # format options, e.g. {'nginx_log_format': '...'}
+    file_mtime: datetime | None = None
+    reference_ts: datetime | None = None  # a full timestamp seen elsewhere in the folder (UTC)
+
+
+@dataclass
+class ChunkResult:
+    """What a parser returns for one chunk (or one document)."""
+
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    # Boolean per input line (aligned with the chunk's rows): was the line recognised?
+    # For documents, use ``lines_parsed`` instead and leave this None.
+    recognized: pl.Series | None = None
+    lines_parsed: int | None = None  # documents: lines accounted as parsed
+    assumptions: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+
+def safe_detect(module, head: list[str]) -> float:
+    """Call a format's detect(); an exception or a bad value scores 0 (detection never raises)."""
+    try:
+        score = float(module.detect(head))
+    except Exception:  # noqa: BLE001 - detection must never take the run down
+        return 0.0
+    if score != score:  # NaN
+        return 0.0
+    return max(0.0, min(1.0, score))
+
+
+def hit_share(head: list[str], pattern: str, min_lines: int = 1) -> float:
+    """Share of non-blank head lines matching ``pattern`` (a Rust-regex, vectorised)."""
+    lines = [h for h in head if h.strip()]
+    if len(lines) < min_lines or not lines:
+        return 0.0
+    s = pl.Series(lines, dtype=pl.String)
+    return float(s.str.contains(pattern).mean() or 0.0)

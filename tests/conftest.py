@@ -1,0 +1,44 @@
+"""Shared test helpers. Real inputs only: ../shared/fixtures (skipped with a message when absent)
+and the lab recordings copied into samples/ and tests/data/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("LOGSCOPE_SHARED", ROOT.parent / "shared"))
+LAB = SHARED / "fixtures" / "lab"
+PUBLIC = SHARED / "fixtures" / "vllm-public"
+DATA = ROOT / "tests" / "data"
+
+
+def need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is not here: the shared fixtures live beside the project (../shared); CI has them")
+    return path
+
+
+@pytest.fixture
+def lab() -> Path:
+    return need(LAB)
+
+
+@pytest.fixture
+def public() -> Path:
+    return need(PUBLIC)
+
+
+def ingest_files(tmp_path: Path, *files: Path, **opts):
+    """Copy the given files into a fresh folder (inputs are never modified) and ingest them."""
+    from logscope.api import AnalyzeOptions, ingest
+
+    src = tmp_path / "in"
+    src.mkdir(exist_ok=True)
+    for f in files:
+        need(f)
+        shutil.copy(f, src / f.name)
+    return ingest(src, tmp_path / "out", AnalyzeOptions(**opts))
