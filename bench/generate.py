@@ -1,0 +1,152 @@
+"""Write a realistic incident folder of a given size from the real lab recordings.
+
+Every generated line is a real line of ../shared/fixtures/lab with only its values changed:
+timestamps shifted by whole seconds (each copy follows the previous one in time) and ids
+rewritten consistently across the layers of one copy (nginx $request_id -> vLLM cmpl-<id>-0,
+client rid -> nginx client_rid). So the formats are byte-for-byte those real programs print,
+and the request ids still join client -> gateway -> vLLM.
+
+Layout: one folder per replica, each with its vLLM log, its nginx access/error logs and
+nginx.conf, and its client JSONL and openai-python log. Replicas alternate between templates:
+V1 retry-storm (vLLM 0.32: stats, lifecycle, aborts), V0 ladder (vLLM 0.9.2 V0: prompts in
+Received lines, preemption warnings, otel noise) and crash (restart, 502 bursts).
+
+    python bench/generate.py OUT --size-mb 1000 --replicas 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+LAB = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lab"
+TEMPLATES = ("retry-storm", "v0-ladder", "crash")
+YEAR = 2026
+
+# (text before, the timestamp, its strftime format) per file kind; anchored at line start when 'before' is ''
+_VLLM_TS = (r".*?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) ", r"\d\d-\d\d \d\d:\d\d:\d\d", " ", "%m-%d %H:%M:%S")
+_OTEL_TS = ("", r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", r",\d{3} - ", "%Y-%m-%d %H:%M:%S")
+_ACCESS_TS = ("", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", r"\+00:00 ", "%Y-%m-%dT%H:%M:%S")
+_ERROR_TS = ("", r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d", r" \[", "%Y/%m/%d %H:%M:%S")
+_CLIENT_TS = ("", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", r"\.\d{3} ", "%Y-%m-%dT%H:%M:%S")
+_EPOCH_KEYS = ("t", "send", "end")
+
+
+def _splice(df: pl.DataFrame, pattern: str, new_value) -> pl.DataFrame:
+    """Replace group 1 of ``pattern`` (first match) by ``new_value(group1_expr)``; other lines untouched."""
+    before, value, after = pattern
+    g = pl.col("line").str.extract_groups(rf"(?s)^(?P<pre>{before})(?P<v>{value})(?P<post>{after}.*)$")
+    df = df.with_columns(g.alias("_g")).unnest("_g")
+    rebuilt = pl.concat_str([pl.col("pre"), new_value(pl.col("v")), pl.col("post")])
+    return df.with_columns(pl.when(pl.col("v").is_not_null()).then(rebuilt).otherwise(pl.col("line")).alias("line")).select("line")
+
+
+def _shift_ts(df: pl.DataFrame, spec: tuple[str, str, str, str], seconds: int) -> pl.DataFrame:
+    before, value, after, fmt = spec
+    parse_fmt = fmt if fmt.startswith("%Y") else f"%Y-{fmt}"
+
+    def shift(v: pl.Expr) -> pl.Expr:
+        text = v if fmt.startswith("%Y") else pl.lit(f"{YEAR}-") + v
+        return (text.str.strptime(pl.Datetime("us"), parse_fmt) + pl.duration(seconds=seconds)).dt.strftime(fmt)
+
+    return _splice(df, (before, value, after), shift)
+
+
+def _shift_epoch(df: pl.DataFrame, key: str, seconds: int) -> pl.DataFrame:
+    before = rf".*?(?:\b{key}=|\"{key}\": )"
+    return _splice(df, (before, r"\d{10}", r"\."), lambda v: (v.cast(pl.Int64) + seconds).cast(pl.String))
+
+
+def _rewrite(lines: pl.DataFrame, kind: str, shift: int, copy: int) -> pl.Series:
+    df = lines
+    if kind == "vllm":
+        df = _shift_ts(_shift_ts(df, _VLLM_TS, shift), _OTEL_TS, shift)
+    elif kind == "access":
+        df = _shift_epoch(_shift_ts(df, _ACCESS_TS, shift), "msec", shift)
+    elif kind == "error":
+        df = _shift_ts(df, _ERROR_TS, shift)
+    elif kind == "client":
+        df = _shift_ts(df, _CLIENT_TS, shift)
+    elif kind == "jsonl":
+        for key in _EPOCH_KEYS:
+            df = _shift_epoch(df, key, shift)
+    # ids: the first 4 hex digits of every 32-hex id name the copy; client rids get a copy tag
+    e = pl.col("line").str.replace_all(r"\b[0-9a-f]{4}([0-9a-f]{28})\b", f"{copy:04x}$1")
+    e = e.str.replace_all(r"\b(storm|crash|v0ladder)-(r|w\d\d)-", f"$1-c{copy}-$2-")
+    return df.select(e).to_series()
+
+
+def _kind(name: str) -> str | None:
+    if name == "vllm-server.log":
+        return "vllm"
+    if name == "nginx-access.log":
+        return "access"
+    if name == "nginx-error.log":
+        return "error"
+    if name.startswith("client-") and name.endswith(".log"):
+        return "client"
+    if name.startswith("client-") and name.endswith(".jsonl"):
+        return "jsonl"
+    return None
+
+
+def _span_seconds(run: Path) -> int:
+    t = pl.read_csv(run / "nginx-access.log", has_header=False, separator="\x1f", quote_char=None,
+                    new_columns=["line"]).select(pl.col("line").str.extract(r"msec=(\d+)", 1).cast(pl.Int64))
+    lo, hi = t.to_series().min(), t.to_series().max()
+    return int(hi - lo) + 120  # a gap between copies, as between two incidents
+
+
+def generate(out: Path, size_mb: float, replicas: int = 3, lab: Path = LAB) -> dict:
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    per_replica = size_mb * 1e6 / replicas
+    written, lines_total = 0, 0
+    for r in range(replicas):
+        run = lab / TEMPLATES[r % len(TEMPLATES)]
+        rdir = out / f"replica-{r}"
+        rdir.mkdir()
+        shutil.copy(run / "nginx.conf", rdir / "nginx.conf")
+        files = {p.name: p for p in sorted(run.iterdir()) if p.is_file() and _kind(p.name)}
+        tmpl_bytes = sum(p.stat().st_size for p in files.values())
+        copies = max(1, math.ceil(per_replica / tmpl_bytes))
+        span = _span_seconds(run)
+        frames = {
+            name: pl.DataFrame({"line": p.read_text(encoding="utf-8").split("\n")[:-1]}) for name, p in files.items()
+        }
+        handles = {name: open(rdir / name, "w", encoding="utf-8") for name in files}
+        try:
+            for k in range(copies):
+                copy = r * 4096 + k
+                for name, df in frames.items():
+                    s = _rewrite(df, _kind(name), k * span, copy)
+                    text = "\n".join(s.to_list()) + "\n"
+                    handles[name].write(text)
+                    written += len(text.encode())
+                    lines_total += s.len()
+        finally:
+            for h in handles.values():
+                h.close()
+    return {"bytes": written, "lines": lines_total, "replicas": replicas, "created": datetime.now().isoformat()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--size-mb", type=float, default=1000)
+    ap.add_argument("--replicas", type=int, default=3)
+    ap.add_argument("--lab", type=Path, default=LAB)
+    a = ap.parse_args()
+    info = generate(a.out, a.size_mb, a.replicas, a.lab)
+    print(f"wrote {info['bytes'] / 1e6:.1f} MB, {info['lines']:,} lines in {a.replicas} replica folders to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

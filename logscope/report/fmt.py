@@ -1,0 +1,135 @@
+"""Value formatting shared by summary.json, summary.md and report.html.
+
+JSON values are made deterministic here (ISO 8601 UTC strings, rounded floats, no NaN), so the
+same inputs always give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, date, datetime
+from typing import Any
+
+FLOAT_DIGITS = 4  # decimals kept in summary.json: enough for seconds and shares, stable across runs
+
+_PROMPT = re.compile(
+    r"""(?P<key>prompt(?:_token_ids)?\s*[:=]\s*|"(?:prompt|content|messages|input)"\s*:\s*)(?P<val>.*)""",
+    re.IGNORECASE,
+)
+
+
+def iso(ts: Any) -> str | None:
+    """UTC ISO 8601 with milliseconds and a Z: '2026-11-29T08:26:26.314Z'."""
+    if ts is None:
+        return None
+    if isinstance(ts, str):
+        return ts
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
+        ts = ts.astimezone(UTC)
+        return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    if isinstance(ts, date):
+        return ts.isoformat()
+    return str(ts)
+
+
+def num(x: Any, digits: int = FLOAT_DIGITS) -> float | int | None:
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return x
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(f) or math.isinf(f):
+        return None
+    r = round(f, digits)
+    return 0.0 if r == 0 else r  # no "-0.0"
+
+
+def clean(obj: Any) -> Any:
+    """Recursively JSON-safe and deterministic (datetimes to ISO, floats rounded, NaN to null)."""
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, float):
+        return num(obj)
+    if isinstance(obj, datetime | date):
+        return iso(obj)
+    if obj is None or isinstance(obj, str | int | bool):
+        return obj
+    return str(obj)
+
+
+def hms(ts: Any) -> str:
+    """'08:26:26' (UTC) for tables; the date is given once in the header."""
+    if ts is None:
+        return "–"
+    if isinstance(ts, str):
+        try:
+            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            return ts
+    return ts.astimezone(UTC).strftime("%H:%M:%S")
+
+
+def when(ts: Any) -> str:
+    """'2026-11-29 08:26:26 UTC'."""
+    if ts is None:
+        return "–"
+    if isinstance(ts, str):
+        try:
+            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            return ts
+    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(s: Any) -> str:
+    if s is None:
+        return "–"
+    s = float(s)
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def fnum(x: Any, digits: int = 2) -> str:
+    """Human number: thousands separators, trailing zeros dropped, '–' for missing."""
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(f):
+        return "–"
+    if f == int(f) and abs(f) < 1e15:
+        return f"{int(f):,}"
+    s = f"{f:,.{digits}f}".rstrip("0").rstrip(".")
+    return s
+
+
+def pct(x: Any, digits: int = 1) -> str:
+    if x is None:
+        return "–"
+    return f"{float(x) * 100:.{digits}f} %"
+
+
+def redact_prompt(line: str | None, include_prompts: bool) -> str | None:
+    """Cut prompt text out of a raw log line (unrecognised-line examples) unless prompts are allowed."""
+    if line is None or include_prompts:
+        return line
+    return _PROMPT.sub(lambda m: m.group("key") + "<prompt omitted: --include-prompts shows it>", line, count=1)

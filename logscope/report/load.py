@@ -1,0 +1,92 @@
+"""Read what the earlier stages left in the output folder, never failing on a missing piece.
+
+Every stage runs separately (``logscope report`` re-renders without re-parsing), so any table or
+JSON file may be absent or unreadable: the loader keeps the reason, and the report says it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from .. import schemas
+
+TABLES = (
+    "files",
+    "unrecognized",
+    "server_stats",
+    "server_events",
+    "server_requests",
+    "gateway_attempts",
+    "client_attempts",
+    "requests",
+    "windows",
+    "clock_offsets",
+    "episodes",
+    "findings",
+    "ladder",
+)
+DOCS = ("ingest", "correlation", "diagnosis")
+# Which stage writes what: the reason shown when something is missing.
+PRODUCER = {
+    "ingest": "logscope ingest",
+    "correlation": "the correlation stage",
+    "diagnosis": "the diagnosis stage",
+    "requests": "the correlation stage",
+    "windows": "the correlation stage",
+    "clock_offsets": "the correlation stage",
+    "episodes": "the diagnosis stage",
+    "findings": "the diagnosis stage",
+    "ladder": "the diagnosis stage",
+}
+
+
+@dataclass
+class Loaded:
+    """Tables and documents of one output folder, with a reason for each missing one."""
+
+    out: Path
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    docs: dict[str, dict] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def table(self, name: str) -> pl.DataFrame:
+        """The table, or an empty frame with the declared schema when it is missing."""
+        return self.tables.get(name, schemas.empty(name))
+
+    def doc(self, name: str) -> dict:
+        return self.docs.get(name, {})
+
+    def why(self, name: str) -> str:
+        return self.missing.get(name, "")
+
+
+def load(out: Path) -> Loaded:
+    res = Loaded(out)
+    for name in TABLES:
+        p = out / f"{name}.parquet"
+        if not p.exists():
+            res.missing[name] = f"{p.name} is missing (written by {PRODUCER.get(name, 'logscope ingest')})"
+            continue
+        try:
+            res.tables[name] = schemas.conform(pl.read_parquet(p), name)
+        except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
+            res.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
+    for name in DOCS:
+        p = out / f"{name}.json"
+        if not p.exists():
+            res.missing[name] = f"{p.name} is missing (written by {PRODUCER[name]})"
+            continue
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            res.missing[name] = f"{p.name} could not be read: {e}"
+            continue
+        if not isinstance(doc, dict):
+            res.missing[name] = f"{p.name} is not a JSON object"
+            continue
+        res.docs[name] = doc
+    return res

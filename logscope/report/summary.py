@@ -1,0 +1,279 @@
+"""summary.json: the stable, documented result (logscope/summary.schema.json is its doc).
+
+Everything here is a pure function of the output folder and the options: no wall-clock time,
+no absolute output path, sorted orders, rounded floats. The HTML and Markdown renderers read
+this dict, so what a reviewer reads and what a script reads are the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from .. import __version__
+from .fmt import clean, iso, num
+from .load import Loaded
+
+SCHEMA_VERSION = "1.0"
+MAX_SHAPES = 50  # unrecognised shapes listed in summary.json (all are in unrecognized.parquet)
+EPISODE_METRICS = (
+    "running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean",
+    "arrival_rate_before", "arrival_rate_during", "prompt_tokens_mean", "output_tokens_mean",
+    "ttft_p95", "e2e_p95", "success_share", "share_of_span",
+)  # fmt: skip
+RETRY_KEYS = (
+    "logical_requests", "client_attempts", "client_retries", "gateway_requests", "gateway_attempts",
+    "gateway_retries", "server_requests", "server_aborts", "amplification", "orphaned_requests",
+    "orphan_s", "cancellation_propagated",
+)  # fmt: skip
+
+
+def build(ld: Loaded, options: Any) -> dict:
+    """The summary dict, in the key order of the schema."""
+    diag = ld.doc("diagnosis")
+    na: dict[str, str] = {}
+    out = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_by": {
+            "tool": "logscope",
+            "version": __version__,
+            "command_line": getattr(options, "command_line", "") or None,
+        },
+        "verdict": verdict(ld),
+        "inputs": inputs(ld),
+        "span": span(ld),
+        "assumptions": assumptions(ld, options),
+        "slo": {
+            "ttft_s": num(getattr(options, "slo_ttft_s", None)),
+            "e2e_s": num(getattr(options, "slo_e2e_s", None)),
+            "success": num(getattr(options, "slo_success", None)),
+        },
+        "episodes": episodes(ld),
+        "findings": findings(ld),
+        "retries": retries(ld),
+        "ladder": ladder(ld),
+        "capacity": clean(diag.get("capacity")),
+        "cold_start": clean(diag.get("cold_start")),
+        "output_lengths": clean(diag.get("output_lengths")),
+        "thresholds": clean(diag.get("thresholds")),
+        "not_available": na,
+    }
+    for key, why in _gaps(ld, out).items():
+        na[key] = why
+    return out
+
+
+def _gaps(ld: Loaded, s: dict) -> dict[str, str]:
+    """Why each empty section is empty, so no reader mistakes 'not computed' for 'nothing found'."""
+    why: dict[str, str] = {}
+    diag_missing = ld.why("diagnosis")
+    if diag_missing:
+        why["verdict"] = diag_missing
+    for key, table in (("episodes", "episodes"), ("findings", "findings")):
+        if not s[key] and ld.why(table) and not ld.doc("diagnosis").get(key):
+            why[key] = ld.why(table)
+    for key in ("capacity", "cold_start", "output_lengths"):
+        if s[key] is None:
+            why[key] = diag_missing or f"diagnosis.json has no '{key}' (nothing in the logs to compute it from)"
+    if s["ladder"] is None:
+        why["ladder"] = ld.why("ladder") or "no load ladder in these inputs (no steps of rising concurrency)"
+    if s["retries"]["logical_requests"] is None:
+        why["retries"] = ld.why("requests") or "no request could be counted"
+    if ld.why("windows"):
+        why["timeline"] = ld.why("windows")
+    return why
+
+
+def verdict(ld: Loaded) -> list[str]:
+    v = ld.doc("diagnosis").get("verdict")
+    if isinstance(v, str):
+        v = [ln for ln in v.splitlines() if ln.strip()]
+    if isinstance(v, list) and v:
+        lines = [str(x).strip() for x in v if str(x).strip()][:3]
+        while len(lines) < 3:
+            lines.append("–")
+        return lines
+    files = ld.table("files")
+    parsed = int(files["lines_parsed"].sum() or 0)
+    total = int(files["lines_total"].sum() or 0)
+    return [
+        "No verdict: the diagnosis did not run (" + (ld.why("diagnosis") or "diagnosis.json has no verdict") + ").",
+        f"{files.height} input file(s) were read: {parsed:,} of {total:,} lines recognised.",
+        "The tables below show what could be computed; the appendix lists the inputs.",
+    ]
+
+
+def inputs(ld: Loaded) -> dict:
+    files = ld.table("files").sort("path")
+    rows = [
+        {
+            "path": r["path"],
+            "format": r["format"],
+            "kind": r["kind"],
+            "replica": r["replica"],
+            "confidence": num(r["confidence"]),
+            "lines_total": r["lines_total"],
+            "lines_parsed": r["lines_parsed"],
+            "lines_unrecognized": r["lines_unrecognized"],
+            "bytes": r["bytes"],
+            "first_ts": iso(r["first_ts"]),
+            "last_ts": iso(r["last_ts"]),
+            "messages": list(r["messages"] or []),
+        }
+        for r in files.iter_rows(named=True)
+    ]
+    unrec = ld.table("unrecognized").sort(["count", "path", "shape"], descending=[True, False, False])
+    return {
+        "path": ld.doc("ingest").get("input"),
+        "lines_total": int(files["lines_total"].sum() or 0),
+        "lines_parsed": int(files["lines_parsed"].sum() or 0),
+        "lines_unrecognized": int(files["lines_unrecognized"].sum() or 0),
+        "files": rows,
+        "unrecognized_shapes": [
+            {"path": r["path"], "shape": r["shape"], "count": r["count"], "first_line_no": r["first_line_no"]}
+            for r in unrec.head(MAX_SHAPES).iter_rows(named=True)
+        ],
+    }
+
+
+def span(ld: Loaded) -> dict:
+    files = ld.table("files")
+    lo, hi = files["first_ts"].min(), files["last_ts"].max()
+    w = ld.table("windows")
+    if lo is None and w.height:
+        lo, hi = w["ts"].min(), w["ts"].max()
+    dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
+    return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur)}
+
+
+def assumptions(ld: Loaded, options: Any) -> dict:
+    ing = ld.doc("ingest")
+    notes: dict[str, list[str]] = {}
+    for r in ld.table("files").sort("path").iter_rows(named=True):
+        for a in r["assumptions"] or []:
+            notes.setdefault(a, []).append(r["path"])
+    for a in ld.doc("correlation").get("assumptions", []) or []:
+        notes.setdefault(str(a), [])
+    offsets = [
+        {
+            "source": r["source"],
+            "reference": r["reference"],
+            "offset_s": num(r["offset_s"]),
+            "spread_s": num(r["spread_s"]),
+            "n_matches": r["n_matches"],
+            "method": r["method"],
+            "verified": r["verified"],
+        }
+        for r in ld.table("clock_offsets").sort("source").iter_rows(named=True)
+    ]
+    return {
+        "timezone": ing.get("tz", getattr(options, "tz", "UTC")),
+        "year": ing.get("year"),
+        "year_source": ing.get("year_source"),
+        "clock_offsets": offsets,
+        "notes": [{"text": t, "files": fs} for t, fs in notes.items()],
+    }
+
+
+def episodes(ld: Loaded) -> list[dict]:
+    t = ld.table("episodes")
+    rows = list(t.iter_rows(named=True)) if t.height else list(ld.doc("diagnosis").get("episodes") or [])
+    out = []
+    for r in rows:
+        eid = r.get("episode_id") or r.get("id")
+        out.append(
+            {
+                "id": eid,
+                "signal": r.get("signal"),
+                "class": r.get("class"),
+                "replica": r.get("replica"),
+                "start": iso(r.get("start")),
+                "end": iso(r.get("end")),
+                "duration_s": num(r.get("duration_s")),
+                "recovered": r.get("recovered"),
+                "peak": num(r.get("peak")),
+                "baseline": num(r.get("baseline")),
+                "count": r.get("count"),
+                "evidence": r.get("reason") or r.get("evidence"),
+                "metrics": {k: num(r.get(k)) for k in EPISODE_METRICS if r.get(k) is not None},
+            }
+        )
+    return sorted(out, key=lambda e: (e["start"] or "", str(e["id"])))
+
+
+def findings(ld: Loaded) -> list[dict]:
+    t = ld.table("findings")
+    rows = list(t.iter_rows(named=True)) if t.height else list(ld.doc("diagnosis").get("findings") or [])
+    out = [
+        {
+            "id": r.get("finding_id") or r.get("id"),
+            "rank": r.get("rank"),
+            "severity": r.get("severity"),
+            "title": r.get("title"),
+            "symptom": r.get("symptom"),
+            "evidence": r.get("evidence"),
+            "cause": r.get("cause"),
+            "next_test": r.get("next_test"),
+            "episode": r.get("episode_id") or r.get("episode"),
+            "start": iso(r.get("start")),
+            "end": iso(r.get("end")),
+        }
+        for r in rows
+    ]
+    return sorted(out, key=lambda f: (f["rank"] if f["rank"] is not None else 1 << 30, str(f["id"])))
+
+
+def retries(ld: Loaded) -> dict:
+    """Request counts per layer and the amplification; correlation.json wins, tables fill the gaps."""
+    doc = ld.doc("correlation")
+    given = {}
+    for src in (doc, doc.get("retries") or {}, doc.get("amplification") or {}, doc.get("counts") or {}):
+        if isinstance(src, dict):
+            given.update({k: v for k, v in src.items() if k in RETRY_KEYS and v is not None})
+    counted = _count_layers(ld)
+    out = {k: clean(given.get(k, counted.get(k))) for k in RETRY_KEYS}
+    out["source"] = "correlation.json" if given else ("tables" if counted else None)
+    return out
+
+
+def _count_layers(ld: Loaded) -> dict:
+    """Fallback counts straight from the tables (used when correlation.json lacks them)."""
+    c: dict[str, Any] = {}
+    req = ld.tables.get("requests")
+    if req is not None and req.height:
+        client_rows = req.filter(pl.col("origin") == "client")
+        base = client_rows if client_rows.height else req
+        c["logical_requests"] = base.height
+        c["orphaned_requests"] = int((req["orphaned_executions"].fill_null(0) > 0).sum())
+        c["orphan_s"] = req["orphan_s"].sum() if req["orphan_s"].null_count() < req.height else None
+    ca = ld.tables.get("client_attempts")
+    if ca is not None and ca.height:
+        c["client_attempts"] = ca.height
+        c["client_retries"] = int((ca["attempt"].fill_null(1) > 1).sum())
+    ga = ld.tables.get("gateway_attempts")
+    if ga is not None and ga.height:
+        c["gateway_requests"] = ga.select(pl.struct("source", "request_id", "ts_end").n_unique()).item()
+        c["gateway_attempts"] = ga.height
+        c["gateway_retries"] = int((ga["attempt"].fill_null(1) > 1).sum())
+    sr = ld.tables.get("server_requests")
+    if sr is not None and sr.height:
+        work = sr.filter(pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null())
+        c["server_requests"] = work.height
+        c["server_aborts"] = int(work["aborted_ts"].is_not_null().sum())
+    if c.get("logical_requests") and c.get("server_requests") is not None:
+        c["amplification"] = c["server_requests"] / c["logical_requests"]
+    return c
+
+
+def ladder(ld: Loaded) -> dict | None:
+    t = ld.table("ladder").sort("step")
+    dl = ld.doc("diagnosis").get("ladder")
+    dl = dl if isinstance(dl, dict) else {}
+    if t.height:
+        steps = [clean(r) for r in t.iter_rows(named=True)]
+    else:
+        steps = [clean(s) for s in dl.get("steps") or []]
+    if not steps:
+        return None
+    return {"steps": steps, "working_boundary": clean(dl.get("working_boundary"))}

@@ -1,0 +1,262 @@
+"""nginx access log -> ``gateway_attempts``, one row per upstream attempt.
+
+Sample (lab ``log_format lab``, /work/shared/fixtures/lab/spike/nginx-access.log)::
+
+    2026-11-29T08:25:07+00:00 msec=1795940707.424 rid=4747c1cf15091f73268614980228ca23 port=8081 client_rid="spike-w01-00002" "POST /v1/completions HTTP/1.1" status=200 rt=1.770 ua="127.0.0.1:8002, 127.0.0.1:8001" us="502, 200" urt="0.000, 1.770" uct="-, 0.000" uht="-, 0.027" req_len=1165 sent=66626 retry_hdr="0" ua_client="OpenAI/Python 3.57.0"
+
+Formats: the predefined ``combined``, any custom ``log_format`` (taken from --nginx-log-format, else
+from a ``*.conf`` beside the log, else inferred from self-describing ``key=value`` / JSON lines),
+``escape=json`` JSON logs. Upstream: ``src/http/modules/ngx_http_log_module.c`` and
+``ngx_http_upstream.c`` (nginx/nginx); list-valued ``$upstream_*`` variables are documented in
+``ngx_http_upstream_module.xml``: ``, `` between attempts, `` : `` between upstream groups, ``-``
+when there is none, the group name in ``$upstream_addr`` when no server could be selected.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logscope.schemas import TS
+
+from . import _nginx_format as nf
+from ._common import epoch_to_utc
+from .base import ChunkResult, ParseContext
+
+NAME = "nginx_access"
+KIND = "gateway"
+DESCRIPTION = "nginx access log: combined, custom log_format (from nginx.conf or inferred), escape=json"
+MODE = "lines"
+SAMPLES = [
+    '2026-11-29T08:31:09+00:00 msec=1795941069.073 rid=c873f7209d99012968505a0956b3113e port=8080 client_rid="storm-r-00479" "POST /v1/completions HTTP/1.1" status=502 rt=8.001 ua="127.0.0.1:8001, vllm_edge" us="504, 502" urt="8.000, 0.000" uct="0.000, -" uht="-, -" req_len=1105 sent=314 retry_hdr="0" ua_client="OpenAI/Python 3.57.0"',
+    '127.0.0.1 - - [29/Nov/2026:09:49:35 +0000] "GET /pool/index.html HTTP/1.1" 200 6 "-" "curl/7.88.1"',
+    '{"time":"2026-11-29T09:49:40+00:00","msec":"1795945780.334","request_id":"ccd151a4254c1d389b90194abdcb58c4","remote_addr":"127.0.0.1","request":"GET /fallback/ HTTP/1.1","status":200,"request_time":0.002,"upstream_addr":"127.0.0.1:18999 : 127.0.0.1:18090","upstream_status":"502 : 200","upstream_response_time":"0.000 : 0.002","upstream_connect_time":"- : 0.000","upstream_header_time":"- : 0.002","bytes_sent":195,"x_request_id":"","http_user_agent":"curl/7.88.1"}',
+]
+
+# --- detection (head lines only) ---
+_COMBINED_SHAPE = (
+    r'^\S+ \S+ \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} (?:\d+|-)(?: "[^"]*")*\r?$'
+)
+_KV_UPSTREAM = r'(?:^|\s)(?:us|upstream_status)="?(?:\d{3}|-)'
+_KV_OTHER = r"(?:^|\s)(?:rt|request_time|urt|upstream_response_time|msec|rid|request_id|ua|upstream_addr)="
+_JSON_START = r"^\s*\{"
+_JSON_KEYS = [
+    f'"{k}"\\s*:'
+    for k in (
+        "upstream_addr",
+        "upstream_status",
+        "upstream_response_time",
+        "upstream_connect_time",
+        "upstream_header_time",
+        "request_time",
+        "body_bytes_sent",
+        "time_local",
+        "time_iso8601",
+        "remote_addr",
+        "http_user_agent",
+        "request_id",
+        "msec",
+    )
+]
+
+# --- parsing ---
+_REQUEST = r"^(?P<method>[A-Z]+) (?P<path>\S+)"
+_NULLS = ["-", ""]
+_JSON_UNESCAPE = r'\\(["\\/])'
+
+
+def detect(head: list[str]) -> float:
+    lines = [h for h in head if h.strip()]
+    if not lines:
+        return 0.0
+    line = pl.col("line")
+    share = pl.DataFrame({"line": lines}, schema={"line": pl.String}).select(
+        kv=(line.str.contains(_KV_UPSTREAM) & line.str.contains(_KV_OTHER)).mean(),
+        js=(line.str.contains(_JSON_START) & (pl.sum_horizontal([line.str.contains(k) for k in _JSON_KEYS]) >= 2)).mean(),
+        comb=line.str.contains(_COMBINED_SHAPE).mean(),
+    ).row(0)
+    kv, js, comb = (x or 0.0 for x in share)
+    return float(max(0.95 * kv, 0.9 * js, 0.7 * comb))
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    assumptions: list[str] = []
+    if "layouts" not in state:
+        head = lines.filter(pl.col("line").str.strip_chars() != "").get_column("line").head(200).to_list()
+        state["layouts"] = nf.candidates(head, ctx.options or {})
+        state["said"] = False
+    layouts: list[tuple[nf.Layout, int]] = state["layouts"]
+    if not state["said"] and layouts:
+        state["said"] = True
+        assumptions += _layout_assumptions(layouts)
+    recognized = pl.Series("recognized", [False] * lines.height, dtype=pl.Boolean)
+    frames = []
+    rest = lines.with_row_index("_i")
+    for lay, _ in layouts:
+        if rest.height == 0:
+            break
+        hit = rest.get_column("line").str.contains(lay.regex)
+        if not hit.any():
+            continue
+        matched, rest = rest.filter(hit), rest.filter(~hit)
+        recognized = recognized.scatter(matched.get_column("_i"), True)
+        fields = matched.select(
+            "line_no", pl.col("line").str.extract_groups(lay.regex).alias("_f")
+        ).unnest("_f")
+        frames.append(_attempts(fields, lay, ctx))
+    tables = {"gateway_attempts": pl.concat(frames, how="diagonal_relaxed")} if frames else {}
+    if frames:
+        assumptions += _time_assumptions(layouts)
+    return ChunkResult(tables=tables, recognized=recognized, assumptions=assumptions)
+
+
+def _layout_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:
+    lay, n = layouts[0]
+    out = [f"nginx access-log fields from {lay.origin} ({n} of the first lines match: {lay.format!r})"]
+    for other, m in layouts[1:]:
+        if other.regex != lay.regex:
+            out.append(f"lines that do not match it are tried with {other.origin} ({m} head lines match)")
+    if not set(nf.LIST_VARS) & set(lay.variables):
+        out.append("this nginx format has no $upstream_* fields: one row per request, attempts unknown")
+    return out
+
+
+def _time_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:
+    v = set(layouts[0][0].variables)
+    out = []
+    if "msec" in v:
+        out.append("nginx ts_end = $msec (epoch, ms); ts_start = ts_end - $request_time")
+    elif "time_iso8601" in v or "time_local" in v:
+        out.append("nginx ts_end from $time_iso8601/$time_local (whole seconds, zone as logged)")
+    if "upstream_response_time" in v:
+        out.append(
+            "nginx upstream attempts are sequential: attempt k is taken to start at ts_start + the previous "
+            "attempts' $upstream_response_time (an approximation; connect/queue gaps are not logged)"
+        )
+    return out
+
+
+def _nullify(e: pl.Expr) -> pl.Expr:
+    return pl.when(e.is_in(_NULLS)).then(None).otherwise(e)
+
+
+def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFrame:
+    """Rows for one layout's matched lines: explode the list-valued upstream fields into attempts."""
+    have = set(f.columns)
+    json = lay.escape == "json"
+
+    def col(name: str, dtype=pl.String) -> pl.Expr:
+        if name not in have:
+            return pl.lit(None, dtype=dtype)
+        e = _nullify(pl.col(name))
+        if json and dtype == pl.String:
+            e = e.str.replace_all(_JSON_UNESCAPE, "$1")
+        return e if dtype == pl.String else e.cast(dtype, strict=False)
+
+    lists = [c for c in nf.LIST_VARS if c in have]
+    base = f.select(
+        "line_no",
+        _ts_end(have).alias("ts_end"),
+        col("request_time", pl.Float64).alias("request_time_s"),
+        col("request_id").alias("request_id"),
+        col("http_x_request_id").alias("client_request_id"),
+        col("status", pl.Int64).alias("status"),
+        col("request").alias("_request"),
+        col("request_method").alias("_method"),
+        col("request_uri").alias("_uri"),
+        pl.coalesce(col("bytes_sent", pl.Int64), col("body_bytes_sent", pl.Int64)).alias("bytes_sent"),
+        col("http_x_stainless_retry_count", pl.Int64).alias("client_retry"),
+        col("http_user_agent").alias("user_agent"),
+        col("server_port", pl.Int64).alias("port"),
+        # ' : ' (a switch to another upstream group) becomes ', :' so one split keeps the boundary
+        *[_nullify(pl.col(c)).str.replace_all(" : ", ", :", literal=True).str.split(", ").alias(c) for c in lists],
+    )
+    if lists:
+        n = pl.max_horizontal([pl.col(c).list.len() for c in lists])
+        no_upstream = pl.all_horizontal([pl.col(c).is_null() for c in lists])
+        total = pl.when(no_upstream).then(0).otherwise(n)
+    else:
+        n, total = pl.lit(1), pl.lit(None, dtype=pl.Int64)
+    req = pl.col("_request").str.extract_groups(_REQUEST)
+    rows = (
+        base.with_columns(
+            total.cast(pl.Int64).alias("attempts_total"),
+            pl.int_ranges(0, n.fill_null(1)).alias("_k"),
+            req.struct.field("method").fill_null(pl.col("_method")).alias("method"),
+            req.struct.field("path").fill_null(pl.col("_uri")).alias("path"),
+        )
+        .explode("_k")
+        .with_columns([pl.col(c).list.get(pl.col("_k"), null_on_oob=True).alias(c) for c in lists])
+    )
+    return _attempt_columns(rows, lists, ctx)
+
+
+def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) -> pl.DataFrame:
+    def item(name: str, dtype) -> pl.Expr:
+        if name not in lists:
+            return pl.lit(None, dtype=dtype)
+        e = _nullify(pl.col(name).str.strip_prefix(":"))
+        return e if dtype == pl.String else e.cast(dtype, strict=False)
+
+    redirect = (
+        pl.any_horizontal([pl.col(c).str.starts_with(":") for c in lists]).fill_null(False)
+        if lists
+        else pl.lit(False)
+    )
+    upstream, ustatus = item("upstream_addr", pl.String), item("upstream_status", pl.Int64)
+    # a group name (no port, not unix:) with 502: no server could be selected, nothing was tried
+    no_live = upstream.is_not_null() & ~upstream.str.contains(":") & (ustatus == 502)
+    urt = item("upstream_response_time", pl.Float64)
+    ts_start = pl.col("ts_end") - pl.duration(
+        microseconds=(pl.col("request_time_s").fill_null(0) * 1e6).round(0).cast(pl.Int64)
+    )
+    before = (urt.fill_null(0).cum_sum().over("line_no", order_by="_k") - urt.fill_null(0)).fill_null(0)
+    return rows.select(
+        (ts_start + pl.duration(microseconds=(before * 1e6).round(0).cast(pl.Int64))).cast(TS).alias("ts_start"),
+        pl.col("ts_end").cast(TS),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit("nginx").alias("gateway"),
+        "request_id",
+        "client_request_id",
+        (pl.col("_k") + 1).cast(pl.Int64).alias("attempt"),
+        "attempts_total",
+        upstream.alias("upstream"),
+        "status",
+        ustatus.alias("upstream_status"),
+        urt.alias("duration_s"),
+        "request_time_s",
+        item("upstream_connect_time", pl.Float64).alias("connect_s"),
+        item("upstream_header_time", pl.Float64).alias("header_s"),
+        pl.concat_str(
+            [
+                pl.when(no_live).then(pl.lit("no_live_upstreams")),
+                pl.when(redirect).then(pl.lit("internal_redirect")),
+            ],
+            separator=",",
+            ignore_nulls=True,
+        )
+        .replace("", None)
+        .alias("flags"),
+        pl.when(no_live).then(pl.lit("no live upstreams")).alias("error"),
+        "method",
+        "path",
+        "bytes_sent",
+        "client_retry",
+        "user_agent",
+        "port",
+        "line_no",
+    )
+
+
+def _ts_end(have: set[str]) -> pl.Expr:
+    """$msec (epoch with ms) when logged, else $time_iso8601 / $time_local (they carry their zone)."""
+    out = []
+    if "msec" in have:
+        out.append(epoch_to_utc(pl.col("msec").cast(pl.Float64, strict=False)))
+    if "time_iso8601" in have:
+        iso = pl.col("time_iso8601").str.replace(r"Z$", "+00:00")
+        out.append(iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us"))
+    if "time_local" in have:
+        out.append(pl.col("time_local").str.to_datetime("%d/%b/%Y:%H:%M:%S %z", strict=False, time_unit="us"))
+    if not out:
+        return pl.lit(None, dtype=TS)
+    return pl.coalesce([e.cast(TS) for e in out])

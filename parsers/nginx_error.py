@@ -1,0 +1,84 @@
+"""nginx error.log -> ``gateway_errors``.
+
+Sample (/work/shared/fixtures/lab/retry-storm/nginx-error.log)::
+
+    2026/11/29 08:31:09 [error] 5806#5806: *752 upstream timed out (110: Connection timed out) while reading response header from upstream, client: 127.0.0.1, server: , request: "POST /v1/completions HTTP/1.1", upstream: "http://127.0.0.1:8001/v1/completions", host: "127.0.0.1:8080"
+
+Layout: ``src/core/ngx_log.c`` (``YYYY/MM/DD HH:MM:SS [level] PID#TID: *CONN``) and the context
+appended by ``ngx_http_log_error()`` in ``src/http/ngx_http_request.c`` (client, server, request,
+upstream, host), nginx/nginx. The time is local time without a zone.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ._common import local_to_utc
+from .base import ChunkResult, ParseContext, hit_share
+
+NAME = "nginx_error"
+KIND = "gateway"
+DESCRIPTION = "nginx error.log (upstream timeouts, connect failures, no live upstreams, client aborts)"
+MODE = "lines"
+SAMPLES = [
+    '2026/11/29 08:31:09 [error] 5806#5806: *752 no live upstreams while connecting to upstream, client: 127.0.0.1, server: , request: "POST /v1/completions HTTP/1.1", upstream: "http://vllm_edge/v1/completions", host: "127.0.0.1:8080"',
+    '2026/11/29 08:29:15 [warn] 5806#5806: *3 upstream server temporarily disabled while connecting to upstream, client: 127.0.0.1, server: , request: "POST /v1/completions HTTP/1.1", upstream: "http://127.0.0.1:8002/v1/completions", host: "127.0.0.1:8080"',
+    "2026/11/29 08:33:32 [notice] 8222#8222: nginx/1.22.1",
+]
+
+_LEVELS = "debug|info|notice|warn|error|crit|alert|emerg"
+_LINE = (
+    rf"^(?P<ts>\d{{4}}/\d{{2}}/\d{{2}} \d{{2}}:\d{{2}}:\d{{2}}) \[(?P<level>{_LEVELS})\] "
+    r"(?P<pid>\d+)#(?P<tid>\d+): (?:\*(?P<conn>\d+) )?(?P<msg>.*?)\r?$"
+)
+_DETECT = rf"^\d{{4}}/\d{{2}}/\d{{2}} \d{{2}}:\d{{2}}:\d{{2}} \[(?:{_LEVELS})\] \d+#\d+: "
+_CONTEXT = r", client: "
+_CLIENT = r", client: ([^,]*)"
+_REQUEST = r', request: "((?:[^"\\]|\\.)*)"'
+_UPSTREAM = r', upstream: "([^"]*)"'
+_HOST = r', host: "([^"]*)"'
+
+# (kind, regex on the message) in priority order; level 'notice' lines are 'notice'
+_KINDS = [
+    ("keepalive_closed", r"closed keepalive connection"),
+    ("upstream_timeout", r"upstream timed out \(110"),
+    ("connect_failed", r"connect\(\) (?:to \S+ )?failed \("),
+    ("no_live_upstreams", r"no live upstreams"),
+    ("upstream_closed", r"upstream prematurely closed connection"),
+    ("upstream_disabled", r"upstream server temporarily disabled"),
+    ("client_closed", r"client prematurely closed connection"),
+    ("broken_pipe", r"failed \(32: Broken pipe\)"),
+    ("upstream_reset", r"\(104: Connection reset by peer\) while [^,]*upstream"),
+]
+
+
+def detect(head: list[str]) -> float:
+    return 0.95 * hit_share(head, _DETECT)
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    g = lines.select("line_no", pl.col("line").str.extract_groups(_LINE).alias("g")).unnest("g")
+    ok = g.get_column("ts").is_not_null()
+    rows = g.filter(ok)
+    msg = pl.col("msg")
+    kind = pl.when(pl.col("level") == "notice").then(pl.lit("notice"))
+    for name, rx in _KINDS:
+        kind = kind.when(msg.str.contains(rx)).then(pl.lit(name))
+    naive = pl.col("ts").str.to_datetime("%Y/%m/%d %H:%M:%S", time_unit="us", strict=False)
+    head = pl.when(msg.str.contains(_CONTEXT)).then(msg.str.split(_CONTEXT).list.first()).otherwise(msg)
+    out = rows.select(
+        local_to_utc(naive, ctx.tz).alias("ts"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit("nginx").alias("gateway"),
+        "level",
+        kind.otherwise(pl.lit("other")).alias("kind"),
+        pl.col("conn").cast(pl.Int64).alias("conn_id"),
+        msg.str.extract(_CLIENT, 1).alias("client"),
+        msg.str.extract(_REQUEST, 1).alias("request"),
+        msg.str.extract(_UPSTREAM, 1).alias("upstream"),
+        msg.str.extract(_HOST, 1).alias("host"),
+        head.str.slice(0, 500).alias("message"),
+        "line_no",
+    )
+    assumptions = [f"nginx error.log times have no zone: read as {ctx.tz} (--tz)"]
+    return ChunkResult(tables={"gateway_errors": out}, recognized=ok, assumptions=assumptions)

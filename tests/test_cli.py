@@ -1,0 +1,68 @@
+"""The CLI is thin: options in, one library call, errors to exit codes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import polars as pl
+from typer.testing import CliRunner
+
+from conftest import LAB, need
+from logscope.cli import ExitCode, app
+
+runner = CliRunner()
+
+
+def test_formats_lists_every_registered_parser():
+    import parsers
+
+    r = runner.invoke(app, ["formats"], terminal_width=200)
+    assert r.exit_code == 0
+    for m in parsers.FORMATS:
+        assert m.NAME in r.stdout
+
+
+def test_missing_and_empty_input(tmp_path):
+    r = runner.invoke(app, ["analyze", str(tmp_path / "nope")])
+    assert r.exit_code == ExitCode.NO_INPUT and "does not exist" in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = runner.invoke(app, ["analyze", str(tmp_path / "empty")])
+    assert r.exit_code == ExitCode.NO_INPUT and "holds no files" in r.stderr
+
+
+def test_output_inside_input_is_refused(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(need(LAB / "spike" / "vllm-server.log"), d)
+    r = runner.invoke(app, ["ingest", str(d), "-o", str(d / "out")])
+    assert r.exit_code == ExitCode.OUTPUT and "inside the input" in r.stderr
+    assert not (d / "out").exists()
+
+
+def test_bad_fail_on_value(tmp_path):
+    r = runner.invoke(app, ["analyze", str(tmp_path), "--fail-on", "meltdown"])
+    assert r.exit_code == ExitCode.USAGE
+
+
+def test_ingest_then_detect(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(need(LAB / "spike" / "vllm-server.log"), d)
+    shutil.copy(LAB / "spike" / "nginx-access.log", d)
+    r = runner.invoke(app, ["ingest", str(d), "-o", str(tmp_path / "out"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    files = pl.read_parquet(tmp_path / "out" / "files.parquet")
+    assert dict(zip(files["path"], files["format"], strict=True)) == {
+        "nginx-access.log": "nginx_access",
+        "vllm-server.log": "vllm_server",
+    }
+    r = runner.invoke(app, ["detect", str(d), "--scores"], terminal_width=250)
+    assert r.exit_code == 0
+    assert "vllm_server" in r.stdout and "nginx_access" in r.stdout and "100.0%" in r.stdout
+
+
+def test_module_entry_point_version():
+    r = subprocess.run([sys.executable, "-m", "logscope", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("logscope ")

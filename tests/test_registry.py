@@ -1,0 +1,41 @@
+"""Every format module is registered, fulfils the contract, and its own samples are not claimed
+by another format (lnav's cross-check, pygments' never-raising detection)."""
+
+from __future__ import annotations
+
+import pkgutil
+
+import pytest
+
+import parsers
+from parsers.base import safe_detect
+
+
+def test_every_module_is_registered():
+    mods = {m.name for m in pkgutil.iter_modules(parsers.__path__) if not m.name.startswith("_") and m.name != "base"}
+    assert mods == {m.__name__.rsplit(".", 1)[1] for m in parsers.FORMATS}
+
+
+@pytest.mark.parametrize("mod", parsers.FORMATS, ids=lambda m: m.NAME)
+def test_contract(mod):
+    assert mod.KIND in {"server", "gateway", "client", "metrics"}
+    assert mod.MODE in {"lines", "document"}
+    assert isinstance(mod.DESCRIPTION, str) and mod.DESCRIPTION
+    assert hasattr(mod, "parse_chunk" if mod.MODE == "lines" else "parse_document")
+    assert mod.SAMPLES, "each format carries real sample lines"
+
+
+@pytest.mark.parametrize("mod", parsers.FORMATS, ids=lambda m: m.NAME)
+def test_samples_are_claimed_by_their_own_format_only(mod):
+    own = safe_detect(mod, list(mod.SAMPLES))
+    assert own >= 0.5, f"{mod.NAME} scores its own samples {own:.2f}"
+    for other in parsers.FORMATS:
+        if other is not mod:
+            assert safe_detect(other, list(mod.SAMPLES)) < own, f"{other.NAME} claims {mod.NAME}'s samples"
+
+
+@pytest.mark.parametrize("mod", parsers.FORMATS, ids=lambda m: m.NAME)
+@pytest.mark.parametrize("head", [[], [""], ["\x00\x01\x02"], ["{"], ["x" * 100_000], ["\ufffd" * 10]])
+def test_detect_never_raises(mod, head):
+    assert 0.0 <= safe_detect(mod, head) <= 1.0
+    assert mod.detect(head) is not None
