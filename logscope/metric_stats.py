@@ -1,12 +1,153 @@
 """Per-interval running / waiting / KV usage / preemptions derived from server_metrics.
 
-Placeholder until the Prometheus work lands: appends nothing.
+vLLM 0.32 never logs a preemption: ``vllm:num_preemptions_total`` is the only record. This turns
+the Prometheus samples into ``server_stats`` rows (origin = era = 'prometheus'), one per replica
+and sample timestamp, appended after the rows read from logs (which are left as they are).
+
+* gauges summed over label sets (two engines = two series): running, waiting, swapped; KV usage is
+  the max over series (``vllm:kv_cache_usage_perc``, else V0's ``vllm:gpu_cache_usage_perc``).
+  A V0 CPU backend keeps the GPU gauge at 0 while requests run: that gauge then says nothing about
+  the KV cache, so kv_usage is ``vllm:cpu_cache_usage_perc`` when exported, else null
+  (gpu_kv_usage keeps the 0s).
+* counters: per series delta between consecutive samples; a drop is a restart, the delta is then
+  the new value. The first sample of a series has no delta (null). prompt_tps / gen_tps are the
+  token counters' deltas / seconds since the previous sample, summed over series.
+* NaN samples (staleness markers) are ignored; scrape gaps stay gaps (no row is invented).
+
+Overlapping inputs (a promtool dump and query_range answers of the same run, as in the lab) are
+not double counted. Per series (replica, name, labels), sources are ranked: the one holding the
+most metric names first (a dump or a scrape holds every metric of the target; a query_range answer
+one metric, resampled on the query step), then the one with most samples. A lower-ranked source's
+samples are dropped where a better one covers the series (its first..last sample, widened by two
+of its median sample intervals: a query_range step just past the last scrape repeats that scrape); what is left is deduplicated on (replica, name, labels, ts rounded to the
+second), keeping the better-ranked source, and within one source the later line (several
+untimestamped scrapes of one file all sit at its mtime: the last is kept).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+
+from . import schemas
+
+RUNNING, WAITING, SWAPPED = "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_swapped"
+KV, GPU_KV, CPU_KV = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:cpu_cache_usage_perc"
+PREEMPT, PROMPT, GEN = "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total"
+GAUGES = (RUNNING, WAITING, SWAPPED, KV, GPU_KV, CPU_KV)
+COUNTERS = (PREEMPT, PROMPT, GEN)
+SERIES = ["replica", "name", "labels"]
+
 
 def append_derived_stats(out: Path) -> None:
-    return None
+    out = Path(out)
+    mp, sp = out / "server_metrics.parquet", out / "server_stats.parquet"
+    if not mp.exists() or not sp.exists():
+        return
+    samples = _load(mp)
+    if samples.height == 0:
+        return
+    rows = _derive(_dedupe(samples))
+    old = pl.read_parquet(sp).filter(pl.col("origin").ne_missing("prometheus"))  # re-runs replace, logs stay
+    pl.concat([schemas.conform(old, "server_stats"), schemas.conform(rows, "server_stats")]).write_parquet(sp)
+
+
+def _load(path: Path) -> pl.DataFrame:
+    lf = pl.scan_parquet(path)
+    richness = lf.group_by("source").agg(pl.col("name").n_unique().alias("_rich"))
+    return (
+        lf.with_row_index("_row")
+        .filter(pl.col("name").is_in(GAUGES + COUNTERS) & pl.col("ts").is_not_null() & pl.col("value").is_not_nan())
+        .join(richness, on="source", how="left")
+        .with_columns(pl.col("labels").fill_null(""))
+        .collect()
+    )
+
+
+def _dedupe(m: pl.DataFrame) -> pl.DataFrame:
+    spans = (
+        m.group_by([*SERIES, "source", "_rich"])
+        .agg(
+            pl.col("ts").min().alias("_lo"),
+            pl.col("ts").max().alias("_hi"),
+            pl.len().alias("_n"),
+            pl.col("ts").sort().diff().median().fill_null(pl.duration(seconds=0)).alias("_step"),
+        )
+        .sort(["_rich", "_n", "source"], descending=[True, True, False])
+        .with_columns(pl.int_range(pl.len()).over(SERIES).alias("_rank"))
+    )
+    m = m.join(spans.select([*SERIES, "source", "_rank"]), on=[*SERIES, "source"])
+    better = spans.select(*SERIES, "_lo", "_hi", "_step", pl.col("_rank").alias("_brank"))
+    covered = (
+        m.select("_row", *SERIES, "ts", "_rank")
+        .join(better, on=SERIES)
+        .filter(
+            (pl.col("_brank") < pl.col("_rank"))
+            & (pl.col("ts") >= pl.col("_lo") - 2 * pl.col("_step"))
+            & (pl.col("ts") <= pl.col("_hi") + 2 * pl.col("_step"))
+        )
+        .select("_row")
+    )
+    return (
+        m.join(covered, on="_row", how="anti")
+        .sort(["_rank", "_row"], descending=[False, True])
+        .unique([*SERIES, pl.col("ts").dt.round("1s").alias("_sec")], keep="first", maintain_order=True)
+        .sort([*SERIES, "ts"])
+    )
+
+
+def _counter_deltas(m: pl.DataFrame) -> pl.DataFrame:
+    prev = pl.col("value").shift(1).over(SERIES)
+    dt = pl.col("ts").diff().over(SERIES).dt.total_microseconds() / 1e6
+    delta = pl.when(prev.is_null()).then(None).when(pl.col("value") >= prev).then(pl.col("value") - prev)
+    return m.with_columns(
+        delta.otherwise(pl.col("value")).alias("_delta"),  # a drop = restart: counted from 0 again
+        dt.alias("_dt"),
+    ).with_columns((pl.col("_delta") / pl.col("_dt")).alias("_rate"))
+
+
+def _agg(name: str, col: str, how: str) -> pl.Expr:
+    vals = pl.col(col).filter((pl.col("name") == name) & pl.col(col).is_not_null())
+    agg = vals.sum() if how == "sum" else vals.max()
+    return pl.when(vals.len() > 0).then(agg).otherwise(None)
+
+
+def _derive(m: pl.DataFrame) -> pl.DataFrame:
+    m = _counter_deltas(m)
+    rows = (
+        m.group_by(["replica", "ts"])
+        .agg(
+            pl.col("source").sort_by("_rank").first(),
+            _agg(RUNNING, "value", "sum").round(0).cast(pl.Int64).alias("running"),
+            _agg(WAITING, "value", "sum").round(0).cast(pl.Int64).alias("waiting"),
+            _agg(SWAPPED, "value", "sum").round(0).cast(pl.Int64).alias("swapped"),
+            _agg(KV, "value", "max").alias("_kv"),
+            _agg(GPU_KV, "value", "max").alias("gpu_kv_usage"),
+            _agg(CPU_KV, "value", "max").alias("cpu_kv_usage"),
+            _agg(PREEMPT, "_delta", "sum").round(0).cast(pl.Int64).alias("preemptions"),
+            _agg(PROMPT, "_rate", "sum").alias("prompt_tps"),
+            _agg(GEN, "_rate", "sum").alias("gen_tps"),
+        )
+        .sort(["replica", "ts"])
+    )
+    # V0 CPU backend: GPU gauge stuck at 0 while requests run -> it does not describe the KV cache
+    gpu_blind = (pl.col("gpu_kv_usage").max().over("replica") == 0) & (pl.col("running").max().over("replica") > 0)
+    return rows.with_columns(
+        pl.when(pl.col("_kv").is_not_null())
+        .then(pl.col("_kv"))
+        .when(gpu_blind)
+        .then(pl.col("cpu_kv_usage"))
+        .otherwise(pl.col("gpu_kv_usage"))
+        .alias("kv_usage"),
+        pl.when(pl.col("_kv").is_not_null())
+        .then(None)
+        .when(gpu_blind)
+        .then(pl.when(pl.col("cpu_kv_usage").is_not_null()).then(pl.lit("CPU")))
+        .when(pl.col("gpu_kv_usage").is_not_null())
+        .then(pl.lit("GPU"))
+        .alias("kv_device"),
+        pl.lit("prometheus").alias("origin"),
+        pl.lit("prometheus").alias("era"),
+        pl.int_range(pl.len(), dtype=pl.Int64).over("source", order_by="ts").alias("seq"),
+    ).drop("_kv")

@@ -97,22 +97,32 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
     except OSError as e:
         f.messages.append(f"cannot open: {e.strerror or e}")
         return
+    # read1 hands out what has been decompressed so far, so a truncated archive still yields
+    # everything before the cut (read(n) would raise and lose the partial block)
+    read = getattr(fh, "read1", fh.read) if f.compression else fh.read
+    step = min(block, 1 << 20) if f.compression else block
     with fh:
+        pending: list[bytes] = []
+        size = 0
         while True:
             try:
-                data = fh.read(block)
+                data = read(step)
             except EOFError:
                 f.messages.append(f"{f.compression} stream is truncated: read what came before the cut")
-                return
-            except (OSError, ValueError, lzma.LZMAError) as e:
+                data = b""
+            except Exception as e:  # corrupt archive (OSError, lzma/zstd errors): keep what came before
                 f.messages.append(f"{f.compression or 'file'} stream is corrupt ({e}): read what came before")
-                return
-            except Exception as e:  # zstandard.ZstdError and friends
-                f.messages.append(f"{f.compression or 'file'} stream is corrupt ({e}): read what came before")
-                return
+                data = b""
+            if data:
+                pending.append(data)
+                size += len(data)
+                if size < block:
+                    continue
+            if pending:
+                yield b"".join(pending)
+                pending, size = [], 0
             if not data:
                 return
-            yield data
 
 
 def _decode(data: bytes, f: InputFile) -> str:

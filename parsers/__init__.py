@@ -20,6 +20,7 @@ _MODULES = (
     "prometheus_text",
     "nginx_access",
     "nginx_error",
+    "nginx_conf",
     "envoy_access",
     "haproxy",
     "traefik",

@@ -213,7 +213,9 @@ def _var_for_key(key: str, value: str | None, used: set[str]) -> str:
     k = key.lower().lstrip("@")
     var = ALIASES.get(k)
     if k == "ua" and value is not None:  # lab spelling: ua= upstream address; elsewhere a user agent
-        var = "http_user_agent" if _USER_AGENT.search(value) and not _ADDRESS.match(value) else "upstream_addr"
+        var = (
+            "http_user_agent" if _USER_AGENT.search(value) and not _ADDRESS.match(value) else "upstream_addr"
+        )
     if (k in _TIME_KEYS or var in ("time_iso8601", "time_local", "msec")) and value:
         if re.fullmatch(_TIME_ISO, value):
             var = "time_iso8601"
@@ -241,7 +243,11 @@ def infer_kv(line: str) -> list[Token] | None:
         if m.group("iso"):
             tokens.append(("var", _var_for_key("time_iso8601", m.group("iso"), used)))
         elif m.group("local"):
-            tokens += [("lit", "["), ("var", _var_for_key("time_local", m.group("local"), used)), ("lit", "]")]
+            tokens += [
+                ("lit", "["),
+                ("var", _var_for_key("time_local", m.group("local"), used)),
+                ("lit", "]"),
+            ]
         elif m.group("req"):
             tokens += [("lit", '"'), ("var", _var_for_key("request", None, used)), ("lit", '"')]
             after_request = True
@@ -249,7 +255,7 @@ def infer_kv(line: str) -> list[Token] | None:
             n_keys += 1
             q = m.group("qval") is not None
             value = m.group("qval") if q else m.group("val")
-            tokens.append(("lit", m.group("key") + ("=\"" if q else "=")))
+            tokens.append(("lit", m.group("key") + ('="' if q else "=")))
             tokens.append(("var", _var_for_key(m.group("key"), value, used)))
             if q:
                 tokens.append(("lit", '"'))
@@ -268,7 +274,12 @@ def _gap_tokens(gap: str, tokens: list[Token], used: set[str], after_request: bo
             continue
         if after_request and re.fullmatch(r"\d{3}", piece) and "status" not in used:
             var = "status"
-        elif after_request and "status" in used and re.fullmatch(r"\d+|-", piece) and "body_bytes_sent" not in used:
+        elif (
+            after_request
+            and "status" in used
+            and re.fullmatch(r"\d+|-", piece)
+            and "body_bytes_sent" not in used
+        ):
             var = "body_bytes_sent"
         elif not tokens and re.fullmatch(r"[\d.:a-fA-F\[\]]+", piece) and "remote_addr" not in used:
             var = "remote_addr"
@@ -319,7 +330,9 @@ def candidates(head: list[str], options: dict) -> list[tuple[Layout, int]]:
     head = [h for h in head if h.strip()][:200]
     explicit: list[Layout] = []
     if options.get("nginx_log_format"):
-        explicit.append(layout_from_format(options["nginx_log_format"], "cli", "the --nginx-log-format option"))
+        explicit.append(
+            layout_from_format(options["nginx_log_format"], "cli", "the --nginx-log-format option")
+        )
     conf = _conf_layouts(options.get("path"))
     inferred: list[Layout] = []
     seen: set[str] = set()
@@ -367,5 +380,7 @@ def _conf_layouts(path: str | None) -> list[Layout]:
         named = conf_access_logs(text)
         for name, escape, fmt in parse_conf(text):
             origin = f"log_format {name!r} in {conf.name} beside the log"
-            out.append(Layout(name, origin, tokenize(fmt), escape, preferred=int(named.get(log_name) == name)))
+            out.append(
+                Layout(name, origin, tokenize(fmt), escape, preferred=int(named.get(log_name) == name))
+            )
     return out

@@ -3,7 +3,7 @@
 A format module is a plain module (no class needed) exposing:
 
 ``NAME``         short identifier written to files.parquet ``format``
-``KIND``         'server' | 'gateway' | 'client' | 'metrics'
+``KIND``         'server' | 'gateway' | 'client' | 'metrics' | 'config'
 ``DESCRIPTION``  one line for ``logscope formats``
 ``MODE``         'lines' (streamed in chunks of lines) or 'document' (whole text, e.g. JSON)
 ``SAMPLES``      real example lines (copied from ../shared fixtures), used by the registry tests

@@ -33,9 +33,7 @@ SAMPLES = [
 ]
 
 # --- detection (head lines only) ---
-_COMBINED_SHAPE = (
-    r'^\S+ \S+ \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} (?:\d+|-)(?: "[^"]*")*\r?$'
-)
+_COMBINED_SHAPE = r'^\S+ \S+ \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} (?:\d+|-)(?: "[^"]*")*\r?$'
 _KV_UPSTREAM = r'(?:^|\s)(?:us|upstream_status)="?(?:\d{3}|-)'
 _KV_OTHER = r"(?:^|\s)(?:rt|request_time|urt|upstream_response_time|msec|rid|request_id|ua|upstream_addr)="
 _JSON_START = r"^\s*\{"
@@ -69,26 +67,32 @@ def detect(head: list[str]) -> float:
     if not lines:
         return 0.0
     line = pl.col("line")
-    share = pl.DataFrame({"line": lines}, schema={"line": pl.String}).select(
-        kv=(line.str.contains(_KV_UPSTREAM) & line.str.contains(_KV_OTHER)).mean(),
-        js=(line.str.contains(_JSON_START) & (pl.sum_horizontal([line.str.contains(k) for k in _JSON_KEYS]) >= 2)).mean(),
-        comb=line.str.contains(_COMBINED_SHAPE).mean(),
-    ).row(0)
-    kv, js, comb = (x or 0.0 for x in share)
-    return float(max(0.95 * kv, 0.9 * js, 0.7 * comb))
+    kv = line.str.contains(_KV_UPSTREAM) & line.str.contains(_KV_OTHER)
+    js = line.str.contains(_JSON_START) & (pl.sum_horizontal([line.str.contains(k) for k in _JSON_KEYS]) >= 2)
+    comb = line.str.contains(_COMBINED_SHAPE)
+    # each line scores by its best shape (a bare combined line is shared with Apache: lower weight)
+    per_line = pl.max_horizontal(
+        pl.when(kv).then(0.95).otherwise(0.0),
+        pl.when(js).then(0.9).otherwise(0.0),
+        pl.when(comb).then(0.7).otherwise(0.0),
+    )
+    frame = pl.DataFrame({"line": lines}, schema={"line": pl.String})
+    return float(frame.select(per_line.mean()).item() or 0.0)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
     assumptions: list[str] = []
-    if "layouts" not in state:
+    if "layouts" not in state:  # chosen once per stream, from the first chunk's head lines
         head = lines.filter(pl.col("line").str.strip_chars() != "").get_column("line").head(200).to_list()
         state["layouts"] = nf.candidates(head, ctx.options or {})
-        state["said"] = False
     layouts: list[tuple[nf.Layout, int]] = state["layouts"]
-    if not state["said"] and layouts:
-        state["said"] = True
+    messages: list[str] = []
+    # repeated every chunk (ingest keeps one copy per file), so each file of a rotated set says it
+    if layouts:
         assumptions += _layout_assumptions(layouts)
-    recognized = pl.Series("recognized", [False] * lines.height, dtype=pl.Boolean)
+    else:
+        messages.append("no nginx access-log layout matches the first lines: pass it with --nginx-log-format")
+    recognized = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).alias("recognized")
     frames = []
     rest = lines.with_row_index("_i")
     for lay, _ in layouts:
@@ -99,14 +103,21 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
             continue
         matched, rest = rest.filter(hit), rest.filter(~hit)
         recognized = recognized.scatter(matched.get_column("_i"), True)
-        fields = matched.select(
-            "line_no", pl.col("line").str.extract_groups(lay.regex).alias("_f")
-        ).unnest("_f")
+        fields = matched.select("line_no", pl.col("line").str.extract_groups(lay.regex).alias("_f")).unnest(
+            "_f"
+        )
         frames.append(_attempts(fields, lay, ctx))
-    tables = {"gateway_attempts": pl.concat(frames, how="diagonal_relaxed")} if frames else {}
+    tables = {}
+    if frames:  # lines read by different layouts go back to file order
+        out = (
+            frames[0]
+            if len(frames) == 1
+            else pl.concat(frames, how="diagonal_relaxed").sort("line_no", "attempt")
+        )
+        tables["gateway_attempts"] = out
     if frames:
         assumptions += _time_assumptions(layouts)
-    return ChunkResult(tables=tables, recognized=recognized, assumptions=assumptions)
+    return ChunkResult(tables=tables, recognized=recognized, assumptions=assumptions, messages=messages)
 
 
 def _layout_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:
@@ -168,7 +179,10 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
         col("http_user_agent").alias("user_agent"),
         col("server_port", pl.Int64).alias("port"),
         # ' : ' (a switch to another upstream group) becomes ', :' so one split keeps the boundary
-        *[_nullify(pl.col(c)).str.replace_all(" : ", ", :", literal=True).str.split(", ").alias(c) for c in lists],
+        *[
+            _nullify(pl.col(c)).str.replace_all(" : ", ", :", literal=True).str.split(", ").alias(c)
+            for c in lists
+        ],
     )
     if lists:
         n = pl.max_horizontal([pl.col(c).list.len() for c in lists])
@@ -211,7 +225,9 @@ def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) ->
     )
     before = (urt.fill_null(0).cum_sum().over("line_no", order_by="_k") - urt.fill_null(0)).fill_null(0)
     return rows.select(
-        (ts_start + pl.duration(microseconds=(before * 1e6).round(0).cast(pl.Int64))).cast(TS).alias("ts_start"),
+        (ts_start + pl.duration(microseconds=(before * 1e6).round(0).cast(pl.Int64)))
+        .cast(TS)
+        .alias("ts_start"),
         pl.col("ts_end").cast(TS),
         pl.lit(ctx.source).alias("source"),
         pl.lit("nginx").alias("gateway"),

@@ -37,7 +37,7 @@ def ingest_files(tmp_path: Path, *files: Path, **opts):
     from logscope.api import AnalyzeOptions, ingest
 
     src = tmp_path / "in"
-    src.mkdir(exist_ok=True)
+    src.mkdir(parents=True, exist_ok=True)
     for f in files:
         need(f)
         shutil.copy(f, src / f.name)

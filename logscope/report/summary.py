@@ -153,7 +153,7 @@ def assumptions(ld: Loaded, options: Any) -> dict:
     for r in ld.table("files").sort("path").iter_rows(named=True):
         for a in r["assumptions"] or []:
             notes.setdefault(a, []).append(r["path"])
-    for a in ld.doc("correlation").get("assumptions", []) or []:
+    for a in ld.doc("correlation").get("notes", []) or []:
         notes.setdefault(str(a), [])
     offsets = [
         {
@@ -227,14 +227,37 @@ def findings(ld: Loaded) -> list[dict]:
 def retries(ld: Loaded) -> dict:
     """Request counts per layer and the amplification; correlation.json wins, tables fill the gaps."""
     doc = ld.doc("correlation")
-    given = {}
-    for src in (doc, doc.get("retries") or {}, doc.get("amplification") or {}, doc.get("counts") or {}):
-        if isinstance(src, dict):
-            given.update({k: v for k, v in src.items() if k in RETRY_KEYS and v is not None})
+    mult = _dict(doc.get("retry_multiplication"))
+    flags = _dict(doc.get("flags"))
+    layers = _dict(flags.get("multi_layer_retries"))
+    orph = _dict(doc.get("orphans"))
+    given = {
+        **{k: mult.get(k) for k in ("logical_requests", "client_attempts", "gateway_requests",
+                                    "gateway_attempts", "server_requests", "amplification")},
+        "client_retries": layers.get("client_retries"),
+        "gateway_retries": layers.get("gateway_retries"),
+        "orphaned_requests": orph.get("count"),
+        "orphan_s": orph.get("generation_s_after_caller_left"),
+        "cancellation_propagated": orph.get("cancellation_propagated"),
+    }  # fmt: skip
+    given = {k: v for k, v in given.items() if v is not None}
     counted = _count_layers(ld)
-    out = {k: clean(given.get(k, counted.get(k))) for k in RETRY_KEYS}
+    out = {k: clean(given[k] if k in given else counted.get(k)) for k in RETRY_KEYS}
     out["source"] = "correlation.json" if given else ("tables" if counted else None)
+    out["factors"] = clean(mult.get("factors")) or None
+    out["retry_layers"] = clean(layers.get("layers"))
+    out["stacked_retries"] = layers.get("stacked")
+    out["requests_retried_by_both"] = layers.get("requests_retried_by_both")
+    out["duplicate_concurrent_retries"] = flags.get("duplicate_concurrent_retries")
+    out["retries_without_backoff"] = clean(flags.get("retries_without_backoff"))
+    out["retry_delays"] = clean(flags.get("retry_delays"))
+    out["callers_left"] = clean(orph.get("callers_left"))
+    out["aborted_after_caller_left"] = orph.get("aborted")
     return out
+
+
+def _dict(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
 
 
 def _count_layers(ld: Loaded) -> dict:

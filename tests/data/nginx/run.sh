@@ -1,8 +1,11 @@
 #!/bin/sh
 # Produces the real logs in this folder: runs Debian's nginx (1.22.1) with nginx.conf in a temp
 # prefix, on 127.0.0.1:18080, against a python -m http.server upstream (:18090) and a socket that
-# accepts and never answers (:18091); :18999 and :18998 have no listener. Run as root from this folder.
+# accepts and never answers (:18091); :18999 and :18998 have no listener. Run as root.
+# Usage: ./run.sh            -> access.log, access-json.log, access-kv.log, error.log (TZ=UTC)
+#        TZ=Asia/Kolkata ./run.sh ist-   -> the same files prefixed 'ist-' (nginx keeps TZ: local times at +05:30)
 set -e
+OUT=${1:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 P=$(mktemp -d)
 mkdir -p "$P/logs" "$P/tmp" "$P/www/fallback"
@@ -38,5 +41,5 @@ curl -s -o /dev/null "$U/pair/"
 /usr/sbin/nginx -p "$P" -c "$P/nginx.conf" -s quit
 sleep 1
 kill $HTTP $SILENT
-cp "$P/logs/access.log" "$P/logs/access-json.log" "$P/logs/access-kv.log" "$P/logs/error.log" "$HERE/"
+for f in access.log access-json.log access-kv.log error.log; do cp "$P/logs/$f" "$HERE/$OUT$f"; done
 rm -rf "$P"

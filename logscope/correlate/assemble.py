@@ -1,0 +1,264 @@
+"""Logical requests and server executions, with retry multiplication and orphaned work.
+
+A logical request is defined by the highest layer that logged it: the client's logical request,
+else a gateway request (grouped by the client id the gateway saw, when any), else a vLLM request.
+A gateway or vLLM row that a client (or gateway) log covers in time but that no id or time match
+could place is reported as unmatched instead of becoming a logical request of its own, so a missing
+id never doubles the count.
+
+Server work ends when the gateway's upstream connection for that attempt ended (nginx logs the
+upstream time even for a 499, and the full time when it keeps the upstream open), else at a V0
+``Finished request`` line, else when the client got its answer, else at the ``Aborted request`` line:
+vLLM V1 logs no end of a request. The caller left when its client attempt timed out, when the gateway
+logged 499, or when the gateway's own upstream read timed out (504).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from .frames import Frames
+from .link import Links
+
+COVER_PAD_S = 2.0  # a row this close to another layer's span is "covered" by that layer's log
+DUP_EPS_S = 0.001
+
+END_SOURCES = {
+    "gateway": "gateway upstream time",
+    "finished": "Finished request line",
+    "client": "client end",
+    "abort": "Aborted request line",
+}
+
+
+@dataclass
+class Assembled:
+    requests: pl.DataFrame  # internal: lr, origin, ... (converted to the schema by the caller)
+    execs: pl.DataFrame  # one row per server execution
+    gr_lr: pl.DataFrame  # every gateway request with its logical request (null when unmatched)
+    unmatched: dict[str, int]
+
+
+def _spans(df: pl.DataFrame) -> list[tuple[float, float]]:
+    if df.height == 0:
+        return []
+    s = df.group_by("source").agg(pl.col("t0").min().alias("lo"), pl.coalesce("t1", "t0").max().alias("hi"))
+    return [(r["lo"], r["hi"]) for r in s.iter_rows(named=True) if r["lo"] is not None]
+
+
+def _outside(t: str, spans: list[tuple[float, float]]) -> pl.Expr:
+    if not spans:
+        return pl.lit(True)
+    inside = [(pl.col(t) >= lo - COVER_PAD_S) & (pl.col(t) <= hi + COVER_PAD_S) for lo, hi in spans]
+    return ~pl.any_horizontal(inside).fill_null(False)
+
+
+def build(F: Frames, L: Links, res: dict[str, float]) -> Assembled:
+    client_spans = _spans(F.ca) or _spans(F.cr)
+    gw_spans = _spans(F.gr.filter(pl.col("inference")))
+    client_ids = F.ca["request_id"].drop_nulls().unique()
+    next_lr = (F.cr["lr"].max() or 0) + 1 if F.cr.height else 0
+
+    # gateway requests no client row explains
+    free_gr = F.gr.filter(pl.col("inference")).join(L.gr_lr, on="gr", how="anti")
+    own_gr = free_gr.filter(
+        (pl.col("client_request_id").is_not_null() & ~pl.col("client_request_id").is_in(client_ids.implode())
+         & (client_ids.len() > 0))
+        | _outside("t0", client_spans)
+    )
+    gw_key = pl.concat_str(pl.col("source"), pl.lit("\x1f"),
+                           pl.coalesce("client_request_id", "request_id", pl.col("gr").cast(pl.String)))
+    own_gr = own_gr.with_columns(gw_key.alias("_key")).with_columns(
+        (pl.col("_key").rank("dense").cast(pl.Int64) - 1 + next_lr).alias("lr"))
+    next_lr = (own_gr["lr"].max() + 1) if own_gr.height else next_lr
+    gr_lr = pl.concat([
+        L.gr_lr.select("gr", "lr", "ca", "match", "score"),
+        own_gr.select("gr", "lr", pl.lit(None, pl.Int64).alias("ca"), pl.lit("none").alias("match"),
+                      pl.lit(None, pl.Float64).alias("score")),
+    ])
+
+    # server executions
+    ex = _executions(F, L, gr_lr)
+    free_sr = ex.filter(pl.col("lr").is_null())
+    own_sr = free_sr.filter(_outside("t0", client_spans + gw_spans)).with_columns(
+        pl.concat_str(pl.col("source"), pl.lit("\x1f"), pl.coalesce("base_request_id", "request_id")).alias("_key"))
+    own_sr = own_sr.with_columns((pl.col("_key").rank("dense").cast(pl.Int64) - 1 + next_lr).alias("lr_own"))
+    ex = ex.join(own_sr.select("sr", "lr_own"), on="sr", how="left").with_columns(
+        pl.coalesce("lr", "lr_own").alias("lr"),
+        pl.when(pl.col("lr").is_null() & pl.col("lr_own").is_not_null()).then(pl.lit("none"))
+        .otherwise(pl.col("match")).alias("match"),
+    ).drop("lr_own")
+    ex = _timing(ex, res)
+
+    reqs = _requests(F, gr_lr, ex, own_gr, own_sr)
+    unmatched = {
+        "client_attempts_without_gateway_request": _count_unlinked_ca(F, gr_lr, L),
+        "gateway_requests_without_logical_request": free_gr.height - own_gr.height,
+        "gateway_requests_without_server_execution": _gr_without_exec(F, ex),
+        "server_executions_without_caller": int(ex["lr"].is_null().sum()),
+    }
+    return Assembled(reqs, ex, gr_lr, unmatched)
+
+
+def _count_unlinked_ca(F: Frames, gr_lr: pl.DataFrame, L: Links) -> int:
+    if F.gr.height == 0:
+        return F.ca.join(L.sr_ca, on="ca", how="anti").height if L.sr_ca.height else F.ca.height
+    return F.ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti").height
+
+
+def _gr_without_exec(F: Frames, ex: pl.DataFrame) -> int:
+    reached = F.gr.filter(pl.col("inference") & (pl.col("n_reached") > 0))
+    return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti").height
+
+
+def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
+    via_gw = L.sr_ga.join(gr_lr.select("gr", "lr", "ca", pl.col("match").alias("m2"), pl.col("score").alias("s2")),
+                          on="gr", how="left")
+    via_gw = via_gw.with_columns(
+        pl.when((pl.col("match") == "inferred") | (pl.col("m2") == "inferred")).then(pl.lit("inferred"))
+        .otherwise(pl.lit("exact")).alias("match"),
+        pl.min_horizontal("score", "s2").alias("score"),
+    ).select("sr", "ga", "gr", "ca", "lr", "match", "score")
+    direct = L.sr_ca.select("sr", pl.lit(None, pl.Int64).alias("ga"), pl.lit(None, pl.Int64).alias("gr"), "ca", "lr",
+                            "match", "score")
+    links = pl.concat([via_gw, direct]).unique("sr", keep="first")
+    ex = F.sr.select("sr", "source", "replica", "request_id", "base_request_id", "t0", "received", "finished",
+                     "aborted", "preempted", "max_tokens", "prompt_tokens").join(links, on="sr", how="left")
+    ex = ex.join(F.ga.select("ga", "a0", "a1", "duration_s", "upstream_status", pl.col("error").alias("ga_error")),
+                 on="ga", how="left")
+    ex = ex.join(F.gr.select("gr", pl.col("status").alias("gr_status"), pl.col("t1").alias("gr_t1")), on="gr",
+                 how="left")
+    ex = ex.join(F.ca.select("ca", pl.col("t0").alias("ca_t0"), pl.col("t1").alias("ca_t1"),
+                             pl.col("timed_out").alias("ca_timed_out")), on="ca", how="left")
+    return ex
+
+
+def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
+    """Start, end (with its source), when the caller left, and orphaned work, per execution."""
+    r = pl.col("source").replace_strict(res, default=0.0)
+    gw_end = pl.when(pl.col("ga").is_not_null() & pl.col("duration_s").is_not_null()).then(pl.col("a1"))
+    client_end = pl.when(pl.col("ga").is_null() & ~pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1"))
+    ex = ex.with_columns(
+        pl.coalesce(pl.when(pl.col("ga").is_not_null()).then(pl.col("a0")), "received", "t0").alias("start"),
+        pl.coalesce(gw_end, "finished", client_end, "aborted").alias("end"),
+        pl.when(gw_end.is_not_null()).then(pl.lit("gateway"))
+        .when(pl.col("finished").is_not_null()).then(pl.lit("finished"))
+        .when(client_end.is_not_null()).then(pl.lit("client"))
+        .when(pl.col("aborted").is_not_null()).then(pl.lit("abort"))
+        .otherwise(None).alias("end_source"),
+        pl.min_horizontal(
+            pl.when(pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1")),
+            pl.when(pl.col("gr_status") == 499).then(pl.col("gr_t1")),
+        ).alias("client_left"),
+        pl.when((pl.col("upstream_status") == 504) | pl.col("ga_error").fill_null("").str.contains("(?i)timed? ?out"))
+        .then(pl.col("a1")).alias("gateway_left"),
+    ).with_columns(
+        pl.min_horizontal("client_left", "gateway_left").alias("left"),
+        pl.when(pl.col("client_left").is_not_null()).then(pl.lit("client"))
+        .when(pl.col("gateway_left").is_not_null()).then(pl.lit("gateway")).alias("left_by"),
+    )
+    # an abort within the server's stamp resolution of the caller leaving: cancellation propagated
+    late_abort = pl.col("aborted") - pl.col("left") > r + 1.0
+    ex = ex.with_columns(
+        pl.when(pl.col("left").is_null()).then(None)
+        .when(pl.col("aborted").is_not_null()).then(late_abort)
+        .otherwise(pl.col("end").is_null() | (pl.col("end") > pl.col("left")))
+        .alias("orphaned"),
+    ).with_columns(
+        pl.when(pl.col("orphaned").fill_null(False))
+        .then((pl.coalesce(pl.when(pl.col("aborted").is_not_null()).then(pl.col("aborted")), "end")
+               - pl.col("left")).clip(0))
+        .alias("orphan_s"),
+        (pl.col("end") - pl.col("start")).clip(0).alias("gen_s"),
+    )
+    # a retry sent while an earlier execution of the same logical request was still running
+    ex = ex.sort(["lr", "start"], nulls_last=True).with_columns(
+        pl.col("end").fill_null(pl.col("start")).cum_max().shift(1).over("lr").alias("_prev_end")
+    ).with_columns(
+        (pl.col("lr").is_not_null() & (pl.col("start") < pl.col("_prev_end") - DUP_EPS_S)).fill_null(False)
+        .alias("duplicate")
+    ).drop("_prev_end")
+    return ex.sort("sr")
+
+
+def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataFrame,
+              own_sr: pl.DataFrame) -> pl.DataFrame:
+    per_ex = ex.filter(pl.col("lr").is_not_null()).group_by("lr").agg(
+        pl.len().alias("server_requests"),
+        pl.col("aborted").is_not_null().sum().alias("server_aborted"),
+        pl.col("gen_s").sum().alias("server_gen_s"),
+        pl.when(pl.col("preempted").any()).then(True).otherwise(None).alias("preempted"),
+        pl.col("duplicate").any().alias("duplicate_concurrent"),
+        pl.col("orphaned").fill_null(False).sum().alias("orphaned_executions"),
+        pl.col("orphan_s").sum().alias("orphan_s"),
+        (pl.col("match") == "inferred").any().alias("_inf_s"),
+        (pl.col("match") == "exact").any().alias("_ex_s"),
+        pl.col("score").min().alias("_score_s"),
+        pl.col("max_tokens").drop_nulls().first().alias("_sr_max_tokens"),
+        pl.col("prompt_tokens").drop_nulls().first().alias("_sr_prompt_tokens"),
+    )
+    gws = gr_lr.join(F.gr.select("gr", "n_attempts"), on="gr").group_by("lr").agg(
+        pl.len().alias("gateway_requests"),
+        pl.col("n_attempts").sum().alias("gateway_attempts"),
+        (pl.col("match") == "inferred").any().alias("_inf_g"),
+        (pl.col("match") == "exact").any().alias("_ex_g"),
+        pl.col("score").min().alias("_score_g"),
+    )
+    cas = F.ca.group_by("lr").agg(pl.len().alias("client_attempts"))
+    client = F.cr.select(
+        "lr", "logical_request_id", "client", pl.lit("client").alias("origin"), "t0", "t1", "status", "error",
+        "timed_out", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens", "concurrency", "phase",
+    )
+    gw = own_gr.join(F.gr.select("gr", "header_s"), on="gr", how="left").group_by("lr").agg(
+        pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
+        pl.col("t0").min(), pl.col("t1").max(),
+        pl.col("status").sort_by("t1").last(),
+        pl.col("header_s").sort_by("t1").last().alias("ttft_s"),
+    ).with_columns(
+        pl.lit(None, pl.String).alias("client"), pl.lit("gateway").alias("origin"),
+        pl.when(pl.col("status") == 499).then(pl.lit("client closed request (499)")).alias("error"),
+        pl.lit(None, pl.Boolean).alias("timed_out"), (pl.col("t1") - pl.col("t0")).alias("e2e_s"),
+    )
+    srv = ex.join(own_sr.select("sr", "_key"), on="sr").group_by("lr").agg(
+        pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
+        pl.col("t0").min(), pl.col("end").max().alias("t1"),
+        pl.when(pl.col("aborted").is_not_null().all()).then(pl.lit("aborted by the server")).alias("error"),
+    ).with_columns(pl.lit(None, pl.String).alias("client"), pl.lit("server").alias("origin"))
+    base = pl.concat([client, gw, srv], how="diagonal_relaxed")
+    req = (
+        base.join(cas, on="lr", how="left")
+        .join(gws, on="lr", how="left")
+        .join(per_ex, on="lr", how="left")
+        .with_columns(
+            pl.col("client_attempts").fill_null(0),
+            pl.col("gateway_requests").fill_null(0),
+            pl.col("gateway_attempts").fill_null(0),
+            pl.col("server_requests").fill_null(0),
+            pl.col("server_aborted").fill_null(0),
+            pl.col("duplicate_concurrent").fill_null(False),
+            pl.col("orphaned_executions").fill_null(0),
+            pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
+            pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
+            pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")).alias("e2e_s"),
+        )
+    )
+    inferred = pl.col("_inf_g").fill_null(False) | pl.col("_inf_s").fill_null(False)
+    linked = pl.col("_ex_g").fill_null(False) | pl.col("_ex_s").fill_null(False) | inferred
+    return req.with_columns(
+        pl.when(inferred).then(pl.lit("inferred")).when(linked).then(pl.lit("exact")).otherwise(pl.lit("none"))
+        .alias("match"),
+        pl.min_horizontal("_score_g", "_score_s").alias("match_score"),
+        _outcome().alias("outcome"),
+    ).sort(["t0", "lr"], nulls_last=True)
+
+
+def _outcome() -> pl.Expr:
+    ok = pl.col("status").is_between(200, 299) & pl.col("error").is_null()
+    return (
+        pl.when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
+        .when(ok).then(pl.lit("ok"))
+        .when(pl.col("error").is_not_null() | (pl.col("status") >= 400)).then(pl.lit("error"))
+        .otherwise(pl.lit("unknown"))
+    )

@@ -1,0 +1,283 @@
+"""The per-layer frames the correlation works on, built from the ingest tables.
+
+Times are carried as float epoch seconds (``t0``/``t1``) inside the stage: clock offsets, as-of
+tolerances and durations are then plain arithmetic. Every entity gets an integer key
+(``ca`` client attempt, ``lr`` logical request, ``gr`` gateway request, ``ga`` gateway upstream
+attempt, ``sr`` server execution) so links between layers are small integer tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from .. import schemas
+
+INPUTS = (
+    "files",
+    "server_stats",
+    "server_events",
+    "server_requests",
+    "gateway_attempts",
+    "gateway_errors",
+    "client_attempts",
+    "client_requests",
+    "client_phases",
+)
+# gateway paths that never reach the model (bench /tokenize calls, scrapes, health checks)
+NON_INFERENCE_PATH = r"^/(?:tokenize|detokenize|metrics|health|ping|version|v1/models|load|server_info)\b"
+NON_INFERENCE_ENDPOINTS = ("tokenize",)
+# a client source is another view of an already chosen one when this share of its sends
+# lies within DUP_TOL_S of a send of the chosen one (openai DEBUG log vs the client's own JSONL)
+DUP_SHARE, DUP_TOL_S = 0.8, 0.03
+
+
+def secs(col: str) -> pl.Expr:
+    """UTC datetime column -> float epoch seconds."""
+    return pl.col(col).dt.epoch("us").cast(pl.Float64) / 1e6
+
+
+def to_ts(col: str | pl.Expr) -> pl.Expr:
+    e = pl.col(col) if isinstance(col, str) else col
+    return pl.from_epoch((e * 1e6).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+
+
+def read_tables(out: Path) -> dict[str, pl.DataFrame]:
+    """The ingest tables (an absent file reads as an empty table of its declared schema)."""
+    tabs = {}
+    for name in INPUTS:
+        p = out / f"{name}.parquet"
+        tabs[name] = schemas.conform(pl.read_parquet(p), name) if p.exists() else schemas.empty(name)
+    return tabs
+
+
+@dataclass
+class Frames:
+    ca: pl.DataFrame  # client attempts
+    cr: pl.DataFrame  # client logical requests
+    ga: pl.DataFrame  # gateway upstream attempts (one row per attempt, pseudo 'no live upstream' rows kept)
+    gr: pl.DataFrame  # gateway requests (one access-log line)
+    sr: pl.DataFrame  # server executions (vLLM requests, tokenize calls left out)
+    client_sources: list[str]
+    dropped_client_sources: dict[str, str] = field(default_factory=dict)
+
+
+def build(tabs: dict[str, pl.DataFrame]) -> Frames:
+    keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
+    ca = _client_attempts(tabs["client_attempts"].filter(pl.col("source").is_in(keep)))
+    cr = _client_requests(tabs["client_requests"].filter(pl.col("source").is_in(keep)), ca)
+    ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
+    ga, gr = _gateway(tabs["gateway_attempts"])
+    sr = _server(tabs["server_requests"])
+    return Frames(ca, cr, ga, gr, sr, keep, dropped)
+
+
+def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """One view per client: a DEBUG log and the JSONL records of the same program describe the same sends.
+
+    Sources are ranked by how joinable they are (ids, exact grouping, rows); a lower-ranked source whose
+    sends coincide with a kept one (or whose logical ids are the same) is left out, said so in the notes.
+    """
+    starts = pl.concat(
+        [
+            ca.select("source", "ts_start", "request_id", "logical_request_id", "grouping"),
+            cr.select("source", "ts_start", pl.lit(None, pl.String).alias("request_id"), "logical_request_id",
+                      pl.lit(None, pl.String).alias("grouping")),
+        ]
+    ).filter(pl.col("ts_start").is_not_null())
+    if starts.height == 0:
+        return sorted(set(ca["source"].drop_nulls()) | set(cr["source"].drop_nulls())), {}
+    rank = (
+        starts.group_by("source")
+        .agg(
+            pl.col("request_id").is_not_null().mean().alias("ids"),
+            (pl.col("grouping") == "exact").fill_null(False).mean().alias("exact"),
+            pl.len().alias("n"),
+        )
+        .sort(["ids", "exact", "n", "source"], descending=[True, True, True, False])
+    )
+    kept: list[str] = []
+    dropped: dict[str, str] = {}
+    for src in rank["source"]:  # a handful of client files: a loop over sources, not rows
+        mine = starts.filter(pl.col("source") == src)
+        why = _duplicate_of(mine, starts.filter(pl.col("source").is_in(kept)))
+        if why:
+            dropped[src] = why
+        else:
+            kept.append(src)
+    return kept, dropped
+
+
+def _duplicate_of(mine: pl.DataFrame, kept: pl.DataFrame) -> str | None:
+    if kept.height == 0:
+        return None
+    for other in kept["source"].unique().sort():
+        theirs = kept.filter(pl.col("source") == other)
+        if not 0.8 <= mine.height / max(theirs.height, 1) <= 1.25:
+            continue
+        ids_a = mine["logical_request_id"].drop_nulls().unique()
+        ids_b = theirs["logical_request_id"].drop_nulls().unique()
+        if ids_a.len() and ids_a.is_in(ids_b.implode()).mean() >= DUP_SHARE:
+            return f"same logical request ids as {other}"
+        a = mine.select(secs("ts_start").alias("t")).sort("t")
+        b = theirs.select(secs("ts_start").alias("t"), pl.lit(True).alias("hit")).sort("t")
+        hit = a.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)["hit"].fill_null(False).mean()
+        if hit >= DUP_SHARE:
+            return f"{hit:.0%} of its sends coincide (within {DUP_TOL_S * 1000:.0f} ms) with those of {other}"
+    return None
+
+
+def _client_attempts(ca: pl.DataFrame) -> pl.DataFrame:
+    return (
+        ca.with_columns(
+            secs("ts_start").alias("t0"),
+            secs("ts_end").alias("t1"),
+            pl.coalesce("logical_request_id", "request_id").alias("logical_request_id"),
+            pl.col("url").str.replace(r"^[a-z]+://[^/]+", "").alias("path"),
+        )
+        .sort(["source", "t0"], nulls_last=True)
+        .with_row_index("ca")
+        .with_columns(pl.col("ca").cast(pl.Int64))
+    )
+
+
+def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
+    """Logical requests: the client's own records, plus any logical id seen only in attempts."""
+    from_attempts = (
+        ca.filter(pl.col("logical_request_id").is_not_null())
+        .sort("t0")
+        .group_by(["source", "logical_request_id"])
+        .agg(
+            pl.col("client").first(),
+            pl.col("ts_start").min(),
+            pl.col("ts_end").max(),
+            pl.col("status").drop_nulls().last(),
+            pl.col("error").last(),
+            pl.col("timed_out").last(),
+            pl.len().alias("attempts"),
+            pl.col("ttft_s").drop_nulls().last(),
+            pl.col("prompt_tokens").drop_nulls().first(),
+            pl.col("max_tokens").drop_nulls().first(),
+            pl.col("output_tokens").drop_nulls().last(),
+            pl.col("concurrency").drop_nulls().first(),
+        )
+    )
+    own = schemas.conform(cr, "client_requests")
+    extra = from_attempts.join(own.select("source", "logical_request_id"), on=["source", "logical_request_id"],
+                               how="anti")
+    both = pl.concat([own, schemas.conform(extra, "client_requests")])
+    return (
+        both.with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1"))
+        .sort(["t0", "source", "logical_request_id"], nulls_last=True)
+        .with_row_index("lr")
+        .with_columns(pl.col("lr").cast(pl.Int64))
+    )
+
+
+def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Attempt rows and one row per gateway request (an access-log line: source + line number)."""
+    ga = g.with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1")).with_columns(
+        pl.col("line_no").fill_null(pl.int_range(pl.len()) + 1),
+    )
+    # nginx keeps the group name with a 502 when no server could be selected: no upstream attempt at all
+    pseudo = pl.col("flags").fill_null("").str.contains("no_live_upstreams") | (
+        pl.col("upstream").is_not_null() & ~pl.col("upstream").str.contains(":") & (pl.col("upstream_status") == 502)
+        & pl.col("connect_s").is_null()
+    )
+    # an attempt reached a server when a connection was made (nginx logs '-' connect time otherwise)
+    connect_known = pl.col("connect_s").is_not_null().any().over("source")
+    reached = ~pseudo & pl.when(connect_known).then(pl.col("connect_s").is_not_null()).otherwise(
+        pl.col("upstream_status").fill_null(0) != 502
+    )
+    ga = (
+        ga.sort(["source", "line_no", "attempt"])
+        .with_columns(pl.struct("source", "line_no").rank("dense").cast(pl.Int64).alias("gr") - 1)
+        .with_columns(
+            pseudo.alias("pseudo"),
+            reached.alias("reached"),
+            # attempts run one after another: start = request start + earlier attempts' upstream times
+            (pl.col("t0") + pl.col("duration_s").fill_null(0).cum_sum().shift(1, fill_value=0).over("gr")).alias("a0"),
+        )
+        .with_columns(
+            pl.min_horizontal(pl.col("a0") + pl.col("duration_s").fill_null(0), pl.col("t1")).alias("a1"),
+            pl.col("t1").alias("gr_t1"),
+        )
+        .with_row_index("ga")
+        .with_columns(pl.col("ga").cast(pl.Int64))
+    )
+    gr = (
+        ga.group_by("gr")
+        .agg(
+            pl.col("source").first(),
+            pl.col("gateway").first(),
+            pl.col("t0").min(),
+            pl.col("t1").max(),
+            pl.col("request_id").first(),
+            pl.col("client_request_id").first(),
+            pl.col("client_retry").first(),
+            pl.col("status").first(),
+            pl.col("method").first(),
+            pl.col("path").first(),
+            pl.col("request_time_s").first(),
+            pl.col("bytes_sent").first(),
+            pl.col("header_s").filter(pl.col("reached")).last().alias("header_s"),
+            (~pl.col("pseudo")).sum().cast(pl.Int64).alias("n_attempts"),
+            pl.col("reached").sum().cast(pl.Int64).alias("n_reached"),
+            pl.col("line_no").first(),
+        )
+        .with_columns(
+            (
+                pl.col("path").fill_null("").str.contains(NON_INFERENCE_PATH)
+                | (pl.col("method").fill_null("POST") == "GET")
+            )
+            .not_()
+            .alias("inference")
+        )
+        .sort("gr")
+    )
+    return ga, gr
+
+
+def _server(s: pl.DataFrame) -> pl.DataFrame:
+    sr = s.filter(~pl.col("endpoint").fill_null("").is_in(NON_INFERENCE_ENDPOINTS))
+    return (
+        sr.with_columns(
+            secs("received_ts").alias("received"),
+            secs("added_ts").alias("added"),
+            secs("finished_ts").alias("finished"),
+            secs("aborted_ts").alias("aborted"),
+        )
+        .with_columns(pl.coalesce("received", "added").alias("t0"))
+        .sort(["t0", "source", "request_id"], nulls_last=True)
+        .with_row_index("sr")
+        .with_columns(pl.col("sr").cast(pl.Int64))
+    )
+
+
+def whole_seconds(df: pl.DataFrame, col: str) -> dict[str, float]:
+    """Per source: 1.0 when every stamp of ``col`` is a whole second (vLLM logs), else 0.0."""
+    if df.height == 0:
+        return {}
+    res = df.filter(pl.col(col).is_not_null()).group_by("source").agg(
+        ((pl.col(col) % 1).abs() < 1e-6).all().alias("whole")
+    )
+    return {r["source"]: (1.0 if r["whole"] else 0.0) for r in res.iter_rows(named=True)}
+
+
+def fill_timeouts(F: Frames) -> Frames:
+    """A timed-out attempt the client log gives no end for ended at send + the client's timeout setting."""
+    if F.ca.height == 0:
+        return F
+    F.ca = (
+        F.ca.join(F.cr.select("lr", "timeout_s"), on="lr", how="left")
+        .with_columns(
+            pl.when(pl.col("t1").is_null() & pl.col("timed_out").fill_null(False))
+            .then(pl.col("t0") + pl.col("timeout_s"))
+            .otherwise(pl.col("t1"))
+            .alias("t1")
+        )
+        .drop("timeout_s")
+    )
+    return F

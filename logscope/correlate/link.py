@@ -1,0 +1,226 @@
+"""Links between layers: client attempt -> gateway request -> gateway upstream attempt -> vLLM execution.
+
+The chain joins through the gateway: the client's X-Request-Id appears in the gateway log as
+``client_request_id``, and the gateway's own id (nginx ``$request_id`` forwarded as X-Request-Id) is the
+base of the vLLM request id. When the gateway passes the client's id through, the vLLM base id equals
+the client id: both keys are tried. Ids are matched on base ids, never raw equality. Where ids are
+missing, rows are paired by time (``join_asof``, nearest, with a tolerance), marked ``inferred`` and
+scored by how close they were. Every join here is a polars join over whole columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from .frames import Frames
+
+EXACT_TOL_S = 30.0  # attempts of one id are paired with the nearest gateway request within this
+INFERRED_TOL_S = 1.0  # id-less rows are paired only when this close (after clock correction)
+
+
+def nearest(left: pl.DataFrame, right: pl.DataFrame, lkey: str, rkey: str, tol: float,
+            by: str | None = None) -> pl.DataFrame:
+    """One-to-one nearest pairs on column ``t`` (both sides), within ``tol`` seconds.
+
+    Each left row takes its nearest right row; when several left rows take the same right row the
+    closest keeps it. Returns ``lkey, rkey, dt`` (right minus left).
+    """
+    cols_l = [lkey, "t"] + ([by] if by else [])
+    cols_r = [rkey, "t"] + ([by] if by else [])
+    lf = left.select(cols_l).filter(pl.col("t").is_not_null())
+    rt = right.select(cols_r).rename({"t": "t_r"}).filter(pl.col("t_r").is_not_null())
+    if by:
+        lf, rt = lf.filter(pl.col(by).is_not_null()), rt.filter(pl.col(by).is_not_null())
+    if lf.height == 0 or rt.height == 0:
+        return pl.DataFrame(schema={lkey: pl.Int64, rkey: pl.Int64, "dt": pl.Float64})
+    j = lf.sort("t").join_asof(rt.sort("t_r"), left_on="t", right_on="t_r", by=by, strategy="nearest",
+                               tolerance=tol, check_sortedness=False)
+    return (
+        j.filter(pl.col(rkey).is_not_null())
+        .with_columns((pl.col("t_r") - pl.col("t")).alias("dt"))
+        .sort(pl.col("dt").abs())
+        .unique(rkey, keep="first")
+        .unique(lkey, keep="first")
+        .select(lkey, rkey, "dt")
+    )
+
+
+def rank_pairs(left: pl.DataFrame, right: pl.DataFrame, key_l: str, key_r: str, lkey: str, rkey: str) -> pl.DataFrame:
+    """Pair the k-th row of an id on the left with the k-th row of that id on the right (time order).
+
+    Only ids with as many rows on both sides are paired. This does not depend on either clock, so it
+    feeds the clock-offset estimate before any correction.
+    """
+    lf = left.filter(pl.col(key_l).is_not_null() & pl.col("t").is_not_null()).select(
+        pl.col(key_l).alias("_k"), lkey, "t")
+    rt = right.filter(pl.col(key_r).is_not_null() & pl.col("t").is_not_null()).select(
+        pl.col(key_r).alias("_k"), rkey, pl.col("t").alias("t_r"))
+    lf = lf.with_columns(pl.col("t").rank("ordinal").over("_k").alias("_i"), pl.len().over("_k").alias("_n"))
+    rt = rt.with_columns(pl.col("t_r").rank("ordinal").over("_k").alias("_i"), pl.len().over("_k").alias("_n"))
+    return lf.join(rt, on=["_k", "_i", "_n"], how="inner").select(lkey, rkey)
+
+
+@dataclass
+class Links:
+    # gateway request -> logical request (client id seen by the gateway, or time)
+    gr_lr: pl.DataFrame  # gr, lr, ca (nullable), match, score
+    # server execution -> gateway upstream attempt
+    sr_ga: pl.DataFrame  # sr, ga, gr, match, score
+    # server execution -> client attempt directly (no gateway in between)
+    sr_ca: pl.DataFrame  # sr, ca, lr, match, score
+
+
+def _attempt_rows(F: Frames) -> pl.DataFrame:
+    """Gateway attempts that can carry a server execution, with their request's ids."""
+    return F.ga.filter(~pl.col("pseudo")).join(
+        F.gr.select("gr", pl.col("request_id").alias("g_rid"), pl.col("client_request_id").alias("g_crid"),
+                    "inference"),
+        on="gr",
+    )
+
+
+def server_gateway_candidates(F: Frames) -> pl.DataFrame:
+    """Id-matched (server execution, gateway attempt) pairs, independent of any clock: sr, ga."""
+    gsr = _server_to_request(F)
+    return _server_to_attempt(F, gsr.select("sr", "gr"))
+
+
+def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.DataFrame:
+    """sr -> gr by id: the gateway's id as the vLLM base id, else the client id passed through."""
+    sr = F.sr.filter(pl.col("base_request_id").is_not_null())
+    by_rid = (
+        sr.join(F.gr.filter(pl.col("request_id").is_not_null()).unique("request_id", keep="first")
+                .select("gr", pl.col("request_id").alias("base_request_id")), on="base_request_id")
+        .select("sr", "gr")
+    )
+    rest = sr.join(by_rid, on="sr", how="anti")
+    gr = F.gr.filter(pl.col("client_request_id").is_not_null())
+    if rest.height == 0 or gr.height == 0:
+        return by_rid
+    left = rest.select("sr", "base_request_id", "t0").rename({"t0": "t"})
+    right = gr.select("gr", pl.col("client_request_id").alias("base_request_id"), "t0").rename({"t0": "t"})
+    if res is None:  # before clock correction: pair by order within the id
+        thru = rank_pairs(left, right, "base_request_id", "base_request_id", "sr", "gr")
+    else:  # the receive second is [S, S+1): compare its middle with the gateway's start
+        left = left.join(F.sr.select("sr", "source"), on="sr").with_columns(
+            pl.col("t") + pl.col("source").replace_strict(res, default=0.0) / 2)
+        thru = nearest(left, right, "sr", "gr", EXACT_TOL_S, by="base_request_id").select("sr", "gr")
+    return pl.concat([by_rid, thru])
+
+
+def _server_to_attempt(F: Frames, sgr: pl.DataFrame) -> pl.DataFrame:
+    """Within a gateway request, the k-th execution (by receive time) went with the k-th attempt that
+    reached a server; extra executions stay on the last attempt."""
+    att = _attempt_rows(F).with_columns(
+        pl.col("reached").cast(pl.Int64).cum_sum().over("gr").alias("_k"),
+    ).with_columns(pl.when(pl.col("reached")).then(pl.col("_k")).otherwise(None).alias("_k"))
+    last = att.sort("attempt").group_by("gr").agg(
+        pl.col("ga").filter(pl.col("reached")).last().alias("ga_last_reached"),
+        pl.col("ga").last().alias("ga_last"),
+    )
+    s = sgr.join(F.sr.select("sr", "t0"), on="sr").with_columns(
+        pl.col("t0").rank("ordinal").over("gr").cast(pl.Int64).alias("_k"))
+    s = s.join(att.filter(pl.col("_k").is_not_null()).select("gr", "_k", "ga"), on=["gr", "_k"], how="left")
+    s = s.join(last, on="gr", how="left").with_columns(
+        pl.coalesce("ga", "ga_last_reached", "ga_last").alias("ga"))
+    return s.select("sr", "ga", "gr")
+
+
+def client_gateway_candidates(F: Frames) -> pl.DataFrame:
+    """Id-matched (client attempt, gateway request) pairs by order within the client id: ca, gr."""
+    if F.ca.height == 0 or F.gr.height == 0:
+        return pl.DataFrame(schema={"ca": pl.Int64, "gr": pl.Int64})
+    left = F.ca.select("ca", "request_id", pl.col("t0").alias("t"))
+    right = F.gr.filter(pl.col("inference")).select("gr", pl.col("client_request_id").alias("request_id"),
+                                                      pl.col("t0").alias("t"))
+    return rank_pairs(left, right, "request_id", "request_id", "ca", "gr")
+
+
+def client_server_candidates(F: Frames, linked_sr: pl.Series) -> pl.DataFrame:
+    """Id-matched (client attempt, server execution) pairs when the client reached vLLM directly: ca, sr."""
+    sr = F.sr.filter(~pl.col("sr").is_in(linked_sr.implode()))
+    if F.ca.height == 0 or sr.height == 0:
+        return pl.DataFrame(schema={"ca": pl.Int64, "sr": pl.Int64})
+    left = F.ca.select("ca", "request_id", pl.col("t0").alias("t"))
+    right = sr.select("sr", pl.col("base_request_id").alias("request_id"), pl.col("t0").alias("t"))
+    return rank_pairs(left, right, "request_id", "request_id", "ca", "sr")
+
+
+def final(F: Frames, res: dict[str, float]) -> Links:
+    """All links, on clock-corrected frames."""
+    gr_lr = _gateway_to_logical(F)
+    sgr = _server_to_request(F, res)
+    sr_ga = _server_to_attempt(F, sgr).with_columns(pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
+    sr_ga = pl.concat([sr_ga, _server_gateway_inferred(F, sr_ga, res)])
+    sr_ca = _server_client(F, sr_ga, gr_lr, res)
+    return Links(gr_lr, sr_ga, sr_ca)
+
+
+def _gateway_to_logical(F: Frames) -> pl.DataFrame:
+    empty = pl.DataFrame(schema={"gr": pl.Int64, "lr": pl.Int64, "ca": pl.Int64, "match": pl.String,
+                                 "score": pl.Float64})
+    if F.gr.height == 0 or F.ca.height == 0:
+        return empty
+    ids = F.ca.filter(pl.col("request_id").is_not_null()).unique("request_id", keep="first").select(
+        pl.col("request_id").alias("client_request_id"), "lr")
+    gr = F.gr.filter(pl.col("inference"))
+    by_id = gr.join(ids, on="client_request_id").select("gr", "lr", pl.col("t0").alias("t"))
+    # attempt level: the nearest attempt of the same logical request
+    att = nearest(by_id, F.ca.select("ca", "lr", pl.col("t0").alias("t")), "gr", "ca", EXACT_TOL_S, by="lr")
+    exact = by_id.join(att.select("gr", "ca"), on="gr", how="left").select(
+        "gr", "lr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
+    # no id on one side: nearest in time, among rows the ids could not place
+    client_ids = ids["client_request_id"]
+    free_gr = gr.join(exact, on="gr", how="anti").filter(
+        pl.col("client_request_id").is_null() | (client_ids.len() == 0))
+    gw_ids = F.gr["client_request_id"].drop_nulls()
+    free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti").filter(
+        pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode()))
+    inf = nearest(free_gr.select("gr", pl.col("t0").alias("t")), free_ca.select("ca", pl.col("t0").alias("t")),
+                  "gr", "ca", INFERRED_TOL_S)
+    inf = inf.join(F.ca.select("ca", "lr"), on="ca").select(
+        "gr", "lr", "ca", pl.lit("inferred").alias("match"),
+        (1 - pl.col("dt").abs() / INFERRED_TOL_S).clip(0, 1).alias("score"))
+    return pl.concat([exact, inf]) if inf.height else exact
+
+
+def _server_gateway_inferred(F: Frames, exact: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
+    """Executions with no id match, paired with a free gateway attempt started in the same second."""
+    empty = exact.head(0)
+    free_sr = F.sr.join(exact, on="sr", how="anti")
+    if free_sr.height == 0:
+        return empty
+    att = _attempt_rows(F).filter(pl.col("reached") & pl.col("inference")).join(exact, on="ga", how="anti")
+    # gateway requests whose ids vLLM did log are not candidates: their executions are known
+    att = att.filter(~pl.col("gr").is_in(exact["gr"].implode()))
+    if att.height == 0:
+        return empty
+    left = free_sr.select("sr", (pl.col("t0") + pl.col("source").replace_strict(res, default=0.0) / 2).alias("t"))
+    tol = INFERRED_TOL_S + max(res.values(), default=0.0) / 2
+    pairs = nearest(left, att.select("ga", pl.col("a0").alias("t")), "sr", "ga", tol)
+    return pairs.join(att.select("ga", "gr"), on="ga").select(
+        "sr", "ga", "gr", pl.lit("inferred").alias("match"), (1 - pl.col("dt").abs() / tol).clip(0, 1).alias("score"))
+
+
+def _server_client(F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
+    """Executions no gateway line explains, tied straight to a client attempt (client -> vLLM)."""
+    empty = pl.DataFrame(schema={"sr": pl.Int64, "ca": pl.Int64, "lr": pl.Int64, "match": pl.String,
+                                 "score": pl.Float64})
+    free_sr = F.sr.join(sr_ga, on="sr", how="anti")
+    free_ca = F.ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
+    if free_sr.height == 0 or free_ca.height == 0:
+        return empty
+    half = pl.col("source").replace_strict(res, default=0.0) / 2
+    left = free_sr.select("sr", pl.col("base_request_id").alias("k"), (pl.col("t0") + half).alias("t"))
+    right = free_ca.select("ca", pl.col("request_id").alias("k"), pl.col("t0").alias("t"))
+    ex = nearest(left, right, "sr", "ca", EXACT_TOL_S, by="k").select(
+        "sr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
+    out = [ex]
+    if F.gr.height == 0:  # only without a gateway can an id-less client send be the vLLM request
+        tol = INFERRED_TOL_S + max(res.values(), default=0.0) / 2
+        inf = nearest(left.join(ex, on="sr", how="anti"), right.join(ex, on="ca", how="anti"), "sr", "ca", tol)
+        out.append(inf.select("sr", "ca", pl.lit("inferred").alias("match"),
+                              (1 - pl.col("dt").abs() / tol).clip(0, 1).alias("score")))
+    return pl.concat(out).join(F.ca.select("ca", "lr"), on="ca").select("sr", "ca", "lr", "match", "score")

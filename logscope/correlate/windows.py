@@ -1,0 +1,201 @@
+"""Fixed-width time windows over every layer: load, retries, in-flight work, server state, latency.
+
+Windows are aligned on multiples of the width (epoch-based), cover the whole observed span and are
+all kept: an empty window is real (zero counts, null statistics). Counts are bucketed with one
+vectorised floor division per table; the in-flight means integrate a +1/-1 step function (a sweep
+over sorted start/end events, window edges inserted as events) so a request that spans many windows
+costs two events, not one row per window.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import polars as pl
+
+from .. import schemas
+from .frames import secs, to_ts
+
+NICE_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+TARGET_WINDOWS = 120
+_WIDTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, None: 1}
+# server_events kinds (parsers/vllm_server.py)
+OOM = r"^oom$"
+DEATH = r"^engine_dead$"  # the harmless shutdown traceback is 'shutdown_error'
+RESTART = r"^server_start$"
+PREEMPT = r"^preemption$"
+
+
+def parse_width(text: str | None) -> float | None:
+    if not text:
+        return None
+    m = _WIDTH.match(text)
+    if not m:
+        raise ValueError(f"window width {text!r}: expected e.g. '10s', '500ms', '1m'")
+    w = float(m.group(1)) * _UNIT[m.group(2)]
+    if w <= 0:
+        raise ValueError(f"window width {text!r} must be positive")
+    return w
+
+
+def choose_width(span_s: float) -> float:
+    """span / 120 rounded up to a nice width (1, 2, 5, 10, 15, 30, 60 s, ...)."""
+    raw = max(span_s, 1.0) / TARGET_WINDOWS
+    return float(next((n for n in NICE_S if n >= raw), NICE_S[-1]))
+
+
+class Grid:
+    def __init__(self, lo: float, hi: float, width: float):
+        self.w = width
+        self.origin = math.floor(lo / width) * width
+        self.n = max(int(math.floor((hi - self.origin) / width)) + 1, 1)
+
+    def idx(self, t: str | pl.Expr) -> pl.Expr:
+        e = pl.col(t) if isinstance(t, str) else t
+        return ((e - self.origin) / self.w).floor().cast(pl.Int64).clip(0, self.n - 1).alias("i")
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame({"i": pl.int_range(0, self.n, eager=True).cast(pl.Int64)})
+
+    def count(self, df: pl.DataFrame, t: str, name: str, weight: str | pl.Expr | None = None) -> pl.DataFrame:
+        d = df.filter(pl.col(t).is_not_null())
+        if weight is None:
+            agg = pl.len().cast(pl.Int64).alias(name)
+        else:
+            w = pl.col(weight) if isinstance(weight, str) else weight
+            agg = w.sum().cast(pl.Int64).alias(name)
+        return d.group_by(self.idx(t)).agg(agg)
+
+    def inflight(self, df: pl.DataFrame, t0: str, t1: str, name: str) -> pl.DataFrame:
+        """Mean number of [t0, t1) intervals open in each window."""
+        lo, hi = self.origin, self.origin + self.n * self.w
+        iv = df.filter(pl.col(t0).is_not_null() & pl.col(t1).is_not_null() & (pl.col(t1) > pl.col(t0)))
+        iv = iv.select(pl.col(t0).clip(lo, hi).alias("a"), pl.col(t1).clip(lo, hi).alias("b"))
+        edges = pl.DataFrame({"t": [self.origin + k * self.w for k in range(self.n + 1)]}).with_columns(
+            pl.lit(0, pl.Int64).alias("d"))
+        ev = pl.concat([
+            iv.select(pl.col("a").alias("t"), pl.lit(1, pl.Int64).alias("d")),
+            iv.select(pl.col("b").alias("t"), pl.lit(-1, pl.Int64).alias("d")),
+            edges,
+        ]).sort("t")
+        seg = ev.with_columns(pl.col("d").cum_sum().alias("level"), (pl.col("t").shift(-1) - pl.col("t")).alias("len"))
+        seg = seg.filter(pl.col("len") > 0)
+        return seg.group_by(self.idx("t")).agg(((pl.col("level") * pl.col("len")).sum() / self.w).alias(name))
+
+    def spans(self, df: pl.DataFrame, t0: str, t1: str, name: str) -> pl.DataFrame:
+        """How many [t0, t1] intervals touch each window."""
+        d = df.filter(pl.col(t0).is_not_null() & pl.col(t1).is_not_null()).select(
+            pl.int_ranges(self.idx(t0), self.idx(t1) + 1).alias("i"))
+        return d.explode("i").group_by("i").agg(pl.len().cast(pl.Int64).alias(name))
+
+
+def build(grid: Grid, req: pl.DataFrame, ca: pl.DataFrame, gr: pl.DataFrame, ex: pl.DataFrame,
+          stats: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    notes: list[str] = []
+    g = grid
+    gr = gr.filter(pl.col("inference"))
+    ok = req.filter(pl.col("outcome") == "ok")
+    bad = req.filter(pl.col("outcome").is_in(["error", "timeout", "truncated"]))
+    parts = [
+        g.count(req, "t0", "arrivals"),
+        g.count(ok, "t1", "completions"),
+        g.count(bad, "t1", "errors"),
+        g.count(ca.filter(pl.col("timed_out").fill_null(False)), "t1", "timeouts"),
+        g.count(gr.filter(pl.col("status") >= 500), "t1", "gateway_5xx"),
+        g.count(gr.filter(pl.col("status") == 499), "t1", "gateway_499"),
+        g.count(ca, "t0", "client_attempts"),
+        g.count(ca.filter(pl.col("attempt").fill_null(1) > 1), "t0", "client_retries"),
+        g.count(gr, "t0", "gateway_retries", (pl.col("n_attempts") - 1).clip(0)),
+        g.count(ex, "t0", "server_requests"),
+        g.count(ex, "aborted", "server_aborts"),
+        g.count(req, "t0", "_cohort_exec", "server_requests"),
+        g.inflight(ca, "t0", "t1", "inflight_client"),
+        g.inflight(gr, "t0", "t1", "inflight_gateway"),
+        g.inflight(ex, "start", "end", "inflight_server"),
+        _latency(g, req, ok),
+        _server_state(g, stats, notes),
+        (pre := _preemptions(g, stats, events, notes)),
+        g.count(events.filter(pl.col("kind").str.contains(OOM)), "t", "oom_events"),
+        g.count(events.filter(pl.col("kind").str.contains(DEATH)), "t", "engine_deaths"),
+        g.count(events.filter(pl.col("kind").str.contains(RESTART)), "t", "server_restarts"),
+        g.spans(ex.filter(pl.col("orphaned").fill_null(False)), "left", "end", "orphaned"),
+    ]
+    w = g.frame()
+    for p in parts:
+        w = w.join(p, on="i", how="left")
+    counts = [c for c, (t, _) in schemas.TABLES["windows"].items() if t == pl.Int64]
+    w = w.with_columns(
+        [pl.col(c).fill_null(0) for c in counts if c in w.columns]
+        + [pl.col(c).fill_null(0.0) for c in ("inflight_client", "inflight_gateway", "inflight_server")]
+    ).with_columns(
+        to_ts(pl.lit(g.origin) + pl.col("i") * g.w).alias("ts"),
+        pl.lit(g.w).alias("window_s"),
+        pl.when(pl.col("arrivals") > 0).then(pl.col("_cohort_exec") / pl.col("arrivals")).alias("amplification"),
+    )
+    if "preemptions" not in pre.columns:
+        w = w.with_columns(pl.lit(None, pl.Int64).alias("preemptions"))
+    if ca.height == 0:
+        w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_client"))
+    if gr.height == 0:
+        w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_gateway"))
+    if ex.height == 0:
+        w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_server"))
+    return schemas.conform(w.sort("i"), "windows"), notes
+
+
+def _latency(g: Grid, req: pl.DataFrame, ok: pl.DataFrame) -> pl.DataFrame:
+    q = []
+    for col, name in (("ttft_s", "ttft"), ("e2e_s", "e2e")):
+        for p in (50, 95, 99):
+            q.append(pl.col(col).quantile(p / 100, "linear").alias(f"{name}_p{p}"))
+    lat = ok.filter(pl.col("t0").is_not_null()).group_by(g.idx("t0")).agg(q)
+    arr = req.filter(pl.col("t0").is_not_null()).group_by(g.idx("t0")).agg(
+        pl.col("prompt_tokens").mean().alias("prompt_tokens_mean"),
+        pl.col("max_tokens").mean().alias("max_tokens_mean"),
+    )
+    out = ok.filter(pl.col("t1").is_not_null()).group_by(g.idx("t1")).agg(
+        pl.col("output_tokens").mean().alias("output_tokens_mean"))
+    return g.frame().join(lat, on="i", how="left").join(arr, on="i", how="left").join(out, on="i", how="left")
+
+
+def _server_state(g: Grid, stats: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """Running / waiting / KV per window: the log's stats lines when present, else the metrics."""
+    st = stats.filter(pl.col("ts").is_not_null()).with_columns(
+        secs("ts").alias("t"), pl.coalesce("kv_usage", "gpu_kv_usage", "cpu_kv_usage").alias("kv"))
+    has_log = st.filter((pl.col("origin") == "log") & pl.col("running").is_not_null()).height > 0
+    st = st.filter(pl.col("origin") == ("log" if has_log else "prometheus"))
+    if st.height == 0:
+        return g.frame().head(0).with_columns(*(pl.lit(None, pl.Float64).alias(c) for c in (
+            "running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")))
+    if not has_log:
+        notes.append("running/waiting/KV per window come from the Prometheus metrics (no stats lines in the log)")
+    # several replicas: per replica first, then summed (requests) or pooled (KV usage)
+    per = st.group_by(g.idx("t"), "replica").agg(
+        pl.col("running").max().alias("rmax"), pl.col("running").mean().alias("rmean"),
+        pl.col("waiting").max().alias("wmax"), pl.col("waiting").mean().alias("wmean"),
+        pl.col("kv").max().alias("kmax"), pl.col("kv").mean().alias("kmean"),
+    )
+    return per.group_by("i").agg(
+        pl.col("rmax").sum().cast(pl.Float64).alias("running_max"), pl.col("rmean").sum().alias("running_mean"),
+        pl.col("wmax").sum().cast(pl.Float64).alias("waiting_max"), pl.col("wmean").sum().alias("waiting_mean"),
+        pl.col("kmax").max().alias("kv_max"), pl.col("kmean").mean().alias("kv_mean"),
+    )
+
+
+def _preemptions(g: Grid, stats: pl.DataFrame, events: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    st = stats.filter(pl.col("preemptions").is_not_null()).with_columns(secs("ts").alias("t"))
+    for origin in ("prometheus", "log"):
+        s = st.filter(pl.col("origin") == origin)
+        if s.height:
+            return g.count(s, "t", "preemptions", "preemptions")
+    warn = events.filter(pl.col("kind").str.contains(PREEMPT))
+    if warn.height:
+        notes.append(
+            "preemptions per window count the V0 preemption warnings, which vLLM prints only for some "
+            "preemptions (1, 51, 101, ...): a lower bound"
+        )
+        return g.count(warn, "t", "preemptions")
+    notes.append("no preemption count in any source (vLLM V1 logs none; no metrics): preemptions left null")
+    return pl.DataFrame(schema={"i": pl.Int64})

@@ -1,0 +1,88 @@
+"""Capacity arithmetic from the startup lines, checked against what the traffic really needed.
+
+vLLM reserves KV blocks for a request's prompt and its output as it grows; the pool holds
+``kv_tokens`` tokens. A request of P prompt + O output tokens holds ceil((P + O) / block_size)
+blocks at its end, so the pool fits about ``kv_tokens / (blocks * block_size)`` such requests at
+once. When more are admitted (``max_num_seqs`` allows it), they preempt one another. The startup
+line 'Maximum concurrency for N tokens per request: X' is the same sum done for max-length requests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from .tables import Inputs
+
+CAP_COLS = ("kv_tokens", "gpu_blocks", "cpu_blocks", "block_size", "max_concurrency", "max_concurrency_tokens",
+            "max_model_len", "max_num_seqs", "gpu_memory_utilization", "kv_memory_gib", "weights_gib", "version")
+
+
+def startup(events: pl.DataFrame) -> dict:
+    """Latest known value of each capacity/config field (the last server start's, when it restarted)."""
+    ev = events.filter(pl.col("kind").is_in(["capacity", "config", "server_start"])).sort(["ts", "seq"], nulls_last=False)
+    out: dict = {}
+    for c in CAP_COLS:
+        v = ev[c].drop_nulls()
+        out[c] = v[-1] if v.len() else None
+    if out["kv_tokens"] is None and out["gpu_blocks"] and out["block_size"]:
+        out["kv_tokens"] = out["gpu_blocks"] * out["block_size"]
+    return out
+
+
+def _q(s: pl.Series, q: float) -> float | None:
+    s = s.drop_nulls()
+    return float(s.quantile(q, "linear")) if s.len() else None
+
+
+def analyse(inp: Inputs, server: pl.DataFrame) -> dict:
+    cap = startup(inp.events)
+    req = inp.requests
+    bs = cap["block_size"] or 16  # vLLM's default block size on GPUs
+    tok = req.select((pl.col("prompt_tokens") + pl.col("output_tokens")).alias("t"),
+                     (pl.col("prompt_tokens") + pl.col("max_tokens")).alias("r"))
+    p50, p95 = _q(tok["t"], 0.5), _q(tok["t"], 0.95)
+    r50 = _q(tok["r"], 0.5)
+    cap["tokens_per_request_observed"] = {"p50": p50, "p95": p95, "n": int(tok["t"].drop_nulls().len()),
+                                          "what": "prompt + generated tokens of requests that report both"}
+    cap["tokens_per_request_reserved"] = {"p50": r50, "what": "prompt + requested max_tokens"}
+    kv = cap["kv_tokens"]
+
+    def fit(t: float | None) -> float | None:
+        if not kv or not t:
+            return None
+        return kv / (math.ceil(t / bs) * bs)
+
+    cap["concurrency_kv_can_hold"] = {"at_p50": fit(p50), "at_p95": fit(p95), "at_reserved_p50": fit(r50),
+                                      "block_size_assumed": cap["block_size"] is None}
+    cap["max_concurrency_startup"] = cap.pop("max_concurrency")
+    if server.height:
+        cap["running_observed_max"] = int(server["running"].max()) if server["running"].drop_nulls().len() else None
+        cap["waiting_observed_max"] = int(server["waiting"].max()) if server["waiting"].drop_nulls().len() else None
+        cap["kv_observed_max"] = float(server["kv"].max()) if server["kv"].drop_nulls().len() else None
+    else:
+        cap["running_observed_max"] = cap["waiting_observed_max"] = cap["kv_observed_max"] = None
+    hold = cap["concurrency_kv_can_hold"]["at_p50"]
+    if hold is not None and cap["max_num_seqs"] and cap["max_num_seqs"] > hold:
+        cap["note"] = (f"max_num_seqs {cap['max_num_seqs']} admits more requests than the KV cache holds at the "
+                       f"observed size ({hold:.1f} requests of {p50:.0f} tokens): beyond that, admitted requests "
+                       "preempt each other")
+    return cap
+
+
+def output_lengths(req: pl.DataFrame) -> dict:
+    """Requested max_tokens against generated tokens (what was reserved vs used)."""
+    r = req.filter(pl.col("max_tokens").is_not_null() | pl.col("output_tokens").is_not_null())
+    if r.height == 0:
+        return {"requests": 0}
+    row = r.select(
+        pl.len().alias("requests"),
+        pl.col("max_tokens").mean().alias("max_tokens_mean"),
+        pl.col("output_tokens").mean().alias("output_tokens_mean"),
+        pl.col("output_tokens").quantile(0.5, "linear").alias("output_tokens_p50"),
+        pl.col("output_tokens").max().alias("output_tokens_max"),
+        (pl.col("output_tokens") >= pl.col("max_tokens")).mean().alias("share_hit_max_tokens"),
+        (pl.col("output_tokens") / pl.col("max_tokens")).mean().alias("used_share_of_reserve"),
+    ).row(0, named=True)
+    return row

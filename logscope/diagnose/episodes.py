@@ -1,0 +1,369 @@
+"""Episodes: abnormal stretches of every signal, grouped when they overlap, then classified.
+
+Signals (see ``detect`` for the baseline method):
+
+============  ======================================================  =====================================
+signal        series                                                   abnormal when
+============  ======================================================  =====================================
+preemptions   per-interval counts (Prometheus-derived, else the stats  >= ``preemptions_min``
+              line's 'Preemptions: N', else V0 warnings 1-in-50)
+kv_pressure   KV-cache usage per stats sample                          >= ``kv_full``
+queue         waiting requests per stats sample                        >= ``waiting_min`` on
+                                                                       ``queue_min_samples`` samples
+errors        failed logical requests (else gateway / vLLM 5xx)/window robust outlier >= ``errors_floor``
+retries       client + gateway retries per window                      robust outlier >= ``retries_floor``
+orphans       server work running for a caller that left, per window   >= ``orphans_min``
+ttft / e2e    p95 per window (cold-start windows left out)             above the SLO
+crash         OOM / engine death / silent death (lifecycle)            always
+============  ======================================================  =====================================
+
+Stretches of different signals that overlap or lie within ``merge_gap_s`` are one episode: the
+preemptions, the full KV cache, the queue and the slow first tokens of one burst are one incident
+seen through four signals. The episode is named after its most telling signal (order of
+``PRIORITY``) and timed by that signal; the others are listed as its companions.
+
+Classes, in the order they are decided:
+
+* **crash**: the episode holds a death (OOM, engine death, or a silent death followed by a restart).
+* **sustained**: no recovery before the logs end, or still going at the last arrival (no recovery
+  while the load lasts), or lasting ``sustained_min_s`` or more, or covering ``sustained_share`` of
+  the observed span.
+* **spike**: short and recovered; the reason says whether it followed a sharp rise in arrivals or
+  prompt lengths (``rise_ratio``) in the ``merge_gap_s`` before it.
+* **recurring**: ``recurring_min`` or more spikes of one signal; the reason gives their spacing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from . import detect, figures
+from .lifecycle import Lifecycle
+from .tables import Inputs, preemption_series, server_series, v0_warnings
+from .thresholds import Thresholds
+
+PRIORITY = ("crash", "preemptions", "kv_pressure", "queue", "orphans", "retries", "errors", "ttft", "e2e")
+COUNTED = ("preemptions", "errors", "retries", "orphans")
+UNIT = {"preemptions": "preemptions", "kv_pressure": "KV usage", "queue": "waiting", "errors": "errors",
+        "retries": "retries", "orphans": "orphaned executions", "ttft": "TTFT p95 (s)", "e2e": "e2e p95 (s)",
+        "crash": "deaths"}
+
+
+@dataclass
+class Slo:
+    ttft_s: float
+    e2e_s: float
+    success: float
+
+
+@dataclass
+class Context:
+    inputs: Inputs
+    life: Lifecycle
+    th: Thresholds
+    slo: Slo
+    server: pl.DataFrame = field(init=False)
+    pre: pl.DataFrame = field(init=False)
+    warnings: pl.DataFrame = field(init=False)
+    span_lo: datetime | None = None
+    span_hi: datetime | None = None
+    load_end: datetime | None = None
+
+    def __post_init__(self) -> None:
+        from .tables import span
+
+        self.server = server_series(self.inputs.stats)
+        self.pre = preemption_series(self.inputs.stats)
+        self.warnings = v0_warnings(self.inputs.events)
+        self.span_lo, self.span_hi = span(self.inputs.stats, self.inputs.requests)
+        if self.inputs.requests.height:
+            self.load_end = self.inputs.requests["ts_start"].max()
+
+    @property
+    def cold(self) -> list[tuple]:
+        return [(c["start"], c["end"]) for c in self.life.cold]
+
+    @property
+    def span_s(self) -> float | None:
+        if self.span_lo is None:
+            return None
+        return (self.span_hi - self.span_lo).total_seconds()
+
+
+# ---------------------------------------------------------------- stretches per signal
+
+def _series_stretches(ctx: Context, name: str, df: pl.DataFrame, col: str, rule: detect.Rule,
+                      merge_gap: float | None = None, end_pad_s: float = 0.0) -> pl.DataFrame:
+    th = ctx.th
+    df = df.filter(pl.col(col).is_not_null())
+    if df.height == 0:
+        return pl.DataFrame()
+    st = detect.stretches(df.select("replica", "ts", col), col, rule, th.mad_k, merge_gap or th.merge_gap_s,
+                          th.max_sample_gap_factor)
+    if st.height == 0:
+        return pl.DataFrame()
+    last = df.group_by("replica").agg(pl.col("ts").max().alias("last_sample"))
+    return st.join(last, on="replica", how="left").with_columns(
+        pl.lit(name).alias("signal"),
+        pl.col("end") + timedelta(seconds=end_pad_s),
+        (pl.col("last_sample") + timedelta(seconds=end_pad_s)),
+    )
+
+
+def _windowed(ctx: Context, name: str, value: pl.Expr, rule: detect.Rule, skip_cold: bool = False) -> pl.DataFrame:
+    w = ctx.inputs.windows
+    if w.height == 0:
+        return pl.DataFrame()
+    df = w.select(pl.lit("").alias("replica"), "ts", value.alias("v"))
+    if skip_cold:
+        for a, b in ctx.cold:
+            df = df.filter(~pl.col("ts").is_between(a - timedelta(seconds=ctx.inputs.window_s), b))
+    return _series_stretches(ctx, name, df, "v", rule, end_pad_s=ctx.inputs.window_s)
+
+
+def _crash_stretches(ctx: Context) -> pl.DataFrame:
+    rows = []
+    for d in ctx.life.deaths:
+        end = d.ready_ts or max(d.ts, ctx.span_hi or d.ts)
+        rows.append({"replica": d.replica, "start": d.ts, "end": end, "samples": 1, "peak": 1.0, "total": 1.0,
+                     "mean": 1.0, "med": 0.0, "last_sample": ctx.span_hi or end, "signal": "crash"})
+    return pl.DataFrame(rows) if rows else pl.DataFrame()
+
+
+def stretches(ctx: Context) -> pl.DataFrame:
+    th, inp = ctx.th, ctx.inputs
+    parts = []
+    if ctx.pre.height:
+        parts.append(_series_stretches(ctx, "preemptions", ctx.pre, "preemptions", detect.Rule(hard=th.preemptions_min)))
+    elif ctx.warnings.height:
+        parts.append(_series_stretches(ctx, "preemptions", ctx.warnings, "preemptions",
+                                       detect.Rule(hard=1), merge_gap=th.v0_warning_merge_s))
+    if ctx.server.height:
+        parts.append(_series_stretches(ctx, "kv_pressure", ctx.server, "kv", detect.Rule(hard=th.kv_full)))
+        parts.append(_series_stretches(ctx, "queue", ctx.server, "waiting",
+                                       detect.Rule(hard=th.waiting_min, min_samples=th.queue_min_samples,
+                                                   keep_peak=th.queue_outlier_floor)))
+    w = inp.windows
+    if w.height:
+        client_side = inp.requests_origin in ("correlated", "client") and w["errors"].null_count() < w.height
+        err = (pl.col("errors").fill_null(0) + pl.col("timeouts").fill_null(0)) if client_side else pl.col("gateway_5xx")
+        parts.append(_windowed(ctx, "errors", err.cast(pl.Float64), detect.Rule(floor=th.errors_floor)))
+        retries = pl.col("client_retries").fill_null(0) + pl.col("gateway_retries").fill_null(0)
+        if w["client_retries"].null_count() < w.height or w["gateway_retries"].null_count() < w.height:
+            parts.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
+        if w["orphaned"].null_count() < w.height:
+            parts.append(_windowed(ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(hard=th.orphans_min)))
+        parts.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
+        parts.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
+    parts.append(_crash_stretches(ctx))
+    cols = ["signal", "replica", "start", "end", "samples", "peak", "total", "mean", "med", "last_sample"]
+    parts = [p.select(cols).with_columns(pl.col("samples").cast(pl.Int64), pl.col("start").cast(pl.Datetime("us", "UTC")),
+                                         pl.col("end").cast(pl.Datetime("us", "UTC")),
+                                         pl.col("last_sample").cast(pl.Datetime("us", "UTC")),
+                                         *[pl.col(c).cast(pl.Float64) for c in ("peak", "total", "mean", "med")])
+             for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame()
+    return pl.concat(parts).sort(["start", "signal", "replica"])
+
+
+# ---------------------------------------------------------------- grouping and classification
+
+def group(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
+    if st.height == 0:
+        return []
+    s = st.sort(["start", "signal"])
+    prev_end = pl.col("end").cum_max().shift(1)
+    new = ((pl.col("start") - prev_end).dt.total_microseconds() / 1e6 > gap_s).fill_null(True)
+    s = s.with_columns(new.cum_sum().alias("_g"))
+    return [g.drop("_g") for _, g in s.group_by("_g", maintain_order=True)]
+
+
+def _t(ts: datetime | None) -> str:
+    return ts.strftime("%H:%M:%S") if ts is not None else "?"
+
+
+def _fmt(x: float | None, nd: int = 1) -> str:
+    if x is None:
+        return "?"
+    return f"{x:.{nd}f}"
+
+
+def build(ctx: Context) -> list[dict]:
+    """Episodes as dicts (table columns + details), ordered by start; ids are given by the caller."""
+    st = stretches(ctx)
+    eps = [_episode(ctx, g) for g in group(st, ctx.th.merge_gap_s)]
+    eps.sort(key=lambda e: (e["start"], e["signal"], e["replica"] or ""))
+    _recurring(eps, ctx.th)
+    return eps
+
+
+def _episode(ctx: Context, g: pl.DataFrame) -> dict:
+    signals = set(g["signal"].to_list())
+    primary = next(s for s in PRIORITY if s in signals)
+    p = g.filter(pl.col("signal") == primary)
+    replica = p["replica"][0] or None
+    start, end = p["start"].min(), p["end"].max()
+    if primary == "crash":
+        death = next(d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica)
+    else:
+        death = None
+    dur = (end - start).total_seconds()
+    th = ctx.th
+    lead = timedelta(seconds=th.merge_gap_s)
+    look = timedelta(seconds=th.baseline_lookback_s)
+    before_lo = max(start - lead - look, ctx.span_lo) if ctx.span_lo is not None else start - lead - look
+    before_hi = start - lead
+    during_req = figures.requests(ctx.inputs.requests, start, end)
+    before_req = figures.requests(ctx.inputs.requests, before_lo, before_hi) if before_hi > before_lo else \
+        figures.requests(ctx.inputs.requests, None, None)
+    lead_req = figures.requests(ctx.inputs.requests, start - lead, start)
+    state = figures.server_state(ctx.server, start, end, replica if primary != "crash" else None)
+    total = float(p["total"].sum())
+    count = int(round(total)) if primary in COUNTED else int(p["samples"].sum())
+    if primary == "crash":
+        count = 1
+    peak = float(p["peak"].max())
+    baseline = _baseline(ctx, primary, replica, start)
+    recovered = bool((p["last_sample"].max() > end)) if primary != "crash" else (death.ready_ts is not None)
+    share = (dur / ctx.span_s) if ctx.span_s else None
+    ep = {
+        "signal": primary, "replica": replica, "start": start, "end": end, "duration_s": dur,
+        "share_of_span": share, "recovered": recovered, "peak": peak, "baseline": baseline, "count": count,
+        **{k: state[k] for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")},
+        "arrival_rate_before": before_req["arrival_rate"], "arrival_rate_during": during_req["arrival_rate"],
+        "prompt_tokens_mean": during_req["prompt_tokens_mean"], "output_tokens_mean": during_req["output_tokens_mean"],
+        "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
+        "success_share": during_req["success_share"],
+    }
+    companions = []
+    for r in g.filter(pl.col("signal") != primary).group_by("signal", maintain_order=True).agg(
+            pl.col("start").min(), pl.col("end").max(), pl.col("peak").max(), pl.col("total").sum(),
+            pl.col("samples").sum()).sort("start").iter_rows(named=True):
+        companions.append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
+                           "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])})
+    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death)
+    ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death)
+    return ep
+
+
+def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
+    look = timedelta(seconds=ctx.th.baseline_lookback_s)
+    rep = replica or ""
+    if signal == "preemptions":
+        s = ctx.pre if ctx.pre.height else ctx.warnings
+        s = s.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
+        return float(s["preemptions"].median()) if s.height else (0.0 if ctx.pre.height else None)
+    if signal in ("kv_pressure", "queue"):
+        col = "kv" if signal == "kv_pressure" else "waiting"
+        s = ctx.server.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
+        return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
+    if signal == "crash":
+        return None
+    col = {"errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
+           "e2e": "e2e_p95"}[signal]
+    w = ctx.inputs.windows.filter(pl.col("ts").is_between(start - look, start, closed="left"))
+    return float(w[col].median()) if w.height and w[col].drop_nulls().len() else None
+
+
+def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, during: dict, lead: dict, death) -> dict:
+    start, end = ep["start"], ep["end"]
+    d: dict = {"companions": companions, "requests_during": during, "requests_before": before,
+               "arrival_rate_lead_in": lead["arrival_rate"]}
+    w = ctx.warnings.filter(pl.col("ts").is_between(start - timedelta(seconds=ctx.th.v0_warning_merge_s), end))
+    if w.height:
+        d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": int(w["cumulative_preemptions"].max()),
+                                       "note": "V0 prints one warning per 50 preemptions"}
+    pre = figures.preemptions(ctx.pre, start - timedelta(microseconds=1), end)
+    if pre is not None and ep["signal"] != "preemptions":
+        d["preemptions"] = pre
+    win = ctx.inputs.windows
+    lo, hi = start - timedelta(seconds=ctx.inputs.window_s), end
+    for col in ("server_requests", "client_attempts", "client_retries", "gateway_retries", "gateway_5xx",
+                "gateway_499", "server_aborts", "orphaned", "timeouts", "errors"):
+        v = figures.windows_sum(win, col, lo, hi)
+        if v is not None:
+            d[col] = v
+    arr = figures.windows_sum(win, "arrivals", lo, hi)
+    if arr and d.get("server_requests") is not None:
+        d["amplification"] = d["server_requests"] / arr
+    ph = ctx.inputs.phases.filter((pl.col("ts_start") <= end) & (pl.col("ts_end") >= start)).sort("ts_start")
+    if ph.height:
+        d["phases"] = [{"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"],
+                        "end": r["ts_end"]} for r in ph.iter_rows(named=True)]
+    if death is not None:
+        d["crash"] = {"kinds": death.kinds, "pid": death.pid, "message": death.message,
+                      "last_line": death.last_line_ts, "restart": death.restart_ts, "ready": death.ready_ts,
+                      "new_pid": death.new_pid, "downtime_s": death.downtime_s, "at_startup": death.at_startup,
+                      "notes": death.notes}
+        gw = ctx.inputs.gateway_errors.filter(pl.col("ts").is_between(death.ts - timedelta(seconds=5), end))
+        if gw.height:
+            d["crash"]["gateway_first_error"] = gw["ts"].min()
+            d["crash"]["gateway_errors_by_kind"] = dict(sorted(
+                gw.group_by("kind").len().select("kind", "len").iter_rows()))
+    d["output_lengths"] = {"max_tokens_mean": during["max_tokens_mean"], "output_tokens_mean": during["output_tokens_mean"]}
+    return d
+
+
+def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death) -> tuple[str, str]:
+    th = ctx.th
+    sig, start, end = ep["signal"], ep["start"], ep["end"]
+    head = f"{UNIT[sig]} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
+    if sig == "preemptions" or sig == "errors" or sig == "retries" or sig == "orphans":
+        head = f"{ep['count']} {UNIT[sig]} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
+    comp = "; with " + ", ".join(
+        f"{c['signal']} {_t(c['start'])}–{_t(c['end'])}" for c in companions) if companions else ""
+    if death is not None:
+        what = "silent death (log stops, new banner)" if death.kinds == ["silent"] else "+".join(death.kinds)
+        if death.at_startup:
+            return "crash", f"{what} at startup {_t(death.ts)}: the server never served a request{comp}"
+        if death.ready_ts is not None:
+            return "crash", (f"{what} at {_t(death.ts)}, restarted (pid {death.new_pid}) and ready at "
+                             f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}")
+        return "crash", f"{what} at {_t(death.ts)} with no restart before the logs end{comp}"
+    share = ep["share_of_span"]
+    if not ep["recovered"]:
+        return "sustained", f"{head}, still abnormal when the logs end{comp}"
+    if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
+        return "sustained", (f"{head}, no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}")
+    if ep["duration_s"] >= th.sustained_min_s:
+        return "sustained", f"{head}: lasted ≥ {th.sustained_min_s:.0f} s{comp}"
+    if share is not None and share >= th.sustained_share:
+        return "sustained", f"{head}: {share:.0%} of the observed span{comp}"
+    rise = _rise(before, lead, th)
+    return "spike", f"{head}, back to baseline after it{rise}{comp}"
+
+
+def _rise(before: dict, lead: dict, th: Thresholds) -> str:
+    b, a = before.get("arrival_rate"), lead.get("arrival_rate")
+    if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
+        return f"; it follows a sharp rise in arrivals ({b:.1f}/s → {a:.1f}/s)"
+    if b == 0 and a:
+        return f"; it follows the start of traffic ({a:.1f}/s)"
+    bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
+    if bp and ap and ap >= th.rise_ratio * bp:
+        return f"; it follows a rise in prompt length ({bp:.0f} → {ap:.0f} tokens)"
+    if b is None:
+        return ""
+    return f"; no sharp rise in arrivals before it ({_fmt(b)}/s → {_fmt(a)}/s)"
+
+
+def _recurring(eps: list[dict], th: Thresholds) -> None:
+    by_sig: dict[str, list[dict]] = {}
+    for e in eps:
+        if e["class"] == "spike":
+            by_sig.setdefault(e["signal"], []).append(e)
+    for sig, group_ in by_sig.items():
+        if len(group_) < th.recurring_min:
+            continue
+        starts = [e["start"] for e in group_]
+        gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
+        gaps.sort()
+        med = gaps[len(gaps) // 2]
+        for e in group_:
+            e["class"] = "recurring"
+            e["reason"] = (f"{len(group_)} {UNIT[sig]} spikes, starting about every {med:.0f} s "
+                           f"({', '.join(_t(s) for s in starts)}); this one: {e['reason']}")

@@ -1,0 +1,402 @@
+"""Findings: symptom, evidence, likely cause and the ONE change to test next.
+
+The cause → change table this follows:
+
+* OOM → weights, KV allocation, activations, request lengths → a smaller active batch
+  (``--max-num-seqs``), a shorter ``--max-model-len``, a supported quantization.
+* latency rising without errors → KV usage, preemptions, waiting → fewer admitted requests (a lower
+  ``--max-num-seqs``) or measured capacity (run the ladder).
+* slow first token → queue, prefill, tokenization, network → fix the slow stage (chunked prefill).
+* load growing after timeouts → retries and work still running → bounded retries with jittered
+  backoff at ONE layer, and cancellation (client disconnects reaching vLLM:
+  ``proxy_ignore_client_abort off``).
+* retries at several layers → retries at one layer only.
+
+Never a bare 'increase memory'. Severity: critical (the server died), high (a sustained regime,
+work done for nobody, retries multiplying load), medium (spikes, SLO breaches), low (latent
+problems), info (context). A calm run gets one info finding and nothing above it.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import polars as pl
+
+from .episodes import Context
+
+SEVERITY = ("critical", "high", "medium", "low", "info")
+
+
+def _t(ts: datetime | None) -> str:
+    return ts.strftime("%H:%M:%S") if ts is not None else "?"
+
+
+def _pct(x: float | None) -> str:
+    return "?" if x is None else f"{x * 100:.1f} %"
+
+
+def _n(x: float | None, nd: int = 1) -> str:
+    if x is None:
+        return "?"
+    return str(int(x)) if float(x).is_integer() else f"{x:.{nd}f}"
+
+
+def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_test: str, ep: dict | None = None,
+       start=None, end=None) -> dict:
+    return {"severity": severity, "title": title, "symptom": symptom, "evidence": evidence, "cause": cause,
+            "next_test": next_test, "episode_id": ep["episode_id"] if ep else None,
+            "start": ep["start"] if ep else start, "end": ep["end"] if ep else end}
+
+
+def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
+          traffic: dict) -> list[dict]:
+    out: list[dict] = []
+    for ep in eps:
+        out += _episode(ctx, ep, ladder, cap)
+    out += _traffic(ctx, eps, traffic)
+    if ladder is not None:
+        out.append(_ladder(ladder, ladder_rows))
+    out += _events(ctx)
+    out += _gateway(ctx)
+    if not any(f["severity"] in ("critical", "high", "medium") for f in out):
+        out += _calm(ctx, eps, cap)
+    order = {s: i for i, s in enumerate(SEVERITY)}
+    far = datetime.max
+    out.sort(key=lambda f: (order[f["severity"]], f["start"].replace(tzinfo=None) if f["start"] else far, f["title"]))
+    for i, f in enumerate(out, 1):
+        f["finding_id"], f["rank"] = f"F{i}", i
+    return out
+
+
+# ------------------------------------------------------------------ per episode
+
+def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dict]:
+    sig = ep["signal"]
+    if sig == "crash":
+        return [_crash(ctx, ep, cap)]
+    if sig in ("preemptions", "kv_pressure", "queue"):
+        return [_pressure(ctx, ep, ladder, cap)]
+    if sig == "ttft":
+        return [_slow_first_token(ctx, ep)]
+    if sig == "e2e":
+        return [_slow_e2e(ctx, ep)]
+    if sig == "errors":
+        return [_errors(ctx, ep)]
+    return []  # retries / orphans are reported once for the run (_traffic)
+
+
+def _state(ep: dict) -> str:
+    parts = []
+    if ep["running_max"] is not None:
+        parts.append(f"running up to {_n(ep['running_max'])} (mean {_n(ep['running_mean'])})")
+    if ep["waiting_max"] is not None:
+        parts.append(f"waiting up to {_n(ep['waiting_max'])}")
+    if ep["kv_max"] is not None:
+        parts.append(f"KV up to {_pct(ep['kv_max'])}")
+    return ", ".join(parts)
+
+
+def _req(ep: dict) -> str:
+    parts = []
+    if ep["arrival_rate_during"] is not None:
+        parts.append(f"arrivals {_n(ep['arrival_rate_before'], 2)}/s before → {_n(ep['arrival_rate_during'], 2)}/s during")
+    if ep["ttft_p95"] is not None:
+        parts.append(f"TTFT p95 {_n(ep['ttft_p95'], 2)} s")
+    if ep["e2e_p95"] is not None:
+        parts.append(f"e2e p95 {_n(ep['e2e_p95'], 2)} s")
+    if ep["success_share"] is not None:
+        parts.append(f"success {_pct(ep['success_share'])}")
+    return ", ".join(parts)
+
+
+def _hold(cap: dict) -> tuple[float | None, float | None]:
+    h = (cap.get("concurrency_kv_can_hold") or {}).get("at_p50")
+    t = (cap.get("tokens_per_request_observed") or {}).get("p50")
+    if h is None:
+        h = (cap.get("concurrency_kv_can_hold") or {}).get("at_reserved_p50")
+        t = (cap.get("tokens_per_request_reserved") or {}).get("p50")
+    return h, t
+
+
+def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
+    cls = ep["class"]
+    sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
+    d = ep["details"]
+    comps = {c["signal"]: c for c in d["companions"]}
+    what = {"preemptions": f"{ep['count']} preemptions", "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
+            "queue": f"a waiting queue of up to {_n(ep['peak'])}"}[ep["signal"]]
+    title = f"{cls.capitalize()} KV pressure: {what} {_t(ep['start'])}–{_t(ep['end'])}"
+    symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
+    if "ttft" in comps:
+        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {_t(comps['ttft']['start'])}–{_t(comps['ttft']['end'])})"
+    ev = [ep["reason"], _req(ep)]
+    if "preemptions" in d:
+        ev.append(f"{d['preemptions']} preemptions in the range")
+    if "v0_preemption_warnings" in d:
+        w = d["v0_preemption_warnings"]
+        ev.append(f"{w['lines']} V0 preemption warning(s), cumulative count {w['last_cumulative']} (1 line per 50)")
+    hold, tok = _hold(cap)
+    kv_tokens = cap.get("kv_tokens")
+    cause = "the KV cache filled: the scheduler evicts running requests (preemption) and recomputes them, " \
+            "and new requests wait"
+    if hold is not None and kv_tokens:
+        cause += (f"; the cache holds {kv_tokens:,} tokens ≈ {hold:.1f} requests of {tok:.0f} tokens, "
+                  f"while up to {_n(ep['running_max'] or cap.get('running_observed_max'))} ran at once")
+    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
+        cause = ("requests wait although KV usage stays below "
+                 f"{_pct(ctx.th.kv_full)}: each waiting request needs more free blocks than remain (long prompts), "
+                 "or the engine is stalled on the running ones")
+    mns = cap.get("max_num_seqs")
+    wb = (ladder or {}).get("working_boundary")
+    if wb is not None and (ladder or {}).get("broke_first_at_next_step") is not None:
+        nt = (f"Cap admitted concurrency at the measured working boundary: --max-num-seqs {_n(wb['concurrency'])} "
+              f"(step {wb['step']} of the ladder met the SLO; the next one broke), then replay the same traffic")
+    elif hold is not None and hold >= 1:
+        target = max(1, math.floor(hold))
+        nt = (f"Lower --max-num-seqs{' from ' + str(mns) if mns else ''} to {target} (what the KV cache holds at "
+              f"the observed request size) and replay the same traffic: preemptions should stop, queueing moves to "
+              "the waiting list")
+    else:
+        nt = ("Measure capacity: run a concurrency ladder (vllm bench serve --max-concurrency 1,2,4,8,…) with this "
+              "traffic's prompt and output lengths and cap --max-num-seqs at the last step that meets the SLO")
+    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
+        nt = ("Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
+              "cache really admits, then cap --max-num-seqs there")
+    return _f(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep)
+
+
+def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
+    c = ep["details"]["crash"]
+    kinds = c["kinds"]
+    down = c["downtime_s"]
+    ev = [ep["reason"]]
+    if c.get("message"):
+        ev.append(f"first record: {c['message'][:200]}")
+    if c.get("gateway_first_error") is not None:
+        ev.append(f"gateway's first error at {c['gateway_first_error']:%H:%M:%S.%f}"[:-3] + " " +
+                  f"({', '.join(f'{k}: {v}' for k, v in c['gateway_errors_by_kind'].items())})")
+    r = _req(ep)
+    if r:
+        ev.append(r)
+    d = ep["details"]
+    if d.get("gateway_5xx"):
+        ev.append(f"{d['gateway_5xx']} gateway 5xx")
+    mns = cap.get("max_num_seqs")
+    half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
+    when = f"{_t(ep['start'])}" + (f", back at {_t(c['ready'])} ({down:.0f} s down)" if down is not None else
+                                   ", no restart in the logs")
+    if "oom" in kinds:
+        if c["at_startup"]:
+            return _f("critical", f"Out of memory at startup ({_t(ep['start'])})",
+                      "the engine ran out of device memory before serving any request", "; ".join(ev),
+                      "weights plus the KV-cache reservation (and warm-up activations) do not fit on the device",
+                      "Start with a shorter --max-model-len (a smaller KV reservation per sequence); if the weights "
+                      "alone do not fit, load a supported quantization of the model", ep)
+        return _f("critical", f"Out of memory while serving: engine died at {when}",
+                  "the engine hit a device out-of-memory error mid-serving and the server died", "; ".join(ev),
+                  "activations of the active batch (plus weights and the KV allocation) exceeded device memory; long "
+                  "requests make activations larger",
+                  f"Lower --max-num-seqs{half} (a smaller active batch) and replay the same traffic; if it still runs out, "
+                  "shorten --max-model-len, then consider a supported quantization", ep)
+    if "engine_timeout" in kinds:
+        return _f("critical", f"Engine step timed out: engine died at {when}",
+                  "an engine step did not return in time and the engine was declared dead", "; ".join(ev),
+                  "a model step hung (device or collective hang) or the batch made one step too slow",
+                  f"Replay the same traffic with --max-num-seqs{half or ' halved'}: if the timeout goes, step size was "
+                  "the cause; if it stays, the device hangs (run with NCCL_DEBUG=INFO to find where)", ep)
+    if kinds == ["silent"]:
+        return _f("critical", f"Server killed without a trace at {when}",
+                  f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
+                  "; ".join(ev + c.get("notes", [])),
+                  "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
+                  "prints nothing when killed",
+                  f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
+                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half, ep)
+    return _f("critical", f"Engine died at {when}", "the engine process died and the API server could not serve",
+              "; ".join(ev), "see the first error record before the death (detail in server_events)",
+              "Reproduce with the same request sizes at a lower --max-num-seqs" + half +
+              " to tell a load-driven death from a software fault", ep)
+
+
+def _slow_first_token(ctx: Context, ep: dict) -> dict:
+    wait = (ep["waiting_max"] or 0) >= ctx.th.waiting_min
+    long_prompt = (ep["prompt_tokens_mean"] or 0) >= 1024
+    if wait:
+        cause, nt = ("requests queue before they are admitted (waiting > 0)",
+                     "Fix the queue stage: cap admission with a lower --max-num-seqs or add capacity, and compare "
+                     "the server's queue time with the client's TTFT")
+    elif long_prompt:
+        cause, nt = ("prefill of long prompts delays the first token",
+                     "Turn on chunked prefill (--enable-chunked-prefill) so long prefills share steps with decodes")
+    else:
+        cause, nt = ("no queue and short prompts: the time goes outside the engine (tokenization, gateway, network)",
+                     "Time each stage: compare the gateway's upstream header time with the client's TTFT for the "
+                     "same requests")
+    return _f("medium", f"Slow first token {_t(ep['start'])}–{_t(ep['end'])}",
+              f"TTFT p95 above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s", "; ".join([ep["reason"], _req(ep)]),
+              cause, nt, ep)
+
+
+def _slow_e2e(ctx: Context, ep: dict) -> dict:
+    out = ep["output_tokens_mean"]
+    return _f("medium", f"Slow responses {_t(ep['start'])}–{_t(ep['end'])}",
+              f"e2e p95 above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
+              "; ".join([ep["reason"], _req(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])),
+              "long generations (output length) or a slow decode step",
+              "Cap max_tokens at what the application needs (compare requested max_tokens with generated tokens)", ep)
+
+
+def _errors(ctx: Context, ep: dict) -> dict:
+    d = ep["details"]
+    kinds = ", ".join(f"{k.replace('_', ' ')} {d[k]}" for k in ("gateway_5xx", "gateway_499", "timeouts", "errors")
+                      if d.get(k))
+    sev = "high" if ep["class"] == "sustained" else "medium"
+    return _f(sev, f"Errors {_t(ep['start'])}–{_t(ep['end'])}: {ep['count']} failed",
+              f"{ep['count']} failed requests in {ep['duration_s']:.0f} s", "; ".join([ep["reason"], kinds, _req(ep)]),
+              "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
+              "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
+              "add an active health check so one slow reply does not take the upstream out", ep)
+
+
+# ------------------------------------------------------------------ run level
+
+def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
+    out = []
+    amp = tr.get("amplification")
+    retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
+    ep_r = next((e for e in eps if e["signal"] == "retries" or
+                 any(c["signal"] == "retries" for c in e["details"]["companions"])), None)
+    if retries and (ep_r is not None or (amp or 0) >= ctx.th.amplification_high):
+        layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
+        multi = len(layers) > 1
+        ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts; "
+              f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
+              f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}")
+        if tr.get("timeouts"):
+            ev += f"; {tr['timeouts']} client timeouts"
+        if ep_r is not None:
+            ev += f"; mostly during {ep_r['episode_id']} ({_t(ep_r['start'])}–{_t(ep_r['end'])})"
+        canc = tr.get("cancellation")
+        if canc:
+            ev += f"; {canc}"
+        nt = ("Retry at one layer only: turn gateway retries off for POST (drop non_idempotent from "
+              "proxy_next_upstream) and keep the client's bounded retries with jittered backoff") if multi else \
+             ("Bound retries to one or two with jittered exponential backoff, and set the client timeout above "
+              "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
+        out.append(_f("high" if (amp or 0) >= ctx.th.amplification_high or multi else "medium",
+                      f"Retries multiply the load ({_n(amp, 2)}× at the server)" if amp else "Retries add load",
+                      "timeouts and errors are retried while the server is already overloaded, so load grows "
+                      "when capacity is short",
+                      ev, "retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
+                      " re-send work the overloaded server has already queued, prefilled or preempted", nt, ep_r))
+    orph = tr.get("orphaned_executions")
+    if orph:
+        ep_o = next((e for e in eps if e["signal"] == "orphans" or
+                     any(c["signal"] == "orphans" for c in e["details"]["companions"])), None)
+        ev = f"{orph} server executions kept running after their caller gave up"
+        if tr.get("orphan_s"):
+            ev += f" ({tr['orphan_s']:.0f} s of generation for nobody)"
+        ev += f"; vLLM logged {tr.get('server_aborts') or 0} aborts; gateway 499: {tr.get('gateway_499') or 0}"
+        out.append(_f("high", f"Orphaned work: {orph} executions ran for callers that had left",
+                      "requests abandoned by their callers keep generating on the server, keeping it saturated",
+                      ev, "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
+                      "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
+                      "Propagate client disconnects: set proxy_ignore_client_abort off (or the gateway's equivalent) "
+                      "so a client that leaves makes vLLM abort its request", ep_o))
+    return out
+
+
+def _ladder(ladder: dict, rows: list[dict]) -> dict:
+    wb, nxt = ladder["working_boundary"], ladder["broke_first_at_next_step"]
+    slo = ladder["slo"]
+    slo_txt = f"TTFT p95 ≤ {slo['ttft_p95_s']:g} s, e2e p95 ≤ {slo['e2e_p95_s']:g} s, success ≥ {slo['success']:.0%}"
+    steps = ", ".join(f"{_n(r['concurrency'])}" for r in rows)
+    if wb is None:
+        title = f"No ladder step met the SLO (first step {_n(rows[0]['concurrency'])})"
+    else:
+        title = f"Working boundary: {rows[0]['mode']} {_n(wb['concurrency'])}"
+    if nxt is not None:
+        title += f"; at {_n(nxt['concurrency'])} {nxt['first']} broke first"
+    ev = f"steps {steps} ({ladder['source']}); SLO: {slo_txt}"
+    if nxt is not None:
+        ev += "; at step " + str(nxt["step"]) + ": " + "; ".join(r["text"] for r in nxt["reasons"])
+    nt = (f"Cap admitted concurrency at {_n(wb['concurrency'])} (--max-num-seqs) and re-run the next step to confirm"
+          if wb is not None and nxt is not None else
+          "Extend the ladder upwards to find where it breaks" if nxt is None else
+          "Re-run the ladder starting lower")
+    return _f("low", title, "traffic climbed in steps", ev,
+              "the step where KV pressure or latency first exceeds the SLO is the server's measured capacity for "
+              "this request size", nt, None, rows[0]["ts_start"], rows[-1]["ts_end"])
+
+
+def _events(ctx: Context) -> list[dict]:
+    ev = ctx.inputs.events
+    out = []
+    itl = ev.filter(pl.col("kind") == "input_too_long")
+    if itl.height:
+        out.append(_f("low", f"{itl.height} request(s) rejected as longer than the model's context",
+                      "requests rejected with 400 because prompt + max_tokens exceed max_model_len",
+                      f"first at {_t(itl['ts'].min())}: {(itl['message'][0] or '')[:200]}",
+                      "the client sends prompts (plus max_tokens) longer than --max-model-len",
+                      "Cap prompt + max_tokens at the client to max_model_len (truncate or summarise long inputs)",
+                      None, itl["ts"].min(), itl["ts"].max()))
+    return out
+
+
+def _gateway(ctx: Context) -> list[dict]:
+    ga = ctx.inputs.gateway
+    if ga.height == 0 or ga["upstream"].null_count() == ga.height:
+        return []
+    per = (ga.filter(pl.col("upstream").str.contains(":"))
+           .group_by("upstream")
+           .agg(pl.len().alias("n"), (pl.col("upstream_status").is_between(200, 399)).sum().alias("ok"),
+                pl.col("ts_end").min().alias("lo"), pl.col("ts_end").max().alias("hi"))
+           .filter((pl.col("ok") == 0) & (pl.col("n") >= 3)).sort("upstream"))
+    return [_f("low", f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
+               "the gateway kept sending attempts to an upstream that never returned a response",
+               f"{r['n']} attempts {_t(r['lo'])}–{_t(r['hi'])}, none answered; each costs a connect failure "
+               "and a gateway retry", "a dead member of the upstream group",
+               "Remove it from the upstream group (or give the gateway an active health check)", None, r["lo"], r["hi"])
+            for r in per.iter_rows(named=True)]
+
+
+def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
+    srv = ctx.server
+    bits = []
+    n = ctx.inputs.requests.height
+    if n:
+        ok = ctx.inputs.requests.filter(pl.col("outcome") == "ok").height
+        known = ctx.inputs.requests.filter(pl.col("outcome") != "unknown").height
+        bits.append(f"{n} requests" + (f", {ok} ok" if known else ""))
+    if srv.height:
+        if srv["running"].drop_nulls().len():
+            bits.append(f"running at most {int(srv['running'].max())}")
+        if srv["waiting"].drop_nulls().len():
+            bits.append(f"waiting at most {int(srv['waiting'].max())}")
+        if srv["kv"].drop_nulls().len():
+            bits.append(f"KV at most {_pct(srv['kv'].max())}")
+    if ctx.pre.height:
+        bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
+    title = "Nothing alarming" + ("" if not eps else f" ({len(eps)} minor episode(s))")
+    note = _shape_note(ctx)
+    return [_f("info", title, "no episode of pressure, errors, retries or crash" if not eps else "only minor episodes",
+               "; ".join(bits) + (f"; {note}" if note else ""), "the load stayed within what the server handles",
+               "Nothing to change; to know the headroom, run a concurrency ladder", None, ctx.span_lo, ctx.span_hi)]
+
+
+def _shape_note(ctx: Context) -> str:
+    srv = ctx.server
+    if srv.height < 2:
+        return ""
+    gaps = srv.select((pl.col("ts").diff().dt.total_seconds()).alias("g"))["g"].drop_nulls()
+    notes = []
+    if gaps.len() and gaps.max() > 4 * max(gaps.median(), 1):
+        notes.append(f"stats lines {_n(gaps.median())} s apart but with gaps up to {gaps.max():.0f} s "
+                     "(idle intervals are logged at DEBUG)")
+    if srv["running"].max() == 1 and srv["waiting"].fill_null(0).max() == 0 and (srv["gen_tps"].fill_null(0) > 0).all():
+        span = (srv["ts"].max() - srv["ts"].min()).total_seconds()
+        notes.append(f"one request generating through the whole {span:.0f} s (about {srv['gen_tps'].mean():.0f} "
+                     "tokens/s): a single long generation, not an incident (cap max_tokens if unintended)")
+    return "; ".join(notes)

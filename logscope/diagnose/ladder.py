@@ -1,0 +1,182 @@
+"""The working boundary: when traffic climbs in steps, the last step that met the SLO and what broke
+first at the next one.
+
+Steps come from the client's phases (a load generator's concurrency or rate steps; one bench file
+per step), else they are detected from in-flight counts: windows whose mean in-flight level
+(log2-rounded, so 8 and 9 are one level but 8 and 16 are not) stays the same for at least
+``ladder_min_step_s``. Either way a ladder needs ``ladder_min_steps`` steps whose level never goes
+down (a burst and its return, like 2 → 48 → 2, is not a ladder: it is an episode).
+
+A step meets the SLO when its warm requests (cold-start window left out) have TTFT p95 <= slo_ttft,
+e2e p95 <= slo_e2e and a success share >= slo_success; with ``pressure_breaks_slo`` a preemption
+or a sustained queue in the step breaks it too (latency may still look fine while the server is
+already recomputing evicted requests). 'broke' lists every failed condition in the order it first
+happened inside the step.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from . import figures
+from .episodes import Context
+
+
+def steps(ctx: Context) -> tuple[list[dict], str]:
+    ph = ctx.inputs.phases.filter(pl.col("value").is_not_null()).sort(["ts_start", "source", "phase"])
+    if ph.height:
+        rows = [{"label": r["phase"], "value": float(r["value"]), "mode": r["mode"] or "concurrency",
+                 "start": r["ts_start"], "end": r["ts_end"], "source": r["source"]} for r in ph.iter_rows(named=True)]
+        return _climb(rows, ctx.th.ladder_min_steps), "client_phases"
+    return _climb(_inflight_steps(ctx), ctx.th.ladder_min_steps), "inflight"
+
+
+def _climb(rows: list[dict], min_steps: int) -> list[dict]:
+    """The leading run of steps whose level never goes down, when it is long enough to be a ladder."""
+    run: list[dict] = []
+    for r in rows:
+        if run and r["value"] < run[-1]["value"]:
+            break
+        run.append(r)
+    if len(run) < min_steps or len({r["value"] for r in run}) < 2:
+        return []
+    return run
+
+
+def _inflight_steps(ctx: Context) -> list[dict]:
+    w = ctx.inputs.windows
+    if w.height == 0:
+        return []
+    col = next((c for c in ("inflight_client", "inflight_gateway", "inflight_server", "running_mean")
+                if w[c].null_count() < w.height and (w[c].fill_null(0) > 0).any()), None)
+    if col is None:
+        return []
+    ws = ctx.inputs.window_s
+    d = w.select("ts", pl.col(col).fill_null(0).alias("v")).with_columns(
+        pl.col("v").rolling_median(3, min_samples=1, center=True).alias("v"))
+    d = d.with_columns(
+        pl.when(pl.col("v") >= 0.5).then(pl.col("v").log(2).round(0)).otherwise(None).alias("lvl"))
+    d = d.with_columns(((pl.col("lvl") != pl.col("lvl").shift(1)).fill_null(True)
+                        | pl.col("lvl").is_null()).cum_sum().alias("_run"))
+    segs = (d.filter(pl.col("lvl").is_not_null()).group_by("_run", maintain_order=True)
+            .agg(pl.col("ts").min().alias("start"), (pl.col("ts").max() + timedelta(seconds=ws)).alias("end"),
+                 pl.col("lvl").first(), pl.col("v").median().alias("value")))
+    segs = segs.filter((pl.col("end") - pl.col("start")).dt.total_seconds() >= ctx.th.ladder_min_step_s)
+    rows = []
+    for r in segs.iter_rows(named=True):
+        if rows and rows[-1]["lvl"] == r["lvl"]:
+            rows[-1]["end"] = r["end"]
+            continue
+        rows.append({"label": None, "value": round(float(r["value"]), 1), "mode": "inflight", "start": r["start"],
+                     "end": r["end"], "lvl": r["lvl"], "source": col})
+    return rows
+
+
+def _first_ts(df: pl.DataFrame, cond: pl.Expr, col: str = "ts") -> datetime | None:
+    f = df.filter(cond)
+    return f[col].min() if f.height else None
+
+
+def _step(ctx: Context, i: int, s: dict) -> dict:
+    lo, hi = s["start"], s["end"]
+    cold = [(a, b) for a, b in ctx.cold if a <= hi and b >= lo]
+    req = ctx.inputs.requests
+    if s["label"] is not None and req.height and (req["phase"] == s["label"]).any():
+        req = req.filter(pl.col("phase") == s["label"])
+        lo_r, hi_r = req["ts_start"].min(), req["ts_start"].max()
+    else:
+        lo_r, hi_r = lo, hi
+    warm = figures.requests(req, lo_r, hi_r, exclude=cold)
+    figs = warm if warm["requests"] else figures.requests(req, lo_r, hi_r)
+    dur = (hi - lo).total_seconds()
+    state = figures.server_state(ctx.server, lo, hi)
+    pre = figures.preemptions(ctx.pre, lo, hi)
+    if pre is None and ctx.warnings.height:
+        pre = None  # V0 warnings are a lower bound only: reported in 'evidence', not as the step's count
+    tps = (figs["output_tokens_sum"] / dur) if figs["output_tokens_sum"] and dur > 0 else None
+    if tps is None and state["gen_tps_mean"] is not None:
+        tps = state["gen_tps_mean"]
+    row = {
+        "step": i + 1, "concurrency": s["value"], "mode": s["mode"], "ts_start": lo, "ts_end": hi,
+        "cold": bool(cold), "requests": figs["requests"], "active_mean": state["running_mean"],
+        "arrival_rate": (figs["requests"] / dur) if dur > 0 else None,
+        "ttft_p50": figs["ttft_p50"], "ttft_p95": figs["ttft_p95"], "e2e_p50": figs["e2e_p50"],
+        "e2e_p95": figs["e2e_p95"], "success_share": figs["success_share"], "kv_max": state["kv_max"],
+        "kv_mean": state["kv_mean"], "waiting_max": state["waiting_max"], "preemptions": pre,
+        "throughput_tps": tps, "max_tokens_mean": figs["max_tokens_mean"],
+        "output_tokens_mean": figs["output_tokens_mean"], "label": s["label"],
+    }
+    w = ctx.warnings.filter(pl.col("ts").is_between(lo, hi))
+    row["v0_preemption_warnings"] = w.height
+    reasons = _broke(ctx, row, req.filter(pl.col("ts_start").is_between(lo_r, hi_r)), lo, hi)
+    row["meets_slo"] = not reasons
+    row["broke_reasons"] = reasons
+    row["broke"] = "; ".join(r["text"] for r in reasons) if reasons else None
+    return row
+
+
+def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
+    slo, th = ctx.slo, ctx.th
+    out = []
+    if row["ttft_p95"] is not None and row["ttft_p95"] > slo.ttft_s:
+        out.append({"what": "ttft", "at": _first_ts(req, pl.col("ttft_s") > slo.ttft_s, "ts_start"),
+                    "text": f"TTFT p95 {row['ttft_p95']:.2f} s > {slo.ttft_s:g} s"})
+    if row["e2e_p95"] is not None and row["e2e_p95"] > slo.e2e_s:
+        out.append({"what": "e2e", "at": _first_ts(req, pl.col("e2e_s") > slo.e2e_s, "ts_start"),
+                    "text": f"e2e p95 {row['e2e_p95']:.2f} s > {slo.e2e_s:g} s"})
+    if row["success_share"] is not None and row["success_share"] < slo.success:
+        out.append({"what": "success", "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
+                    "text": f"success {row['success_share']:.1%} < {slo.success:.1%}"})
+    if th.pressure_breaks_slo:
+        pre = ctx.pre.filter(pl.col("ts").is_between(lo, hi, closed="right") & (pl.col("preemptions") > 0))
+        if pre.height:
+            out.append({"what": "preemptions", "at": pre["ts"].min(),
+                        "text": f"{int(pre['preemptions'].sum())} preemptions from {pre['ts'].min():%H:%M:%S}"})
+        elif row["v0_preemption_warnings"]:
+            w = ctx.warnings.filter(pl.col("ts").is_between(lo, hi))
+            out.append({"what": "preemptions", "at": w["ts"].min(),
+                        "text": f"V0 preemption warnings from {w['ts'].min():%H:%M:%S}"})
+        q = ctx.server.filter(pl.col("ts").is_between(lo, hi) & (pl.col("waiting") >= th.waiting_min))
+        if q.height >= th.queue_min_samples:
+            out.append({"what": "queue", "at": q["ts"].min(),
+                        "text": f"waiting up to {int(q['waiting'].max())} from {q['ts'].min():%H:%M:%S}"})
+    far = datetime.max.replace(tzinfo=lo.tzinfo)
+    out.sort(key=lambda r: (r["at"] or far, r["what"]))
+    return out
+
+
+def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
+    st, source = steps(ctx)
+    if not st:
+        return [], None
+    rows = [_step(ctx, i, s) for i, s in enumerate(st)]
+    first_bad = next((i for i, r in enumerate(rows) if not r["meets_slo"]), None)
+    if first_bad is None:
+        boundary, nxt = rows[-1], None
+    else:
+        boundary = rows[first_bad - 1] if first_bad > 0 else None
+        nxt = rows[first_bad]
+    summary = {
+        "source": source,
+        "steps": len(rows),
+        "slo": {"ttft_p95_s": ctx.slo.ttft_s, "e2e_p95_s": ctx.slo.e2e_s, "success": ctx.slo.success,
+                "pressure_breaks_slo": ctx.th.pressure_breaks_slo},
+        "working_boundary": None if boundary is None else {
+            "step": boundary["step"], "concurrency": boundary["concurrency"], "mode": boundary["mode"],
+            "slo": "met"},
+        "broke_first_at_next_step": None if nxt is None else {
+            "step": nxt["step"], "concurrency": nxt["concurrency"],
+            "first": nxt["broke_reasons"][0]["what"], "reasons": nxt["broke_reasons"]},
+        "pressure_from_step": next(({"step": r["step"], "concurrency": r["concurrency"]} for r in rows
+                                    if (r["preemptions"] or 0) > 0 or r["v0_preemption_warnings"]), None),
+    }
+    if boundary is None:
+        summary["working_boundary"] = None
+    return rows, summary
+
+
+def nice(x: float) -> str:
+    return str(int(x)) if x is not None and math.isfinite(x) and x == int(x) else f"{x:g}"

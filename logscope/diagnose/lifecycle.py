@@ -1,0 +1,176 @@
+"""Server lifecycle from the server log: starts, readiness, deaths (explicit or silent) and restarts,
+plus the cold-start window after each start.
+
+A death is either **explicit** (OOM, engine death or engine timeout records that are not the
+harmless traceback of a graceful shutdown) or **silent**: the log of one process simply stops and a
+new startup banner with a new pid follows, with no shutdown in between, while requests were
+flowing (the lab's SIGKILL). The silent death time is the last line the old process wrote, so log
+times (whole seconds) bound it to within a second or two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from .thresholds import Thresholds
+
+DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
+
+
+@dataclass
+class Death:
+    replica: str
+    ts: datetime  # best estimate of when it died
+    kinds: list[str]  # oom / engine_dead / engine_timeout / silent
+    pid: int | None
+    message: str | None
+    last_line_ts: datetime | None  # last line of the dead process
+    restart_ts: datetime | None = None  # new banner
+    ready_ts: datetime | None = None  # new instance ready
+    new_pid: int | None = None
+    at_startup: bool = False  # died before serving anything (startup failure)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def downtime_s(self) -> float | None:
+        if self.ready_ts is None:
+            return None
+        return (self.ready_ts - self.ts).total_seconds()
+
+
+@dataclass
+class Lifecycle:
+    starts: list[dict]  # replica, ts, pid, ready_ts, version
+    deaths: list[Death]
+    shutdowns: list[dict]  # replica, ts
+    shutdown_noise: int  # death-looking records inside a graceful shutdown
+    cold: list[dict]  # replica, start, end, first_request
+
+
+def _activity(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame) -> pl.DataFrame:
+    """Every timestamped server line we know of: replica, ts, pid, busy (a request or a busy stats line)."""
+    parts = [
+        stats.filter(pl.col("origin") == "log").select(
+            pl.col("replica").fill_null(""), "ts", pl.lit(None, pl.Int64).alias("pid"),
+            (pl.col("running").fill_null(0) > 0).alias("busy")),
+        events.filter(~pl.col("ts_inferred").fill_null(False)).select(
+            pl.col("replica").fill_null(""), "ts", "pid", pl.lit(False).alias("busy")),
+    ]
+    for c in ("received_ts", "added_ts", "aborted_ts", "finished_ts"):
+        parts.append(sreq.select(pl.col("replica").fill_null(""), pl.col(c).alias("ts"),
+                                 pl.lit(None, pl.Int64).alias("pid"), pl.lit(True).alias("busy")))
+    return pl.concat(parts).filter(pl.col("ts").is_not_null()).sort(["replica", "ts"])
+
+
+def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, requests: pl.DataFrame,
+            th: Thresholds) -> Lifecycle:
+    ev = events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null("")).sort(["replica", "ts", "seq"])
+    act = _activity(stats, events, sreq)
+    starts, deaths, shutdowns, cold = [], [], [], []
+    noise = 0
+    for (replica,), g in ev.group_by("replica", maintain_order=True):
+        a = act.filter(pl.col("replica") == replica)
+        st = g.filter(pl.col("kind") == "server_start").sort(["ts", "seq"])
+        ready = g.filter(pl.col("kind") == "server_ready").sort(["ts", "seq"])
+        stops = g.filter(pl.col("kind") == "server_stop").sort(["ts", "seq"])
+        shutdowns += [{"replica": replica, "ts": t} for t in stops["ts"].to_list()]
+        start_rows = st.select("ts", "seq", "pid", "version").to_dicts()
+        for s in start_rows:
+            nxt = [r for r in start_rows if r["ts"] > s["ts"] or (r["ts"] == s["ts"] and r["seq"] > s["seq"])]
+            limit = nxt[0]["ts"] if nxt else None
+            rd = ready.filter(pl.col("ts") >= s["ts"])
+            if limit is not None:
+                rd = rd.filter(pl.col("ts") <= limit)
+            s["ready_ts"] = rd["ts"].min() if rd.height else None
+        starts += [{"replica": replica, "ts": s["ts"], "pid": s["pid"], "ready_ts": s["ready_ts"],
+                    "version": s["version"]} for s in start_rows]
+        dead = g.filter(pl.col("kind").is_in(DEATH_KINDS))
+        in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
+        noise += int(in_shutdown.sum()) if dead.height else 0
+        dead = dead.filter(~in_shutdown) if dead.height else dead
+        deaths += _explicit(replica, dead, start_rows, a, th)
+        deaths += _silent(replica, start_rows, stops, deaths, a)
+        cold += _cold(replica, start_rows, a, requests, th)
+    deaths.sort(key=lambda d: (d.ts, d.replica))
+    return Lifecycle(starts, deaths, shutdowns, noise, cold)
+
+
+def _in_shutdown(dead: pl.DataFrame, stops: pl.DataFrame, grace: float) -> pl.Series:
+    if dead.height == 0:
+        return pl.Series([], dtype=pl.Boolean)
+    if stops.height == 0:
+        return pl.Series([False] * dead.height)
+    j = dead.select("ts", "seq").sort("ts").join_asof(
+        stops.select(pl.col("ts").alias("stop_ts"), pl.col("ts")).sort("ts"), on="ts", strategy="backward")
+    inside = ((j["ts"] - j["stop_ts"]).dt.total_seconds() <= grace).fill_null(False)
+    # join_asof sorted by ts; dead was sorted by (ts, seq) already, so the order matches
+    return inside
+
+
+def _next_start(start_rows: list[dict], t: datetime) -> dict | None:
+    later = [s for s in start_rows if s["ts"] >= t]
+    return later[0] if later else None
+
+
+def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], act: pl.DataFrame, th: Thresholds) -> list[Death]:
+    if dead.height == 0:
+        return []
+    out: list[Death] = []
+    d = dead.with_columns(
+        ((pl.col("ts").diff().dt.total_seconds() > th.merge_gap_s).fill_null(True)).cum_sum().alias("_g"))
+    for _, grp in d.group_by("_g", maintain_order=True):
+        t0 = grp["ts"].min()
+        kinds = sorted(set(grp["kind"].to_list()))
+        first = grp.row(0, named=True)
+        prev = [s for s in start_rows if s["ts"] <= t0]
+        cur = prev[-1] if prev else None
+        served = act.filter((pl.col("ts") <= t0) & pl.col("busy"))
+        if cur is not None:
+            served = served.filter(pl.col("ts") >= cur["ts"])
+        death = Death(replica, t0, kinds, first["pid"], first["message"], t0,
+                      at_startup=served.height == 0 and cur is not None and cur["ready_ts"] is None)
+        nxt = _next_start(start_rows, t0 + timedelta(microseconds=1))
+        if nxt is not None:
+            death.restart_ts, death.ready_ts, death.new_pid = nxt["ts"], nxt["ready_ts"], nxt["pid"]
+        out.append(death)
+    return out
+
+
+def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: list[Death], act: pl.DataFrame) -> list[Death]:
+    """A new banner while the previous instance was serving, with no shutdown and no explicit death between."""
+    out = []
+    for prev, cur in zip(start_rows, start_rows[1:], strict=False):
+        lo, hi = prev["ts"], cur["ts"]
+        if stops.filter((pl.col("ts") >= lo) & (pl.col("ts") <= hi)).height:
+            continue
+        if any(d.replica == replica and lo <= d.ts <= hi for d in known):
+            continue
+        before = act.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+        if not before["busy"].any():
+            continue
+        last = before["ts"].max()
+        out.append(Death(replica, last, ["silent"], prev["pid"], None, last, restart_ts=hi,
+                         ready_ts=cur["ready_ts"], new_pid=cur["pid"],
+                         notes=[f"the log of pid {prev['pid']} stops at {last:%H:%M:%S} and a new server "
+                                f"(pid {cur['pid']}) starts at {hi:%H:%M:%S} with no shutdown in between"]))
+    return out
+
+
+def _cold(replica: str, start_rows: list[dict], act: pl.DataFrame, requests: pl.DataFrame, th: Thresholds) -> list[dict]:
+    """After each start: the first request that follows readiness, and cold_start_s from it."""
+    out = []
+    req_ts = act.filter(pl.col("busy"))["ts"]
+    if requests.height:
+        req_ts = pl.concat([req_ts, requests["ts_start"].drop_nulls()]).sort()
+    for s in start_rows:
+        t = s["ready_ts"] or s["ts"]
+        after = req_ts.filter(req_ts >= t)
+        if after.len() == 0:
+            continue
+        first = after.min()
+        out.append({"replica": replica, "server_start": s["ts"], "ready": s["ready_ts"], "first_request": first,
+                    "start": first, "end": first + timedelta(seconds=th.cold_start_s)})
+    return out

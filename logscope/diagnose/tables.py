@@ -1,0 +1,261 @@
+"""Reading the ingest/correlation tables and shaping the series the diagnosis works on.
+
+Everything here degrades: a missing or empty table gives an empty frame with the declared
+schema, so a folder holding one vLLM excerpt (no client, no gateway, no correlation) still yields
+server series, and the request-level series come from whatever layer is present.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from logscope import schemas
+
+TS = schemas.TS
+OUTCOME_OK = "ok"
+
+
+def read(out: Path, name: str) -> pl.DataFrame:
+    p = out / f"{name}.parquet"
+    if not p.exists():
+        return schemas.empty(name)
+    try:
+        return schemas.conform(pl.read_parquet(p), name)
+    except Exception:  # noqa: BLE001 - a half-written table must not stop the diagnosis
+        return schemas.empty(name)
+
+
+@dataclass
+class Inputs:
+    stats: pl.DataFrame
+    events: pl.DataFrame
+    server_requests: pl.DataFrame
+    requests: pl.DataFrame  # one row per logical request, from the best layer present
+    requests_origin: str  # correlated | client | server | gateway | none
+    windows: pl.DataFrame
+    window_s: float
+    windows_origin: str  # correlated | built
+    phases: pl.DataFrame
+    gateway: pl.DataFrame
+    gateway_errors: pl.DataFrame
+
+
+def load(out: Path, window: str | None = None) -> Inputs:
+    stats = read(out, "server_stats").filter(pl.col("ts").is_not_null())
+    events = read(out, "server_events")
+    sreq = read(out, "server_requests")
+    requests, origin = _requests(out, sreq)
+    gateway = read(out, "gateway_attempts")
+    gw_err = read(out, "gateway_errors")
+    phases = read(out, "client_phases").filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
+    win = read(out, "windows").filter(pl.col("ts").is_not_null())
+    if win.height and win["window_s"].drop_nulls().len():
+        window_s = float(win["window_s"].drop_nulls()[0])
+        w_origin = "correlated"
+    else:
+        window_s = _window_s(window, stats, requests)
+        win = build_windows(window_s, stats, requests, gateway, events)
+        w_origin = "built"
+    return Inputs(stats, events, sreq, requests, origin, win.sort("ts"), window_s, w_origin, phases, gateway, gw_err)
+
+
+def _requests(out: Path, sreq: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """Logical requests: the correlated table, else the client's, else vLLM's own Received lines."""
+    cols = ["ts_start", "ts_end", "outcome", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens",
+            "phase", "concurrency", "client_attempts", "server_requests", "orphaned_executions"]
+    req = read(out, "requests").filter(pl.col("ts_start").is_not_null())
+    if req.height:
+        return req.select(cols).sort("ts_start"), "correlated"
+    cr = read(out, "client_requests").filter(pl.col("ts_start").is_not_null())
+    if cr.height:
+        outcome = (
+            pl.when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
+            .when(pl.col("error").is_not_null() | (pl.col("status") >= 400)).then(pl.lit("error"))
+            .when(pl.col("status").is_between(200, 299)).then(pl.lit(OUTCOME_OK))
+            .otherwise(pl.lit("unknown"))
+        )
+        df = cr.with_columns(
+            outcome.alias("outcome"),
+            pl.col("attempts").alias("client_attempts"),
+            pl.lit(None, pl.Int64).alias("server_requests"),
+            pl.lit(None, pl.Int64).alias("orphaned_executions"),
+        )
+        return df.select(cols).sort("ts_start"), "client"
+    sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
+    sr = sr.with_columns(pl.coalesce("received_ts", "added_ts").alias("ts_start")).filter(pl.col("ts_start").is_not_null())
+    if sr.height:
+        df = sr.with_columns(
+            pl.coalesce("finished_ts", "aborted_ts").alias("ts_end"),
+            pl.when(pl.col("aborted_ts").is_not_null()).then(pl.lit("error")).otherwise(pl.lit("unknown")).alias("outcome"),
+            *[pl.lit(None, pl.Float64).alias(c) for c in ("ttft_s", "e2e_s")],
+            *[pl.lit(None, pl.Int64).alias(c) for c in ("output_tokens", "concurrency", "client_attempts",
+                                                          "orphaned_executions")],
+            pl.lit(None, pl.String).alias("phase"),
+            pl.lit(1, pl.Int64).alias("server_requests"),
+        )
+        return df.select(cols).sort("ts_start"), "server"
+    empty = pl.DataFrame(schema={c: schemas.TABLES["requests"][c][0] for c in cols})
+    return empty, "none"
+
+
+_STEPS = (5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+def _window_s(window: str | None, stats: pl.DataFrame, requests: pl.DataFrame) -> float:
+    """Window width: the user's (``10s``, ``1m``), else about span/100 snapped to a round value, at least 5 s."""
+    if window:
+        w = window.strip().lower()
+        mult = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        for suf in ("ms", "s", "m", "h"):
+            if w.endswith(suf):
+                try:
+                    return max(float(w[: -len(suf)]) * mult[suf], 0.001)
+                except ValueError:
+                    break
+    lo, hi = span(stats, requests)
+    if lo is None:
+        return 10.0
+    target = (hi - lo).total_seconds() / 100
+    return next((s for s in _STEPS if s >= target), _STEPS[-1])
+
+
+def span(stats: pl.DataFrame, requests: pl.DataFrame):
+    """Observed span: from the first to the last stats line or request (startup chatter excluded)."""
+    ts = pl.concat([
+        stats.select(pl.col("ts").alias("t")),
+        requests.select(pl.col("ts_start").alias("t")),
+        requests.select(pl.col("ts_end").alias("t")),
+    ]).drop_nulls()
+    if ts.height == 0:
+        return None, None
+    return ts["t"].min(), ts["t"].max()
+
+
+def build_windows(window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, gateway: pl.DataFrame,
+                  events: pl.DataFrame) -> pl.DataFrame:
+    """A reduced ``windows`` table when the correlation stage left none: server state per window from
+    server_stats, request figures from the best request layer, gateway 5xx from its access log (or
+    the uvicorn access lines of vLLM itself)."""
+    every = f"{int(round(window_s * 1e6))}us"
+    frames = []
+    st = server_series(stats)
+    if st.height:
+        frames.append(
+            st.group_by_dynamic("ts", every=every, group_by=None).agg(
+                pl.col("running").max().cast(pl.Float64).alias("running_max"),
+                pl.col("running").mean().alias("running_mean"),
+                pl.col("waiting").max().cast(pl.Float64).alias("waiting_max"),
+                pl.col("waiting").mean().alias("waiting_mean"),
+                pl.col("kv").max().alias("kv_max"),
+                pl.col("kv").mean().alias("kv_mean"),
+                pl.col("running").mean().alias("inflight_server"),
+            )
+        )
+        pre = preemption_series(stats)
+        if pre.height:
+            frames.append(pre.sort("ts").group_by_dynamic("ts", every=every).agg(pl.col("preemptions").sum()))
+    if requests.height:
+        r = requests.sort("ts_start").rename({"ts_start": "ts"})
+        frames.append(
+            r.group_by_dynamic("ts", every=every).agg(
+                pl.len().cast(pl.Int64).alias("arrivals"),
+                (pl.col("outcome") == OUTCOME_OK).sum().cast(pl.Int64).alias("completions"),
+                (pl.col("outcome") == "error").sum().cast(pl.Int64).alias("errors"),
+                (pl.col("outcome") == "timeout").sum().cast(pl.Int64).alias("timeouts"),
+                (pl.col("client_attempts").fill_null(1) - 1).clip(0).sum().cast(pl.Int64).alias("client_retries"),
+                pl.col("ttft_s").quantile(0.5).alias("ttft_p50"),
+                pl.col("ttft_s").quantile(0.95).alias("ttft_p95"),
+                pl.col("e2e_s").quantile(0.5).alias("e2e_p50"),
+                pl.col("e2e_s").quantile(0.95).alias("e2e_p95"),
+                pl.col("prompt_tokens").mean().alias("prompt_tokens_mean"),
+                pl.col("max_tokens").mean().alias("max_tokens_mean"),
+                pl.col("output_tokens").mean().alias("output_tokens_mean"),
+                pl.col("orphaned_executions").sum().cast(pl.Int64).alias("orphaned"),
+            )
+        )
+    gw = gateway.filter(pl.col("ts_end").is_not_null() & (pl.col("attempt").fill_null(1) == 1))
+    if gw.height:
+        frames.append(gw.sort("ts_end").rename({"ts_end": "ts"}).group_by_dynamic("ts", every=every).agg(
+            (pl.col("status") >= 500).sum().cast(pl.Int64).alias("gateway_5xx"),
+            (pl.col("status") == 499).sum().cast(pl.Int64).alias("gateway_499"),
+            (pl.col("attempts_total").fill_null(1) - 1).clip(0).sum().cast(pl.Int64).alias("gateway_retries"),
+        ))
+    else:
+        acc = events.filter((pl.col("kind") == "http_access") & pl.col("ts").is_not_null())
+        if acc.height:
+            frames.append(acc.sort("ts").group_by_dynamic("ts", every=every).agg(
+                (pl.col("http_status") >= 500).sum().cast(pl.Int64).alias("gateway_5xx")))
+    out = schemas.empty("windows")
+    if not frames:
+        return out
+    merged = frames[0]
+    for f in frames[1:]:
+        merged = merged.join(f, on="ts", how="full", coalesce=True)
+    merged = merged.with_columns(pl.lit(window_s).alias("window_s"))
+    return schemas.conform(merged, "windows").sort("ts")
+
+
+def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
+    """One row per (replica, ts): aggregated DP lines when printed, else the engines summed."""
+    if df.height == 0:
+        return df
+    has_agg = df.group_by("replica").agg((pl.col("engine") == "aggregated").any().alias("_agg"))
+    df = df.join(has_agg, on="replica", how="left").filter(~pl.col("_agg") | (pl.col("engine") == "aggregated"))
+    return (
+        df.group_by(["replica", "ts"], maintain_order=True)
+        .agg(
+            pl.col("running").sum(),
+            pl.col("waiting").sum(),
+            pl.col("kv").max(),
+            pl.col("prompt_tps").sum(),
+            pl.col("gen_tps").sum(),
+            pl.col("seq").min(),
+        )
+        .sort(["replica", "ts", "seq"])
+    )
+
+
+def server_series(stats: pl.DataFrame) -> pl.DataFrame:
+    """running / waiting / KV per stats sample: the log lines when the log has them (that is what the
+    server itself printed), else the metrics-derived rows."""
+    st = stats.with_columns(
+        pl.coalesce("kv_usage", pl.max_horizontal("gpu_kv_usage", "cpu_kv_usage")).alias("kv"),
+        pl.col("replica").fill_null(""),
+    )
+    has_log = st.group_by("replica").agg(
+        ((pl.col("origin") == "log") & pl.col("running").is_not_null()).any().alias("_has_log"))
+    st = st.join(has_log, on="replica", how="left").filter(
+        pl.when(pl.col("_has_log")).then(pl.col("origin") == "log").otherwise(pl.lit(True))
+    )
+    return _agg_engines(st.filter(pl.col("running").is_not_null() | pl.col("kv").is_not_null() |
+                                  pl.col("waiting").is_not_null()))
+
+
+def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
+    """Preemptions per interval: Prometheus-derived counts when present (vLLM 0.32 never logs them),
+    else the stats line's 'Preemptions: N'. Rows: replica, ts, preemptions."""
+    st = stats.filter(pl.col("preemptions").is_not_null()).with_columns(pl.col("replica").fill_null(""))
+    if st.height == 0:
+        return pl.DataFrame(schema={"replica": pl.String, "ts": TS, "preemptions": pl.Int64, "origin": pl.String})
+    has_prom = st.group_by("replica").agg((pl.col("origin") == "prometheus").any().alias("_p"))
+    st = st.join(has_prom, on="replica", how="left").filter(
+        pl.when(pl.col("_p")).then(pl.col("origin") == "prometheus").otherwise(pl.col("origin") != "prometheus")
+    )
+    return (
+        st.group_by(["replica", "ts"], maintain_order=True)
+        .agg(pl.col("preemptions").sum(), pl.col("origin").first())
+        .sort(["replica", "ts"])
+    )
+
+
+def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
+    """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for."""
+    w = events.filter((pl.col("kind") == "preemption") & pl.col("ts").is_not_null()).with_columns(
+        pl.col("replica").fill_null("")).sort(["replica", "ts", "seq"])
+    return w.with_columns(
+        (pl.col("cumulative_preemptions") - pl.col("cumulative_preemptions").shift(1).over("replica"))
+        .fill_null(1).clip(1).alias("preemptions")
+    ).select("replica", "ts", "preemptions", "cumulative_preemptions", "request_id")

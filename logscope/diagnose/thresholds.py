@@ -1,0 +1,89 @@
+"""Named, documented thresholds of the diagnosis. Every number that decides something lives here.
+
+Override any of them with ``AnalyzeOptions.extra``, either flat (``{"kv_full": 0.95}``) or under a
+``"thresholds"`` key (``{"thresholds": {"kv_full": 0.95}}``). Unknown keys are reported, not ignored
+silently (they end up in ``diagnosis.json`` under ``thresholds_unknown``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    # --- robust baseline (median + k * MAD) ---
+    mad_k: float = 4.0
+    """A value is a robust outlier above median + mad_k * 1.4826 * MAD of its own series."""
+
+    # --- per-signal levels ---
+    kv_full: float = 0.9
+    """KV-cache usage at or above this is 'near full' (vLLM admits new work only while blocks are free)."""
+    preemptions_min: int = 1
+    """Preemptions per interval that count as abnormal: any preemption means a running request lost its KV."""
+    waiting_min: int = 1
+    """Waiting requests that count as a queue ..."""
+    queue_min_samples: int = 2
+    """... when seen on at least this many consecutive stats samples (one sample can be a burst being admitted),"""
+    queue_outlier_floor: int = 5
+    """... or on one sample when it is also a robust outlier of at least this many waiting."""
+    errors_floor: int = 3
+    """Errors per window below this are never an episode (a lone failure is not a regime)."""
+    retries_floor: int = 3
+    """Retries per window below this are never an episode."""
+    amplification_high: float = 1.5
+    """Server executions per logical request at or above this (in a window with >= 3 arrivals) is a retry storm."""
+    orphans_min: int = 1
+    """Server executions still running after their caller left, per window, that count as abnormal."""
+
+    # --- shaping intervals into episodes ---
+    merge_gap_s: float = 10.0
+    """Abnormal stretches of one signal closer than this are one stretch; signals closer than this are one episode."""
+    v0_warning_merge_s: float = 120.0
+    """V0 preemption warnings are printed once per 50 preemptions: they join when closer than this."""
+    max_sample_gap_factor: float = 4.0
+    """A gap longer than this many typical sample intervals (idle stats are demoted to DEBUG) breaks a stretch."""
+    baseline_lookback_s: float = 60.0
+    """The baseline of an episode is the signal over this long before it."""
+
+    # --- classification ---
+    sustained_min_s: float = 60.0
+    """An episode lasting at least this long is sustained ..."""
+    sustained_share: float = 0.3
+    """... or one covering at least this share of the observed span ..."""
+    load_end_tolerance_s: float = 5.0
+    """... or one still going within this many seconds of the last arrival (no recovery while the load lasts)."""
+    recurring_min: int = 3
+    """At least this many spikes of one signal make them recurring."""
+    rise_ratio: float = 2.0
+    """Arrivals (or prompt length) during / before at or above this is 'a sharp rise'."""
+
+    # --- server lifecycle ---
+    cold_start_s: float = 30.0
+    """Seconds after the first request following a server start that count as cold (compilation, caches)."""
+    shutdown_grace_s: float = 60.0
+    """Errors within this long after a graceful shutdown began are shutdown noise, not a crash."""
+
+    # --- ladder ---
+    ladder_min_steps: int = 3
+    """A ladder needs at least this many steps of rising concurrency/rate."""
+    ladder_min_step_s: float = 10.0
+    """Steps detected from in-flight counts must last at least this long."""
+    pressure_breaks_slo: bool = True
+    """A ladder step with preemptions or a sustained queue does not meet the SLO even when latency does."""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def from_options(options) -> tuple[Thresholds, list[str]]:
+    """Thresholds from ``options.extra`` (flat keys or a 'thresholds' dict), and the unknown keys."""
+    extra = dict(getattr(options, "extra", None) or {})
+    given = dict(extra.pop("thresholds", None) or {})
+    names = {f.name: f for f in fields(Thresholds)}
+    for k, v in extra.items():
+        if k in names:
+            given[k] = v
+    unknown = sorted(k for k in given if k not in names)
+    known = {k: type(getattr(Thresholds, k))(v) for k, v in given.items() if k in names}
+    return replace(Thresholds(), **known), unknown

@@ -1,0 +1,122 @@
+"""The report: summary.json, summary.md (+ timeline.png) and report.html from an output folder.
+
+Rendering reads only what the earlier stages wrote (Parquet tables, ingest/correlation/diagnosis
+JSON), so ``logscope report`` can re-render without re-parsing. A missing piece never stops it:
+the section says "not available" and why.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+import vl_convert
+
+from . import charts
+from .fmt import redact_prompt
+from .html import render_html
+from .load import Loaded, load
+from .markdown import render_markdown
+from .summary import build
+
+MAX_SHAPES_HTML = 30
+LADDER_COLS = (
+    "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "e2e_p50",
+    "e2e_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
+    "max_tokens_mean", "output_tokens_mean", "meets_slo", "broke",
+)  # fmt: skip
+
+__all__ = ["render", "build"]
+
+
+def render(out: Path, options: Any) -> dict[str, Path]:
+    """Write the four report files into ``out`` and return their paths."""
+    out = Path(out)
+    ld = load(out)
+    summary = build(ld, options)
+    timeline, notes = charts.timeline(ld, summary, options)
+    retry_spec, retry_stats = charts.retry_gap_chart(ld)
+    length_spec, length_stats = charts.output_length_chart(ld)
+    paths = {
+        "summary_json": out / "summary.json",
+        "summary_md": out / "summary.md",
+        "timeline_png": out / "timeline.png",
+        "report_html": out / "report.html",
+    }
+    paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
+    paths["timeline_png"].write_bytes(_png(timeline, notes))
+    context = {
+        "s": summary,
+        "charts": {
+            "timeline": timeline,
+            "ladder": charts.ladder_chart(summary, options),
+            "retry_gaps": retry_spec,
+            "output_lengths": length_spec,
+        },
+        "timeline_notes": notes,
+        "retry_gaps": retry_stats or {},
+        "lengths": length_stats or {},
+        "layers": _layers(summary["retries"]),
+        "coverage": _coverage(summary),
+        "not_available_offsets": ld.why("clock_offsets"),
+        **_ladder_view(summary),
+        **_shapes(ld, getattr(options, "include_prompts", False)),
+    }
+    paths["summary_md"].write_text(render_markdown(context), encoding="utf-8")
+    paths["report_html"].write_text(render_html(context), encoding="utf-8")
+    return paths
+
+
+def dumps(summary: dict) -> str:
+    """The exact bytes of summary.json (stable: same inputs, same bytes)."""
+    return json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _png(spec: dict | None, notes: list[str]) -> bytes:
+    if spec is None:  # still a picture, so that summary.md never shows a broken image
+        text = "Timeline not available: " + ("; ".join(notes) or "no timed data")
+        chart = alt.Chart(pl.DataFrame({"t": [text[:160]]})).mark_text(fontSize=14, align="left").encode(
+            text="t:N", x=alt.value(10), y=alt.value(20)
+        ).properties(width=900, height=40)  # fmt: skip
+        spec = {**chart.to_dict(), "config": charts.theme()}
+    return vl_convert.vegalite_to_png(spec, scale=1.5)
+
+
+def _layers(r: dict) -> list[tuple[str, float]]:
+    """Amplification at each hop; a hop is shown only when both ends were counted."""
+
+    def ratio(a: str, b: str) -> float | None:
+        x, y = r.get(a), r.get(b)
+        return x / y if isinstance(x, int | float) and isinstance(y, int | float) and y else None
+
+    hops = [
+        ("client attempts per logical request", ratio("client_attempts", "logical_requests")),
+        ("gateway requests per logical request", ratio("gateway_requests", "logical_requests")),
+        ("upstream attempts per gateway request", ratio("gateway_attempts", "gateway_requests")),
+        ("vLLM executions per gateway request", ratio("server_requests", "gateway_requests")),
+        ("vLLM executions per logical request", ratio("server_requests", "logical_requests")),
+    ]
+    return [(name, v) for name, v in hops if v is not None]
+
+
+def _coverage(summary: dict) -> float | None:
+    total = summary["inputs"]["lines_total"]
+    return summary["inputs"]["lines_parsed"] / total if total else None
+
+
+def _ladder_view(summary: dict) -> dict:
+    steps = (summary.get("ladder") or {}).get("steps") or []
+    cols = [c for c in LADDER_COLS if any(s.get(c) is not None for s in steps)]
+    return {"ladder_cols": cols, "ladder_rows": [[s.get(c) for c in cols] for s in steps]}
+
+
+def _shapes(ld: Loaded, include_prompts: bool) -> dict:
+    t = ld.table("unrecognized").sort(["count", "path", "shape"], descending=[True, False, False])
+    rows = []
+    for r in t.head(MAX_SHAPES_HTML).iter_rows(named=True):
+        examples = [redact_prompt(x, include_prompts) for x in (r["examples"] or [])[:3]]
+        rows.append({**r, "examples": examples, "shape": redact_prompt(r["shape"], include_prompts)})
+    return {"shapes": rows, "shapes_more": max(t.height - MAX_SHAPES_HTML, 0)}

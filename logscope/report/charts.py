@@ -1,0 +1,369 @@
+"""Altair charts of the report, returned as Vega-Lite dicts (golden-testable, embedded as JSON).
+
+The timeline is built from the ``windows`` table only (already aggregated by the correlation
+stage, re-binned here when there are too many windows), never from raw rows, so the page stays
+small whatever the size of the logs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from .load import Loaded
+
+MAX_WINDOWS = 720  # more windows than this are merged: a 1,040 px wide chart cannot show more
+WIDTH = 900
+PANEL_H = 78
+CLASS_COLORS = {"spike": "#e4572e", "sustained": "#7b2cbf", "recurring": "#f3a712", "crash": "#1f2933"}
+# tick steps tried in order; the first giving at most MAX_TICKS ticks over the span is used
+TICK_STEPS = ((1, "second"), (5, "second"), (10, "second"), (15, "second"), (30, "second"), (1, "minute"),
+              (2, "minute"), (5, "minute"), (10, "minute"), (15, "minute"), (30, "minute"), (1, "hour"),
+              (2, "hour"), (3, "hour"), (6, "hour"), (12, "hour"), (1, "day"), (7, "day"))  # fmt: skip
+UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+MAX_TICKS = 12
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    title: str
+    y_title: str
+    series: tuple[tuple[str, str, str], ...]  # (windows column, legend label, colour)
+    kind: str = "line"  # line | step | markers
+    percent: bool = False
+    slo: str | None = None  # option name of an SLO drawn as a dashed rule
+
+
+BLUE, ORANGE, GREEN, RED, PURPLE, BROWN, PINK, GREY = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+P50, P95, P99 = "#9ecae1", "#3182bd", "#08306b"
+PANELS = (
+    Panel("load", "Arrivals and completions", "requests", (
+        ("arrivals", "arrivals", BLUE), ("completions", "completed ok", GREEN), ("errors", "ended in error", RED),
+        ("server_requests", "vLLM requests received", GREY),
+    ), "step"),
+    Panel("queue", "Running and waiting at the server", "requests", (
+        ("running_max", "running (max)", BLUE), ("waiting_max", "waiting (max)", ORANGE),
+        ("inflight_server", "in flight (mean)", GREY),
+    )),
+    Panel("kv", "KV-cache usage", "usage", (("kv_max", "max", PURPLE), ("kv_mean", "mean", "#c5b0d5")),
+          percent=True),
+    Panel("preempt", "Preemptions", "per window", (("preemptions", "preemptions", RED),), "step"),
+    Panel("events", "Errors, OOM and engine deaths", "", (
+        ("errors", "request errors", RED), ("timeouts", "client timeouts", ORANGE),
+        ("gateway_5xx", "gateway 5xx", BROWN), ("gateway_499", "gateway 499 (client left)", PINK),
+        ("server_aborts", "vLLM aborts", GREY), ("oom_events", "OOM", "#000000"),
+        ("engine_deaths", "engine death", "#000000"), ("server_restarts", "server start", GREEN),
+    ), "markers"),
+    Panel("retries", "Retries and orphaned work", "per window", (
+        ("client_retries", "client retries", BLUE), ("gateway_retries", "gateway retries", ORANGE),
+        ("orphaned", "orphaned executions", RED),
+    ), "step"),
+    Panel("amp", "Amplification", "× logical", (
+        ("amplification", "vLLM executions per logical request", PURPLE),)),
+    Panel("ttft", "Time to first token", "seconds", (
+        ("ttft_p50", "p50", P50), ("ttft_p95", "p95", P95), ("ttft_p99", "p99", P99),
+    ), slo="slo_ttft_s"),
+    Panel("e2e", "End-to-end latency", "seconds", (
+        ("e2e_p50", "p50", P50), ("e2e_p95", "p95", P95), ("e2e_p99", "p99", P99),
+    ), slo="slo_e2e_s"),
+)  # fmt: skip
+_SUM = {"arrivals", "completions", "errors", "timeouts", "gateway_5xx", "gateway_499", "client_attempts",
+        "client_retries", "gateway_retries", "server_requests", "server_aborts", "preemptions", "oom_events",
+        "engine_deaths", "server_restarts", "orphaned"}  # fmt: skip
+
+
+def theme() -> dict:
+    text = resources.files("report_templates").joinpath("chart_theme.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _finish(chart: alt.TopLevelMixin) -> dict:
+    spec = chart.to_dict()
+    spec["config"] = theme()  # altair's default view size would override the theme's
+    return spec
+
+
+def coarsen(w: pl.DataFrame) -> pl.DataFrame:
+    """Merge windows so that at most MAX_WINDOWS remain (sums stay sums, maxima stay maxima)."""
+    if w.height <= MAX_WINDOWS:
+        return w
+    width = float(w["window_s"].drop_nulls().median() or 1.0)
+    span = (w["ts"].max() - w["ts"].min()).total_seconds() + width
+    factor = int(-(-span // (width * MAX_WINDOWS)))
+    every = f"{int(width * factor * 1_000_000)}us"
+    aggs = []
+    for c in w.columns:
+        if c in ("ts",):
+            continue
+        if c == "window_s":
+            aggs.append(pl.lit(width * factor).alias(c))
+        elif c in _SUM:
+            aggs.append(pl.col(c).sum().alias(c) if w[c].null_count() < w.height else pl.col(c).first())
+        elif c.endswith("_mean") or c.startswith("inflight") or c == "amplification":
+            aggs.append(pl.col(c).mean().alias(c))
+        else:  # maxima and percentiles: the worst window wins
+            aggs.append(pl.col(c).max().alias(c))
+    return w.sort("ts").group_by_dynamic("ts", every=every).agg(aggs)
+
+
+def _long(w: pl.DataFrame) -> pl.DataFrame:
+    """Windows as (t, time, panel, series, value) rows: one dataset shared by every panel."""
+    t = pl.col("ts").dt.epoch("ms").alias("t")
+    time = pl.col("ts").dt.strftime("%H:%M:%S").alias("time")
+    frames = []
+    for p in PANELS:
+        for col, label, _ in p.series:
+            if col not in w.columns or w[col].null_count() == w.height:
+                continue
+            v = pl.col(col).cast(pl.Float64)
+            f = w.select(t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value"))
+            if p.kind == "markers":
+                f = f.filter(pl.col("value") > 0)
+            elif p.kind == "step" or col in _SUM:
+                f = f.filter(pl.col("value").is_not_null())
+            frames.append(f)
+    if not frames:
+        return pl.DataFrame(schema={"t": pl.Int64, "time": pl.String, "panel": pl.String,
+                                    "series": pl.String, "value": pl.Float64})  # fmt: skip
+    return pl.concat(frames)
+
+
+def _episode_frame(episodes: list[dict], min_ms: int) -> pl.DataFrame:
+    rows = []
+    for e in episodes:
+        if not e.get("start"):
+            continue
+        rows.append({"id": str(e["id"]), "cls": str(e.get("class") or "?"), "signal": str(e.get("signal") or ""),
+                     "start": e["start"], "end": e.get("end") or e["start"]})  # fmt: skip
+    if not rows:
+        return pl.DataFrame()
+    df = pl.DataFrame(rows).with_columns(
+        pl.col("start").str.to_datetime(time_zone="UTC").dt.epoch("ms"),
+        pl.col("end").str.to_datetime(time_zone="UTC").dt.epoch("ms"),
+    )
+    # an instant episode (a crash) still gets a visible band
+    return df.with_columns(
+        pl.max_horizontal(pl.col("end"), pl.col("start") + min_ms).alias("end"),
+        (pl.col("id") + " · " + pl.col("cls") + " · " + pl.col("signal")).alias("label"),
+    )
+
+
+def _class_scale(classes: list[str]) -> alt.Scale:
+    """Fixed colour per class; only the classes present appear in the legend."""
+    dom = [c for c in CLASS_COLORS if c in classes] + sorted(c for c in set(classes) if c not in CLASS_COLORS)
+    return alt.Scale(domain=dom, range=[CLASS_COLORS.get(c, "#9aa5b1") for c in dom])
+
+
+def time_axis(lo_ms: int, hi_ms: int) -> dict:
+    """UTC axis with round ticks (every 30 s, 5 min, ...) and a label format that fits the step."""
+    span = max((hi_ms - lo_ms) / 1000, 1.0)
+    step, unit = next(((n, u) for n, u in TICK_STEPS if span / (n * UNIT_S[u]) <= MAX_TICKS), TICK_STEPS[-1])
+    fmt = "%H:%M:%S" if unit == "second" else "%H:%M"
+    if span > 86400:
+        fmt = "%b %d" if unit == "day" else "%b %d %H:%M"
+    every = int(step * UNIT_S[unit] * 1000)
+    ticks = list(range(-(-lo_ms // every) * every, hi_ms + 1, every))  # round UTC instants
+    return {"format": fmt, "values": ticks, "labelOverlap": True, "title": None, "labelFlush": True}
+
+
+def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
+    """The stacked timeline (Vega-Lite dict) and notes on panels left out for lack of data."""
+    w = ld.table("windows")
+    if w.height == 0:
+        return None, [ld.why("windows") or "the windows table is empty: no timed event was found"]
+    w = coarsen(w.sort("ts"))
+    width_s = float(w["window_s"].drop_nulls().median() or 1.0)
+    lo = int(w["ts"].min().timestamp() * 1000)
+    hi = int(w["ts"].max().timestamp() * 1000 + width_s * 1000)
+    long = _long(w)
+    eps = _episode_frame(summary.get("episodes", []), int(width_s * 1000))
+    x = alt.X("t:T", scale=alt.Scale(type="utc", domain=[lo, hi]), axis=alt.Axis(**time_axis(lo, hi)))
+    per = f"per {_fmt_s(width_s)} window"
+    rows: list[alt.TopLevelMixin] = []
+    notes: list[str] = []
+    if eps.height:
+        rows.append(_episode_lane(eps, lo, hi))
+    have = set(long["panel"].unique().to_list()) if long.height else set()
+    for p in PANELS:
+        if p.key not in have:
+            cols = ", ".join(c for c, _, _ in p.series)
+            notes.append(f"{p.title}: no data ({cols} are empty for these inputs)")
+            continue
+        rows.append(_panel(p, long, eps, x, per, options))
+    if not rows:
+        return None, notes
+    chart = alt.vconcat(*rows, spacing=14).resolve_scale(x="shared", y="independent", color="independent")
+    return _finish(chart), notes
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s:g} s" if s < 120 else f"{s / 60:g} min"
+
+
+def _episode_lane(eps: pl.DataFrame, lo: int, hi: int) -> alt.TopLevelMixin:
+    base = alt.Chart(eps)
+    x = alt.X("start:T", scale=alt.Scale(type="utc", domain=[lo, hi]),
+              axis=alt.Axis(**time_axis(lo, hi), orient="top"))
+    y = alt.Y("id:N", axis=None, sort=None)
+    bars = base.mark_bar(height=14, cornerRadius=2).encode(
+        x=x, x2="end:T", y=y,
+        fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), title="episode class", legend=alt.Legend(orient="right")),
+        tooltip=[alt.Tooltip("label:N", title="episode")],
+    )  # fmt: skip
+    text = base.mark_text(align="left", dx=4, fontSize=11, fontWeight=600, color="#1f2933").encode(
+        x=alt.X("end:T"), y=y, text="label:N"
+    )
+    return alt.layer(bars, text).properties(
+        width=WIDTH, height=max(22, 20 * eps.height), title="Episodes (shaded on every panel below)"
+    )
+
+
+def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: alt.X, per: str, options: Any):
+    data = long.filter(pl.col("panel") == p.key).drop("panel")
+    present = set(data["series"].unique().to_list())
+    labels = [lbl for _, lbl, _ in p.series if lbl in present]
+    colors = [c for _, lbl, c in p.series if lbl in present]
+    color = alt.Color("series:N", scale=alt.Scale(domain=labels, range=colors), title=None,
+                      legend=alt.Legend(orient="right"))
+    tooltip = [alt.Tooltip("time:N", title="window start (UTC)"), alt.Tooltip("series:N", title=p.title),
+               alt.Tooltip("value:Q", format=".1%" if p.percent else ",.3~f")]  # fmt: skip
+    base = alt.Chart(data)
+    layers = []
+    if eps.height:
+        layers.append(
+            alt.Chart(eps).mark_rect(opacity=0.14).encode(
+                x=alt.X("start:T"), x2="end:T", fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None)
+            )
+        )
+    if p.kind == "markers":
+        layers.append(
+            base.mark_point(filled=True, opacity=0.85).encode(
+                x=x, y=alt.Y("series:N", title=None, sort=labels, axis=alt.Axis(labelLimit=150, minExtent=48)),
+                color=color, size=alt.Size("value:Q", title="count", scale=alt.Scale(range=[20, 260]),
+                                           legend=None), tooltip=tooltip,
+            )  # fmt: skip
+        )
+        height = max(PANEL_H // 2, 16 * len(labels))
+    else:
+        y_title = per if p.kind == "step" and p.y_title == "requests" else p.y_title
+        y = alt.Y("value:Q", title=y_title, axis=alt.Axis(format="%" if p.percent else "~s"))
+        if p.percent:
+            y = alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
+        interp = "step-after" if p.kind == "step" else "linear"
+        layers.append(base.mark_line(interpolate=interp, clip=True).encode(x=x, y=y, color=color, tooltip=tooltip))
+        layers.append(base.mark_point(size=14, filled=True, opacity=0, clip=True).encode(x=x, y=y, tooltip=tooltip))
+        slo = getattr(options, p.slo, None) if p.slo else None
+        if slo:
+            rule = pl.DataFrame({"slo": [float(slo)], "label": [f"SLO {slo:g} s"]})
+            layers.append(alt.Chart(rule).mark_rule(strokeDash=[5, 4], color="#d62728").encode(y="slo:Q"))
+            layers.append(
+                alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color="#d62728", fontSize=10).encode(
+                    y="slo:Q", x=alt.value(0), text="label:N"
+                )
+            )
+        height = PANEL_H
+    return alt.layer(*layers).properties(width=WIDTH, height=height, title=p.title)
+
+
+# ---------------------------------------------------------------- section charts
+
+
+def ladder_chart(summary: dict, options: Any) -> dict | None:
+    lad = summary.get("ladder") or {}
+    steps = [s for s in lad.get("steps", []) if s.get("concurrency") is not None]
+    if not steps:
+        return None
+    df = pl.DataFrame(steps, infer_schema_length=None)
+    cols = [c for c in ("ttft_p95", "e2e_p95", "ttft_p50", "e2e_p50") if c in df.columns]
+    lat = df.unpivot(index="concurrency", on=cols, variable_name="metric", value_name="seconds").drop_nulls()
+    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), title="concurrency",
+              axis=alt.Axis(values=sorted({float(s["concurrency"]) for s in steps}), format="~g"))  # fmt: skip
+    charts = []
+    if lat.height:
+        charts.append(
+            alt.Chart(lat).mark_line(point=True).encode(
+                x=x, y=alt.Y("seconds:Q", title="seconds"), color=alt.Color("metric:N", title=None),
+                tooltip=["concurrency:Q", "metric:N", alt.Tooltip("seconds:Q", format=".3f")],
+            ).properties(width=300, height=190, title="Latency by step")
+        )  # fmt: skip
+    for col, title in (("throughput_tps", "Output tokens/s"), ("preemptions", "Preemptions")):
+        if col in df.columns and df[col].null_count() < df.height:
+            charts.append(
+                alt.Chart(df.select("concurrency", col).drop_nulls()).mark_bar(width=14).encode(
+                    x=x, y=alt.Y(f"{col}:Q", title=None), tooltip=["concurrency:Q", f"{col}:Q"]
+                ).properties(width=260, height=190, title=title)
+            )  # fmt: skip
+    if not charts:
+        return None
+    return _finish(alt.hconcat(*charts, spacing=30).resolve_scale(color="independent"))
+
+
+def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
+    """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
+    ca = ld.table("client_attempts")
+    if ca.height == 0:
+        return None, None
+    gaps = (
+        ca.filter(pl.col("logical_request_id").is_not_null())
+        .sort(["source", "logical_request_id", "attempt", "ts_start"])
+        .with_columns(
+            ((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds() / 1e6)
+            .over(["source", "logical_request_id"])
+            .alias("gap_s")
+        )
+        .filter(pl.col("attempt") > 1)
+        .select("gap_s")
+        .drop_nulls()
+    )
+    if gaps.height == 0:
+        return None, None
+    stats = {
+        "retries": gaps.height,
+        "p50_s": gaps["gap_s"].quantile(0.5),
+        "p95_s": gaps["gap_s"].quantile(0.95),
+        "max_s": gaps["gap_s"].max(),
+    }
+    hist = gaps.with_columns(pl.col("gap_s").clip(0.0, None))
+    chart = alt.Chart(hist).mark_bar(color="#1f77b4").encode(
+        x=alt.X("gap_s:Q", bin=alt.Bin(maxbins=40), title="seconds from a failed attempt to the retry"),
+        y=alt.Y("count():Q", title="retries"),
+        tooltip=[alt.Tooltip("count():Q", title="retries")],
+    ).properties(width=520, height=170, title="Retry timing (client)")  # fmt: skip
+    return _finish(chart), stats
+
+
+def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
+    """Generated tokens as a share of the requested max_tokens (requests that say both)."""
+    req = ld.table("requests").filter(
+        pl.col("max_tokens").is_not_null() & pl.col("output_tokens").is_not_null() & (pl.col("max_tokens") > 0)
+    )
+    if req.height == 0:
+        return None, None
+    req = req.with_columns((pl.col("output_tokens") / pl.col("max_tokens")).clip(0.0, 1.0).alias("share"))
+    stats = {
+        "requests": req.height,
+        "max_tokens_mean": req["max_tokens"].mean(),
+        "output_tokens_mean": req["output_tokens"].mean(),
+        "hit_max_share": float((req["output_tokens"] >= req["max_tokens"]).mean()),
+    }
+    hist = (
+        req.group_by((pl.col("share") * 20).floor().clip(0, 19).truediv(20).alias("lo"))
+        .agg(pl.len().alias("requests"))
+        .with_columns((pl.col("lo") + 0.05).alias("hi"))
+        .sort("lo")
+    )
+    chart = alt.Chart(hist).mark_bar(color="#2ca02c").encode(
+        x=alt.X("lo:Q", title="generated tokens / requested max_tokens", scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(format="%")),
+        x2="hi:Q",
+        y=alt.Y("requests:Q", title="requests"),
+        tooltip=[alt.Tooltip("lo:Q", format=".0%", title="from"), "requests:Q"],
+    ).properties(width=520, height=170, title="Requested vs generated length")  # fmt: skip
+    return _finish(chart), stats

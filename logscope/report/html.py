@@ -1,0 +1,82 @@
+"""report.html: one self-contained page (jinja2, autoescape on, StrictUndefined).
+
+Log text is attacker-controlled: it reaches the page only through autoescaped template
+variables, or inside ``<script type="application/json">`` blocks where every ``<``, ``>`` and
+``&`` is written as a JSON ``\\u`` escape, so no log line can close the script element. The
+Content-Security-Policy forbids any network load; Vega runs with its expression interpreter
+(``ast: true``), so no ``eval`` is needed either.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+import vl_convert
+from markupsafe import Markup
+
+from . import fmt
+
+CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+CLASSES = ("spike", "sustained", "recurring", "crash")
+_NOT_ANCHOR = re.compile(r"[^A-Za-z0-9_-]")
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
+
+
+def script_json(obj: Any) -> Markup:
+    """JSON safe inside a <script> element: nothing in it can end the element or open a comment."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return Markup(_JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group(0)], text))
+
+
+def _template_source(name: str) -> tuple[str, None, Any]:
+    text = resources.files("report_templates").joinpath(name).read_text(encoding="utf-8")
+    return text, None, lambda: True
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_template_source),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        fnum=fmt.fnum,
+        pct=fmt.pct,
+        hms=fmt.hms,
+        when=fmt.when,
+        duration=fmt.duration,
+        anchor=lambda s: _NOT_ANCHOR.sub("_", str(s)) or "_",
+        sev_class=lambda s: f"sev-{s}" if s in SEVERITIES else "sev-info",
+        cls_class=lambda s: f"cls-{s}" if s in CLASSES else "",
+    )
+    return env
+
+
+@cache
+def vega_bundle() -> Markup:
+    """Vega, Vega-Lite and Vega-Embed as one script, from vl-convert (offline), wrapped in a function
+    scope so that the bundle's top-level names cannot clash with the page's."""
+    js = vl_convert.javascript_bundle()
+    if "</script" in js.lower():  # cannot happen with the pinned bundle; never emit a broken page
+        js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE)
+    return Markup("(function () {\n" + js + "\n})();")
+
+
+def css() -> Markup:
+    return Markup(resources.files("report_templates").joinpath("report.css").read_text(encoding="utf-8"))
+
+
+def render_html(context: dict) -> str:
+    tpl = environment().get_template("report.html.j2")
+    specs = {name: script_json(spec) for name, spec in context["charts"].items() if spec}
+    return tpl.render(**context, specs=specs, csp=CSP, css=css(), vega_bundle=vega_bundle())

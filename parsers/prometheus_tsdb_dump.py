@@ -1,0 +1,62 @@
+"""``promtool tsdb dump`` output: one sample a line, labels, value, epoch milliseconds.
+
+    {__name__="vllm:num_preemptions_total", engine="0", instance="127.0.0.1:8001", job="vllm", model_name="tiny"} 456 1795940583955
+
+Upstream: prometheus/cmd/promtool/tsdb.go ``dumpSamples`` prints ``fmt.Printf("%s %g %d\\n", labels,
+value, ts)``; ``labels.String()`` quotes values with ``strconv.Quote``. A ``NaN`` value is a
+staleness marker (series gone at that scrape). Histogram ``_bucket`` series are kept.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from . import _prom
+from .base import ChunkResult, ParseContext, hit_share
+
+NAME = "prometheus_tsdb_dump"
+KIND = "metrics"
+DESCRIPTION = "Prometheus `promtool tsdb dump` samples (labels, value, epoch ms)"
+MODE = "lines"
+SAMPLES = [
+    '{__name__="vllm:num_preemptions_total", engine="0", instance="127.0.0.1:8001", job="vllm", model_name="tiny"} 456 1795940583955',
+    '{__name__="vllm:num_requests_running", engine="0", instance="127.0.0.1:8001", job="vllm", model_name="tiny"} 0 1795942102916',
+    '{__name__="vllm:gpu_cache_usage_perc", instance="127.0.0.1:8001", job="vllm", model_name="tiny"} NaN 1795945110911',
+]
+
+_LINE = (
+    r'^\{(?P<labels>__name__="(?P<name>(?:[^"\\]|\\.)*)"(?:, ' + _prom.LABEL_PAIR + r")*)\} "
+    r"(?P<value>" + _prom.VALUE + r") (?P<ts>-?[0-9]+)$"
+)
+_DETECT = r'^\{__name__="[^"]+"(?:, [a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\} \S+ -?[0-9]+$'
+
+
+def detect(head: list[str]) -> float:
+    return hit_share(head, _DETECT)
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    parts = lines.select(pl.col("line").str.strip_suffix("\r").str.extract_groups(_LINE).alias("g")).unnest("g")
+    ok = parts["ts"].is_not_null()
+    df = (
+        parts.filter(ok)
+        .with_columns(_prom.pairs_expr(pl.col("labels")).alias("_pairs"))
+        .select(
+            _prom.epoch_ms_to_ts(pl.col("ts").cast(pl.Int64)).alias("ts"),
+            pl.col("name").str.replace_all(r'\\(["\\])', "${1}"),
+            _prom.label_value_expr(pl.col("_pairs"), "instance").alias("instance"),
+            _prom.labels_expr(pl.col("_pairs")).alias("labels"),
+            _prom.value_expr(pl.col("value")).alias("value"),
+        )
+    )
+    state["nan"] = state.get("nan", 0) + int(df["value"].is_nan().sum())
+    return ChunkResult(
+        recognized=ok,
+        tables={"server_metrics": _prom.metrics_frame(df, ctx)},
+        assumptions=["promtool dump timestamps are epoch milliseconds (UTC)"],
+    )
+
+
+def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    n = state.get("nan", 0)
+    return ChunkResult(messages=[_prom.NAN_MESSAGE.format(n=n)]) if n else None

@@ -1,0 +1,690 @@
+"""vLLM server log (stdout/stderr of ``vllm serve``) -> server_stats, server_events, server_request_events.
+
+Sample (/work/shared/fixtures/lab/spike/vllm-server.log)::
+
+    (APIServer pid=3887) INFO 11-29 08:26:24 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1072.0 tokens/s, Running: 9 reqs, Waiting: 39 reqs, CPU KV cache usage: 91.0%, Prefix cache hit rate: 0.0%
+
+Upstream: ``_FORMAT``/``_DATE_FORMAT`` of ``vllm/logger.py`` and ``NewLineFormatter`` of
+``vllm/logging_utils/formatter.py`` (vllm-project/vllm), every era catalogued in
+docs/vllm-log-formats.md (V0 0.2 -> V1 0.33: ``LEVEL MM-DD HH:MM:SS file.py:N]``, ``[file.py:N]``,
+process prefixes, container timestamps, user ``logging`` configs, the 0.32+ JSON formatter), plus
+the lines uvicorn writes into the same stream (``uvicorn/logging.py``, encode/uvicorn).
+
+How a chunk is read: one anchored capture pass over the first characters of every line splits
+off the header (container time, process prefix, vLLM / uvicorn / python-logging header); records
+glued on one line by a paste are split first. Lines are grouped into records (vLLM repeats the
+header on every line of a multi-line record and ends all but the last with CR; raw tracebacks
+printed right after an error belong to it) with a cumulative sum over "starts a record". Each
+output then runs its own regexes only on the rows whose message holds its keyword.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logscope.schemas import TS
+
+from ._common import base_id_expr, local_to_utc
+from .base import ChunkResult, ParseContext
+
+NAME = "vllm_server"
+KIND = "server"
+MODE = "lines"
+DESCRIPTION = "vLLM server log, V0 0.2 to V1 0.33: stats lines, request lifecycle, errors, KV capacity, uvicorn"
+SAMPLES = [
+    "(APIServer pid=3887) INFO 11-29 08:26:24 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1072.0 tokens/s, Running: 9 reqs, Waiting: 39 reqs, CPU KV cache usage: 91.0%, Prefix cache hit rate: 0.0%",
+    "(APIServer pid=3887) INFO 11-29 08:25:05 [async_llm.py:578] Added request cmpl-04055ac11e0a42e06d65aaf34e7f61ed-0-8cc11aeb.",
+    "INFO 10-28 11:16:34 metrics.py:349] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 7220.5 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 98 reqs, GPU KV cache usage: 73.8%, CPU KV cache usage: 0.0%.",
+    "WARNING 11-29 09:37:14 [_logger.py:72] Sequence group cmpl-3f332f98cfc3a1617a32cc73a50891dc-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=1",
+    '(APIServer pid=851) INFO:     10.109.20.86:59146 - "GET /metrics HTTP/1.1" 200 OK',
+    "(EngineCore_DP0 pid=1133552) INFO 10-03 16:22:17 [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens",
+]
+
+_LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+_HEAD_CHARS = 320  # the capture pass only reads this much of a line: headers are shorter
+_ANSI = r"\x1b\[[0-9;]*m"
+_HEADER = (
+    r"^(?P<hdr>"
+    r"(?:(?P<cts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) )?"
+    r"(?:\((?P<proc>[A-Za-z][\w-]*(?: [\w=]+)?) pid=(?P<pid>\d+)\) ?)?"
+    rf"(?:(?P<lvl>{_LVL}) (?P<mo>\d\d)-(?P<dd>\d\d) (?P<hms>\d\d:\d\d:\d\d) \[?(?P<src>[^\s\]]+:\d+)\] ?"
+    rf"|(?P<uv>{_LVL}|TRACE): +"
+    r"|(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
+    rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - "
+    r")?)"
+)
+# a vLLM header in the middle of a line: two records glued together by a paste
+_GLUE = rf"(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+# traceback-shaped lines (indented, exception lines, markers, blank) continue an open record
+_TB = (
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause|File \"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+    r"|\^+$|Process [\w-]+:$|$)"
+)
+_TB_STRONG = (
+    r"^(?:\s*Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause|\s*File \"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+    r"|Process [\w-]+:$)"
+)
+# third-party output known to appear in vLLM server logs (classified, produces no rows)
+_NOISE = (
+    r"^(?:\s*(?:Loading safetensors checkpoint shards|Loading pt checkpoint shards|Processed prompts"
+    r"|Capturing CUDA graphs?)\b|nanobind: |See https://nanobind\.readthedocs|Triton is installed"
+    r"|Triton not installed|No CUDA runtime is found|\S+\.py:\d+: \w*Warning: |\[[WEI]\d{4} \d\d:\d\d:\d\d)"
+)
+_JSON_FIELD = r'"{}": "((?:[^"\\]|\\.)*)"'
+
+# ---- outputs -----------------------------------------------------------------------------------
+_STATS_HEAD = (
+    r"^(?:Engine (?P<engine>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
+    r"(?P<first>Avg prompt throughput|Throughput: |Running: )"
+)
+_ACCESS = r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
+_REQ = (
+    r"^(?:Received request (?P<recv>\S+?):(?:\s|$)|(?P<ev2>Added|Finished) request (?P<rid2>\S+)\.\s*$"
+    r"|Aborted request(?:\(s\))? (?P<rids>.+?)\.?\s*$|Request (?P<rid4>\S+) (?P<ev4>aborted|failed)\b"
+    r"|\s*Sequence group (?P<rid5>\S+) is preempted)"
+)
+_PROMPT_REPR = r"""prompt: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""
+_PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
+_EVENT_KW = "|".join(
+    s.replace("(", r"\(").replace(".", r"\.")
+    for s in (
+        "Sequence group", "is preempted", "out of memory", "OutOfMemoryError",
+        "No available memory for the cache blocks", "max seq len", "To serve at least one request",
+        "timed out", "TimeoutError", "maximum context length", "Error in preprocessing prompt inputs",
+        "decoder prompt", "is too long and exceeds", "exceeds the max_model_len", "DeadError",
+        "died unexpectedly", "encountered a fatal error", "output_handler failed", "already dead",
+        "failed to start", "Engine background task failed", "Engine loop has died", "exited unexpectedly",
+        "initialization failed", "Started server process", "Starting vLLM", "Application startup complete",
+        "Shutting down", "[shutdown]", "blocks: ", "KV cache size: ", "Maximum concurrency for",
+        "Available KV cache memory", "Loading model weights took", "Model loading took",
+        "Memory profiling results", "reserved for KV Cache is", "GiB for KV cache", "non-default args",
+        "args: Namespace(", "server version",
+    )
+)
+# event kinds, first match wins: the cause (OOM, KV, input, timeout) before the death it caused
+_KIND_RULES: list[tuple[str, str, str]] = [  # (kind, column, regex)
+    ("preemption", "message", r"^\s*Sequence group \S+ is preempted"),
+    ("oom", "detail", r"OutOfMemoryError|CUDA out of memory|CUDA driver error: out of memory"
+                      r"|CUDA error: out of memory|out of memory occurred when warming up"),
+    ("kv_insufficient", "detail", r"No available memory for the cache blocks"
+                                  r"|max seq len \(\d+\) is larger than the maximum number of tokens"
+                                  r"|To serve at least one request with the models?'s? max seq len"),
+    ("input_too_long", "detail", r"maximum context length is \d+|Error in preprocessing prompt inputs"
+                                 r"|decoder prompt \(length \d+\) is longer than|exceeds the max_model_len"
+                                 r"|Input prompt \(\d+ tokens\).* is too long and exceeds"),
+    ("engine_timeout", "detail", r"Engine iteration timed out|RPC call to \w+ timed out"
+                                 r"|(?s:run_busy_loop.*TimeoutError|TimeoutError.*run_busy_loop)"),
+    ("engine_dead", "detail", r"EngineDeadError|Engine core proc \S+ died unexpectedly"
+                              r"|EngineCore encountered a fatal error|AsyncLLM output_handler failed"
+                              r"|already dead, terminating server process|EngineCore failed to start"
+                              r"|Engine background task failed|Engine loop has died"
+                              r"|engine core exited unexpectedly|Worker proc \S+ died unexpectedly"
+                              r"|Engine core initialization failed|Engine core process \S+ died unexpectedly"),
+    ("server_start", "message", r"^Started server process \[\d+\]"),
+    ("server_listen", "message", r"^Starting vLLM (?:API )?server"),
+    ("server_ready", "message", r"^Application startup complete"),
+    ("server_stop", "message", r"^Shutting down\s*$|^\[shutdown\] API server: shutdown triggered"
+                               r"|^Shutting down FastAPI HTTP server"),
+    ("version", "detail", r"vLLM (?:API )?server version \S|█\s+version \S"),
+    ("capacity", "message", r"blocks: \d+|KV cache size: [\d,]+ tokens|^Maximum concurrency for"
+                            r"|^Available KV cache memory|^Loading model weights took|^Model loading took"
+                            r"|^Memory profiling results|reserved for KV Cache is|GiB for KV cache"),
+    ("config", "message", r"non-default args: \{|^args: Namespace\("),
+]
+# the stream is shutting down: an engine death after this is the harmless shutdown traceback
+_STOPPING = r"^\[shutdown\]|^Shutting down|trigger received signal=SIGTERM"
+_STARTING = r"^Started server process|^Starting vLLM|^Initializing an? (?:V1 )?LLM engine"
+
+
+def detect(head: list[str]) -> float:
+    lines = [h for h in head if h.strip()][:200]
+    if not lines:
+        return 0.0
+    s = pl.Series(lines, dtype=pl.String).str.slice(0, 600).str.replace_all(_ANSI, "")
+    body = s.str.replace(r"^(?:\S+Z )?(?:\([\w -]+ pid=\d+\) ?)?", "")
+    hdr = s.str.contains(
+        r"^(?:\S+Z )?(?:\([\w -]+ pid=\d+\) ?)?"
+        rf"(?:(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+        rf"|\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)? - vllm[\w.]* - (?:{_LVL}) - )"
+    )
+    js = s.str.contains(r'^\{".*"name": "vllm[\w.]*"') & s.str.contains('"levelname"', literal=True)
+    prefix = s.str.contains(r"^(?:\S+Z )?\((?:APIServer|EngineCore|Worker|VllmWorker)[\w -]* pid=\d+\)")
+    known = body.str.contains(
+        r"^\s*Sequence group \S+ is preempted|^#? ?\w+ blocks: \d+|Avg prompt throughput: |^Loading model weights took"
+        r"|^Memory profiling results|^Maximum concurrency for|^Received request \S+: |KV cache usage: [\d.]+%"
+        r"|max seq len \(\d+\) is larger"
+    )
+    other = body.str.contains(rf"^(?:{_LVL}): +") | body.str.contains(_NOISE) | body.str.contains(_TB_STRONG)
+    share = float((hdr | js | prefix | known | other).mean())
+    score = 0.0
+    if bool((hdr | js).any()):
+        score = 0.2 + 0.8 * share
+    elif bool((prefix | known).any()):
+        score = min(0.6, 0.1 + 0.8 * share)  # pastes with the vLLM header stripped
+    # `vllm bench serve` prints vLLM log lines too; uvicorn lines alone are any FastAPI app (the router)
+    if bool(s.str.contains(r"Serving Benchmark Result|^Namespace\(subparser='bench'").any()):
+        score *= 0.3
+    return score
+
+
+# ---- row parsing -------------------------------------------------------------------------------
+
+
+def _parse(lines: pl.DataFrame) -> pl.DataFrame:
+    """Header fields and message of each line; lines holding glued records are split into parts."""
+    df = lines.select(
+        "line_no",
+        pl.lit(0, dtype=pl.Int32).alias("part"),
+        pl.col("line").str.len_bytes().cast(pl.Int64).alias("plen"),
+        pl.col("line"),
+    )
+    if df.height and bool(df["line"].str.contains("\x1b", literal=True).any()):
+        df = df.with_columns(pl.col("line").str.replace_all(_ANSI, ""))
+    df = _fields(df)
+    glued = df["msg"].str.contains(_GLUE)
+    if bool(glued.any()):
+        parts = (
+            df.filter(glued)
+            .select(
+                "line_no",
+                "plen",
+                (pl.col("hdr") + pl.col("msg").str.replace_all(_GLUE, "\n$0")).str.split("\n").alias("line"),
+            )
+            .explode("line")
+            .with_columns(pl.int_range(pl.len()).over("line_no").cast(pl.Int32).alias("part"))
+            .select("line_no", "part", "plen", pl.col("line"))
+        )
+        parts = _fields(parts.with_columns(pl.col("line").str.strip_chars_end("\r")))
+        df = pl.concat([df.filter(~glued), parts], how="vertical_relaxed").sort(["line_no", "part"])
+    return df
+
+
+def _fields(df: pl.DataFrame) -> pl.DataFrame:
+    body = pl.col("line").str.strip_chars_end("\r")
+    df = df.with_columns(pl.col("line").str.ends_with("\r").alias("cr"), body.alias("body")).drop("line")
+    df = df.with_columns(pl.col("body").str.slice(0, _HEAD_CHARS).str.extract_groups(_HEADER).alias("h")).unnest("h")
+    df = df.with_columns(
+        pl.col("body").str.slice(pl.col("hdr").str.len_chars()).alias("msg"),
+        pl.col("pid").cast(pl.Int64),
+        pl.col("lvl").fill_null(pl.when(pl.col("pyname").str.starts_with("vllm")).then(pl.col("pylvl"))),
+        pl.lit(None, dtype=pl.String).alias("jts"),
+    )
+    if bool(df["body"].str.starts_with('{"').any()):
+        df = _json(df)
+    key = pl.concat_str(["proc", "pid", "lvl", "mo", "dd", "hms", "src", "pyts", "pyms", "pyname"], separator="|",
+                        ignore_nulls=True)
+    return df.with_columns(pl.when(pl.col("lvl").is_not_null()).then(key).alias("key")).drop("body")
+
+
+def _json(df: pl.DataFrame) -> pl.DataFrame:
+    """vLLM 0.32+ ``--logging-config.formatter json`` (pythonjsonlogger) lines."""
+    b = pl.col("body")
+    is_js = b.str.starts_with('{"') & b.str.contains('"levelname"', literal=True)
+
+    def field(name: str) -> pl.Expr:
+        return b.str.extract(_JSON_FIELD.format(name))
+
+    msg = field("message")
+    exc = field("exc_info")
+    msg = pl.when(exc.is_not_null()).then(msg + pl.lit("\\n") + exc).otherwise(msg)
+    msg = (msg.str.replace_all(r"\\n", "\n").str.replace_all(r"\\t", "\t").str.replace_all(r'\\"', '"')
+           .str.replace_all(r"\\\\", "\\"))
+    asct = field("asctime")
+    name = field("name")
+    vllm = is_js & name.str.starts_with("vllm")
+    return df.with_columns(
+        pl.when(vllm).then(field("levelname")).otherwise(pl.col("lvl")).alias("lvl"),
+        pl.when(is_js).then(name).otherwise(pl.col("pyname")).alias("pyname"),
+        pl.when(is_js).then(field("processName")).otherwise(pl.col("proc")).alias("proc"),
+        pl.when(is_js).then(b.str.extract(r'"process": (\d+)').cast(pl.Int64)).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(is_js).then(msg).otherwise(pl.col("msg")).alias("msg"),
+        # asctime is either logging's default 'YYYY-MM-DD HH:MM:SS,mmm' or vLLM's 'MM-DD HH:MM:SS'
+        pl.when(is_js).then(asct.str.extract(r"^(\d\d)-\d\d ")).otherwise(pl.col("mo")).alias("mo"),
+        pl.when(is_js).then(asct.str.extract(r"^\d\d-(\d\d) ")).otherwise(pl.col("dd")).alias("dd"),
+        pl.when(is_js).then(asct.str.extract(r"^\d\d-\d\d (\d\d:\d\d:\d\d)$")).otherwise(pl.col("hms")).alias("hms"),
+        pl.when(is_js).then(asct.str.extract(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")).otherwise(pl.col("pyts"))
+        .alias("pyts"),
+        pl.when(is_js).then(asct.str.extract(r"^\S+ \S+?[,.](\d{1,6})")).otherwise(pl.col("pyms")).alias("pyms"),
+        pl.when(is_js).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("uv")).alias("uv"),
+    )
+
+
+# ---- time --------------------------------------------------------------------------------------
+
+
+def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+    notes: list[str] = []
+    mo = pl.col("mo").cast(pl.Int32)
+    prev_mo = mo.forward_fill().shift(1).fill_null(state.get("last_month", 0))
+    # a month far below the previous one is the turn of a year (Dec -> Jan)
+    roll = (mo < prev_mo - 6).fill_null(False)
+    df = df.with_columns(roll.cum_sum().cast(pl.Int32).alias("_roll"))
+    year_off = state.get("year_off", 0)
+    vllm_naive = (
+        pl.concat_str(
+            [(pl.col("_roll") + ctx.year + year_off).cast(pl.String), pl.lit("-"), pl.col("mo"), pl.lit("-"),
+             pl.col("dd"), pl.lit(" "), pl.col("hms")]
+        ).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    )
+    py_naive = pl.concat_str(
+        [pl.col("pyts").str.replace("T", " "), pl.lit("."), pl.col("pyms").fill_null("0").str.pad_end(6, "0")]
+    ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    c = pl.col("cts")
+    frac = c.str.extract(r"\.(\d+)").fill_null("0").str.pad_end(6, "0").str.slice(0, 6)
+    zone = c.str.extract(r"(Z|[+-]\d\d:\d\d)$").str.replace("Z", "+00:00")
+    cts = pl.concat_str([c.str.slice(0, 19), pl.lit("."), frac, zone]).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us", time_zone="UTC"
+    )
+    own = pl.coalesce(cts, local_to_utc(vllm_naive, ctx.tz), local_to_utc(py_naive, ctx.tz)).cast(TS)
+    df = df.with_columns(own.alias("ts_own"))
+    df = df.with_columns(
+        # before the first stamp of the stream, the next one (a paste starting mid-traceback)
+        pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
+        pl.col("ts_own").is_null().alias("ts_inferred"),
+    )
+    rolls = int(df["_roll"].max() or 0) if df.height else 0
+    if rolls:
+        notes.append(f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "
+                     f"the year was advanced each time")
+    state["year_off"] = year_off + rolls
+    last_mo = df["mo"].drop_nulls()
+    if last_mo.len():
+        state["last_month"] = int(last_mo[-1])
+    last_ts = df["ts"].drop_nulls()
+    if last_ts.len():
+        state["last_ts"] = last_ts[-1]
+    if df["mo"].is_not_null().any():
+        notes.append(f"vLLM timestamps have no zone: read as {ctx.tz} (--tz)")
+        notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
+        notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
+    if df["cts"].is_not_null().any():
+        notes.append("container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time")
+    if df["pyts"].is_not_null().any():
+        notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
+    if (df["ts_inferred"] & df["uv"].is_not_null()).any():
+        notes.append("uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)")
+    return df.drop("_roll"), notes
+
+
+# ---- records -----------------------------------------------------------------------------------
+
+
+def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """Row kinds, 'continues the previous record' and record ids (carried across chunks by ``state``)."""
+    p = state.get("prev", {})
+    has_cr = bool(state.get("has_cr")) or bool(df["cr"].any())
+    state["has_cr"] = has_cr
+    msg, lvl = pl.col("msg"), pl.col("lvl")
+    err = lvl.is_in(["ERROR", "CRITICAL"])
+    df = df.with_columns(
+        msg.str.contains(_TB).alias("tbm"),
+        (lvl.is_null() & pl.col("uv").is_null() & (msg.str.contains(_NOISE) | pl.col("pyname").str.contains(
+            "opentelemetry", literal=True).fill_null(False))).alias("noise"),
+        (lvl.is_null() & pl.col("uv").is_not_null()).alias("uvr"),
+    )
+    raw = lvl.is_null() & ~pl.col("uvr") & ~pl.col("noise") & pl.col("pyname").is_null()
+    df = df.with_columns((raw & pl.col("tbm")).alias("tbs"), (raw & ~pl.col("tbm")).alias("other"))
+    open0 = (lvl.is_in(["WARNING", "ERROR", "CRITICAL"]) | pl.col("noise") | pl.col("tbs")).fill_null(False)
+    prev_plen = pl.col("plen").shift(1, fill_value=p.get("plen", 0))
+    # a hard-wrapped paste: an unknown line right after a long line of an open record continues it
+    wrap1 = pl.col("other") & open0.shift(1, fill_value=p.get("open", False)) & (prev_plen >= 80)
+    open1 = open0 | wrap1
+    prev_open = open1.shift(1, fill_value=p.get("open", False))
+    wrap = pl.col("other") & prev_open & (prev_plen >= 80)
+    # the key of the record the previous row belongs to (raw traceback / wrapped rows carry none)
+    df = df.with_columns(pl.when(pl.col("uvr") | pl.col("noise")).then(pl.lit("~")).otherwise(pl.col("key"))
+                         .forward_fill().alias("_ffk"))
+    same_key = pl.col("key").is_not_null() & (pl.col("key") == pl.col("_ffk").shift(1).fill_null(pl.lit(p.get("key"), dtype=pl.String)))
+    same_key = same_key.fill_null(False)
+    prev_cr = pl.col("cr").shift(1, fill_value=p.get("cr", False))
+    vcont = same_key & (prev_cr if has_cr else (err | pl.col("tbm")))
+    df = df.with_columns(
+        (vcont | (pl.col("tbs") & prev_open) | wrap).fill_null(False).alias("cont"),
+        wrap.fill_null(False).alias("wrap"),
+        open1.fill_null(False).alias("_open"),
+    )
+    start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | (pl.col("tbs") & msg.str.contains(_TB_STRONG))
+    df = df.with_columns(
+        ((~pl.col("cont")).cum_sum().cast(pl.Int64) + state.get("rec", 0)).alias("rec"),
+        pl.when(~pl.col("cont")).then(start_ok).forward_fill().fill_null(p.get("rec_ok", False)).alias("rec_ok"),
+    )
+    df = df.with_columns(
+        (lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | (msg.str.strip_chars() == "")
+         | ((pl.col("tbs") | pl.col("wrap")) & pl.col("rec_ok"))).alias("ok")
+    )
+    if df.height:
+        last = df.row(-1, named=True)
+        state["prev"] = {"plen": last["plen"], "open": last["_open"], "cr": last["cr"], "key": last["_ffk"],
+                         "rec_ok": last["rec_ok"]}
+        state["rec"] = last["rec"]
+    return df
+
+
+# ---- stats -------------------------------------------------------------------------------------
+
+
+def _num(col: str, pat: str) -> pl.Expr:
+    return pl.col(col).str.extract(pat).str.replace_all(",", "").cast(pl.Float64, strict=False)
+
+
+def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+    m = pl.col("msg")
+    cand = df.filter(m.str.contains("Running: ", literal=True) & ~m.str.starts_with("Received request"))
+    cand = cand.with_columns(m.str.extract_groups(_STATS_HEAD).alias("s")).unnest("s").filter(
+        pl.col("first").is_not_null())
+    devs = _kv_devices(df)
+    if devs.height:
+        state["kv_dev"] = devs["dev"][-1]
+    if cand.height == 0:
+        return cand, []
+    notes = []
+    v0 = m.str.contains(r"Swapped: |Pending: ")
+    pre01 = pl.col("first") == "Throughput: "
+    gpu = _num("msg", r"GPU KV cache usage: ([\d.]+)%") / 100
+    cpu = _num("msg", r"CPU KV cache usage: ([\d.]+)%") / 100
+    v1_dev = m.str.extract(r"(\w+) KV cache usage: [\d.]+%")
+    v1_kv = _num("msg", r"\w+ KV cache usage: ([\d.]+)%") / 100
+    if devs.height:
+        cand = cand.join_asof(devs, on="seq", strategy="backward")
+    else:
+        cand = cand.with_columns(pl.lit(None, dtype=pl.String).alias("dev"))
+    dev = pl.col("dev").fill_null(pl.lit(state.get("kv_dev_before"), dtype=pl.String))
+    # V0 on the CPU backend keeps the KV cache in the 'CPU' column (the 'GPU' one stays 0.0)
+    v0_cpu = pl.when(dev.is_not_null()).then(dev == "CPU").otherwise((gpu == 0) & (cpu > 0))
+    out = cand.with_columns(
+        pl.lit("log").alias("origin"),
+        pl.when(pre01).then(pl.lit("v0-pre0.1")).when(v0).then(pl.lit("v0")).otherwise(pl.lit("v1")).alias("era"),
+        pl.when(pl.col("agg").is_not_null()).then(pl.lit("aggregated")).otherwise(pl.col("engine")).alias("engine"),
+        pl.col("lvl").alias("level"),
+        _num("msg", r"Running: (\d+) reqs").cast(pl.Int64).alias("running"),
+        _num("msg", r"(?:Waiting|Pending): (\d+) reqs").cast(pl.Int64).alias("waiting"),
+        _num("msg", r"Swapped: (\d+) reqs").cast(pl.Int64).alias("swapped"),
+        _num("msg", r"Deferred: (\d+) reqs").cast(pl.Int64).alias("deferred"),
+        _num("msg", r"Preemptions: (\d+)").cast(pl.Int64).alias("preemptions"),
+        pl.when(v0 & v0_cpu).then(cpu).when(v0).then(gpu).otherwise(v1_kv).alias("kv_usage"),
+        pl.when(v0 & v0_cpu).then(pl.lit("CPU")).when(v0).then(pl.lit("GPU")).otherwise(v1_dev).alias("kv_device"),
+        pl.when(v0).then(gpu).alias("gpu_kv_usage"),
+        pl.when(v0).then(cpu).alias("cpu_kv_usage"),
+        _num("msg", r"Avg prompt throughput: ([\d.]+)").alias("prompt_tps"),
+        pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)"))
+        .alias("gen_tps"),
+        (_num("msg", r"Prefix cache hit rate: ([\d.]+)%") / 100).alias("prefix_hit"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+    )
+    if bool(out.select(pre01.any()).item()):
+        notes.append("pre-0.1 stats line 'Throughput: N tokens/s' (all tokens) was stored as gen_tps")
+    if bool(out.select((pl.col("era") == "v0") & (pl.col("kv_device") == "CPU")).to_series().any()):
+        notes.append("V0 on the CPU backend: kv_usage is the 'CPU KV cache usage' column (the KV cache lives there)")
+    return out, notes
+
+
+def _kv_devices(df: pl.DataFrame) -> pl.DataFrame:
+    """Device of the V0 KV cache from '# <device> blocks: N, # CPU blocks: M', in row order."""
+    d = df.filter(pl.col("msg").str.contains(" blocks: ", literal=True)).select(
+        "seq", pl.col("msg").str.extract(r"^#? ?(\w+) blocks: \d+").str.to_uppercase().alias("dev")
+    ).drop_nulls()
+    return d.with_columns(pl.when(pl.col("dev") == "CUDA").then(pl.lit("GPU")).otherwise(pl.col("dev")).alias("dev"))
+
+
+# ---- request lifecycle ---------------------------------------------------------------------------
+
+
+def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    m = pl.col("msg")
+    cand = df.filter(
+        (m.str.contains("equest", literal=True) | m.str.contains("Sequence group", literal=True))
+        & (pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs"))
+    )
+    if cand.height == 0:
+        return cand
+    cand = cand.with_columns(m.str.extract_groups(_REQ).alias("r")).unnest("r")
+    cand = cand.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in ("recv", "rid2", "rids", "rid4", "rid5")))
+    if cand.height == 0:
+        return cand
+    has_prompt = m.str.contains(r"^Received request \S+?: prompt: ")
+    prompt_repr = m.str.extract(_PROMPT_REPR)
+    # text after the prompt: SamplingParams fields must not be read from inside the prompt
+    rest = pl.when(has_prompt & prompt_repr.is_null()).then(None).otherwise(
+        m.str.replace(_PROMPT_REPR, "prompt: <p>"))
+    params = rest.str.extract(r"(?:params|sampling[ _]params): (SamplingParams\(.*)$")
+    ids = rest.str.extract(r"prompt(?:_token_ids| token ids): \[([^\]]*)\]")
+    prompt = pl.coalesce(prompt_repr, m.str.extract(r"^Received request \S+?: prompt: (.*?)(?:>)?$"))
+    prompt = prompt.str.replace(r"^'(.*)'$", "$1").str.replace(r'^"(.*)"$', "$1")
+    prompt = pl.when(prompt == "None").then(None).otherwise(prompt)
+    out = cand.with_columns(
+        pl.when(pl.col("recv").is_not_null()).then(pl.lit("received"))
+        .when(pl.col("ev2").is_not_null()).then(pl.col("ev2").str.to_lowercase())
+        .when(pl.col("rids").is_not_null()).then(pl.lit("aborted"))
+        .when(pl.col("ev4").is_not_null()).then(pl.col("ev4"))
+        .otherwise(pl.lit("preempted")).alias("event"),
+        pl.coalesce("recv", "rid2", "rid4", "rid5", "rids").str.split(", ").alias("request_id"),
+        params.str.extract(r"\bmax_tokens=(\d+)").cast(pl.Int64).alias("max_tokens"),
+        params.str.extract(r"\bn=(\d+)").cast(pl.Int64).alias("n"),
+        params.str.extract(r"\btemperature=([\d.]+)").cast(pl.Float64).alias("temperature"),
+        (params.str.extract(r"\bignore_eos=(True|False)") == "True").alias("ignore_eos"),
+        pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",") + 1)
+        .cast(pl.Int64).alias("prompt_tokens"),
+        (prompt if ctx.include_prompts else pl.lit(None, dtype=pl.String)).alias("prompt"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+    ).explode("request_id")
+    return out.with_columns(pl.col("request_id").str.strip_chars(), base_id_expr(pl.col("request_id").str.strip_chars())
+                            .alias("base_request_id"))
+
+
+# ---- events ------------------------------------------------------------------------------------
+
+
+def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    a = df.filter(pl.col("uvr") & pl.col("msg").str.contains(' - "', literal=True))
+    a = a.with_columns(pl.col("msg").str.extract_groups(_ACCESS).alias("a")).unnest("a").filter(
+        pl.col("status").is_not_null())
+    return a.select(
+        "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"),
+        pl.lit("http_access").alias("kind"), pl.col("uv").alias("level"), pl.col("proc").alias("process"), "pid",
+        pl.col("msg").str.slice(0, 500).alias("message"), "line_no", pl.lit(1, dtype=pl.Int64).alias("line_count"),
+        "seq", pl.col("method").alias("http_method"), pl.col("path").alias("http_path"),
+        pl.col("status").cast(pl.Int64).alias("http_status"), pl.col("addr").alias("client_addr"),
+    )
+
+
+_REC_COLS = ["line_no", "part", "seq", "rec", "cont", "msg", "lvl", "uv", "proc", "pid", "ts", "ts_inferred", "tbs",
+             "other", "kw", "stopping"]
+
+
+def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
+    """Rows of the records complete so far (the last one may go on in the next chunk: kept in state)."""
+    m = pl.col("msg")
+    life = (pl.when(m.str.contains(_STOPPING)).then(True).when(m.str.contains(_STARTING)).then(False)
+            .forward_fill().fill_null(state.get("stopping", False)))
+    rows = df.with_columns(m.str.contains(_EVENT_KW).alias("kw"), life.alias("stopping")).select(_REC_COLS)
+    if rows.height:
+        state["stopping"] = bool(rows["stopping"][-1])
+    carry = state.pop("carry", None)
+    frame = pl.concat([carry, rows], how="vertical_relaxed") if carry is not None else rows
+    if not final and frame.height:
+        last = frame["rec"][-1]
+        state["carry"] = frame.filter(pl.col("rec") == last)
+        frame = frame.filter(pl.col("rec") != last)
+    return frame
+
+
+def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+    m = pl.col("msg")
+    start = ~pl.col("cont")
+    multi = start & pl.col("cont").shift(-1, fill_value=False)
+    reqline = m.str.contains(r"^(?:Received request|Added request|Finished request|Aborted request|Request \S+ "
+                             r"(?:aborted|failed|details))")
+    pick = start & ~reqline & (pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs")
+                               | pl.col("kw") | multi)
+    ids = frame.filter(pick)["rec"]
+    if ids.len() == 0:
+        return frame.clear(), []
+    sub = frame.filter(pl.col("rec").is_in(ids.implode()))
+    g = sub.group_by("rec", maintain_order=True).agg(
+        pl.col("line_no").first(),
+        pl.col("line_no").n_unique().cast(pl.Int64).alias("line_count"),
+        pl.col("seq").first(),
+        m.filter(m.str.strip_chars() != "").first().alias("message"),  # the banner starts with a blank line
+        m.str.join("\n").alias("detail"),
+        pl.coalesce("lvl", "uv").first().alias("level"),
+        pl.col("proc").drop_nulls().first().alias("process"),
+        pl.col("pid").drop_nulls().first(),
+        pl.col("ts").first(),
+        pl.col("ts_inferred").first(),
+        pl.col("stopping").first(),
+        pl.col("tbs").first().alias("raw"),
+    )
+    kind = pl.lit(None, dtype=pl.String)
+    for name, col, pat in reversed(_KIND_RULES):
+        kind = pl.when(pl.col(col).str.contains(pat)).then(pl.lit(name)).otherwise(kind)
+    kind = pl.when(kind.is_null() & (pl.col("level").is_in(["ERROR", "CRITICAL"]) | pl.col("raw")))\
+        .then(pl.lit("error")).otherwise(kind)
+    g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
+    # vLLM's graceful shutdown logs an EngineDeadError traceback that means nothing (lab README)
+    g = g.with_columns(pl.when((pl.col("kind") == "engine_dead") & pl.col("stopping")).then(pl.lit("shutdown_error"))
+                       .otherwise(pl.col("kind")).alias("kind"))
+    return _event_fields(g, ctx, state)
+
+
+def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+    d, msg, k = pl.col("detail"), pl.col("message"), pl.col("kind")
+    notes = []
+
+    def cap(pat: str) -> pl.Expr:
+        return pl.when(k == "capacity").then(msg.str.extract(pat).str.replace_all(",", ""))
+
+    def cfg(key: str) -> pl.Expr:  # non-default args dict, or the older argparse Namespace
+        return pl.when(k == "config").then(
+            pl.coalesce(msg.str.extract(rf"'{key}': ([\d.]+)"), msg.str.extract(rf"\b{key}=([\d.]+)")))
+
+    g = g.with_columns(
+        pl.when(k == "preemption").then(msg.str.extract(r"total_num_cumulative_preemption=(\d+)").cast(pl.Int64))
+        .alias("cumulative_preemptions"),
+        pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.(\w+)")).alias("preemption_mode"),
+        pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")).alias("request_id"),
+        cap(r"blocks: ([\d,]+)").cast(pl.Int64).alias("gpu_blocks"),
+        cap(r"# CPU blocks: ([\d,]+)").cast(pl.Int64).alias("cpu_blocks"),
+        cap(r"KV cache size: ([\d,]+) tokens").cast(pl.Int64).alias("kv_tokens_v1"),
+        cap(r"Maximum concurrency for ([\d,]+) tokens").cast(pl.Int64).alias("max_concurrency_tokens"),
+        cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64).alias("max_concurrency"),
+        pl.coalesce(cap(r"Available KV cache memory: ([\d.]+) ?GiB"), cap(r"kv_cache_size=([\d.]+) ?GiB"),
+                    cap(r"reserved for KV Cache is ([\d.]+) ?GiB"), cap(r"Auto set \(([\d.]+)/[\d.]+\) GiB"))
+        .cast(pl.Float64).alias("kv_memory_gib"),
+        pl.coalesce(cap(r"Loading model weights took ([\d.]+) GB"), cap(r"Model loading took ([\d.]+) ?GiB"))
+        .cast(pl.Float64).alias("weights_gib"),
+        pl.coalesce(cfg("max_model_len"), pl.when(k.is_in(["kv_insufficient", "input_too_long"])).then(
+            pl.coalesce(d.str.extract(r"max seq len \((\d+)\)"), d.str.extract(r"maximum context length is (\d+)"),
+                        d.str.extract(r"maximum model length of (\d+)"), d.str.extract(r"max_model_len (\d+)")))
+        ).cast(pl.Int64).alias("max_model_len"),
+        cfg("max_num_seqs").cast(pl.Int64).alias("max_num_seqs"),
+        cfg("gpu_memory_utilization").cast(pl.Float64).alias("gpu_memory_utilization"),
+        cfg("block_size").cast(pl.Int64).alias("cfg_block"),
+        cfg("num_gpu_blocks_override").cast(pl.Int64).alias("cfg_blocks"),
+        pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)"))
+        .alias("version"),
+        pl.when(k == "server_start").then(msg.str.extract(r"Started server process \[(\d+)\]").cast(pl.Int64))
+        .otherwise(pl.col("pid")).alias("pid"),
+    )
+    # block size for V0 '# GPU blocks: N': the configured one seen before, else vLLM's default 16
+    bs = pl.col("cfg_block").forward_fill().fill_null(pl.lit(state.get("block_size"), dtype=pl.Int64))
+    g = g.with_columns(bs.alias("_bs"))
+    if g["cfg_block"].drop_nulls().len():
+        state["block_size"] = int(g["cfg_block"].drop_nulls()[-1])
+    v0_blocks = pl.col("gpu_blocks").is_not_null()
+    if bool(g.select((v0_blocks & pl.col("_bs").is_null()).any()).item()):
+        notes.append("'# GPU blocks' without a known block size: KV tokens use vLLM's default block size 16")
+    g = g.with_columns(
+        pl.coalesce("kv_tokens_v1", pl.col("gpu_blocks") * pl.col("_bs").fill_null(16)).alias("kv_tokens"),
+        pl.when(v0_blocks).then(pl.col("_bs").fill_null(16)).otherwise(pl.col("cfg_block")).alias("block_size"),
+        # on a config row gpu_blocks is --num-gpu-blocks-override (no column of its own)
+        pl.coalesce("gpu_blocks", "cfg_blocks").alias("gpu_blocks"),
+    )
+    if not ctx.include_prompts:
+        scrub = [pl.col(c).str.replace_all(_PROMPT_ANY, "prompt: <removed>") for c in ("message", "detail")]
+        g = g.with_columns(scrub)
+    g = g.with_columns(
+        base_id_expr("request_id").alias("base_request_id"),
+        pl.col("message").str.slice(0, 500),
+        pl.col("detail").str.slice(0, 4000),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+    )
+    return g, notes
+
+
+# ---- entry points ------------------------------------------------------------------------------
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    return _run(lines, ctx, state, final=False)
+
+
+def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    if state.get("carry") is None or state["carry"].height == 0:
+        return None
+    return _run(None, ctx, state, final=True)
+
+
+def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool) -> ChunkResult:
+    notes: list[str] = []
+    tables: dict[str, pl.DataFrame] = {}
+    recognized = None
+    if lines is not None:
+        df = _parse(lines)
+        seq0 = state.get("seq", 0)
+        df = df.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"))
+        state["seq"] = seq0 + df.height
+        df, n = _times(df, ctx, state)
+        notes += n
+        df = _classify(df, state)
+        state["kv_dev_before"] = state.get("kv_dev")
+        stats, n = _stats(df, ctx, state)
+        notes += n
+        reqs = _requests(df, ctx)
+        access = _access(df, ctx)
+        tables["server_stats"] = stats
+        tables["server_request_events"] = reqs
+        produced = pl.concat([stats.select("seq"), reqs.select("seq")]) if stats.height or reqs.height else None
+        frame = _records(df, state, final=False)
+    else:
+        df, access, produced = None, None, None
+        frame = _records(_empty_rows(), state, final=True)
+    events, n = _events(frame, ctx, state)
+    notes += n
+    ev = [e for e in (access, events) if e is not None and e.height]
+    tables["server_events"] = pl.concat(ev, how="diagonal_relaxed") if ev else pl.DataFrame()
+    if df is not None:
+        ok = pl.col("ok")
+        if produced is not None:
+            ok = ok | pl.col("seq").is_in(produced["seq"].implode())
+        recs = [e["rec"] for e in (events, _preview(ctx, state)) if e.height]
+        if recs:
+            ok = ok | pl.col("rec").is_in(pl.concat(recs).implode())
+        per_part = df.select("line_no", ok.alias("ok"))
+        if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
+            per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
+        recognized = per_part["ok"]
+    return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)))
+
+
+def _preview(ctx: ParseContext, state: dict) -> pl.DataFrame:
+    """Events the still-open last record would give now: its lines are counted in this chunk."""
+    carry = state.get("carry")
+    if carry is None or carry.height == 0:
+        return pl.DataFrame()
+    return _events(carry, ctx, dict(state))[0]
+
+
+def _empty_rows() -> pl.DataFrame:
+    return pl.DataFrame(schema={c: t for c, t in _ROW_SCHEMA.items()})
+
+
+_ROW_SCHEMA = {
+    "line_no": pl.Int64, "part": pl.Int32, "seq": pl.Int64, "rec": pl.Int64, "cont": pl.Boolean, "msg": pl.String,
+    "lvl": pl.String, "uv": pl.String, "proc": pl.String, "pid": pl.Int64, "ts": TS, "ts_inferred": pl.Boolean,
+    "tbs": pl.Boolean, "other": pl.Boolean, "kw": pl.Boolean, "stopping": pl.Boolean,
+}
