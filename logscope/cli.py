@@ -23,7 +23,7 @@ from . import __version__
 from .errors import LogscopeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
 out = Console()
 
 

@@ -92,14 +92,14 @@ def ingest(
 
     found = [f for f in sources.discover(root) if not _inside(f.path, out)]
     states = [_detect(f, opts, root) for f in found]
-    year, year_source = _reference_year(states, found)
+    year, year_source, ref_ts = _reference_year(states, found)
     streams = _streams(states)
     total = sum(max(s.f.size, 0) for s in states) or 1
     done = [0]
 
     def run(item):
         idx, members = item
-        _parse_stream(idx, members, opts, year, year_source, parts)
+        _parse_stream(idx, members, opts, (year, year_source, ref_ts), parts)
         done[0] += sum(max(m.f.size, 0) for m in members)
         if progress:
             progress(f"parsed {members[0].f.rel}", done[0] / total)
@@ -168,10 +168,12 @@ def _replica(f: sources.InputFile, root: Path) -> str:
     return re.sub(r"(\.\d{1,3})?(\.(log|txt|jsonl|json))?$", "", name) or name
 
 
-def _reference_year(states: list[FileState], found) -> tuple[int, str]:
-    """Year for yearless timestamps: from full timestamps in the folder, else file mtimes."""
+def _reference_year(states: list[FileState], found) -> tuple[int, str, datetime | None]:
+    """Year for yearless timestamps (and a full reference timestamp): from full timestamps in the
+    folder's other files, else the files' modification times."""
     years: Counter[int] = Counter()
     where: dict[int, str] = {}
+    first: dict[int, datetime] = {}
     for st in states:
         if st.format in ("empty", "binary", "unreadable", "unknown"):
             continue
@@ -179,22 +181,23 @@ def _reference_year(states: list[FileState], found) -> tuple[int, str]:
         for ln in lines[:200]:
             m = _YEAR.search(ln)
             if m:
-                y = int(m.group(1))
+                ts = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC)
             else:
                 m = _EPOCH.search(ln)
                 if not m:
                     continue
-                y = datetime.fromtimestamp(int(m.group(1)), UTC).year
-            years[y] += 1
-            where.setdefault(y, st.f.rel)
+                ts = datetime.fromtimestamp(int(m.group(1)), UTC)
+            years[ts.year] += 1
+            where.setdefault(ts.year, st.f.rel)
+            first[ts.year] = min(first.get(ts.year, ts), ts)
     if years:
         y = years.most_common(1)[0][0]
-        return y, f"year {y} from full timestamps in {where[y]}"
+        return y, f"year {y} from full timestamps in {where[y]}", first[y]
     mtimes = [f.path.stat().st_mtime for f in found if f.size >= 0]
     if mtimes:
         y = datetime.fromtimestamp(max(mtimes), UTC).year
-        return y, f"year {y} from the files' modification time (no full timestamp in the folder)"
-    return datetime.now(UTC).year, "year of today (nothing better was found)"
+        return y, f"year {y} from the files' modification time (no full timestamp in the folder)", None
+    return datetime.now(UTC).year, "year of today (nothing better was found)", None
 
 
 def _streams(states: list[FileState]) -> list[list[FileState]]:
@@ -210,7 +213,8 @@ def _streams(states: list[FileState]) -> list[list[FileState]]:
     return out
 
 
-def _parse_stream(idx: int, members: list[FileState], opts, year: int, year_source: str, parts: Path) -> None:
+def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, parts: Path) -> None:
+    year, year_source, ref_ts = when
     mod = parsers.BY_NAME.get(members[0].format)
     if len(members) > 1 and mod is not None:
         names = ", ".join(m.f.rel for m in members)
@@ -235,6 +239,7 @@ def _parse_stream(idx: int, members: list[FileState], opts, year: int, year_sour
             include_prompts=opts.include_prompts,
             options={"nginx_log_format": opts.nginx_log_format, "path": str(f.path)},
             file_mtime=datetime.fromtimestamp(f.path.stat().st_mtime, UTC),
+            reference_ts=ref_ts,
         )
         try:
             if mod.MODE == "document":

@@ -40,7 +40,7 @@ SAMPLES = [
 ]
 
 _TEXT = (
-    r'^\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] '
+    r"^\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] "
     r'"(?P<method>[^" ]+) (?P<path>[^" ]*) (?P<proto>[^"]*)" (?P<code>\d+) (?P<flags>\S+) '
     r"(?P<rx>\d+|-) (?P<tx>\d+|-) (?P<dur>\d+|-) (?P<ust>\d+|-) "
     r'"(?P<xff>[^"]*)" "(?P<ua>[^"]*)" "(?P<rid>[^"]*)" "(?P<auth>[^"]*)" "(?P<uhost>[^"]*)"'
@@ -91,14 +91,23 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         pl.col("line").str.extract_groups(_TEXT).alias("t"),
         pl.col("line").str.contains(_JSON).alias("is_json"),
     )
-    text = f.filter(pl.col("t").struct.field("start").is_not_null()).select("line_no", pl.col("t").struct.unnest())
+    text = f.filter(pl.col("t").struct.field("start").is_not_null()).select(
+        "line_no", pl.col("t").struct.unnest()
+    )
     js = f.filter(pl.col("is_json") & pl.col("t").struct.field("start").is_null()).select(
         "line_no", *_json_fields(pl.col("line"))
     )
     js = js.filter(pl.col("start").is_not_null())
     frames = []
     if text.height:
-        frames.append(_rows(text.with_columns(pl.lit(None, pl.String).alias(c) for c in ("details", "attempts", "rdur", "ufail")), ctx))
+        frames.append(
+            _rows(
+                text.with_columns(
+                    pl.lit(None, pl.String).alias(c) for c in ("details", "attempts", "rdur", "ufail")
+                ),
+                ctx,
+            )
+        )
     if js.height:
         frames.append(_rows(js, ctx))
     tables = {}

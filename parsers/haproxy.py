@@ -2,7 +2,7 @@
 
 Sample (Debian 12 HAProxy 2.6.12 through rsyslog, tests/data/haproxy/haproxy.log)::
 
-    2026-11-29T09:49:55+00:00 localhost haproxy[14651]: 127.0.0.1:35608 [29/Nov/2026:09:49:55.621] fe_llm be_vllm/vllm-1 0/0/0/54/54 200 409 - - ---- 1/1/0/0/+1 0/0 "POST /v1/completions HTTP/1.1"
+    2026-11-29T09:50:19+00:00 localhost haproxy[16480]: 127.0.0.1:54240 [29/Nov/2026:09:50:19.211] fe_llm be_vllm/vllm-1 0/0/0/55/55 200 409 - - ---- 1/1/0/0/+1 0/0 "POST /v1/completions HTTP/1.1"
 
 Format: the HTTP log format of the HAProxy configuration manual §8.2.3
 (``%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq
@@ -32,7 +32,7 @@ KIND = "gateway"
 DESCRIPTION = "HAProxy option httplog access log (any syslog prefix), optional %ID"
 MODE = "lines"
 SAMPLES = [
-    '2026-11-29T09:49:55+00:00 localhost haproxy[14651]: 127.0.0.1:35608 [29/Nov/2026:09:49:55.621] fe_llm be_vllm/vllm-1 0/0/0/54/54 200 409 - - ---- 1/1/0/0/+1 0/0 "POST /v1/completions HTTP/1.1"',
+    '2026-11-29T09:50:19+00:00 localhost haproxy[16480]: 127.0.0.1:54240 [29/Nov/2026:09:50:19.211] fe_llm be_vllm/vllm-1 0/0/0/55/55 200 409 - - ---- 1/1/0/0/+1 0/0 "POST /v1/completions HTTP/1.1"',
     'Nov 29 09:50:19 localhost haproxy[16480]: 127.0.0.1:54228 [29/Nov/2026:09:50:19.056] fe_llm be_vllm/vllm-1 0/0/0/54/54 200 409 - - ---- 1/1/0/0/0 0/0 "POST /v1/completions HTTP/1.1"',
     '127.0.0.1:56648 [29/Nov/2026:09:50:27.725] fe_llm_id be_vllm/vllm-dead 0/0/-1/-1/0 503 217 - - SC-- 3/3/2/0/2 0/0 {client-burst-009-2} "POST /v1/completions HTTP/1.1" 7F000001:DD48_7F000001:46A1_6B0BF563_000A:4062',
 ]
@@ -100,17 +100,23 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     elif rows.height:
         assumptions.append(f"HAProxy %tr is local time without a zone: read as {ctx.tz} (--tz)")
     if rows.height:
-        assumptions.append("HAProxy logs one line per request: attempts_total = retries (%rc) + 1, the row is the last attempt")
+        assumptions.append(
+            "HAProxy logs one line per request: attempts_total = retries (%rc) + 1, the row is the last attempt"
+        )
     return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
 
 
 def _rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    start = local_to_utc(pl.col("tr").str.strptime(pl.Datetime("us"), "%d/%b/%Y:%H:%M:%S%.f", strict=False), ctx.tz)
+    start = local_to_utc(
+        pl.col("tr").str.strptime(pl.Datetime("us"), "%d/%b/%Y:%H:%M:%S%.f", strict=False), ctx.tz
+    )
     ta = pl.col("Ta").cast(pl.Int64, strict=False)
     tsc = pl.col("tsc")
     cause = tsc.str.slice(0, 1).replace_strict(_CAUSE, default=None, return_dtype=pl.String)
     phase = tsc.str.slice(1, 1).replace_strict(_PHASE, default=None, return_dtype=pl.String)
-    connected = pl.all_horizontal([pl.col(c).cast(pl.Int64, strict=False) >= 0 for c in ("TR", "Tw", "Tc", "Tr")])
+    connected = pl.all_horizontal(
+        [pl.col(c).cast(pl.Int64, strict=False) >= 0 for c in ("TR", "Tw", "Tc", "Tr")]
+    )
     status = pl.col("st").cast(pl.Int64, strict=False)
     total = pl.col("rc").cast(pl.Int64, strict=False) + 1
     req = pl.col("req").str.extract_groups(_REQ)
@@ -124,7 +130,10 @@ def _rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.when(hr_first.str.contains(_ID_LIKE)).then(hr_first).alias("client_request_id"),
         total.alias("attempt"),
         total.alias("attempts_total"),
-        pl.when(pl.col("srv") == "<NOSRV>").then(pl.col("be")).otherwise(pl.col("be") + "/" + pl.col("srv")).alias("upstream"),
+        pl.when(pl.col("srv") == "<NOSRV>")
+        .then(pl.col("be"))
+        .otherwise(pl.col("be") + "/" + pl.col("srv"))
+        .alias("upstream"),
         pl.when(status >= 0).then(status).alias("status"),
         pl.when(pl.col("Tr").cast(pl.Int64, strict=False) >= 0).then(status).alias("upstream_status"),
         pl.when(connected & (ta >= 0))
@@ -134,7 +143,9 @@ def _rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         _ms("Tc").alias("connect_s"),
         _ms("Tr").alias("header_s"),
         pl.when(pl.col("plus") == "+").then(tsc + ",redispatch").otherwise(tsc).alias("flags"),
-        pl.when(cause.is_not_null()).then(pl.concat_str([cause, phase], separator=" while ", ignore_nulls=True)).alias("error"),
+        pl.when(cause.is_not_null())
+        .then(pl.concat_str([cause, phase], separator=" while ", ignore_nulls=True))
+        .alias("error"),
         req.struct.field("method").alias("method"),
         req.struct.field("path").alias("path"),
         pl.col("bytes").cast(pl.Int64, strict=False).alias("bytes_sent"),

@@ -166,7 +166,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     if last_prefixed.height:
         state["in_exc"] = bool((last_prefixed["msg"].fill_null("").str.starts_with("Encountered ")).item())
     state["seq"] = seq0 + df.height
-    recognized = (pl.col("kind").is_not_null() | pl.col("noise") | pl.col("cont")).alias("ok")
+    recognized = (pl.col("msg").is_not_null() | pl.col("noise") | pl.col("cont")).alias("ok")
     ok = df.select(recognized).to_series()
 
     thread = pl.col("prefix").str.extract(_THREAD, 1)

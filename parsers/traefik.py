@@ -11,8 +11,10 @@ middleware), ``ServiceAddr``; kept request headers appear as ``request_<Header>`
 
 Traefik logs one line per request: the row is its last attempt, ``attempts_total`` =
 ``RetryAttempts`` + 1. Traefik forwards the client's ``X-Request-Id`` unchanged and makes none of
-its own, so ``request_X-Request-Id`` fills both ``request_id`` and ``client_request_id``. Traefik's
-own 499 (client closed the connection) is kept as the status, with flags ``client_closed``.
+its own, so ``request_X-Request-Id`` fills both ``request_id`` and ``client_request_id``. Traefik
+writes the codes it made itself into ``OriginStatus`` too (499 client closed, 502 server unreachable,
+504 response-header timeout; traefik/traefik PR #13609 and the recordings here): those three give a
+null ``upstream_status`` and flags ``client_closed`` / ``bad_gateway`` / ``gateway_timeout``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ SAMPLES = [
 ]
 
 _DETECT = r'^\s*\{.*"DownstreamStatus"\s*:.*"StartUTC"\s*:'
+# codes Traefik itself writes into OriginStatus -> flags
+_OWN_CODES = {499: "client_closed", 502: "bad_gateway", 504: "gateway_timeout"}
 _START = r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)\d*(Z|[+-]\d{2}:\d{2})$"
 
 
@@ -54,7 +58,9 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     assumptions = []
     if rows.height:
         tables["gateway_attempts"] = _rows(rows, ctx)
-        assumptions.append("Traefik logs one line per request: attempts_total = RetryAttempts + 1, the row is the last attempt")
+        assumptions.append(
+            "Traefik logs one line per request: attempts_total = RetryAttempts + 1, the row is the last attempt"
+        )
     return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
 
 
@@ -82,10 +88,10 @@ def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         total.alias("attempts_total"),
         pl.coalesce(_get("ServiceAddr"), _get("ServiceURL"), _get("ServiceName")).alias("upstream"),
         pl.when(status > 0).then(status).alias("status"),
-        pl.when(origin > 0).then(origin).alias("upstream_status"),
+        pl.when((origin > 0) & ~origin.is_in(list(_OWN_CODES))).then(origin).alias("upstream_status"),
         (_get("OriginDuration").cast(pl.Float64, strict=False) / 1e9).alias("duration_s"),
         (dur_ns / 1e9).alias("request_time_s"),
-        pl.when(status == 499).then(pl.lit("client_closed")).alias("flags"),
+        origin.replace_strict(_OWN_CODES, default=None, return_dtype=pl.String).alias("flags"),
         _get("RequestMethod").alias("method"),
         _get("RequestPath").alias("path"),
         _get("DownstreamContentSize").cast(pl.Int64, strict=False).alias("bytes_sent"),

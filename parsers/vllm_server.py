@@ -20,6 +20,8 @@ output then runs its own regexes only on the rows whose message holds its keywor
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from logscope.schemas import TS
@@ -80,15 +82,10 @@ _STATS_HEAD = (
     r"(?P<first>Avg prompt throughput|Throughput: |Running: )"
 )
 _ACCESS = r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
-_REQ = (
-    r"^(?:Received request (?P<recv>\S+?):(?:\s|$)|(?P<ev2>Added|Finished) request (?P<rid2>\S+)\.\s*$"
-    r"|Aborted request(?:\(s\))? (?P<rids>.+?)\.?\s*$|Request (?P<rid4>\S+) (?P<ev4>aborted|failed)\b"
-    r"|\s*Sequence group (?P<rid5>\S+) is preempted)"
-)
 _PROMPT_REPR = r"""prompt: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""
 _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
-    s.replace("(", r"\(").replace(".", r"\.")
+    re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)
     for s in (
         "Sequence group", "is preempted", "out of memory", "OutOfMemoryError",
         "No available memory for the cache blocks", "max seq len", "To serve at least one request",
@@ -432,47 +429,88 @@ def _kv_devices(df: pl.DataFrame) -> pl.DataFrame:
 # ---- request lifecycle ---------------------------------------------------------------------------
 
 
+# request lifecycle lines: (event, how the message starts, regex of the id(s))
+_REQ_KINDS = [
+    ("received", "Received request ", None),
+    ("added", "Added request ", None),
+    ("finished", "Finished request ", None),
+    ("aborted", "Aborted request", r"^Aborted request(?:\(s\))? (.+?)\.?\s*$"),
+    ("aborted", "Request ", r"^Request (\S+) aborted\."),
+    ("failed", "Request ", r"^Request (\S+) failed\b"),
+    ("preempted", "Sequence group ", r"^Sequence group (\S+) is preempted"),
+    ("preempted", " Sequence group ", r"^ Sequence group (\S+) is preempted"),  # header stripped by a paste
+]
+
+
 def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     m = pl.col("msg")
-    cand = df.filter(
-        (m.str.contains("equest", literal=True) | m.str.contains("Sequence group", literal=True))
-        & (pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs"))
-    )
-    if cand.height == 0:
-        return cand
-    cand = cand.with_columns(m.str.extract_groups(_REQ).alias("r")).unnest("r")
-    cand = cand.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in ("recv", "rid2", "rids", "rid4", "rid5")))
-    if cand.height == 0:
-        return cand
-    has_prompt = m.str.contains(r"^Received request \S+?: prompt: ")
-    prompt_repr = m.str.extract(_PROMPT_REPR)
-    # text after the prompt: SamplingParams fields must not be read from inside the prompt
-    rest = pl.when(has_prompt & prompt_repr.is_null()).then(None).otherwise(
-        m.str.replace(_PROMPT_REPR, "prompt: <p>"))
-    params = rest.str.extract(r"(?:params|sampling[ _]params): (SamplingParams\(.*)$")
-    ids = rest.str.extract(r"prompt(?:_token_ids| token ids): \[([^\]]*)\]")
-    prompt = pl.coalesce(prompt_repr, m.str.extract(r"^Received request \S+?: prompt: (.*?)(?:>)?$"))
-    prompt = prompt.str.replace(r"^'(.*)'$", "$1").str.replace(r'^"(.*)"$', "$1")
-    prompt = pl.when(prompt == "None").then(None).otherwise(prompt)
-    out = cand.with_columns(
-        pl.when(pl.col("recv").is_not_null()).then(pl.lit("received"))
-        .when(pl.col("ev2").is_not_null()).then(pl.col("ev2").str.to_lowercase())
-        .when(pl.col("rids").is_not_null()).then(pl.lit("aborted"))
-        .when(pl.col("ev4").is_not_null()).then(pl.col("ev4"))
-        .otherwise(pl.lit("preempted")).alias("event"),
-        pl.coalesce("recv", "rid2", "rid4", "rid5", "rids").str.split(", ").alias("request_id"),
-        params.str.extract(r"\bmax_tokens=(\d+)").cast(pl.Int64).alias("max_tokens"),
-        params.str.extract(r"\bn=(\d+)").cast(pl.Int64).alias("n"),
-        params.str.extract(r"\btemperature=([\d.]+)").cast(pl.Float64).alias("temperature"),
-        (params.str.extract(r"\bignore_eos=(True|False)") == "True").alias("ignore_eos"),
-        pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",") + 1)
-        .cast(pl.Int64).alias("prompt_tokens"),
-        (prompt if ctx.include_prompts else pl.lit(None, dtype=pl.String)).alias("prompt"),
+    base = df.filter(pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs")).select("seq", "line_no", "ts", "msg")
+    parts = []
+    for event, lead, pat in _REQ_KINDS:
+        sub = base.filter(m.str.starts_with(lead))
+        if sub.height == 0:
+            continue
+        sub = sub.with_columns(pl.lit(event).alias("event"), _request_id(lead, pat).alias("request_id"))
+        sub = sub.filter(pl.col("request_id").is_not_null())
+        if event == "received":
+            sub = _received_fields(sub, ctx)
+        parts.append(sub.drop("msg"))
+    if not parts:
+        return base.clear()
+    out = pl.concat(parts, how="diagonal_relaxed").sort("seq")
+    rid = pl.col("request_id").str.split(", ")  # 'Aborted request(s) id1, id2.' names several
+    return out.with_columns(rid).explode("request_id").with_columns(
+        base_id_expr("request_id").alias("base_request_id"),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
-    ).explode("request_id")
-    return out.with_columns(pl.col("request_id").str.strip_chars(), base_id_expr(pl.col("request_id").str.strip_chars())
-                            .alias("base_request_id"))
+    )
+
+
+def _request_id(lead: str, pat: str | None) -> pl.Expr:
+    """The id after ``lead``; the three commonest shapes are cut without a regex (they are most lines)."""
+    m = pl.col("msg")
+    if pat is not None:
+        return m.str.extract(pat)
+    if lead == "Received request ":  # 'Received request <id>: ...'
+        return m.str.slice(len(lead), m.str.find(":", literal=True) - len(lead))
+    return m.str.strip_prefix(lead).str.strip_chars_end().str.strip_suffix(".")  # 'Added request <id>.'
+
+
+def _field(col: str, key: str, pat: str = r"^([\d.]+)") -> pl.Expr:
+    """Value after ``key`` (found with a literal search, then a regex on a few characters only)."""
+    c = pl.col(col)
+    at = c.str.find(key, literal=True)
+    return c.str.slice(at + len(key), 16).str.extract(pat)
+
+
+def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """SamplingParams fields, prompt length (and prompt, when asked) of 'Received request' lines."""
+    m = pl.col("msg")
+    prompt = pl.lit(None, dtype=pl.String)
+    if bool(cand["msg"].str.contains("prompt: ", literal=True).any()):
+        # fields are read after the prompt's repr, never from inside the prompt text
+        cand = cand.with_columns(m.str.extract(_PROMPT_REPR).alias("_repr"))
+        cut = m.str.contains(r"^Received request \S+?: prompt: ") & pl.col("_repr").is_null()  # cut by a pager
+        cand = cand.with_columns(
+            pl.when(cut).then(None).otherwise(m.str.replace(_PROMPT_REPR, "prompt: <p>")).alias("_rest"))
+        if ctx.include_prompts:
+            prompt = pl.coalesce("_repr", m.str.extract(r"^Received request \S+?: prompt: (.*?)>?$"))
+            prompt = prompt.str.replace(r"^'(.*)'$", "$1").str.replace(r'^"(.*)"$', "$1")
+            prompt = pl.when(prompt == "None").then(None).otherwise(prompt)
+    else:
+        cand = cand.with_columns(m.alias("_rest"))
+    rest = pl.col("_rest")
+    cand = cand.with_columns(rest.str.extract(r"prompt(?:_token_ids| token ids): \[([^\]]*)\]").alias("_ids"))
+    ids = pl.col("_ids")
+    return cand.with_columns(
+        _field("_rest", " max_tokens=").cast(pl.Int64).alias("max_tokens"),
+        _field("_rest", "SamplingParams(n=").cast(pl.Int64).alias("n"),
+        _field("_rest", " temperature=", r"^(\d+(?:\.\d+)?)").cast(pl.Float64).alias("temperature"),
+        (_field("_rest", " ignore_eos=", r"^(True|False)") == "True").alias("ignore_eos"),
+        pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",") + 1)
+        .cast(pl.Int64).alias("prompt_tokens"),
+        prompt.alias("prompt"),
+    ).drop("_rest", "_ids", "_repr", strict=False)
 
 
 # ---- events ------------------------------------------------------------------------------------

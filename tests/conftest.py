@@ -40,5 +40,5 @@ def ingest_files(tmp_path: Path, *files: Path, **opts):
     src.mkdir(parents=True, exist_ok=True)
     for f in files:
         need(f)
-        shutil.copy(f, src / f.name)
+        shutil.copy2(f, src / f.name)
     return ingest(src, tmp_path / "out", AnalyzeOptions(**opts))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .frames import Frames
+from .frames import Frames, group_first, prev_in_group
 from .link import Links
 
 COVER_PAD_S = 2.0  # a row this close to another layer's span is "covered" by that layer's log
@@ -174,12 +174,12 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
         (pl.col("end") - pl.col("start")).clip(0).alias("gen_s"),
     )
     # a retry sent while an earlier execution of the same logical request was still running
-    ex = ex.sort(["lr", "start"], nulls_last=True).with_columns(
-        pl.col("end").fill_null(pl.col("start")).cum_max().shift(1).over("lr").alias("_prev_end")
+    ex = ex.sort(["lr", "start"], nulls_last=True).with_columns(group_first("lr").alias("_first")).with_columns(
+        prev_in_group(pl.col("end").fill_null(pl.col("start")).cum_max().over("lr")).alias("_prev_end")
     ).with_columns(
         (pl.col("lr").is_not_null() & (pl.col("start") < pl.col("_prev_end") - DUP_EPS_S)).fill_null(False)
         .alias("duplicate")
-    ).drop("_prev_end")
+    ).drop("_prev_end", "_first")
     return ex.sort("sr")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .frames import Frames
+from .frames import Frames, group_first, index_in_group, size_of_group
 
 EXACT_TOL_S = 30.0  # attempts of one id are paired with the nearest gateway request within this
 INFERRED_TOL_S = 1.0  # id-less rows are paired only when this close (after clock correction)
@@ -57,8 +57,10 @@ def rank_pairs(left: pl.DataFrame, right: pl.DataFrame, key_l: str, key_r: str, 
         pl.col(key_l).alias("_k"), lkey, "t")
     rt = right.filter(pl.col(key_r).is_not_null() & pl.col("t").is_not_null()).select(
         pl.col(key_r).alias("_k"), rkey, pl.col("t").alias("t_r"))
-    lf = lf.with_columns(pl.col("t").rank("ordinal").over("_k").alias("_i"), pl.len().over("_k").alias("_n"))
-    rt = rt.with_columns(pl.col("t_r").rank("ordinal").over("_k").alias("_i"), pl.len().over("_k").alias("_n"))
+    lf = lf.sort("_k", "t").with_columns(group_first("_k").alias("_first")).with_columns(
+        index_in_group().alias("_i"), size_of_group().alias("_n"))
+    rt = rt.sort("_k", "t_r").with_columns(group_first("_k").alias("_first")).with_columns(
+        index_in_group().alias("_i"), size_of_group().alias("_n"))
     return lf.join(rt, on=["_k", "_i", "_n"], how="inner").select(lkey, rkey)
 
 
@@ -113,15 +115,17 @@ def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.Dat
 def _server_to_attempt(F: Frames, sgr: pl.DataFrame) -> pl.DataFrame:
     """Within a gateway request, the k-th execution (by receive time) went with the k-th attempt that
     reached a server; extra executions stay on the last attempt."""
-    att = _attempt_rows(F).with_columns(
-        pl.col("reached").cast(pl.Int64).cum_sum().over("gr").alias("_k"),
+    att = _attempt_rows(F).sort("gr", "attempt").with_columns(group_first("gr").alias("_first")).with_columns(
+        (pl.col("reached").cast(pl.Int64).cum_sum()
+         - pl.when(pl.col("_first")).then(pl.col("reached").cast(pl.Int64).cum_sum() - pl.col("reached").cast(pl.Int64))
+         .otherwise(None).forward_fill()).alias("_k"),
     ).with_columns(pl.when(pl.col("reached")).then(pl.col("_k")).otherwise(None).alias("_k"))
-    last = att.sort("attempt").group_by("gr").agg(
+    last = att.group_by("gr").agg(
         pl.col("ga").filter(pl.col("reached")).last().alias("ga_last_reached"),
         pl.col("ga").last().alias("ga_last"),
     )
-    s = sgr.join(F.sr.select("sr", "t0"), on="sr").with_columns(
-        pl.col("t0").rank("ordinal").over("gr").cast(pl.Int64).alias("_k"))
+    s = sgr.join(F.sr.select("sr", "t0"), on="sr").sort("gr", "t0", "sr").with_columns(
+        group_first("gr").alias("_first")).with_columns(index_in_group().alias("_k"))
     s = s.join(att.filter(pl.col("_k").is_not_null()).select("gr", "_k", "ga"), on=["gr", "_k"], how="left")
     s = s.join(last, on="gr", how="left").with_columns(
         pl.coalesce("ga", "ga_last_reached", "ga_last").alias("ga"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from .assemble import END_SOURCES, Assembled
-from .frames import Frames
+from .frames import Frames, group_first, index_in_group, prev_in_group
 from .link import Links
 
 NO_BACKOFF_S = 0.05  # a retry sent this soon after the previous attempt ended had no backoff
@@ -124,9 +124,9 @@ def _retry_delays(ca: pl.DataFrame, notes: list[str]) -> dict:
     else the gap between the previous attempt's end and the retry's send."""
     if ca.height == 0:
         return {"retries_without_backoff": None, "fixed_interval": None, "retry_delays": None}
-    d = ca.sort(["lr", "t0"]).with_columns(
-        (pl.col("t0") - pl.col("t1").shift(1).over("lr")).alias("gap"),
-        pl.col("t0").rank("ordinal").over("lr").cast(pl.Int64).alias("k"),
+    d = ca.sort(["lr", "t0"]).with_columns(group_first("lr").alias("_first")).with_columns(
+        (pl.col("t0") - prev_in_group(pl.col("t1"))).alias("gap"),
+        index_in_group().alias("k"),
     )
     logged = "retry_delay_s" in ca.columns and ca["retry_delay_s"].is_not_null().any()
     col = "retry_delay_s" if logged else "gap"

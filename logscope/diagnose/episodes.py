@@ -5,6 +5,8 @@ Signals (see ``detect`` for the baseline method):
 ============  ======================================================  =====================================
 signal        series                                                   abnormal when
 ============  ======================================================  =====================================
+stall         stats samples with running >= 1 and 0 tokens/s          on ``stall_min_samples`` samples
+              (prompt and generation)
 preemptions   per-interval counts (Prometheus-derived, else the stats  >= ``preemptions_min``
               line's 'Preemptions: N', else V0 warnings 1-in-50)
 kv_pressure   KV-cache usage per stats sample                          >= ``kv_full``
@@ -12,7 +14,7 @@ queue         waiting requests per stats sample                        >= ``wait
                                                                        ``queue_min_samples`` samples
 errors        failed logical requests (else gateway / vLLM 5xx)/window robust outlier >= ``errors_floor``
 retries       client + gateway retries per window                      robust outlier >= ``retries_floor``
-orphans       server work running for a caller that left, per window   >= ``orphans_min``
+orphans       server work running for a caller that left, per window   robust outlier >= ``orphans_floor``
 ttft / e2e    p95 per window (cold-start windows left out)             above the SLO
 crash         OOM / engine death / silent death (lifecycle)            always
 ============  ======================================================  =====================================
@@ -45,11 +47,11 @@ from .lifecycle import Lifecycle
 from .tables import Inputs, preemption_series, server_series, v0_warnings
 from .thresholds import Thresholds
 
-PRIORITY = ("crash", "preemptions", "kv_pressure", "queue", "orphans", "retries", "errors", "ttft", "e2e")
+PRIORITY = ("crash", "stall", "preemptions", "kv_pressure", "queue", "orphans", "retries", "errors", "ttft", "e2e")
 COUNTED = ("preemptions", "errors", "retries", "orphans")
 UNIT = {"preemptions": "preemptions", "kv_pressure": "KV usage", "queue": "waiting", "errors": "errors",
         "retries": "retries", "orphans": "orphaned executions", "ttft": "TTFT p95 (s)", "e2e": "e2e p95 (s)",
-        "crash": "deaths"}
+        "crash": "deaths", "stall": "running with no progress"}
 
 
 @dataclass
@@ -146,6 +148,11 @@ def stretches(ctx: Context) -> pl.DataFrame:
         parts.append(_series_stretches(ctx, "queue", ctx.server, "waiting",
                                        detect.Rule(hard=th.waiting_min, min_samples=th.queue_min_samples,
                                                    keep_peak=th.queue_outlier_floor)))
+        stalled = ctx.server.with_columns(
+            ((pl.col("running") >= 1) & (pl.col("prompt_tps") == 0) & (pl.col("gen_tps") == 0))
+            .cast(pl.Float64).alias("stalled"))
+        parts.append(_series_stretches(ctx, "stall", stalled, "stalled",
+                                       detect.Rule(hard=1, min_samples=th.stall_min_samples)))
     w = inp.windows
     if w.height:
         client_side = inp.requests_origin in ("correlated", "client") and w["errors"].null_count() < w.height
@@ -155,7 +162,7 @@ def stretches(ctx: Context) -> pl.DataFrame:
         if w["client_retries"].null_count() < w.height or w["gateway_retries"].null_count() < w.height:
             parts.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
         if w["orphaned"].null_count() < w.height:
-            parts.append(_windowed(ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(hard=th.orphans_min)))
+            parts.append(_windowed(ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)))
         parts.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
         parts.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
     parts.append(_crash_stretches(ctx))
@@ -275,7 +282,9 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
                "arrival_rate_lead_in": lead["arrival_rate"]}
     w = ctx.warnings.filter(pl.col("ts").is_between(start - timedelta(seconds=ctx.th.v0_warning_merge_s), end))
     if w.height:
-        d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": int(w["cumulative_preemptions"].max()),
+        cum = w["cumulative_preemptions"].max()
+        d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": None if cum is None else int(cum),
+                                       "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
                                        "note": "V0 prints one warning per 50 preemptions"}
     pre = figures.preemptions(ctx.pre, start - timedelta(microseconds=1), end)
     if pre is not None and ep["signal"] != "preemptions":

@@ -21,7 +21,7 @@ def _in(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None, cl
 
 def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> dict:
     s = _in(series, "ts", lo, hi)
-    if replica is not None and s.height:
+    if replica is not None and s.height and (s["replica"] == replica).any():
         s = s.filter(pl.col("replica") == replica)
     if s.height == 0:
         return {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,

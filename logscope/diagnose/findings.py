@@ -43,11 +43,16 @@ def _n(x: float | None, nd: int = 1) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.{nd}f}"
 
 
+# Inside one severity, the finding whose change helps most comes first: a dead server before
+# anything else, then work done for nobody, then retries (they feed the overload), then capacity.
+KIND_ORDER = ("crash", "startup", "stall", "orphans", "retries", "pressure", "errors", "latency", "ladder", "other")
+
+
 def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_test: str, ep: dict | None = None,
-       start=None, end=None) -> dict:
+       start=None, end=None, kind: str = "other") -> dict:
     return {"severity": severity, "title": title, "symptom": symptom, "evidence": evidence, "cause": cause,
             "next_test": next_test, "episode_id": ep["episode_id"] if ep else None,
-            "start": ep["start"] if ep else start, "end": ep["end"] if ep else end}
+            "start": ep["start"] if ep else start, "end": ep["end"] if ep else end, "kind": kind}
 
 
 def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
@@ -63,8 +68,10 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap)
     order = {s: i for i, s in enumerate(SEVERITY)}
+    kind = {k: i for i, k in enumerate(KIND_ORDER)}
     far = datetime.max
-    out.sort(key=lambda f: (order[f["severity"]], f["start"].replace(tzinfo=None) if f["start"] else far, f["title"]))
+    out.sort(key=lambda f: (order[f["severity"]], kind[f["kind"]],
+                            f["start"].replace(tzinfo=None) if f["start"] else far, f["title"]))
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
     return out
@@ -76,6 +83,8 @@ def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dic
     sig = ep["signal"]
     if sig == "crash":
         return [_crash(ctx, ep, cap)]
+    if sig == "stall":
+        return [_stall(ctx, ep)]
     if sig in ("preemptions", "kv_pressure", "queue"):
         return [_pressure(ctx, ep, ladder, cap)]
     if sig == "ttft":
@@ -127,7 +136,8 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     comps = {c["signal"]: c for c in d["companions"]}
     what = {"preemptions": f"{ep['count']} preemptions", "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
             "queue": f"a waiting queue of up to {_n(ep['peak'])}"}[ep["signal"]]
-    title = f"{cls.capitalize()} KV pressure: {what} {_t(ep['start'])}–{_t(ep['end'])}"
+    kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
+    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {_t(ep['start'])}–{_t(ep['end'])}"
     symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
     if "ttft" in comps:
         symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {_t(comps['ttft']['start'])}–{_t(comps['ttft']['end'])})"
@@ -164,7 +174,18 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         nt = ("Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
               "cache really admits, then cap --max-num-seqs there")
-    return _f(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep)
+    return _f(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
+
+
+def _stall(ctx: Context, ep: dict) -> dict:
+    return _f("critical" if ep["class"] == "sustained" else "high",
+              f"Engine stalled: requests running with no progress {_t(ep['start'])}–{_t(ep['end'])}",
+              f"{_n(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
+              f"{ep['duration_s']:.0f} s", "; ".join(e for e in [ep["reason"], _state(ep)] if e),
+              "the engine makes no progress on admitted requests (a hung step, device or collective); a hung "
+              "engine still answers /health and its idle-looking stats go to DEBUG, so it looks quiet",
+              "Take a stack dump of the engine process during the stall (py-spy dump --pid <EngineCore pid>) to "
+              "see where the step hangs", ep, kind="stall")
 
 
 def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
@@ -193,19 +214,19 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
                       "the engine ran out of device memory before serving any request", "; ".join(ev),
                       "weights plus the KV-cache reservation (and warm-up activations) do not fit on the device",
                       "Start with a shorter --max-model-len (a smaller KV reservation per sequence); if the weights "
-                      "alone do not fit, load a supported quantization of the model", ep)
+                      "alone do not fit, load a supported quantization of the model", ep, kind="crash")
         return _f("critical", f"Out of memory while serving: engine died at {when}",
                   "the engine hit a device out-of-memory error mid-serving and the server died", "; ".join(ev),
                   "activations of the active batch (plus weights and the KV allocation) exceeded device memory; long "
                   "requests make activations larger",
                   f"Lower --max-num-seqs{half} (a smaller active batch) and replay the same traffic; if it still runs out, "
-                  "shorten --max-model-len, then consider a supported quantization", ep)
+                  "shorten --max-model-len, then consider a supported quantization", ep, kind="crash")
     if "engine_timeout" in kinds:
         return _f("critical", f"Engine step timed out: engine died at {when}",
                   "an engine step did not return in time and the engine was declared dead", "; ".join(ev),
                   "a model step hung (device or collective hang) or the batch made one step too slow",
                   f"Replay the same traffic with --max-num-seqs{half or ' halved'}: if the timeout goes, step size was "
-                  "the cause; if it stays, the device hangs (run with NCCL_DEBUG=INFO to find where)", ep)
+                  "the cause; if it stays, the device hangs (run with NCCL_DEBUG=INFO to find where)", ep, kind="crash")
     if kinds == ["silent"]:
         return _f("critical", f"Server killed without a trace at {when}",
                   f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
@@ -213,11 +234,11 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
                   "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
                   "prints nothing when killed",
                   f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
-                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half, ep)
+                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half, ep, kind="crash")
     return _f("critical", f"Engine died at {when}", "the engine process died and the API server could not serve",
               "; ".join(ev), "see the first error record before the death (detail in server_events)",
               "Reproduce with the same request sizes at a lower --max-num-seqs" + half +
-              " to tell a load-driven death from a software fault", ep)
+              " to tell a load-driven death from a software fault", ep, kind="crash")
 
 
 def _slow_first_token(ctx: Context, ep: dict) -> dict:
@@ -236,7 +257,7 @@ def _slow_first_token(ctx: Context, ep: dict) -> dict:
                      "same requests")
     return _f("medium", f"Slow first token {_t(ep['start'])}–{_t(ep['end'])}",
               f"TTFT p95 above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s", "; ".join([ep["reason"], _req(ep)]),
-              cause, nt, ep)
+              cause, nt, ep, kind="latency")
 
 
 def _slow_e2e(ctx: Context, ep: dict) -> dict:
@@ -245,7 +266,8 @@ def _slow_e2e(ctx: Context, ep: dict) -> dict:
               f"e2e p95 above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
               "; ".join([ep["reason"], _req(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])),
               "long generations (output length) or a slow decode step",
-              "Cap max_tokens at what the application needs (compare requested max_tokens with generated tokens)", ep)
+              "Cap max_tokens at what the application needs (compare requested max_tokens with generated tokens)", ep,
+              kind="latency")
 
 
 def _errors(ctx: Context, ep: dict) -> dict:
@@ -257,7 +279,7 @@ def _errors(ctx: Context, ep: dict) -> dict:
               f"{ep['count']} failed requests in {ep['duration_s']:.0f} s", "; ".join([ep["reason"], kinds, _req(ep)]),
               "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
               "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
-              "add an active health check so one slow reply does not take the upstream out", ep)
+              "add an active health check so one slow reply does not take the upstream out", ep, kind="errors")
 
 
 # ------------------------------------------------------------------ run level

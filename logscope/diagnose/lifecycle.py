@@ -10,6 +10,7 @@ times (whole seconds) bound it to within a second or two.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -18,6 +19,12 @@ import polars as pl
 from .thresholds import Thresholds
 
 DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
+# Functions and messages of engine start-up: a death inside one of them happened before serving.
+STARTUP_HINT = re.compile(r"failed to start|initialization failed|load_model|load_weights|process_weights|repack|"
+                          r"profile_run|determine_available_memory|initialize_kv_cache|capture_model|warming up")
+TIMEOUT_HINT = re.compile(r"TimeoutError|timed out")
+START_KINDS = ("version", "server_start")  # the banner, then uvicorn's 'Started server process [pid]'
+READY_KINDS = ("server_ready", "server_listen")
 
 
 @dataclass
@@ -73,11 +80,10 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, reque
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):
         a = act.filter(pl.col("replica") == replica)
-        st = g.filter(pl.col("kind") == "server_start").sort(["ts", "seq"])
-        ready = g.filter(pl.col("kind") == "server_ready").sort(["ts", "seq"])
+        ready = g.filter(pl.col("kind").is_in(READY_KINDS)).sort(["ts", "seq"])
         stops = g.filter(pl.col("kind") == "server_stop").sort(["ts", "seq"])
         shutdowns += [{"replica": replica, "ts": t} for t in stops["ts"].to_list()]
-        start_rows = st.select("ts", "seq", "pid", "version").to_dicts()
+        start_rows = _starts(g.filter(pl.col("kind").is_in(START_KINDS)), a)
         for s in start_rows:
             nxt = [r for r in start_rows if r["ts"] > s["ts"] or (r["ts"] == s["ts"] and r["seq"] > s["seq"])]
             limit = nxt[0]["ts"] if nxt else None
@@ -96,6 +102,24 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, reque
         cold += _cold(replica, start_rows, a, requests, th)
     deaths.sort(key=lambda d: (d.ts, d.replica))
     return Lifecycle(starts, deaths, shutdowns, noise, cold)
+
+
+def _starts(markers: pl.DataFrame, act: pl.DataFrame) -> list[dict]:
+    """One start per startup sequence: markers (banner, 'Started server process') with no traffic
+    between them belong to the same start; the start is timed by its first marker."""
+    out: list[dict] = []
+    for r in markers.sort(["ts", "seq"]).iter_rows(named=True):
+        if out:
+            cur = out[-1]
+            busy = act.filter(pl.col("busy") & (pl.col("ts") > cur["last"]) & (pl.col("ts") < r["ts"])).height
+            same_pid = r["pid"] is None or cur["pid"] is None or r["pid"] == cur["pid"]
+            if not busy and same_pid:
+                cur["last"] = r["ts"]
+                cur["pid"] = cur["pid"] or r["pid"]
+                cur["version"] = cur["version"] or r["version"]
+                continue
+        out.append({"ts": r["ts"], "seq": r["seq"], "pid": r["pid"], "version": r["version"], "last": r["ts"]})
+    return out
 
 
 def _in_shutdown(dead: pl.DataFrame, stops: pl.DataFrame, grace: float) -> pl.Series:
@@ -130,8 +154,12 @@ def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], act: pl.
         served = act.filter((pl.col("ts") <= t0) & pl.col("busy"))
         if cur is not None:
             served = served.filter(pl.col("ts") >= cur["ts"])
-        death = Death(replica, t0, kinds, first["pid"], first["message"], t0,
-                      at_startup=served.height == 0 and cur is not None and cur["ready_ts"] is None)
+        text = "\n".join(t for t in grp["message"].to_list() + grp["detail"].to_list() if t)
+        never_ready = cur is None or cur["ready_ts"] is None or cur["ready_ts"] > t0
+        at_startup = served.height == 0 and never_ready and (cur is not None or STARTUP_HINT.search(text) is not None)
+        if "engine_timeout" not in kinds and TIMEOUT_HINT.search(text):
+            kinds = sorted([*kinds, "engine_timeout"])
+        death = Death(replica, t0, kinds, first["pid"], first["message"], t0, at_startup=at_startup)
         nxt = _next_start(start_rows, t0 + timedelta(microseconds=1))
         if nxt is not None:
             death.restart_ts, death.ready_ts, death.new_pid = nxt["ts"], nxt["ready_ts"], nxt["pid"]

@@ -225,11 +225,10 @@ def server_series(stats: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("kv_usage", pl.max_horizontal("gpu_kv_usage", "cpu_kv_usage")).alias("kv"),
         pl.col("replica").fill_null(""),
     )
-    has_log = st.group_by("replica").agg(
-        ((pl.col("origin") == "log") & pl.col("running").is_not_null()).any().alias("_has_log"))
-    st = st.join(has_log, on="replica", how="left").filter(
-        pl.when(pl.col("_has_log")).then(pl.col("origin") == "log").otherwise(pl.lit(True))
-    )
+    # Metrics name their replica by instance label, logs by file: they cannot be paired reliably, so
+    # one origin serves the whole run (the log whenever it has state lines).
+    if ((st["origin"] == "log") & st["running"].is_not_null()).any():
+        st = st.filter(pl.col("origin") == "log")
     return _agg_engines(st.filter(pl.col("running").is_not_null() | pl.col("kv").is_not_null() |
                                   pl.col("waiting").is_not_null()))
 
@@ -258,4 +257,4 @@ def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
     return w.with_columns(
         (pl.col("cumulative_preemptions") - pl.col("cumulative_preemptions").shift(1).over("replica"))
         .fill_null(1).clip(1).alias("preemptions")
-    ).select("replica", "ts", "preemptions", "cumulative_preemptions", "request_id")
+    ).select("replica", "ts", "preemptions", "cumulative_preemptions", "request_id", "preemption_mode")

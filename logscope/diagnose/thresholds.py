@@ -33,8 +33,13 @@ class Thresholds:
     """Retries per window below this are never an episode."""
     amplification_high: float = 1.5
     """Server executions per logical request at or above this (in a window with >= 3 arrivals) is a retry storm."""
-    orphans_min: int = 1
-    """Server executions still running after their caller left, per window, that count as abnormal."""
+    orphans_floor: int = 3
+    """Server executions still running after their caller left, per window, below which it is no episode."""
+    orphans_share: float = 0.05
+    """Orphaned executions are a finding when at least this share of the server's requests (a few can be
+    timing noise of the cross-layer match)."""
+    stall_min_samples: int = 2
+    """Stats samples in a row with requests running and 0 tokens/s that make a stall (a hung engine)."""
 
     # --- shaping intervals into episodes ---
     merge_gap_s: float = 10.0

@@ -15,7 +15,7 @@ import altair as alt
 import polars as pl
 import vl_convert
 
-from . import charts
+from . import charts, views
 from .fmt import redact_prompt
 from .html import render_html
 from .load import Loaded, load
@@ -62,6 +62,8 @@ def render(out: Path, options: Any) -> dict[str, Path]:
         "layers": _layers(summary["retries"]),
         "coverage": _coverage(summary),
         "not_available_offsets": ld.why("clock_offsets"),
+        "capacity_lines": views.capacity_lines(summary["capacity"]),
+        "lifecycle_lines": views.lifecycle_lines(summary["server_lifecycle"]),
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }

@@ -168,9 +168,10 @@ def time_axis(lo_ms: int, hi_ms: int) -> dict:
     fmt = "%H:%M:%S" if unit == "second" else "%H:%M"
     if span > 86400:
         fmt = "%b %d" if unit == "day" else "%b %d %H:%M"
-    every = int(step * UNIT_S[unit] * 1000)
-    ticks = list(range(-(-lo_ms // every) * every, hi_ms + 1, every))  # round UTC instants
-    return {"format": fmt, "values": ticks, "labelOverlap": True, "title": None, "labelFlush": True}
+    # A tick count, not explicit values: Vega then picks round UTC instants itself (explicit values
+    # become datetime() signals, which the CSP-safe expression interpreter does not label).
+    count = max(2, int(span // (step * UNIT_S[unit])))
+    return {"format": fmt, "tickCount": count, "labelOverlap": True, "title": None, "labelFlush": True}
 
 
 def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
@@ -184,12 +185,12 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
     hi = int(w["ts"].max().timestamp() * 1000 + width_s * 1000)
     long = _long(w)
     eps = _episode_frame(summary.get("episodes", []), int(width_s * 1000))
-    x = alt.X("t:T", scale=alt.Scale(type="utc", domain=[lo, hi]), axis=alt.Axis(**time_axis(lo, hi)))
+    x = XEnc(lo, hi)
     per = f"per {_fmt_s(width_s)} window"
     rows: list[alt.TopLevelMixin] = []
     notes: list[str] = []
     if eps.height:
-        rows.append(_episode_lane(eps, lo, hi))
+        rows.append(_episode_lane(eps, x))
     have = set(long["panel"].unique().to_list()) if long.height else set()
     for p in PANELS:
         if p.key not in have:
@@ -207,25 +208,36 @@ def _fmt_s(s: float) -> str:
     return f"{s:g} s" if s < 120 else f"{s / 60:g} min"
 
 
-def _episode_lane(eps: pl.DataFrame, lo: int, hi: int) -> alt.TopLevelMixin:
+@dataclass(frozen=True)
+class XEnc:
+    """The shared time axis: every layer of every panel gets the same scale and axis (layers whose
+    x definitions differ lose the axis settings when Vega-Lite merges them)."""
+
+    lo: int
+    hi: int
+
+    def __call__(self, field: str, orient: str = "bottom") -> alt.X:
+        return alt.X(f"{field}:T", scale=alt.Scale(type="utc", domain=[self.lo, self.hi]),
+                     axis=alt.Axis(**time_axis(self.lo, self.hi), orient=orient))  # fmt: skip
+
+
+def _episode_lane(eps: pl.DataFrame, x: XEnc) -> alt.TopLevelMixin:
     base = alt.Chart(eps)
-    x = alt.X("start:T", scale=alt.Scale(type="utc", domain=[lo, hi]),
-              axis=alt.Axis(**time_axis(lo, hi), orient="top"))
     y = alt.Y("id:N", axis=None, sort=None)
     bars = base.mark_bar(height=14, cornerRadius=2).encode(
-        x=x, x2="end:T", y=y,
+        x=x("start", "top"), x2="end:T", y=y,
         fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), title="episode class", legend=alt.Legend(orient="right")),
         tooltip=[alt.Tooltip("label:N", title="episode")],
     )  # fmt: skip
     text = base.mark_text(align="left", dx=4, fontSize=11, fontWeight=600, color="#1f2933").encode(
-        x=alt.X("end:T"), y=y, text="label:N"
+        x=x("end", "top"), y=y, text="label:N"
     )
     return alt.layer(bars, text).properties(
         width=WIDTH, height=max(22, 20 * eps.height), title="Episodes (shaded on every panel below)"
     )
 
 
-def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: alt.X, per: str, options: Any):
+def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, options: Any):
     data = long.filter(pl.col("panel") == p.key).drop("panel")
     present = set(data["series"].unique().to_list())
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
@@ -239,13 +251,13 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: alt.X, per: str, 
     if eps.height:
         layers.append(
             alt.Chart(eps).mark_rect(opacity=0.14).encode(
-                x=alt.X("start:T"), x2="end:T", fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None)
+                x=x("start"), x2="end:T", fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None)
             )
         )
     if p.kind == "markers":
         layers.append(
             base.mark_point(filled=True, opacity=0.85).encode(
-                x=x, y=alt.Y("series:N", title=None, sort=labels, axis=alt.Axis(labelLimit=150, minExtent=48)),
+                x=x("t"), y=alt.Y("series:N", title=None, sort=labels, axis=alt.Axis(labelLimit=150, minExtent=48)),
                 color=color, size=alt.Size("value:Q", title="count", scale=alt.Scale(range=[20, 260]),
                                            legend=None), tooltip=tooltip,
             )  # fmt: skip
@@ -257,8 +269,8 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: alt.X, per: str, 
         if p.percent:
             y = alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
         interp = "step-after" if p.kind == "step" else "linear"
-        layers.append(base.mark_line(interpolate=interp, clip=True).encode(x=x, y=y, color=color, tooltip=tooltip))
-        layers.append(base.mark_point(size=14, filled=True, opacity=0, clip=True).encode(x=x, y=y, tooltip=tooltip))
+        layers.append(base.mark_line(interpolate=interp, clip=True).encode(x=x("t"), y=y, color=color, tooltip=tooltip))
+        layers.append(base.mark_point(size=14, filled=True, opacity=0, clip=True).encode(x=x("t"), y=y, tooltip=tooltip))
         slo = getattr(options, p.slo, None) if p.slo else None
         if slo:
             rule = pl.DataFrame({"slo": [float(slo)], "label": [f"SLO {slo:g} s"]})

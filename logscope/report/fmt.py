@@ -122,6 +122,21 @@ def fnum(x: Any, digits: int = 2) -> str:
     return s
 
 
+_ISO_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def fval(x: Any) -> str:
+    """Any scalar of a JSON document, for a table cell: numbers grouped, ISO times as HH:MM:SS."""
+    if isinstance(x, str):
+        return hms(x) if _ISO_TS.match(x) else x
+    return fnum(x, 3)
+
+
+def label(key: Any) -> str:
+    """'max_tokens_mean' -> 'max tokens mean' (table headers)."""
+    return str(key).replace("_", " ")
+
+
 def pct(x: Any, digits: int = 1) -> str:
     if x is None:
         return "–"

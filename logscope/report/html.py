@@ -35,6 +35,15 @@ def script_json(obj: Any) -> Markup:
     return Markup(_JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group(0)], text))
 
 
+def columns(rows: list[dict]) -> list[str]:
+    """Union of the keys of a list of records, in first-seen order."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        if isinstance(r, dict):
+            seen.update(dict.fromkeys(r))
+    return list(seen)
+
+
 def _template_source(name: str) -> tuple[str, None, Any]:
     text = resources.files("report_templates").joinpath(name).read_text(encoding="utf-8")
     return text, None, lambda: True
@@ -58,6 +67,9 @@ def environment() -> jinja2.Environment:
         anchor=lambda s: _NOT_ANCHOR.sub("_", str(s)) or "_",
         sev_class=lambda s: f"sev-{s}" if s in SEVERITIES else "sev-info",
         cls_class=lambda s: f"cls-{s}" if s in CLASSES else "",
+        fval=fmt.fval,
+        label=fmt.label,
+        columns=columns,
     )
     return env
 

@@ -14,7 +14,7 @@ import jinja2
 from . import fmt
 from .html import _template_source
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")  # what can start markup inside a line; '#', '+' only at its start
 _SPACE = re.compile(r"\s+")
 
 
@@ -22,8 +22,8 @@ def md(value: object) -> str:
     """One-line Markdown text: specials backslash-escaped (GitHub and Jira read these as literals)."""
     if value is None:
         return "–"
-    text = _SPACE.sub(" ", str(value)).strip()
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    text = _MD_SPECIAL.sub(r"\\\1", _SPACE.sub(" ", str(value)).strip())
+    return "\\" + text if text[:1] in ("#", "+", "-", "=") else text
 
 
 def mdcode(value: object) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from .. import __version__
+from .. import __version__, schemas
 from .fmt import clean, iso, num
 from .load import Loaded
 
@@ -55,8 +55,10 @@ def build(ld: Loaded, options: Any) -> dict:
         "ladder": ladder(ld),
         "capacity": clean(diag.get("capacity")),
         "cold_start": clean(diag.get("cold_start")),
+        "server_lifecycle": clean(diag.get("server_lifecycle")),
         "output_lengths": clean(diag.get("output_lengths")),
         "thresholds": clean(diag.get("thresholds")),
+        "method": [str(m) for m in diag.get("method") or []],
         "not_available": na,
     }
     for key, why in _gaps(ld, out).items():
@@ -290,13 +292,23 @@ def _count_layers(ld: Loaded) -> dict:
 
 
 def ladder(ld: Loaded) -> dict | None:
+    """Steps from ladder.parquet; the boundary and what broke first from diagnosis.json."""
     t = ld.table("ladder").sort("step")
-    dl = ld.doc("diagnosis").get("ladder")
-    dl = dl if isinstance(dl, dict) else {}
+    dl = _dict(ld.doc("diagnosis").get("ladder"))
     if t.height:
         steps = [clean(r) for r in t.iter_rows(named=True)]
     else:
-        steps = [clean(s) for s in dl.get("steps") or []]
+        rows = dl.get("steps_table") if isinstance(dl.get("steps_table"), list) else dl.get("steps")
+        steps = [clean({k: r.get(k) for k in _LADDER_KEYS}) for r in rows or [] if isinstance(r, dict)]
     if not steps:
         return None
-    return {"steps": steps, "working_boundary": clean(dl.get("working_boundary"))}
+    return {
+        "steps": steps,
+        "working_boundary": clean(dl.get("working_boundary")),
+        "broke_first_at_next_step": clean(dl.get("broke_first_at_next_step")),
+        "pressure_from_step": clean(dl.get("pressure_from_step")),
+        "source": dl.get("source"),
+    }
+
+
+_LADDER_KEYS = tuple(schemas.TABLES["ladder"])

@@ -98,10 +98,16 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that hung up mid-stream is expected here
+        pass
+
+
 def serve(port: int = 0) -> ThreadingHTTPServer:
     """Start on 127.0.0.1 in a daemon thread; returns the server (``server.server_address[1]`` is the port)."""
-    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    srv.daemon_threads = True
+    srv = _Server(("127.0.0.1", port), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 

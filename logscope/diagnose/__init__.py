@@ -1,0 +1,221 @@
+"""Diagnosis: one-off spike or sustained regime, the working boundary, findings with evidence.
+
+``run(out, options)`` reads the ingest and correlation tables of ``out`` and writes
+``episodes.parquet``, ``findings.parquet``, ``ladder.parquet`` and ``diagnosis.json`` (returned as
+a dict). It works from the server log alone (no client, gateway or correlation tables): the
+request-level signals then come from vLLM's own request lines, or are absent.
+
+Same input, same bytes: ids follow time order (E1.., F1.. by rank), keys are sorted, floats are
+rounded, and nothing depends on the wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import date, datetime
+from pathlib import Path
+
+import polars as pl
+
+from logscope import schemas
+
+from . import capacity, episodes, figures, findings, ladder, lifecycle
+from .episodes import Context, Slo
+from .tables import Inputs, load
+from .thresholds import Thresholds, from_options
+
+__all__ = ["run", "Thresholds"]
+
+METHOD = [
+    "Episodes: each signal is compared with its own baseline (median + k·MAD over the run, with absolute floors "
+    "so a flat-zero baseline works) and with hard levels (any preemption, KV >= kv_full, a waiting queue on "
+    "consecutive samples, latency above the SLO); abnormal samples form stretches, stretches closer than "
+    "merge_gap_s merge, and overlapping stretches of different signals are one episode named after its most "
+    "telling signal.",
+    "Times are sample times: a stats line or Prometheus scrape at t reports the interval ending at t; vLLM log "
+    "times have whole seconds.",
+    "Preemptions come from Prometheus-derived counts when present (vLLM 0.32 never logs them), else from the "
+    "stats line's 'Preemptions: N', else from V0 warnings (one line per 50 preemptions: a lower bound).",
+    "A silent death is a new startup banner (new pid) after requests were flowing, with no shutdown between: "
+    "death = the last line of the old process, downtime = new readiness - death.",
+    "Cold start: cold_start_s after the first request that follows each server start is reported apart and "
+    "left out of latency episodes and of warm ladder figures.",
+]
+
+
+def run(out: Path, options) -> dict:
+    out = Path(out)
+    th, unknown = from_options(options)
+    slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
+    inp = load(out, getattr(options, "window", None))
+    life = lifecycle.analyse(inp.stats, inp.events, inp.server_requests, inp.requests, th)
+    ctx = Context(inp, life, th, slo)
+    eps = episodes.build(ctx)
+    for i, e in enumerate(eps, 1):
+        e["episode_id"] = f"E{i}"
+    rows, lad = ladder.analyse(ctx)
+    cap = capacity.analyse(inp, ctx.server)
+    traffic = _traffic(inp)
+    fnd = findings.build(ctx, eps, rows, lad, cap, traffic)
+    _write_tables(out, eps, fnd, rows)
+    diag = {
+        "verdict": _verdict(ctx, eps, fnd, lad),
+        "episodes": [_ep_json(e) for e in eps],
+        "findings": fnd,
+        "ladder": None if lad is None else {**lad, "steps_table": rows},
+        "capacity": cap,
+        "cold_start": _cold(ctx),
+        "server_lifecycle": _life(life),
+        "output_lengths": {
+            "overall": capacity.output_lengths(inp.requests),
+            "per_step": [{"step": r["step"], "concurrency": r["concurrency"], "max_tokens_mean": r["max_tokens_mean"],
+                          "output_tokens_mean": r["output_tokens_mean"]} for r in rows],
+            "per_episode": [{"episode_id": e["episode_id"], **e["details"]["output_lengths"]} for e in eps],
+        },
+        "traffic": traffic,
+        "observed": {"start": ctx.span_lo, "end": ctx.span_hi, "seconds": ctx.span_s, "last_arrival": ctx.load_end,
+                     "requests_from": inp.requests_origin, "windows_from": inp.windows_origin,
+                     "window_s": inp.window_s},
+        "slo": {"ttft_p95_s": slo.ttft_s, "e2e_p95_s": slo.e2e_s, "success": slo.success},
+        "thresholds": th.as_dict(),
+        "thresholds_unknown": unknown,
+        "method": METHOD,
+    }
+    diag = _clean(diag)
+    (out / "diagnosis.json").write_text(json.dumps(diag, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return diag
+
+
+# ------------------------------------------------------------------ outputs
+
+def _write_tables(out: Path, eps: list[dict], fnd: list[dict], rows: list[dict]) -> None:
+    def frame(items: list[dict], table: str) -> pl.DataFrame:
+        if not items:
+            return schemas.empty(table)
+        cols = schemas.TABLES[table]
+        data = {c: [it.get(c) for it in items] for c in cols}
+        return pl.DataFrame(data, schema=schemas.schema(table), strict=False)
+
+    frame(eps, "episodes").write_parquet(out / "episodes.parquet")
+    frame(fnd, "findings").write_parquet(out / "findings.parquet")
+    frame(rows, "ladder").write_parquet(out / "ladder.parquet")
+
+
+def _ep_json(e: dict) -> dict:
+    keys = list(schemas.TABLES["episodes"]) + ["details"]
+    return {k: e.get(k) for k in keys}
+
+
+def _clean(x):
+    """JSON-ready and deterministic: ISO times (UTC, ms), floats rounded to 4 decimals, NaN -> null."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, datetime):
+        return x.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(x, date):
+        return x.isoformat()
+    if isinstance(x, float):
+        return None if not math.isfinite(x) else round(x, 4)
+    return x
+
+
+# ------------------------------------------------------------------ run-level figures
+
+def _traffic(inp: Inputs) -> dict:
+    req, sr, ga = inp.requests, inp.server_requests, inp.gateway
+    t: dict = {}
+    gen = sr.filter(pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null())
+    t["server_requests"] = gen.height or None
+    t["server_aborts"] = int(gen["aborted_ts"].is_not_null().sum()) if gen.height else None
+    if inp.requests_origin in ("correlated", "client"):
+        t["logical_requests"] = req.height
+        att = req["client_attempts"].drop_nulls()
+        t["client_attempts"] = int(att.sum()) if att.len() else None
+        t["client_retries"] = int((att - 1).clip(0).sum()) if att.len() else None
+        t["timeouts"] = int((req["outcome"] == "timeout").sum())
+        t["errors"] = int((req["outcome"] == "error").sum())
+        t["ok"] = int((req["outcome"] == "ok").sum())
+        if t["server_requests"] and req.height:
+            t["amplification"] = t["server_requests"] / req.height
+        orph = req["orphaned_executions"].drop_nulls()
+        t["orphaned_executions"] = int(orph.sum()) if orph.len() else None
+    if ga.height:
+        first = ga.filter(pl.col("attempt").fill_null(1) == 1)
+        t["gateway_requests"] = first.height
+        t["gateway_retries"] = int((first["attempts_total"].fill_null(1) - 1).clip(0).sum())
+        t["gateway_5xx"] = int((first["status"] >= 500).sum())
+        t["gateway_499"] = int((first["status"] == 499).sum())
+    w = inp.windows
+    if w.height and w["orphaned"].null_count() < w.height and not t.get("orphaned_executions"):
+        t["orphaned_executions"] = int(w["orphaned"].fill_null(0).sum()) or None
+    if t.get("gateway_499") and t.get("server_aborts"):
+        t["cancellation"] = (f"cancellation propagates: {t['gateway_499']} gateway 499 and {t['server_aborts']} "
+                             "vLLM aborts")
+    elif t.get("orphaned_executions") and not t.get("server_aborts"):
+        t["cancellation"] = "no vLLM abort logged: abandoned requests ran to the end"
+    return t
+
+
+def _cold(ctx: Context) -> dict:
+    req = ctx.inputs.requests
+    warm = figures.requests(req, ctx.span_lo, ctx.span_hi, exclude=ctx.cold) if ctx.span_lo else None
+    wins = []
+    for c in ctx.life.cold:
+        f = figures.requests(req, c["start"], c["end"])
+        st = figures.server_state(ctx.server, c["start"], c["end"])
+        wins.append({**c, "requests": f["requests"], "ttft_p50": f["ttft_p50"], "ttft_p95": f["ttft_p95"],
+                     "e2e_p50": f["e2e_p50"], "e2e_p95": f["e2e_p95"], "success_share": f["success_share"],
+                     "running_max": st["running_max"], "kv_max": st["kv_max"]})
+    return {
+        "seconds": ctx.th.cold_start_s,
+        "server_starts": [{"replica": s["replica"] or None, "ts": s["ts"], "pid": s["pid"], "ready": s["ready_ts"],
+                           "version": s["version"]} for s in ctx.life.starts],
+        "windows": wins,
+        "warm": None if warm is None else {k: warm[k] for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95",
+                                                                  "success_share")},
+        "rule": "cold = cold_start_s after the first request following each server start (readiness when logged)",
+    }
+
+
+def _life(life: lifecycle.Lifecycle) -> dict:
+    return {
+        "starts": len(life.starts),
+        "deaths": [{"replica": d.replica or None, "ts": d.ts, "kinds": d.kinds, "pid": d.pid, "restart": d.restart_ts,
+                    "ready": d.ready_ts, "new_pid": d.new_pid, "downtime_s": d.downtime_s, "at_startup": d.at_startup}
+                   for d in life.deaths],
+        "graceful_shutdowns": [{"replica": s["replica"] or None, "ts": s["ts"]} for s in life.shutdowns],
+        "shutdown_noise_records": life.shutdown_noise,
+    }
+
+
+def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -> list[str]:
+    top = fnd[0] if fnd else None
+    if not eps:
+        lo, hi = ctx.span_lo, ctx.span_hi
+        rng = f"{lo:%H:%M:%S}–{hi:%H:%M:%S}" if lo else "the logs"
+        first = f"Nothing alarming in {rng}: no preemption, crash, queue or error episode."
+        if lad is not None and lad.get("working_boundary"):
+            wb = lad["working_boundary"]
+            first = f"Ladder: every step up to {ladder.nice(wb['concurrency'])} met the SLO; no episode."
+        return [first, "Calm throughout: no one-off spike, no sustained regime.",
+                f"First thing to test: {top['next_test']}" if top else "Nothing to test."]
+    main = next((e for e in eps if e["class"] == "crash"), None) or \
+        max(eps, key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]))
+    kinds = {e["class"] for e in eps}
+    what = f"{main['episode_id']} {main['class']} {main['signal']}: {main['reason'].split('; with')[0]}."
+    n = len(eps)
+    others = f" ({n} episodes in all: " + ", ".join(f"{e['episode_id']} {e['class']} {e['signal']}" for e in eps) + ")" \
+        if n > 1 else ""
+    if "crash" in kinds:
+        when = "A crash" + (" with a restart" if main["recovered"] else ", not restarted in the logs")
+    elif main["class"] == "sustained":
+        when = "Sustained regime, not a one-off"
+    elif main["class"] == "recurring":
+        when = "Recurring: several spikes, not a one-off"
+    else:
+        when = "One-off spike that recovered"
+    when += f", {main['start']:%H:%M:%S}–{main['end']:%H:%M:%S}{others}."
+    return [what, when, f"First thing to test: {top['next_test']}" if top else "Nothing to test."]

@@ -1,0 +1,78 @@
+"""Sentences the report prints above its tables: the KV arithmetic and the server's life, in words.
+
+Each function takes the summary dict's section (numbers from diagnosis.json) and returns plain
+strings; the templates escape them. A missing figure drops the sentence, never prints 'None'.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fmt import duration, fnum, hms, pct
+
+
+def _get(d: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def capacity_lines(cap: dict | None) -> list[str]:
+    if not cap:
+        return []
+    out = []
+    kv, blocks, bs = cap.get("kv_tokens"), cap.get("gpu_blocks") or cap.get("cpu_blocks"), cap.get("block_size")
+    if kv:
+        size = f" = {fnum(blocks)} blocks × {fnum(bs)} tokens" if blocks and bs else ""
+        mem = f", {fnum(cap['kv_memory_gib'])} GiB" if cap.get("kv_memory_gib") else ""
+        out.append(f"KV cache: {fnum(kv)} tokens{size}{mem}.")
+    if cap.get("max_concurrency_startup") and cap.get("max_concurrency_tokens"):
+        out.append(
+            f"vLLM's own startup arithmetic: {fnum(cap['max_concurrency_startup'])} requests of "
+            f"{fnum(cap['max_concurrency_tokens'])} tokens fit at once."
+        )
+    obs = _get(cap, "tokens_per_request_observed", "p50")
+    hold = _get(cap, "concurrency_kv_can_hold", "at_p50")
+    if obs and hold:
+        out.append(
+            f"Requests here used {fnum(obs, 0)} tokens (p50, prompt + output): the cache holds about "
+            f"{fnum(hold, 1)} of them at once."
+        )
+    reserved, hold_r = _get(cap, "tokens_per_request_reserved", "p50"), _get(cap, "concurrency_kv_can_hold",
+                                                                               "at_reserved_p50")
+    if reserved and hold_r:
+        out.append(f"At their full reservation (prompt + max_tokens, p50 {fnum(reserved, 0)} tokens): "
+                   f"{fnum(hold_r, 1)} at once.")  # fmt: skip
+    if cap.get("max_num_seqs"):
+        out.append(f"max_num_seqs admits up to {fnum(cap['max_num_seqs'])} running requests.")
+    seen = [
+        f"running up to {fnum(cap['running_observed_max'])}" if cap.get("running_observed_max") is not None else "",
+        f"waiting up to {fnum(cap['waiting_observed_max'])}" if cap.get("waiting_observed_max") is not None else "",
+        f"KV usage up to {pct(cap['kv_observed_max'])}" if cap.get("kv_observed_max") is not None else "",
+    ]
+    seen = [s for s in seen if s]
+    if seen:
+        out.append("Observed: " + ", ".join(seen) + ".")
+    if cap.get("note"):
+        out.append(str(cap["note"]) + ".")
+    return out
+
+
+def lifecycle_lines(life: dict | None) -> list[str]:
+    if not life:
+        return []
+    out = []
+    starts = life.get("starts")
+    if isinstance(starts, int):
+        out.append(f"{starts} server start(s) in the logs.")
+    for d in life.get("deaths") or []:
+        kinds = ", ".join(d.get("kinds") or []) or "death"
+        ready = f", ready again at {hms(d['ready'])}" if d.get("ready") else ", not seen ready again"
+        down = f" (down {duration(d['downtime_s'])})" if d.get("downtime_s") is not None else ""
+        out.append(f"{d.get('replica') or 'server'}: {kinds} at {hms(d.get('ts'))}{ready}{down}.")
+    n = len(life.get("graceful_shutdowns") or [])
+    if n:
+        out.append(f"{n} graceful shutdown record(s) (SIGTERM); their tracebacks are not counted as deaths.")
+    return out

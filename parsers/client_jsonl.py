@@ -1,0 +1,355 @@
+"""Client records as JSON lines (or CSV) -> ``client_attempts``, ``client_requests``, ``client_phases``.
+
+Two shapes:
+
+* the lab client's own records (/work/shared/fixtures/lab/*/client-*.jsonl), written by its httpx
+  request/response hooks and after each call::
+
+    {"kind": "attempt_send", "t": 1795940955.1313837, "client": "storm", "rid": "storm-r-00001", "retry_count": "0", "url": "http://127.0.0.1:8080/v1/completions"}
+
+  plus ``attempt_response``, ``request``, ``phase_start``, ``phase_end``, ``client_done``. An attempt
+  with no response timed out or lost its connection (the hooks never saw a response).
+* logscope's generic per-attempt schema (docs/client-schema.md): one object per HTTP attempt with
+  ``ts_start``, ``ts_end``, ``request_id``, ``logical_request_id``, ``attempt``, ``status``, ``error``,
+  ``timed_out``, ``ttft_s``, ``prompt_tokens``, ``output_tokens``, ``max_tokens``, ``concurrency``,
+  ``client``; also accepted as CSV with that header.
+
+JSON is decoded with polars (``str.json_decode`` with a fixed all-String schema, then cast), a chunk at
+a time. Rows that need later records (attempts waiting for their ``request`` record, generic logical
+requests) are carried in ``state``.
+"""
+
+from __future__ import annotations
+
+import io
+
+import polars as pl
+
+from ._common import epoch_to_utc, local_to_utc
+from .base import ChunkResult, ParseContext
+
+NAME = "client_jsonl"
+KIND = "client"
+DESCRIPTION = "client attempt/request records as JSON lines or CSV (lab client, logscope generic schema)"
+MODE = "lines"
+SAMPLES = [
+    '{"kind": "attempt_send", "t": 1795940955.1313837, "client": "storm", "rid": "storm-r-00001", "retry_count": "0", "url": "http://127.0.0.1:8080/v1/completions"}',
+    '{"kind": "attempt_response", "t": 1795941069.0770197, "client": "storm", "rid": "storm-r-00479", "retry_count": "0", "status": 502}',
+    '{"kind": "phase_start", "t": 1795940954.7197623, "client": "storm", "phase": 0, "mode": "r", "value": 1.5, "duration_s": 45.0}',
+]
+
+LAB_KINDS = ["attempt_send", "attempt_response", "request", "phase_start", "phase_end", "client_done"]
+GENERIC_COLUMNS = [
+    "ts_start", "ts_end", "request_id", "logical_request_id", "attempt", "status", "error", "timed_out", "ttft_s",
+    "prompt_tokens", "output_tokens", "max_tokens", "concurrency", "client",
+]
+_LAB_KEYS = [
+    "kind", "t", "client", "rid", "retry_count", "url", "status", "phase", "send", "end", "latency_s", "error",
+    "max_tokens", "stream", "completion_tokens", "ttft_s", "client_timeout_s", "max_retries", "mode", "value",
+    "duration_s",
+]
+KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase"]))
+DTYPE = pl.Struct({k: pl.String for k in KEYS})
+_OBJECT = r"^\s*\{.*\}\s*$"
+_LAB_DETECT = r'^\s*\{.*"kind":\s*"(?:attempt_send|attempt_response|request|phase_start|phase_end|client_done)"'
+_GENERIC_DETECT = r'^\s*\{.*"logical_request_id"\s*:.*"attempt"\s*:|^\s*\{.*"attempt"\s*:.*"logical_request_id"\s*:'
+_CSV_HEADER = r"^\ufeff?ts_start,(?:[a-z_0-9]+,)*[a-z_0-9]+\s*$"
+_TIMEOUT_TOL = 0.99  # an attempt without response that lasted >= 99 % of the client timeout timed out
+
+
+def detect(head: list[str]) -> float:
+    lines = [h for h in head if h.strip()]
+    if not lines:
+        return 0.0
+    s = pl.Series(lines, dtype=pl.String)
+    lab = float(s.str.contains(_LAB_DETECT).mean() or 0.0)
+    generic = float(s.str.contains(_GENERIC_DETECT).mean() or 0.0)
+    csv = 0.0
+    if s.str.contains(_CSV_HEADER).head(1).item() and "logical_request_id" in lines[0]:
+        csv = 0.9
+    return max(0.97 * lab, 0.95 * generic, csv)
+
+
+def decode_json(s: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """``str.json_decode`` that turns undecodable lines into nulls (halving the batch around them)."""
+    try:
+        return s.str.json_decode(dtype)
+    except pl.exceptions.PolarsError:
+        if s.len() <= 1:
+            return pl.Series(s.name, [None] * s.len(), dtype=dtype)
+        mid = s.len() // 2
+        return pl.concat([decode_json(s.slice(0, mid), dtype), decode_json(s.slice(mid), dtype)])
+
+
+def _f(c: str) -> pl.Expr:
+    return pl.col(c).cast(pl.Float64, strict=False)
+
+
+def _i(c: str) -> pl.Expr:
+    return pl.col(c).cast(pl.Float64, strict=False).round(0).cast(pl.Int64)
+
+
+def _b(c: str) -> pl.Expr:
+    v = pl.col(c).str.to_lowercase()
+    return pl.when(v.is_in(["true", "1", "yes"])).then(True).when(v.is_in(["false", "0", "no"])).then(False)
+
+
+def _err_class(c: str) -> pl.Expr:
+    """'APITimeoutError: Request timed out.' -> 'APITimeoutError'."""
+    return pl.col(c).str.extract(r"^\s*([^:]+?)\s*(?::|$)", 1)
+
+
+def ts_expr(c: str, tz: str) -> pl.Expr:
+    """Epoch seconds (or ms/us/ns by magnitude), or ISO 8601 (with zone, else ``tz``) -> UTC."""
+    v = pl.col(c).str.strip_chars()
+    num = v.cast(pl.Float64, strict=False)
+    secs = (
+        pl.when(num > 1e17).then(num / 1e9).when(num > 1e14).then(num / 1e6).when(num > 1e11).then(num / 1e3)
+        .otherwise(num)
+    )
+    iso = v.str.replace(" ", "T").str.replace(r"Z$", "+00:00")
+    zoned = iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_zone="UTC")
+    naive = local_to_utc(iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False), tz)
+    return pl.coalesce(epoch_to_utc(secs), zoned, naive).cast(pl.Datetime("us", "UTC"))
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    if "csv_header" not in state:
+        first = lines.filter(pl.col("line").str.strip_chars() != "").head(1)
+        head = first["line"].item() if first.height else ""
+        state["csv_header"] = head.lstrip("\ufeff").strip().split(",") if _is_csv_header(head) else None
+    if state["csv_header"]:
+        recs, ok = _csv_records(lines, state)
+    else:
+        recs, ok = _json_records(lines)
+    tables: dict[str, pl.DataFrame] = {}
+    assumptions: list[str] = []
+    lab = recs.filter(pl.col("kind").is_in(LAB_KINDS))
+    if lab.height or state.get("lab_pending") is not None:
+        tables.update(_lab(lab, ctx, state))
+        assumptions += LAB_ASSUMPTIONS
+    generic = recs.filter(pl.col("kind").is_null() & pl.col("ts_start").is_not_null())
+    if generic.height:
+        tables.update(_generic(generic, ctx, state))
+        assumptions.append("generic client schema (docs/client-schema.md): grouping exact, zoneless ISO times "
+                           f"read as {ctx.tz}")
+    return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
+
+
+def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    tables: dict[str, pl.DataFrame] = {}
+    pend = state.get("lab_pending")
+    if pend is not None and pend.height:
+        tables.update(_lab_flush(pend, ctx, state, final=True))
+    ph = state.get("lab_phases")
+    if ph is not None and ph.height:
+        tables["client_phases"] = _lab_phases(ph, ctx)
+    agg = state.get("generic_requests")
+    if agg is not None and agg.height:
+        tables["client_requests"] = pl.concat(
+            [tables["client_requests"], _generic_requests(agg, ctx)], how="diagonal_relaxed"
+        ) if "client_requests" in tables else _generic_requests(agg, ctx)
+    return ChunkResult(tables=tables) if tables else None
+
+
+def _is_csv_header(line: str) -> bool:
+    s = line.lstrip("\ufeff").strip()
+    return bool(s) and s.startswith("ts_start,") and "logical_request_id" in s
+
+
+def _json_records(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    obj = lines.filter(pl.col("line").str.contains(_OBJECT))
+    dec = decode_json(obj["line"], DTYPE)
+    recs = obj.select("line_no").with_columns(dec.alias("r")).filter(pl.col("r").is_not_null()).unnest("r")
+    recs = recs.filter(pl.col("kind").is_in(LAB_KINDS) | (pl.col("kind").is_null() & pl.col("ts_start").is_not_null()))
+    ok = lines.select(pl.col("line_no").is_in(recs["line_no"].implode())).to_series()
+    return recs, ok
+
+
+def _csv_records(lines: pl.DataFrame, state: dict) -> tuple[pl.DataFrame, pl.Series]:
+    header = state["csv_header"]
+    body = lines.filter(~pl.col("line").str.contains(_CSV_HEADER) & (pl.col("line").str.strip_chars() != ""))
+    text = "\n".join(body["line"].to_list())  # one string handed to polars' CSV reader, no per-line work
+    try:
+        df = pl.read_csv(io.StringIO(text), has_header=False, new_columns=header, infer_schema=False)
+    except (pl.exceptions.PolarsError, ValueError):
+        return pl.DataFrame(schema=dict(DTYPE.to_schema()) | {"line_no": pl.Int64}), pl.Series([False] * lines.height)
+    if df.height != body.height:  # quoted newlines: row alignment lost, keep the rows, line numbers unknown
+        df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("line_no"))
+    else:
+        df = df.with_columns(body["line_no"])
+    for k in KEYS:
+        if k not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=pl.String).alias(k))
+    ok = lines.select(pl.col("line").str.contains(_CSV_HEADER) | pl.col("line_no").is_in(body["line_no"].implode()))
+    return df.select("line_no", *KEYS), ok.to_series()
+
+
+# ---------------------------------------------------------------- lab client records
+LAB_ASSUMPTIONS = [
+    "lab client records: rid is the logical request and the X-Request-Id of every attempt; attempt = retry_count+1",
+    "an attempt ends at its attempt_response (headers), the last one at the request's end (end of the body)",
+    "an attempt with no attempt_response timed out when it lasted >= 99 % of client_timeout_s (until the next "
+    "attempt or the request end), else lost its connection; its end is send + client_timeout_s (capped at the "
+    "next attempt's send)",
+]
+
+
+def _lab(lab: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.DataFrame]:
+    ph = lab.filter(pl.col("kind").is_in(["phase_start", "phase_end"]))
+    if ph.height:
+        prev = state.get("lab_phases")
+        state["lab_phases"] = pl.concat([prev, ph]) if prev is not None else ph
+    rows = lab.filter(pl.col("kind").is_in(["attempt_send", "attempt_response", "request"]))
+    prev = state.get("lab_pending")
+    pend = pl.concat([prev, rows]) if prev is not None else rows
+    return _lab_flush(pend, ctx, state, final=False)
+
+
+def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) -> dict[str, pl.DataFrame]:
+    """Emit attempts and requests of every rid whose ``request`` record has arrived; carry the rest."""
+    done_rids = pend.filter(pl.col("kind") == "request").select("rid")
+    if final:
+        done_rids = pend.select("rid").unique()
+    ready = pend.join(done_rids, on="rid", how="semi")
+    state["lab_pending"] = pend.join(done_rids, on="rid", how="anti")
+    if not ready.height:
+        return {}
+    phases = _lab_phase_table(state.get("lab_phases"))
+    req = ready.filter(pl.col("kind") == "request").unique("rid", keep="last").select(
+        "rid", pl.col("client").alias("r_client"), pl.col("phase").alias("r_phase"),
+        ts_expr("send", ctx.tz).alias("r_send"), ts_expr("end", ctx.tz).alias("r_end"),
+        _i("status").alias("r_status"), _err_class("error").alias("r_error"), _f("latency_s").alias("r_latency"),
+        _i("max_tokens").alias("max_tokens"), _b("stream").alias("stream"),
+        _i("completion_tokens").alias("output_tokens"), _f("ttft_s").alias("r_ttft"),
+        _f("client_timeout_s").alias("timeout_s"), _i("max_retries").alias("max_retries"),
+    ).join(phases, left_on="r_phase", right_on="phase", how="left")
+    send = ready.filter(pl.col("kind") == "attempt_send").select(
+        "rid", _i("retry_count").alias("rc"), "client", "url", pl.col("line_no"), ts_expr("t", ctx.tz).alias("ts_start"),
+    ).unique(["rid", "rc"], keep="first")
+    resp = ready.filter(pl.col("kind") == "attempt_response").select(
+        "rid", _i("retry_count").alias("rc"), ts_expr("t", ctx.tz).alias("resp_ts"), _i("status").alias("status"),
+    ).unique(["rid", "rc"], keep="first")
+    att = (
+        send.join(resp, on=["rid", "rc"], how="left")
+        .join(req, on="rid", how="left")
+        .sort("rid", "rc")
+        .with_columns(
+            pl.col("ts_start").shift(-1).over("rid").alias("next_send"),
+            (pl.col("rc") == pl.col("rc").max().over("rid")).alias("is_last"),
+        )
+    )
+    att = _lab_attempt_outcome(att)
+    attempts = att.select(
+        "ts_start", "ts_end", pl.lit(ctx.source).alias("source"), pl.coalesce("client", "r_client").alias("client"),
+        pl.col("rid").alias("logical_request_id"), pl.col("rid").alias("request_id"),
+        (pl.col("rc") + 1).alias("attempt"), "status", "error", "timed_out",
+        pl.when(pl.col("is_last") & (pl.col("status") == 200)).then(pl.col("r_ttft")).alias("ttft_s"),
+        ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
+        "max_tokens",
+        pl.when(pl.col("is_last")).then(pl.col("output_tokens")).alias("output_tokens"),
+        "concurrency", pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"), "url", "line_no",
+    ).sort("line_no")
+    n_att = send.group_by("rid").agg(pl.len().alias("attempts"), pl.col("line_no").min().alias("first_line"))
+    requests = req.join(n_att, on="rid", how="left").sort("first_line").select(
+        pl.col("rid").alias("logical_request_id"), pl.lit(ctx.source).alias("source"),
+        pl.col("r_client").alias("client"), pl.col("r_send").alias("ts_start"), pl.col("r_end").alias("ts_end"),
+        pl.col("r_status").alias("status"), pl.col("r_error").alias("error"),
+        pl.col("r_error").str.contains("Timeout").fill_null(False).alias("timed_out"),
+        "attempts", pl.col("r_ttft").alias("ttft_s"), pl.col("r_latency").alias("e2e_s"), "max_tokens",
+        "output_tokens", "timeout_s", "max_retries", "stream", "concurrency", pl.col("r_phase").alias("phase"),
+    )
+    return {"client_attempts": attempts, "client_requests": requests}
+
+
+def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
+    no_resp = pl.col("resp_ts").is_null()
+    until = pl.when(pl.col("is_last")).then(pl.col("r_end")).otherwise(pl.col("next_send"))
+    lasted = (until - pl.col("ts_start")).dt.total_microseconds() / 1e6
+    timed_out = no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False)
+    by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).cast(pl.Int64))
+    ts_end = (
+        pl.when(pl.col("is_last") & pl.col("r_end").is_not_null()).then(pl.col("r_end"))  # body/stream end
+        .when(~no_resp).then(pl.col("resp_ts"))
+        .otherwise(pl.min_horizontal(by_timeout, pl.col("next_send")))
+    )
+    error = (
+        pl.when(pl.col("is_last") & pl.col("r_error").is_not_null()).then(pl.col("r_error"))
+        .when(no_resp & timed_out).then(pl.lit("Timeout"))
+        .when(no_resp).then(pl.lit("ConnectionError"))
+    )
+    return att.with_columns(timed_out.alias("timed_out"), ts_end.alias("ts_end"), error.alias("error"))
+
+
+def _lab_phase_table(ph: pl.DataFrame | None) -> pl.DataFrame:
+    sch = {"phase": pl.String, "concurrency": pl.Int64}
+    if ph is None or not ph.height:
+        return pl.DataFrame(schema=sch)
+    return ph.filter(pl.col("kind") == "phase_start").unique("phase", keep="last").select(
+        "phase", pl.when(pl.col("mode") == "c").then(_i("value")).alias("concurrency")
+    ).cast(sch)
+
+
+def _lab_phases(ph: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    starts = ph.filter(pl.col("kind") == "phase_start").unique("phase", keep="last")
+    ends = ph.filter(pl.col("kind") == "phase_end").unique("phase", keep="last").select(
+        "phase", ts_expr("t", ctx.tz).alias("end_ts")
+    )
+    mode = pl.col("mode")
+    return starts.join(ends, on="phase", how="left").with_columns(ts_expr("t", ctx.tz).alias("ts_start")).sort(
+        "ts_start"
+    ).select(
+        pl.lit(ctx.source).alias("source"), "client", "phase", "ts_start",
+        pl.coalesce("end_ts", pl.col("ts_start") + pl.duration(microseconds=(_f("duration_s") * 1e6).cast(pl.Int64)))
+        .alias("ts_end"),
+        pl.when(mode == "c").then(pl.lit("concurrency")).when(mode == "r").then(pl.lit("rate")).otherwise(mode)
+        .alias("mode"),
+        _f("value").alias("value"),
+        pl.lit("exact: phase_start / phase_end records").alias("anchoring"),
+    )
+
+
+# ---------------------------------------------------------------- generic schema
+def _generic(g: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.DataFrame]:
+    a = g.select(
+        ts_expr("ts_start", ctx.tz).alias("ts_start"), ts_expr("ts_end", ctx.tz).alias("ts_end"),
+        pl.lit(ctx.source).alias("source"), pl.col("client").fill_null("generic"),
+        pl.coalesce("logical_request_id", "request_id").alias("logical_request_id"), "request_id",
+        _i("attempt").fill_null(1).alias("attempt"), _i("status").alias("status"),
+        pl.when(pl.col("error").str.strip_chars() != "").then(pl.col("error")).alias("error"),
+        _b("timed_out").fill_null(False).alias("timed_out"), _f("ttft_s").alias("ttft_s"),
+        _i("prompt_tokens").alias("prompt_tokens"), _i("max_tokens").alias("max_tokens"),
+        _i("output_tokens").alias("output_tokens"), _i("concurrency").alias("concurrency"),
+        pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"), "url", "line_no",
+    ).with_columns(((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"))
+    # running per-logical aggregate (merged across chunks, emitted at finish)
+    part = a.sort("attempt").group_by("logical_request_id").agg(
+        pl.col("client").first(), pl.col("ts_start").min(), pl.col("ts_end").max(), pl.len().alias("attempts"),
+        pl.col("attempt").max().alias("last_attempt"),
+        *(pl.col(c).last().alias(c) for c in ("status", "error", "timed_out", "ttft_s", "output_tokens")),
+        *(pl.col(c).drop_nulls().first().alias(c) for c in ("prompt_tokens", "max_tokens", "concurrency")),
+        pl.col("line_no").min().alias("first_line"),
+    )
+    prev = state.get("generic_requests")
+    state["generic_requests"] = _merge_generic(pl.concat([prev, part]) if prev is not None else part)
+    return {"client_attempts": a}
+
+
+def _merge_generic(part: pl.DataFrame) -> pl.DataFrame:
+    last = pl.col("last_attempt").arg_max()
+    return part.group_by("logical_request_id").agg(
+        pl.col("client").first(), pl.col("ts_start").min(), pl.col("ts_end").max(), pl.col("attempts").sum(),
+        *(pl.col(c).get(last).alias(c) for c in ("status", "error", "timed_out", "ttft_s", "output_tokens")),
+        pl.col("last_attempt").max(),
+        *(pl.col(c).drop_nulls().first().alias(c) for c in ("prompt_tokens", "max_tokens", "concurrency")),
+        pl.col("first_line").min(),
+    )
+
+
+def _generic_requests(agg: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    return agg.sort("first_line", "ts_start").select(
+        "logical_request_id", pl.lit(ctx.source).alias("source"), "client", "ts_start", "ts_end", "status", "error",
+        "timed_out", "attempts", "ttft_s",
+        ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
+        "prompt_tokens", "max_tokens", "output_tokens", "concurrency",
+    )
