@@ -11,10 +11,12 @@ from parsers._common import endpoint_expr
 from . import metric_stats, schemas
 
 
-def finalize(out: Path) -> None:
+def finalize(out: Path) -> list[str]:
+    """Build the derived tables; returns notes (assumptions) about the whole folder."""
     _server_requests(out)
-    metric_stats.append_derived_stats(out)
+    notes = metric_stats.append_derived_stats(out)
     _stats_intervals(out)
+    return notes
 
 
 def _server_requests(out: Path) -> None:

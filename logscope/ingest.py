@@ -109,7 +109,7 @@ def ingest(
 
     for name in PARSED_TABLES:
         _assemble(parts / name, out / f"{name}.parquet", name)
-    derive.finalize(out)
+    notes = derive.finalize(out)
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")
@@ -120,6 +120,7 @@ def ingest(
         "tz": opts.tz,
         "year": year,
         "year_source": year_source,
+        "notes": notes,
         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     (out / "ingest.json").write_text(json.dumps(meta, indent=1))

@@ -40,17 +40,59 @@ COUNTERS = (PREEMPT, PROMPT, GEN)
 SERIES = ["replica", "name", "labels"]
 
 
-def append_derived_stats(out: Path) -> None:
+def append_derived_stats(out: Path) -> list[str]:
     out = Path(out)
     mp, sp = out / "server_metrics.parquet", out / "server_stats.parquet"
     if not mp.exists() or not sp.exists():
-        return
+        return []
     samples = _load(mp)
     if samples.height == 0:
-        return
+        return []
     rows = _derive(_dedupe(samples))
     old = pl.read_parquet(sp).filter(pl.col("origin").ne_missing("prometheus"))  # re-runs replace, logs stay
+    rows, notes = map_replicas(rows, out, old)
     pl.concat([schemas.conform(old, "server_stats"), schemas.conform(rows, "server_stats")]).write_parquet(sp)
+    return notes
+
+
+_LISTEN = r"https?://\[?([0-9A-Za-z.:\-]+?)\]?:(\d+)"
+
+
+def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Name metrics rows after the server log they describe.
+
+    Prometheus names a target by its ``instance`` label (``127.0.0.1:8001``), the logs by file or
+    folder. The server's own "Starting vLLM server on http://HOST:PORT" line ties the two; with one
+    log replica and one metrics instance and no such line, they are taken to be the same server.
+    """
+    instances = sorted(rows["replica"].drop_nulls().unique().to_list())
+    log_replicas = sorted(log_stats["replica"].drop_nulls().unique().to_list())
+    ev_path = out / "server_events.parquet"
+    mapping: dict[str, str] = {}
+    if ev_path.exists():
+        listen = (
+            pl.read_parquet(ev_path, columns=["replica", "kind", "message"])
+            .filter(pl.col("message").str.contains("Starting vLLM"))
+            .with_columns(pl.col("message").str.extract(_LISTEN, 2).alias("port"),
+                          pl.col("message").str.extract(_LISTEN, 1).alias("host"))
+            .drop_nulls("port")
+            .unique(["replica", "host", "port"])
+        )
+        for inst in instances:
+            host, _, port = inst.rpartition(":")
+            hits = listen.filter((pl.col("port") == port) & pl.col("host").is_in([host, "0.0.0.0", "::", "localhost"]))
+            if hits["replica"].n_unique() == 1:
+                mapping[inst] = hits["replica"][0]
+    notes = []
+    if not mapping and len(instances) == 1 and len(log_replicas) == 1:
+        mapping = {instances[0]: log_replicas[0]}
+        notes.append(f"metrics instance {instances[0]} taken to be the server of log replica {log_replicas[0]} "
+                     "(one of each, no listen address in the log to confirm)")
+    else:
+        notes += [f"metrics instance {i} is log replica {r} (its 'Starting vLLM server' address)" for i, r in mapping.items()]
+    if not mapping:
+        return rows, notes
+    return rows.with_columns(pl.col("replica").replace(mapping)), notes
 
 
 def _load(path: Path) -> pl.DataFrame:

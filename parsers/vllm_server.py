@@ -45,15 +45,16 @@ SAMPLES = [
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
 _HEAD_CHARS = 320  # the capture pass only reads this much of a line: headers are shorter
 _ANSI = r"\x1b\[[0-9;]*m"
+# one capture pass: [process prefix] then a vLLM or a uvicorn header
 _HEADER = (
-    r"^(?P<hdr>"
-    r"(?:(?P<cts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) )?"
-    r"(?:\((?P<proc>[A-Za-z][\w-]*(?: [\w=]+)?) pid=(?P<pid>\d+)\) ?)?"
-    rf"(?:(?P<lvl>{_LVL}) (?P<mo>\d\d)-(?P<dd>\d\d) (?P<hms>\d\d:\d\d:\d\d) \[?(?P<src>[^\s\]]+:\d+)\] ?"
-    rf"|(?P<uv>{_LVL}|TRACE): +"
-    r"|(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
-    rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - "
-    r")?)"
+    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?)?"
+    rf"(?:(?P<lvl>{_LVL}) (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \[?[^\s\]]+\] ?|(?P<uv>{_LVL}|TRACE): +)?)"
+)
+# only run when a chunk has such lines: docker/kubectl time, a python-logging config (user or otel)
+_CTS = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) "
+_PYLOG = (
+    r"^(?P<pyhdr>(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
+    rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - )"
 )
 # a vLLM header in the middle of a line: two records glued together by a paste
 _GLUE = rf"(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
@@ -199,20 +200,45 @@ def _parse(lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fields(df: pl.DataFrame) -> pl.DataFrame:
-    body = pl.col("line").str.strip_chars_end("\r")
-    df = df.with_columns(pl.col("line").str.ends_with("\r").alias("cr"), body.alias("body")).drop("line")
-    df = df.with_columns(pl.col("body").str.slice(0, _HEAD_CHARS).str.extract_groups(_HEADER).alias("h")).unnest("h")
+    df = df.with_columns(pl.col("line").str.ends_with("\r").alias("cr"),
+                         pl.col("line").str.strip_chars_end("\r").alias("body")).drop("line")
+    b = pl.col("body")
+    if bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\dT\d\d:").any()):
+        df = df.with_columns(b.str.extract(_CTS).alias("cts"))
+        df = df.with_columns(pl.when(pl.col("cts").is_not_null()).then(b.str.slice(pl.col("cts").str.len_chars() + 1))
+                             .otherwise(b).alias("body"))
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
+    df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_groups(_HEADER).alias("h")).unnest("h")
+    st = pl.col("stamp")
     df = df.with_columns(
-        pl.col("body").str.slice(pl.col("hdr").str.len_chars()).alias("msg"),
-        pl.col("pid").cast(pl.Int64),
-        pl.col("lvl").fill_null(pl.when(pl.col("pyname").str.starts_with("vllm")).then(pl.col("pylvl"))),
-        pl.lit(None, dtype=pl.String).alias("jts"),
+        b.str.slice(pl.col("hdr").str.len_chars()).alias("msg"),
+        pl.col("pre").str.slice(0, pl.col("pre").str.find(" pid=", literal=True)).alias("proc"),
+        pl.col("pre").str.slice(pl.col("pre").str.find(" pid=", literal=True) + 5).cast(pl.Int64, strict=False)
+        .alias("pid"),
+        st.str.slice(0, 2).alias("mo"), st.str.slice(3, 2).alias("dd"), st.str.slice(6, 8).alias("hms"),
+        pl.when(pl.col("lvl").is_not_null()).then(pl.col("hdr").str.strip_chars_end(" ")).alias("key"),
     )
+    if bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ").any()):
+        df = _pylog(df)
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl"))
+    df = df.with_columns(pl.lit(None, dtype=pl.String).alias("jts"))
     if bool(df["body"].str.starts_with('{"').any()):
         df = _json(df)
-    key = pl.concat_str(["proc", "pid", "lvl", "mo", "dd", "hms", "src", "pyts", "pyms", "pyname"], separator="|",
-                        ignore_nulls=True)
-    return df.with_columns(pl.when(pl.col("lvl").is_not_null()).then(key).alias("key")).drop("body")
+    return df.drop("body", "stamp", "pre")
+
+
+def _pylog(df: pl.DataFrame) -> pl.DataFrame:
+    """Lines of a python ``logging`` format ('2024-12-20 15:18:19 - vllm.engine.metrics - INFO - ...')."""
+    df = df.with_columns(pl.col("body").str.extract_groups(_PYLOG).alias("py")).unnest("py")
+    py = pl.col("pyhdr").is_not_null()
+    vllm = py & pl.col("pyname").str.starts_with("vllm")
+    return df.with_columns(
+        pl.when(py).then(pl.col("body").str.slice(pl.col("pyhdr").str.len_chars())).otherwise(pl.col("msg")).alias("msg"),
+        pl.when(vllm).then(pl.col("pylvl")).otherwise(pl.col("lvl")).alias("lvl"),
+        pl.when(vllm).then(pl.col("pyhdr")).otherwise(pl.col("key")).alias("key"),
+    ).drop("pyhdr")
 
 
 def _json(df: pl.DataFrame) -> pl.DataFrame:

@@ -193,6 +193,8 @@ def _life(life: lifecycle.Lifecycle) -> dict:
 
 def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -> list[str]:
     top = fnd[0] if fnd else None
+    if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
+        return [top["title"] + ".", "No time range could be examined.", f"First thing to test: {top['next_test']}"]
     if not eps:
         lo, hi = ctx.span_lo, ctx.span_hi
         rng = f"{lo:%H:%M:%S}–{hi:%H:%M:%S}" if lo else "the logs"

@@ -290,6 +290,8 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
     retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
     ep_r = next((e for e in eps if e["signal"] == "retries" or
                  any(c["signal"] == "retries" for c in e["details"]["companions"])), None)
+    per_logical = (tr["client_attempts"] / tr["logical_requests"]) if tr.get("client_attempts") and \
+        tr.get("logical_requests") else None
     if retries and (ep_r is not None or (amp or 0) >= ctx.th.amplification_high):
         layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
         multi = len(layers) > 1
@@ -307,14 +309,22 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
               "proxy_next_upstream) and keep the client's bounded retries with jittered backoff") if multi else \
              ("Bound retries to one or two with jittered exponential backoff, and set the client timeout above "
               "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
-        out.append(_f("high" if (amp or 0) >= ctx.th.amplification_high or multi else "medium",
-                      f"Retries multiply the load ({_n(amp, 2)}× at the server)" if amp else "Retries add load",
-                      "timeouts and errors are retried while the server is already overloaded, so load grows "
-                      "when capacity is short",
-                      ev, "retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
-                      " re-send work the overloaded server has already queued, prefilled or preempted", nt, ep_r))
+        heavy = (amp or 0) >= ctx.th.amplification_high
+        if amp is not None and amp >= 1:
+            title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
+            symptom = ("timeouts and errors are retried while the server is already overloaded, so load grows "
+                       "when capacity is short")
+            cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
+                     " re-send work the overloaded server has already queued, prefilled or preempted")
+        else:
+            title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + \
+                " (most never reached the server)"
+            symptom = "requests were retried against a gateway that failed them before they reached vLLM"
+            cause = "the gateway answered errors itself (upstream marked down) and every layer retried them"
+        out.append(_f("high" if heavy or (multi and (amp or 0) >= 1) else "medium", title, symptom, ev, cause, nt,
+                      ep_r, kind="retries"))
     orph = tr.get("orphaned_executions")
-    if orph:
+    if orph and orph >= ctx.th.orphans_share * (tr.get("server_requests") or orph):
         ep_o = next((e for e in eps if e["signal"] == "orphans" or
                      any(c["signal"] == "orphans" for c in e["details"]["companions"])), None)
         ev = f"{orph} server executions kept running after their caller gave up"
@@ -326,7 +336,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                       ev, "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
                       "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
                       "Propagate client disconnects: set proxy_ignore_client_abort off (or the gateway's equivalent) "
-                      "so a client that leaves makes vLLM abort its request", ep_o))
+                      "so a client that leaves makes vLLM abort its request", ep_o, kind="orphans"))
     return out
 
 
@@ -344,13 +354,18 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
     ev = f"steps {steps} ({ladder['source']}); SLO: {slo_txt}"
     if nxt is not None:
         ev += "; at step " + str(nxt["step"]) + ": " + "; ".join(r["text"] for r in nxt["reasons"])
-    nt = (f"Cap admitted concurrency at {_n(wb['concurrency'])} (--max-num-seqs) and re-run the next step to confirm"
+    below = ladder.get("failed_below_boundary") or []
+    if below:
+        ev += "; below the boundary, step(s) " + ", ".join(f"{_n(b['concurrency'])} ({b['broke']})" for b in below) + \
+            " missed the SLO once: not a trend, the steps above them met it"
+    nt = (f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next step "
+          "to confirm"
           if wb is not None and nxt is not None else
           "Extend the ladder upwards to find where it breaks" if nxt is None else
           "Re-run the ladder starting lower")
     return _f("low", title, "traffic climbed in steps", ev,
               "the step where KV pressure or latency first exceeds the SLO is the server's measured capacity for "
-              "this request size", nt, None, rows[0]["ts_start"], rows[-1]["ts_end"])
+              "this request size", nt, None, rows[0]["ts_start"], rows[-1]["ts_end"], kind="ladder")
 
 
 def _events(ctx: Context) -> list[dict]:
@@ -364,6 +379,30 @@ def _events(ctx: Context) -> list[dict]:
                       "the client sends prompts (plus max_tokens) longer than --max-model-len",
                       "Cap prompt + max_tokens at the client to max_model_len (truncate or summarise long inputs)",
                       None, itl["ts"].min(), itl["ts"].max()))
+    kvi = ev.filter(pl.col("kind") == "kv_insufficient")
+    if kvi.height:
+        r = kvi.row(kvi.height - 1, named=True)
+        text = (r["detail"] or r["message"] or "")
+        cap = ev.filter(pl.col("kind") == "capacity")
+        ok = cap.filter(pl.col("max_concurrency") >= 1)["max_concurrency_tokens"].drop_nulls()
+        hint = f"; a run with max_model_len {ok.max()} did start" if ok.len() else ""
+        mml = r["max_model_len"]
+        out.append(_f("critical", "The server cannot start: max_model_len needs more KV cache than there is",
+                      f"start-up failed: one sequence of max_model_len{' ' + str(mml) if mml else ''} tokens does "
+                      "not fit in the KV cache", f"{text[:300]}{hint}",
+                      "the memory left for the KV cache after the weights is smaller than one max-length sequence",
+                      "Start with a shorter --max-model-len (at most the estimated maximum vLLM printed, or the KV "
+                      "cache's token count)", None, r["ts"], r["ts"], kind="startup"))
+    untimed = ev.filter((pl.col("kind") == "preemption") & pl.col("ts").is_null())
+    if untimed.height and not ctx.pre.height and not ctx.warnings.height:
+        cum = untimed["cumulative_preemptions"].max()
+        out.append(_f("low", f"Preemption warning without a time ({untimed.height} line(s))",
+                      "vLLM V0 reported preemptions: the KV cache ran out for running requests",
+                      f"total_num_cumulative_preemption={cum} (V0 prints one warning per 50 preemptions, so at least "
+                      f"{cum} preemptions since the server started); the line carries no timestamp, so no episode "
+                      "can be placed", "the KV cache is too small for the admitted requests at some point",
+                      "Keep the full log lines (timestamps) and measure capacity with a concurrency ladder",
+                      None, kind="pressure"))
     return out
 
 
@@ -380,7 +419,8 @@ def _gateway(ctx: Context) -> list[dict]:
                "the gateway kept sending attempts to an upstream that never returned a response",
                f"{r['n']} attempts {_t(r['lo'])}–{_t(r['hi'])}, none answered; each costs a connect failure "
                "and a gateway retry", "a dead member of the upstream group",
-               "Remove it from the upstream group (or give the gateway an active health check)", None, r["lo"], r["hi"])
+               "Remove it from the upstream group (or give the gateway an active health check)", None, r["lo"], r["hi"],
+               kind="other")
             for r in per.iter_rows(named=True)]
 
 
@@ -403,9 +443,15 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
         bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
     title = "Nothing alarming" + ("" if not eps else f" ({len(eps)} minor episode(s))")
     note = _shape_note(ctx)
+    if not bits and not note:
+        return [_f("info", "Nothing to diagnose: no server, gateway or client records were recognised",
+                   "no stats line, request, event or access line was recognised in the input", "",
+                   "the input is in a format logscope does not read (see files.parquet / unrecognized.parquet)",
+                   "Add the vLLM server log (stdout of vllm serve) to the folder", None, kind="other")]
     return [_f("info", title, "no episode of pressure, errors, retries or crash" if not eps else "only minor episodes",
                "; ".join(bits) + (f"; {note}" if note else ""), "the load stayed within what the server handles",
-               "Nothing to change; to know the headroom, run a concurrency ladder", None, ctx.span_lo, ctx.span_hi)]
+               "Nothing to change; to know the headroom, run a concurrency ladder", None, ctx.span_lo, ctx.span_hi,
+               kind="other")]
 
 
 def _shape_note(ctx: Context) -> str:

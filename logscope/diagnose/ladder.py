@@ -7,6 +7,10 @@ per step), else they are detected from in-flight counts: windows whose mean in-f
 ``ladder_min_step_s``. Either way a ladder needs ``ladder_min_steps`` steps whose level never goes
 down (a burst and its return, like 2 → 48 → 2, is not a ladder: it is an episode).
 
+The working boundary is the highest step that meets the SLO (a lower step that missed it once, between
+steps that met it, is reported as such, not taken as the boundary); what broke is read at the step
+right above it.
+
 A step meets the SLO when its warm requests (cold-start window left out) have TTFT p95 <= slo_ttft,
 e2e p95 <= slo_e2e and a success share >= slo_success; with ``pressure_breaks_slo`` a preemption
 or a sustained queue in the step breaks it too (latency may still look fine while the server is
@@ -153,12 +157,10 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
     if not st:
         return [], None
     rows = [_step(ctx, i, s) for i, s in enumerate(st)]
-    first_bad = next((i for i, r in enumerate(rows) if not r["meets_slo"]), None)
-    if first_bad is None:
-        boundary, nxt = rows[-1], None
-    else:
-        boundary = rows[first_bad - 1] if first_bad > 0 else None
-        nxt = rows[first_bad]
+    last_ok = next((i for i in range(len(rows) - 1, -1, -1) if rows[i]["meets_slo"]), None)
+    boundary = rows[last_ok] if last_ok is not None else None
+    nxt_i = 0 if last_ok is None else last_ok + 1
+    nxt = rows[nxt_i] if nxt_i < len(rows) else None
     summary = {
         "source": source,
         "steps": len(rows),
@@ -170,6 +172,8 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
         "broke_first_at_next_step": None if nxt is None else {
             "step": nxt["step"], "concurrency": nxt["concurrency"],
             "first": nxt["broke_reasons"][0]["what"], "reasons": nxt["broke_reasons"]},
+        "failed_below_boundary": [{"step": r["step"], "concurrency": r["concurrency"], "broke": r["broke"]}
+                                  for r in rows[: last_ok or 0] if not r["meets_slo"]],
         "pressure_from_step": next(({"step": r["step"], "concurrency": r["concurrency"]} for r in rows
                                     if (r["preemptions"] or 0) > 0 or r["v0_preemption_warnings"]), None),
     }
