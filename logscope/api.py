@@ -20,6 +20,7 @@ class AnalyzeOptions:
     replica: str | None = None
     nginx_log_format: str | None = None
     workers: int = 2
+    chunk_bytes: int | None = None  # None: logscope.sources.CHUNK_BYTES
     command_line: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -30,6 +31,7 @@ class AnalyzeOptions:
             replica=self.replica,
             nginx_log_format=self.nginx_log_format,
             workers=self.workers,
+            **({"chunk_bytes": self.chunk_bytes} if self.chunk_bytes else {}),
         )
 
 

@@ -70,7 +70,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "ts_inferred": (B, "true when ts was taken from a neighbouring line (uvicorn access lines)"),
         "source": (S, "input file"),
         "replica": (S, "server replica"),
-        "kind": (S, "event kind, see docs/tables.md"),
+        "kind": (S, "preemption | oom | kv_insufficient | engine_dead | engine_timeout | input_too_long | error | "
+                    "http_access | server_start (uvicorn 'Started server process') | server_listen ('Starting vLLM server on') | "
+                    "server_ready | server_stop | shutdown_error (engine-death traceback after a shutdown began: harmless) | "
+                    "version | config | capacity"),
         "level": (S, "log level"),
         "process": (S, "process prefix name (APIServer, EngineCore_DP0, Worker_TP0, VllmWorkerProcess, ...)"),
         "pid": (I, "process id from the prefix"),
@@ -85,6 +88,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "preemption_mode": (S, "RECOMPUTE or SWAP"),
         "kv_tokens": (I, "KV cache size in tokens (V1) or blocks x block size (V0)"),
         "gpu_blocks": (I, "# GPU/cuda/cpu blocks"),
+        "num_gpu_blocks_override": (I, "--num-gpu-blocks-override from the non-default args"),
         "cpu_blocks": (I, "# CPU (swap) blocks"),
         "block_size": (I, "KV block size in tokens"),
         "max_concurrency": (F, "'Maximum concurrency for N tokens per request: X' -> X"),
@@ -313,7 +317,8 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     # ---- diagnosis stage (logscope/diagnose) ----
     "episodes": {
         "episode_id": (S, "stable id, e.g. E1"),
-        "signal": (S, "preemptions | kv_pressure | queue | errors | crash | retries | ttft | e2e | orphans"),
+        "signal": (S, "preemptions | kv_pressure | queue | stall | errors | crash | retries | ttft | e2e | orphans "
+                      "(the incident's most telling signal; the others are its companions in diagnosis.json)"),
         "class": (S, "spike | sustained | recurring | crash"),
         "replica": (S, "replica, null for cross-layer signals"),
         "start": (TS, "start (UTC)"),
@@ -355,7 +360,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     "ladder": {
         "step": (I, "1-based step"),
         "concurrency": (F, "concurrency (or request rate) of the step"),
-        "mode": (S, "concurrency | rate | inflight"),
+        "mode": (S, "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts)"),
         "ts_start": (TS, "step start"),
         "ts_end": (TS, "step end"),
         "cold": (B, "step overlaps the cold start after a server start"),
@@ -375,7 +380,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "max_tokens_mean": (F, "requested max_tokens (mean)"),
         "output_tokens_mean": (F, "generated tokens (mean)"),
         "meets_slo": (B, "all SLOs met"),
-        "broke": (S, "what broke first, when not meeting the SLO"),
+        "broke": (S, "every SLO condition that failed, in the order it first happened in the step"),
     },
 }
 

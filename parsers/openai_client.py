@@ -302,7 +302,8 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         pl.col("max_tokens").drop_nulls().first(),
         pl.col("status").filter(k.is_in(["response", "httpx"])).drop_nulls().first(),
         (k == "timeout").any().alias("timed_out"),
-        pl.col("err").filter(k == "exc").drop_nulls().last().alias("exc"),
+        # the traceback's last exception class; HTTPStatusError adds nothing to the status
+        pl.col("err").filter((k == "exc") & (pl.col("err") != "HTTPStatusError")).drop_nulls().last().alias("exc"),
         pl.col("err").filter(k.is_in(["timeout", "conn_error"])).drop_nulls().first().alias("err"),
         (k == "retrying").any().alias("retried"),
         pl.col("max_retries").drop_nulls().first(),

@@ -10,17 +10,24 @@ docs/vllm-log-formats.md (V0 0.2 -> V1 0.33: ``LEVEL MM-DD HH:MM:SS file.py:N]``
 process prefixes, container timestamps, user ``logging`` configs, the 0.32+ JSON formatter), plus
 the lines uvicorn writes into the same stream (``uvicorn/logging.py``, encode/uvicorn).
 
-How a chunk is read: one anchored capture pass over the first characters of every line splits
-off the header (container time, process prefix, vLLM / uvicorn / python-logging header); records
-glued on one line by a paste are split first. Lines are grouped into records (vLLM repeats the
-header on every line of a multi-line record and ends all but the last with CR; raw tracebacks
-printed right after an error belong to it) with a cumulative sum over "starts a record". Each
-output then runs its own regexes only on the rows whose message holds its keyword.
+How a chunk is read: one anchored capture pass over the first characters of every line splits off
+the process prefix and the vLLM or uvicorn header (container timestamps, python-logging and JSON
+lines get their own pass, only in chunks that have them); records glued on one line by a paste are
+split. Lines are grouped into records (vLLM repeats the header on every line of a multi-line record
+and ends all but the last with CR; raw tracebacks printed right after an error belong to it) with a
+cumulative sum over "starts a record"; the last record of a chunk waits in ``state`` for the next.
+Each output runs its own regexes only on the rows whose message starts with / holds its keyword.
+
+Event kinds: preemption, oom, kv_insufficient, input_too_long, engine_timeout, engine_dead,
+shutdown_error (an engine-death traceback logged after a shutdown began: vLLM's graceful SIGTERM
+path prints one), server_start (uvicorn 'Started server process [pid]'), server_listen ('Starting
+vLLM API server'), server_ready, server_stop, version, capacity, config, http_access, error.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import polars as pl
 
@@ -223,7 +230,6 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         df = _pylog(df)
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl"))
-    df = df.with_columns(pl.lit(None, dtype=pl.String).alias("jts"))
     if bool(df["body"].str.starts_with('{"').any()):
         df = _json(df)
     return df.drop("body", "stamp", "pre")
@@ -368,7 +374,8 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
         wrap.fill_null(False).alias("wrap"),
         open1.fill_null(False).alias("_open"),
     )
-    start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | (pl.col("tbs") & msg.str.contains(_TB_STRONG))
+    df = df.with_columns((pl.col("tbs") & msg.str.contains(_TB_STRONG)).alias("strong"))
+    start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | pl.col("strong")
     df = df.with_columns(
         ((~pl.col("cont")).cum_sum().cast(pl.Int64) + state.get("rec", 0)).alias("rec"),
         pl.when(~pl.col("cont")).then(start_ok).forward_fill().fill_null(p.get("rec_ok", False)).alias("rec_ok"),
@@ -392,6 +399,11 @@ def _num(col: str, pat: str) -> pl.Expr:
     return pl.col(col).str.extract(pat).str.replace_all(",", "").cast(pl.Float64, strict=False)
 
 
+def _pct(pat: str) -> pl.Expr:
+    """'91.0%' -> 0.91 (rounded: the log prints one decimal, the ratio must not depend on the code path)."""
+    return (_num("msg", pat) / 100).round(6)
+
+
 def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
     m = pl.col("msg")
     cand = df.filter(m.str.contains("Running: ", literal=True) & ~m.str.starts_with("Received request"))
@@ -405,10 +417,10 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     notes = []
     v0 = m.str.contains(r"Swapped: |Pending: ")
     pre01 = pl.col("first") == "Throughput: "
-    gpu = _num("msg", r"GPU KV cache usage: ([\d.]+)%") / 100
-    cpu = _num("msg", r"CPU KV cache usage: ([\d.]+)%") / 100
+    gpu = _pct(r"GPU KV cache usage: ([\d.]+)%")
+    cpu = _pct(r"CPU KV cache usage: ([\d.]+)%")
     v1_dev = m.str.extract(r"(\w+) KV cache usage: [\d.]+%")
-    v1_kv = _num("msg", r"\w+ KV cache usage: ([\d.]+)%") / 100
+    v1_kv = _pct(r"\w+ KV cache usage: ([\d.]+)%")
     if devs.height:
         cand = cand.join_asof(devs, on="seq", strategy="backward")
     else:
@@ -433,7 +445,7 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         _num("msg", r"Avg prompt throughput: ([\d.]+)").alias("prompt_tps"),
         pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)"))
         .alias("gen_tps"),
-        (_num("msg", r"Prefix cache hit rate: ([\d.]+)%") / 100).alias("prefix_hit"),
+        _pct(r"Prefix cache hit rate: ([\d.]+)%").alias("prefix_hit"),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
     )
@@ -556,7 +568,7 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 
 _REC_COLS = ["line_no", "part", "seq", "rec", "cont", "msg", "lvl", "uv", "proc", "pid", "ts", "ts_inferred", "tbs",
-             "other", "kw", "stopping"]
+             "strong", "other", "kw", "stopping"]
 
 
 def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
@@ -600,7 +612,7 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         pl.col("ts").first(),
         pl.col("ts_inferred").first(),
         pl.col("stopping").first(),
-        pl.col("tbs").first().alias("raw"),
+        pl.col("strong").first().alias("raw"),  # a raw traceback, not a stray indented line
     )
     kind = pl.lit(None, dtype=pl.String)
     for name, col, pat in reversed(_KIND_RULES):
@@ -664,15 +676,14 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
     g = g.with_columns(
         pl.coalesce("kv_tokens_v1", pl.col("gpu_blocks") * pl.col("_bs").fill_null(16)).alias("kv_tokens"),
         pl.when(v0_blocks).then(pl.col("_bs").fill_null(16)).otherwise(pl.col("cfg_block")).alias("block_size"),
-        # on a config row gpu_blocks is --num-gpu-blocks-override (no column of its own)
-        pl.coalesce("gpu_blocks", "cfg_blocks").alias("gpu_blocks"),
+        pl.col("cfg_blocks").alias("num_gpu_blocks_override"),
     )
     if not ctx.include_prompts:
         scrub = [pl.col(c).str.replace_all(_PROMPT_ANY, "prompt: <removed>") for c in ("message", "detail")]
         g = g.with_columns(scrub)
     g = g.with_columns(
         base_id_expr("request_id").alias("base_request_id"),
-        pl.col("message").str.slice(0, 500),
+        pl.col("message").str.split("\n").list.first().str.slice(0, 500),  # JSON records hold their traceback
         pl.col("detail").str.slice(0, 4000),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
@@ -697,6 +708,10 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
     notes: list[str] = []
     tables: dict[str, pl.DataFrame] = {}
     recognized = None
+    flushed = None
+    if lines is not None and state.get("src") not in (None, ctx.source):
+        flushed = _flush_previous_file(ctx, state)  # the next file of a rotated set starts afresh
+    state["src"], state["replica"] = ctx.source, ctx.replica
     if lines is not None:
         df = _parse(lines)
         seq0 = state.get("seq", 0)
@@ -719,8 +734,8 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         frame = _records(_empty_rows(), state, final=True)
     events, n = _events(frame, ctx, state)
     notes += n
-    ev = [e for e in (access, events) if e is not None and e.height]
-    tables["server_events"] = pl.concat(ev, how="diagonal_relaxed") if ev else pl.DataFrame()
+    ev = [e for e in (flushed, access, events) if e is not None and e.height]
+    tables["server_events"] = pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()
     if df is not None:
         ok = pl.col("ok")
         if produced is not None:
@@ -733,6 +748,15 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
     return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)))
+
+
+def _flush_previous_file(ctx: ParseContext, state: dict) -> pl.DataFrame | None:
+    """Events of the record left open at the end of the previous file, in that file's name."""
+    state.pop("prev", None)
+    carry = state.pop("carry", None)
+    if carry is None or carry.height == 0:
+        return None
+    return _events(carry, replace(ctx, source=state["src"], replica=state["replica"]), state)[0]
 
 
 def _preview(ctx: ParseContext, state: dict) -> pl.DataFrame:
@@ -750,5 +774,5 @@ def _empty_rows() -> pl.DataFrame:
 _ROW_SCHEMA = {
     "line_no": pl.Int64, "part": pl.Int32, "seq": pl.Int64, "rec": pl.Int64, "cont": pl.Boolean, "msg": pl.String,
     "lvl": pl.String, "uv": pl.String, "proc": pl.String, "pid": pl.Int64, "ts": TS, "ts_inferred": pl.Boolean,
-    "tbs": pl.Boolean, "other": pl.Boolean, "kw": pl.Boolean, "stopping": pl.Boolean,
+    "tbs": pl.Boolean, "strong": pl.Boolean, "other": pl.Boolean, "kw": pl.Boolean, "stopping": pl.Boolean,
 }

@@ -56,7 +56,7 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -
     other = {n: shift_table(tabs[n], shift) for n in ("server_stats", "server_events", "gateway_errors")}
     F = frames.fill_timeouts(F)
     L = link.final(F, res)
-    A = assemble.build(F, L, res)
+    A = assemble.build(F, L, res, other["gateway_errors"])
 
     width, grid = _grid(A, other, window)
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .frames import Frames, group_first, prev_in_group
+from .frames import Frames, group_first, index_in_group, prev_in_group, secs
 from .link import Links
 
 COVER_PAD_S = 2.0  # a row this close to another layer's span is "covered" by that layer's log
@@ -55,7 +55,28 @@ def _outside(t: str, spans: list[tuple[float, float]]) -> pl.Expr:
     return ~pl.any_horizontal(inside).fill_null(False)
 
 
-def build(F: Frames, L: Links, res: dict[str, float]) -> Assembled:
+def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
+    """Gateway requests logged 2xx whose upstream closed mid-response (nginx wrote the headers, then
+    'upstream prematurely closed connection'). The error lines carry no request id: the N lines of one
+    second and upstream mark the N shortest 2xx responses of that upstream that ended in that second."""
+    err = errors.filter(pl.col("kind").is_in(["upstream_closed", "upstream_reset"]) & pl.col("ts").is_not_null())
+    ok = F.gr.filter(pl.col("inference") & pl.col("status").is_between(200, 299) & pl.col("t1").is_not_null())
+    if err.height == 0 or ok.height == 0:
+        return pl.DataFrame(schema={"gr": pl.Int64})
+    up = F.ga.filter(pl.col("reached")).group_by("gr").agg(pl.col("upstream").last())
+    ok = ok.join(up, on="gr", how="left").select(
+        "gr", pl.col("t1").floor().alias("sec"), pl.col("upstream").fill_null(""), "bytes_sent")
+    n = err.group_by(
+        secs("ts").floor().alias("sec"),
+        pl.col("upstream").str.extract(r"^[a-z]+://([^/]+)").fill_null("").alias("upstream"),
+    ).agg(pl.len().alias("n_cut"))
+    cand = ok.join(n, on=["sec", "upstream"]).sort("sec", "upstream", "bytes_sent", "gr")
+    cand = cand.with_columns(group_first("sec", "upstream").alias("_first")).with_columns(
+        index_in_group().alias("_k"))
+    return cand.filter(pl.col("_k") <= pl.col("n_cut")).select("gr")
+
+
+def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | None = None) -> Assembled:
     client_spans = _spans(F.ca) or _spans(F.cr)
     gw_spans = _spans(F.gr.filter(pl.col("inference")))
     client_ids = F.ca["request_id"].drop_nulls().unique()
@@ -92,7 +113,8 @@ def build(F: Frames, L: Links, res: dict[str, float]) -> Assembled:
     ).drop("lr_own")
     ex = _timing(ex, res)
 
-    reqs = _requests(F, gr_lr, ex, own_gr, own_sr)
+    cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
+    reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
     unmatched = {
         "client_attempts_without_gateway_request": _count_unlinked_ca(F, gr_lr, L),
         "gateway_requests_without_logical_request": free_gr.height - own_gr.height,
@@ -184,7 +206,7 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
 
 
 def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataFrame,
-              own_sr: pl.DataFrame) -> pl.DataFrame:
+              own_sr: pl.DataFrame, cut: pl.DataFrame) -> pl.DataFrame:
     per_ex = ex.filter(pl.col("lr").is_not_null()).group_by("lr").agg(
         pl.len().alias("server_requests"),
         pl.col("aborted").is_not_null().sum().alias("server_aborted"),
@@ -199,8 +221,10 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
         pl.col("max_tokens").drop_nulls().first().alias("_sr_max_tokens"),
         pl.col("prompt_tokens").drop_nulls().first().alias("_sr_prompt_tokens"),
     )
-    gws = gr_lr.join(F.gr.select("gr", "n_attempts"), on="gr").group_by("lr").agg(
+    gws = gr_lr.join(F.gr.select("gr", "n_attempts", "t1"), on="gr").with_columns(
+        pl.col("gr").is_in(cut["gr"].implode()).alias("_cut")).group_by("lr").agg(
         pl.len().alias("gateway_requests"),
+        pl.col("_cut").sort_by("t1").last().alias("_truncated"),
         pl.col("n_attempts").sum().alias("gateway_attempts"),
         (pl.col("match") == "inferred").any().alias("_inf_g"),
         (pl.col("match") == "exact").any().alias("_ex_g"),
@@ -257,7 +281,8 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
 def _outcome() -> pl.Expr:
     ok = pl.col("status").is_between(200, 299) & pl.col("error").is_null()
     return (
-        pl.when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
+        pl.when(pl.col("_truncated").fill_null(False)).then(pl.lit("truncated"))
+        .when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
         .when(ok).then(pl.lit("ok"))
         .when(pl.col("error").is_not_null() | (pl.col("status") >= 400)).then(pl.lit("error"))
         .otherwise(pl.lit("unknown"))

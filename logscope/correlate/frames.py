@@ -95,6 +95,7 @@ class Frames:
     sr: pl.DataFrame  # server executions (vLLM requests, tokenize calls left out)
     client_sources: list[str]
     dropped_client_sources: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def build(tabs: dict[str, pl.DataFrame]) -> Frames:
@@ -104,7 +105,32 @@ def build(tabs: dict[str, pl.DataFrame]) -> Frames:
     ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
     ga, gr = _gateway(tabs["gateway_attempts"])
     sr = _server(tabs["server_requests"])
-    return Frames(ca, cr, ga, gr, sr, keep, dropped)
+    ca, notes = _logical_ids_as_sent(ca, gr, sr)
+    return Frames(ca, cr, ga, gr, sr, keep, dropped, notes)
+
+
+def _logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """A client log that names its logical requests but not the X-Request-Id it sent (the openai DEBUG
+    log plus the app's own 'request <id> done' lines): when most of those names are ids the gateway
+    (or vLLM) logged, the client evidently sent them as X-Request-Id, and they are used as such."""
+    seen = pl.concat([gr["client_request_id"].drop_nulls(), sr["base_request_id"].drop_nulls()]).unique()
+    if ca.height == 0 or seen.len() == 0:
+        return ca, []
+    share = (
+        ca.filter(pl.col("request_id").is_null().all().over("source"))
+        .group_by("source")
+        .agg(pl.col("logical_request_id").drop_nulls().unique().is_in(seen.implode()).mean().alias("share"))
+        .filter(pl.col("share") >= 0.5)
+    )
+    if share.height == 0:
+        return ca, []
+    srcs = share["source"].to_list()
+    ca = ca.with_columns(
+        pl.when(pl.col("source").is_in(srcs)).then(pl.col("logical_request_id")).otherwise(pl.col("request_id"))
+        .alias("request_id"))
+    notes = [f"{r['source']} logs no X-Request-Id, but {r['share']:.0%} of its logical request ids appear as ids "
+             "in the gateway/vLLM logs: they are matched as the ids it sent" for r in share.iter_rows(named=True)]
+    return ca, notes
 
 
 def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], dict[str, str]]:
@@ -285,7 +311,9 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
             secs("aborted_ts").alias("aborted"),
         )
         .with_columns(pl.coalesce("received", "added").alias("t0"))
-        .sort(["t0", "source", "request_id"], nulls_last=True)
+        .with_row_index("_order")  # log order (derive writes server_requests in it): keeps ties in order
+        .sort(["t0", "_order"], nulls_last=True)
+        .drop("_order")
         .with_row_index("sr")
         .with_columns(pl.col("sr").cast(pl.Int64))
     )

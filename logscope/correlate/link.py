@@ -18,14 +18,20 @@ from .frames import Frames, group_first, index_in_group, size_of_group
 
 EXACT_TOL_S = 30.0  # attempts of one id are paired with the nearest gateway request within this
 INFERRED_TOL_S = 1.0  # id-less rows are paired only when this close (after clock correction)
+MATCH_ROUNDS = 20
+END_CAP_S = 1.0  # an end gap counts at most this much in an inferred pair's cost
+SLACK_S = 0.05  # gateway / vLLM stamps of one event may disagree by this much
+RANK_WEIGHT = 0.001  # tie-break: the k-th Received line of a second goes with the k-th attempt
+SEND_SLACK_S = 0.05  # a gateway may stamp a receipt this much before the client's send (clock noise)
 
 
 def nearest(left: pl.DataFrame, right: pl.DataFrame, lkey: str, rkey: str, tol: float,
-            by: str | None = None) -> pl.DataFrame:
+            by: str | None = None, strategy: str = "nearest") -> pl.DataFrame:
     """One-to-one nearest pairs on column ``t`` (both sides), within ``tol`` seconds.
 
-    Each left row takes its nearest right row; when several left rows take the same right row the
-    closest keeps it. Returns ``lkey, rkey, dt`` (right minus left).
+    Each left row takes its nearest right row (``strategy='forward'``: the first one at or after it);
+    when several left rows take the same right row the closest keeps it. Returns ``lkey, rkey, dt``
+    (right minus left).
     """
     cols_l = [lkey, "t"] + ([by] if by else [])
     cols_r = [rkey, "t"] + ([by] if by else [])
@@ -35,7 +41,7 @@ def nearest(left: pl.DataFrame, right: pl.DataFrame, lkey: str, rkey: str, tol: 
         lf, rt = lf.filter(pl.col(by).is_not_null()), rt.filter(pl.col(by).is_not_null())
     if lf.height == 0 or rt.height == 0:
         return pl.DataFrame(schema={lkey: pl.Int64, rkey: pl.Int64, "dt": pl.Float64})
-    j = lf.sort("t").join_asof(rt.sort("t_r"), left_on="t", right_on="t_r", by=by, strategy="nearest",
+    j = lf.sort("t").join_asof(rt.sort("t_r"), left_on="t", right_on="t_r", by=by, strategy=strategy,
                                tolerance=tol, check_sortedness=False)
     return (
         j.filter(pl.col(rkey).is_not_null())
@@ -45,6 +51,25 @@ def nearest(left: pl.DataFrame, right: pl.DataFrame, lkey: str, rkey: str, tol: 
         .unique(lkey, keep="first")
         .select(lkey, rkey, "dt")
     )
+
+
+def assign(cand: pl.DataFrame, lkey: str, rkey: str, rounds: int | None = None) -> pl.DataFrame:
+    """One-to-one pairs from scored candidates (``lkey, rkey, cost``), cheapest first.
+
+    Each round every left row takes its cheapest free candidate and a right row claimed twice goes to
+    the cheaper claim; the losers try again next round. Greedy, vectorised, a few rounds.
+    """
+    cand = cand.with_columns(pl.len().over(lkey).alias("n_cand")).sort("cost", lkey, rkey)
+    got: list[pl.DataFrame] = []
+    for _ in range(rounds or MATCH_ROUNDS):
+        if cand.height == 0:
+            break
+        best = cand.unique(lkey, keep="first", maintain_order=True).unique(rkey, keep="first", maintain_order=True)
+        if best.height == 0:
+            break
+        got.append(best)
+        cand = cand.join(best, on=lkey, how="anti").join(best, on=rkey, how="anti")
+    return pl.concat(got) if got else cand
 
 
 def rank_pairs(left: pl.DataFrame, right: pl.DataFrame, key_l: str, key_r: str, lkey: str, rkey: str) -> pl.DataFrame:
@@ -182,30 +207,73 @@ def _gateway_to_logical(F: Frames) -> pl.DataFrame:
     gw_ids = F.gr["client_request_id"].drop_nulls()
     free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti").filter(
         pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode()))
-    inf = nearest(free_gr.select("gr", pl.col("t0").alias("t")), free_ca.select("ca", pl.col("t0").alias("t")),
-                  "gr", "ca", INFERRED_TOL_S)
+    inf = _sends_to_receipts(free_ca, free_gr)
     inf = inf.join(F.ca.select("ca", "lr"), on="ca").select(
         "gr", "lr", "ca", pl.lit("inferred").alias("match"),
         (1 - pl.col("dt").abs() / INFERRED_TOL_S).clip(0, 1).alias("score"))
     return pl.concat([exact, inf]) if inf.height else exact
 
 
+def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
+    """Id-less client attempts -> gateway requests received a network hop after the send.
+
+    Candidates are the gateway requests received within [send - slack, send + tolerance] with the same
+    retry number when both logs carry it (x-stainless-retry-count). Each pair costs the start gap plus
+    the end gap (capped: with proxy_ignore_client_abort a gateway legitimately ends long after a client
+    that gave up). Pairs are taken cheapest first, one-to-one, in a few vectorised rounds.
+    """
+    left = ca.select("ca", pl.col("t0").alias("c0"), pl.col("t1").alias("c1"), (pl.col("attempt") - 1).alias("c_r"))
+    right = gr.select("gr", pl.col("t0").alias("g0"), pl.col("t1").alias("g1"), pl.col("client_retry").alias("g_r"))
+    empty = pl.DataFrame(schema={"ca": pl.Int64, "gr": pl.Int64, "dt": pl.Float64})
+    left, right = left.filter(pl.col("c0").is_not_null()), right.filter(pl.col("g0").is_not_null())
+    if left.height == 0 or right.height == 0:
+        return empty
+    cand = left.join_where(right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S,
+                           pl.col("g0") <= pl.col("c0") + INFERRED_TOL_S)
+    cand = cand.filter(pl.col("c_r").is_null() | pl.col("g_r").is_null() | (pl.col("c_r") == pl.col("g_r")))
+    cand = cand.select(
+        "ca", "gr", (pl.col("g0") - pl.col("c0")).alias("dt"),
+        ((pl.col("g0") - pl.col("c0")).abs()
+         + pl.min_horizontal((pl.col("g1") - pl.col("c1")).abs(), pl.lit(END_CAP_S)).fill_null(END_CAP_S / 2)
+         ).alias("cost"),
+    )
+    return assign(cand, "ca", "gr").select("ca", "gr", "dt")
+
+
 def _server_gateway_inferred(F: Frames, exact: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
-    """Executions with no id match, paired with a free gateway attempt started in the same second."""
+    """Executions with no id match, paired with a free gateway attempt opened in their receive second.
+
+    vLLM stamps whole seconds, so every attempt opened in that second is a candidate; an aborted
+    execution prefers the attempt whose upstream time ended in its abort second, and within a second
+    the k-th Received line prefers the k-th attempt. The score is 1 / number of candidates: under load
+    these pairs are right in count and timing, not necessarily in identity.
+    """
     empty = exact.head(0)
-    free_sr = F.sr.join(exact, on="sr", how="anti")
+    free_sr = F.sr.join(exact, on="sr", how="anti").filter(pl.col("t0").is_not_null())
     if free_sr.height == 0:
         return empty
     att = _attempt_rows(F).filter(pl.col("reached") & pl.col("inference")).join(exact, on="ga", how="anti")
     # gateway requests whose ids vLLM did log are not candidates: their executions are known
-    att = att.filter(~pl.col("gr").is_in(exact["gr"].implode()))
+    att = att.filter(~pl.col("gr").is_in(exact["gr"].implode()) & pl.col("a0").is_not_null())
     if att.height == 0:
         return empty
-    left = free_sr.select("sr", (pl.col("t0") + pl.col("source").replace_strict(res, default=0.0) / 2).alias("t"))
-    tol = INFERRED_TOL_S + max(res.values(), default=0.0) / 2
-    pairs = nearest(left, att.select("ga", pl.col("a0").alias("t")), "sr", "ga", tol)
-    return pairs.join(att.select("ga", "gr"), on="ga").select(
-        "sr", "ga", "gr", pl.lit("inferred").alias("match"), (1 - pl.col("dt").abs() / tol).clip(0, 1).alias("score"))
+    r = pl.col("source").replace_strict(res, default=0.0)
+    left = free_sr.select("sr", pl.col("t0").alias("s"), (pl.col("t0") + r).alias("s_hi"), "aborted",
+                          (pl.col("aborted") + r).alias("ab_hi")).sort("s", "sr")
+    left = left.with_columns(group_first("s").alias("_first")).with_columns(index_in_group().alias("k_s"))
+    right = att.select("ga", "gr", "a0", "a1").sort("a0").with_columns(pl.col("a0").floor().alias("_sec"))
+    right = right.with_columns(group_first("_sec").alias("_first")).with_columns(index_in_group().alias("k_a"))
+    cand = left.drop("_first").join_where(
+        right.drop("_first"), pl.col("a0") >= pl.col("s") - INFERRED_TOL_S, pl.col("a0") <= pl.col("s_hi") + SLACK_S)
+    outside = (pl.col("s") - pl.col("a0")).clip(0) + (pl.col("a0") - pl.col("s_hi")).clip(0)
+    abort_gap = pl.when(pl.col("aborted").is_null()).then(pl.lit(END_CAP_S / 2)).otherwise(
+        pl.min_horizontal((pl.col("aborted") - SLACK_S - pl.col("a1")).clip(0)
+                          + (pl.col("a1") - pl.col("ab_hi") - SLACK_S).clip(0), pl.lit(END_CAP_S)).fill_null(END_CAP_S))
+    cand = cand.with_columns(
+        (outside + abort_gap + RANK_WEIGHT * (pl.col("k_s") - pl.col("k_a")).abs()).alias("cost"))
+    pairs = assign(cand.select("sr", "ga", "gr", "cost"), "sr", "ga")
+    return pairs.select("sr", "ga", "gr", pl.lit("inferred").alias("match"),
+                        (1.0 / pl.col("n_cand")).alias("score"))
 
 
 def _server_client(F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:

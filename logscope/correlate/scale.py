@@ -22,7 +22,7 @@ ID_COLS = ("request_id", "client_request_id", "logical_request_id", "base_reques
 
 def _span_us(tabs: dict[str, pl.DataFrame]) -> int:
     lo, hi = [], []
-    for name, df in tabs.items():
+    for df in tabs.values():
         for c, t in df.schema.items():
             if t == schemas.TS and df.height:
                 lo.append(df[c].min())

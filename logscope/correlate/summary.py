@@ -19,7 +19,7 @@ def r3(x) -> float | None:
 
 def build(F: Frames, L: Links, A: Assembled, offsets: list[dict], shift: dict[str, float], width: float,
           wnotes: list[str], res: dict[str, float]) -> dict:
-    notes: list[str] = []
+    notes: list[str] = list(F.notes)
     for src, why in sorted(F.dropped_client_sources.items()):
         notes.append(f"client log {src} left out: {why} (it describes the same sends)")
     out = {

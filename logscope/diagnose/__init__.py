@@ -20,7 +20,7 @@ import polars as pl
 
 from logscope import schemas
 
-from . import capacity, episodes, figures, findings, ladder, lifecycle
+from . import capacity, episodes, figures, findings, ladder, lifecycle, tables
 from .episodes import Context, Slo
 from .tables import Inputs, load
 from .thresholds import Thresholds, from_options
@@ -55,7 +55,9 @@ def run(out: Path, options) -> dict:
     for i, e in enumerate(eps, 1):
         e["episode_id"] = f"E{i}"
     rows, lad = ladder.analyse(ctx)
-    cap = capacity.analyse(inp, ctx.server)
+    if lad is not None:
+        lad["steps"] = rows
+    cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics"))
     traffic = _traffic(inp)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic)
     _write_tables(out, eps, fnd, rows)
@@ -63,7 +65,7 @@ def run(out: Path, options) -> dict:
         "verdict": _verdict(ctx, eps, fnd, lad),
         "episodes": [_ep_json(e) for e in eps],
         "findings": fnd,
-        "ladder": None if lad is None else {**lad, "steps_table": rows},
+        "ladder": lad,
         "capacity": cap,
         "cold_start": _cold(ctx),
         "server_lifecycle": _life(life),
@@ -103,7 +105,7 @@ def _write_tables(out: Path, eps: list[dict], fnd: list[dict], rows: list[dict])
 
 
 def _ep_json(e: dict) -> dict:
-    keys = list(schemas.TABLES["episodes"]) + ["details"]
+    keys = list(schemas.TABLES["episodes"]) + ["why", "details"]
     return {k: e.get(k) for k in keys}
 
 
@@ -192,32 +194,79 @@ def _life(life: lifecycle.Lifecycle) -> dict:
 
 
 def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -> list[str]:
+    """Three short lines: what happened; when, and one-off or sustained; the first thing to test."""
     top = fnd[0] if fnd else None
+    test = f"First thing to test: {top['next_test']}" if top else "Nothing to test."
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
-        return [top["title"] + ".", "No time range could be examined.", f"First thing to test: {top['next_test']}"]
+        return [top["title"] + ".", "No time range could be examined.", test]
+    lo, hi = ctx.span_lo, ctx.span_hi
+    rng = f"{lo:%H:%M:%S}–{hi:%H:%M:%S}" if lo else "the logs"
     if not eps:
-        lo, hi = ctx.span_lo, ctx.span_hi
-        rng = f"{lo:%H:%M:%S}–{hi:%H:%M:%S}" if lo else "the logs"
-        first = f"Nothing alarming in {rng}: no preemption, crash, queue or error episode."
+        if top is not None and top["severity"] != "info":
+            kind = "a start-up failure, not a load regime" if top["kind"] in ("startup", "crash") else \
+                "nothing that spikes or lasts over time"
+            return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test]
         if lad is not None and lad.get("working_boundary"):
-            wb = lad["working_boundary"]
-            first = f"Ladder: every step up to {ladder.nice(wb['concurrency'])} met the SLO; no episode."
-        return [first, "Calm throughout: no one-off spike, no sustained regime.",
-                f"First thing to test: {top['next_test']}" if top else "Nothing to test."]
+            return [f"Ladder: every step up to {ladder.nice(lad['working_boundary']['concurrency'])} met the SLO.",
+                    "No episode: no one-off spike, no sustained regime.", test]
+        return [f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
+                "Calm throughout: no one-off spike, no sustained regime.", test]
+    if lad is not None and "crash" not in {e["class"] for e in eps}:
+        return [*_ladder_verdict(eps, lad), test]
     main = next((e for e in eps if e["class"] == "crash"), None) or \
         max(eps, key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]))
-    kinds = {e["class"] for e in eps}
-    what = f"{main['episode_id']} {main['class']} {main['signal']}: {main['reason'].split('; with')[0]}."
-    n = len(eps)
-    others = f" ({n} episodes in all: " + ", ".join(f"{e['episode_id']} {e['class']} {e['signal']}" for e in eps) + ")" \
-        if n > 1 else ""
-    if "crash" in kinds:
-        when = "A crash" + (" with a restart" if main["recovered"] else ", not restarted in the logs")
-    elif main["class"] == "sustained":
-        when = "Sustained regime, not a one-off"
-    elif main["class"] == "recurring":
-        when = "Recurring: several spikes, not a one-off"
-    else:
-        when = "One-off spike that recovered"
-    when += f", {main['start']:%H:%M:%S}–{main['end']:%H:%M:%S}{others}."
-    return [what, when, f"First thing to test: {top['next_test']}" if top else "Nothing to test."]
+    return [_headline(main), _when(ctx, main, eps), test]
+
+
+def _span(e: dict) -> str:
+    return f"{e['start']:%H:%M:%S}–{e['end']:%H:%M:%S}"
+
+
+def _headline(e: dict) -> str:
+    """What happened, in one line: the episode's signal with its numbers and the server state."""
+    if e["signal"] == "crash":
+        c = e["details"]["crash"]
+        how = "was killed silently (its log stops, a new server starts)" if c["kinds"] == ["silent"] else \
+            "died (" + ", ".join(c["kinds"]) + ")"
+        if c["at_startup"]:
+            return f"The vLLM engine {how} at start-up, {e['start']:%H:%M:%S}, before serving any request."
+        back = f" and was ready again at {c['ready']:%H:%M:%S}" if c["ready"] else ", with no restart in the logs"
+        return f"The vLLM server {how} at {e['start']:%H:%M:%S}{back}."
+    what = {"preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
+            "kv_pressure": "KV cache near full", "queue": f"a queue of up to {e['peak']:.0f} waiting",
+            "stall": "requests running with no progress (0 tokens/s)"}.get(e["signal"], f"{e['signal']} above normal")
+    state = []
+    if e["kv_max"] is not None:
+        state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
+    if e["running_max"] is not None:
+        state.append(f"{e['running_max']:.0f} running")
+    if e["waiting_max"]:
+        state.append(f"{e['waiting_max']:.0f} waiting")
+    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + \
+        (f": {', '.join(state)}." if state else ".")
+
+
+def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
+    others = f" ({len(eps)} episodes in all)" if len(eps) > 1 else ""
+    if e["class"] == "crash":
+        c = e["details"]["crash"]
+        comp = {x["signal"] for x in e["details"]["companions"]}
+        extra = " with " + " and ".join(sorted(comp)) + " meanwhile" if comp else ""
+        down = f"down {c['downtime_s']:.0f} s" if c["downtime_s"] is not None else "not back before the logs end"
+        return f"A crash, {down}{extra}{others}."
+    why = e["why"]
+    label = {"sustained": "Sustained regime, not a one-off", "recurring": "Recurring, not a one-off",
+             "spike": "One-off spike"}[e["class"]]
+    return f"{label}: {why.strip().rstrip('.')}{others}."
+
+
+def _ladder_verdict(eps: list[dict], lad: dict) -> list[str]:
+    rows = lad["steps"]
+    wb, nxt, pf = lad["working_boundary"], lad["broke_first_at_next_step"], lad.get("pressure_from_step")
+    levels = "→".join(ladder.nice(r["concurrency"]) for r in rows)
+    held = f"the SLO held up to {ladder.nice(wb['concurrency'])}" if wb else "no step met the SLO"
+    broke = f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first" if nxt else ""
+    pressure = f"from {ladder.nice(pf['concurrency'])}" if pf else "above the boundary"
+    return [f"Ladder {levels}: {held}{broke}.",
+            f"Not a one-off: pressure comes with the load, {pressure} up ({len(eps)} episode"
+            f"{'s' if len(eps) != 1 else ''}), and ends with it."]

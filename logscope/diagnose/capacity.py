@@ -36,7 +36,34 @@ def _q(s: pl.Series, q: float) -> float | None:
     return float(s.quantile(q, "linear")) if s.len() else None
 
 
-def analyse(inp: Inputs, server: pl.DataFrame) -> dict:
+def _increase(m: pl.DataFrame, name: str) -> float | None:
+    """Counter increase over the run (resets tolerated: only rises are summed), the largest over sources
+    (a query_range export and a TSDB dump of one server hold the same samples)."""
+    c = m.filter((pl.col("name") == name) & pl.col("value").is_not_nan())  # NaN = Prometheus staleness marker
+    if c.height == 0:
+        return None
+    per = (c.sort(["source", "labels", "ts"])
+           .with_columns(pl.col("value").diff().over(["source", "replica", "labels"]).clip(0).alias("d"))
+           .group_by("source").agg(pl.col("d").sum()))
+    v = per["d"].max()
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def metrics_tokens(m: pl.DataFrame) -> dict | None:
+    """Mean prompt and generated tokens per finished request from vLLM's own histograms."""
+    if m.height == 0:
+        return None
+    out = {}
+    for key, base in (("prompt", "vllm:request_prompt_tokens"), ("output", "vllm:request_generation_tokens")):
+        s, n = _increase(m, base + "_sum"), _increase(m, base + "_count")
+        out[key] = (s / n) if s is not None and n else None
+    if out["prompt"] is None and out["output"] is None:
+        return None
+    out["what"] = "means from vllm:request_prompt_tokens / vllm:request_generation_tokens (sum / count)"
+    return out
+
+
+def analyse(inp: Inputs, server: pl.DataFrame, metrics: pl.DataFrame | None = None) -> dict:
     cap = startup(inp.events)
     req = inp.requests
     bs = cap["block_size"] or 16  # vLLM's default block size on GPUs
@@ -46,11 +73,18 @@ def analyse(inp: Inputs, server: pl.DataFrame) -> dict:
     r50 = _q(tok["r"], 0.5)
     cap["tokens_per_request_observed"] = {"p50": p50, "p95": p95, "n": int(tok["t"].drop_nulls().len()),
                                           "what": "prompt + generated tokens of requests that report both"}
+    mt = metrics_tokens(metrics) if metrics is not None else None
+    cap["tokens_per_request_metrics"] = mt
+    if p50 is None and mt and mt["prompt"] is not None and mt["output"] is not None:
+        p50 = mt["prompt"] + mt["output"]
+        cap["tokens_per_request_observed"].update(
+            {"p50": p50, "what": "mean prompt + generated tokens per request from vLLM's metrics (no per-request "
+                                 "token counts in the logs)"})
     cap["tokens_per_request_reserved"] = {"p50": r50, "what": "prompt + requested max_tokens"}
     kv = cap["kv_tokens"]
 
     def fit(t: float | None) -> float | None:
-        if not kv or not t:
+        if not kv or not t or not math.isfinite(t):
             return None
         return kv / (math.ceil(t / bs) * bs)
 

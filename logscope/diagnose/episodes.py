@@ -48,6 +48,8 @@ from .tables import Inputs, preemption_series, server_series, v0_warnings
 from .thresholds import Thresholds
 
 PRIORITY = ("crash", "stall", "preemptions", "kv_pressure", "queue", "orphans", "retries", "errors", "ttft", "e2e")
+# nginx logs these at [info] in normal operation (keep-alive closes, clients hanging up after [DONE])
+BENIGN_GATEWAY_ERRORS = ("keepalive_closed", "client_closed")
 COUNTED = ("preemptions", "errors", "retries", "orphans")
 UNIT = {"preemptions": "preemptions", "kv_pressure": "KV usage", "queue": "waiting", "errors": "errors",
         "retries": "retries", "orphans": "orphaned executions", "ttft": "TTFT p95 (s)", "e2e": "e2e p95 (s)",
@@ -228,14 +230,16 @@ def _episode(ctx: Context, g: pl.DataFrame) -> dict:
     before_req = figures.requests(ctx.inputs.requests, before_lo, before_hi) if before_hi > before_lo else \
         figures.requests(ctx.inputs.requests, None, None)
     lead_req = figures.requests(ctx.inputs.requests, start - lead, start)
-    state = figures.server_state(ctx.server, start, end, replica if primary != "crash" else None)
+    # server state over the whole incident (all its signals): the queue often builds before the first preemption
+    state = figures.server_state(ctx.server, min(start, g["start"].min()), max(end, g["end"].max()),
+                                 replica if primary != "crash" else None)
     total = float(p["total"].sum())
     count = int(round(total)) if primary in COUNTED else int(p["samples"].sum())
     if primary == "crash":
         count = 1
     peak = float(p["peak"].max())
     baseline = _baseline(ctx, primary, replica, start)
-    recovered = bool((p["last_sample"].max() > end)) if primary != "crash" else (death.ready_ts is not None)
+    recovered = bool(p["last_sample"].max() > end) if primary != "crash" else (death.ready_ts is not None)
     share = (dur / ctx.span_s) if ctx.span_s else None
     ep = {
         "signal": primary, "replica": replica, "start": start, "end": end, "duration_s": dur,
@@ -253,7 +257,13 @@ def _episode(ctx: Context, g: pl.DataFrame) -> dict:
         companions.append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
                            "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])})
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death)
+    # the same server figures over the baseline window, side by side with the episode's
+    ep["details"]["state_before"] = figures.server_state(ctx.server, before_lo, before_hi) if before_hi > before_lo \
+        else None
+    ep["details"]["state_during"] = state
+    ep["details"]["baseline_window"] = {"start": before_lo, "end": before_hi}
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death)
+    ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
     return ep
 
 
@@ -268,6 +278,9 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
         col = "kv" if signal == "kv_pressure" else "waiting"
         s = ctx.server.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
         return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
+    if signal == "stall":
+        s = ctx.server.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
+        return float(s["gen_tps"].median()) if s.height and s["gen_tps"].drop_nulls().len() else None
     if signal == "crash":
         return None
     col = {"errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
@@ -308,7 +321,8 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
                       "last_line": death.last_line_ts, "restart": death.restart_ts, "ready": death.ready_ts,
                       "new_pid": death.new_pid, "downtime_s": death.downtime_s, "at_startup": death.at_startup,
                       "notes": death.notes}
-        gw = ctx.inputs.gateway_errors.filter(pl.col("ts").is_between(death.ts - timedelta(seconds=5), end))
+        gw = ctx.inputs.gateway_errors.filter(pl.col("ts").is_between(death.ts, end)
+                                              & ~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS))
         if gw.height:
             d["crash"]["gateway_first_error"] = gw["ts"].min()
             d["crash"]["gateway_errors_by_kind"] = dict(sorted(
@@ -317,12 +331,16 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
     return d
 
 
+SEP = " — "  # between what the episode is and why it got its class
+
+
 def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
     head = f"{UNIT[sig]} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
-    if sig == "preemptions" or sig == "errors" or sig == "retries" or sig == "orphans":
-        head = f"{ep['count']} {UNIT[sig]} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
+    if sig in COUNTED:
+        unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
+        head = f"{ep['count']} {unit} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
     comp = "; with " + ", ".join(
         f"{c['signal']} {_t(c['start'])}–{_t(c['end'])}" for c in companions) if companions else ""
     if death is not None:
@@ -335,15 +353,15 @@ def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead
         return "crash", f"{what} at {_t(death.ts)} with no restart before the logs end{comp}"
     share = ep["share_of_span"]
     if not ep["recovered"]:
-        return "sustained", f"{head}, still abnormal when the logs end{comp}"
+        return "sustained", f"{head}{SEP}still abnormal when the logs end{comp}"
     if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
-        return "sustained", (f"{head}, no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}")
+        return "sustained", f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}"
     if ep["duration_s"] >= th.sustained_min_s:
-        return "sustained", f"{head}: lasted ≥ {th.sustained_min_s:.0f} s{comp}"
+        return "sustained", f"{head}{SEP}lasted ≥ {th.sustained_min_s:.0f} s{comp}"
     if share is not None and share >= th.sustained_share:
-        return "sustained", f"{head}: {share:.0%} of the observed span{comp}"
+        return "sustained", f"{head}{SEP}{share:.0%} of the observed span{comp}"
     rise = _rise(before, lead, th)
-    return "spike", f"{head}, back to baseline after it{rise}{comp}"
+    return "spike", f"{head}{SEP}back to baseline after it{rise}{comp}"
 
 
 def _rise(before: dict, lead: dict, th: Thresholds) -> str:
@@ -374,5 +392,6 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         med = gaps[len(gaps) // 2]
         for e in group_:
             e["class"] = "recurring"
+            e["why"] = f"{len(group_)} {UNIT[sig]} spikes, starting about every {med:.0f} s"
             e["reason"] = (f"{len(group_)} {UNIT[sig]} spikes, starting about every {med:.0f} s "
                            f"({', '.join(_t(s) for s in starts)}); this one: {e['reason']}")

@@ -134,7 +134,7 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]
     comps = {c["signal"]: c for c in d["companions"]}
-    what = {"preemptions": f"{ep['count']} preemptions", "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
+    what = {"preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}", "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
             "queue": f"a waiting queue of up to {_n(ep['peak'])}"}[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {_t(ep['start'])}–{_t(ep['end'])}"
@@ -146,7 +146,8 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
         ev.append(f"{d['preemptions']} preemptions in the range")
     if "v0_preemption_warnings" in d:
         w = d["v0_preemption_warnings"]
-        ev.append(f"{w['lines']} V0 preemption warning(s), cumulative count {w['last_cumulative']} (1 line per 50)")
+        cum = f", cumulative count {w['last_cumulative']}" if w["last_cumulative"] is not None else ""
+        ev.append(f"{w['lines']} V0 preemption warning(s){cum} ({'/'.join(w['modes']) or '?'} mode; 1 line per 50)")
     hold, tok = _hold(cap)
     kv_tokens = cap.get("kv_tokens")
     cause = "the KV cache filled: the scheduler evicts running requests (preemption) and recomputes them, " \
@@ -429,9 +430,12 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
     bits = []
     n = ctx.inputs.requests.height
     if n:
-        ok = ctx.inputs.requests.filter(pl.col("outcome") == "ok").height
-        known = ctx.inputs.requests.filter(pl.col("outcome") != "unknown").height
-        bits.append(f"{n} requests" + (f", {ok} ok" if known else ""))
+        oc = ctx.inputs.requests.group_by("outcome").len().sort("outcome")
+        known = ", ".join(f"{c} {o}" for o, c in oc.iter_rows() if o != "unknown")
+        bits.append(f"{n} request{'s' if n != 1 else ''}" + (f" ({known})" if known else ""))
+        ab = ctx.inputs.server_requests["aborted_ts"].is_not_null().sum()
+        if ab:
+            bits.append(f"{ab} aborted by the caller (vLLM 'Aborted request')")
     if srv.height:
         if srv["running"].drop_nulls().len():
             bits.append(f"running at most {int(srv['running'].max())}")
@@ -441,9 +445,16 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
             bits.append(f"KV at most {_pct(srv['kv'].max())}")
     if ctx.pre.height:
         bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
+    if cap.get("kv_tokens"):
+        bits.append(f"KV cache {cap['kv_tokens']:,} tokens")
+    if cap.get("max_concurrency_startup"):
+        bits.append(f"start-up capacity {cap['max_concurrency_startup']:g}× requests of "
+                    f"{cap.get('max_concurrency_tokens') or '?'} tokens")
+    if not bits and ctx.inputs.events.height:
+        bits.append(f"{ctx.inputs.events.height} server event(s) recognised, no stats line or request")
     title = "Nothing alarming" + ("" if not eps else f" ({len(eps)} minor episode(s))")
     note = _shape_note(ctx)
-    if not bits and not note:
+    if not bits and not note and ctx.inputs.events.height == 0:
         return [_f("info", "Nothing to diagnose: no server, gateway or client records were recognised",
                    "no stats line, request, event or access line was recognised in the input", "",
                    "the input is in a format logscope does not read (see files.parquet / unrecognized.parquet)",
@@ -454,17 +465,25 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
                kind="other")]
 
 
+GAP_NOTE_S = 30.0  # vLLM logs stats every 5-10 s by default; a longer silence is an idle (DEBUG) stretch
+
+
 def _shape_note(ctx: Context) -> str:
     srv = ctx.server
     if srv.height < 2:
         return ""
     gaps = srv.select((pl.col("ts").diff().dt.total_seconds()).alias("g"))["g"].drop_nulls()
     notes = []
-    if gaps.len() and gaps.max() > 4 * max(gaps.median(), 1):
-        notes.append(f"stats lines {_n(gaps.median())} s apart but with gaps up to {gaps.max():.0f} s "
-                     "(idle intervals are logged at DEBUG)")
-    if srv["running"].max() == 1 and srv["waiting"].fill_null(0).max() == 0 and (srv["gen_tps"].fill_null(0) > 0).all():
+    regular = gaps.max() <= max(3 * gaps.median(), 1) and gaps.max() <= GAP_NOTE_S
+    if gaps.max() > GAP_NOTE_S:
+        notes.append(f"stats lines are irregular: gaps of {gaps.min():.0f}–{gaps.max():.0f} s between them (vLLM "
+                     "logs stats every few seconds while busy; idle intervals are logged at DEBUG, so the gaps "
+                     "are idle time, not missing data)")
+    one = srv["running"].max() == 1 and srv["waiting"].fill_null(0).max() == 0
+    no_new = (srv["prompt_tps"].fill_null(0).slice(1) == 0).all()
+    if one and no_new and regular and (srv["gen_tps"].fill_null(0) > 0).all():
         span = (srv["ts"].max() - srv["ts"].min()).total_seconds()
         notes.append(f"one request generating through the whole {span:.0f} s (about {srv['gen_tps'].mean():.0f} "
-                     "tokens/s): a single long generation, not an incident (cap max_tokens if unintended)")
+                     "tokens/s, no new prompt): a single long generation, not an incident (cap max_tokens if "
+                     "unintended)")
     return "; ".join(notes)

@@ -5,7 +5,8 @@ Steps come from the client's phases (a load generator's concurrency or rate step
 per step), else they are detected from in-flight counts: windows whose mean in-flight level
 (log2-rounded, so 8 and 9 are one level but 8 and 16 are not) stays the same for at least
 ``ladder_min_step_s``. Either way a ladder needs ``ladder_min_steps`` steps whose level never goes
-down (a burst and its return, like 2 → 48 → 2, is not a ladder: it is an episode).
+down, at ``ladder_min_steps`` distinct levels (a burst and its return, like 2 → 48 → 2, is not a ladder:
+it is an episode).
 
 The working boundary is the highest step that meets the SLO (a lower step that missed it once, between
 steps that met it, is reported as such, not taken as the boundary); what broke is read at the step
@@ -39,15 +40,17 @@ def steps(ctx: Context) -> tuple[list[dict], str]:
 
 
 def _climb(rows: list[dict], min_steps: int) -> list[dict]:
-    """The leading run of steps whose level never goes down, when it is long enough to be a ladder."""
+    """The leading run of steps whose level never goes down, when it holds enough distinct levels to be
+    a ladder (consecutive phases at one level are one step)."""
     run: list[dict] = []
     for r in rows:
         if run and r["value"] < run[-1]["value"]:
             break
-        run.append(r)
-    if len(run) < min_steps or len({r["value"] for r in run}) < 2:
-        return []
-    return run
+        if run and r["value"] == run[-1]["value"]:
+            run[-1] = {**run[-1], "end": max(run[-1]["end"], r["end"])}
+            continue
+        run.append(dict(r))
+    return run if len(run) >= min_steps else []
 
 
 def _inflight_steps(ctx: Context) -> list[dict]:
@@ -163,7 +166,6 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
     nxt = rows[nxt_i] if nxt_i < len(rows) else None
     summary = {
         "source": source,
-        "steps": len(rows),
         "slo": {"ttft_p95_s": ctx.slo.ttft_s, "e2e_p95_s": ctx.slo.e2e_s, "success": ctx.slo.success,
                 "pressure_breaks_slo": ctx.th.pressure_breaks_slo},
         "working_boundary": None if boundary is None else {

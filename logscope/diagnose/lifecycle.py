@@ -82,7 +82,9 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, reque
         a = act.filter(pl.col("replica") == replica)
         ready = g.filter(pl.col("kind").is_in(READY_KINDS)).sort(["ts", "seq"])
         stops = g.filter(pl.col("kind") == "server_stop").sort(["ts", "seq"])
-        shutdowns += [{"replica": replica, "ts": t} for t in stops["ts"].to_list()]
+        # '[shutdown] ... triggered' and uvicorn's 'Shutting down' are one shutdown
+        first = stops.filter(((pl.col("ts").diff().dt.total_seconds()) > th.shutdown_grace_s).fill_null(True))
+        shutdowns += [{"replica": replica, "ts": t} for t in first["ts"].to_list()]
         start_rows = _starts(g.filter(pl.col("kind").is_in(START_KINDS)), a)
         for s in start_rows:
             nxt = [r for r in start_rows if r["ts"] > s["ts"] or (r["ts"] == s["ts"] and r["seq"] > s["seq"])]

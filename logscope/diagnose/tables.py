@@ -51,6 +51,10 @@ def load(out: Path, window: str | None = None) -> Inputs:
     gateway = read(out, "gateway_attempts")
     gw_err = read(out, "gateway_errors")
     phases = read(out, "client_phases").filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
+    # one phase can be described by two files of the same client (its log and its JSON lines)
+    phases = (phases.sort(["ts_start", "source", "phase"])
+              .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
+              .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True).drop("_s"))
     win = read(out, "windows").filter(pl.col("ts").is_not_null())
     if win.height and win["window_s"].drop_nulls().len():
         window_s = float(win["window_s"].drop_nulls()[0])
@@ -85,11 +89,12 @@ def _requests(out: Path, sreq: pl.DataFrame) -> tuple[pl.DataFrame, str]:
         )
         return df.select(cols).sort("ts_start"), "client"
     sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
-    sr = sr.with_columns(pl.coalesce("received_ts", "added_ts").alias("ts_start")).filter(pl.col("ts_start").is_not_null())
+    sr = sr.with_columns(pl.coalesce("received_ts", "added_ts", "finished_ts", "aborted_ts").alias("ts_start")).filter(
+        pl.col("ts_start").is_not_null())
     if sr.height:
         df = sr.with_columns(
             pl.coalesce("finished_ts", "aborted_ts").alias("ts_end"),
-            pl.when(pl.col("aborted_ts").is_not_null()).then(pl.lit("error")).otherwise(pl.lit("unknown")).alias("outcome"),
+            pl.lit("unknown").alias("outcome"),  # an abort is the caller leaving: not an outcome vLLM can judge
             *[pl.lit(None, pl.Float64).alias(c) for c in ("ttft_s", "e2e_s")],
             *[pl.lit(None, pl.Int64).alias(c) for c in ("output_tokens", "concurrency", "client_attempts",
                                                           "orphaned_executions")],

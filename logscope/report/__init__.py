@@ -29,7 +29,7 @@ LADDER_COLS = (
     "max_tokens_mean", "output_tokens_mean", "meets_slo", "broke",
 )  # fmt: skip
 
-__all__ = ["render", "build"]
+__all__ = ["render", "build", "context", "dumps"]
 
 
 def render(out: Path, options: Any) -> dict[str, Path]:
@@ -37,9 +37,7 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     out = Path(out)
     ld = load(out)
     summary = build(ld, options)
-    timeline, notes = charts.timeline(ld, summary, options)
-    retry_spec, retry_stats = charts.retry_gap_chart(ld)
-    length_spec, length_stats = charts.output_length_chart(ld)
+    ctx = context(ld, summary, options)
     paths = {
         "summary_json": out / "summary.json",
         "summary_md": out / "summary.md",
@@ -47,8 +45,22 @@ def render(out: Path, options: Any) -> dict[str, Path]:
         "report_html": out / "report.html",
     }
     paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
-    paths["timeline_png"].write_bytes(_png(timeline, notes))
-    context = {
+    paths["timeline_png"].write_bytes(_png(ctx["charts"]["timeline"], ctx["timeline_notes"]))
+    paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
+    paths["report_html"].write_text(render_html(ctx), encoding="utf-8")
+    return paths
+
+
+def context(ld: Loaded, summary: dict, options: Any) -> dict:
+    """Everything the templates may name (tests check they name nothing else).
+
+    ``s`` is summary.json itself; the rest are views of it or of the tables: chart specs
+    (Vega-Lite dicts, None when there is no data), sentences, and display rows.
+    """
+    timeline, notes = charts.timeline(ld, summary, options)
+    retry_spec, retry_stats = charts.retry_gap_chart(ld)
+    length_spec, length_stats = charts.output_length_chart(ld)
+    return {
         "s": summary,
         "charts": {
             "timeline": timeline,
@@ -67,9 +79,6 @@ def render(out: Path, options: Any) -> dict[str, Path]:
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }
-    paths["summary_md"].write_text(render_markdown(context), encoding="utf-8")
-    paths["report_html"].write_text(render_html(context), encoding="utf-8")
-    return paths
 
 
 def dumps(summary: dict) -> str:

@@ -27,6 +27,7 @@ TICK_STEPS = ((1, "second"), (5, "second"), (10, "second"), (15, "second"), (30,
               (2, "hour"), (3, "hour"), (6, "hour"), (12, "hour"), (1, "day"), (7, "day"))  # fmt: skip
 UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 MAX_TICKS = 12
+MARKER_SHAPES = {"OOM": "cross", "engine death": "cross", "server start": "triangle-up", "vLLM aborts": "square"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,10 @@ def _episode_frame(episodes: list[dict], min_ms: int) -> pl.DataFrame:
     # an instant episode (a crash) still gets a visible band
     return df.with_columns(
         pl.max_horizontal(pl.col("end"), pl.col("start") + min_ms).alias("end"),
-        (pl.col("id") + " · " + pl.col("cls") + " · " + pl.col("signal")).alias("label"),
+        pl.when((pl.col("signal") == "") | (pl.col("signal") == pl.col("cls")))
+        .then(pl.col("id") + " · " + pl.col("cls"))
+        .otherwise(pl.col("id") + " · " + pl.col("cls") + " · " + pl.col("signal"))
+        .alias("label"),
     )
 
 
@@ -217,22 +221,33 @@ class XEnc:
     hi: int
 
     def __call__(self, field: str, orient: str = "bottom") -> alt.X:
-        return alt.X(f"{field}:T", scale=alt.Scale(type="utc", domain=[self.lo, self.hi]),
+        # no explicit domain: the shared scale is the union of the data (explicit domains repeated in
+        # every layer make Vega-Lite warn about conflicting domains)
+        return alt.X(f"{field}:T", scale=alt.Scale(type="utc"),
                      axis=alt.Axis(**time_axis(self.lo, self.hi), orient=orient))  # fmt: skip
 
 
 def _episode_lane(eps: pl.DataFrame, x: XEnc) -> alt.TopLevelMixin:
-    base = alt.Chart(eps)
-    y = alt.Y("id:N", axis=None, sort=None)
-    bars = base.mark_bar(height=14, cornerRadius=2).encode(
+    """One bar per episode, coloured by class, labelled 'E1 · spike · preemptions' beside it."""
+    y = alt.Y("id:N", sort=None, title="episode",
+              axis=alt.Axis(labels=False, ticks=False, domain=False, grid=False))  # fmt: skip
+    bars = alt.Chart(eps).mark_bar(height=14, cornerRadius=2).encode(
         x=x("start", "top"), x2="end:T", y=y,
-        fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), title="episode class", legend=alt.Legend(orient="right")),
+        fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None),
         tooltip=[alt.Tooltip("label:N", title="episode")],
     )  # fmt: skip
-    text = base.mark_text(align="left", dx=4, fontSize=11, fontWeight=600, color="#1f2933").encode(
-        x=x("end", "top"), y=y, text="label:N"
-    )
-    return alt.layer(bars, text).properties(
+    # labels right of the bar, or left of it when the bar ends in the last quarter of the axis
+    cut = x.lo + 0.75 * (x.hi - x.lo)
+    after, before = eps.filter(pl.col("end") <= cut), eps.filter(pl.col("end") > cut)
+    layers = [bars]
+    for part, field, align, dx in ((after, "end", "left", 4), (before, "start", "right", -4)):
+        if part.height:
+            layers.append(
+                alt.Chart(part).mark_text(align=align, dx=dx, fontSize=11, fontWeight=600, color="#1f2933").encode(
+                    x=x(field, "top"), y=y, text="label:N"
+                )
+            )
+    return alt.layer(*layers).properties(
         width=WIDTH, height=max(22, 20 * eps.height), title="Episodes (shaded on every panel below)"
     )
 
@@ -242,6 +257,7 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
     present = set(data["series"].unique().to_list())
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
     colors = [c for _, lbl, c in p.series if lbl in present]
+    shapes = [MARKER_SHAPES.get(lbl, "circle") for lbl in labels]
     color = alt.Color("series:N", scale=alt.Scale(domain=labels, range=colors), title=None,
                       legend=alt.Legend(orient="right"))
     tooltip = [alt.Tooltip("time:N", title="window start (UTC)"), alt.Tooltip("series:N", title=p.title),
@@ -257,9 +273,10 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
     if p.kind == "markers":
         layers.append(
             base.mark_point(filled=True, opacity=0.85).encode(
-                x=x("t"), y=alt.Y("series:N", title=None, sort=labels, axis=alt.Axis(labelLimit=150, minExtent=48)),
-                color=color, size=alt.Size("value:Q", title="count", scale=alt.Scale(range=[20, 260]),
-                                           legend=None), tooltip=tooltip,
+                x=x("t"), y=alt.Y("series:N", title="events", sort=labels, axis=alt.Axis(labels=False, ticks=False)),
+                color=color, shape=alt.Shape("series:N", scale=alt.Scale(domain=labels, range=shapes), legend=None),
+                size=alt.Size("value:Q", title="count", scale=alt.Scale(range=[25, 260]), legend=None),
+                tooltip=tooltip,
             )  # fmt: skip
         )
         height = max(PANEL_H // 2, 16 * len(labels))
@@ -320,6 +337,9 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
     ca = ld.table("client_attempts")
+    used = (ld.doc("correlation").get("sources") or {}).get("client")
+    if used:  # a client log and its own JSONL can describe the same sends: count them once
+        ca = ca.filter(pl.col("source").is_in(used))
     if ca.height == 0:
         return None, None
     gaps = (
@@ -376,6 +396,7 @@ def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
                 axis=alt.Axis(format="%")),
         x2="hi:Q",
         y=alt.Y("requests:Q", title="requests"),
+        y2=alt.datum(0),
         tooltip=[alt.Tooltip("lo:Q", format=".0%", title="from"), "requests:Q"],
     ).properties(width=520, height=170, title="Requested vs generated length")  # fmt: skip
     return _finish(chart), stats

@@ -64,3 +64,6 @@ HF_HUB_OFFLINE=1 $V/guidellm/bin/guidellm run --backend kind=openai_http,target=
   --tokenizer kind=hf_auto,model="$TOK" --output kind=json,path="$HERE/guidellm-benchmarks.json" \
   --disable-progress > /dev/null 2>&1
 kill $SRV
+
+# 6. the example of docs/client-schema.md (stdlib only), 6 calls against the test server
+python3 "$HERE/run_doc_example.py" "$HERE/generic-attempts.jsonl"

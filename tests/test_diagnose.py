@@ -1,0 +1,339 @@
+"""Diagnosis on the lab recordings: every expected value is the lab's ground truth (README.md /
+truth.json) or was counted from the raw files by an independent grep/awk, written next to it.
+
+Counting helpers used in the comments:
+
+* preemptions per scrape (rises of the Prometheus counter, staleness NaN skipped)::
+
+    awk '/num_preemptions_total/ {v=$(NF-1); t=$NF; if (prev!="" && v!="NaN" && v>prev)
+         print strftime("%H:%M:%S", t/1000, 1), t%1000, v-prev; if (v!="NaN") prev=v}' prometheus/tsdb-dump.txt
+* stats maxima: ``grep -o "Running: [0-9]* reqs, Waiting: [0-9]*" vllm-server.log`` then the max of each.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+
+import polars as pl
+import pytest
+
+from conftest import LAB, need
+from logscope import schemas
+from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
+
+
+def T(hms: str) -> datetime:
+    """A time on the lab day (2026-11-29, UTC)."""
+    h, m, s = hms.split(":")
+    sec = float(s)
+    return datetime(2026, 11, 29, int(h), int(m), int(sec), int(round((sec % 1) * 1e6)), tzinfo=UTC)
+
+
+def ts(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def near(iso: str, hms: str, tol_s: float = 1.0) -> bool:
+    return abs((ts(iso) - T(hms)).total_seconds()) <= tol_s
+
+
+def _run(tmp_path_factory, run: str):
+    src = need(LAB / run)
+    out = tmp_path_factory.mktemp(run.replace("-", "_")) / "out"
+    ingest(src, out)
+    correlate(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def spike(tmp_path_factory):
+    out = _run(tmp_path_factory, "spike")
+    return out, diagnose(out)
+
+
+@pytest.fixture(scope="module")
+def storm(tmp_path_factory):
+    out = _run(tmp_path_factory, "retry-storm")
+    return out, diagnose(out)
+
+
+@pytest.fixture(scope="module")
+def orphan(tmp_path_factory):
+    out = _run(tmp_path_factory, "orphan")
+    return out, diagnose(out)
+
+
+@pytest.fixture(scope="module")
+def crash(tmp_path_factory):
+    out = _run(tmp_path_factory, "crash")
+    return out, diagnose(out)
+
+
+@pytest.fixture(scope="module")
+def calm(tmp_path_factory):
+    out = _run(tmp_path_factory, "calm")
+    return out, diagnose(out)
+
+
+@pytest.fixture(scope="module")
+def ladder_out(tmp_path_factory):
+    return _run(tmp_path_factory, "ladder")
+
+
+@pytest.fixture(scope="module")
+def v0(tmp_path_factory):
+    out = _run(tmp_path_factory, "v0-ladder")
+    return out, diagnose(out)
+
+
+# ------------------------------------------------------------------ spike
+
+def test_spike_one_preemption_spike_that_recovers(spike):
+    out, d = spike
+    eps = d["episodes"]
+    assert [(e["episode_id"], e["signal"], e["class"]) for e in eps] == [("E1", "preemptions", "spike")]
+    e = eps[0]
+    # README: one preemption episode 08:26:26–08:26:49, +136 (counter rises 08:26:26.314 .. 08:26:49.406)
+    assert e["count"] == 136
+    assert near(e["start"], "08:26:26.314") and near(e["end"], "08:26:49.406")
+    assert e["recovered"] is True
+    # stats lines of the incident (08:26:22..08:26:48): Running max 21, Waiting max 39, KV max 99.1 %
+    assert (e["running_max"], e["waiting_max"], e["kv_max"]) == (21.0, 39.0, 0.991)
+    # it follows the c=2 -> c=48 burst (phase 1 starts 08:26:20.6): arrivals rose sharply in the lead-in
+    assert "sharp rise in arrivals" in e["reason"]
+    assert [p["value"] for p in e["details"]["phases"]] == [48.0, 2.0]
+    # the KV and queue signals of the same burst are companions, not episodes of their own
+    assert {c["signal"] for c in e["details"]["companions"]} >= {"kv_pressure", "queue"}
+    tab = pl.read_parquet(out / "episodes.parquet")
+    assert tab.schema == schemas.schema("episodes") and tab.height == 1
+
+
+def test_spike_findings_and_capacity(spike):
+    _, d = spike
+    f = d["findings"]
+    assert f[0]["episode_id"] == "E1" and f[0]["severity"] == "medium"
+    assert not [x for x in f if x["severity"] in ("critical", "high")]
+    cap = d["capacity"]
+    # startup lines: 'CPU KV cache size: 3,584 tokens, Maximum concurrency for 1,024 tokens per request: 3.50x',
+    # non-default args max_model_len 1024, max_num_seqs 64, block_size 32
+    assert (cap["kv_tokens"], cap["block_size"], cap["max_model_len"], cap["max_num_seqs"]) == (3584, 32, 1024, 64)
+    assert cap["max_concurrency_startup"] == 3.5
+    # tsdb-dump, last values: vllm:request_prompt_tokens_sum 28718 / _count 284 = 101.12;
+    # generation 72704 / 284 = 256 -> 357.12 tokens = 12 blocks of 32 -> 3584 / 384 = 9.33 requests
+    assert cap["tokens_per_request_observed"]["p50"] == pytest.approx(28718 / 284 + 256, abs=1e-3)
+    assert cap["concurrency_kv_can_hold"]["at_p50"] == pytest.approx(3584 / 384, abs=1e-3)
+    assert cap["running_observed_max"] == 21
+    assert "--max-num-seqs from 64 to 9" in f[0]["next_test"]
+    assert d["verdict"][0] == "136 preemptions over 23 s (08:26:26–08:26:49): KV up to 99.1 %, 21 running, 39 waiting."
+    assert d["verdict"][1].startswith("One-off spike: back to baseline after it; it follows a sharp rise in arrivals")
+    assert d["verdict"][2] == "First thing to test: " + f[0]["next_test"]
+    assert d["ladder"] is None  # 2 -> 48 -> 2 is a burst, not a ladder
+
+
+def test_spike_from_the_server_log_alone(tmp_path):
+    """No metrics, gateway, client or correlation: the KV/queue signals of the stats lines carry it."""
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(need(LAB / "spike" / "vllm-server.log"), src)
+    ingest(src, tmp_path / "out")
+    d = diagnose(tmp_path / "out")
+    assert d["observed"]["windows_from"] == "built" and d["observed"]["requests_from"] == "server"
+    [e] = d["episodes"]
+    # stats lines with KV >= 90 %: 08:26:22 (99.1 %) .. 08:26:46 (96.4 %), 13 lines; 08:26:48 is 74.8 %
+    assert (e["signal"], e["class"], e["count"]) == ("kv_pressure", "spike", 13)
+    assert (ts(e["start"]), ts(e["end"])) == (T("08:26:22"), T("08:26:46"))
+    # arrivals from the 'Received request' lines: 36 in 08:25:16..08:26:16 -> 1.2/s before it
+    assert "sharp rise in arrivals" in e["reason"]
+
+
+def test_spike_without_correlation_tables(spike, tmp_path):
+    """windows.parquet and requests.parquet absent: diagnosis builds its own windows."""
+    out, _ = spike
+    shutil.copytree(out, tmp_path / "out")
+    for name in ("windows", "requests"):
+        (tmp_path / "out" / f"{name}.parquet").unlink()
+    d = diagnose(tmp_path / "out")
+    assert d["observed"]["windows_from"] == "built" and d["observed"]["requests_from"] == "client"
+    [e] = d["episodes"]
+    assert (e["signal"], e["class"], e["count"]) == ("preemptions", "spike", 136)
+
+
+def test_thresholds_are_settable(spike, tmp_path):
+    out, _ = spike
+    shutil.copytree(out, tmp_path / "out")
+    # the spike lasts 23.1 s: with sustained_min_s 20 it is, by that rule, sustained
+    d = diagnose(tmp_path / "out", AnalyzeOptions(extra={"sustained_min_s": 20, "thresholds": {"no_such": 1}}))
+    assert d["episodes"][0]["class"] == "sustained" and "lasted ≥ 20 s" in d["episodes"][0]["reason"]
+    assert d["thresholds"]["sustained_min_s"] == 20.0
+    assert d["thresholds_unknown"] == ["no_such"]
+
+
+def test_determinism(spike, tmp_path):
+    """Same input, same bytes: a second full run (ingest, correlate, diagnose) in another folder."""
+    out, _ = spike
+    first = (out / "diagnosis.json").read_bytes()
+    out2 = tmp_path / "out"
+    ingest(LAB / "spike", out2)
+    correlate(out2)
+    diagnose(out2)
+    assert (out2 / "diagnosis.json").read_bytes() == first
+    for name in ("episodes", "findings", "ladder"):
+        assert pl.read_parquet(out2 / f"{name}.parquet").equals(pl.read_parquet(out / f"{name}.parquet"))
+    diagnose(out2)  # and again over the same folder
+    assert (out2 / "diagnosis.json").read_bytes() == first
+    assert json.loads(first)["episodes"][0]["episode_id"] == "E1"
+
+
+# ------------------------------------------------------------------ retry-storm
+
+def test_storm_one_sustained_overload_episode(storm):
+    _, d = storm
+    [e] = d["episodes"]
+    # README: one preemption episode 08:30:04–08:31:14, +540 (counter rises 08:30:04.042 .. 08:31:14.820)
+    assert (e["signal"], e["class"], e["count"]) == ("preemptions", "sustained", 540)
+    assert near(e["start"], "08:30:04.042") and near(e["end"], "08:31:14.820")
+    assert "lasted ≥ 60 s" in e["reason"]
+    assert {"retries", "errors", "queue", "kv_pressure"} <= {c["signal"] for c in e["details"]["companions"]}
+
+
+def test_storm_retry_multiplication_with_cancellation(storm):
+    _, d = storm
+    tr = d["traffic"]
+    # grep -c 'Received request cmpl-' vllm-server.log = 914; grep -c '"kind": "request"' client-storm.jsonl = 653
+    assert (tr["server_requests"], tr["logical_requests"]) == (914, 653)
+    assert tr["amplification"] == round(914 / 653, 4)  # ≈ 1.4 (truth.json)
+    # grep -c status=499 nginx-access.log = 454; grep -c 'Aborted request' vllm-server.log = 457
+    assert (tr["gateway_499"], tr["server_aborts"]) == (454, 457)
+    assert tr["cancellation"].startswith("cancellation propagates")
+    f = d["findings"]
+    assert f[0]["kind"] == "retries" and f[0]["severity"] == "high"
+    assert "one layer" in f[0]["next_test"]
+    assert not [x for x in f if x["kind"] == "orphans"]  # cancellation did propagate
+
+
+# ------------------------------------------------------------------ orphan
+
+def test_orphan_sustained_while_the_load_lasts(orphan):
+    _, d = orphan
+    [e] = d["episodes"]
+    # truth.json: preemption episode 08:45:03.358–08:46:59.649, 937; the client's last phase ends 08:46:29.8
+    assert (e["signal"], e["class"], e["count"]) == ("preemptions", "sustained", 937)
+    assert near(e["start"], "08:45:03.358") and near(e["end"], "08:46:59.649")
+    assert "no recovery while the load lasted" in e["reason"]
+
+
+def test_orphan_work_is_the_first_finding(orphan):
+    _, d = orphan
+    tr = d["traffic"]
+    # truth.json orphans: 570 abandoned attempts generated to the end; grep -c 'Aborted request' = 0
+    assert (tr["orphaned_executions"], tr["server_aborts"]) == (570, 0)
+    f = d["findings"][0]
+    assert (f["kind"], f["severity"]) == ("orphans", "high")
+    assert "proxy_ignore_client_abort off" in f["next_test"]
+
+
+# ------------------------------------------------------------------ crash
+
+def test_crash_with_restart_and_downtime(crash):
+    _, d = crash
+    [e] = d["episodes"]
+    assert (e["signal"], e["class"]) == ("crash", "crash")
+    c = e["details"]["crash"]
+    # last line of pid 7682: 'INFO 11-29 08:34:22 [async_llm.py:578] Added request ...' (grep pid=7682 | tail -1);
+    # the new server (pid 8600) prints its banner at 08:34:45 and 'Starting vLLM server' at 08:35:31.
+    # README: SIGKILL 08:34:23.43, ready 08:35:32.9 (69 s); log times have whole seconds.
+    assert (ts(e["start"]), ts(e["end"])) == (T("08:34:22"), T("08:35:31"))
+    assert (c["kinds"], c["pid"], c["new_pid"]) == (["silent"], 7682, 8600)
+    assert c["downtime_s"] == 69.0
+    assert ts(c["restart"]) == T("08:34:45")
+    f = d["findings"][0]
+    assert (f["severity"], f["episode_id"]) == ("critical", "E1")
+    assert not [x for x in d["episodes"] if x["signal"] == "preemptions"]  # truth: 0 preemptions
+
+
+# ------------------------------------------------------------------ calm
+
+def test_calm_nothing_alarming(calm):
+    out, d = calm
+    assert d["episodes"] == []
+    assert {f["severity"] for f in d["findings"]} == {"info"}
+    assert d["verdict"][0].startswith("Nothing alarming")
+    assert pl.read_parquet(out / "episodes.parquet").height == 0
+    # README: at most 6 running, KV at most 49.5 %
+    assert (d["capacity"]["running_observed_max"], d["capacity"]["kv_observed_max"]) == (6, 0.495)
+
+
+# ------------------------------------------------------------------ ladders
+
+def _steps(d):
+    return [(r["concurrency"], r["preemptions"], r["meets_slo"]) for r in d["ladder"]["steps"]]
+
+
+def test_ladder_default_slo(ladder_out):
+    d = diagnose(ladder_out)
+    lad = d["ladder"]
+    # per bench step (load window from the bench file, counter rises in (start, end]): 0,0,0,0,58,153,245
+    assert _steps(d) == [(1.0, 0, True), (2.0, 0, True), (4.0, 0, True), (8.0, 0, True), (16.0, 58, False),
+                         (32.0, 153, False), (64.0, 245, False)]
+    assert lad["pressure_from_step"] == {"step": 5, "concurrency": 16.0}
+    assert lad["working_boundary"]["concurrency"] == 8.0
+    # at c=16 the queue shows first (stats line 08:21:10, 'Waiting: 1'), preemptions from the 08:21:12 scrape
+    nxt = lad["broke_first_at_next_step"]
+    assert nxt["concurrency"] == 16.0 and [r["what"] for r in nxt["reasons"]] == ["queue", "preemptions"]
+    # the three preemption episodes of truth.json: 58, 153, 245
+    assert [(e["count"], e["class"]) for e in d["episodes"]] == [(58, "spike"), (153, "spike"), (245, "sustained")]
+    assert d["verdict"][0].startswith("Ladder 1→2→4→8→16→32→64: the SLO held up to 8")
+    assert pl.read_parquet(ladder_out / "ladder.parquet").height == 7
+
+
+def test_ladder_slo_ttft_1s(ladder_out):
+    # bench TTFT p95 (numpy percentile of 'ttfts', linear): c1 0.215, c2 0.854, c4 1.359, c8 0.121, c16 0.953,
+    # c32 4.408, c64 11.478 s (mean 68 ms at c=1, 2.4 s at c=32, 8.1 s at c=64 as the README says).
+    # Cold start: 30 s from the first request (08:19:20.8) -> c=1 is all cold (kept, flagged), and the first two
+    # c=2 requests (ttft 0.082, 0.102) are left out: p95 of the other 8 = 0.568 + 0.65 * (1.089 - 0.568) = 0.907.
+    d = diagnose(ladder_out, AnalyzeOptions(slo_ttft_s=1.0))
+    lad = d["ladder"]
+    rows = lad["steps"]
+    assert [round(r["ttft_p95"], 3) for r in rows] == [0.215, 0.907, 1.359, 0.121, 0.953, 4.408, 11.478]
+    assert [r["cold"] for r in rows] == [True, True, False, False, False, False, False]
+    # c=4 misses 1 s once (4 requests at 1.33-1.37 s) but c=8 meets it: the boundary is the highest step that
+    # meets the SLO; c=16 has preemptions, so with pressure counted the boundary is c=8 ...
+    assert lad["working_boundary"]["concurrency"] == 8.0
+    assert [b["concurrency"] for b in lad["failed_below_boundary"]] == [4.0]
+    # ... and on latency alone it is c=16 (p95 0.953 s <= 1 s), broken at c=32 by TTFT (4.4 s)
+    d2 = diagnose(ladder_out, AnalyzeOptions(slo_ttft_s=1.0, extra={"pressure_breaks_slo": False}))
+    lad2 = d2["ladder"]
+    assert lad2["working_boundary"]["concurrency"] == 16.0
+    assert (lad2["broke_first_at_next_step"]["concurrency"], lad2["broke_first_at_next_step"]["first"]) == (32.0, "ttft")
+
+
+def test_v0_ladder_preemptions_from_c16(v0):
+    _, d = v0
+    # client phases c=2, 8, 16, 32 (30 s each from 09:36:12.7); counter rises in each phase window:
+    # 0, 0, 78, 118 (the README's 124 for c=32 counts a scrape that falls just after the phase end)
+    assert _steps(d) == [(2.0, 0, True), (8.0, 0, True), (16.0, 78, False), (32.0, 118, False)]
+    lad = d["ladder"]
+    assert lad["working_boundary"]["concurrency"] == 8.0
+    assert (lad["broke_first_at_next_step"]["concurrency"], lad["broke_first_at_next_step"]["first"]) == \
+        (16.0, "preemptions")
+    [e] = d["episodes"]
+    # truth.json: 232 preemptions 09:37:15–09:38:22; 5 V0 warnings, the last at total_num_cumulative_preemption=201
+    assert (e["signal"], e["count"]) == ("preemptions", 232)
+    assert e["details"]["v0_preemption_warnings"]["lines"] == 5
+    assert e["details"]["v0_preemption_warnings"]["last_cumulative"] == 201
+    # first warning 09:37:14 (grep 'is preempted' | head -1) lies in the c=16 phase (09:37:12.7-09:37:42.7)
+    assert [r["v0_preemption_warnings"] for r in lad["steps"]] == [0, 0, 2, 3]
+
+
+def test_ladder_from_inflight_counts(v0, tmp_path):
+    """Without client phases the steps are found in the in-flight counts of the windows."""
+    out, _ = v0
+    shutil.copytree(out, tmp_path / "out")
+    schemas.empty("client_phases").write_parquet(tmp_path / "out" / "client_phases.parquet")
+    d = diagnose(tmp_path / "out")
+    lad = d["ladder"]
+    assert lad["source"] == "inflight"
+    assert [r["concurrency"] for r in lad["steps"]] == [2.0, 8.0, 16.0, 32.0]
+    assert lad["working_boundary"]["concurrency"] == 8.0

@@ -1,0 +1,274 @@
+"""The report on the real lab runs: summary.json (schema, same bytes twice, exact figures), summary.md
+and report.html (verdict present, self-contained, nothing loaded from the network, log text escaped).
+
+The lab runs are analysed once per test session (``analysed``): the whole pipeline, as
+``logscope analyze`` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jinja2.meta
+import jsonschema
+import pytest
+from markupsafe import escape
+
+from conftest import LAB, ROOT, need
+from logscope.api import AnalyzeOptions, analyze, ingest
+from logscope.report import context, render
+from logscope.report.html import CSP, environment, script_json
+from logscope.report.load import load
+from logscope.report.markdown import environment as md_environment
+from logscope.report.markdown import md
+from logscope.report.summary import build
+
+RUNS = ("spike", "retry-storm", "ladder", "crash", "orphan", "calm")
+SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
+
+
+def analysed(tmp_path_factory, run: str) -> Path:
+    """The lab run analysed into a session-wide folder (each run is analysed once per session)."""
+    out = tmp_path_factory.getbasetemp() / "lab-reports" / run
+    if not (out / "report.html").exists():
+        analyze(need(LAB / run), out, AnalyzeOptions(command_line=f"logscope analyze {run}"))
+    return out
+
+
+@pytest.fixture(params=RUNS)
+def run_out(request, tmp_path_factory) -> tuple[str, Path]:
+    return request.param, analysed(tmp_path_factory, request.param)
+
+
+def summary_of(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------ summary.json
+
+
+def test_summary_validates_against_the_schema(run_out):
+    _, out = run_out
+    validator = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(summary_of(out))]
+    assert errors == []
+
+
+def test_schema_is_a_valid_draft_2020_12_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_same_inputs_give_the_same_bytes(tmp_path, tmp_path_factory):
+    """Two full analyses of one folder, into two folders: summary.json byte for byte the same."""
+    first = analysed(tmp_path_factory, "spike")
+    analyze(need(LAB / "spike"), tmp_path / "again", AnalyzeOptions(command_line="logscope analyze spike"))
+    assert (tmp_path / "again" / "summary.json").read_bytes() == (first / "summary.json").read_bytes()
+
+
+def test_rendering_again_gives_the_same_bytes(run_out, tmp_path):
+    run, out = run_out
+    copy = tmp_path / run
+    shutil.copytree(out, copy)
+    render(copy, AnalyzeOptions(command_line=f"logscope analyze {run}"))
+    for name in ("summary.json", "summary.md", "report.html"):
+        assert (copy / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_summary_has_no_wall_clock_time(run_out):
+    _, out = run_out
+    text = (out / "summary.json").read_text()
+    assert "generated_at" not in text and "ingested_at" not in text
+
+
+# Expected figures: truth.json of each run, counted from the raw files by the lab's own independent
+# script (client: `"kind": "request"` records and `attempt_send` records of client-*.jsonl; vLLM:
+# `grep -c 'Received request cmpl-'` and `grep -c 'Aborted request'` in vllm-server.log; orphans:
+# attempts whose caller gave up and that vLLM never aborted). README.md of the lab gives the same
+# numbers for retry-storm (653 / 1,245 / 914 / 457), crash (550 / 1,166) and orphan (320 / 704 / 570).
+EXPECTED_RETRIES = {
+    "spike": dict(logical_requests=284, client_attempts=284, server_requests=284, server_aborts=0, orphaned_requests=0),
+    "retry-storm": dict(logical_requests=653, client_attempts=1245, server_requests=914, server_aborts=457,
+                        orphaned_requests=0, cancellation_propagated=True),
+    "crash": dict(logical_requests=550, client_attempts=1166, server_requests=351, server_aborts=0),
+    "orphan": dict(logical_requests=320, client_attempts=704, server_requests=704, server_aborts=0,
+                   orphaned_requests=570, cancellation_propagated=False),
+    "calm": dict(logical_requests=186, client_attempts=186, server_requests=186, server_aborts=0, orphaned_requests=0),
+    "ladder": dict(logical_requests=476, server_requests=476, server_aborts=0),
+}
+
+
+def test_retry_figures_match_the_lab_truth(run_out):
+    run, out = run_out
+    r = summary_of(out)["retries"]
+    assert {k: r[k] for k in EXPECTED_RETRIES[run]} == EXPECTED_RETRIES[run]
+
+
+def test_retry_figures_reach_the_page(tmp_path_factory):
+    page = (analysed(tmp_path_factory, "retry-storm") / "report.html").read_text()
+    for figure in ("653", "1,245", "914", "457"):
+        assert f'<td class="num">{figure}' in page, figure
+    assert "<strong>1.4</strong>" in page  # amplification 914 / 653
+
+
+# Lines per run: `find <run> -type f -print0 | xargs -0 wc -l` counts newlines; each file without
+# a final newline (13 per run, 27 in ladder: `tail -c1` is not empty) holds one more line.
+EXPECTED_LINES = {"spike": 11516 + 13, "retry-storm": 24021 + 13, "ladder": 13313 + 27, "crash": 21814 + 13,
+                  "orphan": 24494 + 13, "calm": 38915 + 13}  # fmt: skip
+
+
+def test_input_lines_are_all_accounted_for(run_out):
+    run, out = run_out
+    inp = summary_of(out)["inputs"]
+    assert inp["lines_total"] == EXPECTED_LINES[run]
+    assert inp["lines_parsed"] + inp["lines_unrecognized"] == inp["lines_total"]
+    files = sum(1 for p in (LAB / run).rglob("*") if p.is_file())
+    assert len(inp["files"]) == files
+
+
+def test_spike_episode_and_findings(tmp_path_factory):
+    """The lab's spike: one preemption episode 08:26:26-08:26:49, +136 preemptions (README, truth.json)."""
+    s = summary_of(analysed(tmp_path_factory, "spike"))
+    [e] = s["episodes"]
+    assert (e["id"], e["class"], e["signal"], e["count"]) == ("E1", "spike", "preemptions", 136)
+    assert e["start"].startswith("2026-11-29T08:26:26") and e["end"].startswith("2026-11-29T08:26:49")
+    assert [f["rank"] for f in s["findings"]] == sorted(f["rank"] for f in s["findings"])
+    assert s["findings"][0]["episode"] == "E1"
+
+
+def test_calm_has_no_episode(tmp_path_factory):
+    s = summary_of(analysed(tmp_path_factory, "calm"))
+    assert s["episodes"] == []
+    assert all(f["severity"] in ("info", "low") for f in s["findings"])
+
+
+def test_ladder_section(tmp_path_factory):
+    s = summary_of(analysed(tmp_path_factory, "ladder"))
+    assert s["ladder"] is not None and len(s["ladder"]["steps"]) >= 3
+    assert s["ladder"]["working_boundary"]["step"] in [st["step"] for st in s["ladder"]["steps"]]
+    page = (analysed(tmp_path_factory, "ladder") / "report.html").read_text()
+    assert 'data-chart="spec-ladder"' in page and "Working boundary" in page
+
+
+# ------------------------------------------------------------------ summary.md and report.html
+
+
+def test_verdict_is_in_the_page_and_the_markdown(run_out):
+    _, out = run_out
+    verdict = summary_of(out)["verdict"]
+    page = (out / "report.html").read_text()
+    mdtext = (out / "summary.md").read_text()
+    assert len(verdict) == 3
+    for line in verdict:
+        assert f"<li>{escape(line)}</li>" in page
+        assert md(line) in mdtext
+    assert "![timeline](timeline.png)" in mdtext and (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class _Loads(HTMLParser):
+    """Every attribute that can make a browser fetch something, and the CSP meta."""
+
+    FETCHING = {"src", "href", "srcset", "action", "data", "poster", "formaction", "background", "xlink:href"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetches: list[tuple[str, str, str]] = []
+        self.csp: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        d = dict(attrs)
+        if tag == "meta" and (d.get("http-equiv") or "").lower() == "content-security-policy":
+            self.csp.append(d.get("content") or "")
+        for k, v in attrs:
+            if k in self.FETCHING and v is not None and not (v.startswith("#") or v.startswith("data:")):
+                self.fetches.append((tag, k, v))
+
+
+def test_page_is_self_contained(run_out):
+    _, out = run_out
+    page = (out / "report.html").read_text()
+    p = _Loads()
+    p.feed(page)
+    assert p.fetches == []  # no <script src>, <link href>, <img src=http...>: only #anchors and data:
+    assert p.csp == [CSP]
+    assert "link" not in p.tags and "iframe" not in p.tags
+    assert "@import" not in page and "url(http" not in page
+    assert page.count("window.vegaEmbed=") == 1  # Vega, Vega-Lite and Vega-Embed inlined once
+    assert len(page.encode()) < 3_000_000
+
+
+def test_findings_link_to_their_episodes(tmp_path_factory):
+    page = (analysed(tmp_path_factory, "spike") / "report.html").read_text()
+    assert 'href="#E1"' in page and '<tr id="E1">' in page
+
+
+def test_timeline_is_stacked_on_one_time_axis(tmp_path_factory):
+    out = analysed(tmp_path_factory, "spike")
+    ctx = context(load(out), summary_of(out), AnalyzeOptions())
+    spec = ctx["charts"]["timeline"]
+    assert spec["resolve"]["scale"]["x"] == "shared"
+    titles = [v["title"] for v in spec["vconcat"]]
+    assert titles[0].startswith("Episodes")
+    for panel in ("Arrivals and completions", "Running and waiting at the server", "KV-cache usage", "Preemptions",
+                  "End-to-end latency"):
+        assert panel in titles
+    # every panel below the lane shades the episode: its first layer is the class-coloured band
+    assert all(v["layer"][0]["mark"]["type"] == "rect" for v in spec["vconcat"][1:])
+    # windows, not raw rows: the timeline's data stays small
+    rows = sum(len(d) for d in spec.get("datasets", {}).values())
+    assert rows < 5000
+
+
+def test_missing_stages_say_not_available(tmp_path):
+    """Only ingest ran: every section still renders and says why it is empty."""
+    out = tmp_path / "out"
+    ingest(need(LAB / "spike"), out, AnalyzeOptions())
+    render(out, AnalyzeOptions())
+    s = summary_of(out)
+    assert s["verdict"][0].startswith("No verdict: the diagnosis did not run (diagnosis.json is missing")
+    assert s["not_available"]["timeline"] == "windows.parquet is missing (written by the correlation stage)"
+    assert s["episodes"] == [] and s["ladder"] is None
+    page = (out / "report.html").read_text()
+    assert "Timeline not available: windows.parquet is missing" in page
+    jsonschema.validate(s, SCHEMA)
+
+
+def test_prompts_are_never_copied(tmp_path_factory):
+    """V0 logs print the prompt in 'Received request ... prompt: ...'; without --include-prompts it is nowhere."""
+    out = analysed(tmp_path_factory, "v0-ladder")
+    # the first words of the first logged prompt (grep -m1 "prompt: '" v0-ladder/vllm-server.log)
+    words = "work code such of with as may the copy license program"
+    assert words in (LAB / "v0-ladder" / "vllm-server.log").read_text()
+    for name in ("summary.json", "summary.md", "report.html"):
+        assert words not in (out / name).read_text(), name
+
+
+def test_templates_name_only_context_fields(tmp_path_factory):
+    out = analysed(tmp_path_factory, "spike")
+    ctx = context(load(out), build(load(out), AnalyzeOptions()), AnalyzeOptions())
+    extra = {"specs", "csp", "css", "vega_bundle"}  # added by render_html
+    for env, name in ((environment(), "report.html.j2"), (md_environment(), "summary.md.j2")):
+        source = env.loader.get_source(env, name)[0]
+        names = jinja2.meta.find_undeclared_variables(env.parse(source))
+        assert names <= set(ctx) | extra, name
+
+
+# ------------------------------------------------------------------ escaping helpers
+
+
+def test_script_json_cannot_close_the_script_element():
+    payload = {"id": "</script><script>alert(1)</script>", "x": "<!-- & \u2028"}
+    text = str(script_json(payload))
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == payload
+
+
+def test_markdown_escaping_keeps_log_text_literal():
+    assert md("<script>alert(1)</script>") == "\\<script\\>alert(1)\\</script\\>"
+    assert md("a | b\nc") == "a \\| b c"
+    assert md("# not a heading") == "\\# not a heading"
+    assert md(None) == "–"

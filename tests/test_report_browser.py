@@ -1,0 +1,156 @@
+"""report.html opened in a real browser (headless Chromium): charts drawn, no error, no network.
+
+Chromium runs the page with a virtual-time budget and dumps the DOM after the scripts ran. The
+page's own error hook (window.onerror, unhandled rejections, console.error, CSP violations) writes
+what it caught into ``<html data-logscope-errors>``; Chromium's NetLog lists every request the
+page made (browser-internal ones, such as component updates, have no page origin and are left out).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import LAB, need
+from logscope.api import AnalyzeOptions, analyze
+from logscope.report.html import CSP
+
+CHROMIUM = Path("/usr/bin/chromium")
+RUNS = ("spike", "retry-storm", "ladder", "crash", "orphan", "calm")
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)"
+)
+
+
+def analysed(tmp_path_factory, run: str) -> Path:
+    """Same session-wide folder as test_report.py: each lab run is analysed once per session."""
+    out = tmp_path_factory.getbasetemp() / "lab-reports" / run
+    if not (out / "report.html").exists():
+        analyze(need(LAB / run), out, AnalyzeOptions(command_line=f"logscope analyze {run}"))
+    return out
+
+
+def open_in_chromium(page: Path) -> tuple[str, str, list[str]]:
+    """(DOM after the scripts ran, Chromium's stderr, URLs the page itself requested)."""
+    with tempfile.TemporaryDirectory() as profile:
+        netlog = Path(profile) / "net.json"
+        cmd = [
+            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}/u",
+            "--enable-logging=stderr", "--v=0", f"--log-net-log={netlog}", "--virtual-time-budget=15000",
+            "--dump-dom", page.resolve().as_uri(),
+        ]  # fmt: skip
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return res.stdout, res.stderr, page_requests(netlog)
+
+
+def page_requests(netlog: Path) -> list[str]:
+    log = json.loads(netlog.read_text())
+    start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    urls = []
+    for ev in log["events"]:
+        p = ev.get("params") or {}
+        # the begin event carries the url; "not an origin" initiates the browser's own requests
+        if ev["type"] == start and "url" in p and p.get("initiator") != "not an origin":
+            urls.append(p["url"])
+    return [u for u in urls if not u.startswith(("file:", "data:"))]
+
+
+class _Dom(HTMLParser):
+    """Chart containers and what was drawn in each (svg marks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root: dict[str, str] = {}
+        self.csp: list[str] = []
+        self.charts: dict[str, dict] = {}
+        self._stack: list[str | None] = []
+
+    def handle_starttag(self, tag, attrs):
+        d = dict(attrs)
+        if tag == "html":
+            self.root = {k: v or "" for k, v in attrs}
+        if tag == "meta" and (d.get("http-equiv") or "").lower() == "content-security-policy":
+            self.csp.append(d.get("content") or "")
+        current = next((c for c in reversed(self._stack) if c), None)
+        if d.get("data-chart"):
+            current = d["id"]
+            self.charts[current] = {"rendered": d.get("data-rendered"), "svg": 0, "marks": 0, "text": 0}
+        if current:
+            c = self.charts[current]
+            c["svg"] += tag == "svg"
+            c["marks"] += tag in ("path", "line", "rect")
+            c["text"] += tag == "text"
+        if tag not in ("meta", "br", "img", "input", "link", "hr", "col", "source", "wbr"):
+            self._stack.append(d["id"] if d.get("data-chart") else None)
+
+    def handle_endtag(self, tag):
+        if self._stack and tag not in ("meta", "br", "img", "input", "link", "hr"):
+            self._stack.pop()
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def opened(request, tmp_path_factory):
+    out = analysed(tmp_path_factory, request.param)
+    dom, stderr, urls = open_in_chromium(out / "report.html")
+    parsed = _Dom()
+    parsed.feed(dom)
+    return out, dom, stderr, urls, parsed
+
+
+def test_no_error_and_every_chart_drawn(opened):
+    out, dom, stderr, urls, d = opened
+    assert json.loads(d.root["data-logscope-errors"]) == []
+    assert d.root["data-logscope-charts"] == "done"
+    assert d.charts, "the page has no chart container"
+    for cid, c in d.charts.items():
+        assert c["rendered"] == "svg", cid
+        assert c["svg"] >= 1 and c["marks"] >= 10 and c["text"] >= 3, (cid, c)
+    assert "chart-timeline" in d.charts
+
+
+def test_no_console_message(opened):
+    """Vega warnings and errors go to the console: none is expected from a well-formed spec."""
+    _, _, stderr, _, _ = opened
+    console = [ln for ln in stderr.splitlines() if ":CONSOLE" in ln]
+    assert console == []
+
+
+def test_no_network_request_and_csp_present(opened):
+    _, _, _, urls, d = opened
+    assert urls == []
+    assert d.csp == [CSP]
+
+
+def test_verdict_is_shown(opened):
+    out, dom, _, _, _ = opened
+    for line in json.loads((out / "summary.json").read_text())["verdict"]:
+        assert f"<li>{html.escape(line, quote=False)}</li>" in dom  # as Chromium serialises text
+
+
+def test_network_check_would_see_a_request(tmp_path):
+    """The NetLog check is not blind: a page that fetches an address is caught."""
+    page = tmp_path / "fetching.html"
+    page.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
+    _, _, urls = open_in_chromium(page)
+    assert urls == ["http://127.0.0.1:9/x.png"]
+
+
+def test_error_hook_would_see_an_error(tmp_path_factory, tmp_path):
+    """The page's error hook is not blind: a script error in a copy of a real report is recorded."""
+    page = (analysed(tmp_path_factory, "calm") / "report.html").read_text()
+    broken = tmp_path / "broken.html"
+    head, tail = page.rsplit("</body>", 1)  # the last one: the Vega bundle holds the string too
+    broken.write_text(head + "<script>undefinedFunction();</script></body>" + tail)
+    dom, _, _ = open_in_chromium(broken)
+    d = _Dom()
+    d.feed(dom)
+    errors = json.loads(d.root["data-logscope-errors"])
+    assert len(errors) == 1 and "undefinedFunction" in errors[0]
