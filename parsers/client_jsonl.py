@@ -122,6 +122,9 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         recs, ok = _csv_records(lines, state)
     else:
         recs, ok = _json_records(lines)
+    seq0 = state.get("seq", 0)  # order across chunks and rotated files (line numbers restart per file)
+    recs = recs.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"))
+    state["seq"] = seq0 + recs.height
     tables: dict[str, pl.DataFrame] = {}
     assumptions: list[str] = []
     lab = recs.filter(pl.col("kind").is_in(LAB_KINDS))
@@ -207,17 +210,25 @@ def _lab(lab: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Data
 
 
 def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) -> dict[str, pl.DataFrame]:
-    """Emit attempts and requests of every rid whose ``request`` record has arrived; carry the rest."""
-    done_rids = pend.filter(pl.col("kind") == "request").select("rid")
+    """Emit attempts and requests of every rid whose ``request`` record has arrived; carry the rest.
+
+    A rid reused later in the file (a client restarted into the same file) is another request: rows
+    belong to the first ``request`` record of their rid that follows them (``gen``).
+    """
+    is_req = (pl.col("kind") == "request").cast(pl.Int64)
+    pend = pend.sort("seq").with_columns((is_req.cum_sum().over("rid") - is_req).alias("gen"))
+    keys = pend.filter(pl.col("kind") == "request").select("rid", "gen")
     if final:
-        done_rids = pend.select("rid").unique()
-    ready = pend.join(done_rids, on="rid", how="semi")
-    state["lab_pending"] = pend.join(done_rids, on="rid", how="anti")
+        keys = pend.select("rid", "gen").unique()
+    ready = pend.join(keys, on=["rid", "gen"], how="semi")
+    # rows of later generations are renumbered from 0 when they are looked at again
+    state["lab_pending"] = pend.join(keys, on=["rid", "gen"], how="anti").drop("gen")
     if not ready.height:
         return {}
+    k = ["rid", "gen"]
     phases = _lab_phase_table(state.get("lab_phases"))
-    req = ready.filter(pl.col("kind") == "request").unique("rid", keep="last").select(
-        "rid", pl.col("client").alias("r_client"), pl.col("phase").alias("r_phase"),
+    req = ready.filter(pl.col("kind") == "request").unique(k, keep="last").select(
+        *k, pl.col("client").alias("r_client"), pl.col("phase").alias("r_phase"),
         ts_expr("send", ctx.tz).alias("r_send"), ts_expr("end", ctx.tz).alias("r_end"),
         _i("status").alias("r_status"), _err_class("error").alias("r_error"), _f("latency_s").alias("r_latency"),
         _i("max_tokens").alias("max_tokens"), _b("stream").alias("stream"),
@@ -225,22 +236,22 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         _f("client_timeout_s").alias("timeout_s"), _i("max_retries").alias("max_retries"),
     ).join(phases, left_on="r_phase", right_on="phase", how="left")
     send = ready.filter(pl.col("kind") == "attempt_send").select(
-        "rid", _i("retry_count").alias("rc"), "client", "url", pl.col("line_no"), ts_expr("t", ctx.tz).alias("ts_start"),
-    ).unique(["rid", "rc"], keep="first")
+        *k, _i("retry_count").alias("rc"), "client", "url", "line_no", "seq", ts_expr("t", ctx.tz).alias("ts_start"),
+    ).unique([*k, "rc"], keep="first")
     resp = ready.filter(pl.col("kind") == "attempt_response").select(
-        "rid", _i("retry_count").alias("rc"), ts_expr("t", ctx.tz).alias("resp_ts"), _i("status").alias("status"),
-    ).unique(["rid", "rc"], keep="first")
+        *k, _i("retry_count").alias("rc"), ts_expr("t", ctx.tz).alias("resp_ts"), _i("status").alias("status"),
+    ).unique([*k, "rc"], keep="first")
     att = (
-        send.join(resp, on=["rid", "rc"], how="left")
-        .join(req, on="rid", how="left")
-        .sort("rid", "rc")
+        send.join(resp, on=[*k, "rc"], how="left")
+        .join(req, on=k, how="left")
+        .sort(*k, "rc")
         .with_columns(
-            pl.col("ts_start").shift(-1).over("rid").alias("next_send"),
-            (pl.col("rc") == pl.col("rc").max().over("rid")).alias("is_last"),
+            pl.col("ts_start").shift(-1).over(k).alias("next_send"),
+            (pl.col("rc") == pl.col("rc").max().over(k)).alias("is_last"),
         )
     )
     att = _lab_attempt_outcome(att)
-    attempts = att.select(
+    attempts = att.sort("seq").select(
         "ts_start", "ts_end", pl.lit(ctx.source).alias("source"), pl.coalesce("client", "r_client").alias("client"),
         pl.col("rid").alias("logical_request_id"), pl.col("rid").alias("request_id"),
         (pl.col("rc") + 1).alias("attempt"), "status", "error", "timed_out",
@@ -249,9 +260,9 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         "max_tokens",
         pl.when(pl.col("is_last")).then(pl.col("output_tokens")).alias("output_tokens"),
         "concurrency", pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"), "url", "line_no",
-    ).sort("line_no")
-    n_att = send.group_by("rid").agg(pl.len().alias("attempts"), pl.col("line_no").min().alias("first_line"))
-    requests = req.join(n_att, on="rid", how="left").sort("first_line").select(
+    )
+    n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
+    requests = req.join(n_att, on=k, how="left").sort("first_seq").select(
         pl.col("rid").alias("logical_request_id"), pl.lit(ctx.source).alias("source"),
         pl.col("r_client").alias("client"), pl.col("r_send").alias("ts_start"), pl.col("r_end").alias("ts_end"),
         pl.col("r_status").alias("status"), pl.col("r_error").alias("error"),

@@ -24,6 +24,8 @@ one. Grouping is done on compact event rows carried in ``state`` until a logical
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import polars as pl
 
 from ._common import local_to_utc
@@ -89,6 +91,7 @@ _KINDS = [
     ("phase", _PHASE),
 ]
 _PRE = ["build", "options", "send"]
+_DONE_WAIT = timedelta(minutes=15)  # longest stream we wait for before closing a request without its 'done' line
 _OUTCOME = ["response", "httpx", "timeout", "conn_error"]
 _EV_SCHEMA = {
     "seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us", "UTC"), "thread": pl.String,
@@ -214,6 +217,8 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
     ev, ok = _events(lines, ctx, state)
+    if ev.height and ev["ts"].null_count() == ev.filter(pl.col("kind") != "exc").height:
+        state["no_ts"] = True
     phases = ev.filter(pl.col("kind") == "phase")
     if phases.height:
         state["phases"] = pl.concat([state.get("phases", phases.clear()), phases])
@@ -247,6 +252,8 @@ def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
         "an attempt ends at its 'HTTP Response'/'HTTP Request' (headers), timeout or connection-error line; "
         "the last attempt of a request named by a 'request <id> done' line ends at that line (end of the body)",
     ]
+    if state.get("no_ts"):
+        out.append("lines without a timestamp (logging's default format): attempt and request times unknown")
     if not state.get("debug"):
         out.append("no DEBUG 'Sending HTTP Request' lines: attempts are rebuilt from httpx 'HTTP Request' and "
                    "'Retrying request' lines, their start times are unknown, and a last attempt that timed "
@@ -264,20 +271,20 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         pre = pl.col("kind").is_in(_PRE)
         anchor = pre & ~pre.shift(1).over("tk").fill_null(False)
     else:
-        endish = pl.when(pl.col("kind").is_in(["httpx", "retrying"])).then(pl.col("kind"))
-        prev = endish.forward_fill().shift(1).over("tk")
-        anchor = (pl.col("kind") == "httpx") | ((pl.col("kind") == "retrying") & (prev.fill_null("") != "httpx"))
+        # INFO only: an httpx line is an attempt; a 'Retrying' line not following a failed httpx line is an
+        # attempt that ended without response (timeout / connection error)
+        endish = pl.col("kind").is_in(["httpx", "retrying"])
+        prev = pl.when(endish).then(pl.col("kind")).forward_fill().shift(1).over("tk")
+        prev_status = pl.when(endish).then(pl.col("status")).forward_fill().shift(1).over("tk")
+        after_failure = (prev == "httpx") & (prev_status >= 400).fill_null(False)
+        anchor = (pl.col("kind") == "httpx") | ((pl.col("kind") == "retrying") & ~after_failure.fill_null(False))
     ev = ev.with_columns(anchor.cum_sum().over("tk").alias("att"))
     att = _attempts(ev.filter(pl.col("att") > 0), debug)
     new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(
         ~pl.col("retried").shift(1).over("tk").fill_null(False)
     ) | pl.col("has_done").shift(1).over("tk").fill_null(False)
     att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tk").alias("lg"))
-    att = att.with_columns(
-        (pl.col("has_done").any().over("tk", "lg") | (pl.col("lg") < pl.col("lg").max().over("tk")) | final).alias(
-            "closed"
-        )
-    )
+    att = att.with_columns(_closed(att, state, final).alias("closed"))
     carry_keys = att.filter(~pl.col("closed")).select("tk", "att")
     carry = ev.join(carry_keys, on=["tk", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
@@ -285,6 +292,23 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         return {}, carry
     attempts, requests = _tables(done, ctx, state)
     return {"client_attempts": attempts, "client_requests": requests}, carry
+
+
+def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.Expr:
+    """A logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
+    ended it (2xx/3xx, Raising/Re-raising). When the log has 'done' lines, wait for one up to _DONE_WAIT."""
+    grp = ["tk", "lg"]
+    if att.filter(pl.col("has_done")).height:
+        state["done_lines"] = True
+    ended = (
+        (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
+        | pl.col("gave_up_timeout") | pl.col("gave_up_conn") | pl.col("reraised")
+    ).last().over(grp)
+    if state.get("done_lines"):
+        newest = att["ts_out"].max()
+        ended = ended & (pl.col("ts_out").max().over(grp) < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
+    moved_on = pl.col("lg") < pl.col("lg").max().over("tk")
+    return pl.col("has_done").any().over(grp) | moved_on | ended.fill_null(False) | final
 
 
 def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
@@ -297,6 +321,7 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
             "ts_start"
         ),
         pl.coalesce(out_ts, pl.col("ts").filter(k == "retrying").min()).alias("ts_out"),
+        (k.is_in(_OUTCOME) | (k == "retrying")).any().alias("has_out"),
         pl.col("rt").drop_nulls().first(),
         pl.col("url").drop_nulls().first(),
         pl.col("max_tokens").drop_nulls().first(),
@@ -309,6 +334,7 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         pl.col("max_retries").drop_nulls().first(),
         (k == "raise_timeout").any().alias("gave_up_timeout"),
         (k == "raise_conn").any().alias("gave_up_conn"),
+        (k == "reraise").any().alias("reraised"),
         (k == "done").any().alias("has_done"),
         pl.col("rid").drop_nulls().first(),
         pl.col("lab_status").filter(k == "done").first(),
@@ -333,15 +359,19 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     last = pl.col("attempt") == pl.col("n_att")
     anomaly = (
         (pl.col("rt").is_not_null() & (pl.col("rt") != pl.col("attempt") - 1))
-        | (pl.col("ts_out").is_null() & ~last)
+        | (~pl.col("has_out") & ~last)
         | pl.col("dup_resp") | pl.col("dup_httpx") | pl.col("dup_to")
     )
     base = pl.when(pl.col("rt").is_null().any().over(grp)).then(0.8).otherwise(1.0)
+    if not state.get("debug"):  # INFO only: a last attempt that failed without a response is invisible
+        base = pl.lit(0.6)
     base = pl.when(pl.col("tk") == "").then(base * 0.9).otherwise(base)  # no thread names: sequential client assumed
     conf = pl.when(anomaly.any().over(grp)).then(0.5).otherwise(base)
     lid = pl.coalesce(pl.col("lg_rid"), pl.lit(f"{ctx.source}:") + pl.col("lg_line").cast(pl.String))
     attempt_err = pl.coalesce(
-        pl.col("exc"), pl.col("err"), pl.when(last & pl.col("has_done")).then(pl.col("lab_err"))
+        pl.col("exc"), pl.col("err"), pl.when(last & pl.col("has_done")).then(pl.col("lab_err")),
+        # INFO only: retried without an httpx line = no response (timeout or connection error)
+        pl.when(pl.col("retried") & pl.col("status").is_null()).then(pl.lit("NoResponse")),
     )
     ts_end = pl.when(last & pl.col("done_ts").is_not_null()).then(pl.col("done_ts")).otherwise(pl.col("ts_out"))
     att = att.with_columns(
@@ -405,7 +435,7 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
         .alias("concurrency"),
     )
     start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("tk", "lg").alias("_lg_ts")
-    att = att.with_columns(start).sort("_lg_ts")
+    att = att.with_columns(start).sort("_lg_ts", nulls_last=True)
     return att.join_asof(ph, left_on="_lg_ts", right_on="ph_ts", strategy="backward").drop("_lg_ts", "ph_ts")
 
 

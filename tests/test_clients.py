@@ -8,6 +8,7 @@ Files under tests/data/clients/ are real outputs of the real programs, see its R
 from __future__ import annotations
 
 import io
+import itertools
 import shutil
 import sys
 from datetime import UTC, datetime, timedelta
@@ -250,6 +251,27 @@ def test_openai_v1_prompt_not_copied(tmp_path):
     assert req["attempts"].to_list() == [1, 1, 3, 1, 3, 1, 3, 2]
 
 
+def test_openai_info_level_without_timestamps(tmp_path):
+    """logging.basicConfig(level=INFO): only httpx 'HTTP Request' and openai 'Retrying request' lines, no time.
+
+    The client made 6 calls and printed 'request 3: APIConnectionError' (make_outputs.sh, step 3b).
+    grep -c 'HTTP Request' = 8 attempts with a response; 2 of the 5 'Retrying request' lines (lines 6 and
+    12) follow a success or another Retrying line: attempts without response -> 10 visible attempts.
+    The 4th call's last attempt (a dropped connection, 'Raising connection error' is DEBUG) left no line,
+    so it cannot be told from the 5th call's 200 that follows: 5 logical requests found, not 6.
+    """
+    res = ingest_files(tmp_path, CLIENTS / "openai-info-bare.log")
+    assert res.files["format"].item() == "openai_client"
+    assert res.files["lines_unrecognized"].item() == 0
+    att, req = res.table("client_attempts"), res.table("client_requests")
+    assert (att.height, req.height) == (10, 5)
+    assert req["attempts"].to_list() == [1, 1, 2, 3, 3]
+    assert att["error"].value_counts().sort("error").rows() == [(None, 8), ("NoResponse", 2)]
+    assert att["ts_start"].null_count() == 10
+    assert att["grouping_confidence"].unique().to_list() == [0.54]  # INFO only 0.6 x no thread names 0.9
+    assert any("without a timestamp" in a for a in res.files["assumptions"].item())
+
+
 # ---------------------------------------------------------------- generic schema (docs/client-schema.md)
 def test_generic_jsonl_and_csv(tmp_path):
     """generic-attempts.jsonl was written by the docs example (run_doc_example.py): 11 attempts, 6 calls."""
@@ -283,6 +305,7 @@ def test_docs_example_runs_and_parses(tmp_path):
     import fake_openai_server as srv
     from run_doc_example import example_namespace
 
+    srv._COUNTER = itertools.count(1)  # the 502 pattern counts requests from 1
     old = dict(vars(srv.ARGS))
     for k, v in {"fail_every": 2, "slow_every": 0, "drop_every": 0, "tokens": 4, "token_delay": 0.0}.items():
         setattr(srv.ARGS, k, v)
@@ -444,7 +467,8 @@ def test_detect_claims_only_own_files():
             assert all(sc[m] < parsers.MIN_CONFIDENCE for m in MINE), (f.rel, {m: sc[m] for m in MINE})
     own = {"aiperf-profile_export.jsonl": "aiperf", "guidellm-benchmarks.json": "guidellm",
            "generic-attempts.jsonl": "client_jsonl", "openai-sdk-format.log": "openai_client",
-           "openai-plain-format.log": "openai_client", "openai-v1-threads.log": "openai_client"}
+           "openai-plain-format.log": "openai_client", "openai-v1-threads.log": "openai_client",
+           "openai-info-bare.log": "openai_client"}
     for name, want in own.items():
         mod, _, _ = parsers.detect(sources.head(sources.discover(CLIENTS / name)[0])[0])
         assert mod.NAME == want, name

@@ -112,6 +112,7 @@ def test_orphaned_work(tmp_path_factory):
     # attempts that timed out: attempt_send without attempt_response in client-orphan.jsonl = 570;
     # grep -c 'Aborted request' vllm-server.log = 0
     assert o["count"] == 570 and o["aborted"] == 0 and o["cancellation_propagated"] is False
+    assert o["count_by_match"] == {"exact": 570, "inferred": 0}
     assert o["callers_left"] == {"client": 570, "gateway": 0}
     assert o["end_source"] == {"gateway upstream time": 570}
     truth = json.loads((LAB / "orphan" / "truth.json").read_text())["orphans"]["list"]
@@ -377,3 +378,36 @@ def test_cut_streams_found_from_the_gateway_alone(tmp_path_factory):
         "crash-w00-00149", "crash-w01-00145", "crash-w02-00151", "crash-w03-00147",
         "crash-w04-00146", "crash-w05-00150", "crash-w06-00152", "crash-w07-00148",
     ]
+
+
+@pytest.mark.parametrize("run, preemptions, starts", [
+    # vllm:num_preemptions_total over the run (truth.json preemptions.total / v0 232 in the README);
+    # starts: grep -c 'Started server process' vllm-server.log
+    ("crash", 0, 2),
+    ("v0-ladder", 232, 1),
+    ("spike", 136, 1),
+])
+def test_server_state_per_window(tmp_path_factory, run, preemptions, starts):
+    out, _ = run_lab(tmp_path_factory, run)
+    w = pl.read_parquet(out / "windows.parquet")
+    assert w["preemptions"].sum() == preemptions and w["server_restarts"].sum() == starts
+    assert w["engine_deaths"].sum() == 0 and w["oom_events"].sum() == 0
+
+
+@pytest.mark.parametrize("run", ["retry-storm", "orphan"])
+def test_client_straight_to_vllm(tmp_path_factory, run):
+    """Without the gateway log the client's ids never reach vLLM (nginx renamed them): vLLM's
+    whole-second Received lines are paired with client sends by time, marked inferred."""
+    out, s = run_lab(tmp_path_factory, run)
+    tabs = frames.read_tables(out)
+    tabs["gateway_attempts"] = schemas.empty("gateway_attempts")
+    res = correlate_tables(tabs)
+    m = res.summary["match"]["client_server"]
+    assert m["exact"] == 0 and m["inferred"] >= 0.99 * LAYERS[run][4]
+    truth = pl.read_parquet(out / "requests.parquet").select("logical_request_id", "server_requests")
+    j = truth.join(res.requests.select("logical_request_id", "server_requests"), on="logical_request_id")
+    assert (j["server_requests"] == j["server_requests_right"]).mean() >= 0.99
+    o = res.summary["orphans"]
+    assert abs(o["count"] - s["orphans"]["count"]) <= 0.04 * LAYERS[run][4]
+    if o["count"]:  # V1 logs no end and no gateway timed the upstream: the work after is unknown
+        assert set(o["end_source"]) == {"unknown"}

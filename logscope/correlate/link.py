@@ -241,27 +241,36 @@ def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
 
 
 def _server_gateway_inferred(F: Frames, exact: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
-    """Executions with no id match, paired with a free gateway attempt opened in their receive second.
-
-    vLLM stamps whole seconds, so every attempt opened in that second is a candidate; an aborted
-    execution prefers the attempt whose upstream time ended in its abort second, and within a second
-    the k-th Received line prefers the k-th attempt. The score is 1 / number of candidates: under load
-    these pairs are right in count and timing, not necessarily in identity.
-    """
+    """Executions with no id match, paired with a free gateway attempt opened in their receive second."""
     empty = exact.head(0)
-    free_sr = F.sr.join(exact, on="sr", how="anti").filter(pl.col("t0").is_not_null())
-    if free_sr.height == 0:
-        return empty
+    free_sr = F.sr.join(exact, on="sr", how="anti")
     att = _attempt_rows(F).filter(pl.col("reached") & pl.col("inference")).join(exact, on="ga", how="anti")
     # gateway requests whose ids vLLM did log are not candidates: their executions are known
-    att = att.filter(~pl.col("gr").is_in(exact["gr"].implode()) & pl.col("a0").is_not_null())
-    if att.height == 0:
+    att = att.filter(~pl.col("gr").is_in(exact["gr"].implode()))
+    pairs = receipts_by_time(free_sr, att.select("ga", "a0", "a1"), "ga", res)
+    if pairs.height == 0:
         return empty
+    return pairs.join(att.select("ga", "gr"), on="ga").select(
+        "sr", "ga", "gr", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score"))
+
+
+def receipts_by_time(sr: pl.DataFrame, senders: pl.DataFrame, key: str, res: dict[str, float]) -> pl.DataFrame:
+    """vLLM executions -> the sends (``key``, open ``a0``, end ``a1``) that carried them, by time alone.
+
+    vLLM stamps whole seconds, so every send opened in the receive second is a candidate; an aborted
+    execution prefers the send that ended in its abort second, and within a second the k-th Received
+    line prefers the k-th send. Returns ``sr, key, n_cand``: under load these pairs are right in count
+    and timing, not necessarily in identity, hence a score of 1 / candidates.
+    """
+    sr = sr.filter(pl.col("t0").is_not_null())
+    senders = senders.filter(pl.col("a0").is_not_null())
+    if sr.height == 0 or senders.height == 0:
+        return pl.DataFrame(schema={"sr": pl.Int64, key: pl.Int64, "n_cand": pl.UInt32})
     r = pl.col("source").replace_strict(res, default=0.0)
-    left = free_sr.select("sr", pl.col("t0").alias("s"), (pl.col("t0") + r).alias("s_hi"), "aborted",
-                          (pl.col("aborted") + r).alias("ab_hi")).sort("s", "sr")
+    left = sr.select("sr", pl.col("t0").alias("s"), (pl.col("t0") + r).alias("s_hi"), "aborted",
+                     (pl.col("aborted") + r).alias("ab_hi")).sort("s", "sr")
     left = left.with_columns(group_first("s").alias("_first")).with_columns(index_in_group().alias("k_s"))
-    right = att.select("ga", "gr", "a0", "a1").sort("a0").with_columns(pl.col("a0").floor().alias("_sec"))
+    right = senders.select(key, "a0", "a1").sort("a0").with_columns(pl.col("a0").floor().alias("_sec"))
     right = right.with_columns(group_first("_sec").alias("_first")).with_columns(index_in_group().alias("k_a"))
     cand = left.drop("_first").join_where(
         right.drop("_first"), pl.col("a0") >= pl.col("s") - INFERRED_TOL_S, pl.col("a0") <= pl.col("s_hi") + SLACK_S)
@@ -271,9 +280,7 @@ def _server_gateway_inferred(F: Frames, exact: pl.DataFrame, res: dict[str, floa
                           + (pl.col("a1") - pl.col("ab_hi") - SLACK_S).clip(0), pl.lit(END_CAP_S)).fill_null(END_CAP_S))
     cand = cand.with_columns(
         (outside + abort_gap + RANK_WEIGHT * (pl.col("k_s") - pl.col("k_a")).abs()).alias("cost"))
-    pairs = assign(cand.select("sr", "ga", "gr", "cost"), "sr", "ga")
-    return pairs.select("sr", "ga", "gr", pl.lit("inferred").alias("match"),
-                        (1.0 / pl.col("n_cand")).alias("score"))
+    return assign(cand.select("sr", key, "cost"), "sr", key).select("sr", key, "n_cand")
 
 
 def _server_client(F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
@@ -291,8 +298,8 @@ def _server_client(F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dic
         "sr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
     out = [ex]
     if F.gr.height == 0:  # only without a gateway can an id-less client send be the vLLM request
-        tol = INFERRED_TOL_S + max(res.values(), default=0.0) / 2
-        inf = nearest(left.join(ex, on="sr", how="anti"), right.join(ex, on="ca", how="anti"), "sr", "ca", tol)
-        out.append(inf.select("sr", "ca", pl.lit("inferred").alias("match"),
-                              (1 - pl.col("dt").abs() / tol).clip(0, 1).alias("score")))
+        inf = receipts_by_time(free_sr.join(ex, on="sr", how="anti"),
+                               free_ca.join(ex, on="ca", how="anti").select("ca", pl.col("t0").alias("a0"),
+                                                                           pl.col("t1").alias("a1")), "ca", res)
+        out.append(inf.select("sr", "ca", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score")))
     return pl.concat(out).join(F.ca.select("ca", "lr"), on="ca").select("sr", "ca", "lr", "match", "score")

@@ -174,6 +174,7 @@ def _orphans(A: Assembled, notes: list[str]) -> dict:
                      "or abort line): their generation after the caller left is not counted")
     return {
         "count": orph.height,
+        "count_by_match": {k: int((orph["match"] == k).sum()) for k in ("exact", "inferred")},
         "generation_s_after_caller_left": r3(orph["orphan_s"].sum()) if orph.height else 0.0,
         "server_s_of_orphaned_executions": r3(orph["gen_s"].sum()) if orph.height else 0.0,
         "median_s_after_caller_left": r3(orph["orphan_s"].median()) if orph.height else None,
@@ -184,8 +185,9 @@ def _orphans(A: Assembled, notes: list[str]) -> dict:
         "end_source": dict(sorted(end_counts.items())),
         "definition": (
             "an execution whose caller left (client attempt timed out, gateway 499, or gateway upstream "
-            "timeout) and that vLLM did not abort within its stamp resolution; seconds after the caller left "
-            "= server end - caller left"
+            "timeout) and that vLLM did not abort within its stamp resolution. generation_s_after_caller_left "
+            "sums server end - caller left (the waste); server_s_of_orphaned_executions sums their whole "
+            "server time, the part before the caller left included"
         ),
     }
 

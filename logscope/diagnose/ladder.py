@@ -53,7 +53,17 @@ def _climb(rows: list[dict], min_steps: int) -> list[dict]:
     return run if len(run) >= min_steps else []
 
 
+PLATEAU_BINS_PER_OCTAVE = 8  # in-flight levels within ~4.5 % of each other are one level
+PLATEAU_MERGE_RATIO = 1.15  # neighbouring plateaus closer than this are one step
+STEP_RATIO = 1.25  # each detected step must hold at least this much more in flight than the previous one
+
+
 def _inflight_steps(ctx: Context) -> list[dict]:
+    """Plateaus of the client's (else the gateway's, else the server's) in-flight count.
+
+    A closed-loop load generator holds exactly c requests in flight, so its steps are flat; an open-loop
+    overload makes the count ramp up as latency grows, which gives no plateau long enough to be a step.
+    """
     w = ctx.inputs.windows
     if w.height == 0:
         return []
@@ -65,21 +75,28 @@ def _inflight_steps(ctx: Context) -> list[dict]:
     d = w.select("ts", pl.col(col).fill_null(0).alias("v")).with_columns(
         pl.col("v").rolling_median(3, min_samples=1, center=True).alias("v"))
     d = d.with_columns(
-        pl.when(pl.col("v") >= 0.5).then(pl.col("v").log(2).round(0)).otherwise(None).alias("lvl"))
+        pl.when(pl.col("v") >= 0.5).then((pl.col("v").log(2) * PLATEAU_BINS_PER_OCTAVE).round(0)).otherwise(None)
+        .alias("lvl"))
     d = d.with_columns(((pl.col("lvl") != pl.col("lvl").shift(1)).fill_null(True)
                         | pl.col("lvl").is_null()).cum_sum().alias("_run"))
     segs = (d.filter(pl.col("lvl").is_not_null()).group_by("_run", maintain_order=True)
             .agg(pl.col("ts").min().alias("start"), (pl.col("ts").max() + timedelta(seconds=ws)).alias("end"),
-                 pl.col("lvl").first(), pl.col("v").median().alias("value")))
+                 pl.col("v").median().alias("value")))
     segs = segs.filter((pl.col("end") - pl.col("start")).dt.total_seconds() >= ctx.th.ladder_min_step_s)
-    rows = []
+    rows: list[dict] = []
     for r in segs.iter_rows(named=True):
-        if rows and rows[-1]["lvl"] == r["lvl"]:
+        v = float(r["value"])
+        if rows and max(v, rows[-1]["value"]) <= PLATEAU_MERGE_RATIO * min(v, rows[-1]["value"]):
             rows[-1]["end"] = r["end"]
             continue
-        rows.append({"label": None, "value": round(float(r["value"]), 1), "mode": "inflight", "start": r["start"],
-                     "end": r["end"], "lvl": r["lvl"], "source": col})
-    return rows
+        rows.append({"label": None, "value": v, "mode": "inflight", "start": r["start"], "end": r["end"],
+                     "source": col})
+    out: list[dict] = []
+    for r in rows:  # keep only clear steps up
+        if out and r["value"] < STEP_RATIO * out[-1]["value"]:
+            break
+        out.append({**r, "value": round(r["value"], 1)})
+    return out
 
 
 def _first_ts(df: pl.DataFrame, cond: pl.Expr, col: str = "ts") -> datetime | None:

@@ -26,11 +26,6 @@ def md(value: object) -> str:
     return "\\" + text if text[:1] in ("#", "+", "-", "=") else text
 
 
-def mdcode(value: object) -> str:
-    """Text inside a `code span`: only backticks need care."""
-    return _SPACE.sub(" ", str(value)).replace("`", "'")
-
-
 def md_table(cols: list[str], rows: list[list[object]]) -> str:
     head = "| " + " | ".join(md(c) for c in cols) + " |"
     rule = "|" + "---:|" * len(cols)
@@ -48,7 +43,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(md=md, mdcode=mdcode, fnum=fmt.fnum, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
+    env.filters.update(md=md, fnum=fmt.fnum, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
     env.globals["md_table"] = md_table
     return env
 

@@ -30,6 +30,11 @@ server 18743 --fail-every 3 --slow-every 5 --slow-s 1.5 --drop-every 7 --tokens 
 $V/openai1/bin/python "$HERE/openai_log_client.py" --style threads --threads 2 --port 18743 --n 8 \
   > /dev/null 2> "$HERE/openai-v1-threads.log"
 kill $SRV
+# 3b. openai 3.57.0, logging.basicConfig(level=INFO): no time, no DEBUG lines
+server 18746 --fail-every 3 --slow-every 5 --slow-s 1.5 --drop-every 7 --tokens 8
+$V/openai/bin/python "$HERE/openai_log_client.py" --style bare --port 18746 --n 6 \
+  > /dev/null 2> "$HERE/openai-info-bare.log"
+kill $SRV
 
 # A local word-level tokenizer (aiperf and guidellm need one; the hub is not reachable here)
 TOK=$V/wordlevel-tokenizer

@@ -3,7 +3,8 @@
 Used only to produce the real log files in this folder (see README.md). ``--style openai`` relies on
 ``OPENAI_LOG=debug`` (the SDK's own basicConfig); ``--style plain`` configures
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s`` at DEBUG for every logger (httpx/httpcore too);
-``--style threads`` adds the thread name, with ``--threads`` workers.
+``--style threads`` adds the thread name, with ``--threads`` workers; ``--style bare`` is
+``logging.basicConfig(level=INFO)`` (``INFO:httpx:...``, no timestamp).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ FORMATS = {
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--style", choices=["openai", "plain", "threads"], required=True)
+    p.add_argument("--style", choices=["openai", "plain", "threads", "bare"], required=True)
     p.add_argument("--port", type=int, default=18731)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--threads", type=int, default=1)
@@ -29,7 +30,9 @@ def main() -> None:
     p.add_argument("--max-retries", type=int, default=2)
     p.add_argument("--stream", action="store_true")
     a = p.parse_args()
-    if a.style != "openai":
+    if a.style == "bare":  # logging's default format: LEVEL:logger:message, no time
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    elif a.style != "openai":
         logging.basicConfig(level=logging.DEBUG, format=FORMATS[a.style], stream=sys.stderr)
         if a.style == "threads":
             logging.getLogger("httpcore").setLevel(logging.WARNING)
