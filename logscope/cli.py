@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -208,13 +209,13 @@ def analyze(
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug)
-    summary = json.loads(Path(paths["summary.json"]).read_text())
+    summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:
-        sys.stdout.write(Path(paths["summary.json"]).read_text())
+        sys.stdout.write(Path(paths["summary_json"]).read_text())
     elif not quiet:
         _print_verdict(summary, paths, verbose)
     if open_:
-        webbrowser.open(Path(paths["report.html"]).resolve().as_uri())
+        webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
     classes = {e.get("class") for e in summary.get("episodes", [])}
     if fail_on and classes & set(fail_on):
         raise typer.Exit(ExitCode.FAIL_ON)
@@ -241,17 +242,18 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
 
     paths = _run(go, debug)
     if not quiet:
-        out.print(f"report: {paths['report.html']}")
+        out.print(f"report: {paths['report_html']}")
 
 
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
+    # log-derived text may contain [brackets]: never let rich read it as markup
     for line in summary.get("verdict", []):
-        out.print(f"[bold]{line}[/]")
+        out.print(escape(line), style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:
-        out.print(f"  [{f.get('severity')}] {f.get('symptom')}")
+        out.print(escape(f"  [{f.get('severity')}] {f.get('symptom')}"))
         if verbose:
-            out.print(f"      next: {f.get('next_test')}")
-    out.print(f"report: {paths['report.html']}")
+            out.print(escape(f"      next: {f.get('next_test')}"))
+    out.print(f"report: {paths['report_html']}")
 
 
 class _Null:

@@ -337,3 +337,49 @@ def test_ladder_from_inflight_counts(v0, tmp_path):
     assert lad["source"] == "inflight"
     assert [r["concurrency"] for r in lad["steps"]] == [2.0, 8.0, 16.0, 32.0]
     assert lad["working_boundary"]["concurrency"] == 8.0
+
+
+def test_recurring_spikes(ladder_out):
+    # the ladder's first two episodes are spikes starting at 08:21:12.139 and 08:21:45.309 (33 s apart);
+    # with recurring_min 2 they are one recurring pattern, the third (still going at the last arrival) stays sustained
+    d = diagnose(ladder_out, AnalyzeOptions(extra={"recurring_min": 2}))
+    assert [e["class"] for e in d["episodes"]] == ["recurring", "recurring", "sustained"]
+    assert d["episodes"][0]["why"] == "2 preemption spikes, starting about every 33 s"
+
+
+# ------------------------------------------------------------------ partial inputs
+
+def test_nothing_recognised(tmp_path):
+    d = diagnose(tmp_path)  # an empty output folder: no table at all
+    assert d["episodes"] == [] and d["ladder"] is None
+    assert d["verdict"][0] == "Nothing to diagnose: no server, gateway or client records were recognised."
+    for name in ("episodes", "findings", "ladder"):
+        assert pl.read_parquet(tmp_path / f"{name}.parquet").schema == schemas.schema(name)
+
+
+def test_client_log_alone_shows_the_retries(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(need(LAB / "retry-storm" / "client-storm.log"), src)
+    ingest(src, tmp_path / "out")
+    correlate(tmp_path / "out")
+    d = diagnose(tmp_path / "out")
+    [e] = d["episodes"]
+    assert (e["signal"], e["class"]) == ("retries", "sustained")
+    # truth.json: 653 logical requests made 1,245 attempts (1.91 per request), mostly in phase 1 (08:30-08:31:15)
+    assert d["traffic"]["logical_requests"] == 653 and d["traffic"]["client_attempts"] == 1245
+    assert d["findings"][0]["title"] == "Retries: 1.91 attempts per request"
+    assert ts(e["start"]) >= T("08:30:00") and ts(e["end"]) <= T("08:31:40")
+
+
+def test_open_loop_overload_is_not_a_ladder(tmp_path):
+    """nginx alone, retry-storm: in-flight requests ramp up as latency grows (open loop), with no plateau."""
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(need(LAB / "retry-storm" / "nginx-access.log"), src)
+    ingest(src, tmp_path / "out")
+    correlate(tmp_path / "out")
+    d = diagnose(tmp_path / "out")
+    assert d["ladder"] is None
+    # 502/499 responses (grep -v status=200): a burst from 08:30:29, heaviest 08:31:09-08:31:11
+    assert "errors" in [e["signal"] for e in d["episodes"]]

@@ -234,7 +234,11 @@ def _headline(e: dict) -> str:
         return f"The vLLM server {how} at {e['start']:%H:%M:%S}{back}."
     what = {"preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
             "kv_pressure": "KV cache near full", "queue": f"a queue of up to {e['peak']:.0f} waiting",
-            "stall": "requests running with no progress (0 tokens/s)"}.get(e["signal"], f"{e['signal']} above normal")
+            "stall": "requests running with no progress (0 tokens/s)",
+            "errors": f"{e['count']} failed requests", "retries": f"{e['count']} retries",
+            "orphans": f"{e['count']} executions for callers that had left",
+            "ttft": f"TTFT p95 up to {e['peak']:.1f} s", "e2e": f"e2e p95 up to {e['peak']:.1f} s"}.get(
+        e["signal"], f"{e['signal']} above normal")
     state = []
     if e["kv_max"] is not None:
         state.append(f"KV up to {e['kv_max'] * 100:.1f} %")

@@ -392,6 +392,7 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         med = gaps[len(gaps) // 2]
         for e in group_:
             e["class"] = "recurring"
-            e["why"] = f"{len(group_)} {UNIT[sig]} spikes, starting about every {med:.0f} s"
-            e["reason"] = (f"{len(group_)} {UNIT[sig]} spikes, starting about every {med:.0f} s "
+            noun = sig.removesuffix("s").replace("_", " ")
+            e["why"] = f"{len(group_)} {noun} spikes, starting about every {med:.0f} s"
+            e["reason"] = (f"{len(group_)} {noun} spikes, starting about every {med:.0f} s "
                            f"({', '.join(_t(s) for s in starts)}); this one: {e['reason']}")

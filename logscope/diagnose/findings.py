@@ -162,7 +162,8 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     mns = cap.get("max_num_seqs")
     wb = (ladder or {}).get("working_boundary")
     if wb is not None and (ladder or {}).get("broke_first_at_next_step") is not None:
-        nt = (f"Cap admitted concurrency at the measured working boundary: --max-num-seqs {_n(wb['concurrency'])} "
+        nt = (f"Cap admitted concurrency at the measured working boundary: --max-num-seqs "
+              f"{max(1, math.floor(wb['concurrency']))} "
               f"(step {wb['step']} of the ladder met the SLO; the next one broke), then replay the same traffic")
     elif hold is not None and hold >= 1:
         target = max(1, math.floor(hold))
@@ -317,11 +318,16 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                        "when capacity is short")
             cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
                      " re-send work the overloaded server has already queued, prefilled or preempted")
-        else:
+        elif amp is not None:
             title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + \
                 " (most never reached the server)"
             symptom = "requests were retried against a gateway that failed them before they reached vLLM"
             cause = "the gateway answered errors itself (upstream marked down) and every layer retried them"
+        else:
+            title = f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
+            symptom = "timeouts and errors were retried; the server log is not here to tell how much reached it"
+            cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
+                     " re-send requests that timed out or failed, adding load when capacity is short")
         out.append(_f("high" if heavy or (multi and (amp or 0) >= 1) else "medium", title, symptom, ev, cause, nt,
                       ep_r, kind="retries"))
     orph = tr.get("orphaned_executions")
