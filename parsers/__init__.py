@@ -35,18 +35,7 @@ _MODULES = (
 MIN_CONFIDENCE = 0.3
 
 
-def _load() -> list[ModuleType]:
-    mods = []
-    for name in _MODULES:
-        try:
-            mods.append(importlib.import_module(f"{__name__}.{name}"))
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-    return mods
-
-
-FORMATS: list[ModuleType] = _load()
+FORMATS: list[ModuleType] = [importlib.import_module(f"{__name__}.{name}") for name in _MODULES]
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in FORMATS}
 
 

@@ -251,6 +251,15 @@ def test_crash_with_restart_and_downtime(crash):
     f = d["findings"][0]
     assert (f["severity"], f["episode_id"]) == ("critical", "E1")
     assert not [x for x in d["episodes"] if x["signal"] == "preemptions"]  # truth: 0 preemptions
+    # two starts: banners at 08:32:45 (pid 7682) and 08:34:45 (pid 8600), 'Starting vLLM server' at 08:33:31, 08:35:31
+    starts = d["cold_start"]["server_starts"]
+    assert [(ts(s["ts"]), s["pid"], ts(s["ready"])) for s in starts] == [
+        (T("08:32:45"), 7682, T("08:33:31")), (T("08:34:45"), 8600, T("08:35:31"))]
+    # the restart's first 30 s of traffic are reported apart (retried requests arrive at once) ...
+    cold = d["cold_start"]["windows"][1]
+    assert ts(cold["start"]) >= T("08:35:31") and cold["ttft_p95"] > 2.0
+    assert [f["title"][:40] for f in d["findings"] if f["kind"] == "latency"] == \
+        ["Slow first tokens after the server start"]
 
 
 # ------------------------------------------------------------------ calm

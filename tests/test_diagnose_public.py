@@ -9,15 +9,17 @@ from __future__ import annotations
 import shutil
 from datetime import datetime
 
+import polars as pl
 import pytest
-
 from conftest import PUBLIC, need
+
+from logscope import schemas
 from logscope.api import diagnose, ingest
 
 
 def _diagnose(tmp_path, name: str) -> dict:
     src = tmp_path / "in"
-    src.mkdir()
+    src.mkdir(parents=True)
     matches = sorted(need(PUBLIC).glob(f"{name}-*.log"))
     assert len(matches) == 1, name
     shutil.copy(matches[0], src)
@@ -227,3 +229,15 @@ def test_45_single_long_generation_not_an_incident(tmp_path):
     assert d["episodes"] == []
     [f] = d["findings"]
     assert f["severity"] == "info" and "single long generation, not an incident" in f["evidence"]
+
+
+def test_every_excerpt_gets_a_verdict(tmp_path):
+    """Every excerpt (new ones included) yields three verdict lines, ranked findings and conforming tables."""
+    files = sorted(need(PUBLIC).glob("*.log"))
+    assert len(files) == 24  # INDEX.md lists 24 excerpts
+    for i, f in enumerate(files):
+        d = _diagnose(tmp_path / str(i), f.name.split("-")[0])
+        assert len(d["verdict"]) == 3 and d["verdict"][2].startswith("First thing to test")
+        assert [x["rank"] for x in d["findings"]] == list(range(1, len(d["findings"]) + 1))
+        for name in ("episodes", "findings", "ladder"):
+            assert pl.read_parquet(tmp_path / str(i) / "out" / f"{name}.parquet").schema == schemas.schema(name)

@@ -257,6 +257,26 @@ def test_templates_name_only_context_fields(tmp_path_factory):
         assert names <= set(ctx) | extra, name
 
 
+def test_retry_timing_counts_each_retry_once(tmp_path_factory):
+    """retry-storm: 1,245 attempts for 653 logical requests = 592 retries (truth.json), each with one
+    wait, though the client log and its JSONL both describe them."""
+    page = (analysed(tmp_path_factory, "retry-storm") / "report.html").read_text()
+    assert "592 retries; median wait" in page
+
+
+def test_many_windows_are_merged_keeping_sums_and_maxima(tmp_path_factory, monkeypatch):
+    from logscope.report import charts
+
+    w = load(analysed(tmp_path_factory, "spike")).table("windows").sort("ts")
+    monkeypatch.setattr(charts, "MAX_WINDOWS", 20)
+    merged = charts.coarsen(w)
+    assert w.height > 20 >= merged.height
+    for col in ("arrivals", "completions", "server_requests", "preemptions"):
+        assert merged[col].sum() == w[col].sum(), col
+    for col in ("running_max", "waiting_max", "kv_max", "e2e_p95"):
+        assert merged[col].max() == w[col].max(), col
+
+
 # ------------------------------------------------------------------ escaping helpers
 
 

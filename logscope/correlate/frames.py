@@ -77,12 +77,22 @@ def prev_in_group(x: pl.Expr, first: str = "_first") -> pl.Expr:
     return pl.when(pl.col(first)).then(None).otherwise(x.shift(1))
 
 
+# the stage reads only these columns of the event tables (their message texts are large)
+USED_COLUMNS = {
+    "server_events": ("ts", "source", "replica", "kind"),
+    "gateway_errors": ("ts", "source", "kind", "upstream"),
+}
+
+
 def read_tables(out: Path) -> dict[str, pl.DataFrame]:
     """The ingest tables (an absent file reads as an empty table of its declared schema)."""
     tabs = {}
     for name in INPUTS:
         p = out / f"{name}.parquet"
-        tabs[name] = schemas.conform(pl.read_parquet(p), name) if p.exists() else schemas.empty(name)
+        df = schemas.conform(pl.scan_parquet(p), name) if p.exists() else schemas.empty(name).lazy()
+        if name in USED_COLUMNS:
+            df = df.select(USED_COLUMNS[name])
+        tabs[name] = df.collect()
     return tabs
 
 
@@ -190,11 +200,13 @@ def _duplicate_of(mine: pl.DataFrame, kept: pl.DataFrame) -> str | None:
 
 def _client_attempts(ca: pl.DataFrame) -> pl.DataFrame:
     return (
-        ca.with_columns(
+        ca.select(
+            "source", "client", "request_id", "attempt", "status", "error", "timed_out", "ttft_s",
+            "prompt_tokens", "max_tokens", "output_tokens", "concurrency", "ts_start", "ts_end",
+            *[c for c in ("retry_delay_s",) if c in ca.columns],  # proposed column: the logged backoff
             secs("ts_start").alias("t0"),
             secs("ts_end").alias("t1"),
             pl.coalesce("logical_request_id", "request_id").alias("logical_request_id"),
-            pl.col("url").str.replace(r"^[a-z]+://[^/]+", "").alias("path"),
         )
         .sort(["source", "t0"], nulls_last=True)
         .with_row_index("ca")

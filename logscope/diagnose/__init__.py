@@ -59,7 +59,8 @@ def run(out: Path, options) -> dict:
         lad["steps"] = rows
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics"))
     traffic = _traffic(inp)
-    fnd = findings.build(ctx, eps, rows, lad, cap, traffic)
+    cold = _cold(ctx)
+    fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
     _write_tables(out, eps, fnd, rows)
     diag = {
         "verdict": _verdict(ctx, eps, fnd, lad),
@@ -67,7 +68,7 @@ def run(out: Path, options) -> dict:
         "findings": fnd,
         "ladder": lad,
         "capacity": cap,
-        "cold_start": _cold(ctx),
+        "cold_start": cold,
         "server_lifecycle": _life(life),
         "output_lengths": {
             "overall": capacity.output_lengths(inp.requests),

@@ -21,7 +21,8 @@ CAP_COLS = ("kv_tokens", "gpu_blocks", "cpu_blocks", "block_size", "max_concurre
 
 def startup(events: pl.DataFrame) -> dict:
     """Latest known value of each capacity/config field (the last server start's, when it restarted)."""
-    ev = events.filter(pl.col("kind").is_in(["capacity", "config", "server_start"])).sort(["ts", "seq"], nulls_last=False)
+    ev = events.filter(pl.col("kind").is_in(["capacity", "config", "version", "server_start"]))
+    ev = ev.sort(["ts", "seq"], nulls_last=False)
     out: dict = {}
     for c in CAP_COLS:
         v = ev[c].drop_nulls()

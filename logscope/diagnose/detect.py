@@ -77,10 +77,8 @@ def stretches(df: pl.DataFrame, col: str, rule: Rule, k: float, merge_gap_s: flo
     gap = (pl.col("ts").diff().over(key).dt.total_microseconds() / 1e6)
     typical = d.with_columns(gap.alias("_g")).group_by(key).agg(pl.col("_g").median().alias("_typ"))
     d = d.join(typical, on=key, how="left").with_columns(gap.alias("_g"))
-    brk = (
-        (pl.col("ab") != pl.col("ab").shift(1).over(key)).fill_null(True)
-        | (pl.col("_g") > pl.max_horizontal(pl.col("_typ").fill_null(0) * gap_factor, pl.lit(merge_gap_s))).fill_null(False)
-    )
+    too_long = pl.col("_g") > pl.max_horizontal(pl.col("_typ").fill_null(0) * gap_factor, pl.lit(merge_gap_s))
+    brk = (pl.col("ab") != pl.col("ab").shift(1).over(key)).fill_null(True) | too_long.fill_null(False)
     runs = (
         d.with_columns(brk.cum_sum().over(key).alias("_run"))
         .filter(pl.col("ab"))

@@ -138,7 +138,7 @@ def _crash_stretches(ctx: Context) -> pl.DataFrame:
 
 
 def stretches(ctx: Context) -> pl.DataFrame:
-    th, inp = ctx.th, ctx.inputs
+    th = ctx.th
     parts = []
     if ctx.pre.height:
         parts.append(_series_stretches(ctx, "preemptions", ctx.pre, "preemptions", detect.Rule(hard=th.preemptions_min)))
@@ -155,18 +155,7 @@ def stretches(ctx: Context) -> pl.DataFrame:
             .cast(pl.Float64).alias("stalled"))
         parts.append(_series_stretches(ctx, "stall", stalled, "stalled",
                                        detect.Rule(hard=1, min_samples=th.stall_min_samples)))
-    w = inp.windows
-    if w.height:
-        client_side = inp.requests_origin in ("correlated", "client") and w["errors"].null_count() < w.height
-        err = (pl.col("errors").fill_null(0) + pl.col("timeouts").fill_null(0)) if client_side else pl.col("gateway_5xx")
-        parts.append(_windowed(ctx, "errors", err.cast(pl.Float64), detect.Rule(floor=th.errors_floor)))
-        retries = pl.col("client_retries").fill_null(0) + pl.col("gateway_retries").fill_null(0)
-        if w["client_retries"].null_count() < w.height or w["gateway_retries"].null_count() < w.height:
-            parts.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
-        if w["orphaned"].null_count() < w.height:
-            parts.append(_windowed(ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)))
-        parts.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
-        parts.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
+    parts += _request_stretches(ctx)
     parts.append(_crash_stretches(ctx))
     cols = ["signal", "replica", "start", "end", "samples", "peak", "total", "mean", "med", "last_sample"]
     parts = [p.select(cols).with_columns(pl.col("samples").cast(pl.Int64), pl.col("start").cast(pl.Datetime("us", "UTC")),
@@ -177,6 +166,29 @@ def stretches(ctx: Context) -> pl.DataFrame:
     if not parts:
         return pl.DataFrame()
     return pl.concat(parts).sort(["start", "signal", "replica"])
+
+
+def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
+    """Request-level signals, per window: errors (the caller's view when a client or correlated layer
+    exists, else gateway / vLLM 5xx), retries, orphaned work, TTFT and e2e tails."""
+    th, inp, w = ctx.th, ctx.inputs, ctx.inputs.windows
+    if w.height == 0:
+        return []
+
+    def has(c: str) -> bool:
+        return w[c].null_count() < w.height
+
+    client_side = inp.requests_origin in ("correlated", "client") and has("errors")
+    err = (pl.col("errors").fill_null(0) + pl.col("timeouts").fill_null(0)) if client_side else pl.col("gateway_5xx")
+    out = [_windowed(ctx, "errors", err.cast(pl.Float64), detect.Rule(floor=th.errors_floor))]
+    if has("client_retries") or has("gateway_retries"):
+        retries = pl.col("client_retries").fill_null(0) + pl.col("gateway_retries").fill_null(0)
+        out.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
+    if has("orphaned"):
+        out.append(_windowed(ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)))
+    out.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
+    out.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
+    return out
 
 
 # ---------------------------------------------------------------- grouping and classification
@@ -216,55 +228,58 @@ def _episode(ctx: Context, g: pl.DataFrame) -> dict:
     p = g.filter(pl.col("signal") == primary)
     replica = p["replica"][0] or None
     start, end = p["start"].min(), p["end"].max()
-    if primary == "crash":
-        death = next(d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica)
-    else:
-        death = None
+    death = next((d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica), None) \
+        if primary == "crash" else None
     dur = (end - start).total_seconds()
-    th = ctx.th
-    lead = timedelta(seconds=th.merge_gap_s)
-    look = timedelta(seconds=th.baseline_lookback_s)
-    before_lo = max(start - lead - look, ctx.span_lo) if ctx.span_lo is not None else start - lead - look
-    before_hi = start - lead
+    w = _ranges(ctx, start)
     during_req = figures.requests(ctx.inputs.requests, start, end)
-    before_req = figures.requests(ctx.inputs.requests, before_lo, before_hi) if before_hi > before_lo else \
-        figures.requests(ctx.inputs.requests, None, None)
-    lead_req = figures.requests(ctx.inputs.requests, start - lead, start)
+    before_req = figures.requests(ctx.inputs.requests, *w["before"])
+    lead_req = figures.requests(ctx.inputs.requests, *w["lead"])
     # server state over the whole incident (all its signals): the queue often builds before the first preemption
     state = figures.server_state(ctx.server, min(start, g["start"].min()), max(end, g["end"].max()),
                                  replica if primary != "crash" else None)
     total = float(p["total"].sum())
-    count = int(round(total)) if primary in COUNTED else int(p["samples"].sum())
-    if primary == "crash":
-        count = 1
-    peak = float(p["peak"].max())
-    baseline = _baseline(ctx, primary, replica, start)
-    recovered = bool(p["last_sample"].max() > end) if primary != "crash" else (death.ready_ts is not None)
-    share = (dur / ctx.span_s) if ctx.span_s else None
+    count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(p["samples"].sum())
+    recovered = bool(p["last_sample"].max() > end) if death is None else death.ready_ts is not None
     ep = {
         "signal": primary, "replica": replica, "start": start, "end": end, "duration_s": dur,
-        "share_of_span": share, "recovered": recovered, "peak": peak, "baseline": baseline, "count": count,
+        "share_of_span": (dur / ctx.span_s) if ctx.span_s else None, "recovered": recovered,
+        "peak": float(p["peak"].max()), "baseline": _baseline(ctx, primary, replica, start), "count": count,
         **{k: state[k] for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")},
         "arrival_rate_before": before_req["arrival_rate"], "arrival_rate_during": during_req["arrival_rate"],
         "prompt_tokens_mean": during_req["prompt_tokens_mean"], "output_tokens_mean": during_req["output_tokens_mean"],
         "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
         "success_share": during_req["success_share"],
     }
-    companions = []
-    for r in g.filter(pl.col("signal") != primary).group_by("signal", maintain_order=True).agg(
-            pl.col("start").min(), pl.col("end").max(), pl.col("peak").max(), pl.col("total").sum(),
-            pl.col("samples").sum()).sort("start").iter_rows(named=True):
-        companions.append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
-                           "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])})
+    companions = _companions(g, primary)
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death)
     # the same server figures over the baseline window, side by side with the episode's
-    ep["details"]["state_before"] = figures.server_state(ctx.server, before_lo, before_hi) if before_hi > before_lo \
-        else None
+    ep["details"]["state_before"] = figures.server_state(ctx.server, *w["before"])
     ep["details"]["state_during"] = state
-    ep["details"]["baseline_window"] = {"start": before_lo, "end": before_hi}
+    ep["details"]["baseline_window"] = {"start": w["before"][0], "end": w["before"][1]}
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death)
     ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
     return ep
+
+
+def _ranges(ctx: Context, start: datetime) -> dict:
+    """The lead-in (merge_gap_s before the start, where a trigger such as a burst shows) and the baseline
+    window before it (baseline_lookback_s, not before the observed span)."""
+    lead = timedelta(seconds=ctx.th.merge_gap_s)
+    lo = start - lead - timedelta(seconds=ctx.th.baseline_lookback_s)
+    if ctx.span_lo is not None:
+        lo = max(lo, ctx.span_lo)
+    hi = start - lead
+    return {"lead": (start - lead, start), "before": (lo, hi) if hi > lo else (None, None)}
+
+
+def _companions(g: pl.DataFrame, primary: str) -> list[dict]:
+    rows = (g.filter(pl.col("signal") != primary).group_by("signal", maintain_order=True)
+            .agg(pl.col("start").min(), pl.col("end").max(), pl.col("peak").max(), pl.col("total").sum(),
+                 pl.col("samples").sum()).sort(["start", "signal"]))
+    return [{"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
+             "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])}
+            for r in rows.iter_rows(named=True)]
 
 
 def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
@@ -327,7 +342,7 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
             d["crash"]["gateway_first_error"] = gw["ts"].min()
             d["crash"]["gateway_errors_by_kind"] = dict(sorted(
                 gw.group_by("kind").len().select("kind", "len").iter_rows()))
-    d["output_lengths"] = {"max_tokens_mean": during["max_tokens_mean"], "output_tokens_mean": during["output_tokens_mean"]}
+    d["output_lengths"] = {k: during[k] for k in ("max_tokens_mean", "output_tokens_mean")}
     return d
 
 

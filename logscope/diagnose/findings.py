@@ -56,7 +56,7 @@ def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_
 
 
 def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
-          traffic: dict) -> list[dict]:
+          traffic: dict, cold: dict) -> list[dict]:
     out: list[dict] = []
     for ep in eps:
         out += _episode(ctx, ep, ladder, cap)
@@ -65,6 +65,7 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
         out.append(_ladder(ladder, ladder_rows))
     out += _events(ctx)
     out += _gateway(ctx)
+    out += _cold(ctx, cold)
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap)
     order = {s: i for i, s in enumerate(SEVERITY)}
@@ -110,7 +111,8 @@ def _state(ep: dict) -> str:
 def _req(ep: dict) -> str:
     parts = []
     if ep["arrival_rate_during"] is not None:
-        parts.append(f"arrivals {_n(ep['arrival_rate_before'], 2)}/s before → {_n(ep['arrival_rate_during'], 2)}/s during")
+        before, during = _n(ep["arrival_rate_before"], 2), _n(ep["arrival_rate_during"], 2)
+        parts.append(f"arrivals {before}/s before → {during}/s during")
     if ep["ttft_p95"] is not None:
         parts.append(f"TTFT p95 {_n(ep['ttft_p95'], 2)} s")
     if ep["e2e_p95"] is not None:
@@ -134,13 +136,15 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]
     comps = {c["signal"]: c for c in d["companions"]}
-    what = {"preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}", "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
+    what = {"preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}",
+            "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
             "queue": f"a waiting queue of up to {_n(ep['peak'])}"}[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {_t(ep['start'])}–{_t(ep['end'])}"
     symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
     if "ttft" in comps:
-        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {_t(comps['ttft']['start'])}–{_t(comps['ttft']['end'])})"
+        tt = comps["ttft"]
+        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {_t(tt['start'])}–{_t(tt['end'])})"
     ev = [ep["reason"], _req(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
@@ -236,7 +240,8 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
                   "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
                   "prints nothing when killed",
                   f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
-                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half, ep, kind="crash")
+                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half,
+                  ep, kind="crash")
     return _f("critical", f"Engine died at {when}", "the engine process died and the API server could not serve",
               "; ".join(ev), "see the first error record before the death (detail in server_events)",
               "Reproduce with the same request sizes at a lower --max-num-seqs" + half +
@@ -410,6 +415,25 @@ def _events(ctx: Context) -> list[dict]:
                       "can be placed", "the KV cache is too small for the admitted requests at some point",
                       "Keep the full log lines (timestamps) and measure capacity with a concurrency ladder",
                       None, kind="pressure"))
+    return out
+
+
+def _cold(ctx: Context, cold: dict) -> list[dict]:
+    """First requests after a start much slower than warm ones (compilation, caches, a retried backlog)."""
+    warm = (cold.get("warm") or {}).get("ttft_p95")
+    out = []
+    for w in cold.get("windows", []):
+        c = w["ttft_p95"]
+        if c is None or warm is None or c <= ctx.slo.ttft_s or c <= 2 * warm:
+            continue
+        out.append(_f("low", f"Slow first tokens after the server start ({_t(w['start'])}–{_t(w['end'])})",
+                      f"TTFT p95 {c:.2f} s in the first {ctx.th.cold_start_s:.0f} s of traffic, {warm:.2f} s warm",
+                      f"{w['requests']} requests from {_t(w['first_request'])}, success {_pct(w['success_share'])}; "
+                      f"server ready at {_t(w['ready'])}",
+                      "a cold server (compilation, empty caches), plus whatever backlog of retried requests "
+                      "arrives at once when it comes up",
+                      "Warm the server up before it takes traffic: a readiness check that sends one real request "
+                      "before the gateway routes to it", None, w["start"], w["end"], kind="latency"))
     return out
 
 

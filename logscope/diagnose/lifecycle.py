@@ -74,7 +74,8 @@ def _activity(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame) -> 
 
 def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, requests: pl.DataFrame,
             th: Thresholds) -> Lifecycle:
-    ev = events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null("")).sort(["replica", "ts", "seq"])
+    ev = (events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null(""))
+          .sort(["replica", "ts", "seq"]))
     act = _activity(stats, events, sreq)
     starts, deaths, shutdowns, cold = [], [], [], []
     noise = 0
@@ -169,7 +170,8 @@ def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], act: pl.
     return out
 
 
-def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: list[Death], act: pl.DataFrame) -> list[Death]:
+def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: list[Death],
+            act: pl.DataFrame) -> list[Death]:
     """A new banner while the previous instance was serving, with no shutdown and no explicit death between."""
     out = []
     for prev, cur in zip(start_rows, start_rows[1:], strict=False):

@@ -1,8 +1,9 @@
 """Named, documented thresholds of the diagnosis. Every number that decides something lives here.
 
-Override any of them with ``AnalyzeOptions.extra``, either flat (``{"kv_full": 0.95}``) or under a
-``"thresholds"`` key (``{"thresholds": {"kv_full": 0.95}}``). Unknown keys are reported, not ignored
-silently (they end up in ``diagnosis.json`` under ``thresholds_unknown``).
+Override any of them with ``AnalyzeOptions.extra``, either flat (``{"kv_full": 0.95}``; other stages'
+keys share that dict, so unknown flat keys are left alone) or under a ``"thresholds"`` key
+(``{"thresholds": {"kv_full": 0.95}}``), where unknown keys are reported, not ignored silently (they end
+up in ``diagnosis.json`` under ``thresholds_unknown``).
 """
 
 from __future__ import annotations
@@ -90,5 +91,11 @@ def from_options(options) -> tuple[Thresholds, list[str]]:
         if k in names:
             given[k] = v
     unknown = sorted(k for k in given if k not in names)
-    known = {k: type(getattr(Thresholds, k))(v) for k, v in given.items() if k in names}
+    known = {k: _cast(getattr(Thresholds, k), v) for k, v in given.items() if k in names}
     return replace(Thresholds(), **known), unknown
+
+
+def _cast(default, v):
+    if isinstance(default, bool):
+        return v if isinstance(v, bool) else str(v).strip().lower() in ("1", "true", "yes", "on")
+    return type(default)(v)

@@ -279,6 +279,10 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
                 tooltip=tooltip,
             )  # fmt: skip
         )
+        life = data.filter(pl.col("series").is_in(list(MARKER_SHAPES)) & (pl.col("series") != "vLLM aborts"))
+        if life.height:  # starts, deaths and OOMs also cross the panel: they are rare and decisive
+            layers.append(alt.Chart(life).mark_rule(strokeDash=[3, 3], opacity=0.7).encode(
+                x=x("t"), color=color, tooltip=tooltip))  # fmt: skip
         height = max(PANEL_H // 2, 16 * len(labels))
     else:
         y_title = per if p.kind == "step" and p.y_title == "requests" else p.y_title
@@ -304,31 +308,57 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
 # ---------------------------------------------------------------- section charts
 
 
+LADDER_METRICS = {"ttft_p50": ("TTFT p50", P50), "ttft_p95": ("TTFT p95", P95),
+                  "e2e_p50": ("e2e p50", "#fdd0a2"), "e2e_p95": ("e2e p95", ORANGE)}  # fmt: skip
+
+
 def ladder_chart(summary: dict, options: Any) -> dict | None:
+    """Latency, throughput and preemptions by step, the working boundary as a green rule."""
     lad = summary.get("ladder") or {}
     steps = [s for s in lad.get("steps", []) if s.get("concurrency") is not None]
     if not steps:
         return None
     df = pl.DataFrame(steps, infer_schema_length=None)
-    cols = [c for c in ("ttft_p95", "e2e_p95", "ttft_p50", "e2e_p50") if c in df.columns]
-    lat = df.unpivot(index="concurrency", on=cols, variable_name="metric", value_name="seconds").drop_nulls()
+    cols = [c for c in LADDER_METRICS if c in df.columns]
+    lat = (
+        df.unpivot(index="concurrency", on=cols, variable_name="metric", value_name="seconds")
+        .drop_nulls()
+        .with_columns(pl.col("metric").replace_strict({k: v[0] for k, v in LADDER_METRICS.items()}))
+    )
     x = alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), title="concurrency",
               axis=alt.Axis(values=sorted({float(s["concurrency"]) for s in steps}), format="~g"))  # fmt: skip
+    wb = lad.get("working_boundary") if isinstance(lad.get("working_boundary"), dict) else {}
+    boundary = pl.DataFrame({"concurrency": [float(wb["concurrency"])]}) if wb.get("concurrency") else None
+
+    def with_boundary(chart: alt.Chart) -> alt.TopLevelMixin:
+        if boundary is None:
+            return chart
+        rule = alt.Chart(boundary).mark_rule(color=GREEN, strokeWidth=2, strokeDash=[6, 3]).encode(x=x)
+        return alt.layer(chart, rule)
+
     charts = []
     if lat.height:
-        charts.append(
-            alt.Chart(lat).mark_line(point=True).encode(
-                x=x, y=alt.Y("seconds:Q", title="seconds"), color=alt.Color("metric:N", title=None),
-                tooltip=["concurrency:Q", "metric:N", alt.Tooltip("seconds:Q", format=".3f")],
-            ).properties(width=300, height=190, title="Latency by step")
+        names = [v[0] for k, v in LADDER_METRICS.items() if k in cols]
+        colors = [v[1] for k, v in LADDER_METRICS.items() if k in cols]
+        line = alt.Chart(lat).mark_line(point=True).encode(
+            x=x, y=alt.Y("seconds:Q", title="seconds"),
+            color=alt.Color("metric:N", title=None, scale=alt.Scale(domain=names, range=colors)),
+            tooltip=["concurrency:Q", "metric:N", alt.Tooltip("seconds:Q", format=".3f")],
         )  # fmt: skip
+        slo = [(getattr(options, "slo_ttft_s", None), "TTFT SLO"), (getattr(options, "slo_e2e_s", None), "e2e SLO")]
+        rules = pl.DataFrame({"s": [float(v) for v, _ in slo if v], "label": [n for v, n in slo if v]})
+        if rules.height and lat["seconds"].max() is not None:
+            rules = rules.filter(pl.col("s") <= lat["seconds"].max() * 1.5)  # off-scale SLOs would flatten it
+        layers = [line]
+        if rules.height:
+            layers.append(alt.Chart(rules).mark_rule(color=RED, strokeDash=[5, 4]).encode(y="s:Q"))
+        charts.append(with_boundary(alt.layer(*layers)).properties(width=300, height=190, title="Latency by step"))
     for col, title in (("throughput_tps", "Output tokens/s"), ("preemptions", "Preemptions")):
         if col in df.columns and df[col].null_count() < df.height:
-            charts.append(
-                alt.Chart(df.select("concurrency", col).drop_nulls()).mark_bar(width=14).encode(
-                    x=x, y=alt.Y(f"{col}:Q", title=None), tooltip=["concurrency:Q", f"{col}:Q"]
-                ).properties(width=260, height=190, title=title)
+            bars = alt.Chart(df.select("concurrency", col).drop_nulls()).mark_bar(width=14, color=BLUE).encode(
+                x=x, y=alt.Y(f"{col}:Q", title=None), tooltip=["concurrency:Q", f"{col}:Q"]
             )  # fmt: skip
+            charts.append(with_boundary(bars).properties(width=260, height=190, title=title))
     if not charts:
         return None
     return _finish(alt.hconcat(*charts, spacing=30).resolve_scale(color="independent"))
