@@ -202,6 +202,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "load phase / benchmark step label when known"),
         "thread": (S, "thread name the attempt was logged from (openai-python logs), to audit inferred groupings"),
+        "retry_delay_s": (F, "backoff the client announced before this retry ('Retrying request in X seconds')"),
         "grouping": (S, "'exact' (ids in the log) or 'inferred' (rebuilt from thread names and retry counters)"),
         "grouping_confidence": (F, "0..1 confidence of the attempt->logical grouping"),
         "url": (S, "URL or path"),

@@ -70,6 +70,7 @@ _STATUS_ERR = r"^Encountered (?:an HTTP status error: \d+|httpx\.HTTPStatusError
 _TIMEOUT = r"^Encountered (?:a timeout exception: (\w+)|httpx\.TimeoutException)"
 _CONN = r"^Encountered (?:exception: (\w+)|Exception)\s*$"
 _RETRYING = r"^Retrying request(?: to (\S+))? in [\d.]+ seconds(?: \(retry \d+ of (\d+)\))?"
+_RETRY_DELAY = r"^Retrying request(?: to \S+)? in ([\d.]+) seconds"
 _DONE = r"^request (?P<rid>\S+) done status=(?P<st>\S+) err=(?P<err>.*?) latency=(?P<lat>[\d.]+)\s*$"
 _PHASE = r"^phase (?P<ph>\S+) start mode=(?P<mode>\w+) value=(?P<val>[\d.]+) duration=(?P<dur>[\d.]+)s"
 
@@ -98,7 +99,7 @@ _EV_SCHEMA = {
     "kind": pl.String, "rt": pl.Int64, "url": pl.String, "status": pl.Int64, "err": pl.String,
     "max_retries": pl.Int64, "max_tokens": pl.Int64, "rid": pl.String, "lab_status": pl.Int64,
     "lab_err": pl.String, "latency": pl.Float64, "ph": pl.String, "ph_mode": pl.String,
-    "ph_value": pl.Float64, "ph_dur": pl.Float64,
+    "ph_value": pl.Float64, "ph_dur": pl.Float64, "delay": pl.Float64,
 }
 
 
@@ -200,6 +201,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         .then(msg.str.extract(_CONN, 1))
         .alias("err"),
         msg.str.extract(_RETRYING, 2).cast(pl.Int64).alias("max_retries"),
+        msg.str.extract(_RETRY_DELAY, 1).cast(pl.Float64).alias("delay"),
         msg.str.extract(_OPTIONS_MAXTOK, 1).cast(pl.Int64).alias("max_tokens"),
         done.struct.field("rid").alias("rid"),
         done.struct.field("st").cast(pl.Int64, strict=False).alias("lab_status"),
@@ -212,7 +214,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         ph.struct.field("val").cast(pl.Float64).alias("ph_value"),
         ph.struct.field("dur").cast(pl.Float64).alias("ph_dur"),
     )
-    return ev.cast(_EV_SCHEMA), ok
+    return ev.select(list(_EV_SCHEMA)).cast(_EV_SCHEMA), ok  # fixed column order: carried rows are concatenated
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
@@ -332,6 +334,7 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         pl.col("err").filter(k.is_in(["timeout", "conn_error"])).drop_nulls().first().alias("err"),
         (k == "retrying").any().alias("retried"),
         pl.col("max_retries").drop_nulls().first(),
+        pl.col("delay").filter(k == "retrying").drop_nulls().first().alias("delay_after"),
         (k == "raise_timeout").any().alias("gave_up_timeout"),
         (k == "raise_conn").any().alias("gave_up_conn"),
         (k == "reraise").any().alias("reraised"),
@@ -355,6 +358,8 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         pl.len().over(grp).alias("n_att"),
         pl.col("line_no").first().over(grp).alias("lg_line"),
         pl.col("rid").drop_nulls().last().over(grp).alias("lg_rid"),
+        # the delay the SDK announced after the previous attempt failed
+        pl.col("delay_after").shift(1).over(grp).alias("retry_delay_s"),
     )
     last = pl.col("attempt") == pl.col("n_att")
     anomaly = (
@@ -386,7 +391,8 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "logical_request_id", pl.lit(None, dtype=pl.String).alias("request_id"), "attempt", "status", "error",
         "timed_out",
         ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
-        "max_tokens", "concurrency", pl.lit("inferred").alias("grouping"), "grouping_confidence", "url", "line_no",
+        "max_tokens", "concurrency", "phase", pl.when(pl.col("tk") != "").then(pl.col("tk")).alias("thread"),
+        "retry_delay_s", pl.lit("inferred").alias("grouping"), "grouping_confidence", "url", "line_no",
     )
     final_err = pl.coalesce(
         pl.col("lab_err").filter(pl.col("has_done")).last(),

@@ -11,8 +11,8 @@ from datetime import datetime
 
 import polars as pl
 import pytest
-from conftest import PUBLIC, need
 
+from conftest import PUBLIC, need
 from logscope import schemas
 from logscope.api import diagnose, ingest
 

@@ -124,7 +124,10 @@ def _long(w: pl.DataFrame) -> pl.DataFrame:
             if col not in w.columns or w[col].null_count() == w.height:
                 continue
             v = pl.col(col).cast(pl.Float64)
-            f = w.select(t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value"))
+            # a value between two gaps draws no line segment: flag it so a dot shows it
+            lone = v.is_not_null() & v.shift(1).is_null() & v.shift(-1).is_null()
+            f = w.select(t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value"),
+                         lone.alias("lone"))  # fmt: skip
             if p.kind == "markers":
                 f = f.filter(pl.col("value") > 0)
             elif p.kind == "step" or col in _SUM:
@@ -132,7 +135,7 @@ def _long(w: pl.DataFrame) -> pl.DataFrame:
             frames.append(f)
     if not frames:
         return pl.DataFrame(schema={"t": pl.Int64, "time": pl.String, "panel": pl.String,
-                                    "series": pl.String, "value": pl.Float64})  # fmt: skip
+                                    "series": pl.String, "value": pl.Float64, "lone": pl.Boolean})  # fmt: skip
     return pl.concat(frames)
 
 
@@ -258,8 +261,9 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
     colors = [c for _, lbl, c in p.series if lbl in present]
     shapes = [MARKER_SHAPES.get(lbl, "circle") for lbl in labels]
+    symbol = "circle" if p.kind == "markers" else "stroke"
     color = alt.Color("series:N", scale=alt.Scale(domain=labels, range=colors), title=None,
-                      legend=alt.Legend(orient="right"))
+                      legend=alt.Legend(orient="right", symbolType=symbol, symbolStrokeWidth=2.5))
     tooltip = [alt.Tooltip("time:N", title="window start (UTC)"), alt.Tooltip("series:N", title=p.title),
                alt.Tooltip("value:Q", format=".1%" if p.percent else ",.3~f")]  # fmt: skip
     base = alt.Chart(data)
@@ -291,7 +295,10 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
             y = alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
         interp = "step-after" if p.kind == "step" else "linear"
         layers.append(base.mark_line(interpolate=interp, clip=True).encode(x=x("t"), y=y, color=color, tooltip=tooltip))
-        layers.append(base.mark_point(size=14, filled=True, opacity=0, clip=True).encode(x=x("t"), y=y, tooltip=tooltip))
+        # invisible hover targets for tooltips, visible where a value stands alone between gaps
+        layers.append(base.mark_point(size=18, filled=True, clip=True).encode(
+            x=x("t"), y=y, color=color, opacity=alt.condition("datum.lone", alt.value(1), alt.value(0)),
+            tooltip=tooltip))  # fmt: skip
         slo = getattr(options, p.slo, None) if p.slo else None
         if slo:
             rule = pl.DataFrame({"slo": [float(slo)], "label": [f"SLO {slo:g} s"]})
