@@ -1,7 +1,9 @@
 """Ingest: detect every file's format, parse streams in parallel, write the Parquet tables.
 
-Memory stays bounded: files are read in chunks of lines, each chunk's rows are written to
-Parquet part files at once, and the final tables are assembled by polars' streaming engine.
+Memory stays bounded: files are read in chunks of lines; parsed rows are kept in memory up to
+a budget (``IngestOptions.memory_bytes``) and spilled to Parquet part files past it, one part
+per stream and table, and the final tables are then assembled by polars' streaming engine.
+Small folders never touch a part file. docs/performance.md says where the time goes.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -47,6 +50,7 @@ class IngestOptions:
     nginx_log_format: str | None = None
     workers: int = 2
     chunk_bytes: int = sources.CHUNK_BYTES
+    memory_bytes: int = 256 * 1024 * 1024  # parsed rows held in memory before spilling to part files
 
 
 @dataclass
@@ -61,6 +65,7 @@ class FileState:
     lines_parsed: int = 0
     assumptions: list[str] = field(default_factory=list)
     shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
+    stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
 
 
 @dataclass
@@ -86,9 +91,8 @@ def ingest(
     root, out = Path(root), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / sources.OUTPUT_MARKER).write_text("logscope output folder: ingest skips it\n")
-    parts = out / "_parts"
+    parts = out / "_parts"  # created only when rows spill out of memory
     shutil.rmtree(parts, ignore_errors=True)
-    parts.mkdir()
 
     found = [f for f in sources.discover(root) if not _inside(f.path, out)]
     states = [_detect(f, opts, root) for f in found]
@@ -96,10 +100,11 @@ def ingest(
     streams = _streams(states)
     total = sum(max(s.f.size, 0) for s in states) or 1
     done = [0]
+    store = _Store(parts, opts.memory_bytes)
 
     def run(item):
         idx, members = item
-        _parse_stream(idx, members, opts, (year, year_source, ref_ts), parts)
+        _parse_stream(idx, members, opts, (year, year_source, ref_ts), store)
         done[0] += sum(max(m.f.size, 0) for m in members)
         if progress:
             progress(f"parsed {members[0].f.rel}", done[0] / total)
@@ -108,7 +113,7 @@ def ingest(
         list(ex.map(run, enumerate(streams)))
 
     for name in PARSED_TABLES:
-        _assemble(parts / name, out / f"{name}.parquet", name)
+        store.write(name, out / f"{name}.parquet")
     notes = derive.finalize(out)
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
@@ -148,6 +153,7 @@ def _detect(f: sources.InputFile, opts: IngestOptions, root: Path) -> FileState:
         f.messages.append("binary file (NUL bytes in the first 8 KiB): not parsed, lines counted as unrecognized")
         return FileState(f, "binary", "other", 0.0, "", binary=True)
     mod, score, _ = parsers.detect(lines)
+    stamps = _full_stamps(lines)
     if mod is None:
         if any(ln.strip() for ln in lines):
             f.messages.append(f"unknown format (best detection score {score:.2f}): lines counted as unrecognized")
@@ -155,7 +161,7 @@ def _detect(f: sources.InputFile, opts: IngestOptions, root: Path) -> FileState:
             f.messages.append("no text lines")
         return FileState(f, "unknown", "other", score, "")
     replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
-    return FileState(f, mod.NAME, mod.KIND, score, replica)
+    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps)
 
 
 def _replica(f: sources.InputFile, root: Path) -> str:
@@ -169,25 +175,28 @@ def _replica(f: sources.InputFile, root: Path) -> str:
     return re.sub(r"(\.\d{1,3})?(\.(log|txt|jsonl|json))?$", "", name) or name
 
 
+def _full_stamps(lines: list[str]) -> list[datetime]:
+    """Dates of the full timestamps (with a year) in a file's head lines, one per line at most."""
+    out = []
+    for ln in lines[:200]:
+        m = _YEAR.search(ln)
+        if m:
+            out.append(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC))
+            continue
+        m = _EPOCH.search(ln)
+        if m:
+            out.append(datetime.fromtimestamp(int(m.group(1)), UTC))
+    return out
+
+
 def _reference_year(states: list[FileState], found) -> tuple[int, str, datetime | None]:
     """Year for yearless timestamps (and a full reference timestamp): from full timestamps in the
-    folder's other files, else the files' modification times."""
+    folder's other files (read from the heads detection already read), else the files' modification times."""
     years: Counter[int] = Counter()
     where: dict[int, str] = {}
     first: dict[int, datetime] = {}
     for st in states:
-        if st.format in ("empty", "binary", "unreadable", "unknown"):
-            continue
-        lines, _ = sources.head(st.f)
-        for ln in lines[:200]:
-            m = _YEAR.search(ln)
-            if m:
-                ts = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC)
-            else:
-                m = _EPOCH.search(ln)
-                if not m:
-                    continue
-                ts = datetime.fromtimestamp(int(m.group(1)), UTC)
+        for ts in st.stamps:
             years[ts.year] += 1
             where.setdefault(ts.year, st.f.rel)
             first[ts.year] = min(first.get(ts.year, ts), ts)
@@ -214,7 +223,7 @@ def _streams(states: list[FileState]) -> list[list[FileState]]:
     return out
 
 
-def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, parts: Path) -> None:
+def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: _Store) -> None:
     year, year_source, ref_ts = when
     mod = parsers.BY_NAME.get(members[0].format)
     if len(members) > 1 and mod is not None:
@@ -226,10 +235,12 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, parts: 
     for st in members:
         f = st.f
         if mod is None:
-            st.lines_total = sources.count_lines(f) if f.size > 0 else 0
-            if st.format in ("unknown",):
+            if st.format == "unknown":  # one read: count the lines while grouping their shapes
                 for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
+                    st.lines_total += chunk.height
                     st.shapes.add(chunk)
+            else:
+                st.lines_total = sources.count_lines(f) if f.size > 0 else 0
             continue
         ctx = ParseContext(
             source=f.rel,
@@ -247,35 +258,35 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, parts: 
                 text = sources.read_text(f)
                 st.lines_total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
                 res = mod.parse_document(text, ctx)
-                _take(res, st, parts, idx, n_chunk, None)
+                _take(res, st, store, idx, n_chunk, None)
                 n_chunk += 1
             else:
                 for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
                     st.lines_total += chunk.height
                     res = mod.parse_chunk(chunk, ctx, state)
-                    _take(res, st, parts, idx, n_chunk, chunk)
+                    _take(res, st, store, idx, n_chunk, chunk)
                     n_chunk += 1
                 if st is members[-1] and hasattr(mod, "finish"):
                     res = mod.finish(ctx, state)
                     if res is not None:
-                        _take(res, st, parts, idx, n_chunk, None)
+                        _take(res, st, store, idx, n_chunk, None)
                         n_chunk += 1
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; rows already read are kept")
             st.lines_parsed = min(st.lines_parsed, st.lines_total)
 
 
-def _take(res: ChunkResult, st: FileState, parts: Path, idx: int, n: int, chunk: pl.DataFrame | None) -> None:
+def _take(res: ChunkResult, st: FileState, store: _Store, idx: int, n: int, chunk: pl.DataFrame | None) -> None:
     for name, df in res.tables.items():
         if df is None or df.height == 0:
             continue
-        d = parts / name
-        d.mkdir(exist_ok=True)
-        schemas.conform(df, name).write_parquet(d / f"{idx:05d}-{n:06d}.parquet")
+        store.add(name, (idx, n), schemas.conform(df, name))
     if res.recognized is not None and chunk is not None:
         ok = res.recognized.fill_null(False)
-        st.lines_parsed += int(ok.sum())
-        st.shapes.add(chunk.filter(~ok))
+        n_ok = int(ok.sum())
+        st.lines_parsed += n_ok
+        if n_ok < chunk.height:  # shape grouping only when something was not recognised
+            st.shapes.add(chunk.filter(~ok))
     elif res.lines_parsed is not None:
         st.lines_parsed += res.lines_parsed
     for a in res.assumptions:
@@ -286,13 +297,58 @@ def _take(res: ChunkResult, st: FileState, parts: Path, idx: int, n: int, chunk:
             st.f.messages.append(m)
 
 
-def _assemble(part_dir: Path, dest: Path, name: str) -> None:
-    files = sorted(part_dir.glob("*.parquet")) if part_dir.exists() else []
-    if not files:
-        schemas.empty(name).write_parquet(dest)
-        return
-    lf = schemas.conform(pl.scan_parquet(files), name)
-    lf.sink_parquet(dest, row_group_size=256_000)
+class _Store:
+    """Parsed rows of every table, in memory up to ``budget`` bytes, then spilled to part files.
+
+    Rows are keyed (stream index, chunk number), so every table comes out in stream order and,
+    within a stream, file order, whichever worker finished first. A spill writes one part file per
+    table and stream, so a large folder makes a few large parts rather than one per chunk.
+    """
+
+    def __init__(self, parts: Path, budget: int) -> None:
+        self.parts, self.budget = parts, budget
+        self.frames: dict[str, list[tuple[tuple[int, int], pl.DataFrame]]] = {}
+        self.spilled: dict[str, list[tuple[tuple[int, int], Path]]] = {}
+        self.size = 0
+        self.lock = threading.Lock()
+
+    def add(self, name: str, key: tuple[int, int], df: pl.DataFrame) -> None:
+        # string columns sliced from the chunk share its whole buffer: copy out the bytes they use,
+        # or a few kept rows would hold every chunk read so far in memory
+        df = df.with_columns(pl.col(pl.String) + pl.lit(""))
+        with self.lock:
+            self.frames.setdefault(name, []).append((key, df))
+            self.size += df.estimated_size()
+            if self.size > self.budget:
+                for table in list(self.frames):
+                    self._spill(table)
+                self.size = 0
+
+    def _spill(self, name: str) -> None:
+        by_stream: dict[int, list[tuple[tuple[int, int], pl.DataFrame]]] = {}
+        for key, df in self.frames.pop(name, []):
+            by_stream.setdefault(key[0], []).append((key, df))
+        d = self.parts / name
+        d.mkdir(parents=True, exist_ok=True)
+        for items in by_stream.values():
+            items.sort(key=lambda kv: kv[0])
+            first = items[0][0]
+            path = d / f"{first[0]:05d}-{first[1]:06d}.parquet"
+            pl.concat([df for _, df in items], rechunk=False).write_parquet(path, compression="lz4")
+            self.spilled.setdefault(name, []).append((first, path))
+
+    def write(self, name: str, dest: Path) -> None:
+        """The whole table, in key order: straight from memory, or streamed from the part files."""
+        if name in self.spilled:
+            self._spill(name)
+            paths = [p for _, p in sorted(self.spilled.pop(name))]
+            schemas.conform(pl.scan_parquet(paths), name).sink_parquet(dest, row_group_size=256_000)
+            return
+        items = sorted(self.frames.pop(name, []), key=lambda kv: kv[0])
+        if not items:
+            schemas.empty(name).write_parquet(dest)
+            return
+        pl.concat([df for _, df in items], rechunk=False).write_parquet(dest, row_group_size=256_000)
 
 
 def _files_table(states: list[FileState], out: Path) -> pl.DataFrame:

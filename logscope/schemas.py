@@ -352,6 +352,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "rank": (I, "1 = most severe"),
         "severity": (S, "critical | high | medium | low | info"),
         "title": (S, "one line"),
+        "kind": (S, "crash | startup | stall | orphans | retries | pressure | errors | latency | ladder | other"),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),
         "cause": (S, "likely cause"),
