@@ -62,11 +62,26 @@ def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[s
     return _render(Path(out_dir), options or AnalyzeOptions())
 
 
+def require_known_format(res: IngestResult) -> None:
+    """Nothing to analyse when no file is in a known format: say so, with what was seen."""
+    known = res.files.filter(~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable"]))
+    if known.height == 0:
+        from .errors import LogscopeError
+
+        seen = ", ".join(f"{p} ({f})" for p, f in res.files.select("path", "format").head(5).iter_rows())
+        raise LogscopeError(
+            f"no file in a known format in the input: {seen}",
+            hint="`logscope formats` lists what logscope reads; `logscope detect DIR --scores` shows each file's scores",
+            code=4,
+        )
+
+
 def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
             progress: Progress | None = None) -> dict[str, Path]:
     """Everything: ingest, correlate, diagnose, render."""
     opts = options or AnalyzeOptions()
-    ingest(root, out_dir, opts, progress)
+    res = ingest(root, out_dir, opts, progress)
+    require_known_format(res)
     if progress:
         progress("correlating", 0.8)
     correlate(out_dir, opts)

@@ -139,6 +139,7 @@ def ingest(
     opts = _options(tz, include_prompts, replica, nginx_log_format)
     with prog or _Null():
         res = _run(lambda: api.ingest(input, o, opts, cb), debug)
+    _run(lambda: api.require_known_format(res), debug)
     if not quiet:
         out.print(_files_table(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}"))
 

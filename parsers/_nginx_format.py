@@ -35,6 +35,7 @@ LIST_VARS = (
     "upstream_header_time",
 )
 
+MAX_GROUPS = 16  # capture groups the regex crate's one-pass DFA handles (see Layout.capture_regexes)
 _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 _TIME_LOCAL = r"\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}"
 _TIME_ISO = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:\d{2}|Z)"
@@ -100,9 +101,23 @@ class Layout:
     regex: str = ""
     variables: list[str] = field(default_factory=list)
     preferred: int = 0  # 1 when an access_log directive writes this very file with this format
+    _captures: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.regex, self.variables = compile_tokens(self.tokens, self.escape)
+
+    def capture_regexes(self, wanted: frozenset[str]) -> list[str]:
+        """The layout's regex capturing only ``wanted`` variables, as several regexes of at most
+        MAX_GROUPS groups each when there are more (each one matches exactly the lines ``regex`` does).
+
+        The regex crate reads captures with its fast one-pass DFA only up to 16 groups; past that a
+        slower engine runs over the whole line (2.3x slower on the lab layout, docs/performance.md).
+        """
+        if wanted not in self._captures:
+            names = [v for v in self.variables if v in wanted]
+            batches = [names[i : i + MAX_GROUPS] for i in range(0, len(names), MAX_GROUPS)]
+            self._captures[wanted] = [compile_tokens(self.tokens, self.escape, set(b))[0] for b in batches]
+        return self._captures[wanted]
 
     @property
     def format(self) -> str:
@@ -137,8 +152,13 @@ def _value_pattern(var: str, nxt: str | None, escape: str) -> str:
     return f"[^{re.escape(nxt[0])}]*"
 
 
-def compile_tokens(tokens: list[Token], escape: str = "default") -> tuple[str, list[str]]:
-    """One anchored regex for a tokenised format; groups are named after the variables (first use)."""
+def compile_tokens(
+    tokens: list[Token], escape: str = "default", capture: set[str] | None = None
+) -> tuple[str, list[str]]:
+    """One anchored regex for a tokenised format; groups are named after the variables (first use).
+
+    With ``capture``, only those variables get a group (the others match the same text, uncaptured).
+    """
     parts, names = ["^"], []
     for i, (kind, text) in enumerate(tokens):
         if kind == "lit":
@@ -152,7 +172,7 @@ def compile_tokens(tokens: list[Token], escape: str = "default") -> tuple[str, l
             parts.append(f"(?:{pat})")
         else:
             names.append(text)
-            parts.append(f"(?P<{text}>{pat})")
+            parts.append(f"(?P<{text}>{pat})" if capture is None or text in capture else f"(?:{pat})")
     parts.append(r"\r?$")
     return "".join(parts), names
 

@@ -66,3 +66,39 @@ def test_ingest_then_detect(tmp_path):
 def test_module_entry_point_version():
     r = subprocess.run([sys.executable, "-m", "logscope", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("logscope ")
+
+
+def test_analyze_json_and_fail_on(tmp_path):
+    """--json prints summary.json; --fail-on exits 1 only when an episode of that class exists
+    (samples/spike holds one spike episode and no crash)."""
+    import json
+
+    from conftest import ROOT
+
+    sample = ROOT / "samples" / "spike"
+    r = runner.invoke(app, ["analyze", str(sample), "-o", str(tmp_path / "a"), "--json"])
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert [e["class"] for e in summary["episodes"]] == ["spike"]
+    r = runner.invoke(app, ["analyze", str(sample), "-o", str(tmp_path / "b"), "-q", "--fail-on", "crash"])
+    assert r.exit_code == 0
+    r = runner.invoke(app, ["analyze", str(sample), "-o", str(tmp_path / "c"), "-q", "--fail-on", "spike"])
+    assert r.exit_code == ExitCode.FAIL_ON
+    # re-render from the tables without re-parsing
+    r = runner.invoke(app, ["report", str(tmp_path / "c"), "-q"])
+    assert r.exit_code == 0
+    assert (tmp_path / "c" / "report.html").stat().st_size > 10_000
+
+
+def test_report_on_a_folder_without_tables(tmp_path):
+    r = runner.invoke(app, ["report", str(tmp_path)])
+    assert r.exit_code == ExitCode.NO_INPUT and "files.parquet" in r.stderr
+
+
+def test_nothing_in_a_known_format(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(need(LAB / "calm" / "prometheus" / "prometheus.yml"), d)
+    r = runner.invoke(app, ["analyze", str(d), "-o", str(tmp_path / "out")])
+    assert r.exit_code == ExitCode.NOTHING_PARSED
+    assert "no file in a known format" in r.stderr and "prometheus.yml (unknown)" in r.stderr
