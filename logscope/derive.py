@@ -22,7 +22,8 @@ def finalize(out: Path) -> list[str]:
 
 # request events aggregated per pass: more are split into passes over buckets of request ids, so the
 # aggregation's memory stays bounded (3M events in one pass peak at 1.9 GB; docs/performance.md)
-ROWS_PER_PASS = 500_000
+ROWS_PER_PASS = 600_000
+MERGE_BATCH = 100_000  # rows per batch when merging the passes' sorted outputs
 _ENGINE_SUFFIX = r"-[0-9a-f]{8}$"
 
 
@@ -45,21 +46,42 @@ def _server_requests(out: Path) -> None:
     )
     parts = []
     for k in range(passes):
-        part = tmp / f"{k:03d}.parquet"
-        _requests_of(pl.scan_parquet(src).filter(bucket == k)).with_columns(_order_key()).sink_parquet(part)
-        parts.append(pl.scan_parquet(part))
-    merged = parts[0]
-    for lf in parts[1:]:  # each part is sorted by (source, first event): merge, do not sort again
-        merged = merged.merge_sorted(lf, key="_order")
-    schemas.conform(merged, "server_requests").sink_parquet(dest)
+        part = tmp / f"part-{k:03d}.parquet"
+        _requests_of(pl.scan_parquet(src).filter(bucket == k)).sink_parquet(part)
+        parts.append(part)
+    _merge_sorted(parts, ["source", "_first"], dest, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _order_key() -> pl.Expr:
-    """(source, first seq) as one sortable string, for merging sorted parts."""
-    return pl.concat_str([pl.col("source"), pl.col("_first").cast(pl.String).str.zfill(20)], separator="\x00").alias(
-        "_order"
-    )
+def _merge_sorted(parts: list[Path], by: list[str], dest: Path, tmp: Path) -> None:
+    """Merge Parquet files each sorted by ``by`` into ``dest`` (conformed to server_requests), MERGE_BATCH
+    rows at a time: the first n rows of the merge are a prefix of every part, so each batch reads one
+    contiguous slice per part. Memory: the sort keys plus one batch (sorting the whole output at once
+    peaks at ~4x its size)."""
+    keys = pl.concat(
+        [pl.scan_parquet(p).select(*by, pl.lit(i, dtype=pl.Int32).alias("_part"),
+                                   pl.int_range(pl.len(), dtype=pl.Int64).alias("_row")).collect()
+         for i, p in enumerate(parts)]
+    ).sort(by, maintain_order=True).select("_part", "_row")  # ties: part order, as a stable merge
+    out, batch = [], MERGE_BATCH
+    for i in range(0, keys.height, batch):
+        b = keys.slice(i, batch)
+        spans = b.group_by("_part").agg(pl.col("_row").min().alias("lo"), pl.col("_row").max().alias("hi"))
+        frames, offset = [], {}
+        n = 0
+        for part, lo, hi in spans.sort("_part").iter_rows():
+            offset[part] = n - lo
+            frames.append(pl.scan_parquet(parts[part]).slice(lo, hi - lo + 1).collect())
+            n += hi - lo + 1
+        rows = pl.concat(frames, how="vertical_relaxed")
+        at = b.select(pl.col("_row") + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64))
+        path = tmp / f"merged-{i // batch:05d}.parquet"
+        schemas.conform(rows[at.to_series()], "server_requests").write_parquet(path)
+        out.append(path)
+    if not out:
+        schemas.empty("server_requests").write_parquet(dest)
+        return
+    schemas.conform(pl.scan_parquet(out), "server_requests").sink_parquet(dest)
 
 
 def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:

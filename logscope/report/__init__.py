@@ -57,14 +57,17 @@ def context(ld: Loaded, summary: dict, options: Any) -> dict:
     ``s`` is summary.json itself; the rest are views of it or of the tables: chart specs
     (Vega-Lite dicts, None when there is no data), sentences, and display rows.
     """
-    timeline, notes = charts.timeline(ld, summary, options)
-    retry_spec, retry_stats = charts.retry_gap_chart(ld)
-    length_spec, length_stats = charts.output_length_chart(ld)
+    failed: list[str] = []
+    timeline, notes = _guard(failed, "timeline", charts.timeline, ld, summary, options) or (None, [])
+    retry_spec, retry_stats = _guard(failed, "retry timing", charts.retry_gap_chart, ld) or (None, None)
+    length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (None, None)
+    ladder = _guard(failed, "ladder", charts.ladder_chart, summary, options)
+    notes = [*notes, *failed]
     return {
         "s": summary,
         "charts": {
             "timeline": timeline,
-            "ladder": charts.ladder_chart(summary, options),
+            "ladder": ladder,
             "retry_gaps": retry_spec,
             "output_lengths": length_spec,
         },
@@ -79,6 +82,15 @@ def context(ld: Loaded, summary: dict, options: Any) -> dict:
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }
+
+
+def _guard(failed: list[str], name: str, fn, *args):
+    """A chart that cannot be built is left out with a note; the rest of the report still renders."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - one chart must not take the report down
+        failed.append(f"the {name} chart could not be drawn ({type(e).__name__}: {str(e)[:200]})")
+        return None
 
 
 def dumps(summary: dict) -> str:

@@ -1,0 +1,38 @@
+"""Smoke run of the benchmark: generate a small folder from the lab recordings, run the runner in
+--quick mode, and check that logscope counted what the naive Python loop counted. No timing
+assertions: the figures live in docs/performance.md."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import naive  # noqa: E402
+import run  # noqa: E402
+
+# Counted independently over the generated folder (5 MB asked: one copy of each lab template,
+# 7.4 MB) with grep:
+#   stats:    cat */vllm-server.log | grep -cE "(Engine [0-9]+: |Avg prompt throughput: |Throughput: ).*Running: [0-9]+ reqs"
+#   received: cat */vllm-server.log | grep -c "Received request "
+#   aborted:  ids named on 'Aborted request(s) ...' lines: grep -oE "Aborted request(\(s\))? .*" | split on ','
+#   nginx:    cat */nginx-access.log | grep -cE "^\S+ msec=[0-9]+\.[0-9]+ rid=\w+ .* status=[0-9]+ rt="
+#   client:   cat */*.jsonl | grep -c '"kind": "attempt_send"'
+EXPECTED = {"stats_lines": 205, "received": 1799, "aborted_ids": 457, "gateway_requests": 2945, "client_attempts": 2945}
+
+
+def test_bench_quick_counts_agree(tmp_path, lab):
+    data = tmp_path / "incident"
+    out = tmp_path / "bench.json"
+    summary = run.main(["--size-mb", "5", "--dir", str(data), "--quick", "--json", str(out)])
+    assert summary["counts"]["logscope"] == EXPECTED
+    naive_counts = naive.count(data)
+    assert {k: naive_counts[k] for k in run.COUNT_KEYS} == EXPECTED
+    assert summary["counts_agree"] is True
+    rows = summary["results"]
+    assert rows[run.INGEST]["ok"] and rows["naive Python line loop"]["ok"]
+    assert rows[run.INGEST]["mb"] == round(summary["bytes"] / 1e6, 1)
+    assert "lnav (vLLM files only)" not in rows and "logscope analyze (report incl.)" not in rows  # --quick
+    assert json.loads(out.read_text())["counts"]["logscope"] == EXPECTED
