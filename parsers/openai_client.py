@@ -49,12 +49,17 @@ _LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
 _TS = r"^\[?(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?"
 _PREFIXED = rf"^\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|^{_LEVEL}:"
 # message starts we know; the prefix before them is empty or ends with a blank or ':'
-_MSG = (
-    r"^(?P<prefix>(?:.*?[\s:])?)(?P<msg>(?:Building HTTP request: |Request options: |Sending HTTP Request: |"
-    r"HTTP Request: |HTTP Response: |Encountered |Retrying |Raising (?:timeout|connection) error|"
-    r"Re-raising status error|Not retrying|\d+ retr(?:y|ies) left|request_id: |request \S+ done status=|"
-    r"phase \S+ start mode=).*)$"
-)
+_STARTS = [
+    "Building HTTP request: ", "Request options: ", "Sending HTTP Request: ", "HTTP Request: ", "HTTP Response: ",
+    "Encountered ", "Retrying ", "Raising (?:timeout|connection) error", "Re-raising status error", "Not retrying",
+    r"\d+ retr(?:y|ies) left", "request_id: ", r"request \S+ done status=", r"phase \S+ start mode=",
+]
+_MSG = rf"^(?P<prefix>(?:.*?[\s:])?)(?P<msg>(?:{'|'.join(_STARTS)}).*)$"
+# _MSG's capture groups are slow over whole lines: the start is searched instead, without the '\d+ retr'
+# branch (a leading class turns off the regex crate's literal prefilter), which is searched only in
+# lines holding ' retr'; lines where that search does not settle it (non-ASCII, odd prefixes) use _MSG
+_STARTS_LIT = "(?:" + "|".join(s for s in _STARTS if not s.startswith("\\d")) + ")"
+_STARTS_RETRIES = r"\d+ retr(?:y|ies) left"
 # other lines of the httpx / httpcore loggers (connect_tcp.started, load_ssl_context...): known noise
 _NOISE = rf"^(?:\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|{_LEVEL}:).*?(?:^|[\s\[:])(?:httpcore2?|httpx2?)(?:\.\w+)*(?:[\s:\]]|$)"
 _THREAD = r"\[([^\[\]]+)\][\s:-]*$"
@@ -71,25 +76,30 @@ _TIMEOUT = r"^Encountered (?:a timeout exception: (\w+)|httpx\.TimeoutException)
 _CONN = r"^Encountered (?:exception: (\w+)|Exception)\s*$"
 _RETRYING = r"^Retrying request(?: to (\S+))? in [\d.]+ seconds(?: \(retry \d+ of (\d+)\))?"
 _RETRY_DELAY = r"^Retrying request(?: to \S+)? in ([\d.]+) seconds"
+# _RETRYING with the delay of _RETRY_DELAY as group 2: the same lines match, the same text is captured
+_RETRYING_ALL = r"^Retrying request(?: to (\S+))? in ([\d.]+) seconds(?: \(retry \d+ of (\d+)\))?"
+# the lab's '%(asctime)s' with milliseconds, zoneless: one strptime instead of _TS's groups (ASCII digits)
+_TS_FAST = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} "
 _DONE = r"^request (?P<rid>\S+) done status=(?P<st>\S+) err=(?P<err>.*?) latency=(?P<lat>[\d.]+)\s*$"
 _PHASE = r"^phase (?P<ph>\S+) start mode=(?P<mode>\w+) value=(?P<val>[\d.]+) duration=(?P<dur>[\d.]+)s"
 
-# (kind, regex on the message), first match wins
+# (kind, how the message starts, regex it must match too), first match wins; a regex only runs on
+# the messages starting with its lead
 _KINDS = [
-    ("build", r"^Building HTTP request: "),
-    ("options", r"^Request options: "),
-    ("send", r"^Sending HTTP Request: "),
-    ("httpx", r"^HTTP Request: "),
-    ("response", r"^HTTP Response: "),
-    ("status_error", _STATUS_ERR),
-    ("timeout", _TIMEOUT),
-    ("conn_error", _CONN),
-    ("retrying", r"^Retrying request"),
-    ("raise_timeout", r"^Raising timeout error"),
-    ("raise_conn", r"^Raising connection error"),
-    ("reraise", r"^Re-raising status error"),
-    ("done", _DONE),
-    ("phase", _PHASE),
+    ("build", "Building HTTP request: ", None),
+    ("options", "Request options: ", None),
+    ("send", "Sending HTTP Request: ", None),
+    ("httpx", "HTTP Request: ", None),
+    ("response", "HTTP Response: ", None),
+    ("status_error", "Encountered ", _STATUS_ERR),
+    ("timeout", "Encountered ", _TIMEOUT),
+    ("conn_error", "Encountered ", _CONN),
+    ("retrying", "Retrying request", None),
+    ("raise_timeout", "Raising timeout error", None),
+    ("raise_conn", "Raising connection error", None),
+    ("reraise", "Re-raising status error", None),
+    ("done", "request ", _DONE),
+    ("phase", "phase ", _PHASE),
 ]
 _PRE = ["build", "options", "send"]
 _DONE_WAIT = timedelta(minutes=15)  # longest stream we wait for before closing a request without its 'done' line
@@ -137,32 +147,63 @@ def _timestamp(g: pl.Expr, tz: str) -> pl.Expr:
     )
 
 
+# every message starts with one of _STARTS, so its first 9 characters settle the kinds whose lead is
+# all they need ('Retrying ' also opens 'Retrying due to ...': that kind is checked with its whole lead)
+_HEAD9 = {lead[:9]: kind for kind, lead, rx in _KINDS if rx is None and kind != "retrying"}
+
+
 def _kind_expr(msg: pl.Expr) -> pl.Expr:
-    expr = pl.lit(None, dtype=pl.String)
-    for kind, rx in reversed(_KINDS):
-        expr = pl.when(msg.str.contains(rx)).then(pl.lit(kind)).otherwise(expr)
-    return expr
+    parts = [msg.str.head(9).replace_strict(_HEAD9, default=None, return_dtype=pl.String)]
+    by_lead: dict[str, list[tuple[str, str | None]]] = {}
+    for kind, lead, rx in _KINDS:
+        if rx is not None or kind == "retrying":
+            by_lead.setdefault(lead, []).append((kind, rx))
+    # leads exclude each other: each is one when() over all rows (a chained otherwise() gathers the rest)
+    for lead, rules in by_lead.items():
+        expr = pl.lit(None, dtype=pl.String)
+        for kind, rx in reversed(rules):
+            expr = pl.when(msg.str.contains(rx)).then(pl.lit(kind)).otherwise(expr) if rx else pl.lit(kind)
+        parts.append(pl.when(msg.str.starts_with(lead)).then(expr))
+    return pl.coalesce(parts)
+
+
+def _split(df: pl.DataFrame) -> pl.DataFrame:
+    """Columns ``prefix`` and ``msg``: the groups of _MSG, found with a search where that settles them."""
+    ln = pl.col("l")
+    at = pl.min_horizontal(
+        ln.str.find(_STARTS_LIT),
+        pl.when(ln.str.contains(" retr", literal=True)).then(ln.str.find(_STARTS_RETRIES)),
+    )
+    df = df.with_columns(at.alias("_at"), (ln.str.len_bytes() == ln.str.len_chars()).alias("_ascii"))
+    at = pl.col("_at")
+    head = ln.str.head(at)  # ASCII: the byte offset is the character offset
+    # the leftmost start is the match when it opens the line or follows a blank or ':'
+    fast = pl.col("_ascii") & ((at == 0) | head.str.contains(r"[\s:]$"))
+    df = df.with_columns(fast.fill_null(False).alias("_fast"))
+    # one use per with_columns: a repeated expression is computed once on all rows, outside its when()
+    df = df.with_columns(pl.when(at.is_not_null() & ~pl.col("_fast")).then(ln.str.extract_groups(_MSG)).alias("_slow"))
+    slow = pl.col("_slow")
+    return df.with_columns(
+        pl.when(pl.col("_fast")).then(head).otherwise(slow.struct.field("prefix")).alias("prefix"),
+        pl.when(pl.col("_fast")).then(ln.str.slice(at)).otherwise(slow.struct.field("msg")).alias("msg"),
+    ).drop("_at", "_ascii", "_fast", "_slow")
 
 
 def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, pl.Series]:
     """One row per meaningful line, plus the recognised-line mask."""
     seq0 = state.get("seq", 0)
-    df = lines.with_columns(
-        pl.col("line").str.strip_suffix("\r").alias("l"),
+    line = pl.col("line")
+    cr = bool(lines.select(line.str.ends_with("\r").any()).item())
+    df = _split(lines.select(
+        "line_no",
+        (line.str.strip_suffix("\r") if cr else line).alias("l"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-    ).with_columns(
-        pl.col("l").str.extract_groups(_MSG).alias("m"),
-        pl.col("l").str.extract_groups(_TS).alias("t"),
-        pl.col("l").str.contains(_PREFIXED).alias("prefixed"),
-        pl.col("l").str.contains(_NOISE).alias("noise"),
-    ).with_columns(
-        pl.col("m").struct.field("msg").alias("msg"),
-        pl.col("m").struct.field("prefix").alias("prefix"),
-        _timestamp(pl.col("t"), ctx.tz).alias("ts"),
-    ).with_columns(_kind_expr(pl.col("msg")).alias("kind"))
-    df = df.with_columns((pl.col("prefixed") | pl.col("kind").is_not_null()).alias("prefixed"))
+    ))
+    msg, kind, ln = pl.col("msg"), pl.col("kind"), pl.col("l")
+    df = df.with_columns(_kind_expr(msg).alias("kind"))
+    df = df.with_columns(pl.when(kind.is_null()).then(ln.str.contains(_PREFIXED)).otherwise(True).alias("prefixed"))
     # traceback lines after an 'Encountered ...' record (exc_info=True in older SDKs)
-    enc = pl.when(pl.col("prefixed")).then(pl.col("msg").fill_null("").str.starts_with("Encountered "))
+    enc = pl.when(pl.col("prefixed")).then(msg.fill_null("").str.starts_with("Encountered "))
     df = df.with_columns(
         (~pl.col("prefixed") & enc.forward_fill().fill_null(state.get("in_exc", False))).alias("cont")
     )
@@ -170,39 +211,59 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     if last_prefixed.height:
         state["in_exc"] = bool((last_prefixed["msg"].fill_null("").str.starts_with("Encountered ")).item())
     state["seq"] = seq0 + df.height
-    recognized = (pl.col("msg").is_not_null() | pl.col("noise") | pl.col("cont")).alias("ok")
-    ok = df.select(recognized).to_series()
+    cont = pl.col("cont")
+    noise = pl.when(msg.is_null() & ~cont).then(ln.str.contains(_NOISE)).otherwise(False)
+    ok = df.select((msg.is_not_null() | cont | noise).alias("ok")).to_series()
 
-    thread = pl.col("prefix").str.extract(_THREAD, 1)
-    thread = pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread)
-    exc = pl.col("l").str.extract(_EXC, 1)
-    ev = df.filter(pl.col("kind").is_not_null() | (pl.col("cont") & exc.is_not_null()))
-    msg = pl.col("msg")
-    done = msg.str.extract_groups(_DONE)
-    ph = msg.str.extract_groups(_PHASE)
+    exc = pl.when(cont).then(ln.str.extract(_EXC, 1))
+    ev = df.with_columns(exc.alias("exc")).filter(kind.is_not_null() | pl.col("exc").is_not_null())
+
+    def on(*kinds: str) -> pl.Expr:
+        return kind.is_in(kinds) if len(kinds) > 1 else kind == kinds[0]
+
+    # each regex runs once (a repeated expression would be computed on every row, outside its when()),
+    # on the rows of the kind whose message it reads (its lead excludes the others)
+    ev = ev.with_columns(ln.str.contains(_TS_FAST).alias("_fast_ts"))
+    ev = ev.with_columns(
+        pl.when(~pl.col("_fast_ts")).then(ln.str.extract_groups(_TS)).alias("_t"),
+        pl.col("prefix").str.extract(_THREAD, 1).alias("_thread"),
+        pl.when(on("send")).then(msg.str.extract(_SEND, 1)).alias("_send"),
+        pl.when(on("httpx")).then(msg.str.extract_groups(_HTTPX)).alias("_httpx"),
+        pl.when(on("response")).then(msg.str.extract_groups(_RESPONSE)).alias("_resp"),
+        pl.when(on("retrying")).then(msg.str.extract_groups(_RETRYING_ALL)).alias("_retry"),
+        pl.when(on("done")).then(msg.str.extract_groups(_DONE)).alias("_done"),
+        pl.when(on("phase")).then(msg.str.extract_groups(_PHASE)).alias("_ph"),
+    )
+    thread = pl.col("_thread")
+    done, ph, retry = pl.col("_done"), pl.col("_ph"), pl.col("_retry")
     lab_err = done.struct.field("err")
+    # a format with '%.f' takes polars' slow strptime path: the milliseconds are added apart
+    fast_naive = ln.str.head(19).str.to_datetime("%Y-%m-%dT%H:%M:%S", strict=False, time_unit="us") + pl.duration(
+        milliseconds=ln.str.slice(20, 3).cast(pl.Int64))
     ev = ev.select(
         "seq",
         "line_no",
-        "ts",
-        thread.alias("thread"),
-        pl.col("kind").fill_null("exc"),
-        msg.str.extract(_BUILD, 1).cast(pl.Int64).alias("rt"),
+        pl.when(pl.col("_fast_ts")).then(local_to_utc(fast_naive, ctx.tz).cast(pl.Datetime("us", "UTC")))
+        .otherwise(_timestamp(pl.col("_t"), ctx.tz)).alias("ts"),
+        pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread).alias("thread"),
+        kind.fill_null("exc"),
+        pl.when(on("build")).then(msg.str.extract(_BUILD, 1)).cast(pl.Int64).alias("rt"),
         pl.coalesce(
-            msg.str.extract(_SEND, 1), msg.str.extract(_HTTPX, 1), msg.str.extract(_RESPONSE, 1),
-            msg.str.extract(_OPTIONS_URL, 1), msg.str.extract(_RETRYING, 1),
+            pl.col("_send"), pl.col("_httpx").struct.field("1"), pl.col("_resp").struct.field("1"),
+            pl.when(on("options")).then(msg.str.extract(_OPTIONS_URL, 1)), retry.struct.field("1"),
         ).alias("url"),
-        pl.coalesce(msg.str.extract(_HTTPX, 2), msg.str.extract(_RESPONSE, 2)).cast(pl.Int64).alias("status"),
-        pl.when(pl.col("kind").is_null())
-        .then(exc)
-        .when(pl.col("kind") == "timeout")
+        pl.coalesce(pl.col("_httpx").struct.field("2"), pl.col("_resp").struct.field("2")).cast(pl.Int64)
+        .alias("status"),
+        pl.when(kind.is_null())
+        .then(pl.col("exc"))
+        .when(on("timeout"))
         .then(pl.coalesce(msg.str.extract(_TIMEOUT, 1), pl.lit("TimeoutException")))
-        .when(pl.col("kind") == "conn_error")
+        .when(on("conn_error"))
         .then(msg.str.extract(_CONN, 1))
         .alias("err"),
-        msg.str.extract(_RETRYING, 2).cast(pl.Int64).alias("max_retries"),
-        msg.str.extract(_RETRY_DELAY, 1).cast(pl.Float64).alias("delay"),
-        msg.str.extract(_OPTIONS_MAXTOK, 1).cast(pl.Int64).alias("max_tokens"),
+        retry.struct.field("3").cast(pl.Int64).alias("max_retries"),
+        retry.struct.field("2").cast(pl.Float64).alias("delay"),
+        pl.when(on("options")).then(msg.str.extract(_OPTIONS_MAXTOK, 1)).cast(pl.Int64).alias("max_tokens"),
         done.struct.field("rid").alias("rid"),
         done.struct.field("st").cast(pl.Int64, strict=False).alias("lab_status"),
         pl.when(lab_err != "None").then(lab_err.str.extract(r"^([A-Za-z_]\w*)", 1)).alias("lab_err"),

@@ -57,6 +57,9 @@ _HEADER = (
     r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?)?"
     rf"(?:(?P<lvl>{_LVL}) (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \[?[^\s\]]+\] ?|(?P<uv>{_LVL}|TRACE): +)?)"
 )
+# the same without groups: a search is several times cheaper than a capture pass, which then only
+# runs on the distinct headers (a header repeats within its second)
+_HEADER_SPAN = re.sub(r"\?P<\w+>", "?:", _HEADER)
 # only run when a chunk has such lines: docker/kubectl time, a python-logging config (user or otel)
 _CTS = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) "
 _PYLOG = (
@@ -89,8 +92,18 @@ _STATS_HEAD = (
     r"^(?:Engine (?P<engine>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
     r"(?P<first>Avg prompt throughput|Throughput: |Running: )"
 )
+# the two stats lines almost every log holds (V1 'Engine 000: ...', V0 metrics.py), read by one pass each;
+# every other shape takes the per-field regexes of _stats (on those lines only)
+_STATS_V1 = (r"^Engine \d+: Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: "
+             r"(?P<gt>[\d.]+) tokens/s, Running: (?P<run>\d+) reqs, Waiting: (?P<wait>\d+) reqs, "
+             r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%, Prefix cache hit rate: (?P<pfx>[\d.]+)%$")
+_STATS_V0 = (r"^Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
+             r"Running: (?P<run>\d+) reqs, Swapped: (?P<swap>\d+) reqs, Pending: (?P<wait>\d+) reqs, "
+             r"GPU KV cache usage: (?P<gpu>[\d.]+)%, CPU KV cache usage: (?P<cpu>[\d.]+)%\.?$")
 _ACCESS = r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
 _PROMPT_REPR = r"""prompt: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""
+_PROMPT_SPAN = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""  # _PROMPT_REPR without its group
+_IDS_OPEN = r"prompt(?:_token_ids| token ids): \["  # 19 bytes either way
 _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
     re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)
@@ -141,6 +154,14 @@ _KIND_RULES: list[tuple[str, str, str]] = [  # (kind, column, regex)
 # the stream is shutting down: an engine death after this is the harmless shutdown traceback
 _STOPPING = r"^\[shutdown\]|^Shutting down|trigger received signal=SIGTERM"
 _STARTING = r"^Started server process|^Starting vLLM|^Initializing an? (?:V1 )?LLM engine"
+# the same two as literal tests (no regex to compile per chunk)
+_STOPPING_LEADS, _STOPPING_ANY = ("[shutdown]", "Shutting down"), "trigger received signal=SIGTERM"
+_STARTING_LEADS = ("Started server process", "Starting vLLM", "Initializing a LLM engine", "Initializing an LLM engine",
+                   "Initializing a V1 LLM engine", "Initializing an V1 LLM engine")
+
+
+def _starts_any(e: pl.Expr, leads: tuple[str, ...]) -> pl.Expr:
+    return pl.any_horizontal(e.str.starts_with(x) for x in leads)
 
 
 def detect(head: list[str]) -> float:
@@ -207,26 +228,34 @@ def _parse(lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fields(df: pl.DataFrame) -> pl.DataFrame:
-    df = df.with_columns(pl.col("line").str.ends_with("\r").alias("cr"),
-                         pl.col("line").str.strip_chars_end("\r").alias("body")).drop("line")
+    line = pl.col("line")
+    df = df.with_columns(line.str.ends_with("\r").alias("cr"))
+    body = line.str.strip_chars_end("\r") if bool(df["cr"].any()) else line
+    df = df.with_columns(body.alias("body")).drop("line")
     b = pl.col("body")
-    if bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\dT\d\d:").any()):
+    # one test for the two rare line starts (container time, python logging) before their own tests
+    dated = bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:").any())
+    if dated and bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\dT\d\d:").any()):
         df = df.with_columns(b.str.extract(_CTS).alias("cts"))
         df = df.with_columns(pl.when(pl.col("cts").is_not_null()).then(b.str.slice(pl.col("cts").str.len_chars() + 1))
                              .otherwise(b).alias("body"))
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
-    df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_groups(_HEADER).alias("h")).unnest("h")
+    df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_all(_HEADER_SPAN).list.first().alias("hdr"))
+    heads = df.select(pl.col("hdr").unique()).with_columns(
+        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "lvl", "stamp", "uv"))
+    df = df.join(heads, on="hdr", how="left", maintain_order="left")
     st = pl.col("stamp")
     df = df.with_columns(
-        b.str.slice(pl.col("hdr").str.len_chars()).alias("msg"),
+        # the header is a prefix of the body: cut it by its bytes
+        b.cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
         pl.col("pre").str.slice(0, pl.col("pre").str.find(" pid=", literal=True)).alias("proc"),
         pl.col("pre").str.slice(pl.col("pre").str.find(" pid=", literal=True) + 5).cast(pl.Int64, strict=False)
         .alias("pid"),
         st.str.slice(0, 2).alias("mo"), st.str.slice(3, 2).alias("dd"), st.str.slice(6, 8).alias("hms"),
         pl.when(pl.col("lvl").is_not_null()).then(pl.col("hdr").str.strip_chars_end(" ")).alias("key"),
     )
-    if bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ").any()):
+    if dated and bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ").any()):
         df = _pylog(df)
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl"))
@@ -306,7 +335,12 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     cts = pl.concat_str([c.str.slice(0, 19), pl.lit("."), frac, zone]).str.to_datetime(
         "%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us", time_zone="UTC"
     )
-    own = pl.coalesce(cts, local_to_utc(vllm_naive, ctx.tz), local_to_utc(py_naive, ctx.tz)).cast(TS)
+    # each kind of stamp only when the chunk has it: an expression over an all-null column still
+    # compiles its regexes (polars keeps 32 compiled patterns; past that every chunk recompiles them)
+    has_mo, has_cts, has_py = (bool(df[c].is_not_null().any()) for c in ("mo", "cts", "pyts"))
+    parts = [e for e, has in ((cts, has_cts), (local_to_utc(vllm_naive, ctx.tz), has_mo),
+                              (local_to_utc(py_naive, ctx.tz), has_py)) if has]
+    own = pl.coalesce(parts).cast(TS) if parts else pl.lit(None, dtype=TS)
     df = df.with_columns(own.alias("ts_own"))
     df = df.with_columns(
         # before the first stamp of the stream, the next one (a paste starting mid-traceback)
@@ -324,13 +358,13 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     last_ts = df["ts"].drop_nulls()
     if last_ts.len():
         state["last_ts"] = last_ts[-1]
-    if df["mo"].is_not_null().any():
+    if has_mo:
         notes.append(f"vLLM timestamps have no zone: read as {ctx.tz} (--tz)")
         notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
         notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
-    if df["cts"].is_not_null().any():
+    if has_cts:
         notes.append("container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time")
-    if df["pyts"].is_not_null().any():
+    if has_py:
         notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
     if (df["ts_inferred"] & df["uv"].is_not_null()).any():
         notes.append("uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)")
@@ -349,8 +383,8 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     err = lvl.is_in(["ERROR", "CRITICAL"])
     df = df.with_columns(
         msg.str.contains(_TB).alias("tbm"),
-        (lvl.is_null() & pl.col("uv").is_null() & (msg.str.contains(_NOISE) | pl.col("pyname").str.contains(
-            "opentelemetry", literal=True).fill_null(False))).alias("noise"),
+        pl.when(lvl.is_null() & pl.col("uv").is_null()).then(msg.str.contains(_NOISE) | pl.col("pyname").str.contains(
+            "opentelemetry", literal=True).fill_null(False)).otherwise(False).alias("noise"),
         (lvl.is_null() & pl.col("uv").is_not_null()).alias("uvr"),
     )
     raw = lvl.is_null() & ~pl.col("uvr") & ~pl.col("noise") & pl.col("pyname").is_null()
@@ -374,14 +408,15 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
         wrap.fill_null(False).alias("wrap"),
         open1.fill_null(False).alias("_open"),
     )
-    df = df.with_columns((pl.col("tbs") & msg.str.contains(_TB_STRONG)).alias("strong"))
+    df = df.with_columns(pl.when(pl.col("tbs")).then(msg.str.contains(_TB_STRONG)).otherwise(False).alias("strong"))
     start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | pl.col("strong")
     df = df.with_columns(
         ((~pl.col("cont")).cum_sum().cast(pl.Int64) + state.get("rec", 0)).alias("rec"),
         pl.when(~pl.col("cont")).then(start_ok).forward_fill().fill_null(p.get("rec_ok", False)).alias("rec_ok"),
     )
     df = df.with_columns(
-        (lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | (msg.str.strip_chars() == "")
+        (lvl.is_not_null() | pl.col("uvr") | pl.col("noise")
+         | pl.when(lvl.is_null()).then(msg.str.strip_chars() == "").otherwise(False)
          | ((pl.col("tbs") | pl.col("wrap")) & pl.col("rec_ok"))).alias("ok")
     )
     if df.height:
@@ -415,12 +450,40 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     if cand.height == 0:
         return cand, []
     notes = []
-    v0 = m.str.contains(r"Swapped: |Pending: ")
+    v0 = m.str.contains("Swapped: ", literal=True) | m.str.contains("Pending: ", literal=True)
     pre01 = pl.col("first") == "Throughput: "
-    gpu = _pct(r"GPU KV cache usage: ([\d.]+)%")
-    cpu = _pct(r"CPU KV cache usage: ([\d.]+)%")
-    v1_dev = m.str.extract(r"(\w+) KV cache usage: [\d.]+%")
-    v1_kv = _pct(r"\w+ KV cache usage: ([\d.]+)%")
+    cand = cand.with_columns(
+        pl.when(m.str.starts_with("Engine ")).then(m.str.extract_groups(_STATS_V1)).alias("_c1"),
+        pl.when(m.str.starts_with("Avg prompt throughput: ")).then(m.str.extract_groups(_STATS_V0)).alias("_c0"),
+    )
+    c1, c0 = pl.col("_c1"), pl.col("_c0")
+    is1, is0 = c1.struct.field("run").is_not_null(), c0.struct.field("run").is_not_null()  # no match: null fields
+    known = is1 | is0
+
+    def num(e: pl.Expr) -> pl.Expr:  # _num without its comma removal: these groups hold none
+        return e.cast(pl.Float64, strict=False)
+
+    def pct(e: pl.Expr) -> pl.Expr:
+        return (num(e) / 100).round(6)
+
+    def pick(v1: pl.Expr | None, v0_: pl.Expr | None, other: pl.Expr) -> pl.Expr:
+        none = pl.lit(None, dtype=pl.Float64)
+        return (pl.when(is1).then(none if v1 is None else v1)
+                .when(is0).then(none if v0_ is None else v0_).otherwise(other))
+
+    dev1 = c1.struct.field("dev")
+    # each value once as a column: a repeated expression would run its regex on every row, outside its when()
+    cand = cand.with_columns(
+        pick(pl.when(dev1.str.ends_with("GPU")).then(pct(c1.struct.field("kv"))), pct(c0.struct.field("gpu")),
+             _pct(r"GPU KV cache usage: ([\d.]+)%")).alias("_gpu"),
+        pick(pl.when(dev1.str.ends_with("CPU")).then(pct(c1.struct.field("kv"))), pct(c0.struct.field("cpu")),
+             _pct(r"CPU KV cache usage: ([\d.]+)%")).alias("_cpu"),
+        pl.when(is1).then(dev1).when(is0).then(pl.lit("GPU"))
+        .otherwise(m.str.extract(r"(\w+) KV cache usage: [\d.]+%")).alias("_v1_dev"),
+        pick(pct(c1.struct.field("kv")), pct(c0.struct.field("gpu")), _pct(r"\w+ KV cache usage: ([\d.]+)%"))
+        .alias("_v1_kv"),
+    )
+    gpu, cpu, v1_dev, v1_kv = pl.col("_gpu"), pl.col("_cpu"), pl.col("_v1_dev"), pl.col("_v1_kv")
     if devs.height:
         cand = cand.join_asof(devs, on="seq", strategy="backward")
     else:
@@ -433,22 +496,26 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         pl.when(pre01).then(pl.lit("v0-pre0.1")).when(v0).then(pl.lit("v0")).otherwise(pl.lit("v1")).alias("era"),
         pl.when(pl.col("agg").is_not_null()).then(pl.lit("aggregated")).otherwise(pl.col("engine")).alias("engine"),
         pl.col("lvl").alias("level"),
-        _num("msg", r"Running: (\d+) reqs").cast(pl.Int64).alias("running"),
-        _num("msg", r"(?:Waiting|Pending): (\d+) reqs").cast(pl.Int64).alias("waiting"),
-        _num("msg", r"Swapped: (\d+) reqs").cast(pl.Int64).alias("swapped"),
-        _num("msg", r"Deferred: (\d+) reqs").cast(pl.Int64).alias("deferred"),
-        _num("msg", r"Preemptions: (\d+)").cast(pl.Int64).alias("preemptions"),
+        pick(num(c1.struct.field("run")), num(c0.struct.field("run")), _num("msg", r"Running: (\d+) reqs"))
+        .cast(pl.Int64).alias("running"),
+        pick(num(c1.struct.field("wait")), num(c0.struct.field("wait")),
+             _num("msg", r"(?:Waiting|Pending): (\d+) reqs")).cast(pl.Int64).alias("waiting"),
+        pick(None, num(c0.struct.field("swap")), _num("msg", r"Swapped: (\d+) reqs")).cast(pl.Int64).alias("swapped"),
+        pl.when(~known).then(_num("msg", r"Deferred: (\d+) reqs")).cast(pl.Int64).alias("deferred"),
+        pl.when(~known).then(_num("msg", r"Preemptions: (\d+)")).cast(pl.Int64).alias("preemptions"),
         pl.when(v0 & v0_cpu).then(cpu).when(v0).then(gpu).otherwise(v1_kv).alias("kv_usage"),
         pl.when(v0 & v0_cpu).then(pl.lit("CPU")).when(v0).then(pl.lit("GPU")).otherwise(v1_dev).alias("kv_device"),
         pl.when(v0).then(gpu).alias("gpu_kv_usage"),
         pl.when(v0).then(cpu).alias("cpu_kv_usage"),
-        _num("msg", r"Avg prompt throughput: ([\d.]+)").alias("prompt_tps"),
-        pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)"))
+        pick(num(c1.struct.field("pt")), num(c0.struct.field("pt")), _num("msg", r"Avg prompt throughput: ([\d.]+)"))
+        .alias("prompt_tps"),
+        pick(num(c1.struct.field("gt")), num(c0.struct.field("gt")),
+             pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)")))
         .alias("gen_tps"),
-        _pct(r"Prefix cache hit rate: ([\d.]+)%").alias("prefix_hit"),
+        pick(pct(c1.struct.field("pfx")), None, _pct(r"Prefix cache hit rate: ([\d.]+)%")).alias("prefix_hit"),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
-    )
+    ).drop("_c1", "_c0", "_gpu", "_cpu", "_v1_dev", "_v1_kv")
     if bool(out.select(pre01.any()).item()):
         notes.append("pre-0.1 stats line 'Throughput: N tokens/s' (all tokens) was stored as gen_tps")
     if bool(out.select((pl.col("era") == "v0") & (pl.col("kv_device") == "CPU")).to_series().any()):
@@ -458,9 +525,10 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
 
 def _kv_devices(df: pl.DataFrame) -> pl.DataFrame:
     """Device of the V0 KV cache from '# <device> blocks: N, # CPU blocks: M', in row order."""
-    d = df.filter(pl.col("msg").str.contains(" blocks: ", literal=True)).select(
-        "seq", pl.col("msg").str.extract(r"^#? ?(\w+) blocks: \d+").str.to_uppercase().alias("dev")
-    ).drop_nulls()
+    d = df.filter(pl.col("msg").str.contains(" blocks: ", literal=True))
+    if d.height == 0:  # no regex over an empty frame: it would still be compiled
+        return pl.DataFrame(schema={"seq": pl.Int64, "dev": pl.String})
+    d = d.select("seq", pl.col("msg").str.extract(r"^#? ?(\w+) blocks: \d+").str.to_uppercase().alias("dev")).drop_nulls()
     return d.with_columns(pl.when(pl.col("dev") == "CUDA").then(pl.lit("GPU")).otherwise(pl.col("dev")).alias("dev"))
 
 
@@ -496,8 +564,9 @@ def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     if not parts:
         return base.clear()
     out = pl.concat(parts, how="diagonal_relaxed").sort("seq")
-    rid = pl.col("request_id").str.split(", ")  # 'Aborted request(s) id1, id2.' names several
-    return out.with_columns(rid).explode("request_id").with_columns(
+    if bool(out["request_id"].str.contains(", ", literal=True).any()):  # 'Aborted request(s) id1, id2.'
+        out = out.with_columns(pl.col("request_id").str.split(", ")).explode("request_id")
+    return out.with_columns(
         base_id_expr("request_id").alias("base_request_id"),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
@@ -526,38 +595,55 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     m = pl.col("msg")
     prompt = pl.lit(None, dtype=pl.String)
     if bool(cand["msg"].str.contains("prompt: ", literal=True).any()):
-        # fields are read after the prompt's repr, never from inside the prompt text
-        cand = cand.with_columns(m.str.extract(_PROMPT_REPR).alias("_repr"))
-        cut = m.str.contains(r"^Received request \S+?: prompt: ") & pl.col("_repr").is_null()  # cut by a pager
+        # fields are read after the prompt's repr, never from inside the prompt text. The repr is found
+        # by one search (no capture groups: they are slow over a long prompt); where it sits is found
+        # again as a literal, which is the same place: the repr parses one way only ('None' excepted)
+        cand = cand.with_columns(pl.when(m.str.contains("prompt: ", literal=True))
+                                 .then(m.str.extract_all(_PROMPT_SPAN).list.first()).alias("_span"))
+        span = pl.col("_span")
         cand = cand.with_columns(
-            pl.when(cut).then(None).otherwise(m.str.replace(_PROMPT_REPR, "prompt: <p>")).alias("_rest"))
+            span.str.slice(len("prompt: ")).alias("_repr"),
+            pl.when(span == "prompt: None").then(m.str.find(_PROMPT_REPR)).otherwise(m.str.find(span, literal=True))
+            .alias("_at"),
+        )
+        at, raw = pl.col("_at"), m.cast(pl.Binary)
+        rest = pl.concat_str(raw.bin.head(at).cast(pl.String), pl.lit("prompt: <p>"),
+                             raw.bin.slice(at + span.str.len_bytes()).cast(pl.String))
+        cut = pl.when(span.is_null()).then(m.str.contains(r"^Received request \S+?: prompt: ")).otherwise(False)
+        cand = cand.with_columns(pl.when(cut).then(None).when(span.is_null()).then(m).otherwise(rest).alias("_rest"))
         if ctx.include_prompts:
             prompt = pl.coalesce("_repr", m.str.extract(r"^Received request \S+?: prompt: (.*?)>?$"))
             prompt = prompt.str.replace(r"^'(.*)'$", "$1").str.replace(r'^"(.*)"$', "$1")
             prompt = pl.when(prompt == "None").then(None).otherwise(prompt)
     else:
         cand = cand.with_columns(m.alias("_rest"))
+    # the token ids: after the leftmost 'prompt_token_ids: [' up to the next ']' (a search, not a capture)
     rest = pl.col("_rest")
-    cand = cand.with_columns(rest.str.extract(r"prompt(?:_token_ids| token ids): \[([^\]]*)\]").alias("_ids"))
+    cand = cand.with_columns(rest.cast(pl.Binary).bin.slice(rest.str.find(_IDS_OPEN) + 19).cast(pl.String)
+                             .alias("_after"))
+    after = pl.col("_after")
+    cand = cand.with_columns(after.cast(pl.Binary).bin.head(after.str.find("]", literal=True)).cast(pl.String)
+                             .alias("_ids"))
     ids = pl.col("_ids")
     return cand.with_columns(
         _field("_rest", " max_tokens=").cast(pl.Int64).alias("max_tokens"),
         _field("_rest", "SamplingParams(n=").cast(pl.Int64).alias("n"),
         _field("_rest", " temperature=", r"^(\d+(?:\.\d+)?)").cast(pl.Float64).alias("temperature"),
         (_field("_rest", " ignore_eos=", r"^(True|False)") == "True").alias("ignore_eos"),
-        pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",") + 1)
+        pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",", literal=True) + 1)
         .cast(pl.Int64).alias("prompt_tokens"),
         prompt.alias("prompt"),
-    ).drop("_rest", "_ids", "_repr", strict=False)
+    ).drop("_rest", "_ids", "_repr", "_span", "_at", "_after", strict=False)
 
 
 # ---- events ------------------------------------------------------------------------------------
 
 
 def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    a = df.filter(pl.col("uvr") & pl.col("msg").str.contains(' - "', literal=True))
-    a = a.with_columns(pl.col("msg").str.extract_groups(_ACCESS).alias("a")).unnest("a").filter(
-        pl.col("status").is_not_null())
+    a = df.filter(pl.when(pl.col("uvr")).then(pl.col("msg").str.contains(' - "', literal=True)).otherwise(False))
+    groups = (pl.col("msg").str.extract_groups(_ACCESS) if a.height else  # no regex over no rows
+              pl.lit(None, dtype=pl.Struct({k: pl.String for k in ("addr", "method", "path", "status")})))
+    a = a.with_columns(groups.alias("a")).unnest("a").filter(pl.col("status").is_not_null())
     return a.select(
         "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"),
         pl.lit("http_access").alias("kind"), pl.col("uv").alias("level"), pl.col("proc").alias("process"), "pid",
@@ -574,7 +660,8 @@ _REC_COLS = ["line_no", "part", "seq", "rec", "cont", "msg", "lvl", "uv", "proc"
 def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
     """Rows of the records complete so far (the last one may go on in the next chunk: kept in state)."""
     m = pl.col("msg")
-    life = (pl.when(m.str.contains(_STOPPING)).then(True).when(m.str.contains(_STARTING)).then(False)
+    stopping = _starts_any(m, _STOPPING_LEADS) | m.str.contains(_STOPPING_ANY, literal=True)
+    life = (pl.when(stopping).then(True).when(_starts_any(m, _STARTING_LEADS)).then(False)
             .forward_fill().fill_null(state.get("stopping", False)))
     rows = df.with_columns(m.str.contains(_EVENT_KW).alias("kw"), life.alias("stopping")).select(_REC_COLS)
     if rows.height:
@@ -637,33 +724,47 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         return pl.when(k == "config").then(
             pl.coalesce(msg.str.extract(rf"'{key}': ([\d.]+)"), msg.str.extract(rf"\b{key}=([\d.]+)")))
 
+    # only the fields of the kinds present are extracted: each expression costs even on no rows
+    kinds = set(g["kind"].unique().to_list())
+
+    def only(needed: set[str], expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+        return expr if kinds & needed else pl.lit(None, dtype=dtype)
+
+    pre, capa, conf = {"preemption"}, {"capacity"}, {"config"}
     g = g.with_columns(
-        pl.when(k == "preemption").then(msg.str.extract(r"total_num_cumulative_preemption=(\d+)").cast(pl.Int64))
+        only(pre, pl.when(k == "preemption").then(
+            msg.str.extract(r"total_num_cumulative_preemption=(\d+)").cast(pl.Int64)), pl.Int64)
         .alias("cumulative_preemptions"),
-        pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.(\w+)")).alias("preemption_mode"),
-        pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")).alias("request_id"),
-        cap(r"blocks: ([\d,]+)").cast(pl.Int64).alias("gpu_blocks"),
-        cap(r"# CPU blocks: ([\d,]+)").cast(pl.Int64).alias("cpu_blocks"),
-        cap(r"KV cache size: ([\d,]+) tokens").cast(pl.Int64).alias("kv_tokens_v1"),
-        cap(r"Maximum concurrency for ([\d,]+) tokens").cast(pl.Int64).alias("max_concurrency_tokens"),
-        cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64).alias("max_concurrency"),
-        pl.coalesce(cap(r"Available KV cache memory: ([\d.]+) ?GiB"), cap(r"kv_cache_size=([\d.]+) ?GiB"),
-                    cap(r"reserved for KV Cache is ([\d.]+) ?GiB"), cap(r"Auto set \(([\d.]+)/[\d.]+\) GiB"))
-        .cast(pl.Float64).alias("kv_memory_gib"),
-        pl.coalesce(cap(r"Loading model weights took ([\d.]+) GB"), cap(r"Model loading took ([\d.]+) ?GiB"))
-        .cast(pl.Float64).alias("weights_gib"),
-        pl.coalesce(cfg("max_model_len"), pl.when(k.is_in(["kv_insufficient", "input_too_long"])).then(
-            pl.coalesce(d.str.extract(r"max seq len \((\d+)\)"), d.str.extract(r"maximum context length is (\d+)"),
-                        d.str.extract(r"maximum model length of (\d+)"), d.str.extract(r"max_model_len (\d+)")))
-        ).cast(pl.Int64).alias("max_model_len"),
-        cfg("max_num_seqs").cast(pl.Int64).alias("max_num_seqs"),
-        cfg("gpu_memory_utilization").cast(pl.Float64).alias("gpu_memory_utilization"),
-        cfg("block_size").cast(pl.Int64).alias("cfg_block"),
-        cfg("num_gpu_blocks_override").cast(pl.Int64).alias("cfg_blocks"),
-        pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)"))
-        .alias("version"),
+        only(pre, pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.(\w+)")), pl.String)
+        .alias("preemption_mode"),
+        only(pre, pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")), pl.String)
+        .alias("request_id"),
+        only(capa, cap(r"blocks: ([\d,]+)").cast(pl.Int64), pl.Int64).alias("gpu_blocks"),
+        only(capa, cap(r"# CPU blocks: ([\d,]+)").cast(pl.Int64), pl.Int64).alias("cpu_blocks"),
+        only(capa, cap(r"KV cache size: ([\d,]+) tokens").cast(pl.Int64), pl.Int64).alias("kv_tokens_v1"),
+        only(capa, cap(r"Maximum concurrency for ([\d,]+) tokens").cast(pl.Int64), pl.Int64)
+        .alias("max_concurrency_tokens"),
+        only(capa, cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64), pl.Float64).alias("max_concurrency"),
+        only(capa, pl.coalesce(cap(r"Available KV cache memory: ([\d.]+) ?GiB"), cap(r"kv_cache_size=([\d.]+) ?GiB"),
+                               cap(r"reserved for KV Cache is ([\d.]+) ?GiB"),
+                               cap(r"Auto set \(([\d.]+)/[\d.]+\) GiB")).cast(pl.Float64), pl.Float64)
+        .alias("kv_memory_gib"),
+        only(capa, pl.coalesce(cap(r"Loading model weights took ([\d.]+) GB"),
+                               cap(r"Model loading took ([\d.]+) ?GiB")).cast(pl.Float64), pl.Float64)
+        .alias("weights_gib"),
+        only({"config", "kv_insufficient", "input_too_long"}, pl.coalesce(
+            cfg("max_model_len"), pl.when(k.is_in(["kv_insufficient", "input_too_long"])).then(
+                pl.coalesce(d.str.extract(r"max seq len \((\d+)\)"), d.str.extract(r"maximum context length is (\d+)"),
+                            d.str.extract(r"maximum model length of (\d+)"), d.str.extract(r"max_model_len (\d+)")))
+        ).cast(pl.Int64), pl.Int64).alias("max_model_len"),
+        only(conf, cfg("max_num_seqs").cast(pl.Int64), pl.Int64).alias("max_num_seqs"),
+        only(conf, cfg("gpu_memory_utilization").cast(pl.Float64), pl.Float64).alias("gpu_memory_utilization"),
+        only(conf, cfg("block_size").cast(pl.Int64), pl.Int64).alias("cfg_block"),
+        only(conf, cfg("num_gpu_blocks_override").cast(pl.Int64), pl.Int64).alias("cfg_blocks"),
+        only({"version"}, pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)")),
+             pl.String).alias("version"),
         pl.when(k == "server_start").then(msg.str.extract(r"Started server process \[(\d+)\]").cast(pl.Int64))
-        .otherwise(pl.col("pid")).alias("pid"),
+        .otherwise(pl.col("pid")).alias("pid") if "server_start" in kinds else pl.col("pid"),
     )
     # block size for V0 '# GPU blocks: N': the configured one seen before, else vLLM's default 16
     bs = pl.col("cfg_block").forward_fill().fill_null(pl.lit(state.get("block_size"), dtype=pl.Int64))
@@ -678,11 +779,14 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         pl.when(v0_blocks).then(pl.col("_bs").fill_null(16)).otherwise(pl.col("cfg_block")).alias("block_size"),
         pl.col("cfg_blocks").alias("num_gpu_blocks_override"),
     )
-    if not ctx.include_prompts:
+    # _PROMPT_ANY starts with 'prompt: ': without it there is nothing to scrub
+    if not ctx.include_prompts and bool(g.select(d.str.contains("prompt: ", literal=True).any()
+                                                 | msg.str.contains("prompt: ", literal=True).any()).item()):
         scrub = [pl.col(c).str.replace_all(_PROMPT_ANY, "prompt: <removed>") for c in ("message", "detail")]
         g = g.with_columns(scrub)
     g = g.with_columns(
-        base_id_expr("request_id").alias("base_request_id"),
+        (base_id_expr("request_id") if "preemption" in kinds else pl.lit(None, dtype=pl.String))
+        .alias("base_request_id"),
         pl.col("message").str.split("\n").list.first().str.slice(0, 500),  # JSON records hold their traceback
         pl.col("detail").str.slice(0, 4000),
         pl.lit(ctx.source).alias("source"),
