@@ -10,7 +10,7 @@ from datetime import datetime
 
 import polars as pl
 
-from .tables import OUTCOME_OK
+from .tables import OUTCOME_OK, SERVER_STATE_AGGS
 
 
 def _in(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None, closed: str = "both") -> pl.DataFrame:
@@ -27,12 +27,7 @@ def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> di
         return {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,
                 "kv_max": None, "kv_mean": None, "gen_tps_mean": None, "samples": 0}
     row = s.select(
-        pl.col("running").max().cast(pl.Float64).alias("running_max"),
-        pl.col("running").mean().alias("running_mean"),
-        pl.col("waiting").max().cast(pl.Float64).alias("waiting_max"),
-        pl.col("waiting").mean().alias("waiting_mean"),
-        pl.col("kv").max().alias("kv_max"),
-        pl.col("kv").mean().alias("kv_mean"),
+        *SERVER_STATE_AGGS,
         pl.col("gen_tps").mean().alias("gen_tps_mean"),
         pl.len().alias("samples"),
     ).row(0, named=True)

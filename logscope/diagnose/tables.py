@@ -14,6 +14,16 @@ import polars as pl
 
 from logscope import schemas
 
+# max/mean of the server's state over a span: episodes, steps and windows use the same figures
+SERVER_STATE_AGGS = (
+    pl.col("running").max().cast(pl.Float64).alias("running_max"),
+    pl.col("running").mean().alias("running_mean"),
+    pl.col("waiting").max().cast(pl.Float64).alias("waiting_max"),
+    pl.col("waiting").mean().alias("waiting_mean"),
+    pl.col("kv").max().alias("kv_max"),
+    pl.col("kv").mean().alias("kv_mean"),
+)
+
 TS = schemas.TS
 OUTCOME_OK = "ok"
 
@@ -150,12 +160,7 @@ def build_windows(window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, 
     if st.height:
         frames.append(
             st.group_by_dynamic("ts", every=every, group_by=None).agg(
-                pl.col("running").max().cast(pl.Float64).alias("running_max"),
-                pl.col("running").mean().alias("running_mean"),
-                pl.col("waiting").max().cast(pl.Float64).alias("waiting_max"),
-                pl.col("waiting").mean().alias("waiting_mean"),
-                pl.col("kv").max().alias("kv_max"),
-                pl.col("kv").mean().alias("kv_mean"),
+                *SERVER_STATE_AGGS,
                 pl.col("running").mean().alias("inflight_server"),
             )
         )

@@ -65,28 +65,30 @@ def clean(obj: Any) -> Any:
     return str(obj)
 
 
-def hms(ts: Any) -> str:
-    """'08:26:26' (UTC) for tables; the date is given once in the header."""
-    if ts is None:
-        return "–"
+def _utc(ts: Any) -> datetime | str:
+    """A datetime (or ISO text) in UTC; text that is not ISO comes back unchanged."""
     if isinstance(ts, str):
         try:
             ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
         except ValueError:
             return ts
-    return ts.astimezone(UTC).strftime("%H:%M:%S")
+    return ts.astimezone(UTC)
+
+
+def hms(ts: Any) -> str:
+    """'08:26:26' (UTC) for tables; the date is given once in the header."""
+    if ts is None:
+        return "–"
+    t = _utc(ts)
+    return t if isinstance(t, str) else t.strftime("%H:%M:%S")
 
 
 def when(ts: Any) -> str:
     """'2026-11-29 08:26:26 UTC'."""
     if ts is None:
         return "–"
-    if isinstance(ts, str):
-        try:
-            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-        except ValueError:
-            return ts
-    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    t = _utc(ts)
+    return t if isinstance(t, str) else t.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def duration(s: Any) -> str:
