@@ -74,10 +74,8 @@ _RESPONSE = r'^HTTP Response: \S+ (?:(\S+) ")?(\d{3})'
 _STATUS_ERR = r"^Encountered (?:an HTTP status error: \d+|httpx\.HTTPStatusError)"
 _TIMEOUT = r"^Encountered (?:a timeout exception: (\w+)|httpx\.TimeoutException)"
 _CONN = r"^Encountered (?:exception: (\w+)|Exception)\s*$"
-_RETRYING = r"^Retrying request(?: to (\S+))? in [\d.]+ seconds(?: \(retry \d+ of (\d+)\))?"
-_RETRY_DELAY = r"^Retrying request(?: to \S+)? in ([\d.]+) seconds"
-# _RETRYING with the delay of _RETRY_DELAY as group 2: the same lines match, the same text is captured
-_RETRYING_ALL = r"^Retrying request(?: to (\S+))? in ([\d.]+) seconds(?: \(retry \d+ of (\d+)\))?"
+# url, delay and max retries of a 'Retrying request' line, one pass
+_RETRYING = r"^Retrying request(?: to (\S+))? in ([\d.]+) seconds(?: \(retry \d+ of (\d+)\))?"
 # the lab's '%(asctime)s' with milliseconds, zoneless: one strptime instead of _TS's groups (ASCII digits)
 _TS_FAST = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} "
 _DONE = r"^request (?P<rid>\S+) done status=(?P<st>\S+) err=(?P<err>.*?) latency=(?P<lat>[\d.]+)\s*$"
@@ -230,7 +228,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         pl.when(on("send")).then(msg.str.extract(_SEND, 1)).alias("_send"),
         pl.when(on("httpx")).then(msg.str.extract_groups(_HTTPX)).alias("_httpx"),
         pl.when(on("response")).then(msg.str.extract_groups(_RESPONSE)).alias("_resp"),
-        pl.when(on("retrying")).then(msg.str.extract_groups(_RETRYING_ALL)).alias("_retry"),
+        pl.when(on("retrying")).then(msg.str.extract_groups(_RETRYING)).alias("_retry"),
         pl.when(on("done")).then(msg.str.extract_groups(_DONE)).alias("_done"),
         pl.when(on("phase")).then(msg.str.extract_groups(_PHASE)).alias("_ph"),
     )
@@ -327,29 +325,34 @@ def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
 def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     """Group event rows into attempts and logical requests; return tables of the closed ones + rows to carry."""
     debug = bool(state.get("debug"))
-    ev = ev.sort("seq").with_columns(
+    if not ev["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
+        ev = ev.sort("seq")
+    ev = ev.with_columns(
         pl.when(pl.col("kind") == "exc").then(None).otherwise(pl.col("thread").fill_null("")).forward_fill().alias("tk")
     ).with_columns(pl.col("tk").fill_null(""))
+    # windows and groups per thread use an integer code of the name (several times cheaper than the string)
+    ev = ev.with_columns(pl.col("tk").cast(pl.Categorical).to_physical().alias("tid"))
     if debug:
         pre = pl.col("kind").is_in(_PRE)
-        anchor = pre & ~pre.shift(1).over("tk").fill_null(False)
+        anchor = pre & ~pre.shift(1).over("tid").fill_null(False)
     else:
         # INFO only: an httpx line is an attempt; a 'Retrying' line not following a failed httpx line is an
         # attempt that ended without response (timeout / connection error)
         endish = pl.col("kind").is_in(["httpx", "retrying"])
-        prev = pl.when(endish).then(pl.col("kind")).forward_fill().shift(1).over("tk")
-        prev_status = pl.when(endish).then(pl.col("status")).forward_fill().shift(1).over("tk")
+        prev = pl.when(endish).then(pl.col("kind")).forward_fill().shift(1).over("tid")
+        prev_status = pl.when(endish).then(pl.col("status")).forward_fill().shift(1).over("tid")
         after_failure = (prev == "httpx") & (prev_status >= 400).fill_null(False)
         anchor = (pl.col("kind") == "httpx") | ((pl.col("kind") == "retrying") & ~after_failure.fill_null(False))
-    ev = ev.with_columns(anchor.cum_sum().over("tk").alias("att"))
+    ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
     att = _attempts(ev.filter(pl.col("att") > 0), debug)
     new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(
-        ~pl.col("retried").shift(1).over("tk").fill_null(False)
-    ) | pl.col("has_done").shift(1).over("tk").fill_null(False)
-    att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tk").alias("lg"))
+        ~pl.col("retried").shift(1).over("tid").fill_null(False)
+    ) | pl.col("has_done").shift(1).over("tid").fill_null(False)
+    att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tid").alias("lg"))
+    att = att.with_columns(_runs().alias("_g"))
     att = att.with_columns(_closed(att, state, final).alias("closed"))
-    carry_keys = att.filter(~pl.col("closed")).select("tk", "att")
-    carry = ev.join(carry_keys, on=["tk", "att"], how="semi").select(list(_EV_SCHEMA))
+    carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
+    carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
     if not done.height:
         return {}, carry
@@ -357,10 +360,17 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     return {"client_attempts": attempts, "client_requests": requests}, carry
 
 
+def _runs() -> pl.Expr:
+    """Id of each logical request (thread, lg) in a frame sorted by thread and first event: its attempts are
+    one run of rows, and windows over an integer are several times cheaper than over (name, lg)."""
+    tk, lg = pl.col("tk"), pl.col("lg")
+    return ((tk != tk.shift(1)) | (lg != lg.shift(1))).fill_null(True).cum_sum()
+
+
 def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.Expr:
     """A logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
     ended it (2xx/3xx, Raising/Re-raising). When the log has 'done' lines, wait for one up to _DONE_WAIT."""
-    grp = ["tk", "lg"]
+    grp = "_g"
     if att.filter(pl.col("has_done")).height:
         state["done_lines"] = True
     ended = (
@@ -370,14 +380,15 @@ def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.Expr:
     if state.get("done_lines"):
         newest = att["ts_out"].max()
         ended = ended & (pl.col("ts_out").max().over(grp) < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
-    moved_on = pl.col("lg") < pl.col("lg").max().over("tk")
+    moved_on = pl.col("lg") < pl.col("lg").max().over("tid")
     return pl.col("has_done").any().over(grp) | moved_on | ended.fill_null(False) | final
 
 
 def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
     k = pl.col("kind")
     out_ts = pl.col("ts").filter(k.is_in(_OUTCOME)).min()
-    return ev.group_by("tk", "att").agg(
+    return ev.group_by("tid", "att").agg(
+        pl.col("tk").first(),
         pl.col("seq").min().alias("first_seq"),
         pl.col("line_no").min(),
         (pl.col("ts").filter(k.is_in(_PRE)).min() if debug else pl.lit(None, dtype=pl.Datetime("us", "UTC"))).alias(
@@ -413,8 +424,9 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
 
 
 def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
-    grp = ["tk", "lg"]
-    att = att.sort("tk", "first_seq").with_columns(
+    # att comes from _assemble sorted by thread and first event (a filter of that order): no sort again
+    grp = "_g"
+    att = att.with_columns(_runs().alias(grp)).with_columns(
         pl.int_range(1, pl.len() + 1).over(grp).alias("attempt"),
         pl.len().over(grp).alias("n_att"),
         pl.col("line_no").first().over(grp).alias("lg_line"),
@@ -501,7 +513,7 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
         pl.when(pl.col("ph_mode") == "concurrency").then(pl.col("ph_value").round(0).cast(pl.Int64))
         .alias("concurrency"),
     )
-    start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("tk", "lg").alias("_lg_ts")
+    start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("_g").alias("_lg_ts")
     att = att.with_columns(start).sort("_lg_ts", nulls_last=True)
     return att.join_asof(ph, left_on="_lg_ts", right_on="ph_ts", strategy="backward").drop("_lg_ts", "ph_ts")
 
