@@ -152,9 +152,9 @@ _KIND_RULES: list[tuple[str, str, str]] = [  # (kind, column, regex)
     ("config", "message", r"non-default args: \{|^args: Namespace\("),
 ]
 # the stream is shutting down: an engine death after this is the harmless shutdown traceback
-_STOPPING = r"^\[shutdown\]|^Shutting down|trigger received signal=SIGTERM"
-_STARTING = r"^Started server process|^Starting vLLM|^Initializing an? (?:V1 )?LLM engine"
-# the same two as literal tests (no regex to compile per chunk)
+# as literal tests (no regex to compile per chunk): stopping = starts with '[shutdown]' or 'Shutting down', or
+# holds 'trigger received signal=SIGTERM'; starting = '^Started server process|^Starting vLLM|^Initializing
+# an? (?:V1 )?LLM engine'
 _STOPPING_LEADS, _STOPPING_ANY = ("[shutdown]", "Shutting down"), "trigger received signal=SIGTERM"
 _STARTING_LEADS = ("Started server process", "Starting vLLM", "Initializing a LLM engine", "Initializing an LLM engine",
                    "Initializing a V1 LLM engine", "Initializing an V1 LLM engine")
