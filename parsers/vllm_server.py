@@ -249,8 +249,11 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(
         # the header is a prefix of the body: cut it by its bytes
         b.cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
-        pl.col("pre").str.slice(0, pl.col("pre").str.find(" pid=", literal=True)).alias("proc"),
-        pl.col("pre").str.slice(pl.col("pre").str.find(" pid=", literal=True) + 5).cast(pl.Int64, strict=False)
+        # str.find counts bytes: cut at it in bytes (str.slice counts characters)
+        pl.col("pre").cast(pl.Binary).bin.head(pl.col("pre").str.find(" pid=", literal=True)).cast(pl.String)
+        .alias("proc"),
+        pl.col("pre").cast(pl.Binary).bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5).cast(pl.String)
+        .cast(pl.Int64, strict=False)
         .alias("pid"),
         st.str.slice(0, 2).alias("mo"), st.str.slice(3, 2).alias("dd"), st.str.slice(6, 8).alias("hms"),
         pl.when(pl.col("lvl").is_not_null()).then(pl.col("hdr").str.strip_chars_end(" ")).alias("key"),
@@ -578,15 +581,20 @@ def _request_id(lead: str, pat: str | None) -> pl.Expr:
     m = pl.col("msg")
     if pat is not None:
         return m.str.extract(pat)
-    if lead == "Received request ":  # 'Received request <id>: ...'
-        return m.str.slice(len(lead), m.str.find(":", literal=True) - len(lead))
+    if lead == "Received request ":  # 'Received request <id>: ...'; find counts bytes, so cut bytes
+        return m.cast(pl.Binary).bin.slice(len(lead), m.str.find(":", literal=True) - len(lead)).cast(pl.String)
     return m.str.strip_prefix(lead).str.strip_chars_end().str.strip_suffix(".")  # 'Added request <id>.'
 
 
 def _field(col: str, key: str, pat: str = r"^([\d.]+)") -> pl.Expr:
-    """Value after ``key`` (found with a literal search, then a regex on a few characters only)."""
+    """Value after ``key`` (found with a literal search, then a regex on a few characters only).
+
+    ``str.find`` gives a byte offset and ``str.slice`` counts characters: on a line holding non-ASCII
+    text before the key (a stop string such as '。'), the offset is turned into characters first."""
     c = pl.col(col)
     at = c.str.find(key, literal=True)
+    chars = c.cast(pl.Binary).bin.head(at).cast(pl.String).str.len_chars()
+    at = pl.when(c.str.len_bytes() == c.str.len_chars()).then(at).otherwise(chars)
     return c.str.slice(at + len(key), 16).str.extract(pat)
 
 

@@ -392,3 +392,26 @@ def test_open_loop_overload_is_not_a_ladder(tmp_path):
     assert d["ladder"] is None
     # 502/499 responses (grep -v status=200): a burst from 08:30:29, heaviest 08:31:09-08:31:11
     assert "errors" in [e["signal"] for e in d["episodes"]]
+
+
+def test_between_gives_what_a_filter_gives(storm):
+    """figures.between slices sorted columns by binary search and compares epoch µs elsewhere: on the
+    storm's real tables (requests sorted by start, server_stats by replica then time, with a null
+    planted) every bound and closure gives the rows, in the order, that is_between's filter gives."""
+    from logscope.diagnose.figures import between
+
+    out, _ = storm
+    req = pl.read_parquet(out / "requests.parquet")
+    stats = pl.read_parquet(out / "server_stats.parquet")
+    assert req["ts_start"].is_sorted() and req["ts_start"].null_count() == 0
+    with_null = pl.concat([stats.head(3).with_columns(pl.lit(None, dtype=schemas.TS).alias("ts")), stats])
+    starts = req["ts_start"]
+    bounds = [(starts[10], starts[200]), (starts[0], starts[-1]), (starts[5], starts[5]), (starts[300], starts[20]),
+              (T("08:30:00"), T("08:31:00.5")), (T("07:00:00"), T("07:00:01"))]
+    for frame, col in ((req, "ts_start"), (stats, "ts"), (with_null, "ts")):
+        for lo, hi in bounds:
+            for closed in ("both", "left", "right", "none"):
+                want = frame.filter(pl.col(col).is_between(lo, hi, closed=closed))
+                assert between(frame, col, lo, hi, closed).equals(want), (col, lo, hi, closed)
+    assert between(req, "ts_start", starts[10], starts[200]).height == 191
+    assert between(req, "ts_start", None, starts[1]).height == 0

@@ -292,3 +292,57 @@ def test_markdown_escaping_keeps_log_text_literal():
     assert md("a | b\nc") == "a \\| b c"
     assert md("# not a heading") == "\\# not a heading"
     assert md(None) == "–"
+
+
+def test_many_episodes_share_one_row_per_class(tmp_path_factory, monkeypatch):
+    """Past MAX_EPISODE_ROWS the lane has one row per class (179 episodes of a 1 GB folder made the chart
+    3,600 px tall); every episode stays a bar with its label as tooltip, and panels shade merged bands."""
+    from logscope.report import charts
+
+    out = analysed(tmp_path_factory, "ladder")  # E1, E2 spikes and E3 sustained, all preemptions
+    summary = summary_of(out)
+    assert [(e["id"], e["class"]) for e in summary["episodes"]] == [("E1", "spike"), ("E2", "spike"),
+                                                                     ("E3", "sustained")]
+    monkeypatch.setattr(charts, "MAX_EPISODE_ROWS", 2)
+    spec = context(load(out), summary, AnalyzeOptions())["charts"]["timeline"]
+    lane = spec["vconcat"][0]
+    assert lane["title"].startswith("Episodes: 3, one row per class")
+    assert lane["encoding"]["y"]["field"] == "cls" and lane["height"] == 2 * 22
+    bars = spec["datasets"][lane["data"]["name"]]
+    assert [b["label"] for b in bars] == ["E1 · spike · preemptions", "E2 · spike · preemptions",
+                                          "E3 · sustained · preemptions"]
+
+
+def test_shading_bands_merge_overlapping_episodes_of_a_class(tmp_path_factory):
+    import polars as pl
+
+    from logscope.report import charts
+
+    eps = charts._episode_frame(summary_of(analysed(tmp_path_factory, "ladder"))["episodes"], 1000)
+    bands = charts._bands(eps)
+    assert bands.height == 3  # E1, E2 and E3 do not touch: one band each
+    # stretch E1 over E2: the two spikes become one band from E1's start to E2's end
+    e2_end = eps.filter(pl.col("id") == "E2")["end"].item()
+    stretched = eps.with_columns(pl.when(pl.col("id") == "E1").then(e2_end - 1).otherwise(pl.col("end")).alias("end"))
+    merged = charts._bands(stretched).sort("start")
+    assert merged.select("cls", "start", "end").rows() == [
+        ("spike", eps["start"][0], e2_end), ("sustained", eps["start"][2], eps["end"][2])]
+
+
+def test_vega_bundle_is_cached_by_vl_convert_version(tmp_path, monkeypatch):
+    import vl_convert
+
+    from logscope.report import html
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = html._bundle_path()
+    assert path == tmp_path / "cache" / "logscope" / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"
+    first = html._javascript_bundle()
+    assert path.read_text(encoding="utf-8") == first and "vega" in first
+    calls = []
+    monkeypatch.setattr(vl_convert, "javascript_bundle", lambda: calls.append(1) or "")
+    assert html._javascript_bundle() == first and not calls  # read back, not rebuilt
+    # an unusable cache (a file where the folder should be) only costs the rebuild
+    monkeypatch.setenv("XDG_CACHE_HOME", str(path))
+    monkeypatch.setattr(vl_convert, "javascript_bundle", lambda: "/* vega */")
+    assert html._javascript_bundle() == "/* vega */"

@@ -241,7 +241,7 @@ def _parse_direct(path, chunk_lines: int | None = None, **ctx_kw) -> tuple[dict,
     for k, d in (res.tables.items() if res else []):
         tables.setdefault(k, []).append(d)
     out = {k: schemas.conform(pl.concat([d for d in v if d.height], how="diagonal_relaxed"), k)
-           for k, v in tables.items()}
+           for k, v in tables.items() if any(d.height for d in v)}
     return out, total, ok
 
 
@@ -297,3 +297,39 @@ def test_rotated_set_keeps_each_record_in_its_file(tmp_path):
         ("vllm.log.1", 471, 1), ("vllm.log.1", 598, 51), ("vllm.log", 243, 101), ("vllm.log", 373, 151),
         ("vllm.log", 497, 201)]
     assert res.table("server_stats").height == 27
+
+
+def _first_received(path) -> str:
+    with open(need(path), encoding="utf-8") as f:
+        return next(line.rstrip("\n") for line in f if "Received request" in line)
+
+
+def test_non_ascii_text_before_the_fields(tmp_path):
+    """vLLM writes prompts and stop strings with repr(), which keeps non-ASCII characters as they are. The
+    fields after them must still be read right: polars' str.find counts bytes, str.slice characters.
+    The lines are real lab lines with their text swapped for non-ASCII text, written by Python's own repr."""
+    v1 = _first_received(LAB / "spike" / "vllm-server.log")
+    v0 = _first_received(LAB / "v0-ladder" / "vllm-server.log")
+    assert "stop=[], " in v1 and ", params: SamplingParams(" in v0
+    prompt_repr = v0[v0.index("prompt: ") + len("prompt: "):v0.index(", params: SamplingParams(")]
+    swapped = [
+        v1.replace("stop=[], ", f"stop={['。', '！', 'Ende ü']!r}, "),
+        v0.replace(prompt_repr, repr("请用中文回答：为什么天空是蓝色的？" * 20), 1),
+    ]
+    fields = ["request_id", "max_tokens", "n", "temperature", "ignore_eos", "prompt_tokens"]
+
+    def received(lines: list[str], name: str) -> list[dict]:
+        path = tmp_path / name
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tables, total, ok = _parse_direct(path)
+        assert (total, ok) == (len(lines), len(lines))
+        recv = tables["server_request_events"].filter(pl.col("event") == "received").sort("line_no")
+        return recv.select(fields).to_dicts()
+
+    want = received([v1], "v1.log") + received([v0], "v0.log")
+    got = received(swapped[:1], "v1-non-ascii.log") + received(swapped[1:], "v0-non-ascii.log")
+    # the originals: `grep -m1 'Received request'` in each lab log
+    assert want[0]["request_id"] == "cmpl-04055ac11e0a42e06d65aaf34e7f61ed-0"
+    assert (want[0]["max_tokens"], want[0]["temperature"], want[0]["ignore_eos"]) == (256, 1.0, True)
+    assert (want[1]["max_tokens"], want[1]["prompt_tokens"]) == (256, 101)
+    assert got == want

@@ -122,9 +122,10 @@ def _windowed(ctx: Context, name: str, value: pl.Expr, rule: detect.Rule, skip_c
     if w.height == 0:
         return pl.DataFrame()
     df = w.select(pl.lit("").alias("replica"), "ts", value.alias("v"))
-    if skip_cold:
-        for a, b in ctx.cold:
-            df = df.filter(~pl.col("ts").is_between(a - timedelta(seconds=ctx.inputs.window_s), b))
+    if skip_cold and ctx.cold:
+        pad = timedelta(seconds=ctx.inputs.window_s)
+        ts = pl.col("ts").to_physical()
+        df = df.filter(~pl.any_horizontal(ts.is_between(figures.epoch_us(a - pad), figures.epoch_us(b)) for a, b in ctx.cold))
     return _series_stretches(ctx, name, df, "v", rule, end_pad_s=ctx.inputs.window_s)
 
 
@@ -287,20 +288,20 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
     rep = replica or ""
     if signal == "preemptions":
         s = ctx.pre if ctx.pre.height else ctx.warnings
-        s = s.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
+        s = figures.between(s, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
         return float(s["preemptions"].median()) if s.height else (0.0 if ctx.pre.height else None)
     if signal in ("kv_pressure", "queue"):
         col = "kv" if signal == "kv_pressure" else "waiting"
-        s = ctx.server.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
+        s = figures.between(ctx.server, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
         return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
     if signal == "stall":
-        s = ctx.server.filter((pl.col("replica") == rep) & pl.col("ts").is_between(start - look, start, closed="left"))
+        s = figures.between(ctx.server, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
         return float(s["gen_tps"].median()) if s.height and s["gen_tps"].drop_nulls().len() else None
     if signal == "crash":
         return None
     col = {"errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
            "e2e": "e2e_p95"}[signal]
-    w = ctx.inputs.windows.filter(pl.col("ts").is_between(start - look, start, closed="left"))
+    w = figures.between(ctx.inputs.windows, "ts", start - look, start, closed="left")
     return float(w[col].median()) if w.height and w[col].drop_nulls().len() else None
 
 
@@ -308,7 +309,7 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
     start, end = ep["start"], ep["end"]
     d: dict = {"companions": companions, "requests_during": during, "requests_before": before,
                "arrival_rate_lead_in": lead["arrival_rate"]}
-    w = ctx.warnings.filter(pl.col("ts").is_between(start - timedelta(seconds=ctx.th.v0_warning_merge_s), end))
+    w = figures.between(ctx.warnings, "ts", start - timedelta(seconds=ctx.th.v0_warning_merge_s), end)
     if w.height:
         cum = w["cumulative_preemptions"].max()
         d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": None if cum is None else int(cum),
@@ -319,12 +320,11 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
         d["preemptions"] = pre
     win = ctx.inputs.windows
     lo, hi = start - timedelta(seconds=ctx.inputs.window_s), end
-    for col in ("server_requests", "client_attempts", "client_retries", "gateway_retries", "gateway_5xx",
-                "gateway_499", "server_aborts", "orphaned", "timeouts", "errors"):
-        v = figures.windows_sum(win, col, lo, hi)
-        if v is not None:
-            d[col] = v
-    arr = figures.windows_sum(win, "arrivals", lo, hi)
+    sums = figures.windows_sums(win, ["server_requests", "client_attempts", "client_retries", "gateway_retries",
+                                      "gateway_5xx", "gateway_499", "server_aborts", "orphaned", "timeouts", "errors",
+                                      "arrivals"], lo, hi)
+    arr = sums.pop("arrivals", None)
+    d.update(sums)
     if arr and d.get("server_requests") is not None:
         d["amplification"] = d["server_requests"] / arr
     ph = ctx.inputs.phases.filter((pl.col("ts_start") <= end) & (pl.col("ts_end") >= start)).sort("ts_start")
@@ -336,8 +336,8 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
                       "last_line": death.last_line_ts, "restart": death.restart_ts, "ready": death.ready_ts,
                       "new_pid": death.new_pid, "downtime_s": death.downtime_s, "at_startup": death.at_startup,
                       "notes": death.notes}
-        gw = ctx.inputs.gateway_errors.filter(pl.col("ts").is_between(death.ts, end)
-                                              & ~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS))
+        gw = figures.between(ctx.inputs.gateway_errors, "ts", death.ts, end).filter(
+            ~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS))
         if gw.height:
             d["crash"]["gateway_first_error"] = gw["ts"].min()
             d["crash"]["gateway_errors_by_kind"] = dict(sorted(

@@ -133,9 +133,9 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
         "throughput_tps": tps, "max_tokens_mean": figs["max_tokens_mean"],
         "output_tokens_mean": figs["output_tokens_mean"], "label": s["label"],
     }
-    w = ctx.warnings.filter(pl.col("ts").is_between(lo, hi))
+    w = figures.between(ctx.warnings, "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
-    reasons = _broke(ctx, row, req.filter(pl.col("ts_start").is_between(lo_r, hi_r)), lo, hi)
+    reasons = _broke(ctx, row, figures.between(req, "ts_start", lo_r, hi_r), lo, hi)
     row["meets_slo"] = not reasons
     row["broke_reasons"] = reasons
     row["broke"] = "; ".join(r["text"] for r in reasons) if reasons else None
@@ -155,15 +155,15 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
         out.append({"what": "success", "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
                     "text": f"success {row['success_share']:.1%} < {slo.success:.1%}"})
     if th.pressure_breaks_slo:
-        pre = ctx.pre.filter(pl.col("ts").is_between(lo, hi, closed="right") & (pl.col("preemptions") > 0))
+        pre = figures.between(ctx.pre, "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
         if pre.height:
             out.append({"what": "preemptions", "at": pre["ts"].min(),
                         "text": f"{int(pre['preemptions'].sum())} preemptions from {pre['ts'].min():%H:%M:%S}"})
         elif row["v0_preemption_warnings"]:
-            w = ctx.warnings.filter(pl.col("ts").is_between(lo, hi))
+            w = figures.between(ctx.warnings, "ts", lo, hi)
             out.append({"what": "preemptions", "at": w["ts"].min(),
                         "text": f"V0 preemption warnings from {w['ts'].min():%H:%M:%S}"})
-        q = ctx.server.filter(pl.col("ts").is_between(lo, hi) & (pl.col("waiting") >= th.waiting_min))
+        q = figures.between(ctx.server, "ts", lo, hi).filter(pl.col("waiting") >= th.waiting_min)
         if q.height >= th.queue_min_samples:
             out.append({"what": "queue", "at": q["ts"].min(),
                         "text": f"waiting up to {int(q['waiting'].max())} from {q['ts'].min():%H:%M:%S}"})

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from .figures import between, epoch_us
 from .thresholds import Thresholds
 
 DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
@@ -80,19 +81,18 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, reque
     starts, deaths, shutdowns, cold = [], [], [], []
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):
-        a = act.filter(pl.col("replica") == replica)
+        a = act.filter(pl.col("replica") == replica)  # sorted by ts
+        busy = a.filter(pl.col("busy"))["ts"].to_physical()  # sorted epoch µs: counted by binary search
         ready = g.filter(pl.col("kind").is_in(READY_KINDS)).sort(["ts", "seq"])
         stops = g.filter(pl.col("kind") == "server_stop").sort(["ts", "seq"])
         # '[shutdown] ... triggered' and uvicorn's 'Shutting down' are one shutdown
         first = stops.filter(((pl.col("ts").diff().dt.total_seconds()) > th.shutdown_grace_s).fill_null(True))
         shutdowns += [{"replica": replica, "ts": t} for t in first["ts"].to_list()]
-        start_rows = _starts(g.filter(pl.col("kind").is_in(START_KINDS)), a)
+        start_rows = _starts(g.filter(pl.col("kind").is_in(START_KINDS)), busy)
         for s in start_rows:
             nxt = [r for r in start_rows if r["ts"] > s["ts"] or (r["ts"] == s["ts"] and r["seq"] > s["seq"])]
             limit = nxt[0]["ts"] if nxt else None
-            rd = ready.filter(pl.col("ts") >= s["ts"])
-            if limit is not None:
-                rd = rd.filter(pl.col("ts") <= limit)
+            rd = between(ready, "ts", s["ts"], limit or datetime.max.replace(tzinfo=s["ts"].tzinfo))
             s["ready_ts"] = rd["ts"].min() if rd.height else None
         starts += [{"replica": replica, "ts": s["ts"], "pid": s["pid"], "ready_ts": s["ready_ts"],
                     "version": s["version"]} for s in start_rows]
@@ -100,23 +100,30 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, reque
         in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
         noise += int(in_shutdown.sum()) if dead.height else 0
         dead = dead.filter(~in_shutdown) if dead.height else dead
-        deaths += _explicit(replica, dead, start_rows, a, th)
+        deaths += _explicit(replica, dead, start_rows, busy, th)
         deaths += _silent(replica, start_rows, stops, deaths, a)
         cold += _cold(replica, start_rows, a, requests, th)
     deaths.sort(key=lambda d: (d.ts, d.replica))
     return Lifecycle(starts, deaths, shutdowns, noise, cold)
 
 
-def _starts(markers: pl.DataFrame, act: pl.DataFrame) -> list[dict]:
+def _busy_in(busy: pl.Series, lo: datetime | None, hi: datetime, closed: str) -> int:
+    """Busy samples in (lo, hi) / [lo, hi] ('open' / 'both'); ``busy`` is sorted epoch µs; lo None = no bound."""
+    side_lo, side_hi = ("right", "left") if closed == "open" else ("left", "right")
+    i = 0 if lo is None else busy.search_sorted(epoch_us(lo), side=side_lo)
+    return max(0, busy.search_sorted(epoch_us(hi), side=side_hi) - i)
+
+
+def _starts(markers: pl.DataFrame, busy: pl.Series) -> list[dict]:
     """One start per startup sequence: markers (banner, 'Started server process') with no traffic
     between them belong to the same start; the start is timed by its first marker."""
     out: list[dict] = []
     for r in markers.sort(["ts", "seq"]).iter_rows(named=True):
         if out:
             cur = out[-1]
-            busy = act.filter(pl.col("busy") & (pl.col("ts") > cur["last"]) & (pl.col("ts") < r["ts"])).height
+            served = _busy_in(busy, cur["last"], r["ts"], "open")
             same_pid = r["pid"] is None or cur["pid"] is None or r["pid"] == cur["pid"]
-            if not busy and same_pid:
+            if not served and same_pid:
                 cur["last"] = r["ts"]
                 cur["pid"] = cur["pid"] or r["pid"]
                 cur["version"] = cur["version"] or r["version"]
@@ -142,7 +149,7 @@ def _next_start(start_rows: list[dict], t: datetime) -> dict | None:
     return later[0] if later else None
 
 
-def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], act: pl.DataFrame, th: Thresholds) -> list[Death]:
+def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: pl.Series, th: Thresholds) -> list[Death]:
     if dead.height == 0:
         return []
     out: list[Death] = []
@@ -154,12 +161,10 @@ def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], act: pl.
         first = grp.row(0, named=True)
         prev = [s for s in start_rows if s["ts"] <= t0]
         cur = prev[-1] if prev else None
-        served = act.filter((pl.col("ts") <= t0) & pl.col("busy"))
-        if cur is not None:
-            served = served.filter(pl.col("ts") >= cur["ts"])
+        served = _busy_in(busy, cur["ts"] if cur is not None else None, t0, "both")
         text = "\n".join(t for t in grp["message"].to_list() + grp["detail"].to_list() if t)
         never_ready = cur is None or cur["ready_ts"] is None or cur["ready_ts"] > t0
-        at_startup = served.height == 0 and never_ready and (cur is not None or STARTUP_HINT.search(text) is not None)
+        at_startup = served == 0 and never_ready and (cur is not None or STARTUP_HINT.search(text) is not None)
         if "engine_timeout" not in kinds and TIMEOUT_HINT.search(text):
             kinds = sorted([*kinds, "engine_timeout"])
         death = Death(replica, t0, kinds, first["pid"], first["message"], t0, at_startup=at_startup)
@@ -176,11 +181,11 @@ def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: li
     out = []
     for prev, cur in zip(start_rows, start_rows[1:], strict=False):
         lo, hi = prev["ts"], cur["ts"]
-        if stops.filter((pl.col("ts") >= lo) & (pl.col("ts") <= hi)).height:
+        if between(stops, "ts", lo, hi).height:
             continue
         if any(d.replica == replica and lo <= d.ts <= hi for d in known):
             continue
-        before = act.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+        before = between(act, "ts", lo, hi, closed="left")
         if not before["busy"].any():
             continue
         last = before["ts"].max()
@@ -197,12 +202,14 @@ def _cold(replica: str, start_rows: list[dict], act: pl.DataFrame, requests: pl.
     req_ts = act.filter(pl.col("busy"))["ts"]
     if requests.height:
         req_ts = pl.concat([req_ts, requests["ts_start"].drop_nulls()]).sort()
+    req_ts = req_ts.drop_nulls().sort()
+    req_us = req_ts.to_physical()
     for s in start_rows:
         t = s["ready_ts"] or s["ts"]
-        after = req_ts.filter(req_ts >= t)
-        if after.len() == 0:
+        i = req_us.search_sorted(epoch_us(t), side="left")
+        if i >= req_us.len():
             continue
-        first = after.min()
+        first = req_ts[i]
         out.append({"replica": replica, "server_start": s["ts"], "ready": s["ready_ts"], "first_request": first,
                     "start": first, "end": first + timedelta(seconds=th.cold_start_s)})
     return out

@@ -27,6 +27,7 @@ TICK_STEPS = ((1, "second"), (5, "second"), (10, "second"), (15, "second"), (30,
               (2, "hour"), (3, "hour"), (6, "hour"), (12, "hour"), (1, "day"), (7, "day"))  # fmt: skip
 UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 MAX_TICKS = 12
+MAX_EPISODE_ROWS = 16  # more episodes than this share one row per class
 MARKER_SHAPES = {"OOM": "cross", "engine death": "cross", "server start": "triangle-up", "vLLM aborts": "square"}
 
 
@@ -162,6 +163,16 @@ def _episode_frame(episodes: list[dict], min_ms: int) -> pl.DataFrame:
     )
 
 
+def _bands(eps: pl.DataFrame) -> pl.DataFrame:
+    """Shading of the panels: overlapping or touching episodes of one class are one band (the same
+    picture with far fewer marks when a long incident has hundreds of episodes)."""
+    e = eps.select("cls", "start", "end").sort("cls", "start")
+    new = (pl.col("start") > pl.col("end").cum_max().shift(1).over("cls")).fill_null(True)
+    return (e.with_columns(new.cast(pl.Int64).cum_sum().over("cls").alias("_b"))
+            .group_by("cls", "_b", maintain_order=True).agg(pl.col("start").min(), pl.col("end").max())
+            .drop("_b"))
+
+
 def _class_scale(classes: list[str]) -> alt.Scale:
     """Fixed colour per class; only the classes present appear in the legend."""
     dom = [c for c in CLASS_COLORS if c in classes] + sorted(c for c in set(classes) if c not in CLASS_COLORS)
@@ -231,7 +242,20 @@ class XEnc:
 
 
 def _episode_lane(eps: pl.DataFrame, x: XEnc) -> alt.TopLevelMixin:
-    """One bar per episode, coloured by class, labelled 'E1 · spike · preemptions' beside it."""
+    """One bar per episode, coloured by class, labelled 'E1 · spike · preemptions' beside it; past
+    MAX_EPISODE_ROWS episodes, one row per class with the labels in tooltips (a row per episode would
+    make the chart thousands of pixels tall)."""
+    if eps.height > MAX_EPISODE_ROWS:
+        classes = [c for c in CLASS_COLORS if c in set(eps["cls"].to_list())] + sorted(
+            set(eps["cls"].to_list()) - set(CLASS_COLORS))
+        y = alt.Y("cls:N", sort=classes, title=None, axis=alt.Axis(ticks=False, domain=False, grid=False))
+        bars = alt.Chart(eps).mark_bar(height=14, cornerRadius=2).encode(
+            x=x("start", "top"), x2="end:T", y=y,
+            fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None),
+            tooltip=[alt.Tooltip("label:N", title="episode")],
+        )  # fmt: skip
+        return bars.properties(width=WIDTH, height=22 * len(classes),
+                               title=f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)")
     y = alt.Y("id:N", sort=None, title="episode",
               axis=alt.Axis(labels=False, ticks=False, domain=False, grid=False))  # fmt: skip
     bars = alt.Chart(eps).mark_bar(height=14, cornerRadius=2).encode(
@@ -270,7 +294,7 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
     layers = []
     if eps.height:
         layers.append(
-            alt.Chart(eps).mark_rect(opacity=0.14).encode(
+            alt.Chart(_bands(eps)).mark_rect(opacity=0.14).encode(
                 x=x("start"), x2="end:T", fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None)
             )
         )

@@ -10,9 +10,11 @@ Content-Security-Policy forbids any network load; Vega runs with its expression 
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -74,11 +76,37 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def _bundle_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "logscope" / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"
+
+
+def _javascript_bundle() -> str:
+    """vl-convert's bundle, kept in the user's cache folder: building it takes ~1 s and holds the GIL.
+    The cache is keyed by vl-convert's version (the bundle is pinned to it); any I/O error = rebuild."""
+    path = _bundle_path()
+    try:
+        js = path.read_text(encoding="utf-8")
+        if "vega" in js:  # written whole or not at all (rename below)
+            return js
+    except (OSError, UnicodeDecodeError):
+        pass
+    js = vl_convert.javascript_bundle()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(js, encoding="utf-8")
+        tmp.replace(path)  # atomic: a concurrent run reads the old file or the new one, never half
+    except OSError:
+        pass
+    return js
+
+
 @cache
 def vega_bundle() -> Markup:
     """Vega, Vega-Lite and Vega-Embed as one script, from vl-convert (offline), wrapped in a function
     scope so that the bundle's top-level names cannot clash with the page's."""
-    js = vl_convert.javascript_bundle()
+    js = _javascript_bundle()
     if "</script" in js.lower():  # cannot happen with the pinned bundle; never emit a broken page
         js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE)
     return Markup("(function () {\n" + js + "\n})();")
