@@ -346,3 +346,32 @@ def test_vega_bundle_is_cached_by_vl_convert_version(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(path))
     monkeypatch.setattr(vl_convert, "javascript_bundle", lambda: "/* vega */")
     assert html._javascript_bundle() == "/* vega */"
+
+
+def test_timeline_picture_draws_only_the_lone_points(tmp_path_factory):
+    """summary.md's PNG drops the invisible hover targets but keeps the dots of values standing alone
+    between gaps (the crash run has 14 such values), and keeps the page's layout."""
+    import struct
+
+    import vl_convert
+
+    from logscope.report import _static, charts
+
+    out = analysed(tmp_path_factory, "crash")
+    ld = load(out)
+    assert charts._long(charts.coarsen(ld.table("windows").sort("ts")))["lone"].sum() == 14
+    spec = context(ld, summary_of(out), AnalyzeOptions())["charts"]["timeline"]
+    static = _static(spec)
+    hover = [lay for v in spec["vconcat"] for lay in v.get("layer", [])
+             if lay["mark"]["type"] == "point" and "opacity" in lay["encoding"]]
+    kept = [lay for v in static["vconcat"] for lay in v.get("layer", [])
+            if lay["mark"]["type"] == "point" and "opacity" in lay["encoding"]]
+    assert len(hover) == len(kept) > 0
+    assert all(lay["transform"] == [{"filter": "datum.lone"}] for lay in kept)
+    assert not any("transform" in lay for lay in hover)  # the page's own spec is untouched
+
+    def size(png: bytes) -> tuple[int, int]:  # the IHDR chunk: width and height, big-endian
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        return struct.unpack(">II", png[16:24])
+
+    assert size(vl_convert.vegalite_to_png(static)) == size(vl_convert.vegalite_to_png(spec))
