@@ -354,6 +354,40 @@ def test_recurring_spikes(ladder_out):
     d = diagnose(ladder_out, AnalyzeOptions(extra={"recurring_min": 2}))
     assert [e["class"] for e in d["episodes"]] == ["recurring", "recurring", "sustained"]
     assert d["episodes"][0]["why"] == "2 preemption spikes, starting about every 33 s"
+    assert d["episodes"][1]["reason"].startswith(
+        "2 preemption spikes, starting about every 33 s (08:21:12, 08:21:45); this one: ")
+    # one finding for the pattern (a long incident can hold hundreds of recurring episodes), on its first episode
+    rec = [f for f in d["findings"] if f["title"].startswith("Recurring")]
+    assert [(f["title"], f["episode_id"]) for f in rec] == [
+        ("Recurring KV pressure: 2 preemption spikes, starting about every 33 s, the first 08:21:12–08:21:24", "E1")]
+
+
+def test_repeated_episodes_are_one_finding(ladder_out, monkeypatch):
+    """More than REPEATS episodes of one class, signal and replica (a crash loop, hundreds of pressure
+    spells in a day) are one finding on the first, naming them all."""
+    from logscope.diagnose import findings
+
+    before = diagnose(ladder_out)
+    spikes = [f for f in before["findings"] if f["title"].startswith("Spike KV pressure")]
+    assert [f["episode_id"] for f in spikes] == ["E1", "E2"]  # two findings while REPEATS allows it
+    first = spikes[0]
+    monkeypatch.setattr(findings, "REPEATS", 1)
+    d = diagnose(ladder_out)
+    spikes = [f for f in d["findings"] if f["title"].startswith("Spike KV pressure")]
+    assert len(spikes) == 1 and spikes[0]["episode_id"] == "E1"
+    assert spikes[0]["title"] == first["title"] + " — the first of 2 like it"
+    assert spikes[0]["evidence"].startswith("2 spike preemptions episodes on ")
+    assert " from 08:21:12 to 08:21:45 (E1, E2); the first: " in spikes[0]["evidence"]
+    assert [e["episode_id"] for e in d["episodes"]] == ["E1", "E2", "E3"]  # the episodes themselves all stay
+
+
+def test_recurring_start_times_are_capped(ladder_out, monkeypatch):
+    from logscope.diagnose import episodes
+
+    monkeypatch.setattr(episodes, "RECURRING_SHOWN", 0)
+    d = diagnose(ladder_out, AnalyzeOptions(extra={"recurring_min": 2}))
+    assert d["episodes"][0]["reason"].startswith(
+        "2 preemption spikes, starting about every 33 s (… 1 more …, 08:21:45); this one: ")
 
 
 # ------------------------------------------------------------------ partial inputs

@@ -46,8 +46,13 @@ def dumps(d: dict) -> str:
 
 def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -> Result:
     """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty)."""
-    tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS}
+    tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS} | (
+        {frames.CLIENT_PICK: tabs[frames.CLIENT_PICK]} if frames.CLIENT_PICK in tabs else {})
     F = frames.build(tabs)
+    # the raw client / gateway / server request tables live on in F's frames: let go of the originals
+    # (at 1 M requests they are gigabytes)
+    for n in ("client_attempts", "client_requests", "gateway_attempts", "server_requests"):
+        del tabs[n]
     res = frames.whole_seconds(F.sr, "t0")
     offsets = estimate_offsets(F, res)
     shift = {o["source"]: clock.applied(o, res.get(o["source"], 0.0)) for o in offsets}

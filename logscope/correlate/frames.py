@@ -84,15 +84,36 @@ USED_COLUMNS = {
 }
 
 
+# which client sources correlation uses, decided before the client tables are read whole (a table of
+# its own in read_tables' dict: source, kept, why)
+CLIENT_PICK = "client_sources"
+
+
 def read_tables(out: Path) -> dict[str, pl.DataFrame]:
-    """The ingest tables (an absent file reads as an empty table of its declared schema)."""
+    """The ingest tables (an absent file reads as an empty table of its declared schema).
+
+    A client's DEBUG log and its JSON lines describe the same sends and only one is used: which one is
+    decided on a few columns first, so the client tables are read for the kept sources only (at a million
+    requests each copy is a gigabyte)."""
+    def scan(name: str) -> pl.LazyFrame:
+        p = out / f"{name}.parquet"
+        return schemas.conform(pl.scan_parquet(p), name) if p.exists() else schemas.empty(name).lazy()
+
+    keep, dropped = pick_client_sources(
+        scan("client_attempts").select(*_PICK_COLUMNS).collect(),
+        scan("client_requests").select("source", "ts_start", "logical_request_id").collect())
     tabs = {}
     for name in INPUTS:
-        p = out / f"{name}.parquet"
-        df = schemas.conform(pl.scan_parquet(p), name) if p.exists() else schemas.empty(name).lazy()
+        df = scan(name)
         if name in USED_COLUMNS:
             df = df.select(USED_COLUMNS[name])
+        if name in ("client_attempts", "client_requests"):
+            df = df.filter(pl.col("source").is_in(keep))
         tabs[name] = df.collect()
+    tabs[CLIENT_PICK] = pl.DataFrame(
+        {"source": [*keep, *dropped], "kept": [True] * len(keep) + [False] * len(dropped),
+         "why": [None] * len(keep) + list(dropped.values())},
+        schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String})
     return tabs
 
 
@@ -109,7 +130,12 @@ class Frames:
 
 
 def build(tabs: dict[str, pl.DataFrame]) -> Frames:
-    keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
+    pick = tabs.get(CLIENT_PICK)
+    if pick is not None:  # decided by read_tables
+        keep = pick.filter(pl.col("kept"))["source"].to_list()
+        dropped = dict(pick.filter(~pl.col("kept")).select("source", "why").iter_rows())
+    else:
+        keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
     ca = _client_attempts(tabs["client_attempts"].filter(pl.col("source").is_in(keep)))
     cr = _client_requests(tabs["client_requests"].filter(pl.col("source").is_in(keep)), ca)
     ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
@@ -141,6 +167,9 @@ def _logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) -
     notes = [f"{r['source']} logs no X-Request-Id, but {r['share']:.0%} of its logical request ids appear as ids "
              "in the gateway/vLLM logs: they are matched as the ids it sent" for r in share.iter_rows(named=True)]
     return ca, notes
+
+
+_PICK_COLUMNS = ("source", "ts_start", "request_id", "logical_request_id", "grouping")
 
 
 def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], dict[str, str]]:

@@ -15,7 +15,7 @@ import polars as pl
 
 from .. import schemas
 from . import correlate_tables
-from .frames import INPUTS, read_tables
+from .frames import CLIENT_PICK, INPUTS, read_tables
 
 ID_COLS = ("request_id", "client_request_id", "logical_request_id", "base_request_id")
 
@@ -39,7 +39,7 @@ def scale_tables(tabs: dict[str, pl.DataFrame], copies: int) -> dict[str, pl.Dat
     k = pl.DataFrame({"_k": pl.int_range(0, copies, eager=True).cast(pl.Int64)})
     out = {}
     for name, df in tabs.items():
-        if df.height == 0 or name == "files":
+        if df.height == 0 or name in ("files", CLIENT_PICK):  # the pick names sources, not rows
             out[name] = df
             continue
         big = df.join(k, how="cross")

@@ -168,7 +168,7 @@ def _cold(ctx: Context) -> dict:
     wins = []
     for c in ctx.life.cold:
         f = figures.requests(req, c["start"], c["end"])
-        st = figures.server_state(ctx.server, c["start"], c["end"])
+        st = figures.server_state(ctx.by_time(ctx.server), c["start"], c["end"])
         wins.append({**c, "requests": f["requests"], "ttft_p50": f["ttft_p50"], "ttft_p95": f["ttft_p95"],
                      "e2e_p50": f["e2e_p50"], "e2e_p95": f["e2e_p95"], "success_share": f["success_share"],
                      "running_max": st["running_max"], "kv_max": st["kv_max"]})

@@ -69,12 +69,13 @@ class Context:
     life: Lifecycle
     th: Thresholds
     slo: Slo
-    server: pl.DataFrame = field(init=False)
+    server: pl.DataFrame = field(init=False)  # per replica, in time order
     pre: pl.DataFrame = field(init=False)
     warnings: pl.DataFrame = field(init=False)
     span_lo: datetime | None = None
     span_hi: datetime | None = None
     load_end: datetime | None = None
+    _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from .tables import span
@@ -85,6 +86,16 @@ class Context:
         self.span_lo, self.span_hi = span(self.inputs.stats, self.inputs.requests)
         if self.inputs.requests.height:
             self.load_end = self.inputs.requests["ts_start"].max()
+
+    def by_time(self, frame: pl.DataFrame, col: str = "ts") -> pl.DataFrame:
+        """``frame`` (one this context holds) in time order, sorted once: time ranges of it are then
+        binary-search slices (figures.between). For figures that do not depend on row order."""
+        key = (id(frame), col)
+        hit = self._by_time.get(key)
+        if hit is None or hit[0] is not frame:
+            hit = (frame, frame.sort(col, maintain_order=True, nulls_last=True))
+            self._by_time[key] = hit
+        return hit[1]
 
     @property
     def cold(self) -> list[tuple]:
@@ -237,7 +248,7 @@ def _episode(ctx: Context, g: pl.DataFrame) -> dict:
     before_req = figures.requests(ctx.inputs.requests, *w["before"])
     lead_req = figures.requests(ctx.inputs.requests, *w["lead"])
     # server state over the whole incident (all its signals): the queue often builds before the first preemption
-    state = figures.server_state(ctx.server, min(start, g["start"].min()), max(end, g["end"].max()),
+    state = figures.server_state(ctx.by_time(ctx.server), min(start, g["start"].min()), max(end, g["end"].max()),
                                  replica if primary != "crash" else None)
     total = float(p["total"].sum())
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(p["samples"].sum())
@@ -255,7 +266,7 @@ def _episode(ctx: Context, g: pl.DataFrame) -> dict:
     companions = _companions(g, primary)
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death)
     # the same server figures over the baseline window, side by side with the episode's
-    ep["details"]["state_before"] = figures.server_state(ctx.server, *w["before"])
+    ep["details"]["state_before"] = figures.server_state(ctx.by_time(ctx.server), *w["before"])
     ep["details"]["state_during"] = state
     ep["details"]["baseline_window"] = {"start": w["before"][0], "end": w["before"][1]}
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death)
@@ -287,15 +298,15 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
     look = timedelta(seconds=ctx.th.baseline_lookback_s)
     rep = replica or ""
     if signal == "preemptions":
-        s = ctx.pre if ctx.pre.height else ctx.warnings
+        s = ctx.by_time(ctx.pre if ctx.pre.height else ctx.warnings)
         s = figures.between(s, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
         return float(s["preemptions"].median()) if s.height else (0.0 if ctx.pre.height else None)
     if signal in ("kv_pressure", "queue"):
         col = "kv" if signal == "kv_pressure" else "waiting"
-        s = figures.between(ctx.server, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
+        s = figures.between(ctx.by_time(ctx.server), "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
         return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
     if signal == "stall":
-        s = figures.between(ctx.server, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
+        s = figures.between(ctx.by_time(ctx.server), "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
         return float(s["gen_tps"].median()) if s.height and s["gen_tps"].drop_nulls().len() else None
     if signal == "crash":
         return None
@@ -309,13 +320,13 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
     start, end = ep["start"], ep["end"]
     d: dict = {"companions": companions, "requests_during": during, "requests_before": before,
                "arrival_rate_lead_in": lead["arrival_rate"]}
-    w = figures.between(ctx.warnings, "ts", start - timedelta(seconds=ctx.th.v0_warning_merge_s), end)
+    w = figures.between(ctx.by_time(ctx.warnings), "ts", start - timedelta(seconds=ctx.th.v0_warning_merge_s), end)
     if w.height:
         cum = w["cumulative_preemptions"].max()
         d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": None if cum is None else int(cum),
                                        "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
                                        "note": "V0 prints one warning per 50 preemptions"}
-    pre = figures.preemptions(ctx.pre, start - timedelta(microseconds=1), end)
+    pre = figures.preemptions(ctx.by_time(ctx.pre), start - timedelta(microseconds=1), end)
     if pre is not None and ep["signal"] != "preemptions":
         d["preemptions"] = pre
     win = ctx.inputs.windows
@@ -327,7 +338,8 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
     d.update(sums)
     if arr and d.get("server_requests") is not None:
         d["amplification"] = d["server_requests"] / arr
-    ph = ctx.inputs.phases.filter((pl.col("ts_start") <= end) & (pl.col("ts_end") >= start)).sort("ts_start")
+    ph = ctx.inputs.phases.filter((pl.col("ts_start").to_physical() <= figures.epoch_us(end))
+                                  & (pl.col("ts_end").to_physical() >= figures.epoch_us(start))).sort("ts_start")
     if ph.height:
         d["phases"] = [{"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"],
                         "end": r["ts_end"]} for r in ph.iter_rows(named=True)]
@@ -336,7 +348,7 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
                       "last_line": death.last_line_ts, "restart": death.restart_ts, "ready": death.ready_ts,
                       "new_pid": death.new_pid, "downtime_s": death.downtime_s, "at_startup": death.at_startup,
                       "notes": death.notes}
-        gw = figures.between(ctx.inputs.gateway_errors, "ts", death.ts, end).filter(
+        gw = figures.between(ctx.by_time(ctx.inputs.gateway_errors), "ts", death.ts, end).filter(
             ~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS))
         if gw.height:
             d["crash"]["gateway_first_error"] = gw["ts"].min()
@@ -347,6 +359,7 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
 
 
 SEP = " — "  # between what the episode is and why it got its class
+RECURRING_SHOWN = 8  # start times named in a recurring pattern's reason (then '… n more …' and the last)
 
 
 def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death) -> tuple[str, str]:
@@ -405,9 +418,12 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
         gaps.sort()
         med = gaps[len(gaps) // 2]
+        # a long incident can hold hundreds: name the first few and the last
+        shown = [_t(s) for s in starts] if len(starts) <= RECURRING_SHOWN + 1 else (
+            [_t(s) for s in starts[:RECURRING_SHOWN]] + [f"… {len(starts) - RECURRING_SHOWN - 1} more …", _t(starts[-1])])
         for e in group_:
             e["class"] = "recurring"
             noun = sig.removesuffix("s").replace("_", " ")
             e["why"] = f"{len(group_)} {noun} spikes, starting about every {med:.0f} s"
             e["reason"] = (f"{len(group_)} {noun} spikes, starting about every {med:.0f} s "
-                           f"({', '.join(_t(s) for s in starts)}); this one: {e['reason']}")
+                           f"({', '.join(shown)}); this one: {e['reason']}")

@@ -58,8 +58,21 @@ def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_
 def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
           traffic: dict, cold: dict) -> list[dict]:
     out: list[dict] = []
-    for ep in eps:
-        out += _episode(ctx, ep, ladder, cap)
+    for ep, group in _one_per_pattern(eps):
+        found = _episode(ctx, ep, ladder, cap)
+        if ep["class"] == "recurring":
+            for f in found:
+                if f["kind"] != "pressure":  # pressure titles name the pattern themselves
+                    f["title"] = f"{f['title']} — the first of {ep['why']}"
+        elif len(group) > 1:
+            ids = ", ".join(e["episode_id"] for e in group[:REPEATS_NAMED]) + (", …" if len(group) > REPEATS_NAMED else "")
+            for f in found:
+                f["title"] = f"{f['title']} — the first of {len(group)} like it"
+                what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
+                f["evidence"] = (f"{len(group)} {what} episodes"
+                                 f"{' on ' + ep['replica'] if ep['replica'] else ''} from {_t(group[0]['start'])} to "
+                                 f"{_t(group[-1]['start'])} ({ids}); the first: {f['evidence']}")
+        out += found
     out += _traffic(ctx, eps, traffic)
     if ladder is not None:
         out.append(_ladder(ladder, ladder_rows))
@@ -79,6 +92,30 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
 
 
 # ------------------------------------------------------------------ per episode
+
+REPEATS = 3  # more episodes than this of one class, signal and replica are one finding (a crash loop...)
+REPEATS_NAMED = 6
+
+
+def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """The episodes that get findings, each with the episodes it stands for: every episode on its own,
+    except a recurring pattern (one finding per signal) and more than REPEATS episodes of one class,
+    signal and replica (hundreds of restarts or pressure spells in a day-long incident are one finding
+    naming them all, not hundreds)."""
+    key = {id(e): (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
+           for e in eps}
+    groups: dict[tuple, list[dict]] = {}
+    for e in eps:
+        groups.setdefault(key[id(e)], []).append(e)
+    out = []
+    for e in eps:
+        g = groups[key[id(e)]]
+        if e["class"] != "recurring" and len(g) <= REPEATS:
+            out.append((e, [e]))
+        elif e is g[0]:
+            out.append((e, g))
+    return out
+
 
 def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dict]:
     sig = ep["signal"]
@@ -141,6 +178,8 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
             "queue": f"a waiting queue of up to {_n(ep['peak'])}"}[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {_t(ep['start'])}–{_t(ep['end'])}"
+    if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
+        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {_t(ep['start'])}–{_t(ep['end'])}"
     symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]

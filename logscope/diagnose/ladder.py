@@ -116,8 +116,8 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     warm = figures.requests(req, lo_r, hi_r, exclude=cold)
     figs = warm if warm["requests"] else figures.requests(req, lo_r, hi_r)
     dur = (hi - lo).total_seconds()
-    state = figures.server_state(ctx.server, lo, hi)
-    pre = figures.preemptions(ctx.pre, lo, hi)
+    state = figures.server_state(ctx.by_time(ctx.server), lo, hi)
+    pre = figures.preemptions(ctx.by_time(ctx.pre), lo, hi)
     if pre is None and ctx.warnings.height:
         pre = None  # V0 warnings are a lower bound only: reported in 'evidence', not as the step's count
     tps = (figs["output_tokens_sum"] / dur) if figs["output_tokens_sum"] and dur > 0 else None
@@ -133,7 +133,7 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
         "throughput_tps": tps, "max_tokens_mean": figs["max_tokens_mean"],
         "output_tokens_mean": figs["output_tokens_mean"], "label": s["label"],
     }
-    w = figures.between(ctx.warnings, "ts", lo, hi)
+    w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
     reasons = _broke(ctx, row, figures.between(req, "ts_start", lo_r, hi_r), lo, hi)
     row["meets_slo"] = not reasons
@@ -155,12 +155,12 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
         out.append({"what": "success", "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
                     "text": f"success {row['success_share']:.1%} < {slo.success:.1%}"})
     if th.pressure_breaks_slo:
-        pre = figures.between(ctx.pre, "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
+        pre = figures.between(ctx.by_time(ctx.pre), "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
         if pre.height:
             out.append({"what": "preemptions", "at": pre["ts"].min(),
                         "text": f"{int(pre['preemptions'].sum())} preemptions from {pre['ts'].min():%H:%M:%S}"})
         elif row["v0_preemption_warnings"]:
-            w = figures.between(ctx.warnings, "ts", lo, hi)
+            w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
             out.append({"what": "preemptions", "at": w["ts"].min(),
                         "text": f"V0 preemption warnings from {w['ts'].min():%H:%M:%S}"})
         q = figures.between(ctx.server, "ts", lo, hi).filter(pl.col("waiting") >= th.waiting_min)
