@@ -375,3 +375,40 @@ def test_timeline_picture_draws_only_the_lone_points(tmp_path_factory):
         return struct.unpack(">II", png[16:24])
 
     assert size(vl_convert.vegalite_to_png(static)) == size(vl_convert.vegalite_to_png(spec))
+
+
+def test_long_lists_are_cut_in_the_page_and_the_ticket(tmp_path_factory, tmp_path, monkeypatch):
+    """A day-long incident can hold thousands of episodes and hundreds of restarts: the page and summary.md
+    list a bounded number (every episode a finding names among them), summary.json keeps them all."""
+    import logscope.report as report
+    from logscope.api import diagnose
+    from logscope.diagnose import findings
+    from logscope.report import views
+
+    out = tmp_path / "ladder"
+    shutil.copytree(analysed(tmp_path_factory, "ladder"), out)
+    monkeypatch.setattr(findings, "REPEATS", 1)  # E1 and E2 (two spikes) become one finding, on E1
+    diagnose(out)
+    monkeypatch.setattr(report, "MAX_EPISODES_HTML", 2)
+    monkeypatch.setattr(report, "MAX_EPISODES_MD", 1)
+    render(out, AnalyzeOptions())
+    s = summary_of(out)
+    assert [e["id"] for e in s["episodes"]] == ["E1", "E2", "E3"]
+    assert sorted(f["episode"] for f in s["findings"] if f.get("episode")) == ["E1", "E3"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert '<tr id="E1">' in html and '<tr id="E3">' in html and '<tr id="E2">' not in html
+    assert "3 episodes: 2 listed (every one a finding names, then the earliest)" in html
+    md = (out / "summary.md").read_text(encoding="utf-8")
+    assert "3 episodes: 2 listed" in md and "| E2 |" not in md and "| E3 |" in md
+    # without findings to keep, the earliest ones fill the room
+    assert [e["id"] for e in views.episodes_shown({"episodes": s["episodes"], "findings": []}, 2)["rows"]] == [
+        "E1", "E2"]
+
+    crash = summary_of(analysed(tmp_path_factory, "crash"))
+    assert len(crash["cold_start"]["windows"]) == 2 and len(crash["server_lifecycle"]["deaths"]) == 1
+    cut = views.cold_start_view(crash["cold_start"], 1)
+    assert cut["windows"] == crash["cold_start"]["windows"][:1]
+    assert cut["windows_not_shown"] == "1 more in summary.json"
+    lines = views.lifecycle_lines(crash["server_lifecycle"], 0)
+    assert lines[1] == "1 death(s); the first 0 listed below, all in summary.json (server_lifecycle.deaths)."
+    assert not any(" at 08:34:22" in line for line in lines)  # the death itself is not listed

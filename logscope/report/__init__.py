@@ -24,6 +24,11 @@ from .markdown import render_markdown
 from .summary import build
 
 MAX_SHAPES_HTML = 30
+# a day-long incident can hold thousands of episodes and hundreds of restarts: the page and the ticket
+# show this many (every episode a finding links to among them); summary.json and the tables keep all
+MAX_EPISODES_HTML = 100
+MAX_EPISODES_MD = 30
+MAX_LIFECYCLE_ROWS = 30
 LADDER_COLS = (
     "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "e2e_p50",
     "e2e_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
@@ -85,7 +90,10 @@ def context(ld: Loaded, summary: dict, options: Any) -> dict:
         "coverage": _coverage(summary),
         "not_available_offsets": ld.why("clock_offsets"),
         "capacity_lines": views.capacity_lines(summary["capacity"]),
-        "lifecycle_lines": views.lifecycle_lines(summary["server_lifecycle"]),
+        "lifecycle_lines": views.lifecycle_lines(summary["server_lifecycle"], MAX_LIFECYCLE_ROWS),
+        "cold_start_view": views.cold_start_view(summary["cold_start"], MAX_LIFECYCLE_ROWS),
+        "episodes_html": views.episodes_shown(summary, MAX_EPISODES_HTML),
+        "episodes_md": views.episodes_shown(summary, MAX_EPISODES_MD),
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }

@@ -60,14 +60,50 @@ def capacity_lines(cap: dict | None) -> list[str]:
     return out
 
 
-def lifecycle_lines(life: dict | None) -> list[str]:
+def episodes_shown(summary: dict, limit: int) -> dict:
+    """The episodes a page lists: all when they are few, else every episode a finding links to plus the
+    earliest others up to ``limit``, in time order; ``hidden`` says how many are left to the tables."""
+    eps = summary.get("episodes") or []
+    if len(eps) <= limit:
+        return {"rows": eps, "hidden": 0, "total": len(eps)}
+    linked = {f.get("episode") for f in summary.get("findings") or []}
+    room = max(0, limit - sum(1 for e in eps if e.get("id") in linked))
+    rows = []
+    for e in eps:
+        if e.get("id") in linked:
+            rows.append(e)
+        elif room:
+            rows.append(e)
+            room -= 1
+    return {"rows": rows, "hidden": len(eps) - len(rows), "total": len(eps)}
+
+
+def cold_start_view(cold: dict | None, limit: int) -> dict | None:
+    """summary.json's cold_start with its per-start lists cut to ``limit`` rows (and a count of the rest)."""
+    if not cold:
+        return cold
+    out = dict(cold)
+    for key in ("windows", "server_starts"):
+        rows = cold.get(key)
+        if isinstance(rows, list) and len(rows) > limit:
+            out[key] = rows[:limit]
+            out[f"{key}_not_shown"] = f"{len(rows) - limit} more in summary.json"
+    return out
+
+
+def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if not life:
         return []
     out = []
     starts = life.get("starts")
     if isinstance(starts, int):
         out.append(f"{starts} server start(s) in the logs.")
-    for d in life.get("deaths") or []:
+    deaths = life.get("deaths") or []
+    if limit is not None and len(deaths) > limit:
+        out.append(f"{len(deaths)} death(s); the first {limit} listed below, all in summary.json "
+                   "(server_lifecycle.deaths).")
+        deaths = deaths[:limit]
+    for d in deaths:
         kinds = ", ".join(d.get("kinds") or []) or "death"
         ready = f", ready again at {hms(d['ready'])}" if d.get("ready") else ", not seen ready again"
         down = f" (down {duration(d['downtime_s'])})" if d.get("downtime_s") is not None else ""
