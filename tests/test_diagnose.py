@@ -449,3 +449,37 @@ def test_between_gives_what_a_filter_gives(storm):
                 assert between(frame, col, lo, hi, closed).equals(want), (col, lo, hi, closed)
     assert between(req, "ts_start", starts[10], starts[200]).height == 191
     assert between(req, "ts_start", None, starts[1]).height == 0
+
+
+def test_crash_loop(tmp_path, monkeypatch):
+    """Three copies of the crash run back to back (bench/generate.py: the lab's real lines, times shifted by
+    the run's span + 120 s): the verdict names the crash loop, and past REPEATS the deaths and the slow
+    cold starts are one finding each."""
+    import sys
+
+    from conftest import ROOT
+    from logscope.api import analyze
+    from logscope.diagnose import findings
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import generate
+
+    monkeypatch.setattr(generate, "TEMPLATES", ("crash",))
+    generate.generate(tmp_path / "in", 6, replicas=1, lab=need(LAB))  # 3 copies of the 2.4 MB run
+    analyze(tmp_path / "in", tmp_path / "out")
+    d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    assert [(e["episode_id"], e["class"]) for e in d["episodes"]] == [("E1", "crash"), ("E2", "crash"), ("E3", "crash")]
+    assert d["verdict"][0] == ("3 server deaths on replica-0 from 08:34:22 to 08:44:38 (a crash loop); the first: the "
+                               "vLLM server was killed silently (its log stops, a new server starts) at 08:34:22 and "
+                               "was ready again at 08:35:31.")
+    titles = [f["title"] for f in d["findings"]]
+    assert [t for t in titles if t.startswith("Server killed")] == [
+        "Server killed without a trace at 08:34:22, back at 08:35:31 (69 s down)",
+        "Server killed without a trace at 08:39:30, back at 08:40:39 (69 s down)",
+        "Server killed without a trace at 08:44:38, back at 08:45:47 (69 s down)"]
+    assert len([t for t in titles if t.startswith("Slow first tokens after the server start")]) == 3
+    monkeypatch.setattr(findings, "REPEATS", 2)
+    titles = [f["title"] for f in diagnose(tmp_path / "out")["findings"]]
+    assert [t for t in titles if t.startswith(("Server killed", "Slow first tokens"))] == [
+        "Server killed without a trace at 08:34:22, back at 08:35:31 (69 s down) — the first of 3 like it",
+        "Slow first tokens after the server start (08:35:31–08:36:01) — the first of 3 slow restarts"]

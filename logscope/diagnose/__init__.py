@@ -216,7 +216,12 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
         return [*_ladder_verdict(eps, lad), test]
     main = next((e for e in eps if e["class"] == "crash"), None) or \
         max(eps, key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]))
-    return [_headline(main), _when(ctx, main, eps), test]
+    head = _headline(main)
+    like = [e for e in eps if (e["class"], e["signal"], e["replica"]) == (main["class"], main["signal"], main["replica"])]
+    if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
+        head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {like[0]['start']:%H:%M:%S} to "
+                f"{like[-1]['start']:%H:%M:%S} (a crash loop); the first: " + head[0].lower() + head[1:])
+    return [head, _when(ctx, main, eps), test]
 
 
 def _span(e: dict) -> str:

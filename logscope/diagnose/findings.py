@@ -473,6 +473,12 @@ def _cold(ctx: Context, cold: dict) -> list[dict]:
                       "arrives at once when it comes up",
                       "Warm the server up before it takes traffic: a readiness check that sends one real request "
                       "before the gateway routes to it", None, w["start"], w["end"], kind="latency"))
+    if len(out) > REPEATS:  # a crash loop restarts cold every time: one finding for all the restarts
+        first = out[0]
+        first["title"] = f"{first['title']} — the first of {len(out)} slow restarts"
+        first["evidence"] = (f"{len(out)} restarts with slow first tokens from {_t(out[0]['start'])} to "
+                             f"{_t(out[-1]['start'])}; the first: {first['evidence']}")
+        out = [first]
     return out
 
 
