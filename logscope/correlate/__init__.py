@@ -46,8 +46,10 @@ def dumps(d: dict) -> str:
 
 def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -> Result:
     """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty)."""
-    tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS} | (
-        {frames.CLIENT_PICK: tabs[frames.CLIENT_PICK]} if frames.CLIENT_PICK in tabs else {})
+    pick = tabs.get(frames.CLIENT_PICK)  # read_tables' choice of client sources, when it made one
+    tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS}
+    if pick is not None:
+        tabs[frames.CLIENT_PICK] = pick
     F = frames.build(tabs)
     # the raw client / gateway / server request tables live on in F's frames: let go of the originals
     # (at 1 M requests they are gigabytes)

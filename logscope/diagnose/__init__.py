@@ -217,7 +217,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     main = next((e for e in eps if e["class"] == "crash"), None) or \
         max(eps, key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]))
     head = _headline(main)
-    like = [e for e in eps if (e["class"], e["signal"], e["replica"]) == (main["class"], main["signal"], main["replica"])]
+    like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
     if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
         head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {like[0]['start']:%H:%M:%S} to "
                 f"{like[-1]['start']:%H:%M:%S} (a crash loop); the first: " + head[0].lower() + head[1:])

@@ -296,18 +296,18 @@ def _companions(g: pl.DataFrame, primary: str) -> list[dict]:
 
 def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
     look = timedelta(seconds=ctx.th.baseline_lookback_s)
-    rep = replica or ""
+
+    def lookback(frame: pl.DataFrame) -> pl.DataFrame:  # this replica's samples in [start - look, start)
+        return figures.between(ctx.by_time(frame), "ts", start - look, start, closed="left").filter(
+            pl.col("replica") == (replica or ""))
+
     if signal == "preemptions":
-        s = ctx.by_time(ctx.pre if ctx.pre.height else ctx.warnings)
-        s = figures.between(s, "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
+        s = lookback(ctx.pre if ctx.pre.height else ctx.warnings)
         return float(s["preemptions"].median()) if s.height else (0.0 if ctx.pre.height else None)
-    if signal in ("kv_pressure", "queue"):
-        col = "kv" if signal == "kv_pressure" else "waiting"
-        s = figures.between(ctx.by_time(ctx.server), "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
+    if signal in ("kv_pressure", "queue", "stall"):
+        col = {"kv_pressure": "kv", "queue": "waiting", "stall": "gen_tps"}[signal]
+        s = lookback(ctx.server)
         return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
-    if signal == "stall":
-        s = figures.between(ctx.by_time(ctx.server), "ts", start - look, start, closed="left").filter(pl.col("replica") == rep)
-        return float(s["gen_tps"].median()) if s.height and s["gen_tps"].drop_nulls().len() else None
     if signal == "crash":
         return None
     col = {"errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",

@@ -43,11 +43,8 @@ def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None
     return df.filter(pl.col(col).to_physical().is_between(a, b, closed=closed))
 
 
-_in = between
-
-
 def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> dict:
-    s = _in(series, "ts", lo, hi)
+    s = between(series, "ts", lo, hi)
     if replica is not None and s.height and (s["replica"] == replica).any():
         s = s.filter(pl.col("replica") == replica)
     if s.height == 0:
@@ -63,7 +60,7 @@ def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> di
 
 def requests(req: pl.DataFrame, lo, hi, exclude: list[tuple] | None = None) -> dict:
     """Request figures for requests that *started* in [lo, hi]; ``exclude`` drops cold windows."""
-    r = _in(req, "ts_start", lo, hi)
+    r = between(req, "ts_start", lo, hi)
     if exclude:
         ts = pl.col("ts_start").to_physical()
         r = r.filter(~pl.any_horizontal(ts.is_between(epoch_us(a), epoch_us(b)) for a, b in exclude))
@@ -105,15 +102,11 @@ def preemptions(pre: pl.DataFrame, lo, hi, replica: str | None = None) -> int | 
     return int(p["preemptions"].sum())
 
 
-def windows_sum(win: pl.DataFrame, col: str, lo, hi) -> int | None:
-    return windows_sums(win, [col], lo, hi).get(col)
-
-
 def windows_sums(win: pl.DataFrame, cols: list[str], lo, hi) -> dict[str, int]:
     """Sums of the window columns over [lo, hi]; a column absent or null everywhere is left out."""
     have = [c for c in cols if c in win.columns and win[c].null_count() < win.height]
     if not have:
         return {}
-    w = _in(win, "ts", lo, hi)
+    w = between(win, "ts", lo, hi)
     row = w.select(pl.col(c).fill_null(0).sum() for c in have).row(0)
     return {c: int(v) for c, v in zip(have, row, strict=True)}

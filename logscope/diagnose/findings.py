@@ -66,12 +66,11 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
                     f["title"] = f"{f['title']} — the first of {ep['why']}"
         elif len(group) > 1:
             ids = ", ".join(e["episode_id"] for e in group[:REPEATS_NAMED]) + (", …" if len(group) > REPEATS_NAMED else "")
+            what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
+            on = f" on {ep['replica']}" if ep["replica"] else ""
             for f in found:
-                f["title"] = f"{f['title']} — the first of {len(group)} like it"
-                what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
-                f["evidence"] = (f"{len(group)} {what} episodes"
-                                 f"{' on ' + ep['replica'] if ep['replica'] else ''} from {_t(group[0]['start'])} to "
-                                 f"{_t(group[-1]['start'])} ({ids}); the first: {f['evidence']}")
+                _stands_for(f, len(group), "like it", f"{what} episodes{on}", group[0]["start"], group[-1]["start"],
+                            f" ({ids})")
         out += found
     out += _traffic(ctx, eps, traffic)
     if ladder is not None:
@@ -97,19 +96,30 @@ REPEATS = 3  # more episodes than this of one class, signal and replica are one 
 REPEATS_NAMED = 6
 
 
+def pattern_key(e: dict) -> tuple:
+    """Episodes one finding may stand for: a recurring pattern is one per signal, others share class,
+    signal and replica (the verdict's crash loop uses the same key)."""
+    return (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
+
+
+def _stands_for(f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime,
+                names: str = "") -> None:
+    """Turn the finding of the first of ``n`` like episodes into the finding of all of them."""
+    f["title"] = f"{f['title']} — the first of {n} {title_noun}"
+    f["evidence"] = f"{n} {what} from {_t(first)} to {_t(last)}{names}; the first: {f['evidence']}"
+
+
 def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
     """The episodes that get findings, each with the episodes it stands for: every episode on its own,
     except a recurring pattern (one finding per signal) and more than REPEATS episodes of one class,
     signal and replica (hundreds of restarts or pressure spells in a day-long incident are one finding
     naming them all, not hundreds)."""
-    key = {id(e): (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
-           for e in eps}
     groups: dict[tuple, list[dict]] = {}
     for e in eps:
-        groups.setdefault(key[id(e)], []).append(e)
+        groups.setdefault(pattern_key(e), []).append(e)
     out = []
     for e in eps:
-        g = groups[key[id(e)]]
+        g = groups[pattern_key(e)]
         if e["class"] != "recurring" and len(g) <= REPEATS:
             out.append((e, [e]))
         elif e is g[0]:
@@ -474,11 +484,9 @@ def _cold(ctx: Context, cold: dict) -> list[dict]:
                       "Warm the server up before it takes traffic: a readiness check that sends one real request "
                       "before the gateway routes to it", None, w["start"], w["end"], kind="latency"))
     if len(out) > REPEATS:  # a crash loop restarts cold every time: one finding for all the restarts
-        first = out[0]
-        first["title"] = f"{first['title']} — the first of {len(out)} slow restarts"
-        first["evidence"] = (f"{len(out)} restarts with slow first tokens from {_t(out[0]['start'])} to "
-                             f"{_t(out[-1]['start'])}; the first: {first['evidence']}")
-        out = [first]
+        _stands_for(out[0], len(out), "slow restarts", "restarts with slow first tokens", out[0]["start"],
+                    out[-1]["start"])
+        out = out[:1]
     return out
 
 

@@ -163,7 +163,7 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
             w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
             out.append({"what": "preemptions", "at": w["ts"].min(),
                         "text": f"V0 preemption warnings from {w['ts'].min():%H:%M:%S}"})
-        q = figures.between(ctx.server, "ts", lo, hi).filter(pl.col("waiting") >= th.waiting_min)
+        q = figures.between(ctx.by_time(ctx.server), "ts", lo, hi).filter(pl.col("waiting") >= th.waiting_min)
         if q.height >= th.queue_min_samples:
             out.append({"what": "queue", "at": q["ts"].min(),
                         "text": f"waiting up to {int(q['waiting'].max())} from {q['ts'].min():%H:%M:%S}"})

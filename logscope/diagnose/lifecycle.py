@@ -205,7 +205,7 @@ def _cold(replica: str, start_rows: list[dict], act: pl.DataFrame, requests: pl.
     out = []
     req_ts = act.filter(pl.col("busy"))["ts"]
     if requests.height:
-        req_ts = pl.concat([req_ts, requests["ts_start"].drop_nulls()]).sort()
+        req_ts = pl.concat([req_ts, requests["ts_start"]])
     req_ts = req_ts.drop_nulls().sort()
     req_us = req_ts.to_physical().to_list()
     for s in start_rows:
