@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -449,6 +449,33 @@ def test_between_gives_what_a_filter_gives(storm):
                 assert between(frame, col, lo, hi, closed).equals(want), (col, lo, hi, closed)
     assert between(req, "ts_start", starts[10], starts[200]).height == 191
     assert between(req, "ts_start", None, starts[1]).height == 0
+
+
+def test_figures_of_many_ranges_are_those_of_each_range(storm):
+    """Episodes and cold windows ask their figures of all ranges at once (figures.requests_many,
+    server_state_many: one binary search and one group-by): on the storm's real tables every range,
+    empty, reversed, unbounded or narrowed to a replica, gets what the one-range functions give."""
+    from logscope.diagnose.figures import requests, requests_many, server_state, server_state_many
+
+    out, _ = storm
+    req = pl.read_parquet(out / "requests.parquet")
+    stats = pl.read_parquet(out / "server_stats.parquet").sort("ts")
+    stats = stats.with_columns(pl.col("kv_usage").alias("kv"))  # the name diagnose's server frame gives it
+    starts = req["ts_start"]
+    ranges = [(starts[i], starts[j]) for i, j in ((10, 200), (0, -1), (5, 5), (300, 20), (40, 41))]
+    ranges += [(T("08:30:00"), T("08:31:00.5")), (T("07:00:00"), T("07:00:01")), (None, None), (starts[3], None)]
+    ranges += [(starts[i], starts[i] + timedelta(seconds=30)) for i in range(0, req.height, 97)]
+    many = requests_many(req, ranges)
+    assert many == [requests(req, lo, hi) for lo, hi in ranges]
+    assert [m["requests"] for m in many[:5]] == [191, req.height, 1, 0, 2]
+    replica = stats["replica"][0]
+    replicas = [replica, None, "no-such-replica"] * (len(ranges) // 3) + [replica] * (len(ranges) % 3)
+    with_null = pl.concat([stats.head(2).with_columns(pl.lit(None, dtype=schemas.TS).alias("ts")), stats])
+    for frame in (stats, with_null):  # sorted: one search for all; a null time: range by range
+        got = server_state_many(frame, ranges, replicas)
+        want = [server_state(frame, lo, hi, r) for (lo, hi), r in zip(ranges, replicas, strict=True)]
+        assert got == [pytest.approx(w) for w in want]  # means may differ in the last bit (summation order)
+    assert sum(g["samples"] > 0 for g in got) > len(ranges) // 2
 
 
 def test_crash_loop(tmp_path, monkeypatch):

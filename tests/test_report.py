@@ -12,8 +12,10 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
+import altair as alt
 import jinja2.meta
 import jsonschema
+import polars as pl
 import pytest
 from markupsafe import escape
 
@@ -255,6 +257,45 @@ def test_templates_name_only_context_fields(tmp_path_factory):
         source = env.loader.get_source(env, name)[0]
         names = jinja2.meta.find_undeclared_variables(env.parse(source))
         assert names <= set(ctx) | extra, name
+
+
+def test_every_chart_validates_against_the_vega_lite_schema(run_out, monkeypatch):
+    """A run skips altair's schema check (charts.VALIDATE): here every chart of every lab run passes it."""
+    from logscope.report import charts
+
+    _, out = run_out
+    monkeypatch.setattr(charts, "VALIDATE", True)
+    ld = load(out)
+    specs = context(ld, build(ld, AnalyzeOptions()), AnalyzeOptions())["charts"]
+    assert specs["timeline"] is not None
+    broken = alt.Chart(pl.DataFrame({"x": [1]})).mark_point().encode(x="x:Q")
+    broken.mark = "no-such-mark"
+    with pytest.raises(alt.utils.schemapi.SchemaValidationError, match="no-such-mark"):  # the check is on
+        charts._finish(broken)
+
+
+def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, monkeypatch):
+    """vl-convert holds the GIL while drawing, so timeline.png is drawn by a child process; when none
+    can be started the picture is drawn in this one, the same bytes."""
+    import subprocess
+
+    import vl_convert
+
+    from logscope.report import _png, _png_spec
+
+    out = analysed(tmp_path_factory, "spike")
+    ld = load(out)
+    ctx = context(ld, summary_of(out), AnalyzeOptions())
+    spec = _png_spec(ctx["charts"]["timeline"], ctx["timeline_notes"])
+    drawn = _png(spec)
+    assert drawn == vl_convert.vegalite_to_png(spec, scale=1.5)
+    assert drawn == (out / "timeline.png").read_bytes()
+
+    def no_child(*a, **k):
+        raise OSError("no fork here")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    assert _png(spec) == drawn
 
 
 def test_retry_timing_counts_each_retry_once(tmp_path_factory):

@@ -165,13 +165,13 @@ def _traffic(inp: Inputs) -> dict:
 def _cold(ctx: Context) -> dict:
     req = ctx.inputs.requests
     warm = figures.requests(req, ctx.span_lo, ctx.span_hi, exclude=ctx.cold) if ctx.span_lo else None
-    wins = []
-    for c in ctx.life.cold:
-        f = figures.requests(req, c["start"], c["end"])
-        st = figures.server_state(ctx.by_time(ctx.server), c["start"], c["end"])
-        wins.append({**c, "requests": f["requests"], "ttft_p50": f["ttft_p50"], "ttft_p95": f["ttft_p95"],
-                     "e2e_p50": f["e2e_p50"], "e2e_p95": f["e2e_p95"], "success_share": f["success_share"],
-                     "running_max": st["running_max"], "kv_max": st["kv_max"]})
+    ranges = [(c["start"], c["end"]) for c in ctx.life.cold]
+    figs = figures.requests_many(ctx.by_time(req, "ts_start"), ranges)
+    states = figures.server_state_many(ctx.by_time(ctx.server), ranges)
+    wins = [{**c, "requests": f["requests"], "ttft_p50": f["ttft_p50"], "ttft_p95": f["ttft_p95"],
+             "e2e_p50": f["e2e_p50"], "e2e_p95": f["e2e_p95"], "success_share": f["success_share"],
+             "running_max": st["running_max"], "kv_max": st["kv_max"]}
+            for c, f, st in zip(ctx.life.cold, figs, states, strict=True)]
     return {
         "seconds": ctx.th.cold_start_s,
         "server_starts": [{"replica": s["replica"] or None, "ts": s["ts"], "pid": s["pid"], "ready": s["ready_ts"],

@@ -228,28 +228,45 @@ def _fmt(x: float | None, nd: int = 1) -> str:
 def build(ctx: Context) -> list[dict]:
     """Episodes as dicts (table columns + details), ordered by start; ids are given by the caller."""
     st = stretches(ctx)
-    eps = [_episode(ctx, g) for g in group(st, ctx.th.merge_gap_s)]
+    heads = [_head(ctx, g) for g in group(st, ctx.th.merge_gap_s)]
+    # the figures of all episodes at once: a day-long incident has thousands of episodes
+    req, server = ctx.by_time(ctx.inputs.requests, "ts_start"), ctx.by_time(ctx.server)
+    figs = zip(
+        figures.requests_many(req, [(h["start"], h["end"]) for h in heads]),
+        figures.requests_many(req, [h["ranges"]["before"] for h in heads]),
+        figures.requests_many(req, [h["ranges"]["lead"] for h in heads]),
+        figures.server_state_many(server, [h["state_range"] for h in heads], [h["state_replica"] for h in heads]),
+        figures.server_state_many(server, [h["ranges"]["before"] for h in heads]),
+        strict=True,
+    )
+    eps = [_episode(ctx, h, *f) for h, f in zip(heads, figs, strict=True)]
     eps.sort(key=lambda e: (e["start"], e["signal"], e["replica"] or ""))
     _recurring(eps, ctx.th)
     return eps
 
 
-def _episode(ctx: Context, g: pl.DataFrame) -> dict:
+def _head(ctx: Context, g: pl.DataFrame) -> dict:
+    """An episode's group of stretches, its primary signal and the time ranges its figures cover."""
     signals = set(g["signal"].to_list())
     primary = next(s for s in PRIORITY if s in signals)
     p = g.filter(pl.col("signal") == primary)
     replica = p["replica"][0] or None
     start, end = p["start"].min(), p["end"].max()
+    return {
+        "g": g, "primary": primary, "p": p, "replica": replica, "start": start, "end": end,
+        "ranges": _ranges(ctx, start),
+        # server state over the whole incident (all its signals): the queue often builds before the first preemption
+        "state_range": (min(start, g["start"].min()), max(end, g["end"].max())),
+        "state_replica": replica if primary != "crash" else None,
+    }
+
+
+def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req: dict, state: dict,
+             state_before: dict) -> dict:
+    g, primary, p, replica, start, end, w = (h[k] for k in ("g", "primary", "p", "replica", "start", "end", "ranges"))
     death = next((d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica), None) \
         if primary == "crash" else None
     dur = (end - start).total_seconds()
-    w = _ranges(ctx, start)
-    during_req = figures.requests(ctx.inputs.requests, start, end)
-    before_req = figures.requests(ctx.inputs.requests, *w["before"])
-    lead_req = figures.requests(ctx.inputs.requests, *w["lead"])
-    # server state over the whole incident (all its signals): the queue often builds before the first preemption
-    state = figures.server_state(ctx.by_time(ctx.server), min(start, g["start"].min()), max(end, g["end"].max()),
-                                 replica if primary != "crash" else None)
     total = float(p["total"].sum())
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(p["samples"].sum())
     recovered = bool(p["last_sample"].max() > end) if death is None else death.ready_ts is not None
@@ -266,7 +283,7 @@ def _episode(ctx: Context, g: pl.DataFrame) -> dict:
     companions = _companions(g, primary)
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death)
     # the same server figures over the baseline window, side by side with the episode's
-    ep["details"]["state_before"] = figures.server_state(ctx.by_time(ctx.server), *w["before"])
+    ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
     ep["details"]["baseline_window"] = {"start": w["before"][0], "end": w["before"][1]}
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death)

@@ -43,19 +43,72 @@ def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None
     return df.filter(pl.col(col).to_physical().is_between(a, b, closed=closed))
 
 
+_STATE_EMPTY = {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,
+                "kv_max": None, "kv_mean": None, "gen_tps_mean": None, "samples": 0}
+_STATE_AGGS = (*SERVER_STATE_AGGS, pl.col("gen_tps").mean().alias("gen_tps_mean"), pl.len().alias("samples"))
+
+
 def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> dict:
     s = between(series, "ts", lo, hi)
     if replica is not None and s.height and (s["replica"] == replica).any():
         s = s.filter(pl.col("replica") == replica)
     if s.height == 0:
-        return {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,
-                "kv_max": None, "kv_mean": None, "gen_tps_mean": None, "samples": 0}
-    row = s.select(
-        *SERVER_STATE_AGGS,
-        pl.col("gen_tps").mean().alias("gen_tps_mean"),
-        pl.len().alias("samples"),
-    ).row(0, named=True)
+        return dict(_STATE_EMPTY)
+    return s.select(_STATE_AGGS).row(0, named=True)
+
+
+def server_state_many(series: pl.DataFrame, ranges: list[tuple], replicas: list[str | None] | None = None) -> list[dict]:
+    """``server_state`` of every range (with its replica), in a few calls however many ranges there are."""
+    replicas = replicas if replicas is not None else [None] * len(ranges)
+    rows = _gather(series, "ts", ranges)
+    if rows is None:
+        return [server_state(series, lo, hi, r) for (lo, hi), r in zip(ranges, replicas, strict=True)]
+    want = pl.DataFrame({"_k": range(len(ranges)), "_want": replicas}, schema={"_k": pl.Int64, "_want": pl.String})
+    # a range's rows narrow to its replica when that replica is among them
+    rows = rows.join(want, on="_k", how="left").with_columns(
+        (pl.col("replica") == pl.col("_want")).fill_null(False).alias("_mine"))
+    rows = rows.filter(~pl.col("_mine").any().over("_k") | pl.col("_mine"))
+    got = {r.pop("_k"): r for r in rows.group_by("_k").agg(_STATE_AGGS).to_dicts()}
+    return [got.get(k) or dict(_STATE_EMPTY) for k in range(len(ranges))]
+
+
+def _requests_empty(dur: float) -> dict:
+    return {"requests": 0, "arrival_rate": 0.0 if dur > 0 else None, "ttft_p50": None, "ttft_p95": None,
+            "e2e_p50": None, "e2e_p95": None, "success_share": None, "prompt_tokens_mean": None,
+            "max_tokens_mean": None, "output_tokens_mean": None, "output_tokens_sum": None, "errors": 0,
+            "timeouts": 0, "known_outcomes": 0}
+
+
+_REQUEST_AGGS = (
+    pl.len().alias("requests"),
+    pl.col("ttft_s").quantile(0.5, "linear").alias("ttft_p50"),
+    pl.col("ttft_s").quantile(0.95, "linear").alias("ttft_p95"),
+    pl.col("e2e_s").quantile(0.5, "linear").alias("e2e_p50"),
+    pl.col("e2e_s").quantile(0.95, "linear").alias("e2e_p95"),
+    pl.col("prompt_tokens").mean().alias("prompt_tokens_mean"),
+    pl.col("max_tokens").mean().alias("max_tokens_mean"),
+    pl.col("output_tokens").mean().alias("output_tokens_mean"),
+    pl.col("output_tokens").sum().alias("output_tokens_sum"),
+    (pl.col("outcome") == "error").sum().alias("errors"),
+    (pl.col("outcome") == "timeout").sum().alias("timeouts"),
+    (pl.col("outcome") != "unknown").sum().alias("known_outcomes"),
+    (pl.col("outcome") == OUTCOME_OK).sum().alias("_ok"),
+    pl.col("output_tokens").count().alias("_outputs"),
+)
+
+
+def _request_row(row: dict, dur: float) -> dict:
+    """The aggregates of _REQUEST_AGGS as ``requests`` reports them."""
+    ok, outputs = row.pop("_ok"), row.pop("_outputs")
+    row["arrival_rate"] = row["requests"] / dur if dur > 0 else None
+    row["success_share"] = ok / row["known_outcomes"] if row["known_outcomes"] else None
+    if not outputs:
+        row["output_tokens_sum"] = None
     return row
+
+
+def _duration(lo, hi) -> float:
+    return (hi - lo).total_seconds() if lo is not None and hi is not None else 0.0
 
 
 def requests(req: pl.DataFrame, lo, hi, exclude: list[tuple] | None = None) -> dict:
@@ -64,32 +117,41 @@ def requests(req: pl.DataFrame, lo, hi, exclude: list[tuple] | None = None) -> d
     if exclude:
         ts = pl.col("ts_start").to_physical()
         r = r.filter(~pl.any_horizontal(ts.is_between(epoch_us(a), epoch_us(b)) for a, b in exclude))
-    dur = (hi - lo).total_seconds() if lo is not None and hi is not None else 0.0
     if r.height == 0:
-        return {"requests": 0, "arrival_rate": 0.0 if dur > 0 else None, "ttft_p50": None, "ttft_p95": None,
-                "e2e_p50": None, "e2e_p95": None, "success_share": None, "prompt_tokens_mean": None,
-                "max_tokens_mean": None, "output_tokens_mean": None, "output_tokens_sum": None, "errors": 0,
-                "timeouts": 0, "known_outcomes": 0}
-    known = r.filter(pl.col("outcome") != "unknown")
-    row = r.select(
-        pl.len().alias("requests"),
-        pl.col("ttft_s").quantile(0.5, "linear").alias("ttft_p50"),
-        pl.col("ttft_s").quantile(0.95, "linear").alias("ttft_p95"),
-        pl.col("e2e_s").quantile(0.5, "linear").alias("e2e_p50"),
-        pl.col("e2e_s").quantile(0.95, "linear").alias("e2e_p95"),
-        pl.col("prompt_tokens").mean().alias("prompt_tokens_mean"),
-        pl.col("max_tokens").mean().alias("max_tokens_mean"),
-        pl.col("output_tokens").mean().alias("output_tokens_mean"),
-        pl.col("output_tokens").sum().alias("output_tokens_sum"),
-        (pl.col("outcome") == "error").sum().alias("errors"),
-        (pl.col("outcome") == "timeout").sum().alias("timeouts"),
-    ).row(0, named=True)
-    row["arrival_rate"] = row["requests"] / dur if dur > 0 else None
-    row["known_outcomes"] = known.height
-    row["success_share"] = (known.filter(pl.col("outcome") == OUTCOME_OK).height / known.height) if known.height else None
-    if not r["output_tokens"].is_not_null().any():
-        row["output_tokens_sum"] = None
-    return row
+        return _requests_empty(_duration(lo, hi))
+    return _request_row(r.select(_REQUEST_AGGS).row(0, named=True), _duration(lo, hi))
+
+
+def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
+    """``requests`` of every range, in a few calls however many ranges there are (an incident of a
+    day has thousands of episodes and cold windows, each asking for its figures)."""
+    rows = _gather(req, "ts_start", ranges)
+    if rows is None:
+        return [requests(req, lo, hi) for lo, hi in ranges]
+    got = {r.pop("_k"): r for r in rows.group_by("_k").agg(_REQUEST_AGGS).to_dicts()}
+    return [_request_row(got[k], _duration(lo, hi)) if k in got else _requests_empty(_duration(lo, hi))
+            for k, (lo, hi) in enumerate(ranges)]
+
+
+def _gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | None:
+    """The rows of every range [lo, hi] of a time-sorted frame, each tagged with its range's index ``_k``
+    (one binary search for all bounds); None when the frame is not sorted without nulls or a bound has no
+    zone (the callers then ask range by range)."""
+    s = df[col]
+    if s.dtype != TS or s.null_count() or not s.is_sorted() or any(
+            b is not None and b.tzinfo is None for r in ranges for b in r):
+        return None
+    ks = [k for k, (lo, hi) in enumerate(ranges) if lo is not None and hi is not None and df.height]
+    if not ks:
+        return df.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_k"))
+    los = pl.Series([epoch_us(ranges[k][0]) for k in ks], dtype=pl.Int64)
+    his = pl.Series([epoch_us(ranges[k][1]) + 1 for k in ks], dtype=pl.Int64)
+    phys = s.to_physical()
+    spans = pl.DataFrame({"_k": pl.Series(ks, dtype=pl.Int64), "i": phys.search_sorted(los, side="left"),
+                          "j": phys.search_sorted(his, side="left")})
+    idx = spans.select("_k", pl.int_ranges("i", pl.max_horizontal("i", "j"), dtype=pl.Int64).alias("_row")) \
+        .explode("_row").drop_nulls("_row")
+    return df[idx["_row"]].with_columns(idx["_k"])
 
 
 def preemptions(pre: pl.DataFrame, lo, hi, replica: str | None = None) -> int | None:

@@ -8,6 +8,8 @@ the section says "not available" and why.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -47,14 +49,16 @@ def render(out: Path, options: Any) -> dict[str, Path]:
         "timeline_png": out / "timeline.png",
         "report_html": out / "report.html",
     }
-    # vl-convert releases the GIL: the Vega bundle (~1 s) and the PNG (~2 s on a busy timeline) are made
-    # on other threads while the tables are read and the pages written
+    # the Vega bundle (~1 s when not cached) is read on a thread while the tables are read; the PNG
+    # (~1.3 s on a busy timeline) is drawn by a child process, as vl-convert holds the GIL while drawing
     with ThreadPoolExecutor(max_workers=2) as pool:
         bundle = pool.submit(vega_bundle)
         ld = load(out)
         summary = build(ld, options)
-        ctx = context(ld, summary, options)
-        png = pool.submit(_png, ctx["charts"]["timeline"], ctx["timeline_notes"])
+        timeline = _timeline(ld, summary, options)
+        # the picture is the longest piece: it is drawn while the other charts and the pages are made
+        png = pool.submit(_png, _png_spec(*timeline))
+        ctx = context(ld, summary, options, timeline)
         paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
         paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
         bundle.result()
@@ -63,14 +67,21 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     return paths
 
 
-def context(ld: Loaded, summary: dict, options: Any) -> dict:
+def _timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
+    """The timeline's spec and notes (a timeline that cannot be drawn is a note)."""
+    failed: list[str] = []
+    spec, notes = _guard(failed, "timeline", charts.timeline, ld, summary, options) or (None, [])
+    return spec, [*notes, *failed]
+
+
+def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None, list[str]] | None = None) -> dict:
     """Everything the templates may name (tests check they name nothing else).
 
     ``s`` is summary.json itself; the rest are views of it or of the tables: chart specs
     (Vega-Lite dicts, None when there is no data), sentences, and display rows.
     """
+    timeline, notes = timeline or _timeline(ld, summary, options)
     failed: list[str] = []
-    timeline, notes = _guard(failed, "timeline", charts.timeline, ld, summary, options) or (None, [])
     retry_spec, retry_stats = _guard(failed, "retry timing", charts.retry_gap_chart, ld) or (None, None)
     length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (None, None)
     ladder = _guard(failed, "ladder", charts.ladder_chart, summary, options)
@@ -128,7 +139,8 @@ def _static(spec: dict) -> dict:
     return {**spec, "vconcat": rows} if rows else spec
 
 
-def _png(spec: dict | None, notes: list[str]) -> bytes:
+def _png_spec(spec: dict | None, notes: list[str]) -> dict:
+    """The Vega-Lite spec of timeline.png."""
     if spec is not None:
         spec = _static(spec)
     if spec is None:  # still a picture, so that summary.md never shows a broken image
@@ -137,7 +149,23 @@ def _png(spec: dict | None, notes: list[str]) -> bytes:
             text="t:N", x=alt.value(10), y=alt.value(20)
         ).properties(width=900, height=40)  # fmt: skip
         spec = {**chart.to_dict(), "config": charts.theme()}
-    return vl_convert.vegalite_to_png(spec, scale=1.5)
+    return spec
+
+
+# drawing holds the GIL for its whole length: a child process draws while this one writes the pages
+_PNG_CHILD = ("import json, sys, vl_convert; "
+              "sys.stdout.buffer.write(vl_convert.vegalite_to_png(json.load(sys.stdin.buffer), scale=1.5))")
+
+
+def _png(spec: dict) -> bytes:
+    data = json.dumps(spec).encode()  # NaN is read back by the json module as it is written
+    try:
+        child = subprocess.run([sys.executable, "-c", _PNG_CHILD], input=data, capture_output=True, timeout=600)
+        if child.returncode == 0 and child.stdout.startswith(b"\x89PNG"):
+            return child.stdout
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return vl_convert.vegalite_to_png(spec, scale=1.5)  # no child process here: draw in this one
 
 
 def _layers(r: dict) -> list[tuple[str, float]]:

@@ -86,8 +86,13 @@ def theme() -> dict:
     return json.loads(text)
 
 
+# altair checks every spec against the Vega-Lite JSON schema (0.17 s on a busy timeline): the tests turn
+# it on (tests/test_report.py), a run does not pay for it
+VALIDATE = False
+
+
 def _finish(chart: alt.TopLevelMixin) -> dict:
-    spec = chart.to_dict()
+    spec = chart.to_dict(validate=VALIDATE)
     spec["config"] = theme()  # altair's default view size would override the theme's
     return spec
 
