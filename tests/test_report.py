@@ -281,21 +281,24 @@ def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, monkeypa
 
     import vl_convert
 
-    from logscope.report import _png, _png_spec
+    from logscope.report import _Painter, _png_spec
 
     out = analysed(tmp_path_factory, "spike")
     ld = load(out)
     ctx = context(ld, summary_of(out), AnalyzeOptions())
     spec = _png_spec(ctx["charts"]["timeline"], ctx["timeline_notes"])
-    drawn = _png(spec)
-    assert drawn == vl_convert.vegalite_to_png(spec, scale=1.5)
-    assert drawn == (out / "timeline.png").read_bytes()
+    painter = _Painter()
+    assert painter.child is not None
+    drawn = painter.draw(spec)
+    assert painter.child.returncode == 0
+    assert drawn == vl_convert.vegalite_to_png(spec, scale=1.5) == (out / "timeline.png").read_bytes()
 
     def no_child(*a, **k):
         raise OSError("no fork here")
 
-    monkeypatch.setattr(subprocess, "run", no_child)
-    assert _png(spec) == drawn
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    painter = _Painter()
+    assert painter.child is None and painter.draw(spec) == drawn
 
 
 def test_retry_timing_counts_each_retry_once(tmp_path_factory):

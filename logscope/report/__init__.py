@@ -50,14 +50,16 @@ def render(out: Path, options: Any) -> dict[str, Path]:
         "report_html": out / "report.html",
     }
     # the Vega bundle (~1 s when not cached) is read on a thread while the tables are read; the PNG
-    # (~1.3 s on a busy timeline) is drawn by a child process, as vl-convert holds the GIL while drawing
+    # (~1.2 s on a busy timeline) is drawn by a child process, as vl-convert holds the GIL while drawing:
+    # the child starts now and readies vl-convert's JavaScript engine while the timeline is built
+    painter = _Painter()
     with ThreadPoolExecutor(max_workers=2) as pool:
         bundle = pool.submit(vega_bundle)
         ld = load(out)
         summary = build(ld, options)
         timeline = _timeline(ld, summary, options)
         # the picture is the longest piece: it is drawn while the other charts and the pages are made
-        png = pool.submit(_png, _png_spec(*timeline))
+        png = pool.submit(painter.draw, _png_spec(*timeline))
         ctx = context(ld, summary, options, timeline)
         paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
         paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
@@ -152,20 +154,34 @@ def _png_spec(spec: dict | None, notes: list[str]) -> dict:
     return spec
 
 
-# drawing holds the GIL for its whole length: a child process draws while this one writes the pages
-_PNG_CHILD = ("import json, sys, vl_convert; "
-              "sys.stdout.buffer.write(vl_convert.vegalite_to_png(json.load(sys.stdin.buffer), scale=1.5))")
+class _Painter:
+    """Draws timeline.png in a child process (vl-convert holds the GIL for the whole drawing, ~1.2 s on a
+    busy timeline), started early so that vl-convert's JavaScript engine (~0.3 s) is ready when the spec
+    comes. Where no child process can run, the picture is drawn in this one: the same bytes."""
 
+    _CHILD = (
+        "import json, sys, vl_convert\n"
+        "vl_convert.vegalite_to_png({'mark': 'point'})  # start the JavaScript engine while the spec is built\n"
+        "sys.stdout.buffer.write(vl_convert.vegalite_to_png(json.load(sys.stdin.buffer), scale=1.5))\n"
+    )
 
-def _png(spec: dict) -> bytes:
-    data = json.dumps(spec).encode()  # NaN is read back by the json module as it is written
-    try:
-        child = subprocess.run([sys.executable, "-c", _PNG_CHILD], input=data, capture_output=True, timeout=600)
-        if child.returncode == 0 and child.stdout.startswith(b"\x89PNG"):
-            return child.stdout
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return vl_convert.vegalite_to_png(spec, scale=1.5)  # no child process here: draw in this one
+    def __init__(self) -> None:
+        try:
+            self.child: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-c", self._CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL)
+        except OSError:
+            self.child = None
+
+    def draw(self, spec: dict) -> bytes:
+        if self.child is not None:
+            try:
+                png, _ = self.child.communicate(json.dumps(spec).encode(), timeout=600)  # NaN reads back as NaN
+                if self.child.returncode == 0 and png.startswith(b"\x89PNG"):
+                    return png
+            except (OSError, subprocess.SubprocessError):
+                self.child.kill()
+        return vl_convert.vegalite_to_png(spec, scale=1.5)
 
 
 def _layers(r: dict) -> list[tuple[str, float]]:
