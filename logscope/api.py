@@ -19,7 +19,7 @@ class AnalyzeOptions:
     include_prompts: bool = False
     replica: str | None = None
     nginx_log_format: str | None = None
-    workers: int = 2
+    workers: int | None = None  # None: logscope.ingest.default_workers()
     chunk_bytes: int | None = None  # None: logscope.sources.CHUNK_BYTES
     command_line: str = ""
     extra: dict = field(default_factory=dict)
@@ -30,7 +30,7 @@ class AnalyzeOptions:
             include_prompts=self.include_prompts,
             replica=self.replica,
             nginx_log_format=self.nginx_log_format,
-            workers=self.workers,
+            **({"workers": self.workers} if self.workers else {}),
             **({"chunk_bytes": self.chunk_bytes} if self.chunk_bytes else {}),
         )
 

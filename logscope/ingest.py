@@ -9,6 +9,7 @@ Small folders never touch a part file. docs/performance.md says where the time g
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import threading
@@ -45,13 +46,25 @@ _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[0
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
 
 
+def default_workers() -> int:
+    """Streams parsed at once: one more than the cores this process may use, at most 4. Polars releases
+    the GIL in its kernels, but each stream also runs Python between them and some single-threaded
+    kernels: a third stream on 2 cores fills those gaps (1 GB bench: 11.7 -> 11.2 s, peak RSS at 5 GB
+    unchanged). Each stream holds a chunk's intermediate columns, hence the cap."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return min(4, cores + 1)
+
+
 @dataclass
 class IngestOptions:
     tz: str = "UTC"
     include_prompts: bool = False
     replica: str | None = None  # force one replica name for every server file
     nginx_log_format: str | None = None
-    workers: int = 2
+    workers: int = field(default_factory=default_workers)
     chunk_bytes: int = sources.CHUNK_BYTES
     memory_bytes: int = 128 * 1024 * 1024  # parsed rows held in memory before spilling to part files
 
@@ -223,7 +236,7 @@ def _streams(states: list[FileState]) -> list[list[FileState]]:
     for members in groups.values():
         members.sort(key=lambda s: -s.f.rotation)  # vllm.log.3 (oldest) ... vllm.log (newest)
         out.append(members)
-    # largest first keeps both workers busy
+    # largest first keeps every worker busy to the end
     out.sort(key=lambda ms: -sum(max(m.f.size, 0) for m in ms))
     return out
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 # 4 MiB: large enough that a parser's fixed per-chunk cost stays small (~4 % slower than 8 MiB on
-# the 1 GB bench), small enough that two workers' intermediate columns (JSON decoding takes ~30x
+# the 1 GB bench), small enough that the workers' intermediate columns (JSON decoding takes ~30x
 # the chunk) keep a 5 GB folder under 1 GB of RSS; docs/performance.md has the measurements
 CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64 * 1024
