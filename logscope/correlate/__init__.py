@@ -50,11 +50,7 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -
     tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS}
     if pick is not None:
         tabs[frames.CLIENT_PICK] = pick
-    F = frames.build(tabs)
-    # the raw client / gateway / server request tables live on in F's frames: let go of the originals
-    # (at 1 M requests they are gigabytes)
-    for n in ("client_attempts", "client_requests", "gateway_attempts", "server_requests"):
-        del tabs[n]
+    F = frames.build(tabs)  # takes the raw request tables out of tabs, releasing each once its frame is made
     res = frames.whole_seconds(F.sr, "t0")
     offsets = estimate_offsets(F, res)
     shift = {o["source"]: clock.applied(o, res.get(o["source"], 0.0)) for o in offsets}

@@ -129,18 +129,24 @@ class Frames:
     notes: list[str] = field(default_factory=list)
 
 
+# the raw request-level tables: build() takes them out of the dict it is given, each released once its
+# frame is made (at a million requests each is near a gigabyte: holding them all with the frames sets the peak)
+CONSUMED = ("client_attempts", "client_requests", "gateway_attempts", "server_requests")
+
+
 def build(tabs: dict[str, pl.DataFrame]) -> Frames:
+    """The frames of the ingest tables in ``tabs``; the tables of CONSUMED are popped from it."""
     pick = tabs.get(CLIENT_PICK)
     if pick is not None:  # decided by read_tables
         keep = pick.filter(pl.col("kept"))["source"].to_list()
         dropped = dict(pick.filter(~pl.col("kept")).select("source", "why").iter_rows())
     else:
         keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
-    ca = _client_attempts(tabs["client_attempts"].filter(pl.col("source").is_in(keep)))
-    cr = _client_requests(tabs["client_requests"].filter(pl.col("source").is_in(keep)), ca)
+    ca = _client_attempts(tabs.pop("client_attempts").filter(pl.col("source").is_in(keep)))
+    cr = _client_requests(tabs.pop("client_requests").filter(pl.col("source").is_in(keep)), ca)
     ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
-    ga, gr = _gateway(tabs["gateway_attempts"])
-    sr = _server(tabs["server_requests"])
+    ga, gr = _gateway(tabs.pop("gateway_attempts"))
+    sr = _server(tabs.pop("server_requests"))
     ca, notes = _logical_ids_as_sent(ca, gr, sr)
     return Frames(ca, cr, ga, gr, sr, keep, dropped, notes)
 
