@@ -296,6 +296,9 @@ def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, monkeypa
     def no_child(*a, **k):
         raise OSError("no fork here")
 
+    idle = _Painter()  # a report that fails before its timeline stops the waiting child
+    idle.close()
+    assert idle.child.returncode is not None
     monkeypatch.setattr(subprocess, "Popen", no_child)
     painter = _Painter()
     assert painter.child is None and painter.draw(spec) == drawn

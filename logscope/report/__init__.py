@@ -53,19 +53,22 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     # (~1.2 s on a busy timeline) is drawn by a child process, as vl-convert holds the GIL while drawing:
     # the child starts now and readies vl-convert's JavaScript engine while the timeline is built
     painter = _Painter()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        bundle = pool.submit(vega_bundle)
-        ld = load(out)
-        summary = build(ld, options)
-        timeline = _timeline(ld, summary, options)
-        # the picture is the longest piece: it is drawn while the other charts and the pages are made
-        png = pool.submit(painter.draw, _png_spec(*timeline))
-        ctx = context(ld, summary, options, timeline)
-        paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
-        paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
-        bundle.result()
-        paths["report_html"].write_text(render_html(ctx), encoding="utf-8")
-        paths["timeline_png"].write_bytes(png.result())
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            bundle = pool.submit(vega_bundle)
+            ld = load(out)
+            summary = build(ld, options)
+            timeline = _timeline(ld, summary, options)
+            # the picture is the longest piece: it is drawn while the other charts and the pages are made
+            png = pool.submit(painter.draw, _png_spec(*timeline))
+            ctx = context(ld, summary, options, timeline)
+            paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
+            paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
+            bundle.result()
+            paths["report_html"].write_text(render_html(ctx), encoding="utf-8")
+            paths["timeline_png"].write_bytes(png.result())
+    finally:
+        painter.close()
     return paths
 
 
@@ -166,12 +169,19 @@ class _Painter:
     )
 
     def __init__(self) -> None:
-        try:
-            self.child: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-c", self._CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL)
-        except OSError:
-            self.child = None
+        self.child: subprocess.Popen | None = None
+        if sys.executable:  # empty when embedded: no interpreter to start
+            try:
+                self.child = subprocess.Popen([sys.executable, "-c", self._CHILD], stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop a child that was never given a spec (the report failed before the timeline was drawn)."""
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+            self.child.communicate()
 
     def draw(self, spec: dict) -> bytes:
         if self.child is not None:
