@@ -478,6 +478,49 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm):
     assert sum(g["samples"] > 0 for g in got) > len(ranges) // 2
 
 
+def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
+    """Two replicas (bench/generate.py: real lab lines, times shifted per copy): replica-0 runs the retry
+    storm three times (KV pressure each time), replica-1 dies three times. Each replica's episodes stay
+    its own: replica-0's second and third KV episodes are not companions of replica-1's deaths (they
+    were, when stretches were grouped across replicas). A request-signal regime spanning all of them
+    (a day-long error rate, as on the 1 GB bench folder) chains nothing: one episode per death."""
+    import sys
+    from collections import Counter
+
+    from conftest import ROOT
+    from logscope.api import analyze
+    from logscope.diagnose import Context, Slo, from_options, lifecycle
+    from logscope.diagnose import load as load_inputs
+    from logscope.diagnose.episodes import group, stretches
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import generate
+
+    monkeypatch.setattr(generate, "TEMPLATES", ("retry-storm", "crash"))
+    generate.generate(tmp_path / "in", 14, replicas=2, lab=need(LAB))
+    analyze(tmp_path / "in", tmp_path / "out")
+    d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    assert Counter((e["class"], e["signal"], e["replica"]) for e in d["episodes"]) == {
+        ("sustained", "kv_pressure", "replica-0"): 3, ("crash", "crash", "replica-1"): 3}
+    deaths = d["server_lifecycle"]["deaths"]
+    crashes = [e for e in d["episodes"] if e["class"] == "crash"]
+    assert [(e["start"], e["end"]) for e in crashes] == [(x["ts"], x["ready"]) for x in deaths]
+    assert all(c["signal"] in ("errors", "retries") for e in crashes for c in e["details"]["companions"])
+
+    th, _ = from_options(AnalyzeOptions())
+    inp = load_inputs(tmp_path / "out", None)
+    ctx = Context(inp, lifecycle.analyse(inp.stats, inp.events, inp.server_requests, inp.requests, th), th,
+                  Slo(2.0, 20.0, 0.99))
+    st = stretches(ctx)
+    # an error rate abnormal from the first stretch to the last
+    regime = st.filter(pl.col("signal") == "errors").head(1).with_columns(
+        pl.lit(st["start"].min()).alias("start"), pl.lit(st["end"].max()).alias("end"))
+    groups = group(pl.concat([st, regime]), th.merge_gap_s)
+    crash_groups = [g for g in groups if "crash" in g["signal"].to_list()]
+    assert [g.filter(pl.col("signal") == "crash").height for g in crash_groups] == [1, 1, 1]
+    assert sum("kv_pressure" in g["signal"].to_list() for g in groups) == 3
+
+
 def test_crash_loop(tmp_path, monkeypatch):
     """Three copies of the crash run back to back (bench/generate.py: the lab's real lines, times shifted by
     the run's span + 120 s): the verdict names the crash loop, and past REPEATS the deaths and the slow

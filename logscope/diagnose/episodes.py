@@ -51,6 +51,8 @@ PRIORITY = ("crash", "stall", "preemptions", "kv_pressure", "queue", "orphans", 
 # nginx logs these at [info] in normal operation (keep-alive closes, clients hanging up after [DONE])
 BENIGN_GATEWAY_ERRORS = ("keepalive_closed", "client_closed")
 COUNTED = ("preemptions", "errors", "retries", "orphans")
+# signals of the requests of the whole folder (replica ""), as opposed to one server's
+REQUEST_SIGNALS = ("errors", "retries", "orphans", "ttft", "e2e")
 UNIT = {"preemptions": "preemptions", "kv_pressure": "KV usage", "queue": "waiting", "errors": "errors",
         "retries": "retries", "orphans": "orphaned executions", "ttft": "TTFT p95 (s)", "e2e": "e2e p95 (s)",
         "crash": "deaths", "stall": "running with no progress"}
@@ -206,6 +208,37 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
 # ---------------------------------------------------------------- grouping and classification
 
 def group(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
+    """The stretches of each episode. On one replica, server-signal stretches that overlap or lie within
+    gap_s of each other are one episode, one per death when they hold several; the request-signal
+    stretches (the whole folder's) within gap_s of it are its companions, and those near no server
+    episode are episodes of their own, grouped the same way. Request signals never join two server
+    stretches, and one replica's stretches are never another's companions: a day-long error rate
+    would otherwise chain every burst of every replica, and every death of a crash loop, into one."""
+    if st.height == 0:
+        return []
+    st = st.with_row_index("_i")
+    wide_rows = pl.col("signal").is_in(REQUEST_SIGNALS)
+    wide, server = st.filter(wide_rows), st.filter(~wide_rows)
+    cores = [d for r in sorted(server["replica"].unique().to_list(), key=lambda r: r or "")
+             for g in _overlapping(server.filter(pl.col("replica") == r), gap_s) for d in _per_death(g)]
+    out = []
+    taken = pl.Series("_i", [], dtype=pl.UInt32)
+    if cores and wide.height:
+        spans = pl.DataFrame({"_g": range(len(cores)), "_lo": [g["start"].min() for g in cores],
+                              "_hi": [g["end"].max() for g in cores]},
+                             schema={"_g": pl.Int64, "_lo": st.schema["start"], "_hi": st.schema["end"]})
+        gap = timedelta(seconds=gap_s)
+        near = wide.join_where(spans, pl.col("start") <= pl.col("_hi") + gap, pl.col("end") >= pl.col("_lo") - gap)
+        taken = near["_i"]
+        by_core = {k[0]: g.drop("_g", "_lo", "_hi") for k, g in near.group_by("_g")}
+        cores = [pl.concat([c, by_core[k]]).sort("start", "signal") if k in by_core else c for k, c in enumerate(cores)]
+    out = cores + _overlapping(wide.filter(~pl.col("_i").is_in(taken.implode())), gap_s)
+    out.sort(key=lambda g: (g["start"].min(), g["_i"].min()))
+    return [g.drop("_i") for g in out]
+
+
+def _overlapping(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
+    """Runs of stretches that overlap or lie within gap_s of each other."""
     if st.height == 0:
         return []
     s = st.sort(["start", "signal"])
@@ -213,6 +246,21 @@ def group(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
     new = ((pl.col("start") - prev_end).dt.total_microseconds() / 1e6 > gap_s).fill_null(True)
     s = s.with_columns(new.cum_sum().alias("_g"))
     return [g.drop("_g") for _, g in s.group_by("_g", maintain_order=True)]
+
+
+def _per_death(g: pl.DataFrame) -> list[pl.DataFrame]:
+    """One group per death (a crash loop is many deaths, each an episode): every other stretch goes with
+    the last death that began before it, those before the first death with the first."""
+    deaths = g.filter(pl.col("signal") == "crash").sort("start", "_i")
+    if deaths.height <= 1:
+        return [g]
+    at = deaths["start"].search_sorted(g["start"], side="right").cast(pl.Int64) - 1
+    own = pl.Series(range(deaths.height), dtype=pl.Int64)
+    g = g.with_columns(at.clip(0).alias("_d"))
+    # a death is its own anchor (two deaths stamped in the same second stay apart)
+    g = g.join(deaths.select("_i", own.alias("_own")), on="_i", how="left").with_columns(
+        pl.coalesce("_own", "_d").alias("_d")).drop("_own")
+    return [d.drop("_d") for _, d in g.sort("start", "_i").group_by("_d", maintain_order=True)]
 
 
 def _t(ts: datetime | None) -> str:
@@ -252,12 +300,18 @@ def _head(ctx: Context, g: pl.DataFrame) -> dict:
     p = g.filter(pl.col("signal") == primary)
     replica = p["replica"][0] or None
     start, end = p["start"].min(), p["end"].max()
+    core = g.filter(~pl.col("signal").is_in(REQUEST_SIGNALS))
+    core = core if core.height else g
+    ranges = _ranges(ctx, start)
+    # a death: the state in the lead-in too (what the server was running when it died)
+    lo = ranges["lead"][0] if primary == "crash" else start
     return {
         "g": g, "primary": primary, "p": p, "replica": replica, "start": start, "end": end,
-        "ranges": _ranges(ctx, start),
-        # server state over the whole incident (all its signals): the queue often builds before the first preemption
-        "state_range": (min(start, g["start"].min()), max(end, g["end"].max())),
-        "state_replica": replica if primary != "crash" else None,
+        "ranges": ranges,
+        # server state over the incident as the server saw it (all its server signals: the queue often builds
+        # before the first preemption), not over the request signals around it (an error rate may last all day)
+        "state_range": (min(lo, core["start"].min()), max(end, core["end"].max())),
+        "state_replica": replica,  # narrowed to it when its samples are there (figures.server_state)
     }
 
 
