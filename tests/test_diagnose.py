@@ -477,6 +477,19 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm):
         assert got == [pytest.approx(w) for w in want]  # means may differ in the last bit (summation order)
     assert sum(g["samples"] > 0 for g in got) > len(ranges) // 2
 
+    from logscope.diagnose.episodes import WINDOW_SUMS
+    from logscope.diagnose.figures import preemptions, preemptions_many, windows_sums, windows_sums_many
+    from logscope.diagnose.tables import preemption_series
+
+    win = pl.read_parquet(out / "windows.parquet").sort("ts")
+    sums = windows_sums_many(win, WINDOW_SUMS, ranges)
+    assert sums == [windows_sums(win, WINDOW_SUMS, lo, hi) for lo, hi in ranges]
+    assert sum(x.get("client_retries", 0) for x in sums) > 0
+    pre = preemption_series(pl.read_parquet(out / "server_stats.parquet")).sort("ts")
+    counts = preemptions_many(pre, ranges)
+    assert counts == [preemptions(pre, lo, hi) for lo, hi in ranges]
+    assert counts[1] == pre["preemptions"].filter((pre["ts"] > starts[0]) & (pre["ts"] <= starts[-1])).sum() > 0
+
 
 def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
     """Two replicas (bench/generate.py: real lab lines, times shifted per copy): replica-0 runs the retry

@@ -287,7 +287,15 @@ def build(ctx: Context) -> list[dict]:
         figures.server_state_many(server, [h["ranges"]["before"] for h in heads]),
         strict=True,
     )
-    eps = [_episode(ctx, h, *f) for h, f in zip(heads, figs, strict=True)]
+    win = ctx.by_time(ctx.inputs.windows)
+    pad, one = timedelta(seconds=ctx.inputs.window_s), timedelta(microseconds=1)
+    more = zip(
+        _companions(heads),
+        figures.windows_sums_many(win, WINDOW_SUMS, [(h["start"] - pad, h["end"]) for h in heads]),
+        figures.preemptions_many(ctx.by_time(ctx.pre), [(h["start"] - one, h["end"]) for h in heads]),
+        strict=True,
+    )
+    eps = [_episode(ctx, h, *f, *m) for h, f, m in zip(heads, figs, more, strict=True)]
     eps.sort(key=lambda e: (e["start"], e["signal"], e["replica"] or ""))
     _recurring(eps, ctx.th)
     return eps
@@ -316,7 +324,7 @@ def _head(ctx: Context, g: pl.DataFrame) -> dict:
 
 
 def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req: dict, state: dict,
-             state_before: dict) -> dict:
+             state_before: dict, companions: list[dict], sums: dict[str, int], pre: int | None) -> dict:
     g, primary, p, replica, start, end, w = (h[k] for k in ("g", "primary", "p", "replica", "start", "end", "ranges"))
     death = next((d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica), None) \
         if primary == "crash" else None
@@ -334,8 +342,7 @@ def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req
         "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
         "success_share": during_req["success_share"],
     }
-    companions = _companions(g, primary)
-    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death)
+    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, dict(sums), pre)
     # the same server figures over the baseline window, side by side with the episode's
     ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
@@ -356,13 +363,21 @@ def _ranges(ctx: Context, start: datetime) -> dict:
     return {"lead": (start - lead, start), "before": (lo, hi) if hi > lo else (None, None)}
 
 
-def _companions(g: pl.DataFrame, primary: str) -> list[dict]:
-    rows = (g.filter(pl.col("signal") != primary).group_by("signal", maintain_order=True)
+def _companions(heads: list[dict]) -> list[list[dict]]:
+    """Each episode's other signals, one entry per signal (its earliest start, latest end, peak, count)."""
+    parts = [h["g"].filter(pl.col("signal") != h["primary"]).with_columns(pl.lit(k).alias("_k"))
+             for k, h in enumerate(heads)]
+    parts = [p for p in parts if p.height]
+    out: list[list[dict]] = [[] for _ in heads]
+    if not parts:
+        return out
+    rows = (pl.concat(parts).group_by("_k", "signal", maintain_order=True)
             .agg(pl.col("start").min(), pl.col("end").max(), pl.col("peak").max(), pl.col("total").sum(),
-                 pl.col("samples").sum()).sort(["start", "signal"]))
-    return [{"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
-             "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])}
-            for r in rows.iter_rows(named=True)]
+                 pl.col("samples").sum()).sort(["_k", "start", "signal"]))
+    for r in rows.iter_rows(named=True):
+        out[r["_k"]].append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
+                             "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])})
+    return out
 
 
 def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
@@ -387,7 +402,13 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
     return float(w[col].median()) if w.height and w[col].drop_nulls().len() else None
 
 
-def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, during: dict, lead: dict, death) -> dict:
+# window columns summed over each episode (details)
+WINDOW_SUMS = ["server_requests", "client_attempts", "client_retries", "gateway_retries", "gateway_5xx", "gateway_499",
+               "server_aborts", "orphaned", "timeouts", "errors", "arrivals"]
+
+
+def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, during: dict, lead: dict, death,
+             sums: dict[str, int], pre: int | None) -> dict:
     start, end = ep["start"], ep["end"]
     d: dict = {"companions": companions, "requests_during": during, "requests_before": before,
                "arrival_rate_lead_in": lead["arrival_rate"]}
@@ -397,14 +418,8 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
         d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": None if cum is None else int(cum),
                                        "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
                                        "note": "V0 prints one warning per 50 preemptions"}
-    pre = figures.preemptions(ctx.by_time(ctx.pre), start - timedelta(microseconds=1), end)
     if pre is not None and ep["signal"] != "preemptions":
         d["preemptions"] = pre
-    win = ctx.inputs.windows
-    lo, hi = start - timedelta(seconds=ctx.inputs.window_s), end
-    sums = figures.windows_sums(win, ["server_requests", "client_attempts", "client_retries", "gateway_retries",
-                                      "gateway_5xx", "gateway_499", "server_aborts", "orphaned", "timeouts", "errors",
-                                      "arrivals"], lo, hi)
     arr = sums.pop("arrivals", None)
     d.update(sums)
     if arr and d.get("server_requests") is not None:

@@ -164,6 +164,33 @@ def preemptions(pre: pl.DataFrame, lo, hi, replica: str | None = None) -> int | 
     return int(p["preemptions"].sum())
 
 
+def preemptions_many(pre: pl.DataFrame, ranges: list[tuple]) -> list[int | None]:
+    """``preemptions`` of every (lo, hi] range, all replicas (times are whole microseconds: (lo - 1 µs, hi]
+    is [lo, hi], so each range is given as the closed one)."""
+    if pre.height == 0:
+        return [None] * len(ranges)
+    one = timedelta(microseconds=1)
+    closed = [(lo + one, hi) if lo is not None else (lo, hi) for lo, hi in ranges]
+    rows = _gather(pre, "ts", closed)
+    if rows is None:
+        return [preemptions(pre, lo, hi) for lo, hi in ranges]
+    got = dict(rows.group_by("_k").agg(pl.col("preemptions").sum()).iter_rows())
+    return [None if lo is None or hi is None else int(got.get(k, 0)) for k, (lo, hi) in enumerate(ranges)]
+
+
+def windows_sums_many(win: pl.DataFrame, cols: list[str], ranges: list[tuple]) -> list[dict[str, int]]:
+    """``windows_sums`` of every range."""
+    have = [c for c in cols if c in win.columns and win[c].null_count() < win.height]
+    if not have:
+        return [{} for _ in ranges]
+    rows = _gather(win, "ts", ranges)
+    if rows is None:
+        return [windows_sums(win, cols, lo, hi) for lo, hi in ranges]
+    got = {r.pop("_k"): r for r in rows.group_by("_k").agg(pl.col(c).fill_null(0).sum() for c in have).to_dicts()}
+    zero = dict.fromkeys(have, 0)
+    return [{c: int(v) for c, v in got.get(k, zero).items()} for k in range(len(ranges))]
+
+
 def windows_sums(win: pl.DataFrame, cols: list[str], lo, hi) -> dict[str, int]:
     """Sums of the window columns over [lo, hi]; a column absent or null everywhere is left out."""
     have = [c for c in cols if c in win.columns and win[c].null_count() < win.height]
