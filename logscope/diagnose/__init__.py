@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from logscope import schemas
+from logscope import clock, schemas
 
 from . import capacity, episodes, figures, findings, ladder, lifecycle, tables
 from .episodes import Context, Slo
@@ -31,8 +31,10 @@ METHOD = [
     "Episodes: each signal is compared with its own baseline (median + k·MAD over the run, with absolute floors "
     "so a flat-zero baseline works) and with hard levels (any preemption, KV >= kv_full, a waiting queue on "
     "consecutive samples, latency above the SLO); abnormal samples form stretches, stretches closer than "
-    "merge_gap_s merge, and overlapping stretches of different signals are one episode named after its most "
-    "telling signal.",
+    "merge_gap_s merge, and on one replica overlapping stretches of different server signals are one episode "
+    "(one per death), named after its most telling signal; the request signals of the whole folder (errors, "
+    "retries, orphans, latency) overlapping it are its companions, never a link between two episodes or two "
+    "replicas.",
     "Times are sample times: a stats line or Prometheus scrape at t reports the interval ending at t; vLLM log "
     "times have whole seconds.",
     "Preemptions come from Prometheus-derived counts when present (vLLM 0.32 never logs them), else from the "
@@ -46,6 +48,11 @@ METHOD = [
 
 def run(out: Path, options) -> dict:
     out = Path(out)
+    with clock.covering(*clock.files_span(out)):  # times carry their date when the logs cover several days
+        return _run(out, options)
+
+
+def _run(out: Path, options) -> dict:
     th, unknown = from_options(options)
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
     inp = load(out, getattr(options, "window", None))
@@ -201,7 +208,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
         return [top["title"] + ".", "No time range could be examined.", test]
     lo, hi = ctx.span_lo, ctx.span_hi
-    rng = f"{lo:%H:%M:%S}–{hi:%H:%M:%S}" if lo else "the logs"
+    rng = f"{clock.hms(lo)}–{clock.hms(hi)}" if lo else "the logs"
     if not eps:
         if top is not None and top["severity"] != "info":
             kind = "a start-up failure, not a load regime" if top["kind"] in ("startup", "crash") else \
@@ -219,13 +226,13 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     head = _headline(main)
     like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
     if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
-        head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {like[0]['start']:%H:%M:%S} to "
-                f"{like[-1]['start']:%H:%M:%S} (a crash loop); the first: " + head[0].lower() + head[1:])
+        head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
+                f"to {clock.hms(like[-1]['start'])} (a crash loop); the first: " + head[0].lower() + head[1:])
     return [head, _when(ctx, main, eps), test]
 
 
 def _span(e: dict) -> str:
-    return f"{e['start']:%H:%M:%S}–{e['end']:%H:%M:%S}"
+    return f"{clock.hms(e['start'])}–{clock.hms(e['end'])}"
 
 
 def _headline(e: dict) -> str:
@@ -235,9 +242,9 @@ def _headline(e: dict) -> str:
         how = "was killed silently (its log stops, a new server starts)" if c["kinds"] == ["silent"] else \
             "died (" + ", ".join(c["kinds"]) + ")"
         if c["at_startup"]:
-            return f"The vLLM engine {how} at start-up, {e['start']:%H:%M:%S}, before serving any request."
-        back = f" and was ready again at {c['ready']:%H:%M:%S}" if c["ready"] else ", with no restart in the logs"
-        return f"The vLLM server {how} at {e['start']:%H:%M:%S}{back}."
+            return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
+        back = f" and was ready again at {clock.hms(c['ready'])}" if c["ready"] else ", with no restart in the logs"
+        return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
     what = {"preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
             "kv_pressure": "KV cache near full", "queue": f"a queue of up to {e['peak']:.0f} waiting",
             "stall": "requests running with no progress (0 tokens/s)",

@@ -19,10 +19,14 @@ ttft / e2e    p95 per window (cold-start windows left out)             above the
 crash         OOM / engine death / silent death (lifecycle)            always
 ============  ======================================================  =====================================
 
-Stretches of different signals that overlap or lie within ``merge_gap_s`` are one episode: the
-preemptions, the full KV cache, the queue and the slow first tokens of one burst are one incident
-seen through four signals. The episode is named after its most telling signal (order of
-``PRIORITY``) and timed by that signal; the others are listed as its companions.
+On one replica, stretches of server signals that overlap or lie within ``merge_gap_s`` are one
+episode, one per death: the preemptions, the full KV cache and the queue of one burst are one
+incident seen through three signals. The request signals of the whole folder (errors, retries,
+orphans, TTFT, e2e) within ``merge_gap_s`` of it are its companions too (the slow first tokens of
+that burst), but never join two episodes: a day-long error rate would otherwise chain every burst of
+every replica into one. Request-signal stretches near no server episode are episodes of their own.
+The episode is named after its most telling signal (order of ``PRIORITY``) and timed by that
+signal; the others are listed as its companions.
 
 Classes, in the order they are decided:
 
@@ -42,6 +46,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from .. import clock
 from . import detect, figures
 from .lifecycle import Lifecycle
 from .tables import Inputs, preemption_series, server_series, v0_warnings
@@ -264,7 +269,7 @@ def _per_death(g: pl.DataFrame) -> list[pl.DataFrame]:
 
 
 def _t(ts: datetime | None) -> str:
-    return ts.strftime("%H:%M:%S") if ts is not None else "?"
+    return clock.hms(ts) if ts is not None else "?"
 
 
 def _fmt(x: float | None, nd: int = 1) -> str:

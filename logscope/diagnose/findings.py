@@ -24,13 +24,14 @@ from datetime import datetime
 
 import polars as pl
 
+from .. import clock
 from .episodes import Context
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
 
 
 def _t(ts: datetime | None) -> str:
-    return ts.strftime("%H:%M:%S") if ts is not None else "?"
+    return clock.hms(ts) if ts is not None else "?"
 
 
 def _pct(x: float | None) -> str:
@@ -251,7 +252,7 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
     if c.get("message"):
         ev.append(f"first record: {c['message'][:200]}")
     if c.get("gateway_first_error") is not None:
-        ev.append(f"gateway's first error at {c['gateway_first_error']:%H:%M:%S.%f}"[:-3] + " " +
+        ev.append(f"gateway's first error at {clock.hms(c['gateway_first_error'], ms=True)} " +
                   f"({', '.join(f'{k}: {v}' for k, v in c['gateway_errors_by_kind'].items())})")
     r = _req(ep)
     if r:

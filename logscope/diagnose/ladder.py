@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from .. import clock
 from . import figures
 from .episodes import Context
 
@@ -158,15 +159,15 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
         pre = figures.between(ctx.by_time(ctx.pre), "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
         if pre.height:
             out.append({"what": "preemptions", "at": pre["ts"].min(),
-                        "text": f"{int(pre['preemptions'].sum())} preemptions from {pre['ts'].min():%H:%M:%S}"})
+                        "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(pre['ts'].min())}"})
         elif row["v0_preemption_warnings"]:
             w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
             out.append({"what": "preemptions", "at": w["ts"].min(),
-                        "text": f"V0 preemption warnings from {w['ts'].min():%H:%M:%S}"})
+                        "text": f"V0 preemption warnings from {clock.hms(w['ts'].min())}"})
         q = figures.between(ctx.by_time(ctx.server), "ts", lo, hi).filter(pl.col("waiting") >= th.waiting_min)
         if q.height >= th.queue_min_samples:
             out.append({"what": "queue", "at": q["ts"].min(),
-                        "text": f"waiting up to {int(q['waiting'].max())} from {q['ts'].min():%H:%M:%S}"})
+                        "text": f"waiting up to {int(q['waiting'].max())} from {clock.hms(q['ts'].min())}"})
     far = datetime.max.replace(tzinfo=lo.tzinfo)
     out.sort(key=lambda r: (r["at"] or far, r["what"]))
     return out

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from .. import clock
 from .figures import between, epoch_us
 from .thresholds import Thresholds
 
@@ -195,8 +196,8 @@ def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: li
         last = before["ts"].max()
         out.append(Death(replica, last, ["silent"], prev["pid"], None, last, restart_ts=hi,
                          ready_ts=cur["ready_ts"], new_pid=cur["pid"],
-                         notes=[f"the log of pid {prev['pid']} stops at {last:%H:%M:%S} and a new server "
-                                f"(pid {cur['pid']}) starts at {hi:%H:%M:%S} with no shutdown in between"]))
+                         notes=[f"the log of pid {prev['pid']} stops at {clock.hms(last)} and a new server "
+                                f"(pid {cur['pid']}) starts at {clock.hms(hi)} with no shutdown in between"]))
     return out
 
 

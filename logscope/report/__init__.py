@@ -18,6 +18,7 @@ import altair as alt
 import polars as pl
 import vl_convert
 
+from .. import clock
 from . import charts, views
 from .fmt import redact_prompt
 from .html import render_html, vega_bundle
@@ -54,7 +55,7 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     # the child starts now and readies vl-convert's JavaScript engine while the timeline is built
     painter = _Painter()
     try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        with clock.covering(*clock.files_span(out)), ThreadPoolExecutor(max_workers=2) as pool:
             bundle = pool.submit(vega_bundle)
             ld = load(out)
             summary = build(ld, options)

@@ -15,6 +15,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from .. import clock
 from .load import Loaded
 
 MAX_WINDOWS = 720  # more windows than this are merged: a 1,040 px wide chart cannot show more
@@ -123,7 +124,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
 def _long(w: pl.DataFrame) -> pl.DataFrame:
     """Windows as (t, time, panel, series, value) rows: one dataset shared by every panel."""
     t = pl.col("ts").dt.epoch("ms").alias("t")
-    time = pl.col("ts").dt.strftime("%H:%M:%S").alias("time")
+    time = pl.col("ts").dt.strftime(clock.time_format()).alias("time")
     frames = []
     for p in PANELS:
         for col, label, _ in p.series:

@@ -11,6 +11,8 @@ import re
 from datetime import UTC, date, datetime
 from typing import Any
 
+from .. import clock
+
 FLOAT_DIGITS = 4  # decimals kept in summary.json: enough for seconds and shares, stable across runs
 
 _PROMPT = re.compile(
@@ -76,11 +78,12 @@ def _utc(ts: Any) -> datetime | str:
 
 
 def hms(ts: Any) -> str:
-    """'08:26:26' (UTC) for tables; the date is given once in the header."""
+    """'08:26:26' (UTC) for tables, the date given once in the header; '11-30 08:26:26' when the logs
+    cover several days (logscope.clock)."""
     if ts is None:
         return "–"
     t = _utc(ts)
-    return t if isinstance(t, str) else t.strftime("%H:%M:%S")
+    return t if isinstance(t, str) else clock.hms(t)
 
 
 def when(ts: Any) -> str:
