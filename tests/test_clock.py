@@ -21,6 +21,9 @@ def test_format_follows_the_span():
     t = datetime(2026, 11, 30, 8, 41, 54, 250_000, tzinfo=UTC)
     with clock.covering(day, t):
         assert (clock.hms(t), clock.hms(t, ms=True)) == ("11-30 08:41:54", "11-30 08:41:54.250")
+        assert clock.hms_range(t, t.replace(minute=42)) == "11-30 08:41:54–08:42:54"  # one date for one day
+        assert clock.hms_range(day, t) == "11-29 08:30:00–11-30 08:41:54"
+    assert clock.hms_range(day, None) == "08:30:00–?"
     assert clock.hms(t) == "08:41:54"  # outside the block: the default again
 
 
@@ -41,6 +44,7 @@ def test_two_deaths_ten_days_apart_are_dated(tmp_path):
     assert d["verdict"][0] == "The vLLM server died (engine_dead) at 01-24 07:01:39, with no restart in the logs."
     titles = [f["title"] for f in d["findings"]]
     assert "Engine step timed out: engine died at 02-03 22:43:35, no restart in the logs" in titles
+    assert d["findings"][0]["title"] == "Engine died at 01-24 07:01:39, no restart in the logs"
     assert "| 01-24 07:01:39 → " in md and ">01-24 07:01:39 → " in html  # the episode tables too
 
 

@@ -208,7 +208,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
         return [top["title"] + ".", "No time range could be examined.", test]
     lo, hi = ctx.span_lo, ctx.span_hi
-    rng = f"{clock.hms(lo)}–{clock.hms(hi)}" if lo else "the logs"
+    rng = clock.hms_range(lo, hi) if lo else "the logs"
     if not eps:
         if top is not None and top["severity"] != "info":
             kind = "a start-up failure, not a load regime" if top["kind"] in ("startup", "crash") else \
@@ -232,7 +232,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
 
 
 def _span(e: dict) -> str:
-    return f"{clock.hms(e['start'])}–{clock.hms(e['end'])}"
+    return clock.hms_range(e["start"], e["end"])
 
 
 def _headline(e: dict) -> str:

@@ -456,12 +456,12 @@ RECURRING_SHOWN = 8  # start times named in a recurring pattern's reason (then '
 def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
-    head = f"{UNIT[sig]} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
+    head = f"{UNIT[sig]} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     if sig in COUNTED:
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
-        head = f"{ep['count']} {unit} {_t(start)}–{_t(end)} ({ep['duration_s']:.0f} s)"
+        head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     comp = "; with " + ", ".join(
-        f"{c['signal']} {_t(c['start'])}–{_t(c['end'])}" for c in companions) if companions else ""
+        f"{c['signal']} {clock.hms_range(c['start'], c['end'])}" for c in companions) if companions else ""
     if death is not None:
         what = "silent death (log stops, new banner)" if death.kinds == ["silent"] else "+".join(death.kinds)
         if death.at_startup:

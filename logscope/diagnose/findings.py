@@ -188,13 +188,13 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
             "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
             "queue": f"a waiting queue of up to {_n(ep['peak'])}"}[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
-    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {_t(ep['start'])}–{_t(ep['end'])}"
+    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
     if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
-        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {_t(ep['start'])}–{_t(ep['end'])}"
+        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {clock.hms_range(ep['start'], ep['end'])}"
     symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
-        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {_t(tt['start'])}–{_t(tt['end'])})"
+        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
     ev = [ep["reason"], _req(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
@@ -235,7 +235,7 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
 
 def _stall(ctx: Context, ep: dict) -> dict:
     return _f("critical" if ep["class"] == "sustained" else "high",
-              f"Engine stalled: requests running with no progress {_t(ep['start'])}–{_t(ep['end'])}",
+              f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
               f"{_n(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
               f"{ep['duration_s']:.0f} s", "; ".join(e for e in [ep["reason"], _state(ep)] if e),
               "the engine makes no progress on admitted requests (a hung step, device or collective); a hung "
@@ -312,14 +312,14 @@ def _slow_first_token(ctx: Context, ep: dict) -> dict:
         cause, nt = ("no queue and short prompts: the time goes outside the engine (tokenization, gateway, network)",
                      "Time each stage: compare the gateway's upstream header time with the client's TTFT for the "
                      "same requests")
-    return _f("medium", f"Slow first token {_t(ep['start'])}–{_t(ep['end'])}",
+    return _f("medium", f"Slow first token {clock.hms_range(ep['start'], ep['end'])}",
               f"TTFT p95 above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s", "; ".join([ep["reason"], _req(ep)]),
               cause, nt, ep, kind="latency")
 
 
 def _slow_e2e(ctx: Context, ep: dict) -> dict:
     out = ep["output_tokens_mean"]
-    return _f("medium", f"Slow responses {_t(ep['start'])}–{_t(ep['end'])}",
+    return _f("medium", f"Slow responses {clock.hms_range(ep['start'], ep['end'])}",
               f"e2e p95 above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
               "; ".join([ep["reason"], _req(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])),
               "long generations (output length) or a slow decode step",
@@ -332,7 +332,7 @@ def _errors(ctx: Context, ep: dict) -> dict:
     kinds = ", ".join(f"{k.replace('_', ' ')} {d[k]}" for k in ("gateway_5xx", "gateway_499", "timeouts", "errors")
                       if d.get(k))
     sev = "high" if ep["class"] == "sustained" else "medium"
-    return _f(sev, f"Errors {_t(ep['start'])}–{_t(ep['end'])}: {ep['count']} failed",
+    return _f(sev, f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
               f"{ep['count']} failed requests in {ep['duration_s']:.0f} s", "; ".join([ep["reason"], kinds, _req(ep)]),
               "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
               "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
@@ -340,6 +340,11 @@ def _errors(ctx: Context, ep: dict) -> dict:
 
 
 # ------------------------------------------------------------------ run level
+
+# retries "multiply the load" when the server ran at least this many executions per logical request; below
+# it the retried attempts were failed before vLLM (by the gateway, or timed out in front of it)
+MULTIPLY_MIN = 1.1
+
 
 def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
     out = []
@@ -358,7 +363,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
         if tr.get("timeouts"):
             ev += f"; {tr['timeouts']} client timeouts"
         if ep_r is not None:
-            ev += f"; mostly during {ep_r['episode_id']} ({_t(ep_r['start'])}–{_t(ep_r['end'])})"
+            ev += f"; mostly during {ep_r['episode_id']} ({clock.hms_range(ep_r['start'], ep_r['end'])})"
         canc = tr.get("cancellation")
         if canc:
             ev += f"; {canc}"
@@ -367,15 +372,18 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
              ("Bound retries to one or two with jittered exponential backoff, and set the client timeout above "
               "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
         heavy = (amp or 0) >= ctx.th.amplification_high
-        if amp is not None and amp >= 1:
+        multiplies = amp is not None and amp >= MULTIPLY_MIN
+        if multiplies:
             title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
             symptom = ("timeouts and errors are retried while the server is already overloaded, so load grows "
                        "when capacity is short")
             cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
                      " re-send work the overloaded server has already queued, prefilled or preempted")
         elif amp is not None:
-            title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + \
-                " (most never reached the server)"
+            # about one execution per request (or fewer): the extra attempts died before vLLM
+            reached = " (most never reached the server)" if amp < 1 else \
+                f" ({_n(amp, 2)}× executions at the server: the extra attempts never reached it)"
+            title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + reached
             symptom = "requests were retried against a gateway that failed them before they reached vLLM"
             cause = "the gateway answered errors itself (upstream marked down) and every layer retried them"
         else:
@@ -383,7 +391,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
             symptom = "timeouts and errors were retried; the server log is not here to tell how much reached it"
             cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
                      " re-send requests that timed out or failed, adding load when capacity is short")
-        out.append(_f("high" if heavy or (multi and (amp or 0) >= 1) else "medium", title, symptom, ev, cause, nt,
+        out.append(_f("high" if heavy or (multi and multiplies) else "medium", title, symptom, ev, cause, nt,
                       ep_r, kind="retries"))
     orph = tr.get("orphaned_executions")
     if orph and orph >= ctx.th.orphans_share * (tr.get("server_requests") or orph):
@@ -476,7 +484,7 @@ def _cold(ctx: Context, cold: dict) -> list[dict]:
         c = w["ttft_p95"]
         if c is None or warm is None or c <= ctx.slo.ttft_s or c <= 2 * warm:
             continue
-        out.append(_f("low", f"Slow first tokens after the server start ({_t(w['start'])}–{_t(w['end'])})",
+        out.append(_f("low", f"Slow first tokens after the server start ({clock.hms_range(w['start'], w['end'])})",
                       f"TTFT p95 {c:.2f} s in the first {ctx.th.cold_start_s:.0f} s of traffic, {warm:.2f} s warm",
                       f"{w['requests']} requests from {_t(w['first_request'])}, success {_pct(w['success_share'])}; "
                       f"server ready at {_t(w['ready'])}",
@@ -502,7 +510,7 @@ def _gateway(ctx: Context) -> list[dict]:
            .filter((pl.col("ok") == 0) & (pl.col("n") >= 3)).sort("upstream"))
     return [_f("low", f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
                "the gateway kept sending attempts to an upstream that never returned a response",
-               f"{r['n']} attempts {_t(r['lo'])}–{_t(r['hi'])}, none answered; each costs a connect failure "
+               f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered; each costs a connect failure "
                "and a gateway retry", "a dead member of the upstream group",
                "Remove it from the upstream group (or give the gateway an active health check)", None, r["lo"], r["hi"],
                kind="other")
