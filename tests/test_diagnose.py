@@ -519,6 +519,18 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
     crashes = [e for e in d["episodes"] if e["class"] == "crash"]
     assert [(e["start"], e["end"]) for e in crashes] == [(x["ts"], x["ready"]) for x in deaths]
     assert all(c["signal"] in ("errors", "retries") for e in crashes for c in e["details"]["companions"])
+    # each replica's capacity is its own: the storm ran up to 26 requests at KV 100 %, the crash run up to 8
+    cap = d["capacity"]
+    assert cap["replica"] == "replica-0" and set(cap["per_replica"]) == {"replica-0", "replica-1"}
+    seen = {r: (c["running_observed_max"], c["kv_observed_max"]) for r, c in cap["per_replica"].items()}
+    stats = pl.read_parquet(tmp_path / "out" / "server_stats.parquet").group_by("replica").agg(
+        pl.col("running").max(), pl.col("kv_usage").max())
+    assert seen == {r: (run, kv) for r, run, kv in stats.iter_rows()} == {"replica-0": (26, 1.0),
+                                                                         "replica-1": (8, 0.793)}
+    from logscope.diagnose.capacity import for_replica
+
+    assert for_replica(cap, "replica-1")["running_observed_max"] == 8  # what a replica's findings are told
+    assert for_replica(cap, None) is cap
 
     th, _ = from_options(AnalyzeOptions())
     inp = load_inputs(tmp_path / "out", None)

@@ -65,8 +65,35 @@ def metrics_tokens(m: pl.DataFrame) -> dict | None:
 
 
 def analyse(inp: Inputs, server: pl.DataFrame, metrics: pl.DataFrame | None = None) -> dict:
-    cap = startup(inp.events)
-    req = inp.requests
+    """The capacity arithmetic; with several replicas, each replica's own (``per_replica``: their configs and
+    caches may differ, and one replica's cache says nothing of another's queue), the top level being the
+    replica that came closest to its limits (``replica``)."""
+    replicas = sorted({r for r in (*_names(inp.events.filter(pl.col("kind").is_in(["capacity", "config"]))),
+                                   *_names(server)) if r})
+    if len(replicas) <= 1:
+        return _one(inp.events, inp.requests, server, metrics)
+    per = {}
+    for r in replicas:
+        mine = pl.col("replica") == r
+        m = metrics.filter(mine) if metrics is not None and metrics.height and (metrics["replica"] == r).any() \
+            else metrics
+        per[r] = _one(inp.events.filter(mine), inp.requests, server.filter(mine), m)
+    main = max(replicas, key=lambda r: (per[r]["kv_observed_max"] or 0, per[r]["running_observed_max"] or 0,
+                                        per[r]["waiting_observed_max"] or 0))
+    return {**per[main], "replica": main, "per_replica": per}
+
+
+def for_replica(cap: dict, replica: str | None) -> dict:
+    """The capacity figures of one replica (the folder's when it has one replica or the replica is unknown)."""
+    return (cap.get("per_replica") or {}).get(replica or "", cap)
+
+
+def _names(df: pl.DataFrame) -> list[str]:
+    return df["replica"].drop_nulls().unique().to_list() if "replica" in df.columns and df.height else []
+
+
+def _one(events: pl.DataFrame, req: pl.DataFrame, server: pl.DataFrame, metrics: pl.DataFrame | None) -> dict:
+    cap = startup(events)
     bs = cap["block_size"] or 16  # vLLM's default block size on GPUs
     tok = req.select((pl.col("prompt_tokens") + pl.col("output_tokens")).alias("t"),
                      (pl.col("prompt_tokens") + pl.col("max_tokens")).alias("r"))

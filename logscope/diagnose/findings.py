@@ -25,6 +25,7 @@ from datetime import datetime
 import polars as pl
 
 from .. import clock
+from . import capacity
 from .episodes import Context
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
@@ -130,6 +131,7 @@ def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
 
 def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dict]:
     sig = ep["signal"]
+    cap = capacity.for_replica(cap, ep["replica"])  # this replica's cache and config
     if sig == "crash":
         return [_crash(ctx, ep, cap)]
     if sig == "stall":

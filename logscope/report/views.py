@@ -22,6 +22,33 @@ def _get(d: Any, *path: str) -> Any:
 def capacity_lines(cap: dict | None) -> list[str]:
     if not cap:
         return []
+    per = cap.get("per_replica") or {}
+    if len(per) < 2:
+        return _capacity(cap)
+    out = [f"{len(per)} replicas, each with its own cache and config. {cap['replica']}, the one that came "
+           "closest to its limits:"]
+    out += _capacity(cap)
+    for name, c in per.items():
+        if name != cap["replica"]:
+            out.append(f"{name}: " + _capacity_brief(c))
+    return out
+
+
+def _capacity_brief(c: dict) -> str:
+    """One replica's capacity in one sentence."""
+    bits = [f"KV cache {fnum(c['kv_tokens'])} tokens" if c.get("kv_tokens") else "KV cache size not logged"]
+    hold, obs = _get(c, "concurrency_kv_can_hold", "at_p50"), _get(c, "tokens_per_request_observed", "p50")
+    if hold and obs:
+        bits.append(f"holds about {fnum(hold, 1)} requests of {fnum(obs, 0)} tokens")
+    if c.get("max_num_seqs"):
+        bits.append(f"max_num_seqs {fnum(c['max_num_seqs'])}")
+    seen = [f"running up to {fnum(c['running_observed_max'])}" if c.get("running_observed_max") is not None else "",
+            f"KV usage up to {pct(c['kv_observed_max'])}" if c.get("kv_observed_max") is not None else ""]
+    seen = [x for x in seen if x]
+    return ", ".join(bits) + ("; observed: " + ", ".join(seen) if seen else "") + "."
+
+
+def _capacity(cap: dict) -> list[str]:
     out = []
     kv, blocks, bs = cap.get("kv_tokens"), cap.get("gpu_blocks") or cap.get("cpu_blocks"), cap.get("block_size")
     if kv:
