@@ -48,8 +48,11 @@ METHOD = [
 
 def run(out: Path, options) -> dict:
     out = Path(out)
-    with clock.covering(*clock.files_span(out)):  # times carry their date when the logs cover several days
-        return _run(out, options)
+    try:
+        with clock.covering(*clock.files_span(out)):  # times carry their date when the logs cover several days
+            return _run(out, options)
+    finally:
+        figures.forget()
 
 
 def _run(out: Path, options) -> dict:

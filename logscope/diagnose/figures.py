@@ -6,6 +6,8 @@ the diagnosis measures a range the same way.
 
 from __future__ import annotations
 
+import bisect
+from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -34,13 +36,38 @@ def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None
     if s.dtype != TS or lo.tzinfo is None or hi.tzinfo is None:
         return df.filter(pl.col(col).is_between(lo, hi, closed=closed))
     a, b = epoch_us(lo), epoch_us(hi)
-    if s.null_count() == 0 and s.is_sorted():
+    times = _sorted_times(df, col)
+    if times is not None:
         # integers: the first row > t is the first row >= t + 1, so both bounds are one left-side search
-        lo_at = a if closed in ("both", "left") else a + 1
-        hi_at = b + 1 if closed in ("both", "right") else b
-        i, j = s.to_physical().search_sorted(pl.Series([lo_at, hi_at], dtype=pl.Int64), side="left").to_list()
+        i = bisect.bisect_left(times, a if closed in ("both", "left") else a + 1)
+        j = bisect.bisect_left(times, b + 1 if closed in ("both", "right") else b)
         return df.slice(i, max(0, j - i))
     return df.filter(pl.col(col).to_physical().is_between(a, b, closed=closed))
+
+
+_TIMES: OrderedDict[tuple[int, str], tuple[pl.DataFrame, list[int] | None]] = OrderedDict()
+
+
+def forget() -> None:
+    """Let go of the cached frames (diagnose.run calls it when done)."""
+    _TIMES.clear()
+
+
+def _sorted_times(df: pl.DataFrame, col: str) -> list[int] | None:
+    """The epoch-µs times of a column sorted without nulls, as a Python list (a bisect on it takes a
+    microsecond, a polars search_sorted ~60 µs of call overhead: a day's episodes and deaths ask
+    thousands of ranges); None when the column is not sorted or has nulls. The last few frames asked
+    are kept (with the frame itself, so that an id is never reused while cached)."""
+    key = (id(df), col)
+    hit = _TIMES.get(key)
+    if hit is None or hit[0] is not df:
+        s = df[col]
+        times = s.to_physical().to_list() if s.null_count() == 0 and s.is_sorted() else None
+        hit = _TIMES[key] = (df, times)
+        while len(_TIMES) > 16:
+            _TIMES.popitem(last=False)
+    _TIMES.move_to_end(key)
+    return hit[1]
 
 
 _STATE_EMPTY = {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,
