@@ -327,6 +327,25 @@ def test_many_windows_are_merged_keeping_sums_and_maxima(tmp_path_factory, monke
 # ------------------------------------------------------------------ escaping helpers
 
 
+def test_tables_are_read_when_asked_and_damage_is_named(tmp_path_factory, tmp_path, monkeypatch):
+    """The report reads a table when something needs it (correlation.json gives the retry counts, so the
+    gateway attempts are never read); a damaged windows.parquet is named where the timeline would be."""
+    out = tmp_path / "spike"
+    shutil.copytree(analysed(tmp_path_factory, "spike"), out)
+    ld = load(out)
+    assert ld.tables == {} and ld.why("windows") == ""
+    build(ld, AnalyzeOptions())
+    assert {"gateway_attempts", "client_attempts", "requests"}.isdisjoint(ld.tables) and "windows" in ld.tables
+    data = (out / "windows.parquet").read_bytes()
+    (out / "windows.parquet").write_bytes(data[:4] + b"\0" * 200 + data[204:])  # pages gone, footer kept
+    (out / "ladder.parquet").write_bytes(b"not parquet")
+    ld = load(out)
+    assert ld.why("ladder").startswith("ladder.parquet could not be read")
+    assert ld.why("windows").startswith("windows.parquet could not be read")
+    render(out, AnalyzeOptions())
+    assert "Timeline not available: windows.parquet could not be read" in (out / "report.html").read_text()
+
+
 def test_script_json_cannot_close_the_script_element():
     payload = {"id": "</script><script>alert(1)</script>", "x": "<!-- & \u2028"}
     text = str(script_json(payload))

@@ -409,13 +409,18 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         ca = ca.filter(pl.col("source").is_in(used))
     if ca.height == 0:
         return None, None
+    # each attempt against the previous one of its request: rows sorted by request, then a shift (a window
+    # over a million small groups costs more than the sort)
+    key = ["source", "logical_request_id"]
+    same = pl.all_horizontal(pl.col(k).eq_missing(pl.col(k).shift(1)) for k in key)
     gaps = (
         ca.filter(pl.col("logical_request_id").is_not_null())
-        .sort(["source", "logical_request_id", "attempt", "ts_start"])
-        .with_columns(
-            ((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds() / 1e6)
-            .over(["source", "logical_request_id"])
-            .alias("gap_s")
+        .select(*key, "attempt", "ts_start", "ts_end")
+        .sort([*key, "attempt", "ts_start"])
+        .select(
+            "attempt",
+            pl.when(same).then((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds() / 1e6)
+            .alias("gap_s"),
         )
         .filter(pl.col("attempt") > 1)
         .select("gap_s")

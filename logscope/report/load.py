@@ -46,7 +46,8 @@ PRODUCER = {
 
 @dataclass
 class Loaded:
-    """Tables and documents of one output folder, with a reason for each missing one."""
+    """Tables and documents of one output folder, with a reason for each missing one. A table is read
+    when first asked for (at millions of requests the page needs some tables only for a count)."""
 
     out: Path
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
@@ -54,13 +55,21 @@ class Loaded:
     missing: dict[str, str] = field(default_factory=dict)
 
     def table(self, name: str) -> pl.DataFrame:
-        """The table, or an empty frame with the declared schema when it is missing."""
+        """The table, or an empty frame with the declared schema when it is missing or unreadable."""
+        if name not in self.tables and name not in self.missing:
+            p = self.out / f"{name}.parquet"
+            try:
+                self.tables[name] = schemas.conform(pl.read_parquet(p), name)
+            except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
+                self.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
         return self.tables.get(name, schemas.empty(name))
 
     def doc(self, name: str) -> dict:
         return self.docs.get(name, {})
 
     def why(self, name: str) -> str:
+        if name in TABLES:
+            self.table(name)  # a table that fails to read says so here too
         return self.missing.get(name, "")
 
 
@@ -71,8 +80,8 @@ def load(out: Path) -> Loaded:
         if not p.exists():
             res.missing[name] = f"{p.name} is missing (written by {PRODUCER.get(name, 'logscope ingest')})"
             continue
-        try:
-            res.tables[name] = schemas.conform(pl.read_parquet(p), name)
+        try:  # the footer now, so that a damaged table is named even if nothing reads it; the rows when asked
+            pl.read_parquet_schema(p)
         except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
             res.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
     for name in DOCS:

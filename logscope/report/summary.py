@@ -243,7 +243,7 @@ def retries(ld: Loaded) -> dict:
         "cancellation_propagated": orph.get("cancellation_propagated"),
     }  # fmt: skip
     given = {k: v for k, v in given.items() if v is not None}
-    counted = _count_layers(ld)
+    counted = _count_layers(ld, {k for k in RETRY_KEYS if k not in given})
     out = {k: clean(given[k] if k in given else counted.get(k)) for k in RETRY_KEYS}
     out["source"] = "correlation.json" if given else ("tables" if counted else None)
     out["factors"] = clean(mult.get("factors")) or None
@@ -262,26 +262,29 @@ def _dict(x: Any) -> dict:
     return x if isinstance(x, dict) else {}
 
 
-def _count_layers(ld: Loaded) -> dict:
-    """Fallback counts straight from the tables (used when correlation.json lacks them)."""
+def _count_layers(ld: Loaded, need: set[str]) -> dict:
+    """Fallback counts straight from the tables, for the keys correlation.json lacks (``need``): each table
+    is read only when one of its counts is needed."""
     c: dict[str, Any] = {}
-    req = ld.tables.get("requests")
+    if "amplification" in need:
+        need = need | {"logical_requests", "server_requests"}
+    req = ld.table("requests") if need & {"logical_requests", "orphaned_requests", "orphan_s"} else None
     if req is not None and req.height:
         client_rows = req.filter(pl.col("origin") == "client")
         base = client_rows if client_rows.height else req
         c["logical_requests"] = base.height
         c["orphaned_requests"] = int((req["orphaned_executions"].fill_null(0) > 0).sum())
         c["orphan_s"] = req["orphan_s"].sum() if req["orphan_s"].null_count() < req.height else None
-    ca = ld.tables.get("client_attempts")
+    ca = ld.table("client_attempts") if need & {"client_attempts", "client_retries"} else None
     if ca is not None and ca.height:
         c["client_attempts"] = ca.height
         c["client_retries"] = int((ca["attempt"].fill_null(1) > 1).sum())
-    ga = ld.tables.get("gateway_attempts")
+    ga = ld.table("gateway_attempts") if need & {"gateway_requests", "gateway_attempts", "gateway_retries"} else None
     if ga is not None and ga.height:
         c["gateway_requests"] = ga.select(pl.struct("source", "request_id", "ts_end").n_unique()).item()
         c["gateway_attempts"] = ga.height
         c["gateway_retries"] = int((ga["attempt"].fill_null(1) > 1).sum())
-    sr = ld.tables.get("server_requests")
+    sr = ld.table("server_requests") if need & {"server_requests", "server_aborts"} else None
     if sr is not None and sr.height:
         work = sr.filter(pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null())
         c["server_requests"] = work.height
