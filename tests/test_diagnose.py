@@ -578,3 +578,21 @@ def test_crash_loop(tmp_path, monkeypatch):
     assert [t for t in titles if t.startswith(("Server killed", "Slow first tokens"))] == [
         "Server killed without a trace at 08:34:22, back at 08:35:31 (69 s down) — the first of 3 like it",
         "Slow first tokens after the server start (08:35:31–08:36:01) — the first of 3 slow restarts"]
+
+
+def test_retries_without_an_episode_are_a_finding():
+    """A retry regime that lasts the whole run is no outlier against its own baseline, so no episode names
+    it; 1.64 client attempts per logical request is a finding all the same. The counts are the 5 GB bench
+    folder's (real lab lines tiled): before, it had no retries finding at all."""
+    from types import SimpleNamespace
+
+    from logscope.diagnose import Thresholds, findings
+
+    tr = {"logical_requests": 1204152, "client_attempts": 1972176, "server_requests": 1213821,
+          "amplification": 1213821 / 1204152, "client_retries": 768024, "gateway_retries": 44366}
+    [f] = findings._traffic(SimpleNamespace(th=Thresholds()), [], tr)
+    assert (f["severity"], f["kind"]) == ("medium", "retries")
+    assert f["title"] == ("Retries: 1.64 attempts per request (1.01× executions at the server: the extra attempts "
+                          "never reached it)")
+    calm = {**tr, "client_attempts": 1300000, "client_retries": 95848, "gateway_retries": 0}  # 1.08 per request
+    assert findings._traffic(SimpleNamespace(th=Thresholds()), [], calm) == []

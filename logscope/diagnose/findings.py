@@ -356,7 +356,10 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                  any(c["signal"] == "retries" for c in e["details"]["companions"])), None)
     per_logical = (tr["client_attempts"] / tr["logical_requests"]) if tr.get("client_attempts") and \
         tr.get("logical_requests") else None
-    if retries and (ep_r is not None or (amp or 0) >= ctx.th.amplification_high):
+    # retries are a finding when they stand out in time (an episode), or when they multiply the work at the
+    # server or at the client, whatever their timing (a regime of retries that lasts all day is no outlier)
+    if retries and (ep_r is not None or (amp or 0) >= ctx.th.amplification_high
+                    or (per_logical or 0) >= ctx.th.amplification_high):
         layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
         multi = len(layers) > 1
         ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts; "
