@@ -55,9 +55,13 @@ def hms(ts: datetime, ms: bool = False) -> str:
     return f"{s}.{ts.microsecond // 1000:03d}" if ms else s
 
 
+def hms_after(a: datetime, b: datetime) -> str:
+    """``b`` as the end of something that began at ``a``: its date only when it is another day's."""
+    return b.strftime("%H:%M:%S") if a.astimezone(UTC).date() == b.astimezone(UTC).date() else hms(b)
+
+
 def hms_range(a: datetime | None, b: datetime | None) -> str:
     """'08:30:03–08:31:13'; where times carry dates, the end's only when it is another day's."""
     if a is None or b is None:
         return f"{hms(a) if a is not None else '?'}–{hms(b) if b is not None else '?'}"
-    same_day = a.astimezone(UTC).date() == b.astimezone(UTC).date()
-    return f"{hms(a)}–{b.strftime('%H:%M:%S') if same_day else hms(b)}"
+    return f"{hms(a)}–{hms_after(a, b)}"

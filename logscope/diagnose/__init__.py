@@ -230,7 +230,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
     if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
         head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
-                f"to {clock.hms(like[-1]['start'])} (a crash loop); the first: " + head[0].lower() + head[1:])
+                f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: " + head[0].lower() + head[1:])
     return [head, _when(ctx, main, eps), test]
 
 
@@ -246,7 +246,8 @@ def _headline(e: dict) -> str:
             "died (" + ", ".join(c["kinds"]) + ")"
         if c["at_startup"]:
             return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
-        back = f" and was ready again at {clock.hms(c['ready'])}" if c["ready"] else ", with no restart in the logs"
+        back = f" and was ready again at {clock.hms_after(e['start'], c['ready'])}" if c["ready"] else \
+            ", with no restart in the logs"
         return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
     what = {"preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
             "kv_pressure": "KV cache near full", "queue": f"a queue of up to {e['peak']:.0f} waiting",

@@ -108,7 +108,7 @@ def _stands_for(f: dict, n: int, title_noun: str, what: str, first: datetime, la
                 names: str = "") -> None:
     """Turn the finding of the first of ``n`` like episodes into the finding of all of them."""
     f["title"] = f"{f['title']} — the first of {n} {title_noun}"
-    f["evidence"] = f"{n} {what} from {_t(first)} to {_t(last)}{names}; the first: {f['evidence']}"
+    f["evidence"] = f"{n} {what} from {_t(first)} to {clock.hms_after(first, last)}{names}; the first: {f['evidence']}"
 
 
 def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
@@ -264,7 +264,8 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
         ev.append(f"{d['gateway_5xx']} gateway 5xx")
     mns = cap.get("max_num_seqs")
     half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
-    when = f"{_t(ep['start'])}" + (f", back at {_t(c['ready'])} ({down:.0f} s down)" if down is not None else
+    when = f"{_t(ep['start'])}" + (f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
+                                   if down is not None else
                                    ", no restart in the logs")
     if "oom" in kinds:
         if c["at_startup"]:
