@@ -23,7 +23,7 @@ def test_format_follows_the_span():
         assert (clock.hms(t), clock.hms(t, ms=True)) == ("11-30 08:41:54", "11-30 08:41:54.250")
         assert clock.hms_range(t, t.replace(minute=42)) == "11-30 08:41:54–08:42:54"  # one date for one day
         assert clock.hms_range(day, t) == "11-29 08:30:00–11-30 08:41:54"
-        assert (clock.hms_after(day, day.replace(hour=9)), clock.hms_after(day, t)) == ("09:00:00", "11-30 08:41:54")
+        assert (clock.hms_after(day, day.replace(hour=9)), clock.hms_after(day, t)) == ("09:30:00", "11-30 08:41:54")
     assert clock.hms_range(day, None) == "08:30:00–?"
     assert clock.hms(t) == "08:41:54"  # outside the block: the default again
 
