@@ -226,7 +226,6 @@ def group(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
     wide, server = st.filter(wide_rows), st.filter(~wide_rows)
     cores = [d for r in sorted(server["replica"].unique().to_list(), key=lambda r: r or "")
              for g in _overlapping(server.filter(pl.col("replica") == r), gap_s) for d in _per_death(g)]
-    out = []
     taken = pl.Series("_i", [], dtype=pl.UInt32)
     if cores and wide.height:
         spans = pl.DataFrame({"_g": range(len(cores)), "_lo": [g["start"].min() for g in cores],
