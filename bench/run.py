@@ -9,7 +9,7 @@ Every tool runs as a child process; its wall time, CPU time (user + sys) and pea
 os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's. On a shared machine
 the CPU column is the steadier one. --quick skips lnav, ``logscope analyze`` and the naive parse
 loop; the naive count loop always runs: its counts are the check that logscope counted the same
-lines.
+lines. The stages of analyze are also timed one by one, once (``bench/phases.py``).
 """
 
 from __future__ import annotations
@@ -143,6 +143,7 @@ class Bench:
         self.mb = self.size / 1e6
         self.results: dict[str, dict] = {}
         self.counts: dict[str, dict] = {}
+        self.phases: list[dict] = []
 
     def run(self, name: str, cmd: list[str], scanned_mb: float | None = None, env: dict | None = None,
             capture: bool = False) -> dict:
@@ -178,6 +179,10 @@ def run_tools(b: Bench, work: Path, quick: bool) -> None:
         b.counts["logscope"] = logscope_counts(work / "ingest")
     if not quick:
         b.run("logscope analyze (report incl.)", [*logscope, "analyze", data, "-o", str(work / "analyze"), "-q"])
+    # the stages of analyze one by one (once: the figures docs/performance.md gives per stage)
+    r = measure([sys.executable, str(HERE / "phases.py"), data, str(work / "phases")], stdout=subprocess.PIPE)
+    if r["ok"]:
+        b.phases = json.loads(r["out"])
     b.run_json("naive Python line loop", "naive", [sys.executable, str(HERE / "naive.py"), data])
     if quick:
         return
@@ -213,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
     run_tools(b, work, a.quick)
     same = all(b.counts.get("logscope", {}).get(k) == b.counts.get("naive", {}).get(k) for k in COUNT_KEYS)
     summary = {"machine": m, "bytes": b.size, "lines": b.lines, "results": b.results, "counts": b.counts,
-               "counts_agree": same}
+               "counts_agree": same, "analyze_stages": b.phases}
     print_table(summary)
     if a.json:
         a.json.write_text(json.dumps(summary, indent=1))
@@ -236,6 +241,9 @@ def print_table(summary: dict) -> None:
         print(f"{name:34} {r['mb']:7.0f} {r['seconds']:7.2f} {r['cpu_seconds']:7.2f} {r['mb_s']:7.1f} "
               f"{r['lines_s']:11,} {r['peak_rss_mb']:7,} {ratio}")
     print("\n'ingest ×' = logscope ingest MB/s / the tool's MB/s (lnav: over the vLLM files it read)")
+    if summary.get("analyze_stages"):
+        print("analyze stage by stage (bench/phases.py, one run): " + ", ".join(
+            f"{p['stage']} {p['seconds']:.2f} s" for p in summary["analyze_stages"]))
     print("counts:", json.dumps(summary["counts"]))
     print("logscope and the naive loop count the same:", summary["counts_agree"])
 

@@ -36,3 +36,7 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     assert rows[run.INGEST]["mb"] == round(summary["bytes"] / 1e6, 1)
     assert "lnav (vLLM files only)" not in rows and "logscope analyze (report incl.)" not in rows  # --quick
     assert json.loads(out.read_text())["counts"]["logscope"] == EXPECTED
+    # the stages of analyze, timed one by one (bench/phases.py): all four ran, each took some time
+    stages = summary["analyze_stages"]
+    assert [p["stage"] for p in stages] == ["ingest", "correlate", "diagnose", "render"]
+    assert all(p["seconds"] > 0 and p["peak_rss_mb"] > 0 for p in stages)
