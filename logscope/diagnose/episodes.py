@@ -142,8 +142,7 @@ def _windowed(ctx: Context, name: str, value: pl.Expr, rule: detect.Rule, skip_c
     df = w.select(pl.lit("").alias("replica"), "ts", value.alias("v"))
     if skip_cold and ctx.cold:
         pad = timedelta(seconds=ctx.inputs.window_s)
-        ts = pl.col("ts").to_physical()
-        df = df.filter(~pl.any_horizontal(ts.is_between(figures.epoch_us(a - pad), figures.epoch_us(b)) for a, b in ctx.cold))
+        df = df.filter(figures.outside("ts", [(a - pad, b) for a, b in ctx.cold]))
     return _series_stretches(ctx, name, df, "v", rule, end_pad_s=ctx.inputs.window_s)
 
 
@@ -346,7 +345,7 @@ def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req
         "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
         "success_share": during_req["success_share"],
     }
-    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, dict(sums), pre)
+    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, sums, pre)
     # the same server figures over the baseline window, side by side with the episode's
     ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
@@ -424,8 +423,8 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
                                        "note": "V0 prints one warning per 50 preemptions"}
     if pre is not None and ep["signal"] != "preemptions":
         d["preemptions"] = pre
-    arr = sums.pop("arrivals", None)
-    d.update(sums)
+    arr = sums.get("arrivals")
+    d.update((k, v) for k, v in sums.items() if k != "arrivals")
     if arr and d.get("server_requests") is not None:
         d["amplification"] = d["server_requests"] / arr
     ph = ctx.inputs.phases.filter((pl.col("ts_start").to_physical() <= figures.epoch_us(end))

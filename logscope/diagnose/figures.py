@@ -23,6 +23,12 @@ def epoch_us(t: datetime) -> int:
     return (t - _EPOCH) // _US
 
 
+def outside(col: str, ranges: list[tuple]) -> pl.Expr:
+    """True where ``col`` (a TS column) lies in none of the closed ranges (times as epoch microseconds)."""
+    ts = pl.col(col).to_physical()
+    return ~pl.any_horizontal(ts.is_between(epoch_us(a), epoch_us(b)) for a, b in ranges)
+
+
 def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None,
             closed: str = "both") -> pl.DataFrame:
     """Rows of ``df`` with ``col`` in [lo, hi] (``closed`` as in ``is_between``), in their order.
@@ -142,8 +148,7 @@ def requests(req: pl.DataFrame, lo, hi, exclude: list[tuple] | None = None) -> d
     """Request figures for requests that *started* in [lo, hi]; ``exclude`` drops cold windows."""
     r = between(req, "ts_start", lo, hi)
     if exclude:
-        ts = pl.col("ts_start").to_physical()
-        r = r.filter(~pl.any_horizontal(ts.is_between(epoch_us(a), epoch_us(b)) for a, b in exclude))
+        r = r.filter(outside("ts_start", exclude))
     if r.height == 0:
         return _requests_empty(_duration(lo, hi))
     return _request_row(r.select(_REQUEST_AGGS).row(0, named=True), _duration(lo, hi))

@@ -16,6 +16,7 @@ import altair as alt
 import polars as pl
 
 from .. import clock
+from ..correlate.frames import group_first
 from .load import Loaded
 
 MAX_WINDOWS = 720  # more windows than this are merged: a 1,040 px wide chart cannot show more
@@ -412,14 +413,14 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     # each attempt against the previous one of its request: rows sorted by request, then a shift (a window
     # over a million small groups costs more than the sort)
     key = ["source", "logical_request_id"]
-    same = pl.all_horizontal(pl.col(k).eq_missing(pl.col(k).shift(1)) for k in key)
     gaps = (
         ca.filter(pl.col("logical_request_id").is_not_null())
         .select(*key, "attempt", "ts_start", "ts_end")
         .sort([*key, "attempt", "ts_start"])
         .select(
             "attempt",
-            pl.when(same).then((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds() / 1e6)
+            pl.when(~group_first(*key)).then((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds()
+                                             / 1e6)
             .alias("gap_s"),
         )
         .filter(pl.col("attempt") > 1)
