@@ -428,6 +428,31 @@ def test_open_loop_overload_is_not_a_ladder(tmp_path):
     assert "errors" in [e["signal"] for e in d["episodes"]]
 
 
+def test_the_diagnosis_reads_what_it_uses(storm):
+    """At a million requests the diagnosis loads only the columns it reads of the request tables, and
+    vLLM's access lines (nearly all of server_events) apart from the other events: on the storm's tables
+    the two parts are the whole event table, and the diagnosis is that of the whole tables (determinism
+    and every lab figure in this file are checked on it)."""
+    from logscope.diagnose import tables
+
+    out, _ = storm
+    inp = tables.load(out)
+    ev = pl.read_parquet(out / "server_events.parquet")
+    access = ev.filter(pl.col("kind") == "http_access")
+    assert access.height > 100 and inp.access.height == access.height
+    assert inp.events.height + inp.access.height == ev.height
+    assert "http_access" not in inp.events["kind"].to_list()
+    assert sorted(inp.events["kind"].unique().to_list()) == sorted(
+        ev.filter(pl.col("kind") != "http_access")["kind"].unique().to_list())
+    assert inp.access.columns == list(tables.ACCESS_COLUMNS)
+    assert inp.access["http_status"].to_list() == access["http_status"].to_list()
+    for name, attr in (("gateway_attempts", "gateway"), ("gateway_errors", "gateway_errors"),
+                       ("server_requests", "server_requests")):
+        got, whole = getattr(inp, attr), pl.read_parquet(out / f"{name}.parquet")
+        assert got.columns == list(tables.COLUMNS[name]) and got.height == whole.height > 0
+        assert got.equals(whole.select(tables.COLUMNS[name]))
+
+
 def test_between_gives_what_a_filter_gives(storm):
     """figures.between slices sorted columns by binary search and compares epoch µs elsewhere: on the
     storm's real tables (requests sorted by start, server_stats by replica then time, with a null
@@ -534,7 +559,7 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
 
     th, _ = from_options(AnalyzeOptions())
     inp = load_inputs(tmp_path / "out", None)
-    ctx = Context(inp, lifecycle.analyse(inp.stats, inp.events, inp.server_requests, inp.requests, th), th,
+    ctx = Context(inp, lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), th,
                   Slo(2.0, 20.0, 0.99))
     st = stretches(ctx)
     # an error rate abnormal from the first stretch to the last

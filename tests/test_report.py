@@ -21,7 +21,7 @@ from markupsafe import escape
 
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
-from logscope.report import context, render
+from logscope.report import charts, context, render
 from logscope.report.html import CSP, environment, script_json
 from logscope.report.load import load
 from logscope.report.markdown import environment as md_environment
@@ -261,7 +261,6 @@ def test_templates_name_only_context_fields(tmp_path_factory):
 
 def test_every_chart_validates_against_the_vega_lite_schema(run_out, monkeypatch):
     """A run skips altair's schema check (charts.VALIDATE): here every chart of every lab run passes it."""
-    from logscope.report import charts
 
     _, out = run_out
     monkeypatch.setattr(charts, "VALIDATE", True)
@@ -312,7 +311,6 @@ def test_retry_timing_counts_each_retry_once(tmp_path_factory):
 
 
 def test_many_windows_are_merged_keeping_sums_and_maxima(tmp_path_factory, monkeypatch):
-    from logscope.report import charts
 
     w = load(analysed(tmp_path_factory, "spike")).table("windows").sort("ts")
     monkeypatch.setattr(charts, "MAX_WINDOWS", 20)
@@ -329,13 +327,21 @@ def test_many_windows_are_merged_keeping_sums_and_maxima(tmp_path_factory, monke
 
 def test_tables_are_read_when_asked_and_damage_is_named(tmp_path_factory, tmp_path, monkeypatch):
     """The report reads a table when something needs it (correlation.json gives the retry counts, so the
-    gateway attempts are never read); a damaged windows.parquet is named where the timeline would be."""
+    gateway attempts are never read), and of the request tables only the columns it uses; a damaged
+    windows.parquet is named where the timeline would be."""
     out = tmp_path / "spike"
     shutil.copytree(analysed(tmp_path_factory, "spike"), out)
     ld = load(out)
     assert ld.tables == {} and ld.why("windows") == ""
     build(ld, AnalyzeOptions())
-    assert {"gateway_attempts", "client_attempts", "requests"}.isdisjoint(ld.tables) and "windows" in ld.tables
+    charts.retry_gap_chart(ld), charts.output_length_chart(ld)
+    read = {k.split(":")[0]: k for k in ld.tables}
+    assert "gateway_attempts" not in read and "windows" in ld.tables
+    assert {"client_attempts", "requests"}.isdisjoint(ld.tables)  # never whole: the columns used, below
+    assert ld.tables[read["client_attempts"]].columns == ["source", "logical_request_id", "attempt", "ts_start",
+                                                          "ts_end"]
+    assert ld.tables[read["requests"]].columns == ["max_tokens", "output_tokens"]
+    assert ld.tables[read["requests"]].height == pl.read_parquet(out / "requests.parquet").height > 0
     data = (out / "windows.parquet").read_bytes()
     (out / "windows.parquet").write_bytes(data[:4] + b"\0" * 200 + data[204:])  # pages gone, footer kept
     (out / "ladder.parquet").write_bytes(b"not parquet")
@@ -363,7 +369,6 @@ def test_markdown_escaping_keeps_log_text_literal():
 def test_many_episodes_share_one_row_per_class(tmp_path_factory, monkeypatch):
     """Past MAX_EPISODE_ROWS the lane has one row per class (179 episodes of a 1 GB folder made the chart
     3,600 px tall); every episode stays a bar with its label as tooltip, and panels shade merged bands."""
-    from logscope.report import charts
 
     out = analysed(tmp_path_factory, "ladder")  # E1, E2 spikes and E3 sustained, all preemptions
     summary = summary_of(out)
@@ -382,7 +387,6 @@ def test_many_episodes_share_one_row_per_class(tmp_path_factory, monkeypatch):
 def test_shading_bands_merge_overlapping_episodes_of_a_class(tmp_path_factory):
     import polars as pl
 
-    from logscope.report import charts
 
     eps = charts._episode_frame(summary_of(analysed(tmp_path_factory, "ladder"))["episodes"], 1000)
     bands = charts._bands(eps)

@@ -59,7 +59,7 @@ def _run(out: Path, options) -> dict:
     th, unknown = from_options(options)
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
     inp = load(out, getattr(options, "window", None))
-    life = lifecycle.analyse(inp.stats, inp.events, inp.server_requests, inp.requests, th)
+    life = lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th)
     ctx = Context(inp, life, th, slo)
     eps = episodes.build(ctx)
     for i, e in enumerate(eps, 1):

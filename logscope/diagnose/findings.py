@@ -548,11 +548,12 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
     if cap.get("max_concurrency_startup"):
         bits.append(f"start-up capacity {cap['max_concurrency_startup']:g}× requests of "
                     f"{cap.get('max_concurrency_tokens') or '?'} tokens")
-    if not bits and ctx.inputs.events.height:
-        bits.append(f"{ctx.inputs.events.height} server event(s) recognised, no stats line or request")
+    n_events = ctx.inputs.events.height + ctx.inputs.access.height
+    if not bits and n_events:
+        bits.append(f"{n_events} server event(s) recognised, no stats line or request")
     title = "Nothing alarming" + ("" if not eps else f" ({len(eps)} minor episode(s))")
     note = _shape_note(ctx)
-    if not bits and not note and ctx.inputs.events.height == 0:
+    if not bits and not note and n_events == 0:
         return [_f("info", "Nothing to diagnose: no server, gateway or client records were recognised",
                    "no stats line, request, event or access line was recognised in the input", "",
                    "the input is in a format logscope does not read (see files.parquet / unrecognized.parquet)",

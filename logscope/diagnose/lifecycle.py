@@ -60,14 +60,14 @@ class Lifecycle:
     cold: list[dict]  # replica, start, end, first_request
 
 
-def _activity(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame) -> pl.DataFrame:
+def _activity(stats: pl.DataFrame, events: list[pl.DataFrame], sreq: pl.DataFrame) -> pl.DataFrame:
     """Every timestamped server line we know of: replica, ts, pid, busy (a request or a busy stats line)."""
     parts = [
         stats.filter(pl.col("origin") == "log").select(
             pl.col("replica").fill_null(""), "ts", pl.lit(None, pl.Int64).alias("pid"),
             (pl.col("running").fill_null(0) > 0).alias("busy")),
-        events.filter(~pl.col("ts_inferred").fill_null(False)).select(
-            pl.col("replica").fill_null(""), "ts", "pid", pl.lit(False).alias("busy")),
+        *[ev.filter(~pl.col("ts_inferred").fill_null(False)).select(
+            pl.col("replica").fill_null(""), "ts", "pid", pl.lit(False).alias("busy")) for ev in events],
     ]
     for c in ("received_ts", "added_ts", "aborted_ts", "finished_ts"):
         parts.append(sreq.select(pl.col("replica").fill_null(""), pl.col(c).alias("ts"),
@@ -75,11 +75,12 @@ def _activity(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame) -> 
     return pl.concat(parts).filter(pl.col("ts").is_not_null()).sort(["replica", "ts"])
 
 
-def analyse(stats: pl.DataFrame, events: pl.DataFrame, sreq: pl.DataFrame, requests: pl.DataFrame,
-            th: Thresholds) -> Lifecycle:
+def analyse(stats: pl.DataFrame, events: pl.DataFrame, access: pl.DataFrame, sreq: pl.DataFrame,
+            requests: pl.DataFrame, th: Thresholds) -> Lifecycle:
+    """``events`` but the access lines (``access``: those, which only tell the server was up)."""
     ev = (events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null(""))
           .sort(["replica", "ts", "seq"]))
-    act = _activity(stats, events, sreq)
+    act = _activity(stats, [events, access], sreq)
     starts, deaths, shutdowns, cold = [], [], [], []
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):

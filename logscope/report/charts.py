@@ -404,7 +404,8 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
 
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
-    ca = ld.table("client_attempts")
+    key = ("source", "logical_request_id")
+    ca = ld.table("client_attempts", (*key, "attempt", "ts_start", "ts_end"))
     used = (ld.doc("correlation").get("sources") or {}).get("client")
     if used:  # a client log and its own JSONL can describe the same sends: count them once
         ca = ca.filter(pl.col("source").is_in(used))
@@ -412,10 +413,8 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         return None, None
     # each attempt against the previous one of its request: rows sorted by request, then a shift (a window
     # over a million small groups costs more than the sort)
-    key = ["source", "logical_request_id"]
     gaps = (
         ca.filter(pl.col("logical_request_id").is_not_null())
-        .select(*key, "attempt", "ts_start", "ts_end")
         .sort([*key, "attempt", "ts_start"])
         .select(
             "attempt",
@@ -457,7 +456,7 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
 
 def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Generated tokens as a share of the requested max_tokens (requests that say both)."""
-    req = ld.table("requests").filter(
+    req = ld.table("requests", ("max_tokens", "output_tokens")).filter(
         pl.col("max_tokens").is_not_null() & pl.col("output_tokens").is_not_null() & (pl.col("max_tokens") > 0)
     )
     if req.height == 0:

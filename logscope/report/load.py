@@ -54,15 +54,24 @@ class Loaded:
     docs: dict[str, dict] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
 
-    def table(self, name: str) -> pl.DataFrame:
-        """The table, or an empty frame with the declared schema when it is missing or unreadable."""
-        if name not in self.tables and name not in self.missing:
+    def table(self, name: str, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
+        """The table (only ``columns`` of it when given: at a million requests the page needs a few columns of
+        the request tables), or an empty frame with the declared schema when it is missing or unreadable."""
+        key = name if columns is None else f"{name}:{','.join(columns)}"
+        if key not in self.tables and name not in self.missing:
             p = self.out / f"{name}.parquet"
             try:
-                self.tables[name] = schemas.conform(pl.read_parquet(p), name)
+                if name in self.tables:  # the whole table is already read
+                    self.tables[key] = self.tables[name].select(columns)
+                else:
+                    lf = schemas.conform(pl.scan_parquet(p), name)
+                    self.tables[key] = (lf if columns is None else lf.select(columns)).collect()
             except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
                 self.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
-        return self.tables.get(name, schemas.empty(name))
+        if key in self.tables:
+            return self.tables[key]
+        empty = schemas.empty(name)
+        return empty if columns is None else empty.select(columns)
 
     def doc(self, name: str) -> dict:
         return self.docs.get(name, {})

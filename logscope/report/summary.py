@@ -268,23 +268,23 @@ def _count_layers(ld: Loaded, need: set[str]) -> dict:
     c: dict[str, Any] = {}
     if "amplification" in need:
         need = need | {"logical_requests", "server_requests"}
-    req = ld.table("requests") if need & {"logical_requests", "orphaned_requests", "orphan_s"} else None
+    req = ld.table("requests", ("origin", "orphaned_executions", "orphan_s")) if need & {"logical_requests", "orphaned_requests", "orphan_s"} else None
     if req is not None and req.height:
         client_rows = req.filter(pl.col("origin") == "client")
         base = client_rows if client_rows.height else req
         c["logical_requests"] = base.height
         c["orphaned_requests"] = int((req["orphaned_executions"].fill_null(0) > 0).sum())
         c["orphan_s"] = req["orphan_s"].sum() if req["orphan_s"].null_count() < req.height else None
-    ca = ld.table("client_attempts") if need & {"client_attempts", "client_retries"} else None
+    ca = ld.table("client_attempts", ("attempt",)) if need & {"client_attempts", "client_retries"} else None
     if ca is not None and ca.height:
         c["client_attempts"] = ca.height
         c["client_retries"] = int((ca["attempt"].fill_null(1) > 1).sum())
-    ga = ld.table("gateway_attempts") if need & {"gateway_requests", "gateway_attempts", "gateway_retries"} else None
+    ga = ld.table("gateway_attempts", ("source", "request_id", "ts_end", "attempt")) if need & {"gateway_requests", "gateway_attempts", "gateway_retries"} else None
     if ga is not None and ga.height:
         c["gateway_requests"] = ga.select(pl.struct("source", "request_id", "ts_end").n_unique()).item()
         c["gateway_attempts"] = ga.height
         c["gateway_retries"] = int((ga["attempt"].fill_null(1) > 1).sum())
-    sr = ld.table("server_requests") if need & {"server_requests", "server_aborts"} else None
+    sr = ld.table("server_requests", ("endpoint", "aborted_ts")) if need & {"server_requests", "server_aborts"} else None
     if sr is not None and sr.height:
         work = sr.filter(pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null())
         c["server_requests"] = work.height
