@@ -411,3 +411,22 @@ def test_client_straight_to_vllm(tmp_path_factory, run):
     assert abs(o["count"] - s["orphans"]["count"]) <= 0.04 * LAYERS[run][4]
     if o["count"]:  # V1 logs no end and no gateway timed the upstream: the work after is unknown
         assert set(o["end_source"]) == {"unknown"}
+
+
+def test_the_columns_left_unread_change_nothing(tmp_path_factory):
+    """read_tables leaves out the columns the stage never reads (user agents, URLs, prompts: tens of MB
+    each at a million requests): on the storm (ids, retries, orphans at every layer) correlating the whole
+    tables gives the same requests, windows and figures."""
+    from logscope import schemas
+
+    out, _ = run_lab(tmp_path_factory, "retry-storm")
+    slim = frames.read_tables(out)
+    for name, cols in frames.UNUSED_COLUMNS.items():
+        assert set(cols).isdisjoint(slim[name].columns)
+        assert set(cols) <= set(schemas.schema(name))  # a renamed column must not go unnoticed
+    whole = {n: schemas.conform(pl.read_parquet(out / f"{n}.parquet"), n) for n in frames.INPUTS}
+    assert {n for n in frames.INPUTS if whole[n].height} >= {"server_requests", "gateway_attempts", "client_attempts"}
+    a, b = correlate_tables(slim), correlate_tables(whole)
+    assert a.requests.height == 653 and a.requests.equals(b.requests)
+    assert a.windows.equals(b.windows)
+    assert dumps(a.summary) == dumps(b.summary)

@@ -82,6 +82,12 @@ USED_COLUMNS = {
     "server_events": ("ts", "source", "replica", "kind"),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }
+# nor these of the request tables (at a million rows each column is tens of megabytes)
+UNUSED_COLUMNS = {
+    "client_attempts": ("e2e_s", "phase", "thread", "grouping", "grouping_confidence", "url", "line_no"),
+    "gateway_attempts": ("attempts_total", "user_agent", "port"),
+    "server_requests": ("prompt",),
+}
 
 
 # which client sources correlation uses, decided before the client tables are read whole (a table of
@@ -107,6 +113,7 @@ def read_tables(out: Path) -> dict[str, pl.DataFrame]:
         df = scan(name)
         if name in USED_COLUMNS:
             df = df.select(USED_COLUMNS[name])
+        df = df.drop(UNUSED_COLUMNS.get(name, ()))
         if name in ("client_attempts", "client_requests"):
             df = df.filter(pl.col("source").is_in(keep))
         tabs[name] = df.collect()
@@ -345,7 +352,13 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         )
         .sort("gr")
     )
-    return ga, gr
+    # what the stage reads of an attempt once its request's row is made: the attempts are copied whole
+    # by several joins, and at two million of them every column left behind is ~16 MB per copy
+    return ga.select(GA_COLUMNS), gr
+
+
+GA_COLUMNS = ("ga", "gr", "source", "attempt", "upstream", "upstream_status", "duration_s", "error", "pseudo",
+              "reached", "t0", "t1", "a0", "a1", "gr_t1")
 
 
 def _server(s: pl.DataFrame) -> pl.DataFrame:
@@ -360,7 +373,7 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.coalesce("received", "added").alias("t0"))
         .with_row_index("_order")  # log order (derive writes server_requests in it): keeps ties in order
         .sort(["t0", "_order"], nulls_last=True)
-        .drop("_order")
+        .drop("_order", "received_ts", "added_ts", "finished_ts", "aborted_ts", "prompt", "endpoint", strict=False)
         .with_row_index("sr")
         .with_columns(pl.col("sr").cast(pl.Int64))
     )
