@@ -77,7 +77,8 @@ def _activity(stats: pl.DataFrame, events: list[pl.DataFrame], sreq: pl.DataFram
 
 def analyse(stats: pl.DataFrame, events: pl.DataFrame, access: pl.DataFrame, sreq: pl.DataFrame,
             requests: pl.DataFrame, th: Thresholds) -> Lifecycle:
-    """``events`` but the access lines (``access``: those, which only tell the server was up)."""
+    """``events``: the server events but the access lines, which come apart in ``access`` (they only tell
+    that the server was up)."""
     ev = (events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null(""))
           .sort(["replica", "ts", "seq"]))
     act = _activity(stats, [events, access], sreq)
