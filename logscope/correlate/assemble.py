@@ -124,14 +124,16 @@ def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | Non
     return Assembled(reqs, ex, gr_lr, unmatched)
 
 
+# counts: the keys alone are joined (an anti-join of the whole frame copies every column of it)
 def _count_unlinked_ca(F: Frames, gr_lr: pl.DataFrame, L: Links) -> int:
+    ca = F.ca.select("ca")
     if F.gr.height == 0:
-        return F.ca.join(L.sr_ca, on="ca", how="anti").height if L.sr_ca.height else F.ca.height
-    return F.ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti").height
+        return ca.join(L.sr_ca, on="ca", how="anti").height if L.sr_ca.height else ca.height
+    return ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti").height
 
 
 def _gr_without_exec(F: Frames, ex: pl.DataFrame) -> int:
-    reached = F.gr.filter(pl.col("inference") & (pl.col("n_reached") > 0))
+    reached = F.gr.filter(pl.col("inference") & (pl.col("n_reached") > 0)).select("gr")
     return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti").height
 
 
