@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from .ingest import IngestOptions, IngestResult, Progress
@@ -13,6 +14,8 @@ from .ingest import ingest as _ingest
 class AnalyzeOptions:
     tz: str = "UTC"
     window: str | None = None  # e.g. "10s"; None = chosen from the data span
+    since: datetime | None = None  # analyse only records overlapping [since, until] (UTC; logscope.scope)
+    until: datetime | None = None
     slo_ttft_s: float = 2.0
     slo_e2e_s: float = 20.0
     slo_success: float = 0.99

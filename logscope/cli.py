@@ -62,6 +62,16 @@ def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=Non
     )
 
 
+def _range(since: str | None, until: str | None, tz: str):
+    from . import scope
+
+    try:
+        return scope.make(since, until, tz)
+    except ValueError as e:
+        raise LogscopeError(f"--since/--until: {e}", hint="times are ISO 8601, with an offset or in --tz",
+                            code=ExitCode.USAGE) from None
+
+
 def _check_input(path: Path) -> None:
     if not path.exists():
         raise LogscopeError(f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3)
@@ -183,6 +193,8 @@ def analyze(
     out_dir: OutOpt = None,
     tz: TzOpt = "UTC",
     window: Annotated[str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="... and up to this time")] = None,
     slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")] = 2.0,
     slo_e2e: Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")] = 20.0,
     slo_success: Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")] = 0.99,
@@ -204,9 +216,10 @@ def analyze(
         err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {bad[0]})")
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: _check_input(input), debug)
+    rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, slo_ttft_s=slo_ttft,
-                    slo_e2e_s=slo_e2e, slo_success=slo_success)
+                    slo_e2e_s=slo_e2e, slo_success=slo_success, since=rng.since, until=rng.until)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas
+from .. import schemas, scope
 from . import assemble, clock, frames, link, summary, windows
 from .frames import Frames, to_ts
 
@@ -32,7 +32,10 @@ class Result:
 def run(out: Path, options) -> dict:
     """Correlate the tables in ``out`` and write the correlation outputs there."""
     out = Path(out)
-    res = correlate_tables(frames.read_tables(out), window=getattr(options, "window", None))
+    rng = scope.of(options)
+    res = correlate_tables(frames.read_tables(out, rng), window=getattr(options, "window", None))
+    if rng:
+        res.summary["range"] = rng.doc()
     res.requests.write_parquet(out / "requests.parquet")
     res.windows.write_parquet(out / "windows.parquet")
     res.clock_offsets.write_parquet(out / "clock_offsets.parquet")

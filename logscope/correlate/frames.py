@@ -13,7 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas
+from .. import schemas, scope
+from ..scope import Range
 
 INPUTS = (
     "files",
@@ -95,15 +96,16 @@ UNUSED_COLUMNS = {
 CLIENT_PICK = "client_sources"
 
 
-def read_tables(out: Path) -> dict[str, pl.DataFrame]:
+def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
     """The ingest tables (an absent file reads as an empty table of its declared schema).
 
     A client's DEBUG log and its JSON lines describe the same sends and only one is used: which one is
     decided on a few columns first, so the client tables are read for the kept sources only (at a million
-    requests each copy is a gigabyte)."""
+    requests each copy is a gigabyte). With a time range, only the records that overlap it are read."""
     def scan(name: str) -> pl.LazyFrame:
         p = out / f"{name}.parquet"
-        return schemas.conform(pl.scan_parquet(p), name) if p.exists() else schemas.empty(name).lazy()
+        lf = schemas.conform(pl.scan_parquet(p), name) if p.exists() else schemas.empty(name).lazy()
+        return scope.cut(name, lf, rng)
 
     keep, dropped = pick_client_sources(
         scan("client_attempts").select(*_PICK_COLUMNS).collect(),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from logscope import clock, schemas
+from logscope import clock, schemas, scope
 
 from . import capacity, episodes, figures, findings, ladder, lifecycle, tables
 from .episodes import Context, Slo
@@ -48,8 +48,8 @@ METHOD = [
 
 def run(out: Path, options) -> dict:
     out = Path(out)
-    try:
-        with clock.covering(*clock.files_span(out)):  # times carry their date when the logs cover several days
+    try:  # times carry their date when the logs (or the range analysed) cover several days
+        with clock.covering(*scope.of(options).clip(*clock.files_span(out))):
             return _run(out, options)
     finally:
         figures.forget()
@@ -58,8 +58,10 @@ def run(out: Path, options) -> dict:
 def _run(out: Path, options) -> dict:
     th, unknown = from_options(options)
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
-    inp = load(out, getattr(options, "window", None))
-    life = lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th)
+    rng = scope.of(options)
+    inp = load(out, getattr(options, "window", None), rng)
+    life = _in_range(lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th),
+                     rng)
     ctx = Context(inp, life, th, slo)
     eps = episodes.build(ctx)
     for i, e in enumerate(eps, 1):
@@ -67,7 +69,7 @@ def _run(out: Path, options) -> dict:
     rows, lad = ladder.analyse(ctx)
     if lad is not None:
         lad["steps"] = rows
-    cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics"))
+    cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     traffic = _traffic(inp)
     cold = _cold(ctx)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
@@ -95,9 +97,26 @@ def _run(out: Path, options) -> dict:
         "thresholds_unknown": unknown,
         "method": METHOD,
     }
+    if rng:
+        diag["range"] = rng.doc()
     diag = _clean(diag)
     (out / "diagnosis.json").write_text(json.dumps(diag, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return diag
+
+
+def _in_range(life: lifecycle.Lifecycle, rng: scope.Range) -> lifecycle.Lifecycle:
+    """Starts, stops and cold windows in the range only: the starts before it were read to tell a death in
+    it (the previous instance's), not to be reported, and their cold windows lie before it."""
+    if not rng:
+        return life
+
+    def inside(t) -> bool:
+        return t is not None and (rng.since is None or t >= rng.since) and (rng.until is None or t <= rng.until)
+
+    return lifecycle.Lifecycle(
+        [s for s in life.starts if inside(s["ts"])], [d for d in life.deaths if inside(d.ts)],
+        [s for s in life.shutdowns if inside(s["ts"])], life.shutdown_noise,
+        [c for c in life.cold if inside(c["server_start"])])
 
 
 # ------------------------------------------------------------------ outputs
@@ -273,7 +292,8 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         c = e["details"]["crash"]
         comp = {x["signal"] for x in e["details"]["companions"]}
         extra = " with " + " and ".join(sorted(comp)) + " meanwhile" if comp else ""
-        down = f"down {c['downtime_s']:.0f} s" if c["downtime_s"] is not None else "not back before the logs end"
+        down = (f"down {c['downtime_s']:.0f} s" if c["downtime_s"] is not None
+                else f"not back before {ctx.inputs.rng.end_words}")
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
     label = {"sustained": "Sustained regime, not a one-off", "recurring": "Recurring, not a one-off",

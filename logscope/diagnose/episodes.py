@@ -467,10 +467,10 @@ def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead
         if death.ready_ts is not None:
             return "crash", (f"{what} at {_t(death.ts)}, restarted (pid {death.new_pid}) and ready at "
                              f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}")
-        return "crash", f"{what} at {_t(death.ts)} with no restart before the logs end{comp}"
+        return "crash", f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{comp}"
     share = ep["share_of_span"]
     if not ep["recovered"]:
-        return "sustained", f"{head}{SEP}still abnormal when the logs end{comp}"
+        return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
         return "sustained", f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}"
     if ep["duration_s"] >= th.sustained_min_s:

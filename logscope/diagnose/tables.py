@@ -12,7 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from logscope import schemas
+from logscope import schemas, scope
+from logscope.scope import Range
 
 # max/mean of the server's state over a span: episodes, steps and windows use the same figures
 SERVER_STATE_AGGS = (
@@ -39,17 +40,22 @@ COLUMNS = {
 # vLLM's uvicorn access lines are nearly all of server_events (one per request): they are kept apart,
 # with the few columns read of them, from the other events (starts, deaths, capacity, preemptions)
 ACCESS = "http_access"
+# events kept whatever the time range: what the server was (capacity, config, version) and when it
+# started, became ready or stopped (a death in the range is told from the start before it)
+CONTEXT_KINDS = ("capacity", "config", "version", "server_start", "server_ready", "server_listen", "server_stop")
 ACCESS_COLUMNS = ("ts", "ts_inferred", "replica", "kind", "pid", "seq", "http_status")
 
 
-def read(out: Path, name: str, columns: tuple[str, ...] | None = None, where: pl.Expr | None = None) -> pl.DataFrame:
-    """A table as declared (only ``columns`` of it, only rows ``where``); empty when absent or unreadable."""
+def read(out: Path, name: str, columns: tuple[str, ...] | None = None, where: pl.Expr | None = None,
+         rng: Range = scope.ALL) -> pl.DataFrame:
+    """A table as declared (only ``columns`` of it, only rows ``where`` and in the time range ``rng``); empty
+    when absent or unreadable."""
     p = out / f"{name}.parquet"
     empty = schemas.empty(name).select(columns) if columns else schemas.empty(name)
     if not p.exists():
         return empty
     try:
-        lf = schemas.conform(pl.scan_parquet(p), name)
+        lf = scope.cut(name, schemas.conform(pl.scan_parquet(p), name), rng)
         lf = lf.filter(where) if where is not None else lf
         return (lf.select(columns) if columns else lf).collect()
     except Exception:  # noqa: BLE001 - a half-written table must not stop the diagnosis
@@ -70,22 +76,29 @@ class Inputs:
     phases: pl.DataFrame
     gateway: pl.DataFrame  # COLUMNS["gateway_attempts"]
     gateway_errors: pl.DataFrame  # COLUMNS["gateway_errors"]
+    rng: Range = scope.ALL  # the time range examined (logscope.scope)
 
 
-def load(out: Path, window: str | None = None) -> Inputs:
-    stats = read(out, "server_stats").filter(pl.col("ts").is_not_null())
-    events = read(out, "server_events", where=pl.col("kind").ne_missing(ACCESS))
-    access = read(out, "server_events", ACCESS_COLUMNS, pl.col("kind") == ACCESS)
-    sreq = read(out, "server_requests", COLUMNS["server_requests"])
-    requests, origin = _requests(out, sreq)
-    gateway = read(out, "gateway_attempts", COLUMNS["gateway_attempts"])
-    gw_err = read(out, "gateway_errors", COLUMNS["gateway_errors"])
-    phases = read(out, "client_phases").filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
+def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
+    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.scope``)."""
+    stats = read(out, "server_stats", rng=rng).filter(pl.col("ts").is_not_null())
+    in_range = scope.where("server_events", rng)
+    if in_range is not None:  # and the server's set-up and starts outside it (capacity; whose death is inside)
+        in_range = in_range | pl.col("kind").is_in(CONTEXT_KINDS)
+    events = read(out, "server_events", where=pl.col("kind").ne_missing(ACCESS) & (
+        in_range if in_range is not None else True))
+    access = read(out, "server_events", ACCESS_COLUMNS, pl.col("kind") == ACCESS, rng)
+    sreq = read(out, "server_requests", COLUMNS["server_requests"], rng=rng)
+    requests, origin = _requests(out, sreq, rng)
+    gateway = read(out, "gateway_attempts", COLUMNS["gateway_attempts"], rng=rng)
+    gw_err = read(out, "gateway_errors", COLUMNS["gateway_errors"], rng=rng)
+    phases = read(out, "client_phases", rng=rng).filter(
+        pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
     # one phase can be described by two files of the same client (its log and its JSON lines)
     phases = (phases.sort(["ts_start", "source", "phase"])
               .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
               .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True).drop("_s"))
-    win = read(out, "windows").filter(pl.col("ts").is_not_null())
+    win = read(out, "windows", rng=rng).filter(pl.col("ts").is_not_null())
     if win.height and win["window_s"].drop_nulls().len():
         window_s = float(win["window_s"].drop_nulls()[0])
         w_origin = "correlated"
@@ -93,17 +106,18 @@ def load(out: Path, window: str | None = None) -> Inputs:
         window_s = _window_s(window, stats, requests)
         win = build_windows(window_s, stats, requests, gateway, access)
         w_origin = "built"
-    return Inputs(stats, events, access, sreq, requests, origin, win.sort("ts"), window_s, w_origin, phases, gateway, gw_err)
+    return Inputs(stats, events, access, sreq, requests, origin, win.sort("ts"), window_s, w_origin, phases,
+                  gateway, gw_err, rng)
 
 
-def _requests(out: Path, sreq: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, str]:
     """Logical requests: the correlated table, else the client's, else vLLM's own Received lines."""
     cols = ["ts_start", "ts_end", "outcome", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens",
             "phase", "concurrency", "client_attempts", "server_requests", "orphaned_executions"]
-    req = read(out, "requests").filter(pl.col("ts_start").is_not_null())
+    req = read(out, "requests", rng=rng).filter(pl.col("ts_start").is_not_null())
     if req.height:
         return req.select(cols).sort("ts_start"), "correlated"
-    cr = read(out, "client_requests").filter(pl.col("ts_start").is_not_null())
+    cr = read(out, "client_requests", rng=rng).filter(pl.col("ts_start").is_not_null())
     if cr.height:
         outcome = (
             pl.when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))

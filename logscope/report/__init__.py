@@ -55,9 +55,9 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     # the child starts now and readies vl-convert's JavaScript engine while the timeline is built
     painter = _Painter()
     try:
-        with clock.covering(*clock.files_span(out)), ThreadPoolExecutor(max_workers=2) as pool:
+        ld = load(out)
+        with clock.covering(*ld.rng.clip(*clock.files_span(out))), ThreadPoolExecutor(max_workers=2) as pool:
             bundle = pool.submit(vega_bundle)
-            ld = load(out)
             summary = build(ld, options)
             timeline = _timeline(ld, summary, options)
             # the picture is the longest piece: it is drawn while the other charts and the pages are made

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas
+from .. import schemas, scope
 
 TABLES = (
     "files",
@@ -53,6 +53,7 @@ class Loaded:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     docs: dict[str, dict] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
+    rng: scope.Range = field(default_factory=scope.Range)  # the time range the analysis looked at
 
     def table(self, name: str, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
         """The table (only ``columns`` of it when given: at a million requests the page needs a few columns of
@@ -64,7 +65,7 @@ class Loaded:
                 if name in self.tables:  # the whole table is already read
                     self.tables[key] = self.tables[name].select(columns)
                 else:
-                    lf = schemas.conform(pl.scan_parquet(p), name)
+                    lf = scope.cut(name, schemas.conform(pl.scan_parquet(p), name), self.rng)
                     self.tables[key] = (lf if columns is None else lf.select(columns)).collect()
             except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
                 self.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
@@ -107,4 +108,6 @@ def load(out: Path) -> Loaded:
             res.missing[name] = f"{p.name} is not a JSON object"
             continue
         res.docs[name] = doc
+    # the range diagnosis and correlation were run on (logscope report re-renders without options)
+    res.rng = scope.from_doc(res.doc("diagnosis").get("range") or res.doc("correlation").get("range"))
     return res

@@ -140,13 +140,20 @@ def inputs(ld: Loaded) -> dict:
 
 
 def span(ld: Loaded) -> dict:
+    """The time the report covers: the inputs' span, narrowed to the range given (``range``, then also
+    ``inputs_start`` / ``inputs_end``)."""
     files = ld.table("files")
     lo, hi = files["first_ts"].min(), files["last_ts"].max()
     w = ld.table("windows")
     if lo is None and w.height:
         lo, hi = w["ts"].min(), w["ts"].max()
+    out: dict = {}
+    if ld.rng:
+        out = {"range": {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}, "inputs_start": iso(lo),
+               "inputs_end": iso(hi)}
+        lo, hi = ld.rng.clip(lo, hi)
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
-    return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur)}
+    return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur), **out}
 
 
 def assumptions(ld: Loaded, options: Any) -> dict:

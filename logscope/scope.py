@@ -1,0 +1,120 @@
+"""The time range an analysis looks at (``--since`` / ``--until``).
+
+Ingest always reads every line (the coverage of each file stays whole); correlation, diagnosis and the
+report then read only the records whose time span overlaps the range, so a day of logs too large for
+memory can be analysed an hour at a time, and an incident's hour is not averaged into a day. A record
+overlaps when any of its times falls in the range or its times straddle it (a request received before
+``since`` and answered after it is kept whole); records without any time are kept, since they cannot
+be placed outside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+from . import schemas
+
+# tables that describe the inputs as a whole, never cut
+WHOLE = ("files", "unrecognized", "clock_offsets", "episodes", "findings", "ladder")
+
+
+@dataclass(frozen=True)
+class Range:
+    since: datetime | None = None  # UTC, inclusive
+    until: datetime | None = None  # UTC, inclusive
+
+    def __bool__(self) -> bool:
+        return self.since is not None or self.until is not None
+
+    def doc(self) -> dict | None:
+        """As written in correlation.json / diagnosis.json (ISO 8601 UTC), None when unbounded."""
+        if not self:
+            return None
+        return {"since": _iso(self.since), "until": _iso(self.until)}
+
+    @property
+    def end_words(self) -> str:
+        """How a sentence names the end of what was examined."""
+        return "the range analysed ends (--until)" if self.until is not None else "the logs end"
+
+    def clip(self, lo: datetime | None, hi: datetime | None) -> tuple[datetime | None, datetime | None]:
+        """[lo, hi] (the inputs' span) narrowed to the range."""
+        if self.since is not None and (lo is None or lo < self.since):
+            lo = self.since
+        if self.until is not None and (hi is None or hi > self.until):
+            hi = self.until
+        return lo, hi
+
+
+ALL = Range()  # no bound: everything
+
+
+def of(options) -> Range:
+    """The range of an options object (``AnalyzeOptions.since`` / ``until``, naive ones in its ``tz``;
+    absent: unbounded)."""
+    return make(getattr(options, "since", None), getattr(options, "until", None), getattr(options, "tz", "UTC"))
+
+
+def from_doc(d: dict | None) -> Range:
+    if not isinstance(d, dict):
+        return Range()
+    return Range(*(datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until")))
+
+
+def parse_time(text: str, tz: str = "UTC") -> datetime:
+    """'2026-11-29T08:30:00Z', '2026-11-29 08:30' (in ``tz`` when it carries no offset) -> UTC datetime.
+    Raises ValueError with the forms it takes."""
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date and time: give e.g. 2026-11-29T08:30:00Z or "
+                         "'2026-11-29 08:30' (in --tz when no offset is given)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=ZoneInfo(tz))
+    return t.astimezone(UTC)
+
+
+def make(since: str | datetime | None, until: str | datetime | None, tz: str = "UTC") -> Range:
+    """A Range from CLI text or datetimes; ValueError when a bound is unreadable or since > until."""
+    def one(v: str | datetime | None) -> datetime | None:
+        if v is None:
+            return None
+        if isinstance(v, datetime):  # a naive datetime is in ``tz``, like naive text
+            return (v if v.tzinfo else v.replace(tzinfo=ZoneInfo(tz))).astimezone(UTC)
+        return parse_time(v, tz)
+
+    rng = Range(one(since), one(until))
+    if rng.since is not None and rng.until is not None and rng.since > rng.until:
+        raise ValueError(f"--since {_iso(rng.since)} is after --until {_iso(rng.until)}")
+    return rng
+
+
+def where(table: str, rng: Range) -> pl.Expr | None:
+    """Rows of ``table`` whose times overlap the range (None: every row)."""
+    if not rng or table in WHOLE or table not in schemas.TABLES:
+        return None
+    cols = [c for c, t in schemas.schema(table).items() if t == schemas.TS]
+    if not cols:
+        return None
+    lo = pl.min_horizontal(pl.col(c) for c in cols)
+    hi = pl.max_horizontal(pl.col(c) for c in cols)
+    keep = pl.lit(True)
+    if rng.since is not None:
+        keep = keep & (hi >= rng.since)
+    if rng.until is not None:
+        keep = keep & (lo <= rng.until)
+    return lo.is_null() | keep
+
+
+def cut(table: str, frame, rng: Range):
+    """``frame`` (DataFrame or LazyFrame in ``table``'s schema) narrowed to the range."""
+    w = where(table, rng)
+    return frame if w is None else frame.filter(w)
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.astimezone(UTC).isoformat().replace("+00:00", "Z")

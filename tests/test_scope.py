@@ -1,0 +1,122 @@
+"""--since / --until: correlation, diagnosis and report look at the records that overlap a time range
+(logscope.scope), on the real lab recordings; every line is still read."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import jsonschema
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from conftest import LAB, ROOT, need
+from logscope import scope
+from logscope.api import AnalyzeOptions, analyze
+from logscope.cli import app
+
+SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
+
+
+def T(hms: str) -> datetime:
+    h, m, s = (int(x) for x in hms.split(":"))
+    return datetime(2026, 11, 29, h, m, s, tzinfo=UTC)
+
+
+def _analyse(tmp_path_factory, run: str, since: str | None = None, until: str | None = None) -> Path:
+    out = tmp_path_factory.mktemp(run.replace("-", "_"))
+    rng = scope.make(since, until)
+    analyze(need(LAB / run), out, AnalyzeOptions(since=rng.since, until=rng.until))
+    return out
+
+
+@pytest.fixture(scope="module")
+def storm(tmp_path_factory):
+    """The retry storm whole, and from 08:30:20 to 08:31:00 (its overload, cut in the middle)."""
+    return (_analyse(tmp_path_factory, "retry-storm"),
+            _analyse(tmp_path_factory, "retry-storm", "2026-11-29T08:30:20Z", "2026-11-29 08:31:00"))
+
+
+def test_times_are_read_in_the_zone_given():
+    assert scope.parse_time("2026-11-29T08:30:00Z") == T("08:30:00")
+    assert scope.parse_time("2026-11-29 09:30:00+01:00") == T("08:30:00")
+    assert scope.parse_time("2026-11-29 09:30", "Europe/Paris") == T("08:30:00")  # naive: in --tz
+    with pytest.raises(ValueError, match="not a date and time"):
+        scope.parse_time("yesterday")
+    with pytest.raises(ValueError, match="is after --until"):
+        scope.make("2026-11-29T09:00:00Z", "2026-11-29T08:00:00Z")
+    assert not scope.make(None, None) and scope.make(None, "2026-11-29T08:00:00Z")
+    # from a notebook: datetimes, a naive one in the options' zone
+    opts = AnalyzeOptions(since=datetime(2026, 11, 29, 9, 30), until=T("09:00:00"), tz="Europe/Paris")
+    assert scope.of(opts) == scope.Range(T("08:30:00"), T("09:00:00"))
+
+
+def test_a_record_is_kept_when_its_times_overlap_the_range(storm):
+    """On the storm's gateway attempts: kept = any time in the range, or times straddling it, or no time."""
+    whole, _ = storm
+    ga = pl.read_parquet(whole / "gateway_attempts.parquet")
+    rng = scope.make("2026-11-29T08:30:20Z", "2026-11-29T08:30:21Z")
+    kept = ga.filter(scope.where("gateway_attempts", rng))
+    want = ga.filter(pl.col("ts_end") >= rng.since, pl.col("ts_start") <= rng.until)
+    assert kept.height == want.height > 10 and kept.equals(want)
+    straddling = kept.filter(pl.col("ts_start") < rng.since, pl.col("ts_end") > rng.until)
+    assert straddling.height > 0  # long requests running through the second are in it
+    assert scope.where("files", rng) is None and scope.where("gateway_attempts", scope.ALL) is None
+
+
+def test_the_storm_analysed_over_forty_seconds(storm):
+    whole, part = storm
+    s = json.loads((part / "summary.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(s)]
+    assert errors == []
+    assert s["span"]["start"] == "2026-11-29T08:30:20.000Z" and s["span"]["end"] == "2026-11-29T08:31:00.000Z"
+    assert s["span"]["range"] == {"since": "2026-11-29T08:30:20.000Z", "until": "2026-11-29T08:31:00.000Z"}
+    assert (s["span"]["inputs_start"], s["span"]["inputs_end"]) == ("2026-11-29T08:28:20.000Z",
+                                                                    "2026-11-29T08:32:23.000Z")
+    # every line still read: the coverage is that of the whole input
+    assert pl.read_parquet(part / "files.parquet").equals(pl.read_parquet(whole / "files.parquet"))
+    # the requests are those that overlap the range, and every request lying inside it is there
+    req, all_req = pl.read_parquet(part / "requests.parquet"), pl.read_parquet(whole / "requests.parquet")
+    assert req.filter((pl.col("ts_end") < T("08:30:20")) | (pl.col("ts_start") > T("08:31:00"))).height == 0
+    inside = all_req.filter(pl.col("ts_start") >= T("08:30:20"), pl.col("ts_end") <= T("08:31:00"))
+    assert inside.height > 100
+    assert inside["logical_request_id"].is_in(req["logical_request_id"].implode()).all()
+    assert 653 > req.height >= inside.height  # 653 in the whole run
+    # the overload is one sustained episode, cut by the range, and said so
+    eps = [(e["class"], e["start"][11:19]) for e in s["episodes"]]
+    assert eps == [("sustained", "08:30:20")]
+    why = json.loads((part / "diagnosis.json").read_text())["episodes"][0]["why"]
+    assert "still abnormal when the range analysed ends (--until)" in why
+    ep = pl.read_parquet(part / "episodes.parquet")
+    assert ep["start"].min() >= T("08:30:20") and ep["end"].max() <= T("08:31:00")
+    whole_pre = json.loads((whole / "summary.json").read_text())["episodes"][0]["count"]
+    assert whole_pre == 540 and 0 < s["episodes"][0]["count"] < whole_pre
+    html = (part / "report.html").read_text()
+    assert "range analysed" in html and "range analysed" not in (whole / "report.html").read_text()
+    assert "range analysed with --since/--until; the logs run from 2026-11-29 08:28:20 UTC" in (
+        part / "summary.md").read_text()
+
+
+def test_a_death_in_the_range_is_told_from_the_start_before_it(tmp_path_factory):
+    """The crash run from 08:33:30: the server started at 08:32:45 (outside) and died silently at 08:34:22;
+    the start before the range is read to tell the death, not reported as a start in it."""
+    out = _analyse(tmp_path_factory, "crash", "2026-11-29T08:33:30Z", "2026-11-29T08:36:00Z")
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["range"] == {"since": "2026-11-29T08:33:30Z", "until": "2026-11-29T08:36:00Z"}
+    deaths = d["server_lifecycle"]["deaths"]
+    assert [(x["kinds"], x["ts"], x["restart"], x["pid"], x["new_pid"]) for x in deaths] == [
+        (["silent"], "2026-11-29T08:34:22.000Z", "2026-11-29T08:34:45.000Z", 7682, 8600)]
+    assert d["server_lifecycle"]["starts"] == 1  # the restart; the first start is before the range
+    assert d["capacity"]["kv_tokens"]  # the start-up lines before the range still tell the KV cache
+
+
+def test_a_bad_range_is_a_usage_error(tmp_path):
+    src = need(LAB / "calm")
+    r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "noon"])
+    assert r.exit_code == 2 and "--since/--until" in r.output and "not a date and time" in r.output
+    r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "2026-11-29T09:00:00Z",
+                                 "--until", "2026-11-29T08:00:00Z"])
+    assert r.exit_code == 2 and "is after --until" in r.output
+    assert not (tmp_path / "o").exists()  # checked before anything is written
