@@ -40,6 +40,8 @@ class ExitCode(IntEnum):
 
 Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident's logs")]
 OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
+SinceOpt = Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")]
+UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to this time")]
 TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
 PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
 ReplicaOpt = Annotated[str | None, typer.Option("--replica", help="replica name for server logs (default: folder or file stem)")]
@@ -193,8 +195,8 @@ def analyze(
     out_dir: OutOpt = None,
     tz: TzOpt = "UTC",
     window: Annotated[str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")] = None,
-    until: Annotated[str | None, typer.Option("--until", help="... and up to this time")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")] = 2.0,
     slo_e2e: Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")] = 20.0,
     slo_success: Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")] = 0.99,
@@ -237,20 +239,28 @@ def analyze(
 
 @app.command()
 def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by logscope analyze/ingest")],
-           quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
-    """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing)."""
+           since: SinceOpt = None, until: UntilOpt = None,
+           whole: Annotated[bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")] = False,
+           tz: TzOpt = "UTC", quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
+    """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing); with --since /
+    --until (or --whole), correlate and diagnose again over that range first: ingest once, look at many ranges."""
     from . import api
 
     if not (out_dir / "files.parquet").exists():
         err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
         err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
         raise typer.Exit(ExitCode.NO_INPUT)
-    opts = _options()
+    rng = _run(lambda: _range(since, until, tz), debug)
+    if whole and rng:
+        err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
+        raise typer.Exit(ExitCode.USAGE)
+    opts = _options(tz, since=rng.since, until=rng.until)
+    again = whole or bool(rng)
 
     def go():
-        if not (out_dir / "requests.parquet").exists():
+        if again or not (out_dir / "requests.parquet").exists():
             api.correlate(out_dir, opts)
-        if not (out_dir / "diagnosis.json").exists():
+        if again or not (out_dir / "diagnosis.json").exists():
             api.diagnose(out_dir, opts)
         return api.render(out_dir, opts)
 

@@ -120,3 +120,29 @@ def test_a_bad_range_is_a_usage_error(tmp_path):
                                  "--until", "2026-11-29T08:00:00Z"])
     assert r.exit_code == 2 and "is after --until" in r.output
     assert not (tmp_path / "o").exists()  # checked before anything is written
+
+
+def test_ingest_once_then_look_at_ranges(storm, tmp_path):
+    """`logscope report OUT --since/--until` correlates and diagnoses the range again from the tables (no
+    re-parsing) and gives what `analyze --since/--until` gives; `--whole` goes back to the whole input."""
+    import shutil
+
+    whole, part = storm
+    out = tmp_path / "out"
+    shutil.copytree(whole, out)
+    shutil.rmtree(out / "_parts", ignore_errors=True)
+    r = CliRunner().invoke(app, ["report", str(out), "--since", "2026-11-29T08:30:20Z", "--until",
+                                 "2026-11-29 08:31:00", "-q"])
+    assert r.exit_code == 0, r.output
+    for name in ("requests.parquet", "windows.parquet", "episodes.parquet"):
+        assert pl.read_parquet(out / name).equals(pl.read_parquet(part / name)), name
+    assert (out / "diagnosis.json").read_text() == (part / "diagnosis.json").read_text()
+    r = CliRunner().invoke(app, ["report", str(out), "-q"])  # re-render: keeps the range it was given
+    assert r.exit_code == 0 and "range analysed" in (out / "report.html").read_text()
+    r = CliRunner().invoke(app, ["report", str(out), "--whole", "-q"])
+    assert r.exit_code == 0, r.output
+    assert (out / "diagnosis.json").read_text() == (whole / "diagnosis.json").read_text()
+    assert pl.read_parquet(out / "requests.parquet").equals(pl.read_parquet(whole / "requests.parquet"))
+    assert "range analysed" not in (out / "report.html").read_text()
+    r = CliRunner().invoke(app, ["report", str(out), "--whole", "--since", "2026-11-29T08:30:20Z"])
+    assert r.exit_code == 2 and "exclude each other" in r.output
