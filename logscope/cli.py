@@ -254,8 +254,8 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     if whole and rng:
         err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
         raise typer.Exit(ExitCode.USAGE)
-    opts = _options(tz, since=rng.since, until=rng.until)
     again = whole or bool(rng)
+    opts = _options(tz, since=rng.since, until=rng.until, **(_settings_of(out_dir) if again else {}))
 
     def go():
         if again or not (out_dir / "requests.parquet").exists():
@@ -267,6 +267,17 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     paths = _run(go, debug)
     if not quiet:
         out.print(f"report: {paths['report_html']}")
+
+
+def _settings_of(out_dir: Path) -> dict:
+    """The SLO and thresholds the folder was diagnosed with, so that another range is judged alike."""
+    try:
+        d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
+        slo = d["slo"]
+        return {"slo_ttft_s": slo["ttft_p95_s"], "slo_e2e_s": slo["e2e_p95_s"], "slo_success": slo["success"],
+                "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:

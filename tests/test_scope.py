@@ -146,3 +146,14 @@ def test_ingest_once_then_look_at_ranges(storm, tmp_path):
     assert "range analysed" not in (out / "report.html").read_text()
     r = CliRunner().invoke(app, ["report", str(out), "--whole", "--since", "2026-11-29T08:30:20Z"])
     assert r.exit_code == 2 and "exclude each other" in r.output
+
+
+def test_another_range_is_judged_by_the_same_slo(tmp_path):
+    """report --since re-diagnoses with the SLO and thresholds the folder was diagnosed with, not defaults."""
+    out = tmp_path / "calm"
+    analyze(need(LAB / "calm"), out, AnalyzeOptions(slo_ttft_s=0.5, extra={"thresholds": {"cold_start_s": 10}}))
+    r = CliRunner().invoke(app, ["report", str(out), "--since", "2026-11-29T08:20:00Z", "-q"])
+    assert r.exit_code == 0, r.output
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["range"]["since"] == "2026-11-29T08:20:00Z"
+    assert d["slo"]["ttft_p95_s"] == 0.5 and d["thresholds"]["cold_start_s"] == 10
