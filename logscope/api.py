@@ -79,12 +79,32 @@ def require_known_format(res: IngestResult) -> None:
         )
 
 
+def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
+    """A --since/--until range that misses every timestamp of the inputs is a mistake: say where they are."""
+    from . import clock, scope
+
+    rng = scope.of(options)
+    lo, hi = clock.files_span(Path(out_dir))
+    if not rng or lo is None or hi is None:
+        return
+    if (rng.since is not None and rng.since > hi) or (rng.until is not None and rng.until < lo):
+        from .errors import LogscopeError
+
+        def t(x) -> str:
+            return "…" if x is None else x.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+        raise LogscopeError(f"the range {t(rng.since)} → {t(rng.until)} holds none of the logs, which run from "
+                            f"{t(lo)} to {t(hi)}", hint="give --since/--until inside that span (UTC, or in --tz)",
+                            code=2)
+
+
 def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
             progress: Progress | None = None) -> dict[str, Path]:
     """Everything: ingest, correlate, diagnose, render."""
     opts = options or AnalyzeOptions()
     res = ingest(root, out_dir, opts, progress)
     require_known_format(res)
+    require_overlap(out_dir, opts)
     if progress:
         progress("correlating", 0.8)
     correlate(out_dir, opts)

@@ -258,6 +258,7 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     opts = _options(tz, since=rng.since, until=rng.until, **(_settings_of(out_dir) if again else {}))
 
     def go():
+        api.require_overlap(out_dir, opts)
         if again or not (out_dir / "requests.parquet").exists():
             api.correlate(out_dir, opts)
         if again or not (out_dir / "diagnosis.json").exists():

@@ -34,7 +34,7 @@ class Range:
         """As written in correlation.json / diagnosis.json (ISO 8601 UTC), None when unbounded."""
         if not self:
             return None
-        return {"since": _iso(self.since), "until": _iso(self.until)}
+        return {"since": iso(self.since), "until": iso(self.until)}
 
     @property
     def end_words(self) -> str:
@@ -89,7 +89,7 @@ def make(since: str | datetime | None, until: str | datetime | None, tz: str = "
 
     rng = Range(one(since), one(until))
     if rng.since is not None and rng.until is not None and rng.since > rng.until:
-        raise ValueError(f"--since {_iso(rng.since)} is after --until {_iso(rng.until)}")
+        raise ValueError(f"--since {iso(rng.since)} is after --until {iso(rng.until)}")
     return rng
 
 
@@ -116,5 +116,5 @@ def cut(table: str, frame, rng: Range):
     return frame if w is None else frame.filter(w)
 
 
-def _iso(t: datetime | None) -> str | None:
+def iso(t: datetime | None) -> str | None:
     return None if t is None else t.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -157,3 +157,16 @@ def test_another_range_is_judged_by_the_same_slo(tmp_path):
     d = json.loads((out / "diagnosis.json").read_text())
     assert d["range"]["since"] == "2026-11-29T08:20:00Z"
     assert d["slo"]["ttft_p95_s"] == 0.5 and d["thresholds"]["cold_start_s"] == 10
+
+
+def test_a_range_that_misses_the_logs_says_where_they_are(tmp_path):
+    """Not 'Nothing alarming' over an empty range: an error that gives the logs' own span."""
+    src = need(LAB / "calm")  # 08:47:30 -> 08:51:32
+    r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "2026-11-29T10:00:00Z"],
+                           terminal_width=200)
+    assert r.exit_code == 2
+    assert ("the range 2026-11-29 10:00:00 UTC → … holds none of the logs, which run from 2026-11-29 08:47:30 UTC "
+            "to 2026-11-29 08:51:32 UTC") in " ".join(r.output.split())
+    assert not (tmp_path / "o" / "report.html").exists()
+    r = CliRunner().invoke(app, ["report", str(tmp_path / "o"), "--until", "2026-11-29T08:00:00Z"])
+    assert r.exit_code == 2 and "holds none of the logs" in r.output
