@@ -85,9 +85,7 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
 
     rng = scope.of(options)
     lo, hi = clock.files_span(Path(out_dir))
-    if not rng or lo is None or hi is None:
-        return
-    if (rng.since is not None and rng.since > hi) or (rng.until is not None and rng.until < lo):
+    if rng.misses(lo, hi):
         from .errors import LogscopeError
 
         def t(x) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -40,6 +41,15 @@ class Range:
     def end_words(self) -> str:
         """How a sentence names the end of what was examined."""
         return "the range analysed ends (--until)" if self.until is not None else "the logs end"
+
+    def contains(self, t: datetime | None) -> bool:
+        return t is not None and (self.since is None or t >= self.since) and (self.until is None or t <= self.until)
+
+    def misses(self, lo: datetime | None, hi: datetime | None) -> bool:
+        """True when [lo, hi] (the inputs' span, both known) lies wholly outside the range."""
+        if lo is None or hi is None:
+            return False
+        return (self.since is not None and self.since > hi) or (self.until is not None and self.until < lo)
 
     def clip(self, lo: datetime | None, hi: datetime | None) -> tuple[datetime | None, datetime | None]:
         """[lo, hi] (the inputs' span) narrowed to the range."""
@@ -108,6 +118,14 @@ def where(table: str, rng: Range) -> pl.Expr | None:
     if rng.until is not None:
         keep = keep & (lo <= rng.until)
     return lo.is_null() | keep
+
+
+def scan(out: Path, table: str, rng: Range = ALL) -> pl.LazyFrame:
+    """A table of an output folder, lazily, in its declared schema and cut to the range (absent: empty).
+    Correlation, diagnosis and the report all read their tables through here."""
+    p = Path(out) / f"{table}.parquet"
+    lf = schemas.conform(pl.scan_parquet(p), table) if p.exists() else schemas.empty(table).lazy()
+    return cut(table, lf, rng)
 
 
 def cut(table: str, frame, rng: Range):

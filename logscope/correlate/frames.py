@@ -103,9 +103,7 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
     decided on a few columns first, so the client tables are read for the kept sources only (at a million
     requests each copy is a gigabyte). With a time range, only the records that overlap it are read."""
     def scan(name: str) -> pl.LazyFrame:
-        p = out / f"{name}.parquet"
-        lf = schemas.conform(pl.scan_parquet(p), name) if p.exists() else schemas.empty(name).lazy()
-        return scope.cut(name, lf, rng)
+        return scope.scan(out, name, rng)
 
     keep, dropped = pick_client_sources(
         scan("client_attempts").select(*_PICK_COLUMNS).collect(),

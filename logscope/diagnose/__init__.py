@@ -109,10 +109,7 @@ def _in_range(life: lifecycle.Lifecycle, rng: scope.Range) -> lifecycle.Lifecycl
     it (the previous instance's), not to be reported, and their cold windows lie before it."""
     if not rng:
         return life
-
-    def inside(t) -> bool:
-        return t is not None and (rng.since is None or t >= rng.since) and (rng.until is None or t <= rng.until)
-
+    inside = rng.contains
     return lifecycle.Lifecycle(
         [s for s in life.starts if inside(s["ts"])], [d for d in life.deaths if inside(d.ts)],
         [s for s in life.shutdowns if inside(s["ts"])], life.shutdown_noise,

@@ -210,9 +210,14 @@ def preemptions_many(pre: pl.DataFrame, ranges: list[tuple]) -> list[int | None]
     return [None if lo is None or hi is None else int(got.get(k, 0)) for k, (lo, hi) in enumerate(ranges)]
 
 
+def _summable(win: pl.DataFrame, cols: list[str]) -> list[str]:
+    """The window columns there are values of (absent or null everywhere: left out of the sums)."""
+    return [c for c in cols if c in win.columns and win[c].null_count() < win.height]
+
+
 def windows_sums_many(win: pl.DataFrame, cols: list[str], ranges: list[tuple]) -> list[dict[str, int]]:
     """``windows_sums`` of every range."""
-    have = [c for c in cols if c in win.columns and win[c].null_count() < win.height]
+    have = _summable(win, cols)
     if not have:
         return [{} for _ in ranges]
     rows = _gather(win, "ts", ranges)
@@ -225,7 +230,7 @@ def windows_sums_many(win: pl.DataFrame, cols: list[str], ranges: list[tuple]) -
 
 def windows_sums(win: pl.DataFrame, cols: list[str], lo, hi) -> dict[str, int]:
     """Sums of the window columns over [lo, hi]; a column absent or null everywhere is left out."""
-    have = [c for c in cols if c in win.columns and win[c].null_count() < win.height]
+    have = _summable(win, cols)
     if not have:
         return {}
     w = between(win, "ts", lo, hi)

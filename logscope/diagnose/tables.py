@@ -55,7 +55,7 @@ def read(out: Path, name: str, columns: tuple[str, ...] | None = None, where: pl
     if not p.exists():
         return empty
     try:
-        lf = scope.cut(name, schemas.conform(pl.scan_parquet(p), name), rng)
+        lf = scope.scan(out, name, rng)
         lf = lf.filter(where) if where is not None else lf
         return (lf.select(columns) if columns else lf).collect()
     except Exception:  # noqa: BLE001 - a half-written table must not stop the diagnosis

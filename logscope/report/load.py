@@ -65,7 +65,7 @@ class Loaded:
                 if name in self.tables:  # the whole table is already read
                     self.tables[key] = self.tables[name].select(columns)
                 else:
-                    lf = scope.cut(name, schemas.conform(pl.scan_parquet(p), name), self.rng)
+                    lf = scope.scan(self.out, name, self.rng)
                     self.tables[key] = (lf if columns is None else lf.select(columns)).collect()
             except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
                 self.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
