@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +16,10 @@ class AnalyzeOptions:
     window: str | None = None  # e.g. "10s"; None = chosen from the data span
     since: datetime | None = None  # analyse only records overlapping [since, until] (UTC; logscope.scope)
     until: datetime | None = None
+    # memory the analysis after ingest may take: "auto" (a share of what is free), bytes, or None (no limit);
+    # past it, analyze looks at the range that fits (logscope.budget) unless since/until are given
+    max_memory: int | str | None = "auto"
+    range_chosen: dict | None = None  # set by fit_memory: why the range was chosen
     slo_ttft_s: float = 2.0
     slo_e2e_s: float = 20.0
     slo_success: float = 0.99
@@ -96,6 +100,20 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
                             code=2)
 
 
+def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
+    """The options to analyse with: when the whole input would not fit the memory budget and no range was
+    given, those of the range that fits (``logscope.budget.choose``), which every output then names."""
+    from . import budget, scope
+
+    if scope.of(options):
+        return options
+    limit = budget.default_budget() if options.max_memory == "auto" else options.max_memory
+    choice = budget.choose(Path(out_dir), limit)
+    if choice is None:
+        return options
+    return replace(options, since=choice.range.since, until=choice.range.until, range_chosen=choice.range.chosen)
+
+
 def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
             progress: Progress | None = None) -> dict[str, Path]:
     """Everything: ingest, correlate, diagnose, render."""
@@ -103,6 +121,7 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     res = ingest(root, out_dir, opts, progress)
     require_known_format(res)
     require_overlap(out_dir, opts)
+    opts = fit_memory(out_dir, opts)
     if progress:
         progress("correlating", 0.8)
     correlate(out_dir, opts)

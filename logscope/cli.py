@@ -74,6 +74,17 @@ def _range(since: str | None, until: str | None, tz: str):
                             code=ExitCode.USAGE) from None
 
 
+def _memory(text: str) -> int | str | None:
+    from . import budget
+
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return budget.parse_size(text)
+    except ValueError as e:
+        raise LogscopeError(f"--max-memory: {e}", code=ExitCode.USAGE) from None
+
+
 def _check_input(path: Path) -> None:
     if not path.exists():
         raise LogscopeError(f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3)
@@ -200,6 +211,7 @@ def analyze(
     slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")] = 2.0,
     slo_e2e: Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")] = 20.0,
     slo_success: Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")] = 0.99,
+    max_memory: Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free after ingest; 'none': the whole input whatever it takes)")] = "auto",
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
     nginx_log_format: NginxFmtOpt = None,
@@ -219,9 +231,10 @@ def analyze(
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: _check_input(input), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
+    limit = _run(lambda: _memory(max_memory), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, slo_ttft_s=slo_ttft,
-                    slo_e2e_s=slo_e2e, slo_success=slo_success, since=rng.since, until=rng.until)
+                    slo_e2e_s=slo_e2e, slo_success=slo_success, since=rng.since, until=rng.until, max_memory=limit)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug)
@@ -283,6 +296,11 @@ def _settings_of(out_dir: Path) -> dict:
 
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
+    chosen = ((summary.get("span") or {}).get("range") or {}).get("chosen")
+    if chosen:
+        folder = shlex.quote(str(Path(paths["report_html"]).parent))
+        err.print(escape(f"logscope: note: {chosen['reason']}; other ranges: logscope report {folder} --since ... "
+                         "--until ..."), style="yellow")
     for line in summary.get("verdict", []):
         out.print(escape(line), style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:

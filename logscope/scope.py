@@ -10,7 +10,7 @@ be placed outside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -27,6 +27,7 @@ WHOLE = ("files", "unrecognized", "clock_offsets", "episodes", "findings", "ladd
 class Range:
     since: datetime | None = None  # UTC, inclusive
     until: datetime | None = None  # UTC, inclusive
+    chosen: dict | None = field(default=None, compare=False)  # why logscope chose it (logscope.budget), if it did
 
     def __bool__(self) -> bool:
         return self.since is not None or self.until is not None
@@ -35,7 +36,8 @@ class Range:
         """As written in correlation.json / diagnosis.json (ISO 8601 UTC), None when unbounded."""
         if not self:
             return None
-        return {"since": iso(self.since), "until": iso(self.until)}
+        d = {"since": iso(self.since), "until": iso(self.until)}
+        return {**d, "chosen": self.chosen} if self.chosen else d
 
     @property
     def end_words(self) -> str:
@@ -66,13 +68,16 @@ ALL = Range()  # no bound: everything
 def of(options) -> Range:
     """The range of an options object (``AnalyzeOptions.since`` / ``until``, naive ones in its ``tz``;
     absent: unbounded)."""
-    return make(getattr(options, "since", None), getattr(options, "until", None), getattr(options, "tz", "UTC"))
+    rng = make(getattr(options, "since", None), getattr(options, "until", None), getattr(options, "tz", "UTC"))
+    chosen = getattr(options, "range_chosen", None)
+    return replace(rng, chosen=chosen) if rng and chosen else rng
 
 
 def from_doc(d: dict | None) -> Range:
     if not isinstance(d, dict):
         return Range()
-    return Range(*(datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until")))
+    return Range(*(datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until")),
+                 chosen=d.get("chosen") if isinstance(d.get("chosen"), dict) else None)
 
 
 def parse_time(text: str, tz: str = "UTC") -> datetime:

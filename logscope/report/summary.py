@@ -149,8 +149,10 @@ def span(ld: Loaded) -> dict:
         lo, hi = w["ts"].min(), w["ts"].max()
     out: dict = {}
     if ld.rng:
-        out = {"range": {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}, "inputs_start": iso(lo),
-               "inputs_end": iso(hi)}
+        rng = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
+        if ld.rng.chosen:
+            rng["chosen"] = ld.rng.chosen
+        out = {"range": rng, "inputs_start": iso(lo), "inputs_end": iso(hi)}
         lo, hi = ld.rng.clip(lo, hi)
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
     return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur), **out}

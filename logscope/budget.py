@@ -1,0 +1,204 @@
+"""How much memory the analysis of a folder needs, and the range that fits when the whole does not.
+
+Ingest is bounded whatever the input (chunks, spilled rows). Correlation, diagnosis and the report
+then hold the request-level records of what they analyse: the peak is about ``BASE_BYTES`` plus
+``PER_RECORD_FACTOR`` times the in-memory size of those records (measured on the bench folders,
+docs/performance.md). When the whole input would need more than the budget (by default a share of
+the memory this machine has free), ``logscope analyze`` analyses a range instead of being killed
+half-way: the stretch around the minute with the most failures and server warnings (the busiest
+minute when nothing failed), grown evenly in time on both sides while it fits. The range is named in
+every output with why it was chosen; ``logscope report OUT --since/--until`` looks at the others
+without re-parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from . import schemas, scope
+
+# peak = BASE_BYTES + PER_RECORD_FACTOR x the records' size (5 GB bench folder: records 1.88 GB, peak 3.5 GB;
+# 1 GB folder: 0.38 GB, peak 1.0-1.16 GB): rounded up, so that the estimate errs on the safe side
+BASE_BYTES = 400 * 2**20
+PER_RECORD_FACTOR = 2.0
+AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
+SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
+BUCKET = timedelta(minutes=1)
+
+# the tables the later stages hold, with the rows that count as trouble (a failure or a server warning)
+TROUBLE = {
+    "server_stats": None,
+    "server_events": pl.col("level").is_in(["WARNING", "ERROR", "CRITICAL"]),
+    "server_requests": None,
+    "gateway_attempts": (pl.col("status") >= 500) | (pl.col("upstream_status") >= 500) | pl.col("error").is_not_null(),
+    "gateway_errors": None,
+    "client_attempts": None,
+    "client_requests": pl.col("error").is_not_null() | (pl.col("status") >= 500),
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A range chosen to fit the budget, and the figures that made it."""
+
+    range: scope.Range
+    budget_bytes: int
+    whole_bytes: int  # estimated need of the whole input
+    range_bytes: int  # estimated need of the range
+    anchor: datetime  # start of the minute the range is grown around
+    anchor_trouble: int  # failures and server warnings in that minute (0: the busiest minute was taken)
+
+    def doc(self) -> dict:
+        why = (f"the whole input would need about {gib(self.whole_bytes)} of memory to analyse, more than the "
+               f"{gib(self.budget_bytes)} budget (--max-memory): this range, around the minute "
+               + (f"with the most failures and server warnings ({self.anchor_trouble})"
+                  if self.anchor_trouble else "with the most records (nothing failed)")
+               + f" at {scope.iso(self.anchor)}, "
+               + (f"fits in about {gib(self.range_bytes)}" if self.range_bytes <= self.budget_bytes else
+                  f"is that minute alone and still needs about {gib(self.range_bytes)}"))
+        return {"reason": why, "budget_bytes": self.budget_bytes, "whole_bytes": self.whole_bytes,
+                "range_bytes": self.range_bytes, "anchor": scope.iso(self.anchor)}
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def parse_size(text: str) -> int | None:
+    """'4G', '512M', '1.5GiB', '0' -> bytes; 'none' / 'off' -> None (no limit). ValueError otherwise."""
+    if text.strip().lower() in ("none", "off", "unlimited"):
+        return None
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a size: give e.g. 4G, 512M or none")
+    return int(float(m[1]) * 1024 ** " kmgt".index((m[2] or " ").lower()))
+
+
+def available_bytes() -> int | None:
+    """Memory this process may still take: MemAvailable, capped by a cgroup limit (containers)."""
+    free = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            cap = int(Path(limit).read_text().strip()) - int(Path(used).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if 0 < cap < 2**60:
+            free = cap if free is None else min(free, cap)
+    return free
+
+
+def default_budget() -> int | None:
+    free = available_bytes()
+    return None if free is None else int(free * AVAILABLE_SHARE)
+
+
+def _columns(table: str) -> list[str]:
+    """The columns correlation reads of a table (what its frames hold)."""
+    from .correlate import frames
+
+    cols = frames.USED_COLUMNS.get(table) or list(schemas.schema(table))
+    return [c for c in cols if c not in frames.UNUSED_COLUMNS.get(table, ())]
+
+
+def _row_bytes(path: Path, table: str) -> tuple[int, float]:
+    """Rows of a table and its in-memory bytes per row, measured on its first rows."""
+    rows = pq.ParquetFile(path).metadata.num_rows
+    if not rows:
+        return 0, 0.0
+    sample = schemas.conform(pl.scan_parquet(path), table).select(_columns(table)).head(SAMPLE_ROWS).collect()
+    return rows, sample.estimated_size() / max(sample.height, 1)
+
+
+def need(records_bytes: float) -> int:
+    return int(BASE_BYTES + PER_RECORD_FACTOR * records_bytes)
+
+
+def whole_need(out: Path) -> int:
+    """Estimated peak memory of analysing the whole input (from row counts: no scan of the tables)."""
+    total = 0.0
+    for table in TROUBLE:
+        p = Path(out) / f"{table}.parquet"
+        if p.exists():
+            rows, per = _row_bytes(p, table)
+            total += rows * per
+    return need(total)
+
+
+def profile(out: Path) -> tuple[pl.DataFrame, float]:
+    """Per minute: the records' bytes and trouble count; plus the bytes of records without a time (they
+    are read whatever the range)."""
+    parts, untimed = [], 0.0
+    for table, trouble in TROUBLE.items():
+        p = Path(out) / f"{table}.parquet"
+        if not p.exists():
+            continue
+        rows, per = _row_bytes(p, table)
+        if not rows:
+            continue
+        ts = [c for c, t in schemas.schema(table).items() if t == schemas.TS]
+        lf = schemas.conform(pl.scan_parquet(p), table).select(
+            pl.min_horizontal(pl.col(c) for c in ts).dt.truncate("1m").alias("minute"),
+            (trouble if trouble is not None else pl.lit(False)).fill_null(False).alias("bad"),
+        )
+        g = lf.group_by("minute").agg(pl.len().alias("n"), pl.col("bad").sum().alias("trouble")).collect(
+            engine="streaming")
+        untimed += per * float(g.filter(pl.col("minute").is_null())["n"].sum())
+        parts.append(g.filter(pl.col("minute").is_not_null()).select(
+            "minute", (pl.col("n") * per).alias("bytes"), pl.col("trouble").cast(pl.Int64)))
+    if not parts:
+        return pl.DataFrame(schema={"minute": schemas.TS, "bytes": pl.Float64, "trouble": pl.Int64}), untimed
+    prof = pl.concat(parts).group_by("minute").agg(pl.col("bytes").sum(), pl.col("trouble").sum()).sort("minute")
+    return prof, untimed
+
+
+def choose(out: Path, budget: int | None) -> Choice | None:
+    """The range to analyse when the whole input does not fit ``budget`` bytes (None: it fits, or no limit)."""
+    if budget is None:
+        return None
+    whole = whole_need(out)
+    if whole <= budget:
+        return None
+    prof, untimed = profile(out)
+    if not prof.height:
+        return None
+    minutes = prof["minute"].to_list()
+    size = prof["bytes"].to_list()
+    bad = prof["trouble"].to_list()
+    a = max(range(len(bad)), key=lambda i: (bad[i], size[i], -i)) if max(bad) > 0 else max(
+        range(len(size)), key=lambda i: (size[i], -i))
+    lo = hi = a
+    used = untimed + size[a]
+    # grow evenly in time: the nearer neighbour first; a side stops at the first minute that does not fit
+    open_lo, open_hi = lo > 0, hi < len(minutes) - 1
+    while open_lo or open_hi:
+        left = (minutes[a] - minutes[lo - 1]) if open_lo else None
+        right = (minutes[hi + 1] - minutes[a]) if open_hi else None
+        go_left = right is None or (left is not None and left <= right)
+        i = lo - 1 if go_left else hi + 1
+        if need(used + size[i]) > budget:
+            if go_left:
+                open_lo = False
+            else:
+                open_hi = False
+            continue
+        used += size[i]
+        lo, hi = (i, hi) if go_left else (lo, i)
+        open_lo, open_hi = open_lo and lo > 0, open_hi and hi < len(minutes) - 1
+    rng = scope.Range(minutes[lo].astimezone(UTC),
+                      (minutes[hi] + BUCKET - timedelta(microseconds=1)).astimezone(UTC))
+    choice = Choice(rng, budget, whole, need(used), minutes[a].astimezone(UTC), int(bad[a]))
+    return replace(choice, range=replace(rng, chosen=choice.doc()))

@@ -1,0 +1,149 @@
+"""--max-memory: when the whole input would not fit, analyze looks at the range around the worst minute
+that does (logscope.budget), and says so in every output. On the real retry-storm recording."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import jsonschema
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from conftest import LAB, ROOT, need
+from logscope import budget, scope
+from logscope.api import AnalyzeOptions, analyze, ingest
+from logscope.cli import app
+
+SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
+
+
+def _surge() -> tuple[datetime, datetime]:
+    """The storm's 7 req/s phase, from the manifest: client start + the first phase's length, + the second's."""
+    man = json.loads((need(LAB / "retry-storm") / "manifest.json").read_text())
+    ev = next(e for e in man["events"] if e["event"] == "client_start")
+    calm, surge = (float(s) for s in re.findall(r"(\d+)s ", ev["phases"])[:2])
+    t0 = datetime.fromtimestamp(ev["t"], UTC) + timedelta(seconds=calm)
+    return t0, t0 + timedelta(seconds=surge)
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("storm_tables")
+    ingest(need(LAB / "retry-storm"), out)
+    return out
+
+
+def test_sizes_are_read_with_their_units():
+    assert budget.parse_size("4G") == 4 * 2**30
+    assert budget.parse_size("512M") == 512 * 2**20
+    assert budget.parse_size("1.5GiB") == int(1.5 * 2**30)
+    assert budget.parse_size("2048") == 2048
+    assert budget.parse_size("none") is None
+    with pytest.raises(ValueError, match="not a size"):
+        budget.parse_size("lots")
+    free = budget.available_bytes()
+    if Path("/proc/meminfo").exists():
+        assert free is not None and free > 0
+
+
+def test_the_estimate_is_the_sum_of_its_minutes(tables):
+    """The whole need and the per-minute profile count the same records; trouble sits in the surge."""
+    whole = budget.whole_need(tables)
+    prof, untimed = budget.profile(tables)
+    assert whole > budget.BASE_BYTES
+    assert budget.need(prof["bytes"].sum() + untimed) == pytest.approx(whole, rel=1e-6)
+    # every minute with a record is there: the server's start (08:28) before the first request too
+    ga = pl.read_parquet(tables / "gateway_attempts.parquet")
+    assert set(ga["ts_start"].dt.truncate("1m")) < set(prof["minute"])
+    assert prof["minute"].min() == pl.read_parquet(tables / "server_events.parquet")["ts"].min().replace(second=0)
+    worst = prof.sort("trouble", descending=True)["minute"][0]
+    lo, hi = _surge()
+    assert lo.replace(second=0, microsecond=0) <= worst <= hi  # the overload, by the manifest
+    failed = ga.filter((pl.col("status") >= 500) | (pl.col("upstream_status") >= 500) | pl.col("error").is_not_null())
+    assert prof["trouble"].sum() >= failed.height > 0
+
+
+def test_a_range_is_chosen_only_past_the_budget(tables):
+    whole = budget.whole_need(tables)
+    assert budget.choose(tables, None) is None
+    assert budget.choose(tables, whole) is None
+    half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
+    c = budget.choose(tables, half)
+    assert c is not None and c.range.chosen["reason"].startswith("the whole input would need")
+    assert c.range_bytes <= half < c.whole_bytes == whole
+    assert c.range.since <= c.anchor <= c.range.until
+    prof, _ = budget.profile(tables)
+    inside = prof.filter(pl.col("minute").is_between(c.range.since, c.range.until))
+    assert inside["trouble"].max() == prof["trouble"].max() == c.anchor_trouble
+    assert 0 < inside.height < prof.height
+    # grown while it fits: one more neighbouring minute on either side would not
+    before = prof.filter(pl.col("minute") < c.range.since).tail(1)
+    after = prof.filter(pl.col("minute") > c.range.until).head(1)
+    nxt = pl.concat([before, after])
+    assert nxt.height  # the range is not the whole run
+    for b in nxt["bytes"]:
+        assert budget.need(inside["bytes"].sum() + b) > half
+    # a budget below even one minute still gives that minute, and says it does not fit
+    tiny = budget.choose(tables, 1)
+    assert tiny.range.until - tiny.range.since < timedelta(minutes=1)
+    assert "still needs" in tiny.range.chosen["reason"]
+
+
+def test_analyze_names_the_range_it_chose(tmp_path, tables):
+    whole = budget.whole_need(tables)
+    half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
+    out = tmp_path / "out"
+    analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=half))
+    s = json.loads((out / "summary.json").read_text())
+    jsonschema.validate(s, SCHEMA)
+    rng = s["span"]["range"]
+    assert rng["chosen"]["budget_bytes"] == half and rng["chosen"]["whole_bytes"] == whole
+    for doc in ("correlation.json", "diagnosis.json"):
+        assert json.loads((out / doc).read_text())["range"]["chosen"] == rng["chosen"]
+    c = budget.choose(tables, half)
+    assert datetime.fromisoformat(rng["since"]) == c.range.since  # whole minutes, to the millisecond
+    assert datetime.fromisoformat(rng["until"]) == c.range.until.replace(microsecond=999000)
+    assert s["span"]["inputs_start"] < rng["since"]
+    # the coverage stays whole: every file of the run, every line counted
+    files = pl.read_parquet(tables / "files.parquet")
+    inp = s["inputs"]
+    assert inp["lines_total"] == files["lines_total"].sum() == inp["lines_parsed"] + inp["lines_unrecognized"]
+    assert inp["lines_parsed"] == files["lines_parsed"].sum()
+    md = (out / "summary.md").read_text()
+    assert "range chosen to fit memory" in md and "**Part of the logs analysed:**" in md
+    html = (out / "report.html").read_text()
+    assert 'class="range-note"' in html and "chosen to fit memory" in html
+    # the records outside the range were not correlated
+    req = pl.read_parquet(out / "requests.parquet")
+    assert 0 < req.height < pl.read_parquet(tables / "client_requests.parquet").height
+
+
+def test_no_limit_and_a_given_range_win(tmp_path, tables):
+    whole = budget.whole_need(tables)
+    out = tmp_path / "none"
+    analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=None))
+    assert "range" not in json.loads((out / "summary.json").read_text())["span"]
+    out = tmp_path / "given"
+    rng = scope.make("2026-11-29T08:29:00Z", "2026-11-29T08:32:00Z")
+    analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=whole // 2, since=rng.since, until=rng.until))
+    assert "chosen" not in json.loads((out / "summary.json").read_text())["span"]["range"]
+
+
+def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
+    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "a"),
+                                 "--max-memory", "plenty"])
+    assert r.exit_code == 2 and "--max-memory" in r.output
+    whole = budget.whole_need(tables)
+    half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
+    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "b"),
+                                 "--max-memory", str(half)])
+    assert r.exit_code == 0, r.output
+    assert "logscope: note: the whole input would need" in r.output and "logscope report" in r.output
+    # and `report --whole` then analyses everything
+    r = CliRunner().invoke(app, ["report", str(tmp_path / "b"), "--whole", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "range" not in json.loads((tmp_path / "b" / "summary.json").read_text())["span"]
