@@ -42,6 +42,9 @@ Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident'
 OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to this time")]
+SloTtftOpt = Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")]
+SloE2eOpt = Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")]
+SloSuccessOpt = Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")]
 TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
 PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
 ReplicaOpt = Annotated[str | None, typer.Option("--replica", help="replica name for server logs (default: folder or file stem)")]
@@ -208,9 +211,9 @@ def analyze(
     window: Annotated[str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")] = 2.0,
-    slo_e2e: Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")] = 20.0,
-    slo_success: Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")] = 0.99,
+    slo_ttft: SloTtftOpt = 2.0,
+    slo_e2e: SloE2eOpt = 20.0,
+    slo_success: SloSuccessOpt = 0.99,
     max_memory: Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free after ingest; 'none': the whole input whatever it takes)")] = "auto",
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
@@ -254,9 +257,13 @@ def analyze(
 def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by logscope analyze/ingest")],
            since: SinceOpt = None, until: UntilOpt = None,
            whole: Annotated[bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")] = False,
+           slo_ttft: Annotated[float | None, SloTtftOpt.__metadata__[0]] = None,
+           slo_e2e: Annotated[float | None, SloE2eOpt.__metadata__[0]] = None,
+           slo_success: Annotated[float | None, SloSuccessOpt.__metadata__[0]] = None,
            tz: TzOpt = "UTC", quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
     """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing); with --since /
-    --until (or --whole), correlate and diagnose again over that range first: ingest once, look at many ranges."""
+    --until (or --whole), correlate and diagnose again over that range first: ingest once, look at many ranges.
+    With --slo-*, diagnose again against that SLO (the others stay as the folder was diagnosed)."""
     from . import api
 
     if not (out_dir / "files.parquet").exists():
@@ -268,13 +275,15 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
         err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
         raise typer.Exit(ExitCode.USAGE)
     again = whole or bool(rng)
-    opts = _options(tz, since=rng.since, until=rng.until, **(_settings_of(out_dir) if again else {}))
+    slo = {k: v for k, v in (("slo_ttft_s", slo_ttft), ("slo_e2e_s", slo_e2e), ("slo_success", slo_success))
+           if v is not None}
+    opts = _options(tz, since=rng.since, until=rng.until, **(_settings_of(out_dir) | slo))
 
     def go():
         api.require_overlap(out_dir, opts)
         if again or not (out_dir / "requests.parquet").exists():
             api.correlate(out_dir, opts)
-        if again or not (out_dir / "diagnosis.json").exists():
+        if again or slo or not (out_dir / "diagnosis.json").exists():
             api.diagnose(out_dir, opts)
         return api.render(out_dir, opts)
 

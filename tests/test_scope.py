@@ -159,6 +159,29 @@ def test_another_range_is_judged_by_the_same_slo(tmp_path):
     assert d["slo"]["ttft_p95_s"] == 0.5 and d["thresholds"]["cold_start_s"] == 10
 
 
+def test_report_keeps_the_slo_it_was_judged_by_and_takes_another(tmp_path):
+    """A plain re-render states the diagnosis's SLO (it used to fall back to the defaults); --slo-* diagnoses
+    again from the tables: on the ladder, TTFT p95 <= 1 s makes c=4 (p95 1.359 s, bench) a step that failed
+    below the boundary c=8, which the default 2 s does not."""
+    out = tmp_path / "ladder"
+    analyze(need(LAB / "ladder"), out)
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["ladder"]["working_boundary"]["concurrency"] == 8.0 and d["ladder"]["failed_below_boundary"] == []
+    correlated = (out / "requests.parquet").stat().st_mtime_ns
+    r = CliRunner().invoke(app, ["report", str(out), "--slo-ttft", "1", "-q"])
+    assert r.exit_code == 0, r.output
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["slo"] == {"ttft_p95_s": 1.0, "e2e_p95_s": 20.0, "success": 0.99}
+    assert [b["concurrency"] for b in d["ladder"]["failed_below_boundary"]] == [4.0]
+    assert (out / "requests.parquet").stat().st_mtime_ns == correlated  # diagnosed again, not correlated
+    for args in (["report", str(out), "-q"], ["report", str(out), "--slo-success", "0.5", "-q"]):
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+        s = json.loads((out / "summary.json").read_text())
+        assert s["slo"]["ttft_s"] == 1.0  # kept from the diagnosis, not the default 2 s
+    assert s["slo"]["success"] == 0.5
+
+
 def test_a_range_that_misses_the_logs_says_where_they_are(tmp_path):
     """Not 'Nothing alarming' over an empty range: an error that gives the logs' own span."""
     src = need(LAB / "calm")  # 08:47:30 -> 08:51:32

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import altair as alt
@@ -56,6 +57,7 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     painter = _Painter()
     try:
         ld = load(out)
+        options = judged_by(ld, options)
         with clock.covering(*ld.rng.clip(*clock.files_span(out))), ThreadPoolExecutor(max_workers=2) as pool:
             bundle = pool.submit(vega_bundle)
             summary = build(ld, options)
@@ -71,6 +73,15 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     finally:
         painter.close()
     return paths
+
+
+def judged_by(ld: Loaded, options: Any) -> Any:
+    """``options`` with the SLO the diagnosis judged by (diagnosis.json): a report rendered again later
+    states and draws that SLO, whatever the options of the rendering say."""
+    slo = ld.doc("diagnosis").get("slo") or {}
+    given = {"slo_ttft_s": slo.get("ttft_p95_s"), "slo_e2e_s": slo.get("e2e_p95_s"), "slo_success": slo.get("success")}
+    given = {k: v for k, v in given.items() if v is not None}
+    return SimpleNamespace(**{**vars(options), **given}) if given else options
 
 
 def _timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
