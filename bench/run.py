@@ -7,7 +7,8 @@ and lnav answering the same counts, on a generated incident folder (bench/genera
 
 Every tool runs as a child process; its wall time, CPU time (user + sys) and peak RSS come from
 os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's. On a shared machine
-the CPU column is the steadier one. --quick skips lnav, ``logscope analyze`` and the naive parse
+the CPU column is the steadier one. --max-memory SIZE adds a run of ``logscope analyze --max-memory
+SIZE`` and prints the range it chose (logscope/budget.py). --quick skips lnav, ``logscope analyze`` and the naive parse
 loop; the naive count loop always runs: its counts are the check that logscope counted the same
 lines. The stages of analyze are also timed one by one, once (``bench/phases.py``).
 """
@@ -144,6 +145,7 @@ class Bench:
         self.results: dict[str, dict] = {}
         self.counts: dict[str, dict] = {}
         self.phases: list[dict] = []
+        self.budget: dict | None = None  # the range analyze --max-memory chose
 
     def run(self, name: str, cmd: list[str], scanned_mb: float | None = None, env: dict | None = None,
             capture: bool = False) -> dict:
@@ -170,7 +172,7 @@ class Bench:
             self.counts[key] = json.loads(r["out"])
 
 
-def run_tools(b: Bench, work: Path, quick: bool) -> None:
+def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None) -> None:
     data = str(b.data)
     if shutil.which("rg"):
         b.run("rg -c (scan floor)", ["rg", "-c", COUNT_PATTERN, data])
@@ -179,6 +181,14 @@ def run_tools(b: Bench, work: Path, quick: bool) -> None:
         b.counts["logscope"] = logscope_counts(work / "ingest")
     if not quick:
         b.run("logscope analyze (report incl.)", [*logscope, "analyze", data, "-o", str(work / "analyze"), "-q"])
+    if max_memory:  # the analysis bounded by a memory budget: which range it chose, at what peak
+        name = f"logscope analyze --max-memory {max_memory}"
+        out = work / "analyze-budget"
+        if b.run(name, [*logscope, "analyze", data, "-o", str(out), "-q", "--max-memory", max_memory])["ok"]:
+            span = json.loads((out / "summary.json").read_text())["span"]
+            b.budget = {"since": span.get("range", {}).get("since"), "until": span.get("range", {}).get("until"),
+                        "inputs_start": span.get("inputs_start"), "inputs_end": span.get("inputs_end"),
+                        "chosen": span.get("range", {}).get("chosen")}
     # the stages of analyze one by one (once: the figures docs/performance.md gives per stage)
     r = measure([sys.executable, str(HERE / "phases.py"), data, str(work / "phases")], stdout=subprocess.PIPE)
     if r["ok"]:
@@ -205,6 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="skip lnav, logscope analyze and the naive parse loop")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is kept")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--max-memory", default=None, help="also run logscope analyze --max-memory SIZE (e.g. 1G)")
     a = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="logscope-bench-"))
@@ -215,10 +226,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"generated {info['bytes'] / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s -> {data}")
     m = machine()
     b = Bench(data, a.repeat)
-    run_tools(b, work, a.quick)
+    run_tools(b, work, a.quick, a.max_memory)
     same = all(b.counts.get("logscope", {}).get(k) == b.counts.get("naive", {}).get(k) for k in COUNT_KEYS)
     summary = {"machine": m, "bytes": b.size, "lines": b.lines, "results": b.results, "counts": b.counts,
-               "counts_agree": same, "analyze_stages": b.phases}
+               "counts_agree": same, "analyze_stages": b.phases, "budget_range": b.budget}
     print_table(summary)
     if a.json:
         a.json.write_text(json.dumps(summary, indent=1))
@@ -244,6 +255,9 @@ def print_table(summary: dict) -> None:
     if summary.get("analyze_stages"):
         print("analyze stage by stage (bench/phases.py, one run): " + ", ".join(
             f"{p['stage']} {p['seconds']:.2f} s" for p in summary["analyze_stages"]))
+    if br := summary.get("budget_range"):
+        print(f"--max-memory analysed {br['since']} -> {br['until']} of {br['inputs_start']} -> {br['inputs_end']}"
+              if br["chosen"] else "--max-memory: the whole folder fits")
     print("counts:", json.dumps(summary["counts"]))
     print("logscope and the naive loop count the same:", summary["counts_agree"])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timedelta
 
 from conftest import ROOT
 
@@ -26,7 +27,8 @@ EXPECTED = {"stats_lines": 205, "received": 1799, "aborted_ids": 457, "gateway_r
 def test_bench_quick_counts_agree(tmp_path, lab):
     data = tmp_path / "incident"
     out = tmp_path / "bench.json"
-    summary = run.main(["--size-mb", "5", "--dir", str(data), "--quick", "--json", str(out)])
+    # a budget below what even one minute needs: analyze still runs, on the worst minute, and says so
+    summary = run.main(["--size-mb", "5", "--dir", str(data), "--quick", "--json", str(out), "--max-memory", "1M"])
     assert summary["counts"]["logscope"] == EXPECTED
     naive_counts = naive.count(data)
     assert {k: naive_counts[k] for k in run.COUNT_KEYS} == EXPECTED
@@ -40,3 +42,9 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     stages = summary["analyze_stages"]
     assert [p["stage"] for p in stages] == ["ingest", "correlate", "diagnose", "render"]
     assert all(p["seconds"] > 0 and p["peak_rss_mb"] > 0 for p in stages)
+    assert rows["logscope analyze --max-memory 1M"]["ok"]
+    br = summary["budget_range"]
+    assert br["chosen"]["budget_bytes"] == 2**20 and "that minute alone" in br["chosen"]["reason"]
+    since, until = (datetime.fromisoformat(br[k]) for k in ("since", "until"))
+    assert timedelta(0) < until - since < timedelta(minutes=1)
+    assert br["inputs_start"] <= br["since"] <= br["inputs_end"]
