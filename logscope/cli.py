@@ -308,8 +308,10 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     chosen = ((summary.get("span") or {}).get("range") or {}).get("chosen")
     if chosen:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
-        err.print(escape(f"logscope: note: {chosen['reason']}; other ranges: logscope report {folder} --since ... "
-                         "--until ..."), style="yellow")
+        err.print(escape(f"logscope: note: {chosen['reason']}"), style="yellow")
+        for o in chosen.get("others") or []:
+            err.print(escape(f"  another range ({o['trouble']:,} failures and server warnings): logscope report {folder} "
+                             f"--since {o['since']} --until {o['until']}"), style="yellow")
     for line in summary.get("verdict", []):
         out.print(escape(line), style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:

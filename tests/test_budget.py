@@ -87,6 +87,21 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
     assert nxt.height  # the range is not the whole run
     for b in nxt["bytes"]:
         assert budget.need(inside["bytes"].sum() + b) > half
+    # how much of the trouble it holds, and where the rest is: further ranges that fit, apart from it and
+    # from each other, the first around the worst minute left out
+    assert (c.trouble_in, c.trouble_total) == (inside["trouble"].sum(), prof["trouble"].sum())
+    assert 1 <= len(c.others) <= budget.OTHERS
+    spans = [(c.range.since, c.range.until)]
+    for o in c.others:
+        lo, hi = datetime.fromisoformat(o["since"]), datetime.fromisoformat(o["until"])
+        assert all(hi < a or lo > b for a, b in spans)
+        spans.append((lo, hi))
+        part = prof.filter(pl.col("minute").is_between(lo, hi))
+        assert o["trouble"] == part["trouble"].sum()
+        assert budget.need(part["bytes"].sum()) <= half or part.height == 1  # fits, or one minute alone
+    left_out = prof.filter(~pl.col("minute").is_between(c.range.since, c.range.until))
+    worst_out = left_out.sort("trouble", descending=True)["minute"][0]
+    assert datetime.fromisoformat(c.others[0]["since"]) <= worst_out <= datetime.fromisoformat(c.others[0]["until"])
     # a budget below even one minute still gives that minute, and says it does not fit
     tiny = budget.choose(tables, 1)
     assert tiny.range.until - tiny.range.since < timedelta(minutes=1)
@@ -117,6 +132,8 @@ def test_analyze_names_the_range_it_chose(tmp_path, tables):
     assert "range chosen to fit memory" in md and "**Part of the logs analysed:**" in md
     html = (out / "report.html").read_text()
     assert 'class="range-note"' in html and "chosen to fit memory" in html
+    for o in rng["chosen"]["others"]:
+        assert f"--since {o['since']} --until {o['until']}" in html and f"--since {o['since']}" in md
     # the records outside the range were not correlated
     req = pl.read_parquet(out / "requests.parquet")
     assert 0 < req.height < pl.read_parquet(tables / "client_requests.parquet").height
@@ -142,7 +159,10 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "b"),
                                  "--max-memory", str(half)])
     assert r.exit_code == 0, r.output
-    assert "logscope: note: the whole input would need" in r.output and "logscope report" in r.output
+    assert "logscope: note: the whole input would need" in r.output
+    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    o = s["span"]["range"]["chosen"]["others"][0]
+    assert f"logscope report {tmp_path / 'b'} --since {o['since']} --until {o['until']}" in " ".join(r.output.split())
     # and `report --whole` then analyses everything
     r = CliRunner().invoke(app, ["report", str(tmp_path / "b"), "--whole", "-q"])
     assert r.exit_code == 0, r.output
