@@ -45,6 +45,7 @@ UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to thi
 SloTtftOpt = Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")]
 SloE2eOpt = Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")]
 SloSuccessOpt = Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")]
+MaxMemOpt = Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)")]
 TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
 PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
 ReplicaOpt = Annotated[str | None, typer.Option("--replica", help="replica name for server logs (default: folder or file stem)")]
@@ -214,7 +215,7 @@ def analyze(
     slo_ttft: SloTtftOpt = 2.0,
     slo_e2e: SloE2eOpt = 20.0,
     slo_success: SloSuccessOpt = 0.99,
-    max_memory: Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free after ingest; 'none': the whole input whatever it takes)")] = "auto",
+    max_memory: MaxMemOpt = "auto",
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
     nginx_log_format: NginxFmtOpt = None,
@@ -260,10 +261,12 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
            slo_ttft: Annotated[float | None, SloTtftOpt.__metadata__[0]] = None,
            slo_e2e: Annotated[float | None, SloE2eOpt.__metadata__[0]] = None,
            slo_success: Annotated[float | None, SloSuccessOpt.__metadata__[0]] = None,
+           max_memory: MaxMemOpt = "auto",
            tz: TzOpt = "UTC", quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
     """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing); with --since /
     --until (or --whole), correlate and diagnose again over that range first: ingest once, look at many ranges.
-    With --slo-*, diagnose again against that SLO (the others stay as the folder was diagnosed)."""
+    With --slo-*, diagnose again against that SLO (the others stay as the folder was diagnosed). --whole analyses
+    what analyze would: the range that fits --max-memory when the whole input does not."""
     from . import api
 
     if not (out_dir / "files.parquet").exists():
@@ -277,18 +280,22 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     again = whole or bool(rng)
     slo = {k: v for k, v in (("slo_ttft_s", slo_ttft), ("slo_e2e_s", slo_e2e), ("slo_success", slo_success))
            if v is not None}
-    opts = _options(tz, since=rng.since, until=rng.until, **(_settings_of(out_dir) | slo))
+    limit = _run(lambda: _memory(max_memory), debug)
+    opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, **(_settings_of(out_dir) | slo))
 
     def go():
         api.require_overlap(out_dir, opts)
-        if again or not (out_dir / "requests.parquet").exists():
-            api.correlate(out_dir, opts)
-        if again or slo or not (out_dir / "diagnosis.json").exists():
-            api.diagnose(out_dir, opts)
-        return api.render(out_dir, opts)
+        correlate = again or not (out_dir / "requests.parquet").exists()
+        o = api.fit_memory(out_dir, opts) if correlate else opts
+        if correlate:
+            api.correlate(out_dir, o)
+        if correlate or slo or not (out_dir / "diagnosis.json").exists():
+            api.diagnose(out_dir, o)
+        return api.render(out_dir, o)
 
     paths = _run(go, debug)
     if not quiet:
+        _range_note(json.loads(Path(paths["summary_json"]).read_text()), paths)
         out.print(f"report: {paths['report_html']}")
 
 
@@ -303,8 +310,8 @@ def _settings_of(out_dir: Path) -> dict:
         return {}
 
 
-def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
-    # log-derived text may contain [brackets]: never let rich read it as markup
+def _range_note(summary: dict, paths: dict) -> None:
+    """When logscope chose the range to fit memory: why, and the commands for the other ranges."""
     chosen = ((summary.get("span") or {}).get("range") or {}).get("chosen")
     if chosen:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
@@ -312,6 +319,11 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
         for o in chosen.get("others") or []:
             err.print(escape(f"  another range ({o['trouble']:,} failures and server warnings): logscope report {folder} "
                              f"--since {o['since']} --until {o['until']}"), style="yellow")
+
+
+def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
+    # log-derived text may contain [brackets]: never let rich read it as markup
+    _range_note(summary, paths)
     for line in summary.get("verdict", []):
         out.print(escape(line), style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:

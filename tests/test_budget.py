@@ -163,7 +163,12 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     s = json.loads((tmp_path / "b" / "summary.json").read_text())
     o = s["span"]["range"]["chosen"]["others"][0]
     assert f"logscope report {tmp_path / 'b'} --since {o['since']} --until {o['until']}" in " ".join(r.output.split())
-    # and `report --whole` then analyses everything
+    # `report --whole` analyses what analyze would: everything when it fits ...
     r = CliRunner().invoke(app, ["report", str(tmp_path / "b"), "--whole", "-q"])
     assert r.exit_code == 0, r.output
     assert "range" not in json.loads((tmp_path / "b" / "summary.json").read_text())["span"]
+    # ... and the same range when it does not
+    r = CliRunner().invoke(app, ["report", str(tmp_path / "b"), "--whole", "--max-memory", str(half)])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["span"]["range"] == s["span"]["range"]
+    assert "logscope: note: the whole input would need" in r.output
