@@ -31,6 +31,10 @@ AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
 SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
 BUCKET = timedelta(minutes=1)
 OTHERS = 3  # further ranges named, around the worst minutes the chosen one leaves out
+# the overview of the whole input (trouble per bin, for the report): the first bin width giving at most
+# OVERVIEW_BINS bins over the span
+OVERVIEW_BINS = 200
+OVERVIEW_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
 
 # the tables the later stages hold, with the rows that count as trouble (a failure or a server warning).
 # Every client source is counted, though correlation keeps one of a client's two views (its DEBUG log and
@@ -60,6 +64,7 @@ class Choice:
     trouble_in: int  # failures and server warnings in the range
     trouble_total: int  # ... in the whole input
     others: list[dict]  # further ranges that fit, around the worst minutes outside this one: since, until, trouble
+    overview: dict  # trouble over the whole input: bin_s and bins [{t, trouble}] (bins without any are left out)
 
     def doc(self) -> dict:
         why = (f"the whole input would need about {gib(self.whole_bytes)} of memory to analyse, more than the "
@@ -73,7 +78,7 @@ class Choice:
                   if self.trouble_total else ""))
         return {"reason": why, "budget_bytes": self.budget_bytes, "whole_bytes": self.whole_bytes,
                 "range_bytes": self.range_bytes, "anchor": scope.iso(self.anchor), "trouble_in": self.trouble_in,
-                "trouble_total": self.trouble_total, "others": self.others}
+                "trouble_total": self.trouble_total, "others": self.others, "overview": self.overview}
 
 
 def gib(n: int) -> str:
@@ -203,8 +208,17 @@ def choose(out: Path, budget: int | None) -> Choice | None:
                        "trouble": int(sum(bad[lo2:hi2 + 1]))})
     rng = scope.Range(minutes[lo].astimezone(UTC), _end(minutes[hi]).astimezone(UTC))
     choice = Choice(rng, budget, whole, need(used), minutes[a].astimezone(UTC), int(bad[a]),
-                    int(sum(bad[lo:hi + 1])), int(sum(bad)), others)
+                    int(sum(bad[lo:hi + 1])), int(sum(bad)), others, overview(prof))
     return replace(choice, range=replace(rng, chosen=choice.doc()))
+
+
+def overview(prof: pl.DataFrame) -> dict:
+    """Trouble per bin over the whole input, the bin as narrow as OVERVIEW_BINS bins allow."""
+    span = (prof["minute"].max() - prof["minute"].min()).total_seconds() + BUCKET.total_seconds()
+    bin_s = next((b for b in OVERVIEW_STEPS_S if span / b <= OVERVIEW_BINS), OVERVIEW_STEPS_S[-1])
+    bins = (prof.filter(pl.col("trouble") > 0)
+            .group_by(pl.col("minute").dt.truncate(f"{bin_s}s").alias("t")).agg(pl.col("trouble").sum()).sort("t"))
+    return {"bin_s": bin_s, "bins": [{"t": scope.iso(t), "trouble": int(n)} for t, n in bins.iter_rows()]}
 
 
 def _end(minute: datetime) -> datetime:

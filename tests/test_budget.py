@@ -132,6 +132,10 @@ def test_analyze_names_the_range_it_chose(tmp_path, tables):
     assert "range chosen to fit memory" in md and "**Part of the logs analysed:**" in md
     html = (out / "report.html").read_text()
     assert 'class="range-note"' in html and "chosen to fit memory" in html
+    # the whole input's trouble, binned, with the range shaded: every failure and warning is in a bin
+    ov = rng["chosen"]["overview"]
+    assert ov["bin_s"] == 60 and sum(b["trouble"] for b in ov["bins"]) == rng["chosen"]["trouble_total"] > 0
+    assert 'id="spec-overview"' in html
     for o in rng["chosen"]["others"]:
         assert f"--since {o['since']} --until {o['until']}" in html and f"--since {o['since']}" in md
     # the records outside the range were not correlated
@@ -144,6 +148,8 @@ def test_no_limit_and_a_given_range_win(tmp_path, tables):
     out = tmp_path / "none"
     analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=None))
     assert "range" not in json.loads((out / "summary.json").read_text())["span"]
+    assert "spec-overview" not in (out / "report.html").read_text() and "range-note" not in (
+        out / "report.html").read_text().split("</style>")[-1]
     out = tmp_path / "given"
     rng = scope.make("2026-11-29T08:29:00Z", "2026-11-29T08:32:00Z")
     analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=whole // 2, since=rng.since, until=rng.until))

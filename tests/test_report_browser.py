@@ -22,7 +22,9 @@ from logscope.api import AnalyzeOptions, analyze
 from logscope.report.html import CSP
 
 CHROMIUM = Path("/usr/bin/chromium")
-RUNS = ("spike", "retry-storm", "ladder", "crash", "orphan", "calm")
+# 'run@budget': analysed under a 1-byte memory budget, so that logscope picks the worst minute and the
+# report shows the whole input's overview chart
+RUNS = ("spike", "retry-storm", "ladder", "crash", "orphan", "calm", "retry-storm@budget")
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)"
@@ -33,7 +35,9 @@ def analysed(tmp_path_factory, run: str) -> Path:
     """Same session-wide folder as test_report.py: each lab run is analysed once per session."""
     out = tmp_path_factory.getbasetemp() / "lab-reports" / run
     if not (out / "report.html").exists():
-        analyze(need(LAB / run), out, AnalyzeOptions(command_line=f"logscope analyze {run}"))
+        name, _, budget = run.partition("@")
+        analyze(need(LAB / name), out, AnalyzeOptions(command_line=f"logscope analyze {name}",
+                                                      max_memory=1 if budget else "auto"))
     return out
 
 
@@ -114,6 +118,7 @@ def test_no_error_and_every_chart_drawn(opened):
         assert c["rendered"] == "svg", cid
         assert c["svg"] >= 1 and c["marks"] >= 10 and c["text"] >= 3, (cid, c)
     assert "chart-timeline" in d.charts
+    assert ("chart-overview" in d.charts) == out.name.endswith("@budget")
 
 
 def test_no_console_message(opened):

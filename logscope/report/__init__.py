@@ -102,6 +102,7 @@ def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None
     retry_spec, retry_stats = _guard(failed, "retry timing", charts.retry_gap_chart, ld) or (None, None)
     length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (None, None)
     ladder = _guard(failed, "ladder", charts.ladder_chart, summary, options)
+    overview = _guard(failed, "whole-input overview", charts.range_overview, summary)
     notes = [*notes, *failed]
     return {
         "s": summary,
@@ -110,6 +111,7 @@ def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None
             "ladder": ladder,
             "retry_gaps": retry_spec,
             "output_lengths": length_spec,
+            "overview": overview,
         },
         "timeline_notes": notes,
         "retry_gaps": retry_stats or {},

@@ -350,6 +350,42 @@ LADDER_METRICS = {"ttft_p50": ("TTFT p50", P50), "ttft_p95": ("TTFT p95", P95),
                   "e2e_p50": ("e2e p50", "#fdd0a2"), "e2e_p95": ("e2e p95", ORANGE)}  # fmt: skip
 
 
+def range_overview(summary: dict) -> dict | None:
+    """When logscope chose the range to fit memory: failures and server warnings over the whole input, the
+    range analysed shaded blue and the other ranges it names orange (None otherwise)."""
+    rng = (summary.get("span") or {}).get("range") or {}
+    chosen = rng.get("chosen") or {}
+    ov = chosen.get("overview") or {}
+    if not ov.get("bins"):
+        return None
+
+    def ms(col: str) -> pl.Expr:
+        return pl.col(col).str.to_datetime(time_zone="UTC").dt.epoch("ms")
+
+    bars = pl.DataFrame(ov["bins"]).with_columns(ms("t").alias("t")).with_columns(
+        (pl.col("t") + ov["bin_s"] * 1000).alias("end"))
+    spans = [{"kind": "range analysed", "since": rng["since"], "until": rng["until"]}] + [
+        {"kind": "other ranges named", "since": o["since"], "until": o["until"]} for o in chosen.get("others") or []]
+    bands = pl.DataFrame(spans).with_columns(ms("since"), ms("until"))
+    lo = int(min(bars["t"].min(), bands["since"].min()))
+    hi = int(max(bars["end"].max(), bands["until"].max()))
+    x = XEnc(lo, hi)
+    kinds = ["range analysed", "other ranges named"]
+    shade = alt.Chart(bands).mark_rect(opacity=0.35).encode(
+        x=x("since"), x2="until:T",
+        fill=alt.Fill("kind:N", title=None, scale=alt.Scale(domain=kinds, range=[BLUE, ORANGE]),
+                      legend=alt.Legend(orient="right")),
+    )  # fmt: skip
+    per = _fmt_s(float(ov["bin_s"]))
+    col = alt.Chart(bars).mark_rect(color="#9aa5b1").encode(
+        x=x("t"), x2="end:T", y=alt.Y("trouble:Q", title=f"per {per}", axis=alt.Axis(format="~s")), y2=alt.datum(0),
+        tooltip=[alt.Tooltip("t:T", title="from (UTC)", format="%Y-%m-%d %H:%M"), alt.Tooltip("trouble:Q", format=",")],
+    )  # fmt: skip
+    chart = alt.layer(col, shade).properties(  # the shading over the bars: a range shows whatever its height
+        width=WIDTH, height=PANEL_H, title="Failures and server warnings over the whole input")
+    return _finish(chart)
+
+
 def ladder_chart(summary: dict, options: Any) -> dict | None:
     """Latency, throughput and preemptions by step, the working boundary as a green rule."""
     lad = summary.get("ladder") or {}
