@@ -96,7 +96,8 @@ def parse_size(text: str) -> int | None:
 
 
 def available_bytes() -> int | None:
-    """Memory this process may still take: MemAvailable, capped by a cgroup limit (containers)."""
+    """Memory this process may still take: MemAvailable, capped by the memory limits of its cgroup and
+    of the cgroups above it (containers, systemd slices)."""
     free = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -104,15 +105,65 @@ def available_bytes() -> int | None:
                 free = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            cap = int(Path(limit).read_text().strip()) - int(Path(used).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if 0 < cap < 2**60:
-            free = cap if free is None else min(free, cap)
+    for cap in _cgroup_room():
+        free = cap if free is None else min(free, cap)
     return free
+
+
+# (mount, limit file, usage file, memory.stat key of the reclaimable page cache) for cgroup v2 and v1
+_CGROUP_FILES = {
+    "v2": [("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+           ("/sys/fs/cgroup/unified", "memory.max", "memory.current", "inactive_file")],
+    "v1": [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
+}
+
+
+def _cgroup_room(proc_cgroup: str = "/proc/self/cgroup", files: dict | None = None) -> list[int]:
+    """Room left under each memory limit that applies to this process: limit - (usage - the inactive page
+    cache, which the kernel reclaims before it kills: reading a 5 GB folder fills the cache)."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return []
+    rooms = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        kind = "v2" if parts[0] == "0" and parts[1] == "" else "v1" if "memory" in parts[1].split(",") else None
+        if kind is None:
+            continue
+        for mount, limit_f, usage_f, cache_key in (files or _CGROUP_FILES)[kind]:
+            d = Path(mount + parts[2].rstrip("/"))
+            while True:  # the group and every group above it: the tightest limit wins
+                room = _room(d, limit_f, usage_f, cache_key)
+                if room is not None:
+                    rooms.append(room)
+                if d == Path(mount) or d == d.parent:
+                    break
+                d = d.parent
+    return rooms
+
+
+def _room(d: Path, limit_f: str, usage_f: str, cache_key: str) -> int | None:
+    try:
+        limit_text = (d / limit_f).read_text().strip()
+        if limit_text == "max":
+            return None
+        limit, usage = int(limit_text), int((d / usage_f).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if limit >= 2**60:  # "no limit" in cgroup v1
+        return None
+    cache = 0
+    try:
+        for line in (d / "memory.stat").read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == cache_key:
+                cache = int(v)
+    except (OSError, ValueError):
+        pass
+    return max(0, limit - max(0, usage - cache))
 
 
 def default_budget() -> int | None:

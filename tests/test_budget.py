@@ -50,6 +50,30 @@ def test_sizes_are_read_with_their_units():
         assert free is not None and free > 0
 
 
+def test_the_room_left_under_cgroup_limits(tmp_path):
+    """The tightest memory limit of the process's cgroup and of those above it counts, less what is used
+    there apart from the inactive page cache (the kernel drops that before it kills)."""
+    v1 = tmp_path / "memory"
+    for d, limit, usage, cache in ((v1, 2**63 - 4096, 9 * 2**30, 0), (v1 / "slice", 3 * 2**30, 2 * 2**30, 2**30),
+                                   (v1 / "slice" / "job", 2 * 2**30, 1536 * 2**20, 1024 * 2**20)):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "memory.limit_in_bytes").write_text(f"{limit}\n")
+        (d / "memory.usage_in_bytes").write_text(f"{usage}\n")
+        (d / "memory.stat").write_text(f"cache 5\ninactive_file 1\ntotal_inactive_file {cache}\n")
+    v2 = tmp_path / "unified"
+    (v2 / "svc").mkdir(parents=True)
+    (v2 / "svc" / "memory.max").write_text("max\n")
+    (v2 / "svc" / "memory.current").write_text("1000\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("9:name=systemd:/\n4:memory:/slice/job\n2:cpuacct:/\n0::/svc\n")
+    files = {"v1": [(str(v1), "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
+             "v2": [(str(v2), "memory.max", "memory.current", "inactive_file")]}
+    # job: 2 GiB - (1.5 GiB used - 1 GiB inactive cache) = 1.5 GiB; slice: 3 - (2 - 1) = 2 GiB; root and
+    # the v2 group: no limit
+    assert sorted(budget._cgroup_room(str(proc), files)) == [1536 * 2**20, 2 * 2**30]
+    assert budget._cgroup_room(str(tmp_path / "absent"), files) == []
+
+
 def test_the_estimate_is_the_sum_of_its_minutes(tables):
     """The whole need and the per-minute profile count the same records; trouble sits in the surge."""
     whole = budget.whole_need(tables)
