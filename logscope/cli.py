@@ -250,6 +250,9 @@ def analyze(
     if open_:
         webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
     classes = {e.get("class") for e in summary.get("episodes", [])}
+    if fail_on and ((summary.get("span") or {}).get("range") or {}).get("chosen"):
+        err.print("logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
+                  "(or --max-memory none) to judge the whole input", style="yellow")
     if fail_on and classes & set(fail_on):
         raise typer.Exit(ExitCode.FAIL_ON)
 

@@ -187,8 +187,9 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     whole = budget.whole_need(tables)
     half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
     r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "b"),
-                                 "--max-memory", str(half)])
-    assert r.exit_code == 0, r.output
+                                 "--max-memory", str(half), "--fail-on", "crash"])
+    assert r.exit_code == 0, r.output  # the storm has no crash
+    assert "--fail-on saw only the range chosen to fit memory" in r.output
     assert "logscope: note: the whole input would need" in r.output
     s = json.loads((tmp_path / "b" / "summary.json").read_text())
     o = s["span"]["range"]["chosen"]["others"][0]
