@@ -4,9 +4,10 @@ Ingest is bounded whatever the input (chunks, spilled rows). Correlation, diagno
 then hold the request-level records of what they analyse: the peak is about ``BASE_BYTES`` plus
 ``PER_RECORD_FACTOR`` times the in-memory size of those records (measured on the bench folders,
 docs/performance.md). When the whole input would need more than the budget (by default a share of
-the memory this machine has free), ``logscope analyze`` analyses a range instead of being killed
-half-way: the stretch around the minute with the most failures and server warnings (the busiest
-minute when nothing failed), grown evenly in time on both sides while it fits. The range is named in
+the memory free to this process, within its cgroup's limit), ``logscope analyze`` analyses a range instead of being killed
+half-way: the stretch around the minute with the most trouble signs (failures, server warnings, stats
+lines showing a queue, preemptions or a nearly full KV cache; the busiest minute when there is none),
+grown evenly in time on both sides while it fits. The range is named in
 every output with why it was chosen; ``logscope report OUT --since/--until`` looks at the others
 without re-parsing.
 """
@@ -22,6 +23,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from . import schemas, scope
+from .diagnose.thresholds import Thresholds
+
+_TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
 
 # peak = BASE_BYTES + PER_RECORD_FACTOR x the records' size (5 GB bench folder: records 1.88 GB, peak 3.5 GB;
 # 1 GB folder: 0.38 GB, peak 1.0-1.16 GB): rounded up, so that the estimate errs on the safe side
@@ -36,11 +40,13 @@ OTHERS = 3  # further ranges named, around the worst minutes the chosen one leav
 OVERVIEW_BINS = 200
 OVERVIEW_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
 
-# the tables the later stages hold, with the rows that count as trouble (a failure or a server warning).
+# the tables the later stages hold, with the rows that are trouble signs (a failure, a server warning, a
+# stats line showing a queue, preemptions or a nearly full KV cache).
 # Every client source is counted, though correlation keeps one of a client's two views (its DEBUG log and
 # its JSON lines): with both present the estimate errs high, by their share (~30 % on the bench folders)
 HELD = {
-    "server_stats": None,
+    "server_stats": (pl.col("waiting") >= _TH.waiting_min) | (pl.col("preemptions") >= _TH.preemptions_min)
+    | (pl.max_horizontal("kv_usage", "gpu_kv_usage", "cpu_kv_usage") >= _TH.kv_full),
     "server_events": pl.col("level").is_in(["WARNING", "ERROR", "CRITICAL"]),
     "server_requests": None,
     "gateway_attempts": (pl.col("status") >= 500) | (pl.col("upstream_status") >= 500) | pl.col("error").is_not_null(),
@@ -60,8 +66,8 @@ class Choice:
     whole_bytes: int  # estimated need of the whole input
     range_bytes: int  # estimated need of the range
     anchor: datetime  # start of the minute the range is grown around
-    anchor_trouble: int  # failures and server warnings in that minute (0: the busiest minute was taken)
-    trouble_in: int  # failures and server warnings in the range
+    anchor_trouble: int  # trouble signs in that minute (0: none anywhere, the busiest minute was taken)
+    trouble_in: int  # trouble signs in the range
     trouble_total: int  # ... in the whole input
     others: list[dict]  # further ranges that fit, around the worst minutes outside this one: since, until, trouble
     overview: dict  # trouble over the whole input: bin_s and bins [{t, trouble}] (bins without any are left out)
@@ -69,12 +75,13 @@ class Choice:
     def doc(self) -> dict:
         why = (f"the whole input would need about {gib(self.whole_bytes)} of memory to analyse, more than the "
                f"{gib(self.budget_bytes)} budget (--max-memory): this range, around the minute "
-               + (f"with the most failures and server warnings ({self.anchor_trouble})"
-                  if self.anchor_trouble else "with the most records (nothing failed)")
+               + (f"with the most trouble signs ({self.anchor_trouble:,}: failures, server warnings, stats lines "
+                  "showing a queue, preemptions or a KV cache near full)"
+                  if self.anchor_trouble else "with the most records (no trouble sign anywhere)")
                + f" at {scope.iso(self.anchor)}, "
                + (f"fits in about {gib(self.range_bytes)}" if self.range_bytes <= self.budget_bytes else
                   f"is that minute alone and still needs about {gib(self.range_bytes)}")
-               + (f"; it holds {self.trouble_in:,} of the {self.trouble_total:,} failures and server warnings"
+               + (f"; it holds {self.trouble_in:,} of the {self.trouble_total:,} trouble signs"
                   if self.trouble_total else ""))
         return {"reason": why, "budget_bytes": self.budget_bytes, "whole_bytes": self.whole_bytes,
                 "range_bytes": self.range_bytes, "anchor": scope.iso(self.anchor), "trouble_in": self.trouble_in,

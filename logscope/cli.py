@@ -320,7 +320,7 @@ def _range_note(summary: dict, paths: dict) -> None:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
         err.print(escape(f"logscope: note: {chosen['reason']}"), style="yellow")
         for o in chosen.get("others") or []:
-            err.print(escape(f"  another range ({o['trouble']:,} failures and server warnings): logscope report {folder} "
+            err.print(escape(f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
                              f"--since {o['since']} --until {o['until']}"), style="yellow")
 
 

@@ -91,6 +91,23 @@ def test_the_estimate_is_the_sum_of_its_minutes(tables):
     assert prof["trouble"].sum() >= failed.height > 0
 
 
+def test_pressure_without_failures_is_trouble(tmp_path):
+    """The spike run's overload fails nothing the gateway sees; its queue, preemptions and full KV cache
+    on the vLLM stats lines make the surge's minute the worst (manifest: c=48 from client start + 75 s)."""
+    man = json.loads((need(LAB / "spike") / "manifest.json").read_text())
+    ev = next(e for e in man["events"] if e["event"] == "client_start")
+    calm, surge = (float(x) for x in re.findall(r"(\d+)s c=", ev["phases"])[:2])
+    lo = datetime.fromtimestamp(ev["t"], UTC) + timedelta(seconds=calm)
+    ingest(ROOT / "samples" / "spike", tmp_path)
+    prof, _ = budget.profile(tmp_path)
+    worst = prof.sort("trouble", descending=True).row(0, named=True)
+    assert worst["minute"] <= lo + timedelta(seconds=surge) and lo < worst["minute"] + timedelta(minutes=1)
+    stats = pl.read_parquet(tmp_path / "server_stats.parquet").filter(
+        pl.col("ts").dt.truncate("1m") == worst["minute"])
+    signs = stats.filter((pl.col("waiting") >= 1) | (pl.col("preemptions") >= 1) | (pl.col("kv_usage") >= 0.9))
+    assert signs.height > worst["trouble"] / 2  # most of that minute's trouble signs are the stats lines
+
+
 def test_a_range_is_chosen_only_past_the_budget(tables):
     whole = budget.whole_need(tables)
     assert budget.choose(tables, None) is None

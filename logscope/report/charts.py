@@ -351,7 +351,7 @@ LADDER_METRICS = {"ttft_p50": ("TTFT p50", P50), "ttft_p95": ("TTFT p95", P95),
 
 
 def range_overview(summary: dict) -> dict | None:
-    """When logscope chose the range to fit memory: failures and server warnings over the whole input, the
+    """When logscope chose the range to fit memory: trouble signs over the whole input, the
     range analysed shaded blue and the other ranges it names orange (None otherwise)."""
     rng = (summary.get("span") or {}).get("range") or {}
     chosen = rng.get("chosen") or {}
@@ -382,7 +382,7 @@ def range_overview(summary: dict) -> dict | None:
         tooltip=[alt.Tooltip("t:T", title="from (UTC)", format="%Y-%m-%d %H:%M"), alt.Tooltip("trouble:Q", format=",")],
     )  # fmt: skip
     chart = alt.layer(col, shade).properties(  # the shading over the bars: a range shows whatever its height
-        width=WIDTH, height=PANEL_H, title="Failures and server warnings over the whole input")
+        width=WIDTH, height=PANEL_H, title="Trouble signs over the whole input (failures, server warnings, queue / preemption / full-KV stats lines)")
     return _finish(chart)
 
 
