@@ -173,7 +173,7 @@ def test_analyze_names_the_range_it_chose(tmp_path, tables):
     assert "range chosen to fit memory" in md and "**Part of the logs analysed:**" in md
     html = (out / "report.html").read_text()
     assert 'class="range-note"' in html and "chosen to fit memory" in html
-    # the whole input's trouble, binned, with the range shaded: every failure and warning is in a bin
+    # the whole input's trouble, binned, with the range shaded: every trouble sign is in a bin
     ov = rng["chosen"]["overview"]
     assert ov["bin_s"] == 60 and sum(b["trouble"] for b in ov["bins"]) == rng["chosen"]["trouble_total"] > 0
     assert 'id="spec-overview"' in html
