@@ -27,12 +27,15 @@ from .diagnose.thresholds import Thresholds
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
 
-# peak = BASE_BYTES + PER_RECORD_FACTOR x the records' size (5 GB bench folder: records 1.88 GB, peak 3.5 GB;
-# 1 GB folder: 0.38 GB, peak 1.0-1.16 GB): rounded up, so that the estimate errs on the safe side
-BASE_BYTES = 400 * 2**20
-PER_RECORD_FACTOR = 2.0
+# peak = BASE_BYTES + PER_RECORD_FACTOR x the size of the records correlation holds (the client sources it
+# keeps): fitted on the bench folders (docs/performance.md, item 17) and rounded up, so that it errs high
+BASE_BYTES = 512 * 2**20
+PER_RECORD_FACTOR = 2.5
 AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
 SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
+# rows of each client source that decide which views correlation keeps, for the estimate (deciding on every
+# row, as correlation does, held 1.6 GB on the 5 GB bench folder: more than the budget it serves)
+PICK_SAMPLE = 20_000
 BUCKET = timedelta(minutes=1)
 OTHERS = 3  # further ranges named, around the worst minutes the chosen one leaves out
 # the overview of the whole input (trouble per bin, for the report): the first bin width giving at most
@@ -41,9 +44,9 @@ OVERVIEW_BINS = 200
 OVERVIEW_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
 
 # the tables the later stages hold, with the rows that are trouble signs (a failure, a server warning, a
-# stats line showing a queue, preemptions or a nearly full KV cache).
-# Every client source is counted, though correlation keeps one of a client's two views (its DEBUG log and
-# its JSON lines): with both present the estimate errs high, by their share (~30 % on the bench folders)
+# stats line showing a queue, preemptions or a nearly full KV cache). Of the client tables, correlation
+# holds the sources it keeps (one view per client: a DEBUG log and the JSON lines of the same sends)
+CLIENT_TABLES = ("client_attempts", "client_requests")
 HELD = {
     "server_stats": (pl.col("waiting") >= _TH.waiting_min) | (pl.col("preemptions") >= _TH.preemptions_min)
     | (pl.max_horizontal("kv_usage", "gpu_kv_usage", "cpu_kv_usage") >= _TH.kv_full),
@@ -186,12 +189,17 @@ def _columns(table: str) -> list[str]:
     return [c for c in cols if c not in frames.UNUSED_COLUMNS.get(table, ())]
 
 
-def _row_bytes(path: Path, table: str) -> tuple[int, float]:
-    """Rows of a table and its in-memory bytes per row, measured on its first rows."""
+def _row_bytes(path: Path, table: str, kept: list[str] | None = None) -> tuple[int, float]:
+    """Rows of a table (of the kept client sources) and its in-memory bytes per row, measured on its first
+    rows."""
     rows = pq.ParquetFile(path).metadata.num_rows
     if not rows:
         return 0, 0.0
-    sample = schemas.conform(pl.scan_parquet(path), table).select(_columns(table)).head(SAMPLE_ROWS).collect()
+    lf = schemas.conform(pl.scan_parquet(path), table)
+    if kept is not None and table in CLIENT_TABLES:
+        lf = lf.filter(pl.col("source").is_in(kept))
+        rows = lf.select(pl.len()).collect().item()
+    sample = lf.select(_columns(table)).head(SAMPLE_ROWS).collect()
     return rows, sample.estimated_size() / max(sample.height, 1)
 
 
@@ -199,30 +207,34 @@ def need(records_bytes: float) -> int:
     return int(BASE_BYTES + PER_RECORD_FACTOR * records_bytes)
 
 
-def whole_need(out: Path) -> int:
-    """Estimated peak memory of analysing the whole input (row counts times bytes per row of a sample)."""
+def whole_need(out: Path, kept: list[str] | None = None) -> int:
+    """Estimated peak memory of analysing the whole input: row counts times bytes per row of a sample. With
+    ``kept`` None, every client source counts (an upper bound that reads no column)."""
     total = 0.0
     for table in HELD:
         p = Path(out) / f"{table}.parquet"
         if p.exists():
-            rows, per = _row_bytes(p, table)
+            rows, per = _row_bytes(p, table, kept)
             total += rows * per
     return need(total)
 
 
-def profile(out: Path) -> tuple[pl.DataFrame, float]:
-    """Per minute: the records' bytes and trouble count; plus the bytes of records without a time (they
+def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, float]:
+    """Per minute: the records' bytes and trouble signs; plus the bytes of records without a time (they
     are read whatever the range)."""
     parts, untimed = [], 0.0
     for table, trouble in HELD.items():
         p = Path(out) / f"{table}.parquet"
         if not p.exists():
             continue
-        rows, per = _row_bytes(p, table)
+        rows, per = _row_bytes(p, table, kept)
         if not rows:
             continue
         ts = [c for c, t in schemas.schema(table).items() if t == schemas.TS]
-        lf = schemas.conform(pl.scan_parquet(p), table).select(
+        lf = schemas.conform(pl.scan_parquet(p), table)
+        if kept is not None and table in CLIENT_TABLES:
+            lf = lf.filter(pl.col("source").is_in(kept))
+        lf = lf.select(
             pl.min_horizontal(pl.col(c) for c in ts).dt.truncate("1m").alias("minute"),
             (trouble if trouble is not None else pl.lit(False)).fill_null(False).alias("bad"),
         )
@@ -242,10 +254,15 @@ def choose(out: Path, budget: int | None) -> Choice | None:
     with up to OTHERS further ranges that fit, around the worst minutes left outside it."""
     if budget is None:
         return None
-    whole = whole_need(out)
+    if whole_need(out) <= budget:  # every client view counted: when even that fits, nothing more is read
+        return None
+    from .correlate.frames import kept_client_sources
+
+    kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
+    whole = whole_need(out, kept)
     if whole <= budget:
         return None
-    prof, untimed = profile(out)
+    prof, untimed = profile(out, kept)
     if not prof.height:
         return None
     minutes = prof["minute"].to_list()

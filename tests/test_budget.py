@@ -17,6 +17,7 @@ from conftest import LAB, ROOT, need
 from logscope import budget, scope
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.cli import app
+from logscope.correlate.frames import kept_client_sources
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
 
@@ -28,6 +29,11 @@ def _surge() -> tuple[datetime, datetime]:
     calm, surge = (float(s) for s in re.findall(r"(\d+)s ", ev["phases"])[:2])
     t0 = datetime.fromtimestamp(ev["t"], UTC) + timedelta(seconds=calm)
     return t0, t0 + timedelta(seconds=surge)
+
+
+def _whole(out: Path) -> int:
+    """The estimate analyze compares with its budget: of the client sources correlation keeps."""
+    return budget.whole_need(out, kept_client_sources(out, sample=budget.PICK_SAMPLE)[0])
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +86,13 @@ def test_the_estimate_is_the_sum_of_its_minutes(tables):
     prof, untimed = budget.profile(tables)
     assert whole > budget.BASE_BYTES
     assert budget.need(prof["bytes"].sum() + untimed) == pytest.approx(whole, rel=1e-6)
+    # correlation keeps one view of the storm's client (its JSON lines or its DEBUG log): the estimate that
+    # decides counts that one; every view counted is the cheap upper bound tried first
+    kept, dropped = kept_client_sources(tables, sample=budget.PICK_SAMPLE)
+    assert len(kept) == 1 and len(dropped) == 1 and (kept, dropped) == kept_client_sources(tables)  # as correlation
+    prof_kept, untimed_kept = budget.profile(tables, kept)
+    assert budget.need(prof_kept["bytes"].sum() + untimed_kept) == pytest.approx(_whole(tables), rel=1e-6)
+    assert budget.BASE_BYTES < _whole(tables) < whole
     # every minute with a record is there: the server's start (08:28) before the first request too
     ga = pl.read_parquet(tables / "gateway_attempts.parquet")
     assert set(ga["ts_start"].dt.truncate("1m")) < set(prof["minute"])
@@ -109,7 +122,7 @@ def test_pressure_without_failures_is_trouble(tmp_path):
 
 
 def test_a_range_is_chosen_only_past_the_budget(tables):
-    whole = budget.whole_need(tables)
+    whole = _whole(tables)
     assert budget.choose(tables, None) is None
     assert budget.choose(tables, whole) is None
     half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
@@ -117,7 +130,7 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
     assert c is not None and c.range.chosen["reason"].startswith("the whole input would need")
     assert c.range_bytes <= half < c.whole_bytes == whole
     assert c.range.since <= c.anchor <= c.range.until
-    prof, _ = budget.profile(tables)
+    prof, _ = budget.profile(tables, kept_client_sources(tables)[0])
     inside = prof.filter(pl.col("minute").is_between(c.range.since, c.range.until))
     assert inside["trouble"].max() == prof["trouble"].max() == c.anchor_trouble
     assert 0 < inside.height < prof.height
@@ -150,7 +163,7 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
 
 
 def test_analyze_names_the_range_it_chose(tmp_path, tables):
-    whole = budget.whole_need(tables)
+    whole = _whole(tables)
     half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
     out = tmp_path / "out"
     analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=half))
@@ -185,7 +198,7 @@ def test_analyze_names_the_range_it_chose(tmp_path, tables):
 
 
 def test_no_limit_and_a_given_range_win(tmp_path, tables):
-    whole = budget.whole_need(tables)
+    whole = _whole(tables)
     out = tmp_path / "none"
     analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=None))
     assert "range" not in json.loads((out / "summary.json").read_text())["span"]
@@ -201,7 +214,7 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "a"),
                                  "--max-memory", "plenty"])
     assert r.exit_code == 2 and "--max-memory" in r.output
-    whole = budget.whole_need(tables)
+    whole = _whole(tables)
     half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
     r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "b"),
                                  "--max-memory", str(half), "--fail-on", "crash"])

@@ -105,9 +105,7 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
     def scan(name: str) -> pl.LazyFrame:
         return scope.scan(out, name, rng)
 
-    keep, dropped = pick_client_sources(
-        scan("client_attempts").select(*_PICK_COLUMNS).collect(),
-        scan("client_requests").select("source", "ts_start", "logical_request_id").collect())
+    keep, dropped = kept_client_sources(out, rng)
     tabs = {}
     for name in INPUTS:
         df = scan(name)
@@ -122,6 +120,24 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
          "why": [None] * len(keep) + list(dropped.values())},
         schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String})
     return tabs
+
+
+def kept_client_sources(out: Path, rng: Range = scope.ALL, sample: int | None = None
+                        ) -> tuple[list[str], dict[str, str]]:
+    """``pick_client_sources`` over an output folder's tables, reading only the columns it needs; with
+    ``sample``, only each source's first rows (an estimate's cheap answer: every row of a day of client
+    logs is gigabytes)."""
+    ca = scope.scan(out, "client_attempts", rng).select(*_PICK_COLUMNS)
+    cr = scope.scan(out, "client_requests", rng).select("source", "ts_start", "logical_request_id")
+    if sample is None:
+        return pick_client_sources(ca.collect(), cr.collect())
+    sources = pl.concat([ca.select("source"), cr.select("source")]).unique().collect(engine="streaming")
+
+    def heads(lf: pl.LazyFrame) -> pl.DataFrame:  # streaming: each scan stops after its first rows
+        return pl.concat([lf.clear().collect(), *(lf.filter(pl.col("source") == s).head(sample).collect(
+            engine="streaming") for s in sources["source"].drop_nulls().sort())])
+
+    return pick_client_sources(heads(ca), heads(cr))
 
 
 @dataclass
