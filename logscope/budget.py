@@ -46,7 +46,6 @@ OVERVIEW_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 864
 # the tables the later stages hold, with the rows that are trouble signs (a failure, a server warning, a
 # stats line showing a queue, preemptions or a nearly full KV cache). Of the client tables, correlation
 # holds the sources it keeps (one view per client: a DEBUG log and the JSON lines of the same sends)
-CLIENT_TABLES = ("client_attempts", "client_requests")
 HELD = {
     "server_stats": (pl.col("waiting") >= _TH.waiting_min) | (pl.col("preemptions") >= _TH.preemptions_min)
     | (pl.max_horizontal("kv_usage", "gpu_kv_usage", "cpu_kv_usage") >= _TH.kv_full),
@@ -181,26 +180,22 @@ def default_budget() -> int | None:
     return None if free is None else int(free * AVAILABLE_SHARE)
 
 
-def _columns(table: str) -> list[str]:
-    """The columns correlation reads of a table (what its frames hold)."""
+def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, int, float] | None:
+    """A table the later stages hold, of the kept client sources (all with ``kept`` None), with its rows and
+    its in-memory bytes per row in the columns correlation reads, measured on its first rows; None when
+    absent or empty."""
     from .correlate import frames
 
-    cols = frames.USED_COLUMNS.get(table) or list(schemas.schema(table))
-    return [c for c in cols if c not in frames.UNUSED_COLUMNS.get(table, ())]
-
-
-def _row_bytes(path: Path, table: str, kept: list[str] | None = None) -> tuple[int, float]:
-    """Rows of a table (of the kept client sources) and its in-memory bytes per row, measured on its first
-    rows."""
-    rows = pq.ParquetFile(path).metadata.num_rows
+    p = Path(out) / f"{table}.parquet"
+    rows = pq.ParquetFile(p).metadata.num_rows if p.exists() else 0
     if not rows:
-        return 0, 0.0
-    lf = schemas.conform(pl.scan_parquet(path), table)
-    if kept is not None and table in CLIENT_TABLES:
+        return None
+    lf = scope.scan(out, table)
+    if kept is not None and table in frames.CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(kept))
         rows = lf.select(pl.len()).collect().item()
-    sample = lf.select(_columns(table)).head(SAMPLE_ROWS).collect()
-    return rows, sample.estimated_size() / max(sample.height, 1)
+    sample = lf.select(frames.columns_read(table)).head(SAMPLE_ROWS).collect()
+    return lf, rows, sample.estimated_size() / max(sample.height, 1)
 
 
 def need(records_bytes: float) -> int:
@@ -209,14 +204,9 @@ def need(records_bytes: float) -> int:
 
 def whole_need(out: Path, kept: list[str] | None = None) -> int:
     """Estimated peak memory of analysing the whole input: row counts times bytes per row of a sample. With
-    ``kept`` None, every client source counts (an upper bound that reads no column)."""
-    total = 0.0
-    for table in HELD:
-        p = Path(out) / f"{table}.parquet"
-        if p.exists():
-            rows, per = _row_bytes(p, table, kept)
-            total += rows * per
-    return need(total)
+    ``kept`` None, every client source counts (an upper bound that reads no whole column)."""
+    held = [_held(out, table, kept) for table in HELD]
+    return need(sum(rows * per for _, rows, per in filter(None, held)))
 
 
 def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, float]:
@@ -224,21 +214,14 @@ def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, flo
     are read whatever the range)."""
     parts, untimed = [], 0.0
     for table, trouble in HELD.items():
-        p = Path(out) / f"{table}.parquet"
-        if not p.exists():
+        held = _held(out, table, kept)
+        if held is None:
             continue
-        rows, per = _row_bytes(p, table, kept)
-        if not rows:
-            continue
-        ts = [c for c, t in schemas.schema(table).items() if t == schemas.TS]
-        lf = schemas.conform(pl.scan_parquet(p), table)
-        if kept is not None and table in CLIENT_TABLES:
-            lf = lf.filter(pl.col("source").is_in(kept))
-        lf = lf.select(
-            pl.min_horizontal(pl.col(c) for c in ts).dt.truncate("1m").alias("minute"),
+        lf, _, per = held
+        g = lf.select(
+            scope.first_time(table).dt.truncate("1m").alias("minute"),
             (trouble if trouble is not None else pl.lit(False)).fill_null(False).alias("bad"),
-        )
-        g = lf.group_by("minute").agg(pl.len().alias("n"), pl.col("bad").sum().alias("trouble")).collect(
+        ).group_by("minute").agg(pl.len().alias("n"), pl.col("bad").sum().alias("trouble")).collect(
             engine="streaming")
         untimed += per * float(g.filter(pl.col("minute").is_null())["n"].sum())
         parts.append(g.filter(pl.col("minute").is_not_null()).select(
@@ -269,16 +252,18 @@ def choose(out: Path, budget: int | None) -> Choice | None:
     size = prof["bytes"].to_list()
     bad = prof["trouble"].to_list()
     free = [True] * len(minutes)
-    a = max(range(len(bad)), key=lambda i: (bad[i], size[i], -i)) if max(bad) > 0 else max(
-        range(len(size)), key=lambda i: (size[i], -i))
+
+    def worst(among) -> int:  # the most trouble signs, then the most records, then the earliest
+        return max(among, key=lambda i: (bad[i], size[i], -i))
+
+    a = worst(range(len(minutes)))
     lo, hi, used = _grow(minutes, size, free, a, untimed, budget)
     others = []
     while len(others) < OTHERS:
         rest = [i for i in range(len(bad)) if free[i] and bad[i] > 0]
         if not rest:
             break
-        b = max(rest, key=lambda i: (bad[i], size[i], -i))
-        lo2, hi2, _ = _grow(minutes, size, free, b, untimed, budget)
+        lo2, hi2, _ = _grow(minutes, size, free, worst(rest), untimed, budget)
         others.append({"since": scope.iso(minutes[lo2]), "until": scope.iso(_end(minutes[hi2])),
                        "trouble": int(sum(bad[lo2:hi2 + 1]))})
     rng = scope.Range(minutes[lo].astimezone(UTC), _end(minutes[hi]).astimezone(UTC))

@@ -250,7 +250,7 @@ def analyze(
     if open_:
         webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
     classes = {e.get("class") for e in summary.get("episodes", [])}
-    if fail_on and ((summary.get("span") or {}).get("range") or {}).get("chosen"):
+    if fail_on and _chosen(summary):
         err.print("logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
                   "(or --max-memory none) to judge the whole input", style="yellow")
     if fail_on and classes & set(fail_on):
@@ -305,17 +305,22 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
 def _settings_of(out_dir: Path) -> dict:
     """The SLO and thresholds the folder was diagnosed with, so that another range is judged alike."""
     try:
+        from .diagnose import slo_options
+
         d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
-        slo = d["slo"]
-        return {"slo_ttft_s": slo["ttft_p95_s"], "slo_e2e_s": slo["e2e_p95_s"], "slo_success": slo["success"],
-                "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+        return {**slo_options(d), "extra": {"thresholds": dict(d.get("thresholds") or {})}}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 
+def _chosen(summary: dict) -> dict | None:
+    """Why logscope chose the range analysed (summary.json's span.range.chosen), when it did."""
+    return ((summary.get("span") or {}).get("range") or {}).get("chosen")
+
+
 def _range_note(summary: dict, paths: dict) -> None:
     """When logscope chose the range to fit memory: why, and the commands for the other ranges."""
-    chosen = ((summary.get("span") or {}).get("range") or {}).get("chosen")
+    chosen = _chosen(summary)
     if chosen:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
         err.print(escape(f"logscope: note: {chosen['reason']}"), style="yellow")

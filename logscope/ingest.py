@@ -412,9 +412,8 @@ def _files_table(states: list[FileState], out: Path) -> pl.DataFrame:
 def _time_spans(out: Path) -> dict[str, tuple]:
     frames = []
     for name in PARSED_TABLES:
-        sch = schemas.schema(name)
-        ts_cols = [c for c, t in sch.items() if t == schemas.TS]
-        if not ts_cols or "source" not in sch:
+        ts_cols = schemas.time_columns(name)
+        if not ts_cols or "source" not in schemas.schema(name):
             continue
         lf = pl.scan_parquet(out / f"{name}.parquet")
         frames.append(

@@ -393,6 +393,11 @@ def schema(table: str) -> pl.Schema:
     return pl.Schema({c: t for c, (t, _) in TABLES[table].items()})
 
 
+def time_columns(table: str) -> list[str]:
+    """The timestamp columns of a table's declared schema."""
+    return [c for c, t in schema(table).items() if t == TS]
+
+
 def empty(table: str) -> pl.DataFrame:
     return pl.DataFrame(schema=schema(table))
 

@@ -112,17 +112,21 @@ def where(table: str, rng: Range) -> pl.Expr | None:
     """Rows of ``table`` whose times overlap the range (None: every row)."""
     if not rng or table in WHOLE or table not in schemas.TABLES:
         return None
-    cols = [c for c, t in schemas.schema(table).items() if t == schemas.TS]
+    cols = schemas.time_columns(table)
     if not cols:
         return None
-    lo = pl.min_horizontal(pl.col(c) for c in cols)
-    hi = pl.max_horizontal(pl.col(c) for c in cols)
+    lo, hi = first_time(table), pl.max_horizontal(pl.col(c) for c in cols)
     keep = pl.lit(True)
     if rng.since is not None:
         keep = keep & (hi >= rng.since)
     if rng.until is not None:
         keep = keep & (lo <= rng.until)
     return lo.is_null() | keep
+
+
+def first_time(table: str) -> pl.Expr:
+    """A record's earliest time (null when it has none)."""
+    return pl.min_horizontal(pl.col(c) for c in schemas.time_columns(table))
 
 
 def scan(out: Path, table: str, rng: Range = ALL) -> pl.LazyFrame:

@@ -91,6 +91,15 @@ UNUSED_COLUMNS = {
 }
 
 
+CLIENT_TABLES = ("client_attempts", "client_requests")
+
+
+def columns_read(table: str) -> list[str]:
+    """The columns of a table correlation reads (USED_COLUMNS, else all but UNUSED_COLUMNS)."""
+    cols = USED_COLUMNS.get(table) or schemas.schema(table).names()
+    return [c for c in cols if c not in UNUSED_COLUMNS.get(table, ())]
+
+
 # which client sources correlation uses, decided before the client tables are read whole (a table of
 # its own in read_tables' dict: source, kept, why)
 CLIENT_PICK = "client_sources"
@@ -109,12 +118,9 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
     tabs = {}
     for name in INPUTS:
         df = scan(name)
-        if name in USED_COLUMNS:
-            df = df.select(USED_COLUMNS[name])
-        df = df.drop(UNUSED_COLUMNS.get(name, ()))
-        if name in ("client_attempts", "client_requests"):
+        if name in CLIENT_TABLES:
             df = df.filter(pl.col("source").is_in(keep))
-        tabs[name] = df.collect()
+        tabs[name] = df.select(columns_read(name)).collect()
     tabs[CLIENT_PICK] = pl.DataFrame(
         {"source": [*keep, *dropped], "kept": [True] * len(keep) + [False] * len(dropped),
          "why": [None] * len(keep) + list(dropped.values())},

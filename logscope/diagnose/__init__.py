@@ -46,6 +46,16 @@ METHOD = [
 ]
 
 
+# the analysis options of the SLO -> their keys in diagnosis.json's "slo"
+SLO_KEYS = {"slo_ttft_s": "ttft_p95_s", "slo_e2e_s": "e2e_p95_s", "slo_success": "success"}
+
+
+def slo_options(diag: dict) -> dict:
+    """The SLO a diagnosis (diagnosis.json) judged by, as analysis options (those it lacks left out)."""
+    slo = diag.get("slo") if isinstance(diag.get("slo"), dict) else {}
+    return {opt: slo[key] for opt, key in SLO_KEYS.items() if slo.get(key) is not None}
+
+
 def run(out: Path, options) -> dict:
     out = Path(out)
     try:  # times carry their date when the logs (or the range analysed) cover several days
@@ -92,7 +102,7 @@ def _run(out: Path, options) -> dict:
         "observed": {"start": ctx.span_lo, "end": ctx.span_hi, "seconds": ctx.span_s, "last_arrival": ctx.load_end,
                      "requests_from": inp.requests_origin, "windows_from": inp.windows_origin,
                      "window_s": inp.window_s},
-        "slo": {"ttft_p95_s": slo.ttft_s, "e2e_p95_s": slo.e2e_s, "success": slo.success},
+        "slo": {key: float(getattr(options, opt)) for opt, key in SLO_KEYS.items()},
         "thresholds": th.as_dict(),
         "thresholds_unknown": unknown,
         "method": METHOD,

@@ -78,9 +78,9 @@ def render(out: Path, options: Any) -> dict[str, Path]:
 def judged_by(ld: Loaded, options: Any) -> Any:
     """``options`` with the SLO the diagnosis judged by (diagnosis.json): a report rendered again later
     states and draws that SLO, whatever the options of the rendering say."""
-    slo = ld.doc("diagnosis").get("slo") or {}
-    given = {"slo_ttft_s": slo.get("ttft_p95_s"), "slo_e2e_s": slo.get("e2e_p95_s"), "slo_success": slo.get("success")}
-    given = {k: v for k, v in given.items() if v is not None}
+    from ..diagnose import slo_options
+
+    given = slo_options(ld.doc("diagnosis"))
     return SimpleNamespace(**{**vars(options), **given}) if given else options
 
 
