@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .ingest import IngestOptions, IngestResult, Progress
 from .ingest import ingest as _ingest
+from .ingest import reuse as _reuse
 
 
 @dataclass
@@ -26,6 +27,7 @@ class AnalyzeOptions:
     include_prompts: bool = False
     replica: str | None = None
     nginx_log_format: str | None = None
+    reparse: bool = False  # parse again even when out_dir holds the tables of the same files (ingest.reuse)
     workers: int | None = None  # None: logscope.ingest.default_workers()
     chunk_bytes: int | None = None  # None: logscope.sources.CHUNK_BYTES
     command_line: str = ""
@@ -116,9 +118,13 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
 
 def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
             progress: Progress | None = None) -> dict[str, Path]:
-    """Everything: ingest, correlate, diagnose, render."""
+    """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
+    holds the tables of the same files, options and code (``options.reparse`` forces it)."""
     opts = options or AnalyzeOptions()
-    res = ingest(root, out_dir, opts, progress)
+    res = None if opts.reparse else _reuse(root, out_dir, opts.ingest_options())
+    if res is not None and progress:
+        progress("reusing the tables of the same files", 0.75)
+    res = res or ingest(root, out_dir, opts, progress)
     require_known_format(res)
     require_overlap(out_dir, opts)
     opts = fit_memory(out_dir, opts)

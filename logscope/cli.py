@@ -10,6 +10,7 @@ import json
 import shlex
 import sys
 import webbrowser
+from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
 from typing import Annotated
@@ -219,6 +220,7 @@ def analyze(
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
     nginx_log_format: NginxFmtOpt = None,
+    reparse: Annotated[bool, typer.Option("--reparse", help="parse the logs again even when OUT holds the tables of the same files")] = False,
     open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
@@ -238,14 +240,17 @@ def analyze(
     limit = _run(lambda: _memory(max_memory), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, slo_ttft_s=slo_ttft,
-                    slo_e2e_s=slo_e2e, slo_success=slo_success, since=rng.since, until=rng.until, max_memory=limit)
+                    slo_e2e_s=slo_e2e, slo_success=slo_success, since=rng.since, until=rng.until, max_memory=limit,
+                    reparse=reparse)
     prog, cb = _progress(quiet or json_)
+    started = datetime.now(UTC).replace(microsecond=0)
     with prog or _Null():
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug)
     summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:
         sys.stdout.write(Path(paths["summary_json"]).read_text())
     elif not quiet:
+        _reuse_note(o, started)
         _print_verdict(summary, paths, verbose)
     if open_:
         webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
@@ -316,6 +321,19 @@ def _settings_of(out_dir: Path) -> dict:
 def _chosen(summary: dict) -> dict | None:
     """Why logscope chose the range analysed (summary.json's span.range.chosen), when it did."""
     return ((summary.get("span") or {}).get("range") or {}).get("chosen")
+
+
+def _reuse_note(out_dir: Path, started: datetime) -> None:
+    """Say so when analyze skipped the parse (ingest.json older than this run: logscope.ingest.reuse)."""
+    try:
+        meta = json.loads((Path(out_dir) / "ingest.json").read_text())
+        at = datetime.fromisoformat(meta["ingested_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if at < started:
+        n = len((meta.get("fingerprint") or {}).get("files") or [])
+        err.print(escape(f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
+                         f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)"), style="yellow")
 
 
 def _range_note(summary: dict, paths: dict) -> None:

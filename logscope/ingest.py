@@ -8,15 +8,17 @@ Small folders never touch a part file. docs/performance.md says where the time g
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
 import shutil
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +44,7 @@ PARSED_TABLES = (
 # rows per Parquet row group: a streaming scan decodes a few groups at once, so smaller groups keep
 # every later scan (derive, correlate) light (64k: 314 MB vs 574 MB scanning 3M request events)
 ROW_GROUP = 64_000
+DEFAULT_SPEED = 100  # MB/s on one core of a parser that states none (parsers/base.py)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
 
@@ -51,11 +54,14 @@ def default_workers() -> int:
     the GIL in its kernels, but each stream also runs Python between them and some single-threaded
     kernels: a third stream on 2 cores fills those gaps (1 GB bench: 11.7 -> 11.2 s, peak RSS at 5 GB
     unchanged). Each stream holds a chunk's intermediate columns, hence the cap."""
+    return min(4, _cores() + 1)
+
+
+def _cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return min(4, cores + 1)
+        return os.cpu_count() or 1
 
 
 @dataclass
@@ -90,6 +96,7 @@ class IngestResult:
     files: pl.DataFrame
     seconds: float
     bytes_in: int
+    reused: bool = False  # the tables of an earlier ingest of the same files (``reuse``)
 
     def table(self, name: str) -> pl.DataFrame:
         return pl.read_parquet(self.out_dir / f"{name}.parquet")
@@ -107,10 +114,14 @@ def ingest(
     root, out = Path(root), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / sources.OUTPUT_MARKER).write_text("logscope output folder: ingest skips it\n")
+    # written last: a folder whose ingest stopped half-way holds none, so it is never reused
+    (out / "ingest.json").unlink(missing_ok=True)
     parts = out / "_parts"  # created only when rows spill out of memory
     shutil.rmtree(parts, ignore_errors=True)
 
-    found = [f for f in sources.discover(root) if not _inside(f.path, out)]
+    found = _found(root, out)
+    # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
+    chunk_pool = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="chunk") if opts.workers > 1 else None
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
         # detection is many small polars calls per file: worth the pool in folders of many files
         states = list(ex.map(lambda f: _detect(f, opts, root), found))
@@ -122,13 +133,17 @@ def ingest(
 
         def run(item):
             idx, members = item
-            _parse_stream(idx, members, opts, (year, year_source, ref_ts), store)
+            _parse_stream(idx, members, opts, (year, year_source, ref_ts), store, chunk_pool)
             done[0] += sum(max(m.f.size, 0) for m in members)
             if progress:
                 progress(f"parsed {members[0].f.rel}", done[0] / total)
 
         # streams in parallel: polars releases the GIL, and most of a parser's kernels use one core
-        list(ex.map(run, enumerate(streams)))
+        try:
+            list(ex.map(run, enumerate(streams)))
+        finally:
+            if chunk_pool is not None:
+                chunk_pool.shutdown()
 
     for name in PARSED_TABLES:
         store.write(name, out / f"{name}.parquet")
@@ -145,9 +160,59 @@ def ingest(
         "year_source": year_source,
         "notes": notes,
         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "fingerprint": fingerprint(found, opts),
     }
     (out / "ingest.json").write_text(json.dumps(meta, indent=1))
     return IngestResult(out, files, time.perf_counter() - t0, sum(max(s.f.size, 0) for s in states))
+
+
+def reuse(root: str | Path, out_dir: str | Path, options: IngestOptions | None = None) -> IngestResult | None:
+    """The result of the ingest ``out_dir`` already holds when it read the same files (path, size,
+    modification time) with the same options and the same code; None when anything differs, so a
+    second ``analyze`` of a folder (another SLO, another range) skips the parse."""
+    root, out = Path(root), Path(out_dir)
+    try:
+        meta = json.loads((out / "ingest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    found = _found(root, out)
+    if meta.get("fingerprint") != fingerprint(found, options or IngestOptions()):
+        return None
+    needed = [*PARSED_TABLES, *derive.TABLES, "files", "unrecognized"]
+    if not all((out / f"{n}.parquet").is_file() for n in needed):
+        return None
+    files = pl.read_parquet(out / "files.parquet")
+    return IngestResult(out, files, 0.0, sum(max(f.size, 0) for f in found), reused=True)
+
+
+def fingerprint(found: list[sources.InputFile], opts: IngestOptions) -> dict:
+    """What an ingest's tables depend on: every input file's path, size and modification time, the
+    options that change parsing, and the code (logscope's and the parsers' sources, polars' version)."""
+    files = []
+    for f in found:
+        try:
+            mtime = f.path.stat().st_mtime_ns
+        except OSError:
+            mtime = None
+        files.append([f.rel, f.size, mtime])
+    options = {"tz": opts.tz, "include_prompts": opts.include_prompts, "replica": opts.replica,
+               "nginx_log_format": opts.nginx_log_format}
+    return {"files": files, "options": options, "code": _code_digest()}
+
+
+@functools.cache
+def _code_digest() -> str:
+    h = hashlib.sha256(f"{__version__} polars {pl.__version__}".encode())
+    for pkg in (Path(__file__).parent, Path(parsers.__file__).parent):
+        for p in sorted(pkg.rglob("*.py")):
+            h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _found(root: Path, out: Path) -> list[sources.InputFile]:
+    return [f for f in sources.discover(root) if not _inside(f.path, out)]
 
 
 def _inside(p: Path, d: Path) -> bool:
@@ -236,12 +301,19 @@ def _streams(states: list[FileState]) -> list[list[FileState]]:
     for members in groups.values():
         members.sort(key=lambda s: -s.f.rotation)  # vllm.log.3 (oldest) ... vllm.log (newest)
         out.append(members)
-    # largest first keeps every worker busy to the end
-    out.sort(key=lambda ms: -sum(max(m.f.size, 0) for m in ms))
+    # the longest first keeps every worker busy to the end: bytes over the parser's speed (a vLLM log
+    # costs twice an nginx access log of the same size; 1 GB bench: the last stream ended 0.4 s alone)
+    out.sort(key=lambda ms: -_cost(ms))
     return out
 
 
-def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: _Store) -> None:
+def _cost(members: list[FileState]) -> float:
+    mod = parsers.BY_NAME.get(members[0].format)
+    return sum(max(m.f.size, 0) for m in members) / getattr(mod, "SPEED", DEFAULT_SPEED)
+
+
+def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: _Store,
+                  chunk_pool: ThreadPoolExecutor | None = None) -> None:
     year, year_source, ref_ts = when
     mod = parsers.BY_NAME.get(members[0].format)
     if len(members) > 1 and mod is not None:
@@ -279,9 +351,8 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
                 _take(res, st, store, idx, n_chunk, None)
                 n_chunk += 1
             else:
-                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
+                for chunk, res in _parsed(mod, sources.iter_line_chunks(f, opts.chunk_bytes), ctx, state, chunk_pool):
                     st.lines_total += chunk.height
-                    res = mod.parse_chunk(chunk, ctx, state)
                     _take(res, st, store, idx, n_chunk, chunk)
                     _compact_state(state)
                     n_chunk += 1
@@ -291,8 +362,40 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
                         _take(res, st, store, idx, n_chunk, None)
                         n_chunk += 1
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
-            f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; rows already read are kept")
+            # the lines after the failure still count, as unrecognized: nothing read is lost from the coverage
+            st.lines_total = max(st.lines_total, sources.count_lines(f))
             st.lines_parsed = min(st.lines_parsed, st.lines_total)
+            f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; the rows read before are kept, "
+                              f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
+
+
+def _parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
+            pool: ThreadPoolExecutor | None) -> Iterator[tuple[pl.DataFrame, ChunkResult]]:
+    """Each chunk with its result, in file order. A format whose chunks are independent once the first
+    has set the stream's state (``INDEPENDENT_CHUNKS``, parsers/base.py) has the others parsed on every
+    core at once, a few ahead of the one taken (one large access log no longer runs on one core)."""
+    if pool is None or not getattr(mod, "INDEPENDENT_CHUNKS", False):
+        for chunk in chunks:
+            yield chunk, mod.parse_chunk(chunk, ctx, state)
+        return
+    first = next(chunks, None)
+    if first is None:
+        return
+    yield first, mod.parse_chunk(first, ctx, state)
+    ahead: deque[tuple[pl.DataFrame, Future]] = deque()
+    limit = _cores() + 1  # in flight: enough to keep every core busy, few for memory
+    try:
+        for chunk in chunks:
+            ahead.append((chunk, pool.submit(mod.parse_chunk, chunk, ctx, state)))
+            if len(ahead) >= limit:
+                c, fut = ahead.popleft()
+                yield c, fut.result()
+        while ahead:
+            c, fut = ahead.popleft()
+            yield c, fut.result()
+    finally:
+        for _, fut in ahead:  # a failed chunk stops the file: the ones behind it are dropped
+            fut.cancel()
 
 
 def _take(res: ChunkResult, st: FileState, store: _Store, idx: int, n: int, chunk: pl.DataFrame | None) -> None:

@@ -6,6 +6,8 @@ A format module is a plain module (no class needed) exposing:
 ``KIND``         'server' | 'gateway' | 'client' | 'metrics' | 'config'
 ``DESCRIPTION``  one line for ``logscope formats``
 ``MODE``         'lines' (streamed in chunks of lines) or 'document' (whole text, e.g. JSON)
+``SPEED``        optional: MB/s this parser reads on one core (measured with bench/); the slowest
+                 streams are started first so that no core idles at the end (default 100)
 ``SAMPLES``      real example lines (copied from ../shared fixtures), used by the registry tests
 ``detect(head: list[str]) -> float``
                  score 0..1 from the first lines of a file; must never raise (the registry
@@ -17,6 +19,9 @@ A format module is a plain module (no class needed) exposing:
                  of every file of the stream (rotated sets), so parsers can carry context (last
                  timestamp, open traceback, year rollover) across chunk and file boundaries.
 ``finish(ctx: ParseContext, state: dict) -> ChunkResult | None``  optional, flushes carried state
+``INDEPENDENT_CHUNKS``  optional, True when a chunk's result depends only on the chunk and on what the
+                 stream's first chunk put in ``state`` (read, never written, afterwards): ingest then
+                 parses the other chunks of a file on every core at once (tests/test_ingest_parallel.py)
 ``parse_document(text: str, ctx: ParseContext) -> ChunkResult``  (MODE 'document')
 
 Parsers are vectorised: a chunk is parsed with polars string expressions (``str.extract_groups``,

@@ -33,6 +33,7 @@ NAME = "envoy_access"
 KIND = "gateway"
 DESCRIPTION = "Envoy access log: default text format or json_format (flags, attempt count)"
 MODE = "lines"
+INDEPENDENT_CHUNKS = True  # one line, one record: a chunk needs nothing from the one before
 SAMPLES = [
     '[2026-11-29T09:54:05.206Z] "POST /v1/completions HTTP/1.1" 504 UT 50 24 2003 - "-" "gwlab-drive/1" "client-slow-007" "127.0.0.1:10000" "127.0.0.1:18001"',
     '[2026-11-29T09:54:07.915Z] "POST /v1/completions HTTP/1.1" 503 URX,UF 50 121 59 - "-" "gwlab-drive/1" "client-burst-009-5" "127.0.0.1:10000" "127.0.0.1:18002"',

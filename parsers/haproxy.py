@@ -31,6 +31,7 @@ NAME = "haproxy"
 KIND = "gateway"
 DESCRIPTION = "HAProxy option httplog access log (any syslog prefix), optional %ID"
 MODE = "lines"
+INDEPENDENT_CHUNKS = True  # one line, one record: a chunk needs nothing from the one before
 SAMPLES = [
     '2026-11-29T09:50:19+00:00 localhost haproxy[16480]: 127.0.0.1:54240 [29/Nov/2026:09:50:19.211] fe_llm be_vllm/vllm-1 0/0/0/55/55 200 409 - - ---- 1/1/0/0/+1 0/0 "POST /v1/completions HTTP/1.1"',
     'Nov 29 09:50:19 localhost haproxy[16480]: 127.0.0.1:54228 [29/Nov/2026:09:50:19.056] fe_llm be_vllm/vllm-1 0/0/0/54/54 200 409 - - ---- 1/1/0/0/0 0/0 "POST /v1/completions HTTP/1.1"',

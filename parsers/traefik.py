@@ -29,6 +29,7 @@ NAME = "traefik"
 KIND = "gateway"
 DESCRIPTION = "Traefik JSON access log (RetryAttempts, DownstreamStatus/OriginStatus, kept headers)"
 MODE = "lines"
+INDEPENDENT_CHUNKS = True  # one line, one record: a chunk needs nothing from the one before
 SAMPLES = [
     '{"ClientAddr":"127.0.0.1:34460","ClientHost":"127.0.0.1","ClientPort":"34460","ClientUsername":"-","DownstreamContentSize":265,"DownstreamStatus":200,"Duration":85193635,"OriginContentSize":265,"OriginDuration":51665097,"OriginStatus":200,"Overhead":33528538,"RequestAddr":"127.0.0.1:18090","RequestContentSize":50,"RequestCount":1,"RequestHost":"127.0.0.1","RequestMethod":"POST","RequestPath":"/v1/completions","RequestPort":"18090","RequestProtocol":"HTTP/1.1","RequestScheme":"http","RetryAttempts":0,"RouterName":"llm@file","ServiceAddr":"127.0.0.1:18001","ServiceName":"vllm@file","ServiceURL":"http://127.0.0.1:18001","StartLocal":"2026-11-29T09:54:20.951740711Z","StartUTC":"2026-11-29T09:54:20.951740711Z","entryPointName":"web","level":"info","msg":"","request_User-Agent":"gwlab-drive/1","request_X-Request-Id":"client-ok-001","time":"2026-11-29T09:54:21Z"}',
 ]

@@ -1,0 +1,105 @@
+"""The chunks of one file of an INDEPENDENT_CHUNKS format are parsed on several threads at once, and the
+tables are exactly those of the one-thread parse (logscope.ingest._parsed)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import parsers
+from conftest import DATA, ROOT
+from logscope.ingest import IngestOptions, ingest
+
+STORM = ROOT / "samples" / "retry-storm"
+CASES = [
+    # (files, chunk size): small chunks, so that every file is cut into many
+    ([STORM / "nginx-access.log", STORM / "nginx-error.log", STORM / "nginx.conf"], 16 * 1024),
+    ([DATA / "envoy" / "envoy-access.log", DATA / "envoy" / "envoy-access.json"], 512),
+    ([DATA / "haproxy" / "haproxy.log", DATA / "haproxy" / "haproxy-traditional.log"], 512),
+    ([DATA / "traefik" / "traefik-access.json"], 512),
+]
+
+
+def _folder(tmp_path: Path, files: list[Path]) -> Path:
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in files:
+        shutil.copy2(f, src / f.name)
+    return src
+
+
+def _tables(out: Path) -> dict[str, pl.DataFrame]:
+    return {p.stem: pl.read_parquet(p) for p in sorted(out.glob("*.parquet"))}
+
+
+@pytest.mark.parametrize(("files", "chunk"), CASES, ids=["nginx", "envoy", "haproxy", "traefik"])
+def test_parallel_chunks_give_the_same_tables(tmp_path, files, chunk, monkeypatch):
+    src = _folder(tmp_path, files)
+    seq = ingest(src, tmp_path / "seq", IngestOptions(workers=1, chunk_bytes=chunk))
+    threads: dict[str, set[str]] = {}
+    for mod in parsers.FORMATS:
+        if getattr(mod, "INDEPENDENT_CHUNKS", False):
+            def spy(lines, ctx, state, _real=mod.parse_chunk):
+                threads.setdefault(ctx.source, set()).add(threading.current_thread().name)
+                return _real(lines, ctx, state)
+
+            monkeypatch.setattr(mod, "parse_chunk", spy)
+    par = ingest(src, tmp_path / "par", IngestOptions(workers=2, chunk_bytes=chunk))
+    a, b = _tables(tmp_path / "seq"), _tables(tmp_path / "par")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].equals(b[name]), name
+    rows = seq.files.select("path", "format", "lines_total", "lines_parsed", "assumptions", "messages")
+    assert rows.equals(par.files.select(rows.columns))
+    # every line of these real logs is read, and the gateway rows are there
+    assert (seq.files["lines_total"] == seq.files["lines_parsed"]).all()
+    assert a["gateway_attempts"].height > 10
+    # the files were cut into chunks, parsed by the chunk threads as well as the stream's own
+    chunked = [r["path"] for r in seq.files.iter_rows(named=True)
+               if getattr(parsers.BY_NAME.get(r["format"]), "INDEPENDENT_CHUNKS", False)]
+    assert chunked
+    for path in chunked:
+        assert any(t.startswith("chunk") for t in threads[path]), (path, threads[path])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failing_chunk_keeps_the_rows_before_it(tmp_path, monkeypatch, workers):
+    """On one thread or several, the same rows are kept and every line is still counted."""
+    src = _folder(tmp_path, [STORM / "nginx-access.log"])
+    mod = parsers.BY_NAME["nginx_access"]
+    failed: list[int] = []
+    real = mod.parse_chunk
+
+    def flaky(lines, ctx, state):
+        if lines["line_no"][0] > 600:  # every chunk after the one holding line 600 fails
+            failed.append(lines["line_no"][0])
+            raise ValueError("bad chunk")
+        return real(lines, ctx, state)
+
+    monkeypatch.setattr(mod, "parse_chunk", flaky)
+    res = ingest(src, tmp_path / "out", IngestOptions(workers=workers, chunk_bytes=16 * 1024))
+    row = res.files.row(0, named=True)
+    assert any("parser nginx_access failed: ValueError: bad chunk" in m for m in row["messages"])
+    kept = pl.read_parquet(tmp_path / "out" / "gateway_attempts.parquet")
+    # the rows of the chunks before the first failing one, in order, and no row after it
+    assert failed and 600 <= kept["line_no"].max() < min(failed) and kept["line_no"].is_sorted()
+    assert kept["line_no"].n_unique() == min(failed) - 1  # every line before it (a retried one: several rows)
+    assert row["lines_total"] == 1245 and row["lines_parsed"] == min(failed) - 1
+    assert f"the {1245 - min(failed) + 1:,} lines not parsed count as unrecognized" in " ".join(row["messages"])
+
+
+def test_other_formats_stay_on_their_stream(tmp_path, monkeypatch):
+    """A format that carries rows from chunk to chunk (vLLM records) is never parsed out of order."""
+    src = _folder(tmp_path, [STORM / "vllm-server.log"])
+    mod = parsers.BY_NAME["vllm_server"]
+    assert not getattr(mod, "INDEPENDENT_CHUNKS", False)
+    seen: list[str] = []
+    real = mod.parse_chunk
+    monkeypatch.setattr(mod, "parse_chunk",
+                        lambda lines, ctx, state: seen.append(threading.current_thread().name) or real(lines, ctx, state))
+    ingest(src, tmp_path / "out", IngestOptions(workers=2, chunk_bytes=16 * 1024))
+    assert len(seen) > 3 and not any(t.startswith("chunk") for t in seen)
