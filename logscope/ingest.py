@@ -160,7 +160,7 @@ def ingest(
         "year_source": year_source,
         "notes": notes,
         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "fingerprint": fingerprint(found, opts),
+        "fingerprint": fingerprint(root, found, opts),
     }
     (out / "ingest.json").write_text(json.dumps(meta, indent=1))
     return IngestResult(out, files, time.perf_counter() - t0, sum(max(s.f.size, 0) for s in states))
@@ -178,7 +178,7 @@ def reuse(root: str | Path, out_dir: str | Path, options: IngestOptions | None =
     if not isinstance(meta, dict):
         return None
     found = _found(root, out)
-    if meta.get("fingerprint") != fingerprint(found, options or IngestOptions()):
+    if meta.get("fingerprint") != fingerprint(root, found, options or IngestOptions()):
         return None
     needed = [*PARSED_TABLES, *derive.TABLES, "files", "unrecognized"]
     if not all((out / f"{n}.parquet").is_file() for n in needed):
@@ -187,9 +187,10 @@ def reuse(root: str | Path, out_dir: str | Path, options: IngestOptions | None =
     return IngestResult(out, files, 0.0, sum(max(f.size, 0) for f in found), reused=True)
 
 
-def fingerprint(found: list[sources.InputFile], opts: IngestOptions) -> dict:
-    """What an ingest's tables depend on: every input file's path, size and modification time, the
-    options that change parsing, and the code (logscope's and the parsers' sources, polars' version)."""
+def fingerprint(root: Path, found: list[sources.InputFile], opts: IngestOptions) -> dict:
+    """What an ingest's tables depend on: the folder, every input file's path, size and modification
+    time, the options that change parsing, and the code (logscope's and the parsers' sources, polars'
+    version). The folder is there for the report, which names it: a copy elsewhere is parsed again."""
     files = []
     for f in found:
         try:
@@ -199,7 +200,7 @@ def fingerprint(found: list[sources.InputFile], opts: IngestOptions) -> dict:
         files.append([f.rel, f.size, mtime])
     options = {"tz": opts.tz, "include_prompts": opts.include_prompts, "replica": opts.replica,
                "nginx_log_format": opts.nginx_log_format}
-    return {"files": files, "options": options, "code": _code_digest()}
+    return {"root": str(Path(root).resolve()), "files": files, "options": options, "code": _code_digest()}
 
 
 @functools.cache

@@ -67,6 +67,11 @@ def test_a_changed_file_or_option_parses_again(tmp_path):
     assert ingest_mod.reuse(src, out) is not None
     shutil.copy2(SAMPLE / "nginx-error.log", src / "nginx-error-2.log")
     assert ingest_mod.reuse(src, out) is None
+    # the same files in another folder (the report names the folder it read)
+    (src / "nginx-error-2.log").unlink()
+    assert ingest_mod.reuse(src, out) is not None
+    moved = src.rename(tmp_path / "moved")
+    assert ingest_mod.reuse(moved, out) is None
 
 
 def test_a_half_written_folder_or_other_code_is_not_reused(tmp_path, monkeypatch):
