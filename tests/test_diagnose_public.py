@@ -14,7 +14,7 @@ import pytest
 
 from conftest import PUBLIC, need
 from logscope import schemas
-from logscope.api import diagnose, ingest
+from logscope.api import AnalyzeOptions, diagnose, ingest
 
 
 def _diagnose(tmp_path, name: str) -> dict:
@@ -146,6 +146,35 @@ def test_startup_kv_too_small_for_max_model_len(tmp_path, name):
     assert _top(d) == ("critical", "startup")
     assert "--max-model-len" in d["findings"][0]["next_test"]
     assert d["verdict"][1].endswith("a start-up failure, not a load regime.")
+    # the evidence quotes what did not fit, not the traceback's first 'File ...' lines; the paste's
+    # 80-character wrap is joined back ('KV cach' + 'e is needed')
+    ev = d["findings"][0]["evidence"]
+    if name == "19":
+        assert ev.startswith("The model's max seq len (29000) is larger than the maximum number of tokens")
+        assert "max_model_len 29000" in d["findings"][0]["symptom"]
+    else:
+        assert ev.startswith("ValueError: To serve at least one request with the model's max seq len (100000), "
+                             "(4.26 GiB KV cache is needed, which is larger than the available KV cache memory")
+        assert "max_model_len 100000" in d["findings"][0]["symptom"]
+
+
+def test_two_failed_startups_quote_the_latest_whatever_the_order_of_reading(tmp_path):
+    """19 and 23 in one folder (neither has a time): one finding, counting both, quoting the one read last
+    in path order, the same when the files are parsed in another order (ingest starts the longest first)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("19", "23"):
+        shutil.copy(next(need(PUBLIC).glob(f"{name}-*.log")), src)
+    ev = []
+    for workers in (1, 3):
+        out = tmp_path / f"out{workers}"
+        ingest(src, out, AnalyzeOptions(workers=workers))
+        f = [x for x in diagnose(out)["findings"] if x["kind"] == "startup"]
+        assert len(f) == 1
+        ev.append(f[0]["evidence"])
+    assert ev[0] == ev[1]
+    assert ev[0].startswith("2 failed start-ups; the latest (23-v1-enginecore-maxseqlen-valueerror-wrapped.log): "
+                            "ValueError: To serve at least one request")
 
 
 def test_19_mentions_the_run_that_started(tmp_path):

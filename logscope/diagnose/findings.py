@@ -20,6 +20,7 @@ problems), info (context). A calm run gets one info finding and nothing above it
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 
 import polars as pl
@@ -29,6 +30,8 @@ from . import capacity
 from .episodes import Context
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
+# the line of a start-up failure's record that says what did not fit (V0 message, V1 ValueError)
+_KV_SAID = re.compile(r"max seq len|max_model_len|KV cache", re.IGNORECASE)
 
 
 def _t(ts: datetime | None) -> str:
@@ -444,9 +447,27 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
               "this request size", nt, None, rows[0]["ts_start"], rows[-1]["ts_end"], kind="ladder")
 
 
+def _kv_said(detail: str) -> str:
+    """What a start-up failure's record says did not fit: from its first line naming it (a V1 traceback
+    opens with 'File ...' lines), lines of a hard-wrapped paste (80 characters and more) joined back."""
+    lines = detail.split("\n")
+    at = next((i for i, ln in enumerate(lines) if _KV_SAID.search(ln)), None)
+    if at is None:
+        return detail
+    out: list[str] = []
+    for prev, ln in zip([None, *lines[at:]], lines[at:], strict=False):
+        if prev is not None and len(prev) >= 80:  # the paste's wrap: the line goes on
+            out[-1] += ln
+        else:
+            out.append(ln.strip())
+    return " ".join(out)
+
+
 def _events(ctx: Context) -> list[dict]:
     ev = ctx.inputs.events
     out = []
+    # in time order (then file and line): which line a finding quotes must not hang on the files' order
+    ev = ev.sort(["ts", "source", "line_no"], nulls_last=True, maintain_order=True)
     itl = ev.filter(pl.col("kind") == "input_too_long")
     if itl.height:
         out.append(_f("low", f"{itl.height} request(s) rejected as longer than the model's context",
@@ -457,8 +478,10 @@ def _events(ctx: Context) -> list[dict]:
                       None, itl["ts"].min(), itl["ts"].max()))
     kvi = ev.filter(pl.col("kind") == "kv_insufficient")
     if kvi.height:
-        r = kvi.row(kvi.height - 1, named=True)
-        text = (r["detail"] or r["message"] or "")
+        r = kvi.row(kvi.height - 1, named=True)  # the latest
+        text = _kv_said(r["detail"] or r["message"] or "")
+        if kvi.height > 1:
+            text = f"{kvi.height} failed start-ups; the latest ({r['source']}): {text}"
         cap = ev.filter(pl.col("kind") == "capacity")
         ok = cap.filter(pl.col("max_concurrency") >= 1)["max_concurrency_tokens"].drop_nulls()
         hint = f"; a run with max_model_len {ok.max()} did start" if ok.len() else ""
