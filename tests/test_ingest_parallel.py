@@ -103,3 +103,23 @@ def test_other_formats_stay_on_their_stream(tmp_path, monkeypatch):
                         lambda lines, ctx, state: seen.append(threading.current_thread().name) or real(lines, ctx, state))
     ingest(src, tmp_path / "out", IngestOptions(workers=2, chunk_bytes=16 * 1024))
     assert len(seen) > 3 and not any(t.startswith("chunk") for t in seen)
+
+
+def test_the_analysis_does_not_hang_on_the_order_files_are_read(tmp_path, monkeypatch):
+    """The tables' rows come in path order; read in the reverse order, every row is the same and the
+    correlation and diagnosis are the same bytes (the retry-storm sample: six streams, four layers)."""
+    from logscope import api
+    from logscope import ingest as ingest_mod
+
+    api.analyze(STORM, tmp_path / "a", api.AnalyzeOptions())
+    real = ingest_mod._streams
+    monkeypatch.setattr(ingest_mod, "_streams", lambda states: list(reversed(real(states))))
+    api.analyze(STORM, tmp_path / "b", api.AnalyzeOptions())
+    for doc in ("correlation.json", "diagnosis.json"):
+        assert (tmp_path / "a" / doc).read_text() == (tmp_path / "b" / doc).read_text(), doc
+    a, b = _tables(tmp_path / "a"), _tables(tmp_path / "b")
+    sources = a["client_attempts"]["source"].unique(maintain_order=True).to_list()
+    assert sources == sorted(sources) and len(sources) == 2  # the client's log and its JSON lines
+    for name in ("client_attempts", "gateway_attempts", "server_request_events", "requests"):
+        x, y = a[name], b[name].select(a[name].columns)
+        assert x.sort(x.columns, nulls_last=True).equals(y.sort(y.columns, nulls_last=True)), name
