@@ -8,7 +8,8 @@ and lnav answering the same counts, on a generated incident folder (bench/genera
 Every tool runs as a child process; its wall time, CPU time (user + sys) and peak RSS come from
 os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's. On a shared machine
 the CPU column is the steadier one. --max-memory SIZE adds a run of ``logscope analyze --max-memory
-SIZE`` and prints the range it chose (logscope/budget.py). --quick skips lnav, ``logscope analyze`` and the naive parse
+SIZE`` and prints the range it chose (logscope/budget.py); --one-file times one large access log alone, on
+every core and on one thread. --quick skips lnav, ``logscope analyze`` and the naive parse
 loop; the naive count loop always runs: its counts are the check that logscope counted the same
 lines. The stages of analyze are also timed one by one, once (``bench/phases.py``).
 """
@@ -39,6 +40,8 @@ COUNT_KEYS = ("stats_lines", "received", "aborted_ids", "gateway_requests", "cli
 INGEST = "logscope ingest"
 ANALYZE = "logscope analyze (report incl.)"
 ANALYZE_AGAIN = "logscope analyze again (reused)"  # same files: the tables of the first run
+ONE_FILE = "logscope ingest, one access log"
+ONE_FILE_ONE_THREAD = "  the same on one thread"
 
 
 TIME = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
@@ -174,7 +177,24 @@ class Bench:
             self.counts[key] = json.loads(r["out"])
 
 
-def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None) -> None:
+def one_file_runs(b: Bench, work: Path) -> None:
+    """One large file alone: the folder's nginx access logs, one after the other, in one file (its chunks
+    are parsed on every core, ``INDEPENDENT_CHUNKS``), against the same ingest on one thread."""
+    folder = work / "one-file"
+    folder.mkdir()
+    with (folder / "nginx-access.log").open("wb") as out:
+        for p in sorted(b.data.rglob("nginx-access.log")):
+            with p.open("rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
+    mb = (folder / "nginx-access.log").stat().st_size / 1e6
+    b.run(ONE_FILE, [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "one-out"), "-q"],
+          scanned_mb=mb)
+    one_thread = ("from logscope.ingest import IngestOptions, ingest; "
+                  f"ingest({str(folder)!r}, {str(work / 'one-out1')!r}, IngestOptions(workers=1))")
+    b.run(ONE_FILE_ONE_THREAD, [sys.executable, "-c", one_thread], scanned_mb=mb)
+
+
+def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None, one_file: bool = False) -> None:
     data = str(b.data)
     if shutil.which("rg"):
         b.run("rg -c (scan floor)", ["rg", "-c", COUNT_PATTERN, data])
@@ -199,6 +219,8 @@ def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None) 
     if r["ok"]:
         b.phases = json.loads(r["out"])
     b.run_json("naive Python line loop", "naive", [sys.executable, str(HERE / "naive.py"), data])
+    if one_file:
+        one_file_runs(b, work)
     if quick:
         return
     # the loop that extracts fields, not just counts
@@ -221,6 +243,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is kept")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--max-memory", default=None, help="also run logscope analyze --max-memory SIZE (e.g. 1G)")
+    ap.add_argument("--one-file", action="store_true",
+                    help="also ingest the folder's nginx access logs as one file, on every core and on one thread")
     a = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="logscope-bench-"))
@@ -231,7 +255,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"generated {info['bytes'] / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s -> {data}")
     m = machine()
     b = Bench(data, a.repeat)
-    run_tools(b, work, a.quick, a.max_memory)
+    run_tools(b, work, a.quick, a.max_memory, a.one_file)
     same = all(b.counts.get("logscope", {}).get(k) == b.counts.get("naive", {}).get(k) for k in COUNT_KEYS)
     summary = {"machine": m, "bytes": b.size, "lines": b.lines, "results": b.results, "counts": b.counts,
                "counts_agree": same, "analyze_stages": b.phases, "budget_range": b.budget}

@@ -28,7 +28,8 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     data = tmp_path / "incident"
     out = tmp_path / "bench.json"
     # a budget below what even one minute needs: analyze still runs, on the worst minute, and says so
-    summary = run.main(["--size-mb", "5", "--dir", str(data), "--quick", "--json", str(out), "--max-memory", "1M"])
+    summary = run.main(["--size-mb", "5", "--dir", str(data), "--quick", "--json", str(out), "--max-memory", "1M",
+                        "--one-file"])
     assert summary["counts"]["logscope"] == EXPECTED
     naive_counts = naive.count(data)
     assert {k: naive_counts[k] for k in run.COUNT_KEYS} == EXPECTED
@@ -43,6 +44,10 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     assert [p["stage"] for p in stages] == ["ingest", "correlate", "diagnose", "render"]
     assert all(p["seconds"] > 0 and p["peak_rss_mb"] > 0 for p in stages)
     assert rows["logscope analyze --max-memory 1M"]["ok"]
+    # one large file alone: the access logs of the folder's replicas, one after the other
+    access_mb = sum(p.stat().st_size for p in data.rglob("nginx-access.log")) / 1e6
+    assert rows[run.ONE_FILE]["ok"] and rows[run.ONE_FILE_ONE_THREAD]["ok"]
+    assert rows[run.ONE_FILE]["mb"] == rows[run.ONE_FILE_ONE_THREAD]["mb"] == round(access_mb, 1) > 0
     br = summary["budget_range"]
     assert br["chosen"]["budget_bytes"] == 2**20 and "that minute alone" in br["chosen"]["reason"]
     since, until = (datetime.fromisoformat(br[k]) for k in ("since", "until"))
