@@ -353,7 +353,8 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     for line in summary.get("verdict", []):
         out.print(escape(line), style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:
-        out.print(escape(f"  [{f.get('severity')}] {f.get('symptom')}"))
+        # the title: what, which class, when (two findings may share a symptom, e.g. an episode and its series)
+        out.print(escape(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
         if verbose:
             out.print(escape(f"      next: {f.get('next_test')}"))
     out.print(f"report: {paths['report_html']}")

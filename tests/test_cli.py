@@ -90,6 +90,26 @@ def test_analyze_json_and_fail_on(tmp_path):
     assert (tmp_path / "c" / "report.html").stat().st_size > 10_000
 
 
+def test_analyze_prints_the_verdict_and_finding_titles(tmp_path):
+    """The terminal shows the verdict and each finding's title (what, which class, when), as summary.json
+    has them (samples/spike: one spike of 136 preemptions)."""
+    import json
+
+    from conftest import ROOT
+
+    r = runner.invoke(app, ["analyze", str(ROOT / "samples" / "spike"), "-o", str(tmp_path / "a")],
+                      terminal_width=400)
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["verdict"][0].startswith("136 preemptions")
+    shown = " ".join(r.stdout.split())  # the console wraps long lines
+    for line in summary["verdict"]:
+        assert " ".join(line.split()) in shown
+    for f in summary["findings"][:3]:
+        assert f"[{f['severity']}] {f['title']}" in shown
+    assert summary["findings"][0]["title"].startswith("Spike")
+
+
 def test_report_on_a_folder_without_tables(tmp_path):
     r = runner.invoke(app, ["report", str(tmp_path)])
     assert r.exit_code == ExitCode.NO_INPUT and "files.parquet" in r.stderr
