@@ -123,8 +123,7 @@ def ingest(
     # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
     chunk_pool = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="chunk") if opts.workers > 1 else None
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
-        # detection is many small polars calls per file: worth the pool in folders of many files
-        states = list(ex.map(lambda f: _detect(f, opts, root), found))
+        states = _detect(found, opts, root, ex)
         year, year_source, ref_ts = _reference_year(states, found)
         streams = _streams(states)
         total = sum(max(s.f.size, 0) for s in states) or 1
@@ -225,7 +224,18 @@ def _inside(p: Path, d: Path) -> bool:
         return False
 
 
-def _detect(f: sources.InputFile, opts: IngestOptions, root: Path) -> FileState:
+def _detect(found: list[sources.InputFile], opts: IngestOptions, root: Path, ex: ThreadPoolExecutor) -> list[FileState]:
+    """Every file's format. The heads are read on the pool (reading, decompressing); the detectors then run
+    format by format over all heads (``parsers.detect_many``; 420 small files: 3.0 -> 1.2 s)."""
+    probes = list(ex.map(_probe, found))
+    heads = [p for p in probes if isinstance(p, list)]
+    detections = iter(parsers.detect_many(heads, ex, opts.workers))
+    return [p if isinstance(p, FileState) else _detected(f, p, next(detections), opts, root)
+            for f, p in zip(found, probes, strict=True)]
+
+
+def _probe(f: sources.InputFile) -> FileState | list[str]:
+    """A file's head lines; a FileState already for a file that holds no text to detect."""
     if f.size == 0:
         st = FileState(f, "empty", "other", 0.0, "")
         f.messages.append("empty file")
@@ -237,7 +247,11 @@ def _detect(f: sources.InputFile, opts: IngestOptions, root: Path) -> FileState:
     if binary:
         f.messages.append("binary file (NUL bytes in the first 8 KiB): not parsed, lines counted as unrecognized")
         return FileState(f, "binary", "other", 0.0, "", binary=True)
-    mod, score, _ = parsers.detect(lines)
+    return lines
+
+
+def _detected(f: sources.InputFile, lines: list[str], detection: tuple, opts: IngestOptions, root: Path) -> FileState:
+    mod, score, _ = detection
     stamps = _full_stamps(lines)
     if mod is None:
         if any(ln.strip() for ln in lines):

@@ -12,6 +12,7 @@ predefined) and ``ngx_http_upstream_module.xml`` (list-valued upstream variables
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,7 +159,14 @@ def compile_tokens(
     """One anchored regex for a tokenised format; groups are named after the variables (first use).
 
     With ``capture``, only those variables get a group (the others match the same text, uncaptured).
+    Cached: every file of a folder of many small logs compiles the same few formats.
     """
+    regex, names = _compile(tuple(tokens), escape, None if capture is None else frozenset(capture))
+    return regex, list(names)
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(tokens: tuple[Token, ...], escape: str, capture: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
     parts, names = ["^"], []
     for i, (kind, text) in enumerate(tokens):
         if kind == "lit":
@@ -174,7 +182,7 @@ def compile_tokens(
             names.append(text)
             parts.append(f"(?P<{text}>{pat})" if capture is None or text in capture else f"(?:{pat})")
     parts.append(r"\r?$")
-    return "".join(parts), names
+    return "".join(parts), tuple(names)
 
 
 def layout_from_format(fmt: str, name: str, origin: str) -> Layout:
@@ -356,11 +364,15 @@ def candidates(head: list[str], options: dict) -> list[tuple[Layout, int]]:
     conf = _conf_layouts(options.get("path"))
     inferred: list[Layout] = []
     seen: set[str] = set()
+    tried: set[tuple] = set()  # the lines of one log mostly give the same tokens: one Layout each
     for line in head:
         toks = infer_json(line) if line.lstrip().startswith("{") else infer_kv(line)
         if toks is None:
             continue
         esc = "json" if line.lstrip().startswith("{") else "default"
+        if (key := (tuple(toks), esc)) in tried:
+            continue
+        tried.add(key)
         lay = Layout("inferred", "", toks, esc)
         if lay.regex not in seen:
             seen.add(lay.regex)

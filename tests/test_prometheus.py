@@ -105,6 +105,14 @@ def test_dump_sample_counts():
     # tail -1 of grep num_preemptions_total: ... model_name="tiny"} 456 1795940595963
     assert last["value"] == 456 and last["ts"] == datetime(2026, 11, 29, 8, 23, 15, 963000, tzinfo=UTC)
     assert last["replica"] == "127.0.0.1:8001" and last["labels"] == "engine=0,model_name=tiny"
+    # the labels are read once per series (cut -d'}' -f1 | sort -u | wc -l -> 77), the rows stay in file order:
+    # head -1 ... reason="max_num_queued_reqs"} 0 1795940338037; tail -1 ..._sum", engine="0", ...} 1851.04... 1795940595963
+    assert m.select(pl.struct("name", "labels", "replica").n_unique()).item() == 77
+    first, end = m.row(0, named=True), m.row(-1, named=True)
+    assert (first["name"], first["labels"], first["value"]) == (
+        "vllm:admission_rejections_total", "model_name=tiny,reason=max_num_queued_reqs", 0.0)
+    assert first["ts"] == datetime(2026, 11, 29, 8, 18, 58, 37000, tzinfo=UTC)
+    assert (end["name"], end["value"]) == ("vllm:time_to_first_token_seconds_sum", 1851.0435106754303)
 
 
 def test_dump_nan_staleness_markers_counted():

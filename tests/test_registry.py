@@ -39,3 +39,29 @@ def test_samples_are_claimed_by_their_own_format_only(mod):
 def test_detect_never_raises(mod, head):
     assert 0.0 <= safe_detect(mod, head) <= 1.0
     assert mod.detect(head) is not None
+
+
+def test_detect_many_is_detect_file_by_file(tmp_path):
+    """Format by format over many heads (ingest's order, on a pool or not) gives each file's own detection:
+    every format's samples, the lab recordings and tests/data, and heads that no format claims."""
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from conftest import DATA, LAB, ROOT
+    from logscope import sources
+
+    heads = [list(m.SAMPLES) for m in parsers.FORMATS]
+    for root in (ROOT / "samples", DATA, LAB):
+        if root.exists():
+            for f in sources.discover(Path(root)):
+                lines, binary = sources.head(f)
+                if not binary:
+                    heads.append(lines)
+    heads += [[], ["nothing a parser knows"], ["\x00\x01"]]
+    assert len(heads) > 60
+    one_by_one = [parsers.detect(h) for h in heads]
+    assert parsers.detect_many(heads) == one_by_one
+    with ThreadPoolExecutor(3) as pool:
+        assert parsers.detect_many(heads, pool, 3) == one_by_one
+    assert {m.NAME for m, _, _ in one_by_one if m is not None} >= {"vllm_server", "nginx_access", "client_jsonl",
+                                                                    "openai_client", "prometheus_tsdb_dump"}
