@@ -44,6 +44,9 @@ PARSED_TABLES = (
 # rows per Parquet row group: a streaming scan decodes a few groups at once, so smaller groups keep
 # every later scan (derive, correlate) light (64k: 314 MB vs 574 MB scanning 3M request events)
 ROW_GROUP = 64_000
+# a file whose first lines are another file's first lines may be a copy of it (or the same log collected
+# earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
+COPY_KEY_LINES = 50
 DEFAULT_SPEED = 100  # MB/s on one core of a parser that states none (parsers/base.py)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
@@ -88,6 +91,8 @@ class FileState:
     assumptions: list[str] = field(default_factory=list)
     shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
     stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
+    head_key: int | None = None  # hash of the first COPY_KEY_LINES lines: files that may be copies share it
+    copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
 
 
 @dataclass
@@ -230,8 +235,35 @@ def _detect(found: list[sources.InputFile], opts: IngestOptions, root: Path, ex:
     probes = list(ex.map(_probe, found))
     heads = [p for p in probes if isinstance(p, list)]
     detections = iter(parsers.detect_many(heads, ex, opts.workers))
-    return [p if isinstance(p, FileState) else _detected(f, p, next(detections), opts, root)
-            for f, p in zip(found, probes, strict=True)]
+    states = [p if isinstance(p, FileState) else _detected(f, p, next(detections), opts, root)
+              for f, p in zip(found, probes, strict=True)]
+    _mark_copies(states)
+    return states
+
+
+def _mark_copies(states: list[FileState]) -> None:
+    """A file whose bytes another input holds too (a copy, or the same log collected at an earlier time, a
+    prefix of the later one) is parsed for its coverage but adds no rows: a server log collected twice
+    must not count each request twice. The longer file is kept; of two equal ones, the first by path."""
+    groups: dict[tuple, list[FileState]] = {}
+    for st in states:
+        if st.head_key is not None:
+            groups.setdefault((st.format, st.head_key), []).append(st)
+    for members in groups.values():
+        members.sort(key=lambda m: m.f.rel)
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                if a.copy_of or b.copy_of:
+                    continue
+                rel = sources.prefix_relation(a.f, b.f)
+                if rel in ("same", "b"):
+                    b.copy_of = a.f.rel
+                elif rel == "a":
+                    a.copy_of = b.f.rel
+        for st in members:
+            if st.copy_of:
+                st.f.messages.append(f"every line of it is in {st.copy_of} (a copy, or the same log collected "
+                                     "earlier): parsed for the coverage, its rows not added, so nothing counts twice")
 
 
 def _probe(f: sources.InputFile) -> FileState | list[str]:
@@ -260,7 +292,9 @@ def _detected(f: sources.InputFile, lines: list[str], detection: tuple, opts: In
             f.messages.append("no text lines")
         return FileState(f, "unknown", "other", score, "")
     replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
-    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps)
+    text = [ln for ln in lines if ln.strip()]
+    key = hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES else None
+    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key)
 
 
 def _replica(f: sources.InputFile, root: Path) -> str:
@@ -415,7 +449,7 @@ def _parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
 
 def _take(res: ChunkResult, st: FileState, store: _Store, idx: int, n: int, chunk: pl.DataFrame | None) -> None:
     for name, df in res.tables.items():
-        if df is None or df.height == 0:
+        if df is None or df.height == 0 or st.copy_of:
             continue
         store.add(name, (idx, n), schemas.conform(df, name))
     if res.recognized is not None and chunk is not None:

@@ -204,6 +204,23 @@ def read_text(f: InputFile, limit: int = 512 * 1024 * 1024) -> str:
     return _decode(b"".join(parts), f)
 
 
+def prefix_relation(a: InputFile, b: InputFile, block: int = 64 * 1024) -> str | None:
+    """How two files' decompressed bytes relate: 'same', 'a' (a's bytes are where b's begin), 'b' (the
+    other way), or None. Read side by side in small blocks, so unrelated files part at their first block."""
+    ra = _read_blocks(InputFile(a.path, a.rel, a.size, a.compression, a.stream_key, 0), block)
+    rb = _read_blocks(InputFile(b.path, b.rel, b.size, b.compression, b.stream_key, 0), block)
+    xa = xb = b""
+    while True:
+        xa = xa or next(ra, b"")
+        xb = xb or next(rb, b"")
+        if not xa or not xb:
+            return "same" if not xa and not xb else ("a" if not xa else "b")
+        n = min(len(xa), len(xb))
+        if xa[:n] != xb[:n]:
+            return None
+        xa, xb = xa[n:], xb[n:]
+
+
 def count_lines(f: InputFile) -> int:
     n, last = 0, b"\n"
     for data in _read_blocks(f, CHUNK_BYTES):
