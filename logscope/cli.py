@@ -347,9 +347,23 @@ def _range_note(summary: dict, paths: dict) -> None:
                              f"--since {o['since']} --until {o['until']}"), style="yellow")
 
 
+def _copies_note(summary: dict) -> None:
+    """Files read as copies of others (logscope.ingest._mark_copies): their rows are not counted."""
+    from .ingest import COPY_NOTE
+
+    copies = [(f["path"], m) for f in (summary.get("inputs") or {}).get("files") or []
+              for m in f.get("messages") or [] if m.startswith(COPY_NOTE)]
+    if copies:
+        shown = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
+        more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
+        err.print(escape(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
+                         f"are not counted twice: {shown}{more}"), style="yellow")
+
+
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
     _range_note(summary, paths)
+    _copies_note(summary)
     for line in summary.get("verdict", []):
         out.print(escape(line), style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:

@@ -47,6 +47,7 @@ ROW_GROUP = 64_000
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
 COPY_KEY_LINES = 50
+COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 DEFAULT_SPEED = 100  # MB/s on one core of a parser that states none (parsers/base.py)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
@@ -262,8 +263,8 @@ def _mark_copies(states: list[FileState]) -> None:
                     a.copy_of = b.f.rel
         for st in members:
             if st.copy_of:
-                st.f.messages.append(f"every line of it is in {st.copy_of} (a copy, or the same log collected "
-                                     "earlier): parsed for the coverage, its rows not added, so nothing counts twice")
+                st.f.messages.append(f"{COPY_NOTE}{st.copy_of} (a copy, or the same log collected earlier): parsed "
+                                     "for the coverage, its rows not added, so nothing counts twice")
 
 
 def _probe(f: sources.InputFile) -> FileState | list[str]:

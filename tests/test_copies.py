@@ -13,6 +13,7 @@ import polars as pl
 from conftest import LAB, ROOT, need
 from logscope import sources
 from logscope.api import AnalyzeOptions, analyze
+from logscope.ingest import COPY_NOTE
 
 STORM = ROOT / "samples" / "retry-storm"
 
@@ -44,12 +45,12 @@ def test_copies_add_no_rows(tmp_path):
               "c/vllm-server.log": "a/vllm-server.log", "c/client-storm.jsonl.gz": "a/client-storm.jsonl"}
     for path, kept in copies.items():
         r = files[path]
-        assert any(m.startswith(f"every line of it is in {kept} ") for m in r["messages"]), (path, r["messages"])
+        assert any(m.startswith(f"{COPY_NOTE}{kept} ") for m in r["messages"]), (path, r["messages"])
         assert r["lines_total"] == r["lines_parsed"] > 0  # still read and counted: the coverage is whole
         if path != "c/vllm-server.log":
             assert r["lines_total"] == files[kept]["lines_total"]
     assert files["c/vllm-server.log"]["lines_total"] == 2000
-    assert not any("every line" in m for p, r in files.items() if p.startswith("a/") for m in r["messages"])
+    assert not any(COPY_NOTE in m for p, r in files.items() if p.startswith("a/") for m in r["messages"])
     # no row of a copy in any table
     for name in ("server_request_events", "server_events", "gateway_attempts", "client_attempts"):
         srcs = set(pl.read_parquet(tmp_path / "out" / f"{name}.parquet")["source"].unique().to_list())
@@ -72,6 +73,21 @@ def test_a_log_that_goes_on_differently_is_not_a_copy(tmp_path):
     assert sources.prefix_relation(a, a) == "same"
     analyze(src, tmp_path / "out", AnalyzeOptions())
     files = pl.read_parquet(tmp_path / "out" / "files.parquet")
-    assert not any("every line" in m for ms in files["messages"] for m in ms)
+    assert not any(COPY_NOTE in m for ms in files["messages"] for m in ms)
     srcs = pl.read_parquet(tmp_path / "out" / "server_request_events.parquet")["source"].unique().sort().to_list()
     assert srcs == ["a/vllm-server.log", "b/vllm-server.log"]
+
+
+def test_cli_names_the_copies(tmp_path):
+    from typer.testing import CliRunner
+
+    from logscope.cli import app
+
+    src = tmp_path / "in"
+    shutil.copytree(STORM, src / "a")
+    (src / "b").mkdir()
+    shutil.copy2(STORM / "vllm-server.log", src / "b")
+    r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "out")], terminal_width=400)
+    assert r.exit_code == 0, r.output
+    shown = " ".join(r.output.split())
+    assert "1 file(s) hold only lines another input holds" in shown and "b/vllm-server.log (a/vllm-server.log)" in shown
