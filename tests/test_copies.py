@@ -91,3 +91,21 @@ def test_cli_names_the_copies(tmp_path):
     assert r.exit_code == 0, r.output
     shown = " ".join(r.output.split())
     assert "1 file(s) hold only lines another input holds" in shown and "b/vllm-server.log (a/vllm-server.log)" in shown
+
+
+def test_summary_md_says_what_reading_met(tmp_path):
+    """summary.md (for the ticket) lists each file's messages: here the copy, at most MAX_READ_NOTES_MD of them."""
+    from logscope.report import MAX_READ_NOTES_MD, views
+
+    src = tmp_path / "in"
+    shutil.copytree(STORM, src / "a")
+    (src / "b").mkdir()
+    shutil.copy2(STORM / "vllm-server.log", src / "b")
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "What reading them met:\n- b/vllm-server.log: every line of it is in a/vllm-server.log (a copy" in md
+    inputs = json.loads((tmp_path / "out" / "summary.json").read_text())["inputs"]
+    many = {"files": [{"path": f"f{i}.log", "messages": ["empty file"]} for i in range(MAX_READ_NOTES_MD + 3)]}
+    assert views.read_notes(inputs, 5) == ([("b/vllm-server.log", inputs["files"][-1]["messages"][0])], 0)
+    shown, more = views.read_notes(many, MAX_READ_NOTES_MD)
+    assert len(shown) == MAX_READ_NOTES_MD and more == 3

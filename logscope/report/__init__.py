@@ -33,6 +33,7 @@ MAX_SHAPES_HTML = 30
 MAX_EPISODES_HTML = 100
 MAX_EPISODES_MD = 30
 MAX_LIFECYCLE_ROWS = 30
+MAX_READ_NOTES_MD = 20  # what reading the files met, in summary.md (the report's appendix has every one)
 LADDER_COLS = (
     "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "e2e_p50",
     "e2e_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
@@ -124,6 +125,7 @@ def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None
         "cold_start_view": views.cold_start_view(summary["cold_start"], MAX_LIFECYCLE_ROWS),
         "episodes_html": views.episodes_shown(summary, MAX_EPISODES_HTML),
         "episodes_md": views.episodes_shown(summary, MAX_EPISODES_MD),
+        "read_notes_md": views.read_notes(summary["inputs"], MAX_READ_NOTES_MD),
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }

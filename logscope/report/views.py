@@ -139,3 +139,10 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if n:
         out.append(f"{n} graceful shutdown record(s) (SIGTERM); their tracebacks are not counted as deaths.")
     return out
+
+
+def read_notes(inputs: dict, limit: int) -> tuple[list[tuple[str, str]], int]:
+    """(file, message) for what reading the files met (cut gzip, copies, unknown formats...), at most
+    ``limit``, and how many more there are (the report's appendix lists them all)."""
+    notes = [(f["path"], m) for f in inputs.get("files") or [] for m in f.get("messages") or []]
+    return notes[:limit], max(0, len(notes) - limit)
