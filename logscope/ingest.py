@@ -261,6 +261,10 @@ def _mark_copies(states: list[FileState]) -> None:
                     b.copy_of = a.f.rel
                 elif rel == "a":
                     a.copy_of = b.f.rel
+        kept = {m.f.rel: m for m in members}
+        for st in members:
+            while st.copy_of and kept[st.copy_of].copy_of:  # a copy of a copy: name the file that is kept
+                st.copy_of = kept[st.copy_of].copy_of
         for st in members:
             if st.copy_of:
                 st.f.messages.append(f"{COPY_NOTE}{st.copy_of} (a copy, or the same log collected earlier): parsed "

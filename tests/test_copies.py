@@ -109,3 +109,20 @@ def test_summary_md_says_what_reading_met(tmp_path):
     assert views.read_notes(inputs, 5) == ([("b/vllm-server.log", inputs["files"][-1]["messages"][0])], 0)
     shown, more = views.read_notes(many, MAX_READ_NOTES_MD)
     assert len(shown) == MAX_READ_NOTES_MD and more == 3
+
+
+def test_a_log_collected_three_times_keeps_the_longest(tmp_path):
+    """The same vLLM log taken at three times (1,000, 2,000 lines, and whole): both earlier ones name the
+    whole one, which alone adds rows."""
+    lines = _lines(STORM / "vllm-server.log")
+    src = tmp_path / "in"
+    for name, n in (("a", 1000), ("b", 2000), ("c", len(lines))):
+        (src / name).mkdir(parents=True)
+        (src / name / "vllm-server.log").write_bytes(b"".join(lines[:n]))
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    files = {r["path"]: r["messages"] for r in pl.read_parquet(tmp_path / "out" / "files.parquet").iter_rows(named=True)}
+    assert files["a/vllm-server.log"][0].startswith(f"{COPY_NOTE}c/vllm-server.log ")
+    assert files["b/vllm-server.log"][0].startswith(f"{COPY_NOTE}c/vllm-server.log ")
+    assert files["c/vllm-server.log"] == []
+    srcs = pl.read_parquet(tmp_path / "out" / "server_request_events.parquet")["source"].unique().to_list()
+    assert srcs == ["c/vllm-server.log"]
