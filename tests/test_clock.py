@@ -44,8 +44,10 @@ def test_two_deaths_ten_days_apart_are_dated(tmp_path):
     d, md, html = _analyse(tmp_path, "09", "13")
     assert d["verdict"][0] == "The vLLM server died (engine_dead) at 01-24 07:01:39, with no restart in the logs."
     titles = [f["title"] for f in d["findings"]]
-    assert "Engine step timed out: engine died at 02-03 22:43:35, no restart in the logs" in titles
-    assert d["findings"][0]["title"] == "Engine died at 01-24 07:01:39, no restart in the logs"
+    # two files, two servers: each finding names its own
+    assert ("13-v1-enginecore-dp0-timeout-traceback: Engine step timed out: engine died at 02-03 22:43:35, "
+            "no restart in the logs") in titles
+    assert d["findings"][0]["title"] == "09-v0-asyncenginedead-critical-500: Engine died at 01-24 07:01:39, no restart in the logs"
     assert "| 01-24 07:01:39 → " in md and ">01-24 07:01:39 → " in html  # the episode tables too
 
 

@@ -621,3 +621,31 @@ def test_retries_without_an_episode_are_a_finding():
                           "never reached it)")
     calm = {**tr, "client_attempts": 1300000, "client_retries": 95848, "gateway_retries": 0}  # 1.08 per request
     assert findings._traffic(SimpleNamespace(th=Thresholds()), [], calm) == []
+
+
+def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path, lab):
+    """bench/generate.py with 6 replicas: replicas 0 and 3 replay the retry storm, 2 and 5 the crash, at the
+    same times with their own ids. Each finding of one replica's episodes names it; the same trouble at the
+    same time on two replicas is one finding naming both (crash manifest: killed at 08:34:22, ready 08:35:31)."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from generate import generate
+    from logscope.api import AnalyzeOptions, analyze
+
+    generate(tmp_path / "in", 8, 6)
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    titles = [f["title"] for f in d["findings"]]
+    assert titles[0] == ("2 replicas (replica-2, replica-5): Server killed without a trace at 08:34:22, back at "
+                         "08:35:31 (69 s down)")
+    assert "2 replicas (replica-0, replica-3): Sustained KV pressure: KV cache ≥ 90.0 % 08:30:03–08:31:13" in titles
+    crash = d["findings"][0]
+    assert crash["evidence"].startswith("the same on 2 replicas (replica-2, replica-5: episodes ")
+    eps = {e["episode_id"]: e["replica"] for e in d["episodes"]}
+    named = crash["evidence"].split("episodes ", 1)[1].split(")", 1)[0].split(", ")
+    assert sorted(eps[i] for i in named) == ["replica-2", "replica-5"]
+    # no two findings say the same thing
+    assert len(set(titles)) == len(titles)

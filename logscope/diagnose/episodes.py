@@ -501,9 +501,10 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         if e["class"] == "spike":
             by_sig.setdefault(e["signal"], []).append(e)
     for sig, group_ in by_sig.items():
-        if len(group_) < th.recurring_min:
+        # spikes starting together on several replicas are one time, not a rhythm (their spacing would be 0 s)
+        starts = sorted({e["start"] for e in group_})
+        if len(starts) < th.recurring_min:
             continue
-        starts = [e["start"] for e in group_]
         gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
         gaps.sort()
         med = gaps[len(gaps) // 2]

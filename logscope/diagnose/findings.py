@@ -63,6 +63,8 @@ def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_
 def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
           traffic: dict, cold: dict) -> list[dict]:
     out: list[dict] = []
+    per_replica: list[tuple[str, dict]] = []  # (replica, finding) of one replica's episodes
+    several = len({e["replica"] for e in eps if e.get("replica")}) > 1
     for ep, group in _one_per_pattern(eps):
         found = _episode(ctx, ep, ladder, cap)
         if ep["class"] == "recurring":
@@ -76,7 +78,11 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
             for f in found:
                 _stands_for(f, len(group), "like it", f"{what} episodes{on}", group[0]["start"], group[-1]["start"],
                             f" ({ids})")
-        out += found
+        if several and ep.get("replica") and ep["class"] != "recurring":
+            per_replica += [(ep["replica"], f) for f in found]
+        else:
+            out += found
+    out += _across_replicas(per_replica)
     out += _traffic(ctx, eps, traffic)
     if ladder is not None:
         out.append(_ladder(ladder, ladder_rows))
@@ -105,6 +111,30 @@ def pattern_key(e: dict) -> tuple:
     """Episodes one finding may stand for: a recurring pattern is one per signal, others share class,
     signal and replica (the verdict's crash loop uses the same key)."""
     return (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
+
+
+def _across_replicas(found: list[tuple[str, dict]]) -> list[dict]:
+    """Findings of one replica's episodes in a folder of several: the title names the replica, and the
+    findings that would say the same of several replicas (the same kind of trouble at the same times: a
+    node or a rollout taking them down together) are one finding naming them all."""
+    groups: dict[tuple, list[tuple[str, dict]]] = {}
+    for replica, f in found:
+        groups.setdefault((f["severity"], f["kind"], f["title"]), []).append((replica, f))
+    out = []
+    for (_, _, title), members in groups.items():
+        replica, f = members[0]
+        if len(members) == 1:
+            f["title"] = f"{replica}: {title}"
+        else:
+            names = [r for r, _ in members]
+            shown = ", ".join(names[:REPEATS_NAMED]) + (", …" if len(names) > REPEATS_NAMED else "")
+            f["title"] = f"{len(names)} replicas ({shown}): {title}"
+            f["evidence"] = (f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
+                             f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}")
+            f["start"] = min(g["start"] for _, g in members if g["start"]) if f["start"] else f["start"]
+            f["end"] = max((g["end"] for _, g in members if g["end"]), default=f["end"])
+        out.append(f)
+    return out
 
 
 def _stands_for(f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime,
