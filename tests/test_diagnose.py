@@ -649,3 +649,5 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
     assert sorted(eps[i] for i in named) == ["replica-2", "replica-5"]
     # no two findings say the same thing
     assert len(set(titles)) == len(titles)
+    assert d["verdict"][0].endswith("ready again at 08:35:31. The same at the same time on 1 other replica(s): "
+                                    "replica-5.")

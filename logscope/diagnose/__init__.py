@@ -257,6 +257,12 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
         head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
                 f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: " + head[0].lower() + head[1:])
+    # the same trouble starting at the same time elsewhere: a node, a rollout or the traffic took them together
+    together = sorted({e["replica"] for e in eps if e["replica"] and e["replica"] != main["replica"]
+                       and (e["class"], e["signal"], e["start"]) == (main["class"], main["signal"], main["start"])})
+    if together:
+        names = ", ".join(together[:findings.REPEATS_NAMED]) + (", …" if len(together) > findings.REPEATS_NAMED else "")
+        head += f" The same at the same time on {len(together)} other replica(s): {names}."
     return [head, _when(ctx, main, eps), test]
 
 
