@@ -55,3 +55,14 @@ def local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
 def epoch_to_utc(seconds: pl.Expr) -> pl.Expr:
     """Float epoch seconds to UTC datetime (microseconds)."""
     return pl.from_epoch((seconds * 1_000_000).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+
+
+def decode_json(s: pl.Series, dtype: pl.DataType) -> pl.Series:
+    """``str.json_decode`` that turns undecodable lines into nulls (halving the batch around them)."""
+    try:
+        return s.str.json_decode(dtype)
+    except pl.exceptions.PolarsError:
+        if s.len() <= 1:
+            return pl.Series(s.name, [None] * s.len(), dtype=dtype)
+        mid = s.len() // 2
+        return pl.concat([decode_json(s.slice(0, mid), dtype), decode_json(s.slice(mid), dtype)])

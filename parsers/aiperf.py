@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ._common import decode_json
 from .base import ChunkResult, ParseContext
-from .client_jsonl import decode_json
 
 NAME = "aiperf"
 KIND = "client"

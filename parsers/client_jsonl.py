@@ -25,7 +25,7 @@ import io
 
 import polars as pl
 
-from ._common import epoch_to_utc, local_to_utc
+from ._common import decode_json, epoch_to_utc, local_to_utc
 from .base import ChunkResult, ParseContext
 
 NAME = "client_jsonl"
@@ -71,17 +71,6 @@ def detect(head: list[str]) -> float:
     if s.str.contains(_CSV_HEADER).head(1).item() and "logical_request_id" in lines[0]:
         csv = 0.9
     return max(0.97 * lab, 0.95 * generic, csv)
-
-
-def decode_json(s: pl.Series, dtype: pl.DataType) -> pl.Series:
-    """``str.json_decode`` that turns undecodable lines into nulls (halving the batch around them)."""
-    try:
-        return s.str.json_decode(dtype)
-    except pl.exceptions.PolarsError:
-        if s.len() <= 1:
-            return pl.Series(s.name, [None] * s.len(), dtype=dtype)
-        mid = s.len() // 2
-        return pl.concat([decode_json(s.slice(0, mid), dtype), decode_json(s.slice(mid), dtype)])
 
 
 def _f(c: str) -> pl.Expr:

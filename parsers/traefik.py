@@ -23,6 +23,7 @@ import polars as pl
 
 from logscope.schemas import TS
 
+from ._common import decode_json
 from .base import ChunkResult, ParseContext, hit_share
 
 NAME = "traefik"
@@ -44,17 +45,29 @@ def detect(head: list[str]) -> float:
     return hit_share(head, _DETECT)
 
 
+# the keys read, decoded in one pass (a JSON-path match per key parsed each line 15 times: 15 -> 99 MB/s)
+_KEYS = ("StartUTC", "Duration", "DownstreamStatus", "OriginStatus", "RetryAttempts", "request_X-Request-Id",
+         "RequestPort", "ServiceAddr", "ServiceURL", "ServiceName", "OriginDuration", "RequestMethod",
+         "RequestPath", "DownstreamContentSize", "request_User-Agent")
+_DTYPE = pl.Struct({k: pl.String for k in _KEYS})
+
+
 def _get(key: str) -> pl.Expr:
-    return pl.col("line").str.json_path_match(f"$['{key}']")
+    return pl.col(key)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
-    f = lines.with_columns(
-        _get("StartUTC").alias("start"),
-        pl.col("line").str.contains(_DETECT).alias("is_entry"),
-    )
-    ok = f["is_entry"] & f["start"].is_not_null()
-    rows = f.filter(ok)
+    cand = lines.filter(pl.col("line").str.contains(_DETECT))
+    f = cand.select("line_no", "line", decode_json(cand["line"], _DTYPE).alias("j"))
+    odd = f["j"].is_null()
+    if bool(odd.any()):  # a value of another type (an object...): those lines key by key, as JSON paths
+        line = pl.col("line")
+        slow = f.filter(odd).with_columns(pl.struct([line.str.json_path_match(f"$['{k}']").alias(k) for k in _KEYS])
+                                          .alias("j"))
+        f = pl.concat([f.filter(~odd), slow]).sort("line_no")
+    f = f.select("line_no", "j").unnest("j")
+    rows = f.filter(pl.col("StartUTC").is_not_null()).rename({"StartUTC": "start"})
+    ok = lines.select(pl.col("line_no").is_in(rows["line_no"].implode())).to_series()
     tables = {}
     assumptions = []
     if rows.height:
