@@ -69,6 +69,7 @@ def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tupl
     log_replicas = sorted(log_stats["replica"].drop_nulls().unique().to_list())
     ev_path = out / "server_events.parquet"
     mapping: dict[str, str] = {}
+    by_time: set[str] = set()  # instances told apart by when they were scraped (the same address, other runs)
     if ev_path.exists():
         listen = (
             pl.read_parquet(ev_path, columns=["replica", "kind", "message"])
@@ -81,6 +82,9 @@ def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tupl
         for inst in instances:
             host, _, port = inst.rpartition(":")
             hits = listen.filter((pl.col("port") == port) & pl.col("host").is_in([host, "0.0.0.0", "::", "localhost"]))
+            if hits["replica"].n_unique() > 1:  # the same address at other times: the log running when it was scraped
+                hits = hits.filter(pl.col("replica").is_in(_running_during(rows, inst, log_stats)))
+                by_time.add(inst)
             if hits["replica"].n_unique() == 1:
                 mapping[inst] = hits["replica"][0]
     notes = []
@@ -89,10 +93,22 @@ def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tupl
         notes.append(f"metrics instance {instances[0]} taken to be the server of log replica {log_replicas[0]} "
                      "(one of each, no listen address in the log to confirm)")
     else:
-        notes += [f"metrics instance {i} is log replica {r} (its 'Starting vLLM server' address)" for i, r in mapping.items()]
+        notes += [f"metrics instance {i} is log replica {r} (its 'Starting vLLM server' address"
+                  + (", and the log running when it was scraped)" if i in by_time else ")") for i, r in mapping.items()]
     if not mapping:
         return rows, notes
     return rows.with_columns(pl.col("replica").replace(mapping)), notes
+
+
+def _running_during(rows: pl.DataFrame, inst: str, log_stats: pl.DataFrame) -> list[str]:
+    """Log replicas whose stats lines overlap the time this metrics instance was scraped."""
+    mine = rows.filter(pl.col("replica") == inst)["ts"].drop_nulls()
+    if mine.len() == 0 or log_stats.height == 0:
+        return []
+    lo, hi = mine.min(), mine.max()
+    spans = log_stats.filter(pl.col("ts").is_not_null()).group_by("replica").agg(
+        pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
+    return spans.filter((pl.col("lo") <= hi) & (pl.col("hi") >= lo))["replica"].to_list()
 
 
 def _load(path: Path) -> pl.DataFrame:

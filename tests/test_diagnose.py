@@ -651,3 +651,24 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
     assert len(set(titles)) == len(titles)
     assert d["verdict"][0].endswith("ready again at 08:35:31. The same at the same time on 1 other replica(s): "
                                     "replica-5.")
+
+
+def test_metrics_go_to_the_log_running_when_they_were_scraped(tmp_path, lab):
+    """The spike sample (its vLLM log, nginx, clients, Prometheus dump) beside the calm run's vLLM log: both
+    servers listened on 127.0.0.1:8001, at other times. The dump's preemption counter belongs to the spike's
+    server (scraped while it ran), so its 136 preemptions are one finding on that replica, not a second
+    'server' named by the metrics instance; each finding names its replica (two servers in the folder)."""
+    from conftest import ROOT
+    from logscope.api import AnalyzeOptions, analyze
+
+    src = tmp_path / "in"
+    shutil.copytree(ROOT / "samples" / "spike", src / "a")
+    (src / "b").mkdir()
+    shutil.copy2(lab / "calm" / "vllm-server.log", src / "b")
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    assert {e["replica"] for e in d["episodes"]} == {"a"}
+    assert d["findings"][0]["title"] == "a: Spike KV pressure: 136 preemptions 08:26:26–08:26:49"
+    notes = json.loads((tmp_path / "out" / "ingest.json").read_text())["notes"]
+    assert ("metrics instance 127.0.0.1:8001 is log replica a (its 'Starting vLLM server' address, and the log "
+            "running when it was scraped)") in notes

@@ -64,7 +64,10 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
           traffic: dict, cold: dict) -> list[dict]:
     out: list[dict] = []
     per_replica: list[tuple[str, dict]] = []  # (replica, finding) of one replica's episodes
-    several = len({e["replica"] for e in eps if e.get("replica")}) > 1
+    # a folder of several servers (by their stats lines, or their episodes): each finding names its own
+    replicas = {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r} \
+        if "replica" in ctx.server.columns else set()
+    several = len(replicas | {e["replica"] for e in eps if e.get("replica")}) > 1
     for ep, group in _one_per_pattern(eps):
         found = _episode(ctx, ep, ladder, cap)
         if ep["class"] == "recurring":
