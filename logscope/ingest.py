@@ -197,13 +197,7 @@ def fingerprint(root: Path, found: list[sources.InputFile], opts: IngestOptions)
     """What an ingest's tables depend on: the folder, every input file's path, size and modification
     time, the options that change parsing, and the code (logscope's and the parsers' sources, polars'
     version). The folder is there for the report, which names it: a copy elsewhere is parsed again."""
-    files = []
-    for f in found:
-        try:
-            mtime = f.path.stat().st_mtime_ns
-        except OSError:
-            mtime = None
-        files.append([f.rel, f.size, mtime])
+    files = [[f.rel, f.size, f.mtime_ns] for f in found]
     options = {"tz": opts.tz, "include_prompts": opts.include_prompts, "replica": opts.replica,
                "nginx_log_format": opts.nginx_log_format}
     return {"root": str(Path(root).resolve()), "files": files, "options": options, "code": _code_digest()}

