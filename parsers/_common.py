@@ -10,6 +10,31 @@ from logscope.schemas import TS
 ID_PREFIX = r"^(?:chatcmpl-|cmpl-|chat-|embd-|pool-|score-|tokn-|tokenize-|classify-|resp_|resp-|rerank-)"
 
 
+def ascii_classes(pattern: str) -> str:
+    r"""``pattern`` with ``\d`` and ``\w`` written as ASCII classes (``[0-9]``, ``[A-Za-z0-9_]``).
+
+    What the parsers read with them (stamps, counts, ids, module and exception names) is ASCII, and a
+    Unicode class makes a regex several times costlier to build: polars keeps 32 compiled patterns per
+    thread, so a parser that uses more (vLLM's) builds them again for every chunk."""
+    out: list[str] = []
+    i, cls_start = 0, -1  # cls_start: where the open character class began in ``out``, else -1
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            n = pattern[i + 1]
+            inner = {"d": "0-9", "w": "A-Za-z0-9_"}.get(n)
+            out.append(pattern[i:i + 2] if inner is None else inner if cls_start >= 0 else f"[{inner}]")
+            i += 2
+            continue
+        if c == "[" and cls_start < 0:
+            cls_start = len(out)
+        elif c == "]" and cls_start >= 0 and "".join(out[cls_start:]) not in ("[", "[^"):  # '[]...]' holds ']'
+            cls_start = -1
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def base_id_expr(col: str | pl.Expr) -> pl.Expr:
     """The part of a vLLM request id that came from the client/gateway X-Request-Id.
 
@@ -19,10 +44,10 @@ def base_id_expr(col: str | pl.Expr) -> pl.Expr:
     matching against the ids of Received lines.
     """
     e = pl.col(col) if isinstance(col, str) else col
-    is_cmpl = e.str.contains(r"^cmpl-")
+    is_cmpl = e.str.starts_with("cmpl-")
     stripped = e.str.replace(ID_PREFIX, "")
     # completions: <id>-<index>[-<8hex>]
-    cmpl = stripped.str.replace(r"-\d+-[0-9a-f]{8}$", "").str.replace(r"-\d+$", "")
+    cmpl = stripped.str.replace(r"-[0-9]+-[0-9a-f]{8}$", "").str.replace(r"-[0-9]+$", "")
     return pl.when(e.is_null()).then(None).when(is_cmpl).then(cmpl).otherwise(stripped)
 
 

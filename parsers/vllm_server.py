@@ -33,7 +33,7 @@ import polars as pl
 
 from logscope.schemas import TS
 
-from ._common import base_id_expr, local_to_utc
+from ._common import ascii_classes, base_id_expr, local_to_utc
 from .base import ChunkResult, ParseContext
 
 NAME = "vllm_server"
@@ -54,7 +54,7 @@ _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
 _HEAD_CHARS = 320  # the capture pass only reads this much of a line: headers are shorter
 _ANSI = r"\x1b\[[0-9;]*m"
 # one capture pass: [process prefix] then a vLLM or a uvicorn header
-_HEADER = (
+_HEADER = ascii_classes(
     r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?)?"
     rf"(?:(?P<lvl>{_LVL}) (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \[?[^\s\]]+\] ?|(?P<uv>{_LVL}|TRACE): +)?)"
 )
@@ -62,26 +62,29 @@ _HEADER = (
 # runs on the distinct headers (a header repeats within its second)
 _HEADER_SPAN = re.sub(r"\?P<\w+>", "?:", _HEADER)
 # only run when a chunk has such lines: docker/kubectl time, a python-logging config (user or otel)
-_CTS = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) "
-_PYLOG = (
+_DATED = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:")  # either of the two, one test for both first
+_DATED_T = ascii_classes(r"^\d{4}-\d\d-\d\dT\d\d:")
+_DATED_PY = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ")
+_CTS = ascii_classes(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
+_PYLOG = ascii_classes(
     r"^(?P<pyhdr>(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
     rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - )"
 )
 # a vLLM header in the middle of a line: two records glued together by a paste
-_GLUE = rf"(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+_GLUE = ascii_classes(rf"(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]")
 # traceback-shaped lines (indented, exception lines, markers, blank) continue an open record
-_TB = (
+_TB = ascii_classes(
     r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception"
     r"|The above exception was the direct cause|File \"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
     r"|\^+$|Process [\w-]+:$|$)"
 )
-_TB_STRONG = (
+_TB_STRONG = ascii_classes(
     r"^(?:\s*Traceback \(most recent call last\)|During handling of the above exception"
     r"|The above exception was the direct cause|\s*File \"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
     r"|Process [\w-]+:$)"
 )
 # third-party output known to appear in vLLM server logs (classified, produces no rows)
-_NOISE = (
+_NOISE = ascii_classes(
     r"^(?:\s*(?:Loading safetensors checkpoint shards|Loading pt checkpoint shards|Processed prompts"
     r"|Capturing CUDA graphs?)\b|nanobind: |See https://nanobind\.readthedocs|Triton is installed"
     r"|Triton not installed|No CUDA runtime is found|\S+\.py:\d+: \w*Warning: |\[[WEI]\d{4} \d\d:\d\d:\d\d)"
@@ -89,19 +92,19 @@ _NOISE = (
 _JSON_FIELD = r'"{}": "((?:[^"\\]|\\.)*)"'
 
 # ---- outputs -----------------------------------------------------------------------------------
-_STATS_HEAD = (
+_STATS_HEAD = ascii_classes(
     r"^(?:Engine (?P<engine>\d+): |(?P<agg>\d+) Engines Aggregated: )?"
     r"(?P<first>Avg prompt throughput|Throughput: |Running: )"
 )
 # the two stats lines almost every log holds (V1 'Engine 000: ...', V0 metrics.py), read by one pass each;
 # every other shape takes the per-field regexes of _stats (on those lines only)
-_STATS_V1 = (r"^Engine \d+: Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: "
+_STATS_V1 = ascii_classes(r"^Engine \d+: Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: "
              r"(?P<gt>[\d.]+) tokens/s, Running: (?P<run>\d+) reqs, Waiting: (?P<wait>\d+) reqs, "
              r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%, Prefix cache hit rate: (?P<pfx>[\d.]+)%$")
-_STATS_V0 = (r"^Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
+_STATS_V0 = ascii_classes(r"^Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
              r"Running: (?P<run>\d+) reqs, Swapped: (?P<swap>\d+) reqs, Pending: (?P<wait>\d+) reqs, "
              r"GPU KV cache usage: (?P<gpu>[\d.]+)%, CPU KV cache usage: (?P<cpu>[\d.]+)%\.?$")
-_ACCESS = r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
+_ACCESS = ascii_classes(r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 _PROMPT_REPR = r"""prompt: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""
 _PROMPT_SPAN = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""  # _PROMPT_REPR without its group
 _IDS_OPEN = r"prompt(?:_token_ids| token ids): \["  # 19 bytes either way
@@ -122,36 +125,50 @@ _EVENT_KW = "|".join(
         "args: Namespace(", "server version",
     )
 )
-# event kinds, first match wins: the cause (OOM, KV, input, timeout) before the death it caused
-_KIND_RULES: list[tuple[str, str, str]] = [  # (kind, column, regex)
-    ("preemption", "message", r"^\s*Sequence group \S+ is preempted"),
+# event kinds, first match wins: the cause (OOM, KV, input, timeout) before the death it caused. Each rule
+# carries literals one of which every match holds: a rule whose literals a chunk's records lack is not run
+# (its regex would be compiled again for every chunk: the parser uses more patterns than polars caches)
+_KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, regex, literals)
+    ("preemption", "message", r"^\s*Sequence group \S+ is preempted", ("Sequence group",)),
     ("oom", "detail", r"OutOfMemoryError|CUDA out of memory|CUDA driver error: out of memory"
-                      r"|CUDA error: out of memory|out of memory occurred when warming up"),
+                      r"|CUDA error: out of memory|out of memory occurred when warming up",
+     ("OutOfMemoryError", "out of memory")),
     ("kv_insufficient", "detail", r"No available memory for the cache blocks"
                                   r"|max seq len \(\d+\) is larger than the maximum number of tokens"
-                                  r"|To serve at least one request with the models?'s? max seq len"),
+                                  r"|To serve at least one request with the models?'s? max seq len",
+     ("No available memory for the cache blocks", "max seq len")),
     ("input_too_long", "detail", r"maximum context length is \d+|Error in preprocessing prompt inputs"
                                  r"|decoder prompt \(length \d+\) is longer than|exceeds the max_model_len"
-                                 r"|Input prompt \(\d+ tokens\).* is too long and exceeds"),
+                                 r"|Input prompt \(\d+ tokens\).* is too long and exceeds",
+     ("maximum context length is ", "Error in preprocessing prompt inputs", "decoder prompt (length ",
+      "exceeds the max_model_len", " is too long and exceeds")),
     ("engine_timeout", "detail", r"Engine iteration timed out|RPC call to \w+ timed out"
-                                 r"|(?s:run_busy_loop.*TimeoutError|TimeoutError.*run_busy_loop)"),
+                                 r"|(?s:run_busy_loop.*TimeoutError|TimeoutError.*run_busy_loop)",
+     ("timed out", "TimeoutError")),
     ("engine_dead", "detail", r"EngineDeadError|Engine core proc \S+ died unexpectedly"
                               r"|EngineCore encountered a fatal error|AsyncLLM output_handler failed"
                               r"|already dead, terminating server process|EngineCore failed to start"
                               r"|Engine background task failed|Engine loop has died"
                               r"|engine core exited unexpectedly|Worker proc \S+ died unexpectedly"
-                              r"|Engine core initialization failed|Engine core process \S+ died unexpectedly"),
-    ("server_start", "message", r"^Started server process \[\d+\]"),
-    ("server_listen", "message", r"^Starting vLLM (?:API )?server"),
-    ("server_ready", "message", r"^Application startup complete"),
+                              r"|Engine core initialization failed|Engine core process \S+ died unexpectedly",
+     ("EngineDeadError", "died unexpectedly", "EngineCore encountered a fatal error", "AsyncLLM output_handler failed",
+      "already dead, terminating server process", "EngineCore failed to start", "Engine background task failed",
+      "Engine loop has died", "engine core exited unexpectedly", "Engine core initialization failed")),
+    ("server_start", "message", r"^Started server process \[\d+\]", ("Started server process [",)),
+    ("server_listen", "message", r"^Starting vLLM (?:API )?server", ("Starting vLLM ",)),
+    ("server_ready", "message", r"^Application startup complete", ("Application startup complete",)),
     ("server_stop", "message", r"^Shutting down\s*$|^\[shutdown\] API server: shutdown triggered"
-                               r"|^Shutting down FastAPI HTTP server"),
-    ("version", "detail", r"vLLM (?:API )?server version \S|█\s+version \S"),
+                               r"|^Shutting down FastAPI HTTP server", ("Shutting down", "[shutdown] API server")),
+    ("version", "detail", r"vLLM (?:API )?server version \S|█\s+version \S", ("version ",)),
     ("capacity", "message", r"blocks: \d+|KV cache size: [\d,]+ tokens|^Maximum concurrency for"
                             r"|^Available KV cache memory|^Loading model weights took|^Model loading took"
-                            r"|^Memory profiling results|reserved for KV Cache is|GiB for KV cache"),
-    ("config", "message", r"non-default args: \{|^args: Namespace\("),
+                            r"|^Memory profiling results|reserved for KV Cache is|GiB for KV cache",
+     ("blocks: ", "KV cache size: ", "Maximum concurrency for", "Available KV cache memory",
+      "Loading model weights took", "Model loading took", "Memory profiling results", "reserved for KV Cache is",
+      "GiB for KV cache")),
+    ("config", "message", r"non-default args: \{|^args: Namespace\(", ("non-default args: {", "args: Namespace(")),
 ]
+_KIND_RULES = [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
 # the stream is shutting down: an engine death after this is the harmless shutdown traceback
 # as literal tests (no regex to compile per chunk): stopping = starts with '[shutdown]' or 'Shutting down', or
 # holds 'trigger received signal=SIGTERM'; starting = '^Started server process|^Starting vLLM|^Initializing
@@ -235,8 +252,8 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(body.alias("body")).drop("line")
     b = pl.col("body")
     # one test for the two rare line starts (container time, python logging) before their own tests
-    dated = bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:").any())
-    if dated and bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\dT\d\d:").any()):
+    dated = bool(df["body"].str.contains(_DATED).any())
+    if dated and bool(df["body"].str.contains(_DATED_T).any()):
         df = df.with_columns(b.str.extract(_CTS).alias("cts"))
         df = df.with_columns(pl.when(pl.col("cts").is_not_null()).then(b.str.slice(pl.col("cts").str.len_chars() + 1))
                              .otherwise(b).alias("body"))
@@ -259,7 +276,7 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         st.str.slice(0, 2).alias("mo"), st.str.slice(3, 2).alias("dd"), st.str.slice(6, 8).alias("hms"),
         pl.when(pl.col("lvl").is_not_null()).then(pl.col("hdr").str.strip_chars_end(" ")).alias("key"),
     )
-    if dated and bool(df["body"].str.contains(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ").any()):
+    if dated and bool(df["body"].str.contains(_DATED_PY).any()):
         df = _pylog(df)
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl"))
@@ -462,32 +479,15 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     )
     c1, c0 = pl.col("_c1"), pl.col("_c0")
     is1, is0 = c1.struct.field("run").is_not_null(), c0.struct.field("run").is_not_null()  # no match: null fields
-    known = is1 | is0
-
-    def num(e: pl.Expr) -> pl.Expr:  # _num without its comma removal: these groups hold none
-        return e.cast(pl.Float64, strict=False)
-
-    def pct(e: pl.Expr) -> pl.Expr:
-        return (num(e) / 100).round(6)
-
-    def pick(v1: pl.Expr | None, v0_: pl.Expr | None, other: pl.Expr) -> pl.Expr:
-        none = pl.lit(None, dtype=pl.Float64)
-        return (pl.when(is1).then(none if v1 is None else v1)
-                .when(is0).then(none if v0_ is None else v0_).otherwise(other))
-
-    dev1 = c1.struct.field("dev")
-    # each value once as a column: a repeated expression would run its regex on every row, outside its when()
-    cand = cand.with_columns(
-        pick(pl.when(dev1.str.ends_with("GPU")).then(pct(c1.struct.field("kv"))), pct(c0.struct.field("gpu")),
-             _pct(r"GPU KV cache usage: ([\d.]+)%")).alias("_gpu"),
-        pick(pl.when(dev1.str.ends_with("CPU")).then(pct(c1.struct.field("kv"))), pct(c0.struct.field("cpu")),
-             _pct(r"CPU KV cache usage: ([\d.]+)%")).alias("_cpu"),
-        pl.when(is1).then(dev1).when(is0).then(pl.lit("GPU"))
-        .otherwise(m.str.extract(r"(\w+) KV cache usage: [\d.]+%")).alias("_v1_dev"),
-        pick(pct(c1.struct.field("kv")), pct(c0.struct.field("gpu")), _pct(r"\w+ KV cache usage: ([\d.]+)%"))
-        .alias("_v1_kv"),
-    )
-    gpu, cpu, v1_dev, v1_kv = pl.col("_gpu"), pl.col("_cpu"), pl.col("_v1_dev"), pl.col("_v1_kv")
+    cand = cand.with_columns((is1 | is0).alias("_known"))
+    # the raw values: from the two common shapes' groups, and, only on the rows neither matched, from the
+    # per-field regexes (each is compiled per chunk, as the parser uses more patterns than polars caches)
+    known, other = cand.filter(pl.col("_known")), cand.filter(~pl.col("_known"))
+    parts = [known.with_columns(_common_values(c1, c0, is1))]
+    if other.height:
+        parts.append(other.with_columns(_other_values()))
+    cand = pl.concat(parts, how="vertical_relaxed").sort("seq") if len(parts) > 1 else parts[0]
+    gpu, cpu = pl.col("_gpu"), pl.col("_cpu")
     if devs.height:
         cand = cand.join_asof(devs, on="seq", strategy="backward")
     else:
@@ -500,31 +500,79 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         pl.when(pre01).then(pl.lit("v0-pre0.1")).when(v0).then(pl.lit("v0")).otherwise(pl.lit("v1")).alias("era"),
         pl.when(pl.col("agg").is_not_null()).then(pl.lit("aggregated")).otherwise(pl.col("engine")).alias("engine"),
         pl.col("lvl").alias("level"),
-        pick(num(c1.struct.field("run")), num(c0.struct.field("run")), _num("msg", r"Running: (\d+) reqs"))
-        .cast(pl.Int64).alias("running"),
-        pick(num(c1.struct.field("wait")), num(c0.struct.field("wait")),
-             _num("msg", r"(?:Waiting|Pending): (\d+) reqs")).cast(pl.Int64).alias("waiting"),
-        pick(None, num(c0.struct.field("swap")), _num("msg", r"Swapped: (\d+) reqs")).cast(pl.Int64).alias("swapped"),
-        pl.when(~known).then(_num("msg", r"Deferred: (\d+) reqs")).cast(pl.Int64).alias("deferred"),
-        pl.when(~known).then(_num("msg", r"Preemptions: (\d+)")).cast(pl.Int64).alias("preemptions"),
-        pl.when(v0 & v0_cpu).then(cpu).when(v0).then(gpu).otherwise(v1_kv).alias("kv_usage"),
-        pl.when(v0 & v0_cpu).then(pl.lit("CPU")).when(v0).then(pl.lit("GPU")).otherwise(v1_dev).alias("kv_device"),
+        pl.col("_run").cast(pl.Int64).alias("running"),
+        pl.col("_wait").cast(pl.Int64).alias("waiting"),
+        pl.col("_swap").cast(pl.Int64).alias("swapped"),
+        pl.col("_deferred").cast(pl.Int64).alias("deferred"),
+        pl.col("_preempt").cast(pl.Int64).alias("preemptions"),
+        pl.when(v0 & v0_cpu).then(cpu).when(v0).then(gpu).otherwise(pl.col("_v1_kv")).alias("kv_usage"),
+        pl.when(v0 & v0_cpu).then(pl.lit("CPU")).when(v0).then(pl.lit("GPU")).otherwise(pl.col("_v1_dev"))
+        .alias("kv_device"),
         pl.when(v0).then(gpu).alias("gpu_kv_usage"),
         pl.when(v0).then(cpu).alias("cpu_kv_usage"),
-        pick(num(c1.struct.field("pt")), num(c0.struct.field("pt")), _num("msg", r"Avg prompt throughput: ([\d.]+)"))
-        .alias("prompt_tps"),
-        pick(num(c1.struct.field("gt")), num(c0.struct.field("gt")),
-             pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)")))
-        .alias("gen_tps"),
-        pick(pct(c1.struct.field("pfx")), None, _pct(r"Prefix cache hit rate: ([\d.]+)%")).alias("prefix_hit"),
+        pl.col("_pt").alias("prompt_tps"),
+        pl.col("_gt").alias("gen_tps"),
+        pl.col("_pfx").alias("prefix_hit"),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
-    ).drop("_c1", "_c0", "_gpu", "_cpu", "_v1_dev", "_v1_kv")
+    ).drop(*_RAW_STATS, "_c1", "_c0", "_known")
     if bool(out.select(pre01.any()).item()):
         notes.append("pre-0.1 stats line 'Throughput: N tokens/s' (all tokens) was stored as gen_tps")
     if bool(out.select((pl.col("era") == "v0") & (pl.col("kv_device") == "CPU")).to_series().any()):
         notes.append("V0 on the CPU backend: kv_usage is the 'CPU KV cache usage' column (the KV cache lives there)")
     return out, notes
+
+
+_RAW_STATS = ("_gpu", "_cpu", "_v1_dev", "_v1_kv", "_run", "_wait", "_swap", "_deferred", "_preempt", "_pt", "_gt",
+              "_pfx")
+
+
+def _common_values(c1: pl.Expr, c0: pl.Expr, is1: pl.Expr) -> list[pl.Expr]:
+    """The raw values of the rows _STATS_V1 (``c1``) or _STATS_V0 (``c0``) matched."""
+    def num(e: pl.Expr) -> pl.Expr:  # _num without its comma removal: these groups hold none
+        return e.cast(pl.Float64, strict=False)
+
+    def pct(e: pl.Expr) -> pl.Expr:
+        return (num(e) / 100).round(6)
+
+    def pick(v1: pl.Expr | None, v0: pl.Expr | None) -> pl.Expr:
+        none = pl.lit(None, dtype=pl.Float64)
+        return pl.when(is1).then(none if v1 is None else v1).otherwise(none if v0 is None else v0)
+
+    dev1, kv1 = c1.struct.field("dev"), pct(c1.struct.field("kv"))
+    return [
+        pick(pl.when(dev1.str.ends_with("GPU")).then(kv1), pct(c0.struct.field("gpu"))).alias("_gpu"),
+        pick(pl.when(dev1.str.ends_with("CPU")).then(kv1), pct(c0.struct.field("cpu"))).alias("_cpu"),
+        pl.when(is1).then(dev1).otherwise(pl.lit("GPU")).alias("_v1_dev"),
+        pick(kv1, pct(c0.struct.field("gpu"))).alias("_v1_kv"),
+        pick(num(c1.struct.field("run")), num(c0.struct.field("run"))).alias("_run"),
+        pick(num(c1.struct.field("wait")), num(c0.struct.field("wait"))).alias("_wait"),
+        pick(None, num(c0.struct.field("swap"))).alias("_swap"),
+        pl.lit(None, dtype=pl.Float64).alias("_deferred"),
+        pl.lit(None, dtype=pl.Float64).alias("_preempt"),
+        pick(num(c1.struct.field("pt")), num(c0.struct.field("pt"))).alias("_pt"),
+        pick(num(c1.struct.field("gt")), num(c0.struct.field("gt"))).alias("_gt"),
+        pick(pct(c1.struct.field("pfx")), None).alias("_pfx"),
+    ]
+
+
+def _other_values() -> list[pl.Expr]:
+    """The raw values of every other stats shape, field by field."""
+    return [
+        _pct(r"GPU KV cache usage: ([\d.]+)%").alias("_gpu"),
+        _pct(r"CPU KV cache usage: ([\d.]+)%").alias("_cpu"),
+        pl.col("msg").str.extract(r"(\w+) KV cache usage: [\d.]+%").alias("_v1_dev"),
+        _pct(r"\w+ KV cache usage: ([\d.]+)%").alias("_v1_kv"),
+        _num("msg", r"Running: (\d+) reqs").alias("_run"),
+        _num("msg", r"(?:Waiting|Pending): (\d+) reqs").alias("_wait"),
+        _num("msg", r"Swapped: (\d+) reqs").alias("_swap"),
+        _num("msg", r"Deferred: (\d+) reqs").alias("_deferred"),
+        _num("msg", r"Preemptions: (\d+)").alias("_preempt"),
+        _num("msg", r"Avg prompt throughput: ([\d.]+)").alias("_pt"),
+        pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)"))
+        .alias("_gt"),
+        _pct(r"Prefix cache hit rate: ([\d.]+)%").alias("_pfx"),
+    ]
 
 
 def _kv_devices(df: pl.DataFrame) -> pl.DataFrame:
@@ -587,7 +635,7 @@ def _request_id(lead: str, pat: str | None) -> pl.Expr:
     return m.str.strip_prefix(lead).str.strip_chars_end().str.strip_suffix(".")  # 'Added request <id>.'
 
 
-def _field(col: str, key: str, pat: str = r"^([\d.]+)") -> pl.Expr:
+def _field(col: str, key: str, pat: str = r"^([0-9.]+)") -> pl.Expr:
     """Value after ``key`` (found with a literal search, then a regex on a few characters only).
 
     ``str.find`` gives a byte offset and ``str.slice`` counts characters: on a line holding non-ASCII
@@ -637,7 +685,7 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     return cand.with_columns(
         _field("_rest", " max_tokens=").cast(pl.Int64).alias("max_tokens"),
         _field("_rest", "SamplingParams(n=").cast(pl.Int64).alias("n"),
-        _field("_rest", " temperature=", r"^(\d+(?:\.\d+)?)").cast(pl.Float64).alias("temperature"),
+        _field("_rest", " temperature=", r"^([0-9]+(?:\.[0-9]+)?)").cast(pl.Float64).alias("temperature"),
         (_field("_rest", " ignore_eos=", r"^(True|False)") == "True").alias("ignore_eos"),
         pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",", literal=True) + 1)
         .cast(pl.Int64).alias("prompt_tokens"),
@@ -710,9 +758,14 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         pl.col("stopping").first(),
         pl.col("strong").first().alias("raw"),  # a raw traceback, not a stray indented line
     )
+    present = g.select(
+        pl.any_horizontal(pl.col(col).str.contains(x, literal=True) for x in lits).any().alias(str(i))
+        for i, (_, col, _, lits) in enumerate(_KIND_RULES)
+    ).row(0)
     kind = pl.lit(None, dtype=pl.String)
-    for name, col, pat in reversed(_KIND_RULES):
-        kind = pl.when(pl.col(col).str.contains(pat)).then(pl.lit(name)).otherwise(kind)
+    for (name, col, pat, _), run in reversed(list(zip(_KIND_RULES, present, strict=True))):
+        if run:
+            kind = pl.when(pl.col(col).str.contains(pat)).then(pl.lit(name)).otherwise(kind)
     kind = pl.when(kind.is_null() & (pl.col("level").is_in(["ERROR", "CRITICAL"]) | pl.col("raw")))\
         .then(pl.lit("error")).otherwise(kind)
     g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
@@ -742,9 +795,9 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
     pre, capa, conf = {"preemption"}, {"capacity"}, {"config"}
     g = g.with_columns(
         only(pre, pl.when(k == "preemption").then(
-            msg.str.extract(r"total_num_cumulative_preemption=(\d+)").cast(pl.Int64)), pl.Int64)
+            msg.str.extract(r"total_num_cumulative_preemption=([0-9]+)").cast(pl.Int64)), pl.Int64)
         .alias("cumulative_preemptions"),
-        only(pre, pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.(\w+)")), pl.String)
+        only(pre, pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.([A-Za-z0-9_]+)")), pl.String)
         .alias("preemption_mode"),
         only(pre, pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")), pl.String)
         .alias("request_id"),

@@ -11,12 +11,13 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
+import regex
 
 import parsers
-from conftest import LAB, ingest_files, need
+from conftest import LAB, PUBLIC, ingest_files, need
 from logscope import schemas, sources
 from logscope.ingest import IngestOptions, ingest
-from parsers import vllm_server
+from parsers import _common, vllm_server
 from parsers.base import ParseContext
 
 RUNS = ["ladder", "spike", "retry-storm", "crash", "orphan", "calm", "v0-ladder"]
@@ -333,3 +334,57 @@ def test_non_ascii_text_before_the_fields(tmp_path):
     assert (want[0]["max_tokens"], want[0]["temperature"], want[0]["ignore_eos"]) == (256, 1.0, True)
     assert (want[1]["max_tokens"], want[1]["prompt_tokens"]) == (256, 101)
     assert got == want
+
+
+def _real_vllm_lines() -> pl.Series:
+    """Every line of the lab's and the public excerpts' vLLM logs (the messages the regexes meet)."""
+    files = [p for run in RUNS if (p := LAB / run / "vllm-server.log").exists()]
+    files += sorted(PUBLIC.glob("*.log")) if PUBLIC.exists() else []
+    if not files:
+        pytest.skip("no vLLM logs in ../shared/fixtures (CI has them)")
+    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+    return pl.Series(text.splitlines(), dtype=pl.String)
+
+
+def test_ascii_classes_rewrites_only_d_and_w():
+    a = _common.ascii_classes
+    assert a(r"^\d\d-\d\d (?P<x>\w+)") == r"^[0-9][0-9]-[0-9][0-9] (?P<x>[A-Za-z0-9_]+)"
+    assert a(r"[\d.]+ [\w.-]+ [^\d]") == r"[0-9.]+ [A-Za-z0-9_.-]+ [^0-9]"
+    assert a(r"\\d \S\s\D\W \b []\d]") == r"\\d \S\s\D\W \b []0-9]"  # an escaped backslash; ']' first in a class
+
+
+def test_ascii_patterns_match_the_same_real_lines():
+    """The parser's patterns, built with ASCII classes for speed, match exactly the lines their Unicode
+    spelling matches, on every vLLM log of the fixtures. (They differ on digits of other scripts, '١٠',
+    which no header, count or id holds: the ASCII spelling is the exact one.)"""
+    lines = _real_vllm_lines()
+    messages = lines.str.replace(r"^.*?\] ", "")  # the stats and kind patterns read the message
+    checked = 0
+    for name in ("_HEADER", "_CTS", "_PYLOG", "_GLUE", "_TB", "_TB_STRONG", "_NOISE", "_STATS_HEAD", "_STATS_V1",
+                 "_STATS_V0", "_ACCESS", "_DATED", "_DATED_T", "_DATED_PY"):
+        fast = getattr(vllm_server, name)
+        unicode = fast.replace("[0-9]", r"\d").replace("0-9", r"\d").replace("[A-Za-z0-9_]", r"\w")
+        unicode = unicode.replace("A-Za-z\\d_", r"\w")
+        assert unicode != fast or "\\d" not in unicode, name
+        for s in (lines, messages):
+            got, want = s.str.contains(fast), s.str.contains(unicode)
+            assert got.equals(want), (name, s.filter(got != want).head(3).to_list())
+            checked += int(want.sum())
+    assert checked > 10_000  # the stats and header patterns match most lines
+
+
+def test_kind_rules_run_only_when_their_literals_are_there():
+    """A kind's regex is skipped when none of its literals is in the records: every alternative of the
+    regex must hold one of them, and every real line the regex matches does."""
+    lines = _real_vllm_lines()
+    matched = 0
+    for kind, _col, rx, lits in vllm_server._KIND_RULES:
+        alternatives = regex.split(r"(?<!\\)\|(?![^(]*\))", rx)  # top level only: '(?s:a|b)' is one
+        for alt in alternatives:
+            plain = regex.sub(r"\\(.)", r"\1", alt)
+            assert any(x in plain for x in lits), (kind, alt)
+        hit = pl.DataFrame({"l": lines}).filter(pl.col("l").str.contains(rx))
+        matched += hit.height
+        lit_in = pl.any_horizontal(pl.col("l").str.contains(x, literal=True) for x in lits)
+        assert hit.filter(~lit_in).height == 0, kind
+    assert matched > 50
