@@ -29,7 +29,7 @@ class AnalyzeOptions:
     nginx_log_format: str | None = None
     reparse: bool = False  # parse again even when out_dir holds the tables of the same files (ingest.reuse)
     workers: int | None = None  # None: logscope.ingest.default_workers()
-    chunk_bytes: int | None = None  # None: each parser's own size (parsers/base.py CHUNK_BYTES)
+    chunk_bytes: int | None = None  # None: logscope.sources.CHUNK_BYTES
     command_line: str = ""
     extra: dict = field(default_factory=dict)
 

@@ -75,7 +75,7 @@ class IngestOptions:
     replica: str | None = None  # force one replica name for every server file
     nginx_log_format: str | None = None
     workers: int = field(default_factory=default_workers)
-    chunk_bytes: int | None = None  # None: the parser's CHUNK_BYTES, else sources.CHUNK_BYTES; set: every parser
+    chunk_bytes: int = sources.CHUNK_BYTES
     memory_bytes: int = 128 * 1024 * 1024  # parsed rows held in memory before spilling to part files
 
 
@@ -374,7 +374,7 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
         f = st.f
         if mod is None:
             if st.format == "unknown":  # one read: count the lines while grouping their shapes
-                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes or sources.CHUNK_BYTES):
+                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
                     st.lines_total += chunk.height
                     st.shapes.add(chunk)
             else:
@@ -399,8 +399,7 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
                 _take(res, st, store, idx, n_chunk, None)
                 n_chunk += 1
             else:
-                chunks = sources.iter_line_chunks(f, opts.chunk_bytes or getattr(mod, "CHUNK_BYTES", sources.CHUNK_BYTES))
-                for chunk, res in _parsed(mod, chunks, ctx, state, chunk_pool):
+                for chunk, res in _parsed(mod, sources.iter_line_chunks(f, opts.chunk_bytes), ctx, state, chunk_pool):
                     st.lines_total += chunk.height
                     _take(res, st, store, idx, n_chunk, chunk)
                     _compact_state(state)

@@ -8,8 +8,6 @@ A format module is a plain module (no class needed) exposing:
 ``MODE``         'lines' (streamed in chunks of lines) or 'document' (whole text, e.g. JSON)
 ``SPEED``        optional: MB/s this parser reads on one core (measured with bench/); the slowest
                  streams are started first so that no core idles at the end (default 100)
-``CHUNK_BYTES``  optional: the size of the chunks this parser is given (default logscope.sources.CHUNK_BYTES,
-                 4 MiB); a larger one pays where a parser's fixed cost per chunk is a large share of a chunk
 ``SAMPLES``      real example lines (copied from ../shared fixtures), used by the registry tests
 ``detect(head: list[str]) -> float``
                  score 0..1 from the first lines of a file; must never raise (the registry

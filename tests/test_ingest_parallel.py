@@ -123,26 +123,3 @@ def test_the_analysis_does_not_hang_on_the_order_files_are_read(tmp_path, monkey
     for name in ("client_attempts", "gateway_attempts", "server_request_events", "requests"):
         x, y = a[name], b[name].select(a[name].columns)
         assert x.sort(x.columns, nulls_last=True).equals(y.sort(y.columns, nulls_last=True)), name
-
-
-def test_each_parser_reads_chunks_of_its_own_size(tmp_path, monkeypatch):
-    """Without a chunk size in the options, a parser stating CHUNK_BYTES (vLLM's 8 MiB) is given chunks of
-    that size and the others sources.CHUNK_BYTES; a size in the options is used for every parser."""
-    from logscope import ingest as ingest_mod
-    from logscope import sources
-
-    asked: dict[str, list[int]] = {}
-    real = sources.iter_line_chunks
-
-    def spy(f, chunk_bytes=sources.CHUNK_BYTES):
-        asked.setdefault(f.path.name, []).append(chunk_bytes)
-        return real(f, chunk_bytes)
-
-    monkeypatch.setattr(ingest_mod.sources, "iter_line_chunks", spy)
-    src = _folder(tmp_path, [STORM / "vllm-server.log", STORM / "nginx-access.log"])
-    ingest(src, tmp_path / "own", IngestOptions(workers=1))
-    assert asked == {"vllm-server.log": [parsers.vllm_server.CHUNK_BYTES], "nginx-access.log": [sources.CHUNK_BYTES]}
-    assert parsers.vllm_server.CHUNK_BYTES == 8 * 1024 * 1024 != sources.CHUNK_BYTES
-    asked.clear()
-    ingest(src, tmp_path / "set", IngestOptions(workers=1, chunk_bytes=4096))
-    assert asked == {"vllm-server.log": [4096], "nginx-access.log": [4096]}
