@@ -15,7 +15,7 @@ def ascii_classes(pattern: str) -> str:
 
     What the parsers read with them (stamps, counts, ids, module and exception names) is ASCII, and a
     Unicode class makes a regex several times costlier to build: polars keeps 32 compiled patterns per
-    thread, so a parser that uses more (vLLM's) builds them again for every chunk."""
+    thread of its pool, which every stream shares, so most patterns are built again for every chunk."""
     out: list[str] = []
     i, cls_start = 0, -1  # cls_start: where the open character class began in ``out``, else -1
     while i < len(pattern):

@@ -98,12 +98,16 @@ _STATS_HEAD = ascii_classes(
 )
 # the two stats lines almost every log holds (V1 'Engine 000: ...', V0 metrics.py), read by one pass each;
 # every other shape takes the per-field regexes of _stats (on those lines only)
-_STATS_V1 = ascii_classes(r"^Engine \d+: Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: "
-             r"(?P<gt>[\d.]+) tokens/s, Running: (?P<run>\d+) reqs, Waiting: (?P<wait>\d+) reqs, "
-             r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%, Prefix cache hit rate: (?P<pfx>[\d.]+)%$")
-_STATS_V0 = ascii_classes(r"^Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
-             r"Running: (?P<run>\d+) reqs, Swapped: (?P<swap>\d+) reqs, Pending: (?P<wait>\d+) reqs, "
-             r"GPU KV cache usage: (?P<gpu>[\d.]+)%, CPU KV cache usage: (?P<cpu>[\d.]+)%\.?$")
+_STATS_V1 = ascii_classes(
+    r"^Engine \d+: Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: "
+    r"(?P<gt>[\d.]+) tokens/s, Running: (?P<run>\d+) reqs, Waiting: (?P<wait>\d+) reqs, "
+    r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%, Prefix cache hit rate: (?P<pfx>[\d.]+)%$"
+)
+_STATS_V0 = ascii_classes(
+    r"^Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
+    r"Running: (?P<run>\d+) reqs, Swapped: (?P<swap>\d+) reqs, Pending: (?P<wait>\d+) reqs, "
+    r"GPU KV cache usage: (?P<gpu>[\d.]+)%, CPU KV cache usage: (?P<cpu>[\d.]+)%\.?$"
+)
 _ACCESS = ascii_classes(r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 _PROMPT_REPR = r"""prompt: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""
 _PROMPT_SPAN = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|None\b)"""  # _PROMPT_REPR without its group
