@@ -4,12 +4,16 @@ and lnav answering the same counts, on a generated incident folder (bench/genera
     python bench/run.py --size-mb 1000            # one command: generate, run, print the table
     python bench/run.py --dir /tmp/gen --repeat 3 # reuse a folder, best of 3 runs per tool
     python bench/run.py --size-mb 5 --quick       # smoke run (the test suite does this)
+    python bench/run.py --dir /tmp/gen --repeat 3 --against HEAD~3  # this code against an older one
 
 Every tool runs as a child process; its wall time, CPU time (user + sys) and peak RSS come from
 os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's. On a shared machine
 the CPU column is the steadier one. --max-memory SIZE adds a run of ``logscope analyze --max-memory
 SIZE`` and prints the range it chose (logscope/budget.py); --one-file times one large access log alone, on
-every core and on one thread. --quick skips lnav, ``logscope analyze`` and the naive parse
+every core and on one thread. --against REV runs ``logscope ingest`` and ``analyze`` of another git
+revision too (a worktree of it), alternating with this code run by run: on a machine whose speed
+drifts by 5-10 % within an hour, only side-by-side runs tell a change from the drift. --quick skips
+lnav, ``logscope analyze`` and the naive parse
 loop; the naive count loop always runs: its counts are the check that logscope counted the same
 lines. The stages of analyze are also timed one by one, once (``bench/phases.py``).
 """
@@ -163,13 +167,32 @@ class Bench:
                 break
             if best is None or r["seconds"] < best["seconds"]:
                 best = r
+        self._keep(name, best, mb)
+        return best
+
+    def _keep(self, name: str, best: dict, mb: float) -> None:
         row = {"ok": best["ok"], "error": best["error"], "mb": round(mb, 1)}
         if best["ok"]:
             row |= {"seconds": round(best["seconds"], 2), "cpu_seconds": round(best["cpu"], 2),
                     "mb_s": round(mb / best["seconds"], 1), "lines_s": round(self.lines * mb / self.mb / best["seconds"]),
                     "peak_rss_mb": round(best["rss"])}
         self.results[name] = row
-        return best
+
+    def run_side_by_side(self, runs: list[tuple[str, list[str], dict | None, Path]]) -> list[dict]:
+        """(name, cmd, env, output folder) of each code, run in turn ``repeat`` times; the best of each kept.
+        The output folder is emptied before every run, so that each parses (any revision)."""
+        best: list[dict | None] = [None] * len(runs)
+        for _ in range(self.repeat):
+            for i, (_name, cmd, env, out) in enumerate(runs):
+                if best[i] is not None and not best[i]["ok"]:
+                    continue
+                shutil.rmtree(out, ignore_errors=True)
+                r = measure(cmd, env=env)
+                if best[i] is None or not r["ok"] or r["seconds"] < best[i]["seconds"]:
+                    best[i] = r
+        for (name, *_), r in zip(runs, best, strict=True):
+            self._keep(name, r, self.mb)
+        return best  # type: ignore[return-value]
 
     def run_json(self, name: str, key: str, cmd: list[str]) -> None:
         r = self.run(name, cmd, capture=True)
@@ -192,6 +215,33 @@ def one_file_runs(b: Bench, work: Path) -> None:
     one_thread = ("from logscope.ingest import IngestOptions, ingest; "
                   f"ingest({str(folder)!r}, {str(work / 'one-out1')!r}, IngestOptions(workers=1))")
     b.run(ONE_FILE_ONE_THREAD, [sys.executable, "-c", one_thread], scanned_mb=mb)
+
+
+def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
+    """``logscope ingest`` (and ``analyze`` unless quick) of this code and of ``rev``'s, alternating."""
+    root = HERE.parent
+    tree = work / "against"
+    made = subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "--quiet", str(tree), rev],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        raise SystemExit(f"--against {rev}: {made.stderr.strip() or 'git worktree add failed'}")
+    sha = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip()
+    # PYTHONPATH comes before an editable install's finder: the worktree's logscope and parsers are imported
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
+    pairs = [("ingest", INGEST)] + ([] if quick else [("analyze", ANALYZE)])
+    try:
+        for cmd, name in pairs:
+            b.run_side_by_side([
+                (f"{name}, side by side", [*logscope, cmd, data, "-o", str(work / f"{cmd}-new"), "-q"], None,
+                 work / f"{cmd}-new"),
+                (f"{name} @{sha}", [*logscope, cmd, data, "-o", str(work / f"{cmd}-old"), "-q"], env,
+                 work / f"{cmd}-old"),
+            ])
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    return {"rev": rev, "sha": sha, "rows": [(f"{name}, side by side", f"{name} @{sha}") for _, name in pairs]}
 
 
 def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None, one_file: bool = False) -> None:
@@ -245,6 +295,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-memory", default=None, help="also run logscope analyze --max-memory SIZE (e.g. 1G)")
     ap.add_argument("--one-file", action="store_true",
                     help="also ingest the folder's nginx access logs as one file, on every core and on one thread")
+    ap.add_argument("--against", default=None, metavar="REV",
+                    help="also run ingest and analyze of this git revision, alternating with this code")
     a = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="logscope-bench-"))
@@ -256,9 +308,10 @@ def main(argv: list[str] | None = None) -> dict:
     m = machine()
     b = Bench(data, a.repeat)
     run_tools(b, work, a.quick, a.max_memory, a.one_file)
+    against = against_runs(b, work, a.against, a.quick) if a.against else None
     same = all(b.counts.get("logscope", {}).get(k) == b.counts.get("naive", {}).get(k) for k in COUNT_KEYS)
     summary = {"machine": m, "bytes": b.size, "lines": b.lines, "results": b.results, "counts": b.counts,
-               "counts_agree": same, "analyze_stages": b.phases, "budget_range": b.budget}
+               "counts_agree": same, "analyze_stages": b.phases, "budget_range": b.budget, "against": against}
     print_table(summary)
     if a.json:
         a.json.write_text(json.dumps(summary, indent=1))
@@ -287,6 +340,12 @@ def print_table(summary: dict) -> None:
     if br := summary.get("budget_range"):
         print(f"--max-memory analysed {br['since']} -> {br['until']} of {br['inputs_start']} -> {br['inputs_end']}"
               if br["chosen"] else "--max-memory: the whole folder fits")
+    if ag := summary.get("against"):
+        for new, old in ag["rows"]:
+            a, b = results.get(new, {}), results.get(old, {})
+            if a.get("ok") and b.get("ok"):
+                print(f"{new}: {a['seconds'] / b['seconds']:.3f}x the wall time, "
+                      f"{a['cpu_seconds'] / b['cpu_seconds']:.3f}x the CPU of {ag['rev']} ({ag['sha']}), runs alternating")
     print("counts:", json.dumps(summary["counts"]))
     print("logscope and the naive loop count the same:", summary["counts_agree"])
 

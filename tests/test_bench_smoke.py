@@ -5,8 +5,11 @@ assertions: the figures live in docs/performance.md."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from datetime import datetime, timedelta
+
+import pytest
 
 from conftest import ROOT
 
@@ -53,3 +56,20 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     since, until = (datetime.fromisoformat(br[k]) for k in ("since", "until"))
     assert timedelta(0) < until - since < timedelta(minutes=1)
     assert br["inputs_start"] <= br["since"] <= br["inputs_end"]
+
+
+def test_bench_against_another_revision(tmp_path, lab):
+    """--against REV: the ingest of a worktree of REV, alternating with this code's; the worktree is removed."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: --against needs the project's history")
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip()
+    before = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    summary = run.main(["--size-mb", "5", "--dir", str(tmp_path / "incident"), "--quick", "--against", "HEAD"])
+    rows = summary["results"]
+    new, old = f"{run.INGEST}, side by side", f"{run.INGEST} @{sha}"
+    assert summary["against"] == {"rev": "HEAD", "sha": sha, "rows": [(new, old)]}
+    assert rows[new]["ok"] and rows[old]["ok"] and rows[new]["mb"] == rows[old]["mb"] == rows[run.INGEST]["mb"]
+    assert summary["counts"]["logscope"] == EXPECTED  # the ordinary rows still ran
+    after = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    assert after == before
