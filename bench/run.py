@@ -230,18 +230,17 @@ def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
     # PYTHONPATH comes before an editable install's finder: the worktree's logscope and parsers are imported
     env = {**os.environ, "PYTHONPATH": str(tree)}
     data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
-    pairs = [("ingest", INGEST)] + ([] if quick else [("analyze", ANALYZE)])
+    cmds = ["ingest"] + ([] if quick else ["analyze"])
+    rows = [(f"{cmd}: this code, alternating", f"{cmd}: @{sha}, alternating") for cmd in cmds]
     try:
-        for cmd, name in pairs:
+        for cmd, (new, old) in zip(cmds, rows, strict=True):
             b.run_side_by_side([
-                (f"{name}, side by side", [*logscope, cmd, data, "-o", str(work / f"{cmd}-new"), "-q"], None,
-                 work / f"{cmd}-new"),
-                (f"{name} @{sha}", [*logscope, cmd, data, "-o", str(work / f"{cmd}-old"), "-q"], env,
-                 work / f"{cmd}-old"),
+                (new, [*logscope, cmd, data, "-o", str(work / f"{cmd}-new"), "-q"], None, work / f"{cmd}-new"),
+                (old, [*logscope, cmd, data, "-o", str(work / f"{cmd}-old"), "-q"], env, work / f"{cmd}-old"),
             ])
     finally:
         subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
-    return {"rev": rev, "sha": sha, "rows": [(f"{name}, side by side", f"{name} @{sha}") for _, name in pairs]}
+    return {"rev": rev, "sha": sha, "rows": rows}
 
 
 def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None, one_file: bool = False) -> None:

@@ -67,7 +67,7 @@ def test_bench_against_another_revision(tmp_path, lab):
     before = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
     summary = run.main(["--size-mb", "5", "--dir", str(tmp_path / "incident"), "--quick", "--against", "HEAD"])
     rows = summary["results"]
-    new, old = f"{run.INGEST}, side by side", f"{run.INGEST} @{sha}"
+    new, old = "ingest: this code, alternating", f"ingest: @{sha}, alternating"
     assert summary["against"] == {"rev": "HEAD", "sha": sha, "rows": [(new, old)]}
     assert rows[new]["ok"] and rows[old]["ok"] and rows[new]["mb"] == rows[old]["mb"] == rows[run.INGEST]["mb"]
     assert summary["counts"]["logscope"] == EXPECTED  # the ordinary rows still ran
