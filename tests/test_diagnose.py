@@ -476,6 +476,30 @@ def test_between_gives_what_a_filter_gives(storm):
     assert between(req, "ts_start", None, starts[1]).height == 0
 
 
+def test_sorted_times_are_kept_while_their_frame_lives(storm):
+    """The times figures.between bisects are computed once per frame and let go with it: a later frame
+    at the same address gets its own (the cache used to be an LRU emptied at the end of a diagnosis)."""
+    import gc
+
+    from logscope.diagnose import figures
+
+    out, _ = storm
+    req = pl.read_parquet(out / "requests.parquet")
+    key = (id(req), "ts_start")
+    starts = req["ts_start"]
+    assert figures.between(req, "ts_start", starts[10], starts[200]).height == 191
+    assert list(figures._TIMES[key]) == starts.to_physical().to_list()
+    cached = figures._TIMES[key]
+    assert figures.between(req, "ts_start", starts[0], starts[-1]).height == req.height
+    assert figures._TIMES[key] is cached  # computed once
+    del req, cached
+    gc.collect()
+    assert key not in figures._TIMES
+    unsorted = pl.read_parquet(out / "requests.parquet").sort("ts_end")
+    assert figures.between(unsorted, "ts_start", starts[10], starts[200]).height == 191
+    assert figures._TIMES[(id(unsorted), "ts_start")] is None  # not sorted: filtered, never bisected
+
+
 def test_figures_of_many_ranges_are_those_of_each_range(storm):
     """Episodes and cold windows ask their figures of all ranges at once (figures.requests_many,
     server_state_many: one binary search and one group-by): on the storm's real tables every range,

@@ -58,11 +58,8 @@ def slo_options(diag: dict) -> dict:
 
 def run(out: Path, options) -> dict:
     out = Path(out)
-    try:  # times carry their date when the logs (or the range analysed) cover several days
-        with clock.covering(*scope.of(options).clip(*clock.files_span(out))):
-            return _run(out, options)
-    finally:
-        figures.forget()
+    with clock.covering(*scope.of(options).clip(*clock.files_span(out))):  # times carry their date over days
+        return _run(out, options)
 
 
 def _run(out: Path, options) -> dict:

@@ -7,7 +7,8 @@ the diagnosis measures a range the same way.
 from __future__ import annotations
 
 import bisect
-from collections import OrderedDict
+import weakref
+from array import array
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -51,29 +52,26 @@ def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None
     return df.filter(pl.col(col).to_physical().is_between(a, b, closed=closed))
 
 
-_TIMES: OrderedDict[tuple[int, str], tuple[pl.DataFrame, list[int] | None]] = OrderedDict()
+# the sorted times of the frames asked, by (id(frame), column); an entry goes when its frame goes (a
+# weakref finalizer), so a frame's id is never reused while its entry lives and no entry outlives its frame
+_TIMES: dict[tuple[int, str], array | None] = {}
 
 
-def forget() -> None:
-    """Let go of the cached frames (diagnose.run calls it when done)."""
-    _TIMES.clear()
-
-
-def _sorted_times(df: pl.DataFrame, col: str) -> list[int] | None:
-    """The epoch-µs times of a column sorted without nulls, as a Python list (a bisect on it takes a
-    microsecond, a polars search_sorted ~60 µs of call overhead: a day's episodes and deaths ask
-    thousands of ranges); None when the column is not sorted or has nulls. The last few frames asked
-    are kept (with the frame itself, so that an id is never reused while cached)."""
+def _sorted_times(df: pl.DataFrame, col: str) -> array | None:
+    """The epoch-µs times of a column sorted without nulls (an int64 array: a bisect on it takes a
+    microsecond, a polars search_sorted ~60 µs of call overhead, and a day's episodes and deaths ask
+    thousands of ranges); None when the column is not sorted or has nulls. Computed once per frame."""
     key = (id(df), col)
-    hit = _TIMES.get(key)
-    if hit is None or hit[0] is not df:
-        s = df[col]
-        times = s.to_physical().to_list() if s.null_count() == 0 and s.is_sorted() else None
-        hit = _TIMES[key] = (df, times)
-        while len(_TIMES) > 16:
-            _TIMES.popitem(last=False)
-    _TIMES.move_to_end(key)
-    return hit[1]
+    if key in _TIMES:
+        return _TIMES[key]
+    s = df[col]
+    times = None
+    if s.null_count() == 0 and s.is_sorted():
+        times = array("q")
+        times.frombytes(s.to_physical().cast(pl.Int64).to_numpy().tobytes())
+    _TIMES[key] = times
+    weakref.finalize(df, _TIMES.pop, key, None)
+    return times
 
 
 _STATE_EMPTY = {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,
