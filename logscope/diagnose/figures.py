@@ -67,8 +67,7 @@ def _sorted_times(df: pl.DataFrame, col: str) -> array | None:
     s = df[col]
     times = None
     if s.null_count() == 0 and s.is_sorted():
-        times = array("q")
-        times.frombytes(s.to_physical().cast(pl.Int64).to_numpy().tobytes())
+        times = array("q", s.to_physical().to_list())
     _TIMES[key] = times
     weakref.finalize(df, _TIMES.pop, key, None)
     return times
