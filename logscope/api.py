@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from . import slo
 from .ingest import IngestOptions, IngestResult, Progress
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
@@ -21,9 +22,9 @@ class AnalyzeOptions:
     # past it, analyze looks at the range that fits (logscope.budget) unless since/until are given
     max_memory: int | str | None = "auto"
     range_chosen: dict | None = None  # set by fit_memory: why the range was chosen
-    slo_ttft_s: float = 2.0
-    slo_e2e_s: float = 20.0
-    slo_success: float = 0.99
+    slo_ttft_s: float = slo.DEFAULTS["slo_ttft_s"]
+    slo_e2e_s: float = slo.DEFAULTS["slo_e2e_s"]
+    slo_success: float = slo.DEFAULTS["slo_success"]
     include_prompts: bool = False
     replica: str | None = None
     nginx_log_format: str | None = None

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import __version__
+from . import __version__, slo
 from .errors import LogscopeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
@@ -43,9 +43,10 @@ Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident'
 OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to this time")]
-SloTtftOpt = Annotated[float, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")]
-SloE2eOpt = Annotated[float, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")]
-SloSuccessOpt = Annotated[float, typer.Option("--slo-success", help="SLO: share of requests that succeed")]
+# None where not given: analyze shows logscope.slo's defaults, report keeps the folder's SLO
+SloTtftOpt = Annotated[float | None, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")]
+SloE2eOpt = Annotated[float | None, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")]
+SloSuccessOpt = Annotated[float | None, typer.Option("--slo-success", help="SLO: share of requests that succeed")]
 MaxMemOpt = Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)")]
 TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
 PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
@@ -213,9 +214,9 @@ def analyze(
     window: Annotated[str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    slo_ttft: SloTtftOpt = 2.0,
-    slo_e2e: SloE2eOpt = 20.0,
-    slo_success: SloSuccessOpt = 0.99,
+    slo_ttft: SloTtftOpt = slo.DEFAULTS["slo_ttft_s"],
+    slo_e2e: SloE2eOpt = slo.DEFAULTS["slo_e2e_s"],
+    slo_success: SloSuccessOpt = slo.DEFAULTS["slo_success"],
     max_memory: MaxMemOpt = "auto",
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
@@ -239,9 +240,8 @@ def analyze(
     rng = _run(lambda: _range(since, until, tz), debug)
     limit = _run(lambda: _memory(max_memory), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
-    opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, slo_ttft_s=slo_ttft,
-                    slo_e2e_s=slo_e2e, slo_success=slo_success, since=rng.since, until=rng.until, max_memory=limit,
-                    reparse=reparse)
+    opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
+                    max_memory=limit, reparse=reparse, **slo.given(slo_ttft, slo_e2e, slo_success))
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
     with prog or _Null():
@@ -266,9 +266,7 @@ def analyze(
 def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by logscope analyze/ingest")],
            since: SinceOpt = None, until: UntilOpt = None,
            whole: Annotated[bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")] = False,
-           slo_ttft: Annotated[float | None, SloTtftOpt.__metadata__[0]] = None,
-           slo_e2e: Annotated[float | None, SloE2eOpt.__metadata__[0]] = None,
-           slo_success: Annotated[float | None, SloSuccessOpt.__metadata__[0]] = None,
+           slo_ttft: SloTtftOpt = None, slo_e2e: SloE2eOpt = None, slo_success: SloSuccessOpt = None,
            max_memory: MaxMemOpt = "auto",
            tz: TzOpt = "UTC", quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
     """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing); with --since /
@@ -286,10 +284,9 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
         err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
         raise typer.Exit(ExitCode.USAGE)
     again = whole or bool(rng)
-    slo = {k: v for k, v in (("slo_ttft_s", slo_ttft), ("slo_e2e_s", slo_e2e), ("slo_success", slo_success))
-           if v is not None}
+    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _run(lambda: _memory(max_memory), debug)
-    opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, **(_settings_of(out_dir) | slo))
+    opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, **(_settings_of(out_dir) | asked))
 
     def go():
         api.require_overlap(out_dir, opts)
@@ -297,7 +294,7 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
         o = api.fit_memory(out_dir, opts) if correlate else opts
         if correlate:
             api.correlate(out_dir, o)
-        if correlate or slo or not (out_dir / "diagnosis.json").exists():
+        if correlate or asked or not (out_dir / "diagnosis.json").exists():
             api.diagnose(out_dir, o)
         return api.render(out_dir, o)
 

@@ -182,6 +182,26 @@ def test_report_keeps_the_slo_it_was_judged_by_and_takes_another(tmp_path):
     assert s["slo"]["success"] == 0.5
 
 
+def test_the_slo_options_are_named_in_one_place(tmp_path):
+    """logscope.slo holds the SLO's fields and defaults: the library's options, the diagnosis's keys and both
+    commands take them from there; `analyze --slo-ttft` reaches the diagnosis, the other two keep theirs."""
+    from dataclasses import fields
+
+    from logscope import slo
+    from logscope.api import AnalyzeOptions
+    from logscope.diagnose import SLO_KEYS
+
+    assert {f.name: f.default for f in fields(AnalyzeOptions) if f.name.startswith("slo_")} == slo.DEFAULTS
+    assert list(SLO_KEYS) == list(slo.DEFAULTS)
+    assert slo.given(None, 5.0, None) == {"slo_e2e_s": 5.0} and slo.given(None, None, None) == {}
+    out = tmp_path / "ladder"
+    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "ladder")), "-o", str(out), "--slo-ttft", "1", "-q"])
+    assert r.exit_code == 0, r.output
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["slo"] == {"ttft_p95_s": 1.0, "e2e_p95_s": 20.0, "success": 0.99}
+    assert [b["concurrency"] for b in d["ladder"]["failed_below_boundary"]] == [4.0]  # as report --slo-ttft 1
+
+
 def test_a_range_that_misses_the_logs_says_where_they_are(tmp_path):
     """Not 'Nothing alarming' over an empty range: an error that gives the logs' own span."""
     src = need(LAB / "calm")  # 08:47:30 -> 08:51:32
