@@ -459,9 +459,13 @@ def _num(col: str, pat: str) -> pl.Expr:
     return pl.col(col).str.extract(pat).str.replace_all(",", "").cast(pl.Float64, strict=False)
 
 
+def _ratio(percent: pl.Expr) -> pl.Expr:
+    """91.0 (%) -> 0.91 (rounded: the log prints one decimal, the ratio must not depend on the code path)."""
+    return (percent / 100).round(6)
+
+
 def _pct(pat: str) -> pl.Expr:
-    """'91.0%' -> 0.91 (rounded: the log prints one decimal, the ratio must not depend on the code path)."""
-    return (_num("msg", pat) / 100).round(6)
+    return _ratio(_num("msg", pat))
 
 
 def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
@@ -483,10 +487,9 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     )
     c1, c0 = pl.col("_c1"), pl.col("_c0")
     is1, is0 = c1.struct.field("run").is_not_null(), c0.struct.field("run").is_not_null()  # no match: null fields
-    cand = cand.with_columns((is1 | is0).alias("_known"))
     # the raw values: from the two common shapes' groups, and, only on the rows neither matched, from the
     # per-field regexes (each is compiled per chunk, as the parser uses more patterns than polars caches)
-    known, other = cand.filter(pl.col("_known")), cand.filter(~pl.col("_known"))
+    known, other = cand.filter(is1 | is0), cand.filter(~(is1 | is0))
     parts = [known.with_columns(_common_values(c1, c0, is1))]
     if other.height:
         parts.append(other.with_columns(_other_values()))
@@ -519,7 +522,7 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         pl.col("_pfx").alias("prefix_hit"),
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
-    ).drop(*_RAW_STATS, "_c1", "_c0", "_known")
+    ).drop(*_RAW_STATS, "_c1", "_c0")
     if bool(out.select(pre01.any()).item()):
         notes.append("pre-0.1 stats line 'Throughput: N tokens/s' (all tokens) was stored as gen_tps")
     if bool(out.select((pl.col("era") == "v0") & (pl.col("kv_device") == "CPU")).to_series().any()):
@@ -537,7 +540,7 @@ def _common_values(c1: pl.Expr, c0: pl.Expr, is1: pl.Expr) -> list[pl.Expr]:
         return e.cast(pl.Float64, strict=False)
 
     def pct(e: pl.Expr) -> pl.Expr:
-        return (num(e) / 100).round(6)
+        return _ratio(num(e))
 
     def pick(v1: pl.Expr | None, v0: pl.Expr | None) -> pl.Expr:
         none = pl.lit(None, dtype=pl.Float64)
