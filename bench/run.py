@@ -46,6 +46,8 @@ ANALYZE = "logscope analyze (report incl.)"
 ANALYZE_AGAIN = "logscope analyze again (reused)"  # same files: the tables of the first run
 ONE_FILE = "logscope ingest, one access log"
 ONE_FILE_ONE_THREAD = "  the same on one thread"
+ONE_VLLM = "logscope ingest, the largest vLLM log alone"
+ONE_VLLM_WHOLE = "  the same read whole, on its stream"
 
 
 TIME = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
@@ -202,7 +204,8 @@ class Bench:
 
 def one_file_runs(b: Bench, work: Path) -> None:
     """One large file alone: the folder's nginx access logs, one after the other, in one file (its chunks
-    are parsed on every core, ``INDEPENDENT_CHUNKS``), against the same ingest on one thread."""
+    are parsed on every core, ``INDEPENDENT_CHUNKS``), against the same ingest on one thread; and the
+    folder's largest vLLM log, read in segments on every core, against a whole read."""
     folder = work / "one-file"
     folder.mkdir()
     with (folder / "nginx-access.log").open("wb") as out:
@@ -215,6 +218,17 @@ def one_file_runs(b: Bench, work: Path) -> None:
     one_thread = ("from logscope.ingest import IngestOptions, ingest; "
                   f"ingest({str(folder)!r}, {str(work / 'one-out1')!r}, IngestOptions(workers=1))")
     b.run(ONE_FILE_ONE_THREAD, [sys.executable, "-c", one_thread], scanned_mb=mb)
+    # the largest vLLM log alone: read in segments on every core (SEGMENT_COUNTERS), against a whole read
+    vllm = max(b.data.rglob("vllm-server.log"), key=lambda p: p.stat().st_size)
+    folder = work / "one-vllm"
+    folder.mkdir()
+    shutil.copy(vllm, folder / vllm.name)
+    mb = vllm.stat().st_size / 1e6
+    b.run(ONE_VLLM, [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "vllm-out"), "-q"],
+          scanned_mb=mb)
+    whole = ("from logscope.ingest import IngestOptions, ingest; "
+             f"ingest({str(folder)!r}, {str(work / 'vllm-out1')!r}, IngestOptions(segments=1))")
+    b.run(ONE_VLLM_WHOLE, [sys.executable, "-c", whole], scanned_mb=mb)
 
 
 def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
@@ -293,7 +307,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--max-memory", default=None, help="also run logscope analyze --max-memory SIZE (e.g. 1G)")
     ap.add_argument("--one-file", action="store_true",
-                    help="also ingest the folder's nginx access logs as one file, on every core and on one thread")
+                    help="also ingest the folder's nginx access logs as one file, on every core and on one thread, "
+                         "and its largest vLLM log alone, in segments and whole")
     ap.add_argument("--against", default=None, metavar="REV",
                     help="also run ingest and analyze of this git revision, alternating with this code")
     a = ap.parse_args(argv)

@@ -19,7 +19,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,6 +49,9 @@ ROW_GROUP = 64_000
 COPY_KEY_LINES = 50
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 DEFAULT_SPEED = 100  # MB/s on one core of a parser that states none (parsers/base.py)
+# bytes before a segment's start replayed to guess its parser's state: a record open across the cut must
+# start within them for the guess to hold (a traceback is a few KB; else the segment is read again in turn)
+SEGMENT_WINDOW = 1024 * 1024
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
 
@@ -77,6 +80,8 @@ class IngestOptions:
     workers: int = field(default_factory=default_workers)
     chunk_bytes: int = sources.CHUNK_BYTES
     memory_bytes: int = 128 * 1024 * 1024  # parsed rows held in memory before spilling to part files
+    segment_bytes: int = 32 * 1024 * 1024  # the smallest segment a large file is cut into (``_plan``)
+    segments: int | None = None  # force this many segments per file of a format that allows them (tests, bench)
 
 
 @dataclass
@@ -135,10 +140,11 @@ def ingest(
         total = sum(max(s.f.size, 0) for s in states) or 1
         done = [0]
         store = _Store(parts, opts.memory_bytes)
+        share = sum(_cost(m) for m in streams) / _cores()
 
         def run(item):
             idx, members = item
-            _parse_stream(idx, members, opts, (year, year_source, ref_ts), store, chunk_pool)
+            _parse_stream(idx, members, opts, (year, year_source, ref_ts), store, chunk_pool, share)
             done[0] += sum(max(m.f.size, 0) for m in members)
             if progress:
                 progress(f"parsed {members[0].f.rel}", done[0] / total)
@@ -361,7 +367,10 @@ def _cost(members: list[FileState]) -> float:
 
 
 def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: _Store,
-                  chunk_pool: ThreadPoolExecutor | None = None) -> None:
+                  chunk_pool: ThreadPoolExecutor | None = None, share: float = 0.0) -> None:
+    """Parse one stream (a file, or a rotated set oldest first) into ``store`` under index ``idx``.
+    ``share`` is the folder's expected parse time per core: a file much longer than that is read in
+    segments on every core (``_parse_segments``)."""
     year, year_source, ref_ts = when
     mod = parsers.BY_NAME.get(members[0].format)
     if len(members) > 1 and mod is not None:
@@ -396,18 +405,20 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
                 text = sources.read_text(f)
                 st.lines_total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
                 res = mod.parse_document(text, ctx)
-                _take(res, st, store, idx, n_chunk, None)
+                _take(res, st, store, (idx, 0, n_chunk), None)
                 n_chunk += 1
+            elif len(spans := _plan(members, mod, opts, share, chunk_pool)) > 1:
+                _parse_segments(idx, st, mod, ctx, spans, opts, store, chunk_pool)
             else:
                 for chunk, res in _parsed(mod, sources.iter_line_chunks(f, opts.chunk_bytes), ctx, state, chunk_pool):
                     st.lines_total += chunk.height
-                    _take(res, st, store, idx, n_chunk, chunk)
+                    _take(res, st, store, (idx, 0, n_chunk), chunk)
                     _compact_state(state)
                     n_chunk += 1
                 if st is members[-1] and hasattr(mod, "finish"):
                     res = mod.finish(ctx, state)
                     if res is not None:
-                        _take(res, st, store, idx, n_chunk, None)
+                        _take(res, st, store, (idx, 0, n_chunk), None)
                         n_chunk += 1
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             # the lines after the failure still count, as unrecognized: nothing read is lost from the coverage
@@ -415,6 +426,161 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
             st.lines_parsed = min(st.lines_parsed, st.lines_total)
             f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; the rows read before are kept, "
                               f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
+
+
+def _plan(members: list[FileState], mod, opts, share: float, pool: ThreadPoolExecutor | None) -> list[sources.Span]:
+    """The segments to read a file in: one, unless its format can be read in segments (``SEGMENT_COUNTERS``,
+    parsers/base.py), it is the stream's only file, uncompressed, and longer than its folder's share of a
+    core (a folder of one large vLLM log used 1.16 cores); ``opts.segments`` forces a count."""
+    st = members[0]
+    if pool is None or len(members) > 1 or not getattr(mod, "SEGMENT_COUNTERS", None) or st.f.compression:
+        return [sources.Span(0, 0, None)]
+    n = opts.segments or min(_cores(), round(_cost(members) / share) if share > 0 else 1,
+                             st.f.size // max(opts.segment_bytes, 1))
+    return sources.segments(st.f, n, opts.chunk_bytes) if n > 1 else [sources.Span(0, 0, None)]
+
+
+@dataclass
+class _Ahead:
+    """A segment read ahead of its turn, from a state guessed by ``_warm``."""
+
+    assumed: dict  # the guessed state at the segment's start
+    end: dict  # the state at its end
+    part: FileState  # its lines, coverage, shapes and notes
+    cuts: list[int]  # lines cut to MAX_LINE_CHARS
+
+
+def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list[sources.Span], opts,
+                    store: _Store, pool: ThreadPoolExecutor) -> None:
+    """One large file on every core, with the same rows as a whole read.
+
+    The first segment is read here, the others at once on the pool, each from a state guessed by
+    replaying the file's first chunk and the lines just before its start (``_warm``). When the segment
+    before is done, its end state is the true one: a guess equal to it, but for the counters that number
+    rows (``SEGMENT_COUNTERS``), keeps the segment's rows, shifted by the counters' difference; any other
+    difference (a record open across the cut that began before the replayed lines, a restart's new
+    settings) drops them and reads the segment again here, from the true state.
+    """
+    f = st.f
+    counts = [pool.submit(sources.count_newlines, f, sp.start, sp.stop) for sp in spans[:-1]]
+    cancel = threading.Event()
+    ahead = {k: pool.submit(_read_ahead, mod, st, ctx, spans[k], counts[:k], opts, store, (idx, k), cancel)
+             for k in range(1, len(spans))}
+    state: dict = {}
+    cuts: list[int] = []
+    try:
+        _read_segment(mod, st, ctx, spans[0], state, store, (idx, 0), opts, cuts)
+        for k in range(1, len(spans)):
+            try:
+                got = ahead.pop(k).result()
+            except Exception:  # noqa: BLE001 - read again in turn: a failure there stops the file where a whole read would
+                got = None
+            offsets = _rebase(mod.SEGMENT_COUNTERS, got.assumed, state) if got is not None else None
+            if offsets is None:
+                store.drop((idx, k))
+                span = replace(spans[k], first_line=sum(c.result() for c in counts[:k]))
+                _read_segment(mod, st, ctx, span, state, store, (idx, k), opts, cuts)
+                continue
+            store.shift((idx, k), offsets)
+            _merge(st, got.part)
+            cuts += got.cuts
+            state = _shift_state(got.end, offsets)
+        if hasattr(mod, "finish"):
+            res = mod.finish(ctx, state)
+            if res is not None:
+                _take(res, st, store, (idx, len(spans), 0), None)
+    finally:
+        cancel.set()
+        for k, fut in ahead.items():  # after a failure: wait for the reads ahead to stop, then drop their rows
+            try:
+                fut.result()
+            except Exception:  # noqa: BLE001, S110 - its rows are dropped whatever it raised
+                pass
+            store.drop((idx, k))
+        if sum(cuts):
+            f.messages.append(sources.cut_message(sum(cuts)))
+
+
+def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, store: _Store,
+                  seg: tuple[int, int], opts, cuts: list[int], cancel: threading.Event | None = None) -> bool:
+    """Parse one span into ``st`` and ``store``; False when cancelled."""
+    for n, chunk in enumerate(sources.iter_line_chunks(st.f, opts.chunk_bytes, span, cuts)):
+        if cancel is not None and cancel.is_set():
+            return False
+        res = mod.parse_chunk(chunk, ctx, state)
+        st.lines_total += chunk.height
+        _take(res, st, store, (*seg, n), chunk)
+        _compact_state(state)
+    return True
+
+
+def _read_ahead(mod, st: FileState, ctx: ParseContext, span: sources.Span, counts: list[Future], opts,
+                store: _Store, seg: tuple[int, int], cancel: threading.Event) -> _Ahead | None:
+    """A segment read from a guessed state (on the pool, before the segments ahead of it are done)."""
+    f = st.f.quiet()
+    span = replace(span, first_line=sum(c.result() for c in counts))
+    state = _warm(mod, f, ctx, span, opts)
+    assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
+    # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
+    part = FileState(f, st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
+                     shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
+    cuts: list[int] = []
+    if not _read_segment(mod, part, ctx, span, state, store, seg, opts, cuts, cancel):
+        return None
+    return _Ahead(assumed, state, part, cuts)
+
+
+def _warm(mod, f: sources.InputFile, ctx: ParseContext, span: sources.Span, opts) -> dict:
+    """The state a parser would likely have at ``span.start``: after the file's first chunk (where the
+    server states its settings) and the SEGMENT_WINDOW bytes before the start (open records, the last
+    time and month). The rows these give are not kept."""
+    state: dict = {}
+    head = next(sources.iter_line_chunks(f, opts.chunk_bytes), None)
+    if head is None or head.height == 0:
+        return state
+    mod.parse_chunk(head, ctx, state)
+    window = sources.lines_before(f, span.start, SEGMENT_WINDOW, span.first_line)
+    window = window.filter(pl.col("line_no") > head["line_no"][-1])
+    if window.height:
+        mod.parse_chunk(window, ctx, state)
+    return state
+
+
+def _rebase(counters: tuple[str, ...], assumed: dict, true: dict) -> dict[str, int] | None:
+    """The counter offsets that turn a segment read from ``assumed`` into one read from ``true``, or None
+    when the two states differ in anything else."""
+    if assumed.keys() != true.keys():
+        return None
+    offsets = {c: int(true.get(c) or 0) - int(assumed.get(c) or 0) for c in counters}
+    if all(key in counters or _same(a, true[key], offsets) for key, a in assumed.items()):
+        return offsets
+    return None
+
+
+def _same(a, b, offsets: dict[str, int]) -> bool:
+    if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
+        return a.schema == b.schema and _shift_frame(a, offsets).equals(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], offsets) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _shift_frame(df: pl.DataFrame, offsets: dict[str, int]) -> pl.DataFrame:
+    return df.with_columns(pl.col(c) + off for c, off in offsets.items() if c in df.columns and off)
+
+
+def _shift_state(state: dict, offsets: dict[str, int]) -> dict:
+    return {k: (v + offsets[k] if k in offsets else _shift_frame(v, offsets) if isinstance(v, pl.DataFrame) else v)
+            for k, v in state.items()}
+
+
+def _merge(st: FileState, part: FileState) -> None:
+    """A segment's tallies added to its file's (segments are merged in file order)."""
+    st.lines_total += part.lines_total
+    st.lines_parsed += part.lines_parsed
+    st.shapes.merge(part.shapes)
+    st.assumptions += [a for a in part.assumptions if a not in st.assumptions]
+    st.f.messages += [m for m in part.f.messages if m not in st.f.messages]
 
 
 def _parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
@@ -446,11 +612,11 @@ def _parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
             fut.cancel()
 
 
-def _take(res: ChunkResult, st: FileState, store: _Store, idx: int, n: int, chunk: pl.DataFrame | None) -> None:
+def _take(res: ChunkResult, st: FileState, store: _Store, key: tuple[int, int, int], chunk: pl.DataFrame | None) -> None:
     for name, df in res.tables.items():
         if df is None or df.height == 0 or st.copy_of:
             continue
-        store.add(name, (idx, n), schemas.conform(df, name))
+        store.add(name, key, schemas.conform(df, name))
     if res.recognized is not None and chunk is not None:
         ok = res.recognized.fill_null(False)
         n_ok = int(ok.sum())
@@ -483,19 +649,21 @@ def _compact_state(state: dict) -> None:
 class _Store:
     """Parsed rows of every table, in memory up to ``budget`` bytes, then spilled to part files.
 
-    Rows are keyed (stream index, chunk number), so every table comes out in stream order (by path)
-    and, within a stream, file order, whichever worker finished first. A spill writes one part file per
-    table and stream, so a large folder makes a few large parts rather than one per chunk.
+    Rows are keyed (stream index, segment, chunk number), so every table comes out in stream order (by
+    path) and, within a stream, file order, whichever worker finished first. A spill writes one part file
+    per table, stream and segment, so a large folder makes a few large parts rather than one per chunk.
+    A segment read ahead of its turn (``_parse_segments``) may be dropped, or have its counters shifted.
     """
 
     def __init__(self, parts: Path, budget: int) -> None:
         self.parts, self.budget = parts, budget
-        self.frames: dict[str, list[tuple[tuple[int, int], pl.DataFrame]]] = {}
-        self.spilled: dict[str, list[tuple[tuple[int, int], Path]]] = {}
+        self.frames: dict[str, list[tuple[tuple[int, int, int], pl.DataFrame]]] = {}
+        self.spilled: dict[str, list[tuple[tuple[int, int, int], Path]]] = {}
+        self.shifts: dict[tuple[int, int], dict[str, int]] = {}  # (stream, segment) -> counter offsets
         self.size = 0
         self.lock = threading.Lock()
 
-    def add(self, name: str, key: tuple[int, int], df: pl.DataFrame) -> None:
+    def add(self, name: str, key: tuple[int, int, int], df: pl.DataFrame) -> None:
         df = _compact(df)
         with self.lock:
             self.frames.setdefault(name, []).append((key, df))
@@ -505,31 +673,59 @@ class _Store:
                     self._spill(table)
                 self.size = 0
 
+    def drop(self, seg: tuple[int, int]) -> None:
+        """Forget the rows of one segment (read from a state that turned out not to be the file's)."""
+        with self.lock:
+            for name in list(self.frames):
+                self.frames[name] = [(k, df) for k, df in self.frames[name] if k[:2] != seg]
+            for name in list(self.spilled):
+                for k, path in self.spilled[name]:
+                    if k[:2] == seg:
+                        path.unlink(missing_ok=True)
+                self.spilled[name] = [(k, p) for k, p in self.spilled[name] if k[:2] != seg]
+
+    def shift(self, seg: tuple[int, int], offsets: dict[str, int]) -> None:
+        """Add ``offsets`` to the named columns of one segment's rows when the tables are written."""
+        if any(offsets.values()):
+            self.shifts[seg] = offsets
+
     def _spill(self, name: str) -> None:
-        by_stream: dict[int, list[tuple[tuple[int, int], pl.DataFrame]]] = {}
+        by_seg: dict[tuple[int, int], list[tuple[tuple[int, int, int], pl.DataFrame]]] = {}
         for key, df in self.frames.pop(name, []):
-            by_stream.setdefault(key[0], []).append((key, df))
+            by_seg.setdefault(key[:2], []).append((key, df))
         d = self.parts / name
         d.mkdir(parents=True, exist_ok=True)
-        for items in by_stream.values():
+        for items in by_seg.values():
             items.sort(key=lambda kv: kv[0])
             first = items[0][0]
-            path = d / f"{first[0]:05d}-{first[1]:06d}.parquet"
+            path = d / f"{first[0]:05d}-{first[1]:03d}-{first[2]:06d}.parquet"
             pl.concat([df for _, df in items], rechunk=False).write_parquet(path, compression="lz4", row_group_size=ROW_GROUP)
             self.spilled.setdefault(name, []).append((first, path))
 
+    def _shifted(self, key: tuple[int, int, int], frame: pl.DataFrame | pl.LazyFrame, columns: list[str]):
+        offsets = self.shifts.get(key[:2])
+        if not offsets:
+            return frame
+        return frame.with_columns(pl.col(c) + off for c, off in offsets.items() if c in columns and off)
+
     def write(self, name: str, dest: Path) -> None:
         """The whole table, in key order: straight from memory, or streamed from the part files."""
+        columns = list(schemas.TABLES.get(name, ()))
         if name in self.spilled:
             self._spill(name)
-            paths = [p for _, p in sorted(self.spilled.pop(name))]
-            schemas.conform(pl.scan_parquet(paths), name).sink_parquet(dest, row_group_size=ROW_GROUP)
+            parts = sorted(self.spilled.pop(name))
+            if any(k[:2] in self.shifts for k, _ in parts):
+                scan = pl.concat([self._shifted(k, pl.scan_parquet(p), columns) for k, p in parts])
+            else:
+                scan = pl.scan_parquet([p for _, p in parts])
+            schemas.conform(scan, name).sink_parquet(dest, row_group_size=ROW_GROUP)
             return
         items = sorted(self.frames.pop(name, []), key=lambda kv: kv[0])
         if not items:
             schemas.empty(name).write_parquet(dest)
             return
-        pl.concat([df for _, df in items], rechunk=False).write_parquet(dest, row_group_size=ROW_GROUP)
+        frames = [self._shifted(k, df, columns) for k, df in items]
+        pl.concat(frames, rechunk=False).write_parquet(dest, row_group_size=ROW_GROUP)
 
 
 def _files_table(states: list[FileState], out: Path) -> pl.DataFrame:

@@ -159,12 +159,18 @@ def head(f: InputFile) -> tuple[list[str], bool]:
     return [ln[:5000] for ln in lines[:HEAD_LINES]], binary
 
 
-def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
-    """Yield DataFrames (line_no, line) covering every line of the file, in order."""
+def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | None = None,
+                     cut_lines: list[int] | None = None) -> Iterator[pl.DataFrame]:
+    """Yield DataFrames (line_no, line) covering every line of the file, in order.
+
+    ``span`` reads one segment of an uncompressed file (``segments``): its chunks are the very chunks a
+    whole read makes there, numbered from ``span.first_line``. ``cut_lines`` then collects the count of
+    lines cut to MAX_LINE_CHARS instead of a message per segment."""
     rest = b""
-    line_no = 0
-    cut_lines = 0
-    for data in _read_blocks(f, chunk_bytes):
+    line_no = span.first_line if span else 0
+    cut_total = 0
+    blocks = _read_span(f, span, chunk_bytes) if span else _read_blocks(f, chunk_bytes)
+    for data in blocks:
         if rest:
             data = rest + data
         nl = data.rfind(b"\n")
@@ -176,15 +182,109 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES) -> Iterator[p
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
         df, cut = _lines_frame(_decode(body, f), line_no)
-        cut_lines += cut
+        cut_total += cut
         line_no += df.height
         yield df
     if rest:
         df, cut = _lines_frame(_decode(rest, f), line_no)
-        cut_lines += cut
+        cut_total += cut
         yield df
-    if cut_lines:
-        f.messages.append(f"{cut_lines} line(s) longer than {MAX_LINE_CHARS:,} characters were cut to that length")
+    if cut_lines is not None:
+        cut_lines.append(cut_total)
+    elif cut_total:
+        f.messages.append(cut_message(cut_total))
+
+
+def cut_message(n: int) -> str:
+    return f"{n} line(s) longer than {MAX_LINE_CHARS:,} characters were cut to that length"
+
+
+@dataclass(frozen=True)
+class Span:
+    """A segment of an uncompressed file that starts where a whole read starts a chunk: ``start`` is the
+    byte after the last newline of block ``aligned / chunk_bytes - 1``, so the bytes up to ``aligned``
+    are the remainder that a whole read carries into the next block. ``stop`` is the next segment's
+    start (None: the end of the file)."""
+
+    start: int
+    aligned: int
+    stop: int | None
+    first_line: int = 0  # lines before ``start``
+
+
+def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]:
+    """Up to ``n`` spans of about equal size covering the file, each starting at a chunk boundary of a
+    whole read (so that a parser sees the same chunks either way). One span when the file is compressed
+    (no seeking) or too small, or where a block holds no newline to cut after."""
+    if f.compression or f.size <= 0 or n < 2:
+        return [Span(0, 0, None)]
+    starts: list[tuple[int, int]] = []
+    with open(f.path, "rb") as fh:
+        for j in range(1, n):
+            m = round(j * f.size / n / chunk_bytes)  # cut after block m - 1
+            if m < 1 or (m + 1) * chunk_bytes >= f.size or (starts and m * chunk_bytes <= starts[-1][1]):
+                continue
+            fh.seek((m - 1) * chunk_bytes)
+            nl = fh.read(chunk_bytes).rfind(b"\n")
+            if nl >= 0:
+                starts.append(((m - 1) * chunk_bytes + nl + 1, m * chunk_bytes))
+    if not starts:
+        return [Span(0, 0, None)]
+    bounds = [(0, 0), *starts]
+    return [Span(a, al, bounds[i + 1][0] if i + 1 < len(bounds) else None) for i, (a, al) in enumerate(bounds)]
+
+
+def count_newlines(f: InputFile, start: int, stop: int | None, block: int = 8 * 1024 * 1024) -> int:
+    """Newlines in bytes [start, stop) of an uncompressed file (a segment's line count: ~2.5 GB/s)."""
+    n = 0
+    with open(f.path, "rb", buffering=0) as fh:
+        fh.seek(start)
+        left = (stop - start) if stop is not None else None
+        while left is None or left > 0:
+            data = fh.read(block if left is None else min(block, left))
+            if not data:
+                break
+            n += data.count(b"\n")
+            if left is not None:
+                left -= len(data)
+    return n
+
+
+def lines_before(f: InputFile, pos: int, size: int, last_line: int) -> pl.DataFrame:
+    """The whole lines of the up to ``size`` bytes before byte ``pos`` (which follows a newline),
+    numbered so that the last is ``last_line``: the context a segment's parser is warmed with."""
+    lo = max(0, pos - size)
+    with open(f.path, "rb") as fh:
+        fh.seek(lo)
+        data = fh.read(pos - lo)
+    if lo > 0:
+        first = data.find(b"\n")
+        data = data[first + 1:] if first >= 0 else b""
+    if not data.endswith(b"\n"):
+        return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
+    df, _ = _lines_frame(_decode(memoryview(data)[:-1], f.quiet()), 0)
+    return df.with_columns(pl.col("line_no") + (last_line - df.height))
+
+
+def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
+    """The blocks of a whole read from ``span.start`` on: first the remainder up to ``span.aligned``, then
+    aligned blocks, the last one cut at ``span.stop``."""
+    try:
+        fh = open(f.path, "rb")
+    except OSError as e:
+        f.messages.append(f"cannot open: {e.strerror or e}")
+        return
+    with fh:
+        fh.seek(span.start)
+        if span.aligned > span.start:
+            yield fh.read(span.aligned - span.start)
+        pos = span.aligned
+        while span.stop is None or pos < span.stop:
+            data = fh.read(block if span.stop is None else min(block, span.stop - pos))
+            if not data:
+                return
+            pos += len(data)
+            yield data
 
 
 def _lines_frame(text: str, offset: int) -> tuple[pl.DataFrame, int]:

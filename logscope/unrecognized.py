@@ -29,8 +29,9 @@ def shape_expr(col: str = "line") -> pl.Expr:
 class ShapeCounter:
     """Accumulates shapes of one file across chunks, bounded to MAX_SHAPES (+ one 'other' bucket)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_SHAPES) -> None:
         self.shapes: dict[str, list] = {}
+        self.limit = limit
 
     def add(self, lines: pl.DataFrame) -> None:
         if lines.height == 0:
@@ -45,15 +46,23 @@ class ShapeCounter:
             )
         )
         for shape, count, first, ex in g.iter_rows():
-            cur = self.shapes.get(shape)
-            if cur is None:
-                if len(self.shapes) >= MAX_SHAPES:
-                    shape = "(other shapes)"
-                    cur = self.shapes.setdefault(shape, [0, first, []])
-                else:
-                    cur = self.shapes[shape] = [0, first, []]
-            cur[0] += count
-            cur[2] = (cur[2] + list(ex))[:3]
+            self._count(shape, count, first, ex)
+
+    def merge(self, later: ShapeCounter) -> None:
+        """Add the shapes of the lines after this counter's (a file read in segments): the same result as
+        adding those lines here while the later counter's ``limit`` was not reached."""
+        for shape, (count, first, ex) in later.shapes.items():
+            self._count(shape, count, first, ex)
+
+    def _count(self, shape: str, count: int, first: int, ex: list) -> None:
+        cur = self.shapes.get(shape)
+        if cur is None:
+            if len(self.shapes) >= self.limit:
+                cur = self.shapes.setdefault("(other shapes)", [0, first, []])
+            else:
+                cur = self.shapes[shape] = [0, first, []]
+        cur[0] += count
+        cur[2] = (cur[2] + list(ex))[:3]
 
     def frame(self, path: str) -> pl.DataFrame:
         rows = [

@@ -51,6 +51,10 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     access_mb = sum(p.stat().st_size for p in data.rglob("nginx-access.log")) / 1e6
     assert rows[run.ONE_FILE]["ok"] and rows[run.ONE_FILE_ONE_THREAD]["ok"]
     assert rows[run.ONE_FILE]["mb"] == rows[run.ONE_FILE_ONE_THREAD]["mb"] == round(access_mb, 1) > 0
+    # and the largest vLLM log alone, in segments and whole: the same rows either way
+    vllm_mb = max(p.stat().st_size for p in data.rglob("vllm-server.log")) / 1e6
+    assert rows[run.ONE_VLLM]["ok"] and rows[run.ONE_VLLM_WHOLE]["ok"]
+    assert rows[run.ONE_VLLM]["mb"] == rows[run.ONE_VLLM_WHOLE]["mb"] == round(vllm_mb, 1) > 0
     br = summary["budget_range"]
     assert br["chosen"]["budget_bytes"] == 2**20 and "that minute alone" in br["chosen"]["reason"]
     since, until = (datetime.fromisoformat(br[k]) for k in ("since", "until"))

@@ -93,7 +93,8 @@ def test_a_failing_chunk_keeps_the_rows_before_it(tmp_path, monkeypatch, workers
 
 
 def test_other_formats_stay_on_their_stream(tmp_path, monkeypatch):
-    """A format that carries rows from chunk to chunk (vLLM records) is never parsed out of order."""
+    """A format that carries rows from chunk to chunk (vLLM records) never has its chunks parsed out of order
+    (a large file of it is cut into segments instead, each parsed in order: test_ingest_segments.py)."""
     src = _folder(tmp_path, [STORM / "vllm-server.log"])
     mod = parsers.BY_NAME["vllm_server"]
     assert not getattr(mod, "INDEPENDENT_CHUNKS", False)

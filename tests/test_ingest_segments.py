@@ -1,0 +1,173 @@
+"""A large file of a format with SEGMENT_COUNTERS (vLLM) is read in segments on every core, and the tables
+are exactly those of a whole read, whether each segment's guessed state held or it was read again
+(logscope.ingest._parse_segments)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import parsers
+from conftest import LAB, PUBLIC, ROOT, need
+from logscope import ingest as ingest_mod
+from logscope import sources
+from logscope.ingest import IngestOptions, ingest
+
+SAMPLES = ROOT / "samples"
+
+
+def _folder(tmp_path: Path, src: Path) -> Path:
+    d = tmp_path / "in"
+    d.mkdir(parents=True)
+    shutil.copy2(src, d / src.name)
+    return d
+
+
+def _tables(out: Path) -> dict[str, pl.DataFrame]:
+    return {p.stem: pl.read_parquet(p) for p in sorted(out.glob("*.parquet"))}
+
+
+@pytest.fixture
+def held(monkeypatch) -> dict[str, int]:
+    """How many segments kept their rows (the guessed state held) and how many were read again."""
+    seen = {"kept": 0, "again": 0}
+    real = ingest_mod._rebase
+
+    def spy(*args):
+        res = real(*args)
+        seen["kept" if res is not None else "again"] += 1
+        return res
+
+    monkeypatch.setattr(ingest_mod, "_rebase", spy)
+    return seen
+
+
+def _same_as_whole_read(tmp_path: Path, log: Path, chunk: int, segments: int, **opts) -> None:
+    src = _folder(tmp_path, log)
+    whole = ingest(src, tmp_path / "whole", IngestOptions(workers=1, chunk_bytes=chunk))
+    cut = ingest(src, tmp_path / "cut", IngestOptions(workers=2, chunk_bytes=chunk, segments=segments, **opts))
+    assert whole.files["format"].to_list() == ["vllm_server"]
+    a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].equals(b[name]), (log.name, name)
+    cols = ["path", "format", "lines_total", "lines_parsed", "assumptions", "messages"]
+    assert whole.files.select(cols).equals(cut.files.select(cols))
+
+
+@pytest.mark.parametrize("run", ["retry-storm", "spike"])
+def test_segments_give_the_rows_of_a_whole_read(tmp_path, held, run):
+    log = SAMPLES / run / "vllm-server.log"
+    _same_as_whole_read(tmp_path, log, chunk=8192, segments=6)
+    # the file was cut, and the state guessed for each later segment (its first chunk and the MiB before
+    # the cut replayed) was the true one: no segment was read twice
+    assert held == {"kept": 5, "again": 0}
+    rows = pl.read_parquet(tmp_path / "cut" / "server_request_events.parquet")
+    assert rows.height > 500 and rows["seq"].is_sorted() and rows["seq"].n_unique() == rows.height
+
+
+def test_a_wrong_guess_reads_the_segment_again(tmp_path, held, monkeypatch):
+    """With no lines replayed before a cut, a record open across it is not guessed: those segments are
+    read again in turn, and the rows are still those of a whole read."""
+    monkeypatch.setattr(ingest_mod, "SEGMENT_WINDOW", 0)
+    _same_as_whole_read(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log", chunk=8192, segments=8)
+    assert held == {"kept": 0, "again": 7}  # without the lines before a cut, its time and open record are unknown
+
+
+def test_segments_spilled_to_parts(tmp_path, held):
+    """Rows past the memory budget go to part files per segment; shifted and ordered all the same."""
+    _same_as_whole_read(tmp_path, SAMPLES / "spike" / "vllm-server.log", chunk=8192, segments=4, memory_bytes=1)
+    assert held["kept"] == 3
+
+
+def test_every_lab_log(tmp_path, held):
+    for log in sorted(need(LAB).glob("*/vllm-server.log")):
+        _same_as_whole_read(tmp_path / log.parent.name, log, chunk=32768, segments=5)
+    assert held["kept"] >= 20
+
+
+@pytest.mark.parametrize("window", [150, ingest_mod.SEGMENT_WINDOW])
+def test_every_public_excerpt(tmp_path, held, monkeypatch, window):
+    """The messy ones (glued records, wrapped lines, container stamps, tracebacks) cut every 256 bytes."""
+    monkeypatch.setattr(ingest_mod, "SEGMENT_WINDOW", window)
+    n = 0
+    for log in sorted(need(PUBLIC).glob("*.log")):
+        if parsers.detect(sources.head(sources.discover(log)[0])[0])[0] is not parsers.BY_NAME["vllm_server"]:
+            continue
+        _same_as_whole_read(tmp_path / log.stem, log, chunk=256, segments=8)
+        n += 1
+    assert n >= 20
+    # a window of 150 bytes holds a short line or two: some guesses hold, others are read again
+    assert held["kept"] > 0 and (window > 1000 or held["again"] > 0), held
+
+
+def test_spans_start_where_a_whole_read_starts_a_chunk():
+    f = sources.discover(SAMPLES / "retry-storm" / "vllm-server.log")[0]
+    whole = list(sources.iter_line_chunks(f, 4096))
+    spans = sources.segments(f, 7, 4096)
+    assert len(spans) == 7 and spans[0].start == 0 and spans[-1].stop is None
+    assert all(a.stop == b.start for a, b in zip(spans, spans[1:], strict=False))
+    parts, first = [], 0
+    for sp in spans:
+        chunks = list(sources.iter_line_chunks(f, 4096, sp.__class__(sp.start, sp.aligned, sp.stop, first)))
+        parts += chunks
+        first += sources.count_newlines(f, sp.start, sp.stop) if sp.stop is not None else 0
+    assert len(parts) == len(whole)
+    assert all(a.equals(b) for a, b in zip(parts, whole, strict=True))
+
+
+def test_spans_of_files_that_cannot_be_cut(tmp_path):
+    gz = tmp_path / "vllm.log.gz"
+    gz.write_bytes(b"")
+    one_line = tmp_path / "one.log"
+    one_line.write_text("x" * 100_000)  # no newline to cut after
+    for p in (gz, one_line):
+        assert sources.segments(sources.discover(p)[0], 4, 4096) == [sources.Span(0, 0, None)]
+
+
+def test_the_plan(tmp_path):
+    """A file is cut when it is longer than its folder's share of a core, in segments of at least
+    ``segment_bytes``; a folder of many files keeps one stream per file."""
+    f = sources.discover(SAMPLES / "spike" / "vllm-server.log")[0]
+    st = ingest_mod.FileState(f, "vllm_server", "server", 1.0, "r")
+    mod = parsers.BY_NAME["vllm_server"]
+    pool = object()  # only its presence matters to the plan
+    cost = ingest_mod._cost([st])
+    cores = ingest_mod._cores()
+    small = IngestOptions(segment_bytes=f.size // 8, chunk_bytes=4096)
+    alone = ingest_mod._plan([st], mod, small, cost / cores, pool)  # the folder's only file
+    assert len(alone) == min(cores, 8)
+    assert len(ingest_mod._plan([st], mod, small, 10 * cost / cores, pool)) == 1  # a tenth of the folder
+    assert len(ingest_mod._plan([st], mod, IngestOptions(), cost / cores, pool)) == 1  # < 2 x 32 MiB
+    assert len(ingest_mod._plan([st], mod, small, cost / cores, None)) == 1  # one worker: no pool
+    assert len(ingest_mod._plan([st], parsers.BY_NAME["nginx_access"], small, cost / cores, pool)) == 1
+
+
+def test_a_failing_chunk_stops_the_file_where_a_whole_read_stops(tmp_path, monkeypatch):
+    """A parser failure in a segment read ahead is not believed: the segment is read again in turn and the
+    file stops at the same chunk as a whole read, with the same rows kept and lines counted."""
+    mod = parsers.BY_NAME["vllm_server"]
+    real = mod.parse_chunk
+    failed: list[int] = []
+
+    def flaky(lines, ctx, state):
+        if lines.height and lines["line_no"][0] > 2000:
+            failed.append(lines["line_no"][0])
+            raise ValueError("bad chunk")
+        return real(lines, ctx, state)
+
+    monkeypatch.setattr(mod, "parse_chunk", flaky)
+    src = _folder(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log")
+    whole = ingest(src, tmp_path / "whole", IngestOptions(workers=1, chunk_bytes=8192))
+    cut = ingest(src, tmp_path / "cut", IngestOptions(workers=2, chunk_bytes=8192, segments=5))
+    cols = ["lines_total", "lines_parsed", "messages"]
+    assert whole.files.select(cols).equals(cut.files.select(cols))
+    assert "parser vllm_server failed: ValueError: bad chunk" in whole.files["messages"][0][0]
+    assert 0 < whole.files["lines_parsed"][0] < whole.files["lines_total"][0] == 3543
+    a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
+    for name in a:
+        assert a[name].equals(b[name]), name
+    assert 2000 <= a["server_request_events"]["line_no"].max() < min(failed)  # up to the chunk before the failure
