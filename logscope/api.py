@@ -125,7 +125,8 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     res = None if opts.reparse else _reuse(root, out_dir, opts.ingest_options())
     if res is not None and progress:
         progress("reusing the tables of the same files", 0.75)
-    res = res or ingest(root, out_dir, opts, progress)
+    # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
+    res = res or ingest(root, out_dir, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
     require_known_format(res)
     require_overlap(out_dir, opts)
     opts = fit_memory(out_dir, opts)

@@ -137,17 +137,14 @@ def ingest(
         states = _detect(found, opts, root, ex)
         year, year_source, ref_ts = _reference_year(states, found)
         streams = _streams(states)
-        total = sum(max(s.f.size, 0) for s in states) or 1
-        done = [0]
         store = _Store(parts, opts.memory_bytes)
-        share = sum(_cost(m) for m in streams) / _cores()
+        job = _Job(opts, (year, year_source, ref_ts), store, chunk_pool, sum(_cost(m) for m in streams) / _cores(),
+                   _Meter(sum(max(s.f.size, 0) for s in states), progress))
 
         def run(item):
             idx, members = item
-            _parse_stream(idx, members, opts, (year, year_source, ref_ts), store, chunk_pool, share)
-            done[0] += sum(max(m.f.size, 0) for m in members)
-            if progress:
-                progress(f"parsed {members[0].f.rel}", done[0] / total)
+            _parse_stream(idx, members, job)
+            job.meter.done(members)
 
         # streams in parallel: polars releases the GIL, and most of a parser's kernels use one core
         try:
@@ -366,12 +363,55 @@ def _cost(members: list[FileState]) -> float:
     return sum(max(m.f.size, 0) for m in members) / getattr(mod, "SPEED", DEFAULT_SPEED)
 
 
-def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: _Store,
-                  chunk_pool: ThreadPoolExecutor | None = None, share: float = 0.0) -> None:
-    """Parse one stream (a file, or a rotated set oldest first) into ``store`` under index ``idx``.
-    ``share`` is the folder's expected parse time per core: a file much longer than that is read in
-    segments on every core (``_parse_segments``)."""
-    year, year_source, ref_ts = when
+class _Meter:
+    """Progress by bytes read, so that a folder of one large file moves the bar too (at most every 1 % or
+    0.25 s). A file counts up to its size: a compressed one is whole when its stream is done."""
+
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total, self.progress = max(total, 1), progress
+        self.by_file: dict[str, int] = {}
+        self.count = 0
+        self.shown, self.at = 0.0, 0.0
+        self.lock = threading.Lock()
+
+    def read(self, f: sources.InputFile, n: int, label: str = "reading", force: bool = False) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            had = self.by_file.get(f.rel, 0)
+            now = min(had + n, max(f.size, 0))
+            self.by_file[f.rel] = now
+            self.count += now - had
+            frac, t = self.count / self.total, time.monotonic()
+            if not force and frac - self.shown < 0.01 and t - self.at < 0.25:
+                return
+            self.shown, self.at = frac, t
+            self.progress(f"{label} {f.rel}", frac)  # under the lock: the bar never goes back
+
+    def reader(self, f: sources.InputFile) -> Callable[[int], None] | None:
+        return None if self.progress is None else functools.partial(self.read, f)
+
+    def done(self, members: list[FileState]) -> None:
+        for m in members:
+            self.read(m.f, max(m.f.size, 0), "parsed", force=m is members[-1])
+
+
+@dataclass
+class _Job:
+    """What the streams of one ingest share."""
+
+    opts: IngestOptions
+    when: tuple  # (year, how it was chosen, a full reference timestamp) for yearless stamps
+    store: _Store
+    pool: ThreadPoolExecutor | None  # a thread per core: the chunks of INDEPENDENT_CHUNKS formats, segments
+    share: float  # the folder's expected parse time per core (``_plan``)
+    meter: _Meter
+
+
+def _parse_stream(idx: int, members: list[FileState], job: _Job) -> None:
+    """Parse one stream (a file, or a rotated set oldest first) into the store under index ``idx``."""
+    opts, store, chunk_pool = job.opts, job.store, job.pool
+    year, year_source, ref_ts = job.when
     mod = parsers.BY_NAME.get(members[0].format)
     if len(members) > 1 and mod is not None:
         names = ", ".join(m.f.rel for m in members)
@@ -383,7 +423,7 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
         f = st.f
         if mod is None:
             if st.format == "unknown":  # one read: count the lines while grouping their shapes
-                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes):
+                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f)):
                     st.lines_total += chunk.height
                     st.shapes.add(chunk)
             else:
@@ -407,10 +447,11 @@ def _parse_stream(idx: int, members: list[FileState], opts, when: tuple, store: 
                 res = mod.parse_document(text, ctx)
                 _take(res, st, store, (idx, 0, n_chunk), None)
                 n_chunk += 1
-            elif len(spans := _plan(members, mod, opts, share, chunk_pool)) > 1:
-                _parse_segments(idx, st, mod, ctx, spans, opts, store, chunk_pool)
+            elif len(spans := _plan(members, mod, opts, job.share, chunk_pool)) > 1:
+                _parse_segments(idx, st, mod, ctx, spans, job)
             else:
-                for chunk, res in _parsed(mod, sources.iter_line_chunks(f, opts.chunk_bytes), ctx, state, chunk_pool):
+                chunks = sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f))
+                for chunk, res in _parsed(mod, chunks, ctx, state, chunk_pool):
                     st.lines_total += chunk.height
                     _take(res, st, store, (idx, 0, n_chunk), chunk)
                     _compact_state(state)
@@ -450,8 +491,7 @@ class _Ahead:
     cuts: list[int]  # lines cut to MAX_LINE_CHARS
 
 
-def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list[sources.Span], opts,
-                    store: _Store, pool: ThreadPoolExecutor) -> None:
+def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list[sources.Span], job: _Job) -> None:
     """One large file on every core, with the same rows as a whole read.
 
     The first segment is read here, the others at once on the pool, each from a state guessed by
@@ -461,15 +501,16 @@ def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list
     difference (a record open across the cut that began before the replayed lines, a restart's new
     settings) drops them and reads the segment again here, from the true state.
     """
-    f = st.f
+    f, store, pool = st.f, job.store, job.pool
+    assert pool is not None  # _plan cuts a file only when there is a pool
     counts = [pool.submit(sources.count_newlines, f, sp.start, sp.stop) for sp in spans[:-1]]
     cancel = threading.Event()
-    ahead = {k: pool.submit(_read_ahead, mod, st, ctx, spans[k], counts[:k], opts, store, (idx, k), cancel)
+    ahead = {k: pool.submit(_read_ahead, mod, st, ctx, spans[k], counts[:k], (idx, k), job, cancel)
              for k in range(1, len(spans))}
     state: dict = {}
     cuts: list[int] = []
     try:
-        _read_segment(mod, st, ctx, spans[0], state, store, (idx, 0), opts, cuts)
+        _read_segment(mod, st, ctx, spans[0], state, (idx, 0), job, cuts)
         for k in range(1, len(spans)):
             try:
                 got = ahead.pop(k).result()
@@ -479,7 +520,7 @@ def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list
             if offsets is None:
                 store.drop((idx, k))
                 span = replace(spans[k], first_line=sum(c.result() for c in counts[:k]))
-                _read_segment(mod, st, ctx, span, state, store, (idx, k), opts, cuts)
+                _read_segment(mod, st, ctx, span, state, (idx, k), job, cuts)
                 continue
             store.shift((idx, k), offsets)
             _merge(st, got.part)
@@ -501,41 +542,42 @@ def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list
             f.messages.append(sources.cut_message(sum(cuts)))
 
 
-def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, store: _Store,
-                  seg: tuple[int, int], opts, cuts: list[int], cancel: threading.Event | None = None) -> bool:
-    """Parse one span into ``st`` and ``store``; False when cancelled."""
-    for n, chunk in enumerate(sources.iter_line_chunks(st.f, opts.chunk_bytes, span, cuts)):
+def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, seg: tuple[int, int],
+                  job: _Job, cuts: list[int], cancel: threading.Event | None = None) -> bool:
+    """Parse one span into ``st`` and the store; False when cancelled."""
+    chunks = sources.iter_line_chunks(st.f, job.opts.chunk_bytes, span, cuts, job.meter.reader(st.f))
+    for n, chunk in enumerate(chunks):
         if cancel is not None and cancel.is_set():
             return False
         res = mod.parse_chunk(chunk, ctx, state)
         st.lines_total += chunk.height
-        _take(res, st, store, (*seg, n), chunk)
+        _take(res, st, job.store, (*seg, n), chunk)
         _compact_state(state)
     return True
 
 
-def _read_ahead(mod, st: FileState, ctx: ParseContext, span: sources.Span, counts: list[Future], opts,
-                store: _Store, seg: tuple[int, int], cancel: threading.Event) -> _Ahead | None:
+def _read_ahead(mod, st: FileState, ctx: ParseContext, span: sources.Span, counts: list[Future],
+                seg: tuple[int, int], job: _Job, cancel: threading.Event) -> _Ahead | None:
     """A segment read from a guessed state (on the pool, before the segments ahead of it are done)."""
     f = st.f.quiet()
     span = replace(span, first_line=sum(c.result() for c in counts))
-    state = _warm(mod, f, ctx, span, opts)
+    state = _warm(mod, f, ctx, span, job.opts.chunk_bytes)
     assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
     part = FileState(f, st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
                      shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
     cuts: list[int] = []
-    if not _read_segment(mod, part, ctx, span, state, store, seg, opts, cuts, cancel):
+    if not _read_segment(mod, part, ctx, span, state, seg, job, cuts, cancel):
         return None
     return _Ahead(assumed, state, part, cuts)
 
 
-def _warm(mod, f: sources.InputFile, ctx: ParseContext, span: sources.Span, opts) -> dict:
+def _warm(mod, f: sources.InputFile, ctx: ParseContext, span: sources.Span, chunk_bytes: int) -> dict:
     """The state a parser would likely have at ``span.start``: after the file's first chunk (where the
     server states its settings) and the SEGMENT_WINDOW bytes before the start (open records, the last
     time and month). The rows these give are not kept."""
     state: dict = {}
-    head = next(sources.iter_line_chunks(f, opts.chunk_bytes), None)
+    head = next(sources.iter_line_chunks(f, chunk_bytes), None)
     if head is None or head.height == 0:
         return state
     mod.parse_chunk(head, ctx, state)

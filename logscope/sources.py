@@ -13,7 +13,7 @@ import io
 import lzma
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,12 +160,14 @@ def head(f: InputFile) -> tuple[list[str], bool]:
 
 
 def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | None = None,
-                     cut_lines: list[int] | None = None) -> Iterator[pl.DataFrame]:
+                     cut_lines: list[int] | None = None,
+                     meter: Callable[[int], None] | None = None) -> Iterator[pl.DataFrame]:
     """Yield DataFrames (line_no, line) covering every line of the file, in order.
 
     ``span`` reads one segment of an uncompressed file (``segments``): its chunks are the very chunks a
     whole read makes there, numbered from ``span.first_line``. ``cut_lines`` then collects the count of
-    lines cut to MAX_LINE_CHARS instead of a message per segment."""
+    lines cut to MAX_LINE_CHARS instead of a message per segment. ``meter`` is told the bytes of each
+    chunk (decompressed) before it is yielded."""
     rest = b""
     line_no = span.first_line if span else 0
     cut_total = 0
@@ -184,10 +186,14 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
         df, cut = _lines_frame(_decode(body, f), line_no)
         cut_total += cut
         line_no += df.height
+        if meter is not None:
+            meter(len(body) + 1)
         yield df
     if rest:
         df, cut = _lines_frame(_decode(rest, f), line_no)
         cut_total += cut
+        if meter is not None:
+            meter(len(rest))
         yield df
     if cut_lines is not None:
         cut_lines.append(cut_total)

@@ -171,3 +171,24 @@ def test_a_failing_chunk_stops_the_file_where_a_whole_read_stops(tmp_path, monke
     for name in a:
         assert a[name].equals(b[name]), name
     assert 2000 <= a["server_request_events"]["line_no"].max() < min(failed)  # up to the chunk before the failure
+
+
+def test_progress_moves_while_one_file_is_read(tmp_path):
+    """Progress comes by bytes read, not only when a file is done: a folder of one large log moves the bar,
+    which never goes back (analyze: ingest up to 0.75, then its later stages)."""
+    from logscope import api
+
+    src = _folder(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log")
+    seen: list[tuple[str, float]] = []
+    ingest(src, tmp_path / "out", IngestOptions(chunk_bytes=16 * 1024, segments=3),
+           progress=lambda msg, frac: seen.append((msg, frac)))
+    fracs = [f for _, f in seen]
+    assert len(seen) >= 10 and seen[0][0] == "reading vllm-server.log" and 0 < fracs[0] < 0.2
+    assert seen[-1] == ("parsed vllm-server.log", 1.0)
+    seen.clear()
+    api.analyze(SAMPLES / "spike", tmp_path / "an", api.AnalyzeOptions(),
+                progress=lambda msg, frac: seen.append((msg, frac)))
+    fracs = [f for _, f in seen]
+    assert fracs == sorted(fracs) and fracs[-1] == 0.95
+    assert [m for m, _ in seen[-3:]] == ["correlating", "diagnosing", "rendering"]
+    assert max(f for m, f in seen if m.startswith(("reading", "parsed"))) == 0.75
