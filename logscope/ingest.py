@@ -410,13 +410,15 @@ class _Job:
 
 def _parse_stream(idx: int, members: list[FileState], job: _Job) -> None:
     """Parse one stream (a file, or a rotated set oldest first) into the store under index ``idx``."""
-    opts, store, chunk_pool = job.opts, job.store, job.pool
-    year, year_source, ref_ts = job.when
+    opts, store = job.opts, job.store
     mod = parsers.BY_NAME.get(members[0].format)
     if len(members) > 1 and mod is not None:
         names = ", ".join(m.f.rel for m in members)
         for m in members:
             m.assumptions.append(f"read as one stream with {names} (oldest first)")
+    if mod is not None and mod.MODE == "lines" and (pieces := _plan(members, mod, opts, job.share, job.pool)):
+        _parse_pieces(idx, members, mod, pieces, job)
+        return
     state: dict = {}
     n_chunk = 0
     for st in members:
@@ -429,17 +431,7 @@ def _parse_stream(idx: int, members: list[FileState], job: _Job) -> None:
             else:
                 st.lines_total = sources.count_lines(f) if f.size > 0 else 0
             continue
-        ctx = ParseContext(
-            source=f.rel,
-            replica=st.replica,
-            tz=opts.tz,
-            year=year,
-            year_source=year_source,
-            include_prompts=opts.include_prompts,
-            options={"nginx_log_format": opts.nginx_log_format, "path": str(f.path)},
-            file_mtime=datetime.fromtimestamp(f.path.stat().st_mtime, UTC),
-            reference_ts=ref_ts,
-        )
+        ctx = _context(st, job)
         try:
             if mod.MODE == "document":
                 text = sources.read_text(f)
@@ -447,11 +439,9 @@ def _parse_stream(idx: int, members: list[FileState], job: _Job) -> None:
                 res = mod.parse_document(text, ctx)
                 _take(res, st, store, (idx, 0, n_chunk), None)
                 n_chunk += 1
-            elif len(spans := _plan(members, mod, opts, job.share, chunk_pool)) > 1:
-                _parse_segments(idx, st, mod, ctx, spans, job)
             else:
                 chunks = sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f))
-                for chunk, res in _parsed(mod, chunks, ctx, state, chunk_pool):
+                for chunk, res in _parsed(mod, chunks, ctx, state, job.pool):
                     st.lines_total += chunk.height
                     _take(res, st, store, (idx, 0, n_chunk), chunk)
                     _compact_state(state)
@@ -462,84 +452,174 @@ def _parse_stream(idx: int, members: list[FileState], job: _Job) -> None:
                         _take(res, st, store, (idx, 0, n_chunk), None)
                         n_chunk += 1
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
-            # the lines after the failure still count, as unrecognized: nothing read is lost from the coverage
-            st.lines_total = max(st.lines_total, sources.count_lines(f))
-            st.lines_parsed = min(st.lines_parsed, st.lines_total)
-            f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; the rows read before are kept, "
-                              f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
+            _failed(st, mod, e)
 
 
-def _plan(members: list[FileState], mod, opts, share: float, pool: ThreadPoolExecutor | None) -> list[sources.Span]:
-    """The segments to read a file in: one, unless its format can be read in segments (``SEGMENT_COUNTERS``,
-    parsers/base.py), it is the stream's only file, uncompressed, and longer than its folder's share of a
-    core (a folder of one large vLLM log used 1.16 cores); ``opts.segments`` forces a count."""
-    st = members[0]
-    if pool is None or len(members) > 1 or not getattr(mod, "SEGMENT_COUNTERS", None) or st.f.compression:
-        return [sources.Span(0, 0, None)]
-    n = opts.segments or min(_cores(), round(_cost(members) / share) if share > 0 else 1,
-                             st.f.size // max(opts.segment_bytes, 1))
-    return sources.segments(st.f, n, opts.chunk_bytes) if n > 1 else [sources.Span(0, 0, None)]
+def _context(st: FileState, job: _Job) -> ParseContext:
+    year, year_source, ref_ts = job.when
+    opts, f = job.opts, st.f
+    return ParseContext(
+        source=f.rel,
+        replica=st.replica,
+        tz=opts.tz,
+        year=year,
+        year_source=year_source,
+        include_prompts=opts.include_prompts,
+        options={"nginx_log_format": opts.nginx_log_format, "path": str(f.path)},
+        file_mtime=datetime.fromtimestamp(f.path.stat().st_mtime, UTC),
+        reference_ts=ref_ts,
+    )
+
+
+def _failed(st: FileState, mod, e: Exception) -> None:
+    """A parser failed on a file: the rows read before are kept, and the lines after the failure still count,
+    as unrecognized (nothing read is lost from the coverage)."""
+    f = st.f
+    st.lines_total = max(st.lines_total, sources.count_lines(f))
+    st.lines_parsed = min(st.lines_parsed, st.lines_total)
+    f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; the rows read before are kept, "
+                      f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A part of a stream read on its own: a file of a rotated set, or a segment of a large uncompressed file."""
+
+    member: int  # the file's index in the stream
+    span: sources.Span
+
+
+def _plan(members: list[FileState], mod, opts, share: float, pool: ThreadPoolExecutor | None) -> list[_Piece] | None:
+    """The pieces to read a stream in on every core, or None to read it whole, in order.
+
+    Only a format that allows it (``SEGMENT_COUNTERS``, parsers/base.py) is cut, when the stream is longer
+    than its folder's share of a core (a folder of one large vLLM log used 1.16 cores): each file of a
+    rotated set is a piece, and an uncompressed file that is itself that long is cut into segments of at
+    least ``opts.segment_bytes``. ``opts.segments`` forces the cutting (tests, bench)."""
+    if pool is None or not getattr(mod, "SEGMENT_COUNTERS", None):
+        return None
+
+    def ways(sts: list[FileState]) -> int:
+        return opts.segments or min(_cores(), round(_cost(sts) / share) if share > 0 else 1)
+
+    if ways(members) < 2:
+        return None
+    pieces = []
+    for j, st in enumerate(members):
+        n = min(ways([st]), max(st.f.size, 0) // max(opts.segment_bytes, 1)) if not opts.segments else opts.segments
+        pieces += [_Piece(j, sp) for sp in (sources.segments(st.f, n, opts.chunk_bytes) if n > 1
+                                            else [sources.Span(0, 0, None)])]
+    return pieces if len(pieces) > 1 else None
 
 
 @dataclass
 class _Ahead:
-    """A segment read ahead of its turn, from a state guessed by ``_warm``."""
+    """A piece read ahead of its turn, from a state guessed by ``_warm``."""
 
-    assumed: dict  # the guessed state at the segment's start
+    assumed: dict  # the guessed state at the piece's start
     end: dict  # the state at its end
     part: FileState  # its lines, coverage, shapes and notes
     cuts: list[int]  # lines cut to MAX_LINE_CHARS
 
 
-def _parse_segments(idx: int, st: FileState, mod, ctx: ParseContext, spans: list[sources.Span], job: _Job) -> None:
-    """One large file on every core, with the same rows as a whole read.
+class _Lines:
+    """What the pieces need to know of the lines before them, read on the pool: a piece's first line within
+    its file (the newlines of the segments before it) and, for a piece that opens a file, the last lines of
+    the file before it (``SEGMENT_WINDOW`` bytes, numbered)."""
 
-    The first segment is read here, the others at once on the pool, each from a state guessed by
-    replaying the file's first chunk and the lines just before its start (``_warm``). When the segment
-    before is done, its end state is the true one: a guess equal to it, but for the counters that number
-    rows (``SEGMENT_COUNTERS``), keeps the segment's rows, shifted by the counters' difference; any other
+    def __init__(self, members: list[FileState], pieces: list[_Piece], pool: ThreadPoolExecutor) -> None:
+        self.pieces = pieces
+        self.spans = {p: pool.submit(sources.count_newlines, members[pc.member].f, pc.span.start, pc.span.stop)
+                      for p, pc in enumerate(pieces) if pc.span.stop is not None}
+        opened = {pc.member - 1 for pc in pieces if pc.span.start == 0 and pc.member > 0}
+        self.tails = {j: pool.submit(sources.tail_lines, members[j].f.quiet(), SEGMENT_WINDOW) for j in sorted(opened)}
+
+    def first_line(self, p: int) -> int:
+        m = self.pieces[p].member
+        return sum(self.spans[q].result() for q in range(p) if self.pieces[q].member == m)
+
+    def tail(self, j: int) -> pl.DataFrame:
+        return self.tails[j].result()
+
+
+def _parse_pieces(idx: int, members: list[FileState], mod, pieces: list[_Piece], job: _Job) -> None:
+    """A stream on every core, with the same rows as a whole read.
+
+    The first piece is read here, the others at once on the pool, each from a state guessed by replaying
+    the stream's first chunk and the lines just before the piece (``_warm``). When the piece before is
+    done, its end state is the true one: a guess equal to it, but for the counters that number rows
+    (``SEGMENT_COUNTERS``), keeps the piece's rows, shifted by the counters' difference; any other
     difference (a record open across the cut that began before the replayed lines, a restart's new
-    settings) drops them and reads the segment again here, from the true state.
+    settings) drops them and reads the piece again here, from the true state. A file whose parser fails
+    stops there, as in a whole read: the pieces of it read ahead are dropped.
     """
-    f, store, pool = st.f, job.store, job.pool
-    assert pool is not None  # _plan cuts a file only when there is a pool
-    counts = [pool.submit(sources.count_newlines, f, sp.start, sp.stop) for sp in spans[:-1]]
+    store, pool = job.store, job.pool
+    assert pool is not None  # _plan cuts a stream only when there is a pool
+    ctxs = [_context(st, job) for st in members]
+    lines = _Lines(members, pieces, pool)
+    head = pool.submit(_head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
     cancel = threading.Event()
-    ahead = {k: pool.submit(_read_ahead, mod, st, ctx, spans[k], counts[:k], (idx, k), job, cancel)
-             for k in range(1, len(spans))}
+    ahead = {p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
+             for p in range(1, len(pieces))}
+    cuts: dict[int, list[int]] = {j: [] for j in range(len(members))}
     state: dict = {}
-    cuts: list[int] = []
+    failed: set[int] = set()
+
+    def close(p: int) -> None:  # the last piece of a file: say how many of its lines were cut, as a whole read
+        m = pieces[p].member
+        if (p + 1 == len(pieces) or pieces[p + 1].member != m) and m not in failed and sum(cuts[m]):
+            members[m].f.messages.append(sources.cut_message(sum(cuts[m])))
+
     try:
-        _read_segment(mod, st, ctx, spans[0], state, (idx, 0), job, cuts)
-        for k in range(1, len(spans)):
-            try:
-                got = ahead.pop(k).result()
-            except Exception:  # noqa: BLE001 - read again in turn: a failure there stops the file where a whole read would
-                got = None
-            offsets = _rebase(mod.SEGMENT_COUNTERS, got.assumed, state) if got is not None else None
-            if offsets is None:
-                store.drop((idx, k))
-                span = replace(spans[k], first_line=sum(c.result() for c in counts[:k]))
-                _read_segment(mod, st, ctx, span, state, (idx, k), job, cuts)
+        for p, piece in enumerate(pieces):
+            m, st = piece.member, members[piece.member]
+            if m in failed:  # a whole read stops at a file's failure: the rest of the file is not read
+                _drop(ahead.pop(p, None), store, (idx, p))
                 continue
-            store.shift((idx, k), offsets)
-            _merge(st, got.part)
-            cuts += got.cuts
-            state = _shift_state(got.end, offsets)
-        if hasattr(mod, "finish"):
-            res = mod.finish(ctx, state)
-            if res is not None:
-                _take(res, st, store, (idx, len(spans), 0), None)
+            got = _result(ahead.pop(p, None))
+            offsets = _rebase(mod.SEGMENT_COUNTERS, got.assumed, state) if got is not None else None
+            if offsets is not None:
+                store.shift((idx, p), offsets)
+                _merge(st, got.part)
+                cuts[m] += got.cuts
+                state = _shift_state(got.end, offsets)
+            else:
+                store.drop((idx, p))
+                span = replace(piece.span, first_line=lines.first_line(p))
+                try:
+                    _read_segment(mod, st, ctxs[m], span, state, (idx, p), job, cuts[m])
+                except Exception as e:  # noqa: BLE001 - one bad file must not stop the stream
+                    failed.add(m)
+                    _failed(st, mod, e)
+            close(p)
+        last = len(members) - 1
+        if hasattr(mod, "finish") and last not in failed:
+            try:
+                res = mod.finish(ctxs[last], state)
+                if res is not None:
+                    _take(res, members[last], store, (idx, len(pieces), 0), None)
+            except Exception as e:  # noqa: BLE001
+                _failed(members[last], mod, e)
     finally:
         cancel.set()
-        for k, fut in ahead.items():  # after a failure: wait for the reads ahead to stop, then drop their rows
-            try:
-                fut.result()
-            except Exception:  # noqa: BLE001, S110 - its rows are dropped whatever it raised
-                pass
-            store.drop((idx, k))
-        if sum(cuts):
-            f.messages.append(sources.cut_message(sum(cuts)))
+        for p, fut in ahead.items():  # after an error: wait for the reads ahead to stop, then drop their rows
+            _drop(fut, store, (idx, p))
+
+
+def _result(fut: Future | None) -> _Ahead | None:
+    """A piece read ahead, or None: cancelled, or its parser failed (then it is read again in turn, and a
+    failure there stops its file where a whole read would)."""
+    if fut is None:
+        return None
+    try:
+        return fut.result()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _drop(fut: Future | None, store: _Store, seg: tuple[int, int]) -> None:
+    _result(fut)  # wait for it to stop
+    store.drop(seg)
 
 
 def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, seg: tuple[int, int],
@@ -556,35 +636,51 @@ def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, sta
     return True
 
 
-def _read_ahead(mod, st: FileState, ctx: ParseContext, span: sources.Span, counts: list[Future],
-                seg: tuple[int, int], job: _Job, cancel: threading.Event) -> _Ahead | None:
-    """A segment read from a guessed state (on the pool, before the segments ahead of it are done)."""
-    f = st.f.quiet()
-    span = replace(span, first_line=sum(c.result() for c in counts))
-    state = _warm(mod, f, ctx, span, job.opts.chunk_bytes)
+def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], pieces: list[_Piece], p: int,
+                lines: _Lines, head: Future, job: _Job, cancel: threading.Event) -> _Ahead | None:
+    """A piece read from a guessed state (on the pool, before the pieces ahead of it are done)."""
+    piece = pieces[p]
+    st = members[piece.member]
+    span = replace(piece.span, first_line=lines.first_line(p))
+    state = _warm(mod, members, ctxs, piece, span, lines, head.result())
+    if cancel.is_set():
+        return None
     assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
-    part = FileState(f, st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
+    part = FileState(st.f.quiet(), st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
                      shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
     cuts: list[int] = []
-    if not _read_segment(mod, part, ctx, span, state, seg, job, cuts, cancel):
+    if not _read_segment(mod, part, ctxs[piece.member], span, state, (idx, p), job, cuts, cancel):
         return None
     return _Ahead(assumed, state, part, cuts)
 
 
-def _warm(mod, f: sources.InputFile, ctx: ParseContext, span: sources.Span, chunk_bytes: int) -> dict:
-    """The state a parser would likely have at ``span.start``: after the file's first chunk (where the
-    server states its settings) and the SEGMENT_WINDOW bytes before the start (open records, the last
-    time and month). The rows these give are not kept."""
+def _head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) -> tuple[dict, int]:
+    """The state after the stream's first chunk (where the server states its settings), and its last line."""
     state: dict = {}
     head = next(sources.iter_line_chunks(f, chunk_bytes), None)
     if head is None or head.height == 0:
-        return state
+        return state, 0
     mod.parse_chunk(head, ctx, state)
-    window = sources.lines_before(f, span.start, SEGMENT_WINDOW, span.first_line)
-    window = window.filter(pl.col("line_no") > head["line_no"][-1])
+    return state, int(head["line_no"][-1])
+
+
+def _warm(mod, members: list[FileState], ctxs: list[ParseContext], piece: _Piece, span: sources.Span,
+          lines: _Lines, head: tuple[dict, int]) -> dict:
+    """The state a parser would likely have at the start of ``piece``: after the stream's first chunk and the
+    SEGMENT_WINDOW bytes before the piece (in its file, or at the end of the file before it: open records,
+    the last time and month). The rows these give are not kept."""
+    state, head_last = dict(head[0]), head[1]
+    if span.start > 0:
+        j = piece.member
+        window = sources.lines_before(members[j].f.quiet(), span.start, SEGMENT_WINDOW, span.first_line)
+    else:
+        j = piece.member - 1
+        window = lines.tail(j)
+    if j == 0:  # lines the first chunk already gave
+        window = window.filter(pl.col("line_no") > head_last)
     if window.height:
-        mod.parse_chunk(window, ctx, state)
+        mod.parse_chunk(window, ctxs[j], state)
     return state
 
 
@@ -694,7 +790,7 @@ class _Store:
     Rows are keyed (stream index, segment, chunk number), so every table comes out in stream order (by
     path) and, within a stream, file order, whichever worker finished first. A spill writes one part file
     per table, stream and segment, so a large folder makes a few large parts rather than one per chunk.
-    A segment read ahead of its turn (``_parse_segments``) may be dropped, or have its counters shifted.
+    A piece read ahead of its turn (``_parse_pieces``) may be dropped, or have its counters shifted.
     """
 
     def __init__(self, parts: Path, budget: int) -> None:

@@ -171,7 +171,8 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     rest = b""
     line_no = span.first_line if span else 0
     cut_total = 0
-    blocks = _read_span(f, span, chunk_bytes) if span else _read_blocks(f, chunk_bytes)
+    whole = span is None or (span.start == 0 and span.stop is None)  # a compressed file is only read whole
+    blocks = _read_blocks(f, chunk_bytes) if whole else _read_span(f, span, chunk_bytes)
     for data in blocks:
         if rest:
             data = rest + data
@@ -269,6 +270,34 @@ def lines_before(f: InputFile, pos: int, size: int, last_line: int) -> pl.DataFr
     if not data.endswith(b"\n"):
         return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
     df, _ = _lines_frame(_decode(memoryview(data)[:-1], f.quiet()), 0)
+    return df.with_columns(pl.col("line_no") + (last_line - df.height))
+
+
+def tail_lines(f: InputFile, size: int) -> pl.DataFrame:
+    """The whole lines of the file's last ``size`` bytes, numbered as in the file: the context the piece after
+    it is warmed with. A compressed file is read through once, counting its lines on the way."""
+    if f.compression:
+        tail, n, last = b"", 0, b"\n"
+        for data in _read_blocks(f, CHUNK_BYTES):
+            n += data.count(b"\n")
+            last = data[-1:]
+            tail = (tail + data)[-(size + 1):]
+        last_line = n + (0 if last == b"\n" else 1)
+    else:
+        last_line = count_lines(f)
+        with open(f.path, "rb") as fh:
+            fh.seek(max(0, f.size - size - 1))
+            tail = fh.read()
+    cut = len(tail) > size  # one byte more than asked: whether the first line is whole
+    data = tail[1:] if cut else tail
+    if cut and not tail.startswith(b"\n"):
+        first = data.find(b"\n")
+        data = data[first + 1:] if first >= 0 else b""
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    elif not data:
+        return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
+    df, _ = _lines_frame(_decode(data, f.quiet()), 0)
     return df.with_columns(pl.col("line_no") + (last_line - df.height))
 
 

@@ -49,7 +49,7 @@ class ShapeCounter:
             self._count(shape, count, first, ex)
 
     def merge(self, later: ShapeCounter) -> None:
-        """Add the shapes of the lines after this counter's (a file read in segments): the same result as
+        """Add the shapes of the lines after this counter's (a stream read in pieces): the same result as
         adding those lines here while the later counter's ``limit`` was not reached."""
         for shape, (count, first, ex) in later.shapes.items():
             self._count(shape, count, first, ex)

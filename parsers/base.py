@@ -23,13 +23,14 @@ A format module is a plain module (no class needed) exposing:
                  stream's first chunk put in ``state`` (read, never written, afterwards): ingest then
                  parses the other chunks of a file on every core at once (tests/test_ingest_parallel.py)
 ``SEGMENT_COUNTERS``  optional, the names of the ``state`` keys that only number rows (row and record
-                 counters, also columns of the state's frames and of the output rows): a large file of
-                 the format may then be read in segments on every core. Each segment after the first is
-                 parsed from a state guessed by replaying the file's first chunk and the lines before
-                 it; it is kept when that state equals the true one but for these counters (its rows'
-                 counter columns are then shifted), else read again in turn. Requires ``parse_chunk``
-                 to be a function of (chunk, ctx, state), blind to the counters' absolute values
-                 (tests/test_ingest_segments.py checks the rows equal a whole read's)
+                 counters, also columns of the state's frames and of the output rows): a large file or
+                 rotated set of the format may then be read in pieces (segments, files) on every core.
+                 Each piece after the first is parsed from a state guessed by replaying the stream's
+                 first chunk and the lines before the piece; it is kept when that state equals the true
+                 one but for these counters (its rows' counter columns are then shifted), else read
+                 again in turn. Requires ``parse_chunk`` to be a function of (chunk, ctx, state), blind
+                 to the counters' absolute values (tests/test_ingest_segments.py checks the rows equal
+                 a whole read's)
 ``parse_document(text: str, ctx: ParseContext) -> ChunkResult``  (MODE 'document')
 
 Parsers are vectorised: a chunk is parsed with polars string expressions (``str.extract_groups``,

@@ -1,9 +1,11 @@
-"""A large file of a format with SEGMENT_COUNTERS (vLLM) is read in segments on every core, and the tables
-are exactly those of a whole read, whether each segment's guessed state held or it was read again
-(logscope.ingest._parse_segments)."""
+"""A large file, or a rotated set, of a format with SEGMENT_COUNTERS (vLLM) is read in pieces on every core,
+and the tables are exactly those of a whole read, whether each piece's guessed state held or it was read
+again (logscope.ingest._parse_pieces)."""
 
 from __future__ import annotations
 
+import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -129,8 +131,8 @@ def test_spans_of_files_that_cannot_be_cut(tmp_path):
 
 
 def test_the_plan(tmp_path):
-    """A file is cut when it is longer than its folder's share of a core, in segments of at least
-    ``segment_bytes``; a folder of many files keeps one stream per file."""
+    """A stream is cut when it is longer than its folder's share of a core: a file that long into segments of
+    at least ``segment_bytes``, a rotated set into its files; a folder of many files keeps one stream each."""
     f = sources.discover(SAMPLES / "spike" / "vllm-server.log")[0]
     st = ingest_mod.FileState(f, "vllm_server", "server", 1.0, "r")
     mod = parsers.BY_NAME["vllm_server"]
@@ -139,11 +141,67 @@ def test_the_plan(tmp_path):
     cores = ingest_mod._cores()
     small = IngestOptions(segment_bytes=f.size // 8, chunk_bytes=4096)
     alone = ingest_mod._plan([st], mod, small, cost / cores, pool)  # the folder's only file
-    assert len(alone) == min(cores, 8)
-    assert len(ingest_mod._plan([st], mod, small, 10 * cost / cores, pool)) == 1  # a tenth of the folder
-    assert len(ingest_mod._plan([st], mod, IngestOptions(), cost / cores, pool)) == 1  # < 2 x 32 MiB
-    assert len(ingest_mod._plan([st], mod, small, cost / cores, None)) == 1  # one worker: no pool
-    assert len(ingest_mod._plan([st], parsers.BY_NAME["nginx_access"], small, cost / cores, pool)) == 1
+    assert alone is not None and len(alone) == min(cores, 8) >= 2
+    assert [pc.span.start for pc in alone][0] == 0 and {pc.member for pc in alone} == {0}
+    assert ingest_mod._plan([st], mod, small, 10 * cost / cores, pool) is None  # a tenth of the folder
+    assert ingest_mod._plan([st], mod, IngestOptions(), cost / cores, pool) is None  # < 2 x 32 MiB
+    assert ingest_mod._plan([st], mod, small, cost / cores, None) is None  # one worker: no pool
+    assert ingest_mod._plan([st], parsers.BY_NAME["nginx_access"], small, cost / cores, pool) is None
+    # three files of a rotated set, each below the segment size: a piece each
+    rotated = ingest_mod._plan([st, st, st], mod, IngestOptions(), 3 * cost / cores, pool)
+    assert rotated is not None and [pc.member for pc in rotated] == [0, 1, 2]
+
+
+def _rotated(tmp_path: Path, log: Path, parts: int, gz: tuple[int, ...] = ()) -> Path:
+    """``log`` as a RotatingFileHandler leaves it: ``name.{parts-1}`` (oldest) ... ``name``, cut before
+    records (lines opening with a vLLM header), the files numbered in ``gz`` gzipped as logrotate does."""
+    lines = log.read_bytes().splitlines(keepends=True)
+    starts = [i for i, ln in enumerate(lines) if re.match(rb"(\(\w+ pid=\d+\) )?(INFO|WARNING|ERROR) \d\d-\d\d ", ln)]
+    cuts = [0] + [starts[len(starts) * k // parts] for k in range(1, parts)] + [len(lines)]
+    d = tmp_path / "in"
+    d.mkdir(parents=True)
+    for k in range(parts):
+        n = parts - 1 - k  # the oldest file first
+        data = b"".join(lines[cuts[k]:cuts[k + 1]])
+        name = log.name + (f".{n}" if n else "")
+        if n in gz:
+            (d / f"{name}.gz").write_bytes(gzip.compress(data))
+        else:
+            (d / name).write_bytes(data)
+    return d
+
+
+@pytest.mark.parametrize("gz", [(), (1, 3)], ids=["plain", "gzipped"])
+def test_a_rotated_set_gives_the_rows_of_a_whole_read(tmp_path, held, gz):
+    """Each file of the set is a piece (and a plain one is cut again), guessed from the end of the file
+    before it: the same rows, coverage and notes as the set read in order on one thread."""
+    src = _rotated(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log", 4, gz)
+    whole = ingest(src, tmp_path / "whole", IngestOptions(workers=1, chunk_bytes=8192))
+    cut = ingest(src, tmp_path / "cut", IngestOptions(workers=2, chunk_bytes=8192, segments=2))
+    assert whole.files["format"].to_list() == ["vllm_server"] * 4
+    assert sum(whole.files["lines_total"]) == 3543
+    a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
+    for name in a:
+        assert a[name].equals(b[name]), name
+    cols = ["path", "format", "lines_total", "lines_parsed", "assumptions", "messages"]
+    assert whole.files.select(cols).equals(cut.files.select(cols))
+    # 4 files, the plain ones cut in 2: the pieces after the first were guessed right
+    assert held == {"kept": 4 + 4 - len(gz) - 1, "again": 0}
+    events = a["server_events"]
+    assert events["source"].n_unique() >= 3  # rows of several files, the lines of each numbered from 1
+
+
+def test_every_lab_log_rotated(tmp_path, held):
+    for log in sorted(need(LAB).glob("*/vllm-server.log")):
+        src = _rotated(tmp_path / log.parent.name, log, 3, gz=(2,))
+        whole = ingest(src, tmp_path / log.parent.name / "whole", IngestOptions(workers=1, chunk_bytes=32768))
+        cut = ingest(src, tmp_path / log.parent.name / "cut", IngestOptions(workers=2, chunk_bytes=32768,
+                                                                          segments=2))
+        a, b = _tables(tmp_path / log.parent.name / "whole"), _tables(tmp_path / log.parent.name / "cut")
+        for name in a:
+            assert a[name].equals(b[name]), (log, name)
+        assert whole.files.equals(cut.files)
+    assert held["kept"] >= 20
 
 
 def test_a_failing_chunk_stops_the_file_where_a_whole_read_stops(tmp_path, monkeypatch):
