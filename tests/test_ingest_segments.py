@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -114,7 +115,7 @@ def test_spans_start_where_a_whole_read_starts_a_chunk():
     assert all(a.stop == b.start for a, b in zip(spans, spans[1:], strict=False))
     parts, first = [], 0
     for sp in spans:
-        chunks = list(sources.iter_line_chunks(f, 4096, sp.__class__(sp.start, sp.aligned, sp.stop, first)))
+        chunks = list(sources.iter_line_chunks(f, 4096, replace(sp, first_line=first)))
         parts += chunks
         first += sources.count_newlines(f, sp.start, sp.stop) if sp.stop is not None else 0
     assert len(parts) == len(whole)
@@ -250,3 +251,21 @@ def test_progress_moves_while_one_file_is_read(tmp_path):
     assert fracs == sorted(fracs) and fracs[-1] == 0.95
     assert [m for m, _ in seen[-3:]] == ["correlating", "diagnosing", "rendering"]
     assert max(f for m, f in seen if m.startswith(("reading", "parsed"))) == 0.75
+
+
+def test_the_lines_before_a_piece(tmp_path):
+    """The replayed lines are the file's own, numbered as a whole read numbers them: before a cut, and at the
+    end of a file (a gzipped one read through), whether or not the file ends with a newline."""
+    raw = (SAMPLES / "spike" / "vllm-server.log").read_bytes()
+    for name, data in (("nl.log", raw), ("no-nl.log", raw.rstrip(b"\n"))):
+        plain = tmp_path / name
+        plain.write_bytes(data)
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(data))
+        whole = pl.concat(list(sources.iter_line_chunks(sources.discover(plain)[0])))
+        for p in (plain, tmp_path / f"{name}.gz"):
+            tail = sources.tail_lines(sources.discover(p)[0], 3000)
+            assert 5 < tail.height < 100 and tail.equals(whole.tail(tail.height)), p.name
+        k = 700  # the cut after line 700
+        pos = sum(len(ln) + 1 for ln in data.split(b"\n")[:k])
+        before = sources.lines_before(sources.discover(plain)[0], pos, 3000, k)
+        assert 5 < before.height < 100 and before.equals(whole.slice(k - before.height, before.height))
