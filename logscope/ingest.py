@@ -524,12 +524,14 @@ class _Ahead:
 
 class _Lines:
     """What the pieces need to know of the lines before them, read on the pool: a piece's first line within
-    its file (the newlines of the segments before it) and, for a piece that opens a file, the last lines of
+    its file (the lines a whole read yields for the segments before it) and, for a piece that opens a file, the last lines of
     the file before it (``SEGMENT_WINDOW`` bytes, numbered)."""
 
-    def __init__(self, members: list[FileState], pieces: list[_Piece], pool: ThreadPoolExecutor) -> None:
+    def __init__(self, members: list[FileState], pieces: list[_Piece], job: _Job) -> None:
+        pool = job.pool
+        assert pool is not None
         self.pieces = pieces
-        self.spans = {p: pool.submit(sources.count_newlines, members[pc.member].f, pc.span.start, pc.span.stop)
+        self.spans = {p: pool.submit(sources.span_lines, members[pc.member].f, pc.span, job.opts.chunk_bytes)
                       for p, pc in enumerate(pieces) if pc.span.stop is not None}
         opened = {pc.member - 1 for pc in pieces if pc.span.start == 0 and pc.member > 0}
         self.tails = {j: pool.submit(sources.tail_lines, members[j].f.quiet(), SEGMENT_WINDOW) for j in sorted(opened)}
@@ -556,7 +558,7 @@ def _parse_pieces(idx: int, members: list[FileState], mod, pieces: list[_Piece],
     store, pool = job.store, job.pool
     assert pool is not None  # _plan cuts a stream only when there is a pool
     ctxs = [_context(st, job) for st in members]
-    lines = _Lines(members, pieces, pool)
+    lines = _Lines(members, pieces, job)
     head = pool.submit(_head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
     cancel = threading.Event()
     ahead = {p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)

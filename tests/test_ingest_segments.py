@@ -92,32 +92,39 @@ def test_every_lab_log(tmp_path, held):
     assert held["kept"] >= 20
 
 
-@pytest.mark.parametrize("window", [150, ingest_mod.SEGMENT_WINDOW])
-def test_every_public_excerpt(tmp_path, held, monkeypatch, window):
-    """The messy ones (glued records, wrapped lines, container stamps, tracebacks) cut every 256 bytes."""
+@pytest.mark.parametrize(("window", "chunk"), [(150, 256), (ingest_mod.SEGMENT_WINDOW, 256),
+                                               (ingest_mod.SEGMENT_WINDOW, 48)])
+def test_every_public_excerpt(tmp_path, held, monkeypatch, window, chunk):
+    """The messy ones (glued records, wrapped lines, container stamps, tracebacks) cut every 256 bytes; at
+    48-byte chunks a whole read emits every line over 192 bytes in two (its guard against endless lines),
+    and so must the pieces, numbered alike."""
     monkeypatch.setattr(ingest_mod, "SEGMENT_WINDOW", window)
     n = 0
     for log in sorted(need(PUBLIC).glob("*.log")):
         if parsers.detect(sources.head(sources.discover(log)[0])[0])[0] is not parsers.BY_NAME["vllm_server"]:
             continue
-        _same_as_whole_read(tmp_path / log.stem, log, chunk=256, segments=8)
+        _same_as_whole_read(tmp_path / log.stem, log, chunk=chunk, segments=8)
         n += 1
     assert n >= 20
     # a window of 150 bytes holds a short line or two: some guesses hold, others are read again
     assert held["kept"] > 0 and (window > 1000 or held["again"] > 0), held
 
 
-def test_spans_start_where_a_whole_read_starts_a_chunk():
+@pytest.mark.parametrize("chunk", [4096, 64])
+def test_spans_start_where_a_whole_read_starts_a_chunk(chunk):
+    """The chunks of the spans are a whole read's, numbered alike (at 64 bytes, with lines over four chunks
+    emitted in two by both)."""
     f = sources.discover(SAMPLES / "retry-storm" / "vllm-server.log")[0]
-    whole = list(sources.iter_line_chunks(f, 4096))
-    spans = sources.segments(f, 7, 4096)
+    whole = list(sources.iter_line_chunks(f, chunk))
+    spans = sources.segments(f, 7, chunk)
     assert len(spans) == 7 and spans[0].start == 0 and spans[-1].stop is None
     assert all(a.stop == b.start for a, b in zip(spans, spans[1:], strict=False))
     parts, first = [], 0
     for sp in spans:
-        chunks = list(sources.iter_line_chunks(f, 4096, replace(sp, first_line=first)))
+        chunks = list(sources.iter_line_chunks(f, chunk, replace(sp, first_line=first)))
         parts += chunks
-        first += sources.count_newlines(f, sp.start, sp.stop) if sp.stop is not None else 0
+        first += sources.span_lines(f, sp, chunk)
+        assert first == chunks[-1]["line_no"][-1]
     assert len(parts) == len(whole)
     assert all(a.equals(b) for a, b in zip(parts, whole, strict=True))
 
@@ -269,3 +276,11 @@ def test_the_lines_before_a_piece(tmp_path):
         pos = sum(len(ln) + 1 for ln in data.split(b"\n")[:k])
         before = sources.lines_before(sources.discover(plain)[0], pos, 3000, k)
         assert 5 < before.height < 100 and before.equals(whole.slice(k - before.height, before.height))
+
+
+def test_a_crlf_log(tmp_path, held):
+    """A log whose lines end in CR LF (collected through a Windows share or some container runtimes)."""
+    crlf = tmp_path / "vllm-server.log"
+    crlf.write_bytes((SAMPLES / "spike" / "vllm-server.log").read_bytes().replace(b"\n", b"\r\n"))
+    _same_as_whole_read(tmp_path / "run", crlf, chunk=8192, segments=5)
+    assert held == {"kept": 4, "again": 0}
