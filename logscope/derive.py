@@ -88,9 +88,12 @@ def _merge_sorted(parts: list[Path], by: list[str], dest: Path, tmp: Path) -> No
 
 def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
     """server_requests rows (plus the ``_first`` seq they are sorted by) from request events."""
+    # one row per received id: an id received again (a retry that kept its X-Request-Id, a log collected
+    # twice into one file) would otherwise multiply its events by its receptions (k^2 rows); the base id is
+    # a function of the id, so which row is kept does not matter
     received = ev.filter(pl.col("event") == "received").select(
         "source", "replica", pl.col("request_id").alias("recv_id"), pl.col("base_request_id").alias("recv_base")
-    )
+    ).unique(["source", "replica", "recv_id"])
     # 0.14+ engine suffix on Added/Aborted ids of chat requests: settle by the Received ids
     ev = ev.with_columns(pl.col("request_id").str.replace(_ENGINE_SUFFIX, "").alias("_trim"))
     ev = ev.join(received, left_on=["source", "replica", "_trim"], right_on=["source", "replica", "recv_id"],

@@ -388,3 +388,23 @@ def test_kind_rules_run_only_when_their_literals_are_there():
         lit_in = pl.any_horizontal(pl.col("l").str.contains(x, literal=True) for x in lits)
         assert hit.filter(~lit_in).height == 0, kind
     assert matched > 50
+
+
+def test_a_log_collected_twice_into_one_file(tmp_path):
+    """Every request id received twice (the log pasted twice into one file): the derived server_requests are
+    those of the log once (an id received k times no longer joins k x k rows: derive keeps one row per
+    received id)."""
+    from conftest import ROOT
+
+    log = ROOT / "samples" / "spike" / "vllm-server.log"
+    once, twice = tmp_path / "once", tmp_path / "twice"
+    once.mkdir()
+    twice.mkdir()
+    (once / log.name).write_bytes(log.read_bytes())
+    (twice / log.name).write_bytes(log.read_bytes() * 2)
+    ingest(once, tmp_path / "a")
+    ingest(twice, tmp_path / "b")
+    a, b = (pl.read_parquet(tmp_path / d / "server_requests.parquet") for d in ("a", "b"))
+    assert a.height == 284 and a.equals(b)
+    events = pl.read_parquet(tmp_path / "b" / "server_request_events.parquet")
+    assert events.filter(pl.col("event") == "received").height == 2 * 284
