@@ -1,6 +1,6 @@
 """A large file, or a rotated set, of a format with SEGMENT_COUNTERS (vLLM) is read in pieces on every core,
 and the tables are exactly those of a whole read, whether each piece's guessed state held or it was read
-again (logscope.ingest._parse_pieces)."""
+again (logscope.pieces)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import pytest
 
 import parsers
 from conftest import LAB, PUBLIC, ROOT, need
-from logscope import ingest as ingest_mod
-from logscope import sources
+from logscope import pieces, sources, streams
 from logscope.ingest import IngestOptions, ingest
 
 SAMPLES = ROOT / "samples"
@@ -37,14 +36,14 @@ def _tables(out: Path) -> dict[str, pl.DataFrame]:
 def held(monkeypatch) -> dict[str, int]:
     """How many segments kept their rows (the guessed state held) and how many were read again."""
     seen = {"kept": 0, "again": 0}
-    real = ingest_mod._rebase
+    real = pieces._rebase
 
     def spy(*args):
         res = real(*args)
         seen["kept" if res is not None else "again"] += 1
         return res
 
-    monkeypatch.setattr(ingest_mod, "_rebase", spy)
+    monkeypatch.setattr(pieces, "_rebase", spy)
     return seen
 
 
@@ -75,7 +74,7 @@ def test_segments_give_the_rows_of_a_whole_read(tmp_path, held, run):
 def test_a_wrong_guess_reads_the_segment_again(tmp_path, held, monkeypatch):
     """With no lines replayed before a cut, a record open across it is not guessed: those segments are
     read again in turn, and the rows are still those of a whole read."""
-    monkeypatch.setattr(ingest_mod, "SEGMENT_WINDOW", 0)
+    monkeypatch.setattr(pieces, "SEGMENT_WINDOW", 0)
     _same_as_whole_read(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log", chunk=8192, segments=8)
     assert held == {"kept": 0, "again": 7}  # without the lines before a cut, its time and open record are unknown
 
@@ -92,13 +91,13 @@ def test_every_lab_log(tmp_path, held):
     assert held["kept"] >= 20
 
 
-@pytest.mark.parametrize(("window", "chunk"), [(150, 256), (ingest_mod.SEGMENT_WINDOW, 256),
-                                               (ingest_mod.SEGMENT_WINDOW, 48)])
+@pytest.mark.parametrize(("window", "chunk"), [(150, 256), (pieces.SEGMENT_WINDOW, 256),
+                                               (pieces.SEGMENT_WINDOW, 48)])
 def test_every_public_excerpt(tmp_path, held, monkeypatch, window, chunk):
     """The messy ones (glued records, wrapped lines, container stamps, tracebacks) cut every 256 bytes; at
     48-byte chunks a whole read emits every line over 192 bytes in two (its guard against endless lines),
     and so must the pieces, numbered alike."""
-    monkeypatch.setattr(ingest_mod, "SEGMENT_WINDOW", window)
+    monkeypatch.setattr(pieces, "SEGMENT_WINDOW", window)
     n = 0
     for log in sorted(need(PUBLIC).glob("*.log")):
         if parsers.detect(sources.head(sources.discover(log)[0])[0])[0] is not parsers.BY_NAME["vllm_server"]:
@@ -142,21 +141,25 @@ def test_the_plan(tmp_path):
     """A stream is cut when it is longer than its folder's share of a core: a file that long into segments of
     at least ``segment_bytes``, a rotated set into its files; a folder of many files keeps one stream each."""
     f = sources.discover(SAMPLES / "spike" / "vllm-server.log")[0]
-    st = ingest_mod.FileState(f, "vllm_server", "server", 1.0, "r")
+    st = streams.FileState(f, "vllm_server", "server", 1.0, "r")
     mod = parsers.BY_NAME["vllm_server"]
+    cost, cores = streams.cost([st]), streams.cores()
     pool = object()  # only its presence matters to the plan
-    cost = ingest_mod._cost([st])
-    cores = ingest_mod._cores()
+
+    def plan(members, opts, share, pool=pool, mod=mod):
+        return pieces.plan(members, mod, streams.Job(opts, (), None, pool, share, None))  # type: ignore[arg-type]
+
     small = IngestOptions(segment_bytes=f.size // 8, chunk_bytes=4096)
-    alone = ingest_mod._plan([st], mod, small, cost / cores, pool)  # the folder's only file
+    alone = plan([st], small, cost / cores)  # the folder's only file
     assert alone is not None and len(alone) == min(cores, 8) >= 2
-    assert [pc.span.start for pc in alone][0] == 0 and {pc.member for pc in alone} == {0}
-    assert ingest_mod._plan([st], mod, small, 10 * cost / cores, pool) is None  # a tenth of the folder
-    assert ingest_mod._plan([st], mod, IngestOptions(), cost / cores, pool) is None  # < 2 x 32 MiB
-    assert ingest_mod._plan([st], mod, small, cost / cores, None) is None  # one worker: no pool
-    assert ingest_mod._plan([st], parsers.BY_NAME["nginx_access"], small, cost / cores, pool) is None
+    assert alone[0].span.start == 0 and {pc.member for pc in alone} == {0}
+    assert plan([st], small, 10 * cost / cores) is None  # a tenth of the folder
+    assert plan([st], IngestOptions(), cost / cores) is None  # < 2 x 32 MiB
+    assert plan([st], small, cost / cores, pool=None) is None  # one worker: no pool
+    assert plan([st], small, cost / cores, mod=parsers.BY_NAME["nginx_access"]) is None
+    assert plan([st], small, cost / cores, mod=None) is None  # a format logscope does not read
     # three files of a rotated set, each below the segment size: a piece each
-    rotated = ingest_mod._plan([st, st, st], mod, IngestOptions(), 3 * cost / cores, pool)
+    rotated = plan([st, st, st], IngestOptions(), 3 * cost / cores)
     assert rotated is not None and [pc.member for pc in rotated] == [0, 1, 2]
 
 

@@ -1,0 +1,269 @@
+"""Reading one long stream in pieces on every core, with the same rows as a whole read.
+
+A piece is a file of a rotated set or a segment of a large uncompressed file (``sources.segments``). The
+first piece is read on the stream's thread; the others at once on the pool, each from a parser state
+guessed by replaying the stream's first chunk and the lines just before the piece, then kept if that
+guess was the true state but for the row counters (``SEGMENT_COUNTERS``, parsers/base.py), else read
+again in turn. docs/performance.md (item 25) says what it buys.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from parsers.base import ParseContext
+
+from . import sources, unrecognized
+from .store import Store
+from .streams import FileState, Job, compact_state, context, cores, cost, failed, take
+
+# bytes before a piece replayed to guess its parser's state: a record open across the cut must start
+# within them for the guess to hold (a traceback is a few KB; else the piece is read again in turn)
+SEGMENT_WINDOW = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A part of a stream read on its own: a file of a rotated set, or a segment of a large uncompressed file."""
+
+    member: int  # the file's index in the stream
+    span: sources.Span
+
+
+def plan(members: list[FileState], mod, job: Job) -> list[Piece] | None:
+    """The pieces to read a stream in on every core, or None to read it whole, in order.
+
+    Only a format that allows it (``SEGMENT_COUNTERS``, parsers/base.py) is cut, when the stream is longer
+    than its folder's share of a core (a folder of one large vLLM log used 1.16 cores): each file of a
+    rotated set is a piece, and an uncompressed file that is itself that long is cut into segments of at
+    least ``opts.segment_bytes``. ``opts.segments`` forces the cutting (tests, bench)."""
+    opts, share = job.opts, job.share
+    if job.pool is None or mod is None or mod.MODE != "lines" or not getattr(mod, "SEGMENT_COUNTERS", None):
+        return None
+
+    def ways(sts: list[FileState]) -> int:
+        return opts.segments or min(cores(), round(cost(sts) / share) if share > 0 else 1)
+
+    if ways(members) < 2:
+        return None
+    pieces = []
+    for j, st in enumerate(members):
+        n = min(ways([st]), max(st.f.size, 0) // max(opts.segment_bytes, 1)) if not opts.segments else opts.segments
+        pieces += [Piece(j, sp) for sp in (sources.segments(st.f, n, opts.chunk_bytes) if n > 1
+                                            else [sources.Span(0, 0, None)])]
+    return pieces if len(pieces) > 1 else None
+
+
+@dataclass
+class _Ahead:
+    """A piece read ahead of its turn, from a state guessed by ``_warm``."""
+
+    assumed: dict  # the guessed state at the piece's start
+    end: dict  # the state at its end
+    part: FileState  # its lines, coverage, shapes and notes
+    cuts: list[int]  # lines cut to MAX_LINE_CHARS
+
+
+class _Lines:
+    """What the pieces need to know of the lines before them, read on the pool: a piece's first line within
+    its file (the lines a whole read yields for the segments before it) and, for a piece that opens a file,
+    the last lines of the file before it (``SEGMENT_WINDOW`` bytes, numbered)."""
+
+    def __init__(self, members: list[FileState], pieces: list[Piece], job: Job) -> None:
+        pool = job.pool
+        assert pool is not None
+        self.pieces = pieces
+        self.spans = {p: pool.submit(sources.span_lines, members[pc.member].f, pc.span, job.opts.chunk_bytes)
+                      for p, pc in enumerate(pieces) if pc.span.stop is not None}
+        opened = {pc.member - 1 for pc in pieces if pc.span.start == 0 and pc.member > 0}
+        self.tails = {j: pool.submit(sources.tail_lines, members[j].f.quiet(), SEGMENT_WINDOW) for j in sorted(opened)}
+
+    def first_line(self, p: int) -> int:
+        m = self.pieces[p].member
+        return sum(self.spans[q].result() for q in range(p) if self.pieces[q].member == m)
+
+    def tail(self, j: int) -> pl.DataFrame:
+        return self.tails[j].result()
+
+
+def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job) -> None:
+    """A stream on every core, with the same rows as a whole read.
+
+    The first piece is read here, the others at once on the pool, each from a state guessed by replaying
+    the stream's first chunk and the lines just before the piece (``_warm``). When the piece before is
+    done, its end state is the true one: a guess equal to it, but for the counters that number rows
+    (``SEGMENT_COUNTERS``), keeps the piece's rows, shifted by the counters' difference; any other
+    difference (a record open across the cut that began before the replayed lines, a restart's new
+    settings) drops them and reads the piece again here, from the true state. A file whose parser fails
+    stops there, as in a whole read: the pieces of it read ahead are dropped.
+    """
+    store, pool = job.store, job.pool
+    assert pool is not None  # _plan cuts a stream only when there is a pool
+    ctxs = [context(st, job) for st in members]
+    lines = _Lines(members, pieces, job)
+    head = pool.submit(_head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
+    cancel = threading.Event()
+    ahead = {p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
+             for p in range(1, len(pieces))}
+    cuts: dict[int, list[int]] = {j: [] for j in range(len(members))}
+    state: dict = {}
+    broken: set[int] = set()
+
+    def close(p: int) -> None:  # the last piece of a file: say how many of its lines were cut, as a whole read
+        m = pieces[p].member
+        if (p + 1 == len(pieces) or pieces[p + 1].member != m) and m not in broken and sum(cuts[m]):
+            members[m].f.messages.append(sources.cut_message(sum(cuts[m])))
+
+    try:
+        for p, piece in enumerate(pieces):
+            m, st = piece.member, members[piece.member]
+            if m in broken:  # a whole read stops at a file's failure: the rest of the file is not read
+                _drop(ahead.pop(p, None), store, (idx, p))
+                continue
+            got = _result(ahead.pop(p, None))
+            offsets = _rebase(mod.SEGMENT_COUNTERS, got.assumed, state) if got is not None else None
+            if offsets is not None:
+                store.shift((idx, p), offsets)
+                _merge(st, got.part)
+                cuts[m] += got.cuts
+                state = _shift_state(got.end, offsets)
+            else:
+                store.drop((idx, p))
+                span = replace(piece.span, first_line=lines.first_line(p))
+                try:
+                    _read_segment(mod, st, ctxs[m], span, state, (idx, p), job, cuts[m])
+                except Exception as e:  # noqa: BLE001 - one bad file must not stop the stream
+                    broken.add(m)
+                    failed(st, mod, e)
+            close(p)
+        last = len(members) - 1
+        if hasattr(mod, "finish") and last not in broken:
+            try:
+                res = mod.finish(ctxs[last], state)
+                if res is not None:
+                    take(res, members[last], store, (idx, len(pieces), 0), None)
+            except Exception as e:  # noqa: BLE001
+                failed(members[last], mod, e)
+    finally:
+        cancel.set()
+        for p, fut in ahead.items():  # after an error: wait for the reads ahead to stop, then drop their rows
+            _drop(fut, store, (idx, p))
+
+
+def _result(fut: Future | None) -> _Ahead | None:
+    """A piece read ahead, or None: cancelled, or its parser failed (then it is read again in turn, and a
+    failure there stops its file where a whole read would)."""
+    if fut is None:
+        return None
+    try:
+        return fut.result()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _drop(fut: Future | None, store: Store, seg: tuple[int, int]) -> None:
+    _result(fut)  # wait for it to stop
+    store.drop(seg)
+
+
+def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, seg: tuple[int, int],
+                  job: Job, cuts: list[int], cancel: threading.Event | None = None) -> bool:
+    """Parse one span into ``st`` and the store; False when cancelled."""
+    chunks = sources.iter_line_chunks(st.f, job.opts.chunk_bytes, span, cuts, job.meter.reader(st.f))
+    for n, chunk in enumerate(chunks):
+        if cancel is not None and cancel.is_set():
+            return False
+        res = mod.parse_chunk(chunk, ctx, state)
+        st.lines_total += chunk.height
+        take(res, st, job.store, (*seg, n), chunk)
+        compact_state(state)
+    return True
+
+
+def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], pieces: list[Piece], p: int,
+                lines: _Lines, head: Future, job: Job, cancel: threading.Event) -> _Ahead | None:
+    """A piece read from a guessed state (on the pool, before the pieces ahead of it are done)."""
+    piece = pieces[p]
+    st = members[piece.member]
+    span = replace(piece.span, first_line=lines.first_line(p))
+    state = _warm(mod, members, ctxs, piece, span, lines, head.result())
+    if cancel.is_set():
+        return None
+    assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
+    # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
+    part = FileState(st.f.quiet(), st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
+                     shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
+    cuts: list[int] = []
+    if not _read_segment(mod, part, ctxs[piece.member], span, state, (idx, p), job, cuts, cancel):
+        return None
+    return _Ahead(assumed, state, part, cuts)
+
+
+def _head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) -> tuple[dict, int]:
+    """The state after the stream's first chunk (where the server states its settings), and its last line."""
+    state: dict = {}
+    head = next(sources.iter_line_chunks(f, chunk_bytes), None)
+    if head is None or head.height == 0:
+        return state, 0
+    mod.parse_chunk(head, ctx, state)
+    return state, int(head["line_no"][-1])
+
+
+def _warm(mod, members: list[FileState], ctxs: list[ParseContext], piece: Piece, span: sources.Span,
+          lines: _Lines, head: tuple[dict, int]) -> dict:
+    """The state a parser would likely have at the start of ``piece``: after the stream's first chunk and the
+    SEGMENT_WINDOW bytes before the piece (in its file, or at the end of the file before it: open records,
+    the last time and month). The rows these give are not kept."""
+    state, head_last = dict(head[0]), head[1]
+    if span.start > 0:
+        j = piece.member
+        window = sources.lines_before(members[j].f.quiet(), span.start, SEGMENT_WINDOW, span.first_line)
+    else:
+        j = piece.member - 1
+        window = lines.tail(j)
+    if j == 0:  # lines the first chunk already gave
+        window = window.filter(pl.col("line_no") > head_last)
+    if window.height:
+        mod.parse_chunk(window, ctxs[j], state)
+    return state
+
+
+def _rebase(counters: tuple[str, ...], assumed: dict, true: dict) -> dict[str, int] | None:
+    """The counter offsets that turn a segment read from ``assumed`` into one read from ``true``, or None
+    when the two states differ in anything else."""
+    if assumed.keys() != true.keys():
+        return None
+    offsets = {c: int(true.get(c) or 0) - int(assumed.get(c) or 0) for c in counters}
+    if all(key in counters or _same(a, true[key], offsets) for key, a in assumed.items()):
+        return offsets
+    return None
+
+
+def _same(a, b, offsets: dict[str, int]) -> bool:
+    if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
+        return a.schema == b.schema and _shift_frame(a, offsets).equals(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], offsets) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _shift_frame(df: pl.DataFrame, offsets: dict[str, int]) -> pl.DataFrame:
+    return df.with_columns(pl.col(c) + off for c, off in offsets.items() if c in df.columns and off)
+
+
+def _shift_state(state: dict, offsets: dict[str, int]) -> dict:
+    return {k: (v + offsets[k] if k in offsets else _shift_frame(v, offsets) if isinstance(v, pl.DataFrame) else v)
+            for k, v in state.items()}
+
+
+def _merge(st: FileState, part: FileState) -> None:
+    """A segment's tallies added to its file's (segments are merged in file order)."""
+    st.lines_total += part.lines_total
+    st.lines_parsed += part.lines_parsed
+    st.shapes.merge(part.shapes)
+    st.assumptions += [a for a in part.assumptions if a not in st.assumptions]
+    st.f.messages += [m for m in part.f.messages if m not in st.f.messages]

@@ -1,0 +1,232 @@
+"""Reading one stream (a file, or a rotated set oldest first) of a folder, and what every read of a stream
+shares: the file's tallies (``FileState``), the ingest's settings (``Job``), progress, the rows handed to the
+store. A long stream of a format that allows it is read in pieces instead (``logscope.pieces``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+import parsers
+from parsers.base import ChunkResult, ParseContext
+
+from . import schemas, sources, unrecognized
+from .store import Store, compact
+
+if TYPE_CHECKING:
+    from .ingest import IngestOptions, Progress
+
+DEFAULT_SPEED = 100  # MB/s on one core of a parser that states none (parsers/base.py)
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class FileState:
+    """What ingest knows of one input file: its format and replica, its line tallies, shapes and notes."""
+
+    f: sources.InputFile
+    format: str
+    kind: str
+    confidence: float
+    replica: str
+    binary: bool = False
+    lines_total: int = 0
+    lines_parsed: int = 0
+    assumptions: list[str] = field(default_factory=list)
+    shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
+    stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
+    head_key: int | None = None  # hash of the first ingest.COPY_KEY_LINES lines: files that may be copies share it
+    copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
+
+
+def cost(members: list[FileState]) -> float:
+    """A stream's expected parse time, to start the longest first so that every worker stays busy to the
+    end: bytes over the parser's speed (a vLLM log costs twice an nginx access log of its size)."""
+    mod = parsers.BY_NAME.get(members[0].format)
+    return sum(max(m.f.size, 0) for m in members) / getattr(mod, "SPEED", DEFAULT_SPEED)
+
+
+class Meter:
+    """Progress by bytes read, so that a folder of one large file moves the bar too (at most every 1 % or
+    0.25 s). A file counts up to its size: a compressed one is whole when its stream is done."""
+
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total, self.progress = max(total, 1), progress
+        self.by_file: dict[str, int] = {}
+        self.count = 0
+        self.shown, self.at = 0.0, 0.0
+        self.lock = threading.Lock()
+
+    def read(self, f: sources.InputFile, n: int, label: str = "reading", force: bool = False) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            had = self.by_file.get(f.rel, 0)
+            now = min(had + n, max(f.size, 0))
+            self.by_file[f.rel] = now
+            self.count += now - had
+            frac, t = self.count / self.total, time.monotonic()
+            if not force and frac - self.shown < 0.01 and t - self.at < 0.25:
+                return
+            self.shown, self.at = frac, t
+            self.progress(f"{label} {f.rel}", frac)  # under the lock: the bar never goes back
+
+    def reader(self, f: sources.InputFile) -> Callable[[int], None] | None:
+        return None if self.progress is None else functools.partial(self.read, f)
+
+    def done(self, members: list[FileState]) -> None:
+        for m in members:
+            self.read(m.f, max(m.f.size, 0), "parsed", force=m is members[-1])
+
+
+@dataclass
+class Job:
+    """What the streams of one ingest share."""
+
+    opts: IngestOptions
+    when: tuple  # (year, how it was chosen, a full reference timestamp) for yearless stamps
+    store: Store
+    pool: ThreadPoolExecutor | None  # a thread per core: the chunks of INDEPENDENT_CHUNKS formats, segments
+    share: float  # the folder's expected parse time per core (``_plan``)
+    meter: Meter
+
+
+def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
+    """Parse one stream whole, in order, into the store under index ``idx`` (``mod``: its format's module,
+    None for a format logscope does not read: the lines are counted, grouped by shape when unknown)."""
+    opts, store = job.opts, job.store
+    state: dict = {}
+    n_chunk = 0
+    for st in members:
+        f = st.f
+        if mod is None:
+            if st.format == "unknown":  # one read: count the lines while grouping their shapes
+                for chunk in sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f)):
+                    st.lines_total += chunk.height
+                    st.shapes.add(chunk)
+            else:
+                st.lines_total = sources.count_lines(f) if f.size > 0 else 0
+            continue
+        ctx = context(st, job)
+        try:
+            if mod.MODE == "document":
+                text = sources.read_text(f)
+                st.lines_total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+                res = mod.parse_document(text, ctx)
+                take(res, st, store, (idx, 0, n_chunk), None)
+                n_chunk += 1
+            else:
+                chunks = sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f))
+                for chunk, res in parsed(mod, chunks, ctx, state, job.pool):
+                    st.lines_total += chunk.height
+                    take(res, st, store, (idx, 0, n_chunk), chunk)
+                    compact_state(state)
+                    n_chunk += 1
+                if st is members[-1] and hasattr(mod, "finish"):
+                    res = mod.finish(ctx, state)
+                    if res is not None:
+                        take(res, st, store, (idx, 0, n_chunk), None)
+                        n_chunk += 1
+        except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
+            failed(st, mod, e)
+
+
+def context(st: FileState, job: Job) -> ParseContext:
+    year, year_source, ref_ts = job.when
+    opts, f = job.opts, st.f
+    return ParseContext(
+        source=f.rel,
+        replica=st.replica,
+        tz=opts.tz,
+        year=year,
+        year_source=year_source,
+        include_prompts=opts.include_prompts,
+        options={"nginx_log_format": opts.nginx_log_format, "path": str(f.path)},
+        file_mtime=datetime.fromtimestamp(f.path.stat().st_mtime, UTC),
+        reference_ts=ref_ts,
+    )
+
+
+def failed(st: FileState, mod, e: Exception) -> None:
+    """A parser failed on a file: the rows read before are kept, and the lines after the failure still count,
+    as unrecognized (nothing read is lost from the coverage)."""
+    f = st.f
+    st.lines_total = max(st.lines_total, sources.count_lines(f))
+    st.lines_parsed = min(st.lines_parsed, st.lines_total)
+    f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; the rows read before are kept, "
+                      f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
+
+
+def parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
+            pool: ThreadPoolExecutor | None) -> Iterator[tuple[pl.DataFrame, ChunkResult]]:
+    """Each chunk with its result, in file order. A format whose chunks are independent once the first
+    has set the stream's state (``INDEPENDENT_CHUNKS``, parsers/base.py) has the others parsed on every
+    core at once, a few ahead of the one taken (one large access log no longer runs on one core)."""
+    if pool is None or not getattr(mod, "INDEPENDENT_CHUNKS", False):
+        for chunk in chunks:
+            yield chunk, mod.parse_chunk(chunk, ctx, state)
+        return
+    first = next(chunks, None)
+    if first is None:
+        return
+    yield first, mod.parse_chunk(first, ctx, state)
+    ahead: deque[tuple[pl.DataFrame, Future]] = deque()
+    limit = cores() + 1  # in flight: enough to keep every core busy, few for memory
+    try:
+        for chunk in chunks:
+            ahead.append((chunk, pool.submit(mod.parse_chunk, chunk, ctx, state)))
+            if len(ahead) >= limit:
+                c, fut = ahead.popleft()
+                yield c, fut.result()
+        while ahead:
+            c, fut = ahead.popleft()
+            yield c, fut.result()
+    finally:
+        for _, fut in ahead:  # a failed chunk stops the file: the ones behind it are dropped
+            fut.cancel()
+
+
+def take(res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int], chunk: pl.DataFrame | None) -> None:
+    for name, df in res.tables.items():
+        if df is None or df.height == 0 or st.copy_of:
+            continue
+        store.add(name, key, schemas.conform(df, name))
+    if res.recognized is not None and chunk is not None:
+        ok = res.recognized.fill_null(False)
+        n_ok = int(ok.sum())
+        st.lines_parsed += n_ok
+        if n_ok < chunk.height:  # shape grouping only when something was not recognised
+            st.shapes.add(chunk.filter(~ok))
+    elif res.lines_parsed is not None:
+        st.lines_parsed += res.lines_parsed
+    for a in res.assumptions:
+        if a not in st.assumptions:
+            st.assumptions.append(a)
+    for m in res.messages:
+        if m not in st.f.messages:
+            st.f.messages.append(m)
+
+
+def compact_state(state: dict) -> None:
+    """Rows a parser carries to the next chunk (open records, pending requests) are compacted too."""
+    for k, v in state.items():
+        if isinstance(v, pl.DataFrame) and v.height:
+            state[k] = compact(v)
+
+
