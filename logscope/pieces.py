@@ -102,7 +102,7 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
     stops there, as in a whole read: the pieces of it read ahead are dropped.
     """
     store, pool = job.store, job.pool
-    assert pool is not None  # _plan cuts a stream only when there is a pool
+    assert pool is not None  # plan() cuts a stream only when there is a pool
     ctxs = [context(st, job) for st in members]
     lines = _Lines(members, pieces, job)
     head = pool.submit(_head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
