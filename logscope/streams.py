@@ -103,7 +103,7 @@ class Job:
     when: tuple  # (year, how it was chosen, a full reference timestamp) for yearless stamps
     store: Store
     pool: ThreadPoolExecutor | None  # a thread per core: the chunks of INDEPENDENT_CHUNKS formats, segments
-    share: float  # the folder's expected parse time per core (``_plan``)
+    share: float  # the folder's expected parse time per core (``pieces.plan``)
     meter: Meter
 
 
