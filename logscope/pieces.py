@@ -18,8 +18,8 @@ import polars as pl
 from parsers.base import ParseContext
 
 from . import sources, unrecognized
-from .store import Store
-from .streams import FileState, Job, compact_state, context, cores, cost, failed, take
+from .store import Store, shifted
+from .streams import FileState, Job, context, cores, cost, failed, read, take
 
 # bytes before a piece replayed to guess its parser's state: a record open across the cut must start
 # within them for the guess to hold (a traceback is a few KB; else the piece is read again in turn)
@@ -174,14 +174,7 @@ def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, sta
                   job: Job, cuts: list[int], cancel: threading.Event | None = None) -> bool:
     """Parse one span into ``st`` and the store; False when cancelled."""
     chunks = sources.iter_line_chunks(st.f, job.opts.chunk_bytes, span, cuts, job.meter.reader(st.f))
-    for n, chunk in enumerate(chunks):
-        if cancel is not None and cancel.is_set():
-            return False
-        res = mod.parse_chunk(chunk, ctx, state)
-        st.lines_total += chunk.height
-        take(res, st, job.store, (*seg, n), chunk)
-        compact_state(state)
-    return True
+    return read(mod, st, ctx, chunks, state, job, seg, cancel=cancel) is not None
 
 
 def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], pieces: list[Piece], p: int,
@@ -245,19 +238,15 @@ def _rebase(counters: tuple[str, ...], assumed: dict, true: dict) -> dict[str, i
 
 def _same(a, b, offsets: dict[str, int]) -> bool:
     if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
-        return a.schema == b.schema and _shift_frame(a, offsets).equals(b)
+        return a.schema == b.schema and shifted(a, offsets, a.columns).equals(b)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k], offsets) for k in a)
     return type(a) is type(b) and a == b
 
 
-def _shift_frame(df: pl.DataFrame, offsets: dict[str, int]) -> pl.DataFrame:
-    return df.with_columns(pl.col(c) + off for c, off in offsets.items() if c in df.columns and off)
-
-
 def _shift_state(state: dict, offsets: dict[str, int]) -> dict:
-    return {k: (v + offsets[k] if k in offsets else _shift_frame(v, offsets) if isinstance(v, pl.DataFrame) else v)
-            for k, v in state.items()}
+    return {k: (v + offsets[k] if k in offsets else shifted(v, offsets, v.columns) if isinstance(v, pl.DataFrame)
+                else v) for k, v in state.items()}
 
 
 def _merge(st: FileState, part: FileState) -> None:

@@ -261,41 +261,31 @@ def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
 
 
 def lines_before(f: InputFile, pos: int, size: int, last_line: int) -> pl.DataFrame:
-    """The whole lines of the up to ``size`` bytes before byte ``pos`` (which follows a newline),
-    numbered so that the last is ``last_line``: the context a segment's parser is warmed with."""
-    lo = max(0, pos - size)
+    """The whole lines of the up to ``size`` bytes before byte ``pos`` (which follows a newline) of an
+    uncompressed file, numbered so that the last is ``last_line``: the context a segment's parser is warmed
+    with."""
+    lo = max(0, pos - size - 1)
     with open(f.path, "rb") as fh:
         fh.seek(lo)
         data = fh.read(pos - lo)
-    if lo > 0:
-        first = data.find(b"\n")
-        data = data[first + 1:] if first >= 0 else b""
-    if not data.endswith(b"\n"):
-        return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
-    df, _ = _lines_frame(_decode(memoryview(data)[:-1], f.quiet()), 0)
-    return df.with_columns(pl.col("line_no") + (last_line - df.height))
+    return _whole_lines(data, lo == 0, last_line, f)
 
 
 def tail_lines(f: InputFile, size: int) -> pl.DataFrame:
     """The whole lines of the file's last ``size`` bytes, numbered as in the file: the context the piece after
-    it is warmed with. A compressed file is read through once, counting its lines on the way."""
-    if f.compression:
-        tail, n, last = b"", 0, b"\n"
-        for data in _read_blocks(f, CHUNK_BYTES):
-            n += data.count(b"\n")
-            last = data[-1:]
-            tail = (tail + data)[-(size + 1):]
-        last_line = n + (0 if last == b"\n" else 1)
-    else:
-        last_line = count_lines(f)
-        with open(f.path, "rb") as fh:
-            fh.seek(max(0, f.size - size - 1))
-            tail = fh.read()
-    cut = len(tail) > size  # one byte more than asked: whether the first line is whole
-    data = tail[1:] if cut else tail
-    if cut and not tail.startswith(b"\n"):
-        first = data.find(b"\n")
-        data = data[first + 1:] if first >= 0 else b""
+    it is warmed with (one read through the file, which counts its lines on the way)."""
+    last_line, tail = _count(f, size + 1)
+    return _whole_lines(tail, len(tail) <= size, last_line, f)
+
+
+def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> pl.DataFrame:
+    """The whole lines of ``data`` but its first byte (read only to tell whether the first line is whole),
+    or of all of it when ``at_start`` (it begins the file), numbered to end at ``last_line``."""
+    if not at_start:
+        whole, data = data[:1] == b"\n", data[1:]
+        if not whole:
+            first = data.find(b"\n")
+            data = data[first + 1:] if first >= 0 else b""
     if data.endswith(b"\n"):
         data = data[:-1]
     elif not data:
@@ -365,11 +355,18 @@ def prefix_relation(a: InputFile, b: InputFile, block: int = 64 * 1024) -> str |
 
 
 def count_lines(f: InputFile) -> int:
-    n, last = 0, b"\n"
+    return _count(f)[0]
+
+
+def _count(f: InputFile, tail: int = 0) -> tuple[int, bytes]:
+    """The file's lines (a last one without a newline counts), and its last ``tail`` bytes."""
+    n, last, kept = 0, b"\n", b""
     for data in _read_blocks(f, CHUNK_BYTES):
         n += data.count(b"\n")
         last = data[-1:]
-    return n + (0 if last == b"\n" else 1)
+        if tail:
+            kept = (kept + data)[-tail:]
+    return n + (0 if last == b"\n" else 1), kept
 
 
 def io_bytes(text: str) -> io.BytesIO:

@@ -15,6 +15,12 @@ from . import schemas
 ROW_GROUP = 64_000
 
 
+def shifted(frame, offsets: dict[str, int], columns) -> pl.DataFrame | pl.LazyFrame:
+    """``frame`` with ``offsets`` added to those of its ``columns`` they name (counters of rows read from a
+    guessed state, ``logscope.pieces``)."""
+    return frame.with_columns(pl.col(c) + off for c, off in offsets.items() if c in columns and off)
+
+
 def compact(df: pl.DataFrame) -> pl.DataFrame:
     """Copy out the bytes the string columns use: a column sliced or filtered from a chunk shares the
     chunk's whole buffer, so a few kept rows would otherwise hold every chunk read so far in memory."""
@@ -79,9 +85,7 @@ class Store:
 
     def _shifted(self, key: tuple[int, int, int], frame: pl.DataFrame | pl.LazyFrame, columns: list[str]):
         offsets = self.shifts.get(key[:2])
-        if not offsets:
-            return frame
-        return frame.with_columns(pl.col(c) + off for c, off in offsets.items() if c in columns and off)
+        return shifted(frame, offsets, columns) if offsets else frame
 
     def write(self, name: str, dest: Path) -> None:
         """The whole table, in key order: straight from memory, or streamed from the part files."""

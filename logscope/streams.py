@@ -133,11 +133,7 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                 n_chunk += 1
             else:
                 chunks = sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f))
-                for chunk, res in parsed(mod, chunks, ctx, state, job.pool):
-                    st.lines_total += chunk.height
-                    take(res, st, store, (idx, 0, n_chunk), chunk)
-                    compact_state(state)
-                    n_chunk += 1
+                n_chunk = read(mod, st, ctx, chunks, state, job, (idx, 0), n_chunk, job.pool)
                 if st is members[-1] and hasattr(mod, "finish"):
                     res = mod.finish(ctx, state)
                     if res is not None:
@@ -145,6 +141,22 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                         n_chunk += 1
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             failed(st, mod, e)
+
+
+def read(mod, st: FileState, ctx: ParseContext, chunks: Iterator[pl.DataFrame], state: dict, job: Job,
+         key: tuple[int, int], first: int = 0, pool: ThreadPoolExecutor | None = None,
+         cancel: threading.Event | None = None) -> int | None:
+    """Parse ``chunks`` of one file into ``st`` and the store, under keys (*key, first), (*key, first + 1)...;
+    the next chunk number, or None when ``cancel`` was set (no chunk is parsed after it)."""
+    n = first
+    for chunk, res in parsed(mod, chunks, ctx, state, pool):
+        st.lines_total += chunk.height
+        take(res, st, job.store, (*key, n), chunk)
+        compact_state(state)
+        n += 1
+        if cancel is not None and cancel.is_set():
+            return None
+    return n
 
 
 def context(st: FileState, job: Job) -> ParseContext:
