@@ -25,8 +25,13 @@ def finalize(out: Path) -> list[str]:
 # request events aggregated per pass: more are split into passes over buckets of request ids, so the
 # aggregation's memory stays bounded (3M events in one pass peak at 1.9 GB; docs/performance.md)
 ROWS_PER_PASS = 600_000
+SPLIT_BATCH = 500_000  # events read at a time when splitting them into the passes' buckets
 MERGE_BATCH = 100_000  # rows per batch when merging the passes' sorted outputs
+CURSOR_ROWS = 32_768  # rows read at a time of each pass's output while merging
 _ENGINE_SUFFIX = r"-[0-9a-f]{8}$"
+# the columns of server_request_events that _requests_of reads
+_EVENT_COLUMNS = ["source", "replica", "event", "request_id", "base_request_id", "ts", "max_tokens", "prompt_tokens",
+                  "prompt", "seq"]
 
 
 def _server_requests(out: Path) -> None:
@@ -38,52 +43,98 @@ def _server_requests(out: Path) -> None:
         schemas.conform(_requests_of(pl.scan_parquet(src)), "server_requests").sink_parquet(dest)
         return
     tmp = out / "_server_requests"
-    tmp.mkdir(exist_ok=True)
-    # every event of one request (and its Received line, for the join) falls in one bucket: the id
-    # with all trailing engine suffixes stripped is the same for 'x', 'x-1a2b3c4d' and for a received
-    # id that itself ends like a suffix (see _requests_of)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    parts = []
+    for k, bucket in enumerate(_split(src, n, passes, tmp)):
+        part = tmp / f"part-{k:03d}.parquet"
+        _requests_of(pl.scan_parquet(bucket)).sink_parquet(part)
+        for f in bucket:
+            f.unlink()
+        parts.append(part)
+    _merge_sorted(parts, dest, tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _split(src: Path, n: int, passes: int, tmp: Path) -> list[list[Path]]:
+    """The ``n`` events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
+    a file per batch and bucket (a pass that scanned every event for its bucket read them all ``passes`` times:
+    25 reads of a 25 GB folder's 14.8 M events took 35 s). Every event of one request, and the Received line
+    it joins, fall in one bucket: the id with all trailing engine suffixes stripped is the same for 'x',
+    'x-1a2b3c4d' and for a received id that itself ends like a suffix (see _requests_of)."""
     bucket = (
         pl.concat_str(["source", "replica", pl.col("request_id").str.replace(r"(?:-[0-9a-f]{8})+$", "")],
                       separator="\x00").hash() % passes
     )
-    parts = []
-    for k in range(passes):
-        part = tmp / f"part-{k:03d}.parquet"
-        _requests_of(pl.scan_parquet(src).filter(bucket == k)).sink_parquet(part)
-        parts.append(part)
-    _merge_sorted(parts, ["source", "_first"], dest, tmp)
-    shutil.rmtree(tmp, ignore_errors=True)
+    files: list[list[Path]] = [[] for _ in range(passes)]
+    for at in range(0, n, SPLIT_BATCH):
+        batch = pl.scan_parquet(src).select(_EVENT_COLUMNS).slice(at, SPLIT_BATCH).collect()
+        for (k,), rows in batch.with_columns(bucket.alias("_bucket")).partition_by(
+                "_bucket", as_dict=True, include_key=False).items():
+            path = tmp / f"bucket-{k:03d}-{at // SPLIT_BATCH:05d}.parquet"
+            rows.write_parquet(path, compression="lz4")
+            files[k].append(path)
+    return [f for f in files if f]
 
 
-def _merge_sorted(parts: list[Path], by: list[str], dest: Path, tmp: Path) -> None:
-    """Merge Parquet files each sorted by ``by`` into ``dest`` (conformed to server_requests), MERGE_BATCH
-    rows at a time: the first n rows of the merge are a prefix of every part, so each batch reads one
-    contiguous slice per part. Memory: the sort keys plus one batch (sorting the whole output at once
-    peaks at ~4x its size)."""
-    keys = pl.concat(
-        [pl.scan_parquet(p).select(*by, pl.lit(i, dtype=pl.Int32).alias("_part"),
-                                   pl.int_range(pl.len(), dtype=pl.Int64).alias("_row")).collect()
-         for i, p in enumerate(parts)]
-    ).sort(by, maintain_order=True).select("_part", "_row")  # ties: part order, as a stable merge
-    out, batch = [], MERGE_BATCH
-    for i in range(0, keys.height, batch):
-        b = keys.slice(i, batch)
-        spans = b.group_by("_part").agg(pl.col("_row").min().alias("lo"), pl.col("_row").max().alias("hi"))
-        frames, offset = [], {}
-        n = 0
-        for part, lo, hi in spans.sort("_part").iter_rows():
-            offset[part] = n - lo
-            frames.append(pl.scan_parquet(parts[part]).slice(lo, hi - lo + 1).collect())
-            n += hi - lo + 1
+def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
+    """Merge Parquet files each sorted by (source, _first) into ``dest`` (conformed to server_requests),
+    MERGE_BATCH rows at a time. Each part is read once, in order: the merge is a sequence of part numbers (a
+    stable sort of the parts' keys, each source as its rank among the sources' names), and a batch takes the
+    next rows of each part it names (a scan per part and batch had cost 5 ms each: 8 s for 6 M requests).
+    Memory: the sort keys (16 bytes a row; sorting the whole output at once peaks at ~4x its size), one batch,
+    and CURSOR_ROWS of each part."""
+    names = sorted(set().union(*(pl.scan_parquet(p).select(pl.col("source").unique()).collect()["source"]
+                                 .drop_nulls().to_list() for p in parts)))
+    rank = {name: i for i, name in enumerate(names)}
+    order = pl.concat(
+        [pl.scan_parquet(p).select(
+            pl.col("source").replace_strict(rank, default=len(names), return_dtype=pl.Int32).alias("_source"),
+            "_first", pl.lit(i, dtype=pl.Int32).alias("_part"),
+        ).collect() for i, p in enumerate(parts)]
+    ).sort(["_source", "_first"], maintain_order=True)["_part"]  # ties: part order, as a stable merge
+    cursors = [_Cursor(p) for p in parts]
+    out = []
+    for i in range(0, order.len(), MERGE_BATCH):
+        b = order.slice(i, MERGE_BATCH).to_frame()
+        counts = b.group_by("_part").len().sort("_part")
+        frames, offset, n = [], {}, 0
+        for part, count in counts.iter_rows():
+            offset[part] = n
+            frames.append(cursors[part].take(count))
+            n += count
         rows = pl.concat(frames, how="vertical_relaxed")
-        at = b.select(pl.col("_row") + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64))
-        path = tmp / f"merged-{i // batch:05d}.parquet"
+        at = b.select(pl.int_range(pl.len(), dtype=pl.Int64).over("_part")
+                      + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64))
+        path = tmp / f"merged-{i // MERGE_BATCH:05d}.parquet"
         schemas.conform(rows[at.to_series()], "server_requests").write_parquet(path)
         out.append(path)
     if not out:
         schemas.empty("server_requests").write_parquet(dest)
         return
     schemas.conform(pl.scan_parquet(out), "server_requests").sink_parquet(dest)
+
+
+class _Cursor:
+    """The rows of one Parquet file, taken in order, CURSOR_ROWS read at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.scan = pl.scan_parquet(path)
+        self.read = 0
+        self.rows = pl.DataFrame()
+
+    def take(self, n: int) -> pl.DataFrame:
+        got = []
+        while n > 0:
+            if self.rows.height == 0:
+                self.rows = self.scan.slice(self.read, CURSOR_ROWS).collect()
+                self.read += self.rows.height
+                if self.rows.height == 0:
+                    raise ValueError("a part ended before the merge took all its rows")
+            got.append(self.rows.head(n))
+            self.rows = self.rows.slice(n)
+            n -= got[-1].height
+        return pl.concat(got)
 
 
 def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
