@@ -22,12 +22,16 @@ def finalize(out: Path) -> list[str]:
     return notes
 
 
-# request events aggregated per pass: more are split into passes over buckets of request ids, so the
-# aggregation's memory stays bounded (3M events in one pass peak at 1.9 GB; docs/performance.md)
-ROWS_PER_PASS = 600_000
+# request events aggregated in one pass up to ONE_PASS_MAX; more are split into passes of about ROWS_PER_PASS
+# over buckets of request ids, so the aggregation's memory stays bounded (3 M events in one pass peak at
+# 1.9 GB, 600 k at 0.9-1.0 GB, 200 k at 0.5 GB; docs/performance.md item 27)
+ONE_PASS_MAX = 600_000
+ROWS_PER_PASS = 200_000
 SPLIT_BATCH = 500_000  # events read at a time when splitting them into the passes' buckets
 MERGE_BATCH = 100_000  # rows per batch when merging the passes' sorted outputs
-CURSOR_ROWS = 32_768  # rows read at a time of each pass's output while merging
+# rows the merge's cursors hold in all: each reads CURSOR_ROWS / parts rows of its part at a time (a read costs
+# ~5 ms before its first row, so fewer rows a read means more reads)
+CURSOR_ROWS = 1_000_000
 _ENGINE_SUFFIX = r"-[0-9a-f]{8}$"
 # the columns of server_request_events that _requests_of reads
 _EVENT_COLUMNS = ["source", "replica", "event", "request_id", "base_request_id", "ts", "max_tokens", "prompt_tokens",
@@ -38,7 +42,7 @@ def _server_requests(out: Path) -> None:
     src = out / "server_request_events.parquet"
     dest = out / "server_requests.parquet"
     n = pl.scan_parquet(src).select(pl.len()).collect().item()
-    passes = max(1, -(-n // ROWS_PER_PASS))
+    passes = 1 if n <= ONE_PASS_MAX else -(-n // ROWS_PER_PASS)
     if passes == 1:
         schemas.conform(_requests_of(pl.scan_parquet(src)), "server_requests").sink_parquet(dest)
         return
@@ -59,7 +63,7 @@ def _server_requests(out: Path) -> None:
 def _split(src: Path, n: int, passes: int, tmp: Path) -> list[list[Path]]:
     """The ``n`` events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
     a file per batch and bucket (a pass that scanned every event for its bucket read them all ``passes`` times:
-    25 reads of a 25 GB folder's 14.8 M events took 35 s). Every event of one request, and the Received line
+    25 reads of a 25 GB folder's 14.8 M events took 35 s; its 74 passes of 200 k now read 30 files each). Every event of one request, and the Received line
     it joins, fall in one bucket: the id with all trailing engine suffixes stripped is the same for 'x',
     'x-1a2b3c4d' and for a received id that itself ends like a suffix (see _requests_of)."""
     bucket = (
@@ -83,7 +87,7 @@ def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
     stable sort of the parts' keys, each source as its rank among the sources' names), and a batch takes the
     next rows of each part it names (a scan per part and batch had cost 5 ms each: 8 s for 6 M requests).
     Memory: the sort keys (16 bytes a row; sorting the whole output at once peaks at ~4x its size), one batch,
-    and CURSOR_ROWS of each part."""
+    and CURSOR_ROWS over the parts."""
     names = sorted(set().union(*(pl.scan_parquet(p).select(pl.col("source").unique()).collect()["source"]
                                  .drop_nulls().to_list() for p in parts)))
     rank = {name: i for i, name in enumerate(names)}
@@ -93,7 +97,7 @@ def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
             "_first", pl.lit(i, dtype=pl.Int32).alias("_part"),
         ).collect() for i, p in enumerate(parts)]
     ).sort(["_source", "_first"], maintain_order=True)["_part"]  # ties: part order, as a stable merge
-    cursors = [_Cursor(p) for p in parts]
+    cursors = [_Cursor(p, max(1, CURSOR_ROWS // len(parts))) for p in parts]
     out = []
     for i in range(0, order.len(), MERGE_BATCH):
         b = order.slice(i, MERGE_BATCH).to_frame()
@@ -116,10 +120,10 @@ def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
 
 
 class _Cursor:
-    """The rows of one Parquet file, taken in order, CURSOR_ROWS read at a time."""
+    """The rows of one Parquet file, taken in order, ``step`` read at a time."""
 
-    def __init__(self, path: Path) -> None:
-        self.scan = pl.scan_parquet(path)
+    def __init__(self, path: Path, step: int) -> None:
+        self.scan, self.step = pl.scan_parquet(path), step
         self.read = 0
         self.rows = pl.DataFrame()
 
@@ -127,7 +131,7 @@ class _Cursor:
         got = []
         while n > 0:
             if self.rows.height == 0:
-                self.rows = self.scan.slice(self.read, CURSOR_ROWS).collect()
+                self.rows = self.scan.slice(self.read, self.step).collect()
                 self.read += self.rows.height
                 if self.rows.height == 0:
                     raise ValueError("a part ended before the merge took all its rows")

@@ -412,10 +412,10 @@ def test_a_log_collected_twice_into_one_file(tmp_path):
 
 @pytest.mark.parametrize("run", ["retry-storm", "v0-ladder"])
 def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
-    """Past ROWS_PER_PASS events, derive splits the events by request-id bucket in one read, aggregates each
+    """Past ONE_PASS_MAX events, derive splits the events by request-id bucket in one read, aggregates each
     bucket, and merges the sorted outputs: the same rows, in the same order, as one pass. Forced here with
-    tiny passes, split batches, merge batches and row groups (a merge batch then spans several row groups of
-    a part, and a row group several merge batches). The log is pasted twice, so ids repeat across batches."""
+    tiny passes, split batches, merge batches and cursor reads (a merge batch then spans several reads of a
+    part, and a read several merge batches). The log is pasted twice, so ids repeat across batches."""
     from logscope import derive
 
     src = need(LAB / run)
@@ -427,10 +427,11 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
         (twice / p.name).write_bytes(p.read_bytes() * 2)
     ingest(twice, tmp_path / "one")
     events = pl.read_parquet(tmp_path / "one" / "server_request_events.parquet")
+    monkeypatch.setattr(derive, "ONE_PASS_MAX", 100)
     monkeypatch.setattr(derive, "ROWS_PER_PASS", 100)
     monkeypatch.setattr(derive, "SPLIT_BATCH", 250)
     monkeypatch.setattr(derive, "MERGE_BATCH", 37)
-    monkeypatch.setattr(derive, "CURSOR_ROWS", 7)
+    monkeypatch.setattr(derive, "CURSOR_ROWS", 50)  # over 10+ parts: a few rows a read
     ingest(twice, tmp_path / "passes")
     assert events.height > 5 * 100 and events.height > 3 * 250  # several passes, several split batches
     one, passes = (pl.read_parquet(tmp_path / d / "server_requests.parquet") for d in ("one", "passes"))
