@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -50,7 +51,7 @@ def _server_requests(out: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     parts = []
-    for k, bucket in enumerate(_split(src, n, passes, tmp)):
+    for k, bucket in enumerate(_split(src, passes, tmp)):
         part = tmp / f"part-{k:03d}.parquet"
         _requests_of(pl.scan_parquet(bucket)).sink_parquet(part)
         for f in bucket:
@@ -60,8 +61,8 @@ def _server_requests(out: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _split(src: Path, n: int, passes: int, tmp: Path) -> list[list[Path]]:
-    """The ``n`` events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
+def _split(src: Path, passes: int, tmp: Path) -> list[list[Path]]:
+    """The events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
     a file per batch and bucket (a pass that scanned every event for its bucket read them all ``passes`` times:
     25 reads of a 25 GB folder's 14.8 M events took 35 s; its 74 passes of 200 k now read 30 files each). Every event of one request, and the Received line
     it joins, fall in one bucket: the id with all trailing engine suffixes stripped is the same for 'x',
@@ -71,14 +72,24 @@ def _split(src: Path, n: int, passes: int, tmp: Path) -> list[list[Path]]:
                       separator="\x00").hash() % passes
     )
     files: list[list[Path]] = [[] for _ in range(passes)]
-    for at in range(0, n, SPLIT_BATCH):
-        batch = pl.scan_parquet(src).select(_EVENT_COLUMNS).slice(at, SPLIT_BATCH).collect()
+    for i, batch in enumerate(_slices(pl.scan_parquet(src).select(_EVENT_COLUMNS), SPLIT_BATCH)):
         for (k,), rows in batch.with_columns(bucket.alias("_bucket")).partition_by(
                 "_bucket", as_dict=True, include_key=False).items():
-            path = tmp / f"bucket-{k:03d}-{at // SPLIT_BATCH:05d}.parquet"
+            path = tmp / f"bucket-{k:03d}-{i:05d}.parquet"
             rows.write_parquet(path, compression="lz4")
             files[k].append(path)
     return [f for f in files if f]
+
+
+def _slices(scan: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
+    """A Parquet scan's rows in order, ``rows`` at a time (only the row groups each slice needs are read)."""
+    at = 0
+    while True:
+        part = scan.slice(at, rows).collect()
+        if part.height == 0:
+            return
+        at += part.height
+        yield part
 
 
 def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
@@ -123,18 +134,17 @@ class _Cursor:
     """The rows of one Parquet file, taken in order, ``step`` read at a time."""
 
     def __init__(self, path: Path, step: int) -> None:
-        self.scan, self.step = pl.scan_parquet(path), step
-        self.read = 0
+        self.slices = _slices(pl.scan_parquet(path), step)
         self.rows = pl.DataFrame()
 
     def take(self, n: int) -> pl.DataFrame:
         got = []
         while n > 0:
             if self.rows.height == 0:
-                self.rows = self.scan.slice(self.read, self.step).collect()
-                self.read += self.rows.height
-                if self.rows.height == 0:
+                rows = next(self.slices, None)
+                if rows is None:
                     raise ValueError("a part ended before the merge took all its rows")
+                self.rows = rows
             got.append(self.rows.head(n))
             self.rows = self.rows.slice(n)
             n -= got[-1].height

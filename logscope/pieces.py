@@ -19,7 +19,7 @@ from parsers.base import ParseContext
 
 from . import sources, unrecognized
 from .store import Store, shifted
-from .streams import FileState, Job, context, cores, cost, failed, read, take
+from .streams import FileState, Job, context, cores, cost, failed, finish, read
 
 # bytes before a piece replayed to guess its parser's state: a record open across the cut must start
 # within them for the guess to hold (a traceback is a few KB; else the piece is read again in turn)
@@ -141,11 +141,9 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
                     failed(st, mod, e)
             close(p)
         last = len(members) - 1
-        if hasattr(mod, "finish") and last not in broken:
+        if last not in broken:
             try:
-                res = mod.finish(ctxs[last], state)
-                if res is not None:
-                    take(res, members[last], store, (idx, len(pieces), 0), None)
+                finish(mod, members[last], ctxs[last], state, store, (idx, len(pieces), 0))
             except Exception as e:  # noqa: BLE001
                 failed(members[last], mod, e)
     finally:

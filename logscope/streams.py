@@ -134,11 +134,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
             else:
                 chunks = sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f))
                 n_chunk = read(mod, st, ctx, chunks, state, job, (idx, 0), n_chunk, job.pool)
-                if st is members[-1] and hasattr(mod, "finish"):
-                    res = mod.finish(ctx, state)
-                    if res is not None:
-                        take(res, st, store, (idx, 0, n_chunk), None)
-                        n_chunk += 1
+                if st is members[-1]:
+                    n_chunk += finish(mod, st, ctx, state, store, (idx, 0, n_chunk))
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             failed(st, mod, e)
 
@@ -157,6 +154,16 @@ def read(mod, st: FileState, ctx: ParseContext, chunks: Iterator[pl.DataFrame], 
         if cancel is not None and cancel.is_set():
             return None
     return n
+
+
+def finish(mod, st: FileState, ctx: ParseContext, state: dict, store: Store, key: tuple[int, int, int]) -> int:
+    """The rows a parser gives at the end of its stream (requests still open), stored under ``key``, the
+    stream's last file being ``st``; 1 when there were some, else 0."""
+    res = mod.finish(ctx, state) if hasattr(mod, "finish") else None
+    if res is None:
+        return 0
+    take(res, st, store, key, None)
+    return 1
 
 
 def context(st: FileState, job: Job) -> ParseContext:
