@@ -30,6 +30,9 @@ ONE_PASS_MAX = 600_000
 ROWS_PER_PASS = 200_000
 SPLIT_BATCH = 500_000  # events read at a time when splitting them into the passes' buckets
 MERGE_BATCH = 100_000  # rows per batch when merging the passes' sorted outputs
+PART_ROW_GROUP = 8_000  # rows per row group of a pass's output: a cursor's read decodes only the groups it takes
+MERGE_WINDOW = 1_000_000  # sort keys the merge orders at a time (12 bytes each)
+SAMPLE_EVERY = 1_000  # every how many keys one is sampled to place the windows' bounds
 # rows the merge's cursors hold in all: each reads CURSOR_ROWS / parts rows of its part at a time (a read costs
 # ~5 ms before its first row, so fewer rows a read means more reads)
 CURSOR_ROWS = 1_000_000
@@ -50,10 +53,12 @@ def _server_requests(out: Path) -> None:
     tmp = out / "_server_requests"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    buckets, names, span = _split(src, passes, tmp)
+    key = _sort_key(names, span)
     parts = []
-    for k, bucket in enumerate(_split(src, passes, tmp)):
+    for k, bucket in enumerate(buckets):
         part = tmp / f"part-{k:03d}.parquet"
-        _requests_of(pl.scan_parquet(bucket)).sink_parquet(part)
+        _requests_of(pl.scan_parquet(bucket)).with_columns(key).sink_parquet(part, row_group_size=PART_ROW_GROUP)
         for f in bucket:
             f.unlink()
         parts.append(part)
@@ -61,24 +66,31 @@ def _server_requests(out: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _split(src: Path, passes: int, tmp: Path) -> list[list[Path]]:
+def _split(src: Path, passes: int, tmp: Path) -> tuple[list[list[Path]], list[str], tuple[int, int]]:
     """The events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
     a file per batch and bucket (a pass that scanned every event for its bucket read them all ``passes`` times:
-    25 reads of a 25 GB folder's 14.8 M events took 35 s; its 74 passes of 200 k now read 30 files each). Every event of one request, and the Received line
-    it joins, fall in one bucket: the id with all trailing engine suffixes stripped is the same for 'x',
-    'x-1a2b3c4d' and for a received id that itself ends like a suffix (see _requests_of)."""
+    25 reads of a 25 GB folder's 14.8 M events took 35 s; its 74 passes of 200 k now read 30 files each). Every
+    event of one request, and the Received line it joins, fall in one bucket: the id with all trailing engine
+    suffixes stripped is the same for 'x', 'x-1a2b3c4d' and for a received id that itself ends like a suffix
+    (see _requests_of). Also the events' source names and their least and greatest ``seq``, for the merge."""
     bucket = (
         pl.concat_str(["source", "replica", pl.col("request_id").str.replace(r"(?:-[0-9a-f]{8})+$", "")],
                       separator="\x00").hash() % passes
     )
     files: list[list[Path]] = [[] for _ in range(passes)]
+    names: set[str] = set()
+    lo, hi = None, None
     for i, batch in enumerate(_slices(pl.scan_parquet(src).select(_EVENT_COLUMNS), SPLIT_BATCH)):
+        names.update(batch["source"].drop_nulls().unique().to_list())
+        b_lo, b_hi = batch["seq"].min(), batch["seq"].max()
+        lo = b_lo if lo is None or (b_lo is not None and b_lo < lo) else lo
+        hi = b_hi if hi is None or (b_hi is not None and b_hi > hi) else hi
         for (k,), rows in batch.with_columns(bucket.alias("_bucket")).partition_by(
                 "_bucket", as_dict=True, include_key=False).items():
             path = tmp / f"bucket-{k:03d}-{i:05d}.parquet"
             rows.write_parquet(path, compression="lz4")
             files[k].append(path)
-    return [f for f in files if f]
+    return [f for f in files if f], sorted(names), (int(lo or 0), int(hi or 0))
 
 
 def _slices(scan: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
@@ -93,48 +105,80 @@ def _slices(scan: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
 
 
 def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
-    """Merge Parquet files each sorted by (source, _first) into ``dest`` (conformed to server_requests),
-    MERGE_BATCH rows at a time. Each part is read once, in order: the merge is a sequence of part numbers (a
-    stable sort of the parts' keys, each source as its rank among the sources' names), and a batch takes the
-    next rows of each part it names (a scan per part and batch had cost 5 ms each: 8 s for 6 M requests).
-    Memory: the sort keys (16 bytes a row; sorting the whole output at once peaks at ~4x its size), one batch,
-    and CURSOR_ROWS over the parts."""
-    names = sorted(set().union(*(pl.scan_parquet(p).select(pl.col("source").unique()).collect()["source"]
-                                 .drop_nulls().to_list() for p in parts)))
-    rank = {name: i for i, name in enumerate(names)}
-    order = pl.concat(
-        [pl.scan_parquet(p).select(
-            pl.col("source").replace_strict(rank, default=len(names), return_dtype=pl.Int32).alias("_source"),
-            "_first", pl.lit(i, dtype=pl.Int32).alias("_part"),
-        ).collect() for i, p in enumerate(parts)]
-    ).sort(["_source", "_first"], maintain_order=True)["_part"]  # ties: part order, as a stable merge
-    cursors = [_Cursor(p, max(1, CURSOR_ROWS // len(parts))) for p in parts]
-    out = []
-    for i in range(0, order.len(), MERGE_BATCH):
-        b = order.slice(i, MERGE_BATCH).to_frame()
-        counts = b.group_by("_part").len().sort("_part")
-        frames, offset, n = [], {}, 0
-        for part, count in counts.iter_rows():
-            offset[part] = n
-            frames.append(cursors[part].take(count))
-            n += count
-        rows = pl.concat(frames, how="vertical_relaxed")
-        at = b.select(pl.int_range(pl.len(), dtype=pl.Int64).over("_part")
-                      + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64))
-        path = tmp / f"merged-{i // MERGE_BATCH:05d}.parquet"
-        schemas.conform(rows[at.to_series()], "server_requests").write_parquet(path)
-        out.append(path)
+    """Merge Parquet files each sorted by (source, _first), with the ``_key`` of that order (``_sort_key``), into
+    ``dest`` (conformed to server_requests), MERGE_BATCH rows at a time. Each part is read in order, once for its
+    rows and three times for its keys. The keys are sorted a window of about MERGE_WINDOW rows at a time, the
+    windows' bounds picked from every SAMPLE_EVERY-th key: a part's rows in one window are a run of it, so a
+    window's keys are each part's next ones (sorting every key at once held 16 bytes a request and peaked at
+    1.46 GB for 24 M requests, a ~100 GB folder). A window's sorted keys name the part of each output row; a
+    batch takes the next rows of each part it names (a scan per part and batch had cost 5 ms each: 8 s for 6 M
+    requests). Memory: one window's keys, one batch, and CURSOR_ROWS rows and keys over the parts' cursors."""
+    keys = [pl.scan_parquet(p).select("_key") for p in parts]
+    bounds = pl.concat([k.gather_every(SAMPLE_EVERY).collect() for k in keys])["_key"].sort()
+    bounds = bounds.gather_every(max(1, MERGE_WINDOW // SAMPLE_EVERY), offset=max(1, MERGE_WINDOW // SAMPLE_EVERY))
+    # rows of each part in each window: windows are numbered by the bounds at or below a key
+    counts = [_per_window(bounds, k.collect()["_key"]) for k in keys]
+    step = max(1, CURSOR_ROWS // len(parts))
+    key_cursors = [_Cursor(k, step) for k in keys]
+    row_cursors = [_Cursor(pl.scan_parquet(p), step) for p in parts]
+    out: list[Path] = []
+    for w in range(bounds.len() + 1):
+        window = [key_cursors[i].take(c[w]).with_columns(pl.lit(i, dtype=pl.Int32).alias("_part"))
+                  for i, c in enumerate(counts) if c[w]]
+        if not window:
+            continue
+        order = pl.concat(window).sort("_key", maintain_order=True)["_part"]  # ties: part order, a stable merge
+        for i in range(0, order.len(), MERGE_BATCH):
+            path = tmp / f"merged-{len(out):05d}.parquet"
+            _take(order.slice(i, MERGE_BATCH), row_cursors).write_parquet(path)
+            out.append(path)
     if not out:
         schemas.empty("server_requests").write_parquet(dest)
         return
     schemas.conform(pl.scan_parquet(out), "server_requests").sink_parquet(dest)
 
 
-class _Cursor:
-    """The rows of one Parquet file, taken in order, ``step`` read at a time."""
+def _per_window(bounds: pl.Series, keys: pl.Series) -> list[int]:
+    """How many of ``keys`` fall in each window (window w: keys with w of ``bounds`` at or below them)."""
+    counts = [0] * (bounds.len() + 1)
+    for w, n in pl.Series(bounds.search_sorted(keys, side="right")).value_counts().iter_rows():
+        counts[w] = n
+    return counts
 
-    def __init__(self, path: Path, step: int) -> None:
-        self.slices = _slices(pl.scan_parquet(path), step)
+
+def _sort_key(names: list[str], span: tuple[int, int]) -> pl.Expr:
+    """The merge's sort key of a part's row, as one Int64 column ``_key``: the rank of its source among
+    ``names`` (a missing source first, as the parts' sort put it) in the bits above its ``_first`` less the
+    least of ``span`` (the events' least and greatest ``seq``)."""
+    lo, hi = span
+    bits = max((hi - lo).bit_length(), 1)
+    if (len(names) + 1).bit_length() + bits > 62:  # 2^62 / sources: no folder holds that many events
+        raise ValueError(f"request events numbered {lo} to {hi} in {len(names)} sources: too many to merge")
+    rank = {name: i + 1 for i, name in enumerate(names)}
+    source = pl.col("source").replace_strict(rank, default=0, return_dtype=pl.Int64)
+    return (source * (1 << bits) + (pl.col("_first").cast(pl.Int64) - lo)).alias("_key")
+
+
+def _take(order: pl.Series, cursors: list[_Cursor]) -> pl.DataFrame:
+    """The rows ``order`` names (a part number a row), each part's next ones, in that order."""
+    b = order.to_frame("_part")
+    counts = b.group_by("_part").len().sort("_part")
+    frames, offset, n = [], {}, 0
+    for part, count in counts.iter_rows():
+        offset[part] = n
+        frames.append(cursors[part].take(count))
+        n += count
+    rows = pl.concat(frames, how="vertical_relaxed")
+    at = b.select(pl.int_range(pl.len(), dtype=pl.Int64).over("_part")
+                  + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64))
+    return schemas.conform(rows[at.to_series()], "server_requests")
+
+
+class _Cursor:
+    """The rows of a scan, taken in order, ``step`` read at a time."""
+
+    def __init__(self, scan: pl.LazyFrame, step: int) -> None:
+        self.slices = _slices(scan, step)
         self.rows = pl.DataFrame()
 
     def take(self, n: int) -> pl.DataFrame:
@@ -199,13 +243,24 @@ def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _stats_intervals(out: Path) -> None:
+    """Each stats row's ``interval_s``, the table sorted by (replica, origin, ts, seq), ties in stream order:
+    one (replica, origin) series at a time, each written to a part file, then the parts streamed into the
+    table (sorting the whole table at once peaked at 1.87 GB for 2.8 M rows, a ~100 GB folder's stats)."""
     p = out / "server_stats.parquet"
-    df = (
-        pl.scan_parquet(p)
-        .sort(["replica", "origin", "ts", "seq"])
-        .with_columns(
-            (pl.col("ts").diff().over(["replica", "origin"]).dt.total_microseconds() / 1e6).alias("interval_s")
+    scan = pl.scan_parquet(p)
+    series = scan.select("replica", "origin").unique().sort(["replica", "origin"]).collect()
+    tmp = out / "_server_stats"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    parts = []
+    for i, (replica, origin) in enumerate(series.iter_rows()):
+        rows = (
+            scan.filter(pl.col("replica").eq_missing(replica) & pl.col("origin").eq_missing(origin))
+            .sort(["ts", "seq"], maintain_order=True)
+            .with_columns((pl.col("ts").diff().dt.total_microseconds() / 1e6).alias("interval_s"))
         )
-        .collect()
-    )
-    schemas.conform(df, "server_stats").write_parquet(p)
+        parts.append(tmp / f"part-{i:05d}.parquet")
+        schemas.conform(rows, "server_stats").sink_parquet(parts[-1])
+    if parts:
+        schemas.conform(pl.scan_parquet(parts), "server_stats").sink_parquet(p)
+    shutil.rmtree(tmp, ignore_errors=True)

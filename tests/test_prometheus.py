@@ -310,3 +310,26 @@ def test_append_is_idempotent_and_keeps_other_rows(tmp_path):
     after = pl.read_parquet(p)
     assert after.filter(pl.col("origin") == "log").equals(logs)
     assert after.filter(pl.col("origin") == "prometheus").height == 87
+
+
+def test_stats_intervals_per_series_equal_a_whole_sort(tmp_path):
+    """derive computes interval_s one (replica, origin) series at a time; the table must be what one sort
+    of the whole table gives: ordered by (replica, origin, ts, seq), each row's interval the time since the
+    previous row of its series. Two lab runs as two replicas, each with its log and its Prometheus dump."""
+    from logscope.ingest import IngestOptions, ingest
+
+    src = tmp_path / "in"
+    for run in ("spike", "crash"):
+        (src / run / "prometheus").mkdir(parents=True)
+        (src / run / "vllm-server.log").write_bytes((need(LAB / run) / "vllm-server.log").read_bytes())
+        dump = LAB / run / "prometheus" / "tsdb-dump.txt"
+        (src / run / "prometheus" / dump.name).write_bytes(dump.read_bytes())
+    ingest(src, tmp_path / "out", IngestOptions())
+    s = pl.read_parquet(tmp_path / "out" / "server_stats.parquet")
+    series = s.select("replica", "origin").unique()
+    # two log series (the runs' folders) and the dumps' one (both runs scraped instance 127.0.0.1:8001)
+    assert series.height == 3 and set(series["origin"]) == {"log", "prometheus"}
+    whole = s.drop("interval_s").sort(["replica", "origin", "ts", "seq"], maintain_order=True).with_columns(
+        (pl.col("ts").diff().over(["replica", "origin"]).dt.total_microseconds() / 1e6).alias("interval_s"))
+    assert s.equals(whole.select(s.columns))
+    assert s["interval_s"].null_count() == series.height  # the first row of each series only

@@ -414,8 +414,9 @@ def test_a_log_collected_twice_into_one_file(tmp_path):
 def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     """Past ONE_PASS_MAX events, derive splits the events by request-id bucket in one read, aggregates each
     bucket, and merges the sorted outputs: the same rows, in the same order, as one pass. Forced here with
-    tiny passes, split batches, merge batches and cursor reads (a merge batch then spans several reads of a
-    part, and a read several merge batches). The log is pasted twice, so ids repeat across batches."""
+    tiny passes, split batches, merge batches, cursor reads and sort windows (a merge batch then spans several
+    reads of a part, a read several merge batches, and a window several batches). The log is pasted twice, so
+    ids repeat across batches; another run's log is a second source."""
     from logscope import derive
 
     src = need(LAB / run)
@@ -425,6 +426,8 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     twice.mkdir()
     for p in logs:
         (twice / p.name).write_bytes(p.read_bytes() * 2)
+    other = need(LAB / ("v0-ladder" if run == "retry-storm" else "retry-storm")) / "vllm-server.log"
+    (twice / "other-vllm.log").write_bytes(other.read_bytes())  # a second source: merged by its rank, then _first
     ingest(twice, tmp_path / "one")
     events = pl.read_parquet(tmp_path / "one" / "server_request_events.parquet")
     monkeypatch.setattr(derive, "ONE_PASS_MAX", 100)
@@ -432,6 +435,8 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     monkeypatch.setattr(derive, "SPLIT_BATCH", 250)
     monkeypatch.setattr(derive, "MERGE_BATCH", 37)
     monkeypatch.setattr(derive, "CURSOR_ROWS", 50)  # over 10+ parts: a few rows a read
+    monkeypatch.setattr(derive, "MERGE_WINDOW", 40)  # keys sorted in windows of ~40, placed by every 3rd key
+    monkeypatch.setattr(derive, "SAMPLE_EVERY", 3)
     ingest(twice, tmp_path / "passes")
     assert events.height > 5 * 100 and events.height > 3 * 250  # several passes, several split batches
     one, passes = (pl.read_parquet(tmp_path / d / "server_requests.parquet") for d in ("one", "passes"))
