@@ -49,31 +49,36 @@ def append_derived_stats(out: Path) -> list[str]:
     if samples.height == 0:
         return []
     rows = _derive(_dedupe(samples))
-    old = pl.read_parquet(sp).filter(pl.col("origin").ne_missing("prometheus"))  # re-runs replace, logs stay
-    rows, notes = map_replicas(rows, out, old)
-    pl.concat([schemas.conform(old, "server_stats"), schemas.conform(rows, "server_stats")]).write_parquet(sp)
+    old = pl.scan_parquet(sp).filter(pl.col("origin").ne_missing("prometheus"))  # re-runs replace, logs stay
+    spans = old.group_by("replica").agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi")).collect()
+    rows, notes = map_replicas(rows, out, spans)
+    # streamed through a file beside the table: the log stats are never all in memory (millions of rows a day)
+    tmp = sp.with_name("_server_stats.parquet")
+    pl.concat([schemas.conform(old, "server_stats"), schemas.conform(rows, "server_stats").lazy()]).sink_parquet(tmp)
+    tmp.replace(sp)
     return notes
 
 
 _LISTEN = r"https?://\[?([0-9A-Za-z.:\-]+?)\]?:(\d+)"
 
 
-def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Name metrics rows after the server log they describe.
+def map_replicas(rows: pl.DataFrame, out: Path, log_spans: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Name metrics rows after the server log they describe (``log_spans``: each log replica's first and last
+    stats time, ``lo`` and ``hi``).
 
     Prometheus names a target by its ``instance`` label (``127.0.0.1:8001``), the logs by file or
     folder. The server's own "Starting vLLM server on http://HOST:PORT" line ties the two; with one
     log replica and one metrics instance and no such line, they are taken to be the same server.
     """
     instances = sorted(rows["replica"].drop_nulls().unique().to_list())
-    log_replicas = sorted(log_stats["replica"].drop_nulls().unique().to_list())
+    log_replicas = sorted(log_spans["replica"].drop_nulls().unique().to_list())
     ev_path = out / "server_events.parquet"
     mapping: dict[str, str] = {}
     by_time: set[str] = set()  # instances told apart by when they were scraped (the same address, other runs)
     if ev_path.exists():
-        listen = (
-            pl.read_parquet(ev_path, columns=["replica", "kind", "message"])
-            .filter(pl.col("message").str.contains("Starting vLLM"))
+        listen = (  # a scan: only the lines naming the address are read whole (the messages are large)
+            pl.scan_parquet(ev_path).select("replica", "kind", "message")
+            .filter(pl.col("message").str.contains("Starting vLLM")).collect()
             .with_columns(pl.col("message").str.extract(_LISTEN, 2).alias("port"),
                           pl.col("message").str.extract(_LISTEN, 1).alias("host"))
             .drop_nulls("port")
@@ -83,7 +88,7 @@ def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tupl
             host, _, port = inst.rpartition(":")
             hits = listen.filter((pl.col("port") == port) & pl.col("host").is_in([host, "0.0.0.0", "::", "localhost"]))
             if hits["replica"].n_unique() > 1:  # the same address at other times: the log running when it was scraped
-                hits = hits.filter(pl.col("replica").is_in(_running_during(rows, inst, log_stats)))
+                hits = hits.filter(pl.col("replica").is_in(_running_during(rows, inst, log_spans)))
                 by_time.add(inst)
             if hits["replica"].n_unique() == 1:
                 mapping[inst] = hits["replica"][0]
@@ -100,15 +105,13 @@ def map_replicas(rows: pl.DataFrame, out: Path, log_stats: pl.DataFrame) -> tupl
     return rows.with_columns(pl.col("replica").replace(mapping)), notes
 
 
-def _running_during(rows: pl.DataFrame, inst: str, log_stats: pl.DataFrame) -> list[str]:
+def _running_during(rows: pl.DataFrame, inst: str, log_spans: pl.DataFrame) -> list[str]:
     """Log replicas whose stats lines overlap the time this metrics instance was scraped."""
     mine = rows.filter(pl.col("replica") == inst)["ts"].drop_nulls()
-    if mine.len() == 0 or log_stats.height == 0:
+    if mine.len() == 0 or log_spans.height == 0:
         return []
     lo, hi = mine.min(), mine.max()
-    spans = log_stats.filter(pl.col("ts").is_not_null()).group_by("replica").agg(
-        pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
-    return spans.filter((pl.col("lo") <= hi) & (pl.col("hi") >= lo))["replica"].to_list()
+    return log_spans.filter((pl.col("lo") <= hi) & (pl.col("hi") >= lo))["replica"].to_list()
 
 
 def _load(path: Path) -> pl.DataFrame:
