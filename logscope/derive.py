@@ -148,15 +148,15 @@ def _per_window(bounds: pl.Series, keys: pl.Series) -> list[int]:
 
 def _sort_key(names: list[str], span: tuple[int, int]) -> pl.Expr:
     """The merge's sort key of a part's row, as one Int64 column ``_key``: the rank of its source among
-    ``names`` (a missing source first, as the parts' sort put it) in the bits above its ``_first`` less the
-    least of ``span`` (the events' least and greatest ``seq``)."""
+    ``names`` in the bits above its ``_first`` less the least of ``span`` (the events' least and greatest
+    ``seq``) plus one; a missing source or ``_first`` is 0 there, first, as the parts' sort put it."""
     lo, hi = span
-    bits = max((hi - lo).bit_length(), 1)
+    bits = (hi - lo + 1).bit_length()
     if (len(names) + 1).bit_length() + bits > 62:  # 2^62 / sources: no folder holds that many events
         raise ValueError(f"request events numbered {lo} to {hi} in {len(names)} sources: too many to merge")
     rank = {name: i + 1 for i, name in enumerate(names)}
     source = pl.col("source").replace_strict(rank, default=0, return_dtype=pl.Int64)
-    return (source * (1 << bits) + (pl.col("_first").cast(pl.Int64) - lo)).alias("_key")
+    return (source * (1 << bits) + (pl.col("_first").cast(pl.Int64) - lo + 1).fill_null(0)).alias("_key")
 
 
 def _take(order: pl.Series, cursors: list[_Cursor]) -> pl.DataFrame:

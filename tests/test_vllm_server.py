@@ -442,3 +442,16 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     one, passes = (pl.read_parquet(tmp_path / d / "server_requests.parquet") for d in ("one", "passes"))
     assert one.height > 100 and one.equals(passes)
     assert not (tmp_path / "passes" / "_server_requests").exists()
+
+
+def test_merge_key_follows_the_parts_sort_order():
+    """derive's merge key must order rows as the passes sort them (source, then _first, nulls first): a part's
+    rows in one key window are then a run of it. Checked on every (source, _first) pairing of names, nulls
+    and the extremes of the seq span."""
+    from logscope import derive
+
+    names, span = ["replica-0/vllm.log", "replica-1/vllm.log"], (5, 900)
+    df = pl.DataFrame({"source": [None, *names] * 4, "_first": [None] * 3 + [5] * 3 + [6] * 3 + [900] * 3},
+                      schema={"source": pl.String, "_first": pl.Int64})
+    keys = df.sort(["source", "_first"]).select(derive._sort_key(names, span))["_key"]
+    assert keys.is_sorted() and keys.n_unique() == df.height
