@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 
+import polars as pl
 import pytest
 
 from conftest import ROOT
@@ -77,3 +78,20 @@ def test_bench_against_another_revision(tmp_path, lab):
     assert summary["counts"]["logscope"] == EXPECTED  # the ordinary rows still ran
     after = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
     assert after == before
+
+
+def test_derive_scale_runs_each_copy_as_its_own_sources(tmp_path, lab):
+    """bench/derive_scale.py: the request events and stats rows three times over derive three times the
+    server requests (each copy its own sources), every step in a child process."""
+    import derive_scale
+
+    from logscope.api import ingest
+
+    ingest(lab / "spike", tmp_path / "out")
+    once = {t: pl.read_parquet(tmp_path / "out" / f"{t}.parquet").height
+            for t in ("server_request_events", "server_stats", "server_requests")}
+    got = derive_scale.main([str(tmp_path / "out"), "--times", "3", "--work", str(tmp_path / "x3")])
+    assert got["rows"] == {t: 3 * n for t, n in once.items()} and once["server_requests"] > 0
+    assert all(s["ok"] and s["peak_rss_mb"] > 0 for s in got["steps"].values())
+    stats = pl.read_parquet(tmp_path / "x3" / "server_stats.parquet")
+    assert stats["interval_s"].null_count() == stats.select("replica", "origin").n_unique()
