@@ -245,7 +245,7 @@ def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
 def _stats_intervals(out: Path) -> None:
     """Each stats row's ``interval_s``, the table sorted by (replica, origin, ts, seq), ties in stream order:
     one (replica, origin) series at a time, each written to a part file, then the parts streamed into the
-    table (sorting the whole table at once peaked at 1.87 GB for 2.8 M rows, a ~100 GB folder's stats)."""
+    table (sorting the whole table at once peaked at 1.70–1.87 GB for 2.8 M rows, a ~100 GB folder's stats)."""
     p = out / "server_stats.parquet"
     scan = pl.scan_parquet(p)
     series = scan.select("replica", "origin").unique().sort(["replica", "origin"]).collect()
