@@ -33,11 +33,11 @@ STEPS = {
 def scaled(src: Path, dest: Path, times: int) -> dict:
     """The request events and stats rows of ``src``, ``times`` over, into ``dest``; their row counts."""
     counts = {}
-    for table, names in (("server_request_events", ("source", "replica")), ("server_stats", ("source", "replica"))):
+    for table in ("server_request_events", "server_stats"):
         scan = pl.scan_parquet(src / f"{table}.parquet")
         step = (scan.select(pl.col("seq").max()).collect().item() or 0) + 1
-        copies = [scan.with_columns(*(pl.col(n) + f"#{k:03d}" for n in names), pl.col("seq") + k * step)
-                  for k in range(times)]
+        copies = [scan.with_columns(pl.col("source") + f"#{k:03d}", pl.col("replica") + f"#{k:03d}",
+                                    pl.col("seq") + k * step) for k in range(times)]
         pl.concat(copies).sink_parquet(dest / f"{table}.parquet", row_group_size=64_000)
         counts[table] = pl.scan_parquet(dest / f"{table}.parquet").select(pl.len()).collect().item()
     return counts
