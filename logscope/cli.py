@@ -139,18 +139,21 @@ def _progress(quiet: bool):
     return prog, cb
 
 
-def _files_table(files, title: str) -> Table:
+def _print_files(files, title: str) -> None:
+    """The files' formats and coverage as a table, then each file's messages on lines of their own: a
+    column of messages folds a sentence into a narrow strip when the output is not a terminal (80 columns)."""
     t = Table(title=title)
-    for c in ("file", "format", "confidence", "parsed / total", "coverage", "messages"):
+    for c in ("file", "format", "confidence", "parsed / total", "coverage"):
         t.add_column(c, overflow="fold")
+    notes = []
     for r in files.iter_rows(named=True):
         total = r["lines_total"] or 0
         cov = f"{100 * r['lines_parsed'] / total:.1f}%" if total else "-"
-        t.add_row(
-            r["path"], r["format"], f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}", cov,
-            "; ".join(r["messages"] or []),
-        )
-    return t
+        t.add_row(r["path"], r["format"], f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}", cov)
+        notes += [f"{r['path']}: {m}" for m in r["messages"] or []]
+    out.print(t)
+    for n in notes:
+        out.print(escape(n), soft_wrap=True)
 
 
 @app.command()
@@ -170,7 +173,7 @@ def ingest(
         res = _run(lambda: api.ingest(input, o, opts, cb), debug)
     _run(lambda: api.require_known_format(res), debug)
     if not quiet:
-        out.print(_files_table(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}"))
+        _print_files(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}")
 
 
 @app.command()
@@ -181,7 +184,7 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
 
     _run(lambda: _check_input(input), debug)
     files, all_scores = _run(lambda: api.detect(input), debug)
-    out.print(_files_table(files, f"formats under {input}"))
+    _print_files(files, f"formats under {input}")
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})

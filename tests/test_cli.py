@@ -122,3 +122,19 @@ def test_nothing_in_a_known_format(tmp_path):
     r = runner.invoke(app, ["analyze", str(d), "-o", str(tmp_path / "out")])
     assert r.exit_code == ExitCode.NOTHING_PARSED
     assert "no file in a known format" in r.stderr and "prometheus.yml (unknown)" in r.stderr
+
+
+def test_ingest_prints_each_message_whole(tmp_path):
+    """A file's messages follow the table on lines of their own, whole even at 80 columns (a column of
+    messages folded them into a strip): here the second copy of a log, whose rows are not added."""
+    d = tmp_path / "in"
+    (d / "again").mkdir(parents=True)
+    shutil.copy(need(LAB / "spike" / "vllm-server.log"), d)
+    shutil.copy(LAB / "spike" / "vllm-server.log", d / "again")
+    r = runner.invoke(app, ["ingest", str(d), "-o", str(tmp_path / "out")], terminal_width=80)
+    assert r.exit_code == 0, r.stderr
+    files = pl.read_parquet(tmp_path / "out" / "files.parquet").explode("messages").drop_nulls("messages")
+    assert files.height == 1  # the copy's note, longer than 80 columns
+    path, msg = files.row(0)[files.columns.index("path")], files["messages"].item()
+    assert msg.startswith("every line of it is in ") and len(f"{path}: {msg}") > 80
+    assert f"{path}: {msg}" in r.stdout.splitlines()
