@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 from conftest import LAB, need
@@ -138,3 +139,38 @@ def test_ingest_prints_each_message_whole(tmp_path):
     path, msg = files.row(0)[files.columns.index("path")], files["messages"].item()
     assert msg.startswith("every line of it is in ") and len(f"{path}: {msg}") > 80
     assert f"{path}: {msg}" in r.stdout.splitlines()
+
+
+def test_full_disk_is_named_not_called_a_bug(tmp_path, monkeypatch):
+    """A write to a full disk (the incident itself may be one) is an output error with a way out, not an
+    'internal error' to report: whether Python raised it or polars did (as text, 'os error 28')."""
+    import errno
+
+    import polars.exceptions as ple
+
+    from logscope import api
+
+    (tmp_path / "in").mkdir()
+    shutil.copy(need(LAB / "spike" / "vllm-server.log"), tmp_path / "in")
+    for exc in (OSError(errno.ENOSPC, "No space left on device"),
+                ple.ComputeError("failed to write: No space left on device (os error 28)")):
+        def full(*a, exc=exc, **k):
+            raise exc
+        monkeypatch.setattr(api, "ingest", full)
+        r = runner.invoke(app, ["ingest", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "-q"])
+        assert r.exit_code == ExitCode.OUTPUT, r.stderr
+        assert "no space left on the output folder's device" in r.stderr and "internal error" not in r.stderr
+
+
+def test_full_disk_for_real(tmp_path):
+    """The same on a real 2 MB tmpfs (needs root to mount one; skipped elsewhere)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root, or no mount permission)")
+    try:
+        r = runner.invoke(app, ["analyze", str(need(LAB / "spike")), "-o", str(mnt / "out"), "-q"])
+        assert r.exit_code == ExitCode.OUTPUT, r.stderr
+        assert "no space left on the output folder's device" in r.stderr
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
