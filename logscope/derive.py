@@ -33,6 +33,7 @@ MERGE_BATCH = 100_000  # rows per batch when merging the passes' sorted outputs
 PART_ROW_GROUP = 8_000  # rows per row group of a pass's output: a cursor's read decodes only the groups it takes
 MERGE_WINDOW = 1_000_000  # sort keys the merge orders at a time (12 bytes each)
 SAMPLE_EVERY = 1_000  # every how many keys one is sampled to place the windows' bounds
+STATS_BATCH_ROWS = 150_000  # stats rows sorted at a time for their intervals (whole series)
 # rows the merge's cursors hold in all: each reads CURSOR_ROWS / parts rows of its part at a time (a read costs
 # ~5 ms before its first row, so fewer rows a read means more reads)
 CURSOR_ROWS = 1_000_000
@@ -244,23 +245,40 @@ def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
 
 def _stats_intervals(out: Path) -> None:
     """Each stats row's ``interval_s``, the table sorted by (replica, origin, ts, seq), ties in stream order:
-    one (replica, origin) series at a time, each written to a part file, then the parts streamed into the
-    table (sorting the whole table at once peaked at 1.70–1.87 GB for 2.8 M rows, a ~100 GB folder's stats)."""
+    a batch of (replica, origin) series at a time, up to STATS_BATCH_ROWS rows (or one series), each batch
+    written to a part file, then the parts streamed into the table (sorting the whole table at once peaked at
+    1.70–1.87 GB for 2.8 M rows, a ~100 GB folder's stats; a scan per series would read the table once per
+    replica, and a fleet has hundreds)."""
     p = out / "server_stats.parquet"
     scan = pl.scan_parquet(p)
-    series = scan.select("replica", "origin").unique().sort(["replica", "origin"]).collect()
+    keys = ["replica", "origin"]
+    series = scan.group_by(keys).len().sort(keys).collect()
     tmp = out / "_server_stats"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     parts = []
-    for i, (replica, origin) in enumerate(series.iter_rows()):
+    for i, batch in enumerate(_batches(series, STATS_BATCH_ROWS)):
         rows = (
-            scan.filter(pl.col("replica").eq_missing(replica) & pl.col("origin").eq_missing(origin))
-            .sort(["ts", "seq"], maintain_order=True)
-            .with_columns((pl.col("ts").diff().dt.total_microseconds() / 1e6).alias("interval_s"))
+            # a filter, not a join: it is applied as the table is read (a semi join read it all first)
+            scan.filter(pl.struct(keys).is_in(batch.select(pl.struct(keys)).to_series().implode(), nulls_equal=True))
+            .sort([*keys, "ts", "seq"], maintain_order=True)
+            .with_columns((pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("interval_s"))
         )
         parts.append(tmp / f"part-{i:05d}.parquet")
         schemas.conform(rows, "server_stats").sink_parquet(parts[-1])
     if parts:
         schemas.conform(pl.scan_parquet(parts), "server_stats").sink_parquet(p)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _batches(series: pl.DataFrame, rows: int) -> Iterator[pl.DataFrame]:
+    """Consecutive runs of ``series`` (one row each, with its ``len``) holding up to ``rows`` rows in all, or
+    one series that alone holds more."""
+    start, total = 0, 0
+    for i, n in enumerate(series["len"].to_list()):
+        if i > start and total + n > rows:
+            yield series.slice(start, i - start)
+            start, total = i, 0
+        total += n
+    if series.height > start:
+        yield series.slice(start)

@@ -312,11 +312,16 @@ def test_append_is_idempotent_and_keeps_other_rows(tmp_path):
     assert after.filter(pl.col("origin") == "prometheus").height == 87
 
 
-def test_stats_intervals_per_series_equal_a_whole_sort(tmp_path):
-    """derive computes interval_s one (replica, origin) series at a time; the table must be what one sort
-    of the whole table gives: ordered by (replica, origin, ts, seq), each row's interval the time since the
-    previous row of its series. Two lab runs as two replicas, each with its log and its Prometheus dump."""
+# stats rows sorted at a time: all in one batch; 149 | 60 + 86 (a batch of two series after one); one each
+@pytest.mark.parametrize("batch", [150_000, 150, 1])
+def test_stats_intervals_in_batches_equal_a_whole_sort(tmp_path, monkeypatch, batch):
+    """derive computes interval_s a batch of (replica, origin) series at a time; the table must be what one
+    sort of the whole table gives: ordered by (replica, origin, ts, seq), each row's interval the time since
+    the previous row of its series. Two lab runs as two replicas, each with its log and its Prometheus dump."""
+    from logscope import derive
     from logscope.ingest import IngestOptions, ingest
+
+    monkeypatch.setattr(derive, "STATS_BATCH_ROWS", batch)
 
     src = tmp_path / "in"
     for run in ("spike", "crash"):
