@@ -64,7 +64,9 @@ class IngestOptions:
     nginx_log_format: str | None = None
     workers: int = field(default_factory=default_workers)
     chunk_bytes: int = sources.CHUNK_BYTES
-    memory_bytes: int = 128 * 1024 * 1024  # parsed rows held in memory before spilling to part files
+    # parsed rows held in memory before spilling to part files (as estimated: their real footprint is larger);
+    # 64 MiB against 128: 5 GB ingest 817-839 -> 703-730 MiB in the same 54-55 s (docs/performance.md item 29)
+    memory_bytes: int = 64 * 1024 * 1024
     segment_bytes: int = 32 * 1024 * 1024  # the smallest segment a large file is cut into (``pieces.plan``)
     segments: int | None = None  # force this many segments per file of a format that allows them (tests, bench)
 
