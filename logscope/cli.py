@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shlex
 import sys
 import webbrowser
@@ -133,6 +134,9 @@ def _run(fn, debug: bool):
         raise typer.Exit(ExitCode.INTERNAL) from None
 
 
+_DISK_FULL = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))  # 'No space left on device', 'Disk quota exceeded'
+
+
 def _disk_full(e: BaseException | None) -> bool:
     """Was ``e`` (or what caused it) a write to a full disk or an exhausted quota? polars reports its own
     writes' OS errors as text ('No space left on device (os error 28)')."""
@@ -140,7 +144,7 @@ def _disk_full(e: BaseException | None) -> bool:
     while e is not None and seen < 10:
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if f"(os error {errno.ENOSPC})" in str(e) or "No space left on device" in str(e):
+        if any(text in str(e) for text in _DISK_FULL):
             return True
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -51,20 +52,29 @@ def _server_requests(out: Path) -> None:
     if passes == 1:
         schemas.conform(_requests_of(pl.scan_parquet(src)), "server_requests").sink_parquet(dest)
         return
-    tmp = out / "_server_requests"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    buckets, names, span = _split(src, passes, tmp)
-    key = _sort_key(names, span)
-    parts = []
-    for k, bucket in enumerate(buckets):
-        part = tmp / f"part-{k:03d}.parquet"
-        _requests_of(pl.scan_parquet(bucket)).with_columns(key).sink_parquet(part, row_group_size=PART_ROW_GROUP)
-        for f in bucket:
-            f.unlink()
-        parts.append(part)
-    _merge_sorted(parts, dest, tmp)
-    shutil.rmtree(tmp, ignore_errors=True)
+    with _scratch(out / "_server_requests") as tmp:
+        buckets, names, span = _split(src, passes, tmp)
+        key = _sort_key(names, span)
+        parts = []
+        for k, bucket in enumerate(buckets):
+            part = tmp / f"part-{k:03d}.parquet"
+            _requests_of(pl.scan_parquet(bucket)).with_columns(key).sink_parquet(part, row_group_size=PART_ROW_GROUP)
+            for f in bucket:
+                f.unlink()
+            parts.append(part)
+        _merge_sorted(parts, dest, tmp)
+
+
+@contextmanager
+def _scratch(path: Path) -> Iterator[Path]:
+    """An empty folder for part files inside the output folder (a run killed before could have left one),
+    removed afterwards."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _split(src: Path, passes: int, tmp: Path) -> tuple[list[list[Path]], list[str], tuple[int, int]]:
@@ -80,18 +90,16 @@ def _split(src: Path, passes: int, tmp: Path) -> tuple[list[list[Path]], list[st
     )
     files: list[list[Path]] = [[] for _ in range(passes)]
     names: set[str] = set()
-    lo, hi = None, None
+    seqs: list[int] = []  # each batch's least and greatest seq
     for i, batch in enumerate(_slices(pl.scan_parquet(src).select(_EVENT_COLUMNS), SPLIT_BATCH)):
         names.update(batch["source"].drop_nulls().unique().to_list())
-        b_lo, b_hi = batch["seq"].min(), batch["seq"].max()
-        lo = b_lo if lo is None or (b_lo is not None and b_lo < lo) else lo
-        hi = b_hi if hi is None or (b_hi is not None and b_hi > hi) else hi
+        seqs += [v for v in (batch["seq"].min(), batch["seq"].max()) if v is not None]
         for (k,), rows in batch.with_columns(bucket.alias("_bucket")).partition_by(
                 "_bucket", as_dict=True, include_key=False).items():
             path = tmp / f"bucket-{k:03d}-{i:05d}.parquet"
             rows.write_parquet(path, compression="lz4")
             files[k].append(path)
-    return [f for f in files if f], sorted(names), (int(lo or 0), int(hi or 0))
+    return [f for f in files if f], sorted(names), (min(seqs, default=0), max(seqs, default=0))
 
 
 def _slices(scan: pl.LazyFrame, rows: int) -> Iterator[pl.DataFrame]:
@@ -253,22 +261,20 @@ def _stats_intervals(out: Path) -> None:
     scan = pl.scan_parquet(p)
     keys = ["replica", "origin"]
     series = scan.group_by(keys).len().sort(keys).collect()
-    tmp = out / "_server_stats"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    parts = []
-    for i, batch in enumerate(_batches(series, STATS_BATCH_ROWS)):
-        rows = (
-            # a filter, not a join: it is applied as the table is read (a semi join read it all first)
-            scan.filter(pl.struct(keys).is_in(batch.select(pl.struct(keys)).to_series().implode(), nulls_equal=True))
-            .sort([*keys, "ts", "seq"], maintain_order=True)
-            .with_columns((pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("interval_s"))
-        )
-        parts.append(tmp / f"part-{i:05d}.parquet")
-        schemas.conform(rows, "server_stats").sink_parquet(parts[-1])
-    if parts:
-        schemas.conform(pl.scan_parquet(parts), "server_stats").sink_parquet(p)
-    shutil.rmtree(tmp, ignore_errors=True)
+    with _scratch(out / "_server_stats") as tmp:
+        parts = []
+        for i, batch in enumerate(_batches(series, STATS_BATCH_ROWS)):
+            rows = (
+                # a filter, not a join: it is applied as the table is read (a semi join read it all first)
+                scan.filter(pl.struct(keys).is_in(batch.select(pl.struct(keys)).to_series().implode(),
+                                                  nulls_equal=True))
+                .sort([*keys, "ts", "seq"], maintain_order=True)
+                .with_columns((pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("interval_s"))
+            )
+            parts.append(tmp / f"part-{i:05d}.parquet")
+            schemas.conform(rows, "server_stats").sink_parquet(parts[-1])
+        if parts:
+            schemas.conform(pl.scan_parquet(parts), "server_stats").sink_parquet(p)
 
 
 def _batches(series: pl.DataFrame, rows: int) -> Iterator[pl.DataFrame]:
