@@ -430,3 +430,35 @@ def test_the_columns_left_unread_change_nothing(tmp_path_factory):
     assert a.requests.height == 653 and a.requests.equals(b.requests)
     assert a.windows.equals(b.windows)
     assert dumps(a.summary) == dumps(b.summary)
+
+
+def test_a_client_seen_twice_is_used_once(tmp_path_factory, monkeypatch):
+    """retry-storm holds its client twice, the lab client's JSONL records and its openai DEBUG log: the
+    JSONL (X-Request-Ids, exact grouping) is kept and the log is named its copy, by its logical ids, also
+    when only a few of them are looked up; with the ids gone, by its send times. Another run's client
+    (crash: its send count within a quarter of this one's, so it is compared) stays a client of its own."""
+    storm, _ = run_lab(tmp_path_factory, "retry-storm")
+    crash, _ = run_lab(tmp_path_factory, "crash")
+
+    def read(out, table, prefix):
+        df = pl.read_parquet(out / f"{table}.parquet")
+        return df.with_columns((pl.lit(prefix) + pl.col("source")).alias("source"))
+
+    ca, cr = read(storm, "client_attempts", ""), read(storm, "client_requests", "")
+    picked = frames.pick_client_sources(ca, cr)
+    assert picked == (["client-storm.jsonl"], {"client-storm.log": "same logical request ids as client-storm.jsonl"})
+    monkeypatch.setattr(frames, "ID_SAMPLE", 7)  # 653 logical ids, 7 of them looked up
+    assert frames.pick_client_sources(ca, cr) == picked
+
+    anon = (pl.lit(None, dtype=pl.String).alias("logical_request_id"), pl.lit(None, dtype=pl.String).alias("request_id"))
+    kept, dropped = frames.pick_client_sources(ca.with_columns(anon), cr.with_columns(anon[0]))
+    assert len(kept) == 1 and list(dropped) == [{"client-storm.jsonl", "client-storm.log"}.difference(kept).pop()]
+    assert re.fullmatch(rf"(9\d|100)% of its sends coincide \(within 30 ms\) with those of {kept[0]}", dropped[
+        list(dropped)[0]])
+
+    two = [pl.concat([ca, read(crash, "client_attempts", "crash/")]), pl.concat([cr, read(crash, "client_requests", "crash/")])]
+    assert 0.8 <= 1166 / 1245 <= 1.25  # attempts of each run's client (LAYERS): within the ratio that is compared
+    kept, dropped = frames.pick_client_sources(*two)
+    assert sorted(kept) == ["client-storm.jsonl", "crash/client-crash.jsonl"] and dropped == {
+        "client-storm.log": "same logical request ids as client-storm.jsonl",
+        "crash/client-crash.log": "same logical request ids as crash/client-crash.jsonl"}
