@@ -33,7 +33,7 @@ NON_INFERENCE_ENDPOINTS = ("tokenize",)
 # a client source is another view of an already chosen one when this share of its sends
 # lies within DUP_TOL_S of a send of the chosen one (openai DEBUG log vs the client's own JSONL)
 DUP_SHARE, DUP_TOL_S = 0.8, 0.03
-ID_SAMPLE = 5000  # logical ids of a client source looked up in another (its share of them is an estimate past that)
+ID_SAMPLE = 5000  # logical ids (or sends) of a client source looked up in another: past that, its share is an estimate
 
 
 def secs(col: str) -> pl.Expr:
@@ -258,8 +258,10 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
             return None
         if (id_share(src, other) or 0.0) >= DUP_SHARE:
             return f"same logical request ids as {other}"
+        mine = sends(src)  # at most ID_SAMPLE of its sends, evenly through the file, as for the ids
+        mine = mine.gather_every(max(1, mine.height // ID_SAMPLE))
         b = sends(other).with_columns(pl.lit(True).alias("hit"))
-        hit = sends(src).join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)["hit"].fill_null(False).mean()
+        hit = mine.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)["hit"].fill_null(False).mean()
         if hit >= DUP_SHARE:
             return f"{hit:.0%} of its sends coincide (within {DUP_TOL_S * 1000:.0f} ms) with those of {other}"
         return None
