@@ -696,3 +696,118 @@ def test_metrics_go_to_the_log_running_when_they_were_scraped(tmp_path, lab):
     notes = json.loads((tmp_path / "out" / "ingest.json").read_text())["notes"]
     assert ("metrics instance 127.0.0.1:8001 is log replica a (its 'Starting vLLM server' address, and the log "
             "running when it was scraped)") in notes
+
+
+def _context(out):
+    from logscope.diagnose import Context, Slo, from_options, lifecycle
+    from logscope.diagnose import load as load_inputs
+
+    th, _ = from_options(AnalyzeOptions())
+    inp = load_inputs(out, None)
+    life = lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th)
+    return Context(inp, life, th, Slo(2.0, 20.0, 0.99))
+
+
+def test_grouping_of_many_stretches(crash):
+    """Episodes are grouped in a few calls over all stretches (episodes.grouped). On the crash run's real
+    stretches (its death at 08:34:22, the errors and retries around it) plus planted ones: a second death
+    stamped the same second is an episode of its own; a queue stretch just before the deaths goes with the
+    first, one after them with the last; another replica's KV stretch at that time is its own episode;
+    the errors and retries near all three are companions of each; a TTFT stretch an hour later stands alone."""
+    from logscope.diagnose.episodes import group, grouped, stretches
+
+    out, _ = crash
+    ctx = _context(out)
+    st = stretches(ctx)
+    assert st.select("signal", "start").rows() == [("crash", T("08:34:22")), ("errors", T("08:34:22")),
+                                                  ("retries", T("08:34:24"))]
+    death = st.filter(pl.col("signal") == "crash")
+
+    def planted(signal: str, start: str, end: str, replica: str = "vllm-server", peak: float = 1.0):
+        return death.with_columns(pl.lit(signal).alias("signal"), pl.lit(replica).alias("replica"),
+                                  pl.lit(T(start)).alias("start"), pl.lit(T(end)).alias("end"), pl.lit(peak).alias("peak"))
+
+    more = pl.concat([
+        st, death.with_columns(pl.lit(2.0).alias("peak")),  # the second death, the same second
+        planted("queue", "08:34:17", "08:34:18", peak=3.0), planted("queue", "08:35:00", "08:35:20", peak=4.0),
+        planted("kv_pressure", "08:34:22", "08:34:40", replica="replica-b"),
+        planted("ttft", "09:40:00", "09:41:00", replica=""),
+    ])
+    eps = group(more, ctx.th.merge_gap_s)
+    shapes = [sorted((r["signal"], r["peak"]) for r in g.select("signal", "peak").iter_rows(named=True)) for g in eps]
+    near = [("errors", 8.0), ("retries", 22.0)]
+    assert len(shapes) == 4 and shapes[-1] == [("ttft", 1.0)]
+    assert sorted(shapes[:3]) == sorted(sorted(x) for x in [
+        [("crash", 1.0), *near, ("queue", 3.0)],  # the first death, and the queue just before it
+        [("crash", 2.0), *near, ("queue", 4.0)],  # the last death of the second, and the queue after both
+        [("kv_pressure", 1.0), *near],
+    ])
+    assert [g["start"].min() for g in eps] == sorted(g["start"].min() for g in eps)
+    g = grouped(more, ctx.th.merge_gap_s)
+    assert g["_e"].unique().sort().to_list() == [0, 1, 2, 3] and g.height == more.height + 4  # 2 rows in 3 groups
+    assert grouped(st.clear(), 10.0).height == 0 and group(st.clear(), 10.0) == []
+
+
+def test_outside_many_ranges(storm):
+    """figures.outside (cold windows left out of the warm figures) merges its ranges and finds each time's by
+    binary search: on the storm's real request starts, overlapping, nested, touching, empty and reversed
+    ranges leave out the rows the one-term-per-range definition leaves out, and a null time stays null."""
+    from logscope.diagnose.figures import epoch_us, outside
+
+    out, _ = storm
+    req = pl.read_parquet(out / "requests.parquet").select("ts_start")
+    req = pl.concat([req, pl.DataFrame({"ts_start": [None]}, schema=req.schema)])
+    s = req["ts_start"].drop_nulls()
+    ranges = [(s[10], s[40]), (s[20], s[30]), (s[40], s[60]), (s[100], s[100]), (s[200], s[150]),
+              (s[300], s[300] + timedelta(seconds=5)), (T("07:00:00"), T("07:00:01"))]
+    want = ~pl.any_horizontal(pl.col("ts_start").to_physical().is_between(epoch_us(a), epoch_us(b)) for a, b in ranges)
+    got = req.select(outside("ts_start", ranges).alias("got"), want.alias("want"))
+    assert got["got"].equals(got["want"]) and got["got"][-1] is None
+    assert 60 < got["got"].not_().sum() < req.height // 2  # rows of several ranges were left out
+    assert req.select(outside("ts_start", [])).to_series().drop_nulls().all()
+
+
+def test_baselines_and_phases_of_many_episodes(crash, storm):
+    """An episode's baseline and load phases come for all episodes at once; on the lab runs' episodes, at
+    their own starts and at starts moved through the run, they are what the one-episode rules give."""
+    from logscope.diagnose import episodes as E
+    from logscope.diagnose.figures import epoch_us
+
+    for out, d in (crash, storm):
+        ctx = _context(out)
+        eps = d["episodes"]
+        heads = [{"primary": sig, "replica": e["replica"], "start": ts(e["start"]) + timedelta(seconds=shift),
+                  "end": ts(e["end"]) + timedelta(seconds=shift)}
+                 for e in eps for sig in E.PRIORITY for shift in (0, -30, 45)]
+        got = E._baselines(ctx, heads)
+        assert got == [E._baseline(ctx, h["primary"], h["replica"], h["start"]) for h in heads]
+        assert sum(g is not None for g in got) > len(heads) // 3
+        ph = ctx.inputs.phases
+        ranges = [(h["start"], h["end"]) for h in heads] + [(T("07:00:00"), T("07:00:01"))]
+        want = [[{"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"], "end": r["ts_end"]}
+                 for r in ph.filter((pl.col("ts_start").to_physical() <= epoch_us(hi))
+                                    & (pl.col("ts_end").to_physical() >= epoch_us(lo))).sort("ts_start").iter_rows(named=True)]
+                for lo, hi in ranges]
+        assert E._phases_many(ph, ranges) == want and any(want) and not want[-1]
+
+
+def test_cold_windows_begin_at_the_first_request_after_each_start(crash):
+    """A cold window opens at the first request after a start's readiness: the first busy server line of
+    that replica or the first logical request, whichever comes first (both sorted once, looked up by
+    bisection). On the crash run (a start, a death, a restart), with and without the client's requests."""
+    from logscope.diagnose import lifecycle
+
+    out, _ = crash
+    ctx = _context(out)
+    inp, th = ctx.inputs, ctx.th
+    act = lifecycle._activity(inp.stats, [inp.events, inp.access], inp.server_requests)
+    for requests in (inp.requests, inp.requests.clear()):
+        life = lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, requests, th)
+        assert len(life.starts) == 2 and len(life.cold) == 2
+        for s, c in zip(life.starts, life.cold, strict=True):
+            t = s["ready_ts"] or s["ts"]
+            busy = act.filter((pl.col("replica") == s["replica"]) & pl.col("busy") & (pl.col("ts") >= t))["ts"]
+            first = min([*busy.head(1), *requests.filter(pl.col("ts_start") >= t)["ts_start"].sort().head(1)])
+            assert (c["server_start"], c["ready"], c["first_request"]) == (s["ts"], s["ready_ts"], first)
+            assert c["end"] - c["start"] == timedelta(seconds=th.cold_start_s)
+    assert [c["first_request"] for c in life.cold] != [c["first_request"] for c in ctx.life.cold]  # requests came first

@@ -41,8 +41,10 @@ Classes, in the order they are decided:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 import polars as pl
 
@@ -103,6 +105,12 @@ class Context:
             hit = (frame, frame.sort(col, maintain_order=True, nulls_last=True))
             self._by_time[key] = hit
         return hit[1]
+
+    @cached_property
+    def gateway_trouble(self) -> pl.DataFrame:
+        """The gateway's error lines but the benign ones, in time order (what a death's details count)."""
+        return self.inputs.gateway_errors.filter(~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS)).sort(
+            "ts", maintain_order=True, nulls_last=True)
 
     @property
     def cold(self) -> list[tuple]:
@@ -212,58 +220,57 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
 # ---------------------------------------------------------------- grouping and classification
 
 def group(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
-    """The stretches of each episode. On one replica, server-signal stretches that overlap or lie within
-    gap_s of each other are one episode, one per death when they hold several; the request-signal
-    stretches (the whole folder's) within gap_s of it are its companions, and those near no server
-    episode are episodes of their own, grouped the same way. Request signals never join two server
-    stretches, and one replica's stretches are never another's companions: a day-long error rate
-    would otherwise chain every burst of every replica, and every death of a crash loop, into one."""
+    """The stretches of each episode, one frame each (``grouped``, split)."""
+    g = grouped(st, gap_s)
+    return [] if g.height == 0 else g.partition_by("_e", maintain_order=True, include_key=False)
+
+
+def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
+    """The stretches of every episode, ``_e`` numbering the episodes by start. On one replica, server-signal
+    stretches that overlap or lie within gap_s of each other are one episode, one per death when they hold
+    several; the request-signal stretches (the whole folder's) within gap_s of it are its companions (a
+    stretch near two episodes is in both), and those near no server episode are episodes of their own,
+    grouped the same way. Request signals never join two server stretches, and one replica's stretches are
+    never another's companions: a day-long error rate would otherwise chain every burst of every replica,
+    and every death of a crash loop, into one. All in a few calls: a day holds thousands of episodes."""
     if st.height == 0:
-        return []
-    st = st.with_row_index("_i")
+        return st.with_columns(pl.lit(None, dtype=pl.Int64).alias("_e"))
+    gap = timedelta(seconds=gap_s)
+    st = st.with_row_index("_i").with_columns(pl.col("_i").cast(pl.Int64))
     wide_rows = pl.col("signal").is_in(REQUEST_SIGNALS)
     wide, server = st.filter(wide_rows), st.filter(~wide_rows)
-    cores = [d for r in sorted(server["replica"].unique().to_list(), key=lambda r: r or "")
-             for g in _overlapping(server.filter(pl.col("replica") == r), gap_s) for d in _per_death(g)]
-    taken = pl.Series("_i", [], dtype=pl.UInt32)
-    if cores and wide.height:
-        spans = pl.DataFrame({"_g": range(len(cores)), "_lo": [g["start"].min() for g in cores],
-                              "_hi": [g["end"].max() for g in cores]},
-                             schema={"_g": pl.Int64, "_lo": st.schema["start"], "_hi": st.schema["end"]})
-        gap = timedelta(seconds=gap_s)
-        near = wide.join_where(spans, pl.col("start") <= pl.col("_hi") + gap, pl.col("end") >= pl.col("_lo") - gap)
-        taken = near["_i"]
-        by_core = {k[0]: g.drop("_g", "_lo", "_hi") for k, g in near.group_by("_g")}
-        cores = [pl.concat([c, by_core[k]]).sort("start", "signal") if k in by_core else c for k, c in enumerate(cores)]
-    out = cores + _overlapping(wide.filter(~pl.col("_i").is_in(taken.implode())), gap_s)
-    out.sort(key=lambda g: (g["start"].min(), g["_i"].min()))
-    return [g.drop("_i") for g in out]
+    # server stretches: runs per replica, then one group per death in each run (every other stretch goes with
+    # the last death that began before it, those before the first death with the first; a death is its own
+    # anchor, so two deaths stamped in the same second stay apart)
+    server = server.with_columns(pl.col("replica").fill_null("").alias("_rep")).sort("_rep", "start", "signal")
+    server = server.with_columns(_runs(gap_s, over="_rep").alias("_run")).sort("start", "_i")
+    deaths = server.filter(pl.col("signal") == "crash").select(
+        "_run", "start", "_i", (pl.int_range(pl.len(), dtype=pl.Int64).over("_run")).alias("_d"))
+    # both in start order: each stretch meets the last death of its run that began at or before it
+    server = server.join_asof(deaths.drop("_i"), on="start", by="_run", strategy="backward", check_sortedness=False)
+    server = server.join(deaths.select("_i", pl.col("_d").alias("_own")), on="_i", how="left").with_columns(
+        pl.coalesce("_own", "_d", pl.lit(0, dtype=pl.Int64)).alias("_d"))
+    server = server.with_columns(pl.struct("_run", "_d").rank("dense").cast(pl.Int64).alias("_g")).drop(
+        "_rep", "_run", "_d", "_own")
+    cores = server.group_by("_g").agg(pl.col("start").min().alias("_lo"), pl.col("end").max().alias("_hi"))
+    near = wide.join_where(cores, pl.col("start") <= pl.col("_hi") + gap, pl.col("end") >= pl.col("_lo") - gap) \
+        if cores.height and wide.height else wide.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_g"))
+    alone = wide.filter(~pl.col("_i").is_in(near["_i"].implode())).sort("start", "signal")
+    alone = alone.with_columns((_runs(gap_s) + (server["_g"].max() or 0)).alias("_g"))
+    rows = pl.concat([server, near.select(server.columns), alone.select(server.columns)])
+    order = rows.group_by("_g").agg(pl.col("start").min().alias("_s"), pl.col("_i").min().alias("_m")).sort(
+        "_s", "_m").select("_g", pl.int_range(pl.len(), dtype=pl.Int64).alias("_e"))
+    return rows.join(order, on="_g").sort("_e", "start", "signal", "_i").drop("_g", "_i")
 
 
-def _overlapping(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
-    """Runs of stretches that overlap or lie within gap_s of each other."""
-    if st.height == 0:
-        return []
-    s = st.sort(["start", "signal"])
+def _runs(gap_s: float, over: str | None = None) -> pl.Expr:
+    """Run numbers of stretches sorted by start (per ``over``): a run goes on while the next stretch starts
+    within gap_s of the latest end so far."""
     prev_end = pl.col("end").cum_max().shift(1)
+    if over:
+        prev_end = prev_end.over(over)
     new = ((pl.col("start") - prev_end).dt.total_microseconds() / 1e6 > gap_s).fill_null(True)
-    s = s.with_columns(new.cum_sum().alias("_g"))
-    return [g.drop("_g") for _, g in s.group_by("_g", maintain_order=True)]
-
-
-def _per_death(g: pl.DataFrame) -> list[pl.DataFrame]:
-    """One group per death (a crash loop is many deaths, each an episode): every other stretch goes with
-    the last death that began before it, those before the first death with the first."""
-    deaths = g.filter(pl.col("signal") == "crash").sort("start", "_i")
-    if deaths.height <= 1:
-        return [g]
-    at = deaths["start"].search_sorted(g["start"], side="right").cast(pl.Int64) - 1
-    own = pl.Series(range(deaths.height), dtype=pl.Int64)
-    g = g.with_columns(at.clip(0).alias("_d"))
-    # a death is its own anchor (two deaths stamped in the same second stay apart)
-    g = g.join(deaths.select("_i", own.alias("_own")), on="_i", how="left").with_columns(
-        pl.coalesce("_own", "_d").alias("_d")).drop("_own")
-    return [d.drop("_d") for _, d in g.sort("start", "_i").group_by("_d", maintain_order=True)]
+    return new.cum_sum().cast(pl.Int64)
 
 
 def _t(ts: datetime | None) -> str:
@@ -278,8 +285,7 @@ def _fmt(x: float | None, nd: int = 1) -> str:
 
 def build(ctx: Context) -> list[dict]:
     """Episodes as dicts (table columns + details), ordered by start; ids are given by the caller."""
-    st = stretches(ctx)
-    heads = [_head(ctx, g) for g in group(st, ctx.th.merge_gap_s)]
+    heads = _heads(ctx, grouped(stretches(ctx), ctx.th.merge_gap_s))
     # the figures of all episodes at once: a day-long incident has thousands of episodes
     req, server = ctx.by_time(ctx.inputs.requests, "ts_start"), ctx.by_time(ctx.server)
     figs = zip(
@@ -293,9 +299,10 @@ def build(ctx: Context) -> list[dict]:
     win = ctx.by_time(ctx.inputs.windows)
     pad, one = timedelta(seconds=ctx.inputs.window_s), timedelta(microseconds=1)
     more = zip(
-        _companions(heads),
         figures.windows_sums_many(win, WINDOW_SUMS, [(h["start"] - pad, h["end"]) for h in heads]),
         figures.preemptions_many(ctx.by_time(ctx.pre), [(h["start"] - one, h["end"]) for h in heads]),
+        _baselines(ctx, heads),
+        _phases_many(ctx.inputs.phases, [(h["start"], h["end"]) for h in heads]),
         strict=True,
     )
     eps = [_episode(ctx, h, *f, *m) for h, f, m in zip(heads, figs, more, strict=True)]
@@ -304,48 +311,68 @@ def build(ctx: Context) -> list[dict]:
     return eps
 
 
-def _head(ctx: Context, g: pl.DataFrame) -> dict:
-    """An episode's group of stretches, its primary signal and the time ranges its figures cover."""
-    signals = set(g["signal"].to_list())
-    primary = next(s for s in PRIORITY if s in signals)
-    p = g.filter(pl.col("signal") == primary)
-    replica = p["replica"][0] or None
-    start, end = p["start"].min(), p["end"].max()
-    core = g.filter(~pl.col("signal").is_in(REQUEST_SIGNALS))
-    core = core if core.height else g
-    ranges = _ranges(ctx, start)
-    # a death: the state in the lead-in too (what the server was running when it died)
-    lo = ranges["lead"][0] if primary == "crash" else start
-    return {
-        "g": g, "primary": primary, "p": p, "replica": replica, "start": start, "end": end,
-        "ranges": ranges,
-        # server state over the incident as the server saw it (all its server signals: the queue often builds
-        # before the first preemption), not over the request signals around it (an error rate may last all day)
-        "state_range": (min(lo, core["start"].min()), max(end, core["end"].max())),
-        "state_replica": replica,  # narrowed to it when its samples are there (figures.server_state)
-    }
+def _heads(ctx: Context, rows: pl.DataFrame) -> list[dict]:
+    """Each episode's stretches (``grouped``) summed up: its primary signal (the first of PRIORITY it holds),
+    the primary's figures, its companions, and the time ranges its figures cover. All episodes in a few calls
+    (a day holds thousands: a few filters each took a second)."""
+    if rows.height == 0:
+        return []
+    n = int(rows["_e"].max()) + 1
+    rank = {sig: i for i, sig in enumerate(PRIORITY)}
+    rows = rows.with_columns(pl.col("signal").replace_strict(rank, return_dtype=pl.Int64).alias("_p"))
+    rows = rows.with_columns((pl.col("_p") == pl.col("_p").min().over("_e")).alias("_primary"),
+                             ~pl.col("signal").is_in(REQUEST_SIGNALS).alias("_core"))
+    prim = pl.col("_primary")
+    core = pl.col("_core")
+    figs = rows.group_by("_e").agg(
+        pl.col("_p").min(), pl.col("replica").filter(prim).first(),
+        pl.col("start").filter(prim).min(), pl.col("end").filter(prim).max(),
+        pl.col("total").filter(prim).sum(), pl.col("samples").filter(prim).sum(), pl.col("peak").filter(prim).max(),
+        pl.col("last_sample").filter(prim).max(),
+        # the server signals' span (the queue often builds before the first preemption), else the group's
+        pl.coalesce(pl.col("start").filter(core).min(), pl.col("start").min()).alias("core_start"),
+        pl.col("end").filter(core).max().fill_null(pl.col("end").max()).alias("core_end"),
+    ).sort("_e")
+    heads = []
+    for r, companions in zip(figs.iter_rows(named=True), _companions(rows, n), strict=True):
+        primary, start, end = PRIORITY[r["_p"]], r["start"], r["end"]
+        ranges = _ranges(ctx, start)
+        # a death: the state in the lead-in too (what the server was running when it died)
+        lo = ranges["lead"][0] if primary == "crash" else start
+        heads.append({
+            "primary": primary, "replica": r["replica"] or None, "start": start, "end": end, "ranges": ranges,
+            "total": r["total"], "samples": r["samples"], "peak": r["peak"], "last_sample": r["last_sample"],
+            "companions": companions,
+            # server state over the incident as the server saw it (all its server signals), not over the request
+            # signals around it (an error rate may last all day)
+            "state_range": (min(lo, r["core_start"]), max(end, r["core_end"])),
+            "state_replica": r["replica"] or None,  # narrowed to it when its samples are there (figures.server_state)
+        })
+    return heads
 
 
 def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req: dict, state: dict,
-             state_before: dict, companions: list[dict], sums: dict[str, int], pre: int | None) -> dict:
-    g, primary, p, replica, start, end, w = (h[k] for k in ("g", "primary", "p", "replica", "start", "end", "ranges"))
+             state_before: dict, sums: dict[str, int], pre: int | None, baseline: float | None,
+             phases: list[dict]) -> dict:
+    primary, replica, start, end, w = (h[k] for k in ("primary", "replica", "start", "end", "ranges"))
+    companions = h["companions"]
     death = next((d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica), None) \
         if primary == "crash" else None
     dur = (end - start).total_seconds()
-    total = float(p["total"].sum())
-    count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(p["samples"].sum())
-    recovered = bool(p["last_sample"].max() > end) if death is None else death.ready_ts is not None
+    total = float(h["total"])
+    count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
+    recovered = bool(h["last_sample"] > end) if death is None else death.ready_ts is not None
     ep = {
         "signal": primary, "replica": replica, "start": start, "end": end, "duration_s": dur,
         "share_of_span": (dur / ctx.span_s) if ctx.span_s else None, "recovered": recovered,
-        "peak": float(p["peak"].max()), "baseline": _baseline(ctx, primary, replica, start), "count": count,
+        "peak": float(h["peak"]), "baseline": baseline, "count": count,
         **{k: state[k] for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")},
         "arrival_rate_before": before_req["arrival_rate"], "arrival_rate_during": during_req["arrival_rate"],
         "prompt_tokens_mean": during_req["prompt_tokens_mean"], "output_tokens_mean": during_req["output_tokens_mean"],
         "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
         "success_share": during_req["success_share"],
     }
-    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, sums, pre)
+    ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, sums, pre, phases)
     # the same server figures over the baseline window, side by side with the episode's
     ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
@@ -366,19 +393,15 @@ def _ranges(ctx: Context, start: datetime) -> dict:
     return {"lead": (start - lead, start), "before": (lo, hi) if hi > lo else (None, None)}
 
 
-def _companions(heads: list[dict]) -> list[list[dict]]:
-    """Each episode's other signals, one entry per signal (its earliest start, latest end, peak, count)."""
-    parts = [h["g"].filter(pl.col("signal") != h["primary"]).with_columns(pl.lit(k).alias("_k"))
-             for k, h in enumerate(heads)]
-    parts = [p for p in parts if p.height]
-    out: list[list[dict]] = [[] for _ in heads]
-    if not parts:
-        return out
-    rows = (pl.concat(parts).group_by("_k", "signal", maintain_order=True)
+def _companions(rows: pl.DataFrame, n: int) -> list[list[dict]]:
+    """Each episode's other signals (``rows``: the stretches of every episode ``_e``, ``_primary`` marking its
+    primary signal's), one entry per signal: its earliest start, latest end, peak, count."""
+    out: list[list[dict]] = [[] for _ in range(n)]
+    rows = (rows.filter(~pl.col("_primary")).group_by("_e", "signal", maintain_order=True)
             .agg(pl.col("start").min(), pl.col("end").max(), pl.col("peak").max(), pl.col("total").sum(),
-                 pl.col("samples").sum()).sort(["_k", "start", "signal"]))
+                 pl.col("samples").sum()).sort(["_e", "start", "signal"]))
     for r in rows.iter_rows(named=True):
-        out[r["_k"]].append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
+        out[r["_e"]].append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
                              "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])})
     return out
 
@@ -405,13 +428,71 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
     return float(w[col].median()) if w.height and w[col].drop_nulls().len() else None
 
 
+# the column each signal's baseline is the median of
+BASELINE_OF = {"preemptions": "preemptions", "kv_pressure": "kv", "queue": "waiting", "stall": "gen_tps",
+               "errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
+               "e2e": "e2e_p95"}
+SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
+
+
+def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
+    """``_baseline`` of every episode: the episodes of one signal in a few calls."""
+    look, one = timedelta(seconds=ctx.th.baseline_lookback_s), timedelta(microseconds=1)
+    out: list[float | None] = [None] * len(heads)
+    by_signal: dict[str, list[int]] = {}
+    for k, h in enumerate(heads):
+        if h["primary"] in BASELINE_OF:
+            by_signal.setdefault(h["primary"], []).append(k)
+    for signal, ks in by_signal.items():
+        col = BASELINE_OF[signal]
+        frame = (ctx.pre if ctx.pre.height else ctx.warnings) if signal == "preemptions" else \
+            ctx.server if signal in SERVER_SIGNALS else ctx.inputs.windows
+        # [start - look, start): times are whole microseconds
+        rows = figures.gather(ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one)
+                                                          for k in ks]) if frame.height else frame
+        if rows is None:  # times not sortable: one episode at a time
+            for k in ks:
+                out[k] = _baseline(ctx, signal, heads[k]["replica"], heads[k]["start"])
+            continue
+        if rows.height and signal in SERVER_SIGNALS:
+            want = pl.DataFrame({"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
+                                schema={"_k": pl.Int64, "_want": pl.String})
+            rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
+        got = {r["_k"]: r for r in rows.group_by("_k").agg(pl.col(col).median().alias("m"), pl.col(col).count().alias("c"))
+               .iter_rows(named=True)} if rows.height else {}
+        for i, k in enumerate(ks):
+            r = got.get(i)
+            if signal == "preemptions":
+                out[k] = float(r["m"]) if r else (0.0 if ctx.pre.height else None)
+            else:
+                out[k] = float(r["m"]) if r and r["c"] else None
+    return out
+
+
+def _phases_many(phases: pl.DataFrame, ranges: list[tuple]) -> list[list[dict]]:
+    """The client's load phases overlapping each range, by start (one join for every episode)."""
+    out: list[list[dict]] = [[] for _ in ranges]
+    if not phases.height or not ranges:
+        return out
+    q = pl.DataFrame({"_k": range(len(ranges)), "_lo": [figures.epoch_us(a) for a, _ in ranges],
+                      "_hi": [figures.epoch_us(b) for _, b in ranges]}, schema={"_k": pl.Int64, "_lo": pl.Int64,
+                                                                                 "_hi": pl.Int64})
+    ph = phases.with_row_index("_r").with_columns(pl.col("ts_start").to_physical().alias("_s"),
+                                                  pl.col("ts_end").to_physical().alias("_t"))
+    hits = q.join_where(ph, pl.col("_s") <= pl.col("_hi"), pl.col("_t") >= pl.col("_lo")).sort("_k", "ts_start", "_r")
+    for r in hits.iter_rows(named=True):
+        out[r["_k"]].append({"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"],
+                             "end": r["ts_end"]})
+    return out
+
+
 # window columns summed over each episode (details)
 WINDOW_SUMS = ["server_requests", "client_attempts", "client_retries", "gateway_retries", "gateway_5xx", "gateway_499",
                "server_aborts", "orphaned", "timeouts", "errors", "arrivals"]
 
 
 def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, during: dict, lead: dict, death,
-             sums: dict[str, int], pre: int | None) -> dict:
+             sums: dict[str, int], pre: int | None, phases: list[dict]) -> dict:
     start, end = ep["start"], ep["end"]
     d: dict = {"companions": companions, "requests_during": during, "requests_before": before,
                "arrival_rate_lead_in": lead["arrival_rate"]}
@@ -427,22 +508,17 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
     d.update((k, v) for k, v in sums.items() if k != "arrivals")
     if arr and d.get("server_requests") is not None:
         d["amplification"] = d["server_requests"] / arr
-    ph = ctx.inputs.phases.filter((pl.col("ts_start").to_physical() <= figures.epoch_us(end))
-                                  & (pl.col("ts_end").to_physical() >= figures.epoch_us(start))).sort("ts_start")
-    if ph.height:
-        d["phases"] = [{"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"],
-                        "end": r["ts_end"]} for r in ph.iter_rows(named=True)]
+    if phases:
+        d["phases"] = phases
     if death is not None:
         d["crash"] = {"kinds": death.kinds, "pid": death.pid, "message": death.message,
                       "last_line": death.last_line_ts, "restart": death.restart_ts, "ready": death.ready_ts,
                       "new_pid": death.new_pid, "downtime_s": death.downtime_s, "at_startup": death.at_startup,
                       "notes": death.notes}
-        gw = figures.between(ctx.by_time(ctx.inputs.gateway_errors), "ts", death.ts, end).filter(
-            ~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS))
+        gw = figures.between(ctx.gateway_trouble, "ts", death.ts, end)
         if gw.height:
             d["crash"]["gateway_first_error"] = gw["ts"].min()
-            d["crash"]["gateway_errors_by_kind"] = dict(sorted(
-                gw.group_by("kind").len().select("kind", "len").iter_rows()))
+            d["crash"]["gateway_errors_by_kind"] = dict(sorted(Counter(gw["kind"].to_list()).items()))
     d["output_lengths"] = {k: during[k] for k in ("max_tokens_mean", "output_tokens_mean")}
     return d
 

@@ -25,9 +25,21 @@ def epoch_us(t: datetime) -> int:
 
 
 def outside(col: str, ranges: list[tuple]) -> pl.Expr:
-    """True where ``col`` (a TS column) lies in none of the closed ranges (times as epoch microseconds)."""
+    """True where ``col`` (a TS column) lies in none of the closed ranges, null where it is null. The ranges
+    are merged into disjoint ones and each time finds its one candidate by binary search (a crash loop's
+    thousands of cold windows as one is_between each made an expression of thousands of terms)."""
+    merged: list[list[int]] = []
+    for a, b in sorted((epoch_us(a), epoch_us(b)) for a, b in ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        elif a <= b:
+            merged.append([a, b])
     ts = pl.col(col).to_physical()
-    return ~pl.any_horizontal(ts.is_between(epoch_us(a), epoch_us(b)) for a, b in ranges)
+    if not merged:
+        return pl.when(ts.is_not_null()).then(True)
+    los, his = (pl.Series([m[i] for m in merged], dtype=pl.Int64) for i in (0, 1))
+    i = pl.lit(los).search_sorted(ts, side="right").cast(pl.Int64) - 1  # the last range starting at or before
+    return pl.when(ts.is_not_null()).then((i < 0) | (ts > pl.lit(his).gather(i.clip(0))))
 
 
 def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None,
@@ -90,7 +102,7 @@ def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> di
 def server_state_many(series: pl.DataFrame, ranges: list[tuple], replicas: list[str | None] | None = None) -> list[dict]:
     """``server_state`` of every range (with its replica), in a few calls however many ranges there are."""
     replicas = replicas if replicas is not None else [None] * len(ranges)
-    rows = _gather(series, "ts", ranges)
+    rows = gather(series, "ts", ranges)
     if rows is None:
         return [server_state(series, lo, hi, r) for (lo, hi), r in zip(ranges, replicas, strict=True)]
     want = pl.DataFrame({"_k": range(len(ranges)), "_want": replicas}, schema={"_k": pl.Int64, "_want": pl.String})
@@ -154,7 +166,7 @@ def requests(req: pl.DataFrame, lo, hi, exclude: list[tuple] | None = None) -> d
 def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
     """``requests`` of every range, in a few calls however many ranges there are (an incident of a
     day has thousands of episodes and cold windows, each asking for its figures)."""
-    rows = _gather(req, "ts_start", ranges)
+    rows = gather(req, "ts_start", ranges)
     if rows is None:
         return [requests(req, lo, hi) for lo, hi in ranges]
     got = {r.pop("_k"): r for r in rows.group_by("_k").agg(_REQUEST_AGGS).to_dicts()}
@@ -162,7 +174,7 @@ def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
             for k, (lo, hi) in enumerate(ranges)]
 
 
-def _gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | None:
+def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | None:
     """The rows of every range [lo, hi] of a time-sorted frame, each tagged with its range's index ``_k``
     (one binary search for all bounds); None when the frame is not sorted without nulls or a bound has no
     zone (the callers then ask range by range)."""
@@ -200,7 +212,7 @@ def preemptions_many(pre: pl.DataFrame, ranges: list[tuple]) -> list[int | None]
         return [None] * len(ranges)
     one = timedelta(microseconds=1)
     closed = [(lo + one, hi) if lo is not None else (lo, hi) for lo, hi in ranges]
-    rows = _gather(pre, "ts", closed)
+    rows = gather(pre, "ts", closed)
     if rows is None:
         return [preemptions(pre, lo, hi) for lo, hi in ranges]
     got = dict(rows.group_by("_k").agg(pl.col("preemptions").sum()).iter_rows())
@@ -217,7 +229,7 @@ def windows_sums_many(win: pl.DataFrame, cols: list[str], ranges: list[tuple]) -
     have = _summable(win, cols)
     if not have:
         return [{} for _ in ranges]
-    rows = _gather(win, "ts", ranges)
+    rows = gather(win, "ts", ranges)
     if rows is None:
         return [windows_sums(win, cols, lo, hi) for lo, hi in ranges]
     got = {r.pop("_k"): r for r in rows.group_by("_k").agg(pl.col(c).fill_null(0).sum() for c in have).to_dicts()}

@@ -82,20 +82,25 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, access: pl.DataFrame, sre
     ev = (events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null(""))
           .sort(["replica", "ts", "seq"]))
     act = _activity(stats, [events, access], sreq)
+    req = requests["ts_start"].drop_nulls().sort() if requests.height else pl.Series([], dtype=act.schema["ts"])
+    req_us = req.to_physical().to_list()
     starts, deaths, shutdowns, cold = [], [], [], []
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):
         a = act.filter(pl.col("replica") == replica)  # sorted by ts
-        busy = a.filter(pl.col("busy"))["ts"].to_physical().to_list()  # sorted epoch µs, for bisect
+        busy_ts = a.filter(pl.col("busy"))["ts"]
+        busy = busy_ts.to_physical().to_list()  # sorted epoch µs, for bisect
         ready = g.filter(pl.col("kind").is_in(READY_KINDS)).sort(["ts", "seq"])
         stops = g.filter(pl.col("kind") == "server_stop").sort(["ts", "seq"])
         # '[shutdown] ... triggered' and uvicorn's 'Shutting down' are one shutdown
         first = stops.filter(((pl.col("ts").diff().dt.total_seconds()) > th.shutdown_grace_s).fill_null(True))
         shutdowns += [{"replica": replica, "ts": t} for t in first["ts"].to_list()]
         start_rows = _starts(g.filter(pl.col("kind").is_in(START_KINDS)), busy)
-        for s in start_rows:
-            nxt = [r for r in start_rows if r["ts"] > s["ts"] or (r["ts"] == s["ts"] and r["seq"] > s["seq"])]
-            limit = nxt[0]["ts"] if nxt else None
+        keys = [(s["ts"], s["seq"]) for s in start_rows]  # sorted (_starts walks the markers in this order)
+        for i, s in enumerate(start_rows):
+            # the next start: a bisect, as a crash loop has a thousand starts (a scan of them each was quadratic)
+            j = bisect.bisect_right(keys, keys[i], lo=i)
+            limit = start_rows[j]["ts"] if j < len(start_rows) else None
             rd = between(ready, "ts", s["ts"], limit or datetime.max.replace(tzinfo=s["ts"].tzinfo))
             s["ready_ts"] = rd["ts"].min() if rd.height else None
         starts += [{"replica": replica, "ts": s["ts"], "pid": s["pid"], "ready_ts": s["ready_ts"],
@@ -106,7 +111,7 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, access: pl.DataFrame, sre
         dead = dead.filter(~in_shutdown) if dead.height else dead
         deaths += _explicit(replica, dead, start_rows, busy, th)
         deaths += _silent(replica, start_rows, stops, deaths, a)
-        cold += _cold(replica, start_rows, a, requests, th)
+        cold += _cold(replica, start_rows, (busy, busy_ts), (req_us, req), th)
     deaths.sort(key=lambda d: (d.ts, d.replica))
     return Lifecycle(starts, deaths, shutdowns, noise, cold)
 
@@ -152,8 +157,9 @@ def _in_shutdown(dead: pl.DataFrame, stops: pl.DataFrame, grace: float) -> pl.Se
 
 
 def _next_start(start_rows: list[dict], t: datetime) -> dict | None:
-    later = [s for s in start_rows if s["ts"] >= t]
-    return later[0] if later else None
+    """The first start at or after ``t`` (``start_rows`` are in time order)."""
+    i = bisect.bisect_left(start_rows, t, key=lambda s: s["ts"])
+    return start_rows[i] if i < len(start_rows) else None
 
 
 def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: list[int], th: Thresholds) -> list[Death]:
@@ -166,8 +172,8 @@ def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: li
         t0 = grp["ts"].min()
         kinds = sorted(set(grp["kind"].to_list()))
         first = grp.row(0, named=True)
-        prev = [s for s in start_rows if s["ts"] <= t0]
-        cur = prev[-1] if prev else None
+        i = bisect.bisect_right(start_rows, t0, key=lambda s: s["ts"])  # the last start at or before t0
+        cur = start_rows[i - 1] if i else None
         served = _busy_in(busy, cur["ts"] if cur is not None else None, t0, "both")
         text = "\n".join(t for t in grp["message"].to_list() + grp["detail"].to_list() if t)
         never_ready = cur is None or cur["ready_ts"] is None or cur["ready_ts"] > t0
@@ -186,11 +192,13 @@ def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: li
             act: pl.DataFrame) -> list[Death]:
     """A new banner while the previous instance was serving, with no shutdown and no explicit death between."""
     out = []
+    died = sorted(d.ts for d in known if d.replica == replica)
     for prev, cur in zip(start_rows, start_rows[1:], strict=False):
         lo, hi = prev["ts"], cur["ts"]
         if between(stops, "ts", lo, hi).height:
             continue
-        if any(d.replica == replica and lo <= d.ts <= hi for d in known):
+        i = bisect.bisect_left(died, lo)
+        if i < len(died) and died[i] <= hi:  # a known death in [lo, hi]
             continue
         before = between(act, "ts", lo, hi, closed="left")
         if not before["busy"].any():
@@ -203,20 +211,18 @@ def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: li
     return out
 
 
-def _cold(replica: str, start_rows: list[dict], act: pl.DataFrame, requests: pl.DataFrame, th: Thresholds) -> list[dict]:
-    """After each start: the first request that follows readiness, and cold_start_s from it."""
+def _cold(replica: str, start_rows: list[dict], busy: tuple[list[int], pl.Series], requests: tuple[list[int], pl.Series],
+          th: Thresholds) -> list[dict]:
+    """After each start: the first request that follows readiness (this replica's busy lines, or any
+    logical request), and cold_start_s from it. ``busy`` and ``requests``: sorted times as epoch µs and as
+    the Series they came from (the folder's requests are sorted once, not once per replica)."""
     out = []
-    req_ts = act.filter(pl.col("busy"))["ts"]
-    if requests.height:
-        req_ts = pl.concat([req_ts, requests["ts_start"]])
-    req_ts = req_ts.drop_nulls().sort()
-    req_us = req_ts.to_physical().to_list()
     for s in start_rows:
-        t = s["ready_ts"] or s["ts"]
-        i = bisect.bisect_left(req_us, epoch_us(t))
-        if i >= len(req_us):
+        t = epoch_us(s["ready_ts"] or s["ts"])
+        firsts = [(us[i], ts[i]) for us, ts in (busy, requests) if (i := bisect.bisect_left(us, t)) < len(us)]
+        if not firsts:
             continue
-        first = req_ts[i]
+        first = min(firsts)[1]
         out.append({"replica": replica, "server_start": s["ts"], "ready": s["ready_ts"], "first_request": first,
                     "start": first, "end": first + timedelta(seconds=th.cold_start_s)})
     return out
