@@ -11,14 +11,13 @@ rounded, and nothing depends on the wall clock.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import date, datetime
 from pathlib import Path
 
 import polars as pl
 
-from logscope import clock, schemas, scope
+from logscope import clock, jsontext, schemas, scope
 
 from . import capacity, episodes, figures, findings, ladder, lifecycle, tables
 from .episodes import Context, Slo
@@ -107,7 +106,7 @@ def _run(out: Path, options) -> dict:
     if rng:
         diag["range"] = rng.doc()
     diag = _clean(diag)
-    (out / "diagnosis.json").write_text(json.dumps(diag, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    (out / "diagnosis.json").write_text(jsontext.dumps(diag, depth=3), encoding="utf-8")
     return diag
 
 
@@ -143,12 +142,16 @@ def _ep_json(e: dict) -> dict:
     return {k: e.get(k) for k in keys}
 
 
+_AS_IS = frozenset((str, int, bool, type(None)))  # values JSON takes as they are
+
+
 def _clean(x):
-    """JSON-ready and deterministic: ISO times (UTC, ms), floats rounded to 4 decimals, NaN -> null."""
+    """JSON-ready and deterministic: ISO times (UTC, ms), floats rounded to 4 decimals, NaN -> null.
+    (Values taken as they are skip the call: a day's diagnosis holds half a million.)"""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): v if type(v) in _AS_IS else _clean(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
+        return [v if type(v) in _AS_IS else _clean(v) for v in x]
     if isinstance(x, datetime):
         return x.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if isinstance(x, date):
