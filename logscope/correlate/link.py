@@ -204,9 +204,10 @@ def _gateway_to_logical(F: Frames) -> pl.DataFrame:
     client_ids = ids["client_request_id"]
     free_gr = gr.join(exact, on="gr", how="anti").filter(
         pl.col("client_request_id").is_null() | (client_ids.len() == 0))
-    gw_ids = F.gr["client_request_id"].drop_nulls()
-    free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti").filter(
-        pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode()))
+    free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
+    if free_ca.height:  # (the gateway's ids are millions on a day's folder, where every attempt usually matched)
+        gw_ids = F.gr["client_request_id"].drop_nulls()
+        free_ca = free_ca.filter(pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode()))
     inf = _sends_to_receipts(free_ca, free_gr)
     inf = inf.join(F.ca.select("ca", "lr"), on="ca").select(
         "gr", "lr", "ca", pl.lit("inferred").alias("match"),
