@@ -79,11 +79,12 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
 def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | None = None) -> Assembled:
     client_spans = _spans(F.ca) or _spans(F.cr)
     gw_spans = _spans(F.gr.filter(pl.col("inference")))
-    client_ids = F.ca["request_id"].drop_nulls().unique()
     next_lr = (F.cr["lr"].max() or 0) + 1 if F.cr.height else 0
 
-    # gateway requests no client row explains
+    # gateway requests no client row explains (the client's ids, a million on a day's folder, are gathered
+    # only when there are some)
     free_gr = F.gr.filter(pl.col("inference")).join(L.gr_lr, on="gr", how="anti")
+    client_ids = F.ca["request_id"].drop_nulls().unique() if free_gr.height else F.ca["request_id"].clear()
     own_gr = free_gr.filter(
         (pl.col("client_request_id").is_not_null() & ~pl.col("client_request_id").is_in(client_ids.implode())
          & (client_ids.len() > 0))
