@@ -112,6 +112,14 @@ class Context:
         return self.inputs.gateway_errors.filter(~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS)).sort(
             "ts", maintain_order=True, nulls_last=True)
 
+    @cached_property
+    def deaths(self) -> dict:
+        """The deaths by (time, replica or None), the first of each (what a crash episode is timed by)."""
+        out: dict = {}
+        for d in self.life.deaths:
+            out.setdefault((d.ts, d.replica or None), d)
+        return out
+
     @property
     def cold(self) -> list[tuple]:
         return [(c["start"], c["end"]) for c in self.life.cold]
@@ -331,7 +339,7 @@ def _heads(ctx: Context, rows: pl.DataFrame) -> list[dict]:
         pl.col("last_sample").filter(prim).max(),
         # the server signals' span (the queue often builds before the first preemption), else the group's
         pl.coalesce(pl.col("start").filter(core).min(), pl.col("start").min()).alias("core_start"),
-        pl.col("end").filter(core).max().fill_null(pl.col("end").max()).alias("core_end"),
+        pl.coalesce(pl.col("end").filter(core).max(), pl.col("end").max()).alias("core_end"),
     ).sort("_e")
     heads = []
     for r, companions in zip(figs.iter_rows(named=True), _companions(rows, n), strict=True):
@@ -356,8 +364,7 @@ def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req
              phases: list[dict]) -> dict:
     primary, replica, start, end, w = (h[k] for k in ("primary", "replica", "start", "end", "ranges"))
     companions = h["companions"]
-    death = next((d for d in ctx.life.deaths if d.ts == start and (d.replica or None) == replica), None) \
-        if primary == "crash" else None
+    death = ctx.deaths.get((start, replica)) if primary == "crash" else None
     dur = (end - start).total_seconds()
     total = float(h["total"])
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
@@ -406,33 +413,28 @@ def _companions(rows: pl.DataFrame, n: int) -> list[list[dict]]:
     return out
 
 
-def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
-    look = timedelta(seconds=ctx.th.baseline_lookback_s)
-
-    def lookback(frame: pl.DataFrame) -> pl.DataFrame:  # this replica's samples in [start - look, start)
-        return figures.between(ctx.by_time(frame), "ts", start - look, start, closed="left").filter(
-            pl.col("replica") == (replica or ""))
-
-    if signal == "preemptions":
-        s = lookback(ctx.pre if ctx.pre.height else ctx.warnings)
-        return float(s["preemptions"].median()) if s.height else (0.0 if ctx.pre.height else None)
-    if signal in ("kv_pressure", "queue", "stall"):
-        col = {"kv_pressure": "kv", "queue": "waiting", "stall": "gen_tps"}[signal]
-        s = lookback(ctx.server)
-        return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
-    if signal == "crash":
-        return None
-    col = {"errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
-           "e2e": "e2e_p95"}[signal]
-    w = figures.between(ctx.inputs.windows, "ts", start - look, start, closed="left")
-    return float(w[col].median()) if w.height and w[col].drop_nulls().len() else None
-
-
-# the column each signal's baseline is the median of
+# the column each signal's baseline is the median of (a death has none)
 BASELINE_OF = {"preemptions": "preemptions", "kv_pressure": "kv", "queue": "waiting", "stall": "gen_tps",
                "errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
                "e2e": "e2e_p95"}
 SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
+
+
+def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
+    """The median of the signal over [start - baseline_lookback_s, start), on the replica for a server
+    signal (``_baselines`` gives every episode's at once; this is its rule, and its way for unsorted times)."""
+    if signal not in BASELINE_OF:
+        return None
+    col, look = BASELINE_OF[signal], timedelta(seconds=ctx.th.baseline_lookback_s)
+    if signal in SERVER_SIGNALS:
+        frame = (ctx.pre if ctx.pre.height else ctx.warnings) if signal == "preemptions" else ctx.server
+        s = figures.between(ctx.by_time(frame), "ts", start - look, start, closed="left").filter(
+            pl.col("replica") == (replica or ""))
+    else:
+        s = figures.between(ctx.inputs.windows, "ts", start - look, start, closed="left")
+    if signal == "preemptions":
+        return float(s[col].median()) if s.height else (0.0 if ctx.pre.height else None)
+    return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
 
 
 def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
