@@ -462,3 +462,25 @@ def test_a_client_seen_twice_is_used_once(tmp_path_factory, monkeypatch):
     assert sorted(kept) == ["client-storm.jsonl", "crash/client-crash.jsonl"] and dropped == {
         "client-storm.log": "same logical request ids as client-storm.jsonl",
         "crash/client-crash.log": "same logical request ids as crash/client-crash.jsonl"}
+
+
+def test_gateway_requests_of_a_client_not_in_the_logs(tmp_path_factory):
+    """Gateway requests carrying an X-Request-Id the client's log never names (another client behind the
+    same gateway) are logical requests of their own, seen from the gateway. On the storm with five of its
+    logical requests taken out of the client's records: those five come back, origin gateway, each with
+    its gateway requests and vLLM executions; the other 648 stay the client's."""
+    out, _ = run_lab(tmp_path_factory, "retry-storm")
+    tabs = frames.read_tables(out)
+    gone = tabs["client_requests"]["logical_request_id"].sort().gather_every(130, offset=7).to_list()
+    assert len(gone) == 5
+    for name in ("client_attempts", "client_requests"):
+        tabs[name] = tabs[name].filter(~pl.col("logical_request_id").is_in(gone))
+    req = correlate_tables(tabs).requests
+    whole = pl.read_parquet(out / "requests.parquet")
+    assert req.height == whole.height == 653
+    mine = req.filter(pl.col("origin") == "gateway").sort("logical_request_id")
+    assert mine["logical_request_id"].to_list() == sorted(gone)
+    theirs = whole.filter(pl.col("logical_request_id").is_in(gone)).sort("logical_request_id")
+    cols = ["gateway_requests", "gateway_attempts", "server_requests"]
+    assert mine.select(cols).equals(theirs.select(cols)) and mine["client_attempts"].sum() == 0
+    assert req.filter(pl.col("origin") == "client").height == 648
