@@ -69,13 +69,6 @@ def size_of_group(first: str = "_first") -> pl.Expr:
             - pl.when(pl.col(first)).then(idx).otherwise(None).forward_fill() + 1)
 
 
-def source_order(df: pl.DataFrame) -> pl.Expr:
-    """``source`` as an integer in the sources' sorted order: sorting by it sorts by file name, a few times
-    faster than by the string (a handful of files, millions of rows: 1.4 s of 10 M gateway attempts)."""
-    names = sorted(df["source"].drop_nulls().unique().to_list())
-    return pl.col("source").replace_strict(names, list(range(len(names))), default=None, return_dtype=pl.Int64)
-
-
 def cumsum_before(x: pl.Expr, first: str = "_first") -> pl.Expr:
     """Sum of ``x`` over the earlier rows of the group."""
     before = x.cum_sum() - x
@@ -296,7 +289,7 @@ def _client_attempts(ca: pl.DataFrame) -> pl.DataFrame:
             secs("ts_end").alias("t1"),
             pl.coalesce("logical_request_id", "request_id").alias("logical_request_id"),
         )
-        .sort(source_order(ca), "t0", nulls_last=True, maintain_order=True)
+        .sort(["source", "t0"], nulls_last=True)
         .with_row_index("ca")
         .with_columns(pl.col("ca").cast(pl.Int64))
     )
@@ -351,9 +344,10 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.col("upstream_status").fill_null(0) != 502
     )
     ga = (
-        ga.sort(source_order(ga), "line_no", "attempt", maintain_order=True)
+        ga.sort(["source", "line_no", "attempt"])
         .with_columns(group_first("source", "line_no").alias("_first"))
-        # numbered in row order: sorted, which lets the group-by below take each request's rows as a slice
+        # numbered in row order, so sorted: flagged so, the group-by below takes each request's rows as a slice
+        # (10 M attempts: 4.2-5.0 -> 2.1-3.0 s for this function)
         .with_columns((pl.col("_first").cum_sum().cast(pl.Int64) - 1).set_sorted().alias("gr"))
         .with_columns(
             pseudo.alias("pseudo"),
