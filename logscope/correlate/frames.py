@@ -246,8 +246,8 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
 
     def id_share(src: str, other: str) -> float | None:
         """Share of ``src``'s logical ids that ``other`` holds too, over at most ID_SAMPLE of them taken
-        evenly through the file (the distinct ids of a day of client logs are millions: a unique() of
-        each and a join of them took 1.2 s of a day-long folder's correlation)."""
+        evenly through the file (a day of client logs holds millions: comparing the unique() of each, pair
+        by pair, took 1.2 s of the 5 GB folder's correlation, 4.3 s in the whole process)."""
         mine = by_source[(src,)]["logical_request_id"].drop_nulls()
         if not mine.len():
             return None
