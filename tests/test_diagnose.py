@@ -553,7 +553,7 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
     from logscope.api import analyze
     from logscope.diagnose import Context, Slo, from_options, lifecycle
     from logscope.diagnose import load as load_inputs
-    from logscope.diagnose.episodes import group, stretches
+    from logscope.diagnose.episodes import grouped, stretches
 
     sys.path.insert(0, str(ROOT / "bench"))
     import generate
@@ -589,7 +589,7 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
     # an error rate abnormal from the first stretch to the last
     regime = st.filter(pl.col("signal") == "errors").head(1).with_columns(
         pl.lit(st["start"].min()).alias("start"), pl.lit(st["end"].max()).alias("end"))
-    groups = group(pl.concat([st, regime]), th.merge_gap_s)
+    groups = _episodes(grouped(pl.concat([st, regime]), th.merge_gap_s))
     crash_groups = [g for g in groups if "crash" in g["signal"].to_list()]
     assert [g.filter(pl.col("signal") == "crash").height for g in crash_groups] == [1, 1, 1]
     assert sum("kv_pressure" in g["signal"].to_list() for g in groups) == 3
@@ -698,6 +698,11 @@ def test_metrics_go_to_the_log_running_when_they_were_scraped(tmp_path, lab):
             "running when it was scraped)") in notes
 
 
+def _episodes(rows: pl.DataFrame) -> list[pl.DataFrame]:
+    """episodes.grouped's rows, one frame per episode, in episode order."""
+    return rows.partition_by("_e", maintain_order=True, include_key=False)
+
+
 def _context(out):
     from logscope.diagnose import Context, Slo, from_options, lifecycle
     from logscope.diagnose import load as load_inputs
@@ -714,7 +719,7 @@ def test_grouping_of_many_stretches(crash):
     stamped the same second is an episode of its own; a queue stretch just before the deaths goes with the
     first, one after them with the last; another replica's KV stretch at that time is its own episode;
     the errors and retries near all three are companions of each; a TTFT stretch an hour later stands alone."""
-    from logscope.diagnose.episodes import group, grouped, stretches
+    from logscope.diagnose.episodes import grouped, stretches
 
     out, _ = crash
     ctx = _context(out)
@@ -733,7 +738,7 @@ def test_grouping_of_many_stretches(crash):
         planted("kv_pressure", "08:34:22", "08:34:40", replica="replica-b"),
         planted("ttft", "09:40:00", "09:41:00", replica=""),
     ])
-    eps = group(more, ctx.th.merge_gap_s)
+    eps = _episodes(grouped(more, ctx.th.merge_gap_s))
     shapes = [sorted((r["signal"], r["peak"]) for r in g.select("signal", "peak").iter_rows(named=True)) for g in eps]
     near = [("errors", 8.0), ("retries", 22.0)]
     assert len(shapes) == 4 and shapes[-1] == [("ttft", 1.0)]
@@ -745,7 +750,7 @@ def test_grouping_of_many_stretches(crash):
     assert [g["start"].min() for g in eps] == sorted(g["start"].min() for g in eps)
     g = grouped(more, ctx.th.merge_gap_s)
     assert g["_e"].unique().sort().to_list() == [0, 1, 2, 3] and g.height == more.height + 4  # 2 rows in 3 groups
-    assert grouped(st.clear(), 10.0).height == 0 and group(st.clear(), 10.0) == []
+    assert grouped(st.clear(), 10.0).height == 0
 
 
 def test_outside_many_ranges(storm):

@@ -227,12 +227,6 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
 
 # ---------------------------------------------------------------- grouping and classification
 
-def group(st: pl.DataFrame, gap_s: float) -> list[pl.DataFrame]:
-    """The stretches of each episode, one frame each (``grouped``, split)."""
-    g = grouped(st, gap_s)
-    return [] if g.height == 0 else g.partition_by("_e", maintain_order=True, include_key=False)
-
-
 def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     """The stretches of every episode, ``_e`` numbering the episodes by start. On one replica, server-signal
     stretches that overlap or lie within gap_s of each other are one episode, one per death when they hold
