@@ -205,17 +205,26 @@ class _Cursor:
 
 
 def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
-    """server_requests rows (plus the ``_first`` seq they are sorted by) from request events."""
+    """server_requests rows (plus the ``_first`` seq they are sorted by) from request events, one log (source
+    and replica) at a time: its ids are the keys, and a join and group-by on the id alone cost half of one on
+    three string columns (592 k events of the 1 GB folder, one core: 0.64 -> 0.35 s)."""
+    logs = ev.select(_EVENT_COLUMNS).collect().partition_by(["source", "replica"], maintain_order=True)
+    if not logs:
+        return _requests_of_log(ev.select(_EVENT_COLUMNS).clear().lazy(), None, None)
+    parts = [_requests_of_log(log.lazy(), log["source"][0], log["replica"][0]) for log in logs]
+    return pl.concat(parts).sort(["source", "_first"])
+
+
+def _requests_of_log(ev: pl.LazyFrame, source: str | None, replica: str | None) -> pl.LazyFrame:
     # one row per received id: an id received again (a retry that kept its X-Request-Id, a log collected
     # twice into one file) would otherwise multiply its events by its receptions (k^2 rows); the base id is
     # a function of the id, so which row is kept does not matter
     received = ev.filter(pl.col("event") == "received").select(
-        "source", "replica", pl.col("request_id").alias("recv_id"), pl.col("base_request_id").alias("recv_base")
-    ).unique(["source", "replica", "recv_id"])
+        pl.col("request_id").alias("recv_id"), pl.col("base_request_id").alias("recv_base")
+    ).unique("recv_id")
     # 0.14+ engine suffix on Added/Aborted ids of chat requests: settle by the Received ids
     ev = ev.with_columns(pl.col("request_id").str.replace(_ENGINE_SUFFIX, "").alias("_trim"))
-    ev = ev.join(received, left_on=["source", "replica", "_trim"], right_on=["source", "replica", "recv_id"],
-                 how="left").with_columns(
+    ev = ev.join(received, left_on="_trim", right_on="recv_id", how="left").with_columns(
         pl.when(pl.col("recv_base").is_not_null() & (pl.col("event") != "received"))
         .then(pl.col("recv_base"))
         .otherwise(pl.col("base_request_id"))
@@ -226,9 +235,9 @@ def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
         .alias("key_id"),
     )
     # one server request per (replica, external id); retries of one client id get new ids upstream
-    agg = (
+    return (
         ev.sort("seq")
-        .group_by(["source", "replica", "key_id"])
+        .group_by("key_id")
         .agg(
             pl.col("base_request_id").drop_nulls().first(),
             pl.col("ts").filter(pl.col("event") == "received").min().alias("received_ts"),
@@ -241,14 +250,17 @@ def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("prompt").drop_nulls().first(),
             pl.col("seq").min().alias("_first"),
         )
-        .rename({"key_id": "request_id"})
+        .select(
+            pl.lit(source, dtype=pl.String).alias("source"),
+            pl.lit(replica, dtype=pl.String).alias("replica"),
+            pl.col("key_id").alias("request_id"),
+            pl.exclude("key_id"),
+        )
         .with_columns(
             pl.when(pl.col("preempted_v0")).then(True).otherwise(None).alias("preempted"),
             endpoint_expr("request_id").alias("endpoint"),
         )
-        .sort(["source", "_first"])
     )
-    return agg
 
 
 def _stats_intervals(out: Path) -> None:

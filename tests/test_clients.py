@@ -299,6 +299,35 @@ def test_generic_jsonl_and_csv(tmp_path):
     assert att2.select(key).sort(key[:2]).equals(att.select(key).sort(key[:2]))
 
 
+def test_attempt_records_decoded_with_their_keys_alone(tmp_path, monkeypatch):
+    """The lab's attempt records are decoded with their own 7 keys (client_jsonl.ATTEMPT_DTYPE): the tables are
+    those of decoding every record with all keys; a record whose kind only a nested object names is decoded
+    again with all keys."""
+    import parsers.client_jsonl as cj
+
+    storm = LAB / "retry-storm" / "client-storm.jsonl"
+    need(storm)
+    generic = CLIENTS / "generic-attempts.jsonl"
+    # the docs example's generic records, each with a nested object that names an attempt kind
+    nested = tmp_path / "nested" / "generic-attempts.jsonl"
+    nested.parent.mkdir()
+    nested.write_text("".join(line[:-2] + ', "labels": {"kind": "attempt_send"}}\n'
+                              for line in generic.read_text().splitlines(keepends=True)))
+    fast = ingest_files(tmp_path / "fast", storm, nested)
+    monkeypatch.setattr(cj, "_ATTEMPT_HINT", "^$never")
+    assert not pl.Series(storm.read_text().splitlines()).str.contains(cj._ATTEMPT_HINT).any()
+    whole = ingest_files(tmp_path / "whole", storm, nested)
+    plain = ingest_files(tmp_path / "plain", generic)
+    for table in ("client_attempts", "client_requests", "client_phases"):
+        assert fast.table(table).equals(whole.table(table))
+    att = fast.table("client_attempts")
+    # grep -c attempt_send client-storm.jsonl = 1245
+    assert att.filter(pl.col("source").str.ends_with("client-storm.jsonl")).height == 1245
+    mine = att.filter(pl.col("source").str.ends_with("generic-attempts.jsonl")).drop("source")
+    assert mine.height == 11 and mine.equals(plain.table("client_attempts").drop("source"))
+    assert fast.files["lines_unrecognized"].sum() == 0
+
+
 def test_docs_example_runs_and_parses(tmp_path):
     """Run the Python block of docs/client-schema.md against a local test server, parse what it wrote."""
     sys.path.insert(0, str(CLIENTS))
