@@ -223,8 +223,12 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     # each regex runs once (a repeated expression would be computed on every row, outside its when()),
     # on the rows of the kind whose message it reads (its lead excludes the others)
     ev = ev.with_columns(ln.str.contains(_TS_FAST).alias("_fast_ts"))
+    # the general stamp (a capture pass, then ~15 steps) only in the plan when some row needs it: a when() runs
+    # its branch on its rows alone, but the branch's steps still cost on none (the parser over the bench's
+    # three openai-python logs, one core: 4.40 -> 4.17-4.28 CPU s)
+    all_fast = bool(ev["_fast_ts"].all())
     ev = ev.with_columns(
-        pl.when(~pl.col("_fast_ts")).then(ln.str.extract_groups(_TS)).alias("_t"),
+        (pl.lit(None) if all_fast else pl.when(~pl.col("_fast_ts")).then(ln.str.extract_groups(_TS))).alias("_t"),
         pl.col("prefix").str.extract(_THREAD, 1).alias("_thread"),
         pl.when(on("send")).then(msg.str.extract(_SEND, 1)).alias("_send"),
         pl.when(on("httpx")).then(msg.str.extract_groups(_HTTPX)).alias("_httpx"),
@@ -239,11 +243,12 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     # a format with '%.f' takes polars' slow strptime path: the milliseconds are added apart
     fast_naive = ln.str.head(19).str.to_datetime("%Y-%m-%dT%H:%M:%S", strict=False, time_unit="us") + pl.duration(
         milliseconds=ln.str.slice(20, 3).cast(pl.Int64))
+    fast_ts = local_to_utc(fast_naive, ctx.tz).cast(pl.Datetime("us", "UTC"))
     ev = ev.select(
         "seq",
         "line_no",
-        pl.when(pl.col("_fast_ts")).then(local_to_utc(fast_naive, ctx.tz).cast(pl.Datetime("us", "UTC")))
-        .otherwise(_timestamp(pl.col("_t"), ctx.tz)).alias("ts"),
+        (fast_ts if all_fast else pl.when(pl.col("_fast_ts")).then(fast_ts).otherwise(_timestamp(pl.col("_t"), ctx.tz)))
+        .alias("ts"),
         pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread).alias("thread"),
         kind.fill_null("exc"),
         pl.when(on("build")).then(msg.str.extract(_BUILD, 1)).cast(pl.Int64).alias("rt"),
