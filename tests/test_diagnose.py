@@ -677,6 +677,36 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
                                     "replica-5.")
 
 
+@pytest.mark.parametrize("replicas,on,spikes", [
+    (2, "replica-0", "7 preemption spikes"),
+    (3, "2 replicas (replica-0, replica-2)", "14 preemption spikes at 7 times"),
+])
+def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, replicas, on, spikes):
+    """bench/generate.py alternating the V0 ladder and the retry storm over the replicas: each ladder copy's
+    preemption spike recurs every 248 s on the ladder's replicas (the 1 GB bench folder's '335 preemption
+    spikes' finding named no replica). The pattern is one finding whose title names where it beats; spikes of
+    two replicas at the same times are counted with their times."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import generate
+    from logscope.api import AnalyzeOptions, analyze
+
+    monkeypatch.setattr(generate, "TEMPLATES", ("v0-ladder", "retry-storm"))
+    generate.generate(tmp_path / "in", 7 * replicas, replicas=replicas, lab=lab)
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    ladder = {f"replica-{i}" for i in range(0, replicas, 2)}
+    rec = [e for e in d["episodes"] if e["class"] == "recurring"]
+    assert {e["replica"] for e in rec} == ladder and len(rec) == 7 * len(ladder)
+    found = [f for f in d["findings"] if "Recurring" in f["title"]]
+    assert [f["title"] for f in found] == [
+        f"{on}: Recurring KV pressure: {spikes}, starting about every 248 s, the first 09:37:14–09:38:12"]
+    assert found[0]["episode_id"] == rec[0]["episode_id"]
+
+
 def test_metrics_go_to_the_log_running_when_they_were_scraped(tmp_path, lab):
     """The spike sample (its vLLM log, nginx, clients, Prometheus dump) beside the calm run's vLLM log: both
     servers listened on 127.0.0.1:8001, at other times. The dump's preemption counter belongs to the spike's

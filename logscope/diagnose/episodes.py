@@ -583,9 +583,11 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         # a long incident can hold hundreds: name the first few and the last
         shown = [_t(s) for s in starts] if len(starts) <= RECURRING_SHOWN + 1 else (
             [_t(s) for s in starts[:RECURRING_SHOWN]] + [f"… {len(starts) - RECURRING_SHOWN - 1} more …", _t(starts[-1])])
+        noun = sig.removesuffix("s").replace("_", " ")
+        # spikes of several replicas at the same times: so many spikes, at so many times
+        times = f" at {len(starts)} times" if len(starts) < len(group_) else ""
+        why = f"{len(group_)} {noun} spikes{times}, starting about every {med:.0f} s"
         for e in group_:
             e["class"] = "recurring"
-            noun = sig.removesuffix("s").replace("_", " ")
-            e["why"] = f"{len(group_)} {noun} spikes, starting about every {med:.0f} s"
-            e["reason"] = (f"{len(group_)} {noun} spikes, starting about every {med:.0f} s "
-                           f"({', '.join(shown)}); this one: {e['reason']}")
+            e["why"] = why
+            e["reason"] = f"{why} ({', '.join(shown)}); this one: {e['reason']}"

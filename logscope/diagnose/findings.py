@@ -71,9 +71,15 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
     for ep, group in _one_per_pattern(eps):
         found = _episode(ctx, ep, ladder, cap)
         if ep["class"] == "recurring":
+            # one pattern per signal, whichever replicas it beats on: in a folder of several, the title names them
+            names = list(dict.fromkeys(e["replica"] for e in group if e.get("replica"))) if several else []
+            on = "" if not names else names[0] if len(names) == 1 else (
+                f"{len(names)} replicas ({', '.join(names[:REPEATS_NAMED])}{', …' if len(names) > REPEATS_NAMED else ''})")
             for f in found:
                 if f["kind"] != "pressure":  # pressure titles name the pattern themselves
                     f["title"] = f"{f['title']} — the first of {ep['why']}"
+                if on:
+                    f["title"] = f"{on}: {f['title']}"
         elif len(group) > 1:
             ids = ", ".join(e["episode_id"] for e in group[:REPEATS_NAMED]) + (", …" if len(group) > REPEATS_NAMED else "")
             what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
