@@ -580,6 +580,14 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
 
     assert for_replica(cap, "replica-1")["running_observed_max"] == 8  # what a replica's findings are told
     assert for_replica(cap, None) is cap
+    # the pages show a KV episode's peak as a share (the stats' KV usage reached 1.0 on replica-0), not as '1'
+    kv = [e for e in d["episodes"] if e["signal"] == "kv_pressure"]
+    assert {e["peak"] for e in kv} == {1.0}
+    md = (tmp_path / "out" / "summary.md").read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith(f"| {kv[0]['episode_id']} |")]
+    assert len(rows) == 1 and rows[0].split(" | ")[6] == "100.0 %"
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert f'<tr id="{kv[0]["episode_id"]}">' in html and '<td class="num">100.0 %</td>' in html
 
     th, _ = from_options(AnalyzeOptions())
     inp = load_inputs(tmp_path / "out", None)

@@ -148,6 +148,21 @@ def pct(x: Any, digits: int = 1) -> str:
     return f"{float(x) * 100:.{digits}f} %"
 
 
+_PERCENT_SIGNALS = {"kv_pressure"}  # a share of the KV cache
+_SECONDS_SIGNALS = {"ttft", "e2e"}  # a p95 latency
+
+
+def signal_value(x: Any, signal: Any) -> str:
+    """An episode's peak or baseline in its signal's unit: KV usage as a percentage, latencies in seconds."""
+    if x is None:
+        return "–"
+    if signal in _PERCENT_SIGNALS:
+        return pct(x)
+    if signal in _SECONDS_SIGNALS:
+        return f"{fnum(x)} s"
+    return fnum(x)
+
+
 def redact_prompt(line: str | None, include_prompts: bool) -> str | None:
     """Cut prompt text out of a raw log line (unrecognised-line examples) unless prompts are allowed."""
     if line is None or include_prompts:

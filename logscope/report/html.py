@@ -63,6 +63,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         fnum=fmt.fnum,
         pct=fmt.pct,
+        signal_value=fmt.signal_value,
         hms=fmt.hms,
         when=fmt.when,
         duration=fmt.duration,

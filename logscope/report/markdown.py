@@ -43,7 +43,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(md=md, fnum=fmt.fnum, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
+    env.filters.update(md=md, fnum=fmt.fnum, signal_value=fmt.signal_value, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
     env.globals["md_table"] = md_table
     return env
 
