@@ -354,8 +354,11 @@ def test_recurring_spikes(ladder_out):
     d = diagnose(ladder_out, AnalyzeOptions(extra={"recurring_min": 2}))
     assert [e["class"] for e in d["episodes"]] == ["recurring", "recurring", "sustained"]
     assert d["episodes"][0]["why"] == "2 preemption spikes, starting about every 33 s"
-    assert d["episodes"][1]["reason"].startswith(
+    assert d["episodes"][0]["reason"].startswith(
         "2 preemption spikes, starting about every 33 s (08:21:12, 08:21:45); this one: ")
+    # the start times are named once, on the first; the others point to it
+    assert d["episodes"][1]["reason"].startswith(
+        "2 preemption spikes, starting about every 33 s, the first 08:21:12; this one: 153 preemptions 08:21:45–08:22:08")
     # one finding for the pattern (a long incident can hold hundreds of recurring episodes), on its first episode
     rec = [f for f in d["findings"] if f["title"].startswith("Recurring")]
     assert [(f["title"], f["episode_id"]) for f in rec] == [

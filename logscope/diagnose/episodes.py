@@ -587,7 +587,11 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         # spikes of several replicas at the same times: so many spikes, at so many times
         times = f" at {len(starts)} times" if len(starts) < len(group_) else ""
         why = f"{len(group_)} {noun} spikes{times}, starting about every {med:.0f} s"
+        first = min(group_, key=lambda e: e["start"])
         for e in group_:
             e["class"] = "recurring"
             e["why"] = why
-            e["reason"] = f"{why} ({', '.join(shown)}); this one: {e['reason']}"
+            # the start times once, on the first; the others point to it (a day can hold hundreds of them)
+            times_of = f"({', '.join(shown)})" if e is first else f"the first {_t(starts[0])}"
+            e["reason"] = f"{why} {times_of}; this one: {e['reason']}" if e is first else \
+                f"{why}, {times_of}; this one: {e['reason']}"
