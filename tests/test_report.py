@@ -468,6 +468,11 @@ def test_long_lists_are_cut_in_the_page_and_the_ticket(tmp_path_factory, tmp_pat
     html = (out / "report.html").read_text(encoding="utf-8")
     assert '<tr id="E1">' in html and '<tr id="E3">' in html and '<tr id="E2">' not in html
     assert "3 episodes: 2 listed (every one a finding names, then the earliest)" in html
+    # the output lengths per episode: the listed episodes' rows (the 1 GB bench folder's page held 590)
+    assert [r["episode_id"] for r in s["output_lengths"]["per_episode"]] == ["E1", "E2", "E3"]
+    lengths = html[html.index('<h2 id="lengths"'):html.index('<h2 id="capacity"')]
+    assert ">E1<" in lengths and ">E3<" in lengths and ">E2<" not in lengths
+    assert "1 more in summary.json" in lengths
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "3 episodes: 2 listed" in md and "| E2 |" not in md and "| E3 |" in md
     # without findings to keep, the earliest ones fill the room

@@ -105,6 +105,21 @@ def episodes_shown(summary: dict, limit: int) -> dict:
     return {"rows": rows, "hidden": len(eps) - len(rows), "total": len(eps)}
 
 
+def output_lengths_view(lengths: dict | None, shown: dict) -> dict | None:
+    """summary.json's output_lengths with its per-episode rows cut to the episodes the page lists (``shown``,
+    from episodes_shown), and a count of the rest."""
+    if not lengths or not shown["hidden"]:
+        return lengths
+    ids = {e.get("id") for e in shown["rows"]}
+    rows = lengths.get("per_episode") or []
+    kept = [r for r in rows if r.get("episode_id") in ids]
+    out = dict(lengths)
+    out["per_episode"] = kept
+    if len(rows) > len(kept):
+        out["per_episode_not_shown"] = f"{len(rows) - len(kept)} more in summary.json"
+    return out
+
+
 def cold_start_view(cold: dict | None, limit: int) -> dict | None:
     """summary.json's cold_start with its per-start lists cut to ``limit`` rows (and a count of the rest)."""
     if not cold:
