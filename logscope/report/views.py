@@ -106,18 +106,16 @@ def episodes_shown(summary: dict, limit: int) -> dict:
 
 
 def output_lengths_view(lengths: dict | None, shown: dict) -> dict | None:
-    """summary.json's output_lengths with its per-episode rows cut to the episodes the page lists (``shown``,
-    from episodes_shown), and a count of the rest."""
-    if not lengths or not shown["hidden"]:
+    """summary.json's output_lengths for the page: ``main`` (every figure but the per-episode rows), and
+    ``per_episode``, the rows of the episodes the page lists (``shown``, from episodes_shown), with ``note``
+    counting the rest; the page folds them away (the 1 GB bench folder's page listed 590 rows of 256 / 256)."""
+    if not lengths:
         return lengths
-    ids = {e.get("id") for e in shown["rows"]}
     rows = lengths.get("per_episode") or []
-    kept = [r for r in rows if r.get("episode_id") in ids]
-    out = dict(lengths)
-    out["per_episode"] = kept
-    if len(rows) > len(kept):
-        out["per_episode_not_shown"] = f"{len(rows) - len(kept)} more in summary.json"
-    return out
+    ids = {e.get("id") for e in shown["rows"]}
+    kept = [r for r in rows if r.get("episode_id") in ids] if shown["hidden"] else rows
+    note = f"{len(rows) - len(kept)} more in summary.json" if len(rows) > len(kept) else ""
+    return {"main": {k: v for k, v in lengths.items() if k != "per_episode"}, "per_episode": kept, "note": note}
 
 
 def cold_start_view(cold: dict | None, limit: int) -> dict | None:
