@@ -140,6 +140,19 @@ def test_spike_episode_and_findings(tmp_path_factory):
     assert s["findings"][0]["episode"] == "E1"
 
 
+def test_shares_are_shown_as_percentages(tmp_path_factory):
+    """A figure under a key naming a share is a fraction: the page shows 100.0 %, not 1 (the spike's 284
+    requests all generated their max_tokens of 256; its episode's requests all succeeded)."""
+    out = analysed(tmp_path_factory, "spike")
+    s = summary_of(out)
+    assert s["output_lengths"]["overall"]["share_hit_max_tokens"] == 1.0
+    assert s["episodes"][0]["metrics"]["success_share"] == 1.0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<th>share hit max tokens</th><td>100.0 %</td>" in html
+    assert '<th>success_share</th><td class="num">100.0 %</td>' in html
+    assert "<th>requests</th><td>284</td>" in html  # other figures as they were
+
+
 def test_calm_has_no_episode(tmp_path_factory):
     s = summary_of(analysed(tmp_path_factory, "calm"))
     assert s["episodes"] == []
