@@ -140,7 +140,7 @@ def test_spike_episode_and_findings(tmp_path_factory):
     assert s["findings"][0]["episode"] == "E1"
 
 
-def test_shares_are_shown_as_percentages(tmp_path_factory):
+def test_figures_are_shown_by_their_key(tmp_path_factory):
     """A figure under a key naming a share is a fraction: the page shows 100.0 %, not 1 (the spike's 284
     requests all generated their max_tokens of 256; its episode's requests all succeeded)."""
     out = analysed(tmp_path_factory, "spike")
@@ -151,6 +151,16 @@ def test_shares_are_shown_as_percentages(tmp_path_factory):
     assert "<th>share hit max tokens</th><td>100.0 %</td>" in html
     assert '<th>success_share</th><td class="num">100.0 %</td>' in html
     assert "<th>requests</th><td>284</td>" in html  # other figures as they were
+    # the crash run's cold-start tables: pids as the log wrote them (7682, not 7,682), its KV usage 79.3 % as
+    # a share, its times on one line each
+    crash = analysed(tmp_path_factory, "crash")
+    cold = summary_of(crash)["cold_start"]
+    assert [r["pid"] for r in cold["server_starts"]] == [7682, 8600] and cold["windows"][0]["kv_max"] == 0.793
+    page = (crash / "report.html").read_text(encoding="utf-8")
+    section = page[page.index('<h2 id="cold-start"'):page.index('<h2 id="appendix"')]
+    assert "<td>7682</td>" in section and "7,682" not in section
+    assert "<td>79.3 %</td>" in section
+    assert '<td><span class="nowrap">08:33:31</span></td>' in section
 
 
 def test_calm_has_no_episode(tmp_path_factory):

@@ -130,6 +130,10 @@ def fnum(x: Any, digits: int = 2) -> str:
 _ISO_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
+def is_iso(x: str) -> bool:
+    return bool(_ISO_TS.match(x))
+
+
 def fval(x: Any) -> str:
     """Any scalar of a JSON document, for a table cell: numbers grouped, ISO times as HH:MM:SS."""
     if isinstance(x, str):
@@ -146,6 +150,23 @@ def pct(x: Any, digits: int = 1) -> str:
     if x is None:
         return "–"
     return f"{float(x) * 100:.{digits}f} %"
+
+
+# keys of diagnosis figures that hold a fraction of a whole (shown as percentages) and process ids (no
+# thousands separator); the generic tables of the page know a figure only by its key
+_FRACTION_KEYS = {"kv_full", "kv_max", "kv_mean", "kv_observed_max", "kv_usage"}
+
+
+def keyed(x: Any, key: Any) -> str | None:
+    """A figure the page shows by its key: a share or KV usage as a percentage, a pid as written; None for the
+    others (formatted as any value)."""
+    if not isinstance(key, str) or isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    if "share" in key or key in _FRACTION_KEYS:
+        return pct(x)
+    if key == "pid" or key.endswith("_pid"):
+        return str(x)
+    return None
 
 
 _PERCENT_SIGNALS = {"kv_pressure"}  # a share of the KV cache

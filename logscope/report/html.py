@@ -71,10 +71,20 @@ def environment() -> jinja2.Environment:
         sev_class=lambda s: f"sev-{s}" if s in SEVERITIES else "sev-info",
         cls_class=lambda s: f"cls-{s}" if s in CLASSES else "",
         fval=fmt.fval,
+        keyed=fmt.keyed,
+        clock=_clock,
         label=fmt.label,
         columns=columns,
     )
     return env
+
+
+def _clock(x: Any) -> Markup | None:
+    """An ISO time of a generic table as HH:MM:SS kept on one line (a narrow column broke it at every
+    character); None for any other value."""
+    if isinstance(x, str) and fmt.is_iso(x):
+        return Markup('<span class="nowrap">{}</span>').format(fmt.hms(x))
+    return None
 
 
 def _bundle_path() -> Path:
