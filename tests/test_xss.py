@@ -204,3 +204,14 @@ def test_nothing_injected_in_the_browser(report):
     root = re.search(r"<html[^>]*>", dom).group(0)
     assert 'data-logscope-errors="[]"' in root and 'data-logscope-charts="done"' in root
     assert f"client-{P_IMG}.log" in "".join(p.text)  # shown as plain text in the appendix
+
+
+def test_words_kept_whole_are_escaped():
+    """The generic tables keep short words on one line in a span of their own (report.html._whole): the word
+    is still escaped (a replica or file name is attacker-controlled)."""
+    from logscope.report.html import _whole
+
+    word = "<svg/onload=alert(1)>"  # no blank: it takes the short-word path
+    assert str(_whole(word)) == '<span class="nowrap">&lt;svg/onload=alert(1)&gt;</span>'
+    assert _whole("replica-0") == '<span class="nowrap">replica-0</span>'
+    assert _whole("two words") is None and _whole(7682) is None

@@ -27,6 +27,7 @@ CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 CLASSES = ("spike", "sustained", "recurring", "crash")
 _NOT_ANCHOR = re.compile(r"[^A-Za-z0-9_-]")
+_WHOLE_MAX = 24  # characters of a word kept on one line in a generic table
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
 
@@ -72,18 +73,23 @@ def environment() -> jinja2.Environment:
         cls_class=lambda s: f"cls-{s}" if s in CLASSES else "",
         fval=fmt.fval,
         keyed=fmt.keyed,
-        clock=_clock,
+        whole=_whole,
         label=fmt.label,
         columns=columns,
     )
     return env
 
 
-def _clock(x: Any) -> Markup | None:
-    """An ISO time of a generic table as HH:MM:SS kept on one line (a narrow column broke it at every
-    character); None for any other value."""
-    if isinstance(x, str) and fmt.is_iso(x):
+def _whole(x: Any) -> Markup | None:
+    """A value of a generic table kept on one line: an ISO time (as HH:MM:SS; a narrow column broke it at
+    every character) or a short word such as a replica name ('replica-0' broke at its hyphen); None for any
+    other value."""
+    if not isinstance(x, str):
+        return None
+    if fmt.is_iso(x):
         return Markup('<span class="nowrap">{}</span>').format(fmt.hms(x))
+    if len(x) <= _WHOLE_MAX and not any(c.isspace() for c in x):
+        return Markup('<span class="nowrap">{}</span>').format(x)
     return None
 
 
