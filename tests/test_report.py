@@ -175,6 +175,12 @@ def test_ladder_section(tmp_path_factory):
     assert s["ladder"]["working_boundary"]["step"] in [st["step"] for st in s["ladder"]["steps"]]
     page = (analysed(tmp_path_factory, "ladder") / "report.html").read_text()
     assert 'data-chart="spec-ladder"' in page and "Working boundary" in page
+    # the step table's shares as percentages, on the page and in the ticket: step 4 (c=8) ran at KV 86.5 %
+    st = s["ladder"]["steps"][3]
+    assert (st["concurrency"], st["kv_max"], st["success_share"]) == (8, 0.865, 1.0)
+    assert '<td class="num">86.5 %</td>' in page and '<td class="num">100.0 %</td>' in page
+    md = (analysed(tmp_path_factory, "ladder") / "summary.md").read_text()
+    assert "| 4 | 8 | 40 | 4.56 | 8 | 0.1 | 0.12 | 1.75 | 2.05 | 100.0 % | 1,166.45 | 86.5 % |" in md
 
 
 # ------------------------------------------------------------------ summary.md and report.html

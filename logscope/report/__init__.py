@@ -20,7 +20,7 @@ import polars as pl
 import vl_convert
 
 from .. import clock
-from . import charts, views
+from . import charts, fmt, views
 from .fmt import redact_prompt
 from .html import render_html, vega_bundle
 from .load import Loaded, load
@@ -236,7 +236,8 @@ def _coverage(summary: dict) -> float | None:
 def _ladder_view(summary: dict) -> dict:
     steps = (summary.get("ladder") or {}).get("steps") or []
     cols = [c for c in LADDER_COLS if any(s.get(c) is not None for s in steps)]
-    return {"ladder_cols": cols, "ladder_rows": [[s.get(c) for c in cols] for s in steps]}
+    # a share or KV usage as a percentage, as on the page (fmt.keyed)
+    return {"ladder_cols": cols, "ladder_rows": [[fmt.keyed(s.get(c), c) or s.get(c) for c in cols] for s in steps]}
 
 
 def _shapes(ld: Loaded, include_prompts: bool) -> dict:
