@@ -212,7 +212,7 @@ def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
     bucket."""
     logs = ev.select(_EVENT_COLUMNS).collect().partition_by(["source", "replica"], maintain_order=True)
     if not logs:
-        return _requests_of_log(ev.select(_EVENT_COLUMNS).clear().lazy(), None, None)
+        return _requests_of_log(ev.select(_EVENT_COLUMNS).clear(), None, None)
     parts = [_requests_of_log(log.lazy(), log["source"][0], log["replica"][0]) for log in logs]
     return pl.concat(parts).sort(["source", "_first"])
 

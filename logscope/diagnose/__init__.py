@@ -261,8 +261,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     together = sorted({e["replica"] for e in eps if e["replica"] and e["replica"] != main["replica"]
                        and (e["class"], e["signal"], e["start"]) == (main["class"], main["signal"], main["start"])})
     if together:
-        names = ", ".join(together[:findings.REPEATS_NAMED]) + (", …" if len(together) > findings.REPEATS_NAMED else "")
-        head += f" The same at the same time on {len(together)} other replica(s): {names}."
+        head += f" The same at the same time on {len(together)} other replica(s): {findings.named(together)}."
     return [head, _when(ctx, main, eps), test]
 
 

@@ -420,15 +420,27 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
     if signal not in BASELINE_OF:
         return None
     col, look = BASELINE_OF[signal], timedelta(seconds=ctx.th.baseline_lookback_s)
+    s = figures.between(ctx.by_time(_baseline_frame(ctx, signal)), "ts", start - look, start, closed="left")
     if signal in SERVER_SIGNALS:
-        frame = (ctx.pre if ctx.pre.height else ctx.warnings) if signal == "preemptions" else ctx.server
-        s = figures.between(ctx.by_time(frame), "ts", start - look, start, closed="left").filter(
-            pl.col("replica") == (replica or ""))
-    else:
-        s = figures.between(ctx.inputs.windows, "ts", start - look, start, closed="left")
+        s = s.filter(pl.col("replica") == (replica or ""))
+    if not s.height:  # (an empty frame may lack the column)
+        return _baseline_value(ctx, signal, 0, None, 0)
+    return _baseline_value(ctx, signal, s.height, s[col].median(), s[col].drop_nulls().len())
+
+
+def _baseline_frame(ctx: Context, signal: str) -> pl.DataFrame:
+    """The samples a signal's baseline is read from."""
     if signal == "preemptions":
-        return float(s[col].median()) if s.height else (0.0 if ctx.pre.height else None)
-    return float(s[col].median()) if s.height and s[col].drop_nulls().len() else None
+        return ctx.pre if ctx.pre.height else ctx.warnings
+    return ctx.server if signal in SERVER_SIGNALS else ctx.inputs.windows
+
+
+def _baseline_value(ctx: Context, signal: str, rows: int, median, count: int) -> float | None:
+    """The baseline from the lookback's ``rows`` samples, their ``median`` and ``count`` of values: no sample
+    of a counted preemption is a baseline of 0."""
+    if signal == "preemptions":
+        return float(median) if rows else (0.0 if ctx.pre.height else None)
+    return float(median) if rows and count else None
 
 
 def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
@@ -440,9 +452,7 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
         if h["primary"] in BASELINE_OF:
             by_signal.setdefault(h["primary"], []).append(k)
     for signal, ks in by_signal.items():
-        col = BASELINE_OF[signal]
-        frame = (ctx.pre if ctx.pre.height else ctx.warnings) if signal == "preemptions" else \
-            ctx.server if signal in SERVER_SIGNALS else ctx.inputs.windows
+        col, frame = BASELINE_OF[signal], _baseline_frame(ctx, signal)
         # [start - look, start): times are whole microseconds
         rows = figures.gather(ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one)
                                                           for k in ks]) if frame.height else frame
@@ -454,14 +464,12 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
             want = pl.DataFrame({"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
                                 schema={"_k": pl.Int64, "_want": pl.String})
             rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
-        got = {r["_k"]: r for r in rows.group_by("_k").agg(pl.col(col).median().alias("m"), pl.col(col).count().alias("c"))
-               .iter_rows(named=True)} if rows.height else {}
+        got = {r["_k"]: r for r in rows.group_by("_k").agg(pl.len().alias("n"), pl.col(col).median().alias("m"),
+                                                            pl.col(col).count().alias("c")).iter_rows(named=True)} \
+            if rows.height else {}
         for i, k in enumerate(ks):
-            r = got.get(i)
-            if signal == "preemptions":
-                out[k] = float(r["m"]) if r else (0.0 if ctx.pre.height else None)
-            else:
-                out[k] = float(r["m"]) if r and r["c"] else None
+            r = got.get(i, {"n": 0, "m": None, "c": 0})
+            out[k] = _baseline_value(ctx, signal, r["n"], r["m"], r["c"])
     return out
 
 
@@ -592,6 +600,5 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
             e["class"] = "recurring"
             e["why"] = why
             # the start times once, on the first; the others point to it (a day can hold hundreds of them)
-            times_of = f"({', '.join(shown)})" if e is first else f"the first {_t(starts[0])}"
-            e["reason"] = f"{why} {times_of}; this one: {e['reason']}" if e is first else \
-                f"{why}, {times_of}; this one: {e['reason']}"
+            where = f" ({', '.join(shown)})" if e is first else f", the first {_t(starts[0])}"
+            e["reason"] = f"{why}{where}; this one: {e['reason']}"

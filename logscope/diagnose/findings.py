@@ -73,15 +73,13 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
         if ep["class"] == "recurring":
             # one pattern per signal, whichever replicas it beats on: in a folder of several, the title names them
             names = list(dict.fromkeys(e["replica"] for e in group if e.get("replica"))) if several else []
-            on = "" if not names else names[0] if len(names) == 1 else (
-                f"{len(names)} replicas ({', '.join(names[:REPEATS_NAMED])}{', …' if len(names) > REPEATS_NAMED else ''})")
             for f in found:
                 if f["kind"] != "pressure":  # pressure titles name the pattern themselves
                     f["title"] = f"{f['title']} — the first of {ep['why']}"
-                if on:
-                    f["title"] = f"{on}: {f['title']}"
+                if names:
+                    f["title"] = f"{_replicas(names)}: {f['title']}"
         elif len(group) > 1:
-            ids = ", ".join(e["episode_id"] for e in group[:REPEATS_NAMED]) + (", …" if len(group) > REPEATS_NAMED else "")
+            ids = named([e["episode_id"] for e in group])
             what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
             on = f" on {ep['replica']}" if ep["replica"] else ""
             for f in found:
@@ -116,6 +114,16 @@ REPEATS = 3  # more episodes than this of one class, signal and replica are one 
 REPEATS_NAMED = 6
 
 
+def named(items: list[str]) -> str:
+    """The first REPEATS_NAMED of ``items``, comma-separated, with '…' when there are more."""
+    return ", ".join(items[:REPEATS_NAMED]) + (", …" if len(items) > REPEATS_NAMED else "")
+
+
+def _replicas(names: list[str]) -> str:
+    """What a title says a finding is on: 'replica-0', or '2 replicas (replica-0, replica-2)'."""
+    return names[0] if len(names) == 1 else f"{len(names)} replicas ({named(names)})"
+
+
 def pattern_key(e: dict) -> tuple:
     """Episodes one finding may stand for: a recurring pattern is one per signal, others share class,
     signal and replica (the verdict's crash loop uses the same key)."""
@@ -132,12 +140,9 @@ def _across_replicas(found: list[tuple[str, dict]]) -> list[dict]:
     out = []
     for (_, _, title), members in groups.items():
         replica, f = members[0]
-        if len(members) == 1:
-            f["title"] = f"{replica}: {title}"
-        else:
-            names = [r for r, _ in members]
-            shown = ", ".join(names[:REPEATS_NAMED]) + (", …" if len(names) > REPEATS_NAMED else "")
-            f["title"] = f"{len(names)} replicas ({shown}): {title}"
+        names = [r for r, _ in members]
+        f["title"] = f"{_replicas(names)}: {title}"
+        if len(members) > 1:
             f["evidence"] = (f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
                              f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}")
             f["start"] = min(g["start"] for _, g in members if g["start"]) if f["start"] else f["start"]
