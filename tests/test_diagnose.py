@@ -689,8 +689,8 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
 
 
 @pytest.mark.parametrize("replicas,on,spikes", [
-    (2, "replica-0", "7 preemption spikes"),
-    (3, "2 replicas (replica-0, replica-2)", "14 preemption spikes at 7 times"),
+    (2, "replica-0", "8 preemption spikes"),
+    (3, "2 replicas (replica-0, replica-2)", "16 preemption spikes at 8 times"),
 ])
 def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, replicas, on, spikes):
     """bench/generate.py alternating the V0 ladder and the retry storm over the replicas: each ladder copy's
@@ -711,11 +711,58 @@ def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, repl
     d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     ladder = {f"replica-{i}" for i in range(0, replicas, 2)}
     rec = [e for e in d["episodes"] if e["class"] == "recurring"]
-    assert {e["replica"] for e in rec} == ladder and len(rec) == 7 * len(ladder)
+    # the eighth copy's spike ends with its log: one more of the pattern (below)
+    assert {e["replica"] for e in rec} == ladder and len(rec) == 8 * len(ladder)
     found = [f for f in d["findings"] if "Recurring" in f["title"]]
     assert [f["title"] for f in found] == [
         f"{on}: Recurring KV pressure: {spikes}, starting about every 248 s, the first 09:37:14–09:38:12"]
     assert found[0]["episode_id"] == rec[0]["episode_id"]
+
+
+def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, monkeypatch):
+    """The V0 ladder copied 8 times on replica-0 (a preemption spike every 248 s), its log then cut 30 s into
+    the last spike, as logs collected while the server still runs are: that spike is 'still abnormal when the
+    logs end', yet it is the pattern's eighth, not a 'Sustained' finding of its own (the 1 GB bench folder
+    listed its cut last ladder copy as a HIGH finding above the pattern it repeats)."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import generate
+    from logscope.api import AnalyzeOptions, analyze
+
+    monkeypatch.setattr(generate, "TEMPLATES", ("v0-ladder", "retry-storm"))
+    generate.generate(tmp_path / "in", 14, replicas=2, lab=lab)
+    analyze(tmp_path / "in", tmp_path / "whole", AnalyzeOptions())
+    d = json.loads((tmp_path / "whole" / "diagnosis.json").read_text())
+    spikes = [e for e in d["episodes"] if e["replica"] == "replica-0"]
+    assert [e["class"] for e in spikes] == ["recurring"] * 8
+    last = datetime.fromisoformat(spikes[-1]["start"])
+    stats = pl.read_parquet(tmp_path / "whole" / "server_stats.parquet").filter(pl.col("replica") == "replica-0")
+    cut = stats.filter(pl.col("ts") >= last + timedelta(seconds=30))["line_no"][0]
+    log = tmp_path / "in" / "replica-0" / "vllm-server.log"
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:cut]))
+
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    eps = [e for e in d["episodes"] if e["replica"] == "replica-0"]
+    assert [e["class"] for e in eps] == ["recurring"] * 8
+    assert [e["start"] for e in eps] == [e["start"] for e in spikes]
+    assert not eps[-1]["recovered"] and eps[-1]["duration_s"] < 60
+    assert eps[-1]["reason"].startswith("8 preemption spikes, starting about every 248 s, the first 09:37:14; this one: ")
+    assert "still abnormal when the logs end" in eps[-1]["reason"]
+    titles = [f["title"] for f in d["findings"] if f["title"].startswith("replica-0")]
+    assert titles == ["replica-0: Recurring KV pressure: 8 preemption spikes, starting about every 248 s, "
+                      "the first 09:37:14–09:38:12"]
+    # cut after lasting a regime's length (sustained_min_s, 60 s), it stays a regime of its own
+    from logscope.diagnose import episodes
+    from logscope.diagnose.thresholds import Thresholds
+
+    again = [{**e, "class": "spike", "start": datetime.fromisoformat(e["start"])} for e in eps]
+    again[-1].update({"class": "sustained", "duration_s": 60.0})
+    episodes._recurring(again, Thresholds())
+    assert [e["class"] for e in again] == ["recurring"] * 7 + ["sustained"]
 
 
 def test_metrics_go_to_the_log_running_when_they_were_scraped(tmp_path, lab):
