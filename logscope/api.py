@@ -150,7 +150,7 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
 
     import parsers
 
-    from . import sources
+    from . import envelopes, sources
 
     with tempfile.TemporaryDirectory(prefix="logscope-detect-") as tmp:
         res = ingest(root, tmp, options)
@@ -158,5 +158,6 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
     all_scores = {}
     for f in sources.discover(Path(root)):
         lines, binary = sources.head(f)
-        all_scores[f.rel] = {} if binary else parsers.scores(lines)
+        kind = None if binary else envelopes.detect(lines)
+        all_scores[f.rel] = {} if binary else parsers.scores(envelopes.head_lines(kind, lines) if kind else lines)
     return files, all_scores

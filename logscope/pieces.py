@@ -44,6 +44,8 @@ def plan(members: list[FileState], mod, job: Job) -> list[Piece] | None:
     opts, share = job.opts, job.share
     if job.pool is None or mod is None or mod.MODE != "lines" or not getattr(mod, "SEGMENT_COUNTERS", None):
         return None
+    if any(st.f.envelope for st in members):  # a line's pieces may lie across a cut: read whole, in order
+        return None
 
     def ways(sts: list[FileState]) -> int:
         return opts.segments or min(cores(), round(cost(sts) / share) if share > 0 else 1)

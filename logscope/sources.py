@@ -14,7 +14,7 @@ import lzma
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -43,10 +43,13 @@ class InputFile:
     rotation: int  # 0 for the live file, N for file.N (older)
     messages: list[str] = field(default_factory=list)
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
+    envelope: str | None = None  # a container runtime's records around the lines (``logscope.envelopes``)
+    envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
 
     def quiet(self) -> InputFile:
         """The same file, with its own message list: a side read (detection, comparison) says nothing."""
-        return InputFile(self.path, self.rel, self.size, self.compression, self.stream_key, self.rotation)
+        return InputFile(self.path, self.rel, self.size, self.compression, self.stream_key, self.rotation,
+                         envelope=self.envelope, envelope_time=self.envelope_time)
 
 
 def discover(root: Path) -> list[InputFile]:
@@ -167,7 +170,11 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     ``span`` reads one segment of an uncompressed file (``segments``): its chunks are the very chunks a
     whole read makes there, numbered from ``span.first_line``. ``cut_lines`` then collects the count of
     lines cut to MAX_LINE_CHARS instead of a message per segment. ``meter`` is told the bytes of each
-    chunk (decompressed) before it is yielded."""
+    chunk (decompressed) before it is yielded. A container log's lines are those inside its records
+    (``logscope.envelopes``)."""
+    if f.envelope is not None:
+        yield from _unwrapped(f, iter_line_chunks(_bare(f), chunk_bytes, span, cut_lines, meter))
+        return
     rest = b""
     line_no = span.first_line if span else 0
     cut_total = 0
@@ -200,6 +207,24 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
         cut_lines.append(cut_total)
     elif cut_total:
         f.messages.append(cut_message(cut_total))
+
+
+def _bare(f: InputFile) -> InputFile:
+    """The file read as it is, its messages going to ``f``'s list."""
+    return replace(f, envelope=None, messages=f.messages)
+
+
+def _unwrapped(f: InputFile, chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    from . import envelopes  # polars expressions of the parsers' helpers: loaded only for container logs
+
+    u = envelopes.Unwrapper(f.envelope or "", f.envelope_time)
+    for chunk in chunks:
+        yield u(chunk)
+    last = u.flush()
+    if last is not None:
+        yield last
+    if u.joined:
+        f.messages.append(f"{u.joined:,} partial record(s) joined into the lines the runtime had cut")
 
 
 def cut_message(n: int) -> str:

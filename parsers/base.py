@@ -31,6 +31,9 @@ A format module is a plain module (no class needed) exposing:
                  again in turn. Requires ``parse_chunk`` to be a function of (chunk, ctx, state), blind
                  to the counters' absolute values (tests/test_ingest_segments.py checks the rows equal
                  a whole read's)
+``CONTAINER_TIME``  optional, True when the format reads an RFC 3339 stamp in front of a line (``docker logs
+                 --timestamps``): a container runtime's log file of it then gives each line with the
+                 runtime's time in front (``logscope/envelopes.py``), else the line alone
 ``parse_document(text: str, ctx: ParseContext) -> ChunkResult``  (MODE 'document')
 
 Parsers are vectorised: a chunk is parsed with polars string expressions (``str.extract_groups``,

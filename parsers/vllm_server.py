@@ -41,6 +41,7 @@ KIND = "server"
 MODE = "lines"
 SPEED = 85  # MB/s on one core (bench/, 1 GB folder): orders the streams
 SEGMENT_COUNTERS = ("seq", "rec")  # a large log or rotated set is read in pieces: these number rows, nothing else
+CONTAINER_TIME = True  # docker/kubectl stamps in front of lines are read (year, sub-second, zone)
 DESCRIPTION = "vLLM server log, V0 0.2 to V1 0.33: stats lines, request lifecycle, errors, KV capacity, uvicorn"
 SAMPLES = [
     "(APIServer pid=3887) INFO 11-29 08:26:24 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1072.0 tokens/s, Running: 9 reqs, Waiting: 39 reqs, CPU KV cache usage: 91.0%, Prefix cache hit rate: 0.0%",

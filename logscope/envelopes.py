@@ -1,0 +1,135 @@
+"""Container runtime log files: each line of a program wrapped by the runtime, unwrapped before its format is
+detected, as compression is undone before.
+
+A Kubernetes node keeps a container's output in CRI format (containerd, CRI-O:
+``/var/log/pods/<namespace>_<pod>_<uid>/<container>/0.log``)::
+
+    2023-06-22T10:27:25.813799277Z stdout F standalone containerd line that is super awesome
+    2024-04-13T07:59:37.505201169-05:00 stdout F standalone crio line which is awesome
+
+and Docker's default ``json-file`` driver (``/var/lib/docker/containers/<id>/<id>-json.log``)::
+
+    {"log":"INFO: log line here\\n","stream":"stdout","time":"2024-03-30T08:31:20.545192187Z"}
+
+Both cut a line longer than 16 KiB into records: CRI tags each piece but the last ``P``, and a Docker piece's
+``log`` lacks the newline. The pieces are joined per stream (stdout and stderr records interleave) into the
+line the program wrote, at the place and number of the record that ends it (line numbers keep rising), with
+the time of its first; a file's line count is of those lines, and a message says how many records were joined. Formats that read a leading RFC 3339 stamp (``CONTAINER_TIME`` in their module:
+vLLM's own stamps have no year, no milliseconds and no zone) get the runtime's time in front of each line, as
+``kubectl logs --timestamps`` writes it; the others get the line alone.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from parsers._common import ascii_classes, decode_json
+
+_TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)"
+# a CRI record's header: time, stream, tag (P partial, F full; ':'-separated tags may follow), one blank
+_CRI = ascii_classes(rf"^(?P<hdr>(?P<ts>{_TS}) (?P<stream>stdout|stderr) (?P<tag>[PF])(?::\S*)?(?: |$))")
+_CRI_HEAD = ascii_classes(rf"^{_TS} (?:stdout|stderr) [PF](?::\S*)?(?: |$)")
+# json-file writes its keys in this order ('attrs' before 'time' with --log-opt labels/env/tag)
+_DOCKER_OPEN = '{"log":"'
+_DOCKER = ascii_classes(rf'^\{{"log":".*","stream":"(?:stdout|stderr)",(?:"attrs":\{{.*\}},)?"time":"{_TS}"\}}\s*$')
+_DOCKER_DTYPE = pl.Struct({"log": pl.String, "stream": pl.String, "time": pl.String})
+
+NAMES = {"cri": "CRI container log (containerd / CRI-O)", "docker": "Docker json-file container log"}
+MIN_SHARE = 0.9  # of a head's non-blank lines that must be records of one kind
+
+
+def detect(lines: list[str]) -> str | None:
+    """``cri`` or ``docker`` when the head's lines are records of that runtime, else None; never raises."""
+    text = [ln for ln in lines if ln.strip()]
+    if not text:
+        return None
+    s = pl.Series(text, dtype=pl.String)
+    if float(s.str.contains(_CRI_HEAD).mean() or 0.0) >= MIN_SHARE:
+        return "cri"
+    # head lines are cut at a few KB: most need only open as a record, one must be whole
+    if float(s.str.starts_with(_DOCKER_OPEN).mean() or 0.0) >= MIN_SHARE and bool(s.str.contains(_DOCKER).any()):
+        return "docker"
+    return None
+
+
+class Unwrapper:
+    """Turns chunks of a container log's lines (``line_no``, ``line``) into chunks of the lines inside, in order;
+    pieces of a line cut by a chunk's end are held until the record that ends it."""
+
+    def __init__(self, kind: str, keep_time: bool) -> None:
+        self.kind, self.keep_time = kind, keep_time
+        self.carry: pl.DataFrame | None = None  # a stream's pieces still waiting for their last record
+        self.joined = 0  # partial records joined into a line (a line of n records counts n - 1)
+
+    def __call__(self, chunk: pl.DataFrame) -> pl.DataFrame:
+        rec = _records(chunk, self.kind)
+        if self.carry is not None:
+            rec = pl.concat([self.carry, rec])
+            self.carry = None
+        if bool(rec["partial"].any()):
+            rec = self._join(rec)
+        return self._lines(rec)
+
+    def flush(self) -> pl.DataFrame | None:
+        """The pieces left at the end of the file (a line cut by the end of the log), as lines."""
+        if self.carry is None or not self.carry.height:
+            return None
+        rec, self.carry = self._grouped(self.carry), None
+        return self._lines(rec)
+
+    def _join(self, rec: pl.DataFrame) -> pl.DataFrame:
+        # a line is one stream's run of pieces and the record after them that ends it
+        rec = rec.with_columns((~pl.col("partial")).shift(1, fill_value=True).cum_sum().over("stream").alias("_g"))
+        ends = (~pl.col("partial")).any().over("stream", "_g")
+        self.carry = rec.filter(~ends).drop("_g")
+        return self._grouped(rec.filter(ends))
+
+    def _grouped(self, rec: pl.DataFrame) -> pl.DataFrame:
+        if "_g" not in rec.columns:
+            rec = rec.with_columns(pl.lit(0).alias("_g"))
+        out = rec.group_by("stream", "_g", maintain_order=True).agg(
+            pl.col("line_no").last(), pl.col("ts").first(), pl.col("text").str.join(""), pl.len().alias("_n"))
+        self.joined += int(out["_n"].sum()) - out.height
+        return out.select("line_no", "ts", "stream", pl.lit(False).alias("partial"), "text").sort("line_no")
+
+    def _lines(self, rec: pl.DataFrame) -> pl.DataFrame:
+        ts, text = pl.col("ts"), pl.col("text")
+        line = pl.when(ts.is_null()).then(text).otherwise(pl.concat_str(ts, pl.lit(" "), text)) if self.keep_time \
+            else text
+        return rec.select("line_no", line.alias("line"))
+
+
+def _records(chunk: pl.DataFrame, kind: str) -> pl.DataFrame:
+    """line_no, ts, stream, partial, text of each record; a line that is no record passes whole (ts null)."""
+    line = pl.col("line")
+    if kind == "cri":
+        head = line.str.slice(0, 128).str.extract_groups(_CRI)  # a header is ~50 characters
+        df = chunk.with_columns(head.alias("h")).with_columns(pl.col("h").struct.field("ts"))
+        at = pl.col("h").struct.field("hdr").str.len_chars()  # where the text starts
+        return df.select(
+            "line_no", "ts", pl.col("h").struct.field("stream"),
+            (pl.col("h").struct.field("tag") == "P").fill_null(False).alias("partial"),
+            pl.when(pl.col("ts").is_null()).then(line).otherwise(line.str.slice(at)).alias("text"),
+        )
+    rec = chunk.with_columns(pl.when(line.str.starts_with(_DOCKER_OPEN)).then(line).alias("_j"))
+    j = decode_json(rec["_j"], _DOCKER_DTYPE)
+    rec = rec.with_columns(j.alias("j")).with_columns(
+        pl.col("j").struct.field("log").alias("_log"), pl.col("j").struct.field("time").alias("_time"))
+    log = pl.col("_log")
+    ok = log.is_not_null() & pl.col("_time").is_not_null()
+    return rec.select(
+        "line_no", pl.when(ok).then(pl.col("_time")).alias("ts"),
+        pl.when(ok).then(pl.col("j").struct.field("stream")).alias("stream"),
+        (ok & ~log.str.ends_with("\n")).alias("partial"),
+        pl.when(ok).then(log.str.strip_suffix("\n")).otherwise(line).alias("text"),
+    )
+
+
+def head_lines(kind: str, lines: list[str], keep_time: bool = False) -> list[str]:
+    """A head's lines unwrapped (detection reads the lines inside; the pieces of a cut line are joined)."""
+    if not lines:
+        return []
+    u = Unwrapper(kind, keep_time)
+    df = pl.DataFrame({"line_no": pl.int_range(1, len(lines) + 1, eager=True), "line": pl.Series(lines, dtype=pl.String)})
+    parts = [u(df), u.flush()]
+    return pl.concat([p for p in parts if p is not None])["line"].to_list()

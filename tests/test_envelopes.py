@@ -1,0 +1,216 @@
+"""Container runtime log files around real logs: a vLLM or nginx log collected from a Kubernetes node (CRI:
+containerd, CRI-O) or from Docker's json-file driver gives the rows of the plain log.
+
+The files are written here the way the runtimes write them (``wrap``): CRI ``<RFC 3339 time> <stream> <P|F>
+<text>``, containerd in UTC with nanoseconds, CRI-O with the node's offset; json-file ``{"log":...,"stream":...,
+"time":...}`` with Go's escaping of ``<``, ``>`` and ``&``. Lines past ``split`` characters are cut into records
+as the runtimes cut lines past 16 KiB (the lab's lines are shorter, so the tests cut them at a few hundred)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import LAB, ROOT, need
+from logscope import envelopes
+from logscope.api import AnalyzeOptions, analyze, ingest
+
+SPIKE = LAB / "spike"
+_VLLM_TIME = re.compile(r" (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ")
+_NGINX_TIME = re.compile(r"\[(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d):(\d\d) \+0000\]")
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+
+def _own_time(line: str) -> datetime | None:
+    """The second a lab line was written at (vLLM and nginx logged UTC on the lab machine)."""
+    m = _VLLM_TIME.search(line)
+    if m:
+        return datetime(2026, *map(int, m.groups()), tzinfo=UTC)
+    m = _NGINX_TIME.search(line)
+    if m:
+        d, mon, y, hh, mm, ss = m.groups()
+        return datetime(int(y), _MONTHS[mon], int(d), int(hh), int(mm), int(ss), tzinfo=UTC)
+    return None
+
+
+def _go_time(t: datetime, nanos: int, offset: timedelta | None) -> str:
+    """Go's RFC3339Nano of second ``t`` plus ``nanos``: UTC 'Z' with trailing zeros trimmed (containerd,
+    Docker), or CRI-O's fixed nine digits with the node's offset."""
+    if offset is None:
+        frac = f"{nanos:09d}".rstrip("0")
+        return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "") + "Z"
+    local = t.astimezone(timezone(offset))
+    sign, off = ("-", -offset) if offset < timedelta(0) else ("+", offset)
+    hh, mm = divmod(int(off.total_seconds()) // 60, 60)
+    return local.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}{sign}{hh:02d}:{mm:02d}"
+
+
+def _docker_text(s: str) -> str:
+    # json-file escapes as Go's encoder: HTML characters and the line separators as \\u escapes, UTF-8 kept
+    out = json.dumps(s, ensure_ascii=False)[1:-1]
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        out = out.replace(ch, esc)
+    return out
+
+
+def wrap(src: Path, dest: Path, kind: str, split: int | None = None, offset: timedelta | None = None,
+         step_ns: int = 1000) -> int:
+    """``src``'s lines as the runtime's records in ``dest``; returns the number of records written. Each line
+    is stamped with the second it was logged at (the last one seen, for lines without a time) plus
+    ``step_ns`` a line, as a runtime stamps lines arriving in order. The true sub-second is not in the lab's
+    logs: with microseconds, the stamps say the lines came early in their second (the clock estimate then
+    finds the server late by most of a second, rightly for such stamps); with nanoseconds, they are the
+    plain log's whole seconds to the microsecond polars keeps."""
+    base, k, n = datetime(2026, 11, 29, tzinfo=UTC), 0, 0
+    out = []
+    text = src.read_bytes().decode("utf-8")  # no newline translation: a CR stays in its line
+    for line in text.removesuffix("\n").split("\n"):
+        own = _own_time(line)
+        if own is not None and own != base:
+            base, k = own, 0
+        k += 1
+        ts = _go_time(base, k * step_ns, offset)
+        stream = "stdout"
+        pieces = [line[j:j + split] for j in range(0, len(line), split)] if split and line else [line]
+        for j, piece in enumerate(pieces):
+            last = j == len(pieces) - 1
+            if kind == "cri":
+                out.append(f"{ts} {stream} {'F' if last else 'P'} {piece}")
+            else:
+                log = _docker_text(piece + ("\n" if last else ""))
+                out.append(f'{{"log":"{log}","stream":"{stream}","time":"{ts}"}}')
+            n += 1
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return n
+
+
+def _rows(out: Path, table: str) -> pl.DataFrame:
+    """A table without what names the file (its path, its replica, record numbers), times to the second and
+    what is computed from them (intervals) to the millisecond: the runtime's stamps add microseconds."""
+    df = pl.read_parquet(out / f"{table}.parquet")
+    df = df.drop([c for c in ("line_no", "seq", "rec", "source", "replica") if c in df.columns])
+    ts = [c for c, t in df.schema.items() if isinstance(t, pl.Datetime)]
+    return df.with_columns(pl.col(ts).dt.truncate("1s"), pl.col(pl.Float64).round(3)).sort(df.columns, nulls_last=True)
+
+
+def _files(res) -> dict[str, dict]:
+    return {r["path"]: r for r in res.files.iter_rows(named=True)}
+
+
+@pytest.mark.parametrize("kind,offset", [("cri", None), ("cri", timedelta(hours=-5)), ("docker", None)])
+def test_a_vllm_log_in_a_container_log_gives_the_plain_rows(tmp_path, kind, offset):
+    """The spike run's vLLM log (1,184 lines) inside a container log, lines past 300 characters cut into
+    records (the request lines of 600 and the 3.4 KB config line) and read in 16 KiB chunks, so that cut
+    lines span chunks: every table holds the plain log's rows, times to the second (the runtime's stamps add
+    the sub-second), and the file's line count is the log's."""
+    src = need(SPIKE / "vllm-server.log")
+    plain, boxed = tmp_path / "plain", tmp_path / "boxed"
+    shutil.copy(src, (plain.mkdir() or plain) / "vllm-server.log")
+    records = wrap(src, boxed / "0.log", kind, split=300, offset=offset)
+    opts = AnalyzeOptions(chunk_bytes=16 * 1024)
+    a, b = ingest(plain, tmp_path / "a", opts), ingest(boxed, tmp_path / "b", opts)
+    fa, fb = _files(a)["vllm-server.log"], _files(b)["0.log"]
+    assert fb["format"] == "vllm_server"
+    assert (fb["lines_total"], fb["lines_parsed"]) == (fa["lines_total"], fa["lines_parsed"]) == (1184, 1184)
+    joined = records - 1184
+    assert joined > 100
+    assert f"{joined:,} partial record(s) joined into the lines the runtime had cut" in fb["messages"]
+    assert any(m.startswith(envelopes.NAMES[kind]) and m.endswith("each with the runtime's time")
+               for m in fb["messages"])
+    for table in ("server_stats", "server_requests", "server_request_events"):
+        assert _rows(tmp_path / "b", table).equals(_rows(tmp_path / "a", table)), table
+    stats = pl.read_parquet(tmp_path / "b" / "server_stats.parquet")
+    assert stats.height == 86  # truth.json vllm.stats_lines
+    # the runtime's stamps were used: sub-second times, on UTC whatever the node's offset
+    assert stats["ts"].dt.microsecond().gt(0).all()
+    # the first stats line, 08:25:06 in the log, was the first record of its second (+1 µs)
+    assert stats["ts"].min() == datetime(2026, 11, 29, 8, 25, 6, 1, tzinfo=UTC)
+
+
+def test_a_gateway_log_in_a_container_log_is_read_without_the_runtime_time(tmp_path):
+    """nginx's access log (its own full times) inside a Docker json-file log: its lines alone are parsed, the
+    same gateway rows as the plain file."""
+    src = need(SPIKE / "nginx-access.log")
+    plain, boxed = tmp_path / "plain", tmp_path / "boxed"
+    plain.mkdir()
+    for d in (plain, boxed):
+        d.mkdir(exist_ok=True)
+        shutil.copy(SPIKE / "nginx.conf", d / "nginx.conf")
+    shutil.copy(src, plain / "nginx-access.log")
+    wrap(src, boxed / "nginx-access.log", "docker")
+    a, b = ingest(plain, tmp_path / "a", AnalyzeOptions()), ingest(boxed, tmp_path / "b", AnalyzeOptions())
+    fb = _files(b)["nginx-access.log"]
+    assert fb["format"] == _files(a)["nginx-access.log"]["format"]
+    assert fb["lines_parsed"] == fb["lines_total"] == _files(a)["nginx-access.log"]["lines_total"]
+    assert any(m == f"{envelopes.NAMES['docker']}: the lines inside its records were read" for m in fb["messages"])
+    assert _rows(tmp_path / "b", "gateway_attempts").equals(_rows(tmp_path / "a", "gateway_attempts"))
+
+
+def test_the_spike_found_in_container_logs(tmp_path):
+    """The spike sample collected from a node: its vLLM log in CRI records, nginx's logs in json-file ones (the
+    clients and Prometheus as they were); analyze finds the run's one episode (lab README: 136 preemptions
+    08:26:26-08:26:49) and joins the layers by id as on the plain sample."""
+    src = ROOT / "samples" / "spike"
+    d = tmp_path / "in"
+    shutil.copytree(src, d)
+    wrap(src / "vllm-server.log", d / "vllm-server.log", "cri", split=500, step_ns=1)
+    for name in ("nginx-access.log", "nginx-error.log"):
+        wrap(src / name, d / name, "docker", step_ns=1)
+    analyze(d, tmp_path / "out", AnalyzeOptions())
+    diag = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    [e] = diag["episodes"]
+    assert (e["signal"], e["count"], e["start"][:19], e["end"][:19]) == (
+        "preemptions", 136, "2026-11-29T08:26:26", "2026-11-29T08:26:49")
+    corr = json.loads((tmp_path / "out" / "correlation.json").read_text())
+    # truth.json: 284 requests, every one joined by id from client to gateway to vLLM
+    assert corr["match"]["gateway_server"] == {"exact": 284, "inferred": 0, "unmatched_gateway_requests": 0,
+                                               "unmatched_server_executions": 0}
+    assert corr["match"]["logical_requests"] == {"exact": 284, "inferred": 0, "none": 0}
+    offsets = pl.read_parquet(tmp_path / "out" / "clock_offsets.parquet")
+    assert offsets.filter(pl.col("source") == "vllm-server.log")["offset_s"].item() == -0.01  # as plain
+
+
+def test_pieces_of_lines_join_per_stream():
+    """Records of stdout and stderr interleave while a long line is cut: each line is joined from its own
+    stream's pieces, at the place of the record that ends it; pieces left at the end are a line."""
+    lines = [
+        "2026-11-29T08:24:00.1Z stdout P (APIServer pid=3887) INFO 11-29 08:24:00 [api_server.py:1] Rec",
+        "2026-11-29T08:24:00.2Z stderr F Triton is installed, but doesn't include CPU backend. Disabling Triton.",
+        "2026-11-29T08:24:00.3Z stdout P eived request cmpl-1",
+        "2026-11-29T08:24:00.4Z stdout F : params: x",
+        "not a record",
+        "2026-11-29T08:24:00.5Z stdout P cut by the end",
+    ]
+    assert envelopes.head_lines("cri", lines) == [
+        "Triton is installed, but doesn't include CPU backend. Disabling Triton.",
+        "(APIServer pid=3887) INFO 11-29 08:24:00 [api_server.py:1] Received request cmpl-1: params: x",
+        "not a record",
+        "cut by the end",
+    ]
+    # across chunks: the pieces wait in the unwrapper
+    u = envelopes.Unwrapper("cri", keep_time=True)
+    df = pl.DataFrame({"line_no": range(1, 7), "line": lines})
+    first, second = u(df.slice(0, 3)), u(df.slice(3))
+    assert first["line"].to_list() == [
+        "2026-11-29T08:24:00.2Z Triton is installed, but doesn't include CPU backend. Disabling Triton."]
+    assert second["line_no"].to_list() == [4, 5]
+    assert second["line"][0].startswith("2026-11-29T08:24:00.1Z (APIServer pid=3887) INFO")
+    assert u.flush()["line"].to_list() == ["2026-11-29T08:24:00.5Z cut by the end"]
+    assert u.joined == 2
+
+
+def test_plain_logs_are_no_container_logs():
+    """No lab or public log is taken for a container log: kubectl's --timestamps lines are plain lines."""
+    public = LAB.parent / "vllm-public"
+    files = sorted(LAB.glob("*/*.log")) + sorted(LAB.glob("*/*.jsonl")) + sorted(public.glob("*.log"))
+    assert len(files) >= 30
+    for f in files:
+        head = f.read_text(encoding="utf-8", errors="replace").splitlines()[:200]
+        assert envelopes.detect(head) is None, f.name
