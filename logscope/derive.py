@@ -16,9 +16,10 @@ from . import metric_stats, schemas
 TABLES = ("server_requests",)  # tables made here (server_stats, a parsed table, is completed here too)
 
 
-def finalize(out: Path) -> list[str]:
-    """Build the derived tables; returns notes (assumptions) about the whole folder."""
-    _server_requests(out)
+def finalize(out: Path, logs: dict[str, str] | None = None) -> list[str]:
+    """Build the derived tables; returns notes (assumptions) about the whole folder. ``logs`` names the log each
+    source file is part of (the files of a rotated set are one log), by default the file itself."""
+    _server_requests(out, logs or {})
     notes = metric_stats.append_derived_stats(out)
     _stats_intervals(out)
     return notes
@@ -44,21 +45,23 @@ _EVENT_COLUMNS = ["source", "replica", "event", "request_id", "base_request_id",
                   "prompt", "seq"]
 
 
-def _server_requests(out: Path) -> None:
+def _server_requests(out: Path, logs: dict[str, str] | None = None) -> None:
+    logs = logs or {}
     src = out / "server_request_events.parquet"
     dest = out / "server_requests.parquet"
     n = pl.scan_parquet(src).select(pl.len()).collect().item()
     passes = 1 if n <= ONE_PASS_MAX else -(-n // ROWS_PER_PASS)
     if passes == 1:
-        schemas.conform(_requests_of(pl.scan_parquet(src)), "server_requests").sink_parquet(dest)
+        schemas.conform(_requests_of(pl.scan_parquet(src), logs), "server_requests").sink_parquet(dest)
         return
     with _scratch(out / "_server_requests") as tmp:
-        buckets, names, span = _split(src, passes, tmp)
+        buckets, names, span = _split(src, passes, tmp, logs)
         key = _sort_key(names, span)
         parts = []
         for k, bucket in enumerate(buckets):
             part = tmp / f"part-{k:03d}.parquet"
-            _requests_of(pl.scan_parquet(bucket)).with_columns(key).sink_parquet(part, row_group_size=PART_ROW_GROUP)
+            _requests_of(pl.scan_parquet(bucket), logs).with_columns(key).sink_parquet(
+                part, row_group_size=PART_ROW_GROUP)
             for f in bucket:
                 f.unlink()
             parts.append(part)
@@ -77,7 +80,15 @@ def _scratch(path: Path) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _split(src: Path, passes: int, tmp: Path) -> tuple[list[list[Path]], list[str], tuple[int, int]]:
+def _log(logs: dict[str, str]) -> pl.Expr:
+    """The log an event's file is part of (a rotated set's files are one: a request received before the
+    rotation and finished after it is one request), by default the file."""
+    src = pl.col("source")
+    return (src.replace_strict(logs, default=src, return_dtype=pl.String) if logs else src).alias("_log")
+
+
+def _split(src: Path, passes: int, tmp: Path, logs: dict[str, str]) -> tuple[list[list[Path]], list[str],
+                                                                               tuple[int, int]]:
     """The events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
     a file per batch and bucket (a pass that scanned every event for its bucket read them all ``passes`` times:
     25 reads of a 25 GB folder's 14.8 M events took 35 s; its 74 passes of 200 k now read 30 files each). Every
@@ -85,7 +96,7 @@ def _split(src: Path, passes: int, tmp: Path) -> tuple[list[list[Path]], list[st
     suffixes stripped is the same for 'x', 'x-1a2b3c4d' and for a received id that itself ends like a suffix
     (see _requests_of). Also the events' source names and their least and greatest ``seq``, for the merge."""
     bucket = (
-        pl.concat_str(["source", "replica", pl.col("request_id").str.replace(r"(?:-[0-9a-f]{8})+$", "")],
+        pl.concat_str([_log(logs), "replica", pl.col("request_id").str.replace(r"(?:-[0-9a-f]{8})+$", "")],
                       separator="\x00").hash() % passes
     )
     files: list[list[Path]] = [[] for _ in range(passes)]
@@ -204,20 +215,20 @@ class _Cursor:
         return pl.concat(got)
 
 
-def _requests_of(ev: pl.LazyFrame) -> pl.LazyFrame:
-    """server_requests rows (plus the ``_first`` seq they are sorted by) from request events, one log (source
-    and replica) at a time: its ids are the keys, and a join and group-by on the id alone cost less than on
-    three string columns (polars encodes a multi-column key row by row; 592 k events of the 1 GB folder, one
-    core: 0.64 -> 0.42 s). The events are read into memory to be split: at most ONE_PASS_MAX, or one pass's
-    bucket."""
-    logs = ev.select(_EVENT_COLUMNS).collect().partition_by(["source", "replica"], maintain_order=True)
-    if not logs:
-        return _requests_of_log(ev.select(_EVENT_COLUMNS).clear(), None, None)
-    parts = [_requests_of_log(log.lazy(), log["source"][0], log["replica"][0]) for log in logs]
-    return pl.concat(parts).sort(["source", "_first"])
+def _requests_of(ev: pl.LazyFrame, logs: dict[str, str] | None = None) -> pl.LazyFrame:
+    """server_requests rows (plus the ``_first`` seq they are sorted by) from request events, one log (file, or
+    rotated set, and replica) at a time: its ids are the keys, and a join and group-by on the id alone cost
+    less than on three string columns (polars encodes a multi-column key row by row; 592 k events of the 1 GB
+    folder, one core: 0.64 -> 0.42 s). A request's ``source`` is the file of its first event. The events are
+    read into memory to be split: at most ONE_PASS_MAX, or one pass's bucket."""
+    parts = ev.select(_EVENT_COLUMNS).with_columns(_log(logs or {})).collect().partition_by(
+        ["_log", "replica"], maintain_order=True)
+    if not parts:
+        return _requests_of_log(ev.select(_EVENT_COLUMNS).clear(), None)
+    return pl.concat([_requests_of_log(log.lazy(), log["replica"][0]) for log in parts]).sort(["source", "_first"])
 
 
-def _requests_of_log(ev: pl.LazyFrame, source: str | None, replica: str | None) -> pl.LazyFrame:
+def _requests_of_log(ev: pl.LazyFrame, replica: str | None) -> pl.LazyFrame:
     # one row per received id: an id received again (a retry that kept its X-Request-Id, a log collected
     # twice into one file) would otherwise multiply its events by its receptions (k^2 rows); the base id is
     # a function of the id, so which row is kept does not matter
@@ -251,12 +262,13 @@ def _requests_of_log(ev: pl.LazyFrame, source: str | None, replica: str | None) 
             (pl.col("event") == "preempted").any().alias("preempted_v0"),
             pl.col("prompt").drop_nulls().first(),
             pl.col("seq").min().alias("_first"),
+            pl.col("source").first(),
         )
         .select(
-            pl.lit(source, dtype=pl.String).alias("source"),
+            "source",
             pl.lit(replica, dtype=pl.String).alias("replica"),
             pl.col("key_id").alias("request_id"),
-            pl.exclude("key_id"),
+            pl.exclude("key_id", "source"),
         )
         .with_columns(
             pl.when(pl.col("preempted_v0")).then(True).otherwise(None).alias("preempted"),

@@ -135,7 +135,7 @@ def ingest(
 
     for name in PARSED_TABLES:
         store.write(name, out / f"{name}.parquet")
-    notes = derive.finalize(out)
+    notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")
@@ -289,14 +289,13 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
 
 
 def _replica(f: sources.InputFile, root: Path) -> str:
-    """The file's folder name when it sits in a sub-folder, else its stem."""
+    """The file's folder name when it sits in a sub-folder, else its stem: that of its rotated set, whichever
+    file of the set it is (``vllm.log.1`` and ``vllm.log`` are one server, ``vllm``)."""
     parent = f.path.parent
     if root.is_dir() and parent.resolve() != root.resolve():
         return parent.name
-    name = f.path.name
-    for suf in (".gz", ".zst", ".zstd", ".bz2", ".xz"):
-        name = name.removesuffix(suf)
-    return re.sub(r"(\.\d{1,3})?(\.(log|txt|jsonl|json))?$", "", name) or name
+    name = Path(f.stream_key).name  # without compression and rotation suffixes
+    return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
 
 
 def _full_stamps(lines: list[str]) -> list[datetime]:

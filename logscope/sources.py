@@ -30,6 +30,8 @@ OUTPUT_MARKER = ".logscope-output"  # written into every output folder; ingest s
 
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
 _ROTATION = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,3})$")
+# kubelet's rotated container logs: 0.log.20261129-083000 (then .gz), named by the time of the rotation
+_STAMPED = re.compile(r"^(?P<base>.+?)\.(?P<ts>\d{8}-\d{6})$")
 _SKIP_SUFFIXES = {".parquet", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".pyc"}
 
 
@@ -80,12 +82,22 @@ def discover(root: Path) -> list[InputFile]:
         suffix = p.suffix.lower()
         comp = _COMPRESSED.get(suffix)
         name = p.name[: -len(suffix)] if comp else p.name
-        m = _ROTATION.match(name)
-        rotation = int(m.group("n")) if m else 0
+        m = _ROTATION.match(name) or _STAMPED.match(name)
         stem = m.group("base") if m else name
+        rotation = _rotation(m)
         rel = str(p.relative_to(base)) if p != base else p.name
         out.append(InputFile(p, rel, size, comp, str(p.parent / stem), rotation, mtime_ns=mtime))
     return out
+
+
+def _rotation(m: re.Match | None) -> int:
+    """How old a rotated file is (0: the live file; larger: older): N of ``file.N``, or for kubelet's
+    ``file.YYYYMMDD-HHMMSS`` the time of the rotation counted back from the year 9999."""
+    if m is None:
+        return 0
+    if "ts" in m.groupdict():
+        return 99991231235959 - int(m.group("ts").replace("-", ""))
+    return int(m.group("n"))
 
 
 def _open_raw(f: InputFile):

@@ -82,21 +82,29 @@ def test_unrecognized_lines_are_grouped_by_shape(tmp_path):
 
 
 def test_rotated_set_is_one_stream(tmp_path):
-    src = need(SPIKE_LOG).read_text().splitlines(keepends=True)
+    src = need(SPIKE_LOG).read_bytes().split(b"\n")[:-1]
     d = tmp_path / "in"
     d.mkdir()
-    half = len(src) // 2
-    (d / "vllm.log.1").write_text("".join(src[:half]))
-    (d / "vllm.log").write_text("".join(src[half:]))
+    # rotated right after a request was received, before vLLM added it: one request across the two files
+    cut = next(i for i in range(len(src) // 2, len(src)) if b"Received request" in src[i]) + 1
+    (d / "vllm.log.1").write_bytes(b"\n".join(src[:cut]) + b"\n")
+    (d / "vllm.log").write_bytes(b"\n".join(src[cut:]) + b"\n")
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
     f = _files(res)
     assert f["vllm.log"]["stream"] == f["vllm.log.1"]["stream"]
+    assert f["vllm.log"]["replica"] == f["vllm.log.1"]["replica"] == "vllm"
     assert any("one stream" in a for a in f["vllm.log"]["assumptions"])
     stats = pl.read_parquet(tmp_path / "out" / "server_stats.parquet")
     assert stats.filter(pl.col("origin") == "log").height == 86
     # seq keeps the older file first
     s = stats.sort("seq")
     assert s["source"][0] == "vllm.log.1" and s["ts"].is_sorted()
+    # truth.json: 284 requests received; the one cut by the rotation is one request, named by its first file
+    req = pl.read_parquet(tmp_path / "out" / "server_requests.parquet")
+    assert req.height == req["request_id"].n_unique() == 284
+    cut_id = src[cut - 1].split(b"Received request ")[1].split(b":")[0].decode()
+    [row] = req.filter(pl.col("request_id") == cut_id).iter_rows(named=True)
+    assert row["source"] == "vllm.log.1" and row["received_ts"] is not None and row["added_ts"] is not None
 
 
 def test_output_folder_is_skipped_when_met(tmp_path):

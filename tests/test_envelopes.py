@@ -214,3 +214,39 @@ def test_plain_logs_are_no_container_logs():
     for f in files:
         head = f.read_text(encoding="utf-8", errors="replace").splitlines()[:200]
         assert envelopes.detect(head) is None, f.name
+
+
+def test_kubelet_rotated_container_logs_are_one_stream(tmp_path):
+    """kubelet rotates a container's log to ``0.log.<YYYYMMDD-HHMMSS>`` and gzips all but the newest rotated
+    one (pkg/kubelet/logs/container_log_manager.go): the three files of the spike's vLLM log, in CRI records,
+    are one stream, oldest first, with the plain log's rows."""
+    import gzip
+
+    src = need(SPIKE / "vllm-server.log")
+    whole = tmp_path / "whole.log"
+    wrap(src, whole, "cri", split=300)
+    records = whole.read_bytes().split(b"\n")[:-1]
+    # kubelet rotates between records: cut after a line's last record (one with the F tag)
+    cuts = [next(i for i in range(n * len(records) // 3, len(records)) if b" stdout F " in records[i - 1])
+            for n in (1, 2)]
+    parts = [records[:cuts[0]], records[cuts[0]:cuts[1]], records[cuts[1]:]]
+    d = tmp_path / "pods" / "lab_vllm-0_0f3c" / "vllm"
+    d.mkdir(parents=True)
+    (d / "0.log.20261129-082500.gz").write_bytes(gzip.compress(b"\n".join(parts[0]) + b"\n"))
+    (d / "0.log.20261129-082630").write_bytes(b"\n".join(parts[1]) + b"\n")
+    (d / "0.log").write_bytes(b"\n".join(parts[2]) + b"\n")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(src, plain / "vllm-server.log")
+    ingest(plain, tmp_path / "a", AnalyzeOptions())
+    res = ingest(tmp_path / "pods", tmp_path / "b", AnalyzeOptions())
+    f = _files(res)
+    names = ["lab_vllm-0_0f3c/vllm/0.log.20261129-082500.gz", "lab_vllm-0_0f3c/vllm/0.log.20261129-082630",
+             "lab_vllm-0_0f3c/vllm/0.log"]
+    assert len({f[n]["stream"] for n in names}) == 1
+    assert sum(f[n]["lines_total"] for n in names) == 1184
+    stats = pl.read_parquet(tmp_path / "b" / "server_stats.parquet").sort("seq")
+    assert stats["source"].unique(maintain_order=True).to_list() == names  # oldest first
+    assert stats["ts"].is_sorted() and set(stats["replica"]) == {"vllm"}
+    for table in ("server_stats", "server_requests"):
+        assert _rows(tmp_path / "b", table).equals(_rows(tmp_path / "a", table)), table

@@ -89,7 +89,7 @@ def test_a_half_written_folder_or_other_code_is_not_reused(tmp_path, monkeypatch
     # an ingest that stopped half-way leaves no ingest.json behind (it is written last)
     real = ingest_mod.derive.finalize
 
-    def boom(o):
+    def boom(*a):
         raise RuntimeError("stopped")
 
     monkeypatch.setattr(ingest_mod.derive, "finalize", boom)

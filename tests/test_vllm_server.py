@@ -427,7 +427,12 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     for p in logs:
         (twice / p.name).write_bytes(p.read_bytes() * 2)
     other = need(LAB / ("v0-ladder" if run == "retry-storm" else "retry-storm")) / "vllm-server.log"
-    (twice / "other-vllm.log").write_bytes(other.read_bytes())  # a second source: merged by its rank, then _first
+    # a second log, rotated right after a request was received (one request across two files): merged by its
+    # files' ranks, then _first
+    lines = other.read_bytes().split(b"\n")[:-1]
+    cut = next(i for i in range(len(lines) // 2, len(lines)) if b"Received request" in lines[i]) + 1
+    (twice / "other-vllm.log.1").write_bytes(b"\n".join(lines[:cut]) + b"\n")
+    (twice / "other-vllm.log").write_bytes(b"\n".join(lines[cut:]) + b"\n")
     ingest(twice, tmp_path / "one")
     events = pl.read_parquet(tmp_path / "one" / "server_request_events.parquet")
     monkeypatch.setattr(derive, "ONE_PASS_MAX", 100)
@@ -442,6 +447,9 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     one, passes = (pl.read_parquet(tmp_path / d / "server_requests.parquet") for d in ("one", "passes"))
     assert one.height > 100 and one.equals(passes)
     assert not (tmp_path / "passes" / "_server_requests").exists()
+    rotated = one.filter(pl.col("source").str.starts_with("other-vllm.log"))
+    assert rotated["source"].n_unique() == 2 and not rotated["request_id"].is_duplicated().any()
+    assert rotated.height == other.read_bytes().count(b"Received request")
 
 
 def test_merge_key_follows_the_parts_sort_order():
