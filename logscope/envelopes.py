@@ -1,5 +1,5 @@
-"""Container runtime log files: each line of a program wrapped by the runtime, unwrapped before its format is
-detected, as compression is undone before.
+"""Log files whose every line a runtime or a logging service wrapped in a record: unwrapped before the format
+inside is detected, as compression is undone before.
 
 A Kubernetes node keeps a container's output in CRI format (containerd, CRI-O:
 ``/var/log/pods/<namespace>_<pod>_<uid>/<container>/0.log``)::
@@ -7,16 +7,24 @@ A Kubernetes node keeps a container's output in CRI format (containerd, CRI-O:
     2023-06-22T10:27:25.813799277Z stdout F standalone containerd line that is super awesome
     2024-04-13T07:59:37.505201169-05:00 stdout F standalone crio line which is awesome
 
-and Docker's default ``json-file`` driver (``/var/lib/docker/containers/<id>/<id>-json.log``)::
+Docker's default ``json-file`` driver (``/var/lib/docker/containers/<id>/<id>-json.log``)::
 
     {"log":"INFO: log line here\\n","stream":"stdout","time":"2024-03-30T08:31:20.545192187Z"}
 
-Both cut a line longer than 16 KiB into records: CRI tags each piece but the last ``P``, and a Docker piece's
-``log`` lacks the newline. The pieces are joined per stream (stdout and stderr records interleave) into the
-line the program wrote, at the place and number of the record that ends it (line numbers keep rising), with
-the time of its first; a file's line count is of those lines, and a message says how many records were joined. Formats that read a leading RFC 3339 stamp (``CONTAINER_TIME`` in their module:
-vLLM's own stamps have no year, no milliseconds and no zone) get the runtime's time in front of each line, as
-``kubectl logs --timestamps`` writes it; the others get the line alone.
+A program run as a systemd service, collected with ``journalctl -u vllm > vllm.log`` (``-o short``, the default,
+``short-iso``, ``short-iso-precise``) or through rsyslog (RFC 3339 or traditional), has a syslog header::
+
+    2026-11-29T08:24:14.001000+0000 gpu-node-1 vllm[3887]: (APIServer pid=3887) INFO 11-29 08:24:14 [api_utils.py:347]
+    Nov 29 08:24:14 gpu-node-1 vllm[3887]: (APIServer pid=3887) INFO 11-29 08:24:14 [api_utils.py:347]
+
+The container runtimes cut a line longer than 16 KiB into records: CRI tags each piece but the last ``P``, and
+a Docker piece's ``log`` lacks the newline. The pieces are joined per stream (stdout and stderr records
+interleave) into the line the program wrote, at the place and number of the record that ends it (line numbers
+keep rising), with the time of its first; a file's line count is of those lines, and a message says how many
+records were joined. Formats that read a leading RFC 3339 stamp (``CONTAINER_TIME`` in their module: vLLM's own
+stamps have no year, no milliseconds and no zone) get the record's time in front of each line, as ``kubectl
+logs --timestamps`` writes it (a syslog header's only when it has a year: ISO, not traditional); the others get
+the line alone. A line that is no record (journalctl's ``-- Boot ... --``) passes as it is.
 """
 
 from __future__ import annotations
@@ -33,8 +41,16 @@ _CRI_HEAD = ascii_classes(rf"^{_TS} (?:stdout|stderr) [PF](?::\S*)?(?: |$)")
 _DOCKER_OPEN = '{"log":"'
 _DOCKER = ascii_classes(rf'^\{{"log":".*","stream":"(?:stdout|stderr)",(?:"attrs":\{{.*\}},)?"time":"{_TS}"\}}\s*$')
 _DOCKER_DTYPE = pl.Struct({"log": pl.String, "stream": pl.String, "time": pl.String})
+# a syslog header: ISO time (journalctl short-iso[-precise]: +0000; rsyslog: +00:00) or traditional (no year),
+# host, identifier, optional [pid]
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)"
+_BSD = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
+_SYSLOG = ascii_classes(rf"^(?P<hdr>(?:(?P<iso>{_ISO})|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?)")
+_SYSLOG_HEAD = ascii_classes(rf"^(?:{_ISO}|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?")
 
-NAMES = {"cri": "CRI container log (containerd / CRI-O)", "docker": "Docker json-file container log"}
+NAMES = {"cri": "CRI container log (containerd / CRI-O)", "docker": "Docker json-file container log",
+         "syslog": "syslog / journalctl output"}
+TIME_WORDS = {"cri": "the runtime's time", "docker": "the runtime's time", "syslog": "its syslog time where that has a year (ISO, not traditional)"}
 MIN_SHARE = 0.9  # of a head's non-blank lines that must be records of one kind
 
 
@@ -49,6 +65,8 @@ def detect(lines: list[str]) -> str | None:
     # head lines are cut at a few KB: most need only open as a record, one must be whole
     if float(s.str.starts_with(_DOCKER_OPEN).mean() or 0.0) >= MIN_SHARE and bool(s.str.contains(_DOCKER).any()):
         return "docker"
+    if float(s.str.contains(_SYSLOG_HEAD).mean() or 0.0) >= MIN_SHARE:
+        return "syslog"
     return None
 
 
@@ -110,6 +128,17 @@ def _records(chunk: pl.DataFrame, kind: str) -> pl.DataFrame:
             "line_no", "ts", pl.col("h").struct.field("stream"),
             (pl.col("h").struct.field("tag") == "P").fill_null(False).alias("partial"),
             pl.when(pl.col("ts").is_null()).then(line).otherwise(line.str.slice(at)).alias("text"),
+        )
+    if kind == "syslog":
+        head = line.str.slice(0, 256).str.extract_groups(_SYSLOG)  # host and identifier are short
+        df = chunk.with_columns(head.alias("h"))
+        hdr, iso = pl.col("h").struct.field("hdr"), pl.col("h").struct.field("iso")
+        # RFC 3339 wants the offset's colon (journalctl writes +0000)
+        ts = pl.when(iso.str.contains(r"[+-][0-9]{4}$")).then(
+            pl.concat_str(iso.str.head(-2), pl.lit(":"), iso.str.tail(2))).otherwise(iso)
+        return df.select(
+            "line_no", ts.alias("ts"), pl.lit(None, dtype=pl.String).alias("stream"), pl.lit(False).alias("partial"),
+            pl.when(hdr.is_null()).then(line).otherwise(line.str.slice(hdr.str.len_chars())).alias("text"),
         )
     rec = chunk.with_columns(pl.when(line.str.starts_with(_DOCKER_OPEN)).then(line).alias("_j"))
     j = decode_json(rec["_j"], _DOCKER_DTYPE)

@@ -275,7 +275,7 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
     if f.envelope is not None:
         f.envelope_time = bool(getattr(mod, "CONTAINER_TIME", False))
         f.messages.append(f"{envelopes.NAMES[f.envelope]}: the lines inside its records were read"
-                          + (", each with the runtime's time" if f.envelope_time else ""))
+                          + (f", each with {envelopes.TIME_WORDS[f.envelope]}" if f.envelope_time else ""))
     if mod is None:
         if any(ln.strip() for ln in lines):
             f.messages.append(f"unknown format (best detection score {score:.2f}): lines counted as unrecognized")

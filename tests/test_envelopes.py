@@ -92,12 +92,15 @@ def wrap(src: Path, dest: Path, kind: str, split: int | None = None, offset: tim
 
 
 def _rows(out: Path, table: str) -> pl.DataFrame:
-    """A table without what names the file (its path, its replica, record numbers), times to the second and
-    what is computed from them (intervals) to the millisecond: the runtime's stamps add microseconds."""
+    """A table without what names the file (its path, its replica, record numbers), times to the second and the
+    intervals between them to a tenth: the runtime's stamps add the sub-second."""
     df = pl.read_parquet(out / f"{table}.parquet")
     df = df.drop([c for c in ("line_no", "seq", "rec", "source", "replica") if c in df.columns])
     ts = [c for c, t in df.schema.items() if isinstance(t, pl.Datetime)]
-    return df.with_columns(pl.col(ts).dt.truncate("1s"), pl.col(pl.Float64).round(3)).sort(df.columns, nulls_last=True)
+    df = df.with_columns(pl.col(ts).dt.truncate("1s"), pl.col(pl.Float64).round(3))
+    if "interval_s" in df.columns:  # between stamps a few ms off the whole second
+        df = df.with_columns(pl.col("interval_s").round(1))
+    return df.sort(df.columns, nulls_last=True)
 
 
 def _files(res) -> dict[str, dict]:
@@ -206,14 +209,20 @@ def test_pieces_of_lines_join_per_stream():
     assert u.joined == 2
 
 
-def test_plain_logs_are_no_container_logs():
-    """No lab or public log is taken for a container log: kubectl's --timestamps lines are plain lines."""
+def test_which_logs_are_wrapped():
+    """No lab or public log is taken for a wrapped one (kubectl's --timestamps lines are plain lines); rsyslog's
+    files of HAProxy (RFC 3339 and traditional) are syslog records, HAProxy's own stdout is not."""
     public = LAB.parent / "vllm-public"
     files = sorted(LAB.glob("*/*.log")) + sorted(LAB.glob("*/*.jsonl")) + sorted(public.glob("*.log"))
     assert len(files) >= 30
-    for f in files:
-        head = f.read_text(encoding="utf-8", errors="replace").splitlines()[:200]
-        assert envelopes.detect(head) is None, f.name
+
+    def kind(f: Path) -> str | None:
+        return envelopes.detect(f.read_text(encoding="utf-8", errors="replace").splitlines()[:200])
+
+    assert [f.name for f in files if kind(f) is not None] == []
+    haproxy = ROOT / "tests" / "data" / "haproxy"
+    assert [kind(haproxy / n) for n in ("haproxy.log", "haproxy-traditional.log", "haproxy-id.log")] == [
+        "syslog", "syslog", None]
 
 
 def test_kubelet_rotated_container_logs_are_one_stream(tmp_path):
@@ -250,3 +259,32 @@ def test_kubelet_rotated_container_logs_are_one_stream(tmp_path):
     assert stats["ts"].is_sorted() and set(stats["replica"]) == {"vllm"}
     for table in ("server_stats", "server_requests"):
         assert _rows(tmp_path / "b", table).equals(_rows(tmp_path / "a", table)), table
+
+
+JOURNALD = ROOT / "tests" / "data" / "journald"
+
+
+@pytest.mark.parametrize("fmt", ["short", "short-iso", "short-iso-precise"])
+def test_a_vllm_log_printed_by_journalctl(tmp_path, fmt):
+    """The spike's vLLM log as journalctl 252 printed it (tests/data/journald/README.md): the rows of the plain
+    log, times to the second. An ISO header's time is each line's (short-iso-precise: the milliseconds the
+    journal held); a traditional one has no year, so vLLM's own stamps are read. Two lines journalctl printed
+    as '[77B blob data]' (a carriage return without --all) are all that is not recognised."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(need(SPIKE / "vllm-server.log"), plain / "vllm-server.log")
+    d = tmp_path / "in"
+    d.mkdir()
+    shutil.copy(JOURNALD / f"vllm-{fmt}.log", d / "vllm.log")
+    ingest(plain, tmp_path / "a", AnalyzeOptions())
+    res = ingest(d, tmp_path / "b", AnalyzeOptions())
+    f = _files(res)["vllm.log"]
+    assert (f["format"], f["lines_total"], f["lines_parsed"]) == ("vllm_server", 1184, 1182)
+    assert f["messages"][0].startswith("syslog / journalctl output: the lines inside its records were read")
+    for table in ("server_stats", "server_requests", "server_request_events"):
+        assert _rows(tmp_path / "b", table).equals(_rows(tmp_path / "a", table)), table
+    first = pl.read_parquet(tmp_path / "b" / "server_stats.parquet")["ts"].min()
+    # the first stats line, 08:25:06 in vLLM's stamp, the journal's first entry of that second (+1 ms)
+    assert first == datetime(2026, 11, 29, 8, 25, 6, 1000 if fmt == "short-iso-precise" else 0, tzinfo=UTC)
+    unrec = pl.read_parquet(tmp_path / "b" / "unrecognized.parquet")
+    assert unrec["count"].sum() == 2 and all("blob data]" in e for ex in unrec["examples"] for e in ex)
