@@ -3,7 +3,7 @@ containerd, CRI-O) or from Docker's json-file driver gives the rows of the plain
 
 The files are written here the way the runtimes write them (``wrap``): CRI ``<RFC 3339 time> <stream> <P|F>
 <text>``, containerd in UTC with nanoseconds, CRI-O with the node's offset; json-file ``{"log":...,"stream":...,
-"time":...}`` with Go's escaping of ``<``, ``>`` and ``&``. Lines past ``split`` characters are cut into records
+"time":...}`` with moby's escaping (``_docker_text``). Lines past ``split`` characters are cut into records
 as the runtimes cut lines past 16 KiB (the lab's lines are shorter, so the tests cut them at a few hundred)."""
 
 from __future__ import annotations
@@ -52,11 +52,24 @@ def _go_time(t: datetime, nanos: int, offset: timedelta | None) -> str:
 
 
 def _docker_text(s: str) -> str:
-    # json-file escapes as Go's encoder: HTML characters and the line separators as \\u escapes, UTF-8 kept
-    out = json.dumps(s, ensure_ascii=False)[1:-1]
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        out = out.replace(ch, esc)
-    return out
+    """A string as json-file writes it (moby's jsonlog.ffjsonWriteJSONBytesAsString): backslash, quote, LF and CR
+    escaped short, other control characters and < > & as \\u00XX, U+2028/2029 as \\u202X, the rest raw UTF-8."""
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif o < 0x20 or ch in "<>&":
+            out.append(f"\\u00{o:02x}")
+        elif ch in "\u2028\u2029":
+            out.append(f"\\u202{o & 0xF:x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def wrap(src: Path, dest: Path, kind: str, split: int | None = None, offset: timedelta | None = None,
