@@ -10,6 +10,7 @@ again in turn. docs/performance.md (item 25) says what it buys.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
@@ -44,8 +45,6 @@ def plan(members: list[FileState], mod, job: Job) -> list[Piece] | None:
     opts, share = job.opts, job.share
     if job.pool is None or mod is None or mod.MODE != "lines" or not getattr(mod, "SEGMENT_COUNTERS", None):
         return None
-    if any(st.f.envelope for st in members):  # a line's pieces may lie across a cut: read whole, in order
-        return None
 
     def ways(sts: list[FileState]) -> int:
         return opts.segments or min(cores(), round(cost(sts) / share) if share > 0 else 1)
@@ -67,7 +66,7 @@ class _Ahead:
     assumed: dict  # the guessed state at the piece's start
     end: dict  # the state at its end
     part: FileState  # its lines, coverage, shapes and notes
-    cuts: list[int]  # lines cut to MAX_LINE_CHARS
+    tally: Counter  # lines cut to MAX_LINE_CHARS, pieces of lines joined (sources.tally_messages)
 
 
 class _Lines:
@@ -111,14 +110,14 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
     cancel = threading.Event()
     ahead = {p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
              for p in range(1, len(pieces))}
-    cuts: dict[int, list[int]] = {j: [] for j in range(len(members))}
+    tally: dict[int, Counter] = {j: Counter() for j in range(len(members))}
     state: dict = {}
     broken: set[int] = set()
 
     def close(p: int) -> None:  # the last piece of a file: say how many of its lines were cut, as a whole read
         m = pieces[p].member
-        if (p + 1 == len(pieces) or pieces[p + 1].member != m) and m not in broken and sum(cuts[m]):
-            members[m].f.messages.append(sources.cut_message(sum(cuts[m])))
+        if (p + 1 == len(pieces) or pieces[p + 1].member != m) and m not in broken:
+            members[m].f.messages.extend(sources.tally_messages(tally[m]))
 
     try:
         for p, piece in enumerate(pieces):
@@ -131,13 +130,13 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
             if offsets is not None:
                 store.shift((idx, p), offsets)
                 _merge(st, got.part)
-                cuts[m] += got.cuts
+                tally[m] += got.tally
                 state = _shift_state(got.end, offsets)
             else:
                 store.drop((idx, p))
                 span = replace(piece.span, first_line=lines.first_line(p))
                 try:
-                    _read_segment(mod, st, ctxs[m], span, state, (idx, p), job, cuts[m])
+                    _read_segment(mod, st, ctxs[m], span, state, (idx, p), job, tally[m])
                 except Exception as e:  # noqa: BLE001 - one bad file must not stop the stream
                     broken.add(m)
                     failed(st, mod, e)
@@ -171,9 +170,9 @@ def _drop(fut: Future | None, store: Store, seg: tuple[int, int]) -> None:
 
 
 def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, seg: tuple[int, int],
-                  job: Job, cuts: list[int], cancel: threading.Event | None = None) -> bool:
+                  job: Job, tally: Counter, cancel: threading.Event | None = None) -> bool:
     """Parse one span into ``st`` and the store; False when cancelled."""
-    chunks = sources.iter_line_chunks(st.f, job.opts.chunk_bytes, span, cuts, job.meter.reader(st.f))
+    chunks = sources.iter_line_chunks(st.f, job.opts.chunk_bytes, span, tally, job.meter.reader(st.f))
     return read(mod, st, ctx, chunks, state, job, seg, cancel=cancel) is not None
 
 
@@ -190,10 +189,10 @@ def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext
     # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
     part = FileState(st.f.quiet(), st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
                      shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
-    cuts: list[int] = []
-    if not _read_segment(mod, part, ctxs[piece.member], span, state, (idx, p), job, cuts, cancel):
+    tally: Counter = Counter()
+    if not _read_segment(mod, part, ctxs[piece.member], span, state, (idx, p), job, tally, cancel):
         return None
-    return _Ahead(assumed, state, part, cuts)
+    return _Ahead(assumed, state, part, tally)
 
 
 def _head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) -> tuple[dict, int]:

@@ -13,6 +13,7 @@ import io
 import lzma
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -175,17 +176,17 @@ def head(f: InputFile) -> tuple[list[str], bool]:
 
 
 def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | None = None,
-                     cut_lines: list[int] | None = None,
+                     tally: Counter | None = None,
                      meter: Callable[[int], None] | None = None) -> Iterator[pl.DataFrame]:
     """Yield DataFrames (line_no, line) covering every line of the file, in order.
 
     ``span`` reads one segment of an uncompressed file (``segments``): its chunks are the very chunks a
-    whole read makes there, numbered from ``span.first_line``. ``cut_lines`` then collects the count of
-    lines cut to MAX_LINE_CHARS instead of a message per segment. ``meter`` is told the bytes of each
+    whole read makes there, numbered from ``span.first_line``. ``tally`` then counts what a whole read says in
+    a message at the end (lines cut to MAX_LINE_CHARS, pieces of lines joined: ``tally_messages``). ``meter`` is told the bytes of each
     chunk (decompressed) before it is yielded. A container log's lines are those inside its records
     (``logscope.envelopes``)."""
     if f.envelope is not None:
-        yield from _unwrapped(f, iter_line_chunks(_bare(f), chunk_bytes, span, cut_lines, meter))
+        yield from _unwrapped(f, iter_line_chunks(_bare(f), chunk_bytes, span, tally, meter), tally)
         return
     rest = b""
     line_no = span.first_line if span else 0
@@ -215,8 +216,8 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
         if meter is not None:
             meter(len(rest))
         yield df
-    if cut_lines is not None:
-        cut_lines.append(cut_total)
+    if tally is not None:
+        tally["cut"] += cut_total
     elif cut_total:
         f.messages.append(cut_message(cut_total))
 
@@ -226,7 +227,7 @@ def _bare(f: InputFile) -> InputFile:
     return replace(f, envelope=None, messages=f.messages)
 
 
-def _unwrapped(f: InputFile, chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+def _unwrapped(f: InputFile, chunks: Iterator[pl.DataFrame], tally: Counter | None) -> Iterator[pl.DataFrame]:
     from . import envelopes  # polars expressions of the parsers' helpers: loaded only for container logs
 
     u = envelopes.Unwrapper(f.envelope or "", f.envelope_time)
@@ -235,12 +236,23 @@ def _unwrapped(f: InputFile, chunks: Iterator[pl.DataFrame]) -> Iterator[pl.Data
     last = u.flush()
     if last is not None:
         yield last
-    if u.joined:
-        f.messages.append(f"{u.joined:,} partial record(s) joined into the lines the runtime had cut")
+    if tally is not None:
+        tally["joined"] += u.joined
+    elif u.joined:
+        f.messages.append(joined_message(u.joined))
 
 
 def cut_message(n: int) -> str:
     return f"{n} line(s) longer than {MAX_LINE_CHARS:,} characters were cut to that length"
+
+
+def joined_message(n: int) -> str:
+    return f"{n:,} partial record(s) joined into the lines the runtime had cut"
+
+
+def tally_messages(tally: Counter) -> list[str]:
+    """The messages of a whole read for what the pieces of a file counted."""
+    return [m(tally[k]) for k, m in (("cut", cut_message), ("joined", joined_message)) if tally[k]]
 
 
 @dataclass(frozen=True)
@@ -271,14 +283,28 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
                 if (m + 1) * chunk_bytes >= f.size:
                     break
                 fh.seek((m - 1) * chunk_bytes)
-                nl = fh.read(chunk_bytes).rfind(b"\n")
-                if nl >= 0:
+                block = fh.read(chunk_bytes)
+                nl = block.rfind(b"\n")
+                if nl >= 0 and _line_ends(f, block, nl):
                     starts.append(((m - 1) * chunk_bytes + nl + 1, m * chunk_bytes))
                     break
     if not starts:
         return [Span(0, 0, None)]
     bounds = [(0, 0), *starts]
     return [Span(a, al, bounds[i + 1][0] if i + 1 < len(bounds) else None) for i, (a, al) in enumerate(bounds)]
+
+
+def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
+    """Whether a cut after the newline at ``nl`` leaves no line in pieces: in a container log, the record before
+    it must end its line (CRI tag F; json-file's log ending in a newline). Interleaved streams aside, no piece
+    of a line is then open at the cut."""
+    if f.envelope is None or f.envelope == "syslog":
+        return True
+    record = block[block.rfind(b"\n", 0, nl) + 1:nl]
+    if f.envelope == "cri":
+        parts = record[:160].split(b" ", 3)
+        return len(parts) >= 3 and parts[2][:1] == b"F"
+    return b'\\n","stream":' in record
 
 
 def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
@@ -328,7 +354,13 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
     elif not data:
         return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
     df, _ = _lines_frame(_decode(data, f.quiet()), 0)
-    return df.with_columns(pl.col("line_no") + (last_line - df.height))
+    df = df.with_columns(pl.col("line_no") + (last_line - df.height))
+    if f.envelope is not None:  # a container log's lines, as a read of the file gives them
+        from . import envelopes
+
+        u = envelopes.Unwrapper(f.envelope, f.envelope_time)
+        df = pl.concat([p for p in (u(df), u.flush()) if p is not None])
+    return df
 
 
 def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:

@@ -42,3 +42,20 @@ def ingest_files(tmp_path: Path, *files: Path, **opts):
         need(f)
         shutil.copy2(f, src / f.name)
     return ingest(src, tmp_path / "out", AnalyzeOptions(**opts))
+
+
+@pytest.fixture
+def held(monkeypatch) -> dict[str, int]:
+    """How many segments kept their rows (the guessed state held) and how many were read again."""
+    seen = {"kept": 0, "again": 0}
+    from logscope import pieces
+
+    real = pieces._rebase
+
+    def spy(*args):
+        res = real(*args)
+        seen["kept" if res is not None else "again"] += 1
+        return res
+
+    monkeypatch.setattr(pieces, "_rebase", spy)
+    return seen

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from test_ingest_segments import _same_as_whole_read
 
 from conftest import LAB, ROOT, need
 from logscope import envelopes
@@ -301,3 +302,21 @@ def test_a_vllm_log_printed_by_journalctl(tmp_path, fmt):
     assert first == datetime(2026, 11, 29, 8, 25, 6, 1000 if fmt == "short-iso-precise" else 0, tzinfo=UTC)
     unrec = pl.read_parquet(tmp_path / "b" / "unrecognized.parquet")
     assert unrec["count"].sum() == 2 and all("blob data]" in e for ex in unrec["examples"] for e in ex)
+
+
+@pytest.mark.parametrize("kind", ["cri", "docker"])
+@pytest.mark.parametrize("run", ["retry-storm", "spike"])
+def test_a_container_log_read_in_pieces_gives_the_rows_of_a_whole_read(tmp_path, held, kind, run):
+    """A large container log of vLLM is read in pieces on every core like a plain one (logscope.pieces): cut
+    only after a record that ends its line, each piece's lines unwrapped, the lines before a cut too (the
+    state a piece is guessed from). The sample's log, lines cut into records past 300 characters, read in 8 KiB
+    chunks and 6 segments: every table, and each file's coverage and messages, as a whole read's."""
+    src = ROOT / "samples" / run / "vllm-server.log"
+    log = tmp_path / "src" / "vllm-server.log"
+    records = wrap(src, log, kind, split=300)
+    _same_as_whole_read(tmp_path, log, chunk=8192, segments=6)
+    assert held == {"kept": 5, "again": 0}  # every piece's guessed state held
+    files = pl.read_parquet(tmp_path / "cut" / "files.parquet")
+    lines = src.read_bytes().count(b"\n")
+    assert files["lines_total"].to_list() == [lines]
+    assert f"{records - lines:,} partial record(s) joined into the lines the runtime had cut" in files["messages"][0]

@@ -32,21 +32,6 @@ def _tables(out: Path) -> dict[str, pl.DataFrame]:
     return {p.stem: pl.read_parquet(p) for p in sorted(out.glob("*.parquet"))}
 
 
-@pytest.fixture
-def held(monkeypatch) -> dict[str, int]:
-    """How many segments kept their rows (the guessed state held) and how many were read again."""
-    seen = {"kept": 0, "again": 0}
-    real = pieces._rebase
-
-    def spy(*args):
-        res = real(*args)
-        seen["kept" if res is not None else "again"] += 1
-        return res
-
-    monkeypatch.setattr(pieces, "_rebase", spy)
-    return seen
-
-
 def _same_as_whole_read(tmp_path: Path, log: Path, chunk: int, segments: int, **opts) -> None:
     src = _folder(tmp_path, log)
     whole = ingest(src, tmp_path / "whole", IngestOptions(workers=1, chunk_bytes=chunk))
