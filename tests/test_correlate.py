@@ -248,6 +248,38 @@ def test_clock_shift_is_found_and_corrected(tmp_path_factory):
     assert w["server_requests"].sum() == 914 and w["running_max"].max() == 26
 
 
+def test_a_rotated_log_shares_its_clock_offset(tmp_path_factory):
+    """The storm's vLLM and nginx access logs each rotated in two (vllm-server.log.1 ends right after a request
+    was received), the server's clock 7 minutes fast: both files of the vLLM log get one estimate, from its 914
+    requests matched against both files of nginx's log, and every request is joined as in the plain run (the
+    older file had matched nothing in nginx's newest one and was left 7 minutes off)."""
+    base_out, base = run_lab(tmp_path_factory, "retry-storm")
+    src = tmp_path_factory.mktemp("rotated-in")
+    for f in need(LAB / "retry-storm").iterdir():
+        if f.suffix in (".log", ".jsonl", ".conf"):
+            shutil.copy(f, src / f.name)
+    for name, mark in (("vllm-server.log", b"Received request"), ("nginx-access.log", b"")):
+        lines = (src / name).read_bytes().split(b"\n")[:-1]
+        cut = next(i for i in range(len(lines) // 2, len(lines)) if mark in lines[i]) + 1
+        (src / f"{name}.1").write_bytes(b"\n".join(lines[:cut]) + b"\n")
+        (src / name).write_bytes(b"\n".join(lines[cut:]) + b"\n")
+    out = tmp_path_factory.mktemp("rotated")
+    ingest(src, out, AnalyzeOptions())
+    for name in ("server_requests", "server_request_events", "server_stats", "server_events"):
+        df = pl.read_parquet(out / f"{name}.parquet")
+        ts = [c for c, t in df.schema.items() if t == schemas.TS]
+        mine = pl.col("source").str.starts_with("vllm-server.log")
+        df.with_columns([pl.when(mine).then(pl.col(c) + dt.timedelta(minutes=7)).otherwise(pl.col(c)) for c in ts]
+                        ).write_parquet(out / f"{name}.parquet")
+    s = correlate(out)
+    off = {o["source"]: o for o in s["clock_offsets"]}
+    for f in ("vllm-server.log", "vllm-server.log.1"):
+        assert off[f]["verified"] and off[f]["n_matches"] == 914 and abs(off[f]["offset_s"] + 420) < 1.0, f
+        assert off[f]["reference"] == "nginx-access.log"
+    assert off["nginx-access.log.1"]["offset_s"] == 0.0
+    assert s["match"] == base["match"] and s["retry_multiplication"] == base["retry_multiplication"]
+
+
 def test_zone_move_is_found(tmp_path):
     """vLLM logs carry no zone: read as Europe/Paris (UTC+1 in November) they land an hour early.
     nginx stamps carry +00:00 and the client JSONL epoch seconds, so only the server moves."""

@@ -55,7 +55,9 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -
         tabs[frames.CLIENT_PICK] = pick
     F = frames.build(tabs)  # takes the raw request tables out of tabs, releasing each once its frame is made
     res = frames.whole_seconds(F.sr, "t0")
-    offsets = estimate_offsets(F, res)
+    files = tabs["files"]
+    logs = dict(zip(files["path"], files["stream"], strict=True)) if "stream" in files.columns else {}
+    offsets = estimate_offsets(F, res, logs)
     shift = {o["source"]: clock.applied(o, res.get(o["source"], 0.0)) for o in offsets}
     shift = {k: v for k, v in shift.items() if v}
     F = shift_frames(F, shift)
@@ -73,57 +75,91 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -
     return Result(_requests_table(A.requests), win, off_df, summ)
 
 
-def estimate_offsets(F: Frames, res: dict[str, float]) -> list[dict]:
-    """One row per source: the offset to add to its stamps to put them on the reference clock."""
-    gw_sources = _by_size(F.gr, "source")
-    sr_sources = _by_size(F.sr, "source")
-    ca_sources = _by_size(F.ca, "source") or _by_size(F.cr, "source")
-    rows: list[dict] = []
-    if gw_sources:
-        ref = gw_sources[0]
-        rows.append(clock.row(ref, ref, {"offset_s": 0.0, "spread_s": 0.0, "n_matches": 0,
-                                         "method": "reference clock (the gateway sees both sides)"}))
-        for g in gw_sources[1:]:
-            rows.append(clock.row(g, ref, None, f"another gateway log: assumed on the clock of {ref}"))
-        sg = link.server_gateway_candidates(F).join(F.sr.select("sr", "source", pl.col("t0").alias("s")), on="sr")
-        sg = sg.join(F.ga.select("ga", "a0", "a1", pl.col("source").alias("g_src")), on="ga").filter(
-            pl.col("g_src") == ref)
-        for s in sr_sources:
-            est = clock.receive_offset(sg.filter(pl.col("source") == s), res.get(s, 0.0))
-            rows.append(clock.row(s, ref, est))
-        cg = link.client_gateway_candidates(F).join(F.ca.select("ca", "source", pl.col("t0").alias("c0")), on="ca")
-        cg = cg.join(F.gr.select("gr", pl.col("t0").alias("g0"), pl.col("source").alias("g_src")), on="gr").filter(
-            pl.col("g_src") == ref)
-        for c in ca_sources:
-            rows.append(clock.row(c, ref, clock.send_offset(cg.filter(pl.col("source") == c))))
-    elif sr_sources:
-        ref = sr_sources[0]
-        rows.append(clock.row(ref, ref, {"offset_s": 0.0, "spread_s": 0.0, "n_matches": 0,
-                                         "method": "reference clock (no gateway log)"}))
-        for s in sr_sources[1:]:
-            rows.append(clock.row(s, ref, None, f"another server log: assumed on the clock of {ref}"))
-        cs = link.client_server_candidates(F, pl.Series([], dtype=pl.Int64))
-        cs = cs.join(F.sr.select("sr", pl.col("source").alias("s_src"), pl.col("t0").alias("s")), on="sr").filter(
-            pl.col("s_src") == ref)
-        cs = cs.join(F.ca.select("ca", "source", pl.col("t0").alias("a0"), pl.coalesce("t1", "t0").alias("a1")),
-                     on="ca")
-        for c in ca_sources:
-            est = clock.receive_offset(cs.filter(pl.col("source") == c), res.get(ref, 0.0))
-            if est is not None:  # that is the server's offset seen from the client: the client's is its opposite
-                est = {**est, "offset_s": -est["offset_s"],
-                       "method": est["method"].replace("the sender's attempt", "the client's attempt (negated)")}
-            rows.append(clock.row(c, ref, est))
-    elif ca_sources:
-        ref = ca_sources[0]
-        rows.append(clock.row(ref, ref, {"offset_s": 0.0, "spread_s": 0.0, "n_matches": 0,
-                                         "method": "reference clock (client log only)"}))
-        for c in ca_sources[1:]:
-            rows.append(clock.row(c, ref, None, f"another client log: assumed on the clock of {ref}"))
-    for r in rows:
+def estimate_offsets(F: Frames, res: dict[str, float], logs: dict[str, str] | None = None) -> list[dict]:
+    """One row per source: the offset to add to its stamps to put them on the reference clock.
+
+    ``logs`` names the log each source file is part of (``files.parquet``'s stream): the files of a rotated set
+    were written by one machine, so they share one estimate, made from the requests of them all, against all
+    the files of the reference log (the older file of a rotated vLLM log otherwise matched nothing in the
+    gateway's newest file, and was left as logged)."""
+    E = _Logs(F, res, logs or {})
+    if E.gw:
+        _against_gateway(E, F)
+    elif E.srv:
+        _against_server(E, F)
+    elif E.cli:
+        ref = E.reference(E.cli[0], E.client, "reference clock (client log only)")
+        for c in E.cli[1:]:
+            E.each(c, E.client, ref, None, f"another client log: assumed on the clock of {ref}")
+    for r in E.rows:
         for k in ("offset_s", "spread_s"):
             if r[k] is not None:
                 r[k] = round(float(r[k]), 3)
-    return rows
+    return E.rows
+
+
+class _Logs:
+    """The frames with each row's log (``_log``), the logs of each layer by size, and the rows being written."""
+
+    def __init__(self, F: Frames, res: dict[str, float], logs: dict[str, str]) -> None:
+        self.logs, self.res, self.rows = logs, res, []
+        self.gr, self.sr, self.ca, self.ga, self.cr = (self.log_of(df) for df in (F.gr, F.sr, F.ca, F.ga, F.cr))
+        self.client = (self.ca, self.cr)
+        self.gw, self.srv = _by_size(self.gr, "_log"), _by_size(self.sr, "_log")
+        self.cli = _by_size(self.ca, "_log") or _by_size(self.cr, "_log")
+
+    def log_of(self, df: pl.DataFrame, name: str = "_log") -> pl.DataFrame:
+        src = pl.col("source")
+        return df.with_columns(src.replace_strict(self.logs, default=src, return_dtype=pl.String).alias(name))
+
+    def files(self, lg: str, frames: tuple) -> list[str]:
+        """The log's files that hold rows, the newest (shortest name: x.log before x.log.1) first."""
+        names = {s for df in frames for s in df.filter(pl.col("_log") == lg)["source"].unique().to_list()}
+        return sorted((n for n in names if n is not None), key=lambda n: (len(n), n))
+
+    def each(self, lg: str, frames: tuple, ref: str | None, est: dict | None, why: str = "") -> None:
+        self.rows.extend(clock.row(f, ref, est, why) for f in self.files(lg, frames))
+
+    def reference(self, lg: str, frames: tuple, what: str) -> str:
+        name = self.files(lg, frames)[0]
+        self.each(lg, frames, name, {"offset_s": 0.0, "spread_s": 0.0, "n_matches": 0, "method": what})
+        return name
+
+    def resolution(self, lg: str, frames: tuple) -> float:
+        return self.res.get(self.files(lg, frames)[0], 0.0)
+
+
+def _against_gateway(E: _Logs, F: Frames) -> None:
+    ref_log = E.gw[0]
+    ref = E.reference(ref_log, (E.gr,), "reference clock (the gateway sees both sides)")
+    for g in E.gw[1:]:
+        E.each(g, (E.gr,), ref, None, f"another gateway log: assumed on the clock of {ref}")
+    sg = link.server_gateway_candidates(F).join(E.sr.select("sr", "_log", pl.col("t0").alias("s")), on="sr")
+    sg = sg.join(E.log_of(E.ga, "g_log").select("ga", "a0", "a1", "g_log"), on="ga").filter(pl.col("g_log") == ref_log)
+    for s in E.srv:
+        E.each(s, (E.sr,), ref, clock.receive_offset(sg.filter(pl.col("_log") == s), E.resolution(s, (E.sr,))))
+    cg = link.client_gateway_candidates(F).join(E.ca.select("ca", "_log", pl.col("t0").alias("c0")), on="ca")
+    cg = cg.join(E.log_of(E.gr, "g_log").select("gr", pl.col("t0").alias("g0"), "g_log"), on="gr").filter(
+        pl.col("g_log") == ref_log)
+    for c in E.cli:
+        E.each(c, E.client, ref, clock.send_offset(cg.filter(pl.col("_log") == c)))
+
+
+def _against_server(E: _Logs, F: Frames) -> None:
+    ref_log = E.srv[0]
+    ref = E.reference(ref_log, (E.sr,), "reference clock (no gateway log)")
+    for s in E.srv[1:]:
+        E.each(s, (E.sr,), ref, None, f"another server log: assumed on the clock of {ref}")
+    cs = link.client_server_candidates(F, pl.Series([], dtype=pl.Int64))
+    cs = cs.join(E.log_of(E.sr, "s_log").select("sr", "s_log", pl.col("t0").alias("s")), on="sr").filter(
+        pl.col("s_log") == ref_log)
+    cs = cs.join(E.ca.select("ca", "_log", pl.col("t0").alias("a0"), pl.coalesce("t1", "t0").alias("a1")), on="ca")
+    for c in E.cli:
+        est = clock.receive_offset(cs.filter(pl.col("_log") == c), E.resolution(ref_log, (E.sr,)))
+        if est is not None:  # that is the server's offset seen from the client: the client's is its opposite
+            est = {**est, "offset_s": -est["offset_s"],
+                   "method": est["method"].replace("the sender's attempt", "the client's attempt (negated)")}
+        E.each(c, E.client, ref, est)
 
 
 def _by_size(df: pl.DataFrame, col: str) -> list[str]:
