@@ -248,9 +248,9 @@ def _mark_copies(states: list[FileState]) -> None:
 
 
 def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
-    """A file's head lines to detect its format in, and those to find its full timestamps in (a container
-    log's lines inside its records, and the records with the runtime's times); a FileState already for a file
-    that holds no text to detect."""
+    """A file's head lines to detect its format in, and those to find its full timestamps in (for a wrapped log:
+    the lines inside its records, and the records with their times); a FileState already for a file that holds
+    no text to detect."""
     if f.size == 0:
         st = FileState(f, "empty", "other", 0.0, "")
         f.messages.append("empty file")

@@ -46,7 +46,7 @@ class InputFile:
     rotation: int  # 0 for the live file, N for file.N (older)
     messages: list[str] = field(default_factory=list)
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
-    envelope: str | None = None  # a container runtime's records around the lines (``logscope.envelopes``)
+    envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.envelopes``)
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
 
     def quiet(self) -> InputFile:
@@ -182,9 +182,9 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
 
     ``span`` reads one segment of an uncompressed file (``segments``): its chunks are the very chunks a
     whole read makes there, numbered from ``span.first_line``. ``tally`` then counts what a whole read says in
-    a message at the end (lines cut to MAX_LINE_CHARS, pieces of lines joined: ``tally_messages``). ``meter`` is told the bytes of each
-    chunk (decompressed) before it is yielded. A container log's lines are those inside its records
-    (``logscope.envelopes``)."""
+    a message at the end (lines cut to MAX_LINE_CHARS, pieces of lines joined: ``tally_messages``). ``meter``
+    is told the bytes of each chunk (decompressed) before it is yielded. A wrapped log's lines are those inside
+    its records (``logscope.envelopes``)."""
     if f.envelope is not None:
         yield from _unwrapped(f, iter_line_chunks(_bare(f), chunk_bytes, span, tally, meter), tally)
         return
@@ -228,7 +228,7 @@ def _bare(f: InputFile) -> InputFile:
 
 
 def _unwrapped(f: InputFile, chunks: Iterator[pl.DataFrame], tally: Counter | None) -> Iterator[pl.DataFrame]:
-    from . import envelopes  # polars expressions of the parsers' helpers: loaded only for container logs
+    from . import envelopes  # imports the parsers' helpers: loaded only for wrapped logs
 
     u = envelopes.Unwrapper(f.envelope or "", f.envelope_time)
     for chunk in chunks:
