@@ -288,13 +288,23 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
     return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key)
 
 
+# kubelet's log paths (pkg/kubelet/kuberuntime): /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restarts>.log,
+# and its links /var/log/containers/<pod>_<namespace>_<container>-<container id>.log
+_POD_DIR = re.compile(r"^[a-z0-9.-]+_(?P<pod>[a-z0-9.-]+)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_POD_LINK = re.compile(r"^(?P<pod>[a-z0-9.-]+)_[a-z0-9.-]+_[a-z0-9.-]+-[0-9a-f]{64}\.log$")
+
+
 def _replica(f: sources.InputFile, root: Path) -> str:
     """The file's folder name when it sits in a sub-folder, else its stem: that of its rotated set, whichever
-    file of the set it is (``vllm.log.1`` and ``vllm.log`` are one server, ``vllm``)."""
+    file of the set it is (``vllm.log.1`` and ``vllm.log`` are one server, ``vllm``). A log kubelet keeps is
+    its pod's (the folder is the container's, the same in every pod of a deployment)."""
     parent = f.path.parent
+    name = Path(f.stream_key).name  # without compression and rotation suffixes
+    for m in (_POD_LINK.match(name), _POD_DIR.match(parent.parent.name)):
+        if m:
+            return m.group("pod")
     if root.is_dir() and parent.resolve() != root.resolve():
         return parent.name
-    name = Path(f.stream_key).name  # without compression and rotation suffixes
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
 
 

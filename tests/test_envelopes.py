@@ -320,3 +320,34 @@ def test_a_container_log_read_in_pieces_gives_the_rows_of_a_whole_read(tmp_path,
     lines = src.read_bytes().count(b"\n")
     assert files["lines_total"].to_list() == [lines]
     assert f"{records - lines:,} partial record(s) joined into the lines the runtime had cut" in files["messages"][0]
+
+
+def test_logs_collected_from_a_node_are_named_by_their_pod(tmp_path):
+    """A node's logs as kubelet keeps them: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restarts>.log
+    (the folder is the container's, 'vllm' in every pod) and the links /var/log/containers/<pod>_<namespace>_
+    <container>-<id>.log. Each server is its pod. The crash run's pod restarted its container: the killed
+    server's lines in 0.log, the new one's in 1.log, and the death is found across them, as in one log (lab
+    README: killed 08:34:22, ready again 08:35:31)."""
+    crash = need(LAB / "crash")
+    d = tmp_path / "node"
+    lines = (crash / "vllm-server.log").read_bytes().split(b"\n")[:-1]
+    restart = next(i for i, ln in enumerate(lines) if b"(APIServer pid=8600)" in ln)
+    pod0 = d / "pods" / "lab_vllm-0_7c9e6679-7425-40de-944b-e07fc1f90ae7" / "vllm"
+    parts = {pod0 / "0.log": lines[:restart], pod0 / "1.log": lines[restart:]}
+    for dest, part in parts.items():
+        plain = tmp_path / "part.log"
+        plain.write_bytes(b"\n".join(part) + b"\n")
+        wrap(plain, dest, "cri", step_ns=1)
+    wrap(need(LAB / "calm" / "vllm-server.log"),
+         d / "pods" / "lab_vllm-1_0b3f8f8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b" / "vllm" / "0.log", "cri", step_ns=1)
+    link = d / "containers" / f"vllm-2_lab_vllm-{'3f' * 32}.log"
+    wrap(need(SPIKE / "vllm-server.log"), link, "cri", step_ns=1)
+    analyze(d, tmp_path / "out", AnalyzeOptions())
+    replicas = dict(pl.read_parquet(tmp_path / "out" / "files.parquet").select("path", "replica").iter_rows())
+    assert sorted(set(replicas.values())) == ["vllm-0", "vllm-1", "vllm-2"]
+    assert replicas[str(pod0.relative_to(d) / "1.log")] == "vllm-0"
+    diag = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    crashes = [e for e in diag["episodes"] if e["class"] == "crash"]
+    assert [(e["replica"], e["start"][:19]) for e in crashes] == [("vllm-0", "2026-11-29T08:34:22")]
+    assert crashes[0]["reason"].startswith("silent death (log stops, new banner) at 08:34:22, restarted (pid 8600) "
+                                           "and ready at 08:35:31: down 69 s")
