@@ -27,6 +27,14 @@ COMBINED = (
 )
 # the 'main' format of nginx's sample nginx.conf (and most distribution packages)
 MAIN = COMBINED + ' "$http_x_forwarded_for"'
+# ingress-nginx's default log-format-upstream (docs/user-guide/nginx-configuration/log-format.md)
+UPSTREAMINFO = (
+    COMBINED + " $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] "
+    "$upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id"
+)
+# variables read as another: ingress-nginx's $req_id is the client's X-Request-ID, else $request_id, and is the
+# X-Request-ID it sends upstream (into vLLM's request id), as $request_id is in a plain nginx setup
+VARIABLE_ALIASES = {"req_id": "request_id"}
 
 LIST_VARS = (
     "upstream_addr",
@@ -35,6 +43,8 @@ LIST_VARS = (
     "upstream_connect_time",
     "upstream_header_time",
 )
+# list-valued too (one value per attempt), not read: only their shape matters
+_OTHER_LISTS = ("upstream_response_length", "upstream_bytes_received", "upstream_bytes_sent")
 
 MAX_GROUPS = 16  # capture groups the regex crate's one-pass DFA handles (see Layout.capture_regexes)
 _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
@@ -142,7 +152,7 @@ def tokenize(fmt: str) -> list[Token]:
 def _value_pattern(var: str, nxt: str | None, escape: str) -> str:
     if var in _FIXED:
         return _FIXED[var]
-    if var in LIST_VARS:
+    if var in LIST_VARS or var in _OTHER_LISTS:
         return _JSON_STR if (escape == "json" and nxt and nxt[0] == '"') else _LIST
     if nxt is None:
         return ".*"
@@ -176,11 +186,12 @@ def _compile(tokens: tuple[Token, ...], escape: str, capture: frozenset[str] | N
         if i + 1 < len(tokens):
             nxt = tokens[i + 1][1] if tokens[i + 1][0] == "lit" else ""
         pat = _value_pattern(text, nxt, escape)
-        if text in names or not re.fullmatch(r"[A-Za-z_]\w*", text):
+        name = VARIABLE_ALIASES.get(text, text)  # the group is named for what the parser reads it as
+        if name in names or not re.fullmatch(r"[A-Za-z_]\w*", name):
             parts.append(f"(?:{pat})")
         else:
-            names.append(text)
-            parts.append(f"(?P<{text}>{pat})" if capture is None or text in capture else f"(?:{pat})")
+            names.append(name)
+            parts.append(f"(?P<{name}>{pat})" if capture is None or name in capture else f"(?:{pat})")
     parts.append(r"\r?$")
     return "".join(parts), tuple(names)
 
@@ -383,6 +394,7 @@ def candidates(head: list[str], options: dict) -> list[tuple[Layout, int]]:
     builtin = [
         Layout("combined", "nginx's predefined 'combined' format", tokenize(COMBINED)),
         Layout("main", "the 'main' format of nginx's sample nginx.conf", tokenize(MAIN)),
+        Layout("upstreaminfo", "ingress-nginx's default log-format-upstream 'upstreaminfo'", tokenize(UPSTREAMINFO)),
     ]
     out: list[tuple[Layout, int]] = []
     for group in (explicit, conf, inferred, builtin):

@@ -4,7 +4,7 @@ Sample (lab ``log_format lab``, /work/shared/fixtures/lab/spike/nginx-access.log
 
     2026-11-29T08:25:07+00:00 msec=1795940707.424 rid=4747c1cf15091f73268614980228ca23 port=8081 client_rid="spike-w01-00002" "POST /v1/completions HTTP/1.1" status=200 rt=1.770 ua="127.0.0.1:8002, 127.0.0.1:8001" us="502, 200" urt="0.000, 1.770" uct="-, 0.000" uht="-, 0.027" req_len=1165 sent=66626 retry_hdr="0" ua_client="OpenAI/Python 3.57.0"
 
-Formats: the predefined ``combined``, any custom ``log_format`` (taken from --nginx-log-format, else
+Formats: the predefined ``combined``, ingress-nginx's default ``upstreaminfo``, any custom ``log_format`` (taken from --nginx-log-format, else
 from a ``*.conf`` beside the log, else inferred from self-describing ``key=value`` / JSON lines),
 ``escape=json`` JSON logs. Upstream: ``src/http/modules/ngx_http_log_module.c`` and
 ``ngx_http_upstream.c`` (nginx/nginx); list-valued ``$upstream_*`` variables are documented in
@@ -24,11 +24,13 @@ from .base import ChunkResult, ParseContext
 
 NAME = "nginx_access"
 KIND = "gateway"
-DESCRIPTION = "nginx access log: combined, custom log_format (from nginx.conf or inferred), escape=json"
+DESCRIPTION = ("nginx access log: combined, ingress-nginx's upstreaminfo, custom log_format (from nginx.conf or "
+               "inferred), escape=json")
 MODE = "lines"
 SPEED = 126  # MB/s on one core (bench/, 1 GB folder): orders the streams
 INDEPENDENT_CHUNKS = True  # one line, one record; the state (the access-log layouts) is set by the first chunk
 SAMPLES = [
+    '127.0.0.1 - - [30/Nov/2026:07:57:41 +0000] "POST /v1/completions HTTP/1.1" 200 265 "-" "gwlab-drive/1" 256 0.052 [default-vllm-8000] [] 127.0.0.1:18399, 127.0.0.1:18301 0, 265 0.000, 0.052 502, 200 client-ok-002',  # ingress-nginx's default 'upstreaminfo'
     '2026-11-29T08:31:09+00:00 msec=1795941069.073 rid=c873f7209d99012968505a0956b3113e port=8080 client_rid="storm-r-00479" "POST /v1/completions HTTP/1.1" status=502 rt=8.001 ua="127.0.0.1:8001, vllm_edge" us="504, 502" urt="8.000, 0.000" uct="0.000, -" uht="-, -" req_len=1105 sent=314 retry_hdr="0" ua_client="OpenAI/Python 3.57.0"',
     '127.0.0.1 - - [29/Nov/2026:09:49:35 +0000] "GET /pool/index.html HTTP/1.1" 200 6 "-" "curl/7.88.1"',
     '{"time":"2026-11-29T09:49:40+00:00","msec":"1795945780.334","request_id":"ccd151a4254c1d389b90194abdcb58c4","remote_addr":"127.0.0.1","request":"GET /fallback/ HTTP/1.1","status":200,"request_time":0.002,"upstream_addr":"127.0.0.1:18999 : 127.0.0.1:18090","upstream_status":"502 : 200","upstream_response_time":"0.000 : 0.002","upstream_connect_time":"- : 0.000","upstream_header_time":"- : 0.002","bytes_sent":195,"x_request_id":"","http_user_agent":"curl/7.88.1"}',
@@ -36,6 +38,9 @@ SAMPLES = [
 
 # --- detection (head lines only) ---
 _COMBINED_SHAPE = r'^\S+ \S+ \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} (?:\d+|-)(?: "[^"]*")*\r?$'
+# ingress-nginx's default 'upstreaminfo': combined, then request length and time, [upstream name] [alternative]
+_UPSTREAMINFO_SHAPE = (r'^\S+ - \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} \d+ "[^"]*" '
+                       r'"[^"]*" \d+ [\d.]+ \[[^\]\s]*\] \[[^\]\s]*\] ')
 _KV_UPSTREAM = r'(?:^|\s)(?:us|upstream_status)="?(?:\d{3}|-)'
 _KV_OTHER = r"(?:^|\s)(?:rt|request_time|urt|upstream_response_time|msec|rid|request_id|ua|upstream_addr)="
 _JSON_START = r"^\s*\{"
@@ -79,10 +84,12 @@ def detect(head: list[str]) -> float:
     kv = line.str.contains(_KV_UPSTREAM) & line.str.contains(_KV_OTHER)
     js = line.str.contains(_JSON_START) & (pl.sum_horizontal([line.str.contains(k) for k in _JSON_KEYS]) >= 2)
     comb = line.str.contains(_COMBINED_SHAPE)
+    ingress = line.str.contains(_UPSTREAMINFO_SHAPE)
     # each line scores by its best shape (a bare combined line is shared with Apache: lower weight)
     per_line = pl.max_horizontal(
         pl.when(kv).then(0.95).otherwise(0.0),
         pl.when(js).then(0.9).otherwise(0.0),
+        pl.when(ingress).then(0.9).otherwise(0.0),
         pl.when(comb).then(0.7).otherwise(0.0),
     )
     frame = pl.DataFrame({"line": lines}, schema={"line": pl.String})
