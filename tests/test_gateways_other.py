@@ -138,6 +138,26 @@ def test_envoy_default_text(tmp_path):
     assert (r["request_time_s"], r["duration_s"], r["bytes_sent"]) == (2.003, None, 24)
 
 
+def test_istio_default_text(tmp_path):
+    """Istio's default access log (every sidecar's and gateway's, so KServe's): Envoy's default with the code
+    details, termination details and transport failure after the flags, and cluster, addresses and route at the
+    end (tests/data/envoy/README.md). The details say which answers came from the upstream."""
+    rows, files = ingest_one(tmp_path, ENV / "envoy-istio-access.log")
+    assert (files["format"], files["lines_total"], files["lines_unrecognized"]) == ("envoy_access", 26, 0)
+    # awk '{print $5, $6}' envoy-istio-access.log | sort | uniq -c -> 1 "0 DC", 20 "200 -", 2 "503 UO,UF",
+    # 2 "503 URX,UF", 1 "504 UT"; awk '{print $7}' ... -> 20 via_upstream
+    assert counts(rows, "status") == {200: 20, 503: 4, 504: 1, None: 1}
+    assert counts(rows, "flags") == {None: 20, "UO,UF": 2, "URX,UF": 2, "UT": 1, "DC": 1}
+    assert counts(rows, "upstream_status") == {200: 20, None: 6}
+    r = rows.filter(pl.col("request_id") == "client-slow-007").row(0, named=True)
+    # [2026-11-30T08:08:54.496Z] ... 504 UT response_timeout - "-" 50 24 2000 - ...
+    assert r["ts_start"] == datetime(2026, 11, 30, 8, 8, 54, 496000, tzinfo=UTC)
+    assert (r["request_time_s"], r["error"], r["upstream"]) == (2.0, "response_timeout", "127.0.0.1:18001")
+    r = rows.filter(pl.col("request_id") == "client-burst-009-5").row(0, named=True)
+    assert r["error"] == ("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:"
+                          "_Connection_refused}; delayed_connect_error:_Connection_refused")
+
+
 def test_envoy_json_attempts(tmp_path):
     rows, files = ingest_one(tmp_path, ENV / "envoy-access.json")
     assert files["format"] == "envoy_access" and files["lines_unrecognized"] == 0
@@ -268,7 +288,7 @@ def test_litellm_json_times(tmp_path):
 
 OWN = {
     "haproxy": [HAP / "haproxy.log", HAP / "haproxy-traditional.log", HAP / "haproxy-id.log"],
-    "envoy_access": [ENV / "envoy-access.log", ENV / "envoy-access.json"],
+    "envoy_access": [ENV / "envoy-access.log", ENV / "envoy-access.json", ENV / "envoy-istio-access.log"],
     "traefik": [TRF / "traefik-access.json"],
     "litellm": [LIT / "litellm-proxy.log", LIT / "litellm-proxy-json.log"],
 }
