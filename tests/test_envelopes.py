@@ -351,3 +351,26 @@ def test_logs_collected_from_a_node_are_named_by_their_pod(tmp_path):
     assert [(e["replica"], e["start"][:19]) for e in crashes] == [("vllm-0", "2026-11-29T08:34:22")]
     assert crashes[0]["reason"].startswith("silent death (log stops, new banner) at 08:34:22, restarted (pid 8600) "
                                            "and ready at 08:35:31: down 69 s")
+
+
+def test_public_excerpts_in_a_container_log(tmp_path):
+    """Every public vLLM excerpt (wrapped lines, glued records, tracebacks, docker timestamps already in front)
+    inside a node's CRI records, lines past 200 characters cut: the same format, coverage and rows as the plain
+    excerpt; only times differ, where the excerpt gave none and the runtime's now stands (no longer inferred)."""
+    from conftest import PUBLIC
+
+    files = sorted(need(PUBLIC).glob("*.log"))
+    assert len(files) >= 20
+    for f in files:
+        d = tmp_path / f.stem
+        (d / "a").mkdir(parents=True)
+        shutil.copy(f, d / "a" / f.name)
+        wrap(f, d / "b" / f.name, "cri", split=200, step_ns=1)
+        a, b = ingest(d / "a", d / "oa", AnalyzeOptions()), ingest(d / "b", d / "ob", AnalyzeOptions())
+        cols = ["format", "lines_total", "lines_parsed"]
+        assert a.files.select(cols).equals(b.files.select(cols)), f.name
+        assert _rows(d / "oa", "server_stats").equals(_rows(d / "ob", "server_stats")), f.name
+        for table in ("server_events", "server_request_events"):
+            plain, boxed = (_rows(d / o, table).drop("ts", "ts_inferred", strict=False) for o in ("oa", "ob"))
+            assert plain.sort(plain.columns, nulls_last=True).equals(boxed.sort(boxed.columns, nulls_last=True)), (
+                f.name, table)
