@@ -1,5 +1,6 @@
-"""Container runtime log files around real logs: a vLLM or nginx log collected from a Kubernetes node (CRI:
-containerd, CRI-O) or from Docker's json-file driver gives the rows of the plain log.
+"""Wrapped log files around real logs: a vLLM or nginx log collected from a Kubernetes node (CRI: containerd,
+CRI-O, named and rotated by kubelet), from Docker's json-file driver, or printed by journalctl (tests/data/journald)
+gives the rows of the plain log.
 
 The files are written here the way the runtimes write them (``wrap``): CRI ``<RFC 3339 time> <stream> <P|F>
 <text>``, containerd in UTC with nanoseconds, CRI-O with the node's offset; json-file ``{"log":...,"stream":...,
