@@ -47,6 +47,9 @@ _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)"
 _BSD = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
 _SYSLOG = ascii_classes(rf"^(?P<hdr>(?:(?P<iso>{_ISO})|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?)")
 _SYSLOG_HEAD = ascii_classes(rf"^(?:{_ISO}|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?")
+# an application's own '<time> <LEVEL> <logger>: ' prefix has that shape too: a level is no host name
+_LEVEL_AS_HOST = ascii_classes(
+    rf"^(?:{_ISO}|{_BSD}) (?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|debug|info|warn|warning|error) ")
 
 NAMES = {"cri": "CRI container log (containerd / CRI-O)", "docker": "Docker json-file container log",
          "syslog": "syslog / journalctl output"}
@@ -65,7 +68,7 @@ def detect(lines: list[str]) -> str | None:
     # head lines are cut at a few KB: most need only open as a record, one must be whole
     if float(s.str.starts_with(_DOCKER_OPEN).mean() or 0.0) >= MIN_SHARE and bool(s.str.contains(_DOCKER).any()):
         return "docker"
-    if float(s.str.contains(_SYSLOG_HEAD).mean() or 0.0) >= MIN_SHARE:
+    if float((s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean() or 0.0) >= MIN_SHARE:
         return "syslog"
     return None
 

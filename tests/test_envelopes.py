@@ -238,6 +238,21 @@ def test_which_logs_are_wrapped():
     haproxy = ROOT / "tests" / "data" / "haproxy"
     assert [kind(haproxy / n) for n in ("haproxy.log", "haproxy-traditional.log", "haproxy-id.log")] == [
         "syslog", "syslog", None]
+    # an application's own prefix of the same shape, '<ISO time> <LEVEL> <logger>: ', as Python's logging writes it
+    import io
+    import logging
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S%z"))
+    log = logging.getLogger("openai._base_client")
+    log.addHandler(handler)
+    log.propagate, log.level = False, logging.DEBUG
+    for i in range(5):
+        log.info("Retrying request to /completions in 0.4%d seconds", i)
+    log.removeHandler(handler)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 5 and envelopes.detect(lines) is None
 
 
 def test_kubelet_rotated_container_logs_are_one_stream(tmp_path):
