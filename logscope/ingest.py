@@ -24,6 +24,7 @@ from pathlib import Path
 import polars as pl
 
 import parsers
+from parsers import _mixed as mixed
 
 from . import __version__, derive, envelopes, pieces, schemas, sources, streams
 from .store import Store
@@ -114,6 +115,8 @@ def ingest(
         def run(item):
             idx, members = item
             mod = parsers.BY_NAME.get(members[0].format)
+            if mod is not None and members[0].also:  # two formats interleaved: each line to its own
+                mod = mixed.Mixed(mod, parsers.BY_NAME[members[0].also])
             if len(members) > 1 and mod is not None:
                 names = ", ".join(m.f.rel for m in members)
                 for m in members:
@@ -270,7 +273,7 @@ def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
 
 def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], detection: tuple, opts: IngestOptions,
               root: Path) -> FileState:
-    mod, score, _ = detection
+    mod, score, scores = detection
     stamps = _full_stamps(stamp_lines)
     if f.envelope is not None:
         f.envelope_time = bool(getattr(mod, "CONTAINER_TIME", False))
@@ -285,7 +288,11 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
     replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
     text = [ln for ln in lines if ln.strip()]
     key = hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES else None
-    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key)
+    also = mixed.partner(mod.NAME, scores)
+    if also is not None:
+        f.messages.append(f"{mod.NAME} and {also} lines in one file (a container's stdout and stderr merged): each "
+                          "line parsed by its own format")
+    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key, also=also)
 
 
 # kubelet's log paths (pkg/kubelet/kuberuntime): /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restarts>.log,

@@ -53,6 +53,7 @@ class FileState:
     stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
     head_key: int | None = None  # hash of the first ingest.COPY_KEY_LINES lines: files that may be copies share it
     copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
+    also: str | None = None  # a second format interleaved line by line (parsers/_mixed.py)
 
 
 def cost(members: list[FileState]) -> float:

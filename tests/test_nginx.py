@@ -348,6 +348,28 @@ def test_ingress_nginx_default_format(tmp_path: Path) -> None:
         assert (slow["status"], slow["upstream_status"], slow["duration_s"]) == (504, 504, 2.002)
 
 
+def test_access_and_error_lines_in_one_file(tmp_path: Path) -> None:
+    """nginx's access and error logs written into one file (tests/data/ingress-nginx/controller.log: what kubectl
+    logs gives of an ingress-nginx controller, stdout and stderr merged): every line is parsed by its own format,
+    into the rows the two logs give apart (the file's lines split by their shape)."""
+    mixed = INGRESS / "controller.log"
+    lines = mixed.read_text().splitlines(keepends=True)
+    error = [ln for ln in lines if ln[:4].isdigit() and ln[4] == "/"]  # '2026/11/30 08:40:07 [notice] ...'
+    (tmp_path / "apart").mkdir()
+    (tmp_path / "apart" / "access.log").write_text("".join(ln for ln in lines if ln not in error))
+    (tmp_path / "apart" / "error.log").write_text("".join(error))
+    res = ingest_files(tmp_path / "one", mixed)
+    row = _file_row(res, "controller.log")
+    assert (row["lines_total"], row["lines_parsed"]) == (55, 55)
+    assert row["messages"][0].endswith("lines in one file (a container's stdout and stderr merged): each line parsed "
+                                       "by its own format")
+    apart = ingest_files(tmp_path / "two", tmp_path / "apart" / "access.log", tmp_path / "apart" / "error.log")
+    for table, n in (("gateway_attempts", 42), ("gateway_errors", 27)):
+        a, b = (r.table(table).drop("source", "line_no") for r in (res, apart))
+        a, b = (df.sort(df.columns, nulls_last=True) for df in (a, b))
+        assert a.height == n and a.equals(b), table
+
+
 def test_produced_local_zone(tmp_path: Path) -> None:
     """nginx under TZ=Asia/Kolkata: $time_local/$time_iso8601 carry +05:30; error.log is zoneless local time."""
     comb = _attempts(ingest_files(tmp_path / "c", NGX / "ist-access.log"))

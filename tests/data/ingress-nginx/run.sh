@@ -20,5 +20,5 @@ curl -s -o /dev/null http://127.0.0.1:18380/v1/models
 /usr/sbin/nginx -p "$P" -c "$P/nginx.conf" -s quit
 sleep 1
 kill $UP
-cp "$P/logs/access.log" "$P/logs/error.log" "$HERE/"
+cp "$P/logs/access.log" "$P/logs/error.log" "$P/logs/controller.log" "$HERE/"
 rm -rf "$P"
