@@ -98,6 +98,11 @@ class Unwrapper:
         rec, self.carry = self._grouped(self.carry), None
         return self._lines(rec)
 
+    def whole(self, lines: pl.DataFrame) -> pl.DataFrame:
+        """The lines inside a piece of a file read on its own (a head, the lines before a cut), pieces left at its
+        end included."""
+        return pl.concat([p for p in (self(lines), self.flush()) if p is not None])
+
     def _join(self, rec: pl.DataFrame) -> pl.DataFrame:
         # a line is one stream's run of pieces and the record after them that ends it
         rec = rec.with_columns((~pl.col("partial")).shift(1, fill_value=True).cum_sum().over("stream").alias("_g"))
@@ -161,7 +166,17 @@ def head_lines(kind: str, lines: list[str], keep_time: bool = False) -> list[str
     """A head's lines unwrapped (detection reads the lines inside; the pieces of a cut line are joined)."""
     if not lines:
         return []
-    u = Unwrapper(kind, keep_time)
     df = pl.DataFrame({"line_no": pl.int_range(1, len(lines) + 1, eager=True), "line": pl.Series(lines, dtype=pl.String)})
-    parts = [u(df), u.flush()]
-    return pl.concat([p for p in parts if p is not None])["line"].to_list()
+    return Unwrapper(kind, keep_time).whole(df)["line"].to_list()
+
+
+def ends_line(kind: str | None, record: bytes) -> bool:
+    """Whether a record (one physical line of the file) ends the line it holds a piece of: a cut after it leaves no
+    line in pieces (interleaved streams aside). CRI: tag F; json-file: a log ending in a newline, the only place
+    its escaped newline meets the closing quote (a quote inside the log is escaped too)."""
+    if kind == "cri":
+        parts = record[:160].split(b" ", 3)
+        return len(parts) >= 3 and parts[2][:1] == b"F"
+    if kind == "docker":
+        return b'\\n","stream":' in record
+    return True

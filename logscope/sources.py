@@ -295,16 +295,13 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
 
 
 def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
-    """Whether a cut after the newline at ``nl`` leaves no line in pieces: in a container log, the record before
-    it must end its line (CRI tag F; json-file's log ending in a newline). Interleaved streams aside, no piece
-    of a line is then open at the cut."""
-    if f.envelope is None or f.envelope == "syslog":
+    """Whether a cut after the newline at ``nl`` leaves no line in pieces (a wrapped log's record must end its
+    line)."""
+    if f.envelope is None:
         return True
-    record = block[block.rfind(b"\n", 0, nl) + 1:nl]
-    if f.envelope == "cri":
-        parts = record[:160].split(b" ", 3)
-        return len(parts) >= 3 and parts[2][:1] == b"F"
-    return b'\\n","stream":' in record
+    from . import envelopes
+
+    return envelopes.ends_line(f.envelope, block[block.rfind(b"\n", 0, nl) + 1:nl])
 
 
 def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
@@ -358,8 +355,7 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
     if f.envelope is not None:  # a container log's lines, as a read of the file gives them
         from . import envelopes
 
-        u = envelopes.Unwrapper(f.envelope, f.envelope_time)
-        df = pl.concat([p for p in (u(df), u.flush()) if p is not None])
+        df = envelopes.Unwrapper(f.envelope, f.envelope_time).whole(df)
     return df
 
 

@@ -50,11 +50,8 @@ class Mixed:
         if rest.height == 0:
             return one
         two = self.second.parse_chunk(rest, ctx, state.setdefault("second", {}))
-        tables = dict(one.tables)
-        for name, df in two.tables.items():
-            tables[name] = pl.concat([tables[name], df], how="diagonal_relaxed") if name in tables else df
         ok = ok | lines["line_no"].is_in(rest.filter(_recognized(two, rest))["line_no"].implode())
-        return ChunkResult(tables=tables, recognized=ok, assumptions=one.assumptions + two.assumptions,
+        return ChunkResult(tables=_tables(one, two), recognized=ok, assumptions=one.assumptions + two.assumptions,
                            messages=one.messages + two.messages)
 
     def finish(self, ctx: ParseContext, state: dict) -> ChunkResult | None:
@@ -63,11 +60,16 @@ class Mixed:
         done = [d for d in done if d is not None]
         if not done:
             return None
-        tables: dict[str, pl.DataFrame] = {}
-        for d in done:
-            for name, df in d.tables.items():
-                tables[name] = pl.concat([tables[name], df], how="diagonal_relaxed") if name in tables else df
-        return ChunkResult(tables=tables, assumptions=[a for d in done for a in d.assumptions])
+        return ChunkResult(tables=_tables(*done), assumptions=[a for d in done for a in d.assumptions])
+
+
+def _tables(*results: ChunkResult) -> dict[str, pl.DataFrame]:
+    """The results' tables, one frame per name."""
+    tables: dict[str, pl.DataFrame] = {}
+    for res in results:
+        for name, df in res.tables.items():
+            tables[name] = pl.concat([tables[name], df], how="diagonal_relaxed") if name in tables else df
+    return tables
 
 
 def _recognized(res: ChunkResult, lines: pl.DataFrame) -> pl.Series:

@@ -88,9 +88,9 @@ def estimate_offsets(F: Frames, res: dict[str, float], logs: dict[str, str] | No
     elif E.srv:
         _against_server(E, F)
     elif E.cli:
-        ref = E.reference(E.cli[0], E.client, "reference clock (client log only)")
+        ref = E.reference(E.cli[0], "reference clock (client log only)")
         for c in E.cli[1:]:
-            E.each(c, E.client, ref, None, f"another client log: assumed on the clock of {ref}")
+            E.each(c, ref, None, f"another client log: assumed on the clock of {ref}")
     for r in E.rows:
         for k in ("offset_s", "spread_s"):
             if r[k] is not None:
@@ -99,67 +99,66 @@ def estimate_offsets(F: Frames, res: dict[str, float], logs: dict[str, str] | No
 
 
 class _Logs:
-    """The frames with each row's log (``_log``), the logs of each layer by size, and the rows being written."""
+    """The frames with each row's log (``_log``), the logs of each layer by size, each log's files, and the rows
+    being written."""
 
     def __init__(self, F: Frames, res: dict[str, float], logs: dict[str, str]) -> None:
-        self.logs, self.res, self.rows = logs, res, []
-        self.gr, self.sr, self.ca, self.ga, self.cr = (self.log_of(df) for df in (F.gr, F.sr, F.ca, F.ga, F.cr))
-        self.client = (self.ca, self.cr)
+        self.res, self.rows = res, []
+        src = pl.col("source")
+        log = src.replace_strict(logs, default=src, return_dtype=pl.String).alias("_log")
+        self.gr, self.sr, self.ca, self.ga, self.cr = (df.with_columns(log) for df in (F.gr, F.sr, F.ca, F.ga, F.cr))
         self.gw, self.srv = _by_size(self.gr, "_log"), _by_size(self.sr, "_log")
         self.cli = _by_size(self.ca, "_log") or _by_size(self.cr, "_log")
+        # the files of each log that hold rows, the newest (shortest name: x.log before x.log.1) first
+        pairs = pl.concat([df.select("_log", "source").unique() for df in (self.gr, self.sr, self.ca, self.cr)])
+        self.members: dict[str, list[str]] = {}
+        for lg, f in pairs.unique().drop_nulls().iter_rows():
+            self.members.setdefault(lg, []).append(f)
+        for names in self.members.values():
+            names.sort(key=lambda n: (len(n), n))
 
-    def log_of(self, df: pl.DataFrame, name: str = "_log") -> pl.DataFrame:
-        src = pl.col("source")
-        return df.with_columns(src.replace_strict(self.logs, default=src, return_dtype=pl.String).alias(name))
+    def each(self, lg: str, ref: str | None, est: dict | None, why: str = "") -> None:
+        self.rows.extend(clock.row(f, ref, est, why) for f in self.members[lg])
 
-    def files(self, lg: str, frames: tuple) -> list[str]:
-        """The log's files that hold rows, the newest (shortest name: x.log before x.log.1) first."""
-        names = {s for df in frames for s in df.filter(pl.col("_log") == lg)["source"].unique().to_list()}
-        return sorted((n for n in names if n is not None), key=lambda n: (len(n), n))
-
-    def each(self, lg: str, frames: tuple, ref: str | None, est: dict | None, why: str = "") -> None:
-        self.rows.extend(clock.row(f, ref, est, why) for f in self.files(lg, frames))
-
-    def reference(self, lg: str, frames: tuple, what: str) -> str:
-        name = self.files(lg, frames)[0]
-        self.each(lg, frames, name, {"offset_s": 0.0, "spread_s": 0.0, "n_matches": 0, "method": what})
+    def reference(self, lg: str, what: str) -> str:
+        name = self.members[lg][0]
+        self.each(lg, name, {"offset_s": 0.0, "spread_s": 0.0, "n_matches": 0, "method": what})
         return name
 
-    def resolution(self, lg: str, frames: tuple) -> float:
-        return self.res.get(self.files(lg, frames)[0], 0.0)
+    def resolution(self, lg: str) -> float:
+        return self.res.get(self.members[lg][0], 0.0)
 
 
 def _against_gateway(E: _Logs, F: Frames) -> None:
     ref_log = E.gw[0]
-    ref = E.reference(ref_log, (E.gr,), "reference clock (the gateway sees both sides)")
+    ref = E.reference(ref_log, "reference clock (the gateway sees both sides)")
     for g in E.gw[1:]:
-        E.each(g, (E.gr,), ref, None, f"another gateway log: assumed on the clock of {ref}")
+        E.each(g, ref, None, f"another gateway log: assumed on the clock of {ref}")
+    on_ref = pl.col("_log") == ref_log
     sg = link.server_gateway_candidates(F).join(E.sr.select("sr", "_log", pl.col("t0").alias("s")), on="sr")
-    sg = sg.join(E.log_of(E.ga, "g_log").select("ga", "a0", "a1", "g_log"), on="ga").filter(pl.col("g_log") == ref_log)
+    sg = sg.join(E.ga.filter(on_ref).select("ga", "a0", "a1"), on="ga")
     for s in E.srv:
-        E.each(s, (E.sr,), ref, clock.receive_offset(sg.filter(pl.col("_log") == s), E.resolution(s, (E.sr,))))
+        E.each(s, ref, clock.receive_offset(sg.filter(pl.col("_log") == s), E.resolution(s)))
     cg = link.client_gateway_candidates(F).join(E.ca.select("ca", "_log", pl.col("t0").alias("c0")), on="ca")
-    cg = cg.join(E.log_of(E.gr, "g_log").select("gr", pl.col("t0").alias("g0"), "g_log"), on="gr").filter(
-        pl.col("g_log") == ref_log)
+    cg = cg.join(E.gr.filter(on_ref).select("gr", pl.col("t0").alias("g0")), on="gr")
     for c in E.cli:
-        E.each(c, E.client, ref, clock.send_offset(cg.filter(pl.col("_log") == c)))
+        E.each(c, ref, clock.send_offset(cg.filter(pl.col("_log") == c)))
 
 
 def _against_server(E: _Logs, F: Frames) -> None:
     ref_log = E.srv[0]
-    ref = E.reference(ref_log, (E.sr,), "reference clock (no gateway log)")
+    ref = E.reference(ref_log, "reference clock (no gateway log)")
     for s in E.srv[1:]:
-        E.each(s, (E.sr,), ref, None, f"another server log: assumed on the clock of {ref}")
+        E.each(s, ref, None, f"another server log: assumed on the clock of {ref}")
     cs = link.client_server_candidates(F, pl.Series([], dtype=pl.Int64))
-    cs = cs.join(E.log_of(E.sr, "s_log").select("sr", "s_log", pl.col("t0").alias("s")), on="sr").filter(
-        pl.col("s_log") == ref_log)
+    cs = cs.join(E.sr.filter(pl.col("_log") == ref_log).select("sr", pl.col("t0").alias("s")), on="sr")
     cs = cs.join(E.ca.select("ca", "_log", pl.col("t0").alias("a0"), pl.coalesce("t1", "t0").alias("a1")), on="ca")
     for c in E.cli:
-        est = clock.receive_offset(cs.filter(pl.col("_log") == c), E.resolution(ref_log, (E.sr,)))
+        est = clock.receive_offset(cs.filter(pl.col("_log") == c), E.resolution(ref_log))
         if est is not None:  # that is the server's offset seen from the client: the client's is its opposite
             est = {**est, "offset_s": -est["offset_s"],
                    "method": est["method"].replace("the sender's attempt", "the client's attempt (negated)")}
-        E.each(c, E.client, ref, est)
+        E.each(c, ref, est)
 
 
 def _by_size(df: pl.DataFrame, col: str) -> list[str]:
