@@ -22,6 +22,9 @@ class AnalyzeOptions:
     # past it, analyze looks at the range that fits (logscope.budget) unless since/until are given
     max_memory: int | str | None = "auto"
     range_chosen: dict | None = None  # set by fit_memory: why the range was chosen
+    # correlate in time slices of about this many request-level rows (logscope.correlate.slices): None or 0,
+    # the whole at once unless fit_memory finds that only slices fit the memory budget
+    slice_rows: int | None = None
     slo_ttft_s: float = slo.DEFAULTS["slo_ttft_s"]
     slo_e2e_s: float = slo.DEFAULTS["slo_e2e_s"]
     slo_success: float = slo.DEFAULTS["slo_success"]
@@ -105,12 +108,15 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
 
 def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
-    given, those of the range that fits (``logscope.budget.choose``), which every output then names."""
+    given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
+    (``logscope.budget.choose``), which every output then names."""
     from . import budget, scope
 
     if scope.of(options):
         return options
     limit = budget.default_budget() if options.max_memory == "auto" else options.max_memory
+    if options.slice_rows is None and budget.slices_fit(Path(out_dir), limit):
+        return replace(options, slice_rows=budget.SLICE_ROWS)
     choice = budget.choose(Path(out_dir), limit)
     if choice is None:
         return options

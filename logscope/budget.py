@@ -31,6 +31,11 @@ _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and o
 # keeps): fitted on the bench folders (docs/performance.md, item 17) and rounded up, so that it errs high
 BASE_BYTES = 512 * 2**20
 PER_RECORD_FACTOR = 2.5
+# correlated in time slices (logscope.correlate.slices), the peak is that of the diagnosis and of the narrow
+# columns of every request: 5 GB bench folder 1.46 GiB against 3.6 GiB whole, i.e. 0.71 x the records
+# (docs/performance.md, item 33), rounded up
+SLICED_FACTOR = 0.9
+SLICE_ROWS = 500_000  # request-level rows a slice holds (5 GB bench folder: 15 slices, 0.6-0.9 GB while slicing)
 AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
 SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
 # rows of each client source that decide which views correlation keeps, for the estimate (deciding on every
@@ -198,15 +203,29 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
     return lf, rows, sample.estimated_size() / max(sample.height, 1)
 
 
-def need(records_bytes: float) -> int:
-    return int(BASE_BYTES + PER_RECORD_FACTOR * records_bytes)
+def need(records_bytes: float, sliced: bool = False) -> int:
+    return int(BASE_BYTES + (SLICED_FACTOR if sliced else PER_RECORD_FACTOR) * records_bytes)
+
+
+def records_bytes(out: Path, kept: list[str] | None = None) -> float:
+    return sum(rows * per for _, rows, per in filter(None, (_held(out, table, kept) for table in HELD)))
 
 
 def whole_need(out: Path, kept: list[str] | None = None) -> int:
     """Estimated peak memory of analysing the whole input: row counts times bytes per row of a sample. With
     ``kept`` None, every client source counts (an upper bound that reads no whole column)."""
-    held = [_held(out, table, kept) for table in HELD]
-    return need(sum(rows * per for _, rows, per in filter(None, held)))
+    return need(records_bytes(out, kept))
+
+
+def slices_fit(out: Path, budget: int | None) -> bool:
+    """True when the whole input does not fit ``budget`` correlated at once, but does in time slices."""
+    if budget is None or whole_need(out) <= budget:
+        return False
+    from .correlate.frames import kept_client_sources
+
+    kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
+    rec = records_bytes(out, kept)
+    return need(rec) > budget and need(rec, sliced=True) <= budget
 
 
 def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, float]:

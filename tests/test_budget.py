@@ -36,6 +36,12 @@ def _whole(out: Path) -> int:
     return budget.whole_need(out, kept_client_sources(out, sample=budget.PICK_SAMPLE)[0])
 
 
+def _too_small_for_slices(out: Path) -> int:
+    """A budget that the whole input does not fit even correlated in time slices: analyze takes a range."""
+    rec = budget.records_bytes(out, kept_client_sources(out, sample=budget.PICK_SAMPLE)[0])
+    return budget.BASE_BYTES + (budget.need(rec, sliced=True) - budget.BASE_BYTES) // 2
+
+
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("storm_tables")
@@ -164,7 +170,7 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
 
 def test_analyze_names_the_range_it_chose(tmp_path, tables):
     whole = _whole(tables)
-    half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
+    half = _too_small_for_slices(tables)
     out = tmp_path / "out"
     analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=half))
     s = json.loads((out / "summary.json").read_text())
@@ -214,8 +220,7 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "a"),
                                  "--max-memory", "plenty"])
     assert r.exit_code == 2 and "--max-memory" in r.output
-    whole = _whole(tables)
-    half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
+    half = _too_small_for_slices(tables)
     r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "b"),
                                  "--max-memory", str(half), "--fail-on", "crash"])
     assert r.exit_code == 0, r.output  # the storm has no crash

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas, scope
-from . import assemble, clock, frames, link, summary, windows
+from . import assemble, clock, frames, link, narrow, summary, windows
 from .frames import Frames, to_ts
 
 
@@ -33,10 +33,16 @@ def run(out: Path, options) -> dict:
     """Correlate the tables in ``out`` and write the correlation outputs there."""
     out = Path(out)
     rng = scope.of(options)
-    res = correlate_tables(frames.read_tables(out, rng), window=getattr(options, "window", None))
+    window, rows = getattr(options, "window", None), getattr(options, "slice_rows", None)
+    if rows:
+        from . import slices  # imports this module's stages
+
+        res = slices.correlate(out, rng, rows, window)  # writes requests.parquet itself
+    else:
+        res = correlate_tables(frames.read_tables(out, rng), window=window)
+        res.requests.write_parquet(out / "requests.parquet")
     if rng:
         res.summary["range"] = rng.doc()
-    res.requests.write_parquet(out / "requests.parquet")
     res.windows.write_parquet(out / "windows.parquet")
     res.clock_offsets.write_parquet(out / "clock_offsets.parquet")
     (out / "correlation.json").write_text(dumps(res.summary))
@@ -49,30 +55,72 @@ def dumps(d: dict) -> str:
 
 def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -> Result:
     """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty)."""
+    L = link_tables(tabs)
+    req = _requests_table(L.A.requests)
+    win, summ = finish(narrow.of(L.F, L.L, L.A), L.other, L.offsets, L.shift, L.res, window)
+    return Result(req, win, L.off_df, summ)
+
+
+@dataclass
+class Whole:
+    """What the correlation of a time slice takes from the whole input, not from its own rows (slices.py)."""
+    res: dict[str, float]  # sources whose stamps are whole seconds
+    offsets: list[dict]  # clock offsets
+    spans: dict[str, list[tuple[float, float]]]  # "client" / "gateway": each log's span, on the reference clock
+    ids_as_sent: dict[str, str]  # client sources whose logical ids are the X-Request-Ids sent: the note of each
+
+
+@dataclass
+class Linked:
+    """One correlation's frames, links and requests, on the reference clock."""
+    F: Frames
+    L: link.Links
+    A: assemble.Assembled
+    other: dict[str, pl.DataFrame]  # server_stats, server_events, gateway_errors, shifted
+    offsets: list[dict]
+    shift: dict[str, float]
+    res: dict[str, float]
+
+    @property
+    def off_df(self) -> pl.DataFrame:
+        if not self.offsets:
+            return schemas.empty("clock_offsets")
+        return pl.DataFrame(self.offsets, schema=schemas.schema("clock_offsets"))
+
+
+def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Linked:
+    """Frames, clock offsets (``whole``'s when given: a slice takes those of the whole input), links and
+    assembled requests of ingest tables."""
     pick = tabs.get(frames.CLIENT_PICK)  # read_tables' choice of client sources, when it made one
     tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS}
     if pick is not None:
         tabs[frames.CLIENT_PICK] = pick
-    F = frames.build(tabs)  # takes the raw request tables out of tabs, releasing each once its frame is made
-    res = frames.whole_seconds(F.sr, "t0")
-    files = tabs["files"]
-    logs = dict(zip(files["path"], files["stream"], strict=True)) if "stream" in files.columns else {}
-    offsets = estimate_offsets(F, res, logs)
+    # takes the raw request tables out of tabs, releasing each once its frame is made
+    F = frames.build(tabs, whole.ids_as_sent if whole else None)
+    if whole is None:
+        res = frames.whole_seconds(F.sr, "t0")
+        files = tabs["files"]
+        logs = dict(zip(files["path"], files["stream"], strict=True)) if "stream" in files.columns else {}
+        offsets = estimate_offsets(F, res, logs)
+    else:
+        res, offsets = whole.res, whole.offsets
     shift = {o["source"]: clock.applied(o, res.get(o["source"], 0.0)) for o in offsets}
     shift = {k: v for k, v in shift.items() if v}
     F = shift_frames(F, shift)
     other = {n: shift_table(tabs[n], shift) for n in ("server_stats", "server_events", "gateway_errors")}
     F = frames.fill_timeouts(F)
     L = link.final(F, res)
-    A = assemble.build(F, L, res, other["gateway_errors"])
+    A = assemble.build(F, L, res, other["gateway_errors"], whole.spans if whole else None)
+    return Linked(F, L, A, other, offsets, shift, res)
 
-    width, grid = _grid(A, other, window)
+
+def finish(n: narrow.Narrow, other: dict[str, pl.DataFrame], offsets: list[dict], shift: dict[str, float],
+           res: dict[str, float], window: str | None) -> tuple[pl.DataFrame, dict]:
+    """windows.parquet and correlation.json from the run-level columns of every request."""
+    width, grid = _grid(n.A, other, window)
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
-    win, wnotes = windows.build(grid, A.requests, F.ca, F.gr, A.execs, other["server_stats"], events)
-    off_df = pl.DataFrame(offsets, schema=schemas.schema("clock_offsets")) if offsets else schemas.empty(
-        "clock_offsets")
-    summ = summary.build(F, L, A, offsets, shift, width, wnotes, res)
-    return Result(_requests_table(A.requests), win, off_df, summ)
+    win, wnotes = windows.build(grid, n.A.requests, n.F.ca, n.F.gr, n.A.execs, other["server_stats"], events)
+    return win, summary.build(n.F, n.L, n.A, offsets, shift, width, wnotes, res)
 
 
 def estimate_offsets(F: Frames, res: dict[str, float], logs: dict[str, str] | None = None) -> list[dict]:

@@ -38,7 +38,12 @@ class Assembled:
     requests: pl.DataFrame  # internal: lr, origin, ... (converted to the schema by the caller)
     execs: pl.DataFrame  # one row per server execution
     gr_lr: pl.DataFrame  # every gateway request with its logical request (null when unmatched)
-    unmatched: dict[str, int]
+    # the keys of the rows no other layer explains, by what they lack (a slice's own rows are counted of them)
+    unmatched_keys: dict[str, pl.Series]
+
+    @property
+    def unmatched(self) -> dict[str, int]:
+        return {k: v.len() for k, v in self.unmatched_keys.items()}
 
 
 def _spans(df: pl.DataFrame) -> list[tuple[float, float]]:
@@ -76,9 +81,17 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
     return cand.filter(pl.col("_k") <= pl.col("n_cut")).select("gr")
 
 
-def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | None = None) -> Assembled:
-    client_spans = _spans(F.ca) or _spans(F.cr)
-    gw_spans = _spans(F.gr.filter(pl.col("inference")))
+def spans(F: Frames) -> dict[str, list[tuple[float, float]]]:
+    """The span of each client log and of each gateway log (inference requests): rows outside them are
+    not "covered" by that layer."""
+    return {"client": _spans(F.ca) or _spans(F.cr), "gateway": _spans(F.gr.filter(pl.col("inference")))}
+
+
+def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | None = None,
+          covered: dict[str, list[tuple[float, float]]] | None = None) -> Assembled:
+    """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it."""
+    covered = covered or spans(F)
+    client_spans, gw_spans = covered["client"], covered["gateway"]
     next_lr = (F.cr["lr"].max() or 0) + 1 if F.cr.height else 0
 
     # gateway requests no client row explains: those carrying an id the client never logged (when it logs
@@ -120,25 +133,26 @@ def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | Non
     cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
     reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
     unmatched = {
-        "client_attempts_without_gateway_request": _count_unlinked_ca(F, gr_lr, L),
-        "gateway_requests_without_logical_request": free_gr.height - own_gr.height,
+        "client_attempts_without_gateway_request": _unlinked_ca(F, gr_lr, L),
+        "gateway_requests_without_logical_request": free_gr.select("gr").join(own_gr.select("gr"), on="gr",
+                                                                              how="anti")["gr"],
         "gateway_requests_without_server_execution": _gr_without_exec(F, ex),
-        "server_executions_without_caller": int(ex["lr"].is_null().sum()),
+        "server_executions_without_caller": ex.filter(pl.col("lr").is_null())["sr"],
     }
     return Assembled(reqs, ex, gr_lr, unmatched)
 
 
-# counts: the keys alone are joined (an anti-join of the whole frame copies every column of it)
-def _count_unlinked_ca(F: Frames, gr_lr: pl.DataFrame, L: Links) -> int:
+# the keys alone are joined (an anti-join of the whole frame copies every column of it)
+def _unlinked_ca(F: Frames, gr_lr: pl.DataFrame, L: Links) -> pl.Series:
     ca = F.ca.select("ca")
     if F.gr.height == 0:
-        return ca.join(L.sr_ca, on="ca", how="anti").height if L.sr_ca.height else ca.height
-    return ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti").height
+        return (ca.join(L.sr_ca, on="ca", how="anti") if L.sr_ca.height else ca)["ca"]
+    return ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti")["ca"]
 
 
-def _gr_without_exec(F: Frames, ex: pl.DataFrame) -> int:
+def _gr_without_exec(F: Frames, ex: pl.DataFrame) -> pl.Series:
     reached = F.gr.filter(pl.col("inference") & (pl.col("n_reached") > 0)).select("gr")
-    return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti").height
+    return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti")["gr"]
 
 
 def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:

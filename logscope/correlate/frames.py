@@ -157,6 +157,7 @@ class Frames:
     client_sources: list[str]
     dropped_client_sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    ids_as_sent: dict[str, str] = field(default_factory=dict)  # logical_ids_as_sent's answer
 
 
 # the raw request-level tables: build() takes them out of the dict it is given, each released once its
@@ -164,8 +165,11 @@ class Frames:
 CONSUMED = ("client_attempts", "client_requests", "gateway_attempts", "server_requests")
 
 
-def build(tabs: dict[str, pl.DataFrame]) -> Frames:
-    """The frames of the ingest tables in ``tabs``; the tables of CONSUMED are popped from it."""
+def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = None) -> Frames:
+    """The frames of the ingest tables in ``tabs``; the tables of CONSUMED are popped from it.
+
+    ``ids_as_sent`` (source -> note) is the whole input's answer to ``logical_ids_as_sent`` for a time slice
+    of it, whose few rows could answer otherwise."""
     pick = tabs.get(CLIENT_PICK)
     if pick is not None:  # decided by read_tables
         keep = pick.filter(pl.col("kept"))["source"].to_list()
@@ -177,34 +181,35 @@ def build(tabs: dict[str, pl.DataFrame]) -> Frames:
     ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
     ga, gr = _gateway(tabs.pop("gateway_attempts"))
     sr = _server(tabs.pop("server_requests"))
-    ca, notes = _logical_ids_as_sent(ca, gr, sr)
-    return Frames(ca, cr, ga, gr, sr, keep, dropped, notes)
+    if ids_as_sent is None:
+        ids_as_sent = logical_ids_as_sent(ca, gr, sr)
+    if ids_as_sent:
+        ca = ca.with_columns(
+            pl.when(pl.col("source").is_in(list(ids_as_sent))).then(pl.col("logical_request_id"))
+            .otherwise(pl.col("request_id")).alias("request_id"))
+    return Frames(ca, cr, ga, gr, sr, keep, dropped, list(ids_as_sent.values()), dict(ids_as_sent))
 
 
-def _logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+def logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) -> dict[str, str]:
     """A client log that names its logical requests but not the X-Request-Id it sent (the openai DEBUG
     log plus the app's own 'request <id> done' lines): when most of those names are ids the gateway
-    (or vLLM) logged, the client evidently sent them as X-Request-Id, and they are used as such."""
+    (or vLLM) logged, the client evidently sent them as X-Request-Id, and they are used as such.
+    Returns those sources, each with its note."""
     no_ids = ca.filter(pl.col("request_id").is_null().all().over("source"))
     if no_ids.height == 0:  # every source names its X-Request-Ids (the ids seen are millions on a day's folder)
-        return ca, []
+        return {}
     seen = pl.concat([gr["client_request_id"].drop_nulls(), sr["base_request_id"].drop_nulls()]).unique()
     if seen.len() == 0:
-        return ca, []
+        return {}
     share = (
         no_ids.group_by("source")
         .agg(pl.col("logical_request_id").drop_nulls().unique().is_in(seen.implode()).mean().alias("share"))
         .filter(pl.col("share") >= 0.5)
+        .sort("source")
     )
-    if share.height == 0:
-        return ca, []
-    srcs = share["source"].to_list()
-    ca = ca.with_columns(
-        pl.when(pl.col("source").is_in(srcs)).then(pl.col("logical_request_id")).otherwise(pl.col("request_id"))
-        .alias("request_id"))
-    notes = [f"{r['source']} logs no X-Request-Id, but {r['share']:.0%} of its logical request ids appear as ids "
-             "in the gateway/vLLM logs: they are matched as the ids it sent" for r in share.iter_rows(named=True)]
-    return ca, notes
+    return {r["source"]: f"{r['source']} logs no X-Request-Id, but {r['share']:.0%} of its logical request ids "
+            "appear as ids in the gateway/vLLM logs: they are matched as the ids it sent"
+            for r in share.iter_rows(named=True)}
 
 
 _PICK_COLUMNS = ("source", "ts_start", "request_id", "logical_request_id", "grouping")

@@ -114,9 +114,9 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
     """Logical requests: the correlated table, else the client's, else vLLM's own Received lines."""
     cols = ["ts_start", "ts_end", "outcome", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens",
             "phase", "concurrency", "client_attempts", "server_requests", "orphaned_executions"]
-    req = read(out, "requests", rng=rng).filter(pl.col("ts_start").is_not_null())
+    req = read(out, "requests", tuple(cols), pl.col("ts_start").is_not_null(), rng)
     if req.height:
-        return req.select(cols).sort("ts_start"), "correlated"
+        return req.sort("ts_start"), "correlated"
     cr = read(out, "client_requests", rng=rng).filter(pl.col("ts_start").is_not_null())
     if cr.height:
         outcome = (

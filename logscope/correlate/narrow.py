@@ -1,0 +1,124 @@
+"""The few columns of the frames, links and assembled requests that the run-level outputs read.
+
+``windows.parquet`` and ``correlation.json`` are counts, sums, medians and percentiles over every
+request of the input; they read numbers and flags, not the ids, URLs and messages that make most of a
+frame's memory. Correlation in time slices (``slices.py``) keeps these columns of each slice's own rows
+and computes both outputs once, over all of them, with the same code as a whole correlation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from .assemble import Assembled
+from .frames import Frames
+from .link import Links
+
+FRAMES = {
+    "ca": ("ca", "lr", "attempt", "timed_out", "t0", "t1", "retry_delay_s"),
+    "cr": ("lr",),
+    "ga": ("ga",),
+    "gr": ("gr", "source", "inference", "n_attempts", "status", "t0", "t1"),
+    "sr": ("sr", "source"),
+}
+LINKS = {"gr_lr": ("gr", "ca", "match"), "sr_ga": ("sr", "match"), "sr_ca": ("sr", "match")}
+ASSEMBLED = {
+    "requests": ("lr", "t0", "t1", "match", "origin", "outcome", "server_requests", "client_attempts",
+                 "duplicate_concurrent", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens"),
+    "execs": ("sr", "lr", "match", "t0", "start", "end", "end_source", "aborted", "finished", "preempted", "left",
+              "left_by", "orphaned", "orphan_s", "gen_s", "duplicate"),
+    "gr_lr": ("gr", "lr"),
+}
+KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correlation
+
+
+@dataclass
+class Narrow:
+    F: Frames
+    L: Links
+    A: Assembled
+
+
+def _cols(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
+    return df.select([c for c in cols if c in df.columns])
+
+
+def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
+    """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, a
+    third of the size: file names and a few words repeated a million times)."""
+    def cols(df: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
+        df = _cols(df, names)
+        return df.with_columns(pl.col(pl.String).cast(pl.Categorical)) if compact else df
+
+    f = Frames(*(cols(getattr(F, n), c) for n, c in FRAMES.items()), F.client_sources,
+               F.dropped_client_sources, list(F.notes))
+    links = Links(*(cols(getattr(L, n), c) for n, c in LINKS.items()))
+    a = Assembled(*(cols(getattr(A, n), c) for n, c in ASSEMBLED.items()), dict(A.unmatched_keys))
+    return Narrow(f, links, a)
+
+
+def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool, base: int) -> Narrow:
+    """The rows of a slice's correlation that are the slice's own, their keys moved by ``base``.
+
+    A logical request is the slice's when it starts in [lo, hi) (``None``: unbounded), or has no time
+    and ``timeless`` (the first slice: timeless rows are read by every slice). Attempts, gateway requests
+    and executions follow their logical request; those of none follow their own start. ``hi`` excludes
+    so that adjacent slices never both keep a row."""
+    def mine(t: pl.Expr) -> pl.Expr:
+        e = pl.lit(True)
+        if lo is not None:
+            e = e & (t >= lo)
+        if hi is not None:
+            e = e & (t < hi)
+        return pl.when(t.is_null()).then(pl.lit(timeless)).otherwise(e)
+
+    F, L, A = n.F, n.L, n.A
+    lrs = A.requests.filter(mine(pl.col("t0")))["lr"].implode()
+
+    by_lr = pl.when(pl.col("lr").is_not_null()).then(pl.col("lr").is_in(lrs)).otherwise(mine(pl.col("t0")))
+    ca = F.ca.filter(by_lr)
+    gr_lr = A.gr_lr
+    gr = F.gr.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left").filter(by_lr).drop("lr")
+    ex = A.execs.filter(by_lr)
+    keep = {"ca": ca["ca"].implode(), "gr": gr["gr"].implode(), "sr": ex["sr"].implode()}
+
+    def of_key(df: pl.DataFrame, key: str) -> pl.DataFrame:
+        return df.filter(pl.col(key).is_in(keep[key]))
+
+    f = Frames(ca, F.cr.filter(pl.col("lr").is_in(lrs)), F.ga.head(0), gr, of_key(F.sr, "sr"),
+               F.client_sources, F.dropped_client_sources, F.notes)
+    links = Links(of_key(L.gr_lr, "gr"), of_key(L.sr_ga, "sr"), of_key(L.sr_ca, "sr"))
+    unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
+    a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), unmatched)
+    return rekey(Narrow(f, links, a), base)
+
+
+def rekey(n: Narrow, base: int) -> Narrow:
+    if not base:
+        return n
+
+    def move(df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(pl.col(k) + base for k in KEYS if k in df.columns)
+
+    f = Frames(*(move(getattr(n.F, k)) for k in FRAMES), n.F.client_sources, n.F.dropped_client_sources, n.F.notes)
+    links = Links(*(move(getattr(n.L, k)) for k in LINKS))
+    a = Assembled(*(move(getattr(n.A, k)) for k in ASSEMBLED), {k: v + base for k, v in n.A.unmatched_keys.items()})
+    return Narrow(f, links, a)
+
+
+def concat(parts: list[Narrow]) -> Narrow:
+    """The slices' own rows as one correlation's."""
+    first = parts[0]
+
+    def cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        return pl.concat(frames, how="diagonal_relaxed")
+
+    notes = list(dict.fromkeys(x for p in parts for x in p.F.notes))
+    f = Frames(*(cat([getattr(p.F, k) for p in parts]) for k in FRAMES), first.F.client_sources,
+               first.F.dropped_client_sources, notes)
+    links = Links(*(cat([getattr(p.L, k) for p in parts]) for k in LINKS))
+    unmatched = {k: pl.concat([p.A.unmatched_keys[k] for p in parts]) for k in first.A.unmatched_keys}
+    a = Assembled(*(cat([getattr(p.A, k) for p in parts]) for k in ASSEMBLED), unmatched)
+    return Narrow(f, links, a)

@@ -1,0 +1,299 @@
+"""Correlation in time slices: the whole input in bounded memory.
+
+A whole correlation holds every request of every layer at once (~3 KB a logical request: 3.5 GB for
+the 5 GB bench folder). Sliced, it holds one slice's requests, plus the few numeric columns of every
+request that the run-level outputs read (``narrow.py``, ~0.2 KB a request):
+
+1. What a slice cannot tell from its own rows is taken from the whole input first (``Whole``), on
+   narrow lazy scans: which client views are kept, which sources stamp whole seconds, each log's span,
+   and the clock offsets. Offsets come from a probe: the requests of one id in k of the reference log
+   (the gateway's, else vLLM's), with the other layers' rows read by those ids, so the probe pairs
+   them whatever the skew and holds every client that ran at any time (the whole input when it holds
+   at most PROBE_ROWS request rows).
+2. Slices hold about ``rows`` request-level rows each, cut on the reference clock. A slice reads every
+   row whose span overlaps it widened by a margin (the longest span of any request row, plus
+   CHAIN_SLACK_S for retries of one id), and links them as a whole correlation does. A logical request
+   is the slice's own when it starts inside it: its attempts, gateway requests and executions follow it,
+   and rows of no logical request follow their own start (``narrow.owned``).
+3. The slices' own requests are written to requests.parquet in time order; windows.parquet and
+   correlation.json are computed once from the narrow columns of them all, by the code a whole
+   correlation uses. On the lab runs cut into one-minute slices, every output equals the whole's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from .. import schemas, scope
+from ..scope import Range
+from . import (
+    Result,
+    Whole,
+    _requests_table,
+    clock,
+    estimate_offsets,
+    finish,
+    frames,
+    link,
+    link_tables,
+    narrow,
+)
+
+PROBE_ROWS = 200_000  # request-level rows of the clock probe
+STEP = "1m"  # slice edges fall on whole minutes
+CHAIN_SLACK_S = 120.0  # retries of one id logged by no client (no row spans the chain): the gaps between them
+KEY_STRIDE = 1 << 40  # slice k's keys are moved by k strides: unique in the narrow columns of all slices
+REQUEST_TABLES = ("client_attempts", "gateway_attempts", "server_requests")
+PER_SLICE = ("client_attempts", "client_requests", "gateway_attempts", "gateway_errors", "server_requests")
+
+
+def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Result:
+    """The correlation of ``out``'s tables, ``rows`` request-level rows a slice; requests.parquet is written
+    here (the Result's ``requests`` is empty)."""
+    pick = _pick(out, rng)
+    whole, notes = context(out, rng, pick)
+    shift = _shift(whole)
+    margin = max_span(out, rng) + link.EXACT_TOL_S + CHAIN_SLACK_S
+    cuts = bounds(out, rng, shift, rows)
+    edges = [None, *cuts, None]
+    parts: list[narrow.Narrow] = []
+    tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
+    try:
+        for k in range(len(edges) - 1):
+            lo, hi = edges[k], edges[k + 1]
+            tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
+            lk = link_tables(tabs, whole)
+            own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0, 0)
+            req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
+            _requests_table(req).write_parquet(tmp / f"{k:06d}.parquet")
+            parts.append(narrow.rekey(own, k * KEY_STRIDE))
+            del lk, tabs, req
+        joined = narrow.concat(parts)
+        del parts
+        other = {n: _shifted(out, n, rng, shift) for n in ("server_stats", "server_events")}
+        other["gateway_errors"] = schemas.empty("gateway_errors")
+        win, summ = finish(joined, other, whole.offsets, shift, whole.res, window)
+        schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
+            out / "requests.parquet")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    n = len(edges) - 1
+    notes.insert(0, f"correlated in {n} time slice{'s' if n != 1 else ''} of about {rows:,} request rows each (every request "
+                 f"is analysed; a slice reads {margin:.0f} s beyond its edges, the longest request's span)")
+    summ["notes"] = notes + summ["notes"]
+    summ["slices"] = {"count": len(edges) - 1, "rows_per_slice": rows, "margin_s": round(margin, 3),
+                      "edges": [scope.iso(_dt(t)) for t in cuts]}
+    offsets = (pl.DataFrame(whole.offsets, schema=schemas.schema("clock_offsets")) if whole.offsets
+               else schemas.empty("clock_offsets"))
+    return Result(schemas.empty("requests"), win, offsets, summ)
+
+
+# ------------------------------------------------------------------ the whole input, on narrow scans
+
+def _pick(out: Path, rng: Range) -> pl.DataFrame:
+    from ..budget import PICK_SAMPLE  # the estimate's sample: deciding on every row holds every client id
+
+    keep, dropped = frames.kept_client_sources(out, rng, sample=PICK_SAMPLE)
+    return pl.DataFrame(
+        {"source": [*keep, *dropped], "kept": [True] * len(keep) + [False] * len(dropped),
+         "why": [None] * len(keep) + list(dropped.values())},
+        schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String})
+
+
+def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]]:
+    """The whole input's answers a slice needs (``Whole``), and notes on how they were found."""
+    res = whole_seconds(out, rng)
+    files = pl.read_parquet(out / "files.parquet") if (out / "files.parquet").exists() else schemas.empty("files")
+    logs = dict(zip(files["path"], files["stream"], strict=True)) if "stream" in files.columns else {}
+    tabs, note = probe(out, rng, pick)
+    F = frames.build(tabs)
+    offsets = complete(estimate_offsets(F, res, logs), out, rng, pick, logs)
+    whole = Whole(res, offsets, {}, F.ids_as_sent)
+    whole.spans = spans(out, rng, pick, _shift(whole))
+    return whole, [note] if note else []
+
+
+def _shift(whole: Whole) -> dict[str, float]:
+    shift = {o["source"]: clock.applied(o, whole.res.get(o["source"], 0.0)) for o in whole.offsets}
+    return {k: v for k, v in shift.items() if v}
+
+
+def whole_seconds(out: Path, rng: Range) -> dict[str, float]:
+    """``frames.whole_seconds`` of the server frame, on a scan of two columns."""
+    t0 = pl.coalesce(frames.secs("received_ts"), frames.secs("added_ts"))
+    df = (scope.scan(out, "server_requests", rng)
+          .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
+          .select("source", t0.alias("t0")).filter(pl.col("t0").is_not_null())
+          .group_by("source").agg(((pl.col("t0") % 1).abs() < 1e-6).all().alias("whole"))
+          .collect(engine="streaming"))
+    return {r["source"]: (1.0 if r["whole"] else 0.0) for r in df.iter_rows(named=True)}
+
+
+def _count(out: Path, name: str, rng: Range) -> int:
+    return scope.scan(out, name, rng).select(pl.len()).collect().item()
+
+
+def probe(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], str | None]:
+    """The tables the clock offsets are estimated from: the whole input when it is small, else the requests
+    of one id in ``k`` of the reference log (the gateway's, else vLLM's: every row of a chosen id, so
+    retries pair as they do whole), with the other layers' rows that carry those ids, whatever their skew."""
+    n = sum(_count(out, t, rng) for t in REQUEST_TABLES)
+    if n <= PROBE_ROWS:
+        return _read(out, rng, None, pick), None
+    ref = "gateway_attempts" if _count(out, "gateway_attempts", rng) else "server_requests"
+    k = max(1, -(-_count(out, ref, rng) * len(REQUEST_TABLES) // PROBE_ROWS))
+    key = (pl.coalesce("client_request_id", "request_id") if ref == "gateway_attempts"
+           else pl.col("base_request_id"))
+    tabs = _read(out, rng, {ref: key.hash(seed=0) % k == 0}, pick, (ref, "files"))
+    if ref == "gateway_attempts":
+        g = tabs[ref]
+        ids = pl.concat([g["request_id"], g["client_request_id"]]).drop_nulls().unique().implode()
+        tabs["server_requests"] = _table(out, rng, "server_requests", pl.col("base_request_id").is_in(ids), pick)
+    else:
+        ids = tabs[ref]["base_request_id"].drop_nulls().unique().implode()
+    ca = tabs["client_attempts"] = _table(out, rng, "client_attempts", pl.col("request_id").is_in(ids)
+                                          | pl.col("logical_request_id").is_in(ids), pick)
+    logical = ca["logical_request_id"].drop_nulls().unique().implode()
+    tabs["client_requests"] = _table(out, rng, "client_requests", pl.col("logical_request_id").is_in(logical), pick)
+    return tabs, (f"clock offsets estimated from one request id in {k} of the {ref.split('_')[0]} log and the "
+                  "other layers' rows with those ids")
+
+
+def complete(offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, logs: dict[str, str]) -> list[dict]:
+    """The probe's offsets, with a row for every source the probe did not hold: a file of a rotated log
+    whose other files it held takes their estimate; any other is left as logged, as in a whole correlation."""
+    have = {o["source"] for o in offsets}
+    ref = next((o["reference"] for o in offsets if o["reference"]), None)
+    by_log = {logs.get(o["source"], o["source"]): o for o in offsets}
+    keep = set(pick.filter(pl.col("kept"))["source"])
+    rows = list(offsets)
+    for name in ("gateway_attempts", "server_requests", "client_attempts", "client_requests"):
+        srcs = scope.scan(out, name, rng).select("source").unique().collect()["source"].drop_nulls().to_list()
+        for s in sorted(srcs):
+            if s in have or (name.startswith("client") and s not in keep):
+                continue
+            twin = by_log.get(logs.get(s, s))
+            rows.append({**twin, "source": s} if twin else clock.row(s, ref, None))
+            have.add(s)
+    return rows
+
+
+def spans(out: Path, rng: Range, pick: pl.DataFrame, shift: dict[str, float]) -> dict[str, list[tuple[float, float]]]:
+    """``assemble.spans`` of the whole input, on scans of a few columns (on the reference clock)."""
+    keep = pick.filter(pl.col("kept"))["source"].implode()
+    ca = scope.scan(out, "client_attempts", rng).filter(pl.col("source").is_in(keep))
+    timeout = (scope.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
+               .group_by("source").agg(pl.col("timeout_s").max().alias("_to")))
+    t0, t1 = frames.secs("ts_start"), frames.secs("ts_end")
+    # a timed-out attempt logged with no end ended at its send plus the client's timeout (frames.fill_timeouts)
+    end = pl.coalesce(t1, pl.when(pl.col("timed_out").fill_null(False)).then(t0 + pl.col("_to")), t0)
+    client = _span_rows(ca.join(timeout, on="source", how="left").select("source", t0.alias("lo"), end.alias("hi")))
+    if not client:
+        cr = scope.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
+        client = _span_rows(cr.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
+    inference = ~(pl.col("path").fill_null("").str.contains(frames.NON_INFERENCE_PATH)
+                  | (pl.col("method").fill_null("POST") == "GET"))
+    ga = scope.scan(out, "gateway_attempts", rng).filter(inference)
+    gateway = _span_rows(ga.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
+    move = {k: v for k, v in shift.items()}
+    return {"client": [(lo + move.get(s, 0.0), hi + move.get(s, 0.0)) for s, lo, hi in client],
+            "gateway": [(lo + move.get(s, 0.0), hi + move.get(s, 0.0)) for s, lo, hi in gateway]}
+
+
+def _span_rows(lf: pl.LazyFrame) -> list[tuple[str, float, float]]:
+    df = (lf.filter(pl.col("lo").is_not_null()).group_by("source")
+          .agg(pl.col("lo").min(), pl.col("hi").max()).sort("source").collect(engine="streaming"))
+    return [(s, lo, hi) for s, lo, hi in df.iter_rows() if lo is not None]
+
+
+def max_span(out: Path, rng: Range) -> float:
+    """The longest time any request-level row spans (a client's logical request: its whole retry chain)."""
+    longest = 0.0
+    for name in (*REQUEST_TABLES, "client_requests"):
+        cols = schemas.time_columns(name)
+        d = (pl.max_horizontal(cols) - pl.min_horizontal(cols)).dt.total_microseconds().max()
+        v = scope.scan(out, name, rng).select(d).collect(engine="streaming").item()
+        longest = max(longest, (v or 0) / 1e6)
+    return longest
+
+
+def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[float]:
+    """Slice edges on the reference clock (epoch seconds): on whole STEPs, about ``rows`` rows apart."""
+    per = []
+    for name in REQUEST_TABLES:
+        t = (scope.first_time(name) + _delta(shift)) if shift else scope.first_time(name)
+        per.append(scope.scan(out, name, rng).select(t.dt.truncate(STEP).alias("m")).drop_nulls())
+    counts = pl.concat(per).group_by("m").len().sort("m").collect(engine="streaming")
+    edges, acc = [], 0
+    for m, n in counts.iter_rows():
+        if acc and acc + n > rows:
+            edges.append(m.timestamp())
+            acc = 0
+        acc += n
+    return edges
+
+
+# ------------------------------------------------------------------ one slice
+
+def _delta(shift: dict[str, float]) -> pl.Expr:
+    us = (pl.col("source").replace_strict(shift, default=0.0, return_dtype=pl.Float64) * 1e6).round(0)
+    return pl.duration(microseconds=us.cast(pl.Int64))
+
+
+def _dt(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC)
+
+
+def _overlaps(name: str, since: datetime | None, until: datetime | None, shift: dict[str, float]) -> pl.Expr | None:
+    """Rows of ``name`` whose span, on the reference clock, overlaps [since, until] (or that have no time)."""
+    cols = schemas.time_columns(name)
+    if not cols or (since is None and until is None):
+        return None
+    lo, hi = scope.first_time(name), pl.max_horizontal(cols)
+    if shift:
+        lo, hi = lo + _delta(shift), hi + _delta(shift)
+    keep = pl.lit(True)
+    if since is not None:
+        keep = keep & (hi >= since)
+    if until is not None:
+        keep = keep & (lo <= until)
+    return lo.is_null() | keep
+
+
+def _read(out: Path, rng: Range, where: dict[str, pl.Expr | None] | None, pick: pl.DataFrame,
+          names: tuple[str, ...] = frames.INPUTS) -> dict[str, pl.DataFrame]:
+    """The ingest tables, as ``frames.read_tables`` gives them: ``names`` of them read (the rows ``where`` says,
+    of the client sources ``pick`` keeps), the others empty."""
+    tabs = {n: _table(out, rng, n, (where or {}).get(n), pick) if n in names
+            else schemas.empty(n).select(frames.columns_read(n)) for n in frames.INPUTS}
+    tabs[frames.CLIENT_PICK] = pick
+    return tabs
+
+
+def _table(out: Path, rng: Range, name: str, where: pl.Expr | None, pick: pl.DataFrame) -> pl.DataFrame:
+    lf = scope.scan(out, name, rng)
+    if where is not None:
+        lf = lf.filter(where)
+    if name in frames.CLIENT_TABLES:
+        lf = lf.filter(pl.col("source").is_in(pick.filter(pl.col("kept"))["source"].implode()))
+    return lf.select(frames.columns_read(name)).collect()
+
+
+def read_slice(out: Path, rng: Range, lo: float | None, hi: float | None, margin: float, shift: dict[str, float],
+               pick: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The request tables' rows that overlap [lo - margin, hi + margin] on the reference clock."""
+    since = _dt(None if lo is None else lo - margin)
+    until = _dt(None if hi is None else hi + margin)
+    where = {n: _overlaps(n, since, until, shift) for n in PER_SLICE}
+    return _read(out, rng, where, pick, (*PER_SLICE, "files"))
+
+
+def _shifted(out: Path, name: str, rng: Range, shift: dict[str, float]) -> pl.DataFrame:
+    from . import shift_table
+
+    return shift_table(scope.scan(out, name, rng).select(frames.columns_read(name)).collect(), shift)

@@ -1,0 +1,111 @@
+"""Correlation in time slices (logscope/correlate/slices.py) against the whole correlation, on the lab runs.
+
+The lab runs last minutes: cut on 2-second steps, 50 request rows a slice, each makes 17 to 80 slices,
+so nearly every request has a slice edge near it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+
+import polars as pl
+import pytest
+from test_correlate import LAYERS, run_lab
+
+from logscope import schemas
+from logscope.api import AnalyzeOptions, correlate
+from logscope.correlate import link, slices
+
+OUTPUTS = ("requests", "windows", "clock_offsets")
+
+
+def _copy(src, dst):
+    dst.mkdir()
+    for f in src.glob("*.parquet"):
+        if f.stem not in OUTPUTS:
+            shutil.copy(f, dst / f.name)
+    return dst
+
+
+def _both(tmp_path, base, rows: int = 50):
+    whole, cut = _copy(base, tmp_path / "whole"), _copy(base, tmp_path / "cut")
+    a = correlate(whole)
+    b = correlate(cut, AnalyzeOptions(slice_rows=rows))
+    return whole, cut, a, b
+
+
+def _same_tables(x, y) -> list[str]:
+    return [n for n in OUTPUTS if not pl.read_parquet(x / f"{n}.parquet").equals(pl.read_parquet(y / f"{n}.parquet"))]
+
+
+@pytest.fixture
+def fine(monkeypatch):
+    """Edges on 2-second steps and a margin of the longest request span alone (no slack for id chains)."""
+    monkeypatch.setattr(slices, "STEP", "2s")
+    monkeypatch.setattr(slices, "CHAIN_SLACK_S", 0.0)
+
+
+@pytest.mark.parametrize("run", list(LAYERS))
+def test_slices_give_the_whole_correlation(tmp_path, tmp_path_factory, fine, run):
+    base, _ = run_lab(tmp_path_factory, run)
+    whole, cut, a, b = _both(tmp_path, base)
+    info = b.pop("slices")
+    assert info["count"] >= 15 and len(info["edges"]) == info["count"] - 1
+    assert b["notes"].pop(0).startswith(f"correlated in {info['count']} time slices of about 50 request rows")
+    assert _same_tables(whole, cut) == []
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert b["retry_multiplication"]["logical_requests"] == LAYERS[run][0]
+
+
+def test_without_a_margin_slices_lose_links(tmp_path, tmp_path_factory, fine, monkeypatch):
+    """The margin is what makes a slice whole: with none, requests near the edges lose their retries."""
+    monkeypatch.setattr(slices, "max_span", lambda out, rng: -link.EXACT_TOL_S)
+    base, _ = run_lab(tmp_path_factory, "retry-storm")
+    whole, cut, a, b = _both(tmp_path, base)
+    assert b["slices"]["margin_s"] == 0.0
+    assert "requests" in _same_tables(whole, cut)
+    assert b["match"] != a["match"] or b["retry_multiplication"] != a["retry_multiplication"]
+
+
+def test_clock_probe_finds_the_skew(tmp_path, tmp_path_factory, fine, monkeypatch):
+    """Past PROBE_ROWS the offsets come from one gateway id in k and the rows carrying those ids: with vLLM's
+    clock 7 minutes fast, that sample finds the same offset as the whole (within its stamp resolution's
+    voting), and the slices, cut on the corrected clock, join every request as the whole does."""
+    base, _ = run_lab(tmp_path_factory, "retry-storm")
+    src = _copy(base, tmp_path / "skewed")
+    for name in ("server_requests", "server_request_events", "server_stats", "server_events"):
+        df = pl.read_parquet(src / f"{name}.parquet")
+        ts = [c for c, t in df.schema.items() if t == schemas.TS]
+        df.with_columns([pl.col(c) + dt.timedelta(minutes=7) for c in ts]).write_parquet(src / f"{name}.parquet")
+    monkeypatch.setattr(slices, "PROBE_ROWS", 600)  # 3,089 request rows: one gateway id in 7
+    whole, cut, a, b = _both(tmp_path, src)
+    off_a = {o["source"]: o for o in a["clock_offsets"]}["vllm-server.log"]
+    off_b = {o["source"]: o for o in b["clock_offsets"]}["vllm-server.log"]
+    assert off_b["verified"] and abs(off_a["offset_s"] + 420) < 1 and abs(off_b["offset_s"] - off_a["offset_s"]) < 0.01
+    assert 100 < off_b["n_matches"] < 200 and off_a["n_matches"] == 914
+    assert b["notes"][1].startswith("clock offsets estimated from one request id in 7 of the gateway log")
+    assert b["match"] == a["match"] and b["retry_multiplication"] == a["retry_multiplication"]
+    assert b["orphans"]["count"] == a["orphans"]["count"]
+
+
+def test_analyze_slices_when_only_slices_fit(tmp_path, tmp_path_factory):
+    """A budget between the sliced and the whole estimate: analyze correlates the whole input in slices, not a
+    range of it, and the report says so."""
+    from logscope import api, budget
+    from logscope.correlate.frames import kept_client_sources
+
+    base, whole = run_lab(tmp_path_factory, "orphan")
+    kept, _ = kept_client_sources(base, sample=budget.PICK_SAMPLE)
+    rec = budget.records_bytes(base, kept)
+    limit = (budget.need(rec) + budget.need(rec, sliced=True)) // 2
+    opts = api.fit_memory(base, AnalyzeOptions(max_memory=limit))
+    assert opts.slice_rows == budget.SLICE_ROWS and opts.since is None and opts.range_chosen is None
+    assert api.fit_memory(base, AnalyzeOptions(max_memory=budget.need(rec, sliced=True) - 1)).since is not None
+    out = _copy(base, tmp_path / "out")
+    shutil.copy(base / "files.parquet", out / "files.parquet")
+    s = api.correlate(out, opts)
+    assert s["slices"]["count"] == 1 and s["orphans"]["count"] == whole["orphans"]["count"] == 570
+    api.diagnose(out, opts)
+    html = (api.render(out, opts)["report_html"]).read_text()
+    assert "correlated in 1 time slice of about 500,000 request rows" in html
