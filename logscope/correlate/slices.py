@@ -44,7 +44,7 @@ from . import (
     narrow,
 )
 
-PROBE_ROWS = 200_000  # request-level rows of the clock probe
+PROBE_ROWS = 500_000  # request-level rows of the clock probe (a slice's worth)
 STEP = "1m"  # slice edges fall on whole minutes
 CHAIN_SLACK_S = 120.0  # retries of one id logged by no client (no row spans the chain): the gaps between them
 KEY_STRIDE = 1 << 40  # slice k's keys are moved by k strides: unique in the narrow columns of all slices
