@@ -370,6 +370,15 @@ def _range_note(summary: dict, paths: dict) -> None:
                              f"--since {o['since']} --until {o['until']}"), style="yellow")
 
 
+def _slices_note(summary: dict) -> None:
+    """When the whole input was correlated in time slices to fit memory (logscope.correlate.slices)."""
+    from .correlate.slices import NOTE
+
+    for n in (summary.get("assumptions") or {}).get("notes") or []:
+        if str(n.get("text", "")).startswith(NOTE):
+            err.print(escape(f"logscope: note: {n['text']}"), style="yellow")
+
+
 def _copies_note(summary: dict) -> None:
     """Files read as copies of others (logscope.ingest._mark_copies): their rows are not counted."""
     from .ingest import COPY_NOTE
@@ -386,6 +395,7 @@ def _copies_note(summary: dict) -> None:
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
     _range_note(summary, paths)
+    _slices_note(summary)
     _copies_note(summary)
     for line in summary.get("verdict", []):
         out.print(escape(line), style="bold")

@@ -109,3 +109,22 @@ def test_analyze_slices_when_only_slices_fit(tmp_path, tmp_path_factory):
     api.diagnose(out, opts)
     html = (api.render(out, opts)["report_html"]).read_text()
     assert "correlated in 1 time slice of about 500,000 request rows" in html
+
+
+def test_the_cli_says_it_sliced(tmp_path, tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from conftest import LAB, need
+    from logscope import budget
+    from logscope.cli import app
+    from logscope.correlate.frames import kept_client_sources
+
+    base, _ = run_lab(tmp_path_factory, "spike")
+    rec = budget.records_bytes(base, kept_client_sources(base, sample=budget.PICK_SAMPLE)[0])
+    limit = (budget.need(rec) + budget.need(rec, sliced=True)) // 2
+    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "spike")), "-o", str(tmp_path / "o"),
+                                 "--max-memory", str(limit)])
+    assert r.exit_code == 0, r.output
+    assert "logscope: note: correlated in 1 time slice of about 500,000 request rows each, to bound memory" in " ".join(
+        r.output.split())
+    assert json.loads((tmp_path / "o" / "correlation.json").read_text())["retry_multiplication"]["logical_requests"] == 284

@@ -31,7 +31,7 @@ ASSEMBLED = {
               "left_by", "orphaned", "orphan_s", "gen_s", "duplicate"),
     "gr_lr": ("gr", "lr"),
 }
-KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correlation
+KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correlation (or slice)
 
 
 @dataclass
@@ -59,8 +59,8 @@ def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
     return Narrow(f, links, a)
 
 
-def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool, base: int) -> Narrow:
-    """The rows of a slice's correlation that are the slice's own, their keys moved by ``base``.
+def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narrow:
+    """The rows of a slice's correlation that are the slice's own.
 
     A logical request is the slice's when it starts in [lo, hi) (``None``: unbounded), or has no time
     and ``timeless`` (the first slice: timeless rows are read by every slice). Attempts, gateway requests
@@ -92,20 +92,31 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool, base: i
     links = Links(of_key(L.gr_lr, "gr"), of_key(L.sr_ga, "sr"), of_key(L.sr_ca, "sr"))
     unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
     a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), unmatched)
-    return rekey(Narrow(f, links, a), base)
-
-
-def rekey(n: Narrow, base: int) -> Narrow:
-    if not base:
-        return n
-
-    def move(df: pl.DataFrame) -> pl.DataFrame:
-        return df.with_columns(pl.col(k) + base for k in KEYS if k in df.columns)
-
-    f = Frames(*(move(getattr(n.F, k)) for k in FRAMES), n.F.client_sources, n.F.dropped_client_sources, n.F.notes)
-    links = Links(*(move(getattr(n.L, k)) for k in LINKS))
-    a = Assembled(*(move(getattr(n.A, k)) for k in ASSEMBLED), {k: v + base for k, v in n.A.unmatched_keys.items()})
     return Narrow(f, links, a)
+
+
+def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
+    """``n`` with each key moved by ``base``'s (a slice's keys count from 0: moved past those of the slices
+    before it), as 32-bit integers while they fit; and the bases of the next slice."""
+    frames = [*(getattr(n.F, k) for k in FRAMES), *(getattr(n.L, k) for k in LINKS),
+              *(getattr(n.A, k) for k in ASSEMBLED)]
+    top = {k: max((int(df[k].max()) for df in frames if k in df.columns and df[k].len() and df[k].max() is not None),
+                  default=-1) for k in KEYS}
+    nxt = {k: base.get(k, 0) + top[k] + 1 for k in KEYS}
+    small = max(nxt.values()) < 2**32
+
+    def move(col: pl.Expr, k: str) -> pl.Expr:
+        col = col + base.get(k, 0)
+        return col.cast(pl.UInt32) if small else col
+
+    def frame(df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(move(pl.col(k), k) for k in KEYS if k in df.columns)
+
+    f = Frames(*(frame(getattr(n.F, k)) for k in FRAMES), n.F.client_sources, n.F.dropped_client_sources, n.F.notes)
+    links = Links(*(frame(getattr(n.L, k)) for k in LINKS))
+    unmatched = {k: v.to_frame().select(move(pl.col(v.name), v.name)).to_series() for k, v in n.A.unmatched_keys.items()}
+    a = Assembled(*(frame(getattr(n.A, k)) for k in ASSEMBLED), unmatched)
+    return Narrow(f, links, a), nxt
 
 
 def concat(parts: list[Narrow]) -> Narrow:

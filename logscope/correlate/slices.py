@@ -46,8 +46,8 @@ from . import (
 
 PROBE_ROWS = 500_000  # request-level rows of the clock probe (a slice's worth)
 STEP = "1m"  # slice edges fall on whole minutes
+NOTE = "correlated in"  # how correlation.json's note on slicing begins
 CHAIN_SLACK_S = 120.0  # retries of one id logged by no client (no row spans the chain): the gaps between them
-KEY_STRIDE = 1 << 40  # slice k's keys are moved by k strides: unique in the narrow columns of all slices
 REQUEST_TABLES = ("client_attempts", "gateway_attempts", "server_requests")
 PER_SLICE = ("client_attempts", "client_requests", "gateway_attempts", "gateway_errors", "server_requests")
 
@@ -62,29 +62,32 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
     cuts = bounds(out, rng, shift, rows)
     edges = [None, *cuts, None]
     parts: list[narrow.Narrow] = []
+    base: dict[str, int] = {}
     tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
     try:
         for k in range(len(edges) - 1):
             lo, hi = edges[k], edges[k + 1]
             tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
             lk = link_tables(tabs, whole)
-            own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0, 0)
+            own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
             req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
             _requests_table(req).write_parquet(tmp / f"{k:06d}.parquet")
-            parts.append(narrow.rekey(own, k * KEY_STRIDE))
+            own, base = narrow.rekey(own, base)
+            parts.append(own)
             del lk, tabs, req
+        schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
+            out / "requests.parquet")
         joined = narrow.concat(parts)
         del parts
         other = {n: _shifted(out, n, rng, shift) for n in ("server_stats", "server_events")}
         other["gateway_errors"] = schemas.empty("gateway_errors")
         win, summ = finish(joined, other, whole.offsets, shift, whole.res, window)
-        schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
-            out / "requests.parquet")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = len(edges) - 1
-    notes.insert(0, f"correlated in {n} time slice{'s' if n != 1 else ''} of about {rows:,} request rows each (every request "
-                 f"is analysed; a slice reads {margin:.0f} s beyond its edges, the longest request's span)")
+    notes.insert(0, f"{NOTE} {n} time slice{'s' if n != 1 else ''} of about {rows:,} request rows each, to bound "
+                 f"memory: every request is analysed, and each slice also reads the {margin:.0f} s beyond its edges "
+                 "so that long requests and retry chains stay whole")
     summ["notes"] = notes + summ["notes"]
     summ["slices"] = {"count": len(edges) - 1, "rows_per_slice": rows, "margin_s": round(margin, 3),
                       "edges": [scope.iso(_dt(t)) for t in cuts]}

@@ -60,29 +60,41 @@ class Grid:
         return pl.DataFrame({"i": pl.int_range(0, self.n, eager=True).cast(pl.Int64)})
 
     def count(self, df: pl.DataFrame, t: str, name: str, weight: str | pl.Expr | None = None) -> pl.DataFrame:
-        d = df.filter(pl.col(t).is_not_null())
         if weight is None:
+            d = df.select(self.idx(t).alias("i"), pl.col(t).is_not_null().alias("_k"))
             agg = pl.len().cast(pl.Int64).alias(name)
         else:
             w = pl.col(weight) if isinstance(weight, str) else weight
-            agg = w.sum().cast(pl.Int64).alias(name)
-        return d.group_by(self.idx(t)).agg(agg)
+            d = df.select(self.idx(t).alias("i"), pl.col(t).is_not_null().alias("_k"), w.alias("_w"))
+            agg = pl.col("_w").sum().cast(pl.Int64).alias(name)
+        return d.filter(pl.col("_k")).group_by("i").agg(agg)  # the key and weight alone: no copy of df
 
     def inflight(self, df: pl.DataFrame, t0: str, t1: str, name: str) -> pl.DataFrame:
-        """Mean number of [t0, t1) intervals open in each window."""
+        """Mean number of [t0, t1) intervals open in each window: each interval adds its overlap with the
+        window of its start and of its end, and 1 to every window wholly inside it (a difference array, so
+        an interval costs a row whatever its length, and nothing is sorted)."""
         lo, hi = self.origin, self.origin + self.n * self.w
         iv = df.filter(pl.col(t0).is_not_null() & pl.col(t1).is_not_null() & (pl.col(t1) > pl.col(t0)))
-        iv = iv.select(pl.col(t0).clip(lo, hi).alias("a"), pl.col(t1).clip(lo, hi).alias("b"))
-        edges = pl.DataFrame({"t": [self.origin + k * self.w for k in range(self.n + 1)]}).with_columns(
-            pl.lit(0, pl.Int64).alias("d"))
-        ev = pl.concat([
-            iv.select(pl.col("a").alias("t"), pl.lit(1, pl.Int64).alias("d")),
-            iv.select(pl.col("b").alias("t"), pl.lit(-1, pl.Int64).alias("d")),
-            edges,
-        ]).sort("t")
-        seg = ev.with_columns(pl.col("d").cum_sum().alias("level"), (pl.col("t").shift(-1) - pl.col("t")).alias("len"))
-        seg = seg.filter(pl.col("len") > 0)
-        return seg.group_by(self.idx("t")).agg(((pl.col("level") * pl.col("len")).sum() / self.w).alias(name))
+        iv = iv.select(pl.col(t0).clip(lo, hi).alias("a"), pl.col(t1).clip(lo, hi).alias("b")).filter(
+            pl.col("b") > pl.col("a"))
+        ia = ((pl.col("a") - self.origin) / self.w).floor().cast(pl.Int64).clip(0, self.n - 1)
+        ib = ((pl.col("b") - self.origin) / self.w).floor().cast(pl.Int64).clip(0, self.n - 1)
+        iv = iv.select("a", "b", ia.alias("ia"), ib.alias("ib"))
+        edge = pl.lit(self.origin) + (pl.col("ia") + 1) * self.w  # end of the start's window
+        one = pl.col("ia") == pl.col("ib")
+        head = iv.group_by(pl.col("ia").alias("i")).agg(
+            pl.when(one).then(pl.col("b") - pl.col("a")).otherwise(edge - pl.col("a")).sum().alias("_p"))
+        tail = iv.filter(~one).group_by(pl.col("ib").alias("i")).agg(
+            (pl.col("b") - (pl.lit(self.origin) + pl.col("ib") * self.w)).sum().alias("_p"))
+        inner = iv.filter(pl.col("ib") > pl.col("ia") + 1)
+        diff = pl.concat([inner.select((pl.col("ia") + 1).alias("i"), pl.lit(1, pl.Int64).alias("_d")),
+                          inner.select(pl.col("ib").alias("i"), pl.lit(-1, pl.Int64).alias("_d"))])
+        diff = diff.group_by("i").agg(pl.col("_d").sum())
+        part = pl.concat([head, tail]).group_by("i").agg(pl.col("_p").sum())
+        return (self.frame().join(diff, on="i", how="left").join(part, on="i", how="left")
+                .with_columns(pl.col("_d").fill_null(0).cum_sum(), pl.col("_p").fill_null(0.0))
+                .select("i", (pl.col("_d") + pl.col("_p") / self.w).alias(name))
+                .filter(pl.col(name) != 0))
 
     def spans(self, df: pl.DataFrame, t0: str, t1: str, name: str) -> pl.DataFrame:
         """How many [t0, t1] intervals touch each window."""
@@ -96,8 +108,8 @@ def build(grid: Grid, req: pl.DataFrame, ca: pl.DataFrame, gr: pl.DataFrame, ex:
     notes: list[str] = []
     g = grid
     gr = gr.filter(pl.col("inference"))
-    ok = req.filter(pl.col("outcome") == "ok")
-    bad = req.filter(pl.col("outcome").is_in(["error", "timeout", "truncated"]))
+    ok = req.filter(pl.col("outcome") == "ok").select("t0", "t1", "ttft_s", "e2e_s", "output_tokens")
+    bad = req.filter(pl.col("outcome").is_in(["error", "timeout", "truncated"])).select("t1")
     parts = [
         g.count(req, "t0", "arrivals"),
         g.count(ok, "t1", "completions"),
