@@ -164,11 +164,13 @@ def _clean(x):
 # ------------------------------------------------------------------ run-level figures
 
 def _traffic(inp: Inputs) -> dict:
+    # counts as expressions over whole columns: a filtered copy of a million-row table is ~100 MB
     req, sr, ga = inp.requests, inp.server_requests, inp.gateway
     t: dict = {}
-    gen = sr.filter(pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null())
-    t["server_requests"] = gen.height or None
-    t["server_aborts"] = int(gen["aborted_ts"].is_not_null().sum()) if gen.height else None
+    gen = pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null()
+    n_gen, n_abort = sr.select(gen.sum().alias("n"), (gen & pl.col("aborted_ts").is_not_null()).sum().alias("a")).row(0)
+    t["server_requests"] = n_gen or None
+    t["server_aborts"] = n_abort if n_gen else None
     if inp.requests_origin in ("correlated", "client"):
         t["logical_requests"] = req.height
         att = req["client_attempts"].drop_nulls()
@@ -182,11 +184,13 @@ def _traffic(inp: Inputs) -> dict:
         orph = req["orphaned_executions"].drop_nulls()
         t["orphaned_executions"] = int(orph.sum()) if orph.len() else None
     if ga.height:
-        first = ga.filter(pl.col("attempt").fill_null(1) == 1)
-        t["gateway_requests"] = first.height
-        t["gateway_retries"] = int((first["attempts_total"].fill_null(1) - 1).clip(0).sum())
-        t["gateway_5xx"] = int((first["status"] >= 500).sum())
-        t["gateway_499"] = int((first["status"] == 499).sum())
+        first = pl.col("attempt").fill_null(1) == 1
+        n, retries, x5, x499 = ga.select(
+            first.sum().alias("n"), ((pl.col("attempts_total").fill_null(1) - 1).clip(0) * first).sum().alias("r"),
+            (first & (pl.col("status") >= 500)).sum().alias("x5"),
+            (first & (pl.col("status") == 499)).sum().alias("x4")).row(0)
+        t["gateway_requests"], t["gateway_retries"] = int(n), int(retries)
+        t["gateway_5xx"], t["gateway_499"] = int(x5), int(x499)
     w = inp.windows
     if w.height and w["orphaned"].null_count() < w.height and not t.get("orphaned_executions"):
         t["orphaned_executions"] = int(w["orphaned"].fill_null(0).sum()) or None

@@ -576,11 +576,11 @@ def _gateway(ctx: Context) -> list[dict]:
     ga = ctx.inputs.gateway
     if ga.height == 0 or ga["upstream"].null_count() == ga.height:
         return []
-    per = (ga.filter(pl.col("upstream").str.contains(":"))
-           .group_by("upstream")
+    per = (ga.group_by("upstream")  # a category (diagnose.tables): grouped first, its few values then read as text
            .agg(pl.len().alias("n"), (pl.col("upstream_status").is_between(200, 399)).sum().alias("ok"),
                 pl.col("ts_end").min().alias("lo"), pl.col("ts_end").max().alias("hi"))
-           .filter((pl.col("ok") == 0) & (pl.col("n") >= 3)).sort("upstream"))
+           .with_columns(pl.col("upstream").cast(pl.String))
+           .filter(pl.col("upstream").str.contains(":") & (pl.col("ok") == 0) & (pl.col("n") >= 3)).sort("upstream"))
     return [_f("low", f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
                "the gateway kept sending attempts to an upstream that never returned a response",
                f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered; each costs a connect failure "

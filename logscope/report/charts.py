@@ -441,17 +441,17 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
     key = ("source", "logical_request_id")
-    ca = ld.table("client_attempts", (*key, "attempt", "ts_start", "ts_end"))
+    ca = ld.scan("client_attempts").select(*key, "attempt", "ts_start", "ts_end")
     used = (ld.doc("correlation").get("sources") or {}).get("client")
     if used:  # a client log and its own JSONL can describe the same sends: count them once
         ca = ca.filter(pl.col("source").is_in(used))
+    ca = ca.filter(pl.col("logical_request_id").is_not_null()).collect()  # read for this chart alone, not kept
     if ca.height == 0:
         return None, None
     # each attempt against the previous one of its request: rows sorted by request, then a shift (a window
     # over a million small groups costs more than the sort)
     gaps = (
-        ca.filter(pl.col("logical_request_id").is_not_null())
-        .sort([*key, "attempt", "ts_start"])
+        ca.sort([*key, "attempt", "ts_start"])
         .select(
             "attempt",
             pl.when(~group_first(*key)).then((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds()

@@ -74,6 +74,14 @@ class Loaded:
         empty = schemas.empty(name)
         return empty if columns is None else empty.select(columns)
 
+    def scan(self, name: str) -> pl.LazyFrame:
+        """The table lazily, cut to the range, not kept (a chart that reads a million rows once for a few
+        dozen bars); empty with the declared schema when missing."""
+        p = self.out / f"{name}.parquet"
+        if name in self.missing or not p.exists():
+            return schemas.empty(name).lazy()
+        return scope.scan(self.out, name, self.rng)
+
     def doc(self, name: str) -> dict:
         return self.docs.get(name, {})
 
