@@ -14,7 +14,6 @@ without re-parsing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,14 @@ import pyarrow.parquet as pq
 
 from . import schemas, scope
 from .diagnose.thresholds import Thresholds
+from .memory import (  # noqa: F401 - the memory probes, kept importable from here
+    AVAILABLE_SHARE,
+    _cgroup_room,
+    available_bytes,
+    default_budget,
+    gib,
+    parse_size,
+)
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
 
@@ -36,7 +43,6 @@ PER_RECORD_FACTOR = 2.5
 # (docs/performance.md, item 33), rounded up
 SLICED_FACTOR = 0.9
 SLICE_ROWS = 500_000  # request-level rows a slice holds (5 GB bench folder: 15 slices, 0.6-0.9 GB while slicing)
-AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
 SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
 # rows of each client source that decide which views correlation keeps, for the estimate (deciding on every
 # row, as correlation does, held 1.6 GB on the 5 GB bench folder: more than the budget it serves)
@@ -61,7 +67,6 @@ HELD = {
     "client_attempts": None,
     "client_requests": pl.col("error").is_not_null() | (pl.col("status") >= 500),
 }
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -93,96 +98,6 @@ class Choice:
         return {"reason": why, "budget_bytes": self.budget_bytes, "whole_bytes": self.whole_bytes,
                 "range_bytes": self.range_bytes, "anchor": scope.iso(self.anchor), "trouble_in": self.trouble_in,
                 "trouble_total": self.trouble_total, "others": self.others, "overview": self.overview}
-
-
-def gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
-
-
-def parse_size(text: str) -> int | None:
-    """'4G', '512M', '1.5GiB', '0' -> bytes; 'none' / 'off' -> None (no limit). ValueError otherwise."""
-    if text.strip().lower() in ("none", "off", "unlimited"):
-        return None
-    m = _SIZE.match(text)
-    if not m:
-        raise ValueError(f"{text!r} is not a size: give e.g. 4G, 512M or none")
-    return int(float(m[1]) * 1024 ** " kmgt".index((m[2] or " ").lower()))
-
-
-def available_bytes() -> int | None:
-    """Memory this process may still take: MemAvailable, capped by the memory limits of its cgroup and
-    of the cgroups above it (containers, systemd slices)."""
-    free = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                free = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    for cap in _cgroup_room():
-        free = cap if free is None else min(free, cap)
-    return free
-
-
-# (mount, limit file, usage file, memory.stat key of the reclaimable page cache) for cgroup v2 and v1
-_CGROUP_FILES = {
-    "v2": [("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
-           ("/sys/fs/cgroup/unified", "memory.max", "memory.current", "inactive_file")],
-    "v1": [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
-}
-
-
-def _cgroup_room(proc_cgroup: str = "/proc/self/cgroup", files: dict | None = None) -> list[int]:
-    """Room left under each memory limit that applies to this process: limit - (usage - the inactive page
-    cache, which the kernel reclaims before it kills: reading a 5 GB folder fills the cache)."""
-    try:
-        lines = Path(proc_cgroup).read_text().splitlines()
-    except OSError:
-        return []
-    rooms = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        kind = "v2" if parts[0] == "0" and parts[1] == "" else "v1" if "memory" in parts[1].split(",") else None
-        if kind is None:
-            continue
-        for mount, limit_f, usage_f, cache_key in (files or _CGROUP_FILES)[kind]:
-            d = Path(mount + parts[2].rstrip("/"))
-            while True:  # the group and every group above it: the tightest limit wins
-                room = _room(d, limit_f, usage_f, cache_key)
-                if room is not None:
-                    rooms.append(room)
-                if d == Path(mount) or d == d.parent:
-                    break
-                d = d.parent
-    return rooms
-
-
-def _room(d: Path, limit_f: str, usage_f: str, cache_key: str) -> int | None:
-    try:
-        limit_text = (d / limit_f).read_text().strip()
-        if limit_text == "max":
-            return None
-        limit, usage = int(limit_text), int((d / usage_f).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    if limit >= 2**60:  # "no limit" in cgroup v1
-        return None
-    cache = 0
-    try:
-        for line in (d / "memory.stat").read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if k == cache_key:
-                cache = int(v)
-    except (OSError, ValueError):
-        pass
-    return max(0, limit - max(0, usage - cache))
-
-
-def default_budget() -> int | None:
-    free = available_bytes()
-    return None if free is None else int(free * AVAILABLE_SHARE)
 
 
 def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, int, float] | None:

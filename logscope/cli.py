@@ -83,12 +83,12 @@ def _range(since: str | None, until: str | None, tz: str):
 
 
 def _memory(text: str) -> int | str | None:
-    from . import budget
+    from . import memory
 
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return budget.parse_size(text)
+        return memory.parse_size(text)
     except ValueError as e:
         raise LogscopeError(f"--max-memory: {e}", code=ExitCode.USAGE) from None
 
@@ -256,15 +256,21 @@ def analyze(
     debug: DebugOpt = False,
 ) -> None:
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
-    from . import api
+    from . import memory
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:
         err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {bad[0]})")
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: _check_input(input), debug)
-    rng = _run(lambda: _range(since, until, tz), debug)
     limit = _run(lambda: _memory(max_memory), debug)
+    # before polars is loaded (the next import): how its allocator returns memory is set when it starts
+    if memory.tune_allocator(input, memory.default_budget() if limit == "auto" else limit) and verbose:
+        err.print(f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
+                  f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})", style="yellow")
+    from . import api
+
+    rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
                     max_memory=limit, reparse=reparse, **slo.given(slo_ttft, slo_e2e, slo_success))

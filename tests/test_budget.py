@@ -238,3 +238,33 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["span"]["range"] == s["span"]["range"]
     assert "logscope: note: the whole input would need" in r.output
+
+
+def test_allocator_returns_memory_only_when_tight(tmp_path):
+    """The CLI asks polars' jemalloc to purge freed pages (a stage after a large one otherwise starts from its
+    peak) when the folder is large for the budget, before polars is loaded, and never over the user's own."""
+    import os
+    import subprocess
+    import sys
+
+    from logscope import memory
+
+    (tmp_path / "a.log").write_bytes(b"x" * 1000)
+    (tmp_path / "b.log.gz").write_bytes(b"x" * 1000)
+    assert memory.input_bytes(tmp_path) == 1000 + 8 * 1000
+    assert memory.tight(tmp_path, 2 * memory.NEED_BASE) and not memory.tight(tmp_path, 4 * memory.NEED_BASE)
+    assert not memory.tight(tmp_path, None)
+    assert not memory.tune_allocator(tmp_path, 1)  # polars is loaded in this process: too late
+
+    def child(extra: dict, *args: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != memory.ALLOCATOR_ENV} | extra
+        return subprocess.run([sys.executable, "-m", "logscope", "analyze", str(need(LAB / "spike")), "-o",
+                               str(tmp_path / "out"), *args], env=env, capture_output=True, text=True)
+
+    r = child({}, "--max-memory", "600M", "-v")
+    assert r.returncode == 0, r.stderr
+    assert f"memory is tight: polars' allocator returns freed memory promptly ({memory.ALLOCATOR_ENV}=" in r.stderr
+    r = child({}, "--max-memory", "none", "-v")
+    assert r.returncode == 0 and "memory is tight" not in r.stderr
+    r = child({memory.ALLOCATOR_ENV: "dirty_decay_ms:1000"}, "--max-memory", "600M", "-v")
+    assert r.returncode == 0 and "memory is tight" not in r.stderr

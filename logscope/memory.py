@@ -1,0 +1,142 @@
+"""The memory this process may take, read without polars (the CLI reads it before polars is loaded, so that
+it can still choose how polars' allocator returns memory: ``tune_allocator``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+# polars allocates with jemalloc, which keeps the pages a stage frees for later reuse, so a stage that
+# follows a large one starts from the first one's peak (5 GB bench folder correlated in slices: diagnose
+# peaked at 1.53 GB after correlate, 0.93 GB alone). With a background thread purging freed pages after
+# 0.2 s the whole analyze peaks at ~1.1 GB, for ~7 % more time (1 GB folder: 17.9 against 16.7 s), so it is
+# asked for only when memory is tight (``tight``); a value the user set is kept.
+ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
+RETURN_FREED = "background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0"
+# analysing a folder needs about NEED_BASE + NEED_PER_BYTE x its bytes (5 GB bench folder, whole: 3.6 GB;
+# logscope.budget estimates it from the tables once they exist); a compressed file counts COMPRESSED times
+NEED_BASE, NEED_PER_BYTE, COMPRESSED = 512 * 2**20, 0.75, 8
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".bz2", ".xz")
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def parse_size(text: str) -> int | None:
+    """'4G', '512M', '1.5GiB', '0' -> bytes; 'none' / 'off' -> None (no limit). ValueError otherwise."""
+    if text.strip().lower() in ("none", "off", "unlimited"):
+        return None
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a size: give e.g. 4G, 512M or none")
+    return int(float(m[1]) * 1024 ** " kmgt".index((m[2] or " ").lower()))
+
+
+def available_bytes() -> int | None:
+    """Memory this process may still take: MemAvailable, capped by the memory limits of its cgroup and
+    of the cgroups above it (containers, systemd slices)."""
+    free = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    for cap in _cgroup_room():
+        free = cap if free is None else min(free, cap)
+    return free
+
+
+# (mount, limit file, usage file, memory.stat key of the reclaimable page cache) for cgroup v2 and v1
+_CGROUP_FILES = {
+    "v2": [("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+           ("/sys/fs/cgroup/unified", "memory.max", "memory.current", "inactive_file")],
+    "v1": [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
+}
+
+
+def _cgroup_room(proc_cgroup: str = "/proc/self/cgroup", files: dict | None = None) -> list[int]:
+    """Room left under each memory limit that applies to this process: limit - (usage - the inactive page
+    cache, which the kernel reclaims before it kills: reading a 5 GB folder fills the cache)."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return []
+    rooms = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        kind = "v2" if parts[0] == "0" and parts[1] == "" else "v1" if "memory" in parts[1].split(",") else None
+        if kind is None:
+            continue
+        for mount, limit_f, usage_f, cache_key in (files or _CGROUP_FILES)[kind]:
+            d = Path(mount + parts[2].rstrip("/"))
+            while True:  # the group and every group above it: the tightest limit wins
+                room = _room(d, limit_f, usage_f, cache_key)
+                if room is not None:
+                    rooms.append(room)
+                if d == Path(mount) or d == d.parent:
+                    break
+                d = d.parent
+    return rooms
+
+
+def _room(d: Path, limit_f: str, usage_f: str, cache_key: str) -> int | None:
+    try:
+        limit_text = (d / limit_f).read_text().strip()
+        if limit_text == "max":
+            return None
+        limit, usage = int(limit_text), int((d / usage_f).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if limit >= 2**60:  # "no limit" in cgroup v1
+        return None
+    cache = 0
+    try:
+        for line in (d / "memory.stat").read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == cache_key:
+                cache = int(v)
+    except (OSError, ValueError):
+        pass
+    return max(0, limit - max(0, usage - cache))
+
+
+def default_budget() -> int | None:
+    free = available_bytes()
+    return None if free is None else int(free * AVAILABLE_SHARE)
+
+
+
+def input_bytes(root: Path) -> int:
+    """The bytes of the logs under ``root``, a compressed file counted as its likely expanded size."""
+    total = 0
+    paths = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file())
+    for p in paths:
+        try:
+            n = p.stat().st_size
+        except OSError:
+            continue
+        total += n * COMPRESSED if p.suffix in COMPRESSED_SUFFIXES else n
+    return total
+
+
+def tight(root: Path, budget: int | None) -> bool:
+    """True when analysing ``root`` may come near the budget (its likely whole need above half of it)."""
+    return budget is not None and NEED_BASE + NEED_PER_BYTE * input_bytes(root) > budget / 2
+
+
+def tune_allocator(root: Path, budget: int | None) -> bool:
+    """Ask polars' allocator to return freed memory promptly when memory is tight; only possible before
+    polars is loaded, and never over a setting the user made. True when it was set."""
+    if ALLOCATOR_ENV in os.environ or "polars" in sys.modules or not tight(root, budget):
+        return False
+    os.environ[ALLOCATOR_ENV] = RETURN_FREED
+    return True
