@@ -435,20 +435,30 @@ def test_the_diagnosis_reads_what_it_uses(storm):
     """At a million requests the diagnosis loads only the columns it reads of the request tables, and
     vLLM's access lines (nearly all of server_events) apart from the other events: on the storm's tables
     the two parts are the whole event table, and the diagnosis is that of the whole tables (determinism
-    and every lab figure in this file are checked on it)."""
+    and every lab figure in this file are checked on it). With correlated windows, of the access lines only
+    when and where the server logged is read, once per replica and second (vLLM stamps whole seconds)."""
     from logscope.diagnose import tables
 
     out, _ = storm
     inp = tables.load(out)
     ev = pl.read_parquet(out / "server_events.parquet")
     access = ev.filter(pl.col("kind") == "http_access")
-    assert access.height > 100 and inp.access.height == access.height
-    assert inp.events.height + inp.access.height == ev.height
+    assert access.height > 100 and inp.access_lines == access.height
+    assert inp.events.height + inp.access_lines == ev.height
     assert "http_access" not in inp.events["kind"].to_list()
     assert sorted(inp.events["kind"].unique().to_list()) == sorted(
         ev.filter(pl.col("kind") != "http_access")["kind"].unique().to_list())
-    assert inp.access.columns == list(tables.ACCESS_COLUMNS)
-    assert inp.access["http_status"].to_list() == access["http_status"].to_list()
+    assert inp.windows_origin == "correlated" and inp.access.columns == ["ts", "ts_inferred", "replica"]
+    seconds = access.select("ts", "ts_inferred", "replica").unique()
+    assert 0 < inp.access.height == seconds.height < access.height
+    # without correlated windows they are read whole: the windows are built from their statuses
+    (out / "windows.parquet").rename(out / "windows.hidden")
+    try:
+        built = tables.load(out)
+    finally:
+        (out / "windows.hidden").rename(out / "windows.parquet")
+    assert built.windows_origin == "built" and built.access.columns == list(tables.ACCESS_COLUMNS)
+    assert built.access["http_status"].to_list() == access["http_status"].to_list()
     for name, attr in (("gateway_attempts", "gateway"), ("gateway_errors", "gateway_errors"),
                        ("server_requests", "server_requests")):
         got, whole = getattr(inp, attr), pl.read_parquet(out / f"{name}.parquet")

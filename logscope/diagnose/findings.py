@@ -615,7 +615,7 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
     if cap.get("max_concurrency_startup"):
         bits.append(f"start-up capacity {cap['max_concurrency_startup']:g}× requests of "
                     f"{cap.get('max_concurrency_tokens') or '?'} tokens")
-    n_events = ctx.inputs.events.height + ctx.inputs.access.height
+    n_events = ctx.inputs.events.height + ctx.inputs.access_lines
     if not bits and n_events:
         bits.append(f"{n_events} server event(s) recognised, no stats line or request")
     title = "Nothing alarming" + ("" if not eps else f" ({len(eps)} minor episode(s))")

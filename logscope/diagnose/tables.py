@@ -73,7 +73,9 @@ def read(out: Path, name: str, columns: tuple[str, ...] | None = None, where: pl
 class Inputs:
     stats: pl.DataFrame
     events: pl.DataFrame  # server events but the access lines
-    access: pl.DataFrame  # vLLM's uvicorn access lines (ACCESS_COLUMNS)
+    # vLLM's uvicorn access lines (ACCESS_COLUMNS); with correlated windows only their distinct ts, ts_inferred
+    # and replica (a million lines are a few hundred thousand seconds)
+    access: pl.DataFrame
     server_requests: pl.DataFrame  # COLUMNS["server_requests"]
     requests: pl.DataFrame  # one row per logical request, from the best layer present
     requests_origin: str  # correlated | client | server | gateway | none
@@ -84,6 +86,7 @@ class Inputs:
     gateway: pl.DataFrame  # COLUMNS["gateway_attempts"]
     gateway_errors: pl.DataFrame  # COLUMNS["gateway_errors"]
     rng: Range = scope.ALL  # the time range examined (logscope.scope)
+    access_lines: int = 0  # how many access lines there are
 
 
 def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
@@ -94,7 +97,16 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         in_range = in_range | pl.col("kind").is_in(CONTEXT_KINDS)
     events = read(out, "server_events", where=pl.col("kind").ne_missing(ACCESS) & (
         in_range if in_range is not None else True))
-    access = read(out, "server_events", ACCESS_COLUMNS, pl.col("kind") == ACCESS, rng)
+    win = read(out, "windows", rng=rng).filter(pl.col("ts").is_not_null())
+    correlated = bool(win.height and win["window_s"].drop_nulls().len())
+    is_access = pl.col("kind") == ACCESS
+    access_lines = int(scope.scan(out, "server_events", rng).filter(is_access).select(pl.len()).collect().item()
+                       if (out / "server_events.parquet").exists() else 0)
+    if correlated:  # only when and where the server logged is read of them: one row per replica and second
+        access = read(out, "server_events", ("ts", "ts_inferred", "replica"), is_access, rng).unique(
+            maintain_order=True)
+    else:  # the windows are built from them
+        access = read(out, "server_events", ACCESS_COLUMNS, is_access, rng)
     sreq = read(out, "server_requests", COLUMNS["server_requests"], rng=rng)
     requests, origin = _requests(out, sreq, rng)
     gateway = read(out, "gateway_attempts", COLUMNS["gateway_attempts"], rng=rng)
@@ -105,8 +117,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     phases = (phases.sort(["ts_start", "source", "phase"])
               .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
               .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True).drop("_s"))
-    win = read(out, "windows", rng=rng).filter(pl.col("ts").is_not_null())
-    if win.height and win["window_s"].drop_nulls().len():
+    if correlated:
         window_s = float(win["window_s"].drop_nulls()[0])
         w_origin = "correlated"
     else:
@@ -114,7 +125,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         win = build_windows(window_s, stats, requests, gateway, access)
         w_origin = "built"
     return Inputs(stats, events, access, sreq, requests, origin, win.sort("ts"), window_s, w_origin, phases,
-                  gateway, gw_err, rng)
+                  gateway, gw_err, rng, access_lines)
 
 
 def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, str]:
