@@ -15,7 +15,7 @@ from test_correlate import LAYERS, run_lab
 
 from logscope import schemas
 from logscope.api import AnalyzeOptions, correlate
-from logscope.correlate import link, slices
+from logscope.correlate import frames, link, slices
 
 OUTPUTS = ("requests", "windows", "clock_offsets")
 
@@ -56,6 +56,27 @@ def test_slices_give_the_whole_correlation(tmp_path, tmp_path_factory, fine, run
     assert _same_tables(whole, cut) == []
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert b["retry_multiplication"]["logical_requests"] == LAYERS[run][0]
+
+
+def test_slices_of_a_range_and_of_nothing(tmp_path, tmp_path_factory, fine):
+    """With --since/--until the slices read what the whole correlation reads of the range; a folder with no
+    request is one slice, and every output is written."""
+    base, _ = run_lab(tmp_path_factory, "retry-storm")
+    opts = {"since": dt.datetime(2026, 11, 29, 8, 30, tzinfo=dt.UTC), "until": dt.datetime(2026, 11, 29, 8, 31, 30,
+                                                                                            tzinfo=dt.UTC)}
+    whole, cut = _copy(base, tmp_path / "whole"), _copy(base, tmp_path / "cut")
+    a, b = correlate(whole, AnalyzeOptions(**opts)), correlate(cut, AnalyzeOptions(**opts, slice_rows=50))
+    assert b.pop("slices")["count"] >= 30 and b["notes"].pop(0).startswith("correlated in")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) and a["range"]["since"] == "2026-11-29T08:30:00Z"
+    assert _same_tables(whole, cut) == [] and 0 < pl.read_parquet(cut / "requests.parquet").height < 653
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name in frames.INPUTS:
+        schemas.empty(name).write_parquet(empty / f"{name}.parquet")
+    s = correlate(empty, AnalyzeOptions(slice_rows=10))
+    assert s["slices"]["count"] == 1 and s["retry_multiplication"]["logical_requests"] == 0
+    for name in OUTPUTS:
+        assert pl.read_parquet(empty / f"{name}.parquet").columns == list(schemas.TABLES[name])
 
 
 def test_without_a_margin_slices_lose_links(tmp_path, tmp_path_factory, fine, monkeypatch):

@@ -30,7 +30,8 @@ class Result:
 
 
 def run(out: Path, options) -> dict:
-    """Correlate the tables in ``out`` and write the correlation outputs there."""
+    """Correlate the tables in ``out`` and write the correlation outputs there: at once, or in time slices of
+    about ``options.slice_rows`` request rows (``slices.py``)."""
     out = Path(out)
     rng = scope.of(options)
     window, rows = getattr(options, "window", None), getattr(options, "slice_rows", None)
@@ -83,9 +84,12 @@ class Linked:
 
     @property
     def off_df(self) -> pl.DataFrame:
-        if not self.offsets:
-            return schemas.empty("clock_offsets")
-        return pl.DataFrame(self.offsets, schema=schemas.schema("clock_offsets"))
+        return offsets_table(self.offsets)
+
+
+def offsets_table(offsets: list[dict]) -> pl.DataFrame:
+    """clock_offsets.parquet's rows."""
+    return pl.DataFrame(offsets, schema=schemas.schema("clock_offsets")) if offsets else schemas.empty("clock_offsets")
 
 
 def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Linked:

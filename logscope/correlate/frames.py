@@ -122,11 +122,16 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
         if name in CLIENT_TABLES:
             df = df.filter(pl.col("source").is_in(keep))
         tabs[name] = df.select(columns_read(name)).collect()
-    tabs[CLIENT_PICK] = pl.DataFrame(
+    tabs[CLIENT_PICK] = pick_table(keep, dropped)
+    return tabs
+
+
+def pick_table(keep: list[str], dropped: dict[str, str]) -> pl.DataFrame:
+    """The client sources kept and those left out (with why), as ``tabs[CLIENT_PICK]``."""
+    return pl.DataFrame(
         {"source": [*keep, *dropped], "kept": [True] * len(keep) + [False] * len(dropped),
          "why": [None] * len(keep) + list(dropped.values())},
         schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String})
-    return tabs
 
 
 def kept_client_sources(out: Path, rng: Range = scope.ALL, sample: int | None = None

@@ -42,6 +42,7 @@ from . import (
     link,
     link_tables,
     narrow,
+    offsets_table,
 )
 
 PROBE_ROWS = 500_000  # request-level rows of the clock probe (a slice's worth)
@@ -91,9 +92,7 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
     summ["notes"] = notes + summ["notes"]
     summ["slices"] = {"count": len(edges) - 1, "rows_per_slice": rows, "margin_s": round(margin, 3),
                       "edges": [scope.iso(_dt(t)) for t in cuts]}
-    offsets = (pl.DataFrame(whole.offsets, schema=schemas.schema("clock_offsets")) if whole.offsets
-               else schemas.empty("clock_offsets"))
-    return Result(schemas.empty("requests"), win, offsets, summ)
+    return Result(schemas.empty("requests"), win, offsets_table(whole.offsets), summ)
 
 
 # ------------------------------------------------------------------ the whole input, on narrow scans
@@ -101,11 +100,7 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
 def _pick(out: Path, rng: Range) -> pl.DataFrame:
     from ..budget import PICK_SAMPLE  # the estimate's sample: deciding on every row holds every client id
 
-    keep, dropped = frames.kept_client_sources(out, rng, sample=PICK_SAMPLE)
-    return pl.DataFrame(
-        {"source": [*keep, *dropped], "kept": [True] * len(keep) + [False] * len(dropped),
-         "why": [None] * len(keep) + list(dropped.values())},
-        schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String})
+    return frames.pick_table(*frames.kept_client_sources(out, rng, sample=PICK_SAMPLE))
 
 
 def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]]:
