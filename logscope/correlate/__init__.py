@@ -120,11 +120,15 @@ def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Li
 
 def finish(n: narrow.Narrow, other: dict[str, pl.DataFrame], offsets: list[dict], shift: dict[str, float],
            res: dict[str, float], window: str | None) -> tuple[pl.DataFrame, dict]:
-    """windows.parquet and correlation.json from the run-level columns of every request."""
+    """windows.parquet and correlation.json from the run-level columns of every request. The summary comes
+    first: what only it reads (the links, the server frame) is let go of ``n`` before the windows are built."""
     width, grid = _grid(n.A, other, window)
+    summ = summary.build(n.F, n.L, n.A, offsets, shift, width, [], res)
+    n.L = n.F.sr = n.F.cr = n.A.gr_lr = None
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
     win, wnotes = windows.build(grid, n.A.requests, n.F.ca, n.F.gr, n.A.execs, other["server_stats"], events)
-    return win, summary.build(n.F, n.L, n.A, offsets, shift, width, wnotes, res)
+    summ["notes"] += wnotes  # the summary's last notes, as summary.build places them
+    return win, summ
 
 
 def estimate_offsets(F: Frames, res: dict[str, float], logs: dict[str, str] | None = None) -> list[dict]:
