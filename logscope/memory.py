@@ -14,7 +14,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 # polars allocates with jemalloc, which keeps the pages a stage frees for later reuse, so a stage that
 # follows a large one starts from the first one's peak (5 GB bench folder correlated in slices: diagnose
 # peaked at 1.53 GB after correlate, 0.93 GB alone). With a background thread purging freed pages after
-# 0.2 s the whole analyze peaks at 1.03-1.05 GiB, for ~7 % more time (1 GB folder: 17.9 against 16.7 s), so it is
+# 0.2 s the whole analyze peaks at 0.94-1.03 GiB, for ~7 % more time (1 GB folder: 17.9 against 16.7 s), so it is
 # asked for only when memory is tight (``tight``); a value the user set is kept.
 ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 RETURN_FREED = "background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0"
