@@ -58,6 +58,23 @@ def test_slices_give_the_whole_correlation(tmp_path, tmp_path_factory, fine, run
     assert b["retry_multiplication"]["logical_requests"] == LAYERS[run][0]
 
 
+@pytest.mark.parametrize("dropped", [("gateway_attempts", "gateway_errors"),
+                                     ("gateway_attempts", "gateway_errors", "client_attempts", "client_requests"),
+                                     ("server_requests", "server_events", "server_stats")],
+                         ids=["no gateway", "vLLM alone", "no vLLM"])
+def test_slices_with_layers_missing(tmp_path, tmp_path_factory, fine, dropped):
+    """Without a gateway the clock reference is vLLM's (and the probe's reference too); without client and
+    gateway every vLLM request is its own logical request; without vLLM the gateway's: the same as whole."""
+    base, _ = run_lab(tmp_path_factory, "crash")
+    src = _copy(base, tmp_path / "src")
+    for name in dropped:
+        schemas.empty(name).write_parquet(src / f"{name}.parquet")
+    whole, cut, a, b = _both(tmp_path, src)
+    assert b.pop("slices")["count"] >= 8 and b["notes"].pop(0).startswith("correlated in")
+    assert _same_tables(whole, cut) == [] and json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert b["retry_multiplication"]["logical_requests"] == (351 if "client_attempts" in dropped else 550)
+
+
 def test_slices_of_a_range_and_of_nothing(tmp_path, tmp_path_factory, fine):
     """With --since/--until the slices read what the whole correlation reads of the range; a folder with no
     request is one slice, and every output is written."""
