@@ -30,6 +30,7 @@ from .memory import (  # noqa: F401 - the memory probes, kept importable from he
     default_budget,
     gib,
     parse_size,
+    returns_freed,
 )
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
@@ -38,10 +39,12 @@ _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and o
 # keeps): fitted on the bench folders (docs/performance.md, item 17) and rounded up, so that it errs high
 BASE_BYTES = 512 * 2**20
 PER_RECORD_FACTOR = 2.5
-# correlated in time slices (logscope.correlate.slices), the peak is that of the diagnosis and of the narrow
-# columns of every request: 5 GB bench folder 1.46 GiB against 3.6 GiB whole, i.e. 0.71 x the records
-# (docs/performance.md, item 33), rounded up
+# correlated in time slices (logscope.correlate.slices), the peak is that of one stage over the narrow columns of
+# every request, plus what the stage before it left (docs/performance.md, item 33): 5 GB bench folder 1.53 GB
+# (0.75 x the records); with the allocator handing freed pages back (logscope.memory, set by the CLI when memory is
+# tight) 0.94-1.03 GiB (0.40 x), and 1 GB folder 0.58 GiB (0.3 x, ingest's peak). Both rounded up, to err high
 SLICED_FACTOR = 0.9
+SLICED_FACTOR_RETURNING = 0.5
 SLICE_ROWS = 500_000  # request-level rows a slice holds (5 GB bench folder: 15 slices, 0.6-0.9 GB while slicing)
 SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
 # rows of each client source that decide which views correlation keeps, for the estimate (deciding on every
@@ -119,7 +122,8 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
 
 
 def need(records_bytes: float, sliced: bool = False) -> int:
-    return int(BASE_BYTES + (SLICED_FACTOR if sliced else PER_RECORD_FACTOR) * records_bytes)
+    factor = (SLICED_FACTOR_RETURNING if returns_freed() else SLICED_FACTOR) if sliced else PER_RECORD_FACTOR
+    return int(BASE_BYTES + factor * records_bytes)
 
 
 def records_bytes(out: Path, kept: list[str] | None = None) -> float:

@@ -139,3 +139,9 @@ def tune_allocator(root: Path, budget: int | None) -> bool:
         return False
     os.environ[ALLOCATOR_ENV] = RETURN_FREED
     return True
+
+
+def returns_freed() -> bool:
+    """True when polars' allocator was started handing freed pages back (``tune_allocator``'s setting). Polars
+    puts its own defaults before it when it loads; jemalloc takes the last value of each option."""
+    return os.environ.get(ALLOCATOR_ENV, "").endswith(RETURN_FREED)

@@ -255,6 +255,11 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     assert memory.tight(tmp_path, 2 * memory.NEED_BASE) and not memory.tight(tmp_path, 4 * memory.NEED_BASE)
     assert not memory.tight(tmp_path, None)
     assert not memory.tune_allocator(tmp_path, 1)  # polars is loaded in this process: too late
+    # the slices' estimate counts on the freed pages handed back only when they are (set before polars loads)
+    assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(budget.SLICED_FACTOR * 1000)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(memory.ALLOCATOR_ENV, "dirty_decay_ms:500,muzzy_decay_ms:1000," + memory.RETURN_FREED)  # as polars
+        assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(budget.SLICED_FACTOR_RETURNING * 1000)
 
     def child(extra: dict, *args: str) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != memory.ALLOCATOR_ENV} | extra
