@@ -46,8 +46,9 @@ def _cols(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
 
 
 def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
-    """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, a
-    third of the size: file names and a few words repeated a million times)."""
+    """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, in which
+    a file name repeated a million times takes 4 bytes a row: the gateway frame's 130 -> 87 MB at 5 GB).
+    The frames are built in the field order of FRAMES, LINKS and ASSEMBLED."""
     def cols(df: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
         df = _cols(df, names)
         return df.with_columns(pl.col(pl.String).cast(pl.Categorical)) if compact else df
