@@ -132,10 +132,21 @@ def tight(root: Path, budget: int | None) -> bool:
     return budget is not None and NEED_BASE + NEED_PER_BYTE * input_bytes(root) > budget / 2
 
 
+# what polars itself writes into the variable when it loads (polars/__init__.py), which a process started by
+# one that loaded polars (a notebook, a test runner, the bench) inherits: no choice of the user's
+POLARS_OWN = frozenset({"dirty_decay_ms:500", "muzzy_decay_ms:1000", "thp:always", "metadata_thp:always"})
+
+
+def user_setting() -> str | None:
+    """The allocator setting the user made, if any (polars' own defaults, inherited, are none)."""
+    conf = os.environ.get(ALLOCATOR_ENV, "")
+    return conf if any(o and o not in POLARS_OWN for o in conf.split(",")) else None
+
+
 def tune_allocator(root: Path, budget: int | None) -> bool:
     """Ask polars' allocator to return freed memory promptly when memory is tight; only possible before
     polars is loaded, and never over a setting the user made. True when it was set."""
-    if ALLOCATOR_ENV in os.environ or "polars" in sys.modules or not tight(root, budget):
+    if user_setting() is not None or "polars" in sys.modules or not tight(root, budget):
         return False
     os.environ[ALLOCATOR_ENV] = RETURN_FREED
     return True
