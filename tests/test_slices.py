@@ -107,7 +107,8 @@ def test_without_a_margin_slices_lose_links(tmp_path, tmp_path_factory, fine, mo
 
 
 def test_clock_probe_finds_the_skew(tmp_path, tmp_path_factory, fine, monkeypatch):
-    """Past PROBE_ROWS the offsets come from one gateway id in k and the rows carrying those ids: with vLLM's
+    """Past PROBE_ROWS the offsets come from one gateway id in k (and each log's first ids) and the rows carrying
+    those ids: with vLLM's
     clock 7 minutes fast, that sample finds the same offset as the whole (within its stamp resolution's
     voting), and the slices, cut on the corrected clock, join every request as the whole does."""
     base, _ = run_lab(tmp_path_factory, "retry-storm")
@@ -117,12 +118,16 @@ def test_clock_probe_finds_the_skew(tmp_path, tmp_path_factory, fine, monkeypatc
         ts = [c for c, t in df.schema.items() if t == schemas.TS]
         df.with_columns([pl.col(c) + dt.timedelta(minutes=7) for c in ts]).write_parquet(src / f"{name}.parquet")
     monkeypatch.setattr(slices, "PROBE_ROWS", 600)  # 3,089 request rows: one gateway id in 7
+    monkeypatch.setattr(slices, "PER_SOURCE", 20)  # and the first 20 ids of each client and vLLM log
     whole, cut, a, b = _both(tmp_path, src)
     off_a = {o["source"]: o for o in a["clock_offsets"]}["vllm-server.log"]
     off_b = {o["source"]: o for o in b["clock_offsets"]}["vllm-server.log"]
     assert off_b["verified"] and abs(off_a["offset_s"] + 420) < 1 and abs(off_b["offset_s"] - off_a["offset_s"]) < 0.01
-    assert 100 < off_b["n_matches"] < 200 and off_a["n_matches"] == 914
-    assert b["notes"][1].startswith("clock offsets estimated from one request id in 7 of the gateway log")
+    assert 100 < off_b["n_matches"] < 250 and off_a["n_matches"] == 914
+    assert [(o["source"], o["verified"]) for o in b["clock_offsets"]] == [
+        (o["source"], o["verified"]) for o in a["clock_offsets"]]
+    assert b["notes"][1].startswith("clock offsets estimated from one request id in 7 of the gateway log, the first "
+                                    "20 of each client and vLLM log")
     assert b["match"] == a["match"] and b["retry_multiplication"] == a["retry_multiplication"]
     assert b["orphans"]["count"] == a["orphans"]["count"]
 
@@ -166,3 +171,17 @@ def test_the_cli_says_it_sliced(tmp_path, tmp_path_factory):
     assert "logscope: note: correlated in 1 time slice of about 500,000 request rows each, to bound memory" in " ".join(
         r.output.split())
     assert json.loads((tmp_path / "o" / "correlation.json").read_text())["retry_multiplication"]["logical_requests"] == 284
+
+
+def test_every_log_has_its_ids_in_the_probe(tmp_path, tmp_path_factory, monkeypatch):
+    """One id in k alone can miss a small log altogether (calm, one id in 558: no log matched, every clock left
+    as logged); the first ids of each client and vLLM log are always probed, so each gets its estimate."""
+    base, _ = run_lab(tmp_path_factory, "calm")
+    monkeypatch.setattr(slices, "PROBE_ROWS", 1)
+    verified = {}
+    for per_source in (0, 20):
+        monkeypatch.setattr(slices, "PER_SOURCE", per_source)
+        s = correlate(_copy(base, tmp_path / f"p{per_source}"), AnalyzeOptions(slice_rows=100))
+        verified[per_source] = {o["source"]: (o["verified"], o["n_matches"]) for o in s["clock_offsets"]}
+    assert not any(v for v, _ in verified[0].values())
+    assert verified[20] == {"nginx-access.log": (True, 0), "vllm-server.log": (True, 20), "client-calm.jsonl": (True, 20)}

@@ -7,8 +7,8 @@ request that the run-level outputs read (``narrow.py``, ~0.2 KB a request):
 1. What a slice cannot tell from its own rows is taken from the whole input first (``Whole``), on
    narrow lazy scans: which client views are kept, which sources stamp whole seconds, each log's span,
    and the clock offsets. Offsets come from a probe: the requests of one id in k of the reference log
-   (the gateway's, else vLLM's), with the other layers' rows read by those ids, so the probe pairs
-   them whatever the skew and holds every client that ran at any time (the whole input when it holds
+   (the gateway's, else vLLM's) and of the first ids of every client and vLLM log, with the other layers'
+   rows read by those ids, so the probe pairs them whatever the skew and holds every log (the whole input when it holds
    at most PROBE_ROWS request rows).
 2. Slices hold about ``rows`` request-level rows each, cut on the reference clock. A slice reads every
    row whose span overlaps it widened by a margin (the longest span of any request row, plus
@@ -46,6 +46,7 @@ from . import (
 )
 
 PROBE_ROWS = 500_000  # request-level rows of the clock probe (a slice's worth)
+PER_SOURCE = 2_000  # ids of every client and vLLM log in the probe, whatever its size
 STEP = "1m"  # slice edges fall on whole minutes
 NOTE = "correlated in"  # how correlation.json's note on slicing begins
 CHAIN_SLACK_S = 120.0  # retries of one id logged by no client (no row spans the chain): the gaps between them
@@ -139,15 +140,21 @@ def _count(out: Path, name: str, rng: Range) -> int:
 def probe(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], str | None]:
     """The tables the clock offsets are estimated from: the whole input when it is small, else the requests
     of one id in ``k`` of the reference log (the gateway's, else vLLM's: every row of a chosen id, so
-    retries pair as they do whole), with the other layers' rows that carry those ids, whatever their skew."""
+    retries pair as they do whole) and of the first PER_SOURCE ids of every client and vLLM log (a small
+    log may hold no id of the k-th), with the other layers' rows that carry those ids, whatever their skew."""
     n = sum(_count(out, t, rng) for t in REQUEST_TABLES)
     if n <= PROBE_ROWS:
         return _read(out, rng, None, pick), None
     ref = "gateway_attempts" if _count(out, "gateway_attempts", rng) else "server_requests"
     k = max(1, -(-_count(out, ref, rng) * len(REQUEST_TABLES) // PROBE_ROWS))
-    key = (pl.coalesce("client_request_id", "request_id") if ref == "gateway_attempts"
-           else pl.col("base_request_id"))
-    tabs = _read(out, rng, {ref: key.hash(seed=0) % k == 0}, pick, (ref, "files"))
+    firsts = pl.concat([_first_ids(out, rng, "client_attempts", pl.coalesce("request_id", "logical_request_id"), pick),
+                        _first_ids(out, rng, "server_requests", pl.col("base_request_id"), pick)]).implode()
+    if ref == "gateway_attempts":
+        chosen = ((pl.coalesce("client_request_id", "request_id").hash(seed=0) % k == 0)
+                  | pl.col("client_request_id").is_in(firsts) | pl.col("request_id").is_in(firsts))
+    else:
+        chosen = (pl.col("base_request_id").hash(seed=0) % k == 0) | pl.col("base_request_id").is_in(firsts)
+    tabs = _read(out, rng, {ref: chosen}, pick, (ref, "files"))
     if ref == "gateway_attempts":
         g = tabs[ref]
         ids = pl.concat([g["request_id"], g["client_request_id"]]).drop_nulls().unique().implode()
@@ -158,8 +165,20 @@ def probe(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[dict[str, pl.DataF
                                           | pl.col("logical_request_id").is_in(ids), pick)
     logical = ca["logical_request_id"].drop_nulls().unique().implode()
     tabs["client_requests"] = _table(out, rng, "client_requests", pl.col("logical_request_id").is_in(logical), pick)
-    return tabs, (f"clock offsets estimated from one request id in {k} of the {ref.split('_')[0]} log and the "
-                  "other layers' rows with those ids")
+    return tabs, (f"clock offsets estimated from one request id in {k} of the {ref.split('_')[0]} log, the first "
+                  f"{PER_SOURCE:,} of each client and vLLM log, and the other layers' rows with those ids")
+
+
+def _first_ids(out: Path, rng: Range, table: str, key: pl.Expr, pick: pl.DataFrame) -> pl.Series:
+    """The first PER_SOURCE ids of each source of ``table`` (client sources: the kept ones); each scan stops
+    once it has them."""
+    lf = scope.scan(out, table, rng).select("source", key.alias("id")).filter(pl.col("id").is_not_null())
+    if table in frames.CLIENT_TABLES:
+        lf = lf.filter(pl.col("source").is_in(pick.filter(pl.col("kept"))["source"].implode()))
+    sources = lf.select("source").unique().collect(engine="streaming")["source"].drop_nulls().sort()
+    return pl.concat([pl.Series("id", [], pl.String),
+                      *(lf.filter(pl.col("source") == s).head(PER_SOURCE).collect(engine="streaming")["id"]
+                        for s in sources)])
 
 
 def complete(offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, logs: dict[str, str]) -> list[dict]:
