@@ -2,14 +2,14 @@
 
 A whole correlation holds every request of every layer at once (~3 KB a logical request: 3.5 GB for
 the 5 GB bench folder). Sliced, it holds one slice's requests, plus the few numeric columns of every
-request that the run-level outputs read (``narrow.py``, ~0.2 KB a request):
+request that the run-level outputs read (``narrow.py``, ~0.3 KB a request):
 
 1. What a slice cannot tell from its own rows is taken from the whole input first (``Whole``), on
    narrow lazy scans: which client views are kept, which sources stamp whole seconds, each log's span,
    and the clock offsets. Offsets come from a probe: the requests of one id in k of the reference log
-   (the gateway's, else vLLM's) and of the first ids of every client and vLLM log, with the other layers'
-   rows read by those ids, so the probe pairs them whatever the skew and holds every log (the whole input when it holds
-   at most PROBE_ROWS request rows).
+   (the gateway's, else vLLM's) and of the first ids of every client and vLLM log, with the other
+   layers' rows read by those ids, so the probe pairs them whatever the skew and holds every log (the
+   whole input when it holds at most PROBE_ROWS request rows).
 2. Slices hold about ``rows`` request-level rows each, cut on the reference clock. A slice reads every
    row whose span overlaps it widened by a margin (the longest span of any request row, plus
    CHAIN_SLACK_S for retries of one id), and links them as a whole correlation does. A logical request
@@ -17,7 +17,7 @@ request that the run-level outputs read (``narrow.py``, ~0.2 KB a request):
    and rows of no logical request follow their own start (``narrow.owned``).
 3. The slices' own requests are written to requests.parquet in time order; windows.parquet and
    correlation.json are computed once from the narrow columns of them all, by the code a whole
-   correlation uses. On the lab runs cut into one-minute slices, every output equals the whole's.
+   correlation uses. On the lab runs cut into 15-80 slices, every output equals the whole's.
 """
 
 from __future__ import annotations
