@@ -110,11 +110,11 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
     given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
     (``logscope.budget.choose``), which every output then names."""
-    from . import budget, scope
+    from . import budget, memory, scope
 
     if scope.of(options):
         return options
-    limit = budget.default_budget() if options.max_memory == "auto" else options.max_memory
+    limit = memory.default_budget() if options.max_memory == "auto" else options.max_memory
     if options.slice_rows is None and budget.slices_fit(Path(out_dir), limit):
         return replace(options, slice_rows=budget.SLICE_ROWS)
     choice = budget.choose(Path(out_dir), limit)

@@ -23,15 +23,7 @@ import pyarrow.parquet as pq
 
 from . import schemas, scope
 from .diagnose.thresholds import Thresholds
-from .memory import (  # noqa: F401 - the memory probes, kept importable from here
-    AVAILABLE_SHARE,
-    _cgroup_room,
-    available_bytes,
-    default_budget,
-    gib,
-    parse_size,
-    returns_freed,
-)
+from .memory import gib, returns_freed
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
 

@@ -108,14 +108,17 @@ def make(since: str | datetime | None, until: str | datetime | None, tz: str = "
     return rng
 
 
-def where(table: str, rng: Range) -> pl.Expr | None:
-    """Rows of ``table`` whose times overlap the range (None: every row)."""
+def where(table: str, rng: Range, offset: pl.Expr | None = None) -> pl.Expr | None:
+    """Rows of ``table`` whose times overlap the range (None: every row); with ``offset`` (a duration per row:
+    a source's clock correction), their times moved by it."""
     if not rng or table in WHOLE or table not in schemas.TABLES:
         return None
     cols = schemas.time_columns(table)
     if not cols:
         return None
     lo, hi = first_time(table), pl.max_horizontal(pl.col(c) for c in cols)
+    if offset is not None:
+        lo, hi = lo + offset, hi + offset
     keep = pl.lit(True)
     if rng.since is not None:
         keep = keep & (hi >= rng.since)

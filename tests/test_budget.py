@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import LAB, ROOT, need
-from logscope import budget, scope
+from logscope import budget, memory, scope
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.cli import app
 from logscope.correlate.frames import kept_client_sources
@@ -50,14 +50,14 @@ def tables(tmp_path_factory) -> Path:
 
 
 def test_sizes_are_read_with_their_units():
-    assert budget.parse_size("4G") == 4 * 2**30
-    assert budget.parse_size("512M") == 512 * 2**20
-    assert budget.parse_size("1.5GiB") == int(1.5 * 2**30)
-    assert budget.parse_size("2048") == 2048
-    assert budget.parse_size("none") is None
+    assert memory.parse_size("4G") == 4 * 2**30
+    assert memory.parse_size("512M") == 512 * 2**20
+    assert memory.parse_size("1.5GiB") == int(1.5 * 2**30)
+    assert memory.parse_size("2048") == 2048
+    assert memory.parse_size("none") is None
     with pytest.raises(ValueError, match="not a size"):
-        budget.parse_size("lots")
-    free = budget.available_bytes()
+        memory.parse_size("lots")
+    free = memory.available_bytes()
     if Path("/proc/meminfo").exists():
         assert free is not None and free > 0
 
@@ -82,8 +82,8 @@ def test_the_room_left_under_cgroup_limits(tmp_path):
              "v2": [(str(v2), "memory.max", "memory.current", "inactive_file")]}
     # job: 2 GiB - (1.5 GiB used - 1 GiB inactive cache) = 1.5 GiB; slice: 3 - (2 - 1) = 2 GiB; root and
     # the v2 group: no limit
-    assert sorted(budget._cgroup_room(str(proc), files)) == [1536 * 2**20, 2 * 2**30]
-    assert budget._cgroup_room(str(tmp_path / "absent"), files) == []
+    assert sorted(memory._cgroup_room(str(proc), files)) == [1536 * 2**20, 2 * 2**30]
+    assert memory._cgroup_room(str(tmp_path / "absent"), files) == []
 
 
 def test_the_estimate_is_the_sum_of_its_minutes(tables):
@@ -247,7 +247,6 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     import subprocess
     import sys
 
-    from logscope import memory
 
     (tmp_path / "a.log").write_bytes(b"x" * 1000)
     (tmp_path / "b.log.gz").write_bytes(b"x" * 1000)

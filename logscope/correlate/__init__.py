@@ -108,8 +108,7 @@ def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Li
         offsets = estimate_offsets(F, res, logs)
     else:
         res, offsets = whole.res, whole.offsets
-    shift = {o["source"]: clock.applied(o, res.get(o["source"], 0.0)) for o in offsets}
-    shift = {k: v for k, v in shift.items() if v}
+    shift = applied_shifts(offsets, res)
     F = shift_frames(F, shift)
     other = {n: shift_table(tabs[n], shift) for n in ("server_stats", "server_events", "gateway_errors")}
     F = frames.fill_timeouts(F)
@@ -243,12 +242,23 @@ def shift_frames(F: Frames, shift: dict[str, float]) -> Frames:
     return F
 
 
+def applied_shifts(offsets: list[dict], res: dict[str, float]) -> dict[str, float]:
+    """The seconds added to each source's stamps (the offsets applied; none for the sources left as logged)."""
+    shift = {o["source"]: clock.applied(o, res.get(o["source"], 0.0)) for o in offsets}
+    return {k: v for k, v in shift.items() if v}
+
+
+def shift_duration(shift: dict[str, float]) -> pl.Expr:
+    """Each row's source's shift as a duration (to add to its timestamps)."""
+    us = (pl.col("source").replace_strict(shift, default=0.0, return_dtype=pl.Float64) * 1e6).round(0).cast(pl.Int64)
+    return pl.duration(microseconds=us)
+
+
 def shift_table(df: pl.DataFrame, shift: dict[str, float]) -> pl.DataFrame:
     if not shift or df.height == 0:
         return df
-    us = (pl.col("source").replace_strict(shift, default=0.0, return_dtype=pl.Float64) * 1e6).round(0).cast(pl.Int64)
     ts_cols = [c for c, t in df.schema.items() if t == schemas.TS]
-    return df.with_columns([pl.col(c) + pl.duration(microseconds=us) for c in ts_cols])
+    return df.with_columns([pl.col(c) + shift_duration(shift) for c in ts_cols])
 
 
 def _grid(A: assemble.Assembled, other: dict[str, pl.DataFrame], window: str | None):

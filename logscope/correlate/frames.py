@@ -112,18 +112,21 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
     A client's DEBUG log and its JSON lines describe the same sends and only one is used: which one is
     decided on a few columns first, so the client tables are read for the kept sources only (at a million
     requests each copy is a gigabyte). With a time range, only the records that overlap it are read."""
-    def scan(name: str) -> pl.LazyFrame:
-        return scope.scan(out, name, rng)
-
     keep, dropped = kept_client_sources(out, rng)
-    tabs = {}
-    for name in INPUTS:
-        df = scan(name)
-        if name in CLIENT_TABLES:
-            df = df.filter(pl.col("source").is_in(keep))
-        tabs[name] = df.select(columns_read(name)).collect()
+    tabs = {name: read_table(out, name, rng, keep) for name in INPUTS}
     tabs[CLIENT_PICK] = pick_table(keep, dropped)
     return tabs
+
+
+def read_table(out: Path, name: str, rng: Range, keep: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
+    """One ingest table in the columns correlation reads: the rows in the range (and ``where``), of the client
+    sources in ``keep`` for the client tables."""
+    lf = scope.scan(out, name, rng)
+    if where is not None:
+        lf = lf.filter(where)
+    if name in CLIENT_TABLES:
+        lf = lf.filter(pl.col("source").is_in(keep))
+    return lf.select(columns_read(name)).collect()
 
 
 def pick_table(keep: list[str], dropped: dict[str, str]) -> pl.DataFrame:
@@ -430,13 +433,14 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def whole_seconds(df: pl.DataFrame, col: str) -> dict[str, float]:
-    """Per source: 1.0 when every stamp of ``col`` is a whole second (vLLM logs), else 0.0."""
-    if df.height == 0:
-        return {}
+def whole_seconds(df: pl.DataFrame | pl.LazyFrame, col: str) -> dict[str, float]:
+    """Per source: 1.0 when every stamp of ``col`` is a whole second (vLLM logs), else 0.0. A lazy frame is
+    aggregated as it is scanned (the whole input's, for a time slice)."""
     res = df.filter(pl.col(col).is_not_null()).group_by("source").agg(
         ((pl.col(col) % 1).abs() < 1e-6).all().alias("whole")
     )
+    if isinstance(res, pl.LazyFrame):
+        res = res.collect(engine="streaming")
     return {r["source"]: (1.0 if r["whole"] else 0.0) for r in res.iter_rows(named=True)}
 
 

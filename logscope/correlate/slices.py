@@ -35,6 +35,7 @@ from . import (
     Result,
     Whole,
     _requests_table,
+    applied_shifts,
     clock,
     estimate_offsets,
     finish,
@@ -43,6 +44,8 @@ from . import (
     link_tables,
     narrow,
     offsets_table,
+    shift_duration,
+    shift_table,
 )
 
 PROBE_ROWS = 500_000  # request-level rows of the clock probe (a slice's worth)
@@ -59,7 +62,7 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
     here (the Result's ``requests`` is empty)."""
     pick = _pick(out, rng)
     whole, notes = context(out, rng, pick)
-    shift = _shift(whole)
+    shift = applied_shifts(whole.offsets, whole.res)
     margin = max_span(out, rng) + link.EXACT_TOL_S + CHAIN_SLACK_S
     cuts = bounds(out, rng, shift, rows)
     edges = [None, *cuts, None]
@@ -91,7 +94,7 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
                  f"memory: every request is analysed, and each slice also reads the {margin:.0f} s beyond its edges "
                  "so that long requests and retry chains stay whole")
     summ["notes"] = notes + summ["notes"]
-    summ["slices"] = {"count": len(edges) - 1, "rows_per_slice": rows, "margin_s": round(margin, 3),
+    summ["slices"] = {"count": n, "rows_per_slice": rows, "margin_s": round(margin, 3),
                       "edges": [scope.iso(_dt(t)) for t in cuts]}
     return Result(schemas.empty("requests"), win, offsets_table(whole.offsets), summ)
 
@@ -112,25 +115,20 @@ def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]
     tabs, note = probe(out, rng, pick)
     F = frames.build(tabs)
     offsets = complete(estimate_offsets(F, res, logs), out, rng, pick, logs)
-    whole = Whole(res, offsets, {}, F.ids_as_sent)
-    whole.spans = spans(out, rng, pick, _shift(whole))
-    return whole, [note] if note else []
-
-
-def _shift(whole: Whole) -> dict[str, float]:
-    shift = {o["source"]: clock.applied(o, whole.res.get(o["source"], 0.0)) for o in whole.offsets}
-    return {k: v for k, v in shift.items() if v}
+    covered = spans(out, rng, pick, applied_shifts(offsets, res))
+    return Whole(res, offsets, covered, F.ids_as_sent), [note] if note else []
 
 
 def whole_seconds(out: Path, rng: Range) -> dict[str, float]:
     """``frames.whole_seconds`` of the server frame, on a scan of two columns."""
     t0 = pl.coalesce(frames.secs("received_ts"), frames.secs("added_ts"))
-    df = (scope.scan(out, "server_requests", rng)
-          .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
-          .select("source", t0.alias("t0")).filter(pl.col("t0").is_not_null())
-          .group_by("source").agg(((pl.col("t0") % 1).abs() < 1e-6).all().alias("whole"))
-          .collect(engine="streaming"))
-    return {r["source"]: (1.0 if r["whole"] else 0.0) for r in df.iter_rows(named=True)}
+    return frames.whole_seconds(scope.scan(out, "server_requests", rng)
+                                .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
+                                .select("source", t0.alias("t0")), "t0")
+
+
+def _kept(pick: pl.DataFrame) -> list[str]:
+    return pick.filter(pl.col("kept"))["source"].to_list()
 
 
 def _count(out: Path, name: str, rng: Range) -> int:
@@ -174,7 +172,7 @@ def _first_ids(out: Path, rng: Range, table: str, key: pl.Expr, pick: pl.DataFra
     once it has them."""
     lf = scope.scan(out, table, rng).select("source", key.alias("id")).filter(pl.col("id").is_not_null())
     if table in frames.CLIENT_TABLES:
-        lf = lf.filter(pl.col("source").is_in(pick.filter(pl.col("kept"))["source"].implode()))
+        lf = lf.filter(pl.col("source").is_in(_kept(pick)))
     sources = lf.select("source").unique().collect(engine="streaming")["source"].drop_nulls().sort()
     return pl.concat([pl.Series("id", [], pl.String),
                       *(lf.filter(pl.col("source") == s).head(PER_SOURCE).collect(engine="streaming")["id"]
@@ -187,7 +185,7 @@ def complete(offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, log
     have = {o["source"] for o in offsets}
     ref = next((o["reference"] for o in offsets if o["reference"]), None)
     by_log = {logs.get(o["source"], o["source"]): o for o in offsets}
-    keep = set(pick.filter(pl.col("kept"))["source"])
+    keep = set(_kept(pick))
     rows = list(offsets)
     for name in ("gateway_attempts", "server_requests", "client_attempts", "client_requests"):
         srcs = scope.scan(out, name, rng).select("source").unique().collect()["source"].drop_nulls().to_list()
@@ -202,7 +200,7 @@ def complete(offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, log
 
 def spans(out: Path, rng: Range, pick: pl.DataFrame, shift: dict[str, float]) -> dict[str, list[tuple[float, float]]]:
     """``assemble.spans`` of the whole input, on scans of a few columns (on the reference clock)."""
-    keep = pick.filter(pl.col("kept"))["source"].implode()
+    keep = _kept(pick)
     ca = scope.scan(out, "client_attempts", rng).filter(pl.col("source").is_in(keep))
     timeout = (scope.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
                .group_by("source").agg(pl.col("timeout_s").max().alias("_to")))
@@ -217,9 +215,8 @@ def spans(out: Path, rng: Range, pick: pl.DataFrame, shift: dict[str, float]) ->
                   | (pl.col("method").fill_null("POST") == "GET"))
     ga = scope.scan(out, "gateway_attempts", rng).filter(inference)
     gateway = _span_rows(ga.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
-    move = {k: v for k, v in shift.items()}
-    return {"client": [(lo + move.get(s, 0.0), hi + move.get(s, 0.0)) for s, lo, hi in client],
-            "gateway": [(lo + move.get(s, 0.0), hi + move.get(s, 0.0)) for s, lo, hi in gateway]}
+    return {"client": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in client],
+            "gateway": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in gateway]}
 
 
 def _span_rows(lf: pl.LazyFrame) -> list[tuple[str, float, float]]:
@@ -243,7 +240,7 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
     """Slice edges on the reference clock (epoch seconds): on whole STEPs, about ``rows`` rows apart."""
     per = []
     for name in REQUEST_TABLES:
-        t = (scope.first_time(name) + _delta(shift)) if shift else scope.first_time(name)
+        t = (scope.first_time(name) + shift_duration(shift)) if shift else scope.first_time(name)
         per.append(scope.scan(out, name, rng).select(t.dt.truncate(STEP).alias("m")).drop_nulls())
     counts = pl.concat(per).group_by("m").len().sort("m").collect(engine="streaming")
     edges, acc = [], 0
@@ -257,29 +254,8 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
 
 # ------------------------------------------------------------------ one slice
 
-def _delta(shift: dict[str, float]) -> pl.Expr:
-    us = (pl.col("source").replace_strict(shift, default=0.0, return_dtype=pl.Float64) * 1e6).round(0)
-    return pl.duration(microseconds=us.cast(pl.Int64))
-
-
 def _dt(t: float | None) -> datetime | None:
     return None if t is None else datetime.fromtimestamp(t, UTC)
-
-
-def _overlaps(name: str, since: datetime | None, until: datetime | None, shift: dict[str, float]) -> pl.Expr | None:
-    """Rows of ``name`` whose span, on the reference clock, overlaps [since, until] (or that have no time)."""
-    cols = schemas.time_columns(name)
-    if not cols or (since is None and until is None):
-        return None
-    lo, hi = scope.first_time(name), pl.max_horizontal(cols)
-    if shift:
-        lo, hi = lo + _delta(shift), hi + _delta(shift)
-    keep = pl.lit(True)
-    if since is not None:
-        keep = keep & (hi >= since)
-    if until is not None:
-        keep = keep & (lo <= until)
-    return lo.is_null() | keep
 
 
 def _read(out: Path, rng: Range, where: dict[str, pl.Expr | None] | None, pick: pl.DataFrame,
@@ -293,24 +269,16 @@ def _read(out: Path, rng: Range, where: dict[str, pl.Expr | None] | None, pick: 
 
 
 def _table(out: Path, rng: Range, name: str, where: pl.Expr | None, pick: pl.DataFrame) -> pl.DataFrame:
-    lf = scope.scan(out, name, rng)
-    if where is not None:
-        lf = lf.filter(where)
-    if name in frames.CLIENT_TABLES:
-        lf = lf.filter(pl.col("source").is_in(pick.filter(pl.col("kept"))["source"].implode()))
-    return lf.select(frames.columns_read(name)).collect()
+    return frames.read_table(out, name, rng, _kept(pick), where)
 
 
 def read_slice(out: Path, rng: Range, lo: float | None, hi: float | None, margin: float, shift: dict[str, float],
                pick: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The request tables' rows that overlap [lo - margin, hi + margin] on the reference clock."""
-    since = _dt(None if lo is None else lo - margin)
-    until = _dt(None if hi is None else hi + margin)
-    where = {n: _overlaps(n, since, until, shift) for n in PER_SLICE}
+    stretch = Range(_dt(None if lo is None else lo - margin), _dt(None if hi is None else hi + margin))
+    where = {n: scope.where(n, stretch, shift_duration(shift) if shift else None) for n in PER_SLICE}
     return _read(out, rng, where, pick, (*PER_SLICE, "files"))
 
 
 def _shifted(out: Path, name: str, rng: Range, shift: dict[str, float]) -> pl.DataFrame:
-    from . import shift_table
-
-    return shift_table(scope.scan(out, name, rng).select(frames.columns_read(name)).collect(), shift)
+    return shift_table(frames.read_table(out, name, rng, []), shift)
