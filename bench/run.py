@@ -7,7 +7,9 @@ and lnav answering the same counts, on a generated incident folder (bench/genera
     python bench/run.py --dir /tmp/gen --repeat 3 --against HEAD~3  # this code against an older one
 
 Every tool runs as a child process; its wall time, CPU time (user + sys) and peak RSS come from
-os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's. On a shared machine
+os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's; the peak RSS is the larger of
+ru_maxrss and the summed RSS of the tool's process tree, sampled every 50 ms (bench/treerss.py: an
+ingest in a child process runs beside its parent). On a shared machine
 the CPU column is the steadier one. --max-memory SIZE adds a run of ``logscope analyze --max-memory
 SIZE`` and prints the range it chose (logscope/budget.py); --one-file times one large access log alone, on
 every core and on one thread. --against REV runs ``logscope ingest`` and ``analyze`` of another git
@@ -37,6 +39,7 @@ import polars as pl
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from generate import generate  # noqa: E402
+from treerss import TreeSampler  # noqa: E402
 
 COUNT_PATTERN = r"Running: |Received request|Aborted request|status=|attempt_send"
 # the counts logscope, the naive loop and (for the vLLM ones) lnav must agree on
@@ -70,7 +73,8 @@ def measure(cmd: list[str], env: dict | None = None, stdout=subprocess.DEVNULL) 
     readers = [threading.Thread(target=drain, args=(n, pp)) for n, pp in (("out", p.stdout), ("err", p.stderr))]
     for t in readers:
         t.start()
-    _, status, ru = os.wait4(p.pid, 0)  # the child's own rusage: CPU time (and ru_maxrss without GNU time)
+    with TreeSampler(p.pid) as tree:  # the tree's summed RSS: an ingest in a child runs beside its parent
+        _, status, ru = os.wait4(p.pid, 0)  # the child's own rusage: CPU time (and ru_maxrss without GNU time)
     secs = time.perf_counter() - t0
     for t in readers:
         t.join()
@@ -79,6 +83,7 @@ def measure(cmd: list[str], env: dict | None = None, stdout=subprocess.DEVNULL) 
     rss = ru.ru_maxrss / 1024
     if TIME and lines and lines[-1].startswith("@@maxrss_kb="):
         rss = int(lines.pop()[len("@@maxrss_kb="):]) / 1024
+    rss = max(rss, tree.peak_kb / 1024)
     lines = [x for x in lines if not x.startswith(("Command exited with", "Command terminated by"))]  # GNU time
     ok = code in (0, 1)  # rg exits 1 when nothing matched
     return {"seconds": secs, "cpu": ru.ru_utime + ru.ru_stime, "rss": rss, "out": got.get("out", ""),

@@ -25,6 +25,9 @@ class AnalyzeOptions:
     # correlate in time slices of about this many request-level rows (logscope.correlate.slices): None or 0,
     # the whole at once unless fit_memory finds that only slices fit the memory budget
     slice_rows: int | None = None
+    # ingest in a process of its own (logscope.apart), so that the later stages start from a fresh heap: None,
+    # when memory is tight for the input (logscope.memory.tight)
+    ingest_apart: bool | None = None
     slo_ttft_s: float = slo.DEFAULTS["slo_ttft_s"]
     slo_e2e_s: float = slo.DEFAULTS["slo_e2e_s"]
     slo_success: float = slo.DEFAULTS["slo_success"]
@@ -36,6 +39,12 @@ class AnalyzeOptions:
     chunk_bytes: int | None = None  # None: logscope.sources.CHUNK_BYTES
     command_line: str = ""
     extra: dict = field(default_factory=dict)
+
+    def memory_limit(self) -> int | None:
+        """``max_memory`` in bytes ('auto': a share of the memory free now, ``logscope.memory.default_budget``)."""
+        from . import memory
+
+        return memory.default_budget() if self.max_memory == "auto" else self.max_memory
 
     def ingest_options(self) -> IngestOptions:
         return IngestOptions(
@@ -110,11 +119,11 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
     given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
     (``logscope.budget.choose``), which every output then names."""
-    from . import budget, memory, scope
+    from . import budget, scope
 
     if scope.of(options):
         return options
-    limit = memory.default_budget() if options.max_memory == "auto" else options.max_memory
+    limit = options.memory_limit()
     if options.slice_rows is None and budget.slices_fit(Path(out_dir), limit):
         return replace(options, slice_rows=budget.SLICE_ROWS)
     choice = budget.choose(Path(out_dir), limit)
@@ -132,7 +141,7 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     if res is not None and progress:
         progress("reusing the tables of the same files", 0.75)
     # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
-    res = res or ingest(root, out_dir, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
+    res = res or _ingest_step(root, out_dir, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
     require_known_format(res)
     require_overlap(out_dir, opts)
     opts = fit_memory(out_dir, opts)
@@ -145,6 +154,19 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     if progress:
         progress("rendering", 0.95)
     return render(out_dir, opts)
+
+
+def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> IngestResult:
+    apart = opts.ingest_apart
+    if apart is None:
+        from . import memory
+
+        apart = memory.tight(Path(root), opts.memory_limit())
+    if apart:
+        from . import apart as _apart
+
+        return _apart.ingest(root, out_dir, opts.ingest_options(), progress)
+    return ingest(root, out_dir, opts, progress)
 
 
 def detect(root: str | Path, options: AnalyzeOptions | None = None):

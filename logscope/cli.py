@@ -264,16 +264,21 @@ def analyze(
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: _check_input(input), debug)
     limit = _run(lambda: _memory(max_memory), debug)
+    budget = memory.default_budget() if limit == "auto" else limit
     # before polars is loaded (the next import): how its allocator returns memory is set when it starts
-    if memory.tune_allocator(input, memory.default_budget() if limit == "auto" else limit) and verbose:
+    if memory.tune_allocator(input, budget) and verbose:
         err.print(f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
                   f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})", style="yellow")
+    apart = memory.tight(input, budget)
+    if apart and verbose:
+        err.print("logscope: note: memory is tight: ingest runs in a process of its own, so that the later stages "
+                  "start from a fresh heap", style="yellow")
     from . import api
 
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
-                    max_memory=limit, reparse=reparse, **slo.given(slo_ttft, slo_e2e, slo_success))
+                    max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
     with prog or _Null():
