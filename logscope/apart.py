@@ -28,6 +28,7 @@ from .errors import LogscopeError
 from .ingest import IngestOptions, IngestResult, Progress
 
 CHILD = "logscope.apart:child"
+POSSIBLE = os.name == "posix"  # the messages' pipe is handed to the child by ``pass_fds``
 
 
 def child(root: str, out_dir: str, options: IngestOptions, send) -> None:
@@ -75,8 +76,11 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
     try:
         with os.fdopen(r, "rb") as messages:
             assert proc.stdin is not None
-            proc.stdin.write(pickle.dumps((sys.path, target, (str(root), str(out_dir), options))))
-            proc.stdin.close()
+            try:
+                proc.stdin.write(pickle.dumps((sys.path, target, (str(root), str(out_dir), options))))
+                proc.stdin.close()
+            except BrokenPipeError:  # it ended before it read its task: said below, by its exit code
+                pass
             while True:
                 try:
                     kind, *rest = pickle.load(messages)

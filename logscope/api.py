@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from . import slo
+from . import apart, slo
 from .ingest import IngestOptions, IngestResult, Progress
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
@@ -157,15 +157,13 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
 
 
 def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> IngestResult:
-    apart = opts.ingest_apart
-    if apart is None:
+    separate = opts.ingest_apart
+    if separate is None:
         from . import memory
 
-        apart = memory.tight(Path(root), opts.memory_limit())
-    if apart:
-        from . import apart as _apart
-
-        return _apart.ingest(root, out_dir, opts.ingest_options(), progress)
+        separate = memory.tight(Path(root), opts.memory_limit())
+    if separate and apart.POSSIBLE:
+        return apart.ingest(root, out_dir, opts.ingest_options(), progress)
     return ingest(root, out_dir, opts, progress)
 
 
