@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .errors import LogscopeError
 from .ingest import IngestOptions, IngestResult, Progress
+from .ingest import ingest as ingest_here
 
 CHILD = "logscope.apart:child"
 POSSIBLE = os.name == "posix"  # the messages' pipe is handed to the child by ``pass_fds``
@@ -33,9 +34,7 @@ POSSIBLE = os.name == "posix"  # the messages' pipe is handed to the child by ``
 
 def child(root: str, out_dir: str, options: IngestOptions, send) -> None:
     """The child's work: ingest, with each progress message and the result sent to the parent."""
-    from .ingest import ingest
-
-    send(("done", ingest(root, out_dir, options, lambda msg, frac: send(("progress", msg, frac)))))
+    send(("done", ingest_here(root, out_dir, options, lambda msg, frac: send(("progress", msg, frac)))))
 
 
 def main() -> None:

@@ -40,12 +40,6 @@ class AnalyzeOptions:
     command_line: str = ""
     extra: dict = field(default_factory=dict)
 
-    def memory_limit(self) -> int | None:
-        """``max_memory`` in bytes ('auto': a share of the memory free now, ``logscope.memory.default_budget``)."""
-        from . import memory
-
-        return memory.default_budget() if self.max_memory == "auto" else self.max_memory
-
     def ingest_options(self) -> IngestOptions:
         return IngestOptions(
             tz=self.tz,
@@ -119,11 +113,11 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
     given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
     (``logscope.budget.choose``), which every output then names."""
-    from . import budget, scope
+    from . import budget, memory, scope
 
     if scope.of(options):
         return options
-    limit = options.memory_limit()
+    limit = memory.budget_of(options.max_memory)
     if options.slice_rows is None and budget.slices_fit(Path(out_dir), limit):
         return replace(options, slice_rows=budget.SLICE_ROWS)
     choice = budget.choose(Path(out_dir), limit)
@@ -161,7 +155,7 @@ def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, pr
     if separate is None:
         from . import memory
 
-        separate = memory.tight(Path(root), opts.memory_limit())
+        separate = memory.tight(Path(root), memory.budget_of(opts.max_memory))
     if separate and apart.POSSIBLE:
         return apart.ingest(root, out_dir, opts.ingest_options(), progress)
     return ingest(root, out_dir, opts, progress)

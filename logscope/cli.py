@@ -264,15 +264,15 @@ def analyze(
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: _check_input(input), debug)
     limit = _run(lambda: _memory(max_memory), debug)
-    budget = memory.default_budget() if limit == "auto" else limit
+    budget = memory.budget_of(limit)
     # before polars is loaded (the next import): how its allocator returns memory is set when it starts
     if memory.tune_allocator(input, budget) and verbose:
         err.print(f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
                   f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})", style="yellow")
     apart = memory.tight(input, budget)
     if apart and verbose:
-        err.print("logscope: note: memory is tight: ingest runs in a process of its own, so that the later stages "
-                  "start from a fresh heap", style="yellow")
+        err.print("logscope: note: memory is tight: an ingest runs in a process of its own, so that the later "
+                  "stages start from a fresh heap", style="yellow")
     from . import api
 
     rng = _run(lambda: _range(since, until, tz), debug)

@@ -114,6 +114,11 @@ def default_budget() -> int | None:
     return None if free is None else int(free * AVAILABLE_SHARE)
 
 
+def budget_of(max_memory: int | str | None) -> int | None:
+    """``--max-memory`` / ``AnalyzeOptions.max_memory`` in bytes: 'auto' is ``default_budget()``, None no limit."""
+    return default_budget() if max_memory == "auto" else max_memory
+
+
 def input_bytes(root: Path) -> int:
     """The bytes of the logs under ``root``, a compressed file counted as its likely expanded size."""
     total = 0
