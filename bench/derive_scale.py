@@ -25,8 +25,8 @@ sys.path.insert(0, str(HERE))
 from run import measure  # noqa: E402
 
 STEPS = {
-    "server_requests": "from logscope import derive; derive._server_requests(Path(sys.argv[1]))",
-    "stats_intervals": "from logscope import derive; derive._stats_intervals(Path(sys.argv[1]))",
+    "server_requests": "from logscope.ingest import derive; derive._server_requests(Path(sys.argv[1]))",
+    "stats_intervals": "from logscope.ingest import derive; derive._stats_intervals(Path(sys.argv[1]))",
 }
 
 

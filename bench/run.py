@@ -11,7 +11,7 @@ os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's; the 
 ru_maxrss and the summed RSS of the tool's process tree, sampled every 50 ms (bench/treerss.py: an
 ingest in a child process runs beside its parent). On a shared machine
 the CPU column is the steadier one. --max-memory SIZE adds a run of ``logscope analyze --max-memory
-SIZE`` and prints the range it chose (logscope/budget.py); --one-file times one large access log alone, on
+SIZE`` and prints the range it chose (logscope/resources/budget.py); --one-file times one large access log alone, on
 every core and on one thread. --against REV runs ``logscope ingest`` and ``analyze`` of another git
 revision too (a worktree of it), alternating with this code run by run: on a machine whose speed
 drifts by 5-10 % within an hour, only side-by-side runs tell a change from the drift. --quick skips

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from . import apart, slo
-from .ingest import IngestOptions, IngestResult, Progress
+from . import slo
+from .ingest import IngestOptions, IngestResult, Progress, apart
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
 
@@ -16,17 +16,17 @@ from .ingest import reuse as _reuse
 class AnalyzeOptions:
     tz: str = "UTC"
     window: str | None = None  # e.g. "10s"; None = chosen from the data span
-    since: datetime | None = None  # analyse only records overlapping [since, until] (UTC; logscope.scope)
+    since: datetime | None = None  # analyse only records overlapping [since, until] (UTC; logscope.resources.scope)
     until: datetime | None = None
     # memory the analysis after ingest may take: "auto" (a share of what is free), bytes, or None (no limit);
-    # past it, analyze looks at the range that fits (logscope.budget) unless since/until are given
+    # past it, analyze looks at the range that fits (logscope.resources.budget) unless since/until are given
     max_memory: int | str | None = "auto"
     range_chosen: dict | None = None  # set by fit_memory: why the range was chosen
     # correlate in time slices of about this many request-level rows (logscope.correlate.slices): None or 0,
     # the whole at once unless fit_memory finds that only slices fit the memory budget
     slice_rows: int | None = None
-    # ingest in a process of its own (logscope.apart), so that the later stages start from a fresh heap: None,
-    # when memory is tight for the input (logscope.memory.tight)
+    # ingest in a process of its own (logscope.ingest.apart), so that the later stages start from a fresh heap: None,
+    # when memory is tight for the input (logscope.resources.memory.tight)
     ingest_apart: bool | None = None
     slo_ttft_s: float = slo.DEFAULTS["slo_ttft_s"]
     slo_e2e_s: float = slo.DEFAULTS["slo_e2e_s"]
@@ -36,7 +36,7 @@ class AnalyzeOptions:
     nginx_log_format: str | None = None
     reparse: bool = False  # parse again even when out_dir holds the tables of the same files (ingest.reuse)
     workers: int | None = None  # None: logscope.ingest.default_workers()
-    chunk_bytes: int | None = None  # None: logscope.sources.CHUNK_BYTES
+    chunk_bytes: int | None = None  # None: logscope.ingest.sources.CHUNK_BYTES
     command_line: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -94,7 +94,8 @@ def require_known_format(res: IngestResult) -> None:
 
 def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
     """A --since/--until range that misses every timestamp of the inputs is a mistake: say where they are."""
-    from . import clock, scope
+    from . import clock
+    from .resources import scope
 
     rng = scope.of(options)
     lo, hi = clock.files_span(Path(out_dir))
@@ -112,8 +113,8 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
 def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
     given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
-    (``logscope.budget.choose``), which every output then names."""
-    from . import budget, memory, scope
+    (``logscope.resources.budget.choose``), which every output then names."""
+    from .resources import budget, memory, scope
 
     if scope.of(options):
         return options
@@ -153,7 +154,7 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
 def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> IngestResult:
     separate = opts.ingest_apart
     if separate is None:
-        from . import memory
+        from .resources import memory
 
         separate = memory.tight(Path(root), memory.budget_of(opts.max_memory))
     if separate and apart.POSSIBLE:
@@ -170,7 +171,7 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
 
     import parsers
 
-    from . import envelopes, sources
+    from .ingest import envelopes, sources
 
     with tempfile.TemporaryDirectory(prefix="logscope-detect-") as tmp:
         res = ingest(root, tmp, options)

@@ -73,7 +73,7 @@ def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=Non
 
 
 def _range(since: str | None, until: str | None, tz: str):
-    from . import scope
+    from .resources import scope
 
     try:
         return scope.make(since, until, tz)
@@ -83,7 +83,7 @@ def _range(since: str | None, until: str | None, tz: str):
 
 
 def _memory(text: str) -> int | str | None:
-    from . import memory
+    from .resources import memory
 
     if text.strip().lower() == "auto":
         return "auto"
@@ -256,7 +256,7 @@ def analyze(
     debug: DebugOpt = False,
 ) -> None:
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
-    from . import memory
+    from .resources import memory
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:

@@ -33,7 +33,7 @@ A format module is a plain module (no class needed) exposing:
                  a whole read's)
 ``CONTAINER_TIME``  optional, True when the format reads an RFC 3339 stamp in front of a line (``docker logs
                  --timestamps``): a container runtime's log file of it then gives each line with the
-                 runtime's time in front (``logscope/envelopes.py``), else the line alone
+                 runtime's time in front (``logscope/ingest/envelopes.py``), else the line alone
 ``parse_document(text: str, ctx: ParseContext) -> ChunkResult``  (MODE 'document')
 
 Parsers are vectorised: a chunk is parsed with polars string expressions (``str.extract_groups``,

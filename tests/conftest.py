@@ -48,7 +48,7 @@ def ingest_files(tmp_path: Path, *files: Path, **opts):
 def held(monkeypatch) -> dict[str, int]:
     """How many segments kept their rows (the guessed state held) and how many were read again."""
     seen = {"kept": 0, "again": 0}
-    from logscope import pieces
+    from logscope.ingest import pieces
 
     real = pieces._rebase
 

@@ -1,4 +1,4 @@
-"""Ingest in a process of its own (logscope/apart.py): the same tables as in-process, progress forwarded,
+"""Ingest in a process of its own (logscope/ingest/apart.py): the same tables as in-process, progress forwarded,
 and whatever ends the child (an error of logscope's, a bug, the OOM killer's signal) said by the parent."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import polars as pl
 import pytest
 
 from conftest import LAB, need
-from logscope import apart
 from logscope.api import AnalyzeOptions, analyze
 from logscope.errors import LogscopeError
-from logscope.ingest import IngestOptions
+from logscope.ingest import IngestOptions, apart
 
 
 def test_the_same_tables_and_progress_as_in_process(tmp_path):

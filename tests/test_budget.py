@@ -1,5 +1,5 @@
 """--max-memory: when the whole input would not fit, analyze looks at the range around the worst minute
-that does (logscope.budget), and says so in every output. On the real retry-storm recording."""
+that does (logscope.resources.budget), and says so in every output. On the real retry-storm recording."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import LAB, ROOT, need
-from logscope import budget, memory, scope
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.cli import app
 from logscope.correlate.frames import kept_client_sources
+from logscope.resources import budget, memory, scope
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
 

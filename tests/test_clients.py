@@ -19,8 +19,7 @@ import pytest
 
 import parsers
 from conftest import DATA, LAB, ingest_files, need
-from logscope import sources
-from logscope.ingest import IngestOptions
+from logscope.ingest import IngestOptions, sources
 from logscope.ingest import ingest as raw_ingest
 
 CLIENTS = DATA / "clients"

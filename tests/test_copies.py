@@ -11,9 +11,8 @@ from pathlib import Path
 import polars as pl
 
 from conftest import LAB, ROOT, need
-from logscope import sources
 from logscope.api import AnalyzeOptions, analyze
-from logscope.ingest import COPY_NOTE
+from logscope.ingest import COPY_NOTE, sources
 
 STORM = ROOT / "samples" / "retry-storm"
 

@@ -20,8 +20,8 @@ import pytest
 from test_ingest_segments import _same_as_whole_read
 
 from conftest import LAB, ROOT, need
-from logscope import envelopes
 from logscope.api import AnalyzeOptions, analyze, ingest
+from logscope.ingest import envelopes
 
 SPIKE = LAB / "spike"
 _VLLM_TIME = re.compile(r" (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ")
@@ -323,7 +323,7 @@ def test_a_vllm_log_printed_by_journalctl(tmp_path, fmt):
 @pytest.mark.parametrize("kind", ["cri", "docker"])
 @pytest.mark.parametrize("run", ["retry-storm", "spike"])
 def test_a_container_log_read_in_pieces_gives_the_rows_of_a_whole_read(tmp_path, held, kind, run):
-    """A large container log of vLLM is read in pieces on every core like a plain one (logscope.pieces): cut
+    """A large container log of vLLM is read in pieces on every core like a plain one (logscope.ingest.pieces): cut
     only after a record that ends its line, each piece's lines unwrapped, the lines before a cut too (the
     state a piece is guessed from). The sample's log, lines cut into records past 300 characters, read in 8 KiB
     chunks and 6 segments: every table, and each file's coverage and messages, as a whole read's."""

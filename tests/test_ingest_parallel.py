@@ -1,5 +1,5 @@
 """The chunks of one file of an INDEPENDENT_CHUNKS format are parsed on several threads at once, and the
-tables are exactly those of the one-thread parse (logscope.streams.parsed)."""
+tables are exactly those of the one-thread parse (logscope.ingest.streams.parsed)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A large file, or a rotated set, of a format with SEGMENT_COUNTERS (vLLM) is read in pieces on every core,
 and the tables are exactly those of a whole read, whether each piece's guessed state held or it was read
-again (logscope.pieces)."""
+again (logscope.ingest.pieces)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import pytest
 
 import parsers
 from conftest import LAB, PUBLIC, ROOT, need
-from logscope import pieces, sources, streams
-from logscope.ingest import IngestOptions, ingest
+from logscope.ingest import IngestOptions, ingest, pieces, sources, streams
 
 SAMPLES = ROOT / "samples"
 

@@ -13,7 +13,7 @@ import pytest
 
 import parsers
 from conftest import DATA, LAB, PUBLIC, ingest_files, need
-from logscope import metric_stats, sources
+from logscope.ingest import metric_stats, sources
 from parsers import prometheus_query_range, prometheus_text, prometheus_tsdb_dump
 from parsers.base import ParseContext
 
@@ -318,8 +318,7 @@ def test_stats_intervals_in_batches_equal_a_whole_sort(tmp_path, monkeypatch, ba
     """derive computes interval_s a batch of (replica, origin) series at a time; the table must be what one
     sort of the whole table gives: ordered by (replica, origin, ts, seq), each row's interval the time since
     the previous row of its series. Two lab runs as two replicas, each with its log and its Prometheus dump."""
-    from logscope import derive
-    from logscope.ingest import IngestOptions, ingest
+    from logscope.ingest import IngestOptions, derive, ingest
 
     monkeypatch.setattr(derive, "STATS_BATCH_ROWS", batch)
 

@@ -48,7 +48,7 @@ def test_detect_many_is_detect_file_by_file(tmp_path):
     from pathlib import Path
 
     from conftest import DATA, LAB, ROOT
-    from logscope import sources
+    from logscope.ingest import sources
 
     heads = [list(m.SAMPLES) for m in parsers.FORMATS]
     for root in (ROOT / "samples", DATA, LAB):

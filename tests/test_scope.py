@@ -1,5 +1,5 @@
 """--since / --until: correlation, diagnosis and report look at the records that overlap a time range
-(logscope.scope), on the real lab recordings; every line is still read."""
+(logscope.resources.scope), on the real lab recordings; every line is still read."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import LAB, ROOT, need
-from logscope import scope
 from logscope.api import AnalyzeOptions, analyze
 from logscope.cli import app
+from logscope.resources import scope
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
 

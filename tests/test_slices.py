@@ -135,8 +135,9 @@ def test_clock_probe_finds_the_skew(tmp_path, tmp_path_factory, fine, monkeypatc
 def test_analyze_slices_when_only_slices_fit(tmp_path, tmp_path_factory):
     """A budget between the sliced and the whole estimate: analyze correlates the whole input in slices, not a
     range of it, and the report says so."""
-    from logscope import api, budget
+    from logscope import api
     from logscope.correlate.frames import kept_client_sources
+    from logscope.resources import budget
 
     base, whole = run_lab(tmp_path_factory, "orphan")
     kept, _ = kept_client_sources(base, sample=budget.PICK_SAMPLE)
@@ -158,9 +159,9 @@ def test_the_cli_says_it_sliced(tmp_path, tmp_path_factory):
     from typer.testing import CliRunner
 
     from conftest import LAB, need
-    from logscope import budget
     from logscope.cli import app
     from logscope.correlate.frames import kept_client_sources
+    from logscope.resources import budget
 
     base, _ = run_lab(tmp_path_factory, "spike")
     rec = budget.records_bytes(base, kept_client_sources(base, sample=budget.PICK_SAMPLE)[0])

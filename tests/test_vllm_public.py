@@ -16,7 +16,7 @@ import pytest
 
 import parsers
 from conftest import PUBLIC, ingest_files, need
-from logscope import sources
+from logscope.ingest import sources
 from parsers import vllm_server
 
 # file prefix -> (stats rows, {event kind: rows}, {request event: rows})

@@ -15,8 +15,8 @@ import regex
 
 import parsers
 from conftest import LAB, PUBLIC, ingest_files, need
-from logscope import schemas, sources
-from logscope.ingest import IngestOptions, ingest
+from logscope import schemas
+from logscope.ingest import IngestOptions, ingest, sources
 from parsers import _common, vllm_server
 from parsers.base import ParseContext
 
@@ -417,7 +417,7 @@ def test_server_requests_in_passes_equal_one_pass(tmp_path, monkeypatch, run):
     tiny passes, split batches, merge batches, cursor reads and sort windows (a merge batch then spans several
     reads of a part, a read several merge batches, and a window several batches). The log is pasted twice, so
     ids repeat across batches; another run's log is a second source."""
-    from logscope import derive
+    from logscope.ingest import derive
 
     src = need(LAB / run)
     logs = [p for p in src.iterdir() if p.name.startswith("vllm") and p.suffix == ".log"]
@@ -456,7 +456,7 @@ def test_merge_key_follows_the_parts_sort_order():
     """derive's merge key must order rows as the passes sort them (source, then _first, nulls first): a part's
     rows in one key window are then a run of it. Checked on every (source, _first) pairing of names, nulls
     and the extremes of the seq span."""
-    from logscope import derive
+    from logscope.ingest import derive
 
     names, span = ["replica-0/vllm.log", "replica-1/vllm.log"], (5, 900)
     df = pl.DataFrame({"source": [None, *names] * 4, "_first": [None] * 3 + [5] * 3 + [6] * 3 + [900] * 3},

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas, scope
+from .. import schemas
+from ..resources import scope
 from . import assemble, clock, frames, link, narrow, summary, windows
 from .frames import Frames, to_ts
 

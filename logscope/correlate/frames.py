@@ -13,8 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas, scope
-from ..scope import Range
+from .. import schemas
+from ..resources import scope
+from ..resources.scope import Range
 
 INPUTS = (
     "files",

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas, scope
-from ..scope import Range
+from .. import schemas
+from ..resources import scope
+from ..resources.scope import Range
 from . import (
     Result,
     Whole,
@@ -102,7 +103,9 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
 # ------------------------------------------------------------------ the whole input, on narrow scans
 
 def _pick(out: Path, rng: Range) -> pl.DataFrame:
-    from ..budget import PICK_SAMPLE  # the estimate's sample: deciding on every row holds every client id
+    from ..resources.budget import (
+        PICK_SAMPLE,  # the estimate's sample: deciding on every row holds every client id
+    )
 
     return frames.pick_table(*frames.kept_client_sources(out, rng, sample=PICK_SAMPLE))
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-from logscope import clock, jsontext, schemas, scope
-
+from .. import clock, jsontext, schemas
+from ..resources import scope
 from . import capacity, episodes, figures, findings, ladder, lifecycle, tables
 from .episodes import Context, Slo
 from .tables import Inputs, load

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
-from logscope import schemas, scope
-from logscope.scope import Range
+from .. import schemas
+from ..resources import scope
+from ..resources.scope import Range
 
 # max/mean of the server's state over a span: episodes, steps and windows use the same figures
 SERVER_STATE_AGGS = (
@@ -85,12 +86,12 @@ class Inputs:
     phases: pl.DataFrame
     gateway: pl.DataFrame  # COLUMNS["gateway_attempts"]
     gateway_errors: pl.DataFrame  # COLUMNS["gateway_errors"]
-    rng: Range = scope.ALL  # the time range examined (logscope.scope)
+    rng: Range = scope.ALL  # the time range examined (logscope.resources.scope)
     access_lines: int = 0  # how many access lines there are
 
 
 def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
-    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.scope``)."""
+    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.resources.scope``)."""
     stats = read(out, "server_stats", rng=rng).filter(pl.col("ts").is_not_null())
     in_range = scope.where("server_events", rng)
     if in_range is not None:  # and the server's set-up and starts outside it (capacity; whose death is inside)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas, scope
+from .. import schemas
+from ..resources import scope
 
 TABLES = (
     "files",

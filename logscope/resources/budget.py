@@ -21,8 +21,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from . import schemas, scope
-from .diagnose.thresholds import Thresholds
+from .. import schemas
+from ..diagnose.thresholds import Thresholds
+from . import scope
 from .memory import gib, returns_freed
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
@@ -33,7 +34,7 @@ BASE_BYTES = 512 * 2**20
 PER_RECORD_FACTOR = 2.5
 # correlated in time slices (logscope.correlate.slices), the peak is that of one stage over the narrow columns of
 # every request, plus what the stage before it left (docs/performance.md, item 33): 5 GB bench folder 1.53 GB
-# (0.75 x the records); with the allocator handing freed pages back (logscope.memory, set by the CLI when memory is
+# (0.75 x the records); with the allocator handing freed pages back (logscope.resources.memory, set by the CLI when memory is
 # tight) 0.94-1.03 GiB (0.40 x), and 1 GB folder 0.58 GiB (0.3 x, ingest's peak). Both rounded up, to err high
 SLICED_FACTOR = 0.9
 SLICED_FACTOR_RETURNING = 0.5
@@ -99,7 +100,7 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
     """A table the later stages hold, of the kept client sources (all with ``kept`` None), with its rows and
     its in-memory bytes per row in the columns correlation reads, measured on its first rows; None when
     absent or empty."""
-    from .correlate import frames
+    from ..correlate import frames
 
     p = Path(out) / f"{table}.parquet"
     rows = pq.ParquetFile(p).metadata.num_rows if p.exists() else 0
@@ -132,7 +133,7 @@ def slices_fit(out: Path, budget: int | None) -> bool:
     """True when the whole input does not fit ``budget`` correlated at once, but does in time slices."""
     if budget is None or whole_need(out) <= budget:
         return False
-    from .correlate.frames import kept_client_sources
+    from ..correlate.frames import kept_client_sources
 
     kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
     rec = records_bytes(out, kept)
@@ -169,7 +170,7 @@ def choose(out: Path, budget: int | None) -> Choice | None:
         return None
     if whole_need(out) <= budget:  # every client view counted: when even that fits, nothing more is read
         return None
-    from .correlate.frames import kept_client_sources
+    from ..correlate.frames import kept_client_sources
 
     kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
     whole = whole_need(out, kept)

@@ -8,9 +8,9 @@ disk anyway; what comes back is the small ``IngestResult`` (the files table) and
 The child is a new interpreter (``python -c``), not a fork: a fork of a process whose polars thread pools
 run may deadlock, and multiprocessing's ``spawn`` runs the caller's main script again, which a notebook
 cell or a script without a ``__main__`` guard does not survive. It inherits the environment (the allocator
-setting ``logscope.memory`` made) and is told the rest on its stdin; its messages come back pickled on a
+setting ``logscope.resources.memory`` made) and is told the rest on its stdin; its messages come back pickled on a
 pipe of their own, so that what it prints stays the user's. It costs a Python start and polars' import
-(~0.5 s), and is chosen only when memory is tight (``logscope.memory.tight``).
+(~0.5 s), and is chosen only when memory is tight (``logscope.resources.memory.tight``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import threading
 import traceback
 from pathlib import Path
 
-from .errors import LogscopeError
-from .ingest import IngestOptions, IngestResult, Progress
-from .ingest import ingest as ingest_here
+from ..errors import LogscopeError
+from . import ingest as ingest_here
+from .options import IngestOptions, IngestResult, Progress
 
-CHILD = "logscope.apart:child"
+CHILD = "logscope.ingest.apart:child"
 POSSIBLE = os.name == "posix"  # the messages' pipe is handed to the child by ``pass_fds``
 
 
@@ -67,7 +67,7 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
     killer) is a ``LogscopeError`` that says so. ``target`` ('module:function') is what the child runs."""
     r, w = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-c", "import logscope.apart as a; a.main()", str(w)],
+        proc = subprocess.Popen([sys.executable, "-c", "import logscope.ingest.apart as a; a.main()", str(w)],
                                 stdin=subprocess.PIPE, pass_fds=(w,))
     finally:
         os.close(w)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import schemas
+from .. import schemas
 
 RUNNING, WAITING, SWAPPED = "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_swapped"
 KV, GPU_KV, CPU_KV = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:cpu_cache_usage_perc"

@@ -11,7 +11,8 @@ import polars as pl
 
 from parsers._common import endpoint_expr
 
-from . import metric_stats, schemas
+from .. import schemas
+from . import metric_stats
 
 TABLES = ("server_requests",)  # tables made here (server_stats, a parsed table, is completed here too)
 

@@ -19,8 +19,9 @@ import polars as pl
 from parsers.base import ParseContext
 
 from . import sources, unrecognized
+from .options import cores
 from .store import Store, shifted
-from .streams import FileState, Job, context, cores, cost, failed, finish, read
+from .streams import FileState, Job, context, cost, failed, finish, read
 
 # bytes before a piece replayed to guess its parser's state: a record open across the cut must start
 # within them for the guess to hold (a traceback is a few KB; else the piece is read again in turn)

@@ -46,7 +46,7 @@ class InputFile:
     rotation: int  # 0 for the live file, N for file.N (older)
     messages: list[str] = field(default_factory=list)
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
-    envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.envelopes``)
+    envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
 
     def quiet(self) -> InputFile:
@@ -184,7 +184,7 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     whole read makes there, numbered from ``span.first_line``. ``tally`` then counts what a whole read says in
     a message at the end (lines cut to MAX_LINE_CHARS, pieces of lines joined: ``tally_messages``). ``meter``
     is told the bytes of each chunk (decompressed) before it is yielded. A wrapped log's lines are those inside
-    its records (``logscope.envelopes``)."""
+    its records (``logscope.ingest.envelopes``)."""
     if f.envelope is not None:
         yield from _unwrapped(f, iter_line_chunks(_bare(f), chunk_bytes, span, tally, meter), tally)
         return

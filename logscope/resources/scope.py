@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from . import schemas
+from .. import schemas
 
 # tables that describe the inputs as a whole, never cut
 WHOLE = ("files", "unrecognized", "clock_offsets", "episodes", "findings", "ladder")
@@ -27,7 +27,7 @@ WHOLE = ("files", "unrecognized", "clock_offsets", "episodes", "findings", "ladd
 class Range:
     since: datetime | None = None  # UTC, inclusive
     until: datetime | None = None  # UTC, inclusive
-    chosen: dict | None = field(default=None, compare=False)  # why logscope chose it (logscope.budget), if it did
+    chosen: dict | None = field(default=None, compare=False)  # why logscope chose it (logscope.resources.budget), if it did
 
     def __bool__(self) -> bool:
         return self.since is not None or self.until is not None

@@ -15,9 +15,7 @@ import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,9 +24,14 @@ import polars as pl
 import parsers
 from parsers import _mixed as mixed
 
-from . import __version__, derive, envelopes, pieces, schemas, sources, streams
+from .. import __version__, schemas
+from . import derive, envelopes, pieces, sources, streams
+from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
-from .streams import FileState, Job, Meter, cores, cost
+from .streams import FileState, Job, Meter, cost
+
+__all__ = ["COPY_NOTE", "PARSED_TABLES", "IngestOptions", "IngestResult", "Progress", "default_workers",
+           "fingerprint", "ingest", "reuse"]
 
 PARSED_TABLES = (
     "server_stats",
@@ -47,44 +50,6 @@ COPY_KEY_LINES = 50
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
-
-
-def default_workers() -> int:
-    """Streams parsed at once: one more than the cores this process may use, at most 4. Polars releases
-    the GIL in its kernels, but each stream also runs Python between them and some single-threaded
-    kernels: a third stream on 2 cores fills those gaps (1 GB bench: 11.7 -> 11.2 s, peak RSS at 5 GB
-    unchanged). Each stream holds a chunk's intermediate columns, hence the cap."""
-    return min(4, cores() + 1)
-
-
-@dataclass
-class IngestOptions:
-    tz: str = "UTC"
-    include_prompts: bool = False
-    replica: str | None = None  # force one replica name for every server file
-    nginx_log_format: str | None = None
-    workers: int = field(default_factory=default_workers)
-    chunk_bytes: int = sources.CHUNK_BYTES
-    # parsed rows held in memory before spilling to part files (as estimated: their real footprint is larger);
-    # 64 MiB against 128: 5 GB ingest 817-839 -> 703-730 MiB in the same 54-55 s (docs/performance.md item 29)
-    memory_bytes: int = 64 * 1024 * 1024
-    segment_bytes: int = 32 * 1024 * 1024  # the smallest segment a large file is cut into (``pieces.plan``)
-    segments: int | None = None  # force this many segments per file of a format that allows them (tests, bench)
-
-
-@dataclass
-class IngestResult:
-    out_dir: Path
-    files: pl.DataFrame
-    seconds: float
-    bytes_in: int
-    reused: bool = False  # the tables of an earlier ingest of the same files (``reuse``)
-
-    def table(self, name: str) -> pl.DataFrame:
-        return pl.read_parquet(self.out_dir / f"{name}.parquet")
-
-
-Progress = Callable[[str, float], None]
 
 
 def ingest(

@@ -1,11 +1,10 @@
 """Reading one stream (a file, or a rotated set oldest first) of a folder, and what every read of a stream
 shares: the file's tallies (``FileState``), the ingest's settings (``Job``), progress, the rows handed to the
-store. A long stream of a format that allows it is read in pieces instead (``logscope.pieces``)."""
+store. A long stream of a format that allows it is read in pieces instead (``logscope.ingest.pieces``)."""
 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 from collections import deque
@@ -13,27 +12,18 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 import parsers
 from parsers.base import ChunkResult, ParseContext
 
-from . import schemas, sources, unrecognized
+from .. import schemas
+from . import sources, unrecognized
+from .options import IngestOptions, Progress, cores
 from .store import Store, compact
 
-if TYPE_CHECKING:
-    from .ingest import IngestOptions, Progress
-
 DEFAULT_SPEED = 100  # MB/s on one core of a parser that states none (parsers/base.py)
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 @dataclass

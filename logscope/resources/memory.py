@@ -19,7 +19,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 RETURN_FREED = "background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0"
 # analysing a folder needs about NEED_BASE + NEED_PER_BYTE x its bytes (5 GB bench folder, whole: 3.6 GB;
-# logscope.budget estimates it from the tables once they exist); a compressed file counts COMPRESSED times
+# logscope.resources.budget estimates it from the tables once they exist); a compressed file counts COMPRESSED times
 NEED_BASE, NEED_PER_BYTE, COMPRESSED = 512 * 2**20, 0.75, 8
 COMPRESSED_SUFFIXES = (".gz", ".zst", ".bz2", ".xz")
 

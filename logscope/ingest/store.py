@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import schemas
+from .. import schemas
 
 # rows per Parquet row group: a streaming scan decodes a few groups at once, so smaller groups keep
 # every later scan (derive, correlate) light (64k: 314 MB vs 574 MB scanning 3M request events)
@@ -17,7 +17,7 @@ ROW_GROUP = 64_000
 
 def shifted(frame, offsets: dict[str, int], columns) -> pl.DataFrame | pl.LazyFrame:
     """``frame`` with ``offsets`` added to those of its ``columns`` they name (counters of rows read from a
-    guessed state, ``logscope.pieces``)."""
+    guessed state, ``logscope.ingest.pieces``)."""
     return frame.with_columns(pl.col(c) + off for c, off in offsets.items() if c in columns and off)
 
 
@@ -33,7 +33,7 @@ class Store:
     Rows are keyed (stream index, segment, chunk number), so every table comes out in stream order (by
     path) and, within a stream, file order, whichever worker finished first. A spill writes one part file
     per table, stream and segment, so a large folder makes a few large parts rather than one per chunk.
-    A piece read ahead of its turn (``logscope.pieces``) may be dropped, or have its counters shifted.
+    A piece read ahead of its turn (``logscope.ingest.pieces``) may be dropped, or have its counters shifted.
     """
 
     def __init__(self, parts: Path, budget: int) -> None:
