@@ -1,0 +1,289 @@
+"""vllm_server's rows: header, era and process-prefix patterns, each line's fields, its time, its record."""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from logscope.schemas import TS
+
+from ._common import ascii_classes, local_to_utc
+from .base import ParseContext
+
+_LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+_HEAD_CHARS = 320  # the capture pass only reads this much of a line: headers are shorter
+_ANSI = r"\x1b\[[0-9;]*m"
+# one capture pass: [process prefix] then a vLLM or a uvicorn header
+_HEADER = ascii_classes(
+    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?)?"
+    rf"(?:(?P<lvl>{_LVL}) (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \[?[^\s\]]+\] ?|(?P<uv>{_LVL}|TRACE): +)?)"
+)
+# the same without groups: a search is several times cheaper than a capture pass, which then only
+# runs on the distinct headers (a header repeats within its second)
+_HEADER_SPAN = re.sub(r"\?P<\w+>", "?:", _HEADER)
+# only run when a chunk has such lines: docker/kubectl time, a python-logging config (user or otel)
+_DATED = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:")  # either of the two, one test for both first
+_DATED_T = ascii_classes(r"^\d{4}-\d\d-\d\dT\d\d:")
+_DATED_PY = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ")
+_CTS = ascii_classes(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
+_PYLOG = ascii_classes(
+    r"^(?P<pyhdr>(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
+    rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - )"
+)
+# a vLLM header in the middle of a line: two records glued together by a paste
+_GLUE = ascii_classes(rf"(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]")
+# traceback-shaped lines (indented, exception lines, markers, blank) continue an open record
+_TB = ascii_classes(
+    r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause|File \"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+    r"|\^+$|Process [\w-]+:$|$)"
+)
+_TB_STRONG = ascii_classes(
+    r"^(?:\s*Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause|\s*File \"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+    r"|Process [\w-]+:$)"
+)
+# third-party output known to appear in vLLM server logs (classified, produces no rows)
+_NOISE = ascii_classes(
+    r"^(?:\s*(?:Loading safetensors checkpoint shards|Loading pt checkpoint shards|Processed prompts"
+    r"|Capturing CUDA graphs?)\b|nanobind: |See https://nanobind\.readthedocs|Triton is installed"
+    r"|Triton not installed|No CUDA runtime is found|\S+\.py:\d+: \w*Warning: |\[[WEI]\d{4} \d\d:\d\d:\d\d)"
+)
+_JSON_FIELD = r'"{}": "((?:[^"\\]|\\.)*)"'
+
+
+# ---- row parsing -------------------------------------------------------------------------------
+
+
+def _parse(lines: pl.DataFrame) -> pl.DataFrame:
+    """Header fields and message of each line; lines holding glued records are split into parts."""
+    df = lines.select(
+        "line_no",
+        pl.lit(0, dtype=pl.Int32).alias("part"),
+        pl.col("line").str.len_bytes().cast(pl.Int64).alias("plen"),
+        pl.col("line"),
+    )
+    if df.height and bool(df["line"].str.contains("\x1b", literal=True).any()):
+        df = df.with_columns(pl.col("line").str.replace_all(_ANSI, ""))
+    df = _fields(df)
+    glued = df["msg"].str.contains(_GLUE)
+    if bool(glued.any()):
+        parts = (
+            df.filter(glued)
+            .select(
+                "line_no",
+                "plen",
+                (pl.col("hdr") + pl.col("msg").str.replace_all(_GLUE, "\n$0")).str.split("\n").alias("line"),
+            )
+            .explode("line")
+            .with_columns(pl.int_range(pl.len()).over("line_no").cast(pl.Int32).alias("part"))
+            .select("line_no", "part", "plen", pl.col("line"))
+        )
+        parts = _fields(parts.with_columns(pl.col("line").str.strip_chars_end("\r")))
+        df = pl.concat([df.filter(~glued), parts], how="vertical_relaxed").sort(["line_no", "part"])
+    return df
+
+
+def _fields(df: pl.DataFrame) -> pl.DataFrame:
+    line = pl.col("line")
+    df = df.with_columns(line.str.ends_with("\r").alias("cr"))
+    body = line.str.strip_chars_end("\r") if bool(df["cr"].any()) else line
+    df = df.with_columns(body.alias("body")).drop("line")
+    b = pl.col("body")
+    # one test for the two rare line starts (container time, python logging) before their own tests
+    dated = bool(df["body"].str.contains(_DATED).any())
+    if dated and bool(df["body"].str.contains(_DATED_T).any()):
+        df = df.with_columns(b.str.extract(_CTS).alias("cts"))
+        df = df.with_columns(pl.when(pl.col("cts").is_not_null()).then(b.str.slice(pl.col("cts").str.len_chars() + 1))
+                             .otherwise(b).alias("body"))
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
+    df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_all(_HEADER_SPAN).list.first().alias("hdr"))
+    heads = df.select(pl.col("hdr").unique()).with_columns(
+        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "lvl", "stamp", "uv"))
+    df = df.join(heads, on="hdr", how="left", maintain_order="left")
+    st = pl.col("stamp")
+    df = df.with_columns(
+        # the header is a prefix of the body: cut it by its bytes
+        b.cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
+        # str.find counts bytes: cut at it in bytes (str.slice counts characters)
+        pl.col("pre").cast(pl.Binary).bin.head(pl.col("pre").str.find(" pid=", literal=True)).cast(pl.String)
+        .alias("proc"),
+        pl.col("pre").cast(pl.Binary).bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5).cast(pl.String)
+        .cast(pl.Int64, strict=False)
+        .alias("pid"),
+        st.str.slice(0, 2).alias("mo"), st.str.slice(3, 2).alias("dd"), st.str.slice(6, 8).alias("hms"),
+        pl.when(pl.col("lvl").is_not_null()).then(pl.col("hdr").str.strip_chars_end(" ")).alias("key"),
+    )
+    if dated and bool(df["body"].str.contains(_DATED_PY).any()):
+        df = _pylog(df)
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl"))
+    if bool(df["body"].str.starts_with('{"').any()):
+        df = _json(df)
+    return df.drop("body", "stamp", "pre")
+
+
+def _pylog(df: pl.DataFrame) -> pl.DataFrame:
+    """Lines of a python ``logging`` format ('2024-12-20 15:18:19 - vllm.engine.metrics - INFO - ...')."""
+    df = df.with_columns(pl.col("body").str.extract_groups(_PYLOG).alias("py")).unnest("py")
+    py = pl.col("pyhdr").is_not_null()
+    vllm = py & pl.col("pyname").str.starts_with("vllm")
+    return df.with_columns(
+        pl.when(py).then(pl.col("body").str.slice(pl.col("pyhdr").str.len_chars())).otherwise(pl.col("msg")).alias("msg"),
+        pl.when(vllm).then(pl.col("pylvl")).otherwise(pl.col("lvl")).alias("lvl"),
+        pl.when(vllm).then(pl.col("pyhdr")).otherwise(pl.col("key")).alias("key"),
+    ).drop("pyhdr")
+
+
+def _json(df: pl.DataFrame) -> pl.DataFrame:
+    """vLLM 0.32+ ``--logging-config.formatter json`` (pythonjsonlogger) lines."""
+    b = pl.col("body")
+    is_js = b.str.starts_with('{"') & b.str.contains('"levelname"', literal=True)
+
+    def field(name: str) -> pl.Expr:
+        return b.str.extract(_JSON_FIELD.format(name))
+
+    msg = field("message")
+    exc = field("exc_info")
+    msg = pl.when(exc.is_not_null()).then(msg + pl.lit("\\n") + exc).otherwise(msg)
+    msg = (msg.str.replace_all(r"\\n", "\n").str.replace_all(r"\\t", "\t").str.replace_all(r'\\"', '"')
+           .str.replace_all(r"\\\\", "\\"))
+    asct = field("asctime")
+    name = field("name")
+    vllm = is_js & name.str.starts_with("vllm")
+    return df.with_columns(
+        pl.when(vllm).then(field("levelname")).otherwise(pl.col("lvl")).alias("lvl"),
+        pl.when(is_js).then(name).otherwise(pl.col("pyname")).alias("pyname"),
+        pl.when(is_js).then(field("processName")).otherwise(pl.col("proc")).alias("proc"),
+        pl.when(is_js).then(b.str.extract(r'"process": (\d+)').cast(pl.Int64)).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(is_js).then(msg).otherwise(pl.col("msg")).alias("msg"),
+        # asctime is either logging's default 'YYYY-MM-DD HH:MM:SS,mmm' or vLLM's 'MM-DD HH:MM:SS'
+        pl.when(is_js).then(asct.str.extract(r"^(\d\d)-\d\d ")).otherwise(pl.col("mo")).alias("mo"),
+        pl.when(is_js).then(asct.str.extract(r"^\d\d-(\d\d) ")).otherwise(pl.col("dd")).alias("dd"),
+        pl.when(is_js).then(asct.str.extract(r"^\d\d-\d\d (\d\d:\d\d:\d\d)$")).otherwise(pl.col("hms")).alias("hms"),
+        pl.when(is_js).then(asct.str.extract(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")).otherwise(pl.col("pyts"))
+        .alias("pyts"),
+        pl.when(is_js).then(asct.str.extract(r"^\S+ \S+?[,.](\d{1,6})")).otherwise(pl.col("pyms")).alias("pyms"),
+        pl.when(is_js).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("uv")).alias("uv"),
+    )
+
+
+# ---- time --------------------------------------------------------------------------------------
+
+
+def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+    notes: list[str] = []
+    mo = pl.col("mo").cast(pl.Int32)
+    prev_mo = mo.forward_fill().shift(1).fill_null(state.get("last_month", 0))
+    # a month far below the previous one is the turn of a year (Dec -> Jan)
+    roll = (mo < prev_mo - 6).fill_null(False)
+    df = df.with_columns(roll.cum_sum().cast(pl.Int32).alias("_roll"))
+    year_off = state.get("year_off", 0)
+    vllm_naive = (
+        pl.concat_str(
+            [(pl.col("_roll") + ctx.year + year_off).cast(pl.String), pl.lit("-"), pl.col("mo"), pl.lit("-"),
+             pl.col("dd"), pl.lit(" "), pl.col("hms")]
+        ).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    )
+    py_naive = pl.concat_str(
+        [pl.col("pyts").str.replace("T", " "), pl.lit("."), pl.col("pyms").fill_null("0").str.pad_end(6, "0")]
+    ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    c = pl.col("cts")
+    frac = c.str.extract(r"\.(\d+)").fill_null("0").str.pad_end(6, "0").str.slice(0, 6)
+    zone = c.str.extract(r"(Z|[+-]\d\d:\d\d)$").str.replace("Z", "+00:00")
+    cts = pl.concat_str([c.str.slice(0, 19), pl.lit("."), frac, zone]).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us", time_zone="UTC"
+    )
+    # each kind of stamp only when the chunk has it: an expression over an all-null column still
+    # compiles its regexes (polars keeps 32 compiled patterns; past that every chunk recompiles them)
+    has_mo, has_cts, has_py = (bool(df[c].is_not_null().any()) for c in ("mo", "cts", "pyts"))
+    parts = [e for e, has in ((cts, has_cts), (local_to_utc(vllm_naive, ctx.tz), has_mo),
+                              (local_to_utc(py_naive, ctx.tz), has_py)) if has]
+    own = pl.coalesce(parts).cast(TS) if parts else pl.lit(None, dtype=TS)
+    df = df.with_columns(own.alias("ts_own"))
+    df = df.with_columns(
+        # before the first stamp of the stream, the next one (a paste starting mid-traceback)
+        pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
+        pl.col("ts_own").is_null().alias("ts_inferred"),
+    )
+    rolls = int(df["_roll"].max() or 0) if df.height else 0
+    if rolls:
+        notes.append(f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "
+                     f"the year was advanced each time")
+    state["year_off"] = year_off + rolls
+    last_mo = df["mo"].drop_nulls()
+    if last_mo.len():
+        state["last_month"] = int(last_mo[-1])
+    last_ts = df["ts"].drop_nulls()
+    if last_ts.len():
+        state["last_ts"] = last_ts[-1]
+    if has_mo:
+        notes.append(f"vLLM timestamps have no zone: read as {ctx.tz} (--tz)")
+        notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
+        notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
+    if has_cts:
+        notes.append("container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time")
+    if has_py:
+        notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
+    if (df["ts_inferred"] & df["uv"].is_not_null()).any():
+        notes.append("uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)")
+    return df.drop("_roll"), notes
+
+
+# ---- records -----------------------------------------------------------------------------------
+
+
+def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """Row kinds, 'continues the previous record' and record ids (carried across chunks by ``state``)."""
+    p = state.get("prev", {})
+    has_cr = bool(state.get("has_cr")) or bool(df["cr"].any())
+    state["has_cr"] = has_cr
+    msg, lvl = pl.col("msg"), pl.col("lvl")
+    err = lvl.is_in(["ERROR", "CRITICAL"])
+    df = df.with_columns(
+        msg.str.contains(_TB).alias("tbm"),
+        pl.when(lvl.is_null() & pl.col("uv").is_null()).then(msg.str.contains(_NOISE) | pl.col("pyname").str.contains(
+            "opentelemetry", literal=True).fill_null(False)).otherwise(False).alias("noise"),
+        (lvl.is_null() & pl.col("uv").is_not_null()).alias("uvr"),
+    )
+    raw = lvl.is_null() & ~pl.col("uvr") & ~pl.col("noise") & pl.col("pyname").is_null()
+    df = df.with_columns((raw & pl.col("tbm")).alias("tbs"), (raw & ~pl.col("tbm")).alias("other"))
+    open0 = (lvl.is_in(["WARNING", "ERROR", "CRITICAL"]) | pl.col("noise") | pl.col("tbs")).fill_null(False)
+    prev_plen = pl.col("plen").shift(1, fill_value=p.get("plen", 0))
+    # a hard-wrapped paste: an unknown line right after a long line of an open record continues it
+    wrap1 = pl.col("other") & open0.shift(1, fill_value=p.get("open", False)) & (prev_plen >= 80)
+    open1 = open0 | wrap1
+    prev_open = open1.shift(1, fill_value=p.get("open", False))
+    wrap = pl.col("other") & prev_open & (prev_plen >= 80)
+    # the key of the record the previous row belongs to (raw traceback / wrapped rows carry none)
+    df = df.with_columns(pl.when(pl.col("uvr") | pl.col("noise")).then(pl.lit("~")).otherwise(pl.col("key"))
+                         .forward_fill().alias("_ffk"))
+    same_key = pl.col("key").is_not_null() & (pl.col("key") == pl.col("_ffk").shift(1).fill_null(pl.lit(p.get("key"), dtype=pl.String)))
+    same_key = same_key.fill_null(False)
+    prev_cr = pl.col("cr").shift(1, fill_value=p.get("cr", False))
+    vcont = same_key & (prev_cr if has_cr else (err | pl.col("tbm")))
+    df = df.with_columns(
+        (vcont | (pl.col("tbs") & prev_open) | wrap).fill_null(False).alias("cont"),
+        wrap.fill_null(False).alias("wrap"),
+        open1.fill_null(False).alias("_open"),
+    )
+    df = df.with_columns(pl.when(pl.col("tbs")).then(msg.str.contains(_TB_STRONG)).otherwise(False).alias("strong"))
+    start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | pl.col("strong")
+    df = df.with_columns(
+        ((~pl.col("cont")).cum_sum().cast(pl.Int64) + state.get("rec", 0)).alias("rec"),
+        pl.when(~pl.col("cont")).then(start_ok).forward_fill().fill_null(p.get("rec_ok", False)).alias("rec_ok"),
+    )
+    df = df.with_columns(
+        (lvl.is_not_null() | pl.col("uvr") | pl.col("noise")
+         | pl.when(lvl.is_null()).then(msg.str.strip_chars() == "").otherwise(False)
+         | ((pl.col("tbs") | pl.col("wrap")) & pl.col("rec_ok"))).alias("ok")
+    )
+    if df.height:
+        last = df.row(-1, named=True)
+        state["prev"] = {"plen": last["plen"], "open": last["_open"], "cr": last["cr"], "key": last["_ffk"],
+                         "rec_ok": last["rec_ok"]}
+        state["rec"] = last["rec"]
+    return df
+
