@@ -383,8 +383,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "throughput_tps": (F, "output tokens/s"),
         "max_tokens_mean": (F, "requested max_tokens (mean)"),
         "output_tokens_mean": (F, "generated tokens (mean)"),
-        "meets_slo": (B, "all SLOs met"),
+        "meets_slo": (B, "every SLO figure measured and met (null: unknown, a figure could not be measured)"),
+        "slo_status": (S, "met | missed | unknown (a figure missing and none failed)"),
+        "slo_missing": (S, "the SLO figures the step had no value for, comma-separated (ttft_p95, e2e_p95, ...)"),
         "broke": (S, "every SLO condition that failed, in the order it first happened in the step"),
+        "pressure": (S, "preemptions, queue, KV near full in the step, in the order they began (beside the SLO)"),
     },
 }
 

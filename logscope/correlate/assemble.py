@@ -177,6 +177,11 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
     return ex
 
 
+# seconds (beyond the server's stamp resolution) in which a caller leaving and the server ending or aborting
+# the request are one race: vLLM needs a moment to see the disconnect, and a request may finish meanwhile
+CANCEL_RACE_S = 1.0
+
+
 def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
     """Start, end (with its source), when the caller left, and orphaned work, per execution."""
     r = pl.col("source").replace_strict(res, default=0.0)
@@ -201,12 +206,14 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
         pl.when(pl.col("client_left").is_not_null()).then(pl.lit("client"))
         .when(pl.col("gateway_left").is_not_null()).then(pl.lit("gateway")).alias("left_by"),
     )
-    # an abort within the server's stamp resolution of the caller leaving: cancellation propagated
-    late_abort = pl.col("aborted") - pl.col("left") > r + 1.0
+    # an abort within the race window of the caller leaving: cancellation propagated; a finish within it: the
+    # request was done before an abort could arrive (a race, not a missing cancellation); later: it ran on
+    race = r + CANCEL_RACE_S
+    late_abort = pl.col("aborted") - pl.col("left") > race
     ex = ex.with_columns(
         pl.when(pl.col("left").is_null()).then(None)
         .when(pl.col("aborted").is_not_null()).then(late_abort)
-        .otherwise(pl.col("end").is_null() | (pl.col("end") > pl.col("left")))
+        .otherwise(pl.col("end").is_null() | (pl.col("end") - pl.col("left") > race))
         .alias("orphaned"),
     ).with_columns(
         pl.when(pl.col("orphaned").fill_null(False))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .assemble import END_SOURCES, Assembled
+from .assemble import CANCEL_RACE_S, END_SOURCES, Assembled
 from .frames import Frames, group_first, index_in_group, prev_in_group
 from .link import Links
 
@@ -164,6 +164,9 @@ def _orphans(A: Assembled, notes: list[str]) -> dict:
     left = ex.filter(pl.col("left").is_not_null())
     orph = ex.filter(pl.col("orphaned").fill_null(False))
     aborted = left.filter(pl.col("aborted").is_not_null() & ~pl.col("orphaned").fill_null(False))
+    # done before an abort could reach them: finished after the caller left, within the race window
+    raced = left.filter(pl.col("aborted").is_null() & ~pl.col("orphaned").fill_null(False)
+                        & (pl.col("end") > pl.col("left")))
     ends = orph.group_by("end_source").len()
     end_counts = {END_SOURCES.get(r["end_source"], "unknown"): int(r["len"]) for r in ends.iter_rows(named=True)
                   if r["end_source"] is not None}
@@ -181,11 +184,15 @@ def _orphans(A: Assembled, notes: list[str]) -> dict:
         "callers_left": {k: int((left["left_by"] == k).sum()) for k in ("client", "gateway")},
         "aborted": aborted.height,
         "aborted_by_caller": {k: int((aborted["left_by"] == k).sum()) for k in ("client", "gateway")},
+        "abandoned": left.height,
+        "finished_in_race": raced.height,
+        "race_s": CANCEL_RACE_S,
         "cancellation_propagated": (aborted.height > 0 and orph.height == 0) if left.height else None,
         "end_source": dict(sorted(end_counts.items())),
         "definition": (
             "an execution whose caller left (client attempt timed out, gateway 499, or gateway upstream "
-            "timeout) and that vLLM did not abort within its stamp resolution. generation_s_after_caller_left "
+            "timeout) and that vLLM neither aborted nor finished within race_s (plus its stamp resolution) "
+            "after. generation_s_after_caller_left "
             "sums server end - caller left (the waste); server_s_of_orphaned_executions sums their whole "
             "server time, the part before the caller left included"
         ),

@@ -11,6 +11,7 @@ rounded, and nothing depends on the wall clock.
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import date, datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ import polars as pl
 
 from .. import clock, jsontext, schemas
 from ..resources import scope
-from . import capacity, episodes, figures, findings, ladder, lifecycle, tables
+from . import cancellation, capacity, episodes, figures, findings, ladder, lifecycle, tables
 from .episodes import Context, Slo
 from .tables import Inputs, load
 from .thresholds import Thresholds, from_options
@@ -77,6 +78,7 @@ def _run(out: Path, options) -> dict:
         lad["steps"] = rows
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     traffic = _traffic(inp)
+    traffic["cancellation"] = cancellation.analyse(_correlation_orphans(out), th)
     cold = _cold(ctx)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
     _write_tables(out, eps, fnd, rows)
@@ -194,12 +196,16 @@ def _traffic(inp: Inputs) -> dict:
     w = inp.windows
     if w.height and w["orphaned"].null_count() < w.height and not t.get("orphaned_executions"):
         t["orphaned_executions"] = int(w["orphaned"].fill_null(0).sum()) or None
-    if t.get("gateway_499") and t.get("server_aborts"):
-        t["cancellation"] = (f"cancellation propagates: {t['gateway_499']} gateway 499 and {t['server_aborts']} "
-                             "vLLM aborts")
-    elif t.get("orphaned_executions") and not t.get("server_aborts"):
-        t["cancellation"] = "no vLLM abort logged: abandoned requests ran to the end"
     return t
+
+
+def _correlation_orphans(out: Path) -> dict | None:
+    """correlation.json's orphaned-work section (None when correlation did not run)."""
+    p = out / "correlation.json"
+    if not p.exists():
+        return None
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    return doc.get("orphans") if isinstance(doc, dict) else None
 
 
 def _cold(ctx: Context) -> dict:
@@ -321,8 +327,10 @@ def _ladder_verdict(eps: list[dict], lad: dict) -> list[str]:
     rows = lad["steps"]
     wb, nxt, pf = lad["working_boundary"], lad["broke_first_at_next_step"], lad.get("pressure_from_step")
     levels = "→".join(ladder.nice(r["concurrency"]) for r in rows)
+    unk = lad.get("unknown_at_next_step")
     held = f"the SLO held up to {ladder.nice(wb['concurrency'])}" if wb else "no step met the SLO"
-    broke = f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first" if nxt else ""
+    broke = f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first" if nxt else \
+        f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})" if unk else ""
     pressure = f"from {ladder.nice(pf['concurrency'])}" if pf else "above the boundary"
     return [f"Ladder {levels}: {held}{broke}.",
             f"Not a one-off: pressure comes with the load, {pressure} up ({len(eps)} episode"

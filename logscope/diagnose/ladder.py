@@ -13,10 +13,11 @@ steps that met it, is reported as such, not taken as the boundary); what broke i
 right above it.
 
 A step meets the SLO when its warm requests (cold-start window left out) have TTFT p95 <= slo_ttft,
-e2e p95 <= slo_e2e and a success share >= slo_success; with ``pressure_breaks_slo`` a preemption
-or a sustained queue in the step breaks it too (latency may still look fine while the server is
-already recomputing evicted requests). 'broke' lists every failed condition in the order it first
-happened inside the step.
+e2e p95 <= slo_e2e and a success share >= slo_success: the user's figures decide. A step with a figure
+that could not be measured (no TTFT in any source) and none that failed is 'unknown', never 'met', and
+says which figure was missing. Pressure (preemptions, a sustained queue, KV near full) is reported beside
+each step ('pressure from step N') and fails a step only when the user asks for it (``slo_no_preemption``,
+``slo_no_queue``). 'broke' lists every failed condition in the order it first happened inside the step.
 """
 
 from __future__ import annotations
@@ -137,10 +138,46 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
     reasons = _broke(ctx, row, figures.between(req, "ts_start", lo_r, hi_r), lo, hi)
-    row["meets_slo"] = not reasons
+    missing = [k for k in SLO_FIGURES if row[k] is None]
+    row["slo_status"] = "missed" if reasons else "unknown" if missing else "met"
+    row["meets_slo"] = {"met": True, "missed": False}.get(row["slo_status"])  # None: unknown
+    row["slo_missing"] = ", ".join(missing) or None
+    row["missing_figures"] = missing
     row["broke_reasons"] = reasons
     row["broke"] = "; ".join(r["text"] for r in reasons) if reasons else None
+    row["pressure_items"] = _pressure(ctx, row, lo, hi)
+    row["pressure"] = "; ".join(p["text"] for p in row["pressure_items"]) or None
     return row
+
+
+# the step figures the SLO is judged on (each step's TTFT, e2e and success); a step missing one is 'unknown'
+SLO_FIGURES = ("ttft_p95", "e2e_p95", "success_share")
+
+
+def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
+    """What strained the server in the step, reported beside its SLO status: preemptions (or V0's warnings),
+    a sustained queue, KV near full; each with when it began."""
+    th, out = ctx.th, []
+    pre = figures.between(ctx.by_time(ctx.pre), "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
+    if pre.height:
+        out.append({"what": "preemptions", "at": pre["ts"].min(),
+                    "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(pre['ts'].min())}"})
+    elif row["v0_preemption_warnings"]:
+        w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
+        out.append({"what": "preemptions", "at": w["ts"].min(),
+                    "text": f"V0 preemption warnings from {clock.hms(w['ts'].min())}"})
+    server = figures.between(ctx.by_time(ctx.server), "ts", lo, hi)
+    q = server.filter(pl.col("waiting") >= th.waiting_min)
+    if q.height >= th.queue_min_samples:
+        out.append({"what": "queue", "at": q["ts"].min(),
+                    "text": f"waiting up to {int(q['waiting'].max())} from {clock.hms(q['ts'].min())}"})
+    kv = server.filter(pl.col("kv") >= th.kv_full)
+    if kv.height:
+        out.append({"what": "kv_pressure", "at": kv["ts"].min(),
+                    "text": f"KV up to {kv['kv'].max():.0%} from {clock.hms(kv['ts'].min())}"})
+    far = datetime.max.replace(tzinfo=lo.tzinfo)
+    out.sort(key=lambda r: (r["at"] or far, r["what"]))
+    return out
 
 
 def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
@@ -155,19 +192,8 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
     if row["success_share"] is not None and row["success_share"] < slo.success:
         out.append({"what": "success", "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
                     "text": f"success {row['success_share']:.1%} < {slo.success:.1%}"})
-    if th.pressure_breaks_slo:
-        pre = figures.between(ctx.by_time(ctx.pre), "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
-        if pre.height:
-            out.append({"what": "preemptions", "at": pre["ts"].min(),
-                        "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(pre['ts'].min())}"})
-        elif row["v0_preemption_warnings"]:
-            w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
-            out.append({"what": "preemptions", "at": w["ts"].min(),
-                        "text": f"V0 preemption warnings from {clock.hms(w['ts'].min())}"})
-        q = figures.between(ctx.by_time(ctx.server), "ts", lo, hi).filter(pl.col("waiting") >= th.waiting_min)
-        if q.height >= th.queue_min_samples:
-            out.append({"what": "queue", "at": q["ts"].min(),
-                        "text": f"waiting up to {int(q['waiting'].max())} from {clock.hms(q['ts'].min())}"})
+    asked = {"preemptions": th.slo_no_preemption, "queue": th.slo_no_queue}
+    out += [p for p in _pressure(ctx, row, lo, hi) if asked.get(p["what"])]
     far = datetime.max.replace(tzinfo=lo.tzinfo)
     out.sort(key=lambda r: (r["at"] or far, r["what"]))
     return out
@@ -178,27 +204,32 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
     if not st:
         return [], None
     rows = [_step(ctx, i, s) for i, s in enumerate(st)]
-    last_ok = next((i for i in range(len(rows) - 1, -1, -1) if rows[i]["meets_slo"]), None)
+    last_ok = next((i for i in range(len(rows) - 1, -1, -1) if rows[i]["slo_status"] == "met"), None)
     boundary = rows[last_ok] if last_ok is not None else None
     nxt_i = 0 if last_ok is None else last_ok + 1
     nxt = rows[nxt_i] if nxt_i < len(rows) else None
+    pf = next((r for r in rows if r["pressure_items"]), None)
     summary = {
         "source": source,
         "slo": {"ttft_p95_s": ctx.slo.ttft_s, "e2e_p95_s": ctx.slo.e2e_s, "success": ctx.slo.success,
-                "pressure_breaks_slo": ctx.th.pressure_breaks_slo},
+                "no_preemption": ctx.th.slo_no_preemption, "no_queue": ctx.th.slo_no_queue},
         "working_boundary": None if boundary is None else {
             "step": boundary["step"], "concurrency": boundary["concurrency"], "mode": boundary["mode"],
             "slo": "met"},
-        "broke_first_at_next_step": None if nxt is None else {
+        # the step right above the boundary: what failed there first, or the figure it could not be judged on
+        "broke_first_at_next_step": None if nxt is None or nxt["slo_status"] != "missed" else {
             "step": nxt["step"], "concurrency": nxt["concurrency"],
             "first": nxt["broke_reasons"][0]["what"], "reasons": nxt["broke_reasons"]},
+        "unknown_at_next_step": None if nxt is None or nxt["slo_status"] != "unknown" else {
+            "step": nxt["step"], "concurrency": nxt["concurrency"], "missing": nxt["missing_figures"]},
         "failed_below_boundary": [{"step": r["step"], "concurrency": r["concurrency"], "broke": r["broke"]}
-                                  for r in rows[: last_ok or 0] if not r["meets_slo"]],
-        "pressure_from_step": next(({"step": r["step"], "concurrency": r["concurrency"]} for r in rows
-                                    if (r["preemptions"] or 0) > 0 or r["v0_preemption_warnings"]), None),
+                                  for r in rows[: last_ok or 0] if r["slo_status"] == "missed"],
+        "unknown_steps": [{"step": r["step"], "concurrency": r["concurrency"], "missing": r["missing_figures"]}
+                          for r in rows if r["slo_status"] == "unknown"],
+        "pressure_from_step": None if pf is None else {
+            "step": pf["step"], "concurrency": pf["concurrency"], "first": pf["pressure_items"][0]["what"],
+            "pressure": [p["text"] for p in pf["pressure_items"]]},
     }
-    if boundary is None:
-        summary["working_boundary"] = None
     return rows, summary
 
 

@@ -39,6 +39,11 @@ class Thresholds:
     orphans_share: float = 0.05
     """Orphaned executions are a finding when at least this share of the server's requests (a few can be
     timing noise of the cross-layer match)."""
+    cancel_ran_on_max_share: float = 0.05
+    """Cancellation is 'propagated' when at most this share of the attempts abandoned by their callers ran on
+    at the server (a finish within the race window is not running on) ..."""
+    cancel_aborted_min_share: float = 0.05
+    """... and 'not propagated' when the server aborted at most this share of them; 'partly' in between."""
     stall_min_samples: int = 2
     """Stats samples in a row with requests running and 0 tokens/s that make a stall (a hung engine)."""
 
@@ -75,8 +80,12 @@ class Thresholds:
     """A ladder needs at least this many steps of rising concurrency/rate."""
     ladder_min_step_s: float = 10.0
     """Steps detected from in-flight counts must last at least this long."""
-    pressure_breaks_slo: bool = True
-    """A ladder step with preemptions or a sustained queue does not meet the SLO even when latency does."""
+    slo_no_preemption: bool = False
+    """A ladder step with a preemption misses the SLO even when its latency and success meet it (asked for with
+    ``--slo-no-preemption``; otherwise pressure is reported beside the step and never fails it by itself)."""
+    slo_no_queue: bool = False
+    """A ladder step with a sustained queue (``waiting_min`` on ``queue_min_samples`` samples) misses the SLO
+    (``--slo-no-queue``)."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -90,6 +99,12 @@ def from_options(options) -> tuple[Thresholds, list[str]]:
     for k, v in extra.items():
         if k in names:
             given[k] = v
+    if "pressure_breaks_slo" in extra:
+        given.setdefault("pressure_breaks_slo", extra["pressure_breaks_slo"])
+    if "pressure_breaks_slo" in given:  # the one switch these two replaced
+        legacy = _cast(False, given.pop("pressure_breaks_slo"))
+        given.setdefault("slo_no_preemption", legacy)
+        given.setdefault("slo_no_queue", legacy)
     unknown = sorted(k for k in given if k not in names)
     known = {k: _cast(getattr(Thresholds, k), v) for k, v in given.items() if k in names}
     return replace(Thresholds(), **known), unknown

@@ -37,7 +37,7 @@ MAX_READ_NOTES_MD = 20  # what reading the files met, in summary.md (the report'
 LADDER_COLS = (
     "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "e2e_p50",
     "e2e_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
-    "max_tokens_mean", "output_tokens_mean", "meets_slo", "broke",
+    "max_tokens_mean", "output_tokens_mean", "slo_status", "broke", "pressure",
 )  # fmt: skip
 
 __all__ = ["render", "build", "context", "dumps"]

@@ -249,7 +249,6 @@ def retries(ld: Loaded) -> dict:
         "gateway_retries": layers.get("gateway_retries"),
         "orphaned_requests": orph.get("count"),
         "orphan_s": orph.get("generation_s_after_caller_left"),
-        "cancellation_propagated": orph.get("cancellation_propagated"),
     }  # fmt: skip
     given = {k: v for k, v in given.items() if v is not None}
     counted = _count_layers(ld, {k for k in RETRY_KEYS if k not in given})
@@ -264,6 +263,11 @@ def retries(ld: Loaded) -> dict:
     out["retry_delays"] = clean(flags.get("retry_delays"))
     out["callers_left"] = clean(orph.get("callers_left"))
     out["aborted_after_caller_left"] = orph.get("aborted")
+    # the one cancellation object (diagnose/cancellation.py); the boolean is its verdict, for old readers
+    canc = _dict(_dict(ld.doc("diagnosis").get("traffic")).get("cancellation")) or None
+    out["cancellation"] = clean(canc)
+    out["cancellation_propagated"] = None if not canc or canc.get("verdict") is None else \
+        canc["verdict"] == "propagated"
     return out
 
 

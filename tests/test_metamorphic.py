@@ -1,0 +1,113 @@
+"""Verdicts stable under changes that should not change them, on every lab recording: every clock shifted
+by one offset; the same server's calm hour before laid beside as its rotated logs; a calm replica beside
+it; a --since/--until range narrowed around each episode, keeping it whole and a baseline before it. Each
+transform must leave every episode's class unchanged (tests/metamorphic.py builds the transformed folders
+from the real files)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from conftest import LAB, need
+from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
+from metamorphic import copy, copy_shifted, span
+
+RUNS = ("calm", "crash", "ladder", "orphan", "retry-storm", "spike", "v0-ladder")
+SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of any window
+
+
+def _diagnosed(folder, out, **opts) -> dict:
+    o = AnalyzeOptions(**opts)
+    ingest(folder, out, o)
+    correlate(out, o)
+    return diagnose(out, o)
+
+
+def _t(x: str | datetime) -> datetime:
+    return x if isinstance(x, datetime) else datetime.fromisoformat(x.replace("Z", "+00:00"))
+
+
+def _classes(diag: dict, lo: datetime | None = None, hi: datetime | None = None) -> list[tuple[str, str]]:
+    """(signal, class) of every episode, by start; with lo/hi only those starting inside."""
+    eps = sorted(diag["episodes"], key=lambda e: _t(e["start"]))
+    return [(e["signal"], e["class"]) for e in eps
+            if (lo is None or _t(e["start"]) >= lo) and (hi is None or _t(e["start"]) <= hi)]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> dict[str, dict]:
+    need(LAB)
+    root = tmp_path_factory.mktemp("base")
+    return {run: _diagnosed(LAB / run, root / run) for run in RUNS}
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_clock_shifted(run, base, tmp_path):
+    """One offset on every clock of the folder (a day, hours, and 13 s off every window's grid): the same
+    classes, the episodes shifted by the same offset."""
+    copy_shifted(LAB / run, tmp_path / "in", SHIFT)
+    got = _diagnosed(tmp_path / "in", tmp_path / "out")
+    assert _classes(got) == _classes(base[run])
+    assert [_t(e["start"]) - SHIFT for e in got["episodes"]] == [_t(e["start"]) for e in base[run]["episodes"]]
+
+
+def _earlier_calm(rel: str) -> str | None:
+    """The calm run as this server's and gateway's previous rotation, its client and metrics beside."""
+    if rel in ("vllm-server.log", "nginx-access.log", "nginx-error.log"):
+        return rel + ".1"
+    if rel.startswith("client-"):
+        return rel
+    if rel.startswith("prometheus/"):
+        return "prometheus-earlier/" + rel.split("/", 1)[1]
+    return None  # the lab's ground truth and nginx.conf (the incident's own stays)
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+def test_calm_hour_before(run, base, tmp_path):
+    """The same server's calm run ten minutes before the incident, as the rotated logs before it: more calm
+    time in the span changes no class (the rule 'a large share of the observed span' did)."""
+    calm = need(LAB / "calm")
+    lo, _ = span(LAB / run)
+    _, calm_end = span(calm)
+    delta = timedelta(seconds=int((lo - timedelta(minutes=10) - calm_end).total_seconds()))
+    copy(LAB / run, tmp_path / "in")
+    copy_shifted(calm, tmp_path / "in", delta, rename=_earlier_calm)
+    got = _diagnosed(tmp_path / "in", tmp_path / "out")
+    assert _classes(got, lo=lo - timedelta(minutes=5)) == _classes(base[run])
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+def test_calm_replica_beside(run, base, tmp_path):
+    """A second replica's calm server log over the same minutes: the incident's classes stay."""
+    calm = need(LAB / "calm")
+    lo, _ = span(LAB / run)
+    calm_lo, _ = span(calm)
+    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
+    copy(LAB / run, tmp_path / "in")
+    copy_shifted(calm, tmp_path / "in" / "replica-b", delta,
+                 rename=lambda rel: rel if rel == "vllm-server.log" else None)
+    got = _diagnosed(tmp_path / "in", tmp_path / "out")
+    assert _classes(got) == _classes(base[run])
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+def test_range_around_each_episode(run, base, tmp_path):
+    """--since/--until around each episode, holding it whole and its baseline lookback (and the lead-in)
+    before it, the tables re-correlated and re-diagnosed as `logscope report OUT --since --until` does: the
+    episode keeps its class."""
+    diag = base[run]
+    th = diag["thresholds"]
+    out = tmp_path / "out"
+    ingest(LAB / run, out, AnalyzeOptions())
+    for e in diag["episodes"]:
+        pad = timedelta(seconds=th["baseline_lookback_s"] + th["merge_gap_s"] + 5)
+        start, end = _t(e["start"]), _t(e["end"])
+        opts = AnalyzeOptions(since=start - pad, until=end + timedelta(seconds=30))
+        correlate(out, opts)
+        got = diagnose(out, opts)
+        same = [g for g in got["episodes"] if g["signal"] == e["signal"] and _t(g["start"]) <= end
+                and _t(g["end"]) >= start]
+        assert same, f"{run} {e['episode_id']} ({e['signal']}) vanished in its range"
+        assert {g["class"] for g in same} == {e["class"]}, (run, e["episode_id"], [g["why"] for g in same])
