@@ -25,9 +25,9 @@ from datetime import datetime
 
 import polars as pl
 
-from .. import clock
-from . import capacity
-from .episodes import Context
+from ... import clock
+from .. import capacity
+from ..episodes import Context
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
 # the line of a start-up failure's record that says what did not fit (V0 message, V1 ValueError)
