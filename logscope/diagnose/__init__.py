@@ -21,7 +21,7 @@ import polars as pl
 from .. import clock, jsontext, schemas
 from ..resources import scope
 from . import cancellation, capacity, episodes, figures, findings, ladder, lifecycle, tables
-from .episodes import Context, Slo
+from .context import Context, Slo
 from .tables import Inputs, load
 from .thresholds import Thresholds, from_options
 

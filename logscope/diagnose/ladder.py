@@ -29,7 +29,7 @@ import polars as pl
 
 from .. import clock
 from . import figures
-from .episodes import Context
+from .context import Context
 
 
 def steps(ctx: Context) -> tuple[list[dict], str]:

@@ -1,0 +1,174 @@
+"""Findings: symptom, evidence, likely cause and the ONE change to test next.
+
+The cause → change table this follows:
+
+* OOM → weights, KV allocation, activations, request lengths → a smaller active batch
+  (``--max-num-seqs``), a shorter ``--max-model-len``, a supported quantization.
+* latency rising without errors → KV usage, preemptions, waiting → fewer admitted requests (a lower
+  ``--max-num-seqs``) or measured capacity (run the ladder).
+* slow first token → queue, prefill, tokenization, network → fix the slow stage (chunked prefill).
+* load growing after timeouts → retries and work still running → bounded retries with jittered
+  backoff at ONE layer, and cancellation (client disconnects reaching vLLM:
+  ``proxy_ignore_client_abort off``).
+* retries at several layers → retries at one layer only.
+
+Never a bare 'increase memory'. Severity: critical (the server died), high (a sustained regime,
+work done for nobody, retries multiplying load), medium (spikes, SLO breaches), low (latent
+problems), info (context). A calm run gets one info finding and nothing above it.
+
+One module per family: ``pressure`` (KV pressure, preemption, queue), ``crash`` (deaths, stalls),
+``latency`` (slow first tokens and responses, cold starts), ``errors`` (failures, dead upstreams),
+``retries`` (retries, orphaned work), ``ladder``, ``events`` (single server events), ``calm``; ``record``
+holds the finding record and the phrases they share. Here: the order of findings and one finding for
+many like episodes (``REPEATS``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .. import capacity
+from ..context import Context
+from .calm import _calm
+from .crash import _crash, _stall
+from .errors import _errors, _gateway
+from .events import _events
+from .ladder import _ladder
+from .latency import _cold, _slow_e2e, _slow_first_token
+from .pressure import _pressure
+from .record import _stands_for
+from .retries import _traffic
+
+SEVERITY = ("critical", "high", "medium", "low", "info")
+
+
+# Inside one severity, the finding whose change helps most comes first: a dead server before
+# anything else, then work done for nobody, then retries (they feed the overload), then capacity.
+KIND_ORDER = ("crash", "startup", "stall", "orphans", "retries", "pressure", "errors", "latency", "ladder", "other")
+
+
+def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
+          traffic: dict, cold: dict) -> list[dict]:
+    out: list[dict] = []
+    per_replica: list[tuple[str, dict]] = []  # (replica, finding) of one replica's episodes
+    # a folder of several servers (by their stats lines, or their episodes): each finding names its own
+    replicas = {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r} \
+        if "replica" in ctx.server.columns else set()
+    several = len(replicas | {e["replica"] for e in eps if e.get("replica")}) > 1
+    for ep, group in _one_per_pattern(eps):
+        found = _episode(ctx, ep, ladder, cap)
+        if ep["class"] == "recurring":
+            # one pattern per signal, whichever replicas it beats on: in a folder of several, the title names them
+            names = list(dict.fromkeys(e["replica"] for e in group if e.get("replica"))) if several else []
+            for f in found:
+                if f["kind"] != "pressure":  # pressure titles name the pattern themselves
+                    f["title"] = f"{f['title']} — the first of {ep['why']}"
+                if names:
+                    f["title"] = f"{_replicas(names)}: {f['title']}"
+        elif len(group) > 1:
+            ids = named([e["episode_id"] for e in group])
+            what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
+            on = f" on {ep['replica']}" if ep["replica"] else ""
+            for f in found:
+                _stands_for(f, len(group), "like it", f"{what} episodes{on}", group[0]["start"], group[-1]["start"],
+                            f" ({ids})")
+        if several and ep.get("replica") and ep["class"] != "recurring":
+            per_replica += [(ep["replica"], f) for f in found]
+        else:
+            out += found
+    out += _across_replicas(per_replica)
+    out += _traffic(ctx, eps, traffic)
+    if ladder is not None:
+        out.append(_ladder(ladder, ladder_rows))
+    out += _events(ctx)
+    out += _gateway(ctx)
+    out += _cold(ctx, cold, REPEATS)
+    if not any(f["severity"] in ("critical", "high", "medium") for f in out):
+        out += _calm(ctx, eps, cap)
+    order = {s: i for i, s in enumerate(SEVERITY)}
+    kind = {k: i for i, k in enumerate(KIND_ORDER)}
+    far = datetime.max
+    out.sort(key=lambda f: (order[f["severity"]], kind[f["kind"]],
+                            f["start"].replace(tzinfo=None) if f["start"] else far, f["title"]))
+    for i, f in enumerate(out, 1):
+        f["finding_id"], f["rank"] = f"F{i}", i
+    return out
+
+
+# ------------------------------------------------------------------ per episode
+
+REPEATS = 3  # more episodes than this of one class, signal and replica are one finding (a crash loop...)
+REPEATS_NAMED = 6
+
+
+def named(items: list[str]) -> str:
+    """The first REPEATS_NAMED of ``items``, comma-separated, with '…' when there are more."""
+    return ", ".join(items[:REPEATS_NAMED]) + (", …" if len(items) > REPEATS_NAMED else "")
+
+
+def _replicas(names: list[str]) -> str:
+    """What a title says a finding is on: 'replica-0', or '2 replicas (replica-0, replica-2)'."""
+    return names[0] if len(names) == 1 else f"{len(names)} replicas ({named(names)})"
+
+
+def pattern_key(e: dict) -> tuple:
+    """Episodes one finding may stand for: a recurring pattern is one per signal, others share class,
+    signal and replica (the verdict's crash loop uses the same key)."""
+    return (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
+
+
+def _across_replicas(found: list[tuple[str, dict]]) -> list[dict]:
+    """Findings of one replica's episodes in a folder of several: the title names the replica, and the
+    findings that would say the same of several replicas (the same kind of trouble at the same times: a
+    node or a rollout taking them down together) are one finding naming them all."""
+    groups: dict[tuple, list[tuple[str, dict]]] = {}
+    for replica, f in found:
+        groups.setdefault((f["severity"], f["kind"], f["title"]), []).append((replica, f))
+    out = []
+    for (_, _, title), members in groups.items():
+        replica, f = members[0]
+        names = [r for r, _ in members]
+        f["title"] = f"{_replicas(names)}: {title}"
+        if len(members) > 1:
+            f["evidence"] = (f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
+                             f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}")
+            f["start"] = min(g["start"] for _, g in members if g["start"]) if f["start"] else f["start"]
+            f["end"] = max((g["end"] for _, g in members if g["end"]), default=f["end"])
+        out.append(f)
+    return out
+
+
+def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """The episodes that get findings, each with the episodes it stands for: every episode on its own,
+    except a recurring pattern (one finding per signal) and more than REPEATS episodes of one class,
+    signal and replica (hundreds of restarts or pressure spells in a day-long incident are one finding
+    naming them all, not hundreds)."""
+    groups: dict[tuple, list[dict]] = {}
+    for e in eps:
+        groups.setdefault(pattern_key(e), []).append(e)
+    out = []
+    for e in eps:
+        g = groups[pattern_key(e)]
+        if e["class"] != "recurring" and len(g) <= REPEATS:
+            out.append((e, [e]))
+        elif e is g[0]:
+            out.append((e, g))
+    return out
+
+
+def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dict]:
+    sig = ep["signal"]
+    cap = capacity.for_replica(cap, ep["replica"])  # this replica's cache and config
+    if sig == "crash":
+        return [_crash(ctx, ep, cap)]
+    if sig == "stall":
+        return [_stall(ctx, ep)]
+    if sig in ("preemptions", "kv_pressure", "queue"):
+        return [_pressure(ctx, ep, ladder, cap)]
+    if sig == "ttft":
+        return [_slow_first_token(ctx, ep)]
+    if sig == "e2e":
+        return [_slow_e2e(ctx, ep)]
+    if sig == "errors":
+        return [_errors(ctx, ep)]
+    return []  # retries / orphans are reported once for the run (_traffic)

@@ -1,0 +1,73 @@
+"""Findings of a dead or stalled server: out of memory, engine timeout or death, silent kill, stall."""
+
+from __future__ import annotations
+
+from ... import clock
+from ..context import Context
+from .record import _f, _n, _req, _state, _t
+
+
+def _stall(ctx: Context, ep: dict) -> dict:
+    return _f("critical" if ep["class"] == "sustained" else "high",
+              f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
+              f"{_n(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
+              f"{ep['duration_s']:.0f} s", "; ".join(e for e in [ep["reason"], _state(ep)] if e),
+              "the engine makes no progress on admitted requests (a hung step, device or collective); a hung "
+              "engine still answers /health and its idle-looking stats go to DEBUG, so it looks quiet",
+              "Take a stack dump of the engine process during the stall (py-spy dump --pid <EngineCore pid>) to "
+              "see where the step hangs", ep, kind="stall")
+
+
+def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
+    c = ep["details"]["crash"]
+    kinds = c["kinds"]
+    down = c["downtime_s"]
+    ev = [ep["reason"]]
+    if c.get("message"):
+        ev.append(f"first record: {c['message'][:200]}")
+    if c.get("gateway_first_error") is not None:
+        ev.append(f"gateway's first error at {clock.hms(c['gateway_first_error'], ms=True)} " +
+                  f"({', '.join(f'{k}: {v}' for k, v in c['gateway_errors_by_kind'].items())})")
+    r = _req(ep)
+    if r:
+        ev.append(r)
+    d = ep["details"]
+    if d.get("gateway_5xx"):
+        ev.append(f"{d['gateway_5xx']} gateway 5xx")
+    mns = cap.get("max_num_seqs")
+    half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
+    when = f"{_t(ep['start'])}" + (f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
+                                   if down is not None else
+                                   ", no restart in the logs")
+    if "oom" in kinds:
+        if c["at_startup"]:
+            return _f("critical", f"Out of memory at startup ({_t(ep['start'])})",
+                      "the engine ran out of device memory before serving any request", "; ".join(ev),
+                      "weights plus the KV-cache reservation (and warm-up activations) do not fit on the device",
+                      "Start with a shorter --max-model-len (a smaller KV reservation per sequence); if the weights "
+                      "alone do not fit, load a supported quantization of the model", ep, kind="crash")
+        return _f("critical", f"Out of memory while serving: engine died at {when}",
+                  "the engine hit a device out-of-memory error mid-serving and the server died", "; ".join(ev),
+                  "activations of the active batch (plus weights and the KV allocation) exceeded device memory; long "
+                  "requests make activations larger",
+                  f"Lower --max-num-seqs{half} (a smaller active batch) and replay the same traffic; if it still runs out, "
+                  "shorten --max-model-len, then consider a supported quantization", ep, kind="crash")
+    if "engine_timeout" in kinds:
+        return _f("critical", f"Engine step timed out: engine died at {when}",
+                  "an engine step did not return in time and the engine was declared dead", "; ".join(ev),
+                  "a model step hung (device or collective hang) or the batch made one step too slow",
+                  f"Replay the same traffic with --max-num-seqs{half or ' halved'}: if the timeout goes, step size was "
+                  "the cause; if it stays, the device hangs (run with NCCL_DEBUG=INFO to find where)", ep, kind="crash")
+    if kinds == ["silent"]:
+        return _f("critical", f"Server killed without a trace at {when}",
+                  f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
+                  "; ".join(ev + c.get("notes", [])),
+                  "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
+                  "prints nothing when killed",
+                  f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
+                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half,
+                  ep, kind="crash")
+    return _f("critical", f"Engine died at {when}", "the engine process died and the API server could not serve",
+              "; ".join(ev), "see the first error record before the death (detail in server_events)",
+              "Reproduce with the same request sizes at a lower --max-num-seqs" + half +
+              " to tell a load-driven death from a software fault", ep, kind="crash")

@@ -1,0 +1,60 @@
+"""The finding record and the phrases every family's text is made of (times, shares, an episode's figures)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ... import clock
+
+
+def _t(ts: datetime | None) -> str:
+    return clock.hms(ts) if ts is not None else "?"
+
+
+def _pct(x: float | None) -> str:
+    return "?" if x is None else f"{x * 100:.1f} %"
+
+
+def _n(x: float | None, nd: int = 1) -> str:
+    if x is None:
+        return "?"
+    return str(int(x)) if float(x).is_integer() else f"{x:.{nd}f}"
+
+
+def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_test: str, ep: dict | None = None,
+       start=None, end=None, kind: str = "other") -> dict:
+    return {"severity": severity, "title": title, "symptom": symptom, "evidence": evidence, "cause": cause,
+            "next_test": next_test, "episode_id": ep["episode_id"] if ep else None,
+            "start": ep["start"] if ep else start, "end": ep["end"] if ep else end, "kind": kind}
+
+
+def _stands_for(f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime,
+                names: str = "") -> None:
+    """Turn the finding of the first of ``n`` like episodes into the finding of all of them."""
+    f["title"] = f"{f['title']} — the first of {n} {title_noun}"
+    f["evidence"] = f"{n} {what} from {_t(first)} to {clock.hms_after(first, last)}{names}; the first: {f['evidence']}"
+
+
+def _state(ep: dict) -> str:
+    parts = []
+    if ep["running_max"] is not None:
+        parts.append(f"running up to {_n(ep['running_max'])} (mean {_n(ep['running_mean'])})")
+    if ep["waiting_max"] is not None:
+        parts.append(f"waiting up to {_n(ep['waiting_max'])}")
+    if ep["kv_max"] is not None:
+        parts.append(f"KV up to {_pct(ep['kv_max'])}")
+    return ", ".join(parts)
+
+
+def _req(ep: dict) -> str:
+    parts = []
+    if ep["arrival_rate_during"] is not None:
+        before, during = _n(ep["arrival_rate_before"], 2), _n(ep["arrival_rate_during"], 2)
+        parts.append(f"arrivals {before}/s before → {during}/s during")
+    if ep["ttft_p95"] is not None:
+        parts.append(f"TTFT p95 {_n(ep['ttft_p95'], 2)} s")
+    if ep["e2e_p95"] is not None:
+        parts.append(f"e2e p95 {_n(ep['e2e_p95'], 2)} s")
+    if ep["success_share"] is not None:
+        parts.append(f"success {_pct(ep['success_share'])}")
+    return ", ".join(parts)

@@ -1,0 +1,78 @@
+"""Findings of the run's traffic: retries multiplying the load, orphaned work (disconnects not cancelling)."""
+
+from __future__ import annotations
+
+from ... import clock
+from ..context import Context
+from .record import _f, _n
+
+# retries "multiply the load" when the server ran at least this many executions per logical request; below
+# it the retried attempts were failed before vLLM (by the gateway, or timed out in front of it)
+MULTIPLY_MIN = 1.1
+
+
+def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
+    out = []
+    amp = tr.get("amplification")
+    retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
+    ep_r = next((e for e in eps if e["signal"] == "retries" or
+                 any(c["signal"] == "retries" for c in e["details"]["companions"])), None)
+    per_logical = (tr["client_attempts"] / tr["logical_requests"]) if tr.get("client_attempts") and \
+        tr.get("logical_requests") else None
+    # retries are a finding when they stand out in time (an episode), or when they multiply the work at the
+    # server or at the client, whatever their timing (a regime of retries that lasts all day is no outlier)
+    if retries and (ep_r is not None or (amp or 0) >= ctx.th.amplification_high
+                    or (per_logical or 0) >= ctx.th.amplification_high):
+        layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
+        multi = len(layers) > 1
+        ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts; "
+              f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
+              f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}")
+        if tr.get("timeouts"):
+            ev += f"; {tr['timeouts']} client timeouts"
+        if ep_r is not None:
+            ev += f"; mostly during {ep_r['episode_id']} ({clock.hms_range(ep_r['start'], ep_r['end'])})"
+        canc = tr.get("cancellation")
+        if canc:
+            ev += f"; {canc}"
+        nt = ("Retry at one layer only: turn gateway retries off for POST (drop non_idempotent from "
+              "proxy_next_upstream) and keep the client's bounded retries with jittered backoff") if multi else \
+             ("Bound retries to one or two with jittered exponential backoff, and set the client timeout above "
+              "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
+        heavy = (amp or 0) >= ctx.th.amplification_high
+        multiplies = amp is not None and amp >= MULTIPLY_MIN
+        if multiplies:
+            title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
+            symptom = ("timeouts and errors are retried while the server is already overloaded, so load grows "
+                       "when capacity is short")
+            cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
+                     " re-send work the overloaded server has already queued, prefilled or preempted")
+        elif amp is not None:
+            # about one execution per request (or fewer): the extra attempts died before vLLM
+            reached = " (most never reached the server)" if amp < 1 else \
+                f" ({_n(amp, 2)}× executions at the server: the extra attempts never reached it)"
+            title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + reached
+            symptom = "requests were retried against a gateway that failed them before they reached vLLM"
+            cause = "the gateway answered errors itself (upstream marked down) and every layer retried them"
+        else:
+            title = f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
+            symptom = "timeouts and errors were retried; the server log is not here to tell how much reached it"
+            cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
+                     " re-send requests that timed out or failed, adding load when capacity is short")
+        out.append(_f("high" if heavy or (multi and multiplies) else "medium", title, symptom, ev, cause, nt,
+                      ep_r, kind="retries"))
+    orph = tr.get("orphaned_executions")
+    if orph and orph >= ctx.th.orphans_share * (tr.get("server_requests") or orph):
+        ep_o = next((e for e in eps if e["signal"] == "orphans" or
+                     any(c["signal"] == "orphans" for c in e["details"]["companions"])), None)
+        ev = f"{orph} server executions kept running after their caller gave up"
+        if tr.get("orphan_s"):
+            ev += f" ({tr['orphan_s']:.0f} s of generation for nobody)"
+        ev += f"; vLLM logged {tr.get('server_aborts') or 0} aborts; gateway 499: {tr.get('gateway_499') or 0}"
+        out.append(_f("high", f"Orphaned work: {orph} executions ran for callers that had left",
+                      "requests abandoned by their callers keep generating on the server, keeping it saturated",
+                      ev, "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
+                      "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
+                      "Propagate client disconnects: set proxy_ignore_client_abort off (or the gateway's equivalent) "
+                      "so a client that leaves makes vLLM abort its request", ep_o, kind="orphans"))
+    return out
