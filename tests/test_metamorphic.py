@@ -92,8 +92,9 @@ def test_calm_replica_beside(run, base, tmp_path):
     assert _classes(got) == _classes(base[run])
 
 
+@pytest.mark.parametrize("after_s", [12, 30])
 @pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
-def test_range_around_each_episode(run, base, tmp_path):
+def test_range_around_each_episode(run, after_s, base, tmp_path):
     """--since/--until around each episode, holding it whole and its baseline lookback (and the lead-in)
     before it, the tables re-correlated and re-diagnosed as `logscope report OUT --since --until` does: the
     episode keeps its class."""
@@ -104,7 +105,7 @@ def test_range_around_each_episode(run, base, tmp_path):
     for e in diag["episodes"]:
         pad = timedelta(seconds=th["baseline_lookback_s"] + th["merge_gap_s"] + 5)
         start, end = _t(e["start"]), _t(e["end"])
-        opts = AnalyzeOptions(since=start - pad, until=end + timedelta(seconds=30))
+        opts = AnalyzeOptions(since=start - pad, until=end + timedelta(seconds=after_s))
         correlate(out, opts)
         got = diagnose(out, opts)
         same = [g for g in got["episodes"] if g["signal"] == e["signal"] and _t(g["start"]) <= end

@@ -162,11 +162,11 @@ def test_another_range_is_judged_by_the_same_slo(tmp_path):
 def test_report_keeps_the_slo_it_was_judged_by_and_takes_another(tmp_path):
     """A plain re-render states the diagnosis's SLO (it used to fall back to the defaults); --slo-* diagnoses
     again from the tables: on the ladder, TTFT p95 <= 1 s makes c=4 (p95 1.359 s, bench) a step that failed
-    below the boundary c=8, which the default 2 s does not."""
+    below the boundary c=16, which the default 2 s does not."""
     out = tmp_path / "ladder"
     analyze(need(LAB / "ladder"), out)
     d = json.loads((out / "diagnosis.json").read_text())
-    assert d["ladder"]["working_boundary"]["concurrency"] == 8.0 and d["ladder"]["failed_below_boundary"] == []
+    assert d["ladder"]["working_boundary"]["concurrency"] == 16.0 and d["ladder"]["failed_below_boundary"] == []
     correlated = (out / "requests.parquet").stat().st_mtime_ns
     r = CliRunner().invoke(app, ["report", str(out), "--slo-ttft", "1", "-q"])
     assert r.exit_code == 0, r.output

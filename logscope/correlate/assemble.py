@@ -173,7 +173,8 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
     ex = ex.join(F.gr.select("gr", pl.col("status").alias("gr_status"), pl.col("t1").alias("gr_t1")), on="gr",
                  how="left")
     ex = ex.join(F.ca.select("ca", pl.col("t0").alias("ca_t0"), pl.col("t1").alias("ca_t1"),
-                             pl.col("timed_out").alias("ca_timed_out")), on="ca", how="left")
+                             pl.col("timed_out").alias("ca_timed_out"),
+                             pl.col("left_unfinished").alias("ca_left")), on="ca", how="left")
     return ex
 
 
@@ -197,6 +198,7 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
         .otherwise(None).alias("end_source"),
         pl.min_horizontal(
             pl.when(pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1")),
+            pl.col("ca_left"),  # an unfinished request's client stopped: it left when its log ended
             pl.when(pl.col("gr_status") == 499).then(pl.col("gr_t1")),
         ).alias("client_left"),
         pl.when((pl.col("upstream_status") == 504) | pl.col("ga_error").fill_null("").str.contains("(?i)timed? ?out"))
@@ -261,6 +263,7 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
     client = F.cr.select(
         "lr", "logical_request_id", "client", pl.lit("client").alias("origin"), "t0", "t1", "status", "error",
         "timed_out", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens", "concurrency", "phase",
+        "unfinished",
     )
     gw = own_gr.join(F.gr.select("gr", "header_s"), on="gr", how="left").group_by("lr").agg(
         pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
@@ -308,7 +311,8 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
 def _outcome() -> pl.Expr:
     ok = pl.col("status").is_between(200, 299) & pl.col("error").is_null()
     return (
-        pl.when(pl.col("_truncated").fill_null(False)).then(pl.lit("truncated"))
+        pl.when(pl.col("unfinished").fill_null(False)).then(pl.lit("unfinished"))
+        .when(pl.col("_truncated").fill_null(False)).then(pl.lit("truncated"))
         .when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
         .when(ok).then(pl.lit("ok"))
         .when(pl.col("error").is_not_null() | (pl.col("status") >= 400)).then(pl.lit("error"))

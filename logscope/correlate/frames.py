@@ -188,6 +188,7 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
     ca = _client_attempts(tabs.pop("client_attempts").filter(pl.col("source").is_in(keep)))
     cr = _client_requests(tabs.pop("client_requests").filter(pl.col("source").is_in(keep)), ca)
     ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
+    ca = _left_unfinished(ca, cr)
     ga, gr = _gateway(tabs.pop("gateway_attempts"))
     sr = _server(tabs.pop("server_requests"))
     if ids_as_sent is None:
@@ -197,6 +198,18 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
             pl.when(pl.col("source").is_in(list(ids_as_sent))).then(pl.col("logical_request_id"))
             .otherwise(pl.col("request_id")).alias("request_id"))
     return Frames(ca, cr, ga, gr, sr, keep, dropped, list(ids_as_sent.values()), dict(ids_as_sent))
+
+
+def _left_unfinished(ca: pl.DataFrame, cr: pl.DataFrame) -> pl.DataFrame:
+    """``left_unfinished``: for the attempts of an unfinished request, when its caller left, i.e. the last
+    time its client's log recorded anything (a killed client leaves when its log stops). In a time slice
+    that is the slice's last record of the client: a later bound, never an earlier one."""
+    unf = cr.filter(pl.col("unfinished").fill_null(False))["lr"]
+    if unf.len() == 0:
+        return ca.with_columns(pl.lit(None, pl.Float64).alias("left_unfinished"))
+    last = ca.group_by("source").agg(pl.max_horizontal("t0", "t1").max().alias("_last"))
+    return ca.join(last, on="source", how="left").with_columns(
+        pl.when(pl.col("lr").is_in(unf.implode())).then(pl.col("_last")).alias("left_unfinished")).drop("_last")
 
 
 def logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) -> dict[str, str]:
@@ -230,11 +243,16 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
     Sources are ranked by how joinable they are (ids, exact grouping, rows); a lower-ranked source whose
     sends coincide with a kept one (or whose logical ids are the same) is left out, said so in the notes.
     """
+    # a source's sends are its attempts where it logs them, else its requests: a client killed with requests
+    # in flight wrote their sends but no request record, so counting both would tell its two views apart
+    # (lab client-killed: 576 attempts in each, 209 vs 576 requests)
+    with_attempts = ca["source"].drop_nulls().unique().implode()
     starts = pl.concat(
         [
             ca.select("source", "ts_start", "request_id", "logical_request_id", "grouping"),
-            cr.select("source", "ts_start", pl.lit(None, pl.String).alias("request_id"), "logical_request_id",
-                      pl.lit(None, pl.String).alias("grouping")),
+            cr.filter(~pl.col("source").is_in(with_attempts))
+            .select("source", "ts_start", pl.lit(None, pl.String).alias("request_id"), "logical_request_id",
+                    pl.lit(None, pl.String).alias("grouping")),
         ]
     ).filter(pl.col("ts_start").is_not_null())
     if starts.height == 0:
@@ -333,7 +351,12 @@ def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
     own = schemas.conform(cr, "client_requests")
     extra = from_attempts.join(own.select("source", "logical_request_id"), on=["source", "logical_request_id"],
                                how="anti")
-    both = pl.concat([own, schemas.conform(extra, "client_requests")])
+    # an id a client logged attempts for and no record of, from a client that writes records: its log ended
+    # with it in flight (the client was stopped or killed): unfinished, never 'ok' by its headers' 200
+    writes = own["source"].drop_nulls().unique().implode()
+    both = pl.concat([own.with_columns(pl.lit(False).alias("unfinished")),
+                      schemas.conform(extra, "client_requests").with_columns(
+                          pl.col("source").is_in(writes).alias("unfinished"))])
     return (
         both.with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1"))
         .sort(["t0", "source", "logical_request_id"], nulls_last=True)

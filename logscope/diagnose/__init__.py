@@ -179,6 +179,7 @@ def _traffic(inp: Inputs) -> dict:
         t["client_attempts"] = int(att.sum()) if att.len() else None
         t["client_retries"] = int((att - 1).clip(0).sum()) if att.len() else None
         t["timeouts"] = int((req["outcome"] == "timeout").sum())
+        t["unfinished"] = int((req["outcome"] == "unfinished").sum())
         t["errors"] = int((req["outcome"] == "error").sum())
         t["ok"] = int((req["outcome"] == "ok").sum())
         if t["server_requests"] and req.height:
@@ -319,7 +320,7 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
     label = {"sustained": "Sustained regime, not a one-off", "recurring": "Recurring, not a one-off",
-             "spike": "One-off spike"}[e["class"]]
+             "spike": "One-off"}[e["class"]]
     return f"{label}: {why.strip().rstrip('.')}{others}."
 
 

@@ -31,14 +31,18 @@ signal; the others are listed as its companions.
 Classes, in the order they are decided:
 
 * **crash**: the episode holds a death (OOM, engine death, or a silent death followed by a restart).
-* **sustained**: no recovery before the logs end, or still going at the last arrival (no recovery
-  while the load lasts), or lasting ``sustained_min_s`` or more, or covering ``sustained_share`` of
-  the observed span.
-* **spike**: short and recovered; the reason says whether it followed a sharp rise in arrivals or
-  prompt lengths (``rise_ratio``) in the ``merge_gap_s`` before it.
+* **sustained**: still abnormal when the logs (or the range) end; or still going at the last arrival;
+  or it ended only when its load did: in the ``recovery_window_s`` after it, arrivals fell below
+  ``recovery_load_ratio`` of the load before it (a ladder step's pressure ends with the step).
+* **spike** (a one-off): the signals returned to baseline while the server kept serving (arrivals after
+  it at ``recovery_load_ratio`` of the baseline or more); the reason says whether it followed a surge of
+  arrivals or prompt lengths (``rise_ratio``), with the rates before, during and after.
 * **recurring**: ``recurring_min`` or more spikes of one signal; the reason gives their spacing. A
   sustained episode of that signal on a replica of the pattern, sustained only because its log ends inside
-  it (shorter than ``sustained_min_s``), is its last spike, cut short.
+  it (no longer than the pattern's longest spike), is its last spike, cut short.
+
+Neither an episode's duration nor its share of the observed span decides its class: both change when
+calm time is added or a range is narrowed, and a class must not (tests/test_metamorphic.py).
 
 The stretches and their grouping are in ``stretches``, the context every step reads in ``context``;
 here, each episode's figures, details and class.
@@ -68,12 +72,6 @@ def _t(ts: datetime | None) -> str:
     return clock.hms(ts) if ts is not None else "?"
 
 
-def _fmt(x: float | None, nd: int = 1) -> str:
-    if x is None:
-        return "?"
-    return f"{x:.{nd}f}"
-
-
 def build(ctx: Context) -> list[dict]:
     """Episodes as dicts (table columns + details), ordered by start; ids are given by the caller."""
     heads = _heads(ctx, grouped(stretches(ctx), ctx.th.merge_gap_s))
@@ -83,6 +81,7 @@ def build(ctx: Context) -> list[dict]:
         figures.requests_many(req, [(h["start"], h["end"]) for h in heads]),
         figures.requests_many(req, [h["ranges"]["before"] for h in heads]),
         figures.requests_many(req, [h["ranges"]["lead"] for h in heads]),
+        figures.requests_many(req, [_after(ctx, h["end"]) for h in heads]),
         figures.server_state_many(server, [h["state_range"] for h in heads], [h["state_replica"] for h in heads]),
         figures.server_state_many(server, [h["ranges"]["before"] for h in heads]),
         strict=True,
@@ -142,7 +141,16 @@ def _heads(ctx: Context, rows: pl.DataFrame) -> list[dict]:
     return heads
 
 
-def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req: dict, state: dict,
+def _after(ctx: Context, end: datetime) -> tuple[datetime, datetime] | tuple[None, None]:
+    """The recovery window after an episode, within what was observed (None: nothing observed after it)."""
+    hi = end + timedelta(seconds=ctx.th.recovery_window_s)
+    if ctx.span_hi is not None:
+        hi = min(hi, ctx.span_hi)
+    return (end, hi) if hi > end else (None, None)
+
+
+def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req: dict, after_req: dict,
+             state: dict,
              state_before: dict, sums: dict[str, int], pre: int | None, baseline: float | None,
              phases: list[dict]) -> dict:
     primary, replica, start, end, w = (h[k] for k in ("primary", "replica", "start", "end", "ranges"))
@@ -158,6 +166,7 @@ def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req
         "peak": float(h["peak"]), "baseline": baseline, "count": count,
         **{k: state[k] for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")},
         "arrival_rate_before": before_req["arrival_rate"], "arrival_rate_during": during_req["arrival_rate"],
+        "arrival_rate_after": after_req["arrival_rate"],
         "prompt_tokens_mean": during_req["prompt_tokens_mean"], "output_tokens_mean": during_req["output_tokens_mean"],
         "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
         "success_share": during_req["success_share"],
@@ -337,38 +346,49 @@ def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead
             return "crash", (f"{what} at {_t(death.ts)}, restarted (pid {death.new_pid}) and ready at "
                              f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}")
         return "crash", f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{comp}"
-    share = ep["share_of_span"]
     if not ep["recovered"]:
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
         return "sustained", f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}"
-    if ep["duration_s"] >= th.sustained_min_s:
-        return "sustained", f"{head}{SEP}lasted ≥ {th.sustained_min_s:.0f} s{comp}"
-    if share is not None and share >= th.sustained_share:
-        return "sustained", f"{head}{SEP}{share:.0%} of the observed span{comp}"
-    rise = _rise(before, lead, th)
-    return "spike", f"{head}{SEP}back to baseline after it{rise}{comp}"
+    rates = _rates(ep)
+    b, after = ep["arrival_rate_before"], ep["arrival_rate_after"]
+    ref = b if b else ep["arrival_rate_during"]
+    if after is not None and ref and after < th.recovery_load_ratio * ref:
+        return "sustained", (f"{head}{SEP}abnormal for as long as its load lasted: it ended only when arrivals "
+                             f"fell ({rates}), no recovery at that load{comp}")
+    if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
+        return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
+    return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
 
 
-def _rise(before: dict, lead: dict, th: Thresholds) -> str:
+def _rates(ep: dict) -> str:
+    """Arrivals before, during and after an episode, as the evidence names them."""
+    def r(x: float | None) -> str:
+        return "no baseline" if x is None else f"{x:.1f}/s"
+    return (f"arrivals {r(ep['arrival_rate_before'])} before, {r(ep['arrival_rate_during'])} during, "
+            f"{r(ep['arrival_rate_after'])} after")
+
+
+def _rise(ep: dict, before: dict, lead: dict, th: Thresholds) -> str:
+    """What came before a one-off, with the arrivals before, as it began, during and after it."""
+    def r(x: float | None) -> str:
+        return "no baseline" if x is None else f"{x:.1f}/s"
     b, a = before.get("arrival_rate"), lead.get("arrival_rate")
+    rates = (f"{r(b)} before, {r(a)} as it began, {r(ep['arrival_rate_during'])} during, "
+             f"{r(ep['arrival_rate_after'])} after")
     if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
-        return f"; it follows a sharp rise in arrivals ({b:.1f}/s → {a:.1f}/s)"
+        return f"after a surge of arrivals ({rates})"
     if b == 0 and a:
-        return f"; it follows the start of traffic ({a:.1f}/s)"
+        return f"after the start of traffic ({rates})"
     bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
     if bp and ap and ap >= th.rise_ratio * bp:
-        return f"; it follows a rise in prompt length ({bp:.0f} → {ap:.0f} tokens)"
-    if b is None:
-        return ""
-    return f"; no sharp rise in arrivals before it ({_fmt(b)}/s → {_fmt(a)}/s)"
+        return f"after a surge of prompt lengths ({bp:.0f} → {ap:.0f} tokens; arrivals {rates})"
+    return f"no surge of arrivals or prompt lengths before it (arrivals {rates}): a transient at a steady load"
 
 
-def _cut_short(e: dict, th: Thresholds) -> bool:
-    """Sustained only because its replica's samples stop inside it: no longer than a spike may last."""
-    share = e["share_of_span"]
-    return (e["class"] == "sustained" and not e["recovered"] and e["duration_s"] < th.sustained_min_s
-            and (share is None or share < th.sustained_share))
+def _cut_short(e: dict, longest_s: float) -> bool:
+    """Sustained only because its replica's samples stop inside it: no longer than the pattern's spikes."""
+    return e["class"] == "sustained" and not e["recovered"] and e["duration_s"] <= longest_s
 
 
 def _recurring(eps: list[dict], th: Thresholds) -> None:
@@ -377,17 +397,17 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         if e["class"] == "spike":
             by_sig.setdefault(e["signal"], []).append(e)
     for sig, group_ in by_sig.items():
-        # spikes starting together on several replicas are one time, not a rhythm (their spacing would be 0 s)
-        starts = sorted({e["start"] for e in group_})
-        if len(starts) < th.recurring_min:
-            continue
         # a spike of the pattern that its log's end cut short is one more of them, not a regime of its own (the
         # 1 GB bench folder's last ladder copy was a 'Sustained' finding above the pattern it repeats); its
         # reason keeps 'still abnormal when the logs end'
         beats = {e["replica"] for e in group_}
-        group_ = sorted(group_ + [e for e in eps if e["signal"] == sig and e["replica"] in beats and _cut_short(e, th)],
-                        key=lambda e: e["start"])
+        longest = max(e["duration_s"] for e in group_)
+        group_ = sorted(group_ + [e for e in eps if e["signal"] == sig and e["replica"] in beats
+                                  and _cut_short(e, longest)], key=lambda e: e["start"])
+        # spikes starting together on several replicas are one time, not a rhythm (their spacing would be 0 s)
         starts = sorted({e["start"] for e in group_})
+        if len(starts) < th.recurring_min or len(starts) == len([e for e in group_ if e["class"] != "spike"]):
+            continue
         gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
         gaps.sort()
         med = gaps[len(gaps) // 2]

@@ -133,7 +133,8 @@ _REQUEST_AGGS = (
     pl.col("output_tokens").sum().alias("output_tokens_sum"),
     (pl.col("outcome") == "error").sum().alias("errors"),
     (pl.col("outcome") == "timeout").sum().alias("timeouts"),
-    (pl.col("outcome") != "unknown").sum().alias("known_outcomes"),
+    # a request its client never saw end (its log stopped with it in flight) has no outcome to judge
+    (~pl.col("outcome").is_in(["unknown", "unfinished"])).sum().alias("known_outcomes"),
     (pl.col("outcome") == OUTCOME_OK).sum().alias("_ok"),
     pl.col("output_tokens").count().alias("_outputs"),
 )

@@ -58,12 +58,14 @@ class Thresholds:
     """The baseline of an episode is the signal over this long before it."""
 
     # --- classification ---
-    sustained_min_s: float = 60.0
-    """An episode lasting at least this long is sustained ..."""
-    sustained_share: float = 0.3
-    """... or one covering at least this share of the observed span ..."""
     load_end_tolerance_s: float = 5.0
-    """... or one still going within this many seconds of the last arrival (no recovery while the load lasts)."""
+    """An episode still going within this many seconds of the last arrival is sustained (no recovery while the
+    load lasts) ..."""
+    recovery_window_s: float = 10.0
+    """... and so is one after which, in this long, ...."""
+    recovery_load_ratio: float = 0.5
+    """... arrivals fell below this share of the load before it (of the load during it without a baseline): it
+    ended only when its load did. At or above it, the server recovered while still serving: a one-off."""
     recurring_min: int = 3
     """At least this many spikes of one signal make them recurring."""
     rise_ratio: float = 2.0

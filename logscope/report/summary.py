@@ -19,7 +19,7 @@ SCHEMA_VERSION = "1.0"
 MAX_SHAPES = 50  # unrecognised shapes listed in summary.json (all are in unrecognized.parquet)
 EPISODE_METRICS = (
     "running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean",
-    "arrival_rate_before", "arrival_rate_during", "prompt_tokens_mean", "output_tokens_mean",
+    "arrival_rate_before", "arrival_rate_during", "arrival_rate_after", "prompt_tokens_mean", "output_tokens_mean",
     "ttft_p95", "e2e_p95", "success_share", "share_of_span",
 )  # fmt: skip
 RETRY_KEYS = (
