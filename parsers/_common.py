@@ -106,3 +106,14 @@ def json_fields(lines: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
                                           .alias("j"))
         f = pl.concat([f.filter(~odd), slow]).sort("line_no")
     return f.select("line_no", "j").unnest("j")
+
+
+def bad_times(df: pl.DataFrame, raw: str, parsed: str) -> tuple[int, str | None]:
+    """Rows whose written time ``raw`` gave no ``parsed`` time (an impossible date, a local time in a DST
+    gap), and the first as an example ('line 3: 2026/02/29 08:24:58') for ``ChunkResult.bad_times``."""
+    bad = df.filter(pl.col(raw).is_not_null() & pl.col(parsed).is_null())
+    if bad.height == 0:
+        return 0, None
+    first = bad.row(0, named=True)
+    where = f"line {first['line_no']}: " if first.get("line_no") is not None else ""
+    return bad.height, f"{where}{first[raw]}"

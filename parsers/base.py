@@ -72,6 +72,10 @@ class ChunkResult:
     lines_parsed: int | None = None  # documents: lines accounted as parsed
     assumptions: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    # records kept whose written time is no time (2026/02/30, 02-29 of a common year, a local time in a DST
+    # gap): their time is null; ingest sums them per file and says so, with the first as an example
+    bad_times: int = 0
+    bad_time_example: str | None = None
 
 
 def safe_detect(module, head: list[str]) -> float:

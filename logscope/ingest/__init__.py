@@ -25,7 +25,7 @@ import parsers
 from parsers import _mixed as mixed
 
 from .. import __version__, schemas
-from . import derive, envelopes, pieces, sources, streams
+from . import derive, envelopes, outliers, pieces, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -72,6 +72,9 @@ def ingest(
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
         states = _detect(found, opts, root, ex)
         year, year_source, ref_ts = _reference_year(states, found)
+        plausible = outliers.bounds(ref_ts or datetime(year, 7, 1, tzinfo=UTC))
+        for st in states:
+            st.plausible = plausible
         stream_files = _streams(states)
         store = Store(parts, opts.memory_bytes)
         job = Job(opts, (year, year_source, ref_ts), store, chunk_pool, sum(cost(m) for m in stream_files) / cores(),
@@ -104,6 +107,11 @@ def ingest(
     for name in PARSED_TABLES:
         store.write(name, out / f"{name}.parquet")
     notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
+    for st in states:
+        if st.bad_times:
+            st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))
+        if st.outliers and st.plausible is not None:
+            st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")
@@ -170,7 +178,7 @@ def _inside(p: Path, d: Path) -> bool:
     try:
         p.resolve().relative_to(d.resolve())
         return True
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop / too long a path: not the output
         return False
 
 
@@ -224,7 +232,14 @@ def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
         f.messages.append("empty file")
         return st
     if f.size < 0:
-        f.messages.append("unreadable: cannot stat the file")
+        if not f.messages:
+            f.messages.append("unreadable: cannot stat the file")
+        return FileState(f, "unreadable", "other", 0.0, "")
+    try:  # a file that cannot be opened (no permission) is unreadable, not an empty file of no format
+        with open(f.path, "rb"):
+            pass
+    except OSError as e:
+        f.messages.append(f"unreadable: {e.strerror or e}")
         return FileState(f, "unreadable", "other", 0.0, "")
     lines, binary = sources.head(f)
     if binary:
@@ -286,7 +301,10 @@ def _full_stamps(lines: list[str]) -> list[datetime]:
     for ln in lines[:200]:
         m = _YEAR.search(ln)
         if m:
-            out.append(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC))
+            try:
+                out.append(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC))
+            except ValueError:  # an impossible date (2026-02-30) is no evidence of a year
+                pass
             continue
         m = _EPOCH.search(ln)
         if m:
@@ -308,9 +326,12 @@ def _reference_year(states: list[FileState], found) -> tuple[int, str, datetime 
     if years:
         y = years.most_common(1)[0][0]
         return y, f"year {y} from full timestamps in {where[y]}", first[y]
-    mtimes = [f.path.stat().st_mtime for f in found if f.size >= 0]
-    if mtimes:
-        y = datetime.fromtimestamp(max(mtimes), UTC).year
+    mtimes = [f.mtime_ns / 1e9 for f in found if f.size >= 0 and f.mtime_ns is not None]
+    try:
+        y = datetime.fromtimestamp(max(mtimes), UTC).year if mtimes else None
+    except (OverflowError, OSError, ValueError):  # a modification time past year 9999
+        y = None
+    if y is not None and 2000 <= y <= datetime.now(UTC).year + 1:
         return y, f"year {y} from the files' modification time (no full timestamp in the folder)", None
     return datetime.now(UTC).year, "year of today (nothing better was found)", None
 

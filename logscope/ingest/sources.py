@@ -56,15 +56,22 @@ class InputFile:
 
 
 def discover(root: Path) -> list[InputFile]:
-    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs."""
+    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs. A folder that
+    cannot be listed (no permission, a path longer than PATH_MAX) and a file that cannot be stat'ed (a symlink
+    loop) are entries too, of size -1 with the reason in their messages: nothing is skipped unsaid."""
     root = Path(root)
+    problems: dict[Path, str] = {}
     if root.is_file():
         paths = [root]
         base = root.parent
     else:
         base = root
         paths = []
-        for dirpath, dirnames, filenames in os.walk(root):
+
+        def unlisted(e: OSError) -> None:  # os.walk's errors: a folder it could not list
+            problems[Path(e.filename) if e.filename else root] = f"folder not read: {e.strerror or e}"
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
             if OUTPUT_MARKER in filenames:
                 dirnames[:] = []
                 continue
@@ -73,22 +80,41 @@ def discover(root: Path) -> list[InputFile]:
                 if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
                     continue
                 paths.append(Path(dirpath) / fn)
-    out = []
-    for p in paths:
-        try:
-            st = p.stat()
-            size, mtime = st.st_size, st.st_mtime_ns
-        except OSError:
-            size, mtime = -1, None
-        suffix = p.suffix.lower()
-        comp = _COMPRESSED.get(suffix)
-        name = p.name[: -len(suffix)] if comp else p.name
-        m = _ROTATION.match(name) or _STAMPED.match(name)
-        stem = m.group("base") if m else name
-        rotation = _rotation(m)
-        rel = str(p.relative_to(base)) if p != base else p.name
-        out.append(InputFile(p, rel, size, comp, str(p.parent / stem), rotation, mtime_ns=mtime))
+    out = [_input_file(p, base) for p in paths]
+    for p, why in sorted(problems.items()):
+        rel = _shown(p, base)
+        out.append(InputFile(p, rel + ("/" if p != base else ""), -1, None, _text(str(p)), 0, messages=[why]))
     return out
+
+
+def _input_file(p: Path, base: Path) -> InputFile:
+    messages = []
+    try:
+        st = p.stat()
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError as e:  # a symlink loop, a dangling link, no permission, a path too long
+        size, mtime = -1, None
+        messages.append(f"unreadable: {e.strerror or e}")
+    suffix = p.suffix.lower()
+    comp = _COMPRESSED.get(suffix)
+    name = p.name[: -len(suffix)] if comp else p.name
+    m = _ROTATION.match(name) or _STAMPED.match(name)
+    stem = m.group("base") if m else name
+    rel = _shown(p, base)
+    if rel != str(p.relative_to(base) if p != base else p.name):
+        messages.append("its name is not valid UTF-8: shown with the bad bytes as \\x escapes")
+    return InputFile(p, rel, size, comp, _text(str(p.parent / stem)), _rotation(m), messages=messages,
+                     mtime_ns=mtime)
+
+
+def _shown(p: Path, base: Path) -> str:
+    """``p`` relative to ``base`` as valid text: a name that is not UTF-8 (surrogate escapes) has its bad bytes
+    written as ``\\xff`` (tables and pages hold only text)."""
+    return _text(str(p.relative_to(base)) if p != base else p.name)
+
+
+def _text(path: str) -> str:
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _rotation(m: re.Match | None) -> int:
