@@ -47,6 +47,7 @@ PARSED_TABLES = (
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
 COPY_KEY_LINES = 50
+_WHOLE = "whole file"  # in the key of a file shorter than COPY_KEY_LINES
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
@@ -110,6 +111,9 @@ def ingest(
     for st in states:
         if st.bad_times:
             st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))
+        if st.bad_values:
+            st.f.messages.append(f"{st.bad_values:,} value(s) out of range (a count past 2**53, a share outside "
+                                 f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept")
         if st.outliers and st.plausible is not None:
             st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
     files = _files_table(states, out)
@@ -209,6 +213,8 @@ def _mark_copies(states: list[FileState]) -> None:
                 if a.copy_of or b.copy_of:
                     continue
                 rel = sources.prefix_relation(a.f, b.f)
+                if rel != "same" and a.short_key:  # a short file: only an identical copy
+                    continue
                 if rel in ("same", "b"):
                     b.copy_of = a.f.rel
                 elif rel == "a":
@@ -243,7 +249,8 @@ def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
         return FileState(f, "unreadable", "other", 0.0, "")
     lines, binary = sources.head(f)
     if binary:
-        f.messages.append("binary file (NUL bytes in the first 8 KiB): not parsed, lines counted as unrecognized")
+        f.messages.append("binary file (control bytes in the first 8 KiB of text): not parsed, lines counted as "
+                          "unrecognized")
         return FileState(f, "binary", "other", 0.0, "", binary=True)
     f.envelope = envelopes.detect(lines)
     if f.envelope is not None:
@@ -267,12 +274,16 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
         return FileState(f, "unknown", "other", score, "")
     replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
     text = [ln for ln in lines if ln.strip()]
-    key = hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES else None
+    # a shorter file (a one-line query_range answer) is keyed by all of its head: only an identical copy counts
+    # as its copy (``_mark_copies``), never the earlier collection of a longer log
+    key = (hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES
+           else hash((_WHOLE, "\n".join(text))) if text else None)
     also = mixed.partner(mod.NAME, scores)
     if also is not None:
         f.messages.append(f"{mod.NAME} and {also} lines in one file (a container's stdout and stderr merged): each "
                           "line parsed by its own format")
-    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key, also=also)
+    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key, also=also,
+                     short_key=0 < len(text) < COPY_KEY_LINES)
 
 
 # kubelet's log paths (pkg/kubelet/kuberuntime): /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restarts>.log,

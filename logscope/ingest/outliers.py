@@ -74,4 +74,4 @@ def message(n: int, example: str | None, b: Bounds) -> str:
 
 def bad_message(n: int, example: str | None) -> str:
     return (f"{n:,} record(s) whose written time is no time (an impossible date, or a local time in a DST gap; "
-            f"e.g. {example}): kept, their time unknown")
+            f"e.g. {example}): kept, their time unknown (a server log's line takes the previous line's, ts_inferred)")

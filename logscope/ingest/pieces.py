@@ -258,6 +258,8 @@ def _merge(st: FileState, part: FileState) -> None:
     st.outlier_example = st.outlier_example or part.outlier_example
     st.bad_times += part.bad_times
     st.bad_time_example = st.bad_time_example or part.bad_time_example
+    st.bad_values += part.bad_values
+    st.bad_value_example = st.bad_value_example or part.bad_value_example
     st.shapes.merge(part.shapes)
     st.assumptions += [a for a in part.assumptions if a not in st.assumptions]
     st.f.messages += [m for m in part.f.messages if m not in st.f.messages]

@@ -100,11 +100,27 @@ def _input_file(p: Path, base: Path) -> InputFile:
     name = p.name[: -len(suffix)] if comp else p.name
     m = _ROTATION.match(name) or _STAMPED.match(name)
     stem = m.group("base") if m else name
+    if comp is not None and size > 0 and not _magic(p, comp):
+        messages.append(f"named {suffix} but not {comp}-compressed (its first bytes say so): read as plain text")
+        comp = None
     rel = _shown(p, base)
     if rel != str(p.relative_to(base) if p != base else p.name):
         messages.append("its name is not valid UTF-8: shown with the bad bytes as \\x escapes")
     return InputFile(p, rel, size, comp, _text(str(p.parent / stem)), _rotation(m), messages=messages,
                      mtime_ns=mtime)
+
+
+_MAGIC = {"gzip": (b"\x1f\x8b",), "zstd": (b"\x28\xb5\x2f\xfd",), "bzip2": (b"BZh",), "xz": (b"\xfd7zXZ\x00",)}
+
+
+def _magic(p: Path, comp: str) -> bool:
+    """Whether the file starts as a ``comp`` stream does (an unreadable one is left to say so when opened)."""
+    try:
+        with open(p, "rb") as fh:
+            start = fh.read(6)
+    except OSError:
+        return True
+    return start.startswith(_MAGIC[comp])
 
 
 def _shown(p: Path, base: Path) -> str:
@@ -154,7 +170,7 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
     step = min(block, 1 << 20) if f.compression else block
     with fh:
         pending: list[bytes] = []
-        size = 0
+        size, started = 0, False
         while True:
             try:
                 data = read(step)
@@ -164,6 +180,8 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
             except Exception as e:  # corrupt archive (OSError, lzma/zstd errors): keep what came before
                 f.messages.append(f"{f.compression or 'file'} stream is corrupt ({e}): read what came before")
                 data = b""
+            if data and not pending and not started:
+                started, data = True, _no_bom(data)  # a UTF-8 BOM is no part of the first line
             if data:
                 pending.append(data)
                 size += len(data)
@@ -176,6 +194,10 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 return
 
 
+def _no_bom(data: bytes) -> bytes:
+    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+
+
 def _decode(data: bytes | memoryview, f: InputFile) -> str:
     try:
         return str(data, "utf-8")
@@ -185,15 +207,24 @@ def _decode(data: bytes | memoryview, f: InputFile) -> str:
         return str(data, "utf-8", "replace")
 
 
+# bytes no text log holds (NUL aside: a block of NULs is what a file system leaves where a crash cut a write)
+_CONTROL = bytes([*range(1, 9), 11, *range(14, 27), *range(28, 32), 127])
+HEAD_NUL_LIMIT = 64 * 1024 * 1024  # a head of NULs is read past up to this far
+
+
 def head(f: InputFile) -> tuple[list[str], bool]:
-    """First lines of a file for detection, and whether the file looks binary."""
-    buf = b""
+    """First lines of a file for detection (NULs left out), and whether the file looks binary: more than 5 %
+    control bytes in its first 8 KiB of text. A text log with NULs in it (a block zero-filled after a crash) is
+    text; its NULs are left out when it is read (``iter_line_chunks``)."""
+    buf, seen = b"", 0
     for data in _read_blocks(f.quiet(), HEAD_BYTES):
-        buf += data
-        if len(buf) >= HEAD_BYTES:
+        seen += len(data)
+        buf += data.replace(b"\x00", b"") if b"\x00" in data else data
+        if len(buf) >= HEAD_BYTES or seen >= HEAD_NUL_LIMIT:
             break
     sample = buf[:HEAD_BYTES]
-    binary = b"\x00" in sample[:8192]
+    probe = sample[:8192]
+    binary = (len(probe) - len(probe.translate(None, _CONTROL))) > 0.05 * len(probe) or (not sample and seen > 0)
     text = sample.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if len(sample) >= HEAD_BYTES and len(lines) > 1:
@@ -219,7 +250,12 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     cut_total = 0
     whole = span is None or (span.start == 0 and span.stop is None)  # a compressed file is only read whole
     blocks = _read_blocks(f, chunk_bytes) if whole else _read_span(f, span, chunk_bytes)
+    skipping = False  # in the rest of a monster line, already emitted (cut)
     for data in blocks:
+        if skipping:
+            data, skipping = _past_line(data)
+            if skipping or not data:
+                continue
         if rest:
             data = rest + data
         nl = data.rfind(b"\n")
@@ -227,17 +263,19 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
             rest = data
             if len(rest) <= 4 * chunk_bytes:
                 continue
-            body, rest = rest, b""  # a monster line: emit it rather than grow forever
+            # a monster line: emit its start (cut, said) rather than grow forever, and skip to its end, so that
+            # it stays one line (wc -l) however long it is
+            body, rest, skipping = _whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
-        df, cut = _lines_frame(_decode(body, f), line_no)
+        df, cut = _lines_frame(_decode(_no_nuls(body, f) if b"\x00" in data else body, f), line_no)
         cut_total += cut
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
         yield df
     if rest:
-        df, cut = _lines_frame(_decode(rest, f), line_no)
+        df, cut = _lines_frame(_decode(_no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no)
         cut_total += cut
         if meter is not None:
             meter(len(rest))
@@ -246,6 +284,29 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
         tally["cut"] += cut_total
     elif cut_total:
         f.messages.append(cut_message(cut_total))
+
+
+def _no_nuls(data: bytes | memoryview, f: InputFile) -> bytes:
+    """``data`` without its NUL bytes (a zero-filled block in a log), said once per file; called only where the
+    block holds one (``in`` on bytes is a memchr: no cost on a clean log)."""
+    if not any(m.startswith("NUL bytes") for m in f.messages):
+        f.messages.append("NUL bytes (a block the file system zero-filled, e.g. after a crash) were left out; "
+                          "the text around them was read")
+    return bytes(data).replace(b"\x00", b"")
+
+
+def _past_line(data: bytes) -> tuple[bytes, bool]:
+    """What follows the end of the line ``data`` starts inside, and whether the line goes on past ``data``."""
+    nl = data.find(b"\n")
+    return (b"", True) if nl < 0 else (data[nl + 1:], False)
+
+
+def _whole_chars(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character cut at its end (a cut line must not read as invalid UTF-8)."""
+    end = len(data)
+    while end > 0 and end > len(data) - 4 and (data[end - 1] & 0xC0) == 0x80:
+        end -= 1
+    return data[:end - 1] if end > 0 and data[end - 1] >= 0xC0 else data[:end]
 
 
 def _bare(f: InputFile) -> InputFile:
@@ -333,13 +394,17 @@ def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
 def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
     """The lines ``iter_line_chunks`` yields for ``span``, counted without decoding (~2.5 GB/s): its
     newlines, plus one wherever a whole read emits a line longer than four chunks in two."""
-    n, rest = 0, 0
+    n, rest, skipping = 0, 0, False
     for data in _read_span(f, span, chunk_bytes):
+        if skipping:  # the rest of a monster line, counted already
+            data, skipping = _past_line(data)
+            if skipping:
+                continue
         nl = data.rfind(b"\n")
         if nl < 0:
             rest += len(data)
-            if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line
-                n, rest = n + 1, 0
+            if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
+                n, rest, skipping = n + 1, 0, True
             continue
         n += data.count(b"\n")  # the lines of the remainder and this block up to its last newline
         rest = len(data) - nl - 1
@@ -354,6 +419,8 @@ def lines_before(f: InputFile, pos: int, size: int, last_line: int) -> pl.DataFr
     with open(f.path, "rb") as fh:
         fh.seek(lo)
         data = fh.read(pos - lo)
+    if lo == 0:
+        data = _no_bom(data)
     return _whole_lines(data, lo == 0, last_line, f)
 
 
@@ -395,15 +462,18 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
         return
     with fh:
         fh.seek(span.start)
+        first = span.start == 0  # the file's start: its BOM left out, as a whole read does
         if span.aligned > span.start:
-            yield fh.read(span.aligned - span.start)
+            yield _no_bom(fh.read(span.aligned - span.start)) if first else fh.read(span.aligned - span.start)
+            first = False
         pos = span.aligned
         while span.stop is None or pos < span.stop:
             data = fh.read(block if span.stop is None else min(block, span.stop - pos))
             if not data:
                 return
             pos += len(data)
-            yield data
+            yield _no_bom(data) if first else data
+            first = False
 
 
 def _lines_frame(text: str, offset: int) -> tuple[pl.DataFrame, int]:

@@ -42,6 +42,7 @@ class FileState:
     shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
     stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
     head_key: int | None = None  # hash of the first ingest.COPY_KEY_LINES lines: files that may be copies share it
+    short_key: bool = False  # head_key holds the whole (short) file: only an identical file is its copy
     copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
     also: str | None = None  # a second format interleaved line by line (parsers/_mixed.py)
     plausible: outliers.Bounds | None = None  # times outside are outliers (``logscope.ingest.outliers``)
@@ -49,6 +50,8 @@ class FileState:
     outlier_example: str | None = None
     bad_times: int = 0  # records whose written time is no time (ChunkResult.bad_times)
     bad_time_example: str | None = None
+    bad_values: int = 0  # values set null (ChunkResult.bad_values)
+    bad_value_example: str | None = None
 
 
 def cost(members: list[FileState]) -> float:
@@ -245,6 +248,8 @@ def take(res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int
         st.lines_parsed += res.lines_parsed
     st.bad_times += res.bad_times
     st.bad_time_example = st.bad_time_example or res.bad_time_example
+    st.bad_values += res.bad_values
+    st.bad_value_example = st.bad_value_example or res.bad_value_example
     for a in res.assumptions:
         if a not in st.assumptions:
             st.assumptions.append(a)
