@@ -79,7 +79,9 @@ def local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
 
 def epoch_to_utc(seconds: pl.Expr) -> pl.Expr:
     """Float epoch seconds to UTC datetime (microseconds)."""
-    return pl.from_epoch((seconds * 1_000_000).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+    # past ~year 287,000 a time has no microsecond count in an i64: null (an outlier), never an overflow error
+    us = pl.when(seconds.abs() < 9e12).then((seconds * 1_000_000).round(0)).cast(pl.Int64, strict=False)
+    return pl.from_epoch(us, time_unit="us").dt.replace_time_zone("UTC")
 
 
 def decode_json(s: pl.Series, dtype: pl.DataType) -> pl.Series:

@@ -27,6 +27,10 @@ CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64 * 1024
 HEAD_LINES = 200
 MAX_LINE_CHARS = 1_000_000  # longer lines are cut (and said so): a regex over 10 MB buys nothing
+# decompression stops past this ratio to the compressed size (logs compress 5-50x; gzip's most is ~1,030x):
+# a 1 MB gzip expanding to 1 GiB took 175 s; never below MIN_CAP
+MAX_RATIO = 200
+MIN_CAP = 64 * 1024 * 1024
 OUTPUT_MARKER = ".logscope-output"  # written into every output folder; ingest skips such folders
 
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
@@ -168,6 +172,8 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
     # everything before the cut (read(n) would raise and lose the partial block)
     read = getattr(fh, "read1", fh.read) if f.compression else fh.read
     step = min(block, 1 << 20) if f.compression else block
+    cap = max(MAX_RATIO * max(f.size, 0), MIN_CAP) if f.compression else None
+    total = 0
     with fh:
         pending: list[bytes] = []
         size, started = 0, False
@@ -182,6 +188,16 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 data = b""
             if data and not pending and not started:
                 started, data = True, _no_bom(data)  # a UTF-8 BOM is no part of the first line
+            total += len(data)
+            if cap is not None and total > cap:  # a bomb: what a log does not compress to is not read on
+                data = data[:len(data) - (total - cap)]
+                f.messages.append(f"{f.compression} stream expands past {MAX_RATIO} times its size ({cap:,} bytes): "
+                                  "read up to there (decompress it by hand to read it all)")
+                if data:
+                    pending.append(data)
+                if pending:
+                    yield b"".join(pending)
+                return
             if data:
                 pending.append(data)
                 size += len(data)
@@ -258,7 +274,7 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
                 continue
         if rest:
             data = rest + data
-        nl = data.rfind(b"\n")
+        nl = _line_end(data)
         if nl < 0:
             rest = data
             if len(rest) <= 4 * chunk_bytes:
@@ -295,10 +311,29 @@ def _no_nuls(data: bytes | memoryview, f: InputFile) -> bytes:
     return bytes(data).replace(b"\x00", b"")
 
 
+def _line_end(data: bytes) -> int:
+    """Where the last line of ``data`` ends: its last LF, or a later lone CR (CR-only or mixed line endings)
+    that is not the last byte (which may be the first half of a CRLF split between two blocks); -1 if none."""
+    nl = data.rfind(b"\n")
+    cr = data.rfind(b"\r", nl + 1, len(data) - 1)
+    return cr if cr > nl else nl
+
+
+def _ends(data: bytes) -> int:
+    """The line ends of ``data``: LFs, and CRs not followed by an LF."""
+    n = data.count(b"\n")
+    return n + data.count(b"\r") - data.count(b"\r\n") if b"\r" in data else n
+
+
 def _past_line(data: bytes) -> tuple[bytes, bool]:
     """What follows the end of the line ``data`` starts inside, and whether the line goes on past ``data``."""
-    nl = data.find(b"\n")
-    return (b"", True) if nl < 0 else (data[nl + 1:], False)
+    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    if not ends:
+        return b"", True
+    end = min(ends)
+    if data[end:end + 2] == b"\r\n":
+        end += 1
+    return data[end + 1:], False
 
 
 def _whole_chars(data: bytes) -> bytes:
@@ -371,6 +406,8 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
                     break
                 fh.seek((m - 1) * chunk_bytes)
                 block = fh.read(chunk_bytes)
+                if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
+                    return [Span(0, 0, None)]  # CR line endings: read whole (segments cut after an LF)
                 nl = block.rfind(b"\n")
                 if nl >= 0 and _line_ends(f, block, nl):
                     starts.append(((m - 1) * chunk_bytes + nl + 1, m * chunk_bytes))
@@ -400,13 +437,13 @@ def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
             data, skipping = _past_line(data)
             if skipping:
                 continue
-        nl = data.rfind(b"\n")
+        nl = _line_end(data)
         if nl < 0:
             rest += len(data)
             if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
                 n, rest, skipping = n + 1, 0, True
             continue
-        n += data.count(b"\n")  # the lines of the remainder and this block up to its last newline
+        n += _ends(data[:nl + 1])  # the lines of the remainder and this block up to its last line end
         rest = len(data) - nl - 1
     return n + (1 if rest else 0)
 
@@ -476,7 +513,12 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
             first = False
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
 def _lines_frame(text: str, offset: int) -> tuple[pl.DataFrame, int]:
+    if "\r" in text and text.count("\r") != text.count("\r\n"):  # CR-only or mixed endings: a CR ends a line
+        text = _LONE_CR.sub("\n", text[:-1]) + text[-1]  # a CR at the very end stays (half of a CRLF)
     s = pl.Series("line", [text], dtype=pl.String).str.split("\n").explode()
     cut = 0
     if (s.str.len_bytes().max() or 0) > MAX_LINE_CHARS:  # bytes >= characters: count characters only then
@@ -523,11 +565,11 @@ def _count(f: InputFile, tail: int = 0) -> tuple[int, bytes]:
     """The file's lines (a last one without a newline counts), and its last ``tail`` bytes."""
     n, last, kept = 0, b"\n", b""
     for data in _read_blocks(f, CHUNK_BYTES):
-        n += data.count(b"\n")
+        n += _ends(data)
         last = data[-1:]
         if tail:
             kept = (kept + data)[-tail:]
-    return n + (0 if last == b"\n" else 1), kept
+    return n + (0 if last in (b"\n", b"\r") else 1), kept
 
 
 def io_bytes(text: str) -> io.BytesIO:
