@@ -52,11 +52,12 @@ class InputFile:
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
     envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
+    cr_ends: bool = False  # lines end in a lone CR (CR-only or mixed endings; ``head`` decides), not only LF
 
     def quiet(self) -> InputFile:
         """The same file, with its own message list: a side read (detection, comparison) says nothing."""
         return InputFile(self.path, self.rel, self.size, self.compression, self.stream_key, self.rotation,
-                         envelope=self.envelope, envelope_time=self.envelope_time)
+                         envelope=self.envelope, envelope_time=self.envelope_time, cr_ends=self.cr_ends)
 
 
 def discover(root: Path) -> list[InputFile]:
@@ -239,6 +240,9 @@ def head(f: InputFile) -> tuple[list[str], bool]:
         if len(buf) >= HEAD_BYTES or seen >= HEAD_NUL_LIMIT:
             break
     sample = buf[:HEAD_BYTES]
+    f.cr_ends = _cr_ends(sample)
+    if f.cr_ends:
+        sample = _LONE_CR_B.sub(b"\n", sample)
     probe = sample[:8192]
     binary = (len(probe) - len(probe.translate(None, _CONTROL))) > 0.05 * len(probe) or (not sample and seen > 0)
     text = sample.decode("utf-8", errors="replace")
@@ -269,12 +273,12 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     skipping = False  # in the rest of a monster line, already emitted (cut)
     for data in blocks:
         if skipping:
-            data, skipping = _past_line(data)
+            data, skipping = _past_line(data, f.cr_ends)
             if skipping or not data:
                 continue
         if rest:
             data = rest + data
-        nl = _line_end(data)
+        nl = _line_end(data, f.cr_ends)
         if nl < 0:
             rest = data
             if len(rest) <= 4 * chunk_bytes:
@@ -284,14 +288,14 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
             body, rest, skipping = _whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
-        df, cut = _lines_frame(_decode(_no_nuls(body, f) if b"\x00" in data else body, f), line_no)
+        df, cut = _lines_frame(_decode(_no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends)
         cut_total += cut
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
         yield df
     if rest:
-        df, cut = _lines_frame(_decode(_no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no)
+        df, cut = _lines_frame(_decode(_no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends)
         cut_total += cut
         if meter is not None:
             meter(len(rest))
@@ -311,23 +315,33 @@ def _no_nuls(data: bytes | memoryview, f: InputFile) -> bytes:
     return bytes(data).replace(b"\x00", b"")
 
 
-def _line_end(data: bytes) -> int:
-    """Where the last line of ``data`` ends: its last LF, or a later lone CR (CR-only or mixed line endings)
-    that is not the last byte (which may be the first half of a CRLF split between two blocks); -1 if none."""
+def _line_end(data: bytes, cr: bool) -> int:
+    """Where the last line of ``data`` ends: its last LF, or, in a file of CR endings, a later lone CR that is
+    not the last byte (which may be the first half of a CRLF split between two blocks); -1 if none."""
     nl = data.rfind(b"\n")
-    cr = data.rfind(b"\r", nl + 1, len(data) - 1)
-    return cr if cr > nl else nl
+    if not cr:
+        return nl
+    at = data.rfind(b"\r", nl + 1, len(data) - 1)
+    return at if at > nl else nl
 
 
-def _ends(data: bytes) -> int:
-    """The line ends of ``data``: LFs, and CRs not followed by an LF."""
+def _ends(data: bytes, cr: bool) -> int:
+    """The line ends of ``data``: LFs, and in a file of CR endings CRs not followed by an LF."""
     n = data.count(b"\n")
-    return n + data.count(b"\r") - data.count(b"\r\n") if b"\r" in data else n
+    return n + data.count(b"\r") - data.count(b"\r\n") if cr and b"\r" in data else n
 
 
-def _past_line(data: bytes) -> tuple[bytes, bool]:
+def _cr_ends(sample: bytes) -> bool:
+    """Whether a file's lines end in lone CRs (CR-only or mixed endings): at least half as many as LFs (CR LF
+    included). A few CRs inside lines of LF or CR LF endings (a progress bar redrawn) are not line ends (``wc -l``
+    does not count them)."""
+    lone = sample.count(b"\r") - sample.count(b"\r\n")
+    return lone > 0 and 2 * lone >= sample.count(b"\n")
+
+
+def _past_line(data: bytes, cr: bool) -> tuple[bytes, bool]:
     """What follows the end of the line ``data`` starts inside, and whether the line goes on past ``data``."""
-    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    ends = [i for i in (data.find(b"\n"), data.find(b"\r") if cr else -1) if i >= 0]
     if not ends:
         return b"", True
     end = min(ends)
@@ -394,7 +408,7 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
     """Up to ``n`` spans of about equal size covering the file, each starting at a chunk boundary of a
     whole read (so that a parser sees the same chunks either way). One span when the file is compressed
     (no seeking) or too small, or where a block holds no newline to cut after."""
-    if f.compression or f.size <= 0 or n < 2:
+    if f.compression or f.size <= 0 or n < 2 or f.cr_ends:  # CR endings: read whole (segments cut after an LF)
         return [Span(0, 0, None)]
     starts: list[tuple[int, int]] = []
     with open(f.path, "rb") as fh:
@@ -406,8 +420,6 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
                     break
                 fh.seek((m - 1) * chunk_bytes)
                 block = fh.read(chunk_bytes)
-                if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
-                    return [Span(0, 0, None)]  # CR line endings: read whole (segments cut after an LF)
                 nl = block.rfind(b"\n")
                 if nl >= 0 and _line_ends(f, block, nl):
                     starts.append(((m - 1) * chunk_bytes + nl + 1, m * chunk_bytes))
@@ -434,16 +446,16 @@ def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
     n, rest, skipping = 0, 0, False
     for data in _read_span(f, span, chunk_bytes):
         if skipping:  # the rest of a monster line, counted already
-            data, skipping = _past_line(data)
+            data, skipping = _past_line(data, f.cr_ends)
             if skipping:
                 continue
-        nl = _line_end(data)
+        nl = _line_end(data, f.cr_ends)
         if nl < 0:
             rest += len(data)
             if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
                 n, rest, skipping = n + 1, 0, True
             continue
-        n += _ends(data[:nl + 1])  # the lines of the remainder and this block up to its last line end
+        n += _ends(data[:nl + 1], f.cr_ends)  # the lines of the remainder and this block up to its last line end
         rest = len(data) - nl - 1
     return n + (1 if rest else 0)
 
@@ -480,7 +492,7 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
         data = data[:-1]
     elif not data:
         return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
-    df, _ = _lines_frame(_decode(data, f.quiet()), 0)
+    df, _ = _lines_frame(_decode(data, f.quiet()), 0, f.cr_ends)
     df = df.with_columns(pl.col("line_no") + (last_line - df.height))
     if f.envelope is not None:  # a container log's lines, as a read of the file gives them
         from . import envelopes
@@ -514,10 +526,11 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
 
 
 _LONE_CR = re.compile(r"\r(?!\n)")
+_LONE_CR_B = re.compile(rb"\r(?!\n)")
 
 
-def _lines_frame(text: str, offset: int) -> tuple[pl.DataFrame, int]:
-    if "\r" in text and text.count("\r") != text.count("\r\n"):  # CR-only or mixed endings: a CR ends a line
+def _lines_frame(text: str, offset: int, cr: bool = False) -> tuple[pl.DataFrame, int]:
+    if cr and "\r" in text:  # CR-only or mixed endings: a lone CR ends a line
         text = _LONE_CR.sub("\n", text[:-1]) + text[-1]  # a CR at the very end stays (half of a CRLF)
     s = pl.Series("line", [text], dtype=pl.String).str.split("\n").explode()
     cut = 0
@@ -565,11 +578,11 @@ def _count(f: InputFile, tail: int = 0) -> tuple[int, bytes]:
     """The file's lines (a last one without a newline counts), and its last ``tail`` bytes."""
     n, last, kept = 0, b"\n", b""
     for data in _read_blocks(f, CHUNK_BYTES):
-        n += _ends(data)
+        n += _ends(data, f.cr_ends)
         last = data[-1:]
         if tail:
             kept = (kept + data)[-tail:]
-    return n + (0 if last in (b"\n", b"\r") else 1), kept
+    return n + (0 if last == b"\n" or (f.cr_ends and last == b"\r") else 1), kept
 
 
 def io_bytes(text: str) -> io.BytesIO:
