@@ -20,17 +20,17 @@ from pathlib import Path
 
 import polars as pl
 
+from . import linebytes as lb
+from .linebytes import MAX_LINE_CHARS
+
 # 4 MiB: large enough that a parser's fixed per-chunk cost stays small (~4 % slower than 8 MiB on
 # the 1 GB bench), small enough that the workers' intermediate columns (JSON decoding takes ~30x
 # the chunk) keep a 5 GB folder under 1 GB of RSS; docs/performance.md has the measurements
 CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64 * 1024
 HEAD_LINES = 200
-MAX_LINE_CHARS = 1_000_000  # longer lines are cut (and said so): a regex over 10 MB buys nothing
-# decompression stops past this ratio to the compressed size (logs compress 5-50x; gzip's most is ~1,030x):
-# a 1 MB gzip expanding to 1 GiB took 175 s; never below MIN_CAP
-MAX_RATIO = 200
-MIN_CAP = 64 * 1024 * 1024
+MAX_RATIO = 200  # decompression stops past this ratio to the file's size (logs: 5-50x; a 1 MB -> 1 GiB bomb took 175 s)
+MIN_CAP = 64 * 1024 * 1024  # ... never below this
 OUTPUT_MARKER = ".logscope-output"  # written into every output folder; ingest skips such folders
 
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
@@ -105,7 +105,7 @@ def _input_file(p: Path, base: Path) -> InputFile:
     name = p.name[: -len(suffix)] if comp else p.name
     m = _ROTATION.match(name) or _STAMPED.match(name)
     stem = m.group("base") if m else name
-    if comp is not None and size > 0 and not _magic(p, comp):
+    if comp is not None and size > 0 and not lb.magic(p, comp):
         messages.append(f"named {suffix} but not {comp}-compressed (its first bytes say so): read as plain text")
         comp = None
     rel = _shown(p, base)
@@ -115,22 +115,11 @@ def _input_file(p: Path, base: Path) -> InputFile:
                      mtime_ns=mtime)
 
 
-_MAGIC = {"gzip": (b"\x1f\x8b",), "zstd": (b"\x28\xb5\x2f\xfd",), "bzip2": (b"BZh",), "xz": (b"\xfd7zXZ\x00",)}
-
-
-def _magic(p: Path, comp: str) -> bool:
-    """Whether the file starts as a ``comp`` stream does (an unreadable one is left to say so when opened)."""
-    try:
-        with open(p, "rb") as fh:
-            start = fh.read(6)
-    except OSError:
-        return True
-    return start.startswith(_MAGIC[comp])
 
 
 def _shown(p: Path, base: Path) -> str:
-    """``p`` relative to ``base`` as valid text: a name that is not UTF-8 (surrogate escapes) has its bad bytes
-    written as ``\\xff`` (tables and pages hold only text)."""
+    """``p`` relative to ``base`` as text (tables and pages hold only text): a name's bytes that are not UTF-8
+    written as ``\\xff``."""
     return _text(str(p.relative_to(base)) if p != base else p.name)
 
 
@@ -188,16 +177,12 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 f.messages.append(f"{f.compression or 'file'} stream is corrupt ({e}): read what came before")
                 data = b""
             if data and not pending and not started:
-                started, data = True, _no_bom(data)  # a UTF-8 BOM is no part of the first line
+                started, data = True, lb.no_bom(data)  # a UTF-8 BOM is no part of the first line
             total += len(data)
             if cap is not None and total > cap:  # a bomb: what a log does not compress to is not read on
-                data = data[:len(data) - (total - cap)]
                 f.messages.append(f"{f.compression} stream expands past {MAX_RATIO} times its size ({cap:,} bytes): "
                                   "read up to there (decompress it by hand to read it all)")
-                if data:
-                    pending.append(data)
-                if pending:
-                    yield b"".join(pending)
+                yield b"".join([*pending, data[:len(data) - (total - cap)]])
                 return
             if data:
                 pending.append(data)
@@ -211,10 +196,6 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 return
 
 
-def _no_bom(data: bytes) -> bytes:
-    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-
-
 def _decode(data: bytes | memoryview, f: InputFile) -> str:
     try:
         return str(data, "utf-8")
@@ -224,8 +205,7 @@ def _decode(data: bytes | memoryview, f: InputFile) -> str:
         return str(data, "utf-8", "replace")
 
 
-# bytes no text log holds (NUL aside: a block of NULs is what a file system leaves where a crash cut a write)
-_CONTROL = bytes([*range(1, 9), 11, *range(14, 27), *range(28, 32), 127])
+_CONTROL = bytes([*range(1, 9), 11, *range(14, 27), *range(28, 32), 127])  # bytes no text log holds, NUL aside
 HEAD_NUL_LIMIT = 64 * 1024 * 1024  # a head of NULs is read past up to this far
 
 
@@ -240,9 +220,9 @@ def head(f: InputFile) -> tuple[list[str], bool]:
         if len(buf) >= HEAD_BYTES or seen >= HEAD_NUL_LIMIT:
             break
     sample = buf[:HEAD_BYTES]
-    f.cr_ends = _cr_ends(sample)
+    f.cr_ends = lb.cr_ends(sample)
     if f.cr_ends:
-        sample = _LONE_CR_B.sub(b"\n", sample)
+        sample = lb.LONE_CR_B.sub(b"\n", sample)
     probe = sample[:8192]
     binary = (len(probe) - len(probe.translate(None, _CONTROL))) > 0.05 * len(probe) or (not sample and seen > 0)
     text = sample.decode("utf-8", errors="replace")
@@ -273,29 +253,29 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     skipping = False  # in the rest of a monster line, already emitted (cut)
     for data in blocks:
         if skipping:
-            data, skipping = _past_line(data, f.cr_ends)
+            data, skipping = lb.past_line(data, f.cr_ends)
             if skipping or not data:
                 continue
         if rest:
             data = rest + data
-        nl = _line_end(data, f.cr_ends)
+        nl = lb.line_end(data, f.cr_ends)
         if nl < 0:
             rest = data
             if len(rest) <= 4 * chunk_bytes:
                 continue
             # a monster line: emit its start (cut, said) rather than grow forever, and skip to its end, so that
             # it stays one line (wc -l) however long it is
-            body, rest, skipping = _whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
+            body, rest, skipping = lb.whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
-        df, cut = _lines_frame(_decode(_no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends)
+        df, cut = lb.lines_frame(_decode(lb.no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends)
         cut_total += cut
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
         yield df
     if rest:
-        df, cut = _lines_frame(_decode(_no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends)
+        df, cut = lb.lines_frame(_decode(lb.no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends)
         cut_total += cut
         if meter is not None:
             meter(len(rest))
@@ -304,58 +284,6 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
         tally["cut"] += cut_total
     elif cut_total:
         f.messages.append(cut_message(cut_total))
-
-
-def _no_nuls(data: bytes | memoryview, f: InputFile) -> bytes:
-    """``data`` without its NUL bytes (a zero-filled block in a log), said once per file; called only where the
-    block holds one (``in`` on bytes is a memchr: no cost on a clean log)."""
-    if not any(m.startswith("NUL bytes") for m in f.messages):
-        f.messages.append("NUL bytes (a block the file system zero-filled, e.g. after a crash) were left out; "
-                          "the text around them was read")
-    return bytes(data).replace(b"\x00", b"")
-
-
-def _line_end(data: bytes, cr: bool) -> int:
-    """Where the last line of ``data`` ends: its last LF, or, in a file of CR endings, a later lone CR that is
-    not the last byte (which may be the first half of a CRLF split between two blocks); -1 if none."""
-    nl = data.rfind(b"\n")
-    if not cr:
-        return nl
-    at = data.rfind(b"\r", nl + 1, len(data) - 1)
-    return at if at > nl else nl
-
-
-def _ends(data: bytes, cr: bool) -> int:
-    """The line ends of ``data``: LFs, and in a file of CR endings CRs not followed by an LF."""
-    n = data.count(b"\n")
-    return n + data.count(b"\r") - data.count(b"\r\n") if cr and b"\r" in data else n
-
-
-def _cr_ends(sample: bytes) -> bool:
-    """Whether a file's lines end in lone CRs (CR-only or mixed endings): at least half as many as LFs (CR LF
-    included). A few CRs inside lines of LF or CR LF endings (a progress bar redrawn) are not line ends (``wc -l``
-    does not count them)."""
-    lone = sample.count(b"\r") - sample.count(b"\r\n")
-    return lone > 0 and 2 * lone >= sample.count(b"\n")
-
-
-def _past_line(data: bytes, cr: bool) -> tuple[bytes, bool]:
-    """What follows the end of the line ``data`` starts inside, and whether the line goes on past ``data``."""
-    ends = [i for i in (data.find(b"\n"), data.find(b"\r") if cr else -1) if i >= 0]
-    if not ends:
-        return b"", True
-    end = min(ends)
-    if data[end:end + 2] == b"\r\n":
-        end += 1
-    return data[end + 1:], False
-
-
-def _whole_chars(data: bytes) -> bytes:
-    """``data`` without a UTF-8 character cut at its end (a cut line must not read as invalid UTF-8)."""
-    end = len(data)
-    while end > 0 and end > len(data) - 4 and (data[end - 1] & 0xC0) == 0x80:
-        end -= 1
-    return data[:end - 1] if end > 0 and data[end - 1] >= 0xC0 else data[:end]
 
 
 def _bare(f: InputFile) -> InputFile:
@@ -446,16 +374,16 @@ def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
     n, rest, skipping = 0, 0, False
     for data in _read_span(f, span, chunk_bytes):
         if skipping:  # the rest of a monster line, counted already
-            data, skipping = _past_line(data, f.cr_ends)
+            data, skipping = lb.past_line(data, f.cr_ends)
             if skipping:
                 continue
-        nl = _line_end(data, f.cr_ends)
+        nl = lb.line_end(data, f.cr_ends)
         if nl < 0:
             rest += len(data)
             if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
                 n, rest, skipping = n + 1, 0, True
             continue
-        n += _ends(data[:nl + 1], f.cr_ends)  # the lines of the remainder and this block up to its last line end
+        n += lb.ends(data[:nl + 1], f.cr_ends)  # the lines of the remainder and this block up to its last line end
         rest = len(data) - nl - 1
     return n + (1 if rest else 0)
 
@@ -469,7 +397,7 @@ def lines_before(f: InputFile, pos: int, size: int, last_line: int) -> pl.DataFr
         fh.seek(lo)
         data = fh.read(pos - lo)
     if lo == 0:
-        data = _no_bom(data)
+        data = lb.no_bom(data)
     return _whole_lines(data, lo == 0, last_line, f)
 
 
@@ -492,7 +420,7 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
         data = data[:-1]
     elif not data:
         return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
-    df, _ = _lines_frame(_decode(data, f.quiet()), 0, f.cr_ends)
+    df, _ = lb.lines_frame(_decode(data, f.quiet()), 0, f.cr_ends)
     df = df.with_columns(pl.col("line_no") + (last_line - df.height))
     if f.envelope is not None:  # a container log's lines, as a read of the file gives them
         from . import envelopes
@@ -513,7 +441,7 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
         fh.seek(span.start)
         first = span.start == 0  # the file's start: its BOM left out, as a whole read does
         if span.aligned > span.start:
-            yield _no_bom(fh.read(span.aligned - span.start)) if first else fh.read(span.aligned - span.start)
+            yield lb.no_bom(fh.read(span.aligned - span.start)) if first else fh.read(span.aligned - span.start)
             first = False
         pos = span.aligned
         while span.stop is None or pos < span.stop:
@@ -521,25 +449,8 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
             if not data:
                 return
             pos += len(data)
-            yield _no_bom(data) if first else data
+            yield lb.no_bom(data) if first else data
             first = False
-
-
-_LONE_CR = re.compile(r"\r(?!\n)")
-_LONE_CR_B = re.compile(rb"\r(?!\n)")
-
-
-def _lines_frame(text: str, offset: int, cr: bool = False) -> tuple[pl.DataFrame, int]:
-    if cr and "\r" in text:  # CR-only or mixed endings: a lone CR ends a line
-        text = _LONE_CR.sub("\n", text[:-1]) + text[-1]  # a CR at the very end stays (half of a CRLF)
-    s = pl.Series("line", [text], dtype=pl.String).str.split("\n").explode()
-    cut = 0
-    if (s.str.len_bytes().max() or 0) > MAX_LINE_CHARS:  # bytes >= characters: count characters only then
-        cut = int((s.str.len_chars() > MAX_LINE_CHARS).sum())
-        if cut:
-            s = s.str.slice(0, MAX_LINE_CHARS)
-    line_no = pl.int_range(offset + 1, offset + 1 + s.len(), dtype=pl.Int64, eager=True).alias("line_no")
-    return pl.DataFrame([line_no, s]), cut
 
 
 def read_text(f: InputFile, limit: int = 512 * 1024 * 1024) -> str:
@@ -578,7 +489,7 @@ def _count(f: InputFile, tail: int = 0) -> tuple[int, bytes]:
     """The file's lines (a last one without a newline counts), and its last ``tail`` bytes."""
     n, last, kept = 0, b"\n", b""
     for data in _read_blocks(f, CHUNK_BYTES):
-        n += _ends(data, f.cr_ends)
+        n += lb.ends(data, f.cr_ends)
         last = data[-1:]
         if tail:
             kept = (kept + data)[-tail:]
