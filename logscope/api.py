@@ -85,6 +85,10 @@ def require_known_format(res: IngestResult) -> None:
         from .errors import LogscopeError
 
         seen = ", ".join(f"{p} ({f})" for p, f in res.files.select("path", "format").head(5).iter_rows())
+        if res.files.height and (res.files["format"] == "unreadable").all():  # README: exit 3, unreadable input
+            raise LogscopeError(f"nothing in the input could be read: {seen}",
+                                hint="run as a user who may read the files (files.parquet says why each failed)",
+                                code=3)
         raise LogscopeError(
             f"no file in a known format in the input: {seen}",
             hint="`logscope formats` lists what logscope reads; `logscope detect DIR --scores` shows each file's scores",

@@ -41,7 +41,8 @@ class ExitCode(IntEnum):
     INTERNAL = 70  # a bug: please report with --debug output
 
 
-Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident's logs")]
+# readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
+Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident's logs", readable=False)]
 OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to this time")]
@@ -96,7 +97,12 @@ def _memory(text: str) -> int | str | None:
 def _check_input(path: Path) -> None:
     if not path.exists():
         raise LogscopeError(f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3)
-    if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+    from .resources import memory
+
+    if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
+        raise LogscopeError(f"{path} cannot be read (permission denied)", hint="run as a user who may read it",
+                            code=ExitCode.NO_INPUT)
+    if path.is_dir() and next(memory.input_paths(path), None) is None:
         raise LogscopeError(f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3)
 
 

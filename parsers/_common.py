@@ -79,7 +79,9 @@ def local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
 
 def epoch_to_utc(seconds: pl.Expr) -> pl.Expr:
     """Float epoch seconds to UTC datetime (microseconds)."""
-    return pl.from_epoch((seconds * 1_000_000).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+    # past ~year 287,000 a time has no microsecond count in an i64: null (an outlier), never an overflow error
+    us = pl.when(seconds.abs() < 9e12).then((seconds * 1_000_000).round(0)).cast(pl.Int64, strict=False)
+    return pl.from_epoch(us, time_unit="us").dt.replace_time_zone("UTC")
 
 
 def decode_json(s: pl.Series, dtype: pl.DataType) -> pl.Series:
@@ -106,3 +108,14 @@ def json_fields(lines: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
                                           .alias("j"))
         f = pl.concat([f.filter(~odd), slow]).sort("line_no")
     return f.select("line_no", "j").unnest("j")
+
+
+def bad_times(df: pl.DataFrame, raw: str, parsed: str) -> tuple[int, str | None]:
+    """Rows whose written time ``raw`` gave no ``parsed`` time (an impossible date, a local time in a DST
+    gap), and the first as an example ('line 3: 2026/02/29 08:24:58') for ``ChunkResult.bad_times``."""
+    bad = df.filter(pl.col(raw).is_not_null() & pl.col(parsed).is_null())
+    if bad.height == 0:
+        return 0, None
+    first = bad.row(0, named=True)
+    where = f"line {first['line_no']}: " if first.get("line_no") is not None else ""
+    return bad.height, f"{where}{first[raw]}"

@@ -54,14 +54,19 @@ def value_expr(raw: pl.Expr) -> pl.Expr:
     return raw.cast(pl.Float64, strict=False)
 
 
+# past this many seconds from 1970 (year ~287,000) a time has no microsecond count in an i64: null, not wrapped
+_MAX_S = 9e12
+
+
 def epoch_ms_to_ts(ms: pl.Expr) -> pl.Expr:
-    return pl.from_epoch(ms.cast(pl.Int64) * 1000, time_unit="us").dt.replace_time_zone("UTC").cast(TS)
+    ms = ms.cast(pl.Int64, strict=False)
+    us = pl.when(ms.abs() < _MAX_S * 1000).then(ms * 1000)
+    return pl.from_epoch(us, time_unit="us").dt.replace_time_zone("UTC").cast(TS)
 
 
 def epoch_s_to_ts(seconds: pl.Expr) -> pl.Expr:
-    return pl.from_epoch((seconds * 1_000_000).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone(
-        "UTC"
-    ).cast(TS)
+    us = pl.when(seconds.abs() < _MAX_S).then((seconds * 1_000_000).round(0)).cast(pl.Int64, strict=False)
+    return pl.from_epoch(us, time_unit="us").dt.replace_time_zone("UTC").cast(TS)
 
 
 def metrics_frame(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:

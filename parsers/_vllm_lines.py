@@ -173,12 +173,16 @@ def _json(df: pl.DataFrame) -> pl.DataFrame:
 # ---- time --------------------------------------------------------------------------------------
 
 
-def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str], tuple[int, str | None]]:
+    """Each row's time; also how many stamps were no time (02-29 of a common year, a local time in a DST gap:
+    the row then takes the previous line's time, ts_inferred) and the first of them."""
     notes: list[str] = []
     mo = pl.col("mo").cast(pl.Int32)
     prev_mo = mo.forward_fill().shift(1).fill_null(state.get("last_month", 0))
-    # a month far below the previous one is the turn of a year (Dec -> Jan)
-    roll = (mo < prev_mo - 6).fill_null(False)
+    # a month far below the previous one is the turn of a year (Dec -> Jan), when the next stamp stays there:
+    # one bad stamp (02-29 among 11-29 lines) must not move the rest of the file a year on
+    next_mo = mo.backward_fill().shift(-1)
+    roll = ((mo < prev_mo - 6) & (next_mo.is_null() | (next_mo <= mo + 6))).fill_null(False)
     df = df.with_columns(roll.cum_sum().cast(pl.Int32).alias("_roll"))
     year_off = state.get("year_off", 0)
     vllm_naive = (
@@ -203,6 +207,13 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
                               (local_to_utc(py_naive, ctx.tz), has_py)) if has]
     own = pl.coalesce(parts).cast(TS) if parts else pl.lit(None, dtype=TS)
     df = df.with_columns(own.alias("ts_own"))
+    stamped = pl.any_horizontal([pl.col(k).is_not_null() for k, has in (("mo", has_mo), ("cts", has_cts),
+                                                                          ("pyts", has_py)) if has] or [pl.lit(False)])
+    no_time = df.filter(stamped & pl.col("ts_own").is_null())
+    bad = (no_time.height, None if no_time.height == 0 else "line {}: {}".format(*no_time.select(
+        "line_no", pl.coalesce(pl.col("cts"), pl.col("pyts"),
+                               pl.concat_str([pl.col("mo"), pl.lit("-"), pl.col("dd"), pl.lit(" "), pl.col("hms")])))
+        .row(0)))
     df = df.with_columns(
         # before the first stamp of the stream, the next one (a paste starting mid-traceback)
         pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
@@ -229,7 +240,7 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
     if (df["ts_inferred"] & df["uv"].is_not_null()).any():
         notes.append("uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)")
-    return df.drop("_roll"), notes
+    return df.drop("_roll"), notes, bad
 
 
 # ---- records -----------------------------------------------------------------------------------

@@ -30,8 +30,43 @@ def _num(col: str, pat: str) -> pl.Expr:
 
 
 def _ratio(percent: pl.Expr) -> pl.Expr:
-    """91.0 (%) -> 0.91 (rounded: the log prints one decimal, the ratio must not depend on the code path)."""
-    return (percent / 100).round(6)
+    """91.0 (%) -> 0.91 (rounded: the log prints one decimal, the ratio must not depend on the code path);
+    a share outside [0, 1] (95000 %) is no share: null, counted by ``_stats``."""
+    r = (percent / 100).round(6)
+    return pl.when(r.is_between(0, 1)).then(r)
+
+
+# a count past 2**53 is no count a server reached (and past 2**63 it does not fit a row): null, counted
+_MAX_COUNT = float(2**53)
+
+
+def _count(raw: str) -> pl.Expr:
+    return pl.when(pl.col(raw).is_between(0, _MAX_COUNT)).then(pl.col(raw)).cast(pl.Int64)
+
+
+# (output column, the text its value follows) of the values ``_stats`` counts when they were written but null
+_CHECKED = (("running", "Running: "), ("waiting", "Waiting: "), ("waiting", "Pending: "), ("swapped", "Swapped: "),
+            ("deferred", "Deferred: "), ("preemptions", "Preemptions: "), ("kv_usage", "KV cache usage: "),
+            ("prefix_hit", "Prefix cache hit rate: "))
+
+
+def invalid_values(out: pl.DataFrame) -> tuple[int, str | None]:
+    """Stats values written on a line but not kept (a count past 2**53, a share outside [0, 1]): how many,
+    and the first ('line 113: Running: 9223372036854775807')."""
+    if out.height == 0:
+        return 0, None
+    m = pl.col("msg")
+    bad = [(pl.col(c).is_null() & m.str.contains(t, literal=True)).alias(f"{c}|{t}") for c, t in _CHECKED]
+    flags = out.select("line_no", "msg", *bad)
+    counts = flags.select(pl.sum_horizontal(pl.exclude("line_no", "msg")).sum()).item()
+    if not counts:
+        return 0, None
+    first = flags.filter(pl.any_horizontal(pl.exclude("line_no", "msg"))).row(0, named=True)
+    col = next(k for k, v in first.items() if k not in ("line_no", "msg") and v)
+    text = col.split("|", 1)[1]
+    msg = first["msg"]
+    value = msg[msg.index(text):].split(",")[0].split(" reqs")[0]
+    return int(counts), f"line {first['line_no']}: {value}"
 
 
 def _pct(pat: str) -> pl.Expr:
@@ -77,11 +112,11 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         pl.when(pre01).then(pl.lit("v0-pre0.1")).when(v0).then(pl.lit("v0")).otherwise(pl.lit("v1")).alias("era"),
         pl.when(pl.col("agg").is_not_null()).then(pl.lit("aggregated")).otherwise(pl.col("engine")).alias("engine"),
         pl.col("lvl").alias("level"),
-        pl.col("_run").cast(pl.Int64).alias("running"),
-        pl.col("_wait").cast(pl.Int64).alias("waiting"),
-        pl.col("_swap").cast(pl.Int64).alias("swapped"),
-        pl.col("_deferred").cast(pl.Int64).alias("deferred"),
-        pl.col("_preempt").cast(pl.Int64).alias("preemptions"),
+        _count("_run").alias("running"),
+        _count("_wait").alias("waiting"),
+        _count("_swap").alias("swapped"),
+        _count("_deferred").alias("deferred"),
+        _count("_preempt").alias("preemptions"),
         pl.when(v0 & v0_cpu).then(cpu).when(v0).then(gpu).otherwise(pl.col("_v1_kv")).alias("kv_usage"),
         pl.when(v0 & v0_cpu).then(pl.lit("CPU")).when(v0).then(pl.lit("GPU")).otherwise(pl.col("_v1_dev"))
         .alias("kv_device"),

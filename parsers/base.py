@@ -72,6 +72,13 @@ class ChunkResult:
     lines_parsed: int | None = None  # documents: lines accounted as parsed
     assumptions: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    # records kept whose written time is no time (2026/02/30, 02-29 of a common year, a local time in a DST
+    # gap): their time is null; ingest sums them per file and says so, with the first as an example
+    bad_times: int = 0
+    bad_time_example: str | None = None
+    # values written but not kept (a count past 2**53, a share outside [0, 1]): the field is null, the row kept
+    bad_values: int = 0
+    bad_value_example: str | None = None
 
 
 def safe_detect(module, head: list[str]) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ._common import local_to_utc
+from ._common import bad_times, local_to_utc
 from .base import ChunkResult, ParseContext, hit_share
 
 NAME = "nginx_error"
@@ -88,4 +88,6 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         "line_no",
     )
     assumptions = [f"nginx error.log times have no zone: read as {ctx.tz} (--tz)"]
-    return ChunkResult(tables={"gateway_errors": out}, recognized=ok, assumptions=assumptions)
+    n_bad, example = bad_times(pl.DataFrame([rows["line_no"], rows["ts"].alias("raw"), out["ts"]]), "raw", "ts")
+    return ChunkResult(tables={"gateway_errors": out}, recognized=ok, assumptions=assumptions, bad_times=n_bad,
+                       bad_time_example=example)

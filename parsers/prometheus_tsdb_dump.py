@@ -28,7 +28,7 @@ SAMPLES = [
 # (a dump repeats each series' labels on every sample: 7,238 lines, 44 series in the lab's)
 _TAIL = r" (?P<value>" + _prom.VALUE + r") (?P<ts>-?[0-9]+)$"
 _LABELS = r'^\{(?P<labels>__name__="(?P<name>(?:[^"\\]|\\.)*)"(?:, ' + _prom.LABEL_PAIR + r")*)\}$"
-_DETECT = r'^\{__name__="[^"]+"(?:, [a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\} \S+ -?[0-9]+$'
+_DETECT = r'^\{__name__="[^"]+"(?:, [a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\} \S+ -?[0-9]+\s*$'  # CRLF endings, trailing blanks
 
 
 def detect(head: list[str]) -> float:
@@ -36,7 +36,7 @@ def detect(head: list[str]) -> float:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
-    line = pl.col("line").str.strip_suffix("\r")
+    line = pl.col("line").str.strip_chars_end()  # CRLF endings, trailing blanks
     parts = lines.select(line.alias("line"), line.str.extract_groups(_TAIL).alias("g")).unnest("g")
     # the series: what precedes ' value ts' (ASCII, so characters are bytes)
     tail_len = pl.col("value").str.len_chars() + pl.col("ts").str.len_chars() + 2
@@ -53,7 +53,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     parts = parts.join(series, on="series", how="left", maintain_order="left")
     ok = parts["labels"].is_not_null()
     df = parts.filter(ok).select(
-        _prom.epoch_ms_to_ts(pl.col("ts").cast(pl.Int64)).alias("ts"),
+        _prom.epoch_ms_to_ts(pl.col("ts").cast(pl.Int64, strict=False)).alias("ts"),
         "name",
         "instance",
         "labels",

@@ -51,7 +51,7 @@ from ._vllm_requests import _requests
 from ._vllm_stats import _STATS_HEAD as _STATS_HEAD
 from ._vllm_stats import _STATS_V0 as _STATS_V0
 from ._vllm_stats import _STATS_V1 as _STATS_V1
-from ._vllm_stats import _stats
+from ._vllm_stats import _stats, invalid_values
 from .base import ChunkResult, ParseContext
 
 NAME = "vllm_server"
@@ -128,12 +128,13 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         seq0 = state.get("seq", 0)
         df = df.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"))
         state["seq"] = seq0 + df.height
-        df, n = _times(df, ctx, state)
+        df, n, bad_times = _times(df, ctx, state)
         notes += n
         df = _classify(df, state)
         state["kv_dev_before"] = state.get("kv_dev")
         stats, n = _stats(df, ctx, state)
         notes += n
+        bad_values = invalid_values(stats)
         reqs = _requests(df, ctx)
         access = _access(df, ctx)
         tables["server_stats"] = stats
@@ -142,6 +143,7 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         frame = _records(df, state, final=False)
     else:
         df, access, produced = None, None, None
+        bad_times, bad_values = (0, None), (0, None)
         frame = _records(_empty_rows(), state, final=True)
     events, n = _events(frame, ctx, state)
     notes += n
@@ -158,7 +160,9 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
-    return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)))
+    return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)),
+                       bad_times=bad_times[0], bad_time_example=bad_times[1], bad_values=bad_values[0],
+                       bad_value_example=bad_values[1])
 
 
 def _flush_previous_file(ctx: ParseContext, state: dict) -> pl.DataFrame | None:

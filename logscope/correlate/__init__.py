@@ -122,12 +122,12 @@ def finish(n: narrow.Narrow, other: dict[str, pl.DataFrame], offsets: list[dict]
            res: dict[str, float], window: str | None) -> tuple[pl.DataFrame, dict]:
     """windows.parquet and correlation.json from the run-level columns of every request. The summary comes
     first: what only it reads (the links, the server frame) is let go of ``n`` before the windows are built."""
-    width, grid = _grid(n.A, other, window)
+    width, grid, wide = _grid(n.A, other, window)
     summ = summary.build(n.F, n.L, n.A, offsets, shift, width, [], res)
     n.L = n.F.sr = n.F.cr = n.A.gr_lr = None
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
     win, wnotes = windows.build(grid, n.A.requests, n.F.ca, n.F.gr, n.A.execs, other["server_stats"], events)
-    summ["notes"] += wnotes  # the summary's last notes, as summary.build places them
+    summ["notes"] += wnotes + ([wide] if wide else [])  # the summary's last notes, as summary.build places them
     return win, summ
 
 
@@ -269,8 +269,8 @@ def _grid(A: assemble.Assembled, other: dict[str, pl.DataFrame], window: str | N
         ts.append(st.select(frames.secs("ts"))["ts"])
     allt = pl.concat([s.cast(pl.Float64) for s in ts]).drop_nulls()
     lo, hi = (float(allt.min()), float(allt.max())) if allt.len() else (0.0, 0.0)
-    width = windows.parse_width(window) or windows.choose_width(hi - lo)
-    return width, windows.Grid(lo, hi, width)
+    width, note = windows.capped_width(hi - lo, windows.parse_width(window) or windows.choose_width(hi - lo))
+    return width, windows.Grid(lo, hi, width), note
 
 
 def _requests_table(req: pl.DataFrame) -> pl.DataFrame:

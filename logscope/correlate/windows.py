@@ -40,6 +40,21 @@ def parse_width(text: str | None) -> float | None:
     return w
 
 
+# the most windows a run has: the grid, the tables and the charts cost what it holds (a 4 KB input with one time
+# in year 5138 made a million windows); a width that would need more is widened, and the notes say so
+MAX_WINDOWS = 5000
+
+
+def capped_width(span_s: float, width: float) -> tuple[float, str | None]:
+    """``width``, or the nice width (a whole number of them past a day) that keeps ``span_s`` in MAX_WINDOWS."""
+    if span_s / width <= MAX_WINDOWS:
+        return width, None
+    raw = span_s / MAX_WINDOWS
+    wide = float(next((n for n in NICE_S if n >= raw), math.ceil(raw / NICE_S[-1]) * NICE_S[-1]))
+    return wide, (f"windows of {width:g} s over {span_s:,.0f} s would be {span_s / width:,.0f} windows: "
+                  f"widened to {wide:g} s (at most {MAX_WINDOWS:,})")
+
+
 def choose_width(span_s: float) -> float:
     """span / 120 rounded up to a nice width (1, 2, 5, 10, 15, 30, 60 s, ...)."""
     raw = max(span_s, 1.0) / TARGET_WINDOWS

@@ -25,7 +25,7 @@ import parsers
 from parsers import _mixed as mixed
 
 from .. import __version__, schemas
-from . import derive, envelopes, pieces, sources, streams
+from . import derive, envelopes, outliers, pieces, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -47,6 +47,7 @@ PARSED_TABLES = (
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
 COPY_KEY_LINES = 50
+_WHOLE = "whole file"  # in the key of a file shorter than COPY_KEY_LINES
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
@@ -72,6 +73,9 @@ def ingest(
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
         states = _detect(found, opts, root, ex)
         year, year_source, ref_ts = _reference_year(states, found)
+        plausible = outliers.bounds(ref_ts or datetime(year, 7, 1, tzinfo=UTC))
+        for st in states:
+            st.plausible = plausible
         stream_files = _streams(states)
         store = Store(parts, opts.memory_bytes)
         job = Job(opts, (year, year_source, ref_ts), store, chunk_pool, sum(cost(m) for m in stream_files) / cores(),
@@ -104,6 +108,14 @@ def ingest(
     for name in PARSED_TABLES:
         store.write(name, out / f"{name}.parquet")
     notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
+    for st in states:
+        if st.bad_times:
+            st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))
+        if st.bad_values:
+            st.f.messages.append(f"{st.bad_values:,} value(s) out of range (a count past 2**53, a share outside "
+                                 f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept")
+        if st.outliers and st.plausible is not None:
+            st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")
@@ -170,7 +182,7 @@ def _inside(p: Path, d: Path) -> bool:
     try:
         p.resolve().relative_to(d.resolve())
         return True
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop / too long a path: not the output
         return False
 
 
@@ -201,6 +213,8 @@ def _mark_copies(states: list[FileState]) -> None:
                 if a.copy_of or b.copy_of:
                     continue
                 rel = sources.prefix_relation(a.f, b.f)
+                if rel != "same" and a.short_key:  # a short file: only an identical copy
+                    continue
                 if rel in ("same", "b"):
                     b.copy_of = a.f.rel
                 elif rel == "a":
@@ -224,11 +238,19 @@ def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
         f.messages.append("empty file")
         return st
     if f.size < 0:
-        f.messages.append("unreadable: cannot stat the file")
+        if not f.messages:
+            f.messages.append("unreadable: cannot stat the file")
+        return FileState(f, "unreadable", "other", 0.0, "")
+    try:  # a file that cannot be opened (no permission) is unreadable, not an empty file of no format
+        with open(f.path, "rb"):
+            pass
+    except OSError as e:
+        f.messages.append(f"unreadable: {e.strerror or e}")
         return FileState(f, "unreadable", "other", 0.0, "")
     lines, binary = sources.head(f)
     if binary:
-        f.messages.append("binary file (NUL bytes in the first 8 KiB): not parsed, lines counted as unrecognized")
+        f.messages.append("binary file (control bytes in the first 8 KiB of text): not parsed, lines counted as "
+                          "unrecognized")
         return FileState(f, "binary", "other", 0.0, "", binary=True)
     f.envelope = envelopes.detect(lines)
     if f.envelope is not None:
@@ -252,12 +274,16 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
         return FileState(f, "unknown", "other", score, "")
     replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
     text = [ln for ln in lines if ln.strip()]
-    key = hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES else None
+    # a shorter file (a one-line query_range answer) is keyed by all of its head: only an identical copy counts
+    # as its copy (``_mark_copies``), never the earlier collection of a longer log
+    key = (hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES
+           else hash((_WHOLE, "\n".join(text))) if text else None)
     also = mixed.partner(mod.NAME, scores)
     if also is not None:
         f.messages.append(f"{mod.NAME} and {also} lines in one file (a container's stdout and stderr merged): each "
                           "line parsed by its own format")
-    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key, also=also)
+    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key, also=also,
+                     short_key=0 < len(text) < COPY_KEY_LINES)
 
 
 # kubelet's log paths (pkg/kubelet/kuberuntime): /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restarts>.log,
@@ -286,7 +312,10 @@ def _full_stamps(lines: list[str]) -> list[datetime]:
     for ln in lines[:200]:
         m = _YEAR.search(ln)
         if m:
-            out.append(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC))
+            try:
+                out.append(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC))
+            except ValueError:  # an impossible date (2026-02-30) is no evidence of a year
+                pass
             continue
         m = _EPOCH.search(ln)
         if m:
@@ -308,9 +337,12 @@ def _reference_year(states: list[FileState], found) -> tuple[int, str, datetime 
     if years:
         y = years.most_common(1)[0][0]
         return y, f"year {y} from full timestamps in {where[y]}", first[y]
-    mtimes = [f.path.stat().st_mtime for f in found if f.size >= 0]
-    if mtimes:
-        y = datetime.fromtimestamp(max(mtimes), UTC).year
+    mtimes = [f.mtime_ns / 1e9 for f in found if f.size >= 0 and f.mtime_ns is not None]
+    try:
+        y = datetime.fromtimestamp(max(mtimes), UTC).year if mtimes else None
+    except (OverflowError, OSError, ValueError):  # a modification time past year 9999
+        y = None
+    if y is not None and 2000 <= y <= datetime.now(UTC).year + 1:
         return y, f"year {y} from the files' modification time (no full timestamp in the folder)", None
     return datetime.now(UTC).year, "year of today (nothing better was found)", None
 

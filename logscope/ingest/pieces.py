@@ -189,6 +189,7 @@ def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext
     assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
     part = FileState(st.f.quiet(), st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
+                     plausible=st.plausible,
                      shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
     tally: Counter = Counter()
     if not _read_segment(mod, part, ctxs[piece.member], span, state, (idx, p), job, tally, cancel):
@@ -253,6 +254,12 @@ def _merge(st: FileState, part: FileState) -> None:
     """A segment's tallies added to its file's (segments are merged in file order)."""
     st.lines_total += part.lines_total
     st.lines_parsed += part.lines_parsed
+    st.outliers += part.outliers
+    st.outlier_example = st.outlier_example or part.outlier_example
+    st.bad_times += part.bad_times
+    st.bad_time_example = st.bad_time_example or part.bad_time_example
+    st.bad_values += part.bad_values
+    st.bad_value_example = st.bad_value_example or part.bad_value_example
     st.shapes.merge(part.shapes)
     st.assumptions += [a for a in part.assumptions if a not in st.assumptions]
     st.f.messages += [m for m in part.f.messages if m not in st.f.messages]

@@ -20,13 +20,17 @@ from pathlib import Path
 
 import polars as pl
 
+from . import linebytes as lb
+from .linebytes import MAX_LINE_CHARS
+
 # 4 MiB: large enough that a parser's fixed per-chunk cost stays small (~4 % slower than 8 MiB on
 # the 1 GB bench), small enough that the workers' intermediate columns (JSON decoding takes ~30x
 # the chunk) keep a 5 GB folder under 1 GB of RSS; docs/performance.md has the measurements
 CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64 * 1024
 HEAD_LINES = 200
-MAX_LINE_CHARS = 1_000_000  # longer lines are cut (and said so): a regex over 10 MB buys nothing
+MAX_RATIO = 200  # decompression stops past this ratio to the file's size (logs: 5-50x; a 1 MB -> 1 GiB bomb took 175 s)
+MIN_CAP = 64 * 1024 * 1024  # ... never below this
 OUTPUT_MARKER = ".logscope-output"  # written into every output folder; ingest skips such folders
 
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
@@ -48,23 +52,31 @@ class InputFile:
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
     envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
+    cr_ends: bool = False  # lines end in a lone CR (CR-only or mixed endings; ``head`` decides), not only LF
 
     def quiet(self) -> InputFile:
         """The same file, with its own message list: a side read (detection, comparison) says nothing."""
         return InputFile(self.path, self.rel, self.size, self.compression, self.stream_key, self.rotation,
-                         envelope=self.envelope, envelope_time=self.envelope_time)
+                         envelope=self.envelope, envelope_time=self.envelope_time, cr_ends=self.cr_ends)
 
 
 def discover(root: Path) -> list[InputFile]:
-    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs."""
+    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs. A folder that
+    cannot be listed (no permission, a path longer than PATH_MAX) and a file that cannot be stat'ed (a symlink
+    loop) are entries too, of size -1 with the reason in their messages: nothing is skipped unsaid."""
     root = Path(root)
+    problems: dict[Path, str] = {}
     if root.is_file():
         paths = [root]
         base = root.parent
     else:
         base = root
         paths = []
-        for dirpath, dirnames, filenames in os.walk(root):
+
+        def unlisted(e: OSError) -> None:  # os.walk's errors: a folder it could not list
+            problems[Path(e.filename) if e.filename else root] = f"folder not read: {e.strerror or e}"
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
             if OUTPUT_MARKER in filenames:
                 dirnames[:] = []
                 continue
@@ -73,22 +85,46 @@ def discover(root: Path) -> list[InputFile]:
                 if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
                     continue
                 paths.append(Path(dirpath) / fn)
-    out = []
-    for p in paths:
-        try:
-            st = p.stat()
-            size, mtime = st.st_size, st.st_mtime_ns
-        except OSError:
-            size, mtime = -1, None
-        suffix = p.suffix.lower()
-        comp = _COMPRESSED.get(suffix)
-        name = p.name[: -len(suffix)] if comp else p.name
-        m = _ROTATION.match(name) or _STAMPED.match(name)
-        stem = m.group("base") if m else name
-        rotation = _rotation(m)
-        rel = str(p.relative_to(base)) if p != base else p.name
-        out.append(InputFile(p, rel, size, comp, str(p.parent / stem), rotation, mtime_ns=mtime))
+    out = [_input_file(p, base) for p in paths]
+    for p, why in sorted(problems.items()):
+        rel = _shown(p, base)
+        out.append(InputFile(p, rel + ("/" if p != base else ""), -1, None, _text(str(p)), 0, messages=[why]))
     return out
+
+
+def _input_file(p: Path, base: Path) -> InputFile:
+    messages = []
+    try:
+        st = p.stat()
+        size, mtime = st.st_size, st.st_mtime_ns
+    except OSError as e:  # a symlink loop, a dangling link, no permission, a path too long
+        size, mtime = -1, None
+        messages.append(f"unreadable: {e.strerror or e}")
+    suffix = p.suffix.lower()
+    comp = _COMPRESSED.get(suffix)
+    name = p.name[: -len(suffix)] if comp else p.name
+    m = _ROTATION.match(name) or _STAMPED.match(name)
+    stem = m.group("base") if m else name
+    if comp is not None and size > 0 and not lb.magic(p, comp):
+        messages.append(f"named {suffix} but not {comp}-compressed (its first bytes say so): read as plain text")
+        comp = None
+    rel = _shown(p, base)
+    if rel != str(p.relative_to(base) if p != base else p.name):
+        messages.append("its name is not valid UTF-8: shown with the bad bytes as \\x escapes")
+    return InputFile(p, rel, size, comp, _text(str(p.parent / stem)), _rotation(m), messages=messages,
+                     mtime_ns=mtime)
+
+
+
+
+def _shown(p: Path, base: Path) -> str:
+    """``p`` relative to ``base`` as text (tables and pages hold only text): a name's bytes that are not UTF-8
+    written as ``\\xff``."""
+    return _text(str(p.relative_to(base)) if p != base else p.name)
+
+
+def _text(path: str) -> str:
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _rotation(m: re.Match | None) -> int:
@@ -126,9 +162,11 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
     # everything before the cut (read(n) would raise and lose the partial block)
     read = getattr(fh, "read1", fh.read) if f.compression else fh.read
     step = min(block, 1 << 20) if f.compression else block
+    cap = max(MAX_RATIO * max(f.size, 0), MIN_CAP) if f.compression else None
+    total = 0
     with fh:
         pending: list[bytes] = []
-        size = 0
+        size, started = 0, False
         while True:
             try:
                 data = read(step)
@@ -138,6 +176,14 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
             except Exception as e:  # corrupt archive (OSError, lzma/zstd errors): keep what came before
                 f.messages.append(f"{f.compression or 'file'} stream is corrupt ({e}): read what came before")
                 data = b""
+            if data and not pending and not started:
+                started, data = True, lb.no_bom(data)  # a UTF-8 BOM is no part of the first line
+            total += len(data)
+            if cap is not None and total > cap:  # a bomb: what a log does not compress to is not read on
+                f.messages.append(f"{f.compression} stream expands past {MAX_RATIO} times its size ({cap:,} bytes): "
+                                  "read up to there (decompress it by hand to read it all)")
+                yield b"".join([*pending, data[:len(data) - (total - cap)]])
+                return
             if data:
                 pending.append(data)
                 size += len(data)
@@ -159,15 +205,26 @@ def _decode(data: bytes | memoryview, f: InputFile) -> str:
         return str(data, "utf-8", "replace")
 
 
+_CONTROL = bytes([*range(1, 9), 11, *range(14, 27), *range(28, 32), 127])  # bytes no text log holds, NUL aside
+HEAD_NUL_LIMIT = 64 * 1024 * 1024  # a head of NULs is read past up to this far
+
+
 def head(f: InputFile) -> tuple[list[str], bool]:
-    """First lines of a file for detection, and whether the file looks binary."""
-    buf = b""
+    """First lines of a file for detection (NULs left out), and whether the file looks binary: more than 5 %
+    control bytes in its first 8 KiB of text. A text log with NULs in it (a block zero-filled after a crash) is
+    text; its NULs are left out when it is read (``iter_line_chunks``)."""
+    buf, seen = b"", 0
     for data in _read_blocks(f.quiet(), HEAD_BYTES):
-        buf += data
-        if len(buf) >= HEAD_BYTES:
+        seen += len(data)
+        buf += data.replace(b"\x00", b"") if b"\x00" in data else data
+        if len(buf) >= HEAD_BYTES or seen >= HEAD_NUL_LIMIT:
             break
     sample = buf[:HEAD_BYTES]
-    binary = b"\x00" in sample[:8192]
+    f.cr_ends = lb.cr_ends(sample)
+    if f.cr_ends:
+        sample = lb.LONE_CR_B.sub(b"\n", sample)
+    probe = sample[:8192]
+    binary = (len(probe) - len(probe.translate(None, _CONTROL))) > 0.05 * len(probe) or (not sample and seen > 0)
     text = sample.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if len(sample) >= HEAD_BYTES and len(lines) > 1:
@@ -193,25 +250,32 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
     cut_total = 0
     whole = span is None or (span.start == 0 and span.stop is None)  # a compressed file is only read whole
     blocks = _read_blocks(f, chunk_bytes) if whole else _read_span(f, span, chunk_bytes)
+    skipping = False  # in the rest of a monster line, already emitted (cut)
     for data in blocks:
+        if skipping:
+            data, skipping = lb.past_line(data, f.cr_ends)
+            if skipping or not data:
+                continue
         if rest:
             data = rest + data
-        nl = data.rfind(b"\n")
+        nl = lb.line_end(data, f.cr_ends)
         if nl < 0:
             rest = data
             if len(rest) <= 4 * chunk_bytes:
                 continue
-            body, rest = rest, b""  # a monster line: emit it rather than grow forever
+            # a monster line: emit its start (cut, said) rather than grow forever, and skip to its end, so that
+            # it stays one line (wc -l) however long it is
+            body, rest, skipping = lb.whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
-        df, cut = _lines_frame(_decode(body, f), line_no)
+        df, cut = lb.lines_frame(_decode(lb.no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends)
         cut_total += cut
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
         yield df
     if rest:
-        df, cut = _lines_frame(_decode(rest, f), line_no)
+        df, cut = lb.lines_frame(_decode(lb.no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends)
         cut_total += cut
         if meter is not None:
             meter(len(rest))
@@ -272,7 +336,7 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
     """Up to ``n`` spans of about equal size covering the file, each starting at a chunk boundary of a
     whole read (so that a parser sees the same chunks either way). One span when the file is compressed
     (no seeking) or too small, or where a block holds no newline to cut after."""
-    if f.compression or f.size <= 0 or n < 2:
+    if f.compression or f.size <= 0 or n < 2 or f.cr_ends:  # CR endings: read whole (segments cut after an LF)
         return [Span(0, 0, None)]
     starts: list[tuple[int, int]] = []
     with open(f.path, "rb") as fh:
@@ -307,15 +371,19 @@ def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
 def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
     """The lines ``iter_line_chunks`` yields for ``span``, counted without decoding (~2.5 GB/s): its
     newlines, plus one wherever a whole read emits a line longer than four chunks in two."""
-    n, rest = 0, 0
+    n, rest, skipping = 0, 0, False
     for data in _read_span(f, span, chunk_bytes):
-        nl = data.rfind(b"\n")
+        if skipping:  # the rest of a monster line, counted already
+            data, skipping = lb.past_line(data, f.cr_ends)
+            if skipping:
+                continue
+        nl = lb.line_end(data, f.cr_ends)
         if nl < 0:
             rest += len(data)
-            if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line
-                n, rest = n + 1, 0
+            if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
+                n, rest, skipping = n + 1, 0, True
             continue
-        n += data.count(b"\n")  # the lines of the remainder and this block up to its last newline
+        n += lb.ends(data[:nl + 1], f.cr_ends)  # the lines of the remainder and this block up to its last line end
         rest = len(data) - nl - 1
     return n + (1 if rest else 0)
 
@@ -328,6 +396,8 @@ def lines_before(f: InputFile, pos: int, size: int, last_line: int) -> pl.DataFr
     with open(f.path, "rb") as fh:
         fh.seek(lo)
         data = fh.read(pos - lo)
+    if lo == 0:
+        data = lb.no_bom(data)
     return _whole_lines(data, lo == 0, last_line, f)
 
 
@@ -350,7 +420,7 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
         data = data[:-1]
     elif not data:
         return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
-    df, _ = _lines_frame(_decode(data, f.quiet()), 0)
+    df, _ = lb.lines_frame(_decode(data, f.quiet()), 0, f.cr_ends)
     df = df.with_columns(pl.col("line_no") + (last_line - df.height))
     if f.envelope is not None:  # a container log's lines, as a read of the file gives them
         from . import envelopes
@@ -369,26 +439,18 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
         return
     with fh:
         fh.seek(span.start)
+        first = span.start == 0  # the file's start: its BOM left out, as a whole read does
         if span.aligned > span.start:
-            yield fh.read(span.aligned - span.start)
+            yield lb.no_bom(fh.read(span.aligned - span.start)) if first else fh.read(span.aligned - span.start)
+            first = False
         pos = span.aligned
         while span.stop is None or pos < span.stop:
             data = fh.read(block if span.stop is None else min(block, span.stop - pos))
             if not data:
                 return
             pos += len(data)
-            yield data
-
-
-def _lines_frame(text: str, offset: int) -> tuple[pl.DataFrame, int]:
-    s = pl.Series("line", [text], dtype=pl.String).str.split("\n").explode()
-    cut = 0
-    if (s.str.len_bytes().max() or 0) > MAX_LINE_CHARS:  # bytes >= characters: count characters only then
-        cut = int((s.str.len_chars() > MAX_LINE_CHARS).sum())
-        if cut:
-            s = s.str.slice(0, MAX_LINE_CHARS)
-    line_no = pl.int_range(offset + 1, offset + 1 + s.len(), dtype=pl.Int64, eager=True).alias("line_no")
-    return pl.DataFrame([line_no, s]), cut
+            yield lb.no_bom(data) if first else data
+            first = False
 
 
 def read_text(f: InputFile, limit: int = 512 * 1024 * 1024) -> str:
@@ -427,11 +489,11 @@ def _count(f: InputFile, tail: int = 0) -> tuple[int, bytes]:
     """The file's lines (a last one without a newline counts), and its last ``tail`` bytes."""
     n, last, kept = 0, b"\n", b""
     for data in _read_blocks(f, CHUNK_BYTES):
-        n += data.count(b"\n")
+        n += lb.ends(data, f.cr_ends)
         last = data[-1:]
         if tail:
             kept = (kept + data)[-tail:]
-    return n + (0 if last == b"\n" else 1), kept
+    return n + (0 if last == b"\n" or (f.cr_ends and last == b"\r") else 1), kept
 
 
 def io_bytes(text: str) -> io.BytesIO:

@@ -19,7 +19,7 @@ import parsers
 from parsers.base import ChunkResult, ParseContext
 
 from .. import schemas
-from . import sources, unrecognized
+from . import outliers, sources, unrecognized
 from .options import IngestOptions, Progress, cores
 from .store import Store, compact
 
@@ -42,8 +42,16 @@ class FileState:
     shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
     stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
     head_key: int | None = None  # hash of the first ingest.COPY_KEY_LINES lines: files that may be copies share it
+    short_key: bool = False  # head_key holds the whole (short) file: only an identical file is its copy
     copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
     also: str | None = None  # a second format interleaved line by line (parsers/_mixed.py)
+    plausible: outliers.Bounds | None = None  # times outside are outliers (``logscope.ingest.outliers``)
+    outliers: int = 0  # records whose time was an outlier (set unknown)
+    outlier_example: str | None = None
+    bad_times: int = 0  # records whose written time is no time (ChunkResult.bad_times)
+    bad_time_example: str | None = None
+    bad_values: int = 0  # values set null (ChunkResult.bad_values)
+    bad_value_example: str | None = None
 
 
 def cost(members: list[FileState]) -> float:
@@ -168,9 +176,17 @@ def context(st: FileState, job: Job) -> ParseContext:
         year_source=year_source,
         include_prompts=opts.include_prompts,
         options={"nginx_log_format": opts.nginx_log_format, "path": str(f.path)},
-        file_mtime=datetime.fromtimestamp(f.path.stat().st_mtime, UTC),
+        file_mtime=_mtime(f),
         reference_ts=ref_ts,
     )
+
+
+def _mtime(f: sources.InputFile) -> datetime | None:
+    """The file's modification time; None when it has none a datetime holds (year past 9999, or gone)."""
+    try:
+        return datetime.fromtimestamp(f.path.stat().st_mtime, UTC)
+    except (OSError, OverflowError, ValueError):
+        return None
 
 
 def failed(st: FileState, mod, e: Exception) -> None:
@@ -216,7 +232,12 @@ def take(res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int
     for name, df in res.tables.items():
         if df is None or df.height == 0 or st.copy_of:
             continue
-        store.add(name, key, schemas.conform(df, name))
+        df = schemas.conform(df, name)
+        if st.plausible is not None:
+            df, n, example = outliers.clear(df, name, st.plausible)
+            st.outliers += n
+            st.outlier_example = st.outlier_example or example
+        store.add(name, key, df)
     if res.recognized is not None and chunk is not None:
         ok = res.recognized.fill_null(False)
         n_ok = int(ok.sum())
@@ -225,6 +246,10 @@ def take(res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int
             st.shapes.add(chunk.filter(~ok))
     elif res.lines_parsed is not None:
         st.lines_parsed += res.lines_parsed
+    st.bad_times += res.bad_times
+    st.bad_time_example = st.bad_time_example or res.bad_time_example
+    st.bad_values += res.bad_values
+    st.bad_value_example = st.bad_value_example or res.bad_value_example
     for a in res.assumptions:
         if a not in st.assumptions:
             st.assumptions.append(a)

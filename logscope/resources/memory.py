@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 AVAILABLE_SHARE = 0.8  # of the memory free when ingest ends: the default budget
@@ -122,14 +123,32 @@ def budget_of(max_memory: int | str | None) -> int | None:
 def input_bytes(root: Path) -> int:
     """The bytes of the logs under ``root``, a compressed file counted as its likely expanded size."""
     total = 0
-    paths = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file())
-    for p in paths:
+    for p in input_paths(root):
         try:
             n = p.stat().st_size
         except OSError:
             continue
         total += n * COMPRESSED if p.suffix in COMPRESSED_SUFFIXES else n
     return total
+
+
+def input_paths(root: Path) -> Iterator[Path]:
+    """The files under ``root`` (or ``root`` itself) that can be reached; a folder that cannot be listed
+    (no permission, a path past PATH_MAX) or a link that loops is passed over here (ingest names them)."""
+    try:
+        if root.is_file():
+            yield root
+            return
+    except OSError:
+        return
+    for dirpath, _dirs, files in os.walk(root):  # os.walk: errors ignored, links to folders not followed
+        for fn in files:
+            p = Path(dirpath) / fn
+            try:
+                if p.is_file():
+                    yield p
+            except OSError:
+                continue
 
 
 def tight(root: Path, budget: int | None) -> bool:

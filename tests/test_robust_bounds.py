@@ -1,0 +1,121 @@
+"""Every stage's cost is bounded by the input's size, not by the values in it: absurd times are outliers
+(kept, time unknown, said), windows are capped in count, CR line endings are line endings, a gzip bomb is
+read only so far. Each run is a subprocess under a time and a memory limit, and its peak RSS is checked; inputs
+are real files (lab fixtures) copied to tmp_path with the damage applied. The limit is RLIMIT_DATA, not
+RLIMIT_AS: the chart renderer (vl_convert's V8) reserves more address space than any RLIMIT_AS leaves
+(it aborts even under 24 GB), while RLIMIT_DATA counts the heap that the unbounded runs grew (to 24 GB)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import LAB, ROOT, need
+from logscope.api import AnalyzeOptions, ingest
+from logscope.ingest import sources
+
+SPIKE = LAB / "spike"
+LIMIT = 3 << 30  # the runs measured stay under 0.3 GB of RSS
+PEAK_KB = 1_500_000
+SECONDS = 120  # a run on this shared 2-core machine takes ~8 s; the unbounded runs took minutes or were killed
+
+_RUN = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_DATA, ({limit}, {limit}))
+from logscope.cli import app
+sys.argv = ["logscope", *sys.argv[1:]]
+app()
+"""
+
+
+def _analyze(src: Path, out: Path, *extra: str) -> float:
+    t0 = time.monotonic()
+    script = _RUN.format(limit=LIMIT) + (
+        "\nimport atexit; atexit.register(lambda: print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+        " file=sys.stderr))")
+    script = script.replace("app()\n", "") + "\napp()\n"
+    r = subprocess.run([sys.executable, "-c", script, "analyze", str(src), "-o", str(out), "-q", *extra], cwd=ROOT,
+                       capture_output=True, text=True, timeout=SECONDS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    peak = [int(ln.split()[1]) for ln in r.stderr.splitlines() if ln.startswith("peak_kb ")]
+    assert peak and peak[0] < PEAK_KB, r.stderr[-500:]
+    return time.monotonic() - t0
+
+
+def _client_with_send(tmp_path: Path, send: str) -> tuple[Path, int]:
+    lines = need(SPIKE / "client-spike.jsonl").read_text().split("\n")[:20]  # ~4 KB
+    i = next(k for k, ln in enumerate(lines) if '"kind": "request"' in ln)
+    lines[i] = re.sub(r'"send": [0-9.]+', f'"send": {send}', lines[i])
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "client-spike.jsonl").write_text("\n".join(lines) + "\n")
+    return d, i + 1
+
+
+@pytest.mark.parametrize(("send", "read_as"), [("1e20", "5138-11-16 09:46:40"), ("0", "1970-01-01 00:00:00")])
+def test_a_client_time_far_away_is_an_outlier(tmp_path, send, read_as):
+    d, _ = _client_with_send(tmp_path, send)
+    _analyze(d, tmp_path / "out", "--window", "1s")
+    out = tmp_path / "out"
+    files = pl.read_parquet(out / "files.parquet").row(0, named=True)
+    said = [m for m in files["messages"] if "outside" in m]
+    assert said and said[0].startswith("1 record(s)") and f"e.g. {read_as}" in said[0]
+    assert files["first_ts"].year == files["last_ts"].year == 2026
+    w = pl.read_parquet(out / "windows.parquet")
+    assert 0 < w.height < 1000  # seconds of this input, not days of 3,000 years
+    req = pl.read_parquet(out / "client_requests.parquet")
+    assert req["ts_start"].null_count() == 1 and req.height == len(
+        [ln for ln in (d / "client-spike.jsonl").read_text().split("\n") if '"kind": "request"' in ln])
+
+
+def test_windows_are_capped_in_count(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "nginx-access.log").write_bytes(need(SPIKE / "nginx-access.log").read_bytes())
+    _analyze(d, tmp_path / "out", "--window", "1ms")  # ~3 minutes: 170,000 windows of 1 ms
+    w = pl.read_parquet(tmp_path / "out" / "windows.parquet")
+    assert w.height <= 5000 and w["ts"].diff().min().total_seconds() >= 0.001 * w.height / 5000
+    notes = json.loads((tmp_path / "out" / "correlation.json").read_text())["notes"]
+    said = [n for n in notes if "widened to" in n]
+    assert said and said[0].startswith("windows of 0.001 s over") and w["ts"].diff().min().total_seconds() == 1
+
+
+def test_cr_only_line_endings_are_line_endings(tmp_path):
+    lines = need(SPIKE / "nginx-access.log").read_bytes().split(b"\n")[:186]
+    (tmp_path / "lf").mkdir()
+    (tmp_path / "lf" / "nginx-access.log").write_bytes(b"\n".join(lines) + b"\n")
+    want = ingest(tmp_path / "lf", tmp_path / "out-lf", AnalyzeOptions())
+    attempts = pl.read_parquet(want.out_dir / "gateway_attempts.parquet").height
+    for name, data in (("cr", b"\r".join(lines) + b"\r"),
+                       ("mixed", b"".join(ln + (b"\r", b"\n", b"\r\n")[k % 3] for k, ln in enumerate(lines)))):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "nginx-access.log").write_bytes(data)
+        _analyze(d, tmp_path / f"out-{name}")
+        f = pl.read_parquet(tmp_path / f"out-{name}" / "files.parquet").row(0, named=True)
+        assert f["lines_total"] == f["lines_parsed"] == 186, name
+        assert pl.read_parquet(tmp_path / f"out-{name}" / "gateway_attempts.parquet").height == attempts
+
+
+def test_a_gzip_bomb_is_read_only_so_far(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "MIN_CAP", 1 << 20)  # small enough for a test: 1 MiB, 50 times
+    monkeypatch.setattr(sources, "MAX_RATIO", 50)
+    d = tmp_path / "in"
+    d.mkdir()
+    log = b"\n".join(need(SPIKE / "nginx-access.log").read_bytes().split(b"\n")[:20]) + b"\n"  # in gzip's window
+    reps = (8 << 20) // len(log)
+    (d / "nginx-access.log.gz").write_bytes(gzip.compress(log * reps, 9))
+    size = (d / "nginx-access.log.gz").stat().st_size
+    assert len(log) * reps > sources.MAX_RATIO * size > 1 << 20  # the real log repeated compresses past the cap
+    res = ingest(d, tmp_path / "out", AnalyzeOptions())
+    f = res.files.row(0, named=True)
+    assert any("expands past" in m for m in f["messages"])
+    assert f["lines_total"] == pytest.approx(sources.MAX_RATIO * size / len(log) * log.count(b"\n"), rel=0.01)
