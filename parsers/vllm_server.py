@@ -159,7 +159,7 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
     for name in ("server_stats", "server_events"):  # the engine beside SGLang's rows (parsers/sglang_server.py)
-        if tables[name].height:
+        if name in tables and tables[name].height:
             tables[name] = tables[name].with_columns(pl.lit("vllm").alias("engine_kind"))
     return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)))
 
