@@ -236,6 +236,14 @@ def formats() -> None:
     for m in parsers.FORMATS:
         t.add_row(m.NAME, m.KIND, m.DESCRIPTION)
     out.print(t)
+    from .ingest import envelopes  # the records some files wrap every line in, undone before detection
+
+    w = Table(title="wrappers")
+    for c in ("name", "description"):
+        w.add_column(c)
+    for name, what in envelopes.NAMES.items():
+        w.add_row(name, what)
+    out.print(w)
 
 
 @app.command()

@@ -16,6 +16,7 @@ from .base import ChunkResult, ParseContext, safe_detect
 # Order matters only for ties: more specific formats first.
 _MODULES = (
     "vllm_server",
+    "sglang_server",
     "prometheus_tsdb_dump",
     "prometheus_query_range",
     "prometheus_text",

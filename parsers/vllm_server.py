@@ -160,9 +160,12 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
+    for name in ("server_stats", "server_events"):  # the engine beside SGLang's rows (parsers/sglang_server.py)
+        if name in tables and tables[name].height:
+            tables[name] = tables[name].with_columns(pl.lit("vllm").alias("engine_kind"))
     return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)),
-                       bad_times=bad_times[0], bad_time_example=bad_times[1], bad_values=bad_values[0],
-                       bad_value_example=bad_values[1])
+                       bad_times=bad_times[0], bad_time_example=bad_times[1], bad_value_example=bad_values[1],
+                       bad_values=bad_values[0])
 
 
 def _flush_previous_file(ctx: ParseContext, state: dict) -> pl.DataFrame | None:

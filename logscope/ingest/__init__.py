@@ -273,6 +273,8 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
             f.messages.append("no text lines")
         return FileState(f, "unknown", "other", score, "")
     replica = opts.replica if (opts.replica and mod.KIND == "server") else _replica(f, root)
+    if f.envelope == "compose" and not (opts.replica and mod.KIND == "server"):
+        replica = _compose_replica(f, stamp_lines, replica)
     text = [ln for ln in lines if ln.strip()]
     # a shorter file (a one-line query_range answer) is keyed by all of its head: only an identical copy counts
     # as its copy (``_mark_copies``), never the earlier collection of a longer log
@@ -304,6 +306,17 @@ def _replica(f: sources.InputFile, root: Path) -> str:
     if root.is_dir() and parent.resolve() != root.resolve():
         return parent.name
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
+
+
+def _compose_replica(f: sources.InputFile, lines: list[str], default: str) -> str:
+    """The service a ``docker compose logs`` file names (its container: 'vllm-1'); of several, the file's name."""
+    names = envelopes.services(lines)
+    if len(names) == 1:
+        return names[0]
+    if names:
+        f.messages.append(f"docker compose log of {len(names)} services ({', '.join(names[:5])}): read as one "
+                          f"replica, {default}; split it per service (docker compose logs SERVICE) to tell them apart")
+    return default
 
 
 def _full_stamps(lines: list[str]) -> list[datetime]:

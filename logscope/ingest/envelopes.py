@@ -25,6 +25,13 @@ records were joined. Formats that read a leading RFC 3339 stamp (``CONTAINER_TIM
 stamps have no year, no milliseconds and no zone) get the record's time in front of each line, as ``kubectl
 logs --timestamps`` writes it (a syslog header's only when it has a year: ISO, not traditional); the others get
 the line alone. A line that is no record (journalctl's ``-- Boot ... --``) passes as it is.
+
+``docker compose logs`` (and ``docker compose up``) put the container's name in front of each line, with or
+without colour codes::
+
+    vllm-1  | (APIServer pid=8) INFO 09-25 13:38:14 [api_server.py:1822] vLLM API server version 0.11.0rc2.dev98+g393de22d2
+
+the prefix is cut, and a file of one service is that service's replica (``services``).
 """
 
 from __future__ import annotations
@@ -51,9 +58,17 @@ _SYSLOG_HEAD = ascii_classes(rf"^(?:{_ISO}|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: 
 _LEVEL_AS_HOST = ascii_classes(
     rf"^(?:{_ISO}|{_BSD}) (?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|debug|info|warn|warning|error) ")
 
+# ``docker compose logs`` / ``docker compose up``: '<service>-<n>  | ' (v2; v1 '<project>_<service>_<n>  | '), padded
+# to the longest name, in colour on a terminal
+_SGR = r"(?:\x1b\[[0-9;]*m)*"
+_COMPOSE = ascii_classes(rf"^(?P<hdr>{_SGR}(?P<svc>[A-Za-z0-9][\w.-]*){_SGR} +{_SGR}\|{_SGR}(?: |$))")
+_COMPOSE_HEAD = ascii_classes(rf"^{_SGR}[A-Za-z0-9][\w.-]*{_SGR} +{_SGR}\|{_SGR}(?: |$)")
+COMPOSE_SHARE = 0.6  # of a head's lines: a service's own raw output (tqdm bars on stderr) may pass unprefixed
+
 NAMES = {"cri": "CRI container log (containerd / CRI-O)", "docker": "Docker json-file container log",
-         "syslog": "syslog / journalctl output"}
-TIME_WORDS = {"cri": "the runtime's time", "docker": "the runtime's time", "syslog": "its syslog time where that has a year (ISO, not traditional)"}
+         "syslog": "syslog / journalctl output", "compose": "docker compose logs output"}
+TIME_WORDS = {"cri": "the runtime's time", "docker": "the runtime's time", "syslog": "its syslog time where that has a year (ISO, not traditional)",
+              "compose": "no time of its own"}
 MIN_SHARE = 0.9  # of a head's non-blank lines that must be records of one kind
 
 
@@ -70,7 +85,18 @@ def detect(lines: list[str]) -> str | None:
         return "docker"
     if float((s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean() or 0.0) >= MIN_SHARE:
         return "syslog"
+    if float(s.str.contains(_COMPOSE_HEAD).mean() or 0.0) >= COMPOSE_SHARE:
+        return "compose"
     return None
+
+
+def services(lines: list[str]) -> list[str]:
+    """The compose services naming a head's lines, most lines first (the replica when there is one)."""
+    s = pl.Series([ln for ln in lines if ln.strip()], dtype=pl.String)
+    if s.len() == 0:
+        return []
+    names = s.str.extract(_COMPOSE, 2).drop_nulls()
+    return names.value_counts(sort=True)[names.name].to_list() if names.len() else []
 
 
 class Unwrapper:
@@ -146,6 +172,13 @@ def _records(chunk: pl.DataFrame, kind: str) -> pl.DataFrame:
             pl.concat_str(iso.str.head(-2), pl.lit(":"), iso.str.tail(2))).otherwise(iso)
         return df.select(
             "line_no", ts.alias("ts"), pl.lit(None, dtype=pl.String).alias("stream"), pl.lit(False).alias("partial"),
+            pl.when(hdr.is_null()).then(line).otherwise(line.str.slice(hdr.str.len_chars())).alias("text"),
+        )
+    if kind == "compose":
+        hdr = line.str.slice(0, 160).str.extract(_COMPOSE, 1)
+        return chunk.select(
+            "line_no", pl.lit(None, dtype=pl.String).alias("ts"), line.str.extract(_COMPOSE, 2).alias("stream"),
+            pl.lit(False).alias("partial"),
             pl.when(hdr.is_null()).then(line).otherwise(line.str.slice(hdr.str.len_chars())).alias("text"),
         )
     rec = chunk.with_columns(pl.when(line.str.starts_with(_DOCKER_OPEN)).then(line).alias("_j"))

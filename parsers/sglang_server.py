@@ -1,0 +1,236 @@
+"""SGLang server log (stdout/stderr of ``python -m sglang.launch_server``) -> server_stats, server_events.
+
+Sample (tests/data/sglang/10053-prefill-decode-access.log, https://github.com/sgl-project/sglang/issues/10053)::
+
+    [2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0,
+
+Upstream: ``configure_logger`` (``[%(asctime)s{prefix}] %(message)s``, date format ``%Y-%m-%d %H:%M:%S``, no level;
+the prefix names the scheduler's ranks, `` DP0 TP0 EP0``), ``log_prefill_stats`` / ``log_decode_stats``
+(``scheduler_metrics_mixin.py``; 'Prefill batch.' with a period until 2025, 'Prefill batch,' after; hybrid models
+print 'full token usage' and 'swa token usage' or 'mamba usage' instead of 'token usage'), the retraction line of
+``update_running_batch`` (``scheduler.py``) and the deaths: 'Scheduler hit an exception: <traceback>' (the
+traceback follows raw, without the prefix), the watchdog's 'Watchdog timeout (self.watchdog_timeout=N)' (later
+'Scheduler watchdog timeout (...)'), the launcher's 'Received sigquit from a child process'.
+
+Mapped onto the vLLM tables so that episodes, the ladder and the findings read it unchanged: '#running-req' is
+running, '#queue-req' waiting, 'token usage' the KV usage (the pool's used share, as vLLM's 'GPU KV cache usage'),
+'gen throughput (token/s)' gen_tps, a retraction ('KV cache pool is full. Retract requests.') is SGLang's
+preemption (an event, and the retracted requests counted into the next stats row's ``preemptions``). Every row
+says ``engine_kind`` 'sglang'; ``engine`` holds the rank prefix ('TP0', 'DP1 TP0').
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logscope.schemas import TS
+
+from ._common import ascii_classes, local_to_utc
+from .base import ChunkResult, ParseContext
+
+NAME = "sglang_server"
+KIND = "server"
+MODE = "lines"
+DESCRIPTION = "SGLang server log: prefill/decode stats lines, retractions, scheduler deaths and watchdog, uvicorn"
+SAMPLES = [
+    "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
+    "[2025-10-22 20:23:08] Prefill batch. #new-seq: 9, #new-token: 8192, #cached-token: 27, token usage: 0.00, #running-req: 0, #queue-req: 114, ",
+    "[2025-12-12 08:43:59 TP0] Decode batch, #running-req: 6, #token: 1920, token usage: 0.94, cuda graph: True, gen throughput (token/s): 446.45, #queue-req: 5,",
+    "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 646, #new_token_ratio: 0.0980 -> 0.3487",
+    '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    "[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+]
+
+# '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/... with numbers
+_HEAD = ascii_classes(
+    r"^\[?(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,6}))?"
+    r"(?P<rank>(?: [A-Z]{1,6}\d+)*)\] ?"
+)
+_HEAD_SPAN = ascii_classes(r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z]{1,6}\d+)*\] ?")
+_KNOWN = (r"^(?:Prefill batch|Decode batch)[.,\[ ]|^KV cache pool is full\. Retract requests|hit an exception: "
+          r"|[Ww]atchdog timeout \(self\.watchdog_timeout|^Received sigquit from a child proces"
+          r"|^server_args=ServerArgs\(|^Load weight (?:begin|end)|^KV Cache is allocated|^Memory pool end"
+          r"|^The server is fired up and ready to roll")
+_TB = ascii_classes(r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|\^+$)")
+_ACCESS = ascii_classes(
+    r'^(?:INFO|WARNING|ERROR):\s+(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+# event kinds, first match wins: the cause (OOM, KV) before the death it caused
+_KIND_RULES = [
+    ("preemption", "message", r"^KV cache pool is full\. Retract requests"),
+    ("oom", "detail", r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|out of memory"),
+    ("kv_insufficient", "detail", r"Not enough memory\. Please try to increase --mem-fraction-static"),
+    ("engine_timeout", "detail", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
+    ("engine_dead", "detail", r"hit an exception: |^Received sigquit from a child proces|SIGQUIT received"),
+    ("server_ready", "message", r"^The server is fired up and ready to roll"),
+    ("server_start", "message", r"^INFO:\s+Started server process \[\d+\]"),
+    ("server_stop", "message", r"^INFO:\s+Shutting down\s*$"),
+    ("error", "detail", r"Traceback \(most recent call last\)"),
+]
+
+
+def detect(head: list[str]) -> float:
+    lines = [h for h in head if h.strip()][:200]
+    if not lines:
+        return 0.0
+    s = pl.Series(lines, dtype=pl.String).str.slice(0, 400)
+    hdr = s.str.contains(_HEAD_SPAN)
+    body = s.str.replace(_HEAD_SPAN, "")
+    known = hdr & body.str.contains(_KNOWN)
+    tb = ~hdr & s.str.contains(_TB)
+    if not bool(known.any()):
+        return 0.0  # '[date time] message' alone is any python logging config
+    share = float((hdr | tb).mean())
+    return 0.3 + 0.7 * share
+
+
+# ---- entry points ------------------------------------------------------------------------------
+
+
+def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    df = _rows(lines, ctx, state)
+    stats = _stats(df, ctx, state)
+    access = _access(df, ctx)
+    carry = state.pop("carry", None)
+    frame = pl.concat([carry, df], how="vertical_relaxed") if carry is not None else df
+    if frame.height:  # the last record may go on in the next chunk
+        last = frame["rec"][-1]
+        state["carry"] = frame.filter(pl.col("rec") == last)
+        frame = frame.filter(pl.col("rec") != last)
+    events = _events(frame, ctx)
+    ev = [e for e in (access, events) if e.height]
+    tables = {"server_stats": stats,
+              "server_events": pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()}
+    # a line is recognised when it is SGLang's (its header), or a line of a record one opened (its traceback),
+    # or, before the first header, traceback-shaped (a paste starting mid-traceback)
+    ok = pl.col("hdr").is_not_null() | (pl.col("rec") > 0) | pl.col("msg").str.contains(_TB)
+    notes = [f"SGLang timestamps have no zone: read as {ctx.tz} (--tz)"] if bool(df["hdr"].is_not_null().any()) else []
+    if bool(df["ts_inferred"].any()):
+        notes.append("SGLang lines without a header (raw tracebacks) take the time of the line before (ts_inferred)")
+    return ChunkResult(tables=tables, recognized=df.select(ok.fill_null(False).alias("ok"))["ok"], assumptions=notes)
+
+
+def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    carry = state.pop("carry", None)
+    if carry is None or carry.height == 0:
+        return None
+    return ChunkResult(tables={"server_events": _events(carry, ctx)})
+
+
+# ---- rows ---------------------------------------------------------------------------------------
+
+
+def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
+    line = pl.col("line").str.strip_chars_end("\r")
+    df = lines.select("line_no", line.alias("line"))
+    df = df.with_columns(pl.col("line").str.slice(0, 120).str.extract(f"({_HEAD_SPAN})").alias("hdr"))
+    df = df.with_columns(pl.col("hdr").str.extract_groups(_HEAD).alias("h")).unnest("h")
+    df = df.with_columns(
+        pl.when(pl.col("hdr").is_null()).then(pl.col("line"))
+        .otherwise(pl.col("line").str.slice(pl.col("hdr").str.len_chars())).alias("msg"),
+        pl.when(pl.col("rank").str.strip_chars() != "").then(pl.col("rank").str.strip_chars()).alias("rank"),
+    )
+    naive = pl.concat_str(pl.col("date"), pl.lit(" "), pl.col("hms"), pl.lit("."),
+                          pl.col("frac").fill_null("0").str.pad_end(6, "0")
+                          ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
+    df = df.with_columns(
+        local_to_utc(naive, ctx.tz).cast(TS).alias("ts_own"),
+        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
+        # a header starts a record; raw lines (tracebacks) go on with the open one (0: none opened yet)
+        (pl.col("hdr").is_not_null().cum_sum().cast(pl.Int64) + rec0).alias("rec"),
+    )
+    df = df.with_columns(
+        pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
+        pl.col("ts_own").is_null().alias("ts_inferred"),
+    )
+    state["seq"] = seq0 + df.height
+    if df.height:
+        state["rec"] = int(df["rec"][-1])
+        last = df["ts"].drop_nulls()
+        if last.len():
+            state["last_ts"] = last[-1]
+    return df
+
+
+def _num(pat: str) -> pl.Expr:
+    return pl.col("msg").str.extract(pat).cast(pl.Float64, strict=False)
+
+
+def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
+    m = pl.col("msg")
+    retract = df.filter(m.str.starts_with("KV cache pool is full. Retract requests"))
+    cand = df.filter(m.str.starts_with("Prefill batch") | m.str.starts_with("Decode batch"))
+    if retract.height:
+        state["seen_retract"] = True
+        n = retract.select("seq", _num(r"#retracted_reqs: (\d+)").fill_null(1).alias("n"))
+    else:
+        n = pl.DataFrame(schema={"seq": pl.Int64, "n": pl.Float64})
+    pending = state.get("retracted", 0.0)
+    if cand.height == 0:
+        state["retracted"] = pending + float(n["n"].sum())
+        return cand.clear()
+    # the retracted requests since the previous stats row (known once the stream has shown a retraction)
+    marks = pl.concat([n, cand.select("seq", pl.lit(None, dtype=pl.Float64).alias("n"))]).sort("seq")
+    marks = marks.with_columns(pl.col("n").is_null().cum_sum().alias("_k"))  # rows after the k-th stats row
+    # retractions after the last stats row wait for the next chunk's first one
+    per = marks.group_by("_k").agg(pl.col("n").sum()).sort("_k")
+    by_row = {int(k): float(v) for k, v in per.iter_rows()}
+    counts = [by_row.get(i, 0.0) + (pending if i == 0 else 0.0) for i in range(cand.height)]
+    state["retracted"] = by_row.get(cand.height, 0.0)
+    first_seen = state.get("seen_retract", False)
+    kv = pl.coalesce(_num(r"(?:^|, )token usage: ([\d.]+)"),
+                     pl.max_horizontal(_num(r"full token usage: ([\d.]+)"), _num(r"swa token usage: ([\d.]+)")))
+    new, hit = _num(r"#new-token: (\d+)"), _num(r"#cached-token: (\d+)")
+    return cand.with_columns(
+        pl.Series("_pre", counts, dtype=pl.Float64),
+    ).select(
+        "ts", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"), pl.lit("log").alias("origin"),
+        pl.lit("sglang").alias("era"), pl.col("rank").alias("engine"), pl.lit("sglang").alias("engine_kind"),
+        pl.lit(None, dtype=pl.String).alias("level"),
+        _num(r"#running-req: (\d+)").cast(pl.Int64).alias("running"),
+        _num(r"#queue-req: (\d+)").cast(pl.Int64).alias("waiting"),
+        (pl.col("_pre").cast(pl.Int64) if first_seen else pl.lit(None, dtype=pl.Int64)).alias("preemptions"),
+        kv.alias("kv_usage"),
+        _num(r"input throughput \(token/s\): ([\d.]+)").alias("prompt_tps"),
+        _num(r"gen throughput \(token/s\): ([\d.]+)").alias("gen_tps"),
+        pl.when(new + hit > 0).then((hit / (new + hit)).round(6)).alias("prefix_hit"),
+        "line_no", "seq",
+    )
+
+
+def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    a = df.filter(pl.col("hdr").is_not_null() & pl.col("msg").str.contains(' - "', literal=True))
+    if a.height == 0:
+        return pl.DataFrame()
+    a = a.with_columns(pl.col("msg").str.extract_groups(_ACCESS).alias("a")).unnest("a")
+    return a.filter(pl.col("status").is_not_null()).select(
+        "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"),
+        pl.lit("http_access").alias("kind"), pl.col("msg").str.extract(r"^([A-Z]+):").alias("level"),
+        pl.col("rank").alias("process"), pl.col("msg").str.slice(0, 500).alias("message"), "line_no",
+        pl.lit(1, dtype=pl.Int64).alias("line_count"), "seq", pl.col("method").alias("http_method"),
+        pl.col("path").alias("http_path"), pl.col("status").cast(pl.Int64).alias("http_status"),
+        pl.col("addr").alias("client_addr"), pl.lit("sglang").alias("engine_kind"),
+    )
+
+
+def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    if frame.height == 0:
+        return pl.DataFrame()
+    m = pl.col("msg")
+    g = frame.group_by("rec", maintain_order=True).agg(
+        pl.col("line_no").first(), pl.len().cast(pl.Int64).alias("line_count"), pl.col("seq").first(),
+        m.first().alias("message"), m.str.join("\n").alias("detail"), pl.col("rank").first().alias("process"),
+        pl.col("ts").first(), pl.col("ts_inferred").first(),
+    )
+    kind = pl.lit(None, dtype=pl.String)
+    for name, col, pat in reversed(_KIND_RULES):
+        kind = pl.when(pl.col(col).str.contains(ascii_classes(pat))).then(pl.lit(name)).otherwise(kind)
+    g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
+    if g.height == 0:
+        return pl.DataFrame()
+    pre = pl.col("kind") == "preemption"
+    return g.select(
+        "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"), "kind",
+        "process", pl.col("message").str.slice(0, 500), pl.col("detail").str.slice(0, 4000), "line_no", "line_count",
+        "seq", pl.when(pre).then(pl.lit("RETRACT")).alias("preemption_mode"), pl.lit("sglang").alias("engine_kind"),
+    )
