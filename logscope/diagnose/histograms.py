@@ -216,14 +216,17 @@ def load(out: Path, rng: scope.Range = scope.ALL, log_stats: pl.DataFrame | None
         return Histograms()
     names = [m + s for m, _ in FIGURES.values() for s in ("_bucket", "_sum", "_count")]
     try:
-        m = (scope.scan(out, "server_metrics", rng)
-             .filter(pl.col("name").is_in(names) & pl.col("ts").is_not_null() & pl.col("value").is_not_nan())
+        lf = scope.scan(out, "server_metrics", rng).filter(pl.col("ts").is_not_null())
+        m = (lf.filter(pl.col("name").is_in(names) & pl.col("value").is_not_nan())
              .select("source", "replica", "name", pl.col("labels").fill_null(""), "ts", "value").collect())
+        # each target's first scrape (of any metric): a histogram series first seen later was created then
+        first = lf.group_by("source", "replica").agg(pl.col("ts").min().alias("_first")).collect()
     except Exception:  # noqa: BLE001 - a half-written table must not stop the diagnosis
         return Histograms(notes=["server_metrics could not be read: no histogram figures"])
     if m.height == 0:
         return Histograms()
-    m = m.with_columns(pl.col("replica").fill_null(""))
+    m = m.join(first, on=["source", "replica"], how="left", nulls_equal=True).with_columns(
+        pl.col("replica").fill_null(""))
     notes: list[str] = []
     if log_stats is not None and log_stats.height:
         spans = log_stats.filter(pl.col("origin").ne_missing("prometheus")).group_by("replica").agg(
@@ -237,6 +240,8 @@ def load(out: Path, rng: scope.Range = scope.ALL, log_stats: pl.DataFrame | None
 
 
 def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
+    if "_first" not in m.columns:
+        m = m.with_columns(pl.lit(None, dtype=m.schema["ts"]).alias("_first"))
     kind = pl.col("name").str.extract(r"_(bucket|sum|count)$")
     m = m.with_columns(
         pl.col("name").str.replace(r"_(bucket|sum|count)$", "").alias("metric"), kind.alias("kind"),
@@ -250,9 +255,17 @@ def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
     series = ["metric", "replica", "group", "kind", "le"]
     m = m.unique([*series, "ts"], keep="last", maintain_order=True).sort([*series, "ts"])
     prev = pl.col("value").shift(1).over(series)
-    inc = pl.when(prev.is_null()).then(0.0).when(pl.col("value") >= prev).then(pl.col("value") - prev) \
+    # a series first seen after its target's first scrape was created by its first observations (vLLM's
+    # labelled histograms appear then): it counts from 0, at that first scrape; one there from the start, or
+    # with no such scrape known, counts from its first sample (what was before is not known)
+    born = pl.col("_first").is_not_null() & (pl.col("ts").min().over(series) > pl.col("_first"))
+    inc = pl.when(prev.is_null()).then(pl.when(born).then(pl.col("value")).otherwise(0.0)) \
+        .when(pl.col("value") >= prev).then(pl.col("value") - prev) \
         .otherwise(pl.col("value"))  # a drop is a restart: counted from 0 again
     m = m.with_columns(inc.cum_sum().over(series).alias("cum"))
+    zeros = (m.filter(born).group_by(series).agg(pl.col("_first").first().alias("ts"))
+             .with_columns(pl.lit(0.0).alias("cum")))
+    m = pl.concat([m.select(*series, "ts", "cum"), zeros.select(*series, "ts", "cum")])
     # the label sets of a replica (engines) summed per bucket, at each scrape
     m = m.group_by("metric", "replica", "kind", "le", "ts").agg(pl.col("cum").sum())
     m = m.with_columns(pl.when(pl.col("kind") == "bucket").then(pl.col("le").cast(pl.String))
