@@ -394,11 +394,13 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
                            "(vllm:time_to_first_token_seconds; several joined by ' + ')"),
         "ttft_p95_bucket": (S, "the histogram bucket ttft_p95 lies in ('1–2.5 s': the value is interpolated in it, "
                                "as histogram_quantile does), when from the histogram"),
+        "ttft_p50_bucket": (S, "the histogram bucket ttft_p50 lies in, when from the histogram"),
         "ttft_p95_gateway": (F, "the gateway's upstream header time p95 (s), kept when the histogram's TTFT "
                                 "replaced it (vLLM sends headers before the first token when streaming)"),
         "e2e_source": (S, "where e2e_p50 / e2e_p95 come from (as ttft_source; "
                           "vllm:e2e_request_latency_seconds for the histogram)"),
         "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when from the histogram"),
+        "e2e_p50_bucket": (S, "the histogram bucket e2e_p50 lies in, when from the histogram"),
         "queue_p95": (F, "time in vLLM's waiting queue, p95 (s), from vllm:request_queue_time_seconds"),
         "queue_p95_bucket": (S, "the histogram bucket queue_p95 lies in"),
         "prefill_p95": (F, "prefill time p95 (s), from vllm:request_prefill_time_seconds"),

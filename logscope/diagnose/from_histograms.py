@@ -50,6 +50,7 @@ def fill(fig: dict, sources: dict[str, str | None], measured: dict[str, dict]) -
             if src == "gateway":
                 add["ttft_p95_gateway"], add["ttft_note"] = fig.get("ttft_p95"), GATEWAY_TTFT_NOTE
             add.update({k: h[k.removeprefix(f + "_")] for k in (f"{f}_p50", f"{f}_p95") if k in fig})
+            add.update({f"{f}_p50_bucket": h["p50_bucket"]} if f"{f}_p50" in fig else {})
             add.update({f"{f}_source": SOURCE, f"{f}_p95_bucket": h["p95_bucket"],
                         f"{f}_p95_bucket_lo": h["p95_bucket_lo"], f"{f}_p95_bucket_hi": h["p95_bucket_hi"]})
         else:
