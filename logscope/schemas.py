@@ -348,6 +348,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "output_tokens_mean": (F, "mean output tokens during"),
         "ttft_p95": (F, "TTFT p95 during (s)"),
         "e2e_p95": (F, "e2e p95 during (s)"),
+        "ttft_source": (S, "where ttft_p95 comes from: client | gateway | server log | metrics histogram (several "
+                           "joined by ' + ')"),
+        "ttft_p95_bucket": (S, "the histogram bucket ttft_p95 lies in ('1–2.5 s') when it comes from the histogram"),
+        "e2e_source": (S, "where e2e_p95 comes from (as ttft_source)"),
+        "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when it comes from the histogram"),
         "success_share": (F, "share of logical requests ending ok during"),
         "reason": (S, "why this class: the evidence that decided it"),
     },
@@ -387,6 +392,27 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "throughput_tps": (F, "output tokens/s"),
         "max_tokens_mean": (F, "requested max_tokens (mean)"),
         "output_tokens_mean": (F, "generated tokens (mean)"),
+        "lengths_source": (S, "'metrics histogram' when max_tokens_mean / output_tokens_mean are the histograms' "
+                              "means (_sum / _count), null when from the requests"),
+        "ttft_source": (S, "where ttft_p50 / ttft_p95 come from: client | gateway | server log | metrics histogram "
+                           "(vllm:time_to_first_token_seconds; several joined by ' + ')"),
+        "ttft_p95_bucket": (S, "the histogram bucket ttft_p95 lies in ('1–2.5 s': the value is interpolated in it, "
+                               "as histogram_quantile does), when from the histogram"),
+        "ttft_p50_bucket": (S, "the histogram bucket ttft_p50 lies in, when from the histogram"),
+        "ttft_p95_gateway": (F, "the gateway's upstream header time p95 (s), kept when the histogram's TTFT "
+                                "replaced it (vLLM sends headers before the first token when streaming)"),
+        "e2e_source": (S, "where e2e_p50 / e2e_p95 come from (as ttft_source; "
+                          "vllm:e2e_request_latency_seconds for the histogram)"),
+        "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when from the histogram"),
+        "e2e_p50_bucket": (S, "the histogram bucket e2e_p50 lies in, when from the histogram"),
+        "queue_p95": (F, "time in vLLM's waiting queue, p95 (s), from vllm:request_queue_time_seconds"),
+        "queue_p95_bucket": (S, "the histogram bucket queue_p95 lies in"),
+        "prefill_p95": (F, "prefill time p95 (s), from vllm:request_prefill_time_seconds"),
+        "prefill_p95_bucket": (S, "the histogram bucket prefill_p95 lies in"),
+        "decode_p95": (F, "decode time p95 (s), from vllm:request_decode_time_seconds"),
+        "decode_p95_bucket": (S, "the histogram bucket decode_p95 lies in"),
+        "slo_undecided": (S, "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket "
+                             "(the step is then 'unknown' unless another figure missed)"),
         "meets_slo": (B, "every SLO figure measured and met (null: unknown, a figure could not be measured)"),
         "slo_status": (S, "met | missed | unknown (a figure missing and none failed)"),
         "slo_missing": (S, "the SLO figures the step had no value for, comma-separated (ttft_p95, e2e_p95, ...)"),

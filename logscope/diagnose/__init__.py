@@ -20,7 +20,7 @@ import polars as pl
 
 from .. import clock, jsontext, schemas
 from ..resources import scope
-from . import cancellation, capacity, episodes, figures, findings, ladder, lifecycle, tables
+from . import cancellation, capacity, episodes, figures, findings, from_histograms, ladder, lifecycle, tables
 from .context import Context, Slo
 from .tables import Inputs, load
 from .thresholds import Thresholds, from_options
@@ -70,7 +70,9 @@ def _run(out: Path, options) -> dict:
     life = _in_range(lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th),
                      rng)
     ctx = Context(inp, life, th, slo)
+    ctx.hist = from_histograms.load(out, rng, inp.stats)
     eps = episodes.build(ctx)
+    from_histograms.fill_episodes(ctx, eps)
     for i, e in enumerate(eps, 1):
         e["episode_id"] = f"E{i}"
     rows, lad = ladder.analyse(ctx)
@@ -91,9 +93,10 @@ def _run(out: Path, options) -> dict:
         "cold_start": cold,
         "server_lifecycle": _life(life),
         "output_lengths": {
-            "overall": capacity.output_lengths(inp.requests),
+            "overall": from_histograms.fill_lengths(ctx, capacity.output_lengths(inp.requests)),
             "per_step": [{"step": r["step"], "concurrency": r["concurrency"], "max_tokens_mean": r["max_tokens_mean"],
-                          "output_tokens_mean": r["output_tokens_mean"]} for r in rows],
+                          "output_tokens_mean": r["output_tokens_mean"], "source": r.get("lengths_source")}
+                         for r in rows],
             "per_episode": [{"episode_id": e["episode_id"], **e["details"]["output_lengths"]} for e in eps],
         },
         "traffic": traffic,

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import polars as pl
 
+from .histograms import Histograms
 from .lifecycle import Lifecycle
 from .tables import Inputs, preemption_series, server_series, v0_warnings
 from .thresholds import Thresholds
@@ -35,6 +36,7 @@ class Context:
     span_lo: datetime | None = None
     span_hi: datetime | None = None
     load_end: datetime | None = None
+    hist: Histograms | None = None  # vLLM's latency / length histograms (from_histograms), when exported
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
-from . import figures
+from . import figures, from_histograms
 from .context import Context
 
 
@@ -137,8 +137,9 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     }
     w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
+    from_histograms.fill_step(ctx, row, figures.between(req, "ts_start", lo_r, hi_r))
     reasons = _broke(ctx, row, figures.between(req, "ts_start", lo_r, hi_r), lo, hi)
-    missing = [k for k in SLO_FIGURES if row[k] is None]
+    missing = [k for k in SLO_FIGURES if row[k] is None] + from_histograms.undecided(row, ctx.slo)
     row["slo_status"] = "missed" if reasons else "unknown" if missing else "met"
     row["meets_slo"] = {"met": True, "missed": False}.get(row["slo_status"])  # None: unknown
     row["slo_missing"] = ", ".join(missing) or None
@@ -183,12 +184,12 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
 def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
     slo, th = ctx.slo, ctx.th
     out = []
-    if row["ttft_p95"] is not None and row["ttft_p95"] > slo.ttft_s:
+    if from_histograms.over(row, "ttft", slo.ttft_s):
         out.append({"what": "ttft", "at": _first_ts(req, pl.col("ttft_s") > slo.ttft_s, "ts_start"),
-                    "text": f"TTFT p95 {row['ttft_p95']:.2f} s > {slo.ttft_s:g} s"})
-    if row["e2e_p95"] is not None and row["e2e_p95"] > slo.e2e_s:
+                    "text": f"TTFT p95 {from_histograms.stated(row, 'ttft')} > {slo.ttft_s:g} s"})
+    if from_histograms.over(row, "e2e", slo.e2e_s):
         out.append({"what": "e2e", "at": _first_ts(req, pl.col("e2e_s") > slo.e2e_s, "ts_start"),
-                    "text": f"e2e p95 {row['e2e_p95']:.2f} s > {slo.e2e_s:g} s"})
+                    "text": f"e2e p95 {from_histograms.stated(row, 'e2e')} > {slo.e2e_s:g} s"})
     if row["success_share"] is not None and row["success_share"] < slo.success:
         out.append({"what": "success", "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
                     "text": f"success {row['success_share']:.1%} < {slo.success:.1%}"})

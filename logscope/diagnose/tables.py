@@ -132,7 +132,8 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
 def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, str]:
     """Logical requests: the correlated table, else the client's, else vLLM's own Received lines."""
     cols = ["ts_start", "ts_end", "outcome", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens",
-            "phase", "concurrency", "client_attempts", "server_requests", "orphaned_executions"]
+            "phase", "concurrency", "client_attempts", "server_requests", "orphaned_executions",
+            "origin"]  # origin: which layer a row's latencies come from (histograms.request_source)
     req = read(out, "requests", tuple(cols), pl.col("ts_start").is_not_null(), rng)
     if req.height:
         return req.sort("ts_start"), "correlated"
@@ -149,6 +150,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             pl.col("attempts").alias("client_attempts"),
             pl.lit(None, pl.Int64).alias("server_requests"),
             pl.lit(None, pl.Int64).alias("orphaned_executions"),
+            pl.lit("client").alias("origin"),
         )
         return df.select(cols).sort("ts_start"), "client"
     sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
@@ -163,6 +165,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
                                                           "orphaned_executions")],
             pl.lit(None, pl.String).alias("phase"),
             pl.lit(1, pl.Int64).alias("server_requests"),
+            pl.lit("server").alias("origin"),
         )
         return df.select(cols).sort("ts_start"), "server"
     empty = pl.DataFrame(schema={c: schemas.TABLES["requests"][c][0] for c in cols})

@@ -35,8 +35,9 @@ MAX_EPISODES_MD = 30
 MAX_LIFECYCLE_ROWS = 30
 MAX_READ_NOTES_MD = 20  # what reading the files met, in summary.md (the report's appendix has every one)
 LADDER_COLS = (
-    "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "e2e_p50",
-    "e2e_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
+    "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "ttft_source",
+    "e2e_p50", "e2e_p95", "e2e_source", "queue_p95", "prefill_p95", "decode_p95", "success_share",
+    "throughput_tps", "kv_max", "waiting_max", "preemptions",
     "max_tokens_mean", "output_tokens_mean", "slo_status", "broke", "pressure",
 )  # fmt: skip
 
@@ -237,7 +238,9 @@ def _ladder_view(summary: dict) -> dict:
     steps = (summary.get("ladder") or {}).get("steps") or []
     cols = [c for c in LADDER_COLS if any(s.get(c) is not None for s in steps)]
     # a share or KV usage as a percentage, as on the page (fmt.keyed)
-    return {"ladder_cols": cols, "ladder_rows": [[fmt.keyed(s.get(c), c) or s.get(c) for c in cols] for s in steps]}
+    # a histogram's p95 as its bucket ('1–2.5 s'), not its interpolation's false precision
+    return {"ladder_cols": cols, "ladder_rows": [[s.get(f"{c}_bucket") or fmt.keyed(s.get(c), c) or s.get(c)
+                                                  for c in cols] for s in steps]}
 
 
 def _shapes(ld: Loaded, include_prompts: bool) -> dict:

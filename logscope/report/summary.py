@@ -22,6 +22,8 @@ EPISODE_METRICS = (
     "arrival_rate_before", "arrival_rate_during", "arrival_rate_after", "prompt_tokens_mean", "output_tokens_mean",
     "ttft_p95", "e2e_p95", "success_share", "share_of_span",
 )  # fmt: skip
+# where the episode's latency figures come from, and a histogram p95's bucket
+EPISODE_SOURCES = ("ttft_source", "ttft_p95_bucket", "e2e_source", "e2e_p95_bucket")
 RETRY_KEYS = (
     "logical_requests", "client_attempts", "client_retries", "gateway_requests", "gateway_attempts",
     "gateway_retries", "server_requests", "server_aborts", "amplification", "orphaned_requests",
@@ -208,6 +210,7 @@ def episodes(ld: Loaded) -> list[dict]:
                 "count": r.get("count"),
                 "evidence": r.get("reason") or r.get("evidence"),
                 "metrics": {k: num(r.get(k)) for k in EPISODE_METRICS if r.get(k) is not None},
+                "latency_sources": {k: r[k] for k in EPISODE_SOURCES if r.get(k) is not None},
             }
         )
     return sorted(out, key=lambda e: (e["start"] or "", str(e["id"])))
