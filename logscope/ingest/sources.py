@@ -20,6 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
+from .. import outdir
+
 # 4 MiB: large enough that a parser's fixed per-chunk cost stays small (~4 % slower than 8 MiB on
 # the 1 GB bench), small enough that the workers' intermediate columns (JSON decoding takes ~30x
 # the chunk) keep a 5 GB folder under 1 GB of RSS; docs/performance.md has the measurements
@@ -27,13 +29,14 @@ CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64 * 1024
 HEAD_LINES = 200
 MAX_LINE_CHARS = 1_000_000  # longer lines are cut (and said so): a regex over 10 MB buys nothing
-OUTPUT_MARKER = ".logscope-output"  # written into every output folder; ingest skips such folders
+OUTPUT_MARKER = outdir.MARKER  # written into every output folder; ingest skips logscope's outputs there
 
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
 _ROTATION = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,3})$")
 # kubelet's rotated container logs: 0.log.20261129-083000 (then .gz), named by the time of the rotation
 _STAMPED = re.compile(r"^(?P<base>.+?)\.(?P<ts>\d{8}-\d{6})$")
-_SKIP_SUFFIXES = {".parquet", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".pyc"}
+_SKIP_SUFFIXES = {".parquet": "a table", ".png": "an image", ".jpg": "an image", ".jpeg": "an image",
+                  ".gif": "an image", ".pdf": "a document", ".html": "a web page", ".pyc": "compiled Python"}
 
 
 @dataclass
@@ -56,23 +59,45 @@ class InputFile:
 
 
 def discover(root: Path) -> list[InputFile]:
-    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs."""
-    root = Path(root)
+    """All candidate input files under ``root`` (or ``root`` itself); ``skipped`` says what was left out."""
+    paths, _ = _walk(Path(root))
+    base = Path(root) if Path(root).is_dir() else Path(root).parent
+    return _input_files(paths, base)
+
+
+def skipped(root: Path) -> list[tuple[str, str]]:
+    """The files under ``root`` that are not read, each with why (path relative to ``root``)."""
+    return _walk(Path(root))[1]
+
+
+def _walk(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The files to read and those left out with why. A folder logscope once wrote its outputs into (its
+    marker) is read like any other but for logscope's own outputs: logs copied there later are data."""
     if root.is_file():
-        paths = [root]
-        base = root.parent
-    else:
-        base = root
-        paths = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            if OUTPUT_MARKER in filenames:
-                dirnames[:] = []
-                continue
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for fn in sorted(filenames):
-                if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
-                    continue
-                paths.append(Path(dirpath) / fn)
+        return [root], []
+    paths: list[Path] = []
+    left: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for d in sorted(d for d in dirnames if d.startswith(".")):
+            left.append((str((here / d).relative_to(root)) + "/", "a hidden folder (its name starts with '.')"))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        marked = OUTPUT_MARKER in filenames
+        for fn in sorted(filenames):
+            rel = str((here / fn).relative_to(root))
+            suffix = Path(fn).suffix.lower()
+            if marked and outdir.is_output_name(fn):
+                left.append((rel, "an output logscope wrote (the folder holds its marker, " + OUTPUT_MARKER + ")"))
+            elif fn.startswith("."):
+                left.append((rel, "a hidden file (its name starts with '.')"))
+            elif suffix in _SKIP_SUFFIXES:
+                left.append((rel, f"a {suffix} file: {_SKIP_SUFFIXES[suffix]}, not a log"))
+            else:
+                paths.append(here / fn)
+    return paths, left
+
+
+def _input_files(paths: list[Path], base: Path) -> list[InputFile]:
     out = []
     for p in paths:
         try:
