@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import outdir, slo
+from .errors import LogscopeError
 from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, apart
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
@@ -100,7 +101,7 @@ def require_known_format(res: IngestResult, root: str | Path | None = None) -> N
         from .errors import LogscopeError
         from .ingest import sources
 
-        seen = [f"{p} ({f}{': ' + m[0] if m else ''})" for p, f, m in res.files.select("path", "format", "messages")
+        seen = [f"{p} ({f})" + (f": {m[0]}" if m else "") for p, f, m in res.files.select("path", "format", "messages")
                 .iter_rows()]
         seen += [f"{p} (skipped: {why})" for p, why in (sources.skipped(Path(root)) if root is not None else [])]
         shown = "; ".join(seen[:8]) + (f"; and {len(seen) - 8} more" if len(seen) > 8 else "")
@@ -151,6 +152,7 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
     holds the tables of the same files, options and code (``options.reparse`` forces it)."""
     opts = options or AnalyzeOptions()
+    missed: LogscopeError | None = None
     # every output is written in a staging folder and renamed into place at the end (logscope.outdir)
     with outdir.staged(out_dir) as work:
         res = None if opts.reparse else _reuse(root, out_dir, opts.ingest_options())
@@ -161,18 +163,30 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
         # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
         res = res or _ingest_step(root, work, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
         require_known_format(res, root)
-        require_overlap(work, opts)
-        opts = fit_memory(work, opts)
-        if progress:
-            progress("correlating", 0.8)
-        correlate(work, opts)
-        if progress:
-            progress("diagnosing", 0.9)
-        diagnose(work, opts)
-        if progress:
-            progress("rendering", 0.95)
-        paths = render(work, opts)
+        try:
+            require_overlap(work, opts)
+        except LogscopeError as e:
+            if res.reused:  # nothing new: the folder stays as it was
+                raise
+            missed = e  # the new tables are kept: `logscope report OUT --since …` looks again without parsing
+        else:
+            paths = _analyze_tables(work, opts, progress)
+    if missed is not None:
+        raise missed
     return outdir.moved(paths, work, Path(out_dir))
+
+
+def _analyze_tables(work: Path, opts: AnalyzeOptions, progress: Progress | None) -> dict[str, Path]:
+    opts = fit_memory(work, opts)
+    if progress:
+        progress("correlating", 0.8)
+    correlate(work, opts)
+    if progress:
+        progress("diagnosing", 0.9)
+    diagnose(work, opts)
+    if progress:
+        progress("rendering", 0.95)
+    return render(work, opts)
 
 
 def rerender(out_dir: str | Path, options: AnalyzeOptions, again: bool = False,
