@@ -6,10 +6,20 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from . import slo
-from .ingest import IngestOptions, IngestResult, Progress, apart
+from . import outdir, slo
+from .errors import LogscopeError
+from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, apart
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
+from .ingest.derive import TABLES as DERIVED
+
+# what an ingest writes: a second analyze of the same files reuses these (logscope.ingest.reuse)
+INGEST_FILES = ("ingest.json", *(f"{n}.parquet" for n in (*PARSED_TABLES, *DERIVED, "files", "unrecognized")))
+
+# what each later stage writes: a re-render links the rest of the folder into its staging folder (outdir.staged)
+CORRELATE_FILES = ("requests.parquet", "windows.parquet", "clock_offsets.parquet", "correlation.json")
+DIAGNOSE_FILES = ("diagnosis.json", "episodes.parquet", "findings.parquet", "ladder.parquet")
+RENDER_FILES = ("summary.json", "summary.md", "report.html", "timeline.png")
 
 
 @dataclass
@@ -52,9 +62,14 @@ class AnalyzeOptions:
 
 
 def ingest(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
-           progress: Progress | None = None) -> IngestResult:
-    """Parse every log under ``root`` into the Parquet tables of ``out_dir``."""
-    return _ingest(root, out_dir, (options or AnalyzeOptions()).ingest_options(), progress)
+           progress: Progress | None = None, known_only: bool = False) -> IngestResult:
+    """Parse every log under ``root`` into the Parquet tables of ``out_dir`` (written whole or not at all:
+    ``logscope.outdir``); with ``known_only``, none when no file is in a known format."""
+    with outdir.staged(out_dir) as work:
+        res = _ingest(root, work, (options or AnalyzeOptions()).ingest_options(), progress)
+        if known_only:
+            require_known_format(res, root)
+    return replace(res, out_dir=Path(out_dir))
 
 
 def correlate(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict:
@@ -78,19 +93,24 @@ def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[s
     return _render(Path(out_dir), options or AnalyzeOptions())
 
 
-def require_known_format(res: IngestResult) -> None:
-    """Nothing to analyse when no file is in a known format: say so, with what was seen."""
+def require_known_format(res: IngestResult, root: str | Path | None = None) -> None:
+    """Nothing to analyse when no file is in a known format: say so, naming the files and why each was not
+    read (its format, or why it was skipped: ``root``'s images, hidden files, logscope's own outputs)."""
     known = res.files.filter(~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable"]))
     if known.height == 0:
         from .errors import LogscopeError
+        from .ingest import sources
 
-        seen = ", ".join(f"{p} ({f})" for p, f in res.files.select("path", "format").head(5).iter_rows())
+        seen = [f"{p} ({f})" + (f": {m[0]}" if m else "") for p, f, m in res.files.select("path", "format", "messages")
+                .iter_rows()]
+        seen += [f"{p} (skipped: {why})" for p, why in (sources.skipped(Path(root)) if root is not None else [])]
+        shown = "; ".join(seen[:8]) + (f"; and {len(seen) - 8} more" if len(seen) > 8 else "")
         if res.files.height and (res.files["format"] == "unreadable").all():  # README: exit 3, unreadable input
-            raise LogscopeError(f"nothing in the input could be read: {seen}",
+            raise LogscopeError(f"nothing in the input could be read: {shown}",
                                 hint="run as a user who may read the files (files.parquet says why each failed)",
                                 code=3)
         raise LogscopeError(
-            f"no file in a known format in the input: {seen}",
+            f"no file in a known format in the input: {shown or 'no file'}",
             hint="`logscope formats` lists what logscope reads; `logscope detect DIR --scores` shows each file's scores",
             code=4,
         )
@@ -136,23 +156,64 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
     holds the tables of the same files, options and code (``options.reparse`` forces it)."""
     opts = options or AnalyzeOptions()
-    res = None if opts.reparse else _reuse(root, out_dir, opts.ingest_options())
-    if res is not None and progress:
-        progress("reusing the tables of the same files", 0.75)
-    # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
-    res = res or _ingest_step(root, out_dir, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
-    require_known_format(res)
-    require_overlap(out_dir, opts)
-    opts = fit_memory(out_dir, opts)
+    missed: LogscopeError | None = None
+    # every output is written in a staging folder and renamed into place at the end (logscope.outdir)
+    with outdir.staged(out_dir) as work:
+        res = None if opts.reparse else _reuse(root, out_dir, opts.ingest_options())
+        if res is not None:
+            outdir.link_in(Path(out_dir), work, INGEST_FILES)
+            if progress:
+                progress("reusing the tables of the same files", 0.75)
+        # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
+        res = res or _ingest_step(root, work, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
+        require_known_format(res, root)
+        try:
+            require_overlap(work, opts)
+        except LogscopeError as e:
+            if res.reused:  # nothing new: the folder stays as it was
+                raise
+            missed = e  # the new tables are kept: `logscope report OUT --since …` looks again without parsing
+        else:
+            paths = _analyze_tables(work, opts, progress)
+    if missed is not None:
+        raise missed
+    return outdir.moved(paths, work, Path(out_dir))
+
+
+def _analyze_tables(work: Path, opts: AnalyzeOptions, progress: Progress | None) -> dict[str, Path]:
+    opts = fit_memory(work, opts)
     if progress:
         progress("correlating", 0.8)
-    correlate(out_dir, opts)
+    correlate(work, opts)
     if progress:
         progress("diagnosing", 0.9)
-    diagnose(out_dir, opts)
+    diagnose(work, opts)
     if progress:
         progress("rendering", 0.95)
-    return render(out_dir, opts)
+    return render(work, opts)
+
+
+def rerender(out_dir: str | Path, options: AnalyzeOptions, again: bool = False,
+             rediagnose: bool = False) -> tuple[dict[str, Path], bool]:
+    """The report again from ``out_dir``'s tables (``logscope report``): correlated again when ``again`` (a
+    range) or never correlated, diagnosed again then, when ``rediagnose`` (another SLO) or never diagnosed.
+    The paths written and whether it diagnosed again; the outputs are replaced whole or not at all."""
+    out = Path(out_dir)
+    with outdir.staged(out) as work:
+        require_overlap(out, options)
+        again = again or not (out / "requests.parquet").exists()
+        rediagnose = again or rediagnose or not (out / "diagnosis.json").exists()
+        redone = {*RENDER_FILES, *(CORRELATE_FILES if again else ()), *(DIAGNOSE_FILES if rediagnose else ())}
+        outdir.link_in(out, work, [p.name for p in out.iterdir() if p.is_file() and outdir.is_output_name(p.name)
+                                   and p.name not in redone and not p.name.startswith(".")
+                                   and p.name != outdir.DEBUG_FILE])
+        opts = fit_memory(work, options) if again else options
+        if again:
+            correlate(work, opts)
+        if rediagnose:
+            diagnose(work, opts)
+        paths = render(work, opts)
+    return outdir.moved(paths, work, out), rediagnose
 
 
 def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> IngestResult:
@@ -163,7 +224,7 @@ def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, pr
         separate = memory.tight(Path(root), memory.budget_of(opts.max_memory))
     if separate and apart.POSSIBLE:
         return apart.ingest(root, out_dir, opts.ingest_options(), progress)
-    return ingest(root, out_dir, opts, progress)
+    return _ingest(root, out_dir, opts.ingest_options(), progress)
 
 
 def detect(root: str | Path, options: AnalyzeOptions | None = None):

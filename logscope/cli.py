@@ -6,7 +6,6 @@ exit codes (see ``ExitCode``). Options shared by several commands are defined on
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shlex
@@ -23,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import __version__, slo
+from . import __version__, cliargs, outdir, slo
 from .errors import LogscopeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
@@ -42,7 +41,7 @@ class ExitCode(IntEnum):
 
 
 # readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
-Input = Annotated[Path, typer.Argument(help="folder (or file) with the incident's logs", readable=False)]
+Input = Annotated[Path, typer.Argument(metavar="DIR", help="folder (or file) with the incident's logs", readable=False)]
 OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to this time")]
@@ -57,7 +56,8 @@ ReplicaOpt = Annotated[str | None, typer.Option("--replica", help="replica name 
 NginxFmtOpt = Annotated[str | None, typer.Option("--nginx-log-format", help="nginx log_format string of the access logs")]
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="print nothing but errors")]
 VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="print more detail")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help=f"on an internal error, show the traceback and write it to OUT/{outdir.DEBUG_FILE}")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="write into an -o folder that holds files logscope did not write")]
 
 
 def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, **kw):
@@ -106,8 +106,12 @@ def _check_input(path: Path) -> None:
         raise LogscopeError(f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3)
 
 
-def _out_dir(inp: Path, out_opt: Path | None) -> Path:
+def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
     o = out_opt or Path.cwd() / f"logscope-{inp.resolve().name}"
+    if out_opt is None and inp.is_file() and o.resolve().is_relative_to(inp.resolve().parent):
+        raise LogscopeError(f"the default output folder {o} would be beside the input log, among the logs",
+                            hint="give -o a folder elsewhere: logscope writes next to its input only when told to",
+                            code=ExitCode.OUTPUT)
     if inp.is_dir():
         try:
             o.resolve().relative_to(inp.resolve())
@@ -116,44 +120,46 @@ def _out_dir(inp: Path, out_opt: Path | None) -> Path:
             )
         except ValueError:
             pass
+    outdir.check(o, force)
     return o
 
 
-def _run(fn, debug: bool):
+def _run(fn, debug: bool, out_dir: Path | None = None):
     try:
         return fn()
     except LogscopeError as e:
-        err.print(f"[bold red]logscope: error:[/] {e.what}")
+        err.print(f"[bold red]logscope: error:[/] {escape(e.what)}")
         if e.hint:
-            err.print(f"  help: {e.hint}")
+            err.print(f"  help: {escape(e.hint)}")
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
-        if debug:
-            raise
-        if _disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
+        if outdir.disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
             err.print(f"[bold red]logscope: error:[/] no space left on the output folder's device ({escape(str(e))})")
             err.print("  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
                       "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)")
             raise typer.Exit(ExitCode.OUTPUT) from None
         err.print(f"[bold red]logscope: internal error:[/] {escape(f'{type(e).__name__}: {e}')}")
-        err.print("  help: re-run with --debug and report the traceback")
+        if debug:
+            _debug_file(e, out_dir)
+        else:
+            err.print("  help: re-run with --debug and report the traceback")
         raise typer.Exit(ExitCode.INTERNAL) from None
 
 
-_DISK_FULL = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))  # 'No space left on device', 'Disk quota exceeded'
+def _debug_file(e: BaseException, out_dir: Path | None) -> None:
+    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file."""
+    import platform
+    import traceback
 
-
-def _disk_full(e: BaseException | None) -> bool:
-    """Was ``e`` (or what caused it) a write to a full disk or an exhausted quota? polars reports its own
-    writes' OS errors as text ('No space left on device (os error 28)')."""
-    seen = 0
-    while e is not None and seen < 10:
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if any(text in str(e) for text in _DISK_FULL):
-            return True
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return False
+    tb = "".join(traceback.format_exception(e))
+    sys.stderr.write(tb)
+    text = (f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
+            f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}")
+    where = outdir.write_debug(out_dir, text)
+    if where:
+        err.print(escape(f"  help: the traceback and logscope's version are in {where}: attach it to the report"))
+    else:
+        err.print("  help: report the traceback above, with `logscope --version`")
 
 
 def _progress(quiet: bool):
@@ -188,19 +194,19 @@ def _print_files(files, title: str) -> None:
 @app.command()
 def ingest(
     input: Input, out_dir: OutOpt = None, tz: TzOpt = "UTC", include_prompts: PromptsOpt = False,
-    replica: ReplicaOpt = None, nginx_log_format: NginxFmtOpt = None, quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    replica: ReplicaOpt = None, nginx_log_format: NginxFmtOpt = None, force: ForceOpt = False,
+    quiet: QuietOpt = False, debug: DebugOpt = False,
 ) -> None:
-    """Parse every log under INPUT into Parquet tables (no analysis)."""
+    """Parse every log under DIR into Parquet tables (no analysis)."""
+    _run(lambda: cliargs.zone(tz), debug)
+    _run(lambda: _check_input(input), debug)
+    o = _run(lambda: _out_dir(input, out_dir, force), debug)
     from . import api
 
-    _run(lambda: _check_input(input), debug)
-    o = _run(lambda: _out_dir(input, out_dir), debug)
     prog, cb = _progress(quiet)
     opts = _options(tz, include_prompts, replica, nginx_log_format)
     with prog or _Null():
-        res = _run(lambda: api.ingest(input, o, opts, cb), debug)
-    _run(lambda: api.require_known_format(res), debug)
+        res = _run(lambda: api.ingest(input, o, opts, cb, known_only=True), debug, o)
     if not quiet:
         _print_files(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}")
 
@@ -214,6 +220,10 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
     _run(lambda: _check_input(input), debug)
     files, all_scores = _run(lambda: api.detect(input), debug)
     _print_files(files, f"formats under {input}")
+    from .ingest import sources
+
+    for path, why in sources.skipped(input):  # what a folder of images or hidden files holds, said
+        out.print(escape(f"{path}: skipped: {why}"), soft_wrap=True)
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})
@@ -262,6 +272,7 @@ def analyze(
     replica: ReplicaOpt = None,
     nginx_log_format: NginxFmtOpt = None,
     reparse: Annotated[bool, typer.Option("--reparse", help="parse the logs again even when OUT holds the tables of the same files")] = False,
+    force: ForceOpt = False,
     open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
@@ -274,8 +285,9 @@ def analyze(
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:
-        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {bad[0]})")
+        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {escape(bad[0])})")
         raise typer.Exit(ExitCode.USAGE)
+    _run(lambda: cliargs.zone(tz), debug)
     _run(lambda: _check_input(input), debug)
     limit = _run(lambda: _memory(max_memory), debug)
     budget = memory.budget_of(limit)
@@ -289,14 +301,15 @@ def analyze(
                   "stages start from a fresh heap", style="yellow")
     from . import api
 
+    _run(lambda: cliargs.window(window), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
-    o = _run(lambda: _out_dir(input, out_dir), debug)
+    o = _run(lambda: _out_dir(input, out_dir, force), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
                     max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
     with prog or _Null():
-        paths = _run(lambda: api.analyze(input, o, opts, cb), debug)
+        paths = _run(lambda: api.analyze(input, o, opts, cb), debug, o)
     summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:
         sys.stdout.write(Path(paths["summary_json"]).read_text())
@@ -310,11 +323,12 @@ def analyze(
         err.print("logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
                   "(or --max-memory none) to judge the whole input", style="yellow")
     if fail_on and classes & set(fail_on):
+        _fail_on_note(summary, set(fail_on))
         raise typer.Exit(ExitCode.FAIL_ON)
 
 
 @app.command()
-def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by logscope analyze/ingest")],
+def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder written by logscope analyze/ingest")],
            since: SinceOpt = None, until: UntilOpt = None,
            whole: Annotated[bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")] = False,
            slo_ttft: SloTtftOpt = None, slo_e2e: SloE2eOpt = None, slo_success: SloSuccessOpt = None,
@@ -326,6 +340,7 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     what analyze would: the range that fits --max-memory when the whole input does not."""
     from . import api
 
+    _run(lambda: cliargs.zone(tz), debug)
     if not (out_dir / "files.parquet").exists():
         err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
         err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
@@ -339,20 +354,14 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     limit = _run(lambda: _memory(max_memory), debug)
     opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, **(_settings_of(out_dir) | asked))
 
-    def go():
-        api.require_overlap(out_dir, opts)
-        correlate = again or not (out_dir / "requests.parquet").exists()
-        o = api.fit_memory(out_dir, opts) if correlate else opts
-        if correlate:
-            api.correlate(out_dir, o)
-        if correlate or asked or not (out_dir / "diagnosis.json").exists():
-            api.diagnose(out_dir, o)
-        return api.render(out_dir, o)
-
-    paths = _run(go, debug)
+    paths, diagnosed = _run(lambda: api.rerender(out_dir, opts, again, bool(asked)), debug, out_dir)
     if not quiet:
-        _range_note(json.loads(Path(paths["summary_json"]).read_text()), paths)
-        out.print(f"report: {paths['report_html']}")
+        summary = json.loads(Path(paths["summary_json"]).read_text())
+        if diagnosed:  # a new diagnosis: its verdict, as analyze prints it
+            _print_verdict(summary, paths, False)
+        else:
+            _range_note(summary, paths)
+            out.print(f"report: {escape(str(paths['report_html']))}")
 
 
 def _settings_of(out_dir: Path) -> dict:
@@ -417,6 +426,17 @@ def _copies_note(summary: dict) -> None:
                          f"are not counted twice: {shown}{more}"), style="yellow")
 
 
+def _fail_on_note(summary: dict, classes: set[str]) -> None:
+    """Which episodes made --fail-on exit 1: a pipeline's log then says why it failed."""
+    hit = [e for e in summary.get("episodes", []) if e.get("class") in classes]
+    err.print(escape(f"logscope: --fail-on {','.join(sorted(classes))}: {len(hit)} episode(s) matched, exit 1"))
+    for e in hit[:5]:
+        where = f" on {e['replica']}" if e.get("replica") else ""
+        err.print(escape(f"  {e.get('class')} {e.get('id')}: {e.get('signal')}{where}, {e.get('start')} → {e.get('end')}"))
+    if len(hit) > 5:
+        err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
+
+
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
     _range_note(summary, paths)
@@ -429,7 +449,7 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
         out.print(escape(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
         if verbose:
             out.print(escape(f"      next: {f.get('next_test')}"))
-    out.print(f"report: {paths['report_html']}")
+    out.print(f"report: {escape(str(paths['report_html']))}")
 
 
 class _Null:
@@ -449,3 +469,33 @@ def version_callback(value: bool) -> None:
 @app.callback()
 def main(version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False) -> None:
     """Post-mortem of LLM-serving incidents: vLLM, gateway and client logs into one report."""
+    for c in (out, err):
+        if not c.is_terminal:  # piped or redirected: whole lines (rich would fold them at 80 columns)
+            c.soft_wrap, c.width = True, _UNWRAPPED
+
+
+_UNWRAPPED = 100_000
+
+
+def run() -> None:
+    """The console script: typer's app, with a usage error said like every other error (one line and a hint,
+    exit 2) and no traceback but with --debug (which the commands handle)."""
+    try:
+        from typer import _click as click  # typer >= 0.26 carries its own click
+    except ImportError:  # pragma: no cover - older typer
+        import click  # type: ignore[no-redef]
+
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(prog_name="logscope", standalone_mode=False)
+    except click.exceptions.UsageError as e:
+        err.print(f"[bold red]logscope: error:[/] {escape(e.format_message())}")
+        err.print(escape(f"  help: {e.ctx.command_path if e.ctx else 'logscope'} --help"))
+        sys.exit(ExitCode.USAGE)
+    except click.exceptions.Abort:
+        err.print("logscope: interrupted")
+        sys.exit(130)
+    except click.exceptions.ClickException as e:
+        err.print(f"[bold red]logscope: error:[/] {escape(e.format_message())}")
+        sys.exit(e.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .. import outdir
 from . import linebytes as lb
 from .linebytes import MAX_LINE_CHARS
 
@@ -31,13 +32,14 @@ HEAD_BYTES = 64 * 1024
 HEAD_LINES = 200
 MAX_RATIO = 200  # decompression stops past this ratio to the file's size (logs: 5-50x; a 1 MB -> 1 GiB bomb took 175 s)
 MIN_CAP = 64 * 1024 * 1024  # ... never below this
-OUTPUT_MARKER = ".logscope-output"  # written into every output folder; ingest skips such folders
+OUTPUT_MARKER = outdir.MARKER  # written into every output folder; ingest skips logscope's outputs there
 
 _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
 _ROTATION = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,3})$")
 # kubelet's rotated container logs: 0.log.20261129-083000 (then .gz), named by the time of the rotation
 _STAMPED = re.compile(r"^(?P<base>.+?)\.(?P<ts>\d{8}-\d{6})$")
-_SKIP_SUFFIXES = {".parquet", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".pyc"}
+_SKIP_SUFFIXES = {".parquet": "a table", ".png": "an image", ".jpg": "an image", ".jpeg": "an image",
+                  ".gif": "an image", ".pdf": "a document", ".html": "a web page", ".pyc": "compiled Python"}
 
 
 @dataclass
@@ -61,35 +63,56 @@ class InputFile:
 
 
 def discover(root: Path) -> list[InputFile]:
-    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs. A folder that
-    cannot be listed (no permission, a path longer than PATH_MAX) and a file that cannot be stat'ed (a symlink
-    loop) are entries too, of size -1 with the reason in their messages: nothing is skipped unsaid."""
+    """All candidate input files under ``root`` (or ``root`` itself); ``skipped`` says what was left out. A
+    folder that cannot be listed (no permission, a path longer than PATH_MAX) and a file that cannot be
+    stat'ed (a symlink loop) are entries too, of size -1 with the reason in their messages: nothing is
+    skipped unsaid."""
     root = Path(root)
-    problems: dict[Path, str] = {}
-    if root.is_file():
-        paths = [root]
-        base = root.parent
-    else:
-        base = root
-        paths = []
-
-        def unlisted(e: OSError) -> None:  # os.walk's errors: a folder it could not list
-            problems[Path(e.filename) if e.filename else root] = f"folder not read: {e.strerror or e}"
-
-        for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
-            if OUTPUT_MARKER in filenames:
-                dirnames[:] = []
-                continue
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for fn in sorted(filenames):
-                if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
-                    continue
-                paths.append(Path(dirpath) / fn)
+    paths, _, problems = _walk(root)
+    base = root if root.is_dir() else root.parent
     out = [_input_file(p, base) for p in paths]
     for p, why in sorted(problems.items()):
         rel = _shown(p, base)
         out.append(InputFile(p, rel + ("/" if p != base else ""), -1, None, _text(str(p)), 0, messages=[why]))
     return out
+
+
+def skipped(root: Path) -> list[tuple[str, str]]:
+    """The files under ``root`` that are not read, each with why (path relative to ``root``)."""
+    return _walk(Path(root))[1]
+
+
+def _walk(root: Path) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str]]:
+    """The files to read, those left out with why, and the folders that could not be listed. A folder
+    logscope once wrote its outputs into (its marker) is read like any other but for logscope's own outputs:
+    logs copied there later are data."""
+    if root.is_file():
+        return [root], [], {}
+    paths: list[Path] = []
+    left: list[tuple[str, str]] = []
+    problems: dict[Path, str] = {}
+
+    def unlisted(e: OSError) -> None:  # os.walk's errors: a folder it could not list
+        problems[Path(e.filename) if e.filename else root] = f"folder not read: {e.strerror or e}"
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
+        here = Path(dirpath)
+        for d in sorted(d for d in dirnames if d.startswith(".")):
+            left.append((_shown(here / d, root) + "/", "a hidden folder (its name starts with '.')"))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        marked = OUTPUT_MARKER in filenames
+        for fn in sorted(filenames):
+            rel = _shown(here / fn, root)
+            suffix = Path(fn).suffix.lower()
+            if marked and outdir.is_output_name(fn):
+                left.append((rel, "an output logscope wrote (the folder holds its marker, " + OUTPUT_MARKER + ")"))
+            elif fn.startswith("."):
+                left.append((rel, "a hidden file (its name starts with '.')"))
+            elif suffix in _SKIP_SUFFIXES:
+                left.append((rel, f"a {suffix} file: {_SKIP_SUFFIXES[suffix]}, not a log"))
+            else:
+                paths.append(here / fn)
+    return paths, left, problems
 
 
 def _input_file(p: Path, base: Path) -> InputFile:
