@@ -132,3 +132,17 @@ def test_storm_client_retries_2_vs_0(outs, tmp_path):
     truth_a = json.loads((a_dir / "truth.json").read_text())
     assert _row(doc, "client_retries")["a"] == truth_a["client"]["retries"]
     assert _row(doc, "client_retries")["b"] == 0
+
+
+def test_cli_prints_the_verdict(outs, tmp_path):
+    import subprocess
+    import sys
+
+    spike = outs("spike", LAB / "spike")
+    res = subprocess.run([sys.executable, "-m", "logscope", "compare", str(spike), str(spike), "-o", str(tmp_path / "c")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "No change, no movement" in res.stdout and (tmp_path / "c" / "compare.html").exists()
+    bad = subprocess.run([sys.executable, "-m", "logscope", "compare", str(spike), str(tmp_path / "nope")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert bad.returncode == 3 and "does not exist" in bad.stderr

@@ -8,10 +8,12 @@ templates, chart specs in JSON script blocks that no log text can close, a CSP t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from ..report import html as page
+from ..report import markdown
 from ..report.fmt import fnum, pct
 from . import charts
 
@@ -41,6 +43,13 @@ def value(x: Any, unit: str | None = None) -> str:
     return str(x)
 
 
+def setting(x: Any) -> str:
+    """A setting as written in its config (a port or a count without a thousands separator)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return str(x)
+    return value(x)
+
+
 def change(r: dict) -> str:
     ch = r.get("change")
     if ch is None:
@@ -61,7 +70,7 @@ def metric_rows(rows: list[dict]) -> list[dict]:
 def view(doc: dict) -> dict:
     """What the templates show, pre-formatted (the same strings in the page and the ticket)."""
     return {
-        "settings": [{**r, "a_txt": value(r["a"]), "b_txt": value(r["b"])} for r in doc["settings"]],
+        "settings": [{**r, "a_txt": setting(r["a"]), "b_txt": setting(r["b"])} for r in doc["settings"]],
         "whole": metric_rows(doc["whole"]["metrics"]),
         "steps": [{"label": s["label"], "meets_a": s["meets_slo"]["a"], "meets_b": s["meets_slo"]["b"],
                    "rows": metric_rows(s["metrics"])} for s in doc["steps"]],
@@ -76,8 +85,8 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
     paths["compare_json"].write_text(dumps(doc), encoding="utf-8")
     v = view(doc)
     env = page.environment()
-    paths["compare_md"].write_text(env.get_template("compare.md.j2").render(c=doc, v=v, yesno=_yesno),
-                                   encoding="utf-8")
+    text = markdown.environment().get_template("compare.md.j2").render(c=doc, v=v, yesno=_yesno)
+    paths["compare_md"].write_text(re.sub(r"\n{3,}", "\n\n", text), encoding="utf-8")
     ra, rb = extra["runs"]
     specs = {name: spec for name, spec in (("steps", _guard(charts.steps_chart, doc["steps"])),
                                            ("timelines", _guard(charts.timelines, ra, rb))) if spec}
@@ -104,6 +113,6 @@ def terminal_lines(doc: dict) -> list[str]:
     out = list(doc["verdict"])
     changed = [r for r in doc["settings"] if r["counted"]]
     if changed:
-        out.append("changed: " + "; ".join(f"{r['layer']} {r['name']}: {value(r['a'])} → {value(r['b'])}"
+        out.append("changed: " + "; ".join(f"{r['layer']} {r['name']}: {setting(r['a'])} → {setting(r['b'])}"
                                            for r in changed[:6]) + (" …" if len(changed) > 6 else ""))
     return out
