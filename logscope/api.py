@@ -247,3 +247,19 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
         kind = None if binary else envelopes.detect(lines)
         all_scores[f.rel] = {} if binary else parsers.scores(envelopes.head_lines(kind, lines) if kind else lines)
     return files, all_scores
+
+
+def compare(a: str | Path, b: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
+            progress: Progress | None = None) -> dict:
+    """Compare two runs (analyze output folders, or input folders analysed first into ``out_dir/run-a`` and
+    ``run-b``): compare.json, compare.md and compare.html in ``out_dir``. Returns {"doc", "paths"}."""
+    from .compare import CompareOptions
+    from .compare import run as _compare
+
+    opts = options or AnalyzeOptions()
+
+    def analyse(src: Path, dst: Path) -> None:
+        analyze(src, dst, replace(opts, command_line=""), progress)
+
+    slo_given = (opts.extra or {}).get("compare_slo")
+    return _compare(Path(a), Path(b), Path(out_dir), CompareOptions(opts.command_line, slo_given), analyse)

@@ -364,6 +364,37 @@ def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder
             out.print(f"report: {escape(str(paths['report_html']))}")
 
 
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")],
+    run_b: Annotated[Path, typer.Argument(help="run B: the same traffic with one setting changed")],
+    out_dir: Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-compare-<A>-<B>)")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print compare.json to stdout")] = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Did the one change help? compare.html/.json/.md for two runs of the same traffic: what changed, what
+    moved beyond the run-to-run noise, and the verdict."""
+    from . import api
+
+    for p in (run_a, run_b):
+        _run(lambda p=p: _check_input(p), debug)
+    o = out_dir or Path.cwd() / f"logscope-compare-{run_a.resolve().name}-{run_b.resolve().name}"
+    for p in (run_a, run_b):
+        _run(lambda p=p: _out_dir(p, o), debug)
+    prog, cb = _progress(quiet or json_)
+    with prog or _Null():
+        res = _run(lambda: api.compare(run_a, run_b, o, _options(), cb), debug)
+    if json_:
+        sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
+    elif not quiet:
+        from .compare.render import terminal_lines
+
+        for i, line in enumerate(terminal_lines(res["doc"])):
+            out.print(escape(line), style="bold" if i == 0 else None, soft_wrap=True)
+        out.print(f"compare: {res['paths']['compare_html']}")
+
+
 def _settings_of(out_dir: Path) -> dict:
     """The SLO and thresholds the folder was diagnosed with, so that another range is judged alike."""
     try:

@@ -24,7 +24,7 @@ _EVENT_KW = "|".join(
         "Shutting down", "[shutdown]", "blocks: ", "KV cache size: ", "Maximum concurrency for",
         "Available KV cache memory", "Loading model weights took", "Model loading took",
         "Memory profiling results", "reserved for KV Cache is", "GiB for KV cache", "non-default args",
-        "args: Namespace(", "server version",
+        "args: Namespace(", "server version", "LLM engine (",
     )
 )
 # event kinds, first match wins: the cause (OOM, KV, input, timeout) before the death it caused. Each rule
@@ -69,6 +69,9 @@ _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, r
       "Loading model weights took", "Model loading took", "Memory profiling results", "reserved for KV Cache is",
       "GiB for KV cache")),
     ("config", "message", r"non-default args: \{|^args: Namespace\(", ("non-default args: {", "args: Namespace(")),
+    # the engine's effective settings (prefix caching, chunked prefill, parallel sizes): compare reads them
+    ("engine_config", "message", r"^Initializing an? (?:V[01] )?LLM engine \(v?[^)]*\) with config:",
+     ("LLM engine (",)),
 ]
 _KIND_RULES = [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
 # the stream is shutting down: an engine death after this is the harmless shutdown traceback

@@ -1,0 +1,88 @@
+"""The comparison's charts, as Vega-Lite dicts: each step figure of A and B on one axis per figure, and
+the two timelines one above the other on the same relative time (seconds from each run's start)."""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from ..report.charts import VALIDATE, coarsen, theme
+from .runs import Run
+
+A_COLOR, B_COLOR = "#1f77b4", "#e4572e"
+RUN_SCALE = alt.Scale(domain=["A", "B"], range=[A_COLOR, B_COLOR])
+STEP_FIGURES = (("ttft_p95", "TTFT p95 (s)"), ("e2e_p95", "e2e p95 (s)"), ("queue_mean_s", "queue time, mean (s)"),
+                ("success_share", "success share"), ("preemptions", "preemptions"), ("waiting_max", "waiting, max"),
+                ("throughput_tps", "output tokens/s"), ("amplification", "executions per request"))  # fmt: skip
+TIMELINE = (("arrivals", "arrivals"), ("waiting_max", "waiting (max)"), ("kv_max", "KV usage (max)"),
+            ("preemptions", "preemptions"), ("ttft_p95", "TTFT p95 (s)"), ("e2e_p95", "e2e p95 (s)"),
+            ("client_retries", "client retries"))  # fmt: skip
+WIDTH = 860
+
+
+def _finish(chart) -> dict:
+    spec = chart.to_dict(validate=VALIDATE)
+    spec["config"] = theme()
+    return spec
+
+
+def steps_chart(steps: list[dict]) -> dict | None:
+    """One small chart per figure: A and B by matched step."""
+    rows = []
+    for i, s in enumerate(steps):
+        for m in s["metrics"]:
+            for side in ("a", "b"):
+                if m[side] is not None:
+                    rows.append({"order": i, "step": s["label"], "figure": m["name"], "run": side.upper(),
+                                 "value": float(m[side])})
+    if not rows:
+        return None
+    df = pl.DataFrame(rows)
+    order = [s["label"] for s in steps]
+    charts = []
+    for name, title in STEP_FIGURES:
+        d = df.filter(pl.col("figure") == name)
+        if d.height == 0:
+            continue
+        charts.append(alt.Chart(d).mark_line(point=True).encode(
+            x=alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("value:Q", title=None),
+            color=alt.Color("run:N", scale=RUN_SCALE, title="run"),
+            tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
+        ).properties(width=190, height=140, title=title))
+    return _finish(alt.concat(*charts, columns=4)) if charts else None
+
+
+def _relative(run: Run) -> pl.DataFrame:
+    w = coarsen(run.table("windows").sort("ts"))
+    if w.height == 0:
+        return w
+    busy = w.filter(pl.col("arrivals").fill_null(0) > 0)
+    t0 = (busy if busy.height else w)["ts"].min()
+    return w.with_columns(((pl.col("ts") - t0).dt.total_milliseconds() / 1000).alias("t"))
+
+
+def timelines(ra: Run, rb: Run) -> dict | None:
+    """Per figure, A's timeline above B's, on one time axis (seconds since each run's first arrival)."""
+    wa, wb = _relative(ra), _relative(rb)
+    if wa.height == 0 and wb.height == 0:
+        return None
+    t_hi = max(float(w["t"].max()) for w in (wa, wb) if w.height)
+    t_lo = min(float(w["t"].min()) for w in (wa, wb) if w.height)
+    panels = []
+    for col, title in TIMELINE:
+        frames = [w.select("t", pl.col(col).cast(pl.Float64).alias("value")).with_columns(pl.lit(lab).alias("run"))
+                  for w, lab in ((wa, "A"), (wb, "B")) if w.height and col in w.columns]
+        d = pl.concat(frames).drop_nulls() if frames else pl.DataFrame()
+        if d.height == 0 or not (d["value"] != 0).any():
+            continue
+        top = float(d["value"].max()) or 1.0
+        for lab in ("A", "B"):
+            part = d.filter(pl.col("run") == lab)
+            panels.append(alt.Chart(part).mark_line(interpolate="step-after", color=A_COLOR if lab == "A" else B_COLOR)
+                          .encode(x=alt.X("t:Q", scale=alt.Scale(domain=[t_lo, t_hi]), title="seconds from the run's "
+                                          "first arrival" if col == TIMELINE[-1][0] else None),
+                                  y=alt.Y("value:Q", scale=alt.Scale(domain=[0, top]), title=None),
+                                  tooltip=[alt.Tooltip("t:Q", format=".0f"), alt.Tooltip("value:Q", format=".4~g")])
+                          .properties(width=WIDTH, height=56, title=f"{lab} · {title}"))
+    return _finish(alt.vconcat(*panels, spacing=6)) if panels else None

@@ -1,0 +1,184 @@
+"""What each run was configured with, and how the two differ: the vLLM server (its startup lines), the
+client (its own records) and, from logscope.compare.gateway, the gateway.
+
+A setting the logs do not show is ``None`` (unknown), never a default: a vLLM default depends on the version,
+so a key missing from 'non-default args' says only that it was not given. Two unknowns, or one, are not a
+change; they are listed so that a reader knows what could not be checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+import polars as pl
+
+from .runs import Run
+
+# the non-default args dict, read as Python literals where it is one, else key by key
+_ARG = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\[[^\]]*\]|\{[^}]*\}|[^,}]+)")
+_ARGS_AT = re.compile(r"non-default args: (\{.*\})", re.S)
+_NAMESPACE = re.compile(r"args: Namespace\((.*)\)", re.S)
+_NS_ARG = re.compile(r"\b(\w+)=('(?:[^'\\]|\\.)*'|\[[^\]]*\]|[^,)]+)")
+_ENGINE = re.compile(r"Initializing an? (V[01] )?LLM engine \(v?([^)]*)\) with config:")
+# effective values from the engine's 'with config:' line (simple scalars only)
+ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_prefix_caching",
+               "enable_chunked_prefill", "max_seq_len", "dtype", "kv_cache_dtype", "quantization", "enforce_eager",
+               "served_model_name", "model")  # fmt: skip
+_ENGINE_VAL = {k: re.compile(rf"(?:^|[ ,(]){k}=('[^']*'|[^,\s)]+)") for k in ENGINE_KEYS}
+# the names a reader knows them by; args keys map onto these
+ALIASES = {"max_seq_len": "max_model_len", "model_tag": None, "num_gpu_blocks_override": "num_gpu_blocks_override"}
+# first in the table, in this order; the rest of the args after them by name
+SERVER_ORDER = ("version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
+                "max_num_batched_tokens", "gpu_memory_utilization", "block_size", "num_gpu_blocks_override",
+                "kv_cache_tokens", "enable_chunked_prefill", "enable_prefix_caching", "tensor_parallel_size",
+                "pipeline_parallel_size", "data_parallel_size", "dtype", "kv_cache_dtype", "quantization")  # fmt: skip
+# consequences of other settings: they differ when those do, so they are not counted as a change of their own
+DERIVED = {"kv_cache_tokens": "the KV cache's size follows from gpu_memory_utilization, the blocks override, "
+                              "block size, model and device"}
+# not settings of the serving: where the server listened, what it logged
+IGNORED_ARGS = {"host", "port", "enable_log_requests", "disable_log_requests", "model_tag", "uvicorn_log_level",
+                "disable_log_stats", "api_key", "ssl_keyfile", "ssl_certfile"}  # fmt: skip
+
+
+def _literal(text: str) -> Any:
+    text = text.strip()
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return {"True": True, "False": False, "None": None}.get(text, text.strip("'"))
+
+
+def _value(v: Any) -> Any:
+    """A setting as JSON: lists of one item as the item (served_model_name ['tiny'] = 'tiny')."""
+    if isinstance(v, list | tuple) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, list | tuple):
+        return [_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _value(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, float) and v == int(v) and abs(v) < 1e15:
+        return v  # 0.3 stays 0.3, 1.0 stays 1.0 (as logged)
+    return v if v is None or isinstance(v, bool | int | float | str) else str(v)
+
+
+def parse_args(text: str) -> dict:
+    """The 'non-default args: {...}' dict (or an argparse Namespace) of a config line."""
+    m = _ARGS_AT.search(text)
+    if m:
+        whole = _literal(m.group(1))
+        if isinstance(whole, dict):
+            return {str(k): v for k, v in whole.items()}
+        return {k: _literal(v) for k, v in _ARG.findall(m.group(1))}
+    m = _NAMESPACE.search(text)
+    return {k: _literal(v) for k, v in _NS_ARG.findall(m.group(1))} if m else {}
+
+
+def parse_engine(text: str) -> dict:
+    """Engine generation, version and the effective settings of an 'Initializing ... LLM engine' line."""
+    m = _ENGINE.search(text)
+    if not m:
+        return {}
+    out: dict = {"engine": (m.group(1) or "V0 ").strip(), "engine_version": m.group(2)}
+    for k, rx in _ENGINE_VAL.items():
+        v = rx.search(text)
+        if v:
+            out[k] = _literal(v.group(1))
+    if isinstance(out.get("dtype"), str):
+        out["dtype"] = out["dtype"].removeprefix("torch.")
+    return out
+
+
+def _last(ev: pl.DataFrame, kind: str) -> pl.DataFrame:
+    return ev.filter(pl.col("kind") == kind).sort(["ts", "seq"], nulls_last=False)
+
+
+def server(run: Run) -> tuple[dict, dict, list[str]]:
+    """(settings, where each came from, notes) of the run's vLLM server: the last start's when it restarted."""
+    ev = run.table("server_events")
+    vals: dict[str, Any] = {}
+    src: dict[str, str] = {}
+    notes: list[str] = []
+    if ev.height == 0:
+        return vals, src, ["no vLLM server log: the server's settings are unknown"]
+
+    def put(key: str, v: Any, where: str) -> None:
+        if v is not None:
+            vals[key], src[key] = _value(v), where
+
+    ver = _last(ev, "version")["version"].drop_nulls()
+    put("version", ver[-1] if ver.len() else None, "banner")
+    for text in _last(ev, "engine_config")["detail"].drop_nulls().to_list()[-1:]:
+        eng = parse_engine(text)
+        put("engine", eng.pop("engine", None), "engine config line")
+        v = eng.pop("engine_version", None)
+        if "version" not in vals:
+            put("version", v, "engine config line")
+        for k, x in eng.items():
+            put(ALIASES.get(k) or k, x, "engine config line")
+    configs = _last(ev, "config")
+    texts = [t for t in configs["detail"].fill_null(configs["message"]).to_list() if t]
+    if len({str(sorted(parse_args(t).items())) for t in texts}) > 1:
+        notes.append(f"the server started {len(texts)} times with different arguments: the last start's are used")
+    for k, x in (parse_args(texts[-1]) if texts else {}).items():
+        if k in IGNORED_ARGS:
+            continue
+        put(ALIASES.get(k) or k, x, "non-default args")
+    cap = ev.filter(pl.col("kind") == "capacity").sort(["ts", "seq"], nulls_last=False)
+    kv = cap["kv_tokens"].drop_nulls()
+    put("kv_cache_tokens", int(kv[-1]) if kv.len() else None, "KV cache size line")
+    if "block_size" not in vals:
+        bs = cap["block_size"].drop_nulls()
+        put("block_size", int(bs[-1]) if bs.len() else None, "KV blocks line")
+    return vals, src, notes
+
+
+def client(run: Run) -> tuple[dict, dict, list[str]]:
+    """The client's retry and timeout settings where its records state them, and what its attempts show."""
+    vals: dict[str, Any] = {}
+    src: dict[str, str] = {}
+    cr = run.table("client_requests")
+    for col, key in (("max_retries", "client_max_retries"), ("timeout_s", "client_timeout_s"),
+                     ("stream", "client_stream")):
+        if col in cr.columns:
+            seen = sorted(cr[col].drop_nulls().unique().to_list())
+            if seen:
+                vals[key], src[key] = (seen[0] if len(seen) == 1 else seen), "client records"
+    ca = run.table("client_attempts")
+    if ca.height and "attempt" in ca.columns and ca["attempt"].drop_nulls().len():
+        vals["client_attempts_max_seen"] = int(ca["attempt"].max())
+        src["client_attempts_max_seen"] = "client attempts (observed, not a setting)"
+    return vals, src, []
+
+
+OBSERVED = {"client_attempts_max_seen"}  # shown, never counted as a change: the load decides them
+
+
+def _ordered(keys: set[str], first: tuple[str, ...]) -> list[str]:
+    return [k for k in first if k in keys] + sorted(k for k in keys if k not in first)
+
+
+def diff(layer: str, a: tuple[dict, dict], b: tuple[dict, dict], first: tuple[str, ...] = ()) -> list[dict]:
+    """One row per setting known on either side: same | changed | unknown (on one side or both)."""
+    (va, sa), (vb, sb) = a, b
+    rows = []
+    for k in _ordered(set(va) | set(vb), first):
+        x, y = va.get(k), vb.get(k)
+        if x is None or y is None:
+            status = "unknown"
+        else:
+            status = "same" if _norm(x) == _norm(y) else "changed"
+        counted = status == "changed" and k not in DERIVED and k not in OBSERVED
+        why = DERIVED.get(k) or ("observed, not a setting" if k in OBSERVED else None)
+        rows.append({"layer": layer, "name": k, "a": x, "b": y, "status": status, "counted": counted,
+                     "source_a": sa.get(k), "source_b": sb.get(k), "note": why})
+    return rows
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, float) and v == int(v):
+        return int(v)
+    if isinstance(v, str):
+        return v.strip()
+    return v

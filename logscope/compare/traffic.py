@@ -1,0 +1,138 @@
+"""The load each run was given, as steps (ladder steps or the client's phases) and as a few figures
+(arrival rate, prompt and requested output lengths), and whether two runs were given the same load.
+
+In a closed loop (fixed concurrency) the arrival rate follows the server's speed, so it is a result there,
+not an input, and only the steps and the request shapes must match; in an open loop (a fixed rate) the
+arrival rate is the input itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import polars as pl
+
+from ..report.fmt import num
+from .counters import increase
+from .runs import Run
+
+TOLERANCE = 0.10  # a traffic figure that differs by more than this share is a different load
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str  # what matches a step of the other run: '<mode>=<value>#<k-th of that value>'
+    mode: str  # concurrency | rate | inflight | whole
+    value: float | None
+    label: str
+    ts_start: datetime | None
+    ts_end: datetime | None
+    phase: str | None = None  # the requests' phase label, when the step is a client phase
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def steps(run: Run) -> list[Step]:
+    """Ladder steps when the diagnosis found a ladder, else the client's phases (one source's), else none."""
+    lad = run.table("ladder")
+    rows: list[tuple[str, float, datetime, datetime, str | None]] = []
+    if lad.height:
+        rows = [(r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], None)
+                for r in lad.sort("step").iter_rows(named=True) if r["concurrency"] is not None]
+    else:
+        ph = run.table("client_phases")
+        if ph.height:
+            src = sorted(ph["source"].unique().to_list())[0]  # a client's .jsonl and .log state the same phases
+            rows = [(r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
+                    for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
+                    if r["value"] is not None]
+    out, seen = [], {}
+    for mode, value, lo, hi, phase in rows:
+        base = f"{mode}={_fmt(value)}"
+        seen[base] = seen.get(base, 0) + 1
+        unit = "c" if mode in ("concurrency", "inflight") else "rate "
+        label = f"{unit}={_fmt(value)}" if unit == "c" else f"{_fmt(value)}/s"
+        if seen[base] > 1:
+            label += f" (#{seen[base]})"
+        out.append(Step(f"{base}#{seen[base]}", mode, float(value), label, lo, hi, phase))
+    return out
+
+
+def match(a: list[Step], b: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
+    """Pairs of steps with the same key, in A's order; and the steps of each run the other lacks."""
+    kb = {s.key: s for s in b}
+    pairs = [(s, kb[s.key]) for s in a if s.key in kb]
+    ka = {s.key for s in a}
+    return pairs, [s for s in a if s.key not in kb], [s for s in b if s.key not in ka]
+
+
+def requests_of(run: Run, step: Step | None) -> pl.DataFrame:
+    """The logical requests of a step (its phase's, else those that started in its window); all without one."""
+    r = run.table("requests")
+    if step is None or r.height == 0:
+        return r
+    if step.phase is not None and "phase" in r.columns and (r["phase"] == step.phase).any():
+        return r.filter(pl.col("phase") == step.phase)
+    if step.ts_start is None or step.ts_end is None:
+        return r.clear()
+    return r.filter((pl.col("ts_start") >= step.ts_start) & (pl.col("ts_start") <= step.ts_end))
+
+
+def describe(run: Run, st: list[Step]) -> dict:
+    """The run's load in figures (null where the logs do not say)."""
+    r = run.table("requests")
+    mode = sorted({s.mode for s in st})
+    lo, hi = (r["ts_start"].min(), r["ts_start"].max()) if r.height else (None, None)
+    dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
+
+    def mean(c: str) -> float | None:
+        return num(r[c].mean()) if c in r.columns and r[c].drop_nulls().len() else None
+
+    prompt = mean("prompt_tokens")
+    if prompt is None:  # vLLM V1 does not log prompt lengths: its metrics' mean, when scraped
+        m = run.table("server_metrics")
+        s, n = (increase(m, "vllm:request_prompt_tokens_sum", None, None),
+                increase(m, "vllm:request_prompt_tokens_count", None, None)) if m.height else (None, None)
+        prompt = num(s / n) if s is not None and n else None
+    return {
+        "mode": mode[0] if len(mode) == 1 else ("mixed" if mode else None),
+        "steps": [s.label for s in st],
+        "requests": r.height,
+        "arrival_rate": num(r.height / dur) if dur else None,
+        "load_s": num(dur),
+        "prompt_tokens_mean": prompt,
+        "max_tokens_mean": mean("max_tokens"),
+    }
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    if a == b:
+        return 0.0
+    return abs(b - a) / max(abs(a), abs(b))
+
+
+def differences(a: dict, b: dict) -> tuple[list[dict], bool | None]:
+    """What differs in the load beyond TOLERANCE, and whether the loads are alike (None: cannot tell)."""
+    rows = []
+    if a["steps"] != b["steps"]:
+        rows.append({"name": "steps", "a": a["steps"], "b": b["steps"], "note": "the load steps differ"})
+    keys = ["prompt_tokens_mean", "max_tokens_mean"]
+    if "concurrency" not in (a["mode"], b["mode"]):  # open loop (or unknown): the rate is the load itself
+        keys = ["arrival_rate", *keys]
+    known = 0
+    for k in keys:
+        d = _rel(a[k], b[k])
+        if d is None:
+            continue
+        known += 1
+        if d > TOLERANCE:
+            rows.append({"name": k, "a": a[k], "b": b[k],
+                         "note": f"differs by {d * 100:.0f} % (tolerance {TOLERANCE * 100:.0f} %)"})
+    if rows:
+        return rows, False
+    return rows, (True if known or a["steps"] else None)
