@@ -75,7 +75,8 @@ def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch)
     real = on_cluster.ingest
     monkeypatch.setattr(on_cluster, "ingest", lambda *a, **k: real(*a, **k, stats=stats))
     analyze(SPIKE, tmp_path / "there", AnalyzeOptions(**CUT, cluster="local:2"))
-    assert [k for k, *_ in stats].count("piece") == 3 and "settle" in [k for k, *_ in stats]
+    kinds = [t["kind"] for t in stats]
+    assert kinds.count("piece") == 3 and kinds.count("settle") == 1 and kinds.count("whole") >= 5
     _same_tables(tmp_path / "here", tmp_path / "there")
     corr = json.loads((tmp_path / "there" / "correlation.json").read_text())
     assert corr["slices"]["count"] == 3  # three slices, three tasks

@@ -12,6 +12,7 @@ them when it has spilled.
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 
 from ..ingest import ingest as ingest_here
@@ -28,7 +29,7 @@ SLOTS = 128
 def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progress: Progress | None = None,
            stats: list | None = None) -> IngestResult:
     """``logscope.ingest.ingest`` with the streams parsed on the current session's cluster. ``stats``, when given,
-    receives one (kind, label, bytes) per task submitted (the benchmark's task sizes)."""
+    receives a dict per task submitted: its key, kind, file, format and bytes (the benchmark's task sizes)."""
     s = current()
 
     def parse(stream_files: list[list[FileState]], job: Job) -> None:
@@ -63,6 +64,7 @@ def _parse(client, slots: int, stream_files: list[list[FileState]], job: Job, st
     job.share = sum(cost(m) for m in stream_files) / slots  # the cluster's share of the work, for pieces.plan
     opts, when, parts = job.opts, job.when, job.store.parts
     meter = _Meter(job)
+    token = uuid.uuid4().hex[:8]  # task keys name their stream (and piece): the dashboard tells them apart
     streams = {}
     # a stream's index orders the tables' rows (by path); the slowest streams start first
     for idx, members in sorted(enumerate(stream_files), key=lambda item: -cost(item[1])):
@@ -70,11 +72,12 @@ def _parse(client, slots: int, stream_files: list[list[FileState]], job: Job, st
         rank = int(cost(members) * 1000)
         plan = pieces.plan(members, mod, job, slots)
         if plan is None:
-            fut = client.submit(tasks.whole, idx, members, opts, when, parts, pure=False, priority=rank)
-            meter.watch(fut, members[-1].f.rel, sum(max(m.f.size, 0) for m in members))
-            _note(stats, "stream", members[-1].f.rel, sum(max(m.f.size, 0) for m in members))
+            size = sum(max(m.f.size, 0) for m in members)
+            fut = client.submit(tasks.whole, idx, members, opts, when, parts, key=f"whole-{token}-{idx}", priority=rank)
+            meter.watch(fut, members[-1].f.rel, size)
+            _note(stats, fut, members[-1], size)
         else:
-            fut = _pieces(client, idx, members, plan, opts, when, parts, rank, meter, stats)
+            fut = _pieces(client, f"{token}-{idx}", idx, members, plan, opts, when, parts, rank, meter, stats)
         streams[fut] = members
     for fut in as_completed(list(streams)):
         done: tasks.Done = fut.result()  # a task's exception is raised here, with its traceback
@@ -86,28 +89,30 @@ def _parse(client, slots: int, stream_files: list[list[FileState]], job: Job, st
         fut.release()
 
 
-def _pieces(client, idx: int, members: list[FileState], plan: list[pieces.Piece], opts: IngestOptions, when: tuple,
-            parts: Path, rank: int, meter: _Meter, stats: list | None):
+def _pieces(client, name: str, idx: int, members: list[FileState], plan: list[pieces.Piece], opts: IngestOptions,
+            when: tuple, parts: Path, rank: int, meter: _Meter, stats: list | None):
     """The tasks of a stream in pieces: the lines of each (but the last of each file), the state after the
     stream's first chunk, each piece, then the settling of them all; the future of the last."""
-    head = client.submit(tasks.head, members, opts, when, pure=False, priority=rank + 1)
-    counts = [client.submit(tasks.count, members[pc.member].f, pc.span, opts.chunk_bytes, pure=False,
-                            priority=rank + 1) if pc.span.stop is not None else None for pc in plan]
+    head = client.submit(tasks.head, members, opts, when, key=f"head-{name}", priority=rank + 1)
+    counts = [client.submit(tasks.count, members[pc.member].f, pc.span, opts.chunk_bytes, key=f"count-{name}-{p}",
+                            priority=rank + 1) if pc.span.stop is not None else None for p, pc in enumerate(plan)]
     read = []
     for p, pc in enumerate(plan):
         before = [counts[q] if plan[q].member == pc.member else None for q in range(p)]
-        fut = client.submit(tasks.piece, idx, members, plan, p, before, head, opts, when, parts, pure=False,
-                            priority=rank)
+        fut = client.submit(tasks.piece, idx, members, plan, p, before, head, opts, when, parts,
+                            key=f"piece-{name}-{p}", priority=rank)
         f = members[pc.member].f
         size = (pc.span.stop if pc.span.stop is not None else max(f.size, 0)) - pc.span.start
         meter.watch(fut, f.rel, size)
-        _note(stats, "piece", f"{f.rel} @{pc.span.start}", size)
+        _note(stats, fut, members[pc.member], size)
         read.append(fut)
-    _note(stats, "settle", members[-1].f.rel, 0)
-    return client.submit(tasks.settle, idx, members, plan, counts, read, opts, when, parts, pure=False,
-                         priority=rank)
+    fut = client.submit(tasks.settle, idx, members, plan, counts, read, opts, when, parts, key=f"settle-{name}",
+                        priority=rank)
+    _note(stats, fut, members[-1], 0)
+    return fut
 
 
-def _note(stats: list | None, kind: str, label: str, size: int) -> None:
+def _note(stats: list | None, fut, st: FileState, size: int) -> None:
     if stats is not None:
-        stats.append((kind, label, size))
+        stats.append({"key": fut.key, "kind": fut.key.split("-")[0], "file": st.f.rel, "format": st.format,
+                      "bytes": size})
