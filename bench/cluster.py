@@ -156,7 +156,7 @@ def project(r: dict, bytes_in: int) -> dict:
         units.append((sum(b - a for a, b in t["compute"]) * factor, u["bytes"] * factor, u["format"]))
     total = sum(x for x, _, _ in units)
     share = total / max(SLOTS, max(PROJECT_WORKERS))
-    cut = []
+    cut, cut_bytes = [], []
     for secs, size, fmt in units:
         mod = parsers.BY_NAME.get(fmt)
         n = 1
@@ -164,6 +164,7 @@ def project(r: dict, bytes_in: int) -> dict:
             n = max(1, min(SLOTS, round(secs / share), int(size // seg)))
         extra = secs / size * (SEGMENT_WINDOW + CHUNK_BYTES) if n > 1 else 0.0
         cut += [secs / n + extra] * n
+        cut_bytes += [size / n] * n
     # detection reads each file's head (as many files: the same time); the tables' assembly grows with the rows;
     # the rest of the client's time (submitting, gathering) with the tasks
     steps = r["client_steps"]
@@ -171,6 +172,7 @@ def project(r: dict, bytes_in: int) -> dict:
     rest = max(0.0, st["client_s"] - grown - steps.get("detect", 0))
     client = steps.get("detect", 0) + grown * factor + rest * len(cut) / max(st["units"], 1)
     out = {"factor": round(factor, 1), "units": len(cut), "largest_unit_share": max(cut) / sum(cut),
+           "largest_unit_bytes_share": max(cut_bytes) / sum(cut_bytes),
            "client_s": client, "by_workers": {}}
     for w in PROJECT_WORKERS:
         load = [0.0] * w
@@ -246,7 +248,8 @@ def print_table(s: dict) -> None:
                   f"client alone {r['client_s']:.2f} s")
     p = s["projection"]
     print(f"\nPROJECTION (not measured) for {PROJECT_GB} GB of the same shape (x{p['factor']}), {p['units']} units, the "
-          f"largest {100 * p['largest_unit_share']:.2f} % of the work; client alone {p['client_s']:.0f} s:")
+          f"largest {100 * p['largest_unit_share']:.2f} % of the compute time, "
+          f"{100 * p['largest_unit_bytes_share']:.2f} % of the bytes; client alone {p['client_s']:.0f} s:")
     for w, v in p["by_workers"].items():
         print(f"  {w:4} workers: tasks {v['tasks_s']:7.0f} s (ideal {v['ideal_tasks_s']:6.0f} s), wall {v['wall_s']:7.0f} s")
 
