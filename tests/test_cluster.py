@@ -212,3 +212,12 @@ def test_the_cli_exit_code_of_an_unreachable_scheduler(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 6 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.stderr
     assert not (tmp_path / "o" / "files.parquet").exists()  # no work started
+
+
+def test_dask_is_imported_only_for_a_cluster():
+    """Installed or not, dask stays unloaded unless --cluster is given: the base install stays light."""
+    code = ("import sys, logscope.cli, logscope.api, logscope.correlate.slices, logscope.cluster.tasks; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                       text=True, check=True)
+    assert r.stdout.strip() == "[]"
