@@ -26,7 +26,6 @@ from ..errors import LogscopeError
 
 ENV = "LOGSCOPE_CLUSTER"  # the address when --cluster is not given
 EXIT = 6  # the CLI's exit code for a cluster that cannot run the analysis (cli.ExitCode.CLUSTER)
-CONNECT_TIMEOUT_S = 15
 WORKERS_TIMEOUT_S = 60  # a scheduler with no worker yet: how long to wait for the first
 PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this process must then see
 HINT = ("start one: `dask scheduler` on one machine, `dask worker ADDRESS --nworkers N` on each (logscope "
@@ -89,9 +88,9 @@ def connect(address: str) -> Session:
             n = _local_workers(address)
             local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                  silence_logs=logging.ERROR)
-            client = Client(local, timeout=CONNECT_TIMEOUT_S)
-        else:
-            client = Client(address, timeout=CONNECT_TIMEOUT_S)
+            client = Client(local)
+        else:  # waits for it Dask's connect timeout (30 s; DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
+            client = Client(address)
     except (OSError, TimeoutError) as e:
         if local is not None:
             local.close()
