@@ -12,6 +12,10 @@ V1 retry-storm (vLLM 0.32: stats, lifecycle, aborts), V0 ladder (vLLM 0.9.2 V0: 
 Received lines, preemption warnings, otel noise) and crash (restart, 502 bursts).
 
     python bench/generate.py OUT --size-mb 1000 --replicas 3
+    python bench/generate.py OUT --size-mb 2000 --replicas 64 --gateways 8   # a fleet (``generate_fleet``)
+
+A fleet has its replicas behind a few gateways: ``replica-NNN`` holds one replica's vLLM log and its
+clients' logs, ``gateway-NN`` the nginx logs of the replicas behind it, their lines merged in time order.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ def _shift_epoch(df: pl.DataFrame, key: str, seconds: int) -> pl.DataFrame:
     return _splice(df, (before, r"\d{10}", r"\."), lambda v: (v.cast(pl.Int64) + seconds).cast(pl.String))
 
 
-def _rewrite(lines: pl.DataFrame, kind: str, shift: int, copy: int) -> pl.Series:
+def _rewrite(lines: pl.DataFrame, kind: str, shift: int, copy: int, width: int = 4) -> pl.Series:
     df = lines
     if kind == "vllm":
         df = _shift_ts(_shift_ts(df, _VLLM_TS, shift), _OTEL_TS, shift)
@@ -75,8 +79,8 @@ def _rewrite(lines: pl.DataFrame, kind: str, shift: int, copy: int) -> pl.Series
     elif kind == "jsonl":
         for key in _EPOCH_KEYS:
             df = _shift_epoch(df, key, shift)
-    # ids: the first 4 hex digits of every 32-hex id name the copy; client rids get a copy tag
-    e = pl.col("line").str.replace_all(r"\b[0-9a-f]{4}([0-9a-f]{28})\b", f"{copy:04x}$1")
+    # ids: the first ``width`` hex digits of every 32-hex id name the copy; client rids get a copy tag
+    e = pl.col("line").str.replace_all(rf"\b[0-9a-f]{{{width}}}([0-9a-f]{{{32 - width}}})\b", f"{copy:0{width}x}${{1}}")
     e = e.str.replace_all(r"\b(storm|crash|v0ladder)-(r|w\d\d)-", f"$1-c{copy}-$2-")
     return df.select(e).to_series()
 
@@ -137,14 +141,92 @@ def generate(out: Path, size_mb: float, replicas: int = 3, lab: Path = LAB) -> d
     return {"bytes": written, "lines": lines_total, "replicas": replicas, "created": datetime.now().isoformat()}
 
 
+def _sorted_by_time(df: pl.DataFrame, pattern: str, numeric: bool) -> pl.DataFrame:
+    """A gateway's lines of several replicas in time order (stable); a line with no time stays after the one
+    before it (a multi-line error)."""
+    t = pl.col("line").str.extract(pattern, 1)
+    key = (t.cast(pl.Float64) if numeric else t).forward_fill()
+    return df.with_columns(key.alias("_t")).sort("_t", maintain_order=True, nulls_last=False).select("line")
+
+
+def generate_fleet(out: Path, size_mb: float, replicas: int = 64, gateways: int = 8, lab: Path = LAB) -> dict:
+    """A fleet of ``replicas`` behind ``gateways`` nginx gateways (replica r behind gateway r % gateways).
+
+    Replica r runs the lab template r % 3 again and again, copy k starting at k * S + r % 60 seconds (S: the
+    longest template's span and a gap), so that the replicas of one gateway overlap in time and every copy
+    of every replica ends before the next copy starts: a gateway's lines are merged copy by copy. The first
+    6 hex digits of every id name the replica and the copy (up to 256 replicas, 65536 copies each)."""
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    assert replicas <= 256, "ids name at most 256 replicas"
+    runs = [lab / t for t in TEMPLATES]
+    files = [{p.name: p for p in sorted(run.iterdir()) if p.is_file() and _kind(p.name)} for run in runs]
+    frames = [{n: pl.DataFrame({"line": p.read_text(encoding="utf-8").split("\n")[:-1]}) for n, p in fs.items()}
+              for fs in files]
+    step = max(_span_seconds(run) for run in runs) + 60
+    per_replica = size_mb * 1e6 / replicas
+    copies = [max(1, math.ceil(per_replica / sum(p.stat().st_size for p in files[r % len(runs)].values())))
+              for r in range(replicas)]
+    gw_dirs = [out / f"gateway-{g:02d}" for g in range(gateways)]
+    for g, d in enumerate(gw_dirs):
+        d.mkdir()
+        shutil.copy(runs[g % len(runs)] / "nginx.conf", d / "nginx.conf")
+    handles = {}
+    for r in range(replicas):
+        d = out / f"replica-{r:03d}"
+        d.mkdir()
+        for name in files[r % len(runs)]:
+            if _kind(name) in ("vllm", "client", "jsonl"):
+                handles[r, name] = open(d / name, "w", encoding="utf-8")
+    for g, d in enumerate(gw_dirs):
+        for name in ("nginx-access.log", "nginx-error.log"):
+            handles[g, name] = open(d / name, "w", encoding="utf-8")
+    written = lines_total = 0
+    try:
+        for k in range(max(copies)):
+            merged: dict[tuple[int, str], list[pl.Series]] = {}
+            for r in range(replicas):
+                if k >= copies[r]:
+                    continue
+                for name, df in frames[r % len(runs)].items():
+                    s = _rewrite(df, _kind(name), k * step + r % 60, r * 65536 + k, width=6)
+                    if name in ("nginx-access.log", "nginx-error.log"):
+                        merged.setdefault((r % gateways, name), []).append(s)
+                    else:
+                        written += _write(handles[r, name], s)
+                    lines_total += s.len()
+            for (g, name), parts in sorted(merged.items()):
+                df = pl.DataFrame({"line": pl.concat(parts)})
+                df = (_sorted_by_time(df, r"msec=(\d+\.\d+)", True) if name == "nginx-access.log"
+                      else _sorted_by_time(df, r"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) ", False))
+                written += _write(handles[g, name], df["line"])
+    finally:
+        for h in handles.values():
+            h.close()
+    return {"bytes": written, "lines": lines_total, "replicas": replicas, "gateways": gateways,
+            "created": datetime.now().isoformat()}
+
+
+def _write(handle, s: pl.Series) -> int:
+    text = "\n".join(s.to_list()) + "\n"
+    handle.write(text)
+    return len(text.encode())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--size-mb", type=float, default=1000)
     ap.add_argument("--replicas", type=int, default=3)
+    ap.add_argument("--gateways", type=int, default=0, help="a fleet: the replicas behind this many gateways")
     ap.add_argument("--lab", type=Path, default=LAB)
     a = ap.parse_args()
-    info = generate(a.out, a.size_mb, a.replicas, a.lab)
+    if a.gateways:
+        info = generate_fleet(a.out, a.size_mb, a.replicas, a.gateways, a.lab)
+    else:
+        info = generate(a.out, a.size_mb, a.replicas, a.lab)
     print(f"wrote {info['bytes'] / 1e6:.1f} MB, {info['lines']:,} lines in {a.replicas} replica folders to {a.out}")
 
 

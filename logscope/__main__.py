@@ -1,3 +1,4 @@
 from .cli import run
 
-run()
+if __name__ == "__main__":  # not when a worker process of --cluster local starts (spawn imports __main__)
+    run()

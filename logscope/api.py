@@ -47,6 +47,9 @@ class AnalyzeOptions:
     reparse: bool = False  # parse again even when out_dir holds the tables of the same files (ingest.reuse)
     workers: int | None = None  # None: logscope.ingest.default_workers()
     chunk_bytes: int | None = None  # None: logscope.ingest.sources.CHUNK_BYTES
+    # a Dask scheduler's address, or local[:N]: the ingest's streams and the correlation's slices run as its tasks
+    # (logscope.cluster; the 'dask' extra)
+    cluster: str | None = None
     command_line: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -156,6 +159,15 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
     holds the tables of the same files, options and code (``options.reparse`` forces it)."""
     opts = options or AnalyzeOptions()
+    if opts.cluster:
+        from . import cluster
+
+        with cluster.session(opts.cluster, root, out_dir):  # checked before any work; the CLI's, when it opened one
+            return _analyze(root, out_dir, opts, progress)
+    return _analyze(root, out_dir, opts, progress)
+
+
+def _analyze(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> dict[str, Path]:
     missed: LogscopeError | None = None
     # every output is written in a staging folder and renamed into place at the end (logscope.outdir)
     with outdir.staged(out_dir) as work:
@@ -217,6 +229,10 @@ def rerender(out_dir: str | Path, options: AnalyzeOptions, again: bool = False,
 
 
 def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> IngestResult:
+    if opts.cluster:  # on the cluster's workers: this process only detects and assembles
+        from .cluster import ingest as on_cluster
+
+        return on_cluster.ingest(root, out_dir, opts.ingest_options(), progress)
     separate = opts.ingest_apart
     if separate is None:
         from .resources import memory

@@ -11,6 +11,8 @@ import os
 import shlex
 import sys
 import webbrowser
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
@@ -37,6 +39,7 @@ class ExitCode(IntEnum):
     NO_INPUT = 3  # input folder missing, empty or unreadable
     NOTHING_PARSED = 4  # files found, none in a known format
     OUTPUT = 5  # output folder not writable, inside the input, or its disk full
+    CLUSTER = 6  # --cluster: scheduler unreachable, or a worker runs another logscope or cannot see DIR/OUT
     INTERNAL = 70  # a bug: please report with --debug output
 
 
@@ -276,6 +279,7 @@ def analyze(
     open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", envvar="LOGSCOPE_CLUSTER", help="run the ingest and the correlation's slices as tasks on this Dask scheduler (tcp://HOST:8786), or on a local cluster of N worker processes (local[:N]); DIR and OUT on storage every worker shares")] = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -308,7 +312,8 @@ def analyze(
                     max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
-    with prog or _Null():
+    with _cluster(cluster, input, o, verbose, debug) as address, prog or _Null():
+        opts.cluster = address
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug, o)
     summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:
@@ -481,6 +486,22 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
         if verbose:
             out.print(escape(f"      next: {f.get('next_test')}"))
     out.print(f"report: {escape(str(paths['report_html']))}")
+
+
+@contextmanager
+def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bool) -> Iterator[str | None]:
+    """The cluster session (logscope.cluster), opened and checked before any work; None: no cluster."""
+    if not address:
+        yield None
+        return
+    from . import cluster
+
+    with ExitStack() as stack:
+        s = _run(lambda: stack.enter_context(cluster.session(address, input, o)), debug)
+        if verbose:
+            err.print(escape(f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
+                             f"{s.dashboard or 'none (pip install bokeh)'}"))
+        yield address
 
 
 class _Null:

@@ -39,7 +39,10 @@ def run(out: Path, options) -> dict:
     if rows:
         from . import slices  # imports this module's stages
 
-        res = slices.correlate(out, rng, rows, window)  # writes requests.parquet itself
+        each = None
+        if getattr(options, "cluster", None):  # one slice a task (logscope.cluster)
+            from ..cluster.correlate import each
+        res = slices.correlate(out, rng, rows, window, each)  # writes requests.parquet itself
     else:
         res = correlate_tables(frames.read_tables(out, rng), window=window)
         res.requests.write_parquet(out / "requests.parquet")

@@ -22,8 +22,11 @@ request that the run-level outputs read (``narrow.py``, ~0.3 KB a request):
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,9 +61,14 @@ REQUEST_TABLES = ("client_attempts", "gateway_attempts", "server_requests")
 PER_SLICE = ("client_attempts", "client_requests", "gateway_attempts", "gateway_errors", "server_requests")
 
 
-def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Result:
+Each = Callable[[Callable[..., narrow.Narrow], list[tuple]], Iterator[narrow.Narrow]]
+
+
+def correlate(out: Path, rng: Range, rows: int, window: str | None = None, each: Each | None = None) -> Result:
     """The correlation of ``out``'s tables, ``rows`` request-level rows a slice; requests.parquet is written
-    here (the Result's ``requests`` is empty)."""
+    here (the Result's ``requests`` is empty). ``each`` runs the slices elsewhere (a cluster's tasks,
+    ``logscope.cluster.correlate``): given ``one_slice`` and each slice's arguments, it yields their results in
+    order; by default they run here, one at a time."""
     pick = _pick(out, rng)
     whole, notes = context(out, rng, pick)
     shift = applied_shifts(whole.offsets, whole.res)
@@ -71,16 +79,10 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None) -> Re
     base: dict[str, int] = {}
     tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
     try:
-        for k in range(len(edges) - 1):
-            lo, hi = edges[k], edges[k + 1]
-            tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
-            lk = link_tables(tabs, whole)
-            own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
-            req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
-            _requests_table(req).write_parquet(tmp / f"{k:06d}.parquet")
+        args = [(out, rng, k, edges[k], edges[k + 1], margin, shift, pick, whole, tmp) for k in range(len(edges) - 1)]
+        for own in (each or _here)(one_slice, args):
             own, base = narrow.rekey(own, base)
             parts.append(own)
-            del lk, tabs, req
         schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
             out / "requests.parquet")
         joined = narrow.concat(parts)
@@ -256,6 +258,24 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
 
 
 # ------------------------------------------------------------------ one slice
+
+def _here(fn: Callable[..., narrow.Narrow], args: list[tuple]) -> Iterator[narrow.Narrow]:
+    return (fn(*a) for a in args)  # one at a time: a slice's tables are let go before the next is read
+
+
+def one_slice(out: Path, rng: Range, k: int, lo: float | None, hi: float | None, margin: float,
+              shift: dict[str, float], pick: pl.DataFrame, whole: Whole, tmp: Path) -> narrow.Narrow:
+    """Slice ``k`` correlated: its own requests written to ``tmp`` (by a rename, so that a slice run again
+    elsewhere replaces it whole), and its own narrow rows, keyed from 0."""
+    tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
+    lk = link_tables(tabs, whole)
+    own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
+    req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
+    part = tmp / f".{k:06d}-{os.getpid()}-{threading.get_ident()}.tmp"
+    _requests_table(req).write_parquet(part)
+    os.replace(part, tmp / f"{k:06d}.parquet")
+    return own
+
 
 def _dt(t: float | None) -> datetime | None:
     return None if t is None else datetime.fromtimestamp(t, UTC)

@@ -15,6 +15,7 @@ import re
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,9 +55,12 @@ _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
 
 
 def ingest(
-    root: str | Path, out_dir: str | Path, options: IngestOptions | None = None, progress: Progress | None = None
+    root: str | Path, out_dir: str | Path, options: IngestOptions | None = None, progress: Progress | None = None,
+    parse: Callable[[list[list[FileState]], Job], None] | None = None,
 ) -> IngestResult:
-    """Parse every log under ``root`` into Parquet tables in ``out_dir``."""
+    """Parse every log under ``root`` into Parquet tables in ``out_dir``. ``parse`` reads the streams elsewhere
+    (a cluster's tasks, ``logscope.cluster.ingest``): it fills the job's store with their part files and the
+    streams' FileStates with their tallies, as the threads here do."""
     t0 = time.perf_counter()
     opts = options or IngestOptions()
     root, out = Path(root), Path(out_dir)
@@ -69,7 +73,8 @@ def ingest(
 
     found = _found(root, out)
     # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
-    chunk_pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk") if opts.workers > 1 else None
+    chunk_pool = (ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk")
+                  if opts.workers > 1 and parse is None else None)
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
         states = _detect(found, opts, root, ex)
         year, year_source, ref_ts = _reference_year(states, found)
@@ -83,13 +88,7 @@ def ingest(
 
         def run(item):
             idx, members = item
-            mod = parsers.BY_NAME.get(members[0].format)
-            if mod is not None and members[0].also:  # two formats interleaved: each line to its own
-                mod = mixed.Mixed(mod, parsers.BY_NAME[members[0].also])
-            if len(members) > 1 and mod is not None:
-                names = ", ".join(m.f.rel for m in members)
-                for m in members:
-                    m.assumptions.append(f"read as one stream with {names} (oldest first)")
+            mod = stream_module(members)
             # a long stream of a format that allows it on every core, in pieces; any other read whole, in order
             if plan := pieces.plan(members, mod, job):
                 pieces.parse(idx, members, mod, plan, job)
@@ -99,8 +98,10 @@ def ingest(
 
         # streams in parallel: polars releases the GIL, and most of a parser's kernels use one core
         try:
-            # a stream's index orders the tables' rows (by path); the slowest streams start first
-            list(ex.map(run, sorted(enumerate(stream_files), key=lambda item: -cost(item[1]))))
+            if parse is not None:
+                parse(stream_files, job)
+            else:  # a stream's index orders the tables' rows (by path); the slowest streams start first
+                list(ex.map(run, sorted(enumerate(stream_files), key=lambda item: -cost(item[1]))))
         finally:
             if chunk_pool is not None:
                 chunk_pool.shutdown()
@@ -132,6 +133,25 @@ def ingest(
     }
     (out / "ingest.json").write_text(json.dumps(meta, indent=1))
     return IngestResult(out, files, time.perf_counter() - t0, sum(max(s.f.size, 0) for s in states))
+
+
+def stream_parser(members: list[FileState]):
+    """The parser of a stream (None: a format logscope does not read), each line to its own format's when two
+    are interleaved."""
+    mod = parsers.BY_NAME.get(members[0].format)
+    if mod is not None and members[0].also:  # two formats interleaved: each line to its own
+        mod = mixed.Mixed(mod, parsers.BY_NAME[members[0].also])
+    return mod
+
+
+def stream_module(members: list[FileState]):
+    """``stream_parser``, with the files of a rotated set noted as read as one stream."""
+    mod = stream_parser(members)
+    if len(members) > 1 and mod is not None:
+        names = ", ".join(m.f.rel for m in members)
+        for m in members:
+            m.assumptions.append(f"read as one stream with {names} (oldest first)")
+    return mod
 
 
 def reuse(root: str | Path, out_dir: str | Path, options: IngestOptions | None = None) -> IngestResult | None:

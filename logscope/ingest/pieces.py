@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
@@ -36,19 +37,20 @@ class Piece:
     span: sources.Span
 
 
-def plan(members: list[FileState], mod, job: Job) -> list[Piece] | None:
+def plan(members: list[FileState], mod, job: Job, slots: int | None = None) -> list[Piece] | None:
     """The pieces to read a stream in on every core, or None to read it whole, in order.
 
     Only a format that allows it (``SEGMENT_COUNTERS``, parsers/base.py) is cut, when the stream is longer
     than its folder's share of a core (a folder of one large vLLM log used 1.16 cores): each file of a
     rotated set is a piece, and an uncompressed file that is itself that long is cut into segments of at
-    least ``opts.segment_bytes``. ``opts.segments`` forces the cutting (tests, bench)."""
+    least ``opts.segment_bytes``. ``opts.segments`` forces the cutting (tests, bench). ``slots``: the workers
+    to cut for in place of this process's cores (a cluster's, ``logscope.cluster.ingest``)."""
     opts, share = job.opts, job.share
-    if job.pool is None or mod is None or mod.MODE != "lines" or not getattr(mod, "SEGMENT_COUNTERS", None):
+    if (job.pool is None and slots is None) or mod is None or mod.MODE != "lines" or not getattr(mod, "SEGMENT_COUNTERS", None):
         return None
 
     def ways(sts: list[FileState]) -> int:
-        return opts.segments or min(cores(), round(cost(sts) / share) if share > 0 else 1)
+        return opts.segments or min(slots or cores(), round(cost(sts) / share) if share > 0 else 1)
 
     if ways(members) < 2:
         return None
@@ -96,14 +98,10 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
     """A stream on every core, with the same rows as a whole read.
 
     The first piece is read here, the others at once on the pool, each from a state guessed by replaying
-    the stream's first chunk and the lines just before the piece (``_warm``). When the piece before is
-    done, its end state is the true one: a guess equal to it, but for the counters that number rows
-    (``SEGMENT_COUNTERS``), keeps the piece's rows, shifted by the counters' difference; any other
-    difference (a record open across the cut that began before the replayed lines, a restart's new
-    settings) drops them and reads the piece again here, from the true state. A file whose parser fails
-    stops there, as in a whole read: the pieces of it read ahead are dropped.
+    the stream's first chunk and the lines just before the piece (``_warm``); ``settle`` then keeps or reads
+    again each of them in turn.
     """
-    store, pool = job.store, job.pool
+    pool = job.pool
     assert pool is not None  # plan() cuts a stream only when there is a pool
     ctxs = [context(st, job) for st in members]
     lines = _Lines(members, pieces, job)
@@ -111,6 +109,21 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
     cancel = threading.Event()
     ahead = {p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
              for p in range(1, len(pieces))}
+    settle(idx, members, mod, pieces, job, ctxs, lines.first_line, ahead, cancel)
+
+
+def settle(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job, ctxs: list[ParseContext],
+           first_line: Callable[[int], int], ahead: dict[int, Future], cancel: threading.Event) -> None:
+    """The pieces read ahead (``ahead``: by piece, those read, or being read), taken in order.
+
+    When the piece before is done, its end state is the true one: a guess equal to it, but for the counters
+    that number rows (``SEGMENT_COUNTERS``), keeps the piece's rows, shifted by the counters' difference; any
+    other difference (a record open across the cut that began before the replayed lines, a restart's new
+    settings) drops them and reads the piece again here, from the true state; so does a piece not read ahead
+    (the first, in-process). A file whose parser fails stops there, as in a whole read: the pieces of it read
+    ahead are dropped. ``logscope.cluster.ingest`` settles pieces read by tasks the same way.
+    """
+    store = job.store
     tally: dict[int, Counter] = {j: Counter() for j in range(len(members))}
     state: dict = {}
     broken: set[int] = set()
@@ -135,7 +148,7 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
                 state = _shift_state(got.end, offsets)
             else:
                 store.drop((idx, p))
-                span = replace(piece.span, first_line=lines.first_line(p))
+                span = replace(piece.span, first_line=first_line(p))
                 try:
                     _read_segment(mod, st, ctxs[m], span, state, (idx, p), job, tally[m])
                 except Exception as e:  # noqa: BLE001 - one bad file must not stop the stream
@@ -180,12 +193,18 @@ def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, sta
 def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], pieces: list[Piece], p: int,
                 lines: _Lines, head: Future, job: Job, cancel: threading.Event) -> _Ahead | None:
     """A piece read from a guessed state (on the pool, before the pieces ahead of it are done)."""
-    piece = pieces[p]
-    st = members[piece.member]
-    span = replace(piece.span, first_line=lines.first_line(p))
-    state = _warm(mod, members, ctxs, piece, span, lines, head.result())
+    span = replace(pieces[p].span, first_line=lines.first_line(p))
+    state = _warm(mod, members, ctxs, pieces[p], span, lines, head.result())
     if cancel.is_set():
         return None
+    return read_from(idx, mod, members, ctxs, pieces[p], p, span, state, job, cancel)
+
+
+def read_from(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], piece: Piece, p: int,
+              span: sources.Span, state: dict, job: Job, cancel: threading.Event) -> _Ahead | None:
+    """Piece ``p`` read from ``state`` (a guess, or the true state of a first piece), its tallies apart from its
+    file's, to be merged by ``settle``; None when cancelled."""
+    st = members[piece.member]
     assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
     part = FileState(st.f.quiet(), st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,

@@ -70,6 +70,15 @@ class Store:
         if any(offsets.values()):
             self.shifts[seg] = offsets
 
+    def flush(self) -> dict[str, list[tuple[tuple[int, int, int], Path]]]:
+        """Every table's rows held in memory to part files: all the rows, as part files by key (what a cluster's
+        task hands back, ``logscope.cluster.ingest``)."""
+        with self.lock:
+            for table in list(self.frames):
+                self._spill(table)
+            self.size = 0
+            return self.spilled
+
     def _spill(self, name: str) -> None:
         by_seg: dict[tuple[int, int], list[tuple[tuple[int, int, int], pl.DataFrame]]] = {}
         for key, df in self.frames.pop(name, []):

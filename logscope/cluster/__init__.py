@@ -1,0 +1,207 @@
+"""logscope on a Dask cluster (``analyze --cluster ADDRESS``): the session every stage that runs tasks shares.
+
+Only this package imports ``distributed`` (the optional extra ``logscope[dask]``), and only when a cluster is
+asked for: the base install never loads it. A session connects to a scheduler (or starts a ``LocalCluster`` for
+``local[:N]``) and, before any work, checks with one small call per worker that every worker runs this very
+logscope (its version and the digest of its code) and sees the input and the output folder as this process
+does: a worker on other storage would write parts nobody assembles. Each problem is a ``LogscopeError`` with
+exit code ``EXIT``. The tasks themselves are in ``tasks.py`` (ingest) and ``correlate.py`` (slices).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import LogscopeError
+
+ENV = "LOGSCOPE_CLUSTER"  # the address when --cluster is not given
+EXIT = 6  # the CLI's exit code for a cluster that cannot run the analysis (cli.ExitCode.CLUSTER)
+WORKERS_TIMEOUT_S = 60  # a scheduler with no worker yet: how long to wait for the first
+PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this process must then see
+HINT = ("start one: `dask scheduler` on one machine, `dask worker ADDRESS --nworkers N` on each (logscope "
+        "installed there, DIR and OUT on storage they all mount at the same path); or --cluster local:N")
+_current: Session | None = None
+
+
+@dataclass
+class Session:
+    client: Any  # distributed.Client
+    address: str
+    workers: int
+    threads: int  # tasks the cluster runs at once
+    dashboard: str | None
+    local: Any = None  # the LocalCluster started for ``local[:N]``, closed with the session
+
+
+def current() -> Session:
+    if _current is None:
+        raise LogscopeError("no Dask cluster session is open", code=EXIT, hint="give --cluster ADDRESS")
+    return _current
+
+
+def require() -> None:
+    """distributed is installed, else a clear error (it is an optional extra)."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise LogscopeError("--cluster needs Dask's distributed, which is not installed",
+                            hint="pip install 'logscope[dask]'", code=2) from None
+
+
+@contextmanager
+def session(address: str, root: str | Path, out: str | Path) -> Iterator[Session]:
+    """A checked session on ``address`` ('local', 'local:N', or a scheduler's address); one already open on the
+    same address is reused (the CLI opens it before the API runs)."""
+    global _current
+    if _current is not None and _current.address == address:
+        yield _current
+        return
+    s = connect(address)
+    try:
+        check(s, Path(root).resolve(), Path(out).resolve())
+        _current = s
+        yield s
+    finally:
+        _current = None
+        close(s)
+
+
+def connect(address: str) -> Session:
+    require()
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    local = None
+    try:
+        if address == "local" or address.startswith("local:"):
+            n = _local_workers(address)
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                 silence_logs=logging.ERROR)
+            client = Client(local)
+        else:  # waits for it Dask's connect timeout (30 s; DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
+            client = Client(address)
+    except (OSError, TimeoutError) as e:
+        if local is not None:
+            local.close()
+        raise LogscopeError(f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT) from None
+    try:
+        client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        client.close()
+        raise LogscopeError(f"the Dask scheduler at {address} has no worker (none joined in {WORKERS_TIMEOUT_S} s)",
+                            hint=HINT, code=EXIT) from None
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    threads = sum(w.get("nthreads", 1) for w in workers.values())
+    services = client.scheduler_info(n_workers=0).get("services", {})
+    return Session(client, address, len(workers), threads, client.dashboard_link if "dashboard" in services else None,
+                   local)
+
+
+def _local_workers(address: str) -> int:
+    from ..ingest.options import cores
+
+    if address == "local":
+        return cores()
+    try:
+        n = int(address.split(":", 1)[1])
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise LogscopeError(f"--cluster {address}: give local or local:N, N a number of worker processes", code=2)
+    return n
+
+
+def close(s: Session) -> None:
+    s.client.close()
+    if s.local is not None:
+        s.local.close()
+
+
+# ------------------------------------------------------------------ what every worker must share with this process
+
+@functools.cache
+def code_digest() -> str:
+    """logscope's and the parsers' sources, with the versions that shape the tables (polars, pyarrow)."""
+    import polars as pl
+    import pyarrow as pa
+
+    import parsers
+
+    h = hashlib.sha256(f"{__version__} polars {pl.__version__} pyarrow {pa.__version__}".encode())
+    for pkg in (Path(__file__).parents[1], Path(parsers.__file__).parent):
+        for p in sorted(pkg.rglob("*.py")):
+            h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def view(root: str, out: str, token: str, samples: list[tuple[str, int]]) -> dict:
+    """Run on each worker: its logscope, and what it sees of the input (``samples``: files and their sizes as
+    this process sees them) and of the output folder (a probe file written there)."""
+    problems = []
+    r = Path(root)
+    if not r.exists():
+        problems.append(f"cannot see the input {root}")
+    else:
+        for rel, size in samples:
+            p = r if r.is_file() else r / rel
+            try:
+                seen = p.stat().st_size
+            except OSError as e:
+                problems.append(f"cannot read the input file {p}: {e.strerror}")
+                continue
+            if seen != size:
+                problems.append(f"sees {p} with {seen:,} bytes, not {size:,} (another copy of the input?)")
+    probe = f"{PROBE}{token}-{platform.node()}-{os.getpid()}"
+    try:
+        (Path(out) / probe).write_text("written by a logscope worker: deleted after the check\n")
+    except OSError as e:
+        problems.append(f"cannot write to the output folder {out}: {e.strerror or e}")
+        probe = ""
+    return {"version": __version__, "code": code_digest(), "python": platform.python_version(),
+            "problems": problems, "probe": probe}
+
+
+def check(s: Session, root: Path, out: Path) -> None:
+    """Every worker runs this logscope and sees ``root`` and ``out`` as this process does; else a
+    ``LogscopeError`` that names the worker, before any work starts."""
+    from ..ingest import sources
+
+    out.mkdir(parents=True, exist_ok=True)
+    found = [f for f in sources.discover(root) if f.size >= 0]
+    samples = [(f.rel, f.size) for f in {id(f): f for f in (found[:1] + found[-1:] + sorted(
+        found, key=lambda f: -f.size)[:1])}.values()]
+    token = uuid.uuid4().hex[:8]
+    try:
+        seen = s.client.run(view, str(root), str(out), token, samples)
+    except (ImportError, AttributeError) as e:
+        raise LogscopeError(f"a worker of {s.address} cannot run logscope: {type(e).__name__}: {e}",
+                            hint="install the same logscope on every worker (pip install 'logscope[dask]')",
+                            code=EXIT) from None
+    try:
+        mine = (__version__, code_digest())
+        for worker, w in sorted(seen.items()):
+            if (w["version"], w["code"]) != mine:
+                raise LogscopeError(
+                    f"worker {worker} runs logscope {w['version']} (code {w['code']}, Python {w['python']}), "
+                    f"this client {mine[0]} (code {mine[1]}, Python {platform.python_version()})",
+                    hint="install the same logscope (and polars, pyarrow) on the client and every worker", code=EXIT)
+            if w["problems"]:
+                raise LogscopeError(f"worker {worker}: {'; '.join(w['problems'])}", hint=HINT, code=EXIT)
+            if not (out / w["probe"]).exists():
+                raise LogscopeError(f"worker {worker} writes to another {out} than this client's: its probe file is "
+                                    "not seen here", hint="OUT must be on storage the client and every worker share, "
+                                                          "at the same path", code=EXIT)
+    finally:
+        for p in out.glob(f"{PROBE}{token}-*"):
+            p.unlink(missing_ok=True)

@@ -1,0 +1,118 @@
+"""The ingest with its streams parsed as tasks on a Dask cluster, into the same tables as in-process.
+
+Detection, the reference year and the streams are found here as in-process (``logscope.ingest.ingest``, reading
+the files' heads); then each unit of work becomes a task (``tasks.py``): a stream read whole, or each piece of a
+long stream of a format that allows it, cut by the same ``pieces.plan`` for the cluster's workers, at least
+``SLOTS`` of them, so that no task is more than about 1 % of a large folder's work. A task that fails comes back
+as its exception, with its traceback; a worker that dies has its tasks run again by the scheduler. The tables
+are then assembled here from the part files the tasks name, in stream order, as the in-process store writes
+them when it has spilled.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+from ..ingest import ingest as ingest_here
+from ..ingest import pieces, stream_module
+from ..ingest.options import IngestOptions, IngestResult, Progress
+from ..ingest.streams import FileState, Job, cost
+from . import current, tasks
+
+# pieces are cut as for this many workers at least: 128 workers on 100 GB get tasks of < 1 % of the work each
+# (a vLLM log longer than that share is cut; other formats' streams stay whole: see docs/performance.md)
+SLOTS = 128
+
+
+def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progress: Progress | None = None,
+           stats: list | None = None) -> IngestResult:
+    """``logscope.ingest.ingest`` with the streams parsed on the current session's cluster. ``stats``, when given,
+    receives a dict per task submitted: its key, kind, file, format and bytes (the benchmark's task sizes)."""
+    s = current()
+
+    def parse(stream_files: list[list[FileState]], job: Job) -> None:
+        _parse(s.client, max(s.threads, SLOTS), stream_files, job, stats)
+
+    return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse)
+
+
+class _Meter:
+    """Progress from the tasks' states: the bytes of the units done over all, as each task finishes."""
+
+    def __init__(self, job: Job) -> None:
+        self.meter, self.lock, self.done = job.meter, threading.Lock(), 0
+
+    def watch(self, fut, label: str, n: int) -> None:
+        if self.meter.progress is None or n <= 0:
+            return
+
+        def finished(f) -> None:
+            if f.status != "finished":
+                return
+            with self.lock:
+                self.done += n
+                self.meter.progress(f"parsed {label}", min(self.done / self.meter.total, 1.0))
+
+        fut.add_done_callback(finished)
+
+
+def _parse(client, slots: int, stream_files: list[list[FileState]], job: Job, stats: list | None) -> None:
+    from distributed import as_completed
+
+    job.share = sum(cost(m) for m in stream_files) / slots  # the cluster's share of the work, for pieces.plan
+    opts, when, parts = job.opts, job.when, job.store.parts
+    meter = _Meter(job)
+    token = uuid.uuid4().hex[:8]  # task keys name their stream (and piece): the dashboard tells them apart
+    streams = {}
+    # a stream's index orders the tables' rows (by path); the slowest streams start first
+    for idx, members in sorted(enumerate(stream_files), key=lambda item: -cost(item[1])):
+        mod = stream_module(members)  # notes a rotated set on the client's states, which the tasks get
+        rank = int(cost(members) * 1000)
+        plan = pieces.plan(members, mod, job, slots)
+        if plan is None:
+            size = sum(max(m.f.size, 0) for m in members)
+            fut = client.submit(tasks.whole, idx, members, opts, when, parts, key=f"whole-{token}-{idx}", priority=rank)
+            meter.watch(fut, members[-1].f.rel, size)
+            _note(stats, fut, members[-1], size)
+        else:
+            fut = _pieces(client, f"{token}-{idx}", idx, members, plan, opts, when, parts, rank, meter, stats)
+        streams[fut] = members
+    for fut in as_completed(list(streams)):
+        done: tasks.Done = fut.result()  # a task's exception is raised here, with its traceback
+        for mine, theirs in zip(streams.pop(fut), done.members, strict=True):
+            mine.__dict__.update(theirs.__dict__)
+        for name, items in done.parts.items():
+            job.store.spilled.setdefault(name, []).extend(items)
+        job.store.shifts.update(done.shifts)
+        fut.release()
+
+
+def _pieces(client, name: str, idx: int, members: list[FileState], plan: list[pieces.Piece], opts: IngestOptions,
+            when: tuple, parts: Path, rank: int, meter: _Meter, stats: list | None):
+    """The tasks of a stream in pieces: the lines of each (but the last of each file), the state after the
+    stream's first chunk, each piece, then the settling of them all; the future of the last."""
+    head = client.submit(tasks.head, members, opts, when, key=f"head-{name}", priority=rank + 1)
+    counts = [client.submit(tasks.count, members[pc.member].f, pc.span, opts.chunk_bytes, key=f"count-{name}-{p}",
+                            priority=rank + 1) if pc.span.stop is not None else None for p, pc in enumerate(plan)]
+    read = []
+    for p, pc in enumerate(plan):
+        before = [counts[q] if plan[q].member == pc.member else None for q in range(p)]
+        fut = client.submit(tasks.piece, idx, members, plan, p, before, head, opts, when, parts,
+                            key=f"piece-{name}-{p}", priority=rank)
+        f = members[pc.member].f
+        size = (pc.span.stop if pc.span.stop is not None else max(f.size, 0)) - pc.span.start
+        meter.watch(fut, f.rel, size)
+        _note(stats, fut, members[pc.member], size)
+        read.append(fut)
+    fut = client.submit(tasks.settle, idx, members, plan, counts, read, opts, when, parts, key=f"settle-{name}",
+                        priority=rank)
+    _note(stats, fut, members[-1], 0)
+    return fut
+
+
+def _note(stats: list | None, fut, st: FileState, size: int) -> None:
+    if stats is not None:
+        stats.append({"key": fut.key, "kind": fut.key.split("-")[0], "file": st.f.rel, "format": st.format,
+                      "bytes": size})
