@@ -19,17 +19,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, cliargs, outdir, slo
 from .errors import LogscopeError
+from .terminal import (
+    _chosen,
+    _fail_on_note,
+    _print_files,
+    _print_verdict,
+    _range_note,
+    _reuse_note,
+    err,
+    out,
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
-err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
-out = Console()
 
 
 class ExitCode(IntEnum):
@@ -175,23 +182,6 @@ def _progress(quiet: bool):
         prog.update(task, description=msg[:60], completed=min(frac, 1.0))
 
     return prog, cb
-
-
-def _print_files(files, title: str) -> None:
-    """The files' formats and coverage as a table, then each file's messages on lines of their own: a
-    column of messages folds a sentence into a narrow strip when the output is not a terminal (80 columns)."""
-    t = Table(title=title)
-    for c in ("file", "format", "confidence", "parsed / total", "coverage"):
-        t.add_column(c, overflow="fold")
-    notes = []
-    for r in files.iter_rows(named=True):
-        total = r["lines_total"] or 0
-        cov = f"{100 * r['lines_parsed'] / total:.1f}%" if total else "-"
-        t.add_row(r["path"], r["format"], f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}", cov)
-        notes += [f"{r['path']}: {m}" for m in r["messages"] or []]
-    out.print(t)
-    for n in notes:
-        out.print(escape(n), soft_wrap=True)
 
 
 @app.command()
@@ -409,83 +399,6 @@ def _settings_of(out_dir: Path) -> dict:
         return {**slo_options(d), "extra": {"thresholds": dict(d.get("thresholds") or {})}}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-
-
-def _chosen(summary: dict) -> dict | None:
-    """Why logscope chose the range analysed (summary.json's span.range.chosen), when it did."""
-    return ((summary.get("span") or {}).get("range") or {}).get("chosen")
-
-
-def _reuse_note(out_dir: Path, started: datetime) -> None:
-    """Say so when analyze skipped the parse (ingest.json older than this run: logscope.ingest.reuse)."""
-    try:
-        meta = json.loads((Path(out_dir) / "ingest.json").read_text())
-        at = datetime.fromisoformat(meta["ingested_at"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return
-    if at < started:
-        n = len((meta.get("fingerprint") or {}).get("files") or [])
-        err.print(escape(f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
-                         f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)"), style="yellow")
-
-
-def _range_note(summary: dict, paths: dict) -> None:
-    """When logscope chose the range to fit memory: why, and the commands for the other ranges."""
-    chosen = _chosen(summary)
-    if chosen:
-        folder = shlex.quote(str(Path(paths["report_html"]).parent))
-        err.print(escape(f"logscope: note: {chosen['reason']}"), style="yellow")
-        for o in chosen.get("others") or []:
-            err.print(escape(f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
-                             f"--since {o['since']} --until {o['until']}"), style="yellow")
-
-
-def _slices_note(summary: dict) -> None:
-    """When the whole input was correlated in time slices to fit memory (logscope.correlate.slices)."""
-    from .correlate.slices import NOTE
-
-    for n in (summary.get("assumptions") or {}).get("notes") or []:
-        if str(n.get("text", "")).startswith(NOTE):
-            err.print(escape(f"logscope: note: {n['text']}"), style="yellow")
-
-
-def _copies_note(summary: dict) -> None:
-    """Files read as copies of others (logscope.ingest._mark_copies): their rows are not counted."""
-    from .ingest import COPY_NOTE
-
-    copies = [(f["path"], m) for f in (summary.get("inputs") or {}).get("files") or []
-              for m in f.get("messages") or [] if m.startswith(COPY_NOTE)]
-    if copies:
-        shown = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
-        more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
-        err.print(escape(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
-                         f"are not counted twice: {shown}{more}"), style="yellow")
-
-
-def _fail_on_note(summary: dict, classes: set[str]) -> None:
-    """Which episodes made --fail-on exit 1: a pipeline's log then says why it failed."""
-    hit = [e for e in summary.get("episodes", []) if e.get("class") in classes]
-    err.print(escape(f"logscope: --fail-on {','.join(sorted(classes))}: {len(hit)} episode(s) matched, exit 1"))
-    for e in hit[:5]:
-        where = f" on {e['replica']}" if e.get("replica") else ""
-        err.print(escape(f"  {e.get('class')} {e.get('id')}: {e.get('signal')}{where}, {e.get('start')} → {e.get('end')}"))
-    if len(hit) > 5:
-        err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
-
-
-def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
-    # log-derived text may contain [brackets]: never let rich read it as markup
-    _range_note(summary, paths)
-    _slices_note(summary)
-    _copies_note(summary)
-    for line in summary.get("verdict", []):
-        out.print(escape(line), style="bold")
-    for f in summary.get("findings", [])[: (10 if verbose else 3)]:
-        # the title: what, which class, when (two findings may share a symptom, e.g. an episode and its series)
-        out.print(escape(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
-        if verbose:
-            out.print(escape(f"      next: {f.get('next_test')}"))
-    out.print(f"report: {escape(str(paths['report_html']))}")
 
 
 @contextmanager

@@ -121,13 +121,13 @@ def test_spike_max_num_seqs_64_vs_8(outs, tmp_path):
     assert trap["text"] in doc["verdict"] and trap["text"].endswith("the latency moved into the queue.")
 
 
-def test_storm_client_retries_2_vs_0(outs, tmp_path):
+def test_storm_client_retries_3_vs_0(outs, tmp_path):
     a_dir, b_dir = _pair("storm-retries")
-    a_dir, b_dir = (a_dir, b_dir) if a_dir.name.endswith("2") else (b_dir, a_dir)
-    doc = compare(outs("retries2", a_dir), outs("retries0", b_dir), tmp_path / "c")["doc"]
+    a_dir, b_dir = (a_dir, b_dir) if a_dir.name.endswith("3") else (b_dir, a_dir)
+    doc = compare(outs("retries3", a_dir), outs("retries0", b_dir), tmp_path / "c")["doc"]
     jsonschema.validate(doc, SCHEMA)
     row = next(r for r in doc["settings"] if r["name"] == "client_max_retries")
-    assert (row["a"], row["b"]) == (2, 0) and row["counted"]
+    assert (row["a"], row["b"]) == (3, 0) and row["counted"]
     assert "client_max_retries" in doc["comparable"]["changed"]
     truth_a = json.loads((a_dir / "truth.json").read_text())
     assert _row(doc, "client_retries")["a"] == truth_a["client"]["retries"]

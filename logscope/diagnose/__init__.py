@@ -20,7 +20,18 @@ import polars as pl
 
 from .. import clock, jsontext, schemas
 from ..resources import scope
-from . import cancellation, capacity, episodes, figures, findings, from_histograms, ladder, lifecycle, tables
+from . import (
+    cancellation,
+    capacity,
+    episodes,
+    figures,
+    findings,
+    from_histograms,
+    gateway_config,
+    ladder,
+    lifecycle,
+    tables,
+)
 from .context import Context, Slo
 from .tables import Inputs, load
 from .thresholds import Thresholds, from_options
@@ -70,6 +81,7 @@ def _run(out: Path, options) -> dict:
     life = _in_range(lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th),
                      rng)
     ctx = Context(inp, life, th, slo)
+    ctx.gateway_conf = gateway_config.read(out)
     ctx.hist = from_histograms.load(out, rng, inp.stats)
     eps = episodes.build(ctx)
     from_histograms.fill_episodes(ctx, eps)

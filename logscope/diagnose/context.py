@@ -37,6 +37,7 @@ class Context:
     span_hi: datetime | None = None
     load_end: datetime | None = None
     hist: Histograms | None = None  # vLLM's latency / length histograms (from_histograms), when exported
+    gateway_conf: dict | None = None  # the gateway configuration in the folder (gateway_config.read), if any
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -347,6 +347,10 @@ def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead
                              f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}")
         return "crash", f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{comp}"
     if not ep["recovered"]:
+        stop = stop_in(ctx, ep)
+        if stop is not None:
+            return "sustained", (f"{head}{SEP}still abnormal when the server was stopped at {_t(stop)} (a graceful "
+                                 f"shutdown: SIGTERM, a deploy or a failing probe){comp}")
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
         return "sustained", f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}"
@@ -359,6 +363,14 @@ def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
     return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
+
+
+def stop_in(ctx: Context, ep: dict) -> datetime | None:
+    """The graceful shutdown of the episode's server while it was under way (up to merge_gap_s after its last
+    abnormal sample: the stats stop with the server), if there was one."""
+    gap = timedelta(seconds=ctx.th.merge_gap_s)
+    return next((s["ts"] for s in ctx.life.shutdowns if (s["replica"] or None) == ep["replica"]
+                 and ep["start"] <= s["ts"] <= ep["end"] + gap), None)
 
 
 def _rates(ep: dict) -> str:

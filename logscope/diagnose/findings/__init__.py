@@ -30,7 +30,7 @@ from datetime import datetime
 from .. import capacity
 from ..context import Context
 from .calm import _calm
-from .crash import _crash, _stall
+from .crash import _crash, _stall, _stops
 from .errors import _errors, _gateway
 from .events import _events
 from .ladder import _ladder
@@ -77,12 +77,14 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
         else:
             out += found
     out += _across_replicas(per_replica)
+    out += _stops(ctx, eps)
     out += _traffic(ctx, eps, traffic)
     if ladder is not None:
         out.append(_ladder(ladder, ladder_rows))
     out += _events(ctx)
     out += _gateway(ctx)
     out += _cold(ctx, cold, REPEATS)
+    _one_sample(out, eps)
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap)
     order = {s: i for i, s in enumerate(SEVERITY)}
@@ -93,6 +95,17 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
     return out
+
+
+def _one_sample(out: list[dict], eps: list[dict]) -> None:
+    """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
+    finding is low, so it never outranks the episodes the users felt."""
+    blips = {e["episode_id"] for e in eps if e["class"] != "crash" and e["duration_s"] == 0
+             and e["signal"] in ("kv_pressure", "queue", "stall")}
+    for f in out:
+        if f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
+            f["severity"] = "low"
+            f["title"] += " (one sample)"
 
 
 # ------------------------------------------------------------------ per episode

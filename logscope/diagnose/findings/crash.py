@@ -71,3 +71,43 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
               "; ".join(ev), "see the first error record before the death (detail in server_events)",
               "Reproduce with the same request sizes at a lower --max-num-seqs" + half +
               " to tell a load-driven death from a software fault", ep, kind="crash")
+
+
+STOP_ERRORS_S = 300.0  # gateway 5xx this long after a stop are counted as the stop's (client-visible) cost
+
+
+def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
+    """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
+    is a stop in the middle of an incident, and the errors the callers saw after it."""
+    from datetime import timedelta
+
+    import polars as pl
+
+    from ..episodes import stop_in
+
+    out = []
+    for ep in eps:
+        t = stop_in(ctx, ep) if not ep["recovered"] else None
+        if t is None:
+            continue
+        ga = ctx.inputs.gateway
+        after = ga.filter((pl.col("ts_end") >= t) & (pl.col("ts_end") <= t + timedelta(seconds=STOP_ERRORS_S))
+                          & (pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1)) if ga.height else ga
+        by_status = {int(k): int(v) for k, v in after.group_by("status").len().sort("status").iter_rows()} \
+            if after.height else {}
+        n5 = sum(by_status.values())
+        errs = (f"; then the gateway answered {n5:,} requests with " +
+                ", ".join(f"{v:,} × {k}" for k, v in by_status.items()) +
+                f" ({clock.hms_range(after['ts_end'].min(), after['ts_end'].max())})") if n5 else ""
+        title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
+            f"; {n5:,} gateway 5xx after it" if n5 else "")
+        ev = (f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
+              f"({ep['signal'].replace('_', ' ')}, {clock.hms_range(ep['start'], ep['end'])}) was under way{errs}")
+        out.append(_f("high", title, "the server went away in the middle of an overload, and callers saw errors "
+                      "instead of slow answers", ev,
+                      "something stopped the server under load: a liveness probe that times out while the server "
+                      "is saturated (the orchestrator then restarts it), a deploy or an autoscaler",
+                      "Find who sent the stop at that time (the orchestrator's events, the deploy log); if a "
+                      "liveness probe did it, give the probe a timeout the saturated server meets (or probe "
+                      "/health, which answers while requests queue) and replay the load", ep, kind="crash"))
+    return out

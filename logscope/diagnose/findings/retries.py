@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import clock
+from .. import gateway_config
 from ..context import Context
 from .record import _f, _n
 
@@ -28,19 +29,19 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
         ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts; "
               f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
               f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}")
-        if tr.get("timeouts"):
-            ev += f"; {tr['timeouts']} client timeouts"
+        if tr.get("timeouts"):  # requests that ended in a timeout, and attempts that did (each retry its own)
+            att = ((tr.get("cancellation") or {}).get("callers_left") or {}).get("client")
+            ev += f"; {tr['timeouts']} requests ended in a client timeout" + (
+                f" ({att} attempts abandoned by the client)" if att is not None and att != tr["timeouts"] else "")
         if ep_r is not None:
             ev += f"; mostly during {ep_r['episode_id']} ({clock.hms_range(ep_r['start'], ep_r['end'])})"
-        canc = tr.get("cancellation")
+        canc = (tr.get("cancellation") or {}).get("text")
         if canc:
             ev += f"; {canc}"
-        nt = ("Retry at one layer only: turn gateway retries off for POST (drop non_idempotent from "
-              "proxy_next_upstream) and keep the client's bounded retries with jittered backoff") if multi else \
-             ("Bound retries to one or two with jittered exponential backoff, and set the client timeout above "
-              "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
+        nt = _retry_change(ctx, multi, tr)
         heavy = (amp or 0) >= ctx.th.amplification_high
         multiplies = amp is not None and amp >= MULTIPLY_MIN
+        server, logical = tr.get("server_requests"), tr.get("logical_requests")
         if multiplies:
             title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
             symptom = ("timeouts and errors are retried while the server is already overloaded, so load grows "
@@ -48,12 +49,19 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
             cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
                      " re-send work the overloaded server has already queued, prefilled or preempted")
         elif amp is not None:
-            # about one execution per request (or fewer): the extra attempts died before vLLM
+            # about one execution per request (or fewer): most extra attempts died before vLLM
+            extra = max(0, (server or 0) - (logical or 0))
             reached = " (most never reached the server)" if amp < 1 else \
-                f" ({_n(amp, 2)}× executions at the server: the extra attempts never reached it)"
+                f" ({server} executions at the server for {logical} requests: {extra} retried attempts reached it)"
             title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + reached
-            symptom = "requests were retried against a gateway that failed them before they reached vLLM"
-            cause = "the gateway answered errors itself (upstream marked down) and every layer retried them"
+            if tr.get("gateway_5xx"):
+                symptom = "requests were retried against a gateway that failed them before they reached vLLM"
+                cause = (f"the gateway answered {tr['gateway_5xx']} requests with 5xx itself (upstream marked down or "
+                         "timed out) and the callers retried them")
+            else:
+                symptom = "requests were retried, and most retried attempts never reached vLLM"
+                cause = ("the retried attempts ended before vLLM (client timeouts, connection errors); the gateway "
+                         "answered no 5xx itself")
         else:
             title = f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
             symptom = "timeouts and errors were retried; the server log is not here to tell how much reached it"
@@ -73,6 +81,44 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                       "requests abandoned by their callers keep generating on the server, keeping it saturated",
                       ev, "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
                       "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
-                      "Propagate client disconnects: set proxy_ignore_client_abort off (or the gateway's equivalent) "
-                      "so a client that leaves makes vLLM abort its request", ep_o, kind="orphans"))
+                      _cancel_change(ctx), ep_o, kind="orphans"))
     return out
+
+
+def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:
+    """The one change to test for retries, naming a gateway setting only where the folder's configuration has
+    it (a finding told readers to drop a non_idempotent their nginx.conf did not hold)."""
+    bounded = ("bound retries to one or two with jittered exponential backoff, and set the client timeout above "
+               "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
+    if not multi:
+        return bounded[0].upper() + bounded[1:]
+    post = gateway_config.retries_post(ctx.gateway_conf)
+    if post is None:
+        return ("Retry at one layer only: the gateway's configuration is not in the folder; check whether it "
+                "re-sends POSTs (nginx: non_idempotent in proxy_next_upstream; Envoy: retry_on with reset or 5xx) "
+                "and keep one layer's bounded retries: " + bounded)
+    if post:
+        ports = ", ".join(f":{p}" for p in post)
+        pnu = ctx.gateway_conf["listeners"][post[0]]["proxy_next_upstream"]
+        return (f"Retry at one layer only: drop non_idempotent from proxy_next_upstream on {ports} (nginx.conf: "
+                f"'{pnu}'), so nginx stops re-sending POSTs, and keep the client's bounded retries with jittered "
+                "backoff")
+    return ("Retry at one layer only: nginx here re-sends no POST (no non_idempotent in proxy_next_upstream): its "
+            "retries are failovers after connect errors; " + bounded)
+
+
+def _cancel_change(ctx: Context) -> str:
+    """The change that propagates disconnects, naming nginx's setting only where the folder's nginx.conf has it."""
+    conf = ctx.gateway_conf
+    if conf is None:
+        return ("Propagate client disconnects: the gateway's configuration is not in the folder; check whether it "
+                "keeps the upstream request open after the client leaves (nginx: proxy_ignore_client_abort on; "
+                "Envoy: no stream idle/cancel propagation) and turn that off, so vLLM aborts abandoned requests")
+    on = [p for p in conf["ports"] if conf["listeners"][p]["proxy_ignore_client_abort"] == "on"]
+    if on:
+        ports = ", ".join(f":{p}" for p in on)
+        return (f"Propagate client disconnects: set proxy_ignore_client_abort off on {ports} (nginx.conf has it on), "
+                "so a client that leaves makes vLLM abort its request")
+    return ("Propagate client disconnects: nginx.conf already has proxy_ignore_client_abort off, so find where the "
+            "disconnect is lost (a buffering proxy in front, a client that never closes its connection) and "
+            "confirm vLLM logs 'Aborted request' when a caller leaves")

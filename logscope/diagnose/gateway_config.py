@@ -1,0 +1,56 @@
+"""The gateway configuration the folder holds, for advice that names a setting only where it is set.
+
+The nginx.conf files ingest recognised (files.parquet, format ``nginx_conf``) are read again from the input
+folder ingest.json names (a configuration is small: ``nginx_conf.MAX_BYTES``), each listener's directives
+taken as nginx applies them (``parsers.nginx_conf.listeners``), and narrowed to the ports the access log
+shows traffic on. ``None``: no configuration in the folder (or its folder is gone), so advice says what to
+look for instead of what to change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from parsers import nginx_conf
+
+
+def read(out: Path) -> dict | None:
+    """``{"ports": [...], "listeners": {port: {directive: value}}, "set": {port: {directive, ...}}}`` of the
+    listeners the gateway's traffic went through, or None."""
+    files, meta = out / "files.parquet", out / "ingest.json"
+    if not files.exists() or not meta.exists():
+        return None
+    confs = pl.read_parquet(files, columns=["path", "format"]).filter(pl.col("format") == "nginx_conf")["path"]
+    root = json.loads(meta.read_text(encoding="utf-8")).get("input")
+    if not confs.len() or not isinstance(root, str) or not Path(root).exists():
+        return None
+    servers: dict[int, dict[str, str]] = {}
+    for rel in sorted(confs.to_list()):
+        p = Path(root) / rel if Path(root).is_dir() else Path(root)
+        try:
+            if p.stat().st_size <= nginx_conf.MAX_BYTES:
+                servers.update(nginx_conf.listeners(p.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    if not servers:
+        return None
+    ports = sorted(servers)
+    ga = out / "gateway_attempts.parquet"
+    if ga.exists():
+        used = pl.read_parquet(ga, columns=["port"])["port"].drop_nulls().unique().to_list()
+        ports = sorted(int(p) for p in used if int(p) in servers) or ports
+    return {"ports": ports,
+            "listeners": {p: {d: servers[p].get(d, nginx_conf.DEFAULTS[d]) for d in nginx_conf.DIRECTIVES}
+                          for p in ports},
+            "set": {p: sorted(d for d in nginx_conf.DIRECTIVES if d in servers[p]) for p in ports}}
+
+
+def retries_post(conf: dict | None) -> list[int] | None:
+    """The listeners whose nginx re-sends a POST that reached the upstream (``non_idempotent`` in
+    ``proxy_next_upstream``); None when the configuration is not in the folder."""
+    if conf is None:
+        return None
+    return [p for p in conf["ports"] if "non_idempotent" in conf["listeners"][p]["proxy_next_upstream"].split()]
