@@ -59,6 +59,8 @@ UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to thi
 SloTtftOpt = Annotated[float | None, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")]
 SloE2eOpt = Annotated[float | None, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")]
 SloSuccessOpt = Annotated[float | None, typer.Option("--slo-success", help="SLO: share of requests that succeed")]
+NoPreemptOpt = Annotated[bool, typer.Option("--slo-no-preemption", help="a ladder step with a preemption misses the SLO (otherwise pressure is reported beside it)")]
+NoQueueOpt = Annotated[bool, typer.Option("--slo-no-queue", help="a ladder step with a sustained queue misses the SLO")]
 MaxMemOpt = Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)")]
 TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
 PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
@@ -260,6 +262,8 @@ def analyze(
     slo_ttft: SloTtftOpt = slo.DEFAULTS["slo_ttft_s"],
     slo_e2e: SloE2eOpt = slo.DEFAULTS["slo_e2e_s"],
     slo_success: SloSuccessOpt = slo.DEFAULTS["slo_success"],
+    slo_no_preemption: NoPreemptOpt = False,
+    slo_no_queue: NoQueueOpt = False,
     max_memory: MaxMemOpt = "auto",
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
@@ -300,6 +304,8 @@ def analyze(
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
                     max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
+    opts.extra.update({k: True for k, on in (("slo_no_preemption", slo_no_preemption), ("slo_no_queue", slo_no_queue))
+                       if on})
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
     with _cluster(cluster, input, o, verbose, debug) as address, prog or _Null():

@@ -269,6 +269,7 @@ def retries(ld: Loaded) -> dict:
     # the one cancellation object (diagnose/cancellation.py); the boolean is its verdict, for old readers
     canc = _dict(_dict(ld.doc("diagnosis").get("traffic")).get("cancellation")) or None
     out["cancellation"] = clean(canc)
+    out["unfinished_requests"] = _dict(ld.doc("diagnosis").get("traffic")).get("unfinished")
     out["cancellation_propagated"] = None if not canc or canc.get("verdict") is None else \
         canc["verdict"] == "propagated"
     return out
@@ -325,7 +326,10 @@ def ladder(ld: Loaded) -> dict | None:
         "steps": steps,
         "working_boundary": clean(dl.get("working_boundary")),
         "broke_first_at_next_step": clean(dl.get("broke_first_at_next_step")),
+        "unknown_at_next_step": clean(dl.get("unknown_at_next_step")),
+        "unknown_steps": clean(dl.get("unknown_steps")) or [],
         "pressure_from_step": clean(dl.get("pressure_from_step")),
+        "slo": clean(dl.get("slo")),
         "source": dl.get("source"),
     }
 

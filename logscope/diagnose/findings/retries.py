@@ -26,7 +26,9 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                     or (per_logical or 0) >= ctx.th.amplification_high):
         layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
         multi = len(layers) > 1
-        ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts; "
+        made = f" ({_n(per_logical, 2)} per request)" if per_logical else ""
+        ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts"
+              f"{made}; "
               f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
               f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}")
         if tr.get("timeouts"):  # requests that ended in a timeout, and attempts that did (each retry its own)
