@@ -25,10 +25,24 @@ from rich.table import Table
 
 from . import __version__, slo
 from .errors import LogscopeError
+from .visible import json_visible, visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
 err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
 out = Console()
+_ERROR = "[bold red]logscope: error:[/] "
+
+
+def shown(text: object) -> str:
+    """Text for a terminal line: its control characters escaped (a file name can hold ESC sequences that
+    retitle or clear the terminal, a U+202E that reverses it) and no rich markup read in it."""
+    return escape(visible(str(text), line=True))
+
+
+def say(con: Console, text: object, style: str | None = None, lead: str = "", **kw) -> None:
+    """Every line the command prints goes through here: ``text`` may name files or quote logs (``shown``);
+    ``lead`` is logscope's own markup, such as the red 'logscope: error:'."""
+    con.print(lead + shown(text), style=style, **kw)
 
 
 class ExitCode(IntEnum):
@@ -57,9 +71,10 @@ NginxFmtOpt = Annotated[str | None, typer.Option("--nginx-log-format", help="ngi
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="print nothing but errors")]
 VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="print more detail")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
+LinksOpt = Annotated[bool, typer.Option("--follow-links", help="read symbolic links that point out of the input folder (by default they are listed as skipped, not read)")]
 
 
-def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, **kw):
+def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, follow_links=False, **kw):
     from .api import AnalyzeOptions
 
     return AnalyzeOptions(
@@ -67,6 +82,7 @@ def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=Non
         include_prompts=include_prompts,
         replica=replica,
         nginx_log_format=nginx_log_format,
+        follow_links=follow_links,
         command_line=shlex.join(["logscope", *sys.argv[1:]]),
         **kw,
     )
@@ -117,20 +133,20 @@ def _run(fn, debug: bool):
     try:
         return fn()
     except LogscopeError as e:
-        err.print(f"[bold red]logscope: error:[/] {e.what}")
+        say(err, e.what, lead=_ERROR)
         if e.hint:
-            err.print(f"  help: {e.hint}")
+            say(err, f"  help: {e.hint}")
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
         if debug:
             raise
         if _disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
-            err.print(f"[bold red]logscope: error:[/] no space left on the output folder's device ({escape(str(e))})")
-            err.print("  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
+            say(err, f"no space left on the output folder's device ({e})", lead=_ERROR)
+            say(err, "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
                       "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)")
             raise typer.Exit(ExitCode.OUTPUT) from None
-        err.print(f"[bold red]logscope: internal error:[/] {escape(f'{type(e).__name__}: {e}')}")
-        err.print("  help: re-run with --debug and report the traceback")
+        say(err, f"{type(e).__name__}: {e}", lead="[bold red]logscope: internal error:[/] ")
+        say(err, "  help: re-run with --debug and report the traceback")
         raise typer.Exit(ExitCode.INTERNAL) from None
 
 
@@ -157,7 +173,7 @@ def _progress(quiet: bool):
     task = prog.add_task("reading logs", total=1.0)
 
     def cb(msg: str, frac: float) -> None:
-        prog.update(task, description=msg[:60], completed=min(frac, 1.0))
+        prog.update(task, description=escape(visible(msg, line=True)[:60]), completed=min(frac, 1.0))
 
     return prog, cb
 
@@ -165,25 +181,26 @@ def _progress(quiet: bool):
 def _print_files(files, title: str) -> None:
     """The files' formats and coverage as a table, then each file's messages on lines of their own: a
     column of messages folds a sentence into a narrow strip when the output is not a terminal (80 columns)."""
-    t = Table(title=title)
+    t = Table(title=shown(title))
     for c in ("file", "format", "confidence", "parsed / total", "coverage"):
         t.add_column(c, overflow="fold")
     notes = []
     for r in files.iter_rows(named=True):
         total = r["lines_total"] or 0
         cov = f"{100 * r['lines_parsed'] / total:.1f}%" if total else "-"
-        t.add_row(r["path"], r["format"], f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}", cov)
+        t.add_row(shown(r["path"]), shown(r["format"]), f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}",
+                  cov)
         notes += [f"{r['path']}: {m}" for m in r["messages"] or []]
     out.print(t)
     for n in notes:
-        out.print(escape(n), soft_wrap=True)
+        say(out, n, soft_wrap=True)
 
 
 @app.command()
 def ingest(
     input: Input, out_dir: OutOpt = None, tz: TzOpt = "UTC", include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None, nginx_log_format: NginxFmtOpt = None, quiet: QuietOpt = False,
-    debug: DebugOpt = False,
+    debug: DebugOpt = False, follow_links: LinksOpt = False,
 ) -> None:
     """Parse every log under INPUT into Parquet tables (no analysis)."""
     from . import api
@@ -191,7 +208,7 @@ def ingest(
     _run(lambda: _check_input(input), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
     prog, cb = _progress(quiet)
-    opts = _options(tz, include_prompts, replica, nginx_log_format)
+    opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links)
     with prog or _Null():
         res = _run(lambda: api.ingest(input, o, opts, cb), debug)
     _run(lambda: api.require_known_format(res), debug)
@@ -201,12 +218,12 @@ def ingest(
 
 @app.command()
 def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
-           debug: DebugOpt = False) -> None:
+           debug: DebugOpt = False, follow_links: LinksOpt = False) -> None:
     """Show the format each file is recognised as, its confidence and line coverage."""
     from . import api
 
     _run(lambda: _check_input(input), debug)
-    files, all_scores = _run(lambda: api.detect(input), debug)
+    files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
     _print_files(files, f"formats under {input}")
     if scores:
         t = Table(title="detection scores")
@@ -215,7 +232,7 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
         for n in names:
             t.add_column(n)
         for path, sc in sorted(all_scores.items()):
-            t.add_row(path, *[f"{sc.get(n, 0):.2f}" for n in names])
+            t.add_row(shown(path), *[f"{sc.get(n, 0):.2f}" for n in names])
         out.print(t)
 
 
@@ -228,7 +245,7 @@ def formats() -> None:
     for c in ("name", "kind", "description"):
         t.add_column(c)
     for m in parsers.FORMATS:
-        t.add_row(m.NAME, m.KIND, m.DESCRIPTION)
+        t.add_row(shown(m.NAME), shown(m.KIND), shown(m.DESCRIPTION))
     out.print(t)
 
 
@@ -254,30 +271,31 @@ def analyze(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
+    follow_links: LinksOpt = False,
 ) -> None:
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
     from .resources import memory
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:
-        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {bad[0]})")
+        say(err, f"--fail-on takes spike, sustained, recurring or crash (got {bad[0]})", lead=_ERROR)
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: _check_input(input), debug)
     limit = _run(lambda: _memory(max_memory), debug)
     budget = memory.budget_of(limit)
     # before polars is loaded (the next import): how its allocator returns memory is set when it starts
     if memory.tune_allocator(input, budget) and verbose:
-        err.print(f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
+        say(err, f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
                   f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})", style="yellow")
     apart = memory.tight(input, budget)
     if apart and verbose:
-        err.print("logscope: note: memory is tight: an ingest runs in a process of its own, so that the later "
+        say(err, "logscope: note: memory is tight: an ingest runs in a process of its own, so that the later "
                   "stages start from a fresh heap", style="yellow")
     from . import api
 
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir), debug)
-    opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
+    opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links, window=window, since=rng.since, until=rng.until,
                     max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
@@ -285,7 +303,7 @@ def analyze(
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug)
     summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:
-        sys.stdout.write(Path(paths["summary_json"]).read_text())
+        sys.stdout.write(json_visible(Path(paths["summary_json"]).read_text()))
     elif not quiet:
         _reuse_note(o, started)
         _print_verdict(summary, paths, verbose)
@@ -293,7 +311,7 @@ def analyze(
         webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
     classes = {e.get("class") for e in summary.get("episodes", [])}
     if fail_on and _chosen(summary):
-        err.print("logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
+        say(err, "logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
                   "(or --max-memory none) to judge the whole input", style="yellow")
     if fail_on and classes & set(fail_on):
         raise typer.Exit(ExitCode.FAIL_ON)
@@ -313,12 +331,12 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     from . import api
 
     if not (out_dir / "files.parquet").exists():
-        err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
-        err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
+        say(err, f"{out_dir} has no files.parquet", lead=_ERROR)
+        say(err, "  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
         raise typer.Exit(ExitCode.NO_INPUT)
     rng = _run(lambda: _range(since, until, tz), debug)
     if whole and rng:
-        err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
+        say(err, "--whole and --since/--until exclude each other", lead=_ERROR)
         raise typer.Exit(ExitCode.USAGE)
     again = whole or bool(rng)
     asked = slo.given(slo_ttft, slo_e2e, slo_success)
@@ -338,7 +356,7 @@ def report(out_dir: Annotated[Path, typer.Argument(help="a folder written by log
     paths = _run(go, debug)
     if not quiet:
         _range_note(json.loads(Path(paths["summary_json"]).read_text()), paths)
-        out.print(f"report: {paths['report_html']}")
+        say(out, f"report: {paths['report_html']}")
 
 
 def _settings_of(out_dir: Path) -> dict:
@@ -366,8 +384,8 @@ def _reuse_note(out_dir: Path, started: datetime) -> None:
         return
     if at < started:
         n = len((meta.get("fingerprint") or {}).get("files") or [])
-        err.print(escape(f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
-                         f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)"), style="yellow")
+        say(err, f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
+                 f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)", style="yellow")
 
 
 def _range_note(summary: dict, paths: dict) -> None:
@@ -375,10 +393,10 @@ def _range_note(summary: dict, paths: dict) -> None:
     chosen = _chosen(summary)
     if chosen:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
-        err.print(escape(f"logscope: note: {chosen['reason']}"), style="yellow")
+        say(err, f"logscope: note: {chosen['reason']}", style="yellow")
         for o in chosen.get("others") or []:
-            err.print(escape(f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
-                             f"--since {o['since']} --until {o['until']}"), style="yellow")
+            say(err, f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
+                     f"--since {o['since']} --until {o['until']}", style="yellow")
 
 
 def _slices_note(summary: dict) -> None:
@@ -387,7 +405,7 @@ def _slices_note(summary: dict) -> None:
 
     for n in (summary.get("assumptions") or {}).get("notes") or []:
         if str(n.get("text", "")).startswith(NOTE):
-            err.print(escape(f"logscope: note: {n['text']}"), style="yellow")
+            say(err, f"logscope: note: {n['text']}", style="yellow")
 
 
 def _copies_note(summary: dict) -> None:
@@ -397,10 +415,21 @@ def _copies_note(summary: dict) -> None:
     copies = [(f["path"], m) for f in (summary.get("inputs") or {}).get("files") or []
               for m in f.get("messages") or [] if m.startswith(COPY_NOTE)]
     if copies:
-        shown = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
+        names = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
         more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
-        err.print(escape(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
-                         f"are not counted twice: {shown}{more}"), style="yellow")
+        say(err, f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
+                 f"are not counted twice: {names}{more}", style="yellow")
+
+
+def _links_note(summary: dict) -> None:
+    """Links out of the input folder that were not read (``logscope.ingest.sources.discover``)."""
+    from .ingest.sources import LINK_OUT
+
+    links = [f["path"] for f in (summary.get("inputs") or {}).get("files") or [] if LINK_OUT in (f.get("messages") or [])]
+    if links:
+        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+        say(err, f"logscope: note: {len(links)} link(s) out of the input folder were not read: "
+                 f"{', '.join(links[:3])}{more} (--follow-links reads them)", style="yellow")
 
 
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
@@ -408,14 +437,15 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     _range_note(summary, paths)
     _slices_note(summary)
     _copies_note(summary)
+    _links_note(summary)
     for line in summary.get("verdict", []):
-        out.print(escape(line), style="bold")
+        say(out, line, style="bold")
     for f in summary.get("findings", [])[: (10 if verbose else 3)]:
         # the title: what, which class, when (two findings may share a symptom, e.g. an episode and its series)
-        out.print(escape(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
+        say(out, f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}")
         if verbose:
-            out.print(escape(f"      next: {f.get('next_test')}"))
-    out.print(f"report: {paths['report_html']}")
+            say(out, f"      next: {f.get('next_test')}")
+    say(out, f"report: {paths['report_html']}")
 
 
 class _Null:
@@ -428,7 +458,7 @@ class _Null:
 
 def version_callback(value: bool) -> None:
     if value:
-        out.print(f"logscope {__version__}")
+        say(out, f"logscope {__version__}")
         raise typer.Exit()
 
 
