@@ -48,6 +48,7 @@ class InputFile:
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
     envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
+    skipped: bool = False  # a link out of the input folder, not followed: nothing of it is read (``discover``)
 
     def quiet(self) -> InputFile:
         """The same file, with its own message list: a side read (detection, comparison) says nothing."""
@@ -55,29 +56,28 @@ class InputFile:
                          envelope=self.envelope, envelope_time=self.envelope_time)
 
 
-def discover(root: Path) -> list[InputFile]:
-    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs."""
+LINK_OUT = "a link out of the input folder: not read (--follow-links reads it)"  # files.parquet's message
+
+
+def discover(root: Path, follow_links: bool = False) -> list[InputFile]:
+    """All candidate input files under ``root`` (or ``root`` itself), skipping logscope outputs.
+
+    A symbolic link whose target lies outside ``root`` is not read unless ``follow_links``: a link to a
+    file holding a password would copy its text into the report, which is attached to tickets. Such a link
+    is listed, as read of nothing (format 'skipped', message ``LINK_OUT``), so that the report says so."""
     root = Path(root)
     if root.is_file():
         paths = [root]
         base = root.parent
+        skipped: set[Path] = set()
     else:
         base = root
-        paths = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            if OUTPUT_MARKER in filenames:
-                dirnames[:] = []
-                continue
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for fn in sorted(filenames):
-                if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
-                    continue
-                paths.append(Path(dirpath) / fn)
+        paths, skipped = _walk(root, follow_links)
     out = []
     for p in paths:
         try:
-            st = p.stat()
-            size, mtime = st.st_size, st.st_mtime_ns
+            st = p.lstat() if p in skipped else p.stat()  # a skipped link: nothing of its target, not its size
+            size, mtime = (0 if p in skipped else st.st_size), st.st_mtime_ns
         except OSError:
             size, mtime = -1, None
         suffix = p.suffix.lower()
@@ -87,8 +87,58 @@ def discover(root: Path) -> list[InputFile]:
         stem = m.group("base") if m else name
         rotation = _rotation(m)
         rel = str(p.relative_to(base)) if p != base else p.name
-        out.append(InputFile(p, rel, size, comp, str(p.parent / stem), rotation, mtime_ns=mtime))
+        f = InputFile(p, rel, size, comp, str(p.parent / stem), rotation, mtime_ns=mtime)
+        if p in skipped:
+            f.skipped = True
+            f.messages.append(LINK_OUT)
+        out.append(f)
     return out
+
+
+def _walk(root: Path, follow_links: bool) -> tuple[list[Path], set[Path]]:
+    """The files under ``root``, and those of them that are links out of it (not to be read). Links to
+    folders are entered only with ``follow_links`` (each real folder once: a link to a parent is no loop);
+    one out of ``root`` is listed as skipped otherwise, one inside it is read where it really is."""
+    real_root = root.resolve()
+    paths: list[Path] = []
+    skipped: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow_links):
+        if OUTPUT_MARKER in filenames:
+            dirnames[:] = []
+            continue
+        if follow_links:
+            try:
+                st = os.stat(dirpath)
+            except OSError:
+                dirnames[:] = []
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                dirnames[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        d = Path(dirpath)
+        for name in dirnames:
+            if not follow_links and not name.startswith(".") and (d / name).is_symlink() and _outside(d / name, real_root):
+                skipped.add(d / name)
+                paths.append(d / name)
+        dirnames[:] = sorted(x for x in dirnames if not x.startswith("."))
+        for fn in sorted(filenames):
+            if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
+                continue
+            p = d / fn
+            paths.append(p)
+            if not follow_links and p.is_symlink() and _outside(p, real_root):
+                skipped.add(p)
+    return paths, skipped
+
+
+def _outside(p: Path, real_root: Path) -> bool:
+    try:
+        p.resolve().relative_to(real_root)
+        return False
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a loop of links
+        return True
 
 
 def _rotation(m: re.Match | None) -> int:
