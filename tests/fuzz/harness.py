@@ -2,8 +2,8 @@
 
 The command runs in a process of its own, bounded in time (``timeout``) and memory (RLIMIT_DATA: its heap
 and every writable private mapping; RLIMIT_AS cannot be used, as vl-convert's V8 reserves a sandbox of address
-space and aborts with SIGTRAP under any RLIMIT_AS up to 64 GB, measured), its output captured from pipes (so
-that rich writes no colours: any ESC byte in it came from the input).
+space and aborts with SIGTRAP under any RLIMIT_AS up to 64 GB, measured), its output captured from pipes while rich is told
+they are an interactive terminal (so that the progress line, which names the files, is drawn).
 The properties, each a failure of its own kind:
 
 - ``exit``: the exit code is one the README documents for input (0 done, 3 no input, 4 nothing
@@ -12,7 +12,8 @@ The properties, each a failure of its own kind:
 - ``lines``: files.parquet accounts for every line: parsed + unrecognised = total, and total = the lines
   of the file where they can be counted independently (an uncompressed file read as it is);
 - ``input``: every input file has the same bytes and modification time after the run;
-- ``escape``: stdout and stderr hold no ESC, BEL, C1 or bidi character (the input's are shown escaped);
+- ``escape``: stdout and stderr hold no ESC, BEL, C1 or bidi character but rich's own colours and cursor
+  moves (the input's are shown escaped);
 - ``secret``: no output holds the text of the file a link out of the folder points to;
 - ``outputs``: after exit 0, report.html and a summary.json that is JSON are there.
 """
@@ -41,6 +42,7 @@ MEMORY_LIMIT = 3 * 1024**3  # RLIMIT_DATA: a case's inputs are < 1 MB; polars an
 TIMEOUT = 120.0
 _UNSHOWN = re.compile("[\x07\x1b\x80-\x9f\u202a-\u202e\u2066-\u2069]")
 _CR_ALONE = re.compile(rb"\r(?!\n)")
+_RICH = re.compile(r"\x1b\[(?:[0-9;]*m|\?25[lh]|2K|[0-9]*A)")  # colours, cursor hidden/shown, line erased, up
 _ALLOC = re.compile(r"memory allocation of \d+ bytes failed")
 _FRAME = re.compile(r'File "[^"]*?/((?:logscope|parsers)/[^"]+)", line (\d+) in (\w+)')
 
@@ -83,9 +85,9 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
     root.mkdir()
     written = build(case, root, tmp / "outside")
     before = _state(written)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache), "COLUMNS": "120"}
-    for k in ("TTY_INTERACTIVE", "TTY_COMPATIBLE", "FORCE_COLOR"):
-        env.pop(k, None)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache), "COLUMNS": "120",
+           "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1"}
+    env.pop("NO_COLOR", None)
     t0 = time.monotonic()
     try:
         # faulthandler: a native abort (a failed allocation) still says which Python line it was at
@@ -94,7 +96,7 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
         code, stdout, stderr = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         code, stdout, stderr = None, e.stdout or b"", e.stderr or b""
-    err = stderr.decode(errors="replace")
+    err = _RICH.sub("", stderr.decode(errors="replace"))
     o = Outcome(code, time.monotonic() - t0, stderr_tail=err[-1500:])
     if code is None:
         o.failures.append(("timeout", f"no exit after {timeout:.0f} s"))
@@ -103,7 +105,7 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
         o.failures.append(("memory", f"{m.group(0) if m else _last_error(err) or f'exit {code}'}{where}"))
     elif code not in DOCUMENTED:
         o.failures.append(("exit", f"exit {code}: {_last_error(err)}"))
-    text = (stdout + stderr).decode("utf-8", "replace")
+    text = _RICH.sub("", (stdout + stderr).decode("utf-8", "replace"))
     if (m := _UNSHOWN.search(text)) is not None:
         o.failures.append(("escape", f"{m.group(0)!r} printed: ...{text[max(m.start() - 60, 0):m.end() + 20]!r}"))
     if _state(written) != before:
