@@ -118,10 +118,11 @@ def _walk(root: Path, follow_links: bool) -> tuple[list[Path], set[Path]]:
                 continue
             seen.add((st.st_dev, st.st_ino))
         d = Path(dirpath)
-        for name in dirnames:
-            if not follow_links and not name.startswith(".") and (d / name).is_symlink() and _outside(d / name, real_root):
-                skipped.add(d / name)
-                paths.append(d / name)
+        for name in dirnames:  # a link to a folder out of ``root``: listed (os.walk does not enter it)
+            link = d / name
+            if not follow_links and not name.startswith(".") and link.is_symlink() and _outside(link, real_root):
+                skipped.add(link)
+                paths.append(link)
         dirnames[:] = sorted(x for x in dirnames if not x.startswith("."))
         for fn in sorted(filenames):
             if fn.startswith(".") or Path(fn).suffix.lower() in _SKIP_SUFFIXES:
