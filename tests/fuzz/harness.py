@@ -26,6 +26,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,17 +90,26 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
            "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1"}
     env.pop("NO_COLOR", None)
     t0 = time.monotonic()
+    # faulthandler: a native abort (a failed allocation) still says which Python line it was at; a run past
+    # the timeout is sent SIGABRT for the same dump, then its whole process group (the PNG painter) is killed
+    cmd = [sys.executable, "-X", "faulthandler", "-m", "logscope", "analyze", str(root), "-o", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=_limit, cwd=tmp,
+                         start_new_session=True)
     try:
-        # faulthandler: a native abort (a failed allocation) still says which Python line it was at
-        cmd = [sys.executable, "-X", "faulthandler", "-m", "logscope", "analyze", str(root), "-o", str(out)]
-        p = subprocess.run(cmd, capture_output=True, env=env, timeout=timeout, preexec_fn=_limit, cwd=tmp)
-        code, stdout, stderr = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        code, stdout, stderr = None, e.stdout or b"", e.stderr or b""
+        stdout, stderr = p.communicate(timeout=timeout)
+        code: int | None = p.returncode
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGABRT)
+        try:
+            stdout, stderr = p.communicate(timeout=10)
+        finally:
+            _kill_group(p.pid)
+            p.wait()
+        code = None
     err = _RICH.sub("", stderr.decode(errors="replace"))
     o = Outcome(code, time.monotonic() - t0, stderr_tail=err[-1500:])
     if code is None:
-        o.failures.append(("timeout", f"no exit after {timeout:.0f} s"))
+        o.failures.append(("timeout", f"no exit after {timeout:.0f} s{_where(err)}"))
     elif (m := _ALLOC.search(err)) or "MemoryError" in err or code in (-6, -9, 134, 137):
         where = _where(err)
         o.failures.append(("memory", f"{m.group(0) if m else _last_error(err) or f'exit {code}'}{where}"))
@@ -113,6 +123,13 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
     if code == 0:
         o.failures += _check_outputs(out, root, written, case)
     return o
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _where(err: str) -> str:

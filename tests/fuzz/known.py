@@ -30,6 +30,13 @@ KNOWN: list[Known] = [
           "robust (CR line endings, glued lines)",
           "a whole nginx log in one line (lone CRs): the layout inferred from its key=value pairs compiles to a "
           "regex that allocates GBs; test_reproducers.py::test_an_nginx_log_with_cr_line_ends"),
+    Known("impossible-date-head", "exit", r"ValueError: (day is out of range for month|month must be in 1\.\.12|"
+          r"year -?\d+ is out of range)", "robust (impossible dates)",
+          "a date such as 2026-02-30 in a file's first lines raises in ingest's reference-year search "
+          "(ingest._full_stamps); test_reproducers.py::test_an_impossible_date_in_the_head"),
+    Known("epoch-zero-span-png", "timeout", r"at logscope/report/__init__\.py:\d+ in draw", "robust (absurd timestamps)",
+          "a Prometheus answer whose timestamps read 0 (1e-400) makes a span from 1970: tens of thousands of "
+          "windows, and drawing timeline.png does not end; test_reproducers.py::test_an_epoch_zero_prometheus_time"),
 ]
 
 
