@@ -67,13 +67,13 @@ def test_an_nginx_log_with_cr_line_ends(tmp_path):
 
 
 @pytest.mark.xfail(strict=False, reason=f"{ROBUST} (absurd timestamps/windows): a Prometheus answer whose "
-                                        "timestamps read 0 spans from 1970 to 2026 (20,787 windows); drawing "
-                                        "timeline.png of it does not end within minutes")
+                                        "timestamps read 0 spans from 1970 to 2026 (20,787 windows): 85-100 s for "
+                                        "a 3 KB input (timeline.png), past the fuzz timeout on a loaded machine")
 def test_an_epoch_zero_prometheus_time(tmp_path):
     # seed 7 case 5, cut down to its Prometheus answer: every seventh number (timestamps included) 1e-400
     case = _case(FileSpec("fixtures/lab/orphan/prometheus/query_range-vllm_kv_cache_usage_perc.json", 2992,
                           [("bad_numbers", {"value": "1e-400", "every": 7})]))
-    o = run_case(case, work=tmp_path, timeout=60)  # ~10 s when it works
+    o = run_case(case, work=tmp_path, timeout=30)  # a 3 KB input: ~10 s on a loaded machine
     assert o.ok, o.failures
 
 
@@ -87,3 +87,15 @@ def test_an_impossible_date_in_the_head(tmp_path):
     res = ingest(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     row = res.files.row(0, named=True)
     assert row["lines_parsed"] + row["lines_unrecognized"] == row["lines_total"] > 0
+
+
+@pytest.mark.xfail(strict=False, reason=f"{ROBUST} (huge numbers): 'inf' among a promtool dump's values and "
+                                        "timestamps raises InvalidOperationError (f64 -> i64) in "
+                                        "metric_stats._derive: exit 70")
+def test_inf_in_a_tsdb_dump(tmp_path):
+    # seed 7 case 42, cut down to its promtool dump: every seventh number 'inf'
+    case = _case(FileSpec("fixtures/lab/v0-ladder/prometheus/tsdb-dump.txt", 72_246,
+                          [("bad_numbers", {"value": "inf", "every": 7})]))
+    build(case, tmp_path / "in", tmp_path / "outside")
+    res = ingest(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    assert res.files.row(0, named=True)["format"] == "prometheus_tsdb_dump"
