@@ -38,7 +38,7 @@ _JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
 
 def script_json(obj: Any) -> Markup:
     """JSON safe inside a <script> element: nothing in it can end the element or open a comment."""
-    text = json.dumps(visible_all(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return Markup(_JSON_UNSAFE.sub(lambda m: _JSON_ESCAPES[m.group(0)], text))
 
 
@@ -172,5 +172,6 @@ def css() -> Markup:
 
 def render_html(context: dict) -> str:
     tpl = environment().get_template("report.html.j2")
-    specs = {name: script_json(spec) for name, spec in context["charts"].items() if spec}
+    # names in the charts (replicas, files) with their control and bidi characters shown, as in the page's text
+    specs = {name: script_json(visible_all(spec)) for name, spec in context["charts"].items() if spec}
     return tpl.render(**context, specs=specs, csp=CSP, css=css(), vega_bundle=vega_bundle())
