@@ -44,6 +44,7 @@ class AnalyzeOptions:
     include_prompts: bool = False
     replica: str | None = None
     nginx_log_format: str | None = None
+    follow_links: bool = False  # read symbolic links out of the input folder (by default listed, not read)
     reparse: bool = False  # parse again even when out_dir holds the tables of the same files (ingest.reuse)
     workers: int | None = None  # None: logscope.ingest.default_workers()
     chunk_bytes: int | None = None  # None: logscope.ingest.sources.CHUNK_BYTES
@@ -59,6 +60,7 @@ class AnalyzeOptions:
             include_prompts=self.include_prompts,
             replica=self.replica,
             nginx_log_format=self.nginx_log_format,
+            follow_links=self.follow_links,
             **({"workers": self.workers} if self.workers else {}),
             **({"chunk_bytes": self.chunk_bytes} if self.chunk_bytes else {}),
         )
@@ -99,7 +101,7 @@ def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[s
 def require_known_format(res: IngestResult, root: str | Path | None = None) -> None:
     """Nothing to analyse when no file is in a known format: say so, naming the files and why each was not
     read (its format, or why it was skipped: ``root``'s images, hidden files, logscope's own outputs)."""
-    known = res.files.filter(~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable"]))
+    known = res.files.filter(~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable", "skipped"]))
     if known.height == 0:
         from .errors import LogscopeError
         from .ingest import sources
@@ -258,7 +260,9 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
         res = ingest(root, tmp, options)
         files = res.files
     all_scores = {}
-    for f in sources.discover(Path(root)):
+    for f in sources.discover(Path(root), (options or AnalyzeOptions()).follow_links):
+        if f.skipped:
+            continue
         lines, binary = sources.head(f)
         kind = None if binary else envelopes.detect(lines)
         all_scores[f.rel] = {} if binary else parsers.scores(envelopes.head_lines(kind, lines) if kind else lines)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -34,7 +33,9 @@ from .terminal import (
     _reuse_note,
     err,
     out,
+    shown,
 )
+from .visible import json_visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
 
@@ -69,10 +70,11 @@ NginxFmtOpt = Annotated[str | None, typer.Option("--nginx-log-format", help="ngi
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="print nothing but errors")]
 VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="print more detail")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help=f"on an internal error, show the traceback and write it to OUT/{outdir.DEBUG_FILE}")]
+LinksOpt = Annotated[bool, typer.Option("--follow-links", help="read symbolic links that point out of the input folder (by default they are listed as skipped, not read)")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="write into an -o folder that holds files logscope did not write")]
 
 
-def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, **kw):
+def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, follow_links=False, **kw):
     from .api import AnalyzeOptions
 
     return AnalyzeOptions(
@@ -80,6 +82,7 @@ def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=Non
         include_prompts=include_prompts,
         replica=replica,
         nginx_log_format=nginx_log_format,
+        follow_links=follow_links,
         command_line=shlex.join(["logscope", *sys.argv[1:]]),
         **kw,
     )
@@ -140,17 +143,17 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
     try:
         return fn()
     except LogscopeError as e:
-        err.print(f"[bold red]logscope: error:[/] {escape(e.what)}")
+        err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
         if e.hint:
-            err.print(f"  help: {escape(e.hint)}")
+            err.print(f"  help: {shown(e.hint)}")
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
         if outdir.disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
-            err.print(f"[bold red]logscope: error:[/] no space left on the output folder's device ({escape(str(e))})")
+            err.print(f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})")
             err.print("  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
                       "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)")
             raise typer.Exit(ExitCode.OUTPUT) from None
-        err.print(f"[bold red]logscope: internal error:[/] {escape(f'{type(e).__name__}: {e}')}")
+        err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
         if debug:
             _debug_file(e, out_dir)
         else:
@@ -169,7 +172,7 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
             f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}")
     where = outdir.write_debug(out_dir, text)
     if where:
-        err.print(escape(f"  help: the traceback and logscope's version are in {where}: attach it to the report"))
+        err.print(shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report"))
     else:
         err.print("  help: report the traceback above, with `logscope --version`")
 
@@ -181,7 +184,7 @@ def _progress(quiet: bool):
     task = prog.add_task("reading logs", total=1.0)
 
     def cb(msg: str, frac: float) -> None:
-        prog.update(task, description=msg[:60], completed=min(frac, 1.0))
+        prog.update(task, description=shown(msg[:60]), completed=min(frac, 1.0))
 
     return prog, cb
 
@@ -190,7 +193,7 @@ def _progress(quiet: bool):
 def ingest(
     input: Input, out_dir: OutOpt = None, tz: TzOpt = "UTC", include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None, nginx_log_format: NginxFmtOpt = None, force: ForceOpt = False,
-    quiet: QuietOpt = False, debug: DebugOpt = False,
+    quiet: QuietOpt = False, debug: DebugOpt = False, follow_links: LinksOpt = False,
 ) -> None:
     """Parse every log under DIR into Parquet tables (no analysis)."""
     _run(lambda: cliargs.zone(tz), debug)
@@ -199,7 +202,7 @@ def ingest(
     from . import api
 
     prog, cb = _progress(quiet)
-    opts = _options(tz, include_prompts, replica, nginx_log_format)
+    opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links)
     with prog or _Null():
         res = _run(lambda: api.ingest(input, o, opts, cb, known_only=True), debug, o)
     if not quiet:
@@ -208,17 +211,17 @@ def ingest(
 
 @app.command()
 def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
-           debug: DebugOpt = False) -> None:
+           debug: DebugOpt = False, follow_links: LinksOpt = False) -> None:
     """Show the format each file is recognised as, its confidence and line coverage."""
     from . import api
 
     _run(lambda: _check_input(input), debug)
-    files, all_scores = _run(lambda: api.detect(input), debug)
+    files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
     _print_files(files, f"formats under {input}")
     from .ingest import sources
 
-    for path, why in sources.skipped(input):  # what a folder of images or hidden files holds, said
-        out.print(escape(f"{path}: skipped: {why}"), soft_wrap=True)
+    for path, why in sources.skipped(input, follow_links):  # what a folder of images or hidden files holds, said
+        out.print(shown(f"{path}: skipped: {why}"), soft_wrap=True)
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})
@@ -226,7 +229,7 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
         for n in names:
             t.add_column(n)
         for path, sc in sorted(all_scores.items()):
-            t.add_row(path, *[f"{sc.get(n, 0):.2f}" for n in names])
+            t.add_row(shown(path), *[f"{sc.get(n, 0):.2f}" for n in names])
         out.print(t)
 
 
@@ -272,6 +275,7 @@ def analyze(
     force: ForceOpt = False,
     open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
+    follow_links: LinksOpt = False,
     fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", envvar="LOGSCOPE_CLUSTER", help="run the ingest and the correlation's slices as tasks on this Dask scheduler (tcp://HOST:8786), or on a local cluster of N worker processes (local[:N]); DIR and OUT on storage every worker shares")] = None,
     quiet: QuietOpt = False,
@@ -283,7 +287,7 @@ def analyze(
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:
-        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {escape(bad[0])})")
+        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {shown(bad[0])})")
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: cliargs.zone(tz), debug)
     _run(lambda: _check_input(input), debug)
@@ -302,7 +306,7 @@ def analyze(
     _run(lambda: cliargs.window(window), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
-    opts = _options(tz, include_prompts, replica, nginx_log_format, window=window, since=rng.since, until=rng.until,
+    opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links, window=window, since=rng.since, until=rng.until,
                     max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
     opts.extra.update({k: True for k, on in (("slo_no_preemption", slo_no_preemption), ("slo_no_queue", slo_no_queue))
                        if on})
@@ -312,8 +316,8 @@ def analyze(
         opts.cluster = address
         paths = _run(lambda: api.analyze(input, o, opts, cb), debug, o)
     summary = json.loads(Path(paths["summary_json"]).read_text())
-    if json_:
-        sys.stdout.write(Path(paths["summary_json"]).read_text())
+    if json_:  # the same data, its invisible characters as \u escapes
+        sys.stdout.write(json_visible(Path(paths["summary_json"]).read_text()))
     elif not quiet:
         _reuse_note(o, started)
         _print_verdict(summary, paths, verbose)
@@ -362,7 +366,7 @@ def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder
             _print_verdict(summary, paths, False)
         else:
             _range_note(summary, paths)
-            out.print(f"report: {escape(str(paths['report_html']))}")
+            out.print(f"report: {shown(str(paths['report_html']))}")
 
 
 @app.command()
@@ -392,7 +396,7 @@ def compare(
         from .compare.render import terminal_lines
 
         for i, line in enumerate(terminal_lines(res["doc"])):
-            out.print(escape(line), style="bold" if i == 0 else None, soft_wrap=True)
+            out.print(shown(line), style="bold" if i == 0 else None, soft_wrap=True)
         out.print(f"compare: {res['paths']['compare_html']}")
 
 
@@ -418,7 +422,7 @@ def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bo
     with ExitStack() as stack:
         s = _run(lambda: stack.enter_context(cluster.session(address, input, o)), debug)
         if verbose:
-            err.print(escape(f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
+            err.print(shown(f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
                              f"{s.dashboard or 'none (pip install bokeh)'}"))
         yield address
 
@@ -460,13 +464,13 @@ def run() -> None:
     try:
         code = command.main(prog_name="logscope", standalone_mode=False)
     except click.exceptions.UsageError as e:
-        err.print(f"[bold red]logscope: error:[/] {escape(e.format_message())}")
-        err.print(escape(f"  help: {e.ctx.command_path if e.ctx else 'logscope'} --help"))
+        err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
+        err.print(shown(f"  help: {e.ctx.command_path if e.ctx else 'logscope'} --help"))
         sys.exit(ExitCode.USAGE)
     except click.exceptions.Abort:
         err.print("logscope: interrupted")
         sys.exit(130)
     except click.exceptions.ClickException as e:
-        err.print(f"[bold red]logscope: error:[/] {escape(e.format_message())}")
+        err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         sys.exit(e.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

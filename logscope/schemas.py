@@ -21,7 +21,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     "files": {
         "path": (S, "input file path, relative to the analysed folder"),
         "stream": (S, "logical stream (rotated/compressed sets of one server share one stream)"),
-        "format": (S, "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary'"),
+        "format": (S, "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)"),
         "kind": (S, "server | gateway | client | metrics | config | other"),
         "confidence": (F, "detection score 0..1 of the chosen parser"),
         "replica": (S, "replica / instance name used for the rows of this file"),

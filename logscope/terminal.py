@@ -13,8 +13,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .visible import visible
+
 err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
 out = Console()
+
+
+def shown(text: object) -> str:
+    """Text for a terminal line: its control characters escaped (a file name can hold ESC sequences that
+    retitle or clear the terminal, a U+202E that reverses it) and no rich markup read in it."""
+    return escape(visible(str(text), line=True))
 
 
 def _print_files(files, title: str) -> None:
@@ -31,7 +39,7 @@ def _print_files(files, title: str) -> None:
         notes += [f"{r['path']}: {m}" for m in r["messages"] or []]
     out.print(t)
     for n in notes:
-        out.print(escape(n), soft_wrap=True)
+        out.print(shown(n), soft_wrap=True)
 
 
 def _chosen(summary: dict) -> dict | None:
@@ -48,7 +56,7 @@ def _reuse_note(out_dir: Path, started: datetime) -> None:
         return
     if at < started:
         n = len((meta.get("fingerprint") or {}).get("files") or [])
-        err.print(escape(f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
+        err.print(shown(f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
                          f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)"), style="yellow")
 
 
@@ -57,9 +65,9 @@ def _range_note(summary: dict, paths: dict) -> None:
     chosen = _chosen(summary)
     if chosen:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
-        err.print(escape(f"logscope: note: {chosen['reason']}"), style="yellow")
+        err.print(shown(f"logscope: note: {chosen['reason']}"), style="yellow")
         for o in chosen.get("others") or []:
-            err.print(escape(f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
+            err.print(shown(f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
                              f"--since {o['since']} --until {o['until']}"), style="yellow")
 
 
@@ -69,7 +77,7 @@ def _slices_note(summary: dict) -> None:
 
     for n in (summary.get("assumptions") or {}).get("notes") or []:
         if str(n.get("text", "")).startswith(NOTE):
-            err.print(escape(f"logscope: note: {n['text']}"), style="yellow")
+            err.print(shown(f"logscope: note: {n['text']}"), style="yellow")
 
 
 def _copies_note(summary: dict) -> None:
@@ -81,17 +89,17 @@ def _copies_note(summary: dict) -> None:
     if copies:
         shown = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
         more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
-        err.print(escape(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
+        err.print(shown(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
                          f"are not counted twice: {shown}{more}"), style="yellow")
 
 
 def _fail_on_note(summary: dict, classes: set[str]) -> None:
     """Which episodes made --fail-on exit 1: a pipeline's log then says why it failed."""
     hit = [e for e in summary.get("episodes", []) if e.get("class") in classes]
-    err.print(escape(f"logscope: --fail-on {','.join(sorted(classes))}: {len(hit)} episode(s) matched, exit 1"))
+    err.print(shown(f"logscope: --fail-on {','.join(sorted(classes))}: {len(hit)} episode(s) matched, exit 1"))
     for e in hit[:5]:
         where = f" on {e['replica']}" if e.get("replica") else ""
-        err.print(escape(f"  {e.get('class')} {e.get('id')}: {e.get('signal')}{where}, {e.get('start')} → {e.get('end')}"))
+        err.print(shown(f"  {e.get('class')} {e.get('id')}: {e.get('signal')}{where}, {e.get('start')} → {e.get('end')}"))
     if len(hit) > 5:
         err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
 
@@ -101,15 +109,27 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     _range_note(summary, paths)
     _slices_note(summary)
     _copies_note(summary)
+    _links_note(summary)
     for line in summary.get("verdict", []):
-        out.print(escape(line), style="bold")
-    shown = 10 if verbose else 3
+        out.print(shown(line), style="bold")
+    limit = 10 if verbose else 3
     found = summary.get("findings", [])
-    for f in found[:shown]:
+    for f in found[:limit]:
         # the title: what, which class, when (two findings may share a symptom, e.g. an episode and its series)
-        out.print(escape(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
+        out.print(shown(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
         if verbose:
-            out.print(escape(f"      next: {f.get('next_test')}"))
-    if len(found) > shown:
-        out.print(f"  +{len(found) - shown} more findings (report.html, summary.md)")
-    out.print(f"report: {escape(str(paths['report_html']))}")
+            out.print(shown(f"      next: {f.get('next_test')}"))
+    if len(found) > limit:
+        out.print(f"  +{len(found) - limit} more findings (report.html, summary.md)")
+    out.print(f"report: {shown(str(paths['report_html']))}")
+
+
+def _links_note(summary: dict) -> None:
+    """Links out of the input folder that were not read (``logscope.ingest.sources.discover``)."""
+    from .ingest.sources import LINK_OUT
+
+    links = [f["path"] for f in (summary.get("inputs") or {}).get("files") or [] if LINK_OUT in (f.get("messages") or [])]
+    if links:
+        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+        err.print(shown(f"logscope: note: {len(links)} link(s) out of the input folder were not read: "
+                        f"{', '.join(links[:3])}{more} (--follow-links reads them)"), style="yellow")

@@ -13,8 +13,8 @@ import sys
 from datetime import datetime, timedelta
 
 import pytest
-from conftest import DATA, LAB, ROOT, need
 
+from conftest import DATA, LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, correlate, diagnose
 
 LAB2 = DATA / "lab2"

@@ -71,7 +71,7 @@ def ingest(
     parts = out / "_parts"  # created only when rows spill out of memory
     shutil.rmtree(parts, ignore_errors=True)
 
-    found = _found(root, out)
+    found = _found(root, out, opts.follow_links)
     # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
     chunk_pool = (ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk")
                   if opts.workers > 1 and parse is None else None)
@@ -165,8 +165,9 @@ def reuse(root: str | Path, out_dir: str | Path, options: IngestOptions | None =
         return None
     if not isinstance(meta, dict):
         return None
-    found = _found(root, out)
-    if meta.get("fingerprint") != fingerprint(root, found, options or IngestOptions()):
+    opts = options or IngestOptions()
+    found = _found(root, out, opts.follow_links)
+    if meta.get("fingerprint") != fingerprint(root, found, opts):
         return None
     needed = [*PARSED_TABLES, *derive.TABLES, "files", "unrecognized"]
     if not all((out / f"{n}.parquet").is_file() for n in needed):
@@ -181,7 +182,7 @@ def fingerprint(root: Path, found: list[sources.InputFile], opts: IngestOptions)
     version). The folder is there for the report, which names it: a copy elsewhere is parsed again."""
     files = [[f.rel, f.size, f.mtime_ns] for f in found]
     options = {"tz": opts.tz, "include_prompts": opts.include_prompts, "replica": opts.replica,
-               "nginx_log_format": opts.nginx_log_format}
+               "nginx_log_format": opts.nginx_log_format, "follow_links": opts.follow_links}
     return {"root": str(Path(root).resolve()), "files": files, "options": options, "code": _code_digest()}
 
 
@@ -194,8 +195,8 @@ def _code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def _found(root: Path, out: Path) -> list[sources.InputFile]:
-    return [f for f in sources.discover(root) if not _inside(f.path, out)]
+def _found(root: Path, out: Path, follow_links: bool = False) -> list[sources.InputFile]:
+    return [f for f in sources.discover(root, follow_links) if not _inside(f.path, out)]
 
 
 def _inside(p: Path, d: Path) -> bool:
@@ -253,6 +254,8 @@ def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
     """A file's head lines to detect its format in, and those to find its full timestamps in (for a wrapped log:
     the lines inside its records, and the records with their times); a FileState already for a file that holds
     no text to detect."""
+    if f.skipped:  # a link out of the input folder (``sources.discover``): its message says so
+        return FileState(f, "skipped", "other", 0.0, "")
     if f.size == 0:
         st = FileState(f, "empty", "other", 0.0, "")
         f.messages.append("empty file")

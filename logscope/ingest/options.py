@@ -35,6 +35,7 @@ class IngestOptions:
     include_prompts: bool = False
     replica: str | None = None  # force one replica name for every server file
     nginx_log_format: str | None = None
+    follow_links: bool = False  # read links whose target is outside the input folder (``sources.discover``)
     workers: int = field(default_factory=default_workers)
     chunk_bytes: int = sources.CHUNK_BYTES
     # parsed rows held in memory before spilling to part files (as estimated: their real footprint is larger);

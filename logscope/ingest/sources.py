@@ -55,6 +55,7 @@ class InputFile:
     envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
     cr_ends: bool = False  # lines end in a lone CR (CR-only or mixed endings; ``head`` decides), not only LF
+    skipped: bool = False  # a link out of the input folder, not followed: nothing of it is read (``discover``)
 
     def quiet(self) -> InputFile:
         """The same file, with its own message list: a side read (detection, comparison) says nothing."""
@@ -62,44 +63,70 @@ class InputFile:
                          envelope=self.envelope, envelope_time=self.envelope_time, cr_ends=self.cr_ends)
 
 
-def discover(root: Path) -> list[InputFile]:
+LINK_OUT = "a link out of the input folder: not read (--follow-links reads it)"  # files.parquet's message
+
+
+def discover(root: Path, follow_links: bool = False) -> list[InputFile]:
     """All candidate input files under ``root`` (or ``root`` itself); ``skipped`` says what was left out. A
     folder that cannot be listed (no permission, a path longer than PATH_MAX) and a file that cannot be
     stat'ed (a symlink loop) are entries too, of size -1 with the reason in their messages: nothing is
-    skipped unsaid."""
+    skipped unsaid.
+
+    A symbolic link whose target lies outside ``root`` is not read unless ``follow_links``: a link to a
+    file holding a password would copy its text into the report, which is attached to tickets. Such a link
+    is listed, as read of nothing (format 'skipped', message ``LINK_OUT``), so that the report says so."""
     root = Path(root)
-    paths, _, problems = _walk(root)
+    paths, _, problems, links_out = _walk(root, follow_links)
     base = root if root.is_dir() else root.parent
-    out = [_input_file(p, base) for p in paths]
+    out = [_link_out(p, base) if p in links_out else _input_file(p, base) for p in paths]
     for p, why in sorted(problems.items()):
         rel = _shown(p, base)
         out.append(InputFile(p, rel + ("/" if p != base else ""), -1, None, _text(str(p)), 0, messages=[why]))
     return out
 
 
-def skipped(root: Path) -> list[tuple[str, str]]:
+def skipped(root: Path, follow_links: bool = False) -> list[tuple[str, str]]:
     """The files under ``root`` that are not read, each with why (path relative to ``root``)."""
-    return _walk(Path(root))[1]
+    return _walk(Path(root), follow_links)[1]
 
 
-def _walk(root: Path) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str]]:
-    """The files to read, those left out with why, and the folders that could not be listed. A folder
-    logscope once wrote its outputs into (its marker) is read like any other but for logscope's own outputs:
-    logs copied there later are data."""
+def _walk(root: Path, follow_links: bool) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str], set[Path]]:
+    """The files to read, those left out with why, the folders that could not be listed, and the links out of
+    ``root`` (listed, not read). A folder logscope once wrote its outputs into (its marker) is read like any
+    other but for logscope's own outputs: logs copied there later are data. Links to folders are entered only
+    with ``follow_links``, each real folder once (a link to a parent is no loop)."""
     if root.is_file():
-        return [root], [], {}
+        return [root], [], {}, set()
+    real_root = root.resolve()
     paths: list[Path] = []
     left: list[tuple[str, str]] = []
     problems: dict[Path, str] = {}
+    links_out: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
 
     def unlisted(e: OSError) -> None:  # os.walk's errors: a folder it could not list
         problems[Path(e.filename) if e.filename else root] = f"folder not read: {e.strerror or e}"
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted, followlinks=follow_links):
         here = Path(dirpath)
+        if follow_links:
+            try:
+                st = os.stat(dirpath)
+            except OSError:
+                dirnames[:] = []
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                dirnames[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
         for d in sorted(d for d in dirnames if d.startswith(".")):
             left.append((_shown(here / d, root) + "/", "a hidden folder (its name starts with '.')"))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in dirnames:  # a link to a folder out of ``root``: listed (os.walk does not enter it)
+            link = here / name
+            if not follow_links and link.is_symlink() and _outside(link, real_root):
+                links_out.add(link)
+                paths.append(link)
         marked = OUTPUT_MARKER in filenames
         for fn in sorted(filenames):
             rel = _shown(here / fn, root)
@@ -112,7 +139,29 @@ def _walk(root: Path) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str
                 left.append((rel, f"a {suffix} file: {_SKIP_SUFFIXES[suffix]}, not a log"))
             else:
                 paths.append(here / fn)
-    return paths, left, problems
+                if not follow_links and (here / fn).is_symlink() and _outside(here / fn, real_root):
+                    links_out.add(here / fn)
+    return paths, left, problems, links_out
+
+
+def _outside(p: Path, real_root: Path) -> bool:
+    try:
+        p.resolve().relative_to(real_root)
+        return False
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: a loop of links
+        return True
+
+
+def _link_out(p: Path, base: Path) -> InputFile:
+    """A link out of the folder: listed, nothing of its target read (not even its size)."""
+    try:
+        mtime = p.lstat().st_mtime_ns
+    except OSError:
+        mtime = None
+    f = InputFile(p, _shown(p, base), 0, None, _text(str(p)), 0, mtime_ns=mtime)
+    f.skipped = True
+    f.messages.append(LINK_OUT)
+    return f
 
 
 def _input_file(p: Path, base: Path) -> InputFile:

@@ -20,6 +20,7 @@ import polars as pl
 import vl_convert
 
 from .. import clock
+from ..visible import visible_all
 from . import charts, fmt, views
 from .fmt import redact_prompt
 from .html import render_html, vega_bundle
@@ -172,7 +173,7 @@ def _png_spec(spec: dict | None, notes: list[str]) -> dict:
             text="t:N", x=alt.value(10), y=alt.value(20)
         ).properties(width=900, height=40)  # fmt: skip
         spec = {**chart.to_dict(), "config": charts.theme()}
-    return spec
+    return visible_all(spec)  # names drawn in the picture: control and bidi characters as escapes
 
 
 class _Painter:

@@ -2,16 +2,19 @@
 
 Log text is attacker-controlled: it reaches the page only through autoescaped template
 variables, or inside ``<script type="application/json">`` blocks where every ``<``, ``>`` and
-``&`` is written as a JSON ``\\u`` escape, so no log line can close the script element. The
+``&`` is written as a JSON ``\\u`` escape, so no log line can close the script element. Control and bidi
+characters (``logscope.visible``) are shown as escapes, in the page's text and in the charts' data alike. The
 Content-Security-Policy forbids any network load; Vega runs with its expression interpreter
 (``ast: true``), so no ``eval`` is needed either.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -21,6 +24,7 @@ import jinja2
 import vl_convert
 from markupsafe import Markup
 
+from ..visible import visible, visible_all
 from . import fmt
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -60,6 +64,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters.update(
         fnum=fmt.fnum,
@@ -80,6 +85,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def _shown(x: Any) -> Any:
+    """Every value a template prints: a text's control and bidi characters as escapes (a file name with a
+    U+202E would read backwards); Markup is the page's own (the bundle, the styles, the charts' JSON)."""
+    return visible(x) if isinstance(x, str) and not isinstance(x, Markup) else x
+
+
 def _whole(x: Any) -> Markup | None:
     """A value of a generic table kept on one line: an ISO time (as HH:MM:SS; a narrow column broke it at
     every character) or a short word such as a replica name ('replica-0' broke at its hyphen); None for any
@@ -89,8 +100,18 @@ def _whole(x: Any) -> Markup | None:
     if fmt.is_iso(x):
         return Markup('<span class="nowrap">{}</span>').format(fmt.hms(x))
     if len(x) <= _WHOLE_MAX and not any(c.isspace() for c in x):
-        return Markup('<span class="nowrap">{}</span>').format(x)
+        return Markup('<span class="nowrap">{}</span>').format(visible(x))
     return None
+
+
+# sha256 of vl-convert's bundle, per vl-convert version (the bundle is pinned to it and built alike every
+# time): a cached copy is inlined only when it hashes to this, so a file planted in the cache folder never
+# runs in a report. Another version builds its bundle at every run (~1 s) until its hash is added here:
+# python -c "import vl_convert, hashlib; print(vl_convert.__version__,
+#            hashlib.sha256(vl_convert.javascript_bundle().encode()).hexdigest())"
+BUNDLE_SHA256 = {
+    "1.9.0": "3425bd951a44d478d0505c6b5d1e8d57656b6e9a4da7bfe88a718ce61d76e572",
+}
 
 
 def _bundle_path() -> Path:
@@ -98,25 +119,41 @@ def _bundle_path() -> Path:
     return Path(base) / "logscope" / f"vega-bundle-vl-convert-{vl_convert.__version__}.js"
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _javascript_bundle() -> str:
     """vl-convert's bundle, kept in the user's cache folder: building it takes ~1 s and holds the GIL.
-    The cache is keyed by vl-convert's version (the bundle is pinned to it); any I/O error = rebuild."""
+    The cached copy is used only when its hash is the one shipped for this vl-convert version
+    (``BUNDLE_SHA256``): anything else there (a planted script, a half-written file) is built again and
+    replaced. Any I/O error = rebuild."""
+    known = BUNDLE_SHA256.get(vl_convert.__version__)
     path = _bundle_path()
-    try:
-        js = path.read_text(encoding="utf-8")
-        if "vega" in js:  # written whole or not at all (rename below)
-            return js
-    except (OSError, UnicodeDecodeError):
-        pass
+    if known is not None:
+        try:
+            data = path.read_bytes()
+            if _sha256(data) == known:
+                return data.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
     js = vl_convert.javascript_bundle()
+    if known is not None and _sha256(js.encode("utf-8")) == known:
+        _cache(path, js)
+    return js
+
+
+def _cache(path: Path, js: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(js, encoding="utf-8")
-        tmp.replace(path)  # atomic: a concurrent run reads the old file or the new one, never half
+        # a new file of its own (O_EXCL: never through a link planted at a guessable name), renamed over the
+        # old one: a concurrent run reads the old file or the new one, never half
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False) as fh:
+            fh.write(js)
+        Path(fh.name).replace(path)
     except OSError:
         pass
-    return js
 
 
 @cache
@@ -135,5 +172,6 @@ def css() -> Markup:
 
 def render_html(context: dict) -> str:
     tpl = environment().get_template("report.html.j2")
-    specs = {name: script_json(spec) for name, spec in context["charts"].items() if spec}
+    # names in the charts (replicas, files) with their control and bidi characters shown, as in the page's text
+    specs = {name: script_json(visible_all(spec)) for name, spec in context["charts"].items() if spec}
     return tpl.render(**context, specs=specs, csp=CSP, css=css(), vega_bundle=vega_bundle())

@@ -1,7 +1,8 @@
 """summary.md: verdict, findings and key tables for a ticket; the timeline is timeline.png beside it.
 
 Markdown has no autoescape, so every value from a log goes through ``md()``: it cannot open HTML,
-a link, emphasis or a new table cell, and it stays on one line.
+a link, emphasis or a new table cell, and it stays on one line; its control and bidi characters are shown
+as escapes (``logscope.visible``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from functools import cache
 
 import jinja2
 
+from ..visible import visible
 from . import fmt
 from .html import _template_source
 
@@ -22,7 +24,7 @@ def md(value: object) -> str:
     """One-line Markdown text: specials backslash-escaped (GitHub and Jira read these as literals)."""
     if value is None:
         return "–"
-    text = _MD_SPECIAL.sub(r"\\\1", _SPACE.sub(" ", str(value)).strip())
+    text = _MD_SPECIAL.sub(r"\\\1", visible(_SPACE.sub(" ", str(value)).strip()))
     return "\\" + text if text[:1] in ("#", "+", "-", "=") else text
 
 
@@ -42,6 +44,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=lambda x: visible(x) if isinstance(x, str) else x,  # also what a template prints without |md
     )
     env.filters.update(md=md, fnum=fmt.fnum, signal_value=fmt.signal_value, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
     env.globals["md_table"] = md_table
