@@ -28,14 +28,15 @@ def shown(text: object) -> str:
 def _print_files(files, title: str) -> None:
     """The files' formats and coverage as a table, then each file's messages on lines of their own: a
     column of messages folds a sentence into a narrow strip when the output is not a terminal (80 columns)."""
-    t = Table(title=title)
+    t = Table(title=shown(title))
     for c in ("file", "format", "confidence", "parsed / total", "coverage"):
         t.add_column(c, overflow="fold")
     notes = []
     for r in files.iter_rows(named=True):
         total = r["lines_total"] or 0
         cov = f"{100 * r['lines_parsed'] / total:.1f}%" if total else "-"
-        t.add_row(r["path"], r["format"], f"{r['confidence']:.2f}", f"{r['lines_parsed']:,} / {total:,}", cov)
+        t.add_row(shown(r["path"]), shown(r["format"]), f"{r['confidence']:.2f}",
+                  f"{r['lines_parsed']:,} / {total:,}", cov)
         notes += [f"{r['path']}: {m}" for m in r["messages"] or []]
     out.print(t)
     for n in notes:
@@ -87,10 +88,10 @@ def _copies_note(summary: dict) -> None:
     copies = [(f["path"], m) for f in (summary.get("inputs") or {}).get("files") or []
               for m in f.get("messages") or [] if m.startswith(COPY_NOTE)]
     if copies:
-        shown = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
+        names = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
         more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
         err.print(shown(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
-                         f"are not counted twice: {shown}{more}"), style="yellow")
+                         f"are not counted twice: {names}{more}"), style="yellow")
 
 
 def _fail_on_note(summary: dict, classes: set[str]) -> None:

@@ -86,3 +86,13 @@ def test_no_module_above_500_lines():
     long = {str(p.relative_to(ROOT)): n for p in _modules().values()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_every_package_is_installed():
+    """A package missing from pyproject's list is missing from the wheel (diagnose.findings once was)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    have = {".".join(p.parent.relative_to(ROOT).parts) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+            if p.name == "__init__.py" or p.parent.name in PACKAGES}
+    assert have - listed == set()

@@ -79,13 +79,16 @@ def test_a_client_time_far_away_is_an_outlier(tmp_path, send, read_as):
 def test_windows_are_capped_in_count(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
+    # two real access logs 23 minutes apart (spike 08:25, calm 08:48): 13,000 windows of the narrowest width
+    # --window takes (100 ms)
     (d / "nginx-access.log").write_bytes(need(SPIKE / "nginx-access.log").read_bytes())
-    _analyze(d, tmp_path / "out", "--window", "1ms")  # ~3 minutes: 170,000 windows of 1 ms
+    (d / "calm-access.log").write_bytes(need(SPIKE.parent / "calm" / "nginx-access.log").read_bytes())
+    _analyze(d, tmp_path / "out", "--window", "100ms")
     w = pl.read_parquet(tmp_path / "out" / "windows.parquet")
-    assert w.height <= 5000 and w["ts"].diff().min().total_seconds() >= 0.001 * w.height / 5000
+    assert w.height <= 5000
     notes = json.loads((tmp_path / "out" / "correlation.json").read_text())["notes"]
     said = [n for n in notes if "widened to" in n]
-    assert said and said[0].startswith("windows of 0.001 s over") and w["ts"].diff().min().total_seconds() == 1
+    assert said and said[0].startswith("windows of 0.1 s over") and w["ts"].diff().min().total_seconds() >= 0.3
 
 
 def test_cr_only_line_endings_are_line_endings(tmp_path):

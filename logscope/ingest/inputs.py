@@ -103,7 +103,7 @@ def _walk(root: Path, follow_links: bool) -> tuple[list[Path], list[tuple[str, s
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in dirnames:  # a link to a folder out of ``root``: listed (os.walk does not enter it)
             link = here / name
-            if not follow_links and link.is_symlink() and _outside(link, real_root):
+            if not follow_links and _outside(link, real_root):
                 links_out.add(link)
                 paths.append(link)
         marked = OUTPUT_MARKER in filenames
@@ -118,17 +118,23 @@ def _walk(root: Path, follow_links: bool) -> tuple[list[Path], list[tuple[str, s
                 left.append((rel, f"a {suffix} file: {_SKIP_SUFFIXES[suffix]}, not a log"))
             else:
                 paths.append(here / fn)
-                if not follow_links and (here / fn).is_symlink() and _outside(here / fn, real_root):
+                if not follow_links and _outside(here / fn, real_root):
                     links_out.add(here / fn)
     return paths, left, problems, links_out
 
 
 def _outside(p: Path, real_root: Path) -> bool:
+    """A link whose target lies out of the folder. A loop of links leads nowhere: it is read (and found
+    unreadable, said so), not reported as leaving the folder."""
     try:
-        p.resolve().relative_to(real_root)
+        if not p.is_symlink():
+            return False
+        p.resolve(strict=False).relative_to(real_root)
         return False
-    except (ValueError, OSError, RuntimeError):  # RuntimeError: a loop of links
+    except ValueError:
         return True
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13), a name too long
+        return False
 
 
 def _link_out(p: Path, base: Path) -> InputFile:

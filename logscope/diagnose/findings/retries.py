@@ -54,7 +54,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
             # about one execution per request (or fewer): most extra attempts died before vLLM
             extra = max(0, (server or 0) - (logical or 0))
             reached = " (most never reached the server)" if amp < 1 else \
-                f" ({server} executions at the server for {logical} requests: {extra} retried attempts reached it)"
+                f" ({server:,} executions at the server for {logical:,} requests: {extra:,} retried attempts reached it)"
             title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + reached
             if tr.get("gateway_5xx"):
                 symptom = "requests were retried against a gateway that failed them before they reached vLLM"
@@ -94,14 +94,14 @@ def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:
                "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
     if not multi:
         return bounded[0].upper() + bounded[1:]
-    post = gateway_config.retries_post(ctx.gateway_conf)
+    post = gateway_config.retries_post(getattr(ctx, "gateway_conf", None))
     if post is None:
         return ("Retry at one layer only: the gateway's configuration is not in the folder; check whether it "
                 "re-sends POSTs (nginx: non_idempotent in proxy_next_upstream; Envoy: retry_on with reset or 5xx) "
                 "and keep one layer's bounded retries: " + bounded)
     if post:
         ports = ", ".join(f":{p}" for p in post)
-        pnu = ctx.gateway_conf["listeners"][post[0]]["proxy_next_upstream"]
+        pnu = ctx.gateway_conf["listeners"][post[0]]["proxy_next_upstream"]  # type: ignore[index]
         return (f"Retry at one layer only: drop non_idempotent from proxy_next_upstream on {ports} (nginx.conf: "
                 f"'{pnu}'), so nginx stops re-sending POSTs, and keep the client's bounded retries with jittered "
                 "backoff")
@@ -111,7 +111,7 @@ def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:
 
 def _cancel_change(ctx: Context) -> str:
     """The change that propagates disconnects, naming nginx's setting only where the folder's nginx.conf has it."""
-    conf = ctx.gateway_conf
+    conf = getattr(ctx, "gateway_conf", None)
     if conf is None:
         return ("Propagate client disconnects: the gateway's configuration is not in the folder; check whether it "
                 "keeps the upstream request open after the client leaves (nginx: proxy_ignore_client_abort on; "
