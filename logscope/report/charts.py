@@ -180,7 +180,7 @@ def range_overview(summary: dict) -> dict | None:
     shade = alt.Chart(bands).mark_rect(opacity=0.35).encode(
         x=x("since"), x2="until:T",
         fill=alt.Fill("kind:N", title=None, scale=alt.Scale(domain=kinds, range=[BLUE, ORANGE]),
-                      legend=alt.Legend(orient="right")),
+                      legend=alt.Legend(orient="top", direction="horizontal")),
     )  # fmt: skip
     per = _fmt_s(float(ov["bin_s"]))
     col = alt.Chart(bars).mark_rect(color="#9aa5b1").encode(

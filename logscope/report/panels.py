@@ -10,7 +10,7 @@ import polars as pl
 
 from .. import clock
 
-WIDTH = 900
+WIDTH = 860  # with the legends above the panels: the timeline fits a 1024 px window
 PANEL_H = 78
 CLASS_COLORS = {"spike": "#e4572e", "sustained": "#7b2cbf", "recurring": "#f3a712", "crash": "#1f2933"}
 # tick steps tried in order; the first giving at most MAX_TICKS ticks over the span is used
@@ -176,7 +176,7 @@ def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, o
     shapes = [MARKER_SHAPES.get(lbl, "circle") for lbl in labels]
     symbol = "circle" if p.kind == "markers" else "stroke"
     color = alt.Color("series:N", scale=alt.Scale(domain=labels, range=colors), title=None,
-                      legend=alt.Legend(orient="right", symbolType=symbol, symbolStrokeWidth=2.5))
+                      legend=alt.Legend(orient="top", direction="horizontal", symbolType=symbol, symbolStrokeWidth=2.5))
     tooltip = [alt.Tooltip("time:N", title="window start (UTC)"), alt.Tooltip("series:N", title=p.title),
                alt.Tooltip("value:Q", format=".1%" if p.percent else ",.3~f")]  # fmt: skip
     base = alt.Chart(data)
