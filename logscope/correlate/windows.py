@@ -5,6 +5,9 @@ all kept: an empty window is real (zero counts, null statistics). Counts are buc
 vectorised floor division per table; the in-flight means integrate a +1/-1 step function (a sweep
 over sorted start/end events, window edges inserted as events) so a request that spans many windows
 costs two events, not one row per window.
+
+The diagnosis builds a reduced table of the same columns when no correlation ran (``diagnose.tables.
+build_windows``): its docstring says why the two stay apart.
 """
 
 from __future__ import annotations

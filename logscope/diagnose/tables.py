@@ -209,7 +209,15 @@ def build_windows(window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, 
                   access: pl.DataFrame) -> pl.DataFrame:
     """A reduced ``windows`` table when the correlation stage left none: server state per window from
     server_stats, request figures from the best request layer, gateway 5xx from its access log (or
-    the uvicorn access lines of vLLM itself)."""
+    the uvicorn access lines of vLLM itself).
+
+    Why this is not ``correlate.windows.build`` over other frames: that one has what only a correlation
+    gives, and this cannot: executions with their ends (in flight integrated over time, orphans counted in
+    every window they touch), completions and errors at their end time, per-replica server state summed
+    (KV pooled), empty windows kept. Here each request is one row at its start (no end is known for a
+    server-only folder), the server state is aggregated across replicas' samples, and in flight is the
+    mean 'Running:'. Sharing one helper would give one of them the other's wrong answers; the aggregates
+    both do compute (SERVER_STATE_AGGS, the quantiles of diagnose.figures) are shared already."""
     every = f"{int(round(window_s * 1e6))}us"
     frames = []
     st = server_series(stats)
