@@ -16,7 +16,6 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
 import polars as pl
 
 from ..report.fmt import num
@@ -67,20 +66,23 @@ class Figures:
     """One run's figures over one step (or the whole run), with the per-request samples behind some."""
 
     values: dict[str, float | int | None]
-    samples: dict[str, np.ndarray]
+    samples: dict[str, pl.Series]
     window: tuple[datetime | None, datetime | None]
 
 
-def _arr(s: pl.Series) -> np.ndarray:
-    return s.drop_nulls().cast(pl.Float64).to_numpy()
+def _arr(s: pl.Series) -> pl.Series:
+    return s.drop_nulls().cast(pl.Float64)
 
 
-def _stat(x: np.ndarray, stat: str, axis: int | None = None):
-    if stat == "p50":
-        return np.quantile(x, 0.5, axis=axis)
-    if stat == "p95":
-        return np.quantile(x, 0.95, axis=axis)
-    return np.mean(x, axis=axis)
+def _agg(stat: str, col: str = "v") -> pl.Expr:
+    """The statistic a figure is (linear quantiles, as the report's percentiles)."""
+    if stat in ("p50", "p95"):
+        return pl.col(col).quantile(0.5 if stat == "p50" else 0.95, interpolation="linear")
+    return pl.col(col).mean()
+
+
+def _stat(x: pl.Series, stat: str) -> float:
+    return pl.DataFrame({"v": x}).select(_agg(stat)).item()
 
 
 def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figures:
@@ -96,15 +98,15 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
         lo, hi = (w["ts"].min(), w["ts"].max()) if w.height else \
             ((r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None))
     v: dict = {m.name: None for m in METRICS}
-    smp: dict[str, np.ndarray] = {}
+    smp: dict[str, pl.Series] = {}
     if r.height:
         v["requests"] = r.height
         v["completed"] = ok.height
-        smp["success_share"] = (r["outcome"] == "ok").cast(pl.Float64).to_numpy()
+        smp["success_share"] = (r["outcome"] == "ok").cast(pl.Float64)
         smp["ttft_p50"] = smp["ttft_p95"] = _arr(ok["ttft_s"])
         smp["e2e_p50"] = smp["e2e_p95"] = _arr(ok["e2e_s"])
         if r["server_requests"].drop_nulls().len():
-            smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64).to_numpy()
+            smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64)
         v["client_retries"] = _retries(r["client_attempts"])
         v["gateway_retries"] = _retries(r["gateway_attempts"])
         orph = r["orphaned_executions"]
@@ -112,7 +114,7 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
         v["orphan_s"] = num(r["orphan_s"].sum()) if r["orphan_s"].drop_nulls().len() else None
         v["throughput_tps"] = _throughput(ok)
         for name, x in smp.items():
-            if x.size:
+            if x.len():
                 v[name] = num(float(_stat(x, BY_NAME[name].stat)))
     if lo is not None and hi is not None:
         w = run.table("windows")
@@ -152,21 +154,23 @@ def _throughput(ok: pl.DataFrame) -> float | None:
     return num(float(t.sum()) / span) if span > 0 else None
 
 
-def interval(xa: np.ndarray, xb: np.ndarray, stat: str, seed: int) -> tuple[float, float]:
-    """95 % bootstrap interval of stat(B) − stat(A)."""
-    rng = np.random.default_rng(seed)
-
-    def boot(x: np.ndarray) -> np.ndarray:
-        if x.size > MAX_SAMPLE:
-            x = rng.choice(x, MAX_SAMPLE, replace=False)
-        n = x.size
+def interval(xa: pl.Series, xb: pl.Series, stat: str, seed: int) -> tuple[float, float]:
+    """95 % bootstrap interval of stat(B) − stat(A): each resample drawn with replacement from the requests
+    (polars' seeded sampler, so compare.json is the same bytes on every run), all resamples in one group-by."""
+    def boot(x: pl.Series, k: int) -> pl.Series:
+        if x.len() > MAX_SAMPLE:
+            x = x.sample(MAX_SAMPLE, with_replacement=False, seed=seed + k)
+        n = x.len()
         reps = max(200, min(RESAMPLES, 20_000_000 // max(n, 1)))
-        return _stat(x[rng.integers(0, n, (reps, n))], stat, axis=1)
+        flat = x.sample(n * reps, with_replacement=True, seed=seed + 7 * k + 1)
+        return (pl.DataFrame({"v": flat, "g": pl.int_range(n * reps, eager=True) // n})
+                .group_by("g").agg(_agg(stat)).sort("g")["v"])
 
-    da, db = boot(xa), boot(xb)
-    k = min(da.size, db.size)
-    d = db[:k] - da[:k]
-    lo, hi = np.quantile(d, [0.025, 0.975])
+    da, db = boot(xa, 1), boot(xb, 2)
+    k = min(da.len(), db.len())
+    d = pl.DataFrame({"d": db[:k] - da[:k]})
+    lo, hi = d.select(pl.col("d").quantile(0.025, interpolation="linear"),
+                      pl.col("d").quantile(0.975, interpolation="linear").alias("h")).row(0)
     return float(lo), float(hi)
 
 
@@ -198,8 +202,8 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
         return f"Poisson count: |B − A| = {abs(b - a):g} {'>' if beyond else '≤'} 2·√(A + B) = {bound:.3g}", None, beyond
     xa, xb = fa.samples.get(m.name), fb.samples.get(m.name)
     need = MIN_N[m.stat]
-    if xa is None or xb is None or min(xa.size, xb.size) < need:
-        n = min(x.size if x is not None else 0 for x in (xa, xb))
+    if xa is None or xb is None or min(xa.len(), xb.len()) < need:
+        n = min(x.len() if x is not None else 0 for x in (xa, xb))
         return f"not enough data ({n} requests; {need} needed per run)", None, None
     seed = zlib.crc32(f"{scope}/{m.name}".encode())
     lo, hi = interval(xa, xb, m.stat, seed)
