@@ -169,7 +169,8 @@ def _load(path: Path) -> pl.DataFrame:
     richness = lf.group_by("source").agg(pl.col("name").n_unique().alias("_rich"))
     return (
         lf.with_row_index("_row")
-        .filter(pl.col("name").is_in(GAUGES + COUNTERS) & pl.col("ts").is_not_null() & pl.col("value").is_not_nan())
+        # a NaN is a staleness marker; an infinity no gauge or counter of these can hold (a damaged line)
+        .filter(pl.col("name").is_in(GAUGES + COUNTERS) & pl.col("ts").is_not_null() & pl.col("value").is_finite())
         .join(richness, on="source", how="left")
         .with_columns(pl.col("labels").fill_null(""))
         .collect()

@@ -1,7 +1,6 @@
 """What the fuzzer found whose fix belongs to another branch of issue #30, pinned as exact reproducers.
 
-Each is marked xfail (strict=False): it passes once the fix is merged, and then the mark can go, with
-the matching entry of known.py. The fuzz cases are the specs the runner printed (``bench/fuzz.py --spec``),
+Each was marked xfail until its fix landed; every fix has landed, so they are plain regression tests now. The fuzz cases are the specs the runner printed (``bench/fuzz.py --spec``),
 cut down to the one file and mutation that fails; the converter cases are the values hypothesis found."""
 
 from __future__ import annotations
@@ -17,23 +16,17 @@ from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
 from parsers import _common, _prom, client_jsonl
 
-ROBUST = "robust branch of #30"
-
 
 def _converted(values: list, expr: pl.Expr, dtype: pl.DataType) -> list:
     return pl.DataFrame({"v": pl.Series(values, dtype=dtype)}).select(expr.alias("o"))["o"].to_list()
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST}: NaN, inf and epochs past ~292,000 years raise in the "
-                                        "Int64 cast instead of giving null")
 @pytest.mark.parametrize("x", [math.nan, math.inf, -math.inf, 1e20, -1e20, 1e13])
 def test_absurd_epoch_seconds_are_null(x):
     assert _converted([x, 1_764_404_705.5], _common.epoch_to_utc(pl.col("v")), pl.Float64)[0] is None
     assert _converted([x], _prom.epoch_s_to_ts(pl.col("v")), pl.Float64) == [None]
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST}: a client JSONL time of 'NaN' or a huge number raises "
-                                        "(the whole chunk is lost) instead of giving null")
 @pytest.mark.parametrize("text", ["NaN", "inf", "1e400", "-1e13", "99999999999999999999999"])
 def test_absurd_client_times_are_null(text):
     got = pl.DataFrame({"t": [text, "2026-11-29T08:25:05Z"]}).select(client_jsonl.ts_expr("t", "UTC")).to_series()
@@ -46,8 +39,6 @@ def _case(*files: FileSpec) -> Case:
     return Case(list(files))
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST} (path oddities): a file name that is not UTF-8 ends in "
-                                        "exit 70 (UnicodeEncodeError: surrogates not allowed)")
 def test_a_file_name_that_is_not_utf8(tmp_path):
     # seed 2026 case 1, cut down: the real calm vLLM log named with the bytes ff fe
     case = _case(FileSpec("fixtures/lab/calm/vllm-server.log", 60_000, name_kind="non-utf8"))
@@ -55,10 +46,6 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
     assert o.ok, o.failures
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST} (CR line endings): an nginx access log with lone-CR line "
-                                        "ends is one line; nginx_access infers a layout from its hundreds of "
-                                        "key=value pairs and the regex of it allocates 6.8 GB "
-                                        "(_nginx_format.match_count), aborting under a 3 GB limit")
 def test_an_nginx_log_with_cr_line_ends(tmp_path):
     # seed 2026 case 10, cut down to its nginx file
     case = _case(FileSpec("fixtures/lab/spike/nginx-access.log", 88_640, [("line_ends", {"style": "cr"})]))
@@ -66,9 +53,6 @@ def test_an_nginx_log_with_cr_line_ends(tmp_path):
     assert o.ok, o.failures
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST} (absurd timestamps/windows): a Prometheus answer whose "
-                                        "timestamps read 0 spans from 1970 to 2026 (20,787 windows): 85-100 s for "
-                                        "a 3 KB input (timeline.png), past the fuzz timeout on a loaded machine")
 def test_an_epoch_zero_prometheus_time(tmp_path):
     # seed 7 case 5, cut down to its Prometheus answer: every seventh number (timestamps included) 1e-400
     case = _case(FileSpec("fixtures/lab/orphan/prometheus/query_range-vllm_kv_cache_usage_perc.json", 2992,
@@ -77,8 +61,6 @@ def test_an_epoch_zero_prometheus_time(tmp_path):
     assert o.ok, o.failures
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST} (impossible dates): 2026-02-30 in a file's first lines "
-                                        "raises ValueError in ingest._full_stamps (exit 70)")
 def test_an_impossible_date_in_the_head(tmp_path):
     # seed 7 case 33: the real crash client log with every date 2026-02-30
     case = _case(FileSpec("fixtures/lab/crash/client-crash.log", 138_914,
@@ -89,9 +71,6 @@ def test_an_impossible_date_in_the_head(tmp_path):
     assert row["lines_parsed"] + row["lines_unrecognized"] == row["lines_total"] > 0
 
 
-@pytest.mark.xfail(strict=False, reason=f"{ROBUST} (huge numbers): 'inf' among a promtool dump's values and "
-                                        "timestamps raises InvalidOperationError (f64 -> i64) in "
-                                        "metric_stats._derive: exit 70")
 def test_inf_in_a_tsdb_dump(tmp_path):
     # seed 7 case 42, cut down to its promtool dump: every seventh number 'inf'
     case = _case(FileSpec("fixtures/lab/v0-ladder/prometheus/tsdb-dump.txt", 72_246,
