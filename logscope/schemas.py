@@ -369,6 +369,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "episode_id": (S, "episode it points to"),
         "start": (TS, "time range start"),
         "end": (TS, "time range end"),
+        "failed_requests": (I, "logical requests in flight during it that ended in an error or a timeout; null "
+                               "when no request table (the ranking's first key after severity)"),
+        "slowed_requests": (I, "logical requests in flight during it that ended ok above the TTFT or e2e SLO; null "
+                               "when unknown"),
     },
     "ladder": {
         "step": (I, "1-based step"),

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .diagnose.outcomes import words as outcome_words
 from .visible import visible
 
 err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
@@ -122,6 +123,12 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
             out.print(shown(f"      next: {f.get('next_test')}"))
     if len(found) > limit:
         out.print(f"  +{len(found) - limit} more findings (report.html, summary.md)")
+    seen = summary.get("outcomes") or {}
+    if set(seen.get("by_outcome") or {}) - {"ok"}:  # what the callers saw, when some did not get an answer
+        out.print(shown(f"callers saw: {outcome_words(seen)}"))
+    note = (summary.get("retries") or {}).get("amplification_note")
+    if note:
+        out.print(shown(f"amplification {summary['retries']['amplification']:.2f}, {note}"))
     out.print(f"report: {shown(str(paths['report_html']))}")
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import DATA, LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, compare
-from logscope.compare import gateway, settings
+from logscope.compare import settings
+from parsers import nginx_conf
 
 SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 PAIRS = DATA / "pairs"
@@ -52,7 +53,7 @@ def test_parses_real_startup_lines():
 
 
 def test_nginx_listeners_from_the_real_conf():
-    conf = gateway.listeners(need(LAB / "orphan" / "nginx.conf").read_text())
+    conf = nginx_conf.listeners(need(LAB / "orphan" / "nginx.conf").read_text())
     assert conf[8080]["proxy_read_timeout"] == "8s" and "non_idempotent" in conf[8080]["proxy_next_upstream"]
     assert conf[8082]["proxy_ignore_client_abort"] == "on" and "proxy_ignore_client_abort" not in conf[8081]
     assert conf[8083]["proxy_next_upstream"] == "off"

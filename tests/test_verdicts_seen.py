@@ -132,3 +132,111 @@ def test_every_output_says_the_same_verdict(tmp_path):
         assert line in page
     top = s["findings"][0]["title"]
     assert top in res.stdout and top in md
+
+
+ALL = [LAB / r for r in RUNS] + [LAB2 / r for r in ("client-killed", "long-burst", "sigterm-overload")]
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_findings_rank_by_what_users_felt_and_the_headline_is_finding_one(runs, path):
+    """Within a severity, findings are ordered by the failed and slowed requests in their range (counted here
+    again from requests.parquet), and the verdict's headline is finding 1's episode (a run-level finding 1 is
+    named in the same line)."""
+    import polars as pl
+
+    out, s = runs(need(path))
+    order = ("critical", "high", "medium", "low", "info")
+    fs = s["findings"]
+    assert [order.index(f["severity"]) for f in fs] == sorted(order.index(f["severity"]) for f in fs)
+    req = pl.read_parquet(out / "requests.parquet")
+    slo = s["slo"]
+    for f in fs:
+        if f["start"] is None or f["failed_requests"] is None:
+            continue
+        def counts(pad: timedelta, f=f) -> tuple[int, int]:  # summary.json's times are rounded to the millisecond
+            lo, hi = _t(f["start"]) - pad, _t(f["end"] or f["start"]) + pad
+            inflight = req.filter((pl.col("ts_start") <= hi) & (pl.col("ts_end").fill_null(pl.col("ts_start")) >= lo))
+            failed = inflight.filter(pl.col("outcome").is_in(["error", "timeout"])).height
+            late = (pl.col("ttft_s") > slo["ttft_s"]).fill_null(False) | (pl.col("e2e_s") > slo["e2e_s"]).fill_null(False)
+            return failed, inflight.filter((pl.col("outcome") == "ok") & late).height
+        (f_lo, s_lo), (f_hi, s_hi) = counts(-timedelta(milliseconds=1)), counts(timedelta(milliseconds=1))
+        assert f_lo <= f["failed_requests"] <= f_hi and s_lo <= f["slowed_requests"] <= s_hi, f["title"]
+    for a, b in zip(fs, fs[1:], strict=False):
+        if a["severity"] == b["severity"] and None not in (a["failed_requests"], b["failed_requests"]):
+            assert a["failed_requests"] + a["slowed_requests"] >= b["failed_requests"] + b["slowed_requests"]
+    if not s["episodes"] or s["ladder"]:
+        return
+    top = fs[0]
+    head = s["verdict"][0]
+    if top["episode"]:
+        ep = next(e for e in s["episodes"] if e["id"] == top["episode"])
+        hms = _t(ep["start"]).strftime("%H:%M:%S")
+        assert hms in head, (head, ep["start"])
+    assert s["verdict"][2] == "First thing to test: " + top["next_test"]
+
+
+def test_finding_one_per_fixture(runs):
+    """What leads each lab run: the orphan run's cancellation (nginx.conf has proxy_ignore_client_abort on),
+    the storm's retries (non_idempotent re-sends POSTs), the ladder's boundary, the crash's death."""
+    lead = {run: runs(need(LAB / run))[1]["findings"][0] for run in ("orphan", "retry-storm", "ladder", "crash")}
+    assert lead["orphan"]["title"].startswith("Orphaned work: 507 executions")
+    assert lead["retry-storm"]["title"].startswith("Retries multiply the load")
+    assert lead["ladder"]["title"].startswith("Working boundary: concurrency 16; at 32 ttft broke first")
+    assert lead["crash"]["severity"] == "critical" and lead["crash"]["title"].startswith("Server killed")
+    # a run-level finding 1 is said in the headline's line, with its id
+    s = runs(LAB / "orphan")[1]
+    assert "; orphaned work: 507 executions ran for callers that had left (F1)." in s["verdict"][0]
+
+
+def test_amplification_below_one_comes_with_its_reason(tmp_path):
+    """The crash run: 550 logical requests, 351 vLLM executions (amplification 0.64) because 199 requests were
+    answered 502 by nginx while the server was down. Every output gives the figure with that reason, and the
+    callers' outcomes by status, counted again here from requests.parquet."""
+    import html as h
+
+    import polars as pl
+
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "logscope", "analyze", str(need(LAB / "crash")), "-o", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert res.returncode == 0, res.stderr
+    s = json.loads((out / "summary.json").read_text())
+    req = pl.read_parquet(out / "requests.parquet")
+    never = req.filter(pl.col("server_requests").fill_null(0) == 0)
+    assert never.height == 199 and set(never["status"].to_list()) == {502}
+    r = s["retries"]
+    assert r["amplification"] < 1
+    note = r["amplification_note"]
+    assert note == "below 1: 199 of 550 logical requests never reached vLLM (199 answered 502 by the gateway)"
+    md = (out / "summary.md").read_text().replace("\\", "")
+    page = h.unescape((out / "report.html").read_text())
+    assert note in md and note in page and note in res.stdout
+    counted = {(o, st): n for o, st, n in req.group_by("outcome", "status").len().iter_rows()}
+    assert {(x["outcome"], x["status"]): x["requests"] for x in s["outcomes"]["by_status"]} == counted
+    assert "| error | 502 | 199 |" in md
+    assert "callers saw: 550 requests: 199 error (502), 343 ok, 8 truncated" in res.stdout
+    assert "What callers saw" in page
+
+
+def test_one_set_of_arrival_rates_per_card_and_kv_memory_named(runs):
+    """The spike's finding gives the arrival rates once (its class's reason has them), and the KV cache's
+    size is not mixed with the memory budget vLLM logged before --num-gpu-blocks-override 112 applied."""
+    import html as h
+
+    out, s = runs(need(LAB / "spike"))
+    ev = s["findings"][0]["evidence"]
+    assert ev.count("/s before") == 1 and ev.count("/s during") == 1
+    page = h.unescape((out / "report.html").read_text())
+    assert "KV cache: 3,584 tokens" in page
+    assert "--num-gpu-blocks-override 112 fixed its block count" in page
+    assert not re.search(r"tokens[^.]*, [\d.]+ GiB", page)
+
+
+def test_an_unknown_baseline_rate_says_so():
+    """An episode at the start of a log has no arrival rate before it: the evidence says 'no baseline', never
+    '?/s'."""
+    from logscope.diagnose.findings.record import _req
+
+    ep = {"arrival_rate_before": None, "arrival_rate_during": 6.5, "ttft_p95": None, "e2e_p95": None,
+          "success_share": None, "reason": "preemptions from the first sample"}
+    assert _req(ep) == "arrivals no baseline → 6.50/s during"

@@ -9,41 +9,19 @@ whose configuration cannot be read has unknown gateway settings.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import polars as pl
-
 from parsers import nginx_conf
 
+from ..diagnose import gateway_config
 from .runs import Run
 
-DEFAULTS, DIRECTIVES, listeners = nginx_conf.DEFAULTS, nginx_conf.DIRECTIVES, nginx_conf.listeners
-MAX_BYTES = nginx_conf.MAX_BYTES
+DEFAULTS, DIRECTIVES = nginx_conf.DEFAULTS, nginx_conf.DIRECTIVES
 
 
 def settings(run: Run) -> tuple[dict, dict, list[str]]:
     """(settings, sources, notes) of the listener(s) the run's traffic went through."""
-    files = run.table("files")
-    confs = files.filter(pl.col("format") == "nginx_conf")["path"].to_list() if files.height else []
-    if not confs:
-        return {}, {}, []
-    root = run.input_root()
-    if root is None:
-        return {}, {}, ["the nginx configuration was seen at analysis time, but its input folder is gone: the "
-                        "gateway's settings are unknown"]
-    servers: dict[int, dict[str, str]] = {}
-    for rel in sorted(confs):
-        p = Path(root) / rel if Path(root).is_dir() else Path(root)
-        try:
-            if p.stat().st_size <= MAX_BYTES:
-                servers.update(listeners(p.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
+    servers, used, why = gateway_config.servers(run.out)
     if not servers:
-        return {}, {}, ["no listener found in the nginx configuration"]
-    ga = run.table("gateway_attempts")
-    used = sorted({int(x) for x in ga["port"].drop_nulls().unique().to_list()}) if ga.height else []
-    used = [p for p in used if p in servers] or sorted(servers)
+        return {}, {}, [why] if why else []
     vals: dict = {}
     src: dict = {}
     if len(used) == 1:

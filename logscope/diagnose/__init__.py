@@ -30,6 +30,7 @@ from . import (
     gateway_config,
     ladder,
     lifecycle,
+    outcomes,
     tables,
 )
 from .context import Context, Slo
@@ -93,6 +94,9 @@ def _run(out: Path, options) -> dict:
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     traffic = _traffic(inp)
     traffic["cancellation"] = cancellation.analyse(_correlation_orphans(out), th)
+    traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin)
+    traffic["amplification_below_1"] = outcomes.below_one(inp.requests, _amplification(out, traffic),
+                                                          _server_end(inp))
     cold = _cold(ctx)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
     _write_tables(out, eps, fnd, rows)
@@ -215,6 +219,27 @@ def _traffic(inp: Inputs) -> dict:
     return t
 
 
+def _amplification(out: Path, traffic: dict) -> float | None:
+    """The amplification the outputs show: correlation.json's, else the one counted here."""
+    p = out / "correlation.json"
+    if p.exists():
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        amp = ((doc.get("retry_multiplication") or {}) if isinstance(doc, dict) else {}).get("amplification")
+        if isinstance(amp, int | float):
+            return float(amp)
+    return traffic.get("amplification")
+
+
+def _server_end(inp: Inputs) -> datetime | None:
+    """The last time the server's log speaks for (stats, request lines)."""
+    ends = [x for x in (inp.stats["ts"].max() if inp.stats.height else None,
+                        inp.server_requests.select(pl.max_horizontal(
+                            [c for c in ("finished_ts", "aborted_ts", "received_ts")
+                             if c in inp.server_requests.columns])).to_series().max()
+                        if inp.server_requests.height else None) if x is not None]
+    return max(ends) if ends else None
+
+
 def _correlation_orphans(out: Path) -> dict | None:
     """correlation.json's orphaned-work section (None when correlation did not run)."""
     p = out / "correlation.json"
@@ -276,9 +301,19 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
                 "Calm throughout: no one-off spike, no sustained regime.", test]
     if lad is not None and "crash" not in {e["class"] for e in eps}:
         return [*_ladder_verdict(eps, lad), test]
-    main = next((e for e in eps if e["class"] == "crash"), None) or \
+    # the headline is finding 1's: its episode, or (a run-level finding) the episode that weighs most
+    by_id = {e["episode_id"]: e for e in eps}
+    main = by_id.get(top["episode_id"]) if top is not None and top.get("episode_id") else None
+    main = main or next((e for e in eps if e["class"] == "crash"), None) or \
         max(eps, key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]))
     head = _headline(main)
+    if top is not None and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors") \
+            and top["severity"] in ("critical", "high", "medium"):
+        # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
+        head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
+    elif top is not None and top["kind"] == "crash" and main["class"] != "crash" \
+            and top.get("episode_id") == main["episode_id"]:
+        head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
     like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
     if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
         head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "

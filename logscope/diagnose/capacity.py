@@ -16,7 +16,8 @@ import polars as pl
 from .tables import Inputs
 
 CAP_COLS = ("kv_tokens", "gpu_blocks", "cpu_blocks", "block_size", "max_concurrency", "max_concurrency_tokens",
-            "max_model_len", "max_num_seqs", "gpu_memory_utilization", "kv_memory_gib", "weights_gib", "version")
+            "max_model_len", "max_num_seqs", "gpu_memory_utilization", "kv_memory_gib", "weights_gib", "version",
+            "num_gpu_blocks_override")
 
 
 def startup(events: pl.DataFrame) -> dict:

@@ -16,36 +16,51 @@ import polars as pl
 
 from parsers import nginx_conf
 
+GONE = ("the nginx configuration was seen at analysis time, but its input folder is gone: the gateway's settings "
+        "are unknown")
 
-def read(out: Path) -> dict | None:
-    """``{"ports": [...], "listeners": {port: {directive: value}}, "set": {port: {directive, ...}}}`` of the
-    listeners the gateway's traffic went through, or None."""
+
+def servers(out: Path) -> tuple[dict[int, dict[str, str]], list[int], str | None]:
+    """(listeners by port, as the folder's nginx.conf files set them; the ports the gateway's traffic went
+    through, else all; why there are none, or None when none was in the folder). What diagnose's advice and
+    compare's settings both read."""
     files, meta = out / "files.parquet", out / "ingest.json"
     if not files.exists() or not meta.exists():
-        return None
+        return {}, [], None
     confs = pl.read_parquet(files, columns=["path", "format"]).filter(pl.col("format") == "nginx_conf")["path"]
+    if not confs.len():
+        return {}, [], None
     root = json.loads(meta.read_text(encoding="utf-8")).get("input")
-    if not confs.len() or not isinstance(root, str) or not Path(root).exists():
-        return None
-    servers: dict[int, dict[str, str]] = {}
+    if not isinstance(root, str) or not Path(root).exists():
+        return {}, [], GONE
+    found: dict[int, dict[str, str]] = {}
     for rel in sorted(confs.to_list()):
         p = Path(root) / rel if Path(root).is_dir() else Path(root)
         try:
             if p.stat().st_size <= nginx_conf.MAX_BYTES:
-                servers.update(nginx_conf.listeners(p.read_text(encoding="utf-8", errors="replace")))
+                found.update(nginx_conf.listeners(p.read_text(encoding="utf-8", errors="replace")))
         except OSError:
             continue
-    if not servers:
-        return None
-    ports = sorted(servers)
+    if not found:
+        return {}, [], "no listener found in the nginx configuration"
+    ports = sorted(found)
     ga = out / "gateway_attempts.parquet"
     if ga.exists():
         used = pl.read_parquet(ga, columns=["port"])["port"].drop_nulls().unique().to_list()
-        ports = sorted(int(p) for p in used if int(p) in servers) or ports
+        ports = sorted(int(p) for p in used if int(p) in found) or ports
+    return found, ports, None
+
+
+def read(out: Path) -> dict | None:
+    """``{"ports": [...], "listeners": {port: {directive: value}}, "set": {port: {directive, ...}}}`` of the
+    listeners the gateway's traffic went through, or None."""
+    found, ports, _ = servers(out)
+    if not found:
+        return None
     return {"ports": ports,
-            "listeners": {p: {d: servers[p].get(d, nginx_conf.DEFAULTS[d]) for d in nginx_conf.DIRECTIVES}
+            "listeners": {p: {d: found[p].get(d, nginx_conf.DEFAULTS[d]) for d in nginx_conf.DIRECTIVES}
                           for p in ports},
-            "set": {p: sorted(d for d in nginx_conf.DIRECTIVES if d in servers[p]) for p in ports}}
+            "set": {p: sorted(d for d in nginx_conf.DIRECTIVES if d in found[p]) for p in ports}}
 
 
 def retries_post(conf: dict | None) -> list[int] | None:

@@ -132,8 +132,8 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
 def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, str]:
     """Logical requests: the correlated table, else the client's, else vLLM's own Received lines."""
     cols = ["ts_start", "ts_end", "outcome", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens",
-            "phase", "concurrency", "client_attempts", "server_requests", "orphaned_executions",
-            "origin"]  # origin: which layer a row's latencies come from (histograms.request_source)
+            "phase", "concurrency", "client_attempts", "gateway_attempts", "server_requests", "orphaned_executions",
+            "status", "origin"]  # origin: which layer a row's latencies come from (histograms.request_source)
     req = read(out, "requests", tuple(cols), pl.col("ts_start").is_not_null(), rng)
     if req.height:
         return req.sort("ts_start"), "correlated"
@@ -148,6 +148,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         df = cr.with_columns(
             outcome.alias("outcome"),
             pl.col("attempts").alias("client_attempts"),
+            pl.lit(None, pl.Int64).alias("gateway_attempts"),
             pl.lit(None, pl.Int64).alias("server_requests"),
             pl.lit(None, pl.Int64).alias("orphaned_executions"),
             pl.lit("client").alias("origin"),
@@ -162,7 +163,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             pl.lit("unknown").alias("outcome"),  # an abort is the caller leaving: not an outcome vLLM can judge
             *[pl.lit(None, pl.Float64).alias(c) for c in ("ttft_s", "e2e_s")],
             *[pl.lit(None, pl.Int64).alias(c) for c in ("output_tokens", "concurrency", "client_attempts",
-                                                          "orphaned_executions")],
+                                                          "gateway_attempts", "orphaned_executions", "status")],
             pl.lit(None, pl.String).alias("phase"),
             pl.lit(1, pl.Int64).alias("server_requests"),
             pl.lit("server").alias("origin"),

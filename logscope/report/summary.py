@@ -54,6 +54,7 @@ def build(ld: Loaded, options: Any) -> dict:
         "episodes": episodes(ld),
         "findings": findings(ld),
         "retries": retries(ld),
+        "outcomes": clean(_dict(diag.get("traffic")).get("outcomes")),
         "ladder": ladder(ld),
         "capacity": clean(diag.get("capacity")),
         "cold_start": clean(diag.get("cold_start")),
@@ -232,6 +233,8 @@ def findings(ld: Loaded) -> list[dict]:
             "episode": r.get("episode_id") or r.get("episode"),
             "start": iso(r.get("start")),
             "end": iso(r.get("end")),
+            "failed_requests": r.get("failed_requests"),
+            "slowed_requests": r.get("slowed_requests"),
         }
         for r in rows
     ]
@@ -269,7 +272,11 @@ def retries(ld: Loaded) -> dict:
     # the one cancellation object (diagnose/cancellation.py); the boolean is its verdict, for old readers
     canc = _dict(_dict(ld.doc("diagnosis").get("traffic")).get("cancellation")) or None
     out["cancellation"] = clean(canc)
-    out["unfinished_requests"] = _dict(ld.doc("diagnosis").get("traffic")).get("unfinished")
+    traffic = _dict(ld.doc("diagnosis").get("traffic"))
+    out["unfinished_requests"] = traffic.get("unfinished")
+    # an amplification below 1 always with its reason (requests that never reached vLLM, a log that ends early)
+    below = _dict(traffic.get("amplification_below_1"))
+    out["amplification_note"] = below.get("text") if (out.get("amplification") or 1) < 1 else None
     out["cancellation_propagated"] = None if not canc or canc.get("verdict") is None else \
         canc["verdict"] == "propagated"
     return out

@@ -53,8 +53,13 @@ def _capacity(cap: dict) -> list[str]:
     kv, blocks, bs = cap.get("kv_tokens"), cap.get("gpu_blocks") or cap.get("cpu_blocks"), cap.get("block_size")
     if kv:
         size = f" = {fnum(blocks)} blocks × {fnum(bs)} tokens" if blocks and bs else ""
-        mem = f", {fnum(cap['kv_memory_gib'])} GiB" if cap.get("kv_memory_gib") else ""
-        out.append(f"KV cache: {fnum(kv)} tokens{size}{mem}.")
+        out.append(f"KV cache: {fnum(kv)} tokens{size}.")
+        if cap.get("kv_memory_gib"):
+            # vLLM logs the memory it may give the cache before a block override applies: not the cache's size
+            over = cap.get("num_gpu_blocks_override")
+            out.append(f"Memory budget vLLM logged for the KV cache: {fnum(cap['kv_memory_gib'])} GiB" + (
+                f" (the cache itself is smaller: --num-gpu-blocks-override {fnum(over)} fixed its block count)."
+                if over else "."))
     if cap.get("max_concurrency_startup") and cap.get("max_concurrency_tokens"):
         out.append(
             f"vLLM's own startup arithmetic: {fnum(cap['max_concurrency_startup'])} requests of "

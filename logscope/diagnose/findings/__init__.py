@@ -33,6 +33,7 @@ from .calm import _calm
 from .crash import _crash, _stall, _stops
 from .errors import _errors, _gateway
 from .events import _events
+from .impact import cost, measure
 from .ladder import _ladder
 from .latency import _cold, _slow_e2e, _slow_first_token
 from .pressure import _pressure
@@ -80,21 +81,40 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
     out += _stops(ctx, eps)
     out += _traffic(ctx, eps, traffic)
     if ladder is not None:
-        out.append(_ladder(ladder, ladder_rows))
+        out.append(_ladder_ranked(_ladder(ladder, ladder_rows), ladder, ladder_rows, out))
     out += _events(ctx)
     out += _gateway(ctx)
     out += _cold(ctx, cold, REPEATS)
     _one_sample(out, eps)
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap)
+    measure(ctx, out)
     order = {s: i for i, s in enumerate(SEVERITY)}
     kind = {k: i for i, k in enumerate(KIND_ORDER)}
     far = datetime.max
-    out.sort(key=lambda f: (order[f["severity"]], kind[f["kind"]],
+    # severity first (a death before anything), then what the callers felt (failed and slowed requests),
+    # then the kind whose change helps most, then time
+    out.sort(key=lambda f: (order[f["severity"]], -cost(f), kind[f["kind"]],
                             f["start"].replace(tzinfo=None) if f["start"] else far, f["title"]))
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
     return out
+
+
+def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -> dict:
+    """On a ladder, the pressure episodes are the steps above capacity: the boundary is what the run measured,
+    so its finding covers the steps that broke (from the first one to the end) and is as severe as the
+    worst pressure finding inside them; ranked by the same cost, it then leads them."""
+    nxt = ladder.get("broke_first_at_next_step")
+    if nxt is None:
+        return f
+    broke = [r for r in rows if r["step"] >= nxt["step"]]
+    f["start"], f["end"] = broke[0]["ts_start"], broke[-1]["ts_end"]
+    inside = [g["severity"] for g in found if g["kind"] == "pressure" and g["start"] is not None
+              and f["start"] is not None and f["end"] is not None and f["start"] <= g["start"] <= f["end"]]
+    if inside:
+        f["severity"] = min(inside, key=SEVERITY.index)
+    return f
 
 
 def _one_sample(out: list[dict], eps: list[dict]) -> None:

@@ -48,9 +48,13 @@ def _state(ep: dict) -> str:
 
 def _req(ep: dict) -> str:
     parts = []
-    if ep["arrival_rate_during"] is not None:
-        before, during = _n(ep["arrival_rate_before"], 2), _n(ep["arrival_rate_during"], 2)
-        parts.append(f"arrivals {before}/s before → {during}/s during")
+    # the class's reason may already give the rates (before, as it began, during, after): never two sets of
+    # arrival rates in one card
+    said = "/s before" in (ep.get("reason") or "") or "/s during" in (ep.get("reason") or "")
+    if ep["arrival_rate_during"] is not None and not said:
+        during = _n(ep["arrival_rate_during"], 2)
+        before = "no baseline" if ep["arrival_rate_before"] is None else f"{_n(ep['arrival_rate_before'], 2)}/s before"
+        parts.append(f"arrivals {before} → {during}/s during")
     if ep["ttft_p95"] is not None:
         parts.append(f"TTFT p95 {_n(ep['ttft_p95'], 2)} s")
     if ep["e2e_p95"] is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 from ... import clock
 from .. import gateway_config
 from ..context import Context
@@ -16,14 +18,17 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
     out = []
     amp = tr.get("amplification")
     retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
-    ep_r = next((e for e in eps if e["signal"] == "retries" or
-                 any(c["signal"] == "retries" for c in e["details"]["companions"])), None)
+    # retries stand out in time when an episode has them as its signal or a companion; the finding is then
+    # 'during' the episode where most retried requests were (not the first that has some)
+    stands_out = any(e["signal"] == "retries" or any(c["signal"] == "retries" for c in e["details"]["companions"])
+                     for e in eps)
     per_logical = (tr["client_attempts"] / tr["logical_requests"]) if tr.get("client_attempts") and \
         tr.get("logical_requests") else None
     # retries are a finding when they stand out in time (an episode), or when they multiply the work at the
     # server or at the client, whatever their timing (a regime of retries that lasts all day is no outlier)
-    if retries and (ep_r is not None or (amp or 0) >= ctx.th.amplification_high
+    if retries and (stands_out or (amp or 0) >= ctx.th.amplification_high
                     or (per_logical or 0) >= ctx.th.amplification_high):
+        ep_r = next((e for e in eps if e["signal"] == "retries"), None) or _busiest(ctx, eps, _retried())
         layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
         multi = len(layers) > 1
         made = f" ({_n(per_logical, 2)} per request)" if per_logical else ""
@@ -73,8 +78,8 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                       ep_r, kind="retries"))
     orph = tr.get("orphaned_executions")
     if orph and orph >= ctx.th.orphans_share * (tr.get("server_requests") or orph):
-        ep_o = next((e for e in eps if e["signal"] == "orphans" or
-                     any(c["signal"] == "orphans" for c in e["details"]["companions"])), None)
+        ep_o = next((e for e in eps if e["signal"] == "orphans"), None) or \
+            _busiest(ctx, eps, pl.col("orphaned_executions").fill_null(0) > 0)
         ev = f"{orph} server executions kept running after their caller gave up"
         if tr.get("orphan_s"):
             ev += f" ({tr['orphan_s']:.0f} s of generation for nobody)"
@@ -85,6 +90,32 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                       "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
                       _cancel_change(ctx), ep_o, kind="orphans"))
     return out
+
+
+def _retried() -> pl.Expr:
+    return (pl.col("client_attempts").fill_null(1) > 1) | (pl.col("gateway_attempts").fill_null(1) > 1)
+
+
+def _busiest(ctx: Context, eps: list[dict], which: pl.Expr) -> dict | None:
+    """The episode during which most of the requests ``which`` selects started (at least half of them), or
+    None: a run's retries or orphaned work are 'during E1' only where they mostly were, never because E1 is the
+    first episode that has some as a companion (a one-sample blip after the incident once took them)."""
+    if not eps:
+        return None
+    req = ctx.inputs.requests
+    if not req.height or "ts_start" not in req.columns:
+        return None
+    ts = req.filter(which)["ts_start"].drop_nulls()
+    if not ts.len():
+        return None
+    best, n_best = None, 0
+    for e in eps:
+        if e["class"] == "crash" or e["start"] is None:
+            continue
+        n = int(((ts >= e["start"]) & (ts <= (e["end"] or e["start"]))).sum())
+        if n > n_best:
+            best, n_best = e, n
+    return best if n_best * 2 >= ts.len() else None
 
 
 def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:

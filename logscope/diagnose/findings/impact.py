@@ -1,0 +1,72 @@
+"""What a finding cost the callers: requests that failed, and requests that succeeded above the SLO, in its
+time range. Findings of one severity are ranked by it (the reviewer reads first what the users felt), and the
+verdict's headline is the first finding's.
+
+Counted from the logical requests (one per caller's request, retries folded in): failed = ended in an error
+or a timeout; slowed = ended ok with TTFT or e2e above the SLO. A request counts for a finding when it was in
+flight during the finding's range. Run-level findings without a range (retries, orphaned work when no episode
+holds them) count the requests they are about. Where no request table exists, the cost is unknown (None),
+never zero.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..context import Context
+
+
+def measure(ctx: Context, found: list[dict]) -> None:
+    """Set ``failed_requests`` and ``slowed_requests`` on every finding of ``found``."""
+    req = ctx.inputs.requests
+    usable = req.height and {"ts_start", "outcome"} <= set(req.columns)
+    if not usable:
+        for f in found:
+            f["failed_requests"] = f["slowed_requests"] = None
+        return
+    failed = pl.col("outcome").is_in(["error", "timeout"])
+    late = pl.lit(False)
+    if "ttft_s" in req.columns:
+        late = late | (pl.col("ttft_s") > ctx.slo.ttft_s).fill_null(False)
+    if "e2e_s" in req.columns:
+        late = late | (pl.col("e2e_s") > ctx.slo.e2e_s).fill_null(False)
+    slowed = (pl.col("outcome") == "ok") & late
+    end = pl.col("ts_end").fill_null(pl.col("ts_start")) if "ts_end" in req.columns else pl.col("ts_start")
+    for f in found:
+        which = _about(f, req.columns)
+        if which is None and f.get("start") is not None:
+            lo, hi = f["start"], f.get("end") or f["start"]
+            which = (pl.col("ts_start") <= hi) & (end >= lo)
+        if which is None:
+            f["failed_requests"] = f["slowed_requests"] = None
+            continue
+        n_failed, n_slowed = req.select((which & failed).sum().alias("f"), (which & slowed).sum().alias("s")).row(0)
+        f["failed_requests"], f["slowed_requests"] = int(n_failed or 0), int(n_slowed or 0)
+
+
+def _about(f: dict, cols: list[str]) -> pl.Expr | None:
+    """The requests a run-level finding is about, when it has no time range of its own."""
+    if f.get("start") is not None:
+        return None
+    if f["kind"] == "retries" and "client_attempts" in cols:
+        more = pl.col("client_attempts").fill_null(1) > 1
+        if "gateway_attempts" in cols:
+            more = more | (pl.col("gateway_attempts").fill_null(1) > 1)
+        return more
+    if f["kind"] == "orphans" and "orphaned_executions" in cols:
+        return pl.col("orphaned_executions").fill_null(0) > 0
+    return None
+
+
+def cost(f: dict) -> int:
+    """The ranking's key within a severity: failed and slowed requests (unknown ranks after any known)."""
+    a, b = f.get("failed_requests"), f.get("slowed_requests")
+    return -1 if a is None and b is None else (a or 0) + (b or 0)
+
+
+def words(f: dict) -> str:
+    """'12 failed and 340 slowed requests' (what a finding's users felt), or '' when unknown."""
+    a, b = f.get("failed_requests"), f.get("slowed_requests")
+    if a is None and b is None:
+        return ""
+    return f"{a or 0:,} failed and {b or 0:,} slowed request{'s' if (b or 0) != 1 else ''}"
