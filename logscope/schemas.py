@@ -122,6 +122,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "prompt": (S, "prompt text, only with --include-prompts"),
         "line_no": (I, "1-based line number"),
         "seq": (I, "order within the source"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
     },
     "server_requests": {
         "request_id": (S, "request id as first logged (Received, else Added)"),
@@ -135,8 +136,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "max_tokens": (I, "requested max_tokens"),
         "prompt_tokens": (I, "prompt length in tokens when logged"),
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
-        "endpoint": (S, "completion | chat | tokenize | embedding | other, from the id prefix"),
+        "endpoint": (S, "completion | chat | tokenize | embedding | other, from the id prefix (vLLM); null for "
+                        "SGLang, whose ids carry none"),
         "prompt": (S, "prompt text, only with --include-prompts"),
+        "engine_kind": (S, "serving engine that logged the request: 'vllm' or 'sglang'"),
     },
     "server_metrics": {
         "ts": (TS, "sample time (UTC)"),
