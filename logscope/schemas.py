@@ -376,7 +376,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     "ladder": {
         "step": (I, "1-based step"),
         "concurrency": (F, "concurrency (or request rate) of the step"),
-        "mode": (S, "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts)"),
+        "mode": (S, "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts: the client's, else the gateway's, else the server's requests, else its running + waiting)"),
         "ts_start": (TS, "step start"),
         "ts_end": (TS, "step end"),
         "cold": (B, "step overlaps the cold start after a server start"),
