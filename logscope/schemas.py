@@ -122,6 +122,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "prompt": (S, "prompt text, only with --include-prompts"),
         "line_no": (I, "1-based line number"),
         "seq": (I, "order within the source"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
     },
     "server_requests": {
         "request_id": (S, "request id as first logged (Received, else Added)"),
@@ -135,8 +136,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "max_tokens": (I, "requested max_tokens"),
         "prompt_tokens": (I, "prompt length in tokens when logged"),
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
-        "endpoint": (S, "completion | chat | tokenize | embedding | other, from the id prefix"),
+        "endpoint": (S, "completion | chat | tokenize | embedding | other, from the id prefix (vLLM); null for "
+                        "SGLang, whose ids carry none"),
         "prompt": (S, "prompt text, only with --include-prompts"),
+        "engine_kind": (S, "serving engine that logged the request: 'vllm' or 'sglang'"),
     },
     "server_metrics": {
         "ts": (TS, "sample time (UTC)"),
@@ -377,7 +380,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     "ladder": {
         "step": (I, "1-based step"),
         "concurrency": (F, "concurrency (or request rate) of the step"),
-        "mode": (S, "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts)"),
+        "mode": (S, "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts: the client's, else the gateway's, else the server's requests, else its running + waiting)"),
         "ts_start": (TS, "step start"),
         "ts_end": (TS, "step end"),
         "cold": (B, "step overlaps the cold start after a server start"),

@@ -7,6 +7,13 @@ Upstream: https://prometheus.io/docs/instrumenting/exposition_formats/ (text for
 (``# EOF``, timestamps in seconds) is read too. A plain ``curl /metrics`` has no timestamps: the
 samples are placed at the file's modification time. Several concatenated scrapes (a series seen
 again) cannot be told apart in time then, which is said in the file's messages.
+
+A scrape loop (``while true; do echo "# scrape_ts=$(date +%s.%3N) iso=$(date -Iseconds)"; curl /metrics; done``,
+the lab's ``scrape_metrics.sh``) writes a comment before each scrape: ``# scrape_ts=<epoch s>`` (or
+``# scrape_ts <epoch s | ISO 8601>``, or only ``iso=<ISO 8601>``) stamps the samples that follow it. A scrape
+after another with no comment between (a series seen again since the comment: a curl appended by hand) has
+no time: its samples are kept with a null ts, and the file's messages count them; ``# scrape_failed`` lines
+(the loop's curl got nothing) are counted too.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from .base import ChunkResult, ParseContext
 
 NAME = "prometheus_text"
 KIND = "metrics"
-DESCRIPTION = "Prometheus / OpenMetrics exposition text (curl /metrics, /federate), with or without timestamps"
+DESCRIPTION = ("Prometheus / OpenMetrics exposition text (curl /metrics, /federate), with or without timestamps, "
+               "scrape loops with '# scrape_ts' comments")
 MODE = "lines"
 SAMPLES = [
     "# HELP vllm:num_requests_running Number of requests in model execution batches.",
@@ -38,6 +46,12 @@ _COMMENT = r"^#"  # HELP, TYPE, UNIT, EOF and free comments all belong to the fo
 _META = r"^#[ \t]+(?:HELP|TYPE)[ \t]+" + _NAME + r"(?:[ \t]|$)"
 _BRACED = r"^" + _NAME + r"\{"
 _MS_FLOOR = 1e11  # a timestamp above this is in milliseconds (text 0.0.4), below in seconds (OpenMetrics)
+# a scrape loop's comment before each scrape: '# scrape_ts=1796213200.892 iso=2026-12-02T12:06:40+00:00'
+_ISO = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
+_STAMP = (r"^#[ \t]*scrape_ts(?:[ \t]*[=:][ \t]*|[ \t]+)(?:(?P<epoch>[0-9]+(?:\.[0-9]+)?)(?:[ \t]|$)|(?P<iso1>"
+          + _ISO + r"))?")
+_STAMP_ISO = r"\biso=(" + _ISO + r")"
+_FAILED = r"^#[ \t]*scrape_failed\b"
 
 
 def detect(head: list[str]) -> float:
@@ -56,13 +70,21 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     parts = lines.select(
         line.str.extract_groups(_SAMPLE).alias("g"),
         (line.str.contains(_COMMENT) | (line.str.strip_chars() == "")).alias("_other"),
+        _stamp_expr(line).alias("_stamp"),
+        line.str.contains(_STAMP).alias("_is_stamp"),
+        line.str.contains(_FAILED).alias("_failed"),
     ).unnest("g")
     is_sample = parts["value"].is_not_null()
+    state["failed"] = state.get("failed", 0) + int(parts["_failed"].sum())
+    parts = _segments(parts, state)
     df = parts.filter(is_sample).with_columns(
         _prom.pairs_expr(pl.col("labels").fill_null("")).alias("_pairs"),
         (pl.col("name") + "{" + pl.col("labels").fill_null("") + "}").alias("_key"),
     )
-    df = _scrape_index(df, state)
+    df = _unstamped(df, state)
+    df = pl.concat([_scrape_index(df.filter(pl.col("_seg") == 0), state),
+                    df.filter(pl.col("_seg") > 0).with_columns(pl.lit(0, dtype=pl.Int64).alias("_scrape"))],
+                   how="diagonal").sort("_row")
     ts, res = _timestamps(df, ctx, state)
     out = df.select(
         ts.alias("ts"),
@@ -75,6 +97,70 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     res.tables["server_metrics"] = _prom.metrics_frame(out, ctx)
     res.messages += _prom.nan_messages(out)
     return res
+
+
+def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    """What a scrape loop's file counted: scrapes with no time of their own, failed scrapes."""
+    msgs = []
+    if state.get("unstamped"):
+        msgs.append(f"{state['unstamped']} scrape(s) without a '# scrape_ts' comment of their own (a series seen "
+                    "again after the last comment): their samples are kept with a null ts")
+    if state.get("failed"):
+        msgs.append(f"{state['failed']} scrape(s) failed ('# scrape_failed': the loop's curl got no answer)")
+    return ChunkResult(messages=msgs) if msgs else None
+
+
+def _stamp_expr(line: pl.Expr) -> pl.Expr:
+    """The time a '# scrape_ts' comment gives: its epoch seconds (milliseconds past 1e11), else its ISO time."""
+    g = line.str.extract_groups(_STAMP)
+    epoch = g.struct.field("epoch").cast(pl.Float64, strict=False)
+    iso = pl.coalesce(g.struct.field("iso1"), line.str.extract(_STAMP_ISO))
+    iso_ts = iso.str.replace("Z$", "+00:00").str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False,
+                                                            time_unit="us").dt.convert_time_zone("UTC")
+    by_epoch = pl.when(epoch >= _MS_FLOOR).then(_prom.epoch_s_to_ts(epoch / 1000)).otherwise(_prom.epoch_s_to_ts(epoch))
+    return pl.when(line.str.contains(_STAMP)).then(pl.coalesce(by_epoch, iso_ts.cast(_prom.TS)))
+
+
+def _segments(parts: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """Each line's scrape-loop segment (0: before the stream's first '# scrape_ts' comment; k: after the k-th)
+    and the time of that comment (null when it gives none it can read), carried across chunks."""
+    seg0, last = state.get("seg", 0), state.get("stamp")
+    parts = parts.with_columns((pl.col("_is_stamp").cum_sum().cast(pl.Int64) + seg0).alias("_seg"),
+                               pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"))
+    parts = parts.with_columns(  # a segment's first line is its comment, but the one going on from the last chunk
+        pl.when(pl.col("_seg") == seg0).then(pl.lit(last, dtype=_prom.TS))
+        .otherwise(pl.col("_stamp").first().over("_seg")).alias("_stamp"))
+    if parts.height:
+        state["seg"], state["stamp"] = int(parts["_seg"][-1]), parts["_stamp"][-1]
+    return parts
+
+
+def _unstamped(df: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """``_bare``: the sample belongs to a scrape with no comment of its own, i.e. at or after the first series seen
+    twice in its segment (a scrape prints its series in one order: the next one starts with the first again)."""
+    seen: pl.DataFrame = state.get("seg_seen", pl.DataFrame(schema={"_seg": pl.Int64, "_key": pl.String}))
+    carried = int(seen["_seg"][0]) if seen.height else -1  # the segment going on from the last chunk
+    broken = state.get("seg_broken") == carried  # it is already past its first scrape
+    again = pl.col("_key").is_in(seen["_key"].implode()) & (pl.col("_seg") == carried)
+    occ = pl.int_range(pl.len(), dtype=pl.Int64).over("_seg", "_key") + again.cast(pl.Int64)
+    first_key = (pl.when(pl.col("_seg") == carried).then(pl.lit(state.get("seg_first")))
+                 .otherwise(pl.col("_key").first().over("_seg")))
+    df = df.with_columns(occ.alias("_occ"), first_key.alias("_first_key"))
+    first_dup = pl.col("_row").filter(pl.col("_occ") > 0).min().over("_seg")
+    bare = (pl.col("_seg") > 0) & ((pl.col("_row") >= first_dup).fill_null(False)
+                                   | ((pl.col("_seg") == carried) & broken))
+    df = df.with_columns(bare.alias("_bare"))
+    # each scrape with no comment starts again with its segment's first series
+    state["unstamped"] = state.get("unstamped", 0) + df.filter(
+        pl.col("_bare") & (pl.col("_key") == pl.col("_first_key"))).height
+    if df.height:
+        last = int(df["_seg"][-1])
+        mine = df.filter(pl.col("_seg") == last)
+        state["seg_broken"] = last if bool(mine["_bare"].any()) or (last == carried and broken) else None
+        state["seg_first"] = mine["_first_key"][0]
+        keep = mine.select("_seg", "_key")
+        state["seg_seen"] = pl.concat([seen, keep]).unique() if last == carried else keep.unique()
+    return df.drop("_occ", "_first_key")
 
 
 def _scrape_index(df: pl.DataFrame, state: dict) -> pl.DataFrame:
@@ -93,6 +179,12 @@ def _timestamps(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Ex
     res = ChunkResult()
     raw = pl.col("ts").cast(pl.Float64)
     stamped = pl.when(raw.abs() >= _MS_FLOOR).then(_prom.epoch_s_to_ts(raw / 1000)).otherwise(_prom.epoch_s_to_ts(raw))
+    if bool((df["_seg"] > 0).any()):  # a scrape loop's file: a sample's own time, else its comment's, else none
+        res.assumptions.append("samples without timestamp placed at the time of the '# scrape_ts' comment before "
+                               "them")
+        stamped = pl.when(pl.col("ts").is_not_null()).then(stamped).when(pl.col("_seg") > 0).then(
+            pl.when(~pl.col("_bare")).then(pl.col("_stamp")))
+        df = df.filter(pl.col("_seg") == 0)
     n_bare = df.filter(pl.col("ts").is_null()).height
     if df.height and n_bare < df.height:
         res.assumptions.append("sample timestamps above 1e11 read as epoch milliseconds (text format), below as seconds (OpenMetrics)")
@@ -112,4 +204,4 @@ def _timestamps(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Ex
             "keep the last scrape"
         )
     mtime = pl.lit(ctx.file_mtime).cast(_prom.TS)
-    return pl.when(pl.col("ts").is_null()).then(mtime).otherwise(stamped), res
+    return pl.when(pl.col("ts").is_null() & (pl.col("_seg") == 0)).then(mtime).otherwise(stamped), res

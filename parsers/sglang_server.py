@@ -1,4 +1,5 @@
-"""SGLang server log (stdout/stderr of ``python -m sglang.launch_server``) -> server_stats, server_events.
+"""SGLang server log (stdout/stderr of ``python -m sglang.launch_server``) -> server_stats, server_events,
+server_request_events.
 
 Sample (tests/data/sglang/10053-prefill-decode-access.log, https://github.com/sgl-project/sglang/issues/10053)::
 
@@ -16,7 +17,8 @@ Mapped onto the vLLM tables so that episodes, the ladder and the findings read i
 running, '#queue-req' waiting, 'token usage' the KV usage (the pool's used share, as vLLM's 'GPU KV cache usage'),
 'gen throughput (token/s)' gen_tps, a retraction ('KV cache pool is full. Retract requests.') is SGLang's
 preemption (an event, and the retracted requests counted into the next stats row's ``preemptions``). Every row
-says ``engine_kind`` 'sglang'; ``engine`` holds the rank prefix ('TP0', 'DP1 TP0').
+says ``engine_kind`` 'sglang'; ``engine`` holds the rank prefix ('TP0', 'DP1 TP0'). The request lines of
+``--log-requests`` ('Receive: obj=...', 'Finish: obj=..., out=...') are read by ``_sglang_requests.py``.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import ascii_classes, local_to_utc
+from ._sglang_requests import REQUEST_LINE, requests
 from .base import ChunkResult, ParseContext
 
 NAME = "sglang_server"
 KIND = "server"
 MODE = "lines"
-DESCRIPTION = "SGLang server log: prefill/decode stats lines, retractions, scheduler deaths and watchdog, uvicorn"
+DESCRIPTION = ("SGLang server log: prefill/decode stats lines, retractions, scheduler deaths and watchdog, uvicorn, "
+               "request lines (--log-requests)")
 SAMPLES = [
     "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
     "[2025-10-22 20:23:08] Prefill batch. #new-seq: 9, #new-token: 8192, #cached-token: 27, token usage: 0.00, #running-req: 0, #queue-req: 114, ",
@@ -39,18 +43,30 @@ SAMPLES = [
     "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 646, #new_token_ratio: 0.0980 -> 0.3487",
     '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     "[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+    # 'Receive' of --log-requests (tests/data/sglang/4045-receive-request-line.log)
+    ('[2025-03-03 17:53:04] Receive: obj=GenerateReqInput(text=None, input_ids=[151646, 198, 5405, 1614, 2'
+     '5, 5538, 25713, 3795, 16, 25, 18, 17, 65, 198, 5405, 2400, 25, 220, 17, 15, 17, 20, 12, 15, 18, 12, '
+     '15, 18, 51, 15, 24, 25, 20, 18, 25, 16, 24, 13, 23, 21, 16, 57, 271, 2610, 525, 264, 10950, 17847, 1'
+     '3, 151644, 100633, 47815, 101562, 107380, 82894, 101437, 100968, 3837, 104719, 101914, 102513, 10037'
+     "1, 11319, 151645], input_embeds=None, image_data=None, sampling_params={'temperature': 0.1, 'max_new"
+     "_tokens': None, 'min_new_tokens': 0, 'stop': None, 'stop_token_ids': None, 'top_p': 0.9, 'top_k': -1"
+     ", 'min_p': 0.0, 'presence_penalty': 0.0, 'frequency_penalty': 0.0, 'repetition_penalty': 1.0, 'regex"
+     "': None, 'ebnf': None, 'n': 1, 'no_stop_trim': False, 'ignore_eos': False, 'skip_special_tokens': Tr"
+     "ue}, rid='ced00776101841e180bf04c8dbdc4ec2', return_logprob=False, logprob_start_len=-1, top_logprob"
+     's_num=0, return_text_in_logprobs=True, stream=True, log_metrics=True, modalities=[], lora_path=None,'
+     ' session_params=None, custom_logit_processor=None)'),
 ]
 
-# '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/... with numbers
+# '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/ATTN_CP/... with numbers
 _HEAD = ascii_classes(
     r"^\[?(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,6}))?"
-    r"(?P<rank>(?: [A-Z]{1,6}\d+)*)\] ?"
+    r"(?P<rank>(?: [A-Z][A-Z_]{0,9}\d+)*)\] ?"
 )
-_HEAD_SPAN = ascii_classes(r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z]{1,6}\d+)*\] ?")
+_HEAD_SPAN = ascii_classes(r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z][A-Z_]{0,9}\d+)*\] ?")
 _KNOWN = (r"^(?:Prefill batch|Decode batch)[.,\[ ]|^KV cache pool is full\. Retract requests|hit an exception: "
           r"|[Ww]atchdog timeout \(self\.watchdog_timeout|^Received sigquit from a child proces"
           r"|^server_args=ServerArgs\(|^Load weight (?:begin|end)|^KV Cache is allocated|^Memory pool end"
-          r"|^The server is fired up and ready to roll")
+          r"|^The server is fired up and ready to roll|^(?:Receive|Finish): obj=")
 _TB = ascii_classes(r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|\^+$)")
 _ACCESS = ascii_classes(
     r'^(?:INFO|WARNING|ERROR):\s+(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
@@ -76,6 +92,7 @@ def detect(head: list[str]) -> float:
     hdr = s.str.contains(_HEAD_SPAN)
     body = s.str.replace(_HEAD_SPAN, "")
     known = hdr & body.str.contains(_KNOWN)
+    hdr = hdr | s.str.contains(REQUEST_LINE)  # some versions print request lines without the header
     tb = ~hdr & s.str.contains(_TB)
     if not bool(known.any()):
         return 0.0  # '[date time] message' alone is any python logging config
@@ -90,6 +107,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     df = _rows(lines, ctx, state)
     stats = _stats(df, ctx, state)
     access = _access(df, ctx)
+    reqs = requests(df, ctx)
     carry = state.pop("carry", None)
     frame = pl.concat([carry, df], how="vertical_relaxed") if carry is not None else df
     if frame.height:  # the last record may go on in the next chunk
@@ -98,7 +116,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         frame = frame.filter(pl.col("rec") != last)
     events = _events(frame, ctx)
     ev = [e for e in (access, events) if e.height]
-    tables = {"server_stats": stats,
+    tables = {"server_stats": stats, "server_request_events": reqs,
               "server_events": pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()}
     # a line is recognised when it is SGLang's (its header), or a line of a record one opened (its traceback),
     # or, before the first header, traceback-shaped (a paste starting mid-traceback)
@@ -136,8 +154,10 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     df = df.with_columns(
         local_to_utc(naive, ctx.tz).cast(TS).alias("ts_own"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-        # a header starts a record; raw lines (tracebacks) go on with the open one (0: none opened yet)
-        (pl.col("hdr").is_not_null().cum_sum().cast(pl.Int64) + rec0).alias("rec"),
+        # a header, or a request line printed without one, starts a record; raw lines (tracebacks) go on with
+        # the open one (0: none opened yet)
+        ((pl.col("hdr").is_not_null() | pl.col("msg").str.contains(REQUEST_LINE)).cum_sum().cast(pl.Int64) + rec0)
+        .alias("rec"),
     )
     df = df.with_columns(
         pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
@@ -225,6 +245,8 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     kind = pl.lit(None, dtype=pl.String)
     for name, col, pat in reversed(_KIND_RULES):
         kind = pl.when(pl.col(col).str.contains(ascii_classes(pat))).then(pl.lit(name)).otherwise(kind)
+    # a request line is no event, whatever its prompt or output says ('out of memory', a traceback)
+    kind = pl.when(pl.col("message").str.contains(REQUEST_LINE)).then(None).otherwise(kind)
     g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
     if g.height == 0:
         return pl.DataFrame()

@@ -160,7 +160,7 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
-    for name in ("server_stats", "server_events"):  # the engine beside SGLang's rows (parsers/sglang_server.py)
+    for name in ("server_stats", "server_events", "server_request_events"):  # the engine beside SGLang's rows (parsers/sglang_server.py)
         if name in tables and tables[name].height:
             tables[name] = tables[name].with_columns(pl.lit("vllm").alias("engine_kind"))
     return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)),

@@ -204,6 +204,62 @@ def test_ladder_without_client_logs(tmp_path):
     assert "5–7.5 s" in html and "metrics histogram" in html
 
 
+LAB_NOTES = ("manifest.json", "truth.json", "events.jsonl", "commands.log")
+
+
+def _analyse_without(tmp_path: Path, run: str, *left_out: str) -> dict:
+    from logscope.api import AnalyzeOptions, analyze
+
+    src = tmp_path / "in"
+    shutil.copytree(need(LAB / run), src, ignore=shutil.ignore_patterns(*left_out, *LAB_NOTES))
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    return json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+
+
+def test_ladder_from_the_server_log_and_metrics_alone(tmp_path):
+    """The done-means check of #26: v0-ladder without its client's files and without the gateway's. The steps
+    come from the server's own running + waiting (a closed loop of c clients keeps c requests there), each
+    step's TTFT p95 from vllm:time_to_first_token_seconds, named so, within one bucket of the client's where
+    the SLO is decided (below, its HTTP overhead: CLIENT_OVERHEAD_S)."""
+    diag = _analyse_without(tmp_path, "v0-ladder", "client-*", "nginx-*")
+    lad = diag["ladder"]
+    steps = lad["steps"]
+    assert lad["source"] == "inflight" and [s["concurrency"] for s in steps] == [2, 8, 16, 32]
+    client = _client_p95("v0-ladder")
+    bounds = _load(tmp_path / "h", "v0-ladder").by[(TTFT, INSTANCE)].bounds
+    for s, c in zip(steps, client, strict=True):
+        assert s["ttft_source"] == "metrics histogram" and "ttft_p95_gateway" not in s
+        assert s["ttft_p95_bucket_lo"] < s["ttft_p95"] <= s["ttft_p95_bucket_hi"]
+        near = abs(_bucket_index(bounds, s["ttft_p95"]) - _bucket_index(bounds, c)) <= 1
+        assert near or abs(s["ttft_p95"] - c) <= CLIENT_OVERHEAD_S, (s["step"], s["ttft_p95"], c)
+    # c=16, c=32: the client's 1.59 s and 6.19 s in the histogram's buckets; the same verdict as with the client
+    assert [s["ttft_p95_bucket"] for s in steps[2:]] == ["1–2.5 s", "5–7.5 s"]
+    # no request record at all: no success share, so no step 'met'; c=32 missed on its TTFT bucket alone
+    assert [s["slo_status"] for s in steps] == ["unknown", "unknown", "unknown", "missed"]
+    assert all("success_share" in s["missing_figures"] for s in steps[:3])
+    assert "TTFT p95 in 5–7.5 s (metrics histogram)" in steps[3]["broke"]
+
+
+def test_v1_ladder_without_bench_names_each_figure_source(tmp_path):
+    """The V1 ladder's Prometheus kept no TTFT buckets (only _sum and _count): no quantile can be had from it.
+    Without the bench files the only per-request TTFT is nginx's upstream header time: named 'gateway', with
+    the note that it is no TTFT, never judged against the SLO. Without nginx either, no step has a TTFT p95
+    (its source is none, the step 'unknown'); the histogram's exact mean stays beside it."""
+    diag = _analyse_without(tmp_path / "a", "ladder", "bench")
+    steps = diag["ladder"]["steps"]
+    assert steps and all(s["ttft_source"] == "gateway" and s["ttft_note"] == from_histograms.GATEWAY_TTFT_NOTE
+                         for s in steps)
+    assert all(s["slo_status"] != "met" and "ttft_p95" in s["missing_figures"] for s in steps)
+    diag = _analyse_without(tmp_path / "b", "ladder", "bench", "nginx-*")
+    steps = diag["ladder"]["steps"]
+    assert [s["concurrency"] for s in steps][-4:] == [8, 16, 32, 64]  # from running + waiting
+    assert all(s["ttft_source"] is None and s["ttft_p95"] is None and s["slo_status"] == "unknown" for s in steps)
+    # bench's mean TTFT at c=32 and c=64: 2.42 s and 8.08 s; the histogram's over the detected steps
+    means = [s["metrics_histograms"]["ttft"]["mean"] for s in steps[-2:]]
+    assert [s["metrics_histograms"]["ttft"]["p95"] for s in steps[-2:]] == [None, None]
+    assert 2.0 < means[0] < 2.6 and 7.0 < means[1] < 8.2
+
+
 def test_with_client_logs_the_client_figures_stay(tmp_path):
     from logscope.api import AnalyzeOptions, analyze
 

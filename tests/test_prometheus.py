@@ -76,6 +76,7 @@ def test_own_examples_detected():
         ("curl-metrics-1scrape.txt", "prometheus_text"),
         ("curl-metrics-2scrapes.txt", "prometheus_text"),
         ("federate-2scrapes.txt", "prometheus_text"),
+        ("scrape-loop-metrics.prom.log", "prometheus_text"),
         ("query_range-error.json", "prometheus_query_range"),
         ("README.md", None),
         ("exporter.py", None),
@@ -219,6 +220,41 @@ def test_text_end_to_end(tmp_path):
     assert s.height == 1 and s["running"].to_list() == [8] and s["kv_usage"].to_list() == [1.0]
     msgs = res.files.filter(pl.col("format") == "prometheus_text")["messages"][0]
     assert any("cannot be" in x for x in msgs)
+
+
+LOOP = "scrape-loop-metrics.prom.log"
+LOOP_TIMES = [datetime.fromtimestamp(t, UTC) for t in (1796213202.936, 1796213204.983, 1796213207.023,
+                                                        1796213209.059, 1796213211.126, 1796213213.155, 1796213215.190)]
+
+
+@pytest.mark.parametrize("cuts", [[], [25, 35], [31]])  # whole, and chunks cut inside the hand-made curl
+def test_text_scrape_loop_comments_stamp_each_scrape(cuts):
+    # grep -n '^#' scrape-loop-metrics.prom.log: 9 '# scrape_ts=<epoch> iso=...' comments, 2 '# scrape_failed';
+    # lines 30-42 are a curl appended by hand (no comment) inside the 12:06:47 scrape's segment
+    lines = _lines(PROM / LOOP)
+    ctx = ParseContext(source=LOOP, replica="exp", file_mtime=MTIME)
+    state: dict = {}
+    bounds = [0, *cuts, lines.height]
+    res = [prometheus_text.parse_chunk(lines[a:b], ctx, state) for a, b in zip(bounds, bounds[1:], strict=False)]
+    m = pl.concat([r.tables["server_metrics"] for r in res])
+    assert sum(int(r.recognized.sum()) for r in res) == 80  # wc -l
+    # 7 scrapes answered, 8 series each, at their comment's epoch time; the hand-made curl's 13 samples: no time
+    assert dict(m.group_by("ts").len().iter_rows()) == {**{t: 8 for t in LOOP_TIMES}, None: 13}
+    assert m.filter(pl.col("ts").is_null() & (pl.col("name") == "vllm:num_requests_running"))["value"].to_list() == [6.0]
+    end = prometheus_text.finish(ctx, state)
+    assert end.messages[0].startswith("1 scrape(s) without a '# scrape_ts' comment")
+    assert end.messages[1].startswith("2 scrape(s) failed")
+
+
+def test_text_scrape_loop_end_to_end(tmp_path):
+    res = ingest_files(tmp_path, PROM / LOOP)
+    s = _derived(res.out_dir)
+    # one stats row per stamped scrape (before: every sample at the file's mtime, one row)
+    assert s["ts"].to_list() == LOOP_TIMES
+    # grep num_requests_running / num_preemptions_total: running 0,2,4,6,8,8,8; the total 0,0,0,0,1,6,15
+    assert s["running"].to_list() == [0, 2, 4, 6, 8, 8, 8] and s["preemptions"].to_list() == [None, 0, 0, 0, 1, 5, 9]
+    f = res.files.filter(pl.col("format") == "prometheus_text").row(0, named=True)
+    assert f["lines_unrecognized"] == 0 and len(f["messages"]) == 2
 
 
 def _truth(run: str) -> dict:

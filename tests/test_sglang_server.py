@@ -11,10 +11,13 @@ from conftest import DATA, ingest_files
 SG = DATA / "sglang"
 
 
-def _read(tmp_path, name):
-    res = ingest_files(tmp_path, SG / name)
+TABLES = ("files", "server_stats", "server_events", "server_request_events", "server_requests")
+
+
+def _read(tmp_path, name, **opts):
+    res = ingest_files(tmp_path, SG / name, **opts)
     out = res.out_dir
-    return {t: pl.read_parquet(out / f"{t}.parquet") for t in ("files", "server_stats", "server_events")}
+    return {t: pl.read_parquet(out / f"{t}.parquet") for t in TABLES}
 
 
 def test_detected_as_sglang_and_not_vllm():
@@ -72,3 +75,55 @@ def test_deaths(tmp_path):
     assert t["files"]["lines_unrecognized"].sum() == 0
     ev = _read(tmp_path / "c", "8864-startup-sigquit-scheduler-exception.log")["server_events"]
     assert ev["kind"].to_list() == ["engine_dead", "engine_dead"]
+
+
+def test_receive_line_is_a_request(tmp_path):
+    # SGLang 0.4.3, an OpenAI chat request (text=None: the chat template's ids only), rid last
+    t = _read(tmp_path, "4045-receive-request-line.log")
+    sr = t["server_requests"]
+    assert sr.height == 1
+    r = sr.row(0, named=True)
+    assert r["request_id"] == "ced00776101841e180bf04c8dbdc4ec2" and r["engine_kind"] == "sglang"
+    assert str(r["received_ts"]) == "2025-03-03 17:53:04+00:00"
+    assert r["prompt_tokens"] == 64  # len(input_ids); its Prefill line said #new-token 63 + #cached-token 1
+    assert r["max_tokens"] is None  # 'max_new_tokens': None
+    assert r["endpoint"] is None and r["prompt"] is None
+    ev = t["server_request_events"].row(0, named=True)
+    assert (ev["n"], ev["temperature"], ev["ignore_eos"]) == (1, 0.1, False)
+    assert t["server_events"]["kind"].to_list() == ["http_access"]
+    assert t["files"]["lines_unrecognized"].sum() == 0
+
+
+def test_finish_line_without_header_aborted(tmp_path):
+    # SGLang 0.5.10 printed it without the '[date time]' header: its own epoch times place it; an 'abort'
+    # finish (the server's running timeout) is an aborted request, received e2e_latency before
+    t = _read(tmp_path, "25887-finish-abort-headerless.log")
+    r = t["server_requests"].row(0, named=True)
+    assert t["server_requests"].height == 1 and r["request_id"] == "bf890d9ca8ce4008bef7ef25d97f8fba"
+    assert r["aborted_ts"].timestamp() == 1779264164.565102 and r["finished_ts"] is None
+    assert abs(r["received_ts"].timestamp() - 1779262962.6408873) < 1e-5  # meta_info's request_received_ts
+    assert (r["max_tokens"], r["prompt_tokens"]) == (32000, 32472)
+    # the ranks prefix with an underscore (ATTN_CP7) is a header: 9 stats rows, the death after
+    assert t["server_stats"].height == 9 and "PP0 ATTN_CP7 TP7" in t["server_stats"]["engine"].to_list()
+    assert t["server_events"]["kind"].to_list() == ["http_access", "engine_dead"]
+    assert t["files"]["lines_unrecognized"].sum() == 0
+
+
+def _with_prompt(tmp_path, prompt: str):
+    """The real 4045 line with its text field as SGLang prints a prompt (repr)."""
+    line = (SG / "4045-receive-request-line.log").read_text().splitlines()[1]
+    f = tmp_path / "sglang-prompt.log"
+    f.write_text(line.replace("text=None", f"text={prompt!r}") + "\n")
+    return f
+
+
+def test_prompt_is_never_read_as_fields_nor_copied(tmp_path):
+    prompt = "rid='spoof', 'max_new_tokens': 7, CUDA out of memory Traceback (most recent call last)"
+    f = _with_prompt(tmp_path, prompt)
+    for sub, opts in (("a", {}), ("b", {"include_prompts": True})):
+        res = ingest_files(tmp_path / sub, f, **opts)
+        sr = pl.read_parquet(res.out_dir / "server_requests.parquet")
+        assert sr["request_id"].to_list() == ["ced00776101841e180bf04c8dbdc4ec2"]
+        assert sr["max_tokens"].to_list() == [None] and sr["prompt_tokens"].to_list() == [64]
+        assert pl.read_parquet(res.out_dir / "server_events.parquet").height == 0  # no OOM, no traceback
+        assert sr["prompt"].to_list() == ([None] if not opts else [prompt])

@@ -58,10 +58,12 @@ def _climb(rows: list[dict], min_steps: int) -> list[dict]:
 PLATEAU_BINS_PER_OCTAVE = 8  # in-flight levels within ~4.5 % of each other are one level
 PLATEAU_MERGE_RATIO = 1.15  # neighbouring plateaus closer than this are one step
 STEP_RATIO = 1.25  # each detected step must hold at least this much more in flight than the previous one
+STATS_HOLD_S = 15.0  # a stats sample stands for the windows after it up to this long (vLLM logs every 5-10 s)
 
 
 def _inflight_steps(ctx: Context) -> list[dict]:
-    """Plateaus of the client's (else the gateway's, else the server's) in-flight count.
+    """Plateaus of the client's (else the gateway's, else the server's request lines', else its running +
+    waiting) in-flight count.
 
     A closed-loop load generator holds exactly c requests in flight, so its steps are flat; an open-loop
     overload makes the count ramp up as latency grows, which gives no plateau long enough to be a step.
@@ -69,11 +71,17 @@ def _inflight_steps(ctx: Context) -> list[dict]:
     w = ctx.inputs.windows
     if w.height == 0:
         return []
-    col = next((c for c in ("inflight_client", "inflight_gateway", "inflight_server", "running_mean")
+    ws = ctx.inputs.window_s
+    # the server's own count when no request log gives one: running + waiting (a closed loop of c clients keeps
+    # c requests at the server, queued or not: V0 lab ladder at c=32, 15-19 running + 8-18 waiting), each stats
+    # sample holding for the windows until the next (stats lines come every 5-10 s, windows are shorter)
+    fill = max(1, math.ceil(STATS_HOLD_S / ws)) if ws else 1
+    w = w.with_columns((pl.col("running_mean") + pl.col("waiting_mean").fill_null(0)).forward_fill(limit=fill)
+                       .alias("server_load"))
+    col = next((c for c in ("inflight_client", "inflight_gateway", "inflight_server", "server_load")
                 if w[c].null_count() < w.height and (w[c].fill_null(0) > 0).any()), None)
     if col is None:
         return []
-    ws = ctx.inputs.window_s
     d = w.select("ts", pl.col(col).fill_null(0).alias("v")).with_columns(
         pl.col("v").rolling_median(3, min_samples=1, center=True).alias("v"))
     d = d.with_columns(

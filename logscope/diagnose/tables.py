@@ -88,6 +88,8 @@ class Inputs:
     gateway_errors: pl.DataFrame  # COLUMNS["gateway_errors"]
     rng: Range = scope.ALL  # the time range examined (logscope.resources.scope)
     access_lines: int = 0  # how many access lines there are
+    # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
+    not_found: pl.DataFrame | None = None
 
 
 def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
@@ -108,6 +110,8 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
             maintain_order=True)
     else:  # the windows are built from them
         access = read(out, "server_events", ACCESS_COLUMNS, is_access, rng)
+    not_found = read(out, "server_events", ("ts", "replica", "http_path"), is_access & (pl.col("http_status") == 404)
+                     & pl.col("http_path").str.contains(r"^/v1/(?:chat/)?completions\b"), rng)
     sreq = read(out, "server_requests", COLUMNS["server_requests"], rng=rng)
     requests, origin = _requests(out, sreq, rng)
     gateway = read(out, "gateway_attempts", COLUMNS["gateway_attempts"], rng=rng)
@@ -126,7 +130,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         win = build_windows(window_s, stats, requests, gateway, access)
         w_origin = "built"
     return Inputs(stats, events, access, sreq, requests, origin, win.sort("ts"), window_s, w_origin, phases,
-                  gateway, gw_err, rng, access_lines)
+                  gateway, gw_err, rng, access_lines, not_found)
 
 
 def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, str]:

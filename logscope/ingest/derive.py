@@ -43,7 +43,7 @@ CURSOR_ROWS = 1_000_000
 _ENGINE_SUFFIX = r"-[0-9a-f]{8}$"
 # the columns of server_request_events that _requests_of reads
 _EVENT_COLUMNS = ["source", "replica", "event", "request_id", "base_request_id", "ts", "max_tokens", "prompt_tokens",
-                  "prompt", "seq"]
+                  "prompt", "seq", "engine_kind"]
 
 
 def _server_requests(out: Path, logs: dict[str, str] | None = None) -> None:
@@ -264,6 +264,7 @@ def _requests_of_log(ev: pl.LazyFrame, replica: str | None) -> pl.LazyFrame:
             pl.col("prompt").drop_nulls().first(),
             pl.col("seq").min().alias("_first"),
             pl.col("source").first(),
+            pl.col("engine_kind").drop_nulls().first(),
         )
         .select(
             "source",
@@ -273,7 +274,8 @@ def _requests_of_log(ev: pl.LazyFrame, replica: str | None) -> pl.LazyFrame:
         )
         .with_columns(
             pl.when(pl.col("preempted_v0")).then(True).otherwise(None).alias("preempted"),
-            endpoint_expr("request_id").alias("endpoint"),
+            # SGLang's ids (its own uuid, or the client's) say nothing of the endpoint
+            pl.when(pl.col("engine_kind").ne_missing("sglang")).then(endpoint_expr("request_id")).alias("endpoint"),
         )
     )
 

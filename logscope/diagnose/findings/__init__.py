@@ -31,7 +31,7 @@ from .. import capacity
 from ..context import Context
 from .calm import _calm
 from .crash import _crash, _stall, _stops
-from .errors import _errors, _gateway
+from .errors import _errors, _gateway, _unknown_model
 from .events import _events
 from .impact import cost, measure
 from .ladder import _ladder
@@ -84,6 +84,7 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
         out.append(_ladder_ranked(_ladder(ladder, ladder_rows), ladder, ladder_rows, out))
     out += _events(ctx)
     out += _gateway(ctx)
+    out += _unknown_model(ctx)
     out += _cold(ctx, cold, REPEATS)
     _one_sample(out, eps)
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
