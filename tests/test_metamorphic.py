@@ -36,6 +36,13 @@ def _classes(diag: dict, lo: datetime | None = None, hi: datetime | None = None)
             if (lo is None or _t(e["start"]) >= lo) and (hi is None or _t(e["start"]) <= hi)]
 
 
+def _lead(diag: dict) -> tuple:
+    """What the verdict leads with: finding 1's kind and severity, and its episode's signal and class."""
+    f = diag["findings"][0]
+    ep = next((e for e in diag["episodes"] if e["episode_id"] == f["episode_id"]), None)
+    return f["kind"], f["severity"], ep and (ep["signal"], ep["class"])
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> dict[str, dict]:
     need(LAB)
@@ -50,6 +57,7 @@ def test_every_clock_shifted(run, base, tmp_path):
     copy_shifted(LAB / run, tmp_path / "in", SHIFT)
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got) == _classes(base[run])
+    assert _lead(got) == _lead(base[run])
     assert [_t(e["start"]) - SHIFT for e in got["episodes"]] == [_t(e["start"]) for e in base[run]["episodes"]]
 
 
@@ -76,6 +84,7 @@ def test_calm_hour_before(run, base, tmp_path):
     copy_shifted(calm, tmp_path / "in", delta, rename=_earlier_calm)
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got, lo=lo - timedelta(minutes=5)) == _classes(base[run])
+    assert _lead(got) == _lead(base[run])  # the headline does not move with calm time
 
 
 @pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
@@ -90,6 +99,7 @@ def test_calm_replica_beside(run, base, tmp_path):
                  rename=lambda rel: rel if rel == "vllm-server.log" else None)
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got) == _classes(base[run])
+    assert _lead(got)[:2] == _lead(base[run])[:2]
 
 
 @pytest.mark.parametrize("after_s", [12, 30])

@@ -21,7 +21,7 @@ FRAMES = {
     "cr": ("lr",),
     "ga": ("ga",),
     "gr": ("gr", "source", "inference", "n_attempts", "status", "t0", "t1"),
-    "sr": ("sr", "source"),
+    "sr": ("sr", "source", "replica"),
 }
 LINKS = {"gr_lr": ("gr", "ca", "match"), "sr_ga": ("sr", "match"), "sr_ca": ("sr", "match")}
 ASSEMBLED = {

@@ -27,7 +27,7 @@ def build(F: Frames, L: Links, A: Assembled, offsets: list[dict], shift: dict[st
         "clock_offsets": offsets,
         "clock_corrections_applied": {k: r3(v) for k, v in sorted(shift.items())},
         "match": _match(F, L, A),
-        "retry_multiplication": _multiplication(F, A),
+        "retry_multiplication": _multiplication(F, L, A),
         "flags": _flags(F, A, notes),
         "orphans": _orphans(A, notes),
         "sources": {
@@ -36,8 +36,13 @@ def build(F: Frames, L: Links, A: Assembled, offsets: list[dict], shift: dict[st
             "server": sorted(F.sr["source"].unique().drop_nulls().to_list()),
         },
     }
+    away = out["retry_multiplication"]["server_requests_elsewhere"]
+    if away:
+        notes.append(f"{away['requests']} vLLM requests on {', '.join(away['replicas']) or 'an unnamed replica'} match "
+                     "no caller in the folder (a replica serving other traffic): left out of server_requests and the "
+                     "amplification")
     notes += _clock_notes(offsets, res)
-    notes += _layer_notes(F, A)
+    notes += _layer_notes(F, A, away["requests"] - away["logical_requests"] if away else 0)
     notes += wnotes
     out["notes"] = notes
     return out
@@ -65,12 +70,31 @@ def _match(F: Frames, L: Links, A: Assembled) -> dict:
     }
 
 
-def _multiplication(F: Frames, A: Assembled) -> dict:
+def elsewhere(F: Frames, L: Links, A: Assembled) -> tuple[int, int, list[str]]:
+    """(executions, logical requests made of them alone, replicas) of vLLM replicas no caller in the folder
+    reached (none of their executions matched a client or gateway request): a replica serving other
+    traffic, whose log was collected beside. They are no retries of these callers: the amplification leaves
+    them out (a calm replica's log beside a spike once read as 1.59x)."""
+    if "replica" not in F.sr.columns or not (L.sr_ga.height or L.sr_ca.height):
+        return 0, 0, []
+    sr = F.sr.select("sr", pl.col("replica").cast(pl.String).fill_null(""))
+    matched = pl.concat([L.sr_ga.select("sr"), L.sr_ca.select("sr")]).unique()
+    reached = sr.join(matched, on="sr").select("replica").unique()
+    other = sr.join(reached, on="replica", how="anti")
+    if not other.height:
+        return 0, 0, []
+    own = A.execs.select("sr", "lr").join(other.select("sr"), on="sr")
+    n_lr = A.requests.filter(pl.col("origin") == "server").join(own.select("lr").unique(), on="lr").height
+    return other.height, n_lr, sorted(other["replica"].unique().to_list())
+
+
+def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
     req = A.requests
     gr = F.gr.filter(pl.col("inference"))
-    n_lr, n_ca, n_gr = req.height, F.ca.height, gr.height
+    n_other, n_lr_other, other = elsewhere(F, L, A)
+    n_lr, n_ca, n_gr = req.height - n_lr_other, F.ca.height, gr.height
     n_ga = int(gr["n_attempts"].sum() or 0) if n_gr else 0
-    n_sr = F.sr.height
+    n_sr = F.sr.height - n_other
 
     def ratio(a, b):
         return r3(a / b) if b else None
@@ -82,7 +106,7 @@ def _multiplication(F: Frames, A: Assembled) -> dict:
         "gateway_attempts": n_ga,
         "server_requests": n_sr,
         "amplification": ratio(n_sr, n_lr),
-        "amplification_matched": ratio(int(req["server_requests"].sum() or 0), n_lr),
+        "amplification_matched": ratio(int(req["server_requests"].sum() or 0) - n_lr_other, n_lr),
         "by_origin": {k: int((req["origin"] == k).sum()) for k in ("client", "gateway", "server")},
         "factors": {
             "client_attempts_per_logical_request": ratio(n_ca, n_lr),
@@ -91,6 +115,8 @@ def _multiplication(F: Frames, A: Assembled) -> dict:
             "server_requests_per_gateway_attempt": ratio(n_sr, n_ga),
         },
         "max_server_requests_per_logical_request": int(req["server_requests"].max() or 0) if n_lr else 0,
+        "server_requests_elsewhere": {"requests": n_other, "logical_requests": n_lr_other, "replicas": other}
+        if n_other else None,
     }
 
 
@@ -210,7 +236,7 @@ def _clock_notes(offsets: list[dict], res: dict[str, float]) -> list[str]:
     return notes
 
 
-def _layer_notes(F: Frames, A: Assembled) -> list[str]:
+def _layer_notes(F: Frames, A: Assembled, away: int = 0) -> list[str]:
     notes = []
     ex = A.execs
     if ex.height and ex["finished"].is_null().all():
@@ -229,6 +255,7 @@ def _layer_notes(F: Frames, A: Assembled) -> list[str]:
         notes.append(f"{n_unm} gateway requests fall inside the client log's span but match no client attempt by "
                      "id or time: left out of the logical requests")
     n_sr = A.unmatched["server_executions_without_caller"]
+    n_sr = max(0, n_sr - away)  # those of a replica no caller reached are said apart (build)
     if n_sr:
         notes.append(f"{n_sr} vLLM requests fall inside the gateway/client logs' span but match none of their "
                      "requests: counted in server_requests, not in any logical request")

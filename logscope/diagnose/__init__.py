@@ -92,7 +92,7 @@ def _run(out: Path, options) -> dict:
     if lad is not None:
         lad["steps"] = rows
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
-    traffic = _traffic(inp)
+    traffic = _traffic(inp, _multiplication(out))
     traffic["cancellation"] = cancellation.analyse(_correlation_orphans(out), th)
     traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin)
     traffic["amplification_below_1"] = outcomes.below_one(inp.requests, _amplification(out, traffic),
@@ -184,11 +184,22 @@ def _clean(x):
 
 # ------------------------------------------------------------------ run-level figures
 
-def _traffic(inp: Inputs) -> dict:
+def _multiplication(out: Path) -> dict:
+    """correlation.json's request counts per layer ({} when correlation did not run)."""
+    p = out / "correlation.json"
+    doc = json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+    rm = doc.get("retry_multiplication") if isinstance(doc, dict) else None
+    return rm if isinstance(rm, dict) else {}
+
+
+def _traffic(inp: Inputs, rm: dict | None = None) -> dict:
     # counts as expressions over whole columns: a filtered copy of a million-row table is ~100 MB
     req, sr, ga = inp.requests, inp.server_requests, inp.gateway
     t: dict = {}
     gen = pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null()
+    away = (rm or {}).get("server_requests_elsewhere") or {}
+    if away.get("replicas"):  # executions on a replica no caller here reached are no retries of these callers
+        gen = gen & ~pl.col("replica").fill_null("").is_in(away["replicas"])
     n_gen, n_abort = sr.select(gen.sum().alias("n"), (gen & pl.col("aborted_ts").is_not_null()).sum().alias("a")).row(0)
     t["server_requests"] = n_gen or None
     t["server_aborts"] = n_abort if n_gen else None
@@ -201,8 +212,10 @@ def _traffic(inp: Inputs) -> dict:
         t["unfinished"] = int((req["outcome"] == "unfinished").sum())
         t["errors"] = int((req["outcome"] == "error").sum())
         t["ok"] = int((req["outcome"] == "ok").sum())
-        if t["server_requests"] and req.height:
-            t["amplification"] = t["server_requests"] / req.height
+        if away.get("logical_requests"):  # logical requests made of those executions alone
+            t["logical_requests"] = req.height - away["logical_requests"]
+        if t["server_requests"] and t["logical_requests"]:
+            t["amplification"] = t["server_requests"] / t["logical_requests"]
         orph = req["orphaned_executions"].drop_nulls()
         t["orphaned_executions"] = int(orph.sum()) if orph.len() else None
     if ga.height:

@@ -261,6 +261,7 @@ def retries(ld: Loaded) -> dict:
     out = {k: clean(given[k] if k in given else counted.get(k)) for k in RETRY_KEYS}
     out["source"] = "correlation.json" if given else ("tables" if counted else None)
     out["factors"] = clean(mult.get("factors")) or None
+    out["server_requests_elsewhere"] = clean(mult.get("server_requests_elsewhere"))
     out["retry_layers"] = clean(layers.get("layers"))
     out["stacked_retries"] = layers.get("stacked")
     out["requests_retried_by_both"] = layers.get("requests_retried_by_both")
