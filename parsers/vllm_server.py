@@ -49,6 +49,7 @@ from ._vllm_lines import _PYLOG as _PYLOG
 from ._vllm_lines import _TB as _TB
 from ._vllm_pastes import _MD_LEAD
 from ._vllm_requests import _requests
+from ._vllm_spec import _spec
 from ._vllm_stats import _STATS_HEAD as _STATS_HEAD
 from ._vllm_stats import _STATS_V0 as _STATS_V0
 from ._vllm_stats import _STATS_V1 as _STATS_V1
@@ -61,9 +62,9 @@ MODE = "lines"
 SPEED = 85  # MB/s on one core (bench/, 1 GB folder): orders the streams
 SEGMENT_COUNTERS = ("seq", "rec")  # a large log or rotated set is read in pieces: these number rows, nothing else
 CONTAINER_TIME = True  # docker/kubectl stamps in front of lines are read (year, sub-second, zone)
-DESCRIPTION = ("vLLM server log, V0 0.2 to V1 0.33: stats lines, request lifecycle, errors, KV capacity, uvicorn; "
-               "pasted excerpts too (hard wraps joined, flattened lines split, stripped headers and markdown read by "
-               "their text)")
+DESCRIPTION = ("vLLM server log, V0 0.2 to V1 0.33: stats lines (data-parallel engines kept apart), speculative-"
+               "decoding metrics, request lifecycle, errors, KV capacity, uvicorn; pasted excerpts too (hard wraps "
+               "joined, flattened lines split, stripped headers and markdown read by their text)")
 SAMPLES = [
     "(APIServer pid=3887) INFO 11-29 08:26:24 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1072.0 tokens/s, Running: 9 reqs, Waiting: 39 reqs, CPU KV cache usage: 91.0%, Prefix cache hit rate: 0.0%",
     "(APIServer pid=3887) INFO 11-29 08:25:05 [async_llm.py:578] Added request cmpl-04055ac11e0a42e06d65aaf34e7f61ed-0-8cc11aeb.",
@@ -93,7 +94,7 @@ def detect(head: list[str]) -> float:
         r"^\s*Sequence group \S+ is preempted|^#? ?\w+ blocks: \d+|Avg prompt throughput: |^Loading model weights took"
         r"|^Memory profiling results|^Maximum concurrency for|^Received request \S+: |KV cache usage: [\d.]+%"
         r"|max seq len \(\d+\) is larger|To serve at least one request with the model|KV cache is needed, which is larger"
-        r"|File \"[^\"]*/vllm/"  # a traceback through vLLM's code
+        r"|^SpecDecoding metrics: |^Speculative metrics: |File \"[^\"]*/vllm/"  # a traceback through vLLM's code
     )
     other = body.str.contains(rf"^(?:{_LVL}): +") | body.str.contains(_NOISE) | body.str.contains(_TB_STRONG)
     share = float((hdr | js | prefix | known | other).mean())
@@ -143,10 +144,12 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         notes += n
         bad_values = invalid_values(stats)
         reqs = _requests(df, ctx)
+        spec = _spec(df, ctx, stats)
         access = _access(df, ctx)
         tables["server_stats"] = stats
         tables["server_request_events"] = reqs
-        made = [t.select("seq") for t in (stats, reqs) if t.height]
+        tables["server_spec_decode"] = spec
+        made = [t.select("seq") for t in (stats, reqs, spec) if t.height]
         produced = pl.concat(made) if made else None
         frame = _records(df, state, final=False)
     else:
@@ -175,7 +178,7 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
-    for name in ("server_stats", "server_events"):  # the engine beside SGLang's rows (parsers/sglang_server.py)
+    for name in ("server_stats", "server_events", "server_spec_decode"):  # beside SGLang's rows (sglang_server.py)
         if name in tables and tables[name].height:
             tables[name] = tables[name].with_columns(pl.lit("vllm").alias("engine_kind"))
     repairs["untimed"] = sum(int(t["ts"].is_null().sum()) for t in tables.values() if t.height and "ts" in t.columns)

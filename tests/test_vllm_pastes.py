@@ -1,5 +1,6 @@
 """vllm_server on vLLM logs as people paste and collect them (issue #26): hard-wrapped records joined, flattened
-pastes split, fragments without their header (or behind markdown) read by their text with no made-up time. Real excerpts from public threads in
+pastes split, fragments without their header (or behind markdown) read by their text with no made-up time,
+speculative-decoding metrics and data-parallel engines as rows. Real excerpts from public threads in
 tests/data/vllm-pastes (README.md there names each source); figures read off the excerpts, the line named."""
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ def _file(res, prefix: str) -> dict:
 
 def _said(res, prefix: str, words: str) -> bool:
     return any(words in m for m in _file(res, prefix)["messages"])
+
+
+def test_every_pasted_line_is_read(pastes):
+    # before this work 17 of these 68 lines were unrecognised and 5 of the 18 files not taken for vLLM at all
+    f = pastes.files.filter(pl.col("path").str.ends_with(".log"))
+    assert f.height == 18 and f["format"].unique().to_list() == ["vllm_server"]
+    assert (int(f["lines_total"].sum()), int(f["lines_unrecognized"].sum())) == (68, 0)
 
 
 # ---- 1. hard wraps --------------------------------------------------------------------------------------------
@@ -138,9 +146,82 @@ def test_lines_behind_markdown(pastes):
     assert acc.select("line_no", "http_path", "http_status").row(0) == (1, "/v1/completions", 200)
 
 
+def test_messages_without_header_have_no_time(pastes):
+    # 15902: three lines quoted without any header
+    st, sp = _rows(pastes, "server_stats", "15902"), _rows(pastes, "server_spec_decode", "15902")
+    assert (st.height, sp.height) == (1, 2)
+    assert st["ts"].null_count() == 1 and sp["ts"].null_count() == 2 and sp["level"].null_count() == 2
+    assert _said(pastes, "15902", "3 record(s) recognised by their text alone")
+    assert _said(pastes, "15902", "3 row(s) without any time")
+
+
 def test_a_bare_preemption_warning_is_said(tmp_path):
     # vllm-public 04: ' Sequence group 221 is preempted by ...' with no 'WARNING <date> scheduler.py:N]'
     res = ingest_files(tmp_path, need(PUBLIC) / "04-v0-single-preemption-warning-no-prefix.log")
     assert res.table("server_events")["ts"].to_list() == [None]
     msgs = res.files.row(0, named=True)["messages"]
     assert any("1 record(s) recognised by their text alone" in m for m in msgs)
+
+
+# ---- 4. speculative decoding, data parallelism -----------------------------------------------------------------
+
+
+def test_speculative_decoding_lines_of_every_wording(pastes):
+    cols = ["era", "draft_acceptance_rate", "mean_acceptance_length", "accepted_tokens", "drafted_tokens",
+            "num_spec_tokens"]
+    # V0: 'Draft acceptance rate: 0.642, System efficiency: 0.598, Number of speculative tokens: 3, Number of
+    # accepted tokens: 8547, Number of draft tokens: 13311, Number of emitted tokens: 10616.'
+    v0 = _rows(pastes, "server_spec_decode", "9539").row(0, named=True)
+    assert [v0[c] for c in cols] == ["v0", 0.642, None, 8547, 13311, 3]
+    assert (v0["system_efficiency"], v0["emitted_tokens"]) == (0.598, 10616)
+    # V1 ~0.10: 'Draft acceptance rate: 88.8%, Mean acceptance length: 5.44, ... Accepted: 262 tokens, Drafted: 295
+    # tokens, Per-position acceptance rate: 0.983, 0.949, 0.915, 0.881, 0.712'
+    r = _rows(pastes, "server_spec_decode", "24127").row(0, named=True)
+    assert [r[c] for c in cols] == ["v1", 0.888, 5.44, 262, 295, 5]
+    assert (r["accepted_tps"], r["drafted_tps"]) == (4.37, 4.92)
+    assert r["per_position_acceptance"] == [0.983, 0.949, 0.915, 0.881, 0.712]
+    # later V1: '... Drafted: 975 tokens, Per-position acceptance rate: 0.600, ... (15), Avg Draft acceptance rate: 9.1%'
+    r = _rows(pastes, "server_spec_decode", "aeon7").row(0, named=True)
+    assert [r[c] for c in cols] == ["v1", 0.091, 2.37, 89, 975, 15]
+    # V1 0.8.0 'Speculative metrics: Draft acceptance rate: 1.000, Number of accepted tokens: 66, ...' (no System
+    # efficiency: V1's wording) and 0.8.x 'SpecDecoding metrics: Draft acceptance rate: 100.0%, Accepted: 66 tokens'
+    sp = _rows(pastes, "server_spec_decode", "15902")
+    assert sp.select(cols).rows() == [("v1", 1.0, None, 66, 66, None)] * 2
+
+
+def test_a_spec_line_takes_its_engine_from_the_stats_line_before_it(pastes):
+    # club-3090: 'Engine 000: ...' then 'SpecDecoding metrics: ...' in the same second, twice
+    sp = _rows(pastes, "server_spec_decode", "club3090")
+    assert sp["engine"].to_list() == ["000", "000"] and sp["drafted_tokens"].to_list() == [2355, 2345]
+    assert sp["ts"].dt.strftime("%H:%M:%S").to_list() == ["04:56:17", "04:56:27"]
+    # vllm-ascend 11876: data-parallel engine 001, one draft position
+    sp = _rows(pastes, "server_spec_decode", "ascend-11876")
+    assert sp["engine"].to_list() == ["001", "001"] and sp["per_position_acceptance"].to_list() == [[0.918], [0.903]]
+    st = _rows(pastes, "server_stats", "ascend-11876")
+    assert (st["engine"].to_list(), st["deferred"].to_list(), st["interval_s"].to_list()) == (
+        ["001", "001"], [None, 1], [None, 10.0])
+
+
+def test_data_parallel_engines_in_one_second_are_rows_of_their_own(pastes):
+    # vllm-ascend 1170: 'Engine 000: ... 10.3 tokens/s' and 'Engine 001: ... 10.0 tokens/s', both at 11:46:37
+    st = _rows(pastes, "server_stats", "ascend-1170")
+    assert st["engine"].to_list() == ["000", "001"] and st["gen_tps"].to_list() == [10.3, 10.0]
+    assert st["ts"].n_unique() == 1
+    # each engine's first row: no interval (the second engine's is not 0 s after the first's)
+    assert st["interval_s"].to_list() == [None, None]
+    # 36748 (flattened, 8 engines; the third cut): Running 51 / 31, Waiting 117 / 108, KV 100.0% / 98.6%
+    st = _rows(pastes, "server_stats", "36748")
+    assert st.select("engine", "running", "waiting", "kv_usage", "prefix_hit").rows() == [
+        ("000", 51, 117, 1.0, 0.7), ("001", 31, 108, 0.986, 0.66)]
+
+
+def test_formats_says_what_the_vllm_parser_reads():
+    from typer.testing import CliRunner
+
+    from logscope.cli import app
+
+    r = CliRunner().invoke(app, ["formats"], terminal_width=400)
+    assert r.exit_code == 0
+    flat = " ".join(r.stdout.split())
+    assert "speculative- decoding metrics" in flat or "speculative-decoding metrics" in flat
+    assert "hard wraps joined" in flat and "data-parallel engines" in flat

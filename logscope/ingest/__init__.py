@@ -36,6 +36,7 @@ __all__ = ["COPY_NOTE", "PARSED_TABLES", "IngestOptions", "IngestResult", "Progr
 
 PARSED_TABLES = (
     "server_stats",
+    "server_spec_decode",
     "server_events",
     "server_request_events",
     "server_metrics",
