@@ -63,9 +63,36 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "prompt_tps": (F, "average prompt throughput tokens/s over the interval"),
         "gen_tps": (F, "average generation throughput tokens/s over the interval"),
         "prefix_hit": (F, "prefix-cache hit rate 0..1, null when not printed"),
-        "interval_s": (F, "seconds since the previous row of the same replica and origin (gaps stay visible)"),
+        "interval_s": (F, "seconds since the previous row of the same replica, origin and engine (gaps stay visible)"),
         "line_no": (I, "1-based line number in the source (null for derived rows)"),
         "seq": (I, "order of the row within its source, keeps lines that share a second in file order"),
+    },
+    "server_spec_decode": {
+        "ts": (TS, "time of the speculative-decoding metrics line (UTC); null when the line was pasted without its "
+                   "header"),
+        "source": (S, "input file"),
+        "replica": (S, "server replica"),
+        "era": (S, "'v0' ('Speculative metrics:' with a System efficiency, vllm/engine/metrics.py) or 'v1' "
+                   "('SpecDecoding metrics:', or V1 0.8.0-0.8.2's 'Speculative metrics:' without one)"),
+        "engine": (S, "engine index of the stats line logged just before it by the same process in the same second "
+                      "('000', '001' with data parallelism); null for V0 or when none precedes it"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm'"),
+        "level": (S, "log level of the line (DEBUG when vLLM demoted an idle interval)"),
+        "draft_acceptance_rate": (F, "accepted / drafted tokens 0..1 ('Draft acceptance rate' 0.642 or 88.8%, "
+                                     "'Avg Draft acceptance rate' 9.1%); null when vLLM wrote nan"),
+        "mean_acceptance_length": (F, "tokens emitted per verification step, the bonus token included (V1)"),
+        "accepted_tps": (F, "accepted draft tokens per second over the interval (V1 'Accepted throughput')"),
+        "drafted_tps": (F, "drafted tokens per second over the interval (V1 'Drafted throughput')"),
+        "accepted_tokens": (I, "accepted draft tokens (V1: in the interval; V0: since start)"),
+        "drafted_tokens": (I, "drafted tokens (V1: in the interval; V0: since start)"),
+        "emitted_tokens": (I, "V0 'Number of emitted tokens'"),
+        "num_spec_tokens": (I, "speculative tokens per step (V0 'Number of speculative tokens'; V1: the number of "
+                               "per-position rates)"),
+        "system_efficiency": (F, "V0 'System efficiency' 0..1; null when vLLM wrote nan"),
+        "per_position_acceptance": (pl.List(F), "V1 'Per-position acceptance rate': acceptance 0..1 of draft "
+                                                "position 1, 2, ..."),
+        "line_no": (I, "1-based line number in the source"),
+        "seq": (I, "order of the row within its source"),
     },
     "server_events": {
         "ts": (TS, "time (UTC); for lines without a timestamp, the previous timestamped line's time"),

@@ -7,6 +7,7 @@ import re
 import polars as pl
 
 from ._common import ascii_classes, base_id_expr
+from ._vllm_pastes import separator
 from .base import ParseContext
 
 _ACCESS = ascii_classes(r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
@@ -102,7 +103,7 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 
 _REC_COLS = ["line_no", "part", "seq", "rec", "cont", "msg", "lvl", "uv", "proc", "pid", "ts", "ts_inferred", "tbs",
-             "strong", "other", "kw", "stopping"]
+             "strong", "other", "kw", "stopping", "wrap", "joined"]
 
 
 def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
@@ -135,12 +136,16 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     if ids.len() == 0:
         return frame.clear(), []
     sub = frame.filter(pl.col("rec").is_in(ids.implode()))
-    g = sub.group_by("rec", maintain_order=True).agg(
+    # a hard-wrapped line goes on its record's line (a space where the wrap took one out); a joined one is
+    # already in its record's first row
+    piece = (pl.when(pl.col("joined")).then(pl.lit(""))
+             .when(pl.col("wrap")).then(separator(m.shift(1).over("rec"), m) + m).otherwise(pl.lit("\n") + m))
+    g = sub.with_columns(piece.alias("_piece")).group_by("rec", maintain_order=True).agg(
         pl.col("line_no").first(),
         pl.col("line_no").n_unique().cast(pl.Int64).alias("line_count"),
         pl.col("seq").first(),
         m.filter(m.str.strip_chars() != "").first().alias("message"),  # the banner starts with a blank line
-        m.str.join("\n").alias("detail"),
+        pl.col("_piece").str.join("").str.strip_prefix("\n").alias("detail"),
         pl.coalesce("lvl", "uv").first().alias("level"),
         pl.col("proc").drop_nulls().first().alias("process"),
         pl.col("pid").drop_nulls().first(),

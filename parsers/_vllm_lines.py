@@ -9,6 +9,7 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import ascii_classes, local_to_utc
+from ._vllm_pastes import join_wraps, strip_markdown
 from .base import ParseContext
 
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
@@ -16,9 +17,10 @@ _HEAD_CHARS = 320  # the capture pass only reads this much of a line: headers ar
 _ANSI = r"\x1b\[[0-9;]*m"
 # one capture pass: [process prefix] then a vLLM or a uvicorn header
 _HEADER = ascii_classes(
-    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?)?"
+    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?|(?P<cut>[A-Za-z_][\w-]* pid=\d+)\) )?"
     rf"(?:(?P<lvl>{_LVL}) (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \[?[^\s\]]+\] ?|(?P<uv>{_LVL}|TRACE): +)?)"
 )
+# (a paste that starts inside the process prefix loses its '(': 'cut' is that prefix, read as 'pre')
 # the same without groups: a search is several times cheaper than a capture pass, which then only
 # runs on the distinct headers (a header repeats within its second)
 _HEADER_SPAN = re.sub(r"\?P<\w+>", "?:", _HEADER)
@@ -31,8 +33,14 @@ _PYLOG = ascii_classes(
     r"^(?P<pyhdr>(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
     rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - )"
 )
-# a vLLM header in the middle of a line: two records glued together by a paste
-_GLUE = ascii_classes(rf"(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]")
+# a vLLM header (with its process prefix) or a uvicorn access line in the middle of a line: records glued
+# together by a paste, or a whole paste flattened onto one line (newlines turned into spaces)
+_GLUE_HDR = rf"(?:\([\w -]* pid=\d+\) ?)?(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+_GLUE = ascii_classes(
+    rf"(?:\([\w -]* pid=\d+\) ?)?(?:(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+    r"|(?:INFO|WARNING|ERROR): +\d{1,3}(?:\.\d{1,3}){3}:\d+ - \")"
+)
+_GLUE_HDR = ascii_classes(_GLUE_HDR)  # vLLM's header alone (detection: uvicorn lines are any FastAPI app's)
 # traceback-shaped lines (indented, exception lines, markers, blank) continue an open record
 _TB = ascii_classes(
     r"^(?:\s|Traceback \(most recent call last\)|During handling of the above exception"
@@ -56,8 +64,10 @@ _JSON_FIELD = r'"{}": "((?:[^"\\]|\\.)*)"'
 # ---- row parsing -------------------------------------------------------------------------------
 
 
-def _parse(lines: pl.DataFrame) -> pl.DataFrame:
-    """Header fields and message of each line; lines holding glued records are split into parts."""
+def _parse(lines: pl.DataFrame, repairs: dict[str, int]) -> pl.DataFrame:
+    """Header fields and message of each line; lines holding glued records are split into parts, hard-wrapped
+    continuations joined to their record (``_vllm_pastes``); ``repairs`` counts what was mended."""
+    lines, repairs["markdown"] = strip_markdown(lines)
     df = lines.select(
         "line_no",
         pl.lit(0, dtype=pl.Int32).alias("part"),
@@ -80,8 +90,10 @@ def _parse(lines: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.int_range(pl.len()).over("line_no").cast(pl.Int32).alias("part"))
             .select("line_no", "part", "plen", pl.col("line"))
         )
-        parts = _fields(parts.with_columns(pl.col("line").str.strip_chars_end("\r")))
+        parts = _fields(parts.with_columns(pl.col("line").str.strip_chars_end()))
+        repairs["split"] = int((parts["part"] > 0).sum())
         df = pl.concat([df.filter(~glued), parts], how="vertical_relaxed").sort(["line_no", "part"])
+    df, repairs["joined"] = join_wraps(df, _TB_STRONG, _NOISE)
     return df
 
 
@@ -101,7 +113,8 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
     df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_all(_HEADER_SPAN).list.first().alias("hdr"))
     heads = df.select(pl.col("hdr").unique()).with_columns(
-        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "lvl", "stamp", "uv"))
+        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "cut", "lvl", "stamp", "uv"))
+    heads = heads.with_columns(pl.coalesce("pre", "cut").alias("pre")).drop("cut")
     df = df.join(heads, on="hdr", how="left", maintain_order="left")
     st = pl.col("stamp")
     df = df.with_columns(
@@ -215,9 +228,11 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
                                pl.concat_str([pl.col("mo"), pl.lit("-"), pl.col("dd"), pl.lit(" "), pl.col("hms")])))
         .row(0)))
     df = df.with_columns(
-        # before the first stamp of the stream, the next one (a paste starting mid-traceback)
-        pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
+        # a line without a time takes the previous line's (ts_inferred); before the stream's first stamp (a paste
+        # starting mid-traceback) there is none: null, never a later line's time
+        pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).alias("ts"),
         pl.col("ts_own").is_null().alias("ts_inferred"),
+        stamped.alias("stamped"),  # a time was written on the line (rows of stats and requests keep only theirs)
     )
     rolls = int(df["_roll"].max() or 0) if df.height else 0
     if rolls:
@@ -259,8 +274,15 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
             "opentelemetry", literal=True).fill_null(False)).otherwise(False).alias("noise"),
         (lvl.is_null() & pl.col("uv").is_not_null()).alias("uvr"),
     )
-    raw = lvl.is_null() & ~pl.col("uvr") & ~pl.col("noise") & pl.col("pyname").is_null()
-    df = df.with_columns((raw & pl.col("tbm")).alias("tbs"), (raw & ~pl.col("tbm")).alias("other"))
+    joined = pl.col("joined")
+    raw = lvl.is_null() & ~pl.col("uvr") & ~pl.col("noise") & pl.col("pyname").is_null() & ~joined
+    # a raw traceback flattened onto one line (its newlines turned into spaces; it may start mid-word)
+    # (only raw rows are searched: the others are null here, and a long message is not read three times)
+    rm = pl.when(raw & ~pl.col("tbm")).then(msg)
+    flat = (rm.str.contains("(most recent call last)", literal=True)
+            | (rm.str.contains('", line ', literal=True) & rm.str.contains(", in ", literal=True))).fill_null(False)
+    df = df.with_columns((raw & (pl.col("tbm") | flat)).alias("tbs"), (raw & ~pl.col("tbm") & ~flat).alias("other"),
+                         (raw & flat).alias("flat"))
     open0 = (lvl.is_in(["WARNING", "ERROR", "CRITICAL"]) | pl.col("noise") | pl.col("tbs")).fill_null(False)
     prev_plen = pl.col("plen").shift(1, fill_value=p.get("plen", 0))
     # a hard-wrapped paste: an unknown line right after a long line of an open record continues it
@@ -276,11 +298,12 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     prev_cr = pl.col("cr").shift(1, fill_value=p.get("cr", False))
     vcont = same_key & (prev_cr if has_cr else (err | pl.col("tbm")))
     df = df.with_columns(
-        (vcont | (pl.col("tbs") & prev_open) | wrap).fill_null(False).alias("cont"),
+        (vcont | (pl.col("tbs") & prev_open) | wrap | joined).fill_null(False).alias("cont"),
         wrap.fill_null(False).alias("wrap"),
         open1.fill_null(False).alias("_open"),
     )
-    df = df.with_columns(pl.when(pl.col("tbs")).then(msg.str.contains(_TB_STRONG)).otherwise(False).alias("strong"))
+    df = df.with_columns(pl.when(pl.col("tbs")).then(msg.str.contains(_TB_STRONG) | pl.col("flat")).otherwise(False)
+                         .alias("strong"))
     start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | pl.col("strong")
     df = df.with_columns(
         ((~pl.col("cont")).cum_sum().cast(pl.Int64) + state.get("rec", 0)).alias("rec"),
@@ -288,7 +311,7 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     )
     df = df.with_columns(
         (lvl.is_not_null() | pl.col("uvr") | pl.col("noise")
-         | pl.when(lvl.is_null()).then(msg.str.strip_chars() == "").otherwise(False)
+         | pl.when(lvl.is_null() & ~joined).then(msg.str.strip_chars() == "").otherwise(False)
          | ((pl.col("tbs") | pl.col("wrap")) & pl.col("rec_ok"))).alias("ok")
     )
     if df.height:

@@ -17,7 +17,8 @@ _REQ_KINDS = [
     ("received", "Received request ", None),
     ("added", "Added request ", None),
     ("finished", "Finished request ", None),
-    ("aborted", "Aborted request", r"^Aborted request(?:\(s\))? (.+?)\.?\s*$"),
+    # ids hold no space or comma: what follows them on the line is another record a paste glued on, cut short
+    ("aborted", "Aborted request", r"^Aborted request(?:\(s\))? ((?:[^\s,]+, )*[^\s,]+?)\.?(?:\s|$)"),
     ("aborted", "Request ", r"^Request (\S+) aborted\."),
     ("failed", "Request ", r"^Request (\S+) failed\b"),
     ("preempted", "Sequence group ", r"^Sequence group (\S+) is preempted"),
@@ -27,7 +28,8 @@ _REQ_KINDS = [
 
 def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     m = pl.col("msg")
-    base = df.filter(pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs")).select("seq", "line_no", "ts", "msg")
+    base = df.filter(pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs")).select(
+        "seq", "line_no", pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"), "msg")  # no header: no time
     parts = []
     for event, lead, pat in _REQ_KINDS:
         sub = base.filter(m.str.starts_with(lead))

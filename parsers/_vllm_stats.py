@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from ._common import ascii_classes
@@ -108,6 +110,7 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     # V0 on the CPU backend keeps the KV cache in the 'CPU' column (the 'GPU' one stays 0.0)
     v0_cpu = pl.when(dev.is_not_null()).then(dev == "CPU").otherwise((gpu == 0) & (cpu > 0))
     out = cand.with_columns(
+        pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"),  # a line without its header has no time
         pl.lit("log").alias("origin"),
         pl.when(pre01).then(pl.lit("v0-pre0.1")).when(v0).then(pl.lit("v0")).otherwise(pl.lit("v1")).alias("era"),
         pl.when(pl.col("agg").is_not_null()).then(pl.lit("aggregated")).otherwise(pl.col("engine")).alias("engine"),
@@ -168,22 +171,31 @@ def _common_values(c1: pl.Expr, c0: pl.Expr, is1: pl.Expr) -> list[pl.Expr]:
     ]
 
 
+def _loose(key: str) -> str:
+    """``key`` (plain text) as a regex that also matches it with one space inside a word: a paste that turned a
+    terminal's wrap into a space ('Avg generation throughpu t: 0.0 tokens/s', vllm-project/vllm#24655)."""
+    out = []
+    for a, b in zip(key, key[1:] + " ", strict=True):
+        out.append(re.escape(a) + (" ?" if a.isalnum() and b.isalnum() else ""))
+    return "".join(out)
+
+
 def _other_values() -> list[pl.Expr]:
-    """The raw values of every other stats shape, field by field."""
+    """The raw values of every other stats shape, field by field (only these rows pay for the loose keys)."""
     return [
-        _pct(r"GPU KV cache usage: ([\d.]+)%").alias("_gpu"),
-        _pct(r"CPU KV cache usage: ([\d.]+)%").alias("_cpu"),
-        pl.col("msg").str.extract(r"(\w+) KV cache usage: [\d.]+%").alias("_v1_dev"),
-        _pct(r"\w+ KV cache usage: ([\d.]+)%").alias("_v1_kv"),
-        _num("msg", r"Running: (\d+) reqs").alias("_run"),
-        _num("msg", r"(?:Waiting|Pending): (\d+) reqs").alias("_wait"),
-        _num("msg", r"Swapped: (\d+) reqs").alias("_swap"),
-        _num("msg", r"Deferred: (\d+) reqs").alias("_deferred"),
-        _num("msg", r"Preemptions: (\d+)").alias("_preempt"),
-        _num("msg", r"Avg prompt throughput: ([\d.]+)").alias("_pt"),
-        pl.coalesce(_num("msg", r"Avg generation throughput: ([\d.]+)"), _num("msg", r"^Throughput: ([\d.]+)"))
-        .alias("_gt"),
-        _pct(r"Prefix cache hit rate: ([\d.]+)%").alias("_pfx"),
+        _pct(_loose("GPU KV cache usage: ") + r"([\d.]+)%").alias("_gpu"),
+        _pct(_loose("CPU KV cache usage: ") + r"([\d.]+)%").alias("_cpu"),
+        pl.col("msg").str.extract(r"(\w+) " + _loose("KV cache usage: ") + r"[\d.]+%").alias("_v1_dev"),
+        _pct(r"\w+ " + _loose("KV cache usage: ") + r"([\d.]+)%").alias("_v1_kv"),
+        _num("msg", _loose("Running: ") + r"(\d+) reqs").alias("_run"),
+        _num("msg", "(?:" + _loose("Waiting") + "|" + _loose("Pending") + r"): (\d+) reqs").alias("_wait"),
+        _num("msg", _loose("Swapped: ") + r"(\d+) reqs").alias("_swap"),
+        _num("msg", _loose("Deferred: ") + r"(\d+) reqs").alias("_deferred"),
+        _num("msg", _loose("Preemptions: ") + r"(\d+)").alias("_preempt"),
+        _num("msg", _loose("Avg prompt throughput: ") + r"([\d.]+)").alias("_pt"),
+        pl.coalesce(_num("msg", _loose("Avg generation throughput: ") + r"([\d.]+)"),
+                    _num("msg", r"^Throughput: ([\d.]+)")).alias("_gt"),
+        _pct(_loose("Prefix cache hit rate: ") + r"([\d.]+)%").alias("_pfx"),
     ]
 
 

@@ -79,6 +79,10 @@ class ChunkResult:
     # values written but not kept (a count past 2**53, a share outside [0, 1]): the field is null, the row kept
     bad_values: int = 0
     bad_value_example: str | None = None
+    # what a parser mended in a pasted excerpt, by kind (vllm_server: 'joined' hard-wrapped lines, 'split'
+    # records out of flattened lines, 'markdown' leads removed, 'bare' records read without their header,
+    # 'untimed' rows without any time): ingest sums them per file and says so (ingest.repair_messages)
+    repairs: dict[str, int] = field(default_factory=dict)
 
 
 def safe_detect(module, head: list[str]) -> float:

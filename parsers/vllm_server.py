@@ -38,7 +38,7 @@ from logscope.schemas import TS
 from ._vllm_events import _ACCESS as _ACCESS
 from ._vllm_events import _KIND_RULES as _KIND_RULES
 from ._vllm_events import _access, _events, _records
-from ._vllm_lines import _ANSI, _LVL, _NOISE, _TB_STRONG, _classify, _parse, _times
+from ._vllm_lines import _ANSI, _GLUE_HDR, _LVL, _NOISE, _TB_STRONG, _classify, _parse, _times
 from ._vllm_lines import _CTS as _CTS
 from ._vllm_lines import _DATED as _DATED
 from ._vllm_lines import _DATED_PY as _DATED_PY
@@ -47,7 +47,9 @@ from ._vllm_lines import _GLUE as _GLUE
 from ._vllm_lines import _HEADER as _HEADER
 from ._vllm_lines import _PYLOG as _PYLOG
 from ._vllm_lines import _TB as _TB
+from ._vllm_pastes import _MD_LEAD
 from ._vllm_requests import _requests
+from ._vllm_spec import _spec
 from ._vllm_stats import _STATS_HEAD as _STATS_HEAD
 from ._vllm_stats import _STATS_V0 as _STATS_V0
 from ._vllm_stats import _STATS_V1 as _STATS_V1
@@ -60,7 +62,9 @@ MODE = "lines"
 SPEED = 85  # MB/s on one core (bench/, 1 GB folder): orders the streams
 SEGMENT_COUNTERS = ("seq", "rec")  # a large log or rotated set is read in pieces: these number rows, nothing else
 CONTAINER_TIME = True  # docker/kubectl stamps in front of lines are read (year, sub-second, zone)
-DESCRIPTION = "vLLM server log, V0 0.2 to V1 0.33: stats lines, request lifecycle, errors, KV capacity, uvicorn"
+DESCRIPTION = ("vLLM server log, V0 0.2 to V1 0.33: stats lines (data-parallel engines kept apart), speculative-"
+               "decoding metrics, request lifecycle, errors, KV capacity, uvicorn; pasted excerpts too (hard wraps "
+               "joined, flattened lines split, stripped headers and markdown read by their text)")
 SAMPLES = [
     "(APIServer pid=3887) INFO 11-29 08:26:24 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1072.0 tokens/s, Running: 9 reqs, Waiting: 39 reqs, CPU KV cache usage: 91.0%, Prefix cache hit rate: 0.0%",
     "(APIServer pid=3887) INFO 11-29 08:25:05 [async_llm.py:578] Added request cmpl-04055ac11e0a42e06d65aaf34e7f61ed-0-8cc11aeb.",
@@ -76,18 +80,21 @@ def detect(head: list[str]) -> float:
     if not lines:
         return 0.0
     s = pl.Series(lines, dtype=pl.String).str.slice(0, 600).str.replace_all(_ANSI, "")
-    body = s.str.replace(r"^(?:\S+Z )?(?:\([\w -]+ pid=\d+\) ?)?", "")
+    s = s.str.replace(_MD_LEAD, "")  # a paste quoted in markdown
+    body = s.str.replace(r"^(?:\S+Z )?(?:\(?[\w -]+ pid=\d+\) ?)?", "")
     hdr = s.str.contains(
         r"^(?:\S+Z )?(?:\([\w -]+ pid=\d+\) ?)?"
         rf"(?:(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
         rf"|\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)? - vllm[\w.]* - (?:{_LVL}) - )"
     )
+    hdr = hdr | s.str.contains(_GLUE_HDR)  # records glued on one line, or a paste starting inside the first
     js = s.str.contains(r'^\{".*"name": "vllm[\w.]*"') & s.str.contains('"levelname"', literal=True)
     prefix = s.str.contains(r"^(?:\S+Z )?\((?:APIServer|EngineCore|Worker|VllmWorker)[\w -]* pid=\d+\)")
     known = body.str.contains(
         r"^\s*Sequence group \S+ is preempted|^#? ?\w+ blocks: \d+|Avg prompt throughput: |^Loading model weights took"
         r"|^Memory profiling results|^Maximum concurrency for|^Received request \S+: |KV cache usage: [\d.]+%"
-        r"|max seq len \(\d+\) is larger"
+        r"|max seq len \(\d+\) is larger|To serve at least one request with the model|KV cache is needed, which is larger"
+        r"|^SpecDecoding metrics: |^Speculative metrics: |File \"[^\"]*/vllm/"  # a traceback through vLLM's code
     )
     other = body.str.contains(rf"^(?:{_LVL}): +") | body.str.contains(_NOISE) | body.str.contains(_TB_STRONG)
     share = float((hdr | js | prefix | known | other).mean())
@@ -118,13 +125,14 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
 def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool) -> ChunkResult:
     notes: list[str] = []
     tables: dict[str, pl.DataFrame] = {}
+    repairs: dict[str, int] = {}
     recognized = None
     flushed = None
     if lines is not None and state.get("src") not in (None, ctx.source):
         flushed = _flush_previous_file(ctx, state)  # the next file of a rotated set starts afresh
     state["src"], state["replica"] = ctx.source, ctx.replica
     if lines is not None:
-        df = _parse(lines)
+        df = _parse(lines, repairs)
         seq0 = state.get("seq", 0)
         df = df.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"))
         state["seq"] = seq0 + df.height
@@ -136,10 +144,13 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         notes += n
         bad_values = invalid_values(stats)
         reqs = _requests(df, ctx)
+        spec = _spec(df, ctx, stats)
         access = _access(df, ctx)
         tables["server_stats"] = stats
         tables["server_request_events"] = reqs
-        produced = pl.concat([stats.select("seq"), reqs.select("seq")]) if stats.height or reqs.height else None
+        tables["server_spec_decode"] = spec
+        made = [t.select("seq") for t in (stats, reqs, spec) if t.height]
+        produced = pl.concat(made) if made else None
         frame = _records(df, state, final=False)
     else:
         df, access, produced = None, None, None
@@ -156,16 +167,24 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         recs = [e["rec"] for e in (events, _preview(ctx, state)) if e.height]
         if recs:
             ok = ok | pl.col("rec").is_in(pl.concat(recs).implode())
+        # a joined line is recognised with the record it continues (the row just before it)
+        ok = pl.when(pl.col("joined")).then(None).otherwise(ok).forward_fill()
         per_part = df.select("line_no", ok.alias("ok"))
+        repairs["joined"] += int(df["wrap"].sum())  # lines of an open record cut at a width, too
+        # a record's first line without any header, not a raw traceback (Python prints those without one)
+        bare = ((pl.col("other") | (pl.col("tbs") & ~pl.col("strong"))) & ~pl.col("cont")
+                & (pl.col("msg").str.strip_chars() != "")).alias("bare")
+        repairs["bare"] = int(df.select(bare & ok).to_series().sum())
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
-    for name in ("server_stats", "server_events", "server_request_events"):  # the engine beside SGLang's rows (parsers/sglang_server.py)
+    for name in ("server_stats", "server_events", "server_request_events", "server_spec_decode"):  # the engine beside SGLang's rows (sglang_server.py)
         if name in tables and tables[name].height:
             tables[name] = tables[name].with_columns(pl.lit("vllm").alias("engine_kind"))
+    repairs["untimed"] = sum(int(t["ts"].is_null().sum()) for t in tables.values() if t.height and "ts" in t.columns)
     return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)),
                        bad_times=bad_times[0], bad_time_example=bad_times[1], bad_value_example=bad_values[1],
-                       bad_values=bad_values[0])
+                       bad_values=bad_values[0], repairs={k: v for k, v in repairs.items() if v})
 
 
 def _flush_previous_file(ctx: ParseContext, state: dict) -> pl.DataFrame | None:
@@ -193,4 +212,5 @@ _ROW_SCHEMA = {
     "line_no": pl.Int64, "part": pl.Int32, "seq": pl.Int64, "rec": pl.Int64, "cont": pl.Boolean, "msg": pl.String,
     "lvl": pl.String, "uv": pl.String, "proc": pl.String, "pid": pl.Int64, "ts": TS, "ts_inferred": pl.Boolean,
     "tbs": pl.Boolean, "strong": pl.Boolean, "other": pl.Boolean, "kw": pl.Boolean, "stopping": pl.Boolean,
+    "wrap": pl.Boolean, "joined": pl.Boolean,
 }

@@ -36,6 +36,7 @@ __all__ = ["COPY_NOTE", "PARSED_TABLES", "IngestOptions", "IngestResult", "Progr
 
 PARSED_TABLES = (
     "server_stats",
+    "server_spec_decode",
     "server_events",
     "server_request_events",
     "server_metrics",
@@ -117,6 +118,7 @@ def ingest(
                                  f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept")
         if st.outliers and st.plausible is not None:
             st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
+        st.f.messages += streams.repair_messages(st.repairs)
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")

@@ -298,7 +298,9 @@ def _stats_intervals(out: Path) -> None:
                 scan.filter(pl.struct(keys).is_in(batch.select(pl.struct(keys)).to_series().implode(),
                                                   nulls_equal=True))
                 .sort([*keys, "ts", "seq"], maintain_order=True)
-                .with_columns((pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("interval_s"))
+                # per engine: data-parallel engines each log a stats line in the same second
+                .with_columns((pl.col("ts").diff().over([*keys, "engine"]).dt.total_microseconds() / 1e6)
+                              .alias("interval_s"))
             )
             parts.append(tmp / f"part-{i:05d}.parquet")
             schemas.conform(rows, "server_stats").sink_parquet(parts[-1])

@@ -22,7 +22,7 @@ from parsers.base import ParseContext
 from . import sources, unrecognized
 from .options import cores
 from .store import Store, shifted
-from .streams import FileState, Job, context, cost, failed, finish, read
+from .streams import FileState, Job, add_repairs, context, cost, failed, finish, read
 
 # bytes before a piece replayed to guess its parser's state: a record open across the cut must start
 # within them for the guess to hold (a traceback is a few KB; else the piece is read again in turn)
@@ -279,6 +279,7 @@ def _merge(st: FileState, part: FileState) -> None:
     st.bad_time_example = st.bad_time_example or part.bad_time_example
     st.bad_values += part.bad_values
     st.bad_value_example = st.bad_value_example or part.bad_value_example
+    add_repairs(st.repairs, part.repairs)
     st.shapes.merge(part.shapes)
     st.assumptions += [a for a in part.assumptions if a not in st.assumptions]
     st.f.messages += [m for m in part.f.messages if m not in st.f.messages]

@@ -52,6 +52,7 @@ class FileState:
     bad_time_example: str | None = None
     bad_values: int = 0  # values set null (ChunkResult.bad_values)
     bad_value_example: str | None = None
+    repairs: dict[str, int] = field(default_factory=dict)  # what the parser mended in a paste (ChunkResult.repairs)
 
 
 def cost(members: list[FileState]) -> float:
@@ -250,12 +251,33 @@ def take(res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int
     st.bad_time_example = st.bad_time_example or res.bad_time_example
     st.bad_values += res.bad_values
     st.bad_value_example = st.bad_value_example or res.bad_value_example
+    add_repairs(st.repairs, res.repairs)
     for a in res.assumptions:
         if a not in st.assumptions:
             st.assumptions.append(a)
     for m in res.messages:
         if m not in st.f.messages:
             st.f.messages.append(m)
+
+
+def add_repairs(total: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + v
+
+
+# what each kind of repair says, in a file's messages (ChunkResult.repairs)
+_REPAIRS = (
+    ("joined", "hard-wrapped line(s) (a record cut at a fixed width) joined to the record they continue"),
+    ("split", "record(s) split out of lines that held several (a paste flattened or glued them)"),
+    ("markdown", "line(s) read after removing the markdown in front of them (quote, list, table, code)"),
+    ("bare", "record(s) recognised by their text alone, pasted without their header"),
+    ("untimed", "row(s) without any time (none written, none before them): ts is null"),
+)
+
+
+def repair_messages(repairs: dict[str, int]) -> list[str]:
+    """The file's messages for what its parser mended: '3 hard-wrapped line(s) ... joined ...'."""
+    return [f"{repairs[k]:,} {what}" for k, what in _REPAIRS if repairs.get(k)]
 
 
 def compact_state(state: dict) -> None:
