@@ -178,7 +178,9 @@ def test_findings_rank_by_what_users_felt_and_the_headline_is_finding_one(runs, 
 def test_finding_one_per_fixture(runs):
     """What leads each lab run: the orphan run's cancellation (nginx.conf has proxy_ignore_client_abort on),
     the storm's retries (non_idempotent re-sends POSTs), the ladder's boundary, the crash's death."""
-    lead = {run: runs(need(LAB / run))[1]["findings"][0] for run in ("orphan", "retry-storm", "ladder", "crash")}
+    lead = {run: runs(need(LAB / run))[1]["findings"][0]
+            for run in ("orphan", "retry-storm", "ladder", "v0-ladder", "crash")}
+    assert lead["v0-ladder"]["title"].startswith("Working boundary: concurrency 16; at 32 ttft broke first")
     assert lead["orphan"]["title"].startswith("Orphaned work: 507 executions")
     assert lead["retry-storm"]["title"].startswith("Retries multiply the load")
     assert lead["ladder"]["title"].startswith("Working boundary: concurrency 16; at 32 ttft broke first")

@@ -44,8 +44,9 @@ SEVERITY = ("critical", "high", "medium", "low", "info")
 
 
 # Inside one severity, the finding whose change helps most comes first: a dead server before
-# anything else, then work done for nobody, then retries (they feed the overload), then capacity.
-KIND_ORDER = ("crash", "startup", "stall", "orphans", "retries", "pressure", "errors", "latency", "ladder", "other")
+# anything else, then work done for nobody, then retries (they feed the overload), then capacity (a
+# ladder's measured boundary before the pressure of its steps).
+KIND_ORDER = ("crash", "startup", "stall", "orphans", "retries", "ladder", "pressure", "errors", "latency", "other")
 
 
 def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
@@ -109,7 +110,9 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     nxt = ladder.get("broke_first_at_next_step")
     if nxt is None:
         return f
-    broke = [r for r in rows if r["step"] >= nxt["step"]]
+    pf = ladder.get("pressure_from_step")  # pressure beside the SLO may begin at the boundary step or below
+    first = min(nxt["step"], pf["step"]) if pf else nxt["step"]
+    broke = [r for r in rows if r["step"] >= first]
     f["start"], f["end"] = broke[0]["ts_start"], broke[-1]["ts_end"]
     inside = [g["severity"] for g in found if g["kind"] == "pressure" and g["start"] is not None
               and f["start"] is not None and f["end"] is not None and f["start"] <= g["start"] <= f["end"]]
