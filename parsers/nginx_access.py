@@ -20,7 +20,7 @@ from logscope.schemas import TS
 
 from . import _nginx_format as nf
 from ._common import epoch_to_utc
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "nginx_access"
 KIND = "gateway"
@@ -76,10 +76,7 @@ _NULLS = ["-", ""]
 _JSON_UNESCAPE = r'\\(["\\/])'
 
 
-def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    if not lines:
-        return 0.0
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     line = pl.col("line")
     kv = line.str.contains(_KV_UPSTREAM) & line.str.contains(_KV_OTHER)
     js = line.str.contains(_JSON_START) & (pl.sum_horizontal([line.str.contains(k) for k in _JSON_KEYS]) >= 2)
@@ -92,8 +89,11 @@ def detect(head: list[str]) -> float:
         pl.when(ingress).then(0.9).otherwise(0.0),
         pl.when(comb).then(0.7).otherwise(0.0),
     )
-    frame = pl.DataFrame({"line": lines}, schema={"line": pl.String})
-    return float(frame.select(per_line.mean()).item() or 0.0)
+    return per_head(nonblank(frame), n, s=per_line.mean()).get_column("s")
+
+
+def detect(head: list[str]) -> float:
+    return one_head(detect_heads, head)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
