@@ -42,28 +42,33 @@ def bounds(reference: datetime | None, now: datetime | None = None) -> Bounds:
     return Bounds(lo, hi)
 
 
+def _out(c: str, b: Bounds) -> pl.Expr:
+    col = pl.col(c).cast(schemas.TS, strict=False)
+    return ((col < pl.lit(b.lo).cast(schemas.TS)) | (col > pl.lit(b.hi).cast(schemas.TS))).fill_null(False)
+
+
+def outside(df: pl.DataFrame, table: str, b: Bounds) -> pl.Series:
+    """Which rows of ``df`` have a time outside ``b``."""
+    cols = [c for c in schemas.time_columns(table) if c in df.columns]
+    if not cols or df.height == 0:
+        return pl.repeat(False, df.height, dtype=pl.Boolean, eager=True)
+    return df.select(pl.any_horizontal([_out(c, b) for c in cols]).alias("bad"))["bad"]
+
+
 def clear(df: pl.DataFrame, table: str, b: Bounds) -> tuple[pl.DataFrame, int, str | None]:
     """``df`` with its times outside ``b`` set null, how many rows had one, and an example ('line 12: 5138-...')."""
     cols = [c for c in schemas.time_columns(table) if c in df.columns]
-    if not cols or df.height == 0:
-        return df, 0, None
-    lo, hi = pl.lit(b.lo).cast(schemas.TS), pl.lit(b.hi).cast(schemas.TS)
-
-    def out(c: str) -> pl.Expr:
-        col = pl.col(c).cast(schemas.TS, strict=False)
-        return ((col < lo) | (col > hi)).fill_null(False)
-
-    bad = df.select(pl.any_horizontal([out(c) for c in cols]).alias("bad"))["bad"]
+    bad = outside(df, table, b)
     n = int(bad.sum())
     if n == 0:
         return df, 0, None
     # formatted by polars: a year past 9999 has no Python datetime
     first = df.filter(bad).head(1).select(
-        pl.coalesce([pl.when(out(c)).then(pl.col(c).dt.to_string("%Y-%m-%d %H:%M:%S")) for c in cols]).alias("t"),
+        pl.coalesce([pl.when(_out(c, b)).then(pl.col(c).dt.to_string("%Y-%m-%d %H:%M:%S")) for c in cols]).alias("t"),
         (pl.col("line_no") if "line_no" in df.columns else pl.lit(None, dtype=pl.Int64)).alias("n"))
     t, line_no = first.row(0)
     example = f"line {line_no}: {t}" if line_no is not None else t
-    fixed = df.with_columns([pl.when(out(c)).then(None).otherwise(pl.col(c)).alias(c) for c in cols])
+    fixed = df.with_columns([pl.when(_out(c, b)).then(None).otherwise(pl.col(c)).alias(c) for c in cols])
     return fixed, n, example
 
 

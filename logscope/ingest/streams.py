@@ -52,6 +52,7 @@ class FileState:
     bad_time_example: str | None = None
     bad_values: int = 0  # values set null (ChunkResult.bad_values)
     bad_value_example: str | None = None
+    batch: int = 0  # files of the batch it was read in (``logscope.ingest.batches``); 0: read alone
 
 
 def cost(members: list[FileState]) -> float:
