@@ -36,7 +36,7 @@ app()
 """
 
 
-def _analyze(src: Path, out: Path, *extra: str) -> float:
+def _analyze(src: Path, out: Path, *extra: str, code: int = 0) -> float:
     t0 = time.monotonic()
     script = _RUN.format(limit=LIMIT) + (
         "\nimport atexit; atexit.register(lambda: print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
@@ -44,7 +44,9 @@ def _analyze(src: Path, out: Path, *extra: str) -> float:
     script = script.replace("app()\n", "") + "\napp()\n"
     r = subprocess.run([sys.executable, "-c", script, "analyze", str(src), "-o", str(out), "-q", *extra], cwd=ROOT,
                        capture_output=True, text=True, timeout=SECONDS)
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.returncode == code, r.stderr[-2000:]
+    if code:
+        return time.monotonic() - t0
     peak = [int(ln.split()[1]) for ln in r.stderr.splitlines() if ln.startswith("peak_kb ")]
     assert peak and peak[0] < PEAK_KB, r.stderr[-500:]
     return time.monotonic() - t0
@@ -89,6 +91,22 @@ def test_windows_are_capped_in_count(tmp_path):
     notes = json.loads((tmp_path / "out" / "correlation.json").read_text())["notes"]
     said = [n for n in notes if "widened to" in n]
     assert said and said[0].startswith("windows of 0.1 s over") and w["ts"].diff().min().total_seconds() >= 0.3
+
+
+def test_a_window_of_999999h_on_a_small_log(tmp_path):
+    """``--window 999999h`` on 24 KB of the spike run (its vLLM and access logs cut to 24 KB each) took 95 s (a chart
+    of 5,952 ticks); now refused as a usage error (widths run from 100 ms to a day), and the widest width taken,
+    24h, analyses in the time any small folder takes: one window."""
+    d = tmp_path / "in"
+    d.mkdir()
+    for name in ("vllm-server.log", "nginx-access.log"):
+        data = need(SPIKE / name).read_bytes()[:24_000]
+        (d / name).write_bytes(data[: data.rfind(b"\n") + 1])
+    assert _analyze(d, tmp_path / "refused", "--window", "999999h", code=2) < 60
+    assert not (tmp_path / "refused" / "windows.parquet").exists()
+    assert _analyze(d, tmp_path / "out", "--window", "24h") < SECONDS
+    w = pl.read_parquet(tmp_path / "out" / "windows.parquet")
+    assert 1 <= w.height <= 2 and all(d.total_seconds() >= 86_400 for d in w["ts"].diff().drop_nulls())
 
 
 def test_cr_only_line_endings_are_line_endings(tmp_path):
