@@ -171,3 +171,31 @@ def test_access_records_glued_without_newlines_are_parsed(tmp_path):
         assert all(len(m) < 2000 for m in row["messages"])
     said = pl.read_parquet(tmp_path / "out-glued" / "files.parquet")["messages"].explode().to_list()
     assert "1 line(s) longer than 8,192 bytes read as records glued without newlines (1,200 records)" in said
+
+
+def test_a_time_far_outside_the_rest_of_its_file_is_an_outlier(tmp_path):
+    """Three of spike's access records stamped two years early (their $msec: a clock set wrong for a moment), inside
+    the folder's bounds (a decade around 2026) but two years from the hour the rest of the file covers: kept, their
+    times unknown, said on the file; the file's span, the windows and the run's span stay on the incident's hour."""
+    lines = need(SPIKE / "nginx-access.log").read_text().splitlines()
+    for k in (100, 101, 102):
+        assert "msec=1795" in lines[k]
+        lines[k] = lines[k].replace("msec=1795", "msec=1732", 1)  # 1795940707 -> 1732868707: 2024-11-29
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "nginx-access.log").write_text("\n".join(lines) + "\n")
+    (d / "nginx.conf").write_bytes((SPIKE / "nginx.conf").read_bytes())
+    _analyze(d, tmp_path / "out")
+    out = tmp_path / "out"
+    att = pl.read_parquet(out / "gateway_attempts.parquet")
+    damaged = att.filter(pl.col("line_no").is_in([101, 102, 103]))
+    assert att.height == 297 and damaged.height >= 3  # every record kept: 284 requests, 297 upstream attempts
+    assert damaged["ts_end"].null_count() == damaged.height and att["ts_end"].null_count() == damaged.height
+    f = pl.read_parquet(out / "files.parquet").filter(pl.col("path") == "nginx-access.log").row(0, named=True)
+    said = [m for m in f["messages"] if "far outside the span of the rest of this file" in m]
+    assert said and said[0].startswith(f"{damaged.height} record(s)") and "e.g. line 101: 2024-11-30 04:26:20" in said[0]
+    assert f["first_ts"].year == 2026 and (f["last_ts"] - f["first_ts"]).total_seconds() < 3600
+    w = pl.read_parquet(out / "windows.parquet")
+    assert w["ts"].min().year == 2026 and (w["ts"].max() - w["ts"].min()).total_seconds() < 3600
+    span = json.loads((out / "summary.json").read_text())["span"]
+    assert span["start"].startswith("2026-11-29") and span["end"].startswith("2026-11-29"), span

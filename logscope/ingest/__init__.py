@@ -113,6 +113,7 @@ def ingest(
 
     for name in PARSED_TABLES:
         store.write(name, out / f"{name}.parquet")
+    far = outliers.per_file(out, list(PARSED_TABLES))  # before derive: the derived tables take the cleared times
     notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
     for st in states:
         if st.bad_times:
@@ -122,6 +123,8 @@ def ingest(
                                  f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept")
         if st.outliers and st.plausible is not None:
             st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
+        if st.f.rel in far:
+            st.f.messages.append(outliers.far_message(*far[st.f.rel]))
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")
