@@ -26,7 +26,7 @@ import parsers
 from parsers import _mixed as mixed
 
 from .. import __version__, schemas
-from . import batches, derive, envelopes, outliers, pieces, sources, streams
+from . import batches, derive, envelopes, inputs, outliers, pieces, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -340,7 +340,7 @@ def _replica(f: sources.InputFile, root: Path) -> str:
         if m:
             return m.group("pod")
     if root.is_dir() and parent.resolve() != root.resolve():
-        return parent.name
+        return inputs._text(parent.name)  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
 
 
