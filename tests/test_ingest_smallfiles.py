@@ -107,3 +107,28 @@ def test_detection_in_one_pass_is_detection_one_head_at_a_time(blank):
     assert parsers.detect_many(heads) == one
     assert parsers.detect_many(heads[::-1]) == one[::-1]
     assert {m.NAME for m, _, _ in one if m is not None} >= {"nginx_access", "nginx_error", "vllm_server"}
+
+
+def test_many_client_sources_are_compared_at_once_with_the_pairwise_choice(tmp_path, monkeypatch):
+    """Which client views correlation keeps, for many sources at once (``correlate.dupes``) and pair by pair: the
+    same, on the storm's JSONL and DEBUG log (one view of the other) beside one-request client files. The
+    one-request files are all kept: a few sends coinciding within 30 ms under load make no copy (they did)."""
+    from logscope.correlate import dupes, frames
+
+    need(LAB)
+    smallfiles.write(tmp_path / "in", 420)
+    for name in ("client-storm.jsonl", "client-storm.log"):
+        (tmp_path / "in" / name).write_bytes((LAB / "retry-storm" / name).read_bytes())
+    res = ingest(tmp_path / "in", tmp_path / "out", IngestOptions())
+    ca, cr = res.table("client_attempts"), res.table("client_requests")
+    assert ca["source"].n_unique() > dupes.MANY
+    at_once = frames.pick_client_sources(ca, cr)
+    monkeypatch.setattr(dupes, "MANY", 10**9)
+    assert frames.pick_client_sources(ca, cr) == at_once
+    kept, dropped = at_once
+    assert list(dropped) == ["client-storm.log"] and "client-storm.jsonl" in kept
+    monkeypatch.setattr(dupes, "MANY", 0)
+    monkeypatch.setattr(dupes, "MIN_SENDS", 0)  # the rule before: a third of the one-request files were dropped
+    assert len(frames.pick_client_sources(ca, cr)[1]) > 10
+    assert len(kept) == ca["source"].n_unique() + cr.filter(~pl.col("source").is_in(ca["source"].unique().implode()))[
+        "source"].n_unique() - 1

@@ -89,6 +89,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
     tables: dict[str, pl.DataFrame] = {}
     for name, df in res.tables.items():
         if df is not None and df.height:
+            if "line_no" not in df.columns:  # rows that name no line cannot be given back to their file
+                return _alone(idx, members, range(len(members)), mod, job)
             tables[name] = _own(schemas.conform(df, name), starts, members)
     if res.recognized is None or res.bad_times or res.bad_values:
         return _alone(idx, members, range(len(members)), mod, job)  # counts that name no file
