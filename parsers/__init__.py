@@ -11,7 +11,9 @@ import importlib
 from concurrent.futures import Executor
 from types import ModuleType
 
-from .base import ChunkResult, ParseContext, safe_detect
+import polars as pl
+
+from .base import ChunkResult, ParseContext, head_frame, safe_detect
 
 # Order matters only for ties: more specific formats first.
 _MODULES = (
@@ -52,19 +54,31 @@ def detect(head: list[str]) -> tuple[ModuleType | None, float, dict[str, float]]
 
 def detect_many(heads: list[list[str]], pool: Executor | None = None,
                 threads: int = 1) -> list[tuple[ModuleType | None, float, dict[str, float]]]:
-    """``detect`` of many files' heads, format by format: polars keeps a few dozen compiled regexes (per
-    thread), and the formats' detectors together use more, so file by file each evicted the next one's
-    (420 small files: 11.0 ms a file, 2.5 ms format by format; the same scores). With a pool, the formats
-    are shared out among ``threads`` of its threads (420 files: 1.78 -> 1.16 s on two)."""
-    def run(mods: list[ModuleType]) -> dict[str, list[float]]:
-        return {m.NAME: [safe_detect(m, head) for head in heads] for m in mods}
+    """``detect`` of many files' heads: every format scores all heads at once (``detect_heads`` over one frame of
+    their lines; 2,000 small files: 8.5 ms a file one head at a time, below 0.1 ms so). With a pool, the formats
+    are shared out among ``threads`` of its threads. A format whose batch raises is asked head by head (an
+    exception costs only its head, as in ``detect``)."""
+    frame = head_frame(heads)
+    n = len(heads)
 
-    k = max(1, threads) if pool is not None and len(heads) > 1 else 1
+    def one(m: ModuleType) -> list[float]:
+        if not hasattr(m, "detect_heads"):  # a format that scores one head at a time
+            return [safe_detect(m, head) for head in heads]
+        try:
+            got = m.detect_heads(frame, n).cast(pl.Float64).fill_nan(0.0).fill_null(0.0).clip(0.0, 1.0).to_list()
+        except Exception:  # noqa: BLE001 - detection must never take the run down
+            return [safe_detect(m, head) for head in heads]
+        return got if len(got) == n else [safe_detect(m, head) for head in heads]
+
+    def run(mods: list[ModuleType]) -> dict[str, list[float]]:
+        return {m.NAME: one(m) for m in mods}
+
+    k = max(1, threads) if pool is not None and n > 1 else 1
     groups = [list(FORMATS[i::k]) for i in range(k)]
     by_format: dict[str, list[float]] = {}
     for part in (pool.map(run, groups) if k > 1 else map(run, groups)):
         by_format.update(part)
-    return [_best({m.NAME: by_format[m.NAME][i] for m in FORMATS}) for i in range(len(heads))]
+    return [_best({m.NAME: by_format[m.NAME][i] for m in FORMATS}) for i in range(n)]
 
 
 def _best(sc: dict[str, float]) -> tuple[ModuleType | None, float, dict[str, float]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import polars as pl
 
 from ._common import decode_json
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "aiperf"
 KIND = "client"
@@ -45,11 +45,12 @@ _DETECT = r'^\s*\{"metadata":\s*\{.*"x_request_id":.*"request_start_ns":'
 _TS = pl.Datetime("us", "UTC")
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    return per_head(nonblank(frame), n, s=share(_DETECT)).select(0.97 * pl.col("s")).to_series()
+
+
 def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    if not lines:
-        return 0.0
-    return 0.97 * float(pl.Series(lines, dtype=pl.String).str.contains(_DETECT).mean() or 0.0)
+    return one_head(detect_heads, head)
 
 
 def _seconds(metric: str) -> pl.Expr:

@@ -26,7 +26,7 @@ import io
 import polars as pl
 
 from ._common import decode_json, epoch_to_utc, local_to_utc
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "client_jsonl"
 KIND = "client"
@@ -66,17 +66,16 @@ _CSV_HEADER = r"^\ufeff?ts_start,(?:[a-z_0-9]+,)*[a-z_0-9]+\s*$"
 _TIMEOUT_TOL = 0.99  # an attempt without response that lasted >= 99 % of the client timeout timed out
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    line = pl.col("line")
+    csv = line.str.contains(_CSV_HEADER) & line.str.contains("logical_request_id", literal=True)
+    g = per_head(nonblank(frame), n, lab=share(_LAB_DETECT), generic=share(_GENERIC_DETECT), csv=csv.first())
+    csv_score = pl.when(pl.col("csv")).then(0.9).otherwise(0.0)
+    return g.select(pl.max_horizontal(0.97 * pl.col("lab"), 0.95 * pl.col("generic"), csv_score)).to_series()
+
+
 def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    if not lines:
-        return 0.0
-    s = pl.Series(lines, dtype=pl.String)
-    lab = float(s.str.contains(_LAB_DETECT).mean() or 0.0)
-    generic = float(s.str.contains(_GENERIC_DETECT).mean() or 0.0)
-    csv = 0.0
-    if s.str.contains(_CSV_HEADER).head(1).item() and "logical_request_id" in lines[0]:
-        csv = 0.9
-    return max(0.97 * lab, 0.95 * generic, csv)
+    return one_head(detect_heads, head)
 
 
 def _f(c: str) -> pl.Expr:

@@ -28,7 +28,7 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import json_fields
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "envoy_access"
 KIND = "gateway"
@@ -73,10 +73,13 @@ _KEYS = {
 }
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    g = per_head(nonblank(frame), n, text=share(_TEXT), js=share(_JSON), mark=share(_JSON_MARK))
+    return g.select(pl.max_horizontal("text", pl.min_horizontal("js", "mark"))).to_series()
+
+
 def detect(head: list[str]) -> float:
-    text = hit_share(head, _TEXT)
-    js = min(hit_share(head, _JSON), hit_share(head, _JSON_MARK))
-    return max(text, js)
+    return one_head(detect_heads, head)
 
 
 def _num(e: pl.Expr) -> pl.Expr:

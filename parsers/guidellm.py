@@ -18,7 +18,7 @@ import json
 import polars as pl
 
 from ._common import epoch_to_utc
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "guidellm"
 KIND = "client"
@@ -48,11 +48,14 @@ _REQ_SCHEMA = {
 }
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    first = frame.filter((pl.col("i") < 5) & pl.col("nb").is_not_null())
+    g = per_head(first, n, hit=pl.col("line").str.contains(_DETECT).any())
+    return g.select(pl.when(pl.col("hit")).then(0.95).otherwise(0.0)).to_series()
+
+
 def detect(head: list[str]) -> float:
-    lines = [h for h in head[:5] if h.strip()]
-    if not lines:
-        return 0.0
-    return 0.95 if pl.Series(lines, dtype=pl.String).str.contains(_DETECT).any() else 0.0
+    return one_head(detect_heads, head)
 
 
 def _strategy(b: dict) -> tuple[str, str | None, float | None]:

@@ -25,7 +25,7 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import local_to_utc
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "haproxy"
 KIND = "gateway"
@@ -78,8 +78,12 @@ _PHASE = {
 }
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    return per_head(nonblank(frame), n, s=share(_DETECT)).get_column("s")
+
+
 def detect(head: list[str]) -> float:
-    return hit_share(head, _DETECT)
+    return one_head(detect_heads, head)
 
 
 def _ms(col: str) -> pl.Expr:

@@ -40,7 +40,7 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import local_to_utc
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "litellm"
 KIND = "gateway"
@@ -73,15 +73,17 @@ _RETRIED = r"LiteLLM Retried: (\d+) times"
 _MODEL_GROUP = r"Falling back to model_group = (\S+)"
 
 
-def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    text = hit_share(lines, _DETECT_TEXT) + hit_share(lines, _STD_HEAD)
-    js = hit_share(lines, _DETECT_JSON)
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    g = per_head(nonblank(frame), n, text=share(_DETECT_TEXT), std=share(_STD_HEAD), js=share(_DETECT_JSON),
+                 uvicorn=share(_UVICORN))
+    best = pl.max_horizontal(pl.col("text") + pl.col("std"), "js")
     # a LiteLLM log is mostly its own records, plus uvicorn lines and continuations
-    best = max(text, js)
-    if best > 0:
-        best = min(1.0, best + 0.5 * hit_share(lines, _UVICORN) + 0.3)
-    return best
+    more = pl.min_horizontal(pl.lit(1.0), best + 0.5 * pl.col("uvicorn") + 0.3)
+    return g.select(pl.when(best > 0).then(more).otherwise(best)).to_series()
+
+
+def detect(head: list[str]) -> float:
+    return one_head(detect_heads, head)
 
 
 def _classify(msg: pl.Expr, level: pl.Expr) -> list[pl.Expr]:

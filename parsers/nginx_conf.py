@@ -14,7 +14,7 @@ import re
 
 import polars as pl
 
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "nginx_conf"
 KIND = "config"
@@ -37,14 +37,15 @@ _STRONG = r"^\s*(?:log_format|proxy_pass|upstream\s+\S+\s*\{|worker_processes|pr
 _NOISE = r"^\s*(?:#.*)?$"
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    lines = nonblank(frame).filter(~pl.col("line").str.contains(r"^[\s\x1c-\x1f]*#"))  # str.lstrip()'s white space
+    g = per_head(lines, n, k=pl.len(), strong=share(_STRONG), directive=share(_DIRECTIVE))
+    ok = (pl.col("k") >= 3) & (pl.col("strong") > 0)
+    return g.select(pl.when(ok).then(0.9 * pl.col("directive")).otherwise(0.0)).to_series()
+
+
 def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip() and not h.lstrip().startswith("#")]
-    if len(lines) < 3:
-        return 0.0
-    strong = hit_share(lines, _STRONG)
-    if strong == 0:
-        return 0.0
-    return 0.9 * hit_share(lines, _DIRECTIVE)
+    return one_head(detect_heads, head)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from ._common import bad_times, local_to_utc
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "nginx_error"
 KIND = "gateway"
@@ -56,8 +56,12 @@ _KINDS = [
 ]
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    return per_head(nonblank(frame), n, s=share(_DETECT)).select(0.95 * pl.col("s")).to_series()
+
+
 def detect(head: list[str]) -> float:
-    return 0.95 * hit_share(head, _DETECT)
+    return one_head(detect_heads, head)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:

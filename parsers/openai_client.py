@@ -30,7 +30,7 @@ from datetime import timedelta
 import polars as pl
 
 from ._openai_lines import _EV_SCHEMA, _NOISE, _events
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "openai_client"
 KIND = "client"
@@ -52,18 +52,19 @@ _DONE_WAIT = timedelta(minutes=15)  # longest stream we wait for before closing 
 _OUTCOME = ["response", "httpx", "timeout", "conn_error"]
 
 
-def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    if not lines:
-        return 0.0
-    s = pl.Series(lines, dtype=pl.String)
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    s = pl.col("line")
     known = s.str.contains(r"(?:^|[\s:\]])(?:Building HTTP request: method=|Sending HTTP Request: |HTTP Response: \S+ |"
                            r"Retrying request |Encountered (?:a timeout|an HTTP status|exception|Exception)|"
                            r"HTTP Request: \S+ \S+ \"HTTP/)")
     noise = s.str.contains(_NOISE) | s.str.contains(r"(?:^|[\s:\]])request \S+ done status=|(?:^|\s)labclient\s")
-    if not known.any():
-        return 0.0
-    return min(0.95, 0.5 + 0.5 * float((known | noise).mean() or 0.0))
+    g = per_head(nonblank(frame), n, any=known.any(), m=(known | noise).mean())
+    return g.select(pl.when(pl.col("any")).then(pl.min_horizontal(pl.lit(0.95), 0.5 + 0.5 * pl.col("m")))
+                    .otherwise(0.0)).to_series()
+
+
+def detect(head: list[str]) -> float:
+    return one_head(detect_heads, head)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:

@@ -14,7 +14,7 @@ import io
 import polars as pl
 
 from . import _prom
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "prometheus_query_range"
 KIND = "metrics"
@@ -31,10 +31,14 @@ ASSUMPTION = (
 )
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    text = pl.col("text").str.slice(0, 20000)
+    g = per_head(frame, n, text=pl.col("line").str.join("\n"))
+    return g.select(pl.when(text.str.contains(_STATUS) & text.str.contains(_SHAPE)).then(1.0).otherwise(0.0)).to_series()
+
+
 def detect(head: list[str]) -> float:
-    text = "\n".join(head)[:20000]
-    s = pl.Series([text], dtype=pl.String)
-    return 1.0 if bool(s.str.contains(_STATUS).item()) and bool(s.str.contains(_SHAPE).item()) else 0.0
+    return one_head(detect_heads, head)
 
 
 def _lines(text: str) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import _prom
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "prometheus_text"
 KIND = "metrics"
@@ -54,15 +54,16 @@ _STAMP_ISO = r"\biso=(" + _ISO + r")"
 _FAILED = r"^#[ \t]*scrape_failed\b"
 
 
-def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    if not lines:
-        return 0.0
-    s = pl.Series(lines, dtype=pl.String).str.strip_suffix("\r")
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    s = pl.col("line").str.strip_suffix("\r")
     sample = s.str.contains(_SAMPLE)
-    if not (s.str.contains(_META).any() or (sample & s.str.contains(_BRACED)).any()):
-        return 0.0
-    return float((sample | s.str.contains(_COMMENT)).mean() or 0.0)
+    g = per_head(nonblank(frame), n, ok=s.str.contains(_META).any() | (sample & s.str.contains(_BRACED)).any(),
+                 m=(sample | s.str.contains(_COMMENT)).mean())
+    return g.select(pl.when(pl.col("ok")).then(pl.col("m")).otherwise(0.0)).to_series()
+
+
+def detect(head: list[str]) -> float:
+    return one_head(detect_heads, head)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import _prom
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "prometheus_tsdb_dump"
 KIND = "metrics"
@@ -31,8 +31,12 @@ _LABELS = r'^\{(?P<labels>__name__="(?P<name>(?:[^"\\]|\\.)*)"(?:, ' + _prom.LAB
 _DETECT = r'^\{__name__="[^"]+"(?:, [a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*\} \S+ -?[0-9]+\s*$'  # CRLF endings, trailing blanks
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    return per_head(nonblank(frame), n, s=share(_DETECT)).get_column("s")
+
+
 def detect(head: list[str]) -> float:
-    return hit_share(head, _DETECT)
+    return one_head(detect_heads, head)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:

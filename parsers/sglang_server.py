@@ -29,7 +29,7 @@ from logscope.schemas import TS
 
 from ._common import ascii_classes, local_to_utc
 from ._sglang_requests import REQUEST_LINE, requests
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "sglang_server"
 KIND = "server"
@@ -84,20 +84,20 @@ _KIND_RULES = [
 ]
 
 
-def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()][:200]
-    if not lines:
-        return 0.0
-    s = pl.Series(lines, dtype=pl.String).str.slice(0, 400)
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    s = pl.col("line").str.slice(0, 400)
     hdr = s.str.contains(_HEAD_SPAN)
     body = s.str.replace(_HEAD_SPAN, "")
     known = hdr & body.str.contains(_KNOWN)
     hdr = hdr | s.str.contains(REQUEST_LINE)  # some versions print request lines without the header
     tb = ~hdr & s.str.contains(_TB)
-    if not bool(known.any()):
-        return 0.0  # '[date time] message' alone is any python logging config
-    share = float((hdr | tb).mean())
-    return 0.3 + 0.7 * share
+    g = per_head(nonblank(frame, 200), n, known=known.any(), m=(hdr | tb).mean())
+    # '[date time] message' alone is any python logging config
+    return g.select(pl.when(pl.col("known")).then(0.3 + 0.7 * pl.col("m")).otherwise(0.0)).to_series()
+
+
+def detect(head: list[str]) -> float:
+    return one_head(detect_heads, head)
 
 
 # ---- entry points ------------------------------------------------------------------------------

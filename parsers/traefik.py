@@ -24,7 +24,7 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import json_fields
-from .base import ChunkResult, ParseContext, hit_share
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "traefik"
 KIND = "gateway"
@@ -41,8 +41,12 @@ _OWN_CODES = {499: "client_closed", 502: "bad_gateway", 504: "gateway_timeout"}
 _START = r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)\d*(Z|[+-]\d{2}:\d{2})$"
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    return per_head(nonblank(frame), n, s=share(_DETECT)).get_column("s")
+
+
 def detect(head: list[str]) -> float:
-    return hit_share(head, _DETECT)
+    return one_head(detect_heads, head)
 
 
 _KEYS = ["StartUTC", "Duration", "DownstreamStatus", "OriginStatus", "RetryAttempts", "request_X-Request-Id",

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "vllm_bench"
 KIND = "client"
@@ -64,16 +64,15 @@ _PREFIX_RE = re.compile(r"request_id_prefix='([^']*)'")
 _MAX_SIBLING_BYTES = 8 * 1024 * 1024
 
 
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    s = pl.col("line")
+    result = s.str.contains(_NAMESPACE) | s.str.contains(r"^=+ Serving Benchmark Result =+\s*$")
+    g = per_head(nonblank(frame), n, js=s.str.contains(_JSON_HEAD).first(), result=result.any())
+    return g.select(pl.when(pl.col("js")).then(0.95).when(pl.col("result")).then(0.9).otherwise(0.0)).to_series()
+
+
 def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()]
-    if not lines:
-        return 0.0
-    s = pl.Series(lines, dtype=pl.String)
-    if s.head(1).str.contains(_JSON_HEAD).item():
-        return 0.95
-    if s.str.contains(_NAMESPACE).any() or s.str.contains(r"^=+ Serving Benchmark Result =+\s*$").any():
-        return 0.9
-    return 0.0
+    return one_head(detect_heads, head)
 
 
 def parse_document(text: str, ctx: ParseContext) -> ChunkResult:

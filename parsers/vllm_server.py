@@ -54,7 +54,7 @@ from ._vllm_stats import _STATS_HEAD as _STATS_HEAD
 from ._vllm_stats import _STATS_V0 as _STATS_V0
 from ._vllm_stats import _STATS_V1 as _STATS_V1
 from ._vllm_stats import _stats, invalid_values
-from .base import ChunkResult, ParseContext
+from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "vllm_server"
 KIND = "server"
@@ -75,11 +75,8 @@ SAMPLES = [
 ]
 
 
-def detect(head: list[str]) -> float:
-    lines = [h for h in head if h.strip()][:200]
-    if not lines:
-        return 0.0
-    s = pl.Series(lines, dtype=pl.String).str.slice(0, 600).str.replace_all(_ANSI, "")
+def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
+    s = pl.col("line").str.slice(0, 600).str.replace_all(_ANSI, "")
     s = s.str.replace(_MD_LEAD, "")  # a paste quoted in markdown
     body = s.str.replace(r"^(?:\S+Z )?(?:\(?[\w -]+ pid=\d+\) ?)?", "")
     hdr = s.str.contains(
@@ -97,16 +94,19 @@ def detect(head: list[str]) -> float:
         r"|^SpecDecoding metrics: |^Speculative metrics: |File \"[^\"]*/vllm/"  # a traceback through vLLM's code
     )
     other = body.str.contains(rf"^(?:{_LVL}): +") | body.str.contains(_NOISE) | body.str.contains(_TB_STRONG)
-    share = float((hdr | js | prefix | known | other).mean())
-    score = 0.0
-    if bool((hdr | js).any()):
-        score = 0.2 + 0.8 * share
-    elif bool((prefix | known).any()):
-        score = min(0.6, 0.1 + 0.8 * share)  # pastes with the vLLM header stripped
+    bench = s.str.contains(r"Serving Benchmark Result|^Namespace\(subparser='bench'")
+    g = per_head(nonblank(frame, 200), n, full=(hdr | js).any(), part=(prefix | known).any(),
+                 m=(hdr | js | prefix | known | other).mean(), bench=bench.any())
+    m = pl.col("m")
+    score = (pl.when(pl.col("full")).then(0.2 + 0.8 * m)
+             .when(pl.col("part")).then(pl.min_horizontal(pl.lit(0.6), 0.1 + 0.8 * m))  # pastes with the header stripped
+             .otherwise(0.0))
     # `vllm bench serve` prints vLLM log lines too; uvicorn lines alone are any FastAPI app (the router)
-    if bool(s.str.contains(r"Serving Benchmark Result|^Namespace\(subparser='bench'").any()):
-        score *= 0.3
-    return score
+    return g.select(pl.when(pl.col("bench")).then(score * 0.3).otherwise(score)).to_series()
+
+
+def detect(head: list[str]) -> float:
+    return one_head(detect_heads, head)
 
 
 # ---- entry points ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The chunks of one file of an INDEPENDENT_CHUNKS format are parsed on several threads at once, and the
-tables are exactly those of the one-thread parse (logscope.ingest.streams.parsed)."""
+tables are exactly those of the one-thread parse (logscope.ingest.streams.parsed). Small files are not batched
+here (``small_bytes=0``): each is cut into chunks of its own."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _tables(out: Path) -> dict[str, pl.DataFrame]:
 @pytest.mark.parametrize(("files", "chunk"), CASES, ids=["nginx", "envoy", "haproxy", "traefik"])
 def test_parallel_chunks_give_the_same_tables(tmp_path, files, chunk, monkeypatch):
     src = _folder(tmp_path, files)
-    seq = ingest(src, tmp_path / "seq", IngestOptions(workers=1, chunk_bytes=chunk))
+    seq = ingest(src, tmp_path / "seq", IngestOptions(workers=1, chunk_bytes=chunk, small_bytes=0))
     threads: dict[str, set[str]] = {}
     for mod in parsers.FORMATS:
         if getattr(mod, "INDEPENDENT_CHUNKS", False):
@@ -48,7 +49,7 @@ def test_parallel_chunks_give_the_same_tables(tmp_path, files, chunk, monkeypatc
                 return _real(lines, ctx, state)
 
             monkeypatch.setattr(mod, "parse_chunk", spy)
-    par = ingest(src, tmp_path / "par", IngestOptions(workers=2, chunk_bytes=chunk))
+    par = ingest(src, tmp_path / "par", IngestOptions(workers=2, chunk_bytes=chunk, small_bytes=0))
     a, b = _tables(tmp_path / "seq"), _tables(tmp_path / "par")
     assert a.keys() == b.keys()
     for name in a:

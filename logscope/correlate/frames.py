@@ -16,6 +16,7 @@ import polars as pl
 from .. import schemas
 from ..resources import scope
 from ..resources.scope import Range
+from . import dupes
 
 INPUTS = (
     "files",
@@ -287,11 +288,17 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
         theirs = by_source[(other,)]["logical_request_id"]
         return theirs.filter(theirs.is_in(pick.implode())).n_unique() / pick.len()
 
+    if len(rows) > dupes.MANY:  # a folder of many small client files: every pair at once
+        return dupes.pick(starts.with_columns(secs("ts_start").alias("t")), rank["source"].to_list(), rows,
+                          DUP_SHARE, DUP_TOL_S, ID_SAMPLE)
+
     def duplicate_of(src: str, other: str) -> str | None:
         if not 0.8 <= rows[src] / max(rows[other], 1) <= 1.25:
             return None
         if (id_share(src, other) or 0.0) >= DUP_SHARE:
             return f"same logical request ids as {other}"
+        if rows[src] < dupes.MIN_SENDS:  # a few sends coincide by chance under load
+            return None
         mine = sends(src)  # at most ID_SAMPLE of its sends, evenly through the file, as for the ids
         mine = mine.gather_every(max(1, mine.height // ID_SAMPLE))
         b = sends(other).with_columns(pl.lit(True).alias("hit"))

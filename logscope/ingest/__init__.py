@@ -26,7 +26,7 @@ import parsers
 from parsers import _mixed as mixed
 
 from .. import __version__, schemas
-from . import derive, envelopes, outliers, pieces, sources, streams
+from . import batches, derive, envelopes, inputs, outliers, pieces, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -89,6 +89,10 @@ def ingest(
 
         def run(item):
             idx, members = item
+            if batches.batched(members):  # small files of one format and folder: one parse
+                batches.parse(idx, members, stream_parser(members), job)
+                job.meter.done(members)
+                return
             mod = stream_module(members)
             # a long stream of a format that allows it on every core, in pieces; any other read whole, in order
             if plan := pieces.plan(members, mod, job):
@@ -102,13 +106,15 @@ def ingest(
             if parse is not None:
                 parse(stream_files, job)
             else:  # a stream's index orders the tables' rows (by path); the slowest streams start first
-                list(ex.map(run, sorted(enumerate(stream_files), key=lambda item: -cost(item[1]))))
+                units = batches.plan(stream_files, opts.small_bytes) if opts.small_bytes else stream_files
+                list(ex.map(run, sorted(enumerate(units), key=lambda item: -cost(item[1]))))
         finally:
             if chunk_pool is not None:
                 chunk_pool.shutdown()
 
     for name in PARSED_TABLES:
         store.write(name, out / f"{name}.parquet")
+    far = outliers.per_file(out, list(PARSED_TABLES))  # before derive: the derived tables take the cleared times
     notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
     for st in states:
         if st.bad_times:
@@ -119,6 +125,8 @@ def ingest(
         if st.outliers and st.plausible is not None:
             st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
         st.f.messages += streams.repair_messages(st.repairs)
+        if st.f.rel in far:
+            st.f.messages.append(outliers.far_message(*far[st.f.rel]))
     files = _files_table(states, out)
     files.write_parquet(out / "files.parquet")
     _unrec_table(states).write_parquet(out / "unrecognized.parquet")
@@ -213,6 +221,10 @@ def _detect(found: list[sources.InputFile], opts: IngestOptions, root: Path, ex:
     """Every file's format. The heads are read on the pool (reading, decompressing); the detectors then run
     format by format over all heads (``parsers.detect_many``; 420 small files: 3.0 -> 1.2 s)."""
     probes = list(ex.map(_probe, found))
+    read = [(f, p) for f, p in zip(found, probes, strict=True) if not isinstance(p, FileState)]
+    for (f, _), kind in zip(read, envelopes.detect_many([lines for _, lines in read]), strict=True):
+        f.envelope = kind
+    probes = [p if isinstance(p, FileState) else _inner(f, p) for f, p in zip(found, probes, strict=True)]
     heads = [p[0] for p in probes if isinstance(p, tuple)]
     detections = iter(parsers.detect_many(heads, ex, opts.workers))
     states = [p if isinstance(p, FileState) else _detected(f, *p, next(detections), opts, root)
@@ -252,10 +264,14 @@ def _mark_copies(states: list[FileState]) -> None:
                                      "for the coverage, its rows not added, so nothing counts twice")
 
 
-def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
+def _inner(f: sources.InputFile, lines: list[str]) -> tuple[list[str], list[str]]:
     """A file's head lines to detect its format in, and those to find its full timestamps in (for a wrapped log:
-    the lines inside its records, and the records with their times); a FileState already for a file that holds
-    no text to detect."""
+    the lines inside its records, and the records with their times)."""
+    return (envelopes.head_lines(f.envelope, lines), lines) if f.envelope is not None else (lines, lines)
+
+
+def _probe(f: sources.InputFile) -> FileState | list[str]:
+    """A file's head lines; a FileState already for a file that holds no text to detect."""
     if f.skipped:  # a link out of the input folder (``sources.discover``): its message says so
         return FileState(f, "skipped", "other", 0.0, "")
     if f.size == 0:
@@ -277,10 +293,7 @@ def _probe(f: sources.InputFile) -> FileState | tuple[list[str], list[str]]:
         f.messages.append("binary file (control bytes in the first 8 KiB of text): not parsed, lines counted as "
                           "unrecognized")
         return FileState(f, "binary", "other", 0.0, "", binary=True)
-    f.envelope = envelopes.detect(lines)
-    if f.envelope is not None:
-        return envelopes.head_lines(f.envelope, lines), lines
-    return lines, lines
+    return lines
 
 
 def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], detection: tuple, opts: IngestOptions,
@@ -329,7 +342,7 @@ def _replica(f: sources.InputFile, root: Path) -> str:
         if m:
             return m.group("pod")
     if root.is_dir() and parent.resolve() != root.resolve():
-        return parent.name
+        return inputs._text(parent.name)  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
 
 

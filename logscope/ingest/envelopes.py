@@ -39,6 +39,7 @@ from __future__ import annotations
 import polars as pl
 
 from parsers._common import ascii_classes, decode_json
+from parsers.base import head_frame, nonblank, per_head
 
 _TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)"
 # a CRI record's header: time, stream, tag (P partial, F full; ':'-separated tags may follow), one blank
@@ -74,20 +75,24 @@ MIN_SHARE = 0.9  # of a head's non-blank lines that must be records of one kind
 
 def detect(lines: list[str]) -> str | None:
     """``cri`` or ``docker`` when the head's lines are records of that runtime, else None; never raises."""
-    text = [ln for ln in lines if ln.strip()]
-    if not text:
-        return None
-    s = pl.Series(text, dtype=pl.String)
-    if float(s.str.contains(_CRI_HEAD).mean() or 0.0) >= MIN_SHARE:
-        return "cri"
-    # head lines are cut at a few KB: most need only open as a record, one must be whole
-    if float(s.str.starts_with(_DOCKER_OPEN).mean() or 0.0) >= MIN_SHARE and bool(s.str.contains(_DOCKER).any()):
-        return "docker"
-    if float((s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean() or 0.0) >= MIN_SHARE:
-        return "syslog"
-    if float(s.str.contains(_COMPOSE_HEAD).mean() or 0.0) >= COMPOSE_SHARE:
-        return "compose"
-    return None
+    return detect_many([lines])[0]
+
+
+def detect_many(heads: list[list[str]]) -> list[str | None]:
+    """``detect`` of many heads, in one pass over their lines (a polars call per head cost ~2 ms a file)."""
+    if not heads:
+        return []
+    s = pl.col("line")
+    g = per_head(nonblank(head_frame(heads)), len(heads), cri=s.str.contains(_CRI_HEAD).mean(),
+                 # head lines are cut at a few KB: most need only open as a record, one must be whole
+                 open=s.str.starts_with(_DOCKER_OPEN).mean(), whole=s.str.contains(_DOCKER).any(),
+                 syslog=(s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean(),
+                 compose=s.str.contains(_COMPOSE_HEAD).mean())
+    kind = (pl.when(pl.col("cri") >= MIN_SHARE).then(pl.lit("cri"))
+            .when((pl.col("open") >= MIN_SHARE) & pl.col("whole")).then(pl.lit("docker"))
+            .when(pl.col("syslog") >= MIN_SHARE).then(pl.lit("syslog"))
+            .when(pl.col("compose") >= COMPOSE_SHARE).then(pl.lit("compose")))
+    return g.select(kind).to_series().to_list()
 
 
 def services(lines: list[str]) -> list[str]:

@@ -43,6 +43,8 @@ class IngestOptions:
     memory_bytes: int = 64 * 1024 * 1024
     segment_bytes: int = 32 * 1024 * 1024  # the smallest segment a large file is cut into (``pieces.plan``)
     segments: int | None = None  # force this many segments per file of a format that allows them (tests, bench)
+    # files at most this long, of one format, folder and replica, are parsed together (``batches``); 0: never
+    small_bytes: int = 256 * 1024
 
 
 @dataclass

@@ -53,6 +53,7 @@ class FileState:
     bad_values: int = 0  # values set null (ChunkResult.bad_values)
     bad_value_example: str | None = None
     repairs: dict[str, int] = field(default_factory=dict)  # what the parser mended in a paste (ChunkResult.repairs)
+    batch: int = 0  # files of the batch it was read in (``logscope.ingest.batches``); 0: read alone
 
 
 def cost(members: list[FileState]) -> float:
@@ -196,7 +197,8 @@ def failed(st: FileState, mod, e: Exception) -> None:
     f = st.f
     st.lines_total = max(st.lines_total, sources.count_lines(f))
     st.lines_parsed = min(st.lines_parsed, st.lines_total)
-    f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {e}; the rows read before are kept, "
+    said = str(e) if len(str(e)) <= 500 else f"{str(e)[:500]}... ({len(str(e)):,} characters)"  # a regex of MBs
+    f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {said}; the rows read before are kept, "
                       f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
 
 

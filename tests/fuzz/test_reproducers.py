@@ -46,6 +46,14 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
     assert o.ok, o.failures
 
 
+def test_a_folder_name_that_is_not_utf8(tmp_path):
+    # seed 2026 case 22 (CI's own budget): v0-ladder's vLLM log in a folder named with the bytes ff fe; the folder
+    # is the replica's name, which reached files.parquet as it was (exit 70: surrogates not allowed)
+    case = _case(FileSpec("fixtures/lab/v0-ladder/vllm-server.log", 23_592, name_kind="non-utf8", folder="clients"))
+    o = run_case(case, work=tmp_path)
+    assert o.ok, o.failures
+
+
 def test_an_nginx_log_with_cr_line_ends(tmp_path):
     # seed 2026 case 10, cut down to its nginx file
     case = _case(FileSpec("fixtures/lab/spike/nginx-access.log", 88_640, [("line_ends", {"style": "cr"})]))
