@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 import vl_convert
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ..visible import visible, visible_all
 from . import fmt
@@ -32,6 +32,7 @@ SEVERITIES = ("critical", "high", "medium", "low", "info")
 CLASSES = ("spike", "sustained", "recurring", "crash")
 _NOT_ANCHOR = re.compile(r"[^A-Za-z0-9_-]")
 _WHOLE_MAX = 24  # characters of a word kept on one line in a generic table
+_BREAK_AFTER = re.compile(r"(?<=[/_\-.])")  # where a path or a name may wrap: after its separators
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _JSON_UNSAFE = re.compile("[<>&\u2028\u2029]")
 
@@ -79,6 +80,7 @@ def environment() -> jinja2.Environment:
         fval=fmt.fval,
         keyed=fmt.keyed,
         whole=_whole,
+        breakable=_breakable,
         label=fmt.label,
         columns=columns,
     )
@@ -102,6 +104,14 @@ def _whole(x: Any) -> Markup | None:
     if len(x) <= _WHOLE_MAX and not any(c.isspace() for c in x):
         return Markup('<span class="nowrap">{}</span>').format(visible(x))
     return None
+
+
+def _breakable(x: Any) -> Any:
+    """A path or a name that may wrap only after a separator ('/', '_', '-', '.'), never inside a word: a narrow
+    column broke 'gateway' into 'gate / way' and 'prometheus_query_range' anywhere."""
+    if not isinstance(x, str):
+        return x
+    return Markup("<wbr>").join(escape(part) for part in _BREAK_AFTER.split(visible(x)))
 
 
 # sha256 of vl-convert's bundle, per vl-convert version (the bundle is pinned to it and built alike every

@@ -131,6 +131,63 @@ def cold_start_view(cold: dict | None, limit: int) -> dict | None:
     return out
 
 
+def _s(a: Any, b: Any) -> float | None:
+    """Seconds from ISO time ``a`` to ``b``."""
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(str(b).replace("Z", "+00:00"))
+                - datetime.fromisoformat(str(a).replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return None
+
+
+def _latency(p95: Any) -> str:
+    return f"{fnum(p95)} s" if isinstance(p95, int | float) else "–"
+
+
+def cold_start_rows(cold: dict | None, limit: int) -> dict | None:
+    """The cold-start section in a few sentences and a short table, one row per server start (summary.json's
+    cold_start has every figure; the page folds them away): ``lines``, ``rows``, ``hidden`` (starts not listed)."""
+    if not cold:
+        return None
+    starts = cold.get("server_starts") or []
+    windows = {(w.get("replica"), w.get("server_start")): w for w in cold.get("windows") or []}
+    rows = []
+    for st in starts[:limit]:
+        w = windows.get((st.get("replica"), st.get("ts"))) or {}
+        load = _s(st["ts"], st["ready"]) if st.get("ts") and st.get("ready") else None
+        wait = _s(st.get("ready") or st.get("ts"), w["first_request"]) if w.get("first_request") else None
+        rows.append({"replica": st.get("replica") or "server", "pid": st.get("pid"), "version": st.get("version"),
+                     "started": st.get("ts"), "ready": st.get("ready"), "loading": load,
+                     "first_request": w.get("first_request"), "idle_before_first": wait,
+                     "requests": w.get("requests"), "ttft_p95": w.get("ttft_p95"), "e2e_p95": w.get("e2e_p95"),
+                     "success_share": w.get("success_share")})
+    lines = []
+    loads = [r["loading"] for r in rows if r["loading"] is not None]
+    n = len(starts)
+    if n:
+        took = (f"; from start to ready it took {' and '.join(duration(x) for x in loads)}" if 0 < len(loads) <= 3
+                else f"; from start to ready it took {duration(min(loads))} to {duration(max(loads))}" if loads else "")
+        lines.append(f"{n} server start{'s' if n != 1 else ''} in the logs{took}.")
+    seconds = cold.get("seconds")
+    warm = cold.get("warm") or {}
+    if seconds and rows:
+        lines.append(f"Cold = the first {fnum(seconds)} s after the first request that followed each start "
+                     "(the table's requests, TTFT and e2e are those of that window).")
+    if warm.get("requests"):
+        lines.append(f"Warm (every other request): {fnum(warm['requests'])} requests, TTFT p95 "
+                     f"{_latency(warm.get('ttft_p95'))}, e2e p95 {_latency(warm.get('e2e_p95'))}, success "
+                     f"{pct(warm.get('success_share'))}.")
+        cold_e2e = [r["e2e_p95"] for r in rows if isinstance(r["e2e_p95"], int | float)]
+        w95 = warm.get("e2e_p95")
+        if cold_e2e and isinstance(w95, int | float) and w95 > 0:
+            worst = max(cold_e2e)
+            lines.append(f"The slowest cold window's e2e p95 was {_latency(worst)}, {fnum(worst / w95, 1)}× the warm "
+                         f"p95: {'a cold start that callers felt' if worst > 1.5 * w95 else 'no cold-start penalty'}.")
+    return {"lines": lines, "rows": rows, "hidden": max(0, n - limit)}
+
+
 def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if not life:
         return []
@@ -159,3 +216,11 @@ def read_notes(inputs: dict, limit: int) -> tuple[list[tuple[str, str]], int]:
     ``limit``, and how many more there are (the report's appendix lists them all)."""
     notes = [(f["path"], m) for f in inputs.get("files") or [] for m in f.get("messages") or []]
     return notes[:limit], max(0, len(notes) - limit)
+
+
+NOT_READ = ("unknown", "empty", "binary", "unreadable", "skipped")
+
+
+def input_counts(inputs: dict) -> dict:
+    """What the folded input list's summary line counts: the files in no known format."""
+    return {"unread": sum(1 for f in inputs.get("files") or [] if f.get("format") in NOT_READ)}
