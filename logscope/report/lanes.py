@@ -184,9 +184,14 @@ def event_rules(ev: pl.DataFrame, x: XEnc, d: Data) -> list[dict]:
 
 
 def _event_rows(ev: pl.DataFrame) -> pl.DataFrame:
+    """The events as drawn: 'killed → 220 gateway 5xx', with the replica named when there are several."""
+    counts = {n: f"{n:,}" for n in ev["errors_after"].unique().to_list()}  # a few distinct counts
+    label = pl.col("label")
+    if ev["replica"].n_unique() > 1:
+        label = label + pl.when(pl.col("replica") == "").then(pl.lit("")).otherwise(" (" + pl.col("replica") + ")")
     text = pl.when(pl.col("errors_after") > 0).then(
-        pl.col("label") + " → " + pl.col("errors_after").map_elements(lambda n: f"{n:,}", return_dtype=pl.String)
-        + " gateway 5xx").otherwise(pl.col("label"))
+        label + " → " + pl.col("errors_after").replace_strict(counts, return_dtype=pl.String) + " gateway 5xx"
+    ).otherwise(label)
     return ev.select("t", "kind", text.alias("text"), pl.when(pl.col("replica") == "").then(pl.lit("–"))
                      .otherwise(pl.col("replica")).alias("replica"), pl.col("detail").fill_null(""),
                      _hms("t").alias("time"))
