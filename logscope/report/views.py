@@ -166,10 +166,10 @@ def cold_start_rows(cold: dict | None, limit: int) -> dict | None:
     lines = []
     loads = [r["loading"] for r in rows if r["loading"] is not None]
     n = len(starts)
-    if n:
-        took = (f"; from start to ready it took {' and '.join(duration(x) for x in loads)}" if 0 < len(loads) <= 3
-                else f"; from start to ready it took {duration(min(loads))} to {duration(max(loads))}" if loads else "")
-        lines.append(f"{n} server start{'s' if n != 1 else ''} in the logs{took}.")
+    if 0 < len(loads) <= 3:
+        lines.append(f"From start to ready: {' and '.join(duration(x) for x in loads)}.")
+    elif loads:
+        lines.append(f"From start to ready: {duration(min(loads))} to {duration(max(loads))}.")
     seconds = cold.get("seconds")
     warm = cold.get("warm") or {}
     if seconds and rows:
@@ -179,12 +179,16 @@ def cold_start_rows(cold: dict | None, limit: int) -> dict | None:
         lines.append(f"Warm (every other request): {fnum(warm['requests'])} requests, TTFT p95 "
                      f"{_latency(warm.get('ttft_p95'))}, e2e p95 {_latency(warm.get('e2e_p95'))}, success "
                      f"{pct(warm.get('success_share'))}.")
-        cold_e2e = [r["e2e_p95"] for r in rows if isinstance(r["e2e_p95"], int | float)]
-        w95 = warm.get("e2e_p95")
-        if cold_e2e and isinstance(w95, int | float) and w95 > 0:
-            worst = max(cold_e2e)
-            lines.append(f"The slowest cold window's e2e p95 was {_latency(worst)}, {fnum(worst / w95, 1)}× the warm "
-                         f"p95: {'a cold start that callers felt' if worst > 1.5 * w95 else 'no cold-start penalty'}.")
+        # the figures side by side; whether a cold start hurt is the findings' to say
+        cmp = []
+        for key, name in (("ttft_p95", "TTFT p95"), ("e2e_p95", "e2e p95")):
+            cold_v = [r[key] for r in rows if isinstance(r[key], int | float)]
+            w = warm.get(key)
+            if cold_v and isinstance(w, int | float) and w > 0:
+                cmp.append(f"{name} up to {_latency(max(cold_v))} against {_latency(w)} "
+                           f"({fnum(max(cold_v) / w, 1)}×)")
+        if cmp:
+            lines.append("Cold windows against warm: " + "; ".join(cmp) + ".")
     return {"lines": lines, "rows": rows, "hidden": max(0, n - limit)}
 
 
@@ -196,12 +200,14 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if isinstance(starts, int):
         out.append(f"{starts} server start(s) in the logs.")
     deaths = life.get("deaths") or []
+    names = {"silent": "killed without a trace (its log stops)", "oom": "OOM", "engine_dead": "engine died",
+             "engine_timeout": "engine timed out"}
     if limit is not None and len(deaths) > limit:
         out.append(f"{len(deaths)} death(s); the first {limit} listed below, all in summary.json "
                    "(server_lifecycle.deaths).")
         deaths = deaths[:limit]
     for d in deaths:
-        kinds = ", ".join(d.get("kinds") or []) or "death"
+        kinds = ", ".join(names.get(k, k) for k in d.get("kinds") or []) or "death"
         ready = f", ready again at {hms(d['ready'])}" if d.get("ready") else ", not seen ready again"
         down = f" (down {duration(d['downtime_s'])})" if d.get("downtime_s") is not None else ""
         out.append(f"{d.get('replica') or 'server'}: {kinds} at {hms(d.get('ts'))}{ready}{down}.")
