@@ -42,6 +42,7 @@ class AnalyzeOptions:
     slo_e2e_s: float = slo.DEFAULTS["slo_e2e_s"]
     slo_success: float = slo.DEFAULTS["slo_success"]
     include_prompts: bool = False
+    png: bool = False  # draw timeline.png too (~2 s of vl-convert on a small folder; report.html draws its own)
     replica: str | None = None
     nginx_log_format: str | None = None
     follow_links: bool = False  # read symbolic links out of the input folder (by default listed, not read)

@@ -71,6 +71,7 @@ QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="print nothing but
 VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="print more detail")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help=f"on an internal error, show the traceback and write it to OUT/{outdir.DEBUG_FILE}")]
 LinksOpt = Annotated[bool, typer.Option("--follow-links", help="read symbolic links that point out of the input folder (by default they are listed as skipped, not read)")]
+PngOpt = Annotated[bool, typer.Option("--png", help="also draw timeline.png, the timeline as a picture for summary.md (adds ~2 s; report.html draws its own)")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="write into an -o folder that holds files logscope did not write")]
 
 
@@ -276,6 +277,7 @@ def analyze(
     open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     follow_links: LinksOpt = False,
+    png: PngOpt = False,
     fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", envvar="LOGSCOPE_CLUSTER", help="run the ingest and the correlation's slices as tasks on this Dask scheduler (tcp://HOST:8786), or on a local cluster of N worker processes (local[:N]); DIR and OUT on storage every worker shares")] = None,
     quiet: QuietOpt = False,
@@ -307,7 +309,8 @@ def analyze(
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
     opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links, window=window, since=rng.since, until=rng.until,
-                    max_memory=limit, reparse=reparse, ingest_apart=apart, **slo.given(slo_ttft, slo_e2e, slo_success))
+                    max_memory=limit, reparse=reparse, ingest_apart=apart, png=png,
+                    **slo.given(slo_ttft, slo_e2e, slo_success))
     opts.extra.update({k: True for k, on in (("slo_no_preemption", slo_no_preemption), ("slo_no_queue", slo_no_queue))
                        if on})
     prog, cb = _progress(quiet or json_)
@@ -337,7 +340,7 @@ def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder
            since: SinceOpt = None, until: UntilOpt = None,
            whole: Annotated[bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")] = False,
            slo_ttft: SloTtftOpt = None, slo_e2e: SloE2eOpt = None, slo_success: SloSuccessOpt = None,
-           max_memory: MaxMemOpt = "auto",
+           max_memory: MaxMemOpt = "auto", png: PngOpt = False,
            tz: TzOpt = "UTC", quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
     """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing); with --since /
     --until (or --whole), correlate and diagnose again over that range first: ingest once, look at many ranges.
@@ -357,7 +360,7 @@ def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder
     again = whole or bool(rng)
     asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _run(lambda: _memory(max_memory), debug)
-    opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, **(_settings_of(out_dir) | asked))
+    opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked))
 
     paths, diagnosed = _run(lambda: api.rerender(out_dir, opts, again, bool(asked)), debug, out_dir)
     if not quiet:

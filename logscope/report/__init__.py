@@ -15,9 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import altair as alt
 import polars as pl
-import vl_convert
 
 from .. import clock
 from ..visible import visible_all
@@ -27,6 +25,7 @@ from .html import render_html, vega_bundle
 from .load import Loaded, load
 from .markdown import render_markdown
 from .summary import build
+from .vl import Data, finish
 
 MAX_SHAPES_HTML = 30
 # a day-long incident can hold thousands of episodes and hundreds of restarts: the page and the ticket
@@ -46,18 +45,21 @@ __all__ = ["render", "build", "context", "dumps"]
 
 
 def render(out: Path, options: Any) -> dict[str, Path]:
-    """Write the four report files into ``out`` and return their paths."""
+    """Write the report files into ``out`` and return their paths: summary.json, summary.md, report.html, and
+    timeline.png when ``options.png`` asks for it."""
     out = Path(out)
+    png = bool(getattr(options, "png", False))
     paths = {
         "summary_json": out / "summary.json",
         "summary_md": out / "summary.md",
-        "timeline_png": out / "timeline.png",
         "report_html": out / "report.html",
+        **({"timeline_png": out / "timeline.png"} if png else {}),
     }
-    # the Vega bundle (~1 s when not cached) is read on a thread while the tables are read; the PNG
-    # (~1.2 s on a busy timeline) is drawn by a child process, as vl-convert holds the GIL while drawing:
-    # the child starts now and readies vl-convert's JavaScript engine while the timeline is built
-    painter = _Painter()
+    # the Vega bundle (~1 s when not cached) is read on a thread while the tables are read; the PNG (~2 s on a
+    # small timeline, most of a small folder's analyze: drawn only when asked) by a child process, as vl-convert
+    # holds the GIL while drawing: the child starts now and readies vl-convert's JavaScript engine while the
+    # timeline is built
+    painter = _Painter() if png else None
     try:
         ld = load(out)
         options = judged_by(ld, options)
@@ -66,15 +68,17 @@ def render(out: Path, options: Any) -> dict[str, Path]:
             summary = build(ld, options)
             timeline = _timeline(ld, summary, options)
             # the picture is the longest piece: it is drawn while the other charts and the pages are made
-            png = pool.submit(painter.draw, _png_spec(*timeline))
+            picture = pool.submit(painter.draw, _png_spec(*timeline)) if painter else None
             ctx = context(ld, summary, options, timeline)
             paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
             paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
             bundle.result()
             paths["report_html"].write_text(render_html(ctx), encoding="utf-8")
-            paths["timeline_png"].write_bytes(png.result())
+            if picture is not None:
+                paths["timeline_png"].write_bytes(picture.result())
     finally:
-        painter.close()
+        if painter is not None:
+            painter.close()
     return paths
 
 
@@ -109,6 +113,7 @@ def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None
     notes = [*notes, *failed]
     return {
         "s": summary,
+        "png": bool(getattr(options, "png", False)),  # timeline.png is drawn beside summary.md
         "charts": {
             "timeline": timeline,
             "ladder": ladder,
@@ -125,6 +130,8 @@ def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None
         "capacity_lines": views.capacity_lines(summary["capacity"]),
         "lifecycle_lines": views.lifecycle_lines(summary["server_lifecycle"], MAX_LIFECYCLE_ROWS),
         "cold_start_view": views.cold_start_view(summary["cold_start"], MAX_LIFECYCLE_ROWS),
+        "cold_start_rows": views.cold_start_rows(summary["cold_start"], MAX_LIFECYCLE_ROWS),
+        "input_counts": views.input_counts(summary["inputs"]),
         "episodes_html": (shown := views.episodes_shown(summary, MAX_EPISODES_HTML)),
         "lengths_view": views.output_lengths_view(summary.get("output_lengths"), shown),
         "episodes_md": views.episodes_shown(summary, MAX_EPISODES_MD),
@@ -169,10 +176,10 @@ def _png_spec(spec: dict | None, notes: list[str]) -> dict:
         spec = _static(spec)
     if spec is None:  # still a picture, so that summary.md never shows a broken image
         text = "Timeline not available: " + ("; ".join(notes) or "no timed data")
-        chart = alt.Chart(pl.DataFrame({"t": [text[:160]]})).mark_text(fontSize=14, align="left").encode(
-            text="t:N", x=alt.value(10), y=alt.value(20)
-        ).properties(width=900, height=40)  # fmt: skip
-        spec = {**chart.to_dict(), "config": charts.theme()}
+        d = Data()
+        spec = finish({"data": d.add("note", [{"t": text[:160]}]), "mark": {"type": "text", "fontSize": 14, "align": "left"},
+                       "encoding": {"text": {"field": "t", "type": "nominal"}, "x": {"value": 10}, "y": {"value": 20}},
+                       "width": 900, "height": 40}, d)
     return visible_all(spec)  # names drawn in the picture: control and bidi characters as escapes
 
 
@@ -210,6 +217,8 @@ class _Painter:
                     return png
             except (OSError, subprocess.SubprocessError):
                 self.child.kill()
+        import vl_convert
+
         return vl_convert.vegalite_to_png(spec, scale=1.5)
 
 
@@ -250,4 +259,7 @@ def _shapes(ld: Loaded, include_prompts: bool) -> dict:
     for r in t.head(MAX_SHAPES_HTML).iter_rows(named=True):
         examples = [redact_prompt(x, include_prompts) for x in (r["examples"] or [])[:3]]
         rows.append({**r, "examples": examples, "shape": redact_prompt(r["shape"], include_prompts)})
-    return {"shapes": rows, "shapes_more": max(t.height - MAX_SHAPES_HTML, 0)}
+    # the files holding most of them, named in the folded list's summary line
+    files = t.group_by("path").agg(pl.col("count").sum()).sort(["count", "path"], descending=[True, False])
+    top = files["path"].head(3).to_list() + ([f"{files.height - 3} more"] if files.height > 3 else [])
+    return {"shapes": rows, "shapes_more": max(t.height - MAX_SHAPES_HTML, 0), "shape_files": top}

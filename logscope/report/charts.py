@@ -1,21 +1,20 @@
-"""Altair charts of the report, returned as Vega-Lite dicts (golden-testable, embedded as JSON).
+"""The report's charts, as Vega-Lite dicts (golden-testable, embedded as JSON; ``vl`` says why not altair).
 
-The timeline is built from the ``windows`` table only (already aggregated by the correlation
-stage, re-binned here when there are too many windows), never from raw rows, so the page stays
-small whatever the size of the logs. Its panels and their parts are in ``panels``; here, every chart
-finished as a dict, the timeline's windows merged to fit and its episode lane.
+The timeline is built from the ``windows`` table (already aggregated by the correlation stage, re-binned
+here when there are too many windows) and from per-window counts of the request and stats tables, never
+from raw rows, so the page stays small whatever the size of the logs. Its panels are in ``panels``, its
+lanes (load phases, server events) and the outcome and throughput panels in ``lanes``; here, the timeline
+put together, its episode lane, and the section charts.
 """
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
 
-import altair as alt
 import polars as pl
 
 from ..correlate.frames import group_first
+from . import lanes
 from .load import Loaded
 from .panels import (
     _SUM,
@@ -25,7 +24,6 @@ from .panels import (
     ORANGE,
     P50,
     P95,
-    PANEL_H,
     PANELS,
     RED,
     WIDTH,
@@ -34,28 +32,20 @@ from .panels import (
     _episode_frame,
     _fmt_s,
     _long,
-    _panel,
+    panel,
 )
 from .panels import _bands as _bands  # charts._bands, as the tests read it
+from .vl import VALIDATE as VALIDATE  # charts.VALIDATE, as compare.charts reads it
+from .vl import Data, finish, int_scale, legend, theme, tip
+
+__all__ = ["theme", "coarsen", "timeline", "range_overview", "ladder_chart", "retry_gap_chart", "output_length_chart",
+           "VALIDATE", "_bands"]
 
 MAX_WINDOWS = 720  # more windows than this are merged: a 1,040 px wide chart cannot show more
 MAX_EPISODE_ROWS = 16  # more episodes than this share one row per class
-
-
-def theme() -> dict:
-    text = resources.files("report_templates").joinpath("chart_theme.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-# altair checks every spec against the Vega-Lite JSON schema (0.17 s on a busy timeline): the tests turn
-# it on (tests/test_report.py), a run does not pay for it
-VALIDATE = False
-
-
-def _finish(chart: alt.TopLevelMixin) -> dict:
-    spec = chart.to_dict(validate=VALIDATE)
-    spec["config"] = theme()  # altair's default view size would override the theme's
-    return spec
+# usermeta: the page widens the chart to its card (report.html's script); room = what the chart needs beside its
+# plot (y-axis title and labels, padding: 68 px measured in Chromium, with a margin)
+FIT = {"fit": "width", "room": 76}
 
 
 def coarsen(w: pl.DataFrame) -> pl.DataFrame:
@@ -88,68 +78,108 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
         return None, [ld.why("windows") or "the windows table is empty: no timed event was found"]
     w = coarsen(w.sort("ts"))
     width_s = float(w["window_s"].drop_nulls().median() or 1.0)
+    width_ms = int(width_s * 1000)
     lo = int(w["ts"].min().timestamp() * 1000)
-    hi = int(w["ts"].max().timestamp() * 1000 + width_s * 1000)
-    long = _long(w)
-    eps = _episode_frame(summary.get("episodes", []), int(width_s * 1000))
-    x = XEnc(lo, hi)
+    hi = int(w["ts"].max().timestamp() * 1000 + width_ms)
+    tokens_panel = next(p for p in PANELS if p.key == "tokens")
+    long = pl.concat([_long(w, width_ms=width_ms),
+                      lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)], how="diagonal_relaxed")
+    eps = _episode_frame(summary.get("episodes", []), width_ms)
+    ph, what = lanes.phases(ld, summary)
+    ev = lanes.events(ld, summary)
+    # the axis is the union of what is drawn (a server start before the first request widens it): labels are
+    # placed on that span
+    ends = [v for f, cols in ((ph, ("start", "end")), (ev, ("t", "ready")), (eps, ("start", "end")))
+            if f.height for c in cols for v in (f[c].min(), f[c].max()) if v is not None]
+    x = XEnc(min([lo, *ends]), max([hi, *ends]))
+    d = Data()
+    back = lanes.backdrop(ph, ev, eps, x, d)
     per = f"per {_fmt_s(width_s)} window"
-    rows: list[alt.TopLevelMixin] = []
+    rows: list[dict] = []
     notes: list[str] = []
+    if not what:
+        notes.append("Load phases: none shown (no ladder was found and no client log states its phases)")
+    top = lanes.lane(ph, what, ev, x, d)
+    if top is not None:
+        rows.append(top)
     if eps.height:
-        rows.append(_episode_lane(eps, x))
-    have = set(long["panel"].unique().to_list()) if long.height else set()
+        rows.append(_episode_lane(eps, x, d))
+    oc = lanes.outcomes(ld, lo, width_ms)  # on the windows' grid
+    if oc.height:
+        rows.append(lanes.outcome_panel(oc, back, x, per, d))
+    else:
+        notes.append("Outcomes as callers saw them: no data (the requests table is empty)")
+    # a count that stayed at zero is said in a note, not drawn as a flat line (nor listed in its panel's legend)
+    flat = long.group_by("panel", "series").agg((pl.col("value").fill_null(0) == 0).all().alias("zero"))
+    zero = {(p, s) for p, s, z in flat.rows() if z}
     for p in PANELS:
-        if p.key not in have:
-            cols = ", ".join(c for c, _, _ in p.series)
-            notes.append(f"{p.title}: no data ({cols} are empty for these inputs)")
+        series = [lbl for c, lbl, _ in p.series if (p.key, lbl) in zero and (p.kind == "step" or c in _SUM)]
+        data = long.filter((pl.col("panel") == p.key) & ~pl.col("series").is_in(series)).drop("panel")
+        if data.height == 0:
+            if series:
+                notes.append(f"{p.title}: zero throughout ({', '.join(series)})")
+                continue
+            src = "the server's stats lines give no token throughput" if p.source == "tokens" else \
+                ", ".join(c for c, _, _ in p.series) + " are empty for these inputs"
+            notes.append(f"{p.title}: no data ({src})")
             continue
-        rows.append(_panel(p, long, eps, x, per, options))
+        if series:
+            notes.append(f"{p.title}: {', '.join(series)} zero throughout")
+        rows.append(panel(p, data, back, x, per, options, d))
     if not rows:
         return None, notes
-    chart = alt.vconcat(*rows, spacing=14).resolve_scale(x="shared", y="independent", color="independent")
-    return _finish(chart), notes
+    spec = {"vconcat": rows, "spacing": 16, "usermeta": FIT,
+            "resolve": {"scale": {"x": "shared", "y": "independent", "color": "independent"}}}
+    return finish(spec, d), notes
 
 
-def _episode_lane(eps: pl.DataFrame, x: XEnc) -> alt.TopLevelMixin:
-    """One bar per episode, coloured by class, labelled 'E1 · spike · preemptions' beside it; past
-    MAX_EPISODE_ROWS episodes, one row per class with the labels in tooltips (a row per episode would
-    make the chart thousands of pixels tall)."""
+def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
+    """One bar per episode, coloured by class, labelled 'E1 · spike · preemptions' inside it when it fits,
+    else beside it on the side with room; past MAX_EPISODE_ROWS episodes, one row per class with the labels
+    in tooltips (a row per episode would make the chart thousands of pixels tall)."""
+    fill = {"field": "cls", "type": "nominal", "scale": _class_scale(eps["cls"].to_list()), "legend": None}
+    tooltip = [tip("label", "episode")]
     if eps.height > MAX_EPISODE_ROWS:
         classes = [c for c in CLASS_COLORS if c in set(eps["cls"].to_list())] + sorted(
             set(eps["cls"].to_list()) - set(CLASS_COLORS))
-        y = alt.Y("cls:N", sort=classes, title=None, axis=alt.Axis(ticks=False, domain=False, grid=False))
-        bars = alt.Chart(eps).mark_bar(height=14, cornerRadius=2).encode(
-            x=x("start", "top"), x2="end:T", y=y,
-            fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None),
-            tooltip=[alt.Tooltip("label:N", title="episode")],
-        )  # fmt: skip
-        return bars.properties(width=WIDTH, height=22 * len(classes),
-                               title=f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)")
-    y = alt.Y("id:N", sort=None, title="episode",
-              axis=alt.Axis(labels=False, ticks=False, domain=False, grid=False))  # fmt: skip
-    bars = alt.Chart(eps).mark_bar(height=14, cornerRadius=2).encode(
-        x=x("start", "top"), x2="end:T", y=y,
-        fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None),
-        tooltip=[alt.Tooltip("label:N", title="episode")],
-    )  # fmt: skip
-    # labels right of the bar, or left of it when the bar ends in the last quarter of the axis
-    cut = x.lo + 0.75 * (x.hi - x.lo)
-    after, before = eps.filter(pl.col("end") <= cut), eps.filter(pl.col("end") > cut)
-    layers = [bars]
-    for part, field, align, dx in ((after, "end", "left", 4), (before, "start", "right", -4)):
+        y = {"field": "cls", "type": "nominal", "sort": classes, "title": None,
+             "axis": {"ticks": False, "domain": False, "grid": False}}
+        return {"data": d.add("episodes", eps), "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
+                "encoding": {"x": x("start", "top"), "x2": {"field": "end"}, "y": y, "fill": fill, "tooltip": tooltip},
+                "width": WIDTH, "height": 22 * len(classes),
+                "title": f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)"}
+    y = {"field": "id", "type": "nominal", "sort": None, "title": None,
+         "axis": {"labels": False, "ticks": False, "domain": False, "grid": False}}
+    layers = [{"data": d.add("episodes", eps), "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
+               "encoding": {"x": x("start", "top"), "x2": {"field": "end"}, "y": y, "fill": fill, "tooltip": tooltip}}]
+    # where each label goes, judged on the narrowest plot (a wider one only has more room)
+    place = []
+    for a, b, label in eps.select("start", "end", "label").rows():
+        need = lanes.CHAR_PX * len(label) + 8
+        x0, x1 = x.px(a), x.px(b)
+        place.append("inside" if x1 - x0 >= need else "after" if x1 + need <= WIDTH else
+                     "before" if x0 - need >= 0 else "inside")
+    eps = eps.with_columns(pl.Series("place", place))
+    for where, field, align, dx, color in (("inside", "start", "left", 5, "#ffffff"), ("after", "end", "left", 4, None),
+                                           ("before", "start", "right", -4, None)):
+        part = eps.filter(pl.col("place") == where)
         if part.height:
-            layers.append(
-                alt.Chart(part).mark_text(align=align, dx=dx, fontSize=11, fontWeight=600, color="#1f2933").encode(
-                    x=x(field, "top"), y=y, text="label:N"
-                )
-            )
-    return alt.layer(*layers).properties(
-        width=WIDTH, height=max(22, 20 * eps.height), title="Episodes (shaded on every panel below)"
-    )
+            mark = {"type": "text", "align": align, "dx": dx, "fontSize": 11, "fontWeight": 600,
+                    "color": color or "#1f2933", "limit": WIDTH}
+            layers.append({"data": d.add("episode-labels", part), "mark": mark,
+                           "encoding": {"x": x(field, "top"), "y": y, "text": {"field": "label", "type": "nominal"},
+                                        "tooltip": tooltip}})
+    return {"layer": layers, "width": WIDTH, "height": max(22, 20 * eps.height),
+            "title": "Episodes (shaded on every panel below)"}
 
 
 # ---------------------------------------------------------------- section charts
+
+
+def _counts(top: Any) -> dict:
+    """A count axis's encoding parts: whole-number ticks from 0 to ``top``."""
+    axis, scale = int_scale(top if isinstance(top, int | float) else None)
+    return {"axis": axis, "scale": scale}
 
 
 LADDER_METRICS = {"ttft_p50": ("TTFT p50", P50), "ttft_p95": ("TTFT p95", P95),
@@ -177,19 +207,25 @@ def range_overview(summary: dict) -> dict | None:
     hi = int(max(bars["end"].max(), bands["until"].max()))
     x = XEnc(lo, hi)
     kinds = ["range analysed", "other ranges named"]
-    shade = alt.Chart(bands).mark_rect(opacity=0.35).encode(
-        x=x("since"), x2="until:T",
-        fill=alt.Fill("kind:N", title=None, scale=alt.Scale(domain=kinds, range=[BLUE, ORANGE]),
-                      legend=alt.Legend(orient="top", direction="horizontal")),
-    )  # fmt: skip
+    d = Data()
+    shade = {"data": d.add("ranges", bands), "mark": {"type": "rect", "opacity": 0.35},
+             "encoding": {"x": x("since"), "x2": {"field": "until"},
+                          "fill": {"field": "kind", "type": "nominal", "title": None,
+                                   "scale": {"domain": kinds, "range": [BLUE, ORANGE]},
+                                   "legend": legend(kinds, WIDTH, "square")}}}
     per = _fmt_s(float(ov["bin_s"]))
-    col = alt.Chart(bars).mark_rect(color="#9aa5b1").encode(
-        x=x("t"), x2="end:T", y=alt.Y("trouble:Q", title=f"per {per}", axis=alt.Axis(format="~s")), y2=alt.datum(0),
-        tooltip=[alt.Tooltip("t:T", title="from (UTC)", format="%Y-%m-%d %H:%M"), alt.Tooltip("trouble:Q", format=",")],
-    )  # fmt: skip
-    chart = alt.layer(col, shade).properties(  # the shading over the bars: a range shows whatever its height
-        width=WIDTH, height=PANEL_H, title="Trouble signs over the whole input (failures, server warnings, queue / preemption / full-KV stats lines)")
-    return _finish(chart)
+    col = {"data": d.add("trouble", bars), "mark": {"type": "rect", "color": "#9aa5b1"},
+           "encoding": {"x": x("t"), "x2": {"field": "end"},
+                        "y": {"field": "trouble", "type": "quantitative", "title": f"per {per}",
+                              **_counts(bars["trouble"].max())},
+                        "y2": {"datum": 0},
+                        "tooltip": [tip("t", "from (UTC)", "temporal", "%Y-%m-%d %H:%M"),
+                                    tip("trouble", None, "quantitative", ",")]}}
+    # the shading over the bars: a range shows whatever its height
+    spec = {"layer": [col, shade], "width": WIDTH, "height": 78, "usermeta": FIT,
+            "title": "Trouble signs over the whole input (failures, server warnings, queue / preemption / full-KV "
+                     "stats lines)"}
+    return finish(spec, d)
 
 
 def ladder_chart(summary: dict, options: Any) -> dict | None:
@@ -204,44 +240,51 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
         df.unpivot(index="concurrency", on=cols, variable_name="metric", value_name="seconds")
         .drop_nulls()
         .with_columns(pl.col("metric").replace_strict({k: v[0] for k, v in LADDER_METRICS.items()}))
-    )
-    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), title="concurrency",
-              axis=alt.Axis(values=sorted({float(s["concurrency"]) for s in steps}), format="~g"))  # fmt: skip
+    ) if cols else pl.DataFrame()
+    x = {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2}, "title": "concurrency",
+         "axis": {"values": sorted({float(s["concurrency"]) for s in steps}), "format": "~g"}}
     wb = lad.get("working_boundary") if isinstance(lad.get("working_boundary"), dict) else {}
-    boundary = pl.DataFrame({"concurrency": [float(wb["concurrency"])]}) if wb.get("concurrency") else None
+    d = Data()
+    boundary = d.add("boundary", [{"concurrency": float(wb["concurrency"])}]) if wb.get("concurrency") else None
 
-    def with_boundary(chart: alt.Chart) -> alt.TopLevelMixin:
+    def with_boundary(layers: list[dict]) -> list[dict]:
         if boundary is None:
-            return chart
-        rule = alt.Chart(boundary).mark_rule(color=GREEN, strokeWidth=2, strokeDash=[6, 3]).encode(x=x)
-        return alt.layer(chart, rule)
+            return layers
+        return [*layers, {"data": boundary, "mark": {"type": "rule", "color": GREEN, "strokeWidth": 2,
+                                                     "strokeDash": [6, 3]}, "encoding": {"x": x}}]
 
     charts = []
     if lat.height:
         names = [v[0] for k, v in LADDER_METRICS.items() if k in cols]
         colors = [v[1] for k, v in LADDER_METRICS.items() if k in cols]
-        line = alt.Chart(lat).mark_line(point=True).encode(
-            x=x, y=alt.Y("seconds:Q", title="seconds"),
-            color=alt.Color("metric:N", title=None, scale=alt.Scale(domain=names, range=colors)),
-            tooltip=["concurrency:Q", "metric:N", alt.Tooltip("seconds:Q", format=".3f")],
-        )  # fmt: skip
+        line = {"data": d.add("latency", lat), "mark": {"type": "line", "point": True},
+                "encoding": {"x": x, "y": {"field": "seconds", "type": "quantitative", "title": "seconds"},
+                             "color": {"field": "metric", "type": "nominal", "title": None,
+                                       "scale": {"domain": names, "range": colors},
+                                       "legend": legend(names, 280)},
+                             "tooltip": [tip("concurrency", None, "quantitative"), tip("metric"),
+                                         tip("seconds", None, "quantitative", ".3f")]}}
         slo = [(getattr(options, "slo_ttft_s", None), "TTFT SLO"), (getattr(options, "slo_e2e_s", None), "e2e SLO")]
         rules = pl.DataFrame({"s": [float(v) for v, _ in slo if v], "label": [n for v, n in slo if v]})
         if rules.height and lat["seconds"].max() is not None:
             rules = rules.filter(pl.col("s") <= lat["seconds"].max() * 1.5)  # off-scale SLOs would flatten it
         layers = [line]
         if rules.height:
-            layers.append(alt.Chart(rules).mark_rule(color=RED, strokeDash=[5, 4]).encode(y="s:Q"))
-        charts.append(with_boundary(alt.layer(*layers)).properties(width=300, height=190, title="Latency by step"))
+            layers.append({"data": d.add("slo", rules), "mark": {"type": "rule", "color": RED, "strokeDash": [5, 4]},
+                           "encoding": {"y": {"field": "s", "type": "quantitative"}}})
+        charts.append({"layer": with_boundary(layers), "width": 280, "height": 190, "title": "Latency by step"})
     for col, title in (("throughput_tps", "Output tokens/s"), ("preemptions", "Preemptions")):
         if col in df.columns and df[col].null_count() < df.height:
-            bars = alt.Chart(df.select("concurrency", col).drop_nulls()).mark_bar(width=14, color=BLUE).encode(
-                x=x, y=alt.Y(f"{col}:Q", title=None), tooltip=["concurrency:Q", f"{col}:Q"]
-            )  # fmt: skip
-            charts.append(with_boundary(bars).properties(width=260, height=190, title=title))
+            bars = {"data": d.add(col, df.select("concurrency", col).drop_nulls()),
+                    "mark": {"type": "bar", "width": 14, "color": BLUE},
+                    "encoding": {"x": x, "y": {"field": col, "type": "quantitative", "title": None,
+                                               **(_counts(df[col].max()) if col == "preemptions" else {})},
+                                 "tooltip": [tip("concurrency", None, "quantitative"),
+                                             tip(col, None, "quantitative", ",.4~f")]}}
+            charts.append({"layer": with_boundary([bars]), "width": 210, "height": 190, "title": title})
     if not charts:
         return None
-    return _finish(alt.hconcat(*charts, spacing=30).resolve_scale(color="independent"))
+    return finish({"hconcat": charts, "spacing": 24, "resolve": {"scale": {"color": "independent"}}}, d)
 
 
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
@@ -285,15 +328,17 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .with_columns((pl.col("bin") * width).alias("lo"), ((pl.col("bin") + 1) * width).alias("hi"))
         .sort("lo")
     )
-    chart = alt.Chart(hist).mark_bar(color="#1f77b4").encode(
-        x=alt.X("lo:Q", title="seconds from a failed attempt to the retry"),
-        x2="hi:Q",
-        y=alt.Y("retries:Q", title="retries"),
-        y2=alt.datum(0),
-        tooltip=[alt.Tooltip("lo:Q", format=".2f", title="from s"), alt.Tooltip("hi:Q", format=".2f", title="to s"),
-                 "retries:Q"],
-    ).properties(width=520, height=170, title="Retry timing (client)")  # fmt: skip
-    return _finish(chart), stats
+    d = Data()
+    spec = {"data": d.add("retry-gaps", hist), "mark": {"type": "bar", "color": BLUE},
+            "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "seconds from a failed attempt to the retry"},
+                         "x2": {"field": "hi"},
+                         "y": {"field": "retries", "type": "quantitative", "title": "retries",
+                               **_counts(hist["retries"].max())},
+                         "y2": {"datum": 0},
+                         "tooltip": [tip("lo", "from s", "quantitative", ".2f"), tip("hi", "to s", "quantitative", ".2f"),
+                                     tip("retries", None, "quantitative")]},
+            "width": 520, "height": 170, "title": "Retry timing (client)"}
+    return finish(spec, d), stats
 
 
 def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
@@ -316,12 +361,14 @@ def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .with_columns((pl.col("lo") + 0.05).alias("hi"))
         .sort("lo")
     )
-    chart = alt.Chart(hist).mark_bar(color="#2ca02c").encode(
-        x=alt.X("lo:Q", title="generated tokens / requested max_tokens", scale=alt.Scale(domain=[0, 1]),
-                axis=alt.Axis(format="%")),
-        x2="hi:Q",
-        y=alt.Y("requests:Q", title="requests"),
-        y2=alt.datum(0),
-        tooltip=[alt.Tooltip("lo:Q", format=".0%", title="from"), "requests:Q"],
-    ).properties(width=520, height=170, title="Requested vs generated length")  # fmt: skip
-    return _finish(chart), stats
+    d = Data()
+    spec = {"data": d.add("lengths", hist), "mark": {"type": "bar", "color": GREEN},
+            "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "generated tokens / requested max_tokens",
+                               "scale": {"domain": [0, 1]}, "axis": {"format": "%"}},
+                         "x2": {"field": "hi"},
+                         "y": {"field": "requests", "type": "quantitative", "title": "requests",
+                               **_counts(hist["requests"].max())},
+                         "y2": {"datum": 0},
+                         "tooltip": [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")]},
+            "width": 520, "height": 170, "title": "Requested vs generated length"}
+    return finish(spec, d), stats

@@ -171,17 +171,24 @@ def keyed(x: Any, key: Any) -> str | None:
 
 _PERCENT_SIGNALS = {"kv_pressure"}  # a share of the KV cache
 _SECONDS_SIGNALS = {"ttft", "e2e"}  # a p95 latency
+# the unit of the other signals' peaks (diagnose.stretches): preemptions per stats line, requests waiting in
+# one stats line, counts per window of the request signals; a stall or a crash is a 0/1 flag, no figure
+_UNITS = {"preemptions": "per stats line", "queue": "waiting", "errors": "per window", "retries": "per window",
+          "orphans": "per window"}
+_FLAGS = {"stall", "crash"}
 
 
 def signal_value(x: Any, signal: Any) -> str:
-    """An episode's peak or baseline in its signal's unit: KV usage as a percentage, latencies in seconds."""
-    if x is None:
+    """An episode's peak or baseline in its signal's unit: KV usage as a percentage, latencies in seconds,
+    counts with what they count ('25 per stats line', '371 waiting')."""
+    if x is None or signal in _FLAGS:
         return "–"
     if signal in _PERCENT_SIGNALS:
         return pct(x)
     if signal in _SECONDS_SIGNALS:
         return f"{fnum(x)} s"
-    return fnum(x)
+    unit = _UNITS.get(signal)
+    return f"{fnum(x)} {unit}" if unit else fnum(x)
 
 
 def redact_prompt(line: str | None, include_prompts: bool) -> str | None:

@@ -1,4 +1,5 @@
-"""summary.md: verdict, findings and key tables for a ticket; the timeline is timeline.png beside it.
+"""summary.md: verdict, findings and key tables for a ticket; the timeline is report.html's (timeline.png beside
+it with --png).
 
 Markdown has no autoescape, so every value from a log goes through ``md()``: it cannot open HTML,
 a link, emphasis or a new table cell, and it stays on one line; its control and bidi characters are shown
@@ -14,7 +15,10 @@ import jinja2
 
 from ..visible import visible
 from . import fmt
-from .html import _template_source
+from .html import _template_source, compiled_cache
+
+# Markdown, not HTML: no autoescape, values are escaped by |md
+SETTINGS = {"autoescape": False, "trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": True}
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")  # what can start markup inside a line; '#', '+' only at its start
 _SPACE = re.compile(r"\s+")
@@ -39,11 +43,9 @@ def md_table(cols: list[str], rows: list[list[object]]) -> str:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_template_source),
-        autoescape=False,  # noqa: S701 - Markdown, not HTML: values are escaped by |md
+        bytecode_cache=compiled_cache(**SETTINGS, finalize="visible"),
         undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
+        **SETTINGS,
         finalize=lambda x: visible(x) if isinstance(x, str) else x,  # also what a template prints without |md
     )
     env.filters.update(md=md, fnum=fmt.fnum, signal_value=fmt.signal_value, hms=fmt.hms, when=fmt.when, duration=fmt.duration)

@@ -1,16 +1,20 @@
-"""The timeline's panels and their parts: series, colours, windows as long rows, episode bands, time axis."""
+"""The timeline's panels and their parts: series, colours, windows as long rows, episode bands, time axis.
+
+Every panel is a Vega-Lite layer dict: the shared backgrounds (load phases, episodes), the series, and the
+server's starts and stops as rules (``lanes``) drawn over them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import altair as alt
 import polars as pl
 
 from .. import clock
+from .vl import Data, int_scale, legend, tip
 
-WIDTH = 860  # with the legends above the panels: the timeline fits a 1024 px window
+WIDTH = 860  # the timeline's plot width at the page's narrowest (1024 px); the page widens it to fit (report.html)
 PANEL_H = 78
 CLASS_COLORS = {"spike": "#e4572e", "sustained": "#7b2cbf", "recurring": "#f3a712", "crash": "#1f2933"}
 # tick steps tried in order; the first giving at most MAX_TICKS ticks over the span is used
@@ -19,7 +23,8 @@ TICK_STEPS = ((1, "second"), (5, "second"), (10, "second"), (15, "second"), (30,
               (2, "hour"), (3, "hour"), (6, "hour"), (12, "hour"), (1, "day"), (7, "day"))  # fmt: skip
 UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 MAX_TICKS = 12
-MARKER_SHAPES = {"OOM": "cross", "engine death": "cross", "server start": "triangle-up", "vLLM aborts": "square"}
+GAP_SAMPLES = 3  # a gauge's line bridges up to this many of its usual sampling intervals; a longer silence breaks it
+CAP_QUANTILE, CAP_FACTOR = 0.98, 2.0  # an outlier above FACTOR x this quantile of a panel's values is cut off
 
 
 @dataclass(frozen=True)
@@ -27,39 +32,44 @@ class Panel:
     key: str
     title: str
     y_title: str
-    series: tuple[tuple[str, str, str], ...]  # (windows column, legend label, colour)
-    kind: str = "line"  # line | step | markers
+    series: tuple[tuple[str, str, str], ...]  # (column, legend label, colour)
+    kind: str = "line"  # line | step (counts per window)
     percent: bool = False
     slo: str | None = None  # option name of an SLO drawn as a dashed rule
+    gauge: bool = False  # sampled (stats lines): the line bridges short gaps between samples
+    integer: bool = False  # counts: whole-number ticks only
+    source: str = "windows"  # windows | tokens (server_stats, lanes.tokens)
+    cap: bool = True  # one outlier window may not flatten the panel: the axis is cut and the title says so
 
 
 BLUE, ORANGE, GREEN, RED, PURPLE, BROWN, PINK, GREY = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 P50, P95, P99 = "#9ecae1", "#3182bd", "#08306b"
 PANELS = (
-    Panel("load", "Arrivals and completions", "requests", (
-        ("arrivals", "arrivals", BLUE), ("completions", "completed ok", GREEN), ("errors", "ended in error", RED),
-        ("server_requests", "vLLM requests received", GREY),
-    ), "step"),
+    Panel("load", "Arrivals", "requests", (
+        ("arrivals", "logical requests started", BLUE), ("server_requests", "vLLM requests received", GREY),
+    ), "step", integer=True),
     Panel("queue", "Running and waiting at the server", "requests", (
         ("running_max", "running (max)", BLUE), ("waiting_max", "waiting (max)", ORANGE),
-        ("inflight_server", "in flight (mean)", GREY),
-    )),
+        ("inflight_server", "in flight at vLLM (mean)", GREY),
+    ), gauge=True, cap=False),
     Panel("kv", "KV-cache usage", "usage", (("kv_max", "max", PURPLE), ("kv_mean", "mean", "#c5b0d5")),
-          percent=True),
-    Panel("preempt", "Preemptions", "per window", (("preemptions", "preemptions", RED),), "step"),
-    Panel("events", "Errors, OOM and engine deaths", "", (
-        ("errors", "request errors", RED), ("timeouts", "client timeouts", ORANGE),
+          percent=True, gauge=True, cap=False),
+    Panel("tokens", "Token throughput (server)", "tokens/s", (
+        ("prompt_tps", "prompt tokens/s", "#17becf"), ("gen_tps", "generation tokens/s", PURPLE),
+    ), gauge=True, source="tokens"),
+    Panel("preempt", "Preemptions", "per window", (("preemptions", "preemptions", RED),), "step", integer=True),
+    Panel("errors", "Errors at the gateway and the server", "per window", (
         ("gateway_5xx", "gateway 5xx", BROWN), ("gateway_499", "gateway 499 (client left)", PINK),
-        ("server_aborts", "vLLM aborts", GREY), ("oom_events", "OOM", "#000000"),
-        ("engine_deaths", "engine death", "#000000"), ("server_restarts", "server start", GREEN),
-    ), "markers"),
+        ("timeouts", "attempts timed out (client)", ORANGE), ("server_aborts", "vLLM aborts", GREY),
+        ("oom_events", "OOM", "#000000"), ("engine_deaths", "engine deaths", "#000000"),
+    ), "step", integer=True),
     Panel("retries", "Retries and orphaned work", "per window", (
         ("client_retries", "client retries", BLUE), ("gateway_retries", "gateway retries", ORANGE),
         ("orphaned", "orphaned executions", RED),
-    ), "step"),
+    ), "step", integer=True),
     Panel("amp", "Amplification", "× logical", (
-        ("amplification", "vLLM executions per logical request", PURPLE),)),
+        ("amplification", "vLLM executions per logical request", PURPLE),), cap=False),
     Panel("ttft", "Time to first token", "seconds", (
         ("ttft_p50", "p50", P50), ("ttft_p95", "p95", P95), ("ttft_p99", "p99", P99),
     ), slo="slo_ttft_s"),
@@ -70,30 +80,49 @@ PANELS = (
 _SUM = {"arrivals", "completions", "errors", "timeouts", "gateway_5xx", "gateway_499", "client_attempts",
         "client_retries", "gateway_retries", "server_requests", "server_aborts", "preemptions", "oom_events",
         "engine_deaths", "server_restarts", "orphaned"}  # fmt: skip
+LONG_SCHEMA = {"t": pl.Int64, "time": pl.String, "panel": pl.String, "series": pl.String, "value": pl.Float64,
+               "lone": pl.Boolean}  # fmt: skip
 
 
-def _long(w: pl.DataFrame) -> pl.DataFrame:
-    """Windows as (t, time, panel, series, value) rows: one dataset shared by every panel."""
+def _bridged(f: pl.DataFrame, width_ms: int) -> pl.DataFrame:
+    """A gauge's samples (non-null), with a null row after each silence longer than GAP_SAMPLES of its usual
+    interval, so that its line joins samples a few windows apart (stats every 10 s in 1 s windows drew dots
+    only) but breaks where the server was silent."""
+    f = f.filter(pl.col("value").is_not_null())
+    if f.height < 2:
+        return f
+    dt = pl.col("t").diff()
+    usual = f.select(dt.median()).item() or width_ms
+    limit = max(GAP_SAMPLES * usual, 2 * width_ms)
+    gaps = f.with_columns(dt.alias("_dt")).filter(pl.col("_dt") > limit).with_columns(
+        (pl.col("t") - pl.col("_dt") + width_ms).alias("t"), pl.lit(None, pl.Float64).alias("value"),
+        pl.lit(None, pl.String).alias("time"))
+    return pl.concat([f, gaps.select(f.columns)]).sort("t") if gaps.height else f
+
+
+def _long(w: pl.DataFrame, panels: tuple[Panel, ...] = PANELS, width_ms: int | None = None) -> pl.DataFrame:
+    """Windows as (t, time, panel, series, value, lone) rows: one dataset per panel."""
     t = pl.col("ts").dt.epoch("ms").alias("t")
     time = pl.col("ts").dt.strftime(clock.time_format()).alias("time")
+    if width_ms is None:
+        width_ms = int(float(w["window_s"].drop_nulls().median() or 1.0) * 1000) if "window_s" in w.columns else 1000
     frames = []
-    for p in PANELS:
+    for p in panels:
         for col, label, _ in p.series:
             if col not in w.columns or w[col].null_count() == w.height:
                 continue
             v = pl.col(col).cast(pl.Float64)
-            # a value between two gaps draws no line segment: flag it so a dot shows it
-            lone = v.is_not_null() & v.shift(1).is_null() & v.shift(-1).is_null()
-            f = w.select(t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value"),
-                         lone.alias("lone"))  # fmt: skip
-            if p.kind == "markers":
-                f = f.filter(pl.col("value") > 0)
+            f = w.select(t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value"))
+            if p.gauge:
+                f = _bridged(f, width_ms)
             elif p.kind == "step" or col in _SUM:
                 f = f.filter(pl.col("value").is_not_null())
-            frames.append(f)
+            # a value between two gaps draws no line segment: flag it so a dot shows it
+            v = pl.col("value")
+            lone = v.is_not_null() & v.shift(1).is_null() & v.shift(-1).is_null()
+            frames.append(f.with_columns(lone.alias("lone")))
     if not frames:
-        return pl.DataFrame(schema={"t": pl.Int64, "time": pl.String, "panel": pl.String,
-                                    "series": pl.String, "value": pl.Float64, "lone": pl.Boolean})  # fmt: skip
+        return pl.DataFrame(schema=LONG_SCHEMA)
     return pl.concat(frames)
 
 
@@ -130,10 +159,10 @@ def _bands(eps: pl.DataFrame) -> pl.DataFrame:
             .drop("_b"))
 
 
-def _class_scale(classes: list[str]) -> alt.Scale:
+def _class_scale(classes: list[str]) -> dict:
     """Fixed colour per class; only the classes present appear in the legend."""
     dom = [c for c in CLASS_COLORS if c in classes] + sorted(c for c in set(classes) if c not in CLASS_COLORS)
-    return alt.Scale(domain=dom, range=[CLASS_COLORS.get(c, "#9aa5b1") for c in dom])
+    return {"domain": dom, "range": [CLASS_COLORS.get(c, "#9aa5b1") for c in dom]}
 
 
 def time_axis(lo_ms: int, hi_ms: int) -> dict:
@@ -161,65 +190,131 @@ class XEnc:
     lo: int
     hi: int
 
-    def __call__(self, field: str, orient: str = "bottom") -> alt.X:
+    def __call__(self, field: str, orient: str = "bottom") -> dict:
         # no explicit domain: the shared scale is the union of the data (explicit domains repeated in
         # every layer make Vega-Lite warn about conflicting domains)
-        return alt.X(f"{field}:T", scale=alt.Scale(type="utc"),
-                     axis=alt.Axis(**time_axis(self.lo, self.hi), orient=orient))  # fmt: skip
+        return {"field": field, "type": "temporal", "scale": {"type": "utc"},
+                "axis": {**time_axis(self.lo, self.hi), "orient": orient}}
+
+    def px(self, ms: float, width: int = WIDTH) -> float:
+        """Where ``ms`` falls on the narrowest plot (labels are placed so that they fit there, and wider)."""
+        return (ms - self.lo) / max(self.hi - self.lo, 1) * width
 
 
-def _panel(p: Panel, long: pl.DataFrame, eps: pl.DataFrame, x: XEnc, per: str, options: Any):
-    data = long.filter(pl.col("panel") == p.key).drop("panel")
+@dataclass
+class Backdrop:
+    """What every panel draws behind (load phases, episodes) and over (server starts and stops) its series."""
+
+    behind: list[dict] = field(default_factory=list)
+    over: list[dict] = field(default_factory=list)
+
+
+def episode_shading(eps: pl.DataFrame, x: XEnc, data: Data) -> list[dict]:
+    if not eps.height:
+        return []
+    return [{"data": data.add("episode-bands", _bands(eps)), "mark": {"type": "rect", "opacity": 0.14},
+             "encoding": {"x": x("start"), "x2": {"field": "end"},
+                          "fill": {"field": "cls", "type": "nominal", "scale": _class_scale(eps["cls"].to_list()),
+                                   "legend": None}}}]
+
+
+def cap_of(values: pl.Series) -> float | None:
+    """Where to cut a panel's axis so that one outlier does not flatten it: None unless a few values stand far
+    above the rest (above CAP_FACTOR x the CAP_QUANTILE of the non-zero values, and at most 2 % of them)."""
+    v = values.drop_nulls()
+    v = v.filter(v > 0)
+    if v.len() < 20:
+        return None
+    q = float(v.quantile(CAP_QUANTILE) or 0)
+    top = float(v.max() or 0)
+    if q <= 0 or top <= CAP_FACTOR * q * 1.25:
+        return None
+    cap = CAP_FACTOR * q
+    return cap if (v > cap).mean() <= 0.02 else None
+
+
+def cut_note(data: pl.DataFrame, cap: float, value: str = "value") -> str:
+    top = data.sort(value, descending=True).row(0, named=True)
+    return f"axis cut at {cap:,.0f}: {top[value]:,.0f} at {top['time']} (drawn at the top)"
+
+
+def y_axis(p: Panel, title: str, values: pl.Series) -> tuple[dict, float | None]:
+    """The panel's y encoding, and where its axis was cut (None: not cut). Counts get whole-number ticks."""
+    cap = cap_of(values) if p.cap and not p.percent else None
+    axis: dict[str, Any] = {"format": "%" if p.percent else "~s"}
+    scale: dict[str, Any] = {}
+    if p.percent:
+        scale = {"domain": [0, 1]}
+    elif p.integer:
+        axis, scale = int_scale(cap if cap is not None else values.max())  # type: ignore[arg-type]
+        cap = scale["domain"][1] if cap is not None else None
+    elif cap is not None:
+        scale = {"domain": [0, cap], "nice": False}
+    if cap is not None:
+        scale["clamp"] = True
+    y: dict[str, Any] = {"field": "value", "type": "quantitative", "title": title, "axis": axis}
+    if scale:
+        y["scale"] = scale
+    return y, cap
+
+
+def panel(p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, options: Any, d: Data) -> dict:
+    """One line panel: its series over the shared backgrounds, with hover points for tooltips."""
     present = set(data["series"].unique().to_list())
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
     colors = [c for _, lbl, c in p.series if lbl in present]
-    shapes = [MARKER_SHAPES.get(lbl, "circle") for lbl in labels]
-    symbol = "circle" if p.kind == "markers" else "stroke"
-    color = alt.Color("series:N", scale=alt.Scale(domain=labels, range=colors), title=None,
-                      legend=alt.Legend(orient="top", direction="horizontal", symbolType=symbol, symbolStrokeWidth=2.5))
-    tooltip = [alt.Tooltip("time:N", title="window start (UTC)"), alt.Tooltip("series:N", title=p.title),
-               alt.Tooltip("value:Q", format=".1%" if p.percent else ",.3~f")]  # fmt: skip
-    base = alt.Chart(data)
-    layers = []
-    if eps.height:
-        layers.append(
-            alt.Chart(_bands(eps)).mark_rect(opacity=0.14).encode(
-                x=x("start"), x2="end:T", fill=alt.Fill("cls:N", scale=_class_scale(eps["cls"].to_list()), legend=None)
-            )
-        )
-    if p.kind == "markers":
-        layers.append(
-            base.mark_point(filled=True, opacity=0.85).encode(
-                x=x("t"), y=alt.Y("series:N", title="events", sort=labels, axis=alt.Axis(labels=False, ticks=False)),
-                color=color, shape=alt.Shape("series:N", scale=alt.Scale(domain=labels, range=shapes), legend=None),
-                size=alt.Size("value:Q", title="count", scale=alt.Scale(range=[25, 260]), legend=None),
-                tooltip=tooltip,
-            )  # fmt: skip
-        )
-        life = data.filter(pl.col("series").is_in(list(MARKER_SHAPES)) & (pl.col("series") != "vLLM aborts"))
-        if life.height:  # starts, deaths and OOMs also cross the panel: they are rare and decisive
-            layers.append(alt.Chart(life).mark_rule(strokeDash=[3, 3], opacity=0.7).encode(
-                x=x("t"), color=color, tooltip=tooltip))  # fmt: skip
-        height = max(PANEL_H // 2, 16 * len(labels))
-    else:
-        y_title = per if p.kind == "step" and p.y_title == "requests" else p.y_title
-        y = alt.Y("value:Q", title=y_title, axis=alt.Axis(format="%" if p.percent else "~s"))
-        if p.percent:
-            y = alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
-        interp = "step-after" if p.kind == "step" else "linear"
-        layers.append(base.mark_line(interpolate=interp, clip=True).encode(x=x("t"), y=y, color=color, tooltip=tooltip))
-        # invisible hover targets for tooltips, visible where a value stands alone between gaps
-        layers.append(base.mark_point(size=18, filled=True, clip=True).encode(
-            x=x("t"), y=y, color=color, opacity=alt.condition("datum.lone", alt.value(1), alt.value(0)),
-            tooltip=tooltip))  # fmt: skip
-        slo = getattr(options, p.slo, None) if p.slo else None
-        if slo:
-            rule = pl.DataFrame({"slo": [float(slo)], "label": [f"SLO {slo:g} s"]})
-            layers.append(alt.Chart(rule).mark_rule(strokeDash=[5, 4], color="#d62728").encode(y="slo:Q"))
-            layers.append(
-                alt.Chart(rule).mark_text(align="left", dx=4, dy=-6, color="#d62728", fontSize=10).encode(
-                    y="slo:Q", x=alt.value(0), text="label:N"
-                )
-            )
-        height = PANEL_H
-    return alt.layer(*layers).properties(width=WIDTH, height=height, title=p.title)
+    color = {"field": "series", "type": "nominal", "title": None, "scale": {"domain": labels, "range": colors},
+             "legend": legend(labels, WIDTH)}
+    tooltip = [tip("time", "window start (UTC)"), tip("series", p.title),
+               tip("value", None, "quantitative", ".1%" if p.percent else ",.3~f")]
+    y_title = per if p.kind == "step" and p.y_title in ("requests", "per window") else p.y_title
+    y, cap = y_axis(p, y_title, data["value"])
+    ref = d.add(f"panel-{p.key}", data)
+    interp = "step-after" if p.kind == "step" else "linear"
+    layers = [*back.behind,
+              {"data": ref, "mark": {"type": "line", "interpolate": interp, "clip": True},
+               "encoding": {"x": x("t"), "y": y, "color": color, "tooltip": tooltip}},
+              # invisible hover targets for tooltips, visible where a value stands alone between gaps
+              {"data": ref, "mark": {"type": "point", "size": 18, "filled": True, "clip": True},
+               "encoding": {"x": x("t"), "y": y, "color": color, "tooltip": tooltip,
+                            "opacity": {"condition": {"test": "datum.lone", "value": 1}, "value": 0}}}]
+    slo = getattr(options, p.slo, None) if p.slo else None
+    if slo and (cap is None or slo <= cap):
+        rule = d.add(f"slo-{p.key}", [{"slo": float(slo), "label": f"SLO {slo:g} s"}])
+        layers.append({"data": rule, "mark": {"type": "rule", "strokeDash": [5, 4], "color": RED},
+                       "encoding": {"y": {"field": "slo", "type": "quantitative"}}})
+        layers.append({"data": rule, "mark": {"type": "text", "align": "left", "dx": 4, "dy": -6, "color": RED,
+                                              "fontSize": 10},
+                       "encoding": {"y": {"field": "slo", "type": "quantitative"}, "x": {"value": 0},
+                                    "text": {"field": "label", "type": "nominal"}}})
+    layers += clipped(data, cap, x, d, p.key)
+    layers += back.over
+    return {"layer": layers, "width": WIDTH, "height": PANEL_H, "title": title(p.title, data, cap)}
+
+
+MAX_CLIPPED_LABELS = 3
+
+
+def clipped(data: pl.DataFrame, cap: float | None, x: XEnc, d: Data, key: str) -> list[dict]:
+    """The values above a cut axis, written at the top of the plot where they were cut ('↑48'): a burst cut
+    off still reads as one."""
+    if cap is None:
+        return []
+    top = data.filter(pl.col("value") > cap).sort("value", descending=True).head(MAX_CLIPPED_LABELS)
+    top = top.with_columns(("↑" + pl.col("value").round(0).cast(pl.Int64).cast(pl.String)).alias("cut"))
+    right = pl.Series([x.px(t) > WIDTH - 40 for t in top["t"]], dtype=pl.Boolean)
+    out = []
+    for side, align, dx in ((False, "left", 3), (True, "right", -3)):
+        part = top.filter(right == side)
+        if part.height:
+            out.append({"data": d.add(f"clipped-{key}", part.select("t", "cut", "time")),
+                        "mark": {"type": "text", "align": align, "dx": dx, "baseline": "top", "dy": 1, "fontSize": 10,
+                                 "fontWeight": 600, "color": "#1f2933"},
+                        "encoding": {"x": x("t"), "y": {"value": 0}, "text": {"field": "cut", "type": "nominal"}}})
+    return out
+
+
+def title(text: str, data: pl.DataFrame, cap: float | None) -> dict | str:
+    if cap is None:
+        return text
+    return {"text": text, "subtitle": cut_note(data, cap), "subtitleFontSize": 11, "subtitleColor": "#52606d"}

@@ -136,6 +136,67 @@ def cold_start_view(cold: dict | None, limit: int) -> dict | None:
     return out
 
 
+def _s(a: Any, b: Any) -> float | None:
+    """Seconds from ISO time ``a`` to ``b``."""
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(str(b).replace("Z", "+00:00"))
+                - datetime.fromisoformat(str(a).replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return None
+
+
+def _latency(p95: Any) -> str:
+    return f"{fnum(p95)} s" if isinstance(p95, int | float) else "–"
+
+
+def cold_start_rows(cold: dict | None, limit: int) -> dict | None:
+    """The cold-start section in a few sentences and a short table, one row per server start (summary.json's
+    cold_start has every figure; the page folds them away): ``lines``, ``rows``, ``hidden`` (starts not listed)."""
+    if not cold:
+        return None
+    starts = cold.get("server_starts") or []
+    windows = {(w.get("replica"), w.get("server_start")): w for w in cold.get("windows") or []}
+    rows = []
+    for st in starts[:limit]:
+        w = windows.get((st.get("replica"), st.get("ts"))) or {}
+        load = _s(st["ts"], st["ready"]) if st.get("ts") and st.get("ready") else None
+        wait = _s(st.get("ready") or st.get("ts"), w["first_request"]) if w.get("first_request") else None
+        rows.append({"replica": st.get("replica") or "server", "pid": st.get("pid"), "version": st.get("version"),
+                     "started": st.get("ts"), "ready": st.get("ready"), "loading": load,
+                     "first_request": w.get("first_request"), "idle_before_first": wait,
+                     "requests": w.get("requests"), "ttft_p95": w.get("ttft_p95"), "e2e_p95": w.get("e2e_p95"),
+                     "success_share": w.get("success_share")})
+    lines = []
+    loads = [r["loading"] for r in rows if r["loading"] is not None]
+    n = len(starts)
+    if 0 < len(loads) <= 3:
+        lines.append(f"From start to ready: {' and '.join(duration(x) for x in loads)}.")
+    elif loads:
+        lines.append(f"From start to ready: {duration(min(loads))} to {duration(max(loads))}.")
+    seconds = cold.get("seconds")
+    warm = cold.get("warm") or {}
+    if seconds and rows:
+        lines.append(f"Cold = the first {fnum(seconds)} s after the first request that followed each start "
+                     "(the table's requests, TTFT and e2e are those of that window).")
+    if warm.get("requests"):
+        lines.append(f"Warm (every other request): {fnum(warm['requests'])} requests, TTFT p95 "
+                     f"{_latency(warm.get('ttft_p95'))}, e2e p95 {_latency(warm.get('e2e_p95'))}, success "
+                     f"{pct(warm.get('success_share'))}.")
+        # the figures side by side; whether a cold start hurt is the findings' to say
+        cmp = []
+        for key, name in (("ttft_p95", "TTFT p95"), ("e2e_p95", "e2e p95")):
+            cold_v = [r[key] for r in rows if isinstance(r[key], int | float)]
+            w = warm.get(key)
+            if cold_v and isinstance(w, int | float) and w > 0:
+                cmp.append(f"{name} up to {_latency(max(cold_v))} against {_latency(w)} "
+                           f"({fnum(max(cold_v) / w, 1)}×)")
+        if cmp:
+            lines.append("Cold windows against warm: " + "; ".join(cmp) + ".")
+    return {"lines": lines, "rows": rows, "hidden": max(0, n - limit)}
+
+
 def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if not life:
         return []
@@ -144,12 +205,14 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if isinstance(starts, int):
         out.append(f"{starts} server start(s) in the logs.")
     deaths = life.get("deaths") or []
+    names = {"silent": "killed without a trace (its log stops)", "oom": "OOM", "engine_dead": "engine died",
+             "engine_timeout": "engine timed out"}
     if limit is not None and len(deaths) > limit:
         out.append(f"{len(deaths)} death(s); the first {limit} listed below, all in summary.json "
                    "(server_lifecycle.deaths).")
         deaths = deaths[:limit]
     for d in deaths:
-        kinds = ", ".join(d.get("kinds") or []) or "death"
+        kinds = ", ".join(names.get(k, k) for k in d.get("kinds") or []) or "death"
         ready = f", ready again at {hms(d['ready'])}" if d.get("ready") else ", not seen ready again"
         down = f" (down {duration(d['downtime_s'])})" if d.get("downtime_s") is not None else ""
         out.append(f"{d.get('replica') or 'server'}: {kinds} at {hms(d.get('ts'))}{ready}{down}.")
@@ -164,3 +227,11 @@ def read_notes(inputs: dict, limit: int) -> tuple[list[tuple[str, str]], int]:
     ``limit``, and how many more there are (the report's appendix lists them all)."""
     notes = [(f["path"], m) for f in inputs.get("files") or [] for m in f.get("messages") or []]
     return notes[:limit], max(0, len(notes) - limit)
+
+
+NOT_READ = ("unknown", "empty", "binary", "unreadable", "skipped")
+
+
+def input_counts(inputs: dict) -> dict:
+    """What the folded input list's summary line counts: the files in no known format."""
+    return {"unread": sum(1 for f in inputs.get("files") or [] if f.get("format") in NOT_READ)}
