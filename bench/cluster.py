@@ -138,7 +138,7 @@ def project(r: dict, bytes_in: int) -> dict:
     charged the replayed MiB and the first chunk its guessed state costs; the units spread longest first over
     the workers, each with the measured gap between tasks; plus the client's own time (detection, assembling
     the tables) grown with the bytes. A projection: nothing of it was run at that size."""
-    import parsers
+    import logscope.parsers as parsers
     from logscope.cluster.ingest import SLOTS
     from logscope.ingest.options import IngestOptions
     from logscope.ingest.pieces import SEGMENT_WINDOW

@@ -7,7 +7,18 @@ Library API (the CLI is a thin layer over these)::
     logscope.analyze("incident-logs", "out")    # + correlation, diagnosis, report
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# logscope.parsers and logscope.report_templates live at the top of a source checkout (parsers/,
+# report_templates/) and are installed inside this package (pyproject's package-dir): run from the sources,
+# the checkout's top is one more place to find them. Only those two names are looked up there by anything.
+_here = _os.path.dirname(_os.path.abspath(__file__))
+if not _os.path.isdir(_os.path.join(_here, "parsers")):
+    _top = _os.path.dirname(_here)
+    if _os.path.isfile(_os.path.join(_top, "parsers", "__init__.py")) and _top not in __path__:
+        __path__.append(_top)
 
 _API = ("ingest", "correlate", "diagnose", "analyze", "render", "AnalyzeOptions")
 

@@ -253,7 +253,7 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
     """
     import tempfile
 
-    import parsers
+    import logscope.parsers as parsers
 
     from .ingest import envelopes, sources
 

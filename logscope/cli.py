@@ -237,8 +237,7 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
 @app.command()
 def formats() -> None:
     """List the log formats logscope knows."""
-    import parsers
-
+    import logscope.parsers as parsers
     t = Table(title="formats")
     for c in ("name", "kind", "description"):
         t.add_column(c)

@@ -17,8 +17,7 @@ runner = CliRunner()
 
 
 def test_formats_lists_every_registered_parser():
-    import parsers
-
+    import logscope.parsers as parsers
     r = runner.invoke(app, ["formats"], terminal_width=200)
     assert r.exit_code == 0
     for m in parsers.FORMATS:

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import parsers
+import logscope.parsers as parsers
 from conftest import DATA, LAB, ingest_files, need
 from logscope.ingest import IngestOptions, sources
 from logscope.ingest import ingest as raw_ingest
@@ -302,7 +302,7 @@ def test_attempt_records_decoded_with_their_keys_alone(tmp_path, monkeypatch):
     """The lab's attempt records are decoded with their own 7 keys (client_jsonl.ATTEMPT_DTYPE): the tables are
     those of decoding every record with all keys; a record whose kind only a nested object names is decoded
     again with all keys."""
-    import parsers.client_jsonl as cj
+    import logscope.parsers.client_jsonl as cj
 
     storm = LAB / "retry-storm" / "client-storm.jsonl"
     need(storm)

@@ -13,7 +13,7 @@ import pytest
 from conftest import DATA, LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, compare
 from logscope.compare import settings
-from parsers import nginx_conf
+from logscope.parsers import nginx_conf
 
 SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 PAIRS = DATA / "pairs"

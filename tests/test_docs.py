@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-import parsers
+import logscope.parsers as parsers
 from conftest import ROOT
 from logscope.cli import app
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import parsers
-from parsers import envoy_access, haproxy, litellm, traefik
-from parsers.base import ParseContext, safe_detect
+import logscope.parsers as parsers
+from logscope.parsers import envoy_access, haproxy, litellm, traefik
+from logscope.parsers.base import ParseContext, safe_detect
 from tests.conftest import DATA, LAB, need
 from tests.conftest import ingest_files as _ingest_files
 

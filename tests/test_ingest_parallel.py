@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import parsers
+import logscope.parsers as parsers
 from conftest import DATA, ROOT
 from logscope.ingest import IngestOptions, ingest
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import parsers
+import logscope.parsers as parsers
 from conftest import LAB, PUBLIC, ROOT, need
 from logscope.ingest import IngestOptions, ingest, pieces, sources, streams
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import parsers
+import logscope.parsers as parsers
 from conftest import LAB, ROOT, need
 from logscope.ingest import IngestOptions, ingest
 

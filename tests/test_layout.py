@@ -10,6 +10,8 @@ from pathlib import Path
 from conftest import ROOT
 
 PACKAGES = ("logscope", "parsers", "report_templates")
+# the source folders installed inside logscope's namespace (pyproject's package-dir)
+INSTALLED_AS = {"parsers": "logscope.parsers", "report_templates": "logscope.report_templates"}
 MAX_LINES = 500
 
 
@@ -20,6 +22,7 @@ def _modules() -> dict[str, Path]:
             parts = list(p.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
+            parts[0] = INSTALLED_AS.get(parts[0], parts[0])
             out[".".join(parts)] = p
     return out
 
@@ -93,6 +96,11 @@ def test_every_package_is_installed():
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    have = {".".join(p.parent.relative_to(ROOT).parts) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+    def installed(parts: tuple[str, ...]) -> str:
+        return ".".join((INSTALLED_AS.get(parts[0], parts[0]), *parts[1:]))
+
+    have = {installed(p.parent.relative_to(ROOT).parts) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
             if p.name == "__init__.py" or p.parent.name in PACKAGES}
     assert have - listed == set()
+    # nothing installed at the top of site-packages but logscope: another project's `parsers` would collide
+    assert {name.split(".")[0] for name in listed} == {"logscope"}

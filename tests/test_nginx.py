@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from parsers import MIN_CONFIDENCE, nginx_access, nginx_error
-from parsers import _nginx_format as nf
-from parsers.base import ParseContext
+from logscope.parsers import MIN_CONFIDENCE, nginx_access, nginx_error
+from logscope.parsers import _nginx_format as nf
+from logscope.parsers.base import ParseContext
 from tests.conftest import DATA, LAB, need
 from tests.conftest import ingest_files as _ingest_files
 

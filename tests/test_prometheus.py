@@ -11,11 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import parsers
+import logscope.parsers as parsers
 from conftest import DATA, LAB, PUBLIC, ingest_files, need
 from logscope.ingest import metric_stats, sources
-from parsers import prometheus_query_range, prometheus_text, prometheus_tsdb_dump
-from parsers.base import ParseContext
+from logscope.parsers import prometheus_query_range, prometheus_text, prometheus_tsdb_dump
+from logscope.parsers.base import ParseContext
 
 MINE = (prometheus_tsdb_dump, prometheus_query_range, prometheus_text)
 RUNS = ["ladder", "spike", "retry-storm", "crash", "orphan", "calm", "v0-ladder"]

@@ -7,8 +7,8 @@ import pkgutil
 
 import pytest
 
-import parsers
-from parsers.base import safe_detect
+import logscope.parsers as parsers
+from logscope.parsers.base import safe_detect
 
 
 def test_every_module_is_registered():

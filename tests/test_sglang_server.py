@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-import parsers
+import logscope.parsers as parsers
 from conftest import DATA, ingest_files
 
 SG = DATA / "sglang"

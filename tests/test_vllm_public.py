@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 import polars as pl
 import pytest
 
-import parsers
+import logscope.parsers as parsers
 from conftest import PUBLIC, ingest_files, need
 from logscope.ingest import sources
-from parsers import vllm_server
+from logscope.parsers import vllm_server
 
 # file prefix -> (stats rows, {event kind: rows}, {request event: rows})
 EXPECTED: dict[str, tuple[int, dict[str, int], dict[str, int]]] = {
@@ -240,7 +240,7 @@ def test_samples_are_real_and_detected():
 def test_year_rolls_over_across_a_rotated_stream():
     # Two real excerpts read as one stream (as ingest reads vllm.log.1 then vllm.log): 45 ends on
     # 12-25 13:40:20, 03 starts on 03-17: the month went back, so the year advances.
-    from parsers.base import ParseContext
+    from logscope.parsers.base import ParseContext
 
     ctx = ParseContext(source="s", replica="r", year=2025, year_source="year 2025 (test)")
     state: dict = {}
@@ -259,7 +259,7 @@ def test_year_rolls_over_across_a_rotated_stream():
 
 
 def test_local_zone_is_applied():
-    from parsers.base import ParseContext
+    from logscope.parsers.base import ParseContext
 
     f = sources.discover(need(PUBLIC) / "01-v1-stats-kv-climbing-8-running.log")[0]
     ctx = ParseContext(source="s", replica="r", tz="Europe/Paris", year=2025, year_source="test")

@@ -13,12 +13,12 @@ import polars as pl
 import pytest
 import regex
 
-import parsers
+import logscope.parsers as parsers
 from conftest import LAB, PUBLIC, ingest_files, need
 from logscope import schemas
 from logscope.ingest import IngestOptions, ingest, sources
-from parsers import _common, vllm_server
-from parsers.base import ParseContext
+from logscope.parsers import _common, vllm_server
+from logscope.parsers.base import ParseContext
 
 RUNS = ["ladder", "spike", "retry-storm", "crash", "orphan", "calm", "v0-ladder"]
 # `wc -l vllm-server.log` (every file ends with a newline)

@@ -136,8 +136,7 @@ def code_digest() -> str:
     import polars as pl
     import pyarrow as pa
 
-    import parsers
-
+    import logscope.parsers as parsers
     h = hashlib.sha256(f"{__version__} polars {pl.__version__} pyarrow {pa.__version__}".encode())
     for pkg in (Path(__file__).parents[1], Path(parsers.__file__).parent):
         for p in sorted(pkg.rglob("*.py")):

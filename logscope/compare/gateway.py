@@ -9,7 +9,7 @@ whose configuration cannot be read has unknown gateway settings.
 
 from __future__ import annotations
 
-from parsers import nginx_conf
+from logscope.parsers import nginx_conf
 
 from ..diagnose import gateway_config
 from .runs import Run

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from parsers import nginx_conf
+from logscope.parsers import nginx_conf
 
 GONE = ("the nginx configuration was seen at analysis time, but its input folder is gone: the gateway's settings "
         "are unknown")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import polars as pl
 
-import parsers
-from parsers import _mixed as mixed
+import logscope.parsers as parsers
+from logscope.parsers import _mixed as mixed
 
 from .. import __version__, schemas
 from . import batches, derive, envelopes, inputs, outliers, pieces, sources, streams

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import polars as pl
 
-import parsers
-from parsers.base import ChunkResult
+import logscope.parsers as parsers
+from logscope.parsers.base import ChunkResult
 
 from .. import schemas
 from . import outliers, sources

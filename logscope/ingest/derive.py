@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from parsers._common import endpoint_expr
+from logscope.parsers._common import endpoint_expr
 
 from .. import schemas
 from . import metric_stats

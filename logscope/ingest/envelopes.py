@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers._common import ascii_classes, decode_json
-from parsers.base import head_frame, nonblank, per_head
+from logscope.parsers._common import ascii_classes, decode_json
+from logscope.parsers.base import head_frame, nonblank, per_head
 
 _TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)"
 # a CRI record's header: time, stream, tag (P partial, F full; ':'-separated tags may follow), one blank

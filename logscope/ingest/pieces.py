@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from parsers.base import ParseContext
+from logscope.parsers.base import ParseContext
 
 from . import sources, unrecognized
 from .options import cores

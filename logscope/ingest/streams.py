@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-import parsers
-from parsers.base import ChunkResult, ParseContext
+import logscope.parsers as parsers
+from logscope.parsers.base import ChunkResult, ParseContext
 
 from .. import schemas
 from . import outliers, sources, unrecognized

@@ -56,7 +56,7 @@ def columns(rows: list[dict]) -> list[str]:
 
 
 def _template_source(name: str) -> tuple[str, None, Any]:
-    text = resources.files("report_templates").joinpath(name).read_text(encoding="utf-8")
+    text = resources.files("logscope.report_templates").joinpath(name).read_text(encoding="utf-8")
     return text, None, lambda: True
 
 
@@ -92,7 +92,7 @@ class _Compiled(jinja2.FileSystemBytecodeCache):
 def compiled_cache(**settings: Any) -> jinja2.BytecodeCache | None:
     """The cache of compiled templates in report_templates/__pycache__, or None where the templates are not
     files (a zipped install)."""
-    base = resources.files("report_templates")
+    base = resources.files("logscope.report_templates")
     if not isinstance(base, Path):
         return None
     folder = base / "__pycache__"
@@ -225,7 +225,7 @@ def vega_bundle() -> Markup:
 
 
 def css() -> Markup:
-    return Markup(resources.files("report_templates").joinpath("report.css").read_text(encoding="utf-8"))
+    return Markup(resources.files("logscope.report_templates").joinpath("report.css").read_text(encoding="utf-8"))
 
 
 def render_html(context: dict) -> str:

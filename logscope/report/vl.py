@@ -23,7 +23,7 @@ VALIDATE = False
 
 @cache
 def _theme_text() -> str:
-    return resources.files("report_templates").joinpath("chart_theme.json").read_text(encoding="utf-8")
+    return resources.files("logscope.report_templates").joinpath("chart_theme.json").read_text(encoding="utf-8")
 
 
 def theme() -> dict:

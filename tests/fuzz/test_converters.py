@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers import _common, _openai_lines, _prom, _vllm_stats, client_jsonl, envoy_access
+from logscope.parsers import _common, _openai_lines, _prom, _vllm_stats, client_jsonl, envoy_access
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

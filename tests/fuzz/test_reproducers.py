@@ -14,7 +14,7 @@ from mutations import Case, FileSpec, build
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
-from parsers import _common, _prom, client_jsonl
+from logscope.parsers import _common, _prom, client_jsonl
 
 
 def _converted(values: list, expr: pl.Expr, dtype: pl.DataType) -> list:
