@@ -87,6 +87,10 @@ def test_a_stop_in_the_middle_of_an_overload_is_said(runs):
     assert f["title"].startswith("Server stopped during E1 at 08:47:10 (graceful shutdown); ")
     n5 = int(re.search(r"; ([\d,]+) gateway 5xx after it", f["title"])[1].replace(",", ""))
     assert n5 >= truth["gateway"]["statuses"]["502"] == 1087
+    # one count of the errors after the stop: the finding's, diagnosis.json's and the timeline's label
+    [stop] = s["server_lifecycle"]["graceful_shutdowns"]
+    assert stop["gateway_5xx_after"] == n5 and sum(stop["gateway_5xx_after_by_status"].values()) == n5
+    assert f"SIGTERM (graceful stop) → {n5:,} gateway 5xx" in (out / "report.html").read_text()
     assert "stopped at 08:47:10" in s["verdict"][1]
     assert s["verdict"][2] == "First thing to test: " + f["next_test"]
     blip = [x for x in s["findings"] if x["title"].endswith("(one sample)")]

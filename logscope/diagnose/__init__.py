@@ -83,6 +83,7 @@ def _run(out: Path, options) -> dict:
                      rng)
     ctx = Context(inp, life, th, slo)
     ctx.gateway_conf = gateway_config.read(out)
+    ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
     ctx.hist = from_histograms.load(out, rng, inp.stats)
     eps = episodes.build(ctx)
     from_histograms.fill_episodes(ctx, eps)
@@ -107,7 +108,7 @@ def _run(out: Path, options) -> dict:
         "ladder": lad,
         "capacity": cap,
         "cold_start": cold,
-        "server_lifecycle": _life(life),
+        "server_lifecycle": _life(life, ctx.stop_errors),
         "output_lengths": {
             "overall": from_histograms.fill_lengths(ctx, capacity.output_lengths(inp.requests)),
             "per_step": [{"step": r["step"], "concurrency": r["concurrency"], "max_tokens_mean": r["max_tokens_mean"],
@@ -283,13 +284,19 @@ def _cold(ctx: Context) -> dict:
     }
 
 
-def _life(life: lifecycle.Lifecycle) -> dict:
+def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
+    def after(ts, replica) -> dict:  # the gateway 5xx the callers saw after it (lifecycle.errors_after)
+        by = errs.get((ts, replica or None)) or {}
+        return {"gateway_5xx_after": sum(by.values()), "gateway_5xx_after_by_status": {str(k): v for k, v in by.items()}}
     return {
         "starts": len(life.starts),
         "deaths": [{"replica": d.replica or None, "ts": d.ts, "kinds": d.kinds, "pid": d.pid, "restart": d.restart_ts,
-                    "ready": d.ready_ts, "new_pid": d.new_pid, "downtime_s": d.downtime_s, "at_startup": d.at_startup}
+                    "ready": d.ready_ts, "new_pid": d.new_pid, "downtime_s": d.downtime_s, "at_startup": d.at_startup,
+                    **after(d.ts, d.replica)}
                    for d in life.deaths],
-        "graceful_shutdowns": [{"replica": s["replica"] or None, "ts": s["ts"]} for s in life.shutdowns],
+        "graceful_shutdowns": [{"replica": s["replica"] or None, "ts": s["ts"], **after(s["ts"], s["replica"])}
+                               for s in life.shutdowns],
+        "errors_after_s": lifecycle.STOP_ERRORS_S,
         "shutdown_noise_records": life.shutdown_noise,
     }
 

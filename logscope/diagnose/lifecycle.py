@@ -229,3 +229,39 @@ def _cold(replica: str, start_rows: list[dict], busy: pl.Series, requests: pl.Se
         out.append({"replica": replica, "server_start": s["ts"], "ready": s["ready_ts"], "first_request": first,
                     "start": first, "end": first + timedelta(seconds=th.cold_start_s)})
     return out
+
+
+STOP_ERRORS_S = 300.0  # gateway 5xx this long after a stop or death (up to its server's next start) are its cost
+
+
+def errors_after(gateway: pl.DataFrame, life: Lifecycle) -> dict[tuple, dict[int, int]]:
+    """Per stop and death, keyed (ts, replica or None): the gateway's 5xx (first attempts) that ended from it
+    until STOP_ERRORS_S later or its server's next start, by status. What the callers paid for it: the
+    findings, diagnosis.json's server_lifecycle and the timeline's labels all read this one count. Binary
+    searches per status (a few), so a crash loop's thousands of deaths cost no pass over the table each."""
+    ends = [(s["ts"], s["replica"] or None) for s in life.shutdowns] + [(d.ts, d.replica or None) for d in life.deaths]
+    if not ends or not gateway.height:
+        return {}
+    starts: dict = {}
+    for st in life.starts:
+        starts.setdefault(st["replica"] or None, []).append(st["ts"])
+    for v in starts.values():
+        v.sort()
+    lo, hi = [], []
+    for t, replica in ends:
+        later = starts.get(replica, [])
+        k = bisect.bisect_right(later, t)
+        until = t + timedelta(seconds=STOP_ERRORS_S)
+        lo.append(t)
+        hi.append(min(until, later[k]) if k < len(later) else until)
+    lo_s, hi_s = pl.Series(lo, dtype=gateway["ts_end"].dtype), pl.Series(hi, dtype=gateway["ts_end"].dtype)
+    ga = gateway.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1)).select("ts_end", "status") \
+        .drop_nulls()
+    out: dict[tuple, dict[int, int]] = {key: {} for key in ends}
+    for (status,), part in ga.sort("ts_end").partition_by("status", as_dict=True).items():
+        e = part["ts_end"]
+        n = (e.search_sorted(hi_s, side="right") - e.search_sorted(lo_s, side="left")).to_list()
+        for key, c in zip(ends, n, strict=True):
+            if c:
+                out[key][int(status)] = int(c)
+    return {k: dict(sorted(v.items())) for k, v in out.items()}

@@ -33,7 +33,6 @@ EVENT_COLORS = {"start": "#2ca02c", "restart": "#2ca02c", "SIGTERM": "#b7791f", 
                 "OOM": "#000000", "engine died": "#b3261e", "engine timeout": "#b3261e"}  # fmt: skip
 DEATH_NAMES = {"silent": "killed", "oom": "OOM", "engine_dead": "engine died", "engine_timeout": "engine timeout"}
 MAX_LABEL_ROWS = 3  # event labels stack in this many rows at most; past that, tooltips name them
-STOP_ERRORS_S = 300.0  # gateway 5xx this long after a stop or death are counted as its cost (as the findings do)
 OUTCOME_COLORS = {"ok": "#2ca02c", "timeout": "#ff7f0e", "error, no status": "#7f0000", "cut mid-stream": "#f3a712",
                   "unfinished (log ended)": "#9aa5b1", "unknown": "#c7c7c7"}  # fmt: skip
 STATUS_COLORS = ("#d62728", "#8c564b", "#e377c2", "#9467bd", "#bcbd22")  # the most frequent statuses, in order
@@ -97,24 +96,27 @@ def events(ld: Loaded, summary: dict) -> pl.DataFrame:
         names = [DEATH_NAMES.get(k, k) for k in d.get("kinds") or []] or ["killed"]
         kind = "OOM" if "OOM" in names else names[0]
         rows.append({"t": d.get("ts"), "kind": kind, "label": " + ".join(names), "replica": d.get("replica"),
-                     "ready": None, "detail": f"pid {d['pid']}" if d.get("pid") is not None else ""})
+                     "ready": None, "detail": f"pid {d['pid']}" if d.get("pid") is not None else "",
+                     "errors_after": d.get("gateway_5xx_after") or 0})
         ended.setdefault(str(d.get("replica")), []).append(d.get("ts") or "")
     for g in life.get("graceful_shutdowns") or []:
         rows.append({"t": g.get("ts"), "kind": "SIGTERM", "label": "SIGTERM (graceful stop)",
-                     "replica": g.get("replica"), "ready": None, "detail": ""})
+                     "replica": g.get("replica"), "ready": None, "detail": "",
+                     "errors_after": g.get("gateway_5xx_after") or 0})
         ended.setdefault(str(g.get("replica")), []).append(g.get("ts") or "")
     for s in starts:
         again = any(e and s.get("ts") and e < s["ts"] for e in ended.get(str(s.get("replica")), []))
         bits = [f"pid {s['pid']}" if s.get("pid") is not None else "", f"vLLM {s['version']}" if s.get("version") else ""]
         rows.append({"t": s.get("ts"), "kind": "restart" if again else "start", "label": "restart" if again else "start",
-                     "replica": s.get("replica"), "ready": s.get("ready"), "detail": ", ".join(b for b in bits if b)})
+                     "replica": s.get("replica"), "ready": s.get("ready"), "detail": ", ".join(b for b in bits if b),
+                     "errors_after": 0})
     schema = {"t": pl.String, "kind": pl.String, "label": pl.String, "replica": pl.String, "ready": pl.String,
-              "detail": pl.String}
+              "detail": pl.String, "errors_after": pl.Int64}
     df = pl.DataFrame([r for r in rows if r["t"]], schema=schema)
     if df.height == 0 and not summary.get("server_lifecycle"):
         return _window_events(ld)
-    df = df.with_columns(_ms("t"), _ms("ready"), pl.col("replica").fill_null("")).sort("t", "kind")
-    return _with_errors(ld, df)
+    # the gateway 5xx after each stop and death: diagnosis.json's count (lifecycle.errors_after), as the findings
+    return df.with_columns(_ms("t"), _ms("ready"), pl.col("replica").fill_null("")).sort("t", "kind")
 
 
 def _window_events(ld: Loaded) -> pl.DataFrame:
@@ -130,26 +132,6 @@ def _window_events(ld: Loaded) -> pl.DataFrame:
                 pl.lit("(window of the event)").alias("detail")))
     df = pl.concat(parts).sort("t") if parts else pl.DataFrame()
     return df.with_columns(pl.lit(0, pl.Int64).alias("errors_after")) if df.height else df
-
-
-def _with_errors(ld: Loaded, ev: pl.DataFrame) -> pl.DataFrame:
-    """Each stop and death with the gateway 5xx (first attempts) that ended in the STOP_ERRORS_S after it, up to
-    the next start of its server: what the callers paid for it (0 for starts)."""
-    stops = ev.filter(~pl.col("kind").is_in(["start", "restart"]))
-    if stops.height == 0:
-        return ev.with_columns(pl.lit(0, pl.Int64).alias("errors_after"))
-    ga = ld.scan("gateway_attempts").filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1)) \
-        .select(pl.col("ts_end").dt.epoch("ms").alias("e")).drop_nulls().sort("e").collect()
-    nxt = ev.filter(pl.col("kind").is_in(["start", "restart"])).select(pl.col("t").alias("next"), "replica")
-    win = stops.select("t", "replica").unique().join(nxt, on="replica", how="left").with_columns(
-        pl.when(pl.col("next") > pl.col("t")).then(pl.col("next")).alias("next")).group_by("t", "replica").agg(
-        pl.col("next").min()).with_columns(
-        pl.min_horizontal(pl.col("t") + int(STOP_ERRORS_S * 1000), pl.col("next")).alias("until")).sort("t", "replica")
-    e = ga["e"]
-    counts = (e.search_sorted(win["until"], side="right") - e.search_sorted(win["t"], side="left")).cast(pl.Int64)
-    win = win.with_columns(counts.alias("errors_after"))
-    out = ev.join(win.select("t", "replica", "errors_after"), on=["t", "replica"], how="left")
-    return out.with_columns(pl.col("errors_after").fill_null(0)).sort("t", "kind")
 
 
 def _label_rows(items: list[tuple[float, float]], rows: int) -> tuple[list[int], list[bool]] | None:

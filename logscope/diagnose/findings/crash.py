@@ -73,32 +73,23 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
               " to tell a load-driven death from a software fault", ep, kind="crash")
 
 
-STOP_ERRORS_S = 300.0  # gateway 5xx this long after a stop are counted as the stop's (client-visible) cost
-
-
 def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
-    is a stop in the middle of an incident, and the errors the callers saw after it."""
-    from datetime import timedelta
-
-    import polars as pl
-
+    is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
+    the count diagnosis.json and the timeline give too)."""
     from ..episodes import stop_in
+    from ..lifecycle import STOP_ERRORS_S
 
     out = []
     for ep in eps:
         t = stop_in(ctx, ep) if not ep["recovered"] else None
         if t is None:
             continue
-        ga = ctx.inputs.gateway
-        after = ga.filter((pl.col("ts_end") >= t) & (pl.col("ts_end") <= t + timedelta(seconds=STOP_ERRORS_S))
-                          & (pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1)) if ga.height else ga
-        by_status = {int(k): int(v) for k, v in after.group_by("status").len().sort("status").iter_rows()} \
-            if after.height else {}
+        by_status = ctx.stop_errors.get((t, ep["replica"] or None)) or {}
         n5 = sum(by_status.values())
         errs = (f"; then the gateway answered {n5:,} requests with " +
                 ", ".join(f"{v:,} × {k}" for k, v in by_status.items()) +
-                f" ({clock.hms_range(after['ts_end'].min(), after['ts_end'].max())})") if n5 else ""
+                f" (in the {STOP_ERRORS_S:.0f} s after it, up to the server's next start)") if n5 else ""
         title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
             f"; {n5:,} gateway 5xx after it" if n5 else "")
         ev = (f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
