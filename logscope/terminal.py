@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .diagnose.outcomes import words as outcome_words
 from .visible import visible
 
 err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
@@ -125,6 +124,9 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
         out.print(f"  +{len(found) - limit} more findings (report.html, summary.md)")
     seen = summary.get("outcomes") or {}
     if set(seen.get("by_outcome") or {}) - {"ok"}:  # what the callers saw, when some did not get an answer
+        # imported here: the diagnose package loads polars, which must wait for the allocator setting (cli)
+        from .diagnose.outcomes import words as outcome_words
+
         out.print(shown(f"callers saw: {outcome_words(seen)}"))
     note = (summary.get("retries") or {}).get("amplification_note")
     if note:
