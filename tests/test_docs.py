@@ -37,3 +37,15 @@ def test_library_example_runs(tmp_path):
     ns: dict = {}
     exec(compile(code, "README", "exec"), ns)
     assert ns["stats"].height > 0
+
+
+def test_the_readme_shows_the_report_at_1024_px():
+    """README's picture of the report is committed under docs/ and was taken at 1024 px (issue #27)."""
+    import re
+    import struct
+
+    [path] = re.findall(r"!\[[^\]]*\]\((docs/[^)]+\.png)\)", README)
+    data = (ROOT / path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
+    assert width == 1024 and height >= 800
