@@ -37,8 +37,20 @@ class Bounds:
     lo: datetime
     hi: datetime
 
+    @property
+    def lo_us(self) -> int:
+        return _epoch_us(self.lo)
+
+    @property
+    def hi_us(self) -> int:
+        return _epoch_us(self.hi)
+
     def words(self) -> str:
         return f"outside {self.lo:%Y-%m-%d} .. {self.hi:%Y-%m-%d}"
+
+
+def _epoch_us(t: datetime) -> int:
+    return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def bounds(reference: datetime | None, now: datetime | None = None) -> Bounds:
@@ -53,8 +65,10 @@ def bounds(reference: datetime | None, now: datetime | None = None) -> Bounds:
 
 
 def _out(c: str, b: Bounds) -> pl.Expr:
-    col = pl.col(c).cast(schemas.TS, strict=False)
-    return ((col < pl.lit(b.lo).cast(schemas.TS)) | (col > pl.lit(b.hi).cast(schemas.TS))).fill_null(False)
+    # compared as epoch microseconds: a time zone aware datetime literal costs ~100 us to build, and this runs for
+    # every time column of every chunk (a folder of 10,000 small files: 11 % of its ingest)
+    us = pl.col(c).cast(schemas.TS, strict=False).dt.epoch("us")
+    return ((us < b.lo_us) | (us > b.hi_us)).fill_null(False)
 
 
 def outside(df: pl.DataFrame, table: str, b: Bounds) -> pl.Series:
