@@ -37,16 +37,22 @@ def steps(ctx: Context) -> tuple[list[dict], str]:
     if ph.height:
         rows = [{"label": r["phase"], "value": float(r["value"]), "mode": r["mode"] or "concurrency",
                  "start": r["ts_start"], "end": r["ts_end"], "source": r["source"]} for r in ph.iter_rows(named=True)]
-        return _climb(rows, ctx.th.ladder_min_steps), "client_phases"
-    return _climb(_inflight_steps(ctx), ctx.th.ladder_min_steps), "inflight"
+        return _climb(rows, ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "client_phases"
+    return _climb(_inflight_steps(ctx), ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "inflight"
 
 
-def _climb(rows: list[dict], min_steps: int) -> list[dict]:
+def _climb(rows: list[dict], min_steps: int, min_step_s: float = 0.0) -> list[dict]:
     """The leading run of steps whose level never goes down, when it holds enough distinct levels to be
-    a ladder (consecutive phases at one level are one step)."""
+    a ladder (consecutive phases at one level are one step). A climb the load then steps back down from
+    for a whole step (a phase below its top lasting ``min_step_s`` or more) was a burst and its return, not
+    a ladder: an earlier calm run at a lower level once made 1 -> 2 -> 48 -> 2 read as a ladder."""
     run: list[dict] = []
-    for r in rows:
+    for i, r in enumerate(rows):
         if run and r["value"] < run[-1]["value"]:
+            top = run[-1]["value"]
+            if any(x["value"] < top and (x["end"] - x["start"]).total_seconds() >= min_step_s for x in rows[i:]
+                   if x["start"] is not None and x["end"] is not None):
+                return []
             break
         if run and r["value"] == run[-1]["value"]:
             run[-1] = {**run[-1], "end": max(run[-1]["end"], r["end"])}
