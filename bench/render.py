@@ -88,13 +88,10 @@ def run(folder: Path, against: str | None, repeat: int, work: Path, bytecode: bo
     codes = {"this code": {**base, "PYTHONPATH": str(ROOT)}}
     tree = None
     if against:
+        from run import worktree  # noqa: PLC0415 - the benches' one way to check out REV beside this code
+
         tree = work / "against"
-        made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree), against],
-                              capture_output=True, text=True)
-        if made.returncode != 0:
-            raise SystemExit(f"--against {against}: {made.stderr.strip()}")
-        sha = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
+        sha = worktree(tree, against)
         codes[f"@{sha}"] = {**base, "PYTHONPATH": str(tree)}
     best: dict[tuple[str, str], dict] = {}
     stages: dict[str, list[dict]] = {}

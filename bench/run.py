@@ -236,16 +236,21 @@ def one_file_runs(b: Bench, work: Path) -> None:
     b.run(ONE_VLLM_WHOLE, [sys.executable, "-c", whole], scanned_mb=mb)
 
 
+def worktree(tree: Path, rev: str) -> str:
+    """A detached git worktree of ``rev`` at ``tree`` (the code the benches run beside this one); its short sha."""
+    made = subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", "--quiet", str(tree), rev],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        raise SystemExit(f"--against {rev}: {made.stderr.strip() or 'git worktree add failed'}")
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
     """``logscope ingest`` (and ``analyze`` unless quick) of this code and of ``rev``'s, alternating."""
     root = HERE.parent
     tree = work / "against"
-    made = subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "--quiet", str(tree), rev],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        raise SystemExit(f"--against {rev}: {made.stderr.strip() or 'git worktree add failed'}")
-    sha = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
+    sha = worktree(tree, rev)
     # PYTHONPATH comes before an editable install's finder: the worktree's logscope and parsers are imported
     env = {**os.environ, "PYTHONPATH": str(tree)}
     data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
