@@ -66,6 +66,12 @@ def _timed() -> dict[str, float]:
 
     wrap(ing, "_detect", "detect")
     wrap(Store, "write", "assemble")
+    try:  # on a cluster: the tables written by tasks, this process waiting
+        from logscope.cluster import ingest as on_cluster
+
+        wrap(on_cluster, "_write", "assemble")
+    except ImportError:
+        pass
     wrap(derive, "finalize", "derive")
     return spent
 
@@ -134,14 +140,15 @@ def task_stats(r: dict) -> dict:
 def project(r: dict, bytes_in: int) -> dict:
     """The wall time of a folder ``PROJECT_GB`` GB of the same shape (each stream that many times longer) on
     8, 32 and 128 workers: each unit's measured compute time grown with its bytes; a vLLM log longer than its
-    share cut into pieces as ``pieces.plan`` would for ``SLOTS`` workers (other formats stay whole), each piece
+    share cut into pieces as ``pieces.plan`` would for ``SLOTS`` workers (vLLM logs and gateways' access logs;
+    the client logs stay whole), each piece
     charged the replayed MiB and the first chunk its guessed state costs; the units spread longest first over
     the workers, each with the measured gap between tasks; plus the client's own time (detection, assembling
     the tables) grown with the bytes. A projection: nothing of it was run at that size."""
     import logscope.parsers as parsers
     from logscope.cluster.ingest import SLOTS
     from logscope.ingest.options import IngestOptions
-    from logscope.ingest.pieces import SEGMENT_WINDOW
+    from logscope.ingest.pieces import SEGMENT_WINDOW, cuttable, independent
     from logscope.ingest.sources import CHUNK_BYTES
 
     factor = PROJECT_GB * 1e9 / bytes_in
@@ -160,9 +167,10 @@ def project(r: dict, bytes_in: int) -> dict:
     for secs, size, fmt in units:
         mod = parsers.BY_NAME.get(fmt)
         n = 1
-        if getattr(mod, "SEGMENT_COUNTERS", None):
+        if cuttable(mod, SLOTS):
             n = max(1, min(SLOTS, round(secs / share), int(size // seg)))
-        extra = secs / size * (SEGMENT_WINDOW + CHUNK_BYTES) if n > 1 else 0.0
+        # a piece's guessed state: the stream's first chunk, and the MiB before it unless chunks are independent
+        extra = secs / size * ((0 if independent(mod) else SEGMENT_WINDOW) + CHUNK_BYTES) if n > 1 else 0.0
         cut += [secs / n + extra] * n
         cut_bytes += [size / n] * n
     # detection reads each file's head (as many files: the same time); the tables' assembly grows with the rows;

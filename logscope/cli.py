@@ -426,6 +426,8 @@ def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bo
         if verbose:
             err.print(shown(f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
                              f"{s.dashboard or 'none (pip install bokeh)'}"))
+        for note in s.notes:
+            err.print(shown(f"logscope: cluster: {note}"))
         yield address
 
 

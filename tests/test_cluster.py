@@ -6,6 +6,7 @@ cannot run the analysis is said before any work."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 import os
 import re
 import shutil
@@ -82,12 +83,31 @@ def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch)
     monkeypatch.setattr(on_cluster, "ingest", lambda *a, **k: real(*a, **k, stats=stats))
     analyze(SPIKE, tmp_path / "there", AnalyzeOptions(**CUT, cluster="local:2"))
     kinds = [t["kind"] for t in stats]
-    assert kinds.count("piece") == 3 and kinds.count("settle") == 1 and kinds.count("whole") >= 5
+    cut = Counter(t["format"] for t in stats if t["kind"] == "piece")
+    # the vLLM log (row counters) and, on a cluster, the gateway's logs (independent chunks) in pieces
+    assert cut["vllm_server"] == 3 and cut["nginx_access"] >= 2, cut
+    assert kinds.count("settle") == len(cut) and kinds.count("whole") >= 3
+    from logscope.ingest import PARSED_TABLES
+
+    assert sorted(t["file"] for t in stats if t["kind"] == "table") == sorted(PARSED_TABLES)  # a task a table
     _same_tables(tmp_path / "here", tmp_path / "there")
     corr = json.loads((tmp_path / "there" / "correlation.json").read_text())
     assert corr["slices"]["count"] == 3  # three slices, three tasks
     assert _summary(tmp_path / "here") == _summary(tmp_path / "there")
     assert not (tmp_path / "there" / "_parts").exists()
+
+
+def test_local_workers_share_the_cores(local):
+    """Each local worker's polars pool is its share of the cores (two pools of every core ran each task 1.6x
+    slower); the check then finds no host oversubscribed, and names one that is."""
+    from logscope.ingest.options import cores
+
+    assert set(local.client.run(pl.thread_pool_size).values()) == {max(1, cores() // 2)}
+    assert local.notes == []
+    seen = [{"host": "gpu-7", "cores": 8, "polars_threads": 8}] * 4
+    (note,) = cluster.oversubscribed(seen)
+    assert note.startswith("host gpu-7: 4 workers x 8 polars threads on 8 cores") and "POLARS_MAX_THREADS=2" in note
+    assert cluster.oversubscribed([{"host": "a", "cores": 8, "polars_threads": 2}] * 4) == []
 
 
 def test_a_worker_killed_mid_ingest(tmp_path, local, monkeypatch):
@@ -209,6 +229,9 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
                             "--cluster", address, "-v"], env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         assert f"cluster {address}: 2 workers" in r.stderr
+        if not os.environ.get("POLARS_MAX_THREADS"):  # two workers, each polars pool on every core: named
+            assert re.search(r"cluster: host \S+: 2 workers x \d+ polars threads on \d+ cores; start them with "
+                             r"POLARS_MAX_THREADS=\d+", r.stderr), r.stderr[-2000:]
         _same_tables(tmp_path / "here", tmp_path / "there")
         assert _summary(tmp_path / "here") == _summary(tmp_path / "there")
     finally:

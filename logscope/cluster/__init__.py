@@ -17,7 +17,7 @@ import platform
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Session:
     threads: int  # tasks the cluster runs at once
     dashboard: str | None
     local: Any = None  # the LocalCluster started for ``local[:N]``, closed with the session
+    notes: list[str] = field(default_factory=list)  # what the checks found that slows, not stops, the work
 
 
 def current() -> Session:
@@ -87,7 +88,7 @@ def connect(address: str) -> Session:
         if address == "local" or address.startswith("local:"):
             n = _local_workers(address)
             local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                 silence_logs=logging.ERROR)
+                                 silence_logs=logging.ERROR, env=worker_env(n))
             client = Client(local)
         else:  # waits for it Dask's connect timeout (30 s; DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
             client = Client(address)
@@ -106,6 +107,17 @@ def connect(address: str) -> Session:
     services = client.scheduler_info(n_workers=0).get("services", {})
     return Session(client, address, len(workers), threads, client.dashboard_link if "dashboard" in services else None,
                    local)
+
+
+def worker_env(n: int) -> dict[str, str]:
+    """The environment of ``n`` local workers: each one's polars pool gets its share of the cores (a worker's
+    polars takes every core by default: two workers on two cores then ran each task 1.6x slower than one,
+    docs/performance.md item 38). A POLARS_MAX_THREADS the user set is kept."""
+    from ..ingest.options import cores
+
+    if os.environ.get("POLARS_MAX_THREADS"):
+        return {}
+    return {"POLARS_MAX_THREADS": str(max(1, cores() // n))}
 
 
 def _local_workers(address: str) -> int:
@@ -167,8 +179,13 @@ def view(root: str, out: str, token: str, samples: list[tuple[str, int]]) -> dic
     except OSError as e:
         problems.append(f"cannot write to the output folder {out}: {e.strerror or e}")
         probe = ""
+    import polars as pl
+
+    from ..ingest.options import cores
+
     return {"version": __version__, "code": code_digest(), "python": platform.python_version(),
-            "problems": problems, "probe": probe}
+            "problems": problems, "probe": probe, "host": platform.node(), "cores": cores(),
+            "polars_threads": pl.thread_pool_size()}
 
 
 def check(s: Session, root: Path, out: Path) -> None:
@@ -204,3 +221,20 @@ def check(s: Session, root: Path, out: Path) -> None:
     finally:
         for p in out.glob(f"{PROBE}{token}-*"):
             p.unlink(missing_ok=True)
+    s.notes += oversubscribed(list(seen.values()))
+
+
+def oversubscribed(seen: list[dict]) -> list[str]:
+    """Hosts whose workers' polars pools together ask for more threads than the host has cores: each task then
+    runs slower by about that ratio (polars takes every core in each worker unless POLARS_MAX_THREADS says)."""
+    hosts: dict[str, list[dict]] = {}
+    for w in seen:
+        hosts.setdefault(w.get("host", "?"), []).append(w)
+    notes = []
+    for host, ws in sorted(hosts.items()):
+        asked, have = sum(w.get("polars_threads", 1) for w in ws), ws[0].get("cores", 1)
+        if asked > have:
+            notes.append(f"host {host}: {len(ws)} workers x {ws[0].get('polars_threads')} polars threads on {have} "
+                         f"cores; start them with POLARS_MAX_THREADS={max(1, have // len(ws))} (each task runs "
+                         f"slower when the pools share cores)")
+    return notes

@@ -5,8 +5,8 @@ the files' heads); then each unit of work becomes a task (``tasks.py``): a strea
 long stream of a format that allows it, cut by the same ``pieces.plan`` for the cluster's workers, at least
 ``SLOTS`` of them, so that no task is more than about 1 % of a large folder's work. A task that fails comes back
 as its exception, with its traceback; a worker that dies has its tasks run again by the scheduler. The tables
-are then assembled here from the part files the tasks name, in stream order, as the in-process store writes
-them when it has spilled.
+are then written from the part files the tasks name, in stream order, as the in-process store writes them when
+it has spilled, by a task a table: this process handles the parts' names, not their rows.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import threading
 import uuid
 from pathlib import Path
 
+from ..ingest import PARSED_TABLES, pieces, stream_module
 from ..ingest import ingest as ingest_here
-from ..ingest import pieces, stream_module
 from ..ingest.options import IngestOptions, IngestResult, Progress
+from ..ingest.store import Store, write_parts
 from ..ingest.streams import FileState, Job, cost
 from . import current, tasks
 
@@ -35,7 +36,29 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
     def parse(stream_files: list[list[FileState]], job: Job) -> None:
         _parse(s.client, max(s.threads, SLOTS), stream_files, job, stats)
 
-    return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse)
+    def write(store: Store, out: Path) -> None:
+        _write(s.client, store, out, stats)
+
+    return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse, write=write)
+
+
+def _write(client, store: Store, out: Path, stats: list | None) -> None:
+    """Each parsed table written from its part files by a task of its own (the tables are independent): this
+    process hands over only the parts' names and the counters' shifts, never their rows."""
+    from distributed import wait
+
+    futs = []
+    for name in PARSED_TABLES:
+        parts = store.take_parts(name)
+        fut = client.submit(write_parts, name, parts, dict(store.shifts), out / f"{name}.parquet",
+                            key=f"table-{uuid.uuid4().hex[:8]}-{name}", priority=-1, pure=False)
+        futs.append(fut)
+        if stats is not None:
+            stats.append({"key": fut.key, "kind": "table", "file": name, "format": "",
+                          "bytes": sum(p.stat().st_size for _, p in parts)})
+    wait(futs)
+    for fut in futs:
+        fut.result()  # a task's exception, with its traceback
 
 
 class _Meter:

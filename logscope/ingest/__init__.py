@@ -58,10 +58,12 @@ _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
 def ingest(
     root: str | Path, out_dir: str | Path, options: IngestOptions | None = None, progress: Progress | None = None,
     parse: Callable[[list[list[FileState]], Job], None] | None = None,
+    write: Callable[[Store, Path], None] | None = None,
 ) -> IngestResult:
     """Parse every log under ``root`` into Parquet tables in ``out_dir``. ``parse`` reads the streams elsewhere
     (a cluster's tasks, ``logscope.cluster.ingest``): it fills the job's store with their part files and the
-    streams' FileStates with their tallies, as the threads here do."""
+    streams' FileStates with their tallies, as the threads here do; ``write`` then writes the parsed tables
+    from the store into ``out_dir`` (there too)."""
     t0 = time.perf_counter()
     opts = options or IngestOptions()
     root, out = Path(root), Path(out_dir)
@@ -112,8 +114,11 @@ def ingest(
             if chunk_pool is not None:
                 chunk_pool.shutdown()
 
-    for name in PARSED_TABLES:
-        store.write(name, out / f"{name}.parquet")
+    if write is not None:
+        write(store, out)
+    else:
+        for name in PARSED_TABLES:
+            store.write(name, out / f"{name}.parquet")
     far = outliers.per_file(out, list(PARSED_TABLES))  # before derive: the derived tables take the cleared times
     notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
     for st in states:

@@ -40,13 +40,14 @@ class Piece:
 def plan(members: list[FileState], mod, job: Job, slots: int | None = None) -> list[Piece] | None:
     """The pieces to read a stream in on every core, or None to read it whole, in order.
 
-    Only a format that allows it (``SEGMENT_COUNTERS``, parsers/base.py) is cut, when the stream is longer
+    Only a format that allows it (``SEGMENT_COUNTERS``, parsers/base.py; on a cluster also one whose chunks are
+    independent, ``INDEPENDENT_CHUNKS``: a gateway's access log) is cut, when the stream is longer
     than its folder's share of a core (a folder of one large vLLM log used 1.16 cores): each file of a
     rotated set is a piece, and an uncompressed file that is itself that long is cut into segments of at
     least ``opts.segment_bytes``. ``opts.segments`` forces the cutting (tests, bench). ``slots``: the workers
     to cut for in place of this process's cores (a cluster's, ``logscope.cluster.ingest``)."""
     opts, share = job.opts, job.share
-    if (job.pool is None and slots is None) or mod is None or mod.MODE != "lines" or not getattr(mod, "SEGMENT_COUNTERS", None):
+    if (job.pool is None and slots is None) or mod is None or mod.MODE != "lines" or not cuttable(mod, slots):
         return None
 
     def ways(sts: list[FileState]) -> int:
@@ -60,6 +61,17 @@ def plan(members: list[FileState], mod, job: Job, slots: int | None = None) -> l
         pieces += [Piece(j, sp) for sp in (sources.segments(st.f, n, opts.chunk_bytes) if n > 1
                                             else [sources.Span(0, 0, None)])]
     return pieces if len(pieces) > 1 else None
+
+
+def cuttable(mod, slots: int | None) -> bool:
+    """A format read in pieces: one whose state only numbers rows past its first chunk (``SEGMENT_COUNTERS``), or,
+    for a cluster's workers, one whose chunks need nothing but the first chunk's state (``INDEPENDENT_CHUNKS``: in
+    this process its chunks already run on every core, ``streams.parsed``)."""
+    return bool(getattr(mod, "SEGMENT_COUNTERS", None)) or (slots is not None and independent(mod))
+
+
+def independent(mod) -> bool:
+    return bool(getattr(mod, "INDEPENDENT_CHUNKS", False))
 
 
 @dataclass
@@ -140,7 +152,7 @@ def settle(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Jo
                 _drop(ahead.pop(p, None), store, (idx, p))
                 continue
             got = _result(ahead.pop(p, None))
-            offsets = _rebase(mod.SEGMENT_COUNTERS, got.assumed, state) if got is not None else None
+            offsets = _rebase(getattr(mod, "SEGMENT_COUNTERS", ()), got.assumed, state) if got is not None else None
             if offsets is not None:
                 store.shift((idx, p), offsets)
                 _merge(st, got.part)
@@ -232,6 +244,8 @@ def _warm(mod, members: list[FileState], ctxs: list[ParseContext], piece: Piece,
     SEGMENT_WINDOW bytes before the piece (in its file, or at the end of the file before it: open records,
     the last time and month). The rows these give are not kept."""
     state, head_last = dict(head[0]), head[1]
+    if independent(mod):  # its state is the first chunk's: the lines before the piece change nothing
+        return state
     if span.start > 0:
         j = piece.member
         window = sources.lines_before(members[j].f.quiet(), span.start, SEGMENT_WINDOW, span.first_line)

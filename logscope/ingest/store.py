@@ -96,17 +96,17 @@ class Store:
         offsets = self.shifts.get(key[:2])
         return shifted(frame, offsets, columns) if offsets else frame
 
+    def take_parts(self, name: str) -> list[tuple[tuple[int, int, int], Path]]:
+        """A table's rows as part files only (those in memory spilled), handed over: ``write_parts`` writes them
+        (a cluster's task, ``logscope.cluster.ingest``)."""
+        self._spill(name)
+        return sorted(self.spilled.pop(name, []))
+
     def write(self, name: str, dest: Path) -> None:
         """The whole table, in key order: straight from memory, or streamed from the part files."""
         columns = list(schemas.TABLES.get(name, ()))
         if name in self.spilled:
-            self._spill(name)
-            parts = sorted(self.spilled.pop(name))
-            if any(k[:2] in self.shifts for k, _ in parts):
-                scan = pl.concat([self._shifted(k, pl.scan_parquet(p), columns) for k, p in parts])
-            else:
-                scan = pl.scan_parquet([p for _, p in parts])
-            schemas.conform(scan, name).sink_parquet(dest, row_group_size=ROW_GROUP)
+            write_parts(name, self.take_parts(name), self.shifts, dest)
             return
         items = sorted(self.frames.pop(name, []), key=lambda kv: kv[0])
         if not items:
@@ -114,3 +114,19 @@ class Store:
             return
         frames = [self._shifted(k, df, columns) for k, df in items]
         pl.concat(frames, rechunk=False).write_parquet(dest, row_group_size=ROW_GROUP)
+
+
+def write_parts(name: str, parts: list[tuple[tuple[int, int, int], Path]],
+                shifts: dict[tuple[int, int], dict[str, int]], dest: Path) -> None:
+    """One table streamed from its part files in key order, each segment's counters shifted (``Store.shift``)."""
+    columns = list(schemas.TABLES.get(name, ()))
+    parts = sorted(parts)
+    if not parts:
+        schemas.empty(name).write_parquet(dest)
+        return
+    if any(k[:2] in shifts for k, _ in parts):
+        scan = pl.concat([shifted(pl.scan_parquet(p), shifts[k[:2]], columns) if k[:2] in shifts
+                          else pl.scan_parquet(p) for k, p in parts])
+    else:
+        scan = pl.scan_parquet([p for _, p in parts])
+    schemas.conform(scan, name).sink_parquet(dest, row_group_size=ROW_GROUP)
