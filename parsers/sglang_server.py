@@ -18,7 +18,9 @@ running, '#queue-req' waiting, 'token usage' the KV usage (the pool's used share
 'gen throughput (token/s)' gen_tps, a retraction ('KV cache pool is full. Retract requests.') is SGLang's
 preemption (an event, and the retracted requests counted into the next stats row's ``preemptions``). Every row
 says ``engine_kind`` 'sglang'; ``engine`` holds the rank prefix ('TP0', 'DP1 TP0'). The request lines of
-``--log-requests`` ('Receive: obj=...', 'Finish: obj=..., out=...') are read by ``_sglang_requests.py``.
+``--log-requests`` ('Receive: obj=...', 'Finish: obj=..., out=...', or with ``--log-requests-format json``
+'{"timestamp": ..., "event": "request.received", "rid": ...}', with or without the header) are read by
+``_sglang_requests.py``; a JSON line's own ``timestamp`` (microseconds) is its time.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ import polars as pl
 from logscope.schemas import TS
 
 from ._common import ascii_classes, local_to_utc
-from ._sglang_requests import REQUEST_LINE, requests
+from ._sglang_requests import JSON_TS, REQUEST_LINE, requests
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "sglang_server"
 KIND = "server"
 MODE = "lines"
 DESCRIPTION = ("SGLang server log: prefill/decode stats lines, retractions, scheduler deaths and watchdog, uvicorn, "
-               "request lines (--log-requests)")
+               "request lines (--log-requests, text or JSON)")
 SAMPLES = [
     "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
     "[2025-10-22 20:23:08] Prefill batch. #new-seq: 9, #new-token: 8192, #cached-token: 27, token usage: 0.00, #running-req: 0, #queue-req: 114, ",
@@ -55,6 +57,16 @@ SAMPLES = [
      "ue}, rid='ced00776101841e180bf04c8dbdc4ec2', return_logprob=False, logprob_start_len=-1, top_logprob"
      's_num=0, return_text_in_logprobs=True, stream=True, log_metrics=True, modalities=[], lora_path=None,'
      ' session_params=None, custom_logit_processor=None)'),
+    # --log-requests-format json (tests/data/sglang/23049-diffusion-request-lines-text-and-json.log)
+    ('[2026-06-30 09:18:30] {"timestamp": "2026-06-30T09:18:30.974658", "event": "request.received", "rid": "7547dc'
+     'b2-7268-4a16-a2a4-731a503a53a1", "obj": {"request_id": "7547dcb2-7268-4a16-a2a4-731a503a53a1", "sampling_par'
+     'ams": {"data_type": "DataType.VIDEO", "seed": 42, "num_inference_steps": 10, "guidance_scale": 3.0, "true_cf'
+     'g_scale": null, "width": 832, "height": 480, "num_frames": 5, "fps": 24, "num_outputs_per_prompt": 1}, "promp'
+     't": "A cat playing with a ball", "negative_prompt": "Bright tones, overexposed, static, blurred details, subt'
+     'itles, style, works, paintings, images, static, overall gray, worst quality, low quality, JPEG compression r'
+     'esidue, ugly, incomplete, extra fingers, poorly drawn hands, poorly drawn faces, deformed, disfigured, missha'
+     'pen limbs, fused fingers, still picture, messy background, three legs, many people in the background, walkin'
+     'g backwards"}}'),
 ]
 
 # '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/ATTN_CP/... with numbers
@@ -88,8 +100,9 @@ def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line").str.slice(0, 400)
     hdr = s.str.contains(_HEAD_SPAN)
     body = s.str.replace(_HEAD_SPAN, "")
-    known = hdr & body.str.contains(_KNOWN)
-    hdr = hdr | s.str.contains(REQUEST_LINE)  # some versions print request lines without the header
+    # request lines: SGLang's own words, with or without the header (--log-requests-target prints them bare)
+    known = (hdr & body.str.contains(_KNOWN)) | body.str.contains(REQUEST_LINE)
+    hdr = hdr | s.str.contains(REQUEST_LINE)
     tb = ~hdr & s.str.contains(_TB)
     g = per_head(nonblank(frame, 200), n, known=known.any(), m=(hdr | tb).mean())
     # '[date time] message' alone is any python logging config
@@ -150,9 +163,12 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     naive = pl.concat_str(pl.col("date"), pl.lit(" "), pl.col("hms"), pl.lit("."),
                           pl.col("frac").fill_null("0").str.pad_end(6, "0")
                           ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    # a JSON request line's own time (microseconds; the only one when it has no header)
+    own = pl.col("msg").str.slice(0, 100).str.extract(JSON_TS).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
     df = df.with_columns(
-        local_to_utc(naive, ctx.tz).cast(TS).alias("ts_own"),
+        local_to_utc(pl.coalesce(own, naive), ctx.tz).cast(TS).alias("ts_own"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
         # a header, or a request line printed without one, starts a record; raw lines (tracebacks) go on with
         # the open one (0: none opened yet)

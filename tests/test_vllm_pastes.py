@@ -35,10 +35,10 @@ def _said(res, prefix: str, words: str) -> bool:
 
 
 def test_every_pasted_line_is_read(pastes):
-    # before this work 17 of these 68 lines were unrecognised and 5 of the 18 files not taken for vLLM at all
+    # before this work 17 of the first 18 files' 68 lines were unrecognised and 5 of them not taken for vLLM at all
     f = pastes.files.filter(pl.col("path").str.ends_with(".log"))
-    assert f.height == 18 and f["format"].unique().to_list() == ["vllm_server"]
-    assert (int(f["lines_total"].sum()), int(f["lines_unrecognized"].sum())) == (68, 0)
+    assert f.height == 19 and f["format"].unique().to_list() == ["vllm_server"]
+    assert (int(f["lines_total"].sum()), int(f["lines_unrecognized"].sum())) == (72, 0)
 
 
 # ---- 1. hard wraps --------------------------------------------------------------------------------------------
@@ -144,6 +144,16 @@ def test_lines_behind_markdown(pastes):
     # ascend-1170 starts '....INFO:     127.0.0.1:51658 - "POST /v1/completions HTTP/1.1" 200 OK'
     acc = _rows(pastes, "server_events", "ascend-1170").filter(pl.col("kind") == "http_access")
     assert acc.select("line_no", "http_path", "http_status").row(0) == (1, "/v1/completions", 200)
+
+
+def test_a_line_in_bold(pastes):
+    # 8784: '**INFO 09-24 15:46:11 gptq_marlin.py:108] The model is convertible ... Using gptq_marlin kernel.**' (line
+    # 4): its lead and closing mark removed, counted once (line 1's '**however ...**' is inside its text); read as a
+    # flattened record instead, it would be said 'split out'
+    f = _file(pastes, "8784")
+    assert (f["lines_total"], f["lines_unrecognized"]) == (4, 0)
+    assert _said(pastes, "8784", "1 line(s) read after removing the markdown")
+    assert not _said(pastes, "8784", "split out")
 
 
 def test_messages_without_header_have_no_time(pastes):
