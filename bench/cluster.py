@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -168,17 +169,20 @@ def project(r: dict, bytes_in: int) -> dict:
         mod = parsers.BY_NAME.get(fmt)
         n = 1
         if cuttable(mod, SLOTS):
-            n = max(1, min(SLOTS, round(secs / share), int(size // seg)))
+            n = max(1, min(SLOTS, math.ceil(secs / share), int(size // seg)))
         # a piece's guessed state: the stream's first chunk, and the MiB before it unless chunks are independent
         extra = secs / size * ((0 if independent(mod) else SEGMENT_WINDOW) + CHUNK_BYTES) if n > 1 else 0.0
         cut += [secs / n + extra] * n
         cut_bytes += [size / n] * n
-    # detection reads each file's head (as many files: the same time); the tables' assembly grows with the rows;
-    # the rest of the client's time (submitting, gathering) with the tasks
+    # detection reads each file's head (as many files: the same time); the tables, each written by a task of its
+    # own once the parsing is done, grow with the rows (the largest bounds them), as does derive, here; the rest
+    # of the client's time (submitting, gathering) grows with the tasks
     steps = r["client_steps"]
-    grown = steps.get("assemble", 0) + steps.get("derive", 0)
-    rest = max(0.0, st["client_s"] - grown - steps.get("detect", 0))
-    client = steps.get("detect", 0) + grown * factor + rest * len(cut) / max(st["units"], 1)
+    tables = st["compute_s"].get("table", {}).get("max")
+    assemble = tables * factor if tables is not None else steps.get("assemble", 0) * factor
+    rest = max(0.0, st["client_s"] - steps.get("assemble", 0) - steps.get("derive", 0) - steps.get("detect", 0))
+    client = (steps.get("detect", 0) + assemble + steps.get("derive", 0) * factor
+              + rest * len(cut) / max(st["units"], 1))
     out = {"factor": round(factor, 1), "units": len(cut), "largest_unit_share": max(cut) / sum(cut),
            "largest_unit_bytes_share": max(cut_bytes) / sum(cut_bytes),
            "client_s": client, "by_workers": {}}
@@ -222,8 +226,8 @@ def main(argv: list[str] | None = None) -> dict:
             subprocess.run(["rm", "-rf", str(out)], check=True)
             m = measure([sys.executable, str(HERE / "cluster.py"), "--child", str(data), str(out), mode,
                          address or "-"], env=env, stdout=subprocess.PIPE)
-            if not m["ok"]:
-                raise SystemExit(f"{name}: {m['error']}")
+            if not m["ok"] or not m["out"].strip():
+                raise SystemExit(f"{name}: {m['error'] or 'no result'}\n{m['stderr'][-3000:]}")
             r = json.loads(m["out"])
             row = {"wall_s": m["seconds"], "cpu_s": m["cpu"], "tree_rss_mb": m["rss"], **r}
             if name not in results or row["wall_s"] < results[name]["wall_s"]:

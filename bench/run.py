@@ -87,7 +87,7 @@ def measure(cmd: list[str], env: dict | None = None, stdout=subprocess.DEVNULL) 
     lines = [x for x in lines if not x.startswith(("Command exited with", "Command terminated by"))]  # GNU time
     ok = code in (0, 1)  # rg exits 1 when nothing matched
     return {"seconds": secs, "cpu": ru.ru_utime + ru.ru_stime, "rss": rss, "out": got.get("out", ""),
-            "ok": ok, "error": "" if ok else _error_line(lines, code)}
+            "ok": ok, "error": "" if ok else _error_line(lines, code), "stderr": "\n".join(lines)}
 
 
 def _error_line(lines: list[str], code: int) -> str:

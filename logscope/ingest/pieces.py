@@ -9,6 +9,7 @@ again in turn. docs/performance.md (item 25) says what it buys.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -51,7 +52,11 @@ def plan(members: list[FileState], mod, job: Job, slots: int | None = None) -> l
         return None
 
     def ways(sts: list[FileState]) -> int:
-        return opts.segments or min(slots or cores(), round(cost(sts) / share) if share > 0 else 1)
+        if opts.segments or share <= 0:
+            return opts.segments or 1
+        # a cluster's pieces are at most its share of the work (no task above 1 % of it on 128 workers); here
+        # a stream barely over a core's share is not worth its pieces' replays
+        return min(slots or cores(), math.ceil(cost(sts) / share) if slots else round(cost(sts) / share))
 
     if ways(members) < 2:
         return None
