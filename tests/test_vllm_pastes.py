@@ -235,3 +235,21 @@ def test_formats_says_what_the_vllm_parser_reads():
     flat = " ".join(r.stdout.split())
     assert "speculative- decoding metrics" in flat or "speculative-decoding metrics" in flat
     assert "hard wraps joined" in flat and "data-parallel engines" in flat
+
+
+def test_a_markdown_list_of_real_lines_reads_as_the_lines(tmp_path):
+    """No public paste with a '- ' list lead was found (quote, inline code and bold have theirs, above): a real
+    excerpt's every line behind '- ', as a markdown list renders it, gives the same rows as the excerpt itself,
+    each line counted as read after removing the markdown."""
+    src = need(PUBLIC / "01-v1-stats-kv-climbing-8-running.log")
+    listed = tmp_path / "listed" / src.name
+    listed.parent.mkdir()
+    lines = src.read_text().splitlines()
+    listed.write_text("".join(f"- {x}\n" for x in lines))
+    plain, md = ingest_files(tmp_path / "a", src), ingest_files(tmp_path / "b", listed)
+    a, b = (r.table("server_stats").drop("source") for r in (plain, md))
+    assert a.height == len(lines) >= 5 and a.equals(b)
+    assert b["kv_usage"].to_list()[:2] == [0.939, 0.943]  # 'GPU KV cache usage: 93.9%', '94.3%'
+    f = md.files.row(0, named=True)
+    assert (f["lines_total"], f["lines_unrecognized"]) == (len(lines), 0)
+    assert f"{len(lines)} line(s) read after removing the markdown" in " ".join(f["messages"])
