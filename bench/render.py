@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,6 +42,7 @@ def lap(name):
     t, c = time.perf_counter(), time.process_time()
     rows.append({"stage": name, "seconds": round(t - t0, 3), "cpu": round(c - c0, 3)})
     t0, c0 = time.perf_counter(), time.process_time()
+from contextlib import ExitStack
 from pathlib import Path
 import logscope.report as R
 from logscope import clock
@@ -86,16 +88,15 @@ def run(folder: Path, against: str | None, repeat: int, work: Path, bytecode: bo
     if bytecode:  # as an installed package runs: its modules compiled once (pip writes the .pyc files)
         base.pop("PYTHONDONTWRITEBYTECODE", None)
     codes = {"this code": {**base, "PYTHONPATH": str(ROOT)}}
-    tree = None
-    if against:
-        from run import worktree  # noqa: PLC0415 - the benches' one way to check out REV beside this code
-
-        tree = work / "against"
-        sha = worktree(tree, against)
-        codes[f"@{sha}"] = {**base, "PYTHONPATH": str(tree)}
     best: dict[tuple[str, str], dict] = {}
     stages: dict[str, list[dict]] = {}
-    try:
+    with ExitStack() as stack:
+        if against:
+            from run import worktree  # noqa: PLC0415 - the benches' one way to check out REV beside this code
+
+            tree = work / "against"
+            sha = stack.enter_context(worktree(tree, against))
+            codes[f"@{sha}"] = {**base, "PYTHONPATH": str(tree)}
         pngs = {name: has_png_option(env, work) for name, env in codes.items()}  # also a warm-up (.pyc written)
         for i in range(repeat):
             for name, env in codes.items():  # alternating: a drift of the machine's speed hits both alike
@@ -112,9 +113,6 @@ def run(folder: Path, against: str | None, repeat: int, work: Path, bytecode: bo
                         rows = json.loads(s["out"])
                         if name not in stages or sum(x["cpu"] for x in rows) < sum(x["cpu"] for x in stages[name]):
                             stages[name] = rows
-    finally:
-        if tree is not None:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
     return {"folder": str(folder), "repeat": repeat, "load_before": os.getloadavg(),
             "bytecode": "written (.pyc)" if "PYTHONDONTWRITEBYTECODE" not in base else "not written (PYTHONDONTWRITEBYTECODE)",
             "commands": [{"code": c, "command": k, "seconds": r["seconds"], "cpu": r["cpu"]}

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -236,34 +238,35 @@ def one_file_runs(b: Bench, work: Path) -> None:
     b.run(ONE_VLLM_WHOLE, [sys.executable, "-c", whole], scanned_mb=mb)
 
 
-def worktree(tree: Path, rev: str) -> str:
-    """A detached git worktree of ``rev`` at ``tree`` (the code the benches run beside this one); its short sha."""
+@contextmanager
+def worktree(tree: Path, rev: str) -> Iterator[str]:
+    """A detached git worktree of ``rev`` at ``tree`` (the code the benches run beside this one), removed after;
+    yields its short sha. The benches' one way to check out REV beside this code."""
     made = subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", "--quiet", str(tree), rev],
                           capture_output=True, text=True)
     if made.returncode != 0:
         raise SystemExit(f"--against {rev}: {made.stderr.strip() or 'git worktree add failed'}")
-    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+    try:
+        yield subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+    finally:
+        subprocess.run(["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
 def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
     """``logscope ingest`` (and ``analyze`` unless quick) of this code and of ``rev``'s, alternating."""
-    root = HERE.parent
     tree = work / "against"
-    sha = worktree(tree, rev)
-    # PYTHONPATH comes before an editable install's finder: the worktree's logscope and parsers are imported
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
-    cmds = ["ingest"] + ([] if quick else ["analyze"])
-    rows = [(f"{cmd}: this code, alternating", f"{cmd}: @{sha}, alternating") for cmd in cmds]
-    try:
+    with worktree(tree, rev) as sha:
+        # PYTHONPATH comes before an editable install's finder: the worktree's logscope and parsers are imported
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
+        cmds = ["ingest"] + ([] if quick else ["analyze"])
+        rows = [(f"{cmd}: this code, alternating", f"{cmd}: @{sha}, alternating") for cmd in cmds]
         for cmd, (new, old) in zip(cmds, rows, strict=True):
             b.run_side_by_side([
                 (new, [*logscope, cmd, data, "-o", str(work / f"{cmd}-new"), "-q"], None, work / f"{cmd}-new"),
                 (old, [*logscope, cmd, data, "-o", str(work / f"{cmd}-old"), "-q"], env, work / f"{cmd}-old"),
             ])
-    finally:
-        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
     return {"rev": rev, "sha": sha, "rows": rows}
 
 

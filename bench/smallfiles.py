@@ -18,9 +18,9 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -137,13 +137,14 @@ def main() -> int:
     if not a.run:
         return 0
     codes = {"this code": HERE.parent}
-    tree = None
-    if a.against:
-        tree = Path(tempfile.mkdtemp(prefix="smallfiles-rev-"))
-        subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", str(tree), a.against],
-                       check=True, capture_output=True)
-        codes[a.against] = tree
-    try:
+    with ExitStack() as stack:
+        if a.against:
+            sys.path.insert(0, str(HERE))
+            from run import worktree  # noqa: PLC0415 - the benches' one way to check out REV beside this code
+
+            tree = Path(tempfile.mkdtemp(prefix="smallfiles-rev-")) / "tree"
+            sha = stack.enter_context(worktree(tree, a.against))
+            codes[f"@{sha}"] = tree
         best: dict[tuple[str, str], dict] = {}
         for _ in range(a.repeat):
             for cmd in ("ingest", "analyze"):
@@ -157,10 +158,6 @@ def main() -> int:
             more = ">" if m["stopped"] else ""
             print(f"| {label} | {cmd} | {more}{m['seconds']:.1f} | {more}{1000 * m['seconds'] / n:.1f} | {m['cpu']:.1f} | "
                   f"{m['rss']:.0f} |")
-    finally:
-        if tree is not None:
-            subprocess.run(["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(tree)],
-                           capture_output=True)
     return 0
 
 
