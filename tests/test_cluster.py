@@ -6,7 +6,6 @@ cannot run the analysis is said before any work."""
 from __future__ import annotations
 
 import json
-from collections import Counter
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
