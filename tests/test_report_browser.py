@@ -279,3 +279,6 @@ def test_labels_stay_in_their_plot_and_counts_have_whole_ticks(layout):
             elif lb["plot"] is not None:
                 assert lb["box"][0] >= lb["plot"][0] - 1 and lb["box"][2] <= lb["plot"][2] + 1, (c["id"], lb["text"])
     assert counts >= 3
+    # SI ticks share a prefix: zero was drawn '0k' beside '0.5k' on the token throughput panel
+    ticks = [t for c in m["charts"] for lb in c["labels"] if "axis" in lb for t in lb["ticks"]]
+    assert "0" in ticks and not [t for t in ticks if re.fullmatch(r"0[a-zA-Zµ]+", t)], sorted(set(ticks))

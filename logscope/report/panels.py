@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from .. import clock
-from .vl import Data, int_scale, legend, tip
+from .vl import ZERO_PLAIN, Data, int_scale, legend, tip
 
 WIDTH = 860  # the timeline's plot width at the page's narrowest (1024 px); the page widens it to fit (report.html)
 PANEL_H = 78
@@ -241,7 +241,8 @@ def cut_note(data: pl.DataFrame, cap: float, value: str = "value") -> str:
 def y_axis(p: Panel, title: str, values: pl.Series) -> tuple[dict, float | None]:
     """The panel's y encoding, and where its axis was cut (None: not cut). Counts get whole-number ticks."""
     cap = cap_of(values) if p.cap and not p.percent else None
-    axis: dict[str, Any] = {"format": "%" if p.percent else "~s"}
+    # d3's SI ticks share one prefix: 0 was drawn '0k' beside '0.5k'
+    axis: dict[str, Any] = {"format": "%"} if p.percent else {"format": "~s", "labelExpr": ZERO_PLAIN}
     scale: dict[str, Any] = {}
     if p.percent:
         scale = {"domain": [0, 1]}

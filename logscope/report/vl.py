@@ -83,6 +83,10 @@ def legend(labels: list[str], width: int, symbol: str = "stroke") -> dict:
             "symbolStrokeWidth": 2.5, "labelLimit": 260, "columnPadding": 10, "title": None}
 
 
+# d3's SI ticks share one prefix over an axis: 0 was drawn '0k' beside '0.5k'
+ZERO_PLAIN = "datum.value == 0 ? '0' : datum.label"
+
+
 def int_scale(top: float | None, ticks: int = 4) -> tuple[dict, dict]:
     """(axis, scale) of a count axis from 0 to ``top``: whole-number ticks only. Vega's tickMinStep is not enough
     (over [0, 1] it still asks d3 for two intervals and labels 0.5), so the ticks are given: a round step (1, 2,
@@ -93,4 +97,4 @@ def int_scale(top: float | None, ticks: int = 4) -> tuple[dict, dict]:
         k += 1
         step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
     values = list(range(0, int(-(-top // step)) * step + 1, step))
-    return {"values": values, "format": "~s"}, {"domain": [0, values[-1]], "nice": False}
+    return {"values": values, "format": "~s", "labelExpr": ZERO_PLAIN}, {"domain": [0, values[-1]], "nice": False}
