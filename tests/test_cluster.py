@@ -129,7 +129,8 @@ def test_a_worker_killed_mid_ingest(tmp_path, local, monkeypatch):
     assert len(seen) > 5  # units finished after the kill
     assert set(local.client.run(os.getpid).values()) != set(pids.values())  # a worker was replaced
     # known open (#29): after a lost worker, files.parquet's 'stream' (the rotated-set key, no row of a parsed
-    # table) came out different in 1 of 4 runs on a loaded machine; every parsed row was equal
+    # table) came out different in 1 of 4 runs on a loaded machine (every parsed row equal); equal in 9 of 9 runs
+    # since (4 idle, 5 beside a CPU hog), the cause not found
     _same_tables(tmp_path / "here", tmp_path / "there", at_least=12, unsure=("stream",))  # the ingest's tables
     local.client.wait_for_workers(2, timeout=60)
 
