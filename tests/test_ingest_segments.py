@@ -271,3 +271,37 @@ def test_a_crlf_log(tmp_path, held):
     crlf.write_bytes((SAMPLES / "spike" / "vllm-server.log").read_bytes().replace(b"\n", b"\r\n"))
     _same_as_whole_read(tmp_path / "run", crlf, chunk=8192, segments=5)
     assert held == {"kept": 4, "again": 0}
+
+
+def test_an_access_log_in_pieces_as_a_cluster_reads_it(tmp_path, held):
+    """On a cluster a gateway's access log (independent chunks) is cut too: its pieces, read by the cluster's task
+    functions (run here one after the other), keep the first chunk's state (none read twice) and give the rows
+    of a whole read. In this process its chunks already run on every core: it is not cut here."""
+    from logscope.cluster import ingest as on_cluster
+    from logscope.cluster import tasks
+    from logscope.ingest import stream_module
+
+    src = _folder(tmp_path, SAMPLES / "spike" / "nginx-access.log")
+    whole = ingest(src, tmp_path / "whole", IngestOptions(workers=1, chunk_bytes=8192))
+    cut_into: list[int] = []
+
+    def parse(stream_files, job):
+        (members,) = stream_files
+        mod = stream_module(members)
+        assert pieces.plan(members, mod, replace(job, pool=object())) is None  # here: whole, chunks on every core
+        plan = pieces.plan(members, mod, job, slots=128)
+        cut_into.append(len(plan or []))
+        counts = [tasks.count(members[pc.member].f, pc.span, job.opts.chunk_bytes) if pc.span.stop is not None
+                  else None for pc in plan]
+        head = tasks.head(members, job.opts, job.when)
+        read = [tasks.piece(0, members, plan, p, counts[:p], head, job.opts, job.when, job.store.parts)
+                for p in range(len(plan))]
+        on_cluster.take(job, members, tasks.settle(0, members, plan, counts, read, job.opts, job.when, job.store.parts))
+
+    ingest(src, tmp_path / "cut", IngestOptions(workers=1, chunk_bytes=8192, segments=4), parse=parse)
+    assert cut_into == [4] and held == {"kept": 4, "again": 0}  # the first piece too: a task read it
+    a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
+    assert whole.files["format"].to_list() == ["nginx_access"] and a.keys() == b.keys()
+    assert a["gateway_attempts"].height > 300
+    for name in a:
+        assert a[name].equals(b[name]), name

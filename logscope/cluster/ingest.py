@@ -103,13 +103,17 @@ def _parse(client, slots: int, stream_files: list[list[FileState]], job: Job, st
             fut = _pieces(client, f"{token}-{idx}", idx, members, plan, opts, when, parts, rank, meter, stats)
         streams[fut] = members
     for fut in as_completed(list(streams)):
-        done: tasks.Done = fut.result()  # a task's exception is raised here, with its traceback
-        for mine, theirs in zip(streams.pop(fut), done.members, strict=True):
-            mine.__dict__.update(theirs.__dict__)
-        for name, items in done.parts.items():
-            job.store.spilled.setdefault(name, []).extend(items)
-        job.store.shifts.update(done.shifts)
+        take(job, streams.pop(fut), fut.result())  # a task's exception is raised here, with its traceback
         fut.release()
+
+
+def take(job: Job, members: list[FileState], done: tasks.Done) -> None:
+    """A stream read by tasks, taken into this ingest: its files' tallies, its rows' part files, their shifts."""
+    for mine, theirs in zip(members, done.members, strict=True):
+        mine.__dict__.update(theirs.__dict__)
+    for name, items in done.parts.items():
+        job.store.spilled.setdefault(name, []).extend(items)
+    job.store.shifts.update(done.shifts)
 
 
 def _pieces(client, name: str, idx: int, members: list[FileState], plan: list[pieces.Piece], opts: IngestOptions,
