@@ -302,6 +302,6 @@ def test_an_access_log_in_pieces_as_a_cluster_reads_it(tmp_path, held):
     assert cut_into == [4] and held == {"kept": 4, "again": 0}  # the first piece too: a task read it
     a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
     assert whole.files["format"].to_list() == ["nginx_access"] and a.keys() == b.keys()
-    assert a["gateway_attempts"].height > 300
+    assert a["gateway_attempts"].height == 297  # in its 284 lines: a retried request names two upstreams
     for name in a:
         assert a[name].equals(b[name]), name
