@@ -180,7 +180,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "ts_start": (TS, "when this attempt started (attempt 1: when the gateway received the request; later attempts approximated from the earlier attempts' upstream times)"),
         "ts_end": (TS, "when the gateway logged it (UTC)"),
         "source": (S, "input file"),
-        "gateway": (S, "nginx | envoy | haproxy | traefik | litellm"),
+        "gateway": (S, "nginx | envoy | haproxy | traefik | litellm | vllm_router"),
         "request_id": (S, "the gateway's request id (forwarded upstream as X-Request-Id when configured)"),
         "client_request_id": (S, "X-Request-Id the client sent, when logged"),
         "attempt": (I, "1-based upstream attempt number"),
@@ -205,7 +205,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     "gateway_errors": {
         "ts": (TS, "time (UTC)"),
         "source": (S, "input file"),
-        "gateway": (S, "nginx | ..."),
+        "gateway": (S, "nginx | vllm_router | ..."),
         "level": (S, "error log level"),
         "kind": (S, "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | notice | other"),
         "conn_id": (I, "nginx *N connection number"),
@@ -214,6 +214,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "upstream": (S, "upstream URL"),
         "host": (S, "Host header"),
         "message": (S, "the message, cut to 500 characters"),
+        "logger": (S, "logger that wrote it when the format names one (vllm_router: vllm_router.httpx_client, ...; uvicorn)"),
         "line_no": (I, "1-based line number"),
     },
     "client_attempts": {

@@ -29,6 +29,7 @@ _MODULES = (
     "haproxy",
     "traefik",
     "litellm",
+    "vllm_router",
     "openai_client",
     "client_jsonl",
     "vllm_bench",

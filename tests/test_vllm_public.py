@@ -78,12 +78,14 @@ def test_counts_per_file(pub, prefix):
     assert dict(rq.group_by("event").len().iter_rows()) == reqs
 
 
-def test_31_router_log_is_not_claimed(pub):
+def test_31_router_log_is_the_routers(pub):
     # The production-stack router: uvicorn lines (any FastAPI app prints them) and the router's own
     # '[2025-05-21 11:44:46,898] INFO: ... (httpx_client.py:35:vllm_router.httpx_client)' lines. Nothing
-    # in it is vLLM's; counting its access lines as vLLM requests would be wrong, so it stays unknown.
+    # in it is vLLM's: vllm_server must not claim it (its access lines are no vLLM requests); the router reads
+    # it (tests/test_vllm_router.py).
     f = pub.files.filter(pl.col("path") == _src(pub, "31")).row(0, named=True)
-    assert f["format"] == "unknown"
+    assert f["format"] == "vllm_router"
+    assert f["lines_unrecognized"] == 0 and f["lines_parsed"] == f["lines_total"] == 14
     head, _ = sources.head(sources.discover(need(PUBLIC) / f["path"])[0])
     assert vllm_server.detect(head) < parsers.MIN_CONFIDENCE
 
