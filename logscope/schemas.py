@@ -192,7 +192,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "request_time_s": (F, "whole gateway request time"),
         "connect_s": (F, "upstream connect time of this attempt"),
         "header_s": (F, "upstream header time (≈ time to first byte) of this attempt"),
-        "flags": (S, "response flags (Envoy UT/URX/DC..., HAProxy termination state, nginx 'no_live_upstreams' / 'internal_redirect')"),
+        "flags": (S, "response flags (Envoy UT/URX/DC..., HAProxy termination state, nginx 'no_live_upstreams' / 'internal_redirect'); a proxy's lines apart from its access lines: LiteLLM 'attempt', 'attempt,exception', 'fallback', 'retry', 'failed', vLLM router 'routed' (no downstream status: not requests of their own, schemas.gateway_apart)"),
         "error": (S, "error text for this attempt, when known"),
         "method": (S, "HTTP method"),
         "path": (S, "request path"),
@@ -478,6 +478,15 @@ def conform(df: pl.DataFrame | pl.LazyFrame, table: str):
         (pl.col(c).cast(t, strict=False) if c in have else pl.lit(None, dtype=t)).alias(c) for c, t in sch.items()
     ]
     return df.select(exprs)
+
+
+def gateway_apart() -> pl.Expr:
+    """Rows of ``gateway_attempts`` that are not a request of their own: a proxy's line about an upstream attempt, a
+    retry, a fallback or a failure, written apart from its access line and with no downstream status (LiteLLM's
+    router lines, the vLLM router's 'Routing request'), in a log that has access lines. Counted as requests beside
+    those access lines, LiteLLM's 42 answers made 169 gateway requests; without an id they cannot be paired."""
+    return (pl.col("status").is_null() & pl.col("flags").is_not_null()
+            & pl.col("status").is_not_null().any().over("source"))
 
 
 def markdown() -> str:

@@ -5,6 +5,8 @@ the raw file with grep/awk, given in the comment beside it."""
 from __future__ import annotations
 
 import glob
+import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -319,3 +321,33 @@ def test_detect_does_not_claim_lab_or_nginx_files():
         h = head(p)
         for mod in MINE:
             assert safe_detect(mod, h) < 0.3, (mod.NAME, str(p))
+
+
+@pytest.mark.parametrize(("folder", "answers", "inference"), [
+    (LIT, 42, 39),  # uvicorn answers (21+2+4+1, 10+1+2+1); 3 are GET /health/liveliness
+    (DATA / "vllm-router", None, None),  # the router's own excerpts: counted below from the table
+])
+def test_a_proxys_lines_apart_are_not_requests(tmp_path, folder, answers, inference):
+    """LiteLLM and the vLLM router write a line per upstream attempt, fallback or routing apart from the access
+    line that answers the request, with no id to pair them: counted as requests of their own, LiteLLM's 42
+    answers made 169 gateway requests. Only the answers are requests, in correlation.json, summary.json and
+    summary.md alike; the other lines stay in gateway_attempts."""
+    from logscope.api import AnalyzeOptions, analyze
+
+    src = tmp_path / "in"
+    shutil.copytree(folder, src, ignore=shutil.ignore_patterns("*.md", "*.py", "*.yaml"))
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    out = tmp_path / "out"
+    ga = pl.read_parquet(out / "gateway_attempts.parquet")
+    apart = ga.filter(pl.col("status").is_null() & pl.col("flags").is_not_null())
+    answered = ga.filter(pl.col("status").is_not_null())
+    assert apart.height > 0 and set(apart["flags"]) <= {"attempt", "attempt,exception", "fallback", "retry",
+                                                        "failed", "routed"}
+    if answers is not None:
+        assert answered.height == answers
+    want = inference if inference is not None else answered.filter(
+        (pl.col("method") != "GET") & ~pl.col("path").str.contains("health|metrics|models")).height
+    corr = json.loads((out / "correlation.json").read_text())["retry_multiplication"]
+    summ = json.loads((out / "summary.json").read_text())["retries"]
+    assert corr["gateway_requests"] == summ["gateway_requests"] == want
+    assert f"| gateway requests | {want} |" in (out / "summary.md").read_text()

@@ -373,8 +373,9 @@ def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
 
 
 def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Attempt rows and one row per gateway request (an access-log line: source + line number)."""
-    ga = g.with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1")).with_columns(
+    """Attempt rows and one row per gateway request (an access-log line: source + line number). A proxy's lines
+    apart from its access lines (``schemas.gateway_apart``) stay in the table and out of the requests."""
+    ga = g.filter(~schemas.gateway_apart()).with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1")).with_columns(
         pl.col("line_no").fill_null(pl.int_range(pl.len()) + 1),
     )
     # nginx keeps the group name with a 502 when no server could be selected: no upstream attempt at all

@@ -304,8 +304,9 @@ def _count_layers(ld: Loaded, need: set[str]) -> dict:
     if ca is not None and ca.height:
         c["client_attempts"] = ca.height
         c["client_retries"] = int((ca["attempt"].fill_null(1) > 1).sum())
-    ga = ld.table("gateway_attempts", ("source", "request_id", "ts_end", "attempt")) if need & {"gateway_requests", "gateway_attempts", "gateway_retries"} else None
+    ga = ld.table("gateway_attempts", ("source", "request_id", "ts_end", "attempt", "status", "flags")) if need & {"gateway_requests", "gateway_attempts", "gateway_retries"} else None
     if ga is not None and ga.height:
+        ga = ga.filter(~schemas.gateway_apart())  # a proxy's lines apart from its access lines: not requests
         c["gateway_requests"] = ga.select(pl.struct("source", "request_id", "ts_end").n_unique()).item()
         c["gateway_attempts"] = ga.height
         c["gateway_retries"] = int((ga["attempt"].fill_null(1) > 1).sum())
