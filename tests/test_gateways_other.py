@@ -351,3 +351,7 @@ def test_a_proxys_lines_apart_are_not_requests(tmp_path, folder, answers, infere
     summ = json.loads((out / "summary.json").read_text())["retries"]
     assert corr["gateway_requests"] == summ["gateway_requests"] == want
     assert f"| gateway requests | {want} |" in (out / "summary.md").read_text()
+    # a uvicorn answer line has one time: the request's latency is unknown (it read 'e2e p95 0 s')
+    req = pl.read_parquet(out / "requests.parquet").filter(pl.col("origin") == "gateway")
+    assert req.height == want and req["e2e_s"].null_count() == want
+    assert "e2e p95 0 s" not in (out / "summary.md").read_text()

@@ -265,15 +265,17 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
         "timed_out", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens", "concurrency", "phase",
         "unfinished",
     )
-    gw = own_gr.join(F.gr.select("gr", "header_s"), on="gr", how="left").group_by("lr").agg(
+    gw = own_gr.join(F.gr.select("gr", "header_s", "spanned"), on="gr", how="left").group_by("lr").agg(
         pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
         pl.col("t0").min(), pl.col("t1").max(),
         pl.col("status").sort_by("t1").last(),
         pl.col("header_s").sort_by("t1").last().alias("ttft_s"),
+        pl.col("spanned").fill_null(True).all().alias("_spanned"),
     ).with_columns(
         pl.lit(None, pl.String).alias("client"), pl.lit("gateway").alias("origin"),
         pl.when(pl.col("status") == 499).then(pl.lit("client closed request (499)")).alias("error"),
-        pl.lit(None, pl.Boolean).alias("timed_out"), (pl.col("t1") - pl.col("t0")).alias("e2e_s"),
+        pl.lit(None, pl.Boolean).alias("timed_out"),
+        pl.when(pl.col("_spanned")).then(pl.col("t1") - pl.col("t0")).alias("e2e_s"),  # else unknown, not 0 s
     )
     srv = ex.join(own_sr.select("sr", "_key"), on="sr").group_by("lr").agg(
         pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
@@ -295,7 +297,8 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
             pl.col("orphaned_executions").fill_null(0),
             pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
             pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
-            pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")).alias("e2e_s"),
+            pl.when(pl.col("_spanned").fill_null(True)).then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
+            .alias("e2e_s"),
         )
     )
     inferred = pl.col("_inf_g").fill_null(False) | pl.col("_inf_s").fill_null(False)

@@ -427,6 +427,10 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             (~pl.col("pseudo")).sum().cast(pl.Int64).alias("n_attempts"),
             pl.col("reached").sum().cast(pl.Int64).alias("n_reached"),
             pl.col("line_no").first(),
+            # the log gives the request's span (nginx's $request_time, an attempt's duration): a uvicorn answer
+            # line of a proxy has one time only, where t1 - t0 = 0 s is no latency
+            (pl.col("request_time_s").is_not_null().any() | pl.col("duration_s").is_not_null().any()
+             | (pl.col("t1").max() > pl.col("t0").min())).alias("spanned"),
         )
         .with_columns(
             (
