@@ -355,3 +355,10 @@ def test_a_proxys_lines_apart_are_not_requests(tmp_path, folder, answers, infere
     req = pl.read_parquet(out / "requests.parquet").filter(pl.col("origin") == "gateway")
     assert req.height == want and req["e2e_s"].null_count() == want
     assert "e2e p95 0 s" not in (out / "summary.md").read_text()
+    # no vLLM log here: its executions are unknown, not none (it said 'amplification 0.0' and 'below 1: 39 of 39
+    # logical requests never reached vLLM')
+    assert corr["amplification"] is None and corr["factors"]["server_requests_per_gateway_attempt"] is None
+    assert summ["amplification"] is None
+    assert json.loads((out / "diagnosis.json").read_text())["traffic"].get("amplification_below_1") is None
+    assert pl.read_parquet(out / "windows.parquet")["amplification"].null_count() == len(pl.read_parquet(
+        out / "windows.parquet"))

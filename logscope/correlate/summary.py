@@ -96,8 +96,8 @@ def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
     n_ga = int(gr["n_attempts"].sum() or 0) if n_gr else 0
     n_sr = F.sr.height - n_other
 
-    def ratio(a, b):
-        return r3(a / b) if b else None
+    def ratio(a, b):  # a layer with no row is a layer with no log (or no request lines): its ratio is unknown
+        return r3(a / b) if a and b else None
 
     return {
         "logical_requests": n_lr,

@@ -168,6 +168,9 @@ def build(grid: Grid, req: pl.DataFrame, ca: pl.DataFrame, gr: pl.DataFrame, ex:
         w = w.with_columns(pl.lit(None, pl.Int64).alias("preemptions"))
     if ca.height == 0:
         w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_client"))
+    if ex.height == 0:  # no vLLM request line in the input: its executions are unknown, not none
+        w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_server"), pl.lit(None, pl.Float64).alias(
+            "amplification"))
     if gr.height == 0:
         w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_gateway"))
     if ex.height == 0:
