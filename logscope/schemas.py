@@ -481,12 +481,9 @@ def conform(df: pl.DataFrame | pl.LazyFrame, table: str):
 
 
 def gateway_apart() -> pl.Expr:
-    """Rows of ``gateway_attempts`` that are not a request of their own: a proxy's line about an upstream attempt, a
-    retry, a fallback or a failure, written apart from its access line and with no downstream status (LiteLLM's
-    router lines, the vLLM router's 'Routing request'), in a log that has access lines. Counted as requests beside
-    those access lines, LiteLLM's 42 answers made 169 gateway requests; without an id they cannot be paired."""
-    return (pl.col("status").is_null() & pl.col("flags").is_not_null()
-            & pl.col("status").is_not_null().any().over("source"))
+    """``gateway_attempts`` rows that are no request of their own: a proxy's line on an attempt, fallback or failure
+    apart from its access line (LiteLLM, vLLM router), no downstream status, in a log with access lines (no id pairs them)."""
+    return pl.col("status").is_null() & pl.col("flags").is_not_null() & pl.col("status").is_not_null().any().over("source")
 
 
 def markdown() -> str:
