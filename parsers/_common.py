@@ -35,6 +35,11 @@ def ascii_classes(pattern: str) -> str:
     return "".join(out)
 
 
+# uvicorn's access line, the message after its level prefix (vLLM's and SGLang's API servers, LiteLLM, the vLLM router)
+UVICORN_ACCESS = ascii_classes(r'(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+UVICORN_LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"  # its level prefix: 'INFO:     '
+
+
 def base_id_expr(col: str | pl.Expr) -> pl.Expr:
     """The part of a vLLM request id that came from the client/gateway X-Request-Id.
 

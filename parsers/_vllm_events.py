@@ -6,11 +6,11 @@ import re
 
 import polars as pl
 
-from ._common import ascii_classes, base_id_expr
+from ._common import UVICORN_ACCESS, ascii_classes, base_id_expr
 from ._vllm_pastes import separator
 from .base import ParseContext
 
-_ACCESS = ascii_classes(r'^(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+_ACCESS = "^" + UVICORN_ACCESS
 _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
     re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)

@@ -39,7 +39,7 @@ import polars as pl
 
 from logscope.schemas import TS
 
-from ._common import local_to_utc
+from ._common import UVICORN_ACCESS, UVICORN_LEVEL, local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "litellm"
@@ -62,7 +62,7 @@ _STD_HEAD = (
     r"(?P<logger>LiteLLM[A-Za-z ]*) - (?P<level>[A-Z]+) - (?P<msg>.*)$"
 )
 _UVICORN = r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s{2,}\S"
-_ACCESS = r'^INFO:\s+\S+ - "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" (?P<status>\d{3})'
+_ACCESS = "^" + UVICORN_LEVEL + UVICORN_ACCESS
 _JSON = r'^\{"message": .*"timestamp": "\d{4}-\d{2}-\d{2}T'
 _DETECT_TEXT = r"^\d{2}:\d{2}:\d{2} - LiteLLM(?: [A-Za-z]+)?:[A-Z]+: \S+:\d+ - "
 _DETECT_JSON = r'^\{"message": .*"component": "(?:LiteLLM|uvicorn)'
@@ -166,9 +166,7 @@ def _json_rows(js: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     ts = local_to_utc(
         pl.col("stamp").str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False), ctx.tz
     )
-    acc = pl.col("msg").str.extract_groups(
-        r'^\S+ - "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" (?P<status>\d{3})'
-    )
+    acc = pl.col("msg").str.extract_groups("^" + UVICORN_ACCESS)
     is_acc = (pl.col("component") == "uvicorn.access") & acc.struct.field("status").is_not_null()
     g = g.with_columns(
         *_classify(pl.col("msg"), pl.col("level")), ts.alias("ts"), acc.alias("acc"), is_acc.alias("is_acc")

@@ -29,7 +29,7 @@ import polars as pl
 
 from logscope.schemas import TS
 
-from ._common import ascii_classes, local_to_utc
+from ._common import UVICORN_ACCESS, UVICORN_LEVEL, ascii_classes, local_to_utc
 from ._sglang_requests import JSON_TS, REQUEST_LINE, requests
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -80,8 +80,7 @@ _KNOWN = (r"^(?:Prefill batch|Decode batch)[.,\[ ]|^KV cache pool is full\. Retr
           r"|^server_args=ServerArgs\(|^Load weight (?:begin|end)|^KV Cache is allocated|^Memory pool end"
           r"|^The server is fired up and ready to roll|^(?:Receive|Finish): obj=")
 _TB = ascii_classes(r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|\^+$)")
-_ACCESS = ascii_classes(
-    r'^(?:INFO|WARNING|ERROR):\s+(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+_ACCESS = "^" + UVICORN_LEVEL + UVICORN_ACCESS
 # event kinds, first match wins: the cause (OOM, KV) before the death it caused
 _KIND_RULES = [
     ("preemption", "message", r"^KV cache pool is full\. Retract requests"),

@@ -33,7 +33,7 @@ import polars as pl
 
 from logscope.schemas import TS
 
-from ._common import local_to_utc
+from ._common import UVICORN_ACCESS, local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "vllm_router"
@@ -56,7 +56,7 @@ _HEAD = (
 )
 _TAIL = r"^(?P<msg>.*?)\s*\((?P<file>[\w.-]+\.py):(?P<lineno>\d+):(?P<logger>[\w.]+)\)\s*$"
 _UVICORN = r"^(?P<level>" + _LEVELS + r"):\s{2,}(?P<msg>\S.*)$"
-_ACCESS = r'^\S+ - "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" (?P<status>\d{3})'
+_ACCESS = "^" + UVICORN_ACCESS
 _ROUTED = (
     r"^Routing request (?P<rid>\S+) (?:with session id .*? )?to (?P<url>\S+?),? "
     r"(?:at [\d.]+, process time|\(attempt (?P<att>\d+)/(?P<tot>\d+)\))"
