@@ -112,16 +112,52 @@ def child(data: Path, out: Path, mode: str, address: str | None, report: Path | 
             "rss_mb": {"client": round(_hwm_mb()), **{w: round(v) for w, v in workers.items()}}}
 
 
+def derive_steps(out: Path, passes: int = 4) -> dict:
+    """server_requests made again from ``out``'s events, in this process: in one pass, then in ``passes`` passes,
+    its steps timed (the split and the merge stay on the client; the passes are tasks on a cluster): what the
+    projection grows. A folder of 100 GB has ~60 M events, 300 passes."""
+    import polars as pl
+
+    from logscope.ingest import derive
+
+    events = pl.scan_parquet(out / "server_request_events.parquet").select(pl.len()).collect().item()
+    t0 = time.perf_counter()
+    derive._server_requests(out, {})
+    one = time.perf_counter() - t0
+    spent: dict[str, float] = defaultdict(float)
+    real = {k: getattr(derive, k) for k in ("_split", "_merge_sorted", "request_pass", "ONE_PASS_MAX", "ROWS_PER_PASS")}
+
+    def timed(name, fn):
+        def call(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t
+        return call
+
+    derive._split, derive._merge_sorted = timed("split", real["_split"]), timed("merge", real["_merge_sorted"])
+    derive.request_pass = timed("passes", real["request_pass"])
+    derive.ONE_PASS_MAX, derive.ROWS_PER_PASS = 0, -(-events // passes)
+    try:
+        derive._server_requests(out, {})
+    finally:
+        for k, v in real.items():
+            setattr(derive, k, v)
+    return {"events": events, "one_pass_s": one, "rows_per_pass": -(-events // passes), **spent}
+
+
 def task_stats(r: dict) -> dict:
     """Task count, sizes and compute times by kind; the scheduler's overhead per task: the mean gap between
-    one worker thread's consecutive tasks (dispatch, result hand-back, deserialisation)."""
+    one worker thread's consecutive parsing tasks (dispatch, result hand-back, deserialisation)."""
     tasks = r["tasks"]
     by_kind: dict[str, list[float]] = defaultdict(list)
     lanes: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for t in tasks:
         for a, b in t["compute"]:
             by_kind[t["kind"]].append(b - a)
-            lanes[t["worker"], t["thread"]].append((a, b))
+            if t["kind"] not in ("table", "derive"):  # those wait for the client's steps between them
+                lanes[t["worker"], t["thread"]].append((a, b))
     gaps = []
     for spans in lanes.values():
         spans.sort()
@@ -148,6 +184,7 @@ def project(r: dict, bytes_in: int) -> dict:
     the tables) grown with the bytes. A projection: nothing of it was run at that size."""
     import logscope.parsers as parsers
     from logscope.cluster.ingest import SLOTS
+    from logscope.ingest.derive import ROWS_PER_PASS
     from logscope.ingest.options import IngestOptions
     from logscope.ingest.pieces import SEGMENT_WINDOW, cuttable, independent
     from logscope.ingest.sources import CHUNK_BYTES
@@ -177,21 +214,26 @@ def project(r: dict, bytes_in: int) -> dict:
     # detection reads each file's head (as many files: the same time); the tables, each written by a task of its
     # own once the parsing is done, grow with the rows (the largest bounds them), as does derive, here; the rest
     # of the client's time (submitting, gathering) grows with the tasks
-    steps = r["client_steps"]
+    steps, dv = r["client_steps"], r["derive_steps"]
     tables = st["compute_s"].get("table", {}).get("max")
     assemble = tables * factor if tables is not None else steps.get("assemble", 0) * factor
     rest = max(0.0, st["client_s"] - steps.get("assemble", 0) - steps.get("derive", 0) - steps.get("detect", 0))
-    client = (steps.get("detect", 0) + assemble + steps.get("derive", 0) * factor
-              + rest * len(cut) / max(st["units"], 1))
+    # derive: server_requests' split and merge, and the other derived tables, here; its passes (ROWS_PER_PASS
+    # events each) are tasks, after the tables
+    n_passes = math.ceil(dv["events"] * factor / ROWS_PER_PASS)
+    pass_s = dv.get("passes", 0) * factor / n_passes
+    derive_here = (max(0.0, steps.get("derive", 0) - dv["one_pass_s"]) + dv.get("split", 0) + dv.get("merge", 0)) * factor
+    client = steps.get("detect", 0) + assemble + derive_here + rest * len(cut) / max(st["units"], 1)
     out = {"factor": round(factor, 1), "units": len(cut), "largest_unit_share": max(cut) / sum(cut),
-           "largest_unit_bytes_share": max(cut_bytes) / sum(cut_bytes),
-           "client_s": client, "by_workers": {}}
+           "largest_unit_bytes_share": max(cut_bytes) / sum(cut_bytes), "derive_passes": n_passes,
+           "derive_pass_s": pass_s, "derive_here_s": derive_here, "client_s": client, "by_workers": {}}
     for w in PROJECT_WORKERS:
         load = [0.0] * w
         for secs in sorted(cut, reverse=True):
             i = load.index(min(load))
             load[i] += secs + st["overhead_per_task_ms"] / 1000
-        out["by_workers"][w] = {"tasks_s": max(load), "wall_s": max(load) + out["client_s"],
+        passes = math.ceil(n_passes / w) * (pass_s + st["overhead_per_task_ms"] / 1000)
+        out["by_workers"][w] = {"tasks_s": max(load), "passes_s": passes, "wall_s": max(load) + passes + client,
                                 "ideal_tasks_s": sum(cut) / w}
     return out
 
@@ -238,7 +280,10 @@ def main(argv: list[str] | None = None) -> dict:
         if "tasks" in r:
             row |= {"session_s": r["session_s"], "threads": r["threads"], **task_stats(r)}
         summary["runs"][name] = row
-    summary["projection"] = project(results["--cluster local:1"], bytes_in)
+    # derive's steps timed on the last run's output (local:2's: RUNS ends with it), after the runs: not in a wall
+    results["--cluster local:2"]["derive_steps"] = derive_steps(work / "out")
+    # from the workers of one thread each (a core each, as the projection's workers), both busy, as on a full node
+    summary["projection"] = project(results["--cluster local:2"], bytes_in)
     print_table(summary)
     if a.json:
         a.json.write_text(json.dumps(summary, indent=1, default=str))
@@ -261,9 +306,11 @@ def print_table(s: dict) -> None:
     p = s["projection"]
     print(f"\nPROJECTION (not measured) for {PROJECT_GB} GB of the same shape (x{p['factor']}), {p['units']} units, the "
           f"largest {100 * p['largest_unit_share']:.2f} % of the compute time, "
-          f"{100 * p['largest_unit_bytes_share']:.2f} % of the bytes; client alone {p['client_s']:.0f} s:")
+          f"{100 * p['largest_unit_bytes_share']:.2f} % of the bytes; client alone {p['client_s']:.0f} s (derive's "
+          f"split and merge {p['derive_here_s']:.0f} s); {p['derive_passes']} derive passes of {p['derive_pass_s']:.1f} s:")
     for w, v in p["by_workers"].items():
-        print(f"  {w:4} workers: tasks {v['tasks_s']:7.0f} s (ideal {v['ideal_tasks_s']:6.0f} s), wall {v['wall_s']:7.0f} s")
+        print(f"  {w:4} workers: tasks {v['tasks_s']:7.0f} s (ideal {v['ideal_tasks_s']:6.0f} s), derive passes "
+              f"{v['passes_s']:5.0f} s, wall {v['wall_s']:7.0f} s")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ from logscope.ingest.streams import FileState  # noqa: E402
 SPIKE = ROOT / "samples" / "spike"  # a lab run kept in the repository: every layer, 0.8 MB
 # small slices and pieces, so that both run as several tasks on a folder this small
 CUT = {"slice_rows": 300, "chunk_bytes": 32768}
+# this process's environment before any local cluster: Dask's nanny sets its workers' variables here too
+# while the module's LocalCluster runs (put back when it closes)
+ENV0 = dict(os.environ)
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +76,13 @@ def _segments(monkeypatch, n: int) -> None:
 
 
 def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch):
-    """The vLLM log in pieces and the correlation in slices, as tasks: every table and summary.json equal."""
+    """The vLLM log in pieces, server_requests' passes and the correlation's slices, as tasks: every table and
+    summary.json equal."""
+    from logscope.ingest import derive
+
     _segments(monkeypatch, 3)
+    monkeypatch.setattr(derive, "ONE_PASS_MAX", 100)  # the spike's request events in passes of ~100
+    monkeypatch.setattr(derive, "ROWS_PER_PASS", 100)
     analyze(SPIKE, tmp_path / "here", AnalyzeOptions(**CUT))
     stats: list = []
     from logscope.cluster import ingest as on_cluster
@@ -87,6 +95,8 @@ def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch)
     # the vLLM log (row counters) and, on a cluster, the gateway's logs (independent chunks) in pieces
     assert cut["vllm_server"] == 3 and cut["nginx_access"] >= 2, cut
     assert kinds.count("settle") == len(cut) and kinds.count("whole") >= 3
+    events = pl.scan_parquet(tmp_path / "there" / "server_request_events.parquet").select(pl.len()).collect().item()
+    assert kinds.count("derive") == -(-events // 100) > 3  # a task a pass (a bucket each; none empty here)
     from logscope.ingest import PARSED_TABLES
 
     assert sorted(t["file"] for t in stats if t["kind"] == "table") == sorted(PARSED_TABLES)  # a task a table
@@ -98,16 +108,39 @@ def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch)
 
 
 def test_local_workers_share_the_cores(local):
-    """Each local worker's polars pool is its share of the cores (two pools of every core ran each task 1.6x
-    slower); the check then finds no host oversubscribed, and names one that is."""
+    """Each local worker's polars pool is its share of the cores, as its threads run (set after the worker's
+    process started, it said 1 and ran 2: each task 1.3x slower), and its glibc keeps its own mmap threshold
+    (Dask's MALLOC_TRIM_THRESHOLD_ is not set); the check then finds no host oversubscribed, and names one that
+    is; this process's environment is as before once the session closes."""
     from logscope.ingest.options import cores
 
-    assert set(local.client.run(pl.thread_pool_size).values()) == {max(1, cores() // 2)}
+    share = max(1, cores() // 2)
+    assert set(local.client.run(cluster.polars_threads).values()) == {share}
+    assert set(local.client.run(pl.thread_pool_size).values()) == {share}
+    spawned = local.client.run(lambda: Path("/proc/self/environ").read_bytes().split(b"\0"))
+    for env in spawned.values():
+        assert f"POLARS_MAX_THREADS={share}".encode() in env  # set before the process started
+        if "MALLOC_TRIM_THRESHOLD_" not in ENV0:
+            assert not any(v.startswith(b"MALLOC_TRIM_THRESHOLD_=") for v in env)
     assert local.notes == []
     seen = [{"host": "gpu-7", "cores": 8, "polars_threads": 8}] * 4
     (note,) = cluster.oversubscribed(seen)
     assert note.startswith("host gpu-7: 4 workers x 8 polars threads on 8 cores") and "POLARS_MAX_THREADS=2" in note
     assert cluster.oversubscribed([{"host": "a", "cores": 8, "polars_threads": 2}] * 4) == []
+
+
+def test_a_local_cluster_leaves_this_process_as_it_was(monkeypatch):
+    """Dask's nanny sets the workers' variables in the process that starts them, here: put back at close."""
+    from logscope.ingest.options import cores
+
+    monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
+    s = cluster.connect("local:1")
+    try:
+        assert os.environ.get("POLARS_MAX_THREADS") == str(cores())  # the nanny's doing
+        assert s.threads == cores()  # one worker runs as many tasks at once as there are cores
+    finally:
+        cluster.close(s)
+    assert "POLARS_MAX_THREADS" not in os.environ
 
 
 def test_a_worker_killed_mid_ingest(tmp_path, local, monkeypatch):
@@ -212,7 +245,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 def test_a_scheduler_and_workers_started_as_documented(tmp_path):
     """`dask scheduler`, `dask worker ADDRESS --nworkers 2`, then the one command: the same report."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(ENV0, PYTHONPATH=os.pathsep.join([str(ROOT), ENV0.get("PYTHONPATH", "")]))
     dask = [sys.executable, "-m", "dask"]
     procs = [_start([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                      "--scheduler-file", str(tmp_path / "scheduler.json")], env, tmp_path / "scheduler.log")]
@@ -230,7 +263,7 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
                             "--cluster", address, "-v"], env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         assert f"cluster {address}: 2 workers" in r.stderr
-        if not os.environ.get("POLARS_MAX_THREADS"):  # two workers, each polars pool on every core: named
+        if not ENV0.get("POLARS_MAX_THREADS"):  # two workers, each polars pool on every core: named
             assert re.search(r"cluster: host \S+: 2 workers x \d+ polars threads on \d+ cores; start them with "
                              r"POLARS_MAX_THREADS=\d+", r.stderr), r.stderr[-2000:]
         _same_tables(tmp_path / "here", tmp_path / "there")
@@ -241,7 +274,7 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
 
 
 def test_the_cli_exit_code_of_an_unreachable_scheduler(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LOGSCOPE_CLUSTER="tcp://127.0.0.1:9",
+    env = dict(ENV0, PYTHONPATH=str(ROOT), LOGSCOPE_CLUSTER="tcp://127.0.0.1:9",
                DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
     r = subprocess.run([sys.executable, "-m", "logscope", "analyze", str(SPIKE), "-o", str(tmp_path / "o")], env=env,
                        capture_output=True, text=True, timeout=120)
@@ -253,6 +286,7 @@ def test_dask_is_imported_only_for_a_cluster():
     """Installed or not, dask stays unloaded unless --cluster is given: the base install stays light."""
     code = ("import sys, logscope.cli, logscope.api, logscope.correlate.slices, logscope.cluster.tasks; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+    r = subprocess.run([sys.executable, "-c", code], env=dict(ENV0, PYTHONPATH=str(ROOT)), capture_output=True,
                        text=True, check=True)
     assert r.stdout.strip() == "[]"
+

@@ -463,3 +463,20 @@ def test_merge_key_follows_the_parts_sort_order():
                       schema={"source": pl.String, "_first": pl.Int64})
     keys = df.sort(["source", "_first"]).select(derive._sort_key(names, span))["_key"]
     assert keys.is_sorted() and keys.n_unique() == df.height
+
+
+def test_a_derive_pass_run_again(tmp_path):
+    """A pass whose worker died after it wrote its part and deleted its bucket, run again, gives the same part."""
+    from logscope.ingest import derive
+
+    ingest(need(LAB / "spike"), tmp_path / "out")
+    src = tmp_path / "out" / "server_request_events.parquet"
+    bucket = tmp_path / "bucket.parquet"
+    pl.read_parquet(src).write_parquet(bucket)
+    names = sorted(pl.read_parquet(src)["source"].drop_nulls().unique().to_list())
+    seqs = pl.read_parquet(src)["seq"]
+    args = ([bucket], {}, names, (seqs.min(), seqs.max()), tmp_path / "part.parquet")
+    part = derive.request_pass(*args)
+    first = pl.read_parquet(part)
+    assert not bucket.exists() and first.height > 100
+    assert derive.request_pass(*args) == part and pl.read_parquet(part).equals(first)

@@ -31,6 +31,10 @@ PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this 
 HINT = ("start one: `dask scheduler` on one machine, `dask worker ADDRESS --nworkers N` on each (logscope "
         "installed there, DIR and OUT on storage they all mount at the same path); or --cluster local:N")
 _current: Session | None = None
+# Dask's nanny sets these before it spawns a worker; glibc then never raises its mmap threshold, and each
+# chunk's decoded text is mapped and unmapped afresh: 1.9x the page faults and +7 % CPU for the same tasks
+# (docs/performance.md item 39). A local cluster's workers start without it.
+UNSET = ("MALLOC_TRIM_THRESHOLD_",)
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Session:
     threads: int  # tasks the cluster runs at once
     dashboard: str | None
     local: Any = None  # the LocalCluster started for ``local[:N]``, closed with the session
+    environ: dict[str, str | None] = field(default_factory=dict)  # this process's variables a nanny set, as before
     notes: list[str] = field(default_factory=list)  # what the checks found that slows, not stops, the work
 
 
@@ -81,20 +86,32 @@ def connect(address: str) -> Session:
     require()
     import logging
 
+    import dask
     from distributed import Client, LocalCluster
 
-    local = None
+    from ..ingest.options import cores
+
+    local, environ = None, {}
     try:
         if address == "local" or address.startswith("local:"):
             n = _local_workers(address)
-            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                 silence_logs=logging.ERROR, env=worker_env(n))
+            # set before a worker's process starts (the nanny's ``env`` comes too late for polars: each worker
+            # then had two polars threads and two executors, and two workers ran each task 1.3x slower); the
+            # nanny sets them in this process too, where polars is already running: restored by ``close``
+            spawn = {k: None for k in UNSET} | worker_env(n)
+            environ = {k: os.environ.get(k) for k in spawn}
+            with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in spawn.items()}):
+                # as Dask's own default: the cores shared out, so local:1 runs as many tasks at once as there
+                # are cores, as the in-process ingest runs streams
+                local = LocalCluster(n_workers=n, threads_per_worker=max(1, cores() // n), processes=True,
+                                     dashboard_address=":0", silence_logs=logging.ERROR)
             client = Client(local)
         else:  # waits for it Dask's connect timeout (30 s; DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
             client = Client(address)
     except (OSError, TimeoutError) as e:
         if local is not None:
             local.close()
+        _restore(environ)
         raise LogscopeError(f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT) from None
     try:
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
@@ -106,13 +123,13 @@ def connect(address: str) -> Session:
     threads = sum(w.get("nthreads", 1) for w in workers.values())
     services = client.scheduler_info(n_workers=0).get("services", {})
     return Session(client, address, len(workers), threads, client.dashboard_link if "dashboard" in services else None,
-                   local)
+                   local, environ)
 
 
 def worker_env(n: int) -> dict[str, str]:
     """The environment of ``n`` local workers: each one's polars pool gets its share of the cores (a worker's
     polars takes every core by default: two workers on two cores then ran each task 1.6x slower than one,
-    docs/performance.md item 38). A POLARS_MAX_THREADS the user set is kept."""
+    docs/performance.md items 38 and 39). A POLARS_MAX_THREADS the user set is kept."""
     from ..ingest.options import cores
 
     if os.environ.get("POLARS_MAX_THREADS"):
@@ -138,6 +155,15 @@ def close(s: Session) -> None:
     s.client.close()
     if s.local is not None:
         s.local.close()
+    _restore(s.environ)
+
+
+def _restore(environ: dict[str, str | None]) -> None:
+    for k, v in environ.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 # ------------------------------------------------------------------ what every worker must share with this process
@@ -179,13 +205,24 @@ def view(root: str, out: str, token: str, samples: list[tuple[str, int]]) -> dic
     except OSError as e:
         problems.append(f"cannot write to the output folder {out}: {e.strerror or e}")
         probe = ""
-    import polars as pl
-
     from ..ingest.options import cores
 
     return {"version": __version__, "code": code_digest(), "python": platform.python_version(),
             "problems": problems, "probe": probe, "host": platform.node(), "cores": cores(),
-            "polars_threads": pl.thread_pool_size()}
+            "polars_threads": polars_threads()}
+
+
+def polars_threads() -> int:
+    """The threads of this process's polars pool as they run. ``pl.thread_pool_size()`` reads
+    POLARS_MAX_THREADS anew: a worker whose nanny set it after polars had started said 1 and ran 2."""
+    import polars as pl
+
+    try:
+        names = [(t / "comm").read_text().strip() for t in Path("/proc/self/task").iterdir()]
+    except OSError:
+        return pl.thread_pool_size()
+    running = sum(1 for n in names if n.startswith("polars-") and n[7:].isdigit())
+    return max(running, pl.thread_pool_size())
 
 
 def check(s: Session, root: Path, out: Path) -> None:

@@ -6,7 +6,8 @@ long stream of a format that allows it, cut by the same ``pieces.plan`` for the 
 ``SLOTS`` of them, so that no task is more than about 1 % of a large folder's work. A task that fails comes back
 as its exception, with its traceback; a worker that dies has its tasks run again by the scheduler. The tables
 are then written from the part files the tasks name, in stream order, as the in-process store writes them when
-it has spilled, by a task a table: this process handles the parts' names, not their rows.
+it has spilled, by a task a table: this process handles the parts' names, not their rows; and the derived
+tables' passes (``derive.request_pass``) are tasks too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,21 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
     def write(store: Store, out: Path) -> None:
         _write(s.client, store, out, stats)
 
-    return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse, write=write)
+    def run(fn, args: list[tuple]) -> list:
+        return _run(s.client, fn, args, stats)
+
+    return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse, write=write,
+                       passes=run)
+
+
+def _run(client, fn, args: list[tuple], stats: list | None) -> list:
+    """``fn`` on each argument tuple as a task (derive's passes), the results in order; a task's exception is
+    raised here, with its traceback."""
+    token = uuid.uuid4().hex[:8]
+    futs = [client.submit(fn, *a, key=f"derive-{token}-{i}", pure=False) for i, a in enumerate(args)]
+    if stats is not None:
+        stats += [{"key": f.key, "kind": "derive", "file": fn.__name__, "format": "", "bytes": 0} for f in futs]
+    return client.gather(futs)
 
 
 def _write(client, store: Store, out: Path, stats: list | None) -> None:

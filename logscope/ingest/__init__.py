@@ -59,11 +59,12 @@ def ingest(
     root: str | Path, out_dir: str | Path, options: IngestOptions | None = None, progress: Progress | None = None,
     parse: Callable[[list[list[FileState]], Job], None] | None = None,
     write: Callable[[Store, Path], None] | None = None,
+    passes: derive.Map = derive.serially,
 ) -> IngestResult:
     """Parse every log under ``root`` into Parquet tables in ``out_dir``. ``parse`` reads the streams elsewhere
     (a cluster's tasks, ``logscope.cluster.ingest``): it fills the job's store with their part files and the
     streams' FileStates with their tallies, as the threads here do; ``write`` then writes the parsed tables
-    from the store into ``out_dir`` (there too)."""
+    from the store into ``out_dir`` (there too); ``passes`` runs the derived tables' passes (there too)."""
     t0 = time.perf_counter()
     opts = options or IngestOptions()
     root, out = Path(root), Path(out_dir)
@@ -120,7 +121,7 @@ def ingest(
         for name in PARSED_TABLES:
             store.write(name, out / f"{name}.parquet")
     far = outliers.per_file(out, list(PARSED_TABLES))  # before derive: the derived tables take the cleared times
-    notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members})
+    notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members}, passes)
     for st in states:
         if st.bad_times:
             st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -17,10 +18,20 @@ from . import metric_stats
 TABLES = ("server_requests",)  # tables made here (server_stats, a parsed table, is completed here too)
 
 
-def finalize(out: Path, logs: dict[str, str] | None = None) -> list[str]:
+# runs a function on each of a list of argument tuples, giving back the results in order: here one after the
+# other; on a Dask cluster as its tasks (``logscope.cluster.ingest``)
+Map = Callable[[Callable[..., Any], list[tuple]], list]
+
+
+def serially(fn: Callable[..., Any], args: list[tuple]) -> list:
+    return [fn(*a) for a in args]
+
+
+def finalize(out: Path, logs: dict[str, str] | None = None, run: Map = serially) -> list[str]:
     """Build the derived tables; returns notes (assumptions) about the whole folder. ``logs`` names the log each
-    source file is part of (the files of a rotated set are one log), by default the file itself."""
-    _server_requests(out, logs or {})
+    source file is part of (the files of a rotated set are one log), by default the file itself. ``run`` runs
+    server_requests' passes (``request_pass``), independent of each other."""
+    _server_requests(out, logs or {}, run)
     notes = metric_stats.append_derived_stats(out)
     _stats_intervals(out)
     return notes
@@ -46,7 +57,7 @@ _EVENT_COLUMNS = ["source", "replica", "event", "request_id", "base_request_id",
                   "prompt", "seq", "engine_kind"]
 
 
-def _server_requests(out: Path, logs: dict[str, str] | None = None) -> None:
+def _server_requests(out: Path, logs: dict[str, str] | None = None, run: Map = serially) -> None:
     logs = logs or {}
     src = out / "server_request_events.parquet"
     dest = out / "server_requests.parquet"
@@ -57,16 +68,25 @@ def _server_requests(out: Path, logs: dict[str, str] | None = None) -> None:
         return
     with _scratch(out / "_server_requests") as tmp:
         buckets, names, span = _split(src, passes, tmp, logs)
-        key = _sort_key(names, span)
-        parts = []
-        for k, bucket in enumerate(buckets):
-            part = tmp / f"part-{k:03d}.parquet"
-            _requests_of(pl.scan_parquet(bucket), logs).with_columns(key).sink_parquet(
-                part, row_group_size=PART_ROW_GROUP)
-            for f in bucket:
-                f.unlink()
-            parts.append(part)
+        parts = run(request_pass, [(bucket, logs, names, span, tmp / f"part-{k:03d}.parquet")
+                                   for k, bucket in enumerate(buckets)])
         _merge_sorted(parts, dest, tmp)
+
+
+def request_pass(bucket: list[Path], logs: dict[str, str], names: list[str], span: tuple[int, int],
+                 part: Path) -> Path:
+    """One pass: the requests of one bucket's events (``_split``), sorted, with the merge's ``_key``, into
+    ``part``; the bucket's files are then deleted. Run again (a cluster's worker died before it told), a pass
+    whose part is there is done: the part is renamed into place whole before any bucket file goes."""
+    if part.exists() and not all(f.exists() for f in bucket):
+        return part
+    writing = part.with_name(part.name + ".writing")
+    _requests_of(pl.scan_parquet(bucket), logs).with_columns(_sort_key(names, span)).sink_parquet(
+        writing, row_group_size=PART_ROW_GROUP)
+    writing.replace(part)
+    for f in bucket:
+        f.unlink()
+    return part
 
 
 @contextmanager
