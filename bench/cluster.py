@@ -44,6 +44,20 @@ def _hwm_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _wrap(owner, name: str, label: str, spent: dict[str, float]) -> None:
+    """``owner.name`` replaced by itself timed: its seconds added to ``spent[label]``."""
+    real = getattr(owner, name)
+
+    def timed(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            spent[label] += time.perf_counter() - t0
+
+    setattr(owner, name, timed)
+
+
 def _timed() -> dict[str, float]:
     """The client's own steps of an ingest, timed: detection (the files' heads), and the assembly of the tables
     (writing them from memory or the parts, and the derived tables)."""
@@ -54,16 +68,7 @@ def _timed() -> dict[str, float]:
     spent: dict[str, float] = defaultdict(float)
 
     def wrap(owner, name: str, label: str) -> None:
-        real = getattr(owner, name)
-
-        def timed(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return real(*a, **k)
-            finally:
-                spent[label] += time.perf_counter() - t0
-
-        setattr(owner, name, timed)
+        _wrap(owner, name, label, spent)
 
     wrap(ing, "_detect", "detect")
     wrap(Store, "write", "assemble")
@@ -127,17 +132,8 @@ def derive_steps(out: Path, passes: int = 4) -> dict:
     spent: dict[str, float] = defaultdict(float)
     real = {k: getattr(derive, k) for k in ("_split", "_merge_sorted", "request_pass", "ONE_PASS_MAX", "ROWS_PER_PASS")}
 
-    def timed(name, fn):
-        def call(*a, **k):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[name] += time.perf_counter() - t
-        return call
-
-    derive._split, derive._merge_sorted = timed("split", real["_split"]), timed("merge", real["_merge_sorted"])
-    derive.request_pass = timed("passes", real["request_pass"])
+    for name, label in (("_split", "split"), ("_merge_sorted", "merge"), ("request_pass", "passes")):
+        _wrap(derive, name, label, spent)
     derive.ONE_PASS_MAX, derive.ROWS_PER_PASS = 0, -(-events // passes)
     try:
         derive._server_requests(out, {})
