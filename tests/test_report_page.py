@@ -74,19 +74,32 @@ def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_f
 
 
 def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
-    """The crash run: a start, a silent kill at 08:34:22 (the gateway answered 220 first attempts with a 5xx
-    before the restart at 08:34:45), the restart, the final SIGTERM; the SIGTERM of the overload, with the
-    same 1,089 gateway 5xx as its finding's title."""
+    """The crash run: a start, a silent kill at 08:34:22 (the gateway answered 700 first attempts with a 502
+    until the new server was ready at 08:35:31; 220 of them before its banner at 08:34:45, while it loaded the
+    model), the restart, the final SIGTERM; the SIGTERM of the overload, with the same 1,089 gateway 5xx as its
+    finding's title. One count in the label, the finding, diagnosis.json and summary.md."""
     out = analysed(tmp_path_factory, "crash")
-    spec, _ = timeline_of(out)
+    spec, summary = timeline_of(out)
     rules = spec["datasets"]["server-event-rules"]
     assert [(r["text"], r["time"]) for r in rules] == [
-        ("start", "08:32:45"), ("killed → 220 gateway 5xx", "08:34:22"), ("restart", "08:34:45"),
+        ("start", "08:32:45"), ("killed → 700 gateway 5xx", "08:34:22"), ("restart", "08:34:45"),
         ("SIGTERM (graceful stop)", "08:36:56")]
     ga = pl.read_parquet(out / "gateway_attempts.parquet")
-    t0, t1 = (pl.datetime(2026, 11, 29, 8, 34, s, time_zone="UTC") for s in (22, 45))
-    assert ga.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1)
-                     & pl.col("ts_end").is_between(t0, t1)).height == 220
+    first5 = ga.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1))
+    t0, t1, t2 = (pl.datetime(2026, 11, 29, 8, m, s, time_zone="UTC") for m, s in ((34, 22), (34, 45), (35, 31)))
+    assert first5.filter(pl.col("ts_end").is_between(t0, t1)).height == 220
+    assert first5.filter(pl.col("ts_end").is_between(t0, t2)).height == 700
+    [death] = summary["server_lifecycle"]["deaths"]
+    assert (death["gateway_5xx_after"], death["gateway_5xx_after_by_status"]) == (700, {"502": 700})
+    assert (death["gateway_5xx_until"], death["gateway_5xx_until_bound"]) == ("2026-11-29T08:35:31.000Z", "ready")
+    said = "the gateway answered 700 requests with 700 × 502 from it until 08:35:31 (the server was ready again)"
+    f1 = summary["findings"][0]
+    assert f1["title"].startswith("Server killed without a trace at 08:34:22") and said in f1["evidence"]
+    assert said in (out / "summary.md").read_text().replace("\\", "")
+    assert said in (out / "report.html").read_text()
+    # the error log's lines are named as such, not as requests
+    assert "the gateway's error log from 08:34:23.000: 12 connect_failed lines, 707 no_live_upstreams lines" \
+        in f1["evidence"]
     # drawn across every panel, over its series (their stroke has a scale of its own: no legend entry)
     for v in spec["vconcat"][2:]:
         assert v["layer"][-1]["data"]["name"] == "server-events" and v["layer"][-1]["mark"]["type"] == "rule"

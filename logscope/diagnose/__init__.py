@@ -286,8 +286,12 @@ def _cold(ctx: Context) -> dict:
 
 def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
     def after(ts, replica) -> dict:  # the gateway 5xx the callers saw after it (lifecycle.errors_after)
-        by = errs.get((ts, replica or None)) or {}
-        return {"gateway_5xx_after": sum(by.values()), "gateway_5xx_after_by_status": {str(k): v for k, v in by.items()}}
+        e = errs.get((ts, replica or None))
+        if e is None:
+            return {"gateway_5xx_after": 0, "gateway_5xx_after_by_status": {}, "gateway_5xx_until": None,
+                    "gateway_5xx_until_bound": None}
+        return {"gateway_5xx_after": e.total, "gateway_5xx_after_by_status": {str(k): v for k, v in e.by_status.items()},
+                "gateway_5xx_until": e.until, "gateway_5xx_until_bound": e.bound}
     return {
         "starts": len(life.starts),
         "deaths": [{"replica": d.replica or None, "ts": d.ts, "kinds": d.kinds, "pid": d.pid, "restart": d.restart_ts,

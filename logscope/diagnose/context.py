@@ -38,7 +38,7 @@ class Context:
     load_end: datetime | None = None
     hist: Histograms | None = None  # vLLM's latency / length histograms (from_histograms), when exported
     gateway_conf: dict | None = None  # the gateway configuration in the folder (gateway_config.read), if any
-    stop_errors: dict = field(default_factory=dict)  # (ts, replica) of a stop or death -> gateway 5xx after it
+    stop_errors: dict = field(default_factory=dict)  # (ts, replica) of a stop or death -> lifecycle.StopErrors
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

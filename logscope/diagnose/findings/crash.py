@@ -26,14 +26,14 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
     if c.get("message"):
         ev.append(f"first record: {c['message'][:200]}")
     if c.get("gateway_first_error") is not None:
-        ev.append(f"gateway's first error at {clock.hms(c['gateway_first_error'], ms=True)} " +
-                  f"({', '.join(f'{k}: {v}' for k, v in c['gateway_errors_by_kind'].items())})")
+        ev.append(f"the gateway's error log from {clock.hms(c['gateway_first_error'], ms=True)}: " +
+                  ", ".join(f"{v:,} {k} lines" for k, v in c["gateway_errors_by_kind"].items()))
     r = _req(ep)
     if r:
         ev.append(r)
-    d = ep["details"]
-    if d.get("gateway_5xx"):
-        ev.append(f"{d['gateway_5xx']} gateway 5xx")
+    cost = _paid(ctx, ep)
+    if cost:
+        ev.append(cost)
     mns = cap.get("max_num_seqs")
     half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
     when = f"{_t(ep['start'])}" + (f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
@@ -73,6 +73,22 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
               " to tell a load-driven death from a software fault", ep, kind="crash")
 
 
+UNTIL = {"ready": "the server was ready again", "restart": "the new server's banner (its readiness is not logged)"}
+
+
+def _paid(ctx: Context, ep: dict) -> str:
+    """The gateway's 5xx from the death until the server was back: lifecycle.errors_after's count, the one the
+    timeline's label and diagnosis.json's server_lifecycle give."""
+    from ..lifecycle import STOP_ERRORS_S
+
+    e = ctx.stop_errors.get((ep["start"], ep["replica"] or None))
+    if e is None or not e.total:
+        return ""
+    until = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it (no return in that time)")
+    return (f"the gateway answered {e.total:,} requests with " + ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items())
+            + f" from it until {clock.hms(e.until)} ({until})")
+
+
 def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
     is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
@@ -85,11 +101,12 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
         t = stop_in(ctx, ep) if not ep["recovered"] else None
         if t is None:
             continue
-        by_status = ctx.stop_errors.get((t, ep["replica"] or None)) or {}
-        n5 = sum(by_status.values())
+        e = ctx.stop_errors.get((t, ep["replica"] or None))
+        n5 = e.total if e else 0
+        until = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it") if e else ""
         errs = (f"; then the gateway answered {n5:,} requests with " +
-                ", ".join(f"{v:,} × {k}" for k, v in by_status.items()) +
-                f" (in the {STOP_ERRORS_S:.0f} s after it, up to the server's next start)") if n5 else ""
+                ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items()) +
+                f" until {clock.hms(e.until)} ({until})") if e and n5 else ""
         title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
             f"; {n5:,} gateway 5xx after it" if n5 else "")
         ev = (f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
