@@ -4,10 +4,11 @@
     python bench/cluster.py --dir /tmp/fleet --repeat 2
 
 Each run is a child process (``--child``) measured as bench/run.py measures a tool (wall, CPU of the process
-tree, peak RSS of the tree sampled); the child reports its own phases: the cluster's start and checks, the
-ingest, every task's compute time from the scheduler's task stream (``distributed.get_task_stream``), each
-process's peak RSS (VmHWM: the client and every worker), and, for the largest run, Dask's
-``performance_report``. From the measured tasks, the wall time on 8, 32 and 128 workers is projected for a
+tree, peak RSS of the tree sampled); the child reports its own phases: the ingest (on a cluster from the moment
+the session starts opening, as ``analyze --cluster`` opens it while the files are detected), the time it waited
+for the cluster's start and checks, every task's compute time from the scheduler's task stream, each process's
+peak RSS (VmHWM: the client and every worker), and, for local:2, Dask's ``performance_report`` of one more
+ingest after the timed one. From the measured tasks, the wall time on 8, 32 and 128 workers is projected for a
 100 GB folder of the same shape: a projection, not a measurement (``project``).
 """
 
@@ -91,27 +92,34 @@ def child(data: Path, out: Path, mode: str, address: str | None, report: Path | 
         t0 = time.perf_counter()
         ingest(data, out, IngestOptions(**({"workers": 1} if mode == "here1" else {})))
         return {"ingest_s": time.perf_counter() - t0, "rss_mb": {"client": round(_hwm_mb())}, "client_steps": spent}
-    from contextlib import nullcontext
-
-    from distributed import get_task_stream, performance_report
-
     from logscope import cluster
     from logscope.cluster import ingest as on_cluster
 
-    t0 = time.perf_counter()
-    with cluster.session(address, data, out) as s:
-        started = time.perf_counter() - t0
+    # as `analyze --cluster` opens it: started while the files are detected; the time the ingest then waited
+    # for it is the start's cost not hidden (``session_s``)
+    _wrap(cluster.Opening, "result", "session", spent)
+
+    def ready(s) -> None:  # the scheduler's task stream recorded from the first task on
+        s.client.get_task_stream(start=0, stop=0)
+
+    t0, since = time.perf_counter(), time.time()
+    with cluster.opening(address, data, out, ready):
         sizes: list = []
-        with (performance_report(filename=str(report)) if report else nullcontext()), \
-                get_task_stream(s.client) as stream:
-            t1 = time.perf_counter()
-            on_cluster.ingest(data, out, IngestOptions(), None, sizes)
-            wall = time.perf_counter() - t1
+        on_cluster.ingest(data, out, IngestOptions(), None, sizes)
+        wall = time.perf_counter() - t0
+        s = cluster.current()
+        stream = s.client.get_task_stream(start=since)
         workers = s.client.run(_hwm_mb)
         threads = s.threads
+        if report:  # one more ingest (this child's times are not kept): the report needs a session open first
+            from distributed import performance_report
+
+            with performance_report(filename=str(report)):
+                on_cluster.ingest(data, out.with_name(out.name + "-report"), IngestOptions(), None)
+    started = spent.pop("session", 0.0)
     tasks = [{"key": t["key"], "kind": str(t["key"]).split("-")[0], "worker": t["worker"], "thread": t.get("thread"),
               "compute": [(a["start"], a["stop"]) for a in t["startstops"] if a["action"] == "compute"]}
-             for t in stream.data]
+             for t in stream]
     return {"session_s": started, "ingest_s": wall, "threads": threads, "tasks": tasks, "sizes": sizes,
             "client_steps": spent,
             "rss_mb": {"client": round(_hwm_mb()), **{w: round(v) for w, v in workers.items()}}}
@@ -259,17 +267,13 @@ def main(argv: list[str] | None = None) -> dict:
     results = {}
     for _ in range(a.repeat):  # in turn, so that a drift of the machine's speed touches every row alike
         for name, mode, address in RUNS:
-            env = dict(os.environ, **({"BENCH_REPORT": str(a.report)} if a.report and address == "local:2" else {}))
-            out = work / "out"
-            subprocess.run(["rm", "-rf", str(out)], check=True)
-            m = measure([sys.executable, str(HERE / "cluster.py"), "--child", str(data), str(out), mode,
-                         address or "-"], env=env, stdout=subprocess.PIPE)
-            if not m["ok"] or not m["out"].strip():
-                raise SystemExit(f"{name}: {m['error'] or 'no result'}\n{m['stderr'][-3000:]}")
-            r = json.loads(m["out"])
+            r, m = _child(data, work / "out", mode, address, name)
             row = {"wall_s": m["seconds"], "cpu_s": m["cpu"], "tree_rss_mb": m["rss"], **r}
             if name not in results or row["wall_s"] < results[name]["wall_s"]:
                 results[name] = row
+    if a.report:  # Dask's performance report of local:2, from a run of its own (not timed)
+        _child(data, work / "out", "cluster", "local:2", "report", {"BENCH_REPORT": str(a.report)})
+        print(f"Dask's performance report: {a.report}")
     summary = {"bytes": bytes_in, "cores": os.cpu_count(), "load_before": os.getloadavg()[0], "runs": {}}
     for name, r in results.items():
         row = {k: r[k] for k in ("wall_s", "cpu_s", "tree_rss_mb", "ingest_s", "rss_mb", "client_steps") if k in r}
@@ -287,9 +291,19 @@ def main(argv: list[str] | None = None) -> dict:
     return summary
 
 
+def _child(data: Path, out: Path, mode: str, address: str | None, name: str, env: dict | None = None):
+    """One measured child run into ``out`` (emptied first): what it reported, and its measure."""
+    subprocess.run(["rm", "-rf", str(out), str(out) + "-report"], check=True)
+    m = measure([sys.executable, str(HERE / "cluster.py"), "--child", str(data), str(out), mode, address or "-"],
+                env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE)
+    if not m["ok"] or not m["out"].strip():
+        raise SystemExit(f"{name}: {m['error'] or 'no result'}\n{m['stderr'][-3000:]}")
+    return json.loads(m["out"]), m
+
+
 def print_table(s: dict) -> None:
     print(f"\n{s['bytes'] / 1e6:,.0f} MB fleet folder; {s['cores']} cores, load {s['load_before']:.1f} before\n")
-    print(f"{'run':34} {'wall s':>7} {'ingest s':>8} {'start s':>7} {'CPU s':>7} {'tree RSS':>8}  per process MB")
+    print(f"{'run':34} {'wall s':>7} {'ingest s':>8} {'waited':>7} {'CPU s':>7} {'tree RSS':>8}  per process MB")
     for name, r in s["runs"].items():
         print(f"{name:34} {r['wall_s']:7.2f} {r['ingest_s']:8.2f} {r.get('session_s', 0):7.2f} {r['cpu_s']:7.2f} "
               f"{r['tree_rss_mb']:8.0f}  {json.dumps(r['rss_mb'])}")

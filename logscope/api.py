@@ -165,7 +165,8 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     if opts.cluster:
         from . import cluster
 
-        with cluster.session(opts.cluster, root, out_dir):  # checked before any work; the CLI's, when it opened one
+        # opened and checked while the files are detected; the first task waits for it (the CLI's, when it opened one)
+        with cluster.opening(opts.cluster, root, out_dir):
             return _analyze(root, out_dir, opts, progress)
     return _analyze(root, out_dir, opts, progress)
 
@@ -181,6 +182,10 @@ def _analyze(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progre
                 progress("reusing the tables of the same files", 0.75)
         # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
         res = res or _ingest_step(root, work, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
+        if opts.cluster:  # opened while the files were detected: a failed check is said even when no task ran
+            from . import cluster
+
+            cluster.current()
         require_known_format(res, root)
         try:
             require_overlap(work, opts)

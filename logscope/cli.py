@@ -415,19 +415,22 @@ def _settings_of(out_dir: Path) -> dict:
 
 @contextmanager
 def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bool) -> Iterator[str | None]:
-    """The cluster session (logscope.cluster), opened and checked before any work; None: no cluster."""
+    """The cluster session (logscope.cluster), opened and checked while the files are detected, said once it
+    is (its problems come out of the analysis, before any task); None: no cluster."""
     if not address:
         yield None
         return
     from . import cluster
 
-    with ExitStack() as stack:
-        s = _run(lambda: stack.enter_context(cluster.session(address, input, o)), debug)
+    def said(s: cluster.Session) -> None:
         if verbose:
             err.print(shown(f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
                              f"{s.dashboard or 'none (pip install bokeh)'}"))
         for note in s.notes:
             err.print(shown(f"logscope: cluster: {note}"))
+
+    with ExitStack() as stack:
+        _run(lambda: stack.enter_context(cluster.opening(address, input, o, said)), debug)
         yield address
 
 

@@ -95,3 +95,24 @@ def test_derive_scale_runs_each_copy_as_its_own_sources(tmp_path, lab):
     assert all(s["ok"] and s["peak_rss_mb"] > 0 for s in got["steps"].values())
     stats = pl.read_parquet(tmp_path / "x3" / "server_stats.parquet")
     assert stats["interval_s"].null_count() == stats.select("replica", "origin").n_unique()
+
+
+def test_bench_cluster_runs_side_by_side(tmp_path, lab):
+    """bench/cluster.py on a small fleet, once: the four runs, every parsed byte in a unit task, the task stream
+    recorded from the first task on (the session opened while the files were detected), the projection, and
+    Dask's performance report from a run of its own."""
+    pytest.importorskip("distributed")
+    import cluster as bench_cluster
+
+    report = tmp_path / "perf.html"
+    s = bench_cluster.main(["--dir", str(tmp_path / "fleet"), "--size-mb", "4", "--replicas", "4", "--gateways", "1",
+                            "--json", str(tmp_path / "c.json"), "--report", str(report)])
+    assert list(s["runs"]) == [name for name, _, _ in bench_cluster.RUNS]
+    fleet = sum(p.stat().st_size for p in (tmp_path / "fleet").rglob("*") if p.is_file())
+    for name in ("--cluster local:1", "--cluster local:2"):
+        r = s["runs"][name]
+        assert r["units"] >= 9 and 0 <= r["session_s"] < r["ingest_s"]  # 4 replicas' logs and a gateway's
+        assert r["compute_s"]["whole"]["n"] >= 9 and r["compute_s"]["table"]["n"] >= 8
+    assert s["bytes"] == fleet and set(s["projection"]["by_workers"]) == {8, 32, 128}
+    assert report.exists() and "Dask Performance Report" in report.read_text()[:100_000]
+    assert json.loads((tmp_path / "c.json").read_text())["bytes"] == fleet

@@ -123,6 +123,11 @@ def test_local_workers_share_the_cores(local):
         if "MALLOC_TRIM_THRESHOLD_" not in ENV0:
             assert not any(v.startswith(b"MALLOC_TRIM_THRESHOLD_=") for v in env)
     assert local.notes == []
+    # nor Dask's profiler, which samples the task threads' stacks holding the GIL (this process keeps its own)
+    import dask
+
+    profiling = local.client.run(lambda: __import__("dask").config.get("distributed.worker.profile.enabled"))
+    assert set(profiling.values()) == {False} and dask.config.get("distributed.worker.profile.enabled") is True
     seen = [{"host": "gpu-7", "cores": 8, "polars_threads": 8}] * 4
     (note,) = cluster.oversubscribed(seen)
     assert note.startswith("host gpu-7: 4 workers x 8 polars threads on 8 cores") and "POLARS_MAX_THREADS=2" in note
@@ -225,6 +230,27 @@ def test_an_unreachable_scheduler():
         cluster.connect("tcp://127.0.0.1:9")  # the discard port: nothing listens
     assert e.value.code == cluster.EXIT and "cannot reach the Dask scheduler" in e.value.what
     assert time.monotonic() - t0 < 30
+
+
+def test_a_session_opens_while_this_process_goes_on(tmp_path):
+    """The block runs at once, the session opening in the background (the files are detected meanwhile); its
+    failure is raised where the session is first asked for, and ``ready`` is called only with an open one."""
+    import dask
+
+    called = []
+    t0 = time.monotonic()
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        with cluster.opening("tcp://127.0.0.1:9", SPIKE, tmp_path / "o", called.append) as o:
+            assert time.monotonic() - t0 < 1.0 and isinstance(o, cluster.Opening)
+            with pytest.raises(LogscopeError) as e:
+                cluster.current()
+    assert e.value.code == cluster.EXIT and "cannot reach the Dask scheduler" in e.value.what and called == []
+    with cluster.opening("local:1", SPIKE, tmp_path / "o", called.append) as o:
+        s = cluster.current()
+        assert called == [s] and s.workers == 1
+        with cluster.opening("local:1", SPIKE, tmp_path / "o") as again:  # the API inside the CLI's: the same
+            assert again is o and cluster.current() is s
+    assert s.client.status == "closed"
 
 
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:

@@ -14,8 +14,9 @@ import functools
 import hashlib
 import os
 import platform
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ WORKERS_TIMEOUT_S = 60  # a scheduler with no worker yet: how long to wait for t
 PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this process must then see
 HINT = ("start one: `dask scheduler` on one machine, `dask worker ADDRESS --nworkers N` on each (logscope "
         "installed there, DIR and OUT on storage they all mount at the same path); or --cluster local:N")
-_current: Session | None = None
+_current: Session | Opening | None = None
 # Dask's nanny sets these before it spawns a worker; glibc then never raises its mmap threshold, and each
 # chunk's decoded text is mapped and unmapped afresh: 1.9x the page faults and +7 % CPU for the same tasks
 # (docs/performance.md item 39). A local cluster's workers start without it.
@@ -49,10 +50,53 @@ class Session:
     notes: list[str] = field(default_factory=list)  # what the checks found that slows, not stops, the work
 
 
+class Opening:
+    """A session opened and checked in a thread of its own while this process goes on: the start of a local
+    cluster, ``distributed``'s import and the workers' check (~1.6 s, docs/performance.md item 40) overlap the
+    detection, which needs no cluster. ``result()`` waits for it and raises what went wrong there (an
+    unreachable scheduler, a worker that cannot see DIR): the first task waits for it, so nothing runs on a
+    cluster that failed its check. ``ready`` is called with the session once it is open and checked."""
+
+    def __init__(self, address: str, root: Path, out: Path, ready: Callable[[Session], None] | None = None) -> None:
+        self.address = address
+        self._session: Session | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, args=(root, out, ready), name="logscope-cluster-open",
+                                        daemon=True)
+        self._thread.start()
+
+    def _open(self, root: Path, out: Path, ready: Callable[[Session], None] | None) -> None:
+        try:
+            s = connect(self.address)
+            try:
+                check(s, root, out)
+            except BaseException:
+                close(s)
+                raise
+            self._session = s
+            if ready is not None:
+                ready(s)
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that needs the session
+            self._error = e
+
+    def result(self) -> Session:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._session is not None
+        return self._session
+
+    def close(self) -> None:
+        self._thread.join()  # a cluster half-started is closed by its opener; one opened, here
+        if self._session is not None:
+            close(self._session)
+            self._session = None
+
+
 def current() -> Session:
     if _current is None:
         raise LogscopeError("no Dask cluster session is open", code=EXIT, hint="give --cluster ADDRESS")
-    return _current
+    return _current.result() if isinstance(_current, Opening) else _current
 
 
 def require() -> None:
@@ -65,12 +109,31 @@ def require() -> None:
 
 
 @contextmanager
-def session(address: str, root: str | Path, out: str | Path) -> Iterator[Session]:
-    """A checked session on ``address`` ('local', 'local:N', or a scheduler's address); one already open on the
-    same address is reused (the CLI opens it before the API runs)."""
+def opening(address: str, root: str | Path, out: str | Path,
+            ready: Callable[[Session], None] | None = None) -> Iterator[Session | Opening]:
+    """The current session on ``address`` while this block runs, opened and checked in the background
+    (``Opening``); one already open or opening on the same address is reused (the CLI opens it before the API
+    runs), and ``ready`` is then not called."""
     global _current
     if _current is not None and _current.address == address:
         yield _current
+        return
+    o = Opening(address, Path(root).resolve(), Path(out).resolve(), ready)
+    _current = o
+    try:
+        yield o
+    finally:
+        _current = None
+        o.close()
+
+
+@contextmanager
+def session(address: str, root: str | Path, out: str | Path) -> Iterator[Session]:
+    """A checked session on ``address`` ('local', 'local:N', or a scheduler's address), open when this returns;
+    one already open on the same address is reused."""
+    global _current
+    if _current is not None and _current.address == address:
+        yield current()
         return
     s = connect(address)
     try:
@@ -100,7 +163,10 @@ def connect(address: str) -> Session:
             # nanny sets them in this process too, where polars is already running: restored by ``close``
             spawn = {k: None for k in UNSET} | worker_env(n)
             environ = {k: os.environ.get(k) for k in spawn}
-            with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in spawn.items()}):
+            # and without Dask's statistical profiler, which samples every task thread's stack each 10 ms while
+            # holding the GIL: -2.7 % of local:1's ingest (the dashboard's profile page stays empty)
+            with dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in spawn.items()},
+                                  "distributed.worker.profile.enabled": False}):
                 # as Dask's own default: the cores shared out, so local:1 runs as many tasks at once as there
                 # are cores, as the in-process ingest runs streams
                 local = LocalCluster(n_workers=n, threads_per_worker=max(1, cores() // n), processes=True,

@@ -32,16 +32,16 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
            stats: list | None = None) -> IngestResult:
     """``logscope.ingest.ingest`` with the streams parsed on the current session's cluster. ``stats``, when given,
     receives a dict per task submitted: its key, kind, file, format and bytes (the benchmark's task sizes)."""
-    s = current()
-
+    # the session is asked for when the first task is: it may still be opening while the files are detected
     def parse(stream_files: list[list[FileState]], job: Job) -> None:
+        s = current()
         _parse(s.client, max(s.threads, SLOTS), stream_files, job, stats)
 
     def write(store: Store, out: Path) -> None:
-        _write(s.client, store, out, stats)
+        _write(current().client, store, out, stats)
 
     def run(fn, args: list[tuple]) -> list:
-        return _run(s.client, fn, args, stats)
+        return _run(current().client, fn, args, stats)
 
     return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse, write=write,
                        passes=run)
