@@ -91,7 +91,7 @@ def test_rotated_set_is_one_stream(tmp_path):
     (d / "vllm.log").write_bytes(b"\n".join(src[cut:]) + b"\n")
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
     f = _files(res)
-    assert f["vllm.log"]["stream"] == f["vllm.log.1"]["stream"]
+    assert f["vllm.log"]["stream"] == f["vllm.log.1"]["stream"] == "vllm.log"  # relative, as the paths
     assert f["vllm.log"]["replica"] == f["vllm.log.1"]["replica"] == "vllm"
     assert any("one stream" in a for a in f["vllm.log"]["assumptions"])
     stats = pl.read_parquet(tmp_path / "out" / "server_stats.parquet")
@@ -114,3 +114,18 @@ def test_output_folder_is_skipped_when_met(tmp_path):
     ingest(d, d / "old-out", AnalyzeOptions())  # a previous run left its outputs inside
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
     assert list(_files(res)) == ["vllm-server.log"]
+
+
+def test_the_tables_do_not_depend_on_where_the_folder_is(tmp_path):
+    """The same folder reached by another path (a link; another mount point on a cluster's worker, which
+    resolves it): every table equal, files.parquet's streams relative to the folder as its paths are."""
+    d = tmp_path / "in" / "replica-0"
+    d.mkdir(parents=True)
+    (d / "vllm.log.1").write_bytes(need(SPIKE_LOG).read_bytes())
+    (tmp_path / "elsewhere").symlink_to(tmp_path / "in")
+    ingest(tmp_path / "in", tmp_path / "a", AnalyzeOptions())
+    ingest(tmp_path / "elsewhere", tmp_path / "b", AnalyzeOptions())
+    ta, tb = ({p.name: pl.read_parquet(p) for p in sorted(o.glob("*.parquet"))} for o in (tmp_path / "a", tmp_path / "b"))
+    assert ta.keys() == tb.keys() and len(ta) >= 10
+    assert [n for n in ta if not ta[n].equals(tb[n])] == []
+    assert ta["files.parquet"]["stream"].to_list() == ["replica-0/vllm.log"]

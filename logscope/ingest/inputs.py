@@ -27,7 +27,7 @@ class InputFile:
     rel: str
     size: int
     compression: str | None
-    stream_key: str
+    stream_key: str  # rotated and compressed files of one log share it: ``rel`` without those suffixes
     rotation: int  # 0 for the live file, N for file.N (older)
     messages: list[str] = field(default_factory=list)
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
@@ -60,7 +60,8 @@ def discover(root: Path, follow_links: bool = False) -> list[InputFile]:
     out = [_link_out(p, base) if p in links_out else _input_file(p, base) for p in paths]
     for p, why in sorted(problems.items()):
         rel = _shown(p, base)
-        out.append(InputFile(p, rel + ("/" if p != base else ""), -1, None, _text(str(p)), 0, messages=[why]))
+        rel += "/" if p != base else ""
+        out.append(InputFile(p, rel, -1, None, rel, 0, messages=[why]))
     return out
 
 
@@ -143,7 +144,8 @@ def _link_out(p: Path, base: Path) -> InputFile:
         mtime = p.lstat().st_mtime_ns
     except OSError:
         mtime = None
-    f = InputFile(p, _shown(p, base), 0, None, _text(str(p)), 0, mtime_ns=mtime)
+    rel = _shown(p, base)
+    f = InputFile(p, rel, 0, None, rel, 0, mtime_ns=mtime)
     f.skipped = True
     f.messages.append(LINK_OUT)
     return f
@@ -168,7 +170,9 @@ def _input_file(p: Path, base: Path) -> InputFile:
     rel = _shown(p, base)
     if rel != str(p.relative_to(base) if p != base else p.name):
         messages.append("its name is not valid UTF-8: shown with the bad bytes as \\x escapes")
-    return InputFile(p, rel, size, comp, _text(str(p.parent / stem)), _rotation(m), messages=messages,
+    # the stream: the path without rotation and compression suffixes, relative to the input folder as ``rel``
+    # (the tables do not depend on where the folder is mounted: a cluster's workers see it resolved)
+    return InputFile(p, rel, size, comp, _shown(p.parent / stem, base), _rotation(m), messages=messages,
                      mtime_ns=mtime)
 
 
