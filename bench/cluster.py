@@ -15,6 +15,7 @@ ingest after the timed one. From the measured tasks, the wall time on 8, 32 and 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -258,6 +259,8 @@ def main(argv: list[str] | None = None) -> dict:
         rep = Path(os.environ["BENCH_REPORT"]) if os.environ.get("BENCH_REPORT") else None
         print(json.dumps(child(Path(data), Path(out), mode, None if address == "-" else address, rep)))
         return {}
+    if a.report and importlib.util.find_spec("bokeh") is None:  # say so before minutes of runs, not after
+        ap.error("--report needs bokeh (pip install 'logscope[dask]')")
     work = Path(tempfile.mkdtemp(prefix="logscope-cluster-bench-"))
     data = a.dir or work / "fleet"
     if not data.exists():
