@@ -92,7 +92,7 @@ def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
     [death] = summary["server_lifecycle"]["deaths"]
     assert (death["gateway_5xx_after"], death["gateway_5xx_after_by_status"]) == (700, {"502": 700})
     assert (death["gateway_5xx_until"], death["gateway_5xx_until_bound"]) == ("2026-11-29T08:35:31.000Z", "ready")
-    said = "the gateway answered 700 requests with 700 × 502 from it until 08:35:31 (the server was ready again)"
+    said = "the gateway answered 700 requests with 502 from it until 08:35:31 (the server was ready again)"
     f1 = summary["findings"][0]
     assert f1["title"].startswith("Server killed without a trace at 08:34:22") and said in f1["evidence"]
     assert said in (out / "summary.md").read_text().replace("\\", "")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ... import clock
 from ..context import Context
 from .record import _f, _n, _req, _state, _t
+
+if TYPE_CHECKING:
+    from ..lifecycle import StopErrors
 
 
 def _stall(ctx: Context, ep: dict) -> dict:
@@ -85,8 +90,14 @@ def _paid(ctx: Context, ep: dict) -> str:
     if e is None or not e.total:
         return ""
     until = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it (no return in that time)")
-    return (f"the gateway answered {e.total:,} requests with " + ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items())
-            + f" from it until {clock.hms(e.until)} ({until})")
+    return f"the gateway answered {_answered(e)} from it until {clock.hms(e.until)} ({until})"
+
+
+def _answered(e: StopErrors) -> str:
+    """'700 requests with 502', or with each status's count when there were several."""
+    if len(e.by_status) == 1:
+        return f"{e.total:,} requests with {next(iter(e.by_status))}"
+    return f"{e.total:,} requests with " + ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items())
 
 
 def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
@@ -104,9 +115,7 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
         e = ctx.stop_errors.get((t, ep["replica"] or None))
         n5 = e.total if e else 0
         until = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it") if e else ""
-        errs = (f"; then the gateway answered {n5:,} requests with " +
-                ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items()) +
-                f" until {clock.hms(e.until)} ({until})") if e and n5 else ""
+        errs = f"; then the gateway answered {_answered(e)} until {clock.hms(e.until)} ({until})" if e and n5 else ""
         title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
             f"; {n5:,} gateway 5xx after it" if n5 else "")
         ev = (f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
