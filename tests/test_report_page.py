@@ -97,6 +97,11 @@ def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
     assert f1["title"].startswith("Server killed without a trace at 08:34:22") and said in f1["evidence"]
     assert said in (out / "summary.md").read_text().replace("\\", "")
     assert said in (out / "report.html").read_text()
+    # the retries finding's count is the whole range's, and says so beside F1's until-ready one
+    n_first = ga.filter(pl.col("attempt").fill_null(1) == 1).height
+    [retries] = [f for f in summary["findings"] if f["title"].startswith("Retries")]
+    assert (first5.height, n_first) == (815, 1166)
+    assert f"answered {first5.height:,} of its {n_first:,} requests over the range with 5xx itself" in retries["cause"]
     # the error log's lines are named as such, not as requests
     assert "the gateway's error log from 08:34:23.000: 12 connect_failed lines, 707 no_live_upstreams lines" \
         in f1["evidence"]

@@ -63,8 +63,9 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
             title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + reached
             if tr.get("gateway_5xx"):
                 symptom = "requests were retried against a gateway that failed them before they reached vLLM"
-                cause = (f"the gateway answered {tr['gateway_5xx']} requests with 5xx itself (upstream marked down or "
-                         "timed out) and the callers retried them")
+                of = f" of its {tr['gateway_requests']:,}" if tr.get("gateway_requests") else ""
+                cause = (f"the gateway answered {tr['gateway_5xx']:,}{of} requests over the range with 5xx itself "
+                         "(upstream marked down or timed out) and the callers retried them")
             else:
                 symptom = "requests were retried, and most retried attempts never reached vLLM"
                 cause = ("the retried attempts ended before vLLM (client timeouts, connection errors); the gateway "
