@@ -114,6 +114,13 @@ def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
     stop = [r for r in spec["datasets"]["server-event-rules"] if r["kind"] == "SIGTERM"]
     assert [(r["text"], r["time"]) for r in stop] == [("SIGTERM (graceful stop) → 1,089 gateway 5xx", "08:47:10")]
     assert "1,089 gateway 5xx after it" in summary["findings"][0]["title"]
+    # no return before the logs end: counted to the gateway's last answer, not to a cap past the inputs
+    [down] = summary["server_lifecycle"]["graceful_shutdowns"]
+    last = pl.read_parquet(sig / "gateway_attempts.parquet")["ts_end"].max()
+    assert (down["gateway_5xx_until"], down["gateway_5xx_until_bound"]) == (
+        last.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "logs_end")
+    assert ("then the gateway answered 1,089 requests with 2 × 500, 1,087 × 502 until 08:47:51 (the gateway's "
+            "last answer: the server was not back before its log ends)") in summary["findings"][0]["evidence"]
 
 
 def test_outcomes_by_status_count_every_request(tmp_path_factory):

@@ -237,10 +237,13 @@ STOP_ERRORS_S = 300.0  # gateway 5xx this long after a stop or death (up to its 
 @dataclass
 class StopErrors:
     """The gateway's 5xx (first attempts) from a stop or death until ``until``: its server's next start
-    became ready (the banner's time when readiness is not logged), or STOP_ERRORS_S later, whichever first."""
+    became ready (the banner's time when readiness is not logged), or STOP_ERRORS_S later, or the gateway's
+    last answer, whichever first."""
     by_status: dict[int, int]
     until: datetime
-    bound: str  # "ready" (the next start was ready), "restart" (its banner; readiness not logged), "cap"
+    # "ready" (the next start was ready), "restart" (its banner; readiness not logged), "cap" (STOP_ERRORS_S
+    # with no return), "logs_end" (no return before the gateway's last answer)
+    bound: str
 
     @property
     def total(self) -> int:
@@ -261,11 +264,16 @@ def errors_after(gateway: pl.DataFrame, life: Lifecycle) -> dict[tuple, StopErro
         starts.setdefault(st["replica"] or None, []).append(st)
     for v in starts.values():
         v.sort(key=lambda st: st["ts"])
+    # no return logged: count to the cap, or to the gateway's last answer when its log ends first (an
+    # 'until' past the logs would claim a time nobody saw)
+    last = gateway["ts_end"].max() if gateway.height else None
     bounds: list[tuple[datetime, str]] = []
     for t, replica in ends:
         later = starts.get(replica, [])
         k = bisect.bisect_right(later, t, key=lambda st: st["ts"])
         cap = (t + timedelta(seconds=STOP_ERRORS_S), "cap")
+        if last is not None and t <= last < cap[0]:
+            cap = (last, "logs_end")
         back = ((later[k]["ready_ts"], "ready") if later[k]["ready_ts"] is not None else (later[k]["ts"], "restart")) \
             if k < len(later) else cap
         bounds.append(min(back, cap, key=lambda b: b[0]))

@@ -78,26 +78,28 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
               " to tell a load-driven death from a software fault", ep, kind="crash")
 
 
-UNTIL = {"ready": "the server was ready again", "restart": "the new server's banner (its readiness is not logged)"}
+UNTIL = {"ready": "the server was ready again", "restart": "the new server's banner (its readiness is not logged)",
+         "logs_end": "the gateway's last answer: the server was not back before its log ends"}
 
 
 def _paid(ctx: Context, ep: dict) -> str:
     """The gateway's 5xx from the death until the server was back: lifecycle.errors_after's count, the one the
     timeline's label and diagnosis.json's server_lifecycle give."""
-    from ..lifecycle import STOP_ERRORS_S
-
     e = ctx.stop_errors.get((ep["start"], ep["replica"] or None))
     if e is None or not e.total:
         return ""
-    until = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it (no return in that time)")
-    return f"the gateway answered {_answered(e)} from it until {clock.hms(e.until)} ({until})"
+    return f"the gateway answered {_answered(e, 'from it ')}"
 
 
-def _answered(e: StopErrors) -> str:
-    """'700 requests with 502', or with each status's count when there were several."""
-    if len(e.by_status) == 1:
-        return f"{e.total:,} requests with {next(iter(e.by_status))}"
-    return f"{e.total:,} requests with " + ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items())
+def _answered(e: StopErrors, since: str = "") -> str:
+    """'700 requests with 502 [since]until 08:35:31 (why it ends there)'; each status's count when there were
+    several. The one phrasing of lifecycle.errors_after's count for a death and for a stop."""
+    from ..lifecycle import STOP_ERRORS_S
+
+    with_ = (str(next(iter(e.by_status))) if len(e.by_status) == 1
+             else ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items()))
+    why = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it, with no return in that time")
+    return f"{e.total:,} requests with {with_} {since}until {clock.hms(e.until)} ({why})"
 
 
 def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
@@ -105,7 +107,6 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
     is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
     the count diagnosis.json and the timeline give too)."""
     from ..episodes import stop_in
-    from ..lifecycle import STOP_ERRORS_S
 
     out = []
     for ep in eps:
@@ -114,8 +115,7 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
             continue
         e = ctx.stop_errors.get((t, ep["replica"] or None))
         n5 = e.total if e else 0
-        until = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it") if e else ""
-        errs = f"; then the gateway answered {_answered(e)} until {clock.hms(e.until)} ({until})" if e and n5 else ""
+        errs = f"; then the gateway answered {_answered(e)}" if e and n5 else ""
         title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
             f"; {n5:,} gateway 5xx after it" if n5 else "")
         ev = (f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
