@@ -33,8 +33,12 @@ from run import measure  # noqa: E402
 
 from generate import generate_fleet  # noqa: E402
 
-RUNS = (("in-process (default threads)", "here", None), ("in-process, one stream at a time", "here1", None),
-        ("--cluster local:1", "cluster", "local:1"), ("--cluster local:2", "cluster", "local:2"))
+RUNS = (
+    ("in-process (default threads)", "here", None),
+    ("in-process, one stream at a time", "here1", None),
+    ("--cluster local:1", "cluster", "local:1"),
+    ("--cluster local:2", "cluster", "local:2"),
+)
 PROJECT_GB = 100
 PROJECT_WORKERS = (8, 32, 128)
 
@@ -92,7 +96,11 @@ def child(data: Path, out: Path, mode: str, address: str | None, report: Path | 
     if mode != "cluster":
         t0 = time.perf_counter()
         ingest(data, out, IngestOptions(**({"workers": 1} if mode == "here1" else {})))
-        return {"ingest_s": time.perf_counter() - t0, "rss_mb": {"client": round(_hwm_mb())}, "client_steps": spent}
+        return {
+            "ingest_s": time.perf_counter() - t0,
+            "rss_mb": {"client": round(_hwm_mb())},
+            "client_steps": spent,
+        }
     from logscope import cluster
     from logscope.cluster import ingest as on_cluster
 
@@ -118,12 +126,25 @@ def child(data: Path, out: Path, mode: str, address: str | None, report: Path | 
             with performance_report(filename=str(report)):
                 on_cluster.ingest(data, out.with_name(out.name + "-report"), IngestOptions(), None)
     started = spent.pop("session", 0.0)
-    tasks = [{"key": t["key"], "kind": str(t["key"]).split("-")[0], "worker": t["worker"], "thread": t.get("thread"),
-              "compute": [(a["start"], a["stop"]) for a in t["startstops"] if a["action"] == "compute"]}
-             for t in stream]
-    return {"session_s": started, "ingest_s": wall, "threads": threads, "tasks": tasks, "sizes": sizes,
-            "client_steps": spent,
-            "rss_mb": {"client": round(_hwm_mb()), **{w: round(v) for w, v in workers.items()}}}
+    tasks = [
+        {
+            "key": t["key"],
+            "kind": str(t["key"]).split("-")[0],
+            "worker": t["worker"],
+            "thread": t.get("thread"),
+            "compute": [(a["start"], a["stop"]) for a in t["startstops"] if a["action"] == "compute"],
+        }
+        for t in stream
+    ]
+    return {
+        "session_s": started,
+        "ingest_s": wall,
+        "threads": threads,
+        "tasks": tasks,
+        "sizes": sizes,
+        "client_steps": spent,
+        "rss_mb": {"client": round(_hwm_mb()), **{w: round(v) for w, v in workers.items()}},
+    }
 
 
 def derive_steps(out: Path, passes: int = 4) -> dict:
@@ -139,7 +160,10 @@ def derive_steps(out: Path, passes: int = 4) -> dict:
     derive._server_requests(out, {})
     one = time.perf_counter() - t0
     spent: dict[str, float] = defaultdict(float)
-    real = {k: getattr(derive, k) for k in ("_split", "_merge_sorted", "request_pass", "ONE_PASS_MAX", "ROWS_PER_PASS")}
+    real = {
+        k: getattr(derive, k)
+        for k in ("_split", "_merge_sorted", "request_pass", "ONE_PASS_MAX", "ROWS_PER_PASS")
+    }
 
     for name, label in (("_split", "split"), ("_merge_sorted", "merge"), ("request_pass", "passes")):
         _wrap(derive, name, label, spent)
@@ -171,12 +195,16 @@ def task_stats(r: dict) -> dict:
     busy = [t for t in tasks if t["compute"]]
     first = min(a for t in busy for a, _ in t["compute"])
     last = max(b for t in busy for _, b in t["compute"])
-    return {"tasks": len(tasks), "units": len(units),
-            "unit_mb": {"max": max(units) / 1e6, "mean": sum(units) / len(units) / 1e6},
-            "largest_unit_share": max(units) / sum(units),
-            "compute_s": {k: {"n": len(v), "sum": sum(v), "max": max(v)} for k, v in sorted(by_kind.items())},
-            "overhead_per_task_ms": 1000 * sum(gaps) / max(len(gaps), 1),
-            "tasks_span_s": last - first, "client_s": r["ingest_s"] - (last - first)}
+    return {
+        "tasks": len(tasks),
+        "units": len(units),
+        "unit_mb": {"max": max(units) / 1e6, "mean": sum(units) / len(units) / 1e6},
+        "largest_unit_share": max(units) / sum(units),
+        "compute_s": {k: {"n": len(v), "sum": sum(v), "max": max(v)} for k, v in sorted(by_kind.items())},
+        "overhead_per_task_ms": 1000 * sum(gaps) / max(len(gaps), 1),
+        "tasks_span_s": last - first,
+        "client_s": r["ingest_s"] - (last - first),
+    }
 
 
 def project(r: dict, bytes_in: int) -> dict:
@@ -222,24 +250,40 @@ def project(r: dict, bytes_in: int) -> dict:
     steps, dv = r["client_steps"], r["derive_steps"]
     tables = st["compute_s"].get("table", {}).get("max")
     assemble = tables * factor if tables is not None else steps.get("assemble", 0) * factor
-    rest = max(0.0, st["client_s"] - steps.get("assemble", 0) - steps.get("derive", 0) - steps.get("detect", 0))
+    rest = max(
+        0.0, st["client_s"] - steps.get("assemble", 0) - steps.get("derive", 0) - steps.get("detect", 0)
+    )
     # derive: server_requests' split and merge, and the other derived tables, here; its passes (ROWS_PER_PASS
     # events each) are tasks, after the tables
     n_passes = math.ceil(dv["events"] * factor / ROWS_PER_PASS)
     pass_s = dv.get("passes", 0) * factor / n_passes
-    derive_here = (max(0.0, steps.get("derive", 0) - dv["one_pass_s"]) + dv.get("split", 0) + dv.get("merge", 0)) * factor
+    derive_here = (
+        max(0.0, steps.get("derive", 0) - dv["one_pass_s"]) + dv.get("split", 0) + dv.get("merge", 0)
+    ) * factor
     client = steps.get("detect", 0) + assemble + derive_here + rest * len(cut) / max(st["units"], 1)
-    out = {"factor": round(factor, 1), "units": len(cut), "largest_unit_share": max(cut) / sum(cut),
-           "largest_unit_bytes_share": max(cut_bytes) / sum(cut_bytes), "derive_passes": n_passes,
-           "derive_pass_s": pass_s, "derive_here_s": derive_here, "client_s": client, "by_workers": {}}
+    out = {
+        "factor": round(factor, 1),
+        "units": len(cut),
+        "largest_unit_share": max(cut) / sum(cut),
+        "largest_unit_bytes_share": max(cut_bytes) / sum(cut_bytes),
+        "derive_passes": n_passes,
+        "derive_pass_s": pass_s,
+        "derive_here_s": derive_here,
+        "client_s": client,
+        "by_workers": {},
+    }
     for w in PROJECT_WORKERS:
         load = [0.0] * w
         for secs in sorted(cut, reverse=True):
             i = load.index(min(load))
             load[i] += secs + st["overhead_per_task_ms"] / 1000
         passes = math.ceil(n_passes / w) * (pass_s + st["overhead_per_task_ms"] / 1000)
-        out["by_workers"][w] = {"tasks_s": max(load), "passes_s": passes, "wall_s": max(load) + passes + client,
-                                "ideal_tasks_s": sum(cut) / w}
+        out["by_workers"][w] = {
+            "tasks_s": max(load),
+            "passes_s": passes,
+            "wall_s": max(load) + passes + client,
+            "ideal_tasks_s": sum(cut) / w,
+        }
     return out
 
 
@@ -265,7 +309,9 @@ def main(argv: list[str] | None = None) -> dict:
     data = a.dir or work / "fleet"
     if not data.exists():
         info = generate_fleet(data, a.size_mb, a.replicas, a.gateways)
-        print(f"generated {info['bytes'] / 1e6:.0f} MB: {a.replicas} replicas behind {a.gateways} gateways -> {data}")
+        print(
+            f"generated {info['bytes'] / 1e6:.0f} MB: {a.replicas} replicas behind {a.gateways} gateways -> {data}"
+        )
     bytes_in = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
     results = {}
     for _ in range(a.repeat):  # in turn, so that a drift of the machine's speed touches every row alike
@@ -279,7 +325,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"Dask's performance report: {a.report}")
     summary = {"bytes": bytes_in, "cores": os.cpu_count(), "load_before": os.getloadavg()[0], "runs": {}}
     for name, r in results.items():
-        row = {k: r[k] for k in ("wall_s", "cpu_s", "tree_rss_mb", "ingest_s", "rss_mb", "client_steps") if k in r}
+        row = {
+            k: r[k]
+            for k in ("wall_s", "cpu_s", "tree_rss_mb", "ingest_s", "rss_mb", "client_steps")
+            if k in r
+        }
         if "tasks" in r:
             row |= {"session_s": r["session_s"], "threads": r["threads"], **task_stats(r)}
         summary["runs"][name] = row
@@ -297,33 +347,48 @@ def main(argv: list[str] | None = None) -> dict:
 def _child(data: Path, out: Path, mode: str, address: str | None, name: str, env: dict | None = None):
     """One measured child run into ``out`` (emptied first): what it reported, and its measure."""
     subprocess.run(["rm", "-rf", str(out), str(out) + "-report"], check=True)
-    m = measure([sys.executable, str(HERE / "cluster.py"), "--child", str(data), str(out), mode, address or "-"],
-                env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE)
+    m = measure(
+        [sys.executable, str(HERE / "cluster.py"), "--child", str(data), str(out), mode, address or "-"],
+        env=dict(os.environ, **(env or {})),
+        stdout=subprocess.PIPE,
+    )
     if not m["ok"] or not m["out"].strip():
         raise SystemExit(f"{name}: {m['error'] or 'no result'}\n{m['stderr'][-3000:]}")
     return json.loads(m["out"]), m
 
 
 def print_table(s: dict) -> None:
-    print(f"\n{s['bytes'] / 1e6:,.0f} MB fleet folder; {s['cores']} cores, load {s['load_before']:.1f} before\n")
-    print(f"{'run':34} {'wall s':>7} {'ingest s':>8} {'waited':>7} {'CPU s':>7} {'tree RSS':>8}  per process MB")
+    print(
+        f"\n{s['bytes'] / 1e6:,.0f} MB fleet folder; {s['cores']} cores, load {s['load_before']:.1f} before\n"
+    )
+    print(
+        f"{'run':34} {'wall s':>7} {'ingest s':>8} {'waited':>7} {'CPU s':>7} {'tree RSS':>8}  per process MB"
+    )
     for name, r in s["runs"].items():
-        print(f"{name:34} {r['wall_s']:7.2f} {r['ingest_s']:8.2f} {r.get('session_s', 0):7.2f} {r['cpu_s']:7.2f} "
-              f"{r['tree_rss_mb']:8.0f}  {json.dumps(r['rss_mb'])}")
+        print(
+            f"{name:34} {r['wall_s']:7.2f} {r['ingest_s']:8.2f} {r.get('session_s', 0):7.2f} {r['cpu_s']:7.2f} "
+            f"{r['tree_rss_mb']:8.0f}  {json.dumps(r['rss_mb'])}"
+        )
     for name, r in s["runs"].items():
         if "tasks" in r:
-            print(f"{name}: {r['tasks']} tasks ({r['units']} units, largest {r['unit_mb']['max']:.1f} MB = "
-                  f"{100 * r['largest_unit_share']:.2f} % of the bytes, mean {r['unit_mb']['mean']:.1f} MB), "
-                  f"{r['overhead_per_task_ms']:.1f} ms between a worker's tasks, tasks span {r['tasks_span_s']:.2f} s, "
-                  f"client alone {r['client_s']:.2f} s")
+            print(
+                f"{name}: {r['tasks']} tasks ({r['units']} units, largest {r['unit_mb']['max']:.1f} MB = "
+                f"{100 * r['largest_unit_share']:.2f} % of the bytes, mean {r['unit_mb']['mean']:.1f} MB), "
+                f"{r['overhead_per_task_ms']:.1f} ms between a worker's tasks, tasks span {r['tasks_span_s']:.2f} s, "
+                f"client alone {r['client_s']:.2f} s"
+            )
     p = s["projection"]
-    print(f"\nPROJECTION (not measured) for {PROJECT_GB} GB of the same shape (x{p['factor']}), {p['units']} units, the "
-          f"largest {100 * p['largest_unit_share']:.2f} % of the compute time, "
-          f"{100 * p['largest_unit_bytes_share']:.2f} % of the bytes; client alone {p['client_s']:.0f} s (derive's "
-          f"split and merge {p['derive_here_s']:.0f} s); {p['derive_passes']} derive passes of {p['derive_pass_s']:.1f} s:")
+    print(
+        f"\nPROJECTION (not measured) for {PROJECT_GB} GB of the same shape (x{p['factor']}), {p['units']} units, the "
+        f"largest {100 * p['largest_unit_share']:.2f} % of the compute time, "
+        f"{100 * p['largest_unit_bytes_share']:.2f} % of the bytes; client alone {p['client_s']:.0f} s (derive's "
+        f"split and merge {p['derive_here_s']:.0f} s); {p['derive_passes']} derive passes of {p['derive_pass_s']:.1f} s:"
+    )
     for w, v in p["by_workers"].items():
-        print(f"  {w:4} workers: tasks {v['tasks_s']:7.0f} s (ideal {v['ideal_tasks_s']:6.0f} s), derive passes "
-              f"{v['passes_s']:5.0f} s, wall {v['wall_s']:7.0f} s")
+        print(
+            f"  {w:4} workers: tasks {v['tasks_s']:7.0f} s (ideal {v['ideal_tasks_s']:6.0f} s), derive passes "
+            f"{v['passes_s']:5.0f} s, wall {v['wall_s']:7.0f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,12 @@ def scaled(src: Path, dest: Path, times: int) -> dict:
     for table in ("server_request_events", "server_stats"):
         scan = pl.scan_parquet(src / f"{table}.parquet")
         step = (scan.select(pl.col("seq").max()).collect().item() or 0) + 1
-        copies = [scan.with_columns(pl.col("source") + f"#{k:03d}", pl.col("replica") + f"#{k:03d}",
-                                    pl.col("seq") + k * step) for k in range(times)]
+        copies = [
+            scan.with_columns(
+                pl.col("source") + f"#{k:03d}", pl.col("replica") + f"#{k:03d}", pl.col("seq") + k * step
+            )
+            for k in range(times)
+        ]
         pl.concat(copies).sink_parquet(dest / f"{table}.parquet", row_group_size=64_000)
         counts[table] = pl.scan_parquet(dest / f"{table}.parquet").select(pl.len()).collect().item()
     return counts
@@ -55,8 +59,13 @@ def main(argv: list[str] | None = None) -> dict:
         result = {"times": a.times, "rows": scaled(a.out, work, a.times), "steps": {}}
         for name, code in STEPS.items():
             m = measure([sys.executable, "-c", f"import sys; from pathlib import Path; {code}", str(work)])
-            result["steps"][name] = {"seconds": round(m["seconds"], 1), "cpu": round(m["cpu"], 1),
-                                     "peak_rss_mb": round(m["rss"]), "ok": m["ok"], "error": m["error"]}
+            result["steps"][name] = {
+                "seconds": round(m["seconds"], 1),
+                "cpu": round(m["cpu"], 1),
+                "peak_rss_mb": round(m["rss"]),
+                "ok": m["ok"],
+                "error": m["error"],
+            }
         made = work / "server_requests.parquet"
         if made.exists():
             result["rows"]["server_requests"] = pl.scan_parquet(made).select(pl.len()).collect().item()

@@ -47,13 +47,26 @@ def run(cases: list[tuple[str, Case]], jobs: int, timeout: float, log=print) -> 
                     known[k.id] += 1
                     log(f"{label}: known ({k.id}, {k.owner}): {prop}: {detail}")
                 else:
-                    new.append({"case": label, "property": prop, "detail": detail, "spec": case.to_json(),
-                                "stderr": o.stderr_tail})
+                    new.append(
+                        {
+                            "case": label,
+                            "property": prop,
+                            "detail": detail,
+                            "spec": case.to_json(),
+                            "stderr": o.stderr_tail,
+                        }
+                    )
                     log(f"{label}: NEW {prop}: {detail}")
             if o.ok:
                 log(f"{label}: ok (exit {o.exit}, {o.seconds:.1f} s)")
-    return {"runs": len(cases), "seconds": round(time.monotonic() - t0, 1), "exits": dict(exits),
-            "known": dict(known), "unseen_known": [k.id for k in KNOWN if k.id not in known], "new": new}
+    return {
+        "runs": len(cases),
+        "seconds": round(time.monotonic() - t0, 1),
+        "exits": dict(exits),
+        "known": dict(known),
+        "unseen_known": [k.id for k in KNOWN if k.id not in known],
+        "new": new,
+    }
 
 
 def table(res: dict) -> str:

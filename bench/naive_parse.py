@@ -20,23 +20,33 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 YEAR = 2026
-VLLM = re.compile(r"^(?:\((?P<proc>[^)]*?) pid=(?P<pid>\d+)\) )?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-                  r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<src>[^\]]+)\] (?P<msg>.*)$")
-STATS = re.compile(r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<ptps>[\d.]+) tokens/s, "
-                   r"Avg generation throughput: (?P<gtps>[\d.]+) tokens/s, Running: (?P<run>\d+) reqs, "
-                   r"(?:Swapped: (?P<swap>\d+) reqs, )?(?:Waiting|Pending): (?P<wait>\d+) reqs"
-                   r"(?:, (?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%)?")
+VLLM = re.compile(
+    r"^(?:\((?P<proc>[^)]*?) pid=(?P<pid>\d+)\) )?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<src>[^\]]+)\] (?P<msg>.*)$"
+)
+STATS = re.compile(
+    r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<ptps>[\d.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gtps>[\d.]+) tokens/s, Running: (?P<run>\d+) reqs, "
+    r"(?:Swapped: (?P<swap>\d+) reqs, )?(?:Waiting|Pending): (?P<wait>\d+) reqs"
+    r"(?:, (?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%)?"
+)
 RECEIVED = re.compile(r"^Received request (\S+?): .*?max_tokens=(\d+)")
 ADDED = re.compile(r"^Added request (\S+?)\.?$")
 ABORTED = re.compile(r"^Aborted request(?:\(s\))? (.+?)\.?\s*$")
-ACCESS = re.compile(r"^(?P<time>\S+) msec=(?P<msec>\d+\.\d+) rid=(?P<rid>\w+) port=(?P<port>\d+) "
-                    r"client_rid=\"(?P<crid>[^\"]*)\" \"(?P<req>[^\"]*)\" status=(?P<status>\d+) rt=(?P<rt>[\d.]+) "
-                    r"ua=\"(?P<ua>[^\"]*)\" us=\"(?P<us>[^\"]*)\" urt=\"(?P<urt>[^\"]*)\" uct=\"(?P<uct>[^\"]*)\" "
-                    r"uht=\"(?P<uht>[^\"]*)\" req_len=(?P<len>\d+) sent=(?P<sent>\d+)")
-ERROR = re.compile(r"^(?P<ts>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?P<lvl>\w+)\] (?P<pid>\d+)#(?P<tid>\d+): "
-                   r"(?:\*(?P<conn>\d+) )?(?P<msg>.*)$")
-CLIENT = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) (?P<lvl>\w+) (?P<logger>\S+) "
-                    r"\[(?P<thread>[^\]]+)\] (?P<msg>.*)$")
+ACCESS = re.compile(
+    r"^(?P<time>\S+) msec=(?P<msec>\d+\.\d+) rid=(?P<rid>\w+) port=(?P<port>\d+) "
+    r"client_rid=\"(?P<crid>[^\"]*)\" \"(?P<req>[^\"]*)\" status=(?P<status>\d+) rt=(?P<rt>[\d.]+) "
+    r"ua=\"(?P<ua>[^\"]*)\" us=\"(?P<us>[^\"]*)\" urt=\"(?P<urt>[^\"]*)\" uct=\"(?P<uct>[^\"]*)\" "
+    r"uht=\"(?P<uht>[^\"]*)\" req_len=(?P<len>\d+) sent=(?P<sent>\d+)"
+)
+ERROR = re.compile(
+    r"^(?P<ts>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?P<lvl>\w+)\] (?P<pid>\d+)#(?P<tid>\d+): "
+    r"(?:\*(?P<conn>\d+) )?(?P<msg>.*)$"
+)
+CLIENT = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) (?P<lvl>\w+) (?P<logger>\S+) "
+    r"\[(?P<thread>[^\]]+)\] (?P<msg>.*)$"
+)
 STATUS = re.compile(r"HTTP/[\d.]+ (\d{3})|HTTP Response: \S+ (?:\S+ \")?(\d{3})")
 
 
@@ -74,10 +84,15 @@ def access(line: str, c: Counter) -> None:
     end = datetime.fromtimestamp(float(row["msec"]), UTC)
     lists = [row[k].replace(" : ", ", ").split(", ") for k in ("ua", "us", "urt", "uct", "uht")]
     for k in range(max(len(x) for x in lists)):
-        attempt = {"ts_end": end, "attempt": k + 1, "status": int(row["status"]), "rt": float(row["rt"]),
-                   "upstream": lists[0][k] if k < len(lists[0]) else None,
-                   "upstream_status": _num(lists[1][k] if k < len(lists[1]) else None, int),
-                   "duration": _num(lists[2][k] if k < len(lists[2]) else None)}
+        attempt = {
+            "ts_end": end,
+            "attempt": k + 1,
+            "status": int(row["status"]),
+            "rt": float(row["rt"]),
+            "upstream": lists[0][k] if k < len(lists[0]) else None,
+            "upstream_status": _num(lists[1][k] if k < len(lists[1]) else None, int),
+            "duration": _num(lists[2][k] if k < len(lists[2]) else None),
+        }
         c["rows"] += bool(attempt)
     c["gateway_requests"] += 1
 
@@ -116,9 +131,19 @@ def parse(root: Path) -> dict:
         if not p.is_file():
             continue
         name = p.name
-        fn = (vllm if name.startswith("vllm") else access if name.startswith("nginx-access")
-              else error if name.startswith("nginx-error") else jsonl if p.suffix == ".jsonl"
-              else client if name.startswith("client") else None)
+        fn = (
+            vllm
+            if name.startswith("vllm")
+            else access
+            if name.startswith("nginx-access")
+            else error
+            if name.startswith("nginx-error")
+            else jsonl
+            if p.suffix == ".jsonl"
+            else client
+            if name.startswith("client")
+            else None
+        )
         with open(p, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 c["lines"] += 1

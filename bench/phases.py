@@ -24,9 +24,14 @@ def run(src: Path, out: Path) -> list[dict]:
     for stage in STAGES:
         t, c = time.perf_counter(), time.process_time()
         api.ingest(src, out) if stage == "ingest" else getattr(api, stage)(out)
-        rows.append({"stage": stage, "seconds": round(time.perf_counter() - t, 2),
-                     "cpu_seconds": round(time.process_time() - c, 2),
-                     "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)})
+        rows.append(
+            {
+                "stage": stage,
+                "seconds": round(time.perf_counter() - t, 2),
+                "cpu_seconds": round(time.process_time() - c, 2),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            }
+        )
     return rows
 
 

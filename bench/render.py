@@ -78,8 +78,13 @@ def timed(cmd: list[str], env: dict | None, cwd: Path) -> dict:
 
 
 def has_png_option(env: dict, cwd: Path) -> bool:
-    res = subprocess.run([sys.executable, "-m", "logscope", "analyze", "--help"], env={**env, "COLUMNS": "200"},
-                         capture_output=True, text=True, cwd=cwd)
+    res = subprocess.run(
+        [sys.executable, "-m", "logscope", "analyze", "--help"],
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
     return "--png" in res.stdout
 
 
@@ -97,32 +102,58 @@ def run(folder: Path, against: str | None, repeat: int, work: Path, bytecode: bo
             tree = work / "against"
             sha = stack.enter_context(worktree(tree, against))
             codes[f"@{sha}"] = {**base, "PYTHONPATH": str(tree)}
-        pngs = {name: has_png_option(env, work) for name, env in codes.items()}  # also a warm-up (.pyc written)
+        pngs = {
+            name: has_png_option(env, work) for name, env in codes.items()
+        }  # also a warm-up (.pyc written)
         for i in range(repeat):
             for name, env in codes.items():  # alternating: a drift of the machine's speed hits both alike
                 kinds = [("analyze", [])] + ([("analyze --png", ["--png"])] if pngs[name] else [])
                 for kind, extra in kinds:
                     out = work / f"out-{len(best)}-{i}-{kind.replace(' ', '')}-{name.strip('@ ')}"
-                    r = timed([sys.executable, "-m", "logscope", "analyze", str(folder), "-o", str(out), "-q", *extra],
-                              env, work)
+                    r = timed(
+                        [
+                            sys.executable,
+                            "-m",
+                            "logscope",
+                            "analyze",
+                            str(folder),
+                            "-o",
+                            str(out),
+                            "-q",
+                            *extra,
+                        ],
+                        env,
+                        work,
+                    )
                     key = (name, kind)
                     if key not in best or r["cpu"] < best[key]["cpu"]:
                         best[key] = r
                     if kind == "analyze":
                         s = timed([sys.executable, "-c", STAGES, str(out)], env, work)
                         rows = json.loads(s["out"])
-                        if name not in stages or sum(x["cpu"] for x in rows) < sum(x["cpu"] for x in stages[name]):
+                        if name not in stages or sum(x["cpu"] for x in rows) < sum(
+                            x["cpu"] for x in stages[name]
+                        ):
                             stages[name] = rows
-    return {"folder": str(folder), "repeat": repeat, "load_before": os.getloadavg(),
-            "bytecode": "written (.pyc)" if "PYTHONDONTWRITEBYTECODE" not in base else "not written (PYTHONDONTWRITEBYTECODE)",
-            "commands": [{"code": c, "command": k, "seconds": r["seconds"], "cpu": r["cpu"]}
-                         for (c, k), r in best.items()],
-            "stages": stages}
+    return {
+        "folder": str(folder),
+        "repeat": repeat,
+        "load_before": os.getloadavg(),
+        "bytecode": "written (.pyc)"
+        if "PYTHONDONTWRITEBYTECODE" not in base
+        else "not written (PYTHONDONTWRITEBYTECODE)",
+        "commands": [
+            {"code": c, "command": k, "seconds": r["seconds"], "cpu": r["cpu"]} for (c, k), r in best.items()
+        ],
+        "stages": stages,
+    }
 
 
 def show(res: dict) -> None:
-    print(f"{res['folder']}: fastest of {res['repeat']} (by CPU); 1-min load before: {res['load_before'][0]:.1f}; "
-          f"bytecode {res['bytecode']}")
+    print(
+        f"{res['folder']}: fastest of {res['repeat']} (by CPU); 1-min load before: {res['load_before'][0]:.1f}; "
+        f"bytecode {res['bytecode']}"
+    )
     print(f"{'code':<14}{'command':<16}{'wall s':>8}{'CPU s':>8}")
     for r in res["commands"]:
         print(f"{r['code']:<14}{r['command']:<16}{r['seconds']:>8.2f}{r['cpu']:>8.2f}")
@@ -131,7 +162,11 @@ def show(res: dict) -> None:
     for i, row in enumerate(res["stages"][names[0]]):
         cells = ""
         for n in names:
-            other = res["stages"][n][i] if i < len(res["stages"][n]) else {"seconds": float("nan"), "cpu": float("nan")}
+            other = (
+                res["stages"][n][i]
+                if i < len(res["stages"][n])
+                else {"seconds": float("nan"), "cpu": float("nan")}
+            )
             cells += f"{other['seconds']:>16.3f}{other['cpu']:>7.3f}"
         print(f"{row['stage']:<30}{cells}")
 
@@ -139,11 +174,16 @@ def show(res: dict) -> None:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path)
-    ap.add_argument("--against", metavar="REV", help="another revision to run side by side (a git worktree of it)")
+    ap.add_argument(
+        "--against", metavar="REV", help="another revision to run side by side (a git worktree of it)"
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path, help="write the figures here too")
-    ap.add_argument("--bytecode", action="store_true",
-                    help="let Python write .pyc files (as an installed package has them) even if PYTHONDONTWRITEBYTECODE")
+    ap.add_argument(
+        "--bytecode",
+        action="store_true",
+        help="let Python write .pyc files (as an installed package has them) even if PYTHONDONTWRITEBYTECODE",
+    )
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="logscope-render-") as tmp:
         res = run(a.folder.resolve(), a.against, a.repeat, Path(tmp), a.bytecode)

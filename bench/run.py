@@ -72,11 +72,15 @@ def measure(cmd: list[str], env: dict | None = None, stdout=subprocess.DEVNULL) 
     def drain(name: str, pipe) -> None:  # both pipes at once: a chatty child cannot block on a full one
         got[name] = pipe.read() if pipe else ""
 
-    readers = [threading.Thread(target=drain, args=(n, pp)) for n, pp in (("out", p.stdout), ("err", p.stderr))]
+    readers = [
+        threading.Thread(target=drain, args=(n, pp)) for n, pp in (("out", p.stdout), ("err", p.stderr))
+    ]
     for t in readers:
         t.start()
     with TreeSampler(p.pid) as tree:  # the tree's summed RSS: an ingest in a child runs beside its parent
-        _, status, ru = os.wait4(p.pid, 0)  # the child's own rusage: CPU time (and ru_maxrss without GNU time)
+        _, status, ru = os.wait4(
+            p.pid, 0
+        )  # the child's own rusage: CPU time (and ru_maxrss without GNU time)
     secs = time.perf_counter() - t0
     for t in readers:
         t.join()
@@ -84,12 +88,21 @@ def measure(cmd: list[str], env: dict | None = None, stdout=subprocess.DEVNULL) 
     lines = got.get("err", "").strip().splitlines()
     rss = ru.ru_maxrss / 1024
     if TIME and lines and lines[-1].startswith("@@maxrss_kb="):
-        rss = int(lines.pop()[len("@@maxrss_kb="):]) / 1024
+        rss = int(lines.pop()[len("@@maxrss_kb=") :]) / 1024
     rss = max(rss, tree.peak_kb / 1024)
-    lines = [x for x in lines if not x.startswith(("Command exited with", "Command terminated by"))]  # GNU time
+    lines = [
+        x for x in lines if not x.startswith(("Command exited with", "Command terminated by"))
+    ]  # GNU time
     ok = code in (0, 1)  # rg exits 1 when nothing matched
-    return {"seconds": secs, "cpu": ru.ru_utime + ru.ru_stime, "rss": rss, "out": got.get("out", ""),
-            "ok": ok, "error": "" if ok else _error_line(lines, code), "stderr": "\n".join(lines)}
+    return {
+        "seconds": secs,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "rss": rss,
+        "out": got.get("out", ""),
+        "ok": ok,
+        "error": "" if ok else _error_line(lines, code),
+        "stderr": "\n".join(lines),
+    }
 
 
 def _error_line(lines: list[str], code: int) -> str:
@@ -118,9 +131,13 @@ def lnav_command(d: Path) -> tuple[list[str], dict] | None:
         return None
     home = Path(tempfile.mkdtemp(prefix="lnav-home-"))
     env = dict(os.environ, HOME=str(home))
-    subprocess.run(["lnav", "-i", str(HERE / "lnav" / "vllm_log.json")], env=env, capture_output=True, check=True)
-    q = (";SELECT sum(log_body LIKE '%Running: %') AS stats, sum(log_body LIKE 'Received request%') AS received, "
-         "sum(log_body LIKE 'Aborted request%') AS aborted FROM vllm_log")
+    subprocess.run(
+        ["lnav", "-i", str(HERE / "lnav" / "vllm_log.json")], env=env, capture_output=True, check=True
+    )
+    q = (
+        ";SELECT sum(log_body LIKE '%Running: %') AS stats, sum(log_body LIKE 'Received request%') AS received, "
+        "sum(log_body LIKE 'Aborted request%') AS aborted FROM vllm_log"
+    )
     return ["lnav", "-n", "-c", q, "-c", ":write-csv-to -", *map(str, vllm_files(d))], env
 
 
@@ -133,7 +150,10 @@ def logscope_counts(out: Path) -> dict:
         "stats_lines": st.filter(pl.col("origin") == "log").height,
         "received": ev.filter(pl.col("event") == "received").height,
         # vLLM 0.32 names an aborted request twice ('Aborted request(s) X.', 'Request X aborted.'): count ids
-        "aborted_ids": ev.filter(pl.col("event") == "aborted").select("source", "base_request_id").unique().height,
+        "aborted_ids": ev.filter(pl.col("event") == "aborted")
+        .select("source", "base_request_id")
+        .unique()
+        .height,
         "gateway_requests": ga.filter(pl.col("attempt") == 1).height,
         "client_attempts": ca.filter(pl.col("source").str.ends_with(".jsonl")).height,
     }
@@ -149,8 +169,14 @@ def machine() -> dict:
         mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
     except OSError:
         mem = 0
-    return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "ram_mb": mem,
-            "python": platform.python_version(), "polars": pl.__version__, "load_before": os.getloadavg()[0]}
+    return {
+        "cpu": model or platform.processor(),
+        "cores": os.cpu_count(),
+        "ram_mb": mem,
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "load_before": os.getloadavg()[0],
+    }
 
 
 class Bench:
@@ -165,8 +191,14 @@ class Bench:
         self.phases: list[dict] = []
         self.budget: dict | None = None  # the range analyze --max-memory chose
 
-    def run(self, name: str, cmd: list[str], scanned_mb: float | None = None, env: dict | None = None,
-            capture: bool = False) -> dict:
+    def run(
+        self,
+        name: str,
+        cmd: list[str],
+        scanned_mb: float | None = None,
+        env: dict | None = None,
+        capture: bool = False,
+    ) -> dict:
         mb = self.mb if scanned_mb is None else scanned_mb
         best = None
         for _ in range(self.repeat):
@@ -182,9 +214,13 @@ class Bench:
     def _keep(self, name: str, best: dict, mb: float) -> None:
         row = {"ok": best["ok"], "error": best["error"], "mb": round(mb, 1)}
         if best["ok"]:
-            row |= {"seconds": round(best["seconds"], 2), "cpu_seconds": round(best["cpu"], 2),
-                    "mb_s": round(mb / best["seconds"], 1), "lines_s": round(self.lines * mb / self.mb / best["seconds"]),
-                    "peak_rss_mb": round(best["rss"])}
+            row |= {
+                "seconds": round(best["seconds"], 2),
+                "cpu_seconds": round(best["cpu"], 2),
+                "mb_s": round(mb / best["seconds"], 1),
+                "lines_s": round(self.lines * mb / self.mb / best["seconds"]),
+                "peak_rss_mb": round(best["rss"]),
+            }
         self.results[name] = row
 
     def run_side_by_side(self, runs: list[tuple[str, list[str], dict | None, Path]]) -> list[dict]:
@@ -220,10 +256,15 @@ def one_file_runs(b: Bench, work: Path) -> None:
             with p.open("rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
     mb = (folder / "nginx-access.log").stat().st_size / 1e6
-    b.run(ONE_FILE, [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "one-out"), "-q"],
-          scanned_mb=mb)
-    one_thread = ("from logscope.ingest import IngestOptions, ingest; "
-                  f"ingest({str(folder)!r}, {str(work / 'one-out1')!r}, IngestOptions(workers=1))")
+    b.run(
+        ONE_FILE,
+        [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "one-out"), "-q"],
+        scanned_mb=mb,
+    )
+    one_thread = (
+        "from logscope.ingest import IngestOptions, ingest; "
+        f"ingest({str(folder)!r}, {str(work / 'one-out1')!r}, IngestOptions(workers=1))"
+    )
     b.run(ONE_FILE_ONE_THREAD, [sys.executable, "-c", one_thread], scanned_mb=mb)
     # the largest vLLM log alone: read in segments on every core (SEGMENT_COUNTERS), against a whole read
     vllm = max(b.data.rglob("vllm-server.log"), key=lambda p: p.stat().st_size)
@@ -231,10 +272,15 @@ def one_file_runs(b: Bench, work: Path) -> None:
     folder.mkdir()
     shutil.copy(vllm, folder / vllm.name)
     mb = vllm.stat().st_size / 1e6
-    b.run(ONE_VLLM, [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "vllm-out"), "-q"],
-          scanned_mb=mb)
-    whole = ("from logscope.ingest import IngestOptions, ingest; "
-             f"ingest({str(folder)!r}, {str(work / 'vllm-out1')!r}, IngestOptions(segments=1))")
+    b.run(
+        ONE_VLLM,
+        [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "vllm-out"), "-q"],
+        scanned_mb=mb,
+    )
+    whole = (
+        "from logscope.ingest import IngestOptions, ingest; "
+        f"ingest({str(folder)!r}, {str(work / 'vllm-out1')!r}, IngestOptions(segments=1))"
+    )
     b.run(ONE_VLLM_WHOLE, [sys.executable, "-c", whole], scanned_mb=mb)
 
 
@@ -242,15 +288,21 @@ def one_file_runs(b: Bench, work: Path) -> None:
 def worktree(tree: Path, rev: str) -> Iterator[str]:
     """A detached git worktree of ``rev`` at ``tree`` (the code the benches run beside this one), removed after;
     yields its short sha. The benches' one way to check out REV beside this code."""
-    made = subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", "--quiet", str(tree), rev],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["git", "-C", str(HERE.parent), "worktree", "add", "--detach", "--quiet", str(tree), rev],
+        capture_output=True,
+        text=True,
+    )
     if made.returncode != 0:
         raise SystemExit(f"--against {rev}: {made.stderr.strip() or 'git worktree add failed'}")
     try:
-        yield subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
+        yield subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
     finally:
-        subprocess.run(["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(tree)], capture_output=True
+        )
 
 
 def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
@@ -263,14 +315,28 @@ def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
         cmds = ["ingest"] + ([] if quick else ["analyze"])
         rows = [(f"{cmd}: this code, alternating", f"{cmd}: @{sha}, alternating") for cmd in cmds]
         for cmd, (new, old) in zip(cmds, rows, strict=True):
-            b.run_side_by_side([
-                (new, [*logscope, cmd, data, "-o", str(work / f"{cmd}-new"), "-q"], None, work / f"{cmd}-new"),
-                (old, [*logscope, cmd, data, "-o", str(work / f"{cmd}-old"), "-q"], env, work / f"{cmd}-old"),
-            ])
+            b.run_side_by_side(
+                [
+                    (
+                        new,
+                        [*logscope, cmd, data, "-o", str(work / f"{cmd}-new"), "-q"],
+                        None,
+                        work / f"{cmd}-new",
+                    ),
+                    (
+                        old,
+                        [*logscope, cmd, data, "-o", str(work / f"{cmd}-old"), "-q"],
+                        env,
+                        work / f"{cmd}-old",
+                    ),
+                ]
+            )
     return {"rev": rev, "sha": sha, "rows": rows}
 
 
-def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None, one_file: bool = False) -> None:
+def run_tools(
+    b: Bench, work: Path, quick: bool, max_memory: str | None = None, one_file: bool = False
+) -> None:
     data = str(b.data)
     if shutil.which("rg"):
         b.run("rg -c (scan floor)", ["rg", "-c", COUNT_PATTERN, data])
@@ -285,11 +351,17 @@ def run_tools(b: Bench, work: Path, quick: bool, max_memory: str | None = None, 
     if max_memory:  # the analysis bounded by a memory budget: which range it chose, at what peak
         name = f"logscope analyze --max-memory {max_memory}"
         out = work / "analyze-budget"
-        if b.run(name, [*logscope, "analyze", data, "-o", str(out), "-q", "--max-memory", max_memory, "--reparse"])["ok"]:
+        if b.run(
+            name, [*logscope, "analyze", data, "-o", str(out), "-q", "--max-memory", max_memory, "--reparse"]
+        )["ok"]:
             span = json.loads((out / "summary.json").read_text())["span"]
-            b.budget = {"since": span.get("range", {}).get("since"), "until": span.get("range", {}).get("until"),
-                        "inputs_start": span.get("inputs_start"), "inputs_end": span.get("inputs_end"),
-                        "chosen": span.get("range", {}).get("chosen")}
+            b.budget = {
+                "since": span.get("range", {}).get("since"),
+                "until": span.get("range", {}).get("until"),
+                "inputs_start": span.get("inputs_start"),
+                "inputs_end": span.get("inputs_end"),
+                "chosen": span.get("range", {}).get("chosen"),
+            }
     # the stages of analyze one by one (once: the figures docs/performance.md gives per stage)
     r = measure([sys.executable, str(HERE / "phases.py"), data, str(work / "phases")], stdout=subprocess.PIPE)
     if r["ok"]:
@@ -315,15 +387,26 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--size-mb", type=float, default=1000)
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=None, help="reuse the folder here (generated when absent)")
-    ap.add_argument("--quick", action="store_true", help="skip lnav, logscope analyze and the naive parse loop")
+    ap.add_argument(
+        "--quick", action="store_true", help="skip lnav, logscope analyze and the naive parse loop"
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is kept")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
-    ap.add_argument("--max-memory", default=None, help="also run logscope analyze --max-memory SIZE (e.g. 1G)")
-    ap.add_argument("--one-file", action="store_true",
-                    help="also ingest the folder's nginx access logs as one file, on every core and on one thread, "
-                         "and its largest vLLM log alone, in segments and whole")
-    ap.add_argument("--against", default=None, metavar="REV",
-                    help="also run ingest and analyze of this git revision, alternating with this code")
+    ap.add_argument(
+        "--max-memory", default=None, help="also run logscope analyze --max-memory SIZE (e.g. 1G)"
+    )
+    ap.add_argument(
+        "--one-file",
+        action="store_true",
+        help="also ingest the folder's nginx access logs as one file, on every core and on one thread, "
+        "and its largest vLLM log alone, in segments and whole",
+    )
+    ap.add_argument(
+        "--against",
+        default=None,
+        metavar="REV",
+        help="also run ingest and analyze of this git revision, alternating with this code",
+    )
     a = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="logscope-bench-"))
@@ -337,8 +420,17 @@ def main(argv: list[str] | None = None) -> dict:
     run_tools(b, work, a.quick, a.max_memory, a.one_file)
     against = against_runs(b, work, a.against, a.quick) if a.against else None
     same = all(b.counts.get("logscope", {}).get(k) == b.counts.get("naive", {}).get(k) for k in COUNT_KEYS)
-    summary = {"machine": m, "bytes": b.size, "lines": b.lines, "results": b.results, "counts": b.counts,
-               "counts_agree": same, "analyze_stages": b.phases, "budget_range": b.budget, "against": against}
+    summary = {
+        "machine": m,
+        "bytes": b.size,
+        "lines": b.lines,
+        "results": b.results,
+        "counts": b.counts,
+        "counts_agree": same,
+        "analyze_stages": b.phases,
+        "budget_range": b.budget,
+        "against": against,
+    }
     print_table(summary)
     if a.json:
         a.json.write_text(json.dumps(summary, indent=1))
@@ -348,31 +440,44 @@ def main(argv: list[str] | None = None) -> dict:
 
 def print_table(summary: dict) -> None:
     m, results = summary["machine"], summary["results"]
-    print(f"\n{summary['bytes'] / 1e6:,.0f} MB, {summary['lines']:,} lines; {m['cores']} cores ({m['cpu']}), "
-          f"load {m['load_before']:.1f} before the run\n")
+    print(
+        f"\n{summary['bytes'] / 1e6:,.0f} MB, {summary['lines']:,} lines; {m['cores']} cores ({m['cpu']}), "
+        f"load {m['load_before']:.1f} before the run\n"
+    )
     base = results.get(INGEST, {}).get("mb_s")
-    print(f"{'tool':34} {'MB':>7} {'s':>7} {'CPU s':>7} {'MB/s':>7} {'lines/s':>11} {'RSS MB':>7} "
-          f"{'ingest ×':>8}")
+    print(
+        f"{'tool':34} {'MB':>7} {'s':>7} {'CPU s':>7} {'MB/s':>7} {'lines/s':>11} {'RSS MB':>7} "
+        f"{'ingest ×':>8}"
+    )
     for name, r in results.items():
         if not r["ok"]:
             print(f"{name:34} {r['mb']:7.0f}  failed: {r['error'][:90]}")
             continue
         ratio = f"{base / r['mb_s']:8.2f}" if base else f"{'-':>8}"
-        print(f"{name:34} {r['mb']:7.0f} {r['seconds']:7.2f} {r['cpu_seconds']:7.2f} {r['mb_s']:7.1f} "
-              f"{r['lines_s']:11,} {r['peak_rss_mb']:7,} {ratio}")
+        print(
+            f"{name:34} {r['mb']:7.0f} {r['seconds']:7.2f} {r['cpu_seconds']:7.2f} {r['mb_s']:7.1f} "
+            f"{r['lines_s']:11,} {r['peak_rss_mb']:7,} {ratio}"
+        )
     print("\n'ingest ×' = logscope ingest MB/s / the tool's MB/s (lnav: over the vLLM files it read)")
     if summary.get("analyze_stages"):
-        print("analyze stage by stage (bench/phases.py, one run): " + ", ".join(
-            f"{p['stage']} {p['seconds']:.2f} s" for p in summary["analyze_stages"]))
+        print(
+            "analyze stage by stage (bench/phases.py, one run): "
+            + ", ".join(f"{p['stage']} {p['seconds']:.2f} s" for p in summary["analyze_stages"])
+        )
     if br := summary.get("budget_range"):
-        print(f"--max-memory analysed {br['since']} -> {br['until']} of {br['inputs_start']} -> {br['inputs_end']}"
-              if br["chosen"] else "--max-memory: the whole folder fits")
+        print(
+            f"--max-memory analysed {br['since']} -> {br['until']} of {br['inputs_start']} -> {br['inputs_end']}"
+            if br["chosen"]
+            else "--max-memory: the whole folder fits"
+        )
     if ag := summary.get("against"):
         for new, old in ag["rows"]:
             a, b = results.get(new, {}), results.get(old, {})
             if a.get("ok") and b.get("ok"):
-                print(f"{new}: {a['seconds'] / b['seconds']:.3f}x the wall time, "
-                      f"{a['cpu_seconds'] / b['cpu_seconds']:.3f}x the CPU of {ag['rev']} ({ag['sha']}), runs alternating")
+                print(
+                    f"{new}: {a['seconds'] / b['seconds']:.3f}x the wall time, "
+                    f"{a['cpu_seconds'] / b['cpu_seconds']:.3f}x the CPU of {ag['rev']} ({ag['sha']}), runs alternating"
+                )
     print("counts:", json.dumps(summary["counts"]))
     print("logscope and the naive loop count the same:", summary["counts_agree"])
 

@@ -26,7 +26,9 @@ RENDER_FILES = ("summary.json", "summary.md", "report.html", "timeline.png")
 class AnalyzeOptions:
     tz: str = "UTC"
     window: str | None = None  # e.g. "10s"; None = chosen from the data span
-    since: datetime | None = None  # analyse only records overlapping [since, until] (UTC; logscope.resources.scope)
+    since: datetime | None = (
+        None  # analyse only records overlapping [since, until] (UTC; logscope.resources.scope)
+    )
     until: datetime | None = None
     # memory the analysis after ingest may take: "auto" (a share of what is free), bytes, or None (no limit);
     # past it, analyze looks at the range that fits (logscope.resources.budget) unless since/until are given
@@ -42,7 +44,9 @@ class AnalyzeOptions:
     slo_e2e_s: float = slo.DEFAULTS["slo_e2e_s"]
     slo_success: float = slo.DEFAULTS["slo_success"]
     include_prompts: bool = False
-    png: bool = False  # draw timeline.png too (~2 s of vl-convert on a small folder; report.html draws its own)
+    png: bool = (
+        False  # draw timeline.png too (~2 s of vl-convert on a small folder; report.html draws its own)
+    )
     replica: str | None = None
     nginx_log_format: str | None = None
     follow_links: bool = False  # read symbolic links out of the input folder (by default listed, not read)
@@ -67,8 +71,13 @@ class AnalyzeOptions:
         )
 
 
-def ingest(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
-           progress: Progress | None = None, known_only: bool = False) -> IngestResult:
+def ingest(
+    root: str | Path,
+    out_dir: str | Path,
+    options: AnalyzeOptions | None = None,
+    progress: Progress | None = None,
+    known_only: bool = False,
+) -> IngestResult:
     """Parse every log under ``root`` into the Parquet tables of ``out_dir`` (written whole or not at all:
     ``logscope.outdir``); with ``known_only``, none when no file is in a known format."""
     with outdir.staged(out_dir) as work:
@@ -102,19 +111,29 @@ def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[s
 def require_known_format(res: IngestResult, root: str | Path | None = None) -> None:
     """Nothing to analyse when no file is in a known format: say so, naming the files and why each was not
     read (its format, or why it was skipped: ``root``'s images, hidden files, logscope's own outputs)."""
-    known = res.files.filter(~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable", "skipped"]))
+    known = res.files.filter(
+        ~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable", "skipped"])
+    )
     if known.height == 0:
         from .errors import LogscopeError
         from .ingest import sources
 
-        seen = [f"{p} ({f})" + (f": {m[0]}" if m else "") for p, f, m in res.files.select("path", "format", "messages")
-                .iter_rows()]
-        seen += [f"{p} (skipped: {why})" for p, why in (sources.skipped(Path(root)) if root is not None else [])]
+        seen = [
+            f"{p} ({f})" + (f": {m[0]}" if m else "")
+            for p, f, m in res.files.select("path", "format", "messages").iter_rows()
+        ]
+        seen += [
+            f"{p} (skipped: {why})" for p, why in (sources.skipped(Path(root)) if root is not None else [])
+        ]
         shown = "; ".join(seen[:8]) + (f"; and {len(seen) - 8} more" if len(seen) > 8 else "")
-        if res.files.height and (res.files["format"] == "unreadable").all():  # README: exit 3, unreadable input
-            raise LogscopeError(f"nothing in the input could be read: {shown}",
-                                hint="run as a user who may read the files (files.parquet says why each failed)",
-                                code=3)
+        if (
+            res.files.height and (res.files["format"] == "unreadable").all()
+        ):  # README: exit 3, unreadable input
+            raise LogscopeError(
+                f"nothing in the input could be read: {shown}",
+                hint="run as a user who may read the files (files.parquet says why each failed)",
+                code=3,
+            )
         raise LogscopeError(
             f"no file in a known format in the input: {shown or 'no file'}",
             hint="`logscope formats` lists what logscope reads; `logscope detect DIR --scores` shows each file's scores",
@@ -135,9 +154,12 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
         def t(x) -> str:
             return "…" if x is None else x.strftime("%Y-%m-%d %H:%M:%S UTC")
 
-        raise LogscopeError(f"the range {t(rng.since)} → {t(rng.until)} holds none of the logs, which run from "
-                            f"{t(lo)} to {t(hi)}", hint="give --since/--until inside that span (UTC, or in --tz)",
-                            code=2)
+        raise LogscopeError(
+            f"the range {t(rng.since)} → {t(rng.until)} holds none of the logs, which run from "
+            f"{t(lo)} to {t(hi)}",
+            hint="give --since/--until inside that span (UTC, or in --tz)",
+            code=2,
+        )
 
 
 def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
@@ -154,11 +176,17 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     choice = budget.choose(Path(out_dir), limit)
     if choice is None:
         return options
-    return replace(options, since=choice.range.since, until=choice.range.until, range_chosen=choice.range.chosen)
+    return replace(
+        options, since=choice.range.since, until=choice.range.until, range_chosen=choice.range.chosen
+    )
 
 
-def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
-            progress: Progress | None = None) -> dict[str, Path]:
+def analyze(
+    root: str | Path,
+    out_dir: str | Path,
+    options: AnalyzeOptions | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Path]:
     """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
     holds the tables of the same files, options and code (``options.reparse`` forces it)."""
     opts = options or AnalyzeOptions()
@@ -171,7 +199,9 @@ def analyze(root: str | Path, out_dir: str | Path, options: AnalyzeOptions | Non
     return _analyze(root, out_dir, opts, progress)
 
 
-def _analyze(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> dict[str, Path]:
+def _analyze(
+    root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None
+) -> dict[str, Path]:
     missed: LogscopeError | None = None
     # every output is written in a staging folder and renamed into place at the end (logscope.outdir)
     with outdir.staged(out_dir) as work:
@@ -181,7 +211,9 @@ def _analyze(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progre
             if progress:
                 progress("reusing the tables of the same files", 0.75)
         # ingest is most of a first analyze: its progress runs to 0.75, then the later stages' steps
-        res = res or _ingest_step(root, work, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None)
+        res = res or _ingest_step(
+            root, work, opts, (lambda msg, frac: progress(msg, 0.75 * frac)) if progress else None
+        )
         if opts.cluster:  # opened while the files were detected: a failed check is said even when no task ran
             from . import cluster
 
@@ -213,8 +245,9 @@ def _analyze_tables(work: Path, opts: AnalyzeOptions, progress: Progress | None)
     return render(work, opts)
 
 
-def rerender(out_dir: str | Path, options: AnalyzeOptions, again: bool = False,
-             rediagnose: bool = False) -> tuple[dict[str, Path], bool]:
+def rerender(
+    out_dir: str | Path, options: AnalyzeOptions, again: bool = False, rediagnose: bool = False
+) -> tuple[dict[str, Path], bool]:
     """The report again from ``out_dir``'s tables (``logscope report``): correlated again when ``again`` (a
     range) or never correlated, diagnosed again then, when ``rediagnose`` (another SLO) or never diagnosed.
     The paths written and whether it diagnosed again; the outputs are replaced whole or not at all."""
@@ -224,9 +257,19 @@ def rerender(out_dir: str | Path, options: AnalyzeOptions, again: bool = False,
         again = again or not (out / "requests.parquet").exists()
         rediagnose = again or rediagnose or not (out / "diagnosis.json").exists()
         redone = {*RENDER_FILES, *(CORRELATE_FILES if again else ()), *(DIAGNOSE_FILES if rediagnose else ())}
-        outdir.link_in(out, work, [p.name for p in out.iterdir() if p.is_file() and outdir.is_output_name(p.name)
-                                   and p.name not in redone and not p.name.startswith(".")
-                                   and p.name != outdir.DEBUG_FILE])
+        outdir.link_in(
+            out,
+            work,
+            [
+                p.name
+                for p in out.iterdir()
+                if p.is_file()
+                and outdir.is_output_name(p.name)
+                and p.name not in redone
+                and not p.name.startswith(".")
+                and p.name != outdir.DEBUG_FILE
+            ],
+        )
         opts = fit_memory(work, options) if again else options
         if again:
             correlate(work, opts)
@@ -236,7 +279,9 @@ def rerender(out_dir: str | Path, options: AnalyzeOptions, again: bool = False,
     return outdir.moved(paths, work, out), rediagnose
 
 
-def _ingest_step(root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None) -> IngestResult:
+def _ingest_step(
+    root: str | Path, out_dir: str | Path, opts: AnalyzeOptions, progress: Progress | None
+) -> IngestResult:
     if opts.cluster:  # on the cluster's workers: this process only detects and assembles
         from .cluster import ingest as on_cluster
 
@@ -271,12 +316,19 @@ def detect(root: str | Path, options: AnalyzeOptions | None = None):
             continue
         lines, binary = sources.head(f)
         kind = None if binary else envelopes.detect(lines)
-        all_scores[f.rel] = {} if binary else parsers.scores(envelopes.head_lines(kind, lines) if kind else lines)
+        all_scores[f.rel] = (
+            {} if binary else parsers.scores(envelopes.head_lines(kind, lines) if kind else lines)
+        )
     return files, all_scores
 
 
-def compare(a: str | Path, b: str | Path, out_dir: str | Path, options: AnalyzeOptions | None = None,
-            progress: Progress | None = None) -> dict:
+def compare(
+    a: str | Path,
+    b: str | Path,
+    out_dir: str | Path,
+    options: AnalyzeOptions | None = None,
+    progress: Progress | None = None,
+) -> dict:
     """Compare two runs (analyze output folders, or input folders analysed first into ``out_dir/run-a`` and
     ``run-b``): compare.json, compare.md and compare.html in ``out_dir``. Returns {"doc", "paths"}."""
     from .compare import CompareOptions

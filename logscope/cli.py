@@ -52,27 +52,78 @@ class ExitCode(IntEnum):
 
 
 # readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
-Input = Annotated[Path, typer.Argument(metavar="DIR", help="folder (or file) with the incident's logs", readable=False)]
-OutOpt = Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")]
-SinceOpt = Annotated[str | None, typer.Option("--since", help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read")]
+Input = Annotated[
+    Path, typer.Argument(metavar="DIR", help="folder (or file) with the incident's logs", readable=False)
+]
+OutOpt = Annotated[
+    Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-<input name>)")
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="analyse only what overlaps this time on, e.g. 2026-11-29T08:30:00Z ('2026-11-29 08:30': in --tz); every line is still read",
+    ),
+]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="... and up to this time")]
 # None where not given: analyze shows logscope.slo's defaults, report keeps the folder's SLO
 SloTtftOpt = Annotated[float | None, typer.Option("--slo-ttft", help="SLO: TTFT p95 in seconds")]
 SloE2eOpt = Annotated[float | None, typer.Option("--slo-e2e", help="SLO: end-to-end p95 in seconds")]
-SloSuccessOpt = Annotated[float | None, typer.Option("--slo-success", help="SLO: share of requests that succeed")]
-NoPreemptOpt = Annotated[bool, typer.Option("--slo-no-preemption", help="a ladder step with a preemption misses the SLO (otherwise pressure is reported beside it)")]
-NoQueueOpt = Annotated[bool, typer.Option("--slo-no-queue", help="a ladder step with a sustained queue misses the SLO")]
-MaxMemOpt = Annotated[str, typer.Option("--max-memory", help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)")]
-TzOpt = Annotated[str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")]
+SloSuccessOpt = Annotated[
+    float | None, typer.Option("--slo-success", help="SLO: share of requests that succeed")
+]
+NoPreemptOpt = Annotated[
+    bool,
+    typer.Option(
+        "--slo-no-preemption",
+        help="a ladder step with a preemption misses the SLO (otherwise pressure is reported beside it)",
+    ),
+]
+NoQueueOpt = Annotated[
+    bool, typer.Option("--slo-no-queue", help="a ladder step with a sustained queue misses the SLO")
+]
+MaxMemOpt = Annotated[
+    str,
+    typer.Option(
+        "--max-memory",
+        help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)",
+    ),
+]
+TzOpt = Annotated[
+    str, typer.Option("--tz", help="zone of timestamps that carry none (vLLM, nginx error.log)")
+]
 PromptsOpt = Annotated[bool, typer.Option("--include-prompts", help="copy prompt text into the outputs")]
-ReplicaOpt = Annotated[str | None, typer.Option("--replica", help="replica name for server logs (default: folder or file stem)")]
-NginxFmtOpt = Annotated[str | None, typer.Option("--nginx-log-format", help="nginx log_format string of the access logs")]
+ReplicaOpt = Annotated[
+    str | None, typer.Option("--replica", help="replica name for server logs (default: folder or file stem)")
+]
+NginxFmtOpt = Annotated[
+    str | None, typer.Option("--nginx-log-format", help="nginx log_format string of the access logs")
+]
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="print nothing but errors")]
 VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="print more detail")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help=f"on an internal error, show the traceback and write it to OUT/{outdir.DEBUG_FILE}")]
-LinksOpt = Annotated[bool, typer.Option("--follow-links", help="read symbolic links that point out of the input folder (by default they are listed as skipped, not read)")]
-PngOpt = Annotated[bool, typer.Option("--png", help="also draw timeline.png, the timeline as a picture for summary.md (adds ~2 s; report.html draws its own)")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="write into an -o folder that holds files logscope did not write")]
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        "--debug", help=f"on an internal error, show the traceback and write it to OUT/{outdir.DEBUG_FILE}"
+    ),
+]
+LinksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow-links",
+        help="read symbolic links that point out of the input folder (by default they are listed as skipped, not read)",
+    ),
+]
+PngOpt = Annotated[
+    bool,
+    typer.Option(
+        "--png",
+        help="also draw timeline.png, the timeline as a picture for summary.md (adds ~2 s; report.html draws its own)",
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="write into an -o folder that holds files logscope did not write")
+]
 
 
 def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=None, follow_links=False, **kw):
@@ -95,8 +146,9 @@ def _range(since: str | None, until: str | None, tz: str):
     try:
         return scope.make(since, until, tz)
     except ValueError as e:
-        raise LogscopeError(f"--since/--until: {e}", hint="times are ISO 8601, with an offset or in --tz",
-                            code=ExitCode.USAGE) from None
+        raise LogscopeError(
+            f"--since/--until: {e}", hint="times are ISO 8601, with an offset or in --tz", code=ExitCode.USAGE
+        ) from None
 
 
 def _memory(text: str) -> int | str | None:
@@ -112,27 +164,38 @@ def _memory(text: str) -> int | str | None:
 
 def _check_input(path: Path) -> None:
     if not path.exists():
-        raise LogscopeError(f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3)
+        raise LogscopeError(
+            f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3
+        )
     from .resources import memory
 
     if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
-        raise LogscopeError(f"{path} cannot be read (permission denied)", hint="run as a user who may read it",
-                            code=ExitCode.NO_INPUT)
+        raise LogscopeError(
+            f"{path} cannot be read (permission denied)",
+            hint="run as a user who may read it",
+            code=ExitCode.NO_INPUT,
+        )
     if path.is_dir() and next(memory.input_paths(path), None) is None:
-        raise LogscopeError(f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3)
+        raise LogscopeError(
+            f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3
+        )
 
 
 def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
     o = out_opt or Path.cwd() / f"logscope-{inp.resolve().name}"
     if out_opt is None and inp.is_file() and o.resolve().is_relative_to(inp.resolve().parent):
-        raise LogscopeError(f"the default output folder {o} would be beside the input log, among the logs",
-                            hint="give -o a folder elsewhere: logscope writes next to its input only when told to",
-                            code=ExitCode.OUTPUT)
+        raise LogscopeError(
+            f"the default output folder {o} would be beside the input log, among the logs",
+            hint="give -o a folder elsewhere: logscope writes next to its input only when told to",
+            code=ExitCode.OUTPUT,
+        )
     if inp.is_dir():
         try:
             o.resolve().relative_to(inp.resolve())
             raise LogscopeError(
-                f"output folder {o} is inside the input folder", hint="choose -o outside it: inputs are never modified", code=5
+                f"output folder {o} is inside the input folder",
+                hint="choose -o outside it: inputs are never modified",
+                code=5,
             )
         except ValueError:
             pass
@@ -149,10 +212,16 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
             err.print(f"  help: {shown(e.hint)}")
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
-        if outdir.disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
-            err.print(f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})")
-            err.print("  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
-                      "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)")
+        if outdir.disk_full(
+            e
+        ):  # not a bug: the output's disk filled up (the incident may well be a full disk)
+            err.print(
+                f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
+            )
+            err.print(
+                "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
+                "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
+            )
             raise typer.Exit(ExitCode.OUTPUT) from None
         err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
         if debug:
@@ -169,11 +238,15 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
 
     tb = "".join(traceback.format_exception(e))
     sys.stderr.write(tb)
-    text = (f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
-            f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}")
+    text = (
+        f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
+        f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
+    )
     where = outdir.write_debug(out_dir, text)
     if where:
-        err.print(shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report"))
+        err.print(
+            shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")
+        )
     else:
         err.print("  help: report the traceback above, with `logscope --version`")
 
@@ -181,7 +254,9 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
 def _progress(quiet: bool):
     if quiet:
         return None, None
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True)
+    prog = Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True
+    )
     task = prog.add_task("reading logs", total=1.0)
 
     def cb(msg: str, frac: float) -> None:
@@ -192,9 +267,16 @@ def _progress(quiet: bool):
 
 @app.command()
 def ingest(
-    input: Input, out_dir: OutOpt = None, tz: TzOpt = "UTC", include_prompts: PromptsOpt = False,
-    replica: ReplicaOpt = None, nginx_log_format: NginxFmtOpt = None, force: ForceOpt = False,
-    quiet: QuietOpt = False, debug: DebugOpt = False, follow_links: LinksOpt = False,
+    input: Input,
+    out_dir: OutOpt = None,
+    tz: TzOpt = "UTC",
+    include_prompts: PromptsOpt = False,
+    replica: ReplicaOpt = None,
+    nginx_log_format: NginxFmtOpt = None,
+    force: ForceOpt = False,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+    follow_links: LinksOpt = False,
 ) -> None:
     """Parse every log under DIR into Parquet tables (no analysis)."""
     _run(lambda: cliargs.zone(tz), debug)
@@ -211,8 +293,12 @@ def ingest(
 
 
 @app.command()
-def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
-           debug: DebugOpt = False, follow_links: LinksOpt = False) -> None:
+def detect(
+    input: Input,
+    scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
+    debug: DebugOpt = False,
+    follow_links: LinksOpt = False,
+) -> None:
     """Show the format each file is recognised as, its confidence and line coverage."""
     from . import api
 
@@ -221,7 +307,9 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
     _print_files(files, f"formats under {input}")
     from .ingest import sources
 
-    for path, why in sources.skipped(input, follow_links):  # what a folder of images or hidden files holds, said
+    for path, why in sources.skipped(
+        input, follow_links
+    ):  # what a folder of images or hidden files holds, said
         out.print(shown(f"{path}: skipped: {why}"), soft_wrap=True)
     if scores:
         t = Table(title="detection scores")
@@ -238,6 +326,7 @@ def detect(input: Input, scores: Annotated[bool, typer.Option(help="every format
 def formats() -> None:
     """List the log formats logscope knows."""
     import logscope.parsers as parsers
+
     t = Table(title="formats")
     for c in ("name", "kind", "description"):
         t.add_column(c)
@@ -259,7 +348,9 @@ def analyze(
     input: Input,
     out_dir: OutOpt = None,
     tz: TzOpt = "UTC",
-    window: Annotated[str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")] = None,
+    window: Annotated[
+        str | None, typer.Option("--window", help="window width, e.g. 10s, 1m (default: from the span)")
+    ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     slo_ttft: SloTtftOpt = slo.DEFAULTS["slo_ttft_s"],
@@ -271,14 +362,32 @@ def analyze(
     include_prompts: PromptsOpt = False,
     replica: ReplicaOpt = None,
     nginx_log_format: NginxFmtOpt = None,
-    reparse: Annotated[bool, typer.Option("--reparse", help="parse the logs again even when OUT holds the tables of the same files")] = False,
+    reparse: Annotated[
+        bool,
+        typer.Option(
+            "--reparse", help="parse the logs again even when OUT holds the tables of the same files"
+        ),
+    ] = False,
     force: ForceOpt = False,
     open_: Annotated[bool, typer.Option("--open", help="open the report in the browser")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     follow_links: LinksOpt = False,
     png: PngOpt = False,
-    fail_on: Annotated[list[str] | None, typer.Option("--fail-on", help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)")] = None,
-    cluster: Annotated[str | None, typer.Option("--cluster", envvar="LOGSCOPE_CLUSTER", help="run the ingest and the correlation's slices as tasks on this Dask scheduler (tcp://HOST:8786), or on a local cluster of N worker processes (local[:N]); DIR and OUT on storage every worker shares")] = None,
+    fail_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-on",
+            help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)",
+        ),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            envvar="LOGSCOPE_CLUSTER",
+            help="run the ingest and the correlation's slices as tasks on this Dask scheduler (tcp://HOST:8786), or on a local cluster of N worker processes (local[:N]); DIR and OUT on storage every worker shares",
+        ),
+    ] = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -288,7 +397,9 @@ def analyze(
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:
-        err.print(f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {shown(bad[0])})")
+        err.print(
+            f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {shown(bad[0])})"
+        )
         raise typer.Exit(ExitCode.USAGE)
     _run(lambda: cliargs.zone(tz), debug)
     _run(lambda: _check_input(input), debug)
@@ -296,22 +407,45 @@ def analyze(
     budget = memory.budget_of(limit)
     # before polars is loaded (the next import): how its allocator returns memory is set when it starts
     if memory.tune_allocator(input, budget) and verbose:
-        err.print(f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
-                  f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})", style="yellow")
+        err.print(
+            f"logscope: note: memory is tight: polars' allocator returns freed memory promptly "
+            f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})",
+            style="yellow",
+        )
     apart = memory.tight(input, budget)
     if apart and verbose:
-        err.print("logscope: note: memory is tight: an ingest runs in a process of its own, so that the later "
-                  "stages start from a fresh heap", style="yellow")
+        err.print(
+            "logscope: note: memory is tight: an ingest runs in a process of its own, so that the later "
+            "stages start from a fresh heap",
+            style="yellow",
+        )
     from . import api
 
     _run(lambda: cliargs.window(window), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
-    opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links, window=window, since=rng.since, until=rng.until,
-                    max_memory=limit, reparse=reparse, ingest_apart=apart, png=png,
-                    **slo.given(slo_ttft, slo_e2e, slo_success))
-    opts.extra.update({k: True for k, on in (("slo_no_preemption", slo_no_preemption), ("slo_no_queue", slo_no_queue))
-                       if on})
+    opts = _options(
+        tz,
+        include_prompts,
+        replica,
+        nginx_log_format,
+        follow_links,
+        window=window,
+        since=rng.since,
+        until=rng.until,
+        max_memory=limit,
+        reparse=reparse,
+        ingest_apart=apart,
+        png=png,
+        **slo.given(slo_ttft, slo_e2e, slo_success),
+    )
+    opts.extra.update(
+        {
+            k: True
+            for k, on in (("slo_no_preemption", slo_no_preemption), ("slo_no_queue", slo_no_queue))
+            if on
+        }
+    )
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
     with _cluster(cluster, input, o, verbose, debug) as address, prog or _Null():
@@ -327,20 +461,35 @@ def analyze(
         webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
     classes = {e.get("class") for e in summary.get("episodes", [])}
     if fail_on and _chosen(summary):
-        err.print("logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
-                  "(or --max-memory none) to judge the whole input", style="yellow")
+        err.print(
+            "logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
+            "(or --max-memory none) to judge the whole input",
+            style="yellow",
+        )
     if fail_on and classes & set(fail_on):
         _fail_on_note(summary, set(fail_on))
         raise typer.Exit(ExitCode.FAIL_ON)
 
 
 @app.command()
-def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder written by logscope analyze/ingest")],
-           since: SinceOpt = None, until: UntilOpt = None,
-           whole: Annotated[bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")] = False,
-           slo_ttft: SloTtftOpt = None, slo_e2e: SloE2eOpt = None, slo_success: SloSuccessOpt = None,
-           max_memory: MaxMemOpt = "auto", png: PngOpt = False,
-           tz: TzOpt = "UTC", quiet: QuietOpt = False, debug: DebugOpt = False) -> None:
+def report(
+    out_dir: Annotated[
+        Path, typer.Argument(metavar="OUT", help="a folder written by logscope analyze/ingest")
+    ],
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    whole: Annotated[
+        bool, typer.Option("--whole", help="analyse the whole input again (drop an earlier --since/--until)")
+    ] = False,
+    slo_ttft: SloTtftOpt = None,
+    slo_e2e: SloE2eOpt = None,
+    slo_success: SloSuccessOpt = None,
+    max_memory: MaxMemOpt = "auto",
+    png: PngOpt = False,
+    tz: TzOpt = "UTC",
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
     """Render report.html and summary.json/.md again from the Parquet tables (no re-parsing); with --since /
     --until (or --whole), correlate and diagnose again over that range first: ingest once, look at many ranges.
     With --slo-*, diagnose again against that SLO (the others stay as the folder was diagnosed). --whole analyses
@@ -359,7 +508,9 @@ def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder
     again = whole or bool(rng)
     asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _run(lambda: _memory(max_memory), debug)
-    opts = _options(tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked))
+    opts = _options(
+        tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
+    )
 
     paths, diagnosed = _run(lambda: api.rerender(out_dir, opts, again, bool(asked)), debug, out_dir)
     if not quiet:
@@ -373,9 +524,13 @@ def report(out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="a folder
 
 @app.command()
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")],
+    run_a: Annotated[
+        Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")
+    ],
     run_b: Annotated[Path, typer.Argument(help="run B: the same traffic with one setting changed")],
-    out_dir: Annotated[Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-compare-<A>-<B>)")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-compare-<A>-<B>)")
+    ] = None,
     json_: Annotated[bool, typer.Option("--json", help="print compare.json to stdout")] = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -424,8 +579,12 @@ def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bo
 
     def said(s: cluster.Session) -> None:
         if verbose:
-            err.print(shown(f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
-                             f"{s.dashboard or 'none (pip install bokeh)'}"))
+            err.print(
+                shown(
+                    f"logscope: cluster {s.address}: {s.workers} workers, {s.threads} threads; dashboard: "
+                    f"{s.dashboard or 'none (pip install bokeh)'}"
+                )
+            )
         for note in s.notes:
             err.print(shown(f"logscope: cluster: {note}"))
 
@@ -449,7 +608,9 @@ def version_callback(value: bool) -> None:
 
 
 @app.callback()
-def main(version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False) -> None:
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=version_callback, is_eager=True)] = False,
+) -> None:
     """Post-mortem of LLM-serving incidents: vLLM, gateway and client logs into one report."""
     for c in (out, err):
         if not c.is_terminal:  # piped or redirected: whole lines (rich would fold them at 80 columns)

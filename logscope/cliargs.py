@@ -29,9 +29,10 @@ def zone(tz: str) -> str:
     raise LogscopeError(
         f"--tz: unknown time zone {tz!r}",
         hint="an IANA zone name, Area/Location: UTC, Europe/Paris, America/New_York, Asia/Kolkata"
-             + (f" (close: {', '.join(close)})" if close else "")
-             + "; `python -c 'import zoneinfo; print(sorted(zoneinfo.available_timezones()))'` lists them all",
-        code=USAGE)
+        + (f" (close: {', '.join(close)})" if close else "")
+        + "; `python -c 'import zoneinfo; print(sorted(zoneinfo.available_timezones()))'` lists them all",
+        code=USAGE,
+    )
 
 
 def window(text: str | None) -> str | None:
@@ -44,8 +45,13 @@ def window(text: str | None) -> str | None:
     try:
         w = parse_width(text)
     except ValueError as e:
-        raise LogscopeError(f"--window: {e}", hint="a number and a unit: 500ms, 10s, 1m, 1h", code=USAGE) from None
+        raise LogscopeError(
+            f"--window: {e}", hint="a number and a unit: 500ms, 10s, 1m, 1h", code=USAGE
+        ) from None
     if w is None or not MIN_WINDOW_S <= w <= MAX_WINDOW_S:
-        raise LogscopeError(f"--window: {text!r} is outside 100ms … 24h", hint="a number and a unit: 500ms, 10s, "
-                            "1m, 1h", code=USAGE)
+        raise LogscopeError(
+            f"--window: {text!r} is outside 100ms … 24h",
+            hint="a number and a unit: 500ms, 10s, 1m, 1h",
+            code=USAGE,
+        )
     return text

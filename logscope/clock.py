@@ -39,8 +39,11 @@ def files_span(out: Path) -> tuple[datetime | None, datetime | None]:
     p = Path(out) / "files.parquet"
     if not p.exists():
         return None, None
-    row = pl.read_parquet(p, columns=["first_ts", "last_ts"]).select(
-        pl.col("first_ts").min(), pl.col("last_ts").max()).row(0)
+    row = (
+        pl.read_parquet(p, columns=["first_ts", "last_ts"])
+        .select(pl.col("first_ts").min(), pl.col("last_ts").max())
+        .row(0)
+    )
     return row[0], row[1]
 
 

@@ -18,7 +18,9 @@ def dumps(obj: Any, *, depth: int = 3, indent: int = 1, sort_keys: bool = True) 
     name = json.JSONEncoder(ensure_ascii=False).encode
 
     def text(x: Any, level: int) -> str:
-        laid_out = isinstance(x, dict) and x and all(isinstance(k, str) for k in x) or isinstance(x, list) and x
+        laid_out = (
+            isinstance(x, dict) and x and all(isinstance(k, str) for k in x) or isinstance(x, list) and x
+        )
         if level >= depth or not laid_out:
             return flat(x)
         pad = "\n" + " " * (indent * (level + 1))
@@ -26,6 +28,8 @@ def dumps(obj: Any, *, depth: int = 3, indent: int = 1, sort_keys: bool = True) 
             items = sorted(x.items()) if sort_keys else x.items()
             body = [f"{name(k)}: {text(v, level + 1)}" for k, v in items]
             return "{" + pad + ("," + pad).join(body) + "\n" + " " * (indent * level) + "}"
-        return "[" + pad + ("," + pad).join(text(v, level + 1) for v in x) + "\n" + " " * (indent * level) + "]"
+        return (
+            "[" + pad + ("," + pad).join(text(v, level + 1) for v in x) + "\n" + " " * (indent * level) + "]"
+        )
 
     return text(obj, 0) + "\n"

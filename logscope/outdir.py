@@ -32,8 +32,20 @@ LOCK = ".logscope-lock"
 STAGING = ".logscope-staging-"
 DEBUG_FILE = "logscope-debug.txt"  # --debug's traceback
 # the files logscope writes beside its tables: an input folder that once was an output skips only these
-OUTPUT_FILES = frozenset({"ingest.json", "correlation.json", "diagnosis.json", "summary.json", "summary.md",
-                          "report.html", "timeline.png", DEBUG_FILE, MARKER, LOCK})
+OUTPUT_FILES = frozenset(
+    {
+        "ingest.json",
+        "correlation.json",
+        "diagnosis.json",
+        "summary.json",
+        "summary.md",
+        "report.html",
+        "timeline.png",
+        DEBUG_FILE,
+        MARKER,
+        LOCK,
+    }
+)
 _OURS = {MARKER, LOCK, DEBUG_FILE}  # what a folder may hold and still be one logscope may write into
 _PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))  # kernel file systems: never an output
 OUTPUT_CODE = 5
@@ -50,11 +62,17 @@ def check(out: Path, force: bool = False) -> None:
     p = Path(out).resolve()
     for fs in _PSEUDO:
         if p == fs or p.is_relative_to(fs):
-            raise LogscopeError(f"output folder {out} is under {fs}, a kernel file system",
-                                hint="give -o a folder on a disk", code=OUTPUT_CODE)
+            raise LogscopeError(
+                f"output folder {out} is under {fs}, a kernel file system",
+                hint="give -o a folder on a disk",
+                code=OUTPUT_CODE,
+            )
     if p.exists() and not p.is_dir():
-        raise LogscopeError(f"output {out} is a file, not a folder",
-                            hint="give -o a new folder, or one logscope wrote", code=OUTPUT_CODE)
+        raise LogscopeError(
+            f"output {out} is a file, not a folder",
+            hint="give -o a new folder, or one logscope wrote",
+            code=OUTPUT_CODE,
+        )
     if not p.is_dir() or force:
         return
     try:
@@ -67,15 +85,25 @@ def check(out: Path, force: bool = False) -> None:
         raise LogscopeError(
             f"output folder {out} holds files logscope did not write ({shown})",
             hint="give -o a new or empty folder, or add --force to write there anyway (logscope's outputs then "
-                 "replace files of the same name; nothing else is touched)", code=OUTPUT_CODE)
+            "replace files of the same name; nothing else is touched)",
+            code=OUTPUT_CODE,
+        )
 
 
 def unusable(out: Path, e: OSError) -> LogscopeError:
-    why = {errno.EROFS: "its file system is read-only", errno.EACCES: "permission denied",
-           errno.EPERM: "not permitted", errno.ENOSPC: "no space left on its device",
-           errno.ENOTDIR: "a part of its path is a file", errno.EEXIST: "a file of that name exists"}
-    return LogscopeError(f"output folder {out} is not usable: {why.get(e.errno, e.strerror or str(e))}",
-                         hint="give -o a folder you can write to", code=OUTPUT_CODE)
+    why = {
+        errno.EROFS: "its file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "not permitted",
+        errno.ENOSPC: "no space left on its device",
+        errno.ENOTDIR: "a part of its path is a file",
+        errno.EEXIST: "a file of that name exists",
+    }
+    return LogscopeError(
+        f"output folder {out} is not usable: {why.get(e.errno, e.strerror or str(e))}",
+        hint="give -o a folder you can write to",
+        code=OUTPUT_CODE,
+    )
 
 
 def _say(msg: str) -> None:
@@ -182,8 +210,10 @@ def _written(out: Path) -> list[str]:
 
 def _mark(out: Path, names: list[str]) -> None:
     tmp = out / f"{MARKER}.tmp"
-    doc = {"what": "a logscope output folder: the files logscope wrote here (it leaves any other alone)",
-           "files": names}
+    doc = {
+        "what": "a logscope output folder: the files logscope wrote here (it leaves any other alone)",
+        "files": names,
+    }
     tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     os.replace(tmp, out / MARKER)
 
@@ -215,7 +245,10 @@ def write_debug(out: Path | None, text: str) -> Path | None:
         return None
 
 
-_DISK_FULL = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))  # 'No space left on device', 'Disk quota exceeded'
+_DISK_FULL = (
+    os.strerror(errno.ENOSPC),
+    os.strerror(errno.EDQUOT),
+)  # 'No space left on device', 'Disk quota exceeded'
 
 
 def disk_full(e: BaseException | None) -> bool:

@@ -21,12 +21,18 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     "files": {
         "path": (S, "input file path, relative to the analysed folder"),
         "stream": (S, "logical stream (rotated/compressed sets of one server share one stream)"),
-        "format": (S, "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)"),
+        "format": (
+            S,
+            "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)",
+        ),
         "kind": (S, "server | gateway | client | metrics | config | other"),
         "confidence": (F, "detection score 0..1 of the chosen parser"),
         "replica": (S, "replica / instance name used for the rows of this file"),
         "lines_total": (I, "physical lines in the (decompressed) file"),
-        "lines_parsed": (I, "lines recognised by the parser (including continuation lines of multi-line records)"),
+        "lines_parsed": (
+            I,
+            "lines recognised by the parser (including continuation lines of multi-line records)",
+        ),
         "lines_unrecognized": (I, "lines not recognised; lines_parsed + lines_unrecognized = lines_total"),
         "bytes": (I, "bytes on disk"),
         "first_ts": (TS, "earliest timestamp found in the file (UTC)"),
@@ -46,16 +52,28 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "source": (S, "input file"),
         "replica": (S, "server replica"),
         "origin": (S, "'log' (periodic stats line) or 'prometheus' (derived from server_metrics)"),
-        "era": (S, "'v0', 'v1', 'v0-pre0.1' for vLLM log lines, 'sglang' for SGLang's; 'prometheus' for derived rows"),
-        "engine": (S, "engine index ('000'), 'aggregated' for DP aggregated lines, null when absent; SGLang: the "
-                      "scheduler's rank prefix ('TP0', 'DP1 TP0')"),
-        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang' (null for metrics-derived rows)"),
+        "era": (
+            S,
+            "'v0', 'v1', 'v0-pre0.1' for vLLM log lines, 'sglang' for SGLang's; 'prometheus' for derived rows",
+        ),
+        "engine": (
+            S,
+            "engine index ('000'), 'aggregated' for DP aggregated lines, null when absent; SGLang: the "
+            "scheduler's rank prefix ('TP0', 'DP1 TP0')",
+        ),
+        "engine_kind": (
+            S,
+            "serving engine that wrote the line: 'vllm' or 'sglang' (null for metrics-derived rows)",
+        ),
         "level": (S, "log level of the stats line (DEBUG when vLLM demoted an idle interval)"),
         "running": (I, "running requests"),
         "waiting": (I, "waiting requests (V0 'Pending')"),
         "swapped": (I, "swapped requests (V0 only)"),
         "deferred": (I, "deferred requests (V1 0.20+), null when not printed"),
-        "preemptions": (I, "preemptions during the interval (V1 'Preemptions: N' or counter delta), null when not known"),
+        "preemptions": (
+            I,
+            "preemptions during the interval (V1 'Preemptions: N' or counter delta), null when not known",
+        ),
         "kv_usage": (F, "KV-cache usage 0..1 of the device holding the KV cache"),
         "kv_device": (S, "device named in the KV field (GPU, CPU, XPU, ...)"),
         "gpu_kv_usage": (F, "V0 'GPU KV cache usage' 0..1"),
@@ -63,34 +81,54 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "prompt_tps": (F, "average prompt throughput tokens/s over the interval"),
         "gen_tps": (F, "average generation throughput tokens/s over the interval"),
         "prefix_hit": (F, "prefix-cache hit rate 0..1, null when not printed"),
-        "interval_s": (F, "seconds since the previous row of the same replica, origin and engine (gaps stay visible)"),
+        "interval_s": (
+            F,
+            "seconds since the previous row of the same replica, origin and engine (gaps stay visible)",
+        ),
         "line_no": (I, "1-based line number in the source (null for derived rows)"),
         "seq": (I, "order of the row within its source, keeps lines that share a second in file order"),
     },
     "server_spec_decode": {
-        "ts": (TS, "time of the speculative-decoding metrics line (UTC); null when the line was pasted without its "
-                   "header"),
+        "ts": (
+            TS,
+            "time of the speculative-decoding metrics line (UTC); null when the line was pasted without its "
+            "header",
+        ),
         "source": (S, "input file"),
         "replica": (S, "server replica"),
-        "era": (S, "'v0' ('Speculative metrics:' with a System efficiency, vllm/engine/metrics.py) or 'v1' "
-                   "('SpecDecoding metrics:', or V1 0.8.0-0.8.2's 'Speculative metrics:' without one)"),
-        "engine": (S, "engine index of the stats line logged just before it by the same process in the same second "
-                      "('000', '001' with data parallelism); null for V0 or when none precedes it"),
+        "era": (
+            S,
+            "'v0' ('Speculative metrics:' with a System efficiency, vllm/engine/metrics.py) or 'v1' "
+            "('SpecDecoding metrics:', or V1 0.8.0-0.8.2's 'Speculative metrics:' without one)",
+        ),
+        "engine": (
+            S,
+            "engine index of the stats line logged just before it by the same process in the same second "
+            "('000', '001' with data parallelism); null for V0 or when none precedes it",
+        ),
         "engine_kind": (S, "serving engine that wrote the line: 'vllm'"),
         "level": (S, "log level of the line (DEBUG when vLLM demoted an idle interval)"),
-        "draft_acceptance_rate": (F, "accepted / drafted tokens 0..1 ('Draft acceptance rate' 0.642 or 88.8%, "
-                                     "'Avg Draft acceptance rate' 9.1%); null when vLLM wrote nan"),
+        "draft_acceptance_rate": (
+            F,
+            "accepted / drafted tokens 0..1 ('Draft acceptance rate' 0.642 or 88.8%, "
+            "'Avg Draft acceptance rate' 9.1%); null when vLLM wrote nan",
+        ),
         "mean_acceptance_length": (F, "tokens emitted per verification step, the bonus token included (V1)"),
         "accepted_tps": (F, "accepted draft tokens per second over the interval (V1 'Accepted throughput')"),
         "drafted_tps": (F, "drafted tokens per second over the interval (V1 'Drafted throughput')"),
         "accepted_tokens": (I, "accepted draft tokens (V1: in the interval; V0: since start)"),
         "drafted_tokens": (I, "drafted tokens (V1: in the interval; V0: since start)"),
         "emitted_tokens": (I, "V0 'Number of emitted tokens'"),
-        "num_spec_tokens": (I, "speculative tokens per step (V0 'Number of speculative tokens'; V1: the number of "
-                               "per-position rates)"),
+        "num_spec_tokens": (
+            I,
+            "speculative tokens per step (V0 'Number of speculative tokens'; V1: the number of "
+            "per-position rates)",
+        ),
         "system_efficiency": (F, "V0 'System efficiency' 0..1; null when vLLM wrote nan"),
-        "per_position_acceptance": (pl.List(F), "V1 'Per-position acceptance rate': acceptance 0..1 of draft "
-                                                "position 1, 2, ..."),
+        "per_position_acceptance": (
+            pl.List(F),
+            "V1 'Per-position acceptance rate': acceptance 0..1 of draft position 1, 2, ...",
+        ),
         "line_no": (I, "1-based line number in the source"),
         "seq": (I, "order of the row within its source"),
     },
@@ -99,10 +137,13 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "ts_inferred": (B, "true when ts was taken from a neighbouring line (uvicorn access lines)"),
         "source": (S, "input file"),
         "replica": (S, "server replica"),
-        "kind": (S, "preemption | oom | kv_insufficient | engine_dead | engine_timeout | input_too_long | error | "
-                    "http_access | server_start (uvicorn 'Started server process') | server_listen ('Starting vLLM server on') | "
-                    "server_ready | server_stop | shutdown_error (engine-death traceback after a shutdown began: harmless) | "
-                    "version | config | engine_config ('Initializing a V1 LLM engine ... with config:') | capacity"),
+        "kind": (
+            S,
+            "preemption | oom | kv_insufficient | engine_dead | engine_timeout | input_too_long | error | "
+            "http_access | server_start (uvicorn 'Started server process') | server_listen ('Starting vLLM server on') | "
+            "server_ready | server_stop | shutdown_error (engine-death traceback after a shutdown began: harmless) | "
+            "version | config | engine_config ('Initializing a V1 LLM engine ... with config:') | capacity",
+        ),
         "level": (S, "log level"),
         "process": (S, "process prefix name (APIServer, EngineCore_DP0, Worker_TP0, VllmWorkerProcess, ...)"),
         "pid": (I, "process id from the prefix"),
@@ -114,7 +155,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "line_count": (I, "physical lines making up the record"),
         "seq": (I, "order within the source"),
         "cumulative_preemptions": (I, "V0 total_num_cumulative_preemption=N"),
-        "preemption_mode": (S, "RECOMPUTE or SWAP (vLLM V0); RETRACT for an SGLang retraction ('KV cache pool is full')"),
+        "preemption_mode": (
+            S,
+            "RECOMPUTE or SWAP (vLLM V0); RETRACT for an SGLang retraction ('KV cache pool is full')",
+        ),
         "kv_tokens": (I, "KV cache size in tokens (V1) or blocks x block size (V0)"),
         "gpu_blocks": (I, "# GPU/cuda/cpu blocks"),
         "num_gpu_blocks_override": (I, "--num-gpu-blocks-override from the non-default args"),
@@ -153,7 +197,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     },
     "server_requests": {
         "request_id": (S, "request id as first logged (Received, else Added)"),
-        "base_request_id": (S, "id as sent in X-Request-Id: chatcmpl-/cmpl-/chat- prefix, -<index> and -<8hex> suffix stripped"),
+        "base_request_id": (
+            S,
+            "id as sent in X-Request-Id: chatcmpl-/cmpl-/chat- prefix, -<index> and -<8hex> suffix stripped",
+        ),
         "source": (S, "input file"),
         "replica": (S, "server replica"),
         "received_ts": (TS, "Received request"),
@@ -163,8 +210,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "max_tokens": (I, "requested max_tokens"),
         "prompt_tokens": (I, "prompt length in tokens when logged"),
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
-        "endpoint": (S, "completion | chat | tokenize | embedding | other, from the id prefix (vLLM); null for "
-                        "SGLang, whose ids carry none"),
+        "endpoint": (
+            S,
+            "completion | chat | tokenize | embedding | other, from the id prefix (vLLM); null for "
+            "SGLang, whose ids carry none",
+        ),
         "prompt": (S, "prompt text, only with --include-prompts"),
         "engine_kind": (S, "serving engine that logged the request: 'vllm' or 'sglang'"),
     },
@@ -177,7 +227,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "value": (F, "sample value"),
     },
     "gateway_attempts": {
-        "ts_start": (TS, "when this attempt started (attempt 1: when the gateway received the request; later attempts approximated from the earlier attempts' upstream times)"),
+        "ts_start": (
+            TS,
+            "when this attempt started (attempt 1: when the gateway received the request; later attempts approximated from the earlier attempts' upstream times)",
+        ),
         "ts_end": (TS, "when the gateway logged it (UTC)"),
         "source": (S, "input file"),
         "gateway": (S, "nginx | envoy | haproxy | traefik | litellm | vllm_router"),
@@ -192,7 +245,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "request_time_s": (F, "whole gateway request time"),
         "connect_s": (F, "upstream connect time of this attempt"),
         "header_s": (F, "upstream header time (≈ time to first byte) of this attempt"),
-        "flags": (S, "response flags (Envoy UT/URX/DC..., HAProxy termination state, nginx 'no_live_upstreams' / 'internal_redirect'); a proxy's lines apart from its access lines: LiteLLM 'attempt', 'attempt,exception', 'fallback', 'retry', 'failed', vLLM router 'routed' (no downstream status: not requests of their own, schemas.gateway_apart)"),
+        "flags": (
+            S,
+            "response flags (Envoy UT/URX/DC..., HAProxy termination state, nginx 'no_live_upstreams' / 'internal_redirect'); a proxy's lines apart from its access lines: LiteLLM 'attempt', 'attempt,exception', 'fallback', 'retry', 'failed', vLLM router 'routed' (no downstream status: not requests of their own, schemas.gateway_apart)",
+        ),
         "error": (S, "error text for this attempt, when known"),
         "method": (S, "HTTP method"),
         "path": (S, "request path"),
@@ -207,14 +263,20 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "source": (S, "input file"),
         "gateway": (S, "nginx | vllm_router | ..."),
         "level": (S, "error log level"),
-        "kind": (S, "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | notice | other"),
+        "kind": (
+            S,
+            "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | notice | other",
+        ),
         "conn_id": (I, "nginx *N connection number"),
         "client": (S, "client address"),
         "request": (S, "request line"),
         "upstream": (S, "upstream URL"),
         "host": (S, "Host header"),
         "message": (S, "the message, cut to 500 characters"),
-        "logger": (S, "logger that wrote it when the format names one (vllm_router: vllm_router.httpx_client, ...; uvicorn)"),
+        "logger": (
+            S,
+            "logger that wrote it when the format names one (vllm_router: vllm_router.httpx_client, ...; uvicorn)",
+        ),
         "line_no": (I, "1-based line number"),
     },
     "client_attempts": {
@@ -235,9 +297,18 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "output_tokens": (I, "generated tokens"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "load phase / benchmark step label when known"),
-        "thread": (S, "thread name the attempt was logged from (openai-python logs), to audit inferred groupings"),
-        "retry_delay_s": (F, "backoff the client announced before this retry ('Retrying request in X seconds')"),
-        "grouping": (S, "'exact' (ids in the log) or 'inferred' (rebuilt from thread names and retry counters)"),
+        "thread": (
+            S,
+            "thread name the attempt was logged from (openai-python logs), to audit inferred groupings",
+        ),
+        "retry_delay_s": (
+            F,
+            "backoff the client announced before this retry ('Retrying request in X seconds')",
+        ),
+        "grouping": (
+            S,
+            "'exact' (ids in the log) or 'inferred' (rebuilt from thread names and retry counters)",
+        ),
         "grouping_confidence": (F, "0..1 confidence of the attempt->logical grouping"),
         "url": (S, "URL or path"),
         "line_no": (I, "1-based line number of the attempt's first line"),
@@ -275,14 +346,20 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     },
     # ---- correlation stage (logscope/correlate) ----
     "requests": {
-        "logical_request_id": (S, "client's logical request (or the gateway/server request when no client log)"),
+        "logical_request_id": (
+            S,
+            "client's logical request (or the gateway/server request when no client log)",
+        ),
         "client": (S, "client name, null when no client log covers it"),
         "origin": (S, "which layer defined this row: client | gateway | server"),
         "ts_start": (TS, "first send (UTC, clock-corrected)"),
         "ts_end": (TS, "final outcome (UTC, clock-corrected)"),
         "status": (I, "final status seen by the caller"),
         "error": (S, "final error"),
-        "outcome": (S, "ok | error | timeout | truncated | unfinished (its client's log ended with it in flight) | unknown"),
+        "outcome": (
+            S,
+            "ok | error | timeout | truncated | unfinished (its client's log ended with it in flight) | unknown",
+        ),
         "client_attempts": (I, "client attempts"),
         "gateway_requests": (I, "gateway requests matched"),
         "gateway_attempts": (I, "upstream attempts made by the gateway"),
@@ -297,7 +374,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "output_tokens": (I, "generated tokens"),
         "match": (S, "exact (ids) | inferred (time window) | none"),
         "match_score": (F, "0..1 confidence of the cross-layer match"),
-        "duplicate_concurrent": (B, "a retry was sent while an earlier attempt was still running on the server"),
+        "duplicate_concurrent": (
+            B,
+            "a retry was sent while an earlier attempt was still running on the server",
+        ),
         "orphaned_executions": (I, "server executions still running after their caller gave up"),
         "orphan_s": (F, "seconds of server work done after the caller gave up"),
         "concurrency": (I, "client concurrency level when known"),
@@ -317,7 +397,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "gateway_retries": (I, "extra upstream attempts made by the gateway"),
         "server_requests": (I, "vLLM requests received"),
         "server_aborts": (I, "vLLM aborts"),
-        "amplification": (F, "server executions of the logical requests started in the window / those requests"),
+        "amplification": (
+            F,
+            "server executions of the logical requests started in the window / those requests",
+        ),
         "inflight_client": (F, "mean client attempts in flight"),
         "inflight_gateway": (F, "mean gateway requests in flight"),
         "inflight_server": (F, "mean vLLM requests in flight"),
@@ -354,14 +437,20 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     # ---- diagnosis stage (logscope/diagnose) ----
     "episodes": {
         "episode_id": (S, "stable id, e.g. E1"),
-        "signal": (S, "preemptions | kv_pressure | queue | stall | errors | crash | retries | ttft | e2e | orphans "
-                      "(the incident's most telling signal; the others are its companions in diagnosis.json)"),
+        "signal": (
+            S,
+            "preemptions | kv_pressure | queue | stall | errors | crash | retries | ttft | e2e | orphans "
+            "(the incident's most telling signal; the others are its companions in diagnosis.json)",
+        ),
         "class": (S, "spike | sustained | recurring | crash"),
         "replica": (S, "replica, null for cross-layer signals"),
         "start": (TS, "start (UTC)"),
         "end": (TS, "end (UTC)"),
         "duration_s": (F, "duration"),
-        "share_of_span": (F, "duration / observed span (descriptive: it changes with the span, so it decides nothing)"),
+        "share_of_span": (
+            F,
+            "duration / observed span (descriptive: it changes with the span, so it decides nothing)",
+        ),
         "recovered": (B, "the signal returned to baseline before the logs end"),
         "peak": (F, "peak value of the signal"),
         "baseline": (F, "baseline value of the signal before the episode"),
@@ -379,9 +468,15 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "output_tokens_mean": (F, "mean output tokens during"),
         "ttft_p95": (F, "TTFT p95 during (s)"),
         "e2e_p95": (F, "e2e p95 during (s)"),
-        "ttft_source": (S, "where ttft_p95 comes from: client | gateway | server log | metrics histogram (several "
-                           "joined by ' + ')"),
-        "ttft_p95_bucket": (S, "the histogram bucket ttft_p95 lies in ('1–2.5 s') when it comes from the histogram"),
+        "ttft_source": (
+            S,
+            "where ttft_p95 comes from: client | gateway | server log | metrics histogram (several "
+            "joined by ' + ')",
+        ),
+        "ttft_p95_bucket": (
+            S,
+            "the histogram bucket ttft_p95 lies in ('1–2.5 s') when it comes from the histogram",
+        ),
         "e2e_source": (S, "where e2e_p95 comes from (as ttft_source)"),
         "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when it comes from the histogram"),
         "success_share": (F, "share of logical requests ending ok during"),
@@ -392,7 +487,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "rank": (I, "1 = most severe"),
         "severity": (S, "critical | high | medium | low | info"),
         "title": (S, "one line"),
-        "kind": (S, "crash | startup | stall | orphans | retries | pressure | errors | latency | ladder | other"),
+        "kind": (
+            S,
+            "crash | startup | stall | orphans | retries | pressure | errors | latency | ladder | other",
+        ),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),
         "cause": (S, "likely cause"),
@@ -400,15 +498,23 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "episode_id": (S, "episode it points to"),
         "start": (TS, "time range start"),
         "end": (TS, "time range end"),
-        "failed_requests": (I, "logical requests in flight during it that ended in an error or a timeout; null "
-                               "when no request table (the ranking's first key after severity)"),
-        "slowed_requests": (I, "logical requests in flight during it that ended ok above the TTFT or e2e SLO; null "
-                               "when unknown"),
+        "failed_requests": (
+            I,
+            "logical requests in flight during it that ended in an error or a timeout; null "
+            "when no request table (the ranking's first key after severity)",
+        ),
+        "slowed_requests": (
+            I,
+            "logical requests in flight during it that ended ok above the TTFT or e2e SLO; null when unknown",
+        ),
     },
     "ladder": {
         "step": (I, "1-based step"),
         "concurrency": (F, "concurrency (or request rate) of the step"),
-        "mode": (S, "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts: the client's, else the gateway's, else the server's requests, else its running + waiting)"),
+        "mode": (
+            S,
+            "concurrency | rate (from the client's phases) | inflight (detected from in-flight counts: the client's, else the gateway's, else the server's requests, else its running + waiting)",
+        ),
         "ts_start": (TS, "step start"),
         "ts_end": (TS, "step end"),
         "cold": (B, "step overlaps the cold start after a server start"),
@@ -427,17 +533,32 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "throughput_tps": (F, "output tokens/s"),
         "max_tokens_mean": (F, "requested max_tokens (mean)"),
         "output_tokens_mean": (F, "generated tokens (mean)"),
-        "lengths_source": (S, "'metrics histogram' when max_tokens_mean / output_tokens_mean are the histograms' "
-                              "means (_sum / _count), null when from the requests"),
-        "ttft_source": (S, "where ttft_p50 / ttft_p95 come from: client | gateway | server log | metrics histogram "
-                           "(vllm:time_to_first_token_seconds; several joined by ' + ')"),
-        "ttft_p95_bucket": (S, "the histogram bucket ttft_p95 lies in ('1–2.5 s': the value is interpolated in it, "
-                               "as histogram_quantile does), when from the histogram"),
+        "lengths_source": (
+            S,
+            "'metrics histogram' when max_tokens_mean / output_tokens_mean are the histograms' "
+            "means (_sum / _count), null when from the requests",
+        ),
+        "ttft_source": (
+            S,
+            "where ttft_p50 / ttft_p95 come from: client | gateway | server log | metrics histogram "
+            "(vllm:time_to_first_token_seconds; several joined by ' + ')",
+        ),
+        "ttft_p95_bucket": (
+            S,
+            "the histogram bucket ttft_p95 lies in ('1–2.5 s': the value is interpolated in it, "
+            "as histogram_quantile does), when from the histogram",
+        ),
         "ttft_p50_bucket": (S, "the histogram bucket ttft_p50 lies in, when from the histogram"),
-        "ttft_p95_gateway": (F, "the gateway's upstream header time p95 (s), kept when the histogram's TTFT "
-                                "replaced it (vLLM sends headers before the first token when streaming)"),
-        "e2e_source": (S, "where e2e_p50 / e2e_p95 come from (as ttft_source; "
-                          "vllm:e2e_request_latency_seconds for the histogram)"),
+        "ttft_p95_gateway": (
+            F,
+            "the gateway's upstream header time p95 (s), kept when the histogram's TTFT "
+            "replaced it (vLLM sends headers before the first token when streaming)",
+        ),
+        "e2e_source": (
+            S,
+            "where e2e_p50 / e2e_p95 come from (as ttft_source; "
+            "vllm:e2e_request_latency_seconds for the histogram)",
+        ),
         "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when from the histogram"),
         "e2e_p50_bucket": (S, "the histogram bucket e2e_p50 lies in, when from the histogram"),
         "queue_p95": (F, "time in vLLM's waiting queue, p95 (s), from vllm:request_queue_time_seconds"),
@@ -446,13 +567,22 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "prefill_p95_bucket": (S, "the histogram bucket prefill_p95 lies in"),
         "decode_p95": (F, "decode time p95 (s), from vllm:request_decode_time_seconds"),
         "decode_p95_bucket": (S, "the histogram bucket decode_p95 lies in"),
-        "slo_undecided": (S, "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket "
-                             "(the step is then 'unknown' unless another figure missed)"),
+        "slo_undecided": (
+            S,
+            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket "
+            "(the step is then 'unknown' unless another figure missed)",
+        ),
         "meets_slo": (B, "every SLO figure measured and met (null: unknown, a figure could not be measured)"),
         "slo_status": (S, "met | missed | unknown (a figure missing and none failed)"),
-        "slo_missing": (S, "the SLO figures the step had no value for, comma-separated (ttft_p95, e2e_p95, ...)"),
+        "slo_missing": (
+            S,
+            "the SLO figures the step had no value for, comma-separated (ttft_p95, e2e_p95, ...)",
+        ),
         "broke": (S, "every SLO condition that failed, in the order it first happened in the step"),
-        "pressure": (S, "preemptions, queue, KV near full in the step, in the order they began (beside the SLO)"),
+        "pressure": (
+            S,
+            "preemptions, queue, KV near full in the step, in the order they began (beside the SLO)",
+        ),
     },
 }
 
@@ -475,7 +605,8 @@ def conform(df: pl.DataFrame | pl.LazyFrame, table: str):
     sch = schema(table)
     have = set(df.collect_schema().names())
     exprs = [
-        (pl.col(c).cast(t, strict=False) if c in have else pl.lit(None, dtype=t)).alias(c) for c, t in sch.items()
+        (pl.col(c).cast(t, strict=False) if c in have else pl.lit(None, dtype=t)).alias(c)
+        for c, t in sch.items()
     ]
     return df.select(exprs)
 
@@ -483,7 +614,11 @@ def conform(df: pl.DataFrame | pl.LazyFrame, table: str):
 def gateway_apart() -> pl.Expr:
     """``gateway_attempts`` rows that are no request of their own: a proxy's line on an attempt, fallback or failure
     apart from its access line (LiteLLM, vLLM router), no downstream status, in a log with access lines (no id pairs them)."""
-    return pl.col("status").is_null() & pl.col("flags").is_not_null() & pl.col("status").is_not_null().any().over("source")
+    return (
+        pl.col("status").is_null()
+        & pl.col("flags").is_not_null()
+        & pl.col("status").is_not_null().any().over("source")
+    )
 
 
 def markdown() -> str:

@@ -35,8 +35,13 @@ def _print_files(files, title: str) -> None:
     for r in files.iter_rows(named=True):
         total = r["lines_total"] or 0
         cov = f"{100 * r['lines_parsed'] / total:.1f}%" if total else "-"
-        t.add_row(shown(r["path"]), shown(r["format"]), f"{r['confidence']:.2f}",
-                  f"{r['lines_parsed']:,} / {total:,}", cov)
+        t.add_row(
+            shown(r["path"]),
+            shown(r["format"]),
+            f"{r['confidence']:.2f}",
+            f"{r['lines_parsed']:,} / {total:,}",
+            cov,
+        )
         notes += [f"{r['path']}: {m}" for m in r["messages"] or []]
     out.print(t)
     for n in notes:
@@ -57,8 +62,13 @@ def _reuse_note(out_dir: Path, started: datetime) -> None:
         return
     if at < started:
         n = len((meta.get("fingerprint") or {}).get("files") or [])
-        err.print(shown(f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
-                         f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)"), style="yellow")
+        err.print(
+            shown(
+                f"logscope: note: the logs were not parsed again: {out_dir} holds the tables of the same "
+                f"{n} files, parsed at {meta['ingested_at']} (--reparse parses them again)"
+            ),
+            style="yellow",
+        )
 
 
 def _range_note(summary: dict, paths: dict) -> None:
@@ -68,8 +78,13 @@ def _range_note(summary: dict, paths: dict) -> None:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
         err.print(shown(f"logscope: note: {chosen['reason']}"), style="yellow")
         for o in chosen.get("others") or []:
-            err.print(shown(f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
-                             f"--since {o['since']} --until {o['until']}"), style="yellow")
+            err.print(
+                shown(
+                    f"  another range ({o['trouble']:,} trouble signs): logscope report {folder} "
+                    f"--since {o['since']} --until {o['until']}"
+                ),
+                style="yellow",
+            )
 
 
 def _slices_note(summary: dict) -> None:
@@ -85,22 +100,37 @@ def _copies_note(summary: dict) -> None:
     """Files read as copies of others (logscope.ingest._mark_copies): their rows are not counted."""
     from .ingest import COPY_NOTE
 
-    copies = [(f["path"], m) for f in (summary.get("inputs") or {}).get("files") or []
-              for m in f.get("messages") or [] if m.startswith(COPY_NOTE)]
+    copies = [
+        (f["path"], m)
+        for f in (summary.get("inputs") or {}).get("files") or []
+        for m in f.get("messages") or []
+        if m.startswith(COPY_NOTE)
+    ]
     if copies:
-        names = ", ".join(f"{p} ({m[len(COPY_NOTE):].split(' ', 1)[0]})" for p, m in copies[:3])
+        names = ", ".join(f"{p} ({m[len(COPY_NOTE) :].split(' ', 1)[0]})" for p, m in copies[:3])
         more = f" and {len(copies) - 3} more" if len(copies) > 3 else ""
-        err.print(shown(f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
-                         f"are not counted twice: {names}{more}"), style="yellow")
+        err.print(
+            shown(
+                f"logscope: note: {len(copies)} file(s) hold only lines another input holds, so their rows "
+                f"are not counted twice: {names}{more}"
+            ),
+            style="yellow",
+        )
 
 
 def _fail_on_note(summary: dict, classes: set[str]) -> None:
     """Which episodes made --fail-on exit 1: a pipeline's log then says why it failed."""
     hit = [e for e in summary.get("episodes", []) if e.get("class") in classes]
-    err.print(shown(f"logscope: --fail-on {','.join(sorted(classes))}: {len(hit)} episode(s) matched, exit 1"))
+    err.print(
+        shown(f"logscope: --fail-on {','.join(sorted(classes))}: {len(hit)} episode(s) matched, exit 1")
+    )
     for e in hit[:5]:
         where = f" on {e['replica']}" if e.get("replica") else ""
-        err.print(shown(f"  {e.get('class')} {e.get('id')}: {e.get('signal')}{where}, {e.get('start')} → {e.get('end')}"))
+        err.print(
+            shown(
+                f"  {e.get('class')} {e.get('id')}: {e.get('signal')}{where}, {e.get('start')} → {e.get('end')}"
+            )
+        )
     if len(hit) > 5:
         err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
 
@@ -138,8 +168,17 @@ def _links_note(summary: dict) -> None:
     """Links out of the input folder that were not read (``logscope.ingest.sources.discover``)."""
     from .ingest.sources import LINK_OUT
 
-    links = [f["path"] for f in (summary.get("inputs") or {}).get("files") or [] if LINK_OUT in (f.get("messages") or [])]
+    links = [
+        f["path"]
+        for f in (summary.get("inputs") or {}).get("files") or []
+        if LINK_OUT in (f.get("messages") or [])
+    ]
     if links:
         more = f" and {len(links) - 3} more" if len(links) > 3 else ""
-        err.print(shown(f"logscope: note: {len(links)} link(s) out of the input folder were not read: "
-                        f"{', '.join(links[:3])}{more} (--follow-links reads them)"), style="yellow")
+        err.print(
+            shown(
+                f"logscope: note: {len(links)} link(s) out of the input folder were not read: "
+                f"{', '.join(links[:3])}{more} (--follow-links reads them)"
+            ),
+            style="yellow",
+        )

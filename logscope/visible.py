@@ -15,8 +15,9 @@ from typing import Any
 # C0 (but tab and newline, which a page or a table renders as space), DEL, C1; soft hyphen, Arabic letter
 # mark, Mongolian vowel separator; zero-width characters and the bidi marks, embeddings, overrides and
 # isolates; line and paragraph separators; word joiner and invisible operators; BOM; interlinear annotations
-_INVISIBLE = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-              "\ufeff\ufff9-\ufffb")
+_INVISIBLE = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+)
 _UNSEEN = re.compile(f"[{_INVISIBLE}]")
 _UNSEEN_LINE = re.compile(f"[\t\n{_INVISIBLE}]")  # on a terminal line, a newline or tab is shown too
 

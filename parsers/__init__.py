@@ -53,8 +53,9 @@ def detect(head: list[str]) -> tuple[ModuleType | None, float, dict[str, float]]
     return _best(scores(head))
 
 
-def detect_many(heads: list[list[str]], pool: Executor | None = None,
-                threads: int = 1) -> list[tuple[ModuleType | None, float, dict[str, float]]]:
+def detect_many(
+    heads: list[list[str]], pool: Executor | None = None, threads: int = 1
+) -> list[tuple[ModuleType | None, float, dict[str, float]]]:
     """``detect`` of many files' heads: every format scores all heads at once (``detect_heads`` over one frame of
     their lines; 2,000 small files: 8.5 ms a file one head at a time, below 0.1 ms so). With a pool, the formats
     are shared out among ``threads`` of its threads. A format whose batch raises is asked head by head (an
@@ -66,7 +67,14 @@ def detect_many(heads: list[list[str]], pool: Executor | None = None,
         if not hasattr(m, "detect_heads"):  # a format that scores one head at a time
             return [safe_detect(m, head) for head in heads]
         try:
-            got = m.detect_heads(frame, n).cast(pl.Float64).fill_nan(0.0).fill_null(0.0).clip(0.0, 1.0).to_list()
+            got = (
+                m.detect_heads(frame, n)
+                .cast(pl.Float64)
+                .fill_nan(0.0)
+                .fill_null(0.0)
+                .clip(0.0, 1.0)
+                .to_list()
+            )
         except Exception:  # noqa: BLE001 - detection must never take the run down
             return [safe_detect(m, head) for head in heads]
         return got if len(got) == n else [safe_detect(m, head) for head in heads]
@@ -77,7 +85,7 @@ def detect_many(heads: list[list[str]], pool: Executor | None = None,
     k = max(1, threads) if pool is not None and n > 1 else 1
     groups = [list(FORMATS[i::k]) for i in range(k)]
     by_format: dict[str, list[float]] = {}
-    for part in (pool.map(run, groups) if k > 1 else map(run, groups)):
+    for part in pool.map(run, groups) if k > 1 else map(run, groups):
         by_format.update(part)
     return [_best({m.NAME: by_format[m.NAME][i] for m in FORMATS}) for i in range(n)]
 
@@ -89,4 +97,13 @@ def _best(sc: dict[str, float]) -> tuple[ModuleType | None, float, dict[str, flo
     return best, sc[best.NAME], sc
 
 
-__all__ = ["FORMATS", "BY_NAME", "detect", "detect_many", "scores", "ParseContext", "ChunkResult", "MIN_CONFIDENCE"]
+__all__ = [
+    "FORMATS",
+    "BY_NAME",
+    "detect",
+    "detect_many",
+    "scores",
+    "ParseContext",
+    "ChunkResult",
+    "MIN_CONFIDENCE",
+]

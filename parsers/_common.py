@@ -23,12 +23,14 @@ def ascii_classes(pattern: str) -> str:
         if c == "\\" and i + 1 < len(pattern):
             n = pattern[i + 1]
             inner = {"d": "0-9", "w": "A-Za-z0-9_"}.get(n)
-            out.append(pattern[i:i + 2] if inner is None else inner if cls_start >= 0 else f"[{inner}]")
+            out.append(pattern[i : i + 2] if inner is None else inner if cls_start >= 0 else f"[{inner}]")
             i += 2
             continue
         if c == "[" and cls_start < 0:
             cls_start = len(out)
-        elif c == "]" and cls_start >= 0 and "".join(out[cls_start:]) not in ("[", "[^"):  # '[]...]' holds ']'
+        elif (
+            c == "]" and cls_start >= 0 and "".join(out[cls_start:]) not in ("[", "[^")
+        ):  # '[]...]' holds ']'
             cls_start = -1
         out.append(c)
         i += 1
@@ -36,7 +38,9 @@ def ascii_classes(pattern: str) -> str:
 
 
 # uvicorn's access line, the message after its level prefix (vLLM's and SGLang's API servers, LiteLLM, the vLLM router)
-UVICORN_ACCESS = ascii_classes(r'(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
+UVICORN_ACCESS = ascii_classes(
+    r'(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
+)
 UVICORN_LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"  # its level prefix: 'INFO:     '
 
 
@@ -109,8 +113,9 @@ def json_fields(lines: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     odd = f["j"].is_null()
     if bool(odd.any()):
         line = pl.col("line")
-        slow = f.filter(odd).with_columns(pl.struct([line.str.json_path_match(f"$['{k}']").alias(k) for k in keys])
-                                          .alias("j"))
+        slow = f.filter(odd).with_columns(
+            pl.struct([line.str.json_path_match(f"$['{k}']").alias(k) for k in keys]).alias("j")
+        )
         f = pl.concat([f.filter(~odd), slow]).sort("line_no")
     return f.select("line_no", "j").unnest("j")
 

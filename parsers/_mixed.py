@@ -40,8 +40,9 @@ class Mixed:
         self.first, self.second = first, second
         self.NAME, self.KIND = first.NAME, first.KIND
         self.SPEED = min(getattr(first, "SPEED", 100), getattr(second, "SPEED", 100))
-        self.INDEPENDENT_CHUNKS = bool(getattr(first, "INDEPENDENT_CHUNKS", False)
-                                       and getattr(second, "INDEPENDENT_CHUNKS", False))
+        self.INDEPENDENT_CHUNKS = bool(
+            getattr(first, "INDEPENDENT_CHUNKS", False) and getattr(second, "INDEPENDENT_CHUNKS", False)
+        )
 
     def parse_chunk(self, lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
         one = self.first.parse_chunk(lines, ctx, state.setdefault("first", {}))
@@ -51,12 +52,19 @@ class Mixed:
             return one
         two = self.second.parse_chunk(rest, ctx, state.setdefault("second", {}))
         ok = ok | lines["line_no"].is_in(rest.filter(_recognized(two, rest))["line_no"].implode())
-        return ChunkResult(tables=_tables(one, two), recognized=ok, assumptions=one.assumptions + two.assumptions,
-                           messages=one.messages + two.messages)
+        return ChunkResult(
+            tables=_tables(one, two),
+            recognized=ok,
+            assumptions=one.assumptions + two.assumptions,
+            messages=one.messages + two.messages,
+        )
 
     def finish(self, ctx: ParseContext, state: dict) -> ChunkResult | None:
-        done = [mod.finish(ctx, state.get(key, {})) for mod, key in ((self.first, "first"), (self.second, "second"))
-                if hasattr(mod, "finish")]
+        done = [
+            mod.finish(ctx, state.get(key, {}))
+            for mod, key in ((self.first, "first"), (self.second, "second"))
+            if hasattr(mod, "finish")
+        ]
         done = [d for d in done if d is not None]
         if not done:
             return None

@@ -176,7 +176,9 @@ def compile_tokens(
 
 
 @functools.lru_cache(maxsize=512)
-def _compile(tokens: tuple[Token, ...], escape: str, capture: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
+def _compile(
+    tokens: tuple[Token, ...], escape: str, capture: frozenset[str] | None
+) -> tuple[str, tuple[str, ...]]:
     parts, names = ["^"], []
     for i, (kind, text) in enumerate(tokens):
         if kind == "lit":
@@ -394,7 +396,11 @@ def candidates(head: list[str], options: dict) -> list[tuple[Layout, int]]:
     builtin = [
         Layout("combined", "nginx's predefined 'combined' format", tokenize(COMBINED)),
         Layout("main", "the 'main' format of nginx's sample nginx.conf", tokenize(MAIN)),
-        Layout("upstreaminfo", "ingress-nginx's default log-format-upstream 'upstreaminfo'", tokenize(UPSTREAMINFO)),
+        Layout(
+            "upstreaminfo",
+            "ingress-nginx's default log-format-upstream 'upstreaminfo'",
+            tokenize(UPSTREAMINFO),
+        ),
     ]
     out: list[tuple[Layout, int]] = []
     for group in (explicit, conf, inferred, builtin):

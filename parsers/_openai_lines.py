@@ -12,9 +12,20 @@ _TS = r"^\[?(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac
 _PREFIXED = rf"^\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|^{_LEVEL}:"
 # message starts we know; the prefix before them is empty or ends with a blank or ':'
 _STARTS = [
-    "Building HTTP request: ", "Request options: ", "Sending HTTP Request: ", "HTTP Request: ", "HTTP Response: ",
-    "Encountered ", "Retrying ", "Raising (?:timeout|connection) error", "Re-raising status error", "Not retrying",
-    r"\d+ retr(?:y|ies) left", "request_id: ", r"request \S+ done status=", r"phase \S+ start mode=",
+    "Building HTTP request: ",
+    "Request options: ",
+    "Sending HTTP Request: ",
+    "HTTP Request: ",
+    "HTTP Response: ",
+    "Encountered ",
+    "Retrying ",
+    "Raising (?:timeout|connection) error",
+    "Re-raising status error",
+    "Not retrying",
+    r"\d+ retr(?:y|ies) left",
+    "request_id: ",
+    r"request \S+ done status=",
+    r"phase \S+ start mode=",
 ]
 _MSG = rf"^(?P<prefix>(?:.*?[\s:])?)(?P<msg>(?:{'|'.join(_STARTS)}).*)$"
 # _MSG's capture groups are slow over whole lines: the start is searched instead, without the '\d+ retr'
@@ -62,22 +73,43 @@ _KINDS = [
     ("phase", "phase ", _PHASE),
 ]
 _EV_SCHEMA = {
-    "seq": pl.Int64, "line_no": pl.Int64, "ts": pl.Datetime("us", "UTC"), "thread": pl.String,
-    "kind": pl.String, "rt": pl.Int64, "url": pl.String, "status": pl.Int64, "err": pl.String,
-    "max_retries": pl.Int64, "max_tokens": pl.Int64, "rid": pl.String, "lab_status": pl.Int64,
-    "lab_err": pl.String, "latency": pl.Float64, "ph": pl.String, "ph_mode": pl.String,
-    "ph_value": pl.Float64, "ph_dur": pl.Float64, "delay": pl.Float64,
+    "seq": pl.Int64,
+    "line_no": pl.Int64,
+    "ts": pl.Datetime("us", "UTC"),
+    "thread": pl.String,
+    "kind": pl.String,
+    "rt": pl.Int64,
+    "url": pl.String,
+    "status": pl.Int64,
+    "err": pl.String,
+    "max_retries": pl.Int64,
+    "max_tokens": pl.Int64,
+    "rid": pl.String,
+    "lab_status": pl.Int64,
+    "lab_err": pl.String,
+    "latency": pl.Float64,
+    "ph": pl.String,
+    "ph_mode": pl.String,
+    "ph_value": pl.Float64,
+    "ph_dur": pl.Float64,
+    "delay": pl.Float64,
 }
 
 
 def _timestamp(g: pl.Expr, tz: str) -> pl.Expr:
     """Date, time, fraction and optional zone groups -> UTC."""
-    naive = (g.struct.field("date") + " " + g.struct.field("time")).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
-    frac = g.struct.field("frac").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
+    naive = (g.struct.field("date") + " " + g.struct.field("time")).str.to_datetime(
+        "%Y-%m-%d %H:%M:%S", strict=False
+    )
+    frac = (
+        g.struct.field("frac").str.pad_end(6, "0").str.slice(0, 6).cast(pl.Int64, strict=False).fill_null(0)
+    )
     naive = naive + pl.duration(microseconds=frac)
     z = g.struct.field("tz")
     zz = z.str.replace(":", "")
-    offset_min = (zz.str.slice(1, 2).cast(pl.Int64, strict=False) * 60 + zz.str.slice(3, 2).cast(pl.Int64, strict=False))
+    offset_min = zz.str.slice(1, 2).cast(pl.Int64, strict=False) * 60 + zz.str.slice(3, 2).cast(
+        pl.Int64, strict=False
+    )
     offset_min = pl.when(zz.str.starts_with("-")).then(-offset_min).otherwise(offset_min)
     zoned = (naive - pl.duration(minutes=offset_min)).dt.replace_time_zone("UTC")
     return (
@@ -124,7 +156,9 @@ def _split(df: pl.DataFrame) -> pl.DataFrame:
     fast = pl.col("_ascii") & ((at == 0) | head.str.contains(r"[\s:]$"))
     df = df.with_columns(fast.fill_null(False).alias("_fast"))
     # one use per with_columns: a repeated expression is computed once on all rows, outside its when()
-    df = df.with_columns(pl.when(at.is_not_null() & ~pl.col("_fast")).then(ln.str.extract_groups(_MSG)).alias("_slow"))
+    df = df.with_columns(
+        pl.when(at.is_not_null() & ~pl.col("_fast")).then(ln.str.extract_groups(_MSG)).alias("_slow")
+    )
     slow = pl.col("_slow")
     return df.with_columns(
         pl.when(pl.col("_fast")).then(head).otherwise(slow.struct.field("prefix")).alias("prefix"),
@@ -137,14 +171,18 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     seq0 = state.get("seq", 0)
     line = pl.col("line")
     cr = bool(lines.select(line.str.ends_with("\r").any()).item())
-    df = _split(lines.select(
-        "line_no",
-        (line.str.strip_suffix("\r") if cr else line).alias("l"),
-        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-    ))
+    df = _split(
+        lines.select(
+            "line_no",
+            (line.str.strip_suffix("\r") if cr else line).alias("l"),
+            (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
+        )
+    )
     msg, kind, ln = pl.col("msg"), pl.col("kind"), pl.col("l")
     df = df.with_columns(_kind_expr(msg).alias("kind"))
-    df = df.with_columns(pl.when(kind.is_null()).then(ln.str.contains(_PREFIXED)).otherwise(True).alias("prefixed"))
+    df = df.with_columns(
+        pl.when(kind.is_null()).then(ln.str.contains(_PREFIXED)).otherwise(True).alias("prefixed")
+    )
     # traceback lines after an 'Encountered ...' record (exc_info=True in older SDKs)
     enc = pl.when(pl.col("prefixed")).then(msg.fill_null("").str.starts_with("Encountered "))
     df = df.with_columns(
@@ -172,7 +210,9 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     # three openai-python logs, one core: 4.40 -> 4.17-4.28 CPU s)
     all_fast = bool(ev["_fast_ts"].all())
     ev = ev.with_columns(
-        (pl.lit(None) if all_fast else pl.when(~pl.col("_fast_ts")).then(ln.str.extract_groups(_TS))).alias("_t"),
+        (pl.lit(None) if all_fast else pl.when(~pl.col("_fast_ts")).then(ln.str.extract_groups(_TS))).alias(
+            "_t"
+        ),
         pl.col("prefix").str.extract(_THREAD, 1).alias("_thread"),
         pl.when(on("send")).then(msg.str.extract(_SEND, 1)).alias("_send"),
         pl.when(on("httpx")).then(msg.str.extract_groups(_HTTPX)).alias("_httpx"),
@@ -185,22 +225,30 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     done, ph, retry = pl.col("_done"), pl.col("_ph"), pl.col("_retry")
     lab_err = done.struct.field("err")
     # a format with '%.f' takes polars' slow strptime path: the milliseconds are added apart
-    fast_naive = ln.str.head(19).str.to_datetime("%Y-%m-%dT%H:%M:%S", strict=False, time_unit="us") + pl.duration(
-        milliseconds=ln.str.slice(20, 3).cast(pl.Int64))
+    fast_naive = ln.str.head(19).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S", strict=False, time_unit="us"
+    ) + pl.duration(milliseconds=ln.str.slice(20, 3).cast(pl.Int64))
     fast_ts = local_to_utc(fast_naive, ctx.tz).cast(pl.Datetime("us", "UTC"))
     ev = ev.select(
         "seq",
         "line_no",
-        (fast_ts if all_fast else pl.when(pl.col("_fast_ts")).then(fast_ts).otherwise(_timestamp(pl.col("_t"), ctx.tz)))
-        .alias("ts"),
+        (
+            fast_ts
+            if all_fast
+            else pl.when(pl.col("_fast_ts")).then(fast_ts).otherwise(_timestamp(pl.col("_t"), ctx.tz))
+        ).alias("ts"),
         pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread).alias("thread"),
         kind.fill_null("exc"),
         pl.when(on("build")).then(msg.str.extract(_BUILD, 1)).cast(pl.Int64).alias("rt"),
         pl.coalesce(
-            pl.col("_send"), pl.col("_httpx").struct.field("1"), pl.col("_resp").struct.field("1"),
-            pl.when(on("options")).then(msg.str.extract(_OPTIONS_URL, 1)), retry.struct.field("1"),
+            pl.col("_send"),
+            pl.col("_httpx").struct.field("1"),
+            pl.col("_resp").struct.field("1"),
+            pl.when(on("options")).then(msg.str.extract(_OPTIONS_URL, 1)),
+            retry.struct.field("1"),
         ).alias("url"),
-        pl.coalesce(pl.col("_httpx").struct.field("2"), pl.col("_resp").struct.field("2")).cast(pl.Int64)
+        pl.coalesce(pl.col("_httpx").struct.field("2"), pl.col("_resp").struct.field("2"))
+        .cast(pl.Int64)
         .alias("status"),
         pl.when(kind.is_null())
         .then(pl.col("exc"))
@@ -217,10 +265,15 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         pl.when(lab_err != "None").then(lab_err.str.extract(r"^([A-Za-z_]\w*)", 1)).alias("lab_err"),
         done.struct.field("lat").cast(pl.Float64).alias("latency"),
         ph.struct.field("ph").alias("ph"),
-        pl.when(ph.struct.field("mode") == "c").then(pl.lit("concurrency"))
-        .when(ph.struct.field("mode") == "r").then(pl.lit("rate"))
-        .otherwise(ph.struct.field("mode")).alias("ph_mode"),
+        pl.when(ph.struct.field("mode") == "c")
+        .then(pl.lit("concurrency"))
+        .when(ph.struct.field("mode") == "r")
+        .then(pl.lit("rate"))
+        .otherwise(ph.struct.field("mode"))
+        .alias("ph_mode"),
         ph.struct.field("val").cast(pl.Float64).alias("ph_value"),
         ph.struct.field("dur").cast(pl.Float64).alias("ph_dur"),
     )
-    return ev.select(list(_EV_SCHEMA)).cast(_EV_SCHEMA), ok  # fixed column order: carried rows are concatenated
+    return ev.select(list(_EV_SCHEMA)).cast(
+        _EV_SCHEMA
+    ), ok  # fixed column order: carried rows are concatenated

@@ -43,17 +43,21 @@ from .base import ParseContext
 
 # a JSON request line of one request or of a batch (its rid a list), and of one request
 _JSON_LINE = ascii_classes(
-    r'\{"timestamp": "\d{4}-\d\d-\d\dT[\d:.]+", "event": "request\.(?:received|finished)", "rid": ')
+    r'\{"timestamp": "\d{4}-\d\d-\d\dT[\d:.]+", "event": "request\.(?:received|finished)", "rid": '
+)
 _JSON_ANY, _JSON_ONE = "^" + _JSON_LINE, "^" + _JSON_LINE + '"'
 # a request line, text or JSON (the start of a record; never an event)
 REQUEST_LINE = r"^(?:(?:Receive|Finish): obj=|" + _JSON_LINE + ")"
 # the JSON form's own time (local, no zone)
-JSON_TS = ascii_classes(r'^\{"timestamp": "(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?)", "event": "request\.')
+JSON_TS = ascii_classes(
+    r'^\{"timestamp": "(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?)", "event": "request\.'
+)
 _LIT = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\""""
 # a line's tokens, left to right: the finish reason's type, a dict entry "'key': value" (a literal or a plain value), a keyword field whose
 # value is a literal or an id list, or any other literal (consumed whole: a prompt's content is never matched)
 _TOKENS = ascii_classes(
-    rf"""'finish_reason': \{{'type': (?:{_LIT})|'\w+': (?:{_LIT}|[^,{{}}\[\]'"]*)|(?-u:\b)(?:rid|text)=(?:{_LIT})|(?-u:\b)input_ids=\[[\d, ]*\](?: \.\.\. \[)?|{_LIT}""")
+    rf"""'finish_reason': \{{'type': (?:{_LIT})|'\w+': (?:{_LIT}|[^,{{}}\[\]'"]*)|(?-u:\b)(?:rid|text)=(?:{_LIT})|(?-u:\b)input_ids=\[[\d, ]*\](?: \.\.\. \[)?|{_LIT}"""
+)
 # GenerateReqInput (the LLM server) or the diffusion server's dict
 _OBJ = ascii_classes(r"^(?:Receive|Finish): obj=(?:GenerateReqInput\(|\{'request_id': )")
 
@@ -69,25 +73,55 @@ def requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     if rows.height == 0:
         return pl.DataFrame()
     end = rows.filter("_fin").with_columns(
-        pl.when("_abort").then(pl.lit("aborted")).otherwise(pl.lit("finished")).alias("event"))
+        pl.when("_abort").then(pl.lit("aborted")).otherwise(pl.lit("finished")).alias("event")
+    )
     received = pl.lit("received").alias("event")
-    out = pl.concat([
-        rows.filter(~pl.col("_fin")).with_columns(received),
-        # the Finish line's start, on its clock (Receive lines are also logged, except under
-        # SGLANG_LOG_REQUEST_EXCEEDED_MS or when the log was cut): derive takes the earliest
-        end.filter(pl.col("_e2e").is_not_null()).with_columns(
-            (pl.col("ts") - pl.duration(microseconds=(pl.col("_e2e") * 1e6).cast(pl.Int64))).alias("ts"), received),
-        end,
-    ]).sort("seq", "event", descending=[False, True])
+    out = pl.concat(
+        [
+            rows.filter(~pl.col("_fin")).with_columns(received),
+            # the Finish line's start, on its clock (Receive lines are also logged, except under
+            # SGLANG_LOG_REQUEST_EXCEEDED_MS or when the log was cut): derive takes the earliest
+            end.filter(pl.col("_e2e").is_not_null()).with_columns(
+                (pl.col("ts") - pl.duration(microseconds=(pl.col("_e2e") * 1e6).cast(pl.Int64))).alias("ts"),
+                received,
+            ),
+            end,
+        ]
+    ).sort("seq", "event", descending=[False, True])
     return out.select(
-        "ts", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"), "event", "request_id",
-        base_id_expr("request_id").alias("base_request_id"), "max_tokens", "prompt_tokens", "n", "temperature",
-        "ignore_eos", "prompt", "line_no", "seq", pl.lit("sglang").alias("engine_kind"),
+        "ts",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+        "event",
+        "request_id",
+        base_id_expr("request_id").alias("base_request_id"),
+        "max_tokens",
+        "prompt_tokens",
+        "n",
+        "temperature",
+        "ignore_eos",
+        "prompt",
+        "line_no",
+        "seq",
+        pl.lit("sglang").alias("engine_kind"),
     )
 
 
-_ROW = ["ts", "line_no", "seq", "request_id", "max_tokens", "prompt_tokens", "n", "temperature", "ignore_eos", "prompt",
-        "_fin", "_abort", "_e2e"]
+_ROW = [
+    "ts",
+    "line_no",
+    "seq",
+    "request_id",
+    "max_tokens",
+    "prompt_tokens",
+    "n",
+    "temperature",
+    "ignore_eos",
+    "prompt",
+    "_fin",
+    "_abort",
+    "_e2e",
+]
 
 
 def _text_rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -95,14 +129,24 @@ def _text_rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     cand = df.filter(pl.col("msg").str.contains(_OBJ))
     if cand.height == 0:
         return pl.DataFrame()
-    cand = cand.with_columns(pl.col("msg").str.extract_all(_TOKENS).alias("_tok"),
-                             pl.col("msg").str.starts_with("Finish").alias("_fin"))
+    cand = cand.with_columns(
+        pl.col("msg").str.extract_all(_TOKENS).alias("_tok"),
+        pl.col("msg").str.starts_with("Finish").alias("_fin"),
+    )
     # the LLM server's rid= (else the output's id), the diffusion server's 'request_id'
     rid = pl.coalesce(_kw("rid"), _entry("id", literal=True), _entry("request_id", literal=True))
-    ids = pl.col("_tok").list.eval(pl.element().filter(pl.element().str.starts_with("input_ids=["))).list.first()
-    n_ids = (pl.when(ids.str.ends_with(" ... [")).then(None)  # cut at level 2: the length is not known
-             .when(ids == "input_ids=[]").then(0)
-             .otherwise(ids.str.count_matches(",", literal=True) + 1))
+    ids = (
+        pl.col("_tok")
+        .list.eval(pl.element().filter(pl.element().str.starts_with("input_ids=[")))
+        .list.first()
+    )
+    n_ids = (
+        pl.when(ids.str.ends_with(" ... ["))
+        .then(None)  # cut at level 2: the length is not known
+        .when(ids == "input_ids=[]")
+        .then(0)
+        .otherwise(ids.str.count_matches(",", literal=True) + 1)
+    )
     epoch_end = (_entry("request_finished_ts").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(TS)
     return cand.with_columns(
         rid.alias("request_id"),
@@ -110,12 +154,16 @@ def _text_rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.coalesce(_entry("prompt_tokens").cast(pl.Int64, strict=False), n_ids).alias("prompt_tokens"),
         _entry("n").cast(pl.Int64, strict=False).alias("n"),
         _entry("temperature").cast(pl.Float64, strict=False).alias("temperature"),
-        pl.when(_entry("ignore_eos").is_in(["True", "False"])).then(_entry("ignore_eos") == "True").alias("ignore_eos"),
+        pl.when(_entry("ignore_eos").is_in(["True", "False"]))
+        .then(_entry("ignore_eos") == "True")
+        .alias("ignore_eos"),
         _prompt(ctx).alias("prompt"),
         (_entry("finish_reason").str.extract(r"'type': '(\w+)'") == "abort").fill_null(False).alias("_abort"),
         _entry("e2e_latency").cast(pl.Float64, strict=False).alias("_e2e"),
         # a line without its header: its own epoch end time, else the line before's
-        pl.when(pl.col("ts_own").is_null() & pl.col("_fin")).then(pl.coalesce(epoch_end, "ts")).otherwise("ts")
+        pl.when(pl.col("ts_own").is_null() & pl.col("_fin"))
+        .then(pl.coalesce(epoch_end, "ts"))
+        .otherwise("ts")
         .alias("ts"),
     ).select(_ROW)
 
@@ -128,24 +176,36 @@ def _json_rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         return pl.DataFrame()
     m = pl.col("msg")
     # the small objects first, their fields from them (one pass of the whole line each)
-    cand = cand.with_columns(m.str.json_path_match("$.obj.sampling_params").alias("_sp"),
-                             m.str.json_path_match("$.out.meta_info").alias("_mi"),
-                             m.str.json_path_match("$.obj.input_ids").alias("_ids"),
-                             m.str.slice(0, 120).str.contains('"event": "request.finished"', literal=True).alias("_fin"))
+    cand = cand.with_columns(
+        m.str.json_path_match("$.obj.sampling_params").alias("_sp"),
+        m.str.json_path_match("$.out.meta_info").alias("_mi"),
+        m.str.json_path_match("$.obj.input_ids").alias("_ids"),
+        m.str.slice(0, 120).str.contains('"event": "request.finished"', literal=True).alias("_fin"),
+    )
     sp, mi, ids = (lambda k: pl.col("_sp").str.json_path_match(f"$.{k}")), pl.col("_mi"), pl.col("_ids")
-    n_ids = (pl.when(ids.str.contains('"..."', literal=True)).then(None)  # cut at level 2
-             .when(ids == "[]").then(0)
-             .otherwise(ids.str.count_matches(",", literal=True) + 1))
-    prompt = (pl.coalesce(m.str.json_path_match("$.obj.text"), m.str.json_path_match("$.obj.prompt"))
-              if ctx.include_prompts else pl.lit(None, dtype=pl.String))
+    n_ids = (
+        pl.when(ids.str.contains('"..."', literal=True))
+        .then(None)  # cut at level 2
+        .when(ids == "[]")
+        .then(0)
+        .otherwise(ids.str.count_matches(",", literal=True) + 1)
+    )
+    prompt = (
+        pl.coalesce(m.str.json_path_match("$.obj.text"), m.str.json_path_match("$.obj.prompt"))
+        if ctx.include_prompts
+        else pl.lit(None, dtype=pl.String)
+    )
     return cand.with_columns(
         pl.when(m.str.contains(_JSON_ONE)).then(m.str.json_path_match("$.rid")).alias("request_id"),
         sp("max_new_tokens").cast(pl.Int64, strict=False).alias("max_tokens"),
-        pl.coalesce(mi.str.json_path_match("$.prompt_tokens").cast(pl.Int64, strict=False), n_ids)
-        .alias("prompt_tokens"),
+        pl.coalesce(mi.str.json_path_match("$.prompt_tokens").cast(pl.Int64, strict=False), n_ids).alias(
+            "prompt_tokens"
+        ),
         sp("n").cast(pl.Int64, strict=False).alias("n"),
         sp("temperature").cast(pl.Float64, strict=False).alias("temperature"),
-        pl.when(sp("ignore_eos").is_in(["true", "false"])).then(sp("ignore_eos") == "true").alias("ignore_eos"),
+        pl.when(sp("ignore_eos").is_in(["true", "false"]))
+        .then(sp("ignore_eos") == "true")
+        .alias("ignore_eos"),
         pl.when(~pl.col("_fin")).then(prompt).alias("prompt"),
         (mi.str.json_path_match("$.finish_reason.type") == "abort").fill_null(False).alias("_abort"),
         mi.str.json_path_match("$.e2e_latency").cast(pl.Float64, strict=False).alias("_e2e"),

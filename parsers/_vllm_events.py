@@ -15,17 +15,48 @@ _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
     re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)
     for s in (
-        "Sequence group", "is preempted", "out of memory", "OutOfMemoryError",
-        "No available memory for the cache blocks", "max seq len", "To serve at least one request",
-        "timed out", "TimeoutError", "maximum context length", "Error in preprocessing prompt inputs",
-        "decoder prompt", "is too long and exceeds", "exceeds the max_model_len", "DeadError",
-        "died unexpectedly", "encountered a fatal error", "output_handler failed", "already dead",
-        "failed to start", "Engine background task failed", "Engine loop has died", "exited unexpectedly",
-        "initialization failed", "Started server process", "Starting vLLM", "Application startup complete",
-        "Shutting down", "[shutdown]", "blocks: ", "KV cache size: ", "Maximum concurrency for",
-        "Available KV cache memory", "Loading model weights took", "Model loading took",
-        "Memory profiling results", "reserved for KV Cache is", "GiB for KV cache", "non-default args",
-        "args: Namespace(", "server version", "LLM engine (",
+        "Sequence group",
+        "is preempted",
+        "out of memory",
+        "OutOfMemoryError",
+        "No available memory for the cache blocks",
+        "max seq len",
+        "To serve at least one request",
+        "timed out",
+        "TimeoutError",
+        "maximum context length",
+        "Error in preprocessing prompt inputs",
+        "decoder prompt",
+        "is too long and exceeds",
+        "exceeds the max_model_len",
+        "DeadError",
+        "died unexpectedly",
+        "encountered a fatal error",
+        "output_handler failed",
+        "already dead",
+        "failed to start",
+        "Engine background task failed",
+        "Engine loop has died",
+        "exited unexpectedly",
+        "initialization failed",
+        "Started server process",
+        "Starting vLLM",
+        "Application startup complete",
+        "Shutting down",
+        "[shutdown]",
+        "blocks: ",
+        "KV cache size: ",
+        "Maximum concurrency for",
+        "Available KV cache memory",
+        "Loading model weights took",
+        "Model loading took",
+        "Memory profiling results",
+        "reserved for KV Cache is",
+        "GiB for KV cache",
+        "non-default args",
+        "args: Namespace(",
+        "server version",
+        "LLM engine (",
     )
 )
 # event kinds, first match wins: the cause (OOM, KV, input, timeout) before the death it caused. Each rule
@@ -33,46 +64,106 @@ _EVENT_KW = "|".join(
 # (its regex would be compiled again for every chunk: the parser uses more patterns than polars caches)
 _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, regex, literals)
     ("preemption", "message", r"^\s*Sequence group \S+ is preempted", ("Sequence group",)),
-    ("oom", "detail", r"OutOfMemoryError|CUDA out of memory|CUDA driver error: out of memory"
-                      r"|CUDA error: out of memory|out of memory occurred when warming up",
-     ("OutOfMemoryError", "out of memory")),
-    ("kv_insufficient", "detail", r"No available memory for the cache blocks"
-                                  r"|max seq len \(\d+\) is larger than the maximum number of tokens"
-                                  r"|To serve at least one request with the models?'s? max seq len",
-     ("No available memory for the cache blocks", "max seq len")),
-    ("input_too_long", "detail", r"maximum context length is \d+|Error in preprocessing prompt inputs"
-                                 r"|decoder prompt \(length \d+\) is longer than|exceeds the max_model_len"
-                                 r"|Input prompt \(\d+ tokens\).* is too long and exceeds",
-     ("maximum context length is ", "Error in preprocessing prompt inputs", "decoder prompt (length ",
-      "exceeds the max_model_len", " is too long and exceeds")),
-    ("engine_timeout", "detail", r"Engine iteration timed out|RPC call to \w+ timed out"
-                                 r"|(?s:run_busy_loop.*TimeoutError|TimeoutError.*run_busy_loop)",
-     ("timed out", "TimeoutError")),
-    ("engine_dead", "detail", r"EngineDeadError|Engine core proc \S+ died unexpectedly"
-                              r"|EngineCore encountered a fatal error|AsyncLLM output_handler failed"
-                              r"|already dead, terminating server process|EngineCore failed to start"
-                              r"|Engine background task failed|Engine loop has died"
-                              r"|engine core exited unexpectedly|Worker proc \S+ died unexpectedly"
-                              r"|Engine core initialization failed|Engine core process \S+ died unexpectedly",
-     ("EngineDeadError", "died unexpectedly", "EngineCore encountered a fatal error", "AsyncLLM output_handler failed",
-      "already dead, terminating server process", "EngineCore failed to start", "Engine background task failed",
-      "Engine loop has died", "engine core exited unexpectedly", "Engine core initialization failed")),
+    (
+        "oom",
+        "detail",
+        r"OutOfMemoryError|CUDA out of memory|CUDA driver error: out of memory"
+        r"|CUDA error: out of memory|out of memory occurred when warming up",
+        ("OutOfMemoryError", "out of memory"),
+    ),
+    (
+        "kv_insufficient",
+        "detail",
+        r"No available memory for the cache blocks"
+        r"|max seq len \(\d+\) is larger than the maximum number of tokens"
+        r"|To serve at least one request with the models?'s? max seq len",
+        ("No available memory for the cache blocks", "max seq len"),
+    ),
+    (
+        "input_too_long",
+        "detail",
+        r"maximum context length is \d+|Error in preprocessing prompt inputs"
+        r"|decoder prompt \(length \d+\) is longer than|exceeds the max_model_len"
+        r"|Input prompt \(\d+ tokens\).* is too long and exceeds",
+        (
+            "maximum context length is ",
+            "Error in preprocessing prompt inputs",
+            "decoder prompt (length ",
+            "exceeds the max_model_len",
+            " is too long and exceeds",
+        ),
+    ),
+    (
+        "engine_timeout",
+        "detail",
+        r"Engine iteration timed out|RPC call to \w+ timed out"
+        r"|(?s:run_busy_loop.*TimeoutError|TimeoutError.*run_busy_loop)",
+        ("timed out", "TimeoutError"),
+    ),
+    (
+        "engine_dead",
+        "detail",
+        r"EngineDeadError|Engine core proc \S+ died unexpectedly"
+        r"|EngineCore encountered a fatal error|AsyncLLM output_handler failed"
+        r"|already dead, terminating server process|EngineCore failed to start"
+        r"|Engine background task failed|Engine loop has died"
+        r"|engine core exited unexpectedly|Worker proc \S+ died unexpectedly"
+        r"|Engine core initialization failed|Engine core process \S+ died unexpectedly",
+        (
+            "EngineDeadError",
+            "died unexpectedly",
+            "EngineCore encountered a fatal error",
+            "AsyncLLM output_handler failed",
+            "already dead, terminating server process",
+            "EngineCore failed to start",
+            "Engine background task failed",
+            "Engine loop has died",
+            "engine core exited unexpectedly",
+            "Engine core initialization failed",
+        ),
+    ),
     ("server_start", "message", r"^Started server process \[\d+\]", ("Started server process [",)),
     ("server_listen", "message", r"^Starting vLLM (?:API )?server", ("Starting vLLM ",)),
     ("server_ready", "message", r"^Application startup complete", ("Application startup complete",)),
-    ("server_stop", "message", r"^Shutting down\s*$|^\[shutdown\] API server: shutdown triggered"
-                               r"|^Shutting down FastAPI HTTP server", ("Shutting down", "[shutdown] API server")),
+    (
+        "server_stop",
+        "message",
+        r"^Shutting down\s*$|^\[shutdown\] API server: shutdown triggered"
+        r"|^Shutting down FastAPI HTTP server",
+        ("Shutting down", "[shutdown] API server"),
+    ),
     ("version", "detail", r"vLLM (?:API )?server version \S|█\s+version \S", ("version ",)),
-    ("capacity", "message", r"blocks: \d+|KV cache size: [\d,]+ tokens|^Maximum concurrency for"
-                            r"|^Available KV cache memory|^Loading model weights took|^Model loading took"
-                            r"|^Memory profiling results|reserved for KV Cache is|GiB for KV cache",
-     ("blocks: ", "KV cache size: ", "Maximum concurrency for", "Available KV cache memory",
-      "Loading model weights took", "Model loading took", "Memory profiling results", "reserved for KV Cache is",
-      "GiB for KV cache")),
-    ("config", "message", r"non-default args: \{|^args: Namespace\(", ("non-default args: {", "args: Namespace(")),
+    (
+        "capacity",
+        "message",
+        r"blocks: \d+|KV cache size: [\d,]+ tokens|^Maximum concurrency for"
+        r"|^Available KV cache memory|^Loading model weights took|^Model loading took"
+        r"|^Memory profiling results|reserved for KV Cache is|GiB for KV cache",
+        (
+            "blocks: ",
+            "KV cache size: ",
+            "Maximum concurrency for",
+            "Available KV cache memory",
+            "Loading model weights took",
+            "Model loading took",
+            "Memory profiling results",
+            "reserved for KV Cache is",
+            "GiB for KV cache",
+        ),
+    ),
+    (
+        "config",
+        "message",
+        r"non-default args: \{|^args: Namespace\(",
+        ("non-default args: {", "args: Namespace("),
+    ),
     # the engine's effective settings (prefix caching, chunked prefill, parallel sizes): compare reads them
-    ("engine_config", "message", r"^Initializing an? (?:V[01] )?LLM engine \(v?[^)]*\) with config:",
-     ("LLM engine (",)),
+    (
+        "engine_config",
+        "message",
+        r"^Initializing an? (?:V[01] )?LLM engine \(v?[^)]*\) with config:",
+        ("LLM engine (",),
+    ),
 ]
 _KIND_RULES = [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
 # the stream is shutting down: an engine death after this is the harmless shutdown traceback
@@ -80,8 +171,14 @@ _KIND_RULES = [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _
 # holds 'trigger received signal=SIGTERM'; starting = '^Started server process|^Starting vLLM|^Initializing
 # an? (?:V1 )?LLM engine'
 _STOPPING_LEADS, _STOPPING_ANY = ("[shutdown]", "Shutting down"), "trigger received signal=SIGTERM"
-_STARTING_LEADS = ("Started server process", "Starting vLLM", "Initializing a LLM engine", "Initializing an LLM engine",
-                   "Initializing a V1 LLM engine", "Initializing an V1 LLM engine")
+_STARTING_LEADS = (
+    "Started server process",
+    "Starting vLLM",
+    "Initializing a LLM engine",
+    "Initializing an LLM engine",
+    "Initializing a V1 LLM engine",
+    "Initializing an V1 LLM engine",
+)
 
 
 def _starts_any(e: pl.Expr, leads: tuple[str, ...]) -> pl.Expr:
@@ -89,29 +186,71 @@ def _starts_any(e: pl.Expr, leads: tuple[str, ...]) -> pl.Expr:
 
 
 def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    a = df.filter(pl.when(pl.col("uvr")).then(pl.col("msg").str.contains(' - "', literal=True)).otherwise(False))
-    groups = (pl.col("msg").str.extract_groups(_ACCESS) if a.height else  # no regex over no rows
-              pl.lit(None, dtype=pl.Struct({k: pl.String for k in ("addr", "method", "path", "status")})))
+    a = df.filter(
+        pl.when(pl.col("uvr")).then(pl.col("msg").str.contains(' - "', literal=True)).otherwise(False)
+    )
+    groups = (
+        pl.col("msg").str.extract_groups(_ACCESS)
+        if a.height
+        # no regex over no rows
+        else pl.lit(None, dtype=pl.Struct({k: pl.String for k in ("addr", "method", "path", "status")}))
+    )
     a = a.with_columns(groups.alias("a")).unnest("a").filter(pl.col("status").is_not_null())
     return a.select(
-        "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"),
-        pl.lit("http_access").alias("kind"), pl.col("uv").alias("level"), pl.col("proc").alias("process"), "pid",
-        pl.col("msg").str.slice(0, 500).alias("message"), "line_no", pl.lit(1, dtype=pl.Int64).alias("line_count"),
-        "seq", pl.col("method").alias("http_method"), pl.col("path").alias("http_path"),
-        pl.col("status").cast(pl.Int64).alias("http_status"), pl.col("addr").alias("client_addr"),
+        "ts",
+        "ts_inferred",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+        pl.lit("http_access").alias("kind"),
+        pl.col("uv").alias("level"),
+        pl.col("proc").alias("process"),
+        "pid",
+        pl.col("msg").str.slice(0, 500).alias("message"),
+        "line_no",
+        pl.lit(1, dtype=pl.Int64).alias("line_count"),
+        "seq",
+        pl.col("method").alias("http_method"),
+        pl.col("path").alias("http_path"),
+        pl.col("status").cast(pl.Int64).alias("http_status"),
+        pl.col("addr").alias("client_addr"),
     )
 
 
-_REC_COLS = ["line_no", "part", "seq", "rec", "cont", "msg", "lvl", "uv", "proc", "pid", "ts", "ts_inferred", "tbs",
-             "strong", "other", "kw", "stopping", "wrap", "joined"]
+_REC_COLS = [
+    "line_no",
+    "part",
+    "seq",
+    "rec",
+    "cont",
+    "msg",
+    "lvl",
+    "uv",
+    "proc",
+    "pid",
+    "ts",
+    "ts_inferred",
+    "tbs",
+    "strong",
+    "other",
+    "kw",
+    "stopping",
+    "wrap",
+    "joined",
+]
 
 
 def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
     """Rows of the records complete so far (the last one may go on in the next chunk: kept in state)."""
     m = pl.col("msg")
     stopping = _starts_any(m, _STOPPING_LEADS) | m.str.contains(_STOPPING_ANY, literal=True)
-    life = (pl.when(stopping).then(True).when(_starts_any(m, _STARTING_LEADS)).then(False)
-            .forward_fill().fill_null(state.get("stopping", False)))
+    life = (
+        pl.when(stopping)
+        .then(True)
+        .when(_starts_any(m, _STARTING_LEADS))
+        .then(False)
+        .forward_fill()
+        .fill_null(state.get("stopping", False))
+    )
     rows = df.with_columns(m.str.contains(_EVENT_KW).alias("kw"), life.alias("stopping")).select(_REC_COLS)
     if rows.height:
         state["stopping"] = bool(rows["stopping"][-1])
@@ -128,31 +267,47 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     m = pl.col("msg")
     start = ~pl.col("cont")
     multi = start & pl.col("cont").shift(-1, fill_value=False)
-    reqline = m.str.contains(r"^(?:Received request|Added request|Finished request|Aborted request|Request \S+ "
-                             r"(?:aborted|failed|details))")
-    pick = start & ~reqline & (pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs")
-                               | pl.col("kw") | multi)
+    reqline = m.str.contains(
+        r"^(?:Received request|Added request|Finished request|Aborted request|Request \S+ "
+        r"(?:aborted|failed|details))"
+    )
+    pick = (
+        start
+        & ~reqline
+        & (pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs") | pl.col("kw") | multi)
+    )
     ids = frame.filter(pick)["rec"]
     if ids.len() == 0:
         return frame.clear(), []
     sub = frame.filter(pl.col("rec").is_in(ids.implode()))
     # a hard-wrapped line goes on its record's line (a space where the wrap took one out); a joined one is
     # already in its record's first row
-    piece = (pl.when(pl.col("joined")).then(pl.lit(""))
-             .when(pl.col("wrap")).then(separator(m.shift(1).over("rec"), m) + m).otherwise(pl.lit("\n") + m))
-    g = sub.with_columns(piece.alias("_piece")).group_by("rec", maintain_order=True).agg(
-        pl.col("line_no").first(),
-        pl.col("line_no").n_unique().cast(pl.Int64).alias("line_count"),
-        pl.col("seq").first(),
-        m.filter(m.str.strip_chars() != "").first().alias("message"),  # the banner starts with a blank line
-        pl.col("_piece").str.join("").str.strip_prefix("\n").alias("detail"),
-        pl.coalesce("lvl", "uv").first().alias("level"),
-        pl.col("proc").drop_nulls().first().alias("process"),
-        pl.col("pid").drop_nulls().first(),
-        pl.col("ts").first(),
-        pl.col("ts_inferred").first(),
-        pl.col("stopping").first(),
-        pl.col("strong").first().alias("raw"),  # a raw traceback, not a stray indented line
+    piece = (
+        pl.when(pl.col("joined"))
+        .then(pl.lit(""))
+        .when(pl.col("wrap"))
+        .then(separator(m.shift(1).over("rec"), m) + m)
+        .otherwise(pl.lit("\n") + m)
+    )
+    g = (
+        sub.with_columns(piece.alias("_piece"))
+        .group_by("rec", maintain_order=True)
+        .agg(
+            pl.col("line_no").first(),
+            pl.col("line_no").n_unique().cast(pl.Int64).alias("line_count"),
+            pl.col("seq").first(),
+            m.filter(m.str.strip_chars() != "")
+            .first()
+            .alias("message"),  # the banner starts with a blank line
+            pl.col("_piece").str.join("").str.strip_prefix("\n").alias("detail"),
+            pl.coalesce("lvl", "uv").first().alias("level"),
+            pl.col("proc").drop_nulls().first().alias("process"),
+            pl.col("pid").drop_nulls().first(),
+            pl.col("ts").first(),
+            pl.col("ts_inferred").first(),
+            pl.col("stopping").first(),
+            pl.col("strong").first().alias("raw"),  # a raw traceback, not a stray indented line
+        )
     )
     present = g.select(
         pl.any_horizontal(pl.col(col).str.contains(x, literal=True) for x in lits).any().alias(str(i))
@@ -162,12 +317,19 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     for (name, col, pat, _), run in reversed(list(zip(_KIND_RULES, present, strict=True))):
         if run:
             kind = pl.when(pl.col(col).str.contains(pat)).then(pl.lit(name)).otherwise(kind)
-    kind = pl.when(kind.is_null() & (pl.col("level").is_in(["ERROR", "CRITICAL"]) | pl.col("raw")))\
-        .then(pl.lit("error")).otherwise(kind)
+    kind = (
+        pl.when(kind.is_null() & (pl.col("level").is_in(["ERROR", "CRITICAL"]) | pl.col("raw")))
+        .then(pl.lit("error"))
+        .otherwise(kind)
+    )
     g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
     # vLLM's graceful shutdown logs an EngineDeadError traceback that means nothing (lab README)
-    g = g.with_columns(pl.when((pl.col("kind") == "engine_dead") & pl.col("stopping")).then(pl.lit("shutdown_error"))
-                       .otherwise(pl.col("kind")).alias("kind"))
+    g = g.with_columns(
+        pl.when((pl.col("kind") == "engine_dead") & pl.col("stopping"))
+        .then(pl.lit("shutdown_error"))
+        .otherwise(pl.col("kind"))
+        .alias("kind")
+    )
     return _event_fields(g, ctx, state)
 
 
@@ -180,7 +342,8 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
 
     def cfg(key: str) -> pl.Expr:  # non-default args dict, or the older argparse Namespace
         return pl.when(k == "config").then(
-            pl.coalesce(msg.str.extract(rf"'{key}': ([\d.]+)"), msg.str.extract(rf"\b{key}=([\d.]+)")))
+            pl.coalesce(msg.str.extract(rf"'{key}': ([\d.]+)"), msg.str.extract(rf"\b{key}=([\d.]+)"))
+        )
 
     # only the fields of the kinds present are extracted: each expression costs even on no rows
     kinds = set(g["kind"].unique().to_list())
@@ -190,39 +353,81 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
 
     pre, capa, conf = {"preemption"}, {"capacity"}, {"config"}
     g = g.with_columns(
-        only(pre, pl.when(k == "preemption").then(
-            msg.str.extract(r"total_num_cumulative_preemption=([0-9]+)").cast(pl.Int64)), pl.Int64)
-        .alias("cumulative_preemptions"),
-        only(pre, pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.([A-Za-z0-9_]+)")), pl.String)
-        .alias("preemption_mode"),
-        only(pre, pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")), pl.String)
-        .alias("request_id"),
+        only(
+            pre,
+            pl.when(k == "preemption").then(
+                msg.str.extract(r"total_num_cumulative_preemption=([0-9]+)").cast(pl.Int64)
+            ),
+            pl.Int64,
+        ).alias("cumulative_preemptions"),
+        only(
+            pre,
+            pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.([A-Za-z0-9_]+)")),
+            pl.String,
+        ).alias("preemption_mode"),
+        only(
+            pre,
+            pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")),
+            pl.String,
+        ).alias("request_id"),
         only(capa, cap(r"blocks: ([\d,]+)").cast(pl.Int64), pl.Int64).alias("gpu_blocks"),
         only(capa, cap(r"# CPU blocks: ([\d,]+)").cast(pl.Int64), pl.Int64).alias("cpu_blocks"),
         only(capa, cap(r"KV cache size: ([\d,]+) tokens").cast(pl.Int64), pl.Int64).alias("kv_tokens_v1"),
-        only(capa, cap(r"Maximum concurrency for ([\d,]+) tokens").cast(pl.Int64), pl.Int64)
-        .alias("max_concurrency_tokens"),
-        only(capa, cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64), pl.Float64).alias("max_concurrency"),
-        only(capa, pl.coalesce(cap(r"Available KV cache memory: ([\d.]+) ?GiB"), cap(r"kv_cache_size=([\d.]+) ?GiB"),
-                               cap(r"reserved for KV Cache is ([\d.]+) ?GiB"),
-                               cap(r"Auto set \(([\d.]+)/[\d.]+\) GiB")).cast(pl.Float64), pl.Float64)
-        .alias("kv_memory_gib"),
-        only(capa, pl.coalesce(cap(r"Loading model weights took ([\d.]+) GB"),
-                               cap(r"Model loading took ([\d.]+) ?GiB")).cast(pl.Float64), pl.Float64)
-        .alias("weights_gib"),
-        only({"config", "kv_insufficient", "input_too_long"}, pl.coalesce(
-            cfg("max_model_len"), pl.when(k.is_in(["kv_insufficient", "input_too_long"])).then(
-                pl.coalesce(d.str.extract(r"max seq len \((\d+)\)"), d.str.extract(r"maximum context length is (\d+)"),
-                            d.str.extract(r"maximum model length of (\d+)"), d.str.extract(r"max_model_len (\d+)")))
-        ).cast(pl.Int64), pl.Int64).alias("max_model_len"),
+        only(capa, cap(r"Maximum concurrency for ([\d,]+) tokens").cast(pl.Int64), pl.Int64).alias(
+            "max_concurrency_tokens"
+        ),
+        only(capa, cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64), pl.Float64).alias(
+            "max_concurrency"
+        ),
+        only(
+            capa,
+            pl.coalesce(
+                cap(r"Available KV cache memory: ([\d.]+) ?GiB"),
+                cap(r"kv_cache_size=([\d.]+) ?GiB"),
+                cap(r"reserved for KV Cache is ([\d.]+) ?GiB"),
+                cap(r"Auto set \(([\d.]+)/[\d.]+\) GiB"),
+            ).cast(pl.Float64),
+            pl.Float64,
+        ).alias("kv_memory_gib"),
+        only(
+            capa,
+            pl.coalesce(
+                cap(r"Loading model weights took ([\d.]+) GB"), cap(r"Model loading took ([\d.]+) ?GiB")
+            ).cast(pl.Float64),
+            pl.Float64,
+        ).alias("weights_gib"),
+        only(
+            {"config", "kv_insufficient", "input_too_long"},
+            pl.coalesce(
+                cfg("max_model_len"),
+                pl.when(k.is_in(["kv_insufficient", "input_too_long"])).then(
+                    pl.coalesce(
+                        d.str.extract(r"max seq len \((\d+)\)"),
+                        d.str.extract(r"maximum context length is (\d+)"),
+                        d.str.extract(r"maximum model length of (\d+)"),
+                        d.str.extract(r"max_model_len (\d+)"),
+                    )
+                ),
+            ).cast(pl.Int64),
+            pl.Int64,
+        ).alias("max_model_len"),
         only(conf, cfg("max_num_seqs").cast(pl.Int64), pl.Int64).alias("max_num_seqs"),
-        only(conf, cfg("gpu_memory_utilization").cast(pl.Float64), pl.Float64).alias("gpu_memory_utilization"),
+        only(conf, cfg("gpu_memory_utilization").cast(pl.Float64), pl.Float64).alias(
+            "gpu_memory_utilization"
+        ),
         only(conf, cfg("block_size").cast(pl.Int64), pl.Int64).alias("cfg_block"),
         only(conf, cfg("num_gpu_blocks_override").cast(pl.Int64), pl.Int64).alias("cfg_blocks"),
-        only({"version"}, pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)")),
-             pl.String).alias("version"),
-        pl.when(k == "server_start").then(msg.str.extract(r"Started server process \[(\d+)\]").cast(pl.Int64))
-        .otherwise(pl.col("pid")).alias("pid") if "server_start" in kinds else pl.col("pid"),
+        only(
+            {"version"},
+            pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)")),
+            pl.String,
+        ).alias("version"),
+        pl.when(k == "server_start")
+        .then(msg.str.extract(r"Started server process \[(\d+)\]").cast(pl.Int64))
+        .otherwise(pl.col("pid"))
+        .alias("pid")
+        if "server_start" in kinds
+        else pl.col("pid"),
     )
     # block size for V0 '# GPU blocks: N': the configured one seen before, else vLLM's default 16
     bs = pl.col("cfg_block").forward_fill().fill_null(pl.lit(state.get("block_size"), dtype=pl.Int64))
@@ -234,17 +439,24 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         notes.append("'# GPU blocks' without a known block size: KV tokens use vLLM's default block size 16")
     g = g.with_columns(
         pl.coalesce("kv_tokens_v1", pl.col("gpu_blocks") * pl.col("_bs").fill_null(16)).alias("kv_tokens"),
-        pl.when(v0_blocks).then(pl.col("_bs").fill_null(16)).otherwise(pl.col("cfg_block")).alias("block_size"),
+        pl.when(v0_blocks)
+        .then(pl.col("_bs").fill_null(16))
+        .otherwise(pl.col("cfg_block"))
+        .alias("block_size"),
         pl.col("cfg_blocks").alias("num_gpu_blocks_override"),
     )
     # _PROMPT_ANY starts with 'prompt: ': without it there is nothing to scrub
-    if not ctx.include_prompts and bool(g.select(d.str.contains("prompt: ", literal=True).any()
-                                                 | msg.str.contains("prompt: ", literal=True).any()).item()):
+    if not ctx.include_prompts and bool(
+        g.select(
+            d.str.contains("prompt: ", literal=True).any() | msg.str.contains("prompt: ", literal=True).any()
+        ).item()
+    ):
         scrub = [pl.col(c).str.replace_all(_PROMPT_ANY, "prompt: <removed>") for c in ("message", "detail")]
         g = g.with_columns(scrub)
     g = g.with_columns(
-        (base_id_expr("request_id") if "preemption" in kinds else pl.lit(None, dtype=pl.String))
-        .alias("base_request_id"),
+        (base_id_expr("request_id") if "preemption" in kinds else pl.lit(None, dtype=pl.String)).alias(
+            "base_request_id"
+        ),
         pl.col("message").str.split("\n").list.first().str.slice(0, 500),  # JSON records hold their traceback
         pl.col("detail").str.slice(0, 4000),
         pl.lit(ctx.source).alias("source"),

@@ -107,13 +107,18 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     dated = bool(df["body"].str.contains(_DATED).any())
     if dated and bool(df["body"].str.contains(_DATED_T).any()):
         df = df.with_columns(b.str.extract(_CTS).alias("cts"))
-        df = df.with_columns(pl.when(pl.col("cts").is_not_null()).then(b.str.slice(pl.col("cts").str.len_chars() + 1))
-                             .otherwise(b).alias("body"))
+        df = df.with_columns(
+            pl.when(pl.col("cts").is_not_null())
+            .then(b.str.slice(pl.col("cts").str.len_chars() + 1))
+            .otherwise(b)
+            .alias("body")
+        )
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
     df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_all(_HEADER_SPAN).list.first().alias("hdr"))
     heads = df.select(pl.col("hdr").unique()).with_columns(
-        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "cut", "lvl", "stamp", "uv"))
+        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "cut", "lvl", "stamp", "uv")
+    )
     heads = heads.with_columns(pl.coalesce("pre", "cut").alias("pre")).drop("cut")
     df = df.join(heads, on="hdr", how="left", maintain_order="left")
     st = pl.col("stamp")
@@ -121,18 +126,28 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         # the header is a prefix of the body: cut it by its bytes
         b.cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
         # str.find counts bytes: cut at it in bytes (str.slice counts characters)
-        pl.col("pre").cast(pl.Binary).bin.head(pl.col("pre").str.find(" pid=", literal=True)).cast(pl.String)
+        pl.col("pre")
+        .cast(pl.Binary)
+        .bin.head(pl.col("pre").str.find(" pid=", literal=True))
+        .cast(pl.String)
         .alias("proc"),
-        pl.col("pre").cast(pl.Binary).bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5).cast(pl.String)
+        pl.col("pre")
+        .cast(pl.Binary)
+        .bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5)
+        .cast(pl.String)
         .cast(pl.Int64, strict=False)
         .alias("pid"),
-        st.str.slice(0, 2).alias("mo"), st.str.slice(3, 2).alias("dd"), st.str.slice(6, 8).alias("hms"),
+        st.str.slice(0, 2).alias("mo"),
+        st.str.slice(3, 2).alias("dd"),
+        st.str.slice(6, 8).alias("hms"),
         pl.when(pl.col("lvl").is_not_null()).then(pl.col("hdr").str.strip_chars_end(" ")).alias("key"),
     )
     if dated and bool(df["body"].str.contains(_DATED_PY).any()):
         df = _pylog(df)
     else:
-        df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl"))
+        df = df.with_columns(
+            pl.lit(None, dtype=pl.String).alias(c) for c in ("pyts", "pyms", "pyname", "pylvl")
+        )
     if bool(df["body"].str.starts_with('{"').any()):
         df = _json(df)
     return df.drop("body", "stamp", "pre")
@@ -144,7 +159,10 @@ def _pylog(df: pl.DataFrame) -> pl.DataFrame:
     py = pl.col("pyhdr").is_not_null()
     vllm = py & pl.col("pyname").str.starts_with("vllm")
     return df.with_columns(
-        pl.when(py).then(pl.col("body").str.slice(pl.col("pyhdr").str.len_chars())).otherwise(pl.col("msg")).alias("msg"),
+        pl.when(py)
+        .then(pl.col("body").str.slice(pl.col("pyhdr").str.len_chars()))
+        .otherwise(pl.col("msg"))
+        .alias("msg"),
         pl.when(vllm).then(pl.col("pylvl")).otherwise(pl.col("lvl")).alias("lvl"),
         pl.when(vllm).then(pl.col("pyhdr")).otherwise(pl.col("key")).alias("key"),
     ).drop("pyhdr")
@@ -161,8 +179,12 @@ def _json(df: pl.DataFrame) -> pl.DataFrame:
     msg = field("message")
     exc = field("exc_info")
     msg = pl.when(exc.is_not_null()).then(msg + pl.lit("\\n") + exc).otherwise(msg)
-    msg = (msg.str.replace_all(r"\\n", "\n").str.replace_all(r"\\t", "\t").str.replace_all(r'\\"', '"')
-           .str.replace_all(r"\\\\", "\\"))
+    msg = (
+        msg.str.replace_all(r"\\n", "\n")
+        .str.replace_all(r"\\t", "\t")
+        .str.replace_all(r'\\"', '"')
+        .str.replace_all(r"\\\\", "\\")
+    )
     asct = field("asctime")
     name = field("name")
     vllm = is_js & name.str.starts_with("vllm")
@@ -170,15 +192,26 @@ def _json(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(vllm).then(field("levelname")).otherwise(pl.col("lvl")).alias("lvl"),
         pl.when(is_js).then(name).otherwise(pl.col("pyname")).alias("pyname"),
         pl.when(is_js).then(field("processName")).otherwise(pl.col("proc")).alias("proc"),
-        pl.when(is_js).then(b.str.extract(r'"process": (\d+)').cast(pl.Int64)).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(is_js)
+        .then(b.str.extract(r'"process": (\d+)').cast(pl.Int64))
+        .otherwise(pl.col("pid"))
+        .alias("pid"),
         pl.when(is_js).then(msg).otherwise(pl.col("msg")).alias("msg"),
         # asctime is either logging's default 'YYYY-MM-DD HH:MM:SS,mmm' or vLLM's 'MM-DD HH:MM:SS'
         pl.when(is_js).then(asct.str.extract(r"^(\d\d)-\d\d ")).otherwise(pl.col("mo")).alias("mo"),
         pl.when(is_js).then(asct.str.extract(r"^\d\d-(\d\d) ")).otherwise(pl.col("dd")).alias("dd"),
-        pl.when(is_js).then(asct.str.extract(r"^\d\d-\d\d (\d\d:\d\d:\d\d)$")).otherwise(pl.col("hms")).alias("hms"),
-        pl.when(is_js).then(asct.str.extract(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)")).otherwise(pl.col("pyts"))
+        pl.when(is_js)
+        .then(asct.str.extract(r"^\d\d-\d\d (\d\d:\d\d:\d\d)$"))
+        .otherwise(pl.col("hms"))
+        .alias("hms"),
+        pl.when(is_js)
+        .then(asct.str.extract(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)"))
+        .otherwise(pl.col("pyts"))
         .alias("pyts"),
-        pl.when(is_js).then(asct.str.extract(r"^\S+ \S+?[,.](\d{1,6})")).otherwise(pl.col("pyms")).alias("pyms"),
+        pl.when(is_js)
+        .then(asct.str.extract(r"^\S+ \S+?[,.](\d{1,6})"))
+        .otherwise(pl.col("pyms"))
+        .alias("pyms"),
         pl.when(is_js).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("uv")).alias("uv"),
     )
 
@@ -186,7 +219,9 @@ def _json(df: pl.DataFrame) -> pl.DataFrame:
 # ---- time --------------------------------------------------------------------------------------
 
 
-def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str], tuple[int, str | None]]:
+def _times(
+    df: pl.DataFrame, ctx: ParseContext, state: dict
+) -> tuple[pl.DataFrame, list[str], tuple[int, str | None]]:
     """Each row's time; also how many stamps were no time (02-29 of a common year, a local time in a DST gap:
     the row then takes the previous line's time, ts_inferred) and the first of them."""
     notes: list[str] = []
@@ -198,12 +233,17 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     roll = ((mo < prev_mo - 6) & (next_mo.is_null() | (next_mo <= mo + 6))).fill_null(False)
     df = df.with_columns(roll.cum_sum().cast(pl.Int32).alias("_roll"))
     year_off = state.get("year_off", 0)
-    vllm_naive = (
-        pl.concat_str(
-            [(pl.col("_roll") + ctx.year + year_off).cast(pl.String), pl.lit("-"), pl.col("mo"), pl.lit("-"),
-             pl.col("dd"), pl.lit(" "), pl.col("hms")]
-        ).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-    )
+    vllm_naive = pl.concat_str(
+        [
+            (pl.col("_roll") + ctx.year + year_off).cast(pl.String),
+            pl.lit("-"),
+            pl.col("mo"),
+            pl.lit("-"),
+            pl.col("dd"),
+            pl.lit(" "),
+            pl.col("hms"),
+        ]
+    ).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
     py_naive = pl.concat_str(
         [pl.col("pyts").str.replace("T", " "), pl.lit("."), pl.col("pyms").fill_null("0").str.pad_end(6, "0")]
     ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
@@ -216,28 +256,52 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     # each kind of stamp only when the chunk has it: an expression over an all-null column still
     # compiles its regexes (polars keeps 32 compiled patterns; past that every chunk recompiles them)
     has_mo, has_cts, has_py = (bool(df[c].is_not_null().any()) for c in ("mo", "cts", "pyts"))
-    parts = [e for e, has in ((cts, has_cts), (local_to_utc(vllm_naive, ctx.tz), has_mo),
-                              (local_to_utc(py_naive, ctx.tz), has_py)) if has]
+    parts = [
+        e
+        for e, has in (
+            (cts, has_cts),
+            (local_to_utc(vllm_naive, ctx.tz), has_mo),
+            (local_to_utc(py_naive, ctx.tz), has_py),
+        )
+        if has
+    ]
     own = pl.coalesce(parts).cast(TS) if parts else pl.lit(None, dtype=TS)
     df = df.with_columns(own.alias("ts_own"))
-    stamped = pl.any_horizontal([pl.col(k).is_not_null() for k, has in (("mo", has_mo), ("cts", has_cts),
-                                                                          ("pyts", has_py)) if has] or [pl.lit(False)])
+    stamped = pl.any_horizontal(
+        [pl.col(k).is_not_null() for k, has in (("mo", has_mo), ("cts", has_cts), ("pyts", has_py)) if has]
+        or [pl.lit(False)]
+    )
     no_time = df.filter(stamped & pl.col("ts_own").is_null())
-    bad = (no_time.height, None if no_time.height == 0 else "line {}: {}".format(*no_time.select(
-        "line_no", pl.coalesce(pl.col("cts"), pl.col("pyts"),
-                               pl.concat_str([pl.col("mo"), pl.lit("-"), pl.col("dd"), pl.lit(" "), pl.col("hms")])))
-        .row(0)))
+    bad = (
+        no_time.height,
+        None
+        if no_time.height == 0
+        else "line {}: {}".format(
+            *no_time.select(
+                "line_no",
+                pl.coalesce(
+                    pl.col("cts"),
+                    pl.col("pyts"),
+                    pl.concat_str([pl.col("mo"), pl.lit("-"), pl.col("dd"), pl.lit(" "), pl.col("hms")]),
+                ),
+            ).row(0)
+        ),
+    )
     df = df.with_columns(
         # a line without a time takes the previous line's (ts_inferred); before the stream's first stamp (a paste
         # starting mid-traceback) there is none: null, never a later line's time
         pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).alias("ts"),
         pl.col("ts_own").is_null().alias("ts_inferred"),
-        stamped.alias("stamped"),  # a time was written on the line (rows of stats and requests keep only theirs)
+        stamped.alias(
+            "stamped"
+        ),  # a time was written on the line (rows of stats and requests keep only theirs)
     )
     rolls = int(df["_roll"].max() or 0) if df.height else 0
     if rolls:
-        notes.append(f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "
-                     f"the year was advanced each time")
+        notes.append(
+            f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "
+            f"the year was advanced each time"
+        )
     state["year_off"] = year_off + rolls
     last_mo = df["mo"].drop_nulls()
     if last_mo.len():
@@ -250,11 +314,15 @@ def _times(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
         notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
     if has_cts:
-        notes.append("container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time")
+        notes.append(
+            "container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time"
+        )
     if has_py:
         notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
     if (df["ts_inferred"] & df["uv"].is_not_null()).any():
-        notes.append("uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)")
+        notes.append(
+            "uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)"
+        )
     return df.drop("_roll"), notes, bad
 
 
@@ -270,8 +338,13 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     err = lvl.is_in(["ERROR", "CRITICAL"])
     df = df.with_columns(
         msg.str.contains(_TB).alias("tbm"),
-        pl.when(lvl.is_null() & pl.col("uv").is_null()).then(msg.str.contains(_NOISE) | pl.col("pyname").str.contains(
-            "opentelemetry", literal=True).fill_null(False)).otherwise(False).alias("noise"),
+        pl.when(lvl.is_null() & pl.col("uv").is_null())
+        .then(
+            msg.str.contains(_NOISE)
+            | pl.col("pyname").str.contains("opentelemetry", literal=True).fill_null(False)
+        )
+        .otherwise(False)
+        .alias("noise"),
         (lvl.is_null() & pl.col("uv").is_not_null()).alias("uvr"),
     )
     joined = pl.col("joined")
@@ -279,10 +352,15 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     # a raw traceback flattened onto one line (its newlines turned into spaces; it may start mid-word)
     # (only raw rows are searched: the others are null here, and a long message is not read three times)
     rm = pl.when(raw & ~pl.col("tbm")).then(msg)
-    flat = (rm.str.contains("(most recent call last)", literal=True)
-            | (rm.str.contains('", line ', literal=True) & rm.str.contains(", in ", literal=True))).fill_null(False)
-    df = df.with_columns((raw & (pl.col("tbm") | flat)).alias("tbs"), (raw & ~pl.col("tbm") & ~flat).alias("other"),
-                         (raw & flat).alias("flat"))
+    flat = (
+        rm.str.contains("(most recent call last)", literal=True)
+        | (rm.str.contains('", line ', literal=True) & rm.str.contains(", in ", literal=True))
+    ).fill_null(False)
+    df = df.with_columns(
+        (raw & (pl.col("tbm") | flat)).alias("tbs"),
+        (raw & ~pl.col("tbm") & ~flat).alias("other"),
+        (raw & flat).alias("flat"),
+    )
     open0 = (lvl.is_in(["WARNING", "ERROR", "CRITICAL"]) | pl.col("noise") | pl.col("tbs")).fill_null(False)
     prev_plen = pl.col("plen").shift(1, fill_value=p.get("plen", 0))
     # a hard-wrapped paste: an unknown line right after a long line of an open record continues it
@@ -291,9 +369,16 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     prev_open = open1.shift(1, fill_value=p.get("open", False))
     wrap = pl.col("other") & prev_open & (prev_plen >= 80)
     # the key of the record the previous row belongs to (raw traceback / wrapped rows carry none)
-    df = df.with_columns(pl.when(pl.col("uvr") | pl.col("noise")).then(pl.lit("~")).otherwise(pl.col("key"))
-                         .forward_fill().alias("_ffk"))
-    same_key = pl.col("key").is_not_null() & (pl.col("key") == pl.col("_ffk").shift(1).fill_null(pl.lit(p.get("key"), dtype=pl.String)))
+    df = df.with_columns(
+        pl.when(pl.col("uvr") | pl.col("noise"))
+        .then(pl.lit("~"))
+        .otherwise(pl.col("key"))
+        .forward_fill()
+        .alias("_ffk")
+    )
+    same_key = pl.col("key").is_not_null() & (
+        pl.col("key") == pl.col("_ffk").shift(1).fill_null(pl.lit(p.get("key"), dtype=pl.String))
+    )
     same_key = same_key.fill_null(False)
     prev_cr = pl.col("cr").shift(1, fill_value=p.get("cr", False))
     vcont = same_key & (prev_cr if has_cr else (err | pl.col("tbm")))
@@ -302,22 +387,38 @@ def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
         wrap.fill_null(False).alias("wrap"),
         open1.fill_null(False).alias("_open"),
     )
-    df = df.with_columns(pl.when(pl.col("tbs")).then(msg.str.contains(_TB_STRONG) | pl.col("flat")).otherwise(False)
-                         .alias("strong"))
+    df = df.with_columns(
+        pl.when(pl.col("tbs"))
+        .then(msg.str.contains(_TB_STRONG) | pl.col("flat"))
+        .otherwise(False)
+        .alias("strong")
+    )
     start_ok = lvl.is_not_null() | pl.col("uvr") | pl.col("noise") | pl.col("strong")
     df = df.with_columns(
         ((~pl.col("cont")).cum_sum().cast(pl.Int64) + state.get("rec", 0)).alias("rec"),
-        pl.when(~pl.col("cont")).then(start_ok).forward_fill().fill_null(p.get("rec_ok", False)).alias("rec_ok"),
+        pl.when(~pl.col("cont"))
+        .then(start_ok)
+        .forward_fill()
+        .fill_null(p.get("rec_ok", False))
+        .alias("rec_ok"),
     )
     df = df.with_columns(
-        (lvl.is_not_null() | pl.col("uvr") | pl.col("noise")
-         | pl.when(lvl.is_null() & ~joined).then(msg.str.strip_chars() == "").otherwise(False)
-         | ((pl.col("tbs") | pl.col("wrap")) & pl.col("rec_ok"))).alias("ok")
+        (
+            lvl.is_not_null()
+            | pl.col("uvr")
+            | pl.col("noise")
+            | pl.when(lvl.is_null() & ~joined).then(msg.str.strip_chars() == "").otherwise(False)
+            | ((pl.col("tbs") | pl.col("wrap")) & pl.col("rec_ok"))
+        ).alias("ok")
     )
     if df.height:
         last = df.row(-1, named=True)
-        state["prev"] = {"plen": last["plen"], "open": last["_open"], "cr": last["cr"], "key": last["_ffk"],
-                         "rec_ok": last["rec_ok"]}
+        state["prev"] = {
+            "plen": last["plen"],
+            "open": last["_open"],
+            "cr": last["cr"],
+            "key": last["_ffk"],
+            "rec_ok": last["rec_ok"],
+        }
         state["rec"] = last["rec"]
     return df
-

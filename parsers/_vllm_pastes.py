@@ -38,22 +38,41 @@ def strip_markdown(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         return lines, 0
     line = pl.col("line")
     rest = line.str.replace(_MD_LEAD, "")
-    hit = line.str.contains(_MD_FIRST) & (rest.str.len_bytes() < line.str.len_bytes()) & rest.str.contains(_VLLM_START)
+    hit = (
+        line.str.contains(_MD_FIRST)
+        & (rest.str.len_bytes() < line.str.len_bytes())
+        & rest.str.contains(_VLLM_START)
+    )
     n = int(lines.select(hit.sum()).item())
     if n == 0:
         return lines, 0
-    return lines.with_columns(pl.when(hit).then(rest.str.replace(_MD_TAIL, "")).otherwise(line).alias("line")), n
+    return lines.with_columns(
+        pl.when(hit).then(rest.str.replace(_MD_TAIL, "")).otherwise(line).alias("line")
+    ), n
 
 
 def _grammar() -> pl.Expr:
     """1 a stats line, 2 a speculative-decoding line, 3 a 'Received request' line, else 0 (literal tests only)."""
     m = pl.col("msg")
-    stats = (m.str.starts_with("Avg prompt throughput: ") | m.str.starts_with("Throughput: ")
-             | ((m.str.starts_with("Engine ") | m.str.contains(" Engines Aggregated: ", literal=True))
-                & m.str.contains("Avg prompt throughput: ", literal=True)))
+    stats = (
+        m.str.starts_with("Avg prompt throughput: ")
+        | m.str.starts_with("Throughput: ")
+        | (
+            (m.str.starts_with("Engine ") | m.str.contains(" Engines Aggregated: ", literal=True))
+            & m.str.contains("Avg prompt throughput: ", literal=True)
+        )
+    )
     spec = m.str.starts_with("SpecDecoding metrics: ") | m.str.starts_with("Speculative metrics: ")
-    return (pl.when(stats).then(1).when(spec).then(2).when(m.str.starts_with("Received request ")).then(3)
-            .otherwise(0).cast(pl.Int8))
+    return (
+        pl.when(stats)
+        .then(1)
+        .when(spec)
+        .then(2)
+        .when(m.str.starts_with("Received request "))
+        .then(3)
+        .otherwise(0)
+        .cast(pl.Int8)
+    )
 
 
 def _finished(kind: pl.Expr) -> pl.Expr:
@@ -61,22 +80,37 @@ def _finished(kind: pl.Expr) -> pl.Expr:
     m = pl.col("msg").str.strip_chars_end()
     stats = m.str.ends_with("%") | m.str.ends_with("%.") | m.str.ends_with(" reqs")
     recv = m.str.ends_with(".") | m.str.ends_with(">")  # '>': the line a pager cut (it stays as it is)
-    return (pl.when(kind == 1).then(stats).when(kind == 2).then(pl.col("msg").str.contains(_SPEC_END))
-            .when(kind == 3).then(recv).otherwise(True))
+    return (
+        pl.when(kind == 1)
+        .then(stats)
+        .when(kind == 2)
+        .then(pl.col("msg").str.contains(_SPEC_END))
+        .when(kind == 3)
+        .then(recv)
+        .otherwise(True)
+    )
 
 
 def separator(prev: pl.Expr, cur: pl.Expr) -> pl.Expr:
     """What a wrap took out between two pieces: nothing when it cut a word (the usual fixed-width cut), a space
     when the first piece ends on ',' ';' or ':' and the second starts on a character (a cut at a word break)."""
-    return (pl.when(prev.str.contains(r"[,;:]$") & cur.str.contains(r"^\S")).then(pl.lit(" "))
-            .otherwise(pl.lit("")))
+    return (
+        pl.when(prev.str.contains(r"[,;:]$") & cur.str.contains(r"^\S"))
+        .then(pl.lit(" "))
+        .otherwise(pl.lit(""))
+    )
 
 
 def join_wraps(df: pl.DataFrame, tb_strong: str, noise: str) -> tuple[pl.DataFrame, int]:
     """Rows without any header that continue an unfinished stats, speculative-decoding or request record are
     joined to it: the record's row gets the whole text, each joined row an empty message and ``joined``."""
     m = pl.col("msg")
-    headless = pl.col("lvl").is_null() & pl.col("uv").is_null() & pl.col("pyname").is_null() & pl.col("cts").is_null()
+    headless = (
+        pl.col("lvl").is_null()
+        & pl.col("uv").is_null()
+        & pl.col("pyname").is_null()
+        & pl.col("cts").is_null()
+    )
     # only the rows without a header and those just before them are looked at (few in a log as vLLM wrote it)
     h = df.select(headless.alias("h")).to_series()
     idx = (h | h.shift(-1, fill_value=False)).arg_true()
@@ -85,7 +119,9 @@ def join_wraps(df: pl.DataFrame, tb_strong: str, noise: str) -> tuple[pl.DataFra
         return none, 0
     s = pl.DataFrame({"_i": idx, "_h": h.gather(idx), "msg": df["msg"].gather(idx)})
     kind = _grammar()
-    s = s.with_columns(kind.alias("_k"), (pl.col("_h") & (m.str.strip_chars() != "") & (kind == 0)).alias("_b"))
+    s = s.with_columns(
+        kind.alias("_k"), (pl.col("_h") & (m.str.strip_chars() != "") & (kind == 0)).alias("_b")
+    )
     # a run: a row with a header (or a grammar's first words) and the header-less rows right after it; rows
     # apart in the frame are in different runs (a header-less row's previous row is always in ``near``)
     gap = pl.col("_i").diff().fill_null(1) != 1
@@ -104,8 +140,11 @@ def join_wraps(df: pl.DataFrame, tb_strong: str, noise: str) -> tuple[pl.DataFra
         return none, 0
     s = s.with_columns(separator(m.shift(1).over("_run"), m).alias("_sep"))
     piece = pl.when(pl.col("joined")).then(pl.col("_sep") + m).when(~pl.col("_b")).then(m)
-    text = (s.filter(~pl.col("_b") | pl.col("joined")).group_by("_run")
-            .agg(pl.col("_i").first(), piece.str.join("").alias("_text")))
+    text = (
+        s.filter(~pl.col("_b") | pl.col("joined"))
+        .group_by("_run")
+        .agg(pl.col("_i").first(), piece.str.join("").alias("_text"))
+    )
     joined = s.filter("joined")["_i"]
     msg = df["msg"].scatter(text["_i"], text["_text"]).scatter(joined, "")
     flag = pl.repeat(False, df.height, eager=True).alias("joined").scatter(joined, True)

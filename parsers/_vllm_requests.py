@@ -29,7 +29,8 @@ _REQ_KINDS = [
 def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     m = pl.col("msg")
     base = df.filter(pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs")).select(
-        "seq", "line_no", pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"), "msg")  # no header: no time
+        "seq", "line_no", pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"), "msg"
+    )  # no header: no time
     parts = []
     for event, lead, pat in _REQ_KINDS:
         sub = base.filter(m.str.starts_with(lead))
@@ -58,7 +59,9 @@ def _request_id(lead: str, pat: str | None) -> pl.Expr:
     if pat is not None:
         return m.str.extract(pat)
     if lead == "Received request ":  # 'Received request <id>: ...'; find counts bytes, so cut bytes
-        return m.cast(pl.Binary).bin.slice(len(lead), m.str.find(":", literal=True) - len(lead)).cast(pl.String)
+        return (
+            m.cast(pl.Binary).bin.slice(len(lead), m.str.find(":", literal=True) - len(lead)).cast(pl.String)
+        )
     return m.str.strip_prefix(lead).str.strip_chars_end().str.strip_suffix(".")  # 'Added request <id>.'
 
 
@@ -82,19 +85,31 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         # fields are read after the prompt's repr, never from inside the prompt text. The repr is found
         # by one search (no capture groups: they are slow over a long prompt); where it sits is found
         # again as a literal, which is the same place: the repr parses one way only ('None' excepted)
-        cand = cand.with_columns(pl.when(m.str.contains("prompt: ", literal=True))
-                                 .then(m.str.extract_all(_PROMPT_SPAN).list.first()).alias("_span"))
+        cand = cand.with_columns(
+            pl.when(m.str.contains("prompt: ", literal=True))
+            .then(m.str.extract_all(_PROMPT_SPAN).list.first())
+            .alias("_span")
+        )
         span = pl.col("_span")
         cand = cand.with_columns(
             span.str.slice(len("prompt: ")).alias("_repr"),
-            pl.when(span == "prompt: None").then(m.str.find(_PROMPT_REPR)).otherwise(m.str.find(span, literal=True))
+            pl.when(span == "prompt: None")
+            .then(m.str.find(_PROMPT_REPR))
+            .otherwise(m.str.find(span, literal=True))
             .alias("_at"),
         )
         at, raw = pl.col("_at"), m.cast(pl.Binary)
-        rest = pl.concat_str(raw.bin.head(at).cast(pl.String), pl.lit("prompt: <p>"),
-                             raw.bin.slice(at + span.str.len_bytes()).cast(pl.String))
-        cut = pl.when(span.is_null()).then(m.str.contains(r"^Received request \S+?: prompt: ")).otherwise(False)
-        cand = cand.with_columns(pl.when(cut).then(None).when(span.is_null()).then(m).otherwise(rest).alias("_rest"))
+        rest = pl.concat_str(
+            raw.bin.head(at).cast(pl.String),
+            pl.lit("prompt: <p>"),
+            raw.bin.slice(at + span.str.len_bytes()).cast(pl.String),
+        )
+        cut = (
+            pl.when(span.is_null()).then(m.str.contains(r"^Received request \S+?: prompt: ")).otherwise(False)
+        )
+        cand = cand.with_columns(
+            pl.when(cut).then(None).when(span.is_null()).then(m).otherwise(rest).alias("_rest")
+        )
         if ctx.include_prompts:
             prompt = pl.coalesce("_repr", m.str.extract(r"^Received request \S+?: prompt: (.*?)>?$"))
             prompt = prompt.str.replace(r"^'(.*)'$", "$1").str.replace(r'^"(.*)"$', "$1")
@@ -103,19 +118,23 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         cand = cand.with_columns(m.alias("_rest"))
     # the token ids: after the leftmost 'prompt_token_ids: [' up to the next ']' (a search, not a capture)
     rest = pl.col("_rest")
-    cand = cand.with_columns(rest.cast(pl.Binary).bin.slice(rest.str.find(_IDS_OPEN) + 19).cast(pl.String)
-                             .alias("_after"))
+    cand = cand.with_columns(
+        rest.cast(pl.Binary).bin.slice(rest.str.find(_IDS_OPEN) + 19).cast(pl.String).alias("_after")
+    )
     after = pl.col("_after")
-    cand = cand.with_columns(after.cast(pl.Binary).bin.head(after.str.find("]", literal=True)).cast(pl.String)
-                             .alias("_ids"))
+    cand = cand.with_columns(
+        after.cast(pl.Binary).bin.head(after.str.find("]", literal=True)).cast(pl.String).alias("_ids")
+    )
     ids = pl.col("_ids")
     return cand.with_columns(
         _field("_rest", " max_tokens=").cast(pl.Int64).alias("max_tokens"),
         _field("_rest", "SamplingParams(n=").cast(pl.Int64).alias("n"),
         _field("_rest", " temperature=", r"^([0-9]+(?:\.[0-9]+)?)").cast(pl.Float64).alias("temperature"),
         (_field("_rest", " ignore_eos=", r"^(True|False)") == "True").alias("ignore_eos"),
-        pl.when(ids.str.strip_chars() == "").then(0).otherwise(ids.str.count_matches(",", literal=True) + 1)
-        .cast(pl.Int64).alias("prompt_tokens"),
+        pl.when(ids.str.strip_chars() == "")
+        .then(0)
+        .otherwise(ids.str.count_matches(",", literal=True) + 1)
+        .cast(pl.Int64)
+        .alias("prompt_tokens"),
         prompt.alias("prompt"),
     ).drop("_rest", "_ids", "_repr", "_span", "_at", "_after", strict=False)
-

@@ -50,16 +50,23 @@ def _spec(df: pl.DataFrame, ctx: ParseContext, stats: pl.DataFrame) -> pl.DataFr
         pl.when(v1).then(pl.lit("v1")).otherwise(pl.lit("v0")).alias("era"),
         pl.col("lvl").alias("level"),
         # V0 and V1 0.8.0 wrote a ratio (0.642), later V1 a percentage (88.8%)
-        pl.when(rate.is_nan()).then(None).when(pct == "%").then((rate / 100).round(6)).otherwise(rate)
+        pl.when(rate.is_nan())
+        .then(None)
+        .when(pct == "%")
+        .then((rate / 100).round(6))
+        .otherwise(rate)
         .alias("draft_acceptance_rate"),
         _num(r"Mean acceptance length: ([0-9.]+)").alias("mean_acceptance_length"),
         _num(r"Accepted throughput: ([0-9.]+) tokens/s").alias("accepted_tps"),
         _num(r"Drafted throughput: ([0-9.]+) tokens/s").alias("drafted_tps"),
         _count(r"Accepted: ([0-9]+) tokens", r"Number of accepted tokens: ([0-9]+)").alias("accepted_tokens"),
-        _count(r"Drafted: ([0-9]+) tokens", r"Number of draft tokens(?: tokens)?: ([0-9]+)").alias("drafted_tokens"),
+        _count(r"Drafted: ([0-9]+) tokens", r"Number of draft tokens(?: tokens)?: ([0-9]+)").alias(
+            "drafted_tokens"
+        ),
         _count(r"Number of emitted tokens(?: tokens)?: ([0-9]+)").alias("emitted_tokens"),
-        pl.coalesce(_count(r"Number of speculative tokens: ([0-9]+)"), per_pos.list.len().cast(pl.Int64))
-        .alias("num_spec_tokens"),
+        pl.coalesce(
+            _count(r"Number of speculative tokens: ([0-9]+)"), per_pos.list.len().cast(pl.Int64)
+        ).alias("num_spec_tokens"),
         pl.when(eff != "nan").then(eff.cast(pl.Float64, strict=False)).alias("system_efficiency"),
         per_pos.alias("per_position_acceptance"),
     )
@@ -70,10 +77,19 @@ def _engine(out: pl.DataFrame, stats: pl.DataFrame) -> pl.DataFrame:
     """Each row's engine: that of the stats row just before it, when from the same process in the same second."""
     if stats.height == 0 or "engine" not in stats.columns:
         return out.with_columns(pl.lit(None, dtype=pl.String).alias("engine"))
-    prev = stats.select("seq", pl.col("engine").alias("_engine"), pl.col("ts").alias("_sts"),
-                        pl.col("proc").alias("_sproc"), pl.col("pid").alias("_spid")).sort("seq")
+    prev = stats.select(
+        "seq",
+        pl.col("engine").alias("_engine"),
+        pl.col("ts").alias("_sts"),
+        pl.col("proc").alias("_sproc"),
+        pl.col("pid").alias("_spid"),
+    ).sort("seq")
     out = out.sort("seq").join_asof(prev, on="seq", strategy="backward")
-    same = ((pl.col("_sts") == pl.col("ts")) & pl.col("_sproc").eq_missing(pl.col("proc"))
-            & pl.col("_spid").eq_missing(pl.col("pid")))
+    same = (
+        (pl.col("_sts") == pl.col("ts"))
+        & pl.col("_sproc").eq_missing(pl.col("proc"))
+        & pl.col("_spid").eq_missing(pl.col("pid"))
+    )
     return out.with_columns(pl.when(same).then(pl.col("_engine")).alias("engine")).drop(
-        "_engine", "_sts", "_sproc", "_spid")
+        "_engine", "_sts", "_sproc", "_spid"
+    )

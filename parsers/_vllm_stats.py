@@ -47,9 +47,16 @@ def _count(raw: str) -> pl.Expr:
 
 
 # (output column, the text its value follows) of the values ``_stats`` counts when they were written but null
-_CHECKED = (("running", "Running: "), ("waiting", "Waiting: "), ("waiting", "Pending: "), ("swapped", "Swapped: "),
-            ("deferred", "Deferred: "), ("preemptions", "Preemptions: "), ("kv_usage", "KV cache usage: "),
-            ("prefix_hit", "Prefix cache hit rate: "))
+_CHECKED = (
+    ("running", "Running: "),
+    ("waiting", "Waiting: "),
+    ("waiting", "Pending: "),
+    ("swapped", "Swapped: "),
+    ("deferred", "Deferred: "),
+    ("preemptions", "Preemptions: "),
+    ("kv_usage", "KV cache usage: "),
+    ("prefix_hit", "Prefix cache hit rate: "),
+)
 
 
 def invalid_values(out: pl.DataFrame) -> tuple[int, str | None]:
@@ -67,7 +74,7 @@ def invalid_values(out: pl.DataFrame) -> tuple[int, str | None]:
     col = next(k for k, v in first.items() if k not in ("line_no", "msg") and v)
     text = col.split("|", 1)[1]
     msg = first["msg"]
-    value = msg[msg.index(text):].split(",")[0].split(" reqs")[0]
+    value = msg[msg.index(text) :].split(",")[0].split(" reqs")[0]
     return int(counts), f"line {first['line_no']}: {value}"
 
 
@@ -78,8 +85,11 @@ def _pct(pat: str) -> pl.Expr:
 def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
     m = pl.col("msg")
     cand = df.filter(m.str.contains("Running: ", literal=True) & ~m.str.starts_with("Received request"))
-    cand = cand.with_columns(m.str.extract_groups(_STATS_HEAD).alias("s")).unnest("s").filter(
-        pl.col("first").is_not_null())
+    cand = (
+        cand.with_columns(m.str.extract_groups(_STATS_HEAD).alias("s"))
+        .unnest("s")
+        .filter(pl.col("first").is_not_null())
+    )
     devs = _kv_devices(df)
     if devs.height:
         state["kv_dev"] = devs["dev"][-1]
@@ -90,10 +100,15 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     pre01 = pl.col("first") == "Throughput: "
     cand = cand.with_columns(
         pl.when(m.str.starts_with("Engine ")).then(m.str.extract_groups(_STATS_V1)).alias("_c1"),
-        pl.when(m.str.starts_with("Avg prompt throughput: ")).then(m.str.extract_groups(_STATS_V0)).alias("_c0"),
+        pl.when(m.str.starts_with("Avg prompt throughput: "))
+        .then(m.str.extract_groups(_STATS_V0))
+        .alias("_c0"),
     )
     c1, c0 = pl.col("_c1"), pl.col("_c0")
-    is1, is0 = c1.struct.field("run").is_not_null(), c0.struct.field("run").is_not_null()  # no match: null fields
+    is1, is0 = (
+        c1.struct.field("run").is_not_null(),
+        c0.struct.field("run").is_not_null(),
+    )  # no match: null fields
     # the raw values: from the two common shapes' groups, and, only on the rows neither matched, from the
     # per-field regexes (each is compiled per chunk, as the parser uses more patterns than polars caches)
     known, other = cand.filter(is1 | is0), cand.filter(~(is1 | is0))
@@ -112,8 +127,16 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     out = cand.with_columns(
         pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"),  # a line without its header has no time
         pl.lit("log").alias("origin"),
-        pl.when(pre01).then(pl.lit("v0-pre0.1")).when(v0).then(pl.lit("v0")).otherwise(pl.lit("v1")).alias("era"),
-        pl.when(pl.col("agg").is_not_null()).then(pl.lit("aggregated")).otherwise(pl.col("engine")).alias("engine"),
+        pl.when(pre01)
+        .then(pl.lit("v0-pre0.1"))
+        .when(v0)
+        .then(pl.lit("v0"))
+        .otherwise(pl.lit("v1"))
+        .alias("era"),
+        pl.when(pl.col("agg").is_not_null())
+        .then(pl.lit("aggregated"))
+        .otherwise(pl.col("engine"))
+        .alias("engine"),
         pl.col("lvl").alias("level"),
         _count("_run").alias("running"),
         _count("_wait").alias("waiting"),
@@ -121,7 +144,11 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         _count("_deferred").alias("deferred"),
         _count("_preempt").alias("preemptions"),
         pl.when(v0 & v0_cpu).then(cpu).when(v0).then(gpu).otherwise(pl.col("_v1_kv")).alias("kv_usage"),
-        pl.when(v0 & v0_cpu).then(pl.lit("CPU")).when(v0).then(pl.lit("GPU")).otherwise(pl.col("_v1_dev"))
+        pl.when(v0 & v0_cpu)
+        .then(pl.lit("CPU"))
+        .when(v0)
+        .then(pl.lit("GPU"))
+        .otherwise(pl.col("_v1_dev"))
         .alias("kv_device"),
         pl.when(v0).then(gpu).alias("gpu_kv_usage"),
         pl.when(v0).then(cpu).alias("cpu_kv_usage"),
@@ -134,16 +161,31 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     if bool(out.select(pre01.any()).item()):
         notes.append("pre-0.1 stats line 'Throughput: N tokens/s' (all tokens) was stored as gen_tps")
     if bool(out.select((pl.col("era") == "v0") & (pl.col("kv_device") == "CPU")).to_series().any()):
-        notes.append("V0 on the CPU backend: kv_usage is the 'CPU KV cache usage' column (the KV cache lives there)")
+        notes.append(
+            "V0 on the CPU backend: kv_usage is the 'CPU KV cache usage' column (the KV cache lives there)"
+        )
     return out, notes
 
 
-_RAW_STATS = ("_gpu", "_cpu", "_v1_dev", "_v1_kv", "_run", "_wait", "_swap", "_deferred", "_preempt", "_pt", "_gt",
-              "_pfx")
+_RAW_STATS = (
+    "_gpu",
+    "_cpu",
+    "_v1_dev",
+    "_v1_kv",
+    "_run",
+    "_wait",
+    "_swap",
+    "_deferred",
+    "_preempt",
+    "_pt",
+    "_gt",
+    "_pfx",
+)
 
 
 def _common_values(c1: pl.Expr, c0: pl.Expr, is1: pl.Expr) -> list[pl.Expr]:
     """The raw values of the rows _STATS_V1 (``c1``) or _STATS_V0 (``c0``) matched."""
+
     def num(e: pl.Expr) -> pl.Expr:  # _num without its comma removal: these groups hold none
         return e.cast(pl.Float64, strict=False)
 
@@ -193,8 +235,10 @@ def _other_values() -> list[pl.Expr]:
         _num("msg", _loose("Deferred: ") + r"(\d+) reqs").alias("_deferred"),
         _num("msg", _loose("Preemptions: ") + r"(\d+)").alias("_preempt"),
         _num("msg", _loose("Avg prompt throughput: ") + r"([\d.]+)").alias("_pt"),
-        pl.coalesce(_num("msg", _loose("Avg generation throughput: ") + r"([\d.]+)"),
-                    _num("msg", r"^Throughput: ([\d.]+)")).alias("_gt"),
+        pl.coalesce(
+            _num("msg", _loose("Avg generation throughput: ") + r"([\d.]+)"),
+            _num("msg", r"^Throughput: ([\d.]+)"),
+        ).alias("_gt"),
         _pct(_loose("Prefix cache hit rate: ") + r"([\d.]+)%").alias("_pfx"),
     ]
 
@@ -204,6 +248,9 @@ def _kv_devices(df: pl.DataFrame) -> pl.DataFrame:
     d = df.filter(pl.col("msg").str.contains(" blocks: ", literal=True))
     if d.height == 0:  # no regex over an empty frame: it would still be compiled
         return pl.DataFrame(schema={"seq": pl.Int64, "dev": pl.String})
-    d = d.select("seq", pl.col("msg").str.extract(r"^#? ?(\w+) blocks: \d+").str.to_uppercase().alias("dev")).drop_nulls()
-    return d.with_columns(pl.when(pl.col("dev") == "CUDA").then(pl.lit("GPU")).otherwise(pl.col("dev")).alias("dev"))
-
+    d = d.select(
+        "seq", pl.col("msg").str.extract(r"^#? ?(\w+) blocks: \d+").str.to_uppercase().alias("dev")
+    ).drop_nulls()
+    return d.with_columns(
+        pl.when(pl.col("dev") == "CUDA").then(pl.lit("GPU")).otherwise(pl.col("dev")).alias("dev")
+    )

@@ -29,18 +29,35 @@ SAMPLES = [  # record 5 of tests/data/clients/aiperf-profile_export.jsonl (a 502
 
 CLIENT = "aiperf"
 _V = pl.Struct({"value": pl.Float64, "unit": pl.String})
-_METRICS = ["time_to_first_token", "request_latency", "input_sequence_length", "output_sequence_length",
-            "usage_prompt_tokens", "usage_completion_tokens"]
-DTYPE = pl.Struct({
-    "metadata": pl.Struct({
-        "x_request_id": pl.String, "x_correlation_id": pl.String, "conversation_id": pl.String,
-        "turn_index": pl.Int64, "request_start_ns": pl.Int64, "request_ack_ns": pl.Int64,
-        "request_end_ns": pl.Int64, "benchmark_phase": pl.String, "was_cancelled": pl.Boolean,
-        "cancellation_time_ns": pl.Int64, "worker_id": pl.String,
-    }),
-    "metrics": pl.Struct({m: _V for m in _METRICS}),
-    "error": pl.Struct({"code": pl.Int64, "type": pl.String, "message": pl.String}),
-})
+_METRICS = [
+    "time_to_first_token",
+    "request_latency",
+    "input_sequence_length",
+    "output_sequence_length",
+    "usage_prompt_tokens",
+    "usage_completion_tokens",
+]
+DTYPE = pl.Struct(
+    {
+        "metadata": pl.Struct(
+            {
+                "x_request_id": pl.String,
+                "x_correlation_id": pl.String,
+                "conversation_id": pl.String,
+                "turn_index": pl.Int64,
+                "request_start_ns": pl.Int64,
+                "request_ack_ns": pl.Int64,
+                "request_end_ns": pl.Int64,
+                "benchmark_phase": pl.String,
+                "was_cancelled": pl.Boolean,
+                "cancellation_time_ns": pl.Int64,
+                "worker_id": pl.String,
+            }
+        ),
+        "metrics": pl.Struct({m: _V for m in _METRICS}),
+        "error": pl.Struct({"code": pl.Int64, "type": pl.String, "message": pl.String}),
+    }
+)
 _DETECT = r'^\s*\{"metadata":\s*\{.*"x_request_id":.*"request_start_ns":'
 _TS = pl.Datetime("us", "UTC")
 
@@ -58,8 +75,14 @@ def _seconds(metric: str) -> pl.Expr:
     v = pl.col("metrics").struct.field(metric)
     val, unit = v.struct.field("value"), v.struct.field("unit")
     scale = (
-        pl.when(unit == "ms").then(1e-3).when(unit == "us").then(1e-6).when(unit == "ns").then(1e-9)
-        .when(unit.is_in(["s", "sec"])).then(1.0)
+        pl.when(unit == "ms")
+        .then(1e-3)
+        .when(unit == "us")
+        .then(1e-6)
+        .when(unit == "ns")
+        .then(1e-9)
+        .when(unit.is_in(["s", "sec"]))
+        .then(1.0)
     )
     return val * scale
 
@@ -69,14 +92,20 @@ def _count(metric: str) -> pl.Expr:
 
 
 def _ns(field: str) -> pl.Expr:
-    return pl.from_epoch(pl.col("metadata").struct.field(field), time_unit="ns").dt.replace_time_zone("UTC").cast(_TS)
+    return (
+        pl.from_epoch(pl.col("metadata").struct.field(field), time_unit="ns")
+        .dt.replace_time_zone("UTC")
+        .cast(_TS)
+    )
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
     obj = lines.filter(pl.col("line").str.contains(r"^\s*\{.*\}\s*$"))
-    dec = obj.select("line_no", decode_json(obj["line"], DTYPE).alias("r")).filter(
-        pl.col("r").struct.field("metadata").struct.field("request_start_ns").is_not_null()
-    ).unnest("r")
+    dec = (
+        obj.select("line_no", decode_json(obj["line"], DTYPE).alias("r"))
+        .filter(pl.col("r").struct.field("metadata").struct.field("request_start_ns").is_not_null())
+        .unnest("r")
+    )
     ok = lines.select(pl.col("line_no").is_in(dec["line_no"].implode())).to_series()
     if not dec.height:
         return ChunkResult(recognized=ok)
@@ -85,39 +114,53 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     cancelled = md.struct.field("was_cancelled").fill_null(False)
     code = err.struct.field("code")
     etype = err.struct.field("type")
-    http_status = pl.when(err.is_null()).then(pl.lit(200)).when(
-        ~cancelled & code.is_between(100, 599) & (etype != "RequestCancellationError")
-    ).then(code)
+    http_status = (
+        pl.when(err.is_null())
+        .then(pl.lit(200))
+        .when(~cancelled & code.is_between(100, 599) & (etype != "RequestCancellationError"))
+        .then(code)
+    )
     ts_end = pl.coalesce(_ns("request_end_ns"), _ns("cancellation_time_ns"))
     rows = dec.select(
         _ns("request_start_ns").alias("ts_start"),
         ts_end.alias("ts_end"),
-        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
         md.struct.field("x_request_id").alias("logical_request_id"),
         md.struct.field("x_request_id").alias("request_id"),
-        pl.lit(1).alias("attempt"), pl.lit(1).alias("attempts"),
+        pl.lit(1).alias("attempt"),
+        pl.lit(1).alias("attempts"),
         http_status.alias("status"),
         etype.alias("error"),
         (etype.str.contains("(?i)timeout") & ~cancelled).fill_null(False).alias("timed_out"),
         _seconds("time_to_first_token").alias("ttft_s"),
-        pl.coalesce(_seconds("request_latency"),
-                    (ts_end - _ns("request_start_ns")).dt.total_microseconds() / 1e6).alias("e2e_s"),
+        pl.coalesce(
+            _seconds("request_latency"), (ts_end - _ns("request_start_ns")).dt.total_microseconds() / 1e6
+        ).alias("e2e_s"),
         pl.coalesce(_count("usage_prompt_tokens"), _count("input_sequence_length")).alias("prompt_tokens"),
-        pl.coalesce(_count("output_sequence_length"), _count("usage_completion_tokens")).alias("output_tokens"),
+        pl.coalesce(_count("output_sequence_length"), _count("usage_completion_tokens")).alias(
+            "output_tokens"
+        ),
         md.struct.field("benchmark_phase").alias("phase"),
-        pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"), "line_no",
+        pl.lit("exact").alias("grouping"),
+        pl.lit(1.0).alias("grouping_confidence"),
+        "line_no",
     )
     part = rows.group_by("phase").agg(pl.col("ts_start").min(), pl.col("ts_end").max())
     prev = state.get("phases")
-    state["phases"] = (pl.concat([prev, part]) if prev is not None else part).group_by("phase").agg(
-        pl.col("ts_start").min(), pl.col("ts_end").max()
+    state["phases"] = (
+        (pl.concat([prev, part]) if prev is not None else part)
+        .group_by("phase")
+        .agg(pl.col("ts_start").min(), pl.col("ts_end").max())
     )
     return ChunkResult(
         tables={"client_attempts": rows, "client_requests": rows},
         recognized=ok,
-        assumptions=["aiperf records: one request = one attempt (aiperf does not retry); x_request_id is the "
-                     "X-Request-ID sent; a cancellation (499 RequestCancellationError) is aiperf's own, no status; "
-                     "concurrency is not in the records"],
+        assumptions=[
+            "aiperf records: one request = one attempt (aiperf does not retry); x_request_id is the "
+            "X-Request-ID sent; a cancellation (499 RequestCancellationError) is aiperf's own, no status; "
+            "concurrency is not in the records"
+        ],
     )
 
 
@@ -125,7 +168,17 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     ph = state.get("phases")
     if ph is None or not ph.height:
         return None
-    return ChunkResult(tables={"client_phases": ph.sort("ts_start").select(
-        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"), "phase", "ts_start", "ts_end",
-        pl.lit("exact: first request start to last request end of the phase's records").alias("anchoring"),
-    )})
+    return ChunkResult(
+        tables={
+            "client_phases": ph.sort("ts_start").select(
+                pl.lit(ctx.source).alias("source"),
+                pl.lit(CLIENT).alias("client"),
+                "phase",
+                "ts_start",
+                "ts_end",
+                pl.lit("exact: first request start to last request end of the phase's records").alias(
+                    "anchoring"
+                ),
+            )
+        }
+    )

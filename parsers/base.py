@@ -105,7 +105,9 @@ def hit_share(head: list[str], pattern: str) -> float:
 # A format's ``detect_heads(frame, n)`` scores every head of ``head_frame`` in one pass (a polars call costs
 # ~0.1-1 ms whatever its rows: 10,000 small files took ~10 ms each to detect one head at a time); its
 # ``detect(head)`` is ``one_head(detect_heads, head)``, so the two never differ.
-_BLANK = r"^[\s\x1c-\x1f]*$"  # what str.strip() empties: Rust's \s and Python's white space differ by \x1c-\x1f
+_BLANK = (
+    r"^[\s\x1c-\x1f]*$"  # what str.strip() empties: Rust's \s and Python's white space differ by \x1c-\x1f
+)
 
 
 def head_frame(heads: list[list[str]]) -> pl.DataFrame:

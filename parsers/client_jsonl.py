@@ -41,12 +41,42 @@ SAMPLES = [
 
 LAB_KINDS = ["attempt_send", "attempt_response", "request", "phase_start", "phase_end", "client_done"]
 GENERIC_COLUMNS = [
-    "ts_start", "ts_end", "request_id", "logical_request_id", "attempt", "status", "error", "timed_out", "ttft_s",
-    "prompt_tokens", "output_tokens", "max_tokens", "concurrency", "client",
+    "ts_start",
+    "ts_end",
+    "request_id",
+    "logical_request_id",
+    "attempt",
+    "status",
+    "error",
+    "timed_out",
+    "ttft_s",
+    "prompt_tokens",
+    "output_tokens",
+    "max_tokens",
+    "concurrency",
+    "client",
 ]
 _LAB_KEYS = [
-    "kind", "t", "client", "rid", "retry_count", "url", "status", "phase", "send", "end", "latency_s", "error",
-    "max_tokens", "stream", "completion_tokens", "ttft_s", "client_timeout_s", "max_retries", "mode", "value",
+    "kind",
+    "t",
+    "client",
+    "rid",
+    "retry_count",
+    "url",
+    "status",
+    "phase",
+    "send",
+    "end",
+    "latency_s",
+    "error",
+    "max_tokens",
+    "stream",
+    "completion_tokens",
+    "ttft_s",
+    "client_timeout_s",
+    "max_retries",
+    "mode",
+    "value",
     "duration_s",
 ]
 KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase"]))
@@ -55,13 +85,19 @@ DTYPE = pl.Struct({k: pl.String for k in KEYS})
 # decoded with these alone, as the decoder's cost grows with the fields asked for (a 4 MiB chunk of the storm's
 # records: 21 ms with all 38, 11-12 ms with 7)
 ATTEMPT_KINDS = ["attempt_send", "attempt_response"]
-ATTEMPT_DTYPE = pl.Struct({k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status"]})
+ATTEMPT_DTYPE = pl.Struct(
+    {k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status"]}
+)
 _ATTEMPT_HINT = r'"kind"\s*:\s*"attempt_(?:send|response)"'
 # a JSON object line, '^\s*\{.*\}\s*$' as two anchored tests (several times cheaper than its '.*'; the same on
 # lines without a newline)
 _OBJECT_OPEN, _OBJECT_CLOSE = r"^\s*\{", r"\}\s*$"
-_LAB_DETECT = r'^\s*\{.*"kind":\s*"(?:attempt_send|attempt_response|request|phase_start|phase_end|client_done)"'
-_GENERIC_DETECT = r'^\s*\{.*"logical_request_id"\s*:.*"attempt"\s*:|^\s*\{.*"attempt"\s*:.*"logical_request_id"\s*:'
+_LAB_DETECT = (
+    r'^\s*\{.*"kind":\s*"(?:attempt_send|attempt_response|request|phase_start|phase_end|client_done)"'
+)
+_GENERIC_DETECT = (
+    r'^\s*\{.*"logical_request_id"\s*:.*"attempt"\s*:|^\s*\{.*"attempt"\s*:.*"logical_request_id"\s*:'
+)
 _CSV_HEADER = r"^\ufeff?ts_start,(?:[a-z_0-9]+,)*[a-z_0-9]+\s*$"
 _TIMEOUT_TOL = 0.99  # an attempt without response that lasted >= 99 % of the client timeout timed out
 
@@ -101,7 +137,12 @@ def ts_expr(c: str, tz: str) -> pl.Expr:
     v = pl.col(c).str.strip_chars()
     num = v.cast(pl.Float64, strict=False)
     secs = (
-        pl.when(num > 1e17).then(num / 1e9).when(num > 1e14).then(num / 1e6).when(num > 1e11).then(num / 1e3)
+        pl.when(num > 1e17)
+        .then(num / 1e9)
+        .when(num > 1e14)
+        .then(num / 1e6)
+        .when(num > 1e11)
+        .then(num / 1e3)
         .otherwise(num)
     )
     # ISO 8601 only where the value is not a number (the number wins the coalesce below)
@@ -132,8 +173,10 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     generic = recs.filter(pl.col("kind").is_null() & pl.col("ts_start").is_not_null())
     if generic.height:
         tables.update(_generic(generic, ctx, state))
-        assumptions.append("generic client schema (docs/client-schema.md): grouping exact, zoneless ISO times "
-                           f"read as {ctx.tz}")
+        assumptions.append(
+            "generic client schema (docs/client-schema.md): grouping exact, zoneless ISO times "
+            f"read as {ctx.tz}"
+        )
     return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
 
 
@@ -147,9 +190,11 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
         tables["client_phases"] = _lab_phases(ph, ctx)
     agg = state.get("generic_requests")
     if agg is not None and agg.height:
-        tables["client_requests"] = pl.concat(
-            [tables["client_requests"], _generic_requests(agg, ctx)], how="diagonal_relaxed"
-        ) if "client_requests" in tables else _generic_requests(agg, ctx)
+        tables["client_requests"] = (
+            pl.concat([tables["client_requests"], _generic_requests(agg, ctx)], how="diagonal_relaxed")
+            if "client_requests" in tables
+            else _generic_requests(agg, ctx)
+        )
     return ChunkResult(tables=tables) if tables else None
 
 
@@ -160,10 +205,15 @@ def _is_csv_header(line: str) -> bool:
 
 def _json_records(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     line = pl.col("line")
-    obj = lines.filter(line.str.contains(_OBJECT_OPEN) & line.str.contains(_OBJECT_CLOSE)
-                       & ~line.str.contains("\n", literal=True))
+    obj = lines.filter(
+        line.str.contains(_OBJECT_OPEN)
+        & line.str.contains(_OBJECT_CLOSE)
+        & ~line.str.contains("\n", literal=True)
+    )
     recs = _decoded(obj)
-    recs = recs.filter(pl.col("kind").is_in(LAB_KINDS) | (pl.col("kind").is_null() & pl.col("ts_start").is_not_null()))
+    recs = recs.filter(
+        pl.col("kind").is_in(LAB_KINDS) | (pl.col("kind").is_null() & pl.col("ts_start").is_not_null())
+    )
     ok = lines.select(pl.col("line_no").is_in(recs["line_no"].implode())).to_series()
     return recs, ok
 
@@ -172,9 +222,12 @@ def _decoded(obj: pl.DataFrame) -> pl.DataFrame:
     """``line_no`` and every key of KEYS of each JSON object line that decodes. A line that names an attempt
     kind is decoded with ATTEMPT_DTYPE, and again with all keys when its record turns out not to be an attempt
     (the hint is a text match: it could sit in a nested object)."""
+
     def full(rows: pl.DataFrame) -> pl.DataFrame:
         dec = decode_json(rows["line"], DTYPE)
-        return rows.select("line_no").with_columns(dec.alias("r")).filter(pl.col("r").is_not_null()).unnest("r")
+        return (
+            rows.select("line_no").with_columns(dec.alias("r")).filter(pl.col("r").is_not_null()).unnest("r")
+        )
 
     hint = obj.select(pl.col("line").str.contains(_ATTEMPT_HINT)).to_series()
     if not hint.any():
@@ -189,10 +242,14 @@ def _decoded(obj: pl.DataFrame) -> pl.DataFrame:
     held = [k for k in KEYS if k in att.columns or rest[k].null_count() < rest.height]
 
     def cols(df: pl.DataFrame) -> list[pl.Expr]:
-        return [pl.col(k) if k in df.columns else pl.lit(None, pl.String).alias(k) for k in ["line_no", *held]]
+        return [
+            pl.col(k) if k in df.columns else pl.lit(None, pl.String).alias(k) for k in ["line_no", *held]
+        ]
 
     both = pl.concat([att.filter(is_att).select(cols(att)), rest.select(cols(rest))]).sort("line_no")
-    return both.select("line_no", *(pl.col(k) if k in held else pl.lit(None, pl.String).alias(k) for k in KEYS))
+    return both.select(
+        "line_no", *(pl.col(k) if k in held else pl.lit(None, pl.String).alias(k) for k in KEYS)
+    )
 
 
 def _csv_records(lines: pl.DataFrame, state: dict) -> tuple[pl.DataFrame, pl.Series]:
@@ -202,7 +259,9 @@ def _csv_records(lines: pl.DataFrame, state: dict) -> tuple[pl.DataFrame, pl.Ser
     try:
         df = pl.read_csv(io.StringIO(text), has_header=False, new_columns=header, infer_schema=False)
     except (pl.exceptions.PolarsError, ValueError):
-        return pl.DataFrame(schema=dict(DTYPE.to_schema()) | {"line_no": pl.Int64}), pl.Series([False] * lines.height)
+        return pl.DataFrame(schema=dict(DTYPE.to_schema()) | {"line_no": pl.Int64}), pl.Series(
+            [False] * lines.height
+        )
     if df.height != body.height:  # quoted newlines: row alignment lost, keep the rows, line numbers unknown
         df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("line_no"))
     else:
@@ -210,7 +269,9 @@ def _csv_records(lines: pl.DataFrame, state: dict) -> tuple[pl.DataFrame, pl.Ser
     for k in KEYS:
         if k not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=pl.String).alias(k))
-    ok = lines.select(pl.col("line").str.contains(_CSV_HEADER) | pl.col("line_no").is_in(body["line_no"].implode()))
+    ok = lines.select(
+        pl.col("line").str.contains(_CSV_HEADER) | pl.col("line_no").is_in(body["line_no"].implode())
+    )
     return df.select("line_no", *KEYS), ok.to_series()
 
 
@@ -255,20 +316,50 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         return {}
     k = ["rid", "gen"]
     phases = _lab_phase_table(state.get("lab_phases"))
-    req = ready.filter(pl.col("kind") == "request").unique(k, keep="last").select(
-        *k, pl.col("client").alias("r_client"), pl.col("phase").alias("r_phase"),
-        ts_expr("send", ctx.tz).alias("r_send"), ts_expr("end", ctx.tz).alias("r_end"),
-        _i("status").alias("r_status"), _err_class("error").alias("r_error"), _f("latency_s").alias("r_latency"),
-        _i("max_tokens").alias("max_tokens"), _b("stream").alias("stream"),
-        _i("completion_tokens").alias("output_tokens"), _f("ttft_s").alias("r_ttft"),
-        _f("client_timeout_s").alias("timeout_s"), _i("max_retries").alias("max_retries"),
-    ).join(phases, left_on="r_phase", right_on="phase", how="left")
-    send = ready.filter(pl.col("kind") == "attempt_send").select(
-        *k, _i("retry_count").alias("rc"), "client", "url", "line_no", "seq", ts_expr("t", ctx.tz).alias("ts_start"),
-    ).unique([*k, "rc"], keep="first")
-    resp = ready.filter(pl.col("kind") == "attempt_response").select(
-        *k, _i("retry_count").alias("rc"), ts_expr("t", ctx.tz).alias("resp_ts"), _i("status").alias("status"),
-    ).unique([*k, "rc"], keep="first")
+    req = (
+        ready.filter(pl.col("kind") == "request")
+        .unique(k, keep="last")
+        .select(
+            *k,
+            pl.col("client").alias("r_client"),
+            pl.col("phase").alias("r_phase"),
+            ts_expr("send", ctx.tz).alias("r_send"),
+            ts_expr("end", ctx.tz).alias("r_end"),
+            _i("status").alias("r_status"),
+            _err_class("error").alias("r_error"),
+            _f("latency_s").alias("r_latency"),
+            _i("max_tokens").alias("max_tokens"),
+            _b("stream").alias("stream"),
+            _i("completion_tokens").alias("output_tokens"),
+            _f("ttft_s").alias("r_ttft"),
+            _f("client_timeout_s").alias("timeout_s"),
+            _i("max_retries").alias("max_retries"),
+        )
+        .join(phases, left_on="r_phase", right_on="phase", how="left")
+    )
+    send = (
+        ready.filter(pl.col("kind") == "attempt_send")
+        .select(
+            *k,
+            _i("retry_count").alias("rc"),
+            "client",
+            "url",
+            "line_no",
+            "seq",
+            ts_expr("t", ctx.tz).alias("ts_start"),
+        )
+        .unique([*k, "rc"], keep="first")
+    )
+    resp = (
+        ready.filter(pl.col("kind") == "attempt_response")
+        .select(
+            *k,
+            _i("retry_count").alias("rc"),
+            ts_expr("t", ctx.tz).alias("resp_ts"),
+            _i("status").alias("status"),
+        )
+        .unique([*k, "rc"], keep="first")
+    )
     att = (
         send.join(resp, on=[*k, "rc"], how="left")
         .join(req, on=k, how="left")
@@ -280,23 +371,50 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
     )
     att = _lab_attempt_outcome(att)
     attempts = att.sort("seq").select(
-        "ts_start", "ts_end", pl.lit(ctx.source).alias("source"), pl.coalesce("client", "r_client").alias("client"),
-        pl.col("rid").alias("logical_request_id"), pl.col("rid").alias("request_id"),
-        (pl.col("rc") + 1).alias("attempt"), "status", "error", "timed_out",
+        "ts_start",
+        "ts_end",
+        pl.lit(ctx.source).alias("source"),
+        pl.coalesce("client", "r_client").alias("client"),
+        pl.col("rid").alias("logical_request_id"),
+        pl.col("rid").alias("request_id"),
+        (pl.col("rc") + 1).alias("attempt"),
+        "status",
+        "error",
+        "timed_out",
         pl.when(pl.col("is_last") & (pl.col("status") == 200)).then(pl.col("r_ttft")).alias("ttft_s"),
         ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
         "max_tokens",
         pl.when(pl.col("is_last")).then(pl.col("output_tokens")).alias("output_tokens"),
-        "concurrency", pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"), "url", "line_no",
+        "concurrency",
+        pl.lit("exact").alias("grouping"),
+        pl.lit(1.0).alias("grouping_confidence"),
+        "url",
+        "line_no",
     )
     n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
-    requests = req.join(n_att, on=k, how="left").sort("first_seq").select(
-        pl.col("rid").alias("logical_request_id"), pl.lit(ctx.source).alias("source"),
-        pl.col("r_client").alias("client"), pl.col("r_send").alias("ts_start"), pl.col("r_end").alias("ts_end"),
-        pl.col("r_status").alias("status"), pl.col("r_error").alias("error"),
-        pl.col("r_error").str.contains("Timeout").fill_null(False).alias("timed_out"),
-        "attempts", pl.col("r_ttft").alias("ttft_s"), pl.col("r_latency").alias("e2e_s"), "max_tokens",
-        "output_tokens", "timeout_s", "max_retries", "stream", "concurrency", pl.col("r_phase").alias("phase"),
+    requests = (
+        req.join(n_att, on=k, how="left")
+        .sort("first_seq")
+        .select(
+            pl.col("rid").alias("logical_request_id"),
+            pl.lit(ctx.source).alias("source"),
+            pl.col("r_client").alias("client"),
+            pl.col("r_send").alias("ts_start"),
+            pl.col("r_end").alias("ts_end"),
+            pl.col("r_status").alias("status"),
+            pl.col("r_error").alias("error"),
+            pl.col("r_error").str.contains("Timeout").fill_null(False).alias("timed_out"),
+            "attempts",
+            pl.col("r_ttft").alias("ttft_s"),
+            pl.col("r_latency").alias("e2e_s"),
+            "max_tokens",
+            "output_tokens",
+            "timeout_s",
+            "max_retries",
+            "stream",
+            "concurrency",
+            pl.col("r_phase").alias("phase"),
+        )
     )
     return {"client_attempts": attempts, "client_requests": requests}
 
@@ -308,14 +426,19 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
     timed_out = no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False)
     by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).cast(pl.Int64))
     ts_end = (
-        pl.when(pl.col("is_last") & pl.col("r_end").is_not_null()).then(pl.col("r_end"))  # body/stream end
-        .when(~no_resp).then(pl.col("resp_ts"))
+        pl.when(pl.col("is_last") & pl.col("r_end").is_not_null())
+        .then(pl.col("r_end"))  # body/stream end
+        .when(~no_resp)
+        .then(pl.col("resp_ts"))
         .otherwise(pl.min_horizontal(by_timeout, pl.col("next_send")))
     )
     error = (
-        pl.when(pl.col("is_last") & pl.col("r_error").is_not_null()).then(pl.col("r_error"))
-        .when(no_resp & timed_out).then(pl.lit("Timeout"))
-        .when(no_resp).then(pl.lit("ConnectionError"))
+        pl.when(pl.col("is_last") & pl.col("r_error").is_not_null())
+        .then(pl.col("r_error"))
+        .when(no_resp & timed_out)
+        .then(pl.lit("Timeout"))
+        .when(no_resp)
+        .then(pl.lit("ConnectionError"))
     )
     return att.with_columns(timed_out.alias("timed_out"), ts_end.alias("ts_end"), error.alias("error"))
 
@@ -324,50 +447,87 @@ def _lab_phase_table(ph: pl.DataFrame | None) -> pl.DataFrame:
     sch = {"phase": pl.String, "concurrency": pl.Int64}
     if ph is None or not ph.height:
         return pl.DataFrame(schema=sch)
-    return ph.filter(pl.col("kind") == "phase_start").unique("phase", keep="last").select(
-        "phase", pl.when(pl.col("mode") == "c").then(_i("value")).alias("concurrency")
-    ).cast(sch)
+    return (
+        ph.filter(pl.col("kind") == "phase_start")
+        .unique("phase", keep="last")
+        .select("phase", pl.when(pl.col("mode") == "c").then(_i("value")).alias("concurrency"))
+        .cast(sch)
+    )
 
 
 def _lab_phases(ph: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     starts = ph.filter(pl.col("kind") == "phase_start").unique("phase", keep="last")
-    ends = ph.filter(pl.col("kind") == "phase_end").unique("phase", keep="last").select(
-        "phase", ts_expr("t", ctx.tz).alias("end_ts")
+    ends = (
+        ph.filter(pl.col("kind") == "phase_end")
+        .unique("phase", keep="last")
+        .select("phase", ts_expr("t", ctx.tz).alias("end_ts"))
     )
     mode = pl.col("mode")
-    return starts.join(ends, on="phase", how="left").with_columns(ts_expr("t", ctx.tz).alias("ts_start")).sort(
-        "ts_start"
-    ).select(
-        pl.lit(ctx.source).alias("source"), "client", "phase", "ts_start",
-        pl.coalesce("end_ts", pl.col("ts_start") + pl.duration(microseconds=(_f("duration_s") * 1e6).cast(pl.Int64)))
-        .alias("ts_end"),
-        pl.when(mode == "c").then(pl.lit("concurrency")).when(mode == "r").then(pl.lit("rate")).otherwise(mode)
-        .alias("mode"),
-        _f("value").alias("value"),
-        pl.lit("exact: phase_start / phase_end records").alias("anchoring"),
+    return (
+        starts.join(ends, on="phase", how="left")
+        .with_columns(ts_expr("t", ctx.tz).alias("ts_start"))
+        .sort("ts_start")
+        .select(
+            pl.lit(ctx.source).alias("source"),
+            "client",
+            "phase",
+            "ts_start",
+            pl.coalesce(
+                "end_ts",
+                pl.col("ts_start") + pl.duration(microseconds=(_f("duration_s") * 1e6).cast(pl.Int64)),
+            ).alias("ts_end"),
+            pl.when(mode == "c")
+            .then(pl.lit("concurrency"))
+            .when(mode == "r")
+            .then(pl.lit("rate"))
+            .otherwise(mode)
+            .alias("mode"),
+            _f("value").alias("value"),
+            pl.lit("exact: phase_start / phase_end records").alias("anchoring"),
+        )
     )
 
 
 # ---------------------------------------------------------------- generic schema
 def _generic(g: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.DataFrame]:
     a = g.select(
-        ts_expr("ts_start", ctx.tz).alias("ts_start"), ts_expr("ts_end", ctx.tz).alias("ts_end"),
-        pl.lit(ctx.source).alias("source"), pl.col("client").fill_null("generic"),
-        pl.coalesce("logical_request_id", "request_id").alias("logical_request_id"), "request_id",
-        _i("attempt").fill_null(1).alias("attempt"), _i("status").alias("status"),
+        ts_expr("ts_start", ctx.tz).alias("ts_start"),
+        ts_expr("ts_end", ctx.tz).alias("ts_end"),
+        pl.lit(ctx.source).alias("source"),
+        pl.col("client").fill_null("generic"),
+        pl.coalesce("logical_request_id", "request_id").alias("logical_request_id"),
+        "request_id",
+        _i("attempt").fill_null(1).alias("attempt"),
+        _i("status").alias("status"),
         pl.when(pl.col("error").str.strip_chars() != "").then(pl.col("error")).alias("error"),
-        _b("timed_out").fill_null(False).alias("timed_out"), _f("ttft_s").alias("ttft_s"),
-        _i("prompt_tokens").alias("prompt_tokens"), _i("max_tokens").alias("max_tokens"),
-        _i("output_tokens").alias("output_tokens"), _i("concurrency").alias("concurrency"),
-        pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"), "url", "line_no",
+        _b("timed_out").fill_null(False).alias("timed_out"),
+        _f("ttft_s").alias("ttft_s"),
+        _i("prompt_tokens").alias("prompt_tokens"),
+        _i("max_tokens").alias("max_tokens"),
+        _i("output_tokens").alias("output_tokens"),
+        _i("concurrency").alias("concurrency"),
+        pl.lit("exact").alias("grouping"),
+        pl.lit(1.0).alias("grouping_confidence"),
+        "url",
+        "line_no",
     ).with_columns(((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"))
     # running per-logical aggregate (merged across chunks, emitted at finish)
-    part = a.sort("attempt").group_by("logical_request_id").agg(
-        pl.col("client").first(), pl.col("ts_start").min(), pl.col("ts_end").max(), pl.len().alias("attempts"),
-        pl.col("attempt").max().alias("last_attempt"),
-        *(pl.col(c).last().alias(c) for c in ("status", "error", "timed_out", "ttft_s", "output_tokens")),
-        *(pl.col(c).drop_nulls().first().alias(c) for c in ("prompt_tokens", "max_tokens", "concurrency")),
-        pl.col("line_no").min().alias("first_line"),
+    part = (
+        a.sort("attempt")
+        .group_by("logical_request_id")
+        .agg(
+            pl.col("client").first(),
+            pl.col("ts_start").min(),
+            pl.col("ts_end").max(),
+            pl.len().alias("attempts"),
+            pl.col("attempt").max().alias("last_attempt"),
+            *(pl.col(c).last().alias(c) for c in ("status", "error", "timed_out", "ttft_s", "output_tokens")),
+            *(
+                pl.col(c).drop_nulls().first().alias(c)
+                for c in ("prompt_tokens", "max_tokens", "concurrency")
+            ),
+            pl.col("line_no").min().alias("first_line"),
+        )
     )
     prev = state.get("generic_requests")
     state["generic_requests"] = _merge_generic(pl.concat([prev, part]) if prev is not None else part)
@@ -377,7 +537,10 @@ def _generic(g: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Da
 def _merge_generic(part: pl.DataFrame) -> pl.DataFrame:
     last = pl.col("last_attempt").arg_max()
     return part.group_by("logical_request_id").agg(
-        pl.col("client").first(), pl.col("ts_start").min(), pl.col("ts_end").max(), pl.col("attempts").sum(),
+        pl.col("client").first(),
+        pl.col("ts_start").min(),
+        pl.col("ts_end").max(),
+        pl.col("attempts").sum(),
         *(pl.col(c).get(last).alias(c) for c in ("status", "error", "timed_out", "ttft_s", "output_tokens")),
         pl.col("last_attempt").max(),
         *(pl.col(c).drop_nulls().first().alias(c) for c in ("prompt_tokens", "max_tokens", "concurrency")),
@@ -387,8 +550,19 @@ def _merge_generic(part: pl.DataFrame) -> pl.DataFrame:
 
 def _generic_requests(agg: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     return agg.sort("first_line", "ts_start").select(
-        "logical_request_id", pl.lit(ctx.source).alias("source"), "client", "ts_start", "ts_end", "status", "error",
-        "timed_out", "attempts", "ttft_s",
+        "logical_request_id",
+        pl.lit(ctx.source).alias("source"),
+        "client",
+        "ts_start",
+        "ts_end",
+        "status",
+        "error",
+        "timed_out",
+        "attempts",
+        "ttft_s",
         ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
-        "prompt_tokens", "max_tokens", "output_tokens", "concurrency",
+        "prompt_tokens",
+        "max_tokens",
+        "output_tokens",
+        "concurrency",
     )

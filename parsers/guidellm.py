@@ -33,14 +33,20 @@ CLIENT = "guidellm"
 _DETECT = r'^\s*\{\s*"metadata":\s*\{[^{}]*"guidellm_version"|"type_":\s*"generative_benchmark"'
 _REQ_SCHEMA = {
     "request_id": pl.String,
-    "info": pl.Struct({
-        "status": pl.String,
-        "error": pl.String,
-        "timings": pl.Struct({
-            "request_start": pl.Float64, "first_token_iteration": pl.Float64, "request_end": pl.Float64,
-            "resolve_end": pl.Float64,
-        }),
-    }),
+    "info": pl.Struct(
+        {
+            "status": pl.String,
+            "error": pl.String,
+            "timings": pl.Struct(
+                {
+                    "request_start": pl.Float64,
+                    "first_token_iteration": pl.Float64,
+                    "request_end": pl.Float64,
+                    "resolve_end": pl.Float64,
+                }
+            ),
+        }
+    ),
     "request_latency": pl.Float64,
     "prompt_tokens": pl.Float64,
     "output_tokens": pl.Float64,
@@ -84,31 +90,58 @@ def parse_document(text: str, ctx: ParseContext) -> ChunkResult:
     for k, b in enumerate(benches):
         label, mode, value = _strategy(b)
         label = f"{k}:{label}"
-        phases.append({"phase": label, "ts_start": b.get("start_time"), "ts_end": b.get("end_time"),
-                       "mode": mode, "value": value})
-        groups = (b.get("requests") or {})
+        phases.append(
+            {
+                "phase": label,
+                "ts_start": b.get("start_time"),
+                "ts_end": b.get("end_time"),
+                "mode": mode,
+                "value": value,
+            }
+        )
+        groups = b.get("requests") or {}
         for status in ("successful", "errored", "incomplete"):
             items = groups.get(status) or []
             if items:
                 df = pl.from_dicts(items, schema=_REQ_SCHEMA, strict=False)
-                reqs.append(df.with_columns(pl.lit(status).alias("outcome"), pl.lit(label).alias("phase"),
-                                            pl.lit(value if mode == "concurrency" else None,
-                                                   dtype=pl.Float64).alias("conc")))
+                reqs.append(
+                    df.with_columns(
+                        pl.lit(status).alias("outcome"),
+                        pl.lit(label).alias("phase"),
+                        pl.lit(value if mode == "concurrency" else None, dtype=pl.Float64).alias("conc"),
+                    )
+                )
     tables = {}
     if reqs:
         tables["client_requests"] = tables["client_attempts"] = _rows(pl.concat(reqs), ctx)
-    ph = pl.DataFrame(phases, schema={"phase": pl.String, "ts_start": pl.Float64, "ts_end": pl.Float64,
-                                      "mode": pl.String, "value": pl.Float64})
+    ph = pl.DataFrame(
+        phases,
+        schema={
+            "phase": pl.String,
+            "ts_start": pl.Float64,
+            "ts_end": pl.Float64,
+            "mode": pl.String,
+            "value": pl.Float64,
+        },
+    )
     tables["client_phases"] = ph.select(
-        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"), "phase",
-        epoch_to_utc(pl.col("ts_start")).alias("ts_start"), epoch_to_utc(pl.col("ts_end")).alias("ts_end"),
-        "mode", "value", pl.lit("exact: benchmark start_time/end_time (Unix time)").alias("anchoring"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
+        "phase",
+        epoch_to_utc(pl.col("ts_start")).alias("ts_start"),
+        epoch_to_utc(pl.col("ts_end")).alias("ts_end"),
+        "mode",
+        "value",
+        pl.lit("exact: benchmark start_time/end_time (Unix time)").alias("anchoring"),
     )
     n_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     return ChunkResult(
-        tables=tables, lines_parsed=n_lines,
-        assumptions=["guidellm: one request = one attempt (no retries); its request_id is GuideLLM's own, "
-                     "not sent to the server; errored/incomplete requests end at info.timings.resolve_end"],
+        tables=tables,
+        lines_parsed=n_lines,
+        assumptions=[
+            "guidellm: one request = one attempt (no retries); its request_id is GuideLLM's own, "
+            "not sent to the server; errored/incomplete requests end at info.timings.resolve_end"
+        ],
     )
 
 
@@ -120,18 +153,27 @@ def _rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     ok = pl.col("outcome") == "successful"
     http = err.str.extract(r"'(\d{3}) [^']*' for url", 1).cast(pl.Int64)
     return df.select(
-        epoch_to_utc(start).alias("ts_start"), epoch_to_utc(end).alias("ts_end"),
-        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"),
-        pl.col("request_id").alias("logical_request_id"), pl.lit(1).alias("attempt"), pl.lit(1).alias("attempts"),
+        epoch_to_utc(start).alias("ts_start"),
+        epoch_to_utc(end).alias("ts_end"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
+        pl.col("request_id").alias("logical_request_id"),
+        pl.lit(1).alias("attempt"),
+        pl.lit(1).alias("attempts"),
         pl.when(ok).then(pl.lit(200)).otherwise(http).alias("status"),
-        pl.when(ok).then(None).when(pl.col("outcome") == "incomplete")
+        pl.when(ok)
+        .then(None)
+        .when(pl.col("outcome") == "incomplete")
         .then(pl.coalesce(pl.lit("cancelled: ") + err, pl.lit("cancelled")))
-        .otherwise(err.str.extract(r"^(\w+)", 1)).alias("error"),
+        .otherwise(err.str.extract(r"^(\w+)", 1))
+        .alias("error"),
         err.str.contains("Timeout").fill_null(False).alias("timed_out"),
         pl.when(ok).then(pl.col("time_to_first_token_ms") / 1e3).alias("ttft_s"),
         pl.coalesce(pl.col("request_latency"), end - start).alias("e2e_s"),
         pl.col("prompt_tokens").cast(pl.Int64).alias("prompt_tokens"),
         pl.col("output_tokens").cast(pl.Int64).alias("output_tokens"),
-        pl.col("conc").cast(pl.Int64).alias("concurrency"), "phase",
-        pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"),
+        pl.col("conc").cast(pl.Int64).alias("concurrency"),
+        "phase",
+        pl.lit("exact").alias("grouping"),
+        pl.lit(1.0).alias("grouping_confidence"),
     ).sort("ts_start")

@@ -74,8 +74,14 @@ _MODEL_GROUP = r"Falling back to model_group = (\S+)"
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
-    g = per_head(nonblank(frame), n, text=share(_DETECT_TEXT), std=share(_STD_HEAD), js=share(_DETECT_JSON),
-                 uvicorn=share(_UVICORN))
+    g = per_head(
+        nonblank(frame),
+        n,
+        text=share(_DETECT_TEXT),
+        std=share(_STD_HEAD),
+        js=share(_DETECT_JSON),
+        uvicorn=share(_UVICORN),
+    )
     best = pl.max_horizontal(pl.col("text") + pl.col("std"), "js")
     # a LiteLLM log is mostly its own records, plus uvicorn lines and continuations
     more = pl.min_horizontal(pl.lit(1.0), best + 0.5 * pl.col("uvicorn") + 0.3)

@@ -24,11 +24,15 @@ from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "nginx_access"
 KIND = "gateway"
-DESCRIPTION = ("nginx access log: combined, ingress-nginx's upstreaminfo, custom log_format (from nginx.conf or "
-               "inferred), escape=json")
+DESCRIPTION = (
+    "nginx access log: combined, ingress-nginx's upstreaminfo, custom log_format (from nginx.conf or "
+    "inferred), escape=json"
+)
 MODE = "lines"
 SPEED = 126  # MB/s on one core (bench/, 1 GB folder): orders the streams
-INDEPENDENT_CHUNKS = True  # one line, one record; the state (the access-log layouts) is set by the first chunk
+INDEPENDENT_CHUNKS = (
+    True  # one line, one record; the state (the access-log layouts) is set by the first chunk
+)
 SAMPLES = [
     '127.0.0.1 - - [30/Nov/2026:07:57:41 +0000] "POST /v1/completions HTTP/1.1" 200 265 "-" "gwlab-drive/1" 256 0.052 [default-vllm-8000] [] 127.0.0.1:18399, 127.0.0.1:18301 0, 265 0.000, 0.052 502, 200 client-ok-002',  # ingress-nginx's default 'upstreaminfo'
     '2026-11-29T08:31:09+00:00 msec=1795941069.073 rid=c873f7209d99012968505a0956b3113e port=8080 client_rid="storm-r-00479" "POST /v1/completions HTTP/1.1" status=502 rt=8.001 ua="127.0.0.1:8001, vllm_edge" us="504, 502" urt="8.000, 0.000" uct="0.000, -" uht="-, -" req_len=1105 sent=314 retry_hdr="0" ua_client="OpenAI/Python 3.57.0"',
@@ -39,8 +43,10 @@ SAMPLES = [
 # --- detection (head lines only) ---
 _COMBINED_SHAPE = r'^\S+ \S+ \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} (?:\d+|-)(?: "[^"]*")*\r?$'
 # ingress-nginx's default 'upstreaminfo': combined, then request length and time, [upstream name] [alternative]
-_UPSTREAMINFO_SHAPE = (r'^\S+ - \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} \d+ "[^"]*" '
-                       r'"[^"]*" \d+ [\d.]+ \[[^\]\s]*\] \[[^\]\s]*\] ')
+_UPSTREAMINFO_SHAPE = (
+    r'^\S+ - \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} \d+ "[^"]*" '
+    r'"[^"]*" \d+ [\d.]+ \[[^\]\s]*\] \[[^\]\s]*\] '
+)
 _KV_UPSTREAM = r'(?:^|\s)(?:us|upstream_status)="?(?:\d{3}|-)'
 _KV_OTHER = r"(?:^|\s)(?:rt|request_time|urt|upstream_response_time|msec|rid|request_id|ua|upstream_addr)="
 _JSON_START = r"^\s*\{"
@@ -67,11 +73,27 @@ _JSON_KEYS = [
 _REQUEST = r"^(?P<method>[A-Z]+) (?P<path>\S+)"
 # the nginx variables _attempts reads; $msec (epoch, always a number) makes the time fields unused
 _TIME_FALLBACK = frozenset({"time_iso8601", "time_local"})
-_READ = frozenset(
-    {"msec", "request_time", "request_id", "http_x_request_id", "status", "request", "request_method",
-     "request_uri", "bytes_sent", "body_bytes_sent", "http_x_stainless_retry_count", "http_user_agent",
-     "server_port", *nf.LIST_VARS}
-) | _TIME_FALLBACK
+_READ = (
+    frozenset(
+        {
+            "msec",
+            "request_time",
+            "request_id",
+            "http_x_request_id",
+            "status",
+            "request",
+            "request_method",
+            "request_uri",
+            "bytes_sent",
+            "body_bytes_sent",
+            "http_x_stainless_retry_count",
+            "http_user_agent",
+            "server_port",
+            *nf.LIST_VARS,
+        }
+    )
+    | _TIME_FALLBACK
+)
 _NULLS = ["-", ""]
 _JSON_UNESCAPE = r'\\(["\\/])'
 
@@ -123,8 +145,12 @@ def _unglued(lines: pl.DataFrame, long: pl.Series, ctx: ParseContext, state: dic
     record = "|".join(f"(?:{_unanchored(lay)})" for lay, _ in layouts)
     pieces = (
         lines.with_row_index("_row")
-        .with_columns(pl.when(long).then(pl.col("line").str.extract_all(record)).otherwise(pl.concat_list("line"))
-                      .alias("_rec"))
+        .with_columns(
+            pl.when(long)
+            .then(pl.col("line").str.extract_all(record))
+            .otherwise(pl.concat_list("line"))
+            .alias("_rec")
+        )
         .with_columns(pl.col("_rec").list.eval(pl.element().str.len_bytes()).list.sum().alias("_covered"))
     )
     whole = pl.col("line").str.strip_suffix("\r").str.len_bytes() == pl.col("_covered")
@@ -135,13 +161,24 @@ def _unglued(lines: pl.DataFrame, long: pl.Series, ctx: ParseContext, state: dic
     rows = flat.get_column("line_no")
     for name, df in res.tables.items():
         res.tables[name] = df.with_columns(rows.gather(df.get_column("line_no")).alias("line_no"))
-    ok = pl.DataFrame({"_row": flat.get_column("_row"), "ok": res.recognized}).group_by("_row").agg(pl.col("ok").all())
-    per_line = pl.DataFrame({"_row": pl.int_range(lines.height, eager=True).cast(pl.UInt32)}).join(
-        ok, on="_row", how="left").sort("_row").get_column("ok").fill_null(False)
+    ok = (
+        pl.DataFrame({"_row": flat.get_column("_row"), "ok": res.recognized})
+        .group_by("_row")
+        .agg(pl.col("ok").all())
+    )
+    per_line = (
+        pl.DataFrame({"_row": pl.int_range(lines.height, eager=True).cast(pl.UInt32)})
+        .join(ok, on="_row", how="left")
+        .sort("_row")
+        .get_column("ok")
+        .fill_null(False)
+    )
     res.recognized = (per_line & covered).alias("recognized")
     n = int(long.sum())
-    res.messages.append(f"{n:,} line(s) longer than {GLUED:,} bytes read as records glued without newlines "
-                        f"({flat.height - (lines.height - n):,} records)")
+    res.messages.append(
+        f"{n:,} line(s) longer than {GLUED:,} bytes read as records glued without newlines "
+        f"({flat.height - (lines.height - n):,} records)"
+    )
     return res
 
 
@@ -150,7 +187,9 @@ def _first_records(head: pl.Series, options: dict) -> list[str]:
     is not inferred from glued records: where they begin and end is what it would have to know)."""
     given = nf._conf_layouts(options.get("path"))
     if options.get("nginx_log_format"):
-        given.insert(0, nf.layout_from_format(options["nginx_log_format"], "cli", "the --nginx-log-format option"))
+        given.insert(
+            0, nf.layout_from_format(options["nginx_log_format"], "cli", "the --nginx-log-format option")
+        )
     if not given:
         return []
     first = "^(?:" + "|".join(f"(?:{_unanchored(lay)})" for lay in given) + ")"

@@ -33,12 +33,16 @@ SAMPLES = (
 # a directive (name then arguments), a closing brace, or a quoted continuation of a multi-line
 # log_format; anything else (stray text) stays unrecognised
 _DIRECTIVE = r"^\s*(?:[a-z_][a-z0-9_]*(?:\s.*|;.*|\{.*)?|\}.*|'.*|\".*)$"
-_STRONG = r"^\s*(?:log_format|proxy_pass|upstream\s+\S+\s*\{|worker_processes|proxy_next_upstream|server_name)\b"
+_STRONG = (
+    r"^\s*(?:log_format|proxy_pass|upstream\s+\S+\s*\{|worker_processes|proxy_next_upstream|server_name)\b"
+)
 _NOISE = r"^\s*(?:#.*)?$"
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
-    lines = nonblank(frame).filter(~pl.col("line").str.contains(r"^[\s\x1c-\x1f]*#"))  # str.lstrip()'s white space
+    lines = nonblank(frame).filter(
+        ~pl.col("line").str.contains(r"^[\s\x1c-\x1f]*#")
+    )  # str.lstrip()'s white space
     g = per_head(lines, n, k=pl.len(), strong=share(_STRONG), directive=share(_DIRECTIVE))
     ok = (pl.col("k") >= 3) & (pl.col("strong") > 0)
     return g.select(pl.when(ok).then(0.9 * pl.col("directive")).otherwise(0.0)).to_series()
@@ -106,8 +110,13 @@ def listeners(text: str) -> dict[int, dict[str, str]]:
     servers: dict[int, dict[str, str]] = {}
     for block in dict.fromkeys(p[1] for p, _ in stmts if len(p) >= 2 and level(p[:2], ("http", "server"))):
         mine = [(p, w) for p, w in stmts if len(p) >= 2 and p[1] == block]
-        ports = [int(m.group(1)) for p, w in mine if len(p) == 2 and w[0] == "listen" and len(w) > 1
-                 for m in [_PORT.search(w[1])] if m]
+        ports = [
+            int(m.group(1))
+            for p, w in mine
+            if len(p) == 2 and w[0] == "listen" and len(w) > 1
+            for m in [_PORT.search(w[1])]
+            if m
+        ]
         srv = {w[0]: " ".join(w[1:]) for p, w in mine if len(p) == 2 and w[0] in DIRECTIVES}
         loc_path = next((p for p, _ in mine if len(p) == 3 and _name(p[2]) == "location"), None)
         loc = {w[0]: " ".join(w[1:]) for p, w in mine if p == loc_path and w[0] in DIRECTIVES}

@@ -92,6 +92,13 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         "line_no",
     )
     assumptions = [f"nginx error.log times have no zone: read as {ctx.tz} (--tz)"]
-    n_bad, example = bad_times(pl.DataFrame([rows["line_no"], rows["ts"].alias("raw"), out["ts"]]), "raw", "ts")
-    return ChunkResult(tables={"gateway_errors": out}, recognized=ok, assumptions=assumptions, bad_times=n_bad,
-                       bad_time_example=example)
+    n_bad, example = bad_times(
+        pl.DataFrame([rows["line_no"], rows["ts"].alias("raw"), out["ts"]]), "raw", "ts"
+    )
+    return ChunkResult(
+        tables={"gateway_errors": out},
+        recognized=ok,
+        assumptions=assumptions,
+        bad_times=n_bad,
+        bad_time_example=example,
+    )

@@ -48,19 +48,26 @@ SAMPLES = [
 
 CLIENT = "openai-python"
 _PRE = ["build", "options", "send"]
-_DONE_WAIT = timedelta(minutes=15)  # longest stream we wait for before closing a request without its 'done' line
+_DONE_WAIT = timedelta(
+    minutes=15
+)  # longest stream we wait for before closing a request without its 'done' line
 _OUTCOME = ["response", "httpx", "timeout", "conn_error"]
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line")
-    known = s.str.contains(r"(?:^|[\s:\]])(?:Building HTTP request: method=|Sending HTTP Request: |HTTP Response: \S+ |"
-                           r"Retrying request |Encountered (?:a timeout|an HTTP status|exception|Exception)|"
-                           r"HTTP Request: \S+ \S+ \"HTTP/)")
-    noise = s.str.contains(_NOISE) | s.str.contains(r"(?:^|[\s:\]])request \S+ done status=|(?:^|\s)labclient\s")
+    known = s.str.contains(
+        r"(?:^|[\s:\]])(?:Building HTTP request: method=|Sending HTTP Request: |HTTP Response: \S+ |"
+        r"Retrying request |Encountered (?:a timeout|an HTTP status|exception|Exception)|"
+        r"HTTP Request: \S+ \S+ \"HTTP/)"
+    )
+    noise = s.str.contains(_NOISE) | s.str.contains(
+        r"(?:^|[\s:\]])request \S+ done status=|(?:^|\s)labclient\s"
+    )
     g = per_head(nonblank(frame), n, any=known.any(), m=(known | noise).mean())
-    return g.select(pl.when(pl.col("any")).then(pl.min_horizontal(pl.lit(0.95), 0.5 + 0.5 * pl.col("m")))
-                    .otherwise(0.0)).to_series()
+    return g.select(
+        pl.when(pl.col("any")).then(pl.min_horizontal(pl.lit(0.95), 0.5 + 0.5 * pl.col("m"))).otherwise(0.0)
+    ).to_series()
 
 
 def detect(head: list[str]) -> float:
@@ -107,9 +114,11 @@ def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
     if state.get("no_ts"):
         out.append("lines without a timestamp (logging's default format): attempt and request times unknown")
     if not state.get("debug"):
-        out.append("no DEBUG 'Sending HTTP Request' lines: attempts are rebuilt from httpx 'HTTP Request' and "
-                   "'Retrying request' lines, their start times are unknown, and a last attempt that timed "
-                   "out without a retry leaves no line")
+        out.append(
+            "no DEBUG 'Sending HTTP Request' lines: attempts are rebuilt from httpx 'HTTP Request' and "
+            "'Retrying request' lines, their start times are unknown, and a last attempt that timed "
+            "out without a retry leaves no line"
+        )
     return out
 
 
@@ -119,7 +128,11 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     if not ev["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
         ev = ev.sort("seq")
     ev = ev.with_columns(
-        pl.when(pl.col("kind") == "exc").then(None).otherwise(pl.col("thread").fill_null("")).forward_fill().alias("tk")
+        pl.when(pl.col("kind") == "exc")
+        .then(None)
+        .otherwise(pl.col("thread").fill_null(""))
+        .forward_fill()
+        .alias("tk")
     ).with_columns(pl.col("tk").fill_null(""))
     # windows and groups per thread use an integer code of the name (several times cheaper than the string)
     ev = ev.with_columns(pl.col("tk").cast(pl.Categorical).to_physical().alias("tid"))
@@ -133,7 +146,9 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         prev = pl.when(endish).then(pl.col("kind")).forward_fill().shift(1).over("tid")
         prev_status = pl.when(endish).then(pl.col("status")).forward_fill().shift(1).over("tid")
         after_failure = (prev == "httpx") & (prev_status >= 400).fill_null(False)
-        anchor = (pl.col("kind") == "httpx") | ((pl.col("kind") == "retrying") & ~after_failure.fill_null(False))
+        anchor = (pl.col("kind") == "httpx") | (
+            (pl.col("kind") == "retrying") & ~after_failure.fill_null(False)
+        )
     ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
     att = _attempts(ev.filter(pl.col("att") > 0), debug)
     new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(
@@ -165,12 +180,22 @@ def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.Expr:
     if att.filter(pl.col("has_done")).height:
         state["done_lines"] = True
     ended = (
-        (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
-        | pl.col("gave_up_timeout") | pl.col("gave_up_conn") | pl.col("reraised")
-    ).last().over(grp)
+        (
+            (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
+            | pl.col("gave_up_timeout")
+            | pl.col("gave_up_conn")
+            | pl.col("reraised")
+        )
+        .last()
+        .over(grp)
+    )
     if state.get("done_lines"):
         newest = att["ts_out"].max()
-        ended = ended & (pl.col("ts_out").max().over(grp) < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
+        ended = (
+            ended & (pl.col("ts_out").max().over(grp) < pl.lit(newest) - _DONE_WAIT)
+            if newest
+            else pl.lit(False)
+        )
     moved_on = pl.col("lg") < pl.col("lg").max().over("tid")
     return pl.col("has_done").any().over(grp) | moved_on | ended.fill_null(False) | final
 
@@ -182,9 +207,11 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         pl.col("tk").first(),
         pl.col("seq").min().alias("first_seq"),
         pl.col("line_no").min(),
-        (pl.col("ts").filter(k.is_in(_PRE)).min() if debug else pl.lit(None, dtype=pl.Datetime("us", "UTC"))).alias(
-            "ts_start"
-        ),
+        (
+            pl.col("ts").filter(k.is_in(_PRE)).min()
+            if debug
+            else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+        ).alias("ts_start"),
         pl.coalesce(out_ts, pl.col("ts").filter(k == "retrying").min()).alias("ts_out"),
         (k.is_in(_OUTCOME) | (k == "retrying")).any().alias("has_out"),
         pl.col("rt").drop_nulls().first(),
@@ -193,7 +220,11 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         pl.col("status").filter(k.is_in(["response", "httpx"])).drop_nulls().first(),
         (k == "timeout").any().alias("timed_out"),
         # the traceback's last exception class; HTTPStatusError adds nothing to the status
-        pl.col("err").filter((k == "exc") & (pl.col("err") != "HTTPStatusError")).drop_nulls().last().alias("exc"),
+        pl.col("err")
+        .filter((k == "exc") & (pl.col("err") != "HTTPStatusError"))
+        .drop_nulls()
+        .last()
+        .alias("exc"),
         pl.col("err").filter(k.is_in(["timeout", "conn_error"])).drop_nulls().first().alias("err"),
         (k == "retrying").any().alias("retried"),
         pl.col("max_retries").drop_nulls().first(),
@@ -229,20 +260,28 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     anomaly = (
         (pl.col("rt").is_not_null() & (pl.col("rt") != pl.col("attempt") - 1))
         | (~pl.col("has_out") & ~last)
-        | pl.col("dup_resp") | pl.col("dup_httpx") | pl.col("dup_to")
+        | pl.col("dup_resp")
+        | pl.col("dup_httpx")
+        | pl.col("dup_to")
     )
     base = pl.when(pl.col("rt").is_null().any().over(grp)).then(0.8).otherwise(1.0)
     if not state.get("debug"):  # INFO only: a last attempt that failed without a response is invisible
         base = pl.lit(0.6)
-    base = pl.when(pl.col("tk") == "").then(base * 0.9).otherwise(base)  # no thread names: sequential client assumed
+    base = (
+        pl.when(pl.col("tk") == "").then(base * 0.9).otherwise(base)
+    )  # no thread names: sequential client assumed
     conf = pl.when(anomaly.any().over(grp)).then(0.5).otherwise(base)
     lid = pl.coalesce(pl.col("lg_rid"), pl.lit(f"{ctx.source}:") + pl.col("lg_line").cast(pl.String))
     attempt_err = pl.coalesce(
-        pl.col("exc"), pl.col("err"), pl.when(last & pl.col("has_done")).then(pl.col("lab_err")),
+        pl.col("exc"),
+        pl.col("err"),
+        pl.when(last & pl.col("has_done")).then(pl.col("lab_err")),
         # INFO only: retried without an httpx line = no response (timeout or connection error)
         pl.when(pl.col("retried") & pl.col("status").is_null()).then(pl.lit("NoResponse")),
     )
-    ts_end = pl.when(last & pl.col("done_ts").is_not_null()).then(pl.col("done_ts")).otherwise(pl.col("ts_out"))
+    ts_end = (
+        pl.when(last & pl.col("done_ts").is_not_null()).then(pl.col("done_ts")).otherwise(pl.col("ts_out"))
+    )
     att = att.with_columns(
         lid.alias("logical_request_id"),
         conf.alias("grouping_confidence"),
@@ -251,43 +290,78 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     )
     att = _with_phase(att, state, ctx)
     attempts = att.select(
-        "ts_start", "ts_end", pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"),
-        "logical_request_id", pl.lit(None, dtype=pl.String).alias("request_id"), "attempt", "status", "error",
+        "ts_start",
+        "ts_end",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
+        "logical_request_id",
+        pl.lit(None, dtype=pl.String).alias("request_id"),
+        "attempt",
+        "status",
+        "error",
         "timed_out",
         ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
-        "max_tokens", "concurrency", "phase", pl.when(pl.col("tk") != "").then(pl.col("tk")).alias("thread"),
-        "retry_delay_s", pl.lit("inferred").alias("grouping"), "grouping_confidence", "url", "line_no",
+        "max_tokens",
+        "concurrency",
+        "phase",
+        pl.when(pl.col("tk") != "").then(pl.col("tk")).alias("thread"),
+        "retry_delay_s",
+        pl.lit("inferred").alias("grouping"),
+        "grouping_confidence",
+        "url",
+        "line_no",
     )
     final_err = pl.coalesce(
         pl.col("lab_err").filter(pl.col("has_done")).last(),
-        pl.when(pl.col("gave_up_timeout").last()).then(pl.lit("APITimeoutError"))
-        .when(pl.col("gave_up_conn").last()).then(pl.lit("APIConnectionError")),
+        pl.when(pl.col("gave_up_timeout").last())
+        .then(pl.lit("APITimeoutError"))
+        .when(pl.col("gave_up_conn").last())
+        .then(pl.lit("APIConnectionError")),
         pl.when(pl.col("has_done").any()).then(None).otherwise(pl.col("error").last()),
     )
-    requests = att.group_by(grp).agg(
-        pl.col("logical_request_id").first(),
-        pl.col("ts_start").min(),
-        pl.col("ts_end").last(),
-        pl.coalesce(pl.col("lab_status").filter(pl.col("has_done")).last(),
-                    pl.when(pl.col("has_done").any()).then(None).otherwise(pl.col("status").last())).alias("status"),
-        final_err.alias("error"),
-        pl.col("attempt").max().alias("attempts"),
-        pl.col("latency").drop_nulls().last().alias("lab_latency"),
-        pl.col("max_tokens").drop_nulls().first(),
-        pl.col("max_retries").drop_nulls().first(),
-        pl.col("concurrency").first(),
-        pl.col("phase").first(),
-        pl.col("first_seq").min(),
-    ).with_columns(
-        (pl.col("error").str.contains("Timeout") | (pl.col("error") == "APITimeoutError")).fill_null(False)
-        .alias("timed_out"),
-        pl.coalesce(
-            pl.col("lab_latency"), (pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6
-        ).alias("e2e_s"),
-    ).sort("first_seq")
+    requests = (
+        att.group_by(grp)
+        .agg(
+            pl.col("logical_request_id").first(),
+            pl.col("ts_start").min(),
+            pl.col("ts_end").last(),
+            pl.coalesce(
+                pl.col("lab_status").filter(pl.col("has_done")).last(),
+                pl.when(pl.col("has_done").any()).then(None).otherwise(pl.col("status").last()),
+            ).alias("status"),
+            final_err.alias("error"),
+            pl.col("attempt").max().alias("attempts"),
+            pl.col("latency").drop_nulls().last().alias("lab_latency"),
+            pl.col("max_tokens").drop_nulls().first(),
+            pl.col("max_retries").drop_nulls().first(),
+            pl.col("concurrency").first(),
+            pl.col("phase").first(),
+            pl.col("first_seq").min(),
+        )
+        .with_columns(
+            (pl.col("error").str.contains("Timeout") | (pl.col("error") == "APITimeoutError"))
+            .fill_null(False)
+            .alias("timed_out"),
+            pl.coalesce(
+                pl.col("lab_latency"), (pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6
+            ).alias("e2e_s"),
+        )
+        .sort("first_seq")
+    )
     requests = requests.select(
-        "logical_request_id", pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"), "ts_start",
-        "ts_end", "status", "error", "timed_out", "attempts", "e2e_s", "max_tokens", "max_retries", "concurrency",
+        "logical_request_id",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
+        "ts_start",
+        "ts_end",
+        "status",
+        "error",
+        "timed_out",
+        "attempts",
+        "e2e_s",
+        "max_tokens",
+        "max_retries",
+        "concurrency",
         "phase",
     )
     return attempts.sort("line_no"), requests
@@ -297,11 +371,14 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
     """Phase label and concurrency of the phase each logical request started in (labclient phase lines)."""
     ph = state.get("phases")
     if ph is None or not ph.height:
-        return att.with_columns(pl.lit(None, dtype=pl.Int64).alias("concurrency"),
-                                pl.lit(None, dtype=pl.String).alias("phase"))
+        return att.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("concurrency"), pl.lit(None, dtype=pl.String).alias("phase")
+        )
     ph = ph.sort("ts").select(
-        pl.col("ts").alias("ph_ts"), pl.col("ph").alias("phase"),
-        pl.when(pl.col("ph_mode") == "concurrency").then(pl.col("ph_value").round(0).cast(pl.Int64))
+        pl.col("ts").alias("ph_ts"),
+        pl.col("ph").alias("phase"),
+        pl.when(pl.col("ph_mode") == "concurrency")
+        .then(pl.col("ph_value").round(0).cast(pl.Int64))
         .alias("concurrency"),
     )
     start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("_g").alias("_lg_ts")
@@ -313,11 +390,18 @@ def _phases(ph: pl.DataFrame | None, ctx: ParseContext) -> pl.DataFrame | None:
     if ph is None or not ph.height:
         return None
     ph = ph.sort("seq")
-    end = pl.coalesce(pl.col("ts").shift(-1), pl.col("ts") + pl.duration(microseconds=(pl.col("ph_dur") * 1e6)))
+    end = pl.coalesce(
+        pl.col("ts").shift(-1), pl.col("ts") + pl.duration(microseconds=(pl.col("ph_dur") * 1e6))
+    )
     return ph.select(
-        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"), pl.col("ph").alias("phase"),
-        pl.col("ts").alias("ts_start"), end.alias("ts_end"), pl.col("ph_mode").alias("mode"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
+        pl.col("ph").alias("phase"),
+        pl.col("ts").alias("ts_start"),
+        end.alias("ts_end"),
+        pl.col("ph_mode").alias("mode"),
         pl.col("ph_value").alias("value"),
-        pl.lit("exact: phase start lines; end = next phase start, the last one start + its stated duration")
-        .alias("anchoring"),
+        pl.lit(
+            "exact: phase start lines; end = next phase start, the last one start + its stated duration"
+        ).alias("anchoring"),
     )

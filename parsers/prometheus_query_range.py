@@ -34,7 +34,9 @@ ASSUMPTION = (
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     text = pl.col("text").str.slice(0, 20000)
     g = per_head(frame, n, text=pl.col("line").str.join("\n"))
-    return g.select(pl.when(text.str.contains(_STATUS) & text.str.contains(_SHAPE)).then(1.0).otherwise(0.0)).to_series()
+    return g.select(
+        pl.when(text.str.contains(_STATUS) & text.str.contains(_SHAPE)).then(1.0).otherwise(0.0)
+    ).to_series()
 
 
 def detect(head: list[str]) -> float:
@@ -50,13 +52,19 @@ def parse_document(text: str, ctx: ParseContext) -> ChunkResult:
     try:
         doc = pl.read_json(io.StringIO(text))
     except Exception as e:  # noqa: BLE001 - truncated or broken JSON is a message, not a crash
-        return ChunkResult(lines_parsed=0, messages=[f"not readable as JSON ({type(e).__name__}): nothing read"])
+        return ChunkResult(
+            lines_parsed=0, messages=[f"not readable as JSON ({type(e).__name__}): nothing read"]
+        )
     if "status" not in doc.columns or doc.height != 1:
-        return ChunkResult(lines_parsed=0, messages=["JSON without a Prometheus 'status' field: nothing read"])
+        return ChunkResult(
+            lines_parsed=0, messages=["JSON without a Prometheus 'status' field: nothing read"]
+        )
     status = doc["status"][0]
     if status != "success" or "data" not in doc.columns:
         why = ": ".join(str(doc[c][0]) for c in ("errorType", "error") if c in doc.columns)
-        return ChunkResult(lines_parsed=n_lines, messages=[f"Prometheus answered status={status} ({why}): no samples"])
+        return ChunkResult(
+            lines_parsed=n_lines, messages=[f"Prometheus answered status={status} ({why}): no samples"]
+        )
     res = ChunkResult(lines_parsed=n_lines, assumptions=[ASSUMPTION])
     if "warnings" in doc.columns:
         res.messages += [f"Prometheus warning: {w}" for w in (doc["warnings"][0] or [])]
@@ -73,7 +81,9 @@ def parse_document(text: str, ctx: ParseContext) -> ChunkResult:
     res.messages += _prom.nan_messages(df)
     n_unnamed = df.filter(pl.col("name").is_null()).height
     if n_unnamed:
-        res.messages.append(f"{n_unnamed} samples have no __name__ (the query applied a function): name left null")
+        res.messages.append(
+            f"{n_unnamed} samples have no __name__ (the query applied a function): name left null"
+        )
     res.tables["server_metrics"] = _prom.metrics_frame(df, ctx)
     return res
 
@@ -81,20 +91,37 @@ def parse_document(text: str, ctx: ParseContext) -> ChunkResult:
 def _samples(series: pl.DataFrame, rtype: str) -> pl.DataFrame:
     """One row per sample: ts, name, instance, labels, value."""
     metric = series["metric"] if "metric" in series.columns else None
-    fields = [f.name for f in metric.dtype.fields] if metric is not None and isinstance(metric.dtype, pl.Struct) else []
+    fields = (
+        [f.name for f in metric.dtype.fields]
+        if metric is not None and isinstance(metric.dtype, pl.Struct)
+        else []
+    )
     pairs = (
         pl.concat_list(
-            [pl.when(pl.col("metric").struct.field(k).is_not_null()).then(pl.lit(f"{k}=") + pl.col("metric").struct.field(k))
-             for k in fields]
+            [
+                pl.when(pl.col("metric").struct.field(k).is_not_null()).then(
+                    pl.lit(f"{k}=") + pl.col("metric").struct.field(k)
+                )
+                for k in fields
+            ]
         ).list.drop_nulls()
         if fields
         else pl.lit([], dtype=pl.List(pl.String))
     )
-    name = pl.col("metric").struct.field("__name__") if "__name__" in fields else pl.lit(None, dtype=pl.String)
+    name = (
+        pl.col("metric").struct.field("__name__") if "__name__" in fields else pl.lit(None, dtype=pl.String)
+    )
     col = "values" if rtype == "matrix" else "value"
     if col not in series.columns:
-        return pl.DataFrame(schema={"ts": _prom.TS, "name": pl.String, "instance": pl.String,
-                                    "labels": pl.String, "value": pl.Float64})
+        return pl.DataFrame(
+            schema={
+                "ts": _prom.TS,
+                "name": pl.String,
+                "instance": pl.String,
+                "labels": pl.String,
+                "value": pl.Float64,
+            }
+        )
     df = series.select(name.alias("name"), pairs.alias("_pairs"), pl.col(col).alias("_pt"))
     if rtype == "matrix":
         df = df.explode("_pt").drop_nulls("_pt")

@@ -25,8 +25,10 @@ from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "prometheus_text"
 KIND = "metrics"
-DESCRIPTION = ("Prometheus / OpenMetrics exposition text (curl /metrics, /federate), with or without timestamps, "
-               "scrape loops with '# scrape_ts' comments")
+DESCRIPTION = (
+    "Prometheus / OpenMetrics exposition text (curl /metrics, /federate), with or without timestamps, "
+    "scrape loops with '# scrape_ts' comments"
+)
 MODE = "lines"
 SAMPLES = [
     "# HELP vllm:num_requests_running Number of requests in model execution batches.",
@@ -39,7 +41,13 @@ SAMPLES = [
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABELS = r'(?:[^"}]|"(?:[^"\\]|\\.)*")*'
 _SAMPLE = (
-    r"^(?P<name>" + _NAME + r")[ \t]*(?:\{(?P<labels>" + _LABELS + r")\})?[ \t]+(?P<value>" + _prom.VALUE + r")"
+    r"^(?P<name>"
+    + _NAME
+    + r")[ \t]*(?:\{(?P<labels>"
+    + _LABELS
+    + r")\})?[ \t]+(?P<value>"
+    + _prom.VALUE
+    + r")"
     r"(?:[ \t]+(?P<ts>-?[0-9]+(?:\.[0-9]+)?))?(?:[ \t]+#[ \t]+\{.*)?[ \t]*$"
 )
 _COMMENT = r"^#"  # HELP, TYPE, UNIT, EOF and free comments all belong to the format
@@ -48,8 +56,11 @@ _BRACED = r"^" + _NAME + r"\{"
 _MS_FLOOR = 1e11  # a timestamp above this is in milliseconds (text 0.0.4), below in seconds (OpenMetrics)
 # a scrape loop's comment before each scrape: '# scrape_ts=1796213200.892 iso=2026-12-02T12:06:40+00:00'
 _ISO = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
-_STAMP = (r"^#[ \t]*scrape_ts(?:[ \t]*[=:][ \t]*|[ \t]+)(?:(?P<epoch>[0-9]+(?:\.[0-9]+)?)(?:[ \t]|$)|(?P<iso1>"
-          + _ISO + r"))?")
+_STAMP = (
+    r"^#[ \t]*scrape_ts(?:[ \t]*[=:][ \t]*|[ \t]+)(?:(?P<epoch>[0-9]+(?:\.[0-9]+)?)(?:[ \t]|$)|(?P<iso1>"
+    + _ISO
+    + r"))?"
+)
 _STAMP_ISO = r"\biso=(" + _ISO + r")"
 _FAILED = r"^#[ \t]*scrape_failed\b"
 
@@ -57,8 +68,12 @@ _FAILED = r"^#[ \t]*scrape_failed\b"
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line").str.strip_suffix("\r")
     sample = s.str.contains(_SAMPLE)
-    g = per_head(nonblank(frame), n, ok=s.str.contains(_META).any() | (sample & s.str.contains(_BRACED)).any(),
-                 m=(sample | s.str.contains(_COMMENT)).mean())
+    g = per_head(
+        nonblank(frame),
+        n,
+        ok=s.str.contains(_META).any() | (sample & s.str.contains(_BRACED)).any(),
+        m=(sample | s.str.contains(_COMMENT)).mean(),
+    )
     return g.select(pl.when(pl.col("ok")).then(pl.col("m")).otherwise(0.0)).to_series()
 
 
@@ -83,9 +98,13 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         (pl.col("name") + "{" + pl.col("labels").fill_null("") + "}").alias("_key"),
     )
     df = _unstamped(df, state)
-    df = pl.concat([_scrape_index(df.filter(pl.col("_seg") == 0), state),
-                    df.filter(pl.col("_seg") > 0).with_columns(pl.lit(0, dtype=pl.Int64).alias("_scrape"))],
-                   how="diagonal").sort("_row")
+    df = pl.concat(
+        [
+            _scrape_index(df.filter(pl.col("_seg") == 0), state),
+            df.filter(pl.col("_seg") > 0).with_columns(pl.lit(0, dtype=pl.Int64).alias("_scrape")),
+        ],
+        how="diagonal",
+    ).sort("_row")
     ts, res = _timestamps(df, ctx, state)
     out = df.select(
         ts.alias("ts"),
@@ -104,8 +123,10 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     """What a scrape loop's file counted: scrapes with no time of their own, failed scrapes."""
     msgs = []
     if state.get("unstamped"):
-        msgs.append(f"{state['unstamped']} scrape(s) without a '# scrape_ts' comment of their own (a series seen "
-                    "again after the last comment): their samples are kept with a null ts")
+        msgs.append(
+            f"{state['unstamped']} scrape(s) without a '# scrape_ts' comment of their own (a series seen "
+            "again after the last comment): their samples are kept with a null ts"
+        )
     if state.get("failed"):
         msgs.append(f"{state['failed']} scrape(s) failed ('# scrape_failed': the loop's curl got no answer)")
     return ChunkResult(messages=msgs) if msgs else None
@@ -116,9 +137,16 @@ def _stamp_expr(line: pl.Expr) -> pl.Expr:
     g = line.str.extract_groups(_STAMP)
     epoch = g.struct.field("epoch").cast(pl.Float64, strict=False)
     iso = pl.coalesce(g.struct.field("iso1"), line.str.extract(_STAMP_ISO))
-    iso_ts = iso.str.replace("Z$", "+00:00").str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False,
-                                                            time_unit="us").dt.convert_time_zone("UTC")
-    by_epoch = pl.when(epoch >= _MS_FLOOR).then(_prom.epoch_s_to_ts(epoch / 1000)).otherwise(_prom.epoch_s_to_ts(epoch))
+    iso_ts = (
+        iso.str.replace("Z$", "+00:00")
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us")
+        .dt.convert_time_zone("UTC")
+    )
+    by_epoch = (
+        pl.when(epoch >= _MS_FLOOR)
+        .then(_prom.epoch_s_to_ts(epoch / 1000))
+        .otherwise(_prom.epoch_s_to_ts(epoch))
+    )
     return pl.when(line.str.contains(_STAMP)).then(pl.coalesce(by_epoch, iso_ts.cast(_prom.TS)))
 
 
@@ -126,11 +154,18 @@ def _segments(parts: pl.DataFrame, state: dict) -> pl.DataFrame:
     """Each line's scrape-loop segment (0: before the stream's first '# scrape_ts' comment; k: after the k-th)
     and the time of that comment (null when it gives none it can read), carried across chunks."""
     seg0, last = state.get("seg", 0), state.get("stamp")
-    parts = parts.with_columns((pl.col("_is_stamp").cum_sum().cast(pl.Int64) + seg0).alias("_seg"),
-                               pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"))
-    parts = parts.with_columns(  # a segment's first line is its comment, but the one going on from the last chunk
-        pl.when(pl.col("_seg") == seg0).then(pl.lit(last, dtype=_prom.TS))
-        .otherwise(pl.col("_stamp").first().over("_seg")).alias("_stamp"))
+    parts = parts.with_columns(
+        (pl.col("_is_stamp").cum_sum().cast(pl.Int64) + seg0).alias("_seg"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    )
+    parts = (
+        parts.with_columns(  # a segment's first line is its comment, but the one going on from the last chunk
+            pl.when(pl.col("_seg") == seg0)
+            .then(pl.lit(last, dtype=_prom.TS))
+            .otherwise(pl.col("_stamp").first().over("_seg"))
+            .alias("_stamp")
+        )
+    )
     if parts.height:
         state["seg"], state["stamp"] = int(parts["_seg"][-1]), parts["_stamp"][-1]
     return parts
@@ -144,16 +179,22 @@ def _unstamped(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     broken = state.get("seg_broken") == carried  # it is already past its first scrape
     again = pl.col("_key").is_in(seen["_key"].implode()) & (pl.col("_seg") == carried)
     occ = pl.int_range(pl.len(), dtype=pl.Int64).over("_seg", "_key") + again.cast(pl.Int64)
-    first_key = (pl.when(pl.col("_seg") == carried).then(pl.lit(state.get("seg_first")))
-                 .otherwise(pl.col("_key").first().over("_seg")))
+    first_key = (
+        pl.when(pl.col("_seg") == carried)
+        .then(pl.lit(state.get("seg_first")))
+        .otherwise(pl.col("_key").first().over("_seg"))
+    )
     df = df.with_columns(occ.alias("_occ"), first_key.alias("_first_key"))
     first_dup = pl.col("_row").filter(pl.col("_occ") > 0).min().over("_seg")
-    bare = (pl.col("_seg") > 0) & ((pl.col("_row") >= first_dup).fill_null(False)
-                                   | ((pl.col("_seg") == carried) & broken))
+    bare = (pl.col("_seg") > 0) & (
+        (pl.col("_row") >= first_dup).fill_null(False) | ((pl.col("_seg") == carried) & broken)
+    )
     df = df.with_columns(bare.alias("_bare"))
     # each scrape with no comment starts again with its segment's first series
-    state["unstamped"] = state.get("unstamped", 0) + df.filter(
-        pl.col("_bare") & (pl.col("_key") == pl.col("_first_key"))).height
+    state["unstamped"] = (
+        state.get("unstamped", 0)
+        + df.filter(pl.col("_bare") & (pl.col("_key") == pl.col("_first_key"))).height
+    )
     if df.height:
         last = int(df["_seg"][-1])
         mine = df.filter(pl.col("_seg") == last)
@@ -179,22 +220,37 @@ def _scrape_index(df: pl.DataFrame, state: dict) -> pl.DataFrame:
 def _timestamps(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Expr, ChunkResult]:
     res = ChunkResult()
     raw = pl.col("ts").cast(pl.Float64)
-    stamped = pl.when(raw.abs() >= _MS_FLOOR).then(_prom.epoch_s_to_ts(raw / 1000)).otherwise(_prom.epoch_s_to_ts(raw))
-    if bool((df["_seg"] > 0).any()):  # a scrape loop's file: a sample's own time, else its comment's, else none
-        res.assumptions.append("samples without timestamp placed at the time of the '# scrape_ts' comment before "
-                               "them")
-        stamped = pl.when(pl.col("ts").is_not_null()).then(stamped).when(pl.col("_seg") > 0).then(
-            pl.when(~pl.col("_bare")).then(pl.col("_stamp")))
+    stamped = (
+        pl.when(raw.abs() >= _MS_FLOOR)
+        .then(_prom.epoch_s_to_ts(raw / 1000))
+        .otherwise(_prom.epoch_s_to_ts(raw))
+    )
+    if bool(
+        (df["_seg"] > 0).any()
+    ):  # a scrape loop's file: a sample's own time, else its comment's, else none
+        res.assumptions.append(
+            "samples without timestamp placed at the time of the '# scrape_ts' comment before them"
+        )
+        stamped = (
+            pl.when(pl.col("ts").is_not_null())
+            .then(stamped)
+            .when(pl.col("_seg") > 0)
+            .then(pl.when(~pl.col("_bare")).then(pl.col("_stamp")))
+        )
         df = df.filter(pl.col("_seg") == 0)
     n_bare = df.filter(pl.col("ts").is_null()).height
     if df.height and n_bare < df.height:
-        res.assumptions.append("sample timestamps above 1e11 read as epoch milliseconds (text format), below as seconds (OpenMetrics)")
+        res.assumptions.append(
+            "sample timestamps above 1e11 read as epoch milliseconds (text format), below as seconds (OpenMetrics)"
+        )
     if not n_bare:
         return stamped, res
     scrapes = int(df.filter(pl.col("ts").is_null())["_scrape"].max()) + 1
     state["bare_scrapes"] = max(state.get("bare_scrapes", 0), scrapes)
     if ctx.file_mtime is None:
-        res.messages.append(f"{n_bare} samples have no timestamp and the file has no modification time: ts left null")
+        res.messages.append(
+            f"{n_bare} samples have no timestamp and the file has no modification time: ts left null"
+        )
         return stamped, res
     at = ctx.file_mtime.isoformat(timespec="seconds")
     res.assumptions.append(f"samples without timestamp placed at the file's modification time ({at})")

@@ -44,10 +44,15 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     parts = lines.select(line.alias("line"), line.str.extract_groups(_TAIL).alias("g")).unnest("g")
     # the series: what precedes ' value ts' (ASCII, so characters are bytes)
     tail_len = pl.col("value").str.len_chars() + pl.col("ts").str.len_chars() + 2
-    parts = parts.select(pl.col("line").str.head(pl.col("line").str.len_chars() - tail_len).alias("series"),
-                         "value", "ts")
-    series = parts.select(pl.col("series").drop_nulls().unique()).with_columns(
-        pl.col("series").str.extract_groups(_LABELS).alias("g")).unnest("g").filter(pl.col("labels").is_not_null())
+    parts = parts.select(
+        pl.col("line").str.head(pl.col("line").str.len_chars() - tail_len).alias("series"), "value", "ts"
+    )
+    series = (
+        parts.select(pl.col("series").drop_nulls().unique())
+        .with_columns(pl.col("series").str.extract_groups(_LABELS).alias("g"))
+        .unnest("g")
+        .filter(pl.col("labels").is_not_null())
+    )
     series = series.with_columns(_prom.pairs_expr(pl.col("labels")).alias("_pairs")).select(
         "series",
         pl.col("name").str.replace_all(r'\\(["\\])', "${1}"),

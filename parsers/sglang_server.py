@@ -36,8 +36,10 @@ from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 NAME = "sglang_server"
 KIND = "server"
 MODE = "lines"
-DESCRIPTION = ("SGLang server log: prefill/decode stats lines, retractions, scheduler deaths and watchdog, uvicorn, "
-               "request lines (--log-requests, text or JSON)")
+DESCRIPTION = (
+    "SGLang server log: prefill/decode stats lines, retractions, scheduler deaths and watchdog, uvicorn, "
+    "request lines (--log-requests, text or JSON)"
+)
 SAMPLES = [
     "[2025-09-03 18:33:19 TP0] Decode batch. #running-req: 1, #token: 137, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.06, #queue-req: 0, ",
     "[2025-10-22 20:23:08] Prefill batch. #new-seq: 9, #new-token: 8192, #cached-token: 27, token usage: 0.00, #running-req: 0, #queue-req: 114, ",
@@ -46,27 +48,31 @@ SAMPLES = [
     '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     "[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)",
     # 'Receive' of --log-requests (tests/data/sglang/4045-receive-request-line.log)
-    ('[2025-03-03 17:53:04] Receive: obj=GenerateReqInput(text=None, input_ids=[151646, 198, 5405, 1614, 2'
-     '5, 5538, 25713, 3795, 16, 25, 18, 17, 65, 198, 5405, 2400, 25, 220, 17, 15, 17, 20, 12, 15, 18, 12, '
-     '15, 18, 51, 15, 24, 25, 20, 18, 25, 16, 24, 13, 23, 21, 16, 57, 271, 2610, 525, 264, 10950, 17847, 1'
-     '3, 151644, 100633, 47815, 101562, 107380, 82894, 101437, 100968, 3837, 104719, 101914, 102513, 10037'
-     "1, 11319, 151645], input_embeds=None, image_data=None, sampling_params={'temperature': 0.1, 'max_new"
-     "_tokens': None, 'min_new_tokens': 0, 'stop': None, 'stop_token_ids': None, 'top_p': 0.9, 'top_k': -1"
-     ", 'min_p': 0.0, 'presence_penalty': 0.0, 'frequency_penalty': 0.0, 'repetition_penalty': 1.0, 'regex"
-     "': None, 'ebnf': None, 'n': 1, 'no_stop_trim': False, 'ignore_eos': False, 'skip_special_tokens': Tr"
-     "ue}, rid='ced00776101841e180bf04c8dbdc4ec2', return_logprob=False, logprob_start_len=-1, top_logprob"
-     's_num=0, return_text_in_logprobs=True, stream=True, log_metrics=True, modalities=[], lora_path=None,'
-     ' session_params=None, custom_logit_processor=None)'),
+    (
+        "[2025-03-03 17:53:04] Receive: obj=GenerateReqInput(text=None, input_ids=[151646, 198, 5405, 1614, 2"
+        "5, 5538, 25713, 3795, 16, 25, 18, 17, 65, 198, 5405, 2400, 25, 220, 17, 15, 17, 20, 12, 15, 18, 12, "
+        "15, 18, 51, 15, 24, 25, 20, 18, 25, 16, 24, 13, 23, 21, 16, 57, 271, 2610, 525, 264, 10950, 17847, 1"
+        "3, 151644, 100633, 47815, 101562, 107380, 82894, 101437, 100968, 3837, 104719, 101914, 102513, 10037"
+        "1, 11319, 151645], input_embeds=None, image_data=None, sampling_params={'temperature': 0.1, 'max_new"
+        "_tokens': None, 'min_new_tokens': 0, 'stop': None, 'stop_token_ids': None, 'top_p': 0.9, 'top_k': -1"
+        ", 'min_p': 0.0, 'presence_penalty': 0.0, 'frequency_penalty': 0.0, 'repetition_penalty': 1.0, 'regex"
+        "': None, 'ebnf': None, 'n': 1, 'no_stop_trim': False, 'ignore_eos': False, 'skip_special_tokens': Tr"
+        "ue}, rid='ced00776101841e180bf04c8dbdc4ec2', return_logprob=False, logprob_start_len=-1, top_logprob"
+        "s_num=0, return_text_in_logprobs=True, stream=True, log_metrics=True, modalities=[], lora_path=None,"
+        " session_params=None, custom_logit_processor=None)"
+    ),
     # --log-requests-format json (tests/data/sglang/23049-diffusion-request-lines-text-and-json.log)
-    ('[2026-06-30 09:18:30] {"timestamp": "2026-06-30T09:18:30.974658", "event": "request.received", "rid": "7547dc'
-     'b2-7268-4a16-a2a4-731a503a53a1", "obj": {"request_id": "7547dcb2-7268-4a16-a2a4-731a503a53a1", "sampling_par'
-     'ams": {"data_type": "DataType.VIDEO", "seed": 42, "num_inference_steps": 10, "guidance_scale": 3.0, "true_cf'
-     'g_scale": null, "width": 832, "height": 480, "num_frames": 5, "fps": 24, "num_outputs_per_prompt": 1}, "promp'
-     't": "A cat playing with a ball", "negative_prompt": "Bright tones, overexposed, static, blurred details, subt'
-     'itles, style, works, paintings, images, static, overall gray, worst quality, low quality, JPEG compression r'
-     'esidue, ugly, incomplete, extra fingers, poorly drawn hands, poorly drawn faces, deformed, disfigured, missha'
-     'pen limbs, fused fingers, still picture, messy background, three legs, many people in the background, walkin'
-     'g backwards"}}'),
+    (
+        '[2026-06-30 09:18:30] {"timestamp": "2026-06-30T09:18:30.974658", "event": "request.received", "rid": "7547dc'
+        'b2-7268-4a16-a2a4-731a503a53a1", "obj": {"request_id": "7547dcb2-7268-4a16-a2a4-731a503a53a1", "sampling_par'
+        'ams": {"data_type": "DataType.VIDEO", "seed": 42, "num_inference_steps": 10, "guidance_scale": 3.0, "true_cf'
+        'g_scale": null, "width": 832, "height": 480, "num_frames": 5, "fps": 24, "num_outputs_per_prompt": 1}, "promp'
+        't": "A cat playing with a ball", "negative_prompt": "Bright tones, overexposed, static, blurred details, subt'
+        "itles, style, works, paintings, images, static, overall gray, worst quality, low quality, JPEG compression r"
+        "esidue, ugly, incomplete, extra fingers, poorly drawn hands, poorly drawn faces, deformed, disfigured, missha"
+        "pen limbs, fused fingers, still picture, messy background, three legs, many people in the background, walkin"
+        'g backwards"}}'
+    ),
 ]
 
 # '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/ATTN_CP/... with numbers
@@ -75,11 +81,15 @@ _HEAD = ascii_classes(
     r"(?P<rank>(?: [A-Z][A-Z_]{0,9}\d+)*)\] ?"
 )
 _HEAD_SPAN = ascii_classes(r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z][A-Z_]{0,9}\d+)*\] ?")
-_KNOWN = (r"^(?:Prefill batch|Decode batch)[.,\[ ]|^KV cache pool is full\. Retract requests|hit an exception: "
-          r"|[Ww]atchdog timeout \(self\.watchdog_timeout|^Received sigquit from a child proces"
-          r"|^server_args=ServerArgs\(|^Load weight (?:begin|end)|^KV Cache is allocated|^Memory pool end"
-          r"|^The server is fired up and ready to roll|^(?:Receive|Finish): obj=")
-_TB = ascii_classes(r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|\^+$)")
+_KNOWN = (
+    r"^(?:Prefill batch|Decode batch)[.,\[ ]|^KV cache pool is full\. Retract requests|hit an exception: "
+    r"|[Ww]atchdog timeout \(self\.watchdog_timeout|^Received sigquit from a child proces"
+    r"|^server_args=ServerArgs\(|^Load weight (?:begin|end)|^KV Cache is allocated|^Memory pool end"
+    r"|^The server is fired up and ready to roll|^(?:Receive|Finish): obj="
+)
+_TB = ascii_classes(
+    r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|\^+$)"
+)
 _ACCESS = "^" + UVICORN_LEVEL + UVICORN_ACCESS
 # event kinds, first match wins: the cause (OOM, KV) before the death it caused
 _KIND_RULES = [
@@ -128,15 +138,26 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         frame = frame.filter(pl.col("rec") != last)
     events = _events(frame, ctx)
     ev = [e for e in (access, events) if e.height]
-    tables = {"server_stats": stats, "server_request_events": reqs,
-              "server_events": pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()}
+    tables = {
+        "server_stats": stats,
+        "server_request_events": reqs,
+        "server_events": pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame(),
+    }
     # a line is recognised when it is SGLang's (its header), or a line of a record one opened (its traceback),
     # or, before the first header, traceback-shaped (a paste starting mid-traceback)
     ok = pl.col("hdr").is_not_null() | (pl.col("rec") > 0) | pl.col("msg").str.contains(_TB)
-    notes = [f"SGLang timestamps have no zone: read as {ctx.tz} (--tz)"] if bool(df["hdr"].is_not_null().any()) else []
+    notes = (
+        [f"SGLang timestamps have no zone: read as {ctx.tz} (--tz)"]
+        if bool(df["hdr"].is_not_null().any())
+        else []
+    )
     if bool(df["ts_inferred"].any()):
-        notes.append("SGLang lines without a header (raw tracebacks) take the time of the line before (ts_inferred)")
-    return ChunkResult(tables=tables, recognized=df.select(ok.fill_null(False).alias("ok"))["ok"], assumptions=notes)
+        notes.append(
+            "SGLang lines without a header (raw tracebacks) take the time of the line before (ts_inferred)"
+        )
+    return ChunkResult(
+        tables=tables, recognized=df.select(ok.fill_null(False).alias("ok"))["ok"], assumptions=notes
+    )
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
@@ -155,27 +176,43 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     df = df.with_columns(pl.col("line").str.slice(0, 120).str.extract(f"({_HEAD_SPAN})").alias("hdr"))
     df = df.with_columns(pl.col("hdr").str.extract_groups(_HEAD).alias("h")).unnest("h")
     df = df.with_columns(
-        pl.when(pl.col("hdr").is_null()).then(pl.col("line"))
-        .otherwise(pl.col("line").str.slice(pl.col("hdr").str.len_chars())).alias("msg"),
+        pl.when(pl.col("hdr").is_null())
+        .then(pl.col("line"))
+        .otherwise(pl.col("line").str.slice(pl.col("hdr").str.len_chars()))
+        .alias("msg"),
         pl.when(pl.col("rank").str.strip_chars() != "").then(pl.col("rank").str.strip_chars()).alias("rank"),
     )
-    naive = pl.concat_str(pl.col("date"), pl.lit(" "), pl.col("hms"), pl.lit("."),
-                          pl.col("frac").fill_null("0").str.pad_end(6, "0")
-                          ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    naive = pl.concat_str(
+        pl.col("date"),
+        pl.lit(" "),
+        pl.col("hms"),
+        pl.lit("."),
+        pl.col("frac").fill_null("0").str.pad_end(6, "0"),
+    ).str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     # a JSON request line's own time (microseconds; the only one when it has no header)
-    own = pl.col("msg").str.slice(0, 100).str.extract(JSON_TS).str.to_datetime(
-        "%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    own = (
+        pl.col("msg")
+        .str.slice(0, 100)
+        .str.extract(JSON_TS)
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    )
     seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
     df = df.with_columns(
         local_to_utc(pl.coalesce(own, naive), ctx.tz).cast(TS).alias("ts_own"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
         # a header, or a request line printed without one, starts a record; raw lines (tracebacks) go on with
         # the open one (0: none opened yet)
-        ((pl.col("hdr").is_not_null() | pl.col("msg").str.contains(REQUEST_LINE)).cum_sum().cast(pl.Int64) + rec0)
-        .alias("rec"),
+        (
+            (pl.col("hdr").is_not_null() | pl.col("msg").str.contains(REQUEST_LINE)).cum_sum().cast(pl.Int64)
+            + rec0
+        ).alias("rec"),
     )
     df = df.with_columns(
-        pl.col("ts_own").forward_fill().fill_null(pl.lit(state.get("last_ts"), dtype=TS)).backward_fill().alias("ts"),
+        pl.col("ts_own")
+        .forward_fill()
+        .fill_null(pl.lit(state.get("last_ts"), dtype=TS))
+        .backward_fill()
+        .alias("ts"),
         pl.col("ts_own").is_null().alias("ts_inferred"),
     )
     state["seq"] = seq0 + df.height
@@ -213,14 +250,21 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     counts = [by_row.get(i, 0.0) + (pending if i == 0 else 0.0) for i in range(cand.height)]
     state["retracted"] = by_row.get(cand.height, 0.0)
     first_seen = state.get("seen_retract", False)
-    kv = pl.coalesce(_num(r"(?:^|, )token usage: ([\d.]+)"),
-                     pl.max_horizontal(_num(r"full token usage: ([\d.]+)"), _num(r"swa token usage: ([\d.]+)")))
+    kv = pl.coalesce(
+        _num(r"(?:^|, )token usage: ([\d.]+)"),
+        pl.max_horizontal(_num(r"full token usage: ([\d.]+)"), _num(r"swa token usage: ([\d.]+)")),
+    )
     new, hit = _num(r"#new-token: (\d+)"), _num(r"#cached-token: (\d+)")
     return cand.with_columns(
         pl.Series("_pre", counts, dtype=pl.Float64),
     ).select(
-        "ts", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"), pl.lit("log").alias("origin"),
-        pl.lit("sglang").alias("era"), pl.col("rank").alias("engine"), pl.lit("sglang").alias("engine_kind"),
+        "ts",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+        pl.lit("log").alias("origin"),
+        pl.lit("sglang").alias("era"),
+        pl.col("rank").alias("engine"),
+        pl.lit("sglang").alias("engine_kind"),
         pl.lit(None, dtype=pl.String).alias("level"),
         _num(r"#running-req: (\d+)").cast(pl.Int64).alias("running"),
         _num(r"#queue-req: (\d+)").cast(pl.Int64).alias("waiting"),
@@ -229,7 +273,8 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
         _num(r"input throughput \(token/s\): ([\d.]+)").alias("prompt_tps"),
         _num(r"gen throughput \(token/s\): ([\d.]+)").alias("gen_tps"),
         pl.when(new + hit > 0).then((hit / (new + hit)).round(6)).alias("prefix_hit"),
-        "line_no", "seq",
+        "line_no",
+        "seq",
     )
 
 
@@ -239,12 +284,22 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         return pl.DataFrame()
     a = a.with_columns(pl.col("msg").str.extract_groups(_ACCESS).alias("a")).unnest("a")
     return a.filter(pl.col("status").is_not_null()).select(
-        "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"),
-        pl.lit("http_access").alias("kind"), pl.col("msg").str.extract(r"^([A-Z]+):").alias("level"),
-        pl.col("rank").alias("process"), pl.col("msg").str.slice(0, 500).alias("message"), "line_no",
-        pl.lit(1, dtype=pl.Int64).alias("line_count"), "seq", pl.col("method").alias("http_method"),
-        pl.col("path").alias("http_path"), pl.col("status").cast(pl.Int64).alias("http_status"),
-        pl.col("addr").alias("client_addr"), pl.lit("sglang").alias("engine_kind"),
+        "ts",
+        "ts_inferred",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+        pl.lit("http_access").alias("kind"),
+        pl.col("msg").str.extract(r"^([A-Z]+):").alias("level"),
+        pl.col("rank").alias("process"),
+        pl.col("msg").str.slice(0, 500).alias("message"),
+        "line_no",
+        pl.lit(1, dtype=pl.Int64).alias("line_count"),
+        "seq",
+        pl.col("method").alias("http_method"),
+        pl.col("path").alias("http_path"),
+        pl.col("status").cast(pl.Int64).alias("http_status"),
+        pl.col("addr").alias("client_addr"),
+        pl.lit("sglang").alias("engine_kind"),
     )
 
 
@@ -253,9 +308,14 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         return pl.DataFrame()
     m = pl.col("msg")
     g = frame.group_by("rec", maintain_order=True).agg(
-        pl.col("line_no").first(), pl.len().cast(pl.Int64).alias("line_count"), pl.col("seq").first(),
-        m.first().alias("message"), m.str.join("\n").alias("detail"), pl.col("rank").first().alias("process"),
-        pl.col("ts").first(), pl.col("ts_inferred").first(),
+        pl.col("line_no").first(),
+        pl.len().cast(pl.Int64).alias("line_count"),
+        pl.col("seq").first(),
+        m.first().alias("message"),
+        m.str.join("\n").alias("detail"),
+        pl.col("rank").first().alias("process"),
+        pl.col("ts").first(),
+        pl.col("ts_inferred").first(),
     )
     kind = pl.lit(None, dtype=pl.String)
     for name, col, pat in reversed(_KIND_RULES):
@@ -267,7 +327,17 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         return pl.DataFrame()
     pre = pl.col("kind") == "preemption"
     return g.select(
-        "ts", "ts_inferred", pl.lit(ctx.source).alias("source"), pl.lit(ctx.replica).alias("replica"), "kind",
-        "process", pl.col("message").str.slice(0, 500), pl.col("detail").str.slice(0, 4000), "line_no", "line_count",
-        "seq", pl.when(pre).then(pl.lit("RETRACT")).alias("preemption_mode"), pl.lit("sglang").alias("engine_kind"),
+        "ts",
+        "ts_inferred",
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+        "kind",
+        "process",
+        pl.col("message").str.slice(0, 500),
+        pl.col("detail").str.slice(0, 4000),
+        "line_no",
+        "line_count",
+        "seq",
+        pl.when(pre).then(pl.lit("RETRACT")).alias("preemption_mode"),
+        pl.lit("sglang").alias("engine_kind"),
     )

@@ -49,9 +49,23 @@ def detect(head: list[str]) -> float:
     return one_head(detect_heads, head)
 
 
-_KEYS = ["StartUTC", "Duration", "DownstreamStatus", "OriginStatus", "RetryAttempts", "request_X-Request-Id",
-         "RequestPort", "ServiceAddr", "ServiceURL", "ServiceName", "OriginDuration", "RequestMethod",
-         "RequestPath", "DownstreamContentSize", "request_User-Agent"]  # the keys read (_common.json_fields)
+_KEYS = [
+    "StartUTC",
+    "Duration",
+    "DownstreamStatus",
+    "OriginStatus",
+    "RetryAttempts",
+    "request_X-Request-Id",
+    "RequestPort",
+    "ServiceAddr",
+    "ServiceURL",
+    "ServiceName",
+    "OriginDuration",
+    "RequestMethod",
+    "RequestPath",
+    "DownstreamContentSize",
+    "request_User-Agent",
+]  # the keys read (_common.json_fields)
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:

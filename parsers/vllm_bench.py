@@ -68,7 +68,9 @@ def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line")
     result = s.str.contains(_NAMESPACE) | s.str.contains(r"^=+ Serving Benchmark Result =+\s*$")
     g = per_head(nonblank(frame), n, js=s.str.contains(_JSON_HEAD).first(), result=result.any())
-    return g.select(pl.when(pl.col("js")).then(0.95).when(pl.col("result")).then(0.9).otherwise(0.0)).to_series()
+    return g.select(
+        pl.when(pl.col("js")).then(0.95).when(pl.col("result")).then(0.9).otherwise(0.0)
+    ).to_series()
 
 
 def detect(head: list[str]) -> float:
@@ -91,8 +93,10 @@ def _parse_log(text: str) -> ChunkResult:
     n = int(pl.DataFrame({"line": s}).select(ok.sum()).item())
     return ChunkResult(
         lines_parsed=n,
-        assumptions=["stdout of vllm bench serve: aggregates only, no rows; per-request rows come from the "
-                     "--save-result JSON named by result_filename in its Namespace line"],
+        assumptions=[
+            "stdout of vllm bench serve: aggregates only, no rows; per-request rows come from the "
+            "--save-result JSON named by result_filename in its Namespace line"
+        ],
     )
 
 
@@ -127,22 +131,29 @@ def _parse_json(text: str, ctx: ParseContext) -> ChunkResult:
         "correlation stage refines against matched server requests",
     ]
     if prefix is not None:
-        assumptions.append(f"request ids = request_id_prefix '{prefix}' + index, from the Namespace line of {where}")
+        assumptions.append(
+            f"request ids = request_id_prefix '{prefix}' + index, from the Namespace line of {where}"
+        )
     else:
-        assumptions.append("request_id_prefix unknown (no stdout with a Namespace line beside the JSON): "
-                           "synthetic ids bench:<file>:<index>, no X-Request-Id")
+        assumptions.append(
+            "request_id_prefix unknown (no stdout with a Namespace line beside the JSON): "
+            "synthetic ids bench:<file>:<index>, no X-Request-Id"
+        )
     for k, res in enumerate(results):
         label = stem if len(results) == 1 else f"{stem}#{k + 1}"
         one = _one_result(res, label, prefix, ctx)
         if one is None:
-            msgs.append(f"result {label} has no per-request lists (run without --save-detailed): phase row only")
+            msgs.append(
+                f"result {label} has no per-request lists (run without --save-detailed): phase row only"
+            )
             one = _one_result(res, label, prefix, ctx, phase_only=True)
         for name, df in (one or {}).items():
             tabs[name].append(df)
     tables = {k: pl.concat(v, how="diagonal_relaxed") for k, v in tabs.items() if v}
     n_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    return ChunkResult(tables=tables, lines_parsed=n_lines if results else 0, assumptions=assumptions,
-                       messages=msgs)
+    return ChunkResult(
+        tables=tables, lines_parsed=n_lines if results else 0, assumptions=assumptions, messages=msgs
+    )
 
 
 def _anchor(res: dict, ctx: ParseContext) -> datetime | None:
@@ -175,17 +186,26 @@ def _mode_value(res: dict) -> tuple[str | None, float | None]:
         return None, None
 
 
-def _one_result(res: dict, label: str, prefix: str | None, ctx: ParseContext,
-                phase_only: bool = False) -> dict[str, pl.DataFrame] | None:
+def _one_result(
+    res: dict, label: str, prefix: str | None, ctx: ParseContext, phase_only: bool = False
+) -> dict[str, pl.DataFrame] | None:
     end = _anchor(res, ctx)
     duration = float(res.get("duration") or 0.0)
     start = end - timedelta(seconds=duration) if end is not None else None
     mode, value = _mode_value(res)
-    phase = pl.DataFrame({
-        "source": [ctx.source], "client": [CLIENT], "phase": [label], "ts_start": [start], "ts_end": [end],
-        "mode": [mode], "value": [value],
-        "anchoring": ["anchored: date field (end of run, whole seconds) + 0.5 s - duration, ±1 s"],
-    }, schema_overrides={"ts_start": pl.Datetime("us", "UTC"), "ts_end": pl.Datetime("us", "UTC")})
+    phase = pl.DataFrame(
+        {
+            "source": [ctx.source],
+            "client": [CLIENT],
+            "phase": [label],
+            "ts_start": [start],
+            "ts_end": [end],
+            "mode": [mode],
+            "value": [value],
+            "anchoring": ["anchored: date field (end of run, whole seconds) + 0.5 s - duration, ±1 s"],
+        },
+        schema_overrides={"ts_start": pl.Datetime("us", "UTC"), "ts_end": pl.Datetime("us", "UTC")},
+    )
     cols = ["start_times", "ttfts", "latencies", "input_lens", "output_lens", "errors"]
     if phase_only:
         return {"client_phases": phase}
@@ -195,32 +215,42 @@ def _one_result(res: dict, label: str, prefix: str | None, ctx: ParseContext,
     df = pl.DataFrame({c: res[c][:n] for c in cols}, strict=False).with_row_index("i")
     conc = int(value) if mode == "concurrency" and value is not None else None
     t0 = df["start_times"].min()
-    ts = (
-        pl.lit(start, dtype=pl.Datetime("us", "UTC"))
-        + pl.duration(microseconds=((pl.col("start_times") - t0) * 1e6).round(0).cast(pl.Int64))
+    ts = pl.lit(start, dtype=pl.Datetime("us", "UTC")) + pl.duration(
+        microseconds=((pl.col("start_times") - t0) * 1e6).round(0).cast(pl.Int64)
     )
     failed = pl.col("errors").fill_null("") != ""
-    lid = (pl.lit(prefix) + pl.col("i").cast(pl.String)) if prefix is not None else (
-        pl.lit(f"bench:{label}:") + pl.col("i").cast(pl.String))
+    lid = (
+        (pl.lit(prefix) + pl.col("i").cast(pl.String))
+        if prefix is not None
+        else (pl.lit(f"bench:{label}:") + pl.col("i").cast(pl.String))
+    )
     req = df.select(
         lid.alias("logical_request_id"),
-        (pl.lit(prefix) + pl.col("i").cast(pl.String) if prefix is not None else pl.lit(None, dtype=pl.String))
-        .alias("request_id"),
-        pl.lit(ctx.source).alias("source"), pl.lit(CLIENT).alias("client"),
+        (
+            pl.lit(prefix) + pl.col("i").cast(pl.String)
+            if prefix is not None
+            else pl.lit(None, dtype=pl.String)
+        ).alias("request_id"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(CLIENT).alias("client"),
         ts.alias("ts_start"),
-        (ts + pl.duration(microseconds=(pl.col("latencies").cast(pl.Float64) * 1e6).round(0).cast(pl.Int64)))
-        .alias("ts_end"),
+        (
+            ts
+            + pl.duration(microseconds=(pl.col("latencies").cast(pl.Float64) * 1e6).round(0).cast(pl.Int64))
+        ).alias("ts_end"),
         pl.when(failed).then(None).otherwise(pl.lit(200)).alias("status"),
         pl.when(failed).then(pl.col("errors").str.slice(0, 300)).alias("error"),
         (failed & pl.col("errors").str.contains("(?i)timeout")).alias("timed_out"),
-        pl.lit(1).alias("attempts"), pl.lit(1).alias("attempt"),
+        pl.lit(1).alias("attempts"),
+        pl.lit(1).alias("attempt"),
         pl.when(~failed).then(pl.col("ttfts").cast(pl.Float64)).alias("ttft_s"),
         pl.col("latencies").cast(pl.Float64).alias("e2e_s"),
         pl.col("input_lens").cast(pl.Int64).alias("prompt_tokens"),
         pl.col("output_lens").cast(pl.Int64).alias("output_tokens"),
         pl.lit(conc, dtype=pl.Int64).alias("concurrency"),
         pl.lit(label).alias("phase"),
-        pl.lit("exact").alias("grouping"), pl.lit(1.0).alias("grouping_confidence"),
+        pl.lit("exact").alias("grouping"),
+        pl.lit(1.0).alias("grouping_confidence"),
         pl.lit(res.get("endpoint") or res.get("endpoint_type")).cast(pl.String).alias("url"),
     )
     return {"client_requests": req, "client_attempts": req, "client_phases": phase}
@@ -234,7 +264,9 @@ def _sibling_prefix(ctx: ParseContext) -> tuple[str | None, str | None]:
     p = Path(path)
     namespace = re.compile(rf"^Namespace\(.*result_filename='{re.escape(p.name)}'.*$", re.M)
     try:
-        siblings = sorted(q for q in p.parent.iterdir() if q.is_file() and q != p and q.suffix in (".log", ".txt", ".out"))
+        siblings = sorted(
+            q for q in p.parent.iterdir() if q.is_file() and q != p and q.suffix in (".log", ".txt", ".out")
+        )
     except OSError:
         return None, None
     for q in siblings:

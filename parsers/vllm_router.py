@@ -38,7 +38,9 @@ from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "vllm_router"
 KIND = "gateway"
-DESCRIPTION = "vLLM production-stack router (vllm_router): routed requests, uvicorn access answers, lifecycle messages"
+DESCRIPTION = (
+    "vLLM production-stack router (vllm_router): routed requests, uvicorn access answers, lifecycle messages"
+)
 MODE = "lines"
 SAMPLES = [
     'INFO:     127.0.0.1:42496 - "POST /v1/chat/completions HTTP/1.0" 200 OK',
@@ -52,7 +54,9 @@ SAMPLES = [
 _ANSI = r"\x1b\[[0-9;]*m"
 _LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE"
 _HEAD = (
-    r"^\[(?P<stamp>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(?P<ms>\d{3})\] (?P<level>" + _LEVELS + r"): (?P<rest>.*)$"
+    r"^\[(?P<stamp>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(?P<ms>\d{3})\] (?P<level>"
+    + _LEVELS
+    + r"): (?P<rest>.*)$"
 )
 _TAIL = r"^(?P<msg>.*?)\s*\((?P<file>[\w.-]+\.py):(?P<lineno>\d+):(?P<logger>[\w.]+)\)\s*$"
 _UVICORN = r"^(?P<level>" + _LEVELS + r"):\s{2,}(?P<msg>\S.*)$"
@@ -91,7 +95,9 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     )
     is_head = pl.col("h").struct.field("level").is_not_null()
     is_uv = pl.col("u").struct.field("level").is_not_null() & ~is_head
-    stamp = pl.col("h").struct.field("stamp").str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
+    stamp = (
+        pl.col("h").struct.field("stamp").str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
+    )
     stamp = stamp + pl.duration(milliseconds=pl.col("h").struct.field("ms").cast(pl.Int64))
     f = f.with_columns(
         is_head.alias("is_head"),
@@ -107,19 +113,27 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         (kind if last_kind is None else kind.fill_null(pl.lit(last_kind))).alias("kind_ff"),
     )
     # exception text and other continuation lines belong to the router record above them
-    ok = f.select(pl.col("is_head") | pl.col("is_uv") | (pl.col("kind_ff") == "router")).to_series().alias("ok")
+    ok = (
+        f.select(pl.col("is_head") | pl.col("is_uv") | (pl.col("kind_ff") == "router"))
+        .to_series()
+        .alias("ok")
+    )
     if f.height:
         state["last_ts"] = f["ts"][-1]
         state["last_kind"] = f["kind_ff"][-1]
     rec = f.filter(pl.col("is_head") | pl.col("is_uv")).with_columns(
         pl.coalesce(pl.col("h").struct.field("level"), pl.col("u").struct.field("level")).alias("level"),
-        pl.when(pl.col("is_head")).then(pl.col("h").struct.field("rest")).otherwise(pl.col("u").struct.field("msg"))
+        pl.when(pl.col("is_head"))
+        .then(pl.col("h").struct.field("rest"))
+        .otherwise(pl.col("u").struct.field("msg"))
         .alias("rest"),
     )
     tail = pl.col("rest").str.extract_groups(_TAIL)
     rec = rec.with_columns(
-        pl.when(pl.col("is_head")).then(pl.coalesce(tail.struct.field("msg"), pl.col("rest")))
-        .otherwise(pl.col("rest")).alias("msg"),
+        pl.when(pl.col("is_head"))
+        .then(pl.coalesce(tail.struct.field("msg"), pl.col("rest")))
+        .otherwise(pl.col("rest"))
+        .alias("msg"),
         tail.struct.field("logger").alias("logger"),
     ).with_columns(
         pl.col("msg").str.extract_groups(_ROUTED).alias("r"),
@@ -139,11 +153,15 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     if rec["is_head"].any():
         assumptions.append(f"vllm_router record times carry no zone: read as {ctx.tz} (--tz)")
     if rec["is_uv"].any():
-        assumptions.append("uvicorn lines in a vllm_router log carry no time: they take the previous router record's")
-    untimed = int(att["ts_end"].is_null().sum() if att.height else 0) + int(err["ts"].is_null().sum() if err.height
-                                                                            else 0)
-    return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions,
-                       repairs={"untimed": untimed} if untimed else {})
+        assumptions.append(
+            "uvicorn lines in a vllm_router log carry no time: they take the previous router record's"
+        )
+    untimed = int(att["ts_end"].is_null().sum() if att.height else 0) + int(
+        err["ts"].is_null().sum() if err.height else 0
+    )
+    return ChunkResult(
+        tables=tables, recognized=ok, assumptions=assumptions, repairs={"untimed": untimed} if untimed else {}
+    )
 
 
 def _attempts(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -172,7 +190,10 @@ def _errors(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.lit(ctx.source).alias("source"),
         pl.lit(NAME).alias("gateway"),
         level.alias("level"),
-        pl.when(level.is_in(["debug", "info", "trace"])).then(pl.lit("notice")).otherwise(pl.lit("other")).alias("kind"),
+        pl.when(level.is_in(["debug", "info", "trace"]))
+        .then(pl.lit("notice"))
+        .otherwise(pl.lit("other"))
+        .alias("kind"),
         pl.col("msg").str.extract(_URL, 1).str.strip_chars_end(":.").alias("upstream"),
         pl.col("msg").str.slice(0, 500).alias("message"),
         pl.when(pl.col("is_uv")).then(pl.lit("uvicorn")).otherwise(pl.col("logger")).alias("logger"),

@@ -60,11 +60,16 @@ NAME = "vllm_server"
 KIND = "server"
 MODE = "lines"
 SPEED = 85  # MB/s on one core (bench/, 1 GB folder): orders the streams
-SEGMENT_COUNTERS = ("seq", "rec")  # a large log or rotated set is read in pieces: these number rows, nothing else
+SEGMENT_COUNTERS = (
+    "seq",
+    "rec",
+)  # a large log or rotated set is read in pieces: these number rows, nothing else
 CONTAINER_TIME = True  # docker/kubectl stamps in front of lines are read (year, sub-second, zone)
-DESCRIPTION = ("vLLM server log, V0 0.2 to V1 0.33: stats lines (data-parallel engines kept apart), speculative-"
-               "decoding metrics, request lifecycle, errors, KV capacity, uvicorn; pasted excerpts too (hard wraps "
-               "joined, flattened lines split, stripped headers and markdown read by their text)")
+DESCRIPTION = (
+    "vLLM server log, V0 0.2 to V1 0.33: stats lines (data-parallel engines kept apart), speculative-"
+    "decoding metrics, request lifecycle, errors, KV capacity, uvicorn; pasted excerpts too (hard wraps "
+    "joined, flattened lines split, stripped headers and markdown read by their text)"
+)
 SAMPLES = [
     "(APIServer pid=3887) INFO 11-29 08:26:24 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1072.0 tokens/s, Running: 9 reqs, Waiting: 39 reqs, CPU KV cache usage: 91.0%, Prefix cache hit rate: 0.0%",
     "(APIServer pid=3887) INFO 11-29 08:25:05 [async_llm.py:578] Added request cmpl-04055ac11e0a42e06d65aaf34e7f61ed-0-8cc11aeb.",
@@ -95,12 +100,22 @@ def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     )
     other = body.str.contains(rf"^(?:{_LVL}): +") | body.str.contains(_NOISE) | body.str.contains(_TB_STRONG)
     bench = s.str.contains(r"Serving Benchmark Result|^Namespace\(subparser='bench'")
-    g = per_head(nonblank(frame, 200), n, full=(hdr | js).any(), part=(prefix | known).any(),
-                 m=(hdr | js | prefix | known | other).mean(), bench=bench.any())
+    g = per_head(
+        nonblank(frame, 200),
+        n,
+        full=(hdr | js).any(),
+        part=(prefix | known).any(),
+        m=(hdr | js | prefix | known | other).mean(),
+        bench=bench.any(),
+    )
     m = pl.col("m")
-    score = (pl.when(pl.col("full")).then(0.2 + 0.8 * m)
-             .when(pl.col("part")).then(pl.min_horizontal(pl.lit(0.6), 0.1 + 0.8 * m))  # pastes with the header stripped
-             .otherwise(0.0))
+    score = (
+        pl.when(pl.col("full"))
+        .then(0.2 + 0.8 * m)
+        .when(pl.col("part"))
+        .then(pl.min_horizontal(pl.lit(0.6), 0.1 + 0.8 * m))  # pastes with the header stripped
+        .otherwise(0.0)
+    )
     # `vllm bench serve` prints vLLM log lines too; uvicorn lines alone are any FastAPI app (the router)
     return g.select(pl.when(pl.col("bench")).then(score * 0.3).otherwise(score)).to_series()
 
@@ -172,19 +187,36 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         per_part = df.select("line_no", ok.alias("ok"))
         repairs["joined"] += int(df["wrap"].sum())  # lines of an open record cut at a width, too
         # a record's first line without any header, not a raw traceback (Python prints those without one)
-        bare = ((pl.col("other") | (pl.col("tbs") & ~pl.col("strong"))) & ~pl.col("cont")
-                & (pl.col("msg").str.strip_chars() != "")).alias("bare")
+        bare = (
+            (pl.col("other") | (pl.col("tbs") & ~pl.col("strong")))
+            & ~pl.col("cont")
+            & (pl.col("msg").str.strip_chars() != "")
+        ).alias("bare")
         repairs["bare"] = int(df.select(bare & ok).to_series().sum())
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
-    for name in ("server_stats", "server_events", "server_request_events", "server_spec_decode"):  # the engine beside SGLang's rows (sglang_server.py)
+    for name in (
+        "server_stats",
+        "server_events",
+        "server_request_events",
+        "server_spec_decode",
+    ):  # the engine beside SGLang's rows (sglang_server.py)
         if name in tables and tables[name].height:
             tables[name] = tables[name].with_columns(pl.lit("vllm").alias("engine_kind"))
-    repairs["untimed"] = sum(int(t["ts"].is_null().sum()) for t in tables.values() if t.height and "ts" in t.columns)
-    return ChunkResult(tables=tables, recognized=recognized, assumptions=list(dict.fromkeys(notes)),
-                       bad_times=bad_times[0], bad_time_example=bad_times[1], bad_value_example=bad_values[1],
-                       bad_values=bad_values[0], repairs={k: v for k, v in repairs.items() if v})
+    repairs["untimed"] = sum(
+        int(t["ts"].is_null().sum()) for t in tables.values() if t.height and "ts" in t.columns
+    )
+    return ChunkResult(
+        tables=tables,
+        recognized=recognized,
+        assumptions=list(dict.fromkeys(notes)),
+        bad_times=bad_times[0],
+        bad_time_example=bad_times[1],
+        bad_value_example=bad_values[1],
+        bad_values=bad_values[0],
+        repairs={k: v for k, v in repairs.items() if v},
+    )
 
 
 def _flush_previous_file(ctx: ParseContext, state: dict) -> pl.DataFrame | None:
@@ -209,8 +241,23 @@ def _empty_rows() -> pl.DataFrame:
 
 
 _ROW_SCHEMA = {
-    "line_no": pl.Int64, "part": pl.Int32, "seq": pl.Int64, "rec": pl.Int64, "cont": pl.Boolean, "msg": pl.String,
-    "lvl": pl.String, "uv": pl.String, "proc": pl.String, "pid": pl.Int64, "ts": TS, "ts_inferred": pl.Boolean,
-    "tbs": pl.Boolean, "strong": pl.Boolean, "other": pl.Boolean, "kw": pl.Boolean, "stopping": pl.Boolean,
-    "wrap": pl.Boolean, "joined": pl.Boolean,
+    "line_no": pl.Int64,
+    "part": pl.Int32,
+    "seq": pl.Int64,
+    "rec": pl.Int64,
+    "cont": pl.Boolean,
+    "msg": pl.String,
+    "lvl": pl.String,
+    "uv": pl.String,
+    "proc": pl.String,
+    "pid": pl.Int64,
+    "ts": TS,
+    "ts_inferred": pl.Boolean,
+    "tbs": pl.Boolean,
+    "strong": pl.Boolean,
+    "other": pl.Boolean,
+    "kw": pl.Boolean,
+    "stopping": pl.Boolean,
+    "wrap": pl.Boolean,
+    "joined": pl.Boolean,
 }

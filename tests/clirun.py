@@ -17,14 +17,30 @@ def env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 
-def cli(*args: object, cwd: Path | None = None, timeout: float = 600, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "logscope", *map(str, args)], cwd=cwd, env=env(**extra),
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+def cli(
+    *args: object, cwd: Path | None = None, timeout: float = 600, **extra: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "logscope", *map(str, args)],
+        cwd=cwd,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def start(*args: object, cwd: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "logscope", *map(str, args)], cwd=cwd, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "logscope", *map(str, args)],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def error_lines(stderr: str) -> list[str]:

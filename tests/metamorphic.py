@@ -62,8 +62,11 @@ def copy_shifted(src: Path, dest: Path, delta: timedelta, rename=None) -> None:
                 continue
         out = dest / rel
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(shift_text(p.read_text(encoding="utf-8", errors="surrogateescape"), delta),
-                       encoding="utf-8", errors="surrogateescape")
+        out.write_text(
+            shift_text(p.read_text(encoding="utf-8", errors="surrogateescape"), delta),
+            encoding="utf-8",
+            errors="surrogateescape",
+        )
 
 
 def copy(src: Path, dest: Path) -> None:

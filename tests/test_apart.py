@@ -20,7 +20,9 @@ def test_the_same_tables_and_progress_as_in_process(tmp_path):
     src = need(LAB / "crash")
     analyze(src, tmp_path / "in", AnalyzeOptions(ingest_apart=False))
     seen: list[tuple[str, float]] = []
-    analyze(src, tmp_path / "apart", AnalyzeOptions(ingest_apart=True), lambda msg, frac: seen.append((msg, frac)))
+    analyze(
+        src, tmp_path / "apart", AnalyzeOptions(ingest_apart=True), lambda msg, frac: seen.append((msg, frac))
+    )
     tables = sorted(p.name for p in (tmp_path / "in").glob("*.parquet"))
     assert len(tables) > 15 and tables == sorted(p.name for p in (tmp_path / "apart").glob("*.parquet"))
     for name in tables:
@@ -58,7 +60,13 @@ def test_what_ends_the_child_is_said(tmp_path):
     assert (e.value.what, e.value.hint, e.value.code) == ("no such thing", "look elsewhere", 3)
     seen = []
     with pytest.raises(RuntimeError, match="ValueError: a bug in the child") as e:
-        apart.ingest(tmp_path, tmp_path / "o", opts, lambda m, f: seen.append((m, f)), target=f"{__name__}:raises_a_bug")
+        apart.ingest(
+            tmp_path,
+            tmp_path / "o",
+            opts,
+            lambda m, f: seen.append((m, f)),
+            target=f"{__name__}:raises_a_bug",
+        )
     assert "Traceback" in str(e.value) and seen == [("half-way", 0.5)]
     with pytest.raises(LogscopeError, match=r"exit code -9\): killed by signal 9 \(SIGKILL") as e:
         apart.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:is_killed")

@@ -125,7 +125,10 @@ def test_the_tables_do_not_depend_on_where_the_folder_is(tmp_path):
     (tmp_path / "elsewhere").symlink_to(tmp_path / "in")
     ingest(tmp_path / "in", tmp_path / "a", AnalyzeOptions())
     ingest(tmp_path / "elsewhere", tmp_path / "b", AnalyzeOptions())
-    ta, tb = ({p.name: pl.read_parquet(p) for p in sorted(o.glob("*.parquet"))} for o in (tmp_path / "a", tmp_path / "b"))
+    ta, tb = (
+        {p.name: pl.read_parquet(p) for p in sorted(o.glob("*.parquet"))}
+        for o in (tmp_path / "a", tmp_path / "b")
+    )
     assert ta.keys() == tb.keys() and len(ta) >= 10
     assert [n for n in ta if not ta[n].equals(tb[n])] == []
     assert ta["files.parquet"]["stream"].to_list() == ["replica-0/vllm.log"]

@@ -25,15 +25,33 @@ import run  # noqa: E402
 #   aborted:  ids named on 'Aborted request(s) ...' lines: grep -oE "Aborted request(\(s\))? .*" | split on ','
 #   nginx:    cat */nginx-access.log | grep -cE "^\S+ msec=[0-9]+\.[0-9]+ rid=\w+ .* status=[0-9]+ rt="
 #   client:   cat */*.jsonl | grep -c '"kind": "attempt_send"'
-EXPECTED = {"stats_lines": 205, "received": 1799, "aborted_ids": 457, "gateway_requests": 2945, "client_attempts": 2945}
+EXPECTED = {
+    "stats_lines": 205,
+    "received": 1799,
+    "aborted_ids": 457,
+    "gateway_requests": 2945,
+    "client_attempts": 2945,
+}
 
 
 def test_bench_quick_counts_agree(tmp_path, lab):
     data = tmp_path / "incident"
     out = tmp_path / "bench.json"
     # a budget below what even one minute needs: analyze still runs, on the worst minute, and says so
-    summary = run.main(["--size-mb", "5", "--dir", str(data), "--quick", "--json", str(out), "--max-memory", "1M",
-                        "--one-file"])
+    summary = run.main(
+        [
+            "--size-mb",
+            "5",
+            "--dir",
+            str(data),
+            "--quick",
+            "--json",
+            str(out),
+            "--max-memory",
+            "1M",
+            "--one-file",
+        ]
+    )
     assert summary["counts"]["logscope"] == EXPECTED
     naive_counts = naive.count(data)
     assert {k: naive_counts[k] for k in run.COUNT_KEYS} == EXPECTED
@@ -41,7 +59,9 @@ def test_bench_quick_counts_agree(tmp_path, lab):
     rows = summary["results"]
     assert rows[run.INGEST]["ok"] and rows["naive Python line loop"]["ok"]
     assert rows[run.INGEST]["mb"] == round(summary["bytes"] / 1e6, 1)
-    assert "lnav (vLLM files only)" not in rows and run.ANALYZE not in rows and run.ANALYZE_AGAIN not in rows  # --quick
+    assert (
+        "lnav (vLLM files only)" not in rows and run.ANALYZE not in rows and run.ANALYZE_AGAIN not in rows
+    )  # --quick
     assert json.loads(out.read_text())["counts"]["logscope"] == EXPECTED
     # the stages of analyze, timed one by one (bench/phases.py): all four ran, each took some time
     stages = summary["analyze_stages"]
@@ -67,16 +87,25 @@ def test_bench_against_another_revision(tmp_path, lab):
     """--against REV: the ingest of a worktree of REV, alternating with this code's; the worktree is removed."""
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout: --against needs the project's history")
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
-    before = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
-    summary = run.main(["--size-mb", "5", "--dir", str(tmp_path / "incident"), "--quick", "--against", "HEAD"])
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    before = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True
+    ).stdout
+    summary = run.main(
+        ["--size-mb", "5", "--dir", str(tmp_path / "incident"), "--quick", "--against", "HEAD"]
+    )
     rows = summary["results"]
     new, old = "ingest: this code, alternating", f"ingest: @{sha}, alternating"
     assert summary["against"] == {"rev": "HEAD", "sha": sha, "rows": [(new, old)]}
-    assert rows[new]["ok"] and rows[old]["ok"] and rows[new]["mb"] == rows[old]["mb"] == rows[run.INGEST]["mb"]
+    assert (
+        rows[new]["ok"] and rows[old]["ok"] and rows[new]["mb"] == rows[old]["mb"] == rows[run.INGEST]["mb"]
+    )
     assert summary["counts"]["logscope"] == EXPECTED  # the ordinary rows still ran
-    after = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    after = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True
+    ).stdout
     assert after == before
 
 
@@ -88,8 +117,10 @@ def test_derive_scale_runs_each_copy_as_its_own_sources(tmp_path, lab):
     from logscope.api import ingest
 
     ingest(lab / "spike", tmp_path / "out")
-    once = {t: pl.read_parquet(tmp_path / "out" / f"{t}.parquet").height
-            for t in ("server_request_events", "server_stats", "server_requests")}
+    once = {
+        t: pl.read_parquet(tmp_path / "out" / f"{t}.parquet").height
+        for t in ("server_request_events", "server_stats", "server_requests")
+    }
     got = derive_scale.main([str(tmp_path / "out"), "--times", "3", "--work", str(tmp_path / "x3")])
     assert got["rows"] == {t: 3 * n for t, n in once.items()} and once["server_requests"] > 0
     assert all(s["ok"] and s["peak_rss_mb"] > 0 for s in got["steps"].values())
@@ -105,8 +136,22 @@ def test_bench_cluster_runs_side_by_side(tmp_path, lab):
     import cluster as bench_cluster
 
     report = tmp_path / "perf.html"
-    s = bench_cluster.main(["--dir", str(tmp_path / "fleet"), "--size-mb", "4", "--replicas", "4", "--gateways", "1",
-                            "--json", str(tmp_path / "c.json"), "--report", str(report)])
+    s = bench_cluster.main(
+        [
+            "--dir",
+            str(tmp_path / "fleet"),
+            "--size-mb",
+            "4",
+            "--replicas",
+            "4",
+            "--gateways",
+            "1",
+            "--json",
+            str(tmp_path / "c.json"),
+            "--report",
+            str(report),
+        ]
+    )
     assert list(s["runs"]) == [name for name, _, _ in bench_cluster.RUNS]
     fleet = sum(p.stat().st_size for p in (tmp_path / "fleet").rglob("*") if p.is_file())
     for name in ("--cluster local:1", "--cluster local:2"):

@@ -66,8 +66,11 @@ def test_the_room_left_under_cgroup_limits(tmp_path):
     """The tightest memory limit of the process's cgroup and of those above it counts, less what is used
     there apart from the inactive page cache (the kernel drops that before it kills)."""
     v1 = tmp_path / "memory"
-    for d, limit, usage, cache in ((v1, 2**63 - 4096, 9 * 2**30, 0), (v1 / "slice", 3 * 2**30, 2 * 2**30, 2**30),
-                                   (v1 / "slice" / "job", 2 * 2**30, 1536 * 2**20, 1024 * 2**20)):
+    for d, limit, usage, cache in (
+        (v1, 2**63 - 4096, 9 * 2**30, 0),
+        (v1 / "slice", 3 * 2**30, 2 * 2**30, 2**30),
+        (v1 / "slice" / "job", 2 * 2**30, 1536 * 2**20, 1024 * 2**20),
+    ):
         d.mkdir(parents=True, exist_ok=True)
         (d / "memory.limit_in_bytes").write_text(f"{limit}\n")
         (d / "memory.usage_in_bytes").write_text(f"{usage}\n")
@@ -78,8 +81,10 @@ def test_the_room_left_under_cgroup_limits(tmp_path):
     (v2 / "svc" / "memory.current").write_text("1000\n")
     proc = tmp_path / "cgroup"
     proc.write_text("9:name=systemd:/\n4:memory:/slice/job\n2:cpuacct:/\n0::/svc\n")
-    files = {"v1": [(str(v1), "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
-             "v2": [(str(v2), "memory.max", "memory.current", "inactive_file")]}
+    files = {
+        "v1": [(str(v1), "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
+        "v2": [(str(v2), "memory.max", "memory.current", "inactive_file")],
+    }
     # job: 2 GiB - (1.5 GiB used - 1 GiB inactive cache) = 1.5 GiB; slice: 3 - (2 - 1) = 2 GiB; root and
     # the v2 group: no limit
     assert sorted(memory._cgroup_room(str(proc), files)) == [1536 * 2**20, 2 * 2**30]
@@ -95,18 +100,24 @@ def test_the_estimate_is_the_sum_of_its_minutes(tables):
     # correlation keeps one view of the storm's client (its JSON lines or its DEBUG log): the estimate that
     # decides counts that one; every view counted is the cheap upper bound tried first
     kept, dropped = kept_client_sources(tables, sample=budget.PICK_SAMPLE)
-    assert len(kept) == 1 and len(dropped) == 1 and (kept, dropped) == kept_client_sources(tables)  # as correlation
+    assert (
+        len(kept) == 1 and len(dropped) == 1 and (kept, dropped) == kept_client_sources(tables)
+    )  # as correlation
     prof_kept, untimed_kept = budget.profile(tables, kept)
     assert budget.need(prof_kept["bytes"].sum() + untimed_kept) == pytest.approx(_whole(tables), rel=1e-6)
     assert budget.BASE_BYTES < _whole(tables) < whole
     # every minute with a record is there: the server's start (08:28) before the first request too
     ga = pl.read_parquet(tables / "gateway_attempts.parquet")
     assert set(ga["ts_start"].dt.truncate("1m")) < set(prof["minute"])
-    assert prof["minute"].min() == pl.read_parquet(tables / "server_events.parquet")["ts"].min().replace(second=0)
+    assert prof["minute"].min() == pl.read_parquet(tables / "server_events.parquet")["ts"].min().replace(
+        second=0
+    )
     worst = prof.sort("trouble", descending=True)["minute"][0]
     lo, hi = _surge()
     assert lo.replace(second=0, microsecond=0) <= worst <= hi  # the overload, by the manifest
-    failed = ga.filter((pl.col("status") >= 500) | (pl.col("upstream_status") >= 500) | pl.col("error").is_not_null())
+    failed = ga.filter(
+        (pl.col("status") >= 500) | (pl.col("upstream_status") >= 500) | pl.col("error").is_not_null()
+    )
     assert prof["trouble"].sum() >= failed.height > 0
 
 
@@ -122,8 +133,11 @@ def test_pressure_without_failures_is_trouble(tmp_path):
     worst = prof.sort("trouble", descending=True).row(0, named=True)
     assert worst["minute"] <= lo + timedelta(seconds=surge) and lo < worst["minute"] + timedelta(minutes=1)
     stats = pl.read_parquet(tmp_path / "server_stats.parquet").filter(
-        pl.col("ts").dt.truncate("1m") == worst["minute"])
-    signs = stats.filter((pl.col("waiting") >= 1) | (pl.col("preemptions") >= 1) | (pl.col("kv_usage") >= 0.9))
+        pl.col("ts").dt.truncate("1m") == worst["minute"]
+    )
+    signs = stats.filter(
+        (pl.col("waiting") >= 1) | (pl.col("preemptions") >= 1) | (pl.col("kv_usage") >= 0.9)
+    )
     assert signs.height > worst["trouble"] / 2  # most of that minute's trouble signs are the stats lines
 
 
@@ -161,7 +175,11 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
         assert budget.need(part["bytes"].sum()) <= half or part.height == 1  # fits, or one minute alone
     left_out = prof.filter(~pl.col("minute").is_between(c.range.since, c.range.until))
     worst_out = left_out.sort("trouble", descending=True)["minute"][0]
-    assert datetime.fromisoformat(c.others[0]["since"]) <= worst_out <= datetime.fromisoformat(c.others[0]["until"])
+    assert (
+        datetime.fromisoformat(c.others[0]["since"])
+        <= worst_out
+        <= datetime.fromisoformat(c.others[0]["until"])
+    )
     # a budget below even one minute still gives that minute, and says it does not fit
     tiny = budget.choose(tables, 1)
     assert tiny.range.until - tiny.range.since < timedelta(minutes=1)
@@ -208,27 +226,47 @@ def test_no_limit_and_a_given_range_win(tmp_path, tables):
     out = tmp_path / "none"
     analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=None))
     assert "range" not in json.loads((out / "summary.json").read_text())["span"]
-    assert "spec-overview" not in (out / "report.html").read_text() and "range-note" not in (
-        out / "report.html").read_text().split("</style>")[-1]
+    assert (
+        "spec-overview" not in (out / "report.html").read_text()
+        and "range-note" not in (out / "report.html").read_text().split("</style>")[-1]
+    )
     out = tmp_path / "given"
     rng = scope.make("2026-11-29T08:29:00Z", "2026-11-29T08:32:00Z")
-    analyze(need(LAB / "retry-storm"), out, AnalyzeOptions(max_memory=whole // 2, since=rng.since, until=rng.until))
+    analyze(
+        need(LAB / "retry-storm"),
+        out,
+        AnalyzeOptions(max_memory=whole // 2, since=rng.since, until=rng.until),
+    )
     assert "chosen" not in json.loads((out / "summary.json").read_text())["span"]["range"]
 
 
 def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
-    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "a"),
-                                 "--max-memory", "plenty"])
+    r = CliRunner().invoke(
+        app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "a"), "--max-memory", "plenty"]
+    )
     assert r.exit_code == 2 and "--max-memory" in r.output
     half = _too_small_for_slices(tables)
-    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "retry-storm")), "-o", str(tmp_path / "b"),
-                                 "--max-memory", str(half), "--fail-on", "crash"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            str(need(LAB / "retry-storm")),
+            "-o",
+            str(tmp_path / "b"),
+            "--max-memory",
+            str(half),
+            "--fail-on",
+            "crash",
+        ],
+    )
     assert r.exit_code == 0, r.output  # the storm has no crash
     assert "--fail-on saw only the range chosen to fit memory" in r.output
     assert "logscope: note: the whole input would need" in r.output
     s = json.loads((tmp_path / "b" / "summary.json").read_text())
     o = s["span"]["range"]["chosen"]["others"][0]
-    assert f"logscope report {tmp_path / 'b'} --since {o['since']} --until {o['until']}" in " ".join(r.output.split())
+    assert f"logscope report {tmp_path / 'b'} --since {o['since']} --until {o['until']}" in " ".join(
+        r.output.split()
+    )
     # `report --whole` analyses what analyze would: everything when it fits ...
     r = CliRunner().invoke(app, ["report", str(tmp_path / "b"), "--whole", "-q"])
     assert r.exit_code == 0, r.output
@@ -247,7 +285,6 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     import subprocess
     import sys
 
-
     (tmp_path / "a.log").write_bytes(b"x" * 1000)
     (tmp_path / "b.log.gz").write_bytes(b"x" * 1000)
     assert memory.input_bytes(tmp_path) == 1000 + 8 * 1000
@@ -257,13 +294,30 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     # the slices' estimate counts on the freed pages handed back only when they are (set before polars loads)
     assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(budget.SLICED_FACTOR * 1000)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(memory.ALLOCATOR_ENV, "dirty_decay_ms:500,muzzy_decay_ms:1000," + memory.RETURN_FREED)  # as polars
-        assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(budget.SLICED_FACTOR_RETURNING * 1000)
+        mp.setenv(
+            memory.ALLOCATOR_ENV, "dirty_decay_ms:500,muzzy_decay_ms:1000," + memory.RETURN_FREED
+        )  # as polars
+        assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(
+            budget.SLICED_FACTOR_RETURNING * 1000
+        )
 
     def child(extra: dict, *args: str) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != memory.ALLOCATOR_ENV} | extra
-        return subprocess.run([sys.executable, "-m", "logscope", "analyze", str(need(LAB / "spike")), "-o",
-                               str(tmp_path / "out"), *args], env=env, capture_output=True, text=True)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "logscope",
+                "analyze",
+                str(need(LAB / "spike")),
+                "-o",
+                str(tmp_path / "out"),
+                *args,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     freed, apart = "polars' allocator returns freed memory promptly", "ingest runs in a process of its own"
     r = child({}, "--max-memory", "600M", "-v")

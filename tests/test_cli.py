@@ -18,6 +18,7 @@ runner = CliRunner()
 
 def test_formats_lists_every_registered_parser():
     import logscope.parsers as parsers
+
     r = runner.invoke(app, ["formats"], terminal_width=200)
     assert r.exit_code == 0
     for m in parsers.FORMATS:
@@ -97,8 +98,9 @@ def test_analyze_prints_the_verdict_and_finding_titles(tmp_path):
 
     from conftest import ROOT
 
-    r = runner.invoke(app, ["analyze", str(ROOT / "samples" / "spike"), "-o", str(tmp_path / "a")],
-                      terminal_width=400)
+    r = runner.invoke(
+        app, ["analyze", str(ROOT / "samples" / "spike"), "-o", str(tmp_path / "a")], terminal_width=400
+    )
     assert r.exit_code == 0, r.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["verdict"][0].startswith("136 preemptions")
@@ -151,10 +153,14 @@ def test_full_disk_is_named_not_called_a_bug(tmp_path, monkeypatch):
 
     (tmp_path / "in").mkdir()
     shutil.copy(need(LAB / "spike" / "vllm-server.log"), tmp_path / "in")
-    for exc in (OSError(errno.ENOSPC, "No space left on device"),
-                ple.ComputeError("failed to write: No space left on device (os error 28)")):
+    for exc in (
+        OSError(errno.ENOSPC, "No space left on device"),
+        ple.ComputeError("failed to write: No space left on device (os error 28)"),
+    ):
+
         def full(*a, exc=exc, **k):
             raise exc
+
         monkeypatch.setattr(api, "ingest", full)
         r = runner.invoke(app, ["ingest", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "-q"])
         assert r.exit_code == ExitCode.OUTPUT, r.stderr
@@ -165,7 +171,9 @@ def test_full_disk_for_real(tmp_path):
     """The same on a real 1 MB tmpfs (needs root to mount one; skipped elsewhere): the page alone is ~1.1 MB."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
         pytest.skip("cannot mount a tmpfs here (not root, or no mount permission)")
     try:
         r = runner.invoke(app, ["analyze", str(need(LAB / "spike")), "-o", str(mnt / "out"), "-q"])

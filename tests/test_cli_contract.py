@@ -17,7 +17,11 @@ def jpeg_folder(d):
     import vl_convert
 
     d.mkdir(parents=True)
-    spec = {"mark": "point", "data": {"values": [{"a": 1}]}, "encoding": {"x": {"field": "a", "type": "quantitative"}}}
+    spec = {
+        "mark": "point",
+        "data": {"values": [{"a": 1}]},
+        "encoding": {"x": {"field": "a", "type": "quantitative"}},
+    }
     (d / "dashboard.jpg").write_bytes(vl_convert.vegalite_to_jpeg(spec))
     (d / "grafana.jpeg").write_bytes(vl_convert.vegalite_to_jpeg(spec, scale=2))
     return d
@@ -37,7 +41,12 @@ def _no_traceback(r):
 
 @pytest.mark.parametrize("where", ["file", "proc", "sys", "dev"])
 def test_unusable_output_is_exit_5(tmp_path, where):
-    target = {"file": tmp_path / "a-file", "proc": "/proc/logscope-out", "sys": "/sys/kernel", "dev": "/dev/shm/x/.."}
+    target = {
+        "file": tmp_path / "a-file",
+        "proc": "/proc/logscope-out",
+        "sys": "/sys/kernel",
+        "dev": "/dev/shm/x/..",
+    }
     if where == "file":
         (tmp_path / "a-file").write_text("the user's\n")
     r = cli("analyze", SAMPLE, "-o", target[where])
@@ -51,7 +60,9 @@ def test_unusable_output_is_exit_5(tmp_path, where):
 def test_read_only_output_is_exit_5(tmp_path):
     mnt = tmp_path / "ro"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
         pytest.skip("cannot mount a read-only tmpfs here (not root, or no mount permission)")
     try:
         for out in (mnt, mnt / "out"):
@@ -162,10 +173,12 @@ def test_usage_error_is_one_line(tmp_path):
     assert "  help: logscope analyze --help" in r.stderr.splitlines()
 
 
-_BOOM = ("import sys; import logscope.api as a\n"
-         "def boom(*args, **kw): raise RuntimeError('a bug in diagnose')\n"
-         "a.diagnose = boom\n"
-         "from logscope.cli import run; sys.argv[0] = 'logscope'; run()\n")
+_BOOM = (
+    "import sys; import logscope.api as a\n"
+    "def boom(*args, **kw): raise RuntimeError('a bug in diagnose')\n"
+    "a.diagnose = boom\n"
+    "from logscope.cli import run; sys.argv[0] = 'logscope'; run()\n"
+)
 
 
 def test_debug_writes_the_traceback_into_out(tmp_path):
@@ -176,7 +189,9 @@ def test_debug_writes_the_traceback_into_out(tmp_path):
     r = subprocess.run([sys.executable, "-c", _BOOM, *args], env=env(), capture_output=True, text=True)
     assert r.returncode == 70 and "Traceback" not in r.stderr
     assert "re-run with --debug" in r.stderr
-    r = subprocess.run([sys.executable, "-c", _BOOM, *args, "--debug"], env=env(), capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", _BOOM, *args, "--debug"], env=env(), capture_output=True, text=True
+    )
     assert r.returncode == 70
     dbg = out / "logscope-debug.txt"
     assert f"are in {dbg}" in r.stderr

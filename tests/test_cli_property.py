@@ -29,9 +29,15 @@ zones = maybe(["UTC", "Europe/Paris"], ["Mars/Base", "Invalid/Zone", "Factory"])
 times = maybe(["2026-11-29T08:26:00Z", "2026-11-29 08:26"], ["yesterday", "2031-01-01T00:00:00Z"])
 memories = maybe(["auto", "none", "4G"], ["abc", "-1G", "0"])
 classes = st.lists(st.sampled_from(["spike", "crash", "sustained", "meltdown"]), max_size=2)
-FLAGS = {"analyze": ["-q", "--json", "-v", "--reparse", "--force"], "ingest": ["-q", "--force"],
-         "detect": ["--scores"], "report": ["-q", "--whole"]}
-flags = st.sets(st.sampled_from(["-q", "--json", "-v", "--reparse", "--force", "--whole", "--scores"]), max_size=3)
+FLAGS = {
+    "analyze": ["-q", "--json", "-v", "--reparse", "--force"],
+    "ingest": ["-q", "--force"],
+    "detect": ["--scores"],
+    "report": ["-q", "--whole"],
+}
+flags = st.sets(
+    st.sampled_from(["-q", "--json", "-v", "--reparse", "--force", "--whole", "--scores"]), max_size=3
+)
 bogus = st.sampled_from([None] * 9 + ["--bogus"])
 
 
@@ -52,19 +58,33 @@ def inputs(tmp_path_factory):
     r = cli("analyze", SAMPLE, "-o", analyzed, "-q")
     assert r.returncode == 0, r.stderr
     return {
-        "missing": base / "nope", "empty": base / "empty", "unknown": base / "unknown",
-        "pictures": base / "pictures", "log": base / "one" / "nginx-error.log", "one": base / "one",
-        "sample": SAMPLE, "analyzed": analyzed, "out-file": base / "a-file", "foreign": base / "foreign",
+        "missing": base / "nope",
+        "empty": base / "empty",
+        "unknown": base / "unknown",
+        "pictures": base / "pictures",
+        "log": base / "one" / "nginx-error.log",
+        "one": base / "one",
+        "sample": SAMPLE,
+        "analyzed": analyzed,
+        "out-file": base / "a-file",
+        "foreign": base / "foreign",
         "base": base,
     }
 
 
-def _argv(inputs, command, kind, out_kind, window, tz, since, until, memory, fail_on, flag_set, bad) -> list[str]:
+def _argv(
+    inputs, command, kind, out_kind, window, tz, since, until, memory, fail_on, flag_set, bad
+) -> list[str]:
     argv = [command, str(inputs[kind])]
     if command in ("analyze", "ingest"):
-        out = {"new": inputs["base"] / f"out-{next(_count)}", "file": inputs["out-file"],
-               "foreign": inputs["foreign"], "proc": "/proc/logscope", "inside": inputs[kind] / "out",
-               "default": None}[out_kind]
+        out = {
+            "new": inputs["base"] / f"out-{next(_count)}",
+            "file": inputs["out-file"],
+            "foreign": inputs["foreign"],
+            "proc": "/proc/logscope",
+            "inside": inputs[kind] / "out",
+            "default": None,
+        }[out_kind]
         if out is not None:
             argv += ["-o", str(out)]
         if tz is not None:
@@ -80,15 +100,39 @@ def _argv(inputs, command, kind, out_kind, window, tz, since, until, memory, fai
     return argv + sorted(f for f in flag_set if f in FLAGS[command]) + ([bad] if bad else [])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
-@given(command=st.sampled_from(["analyze", "analyze", "ingest", "detect", "report"]),
-       kind=st.sampled_from(["missing", "empty", "unknown", "pictures", "log", "one", "sample", "analyzed"]),
-       out_kind=st.sampled_from(["new", "new", "new", "file", "foreign", "proc", "inside", "default"]),
-       window=windows, tz=zones, since=times, until=times, memory=memories, fail_on=classes, flag_set=flags,
-       bad=bogus)
-def test_every_run_ends_in_a_documented_way(inputs, tmp_path_factory, command, kind, out_kind, window, tz, since,
-                                            until, memory, fail_on, flag_set, bad):
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    command=st.sampled_from(["analyze", "analyze", "ingest", "detect", "report"]),
+    kind=st.sampled_from(["missing", "empty", "unknown", "pictures", "log", "one", "sample", "analyzed"]),
+    out_kind=st.sampled_from(["new", "new", "new", "file", "foreign", "proc", "inside", "default"]),
+    window=windows,
+    tz=zones,
+    since=times,
+    until=times,
+    memory=memories,
+    fail_on=classes,
+    flag_set=flags,
+    bad=bogus,
+)
+def test_every_run_ends_in_a_documented_way(
+    inputs,
+    tmp_path_factory,
+    command,
+    kind,
+    out_kind,
+    window,
+    tz,
+    since,
+    until,
+    memory,
+    fail_on,
+    flag_set,
+    bad,
+):
     argv = _argv(inputs, command, kind, out_kind, window, tz, since, until, memory, fail_on, flag_set, bad)
     r = cli(*argv, cwd=tmp_path_factory.getbasetemp())
     assert "Traceback" not in r.stderr, (argv, r.stderr[-3000:])

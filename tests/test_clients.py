@@ -50,8 +50,9 @@ def lab_runs(tmp_path_factory):
     def get(run: str):
         if run not in _CACHE:
             stem = RUNS[run][0]
-            _CACHE[run] = ingest_files(tmp_path_factory.mktemp(run), LAB / run / f"{stem}.log",
-                                       LAB / run / f"{stem}.jsonl")
+            _CACHE[run] = ingest_files(
+                tmp_path_factory.mktemp(run), LAB / run / f"{stem}.log", LAB / run / f"{stem}.jsonl"
+            )
         return _CACHE[run]
 
     return get
@@ -77,7 +78,9 @@ def test_lab_client_counts(lab_runs, run, suffix):
     assert req.height == logical
     assert req["logical_request_id"].n_unique() == logical
     assert att.height == attempts
-    assert att.height - req.height == attempts - logical  # retries (truth.json: 592 storm, 616 crash, 384 orphan)
+    assert (
+        att.height - req.height == attempts - logical
+    )  # retries (truth.json: 592 storm, 616 crash, 384 orphan)
     assert int(att["timed_out"].sum()) == att_timeouts
     assert int(req["timed_out"].sum()) == log_timeouts
     assert _outcomes(req) == outcomes
@@ -94,14 +97,18 @@ def test_log_grouping_matches_jsonl_attempt_by_attempt(lab_runs, run):
     log = _by_source(res, "client_attempts", ".log")
     js = _by_source(res, "client_attempts", ".jsonl")
     assert log["grouping"].unique().to_list() == ["inferred"]
-    assert log["grouping_confidence"].unique().to_list() == [1.0]  # one request per thread at a time, 0,1,2.. no gaps
+    assert log["grouping_confidence"].unique().to_list() == [
+        1.0
+    ]  # one request per thread at a time, 0,1,2.. no gaps
     assert js["grouping"].unique().to_list() == ["exact"]
     j = log.join(js, on=["logical_request_id", "attempt"], how="full", suffix="_j", coalesce=True)
     assert j.height == log.height == js.height
     assert j.filter(pl.col("status").ne_missing(pl.col("status_j"))).height == 0
     assert j.filter(pl.col("timed_out") != pl.col("timed_out_j")).height == 0
     # send times agree within the time between the openai 'Building' line and the httpx request hook
-    dt = j.select(((pl.col("ts_start") - pl.col("ts_start_j")).dt.total_microseconds().abs() / 1e6).max()).item()
+    dt = j.select(
+        ((pl.col("ts_start") - pl.col("ts_start_j")).dt.total_microseconds().abs() / 1e6).max()
+    ).item()
     assert dt < 0.2
     # the jsonl's request_id is the rid sent as X-Request-Id
     assert (js["request_id"] == js["logical_request_id"]).all()
@@ -136,8 +143,11 @@ def test_crash_cut_streams(lab_runs):
 
 
 # phases: the lab README / jsonl phase_start records; per-phase logical requests from truth.json
-SPIKE_PHASES = [("0", "08:25:05.593", "08:26:20.595", 2.0), ("1", "08:26:20.595", "08:26:38.596", 48.0),
-                ("2", "08:26:38.596", "08:27:53.596", 2.0)]
+SPIKE_PHASES = [
+    ("0", "08:25:05.593", "08:26:20.595", 2.0),
+    ("1", "08:26:20.595", "08:26:38.596", 48.0),
+    ("2", "08:26:38.596", "08:27:53.596", 2.0),
+]
 
 
 def _at(hms: str) -> datetime:
@@ -156,18 +166,28 @@ def test_spike_phases(lab_runs):
             assert abs((t0 - _at(a)).total_seconds()) < 0.002
             assert abs((t1 - _at(b)).total_seconds()) < 0.002
         req = _by_source(res, "client_requests", suffix)
-        counts = dict(req.group_by("phase").agg(pl.len(), pl.col("concurrency").first()).select(
-            "phase", pl.struct("len", "concurrency")).rows())
-        assert counts == {"0": {"len": 92, "concurrency": 2}, "1": {"len": 104, "concurrency": 48},
-                          "2": {"len": 88, "concurrency": 2}}
+        counts = dict(
+            req.group_by("phase")
+            .agg(pl.len(), pl.col("concurrency").first())
+            .select("phase", pl.struct("len", "concurrency"))
+            .rows()
+        )
+        assert counts == {
+            "0": {"len": 92, "concurrency": 2},
+            "1": {"len": 104, "concurrency": 48},
+            "2": {"len": 88, "concurrency": 2},
+        }
 
 
-@pytest.mark.parametrize("run,jsonl_counts,log_counts", [
-    # truth.json phases[].logical_requests (from the requests' 'phase' field)
-    ("retry-storm", [64, 500, 89], [64, 499, 90]),
-    ("orphan", [49, 187, 84], [49, 186, 85]),
-    ("v0-ladder", [26, 64, 79, 98], [26, 64, 79, 98]),
-])
+@pytest.mark.parametrize(
+    "run,jsonl_counts,log_counts",
+    [
+        # truth.json phases[].logical_requests (from the requests' 'phase' field)
+        ("retry-storm", [64, 500, 89], [64, 499, 90]),
+        ("orphan", [49, 187, 84], [49, 186, 85]),
+        ("v0-ladder", [26, 64, 79, 98], [26, 64, 79, 98]),
+    ],
+)
 def test_requests_per_phase(lab_runs, run, jsonl_counts, log_counts):
     """The log places a request by its first send time: storm-r-00564 and orphan-r-00236 were scheduled
     in phase 1 (jsonl 'phase': 1) but their 'Building HTTP request' line is 1-2 ms after phase 2 started."""
@@ -286,8 +306,20 @@ def test_generic_jsonl_and_csv(tmp_path):
     assert (att["request_id"] == att["logical_request_id"] + "." + att["attempt"].cast(pl.String)).all()
     # the same records as CSV with the documented header (written by polars, as a team's pipeline would)
     recs = pl.read_ndjson(f)
-    cols = ["ts_start", "ts_end", "request_id", "logical_request_id", "attempt", "status", "error", "timed_out",
-            "prompt_tokens", "output_tokens", "max_tokens", "concurrency"]
+    cols = [
+        "ts_start",
+        "ts_end",
+        "request_id",
+        "logical_request_id",
+        "attempt",
+        "status",
+        "error",
+        "timed_out",
+        "prompt_tokens",
+        "output_tokens",
+        "max_tokens",
+        "concurrency",
+    ]
     csv = tmp_path / "attempts.csv"
     recs.select(cols).write_csv(csv)
     res2 = ingest_files(tmp_path / "c", csv)
@@ -310,8 +342,12 @@ def test_attempt_records_decoded_with_their_keys_alone(tmp_path, monkeypatch):
     # the docs example's generic records, each with a nested object that names an attempt kind
     nested = tmp_path / "nested" / "generic-attempts.jsonl"
     nested.parent.mkdir()
-    nested.write_text("".join(line[:-2] + ', "labels": {"kind": "attempt_send"}}\n'
-                              for line in generic.read_text().splitlines(keepends=True)))
+    nested.write_text(
+        "".join(
+            line[:-2] + ', "labels": {"kind": "attempt_send"}}\n'
+            for line in generic.read_text().splitlines(keepends=True)
+        )
+    )
     fast = ingest_files(tmp_path / "fast", storm, nested)
     monkeypatch.setattr(cj, "_ATTEMPT_HINT", "^$never")
     assert not pl.Series(storm.read_text().splitlines()).str.contains(cj._ATTEMPT_HINT).any()
@@ -342,8 +378,17 @@ def test_docs_example_runs_and_parses(tmp_path):
         url = f"http://127.0.0.1:{server.server_address[1]}/v1/completions"
         ns = example_namespace()
         out = io.StringIO()
-        ids = [ns["call"](url, {"model": "tiny", "prompt": "x", "max_tokens": 4}, out, retries=2, timeout=5.0,
-                          concurrency=1) for _ in range(2)]
+        ids = [
+            ns["call"](
+                url,
+                {"model": "tiny", "prompt": "x", "max_tokens": 4},
+                out,
+                retries=2,
+                timeout=5.0,
+                concurrency=1,
+            )
+            for _ in range(2)
+        ]
     finally:
         server.shutdown()
         vars(srv.ARGS).update(old)
@@ -361,12 +406,27 @@ def test_docs_example_runs_and_parses(tmp_path):
 
 # ---------------------------------------------------------------- vllm bench serve (ladder)
 LADDER = [1, 2, 4, 8, 16, 32, 64]
-COMPLETED = [6, 10, 20, 40, 80, 128, 192]  # "completed" in each JSON = grep -c 'client_rid="ladder-cN-' nginx-access.log
+COMPLETED = [
+    6,
+    10,
+    20,
+    40,
+    80,
+    128,
+    192,
+]  # "completed" in each JSON = grep -c 'client_rid="ladder-cN-' nginx-access.log
 # 'Mean TTFT (ms):' in bench-cN.log (README: 68 ms at c=1, 2.4 s at c=32, 8.1 s at c=64)
 MEAN_TTFT_MS = [68.49, 268.95, 438.54, 86.39, 239.76, 2424.59, 8081.62]
 # bench process start/end, lab README table (UTC)
-WINDOWS = [("08:19:03", "08:19:29"), ("08:19:32", "08:19:57"), ("08:20:00", "08:20:21"), ("08:20:24", "08:20:49"),
-           ("08:20:52", "08:21:26"), ("08:21:29", "08:22:09"), ("08:22:12", "08:23:09")]
+WINDOWS = [
+    ("08:19:03", "08:19:29"),
+    ("08:19:32", "08:19:57"),
+    ("08:20:00", "08:20:21"),
+    ("08:20:24", "08:20:49"),
+    ("08:20:52", "08:21:26"),
+    ("08:21:29", "08:22:09"),
+    ("08:22:12", "08:23:09"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -412,9 +472,14 @@ def test_ladder_steps(ladder):
         assert p["anchoring"].item().startswith("anchored")
     # c=16: load 08:21:08-08:21:26 (README step window, Received lines in vllm-server.log)
     p16 = ph.filter(pl.col("value") == 16)
-    assert datetime(2026, 11, 29, 8, 21, 8, tzinfo=UTC) <= p16["ts_start"].item() <= datetime(2026, 11, 29, 8, 21, 11,
-                                                                                             tzinfo=UTC)
-    assert p16["ts_end"].item() == datetime(2026, 11, 29, 8, 21, 25, 500000, tzinfo=UTC)  # date 20261129-082125
+    assert (
+        datetime(2026, 11, 29, 8, 21, 8, tzinfo=UTC)
+        <= p16["ts_start"].item()
+        <= datetime(2026, 11, 29, 8, 21, 11, tzinfo=UTC)
+    )
+    assert p16["ts_end"].item() == datetime(
+        2026, 11, 29, 8, 21, 25, 500000, tzinfo=UTC
+    )  # date 20261129-082125
 
 
 def test_bench_stdout_lines(ladder):
@@ -441,15 +506,21 @@ def test_aiperf_records(tmp_path):
     req = res.table("client_requests")
     assert req.height == 20  # grep -c . aiperf-profile_export.jsonl
     # grep -c '"was_cancelled":true' = 4; grep -c '"type":"TimeoutError"' = 2; grep -c '"code":502' = 2
-    assert dict(req["error"].value_counts().rows()) == {None: 12, "RequestCancellationError": 4,
-                                                         "TimeoutError": 2, "Bad Gateway": 2}
+    assert dict(req["error"].value_counts().rows()) == {
+        None: 12,
+        "RequestCancellationError": 4,
+        "TimeoutError": 2,
+        "Bad Gateway": 2,
+    }
     assert dict(req["status"].value_counts().rows()) == {200: 12, 502: 2, None: 6}
     assert int(req["timed_out"].sum()) == 2
     first = pl.read_ndjson(CLIENTS / "aiperf-profile_export.jsonl").head(1).unnest("metadata")
     att = res.table("client_attempts")
     assert (att["request_id"] == att["logical_request_id"]).all()
     row = att.filter(pl.col("request_id") == first["x_request_id"].item())
-    assert row["ts_start"].item() == datetime.fromtimestamp(first["request_start_ns"].item() // 1000 / 1e6, UTC)
+    assert row["ts_start"].item() == datetime.fromtimestamp(
+        first["request_start_ns"].item() // 1000 / 1e6, UTC
+    )
     assert res.table("client_phases")["phase"].to_list() == ["profiling"]
 
 
@@ -457,14 +528,22 @@ def test_guidellm_report(tmp_path):
     res = ingest_files(tmp_path, CLIENTS / "guidellm-benchmarks.json")
     assert res.files["format"].item() == "guidellm"
     ph = res.table("client_phases").sort("ts_start")
-    assert ph.select("phase", "mode", "value").rows() == [("0:concurrent@1", "concurrency", 1.0),
-                                                          ("1:concurrent@3", "concurrency", 3.0)]
+    assert ph.select("phase", "mode", "value").rows() == [
+        ("0:concurrent@1", "concurrency", 1.0),
+        ("1:concurrent@3", "concurrency", 3.0),
+    ]
     req = res.table("client_requests")
     # benchmark 0: 5 successful, 2 errored (ReadTimeout, 502), 1 incomplete; benchmark 1: 7 successful, 3 errored
-    by = req.group_by("phase").agg(
-        (pl.col("status") == 200).sum().alias("ok"), pl.col("timed_out").sum().alias("to"),
-        (pl.col("status") == 502).sum().alias("bad"), pl.col("error").str.starts_with("cancelled").sum().alias("cx"),
-    ).sort("phase")
+    by = (
+        req.group_by("phase")
+        .agg(
+            (pl.col("status") == 200).sum().alias("ok"),
+            pl.col("timed_out").sum().alias("to"),
+            (pl.col("status") == 502).sum().alias("bad"),
+            pl.col("error").str.starts_with("cancelled").sum().alias("cx"),
+        )
+        .sort("phase")
+    )
     assert by.rows() == [("0:concurrent@1", 5, 1, 1, 1), ("1:concurrent@3", 7, 2, 1, 0)]
     assert req["concurrency"].unique().sort().to_list() == [1, 3]
     text = (CLIENTS / "guidellm-benchmarks.json").read_text()
@@ -493,10 +572,15 @@ def test_detect_claims_only_own_files():
             assert mod is not None and mod.NAME == want, f.rel
         else:
             assert all(sc[m] < parsers.MIN_CONFIDENCE for m in MINE), (f.rel, {m: sc[m] for m in MINE})
-    own = {"aiperf-profile_export.jsonl": "aiperf", "guidellm-benchmarks.json": "guidellm",
-           "generic-attempts.jsonl": "client_jsonl", "openai-sdk-format.log": "openai_client",
-           "openai-plain-format.log": "openai_client", "openai-v1-threads.log": "openai_client",
-           "openai-info-bare.log": "openai_client"}
+    own = {
+        "aiperf-profile_export.jsonl": "aiperf",
+        "guidellm-benchmarks.json": "guidellm",
+        "generic-attempts.jsonl": "client_jsonl",
+        "openai-sdk-format.log": "openai_client",
+        "openai-plain-format.log": "openai_client",
+        "openai-v1-threads.log": "openai_client",
+        "openai-info-bare.log": "openai_client",
+    }
     for name, want in own.items():
         mod, _, _ = parsers.detect(sources.head(sources.discover(CLIENTS / name)[0])[0])
         assert mod.NAME == want, name

@@ -23,7 +23,10 @@ def test_format_follows_the_span():
         assert (clock.hms(t), clock.hms(t, ms=True)) == ("11-30 08:41:54", "11-30 08:41:54.250")
         assert clock.hms_range(t, t.replace(minute=42)) == "11-30 08:41:54–08:42:54"  # one date for one day
         assert clock.hms_range(day, t) == "11-29 08:30:00–11-30 08:41:54"
-        assert (clock.hms_after(day, day.replace(hour=9)), clock.hms_after(day, t)) == ("09:30:00", "11-30 08:41:54")
+        assert (clock.hms_after(day, day.replace(hour=9)), clock.hms_after(day, t)) == (
+            "09:30:00",
+            "11-30 08:41:54",
+        )
     assert clock.hms_range(day, None) == "08:30:00–?"
     assert clock.hms(t) == "08:41:54"  # outside the block: the default again
 
@@ -42,12 +45,20 @@ def _analyse(tmp_path, *names: str) -> tuple[dict, str, str]:
 def test_two_deaths_ten_days_apart_are_dated(tmp_path):
     # 09: AsyncEngineDeadError at 01-24 07:01:39; 13: the engine core's RPC timeout at 02-03 22:43:35
     d, md, html = _analyse(tmp_path, "09", "13")
-    assert d["verdict"][0] == "The vLLM server died (engine_dead) at 01-24 07:01:39, with no restart in the logs."
+    assert (
+        d["verdict"][0]
+        == "The vLLM server died (engine_dead) at 01-24 07:01:39, with no restart in the logs."
+    )
     titles = [f["title"] for f in d["findings"]]
     # two files, two servers: each finding names its own
-    assert ("13-v1-enginecore-dp0-timeout-traceback: Engine step timed out: engine died at 02-03 22:43:35, "
-            "no restart in the logs") in titles
-    assert d["findings"][0]["title"] == "09-v0-asyncenginedead-critical-500: Engine died at 01-24 07:01:39, no restart in the logs"
+    assert (
+        "13-v1-enginecore-dp0-timeout-traceback: Engine step timed out: engine died at 02-03 22:43:35, "
+        "no restart in the logs"
+    ) in titles
+    assert (
+        d["findings"][0]["title"]
+        == "09-v0-asyncenginedead-critical-500: Engine died at 01-24 07:01:39, no restart in the logs"
+    )
     assert "| 01-24 07:01:39 → " in md and ">01-24 07:01:39 → " in html  # the episode tables too
 
 

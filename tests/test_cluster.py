@@ -56,7 +56,9 @@ def _same_tables(a: Path, b: Path, at_least: int = 18) -> None:
     assert ta.keys() == tb.keys() and len(ta) >= at_least
     for name in ta:
         x, y = ta[name], tb[name]
-        if name == "files":  # each file's notes as a set: a unit read again after a lost worker may say them in
+        if (
+            name == "files"
+        ):  # each file's notes as a set: a unit read again after a lost worker may say them in
             x, y = (t.with_columns(pl.col("messages").list.sort()) for t in (x, y))  # another order
         differ = [c for c in x.columns if c not in y.columns or not x[c].equals(y[c])]
         assert x.shape == y.shape and not differ, (name, differ)
@@ -70,9 +72,13 @@ def _summary(out: Path) -> dict:
 
 def _segments(monkeypatch, n: int) -> None:
     """Cut every vLLM log into ``n`` pieces, in-process and on the cluster (IngestOptions.segments)."""
-    monkeypatch.setattr(AnalyzeOptions, "ingest_options",
-                        lambda self, real=AnalyzeOptions.ingest_options: IngestOptions(
-                            **{**real(self).__dict__, "segments": n}))
+    monkeypatch.setattr(
+        AnalyzeOptions,
+        "ingest_options",
+        lambda self, real=AnalyzeOptions.ingest_options: IngestOptions(
+            **{**real(self).__dict__, "segments": n}
+        ),
+    )
 
 
 def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch):
@@ -95,7 +101,12 @@ def test_the_same_tables_and_summary_as_in_process(tmp_path, local, monkeypatch)
     # the vLLM log (row counters) and, on a cluster, the gateway's logs (independent chunks) in pieces
     assert cut["vllm_server"] == 3 and cut["nginx_access"] >= 2, cut
     assert kinds.count("settle") == len(cut) and kinds.count("whole") >= 3
-    events = pl.scan_parquet(tmp_path / "there" / "server_request_events.parquet").select(pl.len()).collect().item()
+    events = (
+        pl.scan_parquet(tmp_path / "there" / "server_request_events.parquet")
+        .select(pl.len())
+        .collect()
+        .item()
+    )
     assert kinds.count("derive") == -(-events // 100) > 3  # a task a pass (a bucket each; none empty here)
     from logscope.ingest import PARSED_TABLES
 
@@ -127,10 +138,15 @@ def test_local_workers_share_the_cores(local):
     import dask
 
     profiling = local.client.run(lambda: __import__("dask").config.get("distributed.worker.profile.enabled"))
-    assert set(profiling.values()) == {False} and dask.config.get("distributed.worker.profile.enabled") is True
+    assert (
+        set(profiling.values()) == {False} and dask.config.get("distributed.worker.profile.enabled") is True
+    )
     seen = [{"host": "gpu-7", "cores": 8, "polars_threads": 8}] * 4
     (note,) = cluster.oversubscribed(seen)
-    assert note.startswith("host gpu-7: 4 workers x 8 polars threads on 8 cores") and "POLARS_MAX_THREADS=2" in note
+    assert (
+        note.startswith("host gpu-7: 4 workers x 8 polars threads on 8 cores")
+        and "POLARS_MAX_THREADS=2" in note
+    )
     assert cluster.oversubscribed([{"host": "a", "cores": 8, "polars_threads": 2}] * 4) == []
 
 
@@ -181,6 +197,7 @@ def test_a_task_error_comes_back_as_itself(tmp_path, local):
         tasks.whole(*args)
     with pytest.raises(OSError) as there:
         local.client.submit(tasks.whole, *args, pure=False).result()
+
     def said(e: BaseException) -> str:  # the part's folder is named per run
         return re.sub(r"\d{5}-[0-9a-f]{12}", "<part>", str(e))
 
@@ -203,7 +220,11 @@ def test_another_logscope_on_the_workers(tmp_path, local, monkeypatch):
     monkeypatch.setattr(cluster, "code_digest", lambda: "0123456789abcdef")
     with pytest.raises(LogscopeError) as e:
         cluster.check(local, SPIKE, tmp_path / "out")
-    assert e.value.code == cluster.EXIT and "runs logscope" in e.value.what and "0123456789abcdef" in e.value.what
+    assert (
+        e.value.code == cluster.EXIT
+        and "runs logscope" in e.value.what
+        and "0123456789abcdef" in e.value.what
+    )
     assert not list((tmp_path / "out").glob(f"{cluster.PROBE}*"))  # the probes are cleaned up
 
 
@@ -251,7 +272,9 @@ def test_a_session_opens_while_this_process_goes_on(tmp_path):
 
 
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -270,25 +293,77 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
     """`dask scheduler`, `dask worker ADDRESS --nworkers 2`, then the one command: the same report."""
     env = dict(ENV0, PYTHONPATH=os.pathsep.join([str(ROOT), ENV0.get("PYTHONPATH", "")]))
     dask = [sys.executable, "-m", "dask"]
-    procs = [_start([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                     "--scheduler-file", str(tmp_path / "scheduler.json")], env, tmp_path / "scheduler.log")]
+    procs = [
+        _start(
+            [
+                *dask,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(tmp_path / "scheduler.json"),
+            ],
+            env,
+            tmp_path / "scheduler.log",
+        )
+    ]
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "scheduler.json").exists():
-            assert time.monotonic() < deadline and procs[0].poll() is None, (tmp_path / "scheduler.log").read_text()
+            assert time.monotonic() < deadline and procs[0].poll() is None, (
+                tmp_path / "scheduler.log"
+            ).read_text()
             time.sleep(0.2)
         time.sleep(0.2)
         address = json.loads((tmp_path / "scheduler.json").read_text())["address"]
-        procs.append(_start([*dask, "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard",
-                             "--local-directory", str(tmp_path / "dask")], env, tmp_path / "workers.log"))
+        procs.append(
+            _start(
+                [
+                    *dask,
+                    "worker",
+                    address,
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--local-directory",
+                    str(tmp_path / "dask"),
+                ],
+                env,
+                tmp_path / "workers.log",
+            )
+        )
         analyze(SPIKE, tmp_path / "here", AnalyzeOptions())
-        r = subprocess.run([sys.executable, "-m", "logscope", "analyze", str(SPIKE), "-o", str(tmp_path / "there"),
-                            "--cluster", address, "-v"], env=env, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "logscope",
+                "analyze",
+                str(SPIKE),
+                "-o",
+                str(tmp_path / "there"),
+                "--cluster",
+                address,
+                "-v",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         assert f"cluster {address}: 2 workers" in r.stderr
         if not ENV0.get("POLARS_MAX_THREADS"):  # two workers, each polars pool on every core: named
-            assert re.search(r"cluster: host \S+: 2 workers x \d+ polars threads on \d+ cores; start them with "
-                             r"POLARS_MAX_THREADS=\d+", r.stderr), r.stderr[-2000:]
+            assert re.search(
+                r"cluster: host \S+: 2 workers x \d+ polars threads on \d+ cores; start them with "
+                r"POLARS_MAX_THREADS=\d+",
+                r.stderr,
+            ), r.stderr[-2000:]
         _same_tables(tmp_path / "here", tmp_path / "there")
         assert _summary(tmp_path / "here") == _summary(tmp_path / "there")
     finally:
@@ -297,19 +372,34 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
 
 
 def test_the_cli_exit_code_of_an_unreachable_scheduler(tmp_path):
-    env = dict(ENV0, PYTHONPATH=str(ROOT), LOGSCOPE_CLUSTER="tcp://127.0.0.1:9",
-               DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
-    r = subprocess.run([sys.executable, "-m", "logscope", "analyze", str(SPIKE), "-o", str(tmp_path / "o")], env=env,
-                       capture_output=True, text=True, timeout=120)
+    env = dict(
+        ENV0,
+        PYTHONPATH=str(ROOT),
+        LOGSCOPE_CLUSTER="tcp://127.0.0.1:9",
+        DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s",
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "logscope", "analyze", str(SPIKE), "-o", str(tmp_path / "o")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 6 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.stderr
     assert not (tmp_path / "o" / "files.parquet").exists()  # no work started
 
 
 def test_dask_is_imported_only_for_a_cluster():
     """Installed or not, dask stays unloaded unless --cluster is given: the base install stays light."""
-    code = ("import sys, logscope.cli, logscope.api, logscope.correlate.slices, logscope.cluster.tasks; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(ENV0, PYTHONPATH=str(ROOT)), capture_output=True,
-                       text=True, check=True)
+    code = (
+        "import sys, logscope.cli, logscope.api, logscope.correlate.slices, logscope.cluster.tasks; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(ENV0, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert r.stdout.strip() == "[]"
-

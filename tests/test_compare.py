@@ -35,19 +35,29 @@ def outs(tmp_path_factory) -> dict[str, Path]:
 
 
 def _row(doc: dict, name: str, scope: str = "whole") -> dict:
-    rows = doc["whole"]["metrics"] if scope == "whole" else next(s for s in doc["steps"] if s["label"] == scope)["metrics"]
+    rows = (
+        doc["whole"]["metrics"]
+        if scope == "whole"
+        else next(s for s in doc["steps"] if s["label"] == scope)["metrics"]
+    )
     return next(r for r in rows if r["name"] == name)
 
 
 def test_parses_real_startup_lines():
     log = need(LAB / "ladder" / "vllm-server.log").read_text(encoding="utf-8", errors="replace").splitlines()
     args = settings.parse_args(next(ln for ln in log if "non-default args" in ln))
-    assert args["max_num_seqs"] == 64 and args["gpu_memory_utilization"] == 0.3 and args["served_model_name"] == ["tiny"]
+    assert (
+        args["max_num_seqs"] == 64
+        and args["gpu_memory_utilization"] == 0.3
+        and args["served_model_name"] == ["tiny"]
+    )
     eng = settings.parse_engine(next(ln for ln in log if "with config:" in ln))
     assert eng["engine"] == "V1" and eng["engine_version"] == "0.32.0"
     assert eng["enable_prefix_caching"] is True and eng["enable_chunked_prefill"] is True
     assert eng["tensor_parallel_size"] == 1 and eng["max_seq_len"] == 1024
-    v0 = need(LAB / "v0-ladder" / "vllm-server.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    v0 = (
+        need(LAB / "v0-ladder" / "vllm-server.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    )
     eng0 = settings.parse_engine(next(ln for ln in v0 if "with config:" in ln))
     assert eng0["engine"] == "V0" and eng0["engine_version"] == "0.9.2"
 
@@ -65,11 +75,19 @@ def test_a_run_with_itself(outs, tmp_path):
     two = compare(spike, spike, tmp_path / "two")
     doc = one["doc"]
     jsonschema.validate(doc, SCHEMA)
-    assert doc["verdict"] == ["No change, no movement: no setting differs between the runs and no figure moved "
-                              "beyond the run-to-run noise."]
+    assert doc["verdict"] == [
+        "No change, no movement: no setting differs between the runs and no figure moved "
+        "beyond the run-to-run noise."
+    ]
     assert doc["result"] == "no movement" and doc["comparable"]["settings_changed"] == 0
-    assert doc["traffic"]["alike"] is True and [s["label"] for s in doc["steps"]] == ["c=2", "c=48", "c=2 (#2)"]
-    assert _row(doc, "preemptions")["a"] == 136 and _row(doc, "requests")["a"] == 284  # lab README / truth.json
+    assert doc["traffic"]["alike"] is True and [s["label"] for s in doc["steps"]] == [
+        "c=2",
+        "c=48",
+        "c=2 (#2)",
+    ]
+    assert (
+        _row(doc, "preemptions")["a"] == 136 and _row(doc, "requests")["a"] == 284
+    )  # lab README / truth.json
     assert one["paths"]["compare_json"].read_bytes() == two["paths"]["compare_json"].read_bytes()
     html = one["paths"]["compare_html"].read_text()
     assert "Content-Security-Policy" in html and 'id="spec-steps"' in html and 'id="spec-timelines"' in html
@@ -140,10 +158,20 @@ def test_cli_prints_the_verdict(outs, tmp_path):
     import sys
 
     spike = outs("spike", LAB / "spike")
-    res = subprocess.run([sys.executable, "-m", "logscope", "compare", str(spike), str(spike), "-o", str(tmp_path / "c")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "logscope", "compare", str(spike), str(spike), "-o", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert "No change, no movement" in res.stdout and (tmp_path / "c" / "compare.html").exists()
-    bad = subprocess.run([sys.executable, "-m", "logscope", "compare", str(spike), str(tmp_path / "nope")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "logscope", "compare", str(spike), str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert bad.returncode == 3 and "does not exist" in bad.stderr

@@ -30,8 +30,12 @@ def test_copies_add_no_rows(tmp_path):
     (many / "c").mkdir()
     shutil.copy2(STORM / "vllm-server.log", many / "b")  # the same file in two folders
     shutil.copy2(STORM / "nginx-access.log", many / "b")
-    (many / "c" / "vllm-server.log").write_bytes(b"".join(_lines(STORM / "vllm-server.log")[:2000]))  # taken earlier
-    (many / "c" / "client-storm.jsonl.gz").write_bytes(gzip.compress((STORM / "client-storm.jsonl").read_bytes()))
+    (many / "c" / "vllm-server.log").write_bytes(
+        b"".join(_lines(STORM / "vllm-server.log")[:2000])
+    )  # taken earlier
+    (many / "c" / "client-storm.jsonl.gz").write_bytes(
+        gzip.compress((STORM / "client-storm.jsonl").read_bytes())
+    )
     analyze(one, tmp_path / "out1", AnalyzeOptions())
     analyze(many, tmp_path / "out", AnalyzeOptions())
     # the same correlation and diagnosis as one copy: 1.40 executions per logical request, not 3.67
@@ -40,8 +44,12 @@ def test_copies_add_no_rows(tmp_path):
     corr = json.loads((tmp_path / "out" / "correlation.json").read_text())
     assert corr["retry_multiplication"]["amplification"] == 1.4
     files = {r["path"]: r for r in pl.read_parquet(tmp_path / "out" / "files.parquet").iter_rows(named=True)}
-    copies = {"b/vllm-server.log": "a/vllm-server.log", "b/nginx-access.log": "a/nginx-access.log",
-              "c/vllm-server.log": "a/vllm-server.log", "c/client-storm.jsonl.gz": "a/client-storm.jsonl"}
+    copies = {
+        "b/vllm-server.log": "a/vllm-server.log",
+        "b/nginx-access.log": "a/nginx-access.log",
+        "c/vllm-server.log": "a/vllm-server.log",
+        "c/client-storm.jsonl.gz": "a/client-storm.jsonl",
+    }
     for path, kept in copies.items():
         r = files[path]
         assert any(m.startswith(f"{COPY_NOTE}{kept} ") for m in r["messages"]), (path, r["messages"])
@@ -73,7 +81,12 @@ def test_a_log_that_goes_on_differently_is_not_a_copy(tmp_path):
     analyze(src, tmp_path / "out", AnalyzeOptions())
     files = pl.read_parquet(tmp_path / "out" / "files.parquet")
     assert not any(COPY_NOTE in m for ms in files["messages"] for m in ms)
-    srcs = pl.read_parquet(tmp_path / "out" / "server_request_events.parquet")["source"].unique().sort().to_list()
+    srcs = (
+        pl.read_parquet(tmp_path / "out" / "server_request_events.parquet")["source"]
+        .unique()
+        .sort()
+        .to_list()
+    )
     assert srcs == ["a/vllm-server.log", "b/vllm-server.log"]
 
 
@@ -89,7 +102,10 @@ def test_cli_names_the_copies(tmp_path):
     r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "out")], terminal_width=400)
     assert r.exit_code == 0, r.output
     shown = " ".join(r.output.split())
-    assert "1 file(s) hold only lines another input holds" in shown and "b/vllm-server.log (a/vllm-server.log)" in shown
+    assert (
+        "1 file(s) hold only lines another input holds" in shown
+        and "b/vllm-server.log (a/vllm-server.log)" in shown
+    )
 
 
 def test_summary_md_says_what_reading_met(tmp_path):
@@ -102,9 +118,13 @@ def test_summary_md_says_what_reading_met(tmp_path):
     shutil.copy2(STORM / "vllm-server.log", src / "b")
     analyze(src, tmp_path / "out", AnalyzeOptions())
     md = (tmp_path / "out" / "summary.md").read_text()
-    assert "What reading them met:\n- b/vllm-server.log: every line of it is in a/vllm-server.log (a copy" in md
+    assert (
+        "What reading them met:\n- b/vllm-server.log: every line of it is in a/vllm-server.log (a copy" in md
+    )
     inputs = json.loads((tmp_path / "out" / "summary.json").read_text())["inputs"]
-    many = {"files": [{"path": f"f{i}.log", "messages": ["empty file"]} for i in range(MAX_READ_NOTES_MD + 3)]}
+    many = {
+        "files": [{"path": f"f{i}.log", "messages": ["empty file"]} for i in range(MAX_READ_NOTES_MD + 3)]
+    }
     assert views.read_notes(inputs, 5) == ([("b/vllm-server.log", inputs["files"][-1]["messages"][0])], 0)
     shown, more = views.read_notes(many, MAX_READ_NOTES_MD)
     assert len(shown) == MAX_READ_NOTES_MD and more == 3
@@ -119,7 +139,10 @@ def test_a_log_collected_three_times_keeps_the_longest(tmp_path):
         (src / name).mkdir(parents=True)
         (src / name / "vllm-server.log").write_bytes(b"".join(lines[:n]))
     analyze(src, tmp_path / "out", AnalyzeOptions())
-    files = {r["path"]: r["messages"] for r in pl.read_parquet(tmp_path / "out" / "files.parquet").iter_rows(named=True)}
+    files = {
+        r["path"]: r["messages"]
+        for r in pl.read_parquet(tmp_path / "out" / "files.parquet").iter_rows(named=True)
+    }
     assert files["a/vllm-server.log"][0].startswith(f"{COPY_NOTE}c/vllm-server.log ")
     assert files["b/vllm-server.log"][0].startswith(f"{COPY_NOTE}c/vllm-server.log ")
     assert files["c/vllm-server.log"] == []

@@ -61,8 +61,13 @@ def test_retry_multiplication_per_layer(tmp_path_factory, run):
     out, s = run_lab(tmp_path_factory, run)
     lr, ca, gr, ga, sr, amp, gw_retries = LAYERS[run]
     rm = s["retry_multiplication"]
-    assert (rm["logical_requests"], rm["client_attempts"], rm["gateway_requests"], rm["gateway_attempts"],
-            rm["server_requests"]) == (lr, ca, gr, ga, sr)
+    assert (
+        rm["logical_requests"],
+        rm["client_attempts"],
+        rm["gateway_requests"],
+        rm["gateway_attempts"],
+        rm["server_requests"],
+    ) == (lr, ca, gr, ga, sr)
     assert rm["amplification"] == amp  # truth.json amplification.vllm_received_per_logical_request
     assert s["flags"]["multi_layer_retries"]["gateway_retries"] == gw_retries
     req = pl.read_parquet(out / "requests.parquet")
@@ -129,7 +134,9 @@ def test_orphaned_work(tmp_path_factory):
     assert o["end_source"] == {"gateway upstream time": o["count"]}
     # their full upstream time, and the generation after the caller left (the stage ends server work at the
     # upstream end, ~3 ms before msec, and takes the client's own give-up stamp: a few ms per attempt)
-    assert o["server_s_of_orphaned_executions"] == pytest.approx(sum(x["upstream_time_s"] for x in ran_on), rel=0.002)
+    assert o["server_s_of_orphaned_executions"] == pytest.approx(
+        sum(x["upstream_time_s"] for x in ran_on), rel=0.002
+    )
     assert o["generation_s_after_caller_left"] == pytest.approx(sum(after(x) for x in ran_on), rel=0.002)
     req = pl.read_parquet(out / "requests.parquet")
     assert req["orphaned_executions"].sum() == o["count"]
@@ -229,8 +236,9 @@ def _shifted(tmp_path_factory, run: str, seconds: int):
         df = pl.read_parquet(dst / f"{name}.parquet")
         ts = [c for c, t in df.schema.items() if t == schemas.TS]
         mine = pl.col("source") == "vllm-server.log"
-        df = df.with_columns([pl.when(mine).then(pl.col(c) + dt.timedelta(seconds=seconds)).otherwise(pl.col(c))
-                              for c in ts])
+        df = df.with_columns(
+            [pl.when(mine).then(pl.col(c) + dt.timedelta(seconds=seconds)).otherwise(pl.col(c)) for c in ts]
+        )
         df.write_parquet(dst / f"{name}.parquet")
     return out, dst
 
@@ -243,7 +251,13 @@ def test_clock_shift_is_found_and_corrected(tmp_path_factory):
     base = json.loads((out / "correlation.json").read_text())
     assert s["match"] == base["match"] and s["orphans"]["aborted"] == 457
     assert s["retry_multiplication"] == base["retry_multiplication"]
-    cols = ["logical_request_id", "server_requests", "server_aborted", "gateway_attempts", "orphaned_executions"]
+    cols = [
+        "logical_request_id",
+        "server_requests",
+        "server_aborted",
+        "gateway_attempts",
+        "orphaned_executions",
+    ]
     a = pl.read_parquet(out / "requests.parquet").select(cols)
     b = pl.read_parquet(dst / "requests.parquet").select(cols)
     assert a.equals(b)
@@ -272,8 +286,9 @@ def test_a_rotated_log_shares_its_clock_offset(tmp_path_factory):
         df = pl.read_parquet(out / f"{name}.parquet")
         ts = [c for c, t in df.schema.items() if t == schemas.TS]
         mine = pl.col("source").str.starts_with("vllm-server.log")
-        df.with_columns([pl.when(mine).then(pl.col(c) + dt.timedelta(minutes=7)).otherwise(pl.col(c)) for c in ts]
-                        ).write_parquet(out / f"{name}.parquet")
+        df.with_columns(
+            [pl.when(mine).then(pl.col(c) + dt.timedelta(minutes=7)).otherwise(pl.col(c)) for c in ts]
+        ).write_parquet(out / f"{name}.parquet")
     s = correlate(out)
     off = {o["source"]: o for o in s["clock_offsets"]}
     for f in ("vllm-server.log", "vllm-server.log.1"):
@@ -305,10 +320,18 @@ def test_scaled_tables_keep_the_shape(tmp_path_factory):
     out, s = run_lab(tmp_path_factory, "orphan")
     big = correlate_tables(scale_tables(frames.read_tables(out), 3)).summary
     rm, rm1 = big["retry_multiplication"], s["retry_multiplication"]
-    for k in ("logical_requests", "client_attempts", "gateway_requests", "gateway_attempts", "server_requests"):
+    for k in (
+        "logical_requests",
+        "client_attempts",
+        "gateway_requests",
+        "gateway_attempts",
+        "server_requests",
+    ):
         assert rm[k] == 3 * rm1[k]
-    assert rm["amplification"] == rm1["amplification"] \
+    assert (
+        rm["amplification"] == rm1["amplification"]
         and big["orphans"]["count"] + big["orphans"]["finished_in_race"] == 3 * 570
+    )
 
 
 def test_empty_folder_correlates(tmp_path):
@@ -345,10 +368,13 @@ def _anonymous_client(tabs: dict) -> dict:
     logical ids are replaced by opaque ones, so only times (and retry numbers) can join client and gateway."""
     anon = "anon-" + pl.col("logical_request_id").hash().cast(pl.String)
     t = dict(tabs)
-    t["client_attempts"] = tabs["client_attempts"].with_columns(pl.lit(None, pl.String).alias("request_id"),
-                                                                anon.alias("logical_request_id"))
+    t["client_attempts"] = tabs["client_attempts"].with_columns(
+        pl.lit(None, pl.String).alias("request_id"), anon.alias("logical_request_id")
+    )
     t["client_requests"] = tabs["client_requests"].with_columns(anon.alias("logical_request_id"))
-    t["gateway_attempts"] = tabs["gateway_attempts"].with_columns(pl.lit(None, pl.String).alias("client_request_id"))
+    t["gateway_attempts"] = tabs["gateway_attempts"].with_columns(
+        pl.lit(None, pl.String).alias("client_request_id")
+    )
     return t
 
 
@@ -363,7 +389,9 @@ def test_time_matching_without_client_ids(tmp_path_factory, run):
     # the id run is the answer key: per logical request, the same gateway and vLLM counts
     key = s["retry_multiplication"]["logical_requests"]
     anon = "anon-" + pl.col("logical_request_id").hash().cast(pl.String)
-    truth = pl.read_parquet(out / "requests.parquet").select(anon.alias("logical_request_id"), "server_requests")
+    truth = pl.read_parquet(out / "requests.parquet").select(
+        anon.alias("logical_request_id"), "server_requests"
+    )
     got = res.requests.select("logical_request_id", "server_requests", "match")
     j = truth.join(got, on="logical_request_id")
     assert j.height == key and (j["match"] != "exact").all()
@@ -376,7 +404,9 @@ def test_time_matching_without_gateway_ids(tmp_path_factory, run):
     """nginx without $request_id: vLLM's whole-second Received lines are paired with attempts by time."""
     out, s = run_lab(tmp_path_factory, run)
     tabs = frames.read_tables(out)
-    tabs["gateway_attempts"] = tabs["gateway_attempts"].with_columns(pl.lit(None, pl.String).alias("request_id"))
+    tabs["gateway_attempts"] = tabs["gateway_attempts"].with_columns(
+        pl.lit(None, pl.String).alias("request_id")
+    )
     res = correlate_tables(tabs)
     m = res.summary["match"]["gateway_server"]
     assert m["exact"] == 0 and m["inferred"] >= LAYERS[run][4] - 1
@@ -386,12 +416,15 @@ def test_time_matching_without_gateway_ids(tmp_path_factory, run):
     assert res.summary["retry_multiplication"]["amplification"] == s["retry_multiplication"]["amplification"]
 
 
-@pytest.mark.parametrize("run, expected", [
-    # truth.json client.outcomes: 200 / APITimeoutError / 502 ... and gateway.status_200_truncated
-    ("retry-storm", {"ok": 457, "timeout": 80, "error": 116}),
-    ("crash", {"ok": 343, "truncated": 8, "error": 199}),  # 8 streams cut by the SIGKILL, logged 200
-    ("orphan", {"ok": 134, "timeout": 186}),
-])
+@pytest.mark.parametrize(
+    "run, expected",
+    [
+        # truth.json client.outcomes: 200 / APITimeoutError / 502 ... and gateway.status_200_truncated
+        ("retry-storm", {"ok": 457, "timeout": 80, "error": 116}),
+        ("crash", {"ok": 343, "truncated": 8, "error": 199}),  # 8 streams cut by the SIGKILL, logged 200
+        ("orphan", {"ok": 134, "timeout": 186}),
+    ],
+)
 def test_outcomes(tmp_path_factory, run, expected):
     out, _ = run_lab(tmp_path_factory, run)
     req = pl.read_parquet(out / "requests.parquet")
@@ -411,18 +444,27 @@ def test_cut_streams_found_from_the_gateway_alone(tmp_path_factory):
     # the client's own verdict, unseen here: grep '"kind": "request"' client-crash.jsonl | grep APIConnectionError
     assert cut.height == 8
     assert sorted(cut["logical_request_id"]) == [
-        "crash-w00-00149", "crash-w01-00145", "crash-w02-00151", "crash-w03-00147",
-        "crash-w04-00146", "crash-w05-00150", "crash-w06-00152", "crash-w07-00148",
+        "crash-w00-00149",
+        "crash-w01-00145",
+        "crash-w02-00151",
+        "crash-w03-00147",
+        "crash-w04-00146",
+        "crash-w05-00150",
+        "crash-w06-00152",
+        "crash-w07-00148",
     ]
 
 
-@pytest.mark.parametrize("run, preemptions, starts", [
-    # vllm:num_preemptions_total over the run (truth.json preemptions.total / v0 232 in the README);
-    # starts: grep -c 'Started server process' vllm-server.log
-    ("crash", 0, 2),
-    ("v0-ladder", 232, 1),
-    ("spike", 136, 1),
-])
+@pytest.mark.parametrize(
+    "run, preemptions, starts",
+    [
+        # vllm:num_preemptions_total over the run (truth.json preemptions.total / v0 232 in the README);
+        # starts: grep -c 'Started server process' vllm-server.log
+        ("crash", 0, 2),
+        ("v0-ladder", 232, 1),
+        ("spike", 136, 1),
+    ],
+)
 def test_server_state_per_window(tmp_path_factory, run, preemptions, starts):
     out, _ = run_lab(tmp_path_factory, run)
     w = pl.read_parquet(out / "windows.parquet")
@@ -462,7 +504,11 @@ def test_the_columns_left_unread_change_nothing(tmp_path_factory):
         assert set(cols).isdisjoint(slim[name].columns)
         assert set(cols) <= set(schemas.schema(name))  # a renamed column must not go unnoticed
     whole = {n: schemas.conform(pl.read_parquet(out / f"{n}.parquet"), n) for n in frames.INPUTS}
-    assert {n for n in frames.INPUTS if whole[n].height} >= {"server_requests", "gateway_attempts", "client_attempts"}
+    assert {n for n in frames.INPUTS if whole[n].height} >= {
+        "server_requests",
+        "gateway_attempts",
+        "client_attempts",
+    }
     a, b = correlate_tables(slim), correlate_tables(whole)
     assert a.requests.height == 653 and a.requests.equals(b.requests)
     assert a.windows.equals(b.windows)
@@ -483,22 +529,38 @@ def test_a_client_seen_twice_is_used_once(tmp_path_factory, monkeypatch):
 
     ca, cr = read(storm, "client_attempts", ""), read(storm, "client_requests", "")
     picked = frames.pick_client_sources(ca, cr)
-    assert picked == (["client-storm.jsonl"], {"client-storm.log": "same logical request ids as client-storm.jsonl"})
-    anon = (pl.lit(None, dtype=pl.String).alias("logical_request_id"), pl.lit(None, dtype=pl.String).alias("request_id"))
+    assert picked == (
+        ["client-storm.jsonl"],
+        {"client-storm.log": "same logical request ids as client-storm.jsonl"},
+    )
+    anon = (
+        pl.lit(None, dtype=pl.String).alias("logical_request_id"),
+        pl.lit(None, dtype=pl.String).alias("request_id"),
+    )
     for sample in (5000, 7):  # 653 logical ids and 1,898 sends, all or 7 of them looked up
         monkeypatch.setattr(frames, "ID_SAMPLE", sample)
         assert frames.pick_client_sources(ca, cr) == picked
         kept, dropped = frames.pick_client_sources(ca.with_columns(anon), cr.with_columns(anon[0]))
-        assert len(kept) == 1 and list(dropped) == [{"client-storm.jsonl", "client-storm.log"}.difference(kept).pop()]
-        assert re.fullmatch(rf"(9\d|100)% of its sends coincide \(within 30 ms\) with those of {kept[0]}",
-                            dropped[list(dropped)[0]])
+        assert len(kept) == 1 and list(dropped) == [
+            {"client-storm.jsonl", "client-storm.log"}.difference(kept).pop()
+        ]
+        assert re.fullmatch(
+            rf"(9\d|100)% of its sends coincide \(within 30 ms\) with those of {kept[0]}",
+            dropped[list(dropped)[0]],
+        )
 
-    two = [pl.concat([ca, read(crash, "client_attempts", "crash/")]), pl.concat([cr, read(crash, "client_requests", "crash/")])]
-    assert 0.8 <= 1166 / 1245 <= 1.25  # attempts of each run's client (LAYERS): within the ratio that is compared
+    two = [
+        pl.concat([ca, read(crash, "client_attempts", "crash/")]),
+        pl.concat([cr, read(crash, "client_requests", "crash/")]),
+    ]
+    assert (
+        0.8 <= 1166 / 1245 <= 1.25
+    )  # attempts of each run's client (LAYERS): within the ratio that is compared
     kept, dropped = frames.pick_client_sources(*two)
     assert sorted(kept) == ["client-storm.jsonl", "crash/client-crash.jsonl"] and dropped == {
         "client-storm.log": "same logical request ids as client-storm.jsonl",
-        "crash/client-crash.log": "same logical request ids as crash/client-crash.jsonl"}
+        "crash/client-crash.log": "same logical request ids as crash/client-crash.jsonl",
+    }
 
 
 def test_gateway_requests_of_a_client_not_in_the_logs(tmp_path_factory):

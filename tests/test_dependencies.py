@@ -17,7 +17,9 @@ def test_every_declared_dependency_is_imported():
     for dep in deps:
         dist = re.match(r"[A-Za-z0-9_.-]+", dep).group(0)
         mod = IMPORT_NAME.get(dist, dist.replace("-", "_"))
-        assert re.search(rf"^\s*(import|from) {re.escape(mod)}\b", sources, re.M), f"{dist} is declared, never imported"
+        assert re.search(rf"^\s*(import|from) {re.escape(mod)}\b", sources, re.M), (
+            f"{dist} is declared, never imported"
+        )
 
 
 def test_typer_is_pinned_below_the_help_change():

@@ -90,6 +90,7 @@ def v0(tmp_path_factory):
 
 # ------------------------------------------------------------------ spike
 
+
 def test_spike_one_preemption_spike_that_recovers(spike):
     out, d = spike
     eps = d["episodes"]
@@ -103,8 +104,10 @@ def test_spike_one_preemption_spike_that_recovers(spike):
     assert (e["running_max"], e["waiting_max"], e["kv_max"]) == (21.0, 39.0, 0.991)
     # it follows the c=2 -> c=48 burst (phase 1 starts 08:26:20.6): arrivals rose sharply in the lead-in, and
     # in the 10 s after it the c=2 traffic went on at its baseline rate: a one-off, decided by recovery and load
-    assert "back to baseline while still serving, after a surge of arrivals (1.2/s before, 6.5/s as it began" \
+    assert (
+        "back to baseline while still serving, after a surge of arrivals (1.2/s before, 6.5/s as it began"
         in e["reason"]
+    )
     assert e["arrival_rate_after"] >= 0.5 * e["arrival_rate_before"]
     assert [p["value"] for p in e["details"]["phases"]] == [48.0, 2.0]
     # the KV and queue signals of the same burst are companions, not episodes of their own
@@ -121,7 +124,12 @@ def test_spike_findings_and_capacity(spike):
     cap = d["capacity"]
     # startup lines: 'CPU KV cache size: 3,584 tokens, Maximum concurrency for 1,024 tokens per request: 3.50x',
     # non-default args max_model_len 1024, max_num_seqs 64, block_size 32
-    assert (cap["kv_tokens"], cap["block_size"], cap["max_model_len"], cap["max_num_seqs"]) == (3584, 32, 1024, 64)
+    assert (cap["kv_tokens"], cap["block_size"], cap["max_model_len"], cap["max_num_seqs"]) == (
+        3584,
+        32,
+        1024,
+        64,
+    )
     assert cap["max_concurrency_startup"] == 3.5
     # tsdb-dump, last values: vllm:request_prompt_tokens_sum 28718 / _count 284 = 101.12;
     # generation 72704 / 284 = 256 -> 357.12 tokens = 12 blocks of 32 -> 3584 / 384 = 9.33 requests
@@ -129,8 +137,13 @@ def test_spike_findings_and_capacity(spike):
     assert cap["concurrency_kv_can_hold"]["at_p50"] == pytest.approx(3584 / 384, abs=1e-3)
     assert cap["running_observed_max"] == 21
     assert "--max-num-seqs from 64 to 9" in f[0]["next_test"]
-    assert d["verdict"][0] == "136 preemptions over 23 s (08:26:26–08:26:49): KV up to 99.1 %, 21 running, 39 waiting."
-    assert d["verdict"][1].startswith("One-off: back to baseline while still serving, after a surge of arrivals")
+    assert (
+        d["verdict"][0]
+        == "136 preemptions over 23 s (08:26:26–08:26:49): KV up to 99.1 %, 21 running, 39 waiting."
+    )
+    assert d["verdict"][1].startswith(
+        "One-off: back to baseline while still serving, after a surge of arrivals"
+    )
     assert d["verdict"][2] == "First thing to test: " + f[0]["next_test"]
     assert d["ladder"] is None  # 2 -> 48 -> 2 is a burst, not a ladder
 
@@ -168,8 +181,13 @@ def test_thresholds_are_settable(spike, tmp_path):
     shutil.copytree(out, tmp_path / "out")
     # arrivals after the spike run at about its baseline rate (1.2/s): asking for twice the baseline before
     # calling it recovered makes it, by that rule, one that ended only with its load
-    d = diagnose(tmp_path / "out", AnalyzeOptions(extra={"recovery_load_ratio": 2, "thresholds": {"no_such": 1}}))
-    assert d["episodes"][0]["class"] == "sustained" and "ended only when arrivals fell" in d["episodes"][0]["reason"]
+    d = diagnose(
+        tmp_path / "out", AnalyzeOptions(extra={"recovery_load_ratio": 2, "thresholds": {"no_such": 1}})
+    )
+    assert (
+        d["episodes"][0]["class"] == "sustained"
+        and "ended only when arrivals fell" in d["episodes"][0]["reason"]
+    )
     assert d["thresholds"]["recovery_load_ratio"] == 2.0
     assert d["thresholds_unknown"] == ["no_such"]
 
@@ -191,6 +209,7 @@ def test_determinism(spike, tmp_path):
 
 
 # ------------------------------------------------------------------ retry-storm
+
 
 def test_storm_one_overload_episode_after_a_surge(storm):
     _, d = storm
@@ -225,6 +244,7 @@ def test_storm_retry_multiplication_with_cancellation(storm):
 
 # ------------------------------------------------------------------ orphan
 
+
 def test_orphan_sustained_while_the_load_lasts(orphan):
     _, d = orphan
     [e] = d["episodes"]
@@ -250,6 +270,7 @@ def test_orphan_work_is_the_first_finding(orphan):
 
 # ------------------------------------------------------------------ crash
 
+
 def test_crash_with_restart_and_downtime(crash):
     _, d = crash
     [e] = d["episodes"]
@@ -268,15 +289,19 @@ def test_crash_with_restart_and_downtime(crash):
     # two starts: banners at 08:32:45 (pid 7682) and 08:34:45 (pid 8600), 'Starting vLLM server' at 08:33:31, 08:35:31
     starts = d["cold_start"]["server_starts"]
     assert [(ts(s["ts"]), s["pid"], ts(s["ready"])) for s in starts] == [
-        (T("08:32:45"), 7682, T("08:33:31")), (T("08:34:45"), 8600, T("08:35:31"))]
+        (T("08:32:45"), 7682, T("08:33:31")),
+        (T("08:34:45"), 8600, T("08:35:31")),
+    ]
     # the restart's first 30 s of traffic are reported apart (retried requests arrive at once) ...
     cold = d["cold_start"]["windows"][1]
     assert ts(cold["start"]) >= T("08:35:31") and cold["ttft_p95"] > 2.0
-    assert [f["title"][:40] for f in d["findings"] if f["kind"] == "latency"] == \
-        ["Slow first tokens after the server start"]
+    assert [f["title"][:40] for f in d["findings"] if f["kind"] == "latency"] == [
+        "Slow first tokens after the server start"
+    ]
 
 
 # ------------------------------------------------------------------ calm
+
 
 def test_calm_nothing_alarming(calm):
     out, d = calm
@@ -290,6 +315,7 @@ def test_calm_nothing_alarming(calm):
 
 # ------------------------------------------------------------------ ladders
 
+
 def _steps(d):
     return [(r["concurrency"], r["preemptions"], r["meets_slo"]) for r in d["ladder"]["steps"]]
 
@@ -300,20 +326,36 @@ def test_ladder_default_slo(ladder_out):
     # per bench step (load window from the bench file, counter rises in (start, end]): 0,0,0,0,58,153,245
     # the user's figures decide: c=16 has TTFT p95 0.95 s, e2e p95 4.1 s, all 200 -> it meets the 2 s / 20 s /
     # 99 % SLO although it preempted; c=32 misses it on TTFT (4.41 s)
-    assert _steps(d) == [(1.0, 0, True), (2.0, 0, True), (4.0, 0, True), (8.0, 0, True), (16.0, 58, True),
-                         (32.0, 153, False), (64.0, 245, False)]
+    assert _steps(d) == [
+        (1.0, 0, True),
+        (2.0, 0, True),
+        (4.0, 0, True),
+        (8.0, 0, True),
+        (16.0, 58, True),
+        (32.0, 153, False),
+        (64.0, 245, False),
+    ]
     assert lad["working_boundary"]["concurrency"] == 16.0
     nxt = lad["broke_first_at_next_step"]
     assert nxt["concurrency"] == 32.0 and [r["what"] for r in nxt["reasons"]] == ["ttft"]
     # pressure beside it, from c=16: KV full and a queue from the 08:21:10 stats line, preemptions from 08:21:12
     pf = lad["pressure_from_step"]
     assert (pf["step"], pf["concurrency"]) == (5, 16.0)
-    assert [p.split(" from ")[0] for p in pf["pressure"]] == ["KV up to 100%", "waiting up to 7", "58 preemptions"]
+    assert [p.split(" from ")[0] for p in pf["pressure"]] == [
+        "KV up to 100%",
+        "waiting up to 7",
+        "58 preemptions",
+    ]
     # the three preemption episodes of truth.json: 58, 153, 245, each ending with its step's load (no arrivals
     # in the 10 s after the first two: the bench starts up between steps): not one-offs
-    assert [(e["count"], e["class"]) for e in d["episodes"]] == [(58, "sustained"), (153, "sustained"),
-                                                                (245, "sustained")]
-    assert d["verdict"][0].startswith("Ladder 1→2→4→8→16→32→64: the SLO held up to 16; at 32 ttft broke first")
+    assert [(e["count"], e["class"]) for e in d["episodes"]] == [
+        (58, "sustained"),
+        (153, "sustained"),
+        (245, "sustained"),
+    ]
+    assert d["verdict"][0].startswith(
+        "Ladder 1→2→4→8→16→32→64: the SLO held up to 16; at 32 ttft broke first"
+    )
     assert pl.read_parquet(ladder_out / "ladder.parquet").height == 7
 
 
@@ -331,13 +373,18 @@ def test_ladder_slo_ttft_1s(ladder_out):
     # meets the SLO: c=16 (p95 0.953 s <= 1 s), broken at c=32 by TTFT (4.4 s) ...
     assert lad["working_boundary"]["concurrency"] == 16.0
     assert [b["concurrency"] for b in lad["failed_below_boundary"]] == [4.0]
-    assert (lad["broke_first_at_next_step"]["concurrency"], lad["broke_first_at_next_step"]["first"]) == (32.0, "ttft")
+    assert (lad["broke_first_at_next_step"]["concurrency"], lad["broke_first_at_next_step"]["first"]) == (
+        32.0,
+        "ttft",
+    )
     # ... and when the user asks for no preemption (--slo-no-preemption), c=16's 58 preemptions fail it: c=8
     d2 = diagnose(ladder_out, AnalyzeOptions(slo_ttft_s=1.0, extra={"slo_no_preemption": True}))
     lad2 = d2["ladder"]
     assert lad2["working_boundary"]["concurrency"] == 8.0
-    assert (lad2["broke_first_at_next_step"]["concurrency"], lad2["broke_first_at_next_step"]["first"]) == \
-        (16.0, "preemptions")
+    assert (lad2["broke_first_at_next_step"]["concurrency"], lad2["broke_first_at_next_step"]["first"]) == (
+        16.0,
+        "preemptions",
+    )
 
 
 def test_v0_ladder_preemptions_from_c16(v0):
@@ -348,9 +395,14 @@ def test_v0_ladder_preemptions_from_c16(v0):
     assert _steps(d) == [(2.0, 0, True), (8.0, 0, True), (16.0, 78, True), (32.0, 118, False)]
     lad = d["ladder"]
     assert lad["working_boundary"]["concurrency"] == 16.0
-    assert (lad["broke_first_at_next_step"]["concurrency"], lad["broke_first_at_next_step"]["first"]) == \
-        (32.0, "ttft")
-    assert (lad["pressure_from_step"]["concurrency"], lad["pressure_from_step"]["first"]) == (16.0, "preemptions")
+    assert (lad["broke_first_at_next_step"]["concurrency"], lad["broke_first_at_next_step"]["first"]) == (
+        32.0,
+        "ttft",
+    )
+    assert (lad["pressure_from_step"]["concurrency"], lad["pressure_from_step"]["first"]) == (
+        16.0,
+        "preemptions",
+    )
     [e] = d["episodes"]
     # truth.json: 232 preemptions 09:37:15–09:38:22; 5 V0 warnings, the last at total_num_cumulative_preemption=201
     assert (e["signal"], e["count"]) == ("preemptions", 232)
@@ -383,14 +435,20 @@ def test_recurring_spikes(ladder_out):
     assert [e["class"] for e in d["episodes"]] == ["recurring", "recurring", "sustained"]
     assert d["episodes"][0]["why"] == "2 preemption spikes, starting about every 33 s"
     assert d["episodes"][0]["reason"].startswith(
-        "2 preemption spikes, starting about every 33 s (08:21:12, 08:21:45); this one: ")
+        "2 preemption spikes, starting about every 33 s (08:21:12, 08:21:45); this one: "
+    )
     # the start times are named once, on the first; the others point to it
     assert d["episodes"][1]["reason"].startswith(
-        "2 preemption spikes, starting about every 33 s, the first 08:21:12; this one: 153 preemptions 08:21:45–08:22:08")
+        "2 preemption spikes, starting about every 33 s, the first 08:21:12; this one: 153 preemptions 08:21:45–08:22:08"
+    )
     # one finding for the pattern (a long incident can hold hundreds of recurring episodes), on its first episode
     rec = [f for f in d["findings"] if f["title"].startswith("Recurring")]
     assert [(f["title"], f["episode_id"]) for f in rec] == [
-        ("Recurring KV pressure: 2 preemption spikes, starting about every 33 s, the first 08:21:12–08:21:24", "E1")]
+        (
+            "Recurring KV pressure: 2 preemption spikes, starting about every 33 s, the first 08:21:12–08:21:24",
+            "E1",
+        )
+    ]
 
 
 def test_repeated_episodes_are_one_finding(ladder_out, monkeypatch):
@@ -419,10 +477,12 @@ def test_recurring_start_times_are_capped(ladder_out, monkeypatch):
     monkeypatch.setattr(episodes, "RECURRING_SHOWN", 0)
     d = diagnose(ladder_out, AnalyzeOptions(extra=ONE_OFFS))
     assert d["episodes"][0]["reason"].startswith(
-        "2 preemption spikes, starting about every 33 s (… 1 more …, 08:21:45); this one: ")
+        "2 preemption spikes, starting about every 33 s (… 1 more …, 08:21:45); this one: "
+    )
 
 
 # ------------------------------------------------------------------ partial inputs
+
 
 def test_nothing_recognised(tmp_path):
     d = diagnose(tmp_path)  # an empty output folder: no table at all
@@ -477,7 +537,8 @@ def test_the_diagnosis_reads_what_it_uses(storm):
     assert inp.events.height + inp.access_lines == ev.height
     assert "http_access" not in inp.events["kind"].to_list()
     assert sorted(inp.events["kind"].unique().to_list()) == sorted(
-        ev.filter(pl.col("kind") != "http_access")["kind"].unique().to_list())
+        ev.filter(pl.col("kind") != "http_access")["kind"].unique().to_list()
+    )
     assert inp.windows_origin == "correlated" and inp.access.columns == ["ts", "ts_inferred", "replica"]
     seconds = access.select("ts", "ts_inferred", "replica").unique()
     assert 0 < inp.access.height == seconds.height < access.height
@@ -489,8 +550,11 @@ def test_the_diagnosis_reads_what_it_uses(storm):
         (out / "windows.hidden").rename(out / "windows.parquet")
     assert built.windows_origin == "built" and built.access.columns == list(tables.ACCESS_COLUMNS)
     assert built.access["http_status"].to_list() == access["http_status"].to_list()
-    for name, attr in (("gateway_attempts", "gateway"), ("gateway_errors", "gateway_errors"),
-                       ("server_requests", "server_requests")):
+    for name, attr in (
+        ("gateway_attempts", "gateway"),
+        ("gateway_errors", "gateway_errors"),
+        ("server_requests", "server_requests"),
+    ):
         got, whole = getattr(inp, attr), pl.read_parquet(out / f"{name}.parquet")
         assert got.columns == list(tables.COLUMNS[name]) and got.height == whole.height > 0
         assert got.equals(whole.select(tables.COLUMNS[name]))
@@ -508,8 +572,14 @@ def test_between_gives_what_a_filter_gives(storm):
     assert req["ts_start"].is_sorted() and req["ts_start"].null_count() == 0
     with_null = pl.concat([stats.head(3).with_columns(pl.lit(None, dtype=schemas.TS).alias("ts")), stats])
     starts = req["ts_start"]
-    bounds = [(starts[10], starts[200]), (starts[0], starts[-1]), (starts[5], starts[5]), (starts[300], starts[20]),
-              (T("08:30:00"), T("08:31:00.5")), (T("07:00:00"), T("07:00:01"))]
+    bounds = [
+        (starts[10], starts[200]),
+        (starts[0], starts[-1]),
+        (starts[5], starts[5]),
+        (starts[300], starts[20]),
+        (T("08:30:00"), T("08:31:00.5")),
+        (T("07:00:00"), T("07:00:01")),
+    ]
     for frame, col in ((req, "ts_start"), (stats, "ts"), (with_null, "ts")):
         for lo, hi in bounds:
             for closed in ("both", "left", "right", "none"):
@@ -555,7 +625,12 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm):
     stats = stats.with_columns(pl.col("kv_usage").alias("kv"))  # the name diagnose's server frame gives it
     starts = req["ts_start"]
     ranges = [(starts[i], starts[j]) for i, j in ((10, 200), (0, -1), (5, 5), (300, 20), (40, 41))]
-    ranges += [(T("08:30:00"), T("08:31:00.5")), (T("07:00:00"), T("07:00:01")), (None, None), (starts[3], None)]
+    ranges += [
+        (T("08:30:00"), T("08:31:00.5")),
+        (T("07:00:00"), T("07:00:01")),
+        (None, None),
+        (starts[3], None),
+    ]
     ranges += [(starts[i], starts[i] + timedelta(seconds=30)) for i in range(0, req.height, 97)]
     many = requests_many(req, ranges)
     assert many == [requests(req, lo, hi) for lo, hi in ranges]
@@ -580,7 +655,9 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm):
     pre = preemption_series(pl.read_parquet(out / "server_stats.parquet")).sort("ts")
     counts = preemptions_many(pre, ranges)
     assert counts == [preemptions(pre, lo, hi) for lo, hi in ranges]
-    assert counts[1] == pre["preemptions"].filter((pre["ts"] > starts[0]) & (pre["ts"] <= starts[-1])).sum() > 0
+    assert (
+        counts[1] == pre["preemptions"].filter((pre["ts"] > starts[0]) & (pre["ts"] <= starts[-1])).sum() > 0
+    )
 
 
 def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
@@ -606,7 +683,9 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
     analyze(tmp_path / "in", tmp_path / "out")
     d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     assert Counter((e["class"], e["signal"], e["replica"]) for e in d["episodes"]) == {
-        ("recurring", "kv_pressure", "replica-0"): 3, ("crash", "crash", "replica-1"): 3}
+        ("recurring", "kv_pressure", "replica-0"): 3,
+        ("crash", "crash", "replica-1"): 3,
+    }
     deaths = d["server_lifecycle"]["deaths"]
     crashes = [e for e in d["episodes"] if e["class"] == "crash"]
     assert [(e["start"], e["end"]) for e in crashes] == [(x["ts"], x["ready"]) for x in deaths]
@@ -615,10 +694,16 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
     cap = d["capacity"]
     assert cap["replica"] == "replica-0" and set(cap["per_replica"]) == {"replica-0", "replica-1"}
     seen = {r: (c["running_observed_max"], c["kv_observed_max"]) for r, c in cap["per_replica"].items()}
-    stats = pl.read_parquet(tmp_path / "out" / "server_stats.parquet").group_by("replica").agg(
-        pl.col("running").max(), pl.col("kv_usage").max())
-    assert seen == {r: (run, kv) for r, run, kv in stats.iter_rows()} == {"replica-0": (26, 1.0),
-                                                                         "replica-1": (8, 0.793)}
+    stats = (
+        pl.read_parquet(tmp_path / "out" / "server_stats.parquet")
+        .group_by("replica")
+        .agg(pl.col("running").max(), pl.col("kv_usage").max())
+    )
+    assert (
+        seen
+        == {r: (run, kv) for r, run, kv in stats.iter_rows()}
+        == {"replica-0": (26, 1.0), "replica-1": (8, 0.793)}
+    )
     from logscope.diagnose.capacity import for_replica
 
     assert for_replica(cap, "replica-1")["running_observed_max"] == 8  # what a replica's findings are told
@@ -634,12 +719,19 @@ def test_episodes_keep_to_their_replica(tmp_path, monkeypatch):
 
     th, _ = from_options(AnalyzeOptions())
     inp = load_inputs(tmp_path / "out", None)
-    ctx = Context(inp, lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), th,
-                  Slo(2.0, 20.0, 0.99))
+    ctx = Context(
+        inp,
+        lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th),
+        th,
+        Slo(2.0, 20.0, 0.99),
+    )
     st = stretches(ctx)
     # an error rate abnormal from the first stretch to the last
-    regime = st.filter(pl.col("signal") == "errors").head(1).with_columns(
-        pl.lit(st["start"].min()).alias("start"), pl.lit(st["end"].max()).alias("end"))
+    regime = (
+        st.filter(pl.col("signal") == "errors")
+        .head(1)
+        .with_columns(pl.lit(st["start"].min()).alias("start"), pl.lit(st["end"].max()).alias("end"))
+    )
     groups = _episodes(grouped(pl.concat([st, regime]), th.merge_gap_s))
     crash_groups = [g for g in groups if "crash" in g["signal"].to_list()]
     assert [g.filter(pl.col("signal") == "crash").height for g in crash_groups] == [1, 1, 1]
@@ -663,21 +755,29 @@ def test_crash_loop(tmp_path, monkeypatch):
     generate.generate(tmp_path / "in", 6, replicas=1, lab=need(LAB))  # 3 copies of the 2.4 MB run
     analyze(tmp_path / "in", tmp_path / "out")
     d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
-    assert [(e["episode_id"], e["class"]) for e in d["episodes"]] == [("E1", "crash"), ("E2", "crash"), ("E3", "crash")]
-    assert d["verdict"][0] == ("3 server deaths on replica-0 from 08:34:22 to 08:44:38 (a crash loop); the first: the "
-                               "vLLM server was killed silently (its log stops, a new server starts) at 08:34:22 and "
-                               "was ready again at 08:35:31.")
+    assert [(e["episode_id"], e["class"]) for e in d["episodes"]] == [
+        ("E1", "crash"),
+        ("E2", "crash"),
+        ("E3", "crash"),
+    ]
+    assert d["verdict"][0] == (
+        "3 server deaths on replica-0 from 08:34:22 to 08:44:38 (a crash loop); the first: the "
+        "vLLM server was killed silently (its log stops, a new server starts) at 08:34:22 and "
+        "was ready again at 08:35:31."
+    )
     titles = [f["title"] for f in d["findings"]]
     assert [t for t in titles if t.startswith("Server killed")] == [
         "Server killed without a trace at 08:34:22, back at 08:35:31 (69 s down)",
         "Server killed without a trace at 08:39:30, back at 08:40:39 (69 s down)",
-        "Server killed without a trace at 08:44:38, back at 08:45:47 (69 s down)"]
+        "Server killed without a trace at 08:44:38, back at 08:45:47 (69 s down)",
+    ]
     assert len([t for t in titles if t.startswith("Slow first tokens after the server start")]) == 3
     monkeypatch.setattr(findings, "REPEATS", 2)
     titles = [f["title"] for f in diagnose(tmp_path / "out")["findings"]]
     assert [t for t in titles if t.startswith(("Server killed", "Slow first tokens"))] == [
         "Server killed without a trace at 08:34:22, back at 08:35:31 (69 s down) — the first of 3 like it",
-        "Slow first tokens after the server start (08:35:31–08:36:01) — the first of 3 slow restarts"]
+        "Slow first tokens after the server start (08:35:31–08:36:01) — the first of 3 slow restarts",
+    ]
 
 
 def test_retries_without_an_episode_are_a_finding():
@@ -688,14 +788,27 @@ def test_retries_without_an_episode_are_a_finding():
 
     from logscope.diagnose import Thresholds, findings
 
-    tr = {"logical_requests": 1204152, "client_attempts": 1972176, "server_requests": 1213821,
-          "amplification": 1213821 / 1204152, "client_retries": 768024, "gateway_retries": 44366}
+    tr = {
+        "logical_requests": 1204152,
+        "client_attempts": 1972176,
+        "server_requests": 1213821,
+        "amplification": 1213821 / 1204152,
+        "client_retries": 768024,
+        "gateway_retries": 44366,
+    }
     [f] = findings._traffic(SimpleNamespace(th=Thresholds()), [], tr)
     assert (f["severity"], f["kind"]) == ("medium", "retries")
     # 1,213,821 executions for 1,204,152 requests: of 812,390 retries, 9,669 reached vLLM
-    assert f["title"] == ("Retries: 1.64 attempts per request (1,213,821 executions at the server for 1,204,152 "
-                          "requests: 9,669 retried attempts reached it)")
-    calm = {**tr, "client_attempts": 1300000, "client_retries": 95848, "gateway_retries": 0}  # 1.08 per request
+    assert f["title"] == (
+        "Retries: 1.64 attempts per request (1,213,821 executions at the server for 1,204,152 "
+        "requests: 9,669 retried attempts reached it)"
+    )
+    calm = {
+        **tr,
+        "client_attempts": 1300000,
+        "client_retries": 95848,
+        "gateway_retries": 0,
+    }  # 1.08 per request
     assert findings._traffic(SimpleNamespace(th=Thresholds()), [], calm) == []
 
 
@@ -715,10 +828,14 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
     analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     titles = [f["title"] for f in d["findings"]]
-    assert titles[0] == ("2 replicas (replica-2, replica-5): Server killed without a trace at 08:34:22, back at "
-                         "08:35:31 (69 s down)")
+    assert titles[0] == (
+        "2 replicas (replica-2, replica-5): Server killed without a trace at 08:34:22, back at "
+        "08:35:31 (69 s down)"
+    )
     # each storm copy recovers while its 1.5 req/s phase goes on: a one-off on each of the two replicas
-    assert "2 replicas (replica-0, replica-3): Spike KV pressure: KV cache ≥ 90.0 % 08:30:03–08:31:13" in titles
+    assert (
+        "2 replicas (replica-0, replica-3): Spike KV pressure: KV cache ≥ 90.0 % 08:30:03–08:31:13" in titles
+    )
     crash = d["findings"][0]
     assert crash["evidence"].startswith("the same on 2 replicas (replica-2, replica-5: episodes ")
     eps = {e["episode_id"]: e["replica"] for e in d["episodes"]}
@@ -726,14 +843,18 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
     assert sorted(eps[i] for i in named) == ["replica-2", "replica-5"]
     # no two findings say the same thing
     assert len(set(titles)) == len(titles)
-    assert d["verdict"][0].endswith("ready again at 08:35:31. The same at the same time on 1 other replica(s): "
-                                    "replica-5.")
+    assert d["verdict"][0].endswith(
+        "ready again at 08:35:31. The same at the same time on 1 other replica(s): replica-5."
+    )
 
 
-@pytest.mark.parametrize("replicas,on,spikes", [
-    (2, "replica-0", "3 kv pressure spikes"),
-    (3, "2 replicas (replica-0, replica-2)", "6 kv pressure spikes at 3 times"),
-])
+@pytest.mark.parametrize(
+    "replicas,on,spikes",
+    [
+        (2, "replica-0", "3 kv pressure spikes"),
+        (3, "2 replicas (replica-0, replica-2)", "6 kv pressure spikes at 3 times"),
+    ],
+)
 def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, replicas, on, spikes):
     """bench/generate.py alternating the retry storm and the V0 ladder over the replicas: each storm copy's
     KV pressure recovers while its 1.5 req/s phase goes on (a one-off), and recurs every 301 s on the storm's
@@ -758,7 +879,8 @@ def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, repl
     assert {e["class"] for e in d["episodes"] if e["replica"] not in storms} == {"sustained"}
     found = [f for f in d["findings"] if "Recurring" in f["title"]]
     assert [f["title"] for f in found] == [
-        f"{on}: Recurring KV pressure: {spikes}, starting about every 301 s, the first 08:30:03–08:31:13"]
+        f"{on}: Recurring KV pressure: {spikes}, starting about every 301 s, the first 08:30:03–08:31:13"
+    ]
     assert found[0]["episode_id"] == rec[0]["episode_id"]
 
 
@@ -782,7 +904,9 @@ def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, mo
     spikes = [e for e in d["episodes"] if e["replica"] == "replica-0"]
     assert [e["class"] for e in spikes] == ["recurring"] * 3
     last = datetime.fromisoformat(spikes[-1]["start"])
-    stats = pl.read_parquet(tmp_path / "whole" / "server_stats.parquet").filter(pl.col("replica") == "replica-0")
+    stats = pl.read_parquet(tmp_path / "whole" / "server_stats.parquet").filter(
+        pl.col("replica") == "replica-0"
+    )
     cut = stats.filter(pl.col("ts") >= last + timedelta(seconds=30))["line_no"][0]
     log = tmp_path / "in" / "replica-0" / "vllm-server.log"
     log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:cut]))
@@ -793,19 +917,23 @@ def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, mo
     assert [e["class"] for e in eps] == ["recurring"] * 3
     assert [e["start"] for e in eps] == [e["start"] for e in spikes]
     assert not eps[-1]["recovered"] and eps[-1]["duration_s"] < 60
-    assert eps[-1]["reason"].startswith("3 kv pressure spikes, starting about every 301 s, the first 08:30:03; "
-                                        "this one: ")
+    assert eps[-1]["reason"].startswith(
+        "3 kv pressure spikes, starting about every 301 s, the first 08:30:03; this one: "
+    )
     assert "still abnormal when the logs end" in eps[-1]["reason"]
     titles = [f["title"] for f in d["findings"] if f["title"].startswith("replica-0")]
-    assert titles == ["replica-0: Recurring KV pressure: 3 kv pressure spikes, starting about every 301 s, "
-                      "the first 08:30:03–08:31:13"]
+    assert titles == [
+        "replica-0: Recurring KV pressure: 3 kv pressure spikes, starting about every 301 s, "
+        "the first 08:30:03–08:31:13"
+    ]
     # cut after lasting longer than any spike of the pattern, it stays a regime of its own
     from logscope.diagnose import episodes
     from logscope.diagnose.thresholds import Thresholds
 
     again = [{**e, "class": "spike", "start": datetime.fromisoformat(e["start"])} for e in eps]
-    again[-1].update({"class": "sustained", "recovered": False,
-                      "duration_s": max(e["duration_s"] for e in eps[:-1]) + 1})
+    again[-1].update(
+        {"class": "sustained", "recovered": False, "duration_s": max(e["duration_s"] for e in eps[:-1]) + 1}
+    )
     episodes._recurring(again, Thresholds(recurring_min=2))
     assert [e["class"] for e in again] == ["recurring"] * 2 + ["sustained"]
 
@@ -827,8 +955,10 @@ def test_metrics_go_to_the_log_running_when_they_were_scraped(tmp_path, lab):
     assert {e["replica"] for e in d["episodes"]} == {"a"}
     assert d["findings"][0]["title"] == "a: Spike KV pressure: 136 preemptions 08:26:26–08:26:49"
     notes = json.loads((tmp_path / "out" / "ingest.json").read_text())["notes"]
-    assert ("metrics instance 127.0.0.1:8001 is log replica a (its 'Starting vLLM server' address, and the log "
-            "running when it was scraped)") in notes
+    assert (
+        "metrics instance 127.0.0.1:8001 is log replica a (its 'Starting vLLM server' address, and the log "
+        "running when it was scraped)"
+    ) in notes
 
 
 def _episodes(rows: pl.DataFrame) -> list[pl.DataFrame]:
@@ -857,32 +987,52 @@ def test_grouping_of_many_stretches(crash):
     out, _ = crash
     ctx = _context(out)
     st = stretches(ctx)
-    assert st.select("signal", "start").rows() == [("crash", T("08:34:22")), ("errors", T("08:34:22")),
-                                                  ("retries", T("08:34:24"))]
+    assert st.select("signal", "start").rows() == [
+        ("crash", T("08:34:22")),
+        ("errors", T("08:34:22")),
+        ("retries", T("08:34:24")),
+    ]
     death = st.filter(pl.col("signal") == "crash")
 
     def planted(signal: str, start: str, end: str, replica: str = "vllm-server", peak: float = 1.0):
-        return death.with_columns(pl.lit(signal).alias("signal"), pl.lit(replica).alias("replica"),
-                                  pl.lit(T(start)).alias("start"), pl.lit(T(end)).alias("end"), pl.lit(peak).alias("peak"))
+        return death.with_columns(
+            pl.lit(signal).alias("signal"),
+            pl.lit(replica).alias("replica"),
+            pl.lit(T(start)).alias("start"),
+            pl.lit(T(end)).alias("end"),
+            pl.lit(peak).alias("peak"),
+        )
 
-    more = pl.concat([
-        st, death.with_columns(pl.lit(2.0).alias("peak")),  # the second death, the same second
-        planted("queue", "08:34:17", "08:34:18", peak=3.0), planted("queue", "08:35:00", "08:35:20", peak=4.0),
-        planted("kv_pressure", "08:34:22", "08:34:40", replica="replica-b"),
-        planted("ttft", "09:40:00", "09:41:00", replica=""),
-    ])
+    more = pl.concat(
+        [
+            st,
+            death.with_columns(pl.lit(2.0).alias("peak")),  # the second death, the same second
+            planted("queue", "08:34:17", "08:34:18", peak=3.0),
+            planted("queue", "08:35:00", "08:35:20", peak=4.0),
+            planted("kv_pressure", "08:34:22", "08:34:40", replica="replica-b"),
+            planted("ttft", "09:40:00", "09:41:00", replica=""),
+        ]
+    )
     eps = _episodes(grouped(more, ctx.th.merge_gap_s))
-    shapes = [sorted((r["signal"], r["peak"]) for r in g.select("signal", "peak").iter_rows(named=True)) for g in eps]
+    shapes = [
+        sorted((r["signal"], r["peak"]) for r in g.select("signal", "peak").iter_rows(named=True))
+        for g in eps
+    ]
     near = [("errors", 8.0), ("retries", 22.0)]
     assert len(shapes) == 4 and shapes[-1] == [("ttft", 1.0)]
-    assert sorted(shapes[:3]) == sorted(sorted(x) for x in [
-        [("crash", 1.0), *near, ("queue", 3.0)],  # the first death, and the queue just before it
-        [("crash", 2.0), *near, ("queue", 4.0)],  # the last death of the second, and the queue after both
-        [("kv_pressure", 1.0), *near],
-    ])
+    assert sorted(shapes[:3]) == sorted(
+        sorted(x)
+        for x in [
+            [("crash", 1.0), *near, ("queue", 3.0)],  # the first death, and the queue just before it
+            [("crash", 2.0), *near, ("queue", 4.0)],  # the last death of the second, and the queue after both
+            [("kv_pressure", 1.0), *near],
+        ]
+    )
     assert [g["start"].min() for g in eps] == sorted(g["start"].min() for g in eps)
     g = grouped(more, ctx.th.merge_gap_s)
-    assert g["_e"].unique().sort().to_list() == [0, 1, 2, 3] and g.height == more.height + 4  # 2 rows in 3 groups
+    assert (
+        g["_e"].unique().sort().to_list() == [0, 1, 2, 3] and g.height == more.height + 4
+    )  # 2 rows in 3 groups
     assert grouped(st.clear(), 10.0).height == 0
 
 
@@ -896,9 +1046,18 @@ def test_outside_many_ranges(storm):
     req = pl.read_parquet(out / "requests.parquet").select("ts_start")
     req = pl.concat([req, pl.DataFrame({"ts_start": [None]}, schema=req.schema)])
     s = req["ts_start"].drop_nulls()
-    ranges = [(s[10], s[40]), (s[20], s[30]), (s[40], s[60]), (s[100], s[100]), (s[200], s[150]),
-              (s[300], s[300] + timedelta(seconds=5)), (T("07:00:00"), T("07:00:01"))]
-    want = ~pl.any_horizontal(pl.col("ts_start").to_physical().is_between(epoch_us(a), epoch_us(b)) for a, b in ranges)
+    ranges = [
+        (s[10], s[40]),
+        (s[20], s[30]),
+        (s[40], s[60]),
+        (s[100], s[100]),
+        (s[200], s[150]),
+        (s[300], s[300] + timedelta(seconds=5)),
+        (T("07:00:00"), T("07:00:01")),
+    ]
+    want = ~pl.any_horizontal(
+        pl.col("ts_start").to_physical().is_between(epoch_us(a), epoch_us(b)) for a, b in ranges
+    )
     got = req.select(outside("ts_start", ranges).alias("got"), want.alias("want"))
     assert got["got"].equals(got["want"]) and got["got"][-1] is None
     assert 60 < got["got"].not_().sum() < req.height // 2  # rows of several ranges were left out
@@ -914,18 +1073,40 @@ def test_baselines_and_phases_of_many_episodes(crash, storm):
     for out, d in (crash, storm):
         ctx = _context(out)
         eps = d["episodes"]
-        heads = [{"primary": sig, "replica": e["replica"], "start": ts(e["start"]) + timedelta(seconds=shift),
-                  "end": ts(e["end"]) + timedelta(seconds=shift)}
-                 for e in eps for sig in E.PRIORITY for shift in (0, -30, 45)]
+        heads = [
+            {
+                "primary": sig,
+                "replica": e["replica"],
+                "start": ts(e["start"]) + timedelta(seconds=shift),
+                "end": ts(e["end"]) + timedelta(seconds=shift),
+            }
+            for e in eps
+            for sig in E.PRIORITY
+            for shift in (0, -30, 45)
+        ]
         got = E._baselines(ctx, heads)
         assert got == [E._baseline(ctx, h["primary"], h["replica"], h["start"]) for h in heads]
         assert sum(g is not None for g in got) > len(heads) // 3
         ph = ctx.inputs.phases
         ranges = [(h["start"], h["end"]) for h in heads] + [(T("07:00:00"), T("07:00:01"))]
-        want = [[{"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"], "end": r["ts_end"]}
-                 for r in ph.filter((pl.col("ts_start").to_physical() <= epoch_us(hi))
-                                    & (pl.col("ts_end").to_physical() >= epoch_us(lo))).sort("ts_start").iter_rows(named=True)]
-                for lo, hi in ranges]
+        want = [
+            [
+                {
+                    "phase": r["phase"],
+                    "mode": r["mode"],
+                    "value": r["value"],
+                    "start": r["ts_start"],
+                    "end": r["ts_end"],
+                }
+                for r in ph.filter(
+                    (pl.col("ts_start").to_physical() <= epoch_us(hi))
+                    & (pl.col("ts_end").to_physical() >= epoch_us(lo))
+                )
+                .sort("ts_start")
+                .iter_rows(named=True)
+            ]
+            for lo, hi in ranges
+        ]
         assert E._phases_many(ph, ranges) == want and any(want) and not want[-1]
 
 
@@ -944,8 +1125,12 @@ def test_cold_windows_begin_at_the_first_request_after_each_start(crash):
         assert len(life.starts) == 2 and len(life.cold) == 2
         for s, c in zip(life.starts, life.cold, strict=True):
             t = s["ready_ts"] or s["ts"]
-            busy = act.filter((pl.col("replica") == s["replica"]) & pl.col("busy") & (pl.col("ts") >= t))["ts"]
+            busy = act.filter((pl.col("replica") == s["replica"]) & pl.col("busy") & (pl.col("ts") >= t))[
+                "ts"
+            ]
             first = min([*busy.head(1), *requests.filter(pl.col("ts_start") >= t)["ts_start"].sort().head(1)])
             assert (c["server_start"], c["ready"], c["first_request"]) == (s["ts"], s["ready_ts"], first)
             assert c["end"] - c["start"] == timedelta(seconds=th.cold_start_s)
-    assert [c["first_request"] for c in life.cold] != [c["first_request"] for c in ctx.life.cold]  # requests came first
+    assert [c["first_request"] for c in life.cold] != [
+        c["first_request"] for c in ctx.life.cold
+    ]  # requests came first

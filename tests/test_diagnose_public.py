@@ -45,7 +45,13 @@ def test_01_sustained_kv_near_full_8_running(tmp_path):
     d = _diagnose(tmp_path, "01")
     assert _episodes(d) == [("kv_pressure", "sustained", "06:42:09", "06:42:59")]
     e = d["episodes"][0]
-    assert (e["count"], e["running_max"], e["waiting_max"], e["kv_max"], e["recovered"]) == (6, 8.0, 0.0, 0.958, False)
+    assert (e["count"], e["running_max"], e["waiting_max"], e["kv_max"], e["recovered"]) == (
+        6,
+        8.0,
+        0.0,
+        0.958,
+        False,
+    )
     assert e["share_of_span"] == 1.0
     assert _top(d) == ("high", "pressure")
 
@@ -88,16 +94,19 @@ def test_07_sustained_hang_waiting_14_unchanged(tmp_path):
     assert "below" in d["findings"][0]["cause"]  # requests wait although KV usage stays below 90 %
 
 
-@pytest.mark.parametrize(("name", "kinds", "title"), [
-    # 'AsyncLLMEngine is already dead, terminating server process' (CRITICAL), then a 500 in the access log
-    ("09", ["engine_dead"], "Engine died at 07:01:39"),
-    # 'EngineCore encountered a fatal error.' (shm_broadcast dequeue timeout; the TimeoutError line was cut)
-    ("11", ["engine_dead"], "Engine died at 03:38:10"),
-    # TimeoutError inside the busy loop of EngineCore_DP0
-    ("13", ["engine_timeout"], "Engine step timed out"),
-    # torch.OutOfMemoryError in EngineCore and, the same second, 'AsyncLLM output_handler failed.'
-    ("37", ["engine_dead", "oom"], "Out of memory while serving"),
-])
+@pytest.mark.parametrize(
+    ("name", "kinds", "title"),
+    [
+        # 'AsyncLLMEngine is already dead, terminating server process' (CRITICAL), then a 500 in the access log
+        ("09", ["engine_dead"], "Engine died at 07:01:39"),
+        # 'EngineCore encountered a fatal error.' (shm_broadcast dequeue timeout; the TimeoutError line was cut)
+        ("11", ["engine_dead"], "Engine died at 03:38:10"),
+        # TimeoutError inside the busy loop of EngineCore_DP0
+        ("13", ["engine_timeout"], "Engine step timed out"),
+        # torch.OutOfMemoryError in EngineCore and, the same second, 'AsyncLLM output_handler failed.'
+        ("37", ["engine_dead", "oom"], "Out of memory while serving"),
+    ],
+)
 def test_engine_deaths_are_crashes(tmp_path, name, kinds, title):
     d = _diagnose(tmp_path, name)
     [e] = d["episodes"]
@@ -153,8 +162,10 @@ def test_startup_kv_too_small_for_max_model_len(tmp_path, name):
         assert ev.startswith("The model's max seq len (29000) is larger than the maximum number of tokens")
         assert "max_model_len 29000" in d["findings"][0]["symptom"]
     else:
-        assert ev.startswith("ValueError: To serve at least one request with the model's max seq len (100000), "
-                             "(4.26 GiB KV cache is needed, which is larger than the available KV cache memory")
+        assert ev.startswith(
+            "ValueError: To serve at least one request with the model's max seq len (100000), "
+            "(4.26 GiB KV cache is needed, which is larger than the available KV cache memory"
+        )
         assert "max_model_len 100000" in d["findings"][0]["symptom"]
 
 
@@ -173,8 +184,10 @@ def test_two_failed_startups_quote_the_latest_whatever_the_order_of_reading(tmp_
         assert len(f) == 1
         ev.append(f[0]["evidence"])
     assert ev[0] == ev[1]
-    assert ev[0].startswith("2 failed start-ups; the latest (23-v1-enginecore-maxseqlen-valueerror-wrapped.log): "
-                            "ValueError: To serve at least one request")
+    assert ev[0].startswith(
+        "2 failed start-ups; the latest (23-v1-enginecore-maxseqlen-valueerror-wrapped.log): "
+        "ValueError: To serve at least one request"
+    )
 
 
 def test_19_mentions_the_run_that_started(tmp_path):
@@ -221,8 +234,9 @@ def test_33_pending_98_then_swap_preemption(tmp_path):
     d = _diagnose(tmp_path, "33")
     assert _episodes(d) == [("preemptions", "sustained", "11:16:41", "11:16:41")]
     e = d["episodes"][0]
-    assert [(c["signal"], _hms(c["start"]), _hms(c["end"])) for c in e["details"]["companions"]] == \
-        [("queue", "11:16:34", "11:16:39")]
+    assert [(c["signal"], _hms(c["start"]), _hms(c["end"])) for c in e["details"]["companions"]] == [
+        ("queue", "11:16:34", "11:16:39")
+    ]
     assert e["details"]["v0_preemption_warnings"]["modes"] == ["SWAP"]
     assert e["waiting_max"] == 98.0
 
@@ -269,4 +283,6 @@ def test_every_excerpt_gets_a_verdict(tmp_path):
         assert len(d["verdict"]) == 3 and d["verdict"][2].startswith("First thing to test")
         assert [x["rank"] for x in d["findings"]] == list(range(1, len(d["findings"]) + 1))
         for name in ("episodes", "findings", "ladder"):
-            assert pl.read_parquet(tmp_path / str(i) / "out" / f"{name}.parquet").schema == schemas.schema(name)
+            assert pl.read_parquet(tmp_path / str(i) / "out" / f"{name}.parquet").schema == schemas.schema(
+                name
+            )

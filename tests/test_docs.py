@@ -33,7 +33,9 @@ def test_quick_start_has_two_bash_blocks():
 
 def test_library_example_runs(tmp_path):
     code = re.search(r"```python\n(.*?)```", README.split("## Library use", 1)[1], re.S).group(1)
-    code = code.replace('"/tmp/out"', repr(str(tmp_path / "out"))).replace('"samples/spike"', repr(str(ROOT / "samples" / "spike")))
+    code = code.replace('"/tmp/out"', repr(str(tmp_path / "out"))).replace(
+        '"samples/spike"', repr(str(ROOT / "samples" / "spike"))
+    )
     ns: dict = {}
     exec(compile(code, "README", "exec"), ns)
     assert ns["stats"].height > 0

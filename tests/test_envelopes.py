@@ -74,8 +74,14 @@ def _docker_text(s: str) -> str:
     return "".join(out)
 
 
-def wrap(src: Path, dest: Path, kind: str, split: int | None = None, offset: timedelta | None = None,
-         step_ns: int = 1000) -> int:
+def wrap(
+    src: Path,
+    dest: Path,
+    kind: str,
+    split: int | None = None,
+    offset: timedelta | None = None,
+    step_ns: int = 1000,
+) -> int:
     """``src``'s lines as the runtime's records in ``dest``; returns the number of records written. Each line
     is stamped with the second it was logged at (the last one seen, for lines without a time) plus
     ``step_ns`` a line, as a runtime stamps lines arriving in order. The true sub-second is not in the lab's
@@ -92,7 +98,7 @@ def wrap(src: Path, dest: Path, kind: str, split: int | None = None, offset: tim
         k += 1
         ts = _go_time(base, k * step_ns, offset)
         stream = "stdout"
-        pieces = [line[j:j + split] for j in range(0, len(line), split)] if split and line else [line]
+        pieces = [line[j : j + split] for j in range(0, len(line), split)] if split and line else [line]
         for j, piece in enumerate(pieces):
             last = j == len(pieces) - 1
             if kind == "cri":
@@ -140,8 +146,10 @@ def test_a_vllm_log_in_a_container_log_gives_the_plain_rows(tmp_path, kind, offs
     joined = records - 1184
     assert joined > 100
     assert f"{joined:,} partial record(s) joined into the lines the runtime had cut" in fb["messages"]
-    assert any(m.startswith(envelopes.NAMES[kind]) and m.endswith("each with the runtime's time")
-               for m in fb["messages"])
+    assert any(
+        m.startswith(envelopes.NAMES[kind]) and m.endswith("each with the runtime's time")
+        for m in fb["messages"]
+    )
     for table in ("server_stats", "server_requests", "server_request_events"):
         assert _rows(tmp_path / "b", table).equals(_rows(tmp_path / "a", table)), table
     stats = pl.read_parquet(tmp_path / "b" / "server_stats.parquet")
@@ -167,7 +175,9 @@ def test_a_gateway_log_in_a_container_log_is_read_without_the_runtime_time(tmp_p
     fb = _files(b)["nginx-access.log"]
     assert fb["format"] == _files(a)["nginx-access.log"]["format"]
     assert fb["lines_parsed"] == fb["lines_total"] == _files(a)["nginx-access.log"]["lines_total"]
-    assert any(m == f"{envelopes.NAMES['docker']}: the lines inside its records were read" for m in fb["messages"])
+    assert any(
+        m == f"{envelopes.NAMES['docker']}: the lines inside its records were read" for m in fb["messages"]
+    )
     assert _rows(tmp_path / "b", "gateway_attempts").equals(_rows(tmp_path / "a", "gateway_attempts"))
 
 
@@ -185,11 +195,19 @@ def test_the_spike_found_in_container_logs(tmp_path):
     diag = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     [e] = diag["episodes"]
     assert (e["signal"], e["count"], e["start"][:19], e["end"][:19]) == (
-        "preemptions", 136, "2026-11-29T08:26:26", "2026-11-29T08:26:49")
+        "preemptions",
+        136,
+        "2026-11-29T08:26:26",
+        "2026-11-29T08:26:49",
+    )
     corr = json.loads((tmp_path / "out" / "correlation.json").read_text())
     # truth.json: 284 requests, every one joined by id from client to gateway to vLLM
-    assert corr["match"]["gateway_server"] == {"exact": 284, "inferred": 0, "unmatched_gateway_requests": 0,
-                                               "unmatched_server_executions": 0}
+    assert corr["match"]["gateway_server"] == {
+        "exact": 284,
+        "inferred": 0,
+        "unmatched_gateway_requests": 0,
+        "unmatched_server_executions": 0,
+    }
     assert corr["match"]["logical_requests"] == {"exact": 284, "inferred": 0, "none": 0}
     offsets = pl.read_parquet(tmp_path / "out" / "clock_offsets.parquet")
     assert offsets.filter(pl.col("source") == "vllm-server.log")["offset_s"].item() == -0.01  # as plain
@@ -217,7 +235,8 @@ def test_pieces_of_lines_join_per_stream():
     df = pl.DataFrame({"line_no": range(1, 7), "line": lines})
     first, second = u(df.slice(0, 3)), u(df.slice(3))
     assert first["line"].to_list() == [
-        "2026-11-29T08:24:00.2Z Triton is installed, but doesn't include CPU backend. Disabling Triton."]
+        "2026-11-29T08:24:00.2Z Triton is installed, but doesn't include CPU backend. Disabling Triton."
+    ]
     assert second["line_no"].to_list() == [4, 5]
     assert second["line"][0].startswith("2026-11-29T08:24:00.1Z (APIServer pid=3887) INFO")
     assert u.flush()["line"].to_list() == ["2026-11-29T08:24:00.5Z cut by the end"]
@@ -237,14 +256,19 @@ def test_which_logs_are_wrapped():
     assert [f.name for f in files if kind(f) is not None] == []
     haproxy = ROOT / "tests" / "data" / "haproxy"
     assert [kind(haproxy / n) for n in ("haproxy.log", "haproxy-traditional.log", "haproxy-id.log")] == [
-        "syslog", "syslog", None]
+        "syslog",
+        "syslog",
+        None,
+    ]
     # an application's own prefix of the same shape, '<ISO time> <LEVEL> <logger>: ', as Python's logging writes it
     import io
     import logging
 
     buf = io.StringIO()
     handler = logging.StreamHandler(buf)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S%z"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S%z")
+    )
     log = logging.getLogger("openai._base_client")
     log.addHandler(handler)
     log.propagate, log.level = False, logging.DEBUG
@@ -266,9 +290,11 @@ def test_kubelet_rotated_container_logs_are_one_stream(tmp_path):
     wrap(src, whole, "cri", split=300)
     records = whole.read_bytes().split(b"\n")[:-1]
     # kubelet rotates between records: cut after a line's last record (one with the F tag)
-    cuts = [next(i for i in range(n * len(records) // 3, len(records)) if b" stdout F " in records[i - 1])
-            for n in (1, 2)]
-    parts = [records[:cuts[0]], records[cuts[0]:cuts[1]], records[cuts[1]:]]
+    cuts = [
+        next(i for i in range(n * len(records) // 3, len(records)) if b" stdout F " in records[i - 1])
+        for n in (1, 2)
+    ]
+    parts = [records[: cuts[0]], records[cuts[0] : cuts[1]], records[cuts[1] :]]
     d = tmp_path / "pods" / "lab_vllm-0_0f3c" / "vllm"
     d.mkdir(parents=True)
     (d / "0.log.20261129-082500.gz").write_bytes(gzip.compress(b"\n".join(parts[0]) + b"\n"))
@@ -280,8 +306,11 @@ def test_kubelet_rotated_container_logs_are_one_stream(tmp_path):
     ingest(plain, tmp_path / "a", AnalyzeOptions())
     res = ingest(tmp_path / "pods", tmp_path / "b", AnalyzeOptions())
     f = _files(res)
-    names = ["lab_vllm-0_0f3c/vllm/0.log.20261129-082500.gz", "lab_vllm-0_0f3c/vllm/0.log.20261129-082630",
-             "lab_vllm-0_0f3c/vllm/0.log"]
+    names = [
+        "lab_vllm-0_0f3c/vllm/0.log.20261129-082500.gz",
+        "lab_vllm-0_0f3c/vllm/0.log.20261129-082630",
+        "lab_vllm-0_0f3c/vllm/0.log",
+    ]
     assert len({f[n]["stream"] for n in names}) == 1
     assert sum(f[n]["lines_total"] for n in names) == 1184
     stats = pl.read_parquet(tmp_path / "b" / "server_stats.parquet").sort("seq")
@@ -335,7 +364,10 @@ def test_a_container_log_read_in_pieces_gives_the_rows_of_a_whole_read(tmp_path,
     files = pl.read_parquet(tmp_path / "cut" / "files.parquet")
     lines = src.read_bytes().count(b"\n")
     assert files["lines_total"].to_list() == [lines]
-    assert f"{records - lines:,} partial record(s) joined into the lines the runtime had cut" in files["messages"][0]
+    assert (
+        f"{records - lines:,} partial record(s) joined into the lines the runtime had cut"
+        in files["messages"][0]
+    )
 
 
 def test_logs_collected_from_a_node_are_named_by_their_pod(tmp_path):
@@ -354,8 +386,12 @@ def test_logs_collected_from_a_node_are_named_by_their_pod(tmp_path):
         plain = tmp_path / "part.log"
         plain.write_bytes(b"\n".join(part) + b"\n")
         wrap(plain, dest, "cri", step_ns=1)
-    wrap(need(LAB / "calm" / "vllm-server.log"),
-         d / "pods" / "lab_vllm-1_0b3f8f8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b" / "vllm" / "0.log", "cri", step_ns=1)
+    wrap(
+        need(LAB / "calm" / "vllm-server.log"),
+        d / "pods" / "lab_vllm-1_0b3f8f8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b" / "vllm" / "0.log",
+        "cri",
+        step_ns=1,
+    )
     link = d / "containers" / f"vllm-2_lab_vllm-{'3f' * 32}.log"
     wrap(need(SPIKE / "vllm-server.log"), link, "cri", step_ns=1)
     analyze(d, tmp_path / "out", AnalyzeOptions())
@@ -365,8 +401,10 @@ def test_logs_collected_from_a_node_are_named_by_their_pod(tmp_path):
     diag = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     crashes = [e for e in diag["episodes"] if e["class"] == "crash"]
     assert [(e["replica"], e["start"][:19]) for e in crashes] == [("vllm-0", "2026-11-29T08:34:22")]
-    assert crashes[0]["reason"].startswith("silent death (log stops, new banner) at 08:34:22, restarted (pid 8600) "
-                                           "and ready at 08:35:31: down 69 s")
+    assert crashes[0]["reason"].startswith(
+        "silent death (log stops, new banner) at 08:34:22, restarted (pid 8600) "
+        "and ready at 08:35:31: down 69 s"
+    )
 
 
 def test_public_excerpts_in_a_container_log(tmp_path):
@@ -388,5 +426,6 @@ def test_public_excerpts_in_a_container_log(tmp_path):
         assert _rows(d / "oa", "server_stats").equals(_rows(d / "ob", "server_stats")), f.name
         for table in ("server_events", "server_request_events"):
             plain, boxed = (_rows(d / o, table).drop("ts", "ts_inferred", strict=False) for o in ("oa", "ob"))
-            assert plain.sort(plain.columns, nulls_last=True).equals(boxed.sort(boxed.columns, nulls_last=True)), (
-                f.name, table)
+            assert plain.sort(plain.columns, nulls_last=True).equals(
+                boxed.sort(boxed.columns, nulls_last=True)
+            ), (f.name, table)

@@ -156,8 +156,10 @@ def test_istio_default_text(tmp_path):
     assert r["ts_start"] == datetime(2026, 11, 30, 8, 8, 54, 496000, tzinfo=UTC)
     assert (r["request_time_s"], r["error"], r["upstream"]) == (2.0, "response_timeout", "127.0.0.1:18001")
     r = rows.filter(pl.col("request_id") == "client-burst-009-5").row(0, named=True)
-    assert r["error"] == ("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:"
-                          "_Connection_refused}; delayed_connect_error:_Connection_refused")
+    assert r["error"] == (
+        "upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:"
+        "_Connection_refused}; delayed_connect_error:_Connection_refused"
+    )
 
 
 def test_envoy_json_attempts(tmp_path):
@@ -323,10 +325,13 @@ def test_detect_does_not_claim_lab_or_nginx_files():
             assert safe_detect(mod, h) < 0.3, (mod.NAME, str(p))
 
 
-@pytest.mark.parametrize(("folder", "answers", "inference"), [
-    (LIT, 42, 39),  # uvicorn answers (21+2+4+1, 10+1+2+1); 3 are GET /health/liveliness
-    (DATA / "vllm-router", None, None),  # the router's own excerpts: counted below from the table
-])
+@pytest.mark.parametrize(
+    ("folder", "answers", "inference"),
+    [
+        (LIT, 42, 39),  # uvicorn answers (21+2+4+1, 10+1+2+1); 3 are GET /health/liveliness
+        (DATA / "vllm-router", None, None),  # the router's own excerpts: counted below from the table
+    ],
+)
 def test_a_proxys_lines_apart_are_not_requests(tmp_path, folder, answers, inference):
     """LiteLLM and the vLLM router write a line per upstream attempt, fallback or routing apart from the access
     line that answers the request, with no id to pair them: counted as requests of their own, LiteLLM's 42
@@ -341,12 +346,23 @@ def test_a_proxys_lines_apart_are_not_requests(tmp_path, folder, answers, infere
     ga = pl.read_parquet(out / "gateway_attempts.parquet")
     apart = ga.filter(pl.col("status").is_null() & pl.col("flags").is_not_null())
     answered = ga.filter(pl.col("status").is_not_null())
-    assert apart.height > 0 and set(apart["flags"]) <= {"attempt", "attempt,exception", "fallback", "retry",
-                                                        "failed", "routed"}
+    assert apart.height > 0 and set(apart["flags"]) <= {
+        "attempt",
+        "attempt,exception",
+        "fallback",
+        "retry",
+        "failed",
+        "routed",
+    }
     if answers is not None:
         assert answered.height == answers
-    want = inference if inference is not None else answered.filter(
-        (pl.col("method") != "GET") & ~pl.col("path").str.contains("health|metrics|models")).height
+    want = (
+        inference
+        if inference is not None
+        else answered.filter(
+            (pl.col("method") != "GET") & ~pl.col("path").str.contains("health|metrics|models")
+        ).height
+    )
     corr = json.loads((out / "correlation.json").read_text())["retry_multiplication"]
     summ = json.loads((out / "summary.json").read_text())["retries"]
     assert corr["gateway_requests"] == summ["gateway_requests"] == want
@@ -360,5 +376,6 @@ def test_a_proxys_lines_apart_are_not_requests(tmp_path, folder, answers, infere
     assert corr["amplification"] is None and corr["factors"]["server_requests_per_gateway_attempt"] is None
     assert summ["amplification"] is None
     assert json.loads((out / "diagnosis.json").read_text())["traffic"].get("amplification_below_1") is None
-    assert pl.read_parquet(out / "windows.parquet")["amplification"].null_count() == len(pl.read_parquet(
-        out / "windows.parquet"))
+    assert pl.read_parquet(out / "windows.parquet")["amplification"].null_count() == len(
+        pl.read_parquet(out / "windows.parquet")
+    )

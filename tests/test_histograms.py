@@ -61,8 +61,10 @@ def _by_hand(series: dict[float, list[tuple[int, float]]], lo: datetime, hi: dat
     range starts before it; no reset in these runs), then the linear interpolation of histogram_quantile in
     the first bucket reaching rank q * n."""
     a, b = int(lo.timestamp() * 1000), int(hi.timestamp() * 1000)
-    inc = {le: [v for t, v in s if t <= b][-1] - ([v for t, v in s if t <= a] or [s[0][1]])[-1]
-           for le, s in series.items()}
+    inc = {
+        le: [v for t, v in s if t <= b][-1] - ([v for t, v in s if t <= a] or [s[0][1]])[-1]
+        for le, s in series.items()
+    }
     les = sorted(inc)
     n = inc[les[-1]]
     rank = q * n
@@ -104,8 +106,11 @@ def test_means_are_sum_over_count(tmp_path):
     # the dump's last sample counts 265 (grep 'request_generation_tokens_count"' tsdb-dump.txt | tail -2: 265,
     # then the NaN staleness marker), its first, at 09:36:16.911 (4 s after the dump's first scrape: the
     # series was created by them), 2: counted from 0, the 267 requests of truth.json
-    assert whole["output_tokens"]["n"] == 267 == json.loads((LAB / "v0-ladder" / "truth.json").read_text())[
-        "client"]["logical_requests"]
+    assert (
+        whole["output_tokens"]["n"]
+        == 267
+        == json.loads((LAB / "v0-ladder" / "truth.json").read_text())["client"]["logical_requests"]
+    )
     assert whole["output_tokens"]["p50_bucket"] == "200–500 tokens"  # vLLM's 1-2-5 token buckets
 
 
@@ -116,8 +121,11 @@ def test_counter_reset_across_a_restart(tmp_path):
     'le="+Inf"'): 144 + 199 = 343 requests over the run, not 199 - 0."""
     out = ingest_files(tmp_path, need(LAB / "crash" / "prometheus" / "tsdb-dump.txt")).out_dir
     m = pl.read_parquet(out / "server_metrics.parquet").filter(
-        pl.col("name").str.starts_with("vllm:request_num_preemptions") & pl.col("value").is_not_nan())
-    h = histograms._build(m.select("source", "replica", "name", pl.col("labels").fill_null(""), "ts", "value"))
+        pl.col("name").str.starts_with("vllm:request_num_preemptions") & pl.col("value").is_not_nan()
+    )
+    h = histograms._build(
+        m.select("source", "replica", "name", pl.col("labels").fill_null(""), "ts", "value")
+    )
     hist = h[("vllm:request_num_preemptions", INSTANCE)]
     buckets, _, count = hist.increase(None, None)
     assert buckets[-1] == 343 and count == 343
@@ -156,8 +164,10 @@ def _client_p95(run: str) -> list[float]:
     """Each phase's TTFT p95 as the client measured it (its own JSON lines), linear like logscope's."""
     rows = [json.loads(x) for x in (need(LAB / run) / f"client-{run}.jsonl").read_text().splitlines()]
     req = pl.DataFrame([r for r in rows if r.get("kind") == "request"], infer_schema_length=None)
-    return [req.filter((pl.col("phase") == p) & pl.col("ttft_s").is_not_null())["ttft_s"].quantile(0.95, "linear")
-            for p in sorted(req["phase"].unique())]
+    return [
+        req.filter((pl.col("phase") == p) & pl.col("ttft_s").is_not_null())["ttft_s"].quantile(0.95, "linear")
+        for p in sorted(req["phase"].unique())
+    ]
 
 
 def _bucket_index(bounds: list[float], x: float) -> int:
@@ -176,8 +186,13 @@ def test_ladder_without_client_logs(tmp_path):
     from logscope.api import AnalyzeOptions, analyze
 
     src = tmp_path / "in"
-    shutil.copytree(need(LAB / "v0-ladder"), src, ignore=shutil.ignore_patterns(
-        "client-*", "manifest.json", "truth.json", "events.jsonl", "commands.log"))
+    shutil.copytree(
+        need(LAB / "v0-ladder"),
+        src,
+        ignore=shutil.ignore_patterns(
+            "client-*", "manifest.json", "truth.json", "events.jsonl", "commands.log"
+        ),
+    )
     analyze(src, tmp_path / "out", AnalyzeOptions())
     diag = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     steps = diag["ladder"]["steps"]
@@ -190,8 +205,10 @@ def test_ladder_without_client_logs(tmp_path):
         near = abs(_bucket_index(bounds, s["ttft_p95"]) - _bucket_index(bounds, c)) <= 1
         assert near or abs(s["ttft_p95"] - c) <= CLIENT_OVERHEAD_S, (s["step"], s["ttft_p95"], c)
     # c=16 and c=32, where the 2 s SLO is decided: the client's 1.59 s and 6.19 s lie in the histogram's bucket
-    assert [(s["ttft_p95_bucket"], s["slo_status"]) for s in steps[2:]] == [("1–2.5 s", "unknown"),
-                                                                           ("5–7.5 s", "missed")]
+    assert [(s["ttft_p95_bucket"], s["slo_status"]) for s in steps[2:]] == [
+        ("1–2.5 s", "unknown"),
+        ("5–7.5 s", "missed"),
+    ]
     assert steps[2]["slo_undecided"].startswith("ttft_p95: the SLO 2 s lies inside")
     assert "TTFT p95 in 5–7.5 s (metrics histogram)" in steps[3]["broke"]
     # queue time exists only in the histograms; lengths from their means; the page shows buckets, not 6.58
@@ -247,13 +264,16 @@ def test_v1_ladder_without_bench_names_each_figure_source(tmp_path):
     (its source is none, the step 'unknown'); the histogram's exact mean stays beside it."""
     diag = _analyse_without(tmp_path / "a", "ladder", "bench")
     steps = diag["ladder"]["steps"]
-    assert steps and all(s["ttft_source"] == "gateway" and s["ttft_note"] == from_histograms.GATEWAY_TTFT_NOTE
-                         for s in steps)
+    assert steps and all(
+        s["ttft_source"] == "gateway" and s["ttft_note"] == from_histograms.GATEWAY_TTFT_NOTE for s in steps
+    )
     assert all(s["slo_status"] != "met" and "ttft_p95" in s["missing_figures"] for s in steps)
     diag = _analyse_without(tmp_path / "b", "ladder", "bench", "nginx-*")
     steps = diag["ladder"]["steps"]
     assert [s["concurrency"] for s in steps][-4:] == [8, 16, 32, 64]  # from running + waiting
-    assert all(s["ttft_source"] is None and s["ttft_p95"] is None and s["slo_status"] == "unknown" for s in steps)
+    assert all(
+        s["ttft_source"] is None and s["ttft_p95"] is None and s["slo_status"] == "unknown" for s in steps
+    )
     # bench's mean TTFT at c=32 and c=64: 2.42 s and 8.08 s; the histogram's over the detected steps
     means = [s["metrics_histograms"]["ttft"]["mean"] for s in steps[-2:]]
     assert [s["metrics_histograms"]["ttft"]["p95"] for s in steps[-2:]] == [None, None]
@@ -287,10 +307,21 @@ def test_calm_whole_run_near_the_client(tmp_path):
 
 def test_sources_and_slo_judgement():
     slo = type("Slo", (), {"ttft_s": 2.0, "e2e_s": 20.0})()
-    step = {"ttft_p95": 2.17, "ttft_source": "metrics histogram", "ttft_p95_bucket": "1–2.5 s",
-            "ttft_p95_bucket_lo": 1.0, "ttft_p95_bucket_hi": 2.5, "e2e_p95": 8.3, "e2e_source": "gateway"}
-    assert from_histograms.over(step, "ttft", 2.0) is None and from_histograms.over(step, "ttft", 3.0) is False
-    assert from_histograms.over(step, "ttft", 1.0) is True and from_histograms.over(step, "e2e", 20.0) is False
+    step = {
+        "ttft_p95": 2.17,
+        "ttft_source": "metrics histogram",
+        "ttft_p95_bucket": "1–2.5 s",
+        "ttft_p95_bucket_lo": 1.0,
+        "ttft_p95_bucket_hi": 2.5,
+        "e2e_p95": 8.3,
+        "e2e_source": "gateway",
+    }
+    assert (
+        from_histograms.over(step, "ttft", 2.0) is None and from_histograms.over(step, "ttft", 3.0) is False
+    )
+    assert (
+        from_histograms.over(step, "ttft", 1.0) is True and from_histograms.over(step, "e2e", 20.0) is False
+    )
     assert from_histograms.undecided(step, slo) == ["ttft_p95"]
     assert from_histograms.stated(step, "ttft") == "in 1–2.5 s (metrics histogram)"
     assert from_histograms.stated(step, "e2e") == "8.30 s"
@@ -317,8 +348,10 @@ def _openmetrics(run: str, dest: Path) -> None:
     for line in (need(LAB / run) / "prometheus" / "tsdb-dump.txt").read_text().splitlines():
         m = pat.match(line)
         if m and m.group(1) in names and m.group(3) != "NaN":
-            lines.append(f"{m.group(1)}{{{m.group(2).replace(chr(34) + ', ', chr(34) + ',')}}} {m.group(3)} "
-                         f"{int(m.group(4)) / 1000:.3f}")
+            lines.append(
+                f"{m.group(1)}{{{m.group(2).replace(chr(34) + ', ', chr(34) + ',')}}} {m.group(3)} "
+                f"{int(m.group(4)) / 1000:.3f}"
+            )
     dest.write_text("\n".join(lines) + "\n# EOF\n")
 
 
@@ -329,13 +362,24 @@ def prometheus(tmp_path):
         pytest.skip("Debian's prometheus / promtool not installed (apt-get install prometheus)")
     om, data = tmp_path / "v0.om", tmp_path / "data"
     _openmetrics("v0-ladder", om)
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+        check=True,
+        capture_output=True,
+    )
     (tmp_path / "prom.yml").write_text("global:\n  scrape_interval: 1h\n")
     port = _free_port()
-    proc = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prom.yml'}", f"--storage.tsdb.path={data}",
-                             "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={tmp_path / 'prom.yml'}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def query(expr: str, at: datetime, path: str = "query", **more) -> dict:
         args = urllib.parse.urlencode({"query": expr, "time": f"{at.timestamp():.3f}", **more})
@@ -360,9 +404,13 @@ def _ranges() -> list[tuple[datetime, datetime]]:
     # (Prometheus has nothing of a series before its first sample, 09:36:16.911 for e2e and queue: the first
     # range starts after it)
     first, *rest = _phases("v0-ladder")
-    return [(_t("2026-11-29T09:36:17"), first[1]), *rest, (_t("2026-11-29T09:36:18"), _t("2026-11-29T09:38:20")),
-            (_t("2026-11-29T09:37:01.5"), _t("2026-11-29T09:37:33.3")),
-            (_t("2026-11-29T09:37:50"), _t("2026-11-29T09:38:05"))]
+    return [
+        (_t("2026-11-29T09:36:17"), first[1]),
+        *rest,
+        (_t("2026-11-29T09:36:18"), _t("2026-11-29T09:38:20")),
+        (_t("2026-11-29T09:37:01.5"), _t("2026-11-29T09:37:33.3")),
+        (_t("2026-11-29T09:37:50"), _t("2026-11-29T09:38:05")),
+    ]
 
 
 def test_same_as_prometheus_histogram_quantile(tmp_path, prometheus):
@@ -375,7 +423,9 @@ def test_same_as_prometheus_histogram_quantile(tmp_path, prometheus):
             for q in (0.5, 0.95):
                 # the increase over [lo, hi] as Prometheus' instant vectors see it: the last sample at or before
                 # hi minus the last at or before lo
-                got = prometheus(f"histogram_quantile({q}, sum by (le) ({metric} - {metric} offset {off}))", hi)
+                got = prometheus(
+                    f"histogram_quantile({q}, sum by (le) ({metric} - {metric} offset {off}))", hi
+                )
                 res = got["data"]["result"]
                 theirs = float(res[0]["value"][1]) if res else float("nan")
                 mine = ours[f"p{round(q * 100)}"] if ours else None
@@ -396,8 +446,14 @@ def test_query_range_of_buckets_gives_the_same(tmp_path, prometheus):
     """A query_range answer of the _bucket series (Prometheus' own, 2 s steps over the run, as the lab's
     query_range files are for the other metrics) read by logscope gives the dump's quantiles."""
     lo, hi = _t("2026-11-29T09:35:18"), _t("2026-11-29T09:38:59")
-    got = prometheus(f"{TTFT}_bucket", hi, path="query_range", start=f"{lo.timestamp():.3f}",
-                     end=f"{hi.timestamp():.3f}", step="2s")
+    got = prometheus(
+        f"{TTFT}_bucket",
+        hi,
+        path="query_range",
+        start=f"{lo.timestamp():.3f}",
+        end=f"{hi.timestamp():.3f}",
+        step="2s",
+    )
     assert got["status"] == "success" and len(got["data"]["result"]) == 23  # 22 bounds and +Inf
     (tmp_path / "q").mkdir()
     qr = tmp_path / "q" / "query_range-vllm_time_to_first_token_seconds_bucket.json"

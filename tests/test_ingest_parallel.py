@@ -44,6 +44,7 @@ def test_parallel_chunks_give_the_same_tables(tmp_path, files, chunk, monkeypatc
     threads: dict[str, set[str]] = {}
     for mod in parsers.FORMATS:
         if getattr(mod, "INDEPENDENT_CHUNKS", False):
+
             def spy(lines, ctx, state, _real=mod.parse_chunk):
                 threads.setdefault(ctx.source, set()).add(threading.current_thread().name)
                 return _real(lines, ctx, state)
@@ -60,8 +61,11 @@ def test_parallel_chunks_give_the_same_tables(tmp_path, files, chunk, monkeypatc
     assert (seq.files["lines_total"] == seq.files["lines_parsed"]).all()
     assert a["gateway_attempts"].height > 10
     # the files were cut into chunks, parsed by the chunk threads as well as the stream's own
-    chunked = [r["path"] for r in seq.files.iter_rows(named=True)
-               if getattr(parsers.BY_NAME.get(r["format"]), "INDEPENDENT_CHUNKS", False)]
+    chunked = [
+        r["path"]
+        for r in seq.files.iter_rows(named=True)
+        if getattr(parsers.BY_NAME.get(r["format"]), "INDEPENDENT_CHUNKS", False)
+    ]
     assert chunked
     for path in chunked:
         assert any(t.startswith("chunk") for t in threads[path]), (path, threads[path])
@@ -90,7 +94,9 @@ def test_a_failing_chunk_keeps_the_rows_before_it(tmp_path, monkeypatch, workers
     assert failed and 600 <= kept["line_no"].max() < min(failed) and kept["line_no"].is_sorted()
     assert kept["line_no"].n_unique() == min(failed) - 1  # every line before it (a retried one: several rows)
     assert row["lines_total"] == 1245 and row["lines_parsed"] == min(failed) - 1
-    assert f"the {1245 - min(failed) + 1:,} lines not parsed count as unrecognized" in " ".join(row["messages"])
+    assert f"the {1245 - min(failed) + 1:,} lines not parsed count as unrecognized" in " ".join(
+        row["messages"]
+    )
 
 
 def test_other_formats_stay_on_their_stream(tmp_path, monkeypatch):
@@ -101,8 +107,11 @@ def test_other_formats_stay_on_their_stream(tmp_path, monkeypatch):
     assert not getattr(mod, "INDEPENDENT_CHUNKS", False)
     seen: list[str] = []
     real = mod.parse_chunk
-    monkeypatch.setattr(mod, "parse_chunk",
-                        lambda lines, ctx, state: seen.append(threading.current_thread().name) or real(lines, ctx, state))
+    monkeypatch.setattr(
+        mod,
+        "parse_chunk",
+        lambda lines, ctx, state: seen.append(threading.current_thread().name) or real(lines, ctx, state),
+    )
     ingest(src, tmp_path / "out", IngestOptions(workers=2, chunk_bytes=16 * 1024))
     assert len(seen) > 3 and not any(t.startswith("chunk") for t in seen)
 

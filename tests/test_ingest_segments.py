@@ -34,7 +34,9 @@ def _tables(out: Path) -> dict[str, pl.DataFrame]:
 def _same_as_whole_read(tmp_path: Path, log: Path, chunk: int, segments: int, **opts) -> None:
     src = _folder(tmp_path, log)
     whole = ingest(src, tmp_path / "whole", IngestOptions(workers=1, chunk_bytes=chunk))
-    cut = ingest(src, tmp_path / "cut", IngestOptions(workers=2, chunk_bytes=chunk, segments=segments, **opts))
+    cut = ingest(
+        src, tmp_path / "cut", IngestOptions(workers=2, chunk_bytes=chunk, segments=segments, **opts)
+    )
     assert whole.files["format"].to_list() == ["vllm_server"]
     a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
     assert a.keys() == b.keys()
@@ -60,12 +62,17 @@ def test_a_wrong_guess_reads_the_segment_again(tmp_path, held, monkeypatch):
     read again in turn, and the rows are still those of a whole read."""
     monkeypatch.setattr(pieces, "SEGMENT_WINDOW", 0)
     _same_as_whole_read(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log", chunk=8192, segments=8)
-    assert held == {"kept": 0, "again": 7}  # without the lines before a cut, its time and open record are unknown
+    assert held == {
+        "kept": 0,
+        "again": 7,
+    }  # without the lines before a cut, its time and open record are unknown
 
 
 def test_segments_spilled_to_parts(tmp_path, held):
     """Rows past the memory budget go to part files per segment; shifted and ordered all the same."""
-    _same_as_whole_read(tmp_path, SAMPLES / "spike" / "vllm-server.log", chunk=8192, segments=4, memory_bytes=1)
+    _same_as_whole_read(
+        tmp_path, SAMPLES / "spike" / "vllm-server.log", chunk=8192, segments=4, memory_bytes=1
+    )
     assert held["kept"] == 3
 
 
@@ -75,8 +82,9 @@ def test_every_lab_log(tmp_path, held):
     assert held["kept"] >= 20
 
 
-@pytest.mark.parametrize(("window", "chunk"), [(150, 256), (pieces.SEGMENT_WINDOW, 256),
-                                               (pieces.SEGMENT_WINDOW, 48)])
+@pytest.mark.parametrize(
+    ("window", "chunk"), [(150, 256), (pieces.SEGMENT_WINDOW, 256), (pieces.SEGMENT_WINDOW, 48)]
+)
 def test_every_public_excerpt(tmp_path, held, monkeypatch, window, chunk):
     """The messy ones (glued records, wrapped lines, container stamps, tracebacks) cut every 256 bytes; at
     48-byte chunks a whole read emits every line over 192 bytes in two (its guard against endless lines),
@@ -151,13 +159,17 @@ def _rotated(tmp_path: Path, log: Path, parts: int, gz: tuple[int, ...] = ()) ->
     """``log`` as a RotatingFileHandler leaves it: ``name.{parts-1}`` (oldest) ... ``name``, cut before
     records (lines opening with a vLLM header), the files numbered in ``gz`` gzipped as logrotate does."""
     lines = log.read_bytes().splitlines(keepends=True)
-    starts = [i for i, ln in enumerate(lines) if re.match(rb"(\(\w+ pid=\d+\) )?(INFO|WARNING|ERROR) \d\d-\d\d ", ln)]
+    starts = [
+        i
+        for i, ln in enumerate(lines)
+        if re.match(rb"(\(\w+ pid=\d+\) )?(INFO|WARNING|ERROR) \d\d-\d\d ", ln)
+    ]
     cuts = [0] + [starts[len(starts) * k // parts] for k in range(1, parts)] + [len(lines)]
     d = tmp_path / "in"
     d.mkdir(parents=True)
     for k in range(parts):
         n = parts - 1 - k  # the oldest file first
-        data = b"".join(lines[cuts[k]:cuts[k + 1]])
+        data = b"".join(lines[cuts[k] : cuts[k + 1]])
         name = log.name + (f".{n}" if n else "")
         if n in gz:
             (d / f"{name}.gz").write_bytes(gzip.compress(data))
@@ -190,8 +202,9 @@ def test_every_lab_log_rotated(tmp_path, held):
     for log in sorted(need(LAB).glob("*/vllm-server.log")):
         src = _rotated(tmp_path / log.parent.name, log, 3, gz=(2,))
         whole = ingest(src, tmp_path / log.parent.name / "whole", IngestOptions(workers=1, chunk_bytes=32768))
-        cut = ingest(src, tmp_path / log.parent.name / "cut", IngestOptions(workers=2, chunk_bytes=32768,
-                                                                          segments=2))
+        cut = ingest(
+            src, tmp_path / log.parent.name / "cut", IngestOptions(workers=2, chunk_bytes=32768, segments=2)
+        )
         a, b = _tables(tmp_path / log.parent.name / "whole"), _tables(tmp_path / log.parent.name / "cut")
         for name in a:
             assert a[name].equals(b[name]), (log, name)
@@ -223,7 +236,9 @@ def test_a_failing_chunk_stops_the_file_where_a_whole_read_stops(tmp_path, monke
     a, b = _tables(tmp_path / "whole"), _tables(tmp_path / "cut")
     for name in a:
         assert a[name].equals(b[name]), name
-    assert 2000 <= a["server_request_events"]["line_no"].max() < min(failed)  # up to the chunk before the failure
+    assert (
+        2000 <= a["server_request_events"]["line_no"].max() < min(failed)
+    )  # up to the chunk before the failure
 
 
 def test_progress_moves_while_one_file_is_read(tmp_path):
@@ -233,14 +248,22 @@ def test_progress_moves_while_one_file_is_read(tmp_path):
 
     src = _folder(tmp_path, SAMPLES / "retry-storm" / "vllm-server.log")
     seen: list[tuple[str, float]] = []
-    ingest(src, tmp_path / "out", IngestOptions(chunk_bytes=16 * 1024, segments=3),
-           progress=lambda msg, frac: seen.append((msg, frac)))
+    ingest(
+        src,
+        tmp_path / "out",
+        IngestOptions(chunk_bytes=16 * 1024, segments=3),
+        progress=lambda msg, frac: seen.append((msg, frac)),
+    )
     fracs = [f for _, f in seen]
     assert len(seen) >= 10 and seen[0][0] == "reading vllm-server.log" and 0 < fracs[0] < 0.2
     assert seen[-1] == ("parsed vllm-server.log", 1.0)
     seen.clear()
-    api.analyze(SAMPLES / "spike", tmp_path / "an", api.AnalyzeOptions(),
-                progress=lambda msg, frac: seen.append((msg, frac)))
+    api.analyze(
+        SAMPLES / "spike",
+        tmp_path / "an",
+        api.AnalyzeOptions(),
+        progress=lambda msg, frac: seen.append((msg, frac)),
+    )
     fracs = [f for _, f in seen]
     assert fracs == sorted(fracs) and fracs[-1] == 0.95
     assert [m for m, _ in seen[-3:]] == ["correlating", "diagnosing", "rendering"]
@@ -288,15 +311,25 @@ def test_an_access_log_in_pieces_as_a_cluster_reads_it(tmp_path, held):
     def parse(stream_files, job):
         (members,) = stream_files
         mod = stream_module(members)
-        assert pieces.plan(members, mod, replace(job, pool=object())) is None  # here: whole, chunks on every core
+        assert (
+            pieces.plan(members, mod, replace(job, pool=object())) is None
+        )  # here: whole, chunks on every core
         plan = pieces.plan(members, mod, job, slots=128)
         cut_into.append(len(plan or []))
-        counts = [tasks.count(members[pc.member].f, pc.span, job.opts.chunk_bytes) if pc.span.stop is not None
-                  else None for pc in plan]
+        counts = [
+            tasks.count(members[pc.member].f, pc.span, job.opts.chunk_bytes)
+            if pc.span.stop is not None
+            else None
+            for pc in plan
+        ]
         head = tasks.head(members, job.opts, job.when)
-        read = [tasks.piece(0, members, plan, p, counts[:p], head, job.opts, job.when, job.store.parts)
-                for p in range(len(plan))]
-        on_cluster.take(job, members, tasks.settle(0, members, plan, counts, read, job.opts, job.when, job.store.parts))
+        read = [
+            tasks.piece(0, members, plan, p, counts[:p], head, job.opts, job.when, job.store.parts)
+            for p in range(len(plan))
+        ]
+        on_cluster.take(
+            job, members, tasks.settle(0, members, plan, counts, read, job.opts, job.when, job.store.parts)
+        )
 
     ingest(src, tmp_path / "cut", IngestOptions(workers=1, chunk_bytes=8192, segments=4), parse=parse)
     assert cut_into == [4] and held == {"kept": 4, "again": 0}  # the first piece too: a task read it

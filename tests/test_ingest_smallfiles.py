@@ -45,12 +45,20 @@ def test_small_files_give_the_tables_of_their_concatenation(tmp_path):
     for name in ("client_attempts", "client_requests"):
         a, b = small.table(name), whole.table(name)
         assert a.height > 100
-        assert_frame_equal(_sorted(a, ("source", "line_no", "concurrency")),
-                           _sorted(b, ("source", "line_no", "concurrency")), rel_tol=1e-12)
+        assert_frame_equal(
+            _sorted(a, ("source", "line_no", "concurrency")),
+            _sorted(b, ("source", "line_no", "concurrency")),
+            rel_tol=1e-12,
+        )
     f = small.files.filter(pl.col("format") != "nginx_conf")
-    assert f["lines_unrecognized"].sum() == 0 and f["lines_parsed"].sum() == whole.files.filter(
-        pl.col("format") != "nginx_conf")["lines_parsed"].sum()
-    batched = f.filter(pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any())
+    assert (
+        f["lines_unrecognized"].sum() == 0
+        and f["lines_parsed"].sum()
+        == whole.files.filter(pl.col("format") != "nginx_conf")["lines_parsed"].sum()
+    )
+    batched = f.filter(
+        pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any()
+    )
     assert batched.height == f.filter(pl.col("format").str.starts_with("nginx")).height  # every nginx file
 
 
@@ -80,8 +88,17 @@ def test_a_batch_gives_each_file_what_reading_it_alone_gives(tmp_path):
     batch = ingest(src, tmp_path / "batch", IngestOptions())
     for name in ("gateway_attempts", "gateway_errors", "unrecognized"):
         assert_frame_equal(_sorted(batch.table(name)), _sorted(alone.table(name)))
-    cols = ["path", "format", "replica", "lines_total", "lines_parsed", "lines_unrecognized", "first_ts", "last_ts",
-            "messages"]
+    cols = [
+        "path",
+        "format",
+        "replica",
+        "lines_total",
+        "lines_parsed",
+        "lines_unrecognized",
+        "first_ts",
+        "last_ts",
+        "messages",
+    ]
     assert_frame_equal(batch.files.select(cols), alone.files.select(cols))
     f = batch.files
     cut = f.filter(pl.col("path") == "gw/access-007.log").row(0, named=True)
@@ -92,7 +109,9 @@ def test_a_batch_gives_each_file_what_reading_it_alone_gives(tmp_path):
     others = f.filter(pl.col("path") == "gw/access-021.log")["messages"].to_list()[0]
     assert not any("outside" in m for m in others)
     # the files read again alone: the one the batch's layouts leave a line of, the two with an outlier
-    kept = f.filter(pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any())
+    kept = f.filter(
+        pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any()
+    )
     assert kept.height == 60 + 60 - 3 and set(kept["format"]) == {"nginx_access", "nginx_error"}
 
 
@@ -101,7 +120,11 @@ def test_detection_in_one_pass_is_detection_one_head_at_a_time(blank):
     """Every format's batch scores are its one-head scores, with blank lines of every kind ``str.strip`` empties
     (Rust's white space lacks \\x1c-\\x1f) and one-line heads cut from the samples, in any company."""
     heads = [[blank, *m.SAMPLES[:2], blank] for m in parsers.FORMATS]
-    heads += [[ln] for m in parsers.FORMATS for ln in m.SAMPLES] + [[], [blank], [blank, "# a comment", blank]]
+    heads += [[ln] for m in parsers.FORMATS for ln in m.SAMPLES] + [
+        [],
+        [blank],
+        [blank, "# a comment", blank],
+    ]
     heads += [["# c", blank, *parsers.BY_NAME["nginx_conf"].SAMPLES]]
     one = [parsers.detect(h) for h in heads]
     assert parsers.detect_many(heads) == one
@@ -128,7 +151,13 @@ def test_many_client_sources_are_compared_at_once_with_the_pairwise_choice(tmp_p
     kept, dropped = at_once
     assert list(dropped) == ["client-storm.log"] and "client-storm.jsonl" in kept
     monkeypatch.setattr(dupes, "MANY", 0)
-    monkeypatch.setattr(dupes, "MIN_SENDS", 0)  # the rule before: a third of the one-request files were dropped
+    monkeypatch.setattr(
+        dupes, "MIN_SENDS", 0
+    )  # the rule before: a third of the one-request files were dropped
     assert len(frames.pick_client_sources(ca, cr)[1]) > 10
-    assert len(kept) == ca["source"].n_unique() + cr.filter(~pl.col("source").is_in(ca["source"].unique().implode()))[
-        "source"].n_unique() - 1
+    assert (
+        len(kept)
+        == ca["source"].n_unique()
+        + cr.filter(~pl.col("source").is_in(ca["source"].unique().implode()))["source"].n_unique()
+        - 1
+    )

@@ -26,10 +26,13 @@ def test_values_and_layout_of_a_real_diagnosis(tmp_path):
     assert keys == sorted(doc) and len(keys) == len(doc)
     ep = doc["episodes"][0]
     details = [ln for ln in lines if ln.startswith('   "details": {')]
-    assert len(details) == len(doc["episodes"]) and json.loads("{" + details[0].strip().rstrip(",") + "}") == {"details": ep["details"]}
+    assert len(details) == len(doc["episodes"]) and json.loads(
+        "{" + details[0].strip().rstrip(",") + "}"
+    ) == {"details": ep["details"]}
     assert f'   "signal": "{ep["signal"]}",' in lines
     assert jsontext.dumps({"é": ["ü", {"b": 1, "a": [2, {}]}], "n": None}, depth=2) == (
-        '{\n "n": null,\n "é": [\n  "ü",\n  {"a": [2, {}], "b": 1}\n ]\n}\n')
+        '{\n "n": null,\n "é": [\n  "ü",\n  {"a": [2, {}], "b": 1}\n ]\n}\n'
+    )
 
 
 @pytest.mark.parametrize("obj", [[], {}, 1.5, "x", None, {"a": []}, [[]], {1: "int key"}])

@@ -1,6 +1,6 @@
 """The layout shows the pipeline: logscope/ holds the CLI, the library entry, the four stage packages, the
 resources package and the shared modules; no module imports another that imports it back (at import time);
-no module is longer than 500 lines."""
+no module holds more than 320 statements."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from conftest import ROOT
 PACKAGES = ("logscope", "parsers", "report_templates")
 # the source folders installed inside logscope's namespace (pyproject's package-dir)
 INSTALLED_AS = {"parsers": "logscope.parsers", "report_templates": "logscope.report_templates"}
-MAX_LINES = 500
+# statements, not lines: `ruff format` spreads a call over as many lines as it likes, and a cap in lines
+# squeezed code onto fewer. 320 statements is what the largest module held at the 500-line cap before
+# formatting (ingest/__init__.py: 471 lines, 312 statements).
+MAX_STATEMENTS = 320
 
 
 def _modules() -> dict[str, Path]:
@@ -47,14 +50,29 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def test_logscope_lists_the_stages_and_the_shared_modules():
-    top = sorted(p.name for p in (ROOT / "logscope").iterdir() if not p.name.startswith(("_", ".")) or
-                 p.name in ("__init__.py", "__main__.py"))
+    top = sorted(
+        p.name
+        for p in (ROOT / "logscope").iterdir()
+        if not p.name.startswith(("_", ".")) or p.name in ("__init__.py", "__main__.py")
+    )
     for stage in ("ingest", "correlate", "diagnose", "report"):
         assert (ROOT / "logscope" / stage / "__init__.py").exists(), stage
     assert (ROOT / "logscope" / "resources").is_dir() and "api.py" in top and "cli.py" in top
     # what ingest's modules were before the move is no longer beside the stages
-    for moved in ("sources.py", "streams.py", "pieces.py", "envelopes.py", "store.py", "derive.py",
-                  "metric_stats.py", "unrecognized.py", "apart.py", "budget.py", "memory.py", "scope.py"):
+    for moved in (
+        "sources.py",
+        "streams.py",
+        "pieces.py",
+        "envelopes.py",
+        "store.py",
+        "derive.py",
+        "metric_stats.py",
+        "unrecognized.py",
+        "apart.py",
+        "budget.py",
+        "memory.py",
+        "scope.py",
+    ):
         assert moved not in top, moved
 
 
@@ -74,7 +92,7 @@ def test_no_import_circle():
             if m.startswith(n + "."):  # a module importing its parent package (Python loads the parent first)
                 continue
             if state.get(n) == 1:
-                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(n):] + [n]))
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(n) :] + [n]))
             if n not in state:
                 visit(n)
         stack.pop()
@@ -85,9 +103,13 @@ def test_no_import_circle():
             visit(m)
 
 
-def test_no_module_above_500_lines():
-    long = {str(p.relative_to(ROOT)): n for p in _modules().values()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+def test_no_module_above_320_statements():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _modules().values()
+        if (n := sum(isinstance(x, ast.stmt) for x in ast.walk(ast.parse(p.read_text(encoding="utf-8")))))
+        > MAX_STATEMENTS
+    }
     assert long == {}
 
 
@@ -96,11 +118,16 @@ def test_every_package_is_installed():
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+
     def installed(parts: tuple[str, ...]) -> str:
         return ".".join((INSTALLED_AS.get(parts[0], parts[0]), *parts[1:]))
 
-    have = {installed(p.parent.relative_to(ROOT).parts) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
-            if p.name == "__init__.py" or p.parent.name in PACKAGES}
+    have = {
+        installed(p.parent.relative_to(ROOT).parts)
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*.py")
+        if p.name == "__init__.py" or p.parent.name in PACKAGES
+    }
     assert have - listed == set()
     # nothing installed at the top of site-packages but logscope: another project's `parsers` would collide
     assert {name.split(".")[0] for name in listed} == {"logscope"}

@@ -32,8 +32,11 @@ def _t(x: str | datetime) -> datetime:
 def _classes(diag: dict, lo: datetime | None = None, hi: datetime | None = None) -> list[tuple[str, str]]:
     """(signal, class) of every episode, by start; with lo/hi only those starting inside."""
     eps = sorted(diag["episodes"], key=lambda e: _t(e["start"]))
-    return [(e["signal"], e["class"]) for e in eps
-            if (lo is None or _t(e["start"]) >= lo) and (hi is None or _t(e["start"]) <= hi)]
+    return [
+        (e["signal"], e["class"])
+        for e in eps
+        if (lo is None or _t(e["start"]) >= lo) and (hi is None or _t(e["start"]) <= hi)
+    ]
 
 
 def _lead(diag: dict) -> tuple:
@@ -58,7 +61,9 @@ def test_every_clock_shifted(run, base, tmp_path):
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got) == _classes(base[run])
     assert _lead(got) == _lead(base[run])
-    assert [_t(e["start"]) - SHIFT for e in got["episodes"]] == [_t(e["start"]) for e in base[run]["episodes"]]
+    assert [_t(e["start"]) - SHIFT for e in got["episodes"]] == [
+        _t(e["start"]) for e in base[run]["episodes"]
+    ]
 
 
 def _earlier_calm(rel: str) -> str | None:
@@ -95,8 +100,12 @@ def test_calm_replica_beside(run, base, tmp_path):
     calm_lo, _ = span(calm)
     delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
     copy(LAB / run, tmp_path / "in")
-    copy_shifted(calm, tmp_path / "in" / "replica-b", delta,
-                 rename=lambda rel: rel if rel == "vllm-server.log" else None)
+    copy_shifted(
+        calm,
+        tmp_path / "in" / "replica-b",
+        delta,
+        rename=lambda rel: rel if rel == "vllm-server.log" else None,
+    )
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got) == _classes(base[run])
     assert _lead(got)[:2] == _lead(base[run])[:2]
@@ -118,7 +127,10 @@ def test_range_around_each_episode(run, after_s, base, tmp_path):
         opts = AnalyzeOptions(since=start - pad, until=end + timedelta(seconds=after_s))
         correlate(out, opts)
         got = diagnose(out, opts)
-        same = [g for g in got["episodes"] if g["signal"] == e["signal"] and _t(g["start"]) <= end
-                and _t(g["end"]) >= start]
+        same = [
+            g
+            for g in got["episodes"]
+            if g["signal"] == e["signal"] and _t(g["start"]) <= end and _t(g["end"]) >= start
+        ]
         assert same, f"{run} {e['episode_id']} ({e['signal']}) vanished in its range"
         assert {g["class"] for g in same} == {e["class"]}, (run, e["episode_id"], [g["why"] for g in same])

@@ -89,7 +89,9 @@ def test_two_runs_on_one_folder_take_turns(done, tmp_path):
         p.stdout.close()
         p.stderr.close()
     assert [rc for rc, _ in results] == [0, 0], results
-    assert any("is being written by another logscope" in e and "waiting for it to finish" in e for _, e in results)
+    assert any(
+        "is being written by another logscope" in e and "waiting for it to finish" in e for _, e in results
+    )
     assert json.loads((out / "summary.json").read_text())["verdict"]
     assert (out / "report.html").read_text().rstrip().endswith("</html>")
 
@@ -119,7 +121,10 @@ def test_a_killed_run_leaves_the_previous_outputs(done, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "were not parsed again" in r.stderr  # its tables are reused: no --reparse needed
     assert not list(out.glob(f"{outdir.STAGING}*"))
-    assert json.loads((out / "summary.json").read_text())["verdict"] == json.loads(before["summary.json"])["verdict"]
+    assert (
+        json.loads((out / "summary.json").read_text())["verdict"]
+        == json.loads(before["summary.json"])["verdict"]
+    )
 
 
 def test_a_killed_first_run_leaves_no_outputs(tmp_path):
@@ -159,4 +164,6 @@ def test_an_input_that_once_was_an_output_is_read(done, tmp_path):
 
     files = pl.read_parquet(tmp_path / "out" / "files.parquet")
     assert dict(zip(files["path"], files["format"], strict=True)) == {
-        "nginx-access.log": "nginx_access", "vllm-server.log": "vllm_server"}
+        "nginx-access.log": "nginx_access",
+        "vllm-server.log": "vllm_server",
+    }

@@ -90,7 +90,9 @@ def _lines(path: Path) -> pl.DataFrame:
     lines = path.read_text().split("\n")
     if lines[-1] == "":
         lines.pop()
-    return pl.DataFrame({"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String})
+    return pl.DataFrame(
+        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
+    )
 
 
 def test_dump_sample_counts():
@@ -113,7 +115,10 @@ def test_dump_sample_counts():
     assert m.select(pl.struct("name", "labels", "replica").n_unique()).item() == 77
     first, end = m.row(0, named=True), m.row(-1, named=True)
     assert (first["name"], first["labels"], first["value"]) == (
-        "vllm:admission_rejections_total", "model_name=tiny,reason=max_num_queued_reqs", 0.0)
+        "vllm:admission_rejections_total",
+        "model_name=tiny,reason=max_num_queued_reqs",
+        0.0,
+    )
     assert first["ts"] == datetime(2026, 11, 29, 8, 18, 58, 37000, tzinfo=UTC)
     assert (end["name"], end["value"]) == ("vllm:time_to_first_token_seconds_sum", 1851.0435106754303)
 
@@ -147,11 +152,14 @@ def test_query_range_empty_and_error_answers():
     empty = need(LAB / "v0-ladder/prometheus/query_range-vllm_kv_cache_usage_perc.json")
     res = prometheus_query_range.parse_document(empty.read_text(), ParseContext(source="q", replica="x"))
     assert res.lines_parsed == 1 and "server_metrics" not in res.tables and "no series" in res.messages[0]
-    res = prometheus_query_range.parse_document((PROM / "query_range-error.json").read_text(),
-                                                ParseContext(source="q", replica="x"))
+    res = prometheus_query_range.parse_document(
+        (PROM / "query_range-error.json").read_text(), ParseContext(source="q", replica="x")
+    )
     assert res.lines_parsed == 1 and not res.tables
-    assert res.messages == ["Prometheus answered status=error (bad_data: 1:33: parse error: missing unit "
-                            "character in duration): no samples"]
+    assert res.messages == [
+        "Prometheus answered status=error (bad_data: 1:33: parse error: missing unit "
+        "character in duration): no samples"
+    ]
 
 
 MTIME = datetime(2026, 11, 29, 9, 51, 14, tzinfo=UTC)
@@ -198,7 +206,10 @@ def test_text_federate_timestamps():
         datetime(2026, 11, 29, 9, 51, 32, 534000, tzinfo=UTC): 13,
     }
     assert set(m["replica"]) == {"127.0.0.1:19301"}  # instance label; job/instance not in labels
-    assert set(m["labels"]) >= {"engine=0,model_name=tiny"} and not m["labels"].str.contains("job=|instance=").any()
+    assert (
+        set(m["labels"]) >= {"engine=0,model_name=tiny"}
+        and not m["labels"].str.contains("job=|instance=").any()
+    )
 
 
 def _derived(out: Path) -> pl.DataFrame:
@@ -223,8 +234,18 @@ def test_text_end_to_end(tmp_path):
 
 
 LOOP = "scrape-loop-metrics.prom.log"
-LOOP_TIMES = [datetime.fromtimestamp(t, UTC) for t in (1796213202.936, 1796213204.983, 1796213207.023,
-                                                        1796213209.059, 1796213211.126, 1796213213.155, 1796213215.190)]
+LOOP_TIMES = [
+    datetime.fromtimestamp(t, UTC)
+    for t in (
+        1796213202.936,
+        1796213204.983,
+        1796213207.023,
+        1796213209.059,
+        1796213211.126,
+        1796213213.155,
+        1796213215.190,
+    )
+]
 
 
 @pytest.mark.parametrize("cuts", [[], [25, 35], [31]])  # whole, and chunks cut inside the hand-made curl
@@ -235,12 +256,16 @@ def test_text_scrape_loop_comments_stamp_each_scrape(cuts):
     ctx = ParseContext(source=LOOP, replica="exp", file_mtime=MTIME)
     state: dict = {}
     bounds = [0, *cuts, lines.height]
-    res = [prometheus_text.parse_chunk(lines[a:b], ctx, state) for a, b in zip(bounds, bounds[1:], strict=False)]
+    res = [
+        prometheus_text.parse_chunk(lines[a:b], ctx, state) for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
     m = pl.concat([r.tables["server_metrics"] for r in res])
     assert sum(int(r.recognized.sum()) for r in res) == 80  # wc -l
     # 7 scrapes answered, 8 series each, at their comment's epoch time; the hand-made curl's 13 samples: no time
     assert dict(m.group_by("ts").len().iter_rows()) == {**{t: 8 for t in LOOP_TIMES}, None: 13}
-    assert m.filter(pl.col("ts").is_null() & (pl.col("name") == "vllm:num_requests_running"))["value"].to_list() == [6.0]
+    assert m.filter(pl.col("ts").is_null() & (pl.col("name") == "vllm:num_requests_running"))[
+        "value"
+    ].to_list() == [6.0]
     end = prometheus_text.finish(ctx, state)
     assert end.messages[0].startswith("1 scrape(s) without a '# scrape_ts' comment")
     assert end.messages[1].startswith("2 scrape(s) failed")
@@ -252,7 +277,15 @@ def test_text_scrape_loop_end_to_end(tmp_path):
     # one stats row per stamped scrape (before: every sample at the file's mtime, one row)
     assert s["ts"].to_list() == LOOP_TIMES
     # grep num_requests_running / num_preemptions_total: running 0,2,4,6,8,8,8; the total 0,0,0,0,1,6,15
-    assert s["running"].to_list() == [0, 2, 4, 6, 8, 8, 8] and s["preemptions"].to_list() == [None, 0, 0, 0, 1, 5, 9]
+    assert s["running"].to_list() == [0, 2, 4, 6, 8, 8, 8] and s["preemptions"].to_list() == [
+        None,
+        0,
+        0,
+        0,
+        1,
+        5,
+        9,
+    ]
     f = res.files.filter(pl.col("format") == "prometheus_text").row(0, named=True)
     assert f["lines_unrecognized"] == 0 and len(f["messages"]) == 2
 
@@ -273,7 +306,15 @@ def test_preemption_totals_and_maxima(tmp_path, run):
     assert s["preemptions"].sum() == truth["total"]  # 456, 136, 540, 0, 937, 0, 232
     # the dump wins over the query_range answers: one row per dump scrape
     # (grep -c '^{__name__="vllm:num_preemptions_total"' tsdb-dump.txt, minus the NaN marker in calm/v0-ladder)
-    scrapes = {"ladder": 125, "spike": 87, "retry-storm": 94, "crash": 62, "orphan": 79, "calm": 95, "v0-ladder": 69}
+    scrapes = {
+        "ladder": 125,
+        "spike": 87,
+        "retry-storm": 94,
+        "crash": 62,
+        "orphan": 79,
+        "calm": 95,
+        "v0-ladder": 69,
+    }
     assert s.height == scrapes[run] and set(s["source"]) == {"tsdb-dump.txt"}
     mx = truth["max_from_metrics"]
     if run == "calm":
@@ -371,7 +412,14 @@ def test_stats_intervals_in_batches_equal_a_whole_sort(tmp_path, monkeypatch, ba
     series = s.select("replica", "origin").unique()
     # two log series (the runs' folders) and the dumps' one (both runs scraped instance 127.0.0.1:8001)
     assert series.height == 3 and set(series["origin"]) == {"log", "prometheus"}
-    whole = s.drop("interval_s").sort(["replica", "origin", "ts", "seq"], maintain_order=True).with_columns(
-        (pl.col("ts").diff().over(["replica", "origin"]).dt.total_microseconds() / 1e6).alias("interval_s"))
+    whole = (
+        s.drop("interval_s")
+        .sort(["replica", "origin", "ts", "seq"], maintain_order=True)
+        .with_columns(
+            (pl.col("ts").diff().over(["replica", "origin"]).dt.total_microseconds() / 1e6).alias(
+                "interval_s"
+            )
+        )
+    )
     assert s.equals(whole.select(s.columns))
     assert s["interval_s"].null_count() == series.height  # the first row of each series only

@@ -12,7 +12,11 @@ from logscope.parsers.base import safe_detect
 
 
 def test_every_module_is_registered():
-    mods = {m.name for m in pkgutil.iter_modules(parsers.__path__) if not m.name.startswith("_") and m.name != "base"}
+    mods = {
+        m.name
+        for m in pkgutil.iter_modules(parsers.__path__)
+        if not m.name.startswith("_") and m.name != "base"
+    }
     assert mods == {m.__name__.rsplit(".", 1)[1] for m in parsers.FORMATS}
 
 
@@ -63,5 +67,10 @@ def test_detect_many_is_detect_file_by_file(tmp_path):
     assert parsers.detect_many(heads) == one_by_one
     with ThreadPoolExecutor(3) as pool:
         assert parsers.detect_many(heads, pool, 3) == one_by_one
-    assert {m.NAME for m, _, _ in one_by_one if m is not None} >= {"vllm_server", "nginx_access", "client_jsonl",
-                                                                    "openai_client", "prometheus_tsdb_dump"}
+    assert {m.NAME for m, _, _ in one_by_one if m is not None} >= {
+        "vllm_server",
+        "nginx_access",
+        "client_jsonl",
+        "openai_client",
+        "prometheus_tsdb_dump",
+    }

@@ -58,7 +58,9 @@ def summary_of(out: Path) -> dict:
 
 def test_summary_validates_against_the_schema(run_out):
     _, out = run_out
-    validator = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    validator = jsonschema.Draft202012Validator(
+        SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
     errors = [f"{e.json_path}: {e.message}" for e in validator.iter_errors(summary_of(out))]
     assert errors == []
 
@@ -96,13 +98,29 @@ def test_summary_has_no_wall_clock_time(run_out):
 # numbers for retry-storm (653 / 1,245 / 914 / 457), crash (550 / 1,166) and orphan (320 / 704 / 570; of
 # the 570 abandoned attempts, 63 finished within the race window of their caller leaving: 507 ran on).
 EXPECTED_RETRIES = {
-    "spike": dict(logical_requests=284, client_attempts=284, server_requests=284, server_aborts=0, orphaned_requests=0),
-    "retry-storm": dict(logical_requests=653, client_attempts=1245, server_requests=914, server_aborts=457,
-                        orphaned_requests=0, cancellation_propagated=True),
+    "spike": dict(
+        logical_requests=284, client_attempts=284, server_requests=284, server_aborts=0, orphaned_requests=0
+    ),
+    "retry-storm": dict(
+        logical_requests=653,
+        client_attempts=1245,
+        server_requests=914,
+        server_aborts=457,
+        orphaned_requests=0,
+        cancellation_propagated=True,
+    ),
     "crash": dict(logical_requests=550, client_attempts=1166, server_requests=351, server_aborts=0),
-    "orphan": dict(logical_requests=320, client_attempts=704, server_requests=704, server_aborts=0,
-                   orphaned_requests=507, cancellation_propagated=False),
-    "calm": dict(logical_requests=186, client_attempts=186, server_requests=186, server_aborts=0, orphaned_requests=0),
+    "orphan": dict(
+        logical_requests=320,
+        client_attempts=704,
+        server_requests=704,
+        server_aborts=0,
+        orphaned_requests=507,
+        cancellation_propagated=False,
+    ),
+    "calm": dict(
+        logical_requests=186, client_attempts=186, server_requests=186, server_aborts=0, orphaned_requests=0
+    ),
     "ladder": dict(logical_requests=476, server_requests=476, server_aborts=0),
 }
 
@@ -162,7 +180,7 @@ def test_figures_are_shown_by_their_key(tmp_path_factory):
     cold = summary_of(crash)["cold_start"]
     assert [r["pid"] for r in cold["server_starts"]] == [7682, 8600] and cold["windows"][0]["kv_max"] == 0.793
     page = (crash / "report.html").read_text(encoding="utf-8")
-    section = page[page.index('<h2 id="cold-start"'):page.index('<h2 id="appendix"')]
+    section = page[page.index('<h2 id="cold-start"') : page.index('<h2 id="appendix"')]
     assert "<td>7682</td>" in section and "7,682" not in section
     assert "<td>79.3 %</td>" in section
     assert '<td><span class="nowrap">08:33:31</span></td>' in section
@@ -186,7 +204,10 @@ def test_ladder_section(tmp_path_factory):
     assert '<td class="num">86.5 %</td>' in page and '<td class="num">100.0 %</td>' in page
     md = (analysed(tmp_path_factory, "ladder") / "summary.md").read_text()
     # (each latency with its source: the bench client's own per-request figures here)
-    assert "| 4 | 8 | 40 | 4.56 | 8 | 0.1 | 0.12 | client | 1.75 | 2.05 | client | 100.0 % | 1,166.45 | 86.5 % |" in md
+    assert (
+        "| 4 | 8 | 40 | 4.56 | 8 | 0.1 | 0.12 | client | 1.75 | 2.05 | client | 100.0 % | 1,166.45 | 86.5 % |"
+        in md
+    )
 
 
 # ------------------------------------------------------------------ summary.md and report.html
@@ -251,18 +272,31 @@ def test_timeline_is_stacked_on_one_time_axis(tmp_path_factory):
     spec = ctx["charts"]["timeline"]
     assert spec["resolve"]["scale"]["x"] == "shared"
     titles = [title_of(v) for v in spec["vconcat"]]
-    assert titles[:3] == ["Client load phases and server starts, stops and deaths", "Episodes (shaded on every panel below)",
-                          "Outcomes as callers saw them (requests by how they ended)"]
-    for panel in ("Arrivals", "Running and waiting at the server", "KV-cache usage", "Token throughput (server)",
-                  "Preemptions", "End-to-end latency"):
+    assert titles[:3] == [
+        "Client load phases and server starts, stops and deaths",
+        "Episodes (shaded on every panel below)",
+        "Outcomes as callers saw them (requests by how they ended)",
+    ]
+    for panel in (
+        "Arrivals",
+        "Running and waiting at the server",
+        "KV-cache usage",
+        "Token throughput (server)",
+        "Preemptions",
+        "End-to-end latency",
+    ):
         assert panel in titles
     # no error at any layer in the spike: said in a note, not drawn as flat lines
     assert "Errors at the gateway and the server" not in titles
-    assert any(n.startswith("Errors at the gateway and the server: zero throughout (gateway 5xx") for n in
-               ctx["timeline_notes"])
+    assert any(
+        n.startswith("Errors at the gateway and the server: zero throughout (gateway 5xx")
+        for n in ctx["timeline_notes"]
+    )
     # every panel below the lanes shades the load phases and the episode (class-coloured): its first layers
-    assert all([lay["data"]["name"] for lay in v["layer"][:2]] == ["phase-bands", "episode-bands"]
-               for v in spec["vconcat"][2:])
+    assert all(
+        [lay["data"]["name"] for lay in v["layer"][:2]] == ["phase-bands", "episode-bands"]
+        for v in spec["vconcat"][2:]
+    )
     # windows, not raw rows: the timeline's data stays small
     rows = sum(len(d) for d in spec.get("datasets", {}).values())
     assert rows < 5000
@@ -312,8 +346,13 @@ def test_every_chart_validates_against_the_vega_lite_schema(run_out, monkeypatch
     specs = context(ld, build(ld, AnalyzeOptions()), AnalyzeOptions())["charts"]
     assert specs["timeline"] is not None
     with pytest.raises(jsonschema.ValidationError, match="no-such-mark"):  # the check is on
-        vl.finish({"data": {"values": [{"x": 1}]}, "mark": "no-such-mark",
-                   "encoding": {"x": {"field": "x", "type": "quantitative"}}})
+        vl.finish(
+            {
+                "data": {"values": [{"x": 1}]},
+                "mark": "no-such-mark",
+                "encoding": {"x": {"field": "x", "type": "quantitative"}},
+            }
+        )
 
 
 def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, tmp_path, monkeypatch):
@@ -415,33 +454,44 @@ def test_many_episodes_share_one_row_per_class(tmp_path_factory, monkeypatch):
     """Past MAX_EPISODE_ROWS the lane has one row per class (179 episodes of a 1 GB folder made the chart
     3,600 px tall); every episode stays a bar with its label as tooltip, and panels shade merged bands."""
 
-    out = analysed(tmp_path_factory, "ladder")  # E1, E2, E3 sustained (each ends with its step), all preemptions
+    out = analysed(
+        tmp_path_factory, "ladder"
+    )  # E1, E2, E3 sustained (each ends with its step), all preemptions
     summary = summary_of(out)
-    assert [(e["id"], e["class"]) for e in summary["episodes"]] == [("E1", "sustained"), ("E2", "sustained"),
-                                                                     ("E3", "sustained")]
+    assert [(e["id"], e["class"]) for e in summary["episodes"]] == [
+        ("E1", "sustained"),
+        ("E2", "sustained"),
+        ("E3", "sustained"),
+    ]
     monkeypatch.setattr(charts, "MAX_EPISODE_ROWS", 2)
     spec = context(load(out), summary, AnalyzeOptions())["charts"]["timeline"]
     lane = next(v for v in spec["vconcat"] if title_of(v).startswith("Episodes"))
     assert lane["title"].startswith("Episodes: 3, one row per class")
     assert lane["encoding"]["y"]["field"] == "cls" and lane["height"] == 1 * 22
     bars = spec["datasets"][lane["data"]["name"]]
-    assert [b["label"] for b in bars] == ["E1 · sustained · preemptions", "E2 · sustained · preemptions",
-                                          "E3 · sustained · preemptions"]
+    assert [b["label"] for b in bars] == [
+        "E1 · sustained · preemptions",
+        "E2 · sustained · preemptions",
+        "E3 · sustained · preemptions",
+    ]
 
 
 def test_shading_bands_merge_overlapping_episodes_of_a_class(tmp_path_factory):
     import polars as pl
-
 
     eps = charts._episode_frame(summary_of(analysed(tmp_path_factory, "ladder"))["episodes"], 1000)
     bands = charts._bands(eps)
     assert bands.height == 3  # E1, E2 and E3 do not touch: one band each
     # stretch E1 over E2: the two become one band from E1's start to E2's end
     e2_end = eps.filter(pl.col("id") == "E2")["end"].item()
-    stretched = eps.with_columns(pl.when(pl.col("id") == "E1").then(e2_end - 1).otherwise(pl.col("end")).alias("end"))
+    stretched = eps.with_columns(
+        pl.when(pl.col("id") == "E1").then(e2_end - 1).otherwise(pl.col("end")).alias("end")
+    )
     merged = charts._bands(stretched).sort("start")
     assert merged.select("cls", "start", "end").rows() == [
-        ("sustained", eps["start"][0], e2_end), ("sustained", eps["start"][2], eps["end"][2])]
+        ("sustained", eps["start"][0], e2_end),
+        ("sustained", eps["start"][2], eps["end"][2]),
+    ]
 
 
 def test_vega_bundle_is_cached_by_vl_convert_version(tmp_path, monkeypatch):
@@ -477,10 +527,18 @@ def test_timeline_picture_draws_only_the_lone_points(tmp_path_factory):
     assert charts._long(charts.coarsen(ld.table("windows").sort("ts")))["lone"].sum() == 14
     spec = context(ld, summary_of(out), AnalyzeOptions())["charts"]["timeline"]
     static = _static(spec)
-    hover = [lay for v in spec["vconcat"] for lay in v.get("layer", [])
-             if lay["mark"]["type"] == "point" and "opacity" in lay["encoding"]]
-    kept = [lay for v in static["vconcat"] for lay in v.get("layer", [])
-            if lay["mark"]["type"] == "point" and "opacity" in lay["encoding"]]
+    hover = [
+        lay
+        for v in spec["vconcat"]
+        for lay in v.get("layer", [])
+        if lay["mark"]["type"] == "point" and "opacity" in lay["encoding"]
+    ]
+    kept = [
+        lay
+        for v in static["vconcat"]
+        for lay in v.get("layer", [])
+        if lay["mark"]["type"] == "point" and "opacity" in lay["encoding"]
+    ]
     assert len(hover) == len(kept) > 0
     assert all(lay["transform"] == [{"filter": "datum.lone"}] for lay in kept)
     assert not any("transform" in lay for lay in hover)  # the page's own spec is untouched
@@ -515,14 +573,15 @@ def test_long_lists_are_cut_in_the_page_and_the_ticket(tmp_path_factory, tmp_pat
     assert "3 episodes: 2 listed (every one a finding names, then the earliest)" in html
     # the output lengths per episode: the listed episodes' rows (the 1 GB bench folder's page held 590)
     assert [r["episode_id"] for r in s["output_lengths"]["per_episode"]] == ["E1", "E2", "E3"]
-    lengths = html[html.index('<h2 id="lengths"'):html.index('<h2 id="capacity"')]
+    lengths = html[html.index('<h2 id="lengths"') : html.index('<h2 id="capacity"')]
     assert ">E1<" in lengths and ">E3<" in lengths and ">E2<" not in lengths
     assert "1 more in summary.json" in lengths
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "3 episodes: 2 listed" in md and "| E2 |" not in md and "| E3 |" in md
     # without findings to keep, the earliest ones fill the room
-    assert [e["id"] for e in views.episodes_shown({"episodes": s["episodes"], "findings": []}, 2)["rows"]] == [
-        "E1", "E2"]
+    assert [
+        e["id"] for e in views.episodes_shown({"episodes": s["episodes"], "findings": []}, 2)["rows"]
+    ] == ["E1", "E2"]
 
     crash = summary_of(analysed(tmp_path_factory, "crash"))
     assert len(crash["cold_start"]["windows"]) == 2 and len(crash["server_lifecycle"]["deaths"]) == 1

@@ -28,7 +28,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 RUNS = ("spike", "retry-storm", "ladder", "crash", "orphan", "calm", "retry-storm@budget")
 
 pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)"
+    not CHROMIUM.exists(),
+    reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)",
 )
 
 
@@ -39,8 +40,11 @@ def analysed(tmp_path_factory, run: str) -> Path:
     if not (out / "report.html").exists():
         name, _, budget = run.partition("@")
         src = DATA / name if name.startswith("lab2/") else LAB / name
-        analyze(need(src), out, AnalyzeOptions(command_line=f"logscope analyze {name}",
-                                               max_memory=1 if budget else "auto"))
+        analyze(
+            need(src),
+            out,
+            AnalyzeOptions(command_line=f"logscope analyze {name}", max_memory=1 if budget else "auto"),
+        )
     return out
 
 
@@ -231,7 +235,9 @@ def overlap(a: list[float], b: list[float]) -> bool:
     return min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
 
 
-@pytest.fixture(scope="module", params=[(r, w) for r in LAYOUT_RUNS for w in WIDTHS], ids=lambda p: f"{p[0]}@{p[1]}")
+@pytest.fixture(
+    scope="module", params=[(r, w) for r in LAYOUT_RUNS for w in WIDTHS], ids=lambda p: f"{p[0]}@{p[1]}"
+)
 def layout(request, tmp_path_factory):
     run, width = request.param
     out = analysed(tmp_path_factory, run)
@@ -277,7 +283,10 @@ def test_labels_stay_in_their_plot_and_counts_have_whole_ticks(layout):
                     counts += 1
                     assert lb["ticks"] and not any("." in t for t in lb["ticks"]), (c["id"], lb)
             elif lb["plot"] is not None:
-                assert lb["box"][0] >= lb["plot"][0] - 1 and lb["box"][2] <= lb["plot"][2] + 1, (c["id"], lb["text"])
+                assert lb["box"][0] >= lb["plot"][0] - 1 and lb["box"][2] <= lb["plot"][2] + 1, (
+                    c["id"],
+                    lb["text"],
+                )
     assert counts >= 3
     # SI ticks share a prefix: zero was drawn '0k' beside '0.5k' on the token throughput panel
     ticks = [t for c in m["charts"] for lb in c["labels"] if "axis" in lb for t in lb["ticks"]]

@@ -41,8 +41,11 @@ def timeline_of(out: Path) -> tuple[dict, dict]:
 
 
 def view(spec: dict, title: str) -> dict:
-    return next(v for v in spec["vconcat"] if (v["title"] if isinstance(v["title"], str) else v["title"]["text"])
-                .startswith(title))
+    return next(
+        v
+        for v in spec["vconcat"]
+        if (v["title"] if isinstance(v["title"], str) else v["title"]["text"]).startswith(title)
+    )
 
 
 def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_factory):
@@ -54,8 +57,11 @@ def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_f
     with clock.covering(*ld.rng.clip(*clock.files_span(out))):
         ph, what = lanes.phases(ld, summary)
     assert what == "client load phases"
-    assert ph.select("label", "from", "to").rows() == [("c=2", "08:25:05", "08:26:20"), ("c=48", "08:26:20", "08:26:38"),
-                                                      ("c=2", "08:26:38", "08:27:53")]
+    assert ph.select("label", "from", "to").rows() == [
+        ("c=2", "08:25:05", "08:26:20"),
+        ("c=48", "08:26:20", "08:26:38"),
+        ("c=2", "08:26:38", "08:27:53"),
+    ]
     spec, _ = timeline_of(out)
     assert spec["vconcat"][0]["title"] == "Client load phases and server starts, stops and deaths"
     # every panel below the lanes is shaded by phase (its first layer) and by episode
@@ -63,7 +69,15 @@ def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_f
     assert all(v["layer"][0]["data"]["name"] == "phase-bands" for v in shaded)
     ladder = analysed(tmp_path_factory, "ladder")
     ph, what = lanes.phases(load(ladder), json.loads((ladder / "summary.json").read_text()))
-    assert what == "ladder steps" and ph["label"].to_list() == ["c=1", "c=2", "c=4", "c=8", "c=16", "c=32", "c=64"]
+    assert what == "ladder steps" and ph["label"].to_list() == [
+        "c=1",
+        "c=2",
+        "c=4",
+        "c=8",
+        "c=16",
+        "c=32",
+        "c=64",
+    ]
     spec, _ = timeline_of(ladder)
     assert spec["vconcat"][0]["title"].startswith("Ladder steps and server starts")
     # each short step keeps its label (centred, clear of its neighbours')
@@ -82,16 +96,24 @@ def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
     spec, summary = timeline_of(out)
     rules = spec["datasets"]["server-event-rules"]
     assert [(r["text"], r["time"]) for r in rules] == [
-        ("start", "08:32:45"), ("killed → 700 gateway 5xx", "08:34:22"), ("restart", "08:34:45"),
-        ("SIGTERM (graceful stop)", "08:36:56")]
+        ("start", "08:32:45"),
+        ("killed → 700 gateway 5xx", "08:34:22"),
+        ("restart", "08:34:45"),
+        ("SIGTERM (graceful stop)", "08:36:56"),
+    ]
     ga = pl.read_parquet(out / "gateway_attempts.parquet")
     first5 = ga.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1))
-    t0, t1, t2 = (pl.datetime(2026, 11, 29, 8, m, s, time_zone="UTC") for m, s in ((34, 22), (34, 45), (35, 31)))
+    t0, t1, t2 = (
+        pl.datetime(2026, 11, 29, 8, m, s, time_zone="UTC") for m, s in ((34, 22), (34, 45), (35, 31))
+    )
     assert first5.filter(pl.col("ts_end").is_between(t0, t1)).height == 220
     assert first5.filter(pl.col("ts_end").is_between(t0, t2)).height == 700
     [death] = summary["server_lifecycle"]["deaths"]
     assert (death["gateway_5xx_after"], death["gateway_5xx_after_by_status"]) == (700, {"502": 700})
-    assert (death["gateway_5xx_until"], death["gateway_5xx_until_bound"]) == ("2026-11-29T08:35:31.000Z", "ready")
+    assert (death["gateway_5xx_until"], death["gateway_5xx_until_bound"]) == (
+        "2026-11-29T08:35:31.000Z",
+        "ready",
+    )
     said = "the gateway answered 700 requests with 502 from it until 08:35:31 (the server was ready again)"
     f1 = summary["findings"][0]
     assert f1["title"].startswith("Server killed without a trace at 08:34:22") and said in f1["evidence"]
@@ -101,10 +123,15 @@ def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
     n_first = ga.filter(pl.col("attempt").fill_null(1) == 1).height
     [retries] = [f for f in summary["findings"] if f["title"].startswith("Retries")]
     assert (first5.height, n_first) == (815, 1166)
-    assert f"answered {first5.height:,} of its {n_first:,} requests over the range with 5xx itself" in retries["cause"]
+    assert (
+        f"answered {first5.height:,} of its {n_first:,} requests over the range with 5xx itself"
+        in retries["cause"]
+    )
     # the error log's lines are named as such, not as requests
-    assert "the gateway's error log from 08:34:23.000: 12 connect_failed lines, 707 no_live_upstreams lines" \
+    assert (
+        "the gateway's error log from 08:34:23.000: 12 connect_failed lines, 707 no_live_upstreams lines"
         in f1["evidence"]
+    )
     # drawn across every panel, over its series (their stroke has a scale of its own: no legend entry)
     for v in spec["vconcat"][2:]:
         assert v["layer"][-1]["data"]["name"] == "server-events" and v["layer"][-1]["mark"]["type"] == "rule"
@@ -112,15 +139,21 @@ def test_server_starts_stops_and_deaths_are_labelled_rules(tmp_path_factory):
     sig = analysed(tmp_path_factory, SIGTERM)
     spec, summary = timeline_of(sig)
     stop = [r for r in spec["datasets"]["server-event-rules"] if r["kind"] == "SIGTERM"]
-    assert [(r["text"], r["time"]) for r in stop] == [("SIGTERM (graceful stop) → 1,089 gateway 5xx", "08:47:10")]
+    assert [(r["text"], r["time"]) for r in stop] == [
+        ("SIGTERM (graceful stop) → 1,089 gateway 5xx", "08:47:10")
+    ]
     assert "1,089 gateway 5xx after it" in summary["findings"][0]["title"]
     # no return before the logs end: counted to the gateway's last answer, not to a cap past the inputs
     [down] = summary["server_lifecycle"]["graceful_shutdowns"]
     last = pl.read_parquet(sig / "gateway_attempts.parquet")["ts_end"].max()
     assert (down["gateway_5xx_until"], down["gateway_5xx_until_bound"]) == (
-        last.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", "logs_end")
-    assert ("then the gateway answered 1,089 requests with 2 × 500, 1,087 × 502 until 08:47:51 (the gateway's "
-            "last answer: the server was not back before its log ends)") in summary["findings"][0]["evidence"]
+        last.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        "logs_end",
+    )
+    assert (
+        "then the gateway answered 1,089 requests with 2 × 500, 1,087 × 502 until 08:47:51 (the gateway's "
+        "last answer: the server was not back before its log ends)"
+    ) in summary["findings"][0]["evidence"]
 
 
 def test_outcomes_by_status_count_every_request(tmp_path_factory):
@@ -152,19 +185,30 @@ def test_token_throughput_comes_from_the_server_stats(tmp_path_factory):
     rows = pl.DataFrame(spec["datasets"]["panel-tokens"]).drop_nulls("value")
     st = pl.read_parquet(out / "server_stats.parquet").filter(pl.col("origin") == "log")
     assert set(rows["series"]) == {"prompt tokens/s", "generation tokens/s"}
-    assert rows.filter(pl.col("series") == "generation tokens/s")["value"].max() == st["gen_tps"].max() == 1072.0
+    assert (
+        rows.filter(pl.col("series") == "generation tokens/s")["value"].max() == st["gen_tps"].max() == 1072.0
+    )
     assert rows.filter(pl.col("series") == "prompt tokens/s")["value"].max() == st["prompt_tps"].max()
 
 
 def test_count_axes_have_whole_number_ticks(tmp_path_factory):
     """Count panels showed 0.2, 0.4: their ticks are given, whole numbers from 0."""
     assert [vl.int_scale(t)[0]["values"] for t in (0, 1, 3, 7, 118, 3584)] == [
-        [0, 1], [0, 1], [0, 1, 2, 3], [0, 2, 4, 6, 8], [0, 50, 100, 150], [0, 1000, 2000, 3000, 4000]]
+        [0, 1],
+        [0, 1],
+        [0, 1, 2, 3],
+        [0, 2, 4, 6, 8],
+        [0, 50, 100, 150],
+        [0, 1000, 2000, 3000, 4000],
+    ]
     spec, _ = timeline_of(analysed(tmp_path_factory, "ladder"))
     counts = [view(spec, t) for t in ("Outcomes", "Arrivals", "Preemptions", "Retries and orphaned work")]
     for v in counts:
-        y = next(lay["encoding"]["y"] for lay in v["layer"] if "y" in lay.get("encoding", {})
-                 and lay["encoding"]["y"].get("type") == "quantitative")
+        y = next(
+            lay["encoding"]["y"]
+            for lay in v["layer"]
+            if "y" in lay.get("encoding", {}) and lay["encoding"]["y"].get("type") == "quantitative"
+        )
         assert all(isinstance(t, int) for t in y["axis"]["values"]) and y["scale"]["domain"][0] == 0
     # the ladder's retries reached 1 per window: 0 and 1, not 0, 0.5, 1
     retries = view(spec, "Retries and orphaned work")
@@ -205,11 +249,15 @@ def test_the_appendix_folds_its_long_lists_with_counts(tmp_path_factory):
     """A third of the page listed Prometheus' files and the lab's own notes line by line: the input files and the
     unrecognised lines are folded, their summary line counting them; names wrap only at their separators."""
     page = (analysed(tmp_path_factory, SIGTERM) / "report.html").read_text(encoding="utf-8")
-    assert ('<details class="appendix"><summary><h3>Input files</h3> 21 file(s); 726,101 of 726,617 lines recognised '
-            "(99.9 %), 516 not; 5 file(s) in no known format</summary>") in page
-    assert ('<summary><h3>Unrecognised lines, by shape</h3> 305 shape(s), 516 line(s) in truth.json, manifest.json, '
-            "commands.log, 2 more</summary>") in page
-    appendix = page[page.index('<h2 id="appendix"'):page.index("<h3>Assumptions</h3>")]
+    assert (
+        '<details class="appendix"><summary><h3>Input files</h3> 21 file(s); 726,101 of 726,617 lines recognised '
+        "(99.9 %), 516 not; 5 file(s) in no known format</summary>"
+    ) in page
+    assert (
+        "<summary><h3>Unrecognised lines, by shape</h3> 305 shape(s), 516 line(s) in truth.json, manifest.json, "
+        "commands.log, 2 more</summary>"
+    ) in page
+    appendix = page[page.index('<h2 id="appendix"') : page.index("<h3>Assumptions</h3>")]
     assert appendix.count('<table class="files">') == 2 and appendix.count("</details>") == 2
     assert "<td>prometheus_<wbr>query_<wbr>range</td>" in page and "<td>nginx-<wbr>access</td>" in page
     # the first finding open, the others folded to their title
@@ -223,16 +271,25 @@ def test_cold_start_reads_as_sentences_and_a_short_table(tmp_path_factory):
     v = views.cold_start_rows(cold, 30)
     assert v["lines"][0] == "From start to ready: 46.0 s and 46.0 s."
     assert [(r["pid"], r["started"][11:19], r["loading"], r["requests"]) for r in v["rows"]] == [
-        (7682, "08:32:45", 46.0, 100), (8600, "08:34:45", 46.0, 76)]
-    assert v["lines"][2].startswith("Warm (every other request): 374 requests, TTFT p95 0.07 s, e2e p95 3.35 s")
+        (7682, "08:32:45", 46.0, 100),
+        (8600, "08:34:45", 46.0, 76),
+    ]
+    assert v["lines"][2].startswith(
+        "Warm (every other request): 374 requests, TTFT p95 0.07 s, e2e p95 3.35 s"
+    )
     # side by side, no verdict of its own (the findings judge: 'Slow first tokens after the server start')
-    assert v["lines"][3] == ("Cold windows against warm: TTFT p95 up to 3.07 s against 0.07 s (41.4×); e2e p95 up "
-                             "to 3.92 s against 3.35 s (1.2×).")
+    assert v["lines"][3] == (
+        "Cold windows against warm: TTFT p95 up to 3.07 s against 0.07 s (41.4×); e2e p95 up "
+        "to 3.92 s against 3.35 s (1.2×)."
+    )
     section = (out / "report.html").read_text()
-    section = section[section.index('<h2 id="cold-start"'):section.index('<h2 id="appendix"')]
+    section = section[section.index('<h2 id="cold-start"') : section.index('<h2 id="appendix"')]
     assert '<table class="cold">' in section and "<summary>every cold-start figure</summary>" in section
     assert "<li>2 server start(s) in the logs.</li>" in section  # said once
-    assert "<li>vllm-server: killed without a trace (its log stops) at 08:34:22, ready again at 08:35:31" in section
+    assert (
+        "<li>vllm-server: killed without a trace (its log stops) at 08:34:22, ready again at 08:35:31"
+        in section
+    )
     assert views.cold_start_rows(cold, 1)["hidden"] == 1
 
 
@@ -247,17 +304,28 @@ def test_the_picture_is_drawn_only_when_asked_and_altair_is_never_loaded(tmp_pat
     Vega-Lite dicts: rendering loads no altair (0.5 s to import)."""
     out = tmp_path / "spike"
     shutil.copytree(analysed(tmp_path_factory, "spike"), out)
-    code = ("import sys; from logscope.api import AnalyzeOptions, render; "
-            f"render({str(out)!r}, AnalyzeOptions()); print('altair' in sys.modules, 'vl_convert' in sys.modules)")
+    code = (
+        "import sys; from logscope.api import AnalyzeOptions, render; "
+        f"render({str(out)!r}, AnalyzeOptions()); print('altair' in sys.modules, 'vl_convert' in sys.modules)"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert res.stdout.split() == ["False", "True"], res.stderr  # vl_convert: its version names the bundle cache
+    assert res.stdout.split() == ["False", "True"], (
+        res.stderr
+    )  # vl_convert: its version names the bundle cache
     assert not (out / "timeline.png").exists()
-    res = subprocess.run([sys.executable, "-m", "logscope", "report", str(out), "--png", "-q"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "logscope", "report", str(out), "--png", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "![timeline](timeline.png)" in (out / "summary.md").read_text()
-    render(out, AnalyzeOptions())  # rendered again without it: the picture goes, summary.md points to the page
+    render(
+        out, AnalyzeOptions()
+    )  # rendered again without it: the picture goes, summary.md points to the page
     assert "The timeline is in report.html" in (out / "summary.md").read_text()
 
 
@@ -272,7 +340,9 @@ def test_compiled_templates_are_kept_beside_them_and_checked(tmp_path, monkeypat
     folder = tmp_path / "templates"
     shutil.copytree(ROOT / "report_templates", folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(html.resources, "files", lambda _pkg: folder)
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as an installed package runs (this shell sets it)
+    monkeypatch.setattr(
+        sys, "dont_write_bytecode", False
+    )  # as an installed package runs (this shell sets it)
     compiles: list[str] = []
     real = jinja2.Environment.compile
 
@@ -288,7 +358,10 @@ def test_compiled_templates_are_kept_beside_them_and_checked(tmp_path, monkeypat
 
     try:
         fresh()
-        assert compiles == ["report.html.j2"] and len(list((folder / "__pycache__").glob("__jinja2_*.cache"))) == 1
+        assert (
+            compiles == ["report.html.j2"]
+            and len(list((folder / "__pycache__").glob("__jinja2_*.cache"))) == 1
+        )
         fresh()
         assert compiles == ["report.html.j2"]  # read back, not compiled
         [kept] = (folder / "__pycache__").glob("__jinja2_*.cache")
@@ -305,7 +378,9 @@ def test_compiled_templates_are_kept_beside_them_and_checked(tmp_path, monkeypat
         fresh()
         assert len(compiles) == 5 and len(list((folder / "__pycache__").glob("__jinja2_*.cache"))) == 1
         shutil.rmtree(folder / "__pycache__")
-        (folder / "__pycache__").write_text("")  # no folder can be made there: compiled each time, still drawn
+        (folder / "__pycache__").write_text(
+            ""
+        )  # no folder can be made there: compiled each time, still drawn
         assert fresh() is not None and fresh() is not None and len(compiles) == 7
     finally:
         html.environment.cache_clear()

@@ -28,7 +28,11 @@ def _parsed_at(out: Path) -> str:
 
 
 def _tables(out: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in sorted(out.glob("*.parquet")) if p.stem in ingest_mod.PARSED_TABLES}
+    return {
+        p.name: p.stat().st_mtime_ns
+        for p in sorted(out.glob("*.parquet"))
+        if p.stem in ingest_mod.PARSED_TABLES
+    }
 
 
 def test_same_files_are_not_parsed_again(tmp_path):

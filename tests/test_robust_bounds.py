@@ -25,7 +25,9 @@ from logscope.ingest import sources
 SPIKE = LAB / "spike"
 LIMIT = 3 << 30  # the runs measured stay under 0.3 GB of RSS
 PEAK_KB = 1_500_000
-SECONDS = 120  # a run on this shared 2-core machine takes ~8 s; the unbounded runs took minutes or were killed
+SECONDS = (
+    120  # a run on this shared 2-core machine takes ~8 s; the unbounded runs took minutes or were killed
+)
 
 _RUN = """
 import resource, sys
@@ -40,10 +42,16 @@ def _analyze(src: Path, out: Path, *extra: str, code: int = 0) -> float:
     t0 = time.monotonic()
     script = _RUN.format(limit=LIMIT) + (
         "\nimport atexit; atexit.register(lambda: print('peak_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-        " file=sys.stderr))")
+        " file=sys.stderr))"
+    )
     script = script.replace("app()\n", "") + "\napp()\n"
-    r = subprocess.run([sys.executable, "-c", script, "analyze", str(src), "-o", str(out), "-q", *extra], cwd=ROOT,
-                       capture_output=True, text=True, timeout=SECONDS)
+    r = subprocess.run(
+        [sys.executable, "-c", script, "analyze", str(src), "-o", str(out), "-q", *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+    )
     assert r.returncode == code, r.stderr[-2000:]
     if code:
         return time.monotonic() - t0
@@ -75,7 +83,8 @@ def test_a_client_time_far_away_is_an_outlier(tmp_path, send, read_as):
     assert 0 < w.height < 1000  # seconds of this input, not days of 3,000 years
     req = pl.read_parquet(out / "client_requests.parquet")
     assert req["ts_start"].null_count() == 1 and req.height == len(
-        [ln for ln in (d / "client-spike.jsonl").read_text().split("\n") if '"kind": "request"' in ln])
+        [ln for ln in (d / "client-spike.jsonl").read_text().split("\n") if '"kind": "request"' in ln]
+    )
 
 
 def test_windows_are_capped_in_count(tmp_path):
@@ -90,7 +99,9 @@ def test_windows_are_capped_in_count(tmp_path):
     assert w.height <= 5000
     notes = json.loads((tmp_path / "out" / "correlation.json").read_text())["notes"]
     said = [n for n in notes if "widened to" in n]
-    assert said and said[0].startswith("windows of 0.1 s over") and w["ts"].diff().min().total_seconds() >= 0.3
+    assert (
+        said and said[0].startswith("windows of 0.1 s over") and w["ts"].diff().min().total_seconds() >= 0.3
+    )
 
 
 def test_a_window_of_999999h_on_a_small_log(tmp_path):
@@ -115,8 +126,10 @@ def test_cr_only_line_endings_are_line_endings(tmp_path):
     (tmp_path / "lf" / "nginx-access.log").write_bytes(b"\n".join(lines) + b"\n")
     want = ingest(tmp_path / "lf", tmp_path / "out-lf", AnalyzeOptions())
     attempts = pl.read_parquet(want.out_dir / "gateway_attempts.parquet").height
-    for name, data in (("cr", b"\r".join(lines) + b"\r"),
-                       ("mixed", b"".join(ln + (b"\r", b"\n", b"\r\n")[k % 3] for k, ln in enumerate(lines)))):
+    for name, data in (
+        ("cr", b"\r".join(lines) + b"\r"),
+        ("mixed", b"".join(ln + (b"\r", b"\n", b"\r\n")[k % 3] for k, ln in enumerate(lines))),
+    ):
         d = tmp_path / name
         d.mkdir()
         (d / "nginx-access.log").write_bytes(data)
@@ -131,11 +144,15 @@ def test_a_gzip_bomb_is_read_only_so_far(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "MAX_RATIO", 50)
     d = tmp_path / "in"
     d.mkdir()
-    log = b"\n".join(need(SPIKE / "nginx-access.log").read_bytes().split(b"\n")[:20]) + b"\n"  # in gzip's window
+    log = (
+        b"\n".join(need(SPIKE / "nginx-access.log").read_bytes().split(b"\n")[:20]) + b"\n"
+    )  # in gzip's window
     reps = (8 << 20) // len(log)
     (d / "nginx-access.log.gz").write_bytes(gzip.compress(log * reps, 9))
     size = (d / "nginx-access.log.gz").stat().st_size
-    assert len(log) * reps > sources.MAX_RATIO * size > 1 << 20  # the real log repeated compresses past the cap
+    assert (
+        len(log) * reps > sources.MAX_RATIO * size > 1 << 20
+    )  # the real log repeated compresses past the cap
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
     f = res.files.row(0, named=True)
     assert any("expands past" in m for m in f["messages"])
@@ -165,7 +182,9 @@ def test_access_records_glued_without_newlines_are_parsed(tmp_path):
     assert attempts("glued").drop("line_no").equals(attempts("lines").drop("line_no"))
     assert set(attempts("glued")["line_no"]) == {1}
     for name, parsed in (("glued", 1), ("bare", 0)):
-        f = pl.read_parquet(tmp_path / f"out-{name}" / "files.parquet").filter(pl.col("format") == "nginx_access")
+        f = pl.read_parquet(tmp_path / f"out-{name}" / "files.parquet").filter(
+            pl.col("format") == "nginx_access"
+        )
         row = f.row(0, named=True)
         assert row["lines_total"] == 1 and row["lines_parsed"] == parsed, row
         assert all(len(m) < 2000 for m in row["messages"])
@@ -193,7 +212,11 @@ def test_a_time_far_outside_the_rest_of_its_file_is_an_outlier(tmp_path):
     assert damaged["ts_end"].null_count() == damaged.height and att["ts_end"].null_count() == damaged.height
     f = pl.read_parquet(out / "files.parquet").filter(pl.col("path") == "nginx-access.log").row(0, named=True)
     said = [m for m in f["messages"] if "far outside the span of the rest of this file" in m]
-    assert said and said[0].startswith(f"{damaged.height} record(s)") and "e.g. line 101: 2024-11-30 04:26:20" in said[0]
+    assert (
+        said
+        and said[0].startswith(f"{damaged.height} record(s)")
+        and "e.g. line 101: 2024-11-30 04:26:20" in said[0]
+    )
     assert f["first_ts"].year == 2026 and (f["last_ts"] - f["first_ts"]).total_seconds() < 3600
     w = pl.read_parquet(out / "windows.parquet")
     assert w["ts"].min().year == 2026 and (w["ts"].max() - w["ts"].min()).total_seconds() < 3600

@@ -67,8 +67,8 @@ def test_query_range_year_past_9999_is_an_outlier(tmp_path):
     name = "query_range-num_requests_running.json"
     text = need(SPIKE / "prometheus" / name).read_text()
     first = text.index('"values":[[') + len('"values":[[')
-    stamp = text[first:text.index(",", first)]
-    (d / name).write_text(text[:first] + "253402300802.998" + text[first + len(stamp):])  # year 10000
+    stamp = text[first : text.index(",", first)]
+    (d / name).write_text(text[:first] + "253402300802.998" + text[first + len(stamp) :])  # year 10000
     shutil.copy(SPIKE / "nginx-access.log", d)
     r = _analyze(d, tmp_path / "out")
     assert r.exit_code == 0, r.stderr
@@ -92,8 +92,10 @@ def test_symlink_loops_and_a_name_not_utf8_are_named_the_rest_read(tmp_path):
     f = _files(tmp_path / "out")
     assert f["loop1"]["format"] == "unreadable" and "symbolic links" in f["loop1"]["messages"][0]
     bad = f["err\\xff\\xfe.log"]
-    assert bad["format"] == "nginx_error" and bad["lines_parsed"] == len((SPIKE / "nginx-error.log").read_text()
-                                                                          .split("\n")) - 1
+    assert (
+        bad["format"] == "nginx_error"
+        and bad["lines_parsed"] == len((SPIKE / "nginx-error.log").read_text().split("\n")) - 1
+    )
     assert any("not valid UTF-8" in m for m in bad["messages"])
     assert f["nginx-access.log"]["lines_parsed"] > 0
 
@@ -138,7 +140,9 @@ def test_a_folder_that_cannot_be_entered_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "scandir", scandir)
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
     f = {r["path"]: r for r in res.files.iter_rows(named=True)}
-    assert f["locked/"]["format"] == "unreadable" and f["locked/"]["messages"] == ["folder not read: Permission denied"]
+    assert f["locked/"]["format"] == "unreadable" and f["locked/"]["messages"] == [
+        "folder not read: Permission denied"
+    ]
     assert f["nginx-access.log"]["lines_parsed"] > 0
 
 

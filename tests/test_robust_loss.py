@@ -33,7 +33,11 @@ def test_an_overflowing_count_and_an_impossible_share_cost_their_field(tmp_path)
     lines[run] = lines[run].replace(b"Running: 2 reqs", b"Running: 9223372036854775807 reqs")
     assert b"9223372036854775807" in lines[run]
     head, _, _ = lines[kv].partition(b"KV cache usage: ")
-    lines[kv] = lines[kv][:len(head)] + b"KV cache usage: 95000.0%" + lines[kv][lines[kv].index(b"%", len(head)) + 1:]
+    lines[kv] = (
+        lines[kv][: len(head)]
+        + b"KV cache usage: 95000.0%"
+        + lines[kv][lines[kv].index(b"%", len(head)) + 1 :]
+    )
     d = tmp_path / "in"
     d.mkdir()
     (d / "vllm-server.log").write_bytes(b"\n".join(lines))
@@ -46,7 +50,11 @@ def test_an_overflowing_count_and_an_impossible_share_cost_their_field(tmp_path)
     assert stats.filter(pl.col("line_no") == kv + 1)["kv_usage"].item() is None
     assert stats["kv_usage"].max() <= 1.0 and stats["running"].null_count() == 1
     said = [m for m in f["messages"] if "out of range" in m]
-    assert said and said[0].startswith("2 value(s)") and f"line {run + 1}: Running: 9223372036854775807" in said[0]
+    assert (
+        said
+        and said[0].startswith("2 value(s)")
+        and f"line {run + 1}: Running: 9223372036854775807" in said[0]
+    )
 
 
 def test_a_40_mb_line_is_one_line(tmp_path):
@@ -72,8 +80,10 @@ def test_a_stamp_that_is_no_time_is_counted(tmp_path):
     req = [i for i, ln in enumerate(lines) if b"Received request" in ln]
     a, b = req[10], req[20]
     lines[a] = lines[a].replace(b"INFO 11-29 ", b"INFO 02-29 ", 1)
-    stamp = lines[b][lines[b].index(b"INFO ") + 5:][:14]
-    lines[b] = lines[b].replace(stamp, b"03-08 02:30:00", 1)  # 2026-03-08: clocks go 02:00 -> 03:00 in New York
+    stamp = lines[b][lines[b].index(b"INFO ") + 5 :][:14]
+    lines[b] = lines[b].replace(
+        stamp, b"03-08 02:30:00", 1
+    )  # 2026-03-08: clocks go 02:00 -> 03:00 in New York
     d = tmp_path / "in"
     d.mkdir()
     (d / "vllm-server.log").write_bytes(b"\n".join(lines))
@@ -91,16 +101,23 @@ def test_nuls_bom_and_a_plain_gz_are_read(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
     access = need(SPIKE / "nginx-access.log").read_bytes().split(b"\n")
-    (d / "nginx-access.log").write_bytes(b"\n".join(access[:5]) + b"\n" + b"\0" * 3000 + b"\n".join(access[5:]))
+    (d / "nginx-access.log").write_bytes(
+        b"\n".join(access[:5]) + b"\n" + b"\0" * 3000 + b"\n".join(access[5:])
+    )
     err = (SPIKE / "nginx-error.log").read_bytes().split(b"\n")
-    (d / "nginx-error.log").write_bytes(b"\n".join(err[:150]) + b"\n" + b"\0" * 200_000 + b"\n".join(err[150:]))
+    (d / "nginx-error.log").write_bytes(
+        b"\n".join(err[:150]) + b"\n" + b"\0" * 200_000 + b"\n".join(err[150:])
+    )
     shutil.copy(SPIKE / "client-spike.log", d / "client-spike.log.gz")  # not compressed
     name = "query_range-num_requests_running.json"
     (d / name).write_bytes(b"\xef\xbb\xbf" + (SPIKE / "prometheus" / name).read_bytes())
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
     f = _files(res)
-    for p, src in (("nginx-access.log", "nginx-access.log"), ("nginx-error.log", "nginx-error.log"),
-                   ("client-spike.log.gz", "client-spike.log")):
+    for p, src in (
+        ("nginx-access.log", "nginx-access.log"),
+        ("nginx-error.log", "nginx-error.log"),
+        ("client-spike.log.gz", "client-spike.log"),
+    ):
         want = (SPIKE / src).read_bytes().count(b"\n")
         assert f[p]["lines_parsed"] == f[p]["lines_total"] == want, p
     assert any("NUL bytes" in m for m in f["nginx-error.log"]["messages"])

@@ -35,8 +35,10 @@ def _analyse(tmp_path_factory, run: str, since: str | None = None, until: str | 
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory):
     """The retry storm whole, and from 08:30:20 to 08:31:00 (its overload, cut in the middle)."""
-    return (_analyse(tmp_path_factory, "retry-storm"),
-            _analyse(tmp_path_factory, "retry-storm", "2026-11-29T08:30:20Z", "2026-11-29 08:31:00"))
+    return (
+        _analyse(tmp_path_factory, "retry-storm"),
+        _analyse(tmp_path_factory, "retry-storm", "2026-11-29T08:30:20Z", "2026-11-29 08:31:00"),
+    )
 
 
 def test_times_are_read_in_the_zone_given():
@@ -73,8 +75,10 @@ def test_the_storm_analysed_over_forty_seconds(storm):
     assert errors == []
     assert s["span"]["start"] == "2026-11-29T08:30:20.000Z" and s["span"]["end"] == "2026-11-29T08:31:00.000Z"
     assert s["span"]["range"] == {"since": "2026-11-29T08:30:20.000Z", "until": "2026-11-29T08:31:00.000Z"}
-    assert (s["span"]["inputs_start"], s["span"]["inputs_end"]) == ("2026-11-29T08:28:20.000Z",
-                                                                    "2026-11-29T08:32:23.000Z")
+    assert (s["span"]["inputs_start"], s["span"]["inputs_end"]) == (
+        "2026-11-29T08:28:20.000Z",
+        "2026-11-29T08:32:23.000Z",
+    )
     # every line still read: the coverage is that of the whole input
     assert pl.read_parquet(part / "files.parquet").equals(pl.read_parquet(whole / "files.parquet"))
     # the requests are those that overlap the range, and every request lying inside it is there
@@ -95,8 +99,10 @@ def test_the_storm_analysed_over_forty_seconds(storm):
     assert whole_pre == 540 and 0 < s["episodes"][0]["count"] < whole_pre
     html = (part / "report.html").read_text()
     assert "range analysed" in html and "range analysed" not in (whole / "report.html").read_text()
-    assert "range analysed with --since/--until; the logs run from 2026-11-29 08:28:20 UTC" in (
-        part / "summary.md").read_text()
+    assert (
+        "range analysed with --since/--until; the logs run from 2026-11-29 08:28:20 UTC"
+        in (part / "summary.md").read_text()
+    )
 
 
 def test_a_death_in_the_range_is_told_from_the_start_before_it(tmp_path_factory):
@@ -107,7 +113,8 @@ def test_a_death_in_the_range_is_told_from_the_start_before_it(tmp_path_factory)
     assert d["range"] == {"since": "2026-11-29T08:33:30Z", "until": "2026-11-29T08:36:00Z"}
     deaths = d["server_lifecycle"]["deaths"]
     assert [(x["kinds"], x["ts"], x["restart"], x["pid"], x["new_pid"]) for x in deaths] == [
-        (["silent"], "2026-11-29T08:34:22.000Z", "2026-11-29T08:34:45.000Z", 7682, 8600)]
+        (["silent"], "2026-11-29T08:34:22.000Z", "2026-11-29T08:34:45.000Z", 7682, 8600)
+    ]
     assert d["server_lifecycle"]["starts"] == 1  # the restart; the first start is before the range
     assert d["capacity"]["kv_tokens"]  # the start-up lines before the range still tell the KV cache
 
@@ -116,8 +123,19 @@ def test_a_bad_range_is_a_usage_error(tmp_path):
     src = need(LAB / "calm")
     r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "noon"])
     assert r.exit_code == 2 and "--since/--until" in r.output and "not a date and time" in r.output
-    r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "2026-11-29T09:00:00Z",
-                                 "--until", "2026-11-29T08:00:00Z"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            str(src),
+            "-o",
+            str(tmp_path / "o"),
+            "--since",
+            "2026-11-29T09:00:00Z",
+            "--until",
+            "2026-11-29T08:00:00Z",
+        ],
+    )
     assert r.exit_code == 2 and "is after --until" in r.output
     assert not (tmp_path / "o").exists()  # checked before anything is written
 
@@ -131,8 +149,9 @@ def test_ingest_once_then_look_at_ranges(storm, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(whole, out)
     shutil.rmtree(out / "_parts", ignore_errors=True)
-    r = CliRunner().invoke(app, ["report", str(out), "--since", "2026-11-29T08:30:20Z", "--until",
-                                 "2026-11-29 08:31:00", "-q"])
+    r = CliRunner().invoke(
+        app, ["report", str(out), "--since", "2026-11-29T08:30:20Z", "--until", "2026-11-29 08:31:00", "-q"]
+    )
     assert r.exit_code == 0, r.output
     for name in ("requests.parquet", "windows.parquet", "episodes.parquet"):
         assert pl.read_parquet(out / name).equals(pl.read_parquet(part / name)), name
@@ -151,7 +170,9 @@ def test_ingest_once_then_look_at_ranges(storm, tmp_path):
 def test_another_range_is_judged_by_the_same_slo(tmp_path):
     """report --since re-diagnoses with the SLO and thresholds the folder was diagnosed with, not defaults."""
     out = tmp_path / "calm"
-    analyze(need(LAB / "calm"), out, AnalyzeOptions(slo_ttft_s=0.5, extra={"thresholds": {"cold_start_s": 10}}))
+    analyze(
+        need(LAB / "calm"), out, AnalyzeOptions(slo_ttft_s=0.5, extra={"thresholds": {"cold_start_s": 10}})
+    )
     r = CliRunner().invoke(app, ["report", str(out), "--since", "2026-11-29T08:20:00Z", "-q"])
     assert r.exit_code == 0, r.output
     d = json.loads((out / "diagnosis.json").read_text())
@@ -166,7 +187,9 @@ def test_report_keeps_the_slo_it_was_judged_by_and_takes_another(tmp_path):
     out = tmp_path / "ladder"
     analyze(need(LAB / "ladder"), out)
     d = json.loads((out / "diagnosis.json").read_text())
-    assert d["ladder"]["working_boundary"]["concurrency"] == 16.0 and d["ladder"]["failed_below_boundary"] == []
+    assert (
+        d["ladder"]["working_boundary"]["concurrency"] == 16.0 and d["ladder"]["failed_below_boundary"] == []
+    )
     correlated = (out / "requests.parquet").stat().st_mtime_ns
     r = CliRunner().invoke(app, ["report", str(out), "--slo-ttft", "1", "-q"])
     assert r.exit_code == 0, r.output
@@ -195,7 +218,9 @@ def test_the_slo_options_are_named_in_one_place(tmp_path):
     assert list(SLO_KEYS) == list(slo.DEFAULTS)
     assert slo.given(None, 5.0, None) == {"slo_e2e_s": 5.0} and slo.given(None, None, None) == {}
     out = tmp_path / "ladder"
-    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "ladder")), "-o", str(out), "--slo-ttft", "1", "-q"])
+    r = CliRunner().invoke(
+        app, ["analyze", str(need(LAB / "ladder")), "-o", str(out), "--slo-ttft", "1", "-q"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads((out / "diagnosis.json").read_text())
     assert d["slo"] == {"ttft_p95_s": 1.0, "e2e_p95_s": 20.0, "success": 0.99}
@@ -205,11 +230,16 @@ def test_the_slo_options_are_named_in_one_place(tmp_path):
 def test_a_range_that_misses_the_logs_says_where_they_are(tmp_path):
     """Not 'Nothing alarming' over an empty range: an error that gives the logs' own span."""
     src = need(LAB / "calm")  # 08:47:30 -> 08:51:32
-    r = CliRunner().invoke(app, ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "2026-11-29T10:00:00Z"],
-                           terminal_width=200)
+    r = CliRunner().invoke(
+        app,
+        ["analyze", str(src), "-o", str(tmp_path / "o"), "--since", "2026-11-29T10:00:00Z"],
+        terminal_width=200,
+    )
     assert r.exit_code == 2
-    assert ("the range 2026-11-29 10:00:00 UTC → … holds none of the logs, which run from 2026-11-29 08:47:30 UTC "
-            "to 2026-11-29 08:51:32 UTC") in " ".join(r.output.split())
+    assert (
+        "the range 2026-11-29 10:00:00 UTC → … holds none of the logs, which run from 2026-11-29 08:47:30 UTC "
+        "to 2026-11-29 08:51:32 UTC"
+    ) in " ".join(r.output.split())
     assert not (tmp_path / "o" / "report.html").exists()
     r = CliRunner().invoke(app, ["report", str(tmp_path / "o"), "--until", "2026-11-29T08:00:00Z"])
     assert r.exit_code == 2 and "holds none of the logs" in r.output

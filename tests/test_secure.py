@@ -56,8 +56,11 @@ def linked(tmp_path) -> Path:
 
 def _everything(out: Path) -> str:
     """Every text the outputs hold, the Parquet tables' strings included."""
-    parts = [p.read_text(encoding="utf-8", errors="replace") for p in out.iterdir()
-             if p.suffix in (".html", ".json", ".md")]
+    parts = [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in out.iterdir()
+        if p.suffix in (".html", ".json", ".md")
+    ]
     for p in out.glob("*.parquet"):
         df = pl.read_parquet(p)
         parts += [str(v) for c in df.columns if df[c].dtype in (pl.String, pl.List(pl.String)) for v in df[c]]
@@ -112,16 +115,26 @@ def test_the_cli_prints_no_escape_sequence_of_a_name(tmp_path):
     d = tmp_path / "in"
     _cut(LAB / "spike" / "vllm-server.log", d / ODD / "vllm-server.log", 60_000)
     (d / "secret.log").symlink_to(tmp_path)  # a note names it
-    env = {**os.environ, "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "200",
-           "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "TTY_INTERACTIVE": "1",
+        "TTY_COMPATIBLE": "1",
+        "COLUMNS": "200",
+        "PYTHONPATH": str(REPO),
+    }
     for args in (["analyze", str(d), "-o", str(tmp_path / "out")], ["detect", str(d)]):
-        p = subprocess.run([sys.executable, "-m", "logscope", *args], capture_output=True, env=env, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "logscope", *args], capture_output=True, env=env, timeout=300
+        )
         assert p.returncode == 0, p.stderr.decode(errors="replace")[-2000:]
         text = (p.stdout + p.stderr).decode()
         for bad in (OSC_TITLE, CLEAR, "\x1b]", "\x07", RLO):
             assert bad not in text, (args[0], bad)
         assert visible(ODD, line=True) in text.replace("\n", "")  # shown, escaped (the table may fold it)
-    assert "link(s) out of the input folder were not read: secret.log" in p.stderr.decode() or args[0] == "detect"
+    assert (
+        "link(s) out of the input folder were not read: secret.log" in p.stderr.decode()
+        or args[0] == "detect"
+    )
 
 
 def test_the_page_and_markdown_show_bidi_and_controls_escaped(tmp_path):

@@ -142,16 +142,27 @@ def test_request_lines_of_the_diffusion_server_text_and_json(tmp_path):
     t = _read(tmp_path, DIFFUSION, include_prompts=True)
     assert t["files"]["lines_unrecognized"].sum() == 0 and t["files"]["format"].to_list() == ["sglang_server"]
     sr = t["server_requests"].sort("received_ts")
-    assert sr["request_id"].to_list() == ["6ef3fb55-a97c-4c92-87c5-b8f1fb7735da", "ff61568f-f577-468f-afde-ea1aab475acc",
-                                          "5d6089f0-dc0f-466d-a95d-17d40f3a7c0f", "7547dcb2-7268-4a16-a2a4-731a503a53a1"]
+    assert sr["request_id"].to_list() == [
+        "6ef3fb55-a97c-4c92-87c5-b8f1fb7735da",
+        "ff61568f-f577-468f-afde-ea1aab475acc",
+        "5d6089f0-dc0f-466d-a95d-17d40f3a7c0f",
+        "7547dcb2-7268-4a16-a2a4-731a503a53a1",
+    ]
     assert sr["engine_kind"].unique().to_list() == ["sglang"]
     # text: the header's seconds; JSON: its timestamp field
     assert [(_utc(r["received_ts"]), _utc(r["finished_ts"])) for r in sr.iter_rows(named=True)] == [
-        ("09:14:38.000000", "09:14:41.000000"), ("09:15:47.282730", "09:15:50.214678"),
-        ("09:17:05.000000", "09:17:14.000000"), ("09:18:30.974658", "09:18:40.151854")]
-    assert sr["aborted_ts"].null_count() == 4 and sr["prompt_tokens"].null_count() == 4  # no tokens in an image job
-    assert sr["prompt"].to_list() == ["A beautiful sunset over mountains, oil painting style"] * 2 + [
-        "A cat playing with a ball"] * 2
+        ("09:14:38.000000", "09:14:41.000000"),
+        ("09:15:47.282730", "09:15:50.214678"),
+        ("09:17:05.000000", "09:17:14.000000"),
+        ("09:18:30.974658", "09:18:40.151854"),
+    ]
+    assert (
+        sr["aborted_ts"].null_count() == 4 and sr["prompt_tokens"].null_count() == 4
+    )  # no tokens in an image job
+    assert (
+        sr["prompt"].to_list()
+        == ["A beautiful sunset over mountains, oil painting style"] * 2 + ["A cat playing with a ball"] * 2
+    )
     # each Finish also says when it began: its time less out.meta_info.e2e_latency (2.8768238479970023 s)
     ev = t["server_request_events"].filter((pl.col("line_no") == 7) & (pl.col("event") == "received"))
     assert _utc(ev["ts"][0]) == "09:15:47.337855"
@@ -171,7 +182,9 @@ def test_json_request_lines_as_the_request_target_prints_them(tmp_path):
     res = ingest_files(tmp_path / "a", f)
     sr = pl.read_parquet(res.out_dir / "server_requests.parquet").sort("received_ts")
     assert [(_utc(r["received_ts"]), _utc(r["finished_ts"])) for r in sr.iter_rows(named=True)] == [
-        ("09:15:47.282730", "09:15:50.214678"), ("09:18:30.974658", "09:18:40.151854")]
+        ("09:15:47.282730", "09:15:50.214678"),
+        ("09:18:30.974658", "09:18:40.151854"),
+    ]
     files = pl.read_parquet(res.out_dir / "files.parquet")
     assert files["lines_unrecognized"].to_list() == [0]
     assert not any("take the time of the line before" in a for a in files["assumptions"][0])

@@ -36,7 +36,11 @@ def _both(tmp_path, base, rows: int = 50):
 
 
 def _same_tables(x, y) -> list[str]:
-    return [n for n in OUTPUTS if not pl.read_parquet(x / f"{n}.parquet").equals(pl.read_parquet(y / f"{n}.parquet"))]
+    return [
+        n
+        for n in OUTPUTS
+        if not pl.read_parquet(x / f"{n}.parquet").equals(pl.read_parquet(y / f"{n}.parquet"))
+    ]
 
 
 @pytest.fixture
@@ -58,10 +62,15 @@ def test_slices_give_the_whole_correlation(tmp_path, tmp_path_factory, fine, run
     assert b["retry_multiplication"]["logical_requests"] == LAYERS[run][0]
 
 
-@pytest.mark.parametrize("dropped", [("gateway_attempts", "gateway_errors"),
-                                     ("gateway_attempts", "gateway_errors", "client_attempts", "client_requests"),
-                                     ("server_requests", "server_events", "server_stats")],
-                         ids=["no gateway", "vLLM alone", "no vLLM"])
+@pytest.mark.parametrize(
+    "dropped",
+    [
+        ("gateway_attempts", "gateway_errors"),
+        ("gateway_attempts", "gateway_errors", "client_attempts", "client_requests"),
+        ("server_requests", "server_events", "server_stats"),
+    ],
+    ids=["no gateway", "vLLM alone", "no vLLM"],
+)
 def test_slices_with_layers_missing(tmp_path, tmp_path_factory, fine, dropped):
     """Without a gateway the clock reference is vLLM's (and the probe's reference too); without client and
     gateway every vLLM request is its own logical request; without vLLM the gateway's: the same as whole."""
@@ -79,12 +88,17 @@ def test_slices_of_a_range_and_of_nothing(tmp_path, tmp_path_factory, fine):
     """With --since/--until the slices read what the whole correlation reads of the range; a folder with no
     request is one slice, and every output is written."""
     base, _ = run_lab(tmp_path_factory, "retry-storm")
-    opts = {"since": dt.datetime(2026, 11, 29, 8, 30, tzinfo=dt.UTC), "until": dt.datetime(2026, 11, 29, 8, 31, 30,
-                                                                                            tzinfo=dt.UTC)}
+    opts = {
+        "since": dt.datetime(2026, 11, 29, 8, 30, tzinfo=dt.UTC),
+        "until": dt.datetime(2026, 11, 29, 8, 31, 30, tzinfo=dt.UTC),
+    }
     whole, cut = _copy(base, tmp_path / "whole"), _copy(base, tmp_path / "cut")
     a, b = correlate(whole, AnalyzeOptions(**opts)), correlate(cut, AnalyzeOptions(**opts, slice_rows=50))
     assert b.pop("slices")["count"] >= 30 and b["notes"].pop(0).startswith("correlated in")
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) and a["range"]["since"] == "2026-11-29T08:30:00Z"
+    assert (
+        json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+        and a["range"]["since"] == "2026-11-29T08:30:00Z"
+    )
     assert _same_tables(whole, cut) == [] and 0 < pl.read_parquet(cut / "requests.parquet").height < 653
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -116,18 +130,27 @@ def test_clock_probe_finds_the_skew(tmp_path, tmp_path_factory, fine, monkeypatc
     for name in ("server_requests", "server_request_events", "server_stats", "server_events"):
         df = pl.read_parquet(src / f"{name}.parquet")
         ts = [c for c, t in df.schema.items() if t == schemas.TS]
-        df.with_columns([pl.col(c) + dt.timedelta(minutes=7) for c in ts]).write_parquet(src / f"{name}.parquet")
+        df.with_columns([pl.col(c) + dt.timedelta(minutes=7) for c in ts]).write_parquet(
+            src / f"{name}.parquet"
+        )
     monkeypatch.setattr(slices, "PROBE_ROWS", 600)  # 3,089 request rows: one gateway id in 7
     monkeypatch.setattr(slices, "PER_SOURCE", 20)  # and the first 20 ids of each client and vLLM log
     whole, cut, a, b = _both(tmp_path, src)
     off_a = {o["source"]: o for o in a["clock_offsets"]}["vllm-server.log"]
     off_b = {o["source"]: o for o in b["clock_offsets"]}["vllm-server.log"]
-    assert off_b["verified"] and abs(off_a["offset_s"] + 420) < 1 and abs(off_b["offset_s"] - off_a["offset_s"]) < 0.01
+    assert (
+        off_b["verified"]
+        and abs(off_a["offset_s"] + 420) < 1
+        and abs(off_b["offset_s"] - off_a["offset_s"]) < 0.01
+    )
     assert 100 < off_b["n_matches"] < 250 and off_a["n_matches"] == 914
     assert [(o["source"], o["verified"]) for o in b["clock_offsets"]] == [
-        (o["source"], o["verified"]) for o in a["clock_offsets"]]
-    assert b["notes"][1].startswith("clock offsets estimated from one request id in 7 of the gateway log, the first "
-                                    "20 of each client and vLLM log")
+        (o["source"], o["verified"]) for o in a["clock_offsets"]
+    ]
+    assert b["notes"][1].startswith(
+        "clock offsets estimated from one request id in 7 of the gateway log, the first "
+        "20 of each client and vLLM log"
+    )
     assert b["match"] == a["match"] and b["retry_multiplication"] == a["retry_multiplication"]
     assert b["orphans"]["count"] == a["orphans"]["count"]
 
@@ -145,7 +168,9 @@ def test_analyze_slices_when_only_slices_fit(tmp_path, tmp_path_factory):
     limit = (budget.need(rec) + budget.need(rec, sliced=True)) // 2
     opts = api.fit_memory(base, AnalyzeOptions(max_memory=limit))
     assert opts.slice_rows == budget.SLICE_ROWS and opts.since is None and opts.range_chosen is None
-    assert api.fit_memory(base, AnalyzeOptions(max_memory=budget.need(rec, sliced=True) - 1)).since is not None
+    assert (
+        api.fit_memory(base, AnalyzeOptions(max_memory=budget.need(rec, sliced=True) - 1)).since is not None
+    )
     out = _copy(base, tmp_path / "out")
     shutil.copy(base / "files.parquet", out / "files.parquet")
     s = api.correlate(out, opts)
@@ -167,12 +192,20 @@ def test_the_cli_says_it_sliced(tmp_path, tmp_path_factory):
     base, _ = run_lab(tmp_path_factory, "spike")
     rec = budget.records_bytes(base, kept_client_sources(base, sample=budget.PICK_SAMPLE)[0])
     limit = (budget.need(rec) + budget.need(rec, sliced=True)) // 2
-    r = CliRunner().invoke(app, ["analyze", str(need(LAB / "spike")), "-o", str(tmp_path / "o"),
-                                 "--max-memory", str(limit)])
+    r = CliRunner().invoke(
+        app, ["analyze", str(need(LAB / "spike")), "-o", str(tmp_path / "o"), "--max-memory", str(limit)]
+    )
     assert r.exit_code == 0, r.output
-    assert "logscope: note: correlated in 1 time slice of about 500,000 request rows each, to bound memory" in " ".join(
-        r.output.split())
-    assert json.loads((tmp_path / "o" / "correlation.json").read_text())["retry_multiplication"]["logical_requests"] == 284
+    assert (
+        "logscope: note: correlated in 1 time slice of about 500,000 request rows each, to bound memory"
+        in " ".join(r.output.split())
+    )
+    assert (
+        json.loads((tmp_path / "o" / "correlation.json").read_text())["retry_multiplication"][
+            "logical_requests"
+        ]
+        == 284
+    )
 
 
 def test_every_log_has_its_ids_in_the_probe(tmp_path, tmp_path_factory, monkeypatch):
@@ -186,4 +219,8 @@ def test_every_log_has_its_ids_in_the_probe(tmp_path, tmp_path_factory, monkeypa
         s = correlate(_copy(base, tmp_path / f"p{per_source}"), AnalyzeOptions(slice_rows=100))
         verified[per_source] = {o["source"]: (o["verified"], o["n_matches"]) for o in s["clock_offsets"]}
     assert not any(v for v, _ in verified[0].values())
-    assert verified[20] == {"nginx-access.log": (True, 0), "vllm-server.log": (True, 20), "client-calm.jsonl": (True, 20)}
+    assert verified[20] == {
+        "nginx-access.log": (True, 0),
+        "vllm-server.log": (True, 20),
+        "client-calm.jsonl": (True, 20),
+    }

@@ -19,7 +19,9 @@ def test_unknown_model_is_a_client_error_by_model(tmp_path):
     assert len(found) == 1
     f = found[0]
     # two 'does not exist' error lines (chat), one 404 access line left in the excerpt: 2 requests
-    assert f["kind"] == "errors" and f["title"].startswith("2 request(s) asked for a model the server does not serve")
+    assert f["kind"] == "errors" and f["title"].startswith(
+        "2 request(s) asked for a model the server does not serve"
+    )
     assert "`/mnt/e/models/ISTA-DASLab_Mistral-Small-3.1-24B-Instruct-2503-GPTQ-4b-128g` (2)" in f["title"]
     assert "2 'does not exist' error line(s), 1 404 answer(s)" in f["evidence"]
     # every request the excerpt shows answered failed: no mere footnote

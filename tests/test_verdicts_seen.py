@@ -31,6 +31,7 @@ def runs(tmp_path_factory):
             analyze(path, out, AnalyzeOptions())
             done[path] = out, json.loads((out / "summary.json").read_text())
         return done[path]
+
     return get
 
 
@@ -122,8 +123,13 @@ def test_advice_is_grounded_and_titles_agree_with_evidence(runs, run):
 def test_every_output_says_the_same_verdict(tmp_path):
     """summary.json, summary.md, report.html and the terminal render one verdict object."""
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "logscope", "analyze", str(ROOT / "samples" / "retry-storm"), "-o",
-                          str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "logscope", "analyze", str(ROOT / "samples" / "retry-storm"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     s = json.loads((out / "summary.json").read_text())
     md = (out / "summary.md").read_text().replace("\\", "")
@@ -157,12 +163,20 @@ def test_findings_rank_by_what_users_felt_and_the_headline_is_finding_one(runs, 
     for f in fs:
         if f["start"] is None or f["failed_requests"] is None:
             continue
-        def counts(pad: timedelta, f=f) -> tuple[int, int]:  # summary.json's times are rounded to the millisecond
+
+        def counts(
+            pad: timedelta, f=f
+        ) -> tuple[int, int]:  # summary.json's times are rounded to the millisecond
             lo, hi = _t(f["start"]) - pad, _t(f["end"] or f["start"]) + pad
-            inflight = req.filter((pl.col("ts_start") <= hi) & (pl.col("ts_end").fill_null(pl.col("ts_start")) >= lo))
+            inflight = req.filter(
+                (pl.col("ts_start") <= hi) & (pl.col("ts_end").fill_null(pl.col("ts_start")) >= lo)
+            )
             failed = inflight.filter(pl.col("outcome").is_in(["error", "timeout"])).height
-            late = (pl.col("ttft_s") > slo["ttft_s"]).fill_null(False) | (pl.col("e2e_s") > slo["e2e_s"]).fill_null(False)
+            late = (pl.col("ttft_s") > slo["ttft_s"]).fill_null(False) | (
+                pl.col("e2e_s") > slo["e2e_s"]
+            ).fill_null(False)
             return failed, inflight.filter((pl.col("outcome") == "ok") & late).height
+
         (f_lo, s_lo), (f_hi, s_hi) = counts(-timedelta(milliseconds=1)), counts(timedelta(milliseconds=1))
         assert f_lo <= f["failed_requests"] <= f_hi and s_lo <= f["slowed_requests"] <= s_hi, f["title"]
     for a, b in zip(fs, fs[1:], strict=False):
@@ -182,8 +196,10 @@ def test_findings_rank_by_what_users_felt_and_the_headline_is_finding_one(runs, 
 def test_finding_one_per_fixture(runs):
     """What leads each lab run: the orphan run's cancellation (nginx.conf has proxy_ignore_client_abort on),
     the storm's retries (non_idempotent re-sends POSTs), the ladder's boundary, the crash's death."""
-    lead = {run: runs(need(LAB / run))[1]["findings"][0]
-            for run in ("orphan", "retry-storm", "ladder", "v0-ladder", "crash")}
+    lead = {
+        run: runs(need(LAB / run))[1]["findings"][0]
+        for run in ("orphan", "retry-storm", "ladder", "v0-ladder", "crash")
+    }
     assert lead["v0-ladder"]["title"].startswith("Working boundary: concurrency 16; at 32 ttft broke first")
     assert lead["orphan"]["title"].startswith("Orphaned work: 507 executions")
     assert lead["retry-storm"]["title"].startswith("Retries multiply the load")
@@ -203,8 +219,13 @@ def test_amplification_below_one_comes_with_its_reason(tmp_path):
     import polars as pl
 
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "logscope", "analyze", str(need(LAB / "crash")), "-o", str(out)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "logscope", "analyze", str(need(LAB / "crash")), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     s = json.loads((out / "summary.json").read_text())
     req = pl.read_parquet(out / "requests.parquet")
@@ -243,6 +264,12 @@ def test_an_unknown_baseline_rate_says_so():
     '?/s'."""
     from logscope.diagnose.findings.record import _req
 
-    ep = {"arrival_rate_before": None, "arrival_rate_during": 6.5, "ttft_p95": None, "e2e_p95": None,
-          "success_share": None, "reason": "preemptions from the first sample"}
+    ep = {
+        "arrival_rate_before": None,
+        "arrival_rate_during": 6.5,
+        "ttft_p95": None,
+        "e2e_p95": None,
+        "success_share": None,
+        "reason": "preemptions from the first sample",
+    }
     assert _req(ep) == "arrivals no baseline → 6.50/s during"

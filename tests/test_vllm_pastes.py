@@ -55,14 +55,19 @@ def test_a_request_line_cut_at_a_width_is_joined(pastes):
 
 def test_a_wrapped_traceback_line_is_one_text(pastes):
     # 5697: '... output = await self.model_executor.e' / 'xecute_model_async( ERROR 06-19 ...'
-    dead = _rows(pastes, "server_events", "5697-flattened-timeout").filter(pl.col("kind") == "engine_dead").row(
-        0, named=True)
+    dead = (
+        _rows(pastes, "server_events", "5697-flattened-timeout")
+        .filter(pl.col("kind") == "engine_dead")
+        .row(0, named=True)
+    )
     assert "output = await self.model_executor.execute_model_async(" in dead["detail"]
     assert (dead["line_no"], dead["line_count"], dead["level"]) == (1, 2, "ERROR")
     # kaito: re-wrapped by hand at word breaks: the space the break took out comes back after the comma
     kv = _rows(pastes, "server_events", "kaito").row(0, named=True)
-    assert kv["detail"].startswith("ValueError: To serve at least one request with the model's max seq len "
-                                   "(1048576), 22.5 GiB KV cache is needed, which is larger than the available")
+    assert kv["detail"].startswith(
+        "ValueError: To serve at least one request with the model's max seq len "
+        "(1048576), 22.5 GiB KV cache is needed, which is larger than the available"
+    )
     assert (kv["kind"], kv["max_model_len"], kv["line_count"]) == ("kv_insufficient", 1048576, 3)
     assert _said(pastes, "kaito", "2 hard-wrapped line(s)")
 
@@ -82,7 +87,12 @@ def test_flattened_stats_records_are_split_even_from_inside_a_prefix(pastes):
     # five whole V0 stats records 5 s apart (the sixth is cut before 'Running:')
     st = _rows(pastes, "server_stats", "2595")
     assert st["ts"].dt.strftime("%m-%d %H:%M:%S").to_list() == [
-        "01-25 11:26:53", "01-25 11:26:58", "01-25 11:27:03", "01-25 11:27:08", "01-25 11:27:13"]
+        "01-25 11:26:53",
+        "01-25 11:26:58",
+        "01-25 11:27:03",
+        "01-25 11:27:08",
+        "01-25 11:27:13",
+    ]
     assert st["gen_tps"].to_list() == [0.0, 77.3, 77.3, 76.8, 76.4]
     assert st["kv_usage"].to_list() == [0.001, 0.002, 0.003, 0.004, 0.005]
     assert st["running"].to_list() == [1] * 5 and st["era"].unique().to_list() == ["v0"]
@@ -98,8 +108,11 @@ def test_a_flattened_traceback_starting_mid_word_and_the_aborts_after_it(pastes)
     assert "Please open an issue on Github." in dead["detail"]
     ab = _rows(pastes, "server_request_events", "5697-flattened-deaderror")
     # the third id is followed by 'INFO 06-19 11:', a header the excerpt cut: not part of the id
-    assert ab["base_request_id"].to_list() == ["7347d49f836c40a6b8d00fff45f5998d", "10f955208ce04051aeb80f37a1b930b4",
-                                               "66dbd15ae2574c24ad701af023c451e6"]
+    assert ab["base_request_id"].to_list() == [
+        "7347d49f836c40a6b8d00fff45f5998d",
+        "10f955208ce04051aeb80f37a1b930b4",
+        "66dbd15ae2574c24ad701af023c451e6",
+    ]
     assert ab["ts"].dt.strftime("%H:%M:%S").unique().to_list() == ["11:25:01"]
 
 
@@ -123,7 +136,12 @@ def test_a_paste_starting_inside_the_startup_traceback(pastes):
     # with the models's max seq len (131072), (16.00 GiB KV cache is needed, ...': no header, no time anywhere
     kv = _rows(pastes, "server_events", "tpu-223").row(0, named=True)
     assert (kv["kind"], kv["max_model_len"], kv["line_count"], kv["ts"], kv["level"]) == (
-        "kv_insufficient", 131072, 5, None, None)
+        "kv_insufficient",
+        131072,
+        5,
+        None,
+        None,
+    )
     assert _said(pastes, "tpu-223", "1 row(s) without any time")
 
 
@@ -137,9 +155,17 @@ def test_lines_behind_markdown(pastes):
     assert (kv["process"], kv["pid"], kv["max_model_len"]) == ("EngineCore_DP0", 1094, 262144)
     # 4760: '`Avg prompt throughput: 102.2 tokens/s, ... GPU KV cache usage: 0.8%, CPU KV cache usage: 0.0%`'
     st = _rows(pastes, "server_stats", "4760").row(0, named=True)
-    assert (st["prompt_tps"], st["gen_tps"], st["running"], st["kv_usage"], st["ts"]) == (102.2, 2.2, 1, 0.008, None)
-    for prefix, said in (("16118", "1 line(s) read after removing the markdown"),
-                         ("4760", "1 record(s) recognised by their text alone")):
+    assert (st["prompt_tps"], st["gen_tps"], st["running"], st["kv_usage"], st["ts"]) == (
+        102.2,
+        2.2,
+        1,
+        0.008,
+        None,
+    )
+    for prefix, said in (
+        ("16118", "1 line(s) read after removing the markdown"),
+        ("4760", "1 record(s) recognised by their text alone"),
+    ):
         assert _said(pastes, prefix, said), prefix
     # ascend-1170 starts '....INFO:     127.0.0.1:51658 - "POST /v1/completions HTTP/1.1" 200 OK'
     acc = _rows(pastes, "server_events", "ascend-1170").filter(pl.col("kind") == "http_access")
@@ -177,8 +203,14 @@ def test_a_bare_preemption_warning_is_said(tmp_path):
 
 
 def test_speculative_decoding_lines_of_every_wording(pastes):
-    cols = ["era", "draft_acceptance_rate", "mean_acceptance_length", "accepted_tokens", "drafted_tokens",
-            "num_spec_tokens"]
+    cols = [
+        "era",
+        "draft_acceptance_rate",
+        "mean_acceptance_length",
+        "accepted_tokens",
+        "drafted_tokens",
+        "num_spec_tokens",
+    ]
     # V0: 'Draft acceptance rate: 0.642, System efficiency: 0.598, Number of speculative tokens: 3, Number of
     # accepted tokens: 8547, Number of draft tokens: 13311, Number of emitted tokens: 10616.'
     v0 = _rows(pastes, "server_spec_decode", "9539").row(0, named=True)
@@ -206,10 +238,16 @@ def test_a_spec_line_takes_its_engine_from_the_stats_line_before_it(pastes):
     assert sp["ts"].dt.strftime("%H:%M:%S").to_list() == ["04:56:17", "04:56:27"]
     # vllm-ascend 11876: data-parallel engine 001, one draft position
     sp = _rows(pastes, "server_spec_decode", "ascend-11876")
-    assert sp["engine"].to_list() == ["001", "001"] and sp["per_position_acceptance"].to_list() == [[0.918], [0.903]]
+    assert sp["engine"].to_list() == ["001", "001"] and sp["per_position_acceptance"].to_list() == [
+        [0.918],
+        [0.903],
+    ]
     st = _rows(pastes, "server_stats", "ascend-11876")
     assert (st["engine"].to_list(), st["deferred"].to_list(), st["interval_s"].to_list()) == (
-        ["001", "001"], [None, 1], [None, 10.0])
+        ["001", "001"],
+        [None, 1],
+        [None, 10.0],
+    )
 
 
 def test_data_parallel_engines_in_one_second_are_rows_of_their_own(pastes):
@@ -222,7 +260,9 @@ def test_data_parallel_engines_in_one_second_are_rows_of_their_own(pastes):
     # 36748 (flattened, 8 engines; the third cut): Running 51 / 31, Waiting 117 / 108, KV 100.0% / 98.6%
     st = _rows(pastes, "server_stats", "36748")
     assert st.select("engine", "running", "waiting", "kv_usage", "prefix_hit").rows() == [
-        ("000", 51, 117, 1.0, 0.7), ("001", 31, 108, 0.986, 0.66)]
+        ("000", 51, 117, 1.0, 0.7),
+        ("001", 31, 108, 0.986, 0.66),
+    ]
 
 
 def test_formats_says_what_the_vllm_parser_reads():

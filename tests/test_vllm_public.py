@@ -96,19 +96,44 @@ def test_every_era_of_the_stats_line(pub):
 
     # 41, pre-0.1: 'Throughput: 765.8 tokens/s, Running: 22 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 33.3%'
     r = first("41")
-    assert (r["era"], r["gen_tps"], r["prompt_tps"], r["running"], r["swapped"], r["waiting"], r["kv_usage"]) == (
-        "v0-pre0.1", 765.8, None, 22, 0, 0, 0.333)
+    assert (
+        r["era"],
+        r["gen_tps"],
+        r["prompt_tps"],
+        r["running"],
+        r["swapped"],
+        r["waiting"],
+        r["kv_usage"],
+    ) == ("v0-pre0.1", 765.8, None, 22, 0, 0, 0.333)
     # 05, 0.3 patched build with 'Max iteration time / Avg time/tok': Running 35, Pending 115, GPU KV 99.0%
     r = first("05")
     assert (r["era"], r["prompt_tps"], r["running"], r["waiting"], r["kv_usage"], r["kv_device"]) == (
-        "v0", 382.6, 35, 115, 0.99, "GPU")
+        "v0",
+        382.6,
+        35,
+        115,
+        0.99,
+        "GPU",
+    )
     # 33, 0.6.3 (trailing period): Pending 98, GPU KV 73.8%
     r = first("33")
-    assert (r["era"], r["waiting"], r["gpu_kv_usage"], r["cpu_kv_usage"], r["kv_usage"]) == ("v0", 98, 0.738, 0.0, 0.738)
+    assert (r["era"], r["waiting"], r["gpu_kv_usage"], r["cpu_kv_usage"], r["kv_usage"]) == (
+        "v0",
+        98,
+        0.738,
+        0.0,
+        0.738,
+    )
     # 03, V1 'Engine 000:' with the (APIServer pid=...) prefix: Running 10, Waiting 90, GPU KV 19.3%
     r = first("03")
     assert (r["era"], r["engine"], r["running"], r["waiting"], r["kv_usage"], r["prefix_hit"]) == (
-        "v1", "000", 10, 90, 0.193, 0.0)
+        "v1",
+        "000",
+        10,
+        90,
+        0.193,
+        0.0,
+    )
     assert r["swapped"] is None and r["deferred"] is None and r["preemptions"] is None
     # 43: prefix cache hit rate climbing, last line 77.5%
     assert _rows(pub, "server_stats", "43").sort("seq")["prefix_hit"].to_list()[-1] == 0.775
@@ -153,7 +178,11 @@ def test_preemptions(pub):
     # 33: the last line is cut inside 'total_num_cumulative_pr': the counter is unknown (null), not guessed
     p = _rows(pub, "server_events", "33").row(0, named=True)
     assert (p["preemption_mode"], p["request_id"], p["base_request_id"], p["cumulative_preemptions"]) == (
-        "SWAP", "chat-7e630abf1a8b4c8a88775b1e98a54cf2", "7e630abf1a8b4c8a88775b1e98a54cf2", None)
+        "SWAP",
+        "chat-7e630abf1a8b4c8a88775b1e98a54cf2",
+        "7e630abf1a8b4c8a88775b1e98a54cf2",
+        None,
+    )
     assert p["ts"] == datetime(2026, 10, 28, 11, 16, 41, tzinfo=UTC)
 
 
@@ -164,7 +193,9 @@ def test_capacity_lines(pub):
     assert cap["kv_memory_gib"].to_list()[0] == 6.51
     assert cap["kv_tokens"].to_list()[1] == 42656
     assert (cap["max_concurrency_tokens"].to_list()[2], cap["max_concurrency"].to_list()[2]) == (32768, 1.3)
-    assert cap["process"].unique().to_list() == ["EngineCore_DP0"] and cap["pid"].unique().to_list() == [1133552]
+    assert cap["process"].unique().to_list() == ["EngineCore_DP0"] and cap["pid"].unique().to_list() == [
+        1133552
+    ]
     ev = _rows(pub, "server_events", "19").sort("seq")
     cap = ev.filter(pl.col("kind") == "capacity")
     assert cap["weights_gib"].drop_nulls().to_list() == [14.9888, 14.9888]
@@ -213,9 +244,16 @@ def test_request_lines(pub):
     # cut before max_tokens
     recv = rq.filter(pl.col("event") == "received").row(0, named=True)
     assert (recv["request_id"], recv["n"], recv["temperature"], recv["max_tokens"], recv["prompt"]) == (
-        "cmpl-a523b4f84b1b491d9f61ddc4558f532b-0", 1, 0.0, None, None)
+        "cmpl-a523b4f84b1b491d9f61ddc4558f532b-0",
+        1,
+        0.0,
+        None,
+        None,
+    )
     assert rq.filter(pl.col("event") == "finished")["base_request_id"].to_list() == [
-        "50c32d7a66084c3f9980d2bf06d79900", "90590e17ce6b4fa4b19f0812c0c98446"]
+        "50c32d7a66084c3f9980d2bf06d79900",
+        "90590e17ce6b4fa4b19f0812c0c98446",
+    ]
     # 11: the prompt was cut by the reporter's pager (line ends in '>'): no field is read from it
     rq = _rows(pub, "server_request_events", "11").sort("seq")
     assert rq["event"].to_list() == ["received", "added"]
@@ -233,8 +271,10 @@ def test_request_lines(pub):
 def test_samples_are_real_and_detected():
     assert vllm_server.detect(vllm_server.SAMPLES) >= 0.9
     text = "".join(p.read_text() for p in sorted(need(PUBLIC).glob("*.log")))
-    lab = "".join((need(PUBLIC).parent / "lab" / r / "vllm-server.log").read_text()
-                  for r in ("spike", "v0-ladder", "ladder"))
+    lab = "".join(
+        (need(PUBLIC).parent / "lab" / r / "vllm-server.log").read_text()
+        for r in ("spike", "v0-ladder", "ladder")
+    )
     for s in vllm_server.SAMPLES:
         assert s in text or s in lab, s
 

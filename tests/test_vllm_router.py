@@ -16,7 +16,9 @@ from logscope.parsers import litellm, vllm_router, vllm_server
 R448 = PUBLIC / "31-production-stack-router-shutdown-under-load.log"
 PR428 = DATA / "vllm-router" / "pr428-static-router-health.log"
 I706 = DATA / "vllm-router" / "issue706-router-not-forwarding.log"
-VLLM_UVICORN = PUBLIC / "07-v1-hang-running1-waiting14-with-metrics-polls.log"  # a vLLM server log with uvicorn access lines
+VLLM_UVICORN = (
+    PUBLIC / "07-v1-hang-running1-waiting14-with-metrics-polls.log"
+)  # a vLLM server log with uvicorn access lines
 
 
 def _lines(path):
@@ -48,7 +50,9 @@ def test_shutdown_messages(shutdown):
     err = shutdown.table("gateway_errors").sort("line_no")
     assert err["line_no"].to_list() == [1, 3, 9, 10, 11, 12, 13, 14]
     assert err["message"].to_list()[:3] == [
-        "Shutting down", "Waiting for connections to close. (CTRL+C to force quit)", "Waiting for application shutdown.",
+        "Shutting down",
+        "Waiting for connections to close. (CTRL+C to force quit)",
+        "Waiting for application shutdown.",
     ]
     rec = err.filter(pl.col("line_no").is_between(10, 12))
     assert rec["ts"].to_list() == [
@@ -57,11 +61,15 @@ def test_shutdown_messages(shutdown):
         datetime(2025, 5, 21, 11, 44, 46, 899000, tzinfo=UTC),
     ]
     assert set(rec["logger"]) == {"vllm_router.httpx_client"} and set(rec["level"]) == {"info"}
-    assert rec["message"][2] == "httpx AsyncClient closed"  # line 12, its '(httpx_client.py:43:...)' tail cut off
+    assert (
+        rec["message"][2] == "httpx AsyncClient closed"
+    )  # line 12, its '(httpx_client.py:43:...)' tail cut off
     # lines 13-14: app.py's lifespan messages through the 'uvicorn' logger, at the time of line 12
     last = err.filter(pl.col("line_no") >= 13)
     assert last["message"].to_list() == ["Closing engine stats scraper", "Closing service discovery module"]
-    assert set(last["ts"]) == {datetime(2025, 5, 21, 11, 44, 46, 899000, tzinfo=UTC)} and set(last["logger"]) == {"uvicorn"}
+    assert set(last["ts"]) == {datetime(2025, 5, 21, 11, 44, 46, 899000, tzinfo=UTC)} and set(
+        last["logger"]
+    ) == {"uvicorn"}
     assert err["ts"].null_count() == 3 and set(err["kind"]) == {"notice"}
 
 
@@ -71,10 +79,16 @@ def test_routed_request_and_its_answer(tmp_path):
     att = res.table("gateway_attempts").sort("source", "line_no")
     routed = att.filter(pl.col("flags") == "routed")
     assert routed.select("request_id", "upstream", "ts_start").rows() == [
-        ("10d2a488ed55424a34ee296d103cb43f", "http://10.42.7.92:8000",  # issue 706 line 1 ('with session id None')
-         datetime(2025, 9, 19, 7, 18, 11, 808000, tzinfo=UTC)),
-        ("597e3325-c6c9-4d1b-9644-f792ce76b82c", "https://vllm-node05.code.example.rocks/qwen3-30b-a3b",  # PR 428 line 2
-         datetime(2025, 5, 21, 13, 22, 23, 320000, tzinfo=UTC)),
+        (
+            "10d2a488ed55424a34ee296d103cb43f",
+            "http://10.42.7.92:8000",  # issue 706 line 1 ('with session id None')
+            datetime(2025, 9, 19, 7, 18, 11, 808000, tzinfo=UTC),
+        ),
+        (
+            "597e3325-c6c9-4d1b-9644-f792ce76b82c",
+            "https://vllm-node05.code.example.rocks/qwen3-30b-a3b",  # PR 428 line 2
+            datetime(2025, 5, 21, 13, 22, 23, 320000, tzinfo=UTC),
+        ),
     ]
     answers = att.filter(pl.col("flags").is_null())
     assert answers.select("method", "path", "status", "ts_end").rows() == [
@@ -84,8 +98,11 @@ def test_routed_request_and_its_answer(tmp_path):
     err = res.table("gateway_errors").sort("source", "line_no")
     assert err.select("level", "logger", "message").rows() == [
         ("debug", "vllm_router.routers.main_router", "No cache hit, forwarding request to backend"),
-        ("debug", "vllm_router.services.request_service.request",
-         "Routing request 597e3325-c6c9-4d1b-9644-f792ce76b82c for model: qwen3-30b-a3b"),
+        (
+            "debug",
+            "vllm_router.services.request_service.request",
+            "Routing request 597e3325-c6c9-4d1b-9644-f792ce76b82c for model: qwen3-30b-a3b",
+        ),
     ]
 
 

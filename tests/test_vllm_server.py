@@ -22,13 +22,28 @@ from logscope.parsers.base import ParseContext
 
 RUNS = ["ladder", "spike", "retry-storm", "crash", "orphan", "calm", "v0-ladder"]
 # `wc -l vllm-server.log` (every file ends with a newline)
-LINES = {"ladder": 1831, "spike": 1184, "retry-storm": 3543, "crash": 1436, "orphan": 2518, "calm": 1005,
-         "v0-ladder": 1149}
+LINES = {
+    "ladder": 1831,
+    "spike": 1184,
+    "retry-storm": 3543,
+    "crash": 1436,
+    "orphan": 2518,
+    "calm": 1005,
+    "v0-ladder": 1149,
+}
 # `grep -c 'Received request tokenize-'`: vllm bench serve's /tokenize calls (ladder only); truth.json's
 # requests_received counts the completions only
 TOKENIZE = {"ladder": 7}
 # `grep -cE '^(\([^)]*\) )?INFO:     [0-9.]+:[0-9]+ - "'`: uvicorn access lines
-ACCESS = {"ladder": 637, "spike": 372, "retry-storm": 552, "crash": 415, "orphan": 874, "calm": 375, "v0-ladder": 406}
+ACCESS = {
+    "ladder": 637,
+    "spike": 372,
+    "retry-storm": 552,
+    "crash": 415,
+    "orphan": 874,
+    "calm": 375,
+    "v0-ladder": 406,
+}
 # a prompt from v0-ladder (`grep -m1 -o "prompt: '[^']*'"`): V0 logs prompts in 'Received request'
 PROMPT = "work code such of with as may the copy license program this software it in not modify software"
 
@@ -70,7 +85,10 @@ def test_stats_rows_and_extremes_match_truth(runs, run):
     assert first_run == datetime.fromisoformat(t["max_running"]["first_at"]).astimezone(UTC)
     last = st.sort("seq").row(-1, named=True)
     assert last["ts"] == datetime.fromisoformat(t["last_stats_line"]["at"]).astimezone(UTC)
-    assert (last["running"], last["waiting"]) == (t["last_stats_line"]["running"], t["last_stats_line"]["waiting"])
+    assert (last["running"], last["waiting"]) == (
+        t["last_stats_line"]["running"],
+        t["last_stats_line"]["waiting"],
+    )
     assert st["kv_device"].unique().to_list() == ["CPU"]  # the CPU build: the KV cache lives in RAM
     assert st["era"].unique().to_list() == (["v0"] if run == "v0-ladder" else ["v1"])
     assert st["prefix_hit"].is_null().all() == (run == "v0-ladder")
@@ -134,8 +152,10 @@ def test_server_starts_and_stops(runs):
     starts = ev.filter(pl.col("kind") == "server_start").sort("seq")
     # `grep -o 'Started server process \[[0-9]*\]'`: the SIGKILLed server and its restart
     assert starts["pid"].to_list() == [7682, 8600]
-    assert starts["ts"].to_list() == [datetime(2026, 11, 29, 8, 33, 31, tzinfo=UTC),
-                                      datetime(2026, 11, 29, 8, 35, 31, tzinfo=UTC)]
+    assert starts["ts"].to_list() == [
+        datetime(2026, 11, 29, 8, 33, 31, tzinfo=UTC),
+        datetime(2026, 11, 29, 8, 35, 31, tzinfo=UTC),
+    ]
     assert starts["ts_inferred"].all()  # uvicorn lines carry no time
     assert ev.filter(pl.col("kind") == "server_ready").height == 2
     assert ev.filter(pl.col("kind") == "version")["version"].to_list() == ["0.32.0", "0.32.0"]
@@ -176,7 +196,9 @@ def test_capacity_and_config(runs, run):
     assert cfg["num_gpu_blocks_override"] == 112 and cfg["gpu_blocks"] is None
     if run == "ladder":
         assert cfg["gpu_memory_utilization"] == 0.3
-        assert cap["kv_memory_gib"].drop_nulls().to_list() == [3.55]  # 'Auto set (3.55/14.09) GiB for KV cache'
+        assert cap["kv_memory_gib"].drop_nulls().to_list() == [
+            3.55
+        ]  # 'Auto set (3.55/14.09) GiB for KV cache'
     else:
         assert cap.filter(pl.col("gpu_blocks").is_not_null())["block_size"].to_list() == [32]
 
@@ -192,8 +214,14 @@ def test_access_lines_take_the_previous_time(runs, run):
 def test_prompts_stay_out_unless_asked(runs, tmp_path):
     def cells(res) -> list[str]:
         out = []
-        for name in ("server_stats", "server_events", "server_request_events", "server_requests", "files",
-                     "unrecognized"):
+        for name in (
+            "server_stats",
+            "server_events",
+            "server_request_events",
+            "server_requests",
+            "files",
+            "unrecognized",
+        ):
             df = res.table(name)
             for c, t in df.schema.items():
                 if t == pl.String:
@@ -217,7 +245,12 @@ def test_v0_received_fields(runs):
     # `grep -n -m1 "Received request"` -> line 54: SamplingParams(n=1, ..., temperature=1.0, ..., ignore_eos=True, max_tokens=256, ...),
     # prompt_token_ids: [1, 834, ...] -> `grep -m1 'Received request' | grep -o 'prompt_token_ids: \[[^]]*\]' | tr ',' '\n' | wc -l`
     assert (first["line_no"], first["max_tokens"], first["n"], first["temperature"], first["ignore_eos"]) == (
-        54, 256, 1, 1.0, True)
+        54,
+        256,
+        1,
+        1.0,
+        True,
+    )
     assert first["prompt_tokens"] == 101
 
 
@@ -239,10 +272,13 @@ def _parse_direct(path, chunk_lines: int | None = None, **ctx_kw) -> tuple[dict,
         for k, d in res.tables.items():
             tables.setdefault(k, []).append(d)
     res = vllm_server.finish(ctx, state)
-    for k, d in (res.tables.items() if res else []):
+    for k, d in res.tables.items() if res else []:
         tables.setdefault(k, []).append(d)
-    out = {k: schemas.conform(pl.concat([d for d in v if d.height], how="diagonal_relaxed"), k)
-           for k, v in tables.items() if any(d.height for d in v)}
+    out = {
+        k: schemas.conform(pl.concat([d for d in v if d.height], how="diagonal_relaxed"), k)
+        for k, v in tables.items()
+        if any(d.height for d in v)
+    }
     return out, total, ok
 
 
@@ -295,8 +331,12 @@ def test_rotated_set_keeps_each_record_in_its_file(tmp_path):
     assert res.files["lines_unrecognized"].to_list() == [0, 0]
     pre = res.table("server_events").filter(pl.col("kind") == "preemption").sort("seq")
     assert pre.select("source", "line_no", "cumulative_preemptions").rows() == [
-        ("vllm.log.1", 471, 1), ("vllm.log.1", 598, 51), ("vllm.log", 243, 101), ("vllm.log", 373, 151),
-        ("vllm.log", 497, 201)]
+        ("vllm.log.1", 471, 1),
+        ("vllm.log.1", 598, 51),
+        ("vllm.log", 243, 101),
+        ("vllm.log", 373, 151),
+        ("vllm.log", 497, 201),
+    ]
     assert res.table("server_stats").height == 27
 
 
@@ -312,7 +352,7 @@ def test_non_ascii_text_before_the_fields(tmp_path):
     v1 = _first_received(LAB / "spike" / "vllm-server.log")
     v0 = _first_received(LAB / "v0-ladder" / "vllm-server.log")
     assert "stop=[], " in v1 and ", params: SamplingParams(" in v0
-    prompt_repr = v0[v0.index("prompt: ") + len("prompt: "):v0.index(", params: SamplingParams(")]
+    prompt_repr = v0[v0.index("prompt: ") + len("prompt: ") : v0.index(", params: SamplingParams(")]
     swapped = [
         v1.replace("stop=[], ", f"stop={['。', '！', 'Ende ü']!r}, "),
         v0.replace(prompt_repr, repr("请用中文回答：为什么天空是蓝色的？" * 20), 1),
@@ -350,7 +390,9 @@ def test_ascii_classes_rewrites_only_d_and_w():
     a = _common.ascii_classes
     assert a(r"^\d\d-\d\d (?P<x>\w+)") == r"^[0-9][0-9]-[0-9][0-9] (?P<x>[A-Za-z0-9_]+)"
     assert a(r"[\d.]+ [\w.-]+ [^\d]") == r"[0-9.]+ [A-Za-z0-9_.-]+ [^0-9]"
-    assert a(r"\\d \S\s\D\W \b []\d]") == r"\\d \S\s\D\W \b []0-9]"  # an escaped backslash; ']' first in a class
+    assert (
+        a(r"\\d \S\s\D\W \b []\d]") == r"\\d \S\s\D\W \b []0-9]"
+    )  # an escaped backslash; ']' first in a class
 
 
 def test_ascii_patterns_match_the_same_real_lines():
@@ -360,8 +402,22 @@ def test_ascii_patterns_match_the_same_real_lines():
     lines = _real_vllm_lines()
     messages = lines.str.replace(r"^.*?\] ", "")  # the stats and kind patterns read the message
     checked = 0
-    for name in ("_HEADER", "_CTS", "_PYLOG", "_GLUE", "_TB", "_TB_STRONG", "_NOISE", "_STATS_HEAD", "_STATS_V1",
-                 "_STATS_V0", "_ACCESS", "_DATED", "_DATED_T", "_DATED_PY"):
+    for name in (
+        "_HEADER",
+        "_CTS",
+        "_PYLOG",
+        "_GLUE",
+        "_TB",
+        "_TB_STRONG",
+        "_NOISE",
+        "_STATS_HEAD",
+        "_STATS_V1",
+        "_STATS_V0",
+        "_ACCESS",
+        "_DATED",
+        "_DATED_T",
+        "_DATED_PY",
+    ):
         fast = getattr(vllm_server, name)
         unicode = fast.replace("[0-9]", r"\d").replace("0-9", r"\d").replace("[A-Za-z0-9_]", r"\w")
         unicode = unicode.replace("A-Za-z\\d_", r"\w")
@@ -459,8 +515,10 @@ def test_merge_key_follows_the_parts_sort_order():
     from logscope.ingest import derive
 
     names, span = ["replica-0/vllm.log", "replica-1/vllm.log"], (5, 900)
-    df = pl.DataFrame({"source": [None, *names] * 4, "_first": [None] * 3 + [5] * 3 + [6] * 3 + [900] * 3},
-                      schema={"source": pl.String, "_first": pl.Int64})
+    df = pl.DataFrame(
+        {"source": [None, *names] * 4, "_first": [None] * 3 + [5] * 3 + [6] * 3 + [900] * 3},
+        schema={"source": pl.String, "_first": pl.Int64},
+    )
     keys = df.sort(["source", "_first"]).select(derive._sort_key(names, span))["_key"]
     assert keys.is_sorted() and keys.n_unique() == df.height
 

@@ -29,8 +29,10 @@ ENV = "LOGSCOPE_CLUSTER"  # the address when --cluster is not given
 EXIT = 6  # the CLI's exit code for a cluster that cannot run the analysis (cli.ExitCode.CLUSTER)
 WORKERS_TIMEOUT_S = 60  # a scheduler with no worker yet: how long to wait for the first
 PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this process must then see
-HINT = ("start one: `dask scheduler` on one machine, `dask worker ADDRESS --nworkers N` on each (logscope "
-        "installed there, DIR and OUT on storage they all mount at the same path); or --cluster local:N")
+HINT = (
+    "start one: `dask scheduler` on one machine, `dask worker ADDRESS --nworkers N` on each (logscope "
+    "installed there, DIR and OUT on storage they all mount at the same path); or --cluster local:N"
+)
 _current: Session | Opening | None = None
 # Dask's nanny sets these before it spawns a worker; glibc then never raises its mmap threshold, and each
 # chunk's decoded text is mapped and unmapped afresh: 1.9x the page faults and +7 % CPU for the same tasks
@@ -46,7 +48,9 @@ class Session:
     threads: int  # tasks the cluster runs at once
     dashboard: str | None
     local: Any = None  # the LocalCluster started for ``local[:N]``, closed with the session
-    environ: dict[str, str | None] = field(default_factory=dict)  # this process's variables a nanny set, as before
+    environ: dict[str, str | None] = field(
+        default_factory=dict
+    )  # this process's variables a nanny set, as before
     notes: list[str] = field(default_factory=list)  # what the checks found that slows, not stops, the work
 
 
@@ -57,12 +61,15 @@ class Opening:
     unreachable scheduler, a worker that cannot see DIR): the first task waits for it, so nothing runs on a
     cluster that failed its check. ``ready`` is called with the session once it is open and checked."""
 
-    def __init__(self, address: str, root: Path, out: Path, ready: Callable[[Session], None] | None = None) -> None:
+    def __init__(
+        self, address: str, root: Path, out: Path, ready: Callable[[Session], None] | None = None
+    ) -> None:
         self.address = address
         self._session: Session | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._open, args=(root, out, ready), name="logscope-cluster-open",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._open, args=(root, out, ready), name="logscope-cluster-open", daemon=True
+        )
         self._thread.start()
 
     def _open(self, root: Path, out: Path, ready: Callable[[Session], None] | None) -> None:
@@ -104,13 +111,17 @@ def require() -> None:
     try:
         import distributed  # noqa: F401
     except ImportError:
-        raise LogscopeError("--cluster needs Dask's distributed, which is not installed",
-                            hint="pip install 'logscope[dask]'", code=2) from None
+        raise LogscopeError(
+            "--cluster needs Dask's distributed, which is not installed",
+            hint="pip install 'logscope[dask]'",
+            code=2,
+        ) from None
 
 
 @contextmanager
-def opening(address: str, root: str | Path, out: str | Path,
-            ready: Callable[[Session], None] | None = None) -> Iterator[Session | Opening]:
+def opening(
+    address: str, root: str | Path, out: str | Path, ready: Callable[[Session], None] | None = None
+) -> Iterator[Session | Opening]:
     """The current session on ``address`` while this block runs, opened and checked in the background
     (``Opening``); one already open or opening on the same address is reused (the CLI opens it before the API
     runs), and ``ready`` is then not called."""
@@ -165,12 +176,21 @@ def connect(address: str) -> Session:
             environ = {k: os.environ.get(k) for k in spawn}
             # and without Dask's statistical profiler, which samples every task thread's stack each 10 ms while
             # holding the GIL: -2.7 % of local:1's ingest (the dashboard's profile page stays empty)
-            with dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in spawn.items()},
-                                  "distributed.worker.profile.enabled": False}):
+            with dask.config.set(
+                {
+                    **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in spawn.items()},
+                    "distributed.worker.profile.enabled": False,
+                }
+            ):
                 # as Dask's own default: the cores shared out, so local:1 runs as many tasks at once as there
                 # are cores, as the in-process ingest runs streams
-                local = LocalCluster(n_workers=n, threads_per_worker=max(1, cores() // n), processes=True,
-                                     dashboard_address=":0", silence_logs=logging.ERROR)
+                local = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=max(1, cores() // n),
+                    processes=True,
+                    dashboard_address=":0",
+                    silence_logs=logging.ERROR,
+                )
             client = Client(local)
         else:  # waits for it Dask's connect timeout (30 s; DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
             client = Client(address)
@@ -178,18 +198,30 @@ def connect(address: str) -> Session:
         if local is not None:
             local.close()
         _restore(environ)
-        raise LogscopeError(f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT) from None
+        raise LogscopeError(
+            f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT
+        ) from None
     try:
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
     except (OSError, TimeoutError):
         client.close()
-        raise LogscopeError(f"the Dask scheduler at {address} has no worker (none joined in {WORKERS_TIMEOUT_S} s)",
-                            hint=HINT, code=EXIT) from None
+        raise LogscopeError(
+            f"the Dask scheduler at {address} has no worker (none joined in {WORKERS_TIMEOUT_S} s)",
+            hint=HINT,
+            code=EXIT,
+        ) from None
     workers = client.scheduler_info(n_workers=-1)["workers"]
     threads = sum(w.get("nthreads", 1) for w in workers.values())
     services = client.scheduler_info(n_workers=0).get("services", {})
-    return Session(client, address, len(workers), threads, client.dashboard_link if "dashboard" in services else None,
-                   local, environ)
+    return Session(
+        client,
+        address,
+        len(workers),
+        threads,
+        client.dashboard_link if "dashboard" in services else None,
+        local,
+        environ,
+    )
 
 
 def worker_env(n: int) -> dict[str, str]:
@@ -213,7 +245,9 @@ def _local_workers(address: str) -> int:
     except ValueError:
         n = 0
     if n < 1:
-        raise LogscopeError(f"--cluster {address}: give local or local:N, N a number of worker processes", code=2)
+        raise LogscopeError(
+            f"--cluster {address}: give local or local:N, N a number of worker processes", code=2
+        )
     return n
 
 
@@ -234,6 +268,7 @@ def _restore(environ: dict[str, str | None]) -> None:
 
 # ------------------------------------------------------------------ what every worker must share with this process
 
+
 @functools.cache
 def code_digest() -> str:
     """logscope's and the parsers' sources, with the versions that shape the tables (polars, pyarrow)."""
@@ -241,6 +276,7 @@ def code_digest() -> str:
     import pyarrow as pa
 
     import logscope.parsers as parsers
+
     h = hashlib.sha256(f"{__version__} polars {pl.__version__} pyarrow {pa.__version__}".encode())
     for pkg in (Path(__file__).parents[1], Path(parsers.__file__).parent):
         for p in sorted(pkg.rglob("*.py")):
@@ -273,9 +309,16 @@ def view(root: str, out: str, token: str, samples: list[tuple[str, int]]) -> dic
         probe = ""
     from ..ingest.options import cores
 
-    return {"version": __version__, "code": code_digest(), "python": platform.python_version(),
-            "problems": problems, "probe": probe, "host": platform.node(), "cores": cores(),
-            "polars_threads": polars_threads()}
+    return {
+        "version": __version__,
+        "code": code_digest(),
+        "python": platform.python_version(),
+        "problems": problems,
+        "probe": probe,
+        "host": platform.node(),
+        "cores": cores(),
+        "polars_threads": polars_threads(),
+    }
 
 
 def polars_threads() -> int:
@@ -298,15 +341,21 @@ def check(s: Session, root: Path, out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     found = [f for f in sources.discover(root) if f.size >= 0]
-    samples = [(f.rel, f.size) for f in {id(f): f for f in (found[:1] + found[-1:] + sorted(
-        found, key=lambda f: -f.size)[:1])}.values()]
+    samples = [
+        (f.rel, f.size)
+        for f in {
+            id(f): f for f in (found[:1] + found[-1:] + sorted(found, key=lambda f: -f.size)[:1])
+        }.values()
+    ]
     token = uuid.uuid4().hex[:8]
     try:
         seen = s.client.run(view, str(root), str(out), token, samples)
     except (ImportError, AttributeError) as e:
-        raise LogscopeError(f"a worker of {s.address} cannot run logscope: {type(e).__name__}: {e}",
-                            hint="install the same logscope on every worker (pip install 'logscope[dask]')",
-                            code=EXIT) from None
+        raise LogscopeError(
+            f"a worker of {s.address} cannot run logscope: {type(e).__name__}: {e}",
+            hint="install the same logscope on every worker (pip install 'logscope[dask]')",
+            code=EXIT,
+        ) from None
     try:
         mine = (__version__, code_digest())
         for worker, w in sorted(seen.items()):
@@ -314,13 +363,18 @@ def check(s: Session, root: Path, out: Path) -> None:
                 raise LogscopeError(
                     f"worker {worker} runs logscope {w['version']} (code {w['code']}, Python {w['python']}), "
                     f"this client {mine[0]} (code {mine[1]}, Python {platform.python_version()})",
-                    hint="install the same logscope (and polars, pyarrow) on the client and every worker", code=EXIT)
+                    hint="install the same logscope (and polars, pyarrow) on the client and every worker",
+                    code=EXIT,
+                )
             if w["problems"]:
                 raise LogscopeError(f"worker {worker}: {'; '.join(w['problems'])}", hint=HINT, code=EXIT)
             if not (out / w["probe"]).exists():
-                raise LogscopeError(f"worker {worker} writes to another {out} than this client's: its probe file is "
-                                    "not seen here", hint="OUT must be on storage the client and every worker share, "
-                                                          "at the same path", code=EXIT)
+                raise LogscopeError(
+                    f"worker {worker} writes to another {out} than this client's: its probe file is "
+                    "not seen here",
+                    hint="OUT must be on storage the client and every worker share, at the same path",
+                    code=EXIT,
+                )
     finally:
         for p in out.glob(f"{PROBE}{token}-*"):
             p.unlink(missing_ok=True)
@@ -337,7 +391,9 @@ def oversubscribed(seen: list[dict]) -> list[str]:
     for host, ws in sorted(hosts.items()):
         asked, have = sum(w.get("polars_threads", 1) for w in ws), ws[0].get("cores", 1)
         if asked > have:
-            notes.append(f"host {host}: {len(ws)} workers x {ws[0].get('polars_threads')} polars threads on {have} "
-                         f"cores; start them with POLARS_MAX_THREADS={max(1, have // len(ws))} (each task runs "
-                         f"slower when the pools share cores)")
+            notes.append(
+                f"host {host}: {len(ws)} workers x {ws[0].get('polars_threads')} polars threads on {have} "
+                f"cores; start them with POLARS_MAX_THREADS={max(1, have // len(ws))} (each task runs "
+                f"slower when the pools share cores)"
+            )
     return notes

@@ -19,8 +19,10 @@ def each(fn: Callable[..., narrow.Narrow], args: list[tuple]) -> Iterator[narrow
     client = current().client
     # the shared arguments (the whole input's answers, the client pick) go to the cluster once
     shared = client.scatter(list(args[0][5:9]), broadcast=True) if args else []
-    futs = [client.submit(fn, *a[:5], *shared, *a[9:], pure=False, priority=len(args) - k)
-            for k, a in enumerate(args)]
+    futs = [
+        client.submit(fn, *a[:5], *shared, *a[9:], pure=False, priority=len(args) - k)
+        for k, a in enumerate(args)
+    ]
     try:
         for fut in futs:
             yield fut.result()  # a task's exception is raised here, with its traceback

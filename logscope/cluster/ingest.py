@@ -28,10 +28,16 @@ from . import current, tasks
 SLOTS = 128
 
 
-def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progress: Progress | None = None,
-           stats: list | None = None) -> IngestResult:
+def ingest(
+    root: str | Path,
+    out_dir: str | Path,
+    options: IngestOptions,
+    progress: Progress | None = None,
+    stats: list | None = None,
+) -> IngestResult:
     """``logscope.ingest.ingest`` with the streams parsed on the current session's cluster. ``stats``, when given,
     receives a dict per task submitted: its key, kind, file, format and bytes (the benchmark's task sizes)."""
+
     # the session is asked for when the first task is: it may still be opening while the files are detected
     def parse(stream_files: list[list[FileState]], job: Job) -> None:
         s = current()
@@ -43,8 +49,9 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
     def run(fn, args: list[tuple]) -> list:
         return _run(current().client, fn, args, stats)
 
-    return ingest_here(Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse, write=write,
-                       passes=run)
+    return ingest_here(
+        Path(root).resolve(), Path(out_dir).resolve(), options, progress, parse=parse, write=write, passes=run
+    )
 
 
 def _run(client, fn, args: list[tuple], stats: list | None) -> list:
@@ -53,7 +60,9 @@ def _run(client, fn, args: list[tuple], stats: list | None) -> list:
     token = uuid.uuid4().hex[:8]
     futs = [client.submit(fn, *a, key=f"derive-{token}-{i}", pure=False) for i, a in enumerate(args)]
     if stats is not None:
-        stats += [{"key": f.key, "kind": "derive", "file": fn.__name__, "format": "", "bytes": 0} for f in futs]
+        stats += [
+            {"key": f.key, "kind": "derive", "file": fn.__name__, "format": "", "bytes": 0} for f in futs
+        ]
     return client.gather(futs)
 
 
@@ -65,12 +74,27 @@ def _write(client, store: Store, out: Path, stats: list | None) -> None:
     futs = []
     for name in PARSED_TABLES:
         parts = store.take_parts(name)
-        fut = client.submit(write_parts, name, parts, dict(store.shifts), out / f"{name}.parquet",
-                            key=f"table-{uuid.uuid4().hex[:8]}-{name}", priority=-1, pure=False)
+        fut = client.submit(
+            write_parts,
+            name,
+            parts,
+            dict(store.shifts),
+            out / f"{name}.parquet",
+            key=f"table-{uuid.uuid4().hex[:8]}-{name}",
+            priority=-1,
+            pure=False,
+        )
         futs.append(fut)
         if stats is not None:
-            stats.append({"key": fut.key, "kind": "table", "file": name, "format": "",
-                          "bytes": sum(p.stat().st_size for _, p in parts)})
+            stats.append(
+                {
+                    "key": fut.key,
+                    "kind": "table",
+                    "file": name,
+                    "format": "",
+                    "bytes": sum(p.stat().st_size for _, p in parts),
+                }
+            )
     wait(futs)
     for fut in futs:
         fut.result()  # a task's exception, with its traceback
@@ -111,7 +135,9 @@ def _parse(client, slots: int, stream_files: list[list[FileState]], job: Job, st
         plan = pieces.plan(members, mod, job, slots)
         if plan is None:
             size = sum(max(m.f.size, 0) for m in members)
-            fut = client.submit(tasks.whole, idx, members, opts, when, parts, key=f"whole-{token}-{idx}", priority=rank)
+            fut = client.submit(
+                tasks.whole, idx, members, opts, when, parts, key=f"whole-{token}-{idx}", priority=rank
+            )
             meter.watch(fut, members[-1].f.rel, size)
             _note(stats, fut, members[-1], size)
         else:
@@ -131,30 +157,72 @@ def take(job: Job, members: list[FileState], done: tasks.Done) -> None:
     job.store.shifts.update(done.shifts)
 
 
-def _pieces(client, name: str, idx: int, members: list[FileState], plan: list[pieces.Piece], opts: IngestOptions,
-            when: tuple, parts: Path, rank: int, meter: _Meter, stats: list | None):
+def _pieces(
+    client,
+    name: str,
+    idx: int,
+    members: list[FileState],
+    plan: list[pieces.Piece],
+    opts: IngestOptions,
+    when: tuple,
+    parts: Path,
+    rank: int,
+    meter: _Meter,
+    stats: list | None,
+):
     """The tasks of a stream in pieces: the lines of each (but the last of each file), the state after the
     stream's first chunk, each piece, then the settling of them all; the future of the last."""
     head = client.submit(tasks.head, members, opts, when, key=f"head-{name}", priority=rank + 1)
-    counts = [client.submit(tasks.count, members[pc.member].f, pc.span, opts.chunk_bytes, key=f"count-{name}-{p}",
-                            priority=rank + 1) if pc.span.stop is not None else None for p, pc in enumerate(plan)]
+    counts = [
+        client.submit(
+            tasks.count,
+            members[pc.member].f,
+            pc.span,
+            opts.chunk_bytes,
+            key=f"count-{name}-{p}",
+            priority=rank + 1,
+        )
+        if pc.span.stop is not None
+        else None
+        for p, pc in enumerate(plan)
+    ]
     read = []
     for p, pc in enumerate(plan):
         before = [counts[q] if plan[q].member == pc.member else None for q in range(p)]
-        fut = client.submit(tasks.piece, idx, members, plan, p, before, head, opts, when, parts,
-                            key=f"piece-{name}-{p}", priority=rank)
+        fut = client.submit(
+            tasks.piece,
+            idx,
+            members,
+            plan,
+            p,
+            before,
+            head,
+            opts,
+            when,
+            parts,
+            key=f"piece-{name}-{p}",
+            priority=rank,
+        )
         f = members[pc.member].f
         size = (pc.span.stop if pc.span.stop is not None else max(f.size, 0)) - pc.span.start
         meter.watch(fut, f.rel, size)
         _note(stats, fut, members[pc.member], size)
         read.append(fut)
-    fut = client.submit(tasks.settle, idx, members, plan, counts, read, opts, when, parts, key=f"settle-{name}",
-                        priority=rank)
+    fut = client.submit(
+        tasks.settle, idx, members, plan, counts, read, opts, when, parts, key=f"settle-{name}", priority=rank
+    )
     _note(stats, fut, members[-1], 0)
     return fut
 
 
 def _note(stats: list | None, fut, st: FileState, size: int) -> None:
     if stats is not None:
-        stats.append({"key": fut.key, "kind": fut.key.split("-")[0], "file": st.f.rel, "format": st.format,
-                      "bytes": size})
+        stats.append(
+            {
+                "key": fut.key,
+                "kind": fut.key.split("-")[0],
+                "file": st.f.rel,
+                "format": st.format,
+                "bytes": size,
+            }
+        )

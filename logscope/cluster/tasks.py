@@ -55,8 +55,9 @@ def count(f: sources.InputFile, span: sources.Span, chunk_bytes: int) -> int:
 def head(members: list[FileState], opts: IngestOptions, when: tuple) -> tuple[dict, int]:
     """The parser's state after the stream's first chunk (``pieces._head_state``)."""
     job = _job(opts, when, None, "")
-    return pieces._head_state(stream_parser(members), members[0].f.quiet(), streams.context(members[0], job),
-                              opts.chunk_bytes)
+    return pieces._head_state(
+        stream_parser(members), members[0].f.quiet(), streams.context(members[0], job), opts.chunk_bytes
+    )
 
 
 class _Known:
@@ -73,8 +74,17 @@ class _Known:
         return sources.tail_lines(self.members[j].f.quiet(), pieces.SEGMENT_WINDOW)
 
 
-def piece(idx: int, members: list[FileState], plan: list[pieces.Piece], p: int, counts: list[int | None],
-          head_state: tuple[dict, int], opts: IngestOptions, when: tuple, parts: Path) -> tuple:
+def piece(
+    idx: int,
+    members: list[FileState],
+    plan: list[pieces.Piece],
+    p: int,
+    counts: list[int | None],
+    head_state: tuple[dict, int],
+    opts: IngestOptions,
+    when: tuple,
+    parts: Path,
+) -> tuple:
     """Piece ``p`` read ahead: the first from the stream's true start, any other from the state guessed as
     ``pieces._read_ahead`` guesses it. A parser's failure hands back nothing (as in-process: ``settle`` reads
     the piece again in turn, and the failure stops its file there)."""
@@ -92,8 +102,16 @@ def piece(idx: int, members: list[FileState], plan: list[pieces.Piece], p: int, 
     return got, job.store.flush()
 
 
-def settle(idx: int, members: list[FileState], plan: list[pieces.Piece], counts: list[int | None], read: list[tuple],
-           opts: IngestOptions, when: tuple, parts: Path) -> Done:
+def settle(
+    idx: int,
+    members: list[FileState],
+    plan: list[pieces.Piece],
+    counts: list[int | None],
+    read: list[tuple],
+    opts: IngestOptions,
+    when: tuple,
+    parts: Path,
+) -> Done:
     """The pieces read ahead (``read``, in order) settled as in-process (``pieces.settle``): kept and shifted, or
     read again here; then the rows the parser gives at the stream's end."""
     job = _job(opts, when, parts, f"{idx:05d}-settle")
@@ -106,6 +124,7 @@ def settle(idx: int, members: list[FileState], plan: list[pieces.Piece], counts:
         ahead[p].set_result(got)
     mod = stream_parser(members)
     ctxs = [streams.context(st, job) for st in members]
-    pieces.settle(idx, members, mod, plan, job, ctxs, _Known(members, plan, counts).first_line, ahead,
-                  threading.Event())
+    pieces.settle(
+        idx, members, mod, plan, job, ctxs, _Known(members, plan, counts).first_line, ahead, threading.Event()
+    )
     return Done(members, job.store.flush(), dict(job.store.shifts))

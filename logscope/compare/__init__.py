@@ -45,9 +45,11 @@ def _slo(ra: Run, rb: Run, given: dict | None) -> tuple[dict, list[str]]:
 
 def _settings(ra: Run, rb: Run) -> tuple[list[dict], list[str]]:
     rows, notes = [], []
-    for layer, fn, first in (("server", settings.server, settings.SERVER_ORDER),
-                             ("gateway", gateway.settings, ("gateway_listener",)),
-                             ("client", settings.client, ())):
+    for layer, fn, first in (
+        ("server", settings.server, settings.SERVER_ORDER),
+        ("gateway", gateway.settings, ("gateway_listener",)),
+        ("client", settings.client, ()),
+    ):
         va, sa, na = fn(ra)
         vb, sb, nb = fn(rb)
         rows += settings.diff(layer, (va, sa), (vb, sb), first)
@@ -87,8 +89,10 @@ def build(ra: Run, rb: Run, options: CompareOptions) -> tuple[dict, dict]:
     lines = [verdict.comparability(changed, unknown, t_rows, alike)]
     identical = not changed and alike is not False and result == "no movement"
     if identical:
-        lines = ["No change, no movement: no setting differs between the runs and no figure moved beyond the "
-                 "run-to-run noise."]
+        lines = [
+            "No change, no movement: no setting differs between the runs and no figure moved beyond the "
+            "run-to-run noise."
+        ]
     else:
         lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
         lines += [ln for ln in [verdict.control_line(steps)] if ln]
@@ -96,16 +100,32 @@ def build(ra: Run, rb: Run, options: CompareOptions) -> tuple[dict, dict]:
         lines.append(verdict.movement_line(result, good, bad))
     doc = {
         "schema_version": SCHEMA_VERSION,
-        "generated_by": {"tool": "logscope", "version": __version__, "command_line": options.command_line or None},
+        "generated_by": {
+            "tool": "logscope",
+            "version": __version__,
+            "command_line": options.command_line or None,
+        },
         "verdict": lines,
         "result": result,
-        "runs": {r.label.lower(): {"given": r.given, "analysis": r.out.name if r.analysed_here else str(r.out), "analysed_here": r.analysed_here,
-                                   "input": r.doc("ingest").get("input"), "span": _span(r),
-                                   "verdict": list(r.doc("summary").get("verdict") or [])} for r in (ra, rb)},
+        "runs": {
+            r.label.lower(): {
+                "given": r.given,
+                "analysis": r.out.name if r.analysed_here else str(r.out),
+                "analysed_here": r.analysed_here,
+                "input": r.doc("ingest").get("input"),
+                "span": _span(r),
+                "verdict": list(r.doc("summary").get("verdict") or []),
+            }
+            for r in (ra, rb)
+        },
         "slo": slo,
-        "comparable": {"settings_changed": len(changed), "settings_unknown": len(unknown),
-                       "single_change": len(changed) == 1 and alike is not False,
-                       "traffic_alike": alike, "changed": [r["name"] for r in changed]},
+        "comparable": {
+            "settings_changed": len(changed),
+            "settings_unknown": len(unknown),
+            "single_change": len(changed) == 1 and alike is not False,
+            "traffic_alike": alike,
+            "changed": [r["name"] for r in changed],
+        },
         "settings": rows,
         "traffic": {"a": ta, "b": tb, "differences": t_rows, "alike": alike, "tolerance": traffic.TOLERANCE},
         "steps": steps,
@@ -131,8 +151,13 @@ def build(ra: Run, rb: Run, options: CompareOptions) -> tuple[dict, dict]:
 def _scope(label: str, rows: list[dict], fa: moves.Figures, fb: moves.Figures, slo: dict) -> dict:
     ma, fail_a = verdict.meets(fa.values, slo)
     mb, fail_b = verdict.meets(fb.values, slo)
-    return {"label": label, "window": {"a": [iso(x) for x in fa.window], "b": [iso(x) for x in fb.window]},
-            "meets_slo": {"a": ma, "b": mb}, "slo_failed": {"a": fail_a, "b": fail_b}, "metrics": rows}
+    return {
+        "label": label,
+        "window": {"a": [iso(x) for x in fa.window], "b": [iso(x) for x in fb.window]},
+        "meets_slo": {"a": ma, "b": mb},
+        "slo_failed": {"a": fail_a, "b": fail_b},
+        "metrics": rows,
+    }
 
 
 def run(a: Path, b: Path, out: Path, options: CompareOptions, analyse: Callable[[Path, Path], Any]) -> dict:

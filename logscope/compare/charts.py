@@ -33,8 +33,15 @@ def steps_chart(steps: list[dict]) -> dict | None:
         for m in s["metrics"]:
             for side in ("a", "b"):
                 if m[side] is not None:
-                    rows.append({"order": i, "step": s["label"], "figure": m["name"], "run": side.upper(),
-                                 "value": float(m[side])})
+                    rows.append(
+                        {
+                            "order": i,
+                            "step": s["label"],
+                            "figure": m["name"],
+                            "run": side.upper(),
+                            "value": float(m[side]),
+                        }
+                    )
     if not rows:
         return None
     df = pl.DataFrame(rows)
@@ -44,12 +51,17 @@ def steps_chart(steps: list[dict]) -> dict | None:
         d = df.filter(pl.col("figure") == name)
         if d.height == 0:
             continue
-        charts.append(alt.Chart(d).mark_line(point=True).encode(
-            x=alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("value:Q", title=None),
-            color=alt.Color("run:N", scale=RUN_SCALE, title="run"),
-            tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
-        ).properties(width=190, height=140, title=title))
+        charts.append(
+            alt.Chart(d)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("value:Q", title=None),
+                color=alt.Color("run:N", scale=RUN_SCALE, title="run"),
+                tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
+            )
+            .properties(width=190, height=140, title=title)
+        )
     return _finish(alt.concat(*charts, columns=4)) if charts else None
 
 
@@ -71,18 +83,29 @@ def timelines(ra: Run, rb: Run) -> dict | None:
     t_lo = min(float(w["t"].min()) for w in (wa, wb) if w.height)
     panels = []
     for col, title in TIMELINE:
-        frames = [w.select("t", pl.col(col).cast(pl.Float64).alias("value")).with_columns(pl.lit(lab).alias("run"))
-                  for w, lab in ((wa, "A"), (wb, "B")) if w.height and col in w.columns]
+        frames = [
+            w.select("t", pl.col(col).cast(pl.Float64).alias("value")).with_columns(pl.lit(lab).alias("run"))
+            for w, lab in ((wa, "A"), (wb, "B"))
+            if w.height and col in w.columns
+        ]
         d = pl.concat(frames).drop_nulls() if frames else pl.DataFrame()
         if d.height == 0 or not (d["value"] != 0).any():
             continue
         top = float(d["value"].max()) or 1.0
         for lab in ("A", "B"):
             part = d.filter(pl.col("run") == lab)
-            panels.append(alt.Chart(part).mark_line(interpolate="step-after", color=A_COLOR if lab == "A" else B_COLOR)
-                          .encode(x=alt.X("t:Q", scale=alt.Scale(domain=[t_lo, t_hi]), title="seconds from the run's "
-                                          "first arrival" if col == TIMELINE[-1][0] else None),
-                                  y=alt.Y("value:Q", scale=alt.Scale(domain=[0, top]), title=None),
-                                  tooltip=[alt.Tooltip("t:Q", format=".0f"), alt.Tooltip("value:Q", format=".4~g")])
-                          .properties(width=WIDTH, height=56, title=f"{lab} · {title}"))
+            panels.append(
+                alt.Chart(part)
+                .mark_line(interpolate="step-after", color=A_COLOR if lab == "A" else B_COLOR)
+                .encode(
+                    x=alt.X(
+                        "t:Q",
+                        scale=alt.Scale(domain=[t_lo, t_hi]),
+                        title="seconds from the run's first arrival" if col == TIMELINE[-1][0] else None,
+                    ),
+                    y=alt.Y("value:Q", scale=alt.Scale(domain=[0, top]), title=None),
+                    tooltip=[alt.Tooltip("t:Q", format=".0f"), alt.Tooltip("value:Q", format=".4~g")],
+                )
+                .properties(width=WIDTH, height=56, title=f"{lab} · {title}")
+            )
     return _finish(alt.vconcat(*panels, spacing=6)) if panels else None

@@ -95,8 +95,11 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
         lo, hi = step.ts_start, until or step.ts_end
     else:  # the whole run: every window, every sample
         w = run.table("windows")
-        lo, hi = (w["ts"].min(), w["ts"].max()) if w.height else \
-            ((r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None))
+        lo, hi = (
+            (w["ts"].min(), w["ts"].max())
+            if w.height
+            else ((r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None))
+        )
     v: dict = {m.name: None for m in METRICS}
     smp: dict[str, pl.Series] = {}
     if r.height:
@@ -122,8 +125,12 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
             mid = pl.col("ts") + pl.duration(milliseconds=(pl.col("window_s") * 500).cast(pl.Int64))
             w = w.filter((mid >= lo) & (mid < hi))
         if w.height:
-            for name, col, how in (("preemptions", "preemptions", "sum"), ("waiting_max", "waiting_max", "max"),
-                                   ("waiting_mean", "waiting_mean", "mean"), ("kv_max", "kv_max", "max")):
+            for name, col, how in (
+                ("preemptions", "preemptions", "sum"),
+                ("waiting_max", "waiting_max", "max"),
+                ("waiting_mean", "waiting_mean", "mean"),
+                ("kv_max", "kv_max", "max"),
+            ):
                 s = w[col].drop_nulls()
                 if s.len():
                     v[name] = int(s.sum()) if how == "sum" else num(getattr(s, how)())
@@ -157,20 +164,27 @@ def _throughput(ok: pl.DataFrame) -> float | None:
 def interval(xa: pl.Series, xb: pl.Series, stat: str, seed: int) -> tuple[float, float]:
     """95 % bootstrap interval of stat(B) − stat(A): each resample drawn with replacement from the requests
     (polars' seeded sampler, so compare.json is the same bytes on every run), all resamples in one group-by."""
+
     def boot(x: pl.Series, k: int) -> pl.Series:
         if x.len() > MAX_SAMPLE:
             x = x.sample(MAX_SAMPLE, with_replacement=False, seed=seed + k)
         n = x.len()
         reps = max(200, min(RESAMPLES, 20_000_000 // max(n, 1)))
         flat = x.sample(n * reps, with_replacement=True, seed=seed + 7 * k + 1)
-        return (pl.DataFrame({"v": flat, "g": pl.int_range(n * reps, eager=True) // n})
-                .group_by("g").agg(_agg(stat)).sort("g")["v"])
+        return (
+            pl.DataFrame({"v": flat, "g": pl.int_range(n * reps, eager=True) // n})
+            .group_by("g")
+            .agg(_agg(stat))
+            .sort("g")["v"]
+        )
 
     da, db = boot(xa, 1), boot(xb, 2)
     k = min(da.len(), db.len())
     d = pl.DataFrame({"d": db[:k] - da[:k]})
-    lo, hi = d.select(pl.col("d").quantile(0.025, interpolation="linear"),
-                      pl.col("d").quantile(0.975, interpolation="linear").alias("h")).row(0)
+    lo, hi = d.select(
+        pl.col("d").quantile(0.025, interpolation="linear"),
+        pl.col("d").quantile(0.975, interpolation="linear").alias("h"),
+    ).row(0)
     return float(lo), float(hi)
 
 
@@ -179,9 +193,20 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
     rows = []
     for m in METRICS:
         a, b = fa.values[m.name], fb.values[m.name]
-        row: dict = {"name": m.name, "title": m.title, "unit": m.unit, "better": m.better, "a": a, "b": b,
-                     "change": None, "change_rel": None, "interval": None, "beyond_noise": None,
-                     "noise": "", "direction": None}
+        row: dict = {
+            "name": m.name,
+            "title": m.title,
+            "unit": m.unit,
+            "better": m.better,
+            "a": a,
+            "b": b,
+            "change": None,
+            "change_rel": None,
+            "interval": None,
+            "beyond_noise": None,
+            "noise": "",
+            "direction": None,
+        }
         if a is not None and b is not None:
             row["change"] = num(b - a)
             row["change_rel"] = num((b - a) / abs(a)) if a else None
@@ -193,13 +218,21 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
 
 def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     if a is None or b is None:
-        return "unknown in " + ("both runs" if a is None and b is None else ("A" if a is None else "B")), None, None
+        return (
+            "unknown in " + ("both runs" if a is None and b is None else ("A" if a is None else "B")),
+            None,
+            None,
+        )
     if m.stat is None:
         return "not estimated (no per-request figures behind it)", None, None
     if m.stat == "count":
         bound = 2 * (a + b) ** 0.5
         beyond = abs(b - a) > bound
-        return f"Poisson count: |B − A| = {abs(b - a):g} {'>' if beyond else '≤'} 2·√(A + B) = {bound:.3g}", None, beyond
+        return (
+            f"Poisson count: |B − A| = {abs(b - a):g} {'>' if beyond else '≤'} 2·√(A + B) = {bound:.3g}",
+            None,
+            beyond,
+        )
     xa, xb = fa.samples.get(m.name), fb.samples.get(m.name)
     need = MIN_N[m.stat]
     if xa is None or xb is None or min(xa.len(), xb.len()) < need:

@@ -62,9 +62,18 @@ def change(r: dict) -> str:
 
 
 def metric_rows(rows: list[dict]) -> list[dict]:
-    return [{"title": r["title"], "a": value(r["a"], r["unit"]), "b": value(r["b"], r["unit"]), "change": change(r),
-             "direction": r["direction"] or "", "css": DIRECTION_CLASS.get(r["direction"] or "", ""),
-             "noise": r["noise"]} for r in rows]
+    return [
+        {
+            "title": r["title"],
+            "a": value(r["a"], r["unit"]),
+            "b": value(r["b"], r["unit"]),
+            "change": change(r),
+            "direction": r["direction"] or "",
+            "css": DIRECTION_CLASS.get(r["direction"] or "", ""),
+            "noise": r["noise"],
+        }
+        for r in rows
+    ]
 
 
 def view(doc: dict) -> dict:
@@ -72,27 +81,51 @@ def view(doc: dict) -> dict:
     return {
         "settings": [{**r, "a_txt": setting(r["a"]), "b_txt": setting(r["b"])} for r in doc["settings"]],
         "whole": metric_rows(doc["whole"]["metrics"]),
-        "steps": [{"label": s["label"], "meets_a": s["meets_slo"]["a"], "meets_b": s["meets_slo"]["b"],
-                   "rows": metric_rows(s["metrics"])} for s in doc["steps"]],
-        "traffic": [{"name": k, "a": value(doc["traffic"]["a"][k]), "b": value(doc["traffic"]["b"][k])}
-                    for k in doc["traffic"]["a"]],
+        "steps": [
+            {
+                "label": s["label"],
+                "meets_a": s["meets_slo"]["a"],
+                "meets_b": s["meets_slo"]["b"],
+                "rows": metric_rows(s["metrics"]),
+            }
+            for s in doc["steps"]
+        ],
+        "traffic": [
+            {"name": k, "a": value(doc["traffic"]["a"][k]), "b": value(doc["traffic"]["b"][k])}
+            for k in doc["traffic"]["a"]
+        ],
     }
 
 
 def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
-    paths = {"compare_json": out / "compare.json", "compare_md": out / "compare.md",
-             "compare_html": out / "compare.html"}
+    paths = {
+        "compare_json": out / "compare.json",
+        "compare_md": out / "compare.md",
+        "compare_html": out / "compare.html",
+    }
     paths["compare_json"].write_text(dumps(doc), encoding="utf-8")
     v = view(doc)
     env = page.environment()
     text = markdown.environment().get_template("compare.md.j2").render(c=doc, v=v, yesno=_yesno)
     paths["compare_md"].write_text(re.sub(r"\n{3,}", "\n\n", text), encoding="utf-8")
     ra, rb = extra["runs"]
-    specs = {name: spec for name, spec in (("steps", _guard(charts.steps_chart, doc["steps"])),
-                                           ("timelines", _guard(charts.timelines, ra, rb))) if spec}
+    specs = {
+        name: spec
+        for name, spec in (
+            ("steps", _guard(charts.steps_chart, doc["steps"])),
+            ("timelines", _guard(charts.timelines, ra, rb)),
+        )
+        if spec
+    }
     html = env.get_template("compare.html.j2").render(
-        c=doc, v=v, yesno=_yesno, specs={k: page.script_json(s) for k, s in specs.items()}, csp=page.CSP,
-        css=page.css(), vega_bundle=page.vega_bundle())
+        c=doc,
+        v=v,
+        yesno=_yesno,
+        specs={k: page.script_json(s) for k, s in specs.items()},
+        csp=page.CSP,
+        css=page.css(),
+        vega_bundle=page.vega_bundle(),
+    )
     paths["compare_html"].write_text(html, encoding="utf-8")
     return paths
 
@@ -113,6 +146,11 @@ def terminal_lines(doc: dict) -> list[str]:
     out = list(doc["verdict"])
     changed = [r for r in doc["settings"] if r["counted"]]
     if changed:
-        out.append("changed: " + "; ".join(f"{r['layer']} {r['name']}: {setting(r['a'])} → {setting(r['b'])}"
-                                           for r in changed[:6]) + (" …" if len(changed) > 6 else ""))
+        out.append(
+            "changed: "
+            + "; ".join(
+                f"{r['layer']} {r['name']}: {setting(r['a'])} → {setting(r['b'])}" for r in changed[:6]
+            )
+            + (" …" if len(changed) > 6 else "")
+        )
     return out

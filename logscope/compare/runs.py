@@ -63,13 +63,17 @@ def is_output(p: Path) -> bool:
 def resolve(label: str, given: Path, out: Path, analyse) -> Run:
     """An analyze output as it is; an input folder analysed into ``out/run-<label>`` by ``analyse(src, dst)``."""
     if not given.exists():
-        raise LogscopeError(f"{given} does not exist", hint="give two analyze output folders or two input folders",
-                            code=3)
+        raise LogscopeError(
+            f"{given} does not exist", hint="give two analyze output folders or two input folders", code=3
+        )
     if is_output(given):
         return Run(label, str(given), given)
     if given.is_dir() and (given / "files.parquet").exists():
-        raise LogscopeError(f"{given} holds an ingest but no analysis (no summary.json)",
-                            hint="run `logscope analyze` into it first, or give the input folder", code=3)
+        raise LogscopeError(
+            f"{given} holds an ingest but no analysis (no summary.json)",
+            hint="run `logscope analyze` into it first, or give the input folder",
+            code=3,
+        )
     dst = out / f"run-{label.lower()}"
     analyse(given, dst)
     return Run(label, str(given), dst, analysed_here=True)

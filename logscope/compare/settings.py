@@ -28,15 +28,21 @@ ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_
                "served_model_name", "model")  # fmt: skip
 _ENGINE_VAL = {k: re.compile(rf"(?:^|[ ,(]){k}=('[^']*'|[^,\s)]+)") for k in ENGINE_KEYS}
 # the names a reader knows them by; args keys map onto these
-ALIASES = {"max_seq_len": "max_model_len", "model_tag": None, "num_gpu_blocks_override": "num_gpu_blocks_override"}
+ALIASES = {
+    "max_seq_len": "max_model_len",
+    "model_tag": None,
+    "num_gpu_blocks_override": "num_gpu_blocks_override",
+}
 # first in the table, in this order; the rest of the args after them by name
 SERVER_ORDER = ("version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
                 "max_num_batched_tokens", "gpu_memory_utilization", "block_size", "num_gpu_blocks_override",
                 "kv_cache_tokens", "enable_chunked_prefill", "enable_prefix_caching", "tensor_parallel_size",
                 "pipeline_parallel_size", "data_parallel_size", "dtype", "kv_cache_dtype", "quantization")  # fmt: skip
 # consequences of other settings: they differ when those do, so they are not counted as a change of their own
-DERIVED = {"kv_cache_tokens": "the KV cache's size follows from gpu_memory_utilization, the blocks override, "
-                              "block size, model and device"}
+DERIVED = {
+    "kv_cache_tokens": "the KV cache's size follows from gpu_memory_utilization, the blocks override, "
+    "block size, model and device"
+}
 # not settings of the serving: where the server listened, what it logged
 IGNORED_ARGS = {"host", "port", "enable_log_requests", "disable_log_requests", "model_tag", "uvicorn_log_level",
                 "disable_log_stats", "api_key", "ssl_keyfile", "ssl_certfile"}  # fmt: skip
@@ -120,7 +126,9 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
     configs = _last(ev, "config")
     texts = [t for t in configs["detail"].fill_null(configs["message"]).to_list() if t]
     if len({str(sorted(parse_args(t).items())) for t in texts}) > 1:
-        notes.append(f"the server started {len(texts)} times with different arguments: the last start's are used")
+        notes.append(
+            f"the server started {len(texts)} times with different arguments: the last start's are used"
+        )
     for k, x in (parse_args(texts[-1]) if texts else {}).items():
         if k in IGNORED_ARGS:
             continue
@@ -139,8 +147,11 @@ def client(run: Run) -> tuple[dict, dict, list[str]]:
     vals: dict[str, Any] = {}
     src: dict[str, str] = {}
     cr = run.table("client_requests")
-    for col, key in (("max_retries", "client_max_retries"), ("timeout_s", "client_timeout_s"),
-                     ("stream", "client_stream")):
+    for col, key in (
+        ("max_retries", "client_max_retries"),
+        ("timeout_s", "client_timeout_s"),
+        ("stream", "client_stream"),
+    ):
         if col in cr.columns:
             seen = sorted(cr[col].drop_nulls().unique().to_list())
             if seen:
@@ -171,8 +182,19 @@ def diff(layer: str, a: tuple[dict, dict], b: tuple[dict, dict], first: tuple[st
             status = "same" if _norm(x) == _norm(y) else "changed"
         counted = status == "changed" and k not in DERIVED and k not in OBSERVED
         why = DERIVED.get(k) or ("observed, not a setting" if k in OBSERVED else None)
-        rows.append({"layer": layer, "name": k, "a": x, "b": y, "status": status, "counted": counted,
-                     "source_a": sa.get(k), "source_b": sb.get(k), "note": why})
+        rows.append(
+            {
+                "layer": layer,
+                "name": k,
+                "a": x,
+                "b": y,
+                "status": status,
+                "counted": counted,
+                "source_a": sa.get(k),
+                "source_b": sb.get(k),
+                "note": why,
+            }
+        )
     return rows
 
 

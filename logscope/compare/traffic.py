@@ -40,15 +40,22 @@ def steps(run: Run) -> list[Step]:
     lad = run.table("ladder")
     rows: list[tuple[str, float, datetime, datetime, str | None]] = []
     if lad.height:
-        rows = [(r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], None)
-                for r in lad.sort("step").iter_rows(named=True) if r["concurrency"] is not None]
+        rows = [
+            (r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], None)
+            for r in lad.sort("step").iter_rows(named=True)
+            if r["concurrency"] is not None
+        ]
     else:
         ph = run.table("client_phases")
         if ph.height:
-            src = sorted(ph["source"].unique().to_list())[0]  # a client's .jsonl and .log state the same phases
-            rows = [(r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
-                    for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
-                    if r["value"] is not None]
+            src = sorted(ph["source"].unique().to_list())[
+                0
+            ]  # a client's .jsonl and .log state the same phases
+            rows = [
+                (r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
+                for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
+                if r["value"] is not None
+            ]
     out, seen = [], {}
     for mode, value, lo, hi, phase in rows:
         base = f"{mode}={_fmt(value)}"
@@ -94,8 +101,14 @@ def describe(run: Run, st: list[Step]) -> dict:
     prompt = mean("prompt_tokens")
     if prompt is None:  # vLLM V1 does not log prompt lengths: its metrics' mean, when scraped
         m = run.table("server_metrics")
-        s, n = (increase(m, "vllm:request_prompt_tokens_sum", None, None),
-                increase(m, "vllm:request_prompt_tokens_count", None, None)) if m.height else (None, None)
+        s, n = (
+            (
+                increase(m, "vllm:request_prompt_tokens_sum", None, None),
+                increase(m, "vllm:request_prompt_tokens_count", None, None),
+            )
+            if m.height
+            else (None, None)
+        )
         prompt = num(s / n) if s is not None and n else None
     return {
         "mode": mode[0] if len(mode) == 1 else ("mixed" if mode else None),
@@ -131,8 +144,14 @@ def differences(a: dict, b: dict) -> tuple[list[dict], bool | None]:
             continue
         known += 1
         if d > TOLERANCE:
-            rows.append({"name": k, "a": a[k], "b": b[k],
-                         "note": f"differs by {d * 100:.0f} % (tolerance {TOLERANCE * 100:.0f} %)"})
+            rows.append(
+                {
+                    "name": k,
+                    "a": a[k],
+                    "b": b[k],
+                    "note": f"differs by {d * 100:.0f} % (tolerance {TOLERANCE * 100:.0f} %)",
+                }
+            )
     if rows:
         return rows, False
     return rows, (True if known or a["steps"] else None)

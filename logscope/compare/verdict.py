@@ -11,14 +11,18 @@ from ..report.fmt import fnum, pct
 
 PREEMPT_MIN = 10  # fewer preemptions in A than this: not a change worth a trap
 RETRIES_MIN = 10
-GAUGE_MOVE = 0.25  # a figure without a noise estimate (waiting, queue time, throughput) counts past this change
+GAUGE_MOVE = (
+    0.25  # a figure without a noise estimate (waiting, queue time, throughput) counts past this change
+)
 
 
 def meets(values: dict, slo: dict) -> tuple[bool | None, list[str]]:
     """Whether the figures meet the SLO, and each condition that failed (None: a figure is unknown)."""
-    checks = (("ttft_p95", "ttft_s", "TTFT p95", lambda v, t: v <= t),
-              ("e2e_p95", "e2e_s", "e2e p95", lambda v, t: v <= t),
-              ("success_share", "success", "success share", lambda v, t: v >= t))
+    checks = (
+        ("ttft_p95", "ttft_s", "TTFT p95", lambda v, t: v <= t),
+        ("e2e_p95", "e2e_s", "e2e p95", lambda v, t: v <= t),
+        ("success_share", "success", "success share", lambda v, t: v >= t),
+    )
     failed, unknown = [], False
     for key, skey, name, ok in checks:
         v, t = values.get(key), slo.get(skey)
@@ -52,14 +56,22 @@ def _v(x: Any, unit: str) -> str:
     return fnum(x)
 
 
-def comparability(changed: list[dict], unknown: list[dict], traffic_rows: list[dict], alike: bool | None) -> str:
+def comparability(
+    changed: list[dict], unknown: list[dict], traffic_rows: list[dict], alike: bool | None
+) -> str:
     names = [f"{r['name']} {_plain(r['a'])} → {_plain(r['b'])}" for r in changed]
     shown = "; ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    traffic = ("; the traffic differs too (" + ", ".join(r["name"].replace("_", " ") for r in traffic_rows) + ")"
-               if alike is False else "")
+    traffic = (
+        "; the traffic differs too (" + ", ".join(r["name"].replace("_", " ") for r in traffic_rows) + ")"
+        if alike is False
+        else ""
+    )
     if len(changed) > 1 or (changed and alike is False) or (not changed and alike is False):
-        n = f"{len(changed)} settings differ ({shown})" if len(changed) > 1 else \
-            (f"one setting differs ({shown})" if changed else "no setting differs")
+        n = (
+            f"{len(changed)} settings differ ({shown})"
+            if len(changed) > 1
+            else (f"one setting differs ({shown})" if changed else "no setting differs")
+        )
         return f"The effect cannot be put on one change: {n}{traffic}."
     unk = f" ({len(unknown)} setting(s) unknown on one side)" if unknown else ""
     tr = "the same traffic" if alike else "traffic that could not be checked"
@@ -76,9 +88,13 @@ def _plain(v: Any) -> str:
 
 def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
     a, b = whole["meets_slo"]["a"], whole["meets_slo"]["b"]
-    flips = [(s["label"], s["meets_slo"]["a"], s["meets_slo"]["b"]) for s in steps
-             if s["meets_slo"]["a"] is not None and s["meets_slo"]["b"] is not None
-             and s["meets_slo"]["a"] != s["meets_slo"]["b"]]
+    flips = [
+        (s["label"], s["meets_slo"]["a"], s["meets_slo"]["b"])
+        for s in steps
+        if s["meets_slo"]["a"] is not None
+        and s["meets_slo"]["b"] is not None
+        and s["meets_slo"]["a"] != s["meets_slo"]["b"]
+    ]
     won = [lab for lab, x, y in flips if y and not x]
     lost = [lab for lab, x, y in flips if x and not y]
     steps_txt = ""
@@ -90,11 +106,26 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
     if a is None or b is None:
         return head + "cannot be judged (a figure is unknown)." + steps_txt
     if a == b:
-        return head + ("both runs meet it." if a else "neither run meets it "
-                       f"(A misses {', '.join(whole['slo_failed']['a'])}; B misses "
-                       f"{', '.join(whole['slo_failed']['b'])}).") + steps_txt
-    return head + ("B meets it where A did not." if b else
-                   f"B misses it ({', '.join(whole['slo_failed']['b'])}) where A met it.") + steps_txt
+        return (
+            head
+            + (
+                "both runs meet it."
+                if a
+                else "neither run meets it "
+                f"(A misses {', '.join(whole['slo_failed']['a'])}; B misses "
+                f"{', '.join(whole['slo_failed']['b'])})."
+            )
+            + steps_txt
+        )
+    return (
+        head
+        + (
+            "B meets it where A did not."
+            if b
+            else f"B misses it ({', '.join(whole['slo_failed']['b'])}) where A met it."
+        )
+        + steps_txt
+    )
 
 
 def boundary(steps: list[dict]) -> dict:
@@ -148,19 +179,34 @@ def traps(scopes: list[tuple[str, list[dict]]]) -> list[dict]:
         if p["a"] is not None and p["b"] is not None and p["a"] >= PREEMPT_MIN and p["b"] <= p["a"] / 2:
             rose = t["beyond_noise"] and (t["change"] or 0) > 0
             if rose:
-                q_txt = (f"; vLLM's mean queue time went from {_v(q['a'], 's')} to {_v(q['b'], 's')}"
-                         if q["a"] is not None and q["b"] is not None and q["b"] > q["a"] else "")
-                found.append({"kind": "latency_into_queue", "scope": scope, "rise": t["change"], "text":
-                              f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])}, but TTFT p95 rose from "
-                              f"{_v(t['a'], 's')} to {_v(t['b'], 's')}{q_txt}: the latency moved into the queue"
-                              f"{'' if scope == 'whole run' else f' ({scope})'}."})
+                q_txt = (
+                    f"; vLLM's mean queue time went from {_v(q['a'], 's')} to {_v(q['b'], 's')}"
+                    if q["a"] is not None and q["b"] is not None and q["b"] > q["a"]
+                    else ""
+                )
+                found.append(
+                    {
+                        "kind": "latency_into_queue",
+                        "scope": scope,
+                        "rise": t["change"],
+                        "text": f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])}, but TTFT p95 rose from "
+                        f"{_v(t['a'], 's')} to {_v(t['b'], 's')}{q_txt}: the latency moved into the queue"
+                        f"{'' if scope == 'whole run' else f' ({scope})'}.",
+                    }
+                )
         r, s = _row(rows, "client_retries"), _row(rows, "success_share")
         if r["a"] is not None and r["b"] is not None and r["a"] >= RETRIES_MIN and r["b"] <= r["a"] / 2:
             if s["beyond_noise"] and (s["change"] or 0) < 0:
-                found.append({"kind": "failures_reach_callers", "scope": scope, "rise": -s["change"], "text":
-                              f"Client retries fell from {fnum(r['a'])} to {fnum(r['b'])}, but the success share "
-                              f"fell from {_v(s['a'], 'share')} to {_v(s['b'], 'share')}: the failures the retries "
-                              f"absorbed now reach the callers{'' if scope == 'whole run' else f' ({scope})'}."})
+                found.append(
+                    {
+                        "kind": "failures_reach_callers",
+                        "scope": scope,
+                        "rise": -s["change"],
+                        "text": f"Client retries fell from {fnum(r['a'])} to {fnum(r['b'])}, but the success share "
+                        f"fell from {_v(s['a'], 'share')} to {_v(s['b'], 'share')}: the failures the retries "
+                        f"absorbed now reach the callers{'' if scope == 'whole run' else f' ({scope})'}.",
+                    }
+                )
     return found
 
 
@@ -173,12 +219,15 @@ def relief_line(scopes: list[tuple[str, list[dict]]]) -> str | None:
     if t["beyond_noise"] and (t["change"] or 0) > 0:
         return None
     how = "fell" if t["direction"] == "better" else "did not rise beyond the noise"
-    return (f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])} and TTFT p95 {how} "
-            f"({_v(t['a'], 's')} → {_v(t['b'], 's')}): the queue did not take the latency.")
+    return (
+        f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])} and TTFT p95 {how} "
+        f"({_v(t['a'], 's')} → {_v(t['b'], 's')}): the queue did not take the latency."
+    )
 
 
 def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     """better / worse / mixed / no movement over the whole runs, and the figures behind it."""
+
     def say(r):
         return f"{r['title']} {_v(r['a'], r['unit'])} → {_v(r['b'], r['unit'])}"
 
@@ -196,9 +245,13 @@ def movement_line(result: str, good: list[str], bad: list[str]) -> str:
         return "No figure moved beyond the run-to-run noise."
     parts = []
     if good:
-        parts.append("better in B: " + "; ".join(good[:4]) + (f" (+{len(good) - 4} more)" if len(good) > 4 else ""))
+        parts.append(
+            "better in B: " + "; ".join(good[:4]) + (f" (+{len(good) - 4} more)" if len(good) > 4 else "")
+        )
     if bad:
-        parts.append("worse in B: " + "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""))
+        parts.append(
+            "worse in B: " + "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+        )
     return "Over the whole runs, " + "; ".join(parts) + "."
 
 
@@ -226,6 +279,8 @@ def control_line(steps: list[dict]) -> str | None:
         return None
     r = moved[-1]
     way = "slower" if (r["change"] or 0) > 0 else "faster"
-    return (f"At the lightest step ({light['label']}) B is {way} too ({r['title']} {_v(r['a'], 's')} → "
-            f"{_v(r['b'], 's')}): either the change matters even at light load, or something else differed "
-            "between the recordings (machine load, noise); weigh the heavier steps' moves with that in mind.")
+    return (
+        f"At the lightest step ({light['label']}) B is {way} too ({r['title']} {_v(r['a'], 's')} → "
+        f"{_v(r['b'], 's')}): either the change matters even at light load, or something else differed "
+        "between the recordings (machine load, noise); weigh the heavier steps' moves with that in mind."
+    )

@@ -69,15 +69,21 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -
 @dataclass
 class Whole:
     """What the correlation of a time slice takes from the whole input, not from its own rows (slices.py)."""
+
     res: dict[str, float]  # sources whose stamps are whole seconds
     offsets: list[dict]  # clock offsets
-    spans: dict[str, list[tuple[float, float]]]  # "client" / "gateway": each log's span, on the reference clock
-    ids_as_sent: dict[str, str]  # client sources whose logical ids are the X-Request-Ids sent: the note of each
+    spans: dict[
+        str, list[tuple[float, float]]
+    ]  # "client" / "gateway": each log's span, on the reference clock
+    ids_as_sent: dict[
+        str, str
+    ]  # client sources whose logical ids are the X-Request-Ids sent: the note of each
 
 
 @dataclass
 class Linked:
     """One correlation's frames, links and requests, on the reference clock."""
+
     F: Frames
     L: link.Links
     A: assemble.Assembled
@@ -93,7 +99,11 @@ class Linked:
 
 def offsets_table(offsets: list[dict]) -> pl.DataFrame:
     """clock_offsets.parquet's rows."""
-    return pl.DataFrame(offsets, schema=schemas.schema("clock_offsets")) if offsets else schemas.empty("clock_offsets")
+    return (
+        pl.DataFrame(offsets, schema=schemas.schema("clock_offsets"))
+        if offsets
+        else schemas.empty("clock_offsets")
+    )
 
 
 def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Linked:
@@ -121,8 +131,14 @@ def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Li
     return Linked(F, L, A, other, offsets, shift, res)
 
 
-def finish(n: narrow.Narrow, other: dict[str, pl.DataFrame], offsets: list[dict], shift: dict[str, float],
-           res: dict[str, float], window: str | None) -> tuple[pl.DataFrame, dict]:
+def finish(
+    n: narrow.Narrow,
+    other: dict[str, pl.DataFrame],
+    offsets: list[dict],
+    shift: dict[str, float],
+    res: dict[str, float],
+    window: str | None,
+) -> tuple[pl.DataFrame, dict]:
     """windows.parquet and correlation.json from the run-level columns of every request. The summary comes
     first: what only it reads (the links, the server frame) is let go of ``n`` before the windows are built."""
     width, grid, wide = _grid(n.A, other, window)
@@ -130,7 +146,9 @@ def finish(n: narrow.Narrow, other: dict[str, pl.DataFrame], offsets: list[dict]
     n.L = n.F.sr = n.F.cr = n.A.gr_lr = None
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
     win, wnotes = windows.build(grid, n.A.requests, n.F.ca, n.F.gr, n.A.execs, other["server_stats"], events)
-    summ["notes"] += wnotes + ([wide] if wide else [])  # the summary's last notes, as summary.build places them
+    summ["notes"] += wnotes + (
+        [wide] if wide else []
+    )  # the summary's last notes, as summary.build places them
     return win, summ
 
 
@@ -165,11 +183,15 @@ class _Logs:
         self.res, self.rows = res, []
         src = pl.col("source")
         log = src.replace_strict(logs, default=src, return_dtype=pl.String).alias("_log")
-        self.gr, self.sr, self.ca, self.ga, self.cr = (df.with_columns(log) for df in (F.gr, F.sr, F.ca, F.ga, F.cr))
+        self.gr, self.sr, self.ca, self.ga, self.cr = (
+            df.with_columns(log) for df in (F.gr, F.sr, F.ca, F.ga, F.cr)
+        )
         self.gw, self.srv = _by_size(self.gr, "_log"), _by_size(self.sr, "_log")
         self.cli = _by_size(self.ca, "_log") or _by_size(self.cr, "_log")
         # the files of each log that hold rows, the newest (shortest name: x.log before x.log.1) first
-        pairs = pl.concat([df.select("_log", "source").unique() for df in (self.gr, self.sr, self.ca, self.cr)])
+        pairs = pl.concat(
+            [df.select("_log", "source").unique() for df in (self.gr, self.sr, self.ca, self.cr)]
+        )
         self.members: dict[str, list[str]] = {}
         for lg, f in pairs.unique().drop_nulls().iter_rows():
             self.members.setdefault(lg, []).append(f)
@@ -211,12 +233,17 @@ def _against_server(E: _Logs, F: Frames) -> None:
         E.each(s, ref, None, f"another server log: assumed on the clock of {ref}")
     cs = link.client_server_candidates(F, pl.Series([], dtype=pl.Int64))
     cs = cs.join(E.sr.filter(pl.col("_log") == ref_log).select("sr", pl.col("t0").alias("s")), on="sr")
-    cs = cs.join(E.ca.select("ca", "_log", pl.col("t0").alias("a0"), pl.coalesce("t1", "t0").alias("a1")), on="ca")
+    cs = cs.join(
+        E.ca.select("ca", "_log", pl.col("t0").alias("a0"), pl.coalesce("t1", "t0").alias("a1")), on="ca"
+    )
     for c in E.cli:
         est = clock.receive_offset(cs.filter(pl.col("_log") == c), E.resolution(ref_log))
         if est is not None:  # that is the server's offset seen from the client: the client's is its opposite
-            est = {**est, "offset_s": -est["offset_s"],
-                   "method": est["method"].replace("the sender's attempt", "the client's attempt (negated)")}
+            est = {
+                **est,
+                "offset_s": -est["offset_s"],
+                "method": est["method"].replace("the sender's attempt", "the client's attempt (negated)"),
+            }
         E.each(c, ref, est)
 
 
@@ -254,7 +281,11 @@ def applied_shifts(offsets: list[dict], res: dict[str, float]) -> dict[str, floa
 
 def shift_duration(shift: dict[str, float]) -> pl.Expr:
     """Each row's source's shift as a duration (to add to its timestamps)."""
-    us = (pl.col("source").replace_strict(shift, default=0.0, return_dtype=pl.Float64) * 1e6).round(0).cast(pl.Int64)
+    us = (
+        (pl.col("source").replace_strict(shift, default=0.0, return_dtype=pl.Float64) * 1e6)
+        .round(0)
+        .cast(pl.Int64)
+    )
     return pl.duration(microseconds=us)
 
 

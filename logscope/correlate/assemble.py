@@ -64,20 +64,24 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
     """Gateway requests logged 2xx whose upstream closed mid-response (nginx wrote the headers, then
     'upstream prematurely closed connection'). The error lines carry no request id: the N lines of one
     second and upstream mark the N shortest 2xx responses of that upstream that ended in that second."""
-    err = errors.filter(pl.col("kind").is_in(["upstream_closed", "upstream_reset"]) & pl.col("ts").is_not_null())
+    err = errors.filter(
+        pl.col("kind").is_in(["upstream_closed", "upstream_reset"]) & pl.col("ts").is_not_null()
+    )
     ok = F.gr.filter(pl.col("inference") & pl.col("status").is_between(200, 299) & pl.col("t1").is_not_null())
     if err.height == 0 or ok.height == 0:
         return pl.DataFrame(schema={"gr": pl.Int64})
     up = F.ga.filter(pl.col("reached")).group_by("gr").agg(pl.col("upstream").last())
     ok = ok.join(up, on="gr", how="left").select(
-        "gr", pl.col("t1").floor().alias("sec"), pl.col("upstream").fill_null(""), "bytes_sent")
+        "gr", pl.col("t1").floor().alias("sec"), pl.col("upstream").fill_null(""), "bytes_sent"
+    )
     n = err.group_by(
         secs("ts").floor().alias("sec"),
         pl.col("upstream").str.extract(r"^[a-z]+://([^/]+)").fill_null("").alias("upstream"),
     ).agg(pl.len().alias("n_cut"))
     cand = ok.join(n, on=["sec", "upstream"]).sort("sec", "upstream", "bytes_sent", "gr")
     cand = cand.with_columns(group_first("sec", "upstream").alias("_first")).with_columns(
-        index_in_group().alias("_k"))
+        index_in_group().alias("_k")
+    )
     return cand.filter(pl.col("_k") <= pl.col("n_cut")).select("gr")
 
 
@@ -87,8 +91,13 @@ def spans(F: Frames) -> dict[str, list[tuple[float, float]]]:
     return {"client": _spans(F.ca) or _spans(F.cr), "gateway": _spans(F.gr.filter(pl.col("inference")))}
 
 
-def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | None = None,
-          covered: dict[str, list[tuple[float, float]]] | None = None) -> Assembled:
+def build(
+    F: Frames,
+    L: Links,
+    res: dict[str, float],
+    errors: pl.DataFrame | None = None,
+    covered: dict[str, list[tuple[float, float]]] | None = None,
+) -> Assembled:
     """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it."""
     covered = covered or spans(F)
     client_spans, gw_spans = covered["client"], covered["gateway"]
@@ -102,40 +111,64 @@ def build(F: Frames, L: Links, res: dict[str, float], errors: pl.DataFrame | Non
     logged = F.ca.filter(pl.col("request_id").is_in(free_ids.implode()))["request_id"].unique()
     client_has_ids = bool(F.ca["request_id"].is_not_null().any())
     own_gr = free_gr.filter(
-        (pl.col("client_request_id").is_not_null() & ~pl.col("client_request_id").is_in(logged.implode())
-         & client_has_ids)
+        (
+            pl.col("client_request_id").is_not_null()
+            & ~pl.col("client_request_id").is_in(logged.implode())
+            & client_has_ids
+        )
         | _outside("t0", client_spans)
     )
-    gw_key = pl.concat_str(pl.col("source"), pl.lit("\x1f"),
-                           pl.coalesce("client_request_id", "request_id", pl.col("gr").cast(pl.String)))
+    gw_key = pl.concat_str(
+        pl.col("source"),
+        pl.lit("\x1f"),
+        pl.coalesce("client_request_id", "request_id", pl.col("gr").cast(pl.String)),
+    )
     own_gr = own_gr.with_columns(gw_key.alias("_key")).with_columns(
-        (pl.col("_key").rank("dense").cast(pl.Int64) - 1 + next_lr).alias("lr"))
+        (pl.col("_key").rank("dense").cast(pl.Int64) - 1 + next_lr).alias("lr")
+    )
     next_lr = (own_gr["lr"].max() + 1) if own_gr.height else next_lr
-    gr_lr = pl.concat([
-        L.gr_lr.select("gr", "lr", "ca", "match", "score"),
-        own_gr.select("gr", "lr", pl.lit(None, pl.Int64).alias("ca"), pl.lit("none").alias("match"),
-                      pl.lit(None, pl.Float64).alias("score")),
-    ])
+    gr_lr = pl.concat(
+        [
+            L.gr_lr.select("gr", "lr", "ca", "match", "score"),
+            own_gr.select(
+                "gr",
+                "lr",
+                pl.lit(None, pl.Int64).alias("ca"),
+                pl.lit("none").alias("match"),
+                pl.lit(None, pl.Float64).alias("score"),
+            ),
+        ]
+    )
 
     # server executions
     ex = _executions(F, L, gr_lr)
     free_sr = ex.filter(pl.col("lr").is_null())
     own_sr = free_sr.filter(_outside("t0", client_spans + gw_spans)).with_columns(
-        pl.concat_str(pl.col("source"), pl.lit("\x1f"), pl.coalesce("base_request_id", "request_id")).alias("_key"))
+        pl.concat_str(pl.col("source"), pl.lit("\x1f"), pl.coalesce("base_request_id", "request_id")).alias(
+            "_key"
+        )
+    )
     own_sr = own_sr.with_columns((pl.col("_key").rank("dense").cast(pl.Int64) - 1 + next_lr).alias("lr_own"))
-    ex = ex.join(own_sr.select("sr", "lr_own"), on="sr", how="left").with_columns(
-        pl.coalesce("lr", "lr_own").alias("lr"),
-        pl.when(pl.col("lr").is_null() & pl.col("lr_own").is_not_null()).then(pl.lit("none"))
-        .otherwise(pl.col("match")).alias("match"),
-    ).drop("lr_own")
+    ex = (
+        ex.join(own_sr.select("sr", "lr_own"), on="sr", how="left")
+        .with_columns(
+            pl.coalesce("lr", "lr_own").alias("lr"),
+            pl.when(pl.col("lr").is_null() & pl.col("lr_own").is_not_null())
+            .then(pl.lit("none"))
+            .otherwise(pl.col("match"))
+            .alias("match"),
+        )
+        .drop("lr_own")
+    )
     ex = _timing(ex, res)
 
     cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
     reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
     unmatched = {
         "client_attempts_without_gateway_request": _unlinked_ca(F, gr_lr, L),
-        "gateway_requests_without_logical_request": free_gr.select("gr").join(own_gr.select("gr"), on="gr",
-                                                                              how="anti")["gr"],
+        "gateway_requests_without_logical_request": free_gr.select("gr").join(
+            own_gr.select("gr"), on="gr", how="anti"
+        )["gr"],
         "gateway_requests_without_server_execution": _gr_without_exec(F, ex),
         "server_executions_without_caller": ex.filter(pl.col("lr").is_null())["sr"],
     }
@@ -152,29 +185,69 @@ def _unlinked_ca(F: Frames, gr_lr: pl.DataFrame, L: Links) -> pl.Series:
 
 def _gr_without_exec(F: Frames, ex: pl.DataFrame) -> pl.Series:
     reached = F.gr.filter(pl.col("inference") & (pl.col("n_reached") > 0)).select("gr")
-    return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti")["gr"]
+    return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti")[
+        "gr"
+    ]
 
 
 def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
-    via_gw = L.sr_ga.join(gr_lr.select("gr", "lr", "ca", pl.col("match").alias("m2"), pl.col("score").alias("s2")),
-                          on="gr", how="left")
+    via_gw = L.sr_ga.join(
+        gr_lr.select("gr", "lr", "ca", pl.col("match").alias("m2"), pl.col("score").alias("s2")),
+        on="gr",
+        how="left",
+    )
     via_gw = via_gw.with_columns(
-        pl.when((pl.col("match") == "inferred") | (pl.col("m2") == "inferred")).then(pl.lit("inferred"))
-        .otherwise(pl.lit("exact")).alias("match"),
+        pl.when((pl.col("match") == "inferred") | (pl.col("m2") == "inferred"))
+        .then(pl.lit("inferred"))
+        .otherwise(pl.lit("exact"))
+        .alias("match"),
         pl.min_horizontal("score", "s2").alias("score"),
     ).select("sr", "ga", "gr", "ca", "lr", "match", "score")
-    direct = L.sr_ca.select("sr", pl.lit(None, pl.Int64).alias("ga"), pl.lit(None, pl.Int64).alias("gr"), "ca", "lr",
-                            "match", "score")
+    direct = L.sr_ca.select(
+        "sr",
+        pl.lit(None, pl.Int64).alias("ga"),
+        pl.lit(None, pl.Int64).alias("gr"),
+        "ca",
+        "lr",
+        "match",
+        "score",
+    )
     links = pl.concat([via_gw, direct]).unique("sr", keep="first")
-    ex = F.sr.select("sr", "source", "replica", "request_id", "base_request_id", "t0", "received", "finished",
-                     "aborted", "preempted", "max_tokens", "prompt_tokens").join(links, on="sr", how="left")
-    ex = ex.join(F.ga.select("ga", "a0", "a1", "duration_s", "upstream_status", pl.col("error").alias("ga_error")),
-                 on="ga", how="left")
-    ex = ex.join(F.gr.select("gr", pl.col("status").alias("gr_status"), pl.col("t1").alias("gr_t1")), on="gr",
-                 how="left")
-    ex = ex.join(F.ca.select("ca", pl.col("t0").alias("ca_t0"), pl.col("t1").alias("ca_t1"),
-                             pl.col("timed_out").alias("ca_timed_out"),
-                             pl.col("left_unfinished").alias("ca_left")), on="ca", how="left")
+    ex = F.sr.select(
+        "sr",
+        "source",
+        "replica",
+        "request_id",
+        "base_request_id",
+        "t0",
+        "received",
+        "finished",
+        "aborted",
+        "preempted",
+        "max_tokens",
+        "prompt_tokens",
+    ).join(links, on="sr", how="left")
+    ex = ex.join(
+        F.ga.select("ga", "a0", "a1", "duration_s", "upstream_status", pl.col("error").alias("ga_error")),
+        on="ga",
+        how="left",
+    )
+    ex = ex.join(
+        F.gr.select("gr", pl.col("status").alias("gr_status"), pl.col("t1").alias("gr_t1")),
+        on="gr",
+        how="left",
+    )
+    ex = ex.join(
+        F.ca.select(
+            "ca",
+            pl.col("t0").alias("ca_t0"),
+            pl.col("t1").alias("ca_t1"),
+            pl.col("timed_out").alias("ca_timed_out"),
+            pl.col("left_unfinished").alias("ca_left"),
+        ),
+        on="ca",
+        how="left",
+    )
     return ex
 
 
@@ -187,101 +260,173 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
     """Start, end (with its source), when the caller left, and orphaned work, per execution."""
     r = pl.col("source").replace_strict(res, default=0.0)
     gw_end = pl.when(pl.col("ga").is_not_null() & pl.col("duration_s").is_not_null()).then(pl.col("a1"))
-    client_end = pl.when(pl.col("ga").is_null() & ~pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1"))
+    client_end = pl.when(pl.col("ga").is_null() & ~pl.col("ca_timed_out").fill_null(False)).then(
+        pl.col("ca_t1")
+    )
     ex = ex.with_columns(
         pl.coalesce(pl.when(pl.col("ga").is_not_null()).then(pl.col("a0")), "received", "t0").alias("start"),
         pl.coalesce(gw_end, "finished", client_end, "aborted").alias("end"),
-        pl.when(gw_end.is_not_null()).then(pl.lit("gateway"))
-        .when(pl.col("finished").is_not_null()).then(pl.lit("finished"))
-        .when(client_end.is_not_null()).then(pl.lit("client"))
-        .when(pl.col("aborted").is_not_null()).then(pl.lit("abort"))
-        .otherwise(None).alias("end_source"),
+        pl.when(gw_end.is_not_null())
+        .then(pl.lit("gateway"))
+        .when(pl.col("finished").is_not_null())
+        .then(pl.lit("finished"))
+        .when(client_end.is_not_null())
+        .then(pl.lit("client"))
+        .when(pl.col("aborted").is_not_null())
+        .then(pl.lit("abort"))
+        .otherwise(None)
+        .alias("end_source"),
         pl.min_horizontal(
             pl.when(pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1")),
             pl.col("ca_left"),  # an unfinished request's client stopped: it left when its log ended
             pl.when(pl.col("gr_status") == 499).then(pl.col("gr_t1")),
         ).alias("client_left"),
-        pl.when((pl.col("upstream_status") == 504) | pl.col("ga_error").fill_null("").str.contains("(?i)timed? ?out"))
-        .then(pl.col("a1")).alias("gateway_left"),
+        pl.when(
+            (pl.col("upstream_status") == 504)
+            | pl.col("ga_error").fill_null("").str.contains("(?i)timed? ?out")
+        )
+        .then(pl.col("a1"))
+        .alias("gateway_left"),
     ).with_columns(
         pl.min_horizontal("client_left", "gateway_left").alias("left"),
-        pl.when(pl.col("client_left").is_not_null()).then(pl.lit("client"))
-        .when(pl.col("gateway_left").is_not_null()).then(pl.lit("gateway")).alias("left_by"),
+        pl.when(pl.col("client_left").is_not_null())
+        .then(pl.lit("client"))
+        .when(pl.col("gateway_left").is_not_null())
+        .then(pl.lit("gateway"))
+        .alias("left_by"),
     )
     # an abort within the race window of the caller leaving: cancellation propagated; a finish within it: the
     # request was done before an abort could arrive (a race, not a missing cancellation); later: it ran on
     race = r + CANCEL_RACE_S
     late_abort = pl.col("aborted") - pl.col("left") > race
     ex = ex.with_columns(
-        pl.when(pl.col("left").is_null()).then(None)
-        .when(pl.col("aborted").is_not_null()).then(late_abort)
+        pl.when(pl.col("left").is_null())
+        .then(None)
+        .when(pl.col("aborted").is_not_null())
+        .then(late_abort)
         .otherwise(pl.col("end").is_null() | (pl.col("end") - pl.col("left") > race))
         .alias("orphaned"),
     ).with_columns(
         pl.when(pl.col("orphaned").fill_null(False))
-        .then((pl.coalesce(pl.when(pl.col("aborted").is_not_null()).then(pl.col("aborted")), "end")
-               - pl.col("left")).clip(0))
+        .then(
+            (
+                pl.coalesce(pl.when(pl.col("aborted").is_not_null()).then(pl.col("aborted")), "end")
+                - pl.col("left")
+            ).clip(0)
+        )
         .alias("orphan_s"),
         (pl.col("end") - pl.col("start")).clip(0).alias("gen_s"),
     )
     # a retry sent while an earlier execution of the same logical request was still running
-    ex = ex.sort(["lr", "start"], nulls_last=True).with_columns(group_first("lr").alias("_first")).with_columns(
-        prev_in_group(pl.col("end").fill_null(pl.col("start")).cum_max().over("lr")).alias("_prev_end")
-    ).with_columns(
-        (pl.col("lr").is_not_null() & (pl.col("start") < pl.col("_prev_end") - DUP_EPS_S)).fill_null(False)
-        .alias("duplicate")
-    ).drop("_prev_end", "_first")
+    ex = (
+        ex.sort(["lr", "start"], nulls_last=True)
+        .with_columns(group_first("lr").alias("_first"))
+        .with_columns(
+            prev_in_group(pl.col("end").fill_null(pl.col("start")).cum_max().over("lr")).alias("_prev_end")
+        )
+        .with_columns(
+            (pl.col("lr").is_not_null() & (pl.col("start") < pl.col("_prev_end") - DUP_EPS_S))
+            .fill_null(False)
+            .alias("duplicate")
+        )
+        .drop("_prev_end", "_first")
+    )
     return ex.sort("sr")
 
 
-def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataFrame,
-              own_sr: pl.DataFrame, cut: pl.DataFrame) -> pl.DataFrame:
-    per_ex = ex.filter(pl.col("lr").is_not_null()).group_by("lr").agg(
-        pl.len().alias("server_requests"),
-        pl.col("aborted").is_not_null().sum().alias("server_aborted"),
-        pl.col("gen_s").sum().alias("server_gen_s"),
-        pl.when(pl.col("preempted").any()).then(True).otherwise(None).alias("preempted"),
-        pl.col("duplicate").any().alias("duplicate_concurrent"),
-        pl.col("orphaned").fill_null(False).sum().alias("orphaned_executions"),
-        pl.col("orphan_s").sum().alias("orphan_s"),
-        (pl.col("match") == "inferred").any().alias("_inf_s"),
-        (pl.col("match") == "exact").any().alias("_ex_s"),
-        pl.col("score").min().alias("_score_s"),
-        pl.col("max_tokens").drop_nulls().first().alias("_sr_max_tokens"),
-        pl.col("prompt_tokens").drop_nulls().first().alias("_sr_prompt_tokens"),
+def _requests(
+    F: Frames,
+    gr_lr: pl.DataFrame,
+    ex: pl.DataFrame,
+    own_gr: pl.DataFrame,
+    own_sr: pl.DataFrame,
+    cut: pl.DataFrame,
+) -> pl.DataFrame:
+    per_ex = (
+        ex.filter(pl.col("lr").is_not_null())
+        .group_by("lr")
+        .agg(
+            pl.len().alias("server_requests"),
+            pl.col("aborted").is_not_null().sum().alias("server_aborted"),
+            pl.col("gen_s").sum().alias("server_gen_s"),
+            pl.when(pl.col("preempted").any()).then(True).otherwise(None).alias("preempted"),
+            pl.col("duplicate").any().alias("duplicate_concurrent"),
+            pl.col("orphaned").fill_null(False).sum().alias("orphaned_executions"),
+            pl.col("orphan_s").sum().alias("orphan_s"),
+            (pl.col("match") == "inferred").any().alias("_inf_s"),
+            (pl.col("match") == "exact").any().alias("_ex_s"),
+            pl.col("score").min().alias("_score_s"),
+            pl.col("max_tokens").drop_nulls().first().alias("_sr_max_tokens"),
+            pl.col("prompt_tokens").drop_nulls().first().alias("_sr_prompt_tokens"),
+        )
     )
-    gws = gr_lr.join(F.gr.select("gr", "n_attempts", "t1"), on="gr").with_columns(
-        pl.col("gr").is_in(cut["gr"].implode()).alias("_cut")).group_by("lr").agg(
-        pl.len().alias("gateway_requests"),
-        pl.col("_cut").sort_by("t1").last().alias("_truncated"),
-        pl.col("n_attempts").sum().alias("gateway_attempts"),
-        (pl.col("match") == "inferred").any().alias("_inf_g"),
-        (pl.col("match") == "exact").any().alias("_ex_g"),
-        pl.col("score").min().alias("_score_g"),
+    gws = (
+        gr_lr.join(F.gr.select("gr", "n_attempts", "t1"), on="gr")
+        .with_columns(pl.col("gr").is_in(cut["gr"].implode()).alias("_cut"))
+        .group_by("lr")
+        .agg(
+            pl.len().alias("gateway_requests"),
+            pl.col("_cut").sort_by("t1").last().alias("_truncated"),
+            pl.col("n_attempts").sum().alias("gateway_attempts"),
+            (pl.col("match") == "inferred").any().alias("_inf_g"),
+            (pl.col("match") == "exact").any().alias("_ex_g"),
+            pl.col("score").min().alias("_score_g"),
+        )
     )
     cas = F.ca.group_by("lr").agg(pl.len().alias("client_attempts"))
     client = F.cr.select(
-        "lr", "logical_request_id", "client", pl.lit("client").alias("origin"), "t0", "t1", "status", "error",
-        "timed_out", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens", "concurrency", "phase",
+        "lr",
+        "logical_request_id",
+        "client",
+        pl.lit("client").alias("origin"),
+        "t0",
+        "t1",
+        "status",
+        "error",
+        "timed_out",
+        "ttft_s",
+        "e2e_s",
+        "prompt_tokens",
+        "max_tokens",
+        "output_tokens",
+        "concurrency",
+        "phase",
         "unfinished",
     )
-    gw = own_gr.join(F.gr.select("gr", "header_s", "spanned"), on="gr", how="left").group_by("lr").agg(
-        pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
-        pl.col("t0").min(), pl.col("t1").max(),
-        pl.col("status").sort_by("t1").last(),
-        pl.col("header_s").sort_by("t1").last().alias("ttft_s"),
-        pl.col("spanned").fill_null(True).all().alias("_spanned"),
-    ).with_columns(
-        pl.lit(None, pl.String).alias("client"), pl.lit("gateway").alias("origin"),
-        pl.when(pl.col("status") == 499).then(pl.lit("client closed request (499)")).alias("error"),
-        pl.lit(None, pl.Boolean).alias("timed_out"),
-        pl.when(pl.col("_spanned")).then(pl.col("t1") - pl.col("t0")).alias("e2e_s"),  # else unknown, not 0 s
+    gw = (
+        own_gr.join(F.gr.select("gr", "header_s", "spanned"), on="gr", how="left")
+        .group_by("lr")
+        .agg(
+            pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
+            pl.col("t0").min(),
+            pl.col("t1").max(),
+            pl.col("status").sort_by("t1").last(),
+            pl.col("header_s").sort_by("t1").last().alias("ttft_s"),
+            pl.col("spanned").fill_null(True).all().alias("_spanned"),
+        )
+        .with_columns(
+            pl.lit(None, pl.String).alias("client"),
+            pl.lit("gateway").alias("origin"),
+            pl.when(pl.col("status") == 499).then(pl.lit("client closed request (499)")).alias("error"),
+            pl.lit(None, pl.Boolean).alias("timed_out"),
+            pl.when(pl.col("_spanned"))
+            .then(pl.col("t1") - pl.col("t0"))
+            .alias("e2e_s"),  # else unknown, not 0 s
+        )
     )
-    srv = ex.join(own_sr.select("sr", "_key"), on="sr").group_by("lr").agg(
-        pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
-        pl.col("t0").min(), pl.col("end").max().alias("t1"),
-        pl.when(pl.col("aborted").is_not_null().all()).then(pl.lit("aborted by the server")).alias("error"),
-    ).with_columns(pl.lit(None, pl.String).alias("client"), pl.lit("server").alias("origin"))
+    srv = (
+        ex.join(own_sr.select("sr", "_key"), on="sr")
+        .group_by("lr")
+        .agg(
+            pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),
+            pl.col("t0").min(),
+            pl.col("end").max().alias("t1"),
+            pl.when(pl.col("aborted").is_not_null().all())
+            .then(pl.lit("aborted by the server"))
+            .alias("error"),
+        )
+        .with_columns(pl.lit(None, pl.String).alias("client"), pl.lit("server").alias("origin"))
+    )
     base = pl.concat([client, gw, srv], how="diagonal_relaxed")
     req = (
         base.join(cas, on="lr", how="left")
@@ -297,14 +442,19 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
             pl.col("orphaned_executions").fill_null(0),
             pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
             pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
-            pl.when(pl.col("_spanned").fill_null(True)).then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
+            pl.when(pl.col("_spanned").fill_null(True))
+            .then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
             .alias("e2e_s"),
         )
     )
     inferred = pl.col("_inf_g").fill_null(False) | pl.col("_inf_s").fill_null(False)
     linked = pl.col("_ex_g").fill_null(False) | pl.col("_ex_s").fill_null(False) | inferred
     return req.with_columns(
-        pl.when(inferred).then(pl.lit("inferred")).when(linked).then(pl.lit("exact")).otherwise(pl.lit("none"))
+        pl.when(inferred)
+        .then(pl.lit("inferred"))
+        .when(linked)
+        .then(pl.lit("exact"))
+        .otherwise(pl.lit("none"))
         .alias("match"),
         pl.min_horizontal("_score_g", "_score_s").alias("match_score"),
         _outcome().alias("outcome"),
@@ -314,10 +464,15 @@ def _requests(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, own_gr: pl.DataF
 def _outcome() -> pl.Expr:
     ok = pl.col("status").is_between(200, 299) & pl.col("error").is_null()
     return (
-        pl.when(pl.col("unfinished").fill_null(False)).then(pl.lit("unfinished"))
-        .when(pl.col("_truncated").fill_null(False)).then(pl.lit("truncated"))
-        .when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
-        .when(ok).then(pl.lit("ok"))
-        .when(pl.col("error").is_not_null() | (pl.col("status") >= 400)).then(pl.lit("error"))
+        pl.when(pl.col("unfinished").fill_null(False))
+        .then(pl.lit("unfinished"))
+        .when(pl.col("_truncated").fill_null(False))
+        .then(pl.lit("truncated"))
+        .when(pl.col("timed_out").fill_null(False))
+        .then(pl.lit("timeout"))
+        .when(ok)
+        .then(pl.lit("ok"))
+        .when(pl.col("error").is_not_null() | (pl.col("status") >= 400))
+        .then(pl.lit("error"))
         .otherwise(pl.lit("unknown"))
     )

@@ -21,17 +21,25 @@ NEAR_ZERO_S = 0.005  # offsets this small (clock noise, network hop) are reporte
 
 def interval_vote(pairs: pl.DataFrame) -> tuple[float, int] | None:
     """Centre of the region covered by the most [lo, hi] intervals, and how many intervals cover it."""
-    iv = pairs.filter(pl.col("lo").is_not_null() & pl.col("hi").is_not_null() & (pl.col("lo") <= pl.col("hi")))
+    iv = pairs.filter(
+        pl.col("lo").is_not_null() & pl.col("hi").is_not_null() & (pl.col("lo") <= pl.col("hi"))
+    )
     if iv.height == 0:
         return None
     ev = (
-        pl.concat([iv.select(pl.col("lo").alias("x"), pl.lit(1).alias("d")),
-                   iv.select(pl.col("hi").alias("x"), pl.lit(-1).alias("d"))])
+        pl.concat(
+            [
+                iv.select(pl.col("lo").alias("x"), pl.lit(1).alias("d")),
+                iv.select(pl.col("hi").alias("x"), pl.lit(-1).alias("d")),
+            ]
+        )
         .sort(["x", "d"], descending=[False, True])  # an interval opening where another closes overlaps it
         .with_columns(pl.col("d").cum_sum().alias("cover"), pl.col("x").shift(-1).alias("next"))
     )
     top = int(ev["cover"].max())
-    regions = ev.filter(pl.col("cover") == top).with_columns(((pl.col("x") + pl.col("next")) / 2).alias("mid"))
+    regions = ev.filter(pl.col("cover") == top).with_columns(
+        ((pl.col("x") + pl.col("next")) / 2).alias("mid")
+    )
     # several disjoint regions tie: take the one nearest the median of the interval centres
     centre = float(((iv["lo"] + iv["hi"]) / 2).median())
     best = regions.with_columns((pl.col("mid") - centre).abs().alias("dist")).sort("dist").row(0, named=True)

@@ -22,8 +22,9 @@ def _sampled(df: pl.DataFrame, sample: int) -> pl.DataFrame:
     return df.filter(k % pl.max_horizontal(pl.lit(1), pl.len().over("source") // sample) == 0)
 
 
-def shares(starts: pl.DataFrame, sample: int, tol: float) -> tuple[dict[tuple[str, str], float],
-                                                                    dict[tuple[str, str], float]]:
+def shares(
+    starts: pl.DataFrame, sample: int, tol: float
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
     """For every (source, other) pair that shares anything: the share of the source's sampled logical ids that
     the other holds, and the share of its sampled sends that lie within ``tol`` s of one of the other's.
     ``starts``: source, t (seconds, not null), logical_request_id, in each source's file order."""
@@ -31,17 +32,31 @@ def shares(starts: pl.DataFrame, sample: int, tol: float) -> tuple[dict[tuple[st
     picks = _sampled(ids, sample).unique()
     theirs = ids.unique().rename({"source": "other"})
     n_ids = picks.group_by("source").len("n")
-    by_id = (picks.join(theirs, on="logical_request_id").filter(pl.col("source") != pl.col("other"))
-             .group_by("source", "other").len("k").join(n_ids, on="source")
-             .select("source", "other", (pl.col("k") / pl.col("n")).alias("s")))
+    by_id = (
+        picks.join(theirs, on="logical_request_id")
+        .filter(pl.col("source") != pl.col("other"))
+        .group_by("source", "other")
+        .len("k")
+        .join(n_ids, on="source")
+        .select("source", "other", (pl.col("k") / pl.col("n")).alias("s"))
+    )
     sends = starts.select("source", "t").sort("source", "t")
     mine = _sampled(sends, sample).with_row_index("_i")
     n_sends = mine.group_by("source").len("n")
-    near = (mine.join_where(sends.rename({"source": "other", "t": "u"}), pl.col("u") >= pl.col("t") - tol,
-                            pl.col("u") <= pl.col("t") + tol, pl.col("source") != pl.col("other"))
-            .select("source", "other", "_i").unique()
-            .group_by("source", "other").len("k").join(n_sends, on="source")
-            .select("source", "other", (pl.col("k") / pl.col("n")).alias("s")))
+    near = (
+        mine.join_where(
+            sends.rename({"source": "other", "t": "u"}),
+            pl.col("u") >= pl.col("t") - tol,
+            pl.col("u") <= pl.col("t") + tol,
+            pl.col("source") != pl.col("other"),
+        )
+        .select("source", "other", "_i")
+        .unique()
+        .group_by("source", "other")
+        .len("k")
+        .join(n_sends, on="source")
+        .select("source", "other", (pl.col("k") / pl.col("n")).alias("s"))
+    )
 
     def as_dict(df: pl.DataFrame) -> dict[tuple[str, str], float]:
         return {(a, b): s for a, b, s in df.iter_rows()}
@@ -49,8 +64,9 @@ def shares(starts: pl.DataFrame, sample: int, tol: float) -> tuple[dict[tuple[st
     return as_dict(by_id), as_dict(near)
 
 
-def pick(starts: pl.DataFrame, ranked: list[str], rows: dict[str, int], share: float, tol: float,
-         sample: int) -> tuple[list[str], dict[str, str]]:
+def pick(
+    starts: pl.DataFrame, ranked: list[str], rows: dict[str, int], share: float, tol: float, sample: int
+) -> tuple[list[str], dict[str, str]]:
     """``pick_client_sources``' choice for many sources: each source in rank order is left out when a kept one
     (the first by name) has about as many rows and holds its logical ids, or coincides with its sends."""
     by_id, near = shares(starts, sample, tol)

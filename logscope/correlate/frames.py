@@ -67,8 +67,11 @@ def index_in_group(first: str = "_first") -> pl.Expr:
 def size_of_group(first: str = "_first") -> pl.Expr:
     idx = pl.int_range(pl.len(), dtype=pl.Int64)
     last = pl.col(first).shift(-1, fill_value=True)
-    return (pl.when(last).then(idx).otherwise(None).backward_fill()
-            - pl.when(pl.col(first)).then(idx).otherwise(None).forward_fill() + 1)
+    return (
+        pl.when(last).then(idx).otherwise(None).backward_fill()
+        - pl.when(pl.col(first)).then(idx).otherwise(None).forward_fill()
+        + 1
+    )
 
 
 def cumsum_before(x: pl.Expr, first: str = "_first") -> pl.Expr:
@@ -120,7 +123,9 @@ def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
     return tabs
 
 
-def read_table(out: Path, name: str, rng: Range, keep: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
+def read_table(
+    out: Path, name: str, rng: Range, keep: list[str], where: pl.Expr | None = None
+) -> pl.DataFrame:
     """One ingest table in the columns correlation reads: the rows in the range (and ``where``), of the client
     sources in ``keep`` for the client tables."""
     lf = scope.scan(out, name, rng)
@@ -134,13 +139,18 @@ def read_table(out: Path, name: str, rng: Range, keep: list[str], where: pl.Expr
 def pick_table(keep: list[str], dropped: dict[str, str]) -> pl.DataFrame:
     """The client sources kept and those left out (with why), as ``tabs[CLIENT_PICK]``."""
     return pl.DataFrame(
-        {"source": [*keep, *dropped], "kept": [True] * len(keep) + [False] * len(dropped),
-         "why": [None] * len(keep) + list(dropped.values())},
-        schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String})
+        {
+            "source": [*keep, *dropped],
+            "kept": [True] * len(keep) + [False] * len(dropped),
+            "why": [None] * len(keep) + list(dropped.values()),
+        },
+        schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String},
+    )
 
 
-def kept_client_sources(out: Path, rng: Range = scope.ALL, sample: int | None = None
-                        ) -> tuple[list[str], dict[str, str]]:
+def kept_client_sources(
+    out: Path, rng: Range = scope.ALL, sample: int | None = None
+) -> tuple[list[str], dict[str, str]]:
     """``pick_client_sources`` over an output folder's tables, reading only the columns it needs; with
     ``sample``, only each source's first rows (an estimate's cheap answer: every row of a day of client
     logs is gigabytes)."""
@@ -151,8 +161,15 @@ def kept_client_sources(out: Path, rng: Range = scope.ALL, sample: int | None = 
     sources = pl.concat([ca.select("source"), cr.select("source")]).unique().collect(engine="streaming")
 
     def heads(lf: pl.LazyFrame) -> pl.DataFrame:  # streaming: each scan stops after its first rows
-        return pl.concat([lf.clear().collect(), *(lf.filter(pl.col("source") == s).head(sample).collect(
-            engine="streaming") for s in sources["source"].drop_nulls().sort())])
+        return pl.concat(
+            [
+                lf.clear().collect(),
+                *(
+                    lf.filter(pl.col("source") == s).head(sample).collect(engine="streaming")
+                    for s in sources["source"].drop_nulls().sort()
+                ),
+            ]
+        )
 
     return pick_client_sources(heads(ca), heads(cr))
 
@@ -188,7 +205,9 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
         keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
     ca = _client_attempts(tabs.pop("client_attempts").filter(pl.col("source").is_in(keep)))
     cr = _client_requests(tabs.pop("client_requests").filter(pl.col("source").is_in(keep)), ca)
-    ca = ca.join(cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left")
+    ca = ca.join(
+        cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left"
+    )
     ca = _left_unfinished(ca, cr)
     ga, gr = _gateway(tabs.pop("gateway_attempts"))
     sr = _server(tabs.pop("server_requests"))
@@ -196,8 +215,11 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
         ids_as_sent = logical_ids_as_sent(ca, gr, sr)
     if ids_as_sent:
         ca = ca.with_columns(
-            pl.when(pl.col("source").is_in(list(ids_as_sent))).then(pl.col("logical_request_id"))
-            .otherwise(pl.col("request_id")).alias("request_id"))
+            pl.when(pl.col("source").is_in(list(ids_as_sent)))
+            .then(pl.col("logical_request_id"))
+            .otherwise(pl.col("request_id"))
+            .alias("request_id")
+        )
     return Frames(ca, cr, ga, gr, sr, keep, dropped, list(ids_as_sent.values()), dict(ids_as_sent))
 
 
@@ -209,8 +231,13 @@ def _left_unfinished(ca: pl.DataFrame, cr: pl.DataFrame) -> pl.DataFrame:
     if unf.len() == 0:
         return ca.with_columns(pl.lit(None, pl.Float64).alias("left_unfinished"))
     last = ca.group_by("source").agg(pl.max_horizontal("t0", "t1").max().alias("_last"))
-    return ca.join(last, on="source", how="left").with_columns(
-        pl.when(pl.col("lr").is_in(unf.implode())).then(pl.col("_last")).alias("left_unfinished")).drop("_last")
+    return (
+        ca.join(last, on="source", how="left")
+        .with_columns(
+            pl.when(pl.col("lr").is_in(unf.implode())).then(pl.col("_last")).alias("left_unfinished")
+        )
+        .drop("_last")
+    )
 
 
 def logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) -> dict[str, str]:
@@ -219,7 +246,9 @@ def logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) ->
     (or vLLM) logged, the client evidently sent them as X-Request-Id, and they are used as such.
     Returns those sources, each with its note."""
     no_ids = ca.filter(pl.col("request_id").is_null().all().over("source"))
-    if no_ids.height == 0:  # every source names its X-Request-Ids (the ids seen are millions on a day's folder)
+    if (
+        no_ids.height == 0
+    ):  # every source names its X-Request-Ids (the ids seen are millions on a day's folder)
         return {}
     seen = pl.concat([gr["client_request_id"].drop_nulls(), sr["base_request_id"].drop_nulls()]).unique()
     if seen.len() == 0:
@@ -230,9 +259,11 @@ def logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) ->
         .filter(pl.col("share") >= 0.5)
         .sort("source")
     )
-    return {r["source"]: f"{r['source']} logs no X-Request-Id, but {r['share']:.0%} of its logical request ids "
-            "appear as ids in the gateway/vLLM logs: they are matched as the ids it sent"
-            for r in share.iter_rows(named=True)}
+    return {
+        r["source"]: f"{r['source']} logs no X-Request-Id, but {r['share']:.0%} of its logical request ids "
+        "appear as ids in the gateway/vLLM logs: they are matched as the ids it sent"
+        for r in share.iter_rows(named=True)
+    }
 
 
 _PICK_COLUMNS = ("source", "ts_start", "request_id", "logical_request_id", "grouping")
@@ -251,9 +282,13 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
     starts = pl.concat(
         [
             ca.select("source", "ts_start", "request_id", "logical_request_id", "grouping"),
-            cr.filter(~pl.col("source").is_in(with_attempts))
-            .select("source", "ts_start", pl.lit(None, pl.String).alias("request_id"), "logical_request_id",
-                    pl.lit(None, pl.String).alias("grouping")),
+            cr.filter(~pl.col("source").is_in(with_attempts)).select(
+                "source",
+                "ts_start",
+                pl.lit(None, pl.String).alias("request_id"),
+                "logical_request_id",
+                pl.lit(None, pl.String).alias("grouping"),
+            ),
         ]
     ).filter(pl.col("ts_start").is_not_null())
     if starts.height == 0:
@@ -289,8 +324,14 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
         return theirs.filter(theirs.is_in(pick.implode())).n_unique() / pick.len()
 
     if len(rows) > dupes.MANY:  # a folder of many small client files: every pair at once
-        return dupes.pick(starts.with_columns(secs("ts_start").alias("t")), rank["source"].to_list(), rows,
-                          DUP_SHARE, DUP_TOL_S, ID_SAMPLE)
+        return dupes.pick(
+            starts.with_columns(secs("ts_start").alias("t")),
+            rank["source"].to_list(),
+            rows,
+            DUP_SHARE,
+            DUP_TOL_S,
+            ID_SAMPLE,
+        )
 
     def duplicate_of(src: str, other: str) -> str | None:
         if not 0.8 <= rows[src] / max(rows[other], 1) <= 1.25:
@@ -302,7 +343,9 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
         mine = sends(src)  # at most ID_SAMPLE of its sends, evenly through the file, as for the ids
         mine = mine.gather_every(max(1, mine.height // ID_SAMPLE))
         b = sends(other).with_columns(pl.lit(True).alias("hit"))
-        hit = mine.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)["hit"].fill_null(False).mean()
+        hit = (
+            mine.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)["hit"].fill_null(False).mean()
+        )
         if hit >= DUP_SHARE:
             return f"{hit:.0%} of its sends coincide (within {DUP_TOL_S * 1000:.0f} ms) with those of {other}"
         return None
@@ -321,8 +364,20 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
 def _client_attempts(ca: pl.DataFrame) -> pl.DataFrame:
     return (
         ca.select(
-            "source", "client", "request_id", "attempt", "status", "error", "timed_out", "ttft_s",
-            "prompt_tokens", "max_tokens", "output_tokens", "concurrency", "ts_start", "ts_end",
+            "source",
+            "client",
+            "request_id",
+            "attempt",
+            "status",
+            "error",
+            "timed_out",
+            "ttft_s",
+            "prompt_tokens",
+            "max_tokens",
+            "output_tokens",
+            "concurrency",
+            "ts_start",
+            "ts_end",
             *[c for c in ("retry_delay_s",) if c in ca.columns],  # proposed column: the logged backoff
             secs("ts_start").alias("t0"),
             secs("ts_end").alias("t1"),
@@ -356,14 +411,20 @@ def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
         )
     )
     own = schemas.conform(cr, "client_requests")
-    extra = from_attempts.join(own.select("source", "logical_request_id"), on=["source", "logical_request_id"],
-                               how="anti")
+    extra = from_attempts.join(
+        own.select("source", "logical_request_id"), on=["source", "logical_request_id"], how="anti"
+    )
     # an id a client logged attempts for and no record of, from a client that writes records: its log ended
     # with it in flight (the client was stopped or killed): unfinished, never 'ok' by its headers' 200
     writes = own["source"].drop_nulls().unique().implode()
-    both = pl.concat([own.with_columns(pl.lit(False).alias("unfinished")),
-                      schemas.conform(extra, "client_requests").with_columns(
-                          pl.col("source").is_in(writes).alias("unfinished"))])
+    both = pl.concat(
+        [
+            own.with_columns(pl.lit(False).alias("unfinished")),
+            schemas.conform(extra, "client_requests").with_columns(
+                pl.col("source").is_in(writes).alias("unfinished")
+            ),
+        ]
+    )
     return (
         both.with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1"))
         .sort(["t0", "source", "logical_request_id"], nulls_last=True)
@@ -375,12 +436,18 @@ def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
 def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Attempt rows and one row per gateway request (an access-log line: source + line number). A proxy's lines
     apart from its access lines (``schemas.gateway_apart``) stay in the table and out of the requests."""
-    ga = g.filter(~schemas.gateway_apart()).with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1")).with_columns(
-        pl.col("line_no").fill_null(pl.int_range(pl.len()) + 1),
+    ga = (
+        g.filter(~schemas.gateway_apart())
+        .with_columns(secs("ts_start").alias("t0"), secs("ts_end").alias("t1"))
+        .with_columns(
+            pl.col("line_no").fill_null(pl.int_range(pl.len()) + 1),
+        )
     )
     # nginx keeps the group name with a 502 when no server could be selected: no upstream attempt at all
     pseudo = pl.col("flags").fill_null("").str.contains("no_live_upstreams") | (
-        pl.col("upstream").is_not_null() & ~pl.col("upstream").str.contains(":") & (pl.col("upstream_status") == 502)
+        pl.col("upstream").is_not_null()
+        & ~pl.col("upstream").str.contains(":")
+        & (pl.col("upstream_status") == 502)
         & pl.col("connect_s").is_null()
     )
     # an attempt reached a server when a connection was made (nginx logs '-' connect time otherwise)
@@ -429,8 +496,11 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             pl.col("line_no").first(),
             # the log gives the request's span (nginx's $request_time, an attempt's duration): a uvicorn answer
             # line of a proxy has one time only, where t1 - t0 = 0 s is no latency
-            (pl.col("request_time_s").is_not_null().any() | pl.col("duration_s").is_not_null().any()
-             | (pl.col("t1").max() > pl.col("t0").min())).alias("spanned"),
+            (
+                pl.col("request_time_s").is_not_null().any()
+                | pl.col("duration_s").is_not_null().any()
+                | (pl.col("t1").max() > pl.col("t0").min())
+            ).alias("spanned"),
         )
         .with_columns(
             (
@@ -447,8 +517,23 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return ga.select(GA_COLUMNS), gr
 
 
-GA_COLUMNS = ("ga", "gr", "source", "attempt", "upstream", "upstream_status", "duration_s", "error", "pseudo",
-              "reached", "t0", "t1", "a0", "a1", "gr_t1")
+GA_COLUMNS = (
+    "ga",
+    "gr",
+    "source",
+    "attempt",
+    "upstream",
+    "upstream_status",
+    "duration_s",
+    "error",
+    "pseudo",
+    "reached",
+    "t0",
+    "t1",
+    "a0",
+    "a1",
+    "gr_t1",
+)
 
 
 def _server(s: pl.DataFrame) -> pl.DataFrame:
@@ -463,7 +548,16 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.coalesce("received", "added").alias("t0"))
         .with_row_index("_order")  # log order (derive writes server_requests in it): keeps ties in order
         .sort(["t0", "_order"], nulls_last=True)
-        .drop("_order", "received_ts", "added_ts", "finished_ts", "aborted_ts", "prompt", "endpoint", strict=False)
+        .drop(
+            "_order",
+            "received_ts",
+            "added_ts",
+            "finished_ts",
+            "aborted_ts",
+            "prompt",
+            "endpoint",
+            strict=False,
+        )
         .with_row_index("sr")
         .with_columns(pl.col("sr").cast(pl.Int64))
     )
@@ -472,8 +566,10 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
 def whole_seconds(df: pl.DataFrame | pl.LazyFrame, col: str) -> dict[str, float]:
     """Per source: 1.0 when every stamp of ``col`` is a whole second (vLLM logs), else 0.0. A lazy frame is
     aggregated as it is scanned (the whole input's, for a time slice)."""
-    res = df.filter(pl.col(col).is_not_null()).group_by("source").agg(
-        ((pl.col(col) % 1).abs() < 1e-6).all().alias("whole")
+    res = (
+        df.filter(pl.col(col).is_not_null())
+        .group_by("source")
+        .agg(((pl.col(col) % 1).abs() < 1e-6).all().alias("whole"))
     )
     if isinstance(res, pl.LazyFrame):
         res = res.collect(engine="streaming")

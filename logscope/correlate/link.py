@@ -25,8 +25,15 @@ RANK_WEIGHT = 0.001  # tie-break: the k-th Received line of a second goes with t
 SEND_SLACK_S = 0.05  # a gateway may stamp a receipt this much before the client's send (clock noise)
 
 
-def nearest(left: pl.DataFrame, right: pl.DataFrame, lkey: str, rkey: str, tol: float,
-            by: str | None = None, strategy: str = "nearest") -> pl.DataFrame:
+def nearest(
+    left: pl.DataFrame,
+    right: pl.DataFrame,
+    lkey: str,
+    rkey: str,
+    tol: float,
+    by: str | None = None,
+    strategy: str = "nearest",
+) -> pl.DataFrame:
     """One-to-one nearest pairs on column ``t`` (both sides), within ``tol`` seconds.
 
     Each left row takes its nearest right row (``strategy='forward'``: the first one at or after it);
@@ -41,8 +48,15 @@ def nearest(left: pl.DataFrame, right: pl.DataFrame, lkey: str, rkey: str, tol: 
         lf, rt = lf.filter(pl.col(by).is_not_null()), rt.filter(pl.col(by).is_not_null())
     if lf.height == 0 or rt.height == 0:
         return pl.DataFrame(schema={lkey: pl.Int64, rkey: pl.Int64, "dt": pl.Float64})
-    j = lf.sort("t").join_asof(rt.sort("t_r"), left_on="t", right_on="t_r", by=by, strategy=strategy,
-                               tolerance=tol, check_sortedness=False)
+    j = lf.sort("t").join_asof(
+        rt.sort("t_r"),
+        left_on="t",
+        right_on="t_r",
+        by=by,
+        strategy=strategy,
+        tolerance=tol,
+        check_sortedness=False,
+    )
     return (
         j.filter(pl.col(rkey).is_not_null())
         .with_columns((pl.col("t_r") - pl.col("t")).alias("dt"))
@@ -64,7 +78,9 @@ def assign(cand: pl.DataFrame, lkey: str, rkey: str, rounds: int | None = None) 
     for _ in range(rounds or MATCH_ROUNDS):
         if cand.height == 0:
             break
-        best = cand.unique(lkey, keep="first", maintain_order=True).unique(rkey, keep="first", maintain_order=True)
+        best = cand.unique(lkey, keep="first", maintain_order=True).unique(
+            rkey, keep="first", maintain_order=True
+        )
         if best.height == 0:
             break
         got.append(best)
@@ -72,20 +88,30 @@ def assign(cand: pl.DataFrame, lkey: str, rkey: str, rounds: int | None = None) 
     return pl.concat(got) if got else cand
 
 
-def rank_pairs(left: pl.DataFrame, right: pl.DataFrame, key_l: str, key_r: str, lkey: str, rkey: str) -> pl.DataFrame:
+def rank_pairs(
+    left: pl.DataFrame, right: pl.DataFrame, key_l: str, key_r: str, lkey: str, rkey: str
+) -> pl.DataFrame:
     """Pair the k-th row of an id on the left with the k-th row of that id on the right (time order).
 
     Only ids with as many rows on both sides are paired. This does not depend on either clock, so it
     feeds the clock-offset estimate before any correction.
     """
     lf = left.filter(pl.col(key_l).is_not_null() & pl.col("t").is_not_null()).select(
-        pl.col(key_l).alias("_k"), lkey, "t")
+        pl.col(key_l).alias("_k"), lkey, "t"
+    )
     rt = right.filter(pl.col(key_r).is_not_null() & pl.col("t").is_not_null()).select(
-        pl.col(key_r).alias("_k"), rkey, pl.col("t").alias("t_r"))
-    lf = lf.sort("_k", "t").with_columns(group_first("_k").alias("_first")).with_columns(
-        index_in_group().alias("_i"), size_of_group().alias("_n"))
-    rt = rt.sort("_k", "t_r").with_columns(group_first("_k").alias("_first")).with_columns(
-        index_in_group().alias("_i"), size_of_group().alias("_n"))
+        pl.col(key_r).alias("_k"), rkey, pl.col("t").alias("t_r")
+    )
+    lf = (
+        lf.sort("_k", "t")
+        .with_columns(group_first("_k").alias("_first"))
+        .with_columns(index_in_group().alias("_i"), size_of_group().alias("_n"))
+    )
+    rt = (
+        rt.sort("_k", "t_r")
+        .with_columns(group_first("_k").alias("_first"))
+        .with_columns(index_in_group().alias("_i"), size_of_group().alias("_n"))
+    )
     return lf.join(rt, on=["_k", "_i", "_n"], how="inner").select(lkey, rkey)
 
 
@@ -102,8 +128,12 @@ class Links:
 def _attempt_rows(F: Frames) -> pl.DataFrame:
     """Gateway attempts that can carry a server execution, with their request's ids."""
     return F.ga.filter(~pl.col("pseudo")).join(
-        F.gr.select("gr", pl.col("request_id").alias("g_rid"), pl.col("client_request_id").alias("g_crid"),
-                    "inference"),
+        F.gr.select(
+            "gr",
+            pl.col("request_id").alias("g_rid"),
+            pl.col("client_request_id").alias("g_crid"),
+            "inference",
+        ),
         on="gr",
     )
 
@@ -117,11 +147,12 @@ def server_gateway_candidates(F: Frames) -> pl.DataFrame:
 def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.DataFrame:
     """sr -> gr by id: the gateway's id as the vLLM base id, else the client id passed through."""
     sr = F.sr.filter(pl.col("base_request_id").is_not_null())
-    by_rid = (
-        sr.join(F.gr.filter(pl.col("request_id").is_not_null()).unique("request_id", keep="first")
-                .select("gr", pl.col("request_id").alias("base_request_id")), on="base_request_id")
-        .select("sr", "gr")
-    )
+    by_rid = sr.join(
+        F.gr.filter(pl.col("request_id").is_not_null())
+        .unique("request_id", keep="first")
+        .select("gr", pl.col("request_id").alias("base_request_id")),
+        on="base_request_id",
+    ).select("sr", "gr")
     rest = sr.join(by_rid, on="sr", how="anti")
     gr = F.gr.filter(pl.col("client_request_id").is_not_null())
     if rest.height == 0 or gr.height == 0:
@@ -132,7 +163,8 @@ def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.Dat
         thru = rank_pairs(left, right, "base_request_id", "base_request_id", "sr", "gr")
     else:  # the receive second is [S, S+1): compare its middle with the gateway's start
         left = left.join(F.sr.select("sr", "source"), on="sr").with_columns(
-            pl.col("t") + pl.col("source").replace_strict(res, default=0.0) / 2)
+            pl.col("t") + pl.col("source").replace_strict(res, default=0.0) / 2
+        )
         thru = nearest(left, right, "sr", "gr", EXACT_TOL_S, by="base_request_id").select("sr", "gr")
     return pl.concat([by_rid, thru])
 
@@ -140,20 +172,35 @@ def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.Dat
 def _server_to_attempt(F: Frames, sgr: pl.DataFrame) -> pl.DataFrame:
     """Within a gateway request, the k-th execution (by receive time) went with the k-th attempt that
     reached a server; extra executions stay on the last attempt."""
-    att = _attempt_rows(F).sort("gr", "attempt").with_columns(group_first("gr").alias("_first")).with_columns(
-        (pl.col("reached").cast(pl.Int64).cum_sum()
-         - pl.when(pl.col("_first")).then(pl.col("reached").cast(pl.Int64).cum_sum() - pl.col("reached").cast(pl.Int64))
-         .otherwise(None).forward_fill()).alias("_k"),
-    ).with_columns(pl.when(pl.col("reached")).then(pl.col("_k")).otherwise(None).alias("_k"))
+    att = (
+        _attempt_rows(F)
+        .sort("gr", "attempt")
+        .with_columns(group_first("gr").alias("_first"))
+        .with_columns(
+            (
+                pl.col("reached").cast(pl.Int64).cum_sum()
+                - pl.when(pl.col("_first"))
+                .then(pl.col("reached").cast(pl.Int64).cum_sum() - pl.col("reached").cast(pl.Int64))
+                .otherwise(None)
+                .forward_fill()
+            ).alias("_k"),
+        )
+        .with_columns(pl.when(pl.col("reached")).then(pl.col("_k")).otherwise(None).alias("_k"))
+    )
     last = att.group_by("gr").agg(
         pl.col("ga").filter(pl.col("reached")).last().alias("ga_last_reached"),
         pl.col("ga").last().alias("ga_last"),
     )
-    s = sgr.join(F.sr.select("sr", "t0"), on="sr").sort("gr", "t0", "sr").with_columns(
-        group_first("gr").alias("_first")).with_columns(index_in_group().alias("_k"))
+    s = (
+        sgr.join(F.sr.select("sr", "t0"), on="sr")
+        .sort("gr", "t0", "sr")
+        .with_columns(group_first("gr").alias("_first"))
+        .with_columns(index_in_group().alias("_k"))
+    )
     s = s.join(att.filter(pl.col("_k").is_not_null()).select("gr", "_k", "ga"), on=["gr", "_k"], how="left")
     s = s.join(last, on="gr", how="left").with_columns(
-        pl.coalesce("ga", "ga_last_reached", "ga_last").alias("ga"))
+        pl.coalesce("ga", "ga_last_reached", "ga_last").alias("ga")
+    )
     return s.select("sr", "ga", "gr")
 
 
@@ -162,8 +209,9 @@ def client_gateway_candidates(F: Frames) -> pl.DataFrame:
     if F.ca.height == 0 or F.gr.height == 0:
         return pl.DataFrame(schema={"ca": pl.Int64, "gr": pl.Int64})
     left = F.ca.select("ca", "request_id", pl.col("t0").alias("t"))
-    right = F.gr.filter(pl.col("inference")).select("gr", pl.col("client_request_id").alias("request_id"),
-                                                      pl.col("t0").alias("t"))
+    right = F.gr.filter(pl.col("inference")).select(
+        "gr", pl.col("client_request_id").alias("request_id"), pl.col("t0").alias("t")
+    )
     return rank_pairs(left, right, "request_id", "request_id", "ca", "gr")
 
 
@@ -181,37 +229,53 @@ def final(F: Frames, res: dict[str, float]) -> Links:
     """All links, on clock-corrected frames."""
     gr_lr = _gateway_to_logical(F)
     sgr = _server_to_request(F, res)
-    sr_ga = _server_to_attempt(F, sgr).with_columns(pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
+    sr_ga = _server_to_attempt(F, sgr).with_columns(
+        pl.lit("exact").alias("match"), pl.lit(1.0).alias("score")
+    )
     sr_ga = pl.concat([sr_ga, _server_gateway_inferred(F, sr_ga, res)])
     sr_ca = _server_client(F, sr_ga, gr_lr, res)
     return Links(gr_lr, sr_ga, sr_ca)
 
 
 def _gateway_to_logical(F: Frames) -> pl.DataFrame:
-    empty = pl.DataFrame(schema={"gr": pl.Int64, "lr": pl.Int64, "ca": pl.Int64, "match": pl.String,
-                                 "score": pl.Float64})
+    empty = pl.DataFrame(
+        schema={"gr": pl.Int64, "lr": pl.Int64, "ca": pl.Int64, "match": pl.String, "score": pl.Float64}
+    )
     if F.gr.height == 0 or F.ca.height == 0:
         return empty
-    ids = F.ca.filter(pl.col("request_id").is_not_null()).unique("request_id", keep="first").select(
-        pl.col("request_id").alias("client_request_id"), "lr")
+    ids = (
+        F.ca.filter(pl.col("request_id").is_not_null())
+        .unique("request_id", keep="first")
+        .select(pl.col("request_id").alias("client_request_id"), "lr")
+    )
     gr = F.gr.filter(pl.col("inference"))
     by_id = gr.join(ids, on="client_request_id").select("gr", "lr", pl.col("t0").alias("t"))
     # attempt level: the nearest attempt of the same logical request
     att = nearest(by_id, F.ca.select("ca", "lr", pl.col("t0").alias("t")), "gr", "ca", EXACT_TOL_S, by="lr")
     exact = by_id.join(att.select("gr", "ca"), on="gr", how="left").select(
-        "gr", "lr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
+        "gr", "lr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score")
+    )
     # no id on one side: nearest in time, among rows the ids could not place
     client_ids = ids["client_request_id"]
     free_gr = gr.join(exact, on="gr", how="anti").filter(
-        pl.col("client_request_id").is_null() | (client_ids.len() == 0))
+        pl.col("client_request_id").is_null() | (client_ids.len() == 0)
+    )
     free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
-    if free_ca.height:  # (the gateway's ids are millions on a day's folder, where every attempt usually matched)
+    if (
+        free_ca.height
+    ):  # (the gateway's ids are millions on a day's folder, where every attempt usually matched)
         gw_ids = F.gr["client_request_id"].drop_nulls()
-        free_ca = free_ca.filter(pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode()))
+        free_ca = free_ca.filter(
+            pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode())
+        )
     inf = _sends_to_receipts(free_ca, free_gr)
     inf = inf.join(F.ca.select("ca", "lr"), on="ca").select(
-        "gr", "lr", "ca", pl.lit("inferred").alias("match"),
-        (1 - pl.col("dt").abs() / INFERRED_TOL_S).clip(0, 1).alias("score"))
+        "gr",
+        "lr",
+        "ca",
+        pl.lit("inferred").alias("match"),
+        (1 - pl.col("dt").abs() / INFERRED_TOL_S).clip(0, 1).alias("score"),
+    )
     return pl.concat([exact, inf]) if inf.height else exact
 
 
@@ -223,20 +287,30 @@ def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
     the end gap (capped: with proxy_ignore_client_abort a gateway legitimately ends long after a client
     that gave up). Pairs are taken cheapest first, one-to-one, in a few vectorised rounds.
     """
-    left = ca.select("ca", pl.col("t0").alias("c0"), pl.col("t1").alias("c1"), (pl.col("attempt") - 1).alias("c_r"))
-    right = gr.select("gr", pl.col("t0").alias("g0"), pl.col("t1").alias("g1"), pl.col("client_retry").alias("g_r"))
+    left = ca.select(
+        "ca", pl.col("t0").alias("c0"), pl.col("t1").alias("c1"), (pl.col("attempt") - 1).alias("c_r")
+    )
+    right = gr.select(
+        "gr", pl.col("t0").alias("g0"), pl.col("t1").alias("g1"), pl.col("client_retry").alias("g_r")
+    )
     empty = pl.DataFrame(schema={"ca": pl.Int64, "gr": pl.Int64, "dt": pl.Float64})
     left, right = left.filter(pl.col("c0").is_not_null()), right.filter(pl.col("g0").is_not_null())
     if left.height == 0 or right.height == 0:
         return empty
-    cand = left.join_where(right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S,
-                           pl.col("g0") <= pl.col("c0") + INFERRED_TOL_S)
+    cand = left.join_where(
+        right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S, pl.col("g0") <= pl.col("c0") + INFERRED_TOL_S
+    )
     cand = cand.filter(pl.col("c_r").is_null() | pl.col("g_r").is_null() | (pl.col("c_r") == pl.col("g_r")))
     cand = cand.select(
-        "ca", "gr", (pl.col("g0") - pl.col("c0")).alias("dt"),
-        ((pl.col("g0") - pl.col("c0")).abs()
-         + pl.min_horizontal((pl.col("g1") - pl.col("c1")).abs(), pl.lit(END_CAP_S)).fill_null(END_CAP_S / 2)
-         ).alias("cost"),
+        "ca",
+        "gr",
+        (pl.col("g0") - pl.col("c0")).alias("dt"),
+        (
+            (pl.col("g0") - pl.col("c0")).abs()
+            + pl.min_horizontal((pl.col("g1") - pl.col("c1")).abs(), pl.lit(END_CAP_S)).fill_null(
+                END_CAP_S / 2
+            )
+        ).alias("cost"),
     )
     return assign(cand, "ca", "gr").select("ca", "gr", "dt")
 
@@ -252,10 +326,13 @@ def _server_gateway_inferred(F: Frames, exact: pl.DataFrame, res: dict[str, floa
     if pairs.height == 0:
         return empty
     return pairs.join(att.select("ga", "gr"), on="ga").select(
-        "sr", "ga", "gr", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score"))
+        "sr", "ga", "gr", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score")
+    )
 
 
-def receipts_by_time(sr: pl.DataFrame, senders: pl.DataFrame, key: str, res: dict[str, float]) -> pl.DataFrame:
+def receipts_by_time(
+    sr: pl.DataFrame, senders: pl.DataFrame, key: str, res: dict[str, float]
+) -> pl.DataFrame:
     """vLLM executions -> the sends (``key``, open ``a0``, end ``a1``) that carried them, by time alone.
 
     vLLM stamps whole seconds, so every send opened in the receive second is a candidate; an aborted
@@ -268,26 +345,48 @@ def receipts_by_time(sr: pl.DataFrame, senders: pl.DataFrame, key: str, res: dic
     if sr.height == 0 or senders.height == 0:
         return pl.DataFrame(schema={"sr": pl.Int64, key: pl.Int64, "n_cand": pl.UInt32})
     r = pl.col("source").replace_strict(res, default=0.0)
-    left = sr.select("sr", pl.col("t0").alias("s"), (pl.col("t0") + r).alias("s_hi"), "aborted",
-                     (pl.col("aborted") + r).alias("ab_hi")).sort("s", "sr")
+    left = sr.select(
+        "sr",
+        pl.col("t0").alias("s"),
+        (pl.col("t0") + r).alias("s_hi"),
+        "aborted",
+        (pl.col("aborted") + r).alias("ab_hi"),
+    ).sort("s", "sr")
     left = left.with_columns(group_first("s").alias("_first")).with_columns(index_in_group().alias("k_s"))
     right = senders.select(key, "a0", "a1").sort("a0").with_columns(pl.col("a0").floor().alias("_sec"))
-    right = right.with_columns(group_first("_sec").alias("_first")).with_columns(index_in_group().alias("k_a"))
+    right = right.with_columns(group_first("_sec").alias("_first")).with_columns(
+        index_in_group().alias("k_a")
+    )
     cand = left.drop("_first").join_where(
-        right.drop("_first"), pl.col("a0") >= pl.col("s") - INFERRED_TOL_S, pl.col("a0") <= pl.col("s_hi") + SLACK_S)
+        right.drop("_first"),
+        pl.col("a0") >= pl.col("s") - INFERRED_TOL_S,
+        pl.col("a0") <= pl.col("s_hi") + SLACK_S,
+    )
     outside = (pl.col("s") - pl.col("a0")).clip(0) + (pl.col("a0") - pl.col("s_hi")).clip(0)
-    abort_gap = pl.when(pl.col("aborted").is_null()).then(pl.lit(END_CAP_S / 2)).otherwise(
-        pl.min_horizontal((pl.col("aborted") - SLACK_S - pl.col("a1")).clip(0)
-                          + (pl.col("a1") - pl.col("ab_hi") - SLACK_S).clip(0), pl.lit(END_CAP_S)).fill_null(END_CAP_S))
+    abort_gap = (
+        pl.when(pl.col("aborted").is_null())
+        .then(pl.lit(END_CAP_S / 2))
+        .otherwise(
+            pl.min_horizontal(
+                (pl.col("aborted") - SLACK_S - pl.col("a1")).clip(0)
+                + (pl.col("a1") - pl.col("ab_hi") - SLACK_S).clip(0),
+                pl.lit(END_CAP_S),
+            ).fill_null(END_CAP_S)
+        )
+    )
     cand = cand.with_columns(
-        (outside + abort_gap + RANK_WEIGHT * (pl.col("k_s") - pl.col("k_a")).abs()).alias("cost"))
+        (outside + abort_gap + RANK_WEIGHT * (pl.col("k_s") - pl.col("k_a")).abs()).alias("cost")
+    )
     return assign(cand.select("sr", key, "cost"), "sr", key).select("sr", key, "n_cand")
 
 
-def _server_client(F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
+def _server_client(
+    F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dict[str, float]
+) -> pl.DataFrame:
     """Executions no gateway line explains, tied straight to a client attempt (client -> vLLM)."""
-    empty = pl.DataFrame(schema={"sr": pl.Int64, "ca": pl.Int64, "lr": pl.Int64, "match": pl.String,
-                                 "score": pl.Float64})
+    empty = pl.DataFrame(
+        schema={"sr": pl.Int64, "ca": pl.Int64, "lr": pl.Int64, "match": pl.String, "score": pl.Float64}
+    )
     free_sr = F.sr.join(sr_ga, on="sr", how="anti")
     free_ca = F.ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
     if free_sr.height == 0 or free_ca.height == 0:
@@ -296,11 +395,19 @@ def _server_client(F: Frames, sr_ga: pl.DataFrame, gr_lr: pl.DataFrame, res: dic
     left = free_sr.select("sr", pl.col("base_request_id").alias("k"), (pl.col("t0") + half).alias("t"))
     right = free_ca.select("ca", pl.col("request_id").alias("k"), pl.col("t0").alias("t"))
     ex = nearest(left, right, "sr", "ca", EXACT_TOL_S, by="k").select(
-        "sr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score"))
+        "sr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score")
+    )
     out = [ex]
     if F.gr.height == 0:  # only without a gateway can an id-less client send be the vLLM request
-        inf = receipts_by_time(free_sr.join(ex, on="sr", how="anti"),
-                               free_ca.join(ex, on="ca", how="anti").select("ca", pl.col("t0").alias("a0"),
-                                                                           pl.col("t1").alias("a1")), "ca", res)
-        out.append(inf.select("sr", "ca", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score")))
+        inf = receipts_by_time(
+            free_sr.join(ex, on="sr", how="anti"),
+            free_ca.join(ex, on="ca", how="anti").select(
+                "ca", pl.col("t0").alias("a0"), pl.col("t1").alias("a1")
+            ),
+            "ca",
+            res,
+        )
+        out.append(
+            inf.select("sr", "ca", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score"))
+        )
     return pl.concat(out).join(F.ca.select("ca", "lr"), on="ca").select("sr", "ca", "lr", "match", "score")

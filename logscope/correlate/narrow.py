@@ -25,10 +25,40 @@ FRAMES = {
 }
 LINKS = {"gr_lr": ("gr", "ca", "match"), "sr_ga": ("sr", "match"), "sr_ca": ("sr", "match")}
 ASSEMBLED = {
-    "requests": ("lr", "t0", "t1", "match", "origin", "outcome", "server_requests", "client_attempts",
-                 "duplicate_concurrent", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens"),
-    "execs": ("sr", "lr", "match", "t0", "start", "end", "end_source", "aborted", "finished", "preempted", "left",
-              "left_by", "orphaned", "orphan_s", "gen_s", "duplicate"),
+    "requests": (
+        "lr",
+        "t0",
+        "t1",
+        "match",
+        "origin",
+        "outcome",
+        "server_requests",
+        "client_attempts",
+        "duplicate_concurrent",
+        "ttft_s",
+        "e2e_s",
+        "prompt_tokens",
+        "max_tokens",
+        "output_tokens",
+    ),
+    "execs": (
+        "sr",
+        "lr",
+        "match",
+        "t0",
+        "start",
+        "end",
+        "end_source",
+        "aborted",
+        "finished",
+        "preempted",
+        "left",
+        "left_by",
+        "orphaned",
+        "orphan_s",
+        "gen_s",
+        "duplicate",
+    ),
     "gr_lr": ("gr", "lr"),
 }
 KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correlation (or slice)
@@ -49,12 +79,17 @@ def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
     """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, in which
     a file name repeated a million times takes 4 bytes a row: the gateway frame's 130 -> 87 MB at 5 GB).
     The frames are built in the field order of FRAMES, LINKS and ASSEMBLED."""
+
     def cols(df: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
         df = _cols(df, names)
         return df.with_columns(pl.col(pl.String).cast(pl.Categorical)) if compact else df
 
-    f = Frames(*(cols(getattr(F, n), c) for n, c in FRAMES.items()), F.client_sources,
-               F.dropped_client_sources, list(F.notes))
+    f = Frames(
+        *(cols(getattr(F, n), c) for n, c in FRAMES.items()),
+        F.client_sources,
+        F.dropped_client_sources,
+        list(F.notes),
+    )
     links = Links(*(cols(getattr(L, n), c) for n, c in LINKS.items()))
     a = Assembled(*(cols(getattr(A, n), c) for n, c in ASSEMBLED.items()), dict(A.unmatched_keys))
     return Narrow(f, links, a)
@@ -67,6 +102,7 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
     and ``timeless`` (the first slice: timeless rows are read by every slice). Attempts, gateway requests
     and executions follow their logical request; those of none follow their own start. ``hi`` excludes
     so that adjacent slices never both keep a row."""
+
     def mine(t: pl.Expr) -> pl.Expr:
         e = pl.lit(True)
         if lo is not None:
@@ -81,15 +117,27 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
     by_lr = pl.when(pl.col("lr").is_not_null()).then(pl.col("lr").is_in(lrs)).otherwise(mine(pl.col("t0")))
     ca = F.ca.filter(by_lr)
     gr_lr = A.gr_lr
-    gr = F.gr.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left").filter(by_lr).drop("lr")
+    gr = (
+        F.gr.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left")
+        .filter(by_lr)
+        .drop("lr")
+    )
     ex = A.execs.filter(by_lr)
     keep = {"ca": ca["ca"].implode(), "gr": gr["gr"].implode(), "sr": ex["sr"].implode()}
 
     def of_key(df: pl.DataFrame, key: str) -> pl.DataFrame:
         return df.filter(pl.col(key).is_in(keep[key]))
 
-    f = Frames(ca, F.cr.filter(pl.col("lr").is_in(lrs)), F.ga.head(0), gr, of_key(F.sr, "sr"),
-               F.client_sources, F.dropped_client_sources, F.notes)
+    f = Frames(
+        ca,
+        F.cr.filter(pl.col("lr").is_in(lrs)),
+        F.ga.head(0),
+        gr,
+        of_key(F.sr, "sr"),
+        F.client_sources,
+        F.dropped_client_sources,
+        F.notes,
+    )
     links = Links(of_key(L.gr_lr, "gr"), of_key(L.sr_ga, "sr"), of_key(L.sr_ca, "sr"))
     unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
     a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), unmatched)
@@ -99,10 +147,22 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
 def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
     """``n`` with each key moved by ``base``'s (a slice's keys count from 0: moved past those of the slices
     before it), as 32-bit integers while they fit; and the bases of the next slice."""
-    frames = [*(getattr(n.F, k) for k in FRAMES), *(getattr(n.L, k) for k in LINKS),
-              *(getattr(n.A, k) for k in ASSEMBLED)]
-    top = {k: max((int(df[k].max()) for df in frames if k in df.columns and df[k].len() and df[k].max() is not None),
-                  default=-1) for k in KEYS}
+    frames = [
+        *(getattr(n.F, k) for k in FRAMES),
+        *(getattr(n.L, k) for k in LINKS),
+        *(getattr(n.A, k) for k in ASSEMBLED),
+    ]
+    top = {
+        k: max(
+            (
+                int(df[k].max())
+                for df in frames
+                if k in df.columns and df[k].len() and df[k].max() is not None
+            ),
+            default=-1,
+        )
+        for k in KEYS
+    }
     nxt = {k: base.get(k, 0) + top[k] + 1 for k in KEYS}
     small = max(nxt.values()) < 2**32
 
@@ -113,9 +173,14 @@ def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
     def frame(df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns(move(pl.col(k), k) for k in KEYS if k in df.columns)
 
-    f = Frames(*(frame(getattr(n.F, k)) for k in FRAMES), n.F.client_sources, n.F.dropped_client_sources, n.F.notes)
+    f = Frames(
+        *(frame(getattr(n.F, k)) for k in FRAMES), n.F.client_sources, n.F.dropped_client_sources, n.F.notes
+    )
     links = Links(*(frame(getattr(n.L, k)) for k in LINKS))
-    unmatched = {k: v.to_frame().select(move(pl.col(v.name), v.name)).to_series() for k, v in n.A.unmatched_keys.items()}
+    unmatched = {
+        k: v.to_frame().select(move(pl.col(v.name), v.name)).to_series()
+        for k, v in n.A.unmatched_keys.items()
+    }
     a = Assembled(*(frame(getattr(n.A, k)) for k in ASSEMBLED), unmatched)
     return Narrow(f, links, a), nxt
 
@@ -128,8 +193,12 @@ def concat(parts: list[Narrow]) -> Narrow:
         return pl.concat(frames, how="diagonal_relaxed")
 
     notes = list(dict.fromkeys(x for p in parts for x in p.F.notes))
-    f = Frames(*(cat([getattr(p.F, k) for p in parts]) for k in FRAMES), first.F.client_sources,
-               first.F.dropped_client_sources, notes)
+    f = Frames(
+        *(cat([getattr(p.F, k) for p in parts]) for k in FRAMES),
+        first.F.client_sources,
+        first.F.dropped_client_sources,
+        notes,
+    )
     links = Links(*(cat([getattr(p.L, k) for p in parts]) for k in LINKS))
     unmatched = {k: pl.concat([p.A.unmatched_keys[k] for p in parts]) for k in first.A.unmatched_keys}
     a = Assembled(*(cat([getattr(p.A, k) for p in parts]) for k in ASSEMBLED), unmatched)

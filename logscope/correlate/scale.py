@@ -44,8 +44,11 @@ def scale_tables(tabs: dict[str, pl.DataFrame], copies: int) -> dict[str, pl.Dat
             continue
         big = df.join(k, how="cross")
         sfx = pl.lit("-k") + pl.col("_k").cast(pl.String)
-        exprs = [pl.col(c) + pl.duration(microseconds=pl.col("_k") * span)
-                 for c, t in df.schema.items() if t == schemas.TS]
+        exprs = [
+            pl.col(c) + pl.duration(microseconds=pl.col("_k") * span)
+            for c, t in df.schema.items()
+            if t == schemas.TS
+        ]
         exprs += [pl.col(c) + sfx for c in ID_COLS if c in df.columns]
         if "line_no" in df.columns:  # keeps gateway requests (source, line) distinct across copies
             exprs.append(pl.col("line_no") + pl.col("_k") * (df["line_no"].max() or 0))
@@ -53,7 +56,9 @@ def scale_tables(tabs: dict[str, pl.DataFrame], copies: int) -> dict[str, pl.Dat
     return out
 
 
-def time_correlation(out_dir: str | Path, target_requests: int = 1_000_000, window: str | None = None) -> dict:
+def time_correlation(
+    out_dir: str | Path, target_requests: int = 1_000_000, window: str | None = None
+) -> dict:
     """Correlate ``out_dir``'s tables tiled up to about ``target_requests`` logical requests; report the time."""
     tabs = read_tables(Path(out_dir))
     base = correlate_tables(tabs, window).summary["retry_multiplication"]["logical_requests"] or 1

@@ -64,7 +64,9 @@ PER_SLICE = ("client_attempts", "client_requests", "gateway_attempts", "gateway_
 Each = Callable[[Callable[..., narrow.Narrow], list[tuple]], Iterator[narrow.Narrow]]
 
 
-def correlate(out: Path, rng: Range, rows: int, window: str | None = None, each: Each | None = None) -> Result:
+def correlate(
+    out: Path, rng: Range, rows: int, window: str | None = None, each: Each | None = None
+) -> Result:
     """The correlation of ``out``'s tables, ``rows`` request-level rows a slice; requests.parquet is written
     here (the Result's ``requests`` is empty). ``each`` runs the slices elsewhere (a cluster's tasks,
     ``logscope.cluster.correlate``): given ``one_slice`` and each slice's arguments, it yields their results in
@@ -79,12 +81,16 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None, each:
     base: dict[str, int] = {}
     tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
     try:
-        args = [(out, rng, k, edges[k], edges[k + 1], margin, shift, pick, whole, tmp) for k in range(len(edges) - 1)]
+        args = [
+            (out, rng, k, edges[k], edges[k + 1], margin, shift, pick, whole, tmp)
+            for k in range(len(edges) - 1)
+        ]
         for own in (each or _here)(one_slice, args):
             own, base = narrow.rekey(own, base)
             parts.append(own)
         schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
-            out / "requests.parquet")
+            out / "requests.parquet"
+        )
         joined = narrow.concat(parts)
         del parts
         other = {n: _shifted(out, n, rng, shift) for n in ("server_stats", "server_events")}
@@ -93,16 +99,24 @@ def correlate(out: Path, rng: Range, rows: int, window: str | None = None, each:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = len(edges) - 1
-    notes.insert(0, f"{NOTE} {n} time slice{'s' if n != 1 else ''} of about {rows:,} request rows each, to bound "
-                 f"memory: every request is analysed, and each slice also reads the {margin:.0f} s beyond its edges "
-                 "so that long requests and retry chains stay whole")
+    notes.insert(
+        0,
+        f"{NOTE} {n} time slice{'s' if n != 1 else ''} of about {rows:,} request rows each, to bound "
+        f"memory: every request is analysed, and each slice also reads the {margin:.0f} s beyond its edges "
+        "so that long requests and retry chains stay whole",
+    )
     summ["notes"] = notes + summ["notes"]
-    summ["slices"] = {"count": n, "rows_per_slice": rows, "margin_s": round(margin, 3),
-                      "edges": [scope.iso(_dt(t)) for t in cuts]}
+    summ["slices"] = {
+        "count": n,
+        "rows_per_slice": rows,
+        "margin_s": round(margin, 3),
+        "edges": [scope.iso(_dt(t)) for t in cuts],
+    }
     return Result(schemas.empty("requests"), win, offsets_table(whole.offsets), summ)
 
 
 # ------------------------------------------------------------------ the whole input, on narrow scans
+
 
 def _pick(out: Path, rng: Range) -> pl.DataFrame:
     from ..resources.budget import (
@@ -115,7 +129,9 @@ def _pick(out: Path, rng: Range) -> pl.DataFrame:
 def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]]:
     """The whole input's answers a slice needs (``Whole``), and notes on how they were found."""
     res = whole_seconds(out, rng)
-    files = pl.read_parquet(out / "files.parquet") if (out / "files.parquet").exists() else schemas.empty("files")
+    files = (
+        pl.read_parquet(out / "files.parquet") if (out / "files.parquet").exists() else schemas.empty("files")
+    )
     logs = dict(zip(files["path"], files["stream"], strict=True)) if "stream" in files.columns else {}
     tabs, note = probe(out, rng, pick)
     F = frames.build(tabs)
@@ -127,9 +143,12 @@ def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]
 def whole_seconds(out: Path, rng: Range) -> dict[str, float]:
     """``frames.whole_seconds`` of the server frame, on a scan of two columns."""
     t0 = pl.coalesce(frames.secs("received_ts"), frames.secs("added_ts"))
-    return frames.whole_seconds(scope.scan(out, "server_requests", rng)
-                                .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
-                                .select("source", t0.alias("t0")), "t0")
+    return frames.whole_seconds(
+        scope.scan(out, "server_requests", rng)
+        .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
+        .select("source", t0.alias("t0")),
+        "t0",
+    )
 
 
 def _kept(pick: pl.DataFrame) -> list[str]:
@@ -150,26 +169,44 @@ def probe(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[dict[str, pl.DataF
         return _read(out, rng, None, pick), None
     ref = "gateway_attempts" if _count(out, "gateway_attempts", rng) else "server_requests"
     k = max(1, -(-_count(out, ref, rng) * len(REQUEST_TABLES) // PROBE_ROWS))
-    firsts = pl.concat([_first_ids(out, rng, "client_attempts", pl.coalesce("request_id", "logical_request_id"), pick),
-                        _first_ids(out, rng, "server_requests", pl.col("base_request_id"), pick)]).implode()
+    firsts = pl.concat(
+        [
+            _first_ids(out, rng, "client_attempts", pl.coalesce("request_id", "logical_request_id"), pick),
+            _first_ids(out, rng, "server_requests", pl.col("base_request_id"), pick),
+        ]
+    ).implode()
     if ref == "gateway_attempts":
-        chosen = ((pl.coalesce("client_request_id", "request_id").hash(seed=0) % k == 0)
-                  | pl.col("client_request_id").is_in(firsts) | pl.col("request_id").is_in(firsts))
+        chosen = (
+            (pl.coalesce("client_request_id", "request_id").hash(seed=0) % k == 0)
+            | pl.col("client_request_id").is_in(firsts)
+            | pl.col("request_id").is_in(firsts)
+        )
     else:
         chosen = (pl.col("base_request_id").hash(seed=0) % k == 0) | pl.col("base_request_id").is_in(firsts)
     tabs = _read(out, rng, {ref: chosen}, pick, (ref, "files"))
     if ref == "gateway_attempts":
         g = tabs[ref]
         ids = pl.concat([g["request_id"], g["client_request_id"]]).drop_nulls().unique().implode()
-        tabs["server_requests"] = _table(out, rng, "server_requests", pl.col("base_request_id").is_in(ids), pick)
+        tabs["server_requests"] = _table(
+            out, rng, "server_requests", pl.col("base_request_id").is_in(ids), pick
+        )
     else:
         ids = tabs[ref]["base_request_id"].drop_nulls().unique().implode()
-    ca = tabs["client_attempts"] = _table(out, rng, "client_attempts", pl.col("request_id").is_in(ids)
-                                          | pl.col("logical_request_id").is_in(ids), pick)
+    ca = tabs["client_attempts"] = _table(
+        out,
+        rng,
+        "client_attempts",
+        pl.col("request_id").is_in(ids) | pl.col("logical_request_id").is_in(ids),
+        pick,
+    )
     logical = ca["logical_request_id"].drop_nulls().unique().implode()
-    tabs["client_requests"] = _table(out, rng, "client_requests", pl.col("logical_request_id").is_in(logical), pick)
-    return tabs, (f"clock offsets estimated from one request id in {k} of the {ref.split('_')[0]} log, the first "
-                  f"{PER_SOURCE:,} of each client and vLLM log, and the other layers' rows with those ids")
+    tabs["client_requests"] = _table(
+        out, rng, "client_requests", pl.col("logical_request_id").is_in(logical), pick
+    )
+    return tabs, (
+        f"clock offsets estimated from one request id in {k} of the {ref.split('_')[0]} log, the first "
+        f"{PER_SOURCE:,} of each client and vLLM log, and the other layers' rows with those ids"
+    )
 
 
 def _first_ids(out: Path, rng: Range, table: str, key: pl.Expr, pick: pl.DataFrame) -> pl.Series:
@@ -179,12 +216,20 @@ def _first_ids(out: Path, rng: Range, table: str, key: pl.Expr, pick: pl.DataFra
     if table in frames.CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(_kept(pick)))
     sources = lf.select("source").unique().collect(engine="streaming")["source"].drop_nulls().sort()
-    return pl.concat([pl.Series("id", [], pl.String),
-                      *(lf.filter(pl.col("source") == s).head(PER_SOURCE).collect(engine="streaming")["id"]
-                        for s in sources)])
+    return pl.concat(
+        [
+            pl.Series("id", [], pl.String),
+            *(
+                lf.filter(pl.col("source") == s).head(PER_SOURCE).collect(engine="streaming")["id"]
+                for s in sources
+            ),
+        ]
+    )
 
 
-def complete(offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, logs: dict[str, str]) -> list[dict]:
+def complete(
+    offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, logs: dict[str, str]
+) -> list[dict]:
     """The probe's offsets, with a row for every source the probe did not hold: a file of a rotated log
     whose other files it held takes their estimate; any other is left as logged, as in a whole correlation."""
     have = {o["source"] for o in offsets}
@@ -203,30 +248,47 @@ def complete(offsets: list[dict], out: Path, rng: Range, pick: pl.DataFrame, log
     return rows
 
 
-def spans(out: Path, rng: Range, pick: pl.DataFrame, shift: dict[str, float]) -> dict[str, list[tuple[float, float]]]:
+def spans(
+    out: Path, rng: Range, pick: pl.DataFrame, shift: dict[str, float]
+) -> dict[str, list[tuple[float, float]]]:
     """``assemble.spans`` of the whole input, on scans of a few columns (on the reference clock)."""
     keep = _kept(pick)
     ca = scope.scan(out, "client_attempts", rng).filter(pl.col("source").is_in(keep))
-    timeout = (scope.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
-               .group_by("source").agg(pl.col("timeout_s").max().alias("_to")))
+    timeout = (
+        scope.scan(out, "client_requests", rng)
+        .filter(pl.col("source").is_in(keep))
+        .group_by("source")
+        .agg(pl.col("timeout_s").max().alias("_to"))
+    )
     t0, t1 = frames.secs("ts_start"), frames.secs("ts_end")
     # a timed-out attempt logged with no end ended at its send plus the client's timeout (frames.fill_timeouts)
     end = pl.coalesce(t1, pl.when(pl.col("timed_out").fill_null(False)).then(t0 + pl.col("_to")), t0)
-    client = _span_rows(ca.join(timeout, on="source", how="left").select("source", t0.alias("lo"), end.alias("hi")))
+    client = _span_rows(
+        ca.join(timeout, on="source", how="left").select("source", t0.alias("lo"), end.alias("hi"))
+    )
     if not client:
         cr = scope.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
         client = _span_rows(cr.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
-    inference = ~(pl.col("path").fill_null("").str.contains(frames.NON_INFERENCE_PATH)
-                  | (pl.col("method").fill_null("POST") == "GET"))
+    inference = ~(
+        pl.col("path").fill_null("").str.contains(frames.NON_INFERENCE_PATH)
+        | (pl.col("method").fill_null("POST") == "GET")
+    )
     ga = scope.scan(out, "gateway_attempts", rng).filter(inference)
     gateway = _span_rows(ga.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
-    return {"client": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in client],
-            "gateway": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in gateway]}
+    return {
+        "client": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in client],
+        "gateway": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in gateway],
+    }
 
 
 def _span_rows(lf: pl.LazyFrame) -> list[tuple[str, float, float]]:
-    df = (lf.filter(pl.col("lo").is_not_null()).group_by("source")
-          .agg(pl.col("lo").min(), pl.col("hi").max()).sort("source").collect(engine="streaming"))
+    df = (
+        lf.filter(pl.col("lo").is_not_null())
+        .group_by("source")
+        .agg(pl.col("lo").min(), pl.col("hi").max())
+        .sort("source")
+        .collect(engine="streaming")
+    )
     return [(s, lo, hi) for s, lo, hi in df.iter_rows() if lo is not None]
 
 
@@ -259,12 +321,23 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
 
 # ------------------------------------------------------------------ one slice
 
+
 def _here(fn: Callable[..., narrow.Narrow], args: list[tuple]) -> Iterator[narrow.Narrow]:
     return (fn(*a) for a in args)  # one at a time: a slice's tables are let go before the next is read
 
 
-def one_slice(out: Path, rng: Range, k: int, lo: float | None, hi: float | None, margin: float,
-              shift: dict[str, float], pick: pl.DataFrame, whole: Whole, tmp: Path) -> narrow.Narrow:
+def one_slice(
+    out: Path,
+    rng: Range,
+    k: int,
+    lo: float | None,
+    hi: float | None,
+    margin: float,
+    shift: dict[str, float],
+    pick: pl.DataFrame,
+    whole: Whole,
+    tmp: Path,
+) -> narrow.Narrow:
     """Slice ``k`` correlated: its own requests written to ``tmp`` (by a rename, so that a slice run again
     elsewhere replaces it whole), and its own narrow rows, keyed from 0."""
     tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
@@ -281,12 +354,21 @@ def _dt(t: float | None) -> datetime | None:
     return None if t is None else datetime.fromtimestamp(t, UTC)
 
 
-def _read(out: Path, rng: Range, where: dict[str, pl.Expr | None] | None, pick: pl.DataFrame,
-          names: tuple[str, ...] = frames.INPUTS) -> dict[str, pl.DataFrame]:
+def _read(
+    out: Path,
+    rng: Range,
+    where: dict[str, pl.Expr | None] | None,
+    pick: pl.DataFrame,
+    names: tuple[str, ...] = frames.INPUTS,
+) -> dict[str, pl.DataFrame]:
     """The ingest tables, as ``frames.read_tables`` gives them: ``names`` of them read (the rows ``where`` says,
     of the client sources ``pick`` keeps), the others empty."""
-    tabs = {n: _table(out, rng, n, (where or {}).get(n), pick) if n in names
-            else schemas.empty(n).select(frames.columns_read(n)) for n in frames.INPUTS}
+    tabs = {
+        n: _table(out, rng, n, (where or {}).get(n), pick)
+        if n in names
+        else schemas.empty(n).select(frames.columns_read(n))
+        for n in frames.INPUTS
+    }
     tabs[frames.CLIENT_PICK] = pick
     return tabs
 
@@ -295,8 +377,15 @@ def _table(out: Path, rng: Range, name: str, where: pl.Expr | None, pick: pl.Dat
     return frames.read_table(out, name, rng, _kept(pick), where)
 
 
-def read_slice(out: Path, rng: Range, lo: float | None, hi: float | None, margin: float, shift: dict[str, float],
-               pick: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def read_slice(
+    out: Path,
+    rng: Range,
+    lo: float | None,
+    hi: float | None,
+    margin: float,
+    shift: dict[str, float],
+    pick: pl.DataFrame,
+) -> dict[str, pl.DataFrame]:
     """The request tables' rows that overlap [lo - margin, hi + margin] on the reference clock."""
     stretch = Range(_dt(None if lo is None else lo - margin), _dt(None if hi is None else hi + margin))
     where = {n: scope.where(n, stretch, shift_duration(shift) if shift else None) for n in PER_SLICE}

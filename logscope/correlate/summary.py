@@ -17,8 +17,16 @@ def r3(x) -> float | None:
     return None if x is None else round(float(x), 3)
 
 
-def build(F: Frames, L: Links, A: Assembled, offsets: list[dict], shift: dict[str, float], width: float,
-          wnotes: list[str], res: dict[str, float]) -> dict:
+def build(
+    F: Frames,
+    L: Links,
+    A: Assembled,
+    offsets: list[dict],
+    shift: dict[str, float],
+    width: float,
+    wnotes: list[str],
+    res: dict[str, float],
+) -> dict:
     notes: list[str] = list(F.notes)
     for src, why in sorted(F.dropped_client_sources.items()):
         notes.append(f"client log {src} left out: {why} (it describes the same sends)")
@@ -38,9 +46,11 @@ def build(F: Frames, L: Links, A: Assembled, offsets: list[dict], shift: dict[st
     }
     away = out["retry_multiplication"]["server_requests_elsewhere"]
     if away:
-        notes.append(f"{away['requests']} vLLM requests on {', '.join(away['replicas']) or 'an unnamed replica'} match "
-                     "no caller in the folder (a replica serving other traffic): left out of server_requests and the "
-                     "amplification")
+        notes.append(
+            f"{away['requests']} vLLM requests on {', '.join(away['replicas']) or 'an unnamed replica'} match "
+            "no caller in the folder (a replica serving other traffic): left out of server_requests and the "
+            "amplification"
+        )
     notes += _clock_notes(offsets, res)
     notes += _layer_notes(F, A, away["requests"] - away["logical_requests"] if away else 0)
     notes += wnotes
@@ -54,10 +64,14 @@ def _match(F: Frames, L: Links, A: Assembled) -> dict:
 
     cg = kinds(L.gr_lr)
     cg["with_attempt"] = int(L.gr_lr["ca"].is_not_null().sum()) if L.gr_lr.height else 0
-    cg["unmatched_client_attempts"] = A.unmatched["client_attempts_without_gateway_request"] if F.gr.height else 0
+    cg["unmatched_client_attempts"] = (
+        A.unmatched["client_attempts_without_gateway_request"] if F.gr.height else 0
+    )
     cg["unmatched_gateway_requests"] = A.unmatched["gateway_requests_without_logical_request"]
     gs = kinds(L.sr_ga)
-    gs["unmatched_server_executions"] = int(F.sr.join(L.sr_ga, on="sr", how="anti").height) if F.gr.height else 0
+    gs["unmatched_server_executions"] = (
+        int(F.sr.join(L.sr_ga, on="sr", how="anti").height) if F.gr.height else 0
+    )
     gs["unmatched_gateway_requests"] = A.unmatched["gateway_requests_without_server_execution"]
     cs = kinds(L.sr_ca)
     req = A.requests
@@ -116,7 +130,8 @@ def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
         },
         "max_server_requests_per_logical_request": int(req["server_requests"].max() or 0) if n_lr else 0,
         "server_requests_elsewhere": {"requests": n_other, "logical_requests": n_lr_other, "replicas": other}
-        if n_other else None,
+        if n_other
+        else None,
     }
 
 
@@ -128,7 +143,9 @@ def _flags(F: Frames, A: Assembled, notes: list[str]) -> dict:
     both = 0
     if A.gr_lr.height and client_retries and gw_retries:
         gw_multi = A.gr_lr.join(gr.filter(pl.col("n_attempts") > 1).select("gr"), on="gr")["lr"].unique()
-        both = int(A.requests.filter(pl.col("lr").is_in(gw_multi.implode()) & (pl.col("client_attempts") > 1)).height)
+        both = int(
+            A.requests.filter(pl.col("lr").is_in(gw_multi.implode()) & (pl.col("client_attempts") > 1)).height
+        )
     layers = [k for k, n in (("client", client_retries), ("gateway", gw_retries)) if n]
     dup = int(A.execs["duplicate"].sum()) if A.execs.height else 0
     return {
@@ -141,7 +158,9 @@ def _flags(F: Frames, A: Assembled, notes: list[str]) -> dict:
         },
         **_retry_delays(ca, notes),
         "duplicate_concurrent_retries": dup,
-        "duplicate_concurrent_requests": int(A.requests["duplicate_concurrent"].sum()) if A.requests.height else 0,
+        "duplicate_concurrent_requests": int(A.requests["duplicate_concurrent"].sum())
+        if A.requests.height
+        else 0,
     }
 
 
@@ -150,35 +169,61 @@ def _retry_delays(ca: pl.DataFrame, notes: list[str]) -> dict:
     else the gap between the previous attempt's end and the retry's send."""
     if ca.height == 0:
         return {"retries_without_backoff": None, "fixed_interval": None, "retry_delays": None}
-    d = ca.sort(["lr", "t0"]).with_columns(group_first("lr").alias("_first")).with_columns(
-        (pl.col("t0") - prev_in_group(pl.col("t1"))).alias("gap"),
-        index_in_group().alias("k"),
+    d = (
+        ca.sort(["lr", "t0"])
+        .with_columns(group_first("lr").alias("_first"))
+        .with_columns(
+            (pl.col("t0") - prev_in_group(pl.col("t1"))).alias("gap"),
+            index_in_group().alias("k"),
+        )
     )
     logged = "retry_delay_s" in ca.columns and ca["retry_delay_s"].is_not_null().any()
     col = "retry_delay_s" if logged else "gap"
     d = d.filter((pl.col("k") > 1) & pl.col(col).is_not_null())
     if d.height == 0:
         return {"retries_without_backoff": None, "fixed_interval": None, "retry_delays": None}
-    by_k = d.group_by("k").agg(
-        pl.len().alias("n"), pl.col(col).median().alias("median_s"), pl.col(col).std().alias("std_s"),
-        pl.col(col).min().alias("min_s"), pl.col(col).max().alias("max_s"),
-    ).sort("k")
+    by_k = (
+        d.group_by("k")
+        .agg(
+            pl.len().alias("n"),
+            pl.col(col).median().alias("median_s"),
+            pl.col(col).std().alias("std_s"),
+            pl.col(col).min().alias("min_s"),
+            pl.col(col).max().alias("max_s"),
+        )
+        .sort("k")
+    )
     fixed = by_k.filter((pl.col("n") >= MIN_FOR_PATTERN) & (pl.col("std_s") < JITTER_MIN_S))
     no_backoff = int((d[col] < NO_BACKOFF_S).sum())
     if not logged:
-        notes.append("retry delays are the gaps between an attempt's end and the next send (no logged delay kept)")
+        notes.append(
+            "retry delays are the gaps between an attempt's end and the next send (no logged delay kept)"
+        )
     return {
-        "retries_without_backoff": {"count": no_backoff, "share": r3(no_backoff / d.height), "flag": no_backoff > 0,
-                                    "threshold_s": NO_BACKOFF_S},
-        "fixed_interval": {"flag": fixed.height > 0, "retry_numbers": [int(k) - 1 for k in fixed["k"]],
-                           "jitter_below_s": JITTER_MIN_S},
+        "retries_without_backoff": {
+            "count": no_backoff,
+            "share": r3(no_backoff / d.height),
+            "flag": no_backoff > 0,
+            "threshold_s": NO_BACKOFF_S,
+        },
+        "fixed_interval": {
+            "flag": fixed.height > 0,
+            "retry_numbers": [int(k) - 1 for k in fixed["k"]],
+            "jitter_below_s": JITTER_MIN_S,
+        },
         "retry_delays": {
             "source": "logged delay" if logged else "gap between attempts",
             "n": d.height,
             "median_s": r3(d[col].median()),
             "by_retry": [
-                {"retry": int(r["k"]) - 1, "n": int(r["n"]), "median_s": r3(r["median_s"]), "std_s": r3(r["std_s"]),
-                 "min_s": r3(r["min_s"]), "max_s": r3(r["max_s"])}
+                {
+                    "retry": int(r["k"]) - 1,
+                    "n": int(r["n"]),
+                    "median_s": r3(r["median_s"]),
+                    "std_s": r3(r["std_s"]),
+                    "min_s": r3(r["min_s"]),
+                    "max_s": r3(r["max_s"]),
+                }
                 for r in by_k.iter_rows(named=True)
             ],
         },
@@ -191,16 +236,22 @@ def _orphans(A: Assembled, notes: list[str]) -> dict:
     orph = ex.filter(pl.col("orphaned").fill_null(False))
     aborted = left.filter(pl.col("aborted").is_not_null() & ~pl.col("orphaned").fill_null(False))
     # done before an abort could reach them: finished after the caller left, within the race window
-    raced = left.filter(pl.col("aborted").is_null() & ~pl.col("orphaned").fill_null(False)
-                        & (pl.col("end") > pl.col("left")))
+    raced = left.filter(
+        pl.col("aborted").is_null() & ~pl.col("orphaned").fill_null(False) & (pl.col("end") > pl.col("left"))
+    )
     ends = orph.group_by("end_source").len()
-    end_counts = {END_SOURCES.get(r["end_source"], "unknown"): int(r["len"]) for r in ends.iter_rows(named=True)
-                  if r["end_source"] is not None}
+    end_counts = {
+        END_SOURCES.get(r["end_source"], "unknown"): int(r["len"])
+        for r in ends.iter_rows(named=True)
+        if r["end_source"] is not None
+    }
     unknown_end = int(orph["end"].is_null().sum())
     if unknown_end:
         end_counts["unknown"] = unknown_end
-        notes.append(f"{unknown_end} orphaned executions have no known end (no gateway upstream time, no finish "
-                     "or abort line): their generation after the caller left is not counted")
+        notes.append(
+            f"{unknown_end} orphaned executions have no known end (no gateway upstream time, no finish "
+            "or abort line): their generation after the caller left is not counted"
+        )
     return {
         "count": orph.height,
         "count_by_match": {k: int((orph["match"] == k).sum()) for k in ("exact", "inferred")},
@@ -229,10 +280,14 @@ def _clock_notes(offsets: list[dict], res: dict[str, float]) -> list[str]:
     notes = []
     for o in offsets:
         if not o["verified"]:
-            notes.append(f"clock of {o['source']} is unverified ({o['method']}): its times are used as logged")
+            notes.append(
+                f"clock of {o['source']} is unverified ({o['method']}): its times are used as logged"
+            )
     if any(v >= 1 for v in res.values()):
-        notes.append("vLLM stamps have 1-second resolution: server clock offsets are estimated from intervals "
-                     "[S, S+1) and are good to the spread shown, not to the millisecond")
+        notes.append(
+            "vLLM stamps have 1-second resolution: server clock offsets are estimated from intervals "
+            "[S, S+1) and are good to the spread shown, not to the millisecond"
+        )
     return notes
 
 
@@ -240,23 +295,33 @@ def _layer_notes(F: Frames, A: Assembled, away: int = 0) -> list[str]:
     notes = []
     ex = A.execs
     if ex.height and ex["finished"].is_null().all():
-        notes.append("vLLM logged no 'Finished request' line (V1 never does): server work ends at the gateway's "
-                     "upstream time for that attempt, else the client's end, else the abort line")
+        notes.append(
+            "vLLM logged no 'Finished request' line (V1 never does): server work ends at the gateway's "
+            "upstream time for that attempt, else the client's end, else the abort line"
+        )
     if ex.height and ex["preempted"].is_null().all():
-        notes.append("which requests were preempted cannot be told: vLLM V1 never names them (requests.preempted "
-                     "is null); V0 names only the sampled ones it warns about")
+        notes.append(
+            "which requests were preempted cannot be told: vLLM V1 never names them (requests.preempted "
+            "is null); V0 names only the sampled ones it warns about"
+        )
     if F.gr.height == 0 and F.ca.height:
         notes.append("no gateway log: client attempts are tied to vLLM requests directly")
     if F.ca.height == 0 and F.cr.height == 0:
-        notes.append("no client log: logical requests are the gateway's (or vLLM's) requests; client retries "
-                     "with the same X-Request-Id are grouped into one logical request")
+        notes.append(
+            "no client log: logical requests are the gateway's (or vLLM's) requests; client retries "
+            "with the same X-Request-Id are grouped into one logical request"
+        )
     n_unm = A.unmatched["gateway_requests_without_logical_request"]
     if n_unm:
-        notes.append(f"{n_unm} gateway requests fall inside the client log's span but match no client attempt by "
-                     "id or time: left out of the logical requests")
+        notes.append(
+            f"{n_unm} gateway requests fall inside the client log's span but match no client attempt by "
+            "id or time: left out of the logical requests"
+        )
     n_sr = A.unmatched["server_executions_without_caller"]
     n_sr = max(0, n_sr - away)  # those of a replica no caller reached are said apart (build)
     if n_sr:
-        notes.append(f"{n_sr} vLLM requests fall inside the gateway/client logs' span but match none of their "
-                     "requests: counted in server_requests, not in any logical request")
+        notes.append(
+            f"{n_sr} vLLM requests fall inside the gateway/client logs' span but match none of their "
+            "requests: counted in server_requests, not in any logical request"
+        )
     return notes

@@ -54,8 +54,10 @@ def capped_width(span_s: float, width: float) -> tuple[float, str | None]:
         return width, None
     raw = span_s / MAX_WINDOWS
     wide = float(next((n for n in NICE_S if n >= raw), math.ceil(raw / NICE_S[-1]) * NICE_S[-1]))
-    return wide, (f"windows of {width:g} s over {span_s:,.0f} s would be {span_s / width:,.0f} windows: "
-                  f"widened to {wide:g} s (at most {MAX_WINDOWS:,})")
+    return wide, (
+        f"windows of {width:g} s over {span_s:,.0f} s would be {span_s / width:,.0f} windows: "
+        f"widened to {wide:g} s (at most {MAX_WINDOWS:,})"
+    )
 
 
 def choose_width(span_s: float) -> float:
@@ -94,35 +96,56 @@ class Grid:
         lo, hi = self.origin, self.origin + self.n * self.w
         iv = df.filter(pl.col(t0).is_not_null() & pl.col(t1).is_not_null() & (pl.col(t1) > pl.col(t0)))
         iv = iv.select(pl.col(t0).clip(lo, hi).alias("a"), pl.col(t1).clip(lo, hi).alias("b")).filter(
-            pl.col("b") > pl.col("a"))
+            pl.col("b") > pl.col("a")
+        )
         ia = ((pl.col("a") - self.origin) / self.w).floor().cast(pl.Int64).clip(0, self.n - 1)
         ib = ((pl.col("b") - self.origin) / self.w).floor().cast(pl.Int64).clip(0, self.n - 1)
         iv = iv.select("a", "b", ia.alias("ia"), ib.alias("ib"))
         edge = pl.lit(self.origin) + (pl.col("ia") + 1) * self.w  # end of the start's window
         one = pl.col("ia") == pl.col("ib")
         head = iv.group_by(pl.col("ia").alias("i")).agg(
-            pl.when(one).then(pl.col("b") - pl.col("a")).otherwise(edge - pl.col("a")).sum().alias("_p"))
-        tail = iv.filter(~one).group_by(pl.col("ib").alias("i")).agg(
-            (pl.col("b") - (pl.lit(self.origin) + pl.col("ib") * self.w)).sum().alias("_p"))
+            pl.when(one).then(pl.col("b") - pl.col("a")).otherwise(edge - pl.col("a")).sum().alias("_p")
+        )
+        tail = (
+            iv.filter(~one)
+            .group_by(pl.col("ib").alias("i"))
+            .agg((pl.col("b") - (pl.lit(self.origin) + pl.col("ib") * self.w)).sum().alias("_p"))
+        )
         inner = iv.filter(pl.col("ib") > pl.col("ia") + 1)
-        diff = pl.concat([inner.select((pl.col("ia") + 1).alias("i"), pl.lit(1, pl.Int64).alias("_d")),
-                          inner.select(pl.col("ib").alias("i"), pl.lit(-1, pl.Int64).alias("_d"))])
+        diff = pl.concat(
+            [
+                inner.select((pl.col("ia") + 1).alias("i"), pl.lit(1, pl.Int64).alias("_d")),
+                inner.select(pl.col("ib").alias("i"), pl.lit(-1, pl.Int64).alias("_d")),
+            ]
+        )
         diff = diff.group_by("i").agg(pl.col("_d").sum())
         part = pl.concat([head, tail]).group_by("i").agg(pl.col("_p").sum())
-        return (self.frame().join(diff, on="i", how="left").join(part, on="i", how="left")
-                .with_columns(pl.col("_d").fill_null(0).cum_sum(), pl.col("_p").fill_null(0.0))
-                .select("i", (pl.col("_d") + pl.col("_p") / self.w).alias(name))
-                .filter(pl.col(name) != 0))
+        return (
+            self.frame()
+            .join(diff, on="i", how="left")
+            .join(part, on="i", how="left")
+            .with_columns(pl.col("_d").fill_null(0).cum_sum(), pl.col("_p").fill_null(0.0))
+            .select("i", (pl.col("_d") + pl.col("_p") / self.w).alias(name))
+            .filter(pl.col(name) != 0)
+        )
 
     def spans(self, df: pl.DataFrame, t0: str, t1: str, name: str) -> pl.DataFrame:
         """How many [t0, t1] intervals touch each window."""
         d = df.filter(pl.col(t0).is_not_null() & pl.col(t1).is_not_null()).select(
-            pl.int_ranges(self.idx(t0), self.idx(t1) + 1).alias("i"))
+            pl.int_ranges(self.idx(t0), self.idx(t1) + 1).alias("i")
+        )
         return d.explode("i").group_by("i").agg(pl.len().cast(pl.Int64).alias(name))
 
 
-def build(grid: Grid, req: pl.DataFrame, ca: pl.DataFrame, gr: pl.DataFrame, ex: pl.DataFrame,
-          stats: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+def build(
+    grid: Grid,
+    req: pl.DataFrame,
+    ca: pl.DataFrame,
+    gr: pl.DataFrame,
+    ex: pl.DataFrame,
+    stats: pl.DataFrame,
+    events: pl.DataFrame,
+) -> tuple[pl.DataFrame, list[str]]:
     notes: list[str] = []
     g = grid
     gr = gr.filter(pl.col("inference"))
@@ -162,15 +185,18 @@ def build(grid: Grid, req: pl.DataFrame, ca: pl.DataFrame, gr: pl.DataFrame, ex:
     ).with_columns(
         to_ts(pl.lit(g.origin) + pl.col("i") * g.w).alias("ts"),
         pl.lit(g.w).alias("window_s"),
-        pl.when(pl.col("arrivals") > 0).then(pl.col("_cohort_exec") / pl.col("arrivals")).alias("amplification"),
+        pl.when(pl.col("arrivals") > 0)
+        .then(pl.col("_cohort_exec") / pl.col("arrivals"))
+        .alias("amplification"),
     )
     if "preemptions" not in pre.columns:
         w = w.with_columns(pl.lit(None, pl.Int64).alias("preemptions"))
     if ca.height == 0:
         w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_client"))
     if ex.height == 0:  # no vLLM request line in the input: its executions are unknown, not none
-        w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_server"), pl.lit(None, pl.Float64).alias(
-            "amplification"))
+        w = w.with_columns(
+            pl.lit(None, pl.Float64).alias("inflight_server"), pl.lit(None, pl.Float64).alias("amplification")
+        )
     if gr.height == 0:
         w = w.with_columns(pl.lit(None, pl.Float64).alias("inflight_gateway"))
     if ex.height == 0:
@@ -184,36 +210,67 @@ def _latency(g: Grid, req: pl.DataFrame, ok: pl.DataFrame) -> pl.DataFrame:
         for p in (50, 95, 99):
             q.append(pl.col(col).quantile(p / 100, "linear").alias(f"{name}_p{p}"))
     lat = ok.filter(pl.col("t0").is_not_null()).group_by(g.idx("t0")).agg(q)
-    arr = req.filter(pl.col("t0").is_not_null()).group_by(g.idx("t0")).agg(
-        pl.col("prompt_tokens").mean().alias("prompt_tokens_mean"),
-        pl.col("max_tokens").mean().alias("max_tokens_mean"),
+    arr = (
+        req.filter(pl.col("t0").is_not_null())
+        .group_by(g.idx("t0"))
+        .agg(
+            pl.col("prompt_tokens").mean().alias("prompt_tokens_mean"),
+            pl.col("max_tokens").mean().alias("max_tokens_mean"),
+        )
     )
-    out = ok.filter(pl.col("t1").is_not_null()).group_by(g.idx("t1")).agg(
-        pl.col("output_tokens").mean().alias("output_tokens_mean"))
+    out = (
+        ok.filter(pl.col("t1").is_not_null())
+        .group_by(g.idx("t1"))
+        .agg(pl.col("output_tokens").mean().alias("output_tokens_mean"))
+    )
     return g.frame().join(lat, on="i", how="left").join(arr, on="i", how="left").join(out, on="i", how="left")
 
 
 def _server_state(g: Grid, stats: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     """Running / waiting / KV per window: the log's stats lines when present, else the metrics."""
     st = stats.filter(pl.col("ts").is_not_null()).with_columns(
-        secs("ts").alias("t"), pl.coalesce("kv_usage", "gpu_kv_usage", "cpu_kv_usage").alias("kv"))
+        secs("ts").alias("t"), pl.coalesce("kv_usage", "gpu_kv_usage", "cpu_kv_usage").alias("kv")
+    )
     has_log = st.filter((pl.col("origin") == "log") & pl.col("running").is_not_null()).height > 0
     st = st.filter(pl.col("origin") == ("log" if has_log else "prometheus"))
     if st.height == 0:
-        return g.frame().head(0).with_columns(*(pl.lit(None, pl.Float64).alias(c) for c in (
-            "running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")))
+        return (
+            g.frame()
+            .head(0)
+            .with_columns(
+                *(
+                    pl.lit(None, pl.Float64).alias(c)
+                    for c in (
+                        "running_max",
+                        "running_mean",
+                        "waiting_max",
+                        "waiting_mean",
+                        "kv_max",
+                        "kv_mean",
+                    )
+                )
+            )
+        )
     if not has_log:
-        notes.append("running/waiting/KV per window come from the Prometheus metrics (no stats lines in the log)")
+        notes.append(
+            "running/waiting/KV per window come from the Prometheus metrics (no stats lines in the log)"
+        )
     # several replicas: per replica first, then summed (requests) or pooled (KV usage)
     per = st.group_by(g.idx("t"), "replica").agg(
-        pl.col("running").max().alias("rmax"), pl.col("running").mean().alias("rmean"),
-        pl.col("waiting").max().alias("wmax"), pl.col("waiting").mean().alias("wmean"),
-        pl.col("kv").max().alias("kmax"), pl.col("kv").mean().alias("kmean"),
+        pl.col("running").max().alias("rmax"),
+        pl.col("running").mean().alias("rmean"),
+        pl.col("waiting").max().alias("wmax"),
+        pl.col("waiting").mean().alias("wmean"),
+        pl.col("kv").max().alias("kmax"),
+        pl.col("kv").mean().alias("kmean"),
     )
     return per.group_by("i").agg(
-        pl.col("rmax").sum().cast(pl.Float64).alias("running_max"), pl.col("rmean").sum().alias("running_mean"),
-        pl.col("wmax").sum().cast(pl.Float64).alias("waiting_max"), pl.col("wmean").sum().alias("waiting_mean"),
-        pl.col("kmax").max().alias("kv_max"), pl.col("kmean").mean().alias("kv_mean"),
+        pl.col("rmax").sum().cast(pl.Float64).alias("running_max"),
+        pl.col("rmean").sum().alias("running_mean"),
+        pl.col("wmax").sum().cast(pl.Float64).alias("waiting_max"),
+        pl.col("wmean").sum().alias("waiting_mean"),
+        pl.col("kmax").max().alias("kv_max"),
+        pl.col("kmean").mean().alias("kv_mean"),
     )
 
 

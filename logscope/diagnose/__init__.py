@@ -79,8 +79,9 @@ def _run(out: Path, options) -> dict:
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
     rng = scope.of(options)
     inp = load(out, getattr(options, "window", None), rng)
-    life = _in_range(lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th),
-                     rng)
+    life = _in_range(
+        lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
+    )
     ctx = Context(inp, life, th, slo)
     ctx.gateway_conf = gateway_config.read(out)
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
@@ -96,8 +97,9 @@ def _run(out: Path, options) -> dict:
     traffic = _traffic(inp, _multiplication(out))
     traffic["cancellation"] = cancellation.analyse(_correlation_orphans(out), th)
     traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin)
-    traffic["amplification_below_1"] = outcomes.below_one(inp.requests, _amplification(out, traffic),
-                                                          _server_end(inp))
+    traffic["amplification_below_1"] = outcomes.below_one(
+        inp.requests, _amplification(out, traffic), _server_end(inp)
+    )
     cold = _cold(ctx)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
     _write_tables(out, eps, fnd, rows)
@@ -111,15 +113,28 @@ def _run(out: Path, options) -> dict:
         "server_lifecycle": _life(life, ctx.stop_errors),
         "output_lengths": {
             "overall": from_histograms.fill_lengths(ctx, capacity.output_lengths(inp.requests)),
-            "per_step": [{"step": r["step"], "concurrency": r["concurrency"], "max_tokens_mean": r["max_tokens_mean"],
-                          "output_tokens_mean": r["output_tokens_mean"], "source": r.get("lengths_source")}
-                         for r in rows],
+            "per_step": [
+                {
+                    "step": r["step"],
+                    "concurrency": r["concurrency"],
+                    "max_tokens_mean": r["max_tokens_mean"],
+                    "output_tokens_mean": r["output_tokens_mean"],
+                    "source": r.get("lengths_source"),
+                }
+                for r in rows
+            ],
             "per_episode": [{"episode_id": e["episode_id"], **e["details"]["output_lengths"]} for e in eps],
         },
         "traffic": traffic,
-        "observed": {"start": ctx.span_lo, "end": ctx.span_hi, "seconds": ctx.span_s, "last_arrival": ctx.load_end,
-                     "requests_from": inp.requests_origin, "windows_from": inp.windows_origin,
-                     "window_s": inp.window_s},
+        "observed": {
+            "start": ctx.span_lo,
+            "end": ctx.span_hi,
+            "seconds": ctx.span_s,
+            "last_arrival": ctx.load_end,
+            "requests_from": inp.requests_origin,
+            "windows_from": inp.windows_origin,
+            "window_s": inp.window_s,
+        },
         "slo": {key: float(getattr(options, opt)) for opt, key in SLO_KEYS.items()},
         "thresholds": th.as_dict(),
         "thresholds_unknown": unknown,
@@ -139,12 +154,16 @@ def _in_range(life: lifecycle.Lifecycle, rng: scope.Range) -> lifecycle.Lifecycl
         return life
     inside = rng.contains
     return lifecycle.Lifecycle(
-        [s for s in life.starts if inside(s["ts"])], [d for d in life.deaths if inside(d.ts)],
-        [s for s in life.shutdowns if inside(s["ts"])], life.shutdown_noise,
-        [c for c in life.cold if inside(c["server_start"])])
+        [s for s in life.starts if inside(s["ts"])],
+        [d for d in life.deaths if inside(d.ts)],
+        [s for s in life.shutdowns if inside(s["ts"])],
+        life.shutdown_noise,
+        [c for c in life.cold if inside(c["server_start"])],
+    )
 
 
 # ------------------------------------------------------------------ outputs
+
 
 def _write_tables(out: Path, eps: list[dict], fnd: list[dict], rows: list[dict]) -> None:
     def frame(items: list[dict], table: str) -> pl.DataFrame:
@@ -185,6 +204,7 @@ def _clean(x):
 
 # ------------------------------------------------------------------ run-level figures
 
+
 def _multiplication(out: Path) -> dict:
     """correlation.json's request counts per layer ({} when correlation did not run)."""
     p = out / "correlation.json"
@@ -201,7 +221,9 @@ def _traffic(inp: Inputs, rm: dict | None = None) -> dict:
     away = (rm or {}).get("server_requests_elsewhere") or {}
     if away.get("replicas"):  # executions on a replica no caller here reached are no retries of these callers
         gen = gen & ~pl.col("replica").fill_null("").is_in(away["replicas"])
-    n_gen, n_abort = sr.select(gen.sum().alias("n"), (gen & pl.col("aborted_ts").is_not_null()).sum().alias("a")).row(0)
+    n_gen, n_abort = sr.select(
+        gen.sum().alias("n"), (gen & pl.col("aborted_ts").is_not_null()).sum().alias("a")
+    ).row(0)
     t["server_requests"] = n_gen or None
     t["server_aborts"] = n_abort if n_gen else None
     if inp.requests_origin in ("correlated", "client"):
@@ -222,9 +244,11 @@ def _traffic(inp: Inputs, rm: dict | None = None) -> dict:
     if ga.height:
         first = pl.col("attempt").fill_null(1) == 1
         n, retries, x5, x499 = ga.select(
-            first.sum().alias("n"), ((pl.col("attempts_total").fill_null(1) - 1).clip(0) * first).sum().alias("r"),
+            first.sum().alias("n"),
+            ((pl.col("attempts_total").fill_null(1) - 1).clip(0) * first).sum().alias("r"),
             (first & (pl.col("status") >= 500)).sum().alias("x5"),
-            (first & (pl.col("status") == 499)).sum().alias("x4")).row(0)
+            (first & (pl.col("status") == 499)).sum().alias("x4"),
+        ).row(0)
         t["gateway_requests"], t["gateway_retries"] = int(n), int(retries)
         t["gateway_5xx"], t["gateway_499"] = int(x5), int(x499)
     w = inp.windows
@@ -246,11 +270,26 @@ def _amplification(out: Path, traffic: dict) -> float | None:
 
 def _server_end(inp: Inputs) -> datetime | None:
     """The last time the server's log speaks for (stats, request lines)."""
-    ends = [x for x in (inp.stats["ts"].max() if inp.stats.height else None,
-                        inp.server_requests.select(pl.max_horizontal(
-                            [c for c in ("finished_ts", "aborted_ts", "received_ts")
-                             if c in inp.server_requests.columns])).to_series().max()
-                        if inp.server_requests.height else None) if x is not None]
+    ends = [
+        x
+        for x in (
+            inp.stats["ts"].max() if inp.stats.height else None,
+            inp.server_requests.select(
+                pl.max_horizontal(
+                    [
+                        c
+                        for c in ("finished_ts", "aborted_ts", "received_ts")
+                        if c in inp.server_requests.columns
+                    ]
+                )
+            )
+            .to_series()
+            .max()
+            if inp.server_requests.height
+            else None,
+        )
+        if x is not None
+    ]
     return max(ends) if ends else None
 
 
@@ -269,17 +308,38 @@ def _cold(ctx: Context) -> dict:
     ranges = [(c["start"], c["end"]) for c in ctx.life.cold]
     figs = figures.requests_many(ctx.by_time(req, "ts_start"), ranges)
     states = figures.server_state_many(ctx.by_time(ctx.server), ranges)
-    wins = [{**c, "requests": f["requests"], "ttft_p50": f["ttft_p50"], "ttft_p95": f["ttft_p95"],
-             "e2e_p50": f["e2e_p50"], "e2e_p95": f["e2e_p95"], "success_share": f["success_share"],
-             "running_max": st["running_max"], "kv_max": st["kv_max"]}
-            for c, f, st in zip(ctx.life.cold, figs, states, strict=True)]
+    wins = [
+        {
+            **c,
+            "requests": f["requests"],
+            "ttft_p50": f["ttft_p50"],
+            "ttft_p95": f["ttft_p95"],
+            "e2e_p50": f["e2e_p50"],
+            "e2e_p95": f["e2e_p95"],
+            "success_share": f["success_share"],
+            "running_max": st["running_max"],
+            "kv_max": st["kv_max"],
+        }
+        for c, f, st in zip(ctx.life.cold, figs, states, strict=True)
+    ]
     return {
         "seconds": ctx.th.cold_start_s,
-        "server_starts": [{"replica": s["replica"] or None, "ts": s["ts"], "pid": s["pid"], "ready": s["ready_ts"],
-                           "version": s["version"]} for s in ctx.life.starts],
+        "server_starts": [
+            {
+                "replica": s["replica"] or None,
+                "ts": s["ts"],
+                "pid": s["pid"],
+                "ready": s["ready_ts"],
+                "version": s["version"],
+            }
+            for s in ctx.life.starts
+        ],
         "windows": wins,
-        "warm": None if warm is None else {k: warm[k] for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95",
-                                                                  "success_share")},
+        "warm": None
+        if warm is None
+        else {
+            k: warm[k] for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "success_share")
+        },
         "rule": "cold = cold_start_s after the first request following each server start (readiness when logged)",
     }
 
@@ -288,18 +348,40 @@ def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
     def after(ts, replica) -> dict:  # the gateway 5xx the callers saw after it (lifecycle.errors_after)
         e = errs.get((ts, replica or None))
         if e is None:
-            return {"gateway_5xx_after": 0, "gateway_5xx_after_by_status": {}, "gateway_5xx_until": None,
-                    "gateway_5xx_until_bound": None}
-        return {"gateway_5xx_after": e.total, "gateway_5xx_after_by_status": {str(k): v for k, v in e.by_status.items()},
-                "gateway_5xx_until": e.until, "gateway_5xx_until_bound": e.bound}
+            return {
+                "gateway_5xx_after": 0,
+                "gateway_5xx_after_by_status": {},
+                "gateway_5xx_until": None,
+                "gateway_5xx_until_bound": None,
+            }
+        return {
+            "gateway_5xx_after": e.total,
+            "gateway_5xx_after_by_status": {str(k): v for k, v in e.by_status.items()},
+            "gateway_5xx_until": e.until,
+            "gateway_5xx_until_bound": e.bound,
+        }
+
     return {
         "starts": len(life.starts),
-        "deaths": [{"replica": d.replica or None, "ts": d.ts, "kinds": d.kinds, "pid": d.pid, "restart": d.restart_ts,
-                    "ready": d.ready_ts, "new_pid": d.new_pid, "downtime_s": d.downtime_s, "at_startup": d.at_startup,
-                    **after(d.ts, d.replica)}
-                   for d in life.deaths],
-        "graceful_shutdowns": [{"replica": s["replica"] or None, "ts": s["ts"], **after(s["ts"], s["replica"])}
-                               for s in life.shutdowns],
+        "deaths": [
+            {
+                "replica": d.replica or None,
+                "ts": d.ts,
+                "kinds": d.kinds,
+                "pid": d.pid,
+                "restart": d.restart_ts,
+                "ready": d.ready_ts,
+                "new_pid": d.new_pid,
+                "downtime_s": d.downtime_s,
+                "at_startup": d.at_startup,
+                **after(d.ts, d.replica),
+            }
+            for d in life.deaths
+        ],
+        "graceful_shutdowns": [
+            {"replica": s["replica"] or None, "ts": s["ts"], **after(s["ts"], s["replica"])}
+            for s in life.shutdowns
+        ],
         "errors_after_s": lifecycle.STOP_ERRORS_S,
         "shutdown_noise_records": life.shutdown_noise,
     }
@@ -315,36 +397,69 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     rng = clock.hms_range(lo, hi) if lo else "the logs"
     if not eps:
         if top is not None and top["severity"] != "info":
-            kind = "a start-up failure, not a load regime" if top["kind"] in ("startup", "crash") else \
-                "nothing that spikes or lasts over time"
+            kind = (
+                "a start-up failure, not a load regime"
+                if top["kind"] in ("startup", "crash")
+                else "nothing that spikes or lasts over time"
+            )
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test]
         if lad is not None and lad.get("working_boundary"):
-            return [f"Ladder: every step up to {ladder.nice(lad['working_boundary']['concurrency'])} met the SLO.",
-                    "No episode: no one-off spike, no sustained regime.", test]
-        return [f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
-                "Calm throughout: no one-off spike, no sustained regime.", test]
+            return [
+                f"Ladder: every step up to {ladder.nice(lad['working_boundary']['concurrency'])} met the SLO.",
+                "No episode: no one-off spike, no sustained regime.",
+                test,
+            ]
+        return [
+            f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
+            "Calm throughout: no one-off spike, no sustained regime.",
+            test,
+        ]
     if lad is not None and "crash" not in {e["class"] for e in eps}:
         return [*_ladder_verdict(eps, lad), test]
     # the headline is finding 1's: its episode, or (a run-level finding) the episode that weighs most
     by_id = {e["episode_id"]: e for e in eps}
     main = by_id.get(top["episode_id"]) if top is not None and top.get("episode_id") else None
-    main = main or next((e for e in eps if e["class"] == "crash"), None) or \
-        max(eps, key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]))
+    main = (
+        main
+        or next((e for e in eps if e["class"] == "crash"), None)
+        or max(
+            eps,
+            key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]),
+        )
+    )
     head = _headline(main)
-    if top is not None and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors") \
-            and top["severity"] in ("critical", "high", "medium"):
+    if (
+        top is not None
+        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors")
+        and top["severity"] in ("critical", "high", "medium")
+    ):
         # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
         head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
-    elif top is not None and top["kind"] == "crash" and main["class"] != "crash" \
-            and top.get("episode_id") == main["episode_id"]:
+    elif (
+        top is not None
+        and top["kind"] == "crash"
+        and main["class"] != "crash"
+        and top.get("episode_id") == main["episode_id"]
+    ):
         head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
     like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
     if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
-        head = (f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
-                f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: " + head[0].lower() + head[1:])
+        head = (
+            f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
+            f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: "
+            + head[0].lower()
+            + head[1:]
+        )
     # the same trouble starting at the same time elsewhere: a node, a rollout or the traffic took them together
-    together = sorted({e["replica"] for e in eps if e["replica"] and e["replica"] != main["replica"]
-                       and (e["class"], e["signal"], e["start"]) == (main["class"], main["signal"], main["start"])})
+    together = sorted(
+        {
+            e["replica"]
+            for e in eps
+            if e["replica"]
+            and e["replica"] != main["replica"]
+            and (e["class"], e["signal"], e["start"]) == (main["class"], main["signal"], main["start"])
+        }
+    )
     if together:
         head += f" The same at the same time on {len(together)} other replica(s): {findings.named(together)}."
     return [head, _when(ctx, main, eps), test]
@@ -358,20 +473,30 @@ def _headline(e: dict) -> str:
     """What happened, in one line: the episode's signal with its numbers and the server state."""
     if e["signal"] == "crash":
         c = e["details"]["crash"]
-        how = "was killed silently (its log stops, a new server starts)" if c["kinds"] == ["silent"] else \
-            "died (" + ", ".join(c["kinds"]) + ")"
+        how = (
+            "was killed silently (its log stops, a new server starts)"
+            if c["kinds"] == ["silent"]
+            else "died (" + ", ".join(c["kinds"]) + ")"
+        )
         if c["at_startup"]:
             return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
-        back = f" and was ready again at {clock.hms_after(e['start'], c['ready'])}" if c["ready"] else \
-            ", with no restart in the logs"
+        back = (
+            f" and was ready again at {clock.hms_after(e['start'], c['ready'])}"
+            if c["ready"]
+            else ", with no restart in the logs"
+        )
         return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
-    what = {"preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
-            "kv_pressure": "KV cache near full", "queue": f"a queue of up to {e['peak']:.0f} waiting",
-            "stall": "requests running with no progress (0 tokens/s)",
-            "errors": f"{e['count']} failed requests", "retries": f"{e['count']} retries",
-            "orphans": f"{e['count']} executions for callers that had left",
-            "ttft": f"TTFT p95 up to {e['peak']:.1f} s", "e2e": f"e2e p95 up to {e['peak']:.1f} s"}.get(
-        e["signal"], f"{e['signal']} above normal")
+    what = {
+        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
+        "kv_pressure": "KV cache near full",
+        "queue": f"a queue of up to {e['peak']:.0f} waiting",
+        "stall": "requests running with no progress (0 tokens/s)",
+        "errors": f"{e['count']} failed requests",
+        "retries": f"{e['count']} retries",
+        "orphans": f"{e['count']} executions for callers that had left",
+        "ttft": f"TTFT p95 up to {e['peak']:.1f} s",
+        "e2e": f"e2e p95 up to {e['peak']:.1f} s",
+    }.get(e["signal"], f"{e['signal']} above normal")
     state = []
     if e["kv_max"] is not None:
         state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
@@ -379,8 +504,9 @@ def _headline(e: dict) -> str:
         state.append(f"{e['running_max']:.0f} running")
     if e["waiting_max"]:
         state.append(f"{e['waiting_max']:.0f} waiting")
-    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + \
-        (f": {', '.join(state)}." if state else ".")
+    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + (
+        f": {', '.join(state)}." if state else "."
+    )
 
 
 def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
@@ -389,12 +515,18 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         c = e["details"]["crash"]
         comp = {x["signal"] for x in e["details"]["companions"]}
         extra = " with " + " and ".join(sorted(comp)) + " meanwhile" if comp else ""
-        down = (f"down {c['downtime_s']:.0f} s" if c["downtime_s"] is not None
-                else f"not back before {ctx.inputs.rng.end_words}")
+        down = (
+            f"down {c['downtime_s']:.0f} s"
+            if c["downtime_s"] is not None
+            else f"not back before {ctx.inputs.rng.end_words}"
+        )
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
-    label = {"sustained": "Sustained regime, not a one-off", "recurring": "Recurring, not a one-off",
-             "spike": "One-off"}[e["class"]]
+    label = {
+        "sustained": "Sustained regime, not a one-off",
+        "recurring": "Recurring, not a one-off",
+        "spike": "One-off",
+    }[e["class"]]
     return f"{label}: {why.strip().rstrip('.')}{others}."
 
 
@@ -404,9 +536,16 @@ def _ladder_verdict(eps: list[dict], lad: dict) -> list[str]:
     levels = "→".join(ladder.nice(r["concurrency"]) for r in rows)
     unk = lad.get("unknown_at_next_step")
     held = f"the SLO held up to {ladder.nice(wb['concurrency'])}" if wb else "no step met the SLO"
-    broke = f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first" if nxt else \
-        f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})" if unk else ""
+    broke = (
+        f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first"
+        if nxt
+        else f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
+        if unk
+        else ""
+    )
     pressure = f"from {ladder.nice(pf['concurrency'])}" if pf else "above the boundary"
-    return [f"Ladder {levels}: {held}{broke}.",
-            f"Not a one-off: pressure comes with the load, {pressure} up ({len(eps)} episode"
-            f"{'s' if len(eps) != 1 else ''}), and ends with it."]
+    return [
+        f"Ladder {levels}: {held}{broke}.",
+        f"Not a one-off: pressure comes with the load, {pressure} up ({len(eps)} episode"
+        f"{'s' if len(eps) != 1 else ''}), and ends with it.",
+    ]

@@ -34,8 +34,10 @@ def analyse(orphans: dict | None, th: Thresholds) -> dict | None:
         "aborted_share": (aborted / abandoned) if abandoned else None,
         "callers_left": orphans.get("callers_left"),
         "race_s": orphans.get("race_s"),
-        "thresholds": {"cancel_ran_on_max_share": th.cancel_ran_on_max_share,
-                       "cancel_aborted_min_share": th.cancel_aborted_min_share},
+        "thresholds": {
+            "cancel_ran_on_max_share": th.cancel_ran_on_max_share,
+            "cancel_aborted_min_share": th.cancel_aborted_min_share,
+        },
     }
     out["verdict"] = _verdict(out, th)
     out["text"] = text(out)
@@ -60,10 +62,14 @@ def text(c: dict | None) -> str | None:
         return "no caller left before its answer: cancellation was not put to the test"
     parts = [f"vLLM aborted {c['aborted']}"]
     if c["finished_in_race"]:
-        parts.append(f"{c['finished_in_race']} finished within {c['race_s']:g} s of the caller leaving (a race)")
+        parts.append(
+            f"{c['finished_in_race']} finished within {c['race_s']:g} s of the caller leaving (a race)"
+        )
     ran = f"{c['ran_on']} ran on for nobody"
     if c["ran_on"] and c.get("ran_on_s") is not None:
         ran += f" ({c['ran_on_s']:,.0f} s of generation after their callers left)"
     parts.append(ran)
-    return (f"cancellation {c['verdict']}: of {c['abandoned']} attempts abandoned by their callers, "
-            + ", ".join(parts))
+    return (
+        f"cancellation {c['verdict']}: of {c['abandoned']} attempts abandoned by their callers, "
+        + ", ".join(parts)
+    )

@@ -15,9 +15,21 @@ import polars as pl
 
 from .tables import Inputs
 
-CAP_COLS = ("kv_tokens", "gpu_blocks", "cpu_blocks", "block_size", "max_concurrency", "max_concurrency_tokens",
-            "max_model_len", "max_num_seqs", "gpu_memory_utilization", "kv_memory_gib", "weights_gib", "version",
-            "num_gpu_blocks_override")
+CAP_COLS = (
+    "kv_tokens",
+    "gpu_blocks",
+    "cpu_blocks",
+    "block_size",
+    "max_concurrency",
+    "max_concurrency_tokens",
+    "max_model_len",
+    "max_num_seqs",
+    "gpu_memory_utilization",
+    "kv_memory_gib",
+    "weights_gib",
+    "version",
+    "num_gpu_blocks_override",
+)
 
 
 def startup(events: pl.DataFrame) -> dict:
@@ -44,9 +56,12 @@ def _increase(m: pl.DataFrame, name: str) -> float | None:
     c = m.filter((pl.col("name") == name) & pl.col("value").is_not_nan())  # NaN = Prometheus staleness marker
     if c.height == 0:
         return None
-    per = (c.sort(["source", "labels", "ts"])
-           .with_columns(pl.col("value").diff().over(["source", "replica", "labels"]).clip(0).alias("d"))
-           .group_by("source").agg(pl.col("d").sum()))
+    per = (
+        c.sort(["source", "labels", "ts"])
+        .with_columns(pl.col("value").diff().over(["source", "replica", "labels"]).clip(0).alias("d"))
+        .group_by("source")
+        .agg(pl.col("d").sum())
+    )
     v = per["d"].max()
     return float(v) if v is not None and math.isfinite(v) else None
 
@@ -69,18 +84,35 @@ def analyse(inp: Inputs, server: pl.DataFrame, metrics: pl.DataFrame | None = No
     """The capacity arithmetic; with several replicas, each replica's own (``per_replica``: their configs and
     caches may differ, and one replica's cache says nothing of another's queue), the top level being the
     replica that came closest to its limits (``replica``)."""
-    replicas = sorted({r for r in (*_names(inp.events.filter(pl.col("kind").is_in(["capacity", "config"]))),
-                                   *_names(server)) if r})
+    replicas = sorted(
+        {
+            r
+            for r in (
+                *_names(inp.events.filter(pl.col("kind").is_in(["capacity", "config"]))),
+                *_names(server),
+            )
+            if r
+        }
+    )
     if len(replicas) <= 1:
         return _one(inp.events, inp.requests, server, metrics)
     per = {}
     for r in replicas:
         mine = pl.col("replica") == r
-        m = metrics.filter(mine) if metrics is not None and metrics.height and (metrics["replica"] == r).any() \
+        m = (
+            metrics.filter(mine)
+            if metrics is not None and metrics.height and (metrics["replica"] == r).any()
             else metrics
+        )
         per[r] = _one(inp.events.filter(mine), inp.requests, server.filter(mine), m)
-    main = max(replicas, key=lambda r: (per[r]["kv_observed_max"] or 0, per[r]["running_observed_max"] or 0,
-                                        per[r]["waiting_observed_max"] or 0))
+    main = max(
+        replicas,
+        key=lambda r: (
+            per[r]["kv_observed_max"] or 0,
+            per[r]["running_observed_max"] or 0,
+            per[r]["waiting_observed_max"] or 0,
+        ),
+    )
     return {**per[main], "replica": main, "per_replica": per}
 
 
@@ -96,19 +128,29 @@ def _names(df: pl.DataFrame) -> list[str]:
 def _one(events: pl.DataFrame, req: pl.DataFrame, server: pl.DataFrame, metrics: pl.DataFrame | None) -> dict:
     cap = startup(events)
     bs = cap["block_size"] or 16  # vLLM's default block size on GPUs
-    tok = req.select((pl.col("prompt_tokens") + pl.col("output_tokens")).alias("t"),
-                     (pl.col("prompt_tokens") + pl.col("max_tokens")).alias("r"))
+    tok = req.select(
+        (pl.col("prompt_tokens") + pl.col("output_tokens")).alias("t"),
+        (pl.col("prompt_tokens") + pl.col("max_tokens")).alias("r"),
+    )
     p50, p95 = _q(tok["t"], 0.5), _q(tok["t"], 0.95)
     r50 = _q(tok["r"], 0.5)
-    cap["tokens_per_request_observed"] = {"p50": p50, "p95": p95, "n": int(tok["t"].drop_nulls().len()),
-                                          "what": "prompt + generated tokens of requests that report both"}
+    cap["tokens_per_request_observed"] = {
+        "p50": p50,
+        "p95": p95,
+        "n": int(tok["t"].drop_nulls().len()),
+        "what": "prompt + generated tokens of requests that report both",
+    }
     mt = metrics_tokens(metrics) if metrics is not None else None
     cap["tokens_per_request_metrics"] = mt
     if p50 is None and mt and mt["prompt"] is not None and mt["output"] is not None:
         p50 = mt["prompt"] + mt["output"]
         cap["tokens_per_request_observed"].update(
-            {"p50": p50, "what": "mean prompt + generated tokens per request from vLLM's metrics (no per-request "
-                                 "token counts in the logs)"})
+            {
+                "p50": p50,
+                "what": "mean prompt + generated tokens per request from vLLM's metrics (no per-request "
+                "token counts in the logs)",
+            }
+        )
     cap["tokens_per_request_reserved"] = {"p50": r50, "what": "prompt + requested max_tokens"}
     kv = cap["kv_tokens"]
 
@@ -117,20 +159,30 @@ def _one(events: pl.DataFrame, req: pl.DataFrame, server: pl.DataFrame, metrics:
             return None
         return kv / (math.ceil(t / bs) * bs)
 
-    cap["concurrency_kv_can_hold"] = {"at_p50": fit(p50), "at_p95": fit(p95), "at_reserved_p50": fit(r50),
-                                      "block_size_assumed": cap["block_size"] is None}
+    cap["concurrency_kv_can_hold"] = {
+        "at_p50": fit(p50),
+        "at_p95": fit(p95),
+        "at_reserved_p50": fit(r50),
+        "block_size_assumed": cap["block_size"] is None,
+    }
     cap["max_concurrency_startup"] = cap.pop("max_concurrency")
     if server.height:
-        cap["running_observed_max"] = int(server["running"].max()) if server["running"].drop_nulls().len() else None
-        cap["waiting_observed_max"] = int(server["waiting"].max()) if server["waiting"].drop_nulls().len() else None
+        cap["running_observed_max"] = (
+            int(server["running"].max()) if server["running"].drop_nulls().len() else None
+        )
+        cap["waiting_observed_max"] = (
+            int(server["waiting"].max()) if server["waiting"].drop_nulls().len() else None
+        )
         cap["kv_observed_max"] = float(server["kv"].max()) if server["kv"].drop_nulls().len() else None
     else:
         cap["running_observed_max"] = cap["waiting_observed_max"] = cap["kv_observed_max"] = None
     hold = cap["concurrency_kv_can_hold"]["at_p50"]
     if hold is not None and cap["max_num_seqs"] and cap["max_num_seqs"] > hold:
-        cap["note"] = (f"max_num_seqs {cap['max_num_seqs']} admits more requests than the KV cache holds at the "
-                       f"observed size ({hold:.1f} requests of {p50:.0f} tokens): beyond that, admitted requests "
-                       "preempt each other")
+        cap["note"] = (
+            f"max_num_seqs {cap['max_num_seqs']} admits more requests than the KV cache holds at the "
+            f"observed size ({hold:.1f} requests of {p50:.0f} tokens): beyond that, admitted requests "
+            "preempt each other"
+        )
     return cap
 
 

@@ -38,7 +38,9 @@ class Context:
     load_end: datetime | None = None
     hist: Histograms | None = None  # vLLM's latency / length histograms (from_histograms), when exported
     gateway_conf: dict | None = None  # the gateway configuration in the folder (gateway_config.read), if any
-    stop_errors: dict = field(default_factory=dict)  # (ts, replica) of a stop or death -> lifecycle.StopErrors
+    stop_errors: dict = field(
+        default_factory=dict
+    )  # (ts, replica) of a stop or death -> lifecycle.StopErrors
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -65,7 +67,8 @@ class Context:
     def gateway_trouble(self) -> pl.DataFrame:
         """The gateway's error lines but the benign ones, in time order (what a death's details count)."""
         return self.inputs.gateway_errors.filter(~pl.col("kind").is_in(BENIGN_GATEWAY_ERRORS)).sort(
-            "ts", maintain_order=True, nulls_last=True)
+            "ts", maintain_order=True, nulls_last=True
+        )
 
     @cached_property
     def deaths(self) -> dict:

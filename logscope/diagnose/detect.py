@@ -56,25 +56,43 @@ def abnormal(df: pl.DataFrame, col: str, rule: Rule, k: float) -> pl.DataFrame:
     if rule.floor is not None and med is not None:
         thr = max(rule.floor, med + k * (mad or 0.0))
         cond = cond | ((x >= rule.floor) & (x > med + k * (mad or 0.0)))
-    return df.with_columns(cond.fill_null(False).alias("ab"), pl.lit(thr, pl.Float64).alias("thr"),
-                           pl.lit(med, pl.Float64).alias("med"))
+    return df.with_columns(
+        cond.fill_null(False).alias("ab"),
+        pl.lit(thr, pl.Float64).alias("thr"),
+        pl.lit(med, pl.Float64).alias("med"),
+    )
 
 
-def stretches(df: pl.DataFrame, col: str, rule: Rule, k: float, merge_gap_s: float, gap_factor: float,
-              key: str = "replica") -> pl.DataFrame:
+def stretches(
+    df: pl.DataFrame,
+    col: str,
+    rule: Rule,
+    k: float,
+    merge_gap_s: float,
+    gap_factor: float,
+    key: str = "replica",
+) -> pl.DataFrame:
     """Abnormal stretches of ``col`` per ``key``: key, start, end, samples, peak, total, mean.
 
     ``df`` has columns key, ts, col, sorted by ts within key.
     """
-    schema = {key: pl.String, "start": df.schema.get("ts", pl.Datetime("us", "UTC")), "end": pl.Datetime("us", "UTC"),
-              "samples": pl.UInt32, "peak": pl.Float64, "total": pl.Float64, "mean": pl.Float64, "med": pl.Float64}
+    schema = {
+        key: pl.String,
+        "start": df.schema.get("ts", pl.Datetime("us", "UTC")),
+        "end": pl.Datetime("us", "UTC"),
+        "samples": pl.UInt32,
+        "peak": pl.Float64,
+        "total": pl.Float64,
+        "mean": pl.Float64,
+        "med": pl.Float64,
+    }
     if df.height == 0:
         return pl.DataFrame(schema=schema)
     parts = []
     for _, g in df.sort([key, "ts"]).group_by(key, maintain_order=True):
         parts.append(abnormal(g.filter(pl.col(col).is_not_null()), col, rule, k))
     d = pl.concat(parts).sort([key, "ts"])
-    gap = (pl.col("ts").diff().over(key).dt.total_microseconds() / 1e6)
+    gap = pl.col("ts").diff().over(key).dt.total_microseconds() / 1e6
     typical = d.with_columns(gap.alias("_g")).group_by(key).agg(pl.col("_g").median().alias("_typ"))
     d = d.join(typical, on=key, how="left").with_columns(gap.alias("_g"))
     too_long = pl.col("_g") > pl.max_horizontal(pl.col("_typ").fill_null(0) * gap_factor, pl.lit(merge_gap_s))
@@ -103,7 +121,9 @@ def stretches(df: pl.DataFrame, col: str, rule: Rule, k: float, merge_gap_s: flo
 def merge(runs: pl.DataFrame, gap_s: float, key: str = "replica") -> pl.DataFrame:
     """Merge stretches of one key closer than ``gap_s`` seconds."""
     if runs.height == 0:
-        return runs.with_columns(pl.lit(None, pl.Float64).alias("mean")) if "mean" not in runs.columns else runs
+        return (
+            runs.with_columns(pl.lit(None, pl.Float64).alias("mean")) if "mean" not in runs.columns else runs
+        )
     r = runs.sort([key, "start"])
     prev_end = pl.col("end").cum_max().shift(1).over(key)
     new = ((pl.col("start") - prev_end).dt.total_microseconds() / 1e6 > gap_s).fill_null(True)

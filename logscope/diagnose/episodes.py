@@ -61,11 +61,31 @@ from .context import Context
 from .stretches import REQUEST_SIGNALS, grouped, stretches
 from .thresholds import Thresholds
 
-PRIORITY = ("crash", "stall", "preemptions", "kv_pressure", "queue", "orphans", "retries", "errors", "ttft", "e2e")
+PRIORITY = (
+    "crash",
+    "stall",
+    "preemptions",
+    "kv_pressure",
+    "queue",
+    "orphans",
+    "retries",
+    "errors",
+    "ttft",
+    "e2e",
+)
 COUNTED = ("preemptions", "errors", "retries", "orphans")
-UNIT = {"preemptions": "preemptions", "kv_pressure": "KV usage", "queue": "waiting", "errors": "errors",
-        "retries": "retries", "orphans": "orphaned executions", "ttft": "TTFT p95 (s)", "e2e": "e2e p95 (s)",
-        "crash": "deaths", "stall": "running with no progress"}
+UNIT = {
+    "preemptions": "preemptions",
+    "kv_pressure": "KV usage",
+    "queue": "waiting",
+    "errors": "errors",
+    "retries": "retries",
+    "orphans": "orphaned executions",
+    "ttft": "TTFT p95 (s)",
+    "e2e": "e2e p95 (s)",
+    "crash": "deaths",
+    "stall": "running with no progress",
+}
 
 
 def _t(ts: datetime | None) -> str:
@@ -82,7 +102,9 @@ def build(ctx: Context) -> list[dict]:
         figures.requests_many(req, [h["ranges"]["before"] for h in heads]),
         figures.requests_many(req, [h["ranges"]["lead"] for h in heads]),
         figures.requests_many(req, [_after(ctx, h["end"]) for h in heads]),
-        figures.server_state_many(server, [h["state_range"] for h in heads], [h["state_replica"] for h in heads]),
+        figures.server_state_many(
+            server, [h["state_range"] for h in heads], [h["state_replica"] for h in heads]
+        ),
         figures.server_state_many(server, [h["ranges"]["before"] for h in heads]),
         strict=True,
     )
@@ -110,34 +132,54 @@ def _heads(ctx: Context, rows: pl.DataFrame) -> list[dict]:
     n = int(rows["_e"].max()) + 1
     rank = {sig: i for i, sig in enumerate(PRIORITY)}
     rows = rows.with_columns(pl.col("signal").replace_strict(rank, return_dtype=pl.Int64).alias("_p"))
-    rows = rows.with_columns((pl.col("_p") == pl.col("_p").min().over("_e")).alias("_primary"),
-                             ~pl.col("signal").is_in(REQUEST_SIGNALS).alias("_core"))
+    rows = rows.with_columns(
+        (pl.col("_p") == pl.col("_p").min().over("_e")).alias("_primary"),
+        ~pl.col("signal").is_in(REQUEST_SIGNALS).alias("_core"),
+    )
     prim = pl.col("_primary")
     core = pl.col("_core")
-    figs = rows.group_by("_e").agg(
-        pl.col("_p").min(), pl.col("replica").filter(prim).first(),
-        pl.col("start").filter(prim).min(), pl.col("end").filter(prim).max(),
-        pl.col("total").filter(prim).sum(), pl.col("samples").filter(prim).sum(), pl.col("peak").filter(prim).max(),
-        pl.col("last_sample").filter(prim).max(),
-        # the server signals' span (the queue often builds before the first preemption), else the group's
-        pl.coalesce(pl.col("start").filter(core).min(), pl.col("start").min()).alias("core_start"),
-        pl.coalesce(pl.col("end").filter(core).max(), pl.col("end").max()).alias("core_end"),
-    ).sort("_e")
+    figs = (
+        rows.group_by("_e")
+        .agg(
+            pl.col("_p").min(),
+            pl.col("replica").filter(prim).first(),
+            pl.col("start").filter(prim).min(),
+            pl.col("end").filter(prim).max(),
+            pl.col("total").filter(prim).sum(),
+            pl.col("samples").filter(prim).sum(),
+            pl.col("peak").filter(prim).max(),
+            pl.col("last_sample").filter(prim).max(),
+            # the server signals' span (the queue often builds before the first preemption), else the group's
+            pl.coalesce(pl.col("start").filter(core).min(), pl.col("start").min()).alias("core_start"),
+            pl.coalesce(pl.col("end").filter(core).max(), pl.col("end").max()).alias("core_end"),
+        )
+        .sort("_e")
+    )
     heads = []
     for r, companions in zip(figs.iter_rows(named=True), _companions(rows, n), strict=True):
         primary, start, end = PRIORITY[r["_p"]], r["start"], r["end"]
         ranges = _ranges(ctx, start)
         # a death: the state in the lead-in too (what the server was running when it died)
         lo = ranges["lead"][0] if primary == "crash" else start
-        heads.append({
-            "primary": primary, "replica": r["replica"] or None, "start": start, "end": end, "ranges": ranges,
-            "total": r["total"], "samples": r["samples"], "peak": r["peak"], "last_sample": r["last_sample"],
-            "companions": companions,
-            # server state over the incident as the server saw it (all its server signals), not over the request
-            # signals around it (an error rate may last all day)
-            "state_range": (min(lo, r["core_start"]), max(end, r["core_end"])),
-            "state_replica": r["replica"] or None,  # narrowed to it when its samples are there (figures.server_state)
-        })
+        heads.append(
+            {
+                "primary": primary,
+                "replica": r["replica"] or None,
+                "start": start,
+                "end": end,
+                "ranges": ranges,
+                "total": r["total"],
+                "samples": r["samples"],
+                "peak": r["peak"],
+                "last_sample": r["last_sample"],
+                "companions": companions,
+                # server state over the incident as the server saw it (all its server signals), not over the request
+                # signals around it (an error rate may last all day)
+                "state_range": (min(lo, r["core_start"]), max(end, r["core_end"])),
+                "state_replica": r["replica"]
+                or None,  # narrowed to it when its samples are there (figures.server_state)
+            }
+        )
     return heads
 
 
@@ -149,10 +191,20 @@ def _after(ctx: Context, end: datetime) -> tuple[datetime, datetime] | tuple[Non
     return (end, hi) if hi > end else (None, None)
 
 
-def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req: dict, after_req: dict,
-             state: dict,
-             state_before: dict, sums: dict[str, int], pre: int | None, baseline: float | None,
-             phases: list[dict]) -> dict:
+def _episode(
+    ctx: Context,
+    h: dict,
+    during_req: dict,
+    before_req: dict,
+    lead_req: dict,
+    after_req: dict,
+    state: dict,
+    state_before: dict,
+    sums: dict[str, int],
+    pre: int | None,
+    baseline: float | None,
+    phases: list[dict],
+) -> dict:
     primary, replica, start, end, w = (h[k] for k in ("primary", "replica", "start", "end", "ranges"))
     companions = h["companions"]
     death = ctx.deaths.get((start, replica)) if primary == "crash" else None
@@ -161,14 +213,27 @@ def _episode(ctx: Context, h: dict, during_req: dict, before_req: dict, lead_req
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
     recovered = bool(h["last_sample"] > end) if death is None else death.ready_ts is not None
     ep = {
-        "signal": primary, "replica": replica, "start": start, "end": end, "duration_s": dur,
-        "share_of_span": (dur / ctx.span_s) if ctx.span_s else None, "recovered": recovered,
-        "peak": float(h["peak"]), "baseline": baseline, "count": count,
-        **{k: state[k] for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")},
-        "arrival_rate_before": before_req["arrival_rate"], "arrival_rate_during": during_req["arrival_rate"],
+        "signal": primary,
+        "replica": replica,
+        "start": start,
+        "end": end,
+        "duration_s": dur,
+        "share_of_span": (dur / ctx.span_s) if ctx.span_s else None,
+        "recovered": recovered,
+        "peak": float(h["peak"]),
+        "baseline": baseline,
+        "count": count,
+        **{
+            k: state[k]
+            for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")
+        },
+        "arrival_rate_before": before_req["arrival_rate"],
+        "arrival_rate_during": during_req["arrival_rate"],
         "arrival_rate_after": after_req["arrival_rate"],
-        "prompt_tokens_mean": during_req["prompt_tokens_mean"], "output_tokens_mean": during_req["output_tokens_mean"],
-        "ttft_p95": during_req["ttft_p95"], "e2e_p95": during_req["e2e_p95"],
+        "prompt_tokens_mean": during_req["prompt_tokens_mean"],
+        "output_tokens_mean": during_req["output_tokens_mean"],
+        "ttft_p95": during_req["ttft_p95"],
+        "e2e_p95": during_req["e2e_p95"],
         "success_share": during_req["success_share"],
     }
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, sums, pre, phases)
@@ -196,19 +261,43 @@ def _companions(rows: pl.DataFrame, n: int) -> list[list[dict]]:
     """Each episode's other signals (``rows``: the stretches of every episode ``_e``, ``_primary`` marking its
     primary signal's), one entry per signal: its earliest start, latest end, peak, count."""
     out: list[list[dict]] = [[] for _ in range(n)]
-    rows = (rows.filter(~pl.col("_primary")).group_by("_e", "signal", maintain_order=True)
-            .agg(pl.col("start").min(), pl.col("end").max(), pl.col("peak").max(), pl.col("total").sum(),
-                 pl.col("samples").sum()).sort(["_e", "start", "signal"]))
+    rows = (
+        rows.filter(~pl.col("_primary"))
+        .group_by("_e", "signal", maintain_order=True)
+        .agg(
+            pl.col("start").min(),
+            pl.col("end").max(),
+            pl.col("peak").max(),
+            pl.col("total").sum(),
+            pl.col("samples").sum(),
+        )
+        .sort(["_e", "start", "signal"])
+    )
     for r in rows.iter_rows(named=True):
-        out[r["_e"]].append({"signal": r["signal"], "start": r["start"], "end": r["end"], "peak": r["peak"],
-                             "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"])})
+        out[r["_e"]].append(
+            {
+                "signal": r["signal"],
+                "start": r["start"],
+                "end": r["end"],
+                "peak": r["peak"],
+                "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"]),
+            }
+        )
     return out
 
 
 # the column each signal's baseline is the median of (a death has none)
-BASELINE_OF = {"preemptions": "preemptions", "kv_pressure": "kv", "queue": "waiting", "stall": "gen_tps",
-               "errors": "errors", "retries": "client_retries", "orphans": "orphaned", "ttft": "ttft_p95",
-               "e2e": "e2e_p95"}
+BASELINE_OF = {
+    "preemptions": "preemptions",
+    "kv_pressure": "kv",
+    "queue": "waiting",
+    "stall": "gen_tps",
+    "errors": "errors",
+    "retries": "client_retries",
+    "orphans": "orphaned",
+    "ttft": "ttft_p95",
+    "e2e": "e2e_p95",
+}
 SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
 
 
@@ -252,19 +341,33 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
     for signal, ks in by_signal.items():
         col, frame = BASELINE_OF[signal], _baseline_frame(ctx, signal)
         # [start - look, start): times are whole microseconds
-        rows = figures.gather(ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one)
-                                                          for k in ks]) if frame.height else frame
+        rows = (
+            figures.gather(
+                ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one) for k in ks]
+            )
+            if frame.height
+            else frame
+        )
         if rows is None:  # times not sortable: one episode at a time
             for k in ks:
                 out[k] = _baseline(ctx, signal, heads[k]["replica"], heads[k]["start"])
             continue
         if rows.height and signal in SERVER_SIGNALS:
-            want = pl.DataFrame({"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
-                                schema={"_k": pl.Int64, "_want": pl.String})
+            want = pl.DataFrame(
+                {"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
+                schema={"_k": pl.Int64, "_want": pl.String},
+            )
             rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
-        got = {r["_k"]: r for r in rows.group_by("_k").agg(pl.len().alias("n"), pl.col(col).median().alias("m"),
-                                                            pl.col(col).count().alias("c")).iter_rows(named=True)} \
-            if rows.height else {}
+        got = (
+            {
+                r["_k"]: r
+                for r in rows.group_by("_k")
+                .agg(pl.len().alias("n"), pl.col(col).median().alias("m"), pl.col(col).count().alias("c"))
+                .iter_rows(named=True)
+            }
+            if rows.height
+            else {}
+        )
         for i, k in enumerate(ks):
             r = got.get(i, {"n": 0, "m": None, "c": 0})
             out[k] = _baseline_value(ctx, signal, r["n"], r["m"], r["c"])
@@ -276,34 +379,79 @@ def _phases_many(phases: pl.DataFrame, ranges: list[tuple]) -> list[list[dict]]:
     out: list[list[dict]] = [[] for _ in ranges]
     if not phases.height or not ranges:
         return out
-    q = pl.DataFrame({"_k": range(len(ranges)), "_lo": [figures.epoch_us(a) for a, _ in ranges],
-                      "_hi": [figures.epoch_us(b) for _, b in ranges]}, schema={"_k": pl.Int64, "_lo": pl.Int64,
-                                                                                 "_hi": pl.Int64})
-    ph = phases.with_row_index("_r").with_columns(pl.col("ts_start").to_physical().alias("_s"),
-                                                  pl.col("ts_end").to_physical().alias("_t"))
-    hits = q.join_where(ph, pl.col("_s") <= pl.col("_hi"), pl.col("_t") >= pl.col("_lo")).sort("_k", "ts_start", "_r")
+    q = pl.DataFrame(
+        {
+            "_k": range(len(ranges)),
+            "_lo": [figures.epoch_us(a) for a, _ in ranges],
+            "_hi": [figures.epoch_us(b) for _, b in ranges],
+        },
+        schema={"_k": pl.Int64, "_lo": pl.Int64, "_hi": pl.Int64},
+    )
+    ph = phases.with_row_index("_r").with_columns(
+        pl.col("ts_start").to_physical().alias("_s"), pl.col("ts_end").to_physical().alias("_t")
+    )
+    hits = q.join_where(ph, pl.col("_s") <= pl.col("_hi"), pl.col("_t") >= pl.col("_lo")).sort(
+        "_k", "ts_start", "_r"
+    )
     for r in hits.iter_rows(named=True):
-        out[r["_k"]].append({"phase": r["phase"], "mode": r["mode"], "value": r["value"], "start": r["ts_start"],
-                             "end": r["ts_end"]})
+        out[r["_k"]].append(
+            {
+                "phase": r["phase"],
+                "mode": r["mode"],
+                "value": r["value"],
+                "start": r["ts_start"],
+                "end": r["ts_end"],
+            }
+        )
     return out
 
 
 # window columns summed over each episode (details)
-WINDOW_SUMS = ["server_requests", "client_attempts", "client_retries", "gateway_retries", "gateway_5xx", "gateway_499",
-               "server_aborts", "orphaned", "timeouts", "errors", "arrivals"]
+WINDOW_SUMS = [
+    "server_requests",
+    "client_attempts",
+    "client_retries",
+    "gateway_retries",
+    "gateway_5xx",
+    "gateway_499",
+    "server_aborts",
+    "orphaned",
+    "timeouts",
+    "errors",
+    "arrivals",
+]
 
 
-def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, during: dict, lead: dict, death,
-             sums: dict[str, int], pre: int | None, phases: list[dict]) -> dict:
+def _details(
+    ctx: Context,
+    ep: dict,
+    companions: list[dict],
+    before: dict,
+    during: dict,
+    lead: dict,
+    death,
+    sums: dict[str, int],
+    pre: int | None,
+    phases: list[dict],
+) -> dict:
     start, end = ep["start"], ep["end"]
-    d: dict = {"companions": companions, "requests_during": during, "requests_before": before,
-               "arrival_rate_lead_in": lead["arrival_rate"]}
-    w = figures.between(ctx.by_time(ctx.warnings), "ts", start - timedelta(seconds=ctx.th.v0_warning_merge_s), end)
+    d: dict = {
+        "companions": companions,
+        "requests_during": during,
+        "requests_before": before,
+        "arrival_rate_lead_in": lead["arrival_rate"],
+    }
+    w = figures.between(
+        ctx.by_time(ctx.warnings), "ts", start - timedelta(seconds=ctx.th.v0_warning_merge_s), end
+    )
     if w.height:
         cum = w["cumulative_preemptions"].max()
-        d["v0_preemption_warnings"] = {"lines": w.height, "last_cumulative": None if cum is None else int(cum),
-                                       "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
-                                       "note": "V0 prints one warning per 50 preemptions"}
+        d["v0_preemption_warnings"] = {
+            "lines": w.height,
+            "last_cumulative": None if cum is None else int(cum),
+            "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
+            "note": "V0 prints one warning per 50 preemptions",
+        }
     if pre is not None and ep["signal"] != "preemptions":
         d["preemptions"] = pre
     arr = sums.get("arrivals")
@@ -313,10 +461,18 @@ def _details(ctx: Context, ep: dict, companions: list[dict], before: dict, durin
     if phases:
         d["phases"] = phases
     if death is not None:
-        d["crash"] = {"kinds": death.kinds, "pid": death.pid, "message": death.message,
-                      "last_line": death.last_line_ts, "restart": death.restart_ts, "ready": death.ready_ts,
-                      "new_pid": death.new_pid, "downtime_s": death.downtime_s, "at_startup": death.at_startup,
-                      "notes": death.notes}
+        d["crash"] = {
+            "kinds": death.kinds,
+            "pid": death.pid,
+            "message": death.message,
+            "last_line": death.last_line_ts,
+            "restart": death.restart_ts,
+            "ready": death.ready_ts,
+            "new_pid": death.new_pid,
+            "downtime_s": death.downtime_s,
+            "at_startup": death.at_startup,
+            "notes": death.notes,
+        }
         gw = figures.between(ctx.gateway_trouble, "ts", death.ts, end)
         if gw.height:
             d["crash"]["gateway_first_error"] = gw["ts"].min()
@@ -329,37 +485,51 @@ SEP = " — "  # between what the episode is and why it got its class
 RECURRING_SHOWN = 8  # start times named in a recurring pattern's reason (then '… n more …' and the last)
 
 
-def _classify(ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death) -> tuple[str, str]:
+def _classify(
+    ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death
+) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
     head = f"{UNIT[sig]} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     if sig in COUNTED:
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
         head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
-    comp = "; with " + ", ".join(
-        f"{c['signal']} {clock.hms_range(c['start'], c['end'])}" for c in companions) if companions else ""
+    comp = (
+        "; with " + ", ".join(f"{c['signal']} {clock.hms_range(c['start'], c['end'])}" for c in companions)
+        if companions
+        else ""
+    )
     if death is not None:
         what = "silent death (log stops, new banner)" if death.kinds == ["silent"] else "+".join(death.kinds)
         if death.at_startup:
             return "crash", f"{what} at startup {_t(death.ts)}: the server never served a request{comp}"
         if death.ready_ts is not None:
-            return "crash", (f"{what} at {_t(death.ts)}, restarted (pid {death.new_pid}) and ready at "
-                             f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}")
+            return "crash", (
+                f"{what} at {_t(death.ts)}, restarted (pid {death.new_pid}) and ready at "
+                f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}"
+            )
         return "crash", f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{comp}"
     if not ep["recovered"]:
         stop = stop_in(ctx, ep)
         if stop is not None:
-            return "sustained", (f"{head}{SEP}still abnormal when the server was stopped at {_t(stop)} (a graceful "
-                                 f"shutdown: SIGTERM, a deploy or a failing probe){comp}")
+            return "sustained", (
+                f"{head}{SEP}still abnormal when the server was stopped at {_t(stop)} (a graceful "
+                f"shutdown: SIGTERM, a deploy or a failing probe){comp}"
+            )
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
-        return "sustained", f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}"
+        return (
+            "sustained",
+            f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}",
+        )
     rates = _rates(ep)
     b, after = ep["arrival_rate_before"], ep["arrival_rate_after"]
     ref = b if b else ep["arrival_rate_during"]
     if after is not None and ref and after < th.recovery_load_ratio * ref:
-        return "sustained", (f"{head}{SEP}abnormal for as long as its load lasted: it ended only when arrivals "
-                             f"fell ({rates}), no recovery at that load{comp}")
+        return "sustained", (
+            f"{head}{SEP}abnormal for as long as its load lasted: it ended only when arrivals "
+            f"fell ({rates}), no recovery at that load{comp}"
+        )
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
     return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
@@ -369,25 +539,39 @@ def stop_in(ctx: Context, ep: dict) -> datetime | None:
     """The graceful shutdown of the episode's server while it was under way (up to merge_gap_s after its last
     abnormal sample: the stats stop with the server), if there was one."""
     gap = timedelta(seconds=ctx.th.merge_gap_s)
-    return next((s["ts"] for s in ctx.life.shutdowns if (s["replica"] or None) == ep["replica"]
-                 and ep["start"] <= s["ts"] <= ep["end"] + gap), None)
+    return next(
+        (
+            s["ts"]
+            for s in ctx.life.shutdowns
+            if (s["replica"] or None) == ep["replica"] and ep["start"] <= s["ts"] <= ep["end"] + gap
+        ),
+        None,
+    )
 
 
 def _rates(ep: dict) -> str:
     """Arrivals before, during and after an episode, as the evidence names them."""
+
     def r(x: float | None) -> str:
         return "no baseline" if x is None else f"{x:.1f}/s"
-    return (f"arrivals {r(ep['arrival_rate_before'])} before, {r(ep['arrival_rate_during'])} during, "
-            f"{r(ep['arrival_rate_after'])} after")
+
+    return (
+        f"arrivals {r(ep['arrival_rate_before'])} before, {r(ep['arrival_rate_during'])} during, "
+        f"{r(ep['arrival_rate_after'])} after"
+    )
 
 
 def _rise(ep: dict, before: dict, lead: dict, th: Thresholds) -> str:
     """What came before a one-off, with the arrivals before, as it began, during and after it."""
+
     def r(x: float | None) -> str:
         return "no baseline" if x is None else f"{x:.1f}/s"
+
     b, a = before.get("arrival_rate"), lead.get("arrival_rate")
-    rates = (f"{r(b)} before, {r(a)} as it began, {r(ep['arrival_rate_during'])} during, "
-             f"{r(ep['arrival_rate_after'])} after")
+    rates = (
+        f"{r(b)} before, {r(a)} as it began, {r(ep['arrival_rate_during'])} during, "
+        f"{r(ep['arrival_rate_after'])} after"
+    )
     if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
         return f"after a surge of arrivals ({rates})"
     if b == 0 and a:
@@ -395,7 +579,9 @@ def _rise(ep: dict, before: dict, lead: dict, th: Thresholds) -> str:
     bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
     if bp and ap and ap >= th.rise_ratio * bp:
         return f"after a surge of prompt lengths ({bp:.0f} → {ap:.0f} tokens; arrivals {rates})"
-    return f"no surge of arrivals or prompt lengths before it (arrivals {rates}): a transient at a steady load"
+    return (
+        f"no surge of arrivals or prompt lengths before it (arrivals {rates}): a transient at a steady load"
+    )
 
 
 def _cut_short(e: dict, longest_s: float) -> bool:
@@ -414,8 +600,11 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         # reason keeps 'still abnormal when the logs end'
         beats = {e["replica"] for e in group_}
         longest = max(e["duration_s"] for e in group_)
-        group_ = sorted(group_ + [e for e in eps if e["signal"] == sig and e["replica"] in beats
-                                  and _cut_short(e, longest)], key=lambda e: e["start"])
+        group_ = sorted(
+            group_
+            + [e for e in eps if e["signal"] == sig and e["replica"] in beats and _cut_short(e, longest)],
+            key=lambda e: e["start"],
+        )
         # spikes starting together on several replicas are one time, not a rhythm (their spacing would be 0 s)
         starts = sorted({e["start"] for e in group_})
         if len(starts) < th.recurring_min or len(starts) == len([e for e in group_ if e["class"] != "spike"]):
@@ -424,8 +613,14 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         gaps.sort()
         med = gaps[len(gaps) // 2]
         # a long incident can hold hundreds: name the first few and the last
-        shown = [_t(s) for s in starts] if len(starts) <= RECURRING_SHOWN + 1 else (
-            [_t(s) for s in starts[:RECURRING_SHOWN]] + [f"… {len(starts) - RECURRING_SHOWN - 1} more …", _t(starts[-1])])
+        shown = (
+            [_t(s) for s in starts]
+            if len(starts) <= RECURRING_SHOWN + 1
+            else (
+                [_t(s) for s in starts[:RECURRING_SHOWN]]
+                + [f"… {len(starts) - RECURRING_SHOWN - 1} more …", _t(starts[-1])]
+            )
+        )
         noun = sig.removesuffix("s").replace("_", " ")
         # spikes of several replicas at the same times: so many spikes, at so many times
         times = f" at {len(starts)} times" if len(starts) < len(group_) else ""

@@ -42,8 +42,9 @@ def outside(col: str, ranges: list[tuple]) -> pl.Expr:
     return pl.when(ts.is_not_null()).then((i < 0) | (ts > pl.lit(his).gather(i.clip(0))))
 
 
-def between(df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None,
-            closed: str = "both") -> pl.DataFrame:
+def between(
+    df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None, closed: str = "both"
+) -> pl.DataFrame:
     """Rows of ``df`` with ``col`` in [lo, hi] (``closed`` as in ``is_between``), in their order.
 
     Episodes, steps and windows ask this hundreds of times of the same frames: a datetime literal costs
@@ -85,8 +86,16 @@ def _sorted_times(df: pl.DataFrame, col: str) -> array | None:
     return times
 
 
-_STATE_EMPTY = {"running_max": None, "running_mean": None, "waiting_max": None, "waiting_mean": None,
-                "kv_max": None, "kv_mean": None, "gen_tps_mean": None, "samples": 0}
+_STATE_EMPTY = {
+    "running_max": None,
+    "running_mean": None,
+    "waiting_max": None,
+    "waiting_mean": None,
+    "kv_max": None,
+    "kv_mean": None,
+    "gen_tps_mean": None,
+    "samples": 0,
+}
 _STATE_AGGS = (*SERVER_STATE_AGGS, pl.col("gen_tps").mean().alias("gen_tps_mean"), pl.len().alias("samples"))
 
 
@@ -99,26 +108,43 @@ def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> di
     return s.select(_STATE_AGGS).row(0, named=True)
 
 
-def server_state_many(series: pl.DataFrame, ranges: list[tuple], replicas: list[str | None] | None = None) -> list[dict]:
+def server_state_many(
+    series: pl.DataFrame, ranges: list[tuple], replicas: list[str | None] | None = None
+) -> list[dict]:
     """``server_state`` of every range (with its replica), in a few calls however many ranges there are."""
     replicas = replicas if replicas is not None else [None] * len(ranges)
     rows = gather(series, "ts", ranges)
     if rows is None:
         return [server_state(series, lo, hi, r) for (lo, hi), r in zip(ranges, replicas, strict=True)]
-    want = pl.DataFrame({"_k": range(len(ranges)), "_want": replicas}, schema={"_k": pl.Int64, "_want": pl.String})
+    want = pl.DataFrame(
+        {"_k": range(len(ranges)), "_want": replicas}, schema={"_k": pl.Int64, "_want": pl.String}
+    )
     # a range's rows narrow to its replica when that replica is among them
     rows = rows.join(want, on="_k", how="left").with_columns(
-        (pl.col("replica") == pl.col("_want")).fill_null(False).alias("_mine"))
+        (pl.col("replica") == pl.col("_want")).fill_null(False).alias("_mine")
+    )
     rows = rows.filter(~pl.col("_mine").any().over("_k") | pl.col("_mine"))
     got = {r.pop("_k"): r for r in rows.group_by("_k").agg(_STATE_AGGS).to_dicts()}
     return [got.get(k) or dict(_STATE_EMPTY) for k in range(len(ranges))]
 
 
 def _requests_empty(dur: float) -> dict:
-    return {"requests": 0, "arrival_rate": 0.0 if dur > 0 else None, "ttft_p50": None, "ttft_p95": None,
-            "e2e_p50": None, "e2e_p95": None, "success_share": None, "prompt_tokens_mean": None,
-            "max_tokens_mean": None, "output_tokens_mean": None, "output_tokens_sum": None, "errors": 0,
-            "timeouts": 0, "known_outcomes": 0}
+    return {
+        "requests": 0,
+        "arrival_rate": 0.0 if dur > 0 else None,
+        "ttft_p50": None,
+        "ttft_p95": None,
+        "e2e_p50": None,
+        "e2e_p95": None,
+        "success_share": None,
+        "prompt_tokens_mean": None,
+        "max_tokens_mean": None,
+        "output_tokens_mean": None,
+        "output_tokens_sum": None,
+        "errors": 0,
+        "timeouts": 0,
+        "known_outcomes": 0,
+    }
 
 
 _REQUEST_AGGS = (
@@ -171,8 +197,10 @@ def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
     if rows is None:
         return [requests(req, lo, hi) for lo, hi in ranges]
     got = {r.pop("_k"): r for r in rows.group_by("_k").agg(_REQUEST_AGGS).to_dicts()}
-    return [_request_row(got[k], _duration(lo, hi)) if k in got else _requests_empty(_duration(lo, hi))
-            for k, (lo, hi) in enumerate(ranges)]
+    return [
+        _request_row(got[k], _duration(lo, hi)) if k in got else _requests_empty(_duration(lo, hi))
+        for k, (lo, hi) in enumerate(ranges)
+    ]
 
 
 def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | None:
@@ -180,8 +208,12 @@ def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | No
     (one binary search for all bounds); None when the frame is not sorted without nulls or a bound has no
     zone (the callers then ask range by range)."""
     s = df[col]
-    if s.dtype != TS or s.null_count() or not s.is_sorted() or any(
-            b is not None and b.tzinfo is None for r in ranges for b in r):
+    if (
+        s.dtype != TS
+        or s.null_count()
+        or not s.is_sorted()
+        or any(b is not None and b.tzinfo is None for r in ranges for b in r)
+    ):
         return None
     ks = [k for k, (lo, hi) in enumerate(ranges) if lo is not None and hi is not None and df.height]
     if not ks:
@@ -189,10 +221,18 @@ def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | No
     los = pl.Series([epoch_us(ranges[k][0]) for k in ks], dtype=pl.Int64)
     his = pl.Series([epoch_us(ranges[k][1]) + 1 for k in ks], dtype=pl.Int64)
     phys = s.to_physical()
-    spans = pl.DataFrame({"_k": pl.Series(ks, dtype=pl.Int64), "i": phys.search_sorted(los, side="left"),
-                          "j": phys.search_sorted(his, side="left")})
-    idx = spans.select("_k", pl.int_ranges("i", pl.max_horizontal("i", "j"), dtype=pl.Int64).alias("_row")) \
-        .explode("_row").drop_nulls("_row")
+    spans = pl.DataFrame(
+        {
+            "_k": pl.Series(ks, dtype=pl.Int64),
+            "i": phys.search_sorted(los, side="left"),
+            "j": phys.search_sorted(his, side="left"),
+        }
+    )
+    idx = (
+        spans.select("_k", pl.int_ranges("i", pl.max_horizontal("i", "j"), dtype=pl.Int64).alias("_row"))
+        .explode("_row")
+        .drop_nulls("_row")
+    )
     return df[idx["_row"]].with_columns(idx["_k"])
 
 
@@ -233,7 +273,9 @@ def windows_sums_many(win: pl.DataFrame, cols: list[str], ranges: list[tuple]) -
     rows = gather(win, "ts", ranges)
     if rows is None:
         return [windows_sums(win, cols, lo, hi) for lo, hi in ranges]
-    got = {r.pop("_k"): r for r in rows.group_by("_k").agg(pl.col(c).fill_null(0).sum() for c in have).to_dicts()}
+    got = {
+        r.pop("_k"): r for r in rows.group_by("_k").agg(pl.col(c).fill_null(0).sum() for c in have).to_dicts()
+    }
     zero = dict.fromkeys(have, 0)
     return [{c: int(v) for c, v in got.get(k, zero).items()} for k in range(len(ranges))]
 

@@ -21,12 +21,17 @@ from .histograms import LATENCIES, ORIGIN_SOURCE, SOURCE, Histograms, load
 
 __all__ = ["load", "fill_step", "fill_episodes", "fill_lengths", "stated", "over", "undecided"]
 
-GATEWAY_TTFT_NOTE = ("the gateway's TTFT is its upstream header time, which vLLM sends before the first token "
-                     "when streaming and after the last when not: not a TTFT")
+GATEWAY_TTFT_NOTE = (
+    "the gateway's TTFT is its upstream header time, which vLLM sends before the first token "
+    "when streaming and after the last when not: not a TTFT"
+)
 # the per-request latencies a range may already have, and the columns they come from
 PER_REQUEST = {"ttft": "ttft_s", "e2e": "e2e_s"}
-LENGTHS = {"output_tokens": "output_tokens_mean", "max_tokens": "max_tokens_mean",
-           "prompt_tokens": "prompt_tokens_mean"}
+LENGTHS = {
+    "output_tokens": "output_tokens_mean",
+    "max_tokens": "max_tokens_mean",
+    "prompt_tokens": "prompt_tokens_mean",
+}
 _SHOWN = ("n", "mean", "p50", "p50_bucket", "p95", "p95_bucket", "p95_bucket_lo", "p95_bucket_hi", "metric")
 
 
@@ -51,8 +56,14 @@ def fill(fig: dict, sources: dict[str, str | None], measured: dict[str, dict]) -
                 add["ttft_p95_gateway"], add["ttft_note"] = fig.get("ttft_p95"), GATEWAY_TTFT_NOTE
             add.update({k: h[k.removeprefix(f + "_")] for k in (f"{f}_p50", f"{f}_p95") if k in fig})
             add.update({f"{f}_p50_bucket": h["p50_bucket"]} if f"{f}_p50" in fig else {})
-            add.update({f"{f}_source": SOURCE, f"{f}_p95_bucket": h["p95_bucket"],
-                        f"{f}_p95_bucket_lo": h["p95_bucket_lo"], f"{f}_p95_bucket_hi": h["p95_bucket_hi"]})
+            add.update(
+                {
+                    f"{f}_source": SOURCE,
+                    f"{f}_p95_bucket": h["p95_bucket"],
+                    f"{f}_p95_bucket_lo": h["p95_bucket_lo"],
+                    f"{f}_p95_bucket_hi": h["p95_bucket_hi"],
+                }
+            )
         else:
             add[f"{f}_source"] = src
             if src == "gateway" and f == "ttft":
@@ -61,9 +72,15 @@ def fill(fig: dict, sources: dict[str, str | None], measured: dict[str, dict]) -
         if f in PER_REQUEST:
             continue
         h = measured.get(f) or {}
-        add.update({f"{f}_p95": h.get("p95"), f"{f}_p95_bucket": h.get("p95_bucket"),
-                    f"{f}_p95_bucket_lo": h.get("p95_bucket_lo"), f"{f}_p95_bucket_hi": h.get("p95_bucket_hi"),
-                    f"{f}_source": SOURCE if h.get("p95") is not None else None})
+        add.update(
+            {
+                f"{f}_p95": h.get("p95"),
+                f"{f}_p95_bucket": h.get("p95_bucket"),
+                f"{f}_p95_bucket_lo": h.get("p95_bucket_lo"),
+                f"{f}_p95_bucket_hi": h.get("p95_bucket_hi"),
+                f"{f}_source": SOURCE if h.get("p95") is not None else None,
+            }
+        )
     for f, key in LENGTHS.items():
         h = measured.get(f)
         if key in fig and fig[key] is None and h is not None and h["mean"] is not None:
@@ -100,22 +117,33 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
         add = fill(e, src, m_d)
         e.update(add)
         # the sources, buckets and notes beside the episode's figures (the episodes table keeps a few)
-        e["details"]["latency"] = {k: v for k, v in add.items() if v is not None and not k.endswith(
-            ("_p50", "_p95", "_mean"))} or None
+        e["details"]["latency"] = {
+            k: v for k, v in add.items() if v is not None and not k.endswith(("_p50", "_p95", "_mean"))
+        } or None
         lengths = e["details"].get("output_lengths")
         if isinstance(lengths, dict):
-            lengths.update({k: v for k, v in fill(lengths, {}, m_d).items() if k in LENGTHS.values()
-                            or k == "lengths_source"})
+            lengths.update(
+                {
+                    k: v
+                    for k, v in fill(lengths, {}, m_d).items()
+                    if k in LENGTHS.values() or k == "lengths_source"
+                }
+            )
         if m_d or m_b:
-            e["details"]["metrics_histograms"] = {"during": shown(m_d), "before": shown(m_b),
-                                                  "replica": rep or "all"}
+            e["details"]["metrics_histograms"] = {
+                "during": shown(m_d),
+                "before": shown(m_b),
+                "replica": rep or "all",
+            }
 
 
 def _sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
     rows = figures.gather(req, "ts_start", ranges) if "origin" in req.columns else None
     if rows is None:
-        return [{f: request_source(figures.between(req, "ts_start", lo, hi), c) for f, c in PER_REQUEST.items()}
-                for lo, hi in ranges]
+        return [
+            {f: request_source(figures.between(req, "ts_start", lo, hi), c) for f, c in PER_REQUEST.items()}
+            for lo, hi in ranges
+        ]
     got: dict[int, dict[str, str | None]] = {}
     for (k,), part in rows.partition_by("_k", as_dict=True).items():
         got[k] = {f: request_source(part, c) for f, c in PER_REQUEST.items()}
@@ -132,9 +160,15 @@ def fill_lengths(ctx: Context, overall: dict) -> dict:
     out = m.get("output_tokens")
     if out is None or not out["n"]:
         return overall
-    got = {**overall, "output_tokens_mean": out["mean"], "output_tokens_p50": out["p50"],
-           "output_tokens_p50_bucket": out["p50_bucket"], "output_tokens_p95_bucket": out["p95_bucket"],
-           "requests_in_histogram": out["n"], "source": SOURCE}
+    got = {
+        **overall,
+        "output_tokens_mean": out["mean"],
+        "output_tokens_p50": out["p50"],
+        "output_tokens_p50_bucket": out["p50_bucket"],
+        "output_tokens_p95_bucket": out["p95_bucket"],
+        "requests_in_histogram": out["n"],
+        "source": SOURCE,
+    }
     for f in ("max_tokens", "prompt_tokens"):
         key = LENGTHS[f]
         if got.get(key) is None and m.get(f) is not None:
@@ -170,7 +204,13 @@ def undecided(fig: dict, slo) -> list[str]:
     for f, limit in (("ttft", slo.ttft_s), ("e2e", slo.e2e_s)):
         if fig.get(f"{f}_p95") is not None and over(fig, f, limit) is None:
             out.append(f"{f}_p95")
-            why.append(f"{f}_p95: " + (GATEWAY_TTFT_NOTE if fig.get(f"{f}_source") == "gateway" else
-                                       f"the SLO {limit:g} s lies inside its histogram bucket {fig[f'{f}_p95_bucket']}"))
+            why.append(
+                f"{f}_p95: "
+                + (
+                    GATEWAY_TTFT_NOTE
+                    if fig.get(f"{f}_source") == "gateway"
+                    else f"the SLO {limit:g} s lies inside its histogram bucket {fig[f'{f}_p95_bucket']}"
+                )
+            )
     fig["slo_undecided"] = "; ".join(why) or None
     return out

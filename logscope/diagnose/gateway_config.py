@@ -16,8 +16,10 @@ import polars as pl
 
 from logscope.parsers import nginx_conf
 
-GONE = ("the nginx configuration was seen at analysis time, but its input folder is gone: the gateway's settings "
-        "are unknown")
+GONE = (
+    "the nginx configuration was seen at analysis time, but its input folder is gone: the gateway's settings "
+    "are unknown"
+)
 
 
 def servers(out: Path) -> tuple[dict[int, dict[str, str]], list[int], str | None]:
@@ -27,7 +29,9 @@ def servers(out: Path) -> tuple[dict[int, dict[str, str]], list[int], str | None
     files, meta = out / "files.parquet", out / "ingest.json"
     if not files.exists() or not meta.exists():
         return {}, [], None
-    confs = pl.read_parquet(files, columns=["path", "format"]).filter(pl.col("format") == "nginx_conf")["path"]
+    confs = pl.read_parquet(files, columns=["path", "format"]).filter(pl.col("format") == "nginx_conf")[
+        "path"
+    ]
     if not confs.len():
         return {}, [], None
     root = json.loads(meta.read_text(encoding="utf-8")).get("input")
@@ -57,10 +61,13 @@ def read(out: Path) -> dict | None:
     found, ports, _ = servers(out)
     if not found:
         return None
-    return {"ports": ports,
-            "listeners": {p: {d: found[p].get(d, nginx_conf.DEFAULTS[d]) for d in nginx_conf.DIRECTIVES}
-                          for p in ports},
-            "set": {p: sorted(d for d in nginx_conf.DIRECTIVES if d in found[p]) for p in ports}}
+    return {
+        "ports": ports,
+        "listeners": {
+            p: {d: found[p].get(d, nginx_conf.DEFAULTS[d]) for d in nginx_conf.DIRECTIVES} for p in ports
+        },
+        "set": {p: sorted(d for d in nginx_conf.DIRECTIVES if d in found[p]) for p in ports},
+    }
 
 
 def retries_post(conf: dict | None) -> list[int] | None:
@@ -68,4 +75,6 @@ def retries_post(conf: dict | None) -> list[int] | None:
     ``proxy_next_upstream``); None when the configuration is not in the folder."""
     if conf is None:
         return None
-    return [p for p in conf["ports"] if "non_idempotent" in conf["listeners"][p]["proxy_next_upstream"].split()]
+    return [
+        p for p in conf["ports"] if "non_idempotent" in conf["listeners"][p]["proxy_next_upstream"].split()
+    ]

@@ -124,13 +124,16 @@ def bucket_text(lo: float, hi: float, unit: str) -> str:
 class _Hist:
     """One histogram of one replica: sample times (epoch µs) and, per column, the reset-corrected
     cumulative value at each (the ``le`` buckets, then ``_sum`` and ``_count`` when exported)."""
+
     times: array
     bounds: list[float]
     cols: list[array]
     sum_col: array | None
     count_col: array | None
 
-    def increase(self, lo: int | None, hi: int | None) -> tuple[list[float], float | None, float | None] | None:
+    def increase(
+        self, lo: int | None, hi: int | None
+    ) -> tuple[list[float], float | None, float | None] | None:
         """Bucket, sum and count increases over [lo, hi] (None: no sample in it)."""
         t = self.times
         j = len(t) - 1 if hi is None else bisect.bisect_right(t, hi) - 1
@@ -187,14 +190,21 @@ class Histograms:
             tot_n += n if n is not None else (cs[-1] if cs else 0.0)
         if not seen:
             return None
-        out: dict = {"source": SOURCE, "metric": metric, "unit": unit, "n": tot_n,
-                     "mean": tot_sum / tot_n if tot_n else None}
+        out: dict = {
+            "source": SOURCE,
+            "metric": metric,
+            "unit": unit,
+            "n": tot_n,
+            "mean": tot_sum / tot_n if tot_n else None,
+        }
         for name, q in (("p50", 0.5), ("p95", 0.95)):
             got_q = bucket_quantile(q, bounds, counts) if counts else None
             out[name] = None if got_q is None else got_q.value
             out[f"{name}_bucket_lo"] = None if got_q is None else got_q.bucket_lo
             out[f"{name}_bucket_hi"] = None if got_q is None else got_q.bucket_hi
-            out[f"{name}_bucket"] = None if got_q is None else bucket_text(got_q.bucket_lo, got_q.bucket_hi, unit)
+            out[f"{name}_bucket"] = (
+                None if got_q is None else bucket_text(got_q.bucket_lo, got_q.bucket_hi, unit)
+            )
         return out
 
     def measure_all(self, lo, hi, replica: str | None = None) -> dict[str, dict]:
@@ -217,8 +227,11 @@ def load(out: Path, rng: scope.Range = scope.ALL, log_stats: pl.DataFrame | None
     names = [m + s for m, _ in FIGURES.values() for s in ("_bucket", "_sum", "_count")]
     try:
         lf = scope.scan(out, "server_metrics", rng).filter(pl.col("ts").is_not_null())
-        m = (lf.filter(pl.col("name").is_in(names) & pl.col("value").is_not_nan())
-             .select("source", "replica", "name", pl.col("labels").fill_null(""), "ts", "value").collect())
+        m = (
+            lf.filter(pl.col("name").is_in(names) & pl.col("value").is_not_nan())
+            .select("source", "replica", "name", pl.col("labels").fill_null(""), "ts", "value")
+            .collect()
+        )
         # each target's first scrape (of any metric): a histogram series first seen later was created then
         first = lf.group_by("source", "replica").agg(pl.col("ts").min().alias("_first")).collect()
     except Exception:  # noqa: BLE001 - a half-written table must not stop the diagnosis
@@ -226,13 +239,20 @@ def load(out: Path, rng: scope.Range = scope.ALL, log_stats: pl.DataFrame | None
     if m.height == 0:
         return Histograms()
     m = m.join(first, on=["source", "replica"], how="left", nulls_equal=True).with_columns(
-        pl.col("replica").fill_null(""))
+        pl.col("replica").fill_null("")
+    )
     notes: list[str] = []
     if log_stats is not None and log_stats.height:
-        spans = log_stats.filter(pl.col("origin").ne_missing("prometheus")).group_by("replica").agg(
-            pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
-        inst = m.group_by("replica").agg(pl.col("ts").min()).vstack(
-            m.group_by("replica").agg(pl.col("ts").max()))
+        spans = (
+            log_stats.filter(pl.col("origin").ne_missing("prometheus"))
+            .group_by("replica")
+            .agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
+        )
+        inst = (
+            m.group_by("replica")
+            .agg(pl.col("ts").min())
+            .vstack(m.group_by("replica").agg(pl.col("ts").max()))
+        )
         mapped, _ = map_replicas(inst, out, spans)
         mapping = dict(zip(inst["replica"].to_list(), mapped["replica"].to_list(), strict=True))
         m = m.with_columns(pl.col("replica").replace(mapping))
@@ -244,13 +264,18 @@ def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
         m = m.with_columns(pl.lit(None, dtype=m.schema["ts"]).alias("_first"))
     kind = pl.col("name").str.extract(r"_(bucket|sum|count)$")
     m = m.with_columns(
-        pl.col("name").str.replace(r"_(bucket|sum|count)$", "").alias("metric"), kind.alias("kind"),
+        pl.col("name").str.replace(r"_(bucket|sum|count)$", "").alias("metric"),
+        kind.alias("kind"),
         pl.col("labels").str.extract(_LE).cast(pl.Float64, strict=False).alias("le"),
         pl.col("labels").str.replace_all(_LE, "").str.strip_chars(",").alias("group"),
     ).filter((pl.col("kind") != "bucket") | pl.col("le").is_not_null())
     # the source holding most of a histogram's samples (a dump beats a query_range answer of the same series)
-    best = (m.group_by("metric", "replica", "source").agg(pl.len().alias("_n"))
-            .sort(["_n", "source"], descending=[True, False]).unique(["metric", "replica"], keep="first"))
+    best = (
+        m.group_by("metric", "replica", "source")
+        .agg(pl.len().alias("_n"))
+        .sort(["_n", "source"], descending=[True, False])
+        .unique(["metric", "replica"], keep="first")
+    )
     m = m.join(best.select("metric", "replica", "source"), on=["metric", "replica", "source"])
     series = ["metric", "replica", "group", "kind", "le"]
     m = m.unique([*series, "ts"], keep="last", maintain_order=True).sort([*series, "ts"])
@@ -259,17 +284,29 @@ def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
     # labelled histograms appear then): it counts from 0, at that first scrape; one there from the start, or
     # with no such scrape known, counts from its first sample (what was before is not known)
     born = pl.col("_first").is_not_null() & (pl.col("ts").min().over(series) > pl.col("_first"))
-    inc = pl.when(prev.is_null()).then(pl.when(born).then(pl.col("value")).otherwise(0.0)) \
-        .when(pl.col("value") >= prev).then(pl.col("value") - prev) \
-        .otherwise(pl.col("value"))  # a drop is a restart: counted from 0 again
+    inc = (
+        pl.when(prev.is_null())
+        .then(pl.when(born).then(pl.col("value")).otherwise(0.0))
+        .when(pl.col("value") >= prev)
+        .then(pl.col("value") - prev)
+        .otherwise(pl.col("value"))
+    )  # a drop is a restart: counted from 0 again
     m = m.with_columns(inc.cum_sum().over(series).alias("cum"))
-    zeros = (m.filter(born).group_by(series).agg(pl.col("_first").first().alias("ts"))
-             .with_columns(pl.lit(0.0).alias("cum")))
+    zeros = (
+        m.filter(born)
+        .group_by(series)
+        .agg(pl.col("_first").first().alias("ts"))
+        .with_columns(pl.lit(0.0).alias("cum"))
+    )
     m = pl.concat([m.select(*series, "ts", "cum"), zeros.select(*series, "ts", "cum")])
     # the label sets of a replica (engines) summed per bucket, at each scrape
     m = m.group_by("metric", "replica", "kind", "le", "ts").agg(pl.col("cum").sum())
-    m = m.with_columns(pl.when(pl.col("kind") == "bucket").then(pl.col("le").cast(pl.String))
-                       .otherwise(pl.col("kind")).alias("col"))
+    m = m.with_columns(
+        pl.when(pl.col("kind") == "bucket")
+        .then(pl.col("le").cast(pl.String))
+        .otherwise(pl.col("kind"))
+        .alias("col")
+    )
     out: dict[tuple[str, str], _Hist] = {}
     for (metric, replica), part in m.partition_by(["metric", "replica"], as_dict=True).items():
         wide = part.pivot(on="col", index="ts", values="cum").sort("ts")

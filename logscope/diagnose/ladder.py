@@ -35,8 +35,17 @@ from .context import Context
 def steps(ctx: Context) -> tuple[list[dict], str]:
     ph = ctx.inputs.phases.filter(pl.col("value").is_not_null()).sort(["ts_start", "source", "phase"])
     if ph.height:
-        rows = [{"label": r["phase"], "value": float(r["value"]), "mode": r["mode"] or "concurrency",
-                 "start": r["ts_start"], "end": r["ts_end"], "source": r["source"]} for r in ph.iter_rows(named=True)]
+        rows = [
+            {
+                "label": r["phase"],
+                "value": float(r["value"]),
+                "mode": r["mode"] or "concurrency",
+                "start": r["ts_start"],
+                "end": r["ts_end"],
+                "source": r["source"],
+            }
+            for r in ph.iter_rows(named=True)
+        ]
         return _climb(rows, ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "client_phases"
     return _climb(_inflight_steps(ctx), ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "inflight"
 
@@ -50,8 +59,11 @@ def _climb(rows: list[dict], min_steps: int, min_step_s: float = 0.0) -> list[di
     for i, r in enumerate(rows):
         if run and r["value"] < run[-1]["value"]:
             top = run[-1]["value"]
-            if any(x["value"] < top and (x["end"] - x["start"]).total_seconds() >= min_step_s for x in rows[i:]
-                   if x["start"] is not None and x["end"] is not None):
+            if any(
+                x["value"] < top and (x["end"] - x["start"]).total_seconds() >= min_step_s
+                for x in rows[i:]
+                if x["start"] is not None and x["end"] is not None
+            ):
                 return []
             break
         if run and r["value"] == run[-1]["value"]:
@@ -82,22 +94,44 @@ def _inflight_steps(ctx: Context) -> list[dict]:
     # c requests at the server, queued or not: V0 lab ladder at c=32, 15-19 running + 8-18 waiting), each stats
     # sample holding for the windows until the next (stats lines come every 5-10 s, windows are shorter)
     fill = max(1, math.ceil(STATS_HOLD_S / ws)) if ws else 1
-    w = w.with_columns((pl.col("running_mean") + pl.col("waiting_mean").fill_null(0)).forward_fill(limit=fill)
-                       .alias("server_load"))
-    col = next((c for c in ("inflight_client", "inflight_gateway", "inflight_server", "server_load")
-                if w[c].null_count() < w.height and (w[c].fill_null(0) > 0).any()), None)
+    w = w.with_columns(
+        (pl.col("running_mean") + pl.col("waiting_mean").fill_null(0))
+        .forward_fill(limit=fill)
+        .alias("server_load")
+    )
+    col = next(
+        (
+            c
+            for c in ("inflight_client", "inflight_gateway", "inflight_server", "server_load")
+            if w[c].null_count() < w.height and (w[c].fill_null(0) > 0).any()
+        ),
+        None,
+    )
     if col is None:
         return []
     d = w.select("ts", pl.col(col).fill_null(0).alias("v")).with_columns(
-        pl.col("v").rolling_median(3, min_samples=1, center=True).alias("v"))
+        pl.col("v").rolling_median(3, min_samples=1, center=True).alias("v")
+    )
     d = d.with_columns(
-        pl.when(pl.col("v") >= 0.5).then((pl.col("v").log(2) * PLATEAU_BINS_PER_OCTAVE).round(0)).otherwise(None)
-        .alias("lvl"))
-    d = d.with_columns(((pl.col("lvl") != pl.col("lvl").shift(1)).fill_null(True)
-                        | pl.col("lvl").is_null()).cum_sum().alias("_run"))
-    segs = (d.filter(pl.col("lvl").is_not_null()).group_by("_run", maintain_order=True)
-            .agg(pl.col("ts").min().alias("start"), (pl.col("ts").max() + timedelta(seconds=ws)).alias("end"),
-                 pl.col("v").median().alias("value")))
+        pl.when(pl.col("v") >= 0.5)
+        .then((pl.col("v").log(2) * PLATEAU_BINS_PER_OCTAVE).round(0))
+        .otherwise(None)
+        .alias("lvl")
+    )
+    d = d.with_columns(
+        ((pl.col("lvl") != pl.col("lvl").shift(1)).fill_null(True) | pl.col("lvl").is_null())
+        .cum_sum()
+        .alias("_run")
+    )
+    segs = (
+        d.filter(pl.col("lvl").is_not_null())
+        .group_by("_run", maintain_order=True)
+        .agg(
+            pl.col("ts").min().alias("start"),
+            (pl.col("ts").max() + timedelta(seconds=ws)).alias("end"),
+            pl.col("v").median().alias("value"),
+        )
+    )
     segs = segs.filter((pl.col("end") - pl.col("start")).dt.total_seconds() >= ctx.th.ladder_min_step_s)
     rows: list[dict] = []
     for r in segs.iter_rows(named=True):
@@ -105,8 +139,16 @@ def _inflight_steps(ctx: Context) -> list[dict]:
         if rows and max(v, rows[-1]["value"]) <= PLATEAU_MERGE_RATIO * min(v, rows[-1]["value"]):
             rows[-1]["end"] = r["end"]
             continue
-        rows.append({"label": None, "value": v, "mode": "inflight", "start": r["start"], "end": r["end"],
-                     "source": col})
+        rows.append(
+            {
+                "label": None,
+                "value": v,
+                "mode": "inflight",
+                "start": r["start"],
+                "end": r["end"],
+                "source": col,
+            }
+        )
     out: list[dict] = []
     for r in rows:  # keep only clear steps up
         if out and r["value"] < STEP_RATIO * out[-1]["value"]:
@@ -140,14 +182,28 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     if tps is None and state["gen_tps_mean"] is not None:
         tps = state["gen_tps_mean"]
     row = {
-        "step": i + 1, "concurrency": s["value"], "mode": s["mode"], "ts_start": lo, "ts_end": hi,
-        "cold": bool(cold), "requests": figs["requests"], "active_mean": state["running_mean"],
+        "step": i + 1,
+        "concurrency": s["value"],
+        "mode": s["mode"],
+        "ts_start": lo,
+        "ts_end": hi,
+        "cold": bool(cold),
+        "requests": figs["requests"],
+        "active_mean": state["running_mean"],
         "arrival_rate": (figs["requests"] / dur) if dur > 0 else None,
-        "ttft_p50": figs["ttft_p50"], "ttft_p95": figs["ttft_p95"], "e2e_p50": figs["e2e_p50"],
-        "e2e_p95": figs["e2e_p95"], "success_share": figs["success_share"], "kv_max": state["kv_max"],
-        "kv_mean": state["kv_mean"], "waiting_max": state["waiting_max"], "preemptions": pre,
-        "throughput_tps": tps, "max_tokens_mean": figs["max_tokens_mean"],
-        "output_tokens_mean": figs["output_tokens_mean"], "label": s["label"],
+        "ttft_p50": figs["ttft_p50"],
+        "ttft_p95": figs["ttft_p95"],
+        "e2e_p50": figs["e2e_p50"],
+        "e2e_p95": figs["e2e_p95"],
+        "success_share": figs["success_share"],
+        "kv_max": state["kv_max"],
+        "kv_mean": state["kv_mean"],
+        "waiting_max": state["waiting_max"],
+        "preemptions": pre,
+        "throughput_tps": tps,
+        "max_tokens_mean": figs["max_tokens_mean"],
+        "output_tokens_mean": figs["output_tokens_mean"],
+        "label": s["label"],
     }
     w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
@@ -173,23 +229,45 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
     """What strained the server in the step, reported beside its SLO status: preemptions (or V0's warnings),
     a sustained queue, KV near full; each with when it began."""
     th, out = ctx.th, []
-    pre = figures.between(ctx.by_time(ctx.pre), "ts", lo, hi, closed="right").filter(pl.col("preemptions") > 0)
+    pre = figures.between(ctx.by_time(ctx.pre), "ts", lo, hi, closed="right").filter(
+        pl.col("preemptions") > 0
+    )
     if pre.height:
-        out.append({"what": "preemptions", "at": pre["ts"].min(),
-                    "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(pre['ts'].min())}"})
+        out.append(
+            {
+                "what": "preemptions",
+                "at": pre["ts"].min(),
+                "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(pre['ts'].min())}",
+            }
+        )
     elif row["v0_preemption_warnings"]:
         w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
-        out.append({"what": "preemptions", "at": w["ts"].min(),
-                    "text": f"V0 preemption warnings from {clock.hms(w['ts'].min())}"})
+        out.append(
+            {
+                "what": "preemptions",
+                "at": w["ts"].min(),
+                "text": f"V0 preemption warnings from {clock.hms(w['ts'].min())}",
+            }
+        )
     server = figures.between(ctx.by_time(ctx.server), "ts", lo, hi)
     q = server.filter(pl.col("waiting") >= th.waiting_min)
     if q.height >= th.queue_min_samples:
-        out.append({"what": "queue", "at": q["ts"].min(),
-                    "text": f"waiting up to {int(q['waiting'].max())} from {clock.hms(q['ts'].min())}"})
+        out.append(
+            {
+                "what": "queue",
+                "at": q["ts"].min(),
+                "text": f"waiting up to {int(q['waiting'].max())} from {clock.hms(q['ts'].min())}",
+            }
+        )
     kv = server.filter(pl.col("kv") >= th.kv_full)
     if kv.height:
-        out.append({"what": "kv_pressure", "at": kv["ts"].min(),
-                    "text": f"KV up to {kv['kv'].max():.0%} from {clock.hms(kv['ts'].min())}"})
+        out.append(
+            {
+                "what": "kv_pressure",
+                "at": kv["ts"].min(),
+                "text": f"KV up to {kv['kv'].max():.0%} from {clock.hms(kv['ts'].min())}",
+            }
+        )
     far = datetime.max.replace(tzinfo=lo.tzinfo)
     out.sort(key=lambda r: (r["at"] or far, r["what"]))
     return out
@@ -199,14 +277,29 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
     slo, th = ctx.slo, ctx.th
     out = []
     if from_histograms.over(row, "ttft", slo.ttft_s):
-        out.append({"what": "ttft", "at": _first_ts(req, pl.col("ttft_s") > slo.ttft_s, "ts_start"),
-                    "text": f"TTFT p95 {from_histograms.stated(row, 'ttft')} > {slo.ttft_s:g} s"})
+        out.append(
+            {
+                "what": "ttft",
+                "at": _first_ts(req, pl.col("ttft_s") > slo.ttft_s, "ts_start"),
+                "text": f"TTFT p95 {from_histograms.stated(row, 'ttft')} > {slo.ttft_s:g} s",
+            }
+        )
     if from_histograms.over(row, "e2e", slo.e2e_s):
-        out.append({"what": "e2e", "at": _first_ts(req, pl.col("e2e_s") > slo.e2e_s, "ts_start"),
-                    "text": f"e2e p95 {from_histograms.stated(row, 'e2e')} > {slo.e2e_s:g} s"})
+        out.append(
+            {
+                "what": "e2e",
+                "at": _first_ts(req, pl.col("e2e_s") > slo.e2e_s, "ts_start"),
+                "text": f"e2e p95 {from_histograms.stated(row, 'e2e')} > {slo.e2e_s:g} s",
+            }
+        )
     if row["success_share"] is not None and row["success_share"] < slo.success:
-        out.append({"what": "success", "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
-                    "text": f"success {row['success_share']:.1%} < {slo.success:.1%}"})
+        out.append(
+            {
+                "what": "success",
+                "at": _first_ts(req, pl.col("outcome").is_in(["error", "timeout"]), "ts_start"),
+                "text": f"success {row['success_share']:.1%} < {slo.success:.1%}",
+            }
+        )
     asked = {"preemptions": th.slo_no_preemption, "queue": th.slo_no_queue}
     out += [p for p in _pressure(ctx, row, lo, hi) if asked.get(p["what"])]
     far = datetime.max.replace(tzinfo=lo.tzinfo)
@@ -226,24 +319,51 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
     pf = next((r for r in rows if r["pressure_items"]), None)
     summary = {
         "source": source,
-        "slo": {"ttft_p95_s": ctx.slo.ttft_s, "e2e_p95_s": ctx.slo.e2e_s, "success": ctx.slo.success,
-                "no_preemption": ctx.th.slo_no_preemption, "no_queue": ctx.th.slo_no_queue},
-        "working_boundary": None if boundary is None else {
-            "step": boundary["step"], "concurrency": boundary["concurrency"], "mode": boundary["mode"],
-            "slo": "met"},
+        "slo": {
+            "ttft_p95_s": ctx.slo.ttft_s,
+            "e2e_p95_s": ctx.slo.e2e_s,
+            "success": ctx.slo.success,
+            "no_preemption": ctx.th.slo_no_preemption,
+            "no_queue": ctx.th.slo_no_queue,
+        },
+        "working_boundary": None
+        if boundary is None
+        else {
+            "step": boundary["step"],
+            "concurrency": boundary["concurrency"],
+            "mode": boundary["mode"],
+            "slo": "met",
+        },
         # the step right above the boundary: what failed there first, or the figure it could not be judged on
-        "broke_first_at_next_step": None if nxt is None or nxt["slo_status"] != "missed" else {
-            "step": nxt["step"], "concurrency": nxt["concurrency"],
-            "first": nxt["broke_reasons"][0]["what"], "reasons": nxt["broke_reasons"]},
-        "unknown_at_next_step": None if nxt is None or nxt["slo_status"] != "unknown" else {
-            "step": nxt["step"], "concurrency": nxt["concurrency"], "missing": nxt["missing_figures"]},
-        "failed_below_boundary": [{"step": r["step"], "concurrency": r["concurrency"], "broke": r["broke"]}
-                                  for r in rows[: last_ok or 0] if r["slo_status"] == "missed"],
-        "unknown_steps": [{"step": r["step"], "concurrency": r["concurrency"], "missing": r["missing_figures"]}
-                          for r in rows if r["slo_status"] == "unknown"],
-        "pressure_from_step": None if pf is None else {
-            "step": pf["step"], "concurrency": pf["concurrency"], "first": pf["pressure_items"][0]["what"],
-            "pressure": [p["text"] for p in pf["pressure_items"]]},
+        "broke_first_at_next_step": None
+        if nxt is None or nxt["slo_status"] != "missed"
+        else {
+            "step": nxt["step"],
+            "concurrency": nxt["concurrency"],
+            "first": nxt["broke_reasons"][0]["what"],
+            "reasons": nxt["broke_reasons"],
+        },
+        "unknown_at_next_step": None
+        if nxt is None or nxt["slo_status"] != "unknown"
+        else {"step": nxt["step"], "concurrency": nxt["concurrency"], "missing": nxt["missing_figures"]},
+        "failed_below_boundary": [
+            {"step": r["step"], "concurrency": r["concurrency"], "broke": r["broke"]}
+            for r in rows[: last_ok or 0]
+            if r["slo_status"] == "missed"
+        ],
+        "unknown_steps": [
+            {"step": r["step"], "concurrency": r["concurrency"], "missing": r["missing_figures"]}
+            for r in rows
+            if r["slo_status"] == "unknown"
+        ],
+        "pressure_from_step": None
+        if pf is None
+        else {
+            "step": pf["step"],
+            "concurrency": pf["concurrency"],
+            "first": pf["pressure_items"][0]["what"],
+            "pressure": [p["text"] for p in pf["pressure_items"]],
+        },
     }
     return rows, summary
 

@@ -24,8 +24,10 @@ from .thresholds import Thresholds
 
 DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
 # Functions and messages of engine start-up: a death inside one of them happened before serving.
-STARTUP_HINT = re.compile(r"failed to start|initialization failed|load_model|load_weights|process_weights|repack|"
-                          r"profile_run|determine_available_memory|initialize_kv_cache|capture_model|warming up")
+STARTUP_HINT = re.compile(
+    r"failed to start|initialization failed|load_model|load_weights|process_weights|repack|"
+    r"profile_run|determine_available_memory|initialize_kv_cache|capture_model|warming up"
+)
 TIMEOUT_HINT = re.compile(r"TimeoutError|timed out")
 START_KINDS = ("version", "server_start")  # the banner, then uvicorn's 'Started server process [pid]'
 READY_KINDS = ("server_ready", "server_listen")
@@ -67,24 +69,42 @@ def _activity(stats: pl.DataFrame, events: list[pl.DataFrame], sreq: pl.DataFram
     after a time (vLLM stamps whole seconds: 6.4 M lines of the 5 GB bench folder are 0.8 M rows)."""
     parts = [
         stats.filter(pl.col("origin") == "log").select(
-            pl.col("replica").fill_null(""), "ts", (pl.col("running").fill_null(0) > 0).alias("busy")),
-        *[ev.filter(~pl.col("ts_inferred").fill_null(False)).select(
-            pl.col("replica").fill_null(""), "ts", pl.lit(False).alias("busy")) for ev in events],
+            pl.col("replica").fill_null(""), "ts", (pl.col("running").fill_null(0) > 0).alias("busy")
+        ),
+        *[
+            ev.filter(~pl.col("ts_inferred").fill_null(False)).select(
+                pl.col("replica").fill_null(""), "ts", pl.lit(False).alias("busy")
+            )
+            for ev in events
+        ],
     ]
     for c in ("received_ts", "added_ts", "aborted_ts", "finished_ts"):
-        parts.append(sreq.select(pl.col("replica").fill_null(""), pl.col(c).alias("ts"), pl.lit(True).alias("busy")))
+        parts.append(
+            sreq.select(pl.col("replica").fill_null(""), pl.col(c).alias("ts"), pl.lit(True).alias("busy"))
+        )
     act = pl.concat(parts).filter(pl.col("ts").is_not_null()).sort(["replica", "ts", "busy"])
     return act.filter(group_first("replica", "ts", "busy"))
 
 
-def analyse(stats: pl.DataFrame, events: pl.DataFrame, access: pl.DataFrame, sreq: pl.DataFrame,
-            requests: pl.DataFrame, th: Thresholds) -> Lifecycle:
+def analyse(
+    stats: pl.DataFrame,
+    events: pl.DataFrame,
+    access: pl.DataFrame,
+    sreq: pl.DataFrame,
+    requests: pl.DataFrame,
+    th: Thresholds,
+) -> Lifecycle:
     """``events``: the server events but the access lines, which come apart in ``access`` (they only tell
     that the server was up)."""
-    ev = (events.filter(pl.col("ts").is_not_null()).with_columns(pl.col("replica").fill_null(""))
-          .sort(["replica", "ts", "seq"]))
+    ev = (
+        events.filter(pl.col("ts").is_not_null())
+        .with_columns(pl.col("replica").fill_null(""))
+        .sort(["replica", "ts", "seq"])
+    )
     act = _activity(stats, [events, access], sreq)
-    req = requests["ts_start"].drop_nulls().sort() if requests.height else pl.Series([], dtype=act.schema["ts"])
+    req = (
+        requests["ts_start"].drop_nulls().sort() if requests.height else pl.Series([], dtype=act.schema["ts"])
+    )
     starts, deaths, shutdowns, cold = [], [], [], []
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):
@@ -104,8 +124,16 @@ def analyse(stats: pl.DataFrame, events: pl.DataFrame, access: pl.DataFrame, sre
             limit = start_rows[j]["ts"] if j < len(start_rows) else None
             rd = between(ready, "ts", s["ts"], limit or datetime.max.replace(tzinfo=s["ts"].tzinfo))
             s["ready_ts"] = rd["ts"].min() if rd.height else None
-        starts += [{"replica": replica, "ts": s["ts"], "pid": s["pid"], "ready_ts": s["ready_ts"],
-                    "version": s["version"]} for s in start_rows]
+        starts += [
+            {
+                "replica": replica,
+                "ts": s["ts"],
+                "pid": s["pid"],
+                "ready_ts": s["ready_ts"],
+                "version": s["version"],
+            }
+            for s in start_rows
+        ]
         dead = g.filter(pl.col("kind").is_in(DEATH_KINDS))
         in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
         noise += int(in_shutdown.sum()) if dead.height else 0
@@ -141,7 +169,9 @@ def _starts(markers: pl.DataFrame, busy: list[int]) -> list[dict]:
                 cur["pid"] = cur["pid"] or r["pid"]
                 cur["version"] = cur["version"] or r["version"]
                 continue
-        out.append({"ts": r["ts"], "seq": r["seq"], "pid": r["pid"], "version": r["version"], "last": r["ts"]})
+        out.append(
+            {"ts": r["ts"], "seq": r["seq"], "pid": r["pid"], "version": r["version"], "last": r["ts"]}
+        )
     return out
 
 
@@ -150,8 +180,13 @@ def _in_shutdown(dead: pl.DataFrame, stops: pl.DataFrame, grace: float) -> pl.Se
         return pl.Series([], dtype=pl.Boolean)
     if stops.height == 0:
         return pl.Series([False] * dead.height)
-    j = dead.select("ts", "seq").sort("ts").join_asof(
-        stops.select(pl.col("ts").alias("stop_ts"), pl.col("ts")).sort("ts"), on="ts", strategy="backward")
+    j = (
+        dead.select("ts", "seq")
+        .sort("ts")
+        .join_asof(
+            stops.select(pl.col("ts").alias("stop_ts"), pl.col("ts")).sort("ts"), on="ts", strategy="backward"
+        )
+    )
     inside = ((j["ts"] - j["stop_ts"]).dt.total_seconds() <= grace).fill_null(False)
     # join_asof sorted by ts; dead was sorted by (ts, seq) already, so the order matches
     return inside
@@ -163,12 +198,15 @@ def _next_start(start_rows: list[dict], t: datetime) -> dict | None:
     return start_rows[i] if i < len(start_rows) else None
 
 
-def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: list[int], th: Thresholds) -> list[Death]:
+def _explicit(
+    replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: list[int], th: Thresholds
+) -> list[Death]:
     if dead.height == 0:
         return []
     out: list[Death] = []
     d = dead.with_columns(
-        ((pl.col("ts").diff().dt.total_seconds() > th.merge_gap_s).fill_null(True)).cum_sum().alias("_g"))
+        ((pl.col("ts").diff().dt.total_seconds() > th.merge_gap_s).fill_null(True)).cum_sum().alias("_g")
+    )
     for _, grp in d.group_by("_g", maintain_order=True):
         t0 = grp["ts"].min()
         kinds = sorted(set(grp["kind"].to_list()))
@@ -178,7 +216,9 @@ def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: li
         served = _busy_in(busy, cur["ts"] if cur is not None else None, t0, "both")
         text = "\n".join(t for t in grp["message"].to_list() + grp["detail"].to_list() if t)
         never_ready = cur is None or cur["ready_ts"] is None or cur["ready_ts"] > t0
-        at_startup = served == 0 and never_ready and (cur is not None or STARTUP_HINT.search(text) is not None)
+        at_startup = (
+            served == 0 and never_ready and (cur is not None or STARTUP_HINT.search(text) is not None)
+        )
         if "engine_timeout" not in kinds and TIMEOUT_HINT.search(text):
             kinds = sorted([*kinds, "engine_timeout"])
         death = Death(replica, t0, kinds, first["pid"], first["message"], t0, at_startup=at_startup)
@@ -189,8 +229,9 @@ def _explicit(replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: li
     return out
 
 
-def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: list[Death],
-            act: pl.DataFrame) -> list[Death]:
+def _silent(
+    replica: str, start_rows: list[dict], stops: pl.DataFrame, known: list[Death], act: pl.DataFrame
+) -> list[Death]:
     """A new banner while the previous instance was serving, with no shutdown and no explicit death between."""
     out = []
     died = sorted(d.ts for d in known if d.replica == replica)
@@ -205,14 +246,29 @@ def _silent(replica: str, start_rows: list[dict], stops: pl.DataFrame, known: li
         if not before["busy"].any():
             continue
         last = before["ts"].max()
-        out.append(Death(replica, last, ["silent"], prev["pid"], None, last, restart_ts=hi,
-                         ready_ts=cur["ready_ts"], new_pid=cur["pid"],
-                         notes=[f"the log of pid {prev['pid']} stops at {clock.hms(last)} and a new server "
-                                f"(pid {cur['pid']}) starts at {clock.hms(hi)} with no shutdown in between"]))
+        out.append(
+            Death(
+                replica,
+                last,
+                ["silent"],
+                prev["pid"],
+                None,
+                last,
+                restart_ts=hi,
+                ready_ts=cur["ready_ts"],
+                new_pid=cur["pid"],
+                notes=[
+                    f"the log of pid {prev['pid']} stops at {clock.hms(last)} and a new server "
+                    f"(pid {cur['pid']}) starts at {clock.hms(hi)} with no shutdown in between"
+                ],
+            )
+        )
     return out
 
 
-def _cold(replica: str, start_rows: list[dict], busy: pl.Series, requests: pl.Series, th: Thresholds) -> list[dict]:
+def _cold(
+    replica: str, start_rows: list[dict], busy: pl.Series, requests: pl.Series, th: Thresholds
+) -> list[dict]:
     """After each start: the first request that follows readiness (this replica's busy lines, or any
     logical request), and cold_start_s from it. ``busy`` and ``requests``: sorted times (the folder's
     requests are sorted once, not once per replica; a million of them as Python ints held 45 MB)."""
@@ -226,8 +282,16 @@ def _cold(replica: str, start_rows: list[dict], busy: pl.Series, requests: pl.Se
         if not firsts:
             continue
         first = min(firsts)
-        out.append({"replica": replica, "server_start": s["ts"], "ready": s["ready_ts"], "first_request": first,
-                    "start": first, "end": first + timedelta(seconds=th.cold_start_s)})
+        out.append(
+            {
+                "replica": replica,
+                "server_start": s["ts"],
+                "ready": s["ready_ts"],
+                "first_request": first,
+                "start": first,
+                "end": first + timedelta(seconds=th.cold_start_s),
+            }
+        )
     return out
 
 
@@ -239,6 +303,7 @@ class StopErrors:
     """The gateway's 5xx (first attempts) from a stop or death until ``until``: its server's next start
     became ready (the banner's time when readiness is not logged), or STOP_ERRORS_S later, or the gateway's
     last answer, whichever first."""
+
     by_status: dict[int, int]
     until: datetime
     # "ready" (the next start was ready), "restart" (its banner; readiness not logged), "cap" (STOP_ERRORS_S
@@ -256,7 +321,9 @@ def errors_after(gateway: pl.DataFrame, life: Lifecycle) -> dict[tuple, StopErro
     when its next start is ready, not at the new banner: the new process loads the model first, and the
     gateway fails requests meanwhile. Binary searches per status (a few), so a crash loop's thousands of
     deaths cost no pass over the table each."""
-    ends = [(s["ts"], s["replica"] or None) for s in life.shutdowns] + [(d.ts, d.replica or None) for d in life.deaths]
+    ends = [(s["ts"], s["replica"] or None) for s in life.shutdowns] + [
+        (d.ts, d.replica or None) for d in life.deaths
+    ]
     if not ends:
         return {}
     starts: dict = {}
@@ -274,16 +341,26 @@ def errors_after(gateway: pl.DataFrame, life: Lifecycle) -> dict[tuple, StopErro
         cap = (t + timedelta(seconds=STOP_ERRORS_S), "cap")
         if last is not None and t <= last < cap[0]:
             cap = (last, "logs_end")
-        back = ((later[k]["ready_ts"], "ready") if later[k]["ready_ts"] is not None else (later[k]["ts"], "restart")) \
-            if k < len(later) else cap
+        back = (
+            (
+                (later[k]["ready_ts"], "ready")
+                if later[k]["ready_ts"] is not None
+                else (later[k]["ts"], "restart")
+            )
+            if k < len(later)
+            else cap
+        )
         bounds.append(min(back, cap, key=lambda b: b[0]))
     out = {key: StopErrors({}, hi, how) for key, (hi, how) in zip(ends, bounds, strict=True)}
     if not gateway.height:
         return out
     lo_s = pl.Series([t for t, _ in ends], dtype=gateway["ts_end"].dtype)
     hi_s = pl.Series([hi for hi, _ in bounds], dtype=gateway["ts_end"].dtype)
-    ga = gateway.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1)).select("ts_end", "status") \
+    ga = (
+        gateway.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1))
+        .select("ts_end", "status")
         .drop_nulls()
+    )
     for (status,), part in ga.sort("ts_end", "status").partition_by("status", as_dict=True).items():
         e = part["ts_end"]
         n = (e.search_sorted(hi_s, side="right") - e.search_sorted(lo_s, side="left")).to_list()

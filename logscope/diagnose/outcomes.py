@@ -13,8 +13,11 @@ import polars as pl
 
 from .. import clock
 
-SOURCE = {"correlated": "client (gateway where no client log covers a request)", "client": "client",
-          "server": "server log"}
+SOURCE = {
+    "correlated": "client (gateway where no client log covers a request)",
+    "client": "client",
+    "server": "server log",
+}
 
 
 def analyse(req: pl.DataFrame, origin: str | None) -> dict | None:
@@ -22,9 +25,14 @@ def analyse(req: pl.DataFrame, origin: str | None) -> dict | None:
     if not req.height or "outcome" not in req.columns:
         return None
     status = pl.col("status") if "status" in req.columns else pl.lit(None, pl.Int64)
-    groups = (req.group_by(pl.col("outcome").fill_null("unknown"), status.alias("status")).len()
-              .sort(["outcome", "status"], nulls_last=True))
-    by_outcome = {o: int(n) for o, n in req.group_by(pl.col("outcome").fill_null("unknown")).len().iter_rows()}
+    groups = (
+        req.group_by(pl.col("outcome").fill_null("unknown"), status.alias("status"))
+        .len()
+        .sort(["outcome", "status"], nulls_last=True)
+    )
+    by_outcome = {
+        o: int(n) for o, n in req.group_by(pl.col("outcome").fill_null("unknown")).len().iter_rows()
+    }
     return {
         "requests": req.height,
         "by_outcome": dict(sorted(by_outcome.items())),
@@ -43,26 +51,47 @@ def below_one(req: pl.DataFrame, amplification: float | None, server_end: dateti
     if server_end is not None:
         late = none.filter(pl.col("ts_start") > server_end)
         if late.height:
-            reasons.append({"requests": late.height, "why": f"sent after the server log ends ({clock.hms(server_end)})"})
+            reasons.append(
+                {"requests": late.height, "why": f"sent after the server log ends ({clock.hms(server_end)})"}
+            )
             none = none.filter(pl.col("ts_start") <= server_end)
     status = pl.col("status") if "status" in none.columns else pl.lit(None, pl.Int64)
-    for outcome, st, n in sorted(none.group_by(pl.col("outcome").fill_null("unknown"), status.alias("s"))
-                                   .len().iter_rows(), key=lambda r: -r[2])[:6] if none.height else []:
+    for outcome, st, n in (
+        sorted(
+            none.group_by(pl.col("outcome").fill_null("unknown"), status.alias("s")).len().iter_rows(),
+            key=lambda r: -r[2],
+        )[:6]
+        if none.height
+        else []
+    ):
         reasons.append({"requests": int(n), "why": _why(outcome, st)})
     never = sum(r["requests"] for r in reasons)
-    text = (f"below 1: {never:,} of {req.height:,} logical requests never reached vLLM (" +
-            "; ".join(f"{r['requests']:,} {r['why']}" for r in reasons) + ")") if never else \
-        "below 1 although every request matched a vLLM execution: a join missed (see correlation.json)"
+    text = (
+        (
+            f"below 1: {never:,} of {req.height:,} logical requests never reached vLLM ("
+            + "; ".join(f"{r['requests']:,} {r['why']}" for r in reasons)
+            + ")"
+        )
+        if never
+        else "below 1 although every request matched a vLLM execution: a join missed (see correlation.json)"
+    )
     return {"never_reached_server": never, "reasons": reasons, "text": text}
 
 
 def _why(outcome: str, status: int | None) -> str:
     if outcome == "error":
-        return "failed with no HTTP answer (a connection error)" if status is None else \
-            f"answered {status} by the gateway" if status >= 500 else f"answered {status}"
-    return {"timeout": "timed out before vLLM received them", "unfinished": "in flight when the client log ends",
-            "ok": "answered ok with no vLLM line matched (a join missed)"}.get(
-        outcome, f"ended '{outcome}' with no vLLM line matched")
+        return (
+            "failed with no HTTP answer (a connection error)"
+            if status is None
+            else f"answered {status} by the gateway"
+            if status >= 500
+            else f"answered {status}"
+        )
+    return {
+        "timeout": "timed out before vLLM received them",
+        "unfinished": "in flight when the client log ends",
+        "ok": "answered ok with no vLLM line matched (a join missed)",
+    }.get(outcome, f"ended '{outcome}' with no vLLM line matched")
 
 
 def words(o: dict | None) -> str:
@@ -71,7 +100,12 @@ def words(o: dict | None) -> str:
         return ""
     parts = []
     for r in o["by_status"]:
-        st = "" if r["outcome"] in ("ok", "truncated", "unfinished") else \
-            f" ({r['status']})" if r["status"] is not None else " (no HTTP answer)"
+        st = (
+            ""
+            if r["outcome"] in ("ok", "truncated", "unfinished")
+            else f" ({r['status']})"
+            if r["status"] is not None
+            else " (no HTTP answer)"
+        )
         parts.append(f"{r['requests']:,} {r['outcome']}{st}")
     return f"{o['requests']:,} requests: " + ", ".join(parts)

@@ -15,14 +15,28 @@ REQUEST_SIGNALS = ("errors", "retries", "orphans", "ttft", "e2e")
 
 # ---------------------------------------------------------------- stretches per signal
 
-def _series_stretches(ctx: Context, name: str, df: pl.DataFrame, col: str, rule: detect.Rule,
-                      merge_gap: float | None = None, end_pad_s: float = 0.0) -> pl.DataFrame:
+
+def _series_stretches(
+    ctx: Context,
+    name: str,
+    df: pl.DataFrame,
+    col: str,
+    rule: detect.Rule,
+    merge_gap: float | None = None,
+    end_pad_s: float = 0.0,
+) -> pl.DataFrame:
     th = ctx.th
     df = df.filter(pl.col(col).is_not_null())
     if df.height == 0:
         return pl.DataFrame()
-    st = detect.stretches(df.select("replica", "ts", col), col, rule, th.mad_k, merge_gap or th.merge_gap_s,
-                          th.max_sample_gap_factor)
+    st = detect.stretches(
+        df.select("replica", "ts", col),
+        col,
+        rule,
+        th.mad_k,
+        merge_gap or th.merge_gap_s,
+        th.max_sample_gap_factor,
+    )
     if st.height == 0:
         return pl.DataFrame()
     last = df.group_by("replica").agg(pl.col("ts").max().alias("last_sample"))
@@ -33,7 +47,9 @@ def _series_stretches(ctx: Context, name: str, df: pl.DataFrame, col: str, rule:
     )
 
 
-def _windowed(ctx: Context, name: str, value: pl.Expr, rule: detect.Rule, skip_cold: bool = False) -> pl.DataFrame:
+def _windowed(
+    ctx: Context, name: str, value: pl.Expr, rule: detect.Rule, skip_cold: bool = False
+) -> pl.DataFrame:
     w = ctx.inputs.windows
     if w.height == 0:
         return pl.DataFrame()
@@ -48,8 +64,20 @@ def _crash_stretches(ctx: Context) -> pl.DataFrame:
     rows = []
     for d in ctx.life.deaths:
         end = d.ready_ts or max(d.ts, ctx.span_hi or d.ts)
-        rows.append({"replica": d.replica, "start": d.ts, "end": end, "samples": 1, "peak": 1.0, "total": 1.0,
-                     "mean": 1.0, "med": 0.0, "last_sample": ctx.span_hi or end, "signal": "crash"})
+        rows.append(
+            {
+                "replica": d.replica,
+                "start": d.ts,
+                "end": end,
+                "samples": 1,
+                "peak": 1.0,
+                "total": 1.0,
+                "mean": 1.0,
+                "med": 0.0,
+                "last_sample": ctx.span_hi or end,
+                "signal": "crash",
+            }
+        )
     return pl.DataFrame(rows) if rows else pl.DataFrame()
 
 
@@ -57,28 +85,59 @@ def stretches(ctx: Context) -> pl.DataFrame:
     th = ctx.th
     parts = []
     if ctx.pre.height:
-        parts.append(_series_stretches(ctx, "preemptions", ctx.pre, "preemptions", detect.Rule(hard=th.preemptions_min)))
+        parts.append(
+            _series_stretches(
+                ctx, "preemptions", ctx.pre, "preemptions", detect.Rule(hard=th.preemptions_min)
+            )
+        )
     elif ctx.warnings.height:
-        parts.append(_series_stretches(ctx, "preemptions", ctx.warnings, "preemptions",
-                                       detect.Rule(hard=1), merge_gap=th.v0_warning_merge_s))
+        parts.append(
+            _series_stretches(
+                ctx,
+                "preemptions",
+                ctx.warnings,
+                "preemptions",
+                detect.Rule(hard=1),
+                merge_gap=th.v0_warning_merge_s,
+            )
+        )
     if ctx.server.height:
         parts.append(_series_stretches(ctx, "kv_pressure", ctx.server, "kv", detect.Rule(hard=th.kv_full)))
-        parts.append(_series_stretches(ctx, "queue", ctx.server, "waiting",
-                                       detect.Rule(hard=th.waiting_min, min_samples=th.queue_min_samples,
-                                                   keep_peak=th.queue_outlier_floor)))
+        parts.append(
+            _series_stretches(
+                ctx,
+                "queue",
+                ctx.server,
+                "waiting",
+                detect.Rule(
+                    hard=th.waiting_min, min_samples=th.queue_min_samples, keep_peak=th.queue_outlier_floor
+                ),
+            )
+        )
         stalled = ctx.server.with_columns(
             ((pl.col("running") >= 1) & (pl.col("prompt_tps") == 0) & (pl.col("gen_tps") == 0))
-            .cast(pl.Float64).alias("stalled"))
-        parts.append(_series_stretches(ctx, "stall", stalled, "stalled",
-                                       detect.Rule(hard=1, min_samples=th.stall_min_samples)))
+            .cast(pl.Float64)
+            .alias("stalled")
+        )
+        parts.append(
+            _series_stretches(
+                ctx, "stall", stalled, "stalled", detect.Rule(hard=1, min_samples=th.stall_min_samples)
+            )
+        )
     parts += _request_stretches(ctx)
     parts.append(_crash_stretches(ctx))
     cols = ["signal", "replica", "start", "end", "samples", "peak", "total", "mean", "med", "last_sample"]
-    parts = [p.select(cols).with_columns(pl.col("samples").cast(pl.Int64), pl.col("start").cast(pl.Datetime("us", "UTC")),
-                                         pl.col("end").cast(pl.Datetime("us", "UTC")),
-                                         pl.col("last_sample").cast(pl.Datetime("us", "UTC")),
-                                         *[pl.col(c).cast(pl.Float64) for c in ("peak", "total", "mean", "med")])
-             for p in parts if p.height]
+    parts = [
+        p.select(cols).with_columns(
+            pl.col("samples").cast(pl.Int64),
+            pl.col("start").cast(pl.Datetime("us", "UTC")),
+            pl.col("end").cast(pl.Datetime("us", "UTC")),
+            pl.col("last_sample").cast(pl.Datetime("us", "UTC")),
+            *[pl.col(c).cast(pl.Float64) for c in ("peak", "total", "mean", "med")],
+        )
+        for p in parts
+        if p.height
+    ]
     if not parts:
         return pl.DataFrame()
     return pl.concat(parts).sort(["start", "signal", "replica"])
@@ -95,19 +154,28 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
         return w[c].null_count() < w.height
 
     client_side = inp.requests_origin in ("correlated", "client") and has("errors")
-    err = (pl.col("errors").fill_null(0) + pl.col("timeouts").fill_null(0)) if client_side else pl.col("gateway_5xx")
+    err = (
+        (pl.col("errors").fill_null(0) + pl.col("timeouts").fill_null(0))
+        if client_side
+        else pl.col("gateway_5xx")
+    )
     out = [_windowed(ctx, "errors", err.cast(pl.Float64), detect.Rule(floor=th.errors_floor))]
     if has("client_retries") or has("gateway_retries"):
         retries = pl.col("client_retries").fill_null(0) + pl.col("gateway_retries").fill_null(0)
         out.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
     if has("orphaned"):
-        out.append(_windowed(ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)))
+        out.append(
+            _windowed(
+                ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)
+            )
+        )
     out.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
     out.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
     return out
 
 
 # ---------------------------------------------------------------- grouping
+
 
 def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     """The stretches of every episode, ``_e`` numbering the episodes by start. On one replica, server-signal
@@ -126,24 +194,38 @@ def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     # server stretches: runs per replica, then one group per death in each run (every other stretch goes with
     # the last death that began before it, those before the first death with the first; a death is its own
     # anchor, so two deaths stamped in the same second stay apart)
-    server = server.with_columns(pl.col("replica").fill_null("").alias("_rep")).sort("_rep", "start", "signal")
+    server = server.with_columns(pl.col("replica").fill_null("").alias("_rep")).sort(
+        "_rep", "start", "signal"
+    )
     server = server.with_columns(_runs(gap_s, over="_rep").alias("_run")).sort("start", "_i")
     deaths = server.filter(pl.col("signal") == "crash").select(
-        "_run", "start", "_i", (pl.int_range(pl.len(), dtype=pl.Int64).over("_run")).alias("_d"))
+        "_run", "start", "_i", (pl.int_range(pl.len(), dtype=pl.Int64).over("_run")).alias("_d")
+    )
     # both in start order: each stretch meets the last death of its run that began at or before it
-    server = server.join_asof(deaths.drop("_i"), on="start", by="_run", strategy="backward", check_sortedness=False)
+    server = server.join_asof(
+        deaths.drop("_i"), on="start", by="_run", strategy="backward", check_sortedness=False
+    )
     server = server.join(deaths.select("_i", pl.col("_d").alias("_own")), on="_i", how="left").with_columns(
-        pl.coalesce("_own", "_d", pl.lit(0, dtype=pl.Int64)).alias("_d"))
+        pl.coalesce("_own", "_d", pl.lit(0, dtype=pl.Int64)).alias("_d")
+    )
     server = server.with_columns(pl.struct("_run", "_d").rank("dense").cast(pl.Int64).alias("_g")).drop(
-        "_rep", "_run", "_d", "_own")
+        "_rep", "_run", "_d", "_own"
+    )
     cores = server.group_by("_g").agg(pl.col("start").min().alias("_lo"), pl.col("end").max().alias("_hi"))
-    near = wide.join_where(cores, pl.col("start") <= pl.col("_hi") + gap, pl.col("end") >= pl.col("_lo") - gap) \
-        if cores.height and wide.height else wide.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_g"))
+    near = (
+        wide.join_where(cores, pl.col("start") <= pl.col("_hi") + gap, pl.col("end") >= pl.col("_lo") - gap)
+        if cores.height and wide.height
+        else wide.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_g"))
+    )
     alone = wide.filter(~pl.col("_i").is_in(near["_i"].implode())).sort("start", "signal")
     alone = alone.with_columns((_runs(gap_s) + (server["_g"].max() or 0)).alias("_g"))
     rows = pl.concat([server, near.select(server.columns), alone.select(server.columns)])
-    order = rows.group_by("_g").agg(pl.col("start").min().alias("_s"), pl.col("_i").min().alias("_m")).sort(
-        "_s", "_m").select("_g", pl.int_range(pl.len(), dtype=pl.Int64).alias("_e"))
+    order = (
+        rows.group_by("_g")
+        .agg(pl.col("start").min().alias("_s"), pl.col("_i").min().alias("_m"))
+        .sort("_s", "_m")
+        .select("_g", pl.int_range(pl.len(), dtype=pl.Int64).alias("_e"))
+    )
     return rows.join(order, on="_g").sort("_e", "start", "signal", "_i").drop("_g", "_i")
 
 

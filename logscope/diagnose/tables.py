@@ -33,9 +33,26 @@ OUTCOME_OK = "ok"
 # the columns the diagnosis reads of the request-level tables: at a million requests the others (ids,
 # prompts, user agents, URLs, messages) are most of their memory (5 GB bench folder: 2.2 -> 0.89 GB of RSS once loaded)
 COLUMNS = {
-    "server_requests": ("replica", "endpoint", "received_ts", "added_ts", "finished_ts", "aborted_ts",
-                        "max_tokens", "prompt_tokens", "preempted"),
-    "gateway_attempts": ("ts_start", "ts_end", "attempt", "attempts_total", "status", "upstream", "upstream_status"),
+    "server_requests": (
+        "replica",
+        "endpoint",
+        "received_ts",
+        "added_ts",
+        "finished_ts",
+        "aborted_ts",
+        "max_tokens",
+        "prompt_tokens",
+        "preempted",
+    ),
+    "gateway_attempts": (
+        "ts_start",
+        "ts_end",
+        "attempt",
+        "attempts_total",
+        "status",
+        "upstream",
+        "upstream_status",
+    ),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }
 # vLLM's uvicorn access lines are nearly all of server_events (one per request): they are kept apart,
@@ -43,7 +60,15 @@ COLUMNS = {
 ACCESS = "http_access"
 # events kept whatever the time range: what the server was (capacity, config, version) and when it
 # started, became ready or stopped (a death in the range is told from the start before it)
-CONTEXT_KINDS = ("capacity", "config", "version", "server_start", "server_ready", "server_listen", "server_stop")
+CONTEXT_KINDS = (
+    "capacity",
+    "config",
+    "version",
+    "server_start",
+    "server_ready",
+    "server_listen",
+    "server_stop",
+)
 ACCESS_COLUMNS = ("ts", "ts_inferred", "replica", "kind", "pid", "seq", "http_status")
 
 
@@ -52,8 +77,13 @@ ACCESS_COLUMNS = ("ts", "ts_inferred", "replica", "kind", "pid", "seq", "http_st
 CATEGORIES = {"gateway_errors": ("source", "kind", "upstream"), "gateway_attempts": ("upstream",)}
 
 
-def read(out: Path, name: str, columns: tuple[str, ...] | None = None, where: pl.Expr | None = None,
-         rng: Range = scope.ALL) -> pl.DataFrame:
+def read(
+    out: Path,
+    name: str,
+    columns: tuple[str, ...] | None = None,
+    where: pl.Expr | None = None,
+    rng: Range = scope.ALL,
+) -> pl.DataFrame:
     """A table as declared (only ``columns`` of it, only rows ``where`` and in the time range ``rng``); empty
     when absent or unreadable."""
     p = out / f"{name}.parquet"
@@ -96,32 +126,52 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.resources.scope``)."""
     stats = read(out, "server_stats", rng=rng).filter(pl.col("ts").is_not_null())
     in_range = scope.where("server_events", rng)
-    if in_range is not None:  # and the server's set-up and starts outside it (capacity; whose death is inside)
+    if (
+        in_range is not None
+    ):  # and the server's set-up and starts outside it (capacity; whose death is inside)
         in_range = in_range | pl.col("kind").is_in(CONTEXT_KINDS)
-    events = read(out, "server_events", where=pl.col("kind").ne_missing(ACCESS) & (
-        in_range if in_range is not None else True))
+    events = read(
+        out,
+        "server_events",
+        where=pl.col("kind").ne_missing(ACCESS) & (in_range if in_range is not None else True),
+    )
     win = read(out, "windows", rng=rng).filter(pl.col("ts").is_not_null())
     correlated = bool(win.height and win["window_s"].drop_nulls().len())
     is_access = pl.col("kind") == ACCESS
-    access_lines = int(scope.scan(out, "server_events", rng).filter(is_access).select(pl.len()).collect().item()
-                       if (out / "server_events.parquet").exists() else 0)
+    access_lines = int(
+        scope.scan(out, "server_events", rng).filter(is_access).select(pl.len()).collect().item()
+        if (out / "server_events.parquet").exists()
+        else 0
+    )
     if correlated:  # only when and where the server logged is read of them: one row per replica and second
         access = read(out, "server_events", ("ts", "ts_inferred", "replica"), is_access, rng).unique(
-            maintain_order=True)
+            maintain_order=True
+        )
     else:  # the windows are built from them
         access = read(out, "server_events", ACCESS_COLUMNS, is_access, rng)
-    not_found = read(out, "server_events", ("ts", "replica", "http_path"), is_access & (pl.col("http_status") == 404)
-                     & pl.col("http_path").str.contains(r"^/v1/(?:chat/)?completions\b"), rng)
+    not_found = read(
+        out,
+        "server_events",
+        ("ts", "replica", "http_path"),
+        is_access
+        & (pl.col("http_status") == 404)
+        & pl.col("http_path").str.contains(r"^/v1/(?:chat/)?completions\b"),
+        rng,
+    )
     sreq = read(out, "server_requests", COLUMNS["server_requests"], rng=rng)
     requests, origin = _requests(out, sreq, rng)
     gateway = read(out, "gateway_attempts", COLUMNS["gateway_attempts"], rng=rng)
     gw_err = read(out, "gateway_errors", COLUMNS["gateway_errors"], rng=rng)
     phases = read(out, "client_phases", rng=rng).filter(
-        pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
+        pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null()
+    )
     # one phase can be described by two files of the same client (its log and its JSON lines)
-    phases = (phases.sort(["ts_start", "source", "phase"])
-              .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
-              .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True).drop("_s"))
+    phases = (
+        phases.sort(["ts_start", "source", "phase"])
+        .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
+        .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True)
+        .drop("_s")
+    )
     if correlated:
         window_s = float(win["window_s"].drop_nulls()[0])
         w_origin = "correlated"
@@ -129,24 +179,57 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         window_s = _window_s(window, stats, requests)
         win = build_windows(window_s, stats, requests, gateway, access)
         w_origin = "built"
-    return Inputs(stats, events, access, sreq, requests, origin, win.sort("ts"), window_s, w_origin, phases,
-                  gateway, gw_err, rng, access_lines, not_found)
+    return Inputs(
+        stats,
+        events,
+        access,
+        sreq,
+        requests,
+        origin,
+        win.sort("ts"),
+        window_s,
+        w_origin,
+        phases,
+        gateway,
+        gw_err,
+        rng,
+        access_lines,
+        not_found,
+    )
 
 
 def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, str]:
     """Logical requests: the correlated table, else the client's, else vLLM's own Received lines."""
-    cols = ["ts_start", "ts_end", "outcome", "ttft_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens",
-            "phase", "concurrency", "client_attempts", "gateway_attempts", "server_requests", "orphaned_executions",
-            "status", "origin"]  # origin: which layer a row's latencies come from (histograms.request_source)
+    cols = [
+        "ts_start",
+        "ts_end",
+        "outcome",
+        "ttft_s",
+        "e2e_s",
+        "prompt_tokens",
+        "max_tokens",
+        "output_tokens",
+        "phase",
+        "concurrency",
+        "client_attempts",
+        "gateway_attempts",
+        "server_requests",
+        "orphaned_executions",
+        "status",
+        "origin",
+    ]  # origin: which layer a row's latencies come from (histograms.request_source)
     req = read(out, "requests", tuple(cols), pl.col("ts_start").is_not_null(), rng)
     if req.height:
         return req.sort("ts_start"), "correlated"
     cr = read(out, "client_requests", rng=rng).filter(pl.col("ts_start").is_not_null())
     if cr.height:
         outcome = (
-            pl.when(pl.col("timed_out").fill_null(False)).then(pl.lit("timeout"))
-            .when(pl.col("error").is_not_null() | (pl.col("status") >= 400)).then(pl.lit("error"))
-            .when(pl.col("status").is_between(200, 299)).then(pl.lit(OUTCOME_OK))
+            pl.when(pl.col("timed_out").fill_null(False))
+            .then(pl.lit("timeout"))
+            .when(pl.col("error").is_not_null() | (pl.col("status") >= 400))
+            .then(pl.lit("error"))
+            .when(pl.col("status").is_between(200, 299))
+            .then(pl.lit(OUTCOME_OK))
             .otherwise(pl.lit("unknown"))
         )
         df = cr.with_columns(
@@ -159,15 +242,27 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         )
         return df.select(cols).sort("ts_start"), "client"
     sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
-    sr = sr.with_columns(pl.coalesce("received_ts", "added_ts", "finished_ts", "aborted_ts").alias("ts_start")).filter(
-        pl.col("ts_start").is_not_null())
+    sr = sr.with_columns(
+        pl.coalesce("received_ts", "added_ts", "finished_ts", "aborted_ts").alias("ts_start")
+    ).filter(pl.col("ts_start").is_not_null())
     if sr.height:
         df = sr.with_columns(
             pl.coalesce("finished_ts", "aborted_ts").alias("ts_end"),
-            pl.lit("unknown").alias("outcome"),  # an abort is the caller leaving: not an outcome vLLM can judge
+            pl.lit("unknown").alias(
+                "outcome"
+            ),  # an abort is the caller leaving: not an outcome vLLM can judge
             *[pl.lit(None, pl.Float64).alias(c) for c in ("ttft_s", "e2e_s")],
-            *[pl.lit(None, pl.Int64).alias(c) for c in ("output_tokens", "concurrency", "client_attempts",
-                                                          "gateway_attempts", "orphaned_executions", "status")],
+            *[
+                pl.lit(None, pl.Int64).alias(c)
+                for c in (
+                    "output_tokens",
+                    "concurrency",
+                    "client_attempts",
+                    "gateway_attempts",
+                    "orphaned_executions",
+                    "status",
+                )
+            ],
             pl.lit(None, pl.String).alias("phase"),
             pl.lit(1, pl.Int64).alias("server_requests"),
             pl.lit("server").alias("origin"),
@@ -200,18 +295,21 @@ def _window_s(window: str | None, stats: pl.DataFrame, requests: pl.DataFrame) -
 
 def span(stats: pl.DataFrame, requests: pl.DataFrame):
     """Observed span: from the first to the last stats line or request (startup chatter excluded)."""
-    ts = pl.concat([
-        stats.select(pl.col("ts").alias("t")),
-        requests.select(pl.col("ts_start").alias("t")),
-        requests.select(pl.col("ts_end").alias("t")),
-    ]).drop_nulls()
+    ts = pl.concat(
+        [
+            stats.select(pl.col("ts").alias("t")),
+            requests.select(pl.col("ts_start").alias("t")),
+            requests.select(pl.col("ts_end").alias("t")),
+        ]
+    ).drop_nulls()
     if ts.height == 0:
         return None, None
     return ts["t"].min(), ts["t"].max()
 
 
-def build_windows(window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, gateway: pl.DataFrame,
-                  access: pl.DataFrame) -> pl.DataFrame:
+def build_windows(
+    window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, gateway: pl.DataFrame, access: pl.DataFrame
+) -> pl.DataFrame:
     """A reduced ``windows`` table when the correlation stage left none: server state per window from
     server_stats, request figures from the best request layer, gateway 5xx from its access log (or
     the uvicorn access lines of vLLM itself).
@@ -244,7 +342,11 @@ def build_windows(window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, 
                 (pl.col("outcome") == OUTCOME_OK).sum().cast(pl.Int64).alias("completions"),
                 (pl.col("outcome") == "error").sum().cast(pl.Int64).alias("errors"),
                 (pl.col("outcome") == "timeout").sum().cast(pl.Int64).alias("timeouts"),
-                (pl.col("client_attempts").fill_null(1) - 1).clip(0).sum().cast(pl.Int64).alias("client_retries"),
+                (pl.col("client_attempts").fill_null(1) - 1)
+                .clip(0)
+                .sum()
+                .cast(pl.Int64)
+                .alias("client_retries"),
                 pl.col("ttft_s").quantile(0.5).alias("ttft_p50"),
                 pl.col("ttft_s").quantile(0.95).alias("ttft_p95"),
                 pl.col("e2e_s").quantile(0.5).alias("e2e_p50"),
@@ -257,16 +359,28 @@ def build_windows(window_s: float, stats: pl.DataFrame, requests: pl.DataFrame, 
         )
     gw = gateway.filter(pl.col("ts_end").is_not_null() & (pl.col("attempt").fill_null(1) == 1))
     if gw.height:
-        frames.append(gw.sort("ts_end").rename({"ts_end": "ts"}).group_by_dynamic("ts", every=every).agg(
-            (pl.col("status") >= 500).sum().cast(pl.Int64).alias("gateway_5xx"),
-            (pl.col("status") == 499).sum().cast(pl.Int64).alias("gateway_499"),
-            (pl.col("attempts_total").fill_null(1) - 1).clip(0).sum().cast(pl.Int64).alias("gateway_retries"),
-        ))
+        frames.append(
+            gw.sort("ts_end")
+            .rename({"ts_end": "ts"})
+            .group_by_dynamic("ts", every=every)
+            .agg(
+                (pl.col("status") >= 500).sum().cast(pl.Int64).alias("gateway_5xx"),
+                (pl.col("status") == 499).sum().cast(pl.Int64).alias("gateway_499"),
+                (pl.col("attempts_total").fill_null(1) - 1)
+                .clip(0)
+                .sum()
+                .cast(pl.Int64)
+                .alias("gateway_retries"),
+            )
+        )
     else:
         acc = access.filter(pl.col("ts").is_not_null())
         if acc.height:
-            frames.append(acc.sort("ts").group_by_dynamic("ts", every=every).agg(
-                (pl.col("http_status") >= 500).sum().cast(pl.Int64).alias("gateway_5xx")))
+            frames.append(
+                acc.sort("ts")
+                .group_by_dynamic("ts", every=every)
+                .agg((pl.col("http_status") >= 500).sum().cast(pl.Int64).alias("gateway_5xx"))
+            )
     out = schemas.empty("windows")
     if not frames:
         return out
@@ -282,7 +396,9 @@ def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
     if df.height == 0:
         return df
     has_agg = df.group_by("replica").agg((pl.col("engine") == "aggregated").any().alias("_agg"))
-    df = df.join(has_agg, on="replica", how="left").filter(~pl.col("_agg") | (pl.col("engine") == "aggregated"))
+    df = df.join(has_agg, on="replica", how="left").filter(
+        ~pl.col("_agg") | (pl.col("engine") == "aggregated")
+    )
     return (
         df.group_by(["replica", "ts"], maintain_order=True)
         .agg(
@@ -308,8 +424,11 @@ def server_series(stats: pl.DataFrame) -> pl.DataFrame:
     # one origin serves the whole run (the log whenever it has state lines).
     if ((st["origin"] == "log") & st["running"].is_not_null()).any():
         st = st.filter(pl.col("origin") == "log")
-    return _agg_engines(st.filter(pl.col("running").is_not_null() | pl.col("kv").is_not_null() |
-                                  pl.col("waiting").is_not_null()))
+    return _agg_engines(
+        st.filter(
+            pl.col("running").is_not_null() | pl.col("kv").is_not_null() | pl.col("waiting").is_not_null()
+        )
+    )
 
 
 def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
@@ -317,10 +436,14 @@ def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
     else the stats line's 'Preemptions: N'. Rows: replica, ts, preemptions."""
     st = stats.filter(pl.col("preemptions").is_not_null()).with_columns(pl.col("replica").fill_null(""))
     if st.height == 0:
-        return pl.DataFrame(schema={"replica": pl.String, "ts": TS, "preemptions": pl.Int64, "origin": pl.String})
+        return pl.DataFrame(
+            schema={"replica": pl.String, "ts": TS, "preemptions": pl.Int64, "origin": pl.String}
+        )
     has_prom = st.group_by("replica").agg((pl.col("origin") == "prometheus").any().alias("_p"))
     st = st.join(has_prom, on="replica", how="left").filter(
-        pl.when(pl.col("_p")).then(pl.col("origin") == "prometheus").otherwise(pl.col("origin") != "prometheus")
+        pl.when(pl.col("_p"))
+        .then(pl.col("origin") == "prometheus")
+        .otherwise(pl.col("origin") != "prometheus")
     )
     return (
         st.group_by(["replica", "ts"], maintain_order=True)
@@ -331,9 +454,14 @@ def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
 
 def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
     """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for."""
-    w = events.filter((pl.col("kind") == "preemption") & pl.col("ts").is_not_null()).with_columns(
-        pl.col("replica").fill_null("")).sort(["replica", "ts", "seq"])
+    w = (
+        events.filter((pl.col("kind") == "preemption") & pl.col("ts").is_not_null())
+        .with_columns(pl.col("replica").fill_null(""))
+        .sort(["replica", "ts", "seq"])
+    )
     return w.with_columns(
         (pl.col("cumulative_preemptions") - pl.col("cumulative_preemptions").shift(1).over("replica"))
-        .fill_null(1).clip(1).alias("preemptions")
+        .fill_null(1)
+        .clip(1)
+        .alias("preemptions")
     ).select("replica", "ts", "preemptions", "cumulative_preemptions", "request_id", "preemption_mode")

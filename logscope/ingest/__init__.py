@@ -31,8 +31,17 @@ from .options import IngestOptions, IngestResult, Progress, cores, default_worke
 from .store import Store
 from .streams import FileState, Job, Meter, cost
 
-__all__ = ["COPY_NOTE", "PARSED_TABLES", "IngestOptions", "IngestResult", "Progress", "default_workers",
-           "fingerprint", "ingest", "reuse"]
+__all__ = [
+    "COPY_NOTE",
+    "PARSED_TABLES",
+    "IngestOptions",
+    "IngestResult",
+    "Progress",
+    "default_workers",
+    "fingerprint",
+    "ingest",
+    "reuse",
+]
 
 PARSED_TABLES = (
     "server_stats",
@@ -56,7 +65,10 @@ _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
 
 
 def ingest(
-    root: str | Path, out_dir: str | Path, options: IngestOptions | None = None, progress: Progress | None = None,
+    root: str | Path,
+    out_dir: str | Path,
+    options: IngestOptions | None = None,
+    progress: Progress | None = None,
     parse: Callable[[list[list[FileState]], Job], None] | None = None,
     write: Callable[[Store, Path], None] | None = None,
     passes: derive.Map = derive.serially,
@@ -77,8 +89,11 @@ def ingest(
 
     found = _found(root, out, opts.follow_links)
     # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
-    chunk_pool = (ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk")
-                  if opts.workers > 1 and parse is None else None)
+    chunk_pool = (
+        ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk")
+        if opts.workers > 1 and parse is None
+        else None
+    )
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
         states = _detect(found, opts, root, ex)
         year, year_source, ref_ts = _reference_year(states, found)
@@ -87,8 +102,14 @@ def ingest(
             st.plausible = plausible
         stream_files = _streams(states)
         store = Store(parts, opts.memory_bytes)
-        job = Job(opts, (year, year_source, ref_ts), store, chunk_pool, sum(cost(m) for m in stream_files) / cores(),
-                  Meter(sum(max(s.f.size, 0) for s in states), progress))
+        job = Job(
+            opts,
+            (year, year_source, ref_ts),
+            store,
+            chunk_pool,
+            sum(cost(m) for m in stream_files) / cores(),
+            Meter(sum(max(s.f.size, 0) for s in states), progress),
+        )
 
         def run(item):
             idx, members = item
@@ -120,14 +141,20 @@ def ingest(
     else:
         for name in PARSED_TABLES:
             store.write(name, out / f"{name}.parquet")
-    far = outliers.per_file(out, list(PARSED_TABLES))  # before derive: the derived tables take the cleared times
-    notes = derive.finalize(out, {m.f.rel: members[0].f.rel for members in stream_files for m in members}, passes)
+    far = outliers.per_file(
+        out, list(PARSED_TABLES)
+    )  # before derive: the derived tables take the cleared times
+    notes = derive.finalize(
+        out, {m.f.rel: members[0].f.rel for members in stream_files for m in members}, passes
+    )
     for st in states:
         if st.bad_times:
             st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))
         if st.bad_values:
-            st.f.messages.append(f"{st.bad_values:,} value(s) out of range (a count past 2**53, a share outside "
-                                 f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept")
+            st.f.messages.append(
+                f"{st.bad_values:,} value(s) out of range (a count past 2**53, a share outside "
+                f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept"
+            )
         if st.outliers and st.plausible is not None:
             st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))
         st.f.messages += streams.repair_messages(st.repairs)
@@ -197,8 +224,13 @@ def fingerprint(root: Path, found: list[sources.InputFile], opts: IngestOptions)
     time, the options that change parsing, and the code (logscope's and the parsers' sources, polars'
     version). The folder is there for the report, which names it: a copy elsewhere is parsed again."""
     files = [[f.rel, f.size, f.mtime_ns] for f in found]
-    options = {"tz": opts.tz, "include_prompts": opts.include_prompts, "replica": opts.replica,
-               "nginx_log_format": opts.nginx_log_format, "follow_links": opts.follow_links}
+    options = {
+        "tz": opts.tz,
+        "include_prompts": opts.include_prompts,
+        "replica": opts.replica,
+        "nginx_log_format": opts.nginx_log_format,
+        "follow_links": opts.follow_links,
+    }
     return {"root": str(Path(root).resolve()), "files": files, "options": options, "code": _code_digest()}
 
 
@@ -219,11 +251,17 @@ def _inside(p: Path, d: Path) -> bool:
     try:
         p.resolve().relative_to(d.resolve())
         return True
-    except (ValueError, OSError, RuntimeError):  # elsewhere, or a symlink loop / too long a path: not the output
+    except (
+        ValueError,
+        OSError,
+        RuntimeError,
+    ):  # elsewhere, or a symlink loop / too long a path: not the output
         return False
 
 
-def _detect(found: list[sources.InputFile], opts: IngestOptions, root: Path, ex: ThreadPoolExecutor) -> list[FileState]:
+def _detect(
+    found: list[sources.InputFile], opts: IngestOptions, root: Path, ex: ThreadPoolExecutor
+) -> list[FileState]:
     """Every file's format. The heads are read on the pool (reading, decompressing); the detectors then run
     format by format over all heads (``parsers.detect_many``; 420 small files: 3.0 -> 1.2 s)."""
     probes = list(ex.map(_probe, found))
@@ -233,8 +271,10 @@ def _detect(found: list[sources.InputFile], opts: IngestOptions, root: Path, ex:
     probes = [p if isinstance(p, FileState) else _inner(f, p) for f, p in zip(found, probes, strict=True)]
     heads = [p[0] for p in probes if isinstance(p, tuple)]
     detections = iter(parsers.detect_many(heads, ex, opts.workers))
-    states = [p if isinstance(p, FileState) else _detected(f, *p, next(detections), opts, root)
-              for f, p in zip(found, probes, strict=True)]
+    states = [
+        p if isinstance(p, FileState) else _detected(f, *p, next(detections), opts, root)
+        for f, p in zip(found, probes, strict=True)
+    ]
     _mark_copies(states)
     return states
 
@@ -250,7 +290,7 @@ def _mark_copies(states: list[FileState]) -> None:
     for members in groups.values():
         members.sort(key=lambda m: m.f.rel)
         for i, a in enumerate(members):
-            for b in members[i + 1:]:
+            for b in members[i + 1 :]:
                 if a.copy_of or b.copy_of:
                     continue
                 rel = sources.prefix_relation(a.f, b.f)
@@ -266,8 +306,10 @@ def _mark_copies(states: list[FileState]) -> None:
                 st.copy_of = kept[st.copy_of].copy_of
         for st in members:
             if st.copy_of:
-                st.f.messages.append(f"{COPY_NOTE}{st.copy_of} (a copy, or the same log collected earlier): parsed "
-                                     "for the coverage, its rows not added, so nothing counts twice")
+                st.f.messages.append(
+                    f"{COPY_NOTE}{st.copy_of} (a copy, or the same log collected earlier): parsed "
+                    "for the coverage, its rows not added, so nothing counts twice"
+                )
 
 
 def _inner(f: sources.InputFile, lines: list[str]) -> tuple[list[str], list[str]]:
@@ -296,23 +338,35 @@ def _probe(f: sources.InputFile) -> FileState | list[str]:
         return FileState(f, "unreadable", "other", 0.0, "")
     lines, binary = sources.head(f)
     if binary:
-        f.messages.append("binary file (control bytes in the first 8 KiB of text): not parsed, lines counted as "
-                          "unrecognized")
+        f.messages.append(
+            "binary file (control bytes in the first 8 KiB of text): not parsed, lines counted as "
+            "unrecognized"
+        )
         return FileState(f, "binary", "other", 0.0, "", binary=True)
     return lines
 
 
-def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], detection: tuple, opts: IngestOptions,
-              root: Path) -> FileState:
+def _detected(
+    f: sources.InputFile,
+    lines: list[str],
+    stamp_lines: list[str],
+    detection: tuple,
+    opts: IngestOptions,
+    root: Path,
+) -> FileState:
     mod, score, scores = detection
     stamps = _full_stamps(stamp_lines)
     if f.envelope is not None:
         f.envelope_time = bool(getattr(mod, "CONTAINER_TIME", False))
-        f.messages.append(f"{envelopes.NAMES[f.envelope]}: the lines inside its records were read"
-                          + (f", each with {envelopes.TIME_WORDS[f.envelope]}" if f.envelope_time else ""))
+        f.messages.append(
+            f"{envelopes.NAMES[f.envelope]}: the lines inside its records were read"
+            + (f", each with {envelopes.TIME_WORDS[f.envelope]}" if f.envelope_time else "")
+        )
     if mod is None:
         if any(ln.strip() for ln in lines):
-            f.messages.append(f"unknown format (best detection score {score:.2f}): lines counted as unrecognized")
+            f.messages.append(
+                f"unknown format (best detection score {score:.2f}): lines counted as unrecognized"
+            )
         else:
             f.messages.append("no text lines")
         return FileState(f, "unknown", "other", score, "")
@@ -322,19 +376,37 @@ def _detected(f: sources.InputFile, lines: list[str], stamp_lines: list[str], de
     text = [ln for ln in lines if ln.strip()]
     # a shorter file (a one-line query_range answer) is keyed by all of its head: only an identical copy counts
     # as its copy (``_mark_copies``), never the earlier collection of a longer log
-    key = (hash("\n".join(text[:COPY_KEY_LINES])) if len(text) >= COPY_KEY_LINES
-           else hash((_WHOLE, "\n".join(text))) if text else None)
+    key = (
+        hash("\n".join(text[:COPY_KEY_LINES]))
+        if len(text) >= COPY_KEY_LINES
+        else hash((_WHOLE, "\n".join(text)))
+        if text
+        else None
+    )
     also = mixed.partner(mod.NAME, scores)
     if also is not None:
-        f.messages.append(f"{mod.NAME} and {also} lines in one file (a container's stdout and stderr merged): each "
-                          "line parsed by its own format")
-    return FileState(f, mod.NAME, mod.KIND, score, replica, stamps=stamps, head_key=key, also=also,
-                     short_key=0 < len(text) < COPY_KEY_LINES)
+        f.messages.append(
+            f"{mod.NAME} and {also} lines in one file (a container's stdout and stderr merged): each "
+            "line parsed by its own format"
+        )
+    return FileState(
+        f,
+        mod.NAME,
+        mod.KIND,
+        score,
+        replica,
+        stamps=stamps,
+        head_key=key,
+        also=also,
+        short_key=0 < len(text) < COPY_KEY_LINES,
+    )
 
 
 # kubelet's log paths (pkg/kubelet/kuberuntime): /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restarts>.log,
 # and its links /var/log/containers/<pod>_<namespace>_<container>-<container id>.log
-_POD_DIR = re.compile(r"^[a-z0-9.-]+_(?P<pod>[a-z0-9.-]+)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_POD_DIR = re.compile(
+    r"^[a-z0-9.-]+_(?P<pod>[a-z0-9.-]+)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+)
 _POD_LINK = re.compile(r"^(?P<pod>[a-z0-9.-]+)_[a-z0-9.-]+_[a-z0-9.-]+-[0-9a-f]{64}\.log$")
 
 
@@ -348,7 +420,9 @@ def _replica(f: sources.InputFile, root: Path) -> str:
         if m:
             return m.group("pod")
     if root.is_dir() and parent.resolve() != root.resolve():
-        return inputs._text(parent.name)  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)
+        return inputs._text(
+            parent.name
+        )  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
 
 
@@ -358,8 +432,10 @@ def _compose_replica(f: sources.InputFile, lines: list[str], default: str) -> st
     if len(names) == 1:
         return names[0]
     if names:
-        f.messages.append(f"docker compose log of {len(names)} services ({', '.join(names[:5])}): read as one "
-                          f"replica, {default}; split it per service (docker compose logs SERVICE) to tell them apart")
+        f.messages.append(
+            f"docker compose log of {len(names)} services ({', '.join(names[:5])}): read as one "
+            f"replica, {default}; split it per service (docker compose logs SERVICE) to tell them apart"
+        )
     return default
 
 
@@ -468,4 +544,6 @@ def _unrec_table(states: list[FileState]) -> pl.DataFrame:
     frames = [f for f in frames if f.height]
     if not frames:
         return schemas.empty("unrecognized")
-    return schemas.conform(pl.concat(frames), "unrecognized").sort(["path", "count"], descending=[False, True])
+    return schemas.conform(pl.concat(frames), "unrecognized").sort(
+        ["path", "count"], descending=[False, True]
+    )

@@ -60,15 +60,23 @@ def main() -> None:
         out.close()
 
 
-def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progress: Progress | None = None,
-           target: str = CHILD) -> IngestResult:
+def ingest(
+    root: str | Path,
+    out_dir: str | Path,
+    options: IngestOptions,
+    progress: Progress | None = None,
+    target: str = CHILD,
+) -> IngestResult:
     """``logscope.ingest.ingest`` run in a child process: the same tables, result and progress. An error raised
     there is raised here (a ``LogscopeError`` as itself), and a child that died without a word (the kernel's OOM
     killer) is a ``LogscopeError`` that says so. ``target`` ('module:function') is what the child runs."""
     r, w = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-c", "import logscope.ingest.apart as a; a.main()", str(w)],
-                                stdin=subprocess.PIPE, pass_fds=(w,))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import logscope.ingest.apart as a; a.main()", str(w)],
+            stdin=subprocess.PIPE,
+            pass_fds=(w,),
+        )
     finally:
         os.close(w)
     done = False
@@ -95,9 +103,12 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
                     raise LogscopeError(rest[0], hint=rest[1], code=rest[2])
                 else:
                     raise RuntimeError(f"ingest failed in its process: {rest[0]}\n{rest[1]}")
-        raise LogscopeError(_died(proc.wait()), code=1,
-                            hint="run `logscope ingest` alone to see its own messages; when memory ran out, give "
-                                 "less to read at once (--since/--until, fewer files)")
+        raise LogscopeError(
+            _died(proc.wait()),
+            code=1,
+            hint="run `logscope ingest` alone to see its own messages; when memory ran out, give "
+            "less to read at once (--since/--until, fewer files)",
+        )
     finally:
         if not done:  # leaving on an error (Ctrl-C, the child's own): what it still does is of no use
             proc.kill()
@@ -107,5 +118,7 @@ def ingest(root: str | Path, out_dir: str | Path, options: IngestOptions, progre
 def _died(code: int | None) -> str:
     what = f"the ingest process ended before it finished (exit code {code})"
     if code is not None and code < 0:
-        what += f": killed by signal {-code}" + (" (SIGKILL: what the kernel's OOM killer sends)" if code == -9 else "")
+        what += f": killed by signal {-code}" + (
+            " (SIGKILL: what the kernel's OOM killer sends)" if code == -9 else ""
+        )
     return what

@@ -34,9 +34,18 @@ def plan(streams: list[list[FileState]], small: int) -> list[list[FileState]]:
         st = members[0]
         mod = parsers.BY_NAME.get(st.format)
         f = st.f
-        if (len(members) == 1 and mod is not None and mod.MODE == "lines" and getattr(mod, "INDEPENDENT_CHUNKS", False)
-                and not hasattr(mod, "finish") and st.also is None and f.envelope is None and f.compression is None and not st.copy_of
-                and 0 < f.size <= small):
+        if (
+            len(members) == 1
+            and mod is not None
+            and mod.MODE == "lines"
+            and getattr(mod, "INDEPENDENT_CHUNKS", False)
+            and not hasattr(mod, "finish")
+            and st.also is None
+            and f.envelope is None
+            and f.compression is None
+            and not st.copy_of
+            and 0 < f.size <= small
+        ):
             groups.setdefault((st.format, str(f.path.parent), st.replica), []).append(st)
         else:
             out.append(members)
@@ -118,7 +127,9 @@ def _own(df: pl.DataFrame, starts: list[int], members: list[FileState]) -> pl.Da
     k = _file_of(df.get_column("line_no"), starts).alias("_file")
     names = pl.Series([st.f.rel for st in members], dtype=pl.String)
     first = pl.Series(starts, dtype=pl.Int64)
-    return df.with_columns(k, names.gather(k).alias("source"), (df.get_column("line_no") - first.gather(k)).alias("line_no"))
+    return df.with_columns(
+        k, names.gather(k).alias("source"), (df.get_column("line_no") - first.gather(k)).alias("line_no")
+    )
 
 
 def _outliers(tables: dict[str, pl.DataFrame], members: list[FileState]) -> set[int]:
@@ -126,12 +137,21 @@ def _outliers(tables: dict[str, pl.DataFrame], members: list[FileState]) -> set[
     b = members[0].plausible
     if b is None:
         return set()
-    return {k for name, df in tables.items() for k in df.get_column("_file").filter(outliers.outside(df, name, b))
-            .unique().to_list()}
+    return {
+        k
+        for name, df in tables.items()
+        for k in df.get_column("_file").filter(outliers.outside(df, name, b)).unique().to_list()
+    }
 
 
-def _tally(res: ChunkResult, members: list[FileState], kept: list[int], file_of: pl.Series, ok: pl.Series,
-           chunk: pl.DataFrame) -> None:
+def _tally(
+    res: ChunkResult,
+    members: list[FileState],
+    kept: list[int],
+    file_of: pl.Series,
+    ok: pl.Series,
+    chunk: pl.DataFrame,
+) -> None:
     """The lines parsed, shapes, notes of the files whose rows the batch keeps."""
     parsed = pl.DataFrame({"k": file_of, "ok": ok}).group_by("k").agg(pl.col("ok").sum())
     by_file = dict(zip(parsed.get_column("k").to_list(), parsed.get_column("ok").to_list(), strict=True))
@@ -158,7 +178,9 @@ def _alone(idx: int, members: list[FileState], which, mod, job: Job) -> None:
         state: dict = {}
         ctx = context(st, job)
         try:
-            n = read(mod, st, ctx, sources.iter_line_chunks(st.f, job.opts.chunk_bytes), state, job, (idx, 1 + k))
+            n = read(
+                mod, st, ctx, sources.iter_line_chunks(st.f, job.opts.chunk_bytes), state, job, (idx, 1 + k)
+            )
             finish(mod, st, ctx, state, job.store, (idx, 1 + k, n or 0))
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             failed(st, mod, e)

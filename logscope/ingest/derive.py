@@ -44,7 +44,9 @@ ONE_PASS_MAX = 600_000
 ROWS_PER_PASS = 200_000
 SPLIT_BATCH = 500_000  # events read at a time when splitting them into the passes' buckets
 MERGE_BATCH = 100_000  # rows per batch when merging the passes' sorted outputs
-PART_ROW_GROUP = 8_000  # rows per row group of a pass's output: a cursor's read decodes only the groups it takes
+PART_ROW_GROUP = (
+    8_000  # rows per row group of a pass's output: a cursor's read decodes only the groups it takes
+)
 MERGE_WINDOW = 1_000_000  # sort keys the merge orders at a time (12 bytes each)
 SAMPLE_EVERY = 1_000  # every how many keys one is sampled to place the windows' bounds
 STATS_BATCH_ROWS = 150_000  # stats rows sorted at a time for their intervals (whole series)
@@ -53,8 +55,19 @@ STATS_BATCH_ROWS = 150_000  # stats rows sorted at a time for their intervals (w
 CURSOR_ROWS = 1_000_000
 _ENGINE_SUFFIX = r"-[0-9a-f]{8}$"
 # the columns of server_request_events that _requests_of reads
-_EVENT_COLUMNS = ["source", "replica", "event", "request_id", "base_request_id", "ts", "max_tokens", "prompt_tokens",
-                  "prompt", "seq", "engine_kind"]
+_EVENT_COLUMNS = [
+    "source",
+    "replica",
+    "event",
+    "request_id",
+    "base_request_id",
+    "ts",
+    "max_tokens",
+    "prompt_tokens",
+    "prompt",
+    "seq",
+    "engine_kind",
+]
 
 
 def _server_requests(out: Path, logs: dict[str, str] | None = None, run: Map = serially) -> None:
@@ -68,13 +81,16 @@ def _server_requests(out: Path, logs: dict[str, str] | None = None, run: Map = s
         return
     with _scratch(out / "_server_requests") as tmp:
         buckets, names, span = _split(src, passes, tmp, logs)
-        parts = run(request_pass, [(bucket, logs, names, span, tmp / f"part-{k:03d}.parquet")
-                                   for k, bucket in enumerate(buckets)])
+        parts = run(
+            request_pass,
+            [(bucket, logs, names, span, tmp / f"part-{k:03d}.parquet") for k, bucket in enumerate(buckets)],
+        )
         _merge_sorted(parts, dest, tmp)
 
 
-def request_pass(bucket: list[Path], logs: dict[str, str], names: list[str], span: tuple[int, int],
-                 part: Path) -> Path:
+def request_pass(
+    bucket: list[Path], logs: dict[str, str], names: list[str], span: tuple[int, int], part: Path
+) -> Path:
     """One pass: the requests of one bucket's events (``_split``), sorted, with the merge's ``_key``, into
     ``part``; the bucket's files are then deleted. Run again (a cluster's worker died before it told), a pass
     whose part is there is done: the part is renamed into place whole before any bucket file goes."""
@@ -82,7 +98,8 @@ def request_pass(bucket: list[Path], logs: dict[str, str], names: list[str], spa
         return part
     writing = part.with_name(part.name + ".writing")
     _requests_of(pl.scan_parquet(bucket), logs).with_columns(_sort_key(names, span)).sink_parquet(
-        writing, row_group_size=PART_ROW_GROUP)
+        writing, row_group_size=PART_ROW_GROUP
+    )
     writing.replace(part)
     for f in bucket:
         f.unlink()
@@ -108,8 +125,9 @@ def _log(logs: dict[str, str]) -> pl.Expr:
     return (src.replace_strict(logs, default=src, return_dtype=pl.String) if logs else src).alias("_log")
 
 
-def _split(src: Path, passes: int, tmp: Path, logs: dict[str, str]) -> tuple[list[list[Path]], list[str],
-                                                                               tuple[int, int]]:
+def _split(
+    src: Path, passes: int, tmp: Path, logs: dict[str, str]
+) -> tuple[list[list[Path]], list[str], tuple[int, int]]:
     """The events in ``passes`` buckets of request ids, written in one read of ``src``, a batch at a time:
     a file per batch and bucket (a pass that scanned every event for its bucket read them all ``passes`` times:
     25 reads of a 25 GB folder's 14.8 M events took 35 s; its 74 passes of 200 k now read 30 files each). Every
@@ -117,8 +135,11 @@ def _split(src: Path, passes: int, tmp: Path, logs: dict[str, str]) -> tuple[lis
     suffixes stripped is the same for 'x', 'x-1a2b3c4d' and for a received id that itself ends like a suffix
     (see _requests_of). Also the events' source names and their least and greatest ``seq``, for the merge."""
     bucket = (
-        pl.concat_str([_log(logs), "replica", pl.col("request_id").str.replace(r"(?:-[0-9a-f]{8})+$", "")],
-                      separator="\x00").hash() % passes
+        pl.concat_str(
+            [_log(logs), "replica", pl.col("request_id").str.replace(r"(?:-[0-9a-f]{8})+$", "")],
+            separator="\x00",
+        ).hash()
+        % passes
     )
     files: list[list[Path]] = [[] for _ in range(passes)]
     names: set[str] = set()
@@ -126,8 +147,11 @@ def _split(src: Path, passes: int, tmp: Path, logs: dict[str, str]) -> tuple[lis
     for i, batch in enumerate(_slices(pl.scan_parquet(src).select(_EVENT_COLUMNS), SPLIT_BATCH)):
         names.update(batch["source"].drop_nulls().unique().to_list())
         seqs += [v for v in (batch["seq"].min(), batch["seq"].max()) if v is not None]
-        for (k,), rows in batch.with_columns(bucket.alias("_bucket")).partition_by(
-                "_bucket", as_dict=True, include_key=False).items():
+        for (k,), rows in (
+            batch.with_columns(bucket.alias("_bucket"))
+            .partition_by("_bucket", as_dict=True, include_key=False)
+            .items()
+        ):
             path = tmp / f"bucket-{k:03d}-{i:05d}.parquet"
             rows.write_parquet(path, compression="lz4")
             files[k].append(path)
@@ -156,7 +180,9 @@ def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
     requests). Memory: one window's keys, one batch, and CURSOR_ROWS rows and keys over the parts' cursors."""
     keys = [pl.scan_parquet(p).select("_key") for p in parts]
     bounds = pl.concat([k.gather_every(SAMPLE_EVERY).collect() for k in keys])["_key"].sort()
-    bounds = bounds.gather_every(max(1, MERGE_WINDOW // SAMPLE_EVERY), offset=max(1, MERGE_WINDOW // SAMPLE_EVERY))
+    bounds = bounds.gather_every(
+        max(1, MERGE_WINDOW // SAMPLE_EVERY), offset=max(1, MERGE_WINDOW // SAMPLE_EVERY)
+    )
     # rows of each part in each window: windows are numbered by the bounds at or below a key
     counts = [_per_window(bounds, k.collect()["_key"]) for k in keys]
     step = max(1, CURSOR_ROWS // len(parts))
@@ -164,11 +190,16 @@ def _merge_sorted(parts: list[Path], dest: Path, tmp: Path) -> None:
     row_cursors = [_Cursor(pl.scan_parquet(p), step) for p in parts]
     out: list[Path] = []
     for w in range(bounds.len() + 1):
-        window = [key_cursors[i].take(c[w]).with_columns(pl.lit(i, dtype=pl.Int32).alias("_part"))
-                  for i, c in enumerate(counts) if c[w]]
+        window = [
+            key_cursors[i].take(c[w]).with_columns(pl.lit(i, dtype=pl.Int32).alias("_part"))
+            for i, c in enumerate(counts)
+            if c[w]
+        ]
         if not window:
             continue
-        order = pl.concat(window).sort("_key", maintain_order=True)["_part"]  # ties: part order, a stable merge
+        order = pl.concat(window).sort("_key", maintain_order=True)[
+            "_part"
+        ]  # ties: part order, a stable merge
         for i in range(0, order.len(), MERGE_BATCH):
             path = tmp / f"merged-{len(out):05d}.parquet"
             _take(order.slice(i, MERGE_BATCH), row_cursors).write_parquet(path)
@@ -210,8 +241,10 @@ def _take(order: pl.Series, cursors: list[_Cursor]) -> pl.DataFrame:
         frames.append(cursors[part].take(count))
         n += count
     rows = pl.concat(frames, how="vertical_relaxed")
-    at = b.select(pl.int_range(pl.len(), dtype=pl.Int64).over("_part")
-                  + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64))
+    at = b.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).over("_part")
+        + pl.col("_part").replace_strict(offset, return_dtype=pl.Int64)
+    )
     return schemas.conform(rows[at.to_series()], "server_requests")
 
 
@@ -242,20 +275,28 @@ def _requests_of(ev: pl.LazyFrame, logs: dict[str, str] | None = None) -> pl.Laz
     less than on three string columns (polars encodes a multi-column key row by row; 592 k events of the 1 GB
     folder, one core: 0.64 -> 0.42 s). A request's ``source`` is the file of its first event. The events are
     read into memory to be split: at most ONE_PASS_MAX, or one pass's bucket."""
-    parts = ev.select(_EVENT_COLUMNS).with_columns(_log(logs or {})).collect().partition_by(
-        ["_log", "replica"], maintain_order=True)
+    parts = (
+        ev.select(_EVENT_COLUMNS)
+        .with_columns(_log(logs or {}))
+        .collect()
+        .partition_by(["_log", "replica"], maintain_order=True)
+    )
     if not parts:
         return _requests_of_log(ev.select(_EVENT_COLUMNS).clear(), None)
-    return pl.concat([_requests_of_log(log.lazy(), log["replica"][0]) for log in parts]).sort(["source", "_first"])
+    return pl.concat([_requests_of_log(log.lazy(), log["replica"][0]) for log in parts]).sort(
+        ["source", "_first"]
+    )
 
 
 def _requests_of_log(ev: pl.LazyFrame, replica: str | None) -> pl.LazyFrame:
     # one row per received id: an id received again (a retry that kept its X-Request-Id, a log collected
     # twice into one file) would otherwise multiply its events by its receptions (k^2 rows); the base id is
     # a function of the id, so which row is kept does not matter
-    received = ev.filter(pl.col("event") == "received").select(
-        pl.col("request_id").alias("recv_id"), pl.col("base_request_id").alias("recv_base")
-    ).unique("recv_id")
+    received = (
+        ev.filter(pl.col("event") == "received")
+        .select(pl.col("request_id").alias("recv_id"), pl.col("base_request_id").alias("recv_base"))
+        .unique("recv_id")
+    )
     # 0.14+ engine suffix on Added/Aborted ids of chat requests: settle by the Received ids
     ev = ev.with_columns(pl.col("request_id").str.replace(_ENGINE_SUFFIX, "").alias("_trim"))
     ev = ev.join(received, left_on="_trim", right_on="recv_id", how="left").with_columns(
@@ -295,7 +336,9 @@ def _requests_of_log(ev: pl.LazyFrame, replica: str | None) -> pl.LazyFrame:
         .with_columns(
             pl.when(pl.col("preempted_v0")).then(True).otherwise(None).alias("preempted"),
             # SGLang's ids (its own uuid, or the client's) say nothing of the endpoint
-            pl.when(pl.col("engine_kind").ne_missing("sglang")).then(endpoint_expr("request_id")).alias("endpoint"),
+            pl.when(pl.col("engine_kind").ne_missing("sglang"))
+            .then(endpoint_expr("request_id"))
+            .alias("endpoint"),
         )
     )
 
@@ -315,12 +358,18 @@ def _stats_intervals(out: Path) -> None:
         for i, batch in enumerate(_batches(series, STATS_BATCH_ROWS)):
             rows = (
                 # a filter, not a join: it is applied as the table is read (a semi join read it all first)
-                scan.filter(pl.struct(keys).is_in(batch.select(pl.struct(keys)).to_series().implode(),
-                                                  nulls_equal=True))
+                scan.filter(
+                    pl.struct(keys).is_in(
+                        batch.select(pl.struct(keys)).to_series().implode(), nulls_equal=True
+                    )
+                )
                 .sort([*keys, "ts", "seq"], maintain_order=True)
                 # per engine: data-parallel engines each log a stats line in the same second
-                .with_columns((pl.col("ts").diff().over([*keys, "engine"]).dt.total_microseconds() / 1e6)
-                              .alias("interval_s"))
+                .with_columns(
+                    (pl.col("ts").diff().over([*keys, "engine"]).dt.total_microseconds() / 1e6).alias(
+                        "interval_s"
+                    )
+                )
             )
             parts.append(tmp / f"part-{i:05d}.parquet")
             schemas.conform(rows, "server_stats").sink_parquet(parts[-1])

@@ -47,7 +47,9 @@ _CRI = ascii_classes(rf"^(?P<hdr>(?P<ts>{_TS}) (?P<stream>stdout|stderr) (?P<tag
 _CRI_HEAD = ascii_classes(rf"^{_TS} (?:stdout|stderr) [PF](?::\S*)?(?: |$)")
 # json-file writes its keys in this order ('attrs' before 'time' with --log-opt labels/env/tag)
 _DOCKER_OPEN = '{"log":"'
-_DOCKER = ascii_classes(rf'^\{{"log":".*","stream":"(?:stdout|stderr)",(?:"attrs":\{{.*\}},)?"time":"{_TS}"\}}\s*$')
+_DOCKER = ascii_classes(
+    rf'^\{{"log":".*","stream":"(?:stdout|stderr)",(?:"attrs":\{{.*\}},)?"time":"{_TS}"\}}\s*$'
+)
 _DOCKER_DTYPE = pl.Struct({"log": pl.String, "stream": pl.String, "time": pl.String})
 # a syslog header: ISO time (journalctl short-iso[-precise]: +0000; rsyslog: +00:00) or traditional (no year),
 # host, identifier, optional [pid]
@@ -57,7 +59,8 @@ _SYSLOG = ascii_classes(rf"^(?P<hdr>(?:(?P<iso>{_ISO})|{_BSD}) \S+ [^\s\[\]:]+(?
 _SYSLOG_HEAD = ascii_classes(rf"^(?:{_ISO}|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?")
 # an application's own '<time> <LEVEL> <logger>: ' prefix has that shape too: a level is no host name
 _LEVEL_AS_HOST = ascii_classes(
-    rf"^(?:{_ISO}|{_BSD}) (?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|debug|info|warn|warning|error) ")
+    rf"^(?:{_ISO}|{_BSD}) (?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|debug|info|warn|warning|error) "
+)
 
 # ``docker compose logs`` / ``docker compose up``: '<service>-<n>  | ' (v2; v1 '<project>_<service>_<n>  | '), padded
 # to the longest name, in colour on a terminal
@@ -66,10 +69,18 @@ _COMPOSE = ascii_classes(rf"^(?P<hdr>{_SGR}(?P<svc>[A-Za-z0-9][\w.-]*){_SGR} +{_
 _COMPOSE_HEAD = ascii_classes(rf"^{_SGR}[A-Za-z0-9][\w.-]*{_SGR} +{_SGR}\|{_SGR}(?: |$)")
 COMPOSE_SHARE = 0.6  # of a head's lines: a service's own raw output (tqdm bars on stderr) may pass unprefixed
 
-NAMES = {"cri": "CRI container log (containerd / CRI-O)", "docker": "Docker json-file container log",
-         "syslog": "syslog / journalctl output", "compose": "docker compose logs output"}
-TIME_WORDS = {"cri": "the runtime's time", "docker": "the runtime's time", "syslog": "its syslog time where that has a year (ISO, not traditional)",
-              "compose": "no time of its own"}
+NAMES = {
+    "cri": "CRI container log (containerd / CRI-O)",
+    "docker": "Docker json-file container log",
+    "syslog": "syslog / journalctl output",
+    "compose": "docker compose logs output",
+}
+TIME_WORDS = {
+    "cri": "the runtime's time",
+    "docker": "the runtime's time",
+    "syslog": "its syslog time where that has a year (ISO, not traditional)",
+    "compose": "no time of its own",
+}
 MIN_SHARE = 0.9  # of a head's non-blank lines that must be records of one kind
 
 
@@ -83,15 +94,26 @@ def detect_many(heads: list[list[str]]) -> list[str | None]:
     if not heads:
         return []
     s = pl.col("line")
-    g = per_head(nonblank(head_frame(heads)), len(heads), cri=s.str.contains(_CRI_HEAD).mean(),
-                 # head lines are cut at a few KB: most need only open as a record, one must be whole
-                 open=s.str.starts_with(_DOCKER_OPEN).mean(), whole=s.str.contains(_DOCKER).any(),
-                 syslog=(s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean(),
-                 compose=s.str.contains(_COMPOSE_HEAD).mean())
-    kind = (pl.when(pl.col("cri") >= MIN_SHARE).then(pl.lit("cri"))
-            .when((pl.col("open") >= MIN_SHARE) & pl.col("whole")).then(pl.lit("docker"))
-            .when(pl.col("syslog") >= MIN_SHARE).then(pl.lit("syslog"))
-            .when(pl.col("compose") >= COMPOSE_SHARE).then(pl.lit("compose")))
+    g = per_head(
+        nonblank(head_frame(heads)),
+        len(heads),
+        cri=s.str.contains(_CRI_HEAD).mean(),
+        # head lines are cut at a few KB: most need only open as a record, one must be whole
+        open=s.str.starts_with(_DOCKER_OPEN).mean(),
+        whole=s.str.contains(_DOCKER).any(),
+        syslog=(s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean(),
+        compose=s.str.contains(_COMPOSE_HEAD).mean(),
+    )
+    kind = (
+        pl.when(pl.col("cri") >= MIN_SHARE)
+        .then(pl.lit("cri"))
+        .when((pl.col("open") >= MIN_SHARE) & pl.col("whole"))
+        .then(pl.lit("docker"))
+        .when(pl.col("syslog") >= MIN_SHARE)
+        .then(pl.lit("syslog"))
+        .when(pl.col("compose") >= COMPOSE_SHARE)
+        .then(pl.lit("compose"))
+    )
     return g.select(kind).to_series().to_list()
 
 
@@ -136,7 +158,9 @@ class Unwrapper:
 
     def _join(self, rec: pl.DataFrame) -> pl.DataFrame:
         # a line is one stream's run of pieces and the record after them that ends it
-        rec = rec.with_columns((~pl.col("partial")).shift(1, fill_value=True).cum_sum().over("stream").alias("_g"))
+        rec = rec.with_columns(
+            (~pl.col("partial")).shift(1, fill_value=True).cum_sum().over("stream").alias("_g")
+        )
         ends = (~pl.col("partial")).any().over("stream", "_g")
         self.carry = rec.filter(~ends).drop("_g")
         return self._grouped(rec.filter(ends))
@@ -145,14 +169,18 @@ class Unwrapper:
         if "_g" not in rec.columns:
             rec = rec.with_columns(pl.lit(0).alias("_g"))
         out = rec.group_by("stream", "_g", maintain_order=True).agg(
-            pl.col("line_no").last(), pl.col("ts").first(), pl.col("text").str.join(""), pl.len().alias("_n"))
+            pl.col("line_no").last(), pl.col("ts").first(), pl.col("text").str.join(""), pl.len().alias("_n")
+        )
         self.joined += int(out["_n"].sum()) - out.height
         return out.select("line_no", "ts", "stream", pl.lit(False).alias("partial"), "text").sort("line_no")
 
     def _lines(self, rec: pl.DataFrame) -> pl.DataFrame:
         ts, text = pl.col("ts"), pl.col("text")
-        line = pl.when(ts.is_null()).then(text).otherwise(pl.concat_str(ts, pl.lit(" "), text)) if self.keep_time \
+        line = (
+            pl.when(ts.is_null()).then(text).otherwise(pl.concat_str(ts, pl.lit(" "), text))
+            if self.keep_time
             else text
+        )
         return rec.select("line_no", line.alias("line"))
 
 
@@ -164,7 +192,9 @@ def _records(chunk: pl.DataFrame, kind: str) -> pl.DataFrame:
         df = chunk.with_columns(head.alias("h")).with_columns(pl.col("h").struct.field("ts"))
         at = pl.col("h").struct.field("hdr").str.len_chars()  # where the text starts
         return df.select(
-            "line_no", "ts", pl.col("h").struct.field("stream"),
+            "line_no",
+            "ts",
+            pl.col("h").struct.field("stream"),
             (pl.col("h").struct.field("tag") == "P").fill_null(False).alias("partial"),
             pl.when(pl.col("ts").is_null()).then(line).otherwise(line.str.slice(at)).alias("text"),
         )
@@ -173,27 +203,37 @@ def _records(chunk: pl.DataFrame, kind: str) -> pl.DataFrame:
         df = chunk.with_columns(head.alias("h"))
         hdr, iso = pl.col("h").struct.field("hdr"), pl.col("h").struct.field("iso")
         # RFC 3339 wants the offset's colon (journalctl writes +0000)
-        ts = pl.when(iso.str.contains(r"[+-][0-9]{4}$")).then(
-            pl.concat_str(iso.str.head(-2), pl.lit(":"), iso.str.tail(2))).otherwise(iso)
+        ts = (
+            pl.when(iso.str.contains(r"[+-][0-9]{4}$"))
+            .then(pl.concat_str(iso.str.head(-2), pl.lit(":"), iso.str.tail(2)))
+            .otherwise(iso)
+        )
         return df.select(
-            "line_no", ts.alias("ts"), pl.lit(None, dtype=pl.String).alias("stream"), pl.lit(False).alias("partial"),
+            "line_no",
+            ts.alias("ts"),
+            pl.lit(None, dtype=pl.String).alias("stream"),
+            pl.lit(False).alias("partial"),
             pl.when(hdr.is_null()).then(line).otherwise(line.str.slice(hdr.str.len_chars())).alias("text"),
         )
     if kind == "compose":
         hdr = line.str.slice(0, 160).str.extract(_COMPOSE, 1)
         return chunk.select(
-            "line_no", pl.lit(None, dtype=pl.String).alias("ts"), line.str.extract(_COMPOSE, 2).alias("stream"),
+            "line_no",
+            pl.lit(None, dtype=pl.String).alias("ts"),
+            line.str.extract(_COMPOSE, 2).alias("stream"),
             pl.lit(False).alias("partial"),
             pl.when(hdr.is_null()).then(line).otherwise(line.str.slice(hdr.str.len_chars())).alias("text"),
         )
     rec = chunk.with_columns(pl.when(line.str.starts_with(_DOCKER_OPEN)).then(line).alias("_j"))
     j = decode_json(rec["_j"], _DOCKER_DTYPE)
     rec = rec.with_columns(j.alias("j")).with_columns(
-        pl.col("j").struct.field("log").alias("_log"), pl.col("j").struct.field("time").alias("_time"))
+        pl.col("j").struct.field("log").alias("_log"), pl.col("j").struct.field("time").alias("_time")
+    )
     log = pl.col("_log")
     ok = log.is_not_null() & pl.col("_time").is_not_null()
     return rec.select(
-        "line_no", pl.when(ok).then(pl.col("_time")).alias("ts"),
+        "line_no",
+        pl.when(ok).then(pl.col("_time")).alias("ts"),
         pl.when(ok).then(pl.col("j").struct.field("stream")).alias("stream"),
         (ok & ~log.str.ends_with("\n")).alias("partial"),
         pl.when(ok).then(log.str.strip_suffix("\n")).otherwise(line).alias("text"),
@@ -204,7 +244,9 @@ def head_lines(kind: str, lines: list[str], keep_time: bool = False) -> list[str
     """A head's lines unwrapped (detection reads the lines inside; the pieces of a cut line are joined)."""
     if not lines:
         return []
-    df = pl.DataFrame({"line_no": pl.int_range(1, len(lines) + 1, eager=True), "line": pl.Series(lines, dtype=pl.String)})
+    df = pl.DataFrame(
+        {"line_no": pl.int_range(1, len(lines) + 1, eager=True), "line": pl.Series(lines, dtype=pl.String)}
+    )
     return Unwrapper(kind, keep_time).whole(df)["line"].to_list()
 
 

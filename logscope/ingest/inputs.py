@@ -17,8 +17,16 @@ _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", 
 _ROTATION = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,3})$")
 # kubelet's rotated container logs: 0.log.20261129-083000 (then .gz), named by the time of the rotation
 _STAMPED = re.compile(r"^(?P<base>.+?)\.(?P<ts>\d{8}-\d{6})$")
-_SKIP_SUFFIXES = {".parquet": "a table", ".png": "an image", ".jpg": "an image", ".jpeg": "an image",
-                  ".gif": "an image", ".pdf": "a document", ".html": "a web page", ".pyc": "compiled Python"}
+_SKIP_SUFFIXES = {
+    ".parquet": "a table",
+    ".png": "an image",
+    ".jpg": "an image",
+    ".jpeg": "an image",
+    ".gif": "an image",
+    ".pdf": "a document",
+    ".html": "a web page",
+    ".pyc": "compiled Python",
+}
 
 
 @dataclass
@@ -31,15 +39,28 @@ class InputFile:
     rotation: int  # 0 for the live file, N for file.N (older)
     messages: list[str] = field(default_factory=list)
     mtime_ns: int | None = None  # from the same stat as ``size`` (ingest's fingerprint)
-    envelope: str | None = None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
+    envelope: str | None = (
+        None  # records around the lines: container runtime, syslog (``logscope.ingest.envelopes``)
+    )
     envelope_time: bool = False  # keep the runtime's time in front of each line (the format reads it)
     cr_ends: bool = False  # lines end in a lone CR (CR-only or mixed endings; ``head`` decides), not only LF
-    skipped: bool = False  # a link out of the input folder, not followed: nothing of it is read (``discover``)
+    skipped: bool = (
+        False  # a link out of the input folder, not followed: nothing of it is read (``discover``)
+    )
 
     def quiet(self) -> InputFile:
         """The same file, with its own message list: a side read (detection, comparison) says nothing."""
-        return InputFile(self.path, self.rel, self.size, self.compression, self.stream_key, self.rotation,
-                         envelope=self.envelope, envelope_time=self.envelope_time, cr_ends=self.cr_ends)
+        return InputFile(
+            self.path,
+            self.rel,
+            self.size,
+            self.compression,
+            self.stream_key,
+            self.rotation,
+            envelope=self.envelope,
+            envelope_time=self.envelope_time,
+            cr_ends=self.cr_ends,
+        )
 
 
 LINK_OUT = "a link out of the input folder: not read (--follow-links reads it)"  # files.parquet's message
@@ -70,7 +91,9 @@ def skipped(root: Path, follow_links: bool = False) -> list[tuple[str, str]]:
     return _walk(Path(root), follow_links)[1]
 
 
-def _walk(root: Path, follow_links: bool) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str], set[Path]]:
+def _walk(
+    root: Path, follow_links: bool
+) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str], set[Path]]:
     """The files to read, those left out with why, the folders that could not be listed, and the links out of
     ``root`` (listed, not read). A folder logscope once wrote its outputs into (its marker) is read like any
     other but for logscope's own outputs: logs copied there later are data. Links to folders are entered only
@@ -112,7 +135,9 @@ def _walk(root: Path, follow_links: bool) -> tuple[list[Path], list[tuple[str, s
             rel = _shown(here / fn, root)
             suffix = Path(fn).suffix.lower()
             if marked and outdir.is_output_name(fn):
-                left.append((rel, "an output logscope wrote (the folder holds its marker, " + OUTPUT_MARKER + ")"))
+                left.append(
+                    (rel, "an output logscope wrote (the folder holds its marker, " + OUTPUT_MARKER + ")")
+                )
             elif fn.startswith("."):
                 left.append((rel, "a hidden file (its name starts with '.')"))
             elif suffix in _SKIP_SUFFIXES:
@@ -165,17 +190,18 @@ def _input_file(p: Path, base: Path) -> InputFile:
     m = _ROTATION.match(name) or _STAMPED.match(name)
     stem = m.group("base") if m else name
     if comp is not None and size > 0 and not lb.magic(p, comp):
-        messages.append(f"named {suffix} but not {comp}-compressed (its first bytes say so): read as plain text")
+        messages.append(
+            f"named {suffix} but not {comp}-compressed (its first bytes say so): read as plain text"
+        )
         comp = None
     rel = _shown(p, base)
     if rel != str(p.relative_to(base) if p != base else p.name):
         messages.append("its name is not valid UTF-8: shown with the bad bytes as \\x escapes")
     # the stream: the path without rotation and compression suffixes, relative to the input folder as ``rel``
     # (the tables do not depend on where the folder is mounted: a cluster's workers see it resolved)
-    return InputFile(p, rel, size, comp, _shown(p.parent / stem, base), _rotation(m), messages=messages,
-                     mtime_ns=mtime)
-
-
+    return InputFile(
+        p, rel, size, comp, _shown(p.parent / stem, base), _rotation(m), messages=messages, mtime_ns=mtime
+    )
 
 
 def _shown(p: Path, base: Path) -> str:

@@ -22,8 +22,10 @@ def no_nuls(data: bytes | memoryview, f) -> bytes:
     """``data`` without its NUL bytes (a zero-filled block in a log), said once per file; called only where the
     block holds one (``in`` on bytes is a memchr: no cost on a clean log)."""
     if not any(m.startswith("NUL bytes") for m in f.messages):
-        f.messages.append("NUL bytes (a block the file system zero-filled, e.g. after a crash) were left out; "
-                          "the text around them was read")
+        f.messages.append(
+            "NUL bytes (a block the file system zero-filled, e.g. after a crash) were left out; "
+            "the text around them was read"
+        )
     return bytes(data).replace(b"\x00", b"")
 
 
@@ -57,9 +59,9 @@ def past_line(data: bytes, cr: bool) -> tuple[bytes, bool]:
     if not ends:
         return b"", True
     end = min(ends)
-    if data[end:end + 2] == b"\r\n":
+    if data[end : end + 2] == b"\r\n":
         end += 1
-    return data[end + 1:], False
+    return data[end + 1 :], False
 
 
 def whole_chars(data: bytes) -> bytes:
@@ -67,7 +69,7 @@ def whole_chars(data: bytes) -> bytes:
     end = len(data)
     while end > 0 and end > len(data) - 4 and (data[end - 1] & 0xC0) == 0x80:
         end -= 1
-    return data[:end - 1] if end > 0 and data[end - 1] >= 0xC0 else data[:end]
+    return data[: end - 1] if end > 0 and data[end - 1] >= 0xC0 else data[:end]
 
 
 def lines_frame(text: str, offset: int, cr: bool = False) -> tuple[pl.DataFrame, int]:

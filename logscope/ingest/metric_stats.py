@@ -32,9 +32,17 @@ import polars as pl
 
 from .. import schemas
 
-RUNNING, WAITING, SWAPPED = "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_requests_swapped"
+RUNNING, WAITING, SWAPPED = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:num_requests_swapped",
+)
 KV, GPU_KV, CPU_KV = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:cpu_cache_usage_perc"
-PREEMPT, PROMPT, GEN = "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total"
+PREEMPT, PROMPT, GEN = (
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+)
 GAUGES = (RUNNING, WAITING, SWAPPED, KV, GPU_KV, CPU_KV)
 COUNTERS = (PREEMPT, PROMPT, GEN)
 SERIES = ["replica", "name", "labels"]
@@ -50,11 +58,15 @@ def append_derived_stats(out: Path) -> list[str]:
         return []
     rows = _derive(_dedupe(samples))
     old = pl.scan_parquet(sp).filter(pl.col("origin").ne_missing("prometheus"))  # re-runs replace, logs stay
-    spans = old.group_by("replica").agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi")).collect()
+    spans = (
+        old.group_by("replica").agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi")).collect()
+    )
     rows, notes = map_replicas(rows, out, spans, old)
     # streamed through a file beside the table: the log stats are never all in memory (millions of rows a day)
     tmp = sp.with_name("_server_stats.parquet")
-    pl.concat([schemas.conform(old, "server_stats"), schemas.conform(rows, "server_stats").lazy()]).sink_parquet(tmp)
+    pl.concat(
+        [schemas.conform(old, "server_stats"), schemas.conform(rows, "server_stats").lazy()]
+    ).sink_parquet(tmp)
     tmp.replace(sp)
     return notes
 
@@ -62,8 +74,9 @@ def append_derived_stats(out: Path) -> list[str]:
 _LISTEN = r"https?://\[?([0-9A-Za-z.:\-]+?)\]?:(\d+)"
 
 
-def map_replicas(rows: pl.DataFrame, out: Path, log_spans: pl.DataFrame,
-                 log_stats: pl.LazyFrame | None = None) -> tuple[pl.DataFrame, list[str]]:
+def map_replicas(
+    rows: pl.DataFrame, out: Path, log_spans: pl.DataFrame, log_stats: pl.LazyFrame | None = None
+) -> tuple[pl.DataFrame, list[str]]:
     """Name metrics rows after the server log they describe (``log_spans``: each log replica's first and last
     stats time, ``lo`` and ``hi``; ``log_stats``: the logs' stats rows).
 
@@ -80,47 +93,69 @@ def map_replicas(rows: pl.DataFrame, out: Path, log_spans: pl.DataFrame,
     by_time: set[str] = set()  # instances told apart by when they were scraped (the same address, other runs)
     if ev_path.exists():
         listen = (  # a scan: only the lines naming the address are read whole (the messages are large)
-            pl.scan_parquet(ev_path).select("replica", "kind", "message")
-            .filter(pl.col("message").str.contains("Starting vLLM")).collect()
-            .with_columns(pl.col("message").str.extract(_LISTEN, 2).alias("port"),
-                          pl.col("message").str.extract(_LISTEN, 1).alias("host"))
+            pl.scan_parquet(ev_path)
+            .select("replica", "kind", "message")
+            .filter(pl.col("message").str.contains("Starting vLLM"))
+            .collect()
+            .with_columns(
+                pl.col("message").str.extract(_LISTEN, 2).alias("port"),
+                pl.col("message").str.extract(_LISTEN, 1).alias("host"),
+            )
             .drop_nulls("port")
             .unique(["replica", "host", "port"])
         )
         for inst in instances:
             host, _, port = inst.rpartition(":")
-            hits = listen.filter((pl.col("port") == port) & pl.col("host").is_in([host, "0.0.0.0", "::", "localhost"]))
-            if hits["replica"].n_unique() > 1:  # the same address at other times: the log running when it was scraped
+            hits = listen.filter(
+                (pl.col("port") == port) & pl.col("host").is_in([host, "0.0.0.0", "::", "localhost"])
+            )
+            if (
+                hits["replica"].n_unique() > 1
+            ):  # the same address at other times: the log running when it was scraped
                 hits = hits.filter(pl.col("replica").is_in(_running_during(rows, inst, log_spans)))
                 by_time.add(inst)
             if hits["replica"].n_unique() == 1:
                 mapping[inst] = hits["replica"][0]
     notes = []
-    by_series = {} if log_stats is None or len(log_replicas) < 2 else \
-        _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans)
+    by_series = (
+        {}
+        if log_stats is None or len(log_replicas) < 2
+        else _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans)
+    )
     mapping.update({i: r for i, (r, _) in by_series.items()})
     if not mapping and len(instances) == 1 and len(log_replicas) == 1:
         mapping = {instances[0]: log_replicas[0]}
-        notes.append(f"metrics instance {instances[0]} taken to be the server of log replica {log_replicas[0]} "
-                     "(one of each, no listen address in the log to confirm)")
+        notes.append(
+            f"metrics instance {instances[0]} taken to be the server of log replica {log_replicas[0]} "
+            "(one of each, no listen address in the log to confirm)"
+        )
     else:
-        notes += [f"metrics instance {i} is log replica {r} (" + (
-            f"its running and KV gauges follow the log's, correlation {by_series[i][1]:.2f})" if i in by_series else
-            "its 'Starting vLLM server' address" + (", and the log running when it was scraped)" if i in by_time
-                                                    else ")")) for i, r in mapping.items()]
+        notes += [
+            f"metrics instance {i} is log replica {r} ("
+            + (
+                f"its running and KV gauges follow the log's, correlation {by_series[i][1]:.2f})"
+                if i in by_series
+                else "its 'Starting vLLM server' address"
+                + (", and the log running when it was scraped)" if i in by_time else ")")
+            )
+            for i, r in mapping.items()
+        ]
     if not mapping:
         return rows, notes
     return rows.with_columns(pl.col("replica").replace(mapping)), notes
 
 
-SERIES_MATCH_MIN = 0.3  # correlation of an instance's running/KV gauges with a log's stats lines that names it
+SERIES_MATCH_MIN = (
+    0.3  # correlation of an instance's running/KV gauges with a log's stats lines that names it
+)
 SERIES_MATCH_MARGIN = 0.3  # ... when above every other log running at the time by this much
 SERIES_MATCH_TOL_S = 2.5  # a scrape and a stats line this close are one moment
 SERIES_MATCH_SAMPLES = 10  # fewer paired samples say nothing
 
 
-def _by_series(rows: pl.DataFrame, instances: list[str], log_stats: pl.LazyFrame,
-               log_spans: pl.DataFrame) -> dict[str, tuple[str, float]]:
+def _by_series(
+    rows: pl.DataFrame, instances: list[str], log_stats: pl.LazyFrame, log_spans: pl.DataFrame
+) -> dict[str, tuple[str, float]]:
     """Instances named after the one log whose running requests and KV usage move with their gauges: the
     mean Pearson correlation over paired samples (nearest stats line within SERIES_MATCH_TOL_S), clearly
     above every other log's. Counts alone do not tell (lab ladder beside a calm replica: running within one
@@ -128,16 +163,23 @@ def _by_series(rows: pl.DataFrame, instances: list[str], log_stats: pl.LazyFrame
     the V0 ladder, stats every 5 s: 0.43 vs -0.02)."""
     out: dict[str, tuple[str, float]] = {}
     cols = ("running", "kv")
-    kv = pl.coalesce("kv_usage", pl.max_horizontal("gpu_kv_usage", "cpu_kv_usage")).alias("kv")  # V0 CPU: cpu_
+    kv = pl.coalesce("kv_usage", pl.max_horizontal("gpu_kv_usage", "cpu_kv_usage")).alias(
+        "kv"
+    )  # V0 CPU: cpu_
     for inst in instances:
-        mine = rows.filter(pl.col("replica") == inst).select("ts", pl.col("running").alias("_m_running"),
-                                                             kv.alias("_m_kv"))
+        mine = rows.filter(pl.col("replica") == inst).select(
+            "ts", pl.col("running").alias("_m_running"), kv.alias("_m_kv")
+        )
         cands = _running_during(rows, inst, log_spans)
         if mine.height < SERIES_MATCH_SAMPLES or len(cands) < 2:
             continue
-        logs = log_stats.filter(pl.col("replica").is_in(cands)).select("replica", "ts", "running", kv).collect()
-        scores = {rep: _corr(mine.sort("ts"), logs.filter(pl.col("replica") == rep).sort("ts"), cols)
-                  for rep in cands}
+        logs = (
+            log_stats.filter(pl.col("replica").is_in(cands)).select("replica", "ts", "running", kv).collect()
+        )
+        scores = {
+            rep: _corr(mine.sort("ts"), logs.filter(pl.col("replica") == rep).sort("ts"), cols)
+            for rep in cands
+        }
         best = sorted(scores.items(), key=lambda kv: -kv[1])
         if best[0][1] >= SERIES_MATCH_MIN and best[0][1] - best[1][1] >= SERIES_MATCH_MARGIN:
             out[inst] = best[0]
@@ -170,7 +212,9 @@ def _load(path: Path) -> pl.DataFrame:
     return (
         lf.with_row_index("_row")
         # a NaN is a staleness marker; an infinity no gauge or counter of these can hold (a damaged line)
-        .filter(pl.col("name").is_in(GAUGES + COUNTERS) & pl.col("ts").is_not_null() & pl.col("value").is_finite())
+        .filter(
+            pl.col("name").is_in(GAUGES + COUNTERS) & pl.col("ts").is_not_null() & pl.col("value").is_finite()
+        )
         .join(richness, on="source", how="left")
         .with_columns(pl.col("labels").fill_null(""))
         .collect()
@@ -244,7 +288,9 @@ def _derive(m: pl.DataFrame) -> pl.DataFrame:
         .sort(["replica", "ts"])
     )
     # V0 CPU backend: GPU gauge stuck at 0 while requests run -> it does not describe the KV cache
-    gpu_blind = (pl.col("gpu_kv_usage").max().over("replica") == 0) & (pl.col("running").max().over("replica") > 0)
+    gpu_blind = (pl.col("gpu_kv_usage").max().over("replica") == 0) & (
+        pl.col("running").max().over("replica") > 0
+    )
     return rows.with_columns(
         pl.when(pl.col("_kv").is_not_null())
         .then(pl.col("_kv"))

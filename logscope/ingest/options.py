@@ -20,7 +20,6 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-
 def default_workers() -> int:
     """Streams parsed at once: one more than the cores this process may use, at most 4. Polars releases
     the GIL in its kernels, but each stream also runs Python between them and some single-threaded
@@ -42,7 +41,9 @@ class IngestOptions:
     # 64 MiB against 128: 5 GB ingest 817-839 -> 703-730 MiB in the same 54-55 s (docs/performance.md item 29)
     memory_bytes: int = 64 * 1024 * 1024
     segment_bytes: int = 32 * 1024 * 1024  # the smallest segment a large file is cut into (``pieces.plan``)
-    segments: int | None = None  # force this many segments per file of a format that allows them (tests, bench)
+    segments: int | None = (
+        None  # force this many segments per file of a format that allows them (tests, bench)
+    )
     # files at most this long, of one format, folder and replica, are parsed together (``batches``); 0: never
     small_bytes: int = 256 * 1024
 

@@ -87,9 +87,16 @@ def clear(df: pl.DataFrame, table: str, b: Bounds) -> tuple[pl.DataFrame, int, s
     if n == 0:
         return df, 0, None
     # formatted by polars: a year past 9999 has no Python datetime
-    first = df.filter(bad).head(1).select(
-        pl.coalesce([pl.when(_out(c, b)).then(pl.col(c).dt.to_string("%Y-%m-%d %H:%M:%S")) for c in cols]).alias("t"),
-        (pl.col("line_no") if "line_no" in df.columns else pl.lit(None, dtype=pl.Int64)).alias("n"))
+    first = (
+        df.filter(bad)
+        .head(1)
+        .select(
+            pl.coalesce(
+                [pl.when(_out(c, b)).then(pl.col(c).dt.to_string("%Y-%m-%d %H:%M:%S")) for c in cols]
+            ).alias("t"),
+            (pl.col("line_no") if "line_no" in df.columns else pl.lit(None, dtype=pl.Int64)).alias("n"),
+        )
+    )
     t, line_no = first.row(0)
     example = f"line {line_no}: {t}" if line_no is not None else t
     fixed = df.with_columns([pl.when(_out(c, b)).then(None).otherwise(pl.col(c)).alias(c) for c in cols])
@@ -97,13 +104,17 @@ def clear(df: pl.DataFrame, table: str, b: Bounds) -> tuple[pl.DataFrame, int, s
 
 
 def message(n: int, example: str | None, b: Bounds) -> str:
-    return (f"{n:,} record(s) with a time {b.words()} (e.g. {example}): kept, their time set unknown and left "
-            "out of spans, windows and charts")
+    return (
+        f"{n:,} record(s) with a time {b.words()} (e.g. {example}): kept, their time set unknown and left "
+        "out of spans, windows and charts"
+    )
 
 
 def bad_message(n: int, example: str | None) -> str:
-    return (f"{n:,} record(s) whose written time is no time (an impossible date, or a local time in a DST gap; "
-            f"e.g. {example}): kept, their time unknown (a server log's line takes the previous line's, ts_inferred)")
+    return (
+        f"{n:,} record(s) whose written time is no time (an impossible date, or a local time in a DST gap; "
+        f"e.g. {example}): kept, their time unknown (a server log's line takes the previous line's, ts_inferred)"
+    )
 
 
 def per_file(out: Path, tables: list[str]) -> dict[str, tuple[int, str]]:
@@ -114,13 +125,26 @@ def per_file(out: Path, tables: list[str]) -> dict[str, tuple[int, str]]:
     for name in tables:
         if "source" in schemas.schema(name):
             lf = pl.scan_parquet(out / f"{name}.parquet")
-            frames += [lf.select("source", pl.col(c).dt.epoch("us").alias("t")) for c in schemas.time_columns(name)]
+            frames += [
+                lf.select("source", pl.col(c).dt.epoch("us").alias("t")) for c in schemas.time_columns(name)
+            ]
     if not frames:
         return {}
     t = pl.col("t")
-    q = (pl.concat(frames).drop_nulls("t").group_by("source")
-         .agg(n=pl.len(), q1=t.quantile(0.25, "lower"), q3=t.quantile(0.75, "higher"), lo_t=t.min(), hi_t=t.max())
-         .filter(pl.col("n") >= MIN_TIMES).collect())
+    q = (
+        pl.concat(frames)
+        .drop_nulls("t")
+        .group_by("source")
+        .agg(
+            n=pl.len(),
+            q1=t.quantile(0.25, "lower"),
+            q3=t.quantile(0.75, "higher"),
+            lo_t=t.min(),
+            hi_t=t.max(),
+        )
+        .filter(pl.col("n") >= MIN_TIMES)
+        .collect()
+    )
     far = int(FAR.total_seconds() * 1e6)
     margin = pl.max_horizontal(pl.lit(far), (pl.col("q3") - pl.col("q1")) * SPREAD)
     q = q.with_columns(lo=pl.col("q1") - margin, hi=pl.col("q3") + margin)
@@ -128,8 +152,12 @@ def per_file(out: Path, tables: list[str]) -> dict[str, tuple[int, str]]:
     if q.height == 0:
         return {}
     sources = q.get_column("source").to_list()
-    lo = pl.col("source").replace_strict(sources, q.get_column("lo").to_list(), default=None, return_dtype=pl.Int64)
-    hi = pl.col("source").replace_strict(sources, q.get_column("hi").to_list(), default=None, return_dtype=pl.Int64)
+    lo = pl.col("source").replace_strict(
+        sources, q.get_column("lo").to_list(), default=None, return_dtype=pl.Int64
+    )
+    hi = pl.col("source").replace_strict(
+        sources, q.get_column("hi").to_list(), default=None, return_dtype=pl.Int64
+    )
     found: dict[str, tuple[int, str]] = {}
     for name in tables:
         cols = schemas.time_columns(name)
@@ -142,26 +170,40 @@ def per_file(out: Path, tables: list[str]) -> dict[str, tuple[int, str]]:
             return ((e < lo) | (e > hi)).fill_null(False)
 
         rows = pl.scan_parquet(path).filter(pl.any_horizontal([bad(c) for c in cols]))
-        hit = rows.select("source", pl.coalesce([pl.when(bad(c)).then(pl.col(c).dt.to_string("%Y-%m-%d %H:%M:%S"))
-                                                  for c in cols]).alias("t"),
-                          (pl.col("line_no") if "line_no" in schemas.schema(name) else pl.lit(None, pl.Int64))
-                          .alias("n")).collect()
+        hit = rows.select(
+            "source",
+            pl.coalesce(
+                [pl.when(bad(c)).then(pl.col(c).dt.to_string("%Y-%m-%d %H:%M:%S")) for c in cols]
+            ).alias("t"),
+            (pl.col("line_no") if "line_no" in schemas.schema(name) else pl.lit(None, pl.Int64)).alias("n"),
+        ).collect()
         if hit.height == 0:
             continue
-        for src, n, ex in hit.group_by("source", maintain_order=True).agg(
-                pl.len(), pl.first("n").alias("line"), pl.first("t")).select(
-                "source", "len", pl.when(pl.col("line").is_not_null()).then(
-                    pl.format("line {}: {}", "line", "t")).otherwise("t")).iter_rows():
+        for src, n, ex in (
+            hit.group_by("source", maintain_order=True)
+            .agg(pl.len(), pl.first("n").alias("line"), pl.first("t"))
+            .select(
+                "source",
+                "len",
+                pl.when(pl.col("line").is_not_null())
+                .then(pl.format("line {}: {}", "line", "t"))
+                .otherwise("t"),
+            )
+            .iter_rows()
+        ):
             had = found.get(src, (0, ex))
             found[src] = (had[0] + n, had[1])
         tmp = path.with_name(path.name + ".tmp")
-        pl.scan_parquet(path).with_columns(pl.when(bad(c)).then(None).otherwise(pl.col(c)).alias(c) for c in cols) \
-            .sink_parquet(tmp, row_group_size=64_000)
+        pl.scan_parquet(path).with_columns(
+            pl.when(bad(c)).then(None).otherwise(pl.col(c)).alias(c) for c in cols
+        ).sink_parquet(tmp, row_group_size=64_000)
         tmp.replace(path)
     return found
 
 
 def far_message(n: int, example: str) -> str:
-    return (f"{n:,} record(s) with a time far outside the span of the rest of this file (more than "
-            f"{FAR.days} days, or {SPREAD} times the span of its middle half, beyond that middle half; e.g. {example}): "
-            "kept, their time set unknown and left out of spans, windows and charts")
+    return (
+        f"{n:,} record(s) with a time far outside the span of the rest of this file (more than "
+        f"{FAR.days} days, or {SPREAD} times the span of its middle half, beyond that middle half; e.g. {example}): "
+        "kept, their time set unknown and left out of spans, windows and charts"
+    )

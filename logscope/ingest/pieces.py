@@ -62,9 +62,15 @@ def plan(members: list[FileState], mod, job: Job, slots: int | None = None) -> l
         return None
     pieces = []
     for j, st in enumerate(members):
-        n = min(ways([st]), max(st.f.size, 0) // max(opts.segment_bytes, 1)) if not opts.segments else opts.segments
-        pieces += [Piece(j, sp) for sp in (sources.segments(st.f, n, opts.chunk_bytes) if n > 1
-                                            else [sources.Span(0, 0, None)])]
+        n = (
+            min(ways([st]), max(st.f.size, 0) // max(opts.segment_bytes, 1))
+            if not opts.segments
+            else opts.segments
+        )
+        pieces += [
+            Piece(j, sp)
+            for sp in (sources.segments(st.f, n, opts.chunk_bytes) if n > 1 else [sources.Span(0, 0, None)])
+        ]
     return pieces if len(pieces) > 1 else None
 
 
@@ -98,10 +104,15 @@ class _Lines:
         pool = job.pool
         assert pool is not None
         self.pieces = pieces
-        self.spans = {p: pool.submit(sources.span_lines, members[pc.member].f, pc.span, job.opts.chunk_bytes)
-                      for p, pc in enumerate(pieces) if pc.span.stop is not None}
+        self.spans = {
+            p: pool.submit(sources.span_lines, members[pc.member].f, pc.span, job.opts.chunk_bytes)
+            for p, pc in enumerate(pieces)
+            if pc.span.stop is not None
+        }
         opened = {pc.member - 1 for pc in pieces if pc.span.start == 0 and pc.member > 0}
-        self.tails = {j: pool.submit(sources.tail_lines, members[j].f.quiet(), SEGMENT_WINDOW) for j in sorted(opened)}
+        self.tails = {
+            j: pool.submit(sources.tail_lines, members[j].f.quiet(), SEGMENT_WINDOW) for j in sorted(opened)
+        }
 
     def first_line(self, p: int) -> int:
         m = self.pieces[p].member
@@ -124,13 +135,24 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
     lines = _Lines(members, pieces, job)
     head = pool.submit(_head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
     cancel = threading.Event()
-    ahead = {p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
-             for p in range(1, len(pieces))}
+    ahead = {
+        p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
+        for p in range(1, len(pieces))
+    }
     settle(idx, members, mod, pieces, job, ctxs, lines.first_line, ahead, cancel)
 
 
-def settle(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job, ctxs: list[ParseContext],
-           first_line: Callable[[int], int], ahead: dict[int, Future], cancel: threading.Event) -> None:
+def settle(
+    idx: int,
+    members: list[FileState],
+    mod,
+    pieces: list[Piece],
+    job: Job,
+    ctxs: list[ParseContext],
+    first_line: Callable[[int], int],
+    ahead: dict[int, Future],
+    cancel: threading.Event,
+) -> None:
     """The pieces read ahead (``ahead``: by piece, those read, or being read), taken in order.
 
     When the piece before is done, its end state is the true one: a guess equal to it, but for the counters
@@ -145,7 +167,9 @@ def settle(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Jo
     state: dict = {}
     broken: set[int] = set()
 
-    def close(p: int) -> None:  # the last piece of a file: say how many of its lines were cut, as a whole read
+    def close(
+        p: int,
+    ) -> None:  # the last piece of a file: say how many of its lines were cut, as a whole read
         m = pieces[p].member
         if (p + 1 == len(pieces) or pieces[p + 1].member != m) and m not in broken:
             members[m].f.messages.extend(sources.tally_messages(tally[m]))
@@ -157,7 +181,9 @@ def settle(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Jo
                 _drop(ahead.pop(p, None), store, (idx, p))
                 continue
             got = _result(ahead.pop(p, None))
-            offsets = _rebase(getattr(mod, "SEGMENT_COUNTERS", ()), got.assumed, state) if got is not None else None
+            offsets = (
+                _rebase(getattr(mod, "SEGMENT_COUNTERS", ()), got.assumed, state) if got is not None else None
+            )
             if offsets is not None:
                 store.shift((idx, p), offsets)
                 _merge(st, got.part)
@@ -200,15 +226,34 @@ def _drop(fut: Future | None, store: Store, seg: tuple[int, int]) -> None:
     store.drop(seg)
 
 
-def _read_segment(mod, st: FileState, ctx: ParseContext, span: sources.Span, state: dict, seg: tuple[int, int],
-                  job: Job, tally: Counter, cancel: threading.Event | None = None) -> bool:
+def _read_segment(
+    mod,
+    st: FileState,
+    ctx: ParseContext,
+    span: sources.Span,
+    state: dict,
+    seg: tuple[int, int],
+    job: Job,
+    tally: Counter,
+    cancel: threading.Event | None = None,
+) -> bool:
     """Parse one span into ``st`` and the store; False when cancelled."""
     chunks = sources.iter_line_chunks(st.f, job.opts.chunk_bytes, span, tally, job.meter.reader(st.f))
     return read(mod, st, ctx, chunks, state, job, seg, cancel=cancel) is not None
 
 
-def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], pieces: list[Piece], p: int,
-                lines: _Lines, head: Future, job: Job, cancel: threading.Event) -> _Ahead | None:
+def _read_ahead(
+    idx: int,
+    mod,
+    members: list[FileState],
+    ctxs: list[ParseContext],
+    pieces: list[Piece],
+    p: int,
+    lines: _Lines,
+    head: Future,
+    job: Job,
+    cancel: threading.Event,
+) -> _Ahead | None:
     """A piece read from a guessed state (on the pool, before the pieces ahead of it are done)."""
     span = replace(pieces[p].span, first_line=lines.first_line(p))
     state = _warm(mod, members, ctxs, pieces[p], span, lines, head.result())
@@ -217,16 +262,33 @@ def _read_ahead(idx: int, mod, members: list[FileState], ctxs: list[ParseContext
     return read_from(idx, mod, members, ctxs, pieces[p], p, span, state, job, cancel)
 
 
-def read_from(idx: int, mod, members: list[FileState], ctxs: list[ParseContext], piece: Piece, p: int,
-              span: sources.Span, state: dict, job: Job, cancel: threading.Event) -> _Ahead | None:
+def read_from(
+    idx: int,
+    mod,
+    members: list[FileState],
+    ctxs: list[ParseContext],
+    piece: Piece,
+    p: int,
+    span: sources.Span,
+    state: dict,
+    job: Job,
+    cancel: threading.Event,
+) -> _Ahead | None:
     """Piece ``p`` read from ``state`` (a guess, or the true state of a first piece), its tallies apart from its
     file's, to be merged by ``settle``; None when cancelled."""
     st = members[piece.member]
     assumed = {k: dict(v) if isinstance(v, dict) else v for k, v in state.items()}
     # a generous shape limit: merged into the file's counter later, in order, it then bounds them the same
-    part = FileState(st.f.quiet(), st.format, st.kind, st.confidence, st.replica, copy_of=st.copy_of,
-                     plausible=st.plausible,
-                     shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES))
+    part = FileState(
+        st.f.quiet(),
+        st.format,
+        st.kind,
+        st.confidence,
+        st.replica,
+        copy_of=st.copy_of,
+        plausible=st.plausible,
+        shapes=unrecognized.ShapeCounter(limit=10 * unrecognized.MAX_SHAPES),
+    )
     tally: Counter = Counter()
     if not _read_segment(mod, part, ctxs[piece.member], span, state, (idx, p), job, tally, cancel):
         return None
@@ -243,8 +305,15 @@ def _head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) 
     return state, int(head["line_no"][-1])
 
 
-def _warm(mod, members: list[FileState], ctxs: list[ParseContext], piece: Piece, span: sources.Span,
-          lines: _Lines, head: tuple[dict, int]) -> dict:
+def _warm(
+    mod,
+    members: list[FileState],
+    ctxs: list[ParseContext],
+    piece: Piece,
+    span: sources.Span,
+    lines: _Lines,
+    head: tuple[dict, int],
+) -> dict:
     """The state a parser would likely have at the start of ``piece``: after the stream's first chunk and the
     SEGMENT_WINDOW bytes before the piece (in its file, or at the end of the file before it: open records,
     the last time and month). The rows these give are not kept."""
@@ -284,8 +353,16 @@ def _same(a, b, offsets: dict[str, int]) -> bool:
 
 
 def _shift_state(state: dict, offsets: dict[str, int]) -> dict:
-    return {k: (v + offsets[k] if k in offsets else shifted(v, offsets, v.columns) if isinstance(v, pl.DataFrame)
-                else v) for k, v in state.items()}
+    return {
+        k: (
+            v + offsets[k]
+            if k in offsets
+            else shifted(v, offsets, v.columns)
+            if isinstance(v, pl.DataFrame)
+            else v
+        )
+        for k, v in state.items()
+    }
 
 
 def _merge(st: FileState, part: FileState) -> None:

@@ -37,6 +37,7 @@ HEAD_LINES = 200
 MAX_RATIO = 200  # decompression stops past this ratio to the file's size (logs: 5-50x; a 1 MB -> 1 GiB bomb took 175 s)
 MIN_CAP = 64 * 1024 * 1024  # ... never below this
 
+
 def _open_raw(f: InputFile):
     if f.compression == "gzip":
         return gzip.open(f.path, "rb")
@@ -80,9 +81,11 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 started, data = True, lb.no_bom(data)  # a UTF-8 BOM is no part of the first line
             total += len(data)
             if cap is not None and total > cap:  # a bomb: what a log does not compress to is not read on
-                f.messages.append(f"{f.compression} stream expands past {MAX_RATIO} times its size ({cap:,} bytes): "
-                                  "read up to there (decompress it by hand to read it all)")
-                yield b"".join([*pending, data[:len(data) - (total - cap)]])
+                f.messages.append(
+                    f"{f.compression} stream expands past {MAX_RATIO} times its size ({cap:,} bytes): "
+                    "read up to there (decompress it by hand to read it all)"
+                )
+                yield b"".join([*pending, data[: len(data) - (total - cap)]])
                 return
             if data:
                 pending.append(data)
@@ -105,7 +108,9 @@ def _decode(data: bytes | memoryview, f: InputFile) -> str:
         return str(data, "utf-8", "replace")
 
 
-_CONTROL = bytes([*range(1, 9), 11, *range(14, 27), *range(28, 32), 127])  # bytes no text log holds, NUL aside
+_CONTROL = bytes(
+    [*range(1, 9), 11, *range(14, 27), *range(28, 32), 127]
+)  # bytes no text log holds, NUL aside
 HEAD_NUL_LIMIT = 64 * 1024 * 1024  # a head of NULs is read past up to this far
 
 
@@ -124,7 +129,9 @@ def head(f: InputFile) -> tuple[list[str], bool]:
     if f.cr_ends:
         sample = lb.LONE_CR_B.sub(b"\n", sample)
     probe = sample[:8192]
-    binary = (len(probe) - len(probe.translate(None, _CONTROL))) > 0.05 * len(probe) or (not sample and seen > 0)
+    binary = (len(probe) - len(probe.translate(None, _CONTROL))) > 0.05 * len(probe) or (
+        not sample and seen > 0
+    )
     text = sample.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if len(sample) >= HEAD_BYTES and len(lines) > 1:
@@ -132,9 +139,13 @@ def head(f: InputFile) -> tuple[list[str], bool]:
     return [ln[:5000] for ln in lines[:HEAD_LINES]], binary
 
 
-def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | None = None,
-                     tally: Counter | None = None,
-                     meter: Callable[[int], None] | None = None) -> Iterator[pl.DataFrame]:
+def iter_line_chunks(
+    f: InputFile,
+    chunk_bytes: int = CHUNK_BYTES,
+    span: Span | None = None,
+    tally: Counter | None = None,
+    meter: Callable[[int], None] | None = None,
+) -> Iterator[pl.DataFrame]:
     """Yield DataFrames (line_no, line) covering every line of the file, in order.
 
     ``span`` reads one segment of an uncompressed file (``segments``): its chunks are the very chunks a
@@ -168,14 +179,18 @@ def iter_line_chunks(f: InputFile, chunk_bytes: int = CHUNK_BYTES, span: Span | 
             body, rest, skipping = lb.whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
-        df, cut = lb.lines_frame(_decode(lb.no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends)
+        df, cut = lb.lines_frame(
+            _decode(lb.no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends
+        )
         cut_total += cut
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
         yield df
     if rest:
-        df, cut = lb.lines_frame(_decode(lb.no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends)
+        df, cut = lb.lines_frame(
+            _decode(lb.no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends
+        )
         cut_total += cut
         if meter is not None:
             meter(len(rest))
@@ -236,13 +251,17 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
     """Up to ``n`` spans of about equal size covering the file, each starting at a chunk boundary of a
     whole read (so that a parser sees the same chunks either way). One span when the file is compressed
     (no seeking) or too small, or where a block holds no newline to cut after."""
-    if f.compression or f.size <= 0 or n < 2 or f.cr_ends:  # CR endings: read whole (segments cut after an LF)
+    if (
+        f.compression or f.size <= 0 or n < 2 or f.cr_ends
+    ):  # CR endings: read whole (segments cut after an LF)
         return [Span(0, 0, None)]
     starts: list[tuple[int, int]] = []
     with open(f.path, "rb") as fh:
         for j in range(1, n):
             # cut after block m - 1, the first from the even cut on that holds a newline (a few blocks on)
-            first = max(1, round(j * f.size / n / chunk_bytes), starts[-1][1] // chunk_bytes + 1 if starts else 1)
+            first = max(
+                1, round(j * f.size / n / chunk_bytes), starts[-1][1] // chunk_bytes + 1 if starts else 1
+            )
             for m in range(first, first + 16):
                 if (m + 1) * chunk_bytes >= f.size:
                     break
@@ -255,7 +274,9 @@ def segments(f: InputFile, n: int, chunk_bytes: int = CHUNK_BYTES) -> list[Span]
     if not starts:
         return [Span(0, 0, None)]
     bounds = [(0, 0), *starts]
-    return [Span(a, al, bounds[i + 1][0] if i + 1 < len(bounds) else None) for i, (a, al) in enumerate(bounds)]
+    return [
+        Span(a, al, bounds[i + 1][0] if i + 1 < len(bounds) else None) for i, (a, al) in enumerate(bounds)
+    ]
 
 
 def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
@@ -265,7 +286,7 @@ def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
         return True
     from . import envelopes
 
-    return envelopes.ends_line(f.envelope, block[block.rfind(b"\n", 0, nl) + 1:nl])
+    return envelopes.ends_line(f.envelope, block[block.rfind(b"\n", 0, nl) + 1 : nl])
 
 
 def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
@@ -283,7 +304,9 @@ def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
             if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
                 n, rest, skipping = n + 1, 0, True
             continue
-        n += lb.ends(data[:nl + 1], f.cr_ends)  # the lines of the remainder and this block up to its last line end
+        n += lb.ends(
+            data[: nl + 1], f.cr_ends
+        )  # the lines of the remainder and this block up to its last line end
         rest = len(data) - nl - 1
     return n + (1 if rest else 0)
 
@@ -315,7 +338,7 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
         whole, data = data[:1] == b"\n", data[1:]
         if not whole:
             first = data.find(b"\n")
-            data = data[first + 1:] if first >= 0 else b""
+            data = data[first + 1 :] if first >= 0 else b""
     if data.endswith(b"\n"):
         data = data[:-1]
     elif not data:
@@ -341,7 +364,9 @@ def _read_span(f: InputFile, span: Span, block: int) -> Iterator[bytes]:
         fh.seek(span.start)
         first = span.start == 0  # the file's start: its BOM left out, as a whole read does
         if span.aligned > span.start:
-            yield lb.no_bom(fh.read(span.aligned - span.start)) if first else fh.read(span.aligned - span.start)
+            yield (
+                lb.no_bom(fh.read(span.aligned - span.start)) if first else fh.read(span.aligned - span.start)
+            )
             first = False
         pos = span.aligned
         while span.stop is None or pos < span.stop:

@@ -89,7 +89,9 @@ class Store:
             items.sort(key=lambda kv: kv[0])
             first = items[0][0]
             path = d / f"{first[0]:05d}-{first[1]:03d}-{first[2]:06d}.parquet"
-            pl.concat([df for _, df in items], rechunk=False).write_parquet(path, compression="lz4", row_group_size=ROW_GROUP)
+            pl.concat([df for _, df in items], rechunk=False).write_parquet(
+                path, compression="lz4", row_group_size=ROW_GROUP
+            )
             self.spilled.setdefault(name, []).append((first, path))
 
     def _shifted(self, key: tuple[int, int, int], frame: pl.DataFrame | pl.LazyFrame, columns: list[str]):
@@ -116,8 +118,12 @@ class Store:
         pl.concat(frames, rechunk=False).write_parquet(dest, row_group_size=ROW_GROUP)
 
 
-def write_parts(name: str, parts: list[tuple[tuple[int, int, int], Path]],
-                shifts: dict[tuple[int, int], dict[str, int]], dest: Path) -> None:
+def write_parts(
+    name: str,
+    parts: list[tuple[tuple[int, int, int], Path]],
+    shifts: dict[tuple[int, int], dict[str, int]],
+    dest: Path,
+) -> None:
     """One table streamed from its part files in key order, each segment's counters shifted (``Store.shift``)."""
     columns = list(schemas.TABLES.get(name, ()))
     parts = sorted(parts)
@@ -125,8 +131,12 @@ def write_parts(name: str, parts: list[tuple[tuple[int, int, int], Path]],
         schemas.empty(name).write_parquet(dest)
         return
     if any(k[:2] in shifts for k, _ in parts):
-        scan = pl.concat([shifted(pl.scan_parquet(p), shifts[k[:2]], columns) if k[:2] in shifts
-                          else pl.scan_parquet(p) for k, p in parts])
+        scan = pl.concat(
+            [
+                shifted(pl.scan_parquet(p), shifts[k[:2]], columns) if k[:2] in shifts else pl.scan_parquet(p)
+                for k, p in parts
+            ]
+        )
     else:
         scan = pl.scan_parquet([p for _, p in parts])
     schemas.conform(scan, name).sink_parquet(dest, row_group_size=ROW_GROUP)

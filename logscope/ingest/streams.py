@@ -40,8 +40,12 @@ class FileState:
     lines_parsed: int = 0
     assumptions: list[str] = field(default_factory=list)
     shapes: unrecognized.ShapeCounter = field(default_factory=unrecognized.ShapeCounter)
-    stamps: list[datetime] = field(default_factory=list)  # full timestamps in the head, for the reference year
-    head_key: int | None = None  # hash of the first ingest.COPY_KEY_LINES lines: files that may be copies share it
+    stamps: list[datetime] = field(
+        default_factory=list
+    )  # full timestamps in the head, for the reference year
+    head_key: int | None = (
+        None  # hash of the first ingest.COPY_KEY_LINES lines: files that may be copies share it
+    )
     short_key: bool = False  # head_key holds the whole (short) file: only an identical file is its copy
     copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
     also: str | None = None  # a second format interleaved line by line (parsers/_mixed.py)
@@ -52,7 +56,9 @@ class FileState:
     bad_time_example: str | None = None
     bad_values: int = 0  # values set null (ChunkResult.bad_values)
     bad_value_example: str | None = None
-    repairs: dict[str, int] = field(default_factory=dict)  # what the parser mended in a paste (ChunkResult.repairs)
+    repairs: dict[str, int] = field(
+        default_factory=dict
+    )  # what the parser mended in a paste (ChunkResult.repairs)
     batch: int = 0  # files of the batch it was read in (``logscope.ingest.batches``); 0: read alone
 
 
@@ -141,9 +147,18 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
             failed(st, mod, e)
 
 
-def read(mod, st: FileState, ctx: ParseContext, chunks: Iterator[pl.DataFrame], state: dict, job: Job,
-         key: tuple[int, int], first: int = 0, pool: ThreadPoolExecutor | None = None,
-         cancel: threading.Event | None = None) -> int | None:
+def read(
+    mod,
+    st: FileState,
+    ctx: ParseContext,
+    chunks: Iterator[pl.DataFrame],
+    state: dict,
+    job: Job,
+    key: tuple[int, int],
+    first: int = 0,
+    pool: ThreadPoolExecutor | None = None,
+    cancel: threading.Event | None = None,
+) -> int | None:
     """Parse ``chunks`` of one file into ``st`` and the store, under keys (*key, first), (*key, first + 1)...;
     the next chunk number, or None when ``cancel`` was set (no chunk is parsed after it)."""
     n = first
@@ -157,7 +172,9 @@ def read(mod, st: FileState, ctx: ParseContext, chunks: Iterator[pl.DataFrame], 
     return n
 
 
-def finish(mod, st: FileState, ctx: ParseContext, state: dict, store: Store, key: tuple[int, int, int]) -> int:
+def finish(
+    mod, st: FileState, ctx: ParseContext, state: dict, store: Store, key: tuple[int, int, int]
+) -> int:
     """The rows a parser gives at the end of its stream (requests still open), stored under ``key``, the
     stream's last file being ``st``; 1 when there were some, else 0."""
     res = mod.finish(ctx, state) if hasattr(mod, "finish") else None
@@ -197,13 +214,18 @@ def failed(st: FileState, mod, e: Exception) -> None:
     f = st.f
     st.lines_total = max(st.lines_total, sources.count_lines(f))
     st.lines_parsed = min(st.lines_parsed, st.lines_total)
-    said = str(e) if len(str(e)) <= 500 else f"{str(e)[:500]}... ({len(str(e)):,} characters)"  # a regex of MBs
-    f.messages.append(f"parser {mod.NAME} failed: {type(e).__name__}: {said}; the rows read before are kept, "
-                      f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized")
+    said = (
+        str(e) if len(str(e)) <= 500 else f"{str(e)[:500]}... ({len(str(e)):,} characters)"
+    )  # a regex of MBs
+    f.messages.append(
+        f"parser {mod.NAME} failed: {type(e).__name__}: {said}; the rows read before are kept, "
+        f"the {st.lines_total - st.lines_parsed:,} lines not parsed count as unrecognized"
+    )
 
 
-def parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
-            pool: ThreadPoolExecutor | None) -> Iterator[tuple[pl.DataFrame, ChunkResult]]:
+def parsed(
+    mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict, pool: ThreadPoolExecutor | None
+) -> Iterator[tuple[pl.DataFrame, ChunkResult]]:
     """Each chunk with its result, in file order. A format whose chunks are independent once the first
     has set the stream's state (``INDEPENDENT_CHUNKS``, parsers/base.py) has the others parsed on every
     core at once, a few ahead of the one taken (one large access log no longer runs on one core)."""
@@ -231,7 +253,9 @@ def parsed(mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict,
             fut.cancel()
 
 
-def take(res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int], chunk: pl.DataFrame | None) -> None:
+def take(
+    res: ChunkResult, st: FileState, store: Store, key: tuple[int, int, int], chunk: pl.DataFrame | None
+) -> None:
     for name, df in res.tables.items():
         if df is None or df.height == 0 or st.copy_of:
             continue
@@ -287,5 +311,3 @@ def compact_state(state: dict) -> None:
     for k, v in state.items():
         if isinstance(v, pl.DataFrame) and v.height:
             state[k] = compact(v)
-
-

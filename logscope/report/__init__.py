@@ -98,7 +98,9 @@ def _timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, lis
     return spec, [*notes, *failed]
 
 
-def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None, list[str]] | None = None) -> dict:
+def context(
+    ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None, list[str]] | None = None
+) -> dict:
     """Everything the templates may name (tests check they name nothing else).
 
     ``s`` is summary.json itself; the rest are views of it or of the tables: chart specs
@@ -107,7 +109,10 @@ def context(ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None
     timeline, notes = timeline or _timeline(ld, summary, options)
     failed: list[str] = []
     retry_spec, retry_stats = _guard(failed, "retry timing", charts.retry_gap_chart, ld) or (None, None)
-    length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (None, None)
+    length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (
+        None,
+        None,
+    )
     ladder = _guard(failed, "ladder", charts.ladder_chart, summary, options)
     overview = _guard(failed, "whole-input overview", charts.range_overview, summary)
     notes = [*notes, *failed]
@@ -159,14 +164,17 @@ def _static(spec: dict) -> dict:
     """The timeline for a picture: the point layers of the line panels keep only the values standing
     alone between gaps (the others are invisible hover targets for tooltips, which a PNG cannot show,
     and cost a third of the drawing)."""
+
     def hover(layer: dict) -> bool:
         return (layer.get("mark") or {}).get("type") == "point" and "opacity" in (layer.get("encoding") or {})
 
     def lone_only(layer: dict) -> dict:
         return {**layer, "transform": [*layer.get("transform", []), {"filter": "datum.lone"}]}
 
-    rows = [{**v, "layer": [lone_only(lay) if hover(lay) else lay for lay in v["layer"]]} if "layer" in v else v
-            for v in spec.get("vconcat", [])]
+    rows = [
+        {**v, "layer": [lone_only(lay) if hover(lay) else lay for lay in v["layer"]]} if "layer" in v else v
+        for v in spec.get("vconcat", [])
+    ]
     return {**spec, "vconcat": rows} if rows else spec
 
 
@@ -177,9 +185,20 @@ def _png_spec(spec: dict | None, notes: list[str]) -> dict:
     if spec is None:  # still a picture, so that summary.md never shows a broken image
         text = "Timeline not available: " + ("; ".join(notes) or "no timed data")
         d = Data()
-        spec = finish({"data": d.add("note", [{"t": text[:160]}]), "mark": {"type": "text", "fontSize": 14, "align": "left"},
-                       "encoding": {"text": {"field": "t", "type": "nominal"}, "x": {"value": 10}, "y": {"value": 20}},
-                       "width": 900, "height": 40}, d)
+        spec = finish(
+            {
+                "data": d.add("note", [{"t": text[:160]}]),
+                "mark": {"type": "text", "fontSize": 14, "align": "left"},
+                "encoding": {
+                    "text": {"field": "t", "type": "nominal"},
+                    "x": {"value": 10},
+                    "y": {"value": 20},
+                },
+                "width": 900,
+                "height": 40,
+            },
+            d,
+        )
     return visible_all(spec)  # names drawn in the picture: control and bidi characters as escapes
 
 
@@ -198,8 +217,12 @@ class _Painter:
         self.child: subprocess.Popen | None = None
         if sys.executable:  # empty when embedded: no interpreter to start
             try:
-                self.child = subprocess.Popen([sys.executable, "-c", self._CHILD], stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                self.child = subprocess.Popen(
+                    [sys.executable, "-c", self._CHILD],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
             except OSError:
                 pass
 
@@ -212,7 +235,9 @@ class _Painter:
     def draw(self, spec: dict) -> bytes:
         if self.child is not None:
             try:
-                png, _ = self.child.communicate(json.dumps(spec).encode(), timeout=600)  # NaN reads back as NaN
+                png, _ = self.child.communicate(
+                    json.dumps(spec).encode(), timeout=600
+                )  # NaN reads back as NaN
                 if self.child.returncode == 0 and png.startswith(b"\x89PNG"):
                     return png
             except (OSError, subprocess.SubprocessError):
@@ -249,8 +274,12 @@ def _ladder_view(summary: dict) -> dict:
     cols = [c for c in LADDER_COLS if any(s.get(c) is not None for s in steps)]
     # a share or KV usage as a percentage, as on the page (fmt.keyed)
     # a histogram's p95 as its bucket ('1–2.5 s'), not its interpolation's false precision
-    return {"ladder_cols": cols, "ladder_rows": [[s.get(f"{c}_bucket") or fmt.keyed(s.get(c), c) or s.get(c)
-                                                  for c in cols] for s in steps]}
+    return {
+        "ladder_cols": cols,
+        "ladder_rows": [
+            [s.get(f"{c}_bucket") or fmt.keyed(s.get(c), c) or s.get(c) for c in cols] for s in steps
+        ],
+    }
 
 
 def _shapes(ld: Loaded, include_prompts: bool) -> dict:

@@ -38,8 +38,17 @@ from .panels import _bands as _bands  # charts._bands, as the tests read it
 from .vl import VALIDATE as VALIDATE  # charts.VALIDATE, as compare.charts reads it
 from .vl import Data, finish, int_scale, legend, theme, tip
 
-__all__ = ["theme", "coarsen", "timeline", "range_overview", "ladder_chart", "retry_gap_chart", "output_length_chart",
-           "VALIDATE", "_bands"]
+__all__ = [
+    "theme",
+    "coarsen",
+    "timeline",
+    "range_overview",
+    "ladder_chart",
+    "retry_gap_chart",
+    "output_length_chart",
+    "VALIDATE",
+    "_bands",
+]
 
 MAX_WINDOWS = 720  # more windows than this are merged: a 1,040 px wide chart cannot show more
 MAX_EPISODE_ROWS = 16  # more episodes than this share one row per class
@@ -82,15 +91,23 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
     lo = int(w["ts"].min().timestamp() * 1000)
     hi = int(w["ts"].max().timestamp() * 1000 + width_ms)
     tokens_panel = next(p for p in PANELS if p.key == "tokens")
-    long = pl.concat([_long(w, width_ms=width_ms),
-                      lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)], how="diagonal_relaxed")
+    long = pl.concat(
+        [_long(w, width_ms=width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
+        how="diagonal_relaxed",
+    )
     eps = _episode_frame(summary.get("episodes", []), width_ms)
     ph, what = lanes.phases(ld, summary)
     ev = lanes.events(ld, summary)
     # the axis is the union of what is drawn (a server start before the first request widens it): labels are
     # placed on that span
-    ends = [v for f, cols in ((ph, ("start", "end")), (ev, ("t", "ready")), (eps, ("start", "end")))
-            if f.height for c in cols for v in (f[c].min(), f[c].max()) if v is not None]
+    ends = [
+        v
+        for f, cols in ((ph, ("start", "end")), (ev, ("t", "ready")), (eps, ("start", "end")))
+        if f.height
+        for c in cols
+        for v in (f[c].min(), f[c].max())
+        if v is not None
+    ]
     x = XEnc(min([lo, *ends]), max([hi, *ends]))
     d = Data()
     back = lanes.backdrop(ph, ev, eps, x, d)
@@ -119,8 +136,11 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
             if series:
                 notes.append(f"{p.title}: zero throughout ({', '.join(series)})")
                 continue
-            src = "the server's stats lines give no token throughput" if p.source == "tokens" else \
-                ", ".join(c for c, _, _ in p.series) + " are empty for these inputs"
+            src = (
+                "the server's stats lines give no token throughput"
+                if p.source == "tokens"
+                else ", ".join(c for c, _, _ in p.series) + " are empty for these inputs"
+            )
             notes.append(f"{p.title}: no data ({src})")
             continue
         if series:
@@ -128,8 +148,12 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
         rows.append(panel(p, data, back, x, per, options, d))
     if not rows:
         return None, notes
-    spec = {"vconcat": rows, "spacing": 16, "usermeta": FIT,
-            "resolve": {"scale": {"x": "shared", "y": "independent", "color": "independent"}}}
+    spec = {
+        "vconcat": rows,
+        "spacing": 16,
+        "usermeta": FIT,
+        "resolve": {"scale": {"x": "shared", "y": "independent", "color": "independent"}},
+    }
     return finish(spec, d), notes
 
 
@@ -141,36 +165,98 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
     tooltip = [tip("label", "episode")]
     if eps.height > MAX_EPISODE_ROWS:
         classes = [c for c in CLASS_COLORS if c in set(eps["cls"].to_list())] + sorted(
-            set(eps["cls"].to_list()) - set(CLASS_COLORS))
-        y = {"field": "cls", "type": "nominal", "sort": classes, "title": None,
-             "axis": {"ticks": False, "domain": False, "grid": False}}
-        return {"data": d.add("episodes", eps), "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
-                "encoding": {"x": x("start", "top"), "x2": {"field": "end"}, "y": y, "fill": fill, "tooltip": tooltip},
-                "width": WIDTH, "height": 22 * len(classes),
-                "title": f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)"}
-    y = {"field": "id", "type": "nominal", "sort": None, "title": None,
-         "axis": {"labels": False, "ticks": False, "domain": False, "grid": False}}
-    layers = [{"data": d.add("episodes", eps), "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
-               "encoding": {"x": x("start", "top"), "x2": {"field": "end"}, "y": y, "fill": fill, "tooltip": tooltip}}]
+            set(eps["cls"].to_list()) - set(CLASS_COLORS)
+        )
+        y = {
+            "field": "cls",
+            "type": "nominal",
+            "sort": classes,
+            "title": None,
+            "axis": {"ticks": False, "domain": False, "grid": False},
+        }
+        return {
+            "data": d.add("episodes", eps),
+            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
+            "encoding": {
+                "x": x("start", "top"),
+                "x2": {"field": "end"},
+                "y": y,
+                "fill": fill,
+                "tooltip": tooltip,
+            },
+            "width": WIDTH,
+            "height": 22 * len(classes),
+            "title": f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)",
+        }
+    y = {
+        "field": "id",
+        "type": "nominal",
+        "sort": None,
+        "title": None,
+        "axis": {"labels": False, "ticks": False, "domain": False, "grid": False},
+    }
+    layers = [
+        {
+            "data": d.add("episodes", eps),
+            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
+            "encoding": {
+                "x": x("start", "top"),
+                "x2": {"field": "end"},
+                "y": y,
+                "fill": fill,
+                "tooltip": tooltip,
+            },
+        }
+    ]
     # where each label goes, judged on the narrowest plot (a wider one only has more room)
     place = []
     for a, b, label in eps.select("start", "end", "label").rows():
         need = lanes.CHAR_PX * len(label) + 8
         x0, x1 = x.px(a), x.px(b)
-        place.append("inside" if x1 - x0 >= need else "after" if x1 + need <= WIDTH else
-                     "before" if x0 - need >= 0 else "inside")
+        place.append(
+            "inside"
+            if x1 - x0 >= need
+            else "after"
+            if x1 + need <= WIDTH
+            else "before"
+            if x0 - need >= 0
+            else "inside"
+        )
     eps = eps.with_columns(pl.Series("place", place))
-    for where, field, align, dx, color in (("inside", "start", "left", 5, "#ffffff"), ("after", "end", "left", 4, None),
-                                           ("before", "start", "right", -4, None)):
+    for where, field, align, dx, color in (
+        ("inside", "start", "left", 5, "#ffffff"),
+        ("after", "end", "left", 4, None),
+        ("before", "start", "right", -4, None),
+    ):
         part = eps.filter(pl.col("place") == where)
         if part.height:
-            mark = {"type": "text", "align": align, "dx": dx, "fontSize": 11, "fontWeight": 600,
-                    "color": color or "#1f2933", "limit": WIDTH}
-            layers.append({"data": d.add("episode-labels", part), "mark": mark,
-                           "encoding": {"x": x(field, "top"), "y": y, "text": {"field": "label", "type": "nominal"},
-                                        "tooltip": tooltip}})
-    return {"layer": layers, "width": WIDTH, "height": max(22, 20 * eps.height),
-            "title": "Episodes (shaded on every panel below)"}
+            mark = {
+                "type": "text",
+                "align": align,
+                "dx": dx,
+                "fontSize": 11,
+                "fontWeight": 600,
+                "color": color or "#1f2933",
+                "limit": WIDTH,
+            }
+            layers.append(
+                {
+                    "data": d.add("episode-labels", part),
+                    "mark": mark,
+                    "encoding": {
+                        "x": x(field, "top"),
+                        "y": y,
+                        "text": {"field": "label", "type": "nominal"},
+                        "tooltip": tooltip,
+                    },
+                }
+            )
+    return {
+        "layer": layers,
+        "width": WIDTH,
+        "height": max(22, 20 * eps.height),
+        "title": "Episodes (shaded on every panel below)",
+    }
 
 
 # ---------------------------------------------------------------- section charts
@@ -198,33 +284,65 @@ def range_overview(summary: dict) -> dict | None:
     def ms(col: str) -> pl.Expr:
         return pl.col(col).str.to_datetime(time_zone="UTC").dt.epoch("ms")
 
-    bars = pl.DataFrame(ov["bins"]).with_columns(ms("t").alias("t")).with_columns(
-        (pl.col("t") + ov["bin_s"] * 1000).alias("end"))
+    bars = (
+        pl.DataFrame(ov["bins"])
+        .with_columns(ms("t").alias("t"))
+        .with_columns((pl.col("t") + ov["bin_s"] * 1000).alias("end"))
+    )
     spans = [{"kind": "range analysed", "since": rng["since"], "until": rng["until"]}] + [
-        {"kind": "other ranges named", "since": o["since"], "until": o["until"]} for o in chosen.get("others") or []]
+        {"kind": "other ranges named", "since": o["since"], "until": o["until"]}
+        for o in chosen.get("others") or []
+    ]
     bands = pl.DataFrame(spans).with_columns(ms("since"), ms("until"))
     lo = int(min(bars["t"].min(), bands["since"].min()))
     hi = int(max(bars["end"].max(), bands["until"].max()))
     x = XEnc(lo, hi)
     kinds = ["range analysed", "other ranges named"]
     d = Data()
-    shade = {"data": d.add("ranges", bands), "mark": {"type": "rect", "opacity": 0.35},
-             "encoding": {"x": x("since"), "x2": {"field": "until"},
-                          "fill": {"field": "kind", "type": "nominal", "title": None,
-                                   "scale": {"domain": kinds, "range": [BLUE, ORANGE]},
-                                   "legend": legend(kinds, WIDTH, "square")}}}
+    shade = {
+        "data": d.add("ranges", bands),
+        "mark": {"type": "rect", "opacity": 0.35},
+        "encoding": {
+            "x": x("since"),
+            "x2": {"field": "until"},
+            "fill": {
+                "field": "kind",
+                "type": "nominal",
+                "title": None,
+                "scale": {"domain": kinds, "range": [BLUE, ORANGE]},
+                "legend": legend(kinds, WIDTH, "square"),
+            },
+        },
+    }
     per = _fmt_s(float(ov["bin_s"]))
-    col = {"data": d.add("trouble", bars), "mark": {"type": "rect", "color": "#9aa5b1"},
-           "encoding": {"x": x("t"), "x2": {"field": "end"},
-                        "y": {"field": "trouble", "type": "quantitative", "title": f"per {per}",
-                              **_counts(bars["trouble"].max())},
-                        "y2": {"datum": 0},
-                        "tooltip": [tip("t", "from (UTC)", "temporal", "%Y-%m-%d %H:%M"),
-                                    tip("trouble", None, "quantitative", ",")]}}
+    col = {
+        "data": d.add("trouble", bars),
+        "mark": {"type": "rect", "color": "#9aa5b1"},
+        "encoding": {
+            "x": x("t"),
+            "x2": {"field": "end"},
+            "y": {
+                "field": "trouble",
+                "type": "quantitative",
+                "title": f"per {per}",
+                **_counts(bars["trouble"].max()),
+            },
+            "y2": {"datum": 0},
+            "tooltip": [
+                tip("t", "from (UTC)", "temporal", "%Y-%m-%d %H:%M"),
+                tip("trouble", None, "quantitative", ","),
+            ],
+        },
+    }
     # the shading over the bars: a range shows whatever its height
-    spec = {"layer": [col, shade], "width": WIDTH, "height": 78, "usermeta": FIT,
-            "title": "Trouble signs over the whole input (failures, server warnings, queue / preemption / full-KV "
-                     "stats lines)"}
+    spec = {
+        "layer": [col, shade],
+        "width": WIDTH,
+        "height": 78,
+        "usermeta": FIT,
+        "title": "Trouble signs over the whole input (failures, server warnings, queue / preemption / full-KV "
+        "stats lines)",
+    }
     return finish(spec, d)
 
 
@@ -237,50 +355,101 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
     df = pl.DataFrame(steps, infer_schema_length=None)
     cols = [c for c in LADDER_METRICS if c in df.columns]
     lat = (
-        df.unpivot(index="concurrency", on=cols, variable_name="metric", value_name="seconds")
-        .drop_nulls()
-        .with_columns(pl.col("metric").replace_strict({k: v[0] for k, v in LADDER_METRICS.items()}))
-    ) if cols else pl.DataFrame()
-    x = {"field": "concurrency", "type": "quantitative", "scale": {"type": "log", "base": 2}, "title": "concurrency",
-         "axis": {"values": sorted({float(s["concurrency"]) for s in steps}), "format": "~g"}}
+        (
+            df.unpivot(index="concurrency", on=cols, variable_name="metric", value_name="seconds")
+            .drop_nulls()
+            .with_columns(pl.col("metric").replace_strict({k: v[0] for k, v in LADDER_METRICS.items()}))
+        )
+        if cols
+        else pl.DataFrame()
+    )
+    x = {
+        "field": "concurrency",
+        "type": "quantitative",
+        "scale": {"type": "log", "base": 2},
+        "title": "concurrency",
+        "axis": {"values": sorted({float(s["concurrency"]) for s in steps}), "format": "~g"},
+    }
     wb = lad.get("working_boundary") if isinstance(lad.get("working_boundary"), dict) else {}
     d = Data()
-    boundary = d.add("boundary", [{"concurrency": float(wb["concurrency"])}]) if wb.get("concurrency") else None
+    boundary = (
+        d.add("boundary", [{"concurrency": float(wb["concurrency"])}]) if wb.get("concurrency") else None
+    )
 
     def with_boundary(layers: list[dict]) -> list[dict]:
         if boundary is None:
             return layers
-        return [*layers, {"data": boundary, "mark": {"type": "rule", "color": GREEN, "strokeWidth": 2,
-                                                     "strokeDash": [6, 3]}, "encoding": {"x": x}}]
+        return [
+            *layers,
+            {
+                "data": boundary,
+                "mark": {"type": "rule", "color": GREEN, "strokeWidth": 2, "strokeDash": [6, 3]},
+                "encoding": {"x": x},
+            },
+        ]
 
     charts = []
     if lat.height:
         names = [v[0] for k, v in LADDER_METRICS.items() if k in cols]
         colors = [v[1] for k, v in LADDER_METRICS.items() if k in cols]
-        line = {"data": d.add("latency", lat), "mark": {"type": "line", "point": True},
-                "encoding": {"x": x, "y": {"field": "seconds", "type": "quantitative", "title": "seconds"},
-                             "color": {"field": "metric", "type": "nominal", "title": None,
-                                       "scale": {"domain": names, "range": colors},
-                                       "legend": legend(names, 280)},
-                             "tooltip": [tip("concurrency", None, "quantitative"), tip("metric"),
-                                         tip("seconds", None, "quantitative", ".3f")]}}
-        slo = [(getattr(options, "slo_ttft_s", None), "TTFT SLO"), (getattr(options, "slo_e2e_s", None), "e2e SLO")]
+        line = {
+            "data": d.add("latency", lat),
+            "mark": {"type": "line", "point": True},
+            "encoding": {
+                "x": x,
+                "y": {"field": "seconds", "type": "quantitative", "title": "seconds"},
+                "color": {
+                    "field": "metric",
+                    "type": "nominal",
+                    "title": None,
+                    "scale": {"domain": names, "range": colors},
+                    "legend": legend(names, 280),
+                },
+                "tooltip": [
+                    tip("concurrency", None, "quantitative"),
+                    tip("metric"),
+                    tip("seconds", None, "quantitative", ".3f"),
+                ],
+            },
+        }
+        slo = [
+            (getattr(options, "slo_ttft_s", None), "TTFT SLO"),
+            (getattr(options, "slo_e2e_s", None), "e2e SLO"),
+        ]
         rules = pl.DataFrame({"s": [float(v) for v, _ in slo if v], "label": [n for v, n in slo if v]})
         if rules.height and lat["seconds"].max() is not None:
             rules = rules.filter(pl.col("s") <= lat["seconds"].max() * 1.5)  # off-scale SLOs would flatten it
         layers = [line]
         if rules.height:
-            layers.append({"data": d.add("slo", rules), "mark": {"type": "rule", "color": RED, "strokeDash": [5, 4]},
-                           "encoding": {"y": {"field": "s", "type": "quantitative"}}})
-        charts.append({"layer": with_boundary(layers), "width": 280, "height": 190, "title": "Latency by step"})
+            layers.append(
+                {
+                    "data": d.add("slo", rules),
+                    "mark": {"type": "rule", "color": RED, "strokeDash": [5, 4]},
+                    "encoding": {"y": {"field": "s", "type": "quantitative"}},
+                }
+            )
+        charts.append(
+            {"layer": with_boundary(layers), "width": 280, "height": 190, "title": "Latency by step"}
+        )
     for col, title in (("throughput_tps", "Output tokens/s"), ("preemptions", "Preemptions")):
         if col in df.columns and df[col].null_count() < df.height:
-            bars = {"data": d.add(col, df.select("concurrency", col).drop_nulls()),
-                    "mark": {"type": "bar", "width": 14, "color": BLUE},
-                    "encoding": {"x": x, "y": {"field": col, "type": "quantitative", "title": None,
-                                               **(_counts(df[col].max()) if col == "preemptions" else {})},
-                                 "tooltip": [tip("concurrency", None, "quantitative"),
-                                             tip(col, None, "quantitative", ",.4~f")]}}
+            bars = {
+                "data": d.add(col, df.select("concurrency", col).drop_nulls()),
+                "mark": {"type": "bar", "width": 14, "color": BLUE},
+                "encoding": {
+                    "x": x,
+                    "y": {
+                        "field": col,
+                        "type": "quantitative",
+                        "title": None,
+                        **(_counts(df[col].max()) if col == "preemptions" else {}),
+                    },
+                    "tooltip": [
+                        tip("concurrency", None, "quantitative"),
+                        tip(col, None, "quantitative", ",.4~f"),
+                    ],
+                },
+            }
             charts.append({"layer": with_boundary([bars]), "width": 210, "height": 190, "title": title})
     if not charts:
         return None
@@ -294,7 +463,9 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     used = (ld.doc("correlation").get("sources") or {}).get("client")
     if used:  # a client log and its own JSONL can describe the same sends: count them once
         ca = ca.filter(pl.col("source").is_in(used))
-    ca = ca.filter(pl.col("logical_request_id").is_not_null()).collect()  # read for this chart alone, not kept
+    ca = ca.filter(
+        pl.col("logical_request_id").is_not_null()
+    ).collect()  # read for this chart alone, not kept
     if ca.height == 0:
         return None, None
     # each attempt against the previous one of its request: rows sorted by request, then a shift (a window
@@ -303,8 +474,8 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         ca.sort([*key, "attempt", "ts_start"])
         .select(
             "attempt",
-            pl.when(~group_first(*key)).then((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds()
-                                             / 1e6)
+            pl.when(~group_first(*key))
+            .then((pl.col("ts_start") - pl.col("ts_end").shift(1)).dt.total_microseconds() / 1e6)
             .alias("gap_s"),
         )
         .filter(pl.col("attempt") > 1)
@@ -329,22 +500,42 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .sort("lo")
     )
     d = Data()
-    spec = {"data": d.add("retry-gaps", hist), "mark": {"type": "bar", "color": BLUE},
-            "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "seconds from a failed attempt to the retry"},
-                         "x2": {"field": "hi"},
-                         "y": {"field": "retries", "type": "quantitative", "title": "retries",
-                               **_counts(hist["retries"].max())},
-                         "y2": {"datum": 0},
-                         "tooltip": [tip("lo", "from s", "quantitative", ".2f"), tip("hi", "to s", "quantitative", ".2f"),
-                                     tip("retries", None, "quantitative")]},
-            "width": 520, "height": 170, "title": "Retry timing (client)"}
+    spec = {
+        "data": d.add("retry-gaps", hist),
+        "mark": {"type": "bar", "color": BLUE},
+        "encoding": {
+            "x": {
+                "field": "lo",
+                "type": "quantitative",
+                "title": "seconds from a failed attempt to the retry",
+            },
+            "x2": {"field": "hi"},
+            "y": {
+                "field": "retries",
+                "type": "quantitative",
+                "title": "retries",
+                **_counts(hist["retries"].max()),
+            },
+            "y2": {"datum": 0},
+            "tooltip": [
+                tip("lo", "from s", "quantitative", ".2f"),
+                tip("hi", "to s", "quantitative", ".2f"),
+                tip("retries", None, "quantitative"),
+            ],
+        },
+        "width": 520,
+        "height": 170,
+        "title": "Retry timing (client)",
+    }
     return finish(spec, d), stats
 
 
 def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Generated tokens as a share of the requested max_tokens (requests that say both)."""
     req = ld.table("requests", ("max_tokens", "output_tokens")).filter(
-        pl.col("max_tokens").is_not_null() & pl.col("output_tokens").is_not_null() & (pl.col("max_tokens") > 0)
+        pl.col("max_tokens").is_not_null()
+        & pl.col("output_tokens").is_not_null()
+        & (pl.col("max_tokens") > 0)
     )
     if req.height == 0:
         return None, None
@@ -362,13 +553,29 @@ def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .sort("lo")
     )
     d = Data()
-    spec = {"data": d.add("lengths", hist), "mark": {"type": "bar", "color": GREEN},
-            "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "generated tokens / requested max_tokens",
-                               "scale": {"domain": [0, 1]}, "axis": {"format": "%"}},
-                         "x2": {"field": "hi"},
-                         "y": {"field": "requests", "type": "quantitative", "title": "requests",
-                               **_counts(hist["requests"].max())},
-                         "y2": {"datum": 0},
-                         "tooltip": [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")]},
-            "width": 520, "height": 170, "title": "Requested vs generated length"}
+    spec = {
+        "data": d.add("lengths", hist),
+        "mark": {"type": "bar", "color": GREEN},
+        "encoding": {
+            "x": {
+                "field": "lo",
+                "type": "quantitative",
+                "title": "generated tokens / requested max_tokens",
+                "scale": {"domain": [0, 1]},
+                "axis": {"format": "%"},
+            },
+            "x2": {"field": "hi"},
+            "y": {
+                "field": "requests",
+                "type": "quantitative",
+                "title": "requests",
+                **_counts(hist["requests"].max()),
+            },
+            "y2": {"datum": 0},
+            "tooltip": [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")],
+        },
+        "width": 520,
+        "height": 170,
+        "title": "Requested vs generated length",
+    }
     return finish(spec, d), stats

@@ -173,8 +173,13 @@ _PERCENT_SIGNALS = {"kv_pressure"}  # a share of the KV cache
 _SECONDS_SIGNALS = {"ttft", "e2e"}  # a p95 latency
 # the unit of the other signals' peaks (diagnose.stretches): preemptions per stats line, requests waiting in
 # one stats line, counts per window of the request signals; a stall or a crash is a 0/1 flag, no figure
-_UNITS = {"preemptions": "per stats line", "queue": "waiting", "errors": "per window", "retries": "per window",
-          "orphans": "per window"}
+_UNITS = {
+    "preemptions": "per stats line",
+    "queue": "waiting",
+    "errors": "per window",
+    "retries": "per window",
+    "orphans": "per window",
+}
 _FLAGS = {"stall", "crash"}
 
 
@@ -195,4 +200,6 @@ def redact_prompt(line: str | None, include_prompts: bool) -> str | None:
     """Cut prompt text out of a raw log line (unrecognised-line examples) unless prompts are allowed."""
     if line is None or include_prompts:
         return line
-    return _PROMPT.sub(lambda m: m.group("key") + "<prompt omitted: --include-prompts shows it>", line, count=1)
+    return _PROMPT.sub(
+        lambda m: m.group("key") + "<prompt omitted: --include-prompts shows it>", line, count=1
+    )

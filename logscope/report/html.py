@@ -75,7 +75,9 @@ class _Compiled(jinja2.FileSystemBytecodeCache):
         return hashlib.sha256(f"{self.settings}\0{name}".encode()).hexdigest()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if sys.dont_write_bytecode:  # PYTHONDONTWRITEBYTECODE: nothing written beside the sources, as Python does
+        if (
+            sys.dont_write_bytecode
+        ):  # PYTHONDONTWRITEBYTECODE: nothing written beside the sources, as Python does
             return
         try:
             super().dump_bytecode(bucket)
@@ -206,8 +208,9 @@ def _cache(path: Path, js: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # a new file of its own (O_EXCL: never through a link planted at a guessable name), renamed over the
         # old one: a concurrent run reads the old file or the new one, never half
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False) as fh:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+        ) as fh:
             fh.write(js)
         Path(fh.name).replace(path)
     except OSError:
@@ -225,7 +228,9 @@ def vega_bundle() -> Markup:
 
 
 def css() -> Markup:
-    return Markup(resources.files("logscope.report_templates").joinpath("report.css").read_text(encoding="utf-8"))
+    return Markup(
+        resources.files("logscope.report_templates").joinpath("report.css").read_text(encoding="utf-8")
+    )
 
 
 def render_html(context: dict) -> str:

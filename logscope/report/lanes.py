@@ -31,11 +31,22 @@ from .vl import Data, legend, tip
 
 EVENT_COLORS = {"start": "#2ca02c", "restart": "#2ca02c", "SIGTERM": "#b7791f", "killed": "#b3261e",
                 "OOM": "#000000", "engine died": "#b3261e", "engine timeout": "#b3261e"}  # fmt: skip
-DEATH_NAMES = {"silent": "killed", "oom": "OOM", "engine_dead": "engine died", "engine_timeout": "engine timeout"}
+DEATH_NAMES = {
+    "silent": "killed",
+    "oom": "OOM",
+    "engine_dead": "engine died",
+    "engine_timeout": "engine timeout",
+}
 MAX_LABEL_ROWS = 3  # event labels stack in this many rows at most; past that, tooltips name them
 OUTCOME_COLORS = {"ok": "#2ca02c", "timeout": "#ff7f0e", "error, no status": "#7f0000", "cut mid-stream": "#f3a712",
                   "unfinished (log ended)": "#9aa5b1", "unknown": "#c7c7c7"}  # fmt: skip
-STATUS_COLORS = ("#d62728", "#8c564b", "#e377c2", "#9467bd", "#bcbd22")  # the most frequent statuses, in order
+STATUS_COLORS = (
+    "#d62728",
+    "#8c564b",
+    "#e377c2",
+    "#9467bd",
+    "#bcbd22",
+)  # the most frequent statuses, in order
 MAX_STATUSES = len(STATUS_COLORS)  # more HTTP statuses than this share one 'HTTP other'
 CHAR_PX = 6.6  # ~ width of a character of an 11 px label
 
@@ -45,7 +56,11 @@ def _ms(col: str) -> pl.Expr:
 
 
 def _hms(col: str) -> pl.Expr:
-    return pl.from_epoch(pl.col(col), time_unit="ms").dt.replace_time_zone("UTC").dt.strftime(clock.time_format())
+    return (
+        pl.from_epoch(pl.col(col), time_unit="ms")
+        .dt.replace_time_zone("UTC")
+        .dt.strftime(clock.time_format())
+    )
 
 
 # ---------------------------------------------------------------- load phases
@@ -53,10 +68,20 @@ def _hms(col: str) -> pl.Expr:
 
 def phases(ld: Loaded, summary: dict) -> tuple[pl.DataFrame, str]:
     """(start, end, label, shade) of each ladder step, else of each client phase, and what they are."""
-    steps = [s for s in (summary.get("ladder") or {}).get("steps") or [] if s.get("ts_start") and s.get("ts_end")]
+    steps = [
+        s for s in (summary.get("ladder") or {}).get("steps") or [] if s.get("ts_start") and s.get("ts_end")
+    ]
     if steps:
-        rows = [{"start": s["ts_start"], "end": s["ts_end"], "mode": s.get("mode") or "concurrency",
-                 "value": s.get("concurrency"), "name": f"step {s.get('step')}"} for s in steps]
+        rows = [
+            {
+                "start": s["ts_start"],
+                "end": s["ts_end"],
+                "mode": s.get("mode") or "concurrency",
+                "value": s.get("concurrency"),
+                "name": f"step {s.get('step')}",
+            }
+            for s in steps
+        ]
         df, what = pl.DataFrame(rows, infer_schema_length=None), "ladder steps"
         df = df.with_columns(_ms("start"), _ms("end"))
     else:
@@ -65,20 +90,42 @@ def phases(ld: Loaded, summary: dict) -> tuple[pl.DataFrame, str]:
             return pl.DataFrame(), ""
         used = (ld.doc("correlation").get("sources") or {}).get("client") or []
         srcs = sorted(ph["source"].unique().to_list())
-        src = next((s for s in srcs if s in used), srcs[0])  # a client's .jsonl and .log state the same phases
-        df = ph.filter(pl.col("source") == src).sort("ts_start").select(
-            pl.col("ts_start").dt.epoch("ms").alias("start"), pl.col("ts_end").dt.epoch("ms").alias("end"),
-            pl.col("mode").fill_null("concurrency"), "value", ("phase " + pl.col("phase")).alias("name"))
+        src = next(
+            (s for s in srcs if s in used), srcs[0]
+        )  # a client's .jsonl and .log state the same phases
+        df = (
+            ph.filter(pl.col("source") == src)
+            .sort("ts_start")
+            .select(
+                pl.col("ts_start").dt.epoch("ms").alias("start"),
+                pl.col("ts_end").dt.epoch("ms").alias("end"),
+                pl.col("mode").fill_null("concurrency"),
+                "value",
+                ("phase " + pl.col("phase")).alias("name"),
+            )
+        )
         what = "client load phases"
     v = pl.col("value").cast(pl.Float64).round(3).cast(pl.String).str.replace(r"\.0$", "")
-    label = (pl.when(pl.col("value").is_null()).then(pl.col("name"))
-             .when(pl.col("mode") == "rate").then(v + " req/s")
-             .when(pl.col("mode") == "inflight").then("~" + v + " in flight")
-             .otherwise("c=" + v))
-    df = df.sort("start").with_row_index("i").with_columns(
-        label.alias("label"), _hms("start").alias("from"), _hms("end").alias("to"),
-        # neighbouring bands alternate in depth so that touching phases stay apart
-        pl.when(pl.col("i") % 2 == 0).then(0.09).otherwise(0.045).alias("shade"))
+    label = (
+        pl.when(pl.col("value").is_null())
+        .then(pl.col("name"))
+        .when(pl.col("mode") == "rate")
+        .then(v + " req/s")
+        .when(pl.col("mode") == "inflight")
+        .then("~" + v + " in flight")
+        .otherwise("c=" + v)
+    )
+    df = (
+        df.sort("start")
+        .with_row_index("i")
+        .with_columns(
+            label.alias("label"),
+            _hms("start").alias("from"),
+            _hms("end").alias("to"),
+            # neighbouring bands alternate in depth so that touching phases stay apart
+            pl.when(pl.col("i") % 2 == 0).then(0.09).otherwise(0.045).alias("shade"),
+        )
+    )
     return df.drop("i"), what
 
 
@@ -95,23 +142,57 @@ def events(ld: Loaded, summary: dict) -> pl.DataFrame:
     for d in life.get("deaths") or []:
         names = [DEATH_NAMES.get(k, k) for k in d.get("kinds") or []] or ["killed"]
         kind = "OOM" if "OOM" in names else names[0]
-        rows.append({"t": d.get("ts"), "kind": kind, "label": " + ".join(names), "replica": d.get("replica"),
-                     "ready": None, "detail": f"pid {d['pid']}" if d.get("pid") is not None else "",
-                     "errors_after": d.get("gateway_5xx_after") or 0})
+        rows.append(
+            {
+                "t": d.get("ts"),
+                "kind": kind,
+                "label": " + ".join(names),
+                "replica": d.get("replica"),
+                "ready": None,
+                "detail": f"pid {d['pid']}" if d.get("pid") is not None else "",
+                "errors_after": d.get("gateway_5xx_after") or 0,
+            }
+        )
         ended.setdefault(str(d.get("replica")), []).append(d.get("ts") or "")
     for g in life.get("graceful_shutdowns") or []:
-        rows.append({"t": g.get("ts"), "kind": "SIGTERM", "label": "SIGTERM (graceful stop)",
-                     "replica": g.get("replica"), "ready": None, "detail": "",
-                     "errors_after": g.get("gateway_5xx_after") or 0})
+        rows.append(
+            {
+                "t": g.get("ts"),
+                "kind": "SIGTERM",
+                "label": "SIGTERM (graceful stop)",
+                "replica": g.get("replica"),
+                "ready": None,
+                "detail": "",
+                "errors_after": g.get("gateway_5xx_after") or 0,
+            }
+        )
         ended.setdefault(str(g.get("replica")), []).append(g.get("ts") or "")
     for s in starts:
         again = any(e and s.get("ts") and e < s["ts"] for e in ended.get(str(s.get("replica")), []))
-        bits = [f"pid {s['pid']}" if s.get("pid") is not None else "", f"vLLM {s['version']}" if s.get("version") else ""]
-        rows.append({"t": s.get("ts"), "kind": "restart" if again else "start", "label": "restart" if again else "start",
-                     "replica": s.get("replica"), "ready": s.get("ready"), "detail": ", ".join(b for b in bits if b),
-                     "errors_after": 0})
-    schema = {"t": pl.String, "kind": pl.String, "label": pl.String, "replica": pl.String, "ready": pl.String,
-              "detail": pl.String, "errors_after": pl.Int64}
+        bits = [
+            f"pid {s['pid']}" if s.get("pid") is not None else "",
+            f"vLLM {s['version']}" if s.get("version") else "",
+        ]
+        rows.append(
+            {
+                "t": s.get("ts"),
+                "kind": "restart" if again else "start",
+                "label": "restart" if again else "start",
+                "replica": s.get("replica"),
+                "ready": s.get("ready"),
+                "detail": ", ".join(b for b in bits if b),
+                "errors_after": 0,
+            }
+        )
+    schema = {
+        "t": pl.String,
+        "kind": pl.String,
+        "label": pl.String,
+        "replica": pl.String,
+        "ready": pl.String,
+        "detail": pl.String,
+        "errors_after": pl.Int64,
+    }
     df = pl.DataFrame([r for r in rows if r["t"]], schema=schema)
     if df.height == 0 and not summary.get("server_lifecycle"):
         return _window_events(ld)
@@ -123,13 +204,22 @@ def _window_events(ld: Loaded) -> pl.DataFrame:
     """Without a diagnosis: the windows' counts of server starts, OOMs and engine deaths, as events."""
     w = ld.table("windows")
     parts = []
-    for col, kind, label in (("server_restarts", "start", "start"), ("oom_events", "OOM", "OOM"),
-                             ("engine_deaths", "engine died", "engine died")):
+    for col, kind, label in (
+        ("server_restarts", "start", "start"),
+        ("oom_events", "OOM", "OOM"),
+        ("engine_deaths", "engine died", "engine died"),
+    ):
         if col in w.columns:
-            parts.append(w.filter(pl.col(col).fill_null(0) > 0).select(
-                pl.col("ts").dt.epoch("ms").alias("t"), pl.lit(kind).alias("kind"), pl.lit(label).alias("label"),
-                pl.lit("").alias("replica"), pl.lit(None, pl.Int64).alias("ready"),
-                pl.lit("(window of the event)").alias("detail")))
+            parts.append(
+                w.filter(pl.col(col).fill_null(0) > 0).select(
+                    pl.col("ts").dt.epoch("ms").alias("t"),
+                    pl.lit(kind).alias("kind"),
+                    pl.lit(label).alias("label"),
+                    pl.lit("").alias("replica"),
+                    pl.lit(None, pl.Int64).alias("ready"),
+                    pl.lit("(window of the event)").alias("detail"),
+                )
+            )
     df = pl.concat(parts).sort("t") if parts else pl.DataFrame()
     return df.with_columns(pl.lit(0, pl.Int64).alias("errors_after")) if df.height else df
 
@@ -159,10 +249,14 @@ def event_rules(ev: pl.DataFrame, x: XEnc, d: Data) -> list[dict]:
     """The events as dashed rules across a panel (no label: the lane above names them)."""
     if ev.height == 0:
         return []
-    return [{"data": d.add("server-events", _event_rows(ev)), "mark": {"type": "rule", "strokeDash": [4, 3],
-                                                                       "strokeWidth": 1.3, "opacity": 0.85},
-             # stroke, not color: the series' colour legend of the panel must not list the events
-             "encoding": {"x": x("t"), "stroke": _event_color(ev), "tooltip": _event_tips()}}]
+    return [
+        {
+            "data": d.add("server-events", _event_rows(ev)),
+            "mark": {"type": "rule", "strokeDash": [4, 3], "strokeWidth": 1.3, "opacity": 0.85},
+            # stroke, not color: the series' colour legend of the panel must not list the events
+            "encoding": {"x": x("t"), "stroke": _event_color(ev), "tooltip": _event_tips()},
+        }
+    ]
 
 
 def _event_rows(ev: pl.DataFrame) -> pl.DataFrame:
@@ -170,19 +264,37 @@ def _event_rows(ev: pl.DataFrame) -> pl.DataFrame:
     counts = {n: f"{n:,}" for n in ev["errors_after"].unique().to_list()}  # a few distinct counts
     label = pl.col("label")
     if ev["replica"].n_unique() > 1:
-        label = label + pl.when(pl.col("replica") == "").then(pl.lit("")).otherwise(" (" + pl.col("replica") + ")")
-    text = pl.when(pl.col("errors_after") > 0).then(
-        label + " → " + pl.col("errors_after").replace_strict(counts, return_dtype=pl.String) + " gateway 5xx"
-    ).otherwise(label)
-    return ev.select("t", "kind", text.alias("text"), pl.when(pl.col("replica") == "").then(pl.lit("–"))
-                     .otherwise(pl.col("replica")).alias("replica"), pl.col("detail").fill_null(""),
-                     _hms("t").alias("time"))
+        label = label + pl.when(pl.col("replica") == "").then(pl.lit("")).otherwise(
+            " (" + pl.col("replica") + ")"
+        )
+    text = (
+        pl.when(pl.col("errors_after") > 0)
+        .then(
+            label
+            + " → "
+            + pl.col("errors_after").replace_strict(counts, return_dtype=pl.String)
+            + " gateway 5xx"
+        )
+        .otherwise(label)
+    )
+    return ev.select(
+        "t",
+        "kind",
+        text.alias("text"),
+        pl.when(pl.col("replica") == "").then(pl.lit("–")).otherwise(pl.col("replica")).alias("replica"),
+        pl.col("detail").fill_null(""),
+        _hms("t").alias("time"),
+    )
 
 
 def _event_color(ev: pl.DataFrame) -> dict:
     kinds = list(dict.fromkeys(ev["kind"].to_list()))
-    return {"field": "kind", "type": "nominal", "legend": None,
-            "scale": {"domain": kinds, "range": [EVENT_COLORS.get(k, "#b3261e") for k in kinds]}}
+    return {
+        "field": "kind",
+        "type": "nominal",
+        "legend": None,
+        "scale": {"domain": kinds, "range": [EVENT_COLORS.get(k, "#b3261e") for k in kinds]},
+    }
 
 
 def _event_tips() -> list[dict]:
@@ -198,11 +310,20 @@ def lane(ph: pl.DataFrame, what: str, ev: pl.DataFrame, x: XEnc, d: Data) -> dic
     top = 0
     if ph.height:
         ref = d.add("phases", ph)
-        layers.append({"data": ref, "mark": {"type": "rect", "fill": "#52606d"},
-                       "encoding": {"x": x("start", "top"), "x2": {"field": "end"}, "y": {"value": 2},
-                                    "y2": {"value": 20}, "opacity": {"field": "shade", "type": "quantitative",
-                                                                      "scale": None},
-                                    "tooltip": [tip("label", what), tip("from", "from (UTC)"), tip("to", "to")]}})
+        layers.append(
+            {
+                "data": ref,
+                "mark": {"type": "rect", "fill": "#52606d"},
+                "encoding": {
+                    "x": x("start", "top"),
+                    "x2": {"field": "end"},
+                    "y": {"value": 2},
+                    "y2": {"value": 20},
+                    "opacity": {"field": "shade", "type": "quantitative", "scale": None},
+                    "tooltip": [tip("label", what), tip("from", "from (UTC)"), tip("to", "to")],
+                },
+            }
+        )
         # a label centred on its band, kept when it stays clear of its neighbours' (a short ladder step's label
         # may pass its band's edges: the steps have idle gaps between them)
         keep, end = [], float("-inf")
@@ -214,64 +335,122 @@ def lane(ph: pl.DataFrame, what: str, ev: pl.DataFrame, x: XEnc, d: Data) -> dic
             end = mid + w / 2 if ok else end
         fits = ph.filter(pl.Series(keep, dtype=pl.Boolean))
         if fits.height:
-            layers.append({"data": d.add("phase-labels", fits.with_columns(((pl.col("start") + pl.col("end")) // 2)
-                                                                            .alias("mid"))),
-                           "mark": {"type": "text", "fontSize": 11, "fontWeight": 600, "color": "#1f2933",
-                                    "baseline": "middle"},
-                           "encoding": {"x": x("mid", "top"), "y": {"value": 11},
-                                        "text": {"field": "label", "type": "nominal"}}})
+            layers.append(
+                {
+                    "data": d.add(
+                        "phase-labels",
+                        fits.with_columns(((pl.col("start") + pl.col("end")) // 2).alias("mid")),
+                    ),
+                    "mark": {
+                        "type": "text",
+                        "fontSize": 11,
+                        "fontWeight": 600,
+                        "color": "#1f2933",
+                        "baseline": "middle",
+                    },
+                    "encoding": {
+                        "x": x("mid", "top"),
+                        "y": {"value": 11},
+                        "text": {"field": "label", "type": "nominal"},
+                    },
+                }
+            )
         top = 24
     rows_used = 0
     if ev.height:
         evr = _event_rows(ev)
         loading = ev.filter(pl.col("ready").is_not_null() & (pl.col("ready") > pl.col("t")))
-        placed = _label_rows([(x.px(t), CHAR_PX * len(s)) for t, s in evr.select("t", "text").rows()],
-                             MAX_LABEL_ROWS)
+        placed = _label_rows(
+            [(x.px(t), CHAR_PX * len(s)) for t, s in evr.select("t", "text").rows()], MAX_LABEL_ROWS
+        )
         rows, flip = placed if placed else ([0] * evr.height, [False] * evr.height)
         rows_used = max(rows) + 1 if placed else 1
         height = top + 16 * rows_used + 6
         if loading.height:
-            layers.append({"data": d.add("loading", loading.select("t", "ready", _hms("t").alias("from"),
-                                                                    _hms("ready").alias("to"))),
-                           "mark": {"type": "rect", "fill": "#2ca02c", "opacity": 0.12},
-                           "encoding": {"x": x("t", "top"), "x2": {"field": "ready"}, "y": {"value": top},
-                                        "y2": {"value": height},
-                                        "tooltip": [tip("from", "server loading from"), tip("to", "ready at")]}})
+            layers.append(
+                {
+                    "data": d.add(
+                        "loading",
+                        loading.select("t", "ready", _hms("t").alias("from"), _hms("ready").alias("to")),
+                    ),
+                    "mark": {"type": "rect", "fill": "#2ca02c", "opacity": 0.12},
+                    "encoding": {
+                        "x": x("t", "top"),
+                        "x2": {"field": "ready"},
+                        "y": {"value": top},
+                        "y2": {"value": height},
+                        "tooltip": [tip("from", "server loading from"), tip("to", "ready at")],
+                    },
+                }
+            )
         evr = evr.with_columns(pl.Series("y", [top + 9 + 16 * r for r in rows]), pl.Series("left", flip))
-        layers.append({"data": d.add("server-event-rules", evr), "mark": {"type": "rule", "strokeDash": [4, 3],
-                                                                          "strokeWidth": 1.3},
-                       "encoding": {"x": x("t", "top"), "y": {"value": top}, "y2": {"value": height},
-                                    "color": _event_color(ev), "tooltip": _event_tips()}})
+        layers.append(
+            {
+                "data": d.add("server-event-rules", evr),
+                "mark": {"type": "rule", "strokeDash": [4, 3], "strokeWidth": 1.3},
+                "encoding": {
+                    "x": x("t", "top"),
+                    "y": {"value": top},
+                    "y2": {"value": height},
+                    "color": _event_color(ev),
+                    "tooltip": _event_tips(),
+                },
+            }
+        )
         for side, align, dx in ((False, "left", 3), (True, "right", -3)):
             part = evr.filter(pl.col("left") == side)
             if placed and part.height:
-                layers.append({"data": d.add("server-event-labels", part),
-                               "mark": {"type": "text", "align": align, "dx": dx, "fontSize": 11, "fontWeight": 600,
-                                        "baseline": "middle"},
-                               "encoding": {"x": x("t", "top"), "y": {"field": "y", "type": "quantitative",
-                                                                      "scale": None},
-                                            "text": {"field": "text", "type": "nominal"}, "color": _event_color(ev),
-                                            "tooltip": _event_tips()}})
+                layers.append(
+                    {
+                        "data": d.add("server-event-labels", part),
+                        "mark": {
+                            "type": "text",
+                            "align": align,
+                            "dx": dx,
+                            "fontSize": 11,
+                            "fontWeight": 600,
+                            "baseline": "middle",
+                        },
+                        "encoding": {
+                            "x": x("t", "top"),
+                            "y": {"field": "y", "type": "quantitative", "scale": None},
+                            "text": {"field": "text", "type": "nominal"},
+                            "color": _event_color(ev),
+                            "tooltip": _event_tips(),
+                        },
+                    }
+                )
     height = top + (16 * rows_used + 6 if ev.height else 0)
     parts = [what.capitalize()] if ph.height else []
     if ev.height:
-        parts.append("server starts, stops and deaths" + ("" if rows_used or ev.height <= 1 else " (hover for names)"))
+        parts.append(
+            "server starts, stops and deaths" + ("" if rows_used or ev.height <= 1 else " (hover for names)")
+        )
     return {"layer": layers, "width": WIDTH, "height": max(height, 20), "title": " and ".join(parts)}
 
 
 def phase_shading(ph: pl.DataFrame, x: XEnc, d: Data) -> list[dict]:
     if ph.height == 0:
         return []
-    return [{"data": d.add("phase-bands", ph.select("start", "end", "shade")),
-             "mark": {"type": "rect", "fill": "#52606d"},
-             "encoding": {"x": x("start"), "x2": {"field": "end"},
-                          "opacity": {"field": "shade", "type": "quantitative", "scale": None}}}]
+    return [
+        {
+            "data": d.add("phase-bands", ph.select("start", "end", "shade")),
+            "mark": {"type": "rect", "fill": "#52606d"},
+            "encoding": {
+                "x": x("start"),
+                "x2": {"field": "end"},
+                "opacity": {"field": "shade", "type": "quantitative", "scale": None},
+            },
+        }
+    ]
 
 
 def backdrop(ph: pl.DataFrame, ev: pl.DataFrame, eps: pl.DataFrame, x: XEnc, d: Data) -> Backdrop:
     # the phases fainter than the episodes: an episode shows through the load it happened in
     faint = ph.with_columns((pl.col("shade") * 0.6).alias("shade")) if ph.height else ph
-    return Backdrop(behind=[*phase_shading(faint, x, d), *episode_shading(eps, x, d)], over=event_rules(ev, x, d))
+    return Backdrop(
+        behind=[*phase_shading(faint, x, d), *episode_shading(eps, x, d)], over=event_rules(ev, x, d)
+    )
 
 
 # ---------------------------------------------------------------- outcomes by status
@@ -280,39 +459,74 @@ def backdrop(ph: pl.DataFrame, ev: pl.DataFrame, eps: pl.DataFrame, x: XEnc, d: 
 def outcomes(ld: Loaded, lo_ms: int, width_ms: int) -> pl.DataFrame:
     """Logical requests per window of their outcome (when the caller saw it: the end, else the start), by
     outcome and HTTP status: (t, end, time, outcome, n, k) with k the stacking order."""
-    r = ld.scan("requests").select(
-        pl.coalesce("ts_end", "ts_start").dt.epoch("ms").alias("at"), "outcome", "status").drop_nulls("at")
-    counts = r.group_by(((pl.col("at") - lo_ms) // width_ms).alias("bin"), "outcome", "status").agg(
-        pl.len().alias("n")).collect()
+    r = (
+        ld.scan("requests")
+        .select(pl.coalesce("ts_end", "ts_start").dt.epoch("ms").alias("at"), "outcome", "status")
+        .drop_nulls("at")
+    )
+    counts = (
+        r.group_by(((pl.col("at") - lo_ms) // width_ms).alias("bin"), "outcome", "status")
+        .agg(pl.len().alias("n"))
+        .collect()
+    )
     if counts.height == 0:
         return pl.DataFrame()
     errs = counts.filter((pl.col("outcome") == "error") & pl.col("status").is_not_null())
     top = errs.group_by("status").agg(pl.col("n").sum()).sort(["n", "status"], descending=[True, False])
     top = top["status"].head(MAX_STATUSES).sort().to_list()
-    name = (pl.when(pl.col("outcome") == "ok").then(pl.lit("ok"))
-            .when((pl.col("outcome") == "error") & pl.col("status").is_in(top))
-            .then("HTTP " + pl.col("status").cast(pl.String))
-            .when((pl.col("outcome") == "error") & pl.col("status").is_not_null()).then(pl.lit("HTTP other"))
-            .when(pl.col("outcome") == "error").then(pl.lit("error, no status"))
-            .when(pl.col("outcome") == "truncated").then(pl.lit("cut mid-stream"))
-            .when(pl.col("outcome") == "unfinished").then(pl.lit("unfinished (log ended)"))
-            .when(pl.col("outcome") == "timeout").then(pl.lit("timeout"))
-            .otherwise(pl.lit("unknown")))
-    order = ["ok", *[f"HTTP {s}" for s in top], "HTTP other", "error, no status", "timeout", "cut mid-stream",
-             "unfinished (log ended)", "unknown"]
+    name = (
+        pl.when(pl.col("outcome") == "ok")
+        .then(pl.lit("ok"))
+        .when((pl.col("outcome") == "error") & pl.col("status").is_in(top))
+        .then("HTTP " + pl.col("status").cast(pl.String))
+        .when((pl.col("outcome") == "error") & pl.col("status").is_not_null())
+        .then(pl.lit("HTTP other"))
+        .when(pl.col("outcome") == "error")
+        .then(pl.lit("error, no status"))
+        .when(pl.col("outcome") == "truncated")
+        .then(pl.lit("cut mid-stream"))
+        .when(pl.col("outcome") == "unfinished")
+        .then(pl.lit("unfinished (log ended)"))
+        .when(pl.col("outcome") == "timeout")
+        .then(pl.lit("timeout"))
+        .otherwise(pl.lit("unknown"))
+    )
+    order = [
+        "ok",
+        *[f"HTTP {s}" for s in top],
+        "HTTP other",
+        "error, no status",
+        "timeout",
+        "cut mid-stream",
+        "unfinished (log ended)",
+        "unknown",
+    ]
     out = counts.group_by("bin", name.alias("outcome")).agg(pl.col("n").sum().cast(pl.Int64))
     # stacked here (y0..y1 in the window's column, ok at the bottom): Vega-Lite stacks no bar spanning x..x2
-    return out.with_columns(
-        (lo_ms + pl.col("bin") * width_ms).alias("t"), (lo_ms + (pl.col("bin") + 1) * width_ms).alias("end"),
-        pl.col("outcome").replace_strict(order, list(range(len(order))), return_dtype=pl.Int64).alias("k"),
-    ).sort("t", "k").with_columns(
-        _hms("t").alias("time"), pl.col("n").cum_sum().over("t").alias("y1"),
-    ).with_columns((pl.col("y1") - pl.col("n")).alias("y0")).drop("bin")
+    return (
+        out.with_columns(
+            (lo_ms + pl.col("bin") * width_ms).alias("t"),
+            (lo_ms + (pl.col("bin") + 1) * width_ms).alias("end"),
+            pl.col("outcome")
+            .replace_strict(order, list(range(len(order))), return_dtype=pl.Int64)
+            .alias("k"),
+        )
+        .sort("t", "k")
+        .with_columns(
+            _hms("t").alias("time"),
+            pl.col("n").cum_sum().over("t").alias("y1"),
+        )
+        .with_columns((pl.col("y1") - pl.col("n")).alias("y0"))
+        .drop("bin")
+    )
 
 
 def outcome_colors(present: list[str]) -> list[str]:
     statuses = iter(STATUS_COLORS)
-    return [OUTCOME_COLORS.get(o) or (next(statuses, "#b3261e") if o != "HTTP other" else "#f7b6d2") for o in present]
+    return [
+        OUTCOME_COLORS.get(o) or (next(statuses, "#b3261e") if o != "HTTP other" else "#f7b6d2")
+        for o in present
+    ]
 
 
 OUTCOMES = Panel("outcomes", "Outcomes as callers saw them", "per window", (), "step", integer=True)
@@ -323,16 +537,36 @@ def outcome_panel(oc: pl.DataFrame, back: Backdrop, x: XEnc, per: str, d: Data) 
     totals = oc.group_by("t").agg(pl.col("n").sum().alias("value"), pl.col("time").first())
     y, cap = y_axis(OUTCOMES, per, totals["value"].cast(pl.Float64))
     y["field"] = "y1"
-    color = {"field": "outcome", "type": "nominal", "title": None, "legend": legend(present, WIDTH, "square"),
-             "scale": {"domain": present, "range": outcome_colors(present)}}
-    bars = {"data": d.add("outcomes", oc), "mark": {"type": "rect", "clip": True},
-            "encoding": {"x": x("t"), "x2": {"field": "end"}, "y": y, "y2": {"field": "y0"}, "color": color,
-                         "tooltip": [tip("time", "window start (UTC)"), tip("outcome", "outcome"),
-                                     tip("n", "requests", "quantitative", ",")]}}
+    color = {
+        "field": "outcome",
+        "type": "nominal",
+        "title": None,
+        "legend": legend(present, WIDTH, "square"),
+        "scale": {"domain": present, "range": outcome_colors(present)},
+    }
+    bars = {
+        "data": d.add("outcomes", oc),
+        "mark": {"type": "rect", "clip": True},
+        "encoding": {
+            "x": x("t"),
+            "x2": {"field": "end"},
+            "y": y,
+            "y2": {"field": "y0"},
+            "color": color,
+            "tooltip": [
+                tip("time", "window start (UTC)"),
+                tip("outcome", "outcome"),
+                tip("n", "requests", "quantitative", ","),
+            ],
+        },
+    }
     note = totals.sort("value", descending=True)
-    return {"layer": [*back.behind, bars, *clipped(totals, cap, x, d, "outcomes"), *back.over], "width": WIDTH,
-            "height": 90,
-            "title": title("Outcomes as callers saw them (requests by how they ended)", note, cap)}
+    return {
+        "layer": [*back.behind, bars, *clipped(totals, cap, x, d, "outcomes"), *back.over],
+        "width": WIDTH,
+        "height": 90,
+        "title": title("Outcomes as callers saw them (requests by how they ended)", note, cap),
+    }
 
 
 # ---------------------------------------------------------------- token throughput
@@ -344,8 +578,12 @@ def tokens(ld: Loaded, grid: pl.Series, width_ms: int, panel: Panel) -> pl.DataF
     the windows up to its next line (a line states the average since the one before), within GAP_SAMPLES of its
     usual interval."""
     cols = [c for c, _, _ in panel.series]
-    st = ld.scan("server_stats").select("ts", "replica", "origin", *cols).filter(
-        pl.any_horizontal(pl.col(c).is_not_null() for c in cols)).collect()
+    st = (
+        ld.scan("server_stats")
+        .select("ts", "replica", "origin", *cols)
+        .filter(pl.any_horizontal(pl.col(c).is_not_null() for c in cols))
+        .collect()
+    )
     if st.height == 0 or grid.len() == 0:
         return pl.DataFrame()
     lo = int(grid.min())
@@ -354,20 +592,33 @@ def tokens(ld: Loaded, grid: pl.Series, width_ms: int, panel: Panel) -> pl.DataF
     st = st.join(has_log, on="replica").filter((pl.col("origin") == "log") == pl.col("has_log"))
     usual = st.sort("replica", "t").select(pl.col("t").diff().over("replica").median()).item() or width_ms
     reach = max(1, int(GAP_SAMPLES * usual // width_ms))
-    per = st.group_by("replica", ((pl.col("t") - lo) // width_ms).alias("bin")).agg(pl.col(c).mean() for c in cols)
+    per = st.group_by("replica", ((pl.col("t") - lo) // width_ms).alias("bin")).agg(
+        pl.col(c).mean() for c in cols
+    )
     bins = pl.DataFrame({"bin": ((grid - lo) // width_ms).unique().sort()})
     full = bins.join(per.select("replica").unique(), how="cross").join(per, on=["replica", "bin"], how="left")
     full = full.sort("replica", "bin").with_columns(
-        pl.col(c).fill_null(strategy="backward", limit=reach).over("replica") for c in cols)
-    tot = full.group_by("bin").agg(
-        pl.when(pl.col(c).count() > 0).then(pl.col(c).sum()).alias(c) for c in cols).sort("bin")
+        pl.col(c).fill_null(strategy="backward", limit=reach).over("replica") for c in cols
+    )
+    tot = (
+        full.group_by("bin")
+        .agg(pl.when(pl.col(c).count() > 0).then(pl.col(c).sum()).alias(c) for c in cols)
+        .sort("bin")
+    )
     tot = tot.with_columns((lo + pl.col("bin") * width_ms).alias("t")).with_columns(_hms("t").alias("time"))
     frames = []
     for col, label, _ in panel.series:
-        f = tot.select("t", "time", pl.lit(panel.key).alias("panel"), pl.lit(label).alias("series"),
-                       pl.col(col).cast(pl.Float64).alias("value"))
+        f = tot.select(
+            "t",
+            "time",
+            pl.lit(panel.key).alias("panel"),
+            pl.lit(label).alias("series"),
+            pl.col(col).cast(pl.Float64).alias("value"),
+        )
         f = _bridged(f, width_ms)
         if f.height:
             v = pl.col("value")
-            frames.append(f.with_columns((v.is_not_null() & v.shift(1).is_null() & v.shift(-1).is_null()).alias("lone")))
+            frames.append(
+                f.with_columns((v.is_not_null() & v.shift(1).is_null() & v.shift(-1).is_null()).alias("lone"))
+            )
     return pl.concat(frames) if frames else pl.DataFrame()

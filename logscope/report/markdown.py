@@ -20,7 +20,9 @@ from .html import _template_source, compiled_cache
 # Markdown, not HTML: no autoescape, values are escaped by |md
 SETTINGS = {"autoescape": False, "trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": True}
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")  # what can start markup inside a line; '#', '+' only at its start
+_MD_SPECIAL = re.compile(
+    r"([\\`*_\[\]<>|~])"
+)  # what can start markup inside a line; '#', '+' only at its start
 _SPACE = re.compile(r"\s+")
 
 
@@ -35,7 +37,9 @@ def md(value: object) -> str:
 def md_table(cols: list[str], rows: list[list[object]]) -> str:
     head = "| " + " | ".join(md(c) for c in cols) + " |"
     rule = "|" + "---:|" * len(cols)
-    body = ["| " + " | ".join(fmt.fnum(v) if not isinstance(v, str) else md(v) for v in r) + " |" for r in rows]
+    body = [
+        "| " + " | ".join(fmt.fnum(v) if not isinstance(v, str) else md(v) for v in r) + " |" for r in rows
+    ]
     return "\n".join([head, rule, *body])
 
 
@@ -48,7 +52,9 @@ def environment() -> jinja2.Environment:
         **SETTINGS,
         finalize=lambda x: visible(x) if isinstance(x, str) else x,  # also what a template prints without |md
     )
-    env.filters.update(md=md, fnum=fmt.fnum, signal_value=fmt.signal_value, hms=fmt.hms, when=fmt.when, duration=fmt.duration)
+    env.filters.update(
+        md=md, fnum=fmt.fnum, signal_value=fmt.signal_value, hms=fmt.hms, when=fmt.when, duration=fmt.duration
+    )
     env.globals["md_table"] = md_table
     return env
 

@@ -23,7 +23,9 @@ TICK_STEPS = ((1, "second"), (5, "second"), (10, "second"), (15, "second"), (30,
               (2, "hour"), (3, "hour"), (6, "hour"), (12, "hour"), (1, "day"), (7, "day"))  # fmt: skip
 UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 MAX_TICKS = 12
-GAP_SAMPLES = 3  # a gauge's line bridges up to this many of its usual sampling intervals; a longer silence breaks it
+GAP_SAMPLES = (
+    3  # a gauge's line bridges up to this many of its usual sampling intervals; a longer silence breaks it
+)
 CAP_QUANTILE, CAP_FACTOR = 0.98, 2.0  # an outlier above FACTOR x this quantile of a panel's values is cut off
 
 
@@ -43,7 +45,15 @@ class Panel:
 
 
 BLUE, ORANGE, GREEN, RED, PURPLE, BROWN, PINK, GREY = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+)
 P50, P95, P99 = "#9ecae1", "#3182bd", "#08306b"
 PANELS = (
     Panel("load", "Arrivals", "requests", (
@@ -94,9 +104,15 @@ def _bridged(f: pl.DataFrame, width_ms: int) -> pl.DataFrame:
     dt = pl.col("t").diff()
     usual = f.select(dt.median()).item() or width_ms
     limit = max(GAP_SAMPLES * usual, 2 * width_ms)
-    gaps = f.with_columns(dt.alias("_dt")).filter(pl.col("_dt") > limit).with_columns(
-        (pl.col("t") - pl.col("_dt") + width_ms).alias("t"), pl.lit(None, pl.Float64).alias("value"),
-        pl.lit(None, pl.String).alias("time"))
+    gaps = (
+        f.with_columns(dt.alias("_dt"))
+        .filter(pl.col("_dt") > limit)
+        .with_columns(
+            (pl.col("t") - pl.col("_dt") + width_ms).alias("t"),
+            pl.lit(None, pl.Float64).alias("value"),
+            pl.lit(None, pl.String).alias("time"),
+        )
+    )
     return pl.concat([f, gaps.select(f.columns)]).sort("t") if gaps.height else f
 
 
@@ -105,14 +121,18 @@ def _long(w: pl.DataFrame, panels: tuple[Panel, ...] = PANELS, width_ms: int | N
     t = pl.col("ts").dt.epoch("ms").alias("t")
     time = pl.col("ts").dt.strftime(clock.time_format()).alias("time")
     if width_ms is None:
-        width_ms = int(float(w["window_s"].drop_nulls().median() or 1.0) * 1000) if "window_s" in w.columns else 1000
+        width_ms = (
+            int(float(w["window_s"].drop_nulls().median() or 1.0) * 1000) if "window_s" in w.columns else 1000
+        )
     frames = []
     for p in panels:
         for col, label, _ in p.series:
             if col not in w.columns or w[col].null_count() == w.height:
                 continue
             v = pl.col(col).cast(pl.Float64)
-            f = w.select(t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value"))
+            f = w.select(
+                t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value")
+            )
             if p.gauge:
                 f = _bridged(f, width_ms)
             elif p.kind == "step" or col in _SUM:
@@ -154,9 +174,12 @@ def _bands(eps: pl.DataFrame) -> pl.DataFrame:
     picture with far fewer marks when a long incident has hundreds of episodes)."""
     e = eps.select("cls", "start", "end").sort("cls", "start")
     new = (pl.col("start") > pl.col("end").cum_max().shift(1).over("cls")).fill_null(True)
-    return (e.with_columns(new.cast(pl.Int64).cum_sum().over("cls").alias("_b"))
-            .group_by("cls", "_b", maintain_order=True).agg(pl.col("start").min(), pl.col("end").max())
-            .drop("_b"))
+    return (
+        e.with_columns(new.cast(pl.Int64).cum_sum().over("cls").alias("_b"))
+        .group_by("cls", "_b", maintain_order=True)
+        .agg(pl.col("start").min(), pl.col("end").max())
+        .drop("_b")
+    )
 
 
 def _class_scale(classes: list[str]) -> dict:
@@ -193,8 +216,12 @@ class XEnc:
     def __call__(self, field: str, orient: str = "bottom") -> dict:
         # no explicit domain: the shared scale is the union of the data (explicit domains repeated in
         # every layer make Vega-Lite warn about conflicting domains)
-        return {"field": field, "type": "temporal", "scale": {"type": "utc"},
-                "axis": {**time_axis(self.lo, self.hi), "orient": orient}}
+        return {
+            "field": field,
+            "type": "temporal",
+            "scale": {"type": "utc"},
+            "axis": {**time_axis(self.lo, self.hi), "orient": orient},
+        }
 
     def px(self, ms: float, width: int = WIDTH) -> float:
         """Where ``ms`` falls on the narrowest plot (labels are placed so that they fit there, and wider)."""
@@ -212,10 +239,22 @@ class Backdrop:
 def episode_shading(eps: pl.DataFrame, x: XEnc, data: Data) -> list[dict]:
     if not eps.height:
         return []
-    return [{"data": data.add("episode-bands", _bands(eps)), "mark": {"type": "rect", "opacity": 0.14},
-             "encoding": {"x": x("start"), "x2": {"field": "end"},
-                          "fill": {"field": "cls", "type": "nominal", "scale": _class_scale(eps["cls"].to_list()),
-                                   "legend": None}}}]
+    return [
+        {
+            "data": data.add("episode-bands", _bands(eps)),
+            "mark": {"type": "rect", "opacity": 0.14},
+            "encoding": {
+                "x": x("start"),
+                "x2": {"field": "end"},
+                "fill": {
+                    "field": "cls",
+                    "type": "nominal",
+                    "scale": _class_scale(eps["cls"].to_list()),
+                    "legend": None,
+                },
+            },
+        }
+    ]
 
 
 def cap_of(values: pl.Series) -> float | None:
@@ -264,30 +303,63 @@ def panel(p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, optio
     present = set(data["series"].unique().to_list())
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
     colors = [c for _, lbl, c in p.series if lbl in present]
-    color = {"field": "series", "type": "nominal", "title": None, "scale": {"domain": labels, "range": colors},
-             "legend": legend(labels, WIDTH)}
-    tooltip = [tip("time", "window start (UTC)"), tip("series", p.title),
-               tip("value", None, "quantitative", ".1%" if p.percent else ",.3~f")]
+    color = {
+        "field": "series",
+        "type": "nominal",
+        "title": None,
+        "scale": {"domain": labels, "range": colors},
+        "legend": legend(labels, WIDTH),
+    }
+    tooltip = [
+        tip("time", "window start (UTC)"),
+        tip("series", p.title),
+        tip("value", None, "quantitative", ".1%" if p.percent else ",.3~f"),
+    ]
     y_title = per if p.kind == "step" and p.y_title in ("requests", "per window") else p.y_title
     y, cap = y_axis(p, y_title, data["value"])
     ref = d.add(f"panel-{p.key}", data)
     interp = "step-after" if p.kind == "step" else "linear"
-    layers = [*back.behind,
-              {"data": ref, "mark": {"type": "line", "interpolate": interp, "clip": True},
-               "encoding": {"x": x("t"), "y": y, "color": color, "tooltip": tooltip}},
-              # invisible hover targets for tooltips, visible where a value stands alone between gaps
-              {"data": ref, "mark": {"type": "point", "size": 18, "filled": True, "clip": True},
-               "encoding": {"x": x("t"), "y": y, "color": color, "tooltip": tooltip,
-                            "opacity": {"condition": {"test": "datum.lone", "value": 1}, "value": 0}}}]
+    layers = [
+        *back.behind,
+        {
+            "data": ref,
+            "mark": {"type": "line", "interpolate": interp, "clip": True},
+            "encoding": {"x": x("t"), "y": y, "color": color, "tooltip": tooltip},
+        },
+        # invisible hover targets for tooltips, visible where a value stands alone between gaps
+        {
+            "data": ref,
+            "mark": {"type": "point", "size": 18, "filled": True, "clip": True},
+            "encoding": {
+                "x": x("t"),
+                "y": y,
+                "color": color,
+                "tooltip": tooltip,
+                "opacity": {"condition": {"test": "datum.lone", "value": 1}, "value": 0},
+            },
+        },
+    ]
     slo = getattr(options, p.slo, None) if p.slo else None
     if slo and (cap is None or slo <= cap):
         rule = d.add(f"slo-{p.key}", [{"slo": float(slo), "label": f"SLO {slo:g} s"}])
-        layers.append({"data": rule, "mark": {"type": "rule", "strokeDash": [5, 4], "color": RED},
-                       "encoding": {"y": {"field": "slo", "type": "quantitative"}}})
-        layers.append({"data": rule, "mark": {"type": "text", "align": "left", "dx": 4, "dy": -6, "color": RED,
-                                              "fontSize": 10},
-                       "encoding": {"y": {"field": "slo", "type": "quantitative"}, "x": {"value": 0},
-                                    "text": {"field": "label", "type": "nominal"}}})
+        layers.append(
+            {
+                "data": rule,
+                "mark": {"type": "rule", "strokeDash": [5, 4], "color": RED},
+                "encoding": {"y": {"field": "slo", "type": "quantitative"}},
+            }
+        )
+        layers.append(
+            {
+                "data": rule,
+                "mark": {"type": "text", "align": "left", "dx": 4, "dy": -6, "color": RED, "fontSize": 10},
+                "encoding": {
+                    "y": {"field": "slo", "type": "quantitative"},
+                    "x": {"value": 0},
+                    "text": {"field": "label", "type": "nominal"},
+                },
+            }
+        )
     layers += clipped(data, cap, x, d, p.key)
     layers += back.over
     return {"layer": layers, "width": WIDTH, "height": PANEL_H, "title": title(p.title, data, cap)}
@@ -308,10 +380,22 @@ def clipped(data: pl.DataFrame, cap: float | None, x: XEnc, d: Data, key: str) -
     for side, align, dx in ((False, "left", 3), (True, "right", -3)):
         part = top.filter(right == side)
         if part.height:
-            out.append({"data": d.add(f"clipped-{key}", part.select("t", "cut", "time")),
-                        "mark": {"type": "text", "align": align, "dx": dx, "baseline": "top", "dy": 1, "fontSize": 10,
-                                 "fontWeight": 600, "color": "#1f2933"},
-                        "encoding": {"x": x("t"), "y": {"value": 0}, "text": {"field": "cut", "type": "nominal"}}})
+            out.append(
+                {
+                    "data": d.add(f"clipped-{key}", part.select("t", "cut", "time")),
+                    "mark": {
+                        "type": "text",
+                        "align": align,
+                        "dx": dx,
+                        "baseline": "top",
+                        "dy": 1,
+                        "fontSize": 10,
+                        "fontWeight": 600,
+                        "color": "#1f2933",
+                    },
+                    "encoding": {"x": x("t"), "y": {"value": 0}, "text": {"field": "cut", "type": "nominal"}},
+                }
+            )
     return out
 
 

@@ -80,7 +80,9 @@ def _gaps(ld: Loaded, s: dict) -> dict[str, str]:
             why[key] = ld.why(table)
     for key in ("capacity", "cold_start", "output_lengths"):
         if s[key] is None:
-            why[key] = diag_missing or f"diagnosis.json has no '{key}' (nothing in the logs to compute it from)"
+            why[key] = (
+                diag_missing or f"diagnosis.json has no '{key}' (nothing in the logs to compute it from)"
+            )
     if s["ladder"] is None:
         why["ladder"] = ld.why("ladder") or "no load ladder in these inputs (no steps of rising concurrency)"
     if s["retries"]["logical_requests"] is None:
@@ -103,7 +105,9 @@ def verdict(ld: Loaded) -> list[str]:
     parsed = int(files["lines_parsed"].sum() or 0)
     total = int(files["lines_total"].sum() or 0)
     return [
-        "No verdict: the diagnosis did not run (" + (ld.why("diagnosis") or "diagnosis.json has no verdict") + ").",
+        "No verdict: the diagnosis did not run ("
+        + (ld.why("diagnosis") or "diagnosis.json has no verdict")
+        + ").",
         f"{files.height} input file(s) were read: {parsed:,} of {total:,} lines recognised.",
         "The tables below show what could be computed; the appendix lists the inputs.",
     ]
@@ -278,8 +282,9 @@ def retries(ld: Loaded) -> dict:
     # an amplification below 1 always with its reason (requests that never reached vLLM, a log that ends early)
     below = _dict(traffic.get("amplification_below_1"))
     out["amplification_note"] = below.get("text") if (out.get("amplification") or 1) < 1 else None
-    out["cancellation_propagated"] = None if not canc or canc.get("verdict") is None else \
-        canc["verdict"] == "propagated"
+    out["cancellation_propagated"] = (
+        None if not canc or canc.get("verdict") is None else canc["verdict"] == "propagated"
+    )
     return out
 
 
@@ -293,7 +298,11 @@ def _count_layers(ld: Loaded, need: set[str]) -> dict:
     c: dict[str, Any] = {}
     if "amplification" in need:
         need = need | {"logical_requests", "server_requests"}
-    req = ld.table("requests", ("origin", "orphaned_executions", "orphan_s")) if need & {"logical_requests", "orphaned_requests", "orphan_s"} else None
+    req = (
+        ld.table("requests", ("origin", "orphaned_executions", "orphan_s"))
+        if need & {"logical_requests", "orphaned_requests", "orphan_s"}
+        else None
+    )
     if req is not None and req.height:
         client_rows = req.filter(pl.col("origin") == "client")
         base = client_rows if client_rows.height else req
@@ -304,13 +313,21 @@ def _count_layers(ld: Loaded, need: set[str]) -> dict:
     if ca is not None and ca.height:
         c["client_attempts"] = ca.height
         c["client_retries"] = int((ca["attempt"].fill_null(1) > 1).sum())
-    ga = ld.table("gateway_attempts", ("source", "request_id", "ts_end", "attempt", "status", "flags")) if need & {"gateway_requests", "gateway_attempts", "gateway_retries"} else None
+    ga = (
+        ld.table("gateway_attempts", ("source", "request_id", "ts_end", "attempt", "status", "flags"))
+        if need & {"gateway_requests", "gateway_attempts", "gateway_retries"}
+        else None
+    )
     if ga is not None and ga.height:
         ga = ga.filter(~schemas.gateway_apart())  # a proxy's lines apart from its access lines: not requests
         c["gateway_requests"] = ga.select(pl.struct("source", "request_id", "ts_end").n_unique()).item()
         c["gateway_attempts"] = ga.height
         c["gateway_retries"] = int((ga["attempt"].fill_null(1) > 1).sum())
-    sr = ld.table("server_requests", ("endpoint", "aborted_ts")) if need & {"server_requests", "server_aborts"} else None
+    sr = (
+        ld.table("server_requests", ("endpoint", "aborted_ts"))
+        if need & {"server_requests", "server_aborts"}
+        else None
+    )
     if sr is not None and sr.height:
         work = sr.filter(pl.col("endpoint").is_in(["completion", "chat"]) | pl.col("endpoint").is_null())
         c["server_requests"] = work.height

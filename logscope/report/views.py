@@ -25,8 +25,10 @@ def capacity_lines(cap: dict | None) -> list[str]:
     per = cap.get("per_replica") or {}
     if len(per) < 2:
         return _capacity(cap)
-    out = [f"{len(per)} replicas, each with its own cache and config. {cap['replica']}, the one that came "
-           "closest to its limits:"]
+    out = [
+        f"{len(per)} replicas, each with its own cache and config. {cap['replica']}, the one that came "
+        "closest to its limits:"
+    ]
     out += _capacity(cap)
     for name, c in per.items():
         if name != cap["replica"]:
@@ -42,24 +44,37 @@ def _capacity_brief(c: dict) -> str:
         bits.append(f"holds about {fnum(hold, 1)} requests of {fnum(obs, 0)} tokens")
     if c.get("max_num_seqs"):
         bits.append(f"max_num_seqs {fnum(c['max_num_seqs'])}")
-    seen = [f"running up to {fnum(c['running_observed_max'])}" if c.get("running_observed_max") is not None else "",
-            f"KV usage up to {pct(c['kv_observed_max'])}" if c.get("kv_observed_max") is not None else ""]
+    seen = [
+        f"running up to {fnum(c['running_observed_max'])}"
+        if c.get("running_observed_max") is not None
+        else "",
+        f"KV usage up to {pct(c['kv_observed_max'])}" if c.get("kv_observed_max") is not None else "",
+    ]
     seen = [x for x in seen if x]
     return ", ".join(bits) + ("; observed: " + ", ".join(seen) if seen else "") + "."
 
 
 def _capacity(cap: dict) -> list[str]:
     out = []
-    kv, blocks, bs = cap.get("kv_tokens"), cap.get("gpu_blocks") or cap.get("cpu_blocks"), cap.get("block_size")
+    kv, blocks, bs = (
+        cap.get("kv_tokens"),
+        cap.get("gpu_blocks") or cap.get("cpu_blocks"),
+        cap.get("block_size"),
+    )
     if kv:
         size = f" = {fnum(blocks)} blocks × {fnum(bs)} tokens" if blocks and bs else ""
         out.append(f"KV cache: {fnum(kv)} tokens{size}.")
         if cap.get("kv_memory_gib"):
             # vLLM logs the memory it may give the cache before a block override applies: not the cache's size
             over = cap.get("num_gpu_blocks_override")
-            out.append(f"Memory budget vLLM logged for the KV cache: {fnum(cap['kv_memory_gib'])} GiB" + (
-                f" (the cache itself is smaller: --num-gpu-blocks-override {fnum(over)} fixed its block count)."
-                if over else "."))
+            out.append(
+                f"Memory budget vLLM logged for the KV cache: {fnum(cap['kv_memory_gib'])} GiB"
+                + (
+                    f" (the cache itself is smaller: --num-gpu-blocks-override {fnum(over)} fixed its block count)."
+                    if over
+                    else "."
+                )
+            )
     if cap.get("max_concurrency_startup") and cap.get("max_concurrency_tokens"):
         out.append(
             f"vLLM's own startup arithmetic: {fnum(cap['max_concurrency_startup'])} requests of "
@@ -72,16 +87,22 @@ def _capacity(cap: dict) -> list[str]:
             f"Requests here used {fnum(obs, 0)} tokens (p50, prompt + output): the cache holds about "
             f"{fnum(hold, 1)} of them at once."
         )
-    reserved, hold_r = _get(cap, "tokens_per_request_reserved", "p50"), _get(cap, "concurrency_kv_can_hold",
-                                                                               "at_reserved_p50")
+    reserved, hold_r = (
+        _get(cap, "tokens_per_request_reserved", "p50"),
+        _get(cap, "concurrency_kv_can_hold", "at_reserved_p50"),
+    )
     if reserved and hold_r:
         out.append(f"At their full reservation (prompt + max_tokens, p50 {fnum(reserved, 0)} tokens): "
                    f"{fnum(hold_r, 1)} at once.")  # fmt: skip
     if cap.get("max_num_seqs"):
         out.append(f"max_num_seqs admits up to {fnum(cap['max_num_seqs'])} running requests.")
     seen = [
-        f"running up to {fnum(cap['running_observed_max'])}" if cap.get("running_observed_max") is not None else "",
-        f"waiting up to {fnum(cap['waiting_observed_max'])}" if cap.get("waiting_observed_max") is not None else "",
+        f"running up to {fnum(cap['running_observed_max'])}"
+        if cap.get("running_observed_max") is not None
+        else "",
+        f"waiting up to {fnum(cap['waiting_observed_max'])}"
+        if cap.get("waiting_observed_max") is not None
+        else "",
         f"KV usage up to {pct(cap['kv_observed_max'])}" if cap.get("kv_observed_max") is not None else "",
     ]
     seen = [s for s in seen if s]
@@ -120,7 +141,11 @@ def output_lengths_view(lengths: dict | None, shown: dict) -> dict | None:
     ids = {e.get("id") for e in shown["rows"]}
     kept = [r for r in rows if r.get("episode_id") in ids] if shown["hidden"] else rows
     note = f"{len(rows) - len(kept)} more in summary.json" if len(rows) > len(kept) else ""
-    return {"main": {k: v for k, v in lengths.items() if k != "per_episode"}, "per_episode": kept, "note": note}
+    return {
+        "main": {k: v for k, v in lengths.items() if k != "per_episode"},
+        "per_episode": kept,
+        "note": note,
+    }
 
 
 def cold_start_view(cold: dict | None, limit: int) -> dict | None:
@@ -141,8 +166,10 @@ def _s(a: Any, b: Any) -> float | None:
     from datetime import datetime
 
     try:
-        return (datetime.fromisoformat(str(b).replace("Z", "+00:00"))
-                - datetime.fromisoformat(str(a).replace("Z", "+00:00"))).total_seconds()
+        return (
+            datetime.fromisoformat(str(b).replace("Z", "+00:00"))
+            - datetime.fromisoformat(str(a).replace("Z", "+00:00"))
+        ).total_seconds()
     except ValueError:
         return None
 
@@ -163,11 +190,22 @@ def cold_start_rows(cold: dict | None, limit: int) -> dict | None:
         w = windows.get((st.get("replica"), st.get("ts"))) or {}
         load = _s(st["ts"], st["ready"]) if st.get("ts") and st.get("ready") else None
         wait = _s(st.get("ready") or st.get("ts"), w["first_request"]) if w.get("first_request") else None
-        rows.append({"replica": st.get("replica") or "server", "pid": st.get("pid"), "version": st.get("version"),
-                     "started": st.get("ts"), "ready": st.get("ready"), "loading": load,
-                     "first_request": w.get("first_request"), "idle_before_first": wait,
-                     "requests": w.get("requests"), "ttft_p95": w.get("ttft_p95"), "e2e_p95": w.get("e2e_p95"),
-                     "success_share": w.get("success_share")})
+        rows.append(
+            {
+                "replica": st.get("replica") or "server",
+                "pid": st.get("pid"),
+                "version": st.get("version"),
+                "started": st.get("ts"),
+                "ready": st.get("ready"),
+                "loading": load,
+                "first_request": w.get("first_request"),
+                "idle_before_first": wait,
+                "requests": w.get("requests"),
+                "ttft_p95": w.get("ttft_p95"),
+                "e2e_p95": w.get("e2e_p95"),
+                "success_share": w.get("success_share"),
+            }
+        )
     lines = []
     loads = [r["loading"] for r in rows if r["loading"] is not None]
     n = len(starts)
@@ -178,20 +216,26 @@ def cold_start_rows(cold: dict | None, limit: int) -> dict | None:
     seconds = cold.get("seconds")
     warm = cold.get("warm") or {}
     if seconds and rows:
-        lines.append(f"Cold = the first {fnum(seconds)} s after the first request that followed each start "
-                     "(the table's requests, TTFT and e2e are those of that window).")
+        lines.append(
+            f"Cold = the first {fnum(seconds)} s after the first request that followed each start "
+            "(the table's requests, TTFT and e2e are those of that window)."
+        )
     if warm.get("requests"):
-        lines.append(f"Warm (every other request): {fnum(warm['requests'])} requests, TTFT p95 "
-                     f"{_latency(warm.get('ttft_p95'))}, e2e p95 {_latency(warm.get('e2e_p95'))}, success "
-                     f"{pct(warm.get('success_share'))}.")
+        lines.append(
+            f"Warm (every other request): {fnum(warm['requests'])} requests, TTFT p95 "
+            f"{_latency(warm.get('ttft_p95'))}, e2e p95 {_latency(warm.get('e2e_p95'))}, success "
+            f"{pct(warm.get('success_share'))}."
+        )
         # the figures side by side; whether a cold start hurt is the findings' to say
         cmp = []
         for key, name in (("ttft_p95", "TTFT p95"), ("e2e_p95", "e2e p95")):
             cold_v = [r[key] for r in rows if isinstance(r[key], int | float)]
             w = warm.get(key)
             if cold_v and isinstance(w, int | float) and w > 0:
-                cmp.append(f"{name} up to {_latency(max(cold_v))} against {_latency(w)} "
-                           f"({fnum(max(cold_v) / w, 1)}×)")
+                cmp.append(
+                    f"{name} up to {_latency(max(cold_v))} against {_latency(w)} "
+                    f"({fnum(max(cold_v) / w, 1)}×)"
+                )
         if cmp:
             lines.append("Cold windows against warm: " + "; ".join(cmp) + ".")
     return {"lines": lines, "rows": rows, "hidden": max(0, n - limit)}
@@ -205,11 +249,17 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     if isinstance(starts, int):
         out.append(f"{starts} server start(s) in the logs.")
     deaths = life.get("deaths") or []
-    names = {"silent": "killed without a trace (its log stops)", "oom": "OOM", "engine_dead": "engine died",
-             "engine_timeout": "engine timed out"}
+    names = {
+        "silent": "killed without a trace (its log stops)",
+        "oom": "OOM",
+        "engine_dead": "engine died",
+        "engine_timeout": "engine timed out",
+    }
     if limit is not None and len(deaths) > limit:
-        out.append(f"{len(deaths)} death(s); the first {limit} listed below, all in summary.json "
-                   "(server_lifecycle.deaths).")
+        out.append(
+            f"{len(deaths)} death(s); the first {limit} listed below, all in summary.json "
+            "(server_lifecycle.deaths)."
+        )
         deaths = deaths[:limit]
     for d in deaths:
         kinds = ", ".join(names.get(k, k) for k in d.get("kinds") or []) or "death"

@@ -23,7 +23,9 @@ VALIDATE = False
 
 @cache
 def _theme_text() -> str:
-    return resources.files("logscope.report_templates").joinpath("chart_theme.json").read_text(encoding="utf-8")
+    return (
+        resources.files("logscope.report_templates").joinpath("chart_theme.json").read_text(encoding="utf-8")
+    )
 
 
 def theme() -> dict:
@@ -79,8 +81,16 @@ def legend(labels: list[str], width: int, symbol: str = "stroke") -> dict:
     widest = max((len(s) for s in labels), default=1)
     entry = 26 + 6.6 * min(widest, 40)  # symbol, padding and ~6.6 px a character at 11 px
     columns = max(1, min(len(labels), int((width - 4) // (entry + 10))))
-    return {"orient": "top", "direction": "horizontal", "columns": columns, "symbolType": symbol,
-            "symbolStrokeWidth": 2.5, "labelLimit": 260, "columnPadding": 10, "title": None}
+    return {
+        "orient": "top",
+        "direction": "horizontal",
+        "columns": columns,
+        "symbolType": symbol,
+        "symbolStrokeWidth": 2.5,
+        "labelLimit": 260,
+        "columnPadding": 10,
+        "title": None,
+    }
 
 
 # d3's SI ticks share one prefix over an axis: 0 was drawn '0k' beside '0.5k'
@@ -97,4 +107,7 @@ def int_scale(top: float | None, ticks: int = 4) -> tuple[dict, dict]:
         k += 1
         step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
     values = list(range(0, int(-(-top // step)) * step + 1, step))
-    return {"values": values, "format": "~s", "labelExpr": ZERO_PLAIN}, {"domain": [0, values[-1]], "nice": False}
+    return {"values": values, "format": "~s", "labelExpr": ZERO_PLAIN}, {
+        "domain": [0, values[-1]],
+        "nice": False,
+    }

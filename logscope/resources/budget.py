@@ -37,7 +37,9 @@ PER_RECORD_FACTOR = 2.5
 # tight) 0.94-1.03 GiB (0.40 x), and 1 GB folder 0.58 GiB (0.3 x, ingest's peak). Both rounded up, to err high
 SLICED_FACTOR = 0.9
 SLICED_FACTOR_RETURNING = 0.5
-SLICE_ROWS = 500_000  # request-level rows a slice holds (5 GB bench folder: 15 slices, 0.6-0.9 GB while slicing)
+SLICE_ROWS = (
+    500_000  # request-level rows a slice holds (5 GB bench folder: 15 slices, 0.6-0.9 GB while slicing)
+)
 SAMPLE_ROWS = 65_536  # rows read of each table to measure its bytes per row
 # rows of each client source that decide which views correlation keeps, for the estimate (deciding on every
 # row, as correlation does, held 1.6 GB on the 5 GB bench folder: more than the budget it serves)
@@ -53,11 +55,14 @@ OVERVIEW_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 864
 # stats line showing a queue, preemptions or a nearly full KV cache). Of the client tables, correlation
 # holds the sources it keeps (one view per client: a DEBUG log and the JSON lines of the same sends)
 HELD = {
-    "server_stats": (pl.col("waiting") >= _TH.waiting_min) | (pl.col("preemptions") >= _TH.preemptions_min)
+    "server_stats": (pl.col("waiting") >= _TH.waiting_min)
+    | (pl.col("preemptions") >= _TH.preemptions_min)
     | (pl.max_horizontal("kv_usage", "gpu_kv_usage", "cpu_kv_usage") >= _TH.kv_full),
     "server_events": pl.col("level").is_in(["WARNING", "ERROR", "CRITICAL"]),
     "server_requests": None,
-    "gateway_attempts": (pl.col("status") >= 500) | (pl.col("upstream_status") >= 500) | pl.col("error").is_not_null(),
+    "gateway_attempts": (pl.col("status") >= 500)
+    | (pl.col("upstream_status") >= 500)
+    | pl.col("error").is_not_null(),
     "gateway_errors": None,
     "client_attempts": None,
     "client_requests": pl.col("error").is_not_null() | (pl.col("status") >= 500),
@@ -76,23 +81,46 @@ class Choice:
     anchor_trouble: int  # trouble signs in that minute (0: none anywhere, the busiest minute was taken)
     trouble_in: int  # trouble signs in the range
     trouble_total: int  # ... in the whole input
-    others: list[dict]  # further ranges that fit, around the worst minutes outside this one: since, until, trouble
-    overview: dict  # trouble over the whole input: bin_s and bins [{t, trouble}] (bins without any are left out)
+    others: list[
+        dict
+    ]  # further ranges that fit, around the worst minutes outside this one: since, until, trouble
+    overview: (
+        dict  # trouble over the whole input: bin_s and bins [{t, trouble}] (bins without any are left out)
+    )
 
     def doc(self) -> dict:
-        why = (f"the whole input would need about {gib(self.whole_bytes)} of memory to analyse, more than the "
-               f"{gib(self.budget_bytes)} budget (--max-memory): this range, around the minute "
-               + (f"with the most trouble signs ({self.anchor_trouble:,}: failures, server warnings, stats lines "
-                  "showing a queue, preemptions or a KV cache near full)"
-                  if self.anchor_trouble else "with the most records (no trouble sign anywhere)")
-               + f" at {scope.iso(self.anchor)}, "
-               + (f"fits in about {gib(self.range_bytes)}" if self.range_bytes <= self.budget_bytes else
-                  f"is that minute alone and still needs about {gib(self.range_bytes)}")
-               + (f"; it holds {self.trouble_in:,} of the {self.trouble_total:,} trouble signs"
-                  if self.trouble_total else ""))
-        return {"reason": why, "budget_bytes": self.budget_bytes, "whole_bytes": self.whole_bytes,
-                "range_bytes": self.range_bytes, "anchor": scope.iso(self.anchor), "trouble_in": self.trouble_in,
-                "trouble_total": self.trouble_total, "others": self.others, "overview": self.overview}
+        why = (
+            f"the whole input would need about {gib(self.whole_bytes)} of memory to analyse, more than the "
+            f"{gib(self.budget_bytes)} budget (--max-memory): this range, around the minute "
+            + (
+                f"with the most trouble signs ({self.anchor_trouble:,}: failures, server warnings, stats lines "
+                "showing a queue, preemptions or a KV cache near full)"
+                if self.anchor_trouble
+                else "with the most records (no trouble sign anywhere)"
+            )
+            + f" at {scope.iso(self.anchor)}, "
+            + (
+                f"fits in about {gib(self.range_bytes)}"
+                if self.range_bytes <= self.budget_bytes
+                else f"is that minute alone and still needs about {gib(self.range_bytes)}"
+            )
+            + (
+                f"; it holds {self.trouble_in:,} of the {self.trouble_total:,} trouble signs"
+                if self.trouble_total
+                else ""
+            )
+        )
+        return {
+            "reason": why,
+            "budget_bytes": self.budget_bytes,
+            "whole_bytes": self.whole_bytes,
+            "range_bytes": self.range_bytes,
+            "anchor": scope.iso(self.anchor),
+            "trouble_in": self.trouble_in,
+            "trouble_total": self.trouble_total,
+            "others": self.others,
+            "overview": self.overview,
+        }
 
 
 def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, int, float] | None:
@@ -150,17 +178,26 @@ def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, flo
         if held is None:
             continue
         lf, _, per = held
-        g = lf.select(
-            scope.first_time(table).dt.truncate("1m").alias("minute"),
-            (trouble if trouble is not None else pl.lit(False)).fill_null(False).alias("bad"),
-        ).group_by("minute").agg(pl.len().alias("n"), pl.col("bad").sum().alias("trouble")).collect(
-            engine="streaming")
+        g = (
+            lf.select(
+                scope.first_time(table).dt.truncate("1m").alias("minute"),
+                (trouble if trouble is not None else pl.lit(False)).fill_null(False).alias("bad"),
+            )
+            .group_by("minute")
+            .agg(pl.len().alias("n"), pl.col("bad").sum().alias("trouble"))
+            .collect(engine="streaming")
+        )
         untimed += per * float(g.filter(pl.col("minute").is_null())["n"].sum())
-        parts.append(g.filter(pl.col("minute").is_not_null()).select(
-            "minute", (pl.col("n") * per).alias("bytes"), pl.col("trouble").cast(pl.Int64)))
+        parts.append(
+            g.filter(pl.col("minute").is_not_null()).select(
+                "minute", (pl.col("n") * per).alias("bytes"), pl.col("trouble").cast(pl.Int64)
+            )
+        )
     if not parts:
         return pl.DataFrame(schema={"minute": schemas.TS, "bytes": pl.Float64, "trouble": pl.Int64}), untimed
-    prof = pl.concat(parts).group_by("minute").agg(pl.col("bytes").sum(), pl.col("trouble").sum()).sort("minute")
+    prof = (
+        pl.concat(parts).group_by("minute").agg(pl.col("bytes").sum(), pl.col("trouble").sum()).sort("minute")
+    )
     return prof, untimed
 
 
@@ -196,11 +233,26 @@ def choose(out: Path, budget: int | None) -> Choice | None:
         if not rest:
             break
         lo2, hi2, _ = _grow(minutes, size, free, worst(rest), untimed, budget)
-        others.append({"since": scope.iso(minutes[lo2]), "until": scope.iso(_end(minutes[hi2])),
-                       "trouble": int(sum(bad[lo2:hi2 + 1]))})
+        others.append(
+            {
+                "since": scope.iso(minutes[lo2]),
+                "until": scope.iso(_end(minutes[hi2])),
+                "trouble": int(sum(bad[lo2 : hi2 + 1])),
+            }
+        )
     rng = scope.Range(minutes[lo].astimezone(UTC), _end(minutes[hi]).astimezone(UTC))
-    choice = Choice(rng, budget, whole, need(used), minutes[a].astimezone(UTC), int(bad[a]),
-                    int(sum(bad[lo:hi + 1])), int(sum(bad)), others, overview(prof))
+    choice = Choice(
+        rng,
+        budget,
+        whole,
+        need(used),
+        minutes[a].astimezone(UTC),
+        int(bad[a]),
+        int(sum(bad[lo : hi + 1])),
+        int(sum(bad)),
+        others,
+        overview(prof),
+    )
     return replace(choice, range=replace(rng, chosen=choice.doc()))
 
 
@@ -208,8 +260,12 @@ def overview(prof: pl.DataFrame) -> dict:
     """Trouble per bin over the whole input, the bin as narrow as OVERVIEW_BINS bins allow."""
     span = (prof["minute"].max() - prof["minute"].min()).total_seconds() + BUCKET.total_seconds()
     bin_s = next((b for b in OVERVIEW_STEPS_S if span / b <= OVERVIEW_BINS), OVERVIEW_STEPS_S[-1])
-    bins = (prof.filter(pl.col("trouble") > 0)
-            .group_by(pl.col("minute").dt.truncate(f"{bin_s}s").alias("t")).agg(pl.col("trouble").sum()).sort("t"))
+    bins = (
+        prof.filter(pl.col("trouble") > 0)
+        .group_by(pl.col("minute").dt.truncate(f"{bin_s}s").alias("t"))
+        .agg(pl.col("trouble").sum())
+        .sort("t")
+    )
     return {"bin_s": bin_s, "bins": [{"t": scope.iso(t), "trouble": int(n)} for t, n in bins.iter_rows()]}
 
 
@@ -217,7 +273,9 @@ def _end(minute: datetime) -> datetime:
     return minute + BUCKET - timedelta(microseconds=1)
 
 
-def _grow(minutes: list, size: list, free: list[bool], a: int, untimed: float, budget: int) -> tuple[int, int, float]:
+def _grow(
+    minutes: list, size: list, free: list[bool], a: int, untimed: float, budget: int
+) -> tuple[int, int, float]:
     """Minutes lo..hi around ``a`` that fit the budget, grown evenly in time (the nearer neighbour first; a
     side stops at the first minute that does not fit or is already taken); they are marked taken."""
     lo = hi = a

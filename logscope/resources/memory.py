@@ -56,9 +56,13 @@ def available_bytes() -> int | None:
 
 # (mount, limit file, usage file, memory.stat key of the reclaimable page cache) for cgroup v2 and v1
 _CGROUP_FILES = {
-    "v2": [("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
-           ("/sys/fs/cgroup/unified", "memory.max", "memory.current", "inactive_file")],
-    "v1": [("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")],
+    "v2": [
+        ("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file"),
+        ("/sys/fs/cgroup/unified", "memory.max", "memory.current", "inactive_file"),
+    ],
+    "v1": [
+        ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+    ],
 }
 
 
@@ -74,7 +78,9 @@ def _cgroup_room(proc_cgroup: str = "/proc/self/cgroup", files: dict | None = No
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
-        kind = "v2" if parts[0] == "0" and parts[1] == "" else "v1" if "memory" in parts[1].split(",") else None
+        kind = (
+            "v2" if parts[0] == "0" and parts[1] == "" else "v1" if "memory" in parts[1].split(",") else None
+        )
         if kind is None:
             continue
         for mount, limit_f, usage_f, cache_key in (files or _CGROUP_FILES)[kind]:

@@ -27,7 +27,9 @@ WHOLE = ("files", "unrecognized", "clock_offsets", "episodes", "findings", "ladd
 class Range:
     since: datetime | None = None  # UTC, inclusive
     until: datetime | None = None  # UTC, inclusive
-    chosen: dict | None = field(default=None, compare=False)  # why logscope chose it (logscope.resources.budget), if it did
+    chosen: dict | None = field(
+        default=None, compare=False
+    )  # why logscope chose it (logscope.resources.budget), if it did
 
     def __bool__(self) -> bool:
         return self.since is not None or self.until is not None
@@ -45,7 +47,11 @@ class Range:
         return "the range analysed ends (--until)" if self.until is not None else "the logs end"
 
     def contains(self, t: datetime | None) -> bool:
-        return t is not None and (self.since is None or t >= self.since) and (self.until is None or t <= self.until)
+        return (
+            t is not None
+            and (self.since is None or t >= self.since)
+            and (self.until is None or t <= self.until)
+        )
 
     def misses(self, lo: datetime | None, hi: datetime | None) -> bool:
         """True when [lo, hi] (the inputs' span, both known) lies wholly outside the range."""
@@ -68,7 +74,9 @@ ALL = Range()  # no bound: everything
 def of(options) -> Range:
     """The range of an options object (``AnalyzeOptions.since`` / ``until``, naive ones in its ``tz``;
     absent: unbounded)."""
-    rng = make(getattr(options, "since", None), getattr(options, "until", None), getattr(options, "tz", "UTC"))
+    rng = make(
+        getattr(options, "since", None), getattr(options, "until", None), getattr(options, "tz", "UTC")
+    )
     chosen = getattr(options, "range_chosen", None)
     return replace(rng, chosen=chosen) if rng and chosen else rng
 
@@ -76,8 +84,10 @@ def of(options) -> Range:
 def from_doc(d: dict | None) -> Range:
     if not isinstance(d, dict):
         return Range()
-    return Range(*(datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until")),
-                 chosen=d.get("chosen") if isinstance(d.get("chosen"), dict) else None)
+    return Range(
+        *(datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until")),
+        chosen=d.get("chosen") if isinstance(d.get("chosen"), dict) else None,
+    )
 
 
 def parse_time(text: str, tz: str = "UTC") -> datetime:
@@ -86,8 +96,10 @@ def parse_time(text: str, tz: str = "UTC") -> datetime:
     try:
         t = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not a date and time: give e.g. 2026-11-29T08:30:00Z or "
-                         "'2026-11-29 08:30' (in --tz when no offset is given)") from None
+        raise ValueError(
+            f"{text!r} is not a date and time: give e.g. 2026-11-29T08:30:00Z or "
+            "'2026-11-29 08:30' (in --tz when no offset is given)"
+        ) from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=ZoneInfo(tz))
     return t.astimezone(UTC)
@@ -95,6 +107,7 @@ def parse_time(text: str, tz: str = "UTC") -> datetime:
 
 def make(since: str | datetime | None, until: str | datetime | None, tz: str = "UTC") -> Range:
     """A Range from CLI text or datetimes; ValueError when a bound is unreadable or since > until."""
+
     def one(v: str | datetime | None) -> datetime | None:
         if v is None:
             return None

@@ -72,7 +72,9 @@ def _state(paths: list[Path]) -> dict[str, tuple[str, int]]:
     return out
 
 
-def run_case(case: Case, work: Path | None = None, timeout: float = TIMEOUT, cache: Path | None = None) -> Outcome:
+def run_case(
+    case: Case, work: Path | None = None, timeout: float = TIMEOUT, cache: Path | None = None
+) -> Outcome:
     """Build ``case`` in a temporary folder, analyze it, check the properties; the folder is removed."""
     tmp = Path(tempfile.mkdtemp(prefix="logscope-fuzz-", dir=work))
     try:
@@ -86,15 +88,28 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
     root.mkdir()
     written = build(case, root, tmp / "outside")
     before = _state(written)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache), "COLUMNS": "120",
-           "TTY_INTERACTIVE": "1", "TTY_COMPATIBLE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "XDG_CACHE_HOME": str(cache),
+        "COLUMNS": "120",
+        "TTY_INTERACTIVE": "1",
+        "TTY_COMPATIBLE": "1",
+    }
     env.pop("NO_COLOR", None)
     t0 = time.monotonic()
     # faulthandler: a native abort (a failed allocation) still says which Python line it was at; a run past
     # the timeout is sent SIGABRT for the same dump, then its whole process group (the PNG painter) is killed
     cmd = [sys.executable, "-X", "faulthandler", "-m", "logscope", "analyze", str(root), "-o", str(out)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=_limit, cwd=tmp,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_limit,
+        cwd=tmp,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = p.communicate(timeout=timeout)
         code: int | None = p.returncode
@@ -117,7 +132,9 @@ def _run(case: Case, tmp: Path, timeout: float, cache: Path) -> Outcome:
         o.failures.append(("exit", f"exit {code}: {_last_error(err)}"))
     text = _RICH.sub("", (stdout + stderr).decode("utf-8", "replace"))
     if (m := _UNSHOWN.search(text)) is not None:
-        o.failures.append(("escape", f"{m.group(0)!r} printed: ...{text[max(m.start() - 60, 0):m.end() + 20]!r}"))
+        o.failures.append(
+            ("escape", f"{m.group(0)!r} printed: ...{text[max(m.start() - 60, 0) : m.end() + 20]!r}")
+        )
     if _state(written) != before:
         o.failures.append(("input", "an input file changed"))
     if code == 0:
@@ -162,11 +179,17 @@ def _check_outputs(out: Path, root: Path, written: list[Path], case: Case) -> li
     files = pl.read_parquet(out / "files.parquet")
     for r in files.iter_rows(named=True):
         if r["lines_parsed"] + r["lines_unrecognized"] != r["lines_total"]:
-            fails.append(("lines", f"{r['path']!r}: {r['lines_parsed']} + {r['lines_unrecognized']} != "
-                                   f"{r['lines_total']}"))
+            fails.append(
+                (
+                    "lines",
+                    f"{r['path']!r}: {r['lines_parsed']} + {r['lines_unrecognized']} != {r['lines_total']}",
+                )
+            )
         expected = _lines_of(root / r["path"], r)
         if expected is not None and expected != r["lines_total"]:
-            fails.append(("lines", f"{r['path']!r}: {r['lines_total']} lines counted, the file has {expected}"))
+            fails.append(
+                ("lines", f"{r['path']!r}: {r['lines_total']} lines counted, the file has {expected}")
+            )
     return fails
 
 

@@ -25,8 +25,12 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SAFE_SECONDS = st.floats(min_value=-62_000_000_000, max_value=253_000_000_000, allow_nan=False)
 DECIMAL = st.from_regex(r"\A-?[0-9]{1,15}(\.[0-9]{1,6})?\Z")
 DECIMAL_RE = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,6})?")
-ODD_TEXT = st.one_of(st.text(max_size=40), st.sampled_from(["", " ", "NaN", "nan", "inf", "-inf", "1e400", "1,5",
-                                                           "0x1F", "--1", "1.2.3", "\x00", "\u202e1"]))
+ODD_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(
+        ["", " ", "NaN", "nan", "inf", "-inf", "1e400", "1,5", "0x1F", "--1", "1.2.3", "\x00", "\u202e1"]
+    ),
+)
 
 
 def _col(values: list, expr: pl.Expr, dtype: pl.DataType | None = None) -> list:
@@ -56,7 +60,11 @@ def test_prometheus_epoch_seconds(xs):
 
 
 @SETTINGS
-@given(st.lists(st.integers(min_value=-62_000_000_000_000, max_value=253_000_000_000_000) | st.none(), max_size=20))
+@given(
+    st.lists(
+        st.integers(min_value=-62_000_000_000_000, max_value=253_000_000_000_000) | st.none(), max_size=20
+    )
+)
 def test_prometheus_epoch_ms(xs):
     got = _col(xs, _prom.epoch_ms_to_ts(pl.col("v")), pl.Int64)
     for x, g in zip(xs, got, strict=True):
@@ -73,9 +81,12 @@ def test_numbers_from_text(xs):
             assert g is None or isinstance(g, float)
             if x is not None and DECIMAL_RE.fullmatch(x):
                 assert g == float(x), x
-            if x is None or not any(c.isdigit() for c in x) and x.strip().lower() not in ("nan", "inf", "-inf"):
+            if (
+                x is None
+                or not any(c.isdigit() for c in x)
+                and x.strip().lower() not in ("nan", "inf", "-inf")
+            ):
                 assert g is None, x
-
 
 
 @SETTINGS
@@ -84,7 +95,7 @@ def test_vllm_stats_counts(xs):
     got = _col(xs, _vllm_stats._num("v", r"Running: ([\d,.]+) reqs"), pl.String)
     for x, g in zip(xs, got, strict=True):
         assert g is None or isinstance(g, float)
-        digits = x[len("Running: "):-len(" reqs")].replace(",", "") if x.startswith("Running: ") else None
+        digits = x[len("Running: ") : -len(" reqs")].replace(",", "") if x.startswith("Running: ") else None
         if digits is not None and DECIMAL_RE.fullmatch(digits):
             assert g == float(digits), x
         if "Running: " not in x:
@@ -92,8 +103,14 @@ def test_vllm_stats_counts(xs):
 
 
 # a date and time as logs print them, each field over its digits' whole range (impossible ones included)
-STAMP = st.tuples(st.integers(1970, 2100), st.integers(0, 99), st.integers(0, 99), st.integers(0, 99),
-                  st.integers(0, 99), st.integers(0, 99))
+STAMP = st.tuples(
+    st.integers(1970, 2100),
+    st.integers(0, 99),
+    st.integers(0, 99),
+    st.integers(0, 99),
+    st.integers(0, 99),
+    st.integers(0, 99),
+)
 
 
 def _real(y, mo, d, h, mi, s) -> datetime | None:
@@ -126,18 +143,28 @@ def _absurd_number(x: str) -> bool:
 @SETTINGS
 @given(st.lists(ODD_TEXT.filter(lambda x: not _absurd_number(x)) | st.none(), max_size=20))
 def test_client_timestamps_of_any_text(xs):
-    got = pl.DataFrame({"t": pl.Series(xs, dtype=pl.String)}).select(client_jsonl.ts_expr("t", "UTC")).to_series()
+    got = (
+        pl.DataFrame({"t": pl.Series(xs, dtype=pl.String)})
+        .select(client_jsonl.ts_expr("t", "UTC"))
+        .to_series()
+    )
     for x, g in zip(xs, got.to_list(), strict=True):
         if x is None or not any(c.isdigit() for c in x):
             assert g is None, x
 
 
 @SETTINGS
-@given(st.lists(STAMP, max_size=20), st.sampled_from([None, "Z", "+0530", "-08:00"]), st.sampled_from(["UTC", "Europe/Paris"]))
+@given(
+    st.lists(STAMP, max_size=20),
+    st.sampled_from([None, "Z", "+0530", "-08:00"]),
+    st.sampled_from(["UTC", "Europe/Paris"]),
+)
 def test_openai_client_timestamps(stamps, zone, tz):
     """The openai client log's time groups (date, time, fraction, zone): impossible ones are null."""
-    rows = [{"date": f"{y:04d}-{mo:02d}-{d:02d}", "time": f"{h:02d}:{mi:02d}:{s:02d}", "frac": "123", "tz": zone}
-            for y, mo, d, h, mi, s in stamps]
+    rows = [
+        {"date": f"{y:04d}-{mo:02d}-{d:02d}", "time": f"{h:02d}:{mi:02d}:{s:02d}", "frac": "123", "tz": zone}
+        for y, mo, d, h, mi, s in stamps
+    ]
     dtype = pl.Struct({"date": pl.String, "time": pl.String, "frac": pl.String, "tz": pl.String})
     got = pl.DataFrame({"g": pl.Series(rows, dtype=dtype)}).select(_openai_lines._timestamp(pl.col("g"), tz))
     for st_, g in zip(stamps, got.to_series().to_list(), strict=True):
@@ -149,8 +176,10 @@ def test_openai_client_timestamps(stamps, zone, tz):
 
 
 @SETTINGS
-@given(st.lists(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1)), max_size=20),
-       st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe"]))
+@given(
+    st.lists(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1)), max_size=20),
+    st.sampled_from(["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe"]),
+)
 def test_local_to_utc(naive, tz):
     """Local times to UTC: a time that does not exist (a DST gap) is null, an ambiguous one the earliest."""
     from zoneinfo import ZoneInfo

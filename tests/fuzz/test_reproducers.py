@@ -29,7 +29,11 @@ def test_absurd_epoch_seconds_are_null(x):
 
 @pytest.mark.parametrize("text", ["NaN", "inf", "1e400", "-1e13", "99999999999999999999999"])
 def test_absurd_client_times_are_null(text):
-    got = pl.DataFrame({"t": [text, "2026-11-29T08:25:05Z"]}).select(client_jsonl.ts_expr("t", "UTC")).to_series()
+    got = (
+        pl.DataFrame({"t": [text, "2026-11-29T08:25:05Z"]})
+        .select(client_jsonl.ts_expr("t", "UTC"))
+        .to_series()
+    )
     assert got.to_list()[0] is None and got.to_list()[1] is not None
 
 
@@ -49,7 +53,9 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
 def test_a_folder_name_that_is_not_utf8(tmp_path):
     # seed 2026 case 22 (CI's own budget): v0-ladder's vLLM log in a folder named with the bytes ff fe; the folder
     # is the replica's name, which reached files.parquet as it was (exit 70: surrogates not allowed)
-    case = _case(FileSpec("fixtures/lab/v0-ladder/vllm-server.log", 23_592, name_kind="non-utf8", folder="clients"))
+    case = _case(
+        FileSpec("fixtures/lab/v0-ladder/vllm-server.log", 23_592, name_kind="non-utf8", folder="clients")
+    )
     o = run_case(case, work=tmp_path)
     assert o.ok, o.failures
 
@@ -63,16 +69,26 @@ def test_an_nginx_log_with_cr_line_ends(tmp_path):
 
 def test_an_epoch_zero_prometheus_time(tmp_path):
     # seed 7 case 5, cut down to its Prometheus answer: every seventh number (timestamps included) 1e-400
-    case = _case(FileSpec("fixtures/lab/orphan/prometheus/query_range-vllm_kv_cache_usage_perc.json", 2992,
-                          [("bad_numbers", {"value": "1e-400", "every": 7})]))
+    case = _case(
+        FileSpec(
+            "fixtures/lab/orphan/prometheus/query_range-vllm_kv_cache_usage_perc.json",
+            2992,
+            [("bad_numbers", {"value": "1e-400", "every": 7})],
+        )
+    )
     o = run_case(case, work=tmp_path, timeout=30)  # a 3 KB input: ~10 s on a loaded machine
     assert o.ok, o.failures
 
 
 def test_an_impossible_date_in_the_head(tmp_path):
     # seed 7 case 33: the real crash client log with every date 2026-02-30
-    case = _case(FileSpec("fixtures/lab/crash/client-crash.log", 138_914,
-                          [("bad_dates", {"what": "date", "value": "2026-02-30", "every": 1})]))
+    case = _case(
+        FileSpec(
+            "fixtures/lab/crash/client-crash.log",
+            138_914,
+            [("bad_dates", {"what": "date", "value": "2026-02-30", "every": 1})],
+        )
+    )
     build(case, tmp_path / "in", tmp_path / "outside")
     res = ingest(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     row = res.files.row(0, named=True)
@@ -81,8 +97,13 @@ def test_an_impossible_date_in_the_head(tmp_path):
 
 def test_inf_in_a_tsdb_dump(tmp_path):
     # seed 7 case 42, cut down to its promtool dump: every seventh number 'inf'
-    case = _case(FileSpec("fixtures/lab/v0-ladder/prometheus/tsdb-dump.txt", 72_246,
-                          [("bad_numbers", {"value": "inf", "every": 7})]))
+    case = _case(
+        FileSpec(
+            "fixtures/lab/v0-ladder/prometheus/tsdb-dump.txt",
+            72_246,
+            [("bad_numbers", {"value": "inf", "every": 7})],
+        )
+    )
     build(case, tmp_path / "in", tmp_path / "outside")
     res = ingest(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     assert res.files.row(0, named=True)["format"] == "prometheus_tsdb_dump"

@@ -46,16 +46,37 @@ SEVERITY = ("critical", "high", "medium", "low", "info")
 # Inside one severity, the finding whose change helps most comes first: a dead server before
 # anything else, then work done for nobody, then retries (they feed the overload), then capacity (a
 # ladder's measured boundary before the pressure of its steps).
-KIND_ORDER = ("crash", "startup", "stall", "orphans", "retries", "ladder", "pressure", "errors", "latency", "other")
+KIND_ORDER = (
+    "crash",
+    "startup",
+    "stall",
+    "orphans",
+    "retries",
+    "ladder",
+    "pressure",
+    "errors",
+    "latency",
+    "other",
+)
 
 
-def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict | None, cap: dict,
-          traffic: dict, cold: dict) -> list[dict]:
+def build(
+    ctx: Context,
+    eps: list[dict],
+    ladder_rows: list[dict],
+    ladder: dict | None,
+    cap: dict,
+    traffic: dict,
+    cold: dict,
+) -> list[dict]:
     out: list[dict] = []
     per_replica: list[tuple[str, dict]] = []  # (replica, finding) of one replica's episodes
     # a folder of several servers (by their stats lines, or their episodes): each finding names its own
-    replicas = {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r} \
-        if "replica" in ctx.server.columns else set()
+    replicas = (
+        {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r}
+        if "replica" in ctx.server.columns
+        else set()
+    )
     several = len(replicas | {e["replica"] for e in eps if e.get("replica")}) > 1
     for ep, group in _one_per_pattern(eps):
         found = _episode(ctx, ep, ladder, cap)
@@ -69,11 +90,22 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
                     f["title"] = f"{_replicas(names)}: {f['title']}"
         elif len(group) > 1:
             ids = named([e["episode_id"] for e in group])
-            what = ep["class"] if ep["class"] == ep["signal"] else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
+            what = (
+                ep["class"]
+                if ep["class"] == ep["signal"]
+                else f"{ep['class']} {ep['signal'].replace('_', ' ')}"
+            )
             on = f" on {ep['replica']}" if ep["replica"] else ""
             for f in found:
-                _stands_for(f, len(group), "like it", f"{what} episodes{on}", group[0]["start"], group[-1]["start"],
-                            f" ({ids})")
+                _stands_for(
+                    f,
+                    len(group),
+                    "like it",
+                    f"{what} episodes{on}",
+                    group[0]["start"],
+                    group[-1]["start"],
+                    f" ({ids})",
+                )
         if several and ep.get("replica") and ep["class"] != "recurring":
             per_replica += [(ep["replica"], f) for f in found]
         else:
@@ -96,8 +128,15 @@ def build(ctx: Context, eps: list[dict], ladder_rows: list[dict], ladder: dict |
     far = datetime.max
     # severity first (a death before anything), then what the callers felt (failed and slowed requests),
     # then the kind whose change helps most, then time
-    out.sort(key=lambda f: (order[f["severity"]], -cost(f), kind[f["kind"]],
-                            f["start"].replace(tzinfo=None) if f["start"] else far, f["title"]))
+    out.sort(
+        key=lambda f: (
+            order[f["severity"]],
+            -cost(f),
+            kind[f["kind"]],
+            f["start"].replace(tzinfo=None) if f["start"] else far,
+            f["title"],
+        )
+    )
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
     return out
@@ -114,8 +153,15 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     first = min(nxt["step"], pf["step"]) if pf else nxt["step"]
     broke = [r for r in rows if r["step"] >= first]
     f["start"], f["end"] = broke[0]["ts_start"], broke[-1]["ts_end"]
-    inside = [g["severity"] for g in found if g["kind"] == "pressure" and g["start"] is not None
-              and f["start"] is not None and f["end"] is not None and f["start"] <= g["start"] <= f["end"]]
+    inside = [
+        g["severity"]
+        for g in found
+        if g["kind"] == "pressure"
+        and g["start"] is not None
+        and f["start"] is not None
+        and f["end"] is not None
+        and f["start"] <= g["start"] <= f["end"]
+    ]
     if inside:
         f["severity"] = min(inside, key=SEVERITY.index)
     return f
@@ -124,8 +170,11 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
 def _one_sample(out: list[dict], eps: list[dict]) -> None:
     """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
     finding is low, so it never outranks the episodes the users felt."""
-    blips = {e["episode_id"] for e in eps if e["class"] != "crash" and e["duration_s"] == 0
-             and e["signal"] in ("kv_pressure", "queue", "stall")}
+    blips = {
+        e["episode_id"]
+        for e in eps
+        if e["class"] != "crash" and e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
+    }
     for f in out:
         if f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
             f["severity"] = "low"
@@ -167,8 +216,10 @@ def _across_replicas(found: list[tuple[str, dict]]) -> list[dict]:
         names = [r for r, _ in members]
         f["title"] = f"{_replicas(names)}: {title}"
         if len(members) > 1:
-            f["evidence"] = (f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
-                             f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}")
+            f["evidence"] = (
+                f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
+                f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}"
+            )
             f["start"] = min(g["start"] for _, g in members if g["start"]) if f["start"] else f["start"]
             f["end"] = max((g["end"] for _, g in members if g["end"]), default=f["end"])
         out.append(f)

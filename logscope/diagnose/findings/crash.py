@@ -13,14 +13,19 @@ if TYPE_CHECKING:
 
 
 def _stall(ctx: Context, ep: dict) -> dict:
-    return _f("critical" if ep["class"] == "sustained" else "high",
-              f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
-              f"{_n(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
-              f"{ep['duration_s']:.0f} s", "; ".join(e for e in [ep["reason"], _state(ep)] if e),
-              "the engine makes no progress on admitted requests (a hung step, device or collective); a hung "
-              "engine still answers /health and its idle-looking stats go to DEBUG, so it looks quiet",
-              "Take a stack dump of the engine process during the stall (py-spy dump --pid <EngineCore pid>) to "
-              "see where the step hangs", ep, kind="stall")
+    return _f(
+        "critical" if ep["class"] == "sustained" else "high",
+        f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
+        f"{_n(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
+        f"{ep['duration_s']:.0f} s",
+        "; ".join(e for e in [ep["reason"], _state(ep)] if e),
+        "the engine makes no progress on admitted requests (a hung step, device or collective); a hung "
+        "engine still answers /health and its idle-looking stats go to DEBUG, so it looks quiet",
+        "Take a stack dump of the engine process during the stall (py-spy dump --pid <EngineCore pid>) to "
+        "see where the step hangs",
+        ep,
+        kind="stall",
+    )
 
 
 def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
@@ -31,8 +36,10 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
     if c.get("message"):
         ev.append(f"first record: {c['message'][:200]}")
     if c.get("gateway_first_error") is not None:
-        ev.append(f"the gateway's error log from {clock.hms(c['gateway_first_error'], ms=True)}: " +
-                  ", ".join(f"{v:,} {k} lines" for k, v in c["gateway_errors_by_kind"].items()))
+        ev.append(
+            f"the gateway's error log from {clock.hms(c['gateway_first_error'], ms=True)}: "
+            + ", ".join(f"{v:,} {k} lines" for k, v in c["gateway_errors_by_kind"].items())
+        )
     r = _req(ep)
     if r:
         ev.append(r)
@@ -41,45 +48,80 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
         ev.append(cost)
     mns = cap.get("max_num_seqs")
     half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
-    when = f"{_t(ep['start'])}" + (f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
-                                   if down is not None else
-                                   ", no restart in the logs")
+    when = f"{_t(ep['start'])}" + (
+        f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
+        if down is not None
+        else ", no restart in the logs"
+    )
     if "oom" in kinds:
         if c["at_startup"]:
-            return _f("critical", f"Out of memory at startup ({_t(ep['start'])})",
-                      "the engine ran out of device memory before serving any request", "; ".join(ev),
-                      "weights plus the KV-cache reservation (and warm-up activations) do not fit on the device",
-                      "Start with a shorter --max-model-len (a smaller KV reservation per sequence); if the weights "
-                      "alone do not fit, load a supported quantization of the model", ep, kind="crash")
-        return _f("critical", f"Out of memory while serving: engine died at {when}",
-                  "the engine hit a device out-of-memory error mid-serving and the server died", "; ".join(ev),
-                  "activations of the active batch (plus weights and the KV allocation) exceeded device memory; long "
-                  "requests make activations larger",
-                  f"Lower --max-num-seqs{half} (a smaller active batch) and replay the same traffic; if it still runs out, "
-                  "shorten --max-model-len, then consider a supported quantization", ep, kind="crash")
+            return _f(
+                "critical",
+                f"Out of memory at startup ({_t(ep['start'])})",
+                "the engine ran out of device memory before serving any request",
+                "; ".join(ev),
+                "weights plus the KV-cache reservation (and warm-up activations) do not fit on the device",
+                "Start with a shorter --max-model-len (a smaller KV reservation per sequence); if the weights "
+                "alone do not fit, load a supported quantization of the model",
+                ep,
+                kind="crash",
+            )
+        return _f(
+            "critical",
+            f"Out of memory while serving: engine died at {when}",
+            "the engine hit a device out-of-memory error mid-serving and the server died",
+            "; ".join(ev),
+            "activations of the active batch (plus weights and the KV allocation) exceeded device memory; long "
+            "requests make activations larger",
+            f"Lower --max-num-seqs{half} (a smaller active batch) and replay the same traffic; if it still runs out, "
+            "shorten --max-model-len, then consider a supported quantization",
+            ep,
+            kind="crash",
+        )
     if "engine_timeout" in kinds:
-        return _f("critical", f"Engine step timed out: engine died at {when}",
-                  "an engine step did not return in time and the engine was declared dead", "; ".join(ev),
-                  "a model step hung (device or collective hang) or the batch made one step too slow",
-                  f"Replay the same traffic with --max-num-seqs{half or ' halved'}: if the timeout goes, step size was "
-                  "the cause; if it stays, the device hangs (run with NCCL_DEBUG=INFO to find where)", ep, kind="crash")
+        return _f(
+            "critical",
+            f"Engine step timed out: engine died at {when}",
+            "an engine step did not return in time and the engine was declared dead",
+            "; ".join(ev),
+            "a model step hung (device or collective hang) or the batch made one step too slow",
+            f"Replay the same traffic with --max-num-seqs{half or ' halved'}: if the timeout goes, step size was "
+            "the cause; if it stays, the device hangs (run with NCCL_DEBUG=INFO to find where)",
+            ep,
+            kind="crash",
+        )
     if kinds == ["silent"]:
-        return _f("critical", f"Server killed without a trace at {when}",
-                  f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
-                  "; ".join(ev + c.get("notes", [])),
-                  "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
-                  "prints nothing when killed",
-                  f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
-                  "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half,
-                  ep, kind="crash")
-    return _f("critical", f"Engine died at {when}", "the engine process died and the API server could not serve",
-              "; ".join(ev), "see the first error record before the death (detail in server_events)",
-              "Reproduce with the same request sizes at a lower --max-num-seqs" + half +
-              " to tell a load-driven death from a software fault", ep, kind="crash")
+        return _f(
+            "critical",
+            f"Server killed without a trace at {when}",
+            f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
+            "; ".join(ev + c.get("notes", [])),
+            "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
+            "prints nothing when killed",
+            f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
+            "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half,
+            ep,
+            kind="crash",
+        )
+    return _f(
+        "critical",
+        f"Engine died at {when}",
+        "the engine process died and the API server could not serve",
+        "; ".join(ev),
+        "see the first error record before the death (detail in server_events)",
+        "Reproduce with the same request sizes at a lower --max-num-seqs"
+        + half
+        + " to tell a load-driven death from a software fault",
+        ep,
+        kind="crash",
+    )
 
 
-UNTIL = {"ready": "the server was ready again", "restart": "the new server's banner (its readiness is not logged)",
-         "logs_end": "the gateway's last answer: the server was not back before its log ends"}
+UNTIL = {
+    "ready": "the server was ready again",
+    "restart": "the new server's banner (its readiness is not logged)",
+    "logs_end": "the gateway's last answer: the server was not back before its log ends",
+}
 
 
 def _paid(ctx: Context, ep: dict) -> str:
@@ -96,8 +138,11 @@ def _answered(e: StopErrors, since: str = "") -> str:
     several. The one phrasing of lifecycle.errors_after's count for a death and for a stop."""
     from ..lifecycle import STOP_ERRORS_S
 
-    with_ = (str(next(iter(e.by_status))) if len(e.by_status) == 1
-             else ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items()))
+    with_ = (
+        str(next(iter(e.by_status)))
+        if len(e.by_status) == 1
+        else ", ".join(f"{v:,} × {k}" for k, v in e.by_status.items())
+    )
     why = UNTIL.get(e.bound, f"{STOP_ERRORS_S:.0f} s after it, with no return in that time")
     return f"{e.total:,} requests with {with_} {since}until {clock.hms(e.until)} ({why})"
 
@@ -117,14 +162,26 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
         n5 = e.total if e else 0
         errs = f"; then the gateway answered {_answered(e)}" if e and n5 else ""
         title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
-            f"; {n5:,} gateway 5xx after it" if n5 else "")
-        ev = (f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
-              f"({ep['signal'].replace('_', ' ')}, {clock.hms_range(ep['start'], ep['end'])}) was under way{errs}")
-        out.append(_f("high", title, "the server went away in the middle of an overload, and callers saw errors "
-                      "instead of slow answers", ev,
-                      "something stopped the server under load: a liveness probe that times out while the server "
-                      "is saturated (the orchestrator then restarts it), a deploy or an autoscaler",
-                      "Find who sent the stop at that time (the orchestrator's events, the deploy log); if a "
-                      "liveness probe did it, give the probe a timeout the saturated server meets (or probe "
-                      "/health, which answers while requests queue) and replay the load", ep, kind="crash"))
+            f"; {n5:,} gateway 5xx after it" if n5 else ""
+        )
+        ev = (
+            f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
+            f"({ep['signal'].replace('_', ' ')}, {clock.hms_range(ep['start'], ep['end'])}) was under way{errs}"
+        )
+        out.append(
+            _f(
+                "high",
+                title,
+                "the server went away in the middle of an overload, and callers saw errors "
+                "instead of slow answers",
+                ev,
+                "something stopped the server under load: a liveness probe that times out while the server "
+                "is saturated (the orchestrator then restarts it), a deploy or an autoscaler",
+                "Find who sent the stop at that time (the orchestrator's events, the deploy log); if a "
+                "liveness probe did it, give the probe a timeout the saturated server meets (or probe "
+                "/health, which answers while requests queue) and replay the load",
+                ep,
+                kind="crash",
+            )
+        )
     return out

@@ -13,64 +13,112 @@ from .record import _f, _req, _t
 # the chat endpoint logs it ('ERROR ... [serving_chat.py:135] Error with model object='error' message='The model
 # `X` does not exist.' ...'), the completions endpoint only answers it (its access line: 404 Not Found)
 _NO_MODEL = r"The model `(.{0,300}?)` does not exist"
-NO_MODEL_SHARE = 0.05  # of the access lines: past it the finding is medium (a client half of whose requests fail)
+NO_MODEL_SHARE = (
+    0.05  # of the access lines: past it the finding is medium (a client half of whose requests fail)
+)
 
 
 def _errors(ctx: Context, ep: dict) -> dict:
     d = ep["details"]
-    kinds = ", ".join(f"{k.replace('_', ' ')} {d[k]}" for k in ("gateway_5xx", "gateway_499", "timeouts", "errors")
-                      if d.get(k))
+    kinds = ", ".join(
+        f"{k.replace('_', ' ')} {d[k]}"
+        for k in ("gateway_5xx", "gateway_499", "timeouts", "errors")
+        if d.get(k)
+    )
     sev = "high" if ep["class"] == "sustained" else "medium"
-    return _f(sev, f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
-              f"{ep['count']} failed requests in {ep['duration_s']:.0f} s", "; ".join([ep["reason"], kinds, _req(ep)]),
-              "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
-              "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
-              "add an active health check so one slow reply does not take the upstream out", ep, kind="errors")
+    return _f(
+        sev,
+        f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
+        f"{ep['count']} failed requests in {ep['duration_s']:.0f} s",
+        "; ".join([ep["reason"], kinds, _req(ep)]),
+        "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
+        "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
+        "add an active health check so one slow reply does not take the upstream out",
+        ep,
+        kind="errors",
+    )
 
 
 def _gateway(ctx: Context) -> list[dict]:
     ga = ctx.inputs.gateway
     if ga.height == 0 or ga["upstream"].null_count() == ga.height:
         return []
-    per = (ga.group_by("upstream")  # a category (diagnose.tables): grouped first, its few values then read as text
-           .agg(pl.len().alias("n"), (pl.col("upstream_status").is_between(200, 399)).sum().alias("ok"),
-                pl.col("ts_end").min().alias("lo"), pl.col("ts_end").max().alias("hi"))
-           .with_columns(pl.col("upstream").cast(pl.String))
-           .filter(pl.col("upstream").str.contains(":") & (pl.col("ok") == 0) & (pl.col("n") >= 3)).sort("upstream"))
-    return [_f("low", f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
-               "the gateway kept sending attempts to an upstream that never returned a response",
-               f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered; each costs a connect failure "
-               "and a gateway retry", "a dead member of the upstream group",
-               "Remove it from the upstream group (or give the gateway an active health check)", None, r["lo"], r["hi"],
-               kind="other")
-            for r in per.iter_rows(named=True)]
+    per = (
+        ga.group_by(
+            "upstream"
+        )  # a category (diagnose.tables): grouped first, its few values then read as text
+        .agg(
+            pl.len().alias("n"),
+            (pl.col("upstream_status").is_between(200, 399)).sum().alias("ok"),
+            pl.col("ts_end").min().alias("lo"),
+            pl.col("ts_end").max().alias("hi"),
+        )
+        .with_columns(pl.col("upstream").cast(pl.String))
+        .filter(pl.col("upstream").str.contains(":") & (pl.col("ok") == 0) & (pl.col("n") >= 3))
+        .sort("upstream")
+    )
+    return [
+        _f(
+            "low",
+            f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
+            "the gateway kept sending attempts to an upstream that never returned a response",
+            f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered; each costs a connect failure "
+            "and a gateway retry",
+            "a dead member of the upstream group",
+            "Remove it from the upstream group (or give the gateway an active health check)",
+            None,
+            r["lo"],
+            r["hi"],
+            kind="other",
+        )
+        for r in per.iter_rows(named=True)
+    ]
 
 
 def _unknown_model(ctx: Context) -> list[dict]:
     """Requests for a model the server does not serve: client errors, counted by model where the log names it."""
     ev = ctx.inputs.events
     said = ev.filter((pl.col("kind") == "error") & pl.col("message").str.contains(_NO_MODEL)).select(
-        "ts", pl.col("message").str.extract(_NO_MODEL).alias("model"))
-    nf = ctx.inputs.not_found if ctx.inputs.not_found is not None else pl.DataFrame(schema={"ts": pl.Datetime})
+        "ts", pl.col("message").str.extract(_NO_MODEL).alias("model")
+    )
+    nf = (
+        ctx.inputs.not_found if ctx.inputs.not_found is not None else pl.DataFrame(schema={"ts": pl.Datetime})
+    )
     # a chat request logs the error and its 404 access line, a completion only the access line
     n = max(said.height, nf.height)
     if n == 0:
         return []
     by = said.group_by("model").agg(pl.len().alias("n")).sort(["n", "model"], descending=[True, False])
-    models = ", ".join(f"`{m[:80]}` ({k})" for m, k in by.head(5).iter_rows()) + (", …" if by.height > 5 else "")
+    models = ", ".join(f"`{m[:80]}` ({k})" for m, k in by.head(5).iter_rows()) + (
+        ", …" if by.height > 5 else ""
+    )
     times = pl.concat([said["ts"], nf["ts"].cast(said["ts"].dtype)]).drop_nulls()
     lo, hi = (times.min(), times.max()) if times.len() else (None, None)
     # the access lines are the requests the server answered (a chat request's error line without its access line
     # in a cut excerpt is one more)
     share = n / max(ctx.inputs.access_lines, n) if ctx.inputs.access_lines else None
     sev = "medium" if share is not None and share >= NO_MODEL_SHARE else "low"
-    named = f": {models}" if by.height else " (the log does not name it: the completions endpoint logs no error)"
-    evidence = (f"{said.height} 'does not exist' error line(s), {nf.height} 404 answer(s) on /v1/completions or "
-                f"/v1/chat/completions from {_t(lo)} to {_t(hi)}"
-                + (f", {share * 100:.1f} % of the requests the server answered" if share is not None else ""))
-    return [_f(sev, f"{n} request(s) asked for a model the server does not serve{named}",
-               f"{n} requests answered 404 Not Found: the model they name is not served here (client errors, no "
-               "work done)", evidence,
-               "the client (or a gateway route) sends a model name other than the served one: a path instead of "
-               "--served-model-name, an old name after a redeploy, or the wrong upstream",
-               "Send the name /v1/models lists (or add it with --served-model-name)", None, lo, hi, kind="errors")]
+    named = (
+        f": {models}" if by.height else " (the log does not name it: the completions endpoint logs no error)"
+    )
+    evidence = (
+        f"{said.height} 'does not exist' error line(s), {nf.height} 404 answer(s) on /v1/completions or "
+        f"/v1/chat/completions from {_t(lo)} to {_t(hi)}"
+        + (f", {share * 100:.1f} % of the requests the server answered" if share is not None else "")
+    )
+    return [
+        _f(
+            sev,
+            f"{n} request(s) asked for a model the server does not serve{named}",
+            f"{n} requests answered 404 Not Found: the model they name is not served here (client errors, no "
+            "work done)",
+            evidence,
+            "the client (or a gateway route) sends a model name other than the served one: a path instead of "
+            "--served-model-name, an old name after a redeploy, or the wrong upstream",
+            "Send the name /v1/models lists (or add it with --served-model-name)",
+            None,
+            lo,
+            hi,
+            kind="errors",
+        )
+    ]

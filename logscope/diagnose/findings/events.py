@@ -36,12 +36,19 @@ def _events(ctx: Context) -> list[dict]:
     ev = ev.sort(["ts", "source", "line_no"], nulls_last=True, maintain_order=True)
     itl = ev.filter(pl.col("kind") == "input_too_long")
     if itl.height:
-        out.append(_f("low", f"{itl.height} request(s) rejected as longer than the model's context",
-                      "requests rejected with 400 because prompt + max_tokens exceed max_model_len",
-                      f"first at {_t(itl['ts'].min())}: {(itl['message'][0] or '')[:200]}",
-                      "the client sends prompts (plus max_tokens) longer than --max-model-len",
-                      "Cap prompt + max_tokens at the client to max_model_len (truncate or summarise long inputs)",
-                      None, itl["ts"].min(), itl["ts"].max()))
+        out.append(
+            _f(
+                "low",
+                f"{itl.height} request(s) rejected as longer than the model's context",
+                "requests rejected with 400 because prompt + max_tokens exceed max_model_len",
+                f"first at {_t(itl['ts'].min())}: {(itl['message'][0] or '')[:200]}",
+                "the client sends prompts (plus max_tokens) longer than --max-model-len",
+                "Cap prompt + max_tokens at the client to max_model_len (truncate or summarise long inputs)",
+                None,
+                itl["ts"].min(),
+                itl["ts"].max(),
+            )
+        )
     kvi = ev.filter(pl.col("kind") == "kv_insufficient")
     if kvi.height:
         r = kvi.row(kvi.height - 1, named=True)  # the latest
@@ -52,20 +59,37 @@ def _events(ctx: Context) -> list[dict]:
         ok = cap.filter(pl.col("max_concurrency") >= 1)["max_concurrency_tokens"].drop_nulls()
         hint = f"; a run with max_model_len {ok.max()} did start" if ok.len() else ""
         mml = r["max_model_len"]
-        out.append(_f("critical", "The server cannot start: max_model_len needs more KV cache than there is",
-                      f"start-up failed: one sequence of max_model_len{' ' + str(mml) if mml else ''} tokens does "
-                      "not fit in the KV cache", f"{text[:300]}{hint}",
-                      "the memory left for the KV cache after the weights is smaller than one max-length sequence",
-                      "Start with a shorter --max-model-len (at most the estimated maximum vLLM printed, or the KV "
-                      "cache's token count)", None, r["ts"], r["ts"], kind="startup"))
+        out.append(
+            _f(
+                "critical",
+                "The server cannot start: max_model_len needs more KV cache than there is",
+                f"start-up failed: one sequence of max_model_len{' ' + str(mml) if mml else ''} tokens does "
+                "not fit in the KV cache",
+                f"{text[:300]}{hint}",
+                "the memory left for the KV cache after the weights is smaller than one max-length sequence",
+                "Start with a shorter --max-model-len (at most the estimated maximum vLLM printed, or the KV "
+                "cache's token count)",
+                None,
+                r["ts"],
+                r["ts"],
+                kind="startup",
+            )
+        )
     untimed = ev.filter((pl.col("kind") == "preemption") & pl.col("ts").is_null())
     if untimed.height and not ctx.pre.height and not ctx.warnings.height:
         cum = untimed["cumulative_preemptions"].max()
-        out.append(_f("low", f"Preemption warning without a time ({untimed.height} line(s))",
-                      "vLLM V0 reported preemptions: the KV cache ran out for running requests",
-                      f"total_num_cumulative_preemption={cum} (V0 prints one warning per 50 preemptions, so at least "
-                      f"{cum} preemptions since the server started); the line carries no timestamp, so no episode "
-                      "can be placed", "the KV cache is too small for the admitted requests at some point",
-                      "Keep the full log lines (timestamps) and measure capacity with a concurrency ladder",
-                      None, kind="pressure"))
+        out.append(
+            _f(
+                "low",
+                f"Preemption warning without a time ({untimed.height} line(s))",
+                "vLLM V0 reported preemptions: the KV cache ran out for running requests",
+                f"total_num_cumulative_preemption={cum} (V0 prints one warning per 50 preemptions, so at least "
+                f"{cum} preemptions since the server started); the line carries no timestamp, so no episode "
+                "can be placed",
+                "the KV cache is too small for the admitted requests at some point",
+                "Keep the full log lines (timestamps) and measure capacity with a concurrency ladder",
+                None,
+                kind="pressure",
+            )
+        )
     return out

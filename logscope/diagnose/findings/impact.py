@@ -40,7 +40,9 @@ def measure(ctx: Context, found: list[dict]) -> None:
         if which is None:
             f["failed_requests"] = f["slowed_requests"] = None
             continue
-        n_failed, n_slowed = req.select((which & failed).sum().alias("f"), (which & slowed).sum().alias("s")).row(0)
+        n_failed, n_slowed = req.select(
+            (which & failed).sum().alias("f"), (which & slowed).sum().alias("s")
+        ).row(0)
         f["failed_requests"], f["slowed_requests"] = int(n_failed or 0), int(n_slowed or 0)
 
 

@@ -21,7 +21,9 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
         title += f"; at {_n(nxt['concurrency'])} {nxt['first']} broke first"
     elif unk is not None:
         title += f"; at {_n(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
-    asked = [w for w, on in (("no preemption", slo.get("no_preemption")), ("no queue", slo.get("no_queue"))) if on]
+    asked = [
+        w for w, on in (("no preemption", slo.get("no_preemption")), ("no queue", slo.get("no_queue"))) if on
+    ]
     ev = f"steps {steps} ({ladder['source']}); SLO: {slo_txt}" + (f", {', '.join(asked)}" if asked else "")
     if nxt is not None:
         ev += "; at step " + str(nxt["step"]) + ": " + "; ".join(r["text"] for r in nxt["reasons"])
@@ -29,15 +31,36 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
         ev += f"; pressure from step {pf['step']} ({_n(pf['concurrency'])}): " + "; ".join(pf["pressure"])
     below = ladder.get("failed_below_boundary") or []
     if below:
-        ev += "; below the boundary, step(s) " + ", ".join(f"{_n(b['concurrency'])} ({b['broke']})" for b in below) + \
-            " missed the SLO once: not a trend, the steps above them met it"
+        ev += (
+            "; below the boundary, step(s) "
+            + ", ".join(f"{_n(b['concurrency'])} ({b['broke']})" for b in below)
+            + " missed the SLO once: not a trend, the steps above them met it"
+        )
     under = pf is not None and wb is not None and pf["concurrency"] <= wb["concurrency"]
-    nt = (f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next step "
-          "to confirm" + (f"; the boundary step already preempts or queues (pressure from {_n(pf['concurrency'])}): "
-                          "re-run it longer to see whether its latency holds" if under else "")
-          if wb is not None and nxt is not None else
-          "Extend the ladder upwards to find where it breaks" if nxt is None else
-          "Re-run the ladder starting lower")
-    return _f("low", title, "traffic climbed in steps", ev,
-              "the step where KV pressure or latency first exceeds the SLO is the server's measured capacity for "
-              "this request size", nt, None, rows[0]["ts_start"], rows[-1]["ts_end"], kind="ladder")
+    nt = (
+        f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next step "
+        "to confirm"
+        + (
+            f"; the boundary step already preempts or queues (pressure from {_n(pf['concurrency'])}): "
+            "re-run it longer to see whether its latency holds"
+            if under
+            else ""
+        )
+        if wb is not None and nxt is not None
+        else "Extend the ladder upwards to find where it breaks"
+        if nxt is None
+        else "Re-run the ladder starting lower"
+    )
+    return _f(
+        "low",
+        title,
+        "traffic climbed in steps",
+        ev,
+        "the step where KV pressure or latency first exceeds the SLO is the server's measured capacity for "
+        "this request size",
+        nt,
+        None,
+        rows[0]["ts_start"],
+        rows[-1]["ts_end"],
+        kind="ladder",
+    )

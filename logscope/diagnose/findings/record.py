@@ -21,18 +21,40 @@ def _n(x: float | None, nd: int = 1) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.{nd}f}"
 
 
-def _f(severity: str, title: str, symptom: str, evidence: str, cause: str, next_test: str, ep: dict | None = None,
-       start=None, end=None, kind: str = "other") -> dict:
-    return {"severity": severity, "title": title, "symptom": symptom, "evidence": evidence, "cause": cause,
-            "next_test": next_test, "episode_id": ep["episode_id"] if ep else None,
-            "start": ep["start"] if ep else start, "end": ep["end"] if ep else end, "kind": kind}
+def _f(
+    severity: str,
+    title: str,
+    symptom: str,
+    evidence: str,
+    cause: str,
+    next_test: str,
+    ep: dict | None = None,
+    start=None,
+    end=None,
+    kind: str = "other",
+) -> dict:
+    return {
+        "severity": severity,
+        "title": title,
+        "symptom": symptom,
+        "evidence": evidence,
+        "cause": cause,
+        "next_test": next_test,
+        "episode_id": ep["episode_id"] if ep else None,
+        "start": ep["start"] if ep else start,
+        "end": ep["end"] if ep else end,
+        "kind": kind,
+    }
 
 
-def _stands_for(f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime,
-                names: str = "") -> None:
+def _stands_for(
+    f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime, names: str = ""
+) -> None:
     """Turn the finding of the first of ``n`` like episodes into the finding of all of them."""
     f["title"] = f"{f['title']} — the first of {n} {title_noun}"
-    f["evidence"] = f"{n} {what} from {_t(first)} to {clock.hms_after(first, last)}{names}; the first: {f['evidence']}"
+    f["evidence"] = (
+        f"{n} {what} from {_t(first)} to {clock.hms_after(first, last)}{names}; the first: {f['evidence']}"
+    )
 
 
 def _state(ep: dict) -> str:
@@ -53,7 +75,11 @@ def _req(ep: dict) -> str:
     said = "/s before" in (ep.get("reason") or "") or "/s during" in (ep.get("reason") or "")
     if ep["arrival_rate_during"] is not None and not said:
         during = _n(ep["arrival_rate_during"], 2)
-        before = "no baseline" if ep["arrival_rate_before"] is None else f"{_n(ep['arrival_rate_before'], 2)}/s before"
+        before = (
+            "no baseline"
+            if ep["arrival_rate_before"] is None
+            else f"{_n(ep['arrival_rate_before'], 2)}/s before"
+        )
         parts.append(f"arrivals {before} → {during}/s during")
     if ep["ttft_p95"] is not None:
         parts.append(f"TTFT p95 {_n(ep['ttft_p95'], 2)} s")

@@ -20,26 +20,39 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
     retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
     # retries stand out in time when an episode has them as its signal or a companion; the finding is then
     # 'during' the episode where most retried requests were (not the first that has some)
-    stands_out = any(e["signal"] == "retries" or any(c["signal"] == "retries" for c in e["details"]["companions"])
-                     for e in eps)
-    per_logical = (tr["client_attempts"] / tr["logical_requests"]) if tr.get("client_attempts") and \
-        tr.get("logical_requests") else None
+    stands_out = any(
+        e["signal"] == "retries" or any(c["signal"] == "retries" for c in e["details"]["companions"])
+        for e in eps
+    )
+    per_logical = (
+        (tr["client_attempts"] / tr["logical_requests"])
+        if tr.get("client_attempts") and tr.get("logical_requests")
+        else None
+    )
     # retries are a finding when they stand out in time (an episode), or when they multiply the work at the
     # server or at the client, whatever their timing (a regime of retries that lasts all day is no outlier)
-    if retries and (stands_out or (amp or 0) >= ctx.th.amplification_high
-                    or (per_logical or 0) >= ctx.th.amplification_high):
+    if retries and (
+        stands_out
+        or (amp or 0) >= ctx.th.amplification_high
+        or (per_logical or 0) >= ctx.th.amplification_high
+    ):
         ep_r = next((e for e in eps if e["signal"] == "retries"), None) or _busiest(ctx, eps, _retried())
         layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
         multi = len(layers) > 1
         made = f" ({_n(per_logical, 2)} per request)" if per_logical else ""
-        ev = (f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts"
-              f"{made}; "
-              f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
-              f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}")
+        ev = (
+            f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts"
+            f"{made}; "
+            f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
+            f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}"
+        )
         if tr.get("timeouts"):  # requests that ended in a timeout, and attempts that did (each retry its own)
             att = ((tr.get("cancellation") or {}).get("callers_left") or {}).get("client")
             ev += f"; {tr['timeouts']} requests ended in a client timeout" + (
-                f" ({att} attempts abandoned by the client)" if att is not None and att != tr["timeouts"] else "")
+                f" ({att} attempts abandoned by the client)"
+                if att is not None and att != tr["timeouts"]
+                else ""
+            )
         if ep_r is not None:
             ev += f"; mostly during {ep_r['episode_id']} ({clock.hms_range(ep_r['start'], ep_r['end'])})"
         canc = (tr.get("cancellation") or {}).get("text")
@@ -51,45 +64,85 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
         server, logical = tr.get("server_requests"), tr.get("logical_requests")
         if multiplies:
             title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
-            symptom = ("timeouts and errors are retried while the server is already overloaded, so load grows "
-                       "when capacity is short")
-            cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
-                     " re-send work the overloaded server has already queued, prefilled or preempted")
+            symptom = (
+                "timeouts and errors are retried while the server is already overloaded, so load grows "
+                "when capacity is short"
+            )
+            cause = (
+                "retries"
+                + (" at several layers (" + " and ".join(layers) + ")" if multi else "")
+                + " re-send work the overloaded server has already queued, prefilled or preempted"
+            )
         elif amp is not None:
             # about one execution per request (or fewer): most extra attempts died before vLLM
             extra = max(0, (server or 0) - (logical or 0))
-            reached = " (most never reached the server)" if amp < 1 else \
-                f" ({server:,} executions at the server for {logical:,} requests: {extra:,} retried attempts reached it)"
-            title = (f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries") + reached
+            reached = (
+                " (most never reached the server)"
+                if amp < 1
+                else f" ({server:,} executions at the server for {logical:,} requests: {extra:,} retried attempts reached it)"
+            )
+            title = (
+                f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
+            ) + reached
             if tr.get("gateway_5xx"):
                 symptom = "requests were retried against a gateway that failed them before they reached vLLM"
                 of = f" of its {tr['gateway_requests']:,}" if tr.get("gateway_requests") else ""
-                cause = (f"the gateway answered {tr['gateway_5xx']:,}{of} requests over the range with 5xx itself "
-                         "(upstream marked down or timed out) and the callers retried them")
+                cause = (
+                    f"the gateway answered {tr['gateway_5xx']:,}{of} requests over the range with 5xx itself "
+                    "(upstream marked down or timed out) and the callers retried them"
+                )
             else:
                 symptom = "requests were retried, and most retried attempts never reached vLLM"
-                cause = ("the retried attempts ended before vLLM (client timeouts, connection errors); the gateway "
-                         "answered no 5xx itself")
+                cause = (
+                    "the retried attempts ended before vLLM (client timeouts, connection errors); the gateway "
+                    "answered no 5xx itself"
+                )
         else:
             title = f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
-            symptom = "timeouts and errors were retried; the server log is not here to tell how much reached it"
-            cause = ("retries" + (" at several layers (" + " and ".join(layers) + ")" if multi else "") +
-                     " re-send requests that timed out or failed, adding load when capacity is short")
-        out.append(_f("high" if heavy or (multi and multiplies) else "medium", title, symptom, ev, cause, nt,
-                      ep_r, kind="retries"))
+            symptom = (
+                "timeouts and errors were retried; the server log is not here to tell how much reached it"
+            )
+            cause = (
+                "retries"
+                + (" at several layers (" + " and ".join(layers) + ")" if multi else "")
+                + " re-send requests that timed out or failed, adding load when capacity is short"
+            )
+        out.append(
+            _f(
+                "high" if heavy or (multi and multiplies) else "medium",
+                title,
+                symptom,
+                ev,
+                cause,
+                nt,
+                ep_r,
+                kind="retries",
+            )
+        )
     orph = tr.get("orphaned_executions")
     if orph and orph >= ctx.th.orphans_share * (tr.get("server_requests") or orph):
-        ep_o = next((e for e in eps if e["signal"] == "orphans"), None) or \
-            _busiest(ctx, eps, pl.col("orphaned_executions").fill_null(0) > 0)
+        ep_o = next((e for e in eps if e["signal"] == "orphans"), None) or _busiest(
+            ctx, eps, pl.col("orphaned_executions").fill_null(0) > 0
+        )
         ev = f"{orph} server executions kept running after their caller gave up"
         if tr.get("orphan_s"):
             ev += f" ({tr['orphan_s']:.0f} s of generation for nobody)"
-        ev += f"; vLLM logged {tr.get('server_aborts') or 0} aborts; gateway 499: {tr.get('gateway_499') or 0}"
-        out.append(_f("high", f"Orphaned work: {orph} executions ran for callers that had left",
-                      "requests abandoned by their callers keep generating on the server, keeping it saturated",
-                      ev, "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
-                      "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
-                      _cancel_change(ctx), ep_o, kind="orphans"))
+        ev += (
+            f"; vLLM logged {tr.get('server_aborts') or 0} aborts; gateway 499: {tr.get('gateway_499') or 0}"
+        )
+        out.append(
+            _f(
+                "high",
+                f"Orphaned work: {orph} executions ran for callers that had left",
+                "requests abandoned by their callers keep generating on the server, keeping it saturated",
+                ev,
+                "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
+                "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
+                _cancel_change(ctx),
+                ep_o,
+                kind="orphans",
+            )
+        )
     return out
 
 
@@ -122,37 +175,51 @@ def _busiest(ctx: Context, eps: list[dict], which: pl.Expr) -> dict | None:
 def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:
     """The one change to test for retries, naming a gateway setting only where the folder's configuration has
     it (a finding told readers to drop a non_idempotent their nginx.conf did not hold)."""
-    bounded = ("bound retries to one or two with jittered exponential backoff, and set the client timeout above "
-               "the server's p95 latency under load so a slow answer is not abandoned and re-sent")
+    bounded = (
+        "bound retries to one or two with jittered exponential backoff, and set the client timeout above "
+        "the server's p95 latency under load so a slow answer is not abandoned and re-sent"
+    )
     if not multi:
         return bounded[0].upper() + bounded[1:]
     post = gateway_config.retries_post(getattr(ctx, "gateway_conf", None))
     if post is None:
-        return ("Retry at one layer only: the gateway's configuration is not in the folder; check whether it "
-                "re-sends POSTs (nginx: non_idempotent in proxy_next_upstream; Envoy: retry_on with reset or 5xx) "
-                "and keep one layer's bounded retries: " + bounded)
+        return (
+            "Retry at one layer only: the gateway's configuration is not in the folder; check whether it "
+            "re-sends POSTs (nginx: non_idempotent in proxy_next_upstream; Envoy: retry_on with reset or 5xx) "
+            "and keep one layer's bounded retries: " + bounded
+        )
     if post:
         ports = ", ".join(f":{p}" for p in post)
         pnu = ctx.gateway_conf["listeners"][post[0]]["proxy_next_upstream"]  # type: ignore[index]
-        return (f"Retry at one layer only: drop non_idempotent from proxy_next_upstream on {ports} (nginx.conf: "
-                f"'{pnu}'), so nginx stops re-sending POSTs, and keep the client's bounded retries with jittered "
-                "backoff")
-    return ("Retry at one layer only: nginx here re-sends no POST (no non_idempotent in proxy_next_upstream): its "
-            "retries are failovers after connect errors; " + bounded)
+        return (
+            f"Retry at one layer only: drop non_idempotent from proxy_next_upstream on {ports} (nginx.conf: "
+            f"'{pnu}'), so nginx stops re-sending POSTs, and keep the client's bounded retries with jittered "
+            "backoff"
+        )
+    return (
+        "Retry at one layer only: nginx here re-sends no POST (no non_idempotent in proxy_next_upstream): its "
+        "retries are failovers after connect errors; " + bounded
+    )
 
 
 def _cancel_change(ctx: Context) -> str:
     """The change that propagates disconnects, naming nginx's setting only where the folder's nginx.conf has it."""
     conf = getattr(ctx, "gateway_conf", None)
     if conf is None:
-        return ("Propagate client disconnects: the gateway's configuration is not in the folder; check whether it "
-                "keeps the upstream request open after the client leaves (nginx: proxy_ignore_client_abort on; "
-                "Envoy: no stream idle/cancel propagation) and turn that off, so vLLM aborts abandoned requests")
+        return (
+            "Propagate client disconnects: the gateway's configuration is not in the folder; check whether it "
+            "keeps the upstream request open after the client leaves (nginx: proxy_ignore_client_abort on; "
+            "Envoy: no stream idle/cancel propagation) and turn that off, so vLLM aborts abandoned requests"
+        )
     on = [p for p in conf["ports"] if conf["listeners"][p]["proxy_ignore_client_abort"] == "on"]
     if on:
         ports = ", ".join(f":{p}" for p in on)
-        return (f"Propagate client disconnects: set proxy_ignore_client_abort off on {ports} (nginx.conf has it on), "
-                "so a client that leaves makes vLLM abort its request")
-    return ("Propagate client disconnects: nginx.conf already has proxy_ignore_client_abort off, so find where the "
-            "disconnect is lost (a buffering proxy in front, a client that never closes its connection) and "
-            "confirm vLLM logs 'Aborted request' when a caller leaves")
+        return (
+            f"Propagate client disconnects: set proxy_ignore_client_abort off on {ports} (nginx.conf has it on), "
+            "so a client that leaves makes vLLM abort its request"
+        )
+    return (
+        "Propagate client disconnects: nginx.conf already has proxy_ignore_client_abort off, so find where the "
+        "disconnect is lost (a buffering proxy in front, a client that never closes its connection) and "
+        "confirm vLLM logs 'Aborted request' when a caller leaves"
+    )
