@@ -23,12 +23,16 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
+import sys
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
-LAB = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lab"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import fixtures  # noqa: E402  (the lab recordings the repository carries, or $LOGSCOPE_SHARED's)
+
+LAB = fixtures.root() / "lab"
 TEMPLATES = ("retry-storm", "v0-ladder", "crash")
 YEAR = 2026
 
@@ -47,7 +51,9 @@ def _splice(df: pl.DataFrame, pattern: str, new_value) -> pl.DataFrame:
     g = pl.col("line").str.extract_groups(rf"(?s)^(?P<pre>{before})(?P<v>{value})(?P<post>{after}.*)$")
     df = df.with_columns(g.alias("_g")).unnest("_g")
     rebuilt = pl.concat_str([pl.col("pre"), new_value(pl.col("v")), pl.col("post")])
-    return df.with_columns(pl.when(pl.col("v").is_not_null()).then(rebuilt).otherwise(pl.col("line")).alias("line")).select("line")
+    return df.with_columns(
+        pl.when(pl.col("v").is_not_null()).then(rebuilt).otherwise(pl.col("line")).alias("line")
+    ).select("line")
 
 
 def _shift_ts(df: pl.DataFrame, spec: tuple[str, str, str, str], seconds: int) -> pl.DataFrame:
@@ -56,7 +62,9 @@ def _shift_ts(df: pl.DataFrame, spec: tuple[str, str, str, str], seconds: int) -
 
     def shift(v: pl.Expr) -> pl.Expr:
         text = v if fmt.startswith("%Y") else pl.lit(f"{YEAR}-") + v
-        return (text.str.strptime(pl.Datetime("us"), parse_fmt) + pl.duration(seconds=seconds)).dt.strftime(fmt)
+        return (text.str.strptime(pl.Datetime("us"), parse_fmt) + pl.duration(seconds=seconds)).dt.strftime(
+            fmt
+        )
 
     return _splice(df, (before, value, after), shift)
 
@@ -80,7 +88,9 @@ def _rewrite(lines: pl.DataFrame, kind: str, shift: int, copy: int, width: int =
         for key in _EPOCH_KEYS:
             df = _shift_epoch(df, key, shift)
     # ids: the first ``width`` hex digits of every 32-hex id name the copy; client rids get a copy tag
-    e = pl.col("line").str.replace_all(rf"\b[0-9a-f]{{{width}}}([0-9a-f]{{{32 - width}}})\b", f"{copy:0{width}x}${{1}}")
+    e = pl.col("line").str.replace_all(
+        rf"\b[0-9a-f]{{{width}}}([0-9a-f]{{{32 - width}}})\b", f"{copy:0{width}x}${{1}}"
+    )
     e = e.str.replace_all(r"\b(storm|crash|v0ladder)-(r|w\d\d)-", f"$1-c{copy}-$2-")
     return df.select(e).to_series()
 
@@ -100,8 +110,9 @@ def _kind(name: str) -> str | None:
 
 
 def _span_seconds(run: Path) -> int:
-    t = pl.read_csv(run / "nginx-access.log", has_header=False, separator="\x1f", quote_char=None,
-                    new_columns=["line"]).select(pl.col("line").str.extract(r"msec=(\d+)", 1).cast(pl.Int64))
+    t = pl.read_csv(
+        run / "nginx-access.log", has_header=False, separator="\x1f", quote_char=None, new_columns=["line"]
+    ).select(pl.col("line").str.extract(r"msec=(\d+)", 1).cast(pl.Int64))
     lo, hi = t.to_series().min(), t.to_series().max()
     return int(hi - lo) + 120  # a gap between copies, as between two incidents
 
@@ -123,7 +134,8 @@ def generate(out: Path, size_mb: float, replicas: int = 3, lab: Path = LAB) -> d
         copies = max(1, math.ceil(per_replica / tmpl_bytes))
         span = _span_seconds(run)
         frames = {
-            name: pl.DataFrame({"line": p.read_text(encoding="utf-8").split("\n")[:-1]}) for name, p in files.items()
+            name: pl.DataFrame({"line": p.read_text(encoding="utf-8").split("\n")[:-1]})
+            for name, p in files.items()
         }
         handles = {name: open(rdir / name, "w", encoding="utf-8") for name in files}
         try:
@@ -138,7 +150,12 @@ def generate(out: Path, size_mb: float, replicas: int = 3, lab: Path = LAB) -> d
         finally:
             for h in handles.values():
                 h.close()
-    return {"bytes": written, "lines": lines_total, "replicas": replicas, "created": datetime.now().isoformat()}
+    return {
+        "bytes": written,
+        "lines": lines_total,
+        "replicas": replicas,
+        "created": datetime.now().isoformat(),
+    }
 
 
 def _sorted_by_time(df: pl.DataFrame, pattern: str, numeric: bool) -> pl.DataFrame:
@@ -163,12 +180,16 @@ def generate_fleet(out: Path, size_mb: float, replicas: int = 64, gateways: int 
     assert replicas <= 256, "ids name at most 256 replicas"
     runs = [lab / t for t in TEMPLATES]
     files = [{p.name: p for p in sorted(run.iterdir()) if p.is_file() and _kind(p.name)} for run in runs]
-    frames = [{n: pl.DataFrame({"line": p.read_text(encoding="utf-8").split("\n")[:-1]}) for n, p in fs.items()}
-              for fs in files]
+    frames = [
+        {n: pl.DataFrame({"line": p.read_text(encoding="utf-8").split("\n")[:-1]}) for n, p in fs.items()}
+        for fs in files
+    ]
     step = max(_span_seconds(run) for run in runs) + 60
     per_replica = size_mb * 1e6 / replicas
-    copies = [max(1, math.ceil(per_replica / sum(p.stat().st_size for p in files[r % len(runs)].values())))
-              for r in range(replicas)]
+    copies = [
+        max(1, math.ceil(per_replica / sum(p.stat().st_size for p in files[r % len(runs)].values())))
+        for r in range(replicas)
+    ]
     gw_dirs = [out / f"gateway-{g:02d}" for g in range(gateways)]
     for g, d in enumerate(gw_dirs):
         d.mkdir()
@@ -199,14 +220,22 @@ def generate_fleet(out: Path, size_mb: float, replicas: int = 64, gateways: int 
                     lines_total += s.len()
             for (g, name), parts in sorted(merged.items()):
                 df = pl.DataFrame({"line": pl.concat(parts)})
-                df = (_sorted_by_time(df, r"msec=(\d+\.\d+)", True) if name == "nginx-access.log"
-                      else _sorted_by_time(df, r"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) ", False))
+                df = (
+                    _sorted_by_time(df, r"msec=(\d+\.\d+)", True)
+                    if name == "nginx-access.log"
+                    else _sorted_by_time(df, r"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) ", False)
+                )
                 written += _write(handles[g, name], df["line"])
     finally:
         for h in handles.values():
             h.close()
-    return {"bytes": written, "lines": lines_total, "replicas": replicas, "gateways": gateways,
-            "created": datetime.now().isoformat()}
+    return {
+        "bytes": written,
+        "lines": lines_total,
+        "replicas": replicas,
+        "gateways": gateways,
+        "created": datetime.now().isoformat(),
+    }
 
 
 def _write(handle, s: pl.Series) -> int:
@@ -227,7 +256,9 @@ def main() -> None:
         info = generate_fleet(a.out, a.size_mb, a.replicas, a.gateways, a.lab)
     else:
         info = generate(a.out, a.size_mb, a.replicas, a.lab)
-    print(f"wrote {info['bytes'] / 1e6:.1f} MB, {info['lines']:,} lines in {a.replicas} replica folders to {a.out}")
+    print(
+        f"wrote {info['bytes'] / 1e6:.1f} MB, {info['lines']:,} lines in {a.replicas} replica folders to {a.out}"
+    )
 
 
 if __name__ == "__main__":

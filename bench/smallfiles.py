@@ -24,7 +24,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-LAB = HERE.parents[1] / "shared" / "fixtures" / "lab"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import fixtures  # noqa: E402  (the lab recordings the repository carries, or $LOGSCOPE_SHARED's)
+
+LAB = fixtures.root() / "lab"
 RUNS = ("calm", "crash", "ladder", "orphan", "retry-storm", "spike", "v0-ladder")
 
 
@@ -111,7 +114,19 @@ def _timed(code: Path, src: Path, cmd: str, limit: float) -> dict:
     try:
         env = {**os.environ, "PYTHONPATH": str(code)}
         # -P: the code on PYTHONPATH, not the one in the current folder
-        args = ["timeout", str(limit), sys.executable, "-P", "-m", "logscope", cmd, str(src), "-o", str(out), "-q"]
+        args = [
+            "timeout",
+            str(limit),
+            sys.executable,
+            "-P",
+            "-m",
+            "logscope",
+            cmd,
+            str(src),
+            "-o",
+            str(out),
+            "-q",
+        ]
         if cmd == "analyze":
             args.append("--reparse")
         m = measure(args, env=env)
@@ -130,7 +145,9 @@ def main() -> int:
     ap.add_argument("--run", action="store_true", help="time logscope ingest and analyze on the folder")
     ap.add_argument("--against", help="a git revision to time beside this code, alternating")
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--limit", type=float, default=900, help="seconds after which a run is stopped (said '>')")
+    ap.add_argument(
+        "--limit", type=float, default=900, help="seconds after which a run is stopped (said '>')"
+    )
     a = ap.parse_args()
     n = write(a.dir, a.files)
     print(f"{n:,} files in {a.dir}")
@@ -156,8 +173,10 @@ def main() -> int:
         print("| code | command | s | ms per file | CPU s | peak RSS MB |\n|---|---|---:|---:|---:|---:|")
         for (label, cmd), m in best.items():
             more = ">" if m["stopped"] else ""
-            print(f"| {label} | {cmd} | {more}{m['seconds']:.1f} | {more}{1000 * m['seconds'] / n:.1f} | {m['cpu']:.1f} | "
-                  f"{m['rss']:.0f} |")
+            print(
+                f"| {label} | {cmd} | {more}{m['seconds']:.1f} | {more}{1000 * m['seconds'] / n:.1f} | {m['cpu']:.1f} | "
+                f"{m['rss']:.0f} |"
+            )
     return 0
 
 

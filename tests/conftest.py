@@ -1,24 +1,28 @@
-"""Shared test helpers. Real inputs only: ../shared/fixtures (skipped with a message when absent)
-and the lab recordings copied into samples/ and tests/data/."""
+"""Shared test helpers. Real inputs only: the recordings and public excerpts of ../shared/fixtures, carried
+in tests/data/fixtures (tests/fixtures.py), and the lab recordings copied into samples/ and tests/data/."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
+import fixtures
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("LOGSCOPE_SHARED", ROOT.parent / "shared"))
-LAB = SHARED / "fixtures" / "lab"
-PUBLIC = SHARED / "fixtures" / "vllm-public"
+FIXTURES = fixtures.root()  # laid out as ../shared/fixtures
+LAB = FIXTURES / "lab"
+PUBLIC = FIXTURES / "vllm-public"
+PUBLIC2 = FIXTURES / "public-2"
 DATA = ROOT / "tests" / "data"
 
 
 def need(path: Path) -> Path:
+    """A fixture the repository carries: its absence is a failure, never a skip."""
     if not path.exists():
-        pytest.skip(f"{path} is not here: the shared fixtures live beside the project (../shared); CI has them")
+        pytest.fail(
+            f"{path} is not here: tests/data/fixtures should carry it (python tests/fixtures.py bundle)"
+        )
     return path
 
 

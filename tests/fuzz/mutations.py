@@ -17,9 +17,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import fixtures
 import zstandard
 
-SHARED = Path(os.environ.get("LOGSCOPE_SHARED", Path(__file__).resolve().parents[3] / "shared"))  # as conftest
+SHARED = fixtures.root().parent  # as conftest: sources are named "fixtures/lab/..." under it
 LAB = SHARED / "fixtures" / "lab"
 PUBLIC = SHARED / "fixtures" / "vllm-public"
 CUT_MAX = 150_000  # bytes of a source kept (at a line's end): a case runs in seconds
@@ -28,19 +29,33 @@ SECRET = "db_password=fuzz-secret-7c2d"  # the text of a file out of the folder 
 # impossible or absurd values put where a log has a date, a time or a number
 BAD_DATES = ("2026-02-30", "2026-13-45", "0000-00-00", "9999-12-31", "1900-01-01", "2026-00-10")
 BAD_TIMES = ("99:99:99", "24:00:00", "23:59:60", "00:00:00", "-1:00:00")
-BAD_NUMBERS = ("1e400", "99999999999999999999999999", "-1", "NaN", "inf", "", "0x1F", "1,5", "-0", "1e-400",
-               "9223372036854775808")
+BAD_NUMBERS = (
+    "1e400",
+    "99999999999999999999999999",
+    "-1",
+    "NaN",
+    "inf",
+    "",
+    "0x1F",
+    "1,5",
+    "-0",
+    "1e-400",
+    "9223372036854775808",
+)
 # what a log line or a name may carry to a terminal or a page
 CONTROLS = ("\x1b]0;pwned\x07", "\x1b[2J", "\u202e", "\x1b[31m", "\x9b2J", "\x00", "\r", "\x08\x08\x08")
 ODD_NAMES = ("osc", "csi", "bidi", "markup", "newline", "dash", "long", "non-utf8", "space", "unicode", "tab")
 
 _DATE = re.compile(rb"\d{4}-\d{2}-\d{2}|\d{4}/\d{2}/\d{2}|\d{2}/[A-Z][a-z]{2}/\d{4}")
 _TIME = re.compile(rb"\d{2}:\d{2}:\d{2}")
-_MONTH_DAY = re.compile(rb"(?<=\b[IWED])\d{4}(?= )|(?<= )\d{2}-\d{2}(?= \d{2}:)")  # vLLM's 'INFO 11-29 08:25:05'
+_MONTH_DAY = re.compile(
+    rb"(?<=\b[IWED])\d{4}(?= )|(?<= )\d{2}-\d{2}(?= \d{2}:)"
+)  # vLLM's 'INFO 11-29 08:25:05'
 _NUMBER = re.compile(rb"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 
 
 # -- operations on the bytes ------------------------------------------------------------------------------
+
 
 def truncate(data: bytes, at: int) -> bytes:
     return data[:at]
@@ -48,26 +63,26 @@ def truncate(data: bytes, at: int) -> bytes:
 
 def splice(data: bytes, source: str, start: int, length: int, at: int) -> bytes:
     """Bytes of another real file put in at a line's start (a log written to by two processes)."""
-    other = (SHARED / source).read_bytes()[start:start + length]
+    other = (SHARED / source).read_bytes()[start : start + length]
     cut = _line_start(data, at)
     return data[:cut] + other + data[cut:]
 
 
 def dup_lines(data: bytes, line: int, count: int, times: int) -> bytes:
     lines = data.split(b"\n")
-    block = lines[line:line + count]
-    return b"\n".join(lines[:line + count] + block * times + lines[line + count:])
+    block = lines[line : line + count]
+    return b"\n".join(lines[: line + count] + block * times + lines[line + count :])
 
 
 def reverse_lines(data: bytes, line: int, count: int) -> bytes:
     lines = data.split(b"\n")
-    return b"\n".join(lines[:line] + lines[line:line + count][::-1] + lines[line + count:])
+    return b"\n".join(lines[:line] + lines[line : line + count][::-1] + lines[line + count :])
 
 
 def glue_lines(data: bytes, line: int, count: int) -> bytes:
     """``count`` lines from ``line`` on written without their newlines (a lost flush)."""
     lines = data.split(b"\n")
-    return b"\n".join(lines[:line] + [b"".join(lines[line:line + count])] + lines[line + count:])
+    return b"\n".join(lines[:line] + [b"".join(lines[line : line + count])] + lines[line + count :])
 
 
 def giant_line(data: bytes, line: int, size: int) -> bytes:
@@ -127,8 +142,12 @@ def compress(data: bytes, kind: str, keep: float) -> bytes:
     as they are (a .gz name on plain text)."""
     if kind == "plain":
         return data
-    packed = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress,
-              "zst": lambda d: zstandard.ZstdCompressor().compress(d)}[kind](data)
+    packed = {
+        "gz": gzip.compress,
+        "bz2": bz2.compress,
+        "xz": lzma.compress,
+        "zst": lambda d: zstandard.ZstdCompressor().compress(d),
+    }[kind](data)
     return packed[: max(1, int(len(packed) * keep))] if keep < 1 else packed
 
 
@@ -136,8 +155,24 @@ def empty(data: bytes, whitespace: bool) -> bytes:
     return b"  \n\t\n\n" if whitespace else b""
 
 
-OPS = {f.__name__: f for f in (truncate, splice, dup_lines, reverse_lines, glue_lines, giant_line, nuls,
-                               bad_dates, bad_numbers, controls, encode, line_ends, empty)}
+OPS = {
+    f.__name__: f
+    for f in (
+        truncate,
+        splice,
+        dup_lines,
+        reverse_lines,
+        glue_lines,
+        giant_line,
+        nuls,
+        bad_dates,
+        bad_numbers,
+        controls,
+        encode,
+        line_ends,
+        empty,
+    )
+}
 
 
 def _line_start(data: bytes, at: int) -> int:
@@ -157,19 +192,28 @@ def _every(pattern: re.Pattern, data: bytes, value: bytes, every: int) -> bytes:
 
 # -- names ---------------------------------------------------------------------------------------------------
 
+
 def odd_name(name: str, kind: str) -> str:
     """``name`` made odd the way a collection script or an attacker names files."""
     stem, dot, ext = name.partition(".")
     odd = {
-        "osc": f"{stem}\x1b]0;pwned\x07", "csi": f"{stem}\x1b[2J", "bidi": f"{stem}\u202e",
-        "markup": f"[bold red]{stem}[/]", "newline": f"{stem}\nfake", "dash": f"-{stem}",
-        "long": stem + "x" * (200 - len(name)), "non-utf8": stem + os.fsdecode(b"\xff\xfe"),
-        "space": f" {stem} ", "unicode": f"{stem}-日本語", "tab": f"{stem}\t",
+        "osc": f"{stem}\x1b]0;pwned\x07",
+        "csi": f"{stem}\x1b[2J",
+        "bidi": f"{stem}\u202e",
+        "markup": f"[bold red]{stem}[/]",
+        "newline": f"{stem}\nfake",
+        "dash": f"-{stem}",
+        "long": stem + "x" * (200 - len(name)),
+        "non-utf8": stem + os.fsdecode(b"\xff\xfe"),
+        "space": f" {stem} ",
+        "unicode": f"{stem}-日本語",
+        "tab": f"{stem}\t",
     }[kind]
     return odd + dot + ext
 
 
 # -- cases ---------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class FileSpec:
@@ -192,7 +236,9 @@ class Case:
 
     @staticmethod
     def from_json(d: dict) -> Case:
-        return Case([FileSpec(**{**f, "ops": [tuple(o) for o in f["ops"]]}) for f in d["files"]], d.get("link", False))
+        return Case(
+            [FileSpec(**{**f, "ops": [tuple(o) for o in f["ops"]]}) for f in d["files"]], d.get("link", False)
+        )
 
 
 def corpus() -> list[str]:
@@ -266,16 +312,36 @@ def _draw_file(rng: random.Random, sources: list[str]) -> FileSpec:
 
 def _draw_op(rng: random.Random, sources: list[str], keep: int, n_lines: int) -> tuple[str, dict]:
     line = rng.randrange(n_lines)
-    op = rng.choice(("truncate", "splice", "dup_lines", "reverse_lines", "glue_lines", "giant_line", "nuls",
-                     "bad_dates", "bad_dates", "bad_numbers", "bad_numbers", "controls", "encode", "line_ends",
-                     "empty"))
+    op = rng.choice(
+        (
+            "truncate",
+            "splice",
+            "dup_lines",
+            "reverse_lines",
+            "glue_lines",
+            "giant_line",
+            "nuls",
+            "bad_dates",
+            "bad_dates",
+            "bad_numbers",
+            "bad_numbers",
+            "controls",
+            "encode",
+            "line_ends",
+            "empty",
+        )
+    )
     p: dict
     if op == "truncate":
         p = {"at": rng.randrange(keep + 1)}
     elif op == "splice":
         other = rng.choice(sources)
-        p = {"source": other, "start": rng.randrange(max((SHARED / other).stat().st_size - 1, 1)),
-             "length": rng.choice((40, 500, 5000)), "at": rng.randrange(keep + 1)}
+        p = {
+            "source": other,
+            "start": rng.randrange(max((SHARED / other).stat().st_size - 1, 1)),
+            "length": rng.choice((40, 500, 5000)),
+            "at": rng.randrange(keep + 1),
+        }
     elif op == "dup_lines":
         p = {"line": line, "count": rng.choice((1, 5, 50)), "times": rng.choice((1, 2, 10))}
     elif op in ("reverse_lines", "glue_lines"):
@@ -286,7 +352,9 @@ def _draw_op(rng: random.Random, sources: list[str], keep: int, n_lines: int) ->
         p = {"at": rng.randrange(keep + 1), "count": rng.choice((1, 16))}
     elif op == "bad_dates":
         what = rng.choice(("date", "time", "month_day"))
-        values = {"date": BAD_DATES, "time": BAD_TIMES, "month_day": ("13-45", "02-30", "00-00", "99-99")}[what]
+        values = {"date": BAD_DATES, "time": BAD_TIMES, "month_day": ("13-45", "02-30", "00-00", "99-99")}[
+            what
+        ]
         p = {"what": what, "value": rng.choice(values), "every": rng.choice((1, 3, 50))}
     elif op == "bad_numbers":
         p = {"value": rng.choice(BAD_NUMBERS), "every": rng.choice((1, 7, 101))}
