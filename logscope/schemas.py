@@ -344,6 +344,78 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "value": (F, "concurrency level or request rate"),
         "anchoring": (S, "how wall-clock times were obtained (exact, anchored: ..., unverified)"),
     },
+    # ---- traces (parsers/_spans.py: OTLP JSON, Jaeger, Zipkin, ConsoleSpanExporter, Collector debug) ----
+    "spans": {
+        "trace_id": (
+            S,
+            "trace id, 32 lowercase hex (a 64-bit Zipkin/Jaeger id padded with zeros, as traceparent has it)",
+        ),
+        "span_id": (S, "span id, 16 lowercase hex"),
+        "parent_span_id": (S, "parent span id; null for a root span (or an all-zero parent)"),
+        "name": (S, "span name (vLLM 'llm_request', SGLang 'Req <rid>', httpx 'POST', ...)"),
+        "service": (S, "service.name of the resource (Zipkin localEndpoint, Jaeger process)"),
+        "kind": (S, "client | server | internal | producer | consumer | unspecified"),
+        "layer": (
+            S,
+            "client | gateway | engine | other: engine when it carries vLLM's/SGLang's request attributes or is "
+            "an engine service's; gateway by its service (nginx, envoy, litellm, ...); client for CLIENT spans "
+            "and their caller's request span",
+        ),
+        "role": (
+            S,
+            "request (a client's logical request, a gateway's server span, the engine's request span) | attempt "
+            "(an HTTP CLIENT span: one try) | phase (an engine span under its request span: queue, prefill, "
+            "decode) | startup (engine spans in traces holding no request: model loading, the cold start) | other",
+        ),
+        "start": (TS, "span start (UTC)"),
+        "end": (TS, "span end (UTC)"),
+        "duration_s": (F, "end - start"),
+        "status": (S, "ok | error | unset"),
+        "status_message": (S, "status description when written"),
+        "request_id": (
+            S,
+            "the request it names: gen_ai.request.id (else gen_ai.response.id; SGLang: the rid of 'Req <rid>')",
+        ),
+        "base_request_id": (
+            S,
+            "request_id as sent in X-Request-Id (cmpl-/chatcmpl- prefix and -0-<8hex> suffix stripped)",
+        ),
+        "http_method": (S, "http.request.method (http.method)"),
+        "http_status": (I, "http.response.status_code (http.status_code)"),
+        "resend_count": (I, "http.request.resend_count: the retry this attempt is (null on a first try)"),
+        "url": (S, "url.full (http.url, http.target, url.path)"),
+        "server_address": (S, "server.address (net.peer.name, http.host)"),
+        "model": (S, "gen_ai.response.model (gen_ai.request.model, OpenInference llm.model_name)"),
+        "max_tokens": (I, "gen_ai.request.max_tokens"),
+        "prompt_tokens": (
+            I,
+            "gen_ai.usage.prompt_tokens (input_tokens; OpenInference llm.token_count.prompt)",
+        ),
+        "output_tokens": (
+            I,
+            "gen_ai.usage.completion_tokens (output_tokens; OpenInference llm.token_count.completion)",
+        ),
+        "queue_s": (F, "gen_ai.latency.time_in_queue: seconds waiting in the engine's queue (clock engine)"),
+        "ttft_s": (
+            F,
+            "gen_ai.latency.time_to_first_token (else the first-token event's time - start; clock engine)",
+        ),
+        "e2e_s": (F, "gen_ai.latency.e2e: seconds from arrival to the last token (clock engine)"),
+        "prefill_s": (F, "gen_ai.latency.time_in_model_prefill"),
+        "decode_s": (F, "gen_ai.latency.time_in_model_decode"),
+        "inference_s": (F, "gen_ai.latency.time_in_model_inference"),
+        "openinference_kind": (S, "openinference.span.kind (LLM, CHAIN, ...)"),
+        "first_token_ts": (TS, "time of a first-token event on the span"),
+        "events": (S, "the span's event names, comma-separated"),
+        "attributes": (
+            pl.List(pl.Struct({"key": S, "value": S})),
+            "the other attributes, as key/value text (lists and maps as JSON)",
+        ),
+        "scope": (S, "instrumentation scope name"),
+        "source": (S, "input file"),
+        "replica": (S, "the file's replica"),
+        "line_no": (I, "1-based line of the span's record (of the export holding it, for JSON lines)"),
+    },
     # ---- correlation stage (logscope/correlate) ----
     "requests": {
         "logical_request_id": (
