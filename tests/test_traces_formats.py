@@ -9,9 +9,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import DATA, ingest_files
 
 import parsers
+from conftest import DATA, ingest_files
 
 T = DATA / "traces"
 
@@ -50,7 +50,12 @@ def test_otlp_vllm_span_figures(tmp_path: Path) -> None:
     assert eng["name"] == "llm_request" and eng["role"] == "request" and eng["kind"] == "server"
     assert eng["request_id"] == "cmpl-storm-r-00007-0-9f2c1a7e" and eng["base_request_id"] == "storm-r-00007"
     assert (eng["queue_s"], eng["ttft_s"], eng["e2e_s"]) == (0.004, 0.011, 0.03)
-    assert (eng["prompt_tokens"], eng["output_tokens"], eng["max_tokens"], eng["model"]) == (128, 64, 64, "tiny")
+    assert (eng["prompt_tokens"], eng["output_tokens"], eng["max_tokens"], eng["model"]) == (
+        128,
+        64,
+        64,
+        "tiny",
+    )
     assert eng["first_token_ts"] is not None and eng["events"] == "first_token"
     # the engine span's parent is the client's second attempt (the one carrying traceparent)
     att = sp.filter(pl.col("role") == "attempt").sort("start")
@@ -102,7 +107,12 @@ def test_debug_exporter_both_eras(tmp_path: Path) -> None:
     assert root["name"] == "GET /anything" and root["http_status"] == 200 and root["layer"] == "gateway"
     assert root["duration_s"] == pytest.approx(0.00183808, abs=1e-6)
     old = sp.filter(pl.col("source") == "otel-io-python-2022.txt").row(0, named=True)
-    assert (old["kind"], old["status"], old["http_status"], old["url"]) == ("server", "unset", 200, "/rolldice")
+    assert (old["kind"], old["status"], old["http_status"], old["url"]) == (
+        "server",
+        "unset",
+        200,
+        "/rolldice",
+    )
     assert str(old["start"]) == "2022-04-30 18:46:43.300618+00:00"
 
 
