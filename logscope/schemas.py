@@ -257,6 +257,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "user_agent": (S, "client user agent"),
         "port": (I, "gateway listener port"),
         "line_no": (I, "1-based line number"),
+        "traceparent": (S, "the W3C traceparent the caller sent ($http_traceparent), when logged"),
     },
     "gateway_errors": {
         "ts": (TS, "time (UTC)"),
@@ -312,6 +313,14 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "grouping_confidence": (F, "0..1 confidence of the attempt->logical grouping"),
         "url": (S, "URL or path"),
         "line_no": (I, "1-based line number of the attempt's first line"),
+        "trace_id": (
+            S,
+            "trace id of the attempt when the client traced it (the traced lab client's records)",
+        ),
+        "span_id": (
+            S,
+            "span id of the attempt's HTTP CLIENT span (the parent id in the traceparent it sent)",
+        ),
     },
     "client_requests": {
         "logical_request_id": (S, "logical request id"),
@@ -454,6 +463,50 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "orphan_s": (F, "seconds of server work done after the caller gave up"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "client phase / bench step"),
+    },
+    "request_spans": {
+        "logical_request_id": (S, "the logical request (requests.parquet) the spans belong to"),
+        "trace_id": (S, "its trace"),
+        "joined_by": (
+            S,
+            "what joined the trace to the request: trace_id (client) | trace_id (gateway) (the traceparent it "
+            "logged) | request_id (engine span) (gen_ai.request.id against the X-Request-Id), and 'parent span' "
+            "when the engine span is a child of the client's attempt span",
+        ),
+        "attempt_spans": (I, "client attempt spans (HTTP CLIENT spans) of the request"),
+        "attempt_statuses": (S, "their HTTP statuses in order, '-' for none (clock client, source spans)"),
+        "resend_count_max": (I, "the highest http.request.resend_count: the retries the client's spans name"),
+        "attempts_without_engine": (I, "client attempts with no engine span under them"),
+        "no_engine_reason": (
+            S,
+            "for those: 'never reached an engine: the gateway answered 502 ...' | 'spans lost: reached <replica> "
+            "... and <replica> logged <death> at T' | 'reached ... not exported' | 'unknown: ...'",
+        ),
+        "client_start": (TS, "first client attempt span start"),
+        "client_end": (TS, "last client attempt span end"),
+        "gateway_spans": (I, "gateway spans in its trace"),
+        "engine_spans": (I, "engine request spans in its trace (one per execution)"),
+        "engine_service": (S, "service of the last engine span (the replica)"),
+        "engine_request_id": (S, "its gen_ai.request.id"),
+        "span_queue_s": (F, "the last engine span's time in queue (clock engine, source spans)"),
+        "span_ttft_s": (F, "its time to first token (clock engine, source spans)"),
+        "span_e2e_s": (F, "its e2e (clock engine, source spans)"),
+        "span_prefill_s": (F, "its prefill time (clock engine, source spans)"),
+        "span_decode_s": (F, "its decode time (clock engine, source spans)"),
+        "engine_start": (TS, "the last engine span's start"),
+        "engine_end": (TS, "its end"),
+        "before_engine_s": (
+            F,
+            "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
+            "clocks: an offset between them is in it)",
+        ),
+        "engine_clock": (S, "'engine': the clock of span_* figures"),
+        "attempt_clock": (S, "'client': the clock of the attempt figures"),
+        "latency_source": (S, "'spans'"),
+        "ts_start": (TS, "the request's start (requests.parquet)"),
+        "ts_end": (TS, "its end"),
+        "status": (I, "its final status"),
+        "outcome": (S, "its outcome"),
     },
     "windows": {
         "ts": (TS, "window start (UTC)"),
