@@ -257,6 +257,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "user_agent": (S, "client user agent"),
         "port": (I, "gateway listener port"),
         "line_no": (I, "1-based line number"),
+        "traceparent": (S, "the W3C traceparent the caller sent ($http_traceparent), when logged"),
     },
     "gateway_errors": {
         "ts": (TS, "time (UTC)"),
@@ -312,6 +313,14 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "grouping_confidence": (F, "0..1 confidence of the attempt->logical grouping"),
         "url": (S, "URL or path"),
         "line_no": (I, "1-based line number of the attempt's first line"),
+        "trace_id": (
+            S,
+            "trace id of the attempt when the client traced it (the traced lab client's records)",
+        ),
+        "span_id": (
+            S,
+            "span id of the attempt's HTTP CLIENT span (the parent id in the traceparent it sent)",
+        ),
     },
     "client_requests": {
         "logical_request_id": (S, "logical request id"),
@@ -343,6 +352,78 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "mode": (S, "concurrency | rate"),
         "value": (F, "concurrency level or request rate"),
         "anchoring": (S, "how wall-clock times were obtained (exact, anchored: ..., unverified)"),
+    },
+    # ---- traces (parsers/_spans.py: OTLP JSON, Jaeger, Zipkin, ConsoleSpanExporter, Collector debug) ----
+    "spans": {
+        "trace_id": (
+            S,
+            "trace id, 32 lowercase hex (a 64-bit Zipkin/Jaeger id padded with zeros, as traceparent has it)",
+        ),
+        "span_id": (S, "span id, 16 lowercase hex"),
+        "parent_span_id": (S, "parent span id; null for a root span (or an all-zero parent)"),
+        "name": (S, "span name (vLLM 'llm_request', SGLang 'Req <rid>', httpx 'POST', ...)"),
+        "service": (S, "service.name of the resource (Zipkin localEndpoint, Jaeger process)"),
+        "kind": (S, "client | server | internal | producer | consumer | unspecified"),
+        "layer": (
+            S,
+            "client | gateway | engine | other: engine when it carries vLLM's/SGLang's request attributes or is "
+            "an engine service's; gateway by its service (nginx, envoy, litellm, ...); client for CLIENT spans "
+            "and their caller's request span",
+        ),
+        "role": (
+            S,
+            "request (a client's logical request, a gateway's server span, the engine's request span) | attempt "
+            "(an HTTP CLIENT span: one try) | phase (an engine span under its request span: queue, prefill, "
+            "decode) | startup (engine spans in traces holding no request: model loading, the cold start) | other",
+        ),
+        "start": (TS, "span start (UTC)"),
+        "end": (TS, "span end (UTC)"),
+        "duration_s": (F, "end - start"),
+        "status": (S, "ok | error | unset"),
+        "status_message": (S, "status description when written"),
+        "request_id": (
+            S,
+            "the request it names: gen_ai.request.id (else gen_ai.response.id; SGLang: the rid of 'Req <rid>')",
+        ),
+        "base_request_id": (
+            S,
+            "request_id as sent in X-Request-Id (cmpl-/chatcmpl- prefix and -0-<8hex> suffix stripped)",
+        ),
+        "http_method": (S, "http.request.method (http.method)"),
+        "http_status": (I, "http.response.status_code (http.status_code)"),
+        "resend_count": (I, "http.request.resend_count: the retry this attempt is (null on a first try)"),
+        "url": (S, "url.full (http.url, http.target, url.path)"),
+        "server_address": (S, "server.address (net.peer.name, http.host)"),
+        "model": (S, "gen_ai.response.model (gen_ai.request.model, OpenInference llm.model_name)"),
+        "max_tokens": (I, "gen_ai.request.max_tokens"),
+        "prompt_tokens": (
+            I,
+            "gen_ai.usage.prompt_tokens (input_tokens; OpenInference llm.token_count.prompt)",
+        ),
+        "output_tokens": (
+            I,
+            "gen_ai.usage.completion_tokens (output_tokens; OpenInference llm.token_count.completion)",
+        ),
+        "queue_s": (F, "gen_ai.latency.time_in_queue: seconds waiting in the engine's queue (clock engine)"),
+        "ttft_s": (
+            F,
+            "gen_ai.latency.time_to_first_token (else the first-token event's time - start; clock engine)",
+        ),
+        "e2e_s": (F, "gen_ai.latency.e2e: seconds from arrival to the last token (clock engine)"),
+        "prefill_s": (F, "gen_ai.latency.time_in_model_prefill"),
+        "decode_s": (F, "gen_ai.latency.time_in_model_decode"),
+        "inference_s": (F, "gen_ai.latency.time_in_model_inference"),
+        "openinference_kind": (S, "openinference.span.kind (LLM, CHAIN, ...)"),
+        "first_token_ts": (TS, "time of a first-token event on the span"),
+        "events": (S, "the span's event names, comma-separated"),
+        "attributes": (
+            pl.List(pl.Struct({"key": S, "value": S})),
+            "the other attributes, as key/value text (lists and maps as JSON)",
+        ),
+        "scope": (S, "instrumentation scope name"),
+        "source": (S, "input file"),
+        "replica": (S, "the file's replica"),
+        "line_no": (I, "1-based line of the span's record (of the export holding it, for JSON lines)"),
     },
     # ---- correlation stage (logscope/correlate) ----
     "requests": {
@@ -382,6 +463,50 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "orphan_s": (F, "seconds of server work done after the caller gave up"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "client phase / bench step"),
+    },
+    "request_spans": {
+        "logical_request_id": (S, "the logical request (requests.parquet) the spans belong to"),
+        "trace_id": (S, "its trace"),
+        "joined_by": (
+            S,
+            "what joined the trace to the request: trace_id (client) | trace_id (gateway) (the traceparent it "
+            "logged) | request_id (engine span) (gen_ai.request.id against the X-Request-Id), and 'parent span' "
+            "when the engine span is a child of the client's attempt span",
+        ),
+        "attempt_spans": (I, "client attempt spans (HTTP CLIENT spans) of the request"),
+        "attempt_statuses": (S, "their HTTP statuses in order, '-' for none (clock client, source spans)"),
+        "resend_count_max": (I, "the highest http.request.resend_count: the retries the client's spans name"),
+        "attempts_without_engine": (I, "client attempts with no engine span under them"),
+        "no_engine_reason": (
+            S,
+            "for those: 'never reached an engine: the gateway answered 502 ...' | 'spans lost: reached <replica> "
+            "... and <replica> logged <death> at T' | 'reached ... not exported' | 'unknown: ...'",
+        ),
+        "client_start": (TS, "first client attempt span start"),
+        "client_end": (TS, "last client attempt span end"),
+        "gateway_spans": (I, "gateway spans in its trace"),
+        "engine_spans": (I, "engine request spans in its trace (one per execution)"),
+        "engine_service": (S, "service of the last engine span (the replica)"),
+        "engine_request_id": (S, "its gen_ai.request.id"),
+        "span_queue_s": (F, "the last engine span's time in queue (clock engine, source spans)"),
+        "span_ttft_s": (F, "its time to first token (clock engine, source spans)"),
+        "span_e2e_s": (F, "its e2e (clock engine, source spans)"),
+        "span_prefill_s": (F, "its prefill time (clock engine, source spans)"),
+        "span_decode_s": (F, "its decode time (clock engine, source spans)"),
+        "engine_start": (TS, "the last engine span's start"),
+        "engine_end": (TS, "its end"),
+        "before_engine_s": (
+            F,
+            "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
+            "clocks: an offset between them is in it)",
+        ),
+        "engine_clock": (S, "'engine': the clock of span_* figures"),
+        "attempt_clock": (S, "'client': the clock of the attempt figures"),
+        "latency_source": (S, "'spans'"),
+        "ts_start": (TS, "the request's start (requests.parquet)"),
+        "ts_end": (TS, "its end"),
+        "status": (I, "its final status"),
+        "outcome": (S, "its outcome"),
     },
     "windows": {
         "ts": (TS, "window start (UTC)"),

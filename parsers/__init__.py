@@ -35,6 +35,11 @@ _MODULES = (
     "vllm_bench",
     "aiperf",
     "guidellm",
+    "otlp_json",
+    "jaeger_json",
+    "zipkin_json",
+    "otel_console",
+    "otel_debug",
 )
 
 MIN_CONFIDENCE = 0.3

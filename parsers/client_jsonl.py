@@ -39,7 +39,18 @@ SAMPLES = [
     '{"kind": "phase_start", "t": 1795940954.7197623, "client": "storm", "phase": 0, "mode": "r", "value": 1.5, "duration_s": 45.0}',
 ]
 
-LAB_KINDS = ["attempt_send", "attempt_response", "request", "phase_start", "phase_end", "client_done"]
+# the traced lab client (../shared/lab/lab_client_traced.py) adds each attempt's span (attempt_span: its trace and
+# span ids, the traceparent it sent) and the flush of its spans at the end
+LAB_KINDS = [
+    "attempt_send",
+    "attempt_response",
+    "attempt_span",
+    "request",
+    "phase_start",
+    "phase_end",
+    "client_done",
+    "spans_flushed",
+]
 GENERIC_COLUMNS = [
     "ts_start",
     "ts_end",
@@ -79,14 +90,14 @@ _LAB_KEYS = [
     "value",
     "duration_s",
 ]
-KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase"]))
+KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase", "trace_id", "span_id"]))
 DTYPE = pl.Struct({k: pl.String for k in KEYS})
 # the lab client's attempt records, most of its lines, hold only these keys (and only these are read of them):
 # decoded with these alone, as the decoder's cost grows with the fields asked for (a 4 MiB chunk of the storm's
 # records: 21 ms with all 38, 11-12 ms with 7)
 ATTEMPT_KINDS = ["attempt_send", "attempt_response"]
 ATTEMPT_DTYPE = pl.Struct(
-    {k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status"]}
+    {k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status", "trace_id"]}
 )
 _ATTEMPT_HINT = r'"kind"\s*:\s*"attempt_(?:send|response)"'
 # a JSON object line, '^\s*\{.*\}\s*$' as two anchored tests (several times cheaper than its '.*'; the same on
@@ -290,7 +301,7 @@ def _lab(lab: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Data
     if ph.height:
         prev = state.get("lab_phases")
         state["lab_phases"] = pl.concat([prev, ph]) if prev is not None else ph
-    rows = lab.filter(pl.col("kind").is_in(["attempt_send", "attempt_response", "request"]))
+    rows = lab.filter(pl.col("kind").is_in(["attempt_send", "attempt_response", "attempt_span", "request"]))
     prev = state.get("lab_pending")
     pend = pl.concat([prev, rows]) if prev is not None else rows
     return _lab_flush(pend, ctx, state, final=False)
@@ -347,8 +358,16 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             "line_no",
             "seq",
             ts_expr("t", ctx.tz).alias("ts_start"),
+            pl.col("trace_id") if "trace_id" in ready.columns else pl.lit(None, pl.String).alias("trace_id"),
         )
         .unique([*k, "rc"], keep="first")
+    )
+    spans = (
+        ready.filter(pl.col("kind") == "attempt_span")
+        .select(*k, _i("retry_count").alias("rc"), pl.col("trace_id").alias("s_trace"), "span_id")
+        .unique([*k, "rc"], keep="first")
+        if "span_id" in ready.columns
+        else None
     )
     resp = (
         ready.filter(pl.col("kind") == "attempt_response")
@@ -362,6 +381,15 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
     )
     att = (
         send.join(resp, on=[*k, "rc"], how="left")
+        .join(
+            spans
+            if spans is not None
+            else send.select(*k, "rc")
+            .clear()
+            .with_columns(pl.lit(None, pl.String).alias("s_trace"), pl.lit(None, pl.String).alias("span_id")),
+            on=[*k, "rc"],
+            how="left",
+        )
         .join(req, on=k, how="left")
         .sort(*k, "rc")
         .with_columns(
@@ -390,6 +418,8 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         pl.lit(1.0).alias("grouping_confidence"),
         "url",
         "line_no",
+        pl.coalesce("s_trace", "trace_id").alias("trace_id"),
+        "span_id",
     )
     n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
     requests = (

@@ -48,6 +48,11 @@ def run(out: Path, options) -> dict:
         res.requests.write_parquet(out / "requests.parquet")
     if rng:
         res.summary["range"] = rng.doc()
+    from . import traces  # spans joined to the requests (request_spans.parquet), when the folder has spans
+
+    tr = traces.run(out)
+    if tr is not None:
+        res.summary["traces"] = tr
     res.windows.write_parquet(out / "windows.parquet")
     res.clock_offsets.write_parquet(out / "clock_offsets.parquet")
     (out / "correlation.json").write_text(dumps(res.summary))
