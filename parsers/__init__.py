@@ -35,6 +35,7 @@ _MODULES = (
     "vllm_bench",
     "aiperf",
     "guidellm",
+    "kernel_log",  # the platform around the engine (issue #40)
 )
 
 MIN_CONFIDENCE = 0.3
