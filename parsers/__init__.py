@@ -36,6 +36,7 @@ _MODULES = (
     "aiperf",
     "guidellm",
     "kernel_log",  # the platform around the engine (issue #40)
+    "k8s_kubectl",
 )
 
 MIN_CONFIDENCE = 0.3

@@ -16,11 +16,9 @@ from ._common import ascii_classes
 
 # a kubectl age: up to three unit groups (HumanDuration prints two; 'x1101 over 12h' too)
 AGE = ascii_classes(r"(?:\d+[ydhms])+")
-_UNIT_S = {"y": 365 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_UNIT_S = {"y": 365.0 * 86400, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 _QTY = ascii_classes(r"^([0-9]+(?:\.[0-9]+)?)([KMGTPE]i?|[kmu]|e[0-9]+)?$")
-_QTY_MULT = {
-    None: 1,
-    "": 1,
+_QTY_MULT: dict[str, float] = {
     "k": 1e3,
     "K": 1e3,
     "M": 1e6,
@@ -28,12 +26,12 @@ _QTY_MULT = {
     "T": 1e12,
     "P": 1e15,
     "E": 1e18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
     "m": 1e-3,
 }
 

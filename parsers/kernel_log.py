@@ -47,7 +47,7 @@ SAMPLES = [
 
 _MON = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _DAY = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
-_ISO_DMESG = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+(?:Z|[+-]\d\d:?\d\d)"
+_ISO_DMESG = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d"  # dmesg: a comma, always an offset
 _ISO_SYSLOG = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
 _BSD = rf"(?:{_MON}) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
 # the header: a markdown quote, then one time form, then the kernel's seconds since boot; the message is the rest
