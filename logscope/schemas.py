@@ -578,7 +578,8 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "title": (S, "one line"),
         "kind": (
             S,
-            "crash | startup | stall | orphans | retries | pressure | errors | latency | ladder | other",
+            "crash | platform (the kernel's, Kubernetes' or the GPUs' records) | startup | stall | orphans | retries | "
+            "pressure | errors | latency | ladder | other",
         ),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),

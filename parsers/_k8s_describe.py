@@ -60,7 +60,7 @@ def describe(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         .alias("_pod"),
         pl.when(key == "Namespace").then(pl.col("val")).forward_fill().alias("_ns"),
         pl.when(key == "Node").then(pl.col("val").str.replace(r"/.*$", "")).forward_fill().alias("_node"),
-        (key == "Name").cum_sum().alias("_pg"),
+        (key == "Name").fill_null(False).cum_sum().alias("_pg"),
         pl.when(is_ctr).then(pl.col("ctr")).alias("_ctr"),
         pl.when(key.is_in(_STATE_KEYS))
         .then(key)
@@ -78,7 +78,7 @@ def describe(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         .then(pl.lit(""))
         .forward_fill()
         .alias("_lblk"),
-        key.is_in(_STATE_KEYS).cum_sum().alias("_blk"),
+        key.is_in(_STATE_KEYS).fill_null(False).cum_sum().alias("_blk"),
     ).with_columns(
         pl.col("_ctr").forward_fill().over("_pg"),
         pl.col("_ns").forward_fill(),
