@@ -438,7 +438,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     head = _headline(main)
     if (
         top is not None
-        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors")
+        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
         and top["severity"] in ("critical", "high", "medium")
     ):
         # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
