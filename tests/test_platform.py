@@ -3,6 +3,7 @@ accounted. Real excerpts only (tests/data/platform/INDEX.md)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -120,3 +121,108 @@ def test_kubectl_oomkilled_and_restarts(ingested):
         2**30,
         1,
     )
+
+
+def _analyze(tmp_path: Path, *names: str, extra: tuple[Path, ...] = ()) -> tuple[Path, dict]:
+    from logscope.api import AnalyzeOptions, analyze
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in names:
+        shutil.copy2(PLATFORM / n, src / n)
+    for p in extra:
+        shutil.copy2(p, src / p.name)
+    out = tmp_path / "out"
+    analyze(src, out, AnalyzeOptions())
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def test_a_folder_of_kubectl_outputs_alone_names_the_probe_kill(tmp_path):
+    """llm-d-inference-sim#45: get all + describe Events, nothing else: 'restarted 6 times: liveness probe 404, then
+    Killing', never 'Nothing to diagnose'; summary.json, summary.md and the terminal's verdict say the same."""
+    out, s = _analyze(
+        tmp_path,
+        "k8s-get-all-describe-liveness-404-llm-d-inference-sim-45.txt",
+        "k8s-describe-events-liveness-404-llm-d-inference-sim-45.txt",
+    )
+    top = s["findings"][0]
+    diag = json.loads((out / "diagnosis.json").read_text())
+    assert top["severity"] == "critical" and diag["findings"][0]["kind"] == "platform"
+    assert (
+        "restarted 6 times" in top["title"] and "liveness probe HTTP 404 (3×), then Killing" in top["title"]
+    )
+    assert "a guess" in top["title"]  # the events name no pod: the folder's only pod, said as a guess
+    assert "/health" in top["next_test"]
+    assert "line 3: Killing" in top["evidence"]
+    assert not any(f["title"].startswith("Nothing to diagnose") for f in s["findings"])
+    assert s["verdict"][0].rstrip(".") == top["title"]
+    assert top["title"] in (out / "summary.md").read_text()
+
+
+def test_probe_timeouts_get_the_saturated_server_advice(tmp_path):
+    _, s = _analyze(tmp_path, "k8s-describe-events-liveness-timeout-kubernetes-115469.txt")
+    live = next(f for f in s["findings"] if "liveness probe timeout (44×)" in f["title"])
+    assert live["severity"] == "high"  # failing, no Killing in the excerpt
+    assert "timeoutSeconds the saturated server meets" in live["next_test"] and "/health" in live["next_test"]
+    ready = next(f for f in s["findings"] if "readiness probe timeout (49×)" in f["title"])
+    assert ready["severity"] == "medium"
+
+
+def test_an_oomkilled_pod_is_named_as_such(tmp_path):
+    _, s = _analyze(
+        tmp_path,
+        "k8s-describe-container-oomkilled-137-troubleshoot-1301.txt",
+        "k8s-get-pods-oomkilled-hmcts-28772.txt",
+    )
+    titles = [f["title"] for f in s["findings"]]
+    assert "Container kotsadm killed by Kubernetes at 19:27:10 (memory limit unknown)" in titles
+    assert (
+        "Pod tax-tribunals-application-base-74464f6b98-2kj6g: OOMKilled, restarted 4 times (the last 57 s before the capture)"
+        in titles
+    )
+    kill = next(f for f in s["findings"] if f["title"].startswith("Container kotsadm"))
+    assert "Exit Code 137" in kill["evidence"] and "not device memory" in kill["cause"]
+
+
+def test_a_kernel_oom_kill_not_of_a_server_is_not_tied_to_one(tmp_path):
+    """A real vLLM log (the lab's spike) beside a real kernel OOM excerpt of another machine: the killed pid is none of
+    the server's, so the kill stays apart and no death is added to the server."""
+    from conftest import LAB
+
+    _, s = _analyze(
+        tmp_path, "kernel-dmesg-iso-oom-global-ert-7797.log", extra=(LAB / "spike" / "vllm-server.log",)
+    )
+    kill = next(f for f in s["findings"] if "killed by the kernel OOM killer" in f["title"])
+    assert (
+        kill["title"]
+        == "Process perl (pid 1440763) killed by the kernel OOM killer at 04-29 12:55:41 (host out of memory)"
+    )
+    assert "pid 1440763 (perl) is no process of a server log in the folder" in kill["evidence"]
+    assert s["server_lifecycle"]["deaths"] == []
+
+
+def test_gpu_memory_panel_from_dcgm(ingested):
+    from logscope.report import gpu_panel
+    from logscope.report.load import load
+    from logscope.report.panels import Backdrop, XEnc
+    from logscope.report.vl import Data
+
+    ld = load(ingested)
+    d = Data()
+    spec = gpu_panel.panel(ld, {"capacity": {}}, Backdrop([], []), XEnc(0, 1), d)
+    assert spec is not None and spec["title"].startswith("GPU memory in use (DCGM exporter)")
+    assert "budget not in its log" in spec["title"]
+    series = set(gpu_panel._series(ld)["series"].to_list())
+    assert "GPU 0 · vllm-medgemma-4b-it-d599b4c99-f95nk" in series and "GPU 0" in series
+
+
+def test_kubectl_logs_previous_is_a_server_log(tmp_path):
+    """`kubectl logs --previous <pod> > vllm-0.previous.log` is the container's stdout: a vLLM server log like any
+    other, read by vllm_server (the lab's real vLLM 0.32 log stands for it: kubectl adds nothing to the lines)."""
+    from conftest import LAB, ingest_files
+
+    src = tmp_path / "vllm-0.previous.log"
+    shutil.copy2(LAB / "spike" / "vllm-server.log", src)
+    res = ingest_files(tmp_path / "x", src)
+    files = res.files
+    assert files["format"].to_list() == ["vllm_server"] and files["lines_unrecognized"][0] == 0
