@@ -226,3 +226,23 @@ def test_kubectl_logs_previous_is_a_server_log(tmp_path):
     res = ingest_files(tmp_path / "x", src)
     files = res.files
     assert files["format"].to_list() == ["vllm_server"] and files["lines_unrecognized"][0] == 0
+
+
+def test_a_range_keeps_the_untimed_platform_records(tmp_path):
+    """--since/--until: a kill in the range is kept, one outside it goes, an age with no time stays (nothing places
+    it outside)."""
+    from datetime import UTC, datetime
+
+    from logscope.diagnose import platform
+    from logscope.resources.scope import Range
+
+    out, _ = _analyze(
+        tmp_path,
+        "kernel-dmesg-iso-oom-global-ert-7797.log",
+        "kernel-dmesg-ctime-oom-py-autovod-7.log",
+        "k8s-describe-events-liveness-timeout-kubernetes-115469.txt",
+    )
+    f = platform.load(out, Range(since=datetime(2025, 1, 1, tzinfo=UTC)))
+    kinds = f.events.filter(pl.col("kind") == "oom_kill")["pid"].to_list()
+    assert kinds == [7899]  # 2025-03-30 kept, 2024-04-29 left out
+    assert f.events.filter(pl.col("reason") == "Unhealthy").height == 2  # ages: no time, kept

@@ -62,7 +62,12 @@ class Facts:
 def load(out: Path, rng: scope.Range = scope.ALL) -> Facts:
     ev = read(out, "platform_events")
     if rng:  # an event with no time (an age, seconds since boot) is kept: nothing places it outside the range
-        ev = ev.filter(pl.col("ts").is_null() | ((pl.col("ts") >= rng.start) & (pl.col("ts") <= rng.end)))
+        inside = pl.lit(True)
+        if rng.since is not None:
+            inside = inside & (pl.col("ts") >= rng.since)
+        if rng.until is not None:
+            inside = inside & (pl.col("ts") <= rng.until)
+        ev = ev.filter(pl.col("ts").is_null() | inside)
     m = read(out, "server_metrics", where=pl.col("name").str.starts_with("DCGM_FI_"), rng=rng)
     label = pl.col("labels")
     gpu = m.select(
