@@ -25,7 +25,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
             S,
             "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)",
         ),
-        "kind": (S, "server | gateway | client | metrics | config | other"),
+        "kind": (S, "server | gateway | client | metrics | config | platform | other"),
         "confidence": (F, "detection score 0..1 of the chosen parser"),
         "replica": (S, "replica / instance name used for the rows of this file"),
         "lines_total": (I, "physical lines in the (decompressed) file"),
@@ -425,6 +425,95 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "replica": (S, "the file's replica"),
         "line_no": (I, "1-based line of the span's record (of the export holding it, for JSON lines)"),
     },
+    # ---- the platform around the engine (parsers/kernel_log.py, parsers/k8s_kubectl.py) ----
+    "platform_events": {
+        "ts": (
+            TS,
+            "when it happened (UTC): the line's own time, or an age anchored to a time in the folder "
+            "(ts_basis); null when only a relative age or the seconds since boot are known",
+        ),
+        "ts_basis": (
+            S,
+            "how ts was had: 'written' (the line's time), 'boot-anchored' (seconds since boot + the boot time "
+            "its syslog lines give), 'age-anchored: <anchor>' (a kubectl age before a capture time), "
+            "'relative' (an age or uptime only: ts null)",
+        ),
+        "age_s": (
+            F,
+            "kubectl's relative age of the event ('5m', '3m21s'), in seconds, when that is what was written",
+        ),
+        "uptime_s": (F, "the kernel's seconds since boot ('[12345.678901]'), when written"),
+        "source": (S, "input file"),
+        "replica": (
+            S,
+            "the file's replica (host or pod named by its folder); the join to servers is made later",
+        ),
+        "layer": (S, "kernel | kubernetes"),
+        "kind": (
+            S,
+            "kernel: oom_kill (a process killed), oom_constraint ('oom-kill:constraint=...'), oom_invoked, "
+            "oom_select (an old kernel's 'Kill process ... or sacrifice child'), memcg_usage ('memory: usage "
+            "..., limit ...'), oom_reaped, xid (NVRM: Xid), gpu_lost (fallen off the bus); kubernetes: event "
+            "(an Events row), terminated (a container's State / Last State: Terminated)",
+        ),
+        "reason": (
+            S,
+            "Kubernetes reason (OOMKilled, Killing, Unhealthy, BackOff, Evicted, FailedScheduling, Preempting, "
+            "Pulled, Started, Error, ...); kernel: the kind",
+        ),
+        "event_type": (S, "Normal | Warning (Kubernetes events)"),
+        "object": (S, "the object an event is about ('pod/vllm-0', as kubectl names it)"),
+        "namespace": (S, "Kubernetes namespace, when written"),
+        "pod": (S, "pod name, when written (the event's object, the describe's Name)"),
+        "container": (S, "container name (describe's container section, an event's message)"),
+        "host": (S, "kernel: the syslog host; Kubernetes: the node"),
+        "pid": (I, "kernel: the process id killed / faulting"),
+        "process": (S, "kernel: the process name ('python3', 'vllm', 'pt_main_thread')"),
+        "count": (I, "Kubernetes: times the event was seen ('x44'); null when once"),
+        "first_age_s": (F, "'(x44 over 2d1h)': seconds since it was first seen"),
+        "first_ts": (TS, "first seen (JSON/YAML firstTimestamp, or anchored 'over' age)"),
+        "exit_code": (I, "a terminated container's Exit Code (137: SIGKILL, 143: SIGTERM)"),
+        "started": (TS, "a terminated container's Started"),
+        "finished": (TS, "a terminated container's Finished"),
+        "probe": (S, "liveness | readiness | startup (an Unhealthy event or a Killing for a failed probe)"),
+        "probe_result": (
+            S,
+            "what the probe got: 'HTTP <status>', 'timeout', 'connection refused', or the message's cause",
+        ),
+        "memory_limit_bytes": (I, "kernel: the memory cgroup limit ('memory: usage ..., limit NkB')"),
+        "memory_usage_bytes": (I, "kernel: the memory cgroup usage at the kill"),
+        "rss_bytes": (I, "kernel: anon + file + shmem RSS of the killed process"),
+        "constraint": (
+            S,
+            "kernel: CONSTRAINT_MEMCG (a cgroup limit) | CONSTRAINT_NONE (the host ran out) | ...",
+        ),
+        "memcg": (S, "kernel: the memory cgroup that hit its limit (oom_memcg, else task_memcg)"),
+        "xid": (I, "NVIDIA Xid error code"),
+        "gpu": (S, "the GPU named (PCI address)"),
+        "message": (S, "the line's message, cut to 500 characters"),
+        "line_no": (I, "1-based line number"),
+    },
+    "platform_pods": {
+        "source": (S, "input file"),
+        "pod": (S, "pod name"),
+        "namespace": (S, "namespace, when written"),
+        "container": (S, "container name (describe); null for a get-pods row"),
+        "status": (
+            S,
+            "get pods STATUS (Running, OOMKilled, CrashLoopBackOff, Error, ...), or describe's Status",
+        ),
+        "ready": (S, "READY ('0/1')"),
+        "restarts": (I, "RESTARTS, or describe's Restart Count"),
+        "last_restart_age_s": (F, "'6 (118s ago)': seconds since the last restart"),
+        "age_s": (F, "AGE in seconds"),
+        "node": (S, "the node (describe's Node, -o wide)"),
+        "state": (S, "describe: the container's State (Running, Waiting, Terminated)"),
+        "state_reason": (S, "describe: the State's Reason (CrashLoopBackOff, OOMKilled, ...)"),
+        "memory_limit_bytes": (I, "describe: Limits memory"),
+        "memory_request_bytes": (I, "describe: Requests memory"),
+        "gpu_limit": (I, "describe: Limits nvidia.com/gpu"),
+        "line_no": (I, "1-based line number of the row (describe: of the container's or pod's first line)"),
+    },
     # ---- correlation stage (logscope/correlate) ----
     "requests": {
         "logical_request_id": (
@@ -614,7 +703,8 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "title": (S, "one line"),
         "kind": (
             S,
-            "crash | startup | stall | orphans | retries | pressure | errors | latency | ladder | other",
+            "crash | platform (the kernel's, Kubernetes' or the GPUs' records) | startup | stall | orphans | retries | "
+            "pressure | errors | latency | ladder | other",
         ),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),

@@ -40,6 +40,8 @@ _MODULES = (
     "zipkin_json",
     "otel_console",
     "otel_debug",
+    "kernel_log",  # the platform around the engine (issue #40)
+    "k8s_kubectl",
 )
 
 MIN_CONFIDENCE = 0.3

@@ -55,6 +55,8 @@ PARSED_TABLES = (
     "client_requests",
     "client_phases",
     "spans",
+    "platform_events",  # the kernel's and Kubernetes' lines (parsers/kernel_log.py, parsers/k8s_kubectl.py)
+    "platform_pods",
 )
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for

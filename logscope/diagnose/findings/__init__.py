@@ -36,6 +36,7 @@ from .events import _events
 from .impact import cost, measure
 from .ladder import _ladder
 from .latency import _cold, _slow_e2e, _slow_first_token
+from .platform import build as _platform
 from .pressure import _pressure
 from .record import _stands_for
 from .retries import _traffic
@@ -48,6 +49,7 @@ SEVERITY = ("critical", "high", "medium", "low", "info")
 # ladder's measured boundary before the pressure of its steps).
 KIND_ORDER = (
     "crash",
+    "platform",
     "startup",
     "stall",
     "orphans",
@@ -119,8 +121,10 @@ def build(
     out += _gateway(ctx)
     out += _unknown_model(ctx)
     out += _cold(ctx, cold, REPEATS)
+    plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
+    out += plat
     _one_sample(out, eps)
-    if not any(f["severity"] in ("critical", "high", "medium") for f in out):
+    if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap)
     measure(ctx, out)
     order = {s: i for i, s in enumerate(SEVERITY)}
