@@ -177,6 +177,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "http_status": (I, "uvicorn access line status"),
         "client_addr": (S, "uvicorn access line client address"),
         "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "requests_affected": (
+            I,
+            "requests the event names by number: SGLang '#retracted_reqs: N', vLLM 'Recovered from KV load "
+            "failure: N request(s) rescheduled'",
+        ),
+        "exit_code": (I, "a dead process's exit code ('died, exit code: -15')"),
+        "signal": (
+            S,
+            "the signal that exit code says ended the process: SIGTERM (-15), SIGKILL (-9, 137), ...",
+        ),
+        "fatal": (
+            B,
+            "the record says the engine died: every engine_dead and engine_timeout, and an oom whose record names "
+            "the death (MQEngineDeadError around an OOM); false for one the server survived",
+        ),
     },
     "server_request_events": {
         "ts": (TS, "time (UTC)"),
