@@ -13,10 +13,6 @@ from truth import measure
 
 # files not fully read yet, each with why (the test fails when one of them is, so the list never goes stale)
 NOT_YET: dict[str, str] = {
-    "n05-v0-0.6.3-speculative-metrics-and-prefix-cache-hit-rate.log": "V0 'Prefix cache hit rate: GPU:' line",
-    "n09-v0-0.8-kserve-wrapper-mixed-formats-received-added-stats.log": "KServe's prefixes",
-    "n15-v1-0.20-hang-running1-waiting10-specdecode-zero-acceptance-hardwrapped.log": "a wrap that lost a letter",
-    "n16-v1-0.11-dynamo-kvbm-rust-tracing-interleaved-running16.log": "Dynamo's Rust tracing lines",
     "g01-litellm-router-ratelimit-retried-10-times-fallback-loop.log": "retries in a router failure's text",
     "g05-envoy-archgw-ingress-200s-baseline-chat-completions.log": "a tail -F header",
     "g07-higress-envoy-pretty-json-accesslog-503-UC-connection-termination.log": "JSON over many lines",
