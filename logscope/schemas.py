@@ -248,7 +248,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         ),
         "ts_end": (TS, "when the gateway logged it (UTC)"),
         "source": (S, "input file"),
-        "gateway": (S, "nginx | envoy | haproxy | traefik | litellm | vllm_router"),
+        "gateway": (
+            S,
+            "nginx | envoy | haproxy | traefik | litellm | vllm_router | llama-swap | generic (access records of a "
+            "proxy named by no field, read by access_generic)",
+        ),
         "request_id": (S, "the gateway's request id (forwarded upstream as X-Request-Id when configured)"),
         "client_request_id": (S, "X-Request-Id the client sent, when logged"),
         "attempt": (I, "1-based upstream attempt number"),
@@ -270,6 +274,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "bytes_sent": (I, "bytes sent to the client"),
         "client_retry": (I, "client retry counter header (x-stainless-retry-count), null when absent"),
         "user_agent": (S, "client user agent"),
+        "trace_id": (
+            S,
+            "trace id the access record carries (trace_id, x-b3-traceid, traceparent), when logged",
+        ),
         "port": (I, "gateway listener port"),
         "line_no": (I, "1-based line number"),
     },

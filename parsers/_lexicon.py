@@ -106,7 +106,7 @@ _RULES: list[tuple[str, str, str, tuple[str, ...]]] = [
         r"|Worker \S+(?: pid \d+)? died, exit code:? -?\d+|[Gg]ot fatal signal from worker processes"
         r"|Engine core initialization failed|Engine core process \S+ died unexpectedly"
         r"|Scheduler hit an exception|Received sigquit from a child proces|SIGQUIT received"
-        r"|\.(?:cu|cpp|c):\d+: fatal error",
+        r"|\.(?:cu|cpp|c):\d+: fatal error|returned error: signal: |ExitError >> signal: ",
         (
             "EngineDeadError",
             "died unexpectedly",
@@ -127,6 +127,8 @@ _RULES: list[tuple[str, str, str, tuple[str, ...]]] = [
             "sigquit",
             "SIGQUIT",
             ": fatal error",
+            "returned error: signal:",
+            "ExitError >> signal:",
         ),
     ),
 ]
@@ -146,6 +148,15 @@ _EXIT = ascii_classes(r"exit ?code:? \(?(-?\d+)\)?|died with exit code (-?\d+)")
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL"}
 SIGNALS |= {11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 _SIGNAL_OF = {-n: name for n, name in SIGNALS.items()} | {128 + n: name for n, name in SIGNALS.items()}
+# Go's words for the signal that ended a child process (llama-swap: 'signal: aborted (core dumped)')
+_GO_SIGNAL = r"signal: (aborted|killed|terminated|segmentation fault|interrupt|bus error|hangup)"
+_GO_SIGNALS = {
+    "aborted": "SIGABRT",
+    "killed": "SIGKILL",
+    "terminated": "SIGTERM",
+    "segmentation fault": "SIGSEGV",
+}
+_GO_SIGNALS |= {"interrupt": "SIGINT", "bus error": "SIGBUS", "hangup": "SIGHUP"}
 
 
 def present(frame: pl.DataFrame) -> list[bool]:
@@ -194,7 +205,14 @@ def fields(kind: pl.Expr, detail: pl.Expr) -> list[pl.Expr]:
         .alias("requests_affected"),
         pl.when(mine).then(code).alias("exit_code"),
         pl.when(mine)
-        .then(code.replace_strict(_SIGNAL_OF, default=None, return_dtype=pl.String))
+        .then(
+            pl.coalesce(
+                detail.str.extract(_GO_SIGNAL).replace_strict(
+                    _GO_SIGNALS, default=None, return_dtype=pl.String
+                ),
+                code.replace_strict(_SIGNAL_OF, default=None, return_dtype=pl.String),
+            )
+        )
         .alias("signal"),
         # an engine timeout (V0's iteration timeout, V1's RPC timeout, SGLang's watchdog) ends the engine loop
         pl.when(mine)
@@ -303,13 +321,17 @@ def may_hold_log(path: Path) -> bool:
     return not (suffixes and suffixes[-1] in _NOT_LOGS)
 
 
+_TAIL_HEADER = r"^==> .+ <==\s*$"
+
+
 class Fallback:
     """A format module (parsers/base.py) that reads, after ``inner`` (None: a file of no known format), the lines
     it left unrecognised with the lexicon. Nothing is carried between chunks: the inner format's own attributes
     (independent chunks, segment counters, container time) hold as they are."""
 
-    def __init__(self, inner, name: str = "unknown") -> None:
+    def __init__(self, inner, events: bool = True, name: str = "unknown") -> None:
         self.inner = inner
+        self.events = events  # the lexicon's events: in a server's log or a log of no known format only
         # in a file of no known format only a line that starts with a time is taken for a log's line
         self.timed_only = inner is None
         self.NAME = inner.NAME if inner is not None else name
@@ -322,17 +344,34 @@ class Fallback:
         return getattr(self.inner, name)
 
     def parse_chunk(self, lines: pl.DataFrame, ctx, state: dict):
+        res = self._inner(lines, ctx, state)
+        ok = (
+            res.recognized.fill_null(False)
+            if res.recognized is not None
+            else pl.Series("ok", [False] * lines.height, dtype=pl.Boolean)
+        )
+        # the header 'tail -F' writes before each file's lines when it follows several ('==> path <==')
+        tail = lines["line"].str.contains(_TAIL_HEADER)
+        if bool((tail & ~ok).any()):
+            ok = ok | tail
+            res.recognized = ok
+            res.assumptions = [*res.assumptions, "'==> file <==' headers of tail -F read as such (no rows)"]
+        if not self.events:
+            return res
+        return self._events(lines, ctx, res, ok)
+
+    def _inner(self, lines: pl.DataFrame, ctx, state: dict):
         from .base import ChunkResult
 
         if self.inner is None:
             res = ChunkResult(recognized=pl.Series("ok", [False] * lines.height, dtype=pl.Boolean))
         else:
             res = self.inner.parse_chunk(lines, ctx, state)
-        ok = (
-            res.recognized.fill_null(False)
-            if res.recognized is not None
-            else pl.Series("ok", [False] * lines.height, dtype=pl.Boolean)
-        )
+        return res
+
+    def _events(self, lines: pl.DataFrame, ctx, res, ok: pl.Series):
+        from .base import ChunkResult
+
         rest = lines.filter(~ok)
         if rest.height == 0:
             return res

@@ -13,11 +13,6 @@ from truth import measure
 
 # files not fully read yet, each with why (the test fails when one of them is, so the list never goes stale)
 NOT_YET: dict[str, str] = {
-    "g01-litellm-router-ratelimit-retried-10-times-fallback-loop.log": "retries in a router failure's text",
-    "g05-envoy-archgw-ingress-200s-baseline-chat-completions.log": "a tail -F header",
-    "g07-higress-envoy-pretty-json-accesslog-503-UC-connection-termination.log": "JSON over many lines",
-    "g08-llama-swap-proxy-200-then-backend-fatal-then-502s.log": "llama-swap",
-    "g09-litellm-proxy-compose-wrapped-200s-then-upstream-503-overloaded-no-fallback.log": "503 in an error text",
     "c01-openai-python-via-litellm-groq-429-retry-backoff-custom-format.log": "the last attempt of a retry",
     "c02-openai-python-langbot-429-retry-backoff.log": "other loggers' records",
     "c03-lm-eval-harness-client-timeout-retry-tqdm-glued.log": "lm-eval",

@@ -186,8 +186,8 @@ def stream_parser(members: list[FileState]):
     mod = parsers.BY_NAME.get(members[0].format)
     if mod is not None and members[0].also:  # two formats interleaved: each line to its own
         mod = mixed.Mixed(mod, parsers.BY_NAME[members[0].also])
-    if mod is not None and mod.KIND == "server" and mod.MODE == "lines":
-        mod = lexicon.Fallback(mod)
+    if mod is not None and mod.MODE == "lines":
+        mod = lexicon.Fallback(mod, events=mod.KIND == "server")
     elif mod is None and members[0].format == "unknown" and lexicon.may_hold_log(members[0].f.path):
         mod = lexicon.Fallback(None)
     return mod
