@@ -13,11 +13,8 @@ from truth import measure
 
 # files not fully read yet, each with why (the test fails when one of them is, so the list never goes stale)
 NOT_YET: dict[str, str] = {
-    "c01-openai-python-via-litellm-groq-429-retry-backoff-custom-format.log": "the last attempt of a retry",
-    "c02-openai-python-langbot-429-retry-backoff.log": "other loggers' records",
     "c03-lm-eval-harness-client-timeout-retry-tqdm-glued.log": "lm-eval",
     "c04-vllm-bench-serve-successful-1-of-100-header.log": "load-test summaries",
-    "c05-openai-python-httpx-502-bad-gateway-then-retries-connection-error-llama-swap.log": "the final error",
     "c06-custom-client-per-request-ttft-table-6-reqs-success.log": "a pasted per-request table",
 }
 
