@@ -55,6 +55,7 @@ PARSED_TABLES = (
     "client_attempts",
     "client_requests",
     "client_phases",
+    "load_tests",
 )
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
