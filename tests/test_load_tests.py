@@ -6,12 +6,16 @@ several versions each, and public-2's c04 (a block cut after its third line).
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import PUBLIC2
+from conftest import LAB, PUBLIC2
+from logscope.api import AnalyzeOptions, analyze
+from logscope.diagnose.findings.load_tests import _dur
 from logscope.ingest import ingest
 
 DATA = Path(__file__).parent / "data" / "load-tests"
@@ -103,3 +107,55 @@ def test_cut_block_before_its_numbers(tmp_path):
         2.87,
     )
     assert r[0]["ttft_mean_s"] is None and r[0]["request_rate"] is None
+
+
+# ---------------------------------------------------------------- the summary reaches the verdict
+@pytest.mark.parametrize(
+    ("path", "first_line"),
+    [
+        # vLLM's benchmark_serving.py on TPU: a one-minute mean TTFT (pytorch/xla#9376)
+        (
+            DATA / "xla-9376-benchmark-serving-2025-06-cut.log",
+            "mean TTFT 62.2 s (SLO: p95 2 s), client clock",
+        ),
+        # SGLang's bench_serving against vLLM: 25.7 s (sglang#9812)
+        (
+            DATA / "sglang-9812-bench-serving-vllm-chat-cut.log",
+            "mean TTFT 25.7 s (SLO: p95 2 s), client clock",
+        ),
+        # public-2 c04: 1 of 100 successful, no latency printed (vllm#24005)
+        (
+            PUBLIC2 / "c04-vllm-bench-serve-successful-1-of-100-header.log",
+            "1 of 100 requests successful (1.0 %), client clock",
+        ),
+    ],
+)
+def test_summary_reaches_the_verdict(tmp_path, path, first_line):
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy2(path, src / path.name)
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["verdict"][0].startswith("Load test (")
+    assert first_line in s["verdict"][0]
+    assert s["findings"][0]["severity"] == "high"
+    md = (tmp_path / "out" / "summary.md").read_text().replace("\\_", "_")
+    assert s["verdict"][0] in md
+    assert s["load_tests"][0]["clock"] == "client" and "## Load tests" in md  # beside what the logs say
+    assert 'id="load-tests"' in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_within_slo_is_read_not_alarming(tmp_path):
+    """The lab's bench-c8 block (TTFT mean 86 ms, 40 of 40): an info finding says the load test was read."""
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy2(LAB / "ladder" / "bench" / "bench-c8.log", src / "bench-c8.log")
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    titles = [f["title"] for f in s["findings"]]
+    assert "Load test read: vllm bench serve within the SLO" in titles
+    assert all(f["severity"] == "info" for f in s["findings"])
+
+
+def test_durations_as_read():
+    assert [_dur(x) for x in (0.0864, 4.61, 2940.0, 13513.0)] == ["86 ms", "4.6 s", "49.0 min", "3.8 h"]

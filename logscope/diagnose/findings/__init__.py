@@ -36,6 +36,7 @@ from .events import _events
 from .impact import cost, measure
 from .ladder import _ladder
 from .latency import _cold, _slow_e2e, _slow_first_token
+from .load_tests import _load_tests
 from .pressure import _pressure
 from .record import _stands_for
 from .retries import _traffic
@@ -119,6 +120,7 @@ def build(
     out += _gateway(ctx)
     out += _unknown_model(ctx)
     out += _cold(ctx, cold, REPEATS)
+    out += _load_tests(ctx)
     _one_sample(out, eps)
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap)
