@@ -38,6 +38,7 @@ _MODULES = (
     "vllm_bench",
     "aiperf",
     "guidellm",
+    "aiperf_console",
 )
 
 MIN_CONFIDENCE = 0.3

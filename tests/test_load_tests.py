@@ -26,7 +26,7 @@ def rows(tmp_path_factory) -> pl.DataFrame:
     out = tmp_path_factory.mktemp("lt")
     ingest(DATA, out)
     logs = pl.read_parquet(out / "files.parquet").filter(pl.col("path").str.ends_with(".log"))
-    assert logs.height == 6 and logs["lines_parsed"].to_list() == logs["lines_total"].to_list()
+    assert logs.height == 8 and logs["lines_parsed"].to_list() == logs["lines_total"].to_list()
     return pl.read_parquet(out / "load_tests.parquet").with_columns(
         pl.col("source").str.extract(r"([^/]+)$").alias("file")
     )
@@ -159,3 +159,22 @@ def test_within_slo_is_read_not_alarming(tmp_path):
 
 def test_durations_as_read():
     assert [_dur(x) for x in (0.0864, 4.61, 2940.0, 13513.0)] == ["86 ms", "4.6 s", "49.0 min", "3.8 h"]
+
+
+# ---------------------------------------------------------------- AIPerf's console table
+def test_aiperf_table(rows):
+    """TensorRT-LLM#11708: title, header, six rows (avg TTFT 1,655.27 ms ... thousands with commas)."""
+    r = one(rows, "trtllm-11708-aiperf-llm-metrics-2026-cut.log")
+    assert (r["tool"], r["line_no"], r["clock"]) == ("aiperf", 3, "client")
+    assert (r["ttft_mean_s"], r["ttft_median_s"], r["ttft_p99_s"]) == pytest.approx(
+        (1.65527, 1.77355, 3.48793)
+    )
+    assert (r["e2e_mean_s"], r["itl_p99_s"]) == pytest.approx((9.02855, 0.01864))
+    assert r["successful"] is None  # its Request Count row was cut off
+
+
+def test_aiperf_rows_without_header(rows):
+    """ai-dynamo/aiperf#535: four rows pasted alone, read in AIPerf's default order (avg first); N/A is no value."""
+    r = one(rows, "aiperf-535-rows-2025-12.log")
+    assert (r["tool"], r["successful"], r["output_tps"], r["throughput_rps"]) == ("aiperf", 100, 5388.43, 1.8)
+    assert r["ttft_mean_s"] is None
