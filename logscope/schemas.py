@@ -369,7 +369,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
     },
     "load_tests": {
         "source": (S, "input file: a load-test tool's printed summary"),
-        "tool": (S, "vllm bench serve | sglang bench_serving | aiperf | lm-eval"),
+        "tool": (S, "vllm bench serve | sglang bench_serving | aiperf | lm-eval-harness"),
         "run": (I, "1-based result of the file (a file may print several)"),
         "requests": (
             I,

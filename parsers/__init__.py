@@ -39,6 +39,7 @@ _MODULES = (
     "aiperf",
     "guidellm",
     "aiperf_console",
+    "lm_eval",
 )
 
 MIN_CONFIDENCE = 0.3

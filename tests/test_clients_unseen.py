@@ -95,3 +95,33 @@ def test_a_log_of_retries_is_client_records(tmp_path):
     )
     assert s["verdict"][0] == "Retries: 3 attempts per request."
     assert not any("no server, gateway or client records" in f["title"] for f in s["findings"])
+
+
+# ---------------------------------------------------------------- lm-evaluation-harness (parsers/lm_eval.py)
+def test_lm_eval_timeout_glued_on_its_bar(tmp_path):
+    """public-2 c03 (tt-inference-server#661, 2025): a record glued onto the 'Requesting API' bar (no newline),
+    'Exception:TimeoutError(), undefined, retrying.' then 'Retry attempt 1': one request, its first attempt timed
+    out, the second started 20 ms later; the bar says 1008 requests over 2:11:41."""
+    res = ingest_files(tmp_path, need(PUBLIC2 / "c03-lm-eval-harness-client-timeout-retry-tqdm-glued.log"))
+    f = res.files.row(0, named=True)
+    assert (f["format"], f["lines_unrecognized"]) == ("lm_eval", 0)
+    att = res.table("client_attempts").sort("attempt")
+    assert att.select("attempt", "timed_out", "error").rows() == [(1, True, "TimeoutError"), (2, None, None)]
+    assert att["ts_end"].dt.strftime("%H:%M:%S%.3f").to_list() == ["21:36:58.994", None]
+    assert att["ts_start"].dt.strftime("%H:%M:%S%.3f").to_list() == [None, "21:36:59.014"]
+    assert res.table("client_requests").select("client", "attempts").rows() == [("lm-eval-harness", 2)]
+    lt = res.table("load_tests")
+    assert lt.select("tool", "requests", "duration_s").rows() == [("lm-eval-harness", 1008, 7901.0)]
+
+
+def test_lm_eval_behind_another_programs_logging(tmp_path):
+    """instructlab/eval#197 (2024, lm-eval run by ilab, whose logging prefixes 'WARNING <date> lm-eval:347:'): three
+    'Internal Server Error. Retrying...' while the bar stands at 52/56168 are one request's retries: 4 attempts,
+    3 of them answered 500."""
+    res = ingest_files(tmp_path, need(DATA / "clients-public" / "instructlab-197-lm-eval-500-retrying.log"))
+    f = res.files.row(0, named=True)
+    assert (f["format"], f["lines_unrecognized"]) == ("lm_eval", 0)
+    att = res.table("client_attempts").sort("attempt")
+    assert att.select("attempt", "status").rows() == [(1, 500), (2, 500), (3, 500), (4, None)]
+    assert att["logical_request_id"].n_unique() == 1
+    assert res.table("load_tests")["requests"].to_list() == [56168]

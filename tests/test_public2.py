@@ -13,8 +13,6 @@ from truth import measure
 
 # files not fully read yet, each with why (the test fails when one of them is, so the list never goes stale)
 NOT_YET: dict[str, str] = {
-    "c03-lm-eval-harness-client-timeout-retry-tqdm-glued.log": "lm-eval",
-    "c04-vllm-bench-serve-successful-1-of-100-header.log": "load-test summaries",
     "c06-custom-client-per-request-ttft-table-6-reqs-success.log": "a pasted per-request table",
 }
 

@@ -70,9 +70,14 @@ def _one(ctx: Context, r: dict) -> dict:
         title = f"Load test ({r['tool']}): TTFT p99 {_dur(r['ttft_p99_s'])} (SLO: p95 {slo.ttft_s:g} s), client clock"
         symptom = "the slowest first tokens are above the SLO; the mean is within it"
     else:
+        judged = share is not None or any(
+            r.get(k) is not None for k in ("ttft_mean_s", "e2e_mean_s", "ttft_p99_s")
+        )
         return _f(
             "info",
-            f"Load test read: {r['tool']} within the SLO",
+            f"Load test read: {r['tool']} within the SLO"
+            if judged
+            else f"Load test read: {r['tool']}, no latency or success figure printed",
             "the tool's figures are within the SLO",
             f"{where}: {said}",
             "",
