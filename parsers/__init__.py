@@ -40,6 +40,7 @@ _MODULES = (
     "guidellm",
     "aiperf_console",
     "lm_eval",
+    "request_table",
 )
 
 MIN_CONFIDENCE = 0.3

@@ -125,3 +125,19 @@ def test_lm_eval_behind_another_programs_logging(tmp_path):
     assert att.select("attempt", "status").rows() == [(1, 500), (2, 500), (3, 500), (4, None)]
     assert att["logical_request_id"].n_unique() == 1
     assert res.table("load_tests")["requests"].to_list() == [56168]
+
+
+# ---------------------------------------------------------------- a pasted per-request table (parsers/request_table.py)
+def test_pasted_per_request_table(tmp_path):
+    """public-2 c06 (vllm#31602): a header of '|'-separated names, a '---' rule, rows after Markdown list markers,
+    10 cells each: 6 client records, columns mapped by their names (and said so), 'success' read as 200."""
+    res = ingest_files(
+        tmp_path, need(PUBLIC2 / "c06-custom-client-per-request-ttft-table-6-reqs-success.log")
+    )
+    f = res.files.row(0, named=True)
+    assert (f["format"], f["lines_unrecognized"]) == ("request_table", 0)
+    req = res.table("client_requests").sort("logical_request_id")
+    assert req.height == 6 and set(req["status"]) == {200} and set(req["client"]) == {"custom"}
+    assert req["ttft_s"].max() == 4.0879 and req["e2e_s"].max() == 6.555
+    assert req.select("prompt_tokens", "output_tokens").row(0) == (3768, 135)
+    assert any("ttft <- 'TTFT (s)'" in a and "status <- 'Status'" in a for a in f["assumptions"])

@@ -12,9 +12,7 @@ from conftest import PUBLIC2, need
 from truth import measure
 
 # files not fully read yet, each with why (the test fails when one of them is, so the list never goes stale)
-NOT_YET: dict[str, str] = {
-    "c06-custom-client-per-request-ttft-table-6-reqs-success.log": "a pasted per-request table",
-}
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
