@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from . import abandon, reach
 from .frames import Frames, group_first, index_in_group, prev_in_group, secs
 from .link import Links
 
@@ -38,6 +39,7 @@ class Assembled:
     requests: pl.DataFrame  # internal: lr, origin, ... (converted to the schema by the caller)
     execs: pl.DataFrame  # one row per server execution
     gr_lr: pl.DataFrame  # every gateway request with its logical request (null when unmatched)
+    abandoned: pl.DataFrame  # one row per attempt whose caller left (abandon.COLUMNS)
     # the keys of the rows no other layer explains, by what they lack (a slice's own rows are counted of them)
     unmatched_keys: dict[str, pl.Series]
 
@@ -161,6 +163,10 @@ def build(
         .drop("lr_own")
     )
     ex = _timing(ex, res)
+    # whether the input holds vLLM request lines and gateway requests at all (a slice's own rows may hold none)
+    logs = {"server": bool(res), "gateway": bool(gw_spans)}
+    abandoned = abandon.claims(F, gr_lr, ex, res, logs)
+    ex = abandon.on_executions(ex, abandoned)
 
     cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
     reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
@@ -172,7 +178,8 @@ def build(
         "gateway_requests_without_server_execution": _gr_without_exec(F, ex),
         "server_executions_without_caller": ex.filter(pl.col("lr").is_null())["sr"],
     }
-    return Assembled(reqs, ex, gr_lr, unmatched)
+    reach.annotate(F, gr_lr, ex, logs)
+    return Assembled(reqs, ex, gr_lr, abandoned, unmatched)
 
 
 # the keys alone are joined (an anti-join of the whole frame copies every column of it)
@@ -251,14 +258,8 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
     return ex
 
 
-# seconds (beyond the server's stamp resolution) in which a caller leaving and the server ending or aborting
-# the request are one race: vLLM needs a moment to see the disconnect, and a request may finish meanwhile
-CANCEL_RACE_S = 1.0
-
-
 def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
-    """Start, end (with its source), when the caller left, and orphaned work, per execution."""
-    r = pl.col("source").replace_strict(res, default=0.0)
+    """Start, end (with its source) and server time, per execution (who left it and when: ``abandon.py``)."""
     gw_end = pl.when(pl.col("ga").is_not_null() & pl.col("duration_s").is_not_null()).then(pl.col("a1"))
     client_end = pl.when(pl.col("ga").is_null() & ~pl.col("ca_timed_out").fill_null(False)).then(
         pl.col("ca_t1")
@@ -276,47 +277,7 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
         .then(pl.lit("abort"))
         .otherwise(None)
         .alias("end_source"),
-        pl.min_horizontal(
-            pl.when(pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1")),
-            pl.col("ca_left"),  # an unfinished request's client stopped: it left when its log ended
-            pl.when(pl.col("gr_status") == 499).then(pl.col("gr_t1")),
-        ).alias("client_left"),
-        pl.when(
-            (pl.col("upstream_status") == 504)
-            | pl.col("ga_error").fill_null("").str.contains("(?i)timed? ?out")
-        )
-        .then(pl.col("a1"))
-        .alias("gateway_left"),
-    ).with_columns(
-        pl.min_horizontal("client_left", "gateway_left").alias("left"),
-        pl.when(pl.col("client_left").is_not_null())
-        .then(pl.lit("client"))
-        .when(pl.col("gateway_left").is_not_null())
-        .then(pl.lit("gateway"))
-        .alias("left_by"),
-    )
-    # an abort within the race window of the caller leaving: cancellation propagated; a finish within it: the
-    # request was done before an abort could arrive (a race, not a missing cancellation); later: it ran on
-    race = r + CANCEL_RACE_S
-    late_abort = pl.col("aborted") - pl.col("left") > race
-    ex = ex.with_columns(
-        pl.when(pl.col("left").is_null())
-        .then(None)
-        .when(pl.col("aborted").is_not_null())
-        .then(late_abort)
-        .otherwise(pl.col("end").is_null() | (pl.col("end") - pl.col("left") > race))
-        .alias("orphaned"),
-    ).with_columns(
-        pl.when(pl.col("orphaned").fill_null(False))
-        .then(
-            (
-                pl.coalesce(pl.when(pl.col("aborted").is_not_null()).then(pl.col("aborted")), "end")
-                - pl.col("left")
-            ).clip(0)
-        )
-        .alias("orphan_s"),
-        (pl.col("end") - pl.col("start")).clip(0).alias("gen_s"),
-    )
+    ).with_columns((pl.col("end") - pl.col("start")).clip(0).alias("gen_s"))
     # a retry sent while an earlier execution of the same logical request was still running
     ex = (
         ex.sort(["lr", "start"], nulls_last=True)

@@ -80,6 +80,13 @@ def cumsum_before(x: pl.Expr, first: str = "_first") -> pl.Expr:
     return before - pl.when(pl.col(first)).then(before).otherwise(None).forward_fill()
 
 
+def cumsum_after(x: pl.Expr, first: str = "_first") -> pl.Expr:
+    """Sum of ``x`` over the later rows of the group."""
+    incl = x.cum_sum()
+    last = pl.col(first).shift(-1, fill_value=True)
+    return pl.when(last).then(incl).otherwise(None).backward_fill() - incl
+
+
 def prev_in_group(x: pl.Expr, first: str = "_first") -> pl.Expr:
     return pl.when(pl.col(first)).then(None).otherwise(x.shift(1))
 
@@ -224,19 +231,20 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
 
 
 def _left_unfinished(ca: pl.DataFrame, cr: pl.DataFrame) -> pl.DataFrame:
-    """``left_unfinished``: for the attempts of an unfinished request, when its caller left, i.e. the last
-    time its client's log recorded anything (a killed client leaves when its log stops). In a time slice
-    that is the slice's last record of the client: a later bound, never an earlier one."""
+    """``left_unfinished``: for the last attempt of an unfinished request (the one in flight), when its caller
+    left, i.e. the last time its client's log recorded anything (a killed client leaves when its log stops). In
+    a time slice that is the slice's last record of the client: a later bound, never an earlier one."""
     unf = cr.filter(pl.col("unfinished").fill_null(False))["lr"]
     if unf.len() == 0:
         return ca.with_columns(pl.lit(None, pl.Float64).alias("left_unfinished"))
     last = ca.group_by("source").agg(pl.max_horizontal("t0", "t1").max().alias("_last"))
+    final = ca.filter(pl.col("lr").is_in(unf.implode())).sort("lr", "t0", "ca").unique("lr", keep="last")
+    final = final.select("ca", pl.lit(True).alias("_final"))
     return (
         ca.join(last, on="source", how="left")
-        .with_columns(
-            pl.when(pl.col("lr").is_in(unf.implode())).then(pl.col("_last")).alias("left_unfinished")
-        )
-        .drop("_last")
+        .join(final, on="ca", how="left")
+        .with_columns(pl.when(pl.col("_final")).then(pl.col("_last")).alias("left_unfinished"))
+        .drop("_last", "_final")
     )
 
 
@@ -464,14 +472,21 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .with_columns(
             pseudo.alias("pseudo"),
             reached.alias("reached"),
-            # attempts run one after another: start = request start + earlier attempts' upstream times
-            (pl.col("t0") + cumsum_before(pl.col("duration_s").fill_null(0))).alias("a0"),
+            # attempts run one after another, and the gateway logs the request when its last one ends: an attempt
+            # ends at the request's end less the later attempts' upstream times, never before the request's
+            # start plus its own and the earlier ones' (the time nginx spends outside upstreams, reading the
+            # request body, lies before them: anchored at the start, a line that first tried a dead upstream
+            # ended 0.6 s early)
+            pl.max_horizontal(
+                pl.col("t1") - cumsum_after(pl.col("duration_s").fill_null(0)),
+                pl.col("t0")
+                + cumsum_before(pl.col("duration_s").fill_null(0))
+                + pl.col("duration_s").fill_null(0),
+            ).alias("_end"),
         )
-        .with_columns(
-            pl.min_horizontal(pl.col("a0") + pl.col("duration_s").fill_null(0), pl.col("t1")).alias("a1"),
-            pl.col("t1").alias("gr_t1"),
-        )
-        .drop("_first")
+        .with_columns(pl.min_horizontal("_end", "t1").alias("a1"), pl.col("t1").alias("gr_t1"))
+        .with_columns((pl.col("a1") - pl.col("duration_s").fill_null(0)).alias("a0"))
+        .drop("_first", "_end")
         .with_row_index("ga")
         .with_columns(pl.col("ga").cast(pl.Int64))
     )

@@ -13,15 +13,28 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from . import abandon
 from .assemble import Assembled
 from .frames import Frames
 from .link import Links
 
 FRAMES = {
-    "ca": ("ca", "lr", "attempt", "timed_out", "t0", "t1", "retry_delay_s"),
+    "ca": ("ca", "lr", "attempt", "timed_out", "t0", "t1", "retry_delay_s", "reach", "reach_why"),
     "cr": ("lr",),
     "ga": ("ga",),
-    "gr": ("gr", "source", "inference", "n_attempts", "status", "t0", "t1"),
+    "gr": (
+        "gr",
+        "source",
+        "inference",
+        "n_attempts",
+        "status",
+        "t0",
+        "t1",
+        "reach",
+        "retries_reached",
+        "retries_not_reached",
+        "retries_unknown",
+    ),
     "sr": ("sr", "source", "replica"),
 }
 LINKS = {"gr_lr": ("gr", "ca", "match"), "sr_ga": ("sr", "match"), "sr_ca": ("sr", "match")}
@@ -61,6 +74,7 @@ ASSEMBLED = {
         "duplicate",
     ),
     "gr_lr": ("gr", "lr"),
+    "abandoned": tuple(abandon.COLUMNS),
 }
 KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correlation (or slice)
 
@@ -170,7 +184,8 @@ def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
     )
     links = Links(of_key(L.gr_lr, "gr"), of_key(L.sr_ga, "sr"), of_key(L.sr_ca, "sr"))
     unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
-    a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), unmatched)
+    ab = A.abandoned.filter(by_lr(A.abandoned))
+    a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), ab, unmatched)
     return Narrow(f, links, a)
 
 
