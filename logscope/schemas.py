@@ -333,6 +333,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "stream": (B, "streaming request"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "load phase / benchmark step label when known"),
+        "unfinished": (
+            B,
+            "in flight when its client's log ended (sent, no outcome logged: a killed client); null when the "
+            "format cannot tell",
+        ),
     },
     "client_phases": {
         "source": (S, "input file"),

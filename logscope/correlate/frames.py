@@ -425,9 +425,11 @@ def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
     # an id a client logged attempts for and no record of, from a client that writes records: its log ended
     # with it in flight (the client was stopped or killed): unfinished, never 'ok' by its headers' 200
     writes = own["source"].drop_nulls().unique().implode()
+    # a record its parser marks in flight when the log ended (the openai DEBUG log's sends with no outcome), or
+    # an id seen only in attempts of a source that writes records: unfinished, whatever the client's log kind
     both = pl.concat(
         [
-            own.with_columns(pl.lit(False).alias("unfinished")),
+            own.with_columns(pl.col("unfinished").fill_null(False)),
             schemas.conform(extra, "client_requests").with_columns(
                 pl.col("source").is_in(writes).alias("unfinished")
             ),
