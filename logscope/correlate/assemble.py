@@ -322,11 +322,15 @@ def _requests(
         )
     )
     gws = (
-        gr_lr.join(F.gr.select("gr", "n_attempts", "t1"), on="gr")
+        gr_lr.join(F.gr.select("gr", "n_attempts", pl.col("t0").alias("_g0"), "t1", "spanned"), on="gr")
         .with_columns(pl.col("gr").is_in(cut["gr"].implode()).alias("_cut"))
         .group_by("lr")
         .agg(
             pl.len().alias("gateway_requests"),
+            # the gateway's span of the request, on its clock: from its first receipt to its last answer
+            pl.when(pl.col("spanned").fill_null(True).all())
+            .then(pl.col("t1").max() - pl.col("_g0").min())
+            .alias("gateway_e2e_s"),
             pl.col("_cut").sort_by("t1").last().alias("_truncated"),
             pl.col("n_attempts").sum().alias("gateway_attempts"),
             (pl.col("match") == "inferred").any().alias("_inf_g"),
@@ -353,6 +357,8 @@ def _requests(
         "concurrency",
         "phase",
         "unfinished",
+        pl.lit("client").alias("latency_clock"),
+        "latency_source",
     )
     gw = (
         own_gr.join(F.gr.select("gr", "header_s", "spanned"), on="gr", how="left")
@@ -373,6 +379,8 @@ def _requests(
             pl.when(pl.col("_spanned"))
             .then(pl.col("t1") - pl.col("t0"))
             .alias("e2e_s"),  # else unknown, not 0 s
+            pl.lit("gateway").alias("latency_clock"),
+            pl.lit("gateway_log").alias("latency_source"),
         )
     )
     srv = (
@@ -386,7 +394,12 @@ def _requests(
             .then(pl.lit("aborted by the server"))
             .alias("error"),
         )
-        .with_columns(pl.lit(None, pl.String).alias("client"), pl.lit("server").alias("origin"))
+        .with_columns(
+            pl.lit(None, pl.String).alias("client"),
+            pl.lit("server").alias("origin"),
+            pl.lit("engine").alias("latency_clock"),
+            pl.lit("engine_log").alias("latency_source"),
+        )
     )
     base = pl.concat([client, gw, srv], how="diagonal_relaxed")
     req = (
@@ -403,10 +416,17 @@ def _requests(
             pl.col("orphaned_executions").fill_null(0),
             pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
             pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
-            pl.when(pl.col("_spanned").fill_null(True))
+            # unknown when no log gives a span, or the caller never saw its end (unfinished)
+            pl.when(pl.col("_spanned").fill_null(True) & ~pl.col("unfinished").fill_null(False))
             .then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
             .alias("e2e_s"),
         )
+    )
+    # a row with no latency names no clock
+    none = pl.col("ttft_s").is_null() & pl.col("e2e_s").is_null()
+    req = req.with_columns(
+        pl.when(none).then(None).otherwise(pl.col("latency_clock")).alias("latency_clock"),
+        pl.when(none).then(None).otherwise(pl.col("latency_source")).alias("latency_source"),
     )
     inferred = pl.col("_inf_g").fill_null(False) | pl.col("_inf_s").fill_null(False)
     linked = pl.col("_ex_g").fill_null(False) | pl.col("_ex_s").fill_null(False) | inferred

@@ -105,6 +105,10 @@ UNUSED_COLUMNS = {
 
 
 CLIENT_TABLES = ("client_attempts", "client_requests")
+# where a client row's latencies come from, by its file's format (files.parquet): a load-test tool's per-request
+# results, else the client's own records (its log, its JSON lines); a client-spans format adds itself here
+LATENCY_SOURCE = {"vllm_bench": "load_test", "aiperf": "load_test", "guidellm": "load_test"}
+CLIENT_RECORDS = "client_records"
 
 
 def columns_read(table: str) -> list[str]:
@@ -212,6 +216,7 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
         keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
     ca = _client_attempts(tabs.pop("client_attempts").filter(pl.col("source").is_in(keep)))
     cr = _client_requests(tabs.pop("client_requests").filter(pl.col("source").is_in(keep)), ca)
+    cr = cr.with_columns(_latency_source(tabs.get("files")).alias("latency_source"))
     ca = ca.join(
         cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left"
     )
@@ -228,6 +233,16 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
             .alias("request_id")
         )
     return Frames(ca, cr, ga, gr, sr, keep, dropped, list(ids_as_sent.values()), dict(ids_as_sent))
+
+
+def _latency_source(files: pl.DataFrame | None) -> pl.Expr:
+    """Each client row's ``latency_source`` (LATENCY_SOURCE), from its file's format."""
+    fmt = {}
+    if files is not None and {"path", "format"} <= set(files.columns):
+        fmt = {
+            p: LATENCY_SOURCE.get(f, CLIENT_RECORDS) for p, f in files.select("path", "format").iter_rows()
+        }
+    return pl.col("source").replace_strict(fmt, default=pl.lit(CLIENT_RECORDS), return_dtype=pl.String)
 
 
 def _left_unfinished(ca: pl.DataFrame, cr: pl.DataFrame) -> pl.DataFrame:

@@ -51,6 +51,7 @@ ASSEMBLED = {
         "duplicate_concurrent",
         "ttft_s",
         "e2e_s",
+        "latency_clock",
         "prompt_tokens",
         "max_tokens",
         "output_tokens",
