@@ -58,39 +58,36 @@ def claims(
 ) -> pl.DataFrame:
     """One row per abandoned attempt (COLUMNS), with its execution and outcome. ``logs``: whether the input holds
     vLLM request lines (``server``) and gateway requests (``gateway``) at all."""
-    link = gr_lr.filter(pl.col("ca").is_not_null()).select("ca", "gr").unique("ca", keep="first")
     timed_out = pl.col("timed_out").fill_null(False)
-    client = (
-        F.ca.filter(timed_out | pl.col("left_unfinished").is_not_null())
-        .select(
-            pl.when(timed_out)
-            .then(pl.lit("client_timeout"))
-            .otherwise(pl.lit("client_stopped"))
-            .alias("kind"),
-            pl.min_horizontal(pl.when(timed_out).then(pl.col("t1")), "left_unfinished").alias("t0"),
-            "lr",
-            "ca",
-        )
-        .join(link, on="ca", how="left")
+    client = F.ca.filter(timed_out | pl.col("left_unfinished").is_not_null()).select(
+        pl.when(timed_out).then(pl.lit("client_timeout")).otherwise(pl.lit("client_stopped")).alias("kind"),
+        pl.min_horizontal(pl.when(timed_out).then(pl.col("t1")), "left_unfinished").alias("t0"),
+        "lr",
+        "ca",
     )
+    link = (
+        gr_lr.filter(pl.col("ca").is_in(client["ca"].implode())).select("ca", "gr").unique("ca", keep="first")
+    )
+    client = client.join(link, on="ca", how="left")
     gr = F.gr.filter(pl.col("inference"))
-    g499 = (
-        gr.filter(pl.col("status") == 499)
-        .select("gr", pl.col("t1").alias("t0"))
-        .join(client.select("gr").drop_nulls(), on="gr", how="anti")
-        .join(gr_lr.select("gr", "lr", "ca").unique("gr", keep="first"), on="gr", how="left")
-        .with_columns(pl.lit("gateway_499").alias("kind"))
+
+    def with_lr(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:  # the few rows' logical requests
+        own = (
+            gr_lr.filter(pl.col("gr").is_in(df["gr"].implode()))
+            .select("gr", *cols)
+            .unique("gr", keep="first")
+        )
+        return df.join(own, on="gr", how="left")
+
+    g499 = gr.filter(pl.col("status") == 499).select("gr", pl.col("t1").alias("t0"))
+    g499 = with_lr(g499.join(client.select("gr").drop_nulls(), on="gr", how="anti"), ("lr", "ca"))
+    g499 = g499.with_columns(pl.lit("gateway_499").alias("kind"))
+    timeout = (pl.col("upstream_status") == 504) | pl.col("error").str.contains("(?i)timed? ?out").fill_null(
+        False
     )
-    timeout = (pl.col("upstream_status") == 504) | pl.col("error").fill_null("").str.contains(
-        "(?i)timed? ?out"
-    )
-    gw = (
-        F.ga.filter(~pl.col("pseudo") & timeout)
-        .select("ga", "gr", pl.col("a1").alias("t0"))
-        .join(gr.select("gr"), on="gr")
-        .join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left")
-        .with_columns(pl.lit("gateway_upstream_timeout").alias("kind"))
-    )
+    gw = F.ga.filter(~pl.col("pseudo") & timeout).select("ga", "gr", pl.col("a1").alias("t0"))
+    gw = with_lr(gw.filter(pl.col("gr").is_in(gr["gr"].implode())), ("lr",))
+    gw = gw.with_columns(pl.lit("gateway_upstream_timeout").alias("kind"))
     ab = pl.concat([client, g499, gw], how="diagonal_relaxed")
     if ab.height == 0:
         return _empty()
@@ -141,7 +138,7 @@ def _outcomes(
     # 1.5 s after the caller left, timed by nginx, is no race)
     r = pl.col("source").replace_strict(res, default=0.0)
     stamped = pl.col("end_source").is_in(["finished", "abort"])
-    e = ex.select(
+    e = ex.filter(pl.col("sr").is_in(ab["sr"].drop_nulls().implode())).select(
         "sr",
         "end",
         "aborted",
@@ -149,8 +146,13 @@ def _outcomes(
         (r + CANCEL_RACE_S).alias("_race"),
         (pl.when(stamped).then(r).otherwise(0.0) + CANCEL_RACE_S).alias("_race_end"),
     )
-    gr = F.gr.select("gr", (pl.col("n_reached") > 0).alias("_g_conn"))
-    ga = F.ga.select("ga", pl.col("reached").alias("_a_conn"))
+    # the few rows of the abandoned attempts' keys (the frames hold every request)
+    gr = F.gr.filter(pl.col("gr").is_in(ab["gr"].drop_nulls().implode())).select(
+        "gr", (pl.col("n_reached") > 0).alias("_g_conn")
+    )
+    ga = F.ga.filter(pl.col("ga").is_in(ab["ga"].drop_nulls().implode())).select(
+        "ga", pl.col("reached").alias("_a_conn")
+    )
     ab = ab.join(e, on="sr", how="left").join(gr, on="gr", how="left").join(ga, on="ga", how="left")
     left = pl.col("t0")
     late_abort = pl.col("aborted") - left > pl.col("_race")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .frames import Frames, group_first
+from .frames import Frames, cumsum_before, group_first
 
 REACHED, NOT_REACHED, UNKNOWN = "reached", "not_reached", "unknown"
 NO_SERVER_LOG = "no vLLM request line in the input"
@@ -26,41 +26,34 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
     ``retries_not_reached``, ``retries_unknown``) and ``reach`` / ``reach_why`` on every client attempt. ``logs``
     says whether the input holds vLLM request lines (``server``) and gateway requests (``gateway``) at all."""
     has_server = logs["server"]
-    executed = (
-        ex.filter(pl.col("ga").is_not_null()).select("ga").unique().with_columns(pl.lit(True).alias("_x"))
-    )
-    ga = (
-        F.ga.filter(~pl.col("pseudo"))
-        .select("ga", "gr", "attempt", "reached")
-        .join(executed, on="ga", how="left")
-        .sort("gr", "attempt", "ga")
-        .with_columns(group_first("gr").alias("_first"))
-    )
-    state = (
-        pl.when(pl.col("_x").fill_null(False))
-        .then(pl.lit(REACHED))
-        .when(~pl.col("reached").fill_null(False))
-        .then(pl.lit(NOT_REACHED))
-        .otherwise(pl.lit(UNKNOWN))
-    )
-    retry = ~pl.col("_first")
+    # F.ga is in gateway-request order, each request's attempts in order (frames._gateway): no sort, no join
+    real = ~pl.col("pseudo")
+    x = pl.col("ga").is_in(ex["ga"].drop_nulls().implode()).alias("_x")
+    ga = F.ga.select("gr", real.alias("_real"), pl.col("reached").fill_null(False), x)
+    ga = ga.with_columns(group_first("gr").alias("_first"))
+    # a retry: a real attempt after the request's first real one (nginx's 'no live upstreams' row is none)
+    retry = pl.col("_real") & (cumsum_before(pl.col("_real").cast(pl.Int64)) > 0)
+    conn, executed = pl.col("_real") & pl.col("reached"), pl.col("_real") & pl.col("_x")
     per_gr = (
-        ga.with_columns(state.alias("_s"))
-        .group_by("gr")
+        ga.with_columns(retry.alias("_retry"), pl.col("gr").set_sorted())
+        .group_by("gr", maintain_order=True)
         .agg(
-            (pl.col("_s") == REACHED).any().alias("_exec"),
-            pl.col("reached").fill_null(False).any().alias("_conn"),
-            *(
-                (retry & (pl.col("_s") == s)).sum().cast(pl.Int64).alias(f"retries_{s}")
-                for s in (REACHED, NOT_REACHED, UNKNOWN)
-            ),
+            executed.any().alias("_exec"),
+            conn.any().alias("_conn"),
+            (pl.col("_retry") & executed).sum().cast(pl.Int64).alias(f"retries_{REACHED}"),
+            (pl.col("_retry") & ~executed & ~conn).sum().cast(pl.Int64).alias(f"retries_{NOT_REACHED}"),
+            (pl.col("_retry") & ~executed & conn).sum().cast(pl.Int64).alias(f"retries_{UNKNOWN}"),
         )
     )
-    gr = F.gr.join(per_gr, on="gr", how="left").with_columns(
-        # a request with no attempt but the gateway's own 'no live upstreams' made no connection
+    # one row per gateway request in both, in the same order: side by side (a join of a million rows each, else)
+    if per_gr["gr"].equals(F.gr["gr"]):
+        gr = F.gr.hstack(per_gr.drop("gr"))
+    else:
+        gr = F.gr.join(per_gr, on="gr", how="left")
+    gr = gr.with_columns(
         pl.when(pl.col("_exec").fill_null(False))
         .then(pl.lit(REACHED))
-        .when(~pl.col("_conn").fill_null(False))
+        .when(~pl.col("_conn").fill_null(False))  # no connection made, or only the gateway's own 502
         .then(pl.lit(NOT_REACHED))
         .otherwise(pl.lit(UNKNOWN))
         .alias("reach"),
@@ -68,18 +61,14 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
     )
     F.gr = gr.drop("_exec", "_conn")
 
-    via = gr_lr.filter(pl.col("ca").is_not_null()).select("ca", "gr").unique("ca", keep="first")
-    via = via.join(F.gr.select("gr", pl.col("reach").alias("_g")), on="gr")
-    direct = (
-        ex.filter(pl.col("ga").is_null() & pl.col("ca").is_not_null())
-        .select("ca")
-        .unique()
-        .with_columns(pl.lit(True).alias("_d"))
-    )
+    # keys are small integers: look the gateway request's reach up by position, not by a join of every row
+    via = gr_lr.filter(pl.col("ca").is_not_null()).select("ca", "gr")
+    g = _lookup(F.ca["ca"], via["ca"], _lookup(via["gr"], F.gr["gr"], F.gr["reach"]))
+    direct = ex.filter(pl.col("ga").is_null() & pl.col("ca").is_not_null())["ca"]
     no_gr = NO_GATEWAY_LINE if logs["gateway"] else (NO_SERVER_LINE if has_server else NO_SERVER_LOG)
-    ca = F.ca.join(via.select("ca", "_g"), on="ca", how="left").join(direct, on="ca", how="left")
+    ca = F.ca.with_columns(g.alias("_g"), pl.col("ca").is_in(direct.implode()).alias("_d"))
     reach = (
-        pl.when(pl.col("_d").fill_null(False))
+        pl.when(pl.col("_d"))
         .then(pl.lit(REACHED))
         .when(pl.col("_g").is_not_null())
         .then(pl.col("_g"))
@@ -94,6 +83,16 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
     )
     F.ca = ca.with_columns(reach.alias("reach"), why.alias("reach_why")).drop("_g", "_d")
     return F
+
+
+def _lookup(keys: pl.Series, at: pl.Series, values: pl.Series) -> pl.Series:
+    """``values[i]`` where ``at[i] == key``, for each of ``keys`` (null where none): keys are non-negative integers,
+    so a table indexed by them is one scatter and one gather."""
+    if keys.len() == 0 or at.len() == 0:
+        return pl.repeat(None, keys.len(), dtype=values.dtype, eager=True)
+    size = int(max(keys.max() or 0, at.max() or 0)) + 1
+    table = pl.repeat(None, size, dtype=values.dtype, eager=True).scatter(at, values)
+    return table.gather(keys)
 
 
 def retried(F: Frames) -> dict:
