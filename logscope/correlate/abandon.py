@@ -22,16 +22,13 @@ from __future__ import annotations
 import polars as pl
 
 from .frames import Frames
+from .reach import NO_GATEWAY_LINE, NO_SERVER_LINE, NO_SERVER_LOG
 
-CANCEL_RACE_S = (
-    1.0  # seconds in which a caller leaving and the server ending or aborting the request are one race
-)
+# seconds in which a caller leaving and the server ending or aborting the request are one race
+CANCEL_RACE_S = 1.0
 CLASSES = ("client_timeout", "client_stopped", "gateway_499", "gateway_upstream_timeout")
 OUTCOMES = ("aborted", "finished_in_race", "ran_on", "unmatched")
 NEVER_REACHED = "never reached vLLM (the gateway made no connection)"
-NO_GATEWAY_LINE = "no gateway request matched"
-NO_SERVER_LINE = "no vLLM request line matched"
-NO_SERVER_LOG = "no vLLM request line in the input"
 SLACK_S = 0.05  # an execution received this soon after the caller left was running when it left (stamp noise)
 
 COLUMNS = {
