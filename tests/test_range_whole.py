@@ -22,6 +22,7 @@ RUNS = {
     "ladder": LAB / "ladder",  # a load-test tool's records (vllm bench), no client log
     "client-killed": DATA / "lab2" / "client-killed",  # unfinished requests
     "sigterm-overload": DATA / "lab2" / "sigterm-overload",
+    "overload-long": LAB / "overload-long",  # a backlog of 950 requests: spans of minutes
 }
 # ranges as fractions of each run's span: short ones cutting through many requests, a long one
 SHARES = ((0.2, 0.4), (0.45, 0.55), (0.6, 0.9), (0.5, 0.5))

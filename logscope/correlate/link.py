@@ -23,6 +23,7 @@ END_CAP_S = 1.0  # an end gap counts at most this much in an inferred pair's cos
 SLACK_S = 0.05  # gateway / vLLM stamps of one event may disagree by this much
 RANK_WEIGHT = 0.001  # tie-break: the k-th Received line of a second goes with the k-th attempt
 SEND_SLACK_S = 0.05  # a gateway may stamp a receipt this much before the client's send (clock noise)
+LATE_TOL_S = 10.0  # sends and receipts left unpaired are paired when the receipt came this soon after
 
 
 def nearest(
@@ -313,11 +314,18 @@ def _by_time(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
             )
         )
         ca, gr = ca.join(near, on="ca", how="anti"), gr.join(same, on="gr", how="anti")
-    out.append(rows(_sends_to_receipts(ca, gr), closeness))
+    near = _sends_to_receipts(ca, gr)
+    out.append(rows(near, closeness))
+    # what is left on both sides: a send whose request reached the gateway seconds after the client logged it (an
+    # openai client on a starved host waits for its connection pool after 'Sending HTTP Request')
+    ca, gr = ca.join(near, on="ca", how="anti"), gr.join(near, on="gr", how="anti")
+    if ca.height and gr.height:
+        late = _sends_to_receipts(ca, gr, LATE_TOL_S)
+        out.append(rows(late, (1 - pl.col("dt").abs() / LATE_TOL_S).clip(0, 1)))
     return pl.concat(out)
 
 
-def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
+def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame, tol: float = INFERRED_TOL_S) -> pl.DataFrame:
     """Id-less client attempts -> gateway requests received a network hop after the send.
 
     Candidates are the gateway requests received within [send - slack, send + tolerance] with the same
@@ -336,7 +344,7 @@ def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
     if left.height == 0 or right.height == 0:
         return empty
     cand = left.join_where(
-        right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S, pl.col("g0") <= pl.col("c0") + INFERRED_TOL_S
+        right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S, pl.col("g0") <= pl.col("c0") + tol
     )
     cand = cand.filter(pl.col("c_r").is_null() | pl.col("g_r").is_null() | (pl.col("c_r") == pl.col("g_r")))
     cand = cand.select(
