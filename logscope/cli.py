@@ -1,20 +1,24 @@
 """The ``logscope`` command: a thin layer over ``logscope.api``.
 
-Each command parses its options, calls one library function and maps library errors to
-exit codes (see ``ExitCode``). Options shared by several commands are defined once below.
+Each command parses its options and calls one library function; ``command`` is the one error boundary
+that turns what the library raises into a message and an exit code (``logscope.errors.ExitCode``), as
+``run`` does for the command line's own usage errors. Options shared by several commands are defined once
+below.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import sys
 import webbrowser
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import IntEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +27,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, cliargs, outdir, slo
-from .errors import LogscopeError
+from .errors import ExitCode, LogscopeError
 from .terminal import (
     _chosen,
     _fail_on_note,
@@ -39,16 +43,11 @@ from .visible import json_visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
 
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAIL_ON = 1  # --fail-on matched an episode class
-    USAGE = 2  # bad options (typer's own code)
-    NO_INPUT = 3  # input folder missing, empty or unreadable
-    NOTHING_PARSED = 4  # files found, none in a known format
-    OUTPUT = 5  # output folder not writable, inside the input, or its disk full
-    CLUSTER = 6  # --cluster: scheduler unreachable, or a worker runs another logscope or cannot see DIR/OUT
-    INTERNAL = 70  # a bug: please report with --debug output
+__all__ = [
+    "ExitCode",
+    "app",
+    "run",
+]  # ExitCode: logscope.errors', here too for the tests and scripts using it
 
 
 # readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
@@ -165,7 +164,9 @@ def _memory(text: str) -> int | str | None:
 def _check_input(path: Path) -> None:
     if not path.exists():
         raise LogscopeError(
-            f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3
+            f"{path} does not exist",
+            hint="give the folder that holds the incident's logs",
+            code=ExitCode.NO_INPUT,
         )
     from .resources import memory
 
@@ -177,7 +178,9 @@ def _check_input(path: Path) -> None:
         )
     if path.is_dir() and next(memory.input_paths(path), None) is None:
         raise LogscopeError(
-            f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3
+            f"{path} holds no files",
+            hint="collect the vLLM, gateway and client logs there",
+            code=ExitCode.NO_INPUT,
         )
 
 
@@ -195,7 +198,7 @@ def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
             raise LogscopeError(
                 f"output folder {o} is inside the input folder",
                 hint="choose -o outside it: inputs are never modified",
-                code=5,
+                code=ExitCode.OUTPUT,
             )
         except ValueError:
             pass
@@ -203,32 +206,68 @@ def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
     return o
 
 
-def _run(fn, debug: bool, out_dir: Path | None = None):
-    try:
-        return fn()
-    except LogscopeError as e:
-        err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
-        if e.hint:
-            err.print(f"  help: {shown(e.hint)}")
-        raise typer.Exit(e.code) from None
-    except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
-        if outdir.disk_full(
-            e
-        ):  # not a bug: the output's disk filled up (the incident may well be a full disk)
-            err.print(
-                f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
-            )
-            err.print(
-                "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
-                "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
-            )
-            raise typer.Exit(ExitCode.OUTPUT) from None
-        err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
-        if debug:
-            _debug_file(e, out_dir)
-        else:
-            err.print("  help: re-run with --debug and report the traceback")
-        raise typer.Exit(ExitCode.INTERNAL) from None
+@dataclass
+class _Call:
+    """What the error boundary needs to know of the command that runs: --debug, and the output folder once it
+    is known to be one logscope may write into (where --debug's file goes)."""
+
+    debug: bool = False
+    out_dir: Path | None = None
+
+
+_CALL: ContextVar[_Call] = ContextVar("logscope_call")
+
+
+def _output(o: Path) -> Path:
+    """``o``, now known as the command's output folder."""
+    call = _CALL.get(None)
+    if call is not None:
+        call.out_dir = o
+    return o
+
+
+def command(fn: Callable[..., None]) -> Callable[..., None]:
+    """The error boundary of a command: a ``LogscopeError`` is its message, its hint and its exit code; a full
+    disk under the output is exit 5; anything else is a bug, said in one line (the traceback with --debug), exit
+    70. ``typer.Exit`` (--fail-on, --version) passes through. Ctrl-C is ``run``'s."""
+
+    @functools.wraps(fn)
+    def bounded(*args, **kwargs) -> None:
+        call = _Call(debug=bool(kwargs.get("debug", False)))
+        token = _CALL.set(call)
+        try:
+            fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except LogscopeError as e:
+            err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
+            if e.hint:
+                err.print(f"  help: {shown(e.hint)}")
+            raise typer.Exit(e.code) from None
+        except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
+            raise typer.Exit(_unexpected(e, call)) from None
+        finally:
+            _CALL.reset(token)
+
+    return bounded
+
+
+def _unexpected(e: Exception, call: _Call) -> ExitCode:
+    if outdir.disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
+        err.print(
+            f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
+        )
+        err.print(
+            "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
+            "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
+        )
+        return ExitCode.OUTPUT
+    err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
+    if call.debug:
+        _debug_file(e, call.out_dir)
+    else:
+        err.print("  help: re-run with --debug and report the traceback")
+    return ExitCode.INTERNAL
 
 
 def _debug_file(e: BaseException, out_dir: Path | None) -> None:
@@ -266,6 +305,7 @@ def _progress(quiet: bool):
 
 
 @app.command()
+@command
 def ingest(
     input: Input,
     out_dir: OutOpt = None,
@@ -279,20 +319,21 @@ def ingest(
     follow_links: LinksOpt = False,
 ) -> None:
     """Parse every log under DIR into Parquet tables (no analysis)."""
-    _run(lambda: cliargs.zone(tz), debug)
-    _run(lambda: _check_input(input), debug)
-    o = _run(lambda: _out_dir(input, out_dir, force), debug)
+    cliargs.zone(tz)
+    _check_input(input)
+    o = _output(_out_dir(input, out_dir, force))
     from . import api
 
     prog, cb = _progress(quiet)
     opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links)
     with prog or _Null():
-        res = _run(lambda: api.ingest(input, o, opts, cb, known_only=True), debug, o)
+        res = api.ingest(input, o, opts, cb, known_only=True)
     if not quiet:
         _print_files(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}")
 
 
 @app.command()
+@command
 def detect(
     input: Input,
     scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
@@ -302,8 +343,8 @@ def detect(
     """Show the format each file is recognised as, its confidence and line coverage."""
     from . import api
 
-    _run(lambda: _check_input(input), debug)
-    files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
+    _check_input(input)
+    files, all_scores = api.detect(input, _options(follow_links=follow_links))
     _print_files(files, f"formats under {input}")
     from .ingest import sources
 
@@ -323,6 +364,7 @@ def detect(
 
 
 @app.command()
+@command
 def formats() -> None:
     """List the log formats logscope knows."""
     import logscope.parsers as parsers
@@ -344,6 +386,7 @@ def formats() -> None:
 
 
 @app.command("export-traces")
+@command
 def export_traces(
     out_dir: Annotated[Path, typer.Argument(help="an analyze output folder")],
     dest: Annotated[
@@ -354,8 +397,11 @@ def export_traces(
     from . import traces_export
 
     if not (out_dir / "requests.parquet").exists() and not (out_dir / "spans.parquet").exists():
-        err.print(f"{out_dir}: no analyze output here (requests.parquet, spans.parquet)")
-        raise typer.Exit(3)
+        raise LogscopeError(
+            f"{out_dir}: no analyze output here (requests.parquet, spans.parquet)",
+            hint="give a folder written by `logscope analyze`",
+            code=ExitCode.NO_INPUT,
+        )
     target = dest or out_dir / "traces.otlp.jsonl"
     got = traces_export.write(out_dir, target)
     out.print(
@@ -365,6 +411,7 @@ def export_traces(
 
 
 @app.command()
+@command
 def analyze(
     input: Input,
     out_dir: OutOpt = None,
@@ -418,13 +465,12 @@ def analyze(
 
     bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
     if bad:
-        err.print(
-            f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {shown(bad[0])})"
+        raise LogscopeError(
+            f"--fail-on takes spike, sustained, recurring or crash (got {bad[0]})", code=ExitCode.USAGE
         )
-        raise typer.Exit(ExitCode.USAGE)
-    _run(lambda: cliargs.zone(tz), debug)
-    _run(lambda: _check_input(input), debug)
-    limit = _run(lambda: _memory(max_memory), debug)
+    cliargs.zone(tz)
+    _check_input(input)
+    limit = _memory(max_memory)
     budget = memory.budget_of(limit)
     # before polars is loaded (the next import): how its allocator returns memory is set when it starts
     if memory.tune_allocator(input, budget) and verbose:
@@ -442,9 +488,9 @@ def analyze(
         )
     from . import api
 
-    _run(lambda: cliargs.window(window), debug)
-    rng = _run(lambda: _range(since, until, tz), debug)
-    o = _run(lambda: _out_dir(input, out_dir, force), debug)
+    cliargs.window(window)
+    rng = _range(since, until, tz)
+    o = _output(_out_dir(input, out_dir, force))
     opts = _options(
         tz,
         include_prompts,
@@ -469,9 +515,9 @@ def analyze(
     )
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
-    with _cluster(cluster, input, o, verbose, debug) as address, prog or _Null():
+    with _cluster(cluster, input, o, verbose) as address, prog or _Null():
         opts.cluster = address
-        paths = _run(lambda: api.analyze(input, o, opts, cb), debug, o)
+        paths = api.analyze(input, o, opts, cb)
     summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:  # the same data, its invisible characters as \u escapes
         sys.stdout.write(json_visible(Path(paths["summary_json"]).read_text()))
@@ -493,6 +539,7 @@ def analyze(
 
 
 @app.command()
+@command
 def report(
     out_dir: Annotated[
         Path, typer.Argument(metavar="OUT", help="a folder written by logscope analyze/ingest")
@@ -517,23 +564,25 @@ def report(
     what analyze would: the range that fits --max-memory when the whole input does not."""
     from . import api
 
-    _run(lambda: cliargs.zone(tz), debug)
+    cliargs.zone(tz)
     if not (out_dir / "files.parquet").exists():
-        err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
-        err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
-        raise typer.Exit(ExitCode.NO_INPUT)
-    rng = _run(lambda: _range(since, until, tz), debug)
+        raise LogscopeError(
+            f"{out_dir} has no files.parquet",
+            hint="run `logscope analyze DIR -o OUT` (or `logscope ingest`) first",
+            code=ExitCode.NO_INPUT,
+        )
+    _output(out_dir)
+    rng = _range(since, until, tz)
     if whole and rng:
-        err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
-        raise typer.Exit(ExitCode.USAGE)
+        raise LogscopeError("--whole and --since/--until exclude each other", code=ExitCode.USAGE)
     again = whole or bool(rng)
     asked = slo.given(slo_ttft, slo_e2e, slo_success)
-    limit = _run(lambda: _memory(max_memory), debug)
+    limit = _memory(max_memory)
     opts = _options(
         tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
     )
 
-    paths, diagnosed = _run(lambda: api.rerender(out_dir, opts, again, bool(asked)), debug, out_dir)
+    paths, diagnosed = api.rerender(out_dir, opts, again, bool(asked))
     if not quiet:
         summary = json.loads(Path(paths["summary_json"]).read_text())
         if diagnosed:  # a new diagnosis: its verdict, as analyze prints it
@@ -544,6 +593,7 @@ def report(
 
 
 @app.command()
+@command
 def compare(
     run_a: Annotated[
         Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")
@@ -561,13 +611,14 @@ def compare(
     from . import api
 
     for p in (run_a, run_b):
-        _run(lambda p=p: _check_input(p), debug)
+        _check_input(p)
     o = out_dir or Path.cwd() / f"logscope-compare-{run_a.resolve().name}-{run_b.resolve().name}"
     for p in (run_a, run_b):
-        _run(lambda p=p: _out_dir(p, o), debug)
+        _out_dir(p, o)
+    _output(o)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
-        res = _run(lambda: api.compare(run_a, run_b, o, _options(), cb), debug)
+        res = api.compare(run_a, run_b, o, _options(), cb)
     if json_:
         sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
     elif not quiet:
@@ -590,7 +641,7 @@ def _settings_of(out_dir: Path) -> dict:
 
 
 @contextmanager
-def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bool) -> Iterator[str | None]:
+def _cluster(address: str | None, input: Path, o: Path, verbose: bool) -> Iterator[str | None]:
     """The cluster session (logscope.cluster), opened and checked while the files are detected, said once it
     is (its problems come out of the analysis, before any task); None: no cluster."""
     if not address:
@@ -609,8 +660,7 @@ def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bo
         for note in s.notes:
             err.print(shown(f"logscope: cluster: {note}"))
 
-    with ExitStack() as stack:
-        _run(lambda: stack.enter_context(cluster.opening(address, input, o, said)), debug)
+    with cluster.opening(address, input, o, said):
         yield address
 
 
@@ -625,7 +675,7 @@ class _Null:
 def version_callback(value: bool) -> None:
     if value:
         out.print(f"logscope {__version__}")
-        raise typer.Exit()
+        raise typer.Exit(ExitCode.OK)
 
 
 @app.callback()
@@ -658,8 +708,8 @@ def run() -> None:
         sys.exit(ExitCode.USAGE)
     except click.exceptions.Abort:
         err.print("logscope: interrupted")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as e:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         sys.exit(e.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)

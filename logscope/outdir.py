@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import LogscopeError
+from .errors import ExitCode, LogscopeError
 
 try:
     import fcntl
@@ -48,7 +48,6 @@ OUTPUT_FILES = frozenset(
 )
 _OURS = {MARKER, LOCK, DEBUG_FILE}  # what a folder may hold and still be one logscope may write into
 _PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))  # kernel file systems: never an output
-OUTPUT_CODE = 5
 
 
 def is_output_name(name: str) -> bool:
@@ -65,13 +64,13 @@ def check(out: Path, force: bool = False) -> None:
             raise LogscopeError(
                 f"output folder {out} is under {fs}, a kernel file system",
                 hint="give -o a folder on a disk",
-                code=OUTPUT_CODE,
+                code=ExitCode.OUTPUT,
             )
     if p.exists() and not p.is_dir():
         raise LogscopeError(
             f"output {out} is a file, not a folder",
             hint="give -o a new folder, or one logscope wrote",
-            code=OUTPUT_CODE,
+            code=ExitCode.OUTPUT,
         )
     if not p.is_dir() or force:
         return
@@ -86,7 +85,7 @@ def check(out: Path, force: bool = False) -> None:
             f"output folder {out} holds files logscope did not write ({shown})",
             hint="give -o a new or empty folder, or add --force to write there anyway (logscope's outputs then "
             "replace files of the same name; nothing else is touched)",
-            code=OUTPUT_CODE,
+            code=ExitCode.OUTPUT,
         )
 
 
@@ -102,7 +101,7 @@ def unusable(out: Path, e: OSError) -> LogscopeError:
     return LogscopeError(
         f"output folder {out} is not usable: {why.get(e.errno, e.strerror or str(e))}",
         hint="give -o a folder you can write to",
-        code=OUTPUT_CODE,
+        code=ExitCode.OUTPUT,
     )
 
 

@@ -5,7 +5,7 @@ asked for: the base install never loads it. A session connects to a scheduler (o
 ``local[:N]``) and, before any work, checks with one small call per worker that every worker runs this very
 logscope (its version and the digest of its code) and sees the input and the output folder as this process
 does: a worker on other storage would write parts nobody assembles. Each problem is a ``LogscopeError`` with
-exit code ``EXIT``. The tasks themselves are in ``tasks.py`` (ingest) and ``correlate.py`` (slices).
+exit code ``ExitCode.CLUSTER``. The tasks themselves are in ``tasks.py`` (ingest) and ``correlate.py`` (slices).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import LogscopeError
+from ..errors import ExitCode, LogscopeError
 
 ENV = "LOGSCOPE_CLUSTER"  # the address when --cluster is not given
-EXIT = 6  # the CLI's exit code for a cluster that cannot run the analysis (cli.ExitCode.CLUSTER)
 WORKERS_TIMEOUT_S = 60  # a scheduler with no worker yet: how long to wait for the first
 PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this process must then see
 HINT = (
@@ -102,7 +101,9 @@ class Opening:
 
 def current() -> Session:
     if _current is None:
-        raise LogscopeError("no Dask cluster session is open", code=EXIT, hint="give --cluster ADDRESS")
+        raise LogscopeError(
+            "no Dask cluster session is open", code=ExitCode.CLUSTER, hint="give --cluster ADDRESS"
+        )
     return _current.result() if isinstance(_current, Opening) else _current
 
 
@@ -114,7 +115,7 @@ def require() -> None:
         raise LogscopeError(
             "--cluster needs Dask's distributed, which is not installed",
             hint="pip install 'logscope[dask]'",
-            code=2,
+            code=ExitCode.USAGE,
         ) from None
 
 
@@ -199,7 +200,7 @@ def connect(address: str) -> Session:
             local.close()
         _restore(environ)
         raise LogscopeError(
-            f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT
+            f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=ExitCode.CLUSTER
         ) from None
     try:
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
@@ -208,7 +209,7 @@ def connect(address: str) -> Session:
         raise LogscopeError(
             f"the Dask scheduler at {address} has no worker (none joined in {WORKERS_TIMEOUT_S} s)",
             hint=HINT,
-            code=EXIT,
+            code=ExitCode.CLUSTER,
         ) from None
     workers = client.scheduler_info(n_workers=-1)["workers"]
     threads = sum(w.get("nthreads", 1) for w in workers.values())
@@ -246,7 +247,7 @@ def _local_workers(address: str) -> int:
         n = 0
     if n < 1:
         raise LogscopeError(
-            f"--cluster {address}: give local or local:N, N a number of worker processes", code=2
+            f"--cluster {address}: give local or local:N, N a number of worker processes", code=ExitCode.USAGE
         )
     return n
 
@@ -354,7 +355,7 @@ def check(s: Session, root: Path, out: Path) -> None:
         raise LogscopeError(
             f"a worker of {s.address} cannot run logscope: {type(e).__name__}: {e}",
             hint="install the same logscope on every worker (pip install 'logscope[dask]')",
-            code=EXIT,
+            code=ExitCode.CLUSTER,
         ) from None
     try:
         mine = (__version__, code_digest())
@@ -364,16 +365,18 @@ def check(s: Session, root: Path, out: Path) -> None:
                     f"worker {worker} runs logscope {w['version']} (code {w['code']}, Python {w['python']}), "
                     f"this client {mine[0]} (code {mine[1]}, Python {platform.python_version()})",
                     hint="install the same logscope (and polars, pyarrow) on the client and every worker",
-                    code=EXIT,
+                    code=ExitCode.CLUSTER,
                 )
             if w["problems"]:
-                raise LogscopeError(f"worker {worker}: {'; '.join(w['problems'])}", hint=HINT, code=EXIT)
+                raise LogscopeError(
+                    f"worker {worker}: {'; '.join(w['problems'])}", hint=HINT, code=ExitCode.CLUSTER
+                )
             if not (out / w["probe"]).exists():
                 raise LogscopeError(
                     f"worker {worker} writes to another {out} than this client's: its probe file is "
                     "not seen here",
                     hint="OUT must be on storage the client and every worker share, at the same path",
-                    code=EXIT,
+                    code=ExitCode.CLUSTER,
                 )
     finally:
         for p in out.glob(f"{PROBE}{token}-*"):
