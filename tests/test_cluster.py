@@ -262,7 +262,11 @@ def test_a_session_opens_while_this_process_goes_on(tmp_path):
             assert time.monotonic() - t0 < 1.0 and isinstance(o, cluster.Opening)
             with pytest.raises(LogscopeError) as e:
                 cluster.current()
-    assert e.value.code == ExitCode.CLUSTER and "cannot reach the Dask scheduler" in e.value.what and called == []
+    assert (
+        e.value.code == ExitCode.CLUSTER
+        and "cannot reach the Dask scheduler" in e.value.what
+        and called == []
+    )
     with cluster.opening("local:1", SPIKE, tmp_path / "o", called.append) as o:
         s = cluster.current()
         assert called == [s] and s.workers == 1
