@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import jsontext
 from .errors import ExitCode, LogscopeError
 
 try:
@@ -213,7 +214,7 @@ def _mark(out: Path, names: list[str]) -> None:
         "what": "a logscope output folder: the files logscope wrote here (it leaves any other alone)",
         "files": names,
     }
-    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    jsontext.write(tmp, doc, jsontext.RECORD)
     os.replace(tmp, out / MARKER)
 
 

@@ -10,13 +10,12 @@ and writes ``requests.parquet``, ``windows.parquet``, ``clock_offsets.parquet`` 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from .. import schemas
+from .. import jsontext, schemas
 from ..resources import scope
 from . import assemble, clock, frames, link, narrow, summary, windows
 from .frames import Frames, to_ts
@@ -58,12 +57,12 @@ def run(out: Path, options) -> dict:
         res.summary["traces"] = tr
     res.windows.write_parquet(out / "windows.parquet")
     res.clock_offsets.write_parquet(out / "clock_offsets.parquet")
-    (out / "correlation.json").write_text(dumps(res.summary))
+    jsontext.write(out / "correlation.json", res.summary, jsontext.CORRELATION)
     return res.summary
 
 
 def dumps(d: dict) -> str:
-    return json.dumps(d, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    return jsontext.CORRELATION.dumps(d)
 
 
 def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -> Result:
