@@ -15,6 +15,8 @@ from logscope.api import AnalyzeOptions, analyze
 from logscope.errors import ExitCode, LogscopeError
 from logscope.ingest import IngestOptions, apart
 
+pytestmark = pytest.mark.slow  # an ingest in a child process
+
 
 def test_the_same_tables_and_progress_as_in_process(tmp_path):
     src = need(LAB / "crash")

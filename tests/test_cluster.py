@@ -30,6 +30,8 @@ from logscope.errors import ExitCode, LogscopeError  # noqa: E402
 from logscope.ingest import IngestOptions, sources  # noqa: E402
 from logscope.ingest.streams import FileState  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Dask schedulers and worker processes
+
 SPIKE = ROOT / "samples" / "spike"  # a lab run kept in the repository: every layer, 0.8 MB
 # small slices and pieces, so that both run as several tasks on a folder this small
 CUT = {"slice_rows": 300, "chunk_bytes": 32768}
@@ -342,6 +344,10 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
             )
         )
         analyze(SPIKE, tmp_path / "here", AnalyzeOptions())
+        # the CLI starts once one worker joined (cluster.connect); this test asserts both did: wait for that
+        # (on a loaded machine the second worker process may start tens of seconds after the first)
+        with distributed.Client(address, timeout=60) as c:
+            c.wait_for_workers(2, timeout=180)
         r = subprocess.run(
             [
                 sys.executable,

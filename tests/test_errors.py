@@ -83,6 +83,7 @@ def test_readme_table_is_the_enum():
 runner = CliRunner()
 
 
+@pytest.mark.slow  # a child process
 def test_a_killed_ingest_is_not_a_finding(tmp_path, monkeypatch):
     """The ingest run apart (memory tight) killed by SIGKILL, as the OOM killer does: exit 7 and the signal said,
     never 1 (`--fail-on` matched) nor 70 (a bug)."""
