@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -29,18 +30,29 @@ class Result:
     summary: dict
 
 
-def run(out: Path, options) -> dict:
+class CorrelateOptions(scope.RangeOptions, Protocol):
+    """What the correlation reads of its options (``AnalyzeOptions`` has them): the range, the window width,
+    slices of about ``slice_rows`` request rows (None or 0: the whole at once) and a cluster to run them on."""
+
+    window: str | None
+    slice_rows: int | None
+    cluster: str | None
+
+
+def run(out: Path, options: CorrelateOptions) -> dict:
     """Correlate the tables in ``out`` and write the correlation outputs there: at once, or in time slices of
     about ``options.slice_rows`` request rows (``slices.py``)."""
     out = Path(out)
     rng = scope.of(options)
-    window, rows = getattr(options, "window", None), getattr(options, "slice_rows", None)
+    window, rows = options.window, options.slice_rows
     if rows:
         from . import slices  # imports this module's stages
 
-        each = None
-        if getattr(options, "cluster", None):  # one slice a task (logscope.cluster)
-            from ..cluster.correlate import each
+        each: slices.Each | None = None
+        if options.cluster:  # one slice a task (logscope.cluster)
+            from ..cluster import correlate as on_cluster
+
+            each = on_cluster.each
         res = slices.correlate(out, rng, rows, window, each)  # writes requests.parquet itself
     elif rng:
         res = correlate_range(out, rng, window)
