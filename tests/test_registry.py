@@ -78,6 +78,7 @@ def test_detect_never_raises(mod, head):
     assert mod.detect(head) is not None
 
 
+@pytest.mark.slow  # detection of every real file's head, each one alone and all at once
 def test_detect_many_is_detect_file_by_file(tmp_path):
     """Format by format over many heads (ingest's order, on a pool or not) gives each file's own detection:
     every format's samples, the lab recordings and tests/data, and heads that no format claims."""
