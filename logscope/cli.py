@@ -14,7 +14,7 @@ import webbrowser
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -49,6 +49,18 @@ class ExitCode(IntEnum):
     OUTPUT = 5  # output folder not writable, inside the input, or its disk full
     CLUSTER = 6  # --cluster: scheduler unreachable, or a worker runs another logscope or cannot see DIR/OUT
     INTERNAL = 70  # a bug: please report with --debug output
+    INTERRUPTED = (
+        130  # Ctrl-C (SIGINT): the run stopped, its staging folder removed (128 + SIGINT, as shells)
+    )
+
+
+class FailOn(StrEnum):
+    """The episode classes --fail-on takes (its --help lists them)."""
+
+    SPIKE = "spike"
+    SUSTAINED = "sustained"
+    RECURRING = "recurring"
+    CRASH = "crash"
 
 
 # readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
@@ -374,10 +386,10 @@ def analyze(
     follow_links: LinksOpt = False,
     png: PngOpt = False,
     fail_on: Annotated[
-        list[str] | None,
+        list[FailOn] | None,
         typer.Option(
             "--fail-on",
-            help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)",
+            help="exit 1 if an episode of this class exists (repeatable)",
         ),
     ] = None,
     cluster: Annotated[
@@ -395,12 +407,6 @@ def analyze(
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
     from .resources import memory
 
-    bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
-    if bad:
-        err.print(
-            f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {shown(bad[0])})"
-        )
-        raise typer.Exit(ExitCode.USAGE)
     _run(lambda: cliargs.zone(tz), debug)
     _run(lambda: _check_input(input), debug)
     limit = _run(lambda: _memory(max_memory), debug)
@@ -466,8 +472,9 @@ def analyze(
             "(or --max-memory none) to judge the whole input",
             style="yellow",
         )
-    if fail_on and classes & set(fail_on):
-        _fail_on_note(summary, set(fail_on))
+    wanted = {c.value for c in fail_on or []}
+    if wanted and classes & wanted:
+        _fail_on_note(summary, wanted)
         raise typer.Exit(ExitCode.FAIL_ON)
 
 
@@ -635,10 +642,12 @@ def run() -> None:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         err.print(shown(f"  help: {e.ctx.command_path if e.ctx else 'logscope'} --help"))
         sys.exit(ExitCode.USAGE)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         err.print("logscope: interrupted")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as e:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         sys.exit(e.exit_code)
+    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C's KeyboardInterrupt into this code
+        err.print("logscope: interrupted")
     sys.exit(code if isinstance(code, int) else 0)
