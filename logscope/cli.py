@@ -531,29 +531,62 @@ def report(
 
 @app.command()
 def compare(
-    run_a: Annotated[
-        Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="A B [C …]",
+            help="runs: analyze output folders, or input folders (analysed first); two for a pair, three or more "
+            "for a sweep of one setting",
+        ),
     ],
-    run_b: Annotated[Path, typer.Argument(help="run B: the same traffic with one setting changed")],
     out_dir: Annotated[
-        Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-compare-<A>-<B>)")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="output folder (default: ./logscope-compare-<A>-<B>, ./logscope-sweep-<A>-<last>)",
+        ),
     ] = None,
+    slo_ttft: SloTtftOpt = None,
+    slo_e2e: SloE2eOpt = None,
+    slo_success: SloSuccessOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="print compare.json to stdout")] = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Did the one change help? compare.html/.json/.md for two runs of the same traffic: what changed, what
-    moved beyond the run-to-run noise, and the verdict."""
+    """Did the one change help? compare.html/.json/.md for two runs of the same traffic (what changed, what
+    moved beyond the run-to-run noise on each clock, the trade, the verdict), or for a sweep of three or more
+    (each run's working boundary and figures per step against the setting, and which value met the SLO at the
+    highest load). The SLO is the first run's unless given."""
     from . import api
 
-    for p in (run_a, run_b):
+    if len(runs) < 2:
+        err.print("[bold red]logscope: error:[/] compare takes two runs (a pair) or more (a sweep)")
+        err.print("  help: logscope compare A B [C …]")
+        raise typer.Exit(ExitCode.USAGE)
+    for p in runs:
         _run(lambda p=p: _check_input(p), debug)
-    o = out_dir or Path.cwd() / f"logscope-compare-{run_a.resolve().name}-{run_b.resolve().name}"
-    for p in (run_a, run_b):
+    names = [p.resolve().name for p in runs]
+    default = (
+        f"logscope-compare-{names[0]}-{names[1]}"
+        if len(runs) == 2
+        else f"logscope-sweep-{names[0]}-{names[-1]}"
+    )
+    o = out_dir or Path.cwd() / default
+    for p in runs:
         _run(lambda p=p: _out_dir(p, o), debug)
+    opts = _options()
+    given = {
+        k: v for k, v in (("ttft_s", slo_ttft), ("e2e_s", slo_e2e), ("success", slo_success)) if v is not None
+    }
+    if given:
+        opts.extra["compare_slo"] = given
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
-        res = _run(lambda: api.compare(run_a, run_b, o, _options(), cb), debug)
+        if len(runs) == 2:
+            res = _run(lambda: api.compare(runs[0], runs[1], o, opts, cb), debug, o)
+        else:
+            res = _run(lambda: api.sweep(runs, o, opts, cb), debug, o)
     if json_:
         sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
     elif not quiet:
@@ -561,7 +594,7 @@ def compare(
 
         for i, line in enumerate(terminal_lines(res["doc"])):
             out.print(shown(line), style="bold" if i == 0 else None, soft_wrap=True)
-        out.print(f"compare: {res['paths']['compare_html']}")
+        out.print(f"compare: {shown(str(res['paths']['compare_html']))}")
 
 
 def _settings_of(out_dir: Path) -> dict:

@@ -109,3 +109,61 @@ def timelines(ra: Run, rb: Run) -> dict | None:
                 .properties(width=WIDTH, height=56, title=f"{lab} · {title}")
             )
     return _finish(alt.vconcat(*panels, spacing=6)) if panels else None
+
+
+SWEEP_FIGURES = (("ttft_p95", "TTFT p95, callers (s)"), ("engine_ttft_p95", "TTFT p95, engine (s)"),
+                 ("e2e_p95", "e2e p95, callers (s)"), ("gateway_e2e_p95", "e2e p95, gateway (s)"),
+                 ("queue_p95", "queue time p95, engine (s)"), ("throughput_tps", "output tokens/s"),
+                 ("preemptions", "preemptions"))  # fmt: skip
+
+
+def sweep_chart(doc: dict) -> dict | None:
+    """Each figure against the swept setting, one line per load step, and the working boundary per value."""
+    sw = doc["sweep"]
+    name = (sw["setting"] or {}).get("name") or "run"
+    order = [str(t["value"]) if sw["setting"] else t["run"].upper() for t in sw["table"]]
+    rows = []
+    for t, x in zip(sw["table"], order, strict=True):
+        for i, c in enumerate(t["steps"]):
+            for fig, title in SWEEP_FIGURES:
+                if c.get(fig) is not None:
+                    rows.append(
+                        {"x": x, "step": c["label"], "order": i, "figure": title, "value": float(c[fig])}
+                    )
+    if not rows:
+        return None
+    df = pl.DataFrame(rows)
+    steps = [c["label"] for c in sw["table"][0]["steps"]]
+    charts = []
+    for _, title in SWEEP_FIGURES:
+        d = df.filter(pl.col("figure") == title)
+        if d.height == 0:
+            continue
+        charts.append(
+            alt.Chart(d)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("value:Q", title=None),
+                color=alt.Color("step:O", sort=steps, title="step", scale=alt.Scale(scheme="viridis")),
+                tooltip=["x:O", "step:N", alt.Tooltip("value:Q", format=".4~g")],
+            )
+            .properties(width=230, height=150, title=title)
+        )
+    bd = [
+        {"x": x, "boundary": t["boundary"], "known": t["boundary_known"]}
+        for t, x in zip(sw["table"], order, strict=True)
+        if t["boundary_known"] and t["boundary"] is not None
+    ]
+    if bd:
+        charts.append(
+            alt.Chart(pl.DataFrame(bd))
+            .mark_bar(color="#2f6f4e")
+            .encode(
+                x=alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("boundary:Q", title=None),
+                tooltip=["x:O", alt.Tooltip("boundary:Q", format=".4~g")],
+            )
+            .properties(width=230, height=150, title="working boundary (highest step meeting the SLO)")
+        )
+    return _finish(alt.concat(*charts, columns=3)) if charts else None

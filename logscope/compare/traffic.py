@@ -76,9 +76,10 @@ def match(a: list[Step], b: list[Step]) -> tuple[list[tuple[Step, Step]], list[S
     return pairs, [s for s in a if s.key not in kb], [s for s in b if s.key not in ka]
 
 
-def requests_of(run: Run, step: Step | None) -> pl.DataFrame:
-    """The logical requests of a step (its phase's, else those that started in its window); all without one."""
-    r = run.table("requests")
+def requests_of(run: Run, step: Step | None, r: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The logical requests of a step (its phase's, else those that started in its window); all without one.
+    ``r``: the requests to choose from (the run's table by default)."""
+    r = run.table("requests") if r is None else r
     if step is None or r.height == 0:
         return r
     if step.phase is not None and "phase" in r.columns and (r["phase"] == step.phase).any():

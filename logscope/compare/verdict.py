@@ -9,28 +9,55 @@ from typing import Any
 
 from ..report.fmt import fnum, pct
 
-PREEMPT_MIN = 10  # fewer preemptions in A than this: not a change worth a trap
-RETRIES_MIN = 10
 GAUGE_MOVE = (
     0.25  # a figure without a noise estimate (waiting, queue time, throughput) counts past this change
 )
 
 
-def meets(values: dict, slo: dict) -> tuple[bool | None, list[str]]:
-    """Whether the figures meet the SLO, and each condition that failed (None: a figure is unknown)."""
+# the SLO's figures, by clock in the order they judge it: the callers' own first (the SLO is theirs), then the
+# gateway's (its request time holds the callers' wait but the network), then the engine's
+JUDGED_BY = {
+    "ttft": (("ttft_p95", "client"), ("engine_ttft_p95", "engine")),
+    "e2e": (("e2e_p95", "client"), ("gateway_e2e_p95", "gateway"), ("engine_e2e_p95", "engine")),
+}
+
+
+def judged_on(figs: list[Any]) -> dict[str, str | None]:
+    """Per SLO figure, the metric every run has at this scope (one clock for all: like with like)."""
+    out: dict[str, str | None] = {}
+    for what, options in JUDGED_BY.items():
+        out[what] = next(
+            (name for name, _ in options if all(f.values.get(name) is not None for f in figs)), None
+        )
+    return out
+
+
+def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, list[str]]:
+    """Whether the figures meet the SLO, and the metric of each condition that failed (None: a figure is unknown,
+    or a histogram's p95 lies in a bucket holding the limit). ``on``: the metric judging TTFT and e2e."""
     checks = (
-        ("ttft_p95", "ttft_s", "TTFT p95", lambda v, t: v <= t),
-        ("e2e_p95", "e2e_s", "e2e p95", lambda v, t: v <= t),
-        ("success_share", "success", "success share", lambda v, t: v >= t),
+        (on.get("ttft"), "ttft_s", True),
+        (on.get("e2e"), "e2e_s", True),
+        ("success_share", "success", False),
     )
     failed, unknown = [], False
-    for key, skey, name, ok in checks:
-        v, t = values.get(key), slo.get(skey)
+    for key, skey, upper in checks:
+        name = key
+        t = slo.get(skey)
         if t is None:
             continue
+        v = fig.values.get(key) if key else None
         if v is None:
             unknown = True
-        elif not ok(v, t):
+            continue
+        bounds = fig.meta.get(key, {}).get("bucket_bounds") if upper else None
+        if bounds is not None:  # a histogram's p95: only a whole bucket above (or below) the limit decides
+            lo, hi = bounds
+            if lo >= t:
+                failed.append(name)
+            elif hi > t:
+                unknown = True
+        elif (v > t) if upper else (v < t):
             failed.append(name)
     return (False if failed else (None if unknown else True)), failed
 
@@ -81,9 +108,12 @@ def comparability(
 
 
 def _plain(v: Any) -> str:
+    """A setting as written in its configuration (a port or a count without a thousands separator)."""
     if isinstance(v, list):
         return "[" + ", ".join(_plain(x) for x in v) + "]"
-    return fnum(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return fnum(v) if isinstance(v, float) else str(v)
 
 
 def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
@@ -112,8 +142,8 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
                 "both runs meet it."
                 if a
                 else "neither run meets it "
-                f"(A misses {', '.join(whole['slo_failed']['a'])}; B misses "
-                f"{', '.join(whole['slo_failed']['b'])})."
+                f"(A misses {_titles(whole['slo_failed']['a'])}; B misses "
+                f"{_titles(whole['slo_failed']['b'])})."
             )
             + steps_txt
         )
@@ -122,7 +152,7 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
         + (
             "B meets it where A did not."
             if b
-            else f"B misses it ({', '.join(whole['slo_failed']['b'])}) where A met it."
+            else f"B misses it ({_titles(whole['slo_failed']['b'])}) where A met it."
         )
         + steps_txt
     )
@@ -166,65 +196,6 @@ def boundary_line(bd: dict) -> str | None:
     return f"The working boundary moved from {t(bd['a'])} (A) to {t(bd['b'])} (B)."
 
 
-def _row(rows: list[dict], name: str) -> dict:
-    return next(r for r in rows if r["name"] == name)
-
-
-def traps(scopes: list[tuple[str, list[dict]]]) -> list[dict]:
-    """Each trap found: preemptions fell but TTFT p95 rose beyond the noise (the latency moved into the
-    queue); client retries fell but the success share fell beyond the noise (the failures reach the callers)."""
-    found = []
-    for scope, rows in scopes:
-        p, t, q = _row(rows, "preemptions"), _row(rows, "ttft_p95"), _row(rows, "queue_mean_s")
-        if p["a"] is not None and p["b"] is not None and p["a"] >= PREEMPT_MIN and p["b"] <= p["a"] / 2:
-            rose = t["beyond_noise"] and (t["change"] or 0) > 0
-            if rose:
-                q_txt = (
-                    f"; vLLM's mean queue time went from {_v(q['a'], 's')} to {_v(q['b'], 's')}"
-                    if q["a"] is not None and q["b"] is not None and q["b"] > q["a"]
-                    else ""
-                )
-                found.append(
-                    {
-                        "kind": "latency_into_queue",
-                        "scope": scope,
-                        "rise": t["change"],
-                        "text": f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])}, but TTFT p95 rose from "
-                        f"{_v(t['a'], 's')} to {_v(t['b'], 's')}{q_txt}: the latency moved into the queue"
-                        f"{'' if scope == 'whole run' else f' ({scope})'}.",
-                    }
-                )
-        r, s = _row(rows, "client_retries"), _row(rows, "success_share")
-        if r["a"] is not None and r["b"] is not None and r["a"] >= RETRIES_MIN and r["b"] <= r["a"] / 2:
-            if s["beyond_noise"] and (s["change"] or 0) < 0:
-                found.append(
-                    {
-                        "kind": "failures_reach_callers",
-                        "scope": scope,
-                        "rise": -s["change"],
-                        "text": f"Client retries fell from {fnum(r['a'])} to {fnum(r['b'])}, but the success share "
-                        f"fell from {_v(s['a'], 'share')} to {_v(s['b'], 'share')}: the failures the retries "
-                        f"absorbed now reach the callers{'' if scope == 'whole run' else f' ({scope})'}.",
-                    }
-                )
-    return found
-
-
-def relief_line(scopes: list[tuple[str, list[dict]]]) -> str | None:
-    """Preemptions gone without the queue taking the latency: said, since the check was made."""
-    scope, rows = scopes[0]
-    p, t = _row(rows, "preemptions"), _row(rows, "ttft_p95")
-    if p["a"] is None or p["b"] is None or p["a"] < PREEMPT_MIN or p["b"] > p["a"] / 2 or t["a"] is None:
-        return None
-    if t["beyond_noise"] and (t["change"] or 0) > 0:
-        return None
-    how = "fell" if t["direction"] == "better" else "did not rise beyond the noise"
-    return (
-        f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])} and TTFT p95 {how} "
-        f"({_v(t['a'], 's')} → {_v(t['b'], 's')}): the queue did not take the latency."
-    )
-
-
 def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     """better / worse / mixed / no movement over the whole runs, and the figures behind it."""
 
@@ -255,17 +226,6 @@ def movement_line(result: str, good: list[str], bad: list[str]) -> str:
     return "Over the whole runs, " + "; ".join(parts) + "."
 
 
-def headline_traps(found: list[dict]) -> list[str]:
-    """One sentence per kind of trap: the whole run's, else the step where it is largest."""
-    out = []
-    for kind in ("latency_into_queue", "failures_reach_callers"):
-        mine = [t for t in found if t["kind"] == kind]
-        if mine:
-            whole = [t for t in mine if t["scope"] == "whole run"]
-            out.append((whole or sorted(mine, key=lambda t: -(t["rise"] or 0)))[0]["text"])
-    return out
-
-
 def control_line(steps: list[dict]) -> str | None:
     """The lightest matched step as a control: when B is slower (or faster) there too, beyond the noise, the
     change matters even at light load, or something else differed between the recordings."""
@@ -284,3 +244,38 @@ def control_line(steps: list[dict]) -> str | None:
         f"{_v(r['b'], 's')}): either the change matters even at light load, or something else differed "
         "between the recordings (machine load, noise); weigh the heavier steps' moves with that in mind."
     )
+
+
+def engines_line(engines: tuple[str, str] | None) -> str | None:
+    """What cannot be compared between two engines."""
+    if not engines:
+        return None
+    a, b = engines
+    return (
+        f"A runs {a}, B runs {b}: their own figures count different things under one name (token usage and KV "
+        "usage, retractions and preemptions, their queues), so the engine's clock is shown, never compared; the "
+        "callers' and the gateway's clocks compare like with like."
+    )
+
+
+def steps_line(sa: list, sb: list, pairs: list) -> str | None:
+    """Steps that match nothing in the other run: the whole runs are still compared."""
+    if pairs or not (sa or sb):
+        return None
+
+    def shown(st: list) -> str:
+        if not st:
+            return "none (no ladder or client phases)"
+        labels = [s.label for s in st]
+        return ", ".join(labels) if len(labels) <= 4 else f"{labels[0]} … {labels[-1]} ({len(labels)} steps)"
+
+    return (
+        f"The traffic differs: no load step of one run matches a step of the other (A: {shown(sa)}; B: "
+        f"{shown(sb)}); whole-run figures only."
+    )
+
+
+def _titles(keys: list[str]) -> str:
+    from .moves import BY_NAME
+
+    return ", ".join(BY_NAME[k].title if k in BY_NAME else k for k in keys)

@@ -1,0 +1,278 @@
+"""A sweep: three or more runs of one traffic that differ in one setting (``--max-num-seqs`` 8 / 16 / 32 / 64),
+compared as the experiment they are: per run its working boundary, preemptions and throughput, and at each
+matched step its TTFT, e2e and output tokens/s, against the setting; and which value met the SLO at the
+highest load.
+
+Every run is judged on one clock at each step (the first the runs all have: the callers', else the gateway's,
+else the engine's), so that no value wins by being read off another clock. The trade between the sweep's two
+ends (its first and last value) is read as a pair's is (logscope.compare.trade).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from ..report.fmt import clean, fnum
+from . import gateway, moves, settings, trade, traffic, verdict
+from .pair import METHOD, SCHEMA_VERSION, run_doc, slo_for
+from .runs import Run
+
+STEP_FIGURES = ("ttft_p95", "engine_ttft_p95", "e2e_p95", "gateway_e2e_p95", "engine_e2e_p95", "queue_p95",
+                "throughput_tps", "preemptions")  # fmt: skip
+WHOLE_FIGURES = ("preemptions", "completed", "throughput_tps", "queue_mean_s", "ttft_p95", "e2e_p95")
+
+
+def settings_rows(runs: list[Run]) -> tuple[list[dict], list[str]]:
+    """One row per setting known in any run: its value in each, and whether it is the same, varies or is
+    unknown somewhere (derived and observed settings never count as the swept one)."""
+    rows, notes = [], []
+    for layer, fn, first in (
+        ("server", settings.server, settings.SERVER_ORDER),
+        ("gateway", gateway.settings, ("gateway_listener",)),
+        ("client", settings.client, ()),
+    ):
+        got = [fn(r) for r in runs]
+        for r, (_, _, ns) in zip(runs, got, strict=True):
+            notes += [f"{r.label}: {n}" for n in ns]
+        keys = set().union(*(set(v) for v, _, _ in got))
+        for k in [k for k in first if k in keys] + sorted(k for k in keys if k not in first):
+            vals = {r.label.lower(): v.get(k) for r, (v, _, _) in zip(runs, got, strict=True)}
+            known = [settings._norm(x) for x in vals.values() if x is not None]
+            status = (
+                "unknown"
+                if len(known) < len(runs)
+                else ("same" if len(set(map(str, known))) == 1 else "varies")
+            )
+            counted = status == "varies" and k not in settings.DERIVED and k not in settings.OBSERVED
+            rows.append({"layer": layer, "name": k, "values": vals, "status": status, "counted": counted})
+    return rows, notes
+
+
+def _order(runs: list[Run], swept: dict | None) -> list[Run]:
+    """The runs by the swept setting's value, in the direction they were given (64 → 8 stays so)."""
+    if swept is None:
+        return runs
+    vals = swept["values"]
+    try:
+        key = {r.label: float(vals[r.label.lower()]) for r in runs}
+    except (TypeError, ValueError):
+        return runs
+    desc = key[runs[0].label] > key[runs[-1].label]
+    return sorted(runs, key=lambda r: key[r.label], reverse=desc)
+
+
+def is_ladder(steps: list) -> bool:
+    """Load steps that climb (a burst and its return, 2 → 48 → 2, has no working boundary)."""
+    vals = [s.value for s in steps]
+    return (
+        len(steps) >= 2
+        and all(s.mode in ("concurrency", "rate", "inflight") for s in steps)
+        and None not in vals
+        and vals == sorted(vals)
+    )
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _boundary(cells: list[dict]) -> tuple[float | None, bool]:
+    """(highest step met with every lower step met, known): a step that cannot be judged before the first miss
+    leaves the boundary unknown."""
+    best = None
+    for c in cells:
+        if c["meets_slo"] is None:
+            return None, False
+        if not c["meets_slo"]:
+            return best, True
+        best = c["value"]
+    return best, True
+
+
+def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[dict, dict]:
+    slo, notes = slo_for(runs, slo_given)
+    rows, set_notes = settings_rows(runs)
+    notes += set_notes
+    varies = [r for r in rows if r["counted"]]
+    swept = varies[0] if len(varies) == 1 else None
+    runs = _order(runs, swept)
+    st = {r.label: traffic.steps(r) for r in runs}
+    desc = {r.label: traffic.describe(r, st[r.label]) for r in runs}
+    base = runs[0]
+    alike_all: list[bool | None] = [traffic.differences(desc[base.label], desc[r.label])[1] for r in runs[1:]]
+    alike = False if False in alike_all else (True if all(alike_all) else None)
+    keys = [s.key for s in st[base.label] if all(any(x.key == s.key for x in st[r.label]) for r in runs)]
+    figs: dict[str, dict[str, moves.Figures]] = {}
+    for r in runs:
+        steps_r = st[r.label]
+        nxt = {s.key: n.ts_start for s, n in zip(steps_r, steps_r[1:], strict=False)}
+        by_key = {s.key: s for s in steps_r}
+        figs[r.label] = {k: moves.figures(r, by_key[k], nxt.get(k)) for k in keys}
+        figs[r.label]["whole"] = moves.figures(r, None)
+    labels = {s.key: s for s in st[base.label]}
+    judged = {k: verdict.judged_on([figs[r.label][k] for r in runs]) for k in keys}
+    table = []
+    for r in runs:
+        cells = []
+        for k in keys:
+            f = figs[r.label][k]
+            met, failed = verdict.meets(f, slo, judged[k])
+            cells.append(
+                {
+                    "label": labels[k].label,
+                    "key": k,
+                    "value": labels[k].value,
+                    "meets_slo": met,
+                    "slo_failed": failed,
+                    **{n: f.values.get(n) for n in STEP_FIGURES},
+                    "buckets": {
+                        n: f.meta[n]["bucket"] for n in STEP_FIGURES if f.meta.get(n, {}).get("bucket")
+                    },
+                }
+            )
+        ladder = is_ladder([labels[k] for k in keys])
+        bd, known = _boundary(cells) if ladder else (None, False)
+        w = figs[r.label]["whole"]
+        table.append(
+            {
+                "run": r.label.lower(),
+                "value": swept["values"][r.label.lower()] if swept else None,
+                "boundary": bd,
+                "boundary_known": known,
+                **{n: w.values.get(n) for n in WHOLE_FIGURES},
+                "steps": cells,
+            }
+        )
+    best = _best(table, swept, slo, keys, labels)
+    ends = _ends(runs, figs, keys, labels, alike, swept)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "sweep",
+        "generated_by": {"tool": "logscope", "version": __version__, "command_line": command_line or None},
+        "verdict": [
+            ln for ln in (_head(swept, varies, runs, alike, keys, labels), best["text"], ends["text"]) if ln
+        ],
+        "runs": {r.label.lower(): run_doc(r) for r in runs},
+        "slo": slo,
+        "sweep": {
+            "setting": {"layer": swept["layer"], "name": swept["name"]} if swept else None,
+            "order": [r.label.lower() for r in runs],
+            "varies": [r["name"] for r in varies],
+            "traffic_alike": alike,
+            "steps": [labels[k].label for k in keys],
+            "judged_on": {labels[k].label: judged[k] for k in keys},
+            "table": table,
+            "best": {k: best[k] for k in ("runs", "values", "boundary")},
+            "ends": ends,
+        },
+        "settings": rows,
+        "traffic": {r.label.lower(): desc[r.label] for r in runs},
+        "notes": notes,
+        "method": METHOD,
+    }
+    return clean(doc), {"runs": runs}
+
+
+def _name(swept: dict | None, run: dict) -> str:
+    return f"{run['value']}" if swept else run["run"].upper()
+
+
+def _step_text(v: float | None, mode_of: Any) -> str:
+    return "no step" if v is None else mode_of(v)
+
+
+def _head(swept, varies, runs, alike, keys, labels) -> str:
+    n = len(runs)
+    if swept is None:
+        what = (
+            f"{len(varies)} settings vary ({', '.join(r['name'] for r in varies[:5])})"
+            if varies
+            else "no setting varies as far as the logs show"
+        )
+        return f"A sweep of {n} runs that cannot be put on one setting: {what}."
+    vals = ", ".join(verdict._plain(swept["values"][r.label.lower()]) for r in runs)
+    tr = {True: "the same traffic", False: "traffic that differs", None: "traffic that could not be checked"}[
+        alike
+    ]
+    steps = f" ({labels[keys[0]].label} … {labels[keys[-1]].label})" if len(keys) > 1 else ""
+    return f"A sweep of {swept['name']} over {vals} ({n} runs), with {tr}{steps}."
+
+
+def _best(table: list[dict], swept, slo: dict, keys: list[str], labels: dict) -> dict:
+    out: dict = {"runs": [], "values": [], "boundary": None, "text": None}
+    if len(keys) < 2:
+        out["text"] = (
+            "No load step is common to every run: the working boundaries cannot be set side by side."
+        )
+        return out
+    if not is_ladder([labels[k] for k in keys]):
+        out["text"] = (
+            "The runs' common steps do not climb (no ladder): no working boundary to set side by side."
+        )
+        return out
+    mode_of = _label_of(labels[keys[0]].mode)
+    unknown = [t for t in table if not t["boundary_known"]]
+    each = "; ".join(
+        f"{_name(swept, t)}: {_step_text(t['boundary'], mode_of) if t['boundary_known'] else 'unknown'}"
+        for t in table
+    )
+    slo_t = verdict.slo_text(slo)
+    known = [t for t in table if t["boundary_known"] and t["boundary"] is not None]
+    if not known:
+        why = "no run met it at its lightest step" if not unknown else "a step could not be judged"
+        out["text"] = f"No value met the SLO ({slo_t}) up to a load step: {why} ({each})."
+        return out
+    top = max(t["boundary"] for t in known)
+    win = [t for t in known if t["boundary"] == top]
+    out.update(runs=[t["run"] for t in win], values=[t["value"] for t in win], boundary=top)
+    who = _and([_name(swept, t) for t in win])
+    setting = f"{swept['name']} " if swept else ""
+    higher = [t for t in unknown]
+    caveat = (
+        f"; {', '.join(_name(swept, t) for t in higher)} could not be judged at every step, and may do better"
+        if higher
+        else ""
+    )
+    tie = ""
+    if len(win) > 1:
+        k = next(k for k in keys if labels[k].value == top)
+        tps = {t["run"]: next(c for c in t["steps"] if c["key"] == k)["throughput_tps"] for t in win}
+        if all(v is not None for v in tps.values()):
+            lead = max(win, key=lambda t: tps[t["run"]])
+            tie = f"; at {mode_of(top)} {_name(swept, lead)} gave the most output tokens/s ({fnum(tps[lead['run']])})"
+    out["text"] = (
+        f"{setting}{who} met the SLO ({slo_t}) at the highest load: up to {mode_of(top)} ({each}){tie}{caveat}."
+    )
+    return out
+
+
+def _label_of(mode: str):
+    def f(v: float) -> str:
+        return f"c={fnum(v)}" if mode in ("concurrency", "inflight") else f"{fnum(v)}/s"
+
+    return f
+
+
+def _ends(runs, figs, keys, labels, alike, swept) -> dict:
+    """The trade between the sweep's two ends, as a pair's (only on the same traffic)."""
+    a, b = runs[0], runs[-1]
+    steps = []
+    for k in keys:
+        fa, fb = figs[a.label][k], figs[b.label][k]
+        steps.append({"label": labels[k].label, "metrics": moves.compare(fa, fb, k)})
+    whole = moves.compare(figs[a.label]["whole"], figs[b.label]["whole"], "whole")
+    td = trade.trade(whole, steps) if alike is not False and swept else trade.trade([], [])
+    text = td["text"]
+    if text and swept:
+        text = (
+            f"From {swept['name']} {verdict._plain(swept['values'][a.label.lower()])} to "
+            f"{verdict._plain(swept['values'][b.label.lower()])}: {text[0].lower()}{text[1:]}"
+        )
+    return {
+        "a": a.label.lower(),
+        "b": b.label.lower(),
+        "kind": td["kind"],
+        "missing": td["missing"],
+        "text": text,
+    }
