@@ -11,9 +11,12 @@ from .runs import Run
 
 A_COLOR, B_COLOR = "#1f77b4", "#e4572e"
 RUN_SCALE = alt.Scale(domain=["A", "B"], range=[A_COLOR, B_COLOR])
-STEP_FIGURES = (("ttft_p95", "TTFT p95 (s)"), ("e2e_p95", "e2e p95 (s)"), ("queue_mean_s", "queue time, mean (s)"),
+STEP_FIGURES = (("ttft_p95", "TTFT p95, callers (s)"), ("engine_ttft_p95", "TTFT p95, engine (s)"),
+                ("e2e_p95", "e2e p95, callers (s)"), ("gateway_e2e_p95", "e2e p95, gateway (s)"),
+                ("queue_p95", "queue time p95, engine (s)"), ("queue_mean_s", "queue time mean, engine (s)"),
                 ("success_share", "success share"), ("preemptions", "preemptions"), ("waiting_max", "waiting, max"),
                 ("throughput_tps", "output tokens/s"), ("amplification", "executions per request"))  # fmt: skip
+STEP_PANELS = 9  # three rows of three: the card's width at 1024 px
 TIMELINE = (("arrivals", "arrivals"), ("waiting_max", "waiting (max)"), ("kv_max", "KV usage (max)"),
             ("preemptions", "preemptions"), ("ttft_p95", "TTFT p95 (s)"), ("e2e_p95", "e2e p95 (s)"),
             ("client_retries", "client retries"))  # fmt: skip
@@ -57,12 +60,13 @@ def steps_chart(steps: list[dict]) -> dict | None:
             .encode(
                 x=alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
                 y=alt.Y("value:Q", title=None),
-                color=alt.Color("run:N", scale=RUN_SCALE, title="run"),
+                color=alt.Color("run:N", scale=RUN_SCALE, title="run", legend=alt.Legend(orient="top")),
                 tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
             )
-            .properties(width=190, height=140, title=title)
+            .properties(width=220, height=130, title=title)
         )
-    return _finish(alt.concat(*charts, columns=4)) if charts else None
+    charts = charts[:STEP_PANELS]
+    return _finish(alt.concat(*charts, columns=3)) if charts else None
 
 
 def _relative(run: Run) -> pl.DataFrame:

@@ -275,7 +275,7 @@ def _outside(f: Figures) -> None:
     b = f.meta.pop("_ttft_mean_engine", {}).get("value")
     if a is not None and b is not None:
         f.values["ttft_outside_s"] = num(a - b)
-        f.meta["ttft_outside_s"] = {"clock": "client − engine", "source": "client mean − engine mean"}
+        f.meta["ttft_outside_s"] = {"clock": "client − engine", "source": "means of both"}
 
 
 def _retries(attempts: pl.Series) -> int | None:
@@ -398,8 +398,20 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     return text, [num(lo), num(hi)], beyond
 
 
+GAUGE_MOVE = 0.25  # a figure without a noise estimate (gauges, exact means) counts as moved past this change
+GAUGE_FLOOR = {"s": 0.05, "count": 1.0}  # ... and past this much in its unit (0 -> 2 ms of queue is no move)
+
+
+def gauge_moved(row: dict) -> bool:
+    ch, rel = row["change"], row["change_rel"]
+    if ch is None or abs(ch) < GAUGE_FLOOR.get(row["unit"], 0.0):
+        return False
+    return rel is None or abs(rel) > GAUGE_MOVE
+
+
 def _direction(m: Metric, row: dict) -> str | None:
-    """better | worse | none (no change) | within noise | None (no side is better, or unknown)."""
+    """better | worse | none (no change) | within noise | small (no noise estimate, a change below GAUGE_MOVE) |
+    None (no side is better, unknown, or too few requests to tell)."""
     ch = row["change"]
     if ch is None or m.better is None:
         return None
@@ -407,4 +419,9 @@ def _direction(m: Metric, row: dict) -> str | None:
         return "none"
     if row["beyond_noise"] is False:
         return "within noise"
+    if row["beyond_noise"] is None:
+        if m.stat is not None:  # a per-request figure with too few requests: no side is shown better
+            return None
+        if not gauge_moved(row):
+            return "small"
     return "better" if (ch < 0) == (m.better == "lower") else "worse"

@@ -12,9 +12,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum, pct
+from ..visible import visible
 from . import charts
 from .sources import CLOCK_TEXT, SOURCE_TEXT
 
@@ -56,10 +59,12 @@ def change(r: dict) -> str:
     if ch is None:
         return "–"
     if r["unit"] == "share":
-        return f"{ch * 100:+.1f} pt"
-    rel = f" ({r['change_rel'] * 100:+.0f} %)" if r.get("change_rel") is not None and ch else ""
+        return f"{ch * 100:+.1f}\u00a0pt"
+    # no-break spaces: a narrow column wraps between the change and its share, never inside either
+    rel = f" ({r['change_rel'] * 100:+.0f}\u00a0%)" if r.get("change_rel") is not None and ch else ""
     sign = "+" if ch > 0 else ""
-    return f"{sign}{fnum(ch, 3)}{' s' if r['unit'] == 's' else ''}{rel}"
+    unit = "\u00a0s" if r["unit"] == "s" else ""
+    return f"{sign}{fnum(ch, 3)}{unit}{rel}"
 
 
 def where(r: dict) -> str:
@@ -70,9 +75,10 @@ def where(r: dict) -> str:
     return " · ".join(x for x in (clock, " / ".join(names)) if x)
 
 
-def _with_bucket(text: str, r: dict, side: str) -> str:
+def bucket(r: dict, side: str) -> str | None:
+    """The histogram bucket a side's quantile lies in ('5–7.5 s'), when it is one."""
     b = (r.get("bucket") or {}).get(side)
-    return f"{text} (bucket {b})" if b and r[side] is not None else text
+    return b if b and r[side] is not None else None
 
 
 def metric_rows(rows: list[dict]) -> list[dict]:
@@ -80,8 +86,10 @@ def metric_rows(rows: list[dict]) -> list[dict]:
         {
             "title": r["title"],
             "where": where(r),
-            "a": _with_bucket(value(r["a"], r["unit"]), r, "a"),
-            "b": _with_bucket(value(r["b"], r["unit"]), r, "b"),
+            "a": value(r["a"], r["unit"]),
+            "b": value(r["b"], r["unit"]),
+            "a_bucket": bucket(r, "a"),
+            "b_bucket": bucket(r, "b"),
             "change": change(r),
             "direction": r["direction"] or "",
             "css": DIRECTION_CLASS.get(r["direction"] or "", ""),
@@ -101,7 +109,8 @@ def view(doc: dict) -> dict:
                 "label": s["label"],
                 "meets_a": s["meets_slo"]["a"],
                 "meets_b": s["meets_slo"]["b"],
-                "rows": metric_rows(s["metrics"]),
+                # a step's figures unknown in both runs are left out (the whole runs' table lists every one)
+                "rows": metric_rows([r for r in s["metrics"] if r["a"] is not None or r["b"] is not None]),
             }
             for s in doc["steps"]
         ],
@@ -123,6 +132,19 @@ def view(doc: dict) -> dict:
             for m in doc["trade"]["rose"]
         ],
     }
+
+
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def whole_options(text: str) -> Markup:
+    """Text with each command-line option ('--max-num-seqs') kept on one line: a narrow column broke it after its
+    first hyphen ('-' / '-max-num-seqs'). Escaped here, as the template would."""
+    parts = _OPTION.split(visible(str(text)))
+    return Markup("").join(
+        Markup('<span class="nowrap">{}</span>').format(p) if i % 2 else escape(p)
+        for i, p in enumerate(parts)
+    )
 
 
 def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
@@ -155,6 +177,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
             c=doc,
             v=v,
             yesno=_yesno,
+            whole=whole_options,
             specs={k: page.script_json(s) for k, s in specs.items()},
             csp=page.CSP,
             css=page.css(),
@@ -235,6 +258,8 @@ def sweep_view(doc: dict) -> dict:
 
 
 def _boundary_text(t: dict, sw: dict) -> str:
+    if not sw["ladder"]:
+        return "no ladder"
     if not t["boundary_known"]:
         return "unknown"
     if t["boundary"] is None:

@@ -31,6 +31,7 @@ SOURCE_TEXT = {
     "gateway_log": "gateway access log",
     "engine_histogram": "engine metrics histogram",
     "engine_log": "engine log",
+    "engine_metrics": "engine metrics",
     "spans": "spans",
 }
 CLOCK_TEXT = {"client": "callers' clock", "gateway": "gateway's clock", "engine": "engine's clock"}

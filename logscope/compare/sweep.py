@@ -161,6 +161,7 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             "varies": [r["name"] for r in varies],
             "traffic_alike": alike,
             "steps": [labels[k].label for k in keys],
+            "ladder": is_ladder([labels[k] for k in keys]),
             "judged_on": {labels[k].label: judged[k] for k in keys},
             "table": table,
             "best": {k: best[k] for k in ("runs", "values", "boundary")},

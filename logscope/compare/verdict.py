@@ -1,18 +1,13 @@
-"""The comparison in a few sentences: can the effect be put on one change, did B meet the SLO where A
-did not (or the reverse), did the working boundary move, and the trap when it happens: a warning that
-vanished while the user's latency moved elsewhere (preemptions gone, the queue longer; retries gone, the
-failures now reaching the callers)."""
+"""The comparison in a few sentences: can the effect be put on one change (settings, traffic, engines), did B
+meet the SLO where A did not (or the reverse), on which clock, did the working boundary move, and what moved.
+The trade (preemptions gone, the wait moved; retries gone, the failures reaching the callers) is
+logscope.compare.trade's."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..report.fmt import fnum, pct
-
-GAUGE_MOVE = (
-    0.25  # a figure without a noise estimate (waiting, queue time, throughput) counts past this change
-)
-
 
 # the SLO's figures, by clock in the order they judge it: the callers' own first (the SLO is theirs), then the
 # gateway's (its request time holds the callers' wait but the network), then the engine's
@@ -202,11 +197,9 @@ def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     def say(r):
         return f"{r['title']} {_v(r['a'], r['unit'])} → {_v(r['b'], r['unit'])}"
 
-    def moved(r):  # beyond the noise; or, where it cannot be estimated (gauges), by more than GAUGE_MOVE
-        return r["beyond_noise"] or (r["beyond_noise"] is None and abs(r["change_rel"] or 0) > GAUGE_MOVE)
-
-    good = [say(r) for r in rows if r["direction"] == "better" and moved(r)]
-    bad = [say(r) for r in rows if r["direction"] == "worse" and moved(r)]
+    # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
+    good = [say(r) for r in rows if r["direction"] == "better"]
+    bad = [say(r) for r in rows if r["direction"] == "worse"]
     result = "mixed" if good and bad else ("better" if good else ("worse" if bad else "no movement"))
     return result, good, bad
 
