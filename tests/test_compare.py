@@ -347,3 +347,29 @@ def test_three_runs_that_differ_in_more_than_one_setting_are_no_sweep(outs, tmp_
         res["paths"]["compare_html"].exists()
         and "A sweep of 3 runs" in res["paths"]["compare_md"].read_text()
     )
+
+
+def test_every_output_says_the_same_verdict(outs, tmp_path):
+    """One object, four renderings: the terminal, compare.json, compare.md and compare.html give the same verdict
+    lines (the real 64 → 8 pair, whose verdict holds the trade)."""
+    import html as html_lib
+    import re
+
+    a_dir, b_dir = _pair("spike-seqs")
+    a_dir, b_dir = (a_dir, b_dir) if a_dir.name.endswith("64") else (b_dir, a_dir)
+    out = tmp_path / "c"
+    r = cli("compare", outs("seqs64", a_dir), outs("seqs8", b_dir), "-o", out)
+    assert r.returncode == 0, r.stderr
+    verdict = json.loads((out / "compare.json").read_text())["verdict"]
+    assert any("look at the new queue" in ln for ln in verdict)
+    printed = r.stdout.splitlines()
+    md = (out / "compare.md").read_text().replace("\\_", "_")
+    page = (out / "compare.html").read_text()
+    items = [
+        html_lib.unescape(re.sub(r"<[^>]+>", "", li))
+        for li in re.findall(r"<li>(.*?)</li>", page.split('id="verdict"')[1])
+    ]
+    for i, line in enumerate(verdict):
+        assert line in printed
+        assert f"{i + 1}. {line}" in md
+        assert items[i] == line
