@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -118,10 +118,15 @@ def _mode(s: pl.Series) -> str | None:
 
 
 def _window(run: Run, r: pl.DataFrame, step: Step | None, until: datetime | None):
+    """The range a step's server figures are read over: its start to the next step's start; the last step's to
+    the run's end (what its load leaves behind drains after it: its last requests' first tokens and finishes,
+    their preemptions, the scrape after them)."""
+    w = run.table("windows")
+    end = (w["ts"].max() + timedelta(seconds=float(w["window_s"].max() or 0))) if w.height else None
     if step is not None and step.ts_start is not None:
-        return step.ts_start, until or step.ts_end
-    w = run.table("windows")  # the whole run: every window, every sample
-    if w.height:
+        hi = until or (max(step.ts_end, end) if step.ts_end is not None and end is not None else step.ts_end)
+        return step.ts_start, hi
+    if w.height:  # the whole run: every window, every sample
         return w["ts"].min(), w["ts"].max()
     return (r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None)
 

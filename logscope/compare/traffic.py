@@ -36,26 +36,25 @@ def _fmt(v: float) -> str:
 
 
 def steps(run: Run) -> list[Step]:
-    """Ladder steps when the diagnosis found a ladder, else the client's phases (one source's), else none."""
+    """Ladder steps when the diagnosis found a ladder, else the client's phases (one source's), else none. A
+    ladder step read from the client's phases keeps its phase, so that its requests are the phase's own (a bench
+    file's), not those that happen to start in its window."""
     lad = run.table("ladder")
+    ph = run.table("client_phases")
     rows: list[tuple[str, float, datetime, datetime, str | None]] = []
     if lad.height:
         rows = [
-            (r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], None)
+            (r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], _phase_of(ph, r))
             for r in lad.sort("step").iter_rows(named=True)
             if r["concurrency"] is not None
         ]
-    else:
-        ph = run.table("client_phases")
-        if ph.height:
-            src = sorted(ph["source"].unique().to_list())[
-                0
-            ]  # a client's .jsonl and .log state the same phases
-            rows = [
-                (r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
-                for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
-                if r["value"] is not None
-            ]
+    elif ph.height:
+        src = sorted(ph["source"].unique().to_list())[0]  # a client's .jsonl and .log state the same phases
+        rows = [
+            (r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
+            for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
+            if r["value"] is not None
+        ]
     out, seen = [], {}
     for mode, value, lo, hi, phase in rows:
         base = f"{mode}={_fmt(value)}"
@@ -66,6 +65,20 @@ def steps(run: Run) -> list[Step]:
             label += f" (#{seen[base]})"
         out.append(Step(f"{base}#{seen[base]}", mode, float(value), label, lo, hi, phase))
     return out
+
+
+def _phase_of(ph: pl.DataFrame, step: dict) -> str | None:
+    """The client phase a ladder step was read from: the one of the step's value whose time overlaps it most."""
+    if ph.height == 0 or step["ts_start"] is None or step["ts_end"] is None:
+        return None
+    best, most = None, 0.0
+    for r in ph.filter(pl.col("value") == step["concurrency"]).iter_rows(named=True):
+        if r["ts_start"] is None or r["ts_end"] is None:
+            continue
+        lap = (min(r["ts_end"], step["ts_end"]) - max(r["ts_start"], step["ts_start"])).total_seconds()
+        if lap > most:
+            best, most = r["phase"], lap
+    return best
 
 
 def match(a: list[Step], b: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
