@@ -373,3 +373,32 @@ def test_every_output_says_the_same_verdict(outs, tmp_path):
         assert line in printed
         assert f"{i + 1}. {line}" in md
         assert items[i] == line
+
+
+# folders of one layer each (public excerpts, real programs' outputs): nothing is measured on one clock in both
+NOTHING_SHARED = [
+    (("vllm-public", "01-v1-stats-kv-climbing-8-running.log"), ("nginx", "access.log")),
+    (("clients", "aiperf-profile_export.jsonl"), ("vllm-public", "05-v0-0.3-stuck-pending-115-kv-99.log")),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), NOTHING_SHARED, ids=lambda x: x[1])
+def test_runs_that_share_no_clock_are_not_called_unchanged(tmp_path, a, b):
+    """A vLLM log against a gateway's, a load test against a vLLM log: no figure on one clock in both; said so,
+    never 'No change, no movement'."""
+    from conftest import PUBLIC
+
+    dirs = []
+    for i, (where, name) in enumerate((a, b)):
+        d = tmp_path / f"in{i}"
+        d.mkdir()
+        src = PUBLIC / name if where == "vllm-public" else DATA / where / name
+        (d / name).write_bytes(need(src).read_bytes())
+        dirs.append(d)
+    doc = compare(dirs[0], dirs[1], tmp_path / "c")["doc"]
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["result"] == "nothing to compare"
+    assert doc["verdict"][-1].startswith(
+        "No figure is known in both runs on one clock, so nothing can be compared"
+    )
+    assert not any(ln.startswith("No change") for ln in doc["verdict"])

@@ -7,6 +7,7 @@ import altair as alt
 import polars as pl
 
 from ..report.charts import VALIDATE, coarsen, theme
+from . import sources
 from .runs import Run
 
 A_COLOR, B_COLOR = "#1f77b4", "#e4572e"
@@ -78,6 +79,19 @@ def _relative(run: Run) -> pl.DataFrame:
     return w.with_columns(((pl.col("ts") - t0).dt.total_milliseconds() / 1000).alias("t"))
 
 
+LATENCY = {"ttft_p95", "e2e_p95"}
+
+
+def _clock_words(run: Run) -> str:
+    """', callers' clock' for a run whose requests' latencies are the callers' (the windows' percentiles are the
+    requests')."""
+    r = sources.requests(run)
+    c = r["latency_clock"].drop_nulls() if r.height else None
+    if c is None or c.len() == 0:
+        return ""
+    return ", " + sources.CLOCK_TEXT.get(str(c.mode().sort()[0]), str(c.mode()[0]))
+
+
 def timelines(ra: Run, rb: Run) -> dict | None:
     """Per figure, A's timeline above B's, on one time axis (seconds since each run's first arrival)."""
     wa, wb = _relative(ra), _relative(rb)
@@ -85,6 +99,7 @@ def timelines(ra: Run, rb: Run) -> dict | None:
         return None
     t_hi = max(float(w["t"].max()) for w in (wa, wb) if w.height)
     t_lo = min(float(w["t"].min()) for w in (wa, wb) if w.height)
+    clocks = {lab: _clock_words(run) for lab, run in (("A", ra), ("B", rb))}
     panels = []
     for col, title in TIMELINE:
         frames = [
@@ -110,7 +125,9 @@ def timelines(ra: Run, rb: Run) -> dict | None:
                     y=alt.Y("value:Q", scale=alt.Scale(domain=[0, top]), title=None),
                     tooltip=[alt.Tooltip("t:Q", format=".0f"), alt.Tooltip("value:Q", format=".4~g")],
                 )
-                .properties(width=WIDTH, height=56, title=f"{lab} · {title}")
+                .properties(
+                    width=WIDTH, height=56, title=f"{lab} · {title}{clocks[lab] if col in LATENCY else ''}"
+                )
             )
     return _finish(alt.vconcat(*panels, spacing=6)) if panels else None
 

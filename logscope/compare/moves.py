@@ -137,7 +137,7 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
     r = requests_of(run, step, sources.requests(run))
     lo, hi = _window(run, r, step, until)
     f = Figures({m.name: None for m in METRICS}, {}, (lo, hi))
-    _requests(f, r)
+    _requests(f, run, r)
     _gateway(f, run, step, lo, hi)
     _engine(f, run, step is None, lo, hi)
     for name, x in f.samples.items():
@@ -147,7 +147,7 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
     return f
 
 
-def _requests(f: Figures, r: pl.DataFrame) -> None:
+def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     """The logical requests' figures: outcomes on the clock of the layer that defined them, the callers'
     latencies on theirs."""
     if r.height == 0:
@@ -176,15 +176,22 @@ def _requests(f: Figures, r: pl.DataFrame) -> None:
         f.meta["_ttft_mean_callers"] = (
             {"value": num(float(x.mean()))} if (x := _arr(callers["ttft_s"])).len() else {}
         )
-    if r["server_requests"].drop_nulls().len():
+    # each layer's figures only when its log is in the folder (the correlation fills 0 / 1 for a layer it lacks)
+    has = {
+        "engine": run.table("server_requests").height > 0,
+        "gateway": run.table("gateway_attempts").height > 0,
+    }
+    if has["engine"] and r["server_requests"].drop_nulls().len():
         smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64)
-    v["client_retries"] = _retries(r["client_attempts"])
-    v["gateway_retries"] = _retries(r["gateway_attempts"])
+    mine = r.filter(pl.col("latency_clock") == CLIENT)
+    v["client_retries"] = _retries(mine["client_attempts"]) if mine.height else None
+    v["gateway_retries"] = _retries(r["gateway_attempts"]) if has["gateway"] else None
     f.meta["client_retries"] = {"clock": CLIENT, "source": sources.client_source_of(r)}
     f.meta["gateway_retries"] = {"clock": GATEWAY, "source": "gateway_log"}
     orph = r["orphaned_executions"]
-    v["orphaned"] = int(orph.fill_null(0).sum()) if orph.drop_nulls().len() else None
-    v["orphan_s"] = num(r["orphan_s"].sum()) if r["orphan_s"].drop_nulls().len() else None
+    if has["engine"]:
+        v["orphaned"] = int(orph.fill_null(0).sum()) if orph.drop_nulls().len() else None
+        v["orphan_s"] = num(r["orphan_s"].sum()) if r["orphan_s"].drop_nulls().len() else None
     tps = _throughput(ok)
     if tps is not None:
         v["throughput_tps"], f.meta["throughput_tps"] = tps, {"clock": clock, "source": source}

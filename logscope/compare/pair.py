@@ -126,7 +126,11 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     rt = trade.retry_trade(whole["metrics"], steps) if comparable else None
     result, good, bad = verdict.movement(whole["metrics"])
     lines = [verdict.comparability(changed, unknown, t_rows, alike)]
-    identical = not changed and alike is not False and result == "no movement" and not td["text"] and not rt
+    shared = verdict.shared(whole["metrics"])
+    if not shared:
+        result = "nothing to compare"
+    same_load = alike is True or ra.out.resolve() == rb.out.resolve()
+    identical = shared and not changed and same_load and result == "no movement" and not td["text"] and not rt
     if identical:
         lines = [
             "No change, no movement: no setting differs between the runs and no figure moved beyond the "
@@ -134,6 +138,9 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         ]
     else:
         lines += [ln for ln in (verdict.engines_line(engines), verdict.steps_line(sa, sb, pairs)) if ln]
+    if not shared:
+        lines.append(verdict.nothing_shared(whole["metrics"]))
+    elif not identical:
         lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
         lines += [ln for ln in [verdict.control_line(steps)] if ln]
         lines += [t for t in (td["text"], rt and rt["text"]) if t]

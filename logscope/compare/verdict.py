@@ -74,7 +74,7 @@ def _v(x: Any, unit: str) -> str:
     if unit == "share":
         return pct(x)
     if unit == "s":
-        return f"{fnum(x)} s"
+        return f"{fnum(x, 3 if abs(x) < 1 else 2)} s"
     return fnum(x)
 
 
@@ -272,3 +272,38 @@ def _titles(keys: list[str]) -> str:
     from .moves import BY_NAME
 
     return ", ".join(BY_NAME[k].title if k in BY_NAME else k for k in keys)
+
+
+CONTEXT = {"requests"}  # a count shown beside the figures, not one that compares two runs
+
+
+def shared(rows: list[dict]) -> list[dict]:
+    """The figures both runs give on one clock (and so can be compared)."""
+    return [
+        r
+        for r in rows
+        if r["name"] not in CONTEXT and r["a"] is not None and r["b"] is not None and r["change"] is not None
+    ]
+
+
+def nothing_shared(rows: list[dict]) -> str:
+    """Two folders that share no figure (a vLLM log against a gateway's): what each gives, and that nothing compares."""
+
+    from .sources import SOURCE_TEXT
+
+    def named(r: dict, side: str) -> str:
+        src = (r.get("source") or {}).get(side)
+        return f"{r['title']} ({SOURCE_TEXT.get(src, src)})" if src else r["title"]
+
+    def given(side: str) -> str:
+        names = [named(r, side) for r in rows if r[side] is not None and r["name"] not in CONTEXT]
+        return (
+            ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            if names
+            else "none"
+        )
+
+    return (
+        f"No figure is known in both runs on one clock, so nothing can be compared: A gives {given('a')}; B gives "
+        f"{given('b')}."
+    )
