@@ -13,6 +13,7 @@ from ..report.fmt import fnum, pct
 from .sources import CLOCK_TEXT, SOURCE_TEXT
 
 PREEMPT_MIN = 10  # fewer preemptions in the run that had more: not a change worth a trade
+PREEMPT_FALL = 0.25  # ... nor a fall (or rise) of less than this share, even beyond the noise
 # the latencies where the time a change saves on preemptions can go, in the order a reader should check them
 WATCH = ("queue_p95", "queue_mean_s", "ttft_p95", "engine_ttft_p95", "ttft_outside_s", "e2e_p95",
          "gateway_e2e_p95", "engine_e2e_p95")  # fmt: skip
@@ -45,12 +46,12 @@ def _noise_word(r: dict) -> str:
 
 
 def preemption_change(whole: list[dict]) -> dict | None:
-    """Preemptions fell (or rose) between the runs beyond the noise, from enough of them to matter."""
+    """Preemptions fell (or rose) between the runs beyond the noise, by a quarter or more of enough of them."""
     p = _row(whole, "preemptions")
     if p is None or p["a"] is None or p["b"] is None or not p["beyond_noise"]:
         return None
     hi, lo = max(p["a"], p["b"]), min(p["a"], p["b"])
-    if hi < PREEMPT_MIN or lo > hi / 2:
+    if hi < PREEMPT_MIN or lo > hi * (1 - PREEMPT_FALL):
         return None
     return {"a": p["a"], "b": p["b"], "fell": p["b"] < p["a"]}
 
@@ -154,11 +155,11 @@ def _front(scopes: list[tuple[str, list[dict]]], rose: dict[str, list[dict]]) ->
         )
     if outside and not inside:
         return (
-            f"the engine's own TTFT did not rise beyond the noise there ({', '.join(outside)}): the wait is in "
+            f"the engine's own TTFT did not rise beyond the noise there, at {', '.join(outside)}: the wait is in "
             "front of the engine, where only the callers' clock sees it"
         )
     if inside and not outside:
-        return f"the engine's own TTFT rose there too ({', '.join(inside)}): the wait is inside the engine"
+        return f"the engine's own TTFT rose there too, at {', '.join(inside)}: the wait is inside the engine"
     return None
 
 
@@ -182,9 +183,13 @@ def trade(whole: list[dict], steps: list[dict]) -> dict:
     head = f"Preemptions {verb} from {fnum(pre['a'])} to {fnum(pre['b'])}"
     tail = "".join(f"; {m}" for m in missing)
     if beyond:
-        said = "; ".join(_said(k, v) for k, v in list(beyond.items())[:SAID_MAX])
         front = _front(scopes, rose) if pre["fell"] else None
-        said += f" ({front})" if front else ""
+        if front:  # said beside the callers' TTFT: the engine's own TTFT is not listed again
+            beyond.pop("engine_ttft_p95", None)
+        said = "; ".join(
+            _said(k, beyond[k]) + (f" ({front})" if k == "ttft_p95" and front else "")
+            for k in [k for k in WATCH if k in beyond][:SAID_MAX]  # the queue first, then the callers' TTFT
+        )
         if pre["fell"]:
             out["kind"] = "latency_into_queue"
             out["text"] = (
