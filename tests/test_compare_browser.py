@@ -3,8 +3,8 @@ every chart drawn, no script error, no network request; and at 1024, 1440 and 19
 (the page broke words mid-word at 1024 px) and no table wider than the page or cut by its box (the per-step table
 was cut off at that width).
 
-Pages: a pair with matched steps (the V1 and V0 ladders), a pair whose steps match nothing (two incidents), and a
-sweep of three real runs.
+Pages: a pair with matched steps but several changes (the V1 and V0 ladders), a pair whose steps match nothing (two
+incidents), the one-change pair with its trade (max_num_seqs 64 → 8) and the real four-run sweep.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_report_browser import CHROMIUM, _Dom, open_in_chromium
 
-from conftest import DATA, LAB, need
+from conftest import LAB, need
 from logscope.api import AnalyzeOptions, analyze, compare, sweep
 from logscope.report.html import CSP
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)",
 )
-PAGES = ("ladders", "incidents", "sweep")
+PAGES = ("ladders", "incidents", "seqs", "sweep")
 WIDTHS = (1024, 1440, 1920)
 
 
@@ -40,11 +40,12 @@ def pages(tmp_path_factory) -> dict[str, Path]:
             runs[name] = base / name
         return runs[name]
 
-    seqs = sorted((DATA / "pairs" / "spike-seqs").iterdir())
+    seqs = [run(n, LAB / n) for n in ("seqs-64", "seqs-32", "seqs-16", "seqs-8")]
     out = {
         "ladders": compare(run("ladder", LAB / "ladder"), run("v0", LAB / "v0-ladder"), base / "ladders"),
         "incidents": compare(run("spike", LAB / "spike"), run("crash", LAB / "crash"), base / "incidents"),
-        "sweep": sweep([run("s0", seqs[0]), run("s1", seqs[1]), run("spike", LAB / "spike")], base / "sweep"),
+        "seqs": compare(seqs[0], seqs[-1], base / "seqs"),
+        "sweep": sweep(seqs, base / "sweep"),
     }
     return {k: v["paths"]["compare_html"] for k, v in out.items()}
 

@@ -166,10 +166,16 @@ def sweep_chart(doc: dict) -> dict | None:
             .encode(
                 x=alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0)),
                 y=alt.Y("value:Q", title=None),
-                color=alt.Color("step:O", sort=steps, title="step", scale=alt.Scale(scheme="viridis")),
+                color=alt.Color(
+                    "step:O",
+                    sort=steps,
+                    title="step",
+                    scale=alt.Scale(scheme="viridis"),
+                    legend=alt.Legend(orient="top", columns=8),
+                ),
                 tooltip=["x:O", "step:N", alt.Tooltip("value:Q", format=".4~g")],
             )
-            .properties(width=230, height=150, title=title)
+            .properties(width=200, height=140, title=title)
         )
     bd = [
         {"x": x, "boundary": t["boundary"], "known": t["boundary_known"]}
@@ -185,6 +191,6 @@ def sweep_chart(doc: dict) -> dict | None:
                 y=alt.Y("boundary:Q", title=None),
                 tooltip=["x:O", alt.Tooltip("boundary:Q", format=".4~g")],
             )
-            .properties(width=230, height=150, title="working boundary (highest step meeting the SLO)")
+            .properties(width=200, height=140, title="working boundary (load)")
         )
     return _finish(alt.concat(*charts, columns=3)) if charts else None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import polars as pl
 
@@ -117,25 +117,20 @@ def _mode(s: pl.Series) -> str | None:
     return None if s.len() == 0 else str(s.value_counts(sort=True).row(0)[0])
 
 
-def _window(run: Run, r: pl.DataFrame, step: Step | None, until: datetime | None):
-    """The range a step's server figures are read over: its start to the next step's start; the last step's to
-    the run's end (what its load leaves behind drains after it: its last requests' first tokens and finishes,
-    their preemptions, the scrape after them)."""
+def _window(run: Run, r: pl.DataFrame, step: Step | None, window: tuple | None):
+    if step is not None:
+        return window if window is not None else (step.ts_start, step.ts_end)
     w = run.table("windows")
-    end = (w["ts"].max() + timedelta(seconds=float(w["window_s"].max() or 0))) if w.height else None
-    if step is not None and step.ts_start is not None:
-        hi = until or (max(step.ts_end, end) if step.ts_end is not None and end is not None else step.ts_end)
-        return step.ts_start, hi
     if w.height:  # the whole run: every window, every sample
         return w["ts"].min(), w["ts"].max()
     return (r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None)
 
 
-def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figures:
-    """The figures of ``step`` (None: the whole run). Server gauges, counters and histograms are read from the
-    step's start to ``until`` (the next step's start: what a step's load leaves behind drains into it)."""
+def figures(run: Run, step: Step | None, window: tuple | None = None) -> Figures:
+    """The figures of ``step`` (None: the whole run). Server gauges, counters and histograms are read over
+    ``window`` (traffic.windows: the step's sends and answers, what its load leaves behind draining into it)."""
     r = requests_of(run, step, sources.requests(run))
-    lo, hi = _window(run, r, step, until)
+    lo, hi = _window(run, r, step, window)
     f = Figures({m.name: None for m in METRICS}, {}, (lo, hi))
     _requests(f, run, r)
     _gateway(f, run, step, lo, hi)

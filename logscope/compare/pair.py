@@ -105,11 +105,10 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     ta, tb = traffic.describe(ra, sa), traffic.describe(rb, sb)
     t_rows, alike = traffic.differences(ta, tb)
     pairs, only_a, only_b = traffic.match(sa, sb)
-    nxt_a = {s.key: n.ts_start for s, n in zip(sa, sa[1:], strict=False)}
-    nxt_b = {s.key: n.ts_start for s, n in zip(sb, sb[1:], strict=False)}
+    wa, wb = traffic.windows(ra, sa), traffic.windows(rb, sb)
     steps = []
     for x, y in pairs:
-        fa, fb = moves.figures(ra, x, nxt_a.get(x.key)), moves.figures(rb, y, nxt_b.get(y.key))
+        fa, fb = moves.figures(ra, x, wa[x.key]), moves.figures(rb, y, wb[y.key])
         sc = scope(x.label, moves.compare(fa, fb, x.key), fa, fb, slo)
         steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value})
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
@@ -193,7 +192,8 @@ METHOD = [
     "Settings: vLLM's banner, 'non-default args' and engine config lines, the KV cache size line; "
     "nginx.conf beside the logs (nginx defaults where a directive is not set); the client's own records.",
     "Steps: ladder steps (or the client's phases) matched by mode, value and order; a step's server "
-    "figures run from its start to the next step's start.",
+    "figures are read from a second before its first send to 5 s after its last answer (up to the next step's "
+    "range when the load runs on; the last step's to the run's end).",
     "Clocks: each latency is read on one clock and compared only with the same clock: the callers' (client "
     "records, a load test's per-request results), the gateway's (its access log's request time), the engine's "
     "(vLLM's Prometheus histograms as histogram_quantile reads them, its spans); the callers' TTFT beyond the "

@@ -106,9 +106,9 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
     figs: dict[str, dict[str, moves.Figures]] = {}
     for r in runs:
         steps_r = st[r.label]
-        nxt = {s.key: n.ts_start for s, n in zip(steps_r, steps_r[1:], strict=False)}
+        win = traffic.windows(r, steps_r)
         by_key = {s.key: s for s in steps_r}
-        figs[r.label] = {k: moves.figures(r, by_key[k], nxt.get(k)) for k in keys}
+        figs[r.label] = {k: moves.figures(r, by_key[k], win[k]) for k in keys}
         figs[r.label]["whole"] = moves.figures(r, None)
     labels = {s.key: s for s in st[base.label]}
     judged = {k: verdict.judged_on([figs[r.label][k] for r in runs]) for k in keys}
@@ -235,15 +235,8 @@ def _best(table: list[dict], swept, slo: dict, keys: list[str], labels: dict) ->
         if higher
         else ""
     )
-    tie = ""
-    if len(win) > 1:
-        k = next(k for k in keys if labels[k].value == top)
-        tps = {t["run"]: next(c for c in t["steps"] if c["key"] == k)["throughput_tps"] for t in win}
-        if all(v is not None for v in tps.values()):
-            lead = max(win, key=lambda t: tps[t["run"]])
-            tie = f"; at {mode_of(top)} {_name(swept, lead)} gave the most output tokens/s ({fnum(tps[lead['run']])})"
     out["text"] = (
-        f"{setting}{who} met the SLO ({slo_t}) at the highest load: up to {mode_of(top)} ({each}){tie}{caveat}."
+        f"{setting}{who} met the SLO ({slo_t}) at the highest load: up to {mode_of(top)} ({each}){caveat}."
     )
     return out
 

@@ -125,11 +125,11 @@ def _at(m: dict) -> str:
     return "over the whole run" if m["scope"] == "whole run" else "at " + m["scope"].removeprefix("step ")
 
 
-def _said(name: str, moves: list[dict]) -> str:
+def _said(name: str, moves: list[dict], order: dict[str, int]) -> str:
     """'vLLM's queue time p95 (engine metrics histogram) rose at c=16 from 1.4 s to 2.4 s (beyond the
     run-to-run noise)': the steps beyond the noise (the whole run only when no step is), largest first."""
     steps = [m for m in moves if m["scope"] != "whole run"] or moves
-    shown = steps[:2]
+    shown = sorted(steps[:SHOWN_STEPS], key=lambda m: order.get(m["scope"], 0))  # the largest, in load order
     src = moves[0]["where"].split(", ", 1)[1] if ", " in moves[0]["where"] else ""
     where = ", ".join(f"{_at(m)} from {_s(m['a'])} to {_s(m['b'])}" for m in shown)
     more = f" and at {len(steps) - len(shown)} more step(s)" if len(steps) > len(shown) else ""
@@ -140,7 +140,7 @@ def _said(name: str, moves: list[dict]) -> str:
 def _front(scopes: list[tuple[str, list[dict]]], rose: dict[str, list[dict]]) -> str | None:
     """Where the callers' extra wait was, where the engine's clock can say: inside the engine (its own TTFT or
     queue rose at those steps) or in front of it (it did not)."""
-    at = [m["scope"] for m in rose.get("ttft_p95", []) if m["beyond_noise"]]
+    at = [m["scope"] for m in rose.get("ttft_p95", []) if m["beyond_noise"] and m["scope"] != "whole run"]
     if not at:
         return None
     inside, outside = [], []
@@ -167,6 +167,7 @@ def trade(whole: list[dict], steps: list[dict]) -> dict:
     """The trade object the verdict and the pages render: preemptions' change, the latencies that moved the
     other way (by scope), the clocks missing, and the sentence."""
     scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in steps]
+    order = {scope: i for i, (scope, _) in enumerate(scopes)}
     pre = preemption_change(whole)
     missing = _clock_missing(whole)
     out: dict = {"preemptions": pre, "rose": {}, "missing": missing, "kind": None, "text": None}
@@ -187,7 +188,7 @@ def trade(whole: list[dict], steps: list[dict]) -> dict:
         if front:  # said beside the callers' TTFT: the engine's own TTFT is not listed again
             beyond.pop("engine_ttft_p95", None)
         said = "; ".join(
-            _said(k, beyond[k]) + (f" ({front})" if k == "ttft_p95" and front else "")
+            _said(k, beyond[k], order) + (f" ({front})" if k == "ttft_p95" and front else "")
             for k in [k for k in WATCH if k in beyond][:SAID_MAX]  # the queue first, then the callers' TTFT
         )
         if pre["fell"]:

@@ -9,7 +9,7 @@ arrival rate is the input itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -18,6 +18,10 @@ from .counters import increase
 from .runs import Run
 
 TOLERANCE = 0.10  # a traffic figure that differs by more than this share is a different load
+LEAD = timedelta(
+    seconds=1
+)  # a step's first sends can be logged this much before its phase (the clocks differ)
+DRAIN = timedelta(seconds=5)  # its last first tokens and finishes reach a scrape within this (2 s scrapes)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,35 @@ def _phase_of(ph: pl.DataFrame, step: dict) -> str | None:
         if lap > most:
             best, most = r["phase"], lap
     return best
+
+
+def windows(run: Run, st: list[Step]) -> dict[str, tuple[datetime, datetime]]:
+    """The range each step's server figures (histograms, counters, gauges) are read over: from a second before its
+    first send to a few seconds after its last answer, or up to the next step's range when the load runs on
+    (contiguous phases: what an overload leaves behind drains into the step after it); the last step's to the
+    run's end. The next ladder step's first requests (a bench's clock runs a little off the server's) stay out."""
+    r = run.table("requests")
+    w = run.table("windows")
+    end = (w["ts"].max() + timedelta(seconds=float(w["window_s"].max() or 0))) if w.height else None
+    spans: list[list] = []
+    for i, s in enumerate(st):
+        if s.ts_start is None or s.ts_end is None:
+            spans.append([s.ts_start, s.ts_end])
+            continue
+        mine = requests_of(run, s, r)
+        first = mine["ts_start"].min() if mine.height else None
+        last = mine["ts_end"].max() if mine.height else None
+        lo = min(x for x in (s.ts_start, first) if x is not None) - LEAD
+        prev = st[i - 1].ts_end if i else None
+        lo = max(lo, prev) if prev is not None else lo
+        hi = max(x for x in (s.ts_end, last) if x is not None) + DRAIN
+        spans.append([lo, hi])
+    for i in range(len(spans) - 1):
+        if spans[i][1] is not None and spans[i + 1][0] is not None:
+            spans[i][1] = min(spans[i][1], spans[i + 1][0])
+    if spans and end is not None and spans[-1][1] is not None:
+        spans[-1][1] = max(spans[-1][1], end)
+    return {s.key: (lo, hi) for s, (lo, hi) in zip(st, spans, strict=True)}
 
 
 def match(a: list[Step], b: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
