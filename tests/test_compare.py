@@ -191,14 +191,15 @@ def _truth(src: Path) -> dict:
     return json.loads((src / "truth.json").read_text())
 
 
-# pairs nobody tuned to, each of another kind: two incidents (closed-loop bursts against a crash), an open loop
-# against a closed one, two ladders of different steps, two open-loop incidents, a recording of lab2 against a
-# ladder. No step of one matches a step of the other: the whole runs are compared and the verdict says why
+# pairs nobody tuned to, each of another kind: two incidents (closed-loop bursts against a crash), two open loops
+# of different rates, two ladders of different steps, an open-loop incident against a closed-loop one, an open loop
+# against a ladder. No step of one matches a step of the other: the whole runs are compared and the verdict says why
 UNMATCHED = [
     ("spike", "crash", "c=2, c=48, c=2 (#2)", "c=8"),
     ("calm", "retry-storm", "1/s", "1.5/s, 7/s, 1.5/s (#2)"),
     ("ladder", "ladder-b", "c=1 … c=64 (7 steps)", "c=3 … c=48 (5 steps)"),
     ("orphan", "crash", "1.5/s, 4/s, 1.5/s (#2)", "c=8"),
+    ("retry-storm", "ladder", "1.5/s, 7/s, 1.5/s (#2)", "c=1 … c=64 (7 steps)"),
 ]
 
 
@@ -402,3 +403,26 @@ def test_runs_that_share_no_clock_are_not_called_unchanged(tmp_path, a, b):
         "No figure is known in both runs on one clock, so nothing can be compared"
     )
     assert not any(ln.startswith("No change") for ln in doc["verdict"])
+
+
+def test_the_correlations_clock_columns_are_read_when_present(outs, tmp_path):
+    """The correlation is to write each request's latency_clock / latency_source: read when present (here the
+    spike run's requests given the columns, its callers' source named 'spans'), derived from the origin when not."""
+    import shutil
+
+    import polars as pl
+
+    src = outs("spike", LAB / "spike")
+    given = tmp_path / "given"
+    shutil.copytree(src, given)
+    req = pl.read_parquet(src / "requests.parquet")
+    req.with_columns(
+        pl.lit("client").alias("latency_clock"), pl.lit("spans").alias("latency_source")
+    ).write_parquet(given / "requests.parquet")
+    derived = compare(src, src, tmp_path / "a")["doc"]
+    read = compare(src, given, tmp_path / "b")["doc"]
+    for name in ("ttft_p95", "e2e_p95", "success_share"):
+        d, r = _row(derived, name), _row(read, name)
+        assert d["source"] == {"a": "client_records", "b": "client_records"} and d["clock"] == "client"
+        assert r["source"] == {"a": "client_records", "b": "spans"} and r["clock"] == "client"
+        assert (r["a"], r["b"]) == (d["a"], d["b"])
