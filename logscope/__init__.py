@@ -20,7 +20,7 @@ if not _os.path.isdir(_os.path.join(_here, "parsers")):
     if _os.path.isfile(_os.path.join(_top, "parsers", "__init__.py")) and _top not in __path__:
         __path__.append(_top)
 
-_API = ("ingest", "correlate", "diagnose", "analyze", "render", "compare", "sweep", "AnalyzeOptions")
+_API = ("ingest", "correlate", "diagnose", "analyze", "render", "AnalyzeOptions")
 
 
 def __getattr__(name: str):
