@@ -70,7 +70,7 @@ def bucket_counts(run: Run, figure: str, lo, hi) -> tuple[list[float], list[floa
             cum = [x + y for x, y in zip(cum, got[0], strict=True)]
     if cum is None or not bounds:
         return None
-    env = []
+    env: list[float] = []
     for c in cum:  # the envelope: a bucket never counts fewer than the one below
         env.append(max(c, env[-1]) if env else max(c, 0.0))
     per = [env[0]] + [env[i] - env[i - 1] for i in range(1, len(env))]

@@ -136,8 +136,9 @@ def figures(run: Run, step: Step | None, window: tuple | None = None) -> Figures
     _gateway(f, run, step, lo, hi)
     _engine(f, run, step is None, lo, hi)
     for name, x in f.samples.items():
-        if x.len() and f.values[name] is None and BY_NAME[name].stat in MIN_N:
-            f.values[name] = num(float(_stat(x, BY_NAME[name].stat)))
+        stat = BY_NAME[name].stat
+        if x.len() and f.values[name] is None and stat in MIN_N:
+            f.values[name] = num(float(_stat(x, str(stat))))
     _outside(f)
     return f
 

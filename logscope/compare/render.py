@@ -161,6 +161,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
     )
     text = markdown.environment().get_template(md_name).render(c=doc, v=v, yesno=_yesno)
     paths["compare_md"].write_text(re.sub(r"\n{3,}", "\n\n", text), encoding="utf-8")
+    charts_: tuple[tuple[str, dict | None], ...]
     if sweep:
         charts_ = (("sweep", _guard(charts.sweep_chart, doc)),)
     else:

@@ -143,7 +143,8 @@ def _front(scopes: list[tuple[str, list[dict]]], rose: dict[str, list[dict]]) ->
     at = [m["scope"] for m in rose.get("ttft_p95", []) if m["beyond_noise"] and m["scope"] != "whole run"]
     if not at:
         return None
-    inside, outside = [], []
+    inside: list[str] = []
+    outside: list[str] = []
     for scope, rows in scopes:
         if scope not in at:
             continue

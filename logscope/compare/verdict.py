@@ -35,25 +35,25 @@ def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, 
         (on.get("e2e"), "e2e_s", True),
         ("success_share", "success", False),
     )
-    failed, unknown = [], False
+    failed: list[str] = []
+    unknown = False
     for key, skey, upper in checks:
-        name = key
         t = slo.get(skey)
         if t is None:
             continue
         v = fig.values.get(key) if key else None
-        if v is None:
+        if key is None or v is None:
             unknown = True
             continue
         bounds = fig.meta.get(key, {}).get("bucket_bounds") if upper else None
         if bounds is not None:  # a histogram's p95: only a whole bucket above (or below) the limit decides
             lo, hi = bounds
             if lo >= t:
-                failed.append(name)
+                failed.append(key)
             elif hi > t:
                 unknown = True
         elif (v > t) if upper else (v < t):
-            failed.append(name)
+            failed.append(key)
     return (False if failed else (None if unknown else True)), failed
 
 
