@@ -129,9 +129,18 @@ def view(doc: dict) -> dict:
                 if m["beyond_noise"]
                 else ("no" if m["beyond_noise"] is False else "not estimated"),
             }
-            for m in doc["trade"]["rose"]
+            for m in _by_load(doc)
         ],
     }
+
+
+def _by_load(doc: dict) -> list[dict]:
+    """The trade's moves figure by figure (in the trade's order), each figure's steps by load, the whole run last."""
+    order = {f"step {s['label']}": i for i, s in enumerate(doc["steps"])}
+    names = list(dict.fromkeys(m["name"] for m in doc["trade"]["rose"]))
+    return sorted(
+        doc["trade"]["rose"], key=lambda m: (names.index(m["name"]), order.get(m["scope"], len(order)))
+    )
 
 
 _OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
