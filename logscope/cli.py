@@ -580,28 +580,16 @@ def compare(
     (each run's working boundary and figures per step against the setting, and which value met the SLO at the
     highest load). The SLO is the first run's unless given."""
     from . import api
+    from .compare import check_count, default_out, slo_given
 
-    if len(runs) < 2:
-        err.print("[bold red]logscope: error:[/] compare takes two runs (a pair) or more (a sweep)")
-        err.print("  help: logscope compare A B [C …]")
-        raise typer.Exit(ExitCode.USAGE)
+    _run(lambda: check_count(runs), debug)
     for p in runs:
         _run(lambda p=p: _check_input(p), debug)
-    names = [p.resolve().name for p in runs]
-    default = (
-        f"logscope-compare-{names[0]}-{names[1]}"
-        if len(runs) == 2
-        else f"logscope-sweep-{names[0]}-{names[-1]}"
-    )
-    o = out_dir or Path.cwd() / default
+    o = out_dir or Path.cwd() / default_out(runs)
     for p in runs:
         _run(lambda p=p: _out_dir(p, o), debug)
     opts = _options()
-    given = {
-        k: v for k, v in (("ttft_s", slo_ttft), ("e2e_s", slo_e2e), ("success", slo_success)) if v is not None
-    }
-    if given:
-        opts.extra["compare_slo"] = given
+    opts.extra["compare_slo"] = slo_given(slo_ttft, slo_e2e, slo_success)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         if len(runs) == 2:

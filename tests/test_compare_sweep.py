@@ -218,7 +218,47 @@ def test_the_sweep_says_which_value_met_the_slo_at_the_highest_load(swept):
     )
     # the sweep's two ends traded as the pair did
     assert doc["sweep"]["ends"]["kind"] == "latency_into_queue"
-    assert doc["verdict"][2].startswith("From max_num_seqs 64 to 8: preemptions fell from")
+    assert doc["verdict"][-1].startswith("From max_num_seqs 64 to 8: preemptions fell from")
+
+
+def test_the_sweep_gives_the_evidence_for_its_winner(swept):
+    """Why the winners won, from the recordings: each other value's first missed step and the figure that missed
+    it (truth's callers' TTFT p95); and, the ladder's coarse steps tying several values at the boundary, the next
+    step's figure for each (truth's), the lowest one, and whether the bootstrap tells it from the others."""
+    doc = swept["doc"]
+    slo, best = doc["slo"], doc["sweep"]["best"]
+    bounds = {name: _boundary(name, slo) for name in SWEEP}
+    top = best["boundary"]
+    label = {name: name.removeprefix("seqs-") for name in SWEEP}
+    run_of = dict(zip(doc["sweep"]["order"], SWEEP, strict=True))
+    line = doc["verdict"][2]
+    losers = [n for n in SWEEP if bounds[n] != top]
+    assert [run_of[m["run"]] for m in best["missed"]] == losers
+    for m in best["missed"]:
+        name = run_of[m["run"]]
+        miss = next(t for t in truth(name)["steps"] if t["concurrency"] > (bounds[name] or 0))
+        assert m["step"] == f"c={miss['concurrency']}" and m["failed"] == ["ttft_p95"]
+        assert miss["callers_ttft_p95_s"] > slo["ttft_s"]
+        assert f"{label[name]} missed at c={miss['concurrency']}: TTFT p95 (callers) " in line
+    winners = [n for n in SWEEP if bounds[n] == top]
+    assert len(winners) > 1, "the recordings no longer tie at the boundary"
+    nxt = {n: next(t for t in truth(n)["steps"] if t["concurrency"] > top) for n in winners}
+    step = {t["concurrency"] for t in nxt.values()}.pop()
+    tie = best["tie"]
+    lowest = min(winners, key=lambda n: nxt[n]["callers_ttft_p95_s"])
+    assert tie["step"] == f"c={step}" and tie["figure"] == "ttft_p95" and run_of[tie["closest"]] == lowest
+    assert f"At c={step}, the next step, TTFT p95 (callers) was " in line
+    for n in winners:
+        v = nxt[n]["callers_ttft_p95_s"]
+        said = f"{fnum(v, 3 if v < 1 else 2)} s ({label[n]})"
+        assert said in line, said
+    assert f"{label[lowest]} came lowest" in line
+    if tie["separated"]:
+        assert "beyond the run-to-run noise against" in line and "does not tell" not in line
+    else:
+        apart = [label[lowest]] + [label[run_of[r]] for r in tie["within_noise"] + tie["not_estimated"]]
+        who = apart[0] if len(apart) == 1 else ", ".join(apart[:-1]) + " and " + apart[-1]
+        assert line.endswith(f"the sweep does not tell {who} apart.")
 
 
 def test_the_sweep_page_and_ticket(swept):

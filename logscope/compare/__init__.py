@@ -61,6 +61,26 @@ def load_runs(
     return runs
 
 
+def check_count(paths: list[Path]) -> None:
+    if len(paths) < 2:
+        raise LogscopeError(
+            "compare takes two runs (a pair) or more (a sweep)", hint="logscope compare A B [C …]", code=2
+        )
+
+
+def default_out(paths: list[Path]) -> str:
+    """./logscope-compare-<A>-<B> for a pair, ./logscope-sweep-<A>-<last> for a sweep."""
+    names = [Path(p).resolve().name for p in paths]
+    kind = "compare" if len(names) == 2 else "sweep"
+    return f"logscope-{kind}-{names[0]}-{names[-1]}"
+
+
+def slo_given(ttft_s: float | None, e2e_s: float | None, success: float | None) -> dict | None:
+    """The SLO fields given on the command line (None: the first run's)."""
+    given = {k: v for k, v in (("ttft_s", ttft_s), ("e2e_s", e2e_s), ("success", success)) if v is not None}
+    return given or None
+
+
 def _check_out(out: Path) -> None:
     if (out / "summary.json").exists() or (out / "files.parquet").exists():
         raise LogscopeError(

@@ -42,6 +42,8 @@ def value(x: Any, unit: str | None = None) -> str:
         return pct(x)
     if unit == "s" and isinstance(x, int | float):
         return f"{fnum(x, 3)} s"
+    if unit == "tps" and isinstance(x, int | float):
+        return f"{round(x):,}"  # tokens per second over a step of seconds: a whole token is its precision
     if isinstance(x, int | float):
         return fnum(x, 3)
     return str(x)
@@ -64,7 +66,7 @@ def change(r: dict) -> str:
     rel = f" ({r['change_rel'] * 100:+.0f}\u00a0%)" if r.get("change_rel") is not None and ch else ""
     sign = "+" if ch > 0 else ""
     unit = "\u00a0s" if r["unit"] == "s" else ""
-    return f"{sign}{fnum(ch, 3)}{unit}{rel}"
+    return f"{sign}{f'{round(ch):,}' if r['unit'] == 'tps' else fnum(ch, 3)}{unit}{rel}"
 
 
 def where(r: dict) -> str:
@@ -233,7 +235,7 @@ def sweep_view(doc: dict) -> dict:
         },
         {
             "title": "output tokens/s",
-            "cells": [value(t["throughput_tps"]) for t in table],
+            "cells": [value(t["throughput_tps"], "tps") for t in table],
             "css": ["" for _ in table],
         },
         {

@@ -145,13 +145,21 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             }
         )
     best = _best(table, swept, slo, keys, labels)
+    best["evidence"] = _evidence(table, runs, figs, keys, labels, swept, best)
     ends = _ends(runs, figs, keys, labels, alike, swept)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
         "generated_by": {"tool": "logscope", "version": __version__, "command_line": command_line or None},
         "verdict": [
-            ln for ln in (_head(swept, varies, runs, alike, keys, labels), best["text"], ends["text"]) if ln
+            ln
+            for ln in (
+                _head(swept, varies, runs, alike, keys, labels),
+                best["text"],
+                best["evidence"]["text"],
+                ends["text"],
+            )  # fmt: skip
+            if ln
         ],
         "runs": {r.label.lower(): run_doc(r) for r in runs},
         "slo": slo,
@@ -164,7 +172,8 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             "ladder": is_ladder([labels[k] for k in keys]),
             "judged_on": {labels[k].label: judged[k] for k in keys},
             "table": table,
-            "best": {k: best[k] for k in ("runs", "values", "boundary")},
+            "best": {k: best[k] for k in ("runs", "values", "boundary")}
+            | {k: v for k, v in best["evidence"].items() if k != "text"},
             "ends": ends,
         },
         "settings": rows,
@@ -270,3 +279,77 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
         "missing": td["missing"],
         "text": text,
     }
+
+
+def _fig(key: str, v: float | None) -> str:
+    m = moves.BY_NAME[key]
+    return f"{m.title} {verdict._v(v, m.unit)}"
+
+
+def _evidence(table, runs, figs, keys, labels, swept, best) -> dict:
+    """Why the winners won: where each other value missed (and on which figure); and, when several values share
+    the boundary, whether the next step separates them beyond the run-to-run noise (the judged figure nearest the
+    SLO there, against each other winner's by bootstrap), or that the ladder does not."""
+    out: dict = {"missed": [], "tie": None, "text": None}
+    if best["boundary"] is None:
+        return out
+    bits = []
+    for t in table:
+        c = next((c for c in t["steps"] if c["meets_slo"] is False), None)
+        if t["run"] in best["runs"] or c is None or not t["boundary_known"]:
+            continue
+        out["missed"].append({"run": t["run"], "step": c["label"], "failed": c["slo_failed"]})
+        figs_ = ", ".join(_fig(k, c[k]) for k in c["slo_failed"])
+        bits.append(f"{_name(swept, t)} missed at {c['label']}: {figs_}")
+    win = [t for t in table if t["run"] in best["runs"]]
+    names = _and([_name(swept, t) for t in win])
+    i = next((j for j, k in enumerate(keys) if labels[k].value == best["boundary"]), len(keys) - 1) + 1
+    if len(win) > 1 and i >= len(keys):
+        bits.append(f"{names} met every step: the ladder's top step does not separate them")
+    elif len(win) > 1:
+        tie = _tie(win, runs, figs, keys[i], i, labels[keys[i]].label, swept)
+        if tie is not None:
+            out["tie"], text = tie
+            bits.append(text)
+    out["text"] = (". ".join(bits) + ".") if bits else None
+    return out
+
+
+def _tie(win, runs, figs, k, i, label, swept) -> tuple[dict, str] | None:
+    """The winners at the step after their common boundary: the figure that missed there (else the callers' or the
+    engine's TTFT p95), the lowest against each other by the pair's bootstrap."""
+    cells = [t["steps"][i] for t in win]
+    failed = [f for c in cells for f in c["slo_failed"]]
+    key = (
+        failed[0]
+        if failed
+        else next((f for f in ("ttft_p95", "engine_ttft_p95") if cells[0].get(f) is not None), None)
+    )
+    if key is None or any(c.get(key) is None for c in cells):
+        return None
+    by_run = {r.label.lower(): r.label for r in runs}
+    lo = min(win, key=lambda t: t["steps"][i][key])
+    others = [t for t in win if t is not lo]
+    fl = figs[by_run[lo["run"]]][k]
+    beyond = [
+        next(r for r in moves.compare(fl, figs[by_run[t["run"]]][k], k) if r["name"] == key)["beyond_noise"]
+        for t in others
+    ]
+    vals = ", ".join(f"{verdict._v(t['steps'][i][key], 's')} ({_name(swept, t)})" for t in win)
+    title = moves.BY_NAME[key].title
+    runs_of: dict[bool | None, list[dict]] = {True: [], False: [], None: []}
+    for t, b in zip(others, beyond, strict=True):
+        runs_of[b].append(t)
+    apart = {b: [_name(swept, t) for t in ts] for b, ts in runs_of.items()}
+    doc = {"step": label, "figure": key, "closest": lo["run"], "separated": all(beyond),
+           "within_noise": [t["run"] for t in runs_of[False]],
+           "not_estimated": [t["run"] for t in runs_of[None]]}  # fmt: skip
+    parts = [f"beyond the run-to-run noise against {_and(apart[True])}"] if apart[True] else []
+    parts += [f"within it against {_and(apart[False])}"] if apart[False] else []
+    parts += [f"the noise not estimated against {_and(apart[None])}"] if apart[None] else []
+    text = (
+        f"At {label}, the next step, {title} was {vals}: {_name(swept, lo)} came lowest, {', '.join(parts)}"
+    )
+    if not all(beyond):
+        text += f"; the sweep does not tell {_and([_name(swept, lo)] + apart[False] + apart[None])} apart"
+    return doc, text
