@@ -172,6 +172,30 @@ def _boundary(name: str, slo: dict) -> float | None:
     return best
 
 
+def test_a_pair_reads_the_steps_its_cap_does_not_bind_as_a_control(runs, tmp_path):
+    """max_num_seqs 64 → 32: at c=1 … c=16 neither cap binds, yet the recordings differ there beyond the bootstrap
+    (truth's callers' figures): said as the host's noise, never as the change's effect."""
+    doc = compare(runs["seqs-64"], runs["seqs-32"], tmp_path / "c")["doc"]
+    line = next(v for v in doc["verdict"] if v.startswith("Where max_num_seqs does not bind"))
+    below = [t["concurrency"] for t in truth("seqs-64")["steps"] if t["concurrency"] < 32]
+    assert f"({', '.join(f'c={c}' for c in below)}: the load stays below both its values)" in line
+    assert "something other than the setting differed between the recordings" in line
+    at = int(line.split("beyond the sampling noise at c=")[1].split(" ")[0])
+    assert at in below
+    r = row(by_step(doc, f"c={at}")["metrics"], next(n for n in ("ttft_p95", "e2e_p95", "ttft_p50", "e2e_p50")
+                                                    if f"{row(doc['whole']['metrics'], n)['title']} " in line))  # fmt: skip
+    assert r["beyond_noise"]
+    ta = next(t for t in truth("seqs-64")["steps"] if t["concurrency"] == at)
+    tb = next(t for t in truth("seqs-32")["steps"] if t["concurrency"] == at)
+    if r["name"] in ("ttft_p95", "e2e_p95"):
+        key = f"callers_{r['name'].split('_')[0]}_p95_s"
+        assert (r["a"], r["b"]) == (pytest.approx(ta[key], abs=6e-4), pytest.approx(tb[key], abs=6e-4))
+    # the pair that changes the cap to 8 has fewer such steps: c=1, c=2, c=4
+    back = compare(runs["seqs-64"], runs["seqs-8"], tmp_path / "d")["doc"]
+    ln = next((v for v in back["verdict"] if v.startswith("Where max_num_seqs does not bind")), None)
+    assert ln is None or "(c=1, c=2, c=4: the load stays below both its values)" in ln
+
+
 @pytest.fixture(scope="module")
 def swept(runs, tmp_path_factory) -> dict:
     return sweep([runs[n] for n in SWEEP], tmp_path_factory.mktemp("sweep-out") / "s")
@@ -254,11 +278,46 @@ def test_the_sweep_gives_the_evidence_for_its_winner(swept):
         assert said in line, said
     assert f"{label[lowest]} came lowest" in line
     if tie["separated"]:
-        assert "beyond the run-to-run noise against" in line and "does not tell" not in line
+        assert "beyond the sampling noise against" in line and "does not tell" not in line
     else:
         apart = [label[lowest]] + [label[run_of[r]] for r in tie["within_noise"] + tie["not_estimated"]]
         who = apart[0] if len(apart) == 1 else ", ".join(apart[:-1]) + " and " + apart[-1]
         assert line.endswith(f"the sweep does not tell {who} apart.")
+
+
+def test_where_the_cap_does_not_bind_the_runs_spread_is_the_noise(swept):
+    """Below every max_num_seqs given (c < 8) each run did the same work: the spread of the callers' p95s there is
+    the host's run-to-run noise, read off truth's figures; no value is called better by less than it."""
+    doc = swept["doc"]
+    ctl = doc["sweep"]["control"]
+    low = [t for t in truth("seqs-64")["steps"] if t["concurrency"] < 8]
+    assert ctl["steps"] == [f"c={t['concurrency']}" for t in low]
+    for key, tkey in (("ttft_p95", "callers_ttft_p95_s"), ("e2e_p95", "callers_e2e_p95_s")):
+        per = {
+            t["concurrency"]: [next(x for x in truth(n)["steps"] if x["concurrency"] == t["concurrency"])[tkey]
+                               for n in SWEEP]
+            for t in low
+        }  # fmt: skip
+        c = max(per, key=lambda k: max(per[k]) / min(per[k]))
+        got = ctl["spread"][key]
+        assert got["step"] == f"c={c}"
+        assert got["lo"] == pytest.approx(min(per[c]), abs=6e-4)
+        assert got["hi"] == pytest.approx(max(per[c]), abs=6e-4)
+        assert got["ratio"] > 2, "the recordings' host noise was over 2x at a step the setting cannot touch"
+    line = next(v for v in doc["verdict"] if v.startswith("Where max_num_seqs does not bind"))
+    assert "(c=1, c=2, c=4: the load stays below every value)" in line
+    tie = doc["sweep"]["best"]["tie"]
+    if tie is not None and tie["separated"]:
+        f = ctl["spread"][tie["figure"]]["ratio"]
+        cells = {
+            t["run"]: next(c for c in t["steps"] if c["label"] == tie["step"]) for t in doc["sweep"]["table"]
+        }
+        lo = cells[tie["closest"]][tie["figure"]]
+        assert all(
+            c[tie["figure"]] / lo > f
+            for r, c in cells.items()
+            if r in doc["sweep"]["best"]["runs"] and r != tie["closest"]
+        )
 
 
 def test_the_sweep_page_and_ticket(swept):

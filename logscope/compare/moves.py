@@ -1,5 +1,5 @@
 """What moved between the runs: the figures of each matched step and of the whole runs, A beside B, each
-on its clock, with whether the change is beyond the run-to-run noise.
+on its clock, with whether the change is beyond the sampling noise.
 
 Every latency names its clock (logscope.compare.sources): the callers' TTFT and e2e (client records, a load
 test's per-request results), the gateway's request time, the engine's histograms (TTFT, e2e, queue time).

@@ -133,7 +133,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     if identical:
         lines = [
             "No change, no movement: no setting differs between the runs and no figure moved beyond the "
-            "run-to-run noise."
+            "sampling noise."
         ]
     else:
         lines += [ln for ln in (verdict.engines_line(engines), verdict.steps_line(sa, sb, pairs)) if ln]
@@ -141,7 +141,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         lines.append(verdict.nothing_shared(whole["metrics"]))
     elif not identical:
         lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
-        lines += [ln for ln in [verdict.control_line(steps)] if ln]
+        lines += [ln for ln in [verdict.control_line(steps, changed)] if ln]
         lines += [t for t in (td["text"], rt and rt["text"]) if t]
         lines.append(verdict.movement_line(result, good, bad))
     traps = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from ..report.fmt import clean, fnum
+from ..report.fmt import clean, fnum, num
 from . import gateway, moves, settings, trade, traffic, verdict
 from .pair import METHOD, SCHEMA_VERSION, run_doc, slo_for
 from .runs import Run
@@ -145,7 +145,8 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             }
         )
     best = _best(table, swept, slo, keys, labels)
-    best["evidence"] = _evidence(table, runs, figs, keys, labels, swept, best)
+    control = _control(table, swept, keys, labels)
+    best["evidence"] = _evidence(table, runs, figs, keys, labels, swept, best, control)
     ends = _ends(runs, figs, keys, labels, alike, swept)
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -157,6 +158,7 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
                 _head(swept, varies, runs, alike, keys, labels),
                 best["text"],
                 best["evidence"]["text"],
+                control["text"],
                 ends["text"],
             )  # fmt: skip
             if ln
@@ -175,6 +177,7 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             "best": {k: best[k] for k in ("runs", "values", "boundary")}
             | {k: v for k, v in best["evidence"].items() if k != "text"},
             "ends": ends,
+            "control": {k: v for k, v in control.items() if k != "text"},
         },
         "settings": rows,
         "traffic": {r.label.lower(): desc[r.label] for r in runs},
@@ -286,9 +289,38 @@ def _fig(key: str, v: float | None) -> str:
     return f"{m.title} {verdict._v(v, m.unit)}"
 
 
-def _evidence(table, runs, figs, keys, labels, swept, best) -> dict:
+def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
+    """The steps where the swept cap does not bind (the load below every value): the same work in every run, so
+    the spread of the judged figures there is the host's run-to-run noise, which no bootstrap of one run sees."""
+    out: dict = {"steps": [], "spread": {}, "text": None}
+    steps = [{"label": labels[k].label, "mode": labels[k].mode, "value": labels[k].value} for k in keys]
+    below = verdict.cap_below(swept and swept["name"], [t["value"] for t in table], steps)
+    if not below:
+        return out
+    idx = [i for i, s in enumerate(steps) if s in below]
+    out["steps"] = [s["label"] for s in below]
+    said = []
+    for key in ("ttft_p95", "e2e_p95"):
+        per = {steps[i]["label"]: [t["steps"][i][key] for t in table] for i in idx}
+        per = {lab: vs for lab, vs in per.items() if None not in vs and min(vs) > 0}
+        if not per:
+            continue
+        lab = max(per, key=lambda x: max(per[x]) / min(per[x]))
+        lo, hi = min(per[lab]), max(per[lab])
+        out["spread"][key] = {"step": lab, "lo": lo, "hi": hi, "ratio": num(hi / lo)}
+        said.append(f"{moves.BY_NAME[key].title} {verdict._v(lo, 's')} to {verdict._v(hi, 's')} at {lab}")
+    if said:
+        out["text"] = (
+            f"Where {swept['name']} does not bind ({', '.join(out['steps'])}: the load stays below every value), "
+            f"the same load still gave {'; '.join(said)} across the runs: the host's run-to-run noise, which the "
+            "bootstrap does not see; a difference smaller than that is not the setting's."
+        )
+    return out
+
+
+def _evidence(table, runs, figs, keys, labels, swept, best, control) -> dict:
     """Why the winners won: where each other value missed (and on which figure); and, when several values share
-    the boundary, whether the next step separates them beyond the run-to-run noise (the judged figure nearest the
+    the boundary, whether the next step separates them beyond the sampling noise (the judged figure nearest the
     SLO there, against each other winner's by bootstrap), or that the ladder does not."""
     out: dict = {"missed": [], "tie": None, "text": None}
     if best["boundary"] is None:
@@ -307,7 +339,7 @@ def _evidence(table, runs, figs, keys, labels, swept, best) -> dict:
     if len(win) > 1 and i >= len(keys):
         bits.append(f"{names} met every step: the ladder's top step does not separate them")
     elif len(win) > 1:
-        tie = _tie(win, runs, figs, keys[i], i, labels[keys[i]].label, swept)
+        tie = _tie(win, runs, figs, keys[i], i, labels[keys[i]].label, swept, control)
         if tie is not None:
             out["tie"], text = tie
             bits.append(text)
@@ -315,7 +347,7 @@ def _evidence(table, runs, figs, keys, labels, swept, best) -> dict:
     return out
 
 
-def _tie(win, runs, figs, k, i, label, swept) -> tuple[dict, str] | None:
+def _tie(win, runs, figs, k, i, label, swept, control) -> tuple[dict, str] | None:
     """The winners at the step after their common boundary: the figure that missed there (else the callers' or the
     engine's TTFT p95), the lowest against each other by the pair's bootstrap."""
     cells = [t["steps"][i] for t in win]
@@ -337,6 +369,13 @@ def _tie(win, runs, figs, k, i, label, swept) -> tuple[dict, str] | None:
     ]
     vals = ", ".join(f"{verdict._v(t['steps'][i][key], 's')} ({_name(swept, t)})" for t in win)
     title = moves.BY_NAME[key].title
+    # beyond the bootstrap's noise but within the spread the control steps show: not told apart either
+    floor = (control["spread"].get(key) or {}).get("ratio")
+    lo_v = lo["steps"][i][key]
+    beyond = [
+        False if b and floor is not None and lo_v > 0 and t["steps"][i][key] / lo_v <= floor else b
+        for t, b in zip(others, beyond, strict=True)
+    ]
     runs_of: dict[bool | None, list[dict]] = {True: [], False: [], None: []}
     for t, b in zip(others, beyond, strict=True):
         runs_of[b].append(t)
@@ -344,8 +383,14 @@ def _tie(win, runs, figs, k, i, label, swept) -> tuple[dict, str] | None:
     doc = {"step": label, "figure": key, "closest": lo["run"], "separated": all(beyond),
            "within_noise": [t["run"] for t in runs_of[False]],
            "not_estimated": [t["run"] for t in runs_of[None]]}  # fmt: skip
-    parts = [f"beyond the run-to-run noise against {_and(apart[True])}"] if apart[True] else []
-    parts += [f"within it against {_and(apart[False])}"] if apart[False] else []
+    parts = (
+        [
+            f"beyond the sampling noise and the spread where the setting does not bind against {_and(apart[True])}"
+        ]
+        if apart[True]
+        else []
+    )
+    parts += [f"not beyond the noise against {_and(apart[False])}"] if apart[False] else []
     parts += [f"the noise not estimated against {_and(apart[None])}"] if apart[None] else []
     text = (
         f"At {label}, the next step, {title} was {vals}: {_name(swept, lo)} came lowest, {', '.join(parts)}"

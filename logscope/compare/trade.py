@@ -1,5 +1,5 @@
 """The trade a change makes: what got better, what got worse and where the time went, step by step, each figure
-on its clock, beyond the run-to-run noise or not.
+on its clock, beyond the sampling noise or not.
 
 The seeds' trap is the case to catch: fewer admitted sequences make preemptions vanish while the wait moves
 into vLLM's queue (the engine's clock sees it) or in front of the engine (only the callers' clock sees it).
@@ -39,7 +39,7 @@ def _where(r: dict) -> str:
 
 def _noise_word(r: dict) -> str:
     if r["beyond_noise"]:
-        return "beyond the run-to-run noise"
+        return "beyond the sampling noise"
     if r["beyond_noise"] is False:
         return "within the noise"
     return "noise not estimated"
@@ -196,12 +196,12 @@ def trade(whole: list[dict], steps: list[dict]) -> dict:
         if pre["fell"]:
             out["kind"] = "latency_into_queue"
             out["text"] = (
-                f"{head}, but the wait moved (beyond the run-to-run noise): {said}{tail}. The trade: {LOOK}."
+                f"{head}, but the wait moved (beyond the sampling noise): {said}{tail}. The trade: {LOOK}."
             )
         else:
             out["kind"] = "queue_into_preemptions"
             out["text"] = (
-                f"{head}, while the wait fell (beyond the run-to-run noise): {said}{tail}. The trade runs the "
+                f"{head}, while the wait fell (beyond the sampling noise): {said}{tail}. The trade runs the "
                 "other way: B preempts where A queued."
             )
         return out
@@ -213,7 +213,7 @@ def trade(whole: list[dict], steps: list[dict]) -> dict:
     out["kind"] = "relief" if pre["fell"] else None
     at = "at any step" if steps else "over the whole run"
     out["text"] = (
-        f"{head} and no latency moved beyond the run-to-run noise {at} ({names}): "
+        f"{head} and no latency moved beyond the sampling noise {at} ({names}): "
         f"{'the queue did not take the latency' if pre['fell'] else 'the preemptions cost no latency'}{tail}."
     )
     return out
@@ -245,6 +245,6 @@ def retry_trade(whole: list[dict], steps: list[dict]) -> dict | None:
         "scope": m["scope"],
         "rise": -m["change"],
         "text": f"Client retries fell from {fnum(r['a'])} to {fnum(r['b'])}, but the success share fell from "
-        f"{pct(m['a'])} to {pct(m['b'])}{where}, beyond the run-to-run noise: the failures the retries absorbed "
+        f"{pct(m['a'])} to {pct(m['b'])}{where}, beyond the sampling noise: the failures the retries absorbed "
         "now reach the callers.",
     }

@@ -206,7 +206,7 @@ def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
 
 def movement_line(result: str, good: list[str], bad: list[str]) -> str:
     if result == "no movement":
-        return "No figure moved beyond the run-to-run noise."
+        return "No figure moved beyond the sampling noise."
     parts = []
     if good:
         parts.append(
@@ -219,23 +219,59 @@ def movement_line(result: str, good: list[str], bad: list[str]) -> str:
     return "Over the whole runs, " + "; ".join(parts) + "."
 
 
-def control_line(steps: list[dict]) -> str | None:
-    """The lightest matched step as a control: when B is slower (or faster) there too, beyond the noise, the
-    change matters even at light load, or something else differed between the recordings."""
+CAPS = ("max_num_seqs", "max_running_requests")  # caps on the sequences run at once: idle below their value
+CONTROL_FIGURES = ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95")
+
+
+def cap_below(name: str | None, values: list, steps: list[dict]) -> list[dict]:
+    """The concurrency steps where a changed cap on the sequences run at once (``--max-num-seqs``) does not bind:
+    the load stays below every value it was given. Empty for any other setting."""
+    if name not in CAPS:
+        return []
+    try:
+        lo = min(float(v) for v in values)
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for s in steps:  # the leading steps only: after a heavier one, its backlog can still fill the cap
+        if s.get("mode") not in ("concurrency", "inflight") or s.get("value") is None or s["value"] >= lo:
+            break
+        out.append(s)
+    return out
+
+
+def control_line(steps: list[dict], changed: list[dict] | None = None) -> str | None:
+    """A control: the steps where the one change does not bind (a concurrency cap above the step's load), else the
+    lightest step. When B differs there beyond the bootstrap's noise, either the change matters even at light
+    load or something else differed between the recordings (the host's load): the bootstrap resamples one
+    run's requests and cannot see that noise."""
     if len(steps) < 2 or any(s["value"] is None for s in steps):
         return None
-    light = min(steps, key=lambda s: s["value"])
-    if light["value"] >= max(s["value"] for s in steps):
+    one = changed[0] if changed and len(changed) == 1 else None
+    below = cap_below(one["name"], [one["a"], one["b"]], steps) if one else []
+    light = below or [min(steps, key=lambda s: s["value"])]
+    if not below and light[0]["value"] >= max(s["value"] for s in steps):
         return None
-    moved = [r for r in light["metrics"] if r["name"] in ("ttft_p50", "e2e_p50") and r["beyond_noise"]]
+    figs = CONTROL_FIGURES if below else ("ttft_p50", "e2e_p50")
+    moved = [(s, r) for s in light for r in s["metrics"] if r["name"] in figs and r["beyond_noise"]]
     if not moved:
         return None
-    r = moved[-1]
+    s, r = max(moved, key=lambda x: abs(x[1]["change_rel"] or 0))
     way = "slower" if (r["change"] or 0) > 0 else "faster"
+    said = f"{r['title']} {_v(r['a'], 's')} → {_v(r['b'], 's')}"
+    if below:
+        where = ", ".join(x["label"] for x in below)
+        more = f"; {len(moved)} such moves in all" if len(moved) > 1 else ""
+        return (
+            f"Where {one['name']} does not bind ({where}: the load stays below both its values), B is still {way} "
+            f"beyond the sampling noise at {s['label']} ({said}{more}): something other than the setting differed "
+            "between the recordings (most likely the host's load), which the bootstrap does not see; weigh the "
+            "heavier steps' moves against these."
+        )
     return (
-        f"At the lightest step ({light['label']}) B is {way} too ({r['title']} {_v(r['a'], 's')} → "
-        f"{_v(r['b'], 's')}): either the change matters even at light load, or something else differed "
-        "between the recordings (machine load, noise); weigh the heavier steps' moves with that in mind."
+        f"At the lightest step ({s['label']}) B is {way} too ({said}): either the change matters even at light "
+        "load, or something else differed between the recordings (machine load, noise); weigh the heavier "
+        "steps' moves with that in mind."
     )
 
 
