@@ -313,7 +313,8 @@ def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
         out["text"] = (
             f"Where {swept['name']} does not bind ({', '.join(out['steps'])}: the load stays below every value), "
             f"the same load still gave {'; '.join(said)} across the runs: the host's run-to-run noise, which the "
-            "bootstrap does not see; a difference smaller than that is not the setting's."
+            "bootstrap does not see; no value is called better here by less than that spread, and any trade "
+            "is to be weighed against it."
         )
     return out
 
