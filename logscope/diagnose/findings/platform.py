@@ -77,47 +77,113 @@ def _not_others(ctx: Context, k: Kill) -> tuple[str, str]:
     )
 
 
-def _budget(cap: dict) -> str:
+def _budget(cap: dict, k: Kill, cpu: bool) -> str:
+    """The engine's own memory budget beside the limit the kill hit, and what the killed process held."""
     parts = []
     if cap.get("kv_memory_gib") is not None:
-        parts.append(f"KV cache {cap['kv_memory_gib']:.2f} GiB")
+        parts.append(
+            f"KV cache {cap['kv_memory_gib']:.2f} GiB" + (" (host memory: a CPU engine)" if cpu else "")
+        )
     if cap.get("weights_gib") is not None:
         parts.append(f"weights {cap['weights_gib']:.2f} GiB")
+    limit = f" of the memory limit of {gib(k.limit_bytes)}" if k.limit_bytes else ""
+    held = (
+        f"the killed process held {gib(k.rss_bytes)} resident{limit} (anon + file + shmem, the kernel's figures)"
+        if k.rss_bytes
+        else ""
+    )
     if not parts:
-        return "the engine's memory budget is not in its log (no 'Available KV cache memory' / weights line)"
-    return "the engine's own budget from its start-up lines: " + ", ".join(parts)
+        own = "the engine's memory budget is not in its log (no 'Available KV cache memory' / weights line)"
+    else:
+        own = "the engine's own budget from its start-up lines: " + ", ".join(parts)
+    return "; ".join(x for x in (held, own) if x)
+
+
+def _cpu(ctx: Context, replica: str | None) -> bool:
+    """The engine runs on CPUs (vLLM's CPU build: its KV cache is host memory, inside the process's limit)."""
+    ev = ctx.inputs.events.filter(pl.col("replica").fill_null("") == (replica or ""))
+    text = pl.col("message").fill_null("") + pl.col("detail").fill_null("")
+    return ev.filter(text.str.contains("device_config=cpu|GiB for KV cache on node")).height > 0
+
+
+def _last_state(ctx: Context, replica: str | None, until) -> str:
+    """The engine's last stats line at or before ``until`` (its own record of the death): what it was running."""
+    st = ctx.inputs.stats
+    if not st.height or until is None:
+        return ""
+    st = st.filter(
+        (pl.col("replica").fill_null("") == (replica or ""))
+        & (pl.col("ts") <= until)
+        & pl.col("running").is_not_null()
+    )
+    if not st.height:
+        return ""
+    r = st.sort("ts").row(-1, named=True)
+    waiting = f", {r['waiting']:.0f} waiting" if r.get("waiting") is not None else ""
+    return f"the engine's last stats line ({_t(r['ts'])}, engine clock): {r['running']:.0f} running{waiting}"
+
+
+def _cost(facts: Facts, k: Kill) -> list[str]:
+    """The callers' and the gateway's requests in flight at the kill and how they and the later ones ended."""
+    if facts.out is None or k.ts is None:
+        return []
+    from ..kill_cost import at
+
+    return [layer.words() for layer in at(facts.out, k.ts)]
 
 
 def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: dict) -> dict | None:
     """The finding of a death the platform explains (a kill by the kernel or Kubernetes), else None."""
     facts: Facts | None = getattr(ctx, "platform", None)
     k = kill_for(facts, ep["replica"], ep["start"])
-    if k is None or k.how not in HOW:
+    if facts is None or k is None or k.how not in HOW:
         return None
     tail, others = _not_others(ctx, k)
     if k.how == "kernel_oom" and k.constraint == "CONSTRAINT_NONE":
         limit = "the host ran out of memory: no cgroup limit"
     else:
         limit = f"memory limit {gib(k.limit_bytes)}"
-    ev = [*k.evidence, f"tied to the server: {k.mapping}", others, _budget(cap)]
-    if c.get("message") and k.how not in (c.get("message") or ""):
-        ev.append(f"the server's log: {c['message'][:160]}")
+    down = c.get("downtime_s")
+    back = (
+        f"back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
+        if down is not None and c.get("ready")
+        else "no restart in the logs"
+    )
+    who = HOW[k.how].split(" (")[0]
+    what = f"pid {k.pid or '?'} ({k.process or 'the server'}" + (
+        f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")"
+    )
+    said = (
+        f"; {ep['replica'] or 'the server'} logged the death at {_t(k.logged_ts)}: {k.logged[:160]}"
+        if k.logged_ts is not None and k.logged
+        else "; vLLM prints nothing when killed: its log just stops"
+    )
+    cpu = _cpu(ctx, ep["replica"])
+    ev = [
+        *k.evidence,
+        f"tied to the server: {k.mapping}" + (f"; {k.tie}" if k.tie else ""),
+        _budget(cap, k, cpu),
+        others,
+        _last_state(ctx, ep["replica"], k.logged_ts or k.ts),
+        *_cost(facts, k),
+    ]
     from .crash import _paid
 
     if cost := _paid(ctx, ep):
         ev.append(cost)
+    kv = f", here {cap['kv_memory_gib']:.2f} GiB of KV cache" if cpu and cap.get("kv_memory_gib") else ""
     return _f(
         "critical",
-        f"Server killed by {HOW[k.how].split(' (')[0]} at {when} ({limit}){tail}",
-        f"{HOW[k.how]} killed pid {k.pid or '?'} ({k.process or 'the server'}) at {clock.hms(k.ts, ms=True)}; "
-        "vLLM prints nothing when killed: its log just stops",
+        f"Server killed by {who} at {_t(k.ts)} ({limit}){tail}; {back}",
+        f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{said}",
         "; ".join(e for e in ev if e),
-        "host memory ran out inside the process's memory limit and the kernel sent SIGKILL: not device memory "
-        "(a CUDA OOM is an exception in vLLM's log) and not KV-cache pressure (preemptions keep the server up)",
-        f"Raise the container's memory limit above the server's peak resident memory with headroom, or lower what "
-        f"it holds in host memory (CPU vLLM: VLLM_CPU_KVCACHE_SPACE is host memory; GPU: --swap-space), then "
-        f"replay the same load watching the cgroup's memory.peak; if the peak grows with load, lower "
-        f"--max-num-seqs{half}",
+        "host memory ran out inside the process's memory limit and the kernel killed the process using the most: "
+        "not device memory (a CUDA OOM is an exception in vLLM's log) and not KV-cache pressure (preemptions keep "
+        "the server up)",
+        f"Raise the memory limit ({gib(k.limit_bytes)}) above the server's peak resident memory with headroom, or "
+        f"lower what it holds in host memory (CPU vLLM: VLLM_CPU_KVCACHE_SPACE{kv}; GPU: --swap-space), then replay "
+        f"the same load watching the cgroup's peak (memory.peak; cgroup v1: memory.max_usage_in_bytes); if the peak "
+        f"grows with load, lower --max-num-seqs{half}",
         ep,
         kind="crash",
     )
@@ -127,8 +193,9 @@ def build(ctx: Context) -> list[dict]:
     facts: Facts | None = getattr(ctx, "platform", None)
     if facts is None or not facts.any:
         return []
-    deaths = {(d.replica or "", d.ts) for d in ctx.life.deaths}
-    out = [_kill(ctx, k) for k in facts.kills if k.ts is None or (k.replica or "", k.ts) not in deaths]
+    out = [
+        _kill(ctx, k) for k in facts.kills if not k.attached
+    ]  # an attached kill speaks in its death's finding
     out += _probes(facts) + _pods(facts) + _scheduling(facts) + _xid(facts) + _gpu(facts)
     return out
 
