@@ -80,6 +80,8 @@ class Facts:
     gpu: pl.DataFrame  # DCGM series: ts, source, replica, name, gpu, pod, value
     kills: list[Kill] = field(default_factory=list)
     out: Path | None = None  # the output folder: what the kill cost is read from its request tables
+    # per server replica: its log files' first and last time (files.parquet: every line, not only the events)
+    logs: dict[str, tuple[datetime | None, datetime | None]] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -110,7 +112,12 @@ def load(out: Path, rng: scope.Range = scope.ALL) -> Facts:
         label.str.extract(r"GPU_I_ID=([^,]*)", 1).alias("mig"),
         "value",
     )
-    return Facts(ev, read(out, "platform_pods"), gpu, out=out)
+    files = read(out, "files", ("kind", "replica", "first_ts", "last_ts")).filter(pl.col("kind") == "server")
+    spans = files.group_by(pl.col("replica").fill_null("")).agg(
+        pl.col("first_ts").min(), pl.col("last_ts").max()
+    )
+    logs = {r["replica"]: (r["first_ts"], r["last_ts"]) for r in spans.iter_rows(named=True)}
+    return Facts(ev, read(out, "platform_pods"), gpu, out=out, logs=logs)
 
 
 def _line(r: dict) -> str:
@@ -284,6 +291,14 @@ def _k8s_kills(facts: Facts, replicas: list[str]) -> list[Kill]:
 
 def kills(facts: Facts, server_events: pl.DataFrame, last_seen: dict | None = None) -> list[Kill]:
     servers = _servers(server_events)
+    for rep, (
+        lo,
+        hi,
+    ) in facts.logs.items():  # the logs' own first and last lines, where the files table has them
+        if rep in servers:
+            srv = servers[rep]
+            srv.lo = min(x for x in (lo, srv.lo) if x is not None) if (lo or srv.lo) else None
+            srv.hi = max(x for x in (hi, srv.hi) if x is not None) if (hi or srv.hi) else None
     found = _kernel_kills(facts.events, servers, last_seen or {}) + _k8s_kills(facts, sorted(servers))
     for k in found:
         if k.replica is not None and k.replica in servers:

@@ -123,6 +123,22 @@ def _last_state(ctx: Context, replica: str | None, until) -> str:
     return f"the engine's last stats line ({_t(r['ts'])}, engine clock): {r['running']:.0f} running{waiting}"
 
 
+def _ends(k: Kill, replica: str | None) -> str:
+    """Where the killed server's log ends, beside the kill (its other processes may write on a little)."""
+    hi = k.span[1] if k.span else None
+    if hi is None or k.ts is None:
+        return "its log just stops"
+    lag = (hi - k.ts).total_seconds()
+    when = (
+        f"{lag:.0f} s after the kill"
+        if lag >= 1
+        else f"{-lag:.0f} s before the kill"
+        if lag <= -1
+        else "at the kill"
+    )
+    return f"{replica or 'the server'}'s log logs no death and ends at {_t(hi)}, {when}"
+
+
 def _cost(facts: Facts, k: Kill) -> list[str]:
     """The callers' and the gateway's requests in flight at the kill and how they and the later ones ended."""
     if facts.out is None or k.ts is None:
@@ -156,7 +172,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
     said = (
         f"; {ep['replica'] or 'the server'} logged the death at {_t(k.logged_ts)}: {k.logged[:160]}"
         if k.logged_ts is not None and k.logged
-        else "; vLLM prints nothing when killed: its log just stops"
+        else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
     )
     cpu = _cpu(ctx, ep["replica"])
     ev = [
