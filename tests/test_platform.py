@@ -246,3 +246,29 @@ def test_a_range_keeps_the_untimed_platform_records(tmp_path):
     kinds = f.events.filter(pl.col("kind") == "oom_kill")["pid"].to_list()
     assert kinds == [7899]  # 2025-03-30 kept, 2024-04-29 left out
     assert f.events.filter(pl.col("reason") == "Unhealthy").height == 2  # ages: no time, kept
+
+
+def test_a_folder_with_no_time_says_its_times_are_unknown(tmp_path):
+    """kubectl's ages alone (no capture time): no window at the epoch's 0 (correlate built one at 1970-01-01), the
+    header and summary.md say the times are unknown and why, summary.json's span is null with the reason."""
+    import html
+
+    out, s = _analyze(
+        tmp_path,
+        "k8s-get-all-describe-liveness-404-llm-d-inference-sim-45.txt",
+        "k8s-describe-events-liveness-404-llm-d-inference-sim-45.txt",
+    )
+    assert pl.read_parquet(out / "windows.parquet").height == 0
+    span = s["span"]
+    assert (span["start"], span["end"], span["duration_s"]) == (None, None, None)
+    assert span["unknown"] == (
+        "no line of the inputs carries a time: 3 kubectl record(s) keep only an age (no capture time in their file)"
+    )
+    page = html.unescape((out / "report.html").read_text())
+    md = (out / "summary.md").read_text()
+    for text in (page, md, json.dumps(s)):
+        assert "1970" not in text.replace(
+            "\\u1970", ""
+        )  # the page's inlined Vega holds a '\u1970' regex range
+    assert f"times unknown ({span['unknown']})" in page
+    assert md.startswith(f"# Incident report: times unknown ({span['unknown']})")
