@@ -182,6 +182,28 @@ def test_an_oomkilled_pod_is_named_as_such(tmp_path):
     )
     kill = next(f for f in s["findings"] if f["title"].startswith("Container kotsadm"))
     assert "Exit Code 137" in kill["evidence"] and "not device memory" in kill["cause"]
+    assert (
+        "at 19:27:10 (read on the node's clock: the Finished time kubectl describe wrote" in kill["symptom"]
+    )
+
+
+def test_a_silent_kill_with_no_platform_record_names_what_is_missing(tmp_path):
+    """The lab's crash run (vLLM SIGKILLed mid-traffic, restarted): no kernel log, no kubectl output in the folder.
+    Its death's finding says who killed it is unknown and names both missing records."""
+    from conftest import LAB, need
+
+    src = tmp_path / "in"
+    shutil.copytree(need(LAB / "crash"), src)
+    from logscope.api import AnalyzeOptions, analyze
+
+    analyze(src, tmp_path / "out", AnalyzeOptions())
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    top = s["findings"][0]
+    assert top["title"].startswith("Server killed without a trace at 08:34:22")
+    assert (
+        "who killed it: unknown: the folder holds no kernel log (dmesg -T / journalctl -k: the OOM killer's lines); "
+        "no kubectl output (get events, describe pod: OOMKilled, a probe's Killing, an eviction)"
+    ) in top["evidence"]
 
 
 def test_a_kernel_oom_kill_not_of_a_server_is_not_tied_to_one(tmp_path):

@@ -68,6 +68,12 @@ def test_every_output_names_the_kernel_oom_kill(oom):
     assert "vLLM's log holds no CUDA out-of-memory error" in top["evidence"]
     assert "KV cache 4.00 GiB (host memory: a CPU engine)" in top["evidence"]
     assert "Worker proc VllmWorker-0 died unexpectedly (exit code: None)" in top["symptom"]
+    # who killed it and the clock each time was read on: the kernel's line to the microsecond, vLLM's whole second
+    assert (
+        "the kernel OOM killer killed pid 9924 (VLLM::Worker: vllm-server's Worker) at 03:55:11.983 (read on the "
+        "kernel host's clock: the wall time dmesg / journalctl wrote on the line); vllm-server logged the death at "
+        "03:55:16 (its own clock)" in top["symptom"]
+    )
 
 
 def test_the_tie_is_the_truths(oom):
@@ -181,6 +187,48 @@ def test_a_kernel_clock_an_hour_off_ties_no_death(tmp_path):
     )
     assert "the kernel's clock and the log's disagree" in kill["evidence"]
     assert [d["kinds"] for d in s["server_lifecycle"]["deaths"]] == [["engine_dead"]]
+    # the death vLLM logged: who killed it is unknown, and the kernel log's hours and its refused kill are said
+    died = next(f for f in s["findings"] if f["title"].startswith("Engine died at 03:55:16"))
+    assert (
+        "who killed it: unknown: the kernel log (kernel.log) covers 04:55:11–04:55:16 on the kernel host's clock, "
+        "not 03:55:16 (its OOM kills: pid 9924 (VLLM::Worker) at 04:55:11: pid 9924 is vllm-server's Worker"
+    ) in died["evidence"] and "the kernel's clock and the log's disagree" in died["evidence"]
+
+
+@pytest.mark.parametrize(
+    "kernel", [None, "kernel-dmesg-iso-oom-global-ert-7797.log"], ids=["none", "another-host"]
+)
+def test_with_no_kernel_line_of_the_kill_who_killed_it_is_unknown(tmp_path, kernel):
+    """The same run with its kernel.log left out, or replaced by a real kernel log of another machine (equinor/ert
+    #7797: a perl process killed in 2024): vLLM's own death (03:55:16, 'Worker proc VllmWorker-0 died
+    unexpectedly') stays a death, no output calls it the OOM killer's, and its finding says who killed it is unknown
+    and what the folder lacks (no kernel log; no kubectl output) or what its kernel log covers."""
+    from conftest import DATA
+
+    src = _copy(tmp_path / "in")
+    (src / "kernel.log").unlink()
+    if kernel:
+        (src / kernel).write_bytes((DATA / "platform" / kernel).read_bytes())
+    s = _analyze(src, tmp_path / "out")
+    assert [(d["kinds"], d["ts"]) for d in s["server_lifecycle"]["deaths"]] == [
+        (["engine_dead"], "2026-12-06T03:55:16.000Z")
+    ]
+    top = s["findings"][0]
+    day = "" if kernel is None else "2026-12-06 "  # a folder spanning years writes its dates
+    assert top["title"] == f"Engine died at {day}03:55:16, no restart in the logs"
+    where = (
+        "the folder holds no kernel log (dmesg -T / journalctl -k: the OOM killer's lines)"
+        if kernel is None
+        else f"the kernel log ({kernel}) covers 2024-04-29 12:55:41–2024-04-29 12:55:46 on the kernel host's "
+        "clock, not 2026-12-06 03:55:16 (its OOM kills: pid 1440763 (perl) at 2024-04-29 12:55:41: pid 1440763 "
+        "(perl) is no process of a server log in the folder)"
+    )
+    want = f"who killed it: unknown: {where}; no kubectl output (get events, describe pod: OOMKilled"
+    assert want in top["evidence"], top["evidence"]
+    md = (tmp_path / "out" / "summary.md").read_text().replace("\\", "")
+    page = html.unescape((tmp_path / "out" / "report.html").read_text())
+    assert "who killed it: unknown" in md and "who killed it: unknown" in page
+    assert not any("OOM killer at 03:55" in f["title"] for f in s["findings"])
 
 
 def test_the_verdict_holds_with_every_clock_shifted(tmp_path):

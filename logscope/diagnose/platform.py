@@ -61,6 +61,9 @@ class Kill:
     logged: str | None = None
     tie: str | None = None
     span: tuple[datetime | None, datetime | None] | None = None  # the tied server log's first and last time
+    clock: str = (
+        ""  # the clock ts was read on, in words ('the kernel's clock: the time dmesg wrote on the line')
+    )
 
 
 @dataclass
@@ -252,9 +255,19 @@ def _kernel_kills(ev: pl.DataFrame, servers: dict, last_seen: dict) -> list[Kill
                 role=role,
                 rss_bytes=r["rss_bytes"],
                 reaped_ts=p["ts"] if p else None,
+                clock=kernel_clock(r.get("ts_basis")),
             )
         )
     return out
+
+
+def kernel_clock(basis: str | None) -> str:
+    """The clock a kernel line's time was read on, in words (platform_events.ts_basis)."""
+    if basis == "written":
+        return "the kernel host's clock: the wall time dmesg / journalctl wrote on the line"
+    if basis == "boot-anchored":
+        return "the kernel host's clock: seconds since boot anchored on the wall times of its syslog lines"
+    return "no clock: only the seconds since boot were written"
 
 
 def pod_replica(pod: str | None, replicas: list[str]) -> tuple[str | None, str]:
@@ -284,7 +297,8 @@ def _k8s_kills(facts: Facts, replicas: list[str]) -> list[Kill]:
         rep, how = pod_replica(r["pod"], replicas)
         out.append(
             Kill("oom_killed", r["finished"], rep, how, limit_bytes=lim[0] if lim.len() else None,
-                 exit_code=r["exit_code"], process=r["container"], evidence=[_line(r)])
+                 exit_code=r["exit_code"], process=r["container"], evidence=[_line(r)],
+                 clock="the node's clock: the Finished time kubectl describe wrote (the kubelet's record)")
         )  # fmt: skip
     return out
 

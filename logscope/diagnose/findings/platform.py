@@ -148,6 +148,10 @@ def _cost(facts: Facts, k: Kill) -> list[str]:
     return [layer.words() for layer in at(facts.out, k.ts)]
 
 
+def _on(k: Kill) -> str:
+    return f" (read on {k.clock})" if k.clock else ""
+
+
 def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: dict) -> dict | None:
     """The finding of a death the platform explains (a kill by the kernel or Kubernetes), else None."""
     facts: Facts | None = getattr(ctx, "platform", None)
@@ -170,7 +174,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
         f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")"
     )
     said = (
-        f"; {ep['replica'] or 'the server'} logged the death at {_t(k.logged_ts)}: {k.logged[:160]}"
+        f"; {ep['replica'] or 'the server'} logged the death at {_t(k.logged_ts)} (its own clock): {k.logged[:160]}"
         if k.logged_ts is not None and k.logged
         else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
     )
@@ -191,7 +195,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
     return _f(
         "critical",
         f"Server killed by {who} at {_t(k.ts)} ({limit}){tail}; {back}",
-        f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{said}",
+        f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{_on(k)}{said}",
         "; ".join(e for e in ev if e),
         "host memory ran out inside the process's memory limit and the kernel killed the process using the most: "
         "not device memory (a CUDA OOM is an exception in vLLM's log) and not KV-cache pressure (preemptions keep "
@@ -237,7 +241,7 @@ def _kill(ctx: Context, k: Kill) -> dict:
     return _f(
         "critical",
         f"{who[0].upper() + who[1:]} killed by {HOW.get(k.how, k.how).split(' (')[0]}{at} ({title})",
-        f"{HOW.get(k.how, k.how)} killed {who}{at}: {why}",
+        f"{HOW.get(k.how, k.how)} killed {who}{at}{_on(k) if k.ts else ''}: {why}",
         "; ".join([*k.evidence, k.mapping]),
         "host memory, not device memory: a kill leaves no error in the killed program's log",
         "Put the server's log of that time beside this one (to see what it served when killed) and give the "
@@ -381,3 +385,44 @@ def _gpu(facts: Facts) -> list[dict]:
                f"{used.height} FB_USED sample(s) from {', '.join(sorted(set(used['source'])))}",
                "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
                "Keep the exporter's series over the incident's time (query_range) beside the server's log", kind="platform")]  # fmt: skip
+
+
+def unknown_killer(ctx: Context, ep: dict) -> str:
+    """A death no platform record explains: who killed it is unknown, and what the folder lacks (or what its platform
+    records cover) is said, so that 'unknown' names what was missing."""
+    facts: Facts | None = getattr(ctx, "platform", None)
+    t = ep["start"]
+    parts = []
+    ev = facts.events if facts is not None else pl.DataFrame()
+    kern = ev.filter(pl.col("layer") == "kernel") if ev.height else ev
+    if not kern.height:
+        parts.append("the folder holds no kernel log (dmesg -T / journalctl -k: the OOM killer's lines)")
+    else:
+        srcs = ", ".join(sorted(set(kern["source"])))
+        ts = kern["ts"].drop_nulls()
+        others = [k for k in facts.kills if k.how == "kernel_oom" and not k.attached] if facts else []
+        if not ts.len():
+            parts.append(
+                f"the kernel log ({srcs}) gives only seconds since boot: none of its lines can be placed"
+            )
+        else:
+            them = "; ".join(f"pid {k.pid} ({k.process}) at {_t(k.ts)}: {k.mapping}" for k in others[:2])
+            them = f" (its OOM kills: {them})" if them else ""
+            if ts.min() - timedelta(minutes=1) <= t <= ts.max() + timedelta(minutes=1):
+                parts.append(
+                    f"the kernel log ({srcs}, {_t(ts.min())}–{_t(ts.max())} on the kernel host's clock) shows no "
+                    f"OOM kill of this server{them}"
+                )
+            else:
+                parts.append(
+                    f"the kernel log ({srcs}) covers {_t(ts.min())}–{_t(ts.max())} on the kernel host's clock, "
+                    f"not {_t(t)}{them}"
+                )
+    k8s = ev.filter(pl.col("layer") == "kubernetes") if ev.height else ev
+    if not k8s.height and not (facts is not None and facts.pods.height):
+        parts.append(
+            "no kubectl output (get events, describe pod: OOMKilled, a probe's Killing, an eviction)"
+        )
+    else:
+        parts.append("kubectl's records in the folder show no OOMKilled container tied to this server")
+    return "who killed it: unknown: " + "; ".join(parts)
