@@ -159,6 +159,39 @@ def test_a_folder_of_kubectl_outputs_alone_names_the_probe_kill(tmp_path):
     assert top["title"] in (out / "summary.md").read_text()
 
 
+@pytest.mark.parametrize(
+    ("name", "title", "when"),
+    [
+        (
+            "k8s-describe-events-liveness-404-llm-d-inference-sim-45.txt",
+            "liveness probe HTTP 404 (3×), then Killing",
+            "Killing 1500 s before the capture: time unknown (kubectl printed an age and the folder gives no "
+            "capture time",
+        ),
+        (
+            "k8s-describe-events-liveness-refused-trivy-dojo-24.txt",
+            "liveness probe connection refused (3×), then Killing",
+            "Killing 11 s before the capture: time unknown",
+        ),
+        (
+            "k8s-get-events-ci-stamped-liveness-llm-d-fma-703.txt",
+            "liveness probe connection refused (1×)",
+            "Unhealthy at 17:02:56 (read on the clock of the machine that ran kubectl: age-anchored: the capture "
+            "time in front of the line)",
+        ),
+    ],
+    ids=["sim-45", "trivy-dojo-24", "fma-703"],
+)
+def test_a_probe_kill_says_when_and_on_which_clock(tmp_path, name, title, when):
+    """Who killed it (the kubelet, after the probe failed), with its line, and when on which clock: a kubectl age is
+    a time only where the folder gives the capture time (a CI log's stamp), else it stays an age and says why."""
+    _, s = _analyze(tmp_path, name)
+    f = next(f for f in s["findings"] if f["title"].endswith(title))
+    assert when in f["evidence"], f["evidence"]
+    if "Killing" in title:
+        assert f["severity"] == "critical" and ": Killing Container " in f["evidence"]
+
+
 def test_probe_timeouts_get_the_saturated_server_advice(tmp_path):
     _, s = _analyze(tmp_path, "k8s-describe-events-liveness-timeout-kubernetes-115469.txt")
     live = next(f for f in s["findings"] if "liveness probe timeout (44×)" in f["title"])

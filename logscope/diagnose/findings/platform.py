@@ -284,6 +284,7 @@ def _probes(facts: Facts) -> list[dict]:
             f"{r['source']} line {r['line_no']}: {r['reason']} {r['message'][:200]}"
             for r in g.head(4).iter_rows(named=True)
         ]
+        lines.append(_when(killed if killed.height else fails if fails.height else g))
         if "timeout" in results:
             advice = (
                 f"the {probe} probe timed out {n} times before the kill: a probe that fails under load turns an overload "
@@ -302,6 +303,21 @@ def _probes(facts: Facts) -> list[dict]:
                       "; ".join(lines + ([restarts] if restarts else [])), "a probe the server did not answer in time, or at that path",
                       advice[0].upper() + advice[1:], start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
     return out
+
+
+def _when(g: pl.DataFrame) -> str:
+    """When the kill (or the last failure) happened and the clock it was read on: a time kubectl's age was anchored
+    to, or only the age when the folder gives no capture time."""
+    r = g.row(-1, named=True)
+    what = f"{r['reason']}"
+    if r["ts"] is not None:
+        return f"{what} at {clock.hms(r['ts'])} (read on the clock of the machine that ran kubectl: {r['ts_basis']})"
+    if r["age_s"] is not None:
+        return (
+            f"{what} {r['age_s']:.0f} s before the capture: time unknown (kubectl printed an age and the folder "
+            "gives no capture time: no `date` line before the output, no stamped rows)"
+        )
+    return f"{what}: time unknown (no age or time written)"
 
 
 def _pods(facts: Facts) -> list[dict]:
