@@ -37,6 +37,8 @@ def test_every_sample_is_detected_and_every_line_accounted(ingested):
         if p.name == "INDEX.md":
             continue
         want = {"kernel": "kernel_log", "k8s": "k8s_kubectl", "dcgm": "prometheus_text"}[p.name.split("-")[0]]
+        if p.name.startswith("k8s-events-"):  # kubectl get events -o json / -o yaml
+            want = "k8s_events_doc"
         assert by_format[p.name] == want, p.name
     assert (files["lines_parsed"] + files["lines_unrecognized"] == files["lines_total"]).all()
     # what is not kubectl's or the kernel's stays counted, not read: the shell prompts, a cut first line
@@ -44,6 +46,44 @@ def test_every_sample_is_detected_and_every_line_accounted(ingested):
     assert unread["kernel-dmesg-ctime-xid-akash-244.log"] == 1  # 'root@node4:~# dmesg -T |grep NVRM'
     assert unread["k8s-describe-events-liveness-404-llm-d-inference-sim-45.txt"] == 1  # 'luding waiting)...'
     assert unread["kernel-dmesg-iso-oom-global-ert-7797.log"] == 0
+    assert (
+        unread["k8s-events-yaml-minikube-future-architect-20260325a.yaml"] == 1
+    )  # '% kubectl get events -o yaml'
+    assert unread["k8s-events-json-started-pachyderm-1372.json"] == 0
+
+
+def test_kubectl_events_json_and_yaml(ingested, tmp_path):
+    """`kubectl get events -o yaml` (a whole minikube list; a 2015 cluster's Node events, cut mid-object) and `-o json`
+    (krane#666: cut after its reason; pachyderm#1372: starting mid-object, fields unsorted): each Event object one
+    row, its time the API server's written one (lastTimestamp, else eventTime), its pod and container."""
+    y = _rows(ingested, "platform_events", "k8s-events-yaml-minikube-future-architect-20260325a.yaml")
+    assert y["reason"].to_list() == ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
+    assert y["ts"][0].isoformat() == "2026-03-17T08:45:27.742811+00:00"  # eventTime: lastTimestamp is null
+    assert set(y["ts_basis"]) == {"written"} and y["container"].to_list()[1:] == ["log-test"] * 4
+    assert y["message"][2] == (
+        'Successfully pulled image "nginx" in 2.135s (2.135s including waiting). Image size: 180542930 bytes.'
+    )  # a YAML scalar folded over two lines
+    old = _rows(ingested, "platform_events", "k8s-events-yaml-node-kubernetes-17899.yaml")
+    assert (old["reason"].to_list(), old["object"][0]) == (
+        ["Starting"],
+        "node/ma1demo4.eng.platformlab.ibm.com",
+    )
+    # unquoted times of an old kubectl; 2015 lies outside this mixed folder's plausible years: read on its own
+    from conftest import ingest_files
+
+    alone = ingest_files(tmp_path / "alone", PLATFORM / "k8s-events-yaml-node-kubernetes-17899.yaml")
+    assert alone.files["first_ts"][0].isoformat() == "2015-12-03T06:39:03+00:00"
+    k = _rows(ingested, "platform_events", "k8s-events-json-failedscheduling-krane-666.json").row(
+        0, named=True
+    )
+    assert (k["reason"], k["count"], k["pod"]) == ("FailedScheduling", 25, "pvc")
+    assert (k["first_ts"].isoformat(), k["ts"].isoformat()) == (
+        "2020-01-17T04:56:28+00:00",
+        "2020-01-17T04:56:55+00:00",
+    )
+    p = _rows(ingested, "platform_events", "k8s-events-json-started-pachyderm-1372.json").row(0, named=True)
+    assert (p["reason"], p["container"], p["host"]) == ("Started", "grafana", "ip-172-20-58-236.ec2.internal")
+    assert p["pod"] == "monitoring-grafana-3344903701-kd95t" and p["line_no"] == 24  # its reason line
 
 
 def test_kernel_oom_kill_of_every_header_form(ingested):
@@ -190,6 +230,16 @@ def test_a_probe_kill_says_when_and_on_which_clock(tmp_path, name, title, when):
     assert when in f["evidence"], f["evidence"]
     if "Killing" in title:
         assert f["severity"] == "critical" and ": Killing Container " in f["evidence"]
+
+
+def test_events_json_alone_get_their_finding(tmp_path):
+    """krane#666's `kubectl get events -o=json` alone: the scheduling failure with its count, line and time."""
+    _, s = _analyze(tmp_path, "k8s-events-json-failedscheduling-krane-666.json")
+    f = next(
+        f for f in s["findings"] if f["title"].startswith("FailedScheduling (25×): 0/1 nodes are available")
+    )
+    assert f["evidence"].startswith("k8s-events-json-failedscheduling-krane-666.json line 29: 0/1 nodes")
+    assert f["start"] == "2020-01-17T04:56:55.000Z"
 
 
 def test_probe_timeouts_get_the_saturated_server_advice(tmp_path):
