@@ -59,6 +59,7 @@ def test_every_output_names_the_kernel_oom_kill(oom):
     assert sum("killed by the kernel OOM killer" in t for t in titles) == 1, titles
     assert not any("graceful shutdown" in t for t in titles), titles
     assert s["server_lifecycle"]["graceful_shutdowns"] == []
+    assert "engine died + kernel OOM kill" in page  # the timeline's death label names the platform's cause
     # the lines that show it, each with its file and line
     for line in (
         "kernel.log line 29: memory: usage 6001020kB, limit 6001020kB",
