@@ -36,7 +36,12 @@ def test_every_sample_is_detected_and_every_line_accounted(ingested):
     for p in PLATFORM.iterdir():
         if p.name == "INDEX.md":
             continue
-        want = {"kernel": "kernel_log", "k8s": "k8s_kubectl", "dcgm": "prometheus_text"}[p.name.split("-")[0]]
+        want = {
+            "kernel": "kernel_log",
+            "k8s": "k8s_kubectl",
+            "dcgm": "prometheus_text",
+            "nvidia": "nvidia_smi",
+        }[p.name.split("-")[0]]
         if p.name.startswith("k8s-events-"):  # kubectl get events -o json / -o yaml
             want = "k8s_events_doc"
         assert by_format[p.name] == want, p.name
@@ -319,6 +324,32 @@ def test_gpu_memory_panel_from_dcgm(ingested):
     assert "budget not in its log" in spec["title"]
     series = set(gpu_panel._series(ld)["series"].to_list())
     assert "GPU 0 · vllm-medgemma-4b-it-d599b4c99-f95nk" in series and "GPU 0" in series
+
+
+@pytest.mark.parametrize(
+    ("name", "at", "used", "total", "watts"),
+    [
+        ("nvidia-smi-rtx3090-club-3090-96.txt", "2026-05-07T01:38:35+00:00", [22188, 22188], 24576, [20, 19]),
+        ("nvidia-smi-rtx4090-rlinf-255.txt", "2025-11-12T03:22:39+00:00", [507, 459], 24564, [22, 21]),
+    ],
+    ids=["club-3090-96", "rlinf-255"],
+)
+def test_nvidia_smi_tables(ingested, tmp_path, name, at, used, total, watts):
+    """nvidia-smi's table pasted once (two real threads): per GPU its memory in use and total, power, at the date
+    line above the table; every line of the table accounted; the finding names the tool, the figures and the time."""
+    m = _rows(ingested, "server_metrics", name)
+    mem = m.filter(pl.col("name") == "nvidia_smi_memory_used_mib").sort("labels")
+    assert mem["value"].to_list() == used and {t.isoformat() for t in mem["ts"]} == {at}
+    assert set(m.filter(pl.col("name") == "nvidia_smi_memory_total_mib")["value"]) == {total}
+    assert m.filter(pl.col("name") == "nvidia_smi_power_w").sort("labels")["value"].to_list() == watts
+    assert mem["labels"][0].startswith("bus_id=") and ",gpu=0,model=NVIDIA GeForce RTX " in mem["labels"][0]
+    _, s = _analyze(tmp_path, name)
+    f = s["findings"][0]
+    assert f["title"] == (
+        f"GPU memory (nvidia-smi): GPU 0: up to {used[0]:,} MiB used of {total:,}; "
+        f"GPU 1: up to {used[1]:,} MiB used of {total:,}"
+    )
+    assert f["evidence"] == f"2 sample(s) at {at[11:19]} from {name}"
 
 
 def test_kubectl_logs_previous_is_a_server_log(tmp_path):

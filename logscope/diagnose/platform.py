@@ -80,7 +80,7 @@ class Server:
 class Facts:
     events: pl.DataFrame
     pods: pl.DataFrame
-    gpu: pl.DataFrame  # DCGM series: ts, source, replica, name, gpu, pod, value
+    gpu: pl.DataFrame  # DCGM and nvidia-smi series: ts, source, replica, name, gpu, uuid, pod, mig, value
     kills: list[Kill] = field(default_factory=list)
     out: Path | None = None  # the output folder: what the kill cost is read from its request tables
     # per server replica: its log files' first and last time (files.parquet: every line, not only the events)
@@ -100,7 +100,8 @@ def load(out: Path, rng: scope.Range = scope.ALL) -> Facts:
         if rng.until is not None:
             inside = inside & (pl.col("ts") <= rng.until)
         ev = ev.filter(pl.col("ts").is_null() | inside)
-    m = read(out, "server_metrics", where=pl.col("name").str.starts_with("DCGM_FI_"), rng=rng)
+    gpu_series = pl.col("name").str.starts_with("DCGM_FI_") | pl.col("name").str.starts_with("nvidia_smi_")
+    m = read(out, "server_metrics", where=gpu_series, rng=rng)
     label = pl.col("labels")
     gpu = m.select(
         "ts",

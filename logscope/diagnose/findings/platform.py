@@ -381,26 +381,38 @@ def _xid(facts: Facts) -> list[dict]:
     return out
 
 
+GPU_VIA = {  # the series of memory in use, and of the memory left or whole, by the tool that wrote them
+    "DCGM exporter": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "the DCGM exporter's framebuffer series"),
+    "nvidia-smi": (
+        "nvidia_smi_memory_used_mib",
+        "nvidia_smi_memory_total_mib",
+        "nvidia-smi's Memory-Usage column",
+    ),
+}
+
+
 def _gpu(facts: Facts) -> list[dict]:
-    used = facts.gpu.filter(pl.col("name") == "DCGM_FI_DEV_FB_USED")
-    if not used.height:
-        return []
-    free = (
-        facts.gpu.filter(pl.col("name") == "DCGM_FI_DEV_FB_FREE")
-        .group_by(KEY)
-        .agg(pl.col("value").min().alias("free"))
-    )
-    g = (
-        used.group_by(*KEY, "pod")
-        .agg(pl.col("value").max().alias("used"), pl.len().alias("n"))
-        .join(free, on=KEY, how="left", nulls_equal=True)
-    )
-    bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
-            + (f" of {r['used'] + r['free']:,.0f}" if r["free"] is not None else "") for r in g.sort("gpu").iter_rows(named=True)]  # fmt: skip
-    return [_f("low", "GPU memory (DCGM exporter): " + "; ".join(bits[:4]), "the DCGM exporter's framebuffer series",
-               f"{used.height} FB_USED sample(s) from {', '.join(sorted(set(used['source'])))}",
-               "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
-               "Keep the exporter's series over the incident's time (query_range) beside the server's log", kind="platform")]  # fmt: skip
+    out = []
+    for via, (u, rest, what) in GPU_VIA.items():
+        used = facts.gpu.filter(pl.col("name") == u)
+        if not used.height:
+            continue
+        left = facts.gpu.filter(pl.col("name") == rest).group_by(KEY).agg(pl.col("value").min().alias("rest"))
+        g = (
+            used.group_by(*KEY, "pod")
+            .agg(pl.col("value").max().alias("used"), pl.len().alias("n"))
+            .join(left, on=KEY, how="left", nulls_equal=True)
+        )
+        whole = (lambda r: r["used"] + r["rest"]) if rest.endswith("FREE") else (lambda r: r["rest"])
+        bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
+                + (f" of {whole(r):,.0f}" if r["rest"] is not None else "") for r in g.sort("gpu").iter_rows(named=True)]  # fmt: skip
+        times = used["ts"].drop_nulls()
+        when = f" at {_t(times.min())}" + (f"–{_t(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
+        out.append(_f("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
+                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}",
+                      "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
+                      "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform"))  # fmt: skip
+    return out
 
 
 def unknown_killer(ctx: Context, ep: dict) -> str:
