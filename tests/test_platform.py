@@ -209,18 +209,18 @@ def test_a_folder_of_kubectl_outputs_alone_names_the_probe_kill(tmp_path):
     [
         (
             "k8s-describe-events-liveness-404-llm-d-inference-sim-45.txt",
-            "liveness probe HTTP 404 (3×), then Killing",
+            "iveness probe HTTP 404 (3×), then Killing",
             "Killing 1500 s before the capture: time unknown (kubectl printed an age and the folder gives no "
             "capture time",
         ),
         (
             "k8s-describe-events-liveness-refused-trivy-dojo-24.txt",
-            "liveness probe connection refused (3×), then Killing",
+            "iveness probe connection refused (3×), then Killing",  # 'Liveness' when it leads the title
             "Killing 11 s before the capture: time unknown",
         ),
         (
             "k8s-get-events-ci-stamped-liveness-llm-d-fma-703.txt",
-            "liveness probe connection refused (1×)",
+            "iveness probe connection refused (1×)",
             "Unhealthy at 17:02:56 (read on the clock of the machine that ran kubectl: age-anchored: the capture "
             "time in front of the line)",
         ),
@@ -249,10 +249,10 @@ def test_events_json_alone_get_their_finding(tmp_path):
 
 def test_probe_timeouts_get_the_saturated_server_advice(tmp_path):
     _, s = _analyze(tmp_path, "k8s-describe-events-liveness-timeout-kubernetes-115469.txt")
-    live = next(f for f in s["findings"] if "liveness probe timeout (44×)" in f["title"])
+    live = next(f for f in s["findings"] if f["title"] == "Liveness probe timeout (44×)")
     assert live["severity"] == "high"  # failing, no Killing in the excerpt
     assert "timeoutSeconds the saturated server meets" in live["next_test"] and "/health" in live["next_test"]
-    ready = next(f for f in s["findings"] if "readiness probe timeout (49×)" in f["title"])
+    ready = next(f for f in s["findings"] if f["title"] == "Readiness probe timeout (49×)")
     assert ready["severity"] == "medium"
 
 

@@ -277,9 +277,8 @@ def _probes(facts: Facts) -> list[dict]:
         pod = next(iter(g["pod"].drop_nulls().to_list()), None)
         restarts = _pod_restarts(facts, pod)
         head = f"{restarts}: " if restarts else ""
-        title = f"{head[:1].upper() + head[1:]}{probe} probe {results} ({n}×)" + (
-            ", then Killing" if killed.height else ""
-        )
+        title = f"{head}{probe} probe {results} ({n}×)" + (", then Killing" if killed.height else "")
+        title = title[:1].upper() + title[1:]  # a sentence: the verdict's first line when it leads
         lines = [
             f"{r['source']} line {r['line_no']}: {r['reason']} {r['message'][:200]}"
             for r in g.head(4).iter_rows(named=True)
