@@ -146,6 +146,19 @@ def test_kubectl_probe_kills(ingested):
     assert first["pod"] == "launcher-11-16-55-35-6w58s" and first["probe_result"] == "connection refused"
 
 
+def test_kubectl_get_events_table_of_a_second_cluster(ingested):
+    """`kubectl get events -w` of a minikube pod (future-architect blog): the table's rows with their ages and pod;
+    the shell's lines and kubectl run's 'pod/log-test created' stay counted, not read."""
+    ev = _rows(ingested, "platform_events", "k8s-get-events-table-minikube-future-architect-20260325a.txt")
+    assert ev["reason"].to_list() == ["Scheduled", "Pulling", "Pulled", "Created", "Started"]
+    assert ev["age_s"].to_list() == [1380.0] + [1320.0] * 4 and set(ev["pod"]) == {"log-test"}
+    assert ev["ts"].null_count() == 5  # ages, no capture time in the file
+    files = pl.read_parquet(ingested / "files.parquet").filter(
+        pl.col("path") == "k8s-get-events-table-minikube-future-architect-20260325a.txt"
+    )
+    assert (files["lines_parsed"][0], files["lines_unrecognized"][0]) == (6, 3)
+
+
 def test_kubectl_oomkilled_and_restarts(ingested):
     t = _rows(ingested, "platform_events", "k8s-describe-container-oomkilled-137-troubleshoot-1301.txt").row(
         0, named=True
