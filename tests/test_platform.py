@@ -260,6 +260,35 @@ def test_events_json_alone_get_their_finding(tmp_path):
     assert f["start"] == "2020-01-17T04:56:55.000Z"
 
 
+@pytest.mark.parametrize(
+    ("name", "pod", "used", "line"),
+    [
+        (
+            "k8s-describe-pod-evicted-memory-k9s-174.txt",
+            "proprietary-crawler-preemptive-79f7cbc6cf-rzck9",
+            "9402820Ki",
+            13,
+        ),
+        (
+            "k8s-describe-pod-evicted-memory-treetracker-49.txt",
+            "treetracker-pgpool-598947fd8f-vzvkq",
+            "1275700Ki",
+            10,
+        ),
+    ],
+    ids=["k9s-174", "treetracker-49"],
+)
+def test_an_evicted_pod_is_named_with_the_node_s_pressure(tmp_path, name, pod, used, line):
+    """describe pod's own 'Status: Failed / Reason: Evicted / Message: The node was low on resource: memory' (two
+    real threads): an eviction finding with its line and pod, told apart from a container's OOMKilled."""
+    _, s = _analyze(tmp_path, name)
+    f = s["findings"][0]
+    assert f["title"].startswith("Evicted (1×): The node was low on resource: memory. Container ")
+    assert f["evidence"].startswith(f"{name} line {line}: The node was low on resource: memory.")
+    assert f"was using {used}" in f["evidence"] and f"(pod {pod} on node " in f["evidence"]
+    assert "not the container's limit (that is OOMKilled)" in f["cause"] and f["severity"] == "high"
+
+
 def test_probe_timeouts_get_the_saturated_server_advice(tmp_path):
     _, s = _analyze(tmp_path, "k8s-describe-events-liveness-timeout-kubernetes-115469.txt")
     live = next(f for f in s["findings"] if f["title"] == "Liveness probe timeout (44×)")

@@ -350,6 +350,14 @@ def _pods(facts: Facts) -> list[dict]:
     return out
 
 
+EVICTION = (
+    "the node ran short of memory and the kubelet evicted the pod using the most beyond its request: the node's "
+    "pressure, not the container's limit (that is OOMKilled) and not the server's device memory",
+    "Set the server pod's memory request to its peak resident memory (requests = limits makes it Guaranteed, evicted "
+    "last), and kubectl describe node of its node (MemoryPressure, allocatable) into the folder",
+)
+
+
 def _scheduling(facts: Facts) -> list[dict]:
     ev = facts.events.filter(
         pl.col("reason").is_in(["Evicted", "FailedScheduling", "Preempting", "Preempted", "NodeNotReady"])
@@ -358,9 +366,18 @@ def _scheduling(facts: Facts) -> list[dict]:
     for (reason,), g in ev.group_by("reason", maintain_order=True):
         r = g.row(0, named=True)
         n = int(g["count"].fill_null(1).sum())
+        pod = f"pod {r['pod']}" + (f" on node {r['host']}" if r.get("host") else "") if r.get("pod") else ""
+        ev = f"{r['source']} line {r['line_no']}: {r['message'][:300]}" + (f" ({pod})" if pod else "")
+        cause, advice = (
+            EVICTION
+            if reason == "Evicted" and "low on resource: memory" in (r["message"] or "")
+            else (
+                "the node or the scheduler, not the server",
+                "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
+            )
+        )
         out.append(_f("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
-                      f"Kubernetes reports {reason}", f"{r['source']} line {r['line_no']}: {r['message'][:300]}",
-                      "the node or the scheduler, not the server", "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
+                      f"Kubernetes reports {reason}", ev, cause, advice,
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
     return out
 
