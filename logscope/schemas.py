@@ -417,8 +417,9 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "first_token_ts": (TS, "time of a first-token event on the span"),
         "events": (S, "the span's event names, comma-separated"),
         "attributes": (
-            pl.List(pl.Struct({"key": S, "value": S})),
-            "the other attributes, as key/value text (lists and maps as JSON)",
+            pl.List(pl.Struct({"key": S, "value": S, "type": S})),
+            "the other attributes: key, value as text (lists and maps as JSON), and the value's type as written "
+            "(string | int | double | bool | bytes | array | kvlist; null when the format does not say)",
         ),
         "scope": (S, "instrumentation scope name"),
         "source": (S, "input file"),
