@@ -569,8 +569,15 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "attempts_without_engine": (I, "client attempts with no engine span under them"),
         "no_engine_reason": (
             S,
-            "for those: 'never reached an engine: the gateway answered 502 ...' | 'spans lost: reached <replica> "
-            "... and <replica> logged <death> at T' | 'reached ... not exported' | 'unknown: ...'",
+            "for the first of those: why, with the evidence named (logscope/correlate/span_gaps.py): the engine "
+            "log's abort, the replica's log and spans stopping, the gateway's errors for its upstream, the "
+            "caller's connection error",
+        ),
+        "no_engine_class": (
+            S,
+            "aborted (the engine logged its abort: vLLM writes no span for it) | cut by death (in flight when "
+            "its replica died) | spans lost (finished within the last export batch before the replica died) | "
+            "never reached (the gateway answered without an engine) | not exported | unknown",
         ),
         "client_start": (TS, "first client attempt span start"),
         "client_end": (TS, "last client attempt span end"),

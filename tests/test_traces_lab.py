@@ -1,0 +1,155 @@
+"""Real vLLM 0.32 spans: the lab's traced-2r-kill (two traced replicas behind nginx, replica b's process group
+SIGKILLed at 03:24:36.685 with 20 requests in flight). The figures asserted are its truth.json "purpose" and
+notes.md: 637 logical requests, 640 attempts, 3 retries; spans lab-client 1,277, vllm-a 541, vllm-b 79; 581 of
+640 attempt spans with an engine span (a 528, b 53); the 59 without: 20 cut on b, 35 timed out and aborted on a,
+3 x 502 sent to b after the kill, 1 finished on b whose span batch the SIGKILL lost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import LAB, need
+from logscope.api import AnalyzeOptions, analyze
+
+RUN = LAB / "traced-2r-kill"
+KILL = datetime(2026, 12, 6, 3, 24, 36, 685000, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("traced2r")
+    shutil.copytree(need(RUN), base / "in")
+    analyze(base / "in", base / "out", AnalyzeOptions())
+    return base / "out"
+
+
+def _raw_engine_spans() -> dict[str, dict]:
+    """gen_ai.request.id -> the llm_request span's own attributes, read straight from the exporter's lines."""
+    got = {}
+    for f in ("otlp-vllm-a.jsonl", "otlp-vllm-b.jsonl"):
+        for line in (RUN / f).read_text().splitlines():
+            for rs in json.loads(line)["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    for sp in ss["spans"]:
+                        if sp["name"] == "llm_request":
+                            a = {kv["key"]: next(iter(kv["value"].values())) for kv in sp["attributes"]}
+                            got[a["gen_ai.request.id"]] = a
+    return got
+
+
+def test_every_span_and_line_read(out: Path) -> None:
+    files = pl.read_parquet(out / "files.parquet").filter(pl.col("format") == "otlp_json")
+    assert sorted(files["path"]) == ["otlp-lab-client.jsonl", "otlp-vllm-a.jsonl", "otlp-vllm-b.jsonl"]
+    assert (files["lines_parsed"] == files["lines_total"]).all() and files[
+        "lines_total"
+    ].sum() == 82 + 74 + 21
+    sp = pl.read_parquet(out / "spans.parquet")
+    assert dict(sp.group_by("service").len().iter_rows()) == {"lab-client": 1277, "vllm-a": 541, "vllm-b": 79}
+    eng = sp.filter(pl.col("name") == "llm_request")
+    assert dict(eng.group_by("service").len().iter_rows()) == {"vllm-a": 528, "vllm-b": 53}
+    assert (eng["role"] == "request").all() and (eng["layer"] == "engine").all()
+
+
+def test_vllm_startup_spans_are_the_cold_start(out: Path) -> None:
+    """vLLM 0.32's own start-up spans (@instrument in vllm/v1: 'Overall Loading' at the root, 13 per start):
+    a once, b twice (the first start and the restart after the kill)."""
+    sp = pl.read_parquet(out / "spans.parquet").filter(pl.col("role") == "startup")
+    assert dict(sp.group_by("service").len().iter_rows()) == {"vllm-a": 13, "vllm-b": 26}
+    roots = sp.filter(pl.col("parent_span_id").is_null()).sort("start")
+    assert roots["name"].to_list() == ["Overall Loading"] * 3
+    assert set(sp["name"]) >= {"Load weights", "Allocate KV cache", "Warmup (CPU)", "EngineCoreProc init"}
+    # b's restart: its loading ends 2 s before its log says the server is ready (03:31:29)
+    restart = roots.filter(pl.col("start") > KILL).row(0, named=True)
+    assert restart["service"] == "vllm-b"
+    assert str(restart["end"]) == "2026-12-06 03:31:27.858965+00:00"
+
+
+def test_three_layers_joined_by_trace_id(out: Path) -> None:
+    rs = pl.read_parquet(out / "request_spans.parquet")
+    assert rs.height == 637 and rs["logical_request_id"].null_count() == 0
+    summ = json.loads((out / "correlation.json").read_text())["traces"]
+    assert summ["traced"] == {"client": 637, "gateway": 0, "gateway_log": 637, "engine": 581}
+    assert summ["requests_three_layers"] == 581
+    assert (summ["attempt_spans"], summ["attempts_with_engine"]) == (640, 581)
+    # one trace per logical request: the gateway's traceparent names the trace of the client's spans
+    gw = pl.read_parquet(out / "gateway_attempts.parquet")
+    tp = gw["traceparent"].str.extract(r"^00-([0-9a-f]{32})-", 1)
+    assert tp.null_count() == 0 and set(tp) == set(rs["trace_id"])
+    # the 3 retries are sibling attempt spans: the 502 from b, then 200 from a
+    assert rs.filter(pl.col("attempt_spans") == 2)["attempt_statuses"].to_list() == ["502,200"] * 3
+    per_engine = rs.group_by("engine_service").len()
+    assert dict(per_engine.drop_nulls().iter_rows()) == {"vllm-a": 528, "vllm-b": 53}
+
+
+def test_queue_and_ttft_are_the_engine_spans_own(out: Path) -> None:
+    rs = pl.read_parquet(out / "request_spans.parquet").filter(pl.col("engine_spans").is_not_null())
+    raw = _raw_engine_spans()
+    assert rs.height == 581 == len(raw)
+    for r in rs.iter_rows(named=True):
+        a = raw[r["engine_request_id"]]
+        assert r["span_queue_s"] == a["gen_ai.latency.time_in_queue"]
+        assert r["span_ttft_s"] == a["gen_ai.latency.time_to_first_token"]
+        assert r["span_prefill_s"] == a["gen_ai.latency.time_in_model_prefill"]
+        assert (r["engine_clock"], r["latency_source"]) == ("engine", "spans")
+    # the time before the engine (gateway + API server) is never negative beyond the two clocks' skew
+    assert rs["before_engine_s"].min() > -0.01
+
+
+def test_attempts_without_engine_span_and_why(out: Path) -> None:
+    summ = json.loads((out / "correlation.json").read_text())["traces"]["no_engine_span"]
+    assert summ["attempts"] == 59
+    assert summ["by_class"] == {"aborted": 35, "cut by death": 20, "spans lost": 1, "never reached": 3}
+    by = {(d["why_class"], d["replica"]): d["len"] for d in summ["by_class_and_replica"]}
+    assert by == {
+        ("aborted", "vllm-server-a"): 35,
+        ("cut by death", "vllm-server-b"): 20,
+        ("spans lost", "vllm-server-b"): 1,
+        ("never reached", None): 3,
+    }
+    rs = pl.read_parquet(out / "request_spans.parquet")
+    why = dict(rs.group_by("no_engine_class").agg(pl.col("outcome").unique().sort()).drop_nulls().iter_rows())
+    # the cut streams are the callers' truncated answers, the aborts their timeouts, the others were answered
+    assert why == {
+        "aborted": ["timeout"],
+        "cut by death": ["truncated"],
+        "spans lost": ["ok"],
+        "never reached": ["ok"],
+    }
+    lost = rs.filter(pl.col("no_engine_class") == "spans lost")["no_engine_reason"][0]
+    assert "vllm-server-b" in lost and "before its log stopped at 03:24:34" in lost
+
+
+def test_the_death_shown_by_what_the_folder_holds(out: Path) -> None:
+    """A SIGKILL writes no death line: the stop is the log's last line, the spans' last end and nginx's errors
+    for b's address, each of them before or after the real kill as it must be."""
+    stops = json.loads((out / "correlation.json").read_text())["traces"]["stops"]
+    assert len(stops) == 1
+    s = stops[0]
+    assert (s["replica"], s["service"], s["upstream"], s["how"]) == (
+        "vllm-server-b",
+        "vllm-b",
+        "127.0.0.1:8002",
+        "restart",
+    )
+    ts = {
+        k: datetime.fromisoformat(s[k])
+        for k in ("log_last", "spans_last", "last_scrape", "gateway_errors_first")
+    }
+    assert ts["spans_last"] < ts["log_last"] < ts["last_scrape"] < KILL < ts["gateway_errors_first"]
+    # nginx's error log for :8002 while b was down (truth.json gateway.error_log_kinds)
+    assert s["gateway_errors"] == {
+        "upstream_disabled": 26,
+        "connect_failed": 23,
+        "upstream_closed": 20,
+        "upstream_reset": 3,
+    }
+    diag = json.loads((out / "diagnosis.json").read_text())
+    deaths = diag["server_lifecycle"]["deaths"]
+    assert [d["replica"] for d in deaths] == ["vllm-server-b"]
+    assert deaths[0]["ts"].startswith("2026-12-06T03:24:34")
