@@ -153,3 +153,30 @@ def test_the_death_shown_by_what_the_folder_holds(out: Path) -> None:
     deaths = diag["server_lifecycle"]["deaths"]
     assert [d["replica"] for d in deaths] == ["vllm-server-b"]
     assert deaths[0]["ts"].startswith("2026-12-06T03:24:34")
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory) -> Path:
+    """traced-1r: one traced replica, non-streaming, 3 s client timeout, max_retries 2 (truth: 303 logical, 312
+    attempts, 9 retries after 9 timeouts; nginx 499 x 9, vLLM aborts 9; spans lab-client 615, vllm-a 316)."""
+    base = tmp_path_factory.mktemp("traced1r")
+    shutil.copytree(need(LAB / "traced-1r"), base / "in")
+    analyze(base / "in", base / "out", AnalyzeOptions())
+    return base / "out"
+
+
+def test_one_replica_timeouts_retried_in_their_trace(one: Path) -> None:
+    sp = pl.read_parquet(one / "spans.parquet")
+    assert dict(sp.group_by("service").len().iter_rows()) == {"lab-client": 615, "vllm-a": 316}
+    assert sp.filter(pl.col("role") == "startup").height == 13
+    summ = json.loads((one / "correlation.json").read_text())["traces"]
+    assert (summ["requests"], summ["requests_joined"], summ["requests_three_layers"]) == (303, 303, 303)
+    assert (summ["attempt_spans"], summ["attempts_with_engine"]) == (312, 303)
+    # the 9 attempts without an engine span are the timed-out ones vLLM aborted; no replica stopped
+    assert summ["no_engine_span"]["by_class"] == {"aborted": 9} and summ["stops"] == []
+    rs = pl.read_parquet(one / "request_spans.parquet")
+    assert rs["resend_count_max"].null_count() == rs.height  # httpx 0.66b2 does not write the resend count
+    retried = rs.filter(pl.col("attempt_spans") > 1)
+    assert retried["attempts_without_engine"].sum() == 9 and (retried["engine_spans"] == 1).all()
+    assert sorted(retried["attempt_statuses"].to_list()) == ["-,-,200"] + ["-,200"] * 7
+    assert (retried["no_engine_class"] == "aborted").all()
