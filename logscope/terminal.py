@@ -162,6 +162,10 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     if note:
         out.print(shown(f"amplification {summary['retries']['amplification']:.2f}, {note}"))
     out.print(f"report: {shown(str(paths['report_html']))}")
+    if paths.get("traces_otlp"):
+        out.print(
+            f"traces: {shown(str(paths['traces_otlp']))} (OTLP JSON lines: Jaeger, Perfetto, a Collector)"
+        )
 
 
 def _links_note(summary: dict) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
+from ..resources import scope
 from . import span_gaps
 
 _TP = r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$"
@@ -42,12 +43,13 @@ def _read(out: Path, name: str, cols: list[str]) -> pl.DataFrame:
     )
 
 
-def run(out: Path) -> dict | None:
-    """Write ``request_spans.parquet`` when the folder has spans; the summary for correlation.json."""
+def run(out: Path, rng: scope.Range = scope.ALL) -> dict | None:
+    """Write ``request_spans.parquet`` when the folder has spans (those overlapping the range); the summary for
+    correlation.json."""
     out = Path(out)
     if not (out / "spans.parquet").exists():
         return None
-    spans = pl.read_parquet(out / "spans.parquet")
+    spans = scope.scan(out, "spans", rng).collect()
     if spans.height == 0:
         return None
     tabs = {
@@ -179,8 +181,11 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
                 pl.col(c).last().alias(f"span_{c}")
                 for c in ("queue_s", "ttft_s", "e2e_s", "prefill_s", "decode_s")
             ],
+            pl.col("prompt_tokens").last().alias("span_prompt_tokens"),
+            pl.col("output_tokens").last().alias("span_output_tokens"),
             pl.col("start").last().alias("engine_start"),
             pl.col("end").last().alias("engine_end"),
+            pl.col("att_start").last().alias("engine_attempt_start"),
             secs("start", "att_start").last().alias("before_engine_s"),
             pl.col("att_start").is_not_null().any().alias("_parent"),
         )
@@ -196,8 +201,22 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
             (~pl.col("has_engine")).sum().alias("attempts_without_engine"),
             pl.col("why").drop_nulls().first().alias("no_engine_reason"),
             pl.col("why_class").drop_nulls().first().alias("no_engine_class"),
+            pl.col("http_status").drop_nulls().last().alias("last_http_status"),
             pl.col("start").first().alias("client_start"),
             pl.col("end").last().alias("client_end"),
+        )
+    )
+    # the caller's own span over its attempts (the traced client's logical request), when it has one
+    r = (
+        spans.filter((pl.col("layer") == "client") & (pl.col("role") == "request"))
+        .join(keys, on="trace_id", how="inner")
+        .sort("start")
+        .group_by("k", maintain_order=True)
+        .agg(
+            pl.col("start").first().alias("request_start"),
+            pl.col("end").last().alias("request_end"),
+            pl.col("status").last().alias("request_span_status"),
+            pl.col("status_message").drop_nulls().last().alias("request_span_error"),
         )
     )
     g = (
@@ -212,6 +231,7 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
     )
     df = (
         tr.join(a, on="k", how="left")
+        .join(r, on="k", how="left")
         .join(e, on="k", how="left")
         .join(g, on="k", how="left")
         .join(req, on="lr", how="left")
@@ -220,6 +240,8 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
             .then(pl.col("joined_by") + ", parent span (engine under the attempt)")
             .otherwise(pl.col("joined_by"))
             .alias("joined_by"),
+            secs("engine_attempt_start", "request_start").alias("before_attempt_s"),
+            secs("request_end", "engine_end").alias("after_engine_s"),
             pl.lit("engine").alias("engine_clock"),
             pl.lit("client").alias("attempt_clock"),
             pl.lit("spans").alias("latency_source"),

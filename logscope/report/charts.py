@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from ..correlate.frames import group_first
-from . import gpu_panel, lanes
+from . import gpu_panel, lanes, span_panel
 from .load import Loaded
 from .panels import (
     _SUM,
@@ -126,6 +126,7 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
         rows.append(lanes.outcome_panel(oc, back, x, per, d))
     else:
         notes.append("Outcomes as callers saw them: no data (the requests table is empty)")
+    beside = len(rows)
     # a count that stayed at zero is said in a note, not drawn as a flat line (nor listed in its panel's legend)
     flat = long.group_by("panel", "series").agg((pl.col("value").fill_null(0) == 0).all().alias("zero"))
     zero = {(p, s) for p, s, z in flat.rows() if z}
@@ -146,6 +147,11 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
         if series:
             notes.append(f"{p.title}: {', '.join(series)} zero throughout")
         rows.append(panel(p, data, back, x, per, options, d))
+    spans = span_panel.spans_panel(
+        ld, lo, width_ms, back, x, per, options, d
+    )  # engine spans by service (#38)
+    if spans is not None:
+        rows.insert(beside, spans)  # under the outcomes: where the callers' errors are
     gpu = gpu_panel.panel(ld, summary, back, x, d)  # GPU memory over time, when DCGM's series are here (#40)
     if gpu is not None:
         rows.append(gpu)

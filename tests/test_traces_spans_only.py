@@ -1,0 +1,68 @@
+"""A folder holding only spans gets the diagnosis its spans support (correlate/span_sources.py), on the lab's two
+traced runs: their OTLP files alone, copied out of the recordings (truth.json / notes.md figures)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import LAB, need
+from logscope.api import AnalyzeOptions, analyze
+
+
+def _only(tmp: Path, run: str, files: tuple[str, ...]) -> Path:
+    src = tmp / "in"
+    src.mkdir()
+    for f in files:
+        shutil.copy2(need(LAB / run / f), src / f)
+    analyze(src, tmp / "out", AnalyzeOptions())
+    return tmp / "out"
+
+
+@pytest.fixture(scope="module")
+def kill(tmp_path_factory) -> Path:
+    files = ("otlp-lab-client.jsonl", "otlp-vllm-a.jsonl", "otlp-vllm-b.jsonl")
+    return _only(tmp_path_factory.mktemp("so2"), "traced-2r-kill", files)
+
+
+def _findings(out: Path) -> list[dict]:
+    return json.loads((out / "diagnosis.json").read_text())["findings"]
+
+
+def test_callers_spans_are_the_client_records(kill: Path) -> None:
+    req = pl.read_parquet(kill / "requests.parquet")
+    # truth: 637 logical requests, 640 attempts; 582 x 200, 35 APITimeoutError, 20 APIConnectionError
+    assert req.height == 637 and req["client_attempts"].sum() == 640
+    assert dict(req.group_by("outcome").len().iter_rows()) == {"ok": 582, "timeout": 35, "error": 20}
+    assert (req.filter(pl.col("outcome") == "ok")["e2e_s"].median() or 0) == pytest.approx(9.65, abs=0.05)
+    notes = json.loads((kill / "correlation.json").read_text())["notes"]
+    assert any(n.startswith("no client log: the callers' spans") for n in notes)
+    kinds = {f["kind"] for f in _findings(kill)}
+    assert "errors" in kinds and "retries" in kinds
+    assert not any(f["title"].startswith("Nothing to diagnose") for f in _findings(kill))
+
+
+def test_vllm_spans_alone_give_engine_requests_and_latency(tmp_path: Path) -> None:
+    out = _only(tmp_path, "traced-2r-kill", ("otlp-vllm-a.jsonl", "otlp-vllm-b.jsonl"))
+    req = pl.read_parquet(out / "requests.parquet")
+    # the 581 requests vLLM finished (a 528, b 53); what the callers got is not in the folder
+    assert (
+        req.height == 581 and set(req["origin"]) == {"spans (engine)"} and set(req["outcome"]) == {"unknown"}
+    )
+    assert req["ttft_s"].null_count() == 0
+    # the surviving replica's queue after b died: TTFT on the engine's clock far above the 2 s SLO
+    assert req["ttft_s"].max() > 50
+    assert any(f["kind"] == "latency" for f in _findings(out))
+
+
+def test_one_replica_spans_alone(tmp_path: Path) -> None:
+    out = _only(tmp_path, "traced-1r", ("otlp-lab-client.jsonl", "otlp-vllm-a.jsonl"))
+    req = pl.read_parquet(out / "requests.parquet")
+    # truth: 303 logical requests, 312 attempts (9 timed out at 3 s and were retried), all ended 200
+    assert req.height == 303 and req["client_attempts"].sum() == 312
+    assert dict(req.group_by("outcome").len().iter_rows()) == {"ok": 303}
+    assert [f["kind"] for f in _findings(out)] == ["retries"]
