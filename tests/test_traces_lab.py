@@ -228,3 +228,31 @@ def test_export_of_the_real_run_fits_otlp_and_reads_back(out: Path, tmp_path: Pa
     # (vLLM's start-up spans have the same span ids in every start: its workers seed their random generator)
     key = ["trace_id", "span_id", "start"]
     assert after.select(cols).sort(key).equals(before.select(cols).sort(key))
+
+
+def test_span_figures_per_segment_reach_the_diagnosis(out: Path) -> None:
+    spans = json.loads((out / "diagnosis.json").read_text())["spans"]
+    assert spans["source"] == "spans" and spans["requests_with_engine_span"] == 581
+    whole = spans["segments"][0]
+    assert (whole["segment"], whole["requests"]) == ("whole range", 581)
+    raw = _raw_engine_spans()
+    ttft = pl.Series([a["gen_ai.latency.time_to_first_token"] for a in raw.values()])
+    lat = whole["latencies"]["ttft"]
+    assert (lat["clock"], lat["source"], lat["n"]) == ("engine", "spans", 581)
+    assert lat["p50_ms"] == pytest.approx(ttft.median() * 1000, abs=1e-3)
+    # the parts' means add up to the callers' mean e2e of the requests that have every part
+    parts = {p["part"]: p for p in whole["split"]}
+    assert parts["queue"]["clock"] == "engine" and parts["earlier attempts and backoff"]["clock"] == "client"
+    total = sum(p["mean_ms"] for p in whole["split"])
+    assert total == pytest.approx(whole["latencies"]["caller_e2e"]["mean_ms"], rel=0.02)
+    # the crash episode (b's downtime) has its own split: a alone queued far longer than the whole run
+    crash = next(s for s in spans["segments"] if "crash" in s["segment"])
+    assert crash["latencies"]["queue"]["p95_ms"] > whole["latencies"]["queue"]["p50_ms"]
+
+
+def test_report_shows_the_stop_the_waterfall_and_the_cold_start(out: Path) -> None:
+    page = (out / "report.html").read_text()
+    assert '<h2 id="traces">Traces</h2>' in page and 'href="#traces"' in page
+    assert "vllm-server-b&#39;s log stops at 03:24:34 with no shutdown line" in page
+    assert 'id="spec-waterfall"' in page and 'id="spec-span_split"' in page
+    assert "Start-up from vLLM's own spans" in page and "the chart could not be drawn" not in page

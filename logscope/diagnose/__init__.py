@@ -32,6 +32,7 @@ from . import (
     lifecycle,
     outcomes,
     platform,
+    span_figures,
     tables,
 )
 from .context import Context, Slo
@@ -132,6 +133,8 @@ def _run(out: Path, options) -> dict:
             "per_episode": [{"episode_id": e["episode_id"], **e["details"]["output_lengths"]} for e in eps],
         },
         "traffic": traffic,
+        # per-request figures of the spans, per ladder step and episode (clock named; issue #38)
+        "spans": span_figures.analyse(out, rng, eps, rows),
         "observed": {
             "start": ctx.span_lo,
             "end": ctx.span_hi,
