@@ -259,16 +259,18 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
     service is the logical request; an engine span under an engine request span is one of its phases; an engine
     span in a trace holding no engine request is start-up work)."""
     svc = pl.coalesce(pl.col("service"), pl.lit("")) + " " + pl.coalesce(pl.col("scope"), pl.lit(""))
+    gateway = svc.str.contains(_GATEWAY_SERVICE)
+    # an engine's own figures or span names; a request id alone is not one: a gateway (LiteLLM) writes the
+    # upstream's gen_ai.response.id on its span
     engine = (
-        pl.col("request_id").is_not_null()
-        | pl.any_horizontal(
+        pl.any_horizontal(
             [pl.col(c).is_not_null() for c in ("queue_s", "e2e_s", "prefill_s", "decode_s", "inference_s")]
         )
         | (pl.col("name") == "llm_request")
         | svc.str.contains(_ENGINE_SERVICE)
+        | (pl.col("request_id").is_not_null() & ~gateway)
     )
     http = pl.any_horizontal([pl.col(c).is_not_null() for c in ("http_method", "http_status", "url")])
-    gateway = svc.str.contains(_GATEWAY_SERVICE)
     df = df.with_columns(
         pl.when(engine)
         .then(pl.lit("engine"))
@@ -323,7 +325,11 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("attempt"))
         .when(is_client_req)
         .then(pl.lit("request"))
-        .when((pl.col("layer") == "gateway") & (pl.col("kind") == "server"))
+        # a gateway's server span, or its span naming the request it forwarded (LiteLLM's 'litellm-completion')
+        .when(
+            (pl.col("layer") == "gateway")
+            & ((pl.col("kind") == "server") | pl.col("request_id").is_not_null())
+        )
         .then(pl.lit("request"))
         .otherwise(pl.lit("other"))
     )

@@ -142,3 +142,26 @@ def test_compressed_and_compose_wrapped(tmp_path: Path) -> None:
     assert files["lines_unrecognized"].sum() == 0
     assert sp.filter(pl.col("source") == "client-compose.log").height == 4
     assert sp.filter(pl.col("source") == "otlp-vllm-a.jsonl.gz")["queue_s"].to_list() == [0.004]
+
+
+def test_litellm_span_is_the_gateway_not_the_engine(tmp_path: Path) -> None:
+    """LiteLLM's OTel logger as its PR printed it (ConsoleSpanExporter): the upstream's gen_ai.response.id on a
+    gateway's span does not make it an engine span."""
+    files, sp = _ingest(tmp_path, T / "console/litellm-pr4076.txt")
+    assert files["format"].to_list() == ["otel_console"] and files["lines_unrecognized"].sum() == 0
+    r = sp.row(0, named=True)
+    assert (r["service"], r["name"], r["layer"], r["role"], r["status"]) == (
+        "litellm",
+        "litellm-completion",
+        "gateway",
+        "request",
+        "ok",
+    )
+    assert (r["request_id"], r["model"], r["prompt_tokens"], r["output_tokens"], r["max_tokens"]) == (
+        "chatcmpl-9XtcaF1Q0cm8pL2fcOIblCL8cmhVO",
+        "gpt-3.5-turbo-0125",
+        8,
+        9,
+        200,
+    )
+    assert r["duration_s"] == pytest.approx(1.017791)
