@@ -256,3 +256,26 @@ def test_report_shows_the_stop_the_waterfall_and_the_cold_start(out: Path) -> No
     assert "vllm-server-b&#39;s log stops at 03:24:34 with no shutdown line" in page
     assert 'id="spec-waterfall"' in page and 'id="spec-span_split"' in page
     assert "Start-up from vLLM's own spans" in page and "the chart could not be drawn" not in page
+
+
+def test_narrowing_the_range_keeps_each_attempts_reason(out: Path, tmp_path: Path) -> None:
+    """Metamorphic: the same folder looked at over 03:24:00-03:26:00 only (``logscope report --since/--until``):
+    the requests in it keep the reason each had over the whole run, and the stop is found the same."""
+    from datetime import timedelta
+
+    from logscope import api
+
+    narrow = tmp_path / "narrow"
+    shutil.copytree(out, narrow)
+    lo = KILL.replace(minute=24, second=0, microsecond=0)
+    opts = AnalyzeOptions(since=lo, until=lo + timedelta(minutes=2))
+    api.rerender(narrow, opts, again=True)
+    whole = pl.read_parquet(out / "request_spans.parquet").select("trace_id", "no_engine_class")
+    part = pl.read_parquet(narrow / "request_spans.parquet").select("trace_id", "no_engine_class")
+    assert 0 < part.height < whole.height
+    both = part.join(whole, on="trace_id", suffix="_whole")
+    assert both.height == part.height
+    assert both["no_engine_class"].equals(both["no_engine_class_whole"])
+    assert set(part["no_engine_class"].drop_nulls()) == {"cut by death", "spans lost", "never reached"}
+    stops = json.loads((narrow / "correlation.json").read_text())["traces"]["stops"]
+    assert [(s["replica"], s["log_last"]) for s in stops] == [("vllm-server-b", "2026-12-06T03:24:34+00:00")]

@@ -139,7 +139,8 @@ def _trace_keys(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> pl.DataFrame
 
 
 def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, dict]:
-    keys = _trace_keys(spans, t)
+    # the traces with spans here (in the range): the logs name every trace, the range cuts the spans
+    keys = _trace_keys(spans, t).join(spans.select("trace_id").unique(), on="trace_id", how="semi")
     # traces no log names: requests of their own, keyed by their trace (a folder of spans and few logs)
     seen = spans.filter(
         pl.col("layer").is_in(["client", "engine"]) & pl.col("role").is_in(["request", "attempt"])
