@@ -279,3 +279,31 @@ def test_narrowing_the_range_keeps_each_attempts_reason(out: Path, tmp_path: Pat
     assert set(part["no_engine_class"].drop_nulls()) == {"cut by death", "spans lost", "never reached"}
     stops = json.loads((narrow / "correlation.json").read_text())["traces"]["stops"]
     assert [(s["replica"], s["log_last"]) for s in stops] == [("vllm-server-b", "2026-12-06T03:24:34+00:00")]
+
+
+def test_every_output_says_the_same_of_the_spans(out: Path) -> None:
+    """One object, four outputs: correlation.json's traces, summary.json, summary.md and the report agree."""
+    corr = json.loads((out / "correlation.json").read_text())["traces"]
+    summ = json.loads((out / "summary.json").read_text())["traces"]
+    assert summ["no_engine_span"]["by_class"] == corr["no_engine_span"]["by_class"]
+    assert summ["stops"][0]["evidence"] == corr["stops"][0]["evidence"]
+    assert summ["segments"][0]["requests"] == 581
+    md = (out / "summary.md").read_text()
+    assert "581 of 640 client attempts have an engine span" in md
+    assert all(f"{k} {v}" in md for k, v in corr["no_engine_span"]["by_class"].items())
+    page = (out / "report.html").read_text()
+    assert "581 of 640 client attempts have one" in page
+    for k, v in corr["no_engine_span"]["by_class"].items():
+        assert f'<td>{k}</td><td class="num">{v}</td>' in page
+
+
+def test_trace_charts_are_valid_vega_lite(out: Path) -> None:
+    from logscope.report import context, vl
+    from logscope.report.load import load
+    from logscope.report.summary import build
+
+    ld = load(out)
+    charts = context(ld, build(ld, AnalyzeOptions()), AnalyzeOptions())["charts"]
+    for name in ("waterfall", "span_split", "timeline"):  # the timeline holds the spans panel
+        assert charts[name] is not None, name
+        vl.validate(charts[name])

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import clock
-from . import waterfall
+from . import vl, waterfall
 
 MAX_LISTED = 60  # attempts with no engine span listed under the table (the table counts them all)
 SPLIT_COLORS = ["#9aa5b1", "#7a6fb0", "#d98c2b", "#3b7dd8", "#2e9e6a", "#6b8fa8", "#c9ced6"]
@@ -87,43 +87,44 @@ def split_spec(segments: list[dict]) -> dict | None:
     if not rows:
         return None
     parts = [p["part"] for p in segments[0]["split"]]
-    return {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "data": {"values": rows},
-        "width": 560,
-        "usermeta": {"fit": "width", "room": 320},
-        "height": {"step": 18},
-        "mark": {"type": "bar"},
-        "encoding": {
-            "y": {
-                "field": "segment",
-                "type": "nominal",
-                "sort": None,
-                "title": None,
-                "axis": {"labelLimit": 300},
+    return vl.finish(
+        {
+            "data": {"values": rows},
+            "width": 560,
+            "usermeta": {"fit": "width", "room": 320},
+            "height": {"step": 18},
+            "mark": {"type": "bar"},
+            "encoding": {
+                "y": {
+                    "field": "segment",
+                    "type": "nominal",
+                    "sort": None,
+                    "title": None,
+                    "axis": {"labelLimit": 300},
+                },
+                "x": {
+                    "field": "s",
+                    "type": "quantitative",
+                    "stack": "zero",
+                    "title": "mean seconds (source spans)",
+                },
+                "color": {
+                    "field": "part",
+                    "type": "nominal",
+                    "scale": {"domain": parts, "range": SPLIT_COLORS[: len(parts)]},
+                    "legend": {"orient": "top", "title": None, "columns": 3, "labelLimit": 320},
+                },
+                "order": {"field": "_o", "type": "quantitative"},
+                "tooltip": [
+                    {"field": "segment"},
+                    {"field": "part"},
+                    {"field": "s", "title": "mean (s)", "format": ".3f"},
+                    {"field": "clock"},
+                ],
             },
-            "x": {
-                "field": "s",
-                "type": "quantitative",
-                "stack": "zero",
-                "title": "mean seconds (source spans)",
-            },
-            "color": {
-                "field": "part",
-                "type": "nominal",
-                "scale": {"domain": parts, "range": SPLIT_COLORS[: len(parts)]},
-                "legend": {"orient": "top", "title": None, "columns": 3, "labelLimit": 320},
-            },
-            "order": {"field": "_o", "type": "quantitative"},
-            "tooltip": [
-                {"field": "segment"},
-                {"field": "part"},
-                {"field": "s", "title": "mean (s)", "format": ".3f"},
-                {"field": "clock"},
-            ],
-        },
-        "transform": [{"calculate": f"indexof({parts!r}, datum.part)", "as": "_o"}],
-    }
+            "transform": [{"calculate": f"indexof({parts!r}, datum.part)", "as": "_o"}],
+        }
+    )
 
 
 def view(out: Path, traces: dict | None, diag: dict | None = None) -> tuple[dict | None, dict | None]:

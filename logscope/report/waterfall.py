@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from . import vl
+
 WIDTH = 780  # at a 1024 px window; the page widens it (usermeta.fit)
 LANES = ["caller", "attempts", "gateway", "engine"]
 PHASES = [
@@ -180,11 +182,11 @@ def spec(rs: pl.DataFrame, spans: pl.DataFrame, gateway: pl.DataFrame, stops: li
         )
     if not charts:
         return None
-    return {
-        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-        "vconcat": charts,
-        "spacing": 10,
-        "usermeta": {"fit": "width", "room": 90},
-        "resolve": {"scale": {"x": "independent", "color": "shared"}},
-        "config": {"axisX": {"title": None}, "view": {"stroke": None}},
-    }
+    return vl.finish(
+        {
+            "vconcat": charts,
+            "spacing": 10,
+            "usermeta": {"fit": "width", "room": 90},
+            "resolve": {"scale": {"x": "independent", "color": "shared"}},
+        }
+    )
