@@ -177,6 +177,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "http_status": (I, "uvicorn access line status"),
         "client_addr": (S, "uvicorn access line client address"),
         "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "requests_affected": (
+            I,
+            "requests the event names by number: SGLang '#retracted_reqs: N', vLLM 'Recovered from KV load "
+            "failure: N request(s) rescheduled'",
+        ),
+        "exit_code": (I, "a dead process's exit code ('died, exit code: -15')"),
+        "signal": (
+            S,
+            "the signal that exit code says ended the process: SIGTERM (-15), SIGKILL (-9, 137), ...",
+        ),
+        "fatal": (
+            B,
+            "the record says the engine died: every engine_dead and engine_timeout, and an oom whose record names "
+            "the death (MQEngineDeadError around an OOM); false for one the server survived",
+        ),
     },
     "server_request_events": {
         "ts": (TS, "time (UTC)"),
@@ -233,7 +248,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         ),
         "ts_end": (TS, "when the gateway logged it (UTC)"),
         "source": (S, "input file"),
-        "gateway": (S, "nginx | envoy | haproxy | traefik | litellm | vllm_router"),
+        "gateway": (
+            S,
+            "nginx | envoy | haproxy | traefik | litellm | vllm_router | llama-swap | generic (access records of a "
+            "proxy named by no field, read by access_generic)",
+        ),
         "request_id": (S, "the gateway's request id (forwarded upstream as X-Request-Id when configured)"),
         "client_request_id": (S, "X-Request-Id the client sent, when logged"),
         "attempt": (I, "1-based upstream attempt number"),
@@ -255,6 +274,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "bytes_sent": (I, "bytes sent to the client"),
         "client_retry": (I, "client retry counter header (x-stainless-retry-count), null when absent"),
         "user_agent": (S, "client user agent"),
+        "trace_id": (
+            S,
+            "trace id the access record carries (trace_id, x-b3-traceid, traceparent), when logged",
+        ),
         "port": (I, "gateway listener port"),
         "line_no": (I, "1-based line number"),
         "traceparent": (S, "the W3C traceparent the caller sent ($http_traceparent), when logged"),
@@ -342,6 +365,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "stream": (B, "streaming request"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "load phase / benchmark step label when known"),
+        "unfinished": (
+            B,
+            "in flight when its client's log ended (sent, no outcome logged: a killed client); null when the "
+            "format cannot tell",
+        ),
     },
     "client_phases": {
         "source": (S, "input file"),
@@ -515,6 +543,41 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "gpu_limit": (I, "describe: Limits nvidia.com/gpu"),
         "line_no": (I, "1-based line number of the row (describe: of the container's or pod's first line)"),
     },
+    "load_tests": {
+        "source": (S, "input file: a load-test tool's printed summary"),
+        "tool": (S, "vllm bench serve | sglang bench_serving | aiperf | lm-eval-harness"),
+        "run": (I, "1-based result of the file (a file may print several)"),
+        "requests": (
+            I,
+            "requests sent (the summary's count, its progress bar's total, else successful + failed)",
+        ),
+        "successful": (I, "requests that succeeded, as the tool counted them; null when it printed none"),
+        "failed": (I, "requests that failed, as the tool counted them; null when it printed none"),
+        "duration_s": (F, "the run's duration"),
+        "request_rate": (
+            F,
+            "configured request rate (req/s); null when all were sent at once ('inf') or unsaid",
+        ),
+        "concurrency": (F, "configured maximum concurrency"),
+        "concurrency_mean": (F, "measured mean requests in flight (SGLang's 'Concurrency')"),
+        "throughput_rps": (F, "measured request throughput (req/s)"),
+        "output_tps": (F, "measured output token throughput (tok/s)"),
+        "ttft_mean_s": (F, "TTFT mean (s), client clock"),
+        "ttft_median_s": (F, "TTFT median (s), client clock"),
+        "ttft_p99_s": (F, "TTFT p99 (s), client clock"),
+        "tpot_mean_s": (F, "time per output token mean (s)"),
+        "tpot_median_s": (F, "time per output token median (s)"),
+        "tpot_p99_s": (F, "time per output token p99 (s)"),
+        "itl_mean_s": (F, "inter-token latency mean (s)"),
+        "itl_median_s": (F, "inter-token latency median (s)"),
+        "itl_p99_s": (F, "inter-token latency p99 (s)"),
+        "e2e_mean_s": (F, "end-to-end latency mean (s), client clock"),
+        "e2e_median_s": (F, "end-to-end latency median (s), client clock"),
+        "e2e_p99_s": (F, "end-to-end latency p99 (s), client clock"),
+        "clock": (S, "the clock of its latencies: 'client' (the tool measured them)"),
+        "latency_source": (S, "'load_test': a tool's summary, not per-request records"),
+        "line_no": (I, "1-based line of the summary's first line (its header)"),
+    },
     # ---- correlation stage (logscope/correlate) ----
     "requests": {
         "logical_request_id": (
@@ -540,6 +603,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "preempted": (B, "named by a V0 preemption warning; null when the log cannot say (V1)"),
         "ttft_s": (F, "time to first token as the client saw it"),
         "e2e_s": (F, "end-to-end latency as the client saw it"),
+        "latency_clock": (
+            S,
+            "the clock ttft_s and e2e_s are on: client (what the caller measured) | gateway (its access log: the "
+            "request's span, the upstream's header time) | engine (vLLM's own lines); null when the row has neither",
+        ),
+        "latency_source": (
+            S,
+            "where ttft_s and e2e_s come from: client_records (the client's own log or records) | load_test (a "
+            "load-test tool's per-request results) | spans | gateway_log | engine_log",
+        ),
+        "gateway_e2e_s": (
+            F,
+            "the gateway's span of the request (its first receipt to its last answer, on the gateway's clock), "
+            "beside the caller's e2e_s: their gap is time outside the gateway; null without a gateway line giving a span",
+        ),
         "prompt_tokens": (I, "prompt tokens"),
         "max_tokens": (I, "requested max_tokens"),
         "output_tokens": (I, "generated tokens"),
@@ -662,6 +740,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "e2e_p50": (F, "e2e p50 (s), same requests"),
         "e2e_p95": (F, "e2e p95 (s), same requests"),
         "e2e_p99": (F, "e2e p99 (s), same requests"),
+        "latency_clock": (
+            S,
+            "the one clock of the run's ttft/e2e percentiles (requests.latency_clock: client, else gateway, else "
+            "engine; requests on another clock are left out of them); null when no request has a latency",
+        ),
         "prompt_tokens_mean": (F, "mean prompt tokens of arrivals"),
         "output_tokens_mean": (F, "mean output tokens of completions"),
         "max_tokens_mean": (F, "mean requested max_tokens of arrivals"),

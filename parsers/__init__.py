@@ -28,6 +28,9 @@ _MODULES = (
     "envoy_access",
     "haproxy",
     "traefik",
+    "access_generic",
+    "envoy_config",
+    "llama_swap",
     "litellm",
     "vllm_router",
     "openai_client",
@@ -42,6 +45,9 @@ _MODULES = (
     "otel_debug",
     "kernel_log",  # the platform around the engine (issue #40)
     "k8s_kubectl",
+    "aiperf_console",
+    "lm_eval",
+    "request_table",
 )
 
 MIN_CONFIDENCE = 0.3

@@ -212,4 +212,6 @@ def engine_latencies(out: Path, requests: pl.DataFrame, rng: scope.Range = scope
         pl.coalesce("prompt_tokens", "_pt").alias("prompt_tokens"),
         pl.coalesce("output_tokens", "_ot").alias("output_tokens"),
         pl.when(hit).then(pl.lit(ORIGIN_ENGINE)).otherwise(pl.col("origin")).alias("origin"),
+        pl.when(hit).then(pl.lit("engine")).otherwise(pl.col("latency_clock")).alias("latency_clock"),
+        pl.when(hit).then(pl.lit("spans")).otherwise(pl.col("latency_source")).alias("latency_source"),
     ).drop("_ttft", "_e2e", "_pt", "_ot")
