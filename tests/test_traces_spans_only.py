@@ -39,6 +39,10 @@ def test_callers_spans_are_the_client_records(kill: Path) -> None:
     assert req.height == 637 and req["client_attempts"].sum() == 640
     assert dict(req.group_by("outcome").len().iter_rows()) == {"ok": 582, "timeout": 35, "error": 20}
     assert (req.filter(pl.col("outcome") == "ok")["e2e_s"].median() or 0) == pytest.approx(9.65, abs=0.05)
+    # the caller's spans: clock client, source spans (#37's columns)
+    assert set(
+        req.filter(pl.col("e2e_s").is_not_null()).select("latency_clock", "latency_source").rows()
+    ) == {("client", "spans")}
     notes = json.loads((kill / "correlation.json").read_text())["notes"]
     assert any(n.startswith("no client log: the callers' spans") for n in notes)
     kinds = {f["kind"] for f in _findings(kill)}
@@ -54,9 +58,18 @@ def test_vllm_spans_alone_give_engine_requests_and_latency(tmp_path: Path) -> No
         req.height == 581 and set(req["origin"]) == {"spans (engine)"} and set(req["outcome"]) == {"unknown"}
     )
     assert req["ttft_s"].null_count() == 0
+    assert set(req.select("latency_clock", "latency_source").rows()) == {("engine", "spans")}
+    assert set(pl.read_parquet(out / "windows.parquet")["latency_clock"].drop_nulls()) == {"engine"}
     # the surviving replica's queue after b died: TTFT on the engine's clock far above the 2 s SLO
     assert req["ttft_s"].max() > 50
-    assert any(f["kind"] == "latency" for f in _findings(out))
+    slow = [f for f in _findings(out) if f["kind"] == "latency"]
+    # no stats line, no metric: the queue is the spans' time_in_queue, never "no queue" for want of a figure
+    assert slow and all(
+        f["cause"].startswith("requests queue before they are admitted: vLLM's spans") for f in slow
+    )
+    last = slow[-1]["cause"]  # after the death: a's queue p95 58.40 s of a TTFT p95 58.71 s, 140 requests
+    assert "of 140 requests: time in queue p95 58.40 s, TTFT p95 58.71 s" in last and "clock engine" in last
+    assert not any("outside the engine" in f["cause"] for f in _findings(out))
 
 
 def test_one_replica_spans_alone(tmp_path: Path) -> None:
@@ -65,4 +78,5 @@ def test_one_replica_spans_alone(tmp_path: Path) -> None:
     # truth: 303 logical requests, 312 attempts (9 timed out at 3 s and were retried), all ended 200
     assert req.height == 303 and req["client_attempts"].sum() == 312
     assert dict(req.group_by("outcome").len().iter_rows()) == {"ok": 303}
+    assert set(req.select("latency_clock", "latency_source").rows()) == {("client", "spans")}
     assert [f["kind"] for f in _findings(out)] == ["retries"]

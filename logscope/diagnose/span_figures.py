@@ -174,3 +174,13 @@ def analyse(out: Path, rng: scope.Range, eps: list[dict], steps: list[dict]) -> 
         "requests_with_engine_span": rs.height,
         "segments": [s.doc() for s in segs],
     }
+
+
+def by_episode(spans: dict | None) -> dict[str, dict]:
+    """Episode id -> its segment of ``analyse``'s answer (episodes of one time share one segment)."""
+    out: dict[str, dict] = {}
+    for seg in (spans or {}).get("segments") or []:
+        if seg["kind"] == "episode" and seg.get("key"):
+            for eid in seg["key"].split(", "):
+                out[eid] = seg
+    return out
