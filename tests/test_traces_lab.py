@@ -86,6 +86,11 @@ def test_three_layers_joined_by_trace_id(out: Path) -> None:
     assert tp.null_count() == 0 and set(tp) == set(rs["trace_id"])
     # the 3 retries are sibling attempt spans: the 502 from b, then 200 from a
     assert rs.filter(pl.col("attempt_spans") == 2)["attempt_statuses"].to_list() == ["502,200"] * 3
+    # ... and each retry reached an engine (vllm-a's span under it): the reach the logs' correlation also gives
+    ra = summ["retried_attempts"]
+    assert (ra["retries"], ra["with_engine_span"], ra["without_engine_span"]) == (3, 3, 0)
+    flags = json.loads((out / "correlation.json").read_text())["flags"]["retried_attempts"]["client"]
+    assert (flags["retries"], flags["reached"]) == (3, 3)
     per_engine = rs.group_by("engine_service").len()
     assert dict(per_engine.drop_nulls().iter_rows()) == {"vllm-a": 528, "vllm-b": 53}
 
@@ -183,6 +188,11 @@ def test_one_replica_timeouts_retried_in_their_trace(one: Path) -> None:
     assert retried["attempts_without_engine"].sum() == 9 and (retried["engine_spans"] == 1).all()
     assert sorted(retried["attempt_statuses"].to_list()) == ["-,-,200"] + ["-,200"] * 7
     assert (retried["no_engine_class"] == "aborted").all()
+    # 9 retries as sibling spans: 8 reached vllm-a; the middle one of '-,-,200' timed out too (aborted, no span)
+    ra = summ["retried_attempts"]
+    assert (ra["retries"], ra["with_engine_span"], ra["without_engine_span"]) == (9, 8, 1)
+    md = (one / "summary.md").read_text()
+    assert "Retries as sibling attempt spans: 9, 8 of them reached an engine" in md
 
 
 def test_export_of_the_real_run_fits_otlp_and_reads_back(out: Path, tmp_path: Path) -> None:

@@ -280,6 +280,9 @@ def _summary(
         & pl.col("engine_spans").is_not_null()
     )
     missing = att.filter(~pl.col("has_engine"))
+    # retries as sibling attempt spans: an attempt after the first of its trace; reached = an engine span under it
+    retry = att.sort("start").with_columns((pl.int_range(pl.len()).over("trace_id") > 0).alias("_retry"))
+    retries = retry.filter(pl.col("_retry"))
     startup = spans.filter(pl.col("role") == "startup")
     return {
         "spans": spans.height,
@@ -294,6 +297,13 @@ def _summary(
         "joined_by": dict(df.group_by("joined_by").agg(pl.len()).sort("len", descending=True).iter_rows()),
         "attempt_spans": att.height,
         "attempts_with_engine": int(att["has_engine"].sum()),
+        "retried_attempts": {
+            "retries": retries.height,
+            "with_engine_span": int(retries["has_engine"].sum()),
+            "without_engine_span": int((~retries["has_engine"]).sum()),
+            "definition": "client attempt spans after the first of their trace (siblings under the caller's "
+            "span); with_engine_span: an engine span's parent is that attempt (it reached an engine)",
+        },
         "no_engine_span": {
             "attempts": missing.height,
             "by_class": {c: n for c in span_gaps.CLASSES if (n := int((missing["why_class"] == c).sum()))},

@@ -78,7 +78,7 @@ def traces(ld: Loaded) -> dict | None:
     if not tr:
         return None
     keys = ("spans", "spans_by_service", "requests", "requests_joined", "requests_three_layers", "traced")
-    keys += ("attempt_spans", "attempts_with_engine", "no_engine_span", "startup_spans")
+    keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
     stop_keys = (
         "replica",
         "service",
