@@ -317,3 +317,19 @@ def test_trace_charts_are_valid_vega_lite(out: Path) -> None:
     for name in ("waterfall", "span_split", "timeline"):  # the timeline holds the spans panel
         assert charts[name] is not None, name
         vl.validate(charts[name])
+
+
+def test_compare_reads_the_engine_spans_per_request(one: Path, out: Path, tmp_path: Path) -> None:
+    """compare traced-1r (one calm replica) with traced-2r-kill (a's queue after b died): TTFT and time in queue
+    from vLLM's own spans, per request, so the change gets a bootstrap interval, clock engine named."""
+    from logscope.api import compare
+
+    doc = compare(one, out, tmp_path / "c")["doc"]
+    rows = {r["name"]: r for r in doc["whole"]["metrics"]}
+    ttft, queue = rows["span_ttft_p95"], rows["span_queue_p95"]
+    assert "clock engine" in ttft["title"] and "clock engine" in queue["title"]
+    assert ttft["a"] == pytest.approx(0.2003, abs=1e-3) and ttft["b"] == pytest.approx(56.63, abs=0.01)
+    assert queue["a"] < 0.001 and queue["b"] == pytest.approx(56.17, abs=0.01)
+    assert ttft["beyond_noise"] is True and queue["beyond_noise"] is True
+    assert ttft["direction"] == queue["direction"] == "worse"
+    assert "queue time p95 (vLLM's spans, clock engine)" in (tmp_path / "c" / "compare.md").read_text()
