@@ -30,6 +30,7 @@ def _ingest(tmp_path: Path, *files: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         ("sdk/zipkin-1.json", "zipkin_json"),
         ("zipkin/kafka-consumer-blog.txt", "zipkin_json"),
         ("jaeger/jaeger-ui_01.json", "jaeger_json"),
+        ("jaeger/microservices-demo-query-api.json", "jaeger_json"),
         ("sdk/console.txt", "otel_console"),
         ("console/griptape-docs.txt", "otel_console"),
         ("console/opentelemetry-bash-hello.txt", "otel_console"),
@@ -125,6 +126,26 @@ def test_jaeger_and_zipkin_ids_and_parents(tmp_path: Path) -> None:
     z = sp.filter(pl.col("source") == "kafka-consumer-blog.txt")
     assert z["trace_id"].unique().to_list() == ["0000000000000000802bd09f480b5faa"]  # 64-bit id padded
     assert sorted(z["kind"]) == ["client", "server", "server"]
+
+
+def test_jaeger_query_api_of_a_real_app(tmp_path: Path) -> None:
+    """A second Jaeger JSON: the query API's answer for one trace of Online Boutique's frontend (OpenCensus spans,
+    2020), as pasted whole in a README: 13 spans, two processes, the frontend's fan-out under its server span."""
+    files, sp = _ingest(tmp_path, T / "jaeger/microservices-demo-query-api.json")
+    assert files["format"].to_list() == ["jaeger_json"] and files["lines_unrecognized"].sum() == 0
+    assert sp.height == 13 and dict(sp.group_by("service").len().iter_rows()) == {
+        "frontend": 12,
+        "adservice": 1,
+    }
+    root = sp.filter(pl.col("parent_span_id").is_null())
+    assert root["name"].to_list() == ["Recv./product/1YMWWN1N4O"] and root["http_status"].to_list() == [200]
+    assert root["duration_s"][0] == pytest.approx(0.022380)  # 22380 µs
+    assert str(root["start"][0]) == "2020-12-06 19:37:13.018919+00:00"
+    assert (
+        sp.filter(pl.col("service") == "frontend")["parent_span_id"].drop_nulls() == "0cd101e01a221222"
+    ).all()
+    ad = sp.filter(pl.col("service") == "adservice")  # the callee's span under the caller's client span
+    assert ad["parent_span_id"].to_list() == ["f3deb38eb851e31b"]
 
 
 def test_compressed_and_compose_wrapped(tmp_path: Path) -> None:
