@@ -29,6 +29,7 @@ def _ingest(tmp_path: Path, *files: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         ("sdk/otlp-lab-client.jsonl", "otlp_json"),
         ("sdk/zipkin-1.json", "zipkin_json"),
         ("zipkin/kafka-consumer-blog.txt", "zipkin_json"),
+        ("otlp/opentelemetry-proto-example.json", "otlp_json"),
         ("jaeger/jaeger-ui_01.json", "jaeger_json"),
         ("jaeger/microservices-demo-query-api.json", "jaeger_json"),
         ("sdk/console.txt", "otel_console"),
@@ -126,6 +127,21 @@ def test_jaeger_and_zipkin_ids_and_parents(tmp_path: Path) -> None:
     z = sp.filter(pl.col("source") == "kafka-consumer-blog.txt")
     assert z["trace_id"].unique().to_list() == ["0000000000000000802bd09f480b5faa"]  # 64-bit id padded
     assert sorted(z["kind"]) == ["client", "server", "server"]
+
+
+def test_otlp_single_pretty_export(tmp_path: Path) -> None:
+    """OTLP/JSON as the protocol's own example writes it: one pretty-printed ExportTraceServiceRequest, ids in
+    upper-case hex, times as JSON numbers (the lab's lines have strings and lower case)."""
+    files, sp = _ingest(tmp_path, T / "otlp/opentelemetry-proto-example.json")
+    assert files["format"].to_list() == ["otlp_json"] and files["lines_unrecognized"].sum() == 0
+    row = sp.row(0, named=True)
+    assert sp.height == 1 and (row["trace_id"], row["span_id"], row["parent_span_id"]) == (
+        "5b8efff798038103d269b633813fc60c",
+        "eee19b7ec3c1b174",
+        "eee19b7ec3c1b173",
+    )
+    assert (row["service"], row["kind"], row["duration_s"]) == ("my.service", "server", 1.0)
+    assert str(row["start"]) == "2018-12-13 14:51:00+00:00"
 
 
 def test_jaeger_query_api_of_a_real_app(tmp_path: Path) -> None:
