@@ -333,3 +333,31 @@ def test_compare_reads_the_engine_spans_per_request(one: Path, out: Path, tmp_pa
     assert ttft["beyond_noise"] is True and queue["beyond_noise"] is True
     assert ttft["direction"] == queue["direction"] == "worse"
     assert "queue time p95 (vLLM's spans, clock engine)" in (tmp_path / "c" / "compare.md").read_text()
+
+
+def test_same_input_same_request_spans_and_waterfall(out: Path, tmp_path: Path) -> None:
+    """Run again on the same folder: request_spans.parquet and the waterfall's rows are the same (its picks break
+    ties by duration, then trace id, not by the order a group-by happened to give)."""
+    from logscope.report import context
+    from logscope.report.load import load
+    from logscope.report.summary import build
+
+    again = tmp_path / "again"
+    analyze(out.parent / "in", again, AnalyzeOptions())
+    assert pl.read_parquet(again / "request_spans.parquet").equals(
+        pl.read_parquet(out / "request_spans.parquet")
+    )
+
+    def titles(o: Path) -> list[str]:
+        ld = load(o)
+        spec = context(ld, build(ld, AnalyzeOptions()), AnalyzeOptions())["charts"]["waterfall"]
+        return [c["title"]["text"] if isinstance(c["title"], dict) else c["title"] for c in spec["vconcat"]]
+
+    first = titles(out)
+    assert first == titles(again)
+    assert [t.split(" · ", 1)[1] for t in first[:4]] == [
+        "around a death: cut by death",
+        "around a death: never reached",
+        "around a death: spans lost",
+        "around a death: cut by death",
+    ]

@@ -249,6 +249,7 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
         )
         .rename({"lr": "logical_request_id"})
         .drop("k")
+        .sort("logical_request_id", "trace_id", nulls_last=True)  # the same bytes on every run
     )
     return df, _summary(df, spans, t, att, found)
 

@@ -48,10 +48,12 @@ def chosen(rs: pl.DataFrame) -> pl.DataFrame:
     seen: set[str] = set()
     for label, cond, n in GROUPS:
         g = rs.filter(cond & ~pl.col("trace_id").is_in(list(seen)))
+        # the longest first, the trace id breaking ties: the same rows on every run of the same input
+        g = g.sort(["_dur", "trace_id"], descending=[True, False], nulls_last=True)
         if label == "around a death":  # one of each class before a second of any
-            g = g.with_columns(pl.int_range(pl.len()).over("no_engine_class").alias("_r")).sort("_r", "_dur")
-        else:
-            g = g.sort("_dur", descending=True, nulls_last=True)
+            g = g.with_columns(pl.int_range(pl.len()).over("no_engine_class").alias("_r")).sort(
+                "_r", "no_engine_class", maintain_order=True
+            )
         g = g.head(n).with_columns(pl.lit(label).alias("_group"))
         seen |= set(g["trace_id"].to_list())
         picked.append(g.select(rs.columns + ["_group"]))
