@@ -29,6 +29,25 @@ def kill(tmp_path_factory) -> Path:
     return _only(tmp_path_factory.mktemp("so2"), "traced-2r-kill", files)
 
 
+def _latency_axes(out: Path) -> set[str]:
+    """The y-axis titles of the timeline's TTFT and e2e panels."""
+    from logscope.report import context
+    from logscope.report.load import load
+    from logscope.report.summary import build
+
+    ld = load(out)
+    spec = context(ld, build(ld, AnalyzeOptions()), AnalyzeOptions())["charts"]["timeline"]
+    titles = {"Time to first token", "End-to-end latency"}
+    return {
+        lay["encoding"]["y"]["title"]
+        for v in spec["vconcat"]
+        if (v.get("title") if isinstance(v.get("title"), str) else (v.get("title") or {}).get("text"))
+        in titles
+        for lay in v["layer"]
+        if lay.get("mark", {}).get("type") == "line"
+    }
+
+
 def _findings(out: Path) -> list[dict]:
     return json.loads((out / "diagnosis.json").read_text())["findings"]
 
@@ -45,6 +64,7 @@ def test_callers_spans_are_the_client_records(kill: Path) -> None:
     ) == {("client", "spans")}
     notes = json.loads((kill / "correlation.json").read_text())["notes"]
     assert any(n.startswith("no client log: the callers' spans") for n in notes)
+    assert _latency_axes(kill) == {"seconds (clock client)"}
     kinds = {f["kind"] for f in _findings(kill)}
     assert "errors" in kinds and "retries" in kinds
     assert not any(f["title"].startswith("Nothing to diagnose") for f in _findings(kill))
@@ -67,6 +87,11 @@ def test_vllm_spans_alone_give_engine_requests_and_latency(tmp_path: Path) -> No
     assert slow and all(
         f["cause"].startswith("requests queue before they are admitted: vLLM's spans") for f in slow
     )
+    assert _latency_axes(out) == {"seconds (clock engine)"}
+    # what the callers got is not in the folder: said so, not "no HTTP answer"
+    assert (
+        "| unknown | no caller's or gateway's record | 581 |" in (out / "summary.md").read_text()
+    )  # the timeline's TTFT and e2e name their clock
     last = slow[-1]["cause"]  # after the death: a's queue p95 58.40 s of a TTFT p95 58.71 s, 140 requests
     assert "of 140 requests: time in queue p95 58.40 s, TTFT p95 58.71 s" in last and "clock engine" in last
     assert not any("outside the engine" in f["cause"] for f in _findings(out))
