@@ -90,6 +90,7 @@ def test_bench_against_another_revision(tmp_path, lab):
     sha = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+
     def worktrees() -> set[str]:
         # paths only: other worktrees of the repository may move their HEADs meanwhile
         out = subprocess.run(

@@ -361,3 +361,27 @@ def test_same_input_same_request_spans_and_waterfall(out: Path, tmp_path: Path) 
         "around a death: spans lost",
         "around a death: cut by death",
     ]
+
+
+def test_every_clock_shifted_keeps_the_join_and_the_reasons(out: Path, tmp_path: Path) -> None:
+    """Metamorphic: every time of the folder (logs, metrics, the spans' UnixNano) moved by one odd offset: the
+    same joins, the same attempts without an engine span and the same reasons, the stop moved by the offset."""
+    from datetime import timedelta
+
+    from metamorphic import copy_shifted
+
+    shift = timedelta(days=1, hours=3, minutes=17, seconds=13)
+    copy_shifted(RUN, tmp_path / "in", shift)
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    a = json.loads((out / "correlation.json").read_text())["traces"]
+    b = json.loads((tmp_path / "out" / "correlation.json").read_text())["traces"]
+    for k in ("spans", "requests_joined", "requests_three_layers", "traced", "attempts_with_engine"):
+        assert b[k] == a[k], k
+    assert b["no_engine_span"]["by_class"] == a["no_engine_span"]["by_class"]
+    assert b["retried_attempts"] == a["retried_attempts"]
+    moved = [
+        datetime.fromisoformat(s["log_last"]) - shift
+        for s in b["stops"]  # the same replica, its log's stop moved by the offset
+    ]
+    assert [s["replica"] for s in b["stops"]] == [s["replica"] for s in a["stops"]]
+    assert moved == [datetime.fromisoformat(s["log_last"]) for s in a["stops"]]
