@@ -113,7 +113,7 @@ def test_attempts_without_engine_span_and_why(out: Path) -> None:
     summ = json.loads((out / "correlation.json").read_text())["traces"]["no_engine_span"]
     assert summ["attempts"] == 59
     assert summ["by_class"] == {"aborted": 35, "cut by death": 20, "spans lost": 1, "never reached": 3}
-    by = {(d["why_class"], d["replica"]): d["len"] for d in summ["by_class_and_replica"]}
+    by = {(d["why_class"], d["replica"]): d["attempts"] for d in summ["by_class_and_replica"]}
     assert by == {
         ("aborted", "vllm-server-a"): 35,
         ("cut by death", "vllm-server-b"): 20,
@@ -291,8 +291,22 @@ def test_narrowing_the_range_keeps_each_attempts_reason(out: Path, tmp_path: Pat
     assert [(s["replica"], s["log_last"]) for s in stops] == [("vllm-server-b", "2026-12-06T03:24:34+00:00")]
 
 
-def test_every_output_says_the_same_of_the_spans(out: Path) -> None:
+def schema_errors(out: Path) -> list[str]:
+    """summary.json against logscope/summary.schema.json (its traces object declared key by key)."""
+    import jsonschema
+
+    import logscope
+
+    schema = json.loads((Path(logscope.__file__).parent / "summary.schema.json").read_text())
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    return [
+        f"{e.json_path}: {e.message}" for e in v.iter_errors(json.loads((out / "summary.json").read_text()))
+    ]
+
+
+def test_every_output_says_the_same_of_the_spans(out: Path, one: Path) -> None:
     """One object, four outputs: correlation.json's traces, summary.json, summary.md and the report agree."""
+    assert schema_errors(out) == [] and schema_errors(one) == []
     corr = json.loads((out / "correlation.json").read_text())["traces"]
     summ = json.loads((out / "summary.json").read_text())["traces"]
     assert summ["no_engine_span"]["by_class"] == corr["no_engine_span"]["by_class"]

@@ -29,6 +29,19 @@ def kill(tmp_path_factory) -> Path:
     return _only(tmp_path_factory.mktemp("so2"), "traced-2r-kill", files)
 
 
+def _schema_errors(out: Path) -> list[str]:
+    """summary.json against logscope/summary.schema.json (its traces object declared key by key)."""
+    import jsonschema
+
+    import logscope
+
+    schema = json.loads((Path(logscope.__file__).parent / "summary.schema.json").read_text())
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    return [
+        f"{e.json_path}: {e.message}" for e in v.iter_errors(json.loads((out / "summary.json").read_text()))
+    ]
+
+
 def _latency_axes(out: Path) -> set[str]:
     """The y-axis titles of the timeline's TTFT and e2e panels."""
     from logscope.report import context
@@ -87,11 +100,12 @@ def test_vllm_spans_alone_give_engine_requests_and_latency(tmp_path: Path) -> No
     assert slow and all(
         f["cause"].startswith("requests queue before they are admitted: vLLM's spans") for f in slow
     )
+    # the timeline's TTFT and e2e name their clock
     assert _latency_axes(out) == {"seconds (clock engine)"}
     # what the callers got is not in the folder: said so, not "no HTTP answer"
-    assert (
-        "| unknown | no caller's or gateway's record | 581 |" in (out / "summary.md").read_text()
-    )  # the timeline's TTFT and e2e name their clock
+    md = (out / "summary.md").read_text()
+    assert "| unknown | no caller's or gateway's record | 581 |" in md
+    assert _schema_errors(out) == []
     last = slow[-1]["cause"]  # after the death: a's queue p95 58.40 s of a TTFT p95 58.71 s, 140 requests
     assert "of 140 requests: time in queue p95 58.40 s, TTFT p95 58.71 s" in last and "clock engine" in last
     assert not any("outside the engine" in f["cause"] for f in _findings(out))

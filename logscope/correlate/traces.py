@@ -309,7 +309,7 @@ def _summary(
             "attempts": missing.height,
             "by_class": {c: n for c in span_gaps.CLASSES if (n := int((missing["why_class"] == c).sum()))},
             "by_class_and_replica": missing.group_by("why_class", pl.col("srv_replica").alias("replica"))
-            .len()
+            .len("attempts")
             .sort("why_class", "replica", nulls_last=True)
             .to_dicts(),
         },
