@@ -317,6 +317,12 @@ def test_every_output_says_the_same_of_the_spans(out: Path, one: Path) -> None:
     assert all(f"{k} {v}" in md for k, v in corr["no_engine_span"]["by_class"].items())
     page = (out / "report.html").read_text()
     assert "581 of 640 client attempts have one" in page
+    from logscope.terminal import trace_words
+
+    assert trace_words(json.loads((out / "summary.json").read_text())["traces"]) == (
+        "spans: 1,897 read; 637 of 637 requests joined to a trace; 581 of 640 client attempts have an engine span"
+        " (without: aborted 35, cut by death 20, never reached 3, spans lost 1)"
+    )
     for k, v in corr["no_engine_span"]["by_class"].items():
         assert f'<td>{k}</td><td class="num">{v}</td>' in page
 
