@@ -62,6 +62,8 @@ METRICS = (
     Metric("engine_e2e_p95", "e2e p95 (engine)", "lower", "s", "p95", ENGINE),
     Metric("queue_p95", "queue time p95 (engine)", "lower", "s", "p95", ENGINE),
     Metric("queue_mean_s", "queue time, mean (engine)", "lower", "s", None, ENGINE),
+    Metric("span_ttft_p95", "TTFT p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
+    Metric("span_queue_p95", "queue time p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
     Metric("ttft_outside_s", "callers' TTFT beyond the engine's (means)", "lower", "s", None, "client − engine"),
     Metric("preemptions", "preemptions", "lower", "count", "count", ENGINE),
     Metric("waiting_max", "waiting, max", "lower", "count", None, ENGINE),
@@ -191,6 +193,9 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     tps = _throughput(ok)
     if tps is not None:
         v["throughput_tps"], f.meta["throughput_tps"] = tps, {"clock": clock, "source": source}
+    for name, x in _span_samples(run, r).items():  # vLLM's own per-request spans, beside its histograms
+        smp[name] = x
+        f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
 
 
 def _gateway(f: Figures, run: Run, step: Step | None, lo, hi) -> None:
@@ -284,6 +289,17 @@ def _outside(f: Figures) -> None:
     if a is not None and b is not None:
         f.values["ttft_outside_s"] = num(a - b)
         f.meta["ttft_outside_s"] = {"clock": "client − engine", "source": "means of both"}
+
+
+def _span_samples(run: Run, r: pl.DataFrame) -> dict[str, pl.Series]:
+    """Per-request figures of vLLM's spans for these requests (request_spans: clock engine, source spans), every
+    request whose engine span has them, whatever the caller got: the engine's own TTFT and time in queue."""
+    rs = run.table("request_spans")
+    if rs.height == 0 or "span_ttft_s" not in rs.columns:
+        return {}
+    mine = rs.join(r.select("logical_request_id"), on="logical_request_id", how="semi")
+    out = {"span_ttft_p95": _arr(mine["span_ttft_s"]), "span_queue_p95": _arr(mine["span_queue_s"])}
+    return {k: x for k, x in out.items() if x.len()}
 
 
 def _retries(attempts: pl.Series) -> int | None:
