@@ -98,7 +98,14 @@ def diagnose(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict
     """Episodes, ladder, capacity and findings from the correlated tables."""
     from .diagnose import run
 
-    return run(Path(out_dir), options or AnalyzeOptions())
+    return run(Path(out_dir), _checked(options or AnalyzeOptions()))
+
+
+def _checked(options: AnalyzeOptions) -> AnalyzeOptions:
+    """``options`` when its SLO is one a diagnosis can judge by (``slo.check``: a LogscopeError, code 2, else):
+    a notebook's options are checked as the command line's are."""
+    slo.check({k: getattr(options, k) for k in slo.DEFAULTS})
+    return options
 
 
 def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[str, Path]:
@@ -189,7 +196,7 @@ def analyze(
 ) -> dict[str, Path]:
     """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
     holds the tables of the same files, options and code (``options.reparse`` forces it)."""
-    opts = options or AnalyzeOptions()
+    opts = _checked(options or AnalyzeOptions())
     if opts.cluster:
         from . import cluster
 
@@ -252,6 +259,7 @@ def rerender(
     range) or never correlated, diagnosed again then, when ``rediagnose`` (another SLO) or never diagnosed.
     The paths written and whether it diagnosed again; the outputs are replaced whole or not at all."""
     out = Path(out_dir)
+    _checked(options)
     with outdir.staged(out) as work:
         require_overlap(out, options)
         again = again or not (out / "requests.parquet").exists()
@@ -340,4 +348,6 @@ def compare(
         analyze(src, dst, replace(opts, command_line=""), progress)
 
     slo_given = (opts.extra or {}).get("compare_slo")
+    if slo_given:  # {"ttft_s", "e2e_s", "success"}: checked as --slo-* are
+        slo.check({f"slo_{k}": v for k, v in slo_given.items()})
     return _compare(Path(a), Path(b), Path(out_dir), CompareOptions(opts.command_line, slo_given), analyse)

@@ -422,6 +422,7 @@ def analyze(
     from . import api
 
     _run(lambda: cliargs.window(window), debug)
+    slos = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
     opts = _options(
@@ -437,7 +438,7 @@ def analyze(
         reparse=reparse,
         ingest_apart=apart,
         png=png,
-        **slo.given(slo_ttft, slo_e2e, slo_success),
+        **slos,
     )
     opts.extra.update(
         {
@@ -497,6 +498,7 @@ def report(
     from . import api
 
     _run(lambda: cliargs.zone(tz), debug)
+    asked = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
     if not (out_dir / "files.parquet").exists():
         err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
         err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
@@ -506,7 +508,6 @@ def report(
         err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
         raise typer.Exit(ExitCode.USAGE)
     again = whole or bool(rng)
-    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _run(lambda: _memory(max_memory), debug)
     opts = _options(
         tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
@@ -563,9 +564,18 @@ def _settings_of(out_dir: Path) -> dict:
         from .diagnose import slo_options
 
         d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
-        return {**slo_options(d), "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+        kept = {k: v for k, v in slo_options(d).items() if _possible(k, v)}  # one no SLO can be: the default
+        return {**kept, "extra": {"thresholds": dict(d.get("thresholds") or {})}}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def _possible(field: str, value) -> bool:
+    try:
+        slo.check({field: value})
+    except LogscopeError:
+        return False
+    return True
 
 
 @contextmanager
