@@ -152,8 +152,8 @@ def ingest(
             st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))
         if st.bad_values:
             st.f.messages.append(
-                f"{st.bad_values:,} value(s) out of range (a count past 2**53, a share outside "
-                f"[0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept"
+                f"{st.bad_values:,} value(s) out of range (NaN, an infinity, a number past 2**53, a share "
+                f"outside [0, 1]; e.g. {st.bad_value_example}): set null, the rest of the line kept"
             )
         if st.outliers and st.plausible is not None:
             st.f.messages.append(outliers.message(st.outliers, st.outlier_example, st.plausible))

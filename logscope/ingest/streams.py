@@ -18,7 +18,7 @@ import polars as pl
 import logscope.parsers as parsers
 from logscope.parsers.base import ChunkResult, ParseContext
 
-from .. import schemas
+from .. import numbers, schemas
 from . import outliers, sources, unrecognized
 from .options import IngestOptions, Progress, cores
 from .store import Store, compact
@@ -259,6 +259,9 @@ def take(
     for name, df in res.tables.items():
         if df is None or df.height == 0 or st.copy_of:
             continue
+        df, n, example = numbers.clear(df, name, schemas.schema(name))  # before the schema's casts
+        st.bad_values += n
+        st.bad_value_example = st.bad_value_example or example
         df = schemas.conform(df, name)
         if st.plausible is not None:
             df, n, example = outliers.clear(df, name, st.plausible)
