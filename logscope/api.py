@@ -117,20 +117,16 @@ def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[s
 
 def require_known_format(res: IngestResult, root: str | Path | None = None) -> None:
     """Nothing to analyse when no file is in a known format: say so, naming the files and why each was not
-    read (its format, or why it was skipped: ``root``'s images, hidden files, logscope's own outputs)."""
+    read (its format, or why it was skipped: images, hidden folders, logscope's own outputs)."""
     known = res.files.filter(
         ~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable", "skipped"])
     )
     if known.height == 0:
         from .errors import LogscopeError
-        from .ingest import sources
 
         seen = [
             f"{p} ({f})" + (f": {m[0]}" if m else "")
             for p, f, m in res.files.select("path", "format", "messages").iter_rows()
-        ]
-        seen += [
-            f"{p} (skipped: {why})" for p, why in (sources.skipped(Path(root)) if root is not None else [])
         ]
         shown = "; ".join(seen[:8]) + (f"; and {len(seen) - 8} more" if len(seen) > 8 else "")
         if (

@@ -304,13 +304,7 @@ def detect(
 
     _run(lambda: _check_input(input), debug)
     files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
-    _print_files(files, f"formats under {input}")
-    from .ingest import sources
-
-    for path, why in sources.skipped(
-        input, follow_links
-    ):  # what a folder of images or hidden files holds, said
-        out.print(shown(f"{path}: skipped: {why}"), soft_wrap=True)
+    _print_files(files, f"formats under {input}")  # files not read among them, each with why
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})

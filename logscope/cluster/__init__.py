@@ -340,7 +340,7 @@ def check(s: Session, root: Path, out: Path) -> None:
     from ..ingest import sources
 
     out.mkdir(parents=True, exist_ok=True)
-    found = [f for f in sources.discover(root) if f.size >= 0]
+    found = [f for f in sources.discover(root) if f.size >= 0 and not f.skipped]  # rows of what is not read
     samples = [
         (f.rel, f.size)
         for f in {

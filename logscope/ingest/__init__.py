@@ -108,7 +108,7 @@ def ingest(
             store,
             chunk_pool,
             sum(cost(m) for m in stream_files) / cores(),
-            Meter(sum(max(s.f.size, 0) for s in states), progress),
+            Meter(sum(max(s.f.size, 0) for s in states if not s.f.skipped), progress),
         )
 
         def run(item):
@@ -320,7 +320,9 @@ def _inner(f: sources.InputFile, lines: list[str]) -> tuple[list[str], list[str]
 
 def _probe(f: sources.InputFile) -> FileState | list[str]:
     """A file's head lines; a FileState already for a file that holds no text to detect."""
-    if f.skipped:  # a link out of the input folder (``sources.discover``): its message says so
+    if (
+        f.skipped
+    ):  # a link out of the input folder, a hidden folder (``sources.discover``): its message says why
         return FileState(f, "skipped", "other", 0.0, "")
     if f.size == 0:
         st = FileState(f, "empty", "other", 0.0, "")
@@ -331,11 +333,16 @@ def _probe(f: sources.InputFile) -> FileState | list[str]:
             f.messages.append("unreadable: cannot stat the file")
         return FileState(f, "unreadable", "other", 0.0, "")
     try:  # a file that cannot be opened (no permission) is unreadable, not an empty file of no format
-        with open(f.path, "rb"):
-            pass
+        with open(f.path, "rb") as fh:
+            first = fh.read(inputs.FIRST_BYTES)
     except OSError as e:
         f.messages.append(f"unreadable: {e.strerror or e}")
         return FileState(f, "unreadable", "other", 0.0, "")
+    what = None if f.compression else inputs.not_a_log(first)
+    if what:  # an image, a document: known by its bytes, whatever its name (a log named .png is read)
+        f.messages.append(what)
+        f.skipped = True
+        return FileState(f, "skipped", "other", 0.0, "")
     lines, binary = sources.head(f)
     if binary:
         f.messages.append(

@@ -20,11 +20,13 @@ import polars as pl
 from . import linebytes as lb
 from .inputs import (  # noqa: F401 - where the stage's modules and the tests find them
     _COMPRESSED,
+    HIDDEN_FOLDER,
     LINK_OUT,
     OUTPUT_MARKER,
+    OWN_FILE,
+    OWN_OUTPUT,
     InputFile,
     discover,
-    skipped,
 )
 from .linebytes import MAX_LINE_CHARS
 

@@ -127,8 +127,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                 for chunk in sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f)):
                     st.lines_total += chunk.height
                     st.shapes.add(chunk)
-            else:
-                st.lines_total = sources.count_lines(f) if f.size > 0 else 0
+            else:  # a file not read (an image, a link out of the folder) has no lines
+                st.lines_total = sources.count_lines(f) if f.size > 0 and not f.skipped else 0
             continue
         ctx = context(st, job)
         try:
