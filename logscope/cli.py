@@ -210,6 +210,10 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
         err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
         if e.hint:
             err.print(f"  help: {shown(e.hint)}")
+        if (
+            debug and e.__cause__ is not None
+        ):  # what the error was made of (a write to a full disk): --debug's
+            _debug_file(e.__cause__, out_dir)
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
         if outdir.disk_full(
@@ -218,10 +222,9 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
             err.print(
                 f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
             )
-            err.print(
-                "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
-                "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
-            )
+            err.print(f"  help: {outdir.FULL_HINT}")
+            if debug:
+                _debug_file(e, out_dir)
             raise typer.Exit(ExitCode.OUTPUT) from None
         err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
         if debug:
@@ -232,7 +235,8 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
 
 
 def _debug_file(e: BaseException, out_dir: Path | None) -> None:
-    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file."""
+    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file (in the
+    temporary folder when OUT cannot hold it: its disk may be the full one), said where, or that it could not."""
     import platform
     import traceback
 
@@ -242,7 +246,9 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
         f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
         f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
     )
-    where = outdir.write_debug(out_dir, text)
+    where, why = outdir.write_debug(out_dir, text)
+    if why:
+        err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
     if where:
         err.print(
             shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")

@@ -19,6 +19,7 @@ import logscope.parsers as parsers
 from logscope.parsers.base import ChunkResult, ParseContext
 
 from .. import numbers, schemas
+from ..errors import LogscopeError
 from . import outliers, sources, unrecognized
 from .options import IngestOptions, Progress, cores
 from .store import Store, compact
@@ -210,7 +211,10 @@ def _mtime(f: sources.InputFile) -> datetime | None:
 
 def failed(st: FileState, mod, e: Exception) -> None:
     """A parser failed on a file: the rows read before are kept, and the lines after the failure still count,
-    as unrecognized (nothing read is lost from the coverage)."""
+    as unrecognized (nothing read is lost from the coverage). An error of the output (its disk full: the store
+    could not spill the rows) is no parser's: it stops the run."""
+    if isinstance(e, LogscopeError):
+        raise e
     f = st.f
     st.lines_total = max(st.lines_total, sources.count_lines(f))
     st.lines_parsed = min(st.lines_parsed, st.lines_total)
