@@ -3,7 +3,7 @@
 A parser call costs a few milliseconds whatever its lines (polars' fixed cost per step), and the rows of every
 file then went through the store table by table: a folder of 10,000 one-record access logs took ~25 ms a file.
 Files of a format whose chunks are independent (``INDEPENDENT_CHUNKS``, parsers/base.py: nginx access and error,
-Envoy, HAProxy, Traefik) that share a folder and a replica are read as one chunk, their lines numbered on; the
+Envoy, HAProxy, Traefik, whose rows name no replica) that share a folder are read as one chunk, their lines numbered on; the
 rows are given back to their files by line number (``source``, ``line_no``), and so are the line tallies.
 A parser that sets a stream state from the first lines (nginx access: the layouts) sets it from the batch's,
 as for the files of a rotated set; a file of such a batch with a line left unrecognised is read again alone, from
@@ -18,7 +18,7 @@ import polars as pl
 import logscope.parsers as parsers
 from logscope.parsers.base import ChunkResult
 
-from .. import schemas
+from .. import numbers, schemas
 from . import outliers, sources
 from .streams import FileState, Job, context, failed, finish, read
 
@@ -26,7 +26,7 @@ BATCH_BYTES = sources.CHUNK_BYTES  # a batch's lines are one chunk of a whole re
 
 
 def plan(streams: list[list[FileState]], small: int) -> list[list[FileState]]:
-    """``streams`` with the small files (at most ``small`` bytes) of one format, folder and replica gathered into batches (lists of
+    """``streams`` with the small files (at most ``small`` bytes) of one format and folder gathered into batches (lists of
     more than one file, in path order, each marked by ``batch``); every other stream as it was."""
     groups: dict[tuple, list[FileState]] = {}
     out: list[list[FileState]] = []
@@ -46,7 +46,9 @@ def plan(streams: list[list[FileState]], small: int) -> list[list[FileState]]:
             and not st.copy_of
             and 0 < f.size <= small
         ):
-            groups.setdefault((st.format, str(f.path.parent), st.replica), []).append(st)
+            # not by replica: these formats' rows carry none (a folder of one-line logs named per pod, each its own
+            # replica by its name, was parsed file by file: ~8 ms a file)
+            groups.setdefault((st.format, str(f.path.parent)), []).append(st)
         else:
             out.append(members)
     for files in groups.values():
@@ -99,6 +101,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
     for name, df in res.tables.items():
         if df is not None and df.height:
             if "line_no" not in df.columns:  # rows that name no line cannot be given back to their file
+                return _alone(idx, members, range(len(members)), mod, job)
+            if numbers.clear(df, name, schemas.schema(name))[1]:  # values no field holds: counted per file
                 return _alone(idx, members, range(len(members)), mod, job)
             tables[name] = _own(schemas.conform(df, name), starts, members)
     if res.recognized is None or res.bad_times or res.bad_values:
