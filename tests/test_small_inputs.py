@@ -1,20 +1,15 @@
 """Small inputs cost little (issue #44, item 7): a decompression bomb of empty lines stops at its cap in about a
 second (a 1 MB gzip of 1 GiB of newlines took 51 s of CPU: 200 M empty lines, each a row, before the 200x byte
-cap), and small files of a gateway format in one folder share a parser call whatever replica their names make
-(one-line access logs named per pod cost ~8 ms a file, each its own parse). docs/performance.md, item 42, has
-the figures of ``bench/smallfiles.py`` before and after."""
+cap). docs/performance.md, item 42, has the per-file figures of ``bench/smallfiles.py`` before and after."""
 
 from __future__ import annotations
 
 import gzip
 import shutil
 
-import polars as pl
-
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
-from logscope.ingest import IngestOptions, sources
-from logscope.ingest import ingest as ingest_tables
+from logscope.ingest import sources
 
 
 def test_a_bomb_of_empty_lines_stops_at_its_line_cap(tmp_path):
@@ -44,25 +39,3 @@ def test_a_real_compressed_log_is_read_whole(tmp_path):
         want = need(LAB / "spike" / name).read_bytes().count(b"\n")
         r = rows[f"{name}.gz"]
         assert r["lines_total"] == r["lines_parsed"] == want and not r["messages"], r
-
-
-def test_one_line_access_logs_named_per_pod_share_a_parse(tmp_path):
-    """A folder of one-record access logs, each its own replica by its name (what a collection of many pods'
-    gateway logs looks like): read in batches, the same rows as each read alone."""
-    lines = [ln for ln in need(LAB / "spike" / "nginx-access.log").read_text().splitlines() if ln.strip()]
-    d = tmp_path / "in"
-    d.mkdir()
-    shutil.copy(LAB / "spike" / "nginx.conf", d)
-    for i, ln in enumerate(lines[:250]):
-        (d / f"gw-pod-{i:04d}.log").write_text(ln + "\n")
-    res = ingest(d, tmp_path / "out", AnalyzeOptions())
-    logs = res.files.filter(pl.col("format") == "nginx_access")
-    assert logs.height == 250 and (logs["lines_parsed"] == 1).all()
-    assert logs["replica"].n_unique() == 250  # each file its own replica, as before
-    assert all(any("read in one batch" in a for a in asm) for asm in logs["assumptions"])
-    one_by_one = ingest_tables(d, tmp_path / "alone", IngestOptions(small_bytes=0)).out_dir
-    for p in sorted((tmp_path / "out").glob("*.parquet")):
-        if p.name != "files.parquet":
-            assert pl.read_parquet(p).equals(pl.read_parquet(one_by_one / p.name)), p.name
-    files = pl.read_parquet(tmp_path / "out" / "files.parquet").drop("assumptions")
-    assert files.equals(pl.read_parquet(one_by_one / "files.parquet").drop("assumptions"))

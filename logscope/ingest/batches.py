@@ -3,7 +3,7 @@
 A parser call costs a few milliseconds whatever its lines (polars' fixed cost per step), and the rows of every
 file then went through the store table by table: a folder of 10,000 one-record access logs took ~25 ms a file.
 Files of a format whose chunks are independent (``INDEPENDENT_CHUNKS``, parsers/base.py: nginx access and error,
-Envoy, HAProxy, Traefik, whose rows name no replica) that share a folder are read as one chunk, their lines numbered on; the
+Envoy, HAProxy, Traefik) that share a folder and a replica are read as one chunk, their lines numbered on; the
 rows are given back to their files by line number (``source``, ``line_no``), and so are the line tallies.
 A parser that sets a stream state from the first lines (nginx access: the layouts) sets it from the batch's,
 as for the files of a rotated set; a file of such a batch with a line left unrecognised is read again alone, from
@@ -26,7 +26,7 @@ BATCH_BYTES = sources.CHUNK_BYTES  # a batch's lines are one chunk of a whole re
 
 
 def plan(streams: list[list[FileState]], small: int) -> list[list[FileState]]:
-    """``streams`` with the small files (at most ``small`` bytes) of one format and folder gathered into batches (lists of
+    """``streams`` with the small files (at most ``small`` bytes) of one format, folder and replica gathered into batches (lists of
     more than one file, in path order, each marked by ``batch``); every other stream as it was."""
     groups: dict[tuple, list[FileState]] = {}
     out: list[list[FileState]] = []
@@ -46,9 +46,9 @@ def plan(streams: list[list[FileState]], small: int) -> list[list[FileState]]:
             and not st.copy_of
             and 0 < f.size <= small
         ):
-            # not by replica: these formats' rows carry none (a folder of one-line logs named per pod, each its own
-            # replica by its name, was parsed file by file: ~8 ms a file)
-            groups.setdefault((st.format, str(f.path.parent)), []).append(st)
+            # by replica too: the files of one gateway share its layout (another gateway's logs beside them may
+            # not, and a batch's assumptions would then be every layout's)
+            groups.setdefault((st.format, str(f.path.parent), st.replica), []).append(st)
         else:
             out.append(members)
     for files in groups.values():
