@@ -57,6 +57,22 @@ LINES = [
     ("client_jsonl", LAB / "spike/client-spike.jsonl"),
     ("client_jsonl", DATA / "clients/generic-attempts.jsonl"),
     ("aiperf", DATA / "clients/aiperf-profile_export.jsonl"),
+    # the formats of issue #39/#40/#38, each on its public excerpts (lm_eval has one)
+    ("vllm_bench", DATA / "load-tests/vllm-33743-bench-serve-2026.log"),
+    ("vllm_bench", DATA / "load-tests/sglang-8285-bench-serving-cut.log"),
+    ("lm_eval", DATA / "clients-public/instructlab-197-lm-eval-500-retrying.log"),
+    ("llama_swap", DATA / "llama-swap/issue75-old-format-timestamped-with-llama-server.log"),
+    ("llama_swap", DATA / "llama-swap/pr155-200s-then-backend-crash-then-502s.log"),
+    ("access_generic", DATA / "gateway-generic/engarde-8-istio-json-pretty-printed.log"),
+    ("access_generic", DATA / "gateway-generic/envoy-9242-key-value-ut-200.log"),
+    ("kernel_log", DATA / "platform/kernel-dmesg-ctime-xid-akash-244.log"),
+    ("kernel_log", DATA / "platform/kernel-journal-memcg-limit-dpservice-74.log"),
+    ("k8s_kubectl", DATA / "platform/k8s-describe-pod-pending-gpu-limits-device-plugin-33.txt"),
+    ("k8s_kubectl", DATA / "platform/k8s-describe-last-state-oomkilled-gimlet-649.txt"),
+    ("otel_console", DATA / "traces/console/opentelemetry-bash-hello.txt"),
+    ("otel_console", DATA / "traces/sdk/console.txt"),
+    ("otel_debug", DATA / "traces/debug/apisix-docs.txt"),
+    ("otel_debug", DATA / "traces/debug/otel-io-python-2022.txt"),
 ]
 # documents: every number of each in turn, in EVERY copies (Prometheus' JSON cannot hold a bare NaN)
 EVERY = len(SWEEP_VALUES)
@@ -66,6 +82,15 @@ DOCS = [
     ("vllm_bench", LAB / "ladder/bench/ladder-c8.json"),
     ("vllm_bench", LAB / "ladder/bench/ladder-c64.json"),
     ("guidellm", DATA / "clients/guidellm-benchmarks.json"),
+    # a console table is one document: its cells swept in copies, each copy still a table (AIPerf's second
+    # excerpt, trtllm-11708, is no longer told once a cell is 'nan': a detection, not a stopped parse)
+    ("k8s_kubectl", DATA / "platform/k8s-get-pods-restarts-kubernetes-54491.txt"),
+    ("aiperf_console", DATA / "load-tests/aiperf/aiperf-535-rows-2025-12.log"),
+    ("otlp_json", DATA / "traces/sdk/otlp-vllm-a.jsonl"),
+    ("otlp_json", DATA / "traces/sdk/otlp-lab-client.jsonl"),
+    ("zipkin_json", DATA / "traces/sdk/zipkin-1.json"),
+    ("zipkin_json", DATA / "traces/zipkin/kafka-consumer-blog.txt"),
+    ("jaeger_json", DATA / "traces/jaeger/jaeger-ui_01.json"),
 ]
 
 

@@ -31,6 +31,7 @@ from . import (
     ladder,
     lifecycle,
     outcomes,
+    platform,
     tables,
 )
 from .context import Context, Slo
@@ -82,7 +83,12 @@ def _run(out: Path, options) -> dict:
     life = _in_range(
         lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
     )
+    facts = platform.load(
+        out, rng
+    )  # who killed it: the platform's kills become the deaths' causes (issue #40)
+    platform.attach(life, platform.kills(facts, inp.events))
     ctx = Context(inp, life, th, slo)
+    ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
     ctx.hist = from_histograms.load(out, rng, inp.stats)
@@ -400,6 +406,8 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
             kind = (
                 "a start-up failure, not a load regime"
                 if top["kind"] in ("startup", "crash")
+                else "what the platform's records show (no server time series places it in a load regime)"
+                if top["kind"] == "platform"
                 else "nothing that spikes or lasts over time"
             )
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test]
@@ -430,7 +438,7 @@ def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -
     head = _headline(main)
     if (
         top is not None
-        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors")
+        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
         and top["severity"] in ("critical", "high", "medium")
     ):
         # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
@@ -476,6 +484,10 @@ def _headline(e: dict) -> str:
         how = (
             "was killed silently (its log stops, a new server starts)"
             if c["kinds"] == ["silent"]
+            else "was killed by the kernel OOM killer"
+            if "kernel_oom" in c["kinds"]
+            else "was OOMKilled (its container's memory limit)"
+            if "oom_killed" in c["kinds"]
             else "died (" + ", ".join(c["kinds"]) + ")"
         )
         if c["at_startup"]:

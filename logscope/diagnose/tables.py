@@ -120,6 +120,7 @@ class Inputs:
     access_lines: int = 0  # how many access lines there are
     # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
     not_found: pl.DataFrame | None = None
+    load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
 
 
 def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
@@ -195,6 +196,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         rng,
         access_lines,
         not_found,
+        read(out, "load_tests"),
     )
 
 
