@@ -265,7 +265,13 @@ def odd_name(name: str, kind: str) -> str:
         "space": f" {stem} ",
         "unicode": f"{stem}-日本語",
         "tab": f"{stem}\t",
+        # issue #44's names, outside ODD_NAMES (so the seeded draws stay as they were): a hidden file, a log
+        # named as an image
+        "hidden": f".{stem}",
+        "image": f"{stem}",
     }[kind]
+    if kind == "image":
+        return odd + ".png"
     return odd + dot + ext
 
 
