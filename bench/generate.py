@@ -239,11 +239,19 @@ def generate_fleet(out: Path, size_mb: float, replicas: int = 64, gateways: int 
     }
 
 
-def generate_replicas(out: Path, replicas: int, lines: int = 150, lab: Path = LAB) -> dict:
-    """``replicas`` folders of one vLLM log each: the first ``lines`` lines of the templates' vLLM logs in turn (its
-    start-up, then its first requests and stats), times shifted by ``r % 60`` seconds so that the servers run at
-    once, as a fleet does, and the first 4 hex digits of every id naming the replica (up to 65,536). The shape
-    of a folder collected from hundreds of pods of a deployment (issue #44: 800 of them, 26 MB)."""
+def generate_replicas(
+    out: Path,
+    replicas: int,
+    lines: int = 150,
+    lab: Path = LAB,
+    templates: tuple[str, ...] = TEMPLATES,
+    spread_s: int = 60,
+) -> dict:
+    """``replicas`` folders of one vLLM log each: the first ``lines`` lines of the ``templates``' vLLM logs in turn
+    (its start-up, then its first requests and stats), times shifted by ``r % spread_s`` seconds so that the
+    servers run at once, as a fleet does, and the first 4 hex digits of every id naming the replica (up to
+    65,536). The shape of a folder collected from hundreds of pods of a deployment (issue #44: 800 of them,
+    26 MB); one template and ``spread_s`` 1, a deployment whose pods all started together."""
     out = Path(out)
     if out.exists():
         shutil.rmtree(out)
@@ -251,14 +259,14 @@ def generate_replicas(out: Path, replicas: int, lines: int = 150, lab: Path = LA
     assert replicas <= 65536, "ids name at most 65,536 replicas"
     heads = [
         pl.DataFrame({"line": (lab / t / "vllm-server.log").read_text(encoding="utf-8").split("\n")[:lines]})
-        for t in TEMPLATES
+        for t in templates
     ]
     written = lines_total = 0
     width = len(str(replicas - 1))
     for r in range(replicas):
         d = out / f"replica-{r:0{width}d}"
         d.mkdir()
-        s = _rewrite(heads[r % len(heads)], "vllm", r % 60, r, width=4)
+        s = _rewrite(heads[r % len(heads)], "vllm", r % spread_s, r, width=4)
         with open(d / "vllm-server.log", "w", encoding="utf-8") as h:
             written += _write(h, s)
         lines_total += s.len()
