@@ -91,6 +91,10 @@ DOCS = [
     ("zipkin_json", DATA / "traces/sdk/zipkin-1.json"),
     ("zipkin_json", DATA / "traces/zipkin/kafka-consumer-blog.txt"),
     ("jaeger_json", DATA / "traces/jaeger/jaeger-ui_01.json"),
+    ("nvidia_smi", DATA / "platform/nvidia-smi-rtx3090-club-3090-96.txt"),
+    ("nvidia_smi", DATA / "platform/nvidia-smi-rtx4090-rlinf-255.txt"),
+    ("k8s_events_doc", DATA / "platform/k8s-events-json-started-pachyderm-1372.json"),
+    ("k8s_events_doc", DATA / "platform/k8s-events-yaml-node-kubernetes-17899.yaml"),
 ]
 
 
