@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
+from .cliargs import USAGE  # the one bad-option code the library uses (cli.ExitCode.USAGE)
 from .errors import LogscopeError
 
 DEFAULTS = {"slo_ttft_s": 2.0, "slo_e2e_s": 20.0, "slo_success": 0.99}
-USAGE = 2  # the CLI's exit code for a bad option (cli.ExitCode.USAGE)
 # each field's option and what it takes: a latency is a positive number of seconds (a p95 of 0 s or less, or
 # an endless one, can never be the line a step is judged by), a success share lies in [0, 1]
 _OPTIONS = {
