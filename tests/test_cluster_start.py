@@ -52,6 +52,8 @@ def _analyze_killing(src: Path, out: Path, kills: int) -> tuple[subprocess.Compl
     def kill() -> None:
         while p.poll() is None and len(killed) < kills:
             for pid, cmd in _children(p.pid):
+                if len(killed) >= kills:  # two workers appear together: kill no more than asked
+                    break
                 if "spawn_main" in cmd and pid not in killed:  # a worker process (multiprocessing's spawn)
                     time.sleep(0.1)
                     try:
