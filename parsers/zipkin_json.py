@@ -98,7 +98,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
                 end_ns=us_to_ns(ts, dur or 0),
                 status=status,
                 status_message=tags.get("otel.status_description") or tags.get("error") or None,
-                attrs=list(tags.items()),
+                attrs=[(k, v, "string") for k, v in tags.items()],  # Zipkin tags are strings
                 events=[
                     (
                         _event_name(a.get("value")),
