@@ -19,7 +19,16 @@ from . import figures
 from .context import Context
 from .histograms import LATENCIES, ORIGIN_SOURCE, SOURCE, Histograms, load
 
-__all__ = ["load", "fill_step", "fill_episodes", "fill_lengths", "stated", "over", "undecided"]
+__all__ = [
+    "load",
+    "fill_step",
+    "fill_episodes",
+    "fill_lengths",
+    "stated",
+    "over",
+    "undecided",
+    "not_measured",
+]
 
 GATEWAY_TTFT_NOTE = (
     "the gateway's TTFT is its upstream header time, which vLLM sends before the first token "
@@ -68,6 +77,16 @@ def fill(fig: dict, sources: dict[str, str | None], measured: dict[str, dict]) -
             add[f"{f}_source"] = src
             if src == "gateway" and f == "ttft":
                 add["ttft_note"] = GATEWAY_TTFT_NOTE
+            if h is not None and h["p95"] is not None and src is not None:
+                # the engine's own figure beside the callers': two clocks, never one figure (their gap: clockgap)
+                add.update(
+                    {
+                        f"{f}_p95_engine": h["p95"],
+                        f"{f}_p95_engine_bucket": h["p95_bucket"],
+                        f"{f}_p95_engine_lo": h["p95_bucket_lo"],
+                        f"{f}_p95_engine_hi": h["p95_bucket_hi"],
+                    }
+                )
     for f in LATENCIES:
         if f in PER_REQUEST:
             continue
@@ -197,20 +216,21 @@ def over(fig: dict, f: str, limit: float) -> bool | None:
     return v > limit
 
 
+def not_measured(fig: dict) -> list[str]:
+    """The SLO figures a range has a value for that is not that figure: the gateway's TTFT (its upstream header
+    time, before the first token when streaming and after the last when not)."""
+    return ["ttft_p95"] if fig.get("ttft_p95") is not None and fig.get("ttft_source") == "gateway" else []
+
+
 def undecided(fig: dict, slo) -> list[str]:
     """The SLO figures of a range that its histogram cannot judge (the SLO lies inside the p95's bucket);
     their reason in ``fig['slo_undecided']``."""
     out, why = [], []
     for f, limit in (("ttft", slo.ttft_s), ("e2e", slo.e2e_s)):
-        if fig.get(f"{f}_p95") is not None and over(fig, f, limit) is None:
-            out.append(f"{f}_p95")
-            why.append(
-                f"{f}_p95: "
-                + (
-                    GATEWAY_TTFT_NOTE
-                    if fig.get(f"{f}_source") == "gateway"
-                    else f"the SLO {limit:g} s lies inside its histogram bucket {fig[f'{f}_p95_bucket']}"
-                )
-            )
+        if f"{f}_p95" in not_measured(fig) or fig.get(f"{f}_p95") is None or over(fig, f, limit) is not None:
+            continue
+        out.append(f"{f}_p95")
+        lo, hi = fig[f"{f}_p95_bucket_lo"], fig[f"{f}_p95_bucket_hi"]
+        why.append(f"{f}_p95 between {lo:g} and {hi:g} s (its histogram bucket holds the SLO {limit:g} s)")
     fig["slo_undecided"] = "; ".join(why) or None
     return out

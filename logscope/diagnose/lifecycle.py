@@ -142,7 +142,31 @@ def analyse(
         deaths += _silent(replica, start_rows, stops, deaths, a)
         cold += _cold(replica, start_rows, busy_ts, req, th)
     deaths.sort(key=lambda d: (d.ts, d.replica))
+    shutdowns = _after_death(shutdowns, deaths, th.merge_gap_s)
     return Lifecycle(starts, deaths, shutdowns, noise, cold)
+
+
+def _after_death(shutdowns: list[dict], deaths: list[Death], gap_s: float) -> list[dict]:
+    """The stops that are no graceful shutdown: an API server shutting down within ``gap_s`` after its engine
+    died (vLLM's 'Shutting down FastAPI HTTP server' after an EngineDeadError) is that death's end, said in its
+    notes, not a stop of its own."""
+    out = []
+    for s in shutdowns:
+        d = next(
+            (
+                d
+                for d in deaths
+                if d.replica == s["replica"]
+                and "silent" not in d.kinds
+                and 0 <= (s["ts"] - d.ts).total_seconds() <= gap_s
+            ),
+            None,
+        )
+        if d is None:
+            out.append(s)
+        else:
+            d.notes.append(f"the API server shut down at {clock.hms(s['ts'])}, after the death")
+    return out
 
 
 def _busy_in(busy: list[int], lo: datetime | None, hi: datetime, closed: str) -> int:
@@ -176,20 +200,32 @@ def _starts(markers: pl.DataFrame, busy: list[int]) -> list[dict]:
 
 
 def _in_shutdown(dead: pl.DataFrame, stops: pl.DataFrame, grace: float) -> pl.Series:
+    """Death records logged inside a graceful shutdown (at most ``grace`` after a stop that came BEFORE them):
+    the harmless traceback of the stop. Order is (time, line): vLLM stamps whole seconds, and an EngineDeadError
+    followed in the same second by 'Shutting down FastAPI HTTP server' (the API server stopping because its
+    engine died) is a death, not the stop's noise."""
     if dead.height == 0:
         return pl.Series([], dtype=pl.Boolean)
     if stops.height == 0:
         return pl.Series([False] * dead.height)
-    j = (
-        dead.select("ts", "seq")
-        .sort("ts")
-        .join_asof(
-            stops.select(pl.col("ts").alias("stop_ts"), pl.col("ts")).sort("ts"), on="ts", strategy="backward"
-        )
+    marks = pl.concat(
+        [
+            dead.select(
+                "ts",
+                "seq",
+                pl.int_range(pl.len()).alias("_i"),
+                pl.lit(None, dead.schema["ts"]).alias("_stop"),
+            ),
+            stops.select("ts", "seq", pl.lit(None, pl.Int64).alias("_i"), pl.col("ts").alias("_stop")),
+        ],
+        how="vertical_relaxed",
+    ).sort(["ts", "seq", "_i"], nulls_last=True)  # a stop on the same line as a death comes after it
+    marks = marks.with_columns(pl.col("_stop").forward_fill().alias("_last_stop")).filter(
+        pl.col("_i").is_not_null()
     )
-    inside = ((j["ts"] - j["stop_ts"]).dt.total_seconds() <= grace).fill_null(False)
-    # join_asof sorted by ts; dead was sorted by (ts, seq) already, so the order matches
-    return inside
+    inside = ((marks["ts"] - marks["_last_stop"]).dt.total_seconds() <= grace).fill_null(False)
+    # back in ``dead``'s order (sorted by (ts, seq) already)
+    return inside.gather(marks["_i"].arg_sort())
 
 
 def _next_start(start_rows: list[dict], t: datetime) -> dict | None:

@@ -43,6 +43,7 @@ def build(ld: Loaded, options: Any) -> dict:
             "command_line": getattr(options, "command_line", "") or None,
         },
         "verdict": verdict(ld),
+        "claims": claims(ld),
         "inputs": inputs(ld),
         "span": span(ld),
         "assumptions": assumptions(ld, options),
@@ -111,6 +112,13 @@ def verdict(ld: Loaded) -> list[str]:
         f"{files.height} input file(s) were read: {parsed:,} of {total:,} lines recognised.",
         "The tables below show what could be computed; the appendix lists the inputs.",
     ]
+
+
+def claims(ld: Loaded) -> list[dict]:
+    """The claims of diagnosis.json (diagnose/claims.py): each verdict, class, SLO status, cancellation and
+    'nothing alarming' with its state, sentence, the facts it rests on (source, clock) and what was missing."""
+    got = ld.doc("diagnosis").get("claims")
+    return [clean(c) for c in got if isinstance(c, dict)] if isinstance(got, list) else []
 
 
 def inputs(ld: Loaded) -> dict:
@@ -216,6 +224,7 @@ def episodes(ld: Loaded) -> list[dict]:
                 "evidence": r.get("reason") or r.get("evidence"),
                 "metrics": {k: num(r.get(k)) for k in EPISODE_METRICS if r.get(k) is not None},
                 "latency_sources": {k: r[k] for k in EPISODE_SOURCES if r.get(k) is not None},
+                "claim": r.get("claim_id"),
             }
         )
     return sorted(out, key=lambda e: (e["start"] or "", str(e["id"])))
@@ -239,6 +248,7 @@ def findings(ld: Loaded) -> list[dict]:
             "end": iso(r.get("end")),
             "failed_requests": r.get("failed_requests"),
             "slowed_requests": r.get("slowed_requests"),
+            "claim": r.get("claim_id"),
         }
         for r in rows
     ]
@@ -283,7 +293,7 @@ def retries(ld: Loaded) -> dict:
     below = _dict(traffic.get("amplification_below_1"))
     out["amplification_note"] = below.get("text") if (out.get("amplification") or 1) < 1 else None
     out["cancellation_propagated"] = (
-        None if not canc or canc.get("verdict") is None else canc["verdict"] == "propagated"
+        None if not canc or canc.get("verdict") in (None, "not observed") else canc["verdict"] == "propagated"
     )
     return out
 
@@ -354,6 +364,7 @@ def ladder(ld: Loaded) -> dict | None:
         "broke_first_at_next_step": clean(dl.get("broke_first_at_next_step")),
         "unknown_at_next_step": clean(dl.get("unknown_at_next_step")),
         "unknown_steps": clean(dl.get("unknown_steps")) or [],
+        "cold_set_aside": clean(dl.get("cold_set_aside")) or [],
         "pressure_from_step": clean(dl.get("pressure_from_step")),
         "slo": clean(dl.get("slo")),
         "source": dl.get("source"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ... import clock
+from ..records import Finding
 
 
 def _t(ts: datetime | None) -> str:
@@ -32,19 +33,23 @@ def _f(
     start=None,
     end=None,
     kind: str = "other",
-) -> dict:
-    return {
-        "severity": severity,
-        "title": title,
-        "symptom": symptom,
-        "evidence": evidence,
-        "cause": cause,
-        "next_test": next_test,
-        "episode_id": ep["episode_id"] if ep else None,
-        "start": ep["start"] if ep else start,
-        "end": ep["end"] if ep else end,
-        "kind": kind,
-    }
+    claim: str | None = None,
+) -> Finding:
+    """A finding (``records.Finding``); an episode's states that episode's class claim unless ``claim`` names
+    another."""
+    return Finding(
+        severity=severity,
+        title=title,
+        symptom=symptom,
+        evidence=evidence,
+        cause=cause,
+        next_test=next_test,
+        kind=kind,
+        episode_id=ep["episode_id"] if ep else None,
+        start=ep["start"] if ep else start,
+        end=ep["end"] if ep else end,
+        claim_id=claim or (ep.get("claim_id") if ep else None),
+    )
 
 
 def _stands_for(
