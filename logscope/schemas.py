@@ -483,6 +483,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         ),
         "e2e_source": (S, "where e2e_p95 comes from (as ttft_source)"),
         "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when it comes from the histogram"),
+        "ttft_clock": (
+            S,
+            "the clock ttft_p95 was measured on: client | gateway | engine | spans (' + ' when several)",
+        ),
+        "e2e_clock": (S, "the clock e2e_p95 was measured on (as ttft_clock)"),
         "success_share": (F, "share of logical requests ending ok during"),
         "reason": (S, "why this class: the evidence that decided it"),
         "claim_id": (S, "the claim of its class in diagnosis.json's claims ('episode.E1')"),

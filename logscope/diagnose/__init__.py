@@ -328,6 +328,7 @@ def _cold(ctx: Context) -> dict:
     ranges = [(c["start"], c["end"]) for c in ctx.life.cold]
     figs = figures.requests_many(ctx.by_time(req, "ts_start"), ranges)
     states = figures.server_state_many(ctx.by_time(ctx.server), ranges)
+    srcs = from_histograms.sources_many(ctx.by_time(req, "ts_start"), ranges)
     wins = [
         {
             **c,
@@ -336,11 +337,14 @@ def _cold(ctx: Context) -> dict:
             "ttft_p95": f["ttft_p95"],
             "e2e_p50": f["e2e_p50"],
             "e2e_p95": f["e2e_p95"],
+            # the clock each latency was measured on (the requests' layers)
+            "ttft_clock": claims.clock_of(src.get("ttft")) if f["ttft_p95"] is not None else None,
+            "e2e_clock": claims.clock_of(src.get("e2e")) if f["e2e_p95"] is not None else None,
             "success_share": f["success_share"],
             "running_max": st["running_max"],
             "kv_max": st["kv_max"],
         }
-        for c, f, st in zip(ctx.life.cold, figs, states, strict=True)
+        for c, f, st, src in zip(ctx.life.cold, figs, states, srcs, strict=True)
     ]
     return {
         "seconds": ctx.th.cold_start_s,
@@ -358,9 +362,24 @@ def _cold(ctx: Context) -> dict:
         "warm": None
         if warm is None
         else {
-            k: warm[k] for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "success_share")
+            **{
+                k: warm[k]
+                for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "success_share")
+            },
+            **_clocks(ctx, warm),
         },
         "rule": "cold = cold_start_s after the first request following each server start (readiness when logged)",
+    }
+
+
+def _clocks(ctx: Context, warm: dict) -> dict:
+    """The clocks of the warm figures (every request but the cold windows')."""
+    req = ctx.inputs.requests
+    keep = req.filter(figures.outside("ts_start", ctx.cold)) if ctx.cold and req.height else req
+    src = {f: from_histograms.request_source(keep, c) for f, c in from_histograms.PER_REQUEST.items()}
+    return {
+        f"{f}_clock": claims.clock_of(src[f]) if warm.get(f"{f}_p95") is not None else None
+        for f in ("ttft", "e2e")
     }
 
 

@@ -113,6 +113,15 @@ def latency(name: str, value: float | None, source: str | None, unit: str = "s")
     return Fact(name, value, " + ".join(parts) or None, " + ".join(clocks) if ok else None, unit)
 
 
+def clock_of(source: str | None) -> str | None:
+    """The clock(s) a figure of these sources was measured on ('client', 'engine', 'client + gateway'), from its
+    source as the figures name it ('client + gateway', 'metrics histogram', 'server log')."""
+    if not source:
+        return None
+    got = {SOURCE_CLOCK.get(NAMED_SOURCE.get(s.strip(), s.strip())) for s in source.split("+")}
+    return " + ".join(sorted(c for c in got if c)) or None
+
+
 def clock_named(clock: str | None) -> bool:
     """A clock of CLOCKS, or several joined by ' + '."""
     return bool(clock) and all(c in CLOCKS for c in str(clock).split(" + "))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import figures
+from .claims import clock_of
 from .context import Context
 from .histograms import LATENCIES, ORIGIN_SOURCE, SOURCE, Histograms, load
 
@@ -128,13 +129,14 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
     req = ctx.by_time(ctx.inputs.requests, "ts_start")
     during = [(e["start"], e["end"]) for e in eps]
     before = [(e["details"]["baseline_window"]["start"], e["details"]["baseline_window"]["end"]) for e in eps]
-    sources = _sources_many(req, during)
+    sources = sources_many(req, during)
     for e, rng_d, rng_b, src in zip(eps, during, before, sources, strict=True):
         ok, rep = hist.replica_for(e["replica"]) if hist is not None else (False, None)
         m_d = hist.measure_all(*rng_d, rep) if ok else {}
         m_b = hist.measure_all(*rng_b, rep) if ok and rng_b[0] is not None else {}
         add = fill(e, src, m_d)
         e.update(add)
+        e["ttft_clock"], e["e2e_clock"] = clock_of(e.get("ttft_source")), clock_of(e.get("e2e_source"))
         # the sources, buckets and notes beside the episode's figures (the episodes table keeps a few)
         e["details"]["latency"] = {
             k: v for k, v in add.items() if v is not None and not k.endswith(("_p50", "_p95", "_mean"))
@@ -156,7 +158,7 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
             }
 
 
-def _sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
+def sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
     rows = figures.gather(req, "ts_start", ranges) if "origin" in req.columns else None
     if rows is None:
         return [

@@ -29,7 +29,7 @@ import polars as pl
 
 from .. import clock
 from . import figures, from_histograms
-from .claims import NAMED_SOURCE, SOURCE_CLOCK, Claim, Fact, facts, latency
+from .claims import Claim, Fact, clock_of, facts, latency
 from .context import Context
 
 
@@ -239,14 +239,6 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
 # the step figures the SLO is judged on (each step's TTFT, e2e and success); a step missing one is 'unknown'
 SLO_FIGURES = ("ttft_p95", "e2e_p95", "success_share")
 OPEN = ("unknown", "undecided")  # a step the SLO could not be judged on
-
-
-def clock_of(source: str | None) -> str | None:
-    """The clock(s) a figure of these sources was measured on ('client', 'engine', 'client + gateway')."""
-    if not source:
-        return None
-    got = {SOURCE_CLOCK.get(NAMED_SOURCE.get(s.strip(), s.strip())) for s in source.split("+")}
-    return " + ".join(sorted(c for c in got if c)) or None
 
 
 def _cold_why(ctx: Context, cold: list[tuple]) -> str:

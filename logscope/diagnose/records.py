@@ -105,6 +105,8 @@ class Episode(_Mapping):
     e2e_source: str | None = None
     e2e_p95_bucket: str | None = None
     success_share: float | None = None
+    ttft_clock: str | None = None
+    e2e_clock: str | None = None
     episode_id: str | None = None
     reason: str = ""
     why: str = ""

@@ -104,8 +104,8 @@ def read(
 class Inputs:
     stats: pl.DataFrame
     events: pl.DataFrame  # server events but the access lines
-    # vLLM's uvicorn access lines (ACCESS_COLUMNS); with correlated windows only their distinct ts, ts_inferred
-    # and replica (a million lines are a few hundred thousand seconds)
+    # vLLM's uvicorn access lines (ACCESS_COLUMNS); with correlated windows only their distinct ts, ts_inferred,
+    # replica and status (a million lines are a few hundred thousand seconds)
     access: pl.DataFrame
     server_requests: pl.DataFrame  # COLUMNS["server_requests"]
     requests: pl.DataFrame  # one row per logical request, from the best layer present
@@ -144,9 +144,9 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         else 0
     )
     if correlated:  # only when and where the server logged is read of them: one row per replica and second
-        access = read(out, "server_events", ("ts", "ts_inferred", "replica"), is_access, rng).unique(
-            maintain_order=True
-        )
+        access = read(
+            out, "server_events", ("ts", "ts_inferred", "replica", "http_status"), is_access, rng
+        ).unique(maintain_order=True)
     else:  # the windows are built from them
         access = read(out, "server_events", ACCESS_COLUMNS, is_access, rng)
     not_found = read(

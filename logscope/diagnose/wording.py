@@ -26,6 +26,8 @@ def n(x: float | int | None, nd: int = 2) -> str:
         return "?"
     if isinstance(x, bool):
         return str(x).lower()
+    if not isinstance(x, int | float):
+        return str(x)
     if float(x).is_integer():
         return f"{int(x):,}"
     return f"{x:.{nd}f}".rstrip("0").rstrip(".")
@@ -114,7 +116,9 @@ def _calm(c: Claim) -> str:
     if c.state == "nothing alarming":
         served = f"{n(v('served'))} request(s) served"
         return f"nothing alarming: {served}, no preemption, crash, queue or error episode"
-    return "nothing alarming cannot be said: " + "; ".join(c.missing)
+    return "nothing alarming cannot be said: the folder holds no " + "; ".join(
+        m.removeprefix("a ").removeprefix("an ") for m in c.missing
+    )
 
 
 def _clock_gap(c: Claim) -> str:
@@ -171,6 +175,14 @@ def _upstream_down(c: Claim) -> str:
     )
 
 
+def _failed_requests(c: Claim) -> str:
+    v = c.value
+    return (
+        f"{n(v('failed'))} of {n(v('requests'))} requests failed ({v('statuses')}): success "
+        f"{v('success_share'):.1%} below the SLO's {c.thresholds.get('slo_success', 0):.1%}"
+    )
+
+
 def _verdict(c: Claim) -> str:
     return c.sentence  # the verdict's lines are written with its episodes (verdict.lines)
 
@@ -190,6 +202,7 @@ RENDER: dict[str, Callable[[Claim], str]] = {
     "kv_fit": _kv_fit,
     "retries_reach": _retries_reach,
     "upstream_down": _upstream_down,
+    "failed_requests": _failed_requests,
     "verdict": _verdict,
 }
 

@@ -23,7 +23,9 @@ EPISODE_METRICS = (
     "ttft_p95", "e2e_p95", "success_share", "share_of_span",
 )  # fmt: skip
 # where the episode's latency figures come from, and a histogram p95's bucket
-EPISODE_SOURCES = ("ttft_source", "ttft_p95_bucket", "e2e_source", "e2e_p95_bucket")
+EPISODE_SOURCES = (
+    "ttft_source", "ttft_clock", "ttft_p95_bucket", "e2e_source", "e2e_clock", "e2e_p95_bucket",
+)  # fmt: skip
 RETRY_KEYS = (
     "logical_requests", "client_attempts", "client_retries", "gateway_requests", "gateway_attempts",
     "gateway_retries", "server_requests", "server_aborts", "amplification", "orphaned_requests",

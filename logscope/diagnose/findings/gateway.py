@@ -83,10 +83,27 @@ def _gateway_down(ctx: Context, reg: Registry) -> list[Finding]:
     ]
 
 
+def _from_gateway(ga: pl.DataFrame) -> pl.DataFrame:
+    """The gateway's requests (first attempts) as outcomes, when no request table was correlated: its answer's
+    status is what the caller got (5xx and 4xx failed), its span the request's."""
+    if not ga.height or "status" not in ga.columns:
+        return pl.DataFrame()
+    first = ga.filter(pl.col("attempt").fill_null(1) == 1)
+    return first.select(
+        "ts_start",
+        "ts_end",
+        "status",
+        pl.when(pl.col("status") < 400).then(pl.lit("ok")).otherwise(pl.lit("error")).alias("outcome"),
+        (pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds().truediv(1e6).alias("e2e_s"),
+    )
+
+
 def _failed(ctx: Context, reg: Registry) -> list[Finding]:
     """Requests that failed with no episode of errors to hold them: too few for an episode (a lone 504 after
     60 s), yet the success share is below the SLO's, so 'nothing alarming' cannot be said."""
     req = ctx.inputs.requests
+    if not req.height or "outcome" not in req.columns:
+        req = _from_gateway(ctx.inputs.gateway)
     if not req.height or "outcome" not in req.columns:
         return []
     failed = req.filter(pl.col("outcome").is_in(["error", "timeout"]))
@@ -116,7 +133,7 @@ def _failed(ctx: Context, reg: Registry) -> list[Finding]:
             {"slo_success": ctx.slo.success},
         )
     )
-    after = f", after up to {e2e.max():.1f} s" if e2e.len() else ""
+    after = f", after up to {e2e.max():.3g} s" if e2e.len() else ""
     return [
         _f(
             "medium",
