@@ -123,6 +123,27 @@ def test_every_latency_names_its_clock(runs, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_no_length_beyond_what_was_asked(runs, name):
+    """No output-token quantile above the largest max_tokens the requests asked for (a histogram's interpolation
+    inside a bucket is held to it, #37 item 6)."""
+    import polars as pl
+
+    r = _read(runs, name)
+    if r is None or not (r.out / "requests.parquet").exists():
+        return
+    req = pl.read_parquet(r.out / "requests.parquet", columns=["max_tokens"])
+    cap = req["max_tokens"].max()
+    ol = (r.summary["output_lengths"] or {}).get("overall") or {}
+    # (exact per-request figures win over histograms: they are what they are)
+    if (
+        cap is not None
+        and ol.get("output_tokens_p50") is not None
+        and ol.get("source") == "metrics histogram"
+    ):
+        assert ol["output_tokens_p50"] <= cap, (ol, cap)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_output_says_the_same_verdict(runs, name):
     r = _read(runs, name)
     if r is None:

@@ -194,6 +194,38 @@ def fill_lengths(ctx: Context, overall: dict) -> dict:
         key = LENGTHS[f]
         if got.get(key) is None and m.get(f) is not None:
             got[key] = m[f]["mean"]
+    req = ctx.inputs.requests
+    cap = req["max_tokens"].max() if req.height and "max_tokens" in req.columns else None
+    return bounded(got, out, None if cap is None else float(cap))
+
+
+def bounded(got: dict, out: dict, cap: float | None) -> dict:
+    """The histogram's output-token quantiles held to what the folder states: no request generates more than its
+    max_tokens, so a quantile interpolated above the largest max_tokens (``cap``, the requests' own) is cut to
+    it, given as its bucket's range below the cap; when the exact mean (``_sum / _count``) equals the cap, every
+    request generated exactly the cap, and the quantiles are that value, exact."""
+    if cap is None or out.get("mean") is None:
+        return got
+    if abs(out["mean"] - cap) <= 1e-9 * max(cap, 1.0):
+        return {
+            **got,
+            "output_tokens_p50": cap,
+            "output_tokens_p50_bucket": None,
+            "output_tokens_p95_bucket": None,
+            "output_tokens_bound": (
+                f"each of the {out['n']:g} requests the histogram counts generated exactly {cap:g} tokens: its "
+                "exact mean equals the largest max_tokens any request asked for"
+            ),
+        }
+    for q in ("p50", "p95"):
+        lo = out.get(f"{q}_bucket_lo")
+        if out.get(q) is not None and out[q] > cap and lo is not None:
+            got[f"output_tokens_{q}"] = None
+            got[f"output_tokens_{q}_bucket"] = (
+                f"{max(lo, 0):g}–{cap:g} tokens (histogram bucket {out[f'{q}_bucket']}, no request asked for "
+                f"more than {cap:g})"
+            )
+            got["output_tokens_bound"] = f"max_tokens at most {cap:g} (the requests' own)"
     return got
 
 

@@ -104,8 +104,8 @@ def read(
 class Inputs:
     stats: pl.DataFrame
     events: pl.DataFrame  # server events but the access lines
-    # vLLM's uvicorn access lines (ACCESS_COLUMNS); with correlated windows only their distinct ts, ts_inferred,
-    # replica and status (a million lines are a few hundred thousand seconds)
+    # vLLM's uvicorn access lines (ACCESS_COLUMNS); with correlated windows only their distinct ts, ts_inferred
+    # and replica (a million lines are a few hundred thousand seconds)
     access: pl.DataFrame
     server_requests: pl.DataFrame  # COLUMNS["server_requests"]
     requests: pl.DataFrame  # one row per logical request, from the best layer present
@@ -120,6 +120,7 @@ class Inputs:
     access_lines: int = 0  # how many access lines there are
     # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
     not_found: pl.DataFrame | None = None
+    access_served: int = 0  # access lines of a POST answered 2xx (generations served)
 
 
 def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
@@ -138,15 +139,23 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     win = read(out, "windows", rng=rng).filter(pl.col("ts").is_not_null())
     correlated = bool(win.height and win["window_s"].drop_nulls().len())
     is_access = pl.col("kind") == ACCESS
-    access_lines = int(
-        scope.scan(out, "server_events", rng).filter(is_access).select(pl.len()).collect().item()
+    access_lines, access_served = (
+        scope.scan(out, "server_events", rng)
+        .filter(is_access)
+        .select(
+            pl.len(),
+            # a POST answered 2xx: a generation served (not a GET of /v1/models or /health)
+            ((pl.col("http_method") == "POST") & pl.col("http_status").is_between(200, 299)).sum(),
+        )
+        .collect()
+        .row(0)
         if (out / "server_events.parquet").exists()
-        else 0
+        else (0, 0)
     )
     if correlated:  # only when and where the server logged is read of them: one row per replica and second
-        access = read(
-            out, "server_events", ("ts", "ts_inferred", "replica", "http_status"), is_access, rng
-        ).unique(maintain_order=True)
+        access = read(out, "server_events", ("ts", "ts_inferred", "replica"), is_access, rng).unique(
+            maintain_order=True
+        )
     else:  # the windows are built from them
         access = read(out, "server_events", ACCESS_COLUMNS, is_access, rng)
     not_found = read(
@@ -195,6 +204,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         rng,
         access_lines,
         not_found,
+        int(access_served or 0),
     )
 
 

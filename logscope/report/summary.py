@@ -241,6 +241,7 @@ def findings(ld: Loaded) -> list[dict]:
             "rank": r.get("rank"),
             "severity": r.get("severity"),
             "title": r.get("title"),
+            "kind": r.get("kind"),
             "symptom": r.get("symptom"),
             "evidence": r.get("evidence"),
             "cause": r.get("cause"),

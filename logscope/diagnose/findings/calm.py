@@ -23,13 +23,8 @@ def _served(ctx: Context) -> tuple[int | None, str | None, int]:
         done = int(sr["finished_ts"].is_not_null().sum())
         if done:
             return done, "engine_log", samples
-    acc = ctx.inputs.access
-    if (
-        acc.height and "http_status" in acc.columns
-    ):  # vLLM's own access lines: answered 2xx (at least as many)
-        done = int(acc["http_status"].is_between(200, 299).sum())
-        if done:
-            return done, "engine_log", samples
+    if ctx.inputs.access_served:  # vLLM's own access lines: a POST answered 2xx (not a GET of /v1/models)
+        return ctx.inputs.access_served, "engine_log", samples
     ga = ctx.inputs.gateway
     if ga.height and "status" in ga.columns:  # the gateway's answers, its own lines apart
         first = ga.filter((pl.col("attempt").fill_null(1) == 1) & pl.col("status").is_between(200, 299))

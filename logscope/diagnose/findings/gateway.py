@@ -31,7 +31,10 @@ def _gateway_down(ctx: Context, reg: Registry) -> list[Finding]:
     by = dict(ge.group_by("kind").len().iter_rows())
     no_live, refused, timed = (int(by.get(k, 0)) for k in DOWN)
     ups = sorted(u for u in ge["upstream"].cast(pl.String).drop_nulls().unique().to_list() if u)
-    lo, hi = ge["ts"].min(), ge["ts"].max()
+    # from when: the requests that failed ('no live upstreams'), else every refused or timed-out attempt (a dead
+    # member of the group refuses all along; the outage is when no member was left)
+    down = ge.filter(pl.col("kind") == "no_live_upstreams") if no_live else ge
+    lo, hi = down["ts"].min(), down["ts"].max()
     c = reg.add(
         Claim(
             "gateway.upstream_down",
@@ -52,10 +55,13 @@ def _gateway_down(ctx: Context, reg: Registry) -> list[Finding]:
     parts = []
     if no_live:
         parts.append(f"{no_live:,} request(s) found no live upstream (nginx answers them 502)")
-    if refused:
-        parts.append(f"{refused:,} connection attempt(s) refused (connect() failed)")
-    if timed:
-        parts.append(f"{timed:,} attempt(s) timed out waiting for the upstream")
+    for kind, what in (
+        ("connect_failed", "connection attempt(s) refused (connect() failed)"),
+        ("upstream_timeout", "attempt(s) timed out waiting for the upstream"),
+    ):
+        k = ge.filter(pl.col("kind") == kind)
+        if k.height:
+            parts.append(f"{k.height:,} {what} {clock.hms_range(k['ts'].min(), k['ts'].max())}")
     down = no_live or timed
     title = (
         f"Upstream down from {clock.hms(lo)}: {no_live:,} request(s) failed with no live upstream"
