@@ -583,10 +583,13 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "decode_p95_bucket": (S, "the histogram bucket decode_p95 lies in"),
         "slo_undecided": (
             S,
-            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket "
-            "(the step is then 'unknown' unless another figure missed)",
+            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket, given as "
+            "'ttft_p95 between 1 and 2.5 s' (the step is then 'undecided' unless another figure missed)",
         ),
-        "meets_slo": (B, "every SLO figure measured and met (null: unknown, a figure could not be measured)"),
+        "meets_slo": (
+            B,
+            "every SLO figure measured and met (null: unknown or undecided, a figure could not be measured or judged)",
+        ),
         "slo_status": (
             S,
             "met | missed | undecided (a histogram bucket holds the SLO: between its bounds) | unknown (a figure "

@@ -123,17 +123,28 @@ def test_item3_engine_clock_only_is_said(run):
     )
 
 
-def test_item3_two_clocks_give_their_gap_per_step(run):
-    """v0-ladder with its client: each step's TTFT on the callers' clock and vLLM's histogram beside it, their
-    gap a claim of its own (no large gap here: the client's 1.59 s at c=16 lies in the engine's 1-2.5 s)."""
-    _, s, _, claims = run(LAB / "v0-ladder")
+@pytest.mark.parametrize("name", ["v0-ladder", "seqs-8"])
+def test_item3_two_clocks_give_their_gap_per_step(run, name):
+    """v0-ladder with its client, and the --max-num-seqs 8 ladder with vllm bench's per-request results: each
+    step's TTFT on the callers' clock and vLLM's histogram beside it, their gap a claim of its own where 10 or more
+    requests of one attempt give the callers' p95 (no large gap in either: the lab's truth for seqs-8, callers
+    1.19 s and engine 0.94 s at c=8, ratios 0.6-1.5 from c=8 up)."""
+    _, s, _, claims = run(LAB / name)
     steps = s["ladder"]["steps"]
-    assert [st["ttft_clock"] for st in steps] == ["client"] * 4
+    assert {st["ttft_clock"] for st in steps} == {"client"}
+    judged = 0
     for st in steps:
-        g = claims[f"ladder.step.{st['step']}.ttft".replace("ladder.step", "clock_gap.ladder.step")]
-        assert fact(g, "callers_p95")["clock"] == "client" and fact(g, "engine_p95_hi")["clock"] == "engine"
+        g = claims.get(f"clock_gap.ladder.step.{st['step']}.ttft")
+        if st.get("ttft_p95_engine_bucket") is None:
+            continue
+        assert fact(g, "engine_p95_hi")["clock"] == "engine"
         assert st["ttft_p95_engine_bucket"] == value(g, "engine_p95_bucket")
-        assert g["state"] == "small gap"
+        if g["state"] == "unknown":  # too few requests of one attempt in the step for a p95
+            assert value(g, "requests") < 10 and g["missing"]
+            continue
+        judged += 1
+        assert fact(g, "callers_p95")["clock"] == "client" and g["state"] == "small gap"
+    assert judged >= 4
     assert not [f for f in s["findings"] if "in front of the engine" in f["title"]]
 
 

@@ -106,7 +106,9 @@ def _run(out: Path, options) -> dict:
         reg.add(c)
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     traffic = _traffic(inp, _multiplication(out))
-    traffic["cancellation"] = cancellation.analyse(_correlation_orphans(out), th, ctx.gateway_conf)
+    traffic["cancellation"] = cancellation.analyse(
+        _correlation_orphans(out), th, gateway_config.read(out, cancellation.left_span(inp.requests))
+    )
     canc = cancellation.claim(traffic["cancellation"])
     if canc is not None:
         reg.add(canc)

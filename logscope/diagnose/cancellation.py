@@ -18,6 +18,8 @@ decided here (``_state``):
 
 from __future__ import annotations
 
+import polars as pl
+
 from .claims import Claim, Fact
 from .thresholds import Thresholds
 
@@ -59,6 +61,19 @@ def analyse(orphans: dict | None, th: Thresholds, conf: dict | None = None) -> d
     }
     out["verdict"] = _state(out, th)
     return out
+
+
+def left_span(req: pl.DataFrame) -> tuple | None:
+    """When callers were leaving: the first start to the last end of the requests that ended in a timeout or were
+    in flight when their client stopped (the listeners of that time are the ones whose setting decides)."""
+    if not req.height or "outcome" not in req.columns:
+        return None
+    left = req.filter(pl.col("outcome").is_in(["timeout", "unfinished"]))
+    if not left.height:
+        return None
+    end = pl.col("ts_end").fill_null(pl.col("ts_start")) if "ts_end" in left.columns else pl.col("ts_start")
+    lo, hi = left.select(pl.col("ts_start").min(), end.max()).row(0)
+    return (lo, hi) if lo is not None and hi is not None else None
 
 
 def setting(conf: dict | None) -> dict | None:

@@ -72,7 +72,7 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
         large = gap is not None and gap >= th.clock_gap_min_s and callers >= th.clock_gap_ratio * hi
         missing = (
             [
-                f"the callers' {name} of requests with one attempt ({n} in {where}, fewer than {MIN_REQUESTS}: a "
+                f"a callers' {name} p95 over {MIN_REQUESTS} or more requests of one attempt ({where} has {n}; a "
                 "retried request's latency holds its failed attempts, which the engine timed apart)"
             ]
             if gap is None

@@ -36,18 +36,27 @@ from .context import Context
 def steps(ctx: Context) -> tuple[list[dict], str]:
     ph = ctx.inputs.phases.filter(pl.col("value").is_not_null()).sort(["ts_start", "source", "phase"])
     if ph.height:
-        rows = [
-            {
-                "label": r["phase"],
-                "value": float(r["value"]),
-                "mode": r["mode"] or "concurrency",
-                "start": r["ts_start"],
-                "end": r["ts_end"],
-                "source": r["source"],
-            }
-            for r in ph.iter_rows(named=True)
-        ]
-        return _climb(rows, ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "client_phases"
+        # a ladder is one client's climb in one mode: another client's phases (a calm run of an hour before, at a
+        # rate) are no step of it. Of the clients' climbs, the one with most steps (the first of equals)
+        best: list[dict] = []
+        # (one client's steps may come one file each: vllm bench serve's result per concurrency)
+        for (_, _), part in ph.group_by("client", "mode", maintain_order=True):
+            rows = [
+                {
+                    "label": r["phase"],
+                    "value": float(r["value"]),
+                    "mode": r["mode"] or "concurrency",
+                    "start": r["ts_start"],
+                    "end": r["ts_end"],
+                    "source": r["source"],
+                    "client": r["client"],
+                }
+                for r in part.iter_rows(named=True)
+            ]
+            got = _climb(rows, ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s)
+            if len(got) > len(best):
+                best = got
+        return best, "client_phases"
     return _climb(_inflight_steps(ctx), ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "inflight"
 
 
@@ -167,8 +176,12 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     lo, hi = s["start"], s["end"]
     cold = [(a, b) for a, b in ctx.cold if a <= hi and b >= lo]
     req = ctx.inputs.requests
-    if s["label"] is not None and req.height and (req["phase"] == s["label"]).any():
-        req = req.filter(pl.col("phase") == s["label"])
+    # the step's phase label, sent while the step lasted: another client's phase of the same label (a calm run
+    # an hour before, also phase '0') is no request of this step
+    slack = timedelta(seconds=STEP_SLACK_S)
+    mine = (pl.col("phase") == s["label"]) & pl.col("ts_start").is_between(lo - slack, hi + slack)
+    if s["label"] is not None and req.height and req.select(mine.any()).item():
+        req = req.filter(mine)
         lo_r, hi_r = req["ts_start"].min(), req["ts_start"].max()
     else:
         lo_r, hi_r = lo, hi
@@ -239,6 +252,9 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
 # the step figures the SLO is judged on (each step's TTFT, e2e and success); a step missing one is 'unknown'
 SLO_FIGURES = ("ttft_p95", "e2e_p95", "success_share")
 OPEN = ("unknown", "undecided")  # a step the SLO could not be judged on
+STEP_SLACK_S = (
+    2.0  # a step's requests may be stamped this far outside its phase (the client's and the logs' clocks)
+)
 
 
 def _cold_why(ctx: Context, cold: list[tuple]) -> str:
