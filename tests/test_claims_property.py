@@ -79,7 +79,7 @@ def test_no_claim_without_its_evidence(runs, name):
     for c in s["claims"]:
         assert c["sentence"], c["id"]
     for f in s["findings"]:  # every finding's title states a claim that exists
-        assert f["claim"] is None or f["claim"] in got, (f["title"], f["claim"])
+        assert f["claim"] in got, (f["title"], f["claim"])
     for e in s["episodes"]:
         assert e["claim"] in got and got[e["claim"]]["kind"] == "episode_class", e["id"]
     # nothing alarming is said only where the folder shows the server serving (#37 item 7)

@@ -183,6 +183,34 @@ def test_item4_boundary_never_above_an_open_step(run, slo):
         assert (wb["concurrency"], steps[2]["slo_status"]) == (8, "undecided")
 
 
+# ------------------------------------------------------------------ 5: capacity
+
+
+def test_item5_load_above_capacity(run):
+    """overload-long: an open loop offered 1,798 requests in 300.8 s (truth: 5.98/s measured, the 9/s setting
+    not reached) while the server completed 2.78/s; vLLM's waiting queue grew to 953 at the end of arrivals. It
+    is a finding with its figures (it was not: the pressure episode alone said 'sustained')."""
+    _, s, _, claims = run(LAB / "overload-long")
+    truth = json.loads((LAB / "overload-long" / "truth.json").read_text())
+    c = claims["capacity.overload"]
+    assert c["state"] == "over capacity"
+    assert value(c, "arrival_rate") == pytest.approx(truth["client"]["logical_requests"] / 300.8, rel=0.02)
+    assert value(c, "completion_rate") == pytest.approx(2.78, abs=0.05)
+    assert value(c, "duration_s") == 300 and value(c, "backlog_growth") > 900
+    f = next(f for f in s["findings"] if f["claim"] == c["id"])
+    assert f["severity"] == "high" and f["kind"] == "capacity"
+    assert f["title"].startswith("Load above capacity: 6.0 requests/s offered, 2.8/s completed for 5 min")
+    assert "2.8/s here" in f["next_test"]
+
+
+@pytest.mark.parametrize("name", ["ladder-b", "seqs-64"])
+def test_item5_a_closed_loop_ladder_is_no_overload(run, name):
+    """A ladder's concurrency steps hold more requests in flight at each step (a closed loop): its capacity is its
+    working boundary, never 'load above capacity'."""
+    _, s, _, claims = run(LAB / name)
+    assert "capacity.overload" not in claims and s["ladder"]["working_boundary"] is not None
+
+
 # ------------------------------------------------------------------ 6: impossible figures
 
 
@@ -213,6 +241,29 @@ def test_item7_engine_dead_then_shutting_down_is_a_death(run):
     assert s["server_lifecycle"]["graceful_shutdowns"] == []
     assert claims["verdict"]["state"] == "crash" and s["findings"][0]["severity"] == "critical"
     assert s["verdict"][0].startswith("The vLLM server died (engine_dead) at 11:46:39")
+
+
+def test_item7_enginecore_killed_is_a_death_with_its_5xx(run):
+    """The lab's enginecore-kill: SIGKILL of VLLM::EngineCore alone at 04:09:35.867; vLLM logs '[shutdown]
+    MPClient: engine core exited unexpectedly', EngineDeadError, two 500s, then 'Shutting down' and exits; nginx
+    answers 2,176 x 502 after. The parser marks what follows a '[shutdown]' line as the graceful stop's harmless
+    traceback: the run read '2182 failed requests', no death. With no stop before it, it is a death, and the 5xx
+    the callers got after it are counted to it (truth: 2 x 500, 2,176 x 502)."""
+    _, s, _, claims = run(LAB / "enginecore-kill")
+    truth = json.loads((LAB / "enginecore-kill" / "truth.json").read_text())
+    [death] = s["server_lifecycle"]["deaths"]
+    assert death["kinds"] == ["engine_dead"] and death["ts"].endswith("04:09:36.000Z")
+    assert (
+        death["gateway_5xx_after_by_status"]
+        == {"500": 2, "502": truth["gateway"]["statuses"]["502"]}
+        == {
+            "500": 2,
+            "502": 2176,
+        }
+    )
+    assert s["server_lifecycle"]["graceful_shutdowns"] == []
+    assert claims["verdict"]["state"] == "crash"
+    assert s["findings"][0]["title"].startswith("Engine died at 04:09:36")
 
 
 @pytest.mark.parametrize(

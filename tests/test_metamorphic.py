@@ -33,6 +33,8 @@ RUNS = (
     "seqs-32",
     "seqs-16",
     "seqs-8",
+    "overload-long",
+    "enginecore-kill",
 )
 SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of any window
 

@@ -554,11 +554,23 @@ def _classify(
                 f"shutdown: SIGTERM, a deploy or a failing probe){comp}"
             )
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
-    if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
+    tol = timedelta(seconds=th.load_end_tolerance_s)
+    if ctx.load_end is not None and end >= ctx.load_end - tol:
         ep["decided_by"] = {"rule": "load_end", **load}
         return (
             "sustained",
             f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}",
+        )
+    # the client's load phase ended as the episode did and the client paused (a ladder's gap between steps):
+    # arrivals fell to none, below any recovery_load_ratio of the load before (the 'load fell' rule at its limit)
+    stop = _phase_pause(ctx, start, end)
+    if stop is not None and th.recovery_load_ratio > 0:
+        load["last_arrival"] = stop
+        ep["decided_by"] = {"rule": "load_paused", **load}
+        return (
+            "sustained",
+            f"{head}{SEP}abnormal for as long as its load lasted: the client's load phase ended at {_t(stop)} "
+            f"and it sent nothing for {th.recovery_window_s:g} s or more, no recovery at that load{comp}",
         )
     rates = _rates(ep)
     b, after = ep["arrival_rate_before"], ep["arrival_rate_after"]
@@ -577,6 +589,27 @@ def _classify(
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
     return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
+
+
+def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | None:
+    """The end of a client's load phase inside the episode (up to load_end_tolerance_s after it) after which that
+    client started no phase for recovery_window_s: its load paused as the episode ended (vllm bench serve's
+    pause between ladder steps). A phase followed at once by the next (a burst back to its base rate) is none."""
+    ph = ctx.inputs.phases
+    if not ph.height or "client" not in ph.columns:
+        return None
+    th = ctx.th
+    hi = end + timedelta(seconds=th.load_end_tolerance_s)
+    for r in ph.filter(pl.col("ts_end").is_between(start, hi)).sort("ts_end").iter_rows(named=True):
+        nxt = ph.filter(
+            (pl.col("client") == r["client"])
+            & (pl.col("ts_start") >= r["ts_start"])
+            & (pl.col("ts_end") > r["ts_end"])
+            & (pl.col("ts_start") < r["ts_end"] + timedelta(seconds=th.recovery_window_s))
+        )
+        if not nxt.height:
+            return r["ts_end"]
+    return None
 
 
 def stop_in(ctx: Context, ep: dict) -> datetime | None:
@@ -685,6 +718,7 @@ RULE_WORDS = {
     "ends_abnormal": "still abnormal when the logs end",
     "load_end": "no recovery while the load lasted",
     "load_fell": "it ended only when its load fell",
+    "load_paused": "it ended when its load paused",
 }
 
 

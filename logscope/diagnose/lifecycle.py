@@ -23,6 +23,7 @@ from .figures import between, epoch_us
 from .thresholds import Thresholds
 
 DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
+SHUTDOWN_ERROR = "shutdown_error"  # the parser's name of an engine death logged after a '[shutdown]' line
 # Functions and messages of engine start-up: a death inside one of them happened before serving.
 STARTUP_HINT = re.compile(
     r"failed to start|initialization failed|load_model|load_weights|process_weights|repack|"
@@ -134,7 +135,10 @@ def analyse(
             }
             for s in start_rows
         ]
-        dead = g.filter(pl.col("kind").is_in(DEATH_KINDS))
+        # the parser calls an engine death logged after a '[shutdown]' line 'shutdown_error' (vLLM's graceful stop
+        # prints one): it is that harmless traceback only inside a stop (after it, by time and line); before any
+        # stop ('[shutdown] MPClient: engine core exited unexpectedly' when the EngineCore was killed) it is a death
+        dead = g.filter(pl.col("kind").is_in([*DEATH_KINDS, SHUTDOWN_ERROR]))
         in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
         noise += int(in_shutdown.sum()) if dead.height else 0
         dead = dead.filter(~in_shutdown) if dead.height else dead
@@ -245,7 +249,7 @@ def _explicit(
     )
     for _, grp in d.group_by("_g", maintain_order=True):
         t0 = grp["ts"].min()
-        kinds = sorted(set(grp["kind"].to_list()))
+        kinds = sorted({"engine_dead" if k == SHUTDOWN_ERROR else k for k in grp["kind"].to_list()})
         first = grp.row(0, named=True)
         i = bisect.bisect_right(start_rows, t0, key=lambda s: s["ts"])  # the last start at or before t0
         cur = start_rows[i - 1] if i else None

@@ -70,6 +70,9 @@ class Finding(_Mapping):
     slowed_requests: int | None = None
     claim_id: str | None = None  # the claim its title states (claims.Claim.id)
     requests_in_range: int | None = None  # logical requests in flight during it (impact.measure)
+    facts: list = field(
+        default_factory=list
+    )  # what a finding with no claim of its own observed (claims.Fact)
 
     def to_dict(self) -> dict:
         return {c: getattr(self, c) for c in schemas.TABLES["findings"]}

@@ -28,7 +28,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from .. import capacity
-from ..claims import Registry
+from ..claims import Claim, Registry
 from ..context import Context
 from ..records import Finding
 from .calm import _calm
@@ -135,6 +135,11 @@ def build(
     if not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap, reg)
     _rank(ctx, out, ladder, ladder_rows)
+    for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
+        if f.claim_id is None and f.facts:
+            f.claim_id = reg.add(
+                Claim(f"finding.{f.finding_id}", "observed", f.title, "observed", f.facts)
+            ).id
     return out
 
 
