@@ -343,6 +343,27 @@ def formats() -> None:
     out.print(w)
 
 
+@app.command("export-traces")
+def export_traces(
+    out_dir: Annotated[Path, typer.Argument(help="an analyze output folder")],
+    dest: Annotated[
+        Path | None, typer.Option("-o", "--output", help="file to write (default OUT/traces.otlp.jsonl)")
+    ] = None,
+) -> None:
+    """Write the rebuilt requests, logs and spans merged, as OTLP JSON lines (Jaeger, Perfetto, a Collector)."""
+    from . import traces_export
+
+    if not (out_dir / "requests.parquet").exists() and not (out_dir / "spans.parquet").exists():
+        err.print(f"{out_dir}: no analyze output here (requests.parquet, spans.parquet)")
+        raise typer.Exit(3)
+    target = dest or out_dir / "traces.otlp.jsonl"
+    got = traces_export.write(out_dir, target)
+    out.print(
+        f"{target}: {got['spans']:,} spans ({got['input_spans']:,} from the input's traces, "
+        f"{got['log_spans']:,} rebuilt from the logs) in {got['lines']:,} OTLP export line(s)"
+    )
+
+
 @app.command()
 def analyze(
     input: Input,

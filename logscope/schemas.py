@@ -25,7 +25,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
             S,
             "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)",
         ),
-        "kind": (S, "server | gateway | client | metrics | config | other"),
+        "kind": (S, "server | gateway | client | metrics | config | platform | other"),
         "confidence": (F, "detection score 0..1 of the chosen parser"),
         "replica": (S, "replica / instance name used for the rows of this file"),
         "lines_total": (I, "physical lines in the (decompressed) file"),
@@ -177,6 +177,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "http_status": (I, "uvicorn access line status"),
         "client_addr": (S, "uvicorn access line client address"),
         "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "requests_affected": (
+            I,
+            "requests the event names by number: SGLang '#retracted_reqs: N', vLLM 'Recovered from KV load "
+            "failure: N request(s) rescheduled'",
+        ),
+        "exit_code": (I, "a dead process's exit code ('died, exit code: -15')"),
+        "signal": (
+            S,
+            "the signal that exit code says ended the process: SIGTERM (-15), SIGKILL (-9, 137), ...",
+        ),
+        "fatal": (
+            B,
+            "the record says the engine died: every engine_dead and engine_timeout, and an oom whose record names "
+            "the death (MQEngineDeadError around an OOM); false for one the server survived",
+        ),
     },
     "server_request_events": {
         "ts": (TS, "time (UTC)"),
@@ -233,7 +248,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         ),
         "ts_end": (TS, "when the gateway logged it (UTC)"),
         "source": (S, "input file"),
-        "gateway": (S, "nginx | envoy | haproxy | traefik | litellm | vllm_router"),
+        "gateway": (
+            S,
+            "nginx | envoy | haproxy | traefik | litellm | vllm_router | llama-swap | generic (access records of a "
+            "proxy named by no field, read by access_generic)",
+        ),
         "request_id": (S, "the gateway's request id (forwarded upstream as X-Request-Id when configured)"),
         "client_request_id": (S, "X-Request-Id the client sent, when logged"),
         "attempt": (I, "1-based upstream attempt number"),
@@ -255,8 +274,13 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "bytes_sent": (I, "bytes sent to the client"),
         "client_retry": (I, "client retry counter header (x-stainless-retry-count), null when absent"),
         "user_agent": (S, "client user agent"),
+        "trace_id": (
+            S,
+            "trace id the access record carries (trace_id, x-b3-traceid, traceparent), when logged",
+        ),
         "port": (I, "gateway listener port"),
         "line_no": (I, "1-based line number"),
+        "traceparent": (S, "the W3C traceparent the caller sent ($http_traceparent), when logged"),
     },
     "gateway_errors": {
         "ts": (TS, "time (UTC)"),
@@ -312,6 +336,14 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "grouping_confidence": (F, "0..1 confidence of the attempt->logical grouping"),
         "url": (S, "URL or path"),
         "line_no": (I, "1-based line number of the attempt's first line"),
+        "trace_id": (
+            S,
+            "trace id of the attempt when the client traced it (the traced lab client's records)",
+        ),
+        "span_id": (
+            S,
+            "span id of the attempt's HTTP CLIENT span (the parent id in the traceparent it sent)",
+        ),
     },
     "client_requests": {
         "logical_request_id": (S, "logical request id"),
@@ -333,6 +365,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "stream": (B, "streaming request"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "load phase / benchmark step label when known"),
+        "unfinished": (
+            B,
+            "in flight when its client's log ended (sent, no outcome logged: a killed client); null when the "
+            "format cannot tell",
+        ),
     },
     "client_phases": {
         "source": (S, "input file"),
@@ -343,6 +380,202 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "mode": (S, "concurrency | rate"),
         "value": (F, "concurrency level or request rate"),
         "anchoring": (S, "how wall-clock times were obtained (exact, anchored: ..., unverified)"),
+    },
+    # ---- traces (parsers/_spans.py: OTLP JSON, Jaeger, Zipkin, ConsoleSpanExporter, Collector debug) ----
+    "spans": {
+        "trace_id": (
+            S,
+            "trace id, 32 lowercase hex (a 64-bit Zipkin/Jaeger id padded with zeros, as traceparent has it)",
+        ),
+        "span_id": (S, "span id, 16 lowercase hex"),
+        "parent_span_id": (S, "parent span id; null for a root span (or an all-zero parent)"),
+        "name": (S, "span name (vLLM 'llm_request', SGLang 'Req <rid>', httpx 'POST', ...)"),
+        "service": (S, "service.name of the resource (Zipkin localEndpoint, Jaeger process)"),
+        "kind": (S, "client | server | internal | producer | consumer | unspecified"),
+        "layer": (
+            S,
+            "client | gateway | engine | other: engine when it carries vLLM's/SGLang's request attributes or is "
+            "an engine service's; gateway by its service (nginx, envoy, litellm, ...); client for CLIENT spans "
+            "and their caller's request span",
+        ),
+        "role": (
+            S,
+            "request (a client's logical request, a gateway's server span, the engine's request span) | attempt "
+            "(an HTTP CLIENT span: one try) | phase (an engine span under its request span: queue, prefill, "
+            "decode) | startup (engine spans in traces holding no request: model loading, the cold start) | other",
+        ),
+        "start": (TS, "span start (UTC)"),
+        "end": (TS, "span end (UTC)"),
+        "duration_s": (F, "end - start"),
+        "status": (S, "ok | error | unset"),
+        "status_message": (S, "status description when written"),
+        "request_id": (
+            S,
+            "the request it names: gen_ai.request.id (else gen_ai.response.id; SGLang: the rid of 'Req <rid>')",
+        ),
+        "base_request_id": (
+            S,
+            "request_id as sent in X-Request-Id (cmpl-/chatcmpl- prefix and -0-<8hex> suffix stripped)",
+        ),
+        "http_method": (S, "http.request.method (http.method)"),
+        "http_status": (I, "http.response.status_code (http.status_code)"),
+        "resend_count": (I, "http.request.resend_count: the retry this attempt is (null on a first try)"),
+        "url": (S, "url.full (http.url, http.target, url.path)"),
+        "server_address": (S, "server.address (net.peer.name, http.host)"),
+        "model": (S, "gen_ai.response.model (gen_ai.request.model, OpenInference llm.model_name)"),
+        "max_tokens": (I, "gen_ai.request.max_tokens"),
+        "prompt_tokens": (
+            I,
+            "gen_ai.usage.prompt_tokens (input_tokens; OpenInference llm.token_count.prompt)",
+        ),
+        "output_tokens": (
+            I,
+            "gen_ai.usage.completion_tokens (output_tokens; OpenInference llm.token_count.completion)",
+        ),
+        "queue_s": (F, "gen_ai.latency.time_in_queue: seconds waiting in the engine's queue (clock engine)"),
+        "ttft_s": (
+            F,
+            "gen_ai.latency.time_to_first_token (else the first-token event's time - start; clock engine)",
+        ),
+        "e2e_s": (F, "gen_ai.latency.e2e: seconds from arrival to the last token (clock engine)"),
+        "prefill_s": (F, "gen_ai.latency.time_in_model_prefill"),
+        "decode_s": (F, "gen_ai.latency.time_in_model_decode"),
+        "inference_s": (F, "gen_ai.latency.time_in_model_inference"),
+        "openinference_kind": (S, "openinference.span.kind (LLM, CHAIN, ...)"),
+        "first_token_ts": (TS, "time of a first-token event on the span"),
+        "events": (S, "the span's event names, comma-separated"),
+        "attributes": (
+            pl.List(pl.Struct({"key": S, "value": S})),
+            "the other attributes, as key/value text (lists and maps as JSON)",
+        ),
+        "scope": (S, "instrumentation scope name"),
+        "source": (S, "input file"),
+        "replica": (S, "the file's replica"),
+        "line_no": (I, "1-based line of the span's record (of the export holding it, for JSON lines)"),
+    },
+    # ---- the platform around the engine (parsers/kernel_log.py, parsers/k8s_kubectl.py) ----
+    "platform_events": {
+        "ts": (
+            TS,
+            "when it happened (UTC): the line's own time, or an age anchored to a time in the folder "
+            "(ts_basis); null when only a relative age or the seconds since boot are known",
+        ),
+        "ts_basis": (
+            S,
+            "how ts was had: 'written' (the line's time), 'boot-anchored' (seconds since boot + the boot time "
+            "its syslog lines give), 'age-anchored: <anchor>' (a kubectl age before a capture time), "
+            "'relative' (an age or uptime only: ts null)",
+        ),
+        "age_s": (
+            F,
+            "kubectl's relative age of the event ('5m', '3m21s'), in seconds, when that is what was written",
+        ),
+        "uptime_s": (F, "the kernel's seconds since boot ('[12345.678901]'), when written"),
+        "source": (S, "input file"),
+        "replica": (
+            S,
+            "the file's replica (host or pod named by its folder); the join to servers is made later",
+        ),
+        "layer": (S, "kernel | kubernetes"),
+        "kind": (
+            S,
+            "kernel: oom_kill (a process killed), oom_constraint ('oom-kill:constraint=...'), oom_invoked, "
+            "oom_select (an old kernel's 'Kill process ... or sacrifice child'), memcg_usage ('memory: usage "
+            "..., limit ...'), oom_reaped, xid (NVRM: Xid), gpu_lost (fallen off the bus); kubernetes: event "
+            "(an Events row), terminated (a container's State / Last State: Terminated)",
+        ),
+        "reason": (
+            S,
+            "Kubernetes reason (OOMKilled, Killing, Unhealthy, BackOff, Evicted, FailedScheduling, Preempting, "
+            "Pulled, Started, Error, ...); kernel: the kind",
+        ),
+        "event_type": (S, "Normal | Warning (Kubernetes events)"),
+        "object": (S, "the object an event is about ('pod/vllm-0', as kubectl names it)"),
+        "namespace": (S, "Kubernetes namespace, when written"),
+        "pod": (S, "pod name, when written (the event's object, the describe's Name)"),
+        "container": (S, "container name (describe's container section, an event's message)"),
+        "host": (S, "kernel: the syslog host; Kubernetes: the node"),
+        "pid": (I, "kernel: the process id killed / faulting"),
+        "process": (S, "kernel: the process name ('python3', 'vllm', 'pt_main_thread')"),
+        "count": (I, "Kubernetes: times the event was seen ('x44'); null when once"),
+        "first_age_s": (F, "'(x44 over 2d1h)': seconds since it was first seen"),
+        "first_ts": (TS, "first seen (JSON/YAML firstTimestamp, or anchored 'over' age)"),
+        "exit_code": (I, "a terminated container's Exit Code (137: SIGKILL, 143: SIGTERM)"),
+        "started": (TS, "a terminated container's Started"),
+        "finished": (TS, "a terminated container's Finished"),
+        "probe": (S, "liveness | readiness | startup (an Unhealthy event or a Killing for a failed probe)"),
+        "probe_result": (
+            S,
+            "what the probe got: 'HTTP <status>', 'timeout', 'connection refused', or the message's cause",
+        ),
+        "memory_limit_bytes": (I, "kernel: the memory cgroup limit ('memory: usage ..., limit NkB')"),
+        "memory_usage_bytes": (I, "kernel: the memory cgroup usage at the kill"),
+        "rss_bytes": (I, "kernel: anon + file + shmem RSS of the killed process"),
+        "constraint": (
+            S,
+            "kernel: CONSTRAINT_MEMCG (a cgroup limit) | CONSTRAINT_NONE (the host ran out) | ...",
+        ),
+        "memcg": (S, "kernel: the memory cgroup that hit its limit (oom_memcg, else task_memcg)"),
+        "xid": (I, "NVIDIA Xid error code"),
+        "gpu": (S, "the GPU named (PCI address)"),
+        "message": (S, "the line's message, cut to 500 characters"),
+        "line_no": (I, "1-based line number"),
+    },
+    "platform_pods": {
+        "source": (S, "input file"),
+        "pod": (S, "pod name"),
+        "namespace": (S, "namespace, when written"),
+        "container": (S, "container name (describe); null for a get-pods row"),
+        "status": (
+            S,
+            "get pods STATUS (Running, OOMKilled, CrashLoopBackOff, Error, ...), or describe's Status",
+        ),
+        "ready": (S, "READY ('0/1')"),
+        "restarts": (I, "RESTARTS, or describe's Restart Count"),
+        "last_restart_age_s": (F, "'6 (118s ago)': seconds since the last restart"),
+        "age_s": (F, "AGE in seconds"),
+        "node": (S, "the node (describe's Node, -o wide)"),
+        "state": (S, "describe: the container's State (Running, Waiting, Terminated)"),
+        "state_reason": (S, "describe: the State's Reason (CrashLoopBackOff, OOMKilled, ...)"),
+        "memory_limit_bytes": (I, "describe: Limits memory"),
+        "memory_request_bytes": (I, "describe: Requests memory"),
+        "gpu_limit": (I, "describe: Limits nvidia.com/gpu"),
+        "line_no": (I, "1-based line number of the row (describe: of the container's or pod's first line)"),
+    },
+    "load_tests": {
+        "source": (S, "input file: a load-test tool's printed summary"),
+        "tool": (S, "vllm bench serve | sglang bench_serving | aiperf | lm-eval-harness"),
+        "run": (I, "1-based result of the file (a file may print several)"),
+        "requests": (
+            I,
+            "requests sent (the summary's count, its progress bar's total, else successful + failed)",
+        ),
+        "successful": (I, "requests that succeeded, as the tool counted them; null when it printed none"),
+        "failed": (I, "requests that failed, as the tool counted them; null when it printed none"),
+        "duration_s": (F, "the run's duration"),
+        "request_rate": (
+            F,
+            "configured request rate (req/s); null when all were sent at once ('inf') or unsaid",
+        ),
+        "concurrency": (F, "configured maximum concurrency"),
+        "concurrency_mean": (F, "measured mean requests in flight (SGLang's 'Concurrency')"),
+        "throughput_rps": (F, "measured request throughput (req/s)"),
+        "output_tps": (F, "measured output token throughput (tok/s)"),
+        "ttft_mean_s": (F, "TTFT mean (s), client clock"),
+        "ttft_median_s": (F, "TTFT median (s), client clock"),
+        "ttft_p99_s": (F, "TTFT p99 (s), client clock"),
+        "tpot_mean_s": (F, "time per output token mean (s)"),
+        "tpot_median_s": (F, "time per output token median (s)"),
+        "tpot_p99_s": (F, "time per output token p99 (s)"),
+        "itl_mean_s": (F, "inter-token latency mean (s)"),
+        "itl_median_s": (F, "inter-token latency median (s)"),
+        "itl_p99_s": (F, "inter-token latency p99 (s)"),
+        "e2e_mean_s": (F, "end-to-end latency mean (s), client clock"),
+        "e2e_median_s": (F, "end-to-end latency median (s), client clock"),
+        "e2e_p99_s": (F, "end-to-end latency p99 (s), client clock"),
+        "clock": (S, "the clock of its latencies: 'client' (the tool measured them)"),
+        "latency_source": (S, "'load_test': a tool's summary, not per-request records"),
+        "line_no": (I, "1-based line of the summary's first line (its header)"),
     },
     # ---- correlation stage (logscope/correlate) ----
     "requests": {
@@ -369,6 +602,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "preempted": (B, "named by a V0 preemption warning; null when the log cannot say (V1)"),
         "ttft_s": (F, "time to first token as the client saw it"),
         "e2e_s": (F, "end-to-end latency as the client saw it"),
+        "latency_clock": (
+            S,
+            "the clock ttft_s and e2e_s are on: client (what the caller measured) | gateway (its access log: the "
+            "request's span, the upstream's header time) | engine (vLLM's own lines); null when the row has neither",
+        ),
+        "latency_source": (
+            S,
+            "where ttft_s and e2e_s come from: client_records (the client's own log or records) | load_test (a "
+            "load-test tool's per-request results) | spans | gateway_log | engine_log",
+        ),
+        "gateway_e2e_s": (
+            F,
+            "the gateway's span of the request (its first receipt to its last answer, on the gateway's clock), "
+            "beside the caller's e2e_s: their gap is time outside the gateway; null without a gateway line giving a span",
+        ),
         "prompt_tokens": (I, "prompt tokens"),
         "max_tokens": (I, "requested max_tokens"),
         "output_tokens": (I, "generated tokens"),
@@ -382,6 +630,50 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "orphan_s": (F, "seconds of server work done after the caller gave up"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "client phase / bench step"),
+    },
+    "request_spans": {
+        "logical_request_id": (S, "the logical request (requests.parquet) the spans belong to"),
+        "trace_id": (S, "its trace"),
+        "joined_by": (
+            S,
+            "what joined the trace to the request: trace_id (client) | trace_id (gateway) (the traceparent it "
+            "logged) | request_id (engine span) (gen_ai.request.id against the X-Request-Id), and 'parent span' "
+            "when the engine span is a child of the client's attempt span",
+        ),
+        "attempt_spans": (I, "client attempt spans (HTTP CLIENT spans) of the request"),
+        "attempt_statuses": (S, "their HTTP statuses in order, '-' for none (clock client, source spans)"),
+        "resend_count_max": (I, "the highest http.request.resend_count: the retries the client's spans name"),
+        "attempts_without_engine": (I, "client attempts with no engine span under them"),
+        "no_engine_reason": (
+            S,
+            "for those: 'never reached an engine: the gateway answered 502 ...' | 'spans lost: reached <replica> "
+            "... and <replica> logged <death> at T' | 'reached ... not exported' | 'unknown: ...'",
+        ),
+        "client_start": (TS, "first client attempt span start"),
+        "client_end": (TS, "last client attempt span end"),
+        "gateway_spans": (I, "gateway spans in its trace"),
+        "engine_spans": (I, "engine request spans in its trace (one per execution)"),
+        "engine_service": (S, "service of the last engine span (the replica)"),
+        "engine_request_id": (S, "its gen_ai.request.id"),
+        "span_queue_s": (F, "the last engine span's time in queue (clock engine, source spans)"),
+        "span_ttft_s": (F, "its time to first token (clock engine, source spans)"),
+        "span_e2e_s": (F, "its e2e (clock engine, source spans)"),
+        "span_prefill_s": (F, "its prefill time (clock engine, source spans)"),
+        "span_decode_s": (F, "its decode time (clock engine, source spans)"),
+        "engine_start": (TS, "the last engine span's start"),
+        "engine_end": (TS, "its end"),
+        "before_engine_s": (
+            F,
+            "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
+            "clocks: an offset between them is in it)",
+        ),
+        "engine_clock": (S, "'engine': the clock of span_* figures"),
+        "attempt_clock": (S, "'client': the clock of the attempt figures"),
+        "latency_source": (S, "'spans'"),
+        "ts_start": (TS, "the request's start (requests.parquet)"),
+        "ts_end": (TS, "its end"),
+        "status": (I, "its final status"),
+        "outcome": (S, "its outcome"),
     },
     "windows": {
         "ts": (TS, "window start (UTC)"),
@@ -420,6 +712,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "e2e_p50": (F, "e2e p50 (s), same requests"),
         "e2e_p95": (F, "e2e p95 (s), same requests"),
         "e2e_p99": (F, "e2e p99 (s), same requests"),
+        "latency_clock": (
+            S,
+            "the one clock of the run's ttft/e2e percentiles (requests.latency_clock: client, else gateway, else "
+            "engine; requests on another clock are left out of them); null when no request has a latency",
+        ),
         "prompt_tokens_mean": (F, "mean prompt tokens of arrivals"),
         "output_tokens_mean": (F, "mean output tokens of completions"),
         "max_tokens_mean": (F, "mean requested max_tokens of arrivals"),
@@ -499,7 +796,8 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "title": (S, "one line"),
         "kind": (
             S,
-            "crash | startup | stall | orphans | retries | pressure | capacity | errors | latency | ladder | other",
+            "crash | platform (the kernel's, Kubernetes' or the GPUs' records) | startup | stall | orphans | retries | "
+            "pressure | capacity | errors | latency | ladder | other",
         ),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),

@@ -28,6 +28,9 @@ _MODULES = (
     "envoy_access",
     "haproxy",
     "traefik",
+    "access_generic",
+    "envoy_config",
+    "llama_swap",
     "litellm",
     "vllm_router",
     "openai_client",
@@ -35,6 +38,16 @@ _MODULES = (
     "vllm_bench",
     "aiperf",
     "guidellm",
+    "otlp_json",
+    "jaeger_json",
+    "zipkin_json",
+    "otel_console",
+    "otel_debug",
+    "kernel_log",  # the platform around the engine (issue #40)
+    "k8s_kubectl",
+    "aiperf_console",
+    "lm_eval",
+    "request_table",
 )
 
 MIN_CONFIDENCE = 0.3

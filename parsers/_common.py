@@ -38,8 +38,10 @@ def ascii_classes(pattern: str) -> str:
 
 
 # uvicorn's access line, the message after its level prefix (vLLM's and SGLang's API servers, LiteLLM, the vLLM router)
-UVICORN_ACCESS = ascii_classes(
-    r'(?P<addr>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
+UVICORN_ACCESS = (
+    ascii_classes(  # KServe's access format puts the process id after the client (' 1647689 - "')
+        r'(?P<addr>\S+)(?: \d+)? - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})'
+    )
 )
 UVICORN_LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"  # its level prefix: 'INFO:     '
 

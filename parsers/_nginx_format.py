@@ -88,6 +88,7 @@ for _var, _keys in {
     "http_x_request_id": "client_rid x_request_id http_x_request_id client_request_id xrid",
     "http_x_stainless_retry_count": "retry_hdr http_x_stainless_retry_count x_stainless_retry_count retry_count",
     "http_user_agent": "ua_client user_agent http_user_agent agent useragent",
+    "http_traceparent": "traceparent http_traceparent",
     "request": "request req",
     "request_method": "method request_method",
     "request_uri": "uri request_uri path",

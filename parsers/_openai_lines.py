@@ -8,8 +8,21 @@ from ._common import local_to_utc
 from .base import ParseContext
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
-_TS = r"^\[?(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?"
-_PREFIXED = rf"^\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|^{_LEVEL}:"
+# what may come before a record's time: a colour code a paste kept without its ESC ('[37m'), a bracket of the
+# application's own ('[277.618 ms] ' before '[2024-04-25 09:36:21,443.443]')
+_LEAD = r"(?:\x1b?\[[0-9;]*m)?(?:\[[^\]\[]{0,20}\] )?"
+_TS = (
+    rf"^{_LEAD}\[?(?P<date>\d{{4}}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{{1,9}}))?"
+    r"(?P<tz>Z|[+-]\d\d:?\d\d)?"
+)
+_PREFIXED = rf"^{_LEAD}\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|^{_LEVEL}:"
+# an application's console lines with an ISO time of their own ('  ✗ [2026-06-09T18:53:31.458Z] Coach failed')
+_CONSOLE = r"^\s*(?:\S{1,3}\s+)?\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?\] "
+# the SDK's last words when it gives up on a request, as the application logs them (its exception's message):
+# APIConnectionError 'Connection error.', APITimeoutError 'Request timed out.'
+_FINAL_CONN = r"APIConnectionError|\bConnection error\."
+_FINAL_TIMEOUT = r"APITimeoutError|\bRequest timed out\."
+_FINAL_STATUS = r"(?:^|: )Error code: \d{3}\b"
 # message starts we know; the prefix before them is empty or ends with a blank or ':'
 _STARTS = [
     "Building HTTP request: ",
@@ -194,7 +207,25 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     state["seq"] = seq0 + df.height
     cont = pl.col("cont")
     noise = pl.when(msg.is_null() & ~cont).then(ln.str.contains(_NOISE)).otherwise(False)
-    ok = df.select((msg.is_not_null() | cont | noise).alias("ok")).to_series()
+    # a record of another logger of the application (its prefix read, its text no client event), its console lines
+    other = (
+        pl.when(msg.is_null() & ~cont).then(pl.col("prefixed") | ln.str.contains(_CONSOLE)).otherwise(False)
+    )
+    # the error that ended a request, in whatever line the application wrote it
+    final = pl.when(kind.is_null() & ~cont).then(
+        pl.when(ln.str.contains(_FINAL_TIMEOUT))
+        .then(pl.lit("final_timeout"))
+        .when(ln.str.contains(_FINAL_CONN))
+        .then(pl.lit("final_conn"))
+        # an APIStatusError's message ('Error code: 502 - {...}'): the SDK gave up on that status
+        .when(ln.str.contains(_FINAL_STATUS))
+        .then(pl.lit("reraise"))
+    )
+    df = df.with_columns(pl.coalesce(kind, final).alias("kind"))
+    ok = df.select((msg.is_not_null() | cont | noise | other | kind.is_not_null()).alias("ok")).to_series()
+    n_other = int(df.select((other & kind.is_null()).sum()).item())
+    if n_other:
+        state["other_records"] = state.get("other_records", 0) + n_other
 
     exc = pl.when(cont).then(ln.str.extract(_EXC, 1))
     ev = df.with_columns(exc.alias("exc")).filter(kind.is_not_null() | pl.col("exc").is_not_null())
@@ -252,6 +283,10 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         .alias("status"),
         pl.when(kind.is_null())
         .then(pl.col("exc"))
+        .when(on("final_conn"))
+        .then(pl.lit("APIConnectionError"))
+        .when(on("final_timeout"))
+        .then(pl.lit("APITimeoutError"))
         .when(on("timeout"))
         .then(pl.coalesce(msg.str.extract(_TIMEOUT, 1), pl.lit("TimeoutException")))
         .when(on("conn_error"))

@@ -6,6 +6,7 @@ import re
 
 import polars as pl
 
+from . import _lexicon as lexicon
 from ._common import UVICORN_ACCESS, ascii_classes, base_id_expr
 from ._vllm_pastes import separator
 from .base import ParseContext
@@ -57,71 +58,14 @@ _EVENT_KW = "|".join(
         "args: Namespace(",
         "server version",
         "LLM engine (",
+        *lexicon.KEYWORDS,
     )
 )
-# event kinds, first match wins: the cause (OOM, KV, input, timeout) before the death it caused. Each rule
-# carries literals one of which every match holds: a rule whose literals a chunk's records lack is not run
-# (its regex would be compiled again for every chunk: the parser uses more patterns than polars caches)
+# event kinds, first match wins: the lexicon's (the cause, OOM, KV, input, timeout, before the death it caused;
+# parsers/_lexicon.py), then vLLM's lifecycle and startup facts. Each rule carries literals one of which every
+# match holds: a rule whose literals a chunk's records lack is not run (its regex would be compiled again for every
+# chunk: the parser uses more patterns than polars caches)
 _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, regex, literals)
-    ("preemption", "message", r"^\s*Sequence group \S+ is preempted", ("Sequence group",)),
-    (
-        "oom",
-        "detail",
-        r"OutOfMemoryError|CUDA out of memory|CUDA driver error: out of memory"
-        r"|CUDA error: out of memory|out of memory occurred when warming up",
-        ("OutOfMemoryError", "out of memory"),
-    ),
-    (
-        "kv_insufficient",
-        "detail",
-        r"No available memory for the cache blocks"
-        r"|max seq len \(\d+\) is larger than the maximum number of tokens"
-        r"|To serve at least one request with the models?'s? max seq len",
-        ("No available memory for the cache blocks", "max seq len"),
-    ),
-    (
-        "input_too_long",
-        "detail",
-        r"maximum context length is \d+|Error in preprocessing prompt inputs"
-        r"|decoder prompt \(length \d+\) is longer than|exceeds the max_model_len"
-        r"|Input prompt \(\d+ tokens\).* is too long and exceeds",
-        (
-            "maximum context length is ",
-            "Error in preprocessing prompt inputs",
-            "decoder prompt (length ",
-            "exceeds the max_model_len",
-            " is too long and exceeds",
-        ),
-    ),
-    (
-        "engine_timeout",
-        "detail",
-        r"Engine iteration timed out|RPC call to \w+ timed out"
-        r"|(?s:run_busy_loop.*TimeoutError|TimeoutError.*run_busy_loop)",
-        ("timed out", "TimeoutError"),
-    ),
-    (
-        "engine_dead",
-        "detail",
-        r"EngineDeadError|Engine core proc \S+ died unexpectedly"
-        r"|EngineCore encountered a fatal error|AsyncLLM output_handler failed"
-        r"|already dead, terminating server process|EngineCore failed to start"
-        r"|Engine background task failed|Engine loop has died"
-        r"|engine core exited unexpectedly|Worker proc \S+ died unexpectedly"
-        r"|Engine core initialization failed|Engine core process \S+ died unexpectedly",
-        (
-            "EngineDeadError",
-            "died unexpectedly",
-            "EngineCore encountered a fatal error",
-            "AsyncLLM output_handler failed",
-            "already dead, terminating server process",
-            "EngineCore failed to start",
-            "Engine background task failed",
-            "Engine loop has died",
-            "engine core exited unexpectedly",
-            "Engine core initialization failed",
-        ),
-    ),
     ("server_start", "message", r"^Started server process \[\d+\]", ("Started server process [",)),
     ("server_listen", "message", r"^Starting vLLM (?:API )?server", ("Starting vLLM ",)),
     ("server_ready", "message", r"^Application startup complete", ("Application startup complete",)),
@@ -165,7 +109,7 @@ _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, r
         ("LLM engine (",),
     ),
 ]
-_KIND_RULES = [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
+_KIND_RULES = lexicon.RULES + [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
 # the stream is shutting down: an engine death after this is the harmless shutdown traceback
 # as literal tests (no regex to compile per chunk): stopping = starts with '[shutdown]' or 'Shutting down', or
 # holds 'trigger received signal=SIGTERM'; starting = '^Started server process|^Starting vLLM|^Initializing
@@ -362,7 +306,7 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         ).alias("cumulative_preemptions"),
         only(
             pre,
-            pl.when(k == "preemption").then(msg.str.extract(r"PreemptionMode\.([A-Za-z0-9_]+)")),
+            pl.when(k == "preemption").then(lexicon.preemption_mode(msg)),
             pl.String,
         ).alias("preemption_mode"),
         only(
@@ -429,6 +373,8 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         if "server_start" in kinds
         else pl.col("pid"),
     )
+    if kinds & {"preemption", "oom", "engine_timeout", "engine_dead"}:  # what the lexicon's words say
+        g = g.with_columns(lexicon.fields(k, d))
     # block size for V0 '# GPU blocks: N': the configured one seen before, else vLLM's default 16
     bs = pl.col("cfg_block").forward_fill().fill_null(pl.lit(state.get("block_size"), dtype=pl.Int64))
     g = g.with_columns(bs.alias("_bs"))

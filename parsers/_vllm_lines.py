@@ -27,7 +27,16 @@ _HEADER_SPAN = re.sub(r"\?P<\w+>", "?:", _HEADER)
 # only run when a chunk has such lines: docker/kubectl time, a python-logging config (user or otel)
 _DATED = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:")  # either of the two, one test for both first
 _DATED_T = ascii_classes(r"^\d{4}-\d\d-\d\dT\d\d:")
-_DATED_PY = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? - ")
+_DATED_PY = ascii_classes(
+    r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)? (?:- |(?:\d+ )?(?:kserve|uvicorn)[\w.]* )"
+)
+# KServe's huggingfaceserver logging: '%(asctime)s.%(msecs)03d %(process)s %(name)s %(message)s', and for uvicorn's
+# access logger '... %(name)s %(levelprefix)s %(client_addr)s %(process)s - "%(request_line)s" %(status_code)s'
+# (kserve/kserve#4470: vLLM's request lines go through it)
+_KSERVE = ascii_classes(
+    r"^(?P<kshdr>(?P<ksts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](?P<ksms>\d{1,6}) (?:\d+ )?"
+    rf"(?P<ksname>(?:kserve|uvicorn)[\w.]*) (?:(?P<ksuv>{_LVL}): +)?)"
+)
 _CTS = ascii_classes(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
 _PYLOG = ascii_classes(
     r"^(?P<pyhdr>(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
@@ -56,7 +65,9 @@ _TB_STRONG = ascii_classes(
 _NOISE = ascii_classes(
     r"^(?:\s*(?:Loading safetensors checkpoint shards|Loading pt checkpoint shards|Processed prompts"
     r"|Capturing CUDA graphs?)\b|nanobind: |See https://nanobind\.readthedocs|Triton is installed"
-    r"|Triton not installed|No CUDA runtime is found|\S+\.py:\d+: \w*Warning: |\[[WEI]\d{4} \d\d:\d\d:\d\d)"
+    r"|Triton not installed|No CUDA runtime is found|\S+\.py:\d+: \w*Warning: |\[[WEI]\d{4} \d\d:\d\d:\d\d"
+    # a Rust ``tracing`` line after its RFC 3339 stamp (NVIDIA Dynamo's KV block manager, dynamo#4087)
+    r"|\s*(?:TRACE|DEBUG|INFO|WARN|ERROR) [A-Za-z_][\w]*(?:::[\w]+)+: )"
 )
 _JSON_FIELD = r'"{}": "((?:[^"\\]|\\.)*)"'
 
@@ -154,8 +165,23 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _pylog(df: pl.DataFrame) -> pl.DataFrame:
-    """Lines of a python ``logging`` format ('2024-12-20 15:18:19 - vllm.engine.metrics - INFO - ...')."""
+    """Lines of a python ``logging`` format ('2024-12-20 15:18:19 - vllm.engine.metrics - INFO - ...'), and of
+    KServe's (its loggers' and uvicorn's, a process id in front of the client in an access line)."""
     df = df.with_columns(pl.col("body").str.extract_groups(_PYLOG).alias("py")).unnest("py")
+    if bool(df["body"].str.contains(_KSERVE).any()):
+        ks = pl.col("body").str.extract_groups(_KSERVE)
+        df = df.with_columns(ks.alias("ks")).unnest("ks")
+        k = pl.col("kshdr").is_not_null()
+        df = df.with_columns(
+            pl.when(k)
+            .then(pl.col("body").str.slice(pl.col("kshdr").str.len_chars()))
+            .otherwise(pl.col("msg"))
+            .alias("msg"),
+            pl.coalesce("pyts", "ksts").alias("pyts"),
+            pl.coalesce("pyms", "ksms").alias("pyms"),
+            pl.coalesce("pyname", "ksname").alias("pyname"),
+            pl.coalesce("uv", "ksuv").alias("uv"),
+        ).drop("kshdr", "ksts", "ksms", "ksname", "ksuv")
     py = pl.col("pyhdr").is_not_null()
     vllm = py & pl.col("pyname").str.starts_with("vllm")
     return df.with_columns(

@@ -30,6 +30,8 @@ _VLLM_START = ascii_classes(
 # a speculative-decoding line ends on a rate ('%'), a count ('tokens', V1 0.8), a period (V0), a per-position
 # rate ('0.712', V1 0.9-0.10) or ', ' (V1 0.8.0's trailing separator)
 _SPEC_END = r"(?:%|tokens|\.|[0-9]\.[0-9]{3}|, )[ \t]*$"
+# the fields that follow 'Accepted: N tokens' on a speculative-decoding line
+_SPEC_NEXT = r"^\s?,?\s?(?:Drafted: \d+ tokens|Per-position acceptance rate: |Avg Draft acceptance rate: )"
 
 
 def strip_markdown(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -132,7 +134,10 @@ def join_wraps(df: pl.DataFrame, tb_strong: str, noise: str) -> tuple[pl.DataFra
     s = s.with_columns(pl.col("_k").first().over("_run").alias("_g"))
     # a row ends the joining when its text is finished, or when it is a traceback or a progress bar of its own
     stop = pl.col("_b") & (m.str.contains(tb_strong) | m.str.contains(noise))
-    s = s.with_columns(stop.alias("_stop"), (stop | _finished(pl.col("_g"))).alias("_blk"))
+    # a speculative-decoding line may look finished where a wrap cut it ('Accepted: 0 tokens' / ' Drafted: 176
+    # tokens, ...' with the comma lost, vllm#40350): the next row's first words say it goes on
+    goes_on = (pl.col("_g") == 2) & m.shift(-1).over("_run").str.contains(_SPEC_NEXT).fill_null(False)
+    s = s.with_columns(stop.alias("_stop"), (stop | (_finished(pl.col("_g")) & ~goes_on)).alias("_blk"))
     before = pl.col("_blk").cast(pl.Int32).cum_sum().shift(1, fill_value=0).over("_run")
     s = s.with_columns((pl.col("_b") & ~pl.col("_stop") & (before == 0)).alias("joined"))
     n = int(s["joined"].sum())

@@ -28,7 +28,9 @@ _REQ_KINDS = [
 
 def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     m = pl.col("msg")
-    base = df.filter(pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs")).select(
+    # vLLM's lines, pasted bare or flattened, and any python logger's carrying vLLM's words (KServe's trace logger)
+    any_py = pl.col("pyname").is_not_null()
+    base = df.filter(pl.col("lvl").is_not_null() | pl.col("other") | pl.col("tbs") | any_py).select(
         "seq", "line_no", pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"), "msg"
     )  # no header: no time
     parts = []

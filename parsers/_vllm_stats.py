@@ -6,6 +6,8 @@ import re
 
 import polars as pl
 
+from logscope import schemas
+
 from ._common import ascii_classes
 from .base import ParseContext
 
@@ -93,8 +95,9 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
     devs = _kv_devices(df)
     if devs.height:
         state["kv_dev"] = devs["dev"][-1]
+    pfx = df.filter(m.str.starts_with(_V0_PREFIX))
     if cand.height == 0:
-        return cand, []
+        return (_v0_prefix(pl.DataFrame(), pfx, ctx), []) if pfx.height else (cand, [])
     notes = []
     v0 = m.str.contains("Swapped: ", literal=True) | m.str.contains("Pending: ", literal=True)
     pre01 = pl.col("first") == "Throughput: "
@@ -158,6 +161,8 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
     ).drop(*_RAW_STATS, "_c1", "_c0")
+    if pfx.height:
+        out = _v0_prefix(out, pfx, ctx)
     if bool(out.select(pre01.any()).item()):
         notes.append("pre-0.1 stats line 'Throughput: N tokens/s' (all tokens) was stored as gen_tps")
     if bool(out.select((pl.col("era") == "v0") & (pl.col("kv_device") == "CPU")).to_series().any()):
@@ -165,6 +170,46 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFra
             "V0 on the CPU backend: kv_usage is the 'CPU KV cache usage' column (the KV cache lives there)"
         )
     return out, notes
+
+
+# V0 0.6-0.10 logs the prefix cache's hit rate on a line of its own, right after its stats line (the same call)
+_V0_PREFIX = "Prefix cache hit rate: GPU: "
+
+
+def _v0_prefix(out: pl.DataFrame, pfx: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """V0's 'Prefix cache hit rate: GPU: 94.35%, CPU: 0.00%' into the stats row its process logged just before it
+    in the same second; alone (its stats line cut from a paste, or in the chunk before) it is a row of its own."""
+    hit = pfx.with_columns(
+        pl.when(pl.col("stamped")).then(pl.col("ts")).alias("ts"),
+        _ratio(_num("msg", r"GPU: ([\d.]+)%")).alias("_hit"),
+    )
+    if out.height:
+        prev = out.select(pl.col("seq").alias("_into"), pl.col("ts").alias("_stats_ts"), "seq")
+        hit = hit.sort("seq").join_asof(prev.sort("seq"), on="seq", strategy="backward")
+        hit = hit.with_columns(
+            pl.when(pl.col("_stats_ts") == pl.col("ts")).then(pl.col("_into")).alias("_into")
+        )
+        into = hit.filter(pl.col("_into").is_not_null()).select(pl.col("_into").alias("seq"), "_hit")
+        out = out.join(into, on="seq", how="left", maintain_order="left")
+        out = out.with_columns(pl.coalesce("prefix_hit", "_hit").alias("prefix_hit")).drop("_hit")
+        hit = hit.filter(pl.col("_into").is_null()).drop("_into", "_stats_ts")
+    alone = hit.with_columns(
+        pl.lit("log").alias("origin"),
+        pl.lit("v0").alias("era"),
+        pl.col("lvl").alias("level"),
+        pl.col("_hit").alias("prefix_hit"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+    ).drop("_hit")
+    # the columns of a stats row, null but its prefix hit
+    alone = alone.with_columns(
+        pl.lit(None, dtype=t).alias(c)
+        for c, t in schemas.schema("server_stats").items()
+        if c not in alone.columns
+    )
+    if out.height == 0 or alone.height == 0:
+        return out if alone.height == 0 else alone
+    return pl.concat([out, alone], how="diagonal_relaxed").sort("seq")
 
 
 _RAW_STATS = (
@@ -227,8 +272,9 @@ def _other_values() -> list[pl.Expr]:
     return [
         _pct(_loose("GPU KV cache usage: ") + r"([\d.]+)%").alias("_gpu"),
         _pct(_loose("CPU KV cache usage: ") + r"([\d.]+)%").alias("_cpu"),
-        pl.col("msg").str.extract(r"(\w+) " + _loose("KV cache usage: ") + r"[\d.]+%").alias("_v1_dev"),
-        _pct(r"\w+ " + _loose("KV cache usage: ") + r"([\d.]+)%").alias("_v1_kv"),
+        # 'usag' + ': 22.9%': a wrap that lost the key's last letter (vllm#40350)
+        pl.col("msg").str.extract(r"(\w+) " + _loose("KV cache usag") + r"e?: [\d.]+%").alias("_v1_dev"),
+        _pct(r"\w+ " + _loose("KV cache usag") + r"e?: ([\d.]+)%").alias("_v1_kv"),
         _num("msg", _loose("Running: ") + r"(\d+) reqs").alias("_run"),
         _num("msg", "(?:" + _loose("Waiting") + "|" + _loose("Pending") + r"): (\d+) reqs").alias("_wait"),
         _num("msg", _loose("Swapped: ") + r"(\d+) reqs").alias("_swap"),

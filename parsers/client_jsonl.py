@@ -39,7 +39,18 @@ SAMPLES = [
     '{"kind": "phase_start", "t": 1795940954.7197623, "client": "storm", "phase": 0, "mode": "r", "value": 1.5, "duration_s": 45.0}',
 ]
 
-LAB_KINDS = ["attempt_send", "attempt_response", "request", "phase_start", "phase_end", "client_done"]
+# the traced lab client (../shared/lab/lab_client_traced.py) adds each attempt's span (attempt_span: its trace and
+# span ids, the traceparent it sent) and the flush of its spans at the end
+LAB_KINDS = [
+    "attempt_send",
+    "attempt_response",
+    "attempt_span",
+    "request",
+    "phase_start",
+    "phase_end",
+    "client_done",
+    "spans_flushed",
+]
 GENERIC_COLUMNS = [
     "ts_start",
     "ts_end",
@@ -79,14 +90,14 @@ _LAB_KEYS = [
     "value",
     "duration_s",
 ]
-KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase"]))
+KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase", "trace_id", "span_id"]))
 DTYPE = pl.Struct({k: pl.String for k in KEYS})
 # the lab client's attempt records, most of its lines, hold only these keys (and only these are read of them):
 # decoded with these alone, as the decoder's cost grows with the fields asked for (a 4 MiB chunk of the storm's
 # records: 21 ms with all 38, 11-12 ms with 7)
 ATTEMPT_KINDS = ["attempt_send", "attempt_response"]
 ATTEMPT_DTYPE = pl.Struct(
-    {k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status"]}
+    {k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status", "trace_id"]}
 )
 _ATTEMPT_HINT = r'"kind"\s*:\s*"attempt_(?:send|response)"'
 # a JSON object line, '^\s*\{.*\}\s*$' as two anchored tests (several times cheaper than its '.*'; the same on
@@ -290,7 +301,7 @@ def _lab(lab: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Data
     if ph.height:
         prev = state.get("lab_phases")
         state["lab_phases"] = pl.concat([prev, ph]) if prev is not None else ph
-    rows = lab.filter(pl.col("kind").is_in(["attempt_send", "attempt_response", "request"]))
+    rows = lab.filter(pl.col("kind").is_in(["attempt_send", "attempt_response", "attempt_span", "request"]))
     prev = state.get("lab_pending")
     pend = pl.concat([prev, rows]) if prev is not None else rows
     return _lab_flush(pend, ctx, state, final=False)
@@ -347,8 +358,16 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             "line_no",
             "seq",
             ts_expr("t", ctx.tz).alias("ts_start"),
+            pl.col("trace_id") if "trace_id" in ready.columns else pl.lit(None, pl.String).alias("trace_id"),
         )
         .unique([*k, "rc"], keep="first")
+    )
+    spans = (
+        ready.filter(pl.col("kind") == "attempt_span")
+        .select(*k, _i("retry_count").alias("rc"), pl.col("trace_id").alias("s_trace"), "span_id")
+        .unique([*k, "rc"], keep="first")
+        if "span_id" in ready.columns
+        else None
     )
     resp = (
         ready.filter(pl.col("kind") == "attempt_response")
@@ -360,9 +379,31 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         )
         .unique([*k, "rc"], keep="first")
     )
+    # the client's timeout setting, from its request records so far: a request left without one (in flight when a
+    # killed client's log ended) had the same when the client used one (not so with the lab's --timeout-mix)
+    seen = state.setdefault("lab_timeouts", {})
+    per = req.filter(pl.col("timeout_s").is_not_null()).group_by("r_client").agg(pl.col("timeout_s").unique())
+    for client, values in per.iter_rows():
+        one = values[0] if len(values) == 1 else None
+        seen[client] = one if seen.get(client, one) == one else None
+    known = {c: t for c, t in seen.items() if t is not None}
     att = (
         send.join(resp, on=[*k, "rc"], how="left")
+        .join(
+            spans
+            if spans is not None
+            else send.select(*k, "rc")
+            .clear()
+            .with_columns(pl.lit(None, pl.String).alias("s_trace"), pl.lit(None, pl.String).alias("span_id")),
+            on=[*k, "rc"],
+            how="left",
+        )
         .join(req, on=k, how="left")
+        .with_columns(
+            pl.col("timeout_s").fill_null(
+                pl.col("client").replace_strict(known, default=None, return_dtype=pl.Float64)
+            )
+        )
         .sort(*k, "rc")
         .with_columns(
             pl.col("ts_start").shift(-1).over(k).alias("next_send"),
@@ -390,6 +431,8 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         pl.lit(1.0).alias("grouping_confidence"),
         "url",
         "line_no",
+        pl.coalesce("s_trace", "trace_id").alias("trace_id"),
+        "span_id",
     )
     n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
     requests = (
@@ -423,13 +466,21 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
     no_resp = pl.col("resp_ts").is_null()
     until = pl.when(pl.col("is_last")).then(pl.col("r_end")).otherwise(pl.col("next_send"))
     lasted = (until - pl.col("ts_start")).dt.total_microseconds() / 1e6
-    timed_out = no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False)
+    # no response, an end known and the timeout not: whether it timed out or lost its connection is unknown
+    unknown = no_resp & lasted.is_not_null() & pl.col("timeout_s").is_null()
+    timed_out = (
+        pl.when(unknown)
+        .then(None)
+        .otherwise(no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False))
+    )
     by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).cast(pl.Int64))
     ts_end = (
         pl.when(pl.col("is_last") & pl.col("r_end").is_not_null())
         .then(pl.col("r_end"))  # body/stream end
         .when(~no_resp)
         .then(pl.col("resp_ts"))
+        .when(lasted.is_null())  # in flight when the log ended (a killed client): no end
+        .then(None)
         .otherwise(pl.min_horizontal(by_timeout, pl.col("next_send")))
     )
     error = (
@@ -437,7 +488,7 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("r_error"))
         .when(no_resp & timed_out)
         .then(pl.lit("Timeout"))
-        .when(no_resp)
+        .when(no_resp & ~timed_out & lasted.is_not_null())  # unknown (null) or in flight: no error said
         .then(pl.lit("ConnectionError"))
     )
     return att.with_columns(timed_out.alias("timed_out"), ts_end.alias("ts_end"), error.alias("error"))

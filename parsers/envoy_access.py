@@ -44,8 +44,10 @@ SAMPLES = [
 
 # Istio's default (EnvoyTextLogFormat, 1.8 onwards) adds %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
 # "%UPSTREAM_TRANSPORT_FAILURE_REASON%" after the flags, and cluster, addresses, SNI and route name at the end
+# the leading '[%START_TIME%] ' is missing from a line a collector or a paste cut it from (istio/istio#45802): its
+# time is then unknown
 _TEXT = (
-    r"^\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] "
+    r"^(?:\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] )?"
     r'"(?P<method>[^" ]+) (?P<path>[^" ]*) (?P<proto>[^"]*)" (?P<code>\d+) (?P<flags>\S+) '
     r'(?:(?P<details>\S+) \S+ "(?P<ufail>[^"]*)" )?'
     r"(?P<rx>\d+|-) (?P<tx>\d+|-) (?P<dur>\d+|-) (?P<ust>\d+|-) "
@@ -101,10 +103,9 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         pl.col("line").str.extract_groups(_TEXT).alias("t"),
         pl.col("line").str.contains(_JSON).alias("is_json"),
     )
-    text = f.filter(pl.col("t").struct.field("start").is_not_null()).select(
-        "line_no", pl.col("t").struct.unnest()
-    )
-    js = _json_fields(f.filter(pl.col("is_json") & pl.col("t").struct.field("start").is_null()))
+    matched = pl.col("t").struct.field("code").is_not_null()
+    text = f.filter(matched).select("line_no", pl.col("t").struct.unnest())
+    js = _json_fields(f.filter(pl.col("is_json") & ~matched))
     js = js.filter(pl.col("start").is_not_null())
     frames = []
     if text.height:
@@ -121,6 +122,10 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         tables["gateway_attempts"] = pl.concat(frames, how="vertical_relaxed").sort("line_no")
     ok = lines["line_no"].is_in(pl.concat([text["line_no"], js["line_no"]]).implode())
     assumptions = ["Envoy logs one line per request: the row is its last upstream attempt"] if frames else []
+    if text.height and bool(text["start"].is_null().any()):
+        assumptions.append(
+            "access lines without their '[start time]' (cut by a collector or a paste): time unknown"
+        )
     return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
 
 

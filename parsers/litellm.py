@@ -70,7 +70,29 @@ _ATTEMPT = r"^(?P<fn>[\w.]+)\(model=(?P<model>[^)]*)\)\s*(?:(?P<ok>200 OK)|Excep
 _FALLBACK = r"(?i)fall(?:ing )?back|fallbacks"
 _CALL_ID = r"(?s)_handle_llm_api_exception\(\).*?litellm_call_id=(?P<cid>[0-9a-fA-F-]+) - (?P<err>.*)$"
 _RETRIED = r"LiteLLM Retried: (\d+) times"
-_MODEL_GROUP = r"Falling back to model_group = (\S+)"
+_MODEL_GROUP = r"Falling back to model_group = (\S+)|Received Model Group=(\S+)"
+# the proxy's own failure of a request it was answering (a stream cut by the upstream's error)
+_PROXY_FAIL = r"(?s)^(?:[\w.]+\.)?\w+\(\): Exception occ?ur+ed - (?P<err>.*)$"
+# a status the error text names: a number (the upstream's body, 'Error code: 429', status_code=503), else LiteLLM's
+# exception class (litellm/exceptions.py: each class carries its status)
+_CODE_IN_TEXT = r"(?:Error code:? |status_code[=:] ?|\\?\"code\\?\": ?|'code': )(\d{3})\b"
+_CLASSES = {
+    "RateLimitError": 429,
+    "AuthenticationError": 401,
+    "PermissionDeniedError": 403,
+    "NotFoundError": 404,
+    "BadRequestError": 400,
+    "ContextWindowExceededError": 400,
+    "UnprocessableEntityError": 422,
+    "Timeout": 408,
+    "InternalServerError": 500,
+    "ServiceUnavailableError": 503,
+    "BadGatewayError": 502,
+}
+_CLASS = r"litellm\.(" + "|".join(_CLASSES) + r")\b"
+_NO_ANSWER = (
+    r"(?i)Exception - (?:Connection error|Request timed out|Timeout|Connection refused|Cannot connect)"
+)
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
@@ -98,8 +120,20 @@ def _classify(msg: pl.Expr, level: pl.Expr) -> list[pl.Expr]:
     call = msg.str.extract_groups(_CALL_ID)
     is_att = att.struct.field("fn").is_not_null()
     is_fail = call.struct.field("cid").is_not_null()
+    proxy_fail = msg.str.extract_groups(_PROXY_FAIL).struct.field("err")
+    is_fail = is_fail | proxy_fail.is_not_null()
     is_retry = msg.str.contains(r"Retrying request with num_retries")
     is_fb = msg.str.contains(_FALLBACK) & ~is_att & ~is_fail
+    # the class says the provider's status only when the provider answered ('OpenAIException - <its message>'),
+    # not when no answer came ('Connection error.', a timeout: LiteLLM made that status itself)
+    answered = msg.str.contains(r"\w+Exception - ") & ~msg.str.contains(_NO_ANSWER)
+    code = pl.coalesce(
+        msg.str.extract(_CODE_IN_TEXT).cast(pl.Int64, strict=False),
+        pl.when(answered).then(
+            msg.str.extract(_CLASS).replace_strict(_CLASSES, default=None, return_dtype=pl.Int64)
+        ),
+    )
+    retried = msg.str.extract(_RETRIED, 1).cast(pl.Int64, strict=False) + 1
     flags = (
         pl.when(is_att & att.struct.field("ok").is_not_null())
         .then(pl.lit("attempt"))
@@ -117,23 +151,24 @@ def _classify(msg: pl.Expr, level: pl.Expr) -> list[pl.Expr]:
         flags.alias("flags"),
         pl.when(is_att)
         .then(att.struct.field("model"))
-        .otherwise(msg.str.extract(_MODEL_GROUP, 1))
+        .otherwise(pl.coalesce(msg.str.extract(_MODEL_GROUP, 1), msg.str.extract(_MODEL_GROUP, 2)))
         .alias("upstream"),
         pl.when(is_att & att.struct.field("ok").is_not_null())
         .then(pl.lit(200, pl.Int64))
+        .when(is_att | is_fail | is_fb)
+        .then(code)  # the status the error text names
         .alias("upstream_status"),
         pl.when(is_att)
         .then(att.struct.field("err"))
         .when(is_fail)
-        .then(call.struct.field("err").str.split("\n").list.first())
+        .then(pl.coalesce(call.struct.field("err"), proxy_fail).str.split("\n").list.first())
         .when(is_retry | is_fb)
         .then(first_line)
         .str.slice(0, 500)
         .alias("error"),
         call.struct.field("cid").alias("request_id"),
-        pl.when(is_fail)
-        .then(msg.str.extract(_RETRIED, 1).cast(pl.Int64, strict=False) + 1)
-        .alias("attempts_total"),
+        # 'LiteLLM Retried: N times' on a failure or on one deployment's exception: N + 1 attempts
+        pl.when(is_fail | (is_att & att.struct.field("ok").is_null())).then(retried).alias("attempts_total"),
     ]
 
 
@@ -281,6 +316,7 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     rows = rows.join(n, on="rec", how="left").with_columns(
         pl.when(pl.col("flags") == "failed")
         .then(pl.coalesce("attempts_total", pl.col("n") + 1))
+        .otherwise(pl.col("attempts_total"))
         .alias("attempts_total")
     )
     assumptions = []

@@ -89,6 +89,7 @@ _READ = (
             "http_x_stainless_retry_count",
             "http_user_agent",
             "server_port",
+            "http_traceparent",
             *nf.LIST_VARS,
         }
     )
@@ -311,6 +312,7 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
         col("http_x_stainless_retry_count", pl.Int64).alias("client_retry"),
         col("http_user_agent").alias("user_agent"),
         col("server_port", pl.Int64).alias("port"),
+        col("http_traceparent").alias("traceparent"),
         # ' : ' (a switch to another upstream group) becomes ', :' so one split keeps the boundary
         *[
             _nullify(pl.col(c)).str.replace_all(" : ", ", :", literal=True).str.split(", ").alias(c)
@@ -393,6 +395,7 @@ def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) ->
         "user_agent",
         "port",
         "line_no",
+        "traceparent",
     )
 
 

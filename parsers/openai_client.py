@@ -51,7 +51,17 @@ _PRE = ["build", "options", "send"]
 _DONE_WAIT = timedelta(
     minutes=15
 )  # longest stream we wait for before closing a request without its 'done' line
-_OUTCOME = ["response", "httpx", "timeout", "conn_error"]
+_FINAL = ["final_conn", "final_timeout"]  # a request's last error as the application logged it
+_OUTCOME = ["response", "httpx", "timeout", "conn_error", *_FINAL]
+
+
+def _route(url: pl.Expr) -> pl.Expr:
+    """The path of a URL less its scheme, host, API version and query ('http://h:9000/v1/responses' -> '/responses')."""
+    return (
+        url.str.replace(r"^[A-Za-z]+://[^/]+", "")
+        .str.replace(r"\?.*$", "")
+        .str.replace(r"^/v\d+(/.+)$", "$1")
+    )
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
@@ -111,13 +121,22 @@ def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
         "an attempt ends at its 'HTTP Response'/'HTTP Request' (headers), timeout or connection-error line; "
         "the last attempt of a request named by a 'request <id> done' line ends at that line (end of the body)",
     ]
+    if state.get("announced"):
+        out.append(
+            "N 'Retrying request ... in S seconds' lines are N + 1 attempts: the attempt a request's last one "
+            "announced, with no line of its own after it, is a row whose outcome is unknown"
+        )
+    if state.get("other_records"):
+        out.append(
+            "records of the application's other loggers and its console lines (no client event) were read as such"
+        )
     if state.get("no_ts"):
         out.append("lines without a timestamp (logging's default format): attempt and request times unknown")
     if not state.get("debug"):
         out.append(
             "no DEBUG 'Sending HTTP Request' lines: attempts are rebuilt from httpx 'HTTP Request' and "
-            "'Retrying request' lines, their start times are unknown, and a last attempt that timed "
-            "out without a retry leaves no line"
+            "'Retrying request' lines, their start times are unknown (a request is placed at its first logged line, "
+            "its e2e unknown), and a last attempt that timed out without a retry leaves no line"
         )
     return out
 
@@ -127,13 +146,13 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     debug = bool(state.get("debug"))
     if not ev["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
         ev = ev.sort("seq")
-    ev = ev.with_columns(
-        pl.when(pl.col("kind") == "exc")
-        .then(None)
-        .otherwise(pl.col("thread").fill_null(""))
-        .forward_fill()
-        .alias("tk")
-    ).with_columns(pl.col("tk").fill_null(""))
+    # a traceback's line or a request's last error goes with the record before it; with no thread names an INFO log's
+    # requests are told apart by their route (the URL's path less its version: '/v1/responses' is '/responses')
+    inherit = pl.col("kind").is_in(["exc", *_FINAL])
+    key = pl.col("thread").fill_null("") if debug else pl.coalesce(pl.col("thread"), _route(pl.col("url")))
+    ev = ev.with_columns(pl.when(inherit).then(None).otherwise(key).forward_fill().alias("tk")).with_columns(
+        pl.col("tk").fill_null("")
+    )
     # windows and groups per thread use an integer code of the name (several times cheaper than the string)
     ev = ev.with_columns(pl.col("tk").cast(pl.Categorical).to_physical().alias("tid"))
     if debug:
@@ -142,11 +161,13 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     else:
         # INFO only: an httpx line is an attempt; a 'Retrying' line not following a failed httpx line is an
         # attempt that ended without response (timeout / connection error)
-        endish = pl.col("kind").is_in(["httpx", "retrying"])
+        # attempt that ended without response (timeout / connection error); a request's last error ends the attempt
+        # the last 'Retrying' line announced
+        endish = pl.col("kind").is_in(["httpx", "retrying", *_FINAL])
         prev = pl.when(endish).then(pl.col("kind")).forward_fill().shift(1).over("tid")
         prev_status = pl.when(endish).then(pl.col("status")).forward_fill().shift(1).over("tid")
         after_failure = (prev == "httpx") & (prev_status >= 400).fill_null(False)
-        anchor = (pl.col("kind") == "httpx") | (
+        anchor = pl.col("kind").is_in(["httpx", *_FINAL]) | (
             (pl.col("kind") == "retrying") & ~after_failure.fill_null(False)
         )
     ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
@@ -156,7 +177,11 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     ) | pl.col("has_done").shift(1).over("tid").fill_null(False)
     att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tid").alias("lg"))
     att = att.with_columns(_runs().alias("_g"))
-    att = att.with_columns(_closed(att, state, final).alias("closed"))
+    att = att.with_columns(
+        _closed(att, state, final).alias("closed"),
+        # closed only because the log ended: in flight when it did (a killed client), never 'ok' by a header's 200
+        (pl.lit(final) & ~_closed(att, state, False)).alias("_open_end"),
+    )
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
     carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
@@ -205,6 +230,7 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
     out_ts = pl.col("ts").filter(k.is_in(_OUTCOME)).min()
     return ev.group_by("tid", "att").agg(
         pl.col("tk").first(),
+        pl.col("thread").drop_nulls().first().alias("thr"),  # tk is the route when the log names no thread
         pl.col("seq").min().alias("first_seq"),
         pl.col("line_no").min(),
         (
@@ -225,12 +251,12 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         .drop_nulls()
         .last()
         .alias("exc"),
-        pl.col("err").filter(k.is_in(["timeout", "conn_error"])).drop_nulls().first().alias("err"),
+        pl.col("err").filter(k.is_in(["timeout", "conn_error", *_FINAL])).drop_nulls().first().alias("err"),
         (k == "retrying").any().alias("retried"),
         pl.col("max_retries").drop_nulls().first(),
         pl.col("delay").filter(k == "retrying").drop_nulls().first().alias("delay_after"),
-        (k == "raise_timeout").any().alias("gave_up_timeout"),
-        (k == "raise_conn").any().alias("gave_up_conn"),
+        k.is_in(["raise_timeout", "final_timeout"]).any().alias("gave_up_timeout"),
+        k.is_in(["raise_conn", "final_conn"]).any().alias("gave_up_conn"),
         (k == "reraise").any().alias("reraised"),
         (k == "done").any().alias("has_done"),
         pl.col("rid").drop_nulls().first(),
@@ -245,9 +271,30 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
     )
 
 
+def _announced(att: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """N 'Retrying request ... in S seconds' lines are N + 1 attempts: a request whose last attempt announced a retry
+    that no line of it follows (the log ends, or the SDK's next lines were not logged) gets that attempt, its outcome
+    unknown (``att`` sorted by thread and first event; the added rows sort after their request's last)."""
+    last = pl.col("first_seq") == pl.col("first_seq").max().over(_runs())
+    tail = att.filter(last & pl.col("retried") & ~pl.col("has_done"))
+    if tail.height == 0:
+        return att
+    state["announced"] = True
+    unknown = {"status": None, "exc": None, "err": None, "delay_after": None, "rt": None, "ts_start": None}
+    unknown |= {"ts_out": None, "lab_status": None, "lab_err": None, "latency": None, "done_ts": None}
+    no = ("retried", "has_out", "timed_out", "gave_up_timeout", "gave_up_conn", "reraised", "dup_resp")
+    nxt = tail.with_columns(
+        *[pl.lit(v, dtype=tail.schema[c]).alias(c) for c, v in unknown.items()],
+        *[pl.lit(False).alias(c) for c in (*no, "dup_httpx", "dup_to")],
+    )
+    both = pl.concat([att.with_columns(pl.lit(0).alias("_n")), nxt.with_columns(pl.lit(1).alias("_n"))])
+    return both.sort("tk", "first_seq", "_n").drop("_n")
+
+
 def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
     # att comes from _assemble sorted by thread and first event (a filter of that order): no sort again
     grp = "_g"
+    att = _announced(att, state)
     att = att.with_columns(_runs().alias(grp)).with_columns(
         pl.int_range(1, pl.len() + 1).over(grp).alias("attempt"),
         pl.len().over(grp).alias("n_att"),
@@ -268,7 +315,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     if not state.get("debug"):  # INFO only: a last attempt that failed without a response is invisible
         base = pl.lit(0.6)
     base = (
-        pl.when(pl.col("tk") == "").then(base * 0.9).otherwise(base)
+        pl.when(pl.col("thr").is_null().all().over(grp)).then(base * 0.9).otherwise(base)
     )  # no thread names: sequential client assumed
     conf = pl.when(anomaly.any().over(grp)).then(0.5).otherwise(base)
     lid = pl.coalesce(pl.col("lg_rid"), pl.lit(f"{ctx.source}:") + pl.col("lg_line").cast(pl.String))
@@ -304,7 +351,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "max_tokens",
         "concurrency",
         "phase",
-        pl.when(pl.col("tk") != "").then(pl.col("tk")).alias("thread"),
+        pl.col("thr").alias("thread"),
         "retry_delay_s",
         pl.lit("inferred").alias("grouping"),
         "grouping_confidence",
@@ -323,7 +370,10 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         att.group_by(grp)
         .agg(
             pl.col("logical_request_id").first(),
-            pl.col("ts_start").min(),
+            # INFO-level logs have no send time: the request starts, for the timeline, at its first logged line
+            # (its first response or retry), and its e2e is unknown
+            pl.coalesce(pl.col("ts_start").min(), pl.col("ts_out").min()).alias("ts_start"),
+            pl.col("ts_start").min().is_not_null().alias("_sent"),
             pl.col("ts_end").last(),
             pl.coalesce(
                 pl.col("lab_status").filter(pl.col("has_done")).last(),
@@ -337,13 +387,15 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
             pl.col("concurrency").first(),
             pl.col("phase").first(),
             pl.col("first_seq").min(),
+            pl.col("_open_end").any().alias("unfinished"),
         )
         .with_columns(
             (pl.col("error").str.contains("Timeout") | (pl.col("error") == "APITimeoutError"))
             .fill_null(False)
             .alias("timed_out"),
             pl.coalesce(
-                pl.col("lab_latency"), (pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6
+                pl.col("lab_latency"),
+                pl.when("_sent").then((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6),
             ).alias("e2e_s"),
         )
         .sort("first_seq")
@@ -363,6 +415,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "max_retries",
         "concurrency",
         "phase",
+        "unfinished",
     )
     return attempts.sort("line_no"), requests
 

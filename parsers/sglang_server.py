@@ -25,10 +25,14 @@ says ``engine_kind`` 'sglang'; ``engine`` holds the rank prefix ('TP0', 'DP1 TP0
 
 from __future__ import annotations
 
+import re
+from datetime import date
+
 import polars as pl
 
 from logscope.schemas import TS
 
+from . import _lexicon as lexicon
 from ._common import UVICORN_ACCESS, UVICORN_LEVEL, ascii_classes, local_to_utc
 from ._sglang_requests import JSON_TS, REQUEST_LINE, requests
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
@@ -75,29 +79,40 @@ SAMPLES = [
     ),
 ]
 
-# '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/ATTN_CP/... with numbers
+# '[date time(.frac) RANKS] ' ('[' lost by a paste is accepted); the ranks are DP/TP/PP/EP/CP/ATTN_CP/... with numbers.
+# SGLang 0.2-0.3 (2024) wrote the time alone, '[16:43:29 TP0] ': its date is anchored (``_dates``)
 _HEAD = ascii_classes(
-    r"^\[?(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,6}))?"
+    r"^\[?(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,6}))?"
     r"(?P<rank>(?: [A-Z][A-Z_]{0,9}\d+)*)\] ?"
 )
-_HEAD_SPAN = ascii_classes(r"^\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z][A-Z_]{0,9}\d+)*\] ?")
+_HEAD_SPAN = ascii_classes(
+    r"^\[?(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: [A-Z][A-Z_]{0,9}\d+)*\] ?"
+)
+# a python-logging configuration of SGLang's loggers (sglang-omni: '%(asctime)s [%(levelname)s] %(name)s: ')
+_PYHEAD = ascii_classes(
+    r"^(?P<date>\d{4}-\d\d-\d\d)[ T](?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,6}))? (?:- )?"
+    r"\[?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\]? (?:- )?sglang[\w.]*:? (?:- )?"
+)
+_PYHEAD_SPAN = re.sub(r"\?P<\w+>", "?:", _PYHEAD)
+# SGLang's stats and retraction lines pasted without any header (a user quoting the message alone)
+_BARE = r"^(?:Prefill batch|Decode batch)[.,] #|^KV cache pool is full\. Retract requests|^Decode out of memory happened"
+_UVICORN_LINE = "^" + UVICORN_LEVEL  # a uvicorn line without SGLang's header (its logger is uvicorn's own)
 _KNOWN = (
     r"^(?:Prefill batch|Decode batch)[.,\[ ]|^KV cache pool is full\. Retract requests|hit an exception: "
     r"|[Ww]atchdog timeout \(self\.watchdog_timeout|^Received sigquit from a child proces"
     r"|^server_args=ServerArgs\(|^Load weight (?:begin|end)|^KV Cache is allocated|^Memory pool end"
-    r"|^The server is fired up and ready to roll|^(?:Receive|Finish): obj="
+    r"|^The server is fired up and ready to roll|^(?:Receive|Finish): obj=|^Decode out of memory happened"
+    r"|^SGLang Generating!|^Prompts loaded\."
 )
 _TB = ascii_classes(
     r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|\^+$)"
 )
 _ACCESS = "^" + UVICORN_LEVEL + UVICORN_ACCESS
-# event kinds, first match wins: the cause (OOM, KV) before the death it caused
-_KIND_RULES = [
-    ("preemption", "message", r"^KV cache pool is full\. Retract requests"),
-    ("oom", "detail", r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|out of memory"),
-    ("kv_insufficient", "detail", r"Not enough memory\. Please try to increase --mem-fraction-static"),
-    ("engine_timeout", "detail", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
-    ("engine_dead", "detail", r"hit an exception: |^Received sigquit from a child proces|SIGQUIT received"),
+_RETRACT = ("KV cache pool is full. Retract requests", "Decode out of memory happened")
+# event kinds, first match wins: the lexicon's (parsers/_lexicon.py: the cause before the death it caused), then
+# SGLang's own (a generic 'out of memory', the lifecycle, a traceback)
+_KIND_RULES = [(kind, col, pat) for kind, col, pat, _ in lexicon.RULES] + [
+    ("oom", "detail", r"out of memory"),
     ("server_ready", "message", r"^The server is fired up and ready to roll"),
     ("server_start", "message", r"^INFO:\s+Started server process \[\d+\]"),
     ("server_stop", "message", r"^INFO:\s+Shutting down\s*$"),
@@ -107,12 +122,14 @@ _KIND_RULES = [
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line").str.slice(0, 400)
-    hdr = s.str.contains(_HEAD_SPAN)
-    body = s.str.replace(_HEAD_SPAN, "")
-    # request lines: SGLang's own words, with or without the header (--log-requests-target prints them bare)
-    known = (hdr & body.str.contains(_KNOWN)) | body.str.contains(REQUEST_LINE)
-    hdr = hdr | s.str.contains(REQUEST_LINE)
-    tb = ~hdr & s.str.contains(_TB)
+    hdr = s.str.contains(_HEAD_SPAN) | s.str.contains(_PYHEAD_SPAN)
+    body = s.str.replace(_HEAD_SPAN, "").str.replace(_PYHEAD_SPAN, "")
+    # request lines: SGLang's own words, with or without the header (--log-requests-target prints them bare);
+    # its stats lines pasted bare
+    bare = s.str.contains(_BARE)
+    known = (hdr & body.str.contains(_KNOWN)) | body.str.contains(REQUEST_LINE) | bare
+    hdr = hdr | s.str.contains(REQUEST_LINE) | bare
+    tb = ~hdr & (s.str.contains(_TB) | s.str.contains(_UVICORN_LINE))
     g = per_head(nonblank(frame, 200), n, known=known.any(), m=(hdr | tb).mean())
     # '[date time] message' alone is any python logging config
     return g.select(pl.when(pl.col("known")).then(0.3 + 0.7 * pl.col("m")).otherwise(0.0)).to_series()
@@ -143,20 +160,25 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         "server_request_events": reqs,
         "server_events": pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame(),
     }
-    # a line is recognised when it is SGLang's (its header), or a line of a record one opened (its traceback),
-    # or, before the first header, traceback-shaped (a paste starting mid-traceback)
-    ok = pl.col("hdr").is_not_null() | (pl.col("rec") > 0) | pl.col("msg").str.contains(_TB)
-    notes = (
-        [f"SGLang timestamps have no zone: read as {ctx.tz} (--tz)"]
-        if bool(df["hdr"].is_not_null().any())
-        else []
+    # a line is recognised when it is SGLang's (its header, or its words pasted bare), or a line of a record one
+    # opened (its traceback), or, before the first header, traceback-shaped (a paste starting mid-traceback)
+    ok = (
+        pl.col("hdr").is_not_null() | pl.col("starts") | (pl.col("rec") > 0) | pl.col("msg").str.contains(_TB)
     )
+    notes = state.pop("notes", [])
+    if bool(df["hdr"].is_not_null().any()):
+        notes.append(f"SGLang timestamps have no zone: read as {ctx.tz} (--tz)")
     if bool(df["ts_inferred"].any()):
         notes.append(
-            "SGLang lines without a header (raw tracebacks) take the time of the line before (ts_inferred)"
+            "SGLang lines without a header (raw tracebacks, uvicorn's own lines, stats lines pasted bare) take the "
+            "time of the line before (ts_inferred)"
         )
+    repairs = {"bare": int(df["bare"].sum()), "untimed": int(df["ts"].is_null().sum())}
     return ChunkResult(
-        tables=tables, recognized=df.select(ok.fill_null(False).alias("ok"))["ok"], assumptions=notes
+        tables=tables,
+        recognized=df.select(ok.fill_null(False).alias("ok"))["ok"],
+        assumptions=notes,
+        repairs={k: v for k, v in repairs.items() if v},
     )
 
 
@@ -173,8 +195,15 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
 def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     line = pl.col("line").str.strip_chars_end("\r")
     df = lines.select("line_no", line.alias("line"))
-    df = df.with_columns(pl.col("line").str.slice(0, 120).str.extract(f"({_HEAD_SPAN})").alias("hdr"))
-    df = df.with_columns(pl.col("hdr").str.extract_groups(_HEAD).alias("h")).unnest("h")
+    head = pl.col("line").str.slice(0, 160)
+    df = df.with_columns(head.str.extract(f"({_HEAD_SPAN})").alias("hdr"))
+    h = pl.col("hdr").str.extract_groups(_HEAD)
+    fields = {k: h.struct.field(k) for k in ("date", "hms", "frac", "rank")}
+    if bool(df.select(head.str.contains(_PYHEAD_SPAN).any()).item()):  # a python-logging configuration
+        df = df.with_columns(pl.coalesce("hdr", head.str.extract(f"({_PYHEAD_SPAN})")).alias("hdr"))
+        p = pl.col("hdr").str.extract_groups(_PYHEAD)
+        fields = {k: pl.coalesce(e, p.struct.field(k)) if k != "rank" else e for k, e in fields.items()}
+    df = df.with_columns(e.alias(k) for k, e in fields.items())
     df = df.with_columns(
         pl.when(pl.col("hdr").is_null())
         .then(pl.col("line"))
@@ -182,6 +211,14 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
         .alias("msg"),
         pl.when(pl.col("rank").str.strip_chars() != "").then(pl.col("rank").str.strip_chars()).alias("rank"),
     )
+    # lines that start a record without SGLang's header: its stats words pasted bare, uvicorn's own lines (a
+    # python-logging configuration leaves uvicorn's logger its format), a request line printed bare
+    bare = pl.col("hdr").is_null() & pl.col("msg").str.contains(_BARE)
+    starts = pl.col("hdr").is_null() & (
+        pl.col("msg").str.contains(_UVICORN_LINE) | pl.col("msg").str.contains(REQUEST_LINE)
+    )
+    df = df.with_columns(bare.alias("bare"), (bare | starts).alias("starts"))
+    df = _dates(df, ctx, state)
     naive = pl.concat_str(
         pl.col("date"),
         pl.lit(" "),
@@ -200,12 +237,9 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     df = df.with_columns(
         local_to_utc(pl.coalesce(own, naive), ctx.tz).cast(TS).alias("ts_own"),
         (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-        # a header, or a request line printed without one, starts a record; raw lines (tracebacks) go on with
+        # a header, or a line SGLang printed without one, starts a record; raw lines (tracebacks) go on with
         # the open one (0: none opened yet)
-        (
-            (pl.col("hdr").is_not_null() | pl.col("msg").str.contains(REQUEST_LINE)).cum_sum().cast(pl.Int64)
-            + rec0
-        ).alias("rec"),
+        ((pl.col("hdr").is_not_null() | pl.col("starts")).cum_sum().cast(pl.Int64) + rec0).alias("rec"),
     )
     df = df.with_columns(
         pl.col("ts_own")
@@ -224,13 +258,49 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     return df
 
 
+def _dates(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
+    """The date of headers that carry the time alone (SGLang 0.2-0.3, '[16:43:29 TP0]'): the day of a full time
+    seen elsewhere in the folder, else of the file's modification time, for the stream's first such line; a time
+    more than an hour before the previous one is the next day."""
+    alone = pl.col("date").is_null() & pl.col("hms").is_not_null()
+    if not bool(df.select(alone.any()).item()):
+        return df
+    if "day0" not in state:
+        anchor, how = _anchor(ctx)
+        state["day0"] = anchor
+        state["notes"] = [
+            f"SGLang headers with a time and no date: the first one's day is {anchor} ({how}), later days counted "
+            "on at each midnight"
+        ]
+    hms = pl.col("hms").str.split(":").list.eval(pl.element().cast(pl.Int64))
+    secs = pl.when(alone).then(hms.list.get(0) * 3600 + hms.list.get(1) * 60 + hms.list.get(2))
+    df = df.with_columns(secs.alias("_s"))
+    prev = pl.col("_s").forward_fill().shift(1).fill_null(pl.lit(state.get("last_secs"), dtype=pl.Int64))
+    roll = (alone & ((prev - pl.col("_s")) > 3600).fill_null(False)).cum_sum() + state.get("days", 0)
+    df = df.with_columns(roll.alias("_d"))
+    last = df.filter(alone)
+    state["last_secs"], state["days"] = int(last["_s"][-1]), int(last["_d"][-1])
+    day = pl.lit(state["day0"]) + pl.duration(days=pl.col("_d"))
+    return df.with_columns(
+        pl.when(alone).then(day.dt.strftime("%Y-%m-%d")).otherwise(pl.col("date")).alias("date")
+    ).drop("_s", "_d")
+
+
+def _anchor(ctx: ParseContext) -> tuple[date, str]:
+    if ctx.reference_ts is not None:
+        return ctx.reference_ts.date(), "a full timestamp elsewhere in the folder"
+    if ctx.file_mtime is not None:
+        return ctx.file_mtime.date(), "the file's modification time"
+    return date(ctx.year, 1, 1), f"1 January {ctx.year}: nothing better was known"
+
+
 def _num(pat: str) -> pl.Expr:
     return pl.col("msg").str.extract(pat).cast(pl.Float64, strict=False)
 
 
 def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     m = pl.col("msg")
-    retract = df.filter(m.str.starts_with("KV cache pool is full. Retract requests"))
+    retract = df.filter(m.str.starts_with(_RETRACT[0]) | m.str.starts_with(_RETRACT[1]))
     cand = df.filter(m.str.starts_with("Prefill batch") | m.str.starts_with("Decode batch"))
     if retract.height:
         state["seen_retract"] = True
@@ -272,14 +342,20 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
         kv.alias("kv_usage"),
         _num(r"input throughput \(token/s\): ([\d.]+)").alias("prompt_tps"),
         _num(r"gen throughput \(token/s\): ([\d.]+)").alias("gen_tps"),
-        pl.when(new + hit > 0).then((hit / (new + hit)).round(6)).alias("prefix_hit"),
+        # SGLang 0.3 printed its 'cache hit rate: N%'; later the counts alone
+        pl.coalesce(
+            (_num(r"cache hit rate: ([\d.]+)%") / 100).round(6),
+            pl.when(new + hit > 0).then((hit / (new + hit)).round(6)),
+        ).alias("prefix_hit"),
         "line_no",
         "seq",
     )
 
 
 def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    a = df.filter(pl.col("hdr").is_not_null() & pl.col("msg").str.contains(' - "', literal=True))
+    a = df.filter(
+        (pl.col("hdr").is_not_null() | pl.col("starts")) & pl.col("msg").str.contains(' - "', literal=True)
+    )
     if a.height == 0:
         return pl.DataFrame()
     a = a.with_columns(pl.col("msg").str.extract_groups(_ACCESS).alias("a")).unnest("a")
@@ -325,7 +401,7 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
     if g.height == 0:
         return pl.DataFrame()
-    pre = pl.col("kind") == "preemption"
+    pre, d = pl.col("kind") == "preemption", pl.col("detail")
     return g.select(
         "ts",
         "ts_inferred",
@@ -338,6 +414,7 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "line_no",
         "line_count",
         "seq",
-        pl.when(pre).then(pl.lit("RETRACT")).alias("preemption_mode"),
+        pl.when(pre).then(lexicon.preemption_mode(d)).alias("preemption_mode"),
         pl.lit("sglang").alias("engine_kind"),
+        *lexicon.fields(pl.col("kind"), d),
     )

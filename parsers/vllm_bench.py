@@ -26,11 +26,15 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from ._bench_blocks import blocks
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "vllm_bench"
 KIND = "client"
-DESCRIPTION = "vllm bench serve result JSON (--save-result --save-detailed) and its stdout"
+DESCRIPTION = (
+    "vllm bench serve result JSON (--save-result --save-detailed) and the stdout of vLLM's and SGLang's serving "
+    "benchmarks (each result block a load_tests row)"
+)
 MODE = "document"
 SAMPLES = [
     '{"date": "20261129-082125", "endpoint_type": "vllm", "backend": "vllm", "label": null, "model_id": "tiny", '
@@ -59,6 +63,9 @@ _LOG_LINES = [
     r"^WARNING: (?:vllm bench serve|/tokenize unavailable|tokenizer mismatch)",
     r"^Self timing is set",
     r"^Triton is installed, but doesn't include CPU backend",
+    r"^\s*\d+%\|.*\| *\d+/\d+ \[",  # the progress bar
+    r"^(?:nanobind: |See https://nanobind\.readthedocs\.io| - leaked (?:instance|type|function) | - \.\.\. skipped remainder)",
+    r"^(?:Backend|Traffic request rate|Max request concurrency):\s+(?:not set|\S+)\s*$",  # SGLang's bench_serving
 ]
 _PREFIX_RE = re.compile(r"request_id_prefix='([^']*)'")
 _MAX_SIBLING_BYTES = 8 * 1024 * 1024
@@ -80,10 +87,10 @@ def detect(head: list[str]) -> float:
 def parse_document(text: str, ctx: ParseContext) -> ChunkResult:
     if text.lstrip().startswith("{"):
         return _parse_json(text, ctx)
-    return _parse_log(text)
+    return _parse_log(text, ctx)
 
 
-def _parse_log(text: str) -> ChunkResult:
+def _parse_log(text: str, ctx: ParseContext) -> ChunkResult:
     s = pl.Series("line", text.split("\n"), dtype=pl.String)
     if text.endswith("\n"):
         s = s.head(s.len() - 1)
@@ -91,11 +98,14 @@ def _parse_log(text: str) -> ChunkResult:
     for rx in _LOG_LINES:
         ok = ok | pl.col("line").str.contains(rx)
     n = int(pl.DataFrame({"line": s}).select(ok.sum()).item())
+    rows = blocks(s, ctx.source)
     return ChunkResult(
+        tables={"load_tests": rows} if rows.height else {},
         lines_parsed=n,
         assumptions=[
-            "stdout of vllm bench serve: aggregates only, no rows; per-request rows come from the "
-            "--save-result JSON named by result_filename in its Namespace line"
+            "stdout of a serving benchmark: each result block is a load_tests row (the tool's own aggregates, "
+            "client clock); per-request rows come from the --save-result JSON named by result_filename in its "
+            "Namespace line"
         ],
     )
 

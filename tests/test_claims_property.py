@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import everyfolder
 import pytest
+from markupsafe import escape
 
 from logscope.diagnose.claims import CLOCKS, from_dict
+from logscope.report.markdown import md
 
 ITEMS = everyfolder.folders() + everyfolder.excerpts()
 # inputs in no format logscope reads (analyze exits 4 with its message): scripts and a lone README, and excerpts
@@ -157,11 +159,14 @@ def test_every_output_says_the_same_verdict(runs, name):
         assert line in r.terminal, ("terminal", line)
         assert line in r.md, ("summary.md", line)
         assert line in r.html, ("report.html", line)
-    # the claims the findings state, with their state, on both pages
+    # the claims the findings state: the same object on both pages, its state beside the finding and its
+    # sentence (what wording made of its facts) in the claims table, as each page escapes it
     for f in s["findings"]:
         if f["claim"]:
             c = next(c for c in s["claims"] if c["id"] == f["claim"])
-            assert f"Claim ({c['id']}): {c['state']}" in r.md, f["title"]
+            assert f"Claim ({md(c['id'])}): {md(c['state'])}" in r.md, f["title"]
             assert 'href="#claim-' in r.html
+            assert md(c["sentence"]) in r.md, (c["id"], "summary.md")
+            assert str(escape(c["sentence"])) in r.html, (c["id"], "report.html")
     if s["findings"]:
         assert s["findings"][0]["title"] in r.terminal

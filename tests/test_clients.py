@@ -484,9 +484,10 @@ def test_ladder_steps(ladder):
 
 def test_bench_stdout_lines(ladder):
     """bench-c16.log: 68 lines, of which 31 are nanobind leak noise at exit
-    (grep -c -E 'nanobind|leaked|skipped remainder' = 30, + 'See https://nanobind...' = 31)."""
+    (grep -c -E 'nanobind|leaked|skipped remainder' = 30, + 'See https://nanobind...' = 31): read as
+    the known noise they are, so every line is accounted."""
     f = ladder.files.filter(pl.col("path") == "bench-c16.log")
-    assert (f["lines_total"].item(), f["lines_parsed"].item()) == (68, 37)
+    assert (f["lines_total"].item(), f["lines_parsed"].item()) == (68, 68)
 
 
 def test_bench_json_without_stdout(tmp_path):

@@ -219,6 +219,9 @@ LIT_FILES = {
 }
 
 
+LIT_ANSWERED = {"litellm-proxy.log": {500: 12, 429: 12}, "litellm-proxy-json.log": {500: 6, 429: 6}}
+
+
 @pytest.mark.parametrize("name", LIT_FILES)
 def test_litellm_counts(tmp_path, name):
     total, unrec, flags, statuses = LIT_FILES[name]
@@ -228,10 +231,18 @@ def test_litellm_counts(tmp_path, name):
     assert files["lines_unrecognized"] == unrec
     assert counts(rows, "flags") == flags
     assert counts(rows.filter(pl.col("flags").is_null()), "status") == statuses
-    # attempts: 200 OK rows carry upstream_status 200, exceptions carry the error text
+    # attempts: 200 OK rows carry upstream_status 200; exceptions the error text, and the status the upstream
+    # answered when it did (grep 'acompletion(model=' | grep -c 'fake upstream error 500' / '... 429'; the
+    # 'Connection error.' ones got no answer)
     att = rows.filter(pl.col("flags").str.starts_with("attempt"))
     assert set(att["upstream"]) == {"openai/tiny"}
-    assert counts(att, "upstream_status") == {200: flags["attempt"], None: flags["attempt,exception"]}
+    answered = LIT_ANSWERED[name]
+    assert counts(att, "upstream_status") == {
+        200: flags["attempt"],
+        500: answered[500],
+        429: answered[429],
+        None: flags["attempt,exception"] - answered[500] - answered[429],
+    }
     # failed requests: call id, and LiteLLM Retried: 2 times -> 3 attempts (the unknown-model 400s have none)
     failed = rows.filter(pl.col("flags") == "failed")
     assert failed["request_id"].str.contains(r"^[0-9a-f]{8}-[0-9a-f-]{27}$").all()

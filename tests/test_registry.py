@@ -22,7 +22,7 @@ def test_every_module_is_registered():
 
 @pytest.mark.parametrize("mod", parsers.FORMATS, ids=lambda m: m.NAME)
 def test_contract(mod):
-    assert mod.KIND in {"server", "gateway", "client", "metrics", "config"}
+    assert mod.KIND in {"server", "gateway", "client", "metrics", "config", "traces", "platform"}
     assert mod.MODE in {"lines", "document"}
     assert isinstance(mod.DESCRIPTION, str) and mod.DESCRIPTION
     assert hasattr(mod, "parse_chunk" if mod.MODE == "lines" else "parse_document")

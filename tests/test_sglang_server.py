@@ -188,3 +188,50 @@ def test_json_request_lines_as_the_request_target_prints_them(tmp_path):
     files = pl.read_parquet(res.out_dir / "files.parquet")
     assert files["lines_unrecognized"].to_list() == [0]
     assert not any("take the time of the line before" in a for a in files["assumptions"][0])
+
+
+def test_time_only_headers_of_2024(tmp_path):
+    """SGLang 0.2-0.3 wrote '[16:43:29 TP0]', no date (sglang#1612's prefill lines with their 'cache hit rate',
+    sglang#1270's decode lines): every line read, the day anchored and said."""
+    from conftest import PUBLIC2, need
+
+    t = _read(tmp_path, "1270-time-only-header-decode-lines.log")
+    st = t["server_stats"]
+    assert st.height == 10 and st["running"].to_list()[:4] == [2, 2, 2, 1]
+    assert st["gen_tps"][0] == 447.31 and st["ts"].null_count() == 0
+    assert st["ts"].dt.strftime("%H:%M:%S").to_list()[0] == "04:40:55"
+    notes = t["files"]["assumptions"][0].to_list()
+    assert any("time and no date" in n for n in notes)
+    res = ingest_files(
+        tmp_path / "b", need(PUBLIC2 / "s01-sglang-0.3-prefill-batches-queue-draining-token-usage-rising.log")
+    )
+    st = res.table("server_stats")
+    assert st.height == 7 and st["waiting"].max() == 38 and st["running"].max() == 21
+    assert st["kv_usage"].max() == 0.77 and st["prefix_hit"].to_list()[1] == 0.0276  # 'cache hit rate: 2.76%'
+    assert res.files["lines_unrecognized"].to_list() == [0]  # 'Prompts loaded.', 'SGLang Generating!' too
+
+
+def test_stats_line_pasted_bare(tmp_path):
+    """sglang#938: one 'Decode batch.' line pasted without its header: read, with no time."""
+    from conftest import PUBLIC2, need
+
+    res = ingest_files(
+        tmp_path,
+        need(PUBLIC2 / "s02-sglang-single-decode-line-running-1010-queue-12279-token-usage-0.93.log"),
+    )
+    st = res.table("server_stats")
+    assert st.select("running", "waiting", "kv_usage", "gen_tps").rows() == [(1010, 12279, 0.93, 1397.13)]
+    assert st["ts"].to_list() == [None] and res.files["format"].to_list() == ["sglang_server"]
+
+
+def test_python_logging_prefix_and_bare_uvicorn(tmp_path):
+    """sglang-omni#712 (2026-06): SGLang's loggers behind '%(asctime)s [%(levelname)s] %(name)s: ', uvicorn's
+    access lines in uvicorn's own format between them: stats rows with their milliseconds, access lines read."""
+    t = _read(tmp_path, "omni-712-python-logging-prefix-uvicorn-bare.log")
+    st = t["server_stats"]
+    assert st.height == 5 and st["ts"].dt.strftime("%H:%M:%S%.3f").to_list()[0] == "10:59:31.659"
+    assert st["gen_tps"].drop_nulls().to_list() == [126.29, 83.17, 82.34]
+    acc = t["server_events"].filter(pl.col("kind") == "http_access")
+    assert acc["http_status"].to_list() == [200, 200, 200]
+    assert acc["http_path"].unique().to_list() == ["/v1/audio/speech"]
+    assert t["files"]["lines_unrecognized"].sum() == 0

@@ -33,6 +33,7 @@ from . import (
     ladder,
     lifecycle,
     outcomes,
+    platform,
     tables,
     verdict,
     wording,
@@ -86,7 +87,12 @@ def _run(out: Path, options) -> dict:
     life = _in_range(
         lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
     )
+    facts = platform.load(
+        out, rng
+    )  # who killed it: the platform's kills become the deaths' causes (issue #40)
+    platform.attach(life, platform.kills(facts, inp.events))
     ctx = Context(inp, life, th, slo)
+    ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
     ctx.hist = from_histograms.load(out, rng, inp.stats)

@@ -20,16 +20,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# the clock a latency was measured on (COORD.md's shared vocabulary) and the sources that give each
-CLOCKS = ("client", "gateway", "engine", "spans")
+# the clock a latency was measured on (COORD.md's shared vocabulary) and the sources that give each. 'spans' is a
+# source, not a clock: a client span's latency is on the client's clock, the engine's llm_request span's on the
+# engine's, so a figure from spans names its clock from its rows (requests.latency_clock), never from 'spans'.
+CLOCKS = ("client", "gateway", "engine")
 SOURCE_CLOCK = {
     "client_records": "client",
     "load_test": "client",
     "gateway_log": "gateway",
     "engine_histogram": "engine",
     "engine_log": "engine",
-    "spans": "spans",
 }
+# requests.latency_clock (correlate.assemble: the clock of each row's ttft_s / e2e_s) -> the layer figures name
+CLOCK_LAYER = {"client": "client", "gateway": "gateway", "engine": "server log"}
 # requests.origin / the figures' source names (from_histograms) -> the shared source vocabulary
 ORIGIN_SOURCE = {"client": "client_records", "gateway": "gateway_log", "server": "engine_log"}
 NAMED_SOURCE = {

@@ -19,7 +19,8 @@ from .claims import ORIGIN_SOURCE, Claim, Fact, latency
 from .thresholds import Thresholds
 
 FIGURES = {"ttft": "TTFT", "e2e": "e2e"}
-CALLERS = {"ttft": ("client", "spans"), "e2e": ("client", "gateway", "client + gateway", "spans")}
+CALLERS = {"ttft": ("client",), "e2e": ("client", "gateway", "client + gateway")}
+CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whose source names it
 MIN_REQUESTS = 10  # single-attempt requests a range needs for its callers' p95
 
 
@@ -48,11 +49,12 @@ def _single(req: pl.DataFrame, lo, hi) -> dict[str, tuple[float | None, int, str
     for f, col in (("ttft", "ttft_s"), ("e2e", "e2e_s")):
         if col not in r.columns:
             continue
-        mine = (pl.col("origin") == "client") if f == "ttft" else pl.lit(True)
+        # each row's latency names its clock (requests.latency_clock), else its origin's layer
+        on, names = ("latency_clock", CLOCK_ORIGIN) if "latency_clock" in r.columns else ("origin", {})
+        mine = (pl.col(on) == "client") if f == "ttft" else pl.lit(True)
         got = r.filter(pl.col(col).is_not_null() & mine)
-        src = " + ".join(
-            sorted({ORIGIN_SOURCE.get(o, o) for o in got["origin"].drop_nulls().unique().to_list()})
-        )
+        layers = {names.get(o, o) for o in got[on].drop_nulls().unique().to_list()}
+        src = " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in layers))
         out[f] = (got[col].quantile(0.95, "linear") if got.height else None, got.height, src or None)
     return out
 

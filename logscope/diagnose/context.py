@@ -41,6 +41,9 @@ class Context:
     stop_errors: dict = field(
         default_factory=dict
     )  # (ts, replica) of a stop or death -> lifecycle.StopErrors
+    platform: object | None = (
+        None  # platform.Facts: the kernel's, Kubernetes' and the GPUs' records (issue #40)
+    )
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

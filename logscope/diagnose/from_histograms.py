@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import figures
-from .claims import clock_of
+from .claims import CLOCK_LAYER, clock_of
 from .context import Context
 from .histograms import LATENCIES, ORIGIN_SOURCE, SOURCE, Histograms, load
 
@@ -46,10 +46,18 @@ _SHOWN = ("n", "mean", "p50", "p50_bucket", "p95", "p95_bucket", "p95_bucket_lo"
 
 
 def request_source(req: pl.DataFrame, col: str) -> str | None:
-    """Which layers gave the range's per-request ``col`` (client, gateway, server log), None when none did."""
-    if req.height == 0 or col not in req.columns or "origin" not in req.columns:
+    """Which layers' clocks gave the range's per-request ``col`` (client, gateway, server log), None when none
+    did: each row's ``latency_clock`` (correlate: the clock its ttft_s / e2e_s were measured on, which need not be
+    its origin's: a client row without latencies takes the gateway's), else its origin."""
+    if req.height == 0 or col not in req.columns:
         return None
-    origins = req.filter(pl.col(col).is_not_null())["origin"].drop_nulls().unique().to_list()
+    got = req.filter(pl.col(col).is_not_null())
+    if "latency_clock" in req.columns:
+        clocks = got["latency_clock"].drop_nulls().unique().to_list()
+        return " + ".join(sorted(CLOCK_LAYER.get(c, c) for c in clocks)) or None
+    if "origin" not in req.columns:
+        return None
+    origins = got["origin"].drop_nulls().unique().to_list()
     return " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in origins)) or None
 
 

@@ -121,6 +121,7 @@ class Inputs:
     # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
     not_found: pl.DataFrame | None = None
     access_served: int = 0  # access lines of a POST answered 2xx (generations served)
+    load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
 
 
 def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
@@ -205,6 +206,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         access_lines,
         not_found,
         int(access_served or 0),
+        read(out, "load_tests"),
     )
 
 

@@ -57,6 +57,8 @@ def _verdict(
                 if top["kind"] in ("startup", "crash")
                 else "a load above capacity, with no episode of server pressure"
                 if top["kind"] == "capacity" and top["episode_id"] is None and top["start"] is not None
+                else "what the platform's records show (no server time series places it in a load regime)"
+                if top["kind"] == "platform"
                 else "nothing that spikes or lasts over time"
             )
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test], "finding", None
@@ -100,7 +102,7 @@ def _verdict(
     head = _headline(main)
     if (
         top is not None
-        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors")
+        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
         and top["severity"] in ("critical", "high", "medium")
     ):
         # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
@@ -146,6 +148,10 @@ def _headline(e: dict) -> str:
         how = (
             "was killed silently (its log stops, a new server starts)"
             if c["kinds"] == ["silent"]
+            else "was killed by the kernel OOM killer"
+            if "kernel_oom" in c["kinds"]
+            else "was OOMKilled (its container's memory limit)"
+            if "oom_killed" in c["kinds"]
             else "died (" + ", ".join(c["kinds"]) + ")"
         )
         if c["at_startup"]:

@@ -16,7 +16,6 @@ CLOCK_WORDS = {
     "client": "the callers' clock",
     "gateway": "the gateway's clock",
     "engine": "the engine's clock",
-    "spans": "the spans' clock",
 }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 import logscope.parsers as parsers
+from logscope.parsers import _lexicon as lexicon
 from logscope.parsers import _mixed as mixed
 
 from .. import __version__, schemas
@@ -54,6 +55,10 @@ PARSED_TABLES = (
     "client_attempts",
     "client_requests",
     "client_phases",
+    "spans",
+    "platform_events",  # the kernel's and Kubernetes' lines (parsers/kernel_log.py, parsers/k8s_kubectl.py)
+    "platform_pods",
+    "load_tests",
 )
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
@@ -180,10 +185,15 @@ def ingest(
 
 def stream_parser(members: list[FileState]):
     """The parser of a stream (None: a format logscope does not read), each line to its own format's when two
-    are interleaved."""
+    are interleaved; a server log's lines its parser left unread, and a log of no known format, read with the
+    event lexicon (``parsers/_lexicon.py``: an engine's death or OOM is never lost to a new wrapper)."""
     mod = parsers.BY_NAME.get(members[0].format)
     if mod is not None and members[0].also:  # two formats interleaved: each line to its own
         mod = mixed.Mixed(mod, parsers.BY_NAME[members[0].also])
+    if mod is not None and mod.MODE == "lines":
+        mod = lexicon.Fallback(mod, events=mod.KIND == "server")
+    elif mod is None and members[0].format == "unknown" and lexicon.may_hold_log(members[0].f.path):
+        mod = lexicon.Fallback(None)
     return mod
 
 

@@ -57,6 +57,9 @@ _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)"
 _BSD = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
 _SYSLOG = ascii_classes(rf"^(?P<hdr>(?:(?P<iso>{_ISO})|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?)")
 _SYSLOG_HEAD = ascii_classes(rf"^(?:{_ISO}|{_BSD}) \S+ [^\s\[\]:]+(?:\[\d+\])?: ?")
+# the kernel's lines (``journalctl -k``) keep their header: parsers/kernel_log.py reads its time, host and the kernel's
+# seconds since boot, which a traditional stamp (no year) would lose here
+_KERNEL_HEAD = ascii_classes(rf"^(?:{_ISO}|{_BSD}) \S+ kernel: ")
 # an application's own '<time> <LEVEL> <logger>: ' prefix has that shape too: a level is no host name
 _LEVEL_AS_HOST = ascii_classes(
     rf"^(?:{_ISO}|{_BSD}) (?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|debug|info|warn|warning|error) "
@@ -101,7 +104,9 @@ def detect_many(heads: list[list[str]]) -> list[str | None]:
         # head lines are cut at a few KB: most need only open as a record, one must be whole
         open=s.str.starts_with(_DOCKER_OPEN).mean(),
         whole=s.str.contains(_DOCKER).any(),
-        syslog=(s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST)).mean(),
+        syslog=(
+            s.str.contains(_SYSLOG_HEAD) & ~s.str.contains(_LEVEL_AS_HOST) & ~s.str.contains(_KERNEL_HEAD)
+        ).mean(),
         compose=s.str.contains(_COMPOSE_HEAD).mean(),
     )
     kind = (

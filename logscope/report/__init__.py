@@ -117,6 +117,14 @@ def context(
     )
     ladder = _guard(failed, "ladder", charts.ladder_chart, summary, options)
     overview = _guard(failed, "whole-input overview", charts.range_overview, summary)
+    from . import traces_view  # the traces section, when the folder had spans
+
+    waterfall, tview = _guard(
+        failed, "traces", traces_view.view, ld.out, ld.doc("correlation").get("traces")
+    ) or (
+        None,
+        None,
+    )
     notes = [*notes, *failed]
     return {
         "s": summary,
@@ -127,7 +135,9 @@ def context(
             "retry_gaps": retry_spec,
             "output_lengths": length_spec,
             "overview": overview,
+            "waterfall": waterfall,
         },
+        "traces_view": tview,
         "timeline_notes": notes,
         "retry_gaps": retry_stats or {},
         "lengths": length_stats or {},

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from ..correlate.frames import group_first
-from . import lanes
+from . import gpu_panel, lanes
 from .load import Loaded
 from .panels import (
     _SUM,
@@ -146,6 +146,9 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
         if series:
             notes.append(f"{p.title}: {', '.join(series)} zero throughout")
         rows.append(panel(p, data, back, x, per, options, d))
+    gpu = gpu_panel.panel(ld, summary, back, x, d)  # GPU memory over time, when DCGM's series are here (#40)
+    if gpu is not None:
+        rows.append(gpu)
     if not rows:
         return None, notes
     spec = {

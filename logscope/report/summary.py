@@ -58,6 +58,7 @@ def build(ld: Loaded, options: Any) -> dict:
         "findings": findings(ld),
         "retries": retries(ld),
         "outcomes": clean(_dict(diag.get("traffic")).get("outcomes")),
+        "load_tests": load_tests(ld),
         "ladder": ladder(ld),
         "capacity": clean(diag.get("capacity")),
         "cold_start": clean(diag.get("cold_start")),
@@ -70,6 +71,22 @@ def build(ld: Loaded, options: Any) -> dict:
     for key, why in _gaps(ld, out).items():
         na[key] = why
     return out
+
+
+LOAD_TEST_KEYS = (
+    "tool", "run", "line_no", "requests", "successful", "failed", "duration_s", "request_rate", "concurrency",
+    "throughput_rps", "ttft_mean_s", "ttft_median_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "itl_mean_s",
+    "e2e_mean_s", "e2e_median_s", "e2e_p99_s", "clock", "latency_source",
+)  # fmt: skip
+
+
+def load_tests(ld: Loaded) -> list[dict]:
+    """Each load-test tool's own summary (the load_tests table), as the tool printed it: client clock."""
+    df = ld.table("load_tests")
+    if not df.height:
+        return []
+    rows = df.sort("source", "run").to_dicts()
+    return [{"source": r["source"], **{k: clean(r.get(k)) for k in LOAD_TEST_KEYS}} for r in rows]
 
 
 def _gaps(ld: Loaded, s: dict) -> dict[str, str]:

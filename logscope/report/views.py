@@ -251,6 +251,8 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     deaths = life.get("deaths") or []
     names = {
         "silent": "killed without a trace (its log stops)",
+        "kernel_oom": "killed by the kernel OOM killer",
+        "oom_killed": "OOMKilled (the container's memory limit)",
         "oom": "OOM",
         "engine_dead": "engine died",
         "engine_timeout": "engine timed out",

@@ -40,7 +40,9 @@ from .gateway import _failed, _gateway_down
 from .impact import by_impact, cost, measure
 from .ladder import _ladder
 from .latency import _cold, _slow_e2e, _slow_first_token
+from .load_tests import _load_tests
 from .overload import _capacity
+from .platform import build as _platform
 from .pressure import _pressure
 from .record import _stands_for
 from .retries import _traffic
@@ -53,6 +55,7 @@ SEVERITY = ("critical", "high", "medium", "low", "info")
 # ladder's measured boundary before the pressure of its steps).
 KIND_ORDER = (
     "crash",
+    "platform",
     "startup",
     "stall",
     "orphans",
@@ -129,10 +132,13 @@ def build(
     out += _gateway_down(ctx, reg)
     out += _unknown_model(ctx)
     out += _cold(ctx, cold, REPEATS)
+    plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
+    out += plat
+    out += _load_tests(ctx)
     _one_sample(out, eps)
-    if not any(f["severity"] in ("critical", "high", "medium") for f in out):
+    if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _failed(ctx, reg)
-    if not any(f["severity"] in ("critical", "high", "medium") for f in out):
+    if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _calm(ctx, eps, cap, reg)
     _rank(ctx, out, ladder, ladder_rows)
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it

@@ -54,6 +54,10 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
         if down is not None
         else ", no restart in the logs"
     )
+    from .platform import crash_finding
+
+    if (killed := crash_finding(ctx, ep, c, when, half, cap)) is not None:  # the platform shows who killed it
+        return killed
     if "oom" in kinds:
         if c["at_startup"]:
             return _f(

@@ -1,0 +1,355 @@
+"""Spans joined to the logical requests the logs rebuilt: ``request_spans.parquet`` and correlation.json's
+``traces``.
+
+A trace joins its logical request by what the logs carry of it, in this order: the trace id a client record
+names (the traced lab client's attempts), the trace id in the ``traceparent`` the gateway logged
+(``$http_traceparent``), and the engine span's ``gen_ai.request.id`` against the X-Request-Id the gateway sent
+upstream (vLLM names requests ``cmpl-<X-Request-Id>-0-<8 hex>``) or the client's own. Inside a trace, the
+engine span's parent is the client attempt that carried the ``traceparent`` (the parent/child link). The row
+says which joined it (``joined_by``).
+
+Per logical request: the engine span's queue, prefill, decode, TTFT and e2e (clock ``engine``, source
+``spans``), the client attempt spans' statuses and resend counts (clock ``client``, source ``spans``), the time
+from the attempt's start to its engine span's start (gateway + API server + network, across two hosts' clocks),
+and for client attempts with no engine span, the likely reason the logs support: never reached an engine (the
+gateway answered without an upstream reply) or reached one whose spans were lost (vLLM exports spans in
+batches every 5 s: a process killed loses the last batch), with the evidence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from .. import schemas
+
+BATCH_S = 5.0  # vLLM's BatchSpanProcessor exports every 5 s: a death loses up to this much of spans
+_TP = r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$"
+
+
+def _read(out: Path, name: str, cols: list[str]) -> pl.DataFrame:
+    p = out / f"{name}.parquet"
+    if not p.exists():
+        return schemas.empty(name).select(cols) if name in schemas.TABLES else pl.DataFrame()
+    have = pl.read_parquet_schema(p)
+    return pl.read_parquet(p, columns=[c for c in cols if c in have]).with_columns(
+        [
+            pl.lit(None, schemas.schema(name)[c]).alias(c)
+            for c in cols
+            if c not in have and name in schemas.TABLES
+        ]
+    )
+
+
+def run(out: Path) -> dict | None:
+    """Write ``request_spans.parquet`` when the folder has spans; the summary for correlation.json."""
+    out = Path(out)
+    if not (out / "spans.parquet").exists():
+        return None
+    spans = pl.read_parquet(out / "spans.parquet")
+    if spans.height == 0:
+        return None
+    tabs = {
+        "requests": _read(out, "requests", ["logical_request_id", "ts_start", "ts_end", "status", "outcome"]),
+        "client_attempts": _read(
+            out, "client_attempts", ["logical_request_id", "request_id", "attempt", "trace_id", "span_id"]
+        ),
+        "gateway_attempts": _read(
+            out,
+            "gateway_attempts",
+            [
+                "request_id",
+                "client_request_id",
+                "traceparent",
+                "status",
+                "upstream_status",
+                "upstream",
+                "flags",
+                "ts_start",
+                "ts_end",
+            ],
+        ),
+        "server_requests": _read(
+            out, "server_requests", ["request_id", "base_request_id", "replica", "received_ts"]
+        ),
+        "server_events": _read(out, "server_events", ["ts", "replica", "kind"]),
+    }
+    table, summ = build(spans, tabs)
+    schemas.conform(table, "request_spans").write_parquet(out / "request_spans.parquet")
+    return summ
+
+
+def _trace_keys(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """(trace_id, lr, how): every way a trace names a logical request."""
+    ca, ga = t["client_attempts"], t["gateway_attempts"]
+    lr_of_xid = (
+        pl.concat(  # an X-Request-Id the gateway saw -> the client's logical request
+            [
+                ca.select(pl.col("request_id").alias("xid"), pl.col("logical_request_id").alias("lr")),
+                t["requests"].select(
+                    pl.col("logical_request_id").alias("xid"), pl.col("logical_request_id").alias("lr")
+                ),
+            ]
+        )
+        .drop_nulls()
+        .unique("xid")
+    )
+    by_client = ca.select(
+        "trace_id", pl.col("logical_request_id").alias("lr"), pl.lit("trace_id (client)").alias("how")
+    )
+    gw = ga.select(
+        pl.col("traceparent").str.extract(_TP, 1).alias("trace_id"),
+        pl.col("client_request_id").alias("xid"),
+        pl.col("request_id").alias("gw_id"),
+    )
+    by_gw = gw.join(lr_of_xid, on="xid", how="inner").select(
+        "trace_id", "lr", pl.lit("trace_id (gateway)").alias("how")
+    )
+    # the engine span's request id: the X-Request-Id the gateway sent upstream ($request_id), else the client's
+    eng = spans.filter((pl.col("layer") == "engine") & pl.col("base_request_id").is_not_null()).select(
+        "trace_id", pl.col("base_request_id").alias("bid")
+    )
+    via_gw = eng.join(gw.select(pl.col("gw_id").alias("bid"), "xid").drop_nulls(), on="bid").join(
+        lr_of_xid, on="xid"
+    )
+    via_xid = eng.join(lr_of_xid.rename({"xid": "bid"}), on="bid")
+    by_id = pl.concat([via_gw.select("trace_id", "lr"), via_xid.select("trace_id", "lr")]).with_columns(
+        pl.lit("request_id (engine span)").alias("how")
+    )
+    keys = pl.concat([by_client, by_gw, by_id]).drop_nulls(["trace_id", "lr"]).unique()
+    # a trace goes to the logical request most of its keys name (one request's attempts share its trace)
+    order = {"trace_id (client)": 0, "trace_id (gateway)": 1, "request_id (engine span)": 2}
+    keys = keys.with_columns(pl.col("how").replace_strict(order, return_dtype=pl.Int64).alias("_o"))
+    best = keys.sort("_o").group_by("trace_id", maintain_order=True).agg(pl.col("lr").first())
+    return (
+        keys.join(best, on=["trace_id", "lr"])
+        .group_by("trace_id", "lr")
+        .agg(pl.col("how").sort_by("_o").str.join(", ").alias("joined_by"))
+    )
+
+
+def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, dict]:
+    keys = _trace_keys(spans, t)
+    # traces no log names: requests of their own, keyed by their trace (a folder of spans and few logs)
+    seen = spans.filter(
+        pl.col("layer").is_in(["client", "engine"]) & pl.col("role").is_in(["request", "attempt"])
+    )
+    alone = seen.select("trace_id").unique().join(keys, on="trace_id", how="anti")
+    keys = pl.concat(
+        [
+            keys,
+            alone.with_columns(
+                pl.lit(None, pl.String).alias("lr"), pl.lit("spans only (no log names it)").alias("joined_by")
+            ).select(keys.columns),
+        ]
+    ).with_columns(pl.coalesce("lr", pl.lit("trace:") + pl.col("trace_id")).alias("k"))
+    att = spans.filter((pl.col("layer") == "client") & (pl.col("role") == "attempt"))
+    eng = spans.filter((pl.col("layer") == "engine") & (pl.col("role") == "request"))
+    # the parent/child link: an engine span under a client attempt
+    eng = eng.join(
+        att.select("trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("start").alias("att_start")),
+        on=["trace_id", "parent_span_id"],
+        how="left",
+    )
+    att = att.join(
+        eng.select("trace_id", pl.col("parent_span_id").alias("span_id"), pl.lit(True).alias("has_engine")),
+        on=["trace_id", "span_id"],
+        how="left",
+    ).with_columns(pl.col("has_engine").fill_null(False))
+    att = _why_no_engine(att, spans, t)
+    secs = lambda a, b: (pl.col(a) - pl.col(b)).dt.total_microseconds() / 1e6  # noqa: E731
+    e = (
+        eng.join(keys, on="trace_id", how="inner")
+        .sort("start")
+        .group_by("k", maintain_order=True)
+        .agg(
+            pl.len().alias("engine_spans"),
+            pl.col("service").last().alias("engine_service"),
+            pl.col("request_id").last().alias("engine_request_id"),
+            *[
+                pl.col(c).last().alias(f"span_{c}")
+                for c in ("queue_s", "ttft_s", "e2e_s", "prefill_s", "decode_s")
+            ],
+            pl.col("start").last().alias("engine_start"),
+            pl.col("end").last().alias("engine_end"),
+            secs("start", "att_start").last().alias("before_engine_s"),
+            pl.col("att_start").is_not_null().any().alias("_parent"),
+        )
+    )
+    a = (
+        att.join(keys, on="trace_id", how="inner")
+        .sort("start")
+        .group_by("k", maintain_order=True)
+        .agg(
+            pl.len().alias("attempt_spans"),
+            pl.col("http_status").cast(pl.String).fill_null("-").str.join(",").alias("attempt_statuses"),
+            pl.col("resend_count").max().alias("resend_count_max"),
+            (~pl.col("has_engine")).sum().alias("attempts_without_engine"),
+            pl.col("why").drop_nulls().first().alias("no_engine_reason"),
+            pl.col("start").first().alias("client_start"),
+            pl.col("end").last().alias("client_end"),
+        )
+    )
+    g = (
+        spans.filter(pl.col("layer") == "gateway")
+        .join(keys, on="trace_id", how="inner")
+        .group_by("k")
+        .agg(pl.len().alias("gateway_spans"))
+    )
+    tr = keys.group_by("k").agg(pl.col("lr").first(), pl.col("trace_id").first(), pl.col("joined_by").first())
+    req = t["requests"].select(
+        pl.col("logical_request_id").alias("lr"), "ts_start", "ts_end", "status", "outcome"
+    )
+    df = (
+        tr.join(a, on="k", how="left")
+        .join(e, on="k", how="left")
+        .join(g, on="k", how="left")
+        .join(req, on="lr", how="left")
+        .with_columns(
+            pl.when(pl.col("_parent"))
+            .then(pl.col("joined_by") + ", parent span (engine under the attempt)")
+            .otherwise(pl.col("joined_by"))
+            .alias("joined_by"),
+            pl.lit("engine").alias("engine_clock"),
+            pl.lit("client").alias("attempt_clock"),
+            pl.lit("spans").alias("latency_source"),
+        )
+        .rename({"lr": "logical_request_id"})
+        .drop("k")
+    )
+    return df, _summary(df, spans, t)
+
+
+def _why_no_engine(att: pl.DataFrame, spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """For each client attempt span with no engine span: what the logs say of it. The gateway's line for it is
+    the one whose traceparent names the attempt's span; the engine's, the vLLM request named by the X-Request-Id
+    the gateway sent upstream."""
+    ga = t["gateway_attempts"].with_columns(
+        pl.col("traceparent").str.extract(_TP, 2).alias("span_id"),
+        pl.col("traceparent").str.extract(_TP, 1).alias("trace_id"),
+    )
+    gw = (
+        ga.drop_nulls("span_id")
+        .group_by("trace_id", "span_id")
+        .agg(
+            pl.col("status").last().alias("gw_status"),
+            pl.col("upstream_status").drop_nulls().last().alias("up_status"),
+            pl.col("upstream").drop_nulls().last().alias("upstream"),
+            pl.col("flags").drop_nulls().first().alias("gw_flags"),
+            pl.col("request_id").first().alias("gw_id"),
+        )
+    )
+    sr = (
+        t["server_requests"]
+        .select(pl.col("base_request_id").alias("gw_id"), "replica", "received_ts")
+        .drop_nulls("gw_id")
+    )
+    x = att.join(gw, on=["trace_id", "span_id"], how="left").join(sr.unique("gw_id"), on="gw_id", how="left")
+    # each engine service's last exported span, and the deaths / restarts the server logs show
+    last = (
+        spans.filter(pl.col("layer") == "engine")
+        .group_by("service")
+        .agg(pl.col("end").max().alias("svc_last"))
+    )
+    ev = t["server_events"].filter(pl.col("kind").is_in(["engine_dead", "oom", "server_start"]))
+    x = x.join(last, on="service", how="left")
+    # the first death or restart of the replica after the request reached it (within 10 min)
+    x = x.with_row_index("_i")
+    hit = (
+        x.select("_i", "replica", "received_ts")
+        .drop_nulls()
+        .join(ev, on="replica")
+        .filter(
+            (pl.col("ts") >= pl.col("received_ts") - pl.duration(seconds=BATCH_S))
+            & (pl.col("ts") <= pl.col("received_ts") + pl.duration(minutes=10))
+        )
+        .sort("ts")
+        .group_by("_i")
+        .agg(pl.col("kind").first().alias("death"), pl.col("ts").first().alias("death_ts"))
+    )
+    x = x.join(hit, on="_i", how="left").drop("_i")
+    reached = pl.col("received_ts").is_not_null()
+    no_reply = pl.col("up_status").is_null() | pl.col("gw_flags").fill_null("").str.contains(
+        "no_live_upstreams"
+    )
+    died = pl.col("death").is_not_null()
+    why = (
+        pl.when(pl.col("has_engine"))
+        .then(None)
+        .when(reached & died)
+        .then(
+            pl.format(
+                "spans lost: reached {} (its log names the request at {}) but no engine span, and {} logged {} "
+                "at {}; vLLM exports spans in {}-second batches, a killed process loses the last",
+                pl.col("replica"),
+                pl.col("received_ts").dt.strftime("%H:%M:%S"),
+                pl.col("replica"),
+                pl.col("death"),
+                pl.col("death_ts").dt.strftime("%H:%M:%S"),
+                pl.lit(int(BATCH_S)),
+            )
+        )
+        .when(reached)
+        .then(
+            pl.format(
+                "reached {} (its log names the request) but no engine span: not exported", pl.col("replica")
+            )
+        )
+        .when(pl.col("gw_status").is_not_null() & no_reply)
+        .then(
+            pl.format(
+                "never reached an engine: the gateway answered {} with no upstream reply{}",
+                pl.col("gw_status"),
+                pl.when(pl.col("gw_flags").is_not_null())
+                .then(pl.lit(" (") + pl.col("gw_flags") + ")")
+                .otherwise(pl.lit("")),
+            )
+        )
+        .when(pl.col("gw_status").is_not_null())
+        .then(
+            pl.format(
+                "gateway answered {} from {}; no engine record of it", pl.col("gw_status"), pl.col("upstream")
+            )
+        )
+        .otherwise(pl.lit("unknown: no gateway or engine record names this attempt"))
+    )
+    return x.with_columns(why.alias("why"))
+
+
+def _summary(df: pl.DataFrame, spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> dict:
+    n_req = t["requests"].height
+    layer = spans.group_by("layer").agg(pl.len()).sort("layer")
+    joined = int(df["logical_request_id"].is_not_null().sum())
+    traced = {
+        "client": int(df["attempt_spans"].is_not_null().sum()),
+        "gateway": int(df["gateway_spans"].is_not_null().sum()),
+        "engine": int(df["engine_spans"].is_not_null().sum()),
+    }
+    reasons = (
+        df.filter(pl.col("attempts_without_engine").fill_null(0) > 0)
+        .group_by(pl.col("no_engine_reason").str.extract(r"^([^:(]+)", 1).alias("reason"))
+        .agg(pl.len().alias("requests"))
+        .sort("requests", descending=True)
+    )
+    startup = spans.filter(pl.col("role") == "startup")
+    return {
+        "spans": spans.height,
+        "spans_by_layer": dict(layer.iter_rows()),
+        "requests": n_req,
+        "requests_joined": joined,
+        "traces_alone": int(df["logical_request_id"].is_null().sum()),
+        "traced_share": {k: (round(v / n_req, 4) if n_req else None) for k, v in traced.items()},
+        "traced": traced,
+        "joined_by": dict(df.group_by("joined_by").agg(pl.len()).sort("len", descending=True).iter_rows()),
+        "no_engine_span": reasons.to_dicts(),
+        "startup_spans": startup.height,
+        "startup": None
+        if startup.height == 0
+        else {
+            "start": str(startup["start"].min()),
+            "end": str(startup["end"].max()),
+            "services": sorted(startup["service"].drop_nulls().unique().to_list()),
+        },
+        "clocks": {"engine figures": "engine (span attributes)", "attempts": "client (spans)"},
+    }
