@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import everyfolder
 import pytest
-from markupsafe import escape
 
 from logscope.diagnose.claims import CLOCKS, from_dict
 from logscope.report.markdown import md
@@ -160,13 +159,13 @@ def test_every_output_says_the_same_verdict(runs, name):
         assert line in r.md, ("summary.md", line)
         assert line in r.html, ("report.html", line)
     # the claims the findings state: the same object on both pages, its state beside the finding and its
-    # sentence (what wording made of its facts) in the claims table, as each page escapes it
+    # sentence (what wording made of its facts) in the claims table (everyfolder reads both pages unescaped)
     for f in s["findings"]:
         if f["claim"]:
             c = next(c for c in s["claims"] if c["id"] == f["claim"])
-            assert f"Claim ({md(c['id'])}): {md(c['state'])}" in r.md, f["title"]
+            assert f"Claim ({c['id']}): {c['state']}" in r.md, f["title"]
             assert 'href="#claim-' in r.html
-            assert md(c["sentence"]) in r.md, (c["id"], "summary.md")
-            assert str(escape(c["sentence"])) in r.html, (c["id"], "report.html")
+            assert md(c["sentence"]).replace("\\", "") in r.md, (c["id"], "summary.md")  # r.md: unescaped
+            assert c["sentence"] in r.html, (c["id"], "report.html")  # r.html: unescaped
     if s["findings"]:
         assert s["findings"][0]["title"] in r.terminal

@@ -166,6 +166,26 @@ def test_item3_two_clocks_give_their_gap_per_step(run, name):
     assert not [f for f in s["findings"] if "in front of the engine" in f["title"]]
 
 
+def test_item3_no_gap_from_a_range_shorter_than_its_latency(run):
+    """frontend-bound: 48 streams through one API server, vLLM's waiting queue 0 throughout (truth). Over its c=48
+    phase the callers' TTFT p95 is 2.51 s and vLLM's 1.86 s (truth: ratio 1.35, no front-end queue of the 3x the
+    lab aimed for). Its 2 s TTFT episodes compared the callers' p95 of the requests started in them (2.9 s) with
+    the engine's histogram of the first tokens that fell inside them (other requests): 'a queue in front of the
+    engine, at least 2.1 s'. A range shorter than twice the callers' p95 gives no gap, and says why."""
+    _, s, _, claims = run(LAB / "frontend-bound")
+    truth = json.loads((LAB / "frontend-bound" / "truth.json").read_text())
+    high = truth["purpose"]["phases"][truth["purpose"]["high_rate_phase"]]
+    assert high["waiting_max"] == 0 and high["ttft_p95_ratio_callers_over_engine"] < 2
+    gaps = [c for c in claims.values() if c["kind"] == "clock_gap"]
+    assert gaps and not [c for c in gaps if c["state"] == "large gap"]
+    short = [c for c in gaps if c["state"] == "unknown" and "times the callers' p95" in c["missing"][0]]
+    assert short, [(c["id"], c["state"]) for c in gaps]
+    for c in short:
+        span = (t(value(c, "end")[:19]) - t(value(c, "start")[:19])).total_seconds()
+        assert span < c["thresholds"]["clock_gap_span_ratio"] * value(c, "callers_p95")
+    assert not [f for f in s["findings"] if "in front of the engine" in f["title"]]
+
+
 # ------------------------------------------------------------------ 4: ladder steps
 
 
@@ -173,6 +193,11 @@ def test_item4_cold_start_set_aside_is_shown(run):
     """ladder-b's first step (c=3) starts right after the server: 21 of its requests fall in the 30 s cold window
     and are left out of its figures; the step's claim and the ladder finding say how many, which step and why."""
     out, s, _, claims = run(LAB / "ladder-b")
+    truth = json.loads((LAB / "ladder-b" / "truth.json").read_text())
+    # every step of the climb (its log and its JSON lines both describe the phases: one client, not two)
+    assert [x["concurrency"] for x in s["ladder"]["steps"]] == [
+        x["concurrency"] for x in truth["ladder_steps"]
+    ]
     st = s["ladder"]["steps"][0]
     assert st["cold_set_aside"] == 21 and "after a server start" in st["cold_why"]
     c = claims["ladder.step.1"]

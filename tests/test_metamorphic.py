@@ -42,7 +42,9 @@ SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of 
 # per-window floors (3 errors, 3 orphaned executions in a 2 s window): a grid shifted by a second moves its last
 # orphans stretch from 11 s to 10 s after a preemption episode (merge_gap_s: then a companion, no episode of its
 # own), and a calm hour before widens the windows (2 s to 10 s), which changes which windows reach the floors. The
-# classes of its server episodes and its verdict's cancellation hold; its request-signal episodes do not.
+# classes of its server episodes and its verdict's cancellation hold; its request-signal episodes do not. Since
+# main's joins count every abandoned attempt, its last orphans stretch (2-6 a window, 02:08:54-02:09:00) is an
+# episode over the whole run and none in a range around it (the range's baseline holds the 02:08:35-43 stretch).
 FLOOR_BOUND = pytest.mark.xfail(
     strict=True,
     reason="request signals at their per-window floors move with the window grid (see FLOOR_BOUND)",
@@ -156,7 +158,7 @@ def test_calm_replica_beside(run, base, tmp_path):
 
 
 @pytest.mark.parametrize("after_s", [12, 30])
-@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+@pytest.mark.parametrize("run", [r for r in _runs("abort-ignored") if r != "calm"])
 def test_range_around_each_episode(run, after_s, base, tmp_path):
     """--since/--until around each episode, holding it whole and its baseline lookback (and the lead-in)
     before it, the tables re-correlated and re-diagnosed as `logscope report OUT --since --until` does: the

@@ -70,16 +70,23 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
             continue
         if callers is not None and c.clock not in CALLERS[f]:
             continue
-        gap = (callers - hi) if callers is not None and n >= MIN_REQUESTS else None
+        lo_t, hi_t = fig.get("ts_start") or fig.get("start"), fig.get("ts_end") or fig.get("end")
+        span = (hi_t - lo_t).total_seconds() if lo_t is not None and hi_t is not None else None
+        short = callers is not None and (span is None or span < th.clock_gap_span_ratio * callers)
+        gap = (callers - hi) if callers is not None and n >= MIN_REQUESTS and not short else None
         large = gap is not None and gap >= th.clock_gap_min_s and callers >= th.clock_gap_ratio * hi
-        missing = (
-            [
+        missing = []
+        if callers is None or n < MIN_REQUESTS:
+            missing.append(
                 f"a callers' {name} p95 over {MIN_REQUESTS} or more requests of one attempt ({where} has {n}; a "
                 "retried request's latency holds its failed attempts, which the engine timed apart)"
-            ]
-            if gap is None
-            else []
-        )
+            )
+        elif short:
+            missing.append(
+                f"a range at least {th.clock_gap_span_ratio:g} times the callers' p95 ({where} lasts "
+                f"{span or 0:g} s, the callers' p95 is {callers:.2f} s): the engine's histogram over it holds the "
+                "first tokens that fell inside it, the callers' requests started in it got theirs mostly after it"
+            )
         out.append(
             Claim(
                 f"clock_gap.{key}.{f}",
@@ -88,8 +95,8 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
                 "unknown" if gap is None else "large gap" if large else "small gap",
                 [
                     Fact("where", where),
-                    Fact("start", fig.get("ts_start") or fig.get("start")),
-                    Fact("end", fig.get("ts_end") or fig.get("end")),
+                    Fact("start", lo_t),
+                    Fact("end", hi_t),
                     Fact("figure", name),
                     c,
                     Fact("callers_clock", c.clock),
@@ -105,7 +112,11 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
                         "s",
                     ),
                 ],
-                {"clock_gap_min_s": th.clock_gap_min_s, "clock_gap_ratio": th.clock_gap_ratio},
+                {
+                    "clock_gap_min_s": th.clock_gap_min_s,
+                    "clock_gap_ratio": th.clock_gap_ratio,
+                    "clock_gap_span_ratio": th.clock_gap_span_ratio,
+                },
                 missing,
             )
         )

@@ -175,12 +175,17 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     phases = read(out, "client_phases", rng=rng).filter(
         pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null()
     )
-    # one phase can be described by two files of the same client (its log and its JSON lines)
+    # one phase can be described by two files of the same client (its log and its JSON lines): keep one file's
+    # rows throughout (the one describing most phases, then by name), never by which stamp is a microsecond
+    # earlier (ladder-b's last step came from the JSON lines, the others from the log: two clients, a step lost)
     phases = (
-        phases.sort(["ts_start", "source", "phase"])
-        .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
+        phases.with_columns(
+            pl.col("ts_start").dt.truncate("1s").alias("_s"), pl.len().over("source").alias("_n")
+        )
+        .sort(["_s", "_n", "source", "phase"], descending=[False, True, False, False])
         .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True)
-        .drop("_s")
+        .drop("_s", "_n")
+        .sort(["ts_start", "source", "phase"])
     )
     if correlated:
         window_s = float(win["window_s"].drop_nulls()[0])

@@ -53,6 +53,10 @@ class Thresholds:
     clock_gap_ratio: float = 2.0
     """... and at least this many times it is a large gap: the time went to a queue in front of the engine (API
     server, gateway), which the engine's own figures cannot see."""
+    clock_gap_span_ratio: float = 2.0
+    """A range shorter than this many times the callers' p95 gives no gap: the engine's histogram over it counts
+    the first tokens that fell inside it, while the requests the callers started in it got theirs up to that
+    p95 later, mostly after it (frontend-bound's 2 s episodes, callers' TTFT p95 2.9 s: other requests)."""
 
     overload_min_s: float = 180.0
     """Offered load above completed load for at least this long, with the requests in flight growing over it, is
