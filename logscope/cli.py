@@ -210,6 +210,10 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
         err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
         if e.hint:
             err.print(f"  help: {shown(e.hint)}")
+        if (
+            debug and e.__cause__ is not None
+        ):  # what the error was made of (a write to a full disk): --debug's
+            _debug_file(e.__cause__, out_dir)
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
         if outdir.disk_full(
@@ -218,10 +222,9 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
             err.print(
                 f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
             )
-            err.print(
-                "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
-                "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
-            )
+            err.print(f"  help: {outdir.FULL_HINT}")
+            if debug:
+                _debug_file(e, out_dir)
             raise typer.Exit(ExitCode.OUTPUT) from None
         err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
         if debug:
@@ -232,7 +235,8 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
 
 
 def _debug_file(e: BaseException, out_dir: Path | None) -> None:
-    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file."""
+    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file (in the
+    temporary folder when OUT cannot hold it: its disk may be the full one), said where, or that it could not."""
     import platform
     import traceback
 
@@ -242,7 +246,9 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
         f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
         f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
     )
-    where = outdir.write_debug(out_dir, text)
+    where, why = outdir.write_debug(out_dir, text)
+    if why:
+        err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
     if where:
         err.print(
             shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")
@@ -304,13 +310,7 @@ def detect(
 
     _run(lambda: _check_input(input), debug)
     files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
-    _print_files(files, f"formats under {input}")
-    from .ingest import sources
-
-    for path, why in sources.skipped(
-        input, follow_links
-    ):  # what a folder of images or hidden files holds, said
-        out.print(shown(f"{path}: skipped: {why}"), soft_wrap=True)
+    _print_files(files, f"formats under {input}")  # files not read among them, each with why
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})
@@ -450,6 +450,7 @@ def analyze(
     from . import api
 
     _run(lambda: cliargs.window(window), debug)
+    slos = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
     opts = _options(
@@ -466,7 +467,7 @@ def analyze(
         ingest_apart=apart,
         png=png,
         export_traces=export_traces_,
-        **slo.given(slo_ttft, slo_e2e, slo_success),
+        **slos,
     )
     opts.extra.update(
         {
@@ -526,6 +527,7 @@ def report(
     from . import api
 
     _run(lambda: cliargs.zone(tz), debug)
+    asked = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
     if not (out_dir / "files.parquet").exists():
         err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
         err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
@@ -535,7 +537,6 @@ def report(
         err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
         raise typer.Exit(ExitCode.USAGE)
     again = whole or bool(rng)
-    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _run(lambda: _memory(max_memory), debug)
     opts = _options(
         tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
@@ -592,9 +593,18 @@ def _settings_of(out_dir: Path) -> dict:
         from .diagnose import slo_options
 
         d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
-        return {**slo_options(d), "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+        kept = {k: v for k, v in slo_options(d).items() if _possible(k, v)}  # one no SLO can be: the default
+        return {**kept, "extra": {"thresholds": dict(d.get("thresholds") or {})}}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def _possible(field: str, value) -> bool:
+    try:
+        slo.check({field: value})
+    except LogscopeError:
+        return False
+    return True
 
 
 @contextmanager
