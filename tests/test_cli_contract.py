@@ -107,13 +107,15 @@ def test_jpeg_only_folder_names_each_file_and_why(tmp_path):
     r = cli("analyze", d, "-o", tmp_path / "out")
     assert r.returncode == 4, r.stderr
     [line] = error_lines(r.stderr)
-    assert "dashboard.jpg (skipped: a .jpg file: an image" in line
-    assert "grafana.jpeg (skipped: a .jpeg file: an image" in line
+    assert "dashboard.jpg (skipped): a JPEG image (its first bytes say so): not a log" in line
+    assert "grafana.jpeg (skipped): a JPEG image (its first bytes say so): not a log" in line
     assert not (tmp_path / "out").exists()  # a failed run leaves no folder of empty tables
     r = cli("detect", d)
     assert r.returncode == 0, r.stderr
-    assert "dashboard.jpg: skipped: a .jpg file: an image, not a log" in r.stdout.splitlines()
-    assert "grafana.jpeg: skipped: a .jpeg file: an image, not a log" in r.stdout.splitlines()
+    assert (
+        "dashboard.jpg: a JPEG image (its first bytes say so): not a log, not read" in r.stdout.splitlines()
+    )
+    assert "grafana.jpeg: a JPEG image (its first bytes say so): not a log, not read" in r.stdout.splitlines()
 
 
 def test_fail_on_says_which_episode(analyzed):

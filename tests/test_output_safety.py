@@ -163,10 +163,15 @@ def test_an_input_that_once_was_an_output_is_read(done, tmp_path):
     import polars as pl
 
     files = pl.read_parquet(tmp_path / "out" / "files.parquet")
-    assert dict(zip(files["path"], files["format"], strict=True)) == {
+    read = files.filter(pl.col("format") != "skipped")
+    assert dict(zip(read["path"], read["format"], strict=True)) == {
         "nginx-access.log": "nginx_access",
         "vllm-server.log": "vllm_server",
     }
+    # the old outputs: each a row read of nothing, saying why (issue #44)
+    old = files.filter(pl.col("format") == "skipped")
+    assert "report.html" in old["path"].to_list() and (old["lines_total"] == 0).all()
+    assert all(m[0].startswith("an output logscope wrote") for m in old["messages"])
 
 
 def test_no_lock_file_is_left_when_a_run_ends(done, tmp_path):

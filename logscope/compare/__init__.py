@@ -81,6 +81,13 @@ def slo_given(ttft_s: float | None, e2e_s: float | None, success: float | None) 
     return given or None
 
 
+def terminal_lines(doc: dict) -> list[str]:
+    """The verdict the command prints (logscope.compare.render's)."""
+    from .render import terminal_lines as lines
+
+    return lines(doc)
+
+
 def _check_out(out: Path) -> None:
     if (out / "summary.json").exists() or (out / "files.parquet").exists():
         raise LogscopeError(

@@ -33,12 +33,14 @@ MAX_SHAPES_HTML = 30
 MAX_EPISODES_HTML = 100
 MAX_EPISODES_MD = 30
 MAX_LIFECYCLE_ROWS = 30
+MAX_CLAIMS_HTML = 100  # claims listed with their evidence (all are in summary.json)
+MAX_CLAIMS_MD = 40
 MAX_READ_NOTES_MD = 20  # what reading the files met, in summary.md (the report's appendix has every one)
 LADDER_COLS = (
-    "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "ttft_source",
-    "e2e_p50", "e2e_p95", "e2e_source", "queue_p95", "prefill_p95", "decode_p95", "success_share",
-    "throughput_tps", "kv_max", "waiting_max", "preemptions",
-    "max_tokens_mean", "output_tokens_mean", "slo_status", "broke", "pressure",
+    "step", "concurrency", "requests", "cold_set_aside", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95",
+    "ttft_clock", "ttft_p95_engine", "e2e_p50", "e2e_p95", "e2e_clock", "e2e_p95_engine", "queue_p95",
+    "prefill_p95", "decode_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
+    "max_tokens_mean", "output_tokens_mean", "slo_status", "slo_undecided", "broke", "pressure",
 )  # fmt: skip
 
 __all__ = ["render", "build", "context", "dumps"]
@@ -152,6 +154,8 @@ def context(
         "lengths_view": views.output_lengths_view(summary.get("output_lengths"), shown),
         "episodes_md": views.episodes_shown(summary, MAX_EPISODES_MD),
         "read_notes_md": views.read_notes(summary["inputs"], MAX_READ_NOTES_MD),
+        "claims_html": views.claims_view(summary, MAX_CLAIMS_HTML),
+        "claims_md": views.claims_view(summary, MAX_CLAIMS_MD),
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }
