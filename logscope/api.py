@@ -351,8 +351,26 @@ def compare(
 ) -> dict:
     """Compare two runs (analyze output folders, or input folders analysed first into ``out_dir/run-a`` and
     ``run-b``): compare.json, compare.md and compare.html in ``out_dir``. Returns {"doc", "paths"}."""
-    from .compare import CompareOptions
     from .compare import run as _compare
+
+    return _compare(Path(a), Path(b), Path(out_dir), *_compare_args(options, progress))
+
+
+def sweep(
+    runs: list[str | Path],
+    out_dir: str | Path,
+    options: AnalyzeOptions | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Compare three or more runs of one traffic that differ in one setting (a sweep of --max-num-seqs, say):
+    per run its working boundary and figures per step, against the setting. Returns {"doc", "paths"}."""
+    from .compare import run_sweep
+
+    return run_sweep([Path(r) for r in runs], Path(out_dir), *_compare_args(options, progress))
+
+
+def _compare_args(options: AnalyzeOptions | None, progress: Progress | None):
+    from .compare import CompareOptions
 
     opts = options or AnalyzeOptions()
 
@@ -362,4 +380,4 @@ def compare(
     slo_given = (opts.extra or {}).get("compare_slo")
     if slo_given:  # {"ttft_s", "e2e_s", "success"}: checked as --slo-* are
         slo.check({f"slo_{k}": v for k, v in slo_given.items()})
-    return _compare(Path(a), Path(b), Path(out_dir), CompareOptions(opts.command_line, slo_given), analyse)
+    return CompareOptions(opts.command_line, slo_given), analyse

@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .errors import LogscopeError
@@ -173,7 +173,13 @@ def _locked(out: Path, note: Callable[[str], None]) -> Iterator[None]:
                 continue
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            yield
+            try:
+                yield
+            finally:
+                # removed while still held: a run waiting on this inode finds it gone and takes a new one
+                # (the check above), so the folder keeps no lock file once no run writes it
+                with suppress(OSError):
+                    (out / LOCK).unlink()
             return
         finally:
             os.close(fd)

@@ -4,12 +4,13 @@ what it prints says what happened (issue #27). Every run is ``python -m logscope
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
-from clirun import SAMPLE, cli, env, error_lines
+from clirun import ROOT, SAMPLE, cli, env, error_lines
 
 
 def jpeg_folder(d):
@@ -162,6 +163,9 @@ def test_help_reads_as_typer_users_expect():
     assert set(lines) >= {"--json", "--fail-on", "--tz", "--force", "--window"}
     assert "[default: UTC]" in lines["--tz"]
     assert lines["--json"].split()[1:3] == ["print", "summary.json"]  # a flag: no type shown
+    assert (
+        lines["--fail-on"].split()[1] == "[spike|sustained|recurring|crash]"
+    )  # its choices, as typer lists them
     r = cli("report", "--help", COLUMNS="200")
     assert "Usage: logscope report [OPTIONS] OUT" in r.stdout
 
@@ -203,3 +207,14 @@ def test_debug_writes_the_traceback_into_out(tmp_path):
     assert text.startswith(f"logscope {__version__}, Python ") and "RuntimeError: a bug in diagnose" in text
     assert "Traceback" in text and "in boom" in text
     assert not (out / "report.html").exists()  # nothing half-written beside it
+
+
+def test_every_exit_code_is_in_the_readme_table():
+    """One exit-code enum, one table: each code the CLI can return is a row of README's exit codes (130 for Ctrl-C
+    was missing)."""
+    from logscope.cli import ExitCode
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("### Exit codes") :].split("\n## ", 1)[0]
+    rows = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert rows == {int(c) for c in ExitCode}
