@@ -243,6 +243,8 @@ def command(fn: Callable[..., None]) -> Callable[..., None]:
             err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
             if e.hint:
                 err.print(f"  help: {shown(e.hint)}")
+            if call.debug and e.__cause__ is not None:  # what the error was made of (a write to a full disk)
+                _debug_file(e.__cause__, call.out_dir)
             raise typer.Exit(e.code) from None
         except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
             raise typer.Exit(_unexpected(e, call)) from None
@@ -257,10 +259,9 @@ def _unexpected(e: Exception, call: _Call) -> ExitCode:
         err.print(
             f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
         )
-        err.print(
-            "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
-            "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
-        )
+        err.print(f"  help: {outdir.FULL_HINT}")
+        if call.debug:
+            _debug_file(e, call.out_dir)
         return ExitCode.OUTPUT
     err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
     if call.debug:
@@ -271,7 +272,8 @@ def _unexpected(e: Exception, call: _Call) -> ExitCode:
 
 
 def _debug_file(e: BaseException, out_dir: Path | None) -> None:
-    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file."""
+    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file (in the
+    temporary folder when OUT cannot hold it: its disk may be the full one), said where, or that it could not."""
     import platform
     import traceback
 
@@ -281,7 +283,9 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
         f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
         f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
     )
-    where = outdir.write_debug(out_dir, text)
+    where, why = outdir.write_debug(out_dir, text)
+    if why:
+        err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
     if where:
         err.print(
             shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")
@@ -345,13 +349,7 @@ def detect(
 
     _check_input(input)
     files, all_scores = api.detect(input, _options(follow_links=follow_links))
-    _print_files(files, f"formats under {input}")
-    from .ingest import sources
-
-    for path, why in sources.skipped(
-        input, follow_links
-    ):  # what a folder of images or hidden files holds, said
-        out.print(shown(f"{path}: skipped: {why}"), soft_wrap=True)
+    _print_files(files, f"formats under {input}")  # files not read among them, each with why
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})
@@ -402,7 +400,7 @@ def export_traces(
             hint="give a folder written by `logscope analyze`",
             code=ExitCode.NO_INPUT,
         )
-    target = dest or out_dir / "traces.otlp.jsonl"
+    target = dest or out_dir / traces_export.FILE
     got = traces_export.write(out_dir, target)
     out.print(
         f"{target}: {got['spans']:,} spans ({got['input_spans']:,} from the input's traces, "
@@ -441,11 +439,18 @@ def analyze(
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     follow_links: LinksOpt = False,
     png: PngOpt = False,
+    export_traces_: Annotated[
+        bool,
+        typer.Option(
+            "--export-traces",
+            help="also write traces.otlp.jsonl: the rebuilt requests, the logs' view of each and the input's spans as OTLP JSON lines (Jaeger, Perfetto, a Collector)",
+        ),
+    ] = False,
     fail_on: Annotated[
-        list[str] | None,
+        list[cliargs.FailOn] | None,
         typer.Option(
             "--fail-on",
-            help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)",
+            help="exit 1 if an episode of this class exists (repeatable)",
         ),
     ] = None,
     cluster: Annotated[
@@ -463,11 +468,6 @@ def analyze(
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
     from .resources import memory
 
-    bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
-    if bad:
-        raise LogscopeError(
-            f"--fail-on takes spike, sustained, recurring or crash (got {bad[0]})", code=ExitCode.USAGE
-        )
     cliargs.zone(tz)
     _check_input(input)
     limit = _memory(max_memory)
@@ -489,6 +489,7 @@ def analyze(
     from . import api
 
     cliargs.window(window)
+    slos = slo.given(slo_ttft, slo_e2e, slo_success)
     rng = _range(since, until, tz)
     o = _output(_out_dir(input, out_dir, force))
     opts = _options(
@@ -504,7 +505,8 @@ def analyze(
         reparse=reparse,
         ingest_apart=apart,
         png=png,
-        **slo.given(slo_ttft, slo_e2e, slo_success),
+        export_traces=export_traces_,
+        **slos,
     )
     opts.extra.update(
         {
@@ -533,8 +535,9 @@ def analyze(
             "(or --max-memory none) to judge the whole input",
             style="yellow",
         )
-    if fail_on and classes & set(fail_on):
-        _fail_on_note(summary, set(fail_on))
+    wanted = {c.value for c in fail_on or []}
+    if wanted and classes & wanted:
+        _fail_on_note(summary, wanted)
         raise typer.Exit(ExitCode.FAIL_ON)
 
 
@@ -565,6 +568,7 @@ def report(
     from . import api
 
     cliargs.zone(tz)
+    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     if not (out_dir / "files.parquet").exists():
         raise LogscopeError(
             f"{out_dir} has no files.parquet",
@@ -576,7 +580,6 @@ def report(
     if whole and rng:
         raise LogscopeError("--whole and --since/--until exclude each other", code=ExitCode.USAGE)
     again = whole or bool(rng)
-    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _memory(max_memory)
     opts = _options(
         tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
@@ -595,38 +598,54 @@ def report(
 @app.command()
 @command
 def compare(
-    run_a: Annotated[
-        Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="A B [C …]",
+            help="runs: analyze output folders, or input folders (analysed first); two for a pair, three or more "
+            "for a sweep of one setting",
+        ),
     ],
-    run_b: Annotated[Path, typer.Argument(help="run B: the same traffic with one setting changed")],
     out_dir: Annotated[
-        Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-compare-<A>-<B>)")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="output folder (default: ./logscope-compare-<A>-<B>, ./logscope-sweep-<A>-<last>)",
+        ),
     ] = None,
+    slo_ttft: SloTtftOpt = None,
+    slo_e2e: SloE2eOpt = None,
+    slo_success: SloSuccessOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="print compare.json to stdout")] = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Did the one change help? compare.html/.json/.md for two runs of the same traffic: what changed, what
-    moved beyond the run-to-run noise, and the verdict."""
+    """Did the one change help? compare.html/.json/.md for two runs of the same traffic (what changed, what
+    moved beyond the run-to-run noise on each clock, the trade, the verdict), or for a sweep of three or more
+    (each run's working boundary and figures per step against the setting, and which value met the SLO at the
+    highest load). The SLO is the first run's unless given."""
     from . import api
+    from .compare import check_count, default_out, slo_given, terminal_lines
 
-    for p in (run_a, run_b):
+    check_count(runs)
+    o = out_dir or Path.cwd() / default_out(runs)
+    for p in runs:
         _check_input(p)
-    o = out_dir or Path.cwd() / f"logscope-compare-{run_a.resolve().name}-{run_b.resolve().name}"
-    for p in (run_a, run_b):
         _out_dir(p, o)
     _output(o)
+    opts = _options()
+    opts.extra["compare_slo"] = slo_given(slo_ttft, slo_e2e, slo_success)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
-        res = api.compare(run_a, run_b, o, _options(), cb)
+        pair = len(runs) == 2
+        res = api.compare(*runs, o, opts, cb) if pair else api.sweep(runs, o, opts, cb)
     if json_:
         sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
     elif not quiet:
-        from .compare.render import terminal_lines
-
         for i, line in enumerate(terminal_lines(res["doc"])):
             out.print(shown(line), style="bold" if i == 0 else None, soft_wrap=True)
-        out.print(f"compare: {res['paths']['compare_html']}")
+        out.print(f"compare: {shown(str(res['paths']['compare_html']))}")
 
 
 def _settings_of(out_dir: Path) -> dict:
@@ -635,9 +654,18 @@ def _settings_of(out_dir: Path) -> dict:
         from .diagnose import slo_options
 
         d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
-        return {**slo_options(d), "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+        kept = {k: v for k, v in slo_options(d).items() if _possible(k, v)}  # one no SLO can be: the default
+        return {**kept, "extra": {"thresholds": dict(d.get("thresholds") or {})}}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def _possible(field: str, value) -> bool:
+    try:
+        slo.check({field: value})
+    except LogscopeError:
+        return False
+    return True
 
 
 @contextmanager
@@ -706,10 +734,12 @@ def run() -> None:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         err.print(shown(f"  help: {e.ctx.command_path if e.ctx else 'logscope'} --help"))
         sys.exit(ExitCode.USAGE)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         err.print("logscope: interrupted")
         sys.exit(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as e:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         sys.exit(e.exit_code)
+    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C's KeyboardInterrupt into this code
+        err.print("logscope: interrupted")
     sys.exit(code if isinstance(code, int) else ExitCode.OK)

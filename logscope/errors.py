@@ -49,16 +49,11 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.USAGE: "bad options",
     ExitCode.NO_INPUT: "input folder missing, empty or unreadable (or none of its files can be read)",
     ExitCode.NOTHING_PARSED: "files found, none in a known format",
-    ExitCode.OUTPUT: "output folder not usable (inside the input folder, a file, on a read-only or kernel file "
-    "system, not writable, holding files logscope did not write without `--force`, or its disk full: the tables "
-    "take ~2 % of the logs' size, up to ~10 % while ingest runs, twice that while a run replaces earlier outputs)",
-    ExitCode.CLUSTER: "`--cluster`: the scheduler cannot be reached or has no worker, or a worker runs another "
-    "logscope or cannot see DIR or write OUT",
-    ExitCode.STAGE_DIED: "the ingest, run in a process of its own when memory is tight, died without a word "
-    "(killed by the kernel's OOM killer or a signal): give it less to read at once (`--since`/`--until`, fewer "
-    "files) or more memory",
+    ExitCode.OUTPUT: "output folder not usable (inside the input folder, a file, on a read-only or kernel file system, not writable, holding files logscope did not write without `--force`, an analysis' folder given to `compare`, or its disk full: the tables take ~2 % of the logs' size, up to ~10 % while ingest runs, twice that while a run replaces earlier outputs)",
+    ExitCode.CLUSTER: "`--cluster`: the scheduler cannot be reached or has no worker, or a worker runs another logscope or cannot see DIR or write OUT",
+    ExitCode.STAGE_DIED: "the ingest, run in a process of its own when memory is tight, died without a word (killed by the kernel's OOM killer or a signal): give it less to read at once (`--since`/`--until`, fewer files) or more memory",
     ExitCode.INTERNAL: "internal error (re-run with `--debug` and report the traceback)",
-    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGINT)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGINT): the run stops, its staging folder and lock are removed, OUT keeps its previous complete outputs",
 }
 
 

@@ -27,7 +27,7 @@ TABLES: dict[str, dict[str, Column]] = {
             S,
             "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)",
         ),
-        "kind": (S, "server | gateway | client | metrics | config | platform | other"),
+        "kind": (S, "server | gateway | client | traces | metrics | config | platform | other"),
         "confidence": (F, "detection score 0..1 of the chosen parser"),
         "replica": (S, "replica / instance name used for the rows of this file"),
         "lines_total": (I, "physical lines in the (decompressed) file"),
@@ -447,8 +447,9 @@ TABLES: dict[str, dict[str, Column]] = {
         "first_token_ts": (TS, "time of a first-token event on the span"),
         "events": (S, "the span's event names, comma-separated"),
         "attributes": (
-            pl.List(pl.Struct({"key": S, "value": S})),
-            "the other attributes, as key/value text (lists and maps as JSON)",
+            pl.List(pl.Struct({"key": S, "value": S, "type": S})),
+            "the other attributes: key, value as text (lists and maps as JSON), and the value's type as written "
+            "(string | int | double | bool | bytes | array | kvlist; null when the format does not say)",
         ),
         "scope": (S, "instrumentation scope name"),
         "source": (S, "input file"),
@@ -648,11 +649,26 @@ TABLES: dict[str, dict[str, Column]] = {
         "attempts_without_engine": (I, "client attempts with no engine span under them"),
         "no_engine_reason": (
             S,
-            "for those: 'never reached an engine: the gateway answered 502 ...' | 'spans lost: reached <replica> "
-            "... and <replica> logged <death> at T' | 'reached ... not exported' | 'unknown: ...'",
+            "for the first of those: why, with the evidence named (logscope/correlate/span_gaps.py): the engine "
+            "log's abort, the replica's log and spans stopping, the gateway's errors for its upstream, the "
+            "caller's connection error",
         ),
+        "no_engine_class": (
+            S,
+            "aborted (the engine logged its abort: vLLM writes no span for it) | cut by death (in flight when "
+            "its replica died) | spans lost (finished within the last export batch before the replica died) | "
+            "never reached (the gateway answered without an engine) | not exported | unknown",
+        ),
+        "last_http_status": (I, "the HTTP status of the last attempt span that has one (clock client)"),
         "client_start": (TS, "first client attempt span start"),
-        "client_end": (TS, "last client attempt span end"),
+        "client_end": (
+            TS,
+            "last client attempt span end (for a stream: when its headers came, httpx's span)",
+        ),
+        "request_start": (TS, "the caller's own request span's start (over its attempts), when it has one"),
+        "request_end": (TS, "its end: the whole answer read, or the caller gave up"),
+        "request_span_status": (S, "its status: ok | error | unset"),
+        "request_span_error": (S, "its status message (the caller's error, e.g. 'APITimeoutError: ...')"),
         "gateway_spans": (I, "gateway spans in its trace"),
         "engine_spans": (I, "engine request spans in its trace (one per execution)"),
         "engine_service": (S, "service of the last engine span (the replica)"),
@@ -662,12 +678,24 @@ TABLES: dict[str, dict[str, Column]] = {
         "span_e2e_s": (F, "its e2e (clock engine, source spans)"),
         "span_prefill_s": (F, "its prefill time (clock engine, source spans)"),
         "span_decode_s": (F, "its decode time (clock engine, source spans)"),
+        "span_prompt_tokens": (I, "the last engine span's prompt tokens"),
+        "span_output_tokens": (I, "its generated tokens"),
         "engine_start": (TS, "the last engine span's start"),
         "engine_end": (TS, "its end"),
+        "engine_attempt_start": (TS, "the start of the client attempt span the engine span is a child of"),
         "before_engine_s": (
             F,
             "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
             "clocks: an offset between them is in it)",
+        ),
+        "before_attempt_s": (
+            F,
+            "that attempt's start - the caller's request span start: earlier attempts and backoff (clock client)",
+        ),
+        "after_engine_s": (
+            F,
+            "the caller's request span end - the engine span's end: the answer's way back (a stream's delivery); "
+            "two hosts' clocks",
         ),
         "engine_clock": (S, "'engine': the clock of span_* figures"),
         "attempt_clock": (S, "'client': the clock of the attempt figures"),
@@ -741,7 +769,11 @@ TABLES: dict[str, dict[str, Column]] = {
             "preemptions | kv_pressure | queue | stall | errors | crash | retries | ttft | e2e | orphans "
             "(the incident's most telling signal; the others are its companions in diagnosis.json)",
         ),
-        "class": (S, "spike | sustained | recurring | crash"),
+        "class": (
+            S,
+            "spike | sustained | recurring | crash | context (a one-sample blip back at baseline after it: no "
+            "finding, never matched by --fail-on)",
+        ),
         "replica": (S, "replica, null for cross-layer signals"),
         "start": (TS, "start (UTC)"),
         "end": (TS, "end (UTC)"),
@@ -778,8 +810,14 @@ TABLES: dict[str, dict[str, Column]] = {
         ),
         "e2e_source": (S, "where e2e_p95 comes from (as ttft_source)"),
         "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when it comes from the histogram"),
+        "ttft_clock": (
+            S,
+            "the clock ttft_p95 was measured on: client | gateway | engine | spans (' + ' when several)",
+        ),
+        "e2e_clock": (S, "the clock e2e_p95 was measured on (as ttft_clock)"),
         "success_share": (F, "share of logical requests ending ok during"),
         "reason": (S, "why this class: the evidence that decided it"),
+        "claim_id": (S, "the claim of its class in diagnosis.json's claims ('episode.E1')"),
     },
     "findings": {
         "finding_id": (S, "stable id, e.g. F1"),
@@ -789,7 +827,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "kind": (
             S,
             "crash | platform (the kernel's, Kubernetes' or the GPUs' records) | startup | stall | orphans | retries | "
-            "pressure | errors | latency | ladder | other",
+            "pressure | capacity | errors | latency | ladder | other",
         ),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),
@@ -806,6 +844,10 @@ TABLES: dict[str, dict[str, Column]] = {
         "slowed_requests": (
             I,
             "logical requests in flight during it that ended ok above the TTFT or e2e SLO; null when unknown",
+        ),
+        "claim_id": (
+            S,
+            "the claim its title states, in diagnosis.json's claims (its facts, state, what was missing)",
         ),
     },
     "ladder": {
@@ -869,11 +911,18 @@ TABLES: dict[str, dict[str, Column]] = {
         "decode_p95_bucket": (S, "the histogram bucket decode_p95 lies in"),
         "slo_undecided": (
             S,
-            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket "
-            "(the step is then 'unknown' unless another figure missed)",
+            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket, given as "
+            "'ttft_p95 between 1 and 2.5 s' (the step is then 'undecided' unless another figure missed)",
         ),
-        "meets_slo": (B, "every SLO figure measured and met (null: unknown, a figure could not be measured)"),
-        "slo_status": (S, "met | missed | unknown (a figure missing and none failed)"),
+        "meets_slo": (
+            B,
+            "every SLO figure measured and met (null: unknown or undecided, a figure could not be measured or judged)",
+        ),
+        "slo_status": (
+            S,
+            "met | missed | undecided (a histogram bucket holds the SLO: between its bounds) | unknown (a figure "
+            "missing and none failed)",
+        ),
         "slo_missing": (
             S,
             "the SLO figures the step had no value for, comma-separated (ttft_p95, e2e_p95, ...)",
@@ -883,6 +932,21 @@ TABLES: dict[str, dict[str, Column]] = {
             S,
             "preemptions, queue, KV near full in the step, in the order they began (beside the SLO)",
         ),
+        "ttft_clock": (
+            S,
+            "the clock ttft_p95 was measured on: client | gateway | engine | spans (' + ' when several)",
+        ),
+        "e2e_clock": (S, "the clock e2e_p95 was measured on (as ttft_clock)"),
+        "ttft_p95_engine": (
+            F,
+            "vLLM's own TTFT p95 (its histogram: the engine's clock) beside a ttft_p95 on the callers' clock",
+        ),
+        "ttft_p95_engine_bucket": (S, "the histogram bucket ttft_p95_engine lies in"),
+        "e2e_p95_engine": (F, "vLLM's own e2e p95 (its histogram) beside an e2e_p95 on the callers' clock"),
+        "e2e_p95_engine_bucket": (S, "the histogram bucket e2e_p95_engine lies in"),
+        "cold_set_aside": (I, "requests of the step in a cold-start window, left out of its figures"),
+        "cold_why": (S, "why they were set aside (which server start, cold_start_s)"),
+        "claim_id": (S, "the step's SLO claim in diagnosis.json's claims ('ladder.step.3')"),
     },
 }
 

@@ -135,6 +135,21 @@ def _fail_on_note(summary: dict, classes: set[str]) -> None:
         err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
 
 
+def trace_words(tr: dict | None) -> str | None:
+    """summary.json's traces in one line: spans read, the join, attempts with no engine span and why."""
+    if not tr:
+        return None
+    line = f"spans: {tr['spans']:,} read; {tr['requests_joined']:,} of {tr['requests']:,} requests joined to a trace"
+    if tr.get("attempt_spans"):
+        line += (
+            f"; {tr['attempts_with_engine']:,} of {tr['attempt_spans']:,} client attempts have an engine span"
+        )
+        why = (tr.get("no_engine_span") or {}).get("by_class") or {}
+        if why:
+            line += " (without: " + ", ".join(f"{k} {v:,}" for k, v in why.items()) + ")"
+    return line
+
+
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
     _range_note(summary, paths)
@@ -161,24 +176,30 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     note = (summary.get("retries") or {}).get("amplification_note")
     if note:
         out.print(shown(f"amplification {summary['retries']['amplification']:.2f}, {note}"))
+    if spans := trace_words(summary.get("traces")):
+        out.print(shown(spans))
     out.print(f"report: {shown(str(paths['report_html']))}")
+    if paths.get("traces_otlp"):
+        out.print(
+            f"traces: {shown(str(paths['traces_otlp']))} (OTLP JSON lines: Jaeger, Perfetto, a Collector)"
+        )
 
 
 def _links_note(summary: dict) -> None:
-    """Links out of the input folder that were not read (``logscope.ingest.sources.discover``)."""
+    """The files and folders found that were not read (links out of the input folder, hidden folders, images,
+    logscope's own outputs: ``logscope.ingest.inputs``), a note per reason naming the first three."""
     from .ingest.sources import LINK_OUT
 
-    links = [
-        f["path"]
-        for f in (summary.get("inputs") or {}).get("files") or []
-        if LINK_OUT in (f.get("messages") or [])
-    ]
-    if links:
-        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
-        err.print(
-            shown(
-                f"logscope: note: {len(links)} link(s) out of the input folder were not read: "
-                f"{', '.join(links[:3])}{more} (--follow-links reads them)"
-            ),
-            style="yellow",
+    by_why: dict[str, list[str]] = {}
+    for f in (summary.get("inputs") or {}).get("files") or []:
+        if f.get("format") == "skipped" and f.get("messages"):
+            by_why.setdefault(f["messages"][0], []).append(f["path"])
+    for why, paths in by_why.items():
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        head = f"{', '.join(paths[:3])}{more}"
+        text = (
+            f"{len(paths)} link(s) out of the input folder were not read: {head} (--follow-links reads them)"
+            if why == LINK_OUT
+            else f"not read: {head}: {why}"
         )
+        err.print(shown(f"logscope: note: {text}"), style="yellow")

@@ -29,6 +29,8 @@ from datetime import timedelta
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._openai_lines import _EV_SCHEMA, _NOISE, _events
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -275,6 +277,10 @@ def _announced(att: pl.DataFrame, state: dict) -> pl.DataFrame:
     """N 'Retrying request ... in S seconds' lines are N + 1 attempts: a request whose last attempt announced a retry
     that no line of it follows (the log ends, or the SDK's next lines were not logged) gets that attempt, its outcome
     unknown (``att`` sorted by thread and first event; the added rows sort after their request's last)."""
+    if state.get("debug"):
+        # a DEBUG log writes every attempt's 'Sending HTTP Request': one it does not show was not sent (a client
+        # killed during the retry's delay sent nothing more)
+        return att
     last = pl.col("first_seq") == pl.col("first_seq").max().over(_runs())
     tail = att.filter(last & pl.col("retried") & ~pl.col("has_done"))
     if tail.height == 0:
@@ -431,7 +437,7 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
         pl.col("ts").alias("ph_ts"),
         pl.col("ph").alias("phase"),
         pl.when(pl.col("ph_mode") == "concurrency")
-        .then(pl.col("ph_value").round(0).cast(pl.Int64))
+        .then(pl.col("ph_value").round(0).pipe(to_int))
         .alias("concurrency"),
     )
     start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("_g").alias("_lg_ts")

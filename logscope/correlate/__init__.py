@@ -18,7 +18,7 @@ import polars as pl
 
 from .. import jsontext, schemas
 from ..resources import scope
-from . import assemble, clock, frames, link, narrow, summary, windows
+from . import assemble, clock, frames, link, narrow, span_sources, summary, windows
 from .frames import Frames, to_ts
 
 
@@ -58,13 +58,19 @@ def run(out: Path, options: CorrelateOptions) -> dict:
         res = correlate_range(out, rng, window)
         res.requests.write_parquet(out / "requests.parquet")
     else:
-        res = correlate_tables(frames.read_tables(out, rng), window=window)
+        tabs = frames.read_tables(out, rng)
+        filled = span_sources.fill(out, tabs, rng)  # the spans as the client's or vLLM's records no log gave
+        hook = None
+        if any(n.startswith(span_sources.ENGINE_NOTE) for n in filled):  # vLLM's spans are its records
+            hook = lambda r: span_sources.engine_latencies(out, r, rng)  # noqa: E731
+        res = correlate_tables(tabs, window=window, requests_hook=hook)
+        res.summary.setdefault("notes", []).extend(filled)
         res.requests.write_parquet(out / "requests.parquet")
     if rng:
         res.summary["range"] = rng.doc()
     from . import traces  # spans joined to the requests (request_spans.parquet), when the folder has spans
 
-    tr = traces.run(out)
+    tr = traces.run(out, rng)
     if tr is not None:
         res.summary["traces"] = tr
     res.windows.write_parquet(out / "windows.parquet")
@@ -77,9 +83,12 @@ def dumps(d: dict) -> str:
     return jsontext.CORRELATION.dumps(d)
 
 
-def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -> Result:
-    """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty)."""
+def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None, requests_hook=None) -> Result:
+    """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty);
+    ``requests_hook`` completes the assembled requests before the windows are built from them."""
     L = link_tables(tabs)
+    if requests_hook is not None:
+        L.A.requests = requests_hook(L.A.requests)
     req = _requests_table(L.A.requests)
     win, summ = finish(narrow.of(L.F, L.L, L.A), L.other, L.offsets, L.shift, L.res, window)
     return Result(req, win, L.off_df, summ)
@@ -181,6 +190,8 @@ def finish(
     width, grid, wide = _grid(n.A, other, window)
     summ = summary.build(n.F, n.L, n.A, offsets, shift, width, [], res)
     n.L = n.F.sr = n.F.cr = n.A.gr_lr = None
+    if grid is None:  # no request and no stats line has a time: no window to place anything in
+        return schemas.empty("windows"), summ
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
     win, wnotes = windows.build(grid, n.A.requests, n.F.ca, n.F.gr, n.A.execs, other["server_stats"], events)
     summ["notes"] += wnotes + (
@@ -339,7 +350,9 @@ def _grid(A: assemble.Assembled, other: dict[str, pl.DataFrame], window: str | N
     if st.height:
         ts.append(st.select(frames.secs("ts"))["ts"])
     allt = pl.concat([s.cast(pl.Float64) for s in ts]).drop_nulls()
-    lo, hi = (float(allt.min()), float(allt.max())) if allt.len() else (0.0, 0.0)
+    if not allt.len():  # no time at all (kubectl's ages only): no grid, not one at the epoch's 0
+        return windows.parse_width(window) or windows.choose_width(0.0), None, None
+    lo, hi = float(allt.min()), float(allt.max())
     width, note = windows.capped_width(hi - lo, windows.parse_width(window) or windows.choose_width(hi - lo))
     return width, windows.Grid(lo, hi, width), note
 

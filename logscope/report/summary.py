@@ -23,7 +23,9 @@ EPISODE_METRICS = (
     "ttft_p95", "e2e_p95", "success_share", "share_of_span",
 )  # fmt: skip
 # where the episode's latency figures come from, and a histogram p95's bucket
-EPISODE_SOURCES = ("ttft_source", "ttft_p95_bucket", "e2e_source", "e2e_p95_bucket")
+EPISODE_SOURCES = (
+    "ttft_source", "ttft_clock", "ttft_p95_bucket", "e2e_source", "e2e_clock", "e2e_p95_bucket",
+)  # fmt: skip
 RETRY_KEYS = (
     "logical_requests", "client_attempts", "client_retries", "gateway_requests", "gateway_attempts",
     "gateway_retries", "server_requests", "server_aborts", "amplification", "orphaned_requests",
@@ -43,6 +45,7 @@ def build(ld: Loaded, options: Any) -> dict:
             "command_line": getattr(options, "command_line", "") or None,
         },
         "verdict": verdict(ld),
+        "claims": claims(ld),
         "inputs": inputs(ld),
         "span": span(ld),
         "assumptions": assumptions(ld, options),
@@ -61,6 +64,7 @@ def build(ld: Loaded, options: Any) -> dict:
         "cold_start": clean(diag.get("cold_start")),
         "server_lifecycle": clean(diag.get("server_lifecycle")),
         "output_lengths": clean(diag.get("output_lengths")),
+        "traces": traces(ld),
         "thresholds": clean(diag.get("thresholds")),
         "method": [str(m) for m in diag.get("method") or []],
         "not_available": na,
@@ -68,6 +72,52 @@ def build(ld: Loaded, options: Any) -> dict:
     for key, why in _gaps(ld, out).items():
         na[key] = why
     return out
+
+
+def traces(ld: Loaded) -> dict | None:
+    """What the spans showed (correlation.json's ``traces``, diagnosis.json's ``spans``): the same objects the
+    report's traces section renders; None when the folder had no spans."""
+    tr = _dict(ld.doc("correlation").get("traces"))
+    if not tr:
+        return None
+    keys = ("spans", "spans_by_service", "requests", "requests_joined", "requests_three_layers", "traced")
+    keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
+    stop_keys = (
+        "replica",
+        "service",
+        "upstream",
+        "how",
+        "log_last",
+        "restart",
+        "spans_last",
+        "gateway_errors",
+    )
+    segs = _dict(ld.doc("diagnosis").get("spans")).get("segments") or []
+    return clean(
+        {
+            **{k: tr.get(k) for k in keys},
+            "stops": [
+                {**{k: s.get(k) for k in stop_keys}, "evidence": s.get("evidence")}
+                for s in tr.get("stops") or []
+            ],
+            "segments": [
+                {
+                    "segment": g["segment"],
+                    "kind": g["kind"],
+                    "requests": g["requests"],
+                    **{
+                        f"{m}_{q}_ms": (g["latencies"].get(m) or {}).get(f"{q}_ms")
+                        for m in ("ttft", "queue", "caller_e2e")
+                        for q in ("p50", "p95")
+                    },
+                    "split_mean_ms": {p["part"]: p["mean_ms"] for p in g["split"]},
+                }
+                for g in segs
+            ],
+            "clocks": "engine figures: vLLM's llm_request attributes (clock engine); caller's: client spans "
+            "(clock client); source spans",
+        }
+    )
 
 
 LOAD_TEST_KEYS = (
@@ -130,6 +180,13 @@ def verdict(ld: Loaded) -> list[str]:
     ]
 
 
+def claims(ld: Loaded) -> list[dict]:
+    """The claims of diagnosis.json (diagnose/claims.py): each verdict, class, SLO status, cancellation and
+    'nothing alarming' with its state, sentence, the facts it rests on (source, clock) and what was missing."""
+    got = ld.doc("diagnosis").get("claims")
+    return [clean(c) for c in got if isinstance(c, dict)] if isinstance(got, list) else []
+
+
 def inputs(ld: Loaded) -> dict:
     files = ld.table("files").sort("path")
     rows = [
@@ -179,7 +236,22 @@ def span(ld: Loaded) -> dict:
         out = {"range": rng, "inputs_start": iso(lo), "inputs_end": iso(hi)}
         lo, hi = ld.rng.clip(lo, hi)
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
+    if lo is None and hi is None:  # no line had a time: said, never an epoch-0 window
+        out["unknown"] = _why_no_time(ld)
     return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur), **out}
+
+
+def _why_no_time(ld: Loaded) -> str:
+    """Why the report covers no time: no input line carries one, and what the untimed records keep instead."""
+    ev = ld.table("platform_events")
+    aged = ev.filter(pl.col("ts").is_null() & pl.col("age_s").is_not_null()).height if ev.height else 0
+    boot = ev.filter(pl.col("ts").is_null() & pl.col("uptime_s").is_not_null()).height if ev.height else 0
+    kept = [
+        f"{aged:,} kubectl record(s) keep only an age (no capture time in their file)" if aged else "",
+        f"{boot:,} kernel record(s) only the seconds since boot" if boot else "",
+    ]
+    kept = [k for k in kept if k]
+    return "no line of the inputs carries a time" + (f": {'; '.join(kept)}" if kept else "")
 
 
 def assumptions(ld: Loaded, options: Any) -> dict:
@@ -233,6 +305,7 @@ def episodes(ld: Loaded) -> list[dict]:
                 "evidence": r.get("reason") or r.get("evidence"),
                 "metrics": {k: num(r.get(k)) for k in EPISODE_METRICS if r.get(k) is not None},
                 "latency_sources": {k: r[k] for k in EPISODE_SOURCES if r.get(k) is not None},
+                "claim": r.get("claim_id"),
             }
         )
     return sorted(out, key=lambda e: (e["start"] or "", str(e["id"])))
@@ -247,6 +320,7 @@ def findings(ld: Loaded) -> list[dict]:
             "rank": r.get("rank"),
             "severity": r.get("severity"),
             "title": r.get("title"),
+            "kind": r.get("kind"),
             "symptom": r.get("symptom"),
             "evidence": r.get("evidence"),
             "cause": r.get("cause"),
@@ -256,6 +330,7 @@ def findings(ld: Loaded) -> list[dict]:
             "end": iso(r.get("end")),
             "failed_requests": r.get("failed_requests"),
             "slowed_requests": r.get("slowed_requests"),
+            "claim": r.get("claim_id"),
         }
         for r in rows
     ]
@@ -300,7 +375,7 @@ def retries(ld: Loaded) -> dict:
     below = _dict(traffic.get("amplification_below_1"))
     out["amplification_note"] = below.get("text") if (out.get("amplification") or 1) < 1 else None
     out["cancellation_propagated"] = (
-        None if not canc or canc.get("verdict") is None else canc["verdict"] == "propagated"
+        None if not canc or canc.get("verdict") in (None, "not observed") else canc["verdict"] == "propagated"
     )
     return out
 
@@ -371,6 +446,7 @@ def ladder(ld: Loaded) -> dict | None:
         "broke_first_at_next_step": clean(dl.get("broke_first_at_next_step")),
         "unknown_at_next_step": clean(dl.get("unknown_at_next_step")),
         "unknown_steps": clean(dl.get("unknown_steps")) or [],
+        "cold_set_aside": clean(dl.get("cold_set_aside")) or [],
         "pressure_from_step": clean(dl.get("pressure_from_step")),
         "slo": clean(dl.get("slo")),
         "source": dl.get("source"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import clock
+from ..claims import facts
 from ..context import Context
 from .record import _f, _n, _req, _state, _t
 
@@ -53,10 +54,12 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
         if down is not None
         else ", no restart in the logs"
     )
-    from .platform import crash_finding
+    from .platform import crash_finding, unknown_killer
 
     if (killed := crash_finding(ctx, ep, c, when, half, cap)) is not None:  # the platform shows who killed it
         return killed
+    if not {"oom", "engine_timeout"} & set(kinds):  # no cause in its own log: say what the folder lacks
+        ev.append(unknown_killer(ctx, ep))
     if "oom" in kinds:
         if c["at_startup"]:
             return _f(
@@ -186,6 +189,8 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
                 "/health, which answers while requests queue) and replay the load",
                 ep,
                 kind="crash",
+                facts=facts("engine_log", stopped_at=t, gateway_5xx_after=n5, during=ep["episode_id"]),
             )
         )
+        out[-1].claim_id = None  # the stop is the claim here, not the episode's class
     return out
