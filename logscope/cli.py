@@ -1,6 +1,6 @@
 """The ``logscope`` command: a thin layer over ``logscope.api``.
 
-Each command parses its options and calls one library function; ``command`` is the one error boundary
+Each command parses its options and calls one library function; ``boundary.command`` is the one error boundary
 that turns what the library raises into a message and an exit code (``logscope.errors.ExitCode``), as
 ``run`` does for the command line's own usage errors. Options shared by several commands are defined once
 below.
@@ -8,16 +8,13 @@ below.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shlex
 import sys
 import webbrowser
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -27,6 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, cliargs, outdir, slo
+from .boundary import command, output
 from .errors import ExitCode, LogscopeError
 from .terminal import (
     _chosen,
@@ -206,94 +204,6 @@ def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
     return o
 
 
-@dataclass
-class _Call:
-    """What the error boundary needs to know of the command that runs: --debug, and the output folder once it
-    is known to be one logscope may write into (where --debug's file goes)."""
-
-    debug: bool = False
-    out_dir: Path | None = None
-
-
-_CALL: ContextVar[_Call] = ContextVar("logscope_call")
-
-
-def _output(o: Path) -> Path:
-    """``o``, now known as the command's output folder."""
-    call = _CALL.get(None)
-    if call is not None:
-        call.out_dir = o
-    return o
-
-
-def command(fn: Callable[..., None]) -> Callable[..., None]:
-    """The error boundary of a command: a ``LogscopeError`` is its message, its hint and its exit code; a full
-    disk under the output is exit 5; anything else is a bug, said in one line (the traceback with --debug), exit
-    70. ``typer.Exit`` (--fail-on, --version) passes through. Ctrl-C is ``run``'s."""
-
-    @functools.wraps(fn)
-    def bounded(*args, **kwargs) -> None:
-        call = _Call(debug=bool(kwargs.get("debug", False)))
-        token = _CALL.set(call)
-        try:
-            fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except LogscopeError as e:
-            err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
-            if e.hint:
-                err.print(f"  help: {shown(e.hint)}")
-            if call.debug and e.__cause__ is not None:  # what the error was made of (a write to a full disk)
-                _debug_file(e.__cause__, call.out_dir)
-            raise typer.Exit(e.code) from None
-        except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
-            raise typer.Exit(_unexpected(e, call)) from None
-        finally:
-            _CALL.reset(token)
-
-    return bounded
-
-
-def _unexpected(e: Exception, call: _Call) -> ExitCode:
-    if outdir.disk_full(e):  # not a bug: the output's disk filled up (the incident may well be a full disk)
-        err.print(
-            f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
-        )
-        err.print(f"  help: {outdir.FULL_HINT}")
-        if call.debug:
-            _debug_file(e, call.out_dir)
-        return ExitCode.OUTPUT
-    err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
-    if call.debug:
-        _debug_file(e, call.out_dir)
-    else:
-        err.print("  help: re-run with --debug and report the traceback")
-    return ExitCode.INTERNAL
-
-
-def _debug_file(e: BaseException, out_dir: Path | None) -> None:
-    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file (in the
-    temporary folder when OUT cannot hold it: its disk may be the full one), said where, or that it could not."""
-    import platform
-    import traceback
-
-    tb = "".join(traceback.format_exception(e))
-    sys.stderr.write(tb)
-    text = (
-        f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
-        f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
-    )
-    where, why = outdir.write_debug(out_dir, text)
-    if why:
-        err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
-    if where:
-        err.print(
-            shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")
-        )
-    else:
-        err.print("  help: report the traceback above, with `logscope --version`")
-
-
 def _progress(quiet: bool):
     if quiet:
         return None, None
@@ -325,7 +235,7 @@ def ingest(
     """Parse every log under DIR into Parquet tables (no analysis)."""
     cliargs.zone(tz)
     _check_input(input)
-    o = _output(_out_dir(input, out_dir, force))
+    o = output(_out_dir(input, out_dir, force))
     from . import api
 
     prog, cb = _progress(quiet)
@@ -491,7 +401,7 @@ def analyze(
     cliargs.window(window)
     slos = slo.given(slo_ttft, slo_e2e, slo_success)
     rng = _range(since, until, tz)
-    o = _output(_out_dir(input, out_dir, force))
+    o = output(_out_dir(input, out_dir, force))
     opts = _options(
         tz,
         include_prompts,
@@ -575,7 +485,7 @@ def report(
             hint="run `logscope analyze DIR -o OUT` (or `logscope ingest`) first",
             code=ExitCode.NO_INPUT,
         )
-    _output(out_dir)
+    output(out_dir)
     rng = _range(since, until, tz)
     if whole and rng:
         raise LogscopeError("--whole and --since/--until exclude each other", code=ExitCode.USAGE)
@@ -633,7 +543,7 @@ def compare(
     for p in runs:
         _check_input(p)
         _out_dir(p, o)
-    _output(o)
+    output(o)
     opts = _options()
     opts.extra["compare_slo"] = slo_given(slo_ttft, slo_e2e, slo_success)
     prog, cb = _progress(quiet or json_)
