@@ -244,6 +244,12 @@ def test_item5_load_above_capacity(run):
     assert f["severity"] == "high" and f["kind"] == "capacity"
     assert f["title"].startswith("Load above capacity: 6.0 requests/s offered, 2.8/s completed for 5 min")
     assert "2.8/s here" in f["next_test"]
+    # the cause leads the verdict, the preemption episode (3,645 over the run, 953 waiting) is its symptom
+    assert f["id"] == "F1", [g["title"] for g in s["findings"][:3]]
+    head = s["verdict"][0]
+    assert head.startswith("Load above capacity: 6.0 requests/s offered, 2.8/s completed for 5 min")
+    assert "(F1); its symptom: 3645 preemptions" in head and "953 waiting" in head
+    assert s["verdict"][2].startswith("First thing to test: Keep the offered rate below")
 
 
 @pytest.mark.parametrize("name", ["ladder-b", "seqs-64"])
@@ -411,3 +417,45 @@ def test_item9_retries_say_what_reached_vllm_from_counts(run, name):
     assert ("never reached the server" in f["title"]) == (
         attempts - reached > reached
     ) or "never reached vLLM" in f["title"]
+
+
+def _iso(x: str) -> datetime:
+    return datetime.fromisoformat(x.replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize(
+    ("name", "stretch", "slack_s"),
+    [
+        # callers left through the whole second half (truth: 56 of 76 leavings from 02:07:52 on, the last work
+        # finished 02:09:00.561); the episode had been its last 6 s, 'sustained', gone in a range around it
+        ("abort-ignored", ("2026-12-06T02:07:52+00:00", "2026-12-06T02:09:00+00:00"), 1.0),
+        # 570 orphaned requests over the 116 s preemption episode (truth: the last finished 08:46:59.573); a
+        # retried request's executions are placed from its end (its last attempt's): a few seconds late
+        ("orphan", ("2026-11-29T08:45:26+00:00", "2026-11-29T08:47:03+00:00"), 4.0),
+    ],
+)
+def test_item1_orphaned_work_is_one_stretch_of_executions(run, name, stretch, slack_s):
+    """Orphaned work is built from the executions that ran after their caller left (caller's end to the server's
+    finish, merged within merge_gap_s), not as a per-window outlier: one stretch over the time callers were
+    leaving, beside the server episodes it overlaps (their companion), never a few seconds of its tail called a
+    sustained episode of its own."""
+    _, s, diag, _ = run(LAB / name)
+    truth = json.loads((LAB / name / "truth.json").read_text())
+    ends = (
+        [a["vllm_finished_gateway_clock"] for a in truth["purpose"]["abandoned"]]
+        if name == "abort-ignored"
+        else [o["nginx_logged"] for o in truth["orphans"]["list"]]
+    )
+    assert not [e for e in diag["episodes"] if e["signal"] == "orphans"]
+    comp = {
+        (c["start"], c["end"])
+        for e in diag["episodes"]
+        for c in e["details"]["companions"]
+        if c["signal"] == "orphans"
+    }
+    lo, hi = max(comp, key=lambda c: _iso(c[1]) - _iso(c[0]))
+    assert abs((_iso(lo) - _iso(stretch[0])).total_seconds()) < 1
+    assert abs((_iso(hi) - _iso(stretch[1])).total_seconds()) < 1
+    assert abs((_iso(hi) - _iso(max(ends))).total_seconds()) <= slack_s
+    assert "executions for callers that had left over" not in s["verdict"][0]
+    assert s["findings"][0]["kind"] == "orphans" and "orphaned work" in s["verdict"][0]

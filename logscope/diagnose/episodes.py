@@ -14,7 +14,8 @@ queue         waiting requests per stats sample                        >= ``wait
                                                                        ``queue_min_samples`` samples
 errors        failed logical requests (else gateway / vLLM 5xx)/window robust outlier >= ``errors_floor``
 retries       client + gateway retries per window                      robust outlier >= ``retries_floor``
-orphans       server work running for a caller that left, per window   robust outlier >= ``orphans_floor``
+orphans       executions running after their caller left (caller's     >= ``orphans_floor`` executions
+              end to server's finish; merged within ``merge_gap_s``)   (no baseline: waste on any server)
 ttft / e2e    p95 per window (cold-start windows left out)             above the SLO
 crash         OOM / engine death / silent death (lifecycle)            always
 ============  ======================================================  =====================================

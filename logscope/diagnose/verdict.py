@@ -100,7 +100,10 @@ def _verdict(
         )
     )
     head = _headline(main)
-    if (
+    if top is not None and top.claim_id == "capacity.overload" and main["class"] != "crash":
+        # the load above capacity is the cause; the episode (preemptions, a queue) is its symptom
+        head = f"{top['title']} ({top['finding_id']}); its symptom: {head[0].lower()}{head[1:]}"
+    elif (
         top is not None
         and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
         and top["severity"] in ("critical", "high", "medium")
