@@ -459,3 +459,30 @@ def test_item1_orphaned_work_is_one_stretch_of_executions(run, name, stretch, sl
     assert abs((_iso(hi) - _iso(max(ends))).total_seconds()) <= slack_s
     assert "executions for callers that had left over" not in s["verdict"][0]
     assert s["findings"][0]["kind"] == "orphans" and "orphaned work" in s["verdict"][0]
+
+
+def test_item8_a_burst_no_caller_felt_does_not_lead(run):
+    """traced-1r (non-streaming callers: no TTFT in their records, their e2e is what they felt): truth's one
+    preemption burst (5 at 03:39:23.363, 0 waiting) slowed or failed none of the 7 requests in flight. Judged by
+    the callers' e2e, its finding is low and says so; the verdict leads with finding 1 (the retries) and names
+    the burst as felt by no caller, instead of heading with '5 preemptions over 0 s'."""
+    _, s, diag, _ = run(LAB / "traced-1r")
+    truth = json.loads((LAB / "traced-1r" / "truth.json").read_text())["preemptions"]
+    (ep,) = [e for e in diag["episodes"] if e["signal"] == "preemptions"]
+    assert ep["count"] == truth["total"] == 5
+    f = next(f for f in s["findings"] if f["episode"] == ep["episode_id"])
+    assert f["severity"] == "low" and (f["failed_requests"], f["slowed_requests"]) == (0, 0)
+    assert "0 of the 7 requests in flight" in f["evidence"]
+    assert "judged by the callers' e2e: their TTFT is not in their records" in f["evidence"]
+    assert s["verdict"][0].startswith("Retries: 1.03 attempts per request") and "(F1)" in s["verdict"][0]
+    assert s["verdict"][1].startswith(f"No episode the callers felt: {ep['episode_id']} (5 preemptions")
+    assert next(c for c in diag["claims"] if c["id"] == "verdict")["state"] == "finding"
+
+
+def test_item8_e2e_judged_burst_felt_keeps_its_severity(run):
+    """abort-ignored's callers are non-streaming too: its first preemption spike (02:07:02) had a caller fail
+    during it, so judged by e2e it stays medium, and the verdict keeps an episode headline."""
+    _, s, diag, _ = run(LAB / "abort-ignored")
+    f = next(f for f in s["findings"] if f["kind"] == "pressure")
+    assert f["severity"] == "medium" and f["failed_requests"] >= 1
+    assert not s["verdict"][1].startswith("No episode the callers felt")
