@@ -486,3 +486,23 @@ def test_item8_e2e_judged_burst_felt_keeps_its_severity(run):
     f = next(f for f in s["findings"] if f["kind"] == "pressure")
     assert f["severity"] == "medium" and f["failed_requests"] >= 1
     assert not s["verdict"][1].startswith("No episode the callers felt")
+
+
+def test_item8_a_drained_backlog_is_no_sustained_queue(run):
+    """kv-short: 3 long prompts sent at once at the end of the load (truth: 04:43:30.55, the last arrivals) that
+    a one-request KV cache served one at a time: waiting 2 from 04:43:33, 1 from 04:43:42, 0 from 04:43:47. The
+    queue began after the last arrival and drained with no new load: a one-off whose claim names the missing test
+    (no arrivals after it), not 'no recovery while the load lasted'."""
+    _, s, diag, claims = run(LAB / "kv-short")
+    truth = json.loads((LAB / "kv-short" / "truth.json").read_text())
+    (ep,) = [e for e in diag["episodes"] if e["signal"] == "queue"]
+    assert ep["class"] == "spike" and ep["peak"] == 2 == truth["vllm"]["max_waiting"]["value"]
+    assert t(ep["start"][:19]) >= datetime(2026, 12, 6, 4, 43, 33, tzinfo=UTC)
+    assert t(ep["end"][:19]) <= datetime(2026, 12, 6, 4, 43, 47, tzinfo=UTC)
+    c = claims[f"episode.{ep['episode_id']}"]
+    assert c["state"] == "one-off" and value(c, "rule") == "drained"
+    assert c["missing"] == ["arrivals after it: whether it recurs under load was not put to the test"]
+    assert s["verdict"][1].startswith(
+        "One-off: the backlog of the last requests, drained after the load ended"
+    )
+    assert "Sustained" not in " ".join(s["verdict"])

@@ -35,6 +35,8 @@ RUNS = (
     "seqs-8",
     "overload-long",
     "enginecore-kill",
+    "kv-short",
+    "traced-1r",
 )
 WINDOWED = (
     "errors",
