@@ -506,3 +506,12 @@ def test_item8_a_drained_backlog_is_no_sustained_queue(run):
         "One-off: the backlog of the last requests, drained after the load ended"
     )
     assert "Sustained" not in " ".join(s["verdict"])
+
+
+def test_item3_episode_latency_names_its_clock(run):
+    """frontend-bound's TTFT episodes are measured on the callers' clock (the client's JSONL): the episode's
+    evidence says so ('TTFT p95 (s, client clock)'), as every latency figure must."""
+    _, _, diag, _ = run(LAB / "frontend-bound")
+    eps = [e for e in diag["episodes"] if e["signal"] == "ttft"]
+    assert len(eps) == 4
+    assert all("TTFT p95 (s, client clock) " in e["reason"] for e in eps)

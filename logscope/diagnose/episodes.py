@@ -509,7 +509,7 @@ def _classify(
 ) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
-    head = f"{UNIT[sig]} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+    head = f"{_unit(ctx, sig, start, end)} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     if sig in COUNTED:
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
         head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
@@ -600,6 +600,20 @@ def _classify(
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
     return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
+
+
+def _unit(ctx: Context, sig: str, start: datetime, end: datetime) -> str:
+    """The signal's unit; a latency's with the clock its windows were measured on (client, gateway, engine), or
+    'clock unknown' when they do not say."""
+    if sig not in ("ttft", "e2e"):
+        return UNIT[sig]
+    w = ctx.inputs.windows
+    clocks = (
+        sorted(w.filter(pl.col("ts").is_between(start, end))["latency_clock"].drop_nulls().unique().to_list())
+        if "latency_clock" in w.columns
+        else []
+    )
+    return UNIT[sig].replace("(s)", f"(s, {'+'.join(clocks)} clock)" if clocks else "(s, clock unknown)")
 
 
 def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | None:
