@@ -617,11 +617,18 @@ def test_sorted_times_are_kept_while_their_frame_lives(storm):
     assert figures._TIMES[(id(unsorted), "ts_start")] is None  # not sorted: filtered, never bisected
 
 
-def test_figures_of_many_ranges_are_those_of_each_range(storm):
+@pytest.mark.parametrize("batch_rows", [None, 40])
+def test_figures_of_many_ranges_are_those_of_each_range(storm, monkeypatch, batch_rows):
     """Episodes and cold windows ask their figures of all ranges at once (figures.requests_many,
     server_state_many: one binary search and one group-by): on the storm's real tables every range,
-    empty, reversed, unbounded or narrowed to a replica, gets what the one-range functions give."""
+    empty, reversed, unbounded or narrowed to a replica, gets what the one-range functions give. The rows are
+    gathered a bounded batch of ranges at a time (figures.GATHER_ROWS; issue #44: a fleet's overlapping cold
+    windows held 3.7 GB at once): batches of 40 rows give the same figures as one batch."""
+    from logscope.diagnose import figures
     from logscope.diagnose.figures import requests, requests_many, server_state, server_state_many
+
+    if batch_rows is not None:
+        monkeypatch.setattr(figures, "GATHER_ROWS", batch_rows)
 
     out, _ = storm
     req = pl.read_parquet(out / "requests.parquet")
@@ -638,6 +645,8 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm):
     ranges += [(starts[i], starts[i] + timedelta(seconds=30)) for i in range(0, req.height, 97)]
     many = requests_many(req, ranges)
     assert many == [requests(req, lo, hi) for lo, hi in ranges]
+    batches = list(figures.gathered(req, "ts_start", ranges))
+    assert (len(batches) > 1) if batch_rows else (len(batches) == 1), len(batches)
     assert [m["requests"] for m in many[:5]] == [191, req.height, 1, 0, 2]
     replica = stats["replica"][0]
     replicas = [replica, None, "no-such-replica"] * (len(ranges) // 3) + [replica] * (len(ranges) % 3)

@@ -371,7 +371,11 @@ def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, tmp_path
     assert "![timeline](timeline.png)" in (out / "summary.md").read_text()
     ld = load(out)
     ctx = context(ld, summary_of(out), AnalyzeOptions())
-    spec = _png_spec(ctx["charts"]["timeline"], ctx["timeline_notes"])
+    spec = _png_spec(ctx["charts"]["timeline"], ctx["timeline_notes"], ctx["s"])
+    # a picture pasted into a ticket names its incident: the folder, the date (lab README: recorded on 2026-11-29)
+    # and the span of its logs (the server's start at 08:24:14 to its SIGTERM's last line at 08:27:59)
+    assert spec["title"]["text"] == "logscope timeline · spike"
+    assert spec["title"]["subtitle"] == "2026-11-29 08:24:14 – 08:27:59 UTC (3.8 min)"
     painter = _Painter()
     assert painter.child is not None
     drawn = painter.draw(spec)

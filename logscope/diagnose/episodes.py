@@ -359,34 +359,39 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
             by_signal.setdefault(h["primary"], []).append(k)
     for signal, ks in by_signal.items():
         col, frame = BASELINE_OF[signal], _baseline_frame(ctx, signal)
-        # [start - look, start): times are whole microseconds
-        rows = (
-            figures.gather(
+        # [start - look, start): times are whole microseconds; a bounded batch of episodes at a time
+        parts = (
+            figures.gathered(
                 ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one) for k in ks]
             )
             if frame.height
-            else frame
+            else iter([frame])
         )
-        if rows is None:  # times not sortable: one episode at a time
+        if parts is None:  # times not sortable: one episode at a time
             for k in ks:
                 out[k] = _baseline(ctx, signal, heads[k]["replica"], heads[k]["start"])
             continue
-        if rows.height and signal in SERVER_SIGNALS:
-            want = pl.DataFrame(
-                {"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
-                schema={"_k": pl.Int64, "_want": pl.String},
-            )
-            rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
-        got = (
-            {
-                r["_k"]: r
-                for r in rows.group_by("_k")
-                .agg(pl.len().alias("n"), pl.col(col).median().alias("m"), pl.col(col).count().alias("c"))
-                .iter_rows(named=True)
-            }
-            if rows.height
-            else {}
+        want = pl.DataFrame(
+            {"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
+            schema={"_k": pl.Int64, "_want": pl.String},
         )
+        got = {}
+        for rows in parts:
+            if rows.height and signal in SERVER_SIGNALS:
+                rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
+            if rows.height:
+                got.update(
+                    {
+                        r["_k"]: r
+                        for r in rows.group_by("_k")
+                        .agg(
+                            pl.len().alias("n"),
+                            pl.col(col).median().alias("m"),
+                            pl.col(col).count().alias("c"),
+                        )
+                        .iter_rows(named=True)
+                    }
+                )
         for i, k in enumerate(ks):
             r = got.get(i, {"n": 0, "m": None, "c": 0})
             out[k] = _baseline_value(ctx, signal, r["n"], r["m"], r["c"])

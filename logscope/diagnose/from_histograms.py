@@ -167,15 +167,16 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
 
 
 def sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
-    rows = figures.gather(req, "ts_start", ranges) if "origin" in req.columns else None
-    if rows is None:
+    parts = figures.gathered(req, "ts_start", ranges) if "origin" in req.columns else None
+    if parts is None:
         return [
             {f: request_source(figures.between(req, "ts_start", lo, hi), c) for f, c in PER_REQUEST.items()}
             for lo, hi in ranges
         ]
     got: dict[int, dict[str, str | None]] = {}
-    for (k,), part in rows.partition_by("_k", as_dict=True).items():
-        got[k] = {f: request_source(part, c) for f, c in PER_REQUEST.items()}
+    for rows in parts:  # a bounded batch of ranges at a time (figures.GATHER_ROWS)
+        for (k,), part in rows.partition_by("_k", as_dict=True).items():
+            got[k] = {f: request_source(part, c) for f, c in PER_REQUEST.items()}
     return [got.get(k, {}) for k in range(len(ranges))]
 
 

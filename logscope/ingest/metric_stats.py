@@ -32,6 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
+from ..numbers import to_int
 
 RUNNING, WAITING, SWAPPED = (
     "vllm:num_requests_running",
@@ -299,17 +300,19 @@ def _agg(name: str, col: str, how: str) -> pl.Expr:
 
 def _derive(m: pl.DataFrame) -> pl.DataFrame:
     m = _counter_deltas(m)
+    # sums of gauges and counter deltas as counts: a sum no count can be is null (``numbers.to_int``), never a
+    # strict cast's error (one sample of 1e19 stopped the run, exit 70)
     rows = (
         m.group_by(["replica", "ts"])
         .agg(
             pl.col("source").sort_by("_rank").first(),
-            _agg(RUNNING, "value", "sum").round(0).cast(pl.Int64).alias("running"),
-            _agg(WAITING, "value", "sum").round(0).cast(pl.Int64).alias("waiting"),
-            _agg(SWAPPED, "value", "sum").round(0).cast(pl.Int64).alias("swapped"),
+            to_int(_agg(RUNNING, "value", "sum").round(0)).alias("running"),
+            to_int(_agg(WAITING, "value", "sum").round(0)).alias("waiting"),
+            to_int(_agg(SWAPPED, "value", "sum").round(0)).alias("swapped"),
             _agg(KV, "value", "max").alias("_kv"),
             _agg(GPU_KV, "value", "max").alias("gpu_kv_usage"),
             _agg(CPU_KV, "value", "max").alias("cpu_kv_usage"),
-            _agg(PREEMPT, "_delta", "sum").round(0).cast(pl.Int64).alias("preemptions"),
+            to_int(_agg(PREEMPT, "_delta", "sum").round(0)).alias("preemptions"),
             _agg(PROMPT, "_rate", "sum").alias("prompt_tps"),
             _agg(GEN, "_rate", "sum").alias("gen_tps"),
         )

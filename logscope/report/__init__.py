@@ -70,7 +70,7 @@ def render(out: Path, options: Any) -> dict[str, Path]:
             summary = build(ld, options)
             timeline = _timeline(ld, summary, options)
             # the picture is the longest piece: it is drawn while the other charts and the pages are made
-            picture = pool.submit(painter.draw, _png_spec(*timeline)) if painter else None
+            picture = pool.submit(painter.draw, _png_spec(*timeline, summary)) if painter else None
             ctx = context(ld, summary, options, timeline)
             paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
             paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
@@ -193,8 +193,26 @@ def _static(spec: dict) -> dict:
     return {**spec, "vconcat": rows} if rows else spec
 
 
-def _png_spec(spec: dict | None, notes: list[str]) -> dict:
-    """The Vega-Lite spec of timeline.png."""
+def png_title(summary: dict | None) -> dict:
+    """timeline.png's title: the input folder and the incident's date and span (a picture pasted into a ticket
+    stands alone, without the page's header)."""
+    summary = summary or {}
+    name = Path(str((summary.get("inputs") or {}).get("path") or "")).name or "the input"
+    span = summary.get("span") or {}
+    start, end = span.get("start"), span.get("end")
+    if start is None:
+        when = "date unknown: no record of the input carries a time"
+    else:
+        first, last = fmt.when(start), fmt.when(end)
+        same_day = end is not None and first[:10] == last[:10]
+        when = f"{first.removesuffix(' UTC')} – {last[11:] if same_day else last}" + (
+            f" ({fmt.duration(span.get('duration_s'))})" if span.get("duration_s") is not None else ""
+        )
+    return {"text": f"logscope timeline · {name}", "subtitle": when, "anchor": "start", "fontSize": 16}
+
+
+def _png_spec(spec: dict | None, notes: list[str], summary: dict | None = None) -> dict:
+    """The Vega-Lite spec of timeline.png, titled with the incident's folder and date."""
     if spec is not None:
         spec = _static(spec)
     if spec is None:  # still a picture, so that summary.md never shows a broken image
@@ -214,6 +232,7 @@ def _png_spec(spec: dict | None, notes: list[str]) -> dict:
             },
             d,
         )
+    spec = {**spec, "title": png_title(summary)}
     return visible_all(spec)  # names drawn in the picture: control and bidi characters as escapes
 
 
