@@ -244,6 +244,12 @@ def test_item5_load_above_capacity(run):
     assert f["severity"] == "high" and f["kind"] == "capacity"
     assert f["title"].startswith("Load above capacity: 6.0 requests/s offered, 2.8/s completed for 5 min")
     assert "2.8/s here" in f["next_test"]
+    # the cause leads the verdict, the preemption episode (3,645 over the run, 953 waiting) is its symptom
+    assert f["id"] == "F1", [g["title"] for g in s["findings"][:3]]
+    head = s["verdict"][0]
+    assert head.startswith("Load above capacity: 6.0 requests/s offered, 2.8/s completed for 5 min")
+    assert "(F1); its symptom: 3645 preemptions" in head and "953 waiting" in head
+    assert s["verdict"][2].startswith("First thing to test: Keep the offered rate below")
 
 
 @pytest.mark.parametrize("name", ["ladder-b", "seqs-64"])
@@ -411,3 +417,101 @@ def test_item9_retries_say_what_reached_vllm_from_counts(run, name):
     assert ("never reached the server" in f["title"]) == (
         attempts - reached > reached
     ) or "never reached vLLM" in f["title"]
+
+
+def _iso(x: str) -> datetime:
+    return datetime.fromisoformat(x.replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize(
+    ("name", "stretch", "slack_s"),
+    [
+        # callers left through the whole second half (truth: 56 of 76 leavings from 02:07:52 on, the last work
+        # finished 02:09:00.561); the episode had been its last 6 s, 'sustained', gone in a range around it
+        ("abort-ignored", ("2026-12-06T02:07:52+00:00", "2026-12-06T02:09:00+00:00"), 1.0),
+        # 570 orphaned requests over the 116 s preemption episode (truth: the last finished 08:46:59.573); a
+        # retried request's executions are placed from its end (its last attempt's): a few seconds late
+        ("orphan", ("2026-11-29T08:45:26+00:00", "2026-11-29T08:47:03+00:00"), 4.0),
+    ],
+)
+def test_item1_orphaned_work_is_one_stretch_of_executions(run, name, stretch, slack_s):
+    """Orphaned work is built from the executions that ran after their caller left (caller's end to the server's
+    finish, merged within merge_gap_s), not as a per-window outlier: one stretch over the time callers were
+    leaving, beside the server episodes it overlaps (their companion), never a few seconds of its tail called a
+    sustained episode of its own."""
+    _, s, diag, _ = run(LAB / name)
+    truth = json.loads((LAB / name / "truth.json").read_text())
+    ends = (
+        [a["vllm_finished_gateway_clock"] for a in truth["purpose"]["abandoned"]]
+        if name == "abort-ignored"
+        else [o["nginx_logged"] for o in truth["orphans"]["list"]]
+    )
+    assert not [e for e in diag["episodes"] if e["signal"] == "orphans"]
+    comp = {
+        (c["start"], c["end"])
+        for e in diag["episodes"]
+        for c in e["details"]["companions"]
+        if c["signal"] == "orphans"
+    }
+    lo, hi = max(comp, key=lambda c: _iso(c[1]) - _iso(c[0]))
+    assert abs((_iso(lo) - _iso(stretch[0])).total_seconds()) < 1
+    assert abs((_iso(hi) - _iso(stretch[1])).total_seconds()) < 1
+    assert abs((_iso(hi) - _iso(max(ends))).total_seconds()) <= slack_s
+    assert "executions for callers that had left over" not in s["verdict"][0]
+    assert s["findings"][0]["kind"] == "orphans" and "orphaned work" in s["verdict"][0]
+
+
+def test_item8_a_burst_no_caller_felt_does_not_lead(run):
+    """traced-1r (non-streaming callers: no TTFT in their records, their e2e is what they felt): truth's one
+    preemption burst (5 at 03:39:23.363, 0 waiting) slowed or failed none of the 7 requests in flight. Judged by
+    the callers' e2e, its finding is low and says so; the verdict leads with finding 1 (the retries) and names
+    the burst as felt by no caller, instead of heading with '5 preemptions over 0 s'."""
+    _, s, diag, _ = run(LAB / "traced-1r")
+    truth = json.loads((LAB / "traced-1r" / "truth.json").read_text())["preemptions"]
+    (ep,) = [e for e in diag["episodes"] if e["signal"] == "preemptions"]
+    assert ep["count"] == truth["total"] == 5
+    f = next(f for f in s["findings"] if f["episode"] == ep["episode_id"])
+    assert f["severity"] == "low" and (f["failed_requests"], f["slowed_requests"]) == (0, 0)
+    assert "0 of the 7 requests in flight" in f["evidence"]
+    assert "judged by the callers' e2e: their TTFT is not in their records" in f["evidence"]
+    assert s["verdict"][0].startswith("Retries: 1.03 attempts per request") and "(F1)" in s["verdict"][0]
+    assert s["verdict"][1].startswith(f"No episode the callers felt: {ep['episode_id']} (5 preemptions")
+    assert next(c for c in diag["claims"] if c["id"] == "verdict")["state"] == "finding"
+
+
+def test_item8_e2e_judged_burst_felt_keeps_its_severity(run):
+    """abort-ignored's callers are non-streaming too: its first preemption spike (02:07:02) had a caller fail
+    during it, so judged by e2e it stays medium, and the verdict keeps an episode headline."""
+    _, s, diag, _ = run(LAB / "abort-ignored")
+    f = next(f for f in s["findings"] if f["kind"] == "pressure")
+    assert f["severity"] == "medium" and f["failed_requests"] >= 1
+    assert not s["verdict"][1].startswith("No episode the callers felt")
+
+
+def test_item8_a_drained_backlog_is_no_sustained_queue(run):
+    """kv-short: 3 long prompts sent at once at the end of the load (truth: 04:43:30.55, the last arrivals) that
+    a one-request KV cache served one at a time: waiting 2 from 04:43:33, 1 from 04:43:42, 0 from 04:43:47. The
+    queue began after the last arrival and drained with no new load: a one-off whose claim names the missing test
+    (no arrivals after it), not 'no recovery while the load lasted'."""
+    _, s, diag, claims = run(LAB / "kv-short")
+    truth = json.loads((LAB / "kv-short" / "truth.json").read_text())
+    (ep,) = [e for e in diag["episodes"] if e["signal"] == "queue"]
+    assert ep["class"] == "spike" and ep["peak"] == 2 == truth["vllm"]["max_waiting"]["value"]
+    assert t(ep["start"][:19]) >= datetime(2026, 12, 6, 4, 43, 33, tzinfo=UTC)
+    assert t(ep["end"][:19]) <= datetime(2026, 12, 6, 4, 43, 47, tzinfo=UTC)
+    c = claims[f"episode.{ep['episode_id']}"]
+    assert c["state"] == "one-off" and value(c, "rule") == "drained"
+    assert c["missing"] == ["arrivals after it: whether it recurs under load was not put to the test"]
+    assert s["verdict"][1].startswith(
+        "One-off: the backlog of the last requests, drained after the load ended"
+    )
+    assert "Sustained" not in " ".join(s["verdict"])
+
+
+def test_item3_episode_latency_names_its_clock(run):
+    """frontend-bound's TTFT episodes are measured on the callers' clock (the client's JSONL): the episode's
+    evidence says so ('TTFT p95 (s, client clock)'), as every latency figure must."""
+    _, _, diag, _ = run(LAB / "frontend-bound")
+    eps = [e for e in diag["episodes"] if e["signal"] == "ttft"]
+    assert len(eps) == 4
+    assert all("TTFT p95 (s, client clock) " in e["reason"] for e in eps)

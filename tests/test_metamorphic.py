@@ -35,24 +35,45 @@ RUNS = (
     "seqs-8",
     "overload-long",
     "enginecore-kill",
+    "kv-short",
+    "traced-1r",
 )
+WINDOWED = (
+    "errors",
+    "retries",
+    "ttft",
+    "e2e",
+)  # request signals counted per window (stretches._request_stretches)
 SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of any window
 
-# Known: abort-ignored (0.9 req/s, a few callers leaving every few seconds) holds request signals at their
-# per-window floors (3 errors, 3 orphaned executions in a 2 s window): a grid shifted by a second moves its last
-# orphans stretch from 11 s to 10 s after a preemption episode (merge_gap_s: then a companion, no episode of its
-# own), and a calm hour before widens the windows (2 s to 10 s), which changes which windows reach the floors. The
-# classes of its server episodes and its verdict's cancellation hold; its request-signal episodes do not. Since
-# main's joins count every abandoned attempt, its last orphans stretch (2-6 a window, 02:08:54-02:09:00) is an
-# episode over the whole run and none in a range around it (the range's baseline holds the 02:08:35-43 stretch).
+# Known: abort-ignored (0.9 req/s, a few callers failing every few seconds) holds its errors at their per-window
+# floor (3 failed requests in a 2 s window): a calm hour before widens the windows (2 s to 10 s), which changes
+# which windows reach the floor, and its 02:07:26-36 errors spike is then none. Its orphaned work no longer moves:
+# it is built from the executions themselves (stretches._orphan_stretches), not per window.
 FLOOR_BOUND = pytest.mark.xfail(
     strict=True,
-    reason="request signals at their per-window floors move with the window grid (see FLOOR_BOUND)",
+    reason="errors at their per-window floor move with the window width (see FLOOR_BOUND)",
 )
 
 
-def _runs(*known: str) -> list:
-    return [pytest.param(r, marks=FLOOR_BOUND) if r in known else r for r in RUNS]
+# Known (found when kv-short and traced-1r joined, #37): a calm replica's access lines beside kv-short carry on
+# the fleet's arrivals past its last request, so its drained queue (begun after the last arrival) reads
+# 'sustained' again: the last arrival is the folder's, not the replica's. And a calm hour before traced-1r turns
+# its cancellation 'propagated' into 'not observed'. Both real, neither fixed yet.
+FLEET_LOAD_END = pytest.mark.xfail(strict=True, reason="the last arrival is the fleet's, not the replica's")
+CANCEL_CALM = pytest.mark.xfail(strict=True, reason="traced-1r's cancellation moves with a calm hour before")
+
+
+def _runs(*known: str, marks: dict | None = None) -> list:
+    marks = marks or {}
+    return [
+        pytest.param(r, marks=FLOOR_BOUND)
+        if r in known
+        else pytest.param(r, marks=marks[r])
+        if r in marks
+        else r
+        for r in RUNS
+    ]
 
 
 def _diagnosed(folder, out, **opts) -> dict:
@@ -97,7 +118,7 @@ def base(tmp_path_factory) -> dict[str, dict]:
     return {run: _diagnosed(LAB / run, root / run) for run in RUNS}
 
 
-@pytest.mark.parametrize("run", _runs("abort-ignored"))
+@pytest.mark.parametrize("run", RUNS)
 def test_every_clock_shifted(run, base, tmp_path):
     """One offset on every clock of the folder (a day, hours, and 13 s off every window's grid): the same
     classes, the episodes shifted by the same offset."""
@@ -106,9 +127,11 @@ def test_every_clock_shifted(run, base, tmp_path):
     assert _classes(got) == _classes(base[run])
     assert _lead(got) == _lead(base[run])
     assert _states(got) == _states(base[run])
-    assert [_t(e["start"]) - SHIFT for e in got["episodes"]] == [
-        _t(e["start"]) for e in base[run]["episodes"]
-    ]
+    # a per-window signal starts on its window's edge, which the 13 s moves on the grid: within one window
+    w = timedelta(seconds=base[run]["observed"]["window_s"] or 0)
+    for g, b in zip(got["episodes"], base[run]["episodes"], strict=True):
+        moved = abs(_t(g["start"]) - SHIFT - _t(b["start"]))
+        assert moved == timedelta(0) or (b["signal"] in WINDOWED and moved < w), (b["episode_id"], moved)
 
 
 def _earlier_calm(rel: str) -> str | None:
@@ -122,7 +145,7 @@ def _earlier_calm(rel: str) -> str | None:
     return None  # the lab's ground truth and nginx.conf (the incident's own stays)
 
 
-@pytest.mark.parametrize("run", [r for r in _runs("abort-ignored") if r != "calm"])
+@pytest.mark.parametrize("run", _runs("abort-ignored", marks={"traced-1r": CANCEL_CALM})[1:])
 def test_calm_hour_before(run, base, tmp_path):
     """The same server's calm run ten minutes before the incident, as the rotated logs before it: more calm
     time in the span changes no class (the rule 'a large share of the observed span' did)."""
@@ -138,7 +161,7 @@ def test_calm_hour_before(run, base, tmp_path):
     assert _states(got) == _states(base[run])
 
 
-@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+@pytest.mark.parametrize("run", _runs(marks={"kv-short": FLEET_LOAD_END})[1:])
 def test_calm_replica_beside(run, base, tmp_path):
     """A second replica's calm server log over the same minutes: the incident's classes stay."""
     calm = need(LAB / "calm")
@@ -158,7 +181,7 @@ def test_calm_replica_beside(run, base, tmp_path):
 
 
 @pytest.mark.parametrize("after_s", [12, 30])
-@pytest.mark.parametrize("run", [r for r in _runs("abort-ignored") if r != "calm"])
+@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
 def test_range_around_each_episode(run, after_s, base, tmp_path):
     """--since/--until around each episode, holding it whole and its baseline lookback (and the lead-in)
     before it, the tables re-correlated and re-diagnosed as `logscope report OUT --since --until` does: the

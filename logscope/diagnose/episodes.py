@@ -14,7 +14,8 @@ queue         waiting requests per stats sample                        >= ``wait
                                                                        ``queue_min_samples`` samples
 errors        failed logical requests (else gateway / vLLM 5xx)/window robust outlier >= ``errors_floor``
 retries       client + gateway retries per window                      robust outlier >= ``retries_floor``
-orphans       server work running for a caller that left, per window   robust outlier >= ``orphans_floor``
+orphans       executions running after their caller left (caller's     >= ``orphans_floor`` executions
+              end to server's finish; merged within ``merge_gap_s``)   (no baseline: waste on any server)
 ttft / e2e    p95 per window (cold-start windows left out)             above the SLO
 crash         OOM / engine death / silent death (lifecycle)            always
 ============  ======================================================  =====================================
@@ -34,7 +35,8 @@ Classes, in the order they are decided:
 * **sustained**: still abnormal when the logs (or the range) end; or still going at the last arrival;
   or it ended only when its load did: in the ``recovery_window_s`` after it, arrivals fell below
   ``recovery_load_ratio`` of the load before it (a ladder step's pressure ends with the step).
-* **spike** (a one-off): the signals returned to baseline while the server kept serving (arrivals after
+* **spike** (a one-off): it began after the last arrival and drained to baseline (the backlog of the last
+  requests; the claim names the missing test: no load after it); or the signals returned to baseline while the server kept serving (arrivals after
   it at ``recovery_load_ratio`` of the baseline or more); the reason says whether it followed a surge of
   arrivals or prompt lengths (``rise_ratio``), with the rates before, during and after.
 * **recurring**: ``recurring_min`` or more spikes of one signal; the reason gives their spacing. A
@@ -512,7 +514,7 @@ def _classify(
 ) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
-    head = f"{UNIT[sig]} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+    head = f"{_unit(ctx, sig, start, end)} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     if sig in COUNTED:
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
         head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
@@ -560,6 +562,15 @@ def _classify(
             )
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     tol = timedelta(seconds=th.load_end_tolerance_s)
+    if ctx.load_end is not None and start > ctx.load_end:
+        # it began after the last arrival and went back to baseline while the server still reported: the backlog
+        # of the last requests, drained (kv-short: 3 long prompts sent at once, served one at a time, waiting
+        # 2 -> 1 -> 0). No load after it can say whether it would recur: a one-off, the test named as missing
+        ep["decided_by"] = {"rule": "drained", **load, "samples_after": 1}
+        return "spike", (
+            f"{head}{SEP}the backlog of the last requests, drained after the load ended (last arrival "
+            f"{_t(ctx.load_end)}): back to baseline with no new arrivals{comp}"
+        )
     if ctx.load_end is not None and end >= ctx.load_end - tol:
         ep["decided_by"] = {"rule": "load_end", **load}
         return (
@@ -594,6 +605,20 @@ def _classify(
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
     return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
+
+
+def _unit(ctx: Context, sig: str, start: datetime, end: datetime) -> str:
+    """The signal's unit; a latency's with the clock its windows were measured on (client, gateway, engine), or
+    'clock unknown' when they do not say."""
+    if sig not in ("ttft", "e2e"):
+        return UNIT[sig]
+    w = ctx.inputs.windows
+    clocks = (
+        sorted(w.filter(pl.col("ts").is_between(start, end))["latency_clock"].drop_nulls().unique().to_list())
+        if "latency_clock" in w.columns
+        else []
+    )
+    return UNIT[sig].replace("(s)", f"(s, {'+'.join(clocks)} clock)" if clocks else "(s, clock unknown)")
 
 
 def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | None:
@@ -724,6 +749,7 @@ RULE_WORDS = {
     "load_end": "no recovery while the load lasted",
     "load_fell": "it ended only when its load fell",
     "load_paused": "it ended when its load paused",
+    "drained": "it began after the last arrival and drained with no new load",
 }
 
 
@@ -759,7 +785,9 @@ def claim(e: Episode, th: Thresholds) -> Claim:
         Fact("ready_ts", (d.get("ready_ts")), "engine_log"),
     ]
     missing = []
-    if state == "one-off" and e["arrival_rate_after"] is None:
+    if state == "one-off" and d.get("rule") == "drained":
+        missing.append("arrivals after it: whether it recurs under load was not put to the test")
+    elif state == "one-off" and e["arrival_rate_after"] is None:
         missing.append("the load after it (no request log): recovered, at an unknown load")
     return Claim(
         f"episode.{e['episode_id']}",

@@ -163,7 +163,10 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
     if has("client_retries") or has("gateway_retries"):
         retries = pl.col("client_retries").fill_null(0) + pl.col("gateway_retries").fill_null(0)
         out.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
-    if has("orphaned"):
+    orphans = _orphan_stretches(ctx)
+    if orphans is not None:
+        out.append(orphans)
+    elif has("orphaned"):
         out.append(
             _windowed(
                 ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)
@@ -172,6 +175,42 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
     out.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
     out.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
     return out
+
+
+def _orphan_stretches(ctx: Context) -> pl.DataFrame | None:
+    """Orphaned work from the executions themselves, not per window: each ran from its caller's leaving (the
+    request's end) to the server's finish; those within ``merge_gap_s`` of each other are one stretch, kept from
+    ``orphans_floor`` executions. Work for a caller that left is waste on any server, so there is no baseline
+    to beat: a per-window robust outlier moved with the window grid and the range (abort-ignored's callers left
+    through the whole second half of its run; its 'episode' was the last 6 s of it, gone in a range around it).
+    None when the requests do not carry it (no correlation): then the windows' counts."""
+    req = ctx.inputs.requests
+    if ctx.inputs.requests_origin != "correlated" or not {"orphaned_executions", "orphan_s", "ts_end"} <= set(
+        req.columns
+    ):
+        return None
+    if ctx.inputs.windows.height == 0:
+        return None
+    o = req.filter((pl.col("orphaned_executions").fill_null(0) > 0) & pl.col("ts_end").is_not_null())
+    last = ctx.inputs.windows["ts"].max() + timedelta(seconds=ctx.inputs.window_s)
+    if o.height == 0:
+        return pl.DataFrame()
+    ran = (pl.col("orphan_s").fill_null(0.0) / pl.col("orphaned_executions")).clip(lower_bound=0.0)
+    runs = o.select(
+        pl.lit("").alias("replica"),
+        pl.col("ts_end").alias("start"),
+        (pl.col("ts_end") + pl.duration(microseconds=(ran * 1e6).cast(pl.Int64))).alias("end"),
+        pl.lit(1, pl.UInt32).alias("samples"),
+        pl.col("orphaned_executions").cast(pl.Float64).alias("peak"),
+        pl.col("orphaned_executions").cast(pl.Float64).alias("total"),
+        pl.lit(0.0).alias("med"),
+    )
+    st = detect.merge(runs, ctx.th.merge_gap_s).filter(pl.col("total") >= ctx.th.orphans_floor)
+    return st.with_columns(
+        pl.col("samples").cast(pl.Int64),
+        pl.lit(last, pl.Datetime("us", "UTC")).alias("last_sample"),
+        pl.lit("orphans").alias("signal"),
+    )
 
 
 # ---------------------------------------------------------------- grouping

@@ -232,6 +232,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         "gateway_attempts",
         "server_requests",
         "orphaned_executions",
+        "orphan_s",
         "status",
         "origin",
     ]  # origin: which layer a row's latencies come from (histograms.request_source)
@@ -255,6 +256,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             pl.lit(None, pl.Int64).alias("gateway_attempts"),
             pl.lit(None, pl.Int64).alias("server_requests"),
             pl.lit(None, pl.Int64).alias("orphaned_executions"),
+            pl.lit(None, pl.Float64).alias("orphan_s"),
             pl.lit("client").alias("origin"),
         )
         return df.select(cols).sort("ts_start"), "client"
@@ -281,6 +283,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
                 )
             ],
             pl.lit(None, pl.String).alias("phase"),
+            pl.lit(None, pl.Float64).alias("orphan_s"),
             pl.lit(1, pl.Int64).alias("server_requests"),
             pl.lit("server").alias("origin"),
         )

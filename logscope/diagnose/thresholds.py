@@ -35,7 +35,8 @@ class Thresholds:
     amplification_high: float = 1.5
     """Server executions per logical request at or above this (in a window with >= 3 arrivals) is a retry storm."""
     orphans_floor: int = 3
-    """Server executions still running after their caller left, per window, below which it is no episode."""
+    """Server executions still running after their caller left, within merge_gap_s of each other, below which it is
+    no episode."""
     orphans_share: float = 0.05
     """Orphaned executions are a finding when at least this share of the server's requests (a few can be
     timing noise of the cross-layer match)."""

@@ -99,8 +99,34 @@ def _verdict(
             key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]),
         )
     )
-    head = _headline(main)
+    felt = next((f for f in fnd if f.get("episode_id") == main["episode_id"]), None)
     if (
+        top is not None
+        and top.get("episode_id") is None
+        and top["severity"] in ("critical", "high", "medium")
+        and main["class"] != "crash"
+        and felt is not None
+        and felt["severity"] in ("low", "info")
+        and felt.get("failed_requests") == 0
+        and felt.get("slowed_requests") == 0
+    ):
+        # finding 1 is run-level and the weightiest episode touched no caller (traced-1r: a 0 s burst of 5
+        # preemptions, no request slowed or failed): the finding leads, the episode is named as not felt
+        return (
+            [
+                f"{top['title']} ({top['finding_id']}).",
+                f"No episode the callers felt: {main['episode_id']} ({_what(main)}, {_span(main)}) slowed or "
+                f"failed none of the requests in flight ({len(eps)} episode{'s' if len(eps) != 1 else ''} in all).",
+                test,
+            ],
+            "finding",
+            None,
+        )
+    head = _headline(main)
+    if top is not None and top.claim_id == "capacity.overload" and main["class"] != "crash":
+        # the load above capacity is the cause; the episode (preemptions, a queue) is its symptom
+        head = f"{top['title']} ({top['finding_id']}); its symptom: {head[0].lower()}{head[1:]}"
+    elif (
         top is not None
         and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
         and top["severity"] in ("critical", "high", "medium")
@@ -162,17 +188,7 @@ def _headline(e: dict) -> str:
             else ", with no restart in the logs"
         )
         return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
-    what = {
-        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
-        "kv_pressure": "KV cache near full",
-        "queue": f"a queue of up to {e['peak']:.0f} waiting",
-        "stall": "requests running with no progress (0 tokens/s)",
-        "errors": f"{e['count']} failed requests",
-        "retries": f"{e['count']} retries",
-        "orphans": f"{e['count']} executions for callers that had left",
-        "ttft": f"TTFT p95 up to {e['peak']:.1f} s",
-        "e2e": f"e2e p95 up to {e['peak']:.1f} s",
-    }.get(e["signal"], f"{e['signal']} above normal")
+    what = _what(e)
     state = []
     if e["kv_max"] is not None:
         state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
@@ -183,6 +199,21 @@ def _headline(e: dict) -> str:
     return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + (
         f": {', '.join(state)}." if state else "."
     )
+
+
+def _what(e: dict) -> str:
+    """The episode's signal with its numbers."""
+    return {
+        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
+        "kv_pressure": "KV cache near full",
+        "queue": f"a queue of up to {e['peak']:.0f} waiting",
+        "stall": "requests running with no progress (0 tokens/s)",
+        "errors": f"{e['count']} failed requests",
+        "retries": f"{e['count']} retries",
+        "orphans": f"{e['count']} executions for callers that had left",
+        "ttft": f"TTFT p95 up to {e['peak']:.1f} s",
+        "e2e": f"e2e p95 up to {e['peak']:.1f} s",
+    }.get(e["signal"], f"{e['signal']} above normal")
 
 
 def _when(ctx: Context, e: dict, eps: list[dict]) -> str:

@@ -55,12 +55,17 @@ def by_impact(ctx: Context, found: list) -> None:
     ``impact_high_share`` of them were or it lasted under ``impact_high_min_s``. Never raised; left as its class
     says when the requests are not in the folder (a server log alone)."""
     th, req = ctx.th, ctx.inputs.requests
-    # slowed requests are counted only when the callers' TTFT is in the folder: without it a slow first token
-    # would count as no impact
+    # slowed requests are counted only when the callers' latency is in the folder: without it a slow first token
+    # would count as no impact. Callers with an e2e and no TTFT at all (non-streaming: nothing reaches them before
+    # the end, so their e2e is what they felt) are judged by it, and the evidence says the TTFT was unknown
     if not req.height or "ttft_s" not in req.columns or "origin" not in req.columns:
         return
-    if not req.filter((pl.col("origin") == "client") & pl.col("ttft_s").is_not_null()).height:
-        return
+    callers = req.filter(pl.col("origin") == "client")
+    by = ""
+    if not callers.filter(pl.col("ttft_s").is_not_null()).height:
+        if "e2e_s" not in req.columns or not callers.filter(pl.col("e2e_s").is_not_null()).height:
+            return
+        by = " (judged by the callers' e2e: their TTFT is not in their records)"
     for f in found:
         if f["kind"] != "pressure" or f.get("episode_id") is None or f["severity"] not in ("high", "medium"):
             continue
@@ -83,7 +88,7 @@ def by_impact(ctx: Context, found: list) -> None:
             f["severity"] = felt
             f["evidence"] += (
                 f"; severity {felt} by its impact: {hit:,} of the {n:,} requests in flight during it were slowed "
-                f"or failed"
+                f"or failed{by}"
             )
 
 
