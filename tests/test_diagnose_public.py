@@ -223,9 +223,14 @@ def test_29_stall_running_1_zero_throughput(tmp_path):
 
 def test_31_unrecognised_router_log(tmp_path):
     # a production-stack router's uvicorn lines only: no vLLM record at all
+    # (its uvicorn lines are the router's 6 answers: served, but nothing of the engine behind it was seen, so
+    # 'nothing alarming' - no preemption, queue or crash - cannot be said)
     d = _diagnose(tmp_path, "31")
     assert d["episodes"] == []
-    assert d["verdict"][0].startswith("Nothing to diagnose")
+    assert d["verdict"][0].startswith("Nothing alarming cannot be said: 6 request(s) served, but")
+    assert "preemptions, queue and crashes were not observed" in d["verdict"][0]
+    [calm] = [c for c in d["claims"] if c["id"] == "calm"]
+    assert calm["state"] == "unknown"
 
 
 def test_33_pending_98_then_swap_preemption(tmp_path):

@@ -66,7 +66,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ("episode_class", "recurring"): ("spikes", "spacing_s"),
     ("episode_class", "crash"): ("death_kinds", "death_ts"),
     ("episode_class", "context"): ("samples",),
-    ("calm", "nothing alarming"): ("served",),
+    ("calm", "nothing alarming"): ("served", "engine_seen"),
     ("clock_gap", "large gap"): ("callers_p95", "engine_p95_hi", "gap_s"),
     ("clock_gap", "small gap"): ("callers_p95", "engine_p95_hi", "gap_s"),
     ("overload", "over capacity"): ("arrival_rate", "completion_rate", "duration_s", "backlog_growth"),

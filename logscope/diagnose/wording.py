@@ -115,7 +115,8 @@ def _calm(c: Claim) -> str:
     if c.state == "nothing alarming":
         served = f"{n(v('served'))} request(s) served"
         return f"nothing alarming: {served}, no preemption, crash, queue or error episode"
-    return "nothing alarming cannot be said: the folder holds no " + "; ".join(
+    lead = f"{n(v('served'))} request(s) served, but " if v("served") else ""
+    return f"nothing alarming cannot be said: {lead}the folder holds no " + "; ".join(
         m.removeprefix("a ").removeprefix("an ") for m in c.missing
     )
 

@@ -33,10 +33,26 @@ def _served(ctx: Context) -> tuple[int | None, str | None, int]:
     return None, None, samples
 
 
+def _engine_seen(ctx: Context) -> str | None:
+    """Where the engine's own state was read (its stats lines, its request lines or events, its access lines, its
+    executions joined to the requests), or None: 'no preemption, queue or crash' is a fact of the engine's records,
+    never of a gateway's alone."""
+    inp = ctx.inputs
+    if ctx.server.height:
+        return "server_stats"
+    if inp.server_requests.height or inp.events.height or inp.access_lines:
+        return "engine_log"
+    req = inp.requests
+    if req.height and "server_requests" in req.columns and (req["server_requests"].fill_null(0) > 0).any():
+        return "requests"
+    return None
+
+
 def calm_claim(ctx: Context, eps: list) -> Claim:
-    """'Nothing alarming' needs evidence of normal serving: requests served, or a server seen up on its stats
-    lines; without either it is unknown, naming what is missing."""
+    """'Nothing alarming' needs evidence of normal serving (requests served, or a server seen up on its stats
+    lines) and the engine's own records: without them it is unknown, naming what is missing."""
     served, src, samples = _served(ctx)
+    engine = _engine_seen(ctx)
     seen = (
         f"{served:,} request(s) served"
         if served
@@ -44,20 +60,25 @@ def calm_claim(ctx: Context, eps: list) -> Claim:
         if samples
         else None
     )
+    missing = [] if seen else ["request served and no server stats line (nothing shows the server serving)"]
+    if engine is None:
+        missing.append(
+            "record of the engine (no vLLM or SGLang log, metrics or spans): its preemptions, queue and crashes "
+            "were not observed"
+        )
     return Claim(
         "calm",
         "calm",
         "nothing alarming in the range",
-        "nothing alarming" if seen else "unknown",
+        "nothing alarming" if not missing else "unknown",
         [
             Fact("served", served or (0 if samples else None), src, unit="requests"),
             Fact("normal_serving", seen, src or ("server_stats" if samples else None)),
+            Fact("engine_seen", engine is not None if engine else None, engine),
             Fact("server_samples", samples, "server_stats"),
             Fact("episodes", len([e for e in eps if e["class"] != "context"])),
         ],
-        missing=[]
-        if seen
-        else ["request served and no server stats line (nothing shows the server serving)"],
+        missing=missing,
     )
 
 
@@ -65,6 +86,7 @@ def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
     srv = ctx.server
     bits = []
     claim = reg.add(calm_claim(ctx, eps))
+    seen = claim.value("normal_serving")
     n = ctx.inputs.requests.height
     if n:
         oc = ctx.inputs.requests.group_by("outcome").len().sort("outcome")
@@ -101,6 +123,8 @@ def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
     title = (
         "Nothing alarming" + ("" if not shown else f" ({len(shown)} minor episode(s))")
         if claim.state == "nothing alarming"
+        else "Nothing alarming cannot be said: the engine's records are not in the folder"
+        if seen
         else "Nothing alarming cannot be said: nothing shows the server serving"
     )
     note = _shape_note(ctx)
@@ -126,9 +150,13 @@ def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
             "; ".join(bits) + (f"; {note}" if note else ""),
             "the load stayed within what the server handles"
             if claim.state == "nothing alarming"
+            else f"{seen}, but the folder holds no record of the engine's state"
+            if seen
             else "the folder holds no record of requests served or of the server's state",
             "Nothing to change; to know the headroom, run a concurrency ladder"
             if claim.state == "nothing alarming"
+            else "Add the engine's log (stdout of vllm serve) or its /metrics scrapes for this range"
+            if seen
             else "Add the vLLM server log (stdout of vllm serve) or the gateway's access log for this range",
             None,
             ctx.span_lo,
