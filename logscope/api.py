@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import outdir, slo
-from .errors import LogscopeError
+from .errors import ExitCode, LogscopeError
 from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, apart
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
@@ -132,8 +132,6 @@ def require_known_format(res: IngestResult, root: str | Path | None = None) -> N
         ~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable", "skipped"])
     )
     if known.height == 0:
-        from .errors import LogscopeError
-
         seen = [
             f"{p} ({f})" + (f": {m[0]}" if m else "")
             for p, f, m in res.files.select("path", "format", "messages").iter_rows()
@@ -145,12 +143,12 @@ def require_known_format(res: IngestResult, root: str | Path | None = None) -> N
             raise LogscopeError(
                 f"nothing in the input could be read: {shown}",
                 hint="run as a user who may read the files (files.parquet says why each failed)",
-                code=3,
+                code=ExitCode.NO_INPUT,
             )
         raise LogscopeError(
             f"no file in a known format in the input: {shown or 'no file'}",
             hint="`logscope formats` lists what logscope reads; `logscope detect DIR --scores` shows each file's scores",
-            code=4,
+            code=ExitCode.NOTHING_PARSED,
         )
 
 
@@ -162,7 +160,6 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
     rng = scope.of(options)
     lo, hi = clock.files_span(Path(out_dir))
     if rng.misses(lo, hi):
-        from .errors import LogscopeError
 
         def t(x) -> str:
             return "…" if x is None else x.strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -171,7 +168,7 @@ def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
             f"the range {t(rng.since)} → {t(rng.until)} holds none of the logs, which run from "
             f"{t(lo)} to {t(hi)}",
             hint="give --since/--until inside that span (UTC, or in --tz)",
-            code=2,
+            code=ExitCode.USAGE,
         )
 
 

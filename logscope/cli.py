@@ -1,7 +1,9 @@
 """The ``logscope`` command: a thin layer over ``logscope.api``.
 
-Each command parses its options, calls one library function and maps library errors to
-exit codes (see ``ExitCode``). Options shared by several commands are defined once below.
+Each command parses its options and calls one library function; ``boundary.command`` is the one error boundary
+that turns what the library raises into a message and an exit code (``logscope.errors.ExitCode``), as
+``run`` does for the command line's own usage errors. Options shared by several commands are defined once
+below.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ import shlex
 import sys
 import webbrowser
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from enum import IntEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, cliargs, outdir, slo
-from .errors import LogscopeError
+from .boundary import command, output
+from .errors import ExitCode, LogscopeError
 from .terminal import (
     _chosen,
     _fail_on_note,
@@ -39,19 +41,11 @@ from .visible import json_visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
 
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAIL_ON = 1  # --fail-on matched an episode class
-    USAGE = 2  # bad options (typer's own code)
-    NO_INPUT = 3  # input folder missing, empty or unreadable
-    NOTHING_PARSED = 4  # files found, none in a known format
-    OUTPUT = 5  # output folder not writable, inside the input, or its disk full
-    CLUSTER = 6  # --cluster: scheduler unreachable, or a worker runs another logscope or cannot see DIR/OUT
-    INTERNAL = 70  # a bug: please report with --debug output
-    INTERRUPTED = (
-        130  # Ctrl-C (SIGINT): the run stopped, its staging folder removed (128 + SIGINT, as shells)
-    )
+__all__ = [
+    "ExitCode",
+    "app",
+    "run",
+]  # ExitCode: logscope.errors', here too for the tests and scripts using it
 
 
 # readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
@@ -168,7 +162,9 @@ def _memory(text: str) -> int | str | None:
 def _check_input(path: Path) -> None:
     if not path.exists():
         raise LogscopeError(
-            f"{path} does not exist", hint="give the folder that holds the incident's logs", code=3
+            f"{path} does not exist",
+            hint="give the folder that holds the incident's logs",
+            code=ExitCode.NO_INPUT,
         )
     from .resources import memory
 
@@ -180,7 +176,9 @@ def _check_input(path: Path) -> None:
         )
     if path.is_dir() and next(memory.input_paths(path), None) is None:
         raise LogscopeError(
-            f"{path} holds no files", hint="collect the vLLM, gateway and client logs there", code=3
+            f"{path} holds no files",
+            hint="collect the vLLM, gateway and client logs there",
+            code=ExitCode.NO_INPUT,
         )
 
 
@@ -198,66 +196,12 @@ def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
             raise LogscopeError(
                 f"output folder {o} is inside the input folder",
                 hint="choose -o outside it: inputs are never modified",
-                code=5,
+                code=ExitCode.OUTPUT,
             )
         except ValueError:
             pass
     outdir.check(o, force)
     return o
-
-
-def _run(fn, debug: bool, out_dir: Path | None = None):
-    try:
-        return fn()
-    except LogscopeError as e:
-        err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
-        if e.hint:
-            err.print(f"  help: {shown(e.hint)}")
-        if (
-            debug and e.__cause__ is not None
-        ):  # what the error was made of (a write to a full disk): --debug's
-            _debug_file(e.__cause__, out_dir)
-        raise typer.Exit(e.code) from None
-    except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
-        if outdir.disk_full(
-            e
-        ):  # not a bug: the output's disk filled up (the incident may well be a full disk)
-            err.print(
-                f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
-            )
-            err.print(f"  help: {outdir.FULL_HINT}")
-            if debug:
-                _debug_file(e, out_dir)
-            raise typer.Exit(ExitCode.OUTPUT) from None
-        err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
-        if debug:
-            _debug_file(e, out_dir)
-        else:
-            err.print("  help: re-run with --debug and report the traceback")
-        raise typer.Exit(ExitCode.INTERNAL) from None
-
-
-def _debug_file(e: BaseException, out_dir: Path | None) -> None:
-    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file (in the
-    temporary folder when OUT cannot hold it: its disk may be the full one), said where, or that it could not."""
-    import platform
-    import traceback
-
-    tb = "".join(traceback.format_exception(e))
-    sys.stderr.write(tb)
-    text = (
-        f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
-        f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
-    )
-    where, why = outdir.write_debug(out_dir, text)
-    if why:
-        err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
-    if where:
-        err.print(
-            shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")
-        )
-    else:
-        err.print("  help: report the traceback above, with `logscope --version`")
 
 
 def _progress(quiet: bool):
@@ -275,6 +219,7 @@ def _progress(quiet: bool):
 
 
 @app.command()
+@command
 def ingest(
     input: Input,
     out_dir: OutOpt = None,
@@ -288,20 +233,21 @@ def ingest(
     follow_links: LinksOpt = False,
 ) -> None:
     """Parse every log under DIR into Parquet tables (no analysis)."""
-    _run(lambda: cliargs.zone(tz), debug)
-    _run(lambda: _check_input(input), debug)
-    o = _run(lambda: _out_dir(input, out_dir, force), debug)
+    cliargs.zone(tz)
+    _check_input(input)
+    o = output(_out_dir(input, out_dir, force))
     from . import api
 
     prog, cb = _progress(quiet)
     opts = _options(tz, include_prompts, replica, nginx_log_format, follow_links)
     with prog or _Null():
-        res = _run(lambda: api.ingest(input, o, opts, cb, known_only=True), debug, o)
+        res = api.ingest(input, o, opts, cb, known_only=True)
     if not quiet:
         _print_files(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}")
 
 
 @app.command()
+@command
 def detect(
     input: Input,
     scores: Annotated[bool, typer.Option(help="every format's score per file")] = False,
@@ -311,8 +257,8 @@ def detect(
     """Show the format each file is recognised as, its confidence and line coverage."""
     from . import api
 
-    _run(lambda: _check_input(input), debug)
-    files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
+    _check_input(input)
+    files, all_scores = api.detect(input, _options(follow_links=follow_links))
     _print_files(files, f"formats under {input}")  # files not read among them, each with why
     if scores:
         t = Table(title="detection scores")
@@ -326,6 +272,7 @@ def detect(
 
 
 @app.command()
+@command
 def formats() -> None:
     """List the log formats logscope knows."""
     import logscope.parsers as parsers
@@ -347,6 +294,7 @@ def formats() -> None:
 
 
 @app.command("export-traces")
+@command
 def export_traces(
     out_dir: Annotated[Path, typer.Argument(help="an analyze output folder")],
     dest: Annotated[
@@ -357,8 +305,11 @@ def export_traces(
     from . import traces_export
 
     if not (out_dir / "requests.parquet").exists() and not (out_dir / "spans.parquet").exists():
-        err.print(f"{out_dir}: no analyze output here (requests.parquet, spans.parquet)")
-        raise typer.Exit(3)
+        raise LogscopeError(
+            f"{out_dir}: no analyze output here (requests.parquet, spans.parquet)",
+            hint="give a folder written by `logscope analyze`",
+            code=ExitCode.NO_INPUT,
+        )
     target = dest or out_dir / traces_export.FILE
     got = traces_export.write(out_dir, target)
     out.print(
@@ -368,6 +319,7 @@ def export_traces(
 
 
 @app.command()
+@command
 def analyze(
     input: Input,
     out_dir: OutOpt = None,
@@ -426,9 +378,9 @@ def analyze(
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
     from .resources import memory
 
-    _run(lambda: cliargs.zone(tz), debug)
-    _run(lambda: _check_input(input), debug)
-    limit = _run(lambda: _memory(max_memory), debug)
+    cliargs.zone(tz)
+    _check_input(input)
+    limit = _memory(max_memory)
     budget = memory.budget_of(limit)
     # before polars is loaded (the next import): how its allocator returns memory is set when it starts
     if memory.tune_allocator(input, budget) and verbose:
@@ -446,10 +398,10 @@ def analyze(
         )
     from . import api
 
-    _run(lambda: cliargs.window(window), debug)
-    slos = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
-    rng = _run(lambda: _range(since, until, tz), debug)
-    o = _run(lambda: _out_dir(input, out_dir, force), debug)
+    cliargs.window(window)
+    slos = slo.given(slo_ttft, slo_e2e, slo_success)
+    rng = _range(since, until, tz)
+    o = output(_out_dir(input, out_dir, force))
     opts = _options(
         tz,
         include_prompts,
@@ -475,9 +427,9 @@ def analyze(
     )
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
-    with _cluster(cluster, input, o, verbose, debug) as address, prog or _Null():
+    with _cluster(cluster, input, o, verbose) as address, prog or _Null():
         opts.cluster = address
-        paths = _run(lambda: api.analyze(input, o, opts, cb), debug, o)
+        paths = api.analyze(input, o, opts, cb)
     summary = json.loads(Path(paths["summary_json"]).read_text())
     if json_:  # the same data, its invisible characters as \u escapes
         sys.stdout.write(json_visible(Path(paths["summary_json"]).read_text()))
@@ -500,6 +452,7 @@ def analyze(
 
 
 @app.command()
+@command
 def report(
     out_dir: Annotated[
         Path, typer.Argument(metavar="OUT", help="a folder written by logscope analyze/ingest")
@@ -524,23 +477,25 @@ def report(
     what analyze would: the range that fits --max-memory when the whole input does not."""
     from . import api
 
-    _run(lambda: cliargs.zone(tz), debug)
-    asked = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
+    cliargs.zone(tz)
+    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     if not (out_dir / "files.parquet").exists():
-        err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
-        err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
-        raise typer.Exit(ExitCode.NO_INPUT)
-    rng = _run(lambda: _range(since, until, tz), debug)
+        raise LogscopeError(
+            f"{out_dir} has no files.parquet",
+            hint="run `logscope analyze DIR -o OUT` (or `logscope ingest`) first",
+            code=ExitCode.NO_INPUT,
+        )
+    output(out_dir)
+    rng = _range(since, until, tz)
     if whole and rng:
-        err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
-        raise typer.Exit(ExitCode.USAGE)
+        raise LogscopeError("--whole and --since/--until exclude each other", code=ExitCode.USAGE)
     again = whole or bool(rng)
-    limit = _run(lambda: _memory(max_memory), debug)
+    limit = _memory(max_memory)
     opts = _options(
         tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
     )
 
-    paths, diagnosed = _run(lambda: api.rerender(out_dir, opts, again, bool(asked)), debug, out_dir)
+    paths, diagnosed = api.rerender(out_dir, opts, again, bool(asked))
     if not quiet:
         summary = json.loads(Path(paths["summary_json"]).read_text())
         if diagnosed:  # a new diagnosis: its verdict, as analyze prints it
@@ -551,6 +506,7 @@ def report(
 
 
 @app.command()
+@command
 def compare(
     runs: Annotated[
         list[Path],
@@ -582,18 +538,18 @@ def compare(
     from . import api
     from .compare import check_count, default_out, slo_given, terminal_lines
 
-    _run(lambda: check_count(runs), debug)
+    check_count(runs)
     o = out_dir or Path.cwd() / default_out(runs)
     for p in runs:
-        _run(lambda p=p: (_check_input(p), _out_dir(p, o)), debug)
+        _check_input(p)
+        _out_dir(p, o)
+    output(o)
     opts = _options()
     opts.extra["compare_slo"] = slo_given(slo_ttft, slo_e2e, slo_success)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         pair = len(runs) == 2
-        res = _run(
-            lambda: api.compare(*runs, o, opts, cb) if pair else api.sweep(runs, o, opts, cb), debug, o
-        )
+        res = api.compare(*runs, o, opts, cb) if pair else api.sweep(runs, o, opts, cb)
     if json_:
         sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
     elif not quiet:
@@ -623,7 +579,7 @@ def _possible(field: str, value) -> bool:
 
 
 @contextmanager
-def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bool) -> Iterator[str | None]:
+def _cluster(address: str | None, input: Path, o: Path, verbose: bool) -> Iterator[str | None]:
     """The cluster session (logscope.cluster), opened and checked while the files are detected, said once it
     is (its problems come out of the analysis, before any task); None: no cluster."""
     if not address:
@@ -642,8 +598,7 @@ def _cluster(address: str | None, input: Path, o: Path, verbose: bool, debug: bo
         for note in s.notes:
             err.print(shown(f"logscope: cluster: {note}"))
 
-    with ExitStack() as stack:
-        _run(lambda: stack.enter_context(cluster.opening(address, input, o, said)), debug)
+    with cluster.opening(address, input, o, said):
         yield address
 
 
@@ -658,7 +613,7 @@ class _Null:
 def version_callback(value: bool) -> None:
     if value:
         out.print(f"logscope {__version__}")
-        raise typer.Exit()
+        raise typer.Exit(ExitCode.OK)
 
 
 @app.callback()
@@ -697,4 +652,4 @@ def run() -> None:
         sys.exit(e.exit_code)
     if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C's KeyboardInterrupt into this code
         err.print("logscope: interrupted")
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)

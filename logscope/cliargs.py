@@ -8,9 +8,8 @@ import functools
 import zoneinfo
 from enum import StrEnum
 
-from .errors import LogscopeError
+from .errors import ExitCode, LogscopeError
 
-USAGE = 2
 MIN_WINDOW_S = 0.1  # below the log lines' own resolution (vLLM prints whole seconds)
 MAX_WINDOW_S = 86_400.0  # one window for a day: past it a chart has nothing left to show
 
@@ -41,7 +40,7 @@ def zone(tz: str) -> str:
         hint="an IANA zone name, Area/Location: UTC, Europe/Paris, America/New_York, Asia/Kolkata"
         + (f" (close: {', '.join(close)})" if close else "")
         + "; `python -c 'import zoneinfo; print(sorted(zoneinfo.available_timezones()))'` lists them all",
-        code=USAGE,
+        code=ExitCode.USAGE,
     )
 
 
@@ -56,12 +55,12 @@ def window(text: str | None) -> str | None:
         w = parse_width(text)
     except ValueError as e:
         raise LogscopeError(
-            f"--window: {e}", hint="a number and a unit: 500ms, 10s, 1m, 1h", code=USAGE
+            f"--window: {e}", hint="a number and a unit: 500ms, 10s, 1m, 1h", code=ExitCode.USAGE
         ) from None
     if w is None or not MIN_WINDOW_S <= w <= MAX_WINDOW_S:
         raise LogscopeError(
             f"--window: {text!r} is outside 100ms … 24h",
             hint="a number and a unit: 500ms, 10s, 1m, 1h",
-            code=USAGE,
+            code=ExitCode.USAGE,
         )
     return text

@@ -1,4 +1,7 @@
-"""JSON text of large documents, written fast and still readable.
+"""The JSON files logscope writes (ingest.json, correlation.json, diagnosis.json, summary.json, compare.json, the
+output folder's marker), all through ``write``: UTF-8 characters kept, a final newline, one layout per file.
+
+Large documents are written fast and still readable:
 
 ``json.dumps(indent=...)`` runs the standard library's pure-Python encoder (its C encoder has no indent):
 0.46 s for the diagnosis of a day-long folder. Here the outer ``depth`` levels are laid out one member per
@@ -8,13 +11,55 @@ third of the time, each episode's fields still a line apiece."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
-def dumps(obj: Any, *, depth: int = 3, indent: int = 1, sort_keys: bool = True) -> str:
-    """``obj`` as JSON text (UTF-8 characters kept), members indented down to ``depth`` levels, with a final
-    newline. Same values as ``json.dumps``; ``json.loads`` of it gives ``obj`` back."""
-    flat = json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys, separators=(", ", ": ")).encode
+@dataclass(frozen=True)
+class Layout:
+    """How one file is laid out (``dumps``' arguments)."""
+
+    depth: int | None = 3
+    indent: int = 1
+    sort_keys: bool = True
+    strict: bool = False
+
+    def dumps(self, obj: Any) -> str:
+        return dumps(obj, depth=self.depth, indent=self.indent, sort_keys=self.sort_keys, strict=self.strict)
+
+
+# each file's layout, as it was before they were all written here (the same bytes, but that ingest.json and the
+# marker now keep non-ASCII characters as UTF-8 and end with a newline, as the others do)
+DIAGNOSIS = Layout()  # large: outer levels a member per line
+CORRELATION = Layout(depth=None)
+RECORD = Layout(depth=None, sort_keys=False)  # ingest.json, the output folder's marker: in the order made
+# summary.json, compare.json: read by other programs, so strict JSON (no NaN) in the order built
+SUMMARY = Layout(depth=None, indent=2, sort_keys=False, strict=True)
+
+
+def write(path: str | Path, obj: Any, layout: Layout = DIAGNOSIS) -> Path:
+    """``obj`` written to ``path`` in ``layout``, as UTF-8; the path."""
+    p = Path(path)
+    p.write_text(layout.dumps(obj), encoding="utf-8")
+    return p
+
+
+def dumps(
+    obj: Any, *, depth: int | None = 3, indent: int = 1, sort_keys: bool = True, strict: bool = False
+) -> str:
+    """``obj`` as JSON text (UTF-8 characters kept), members indented down to ``depth`` levels (None: all, by the
+    standard library's encoder), with a final newline. Same values as ``json.dumps``; ``json.loads`` of it gives
+    ``obj`` back. ``strict``: NaN and infinities are refused (ValueError), as the documents other programs read
+    (summary.json, compare.json) must be JSON that every parser takes."""
+    if depth is None:
+        return (
+            json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=sort_keys, allow_nan=not strict)
+            + "\n"
+        )
+    flat = json.JSONEncoder(
+        ensure_ascii=False, sort_keys=sort_keys, separators=(", ", ": "), allow_nan=not strict
+    ).encode
     name = json.JSONEncoder(ensure_ascii=False).encode
 
     def text(x: Any, level: int) -> str:

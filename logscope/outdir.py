@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .errors import LogscopeError
+from . import jsontext
+from .errors import ExitCode, LogscopeError
 
 try:
     import fcntl
@@ -49,7 +50,6 @@ OUTPUT_FILES = frozenset(
 )
 _OURS = {MARKER, LOCK, DEBUG_FILE}  # what a folder may hold and still be one logscope may write into
 _PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))  # kernel file systems: never an output
-OUTPUT_CODE = 5
 
 
 def is_output_name(name: str) -> bool:
@@ -66,13 +66,13 @@ def check(out: Path, force: bool = False) -> None:
             raise LogscopeError(
                 f"output folder {out} is under {fs}, a kernel file system",
                 hint="give -o a folder on a disk",
-                code=OUTPUT_CODE,
+                code=ExitCode.OUTPUT,
             )
     if p.exists() and not p.is_dir():
         raise LogscopeError(
             f"output {out} is a file, not a folder",
             hint="give -o a new folder, or one logscope wrote",
-            code=OUTPUT_CODE,
+            code=ExitCode.OUTPUT,
         )
     if not p.is_dir() or force:
         return
@@ -87,7 +87,7 @@ def check(out: Path, force: bool = False) -> None:
             f"output folder {out} holds files logscope did not write ({shown})",
             hint="give -o a new or empty folder, or add --force to write there anyway (logscope's outputs then "
             "replace files of the same name; nothing else is touched)",
-            code=OUTPUT_CODE,
+            code=ExitCode.OUTPUT,
         )
 
 
@@ -103,7 +103,7 @@ def unusable(out: Path, e: OSError) -> LogscopeError:
     return LogscopeError(
         f"output folder {out} is not usable: {why.get(e.errno, e.strerror or str(e))}",
         hint="give -o a folder you can write to",
-        code=OUTPUT_CODE,
+        code=ExitCode.OUTPUT,
     )
 
 
@@ -227,7 +227,7 @@ def _mark(out: Path, names: list[str]) -> None:
         "what": "a logscope output folder: the files logscope wrote here (it leaves any other alone)",
         "files": names,
     }
-    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    jsontext.write(tmp, doc, jsontext.RECORD)
     os.replace(tmp, out / MARKER)
 
 
@@ -323,7 +323,7 @@ def full_disk(where: Path, e: BaseException) -> LogscopeError:
         f"no space left on the output folder's device ({_output_of(Path(where))}: {said}; the write that failed: "
         f"{type(e).__name__}: {e})",
         hint=FULL_HINT,
-        code=OUTPUT_CODE,
+        code=ExitCode.OUTPUT,
     )
 
 
@@ -340,7 +340,7 @@ def write_failed(out: Path, e: BaseException) -> LogscopeError:
     return LogscopeError(
         f"output folder {_output_of(Path(out))} is not usable: a write failed ({type(e).__name__}: {e})",
         hint="give -o a folder on a disk that works",
-        code=OUTPUT_CODE,
+        code=ExitCode.OUTPUT,
     )
 
 

@@ -16,8 +16,10 @@ import polars as pl
 TS = pl.Datetime("us", "UTC")
 S, I, F, B = pl.String, pl.Int64, pl.Float64, pl.Boolean  # noqa: E741 - short names keep the tables readable
 
+# a column's dtype: a class (pl.String) or an instance (pl.Datetime("us", "UTC"), pl.List(pl.String)), and its text
+Column = tuple[pl.DataType | type[pl.DataType], str]
 # Each table: ordered {column: (dtype, description)}
-TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
+TABLES: dict[str, dict[str, Column]] = {
     "files": {
         "path": (S, "input file path, relative to the analysed folder"),
         "stream": (S, "logical stream (rotated/compressed sets of one server share one stream)"),

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .cliargs import USAGE  # the one bad-option code the library uses (cli.ExitCode.USAGE)
-from .errors import LogscopeError
+from .errors import ExitCode, LogscopeError
 
 DEFAULTS = {"slo_ttft_s": 2.0, "slo_e2e_s": 20.0, "slo_success": 0.99}
 # each field's option and what it takes: a latency is a positive number of seconds (a p95 of 0 s or less, or
@@ -39,6 +38,6 @@ def check(fields: dict[str, float]) -> dict[str, float]:
         ok = math.isfinite(x) and (0.0 <= x <= 1.0 if k == "slo_success" else x > 0.0)
         if not ok:
             raise LogscopeError(
-                f"{opt}: {v!r} is not a possible SLO", hint=f"{opt} takes {takes}", code=USAGE
+                f"{opt}: {v!r} is not a possible SLO", hint=f"{opt} takes {takes}", code=ExitCode.USAGE
             )
     return fields

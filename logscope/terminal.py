@@ -56,7 +56,7 @@ def _chosen(summary: dict) -> dict | None:
 def _reuse_note(out_dir: Path, started: datetime) -> None:
     """Say so when analyze skipped the parse (ingest.json older than this run: logscope.ingest.reuse)."""
     try:
-        meta = json.loads((Path(out_dir) / "ingest.json").read_text())
+        meta = json.loads((Path(out_dir) / "ingest.json").read_text(encoding="utf-8"))
         at = datetime.fromisoformat(meta["ingested_at"])
     except (OSError, ValueError, KeyError, TypeError):
         return

@@ -1,8 +1,8 @@
 """Registry of the log formats logscope knows: one module per format.
 
 Adding a format = one module in this package + its name in ``_MODULES`` + a fixture and a
-test. ``tests/test_registry.py`` fails if a module here is not registered, or if a format's
-own samples score higher on another format.
+test (docs/formats.md). ``tests/test_registry.py`` fails if a module here is not registered, does
+not fulfil ``base.FormatModule``, or if a format's own samples score higher on another format.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""The contract every format module in ``parsers/`` fulfils.
+"""The contract every format module in ``parsers/`` fulfils: ``FormatModule`` (and ``LinesFormat`` or
+``DocumentFormat`` by its MODE) below, checked by tests/test_registry.py. docs/formats.md says how to add one.
 
 A format module is a plain module (no class needed) exposing:
 
 ``NAME``         short identifier written to files.parquet ``format``
-``KIND``         'server' | 'gateway' | 'client' | 'metrics' | 'config'
+``KIND``         'server' | 'gateway' | 'client' | 'metrics' | 'config' | 'traces' | 'platform' (``Kind``)
 ``DESCRIPTION``  one line for ``logscope formats``
 ``MODE``         'lines' (streamed in chunks of lines) or 'document' (whole text, e.g. JSON)
 ``SPEED``        optional: MB/s this parser reads on one core (measured with bench/); the slowest
@@ -42,10 +43,18 @@ Parsers are vectorised: a chunk is parsed with polars string expressions (``str.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 import polars as pl
+
+# what a format's rows are about: the stage that reads them (files.parquet ``kind``)
+Kind = Literal["server", "gateway", "client", "metrics", "config", "traces", "platform"]
+Mode = Literal["lines", "document"]  # streamed in chunks of lines, or read whole (a JSON document)
+KINDS: tuple[str, ...] = get_args(Kind)
+MODES: tuple[str, ...] = get_args(Mode)
 
 
 @dataclass
@@ -83,6 +92,33 @@ class ChunkResult:
     # records out of flattened lines, 'markdown' leads removed, 'bare' records read without their header,
     # 'untimed' rows without any time): ingest sums them per file and says so (ingest.repair_messages)
     repairs: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class FormatModule(Protocol):
+    """What every format module holds (the optional attributes are in this module's docstring)."""
+
+    NAME: str
+    KIND: Kind
+    DESCRIPTION: str
+    MODE: Mode
+    SAMPLES: Sequence[str]
+
+    def detect(self, head: list[str]) -> float: ...
+
+
+@runtime_checkable
+class LinesFormat(FormatModule, Protocol):
+    """MODE 'lines': parsed a chunk at a time, ``state`` carried across the chunks and files of a stream."""
+
+    def parse_chunk(self, lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult: ...
+
+
+@runtime_checkable
+class DocumentFormat(FormatModule, Protocol):
+    """MODE 'document': the whole text at once."""
+
+    def parse_document(self, text: str, ctx: ParseContext) -> ChunkResult: ...
 
 
 def safe_detect(module, head: list[str]) -> float:

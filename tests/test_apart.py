@@ -12,8 +12,10 @@ import pytest
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, analyze
-from logscope.errors import LogscopeError
+from logscope.errors import ExitCode, LogscopeError
 from logscope.ingest import IngestOptions, apart
+
+pytestmark = pytest.mark.slow  # an ingest in a child process
 
 
 def test_the_same_tables_and_progress_as_in_process(tmp_path):
@@ -41,7 +43,7 @@ def test_the_same_tables_and_progress_as_in_process(tmp_path):
 
 
 def raises_logscope_error(root, out_dir, options, send):
-    raise LogscopeError("no such thing", hint="look elsewhere", code=3)
+    raise LogscopeError("no such thing", hint="look elsewhere", code=ExitCode.NO_INPUT)
 
 
 def raises_a_bug(root, out_dir, options, send):
@@ -57,7 +59,11 @@ def test_what_ends_the_child_is_said(tmp_path):
     opts = IngestOptions()
     with pytest.raises(LogscopeError) as e:
         apart.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:raises_logscope_error")
-    assert (e.value.what, e.value.hint, e.value.code) == ("no such thing", "look elsewhere", 3)
+    assert (e.value.what, e.value.hint, e.value.code) == (
+        "no such thing",
+        "look elsewhere",
+        ExitCode.NO_INPUT,
+    )
     seen = []
     with pytest.raises(RuntimeError, match="ValueError: a bug in the child") as e:
         apart.ingest(
@@ -70,4 +76,5 @@ def test_what_ends_the_child_is_said(tmp_path):
     assert "Traceback" in str(e.value) and seen == [("half-way", 0.5)]
     with pytest.raises(LogscopeError, match=r"exit code -9\): killed by signal 9 \(SIGKILL") as e:
         apart.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:is_killed")
-    assert e.value.code == 1
+    # its own code: 1 says "--fail-on matched", and a pipeline must not read a killed ingest as a finding
+    assert e.value.code == ExitCode.STAGE_DIED == 7

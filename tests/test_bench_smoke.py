@@ -18,6 +18,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import naive  # noqa: E402
 import run  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the benchmarks' smoke runs
+
 # Counted independently over the generated folder (5 MB asked: one copy of each lab template,
 # 7.4 MB) with grep:
 #   stats:    cat */vllm-server.log | grep -cE "(Engine [0-9]+: |Avg prompt throughput: |Throughput: ).*Running: [0-9]+ reqs"

@@ -278,6 +278,7 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     assert "logscope: note: the whole input would need" in r.output
 
 
+@pytest.mark.slow  # a child process
 def test_allocator_returns_memory_only_when_tight(tmp_path):
     """The CLI asks polars' jemalloc to purge freed pages (a stage after a large one otherwise starts from its
     peak) when the folder is large for the budget, before polars is loaded, and never over the user's own."""

@@ -64,6 +64,7 @@ def test_ingest_then_detect(tmp_path):
     assert "vllm_server" in r.stdout and "nginx_access" in r.stdout and "100.0%" in r.stdout
 
 
+@pytest.mark.slow  # a child process
 def test_module_entry_point_version():
     r = subprocess.run([sys.executable, "-m", "logscope", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("logscope ")
@@ -167,6 +168,7 @@ def test_full_disk_is_named_not_called_a_bug(tmp_path, monkeypatch):
         assert "no space left on the output folder's device" in r.stderr and "internal error" not in r.stderr
 
 
+@pytest.mark.slow  # a child process
 def test_full_disk_for_real(tmp_path):
     """The same on a real 1 MB tmpfs (needs root to mount one; skipped elsewhere): the page alone is ~1.1 MB."""
     mnt = tmp_path / "small"

@@ -12,6 +12,8 @@ import pytest
 
 from clirun import ROOT, SAMPLE, cli, env, error_lines
 
+pytestmark = pytest.mark.slow  # the CLI in a child process, as a user runs it
+
 
 def jpeg_folder(d):
     """A folder of real JPEG pictures (drawn by vl-convert), and nothing else."""

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from clirun import SAMPLE, cli, error_lines
 
+pytestmark = pytest.mark.slow  # the CLI in a child process, many generated runs
+
 FAILURES = {2, 3, 4, 5}  # bad options, input, nothing known, output (README); 70 would be a bug
 _count = itertools.count()
 

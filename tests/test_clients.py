@@ -559,6 +559,7 @@ def _files_of(root: Path):
     return [f for f in sources.discover(root) if not sources.head(f)[1]]
 
 
+@pytest.mark.slow  # detection of every real file's head, each one alone and all at once
 def test_detect_claims_only_own_files():
     expected = {"client-": None, "bench-c": "vllm_bench", "ladder-c": "vllm_bench"}
     lab = need(LAB)

@@ -26,9 +26,11 @@ distributed = pytest.importorskip("distributed", reason="the cluster tests need 
 from logscope import cluster  # noqa: E402
 from logscope.api import AnalyzeOptions, analyze, ingest  # noqa: E402
 from logscope.cluster import tasks  # noqa: E402
-from logscope.errors import LogscopeError  # noqa: E402
+from logscope.errors import ExitCode, LogscopeError  # noqa: E402
 from logscope.ingest import IngestOptions, sources  # noqa: E402
 from logscope.ingest.streams import FileState  # noqa: E402
+
+pytestmark = pytest.mark.slow  # Dask schedulers and worker processes
 
 SPIKE = ROOT / "samples" / "spike"  # a lab run kept in the repository: every layer, 0.8 MB
 # small slices and pieces, so that both run as several tasks on a folder this small
@@ -215,7 +217,7 @@ def test_a_task_error_comes_back_as_itself(tmp_path, local):
 
 
 def _fails():
-    raise LogscopeError("no such thing", hint="look elsewhere", code=4)
+    raise LogscopeError("no such thing", hint="look elsewhere", code=ExitCode.NOTHING_PARSED)
 
 
 def test_another_logscope_on_the_workers(tmp_path, local, monkeypatch):
@@ -223,7 +225,7 @@ def test_another_logscope_on_the_workers(tmp_path, local, monkeypatch):
     with pytest.raises(LogscopeError) as e:
         cluster.check(local, SPIKE, tmp_path / "out")
     assert (
-        e.value.code == cluster.EXIT
+        e.value.code == ExitCode.CLUSTER
         and "runs logscope" in e.value.what
         and "0123456789abcdef" in e.value.what
     )
@@ -248,7 +250,7 @@ def test_an_unreachable_scheduler():
     t0 = time.monotonic()
     with dask.config.set({"distributed.comm.timeouts.connect": "2s"}), pytest.raises(LogscopeError) as e:
         cluster.connect("tcp://127.0.0.1:9")  # the discard port: nothing listens
-    assert e.value.code == cluster.EXIT and "cannot reach the Dask scheduler" in e.value.what
+    assert e.value.code == ExitCode.CLUSTER and "cannot reach the Dask scheduler" in e.value.what
     assert time.monotonic() - t0 < 30
 
 
@@ -264,7 +266,11 @@ def test_a_session_opens_while_this_process_goes_on(tmp_path):
             assert time.monotonic() - t0 < 1.0 and isinstance(o, cluster.Opening)
             with pytest.raises(LogscopeError) as e:
                 cluster.current()
-    assert e.value.code == cluster.EXIT and "cannot reach the Dask scheduler" in e.value.what and called == []
+    assert (
+        e.value.code == ExitCode.CLUSTER
+        and "cannot reach the Dask scheduler" in e.value.what
+        and called == []
+    )
     with cluster.opening("local:1", SPIKE, tmp_path / "o", called.append) as o:
         s = cluster.current()
         assert called == [s] and s.workers == 1
@@ -340,6 +346,10 @@ def test_a_scheduler_and_workers_started_as_documented(tmp_path):
             )
         )
         analyze(SPIKE, tmp_path / "here", AnalyzeOptions())
+        # the CLI starts once one worker joined (cluster.connect); this test asserts both did: wait for that
+        # (on a loaded machine the second worker process may start tens of seconds after the first)
+        with distributed.Client(address, timeout=60) as c:
+            c.wait_for_workers(2, timeout=180)
         r = subprocess.run(
             [
                 sys.executable,

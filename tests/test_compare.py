@@ -171,6 +171,7 @@ def test_storm_client_retries_3_vs_0(outs, tmp_path):
     assert _row(doc, "client_retries")["b"] == 0
 
 
+@pytest.mark.slow  # a child process
 def test_cli_prints_the_verdict(outs, tmp_path):
     spike = outs("spike", LAB / "spike")
     res = subprocess.run(

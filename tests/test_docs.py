@@ -51,3 +51,13 @@ def test_the_readme_shows_the_report_at_1024_px():
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
     assert width == 1024 and height >= 800
+
+
+def test_tables_md_is_generated_from_the_schemas():
+    """docs/tables.md is `python -m logscope.schemas`'s output, byte for byte: a table or column added to
+    schemas.TABLES without regenerating it fails here (python -m logscope.schemas > docs/tables.md)."""
+    from logscope import schemas
+
+    doc = (ROOT / "docs" / "tables.md").read_text(encoding="utf-8")
+    assert doc == schemas.markdown() + "\n"
+    assert all(f"## `{name}.parquet`" in doc for name in schemas.TABLES)

@@ -424,6 +424,7 @@ def _ranges() -> list[tuple[datetime, datetime]]:
     ]
 
 
+@pytest.mark.slow  # a child process
 def test_same_as_prometheus_histogram_quantile(tmp_path, prometheus):
     h = _load(tmp_path, "v0-ladder")
     for lo, hi in _ranges():
@@ -453,6 +454,7 @@ def test_same_as_prometheus_histogram_quantile(tmp_path, prometheus):
                 assert abs(_bucket_index(bounds, v) - _bucket_index(bounds, ours["p95"])) <= 1, (f, lo, v)
 
 
+@pytest.mark.slow  # a child process
 def test_query_range_of_buckets_gives_the_same(tmp_path, prometheus):
     """A query_range answer of the _bucket series (Prometheus' own, 2 s steps over the run, as the lab's
     query_range files are for the other metrics) read by logscope gives the dump's quantiles."""

@@ -17,6 +17,8 @@ import logscope.parsers as parsers
 from conftest import LAB, PUBLIC, ROOT, need
 from logscope.ingest import IngestOptions, ingest, pieces, sources, streams
 
+pytestmark = pytest.mark.slow  # segment reads of every lab log and public excerpt, several chunk sizes
+
 SAMPLES = ROOT / "samples"
 
 

@@ -115,6 +115,7 @@ def test_a_batch_gives_each_file_what_reading_it_alone_gives(tmp_path):
     assert kept.height == 60 + 60 - 3 and set(kept["format"]) == {"nginx_access", "nginx_error"}
 
 
+@pytest.mark.slow  # detection of every real file's head, each one alone and all at once
 @pytest.mark.parametrize("blank", ["", " ", "\x1c", " \x1f\t", "\u3000"])
 def test_detection_in_one_pass_is_detection_one_head_at_a_time(blank):
     """Every format's batch scores are its one-head scores, with blank lines of every kind ``str.strip`` empties

@@ -14,6 +14,8 @@ import pytest
 from clirun import SAMPLE, cli, error_lines, start
 from logscope import outdir
 
+pytestmark = pytest.mark.slow  # the CLI in child processes, some killed mid-run
+
 OUTPUTS = ("report.html", "summary.json", "summary.md", "files.parquet", "requests.parquet", "ingest.json")
 
 

@@ -3,12 +3,20 @@ by another format (lnav's cross-check, pygments' never-raising detection)."""
 
 from __future__ import annotations
 
+import inspect
 import pkgutil
 
 import pytest
 
 import logscope.parsers as parsers
-from logscope.parsers.base import safe_detect
+from logscope.parsers.base import (
+    KINDS,
+    MODES,
+    DocumentFormat,
+    FormatModule,
+    LinesFormat,
+    safe_detect,
+)
 
 
 def test_every_module_is_registered():
@@ -20,13 +28,38 @@ def test_every_module_is_registered():
     assert mods == {m.__name__.rsplit(".", 1)[1] for m in parsers.FORMATS}
 
 
+def _params(fn) -> list[str]:
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
 @pytest.mark.parametrize("mod", parsers.FORMATS, ids=lambda m: m.NAME)
 def test_contract(mod):
-    assert mod.KIND in {"server", "gateway", "client", "metrics", "config", "traces", "platform"}
-    assert mod.MODE in {"lines", "document"}
-    assert isinstance(mod.DESCRIPTION, str) and mod.DESCRIPTION
-    assert hasattr(mod, "parse_chunk" if mod.MODE == "lines" else "parse_document")
-    assert mod.SAMPLES, "each format carries real sample lines"
+    """The module is a ``FormatModule`` and, by its MODE, a ``LinesFormat`` or a ``DocumentFormat``: every
+    attribute there, KIND and MODE among the Literals' values, each function taking the Protocol's parameters."""
+    assert isinstance(mod, FormatModule)
+    assert mod.KIND in KINDS and mod.MODE in MODES
+    assert isinstance(mod.NAME, str) and isinstance(mod.DESCRIPTION, str) and mod.DESCRIPTION
+    assert mod.SAMPLES and all(isinstance(s, str) for s in mod.SAMPLES), (
+        "each format carries real sample lines"
+    )
+    shape = LinesFormat if mod.MODE == "lines" else DocumentFormat
+    assert isinstance(mod, shape)
+    for fn in ("detect", "parse_chunk" if mod.MODE == "lines" else "parse_document"):
+        assert len(_params(getattr(mod, fn))) == len(_params(getattr(shape, fn))), (mod.NAME, fn)
+
+
+def test_the_contract_check_sees_a_module_that_breaks_it():
+    """A module without parse_chunk, or with a KIND no stage reads, fails the checks above."""
+    from types import SimpleNamespace
+
+    ok = parsers.BY_NAME["nginx_access"]
+    broken = SimpleNamespace(
+        **{k: getattr(ok, k) for k in ("NAME", "KIND", "DESCRIPTION", "MODE", "SAMPLES")}
+    )
+    assert not isinstance(broken, FormatModule)  # no detect
+    broken.detect = ok.detect
+    assert isinstance(broken, FormatModule) and not isinstance(broken, LinesFormat)
+    assert "gpu" not in KINDS and set(KINDS) >= {m.KIND for m in parsers.FORMATS}
 
 
 @pytest.mark.parametrize("mod", parsers.FORMATS, ids=lambda m: m.NAME)
@@ -45,6 +78,7 @@ def test_detect_never_raises(mod, head):
     assert mod.detect(head) is not None
 
 
+@pytest.mark.slow  # detection of every real file's head, each one alone and all at once
 def test_detect_many_is_detect_file_by_file(tmp_path):
     """Format by format over many heads (ingest's order, on a pool or not) gives each file's own detection:
     every format's samples, the lab recordings and tests/data, and heads that no format claims."""

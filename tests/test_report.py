@@ -356,6 +356,7 @@ def test_every_chart_validates_against_the_vega_lite_schema(run_out, monkeypatch
         )
 
 
+@pytest.mark.slow  # a child process
 def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, tmp_path, monkeypatch):
     """vl-convert holds the GIL while drawing, so timeline.png is drawn by a child process; when none
     can be started the picture is drawn in this one, the same bytes."""

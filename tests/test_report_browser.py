@@ -27,10 +27,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 # report shows the whole input's overview chart
 RUNS = ("spike", "retry-storm", "ladder", "crash", "orphan", "calm", "retry-storm@budget")
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)",
-)
+pytestmark = [
+    pytest.mark.slow,  # headless Chromium
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="/usr/bin/chromium is not installed here (CI installs it: apt-get install chromium)",
+    ),
+]
 
 
 def analysed(tmp_path_factory, run: str) -> Path:

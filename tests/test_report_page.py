@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from conftest import DATA, LAB, ROOT, need
 from logscope import clock
@@ -299,6 +300,7 @@ def test_episode_peaks_say_their_unit(tmp_path_factory):
     assert '<td class="num unit">94.6 %</td><td class="num unit">95.5 %</td>' in page
 
 
+@pytest.mark.slow  # a child process
 def test_the_picture_is_drawn_only_when_asked_and_altair_is_never_loaded(tmp_path_factory, tmp_path):
     """timeline.png took ~2 s of a small folder's ~5 s: drawn with --png only. The page's charts are plain
     Vega-Lite dicts: rendering loads no altair (0.5 s to import)."""

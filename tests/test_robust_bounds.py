@@ -22,6 +22,8 @@ from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, ingest
 from logscope.ingest import sources
 
+pytestmark = pytest.mark.slow  # the CLI in child processes on bounded inputs
+
 SPIKE = LAB / "spike"
 LIMIT = 3 << 30  # the runs measured stay under 0.3 GB of RSS
 PEAK_KB = 1_500_000

@@ -109,6 +109,7 @@ def test_a_loop_of_folder_links_ends(tmp_path):
     assert followed == ["a/nginx-access.log", "other/nginx-error.log"]  # each real folder once
 
 
+@pytest.mark.slow  # a child process
 def test_the_cli_prints_no_escape_sequence_of_a_name(tmp_path):
     """A folder name's OSC/CSI sequences and bidi override reach the terminal escaped, progress line
     included (rich is told it writes to an interactive terminal)."""

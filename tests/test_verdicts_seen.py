@@ -121,6 +121,7 @@ def test_advice_is_grounded_and_titles_agree_with_evidence(runs, run):
             assert num.replace(",", "") in ev, (run, f["title"], num, f["evidence"])
 
 
+@pytest.mark.slow  # a child process
 def test_every_output_says_the_same_verdict(tmp_path):
     """summary.json, summary.md, report.html and the terminal render one verdict object."""
     out = tmp_path / "out"
@@ -211,6 +212,7 @@ def test_finding_one_per_fixture(runs):
     assert "; orphaned work: 531 executions ran for callers that had left (F1)." in s["verdict"][0]
 
 
+@pytest.mark.slow  # a child process
 def test_amplification_below_one_comes_with_its_reason(tmp_path):
     """The crash run: 550 logical requests, 351 vLLM executions (amplification 0.64) because 199 requests were
     answered 502 by nginx while the server was down. Every output gives the figure with that reason, and the

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # builds and installs a wheel
 
 
 def test_wheel_runs_from_elsewhere(tmp_path):

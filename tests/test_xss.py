@@ -186,6 +186,7 @@ def test_template_expressions_are_not_evaluated(report):
         assert "v0 49" not in text and "err=49" not in text, name
 
 
+@pytest.mark.slow  # a child process
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed here (CI installs it)")
 def test_nothing_injected_in_the_browser(report):
     with tempfile.TemporaryDirectory() as profile:

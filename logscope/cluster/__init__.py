@@ -5,7 +5,7 @@ asked for: the base install never loads it. A session connects to a scheduler (o
 ``local[:N]``) and, before any work, checks with one small call per worker that every worker runs this very
 logscope (its version and the digest of its code) and sees the input and the output folder as this process
 does: a worker on other storage would write parts nobody assembles. Each problem is a ``LogscopeError`` with
-exit code ``EXIT``. The tasks themselves are in ``tasks.py`` (ingest) and ``correlate.py`` (slices).
+exit code ``ExitCode.CLUSTER``. The tasks themselves are in ``tasks.py`` (ingest) and ``correlate.py`` (slices).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import LogscopeError
+from ..errors import ExitCode, LogscopeError
 
 ENV = "LOGSCOPE_CLUSTER"  # the address when --cluster is not given
-EXIT = 6  # the CLI's exit code for a cluster that cannot run the analysis (cli.ExitCode.CLUSTER)
 WORKERS_TIMEOUT_S = 60  # a scheduler with no worker yet: how long to wait for the first
 PROBE = ".logscope-probe-"  # the files each worker writes into OUT, which this process must then see
 HINT = (
@@ -97,7 +96,9 @@ class Opening:
 
 def current() -> Session:
     if _current is None:
-        raise LogscopeError("no Dask cluster session is open", code=EXIT, hint="give --cluster ADDRESS")
+        raise LogscopeError(
+            "no Dask cluster session is open", code=ExitCode.CLUSTER, hint="give --cluster ADDRESS"
+        )
     return _current.result() if isinstance(_current, Opening) else _current
 
 
@@ -109,7 +110,7 @@ def require() -> None:
         raise LogscopeError(
             "--cluster needs Dask's distributed, which is not installed",
             hint="pip install 'logscope[dask]'",
-            code=2,
+            code=ExitCode.USAGE,
         ) from None
 
 
@@ -157,7 +158,7 @@ def started(address: str, root: Path, out: Path) -> Session:
     """A session on ``address``, connected and checked (``connect``, ``check``). A worker that dies while the
     cluster starts (a local cluster's nanny then fails: 'Nanny failed to start') or while it is checked is no
     error of the analysis: the whole start is run again, once, and said in the session's notes; a second
-    failure is exit ``EXIT`` with what went wrong, never an internal error."""
+    failure is exit ``ExitCode.CLUSTER`` with what went wrong, never an internal error."""
     failures: list[str] = []
     for _ in range(START_TRIES):
         try:
@@ -183,7 +184,7 @@ def started(address: str, root: Path, out: Path) -> Session:
         f"failed while it started): {failures[-1]}",
         hint="run again (a worker killed at start, by the OOM killer or a deploy, is often transient), start the "
         "workers by hand to see why one fails, or analyse without --cluster",
-        code=EXIT,
+        code=ExitCode.CLUSTER,
     )
 
 
@@ -230,7 +231,7 @@ def connect(address: str) -> Session:
             local.close()
         _restore(environ)
         raise LogscopeError(
-            f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT
+            f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=ExitCode.CLUSTER
         ) from None
     except (
         Exception
@@ -249,7 +250,7 @@ def connect(address: str) -> Session:
         raise LogscopeError(
             f"the Dask scheduler at {address} has no worker (none joined in {WORKERS_TIMEOUT_S} s)",
             hint=HINT,
-            code=EXIT,
+            code=ExitCode.CLUSTER,
         ) from None
     workers = client.scheduler_info(n_workers=-1)["workers"]
     threads = sum(w.get("nthreads", 1) for w in workers.values())
@@ -287,7 +288,7 @@ def _local_workers(address: str) -> int:
         n = 0
     if n < 1:
         raise LogscopeError(
-            f"--cluster {address}: give local or local:N, N a number of worker processes", code=2
+            f"--cluster {address}: give local or local:N, N a number of worker processes", code=ExitCode.USAGE
         )
     return n
 
@@ -395,7 +396,7 @@ def check(s: Session, root: Path, out: Path) -> None:
         raise LogscopeError(
             f"a worker of {s.address} cannot run logscope: {type(e).__name__}: {e}",
             hint="install the same logscope on every worker (pip install 'logscope[dask]')",
-            code=EXIT,
+            code=ExitCode.CLUSTER,
         ) from None
     try:
         mine = (__version__, code_digest())
@@ -405,16 +406,18 @@ def check(s: Session, root: Path, out: Path) -> None:
                     f"worker {worker} runs logscope {w['version']} (code {w['code']}, Python {w['python']}), "
                     f"this client {mine[0]} (code {mine[1]}, Python {platform.python_version()})",
                     hint="install the same logscope (and polars, pyarrow) on the client and every worker",
-                    code=EXIT,
+                    code=ExitCode.CLUSTER,
                 )
             if w["problems"]:
-                raise LogscopeError(f"worker {worker}: {'; '.join(w['problems'])}", hint=HINT, code=EXIT)
+                raise LogscopeError(
+                    f"worker {worker}: {'; '.join(w['problems'])}", hint=HINT, code=ExitCode.CLUSTER
+                )
             if not (out / w["probe"]).exists():
                 raise LogscopeError(
                     f"worker {worker} writes to another {out} than this client's: its probe file is "
                     "not seen here",
                     hint="OUT must be on storage the client and every worker share, at the same path",
-                    code=EXIT,
+                    code=ExitCode.CLUSTER,
                 )
     finally:
         for p in out.glob(f"{PROBE}{token}-*"):

@@ -8,21 +8,21 @@ in-process (``slices.correlate``). Diagnose and render stay here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from ..correlate import narrow
+from ..correlate.slices import SliceContext, SliceFn, SliceTask
 from . import current
 
 
-def each(fn: Callable[..., narrow.Narrow], args: list[tuple]) -> Iterator[narrow.Narrow]:
-    """``fn`` of every slice's arguments as tasks, all at once; their results in slice order."""
+def each(fn: SliceFn, tasks: list[SliceTask], shared: SliceContext) -> Iterator[narrow.Narrow]:
+    """``fn`` of every slice's task as cluster tasks, all at once; their results in slice order."""
+    if not tasks:
+        return
     client = current().client
-    # the shared arguments (the whole input's answers, the client pick) go to the cluster once
-    shared = client.scatter(list(args[0][5:9]), broadcast=True) if args else []
-    futs = [
-        client.submit(fn, *a[:5], *shared, *a[9:], pure=False, priority=len(args) - k)
-        for k, a in enumerate(args)
-    ]
+    # the context every slice shares (the whole input's answers, the client pick) goes to the cluster once
+    context = client.scatter(shared, broadcast=True)
+    futs = [client.submit(fn, t, context, pure=False, priority=len(tasks) - k) for k, t in enumerate(tasks)]
     try:
         for fut in futs:
             yield fut.result()  # a task's exception is raised here, with its traceback

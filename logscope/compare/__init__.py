@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import outdir
-from ..errors import LogscopeError
+from ..errors import ExitCode, LogscopeError
 from .runs import Run, resolve
 
 COMPARE_FILES = ("compare.json", "compare.md", "compare.html")
@@ -64,7 +64,9 @@ def load_runs(
 def check_count(paths: list[Path]) -> None:
     if len(paths) < 2:
         raise LogscopeError(
-            "compare takes two runs (a pair) or more (a sweep)", hint="logscope compare A B [C …]", code=2
+            "compare takes two runs (a pair) or more (a sweep)",
+            hint="logscope compare A B [C …]",
+            code=ExitCode.USAGE,
         )
 
 
@@ -93,7 +95,7 @@ def _check_out(out: Path) -> None:
         raise LogscopeError(
             f"output folder {out} holds an analysis",
             hint="give compare a folder of its own (-o): its outputs would replace the analysis' marker",
-            code=outdir.OUTPUT_CODE,
+            code=ExitCode.OUTPUT,
         )
 
 
@@ -108,7 +110,7 @@ def run_sweep(
     """Compare three or more runs of one traffic differing in one setting: the sweep's table and chart."""
     if len(paths) < 3:
         raise LogscopeError(
-            "a sweep takes three runs or more", hint="compare two runs with compare A B", code=2
+            "a sweep takes three runs or more", hint="compare two runs with compare A B", code=ExitCode.USAGE
         )
     return _staged([Path(p) for p in paths], Path(out), options, analyse)
 

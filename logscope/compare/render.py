@@ -7,13 +7,13 @@ templates, chart specs in JSON script blocks that no log text can close, a CSP t
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup, escape
 
+from .. import jsontext
 from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum, pct
@@ -25,7 +25,7 @@ DIRECTION_CLASS = {"better": "better", "worse": "worse"}
 
 
 def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=False) + "\n"
+    return jsontext.SUMMARY.dumps(doc)
 
 
 def value(x: Any, unit: str | None = None) -> str:
@@ -164,7 +164,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
         "compare_md": out / "compare.md",
         "compare_html": out / "compare.html",
     }
-    paths["compare_json"].write_text(dumps(doc), encoding="utf-8")
+    jsontext.write(paths["compare_json"], doc, jsontext.SUMMARY)
     sweep = doc.get("kind") == "sweep"
     v = sweep_view(doc) if sweep else view(doc)
     md_name, html_name = (

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..errors import LogscopeError
+from ..errors import ExitCode, LogscopeError
 
 MARKERS = ("summary.json", "files.parquet")  # what an analyze output folder holds
 
@@ -67,7 +67,9 @@ def resolve(label: str, given: Path, out: Path, analyse) -> Run:
     """An analyze output as it is; an input folder analysed into ``out/run-<label>`` by ``analyse(src, dst)``."""
     if not given.exists():
         raise LogscopeError(
-            f"{given} does not exist", hint="give two analyze output folders or two input folders", code=3
+            f"{given} does not exist",
+            hint="give two analyze output folders or two input folders",
+            code=ExitCode.NO_INPUT,
         )
     if is_output(given):
         return Run(label, str(given), given)
@@ -75,7 +77,7 @@ def resolve(label: str, given: Path, out: Path, analyse) -> Run:
         raise LogscopeError(
             f"{given} holds an ingest but no analysis (no summary.json)",
             hint="run `logscope analyze` into it first, or give the input folder",
-            code=3,
+            code=ExitCode.NO_INPUT,
         )
     dst = out / f"run-{label.lower()}"
     analyse(given, dst)

@@ -10,13 +10,13 @@ and writes ``requests.parquet``, ``windows.parquet``, ``clock_offsets.parquet`` 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
-from .. import schemas
+from .. import jsontext, schemas
 from ..resources import scope
 from . import assemble, clock, frames, link, narrow, span_sources, summary, windows
 from .frames import Frames, to_ts
@@ -30,18 +30,29 @@ class Result:
     summary: dict
 
 
-def run(out: Path, options) -> dict:
+class CorrelateOptions(scope.RangeOptions, Protocol):
+    """What the correlation reads of its options (``AnalyzeOptions`` has them): the range, the window width,
+    slices of about ``slice_rows`` request rows (None or 0: the whole at once) and a cluster to run them on."""
+
+    window: str | None
+    slice_rows: int | None
+    cluster: str | None
+
+
+def run(out: Path, options: CorrelateOptions) -> dict:
     """Correlate the tables in ``out`` and write the correlation outputs there: at once, or in time slices of
     about ``options.slice_rows`` request rows (``slices.py``)."""
     out = Path(out)
     rng = scope.of(options)
-    window, rows = getattr(options, "window", None), getattr(options, "slice_rows", None)
+    window, rows = options.window, options.slice_rows
     if rows:
         from . import slices  # imports this module's stages
 
-        each = None
-        if getattr(options, "cluster", None):  # one slice a task (logscope.cluster)
-            from ..cluster.correlate import each
+        each: slices.Each | None = None
+        if options.cluster:  # one slice a task (logscope.cluster)
+            from ..cluster import correlate as on_cluster
+
+            each = on_cluster.each
         res = slices.correlate(out, rng, rows, window, each)  # writes requests.parquet itself
     elif rng:
         res = correlate_range(out, rng, window)
@@ -64,12 +75,12 @@ def run(out: Path, options) -> dict:
         res.summary["traces"] = tr
     res.windows.write_parquet(out / "windows.parquet")
     res.clock_offsets.write_parquet(out / "clock_offsets.parquet")
-    (out / "correlation.json").write_text(dumps(res.summary))
+    jsontext.write(out / "correlation.json", res.summary, jsontext.CORRELATION)
     return res.summary
 
 
 def dumps(d: dict) -> str:
-    return json.dumps(d, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    return jsontext.CORRELATION.dumps(d)
 
 
 def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None, requests_hook=None) -> Result:

@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -61,7 +62,33 @@ REQUEST_TABLES = ("client_attempts", "gateway_attempts", "server_requests")
 PER_SLICE = ("client_attempts", "client_requests", "gateway_attempts", "gateway_errors", "server_requests")
 
 
-Each = Callable[[Callable[..., narrow.Narrow], list[tuple]], Iterator[narrow.Narrow]]
+@dataclass(frozen=True)
+class SliceTask:
+    """One time slice to correlate (``one_slice``): ``rng`` is what is read, the slice's own requests are those
+    that start in [``lo``, ``hi``) (None: open), written to ``tmp``; ``keep`` is the range analysed."""
+
+    out: Path
+    rng: Range
+    k: int
+    lo: float | None
+    hi: float | None
+    tmp: Path
+    keep: Range = scope.ALL
+
+
+@dataclass(frozen=True)
+class SliceContext:
+    """What every slice takes from the whole input, the same for all (a cluster sends it to each worker once):
+    the margin read beyond a slice's edges, the clock shifts, the client pick and the whole input's answers."""
+
+    margin: float
+    shift: dict[str, float]
+    pick: pl.DataFrame
+    whole: Whole
+
+
+SliceFn = Callable[[SliceTask, SliceContext], narrow.Narrow]
+Each = Callable[[SliceFn, list[SliceTask], SliceContext], Iterator[narrow.Narrow]]
 
 
 def correlate(
@@ -69,8 +96,8 @@ def correlate(
 ) -> Result:
     """The correlation of ``out``'s tables, ``rows`` request-level rows a slice; requests.parquet is written
     here (the Result's ``requests`` is empty). ``each`` runs the slices elsewhere (a cluster's tasks,
-    ``logscope.cluster.correlate``): given ``one_slice`` and each slice's arguments, it yields their results in
-    order; by default they run here, one at a time."""
+    ``logscope.cluster.correlate``): given ``one_slice``, the slices' tasks and their shared context, it yields
+    their results in order; by default they run here, one at a time."""
     keep, rng = rng, widened(out, rng)  # a range's requests are kept whole: read beyond it (correlate_range)
     pick = _pick(out, rng)
     whole, notes = context(out, rng, pick)
@@ -82,11 +109,9 @@ def correlate(
     base: dict[str, int] = {}
     tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
     try:
-        args = [
-            (out, rng, k, edges[k], edges[k + 1], margin, shift, pick, whole, tmp, keep)
-            for k in range(len(edges) - 1)
-        ]
-        for own in (each or _here)(one_slice, args):
+        tasks = [SliceTask(out, rng, k, edges[k], edges[k + 1], tmp, keep) for k in range(len(edges) - 1)]
+        shared = SliceContext(margin, shift, pick, whole)
+        for own in (each or _here)(one_slice, tasks, shared):
             own, base = narrow.rekey(own, base)
             parts.append(own)
         schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
@@ -336,28 +361,20 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
 # ------------------------------------------------------------------ one slice
 
 
-def _here(fn: Callable[..., narrow.Narrow], args: list[tuple]) -> Iterator[narrow.Narrow]:
-    return (fn(*a) for a in args)  # one at a time: a slice's tables are let go before the next is read
+def _here(fn: SliceFn, tasks: list[SliceTask], shared: SliceContext) -> Iterator[narrow.Narrow]:
+    return (
+        fn(t, shared) for t in tasks
+    )  # one at a time: a slice's tables are let go before the next is read
 
 
-def one_slice(
-    out: Path,
-    rng: Range,
-    k: int,
-    lo: float | None,
-    hi: float | None,
-    margin: float,
-    shift: dict[str, float],
-    pick: pl.DataFrame,
-    whole: Whole,
-    tmp: Path,
-    keep: Range = scope.ALL,
-) -> narrow.Narrow:
-    """Slice ``k`` correlated: its own requests written to ``tmp`` (by a rename, so that a slice run again
-    elsewhere replaces it whole), and its own narrow rows, keyed from 0. ``rng`` is what is read; ``keep``, the
-    range analysed: of the slice's own requests, those that overlap it (``correlate.correlate_range``)."""
-    tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
-    lk = link_tables(tabs, whole)
+def one_slice(task: SliceTask, shared: SliceContext) -> narrow.Narrow:
+    """Slice ``task.k`` correlated: its own requests written to ``task.tmp`` (by a rename, so that a slice run
+    again elsewhere replaces it whole), and its own narrow rows, keyed from 0. ``task.rng`` is what is read;
+    ``task.keep``, the range analysed: of the slice's own requests, those that overlap it
+    (``correlate.correlate_range``)."""
+    out, k, lo, hi, tmp, keep = task.out, task.k, task.lo, task.hi, task.tmp, task.keep
+    tabs = read_slice(out, task.rng, lo, hi, shared.margin, shared.shift, shared.pick)
+    lk = link_tables(tabs, shared.whole)
     own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
     if keep:
         own = narrow.within(own, *(None if t is None else t.timestamp() for t in (keep.since, keep.until)))

@@ -177,7 +177,7 @@ def _run(out: Path, options) -> dict:
     if rng:
         diag["range"] = rng.doc()
     diag = _clean(diag)
-    (out / "diagnosis.json").write_text(jsontext.dumps(diag, depth=3), encoding="utf-8")
+    jsontext.write(out / "diagnosis.json", diag, jsontext.DIAGNOSIS)
     return diag
 
 

@@ -26,7 +26,7 @@ import logscope.parsers as parsers
 from logscope.parsers import _lexicon as lexicon
 from logscope.parsers import _mixed as mixed
 
-from .. import __version__, schemas
+from .. import __version__, jsontext, schemas
 from . import batches, derive, envelopes, inputs, outliers, pieces, probe, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
@@ -179,7 +179,7 @@ def ingest(
         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "fingerprint": fingerprint(root, found, opts),
     }
-    (out / "ingest.json").write_text(json.dumps(meta, indent=1))
+    jsontext.write(out / "ingest.json", meta, jsontext.RECORD)
     return IngestResult(out, files, time.perf_counter() - t0, sum(max(s.f.size, 0) for s in states))
 
 
@@ -213,7 +213,7 @@ def reuse(root: str | Path, out_dir: str | Path, options: IngestOptions | None =
     second ``analyze`` of a folder (another SLO, another range) skips the parse."""
     root, out = Path(root), Path(out_dir)
     try:
-        meta = json.loads((out / "ingest.json").read_text())
+        meta = json.loads((out / "ingest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(meta, dict):

@@ -24,7 +24,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from ..errors import LogscopeError
+from ..errors import ExitCode, LogscopeError
 from . import ingest as ingest_here
 from .options import IngestOptions, IngestResult, Progress
 
@@ -69,7 +69,7 @@ def ingest(
 ) -> IngestResult:
     """``logscope.ingest.ingest`` run in a child process: the same tables, result and progress. An error raised
     there is raised here (a ``LogscopeError`` as itself), and a child that died without a word (the kernel's OOM
-    killer) is a ``LogscopeError`` that says so. ``target`` ('module:function') is what the child runs."""
+    killer) is a ``LogscopeError`` that says so (exit ``ExitCode.STAGE_DIED``). ``target`` ('module:function') is what the child runs."""
     r, w = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -105,7 +105,7 @@ def ingest(
                     raise RuntimeError(f"ingest failed in its process: {rest[0]}\n{rest[1]}")
         raise LogscopeError(
             _died(proc.wait()),
-            code=1,
+            code=ExitCode.STAGE_DIED,  # never 1, which says "--fail-on matched": a crash is not a finding
             hint="run `logscope ingest` alone to see its own messages; when memory ran out, give "
             "less to read at once (--since/--until, fewer files)",
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from .. import clock
+from .. import clock, jsontext
 from ..visible import visible_all
 from . import charts, fmt, views
 from .fmt import redact_prompt
@@ -72,7 +72,7 @@ def render(out: Path, options: Any) -> dict[str, Path]:
             # the picture is the longest piece: it is drawn while the other charts and the pages are made
             picture = pool.submit(painter.draw, _png_spec(*timeline, summary)) if painter else None
             ctx = context(ld, summary, options, timeline)
-            paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
+            jsontext.write(paths["summary_json"], summary, jsontext.SUMMARY)
             paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
             bundle.result()
             paths["report_html"].write_text(render_html(ctx), encoding="utf-8")
@@ -172,7 +172,7 @@ def _guard(failed: list[str], name: str, fn, *args):
 
 def dumps(summary: dict) -> str:
     """The exact bytes of summary.json (stable: same inputs, same bytes)."""
-    return json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return jsontext.SUMMARY.dumps(summary)
 
 
 def _static(spec: dict) -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -71,13 +72,20 @@ class Range:
 ALL = Range()  # no bound: everything
 
 
-def of(options) -> Range:
+class RangeOptions(Protocol):
+    """What a stage reads of its options to know the range it looks at (``AnalyzeOptions`` has them)."""
+
+    since: datetime | None
+    until: datetime | None
+    tz: str
+    range_chosen: dict | None
+
+
+def of(options: RangeOptions) -> Range:
     """The range of an options object (``AnalyzeOptions.since`` / ``until``, naive ones in its ``tz``;
-    absent: unbounded)."""
-    rng = make(
-        getattr(options, "since", None), getattr(options, "until", None), getattr(options, "tz", "UTC")
-    )
-    chosen = getattr(options, "range_chosen", None)
+    None: unbounded)."""
+    rng = make(options.since, options.until, options.tz)
+    chosen = options.range_chosen
     return replace(rng, chosen=chosen) if rng and chosen else rng
 
 

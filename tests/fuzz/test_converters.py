@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 
 from logscope.parsers import _common, _openai_lines, _prom, _vllm_stats, client_jsonl, envoy_access
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [
+    pytest.mark.slow,  # fuzzing: generated inputs run through the converters
+    pytest.mark.filterwarnings("ignore"),
+]
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # epoch seconds whose microseconds fit an Int64 and whose date Python can hold (years 1-9999)

@@ -10,12 +10,15 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from mutations import LAB, corpus, draw_case
 
 from conftest import need
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from fuzz import run, table  # noqa: E402
+
+pytestmark = pytest.mark.slow  # fuzzing: mutated real logs through the whole CLI, each in a child process
 
 CI_SEED = 2026
 CI_RUNS = int(os.environ.get("LOGSCOPE_FUZZ_RUNS", "30"))

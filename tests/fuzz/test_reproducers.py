@@ -16,6 +16,8 @@ from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
 from logscope.parsers import _common, _prom, client_jsonl
 
+pytestmark = pytest.mark.slow  # fuzzing: every saved reproducer through the whole CLI
+
 
 def _converted(values: list, expr: pl.Expr, dtype: pl.DataType) -> list:
     return pl.DataFrame({"v": pl.Series(values, dtype=dtype)}).select(expr.alias("o"))["o"].to_list()
