@@ -1,7 +1,86 @@
+//! logscope's compiled scanner (the Python module `logscope._scan`): the bytes of a log into Arrow columns that
+//! polars and pyarrow take without a copy. `lines` splits a block into lines; the formats moved into the core are
+//! described as data beside their parser modules (parsers/*.py) and executed by `plan`.
+
+pub mod column;
+pub mod ffi;
+pub mod lines;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyTuple};
+
+use crate::column::Table;
+
+/// A table built by the scanner, handed to polars (`pl.DataFrame(batch)`) or pyarrow through the Arrow PyCapsule
+/// protocol. Its buffers move to the consumer: a batch is taken once.
+#[pyclass(module = "logscope._scan")]
+pub struct Batch {
+    table: Option<Table>,
+    height: usize,
+}
+
+impl Batch {
+    pub fn new(table: Table) -> Batch {
+        let height = table.len();
+        Batch {
+            table: Some(table),
+            height,
+        }
+    }
+}
+
+#[pymethods]
+impl Batch {
+    fn __len__(&self) -> usize {
+        self.height
+    }
+
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &mut self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema; // the table is given as it was built
+        let table = self
+            .table
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this batch was taken already"))?;
+        let (schema, array) = ffi::export_table(table);
+        let schema =
+            PyCapsule::new_with_destructor(py, schema, Some(c"arrow_schema".into()), |s, _| {
+                ffi::drop_schema(s)
+            })?;
+        let array =
+            PyCapsule::new_with_destructor(py, array, Some(c"arrow_array".into()), |a, _| {
+                ffi::drop_array(a)
+            })?;
+        PyTuple::new(py, [schema.into_any(), array.into_any()])
+    }
+}
+
+/// The lines of a block of a log (`line_no` from `first + 1`, `line`), each cut to `max_chars` characters, and how many
+/// were cut; None when the block is not valid UTF-8.
+#[pyfunction]
+fn split_lines(
+    py: Python<'_>,
+    data: PyBuffer<u8>,
+    first: i64,
+    cr: bool,
+    max_chars: usize,
+) -> PyResult<Option<(Batch, usize)>> {
+    let text = data.to_vec(py)?; // bytes or a memoryview of them: one copy, which the lines' views then point into
+    Ok(py
+        .detach(move || lines::split(text, first, cr, max_chars))
+        .map(|(t, cut)| (Batch::new(t), cut)))
+}
 
 #[pymodule]
 fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Batch>()?;
+    m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     Ok(())
 }
