@@ -19,6 +19,7 @@ import polars as pl
 from logscope.schemas import TS
 
 from . import _nginx_format as nf
+from . import _nginx_plan as nplan
 from ._common import epoch_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -143,15 +144,15 @@ def _unglued(lines: pl.DataFrame, long: pl.Series, ctx: ParseContext, state: dic
     line of 1,200 records took 28 CPU s to infer a layout of 21,600 fields from, then failed; now as fast as the
     records on their own lines). The rows keep the line's number; the line is recognised when its records cover it."""
     layouts: list[tuple[nf.Layout, int]] = state["layouts"]
-    record = "|".join(f"(?:{_unanchored(lay)})" for lay, _ in layouts)
+    records = nplan.plan([lay for lay, _ in layouts], anchored=False)
+    rows = lines.with_row_index("_row")
+    cut = rows.filter(long)
+    found = pl.Series("_rec", [records.find_all(x) for x in cut.get_column("line")], dtype=pl.List(pl.String))
     pieces = (
-        lines.with_row_index("_row")
-        .with_columns(
-            pl.when(long)
-            .then(pl.col("line").str.extract_all(record))
-            .otherwise(pl.concat_list("line"))
-            .alias("_rec")
+        pl.concat(
+            [rows.filter(~long).with_columns(pl.concat_list("line").alias("_rec")), cut.with_columns(found)]
         )
+        .sort("_row")
         .with_columns(pl.col("_rec").list.eval(pl.element().str.len_bytes()).list.sum().alias("_covered"))
     )
     whole = pl.col("line").str.strip_suffix("\r").str.len_bytes() == pl.col("_covered")
@@ -193,14 +194,8 @@ def _first_records(head: pl.Series, options: dict) -> list[str]:
         )
     if not given:
         return []
-    first = "^(?:" + "|".join(f"(?:{_unanchored(lay)})" for lay in given) + ")"
-    return head.str.extract(f"({first})", 1).drop_nulls().to_list()
-
-
-def _unanchored(lay: nf.Layout) -> str:
-    """A layout's regex matching a record anywhere, capturing nothing."""
-    rx = nf.compile_tokens(lay.tokens, lay.escape, set())[0]
-    return rx.removeprefix("^").removesuffix(r"\r?$")
+    firsts = nplan.plan(given, anchored=False).first_records(head.to_list())
+    return [r for r in firsts if r is not None]
 
 
 def _parse(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
@@ -212,18 +207,21 @@ def _parse(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
         assumptions += _layout_assumptions(layouts)
     else:
         messages.append("no nginx access-log layout matches the first lines: pass it with --nginx-log-format")
-    recognized = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).alias("recognized")
     frames = []
-    rest = lines.with_row_index("_i")
-    for lay, _ in layouts:
-        if rest.height == 0:
-            break
-        fields, hit = _fields(rest, lay)
+    lays = [lay for lay, _ in layouts]
+    wanted = [_wanted(lay) for lay in lays]
+    # every line's layout (the first that matches it) and the variables read of it, by the compiled scanner
+    got = pl.DataFrame(nplan.plan(lays, wanted).scan(lines.get_column("line")))
+    kind = got.get_column("kind")
+    recognized = kind.is_not_null().alias("recognized")
+    for i, lay in enumerate(lays):
+        hit = kind == i
         if not hit.any():
             continue
-        matched, rest = fields.filter(hit), rest.filter(~hit)
-        recognized = recognized.scatter(matched.get_column("_i"), True)
-        frames.append(_attempts(matched.drop("_i"), lay, ctx))
+        fields = pl.concat(
+            [lines.select("line_no"), got.select(nplan.kept(lay, wanted[i]))], how="horizontal"
+        )
+        frames.append(_attempts(fields.filter(hit), lay, ctx))
     tables = {}
     if frames:  # lines read by different layouts go back to file order
         out = (
@@ -237,21 +235,9 @@ def _parse(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
     return ChunkResult(tables=tables, recognized=recognized, assumptions=assumptions, messages=messages)
 
 
-def _fields(rest: pl.DataFrame, lay: nf.Layout) -> tuple[pl.DataFrame, pl.Series]:
-    """The variables ``_attempts`` reads, for every line (null where the layout does not match), and
-    which lines match. Only read variables are captured: fewer groups keep the regex crate on its fast
-    one-pass engine; a variable is never empty-but-absent (an empty value captures ""), so a line
-    matches exactly when its first captured group is not null."""
-    wanted = _READ - _TIME_FALLBACK if "msec" in lay.variables else _READ
-    regexes = lay.capture_regexes(wanted)
-    if not regexes:  # nothing to capture: only whether the line matches
-        return rest.select("_i", "line_no"), rest.get_column("line").str.contains(lay.regex)
-    line = pl.col("line")
-    fields = rest.select(
-        "_i", "line_no", *[line.str.extract_groups(rx).alias(f"_f{k}") for k, rx in enumerate(regexes)]
-    ).unnest([f"_f{k}" for k in range(len(regexes))])
-    first = next(v for v in lay.variables if v in wanted)
-    return fields, fields.get_column(first).is_not_null()
+def _wanted(lay: nf.Layout) -> frozenset[str]:
+    """The variables ``_attempts`` reads of a layout: $msec (epoch, always a number) makes the time fields unused."""
+    return _READ - _TIME_FALLBACK if "msec" in lay.variables else _READ
 
 
 def _layout_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:

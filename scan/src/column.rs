@@ -10,7 +10,12 @@ pub struct Validity {
 }
 
 impl Validity {
+    #[inline]
     fn push(&mut self, valid: bool) {
+        if valid && self.nulls == 0 {
+            self.len += 1;
+            return;
+        }
         if !valid && self.nulls == 0 {
             // the first null: every value before it was there
             self.bits = vec![0xff; self.len.div_ceil(8)];
@@ -70,33 +75,30 @@ pub struct StrColumn {
 const BUFFER_CAP: usize = 1 << 31;
 
 impl StrColumn {
+    #[inline]
     pub fn push(&mut self, s: &[u8]) {
         let len = s.len();
-        let view = if len <= 12 {
-            let mut raw = [0u8; 16];
-            raw[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        let mut raw = [0u8; 16];
+        raw[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        if len <= 12 {
             raw[4..4 + len].copy_from_slice(s);
-            u128::from_le_bytes(raw)
         } else {
-            if self
+            let full = self
                 .buffers
                 .last()
-                .is_none_or(|b| b.len() + len > BUFFER_CAP)
-            {
+                .is_none_or(|b| b.len() + len > BUFFER_CAP);
+            if full {
                 self.buffers.push(Vec::with_capacity(len.max(1 << 20)));
             }
             let idx = self.buffers.len() - 1;
             let buf = &mut self.buffers[idx];
             let offset = buf.len();
             buf.extend_from_slice(s);
-            let mut raw = [0u8; 16];
-            raw[..4].copy_from_slice(&(len as u32).to_le_bytes());
             raw[4..8].copy_from_slice(&s[..4]);
             raw[8..12].copy_from_slice(&(idx as u32).to_le_bytes());
             raw[12..16].copy_from_slice(&(offset as u32).to_le_bytes());
-            u128::from_le_bytes(raw)
-        };
-        self.views.push(view);
+        }
+        self.views.push(u128::from_le_bytes(raw));
         self.validity.push(true);
     }
 

@@ -7,6 +7,9 @@
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::ptr;
 
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods};
+
 use crate::column::{Column, Table, Validity};
 
 #[repr(C)]
@@ -318,16 +321,16 @@ impl Drop for Lines {
 }
 
 impl Lines {
-    /// Take the stream a `arrow_array_stream` capsule points at (moving it out, as the PyCapsule protocol says) and
+    /// Take the stream an `arrow_array_stream` capsule holds (moving it out, as the PyCapsule protocol says) and
     /// read all its arrays; the schema must be a string type.
-    ///
-    /// # Safety
-    /// `stream` must point at a valid `ArrowArrayStream` whose ownership the caller hands over.
-    pub unsafe fn import(stream: *mut c_void) -> Result<Lines, String> {
-        // SAFETY: the caller hands over a valid stream; moving it out leaves the capsule's copy released-looking
-        // (release unset), so the capsule's own destructor does nothing.
+    pub fn import(capsule: &Bound<'_, PyCapsule>) -> Result<Lines, String> {
+        let src = capsule
+            .pointer_checked(Some(c"arrow_array_stream"))
+            .map_err(|e| e.to_string())?;
+        // SAFETY: a capsule of this name holds a valid ArrowArrayStream (the PyCapsule protocol); moving it out
+        // leaves the capsule's copy released-looking (release unset), so the capsule's own destructor does nothing.
         let mut stream: ArrowArrayStream = unsafe {
-            let src = stream.cast::<ArrowArrayStream>();
+            let src = src.as_ptr().cast::<ArrowArrayStream>();
             let taken = ptr::read(src);
             (*src).release = None;
             taken

@@ -5,6 +5,8 @@
 pub mod column;
 pub mod ffi;
 pub mod lines;
+pub mod plan;
+pub mod spec;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -77,10 +79,72 @@ fn split_lines(
         .map(|(t, cut)| (Batch::new(t), cut)))
 }
 
+/// A format's line kinds, compiled from their description (parsers/*.py and the files beside them; `spec`).
+#[pyclass(module = "logscope._scan", frozen)]
+pub struct Plan {
+    plan: spec::Compiled,
+}
+
+#[pymethods]
+impl Plan {
+    #[new]
+    fn new(kinds: &Bound<'_, PyAny>) -> PyResult<Plan> {
+        Ok(Plan {
+            plan: spec::compile(kinds)?,
+        })
+    }
+
+    /// The kind of every line of a polars column (`kind`: its index, null when none matches) and the fields it gave.
+    fn scan(&self, py: Python<'_>, lines: &Bound<'_, PyAny>) -> PyResult<Batch> {
+        let lines = import_lines(lines)?;
+        Ok(Batch::new(
+            py.detach(move || self.plan.scan(&lines.slices())),
+        ))
+    }
+
+    /// How many of these lines some kind matches.
+    fn count(&self, py: Python<'_>, lines: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let lines = import_lines(lines)?;
+        Ok(py.detach(move || self.plan.count(&lines.slices())))
+    }
+
+    /// The records the kinds find in one line, leftmost first and none overlapping (records glued without their
+    /// newlines), as strings.
+    fn find_all(&self, line: &str) -> Vec<String> {
+        plan::find_all(&self.plan.kinds, line.as_bytes())
+            .into_iter()
+            .map(|(a, b)| line[a..b].to_string())
+            .collect()
+    }
+
+    /// Each line's first record: the longest start of it some kind matches, the first kind first (None: none does).
+    fn first_records(&self, lines: Vec<String>) -> Vec<Option<String>> {
+        lines
+            .iter()
+            .map(|line| {
+                self.plan
+                    .first_record(line.as_bytes())
+                    .map(|end| line[..end].to_string())
+            })
+            .collect()
+    }
+
+    fn kinds(&self) -> Vec<String> {
+        self.plan.kinds.iter().map(|k| k.name.clone()).collect()
+    }
+}
+
+/// The lines of a polars Series (or any object that gives an Arrow stream of strings).
+fn import_lines(obj: &Bound<'_, PyAny>) -> PyResult<ffi::Lines> {
+    let capsule = obj.call_method0("__arrow_c_stream__")?;
+    ffi::Lines::import(capsule.cast::<PyCapsule>()?).map_err(PyValueError::new_err)
+}
+
 #[pymodule]
 fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Batch>()?;
+    m.add_class::<Plan>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     Ok(())
 }
