@@ -298,6 +298,7 @@ enum StrKind {
     View,
     Utf8,
     LargeUtf8,
+    Null, // a column of nulls only (an empty polars column has this type)
 }
 
 /// The lines of a column another library made (polars), read where they lie.
@@ -354,6 +355,7 @@ impl Lines {
                 "vu" => StrKind::View,
                 "u" => StrKind::Utf8,
                 "U" => StrKind::LargeUtf8,
+                "n" => StrKind::Null,
                 other => return Err(format!("lines must be strings, not Arrow format {other:?}")),
             };
             let get_next = stream.get_next.ok_or("stream has no get_next")?;
@@ -385,6 +387,10 @@ impl Lines {
             let a = &chunk.array;
             let n = a.length as usize;
             let off = a.offset as usize;
+            if let StrKind::Null = chunk.kind {
+                out.extend(std::iter::repeat_n(&[][..], n));
+                continue;
+            }
             // SAFETY: the buffers of a valid array of this type, read within its length and offset; the slices
             // borrow `self`, which keeps the arrays alive.
             unsafe {
@@ -414,6 +420,7 @@ impl Lines {
                             }
                         }
                     }
+                    StrKind::Null => {}
                     StrKind::Utf8 | StrKind::LargeUtf8 => {
                         let data = buffers[2].cast::<u8>();
                         let bound = |i: usize| match chunk.kind {

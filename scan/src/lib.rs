@@ -5,6 +5,7 @@
 pub mod column;
 pub mod ffi;
 pub mod lines;
+pub mod pairs;
 pub mod plan;
 pub mod spec;
 

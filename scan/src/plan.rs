@@ -17,6 +17,8 @@ use memchr::memmem;
 pub struct Class {
     ascii: [bool; 128],
     non_ascii: NonAscii,
+    /// a class of everything but one to three ASCII bytes: those bytes, for memchr
+    stops: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -105,7 +107,52 @@ impl Class {
         if neg {
             ascii.iter_mut().for_each(|x| *x = !*x);
         }
-        Ok(Class { ascii, non_ascii })
+        let out: Vec<u8> = (0u8..128).filter(|&b| !ascii[b as usize]).collect();
+        let stops =
+            (non_ascii == NonAscii::All && !out.is_empty() && out.len() <= 3).then_some(out);
+        Ok(Class {
+            ascii,
+            non_ascii,
+            stops,
+        })
+    }
+
+    /// Where the run of this class's characters from `pos` ends, taking at most `max` of them, and how many it took.
+    #[inline]
+    fn run(&self, line: &[u8], pos: usize, max: usize) -> (usize, usize) {
+        if let Some(stops) = &self.stops {
+            let rest = &line[pos..];
+            let found = match stops.len() {
+                1 => memchr::memchr(stops[0], rest),
+                2 => memchr::memchr2(stops[0], stops[1], rest),
+                _ => memchr::memchr3(stops[0], stops[1], stops[2], rest),
+            };
+            let end = found.map_or(line.len(), |i| pos + i);
+            let n = line[pos..end]
+                .iter()
+                .filter(|&&b| (b & 0xc0) != 0x80)
+                .count();
+            if n <= max {
+                return (end, n);
+            }
+        } else if self.non_ascii == NonAscii::None {
+            let mut p = pos;
+            while p - pos < max && p < line.len() && line[p] < 0x80 && self.ascii[line[p] as usize]
+            {
+                p += 1;
+            }
+            return (p, p - pos);
+        }
+        let (mut p, mut n) = (pos, 0);
+        while n < max && p < line.len() {
+            let (member, len) = self.at(&line[p..]);
+            if !member {
+                break;
+            }
+            p += len;
+            n += 1;
+        }
+        (p, n)
     }
 
     /// Whether the character starting at `s[0]` belongs, and its length in bytes (s is valid UTF-8, non-empty).
@@ -265,15 +312,7 @@ impl Matcher<'_> {
             Step::Rest => self.seq(rest, line.len(), k),
             Step::Quoted => self.seq(rest, quoted_end(line, pos), k),
             Step::Run { class, min, max } => {
-                let (mut p, mut n) = (pos, 0);
-                while n < *max && p < line.len() {
-                    let (member, len) = class.at(&line[p..]);
-                    if !member {
-                        break;
-                    }
-                    p += len;
-                    n += 1;
-                }
+                let (mut p, mut n) = class.run(line, pos, *max);
                 loop {
                     if n < *min {
                         return false;
@@ -410,15 +449,8 @@ impl Matcher<'_> {
                 Step::Rest => pos = line.len(),
                 Step::Quoted => pos = quoted_end(line, pos),
                 Step::Run { class, min, max } => {
-                    let mut n = 0;
-                    while n < *max && pos < line.len() {
-                        let (member, len) = class.at(&line[pos..]);
-                        if !member {
-                            break;
-                        }
-                        pos += len;
-                        n += 1;
-                    }
+                    let (end, n) = class.run(line, pos, *max);
+                    pos = end;
                     if n < *min {
                         return self.failed();
                     }

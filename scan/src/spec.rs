@@ -14,11 +14,19 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::column::{Column, I64Column, StrColumn, Table};
+use crate::pairs::Pairs;
 use crate::plan::{Class, Kind, Step, first_match, first_match_into};
 
 pub struct Compiled {
     pub kinds: Vec<Kind>,
-    pub fields: Vec<String>,
+    pub fields: Vec<Field>,
+}
+
+/// A field every kind that holds it names alike; a field of `name="value"` pairs also gives its kept pairs
+/// (`NAME_kept`) and picked values (`NAME_PICK`).
+pub struct Field {
+    pub name: String,
+    pub pairs: Option<Pairs>,
 }
 
 fn err(msg: String) -> PyErr {
@@ -36,12 +44,12 @@ fn count(d: &Bound<'_, PyDict>, key: &str, default: usize) -> PyResult<usize> {
     }
 }
 
-fn steps(obj: &Bound<'_, PyAny>, fields: &mut Vec<String>) -> PyResult<Vec<Step>> {
+fn steps(obj: &Bound<'_, PyAny>, fields: &mut Vec<Field>) -> PyResult<Vec<Step>> {
     obj.try_iter()?.map(|s| step(&s?, fields)).collect()
 }
 
 /// The shape a step dict spells, ignoring a "field" key.
-fn shape(d: &Bound<'_, PyDict>, fields: &mut Vec<String>) -> PyResult<Step> {
+fn shape(d: &Bound<'_, PyDict>, fields: &mut Vec<Field>) -> PyResult<Step> {
     let get = |k: &str| d.get_item(k);
     if let Some(v) = get("lit")? {
         return Ok(Step::Lit(v.extract::<String>()?.into_bytes()));
@@ -97,16 +105,35 @@ fn shape(d: &Bound<'_, PyDict>, fields: &mut Vec<String>) -> PyResult<Step> {
     Err(err(format!("a step of no known shape: {d}")))
 }
 
-fn step(obj: &Bound<'_, PyAny>, fields: &mut Vec<String>) -> PyResult<Step> {
+fn names(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Vec<Vec<u8>>> {
+    match d.get_item(key)? {
+        Some(v) => v
+            .extract::<Vec<String>>()
+            .map(|v| v.into_iter().map(String::into_bytes).collect()),
+        None => Ok(vec![]),
+    }
+}
+
+fn step(obj: &Bound<'_, PyAny>, fields: &mut Vec<Field>) -> PyResult<Step> {
     let d = obj.cast::<PyDict>()?;
     let Some(name) = d.get_item("field")? else {
         return shape(d, fields);
     };
     let name: String = name.extract()?;
-    let slot = match fields.iter().position(|f| *f == name) {
+    let pairs = match d.get_item("pairs")? {
+        Some(v) => {
+            let p = v.cast::<PyDict>()?;
+            Some(Pairs {
+                drop: names(p, "drop")?,
+                pick: names(p, "pick")?,
+            })
+        }
+        None => None,
+    };
+    let slot = match fields.iter().position(|f| f.name == name) {
         Some(i) => i,
         None => {
-            fields.push(name);
+            fields.push(Field { name, pairs });
             fields.len() - 1
         }
     };
@@ -154,29 +181,50 @@ impl Compiled {
         let n = self.fields.len();
         let mut kind = I64Column::default();
         let mut cols: Vec<StrColumn> = (0..n).map(|_| StrColumn::default()).collect();
+        // per pairs field: its kept pairs, then one column per picked name
+        let mut derived: Vec<Vec<StrColumn>> = self
+            .fields
+            .iter()
+            .map(|f| f.pairs.as_ref().map_or(0, |p| 1 + p.pick.len()))
+            .map(|k| (0..k).map(|_| StrColumn::default()).collect())
+            .collect();
         let mut spans = vec![(u32::MAX, u32::MAX); n];
         for line in lines {
-            match first_match_into(&self.kinds, line, &mut spans) {
-                Some(k) => {
-                    kind.push(Some(k as i64));
-                    for (col, &(a, b)) in cols.iter_mut().zip(&spans) {
-                        if a == u32::MAX {
-                            col.push_null();
-                        } else {
-                            col.push(&line[a as usize..b as usize]);
+            let k = first_match_into(&self.kinds, line, &mut spans);
+            kind.push(k.map(|k| k as i64));
+            for (i, col) in cols.iter_mut().enumerate() {
+                let (a, b) = spans[i];
+                let value = (k.is_some() && a != u32::MAX).then(|| &line[a as usize..b as usize]);
+                col.push_opt(value);
+                if let Some(p) = &self.fields[i].pairs {
+                    let out = &mut derived[i];
+                    match value {
+                        Some(v) => {
+                            let (kept, picked) = p.read(v);
+                            out[0].push(&kept);
+                            for (c, v) in out[1..].iter_mut().zip(picked) {
+                                c.push_opt(v.as_deref());
+                            }
                         }
+                        None => out.iter_mut().for_each(StrColumn::push_null),
                     }
-                }
-                None => {
-                    kind.push(None);
-                    cols.iter_mut().for_each(StrColumn::push_null);
                 }
             }
         }
         let mut table = Table::default();
         table.add("kind", Column::I64(kind));
-        for (name, col) in self.fields.iter().zip(cols) {
-            table.add(name, Column::Str(col));
+        for ((field, col), more) in self.fields.iter().zip(cols).zip(derived) {
+            table.add(&field.name, Column::Str(col));
+            if let Some(p) = &field.pairs {
+                let names = std::iter::once("kept".to_string()).chain(
+                    p.pick
+                        .iter()
+                        .map(|n| String::from_utf8_lossy(n).into_owned()),
+                );
+                for (suffix, c) in names.zip(more) {
+                    table.add(&format!("{}_{suffix}", field.name), Column::Str(c));
+                }
+            }
         }
         table
     }
