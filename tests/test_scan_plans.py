@@ -22,7 +22,7 @@ DESCRIBED = [m for m in parsers.FORMATS if Path(m.__file__).with_suffix(".toml")
 
 
 def test_the_hot_formats_are_described():
-    assert {m.NAME for m in DESCRIBED} >= {"prometheus_text"}
+    assert {m.NAME for m in DESCRIBED} >= {"prometheus_text", "haproxy"}
 
 
 @pytest.mark.parametrize("mod", DESCRIBED, ids=lambda m: m.NAME)
@@ -237,3 +237,49 @@ def test_prometheus_labels_read_as_the_polars_expressions_did(raw):
         _prom.label_value_expr(pairs, "instance").alias("labels_instance"),
     )
     assert got.select("labels_kept", "labels_instance").equals(want)
+
+
+# --- HAProxy: the regex its kind replaced, kept here as the oracle ---
+_HTTPLOG = (
+    r"(?:^|\s)(?P<ci>\S+):(?P<cp>\d+) \[(?P<tr>[0-9]{2}/[A-Za-z]{3}/[0-9]{4}:[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{3})?)\] "
+    r"(?P<ft>\S+) (?P<be>[^/\s]+)/(?P<srv>\S+) "
+    r"(?P<TR>-?[0-9]+)/(?P<Tw>-?[0-9]+)/(?P<Tc>-?[0-9]+)/(?P<Tr>-?[0-9]+)/\+?(?P<Ta>-?[0-9]+) "
+    r"(?P<st>-?[0-9]+) \+?(?P<bytes>[0-9]+) \S+ \S+ (?P<tsc>[A-Za-z-]{2,4}) "
+    r"[0-9]+/[0-9]+/[0-9]+/[0-9]+/(?P<plus>\+?)(?P<rc>[0-9]+) (?P<sq>[0-9]+)/(?P<bq>[0-9]+) "
+    r'(?:\{(?P<hr>[^}]*)\} )?(?:\{[^}]*\} )?"(?P<req>[^"]*)"(?: (?P<uid>\S+))?\s*$'
+)
+
+
+def _haproxy_equal(lines: list[str]) -> None:
+    from logscope.parsers import haproxy
+
+    frame = pl.DataFrame({"line": lines}, schema={"line": pl.String})
+    want = frame.select(pl.col("line").str.strip_suffix("\r").str.extract_groups(_HTTPLOG)).unnest("line")
+    got = _kinds.scan(haproxy.__file__, frame)
+    hit = got.get_column("kind").is_not_null()
+    assert hit.equals(want.get_column("tr").is_not_null(), check_names=False)
+    assert got.filter(hit).select(want.columns).equals(want.filter(hit))
+
+
+def _haproxy_lines() -> list[str]:
+    return [x for p in sorted((DATA / "haproxy").glob("*.log")) for x in need(p).read_text().split("\n")]
+
+
+def test_haproxy_kind_reads_real_lines_as_its_regex_did():
+    lines = _haproxy_lines()
+    assert len(lines) > 50
+    _haproxy_equal(lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_haproxy_kind_reads_mutated_lines_as_its_regex_did(data):
+    real = _haproxy_lines()
+    lines = []
+    for _ in range(10):
+        line = data.draw(st.sampled_from(real))
+        at = data.draw(st.integers(0, len(line)))
+        cut = data.draw(st.integers(0, 4))
+        ins = data.draw(st.text(' /:+-{}"[]0123456789.\r\t\u00a0é', max_size=4))
+        lines.append(line[:at] + ins + line[at + cut :])
+    _haproxy_equal(lines)

@@ -240,6 +240,8 @@ pub enum Step {
     Capture { slot: usize, steps: Vec<Step> },
     /// the end of the line, optionally after one CR
     End { cr: bool },
+    /// the start of the line
+    Start,
 }
 
 impl Step {
@@ -389,6 +391,7 @@ impl Matcher<'_> {
                     false
                 })
             }
+            Step::Start => pos == 0 && self.seq(rest, pos, k),
             Step::End { cr } => {
                 let at_end =
                     pos == line.len() || (*cr && pos + 1 == line.len() && line[pos] == b'\r');
@@ -527,6 +530,11 @@ impl Matcher<'_> {
                             pos = p;
                         }
                         other => return other,
+                    }
+                }
+                Step::Start => {
+                    if pos != 0 {
+                        return self.failed();
                     }
                 }
                 Step::End { cr } => {

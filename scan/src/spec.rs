@@ -5,7 +5,7 @@
 //! steps to be tried). A step is a dict of one of these shapes:
 //! `{"lit": s}`, `{"until": s}`, `{"run": class, "min": n, "max": n}`, `{"rest": true}`, `{"lazy": true}`,
 //! `{"quoted": true}`, `{"find": s}`, `{"optional": [steps]}`, `{"either": [[steps], ...]}`,
-//! `{"repeat": [steps], "min": n, "max": n}`, `{"end": true, "cr": bool}`, and a field:
+//! `{"repeat": [steps], "min": n, "max": n}`, `{"start": true}`, `{"end": true, "cr": bool}`, and a field:
 //! `{"field": name, ...one of the shapes above, or "steps": [steps]}`, whose value is the span it covered.
 
 use memchr::memmem;
@@ -94,6 +94,9 @@ fn shape(d: &Bound<'_, PyDict>, fields: &mut Vec<Field>) -> PyResult<Step> {
             count(d, "min", 0)?,
             count(d, "max", usize::MAX)?,
         ));
+    }
+    if get("start")?.is_some() {
+        return Ok(Step::Start);
     }
     if get("end")?.is_some() {
         let cr = get("cr")?
