@@ -5,7 +5,7 @@ Each fixture folder (a lab run, a public-excerpt folder, a tests/data folder, a 
 file's modification time set to one fixed instant (a Prometheus scrape without a timestamp sits at its file's time,
 and a git checkout's times are the checkout's), ingested, and each table (the parsed ones, the derived ones,
 files and unrecognized) is reduced to a digest of its values: its schema, then its rows as JSON lines, floats by
-their bits (JSON has no NaN, and -0.0 is not 0.0 in a Parquet file either). A digest of the values, not of the
+their shortest exact spelling (JSON has no NaN or infinity; -0.0 is not 0.0; a NaN is any NaN). A digest of the values, not of the
 Parquet file's bytes: the bytes also hold how the rows were cut into chunks, which says nothing of the rows.
 
     python tests/golden.py write          # (re)compute tests/data/golden-tables.json with this code
@@ -60,14 +60,14 @@ def folders() -> dict[str, Path]:
 
 
 def _canonical(df: pl.DataFrame) -> pl.DataFrame:
-    """Floats as their bits (nested in lists too), so that NaN, ±inf and -0.0 are told apart."""
+    """Floats as their shortest exact spelling (nested in lists too): JSON has no NaN or infinity."""
     cols = []
     for name, dtype in df.schema.items():
         c = pl.col(name)
         if dtype == pl.Float64:
-            c = c.reinterpret(signed=True)
+            c = c.cast(pl.String)
         elif dtype == pl.List(pl.Float64):
-            c = c.list.eval(pl.element().reinterpret(signed=True))
+            c = c.cast(pl.List(pl.String))
         cols.append(c)
     return df.select(cols)
 
