@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from logscope import _scan
 
@@ -91,8 +91,15 @@ def _value(var: str, nxt: str | None, escape: str) -> list[dict]:
     return [{"until": nxt[0]}]
 
 
-def steps(tokens: Sequence[Token], escape: str, keep: frozenset[str], anchored: bool = True) -> list[dict]:
-    """A layout's steps, keeping the variables of ``keep`` as fields; unanchored: no end of line after it."""
+def steps(
+    tokens: Sequence[Token],
+    escape: str,
+    keep: frozenset[str],
+    anchored: bool = True,
+    reading: Callable[[str, str], dict] | None = None,
+) -> list[dict]:
+    """A layout's steps, keeping the variables of ``keep`` as fields (read as ``reading(variable, escape)`` says:
+    type, null spellings, escapes); unanchored: no end of line after it."""
     out: list[dict] = []
     named: set[str] = set()
     for i, (kind, text) in enumerate(tokens):
@@ -109,7 +116,7 @@ def steps(tokens: Sequence[Token], escape: str, keep: frozenset[str], anchored: 
             continue
         named.add(name)
         if name in keep:
-            out.append({"field": name, "steps": value})
+            out.append({"field": name, "steps": value, **(reading(name, escape) if reading else {})})
         else:
             out += value
     if anchored:
@@ -122,20 +129,37 @@ def kept(layout: Layout, keep: frozenset[str]) -> list[str]:
     return [v for v in layout.variables if v in keep]
 
 
-def plan(layouts: Sequence[Layout], keep: Sequence[frozenset[str]] | None = None, anchored: bool = True):
+# the list-valued variables' items: ", " between attempts, " : " before the first of another upstream group's
+_SPLIT = {"sep": ", ", "group": " : ", "mark": ":"}
+
+
+def plan(
+    layouts: Sequence[Layout],
+    keep: Sequence[frozenset[str]] | None = None,
+    reading: Callable[[str, str], dict] | None = None,
+    anchored: bool = True,
+):
     """The compiled plan of these layouts, one kind each, in order (the first that matches is a line's layout);
-    ``keep``: the variables kept of each (none when not given)."""
+    ``keep``: the variables kept of each (none when not given), read as ``reading`` says; the kept list-valued
+    variables give a row per item (``Plan.rows``)."""
     keys = tuple(
         (tuple(lay.tokens), lay.escape, (keep[i] if keep else frozenset())) for i, lay in enumerate(layouts)
     )
-    return _compiled(keys, anchored)
+    return _compiled(keys, reading, anchored)
 
 
 @functools.lru_cache(maxsize=512)
-def _compiled(keys: tuple, anchored: bool):
+def _compiled(keys: tuple, reading, anchored: bool):
     """Cached: every file of a folder of many small logs compiles the same few layouts."""
-    kinds = [
-        {"name": f"layout {i}", "steps": steps(tokens, escape, keep, anchored)}
-        for i, (tokens, escape, keep) in enumerate(keys)
-    ]
+    kinds = []
+    for i, (tokens, escape, keep) in enumerate(keys):
+        names = [VARIABLE_ALIASES.get(t, t) for k, t in tokens if k == "var"]
+        lists = [v for v in LIST_VARS if v in keep and v in names]
+        kinds.append(
+            {
+                "name": f"layout {i}",
+                "steps": steps(tokens, escape, keep, anchored, reading),
+                "split": {"fields": lists, **_SPLIT},
+            }
+        )
     return _scan.Plan(kinds)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import logscope.parsers as parsers
 from conftest import DATA, LAB, need
+from logscope import _scan
 from logscope.parsers import _kinds, prometheus_text
 from logscope.parsers import _nginx_format as nf
 from logscope.parsers import _nginx_plan as nplan
@@ -283,3 +284,48 @@ def test_haproxy_kind_reads_mutated_lines_as_its_regex_did(data):
         ins = data.draw(st.text(' /:+-{}"[]0123456789.\r\t\u00a0é', max_size=4))
         lines.append(line[:at] + ins + line[at + cut :])
     _haproxy_equal(lines)
+
+
+# --- a field's type: the core's reading of numbers against polars' casts, of JSON escapes against the regex ---
+_TYPED = _scan.Plan(
+    [
+        {
+            "name": "typed",
+            "steps": [
+                {"field": "i", "type": "int", "until": "|"},
+                {"lit": "|"},
+                {"field": "f", "type": "float", "until": "|"},
+                {"lit": "|"},
+                {"field": "s", "unescape": "json", "null": ["-", ""], "rest": True},
+            ],
+        }
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(
+                st.text("0123456789+-.eEinfatyINFATY_x ", max_size=8),
+                st.sampled_from(["9223372036854775808", "-9223372036854775808", "-nan", "Infinity", "1e309"]),
+            ),
+            st.text('\\"/-abn', max_size=6),
+        ),
+        max_size=30,
+    )
+)
+def test_field_types_read_as_polars_casts(values):
+    lines = [f"{v}|{v}|{s}" for v, s in values]
+    got = pl.DataFrame(_TYPED.scan(pl.Series(lines, dtype=pl.String)))
+    raw = pl.Series([v for v, _ in values], dtype=pl.String)
+    text = pl.Series([s for _, s in values], dtype=pl.String)
+    assert got.get_column("i").equals(raw.cast(pl.Int64, strict=False), check_names=False)
+    assert (
+        got.get_column("f")
+        .cast(pl.String)
+        .equals(raw.cast(pl.Float64, strict=False).cast(pl.String), check_names=False)
+    )
+    want = pl.when(text.is_in(["-", ""])).then(None).otherwise(text.str.replace_all(r'\\(["\\/])', "$1"))
+    assert got.get_column("s").equals(pl.select(want).to_series(), check_names=False)

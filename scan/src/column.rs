@@ -83,10 +83,7 @@ impl StrColumn {
         if len <= 12 {
             raw[4..4 + len].copy_from_slice(s);
         } else {
-            let full = self
-                .buffers
-                .last()
-                .is_none_or(|b| b.len() + len > BUFFER_CAP);
+            let full = self.buffers.last().is_none_or(|b| b.len() + len > BUFFER_CAP);
             if full {
                 self.buffers.push(Vec::with_capacity(len.max(1 << 20)));
             }

@@ -119,10 +119,7 @@ struct ArrayPrivate {
 fn schema_node(format: &str, name: &str, children: Vec<ArrowSchema>) -> ArrowSchema {
     let format = CString::new(format).expect("format has no NUL");
     let name = CString::new(name.replace('\0', "")).expect("NULs removed");
-    let children: Vec<*mut ArrowSchema> = children
-        .into_iter()
-        .map(|c| Box::into_raw(Box::new(c)))
-        .collect();
+    let children: Vec<*mut ArrowSchema> = children.into_iter().map(|c| Box::into_raw(Box::new(c))).collect();
     let mut private = Box::new(SchemaPrivate {
         _format: format,
         _name: name,
@@ -167,10 +164,7 @@ fn array_node(
         .iter()
         .map(|b| b.as_ref().map_or(ptr::null(), Owned::ptr))
         .collect();
-    let children: Vec<*mut ArrowArray> = children
-        .into_iter()
-        .map(|c| Box::into_raw(Box::new(c)))
-        .collect();
+    let children: Vec<*mut ArrowArray> = children.into_iter().map(|c| Box::into_raw(Box::new(c))).collect();
     let mut private = Box::new(ArrayPrivate {
         _owned: owned.into_iter().flatten().collect(),
         buffers,
@@ -396,8 +390,7 @@ impl Lines {
             unsafe {
                 let buffers = std::slice::from_raw_parts(a.buffers, a.n_buffers as usize);
                 let valid = buffers[0].cast::<u8>();
-                let is_valid =
-                    |i: usize| valid.is_null() || (*valid.add(i / 8) >> (i % 8)) & 1 == 1;
+                let is_valid = |i: usize| valid.is_null() || (*valid.add(i / 8) >> (i % 8)) & 1 == 1;
                 match chunk.kind {
                     StrKind::View => {
                         let views = buffers[1].cast::<[u8; 16]>();
@@ -411,10 +404,8 @@ impl Lines {
                             if len <= 12 {
                                 out.push(&view[4..4 + len]);
                             } else {
-                                let idx =
-                                    u32::from_le_bytes(view[8..12].try_into().unwrap()) as usize;
-                                let at =
-                                    u32::from_le_bytes(view[12..16].try_into().unwrap()) as usize;
+                                let idx = u32::from_le_bytes(view[8..12].try_into().unwrap()) as usize;
+                                let at = u32::from_le_bytes(view[12..16].try_into().unwrap()) as usize;
                                 let data = buffers[2 + idx].cast::<u8>();
                                 out.push(std::slice::from_raw_parts(data.add(at), len));
                             }

@@ -3,8 +3,10 @@
 //! described as data beside their parser modules (parsers/*.py) and executed by `plan`.
 
 pub mod column;
+pub mod convert;
 pub mod ffi;
 pub mod lines;
+pub mod output;
 pub mod pairs;
 pub mod plan;
 pub mod spec;
@@ -52,14 +54,12 @@ impl Batch {
             .take()
             .ok_or_else(|| PyValueError::new_err("this batch was taken already"))?;
         let (schema, array) = ffi::export_table(table);
-        let schema =
-            PyCapsule::new_with_destructor(py, schema, Some(c"arrow_schema".into()), |s, _| {
-                ffi::drop_schema(s)
-            })?;
-        let array =
-            PyCapsule::new_with_destructor(py, array, Some(c"arrow_array".into()), |a, _| {
-                ffi::drop_array(a)
-            })?;
+        let schema = PyCapsule::new_with_destructor(py, schema, Some(c"arrow_schema".into()), |s, _| {
+            ffi::drop_schema(s)
+        })?;
+        let array = PyCapsule::new_with_destructor(py, array, Some(c"arrow_array".into()), |a, _| {
+            ffi::drop_array(a)
+        })?;
         PyTuple::new(py, [schema.into_any(), array.into_any()])
     }
 }
@@ -98,9 +98,14 @@ impl Plan {
     /// The kind of every line of a polars column (`kind`: its index, null when none matches) and the fields it gave.
     fn scan(&self, py: Python<'_>, lines: &Bound<'_, PyAny>) -> PyResult<Batch> {
         let lines = import_lines(lines)?;
-        Ok(Batch::new(
-            py.detach(move || self.plan.scan(&lines.slices())),
-        ))
+        Ok(Batch::new(py.detach(move || self.plan.scan(&lines.slices()))))
+    }
+
+    /// Each line's kind, and the rows of the lines some kind matches (one per item of its list fields, `split`).
+    fn rows(&self, py: Python<'_>, lines: &Bound<'_, PyAny>) -> PyResult<(Batch, Batch)> {
+        let lines = import_lines(lines)?;
+        let (kinds, rows) = py.detach(move || self.plan.rows(&lines.slices()));
+        Ok((Batch::new(kinds), Batch::new(rows)))
     }
 
     /// How many of these lines some kind matches.

@@ -98,14 +98,10 @@ mod tests {
     fn long_lines_are_cut_by_characters() {
         let (t, cut) = split("ééé\nab".as_bytes().to_vec(), 10, false, 2).unwrap();
         assert_eq!(cut, 1);
-        let Column::Str(s) = &t.columns[1] else {
-            panic!()
-        };
+        let Column::Str(s) = &t.columns[1] else { panic!() };
         assert_eq!(s.get(0), "éé".as_bytes());
         assert_eq!(s.get(1), b"ab");
-        let Column::I64(n) = &t.columns[0] else {
-            panic!()
-        };
+        let Column::I64(n) = &t.columns[0] else { panic!() };
         assert_eq!(n.values, vec![11, 12]);
         assert!(split(vec![0xff], 0, false, 10).is_none());
     }

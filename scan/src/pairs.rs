@@ -20,10 +20,7 @@ fn is_space_at(s: &[u8], i: usize) -> Option<usize> {
         0xe0..=0xef => 3,
         _ => 4,
     };
-    let c = std::str::from_utf8(s.get(i..i + len)?)
-        .ok()?
-        .chars()
-        .next()?;
+    let c = std::str::from_utf8(s.get(i..i + len)?).ok()?.chars().next()?;
     c.is_whitespace().then_some(len)
 }
 
@@ -79,10 +76,7 @@ pub fn pairs(s: &[u8]) -> Vec<(Vec<u8>, usize)> {
                 let value = &s[a..b];
                 let mut q = 0;
                 while q < value.len() {
-                    if value[q] == b'\\'
-                        && q + 1 < value.len()
-                        && matches!(value[q + 1], b'"' | b'\\')
-                    {
+                    if value[q] == b'\\' && q + 1 < value.len() && matches!(value[q + 1], b'"' | b'\\') {
                         pair.push(value[q + 1]);
                         q += 2;
                     } else {

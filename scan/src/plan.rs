@@ -62,11 +62,7 @@ impl Class {
                         continue;
                     }
                     Some('w') => {
-                        for b in (b'0'..=b'9')
-                            .chain(b'a'..=b'z')
-                            .chain(b'A'..=b'Z')
-                            .chain([b'_'])
-                        {
+                        for b in (b'0'..=b'9').chain(b'a'..=b'z').chain(b'A'..=b'Z').chain([b'_']) {
                             ascii[b as usize] = true;
                         }
                         i += 1;
@@ -108,8 +104,7 @@ impl Class {
             ascii.iter_mut().for_each(|x| *x = !*x);
         }
         let out: Vec<u8> = (0u8..128).filter(|&b| !ascii[b as usize]).collect();
-        let stops =
-            (non_ascii == NonAscii::All && !out.is_empty() && out.len() <= 3).then_some(out);
+        let stops = (non_ascii == NonAscii::All && !out.is_empty() && out.len() <= 3).then_some(out);
         Ok(Class {
             ascii,
             non_ascii,
@@ -128,17 +123,13 @@ impl Class {
                 _ => memchr::memchr3(stops[0], stops[1], stops[2], rest),
             };
             let end = found.map_or(line.len(), |i| pos + i);
-            let n = line[pos..end]
-                .iter()
-                .filter(|&&b| (b & 0xc0) != 0x80)
-                .count();
+            let n = line[pos..end].iter().filter(|&&b| (b & 0xc0) != 0x80).count();
             if n <= max {
                 return (end, n);
             }
         } else if self.non_ascii == NonAscii::None {
             let mut p = pos;
-            while p - pos < max && p < line.len() && line[p] < 0x80 && self.ascii[line[p] as usize]
-            {
+            while p - pos < max && p < line.len() && line[p] < 0x80 && self.ascii[line[p] as usize] {
                 p += 1;
             }
             return (p, p - pos);
@@ -181,11 +172,7 @@ impl Class {
 /// Whether `lit` stands at `pos` of `line` (a loop: the literals are short, a call to memcmp costs more).
 #[inline]
 fn lit_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
-    line.len() - pos >= lit.len()
-        && line[pos..pos + lit.len()]
-            .iter()
-            .zip(lit)
-            .all(|(a, b)| a == b)
+    line.len() - pos >= lit.len() && line[pos..pos + lit.len()].iter().zip(lit).all(|(a, b)| a == b)
 }
 
 #[inline]
@@ -212,11 +199,7 @@ pub enum Step {
     Until(memmem::Finder<'static>),
     /// characters of the class, between `min` and `max` of them, as many as may be (fewer only when what follows
     /// does not match otherwise)
-    Run {
-        class: Class,
-        min: usize,
-        max: usize,
-    },
+    Run { class: Class, min: usize, max: usize },
     /// the rest of the line (greedy)
     Rest,
     /// as few characters as what follows allows (lazy)
@@ -291,12 +274,7 @@ struct Matcher<'a> {
 
 impl Matcher<'_> {
     /// Match `steps` at `pos`, then `k` at the position they end; backtracking into the steps when `k` fails.
-    fn seq(
-        &mut self,
-        steps: &[Step],
-        pos: usize,
-        k: &mut dyn FnMut(&mut Self, usize) -> bool,
-    ) -> bool {
+    fn seq(&mut self, steps: &[Step], pos: usize, k: &mut dyn FnMut(&mut Self, usize) -> bool) -> bool {
         let Some((first, rest)) = steps.split_first() else {
             return k(self, pos);
         };
@@ -359,8 +337,7 @@ impl Matcher<'_> {
                 false
             }
             Step::Opt { steps: inner, .. } => {
-                self.seq(inner, pos, &mut |m: &mut Self, p| m.seq(rest, p, k))
-                    || self.seq(rest, pos, k)
+                self.seq(inner, pos, &mut |m: &mut Self, p| m.seq(rest, p, k)) || self.seq(rest, pos, k)
             }
             Step::Alt { alts, .. } => {
                 for alt in alts {
@@ -393,8 +370,7 @@ impl Matcher<'_> {
             }
             Step::Start => pos == 0 && self.seq(rest, pos, k),
             Step::End { cr } => {
-                let at_end =
-                    pos == line.len() || (*cr && pos + 1 == line.len() && line[pos] == b'\r');
+                let at_end = pos == line.len() || (*cr && pos + 1 == line.len() && line[pos] == b'\r');
                 at_end && self.seq(rest, line.len(), k)
             }
         }
@@ -538,8 +514,7 @@ impl Matcher<'_> {
                     }
                 }
                 Step::End { cr } => {
-                    if !(pos == line.len() || (*cr && pos + 1 == line.len() && line[pos] == b'\r'))
-                    {
+                    if !(pos == line.len() || (*cr && pos + 1 == line.len() && line[pos] == b'\r')) {
                         return self.failed();
                     }
                     pos = line.len();
@@ -557,11 +532,7 @@ impl Matcher<'_> {
     }
 
     fn failed(&self) -> Fast {
-        if self.choice {
-            Fast::Unknown
-        } else {
-            Fast::Fail
-        }
+        if self.choice { Fast::Unknown } else { Fast::Fail }
     }
 
     /// A nested sequence tried on its own: its result (a failure judged by its own choices only: the steps before
@@ -639,9 +610,7 @@ pub fn first_match(kinds: &[Kind], line: &[u8], slots: usize) -> Option<(usize, 
 
 /// As `first_match`, with a buffer of spans the caller keeps from line to line.
 pub fn first_match_into(kinds: &[Kind], line: &[u8], spans: &mut Spans) -> Option<usize> {
-    kinds
-        .iter()
-        .position(|kind| match_kind_into(kind, line, spans))
+    kinds.iter().position(|kind| match_kind_into(kind, line, spans))
 }
 
 /// Where the first kind that matches at the start of `line` ends (its steps need not reach the line's end).
@@ -760,10 +729,7 @@ mod tests {
             cap(1, vec![run("0-9", 1, usize::MAX)]),
             Step::End { cr: false },
         ]);
-        assert_eq!(
-            fields(&k, "12", 2).unwrap(),
-            [Some("1".into()), Some("2".into())]
-        );
+        assert_eq!(fields(&k, "12", 2).unwrap(), [Some("1".into()), Some("2".into())]);
     }
 
     #[test]
@@ -826,10 +792,7 @@ mod tests {
             lit("\""),
             Step::End { cr: false },
         ]);
-        assert_eq!(
-            fields(&q, r#""a\"b""#, 1).unwrap(),
-            [Some(r#"a\"b"#.into())]
-        );
+        assert_eq!(fields(&q, r#""a\"b""#, 1).unwrap(), [Some(r#"a\"b"#.into())]);
     }
 
     #[test]
