@@ -365,6 +365,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "stream": (B, "streaming request"),
         "concurrency": (I, "client concurrency level when known"),
         "phase": (S, "load phase / benchmark step label when known"),
+        "unfinished": (
+            B,
+            "in flight when its client's log ended (sent, no outcome logged: a killed client); null when the "
+            "format cannot tell",
+        ),
     },
     "client_phases": {
         "source": (S, "input file"),
@@ -597,6 +602,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "preempted": (B, "named by a V0 preemption warning; null when the log cannot say (V1)"),
         "ttft_s": (F, "time to first token as the client saw it"),
         "e2e_s": (F, "end-to-end latency as the client saw it"),
+        "latency_clock": (
+            S,
+            "the clock ttft_s and e2e_s are on: client (what the caller measured) | gateway (its access log: the "
+            "request's span, the upstream's header time) | engine (vLLM's own lines); null when the row has neither",
+        ),
+        "latency_source": (
+            S,
+            "where ttft_s and e2e_s come from: client_records (the client's own log or records) | load_test (a "
+            "load-test tool's per-request results) | spans | gateway_log | engine_log",
+        ),
+        "gateway_e2e_s": (
+            F,
+            "the gateway's span of the request (its first receipt to its last answer, on the gateway's clock), "
+            "beside the caller's e2e_s: their gap is time outside the gateway; null without a gateway line giving a span",
+        ),
         "prompt_tokens": (I, "prompt tokens"),
         "max_tokens": (I, "requested max_tokens"),
         "output_tokens": (I, "generated tokens"),
@@ -692,6 +712,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "e2e_p50": (F, "e2e p50 (s), same requests"),
         "e2e_p95": (F, "e2e p95 (s), same requests"),
         "e2e_p99": (F, "e2e p99 (s), same requests"),
+        "latency_clock": (
+            S,
+            "the one clock of the run's ttft/e2e percentiles (requests.latency_clock: client, else gateway, else "
+            "engine; requests on another clock are left out of them); null when no request has a latency",
+        ),
         "prompt_tokens_mean": (F, "mean prompt tokens of arrivals"),
         "output_tokens_mean": (F, "mean output tokens of completions"),
         "max_tokens_mean": (F, "mean requested max_tokens of arrivals"),

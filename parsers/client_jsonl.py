@@ -379,6 +379,14 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         )
         .unique([*k, "rc"], keep="first")
     )
+    # the client's timeout setting, from its request records so far: a request left without one (in flight when a
+    # killed client's log ended) had the same when the client used one (not so with the lab's --timeout-mix)
+    seen = state.setdefault("lab_timeouts", {})
+    per = req.filter(pl.col("timeout_s").is_not_null()).group_by("r_client").agg(pl.col("timeout_s").unique())
+    for client, values in per.iter_rows():
+        one = values[0] if len(values) == 1 else None
+        seen[client] = one if seen.get(client, one) == one else None
+    known = {c: t for c, t in seen.items() if t is not None}
     att = (
         send.join(resp, on=[*k, "rc"], how="left")
         .join(
@@ -391,6 +399,11 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             how="left",
         )
         .join(req, on=k, how="left")
+        .with_columns(
+            pl.col("timeout_s").fill_null(
+                pl.col("client").replace_strict(known, default=None, return_dtype=pl.Float64)
+            )
+        )
         .sort(*k, "rc")
         .with_columns(
             pl.col("ts_start").shift(-1).over(k).alias("next_send"),
@@ -453,13 +466,21 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
     no_resp = pl.col("resp_ts").is_null()
     until = pl.when(pl.col("is_last")).then(pl.col("r_end")).otherwise(pl.col("next_send"))
     lasted = (until - pl.col("ts_start")).dt.total_microseconds() / 1e6
-    timed_out = no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False)
+    # no response, an end known and the timeout not: whether it timed out or lost its connection is unknown
+    unknown = no_resp & lasted.is_not_null() & pl.col("timeout_s").is_null()
+    timed_out = (
+        pl.when(unknown)
+        .then(None)
+        .otherwise(no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False))
+    )
     by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).cast(pl.Int64))
     ts_end = (
         pl.when(pl.col("is_last") & pl.col("r_end").is_not_null())
         .then(pl.col("r_end"))  # body/stream end
         .when(~no_resp)
         .then(pl.col("resp_ts"))
+        .when(lasted.is_null())  # in flight when the log ended (a killed client): no end
+        .then(None)
         .otherwise(pl.min_horizontal(by_timeout, pl.col("next_send")))
     )
     error = (
@@ -467,7 +488,7 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("r_error"))
         .when(no_resp & timed_out)
         .then(pl.lit("Timeout"))
-        .when(no_resp)
+        .when(no_resp & ~timed_out & lasted.is_not_null())  # unknown (null) or in flight: no error said
         .then(pl.lit("ConnectionError"))
     )
     return att.with_columns(timed_out.alias("timed_out"), ts_end.alias("ts_end"), error.alias("error"))

@@ -177,7 +177,11 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     ) | pl.col("has_done").shift(1).over("tid").fill_null(False)
     att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tid").alias("lg"))
     att = att.with_columns(_runs().alias("_g"))
-    att = att.with_columns(_closed(att, state, final).alias("closed"))
+    att = att.with_columns(
+        _closed(att, state, final).alias("closed"),
+        # closed only because the log ended: in flight when it did (a killed client), never 'ok' by a header's 200
+        (pl.lit(final) & ~_closed(att, state, False)).alias("_open_end"),
+    )
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
     carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
@@ -383,6 +387,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
             pl.col("concurrency").first(),
             pl.col("phase").first(),
             pl.col("first_seq").min(),
+            pl.col("_open_end").any().alias("unfinished"),
         )
         .with_columns(
             (pl.col("error").str.contains("Timeout") | (pl.col("error") == "APITimeoutError"))
@@ -410,6 +415,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "max_retries",
         "concurrency",
         "phase",
+        "unfinished",
     )
     return attempts.sort("line_no"), requests
 

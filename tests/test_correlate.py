@@ -125,8 +125,9 @@ def test_orphaned_work(tmp_path_factory):
     def after(x):  # generation after the caller left: nginx end - (client send + client timeout)
         return t(x["nginx_logged"]) - t(x["client_sent"]) - x["client_timeout_s"]
 
-    # the race window: CANCEL_RACE_S (1 s) plus vLLM's stamp resolution (whole seconds)
-    ran_on = [x for x in truth if after(x) > 2.0]
+    # the race window: CANCEL_RACE_S (1 s); the ends are nginx's millisecond ones, so vLLM's whole-second stamps
+    # add nothing to it (they did: 23 executions that ran 1-2 s on were said to finish in the race)
+    ran_on = [x for x in truth if after(x) > 1.0]
     assert o["abandoned"] == 570 and o["count"] + o["finished_in_race"] == 570
     assert abs(o["count"] - len(ran_on)) <= 2 and o["aborted"] == 0 and o["cancellation_propagated"] is False
     assert o["count_by_match"] == {"exact": o["count"], "inferred": 0}
@@ -358,7 +359,7 @@ def test_no_python_loop_over_rows():
     import logscope.correlate as pkg
 
     root = pkg.__file__.rsplit("/", 1)[0]
-    for name in ("frames", "link", "assemble", "windows", "clock", "summary"):
+    for name in ("frames", "link", "assemble", "windows", "clock", "summary", "abandon", "reach", "narrow"):
         text = open(f"{root}/{name}.py").read()
         assert not re.search(r"map_elements|\.apply\(|map_rows|map_batches", text), name
 

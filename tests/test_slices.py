@@ -62,6 +62,17 @@ def test_slices_give_the_whole_correlation(tmp_path, tmp_path_factory, fine, run
     assert b["retry_multiplication"]["logical_requests"] == LAYERS[run][0]
 
 
+@pytest.mark.parametrize("run", ["killed-debug", "abort-ignored"])
+def test_slices_of_abandoned_and_unfinished_requests(tmp_path, tmp_path_factory, fine, run):
+    """A killed client's requests in flight (paired by time with the gateway's 499s, only a DEBUG log) and attempts
+    abandoned through proxy_ignore_client_abort: every output the same in slices as whole."""
+    base, _ = run_lab(tmp_path_factory, run)
+    whole, cut, a, b = _both(tmp_path, base)
+    assert b.pop("slices")["count"] >= 15 and b["notes"].pop(0).startswith("correlated in")
+    assert _same_tables(whole, cut) == []
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 @pytest.mark.parametrize(
     "dropped",
     [

@@ -43,6 +43,9 @@ def run(out: Path, options) -> dict:
         if getattr(options, "cluster", None):  # one slice a task (logscope.cluster)
             from ..cluster.correlate import each
         res = slices.correlate(out, rng, rows, window, each)  # writes requests.parquet itself
+    elif rng:
+        res = correlate_range(out, rng, window)
+        res.requests.write_parquet(out / "requests.parquet")
     else:
         res = correlate_tables(frames.read_tables(out, rng), window=window)
         res.requests.write_parquet(out / "requests.parquet")
@@ -68,6 +71,24 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -
     L = link_tables(tabs)
     req = _requests_table(L.A.requests)
     win, summ = finish(narrow.of(L.F, L.L, L.A), L.other, L.offsets, L.shift, L.res, window)
+    return Result(req, win, L.off_df, summ)
+
+
+def correlate_range(out: Path, rng: scope.Range, window: str | None = None) -> Result:
+    """The correlation of the logical requests that overlap ``rng``, each whole: the tables are read over the
+    range widened by the longest request's span (and the join tolerances), linked as a whole correlation links
+    them, then cut to those requests with every attempt and execution of theirs (``narrow.within``), so a
+    request crossing the range's edge keeps its vLLM execution, and its counts are the whole run's. The
+    server's stats and events are the range's own."""
+    from .slices import widened  # slices imports this module
+
+    L = link_tables(frames.read_tables(out, widened(out, rng)))
+    lo, hi = (None if t is None else t.timestamp() for t in (rng.since, rng.until))
+    n = narrow.within(narrow.of(L.F, L.L, L.A), lo, hi)
+    req = _requests_table(L.A.requests.filter(pl.col("lr").is_in(n.A.requests["lr"].implode())))
+    # on the reference clock: a server's stats of the range, once its clock is corrected
+    other = {k: scope.cut(k, v, rng) if k != "gateway_errors" else v for k, v in L.other.items()}
+    win, summ = finish(n, other, L.offsets, L.shift, L.res, window)
     return Result(req, win, L.off_df, summ)
 
 

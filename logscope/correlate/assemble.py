@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from . import abandon, reach
 from .frames import Frames, group_first, index_in_group, prev_in_group, secs
 from .link import Links
 
@@ -38,6 +39,7 @@ class Assembled:
     requests: pl.DataFrame  # internal: lr, origin, ... (converted to the schema by the caller)
     execs: pl.DataFrame  # one row per server execution
     gr_lr: pl.DataFrame  # every gateway request with its logical request (null when unmatched)
+    abandoned: pl.DataFrame  # one row per attempt whose caller left (abandon.COLUMNS)
     # the keys of the rows no other layer explains, by what they lack (a slice's own rows are counted of them)
     unmatched_keys: dict[str, pl.Series]
 
@@ -103,19 +105,17 @@ def build(
     client_spans, gw_spans = covered["client"], covered["gateway"]
     next_lr = (F.cr["lr"].max() or 0) + 1 if F.cr.height else 0
 
-    # gateway requests no client row explains: those carrying an id the client never logged (when it logs
-    # ids), or outside the client's time span. The ids are looked up from the side of these few requests:
-    # a unique() of the client's ids (ten million on a 25 GB folder) took 5 s.
+    # gateway requests no client row explains: those carrying an id the client never logged, or outside the
+    # client's time span. The ids are looked up from the side of these few requests: a unique() of the client's
+    # ids (ten million on a 25 GB folder) took 5 s.
     free_gr = F.gr.filter(pl.col("inference")).join(L.gr_lr, on="gr", how="anti")
     free_ids = free_gr["client_request_id"].drop_nulls().unique()
     logged = F.ca.filter(pl.col("request_id").is_in(free_ids.implode()))["request_id"].unique()
-    client_has_ids = bool(F.ca["request_id"].is_not_null().any())
+    # a client id the client's log never names and no send was paired with (link pairs every send it can, up to
+    # LATE_TOL_S before the receipt): a request that log does not hold, whether or not the log names ids (a
+    # DEBUG log naming none left the gateway's requests sent after it was cut out of the count)
     own_gr = free_gr.filter(
-        (
-            pl.col("client_request_id").is_not_null()
-            & ~pl.col("client_request_id").is_in(logged.implode())
-            & client_has_ids
-        )
+        (pl.col("client_request_id").is_not_null() & ~pl.col("client_request_id").is_in(logged.implode()))
         | _outside("t0", client_spans)
     )
     gw_key = pl.concat_str(
@@ -161,6 +161,10 @@ def build(
         .drop("lr_own")
     )
     ex = _timing(ex, res)
+    # whether the input holds vLLM request lines and gateway requests at all (a slice's own rows may hold none)
+    logs = {"server": bool(res), "gateway": bool(gw_spans)}
+    abandoned = abandon.claims(F, gr_lr, ex, res, logs)
+    ex = abandon.on_executions(ex, abandoned)
 
     cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
     reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
@@ -172,7 +176,8 @@ def build(
         "gateway_requests_without_server_execution": _gr_without_exec(F, ex),
         "server_executions_without_caller": ex.filter(pl.col("lr").is_null())["sr"],
     }
-    return Assembled(reqs, ex, gr_lr, unmatched)
+    reach.annotate(F, gr_lr, ex, logs)
+    return Assembled(reqs, ex, gr_lr, abandoned, unmatched)
 
 
 # the keys alone are joined (an anti-join of the whole frame copies every column of it)
@@ -251,14 +256,8 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
     return ex
 
 
-# seconds (beyond the server's stamp resolution) in which a caller leaving and the server ending or aborting
-# the request are one race: vLLM needs a moment to see the disconnect, and a request may finish meanwhile
-CANCEL_RACE_S = 1.0
-
-
 def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
-    """Start, end (with its source), when the caller left, and orphaned work, per execution."""
-    r = pl.col("source").replace_strict(res, default=0.0)
+    """Start, end (with its source) and server time, per execution (who left it and when: ``abandon.py``)."""
     gw_end = pl.when(pl.col("ga").is_not_null() & pl.col("duration_s").is_not_null()).then(pl.col("a1"))
     client_end = pl.when(pl.col("ga").is_null() & ~pl.col("ca_timed_out").fill_null(False)).then(
         pl.col("ca_t1")
@@ -276,47 +275,7 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
         .then(pl.lit("abort"))
         .otherwise(None)
         .alias("end_source"),
-        pl.min_horizontal(
-            pl.when(pl.col("ca_timed_out").fill_null(False)).then(pl.col("ca_t1")),
-            pl.col("ca_left"),  # an unfinished request's client stopped: it left when its log ended
-            pl.when(pl.col("gr_status") == 499).then(pl.col("gr_t1")),
-        ).alias("client_left"),
-        pl.when(
-            (pl.col("upstream_status") == 504)
-            | pl.col("ga_error").fill_null("").str.contains("(?i)timed? ?out")
-        )
-        .then(pl.col("a1"))
-        .alias("gateway_left"),
-    ).with_columns(
-        pl.min_horizontal("client_left", "gateway_left").alias("left"),
-        pl.when(pl.col("client_left").is_not_null())
-        .then(pl.lit("client"))
-        .when(pl.col("gateway_left").is_not_null())
-        .then(pl.lit("gateway"))
-        .alias("left_by"),
-    )
-    # an abort within the race window of the caller leaving: cancellation propagated; a finish within it: the
-    # request was done before an abort could arrive (a race, not a missing cancellation); later: it ran on
-    race = r + CANCEL_RACE_S
-    late_abort = pl.col("aborted") - pl.col("left") > race
-    ex = ex.with_columns(
-        pl.when(pl.col("left").is_null())
-        .then(None)
-        .when(pl.col("aborted").is_not_null())
-        .then(late_abort)
-        .otherwise(pl.col("end").is_null() | (pl.col("end") - pl.col("left") > race))
-        .alias("orphaned"),
-    ).with_columns(
-        pl.when(pl.col("orphaned").fill_null(False))
-        .then(
-            (
-                pl.coalesce(pl.when(pl.col("aborted").is_not_null()).then(pl.col("aborted")), "end")
-                - pl.col("left")
-            ).clip(0)
-        )
-        .alias("orphan_s"),
-        (pl.col("end") - pl.col("start")).clip(0).alias("gen_s"),
-    )
+    ).with_columns((pl.col("end") - pl.col("start")).clip(0).alias("gen_s"))
     # a retry sent while an earlier execution of the same logical request was still running
     ex = (
         ex.sort(["lr", "start"], nulls_last=True)
@@ -361,11 +320,15 @@ def _requests(
         )
     )
     gws = (
-        gr_lr.join(F.gr.select("gr", "n_attempts", "t1"), on="gr")
+        gr_lr.join(F.gr.select("gr", "n_attempts", pl.col("t0").alias("_g0"), "t1", "spanned"), on="gr")
         .with_columns(pl.col("gr").is_in(cut["gr"].implode()).alias("_cut"))
         .group_by("lr")
         .agg(
             pl.len().alias("gateway_requests"),
+            # the gateway's span of the request, on its clock: from its first receipt to its last answer
+            pl.when(pl.col("spanned").fill_null(True).all())
+            .then(pl.col("t1").max() - pl.col("_g0").min())
+            .alias("gateway_e2e_s"),
             pl.col("_cut").sort_by("t1").last().alias("_truncated"),
             pl.col("n_attempts").sum().alias("gateway_attempts"),
             (pl.col("match") == "inferred").any().alias("_inf_g"),
@@ -392,6 +355,8 @@ def _requests(
         "concurrency",
         "phase",
         "unfinished",
+        pl.lit("client").alias("latency_clock"),
+        "latency_source",
     )
     gw = (
         own_gr.join(F.gr.select("gr", "header_s", "spanned"), on="gr", how="left")
@@ -412,6 +377,8 @@ def _requests(
             pl.when(pl.col("_spanned"))
             .then(pl.col("t1") - pl.col("t0"))
             .alias("e2e_s"),  # else unknown, not 0 s
+            pl.lit("gateway").alias("latency_clock"),
+            pl.lit("gateway_log").alias("latency_source"),
         )
     )
     srv = (
@@ -425,7 +392,12 @@ def _requests(
             .then(pl.lit("aborted by the server"))
             .alias("error"),
         )
-        .with_columns(pl.lit(None, pl.String).alias("client"), pl.lit("server").alias("origin"))
+        .with_columns(
+            pl.lit(None, pl.String).alias("client"),
+            pl.lit("server").alias("origin"),
+            pl.lit("engine").alias("latency_clock"),
+            pl.lit("engine_log").alias("latency_source"),
+        )
     )
     base = pl.concat([client, gw, srv], how="diagonal_relaxed")
     req = (
@@ -442,10 +414,17 @@ def _requests(
             pl.col("orphaned_executions").fill_null(0),
             pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
             pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
-            pl.when(pl.col("_spanned").fill_null(True))
+            # unknown when no log gives a span, or the caller never saw its end (unfinished)
+            pl.when(pl.col("_spanned").fill_null(True) & ~pl.col("unfinished").fill_null(False))
             .then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
             .alias("e2e_s"),
         )
+    )
+    # a row with no latency names no clock
+    none = pl.col("ttft_s").is_null() & pl.col("e2e_s").is_null()
+    req = req.with_columns(
+        pl.when(none).then(None).otherwise(pl.col("latency_clock")).alias("latency_clock"),
+        pl.when(none).then(None).otherwise(pl.col("latency_source")).alias("latency_source"),
     )
     inferred = pl.col("_inf_g").fill_null(False) | pl.col("_inf_s").fill_null(False)
     linked = pl.col("_ex_g").fill_null(False) | pl.col("_ex_s").fill_null(False) | inferred

@@ -80,6 +80,13 @@ def cumsum_before(x: pl.Expr, first: str = "_first") -> pl.Expr:
     return before - pl.when(pl.col(first)).then(before).otherwise(None).forward_fill()
 
 
+def cumsum_after(x: pl.Expr, first: str = "_first") -> pl.Expr:
+    """Sum of ``x`` over the later rows of the group."""
+    incl = x.cum_sum()
+    last = pl.col(first).shift(-1, fill_value=True)
+    return pl.when(last).then(incl).otherwise(None).backward_fill() - incl
+
+
 def prev_in_group(x: pl.Expr, first: str = "_first") -> pl.Expr:
     return pl.when(pl.col(first)).then(None).otherwise(x.shift(1))
 
@@ -98,6 +105,10 @@ UNUSED_COLUMNS = {
 
 
 CLIENT_TABLES = ("client_attempts", "client_requests")
+# where a client row's latencies come from, by its file's format (files.parquet): a load-test tool's per-request
+# results, else the client's own records (its log, its JSON lines); a client-spans format adds itself here
+LATENCY_SOURCE = {"vllm_bench": "load_test", "aiperf": "load_test", "guidellm": "load_test"}
+CLIENT_RECORDS = "client_records"
 
 
 def columns_read(table: str) -> list[str]:
@@ -205,6 +216,7 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
         keep, dropped = pick_client_sources(tabs["client_attempts"], tabs["client_requests"])
     ca = _client_attempts(tabs.pop("client_attempts").filter(pl.col("source").is_in(keep)))
     cr = _client_requests(tabs.pop("client_requests").filter(pl.col("source").is_in(keep)), ca)
+    cr = cr.with_columns(_latency_source(tabs.get("files")).alias("latency_source"))
     ca = ca.join(
         cr.select("source", "logical_request_id", "lr"), on=["source", "logical_request_id"], how="left"
     )
@@ -223,20 +235,31 @@ def build(tabs: dict[str, pl.DataFrame], ids_as_sent: dict[str, str] | None = No
     return Frames(ca, cr, ga, gr, sr, keep, dropped, list(ids_as_sent.values()), dict(ids_as_sent))
 
 
+def _latency_source(files: pl.DataFrame | None) -> pl.Expr:
+    """Each client row's ``latency_source`` (LATENCY_SOURCE), from its file's format."""
+    fmt = {}
+    if files is not None and {"path", "format"} <= set(files.columns):
+        fmt = {
+            p: LATENCY_SOURCE.get(f, CLIENT_RECORDS) for p, f in files.select("path", "format").iter_rows()
+        }
+    return pl.col("source").replace_strict(fmt, default=pl.lit(CLIENT_RECORDS), return_dtype=pl.String)
+
+
 def _left_unfinished(ca: pl.DataFrame, cr: pl.DataFrame) -> pl.DataFrame:
-    """``left_unfinished``: for the attempts of an unfinished request, when its caller left, i.e. the last
-    time its client's log recorded anything (a killed client leaves when its log stops). In a time slice
-    that is the slice's last record of the client: a later bound, never an earlier one."""
+    """``left_unfinished``: for the last attempt of an unfinished request (the one in flight), when its caller
+    left, i.e. the last time its client's log recorded anything (a killed client leaves when its log stops). In
+    a time slice that is the slice's last record of the client: a later bound, never an earlier one."""
     unf = cr.filter(pl.col("unfinished").fill_null(False))["lr"]
     if unf.len() == 0:
         return ca.with_columns(pl.lit(None, pl.Float64).alias("left_unfinished"))
     last = ca.group_by("source").agg(pl.max_horizontal("t0", "t1").max().alias("_last"))
+    final = ca.filter(pl.col("lr").is_in(unf.implode())).sort("lr", "t0", "ca").unique("lr", keep="last")
+    final = final.select("ca", pl.lit(True).alias("_final"))
     return (
         ca.join(last, on="source", how="left")
-        .with_columns(
-            pl.when(pl.col("lr").is_in(unf.implode())).then(pl.col("_last")).alias("left_unfinished")
-        )
-        .drop("_last")
+        .join(final, on="ca", how="left")
+        .with_columns(pl.when(pl.col("_final")).then(pl.col("_last")).alias("left_unfinished"))
+        .drop("_last", "_final")
     )
 
 
@@ -417,9 +440,11 @@ def _client_requests(cr: pl.DataFrame, ca: pl.DataFrame) -> pl.DataFrame:
     # an id a client logged attempts for and no record of, from a client that writes records: its log ended
     # with it in flight (the client was stopped or killed): unfinished, never 'ok' by its headers' 200
     writes = own["source"].drop_nulls().unique().implode()
+    # a record its parser marks in flight when the log ended (the openai DEBUG log's sends with no outcome), or
+    # an id seen only in attempts of a source that writes records: unfinished, whatever the client's log kind
     both = pl.concat(
         [
-            own.with_columns(pl.lit(False).alias("unfinished")),
+            own.with_columns(pl.col("unfinished").fill_null(False)),
             schemas.conform(extra, "client_requests").with_columns(
                 pl.col("source").is_in(writes).alias("unfinished")
             ),
@@ -464,14 +489,21 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .with_columns(
             pseudo.alias("pseudo"),
             reached.alias("reached"),
-            # attempts run one after another: start = request start + earlier attempts' upstream times
-            (pl.col("t0") + cumsum_before(pl.col("duration_s").fill_null(0))).alias("a0"),
+            # attempts run one after another, and the gateway logs the request when its last one ends: an attempt
+            # ends at the request's end less the later attempts' upstream times, never before the request's
+            # start plus its own and the earlier ones' (the time nginx spends outside upstreams, reading the
+            # request body, lies before them: anchored at the start, a line that first tried a dead upstream
+            # ended 0.6 s early)
+            pl.max_horizontal(
+                pl.col("t1") - cumsum_after(pl.col("duration_s").fill_null(0)),
+                pl.col("t0")
+                + cumsum_before(pl.col("duration_s").fill_null(0))
+                + pl.col("duration_s").fill_null(0),
+            ).alias("_end"),
         )
-        .with_columns(
-            pl.min_horizontal(pl.col("a0") + pl.col("duration_s").fill_null(0), pl.col("t1")).alias("a1"),
-            pl.col("t1").alias("gr_t1"),
-        )
-        .drop("_first")
+        .with_columns(pl.min_horizontal("_end", "t1").alias("a1"), pl.col("t1").alias("gr_t1"))
+        .with_columns((pl.col("a1") - pl.col("duration_s").fill_null(0)).alias("a0"))
+        .drop("_first", "_end")
         .with_row_index("ga")
         .with_columns(pl.col("ga").cast(pl.Int64))
     )

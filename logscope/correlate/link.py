@@ -23,6 +23,7 @@ END_CAP_S = 1.0  # an end gap counts at most this much in an inferred pair's cos
 SLACK_S = 0.05  # gateway / vLLM stamps of one event may disagree by this much
 RANK_WEIGHT = 0.001  # tie-break: the k-th Received line of a second goes with the k-th attempt
 SEND_SLACK_S = 0.05  # a gateway may stamp a receipt this much before the client's send (clock noise)
+LATE_TOL_S = 10.0  # sends and receipts left unpaired are paired when the receipt came this soon after
 
 
 def nearest(
@@ -255,11 +256,11 @@ def _gateway_to_logical(F: Frames) -> pl.DataFrame:
     exact = by_id.join(att.select("gr", "ca"), on="gr", how="left").select(
         "gr", "lr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score")
     )
-    # no id on one side: nearest in time, among rows the ids could not place
-    client_ids = ids["client_request_id"]
-    free_gr = gr.join(exact, on="gr", how="anti").filter(
-        pl.col("client_request_id").is_null() | (client_ids.len() == 0)
-    )
+    # no id match: nearest in time, among rows the ids could not place, whatever the client's log kind: a gateway
+    # request carrying an id no client attempt names is a candidate too (an openai DEBUG log names the requests it
+    # saw finish; those in flight when a killed client's log ended carry no id, and were counted a second time
+    # from the gateway's 499 lines)
+    free_gr = gr.join(exact, on="gr", how="anti")
     free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
     if (
         free_ca.height
@@ -268,18 +269,63 @@ def _gateway_to_logical(F: Frames) -> pl.DataFrame:
         free_ca = free_ca.filter(
             pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode())
         )
-    inf = _sends_to_receipts(free_ca, free_gr)
-    inf = inf.join(F.ca.select("ca", "lr"), on="ca").select(
-        "gr",
-        "lr",
-        "ca",
-        pl.lit("inferred").alias("match"),
-        (1 - pl.col("dt").abs() / INFERRED_TOL_S).clip(0, 1).alias("score"),
-    )
+    inf = _by_time(free_ca.select("ca", "lr", "attempt", "t0", "t1"), free_gr)
     return pl.concat([exact, inf]) if inf.height else exact
 
 
-def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
+def _by_time(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
+    """Client attempts no id placed -> the gateway requests no id placed, by time: ``gr, lr, ca, match, score``.
+
+    Gateway requests that carry a client id (one no client attempt names) are paired first with the logical
+    requests' first attempts; the id a first attempt was paired with is then that logical request's, and the
+    other gateway requests carrying it go with its other attempts (nearest in time), or with it alone when its log
+    holds no attempt for them (retries after a killed client's log ended). Two retries sent a few milliseconds
+    apart were swapped when every attempt was paired by time alone. The rest are paired by time."""
+    out = []
+
+    def rows(pairs: pl.DataFrame, score: pl.Expr) -> pl.DataFrame:
+        return pairs.join(ca.select("ca", "lr"), on="ca", how="left").select(
+            "gr", "lr", "ca", pl.lit("inferred").alias("match"), score.alias("score")
+        )
+
+    closeness = (1 - pl.col("dt").abs() / INFERRED_TOL_S).clip(0, 1)
+    with_id = gr.filter(pl.col("client_request_id").is_not_null())
+    if with_id.height:
+        first = _sends_to_receipts(ca.filter(pl.col("attempt").fill_null(1) == 1), with_id)
+        learned = (
+            first.join(ca.select("ca", "lr"), on="ca")
+            .join(with_id.select("gr", "client_request_id"), on="gr")
+            .with_columns(closeness.alias("score"))
+            .group_by("client_request_id")
+            .agg(pl.col("lr").unique().alias("_lrs"), pl.col("score").min())
+            .filter(pl.col("_lrs").list.len() == 1)  # an id paired with two requests is no evidence
+            .select("client_request_id", pl.col("_lrs").list.first().alias("lr"), "score")
+        )
+        out.append(rows(first, closeness))
+        ca, gr = ca.join(first, on="ca", how="anti"), gr.join(first, on="gr", how="anti")
+        same = gr.join(learned, on="client_request_id").select("gr", "lr", "score", pl.col("t0").alias("t"))
+        own = ca.filter(pl.col("lr").is_in(learned["lr"].implode())).select(
+            "ca", "lr", pl.col("t0").alias("t")
+        )
+        near = nearest(same, own, "gr", "ca", EXACT_TOL_S, by="lr")
+        out.append(
+            same.join(near.select("gr", "ca"), on="gr", how="left").select(
+                "gr", "lr", "ca", pl.lit("inferred").alias("match"), "score"
+            )
+        )
+        ca, gr = ca.join(near, on="ca", how="anti"), gr.join(same, on="gr", how="anti")
+    near = _sends_to_receipts(ca, gr)
+    out.append(rows(near, closeness))
+    # what is left on both sides: a send whose request reached the gateway seconds after the client logged it (an
+    # openai client on a starved host waits for its connection pool after 'Sending HTTP Request')
+    ca, gr = ca.join(near, on="ca", how="anti"), gr.join(near, on="gr", how="anti")
+    if ca.height and gr.height:
+        late = _sends_to_receipts(ca, gr, LATE_TOL_S)
+        out.append(rows(late, (1 - pl.col("dt").abs() / LATE_TOL_S).clip(0, 1)))
+    return pl.concat(out)
+
+
+def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame, tol: float = INFERRED_TOL_S) -> pl.DataFrame:
     """Id-less client attempts -> gateway requests received a network hop after the send.
 
     Candidates are the gateway requests received within [send - slack, send + tolerance] with the same
@@ -298,7 +344,7 @@ def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame) -> pl.DataFrame:
     if left.height == 0 or right.height == 0:
         return empty
     cand = left.join_where(
-        right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S, pl.col("g0") <= pl.col("c0") + INFERRED_TOL_S
+        right, pl.col("g0") >= pl.col("c0") - SEND_SLACK_S, pl.col("g0") <= pl.col("c0") + tol
     )
     cand = cand.filter(pl.col("c_r").is_null() | pl.col("g_r").is_null() | (pl.col("c_r") == pl.col("g_r")))
     cand = cand.select(

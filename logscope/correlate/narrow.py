@@ -8,19 +8,33 @@ and computes both outputs once, over all of them, with the same code as a whole 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
 
+from . import abandon
 from .assemble import Assembled
 from .frames import Frames
 from .link import Links
 
 FRAMES = {
-    "ca": ("ca", "lr", "attempt", "timed_out", "t0", "t1", "retry_delay_s"),
+    "ca": ("ca", "lr", "attempt", "timed_out", "t0", "t1", "retry_delay_s", "reach", "reach_why"),
     "cr": ("lr",),
     "ga": ("ga",),
-    "gr": ("gr", "source", "inference", "n_attempts", "status", "t0", "t1"),
+    "gr": (
+        "gr",
+        "source",
+        "inference",
+        "n_attempts",
+        "status",
+        "t0",
+        "t1",
+        "reach",
+        "retries_reached",
+        "retries_not_reached",
+        "retries_unknown",
+    ),
     "sr": ("sr", "source", "replica"),
 }
 LINKS = {"gr_lr": ("gr", "ca", "match"), "sr_ga": ("sr", "match"), "sr_ca": ("sr", "match")}
@@ -37,6 +51,7 @@ ASSEMBLED = {
         "duplicate_concurrent",
         "ttft_s",
         "e2e_s",
+        "latency_clock",
         "prompt_tokens",
         "max_tokens",
         "output_tokens",
@@ -60,6 +75,7 @@ ASSEMBLED = {
         "duplicate",
     ),
     "gr_lr": ("gr", "lr"),
+    "abandoned": tuple(abandon.COLUMNS),
 }
 KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correlation (or slice)
 
@@ -103,7 +119,8 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
     and executions follow their logical request; those of none follow their own start. ``hi`` excludes
     so that adjacent slices never both keep a row."""
 
-    def mine(t: pl.Expr) -> pl.Expr:
+    def mine(df: pl.DataFrame) -> pl.Expr:
+        t = pl.col("t0")
         e = pl.lit(True)
         if lo is not None:
             e = e & (t >= lo)
@@ -111,18 +128,46 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
             e = e & (t < hi)
         return pl.when(t.is_null()).then(pl.lit(timeless)).otherwise(e)
 
-    F, L, A = n.F, n.L, n.A
-    lrs = A.requests.filter(mine(pl.col("t0")))["lr"].implode()
+    return restrict(n, mine)
 
-    by_lr = pl.when(pl.col("lr").is_not_null()).then(pl.col("lr").is_in(lrs)).otherwise(mine(pl.col("t0")))
-    ca = F.ca.filter(by_lr)
+
+# the times of a row of each narrow frame that place it in a range
+_TIMES = ("t0", "t1", "start", "end")
+
+
+def within(n: Narrow, since: float | None, until: float | None) -> Narrow:
+    """The logical requests whose span [first send, final outcome] overlaps [since, until] (``None``: unbounded),
+    each kept whole: every attempt, gateway request and execution of it, wherever its own times lie (a request
+    sent before ``since`` and answered after it keeps the vLLM execution received before ``since``). Rows of
+    no logical request follow their own span; rows with no time are kept, as ``scope.where`` keeps them."""
+
+    def over(df: pl.DataFrame) -> pl.Expr:
+        cols = [pl.col(c) for c in _TIMES if c in df.columns]
+        lo, hi = pl.min_horizontal(cols), pl.max_horizontal(cols)
+        e = pl.lit(True)
+        if since is not None:
+            e = e & (hi >= since)
+        if until is not None:
+            e = e & (lo <= until)
+        return lo.is_null() | e
+
+    return restrict(n, over)
+
+
+def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
+    """``n`` cut to the logical requests ``mine`` keeps (an expression over a frame's time columns), with all
+    their rows; the rows of no logical request kept when ``mine`` keeps them."""
+    F, L, A = n.F, n.L, n.A
+    lrs = A.requests.filter(mine(A.requests))["lr"].implode()
+
+    def by_lr(df: pl.DataFrame) -> pl.Expr:
+        return pl.when(pl.col("lr").is_not_null()).then(pl.col("lr").is_in(lrs)).otherwise(mine(df))
+
+    ca = F.ca.filter(by_lr(F.ca))
     gr_lr = A.gr_lr
-    gr = (
-        F.gr.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left")
-        .filter(by_lr)
-        .drop("lr")
-    )
-    ex = A.execs.filter(by_lr)
+    gr = F.gr.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left")
+    gr = gr.filter(by_lr(gr)).drop("lr")
+    ex = A.execs.filter(by_lr(A.execs))
     keep = {"ca": ca["ca"].implode(), "gr": gr["gr"].implode(), "sr": ex["sr"].implode()}
 
     def of_key(df: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -140,7 +185,8 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
     )
     links = Links(of_key(L.gr_lr, "gr"), of_key(L.sr_ga, "sr"), of_key(L.sr_ca, "sr"))
     unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
-    a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), unmatched)
+    ab = A.abandoned.filter(by_lr(A.abandoned))
+    a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), ab, unmatched)
     return Narrow(f, links, a)
 
 

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -71,6 +71,7 @@ def correlate(
     here (the Result's ``requests`` is empty). ``each`` runs the slices elsewhere (a cluster's tasks,
     ``logscope.cluster.correlate``): given ``one_slice`` and each slice's arguments, it yields their results in
     order; by default they run here, one at a time."""
+    keep, rng = rng, widened(out, rng)  # a range's requests are kept whole: read beyond it (correlate_range)
     pick = _pick(out, rng)
     whole, notes = context(out, rng, pick)
     shift = applied_shifts(whole.offsets, whole.res)
@@ -82,7 +83,7 @@ def correlate(
     tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
     try:
         args = [
-            (out, rng, k, edges[k], edges[k + 1], margin, shift, pick, whole, tmp)
+            (out, rng, k, edges[k], edges[k + 1], margin, shift, pick, whole, tmp, keep)
             for k in range(len(edges) - 1)
         ]
         for own in (each or _here)(one_slice, args):
@@ -93,7 +94,9 @@ def correlate(
         )
         joined = narrow.concat(parts)
         del parts
-        other = {n: _shifted(out, n, rng, shift) for n in ("server_stats", "server_events")}
+        other = {
+            n: scope.cut(n, _shifted(out, n, rng, shift), keep) for n in ("server_stats", "server_events")
+        }
         other["gateway_errors"] = schemas.empty("gateway_errors")
         win, summ = finish(joined, other, whole.offsets, shift, whole.res, window)
     finally:
@@ -116,6 +119,17 @@ def correlate(
 
 
 # ------------------------------------------------------------------ the whole input, on narrow scans
+
+
+def widened(out: Path, rng: Range) -> Range:
+    """``rng`` widened on each side by the margin a slice reads beyond its edges: every row of a request that
+    overlaps ``rng`` lies inside it (``correlate.correlate_range``)."""
+    if not rng:
+        return rng
+    pad = timedelta(seconds=max_span(out, rng) + link.EXACT_TOL_S + CHAIN_SLACK_S)
+    return Range(
+        None if rng.since is None else rng.since - pad, None if rng.until is None else rng.until + pad
+    )
 
 
 def _pick(out: Path, rng: Range) -> pl.DataFrame:
@@ -337,12 +351,16 @@ def one_slice(
     pick: pl.DataFrame,
     whole: Whole,
     tmp: Path,
+    keep: Range = scope.ALL,
 ) -> narrow.Narrow:
     """Slice ``k`` correlated: its own requests written to ``tmp`` (by a rename, so that a slice run again
-    elsewhere replaces it whole), and its own narrow rows, keyed from 0."""
+    elsewhere replaces it whole), and its own narrow rows, keyed from 0. ``rng`` is what is read; ``keep``, the
+    range analysed: of the slice's own requests, those that overlap it (``correlate.correlate_range``)."""
     tabs = read_slice(out, rng, lo, hi, margin, shift, pick)
     lk = link_tables(tabs, whole)
     own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
+    if keep:
+        own = narrow.within(own, *(None if t is None else t.timestamp() for t in (keep.since, keep.until)))
     req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
     part = tmp / f".{k:06d}-{os.getpid()}-{threading.get_ident()}.tmp"
     _requests_table(req).write_parquet(part)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from .assemble import CANCEL_RACE_S, END_SOURCES, Assembled
+from . import abandon, reach
+from .assemble import END_SOURCES, Assembled
 from .frames import Frames, group_first, index_in_group, prev_in_group
 from .link import Links
 
@@ -37,7 +38,7 @@ def build(
         "match": _match(F, L, A),
         "retry_multiplication": _multiplication(F, L, A),
         "flags": _flags(F, A, notes),
-        "orphans": _orphans(A, notes),
+        "orphans": _orphans(F, A, notes),
         "sources": {
             "client": sorted(F.client_sources),
             "gateway": sorted(F.gr["source"].unique().drop_nulls().to_list()),
@@ -156,6 +157,7 @@ def _flags(F: Frames, A: Assembled, notes: list[str]) -> dict:
             "gateway_retries": gw_retries,
             "requests_retried_by_both": both,
         },
+        "retried_attempts": reach.retried(F),
         **_retry_delays(ca, notes),
         "duplicate_concurrent_retries": dup,
         "duplicate_concurrent_requests": int(A.requests["duplicate_concurrent"].sum())
@@ -230,15 +232,10 @@ def _retry_delays(ca: pl.DataFrame, notes: list[str]) -> dict:
     }
 
 
-def _orphans(A: Assembled, notes: list[str]) -> dict:
-    ex = A.execs
-    left = ex.filter(pl.col("left").is_not_null())
+def _orphans(F: Frames, A: Assembled, notes: list[str]) -> dict:
+    ex, ab = A.execs, A.abandoned
     orph = ex.filter(pl.col("orphaned").fill_null(False))
-    aborted = left.filter(pl.col("aborted").is_not_null() & ~pl.col("orphaned").fill_null(False))
-    # done before an abort could reach them: finished after the caller left, within the race window
-    raced = left.filter(
-        pl.col("aborted").is_null() & ~pl.col("orphaned").fill_null(False) & (pl.col("end") > pl.col("left"))
-    )
+    ran = ab.filter(pl.col("outcome") == "ran_on")
     ends = orph.group_by("end_source").len()
     end_counts = {
         END_SOURCES.get(r["end_source"], "unknown"): int(r["len"])
@@ -252,26 +249,33 @@ def _orphans(A: Assembled, notes: list[str]) -> dict:
             f"{unknown_end} orphaned executions have no known end (no gateway upstream time, no finish "
             "or abort line): their generation after the caller left is not counted"
         )
+    acc = abandon.summary(ab, ex, F.sr.height > 0)
+    by = (
+        pl.when(pl.col("kind") == "gateway_upstream_timeout")
+        .then(pl.lit("gateway"))
+        .otherwise(pl.lit("client"))
+    )
+    who = ab.with_columns(by.alias("_by"))
+    aborted = who.filter(pl.col("outcome") == "aborted")
     return {
-        "count": orph.height,
-        "count_by_match": {k: int((orph["match"] == k).sum()) for k in ("exact", "inferred")},
-        "generation_s_after_caller_left": r3(orph["orphan_s"].sum()) if orph.height else 0.0,
+        **acc,
+        "count": ran.height,
+        "count_by_match": {k: int((ran["match"] == k).sum()) for k in ("exact", "inferred")},
+        "generation_s_after_caller_left": acc["ran_on_s"],
         "server_s_of_orphaned_executions": r3(orph["gen_s"].sum()) if orph.height else 0.0,
-        "median_s_after_caller_left": r3(orph["orphan_s"].median()) if orph.height else None,
-        "callers_left": {k: int((left["left_by"] == k).sum()) for k in ("client", "gateway")},
-        "aborted": aborted.height,
-        "aborted_by_caller": {k: int((aborted["left_by"] == k).sum()) for k in ("client", "gateway")},
-        "abandoned": left.height,
-        "finished_in_race": raced.height,
-        "race_s": CANCEL_RACE_S,
-        "cancellation_propagated": (aborted.height > 0 and orph.height == 0) if left.height else None,
+        "median_s_after_caller_left": acc["ran_on_median_s"],
+        "callers_left": {k: int((who["_by"] == k).sum()) for k in ("client", "gateway")},
+        "aborted_by_caller": {k: int((aborted["_by"] == k).sum()) for k in ("client", "gateway")},
+        "cancellation_propagated": (acc["aborted"] > 0 and ran.height == 0) if acc["matched"] else None,
         "end_source": dict(sorted(end_counts.items())),
         "definition": (
-            "an execution whose caller left (client attempt timed out, gateway 499, or gateway upstream "
-            "timeout) and that vLLM neither aborted nor finished within race_s (plus its stamp resolution) "
-            "after. generation_s_after_caller_left "
-            "sums server end - caller left (the waste); server_s_of_orphaned_executions sums their whole "
-            "server time, the part before the caller left included"
+            "attempts whose caller left (by_class: the client timed out on it; the client's log ended with it "
+            "in flight; the gateway logged 499 for it; the gateway timed out on its upstream), each counted once, "
+            "and what vLLM did with the execution running when the caller left: aborted it within race_s (plus "
+            "its stamps' resolution), finished it before that (finished_in_race), or ran on (count: orphaned; "
+            "generation_s_after_caller_left sums server end or late abort - caller left, the waste; "
+            "server_s_of_orphaned_executions their whole server time); unmatched: no execution matched it, by "
+            "why. abort_lines: vLLM abort lines in the input at all (null: no vLLM request line)"
         ),
     }
 

@@ -149,7 +149,10 @@ def build(
     notes: list[str] = []
     g = grid
     gr = gr.filter(pl.col("inference"))
-    ok = req.filter(pl.col("outcome") == "ok").select("t0", "t1", "ttft_s", "e2e_s", "output_tokens")
+    ok = req.filter(pl.col("outcome") == "ok").select(
+        "t0", "t1", "ttft_s", "e2e_s", "output_tokens", "latency_clock"
+    )
+    clock = run_clock(ok)
     bad = req.filter(pl.col("outcome").is_in(["error", "timeout", "truncated"])).select("t1")
     parts = [
         g.count(req, "t0", "arrivals"),
@@ -167,7 +170,7 @@ def build(
         g.inflight(ca, "t0", "t1", "inflight_client"),
         g.inflight(gr, "t0", "t1", "inflight_gateway"),
         g.inflight(ex, "start", "end", "inflight_server"),
-        _latency(g, req, ok),
+        _latency(g, req, ok, clock),
         _server_state(g, stats, notes),
         (pre := _preemptions(g, stats, events, notes)),
         g.count(events.filter(pl.col("kind").str.contains(OOM)), "t", "oom_events"),
@@ -185,6 +188,7 @@ def build(
     ).with_columns(
         to_ts(pl.lit(g.origin) + pl.col("i") * g.w).alias("ts"),
         pl.lit(g.w).alias("window_s"),
+        pl.lit(clock, pl.String).alias("latency_clock"),
         pl.when(pl.col("arrivals") > 0)
         .then(pl.col("_cohort_exec") / pl.col("arrivals"))
         .alias("amplification"),
@@ -204,12 +208,26 @@ def build(
     return schemas.conform(w.sort("i"), "windows"), notes
 
 
-def _latency(g: Grid, req: pl.DataFrame, ok: pl.DataFrame) -> pl.DataFrame:
+# the clocks of the requests' latencies, the caller's first: the windows' percentiles are on one of them
+CLOCKS = ("client", "gateway", "engine")
+
+
+def run_clock(ok: pl.DataFrame) -> str | None:
+    """The clock of the run's latency percentiles: the first of CLOCKS any request that ended ok has figures on."""
+    have = (
+        set(ok["latency_clock"].drop_nulls().unique().to_list()) if "latency_clock" in ok.columns else set()
+    )
+    return next((c for c in CLOCKS if c in have), None)
+
+
+def _latency(g: Grid, req: pl.DataFrame, ok: pl.DataFrame, clock: str | None) -> pl.DataFrame:
     q = []
     for col, name in (("ttft_s", "ttft"), ("e2e_s", "e2e")):
         for p in (50, 95, 99):
             q.append(pl.col(col).quantile(p / 100, "linear").alias(f"{name}_p{p}"))
-    lat = ok.filter(pl.col("t0").is_not_null()).group_by(g.idx("t0")).agg(q)
+    # figures on another clock are not mixed in (a gateway's e2e beside the callers' is another measure)
+    on = ok.filter(pl.col("latency_clock") == clock) if clock else ok.head(0)
+    lat = on.filter(pl.col("t0").is_not_null()).group_by(g.idx("t0")).agg(q)
     arr = (
         req.filter(pl.col("t0").is_not_null())
         .group_by(g.idx("t0"))
