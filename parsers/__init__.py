@@ -45,6 +45,8 @@ _MODULES = (
     "otel_debug",
     "kernel_log",  # the platform around the engine (issue #40)
     "k8s_kubectl",
+    "k8s_events_doc",  # kubectl get events -o json / -o yaml
+    "nvidia_smi",
     "aiperf_console",
     "lm_eval",
     "request_table",

@@ -84,7 +84,38 @@ def describe(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         pl.col("_ns").forward_fill(),
     )
     state["pod"] = f["_pod"].drop_nulls()[-1] if f["_pod"].drop_nulls().len() else state.get("pod")
-    return _terminated(f, ctx), _containers(f, ctx)
+    ev = [x for x in (_terminated(f, ctx), _evicted(f, ctx)) if x.height]
+    return (pl.concat(ev, how="diagonal_relaxed") if ev else pl.DataFrame()), _containers(f, ctx)
+
+
+def _evicted(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The pod's own 'Status: Failed / Reason: Evicted / Message: The node was low on resource: ...' (unindented,
+    before its containers): an ``event`` row with reason Evicted; describe writes no time for it."""
+    top = f.filter((pl.col("ind") == "") & pl.col("key").is_in(["Reason", "Message"]))
+    if not top.filter((pl.col("key") == "Reason") & (pl.col("val") == "Evicted")).height:
+        return pl.DataFrame()
+    g = top.group_by("_pg", maintain_order=True).agg(
+        _val("Reason").alias("reason"),
+        _val("Message").alias("message"),
+        pl.col("line_no").filter(pl.col("key") == "Reason").first(),
+        pl.col("_pod").first(),
+        pl.col("_ns").first(),
+        pl.col("_node").first(),
+    )
+    return g.filter(pl.col("reason") == "Evicted").select(
+        pl.lit(None, dtype=TS).alias("ts"),
+        pl.lit("relative").alias("ts_basis"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit(ctx.replica).alias("replica"),
+        pl.lit("kubernetes").alias("layer"),
+        pl.lit("event").alias("kind"),
+        "reason",
+        pl.col("_ns").alias("namespace"),
+        pl.col("_pod").alias("pod"),
+        pl.col("_node").alias("host"),
+        pl.coalesce("message", pl.lit("Evicted")).alias("message"),
+        "line_no",
+    )
 
 
 def _val(k: str) -> pl.Expr:

@@ -329,7 +329,7 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
                 cap(r"Available KV cache memory: ([\d.]+) ?GiB"),
                 cap(r"kv_cache_size=([\d.]+) ?GiB"),
                 cap(r"reserved for KV Cache is ([\d.]+) ?GiB"),
-                cap(r"Auto set \(([\d.]+)/[\d.]+\) GiB"),
+                cap(r"(?:Auto|Explicitly) set \(([\d.]+)/[\d.]+\) GiB"),  # CPU: KVCACHE_SPACE unset / set
             ).cast(pl.Float64),
             pl.Float64,
         ).alias("kv_memory_gib"),

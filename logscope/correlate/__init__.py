@@ -170,6 +170,8 @@ def finish(
     width, grid, wide = _grid(n.A, other, window)
     summ = summary.build(n.F, n.L, n.A, offsets, shift, width, [], res)
     n.L = n.F.sr = n.F.cr = n.A.gr_lr = None
+    if grid is None:  # no request and no stats line has a time: no window to place anything in
+        return schemas.empty("windows"), summ
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
     win, wnotes = windows.build(grid, n.A.requests, n.F.ca, n.F.gr, n.A.execs, other["server_stats"], events)
     summ["notes"] += wnotes + (
@@ -328,7 +330,9 @@ def _grid(A: assemble.Assembled, other: dict[str, pl.DataFrame], window: str | N
     if st.height:
         ts.append(st.select(frames.secs("ts"))["ts"])
     allt = pl.concat([s.cast(pl.Float64) for s in ts]).drop_nulls()
-    lo, hi = (float(allt.min()), float(allt.max())) if allt.len() else (0.0, 0.0)
+    if not allt.len():  # no time at all (kubectl's ages only): no grid, not one at the epoch's 0
+        return windows.parse_width(window) or windows.choose_width(0.0), None, None
+    lo, hi = float(allt.min()), float(allt.max())
     width, note = windows.capped_width(hi - lo, windows.parse_width(window) or windows.choose_width(hi - lo))
     return width, windows.Grid(lo, hi, width), note
 

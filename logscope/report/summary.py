@@ -179,7 +179,22 @@ def span(ld: Loaded) -> dict:
         out = {"range": rng, "inputs_start": iso(lo), "inputs_end": iso(hi)}
         lo, hi = ld.rng.clip(lo, hi)
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
+    if lo is None and hi is None:  # no line had a time: said, never an epoch-0 window
+        out["unknown"] = _why_no_time(ld)
     return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur), **out}
+
+
+def _why_no_time(ld: Loaded) -> str:
+    """Why the report covers no time: no input line carries one, and what the untimed records keep instead."""
+    ev = ld.table("platform_events")
+    aged = ev.filter(pl.col("ts").is_null() & pl.col("age_s").is_not_null()).height if ev.height else 0
+    boot = ev.filter(pl.col("ts").is_null() & pl.col("uptime_s").is_not_null()).height if ev.height else 0
+    kept = [
+        f"{aged:,} kubectl record(s) keep only an age (no capture time in their file)" if aged else "",
+        f"{boot:,} kernel record(s) only the seconds since boot" if boot else "",
+    ]
+    kept = [k for k in kept if k]
+    return "no line of the inputs carries a time" + (f": {'; '.join(kept)}" if kept else "")
 
 
 def assumptions(ld: Loaded, options: Any) -> dict:

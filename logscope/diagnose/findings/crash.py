@@ -53,10 +53,12 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
         if down is not None
         else ", no restart in the logs"
     )
-    from .platform import crash_finding
+    from .platform import crash_finding, unknown_killer
 
     if (killed := crash_finding(ctx, ep, c, when, half, cap)) is not None:  # the platform shows who killed it
         return killed
+    if not {"oom", "engine_timeout"} & set(kinds):  # no cause in its own log: say what the folder lacks
+        ev.append(unknown_killer(ctx, ep))
     if "oom" in kinds:
         if c["at_startup"]:
             return _f(

@@ -77,47 +77,133 @@ def _not_others(ctx: Context, k: Kill) -> tuple[str, str]:
     )
 
 
-def _budget(cap: dict) -> str:
+def _budget(cap: dict, k: Kill, cpu: bool) -> str:
+    """The engine's own memory budget beside the limit the kill hit, and what the killed process held."""
     parts = []
     if cap.get("kv_memory_gib") is not None:
-        parts.append(f"KV cache {cap['kv_memory_gib']:.2f} GiB")
+        parts.append(
+            f"KV cache {cap['kv_memory_gib']:.2f} GiB" + (" (host memory: a CPU engine)" if cpu else "")
+        )
     if cap.get("weights_gib") is not None:
         parts.append(f"weights {cap['weights_gib']:.2f} GiB")
+    limit = f" of the memory limit of {gib(k.limit_bytes)}" if k.limit_bytes else ""
+    held = (
+        f"the killed process held {gib(k.rss_bytes)} resident{limit} (anon + file + shmem, the kernel's figures)"
+        if k.rss_bytes
+        else ""
+    )
     if not parts:
-        return "the engine's memory budget is not in its log (no 'Available KV cache memory' / weights line)"
-    return "the engine's own budget from its start-up lines: " + ", ".join(parts)
+        own = "the engine's memory budget is not in its log (no 'Available KV cache memory' / weights line)"
+    else:
+        own = "the engine's own budget from its start-up lines: " + ", ".join(parts)
+    return "; ".join(x for x in (held, own) if x)
+
+
+def _cpu(ctx: Context, replica: str | None) -> bool:
+    """The engine runs on CPUs (vLLM's CPU build: its KV cache is host memory, inside the process's limit)."""
+    ev = ctx.inputs.events.filter(pl.col("replica").fill_null("") == (replica or ""))
+    text = pl.col("message").fill_null("") + pl.col("detail").fill_null("")
+    return ev.filter(text.str.contains("device_config=cpu|GiB for KV cache on node")).height > 0
+
+
+def _last_state(ctx: Context, replica: str | None, until) -> str:
+    """The engine's last stats line at or before ``until`` (its own record of the death): what it was running."""
+    st = ctx.inputs.stats
+    if not st.height or until is None:
+        return ""
+    st = st.filter(
+        (pl.col("replica").fill_null("") == (replica or ""))
+        & (pl.col("ts") <= until)
+        & pl.col("running").is_not_null()
+    )
+    if not st.height:
+        return ""
+    r = st.sort("ts").row(-1, named=True)
+    waiting = f", {r['waiting']:.0f} waiting" if r.get("waiting") is not None else ""
+    return f"the engine's last stats line ({_t(r['ts'])}, engine clock): {r['running']:.0f} running{waiting}"
+
+
+def _ends(k: Kill, replica: str | None) -> str:
+    """Where the killed server's log ends, beside the kill (its other processes may write on a little)."""
+    hi = k.span[1] if k.span else None
+    if hi is None or k.ts is None:
+        return "its log just stops"
+    lag = (hi - k.ts).total_seconds()
+    when = (
+        f"{lag:.0f} s after the kill"
+        if lag >= 1
+        else f"{-lag:.0f} s before the kill"
+        if lag <= -1
+        else "at the kill"
+    )
+    return f"{replica or 'the server'}'s log logs no death and ends at {_t(hi)}, {when}"
+
+
+def _cost(facts: Facts, k: Kill) -> list[str]:
+    """The callers' and the gateway's requests in flight at the kill and how they and the later ones ended."""
+    if facts.out is None or k.ts is None:
+        return []
+    from ..kill_cost import at
+
+    return [layer.words() for layer in at(facts.out, k.ts)]
+
+
+def _on(k: Kill) -> str:
+    return f" (read on {k.clock})" if k.clock else ""
 
 
 def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: dict) -> dict | None:
     """The finding of a death the platform explains (a kill by the kernel or Kubernetes), else None."""
     facts: Facts | None = getattr(ctx, "platform", None)
     k = kill_for(facts, ep["replica"], ep["start"])
-    if k is None or k.how not in HOW:
+    if facts is None or k is None or k.how not in HOW:
         return None
     tail, others = _not_others(ctx, k)
     if k.how == "kernel_oom" and k.constraint == "CONSTRAINT_NONE":
         limit = "the host ran out of memory: no cgroup limit"
     else:
         limit = f"memory limit {gib(k.limit_bytes)}"
-    ev = [*k.evidence, f"tied to the server: {k.mapping}", others, _budget(cap)]
-    if c.get("message") and k.how not in (c.get("message") or ""):
-        ev.append(f"the server's log: {c['message'][:160]}")
+    down = c.get("downtime_s")
+    back = (
+        f"back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
+        if down is not None and c.get("ready")
+        else "no restart in the logs"
+    )
+    who = HOW[k.how].split(" (")[0]
+    what = f"pid {k.pid or '?'} ({k.process or 'the server'}" + (
+        f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")"
+    )
+    said = (
+        f"; {ep['replica'] or 'the server'} logged the death at {_t(k.logged_ts)} (its own clock): {k.logged[:160]}"
+        if k.logged_ts is not None and k.logged
+        else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
+    )
+    cpu = _cpu(ctx, ep["replica"])
+    ev = [
+        *k.evidence,
+        f"tied to the server: {k.mapping}" + (f"; {k.tie}" if k.tie else ""),
+        _budget(cap, k, cpu),
+        others,
+        _last_state(ctx, ep["replica"], k.logged_ts or k.ts),
+        *_cost(facts, k),
+    ]
     from .crash import _paid
 
     if cost := _paid(ctx, ep):
         ev.append(cost)
+    kv = f", here {cap['kv_memory_gib']:.2f} GiB of KV cache" if cpu and cap.get("kv_memory_gib") else ""
     return _f(
         "critical",
-        f"Server killed by {HOW[k.how].split(' (')[0]} at {when} ({limit}){tail}",
-        f"{HOW[k.how]} killed pid {k.pid or '?'} ({k.process or 'the server'}) at {clock.hms(k.ts, ms=True)}; "
-        "vLLM prints nothing when killed: its log just stops",
+        f"Server killed by {who} at {_t(k.ts)} ({limit}){tail}; {back}",
+        f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{_on(k)}{said}",
         "; ".join(e for e in ev if e),
-        "host memory ran out inside the process's memory limit and the kernel sent SIGKILL: not device memory "
-        "(a CUDA OOM is an exception in vLLM's log) and not KV-cache pressure (preemptions keep the server up)",
-        f"Raise the container's memory limit above the server's peak resident memory with headroom, or lower what "
-        f"it holds in host memory (CPU vLLM: VLLM_CPU_KVCACHE_SPACE is host memory; GPU: --swap-space), then "
-        f"replay the same load watching the cgroup's memory.peak; if the peak grows with load, lower "
-        f"--max-num-seqs{half}",
+        "host memory ran out inside the process's memory limit and the kernel killed the process using the most: "
+        "not device memory (a CUDA OOM is an exception in vLLM's log) and not KV-cache pressure (preemptions keep "
+        "the server up)",
+        f"Raise the memory limit ({gib(k.limit_bytes)}) above the server's peak resident memory with headroom, or "
+        f"lower what it holds in host memory (CPU vLLM: VLLM_CPU_KVCACHE_SPACE{kv}; GPU: --swap-space), then replay "
+        f"the same load watching the cgroup's peak (memory.peak; cgroup v1: memory.max_usage_in_bytes); if the peak "
+        f"grows with load, lower --max-num-seqs{half}",
         ep,
         kind="crash",
     )
@@ -127,8 +213,9 @@ def build(ctx: Context) -> list[dict]:
     facts: Facts | None = getattr(ctx, "platform", None)
     if facts is None or not facts.any:
         return []
-    deaths = {(d.replica or "", d.ts) for d in ctx.life.deaths}
-    out = [_kill(ctx, k) for k in facts.kills if k.ts is None or (k.replica or "", k.ts) not in deaths]
+    out = [
+        _kill(ctx, k) for k in facts.kills if not k.attached
+    ]  # an attached kill speaks in its death's finding
     out += _probes(facts) + _pods(facts) + _scheduling(facts) + _xid(facts) + _gpu(facts)
     return out
 
@@ -154,7 +241,7 @@ def _kill(ctx: Context, k: Kill) -> dict:
     return _f(
         "critical",
         f"{who[0].upper() + who[1:]} killed by {HOW.get(k.how, k.how).split(' (')[0]}{at} ({title})",
-        f"{HOW.get(k.how, k.how)} killed {who}{at}: {why}",
+        f"{HOW.get(k.how, k.how)} killed {who}{at}{_on(k) if k.ts else ''}: {why}",
         "; ".join([*k.evidence, k.mapping]),
         "host memory, not device memory: a kill leaves no error in the killed program's log",
         "Put the server's log of that time beside this one (to see what it served when killed) and give the "
@@ -190,13 +277,13 @@ def _probes(facts: Facts) -> list[dict]:
         pod = next(iter(g["pod"].drop_nulls().to_list()), None)
         restarts = _pod_restarts(facts, pod)
         head = f"{restarts}: " if restarts else ""
-        title = f"{head[:1].upper() + head[1:]}{probe} probe {results} ({n}×)" + (
-            ", then Killing" if killed.height else ""
-        )
+        title = f"{head}{probe} probe {results} ({n}×)" + (", then Killing" if killed.height else "")
+        title = title[:1].upper() + title[1:]  # a sentence: the verdict's first line when it leads
         lines = [
             f"{r['source']} line {r['line_no']}: {r['reason']} {r['message'][:200]}"
             for r in g.head(4).iter_rows(named=True)
         ]
+        lines.append(_when(killed if killed.height else fails if fails.height else g))
         if "timeout" in results:
             advice = (
                 f"the {probe} probe timed out {n} times before the kill: a probe that fails under load turns an overload "
@@ -215,6 +302,21 @@ def _probes(facts: Facts) -> list[dict]:
                       "; ".join(lines + ([restarts] if restarts else [])), "a probe the server did not answer in time, or at that path",
                       advice[0].upper() + advice[1:], start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
     return out
+
+
+def _when(g: pl.DataFrame) -> str:
+    """When the kill (or the last failure) happened and the clock it was read on: a time kubectl's age was anchored
+    to, or only the age when the folder gives no capture time."""
+    r = g.row(-1, named=True)
+    what = f"{r['reason']}"
+    if r["ts"] is not None:
+        return f"{what} at {clock.hms(r['ts'])} (read on the clock of the machine that ran kubectl: {r['ts_basis']})"
+    if r["age_s"] is not None:
+        return (
+            f"{what} {r['age_s']:.0f} s before the capture: time unknown (kubectl printed an age and the folder "
+            "gives no capture time: no `date` line before the output, no stamped rows)"
+        )
+    return f"{what}: time unknown (no age or time written)"
 
 
 def _pods(facts: Facts) -> list[dict]:
@@ -248,6 +350,14 @@ def _pods(facts: Facts) -> list[dict]:
     return out
 
 
+EVICTION = (
+    "the node ran short of memory and the kubelet evicted the pod using the most beyond its request: the node's "
+    "pressure, not the container's limit (that is OOMKilled) and not the server's device memory",
+    "Set the server pod's memory request to its peak resident memory (requests = limits makes it Guaranteed, evicted "
+    "last), and kubectl describe node of its node (MemoryPressure, allocatable) into the folder",
+)
+
+
 def _scheduling(facts: Facts) -> list[dict]:
     ev = facts.events.filter(
         pl.col("reason").is_in(["Evicted", "FailedScheduling", "Preempting", "Preempted", "NodeNotReady"])
@@ -256,9 +366,18 @@ def _scheduling(facts: Facts) -> list[dict]:
     for (reason,), g in ev.group_by("reason", maintain_order=True):
         r = g.row(0, named=True)
         n = int(g["count"].fill_null(1).sum())
+        pod = f"pod {r['pod']}" + (f" on node {r['host']}" if r.get("host") else "") if r.get("pod") else ""
+        ev = f"{r['source']} line {r['line_no']}: {r['message'][:300]}" + (f" ({pod})" if pod else "")
+        cause, advice = (
+            EVICTION
+            if reason == "Evicted" and "low on resource: memory" in (r["message"] or "")
+            else (
+                "the node or the scheduler, not the server",
+                "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
+            )
+        )
         out.append(_f("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
-                      f"Kubernetes reports {reason}", f"{r['source']} line {r['line_no']}: {r['message'][:300]}",
-                      "the node or the scheduler, not the server", "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
+                      f"Kubernetes reports {reason}", ev, cause, advice,
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
     return out
 
@@ -278,23 +397,76 @@ def _xid(facts: Facts) -> list[dict]:
     return out
 
 
+GPU_VIA = {  # the series of memory in use, and of the memory left or whole, by the tool that wrote them
+    "DCGM exporter": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "the DCGM exporter's framebuffer series"),
+    "nvidia-smi": (
+        "nvidia_smi_memory_used_mib",
+        "nvidia_smi_memory_total_mib",
+        "nvidia-smi's Memory-Usage column",
+    ),
+}
+
+
 def _gpu(facts: Facts) -> list[dict]:
-    used = facts.gpu.filter(pl.col("name") == "DCGM_FI_DEV_FB_USED")
-    if not used.height:
-        return []
-    free = (
-        facts.gpu.filter(pl.col("name") == "DCGM_FI_DEV_FB_FREE")
-        .group_by(KEY)
-        .agg(pl.col("value").min().alias("free"))
-    )
-    g = (
-        used.group_by(*KEY, "pod")
-        .agg(pl.col("value").max().alias("used"), pl.len().alias("n"))
-        .join(free, on=KEY, how="left", nulls_equal=True)
-    )
-    bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
-            + (f" of {r['used'] + r['free']:,.0f}" if r["free"] is not None else "") for r in g.sort("gpu").iter_rows(named=True)]  # fmt: skip
-    return [_f("low", "GPU memory (DCGM exporter): " + "; ".join(bits[:4]), "the DCGM exporter's framebuffer series",
-               f"{used.height} FB_USED sample(s) from {', '.join(sorted(set(used['source'])))}",
-               "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
-               "Keep the exporter's series over the incident's time (query_range) beside the server's log", kind="platform")]  # fmt: skip
+    out = []
+    for via, (u, rest, what) in GPU_VIA.items():
+        used = facts.gpu.filter(pl.col("name") == u)
+        if not used.height:
+            continue
+        left = facts.gpu.filter(pl.col("name") == rest).group_by(KEY).agg(pl.col("value").min().alias("rest"))
+        g = (
+            used.group_by(*KEY, "pod")
+            .agg(pl.col("value").max().alias("used"), pl.len().alias("n"))
+            .join(left, on=KEY, how="left", nulls_equal=True)
+        )
+        whole = (lambda r: r["used"] + r["rest"]) if rest.endswith("FREE") else (lambda r: r["rest"])
+        bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
+                + (f" of {whole(r):,.0f}" if r["rest"] is not None else "") for r in g.sort("gpu").iter_rows(named=True)]  # fmt: skip
+        times = used["ts"].drop_nulls()
+        when = f" at {_t(times.min())}" + (f"–{_t(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
+        out.append(_f("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
+                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}",
+                      "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
+                      "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform"))  # fmt: skip
+    return out
+
+
+def unknown_killer(ctx: Context, ep: dict) -> str:
+    """A death no platform record explains: who killed it is unknown, and what the folder lacks (or what its platform
+    records cover) is said, so that 'unknown' names what was missing."""
+    facts: Facts | None = getattr(ctx, "platform", None)
+    t = ep["start"]
+    parts = []
+    ev = facts.events if facts is not None else pl.DataFrame()
+    kern = ev.filter(pl.col("layer") == "kernel") if ev.height else ev
+    if not kern.height:
+        parts.append("the folder holds no kernel log (dmesg -T / journalctl -k: the OOM killer's lines)")
+    else:
+        srcs = ", ".join(sorted(set(kern["source"])))
+        ts = kern["ts"].drop_nulls()
+        others = [k for k in facts.kills if k.how == "kernel_oom" and not k.attached] if facts else []
+        if not ts.len():
+            parts.append(
+                f"the kernel log ({srcs}) gives only seconds since boot: none of its lines can be placed"
+            )
+        else:
+            them = "; ".join(f"pid {k.pid} ({k.process}) at {_t(k.ts)}: {k.mapping}" for k in others[:2])
+            them = f" (its OOM kills: {them})" if them else ""
+            if ts.min() - timedelta(minutes=1) <= t <= ts.max() + timedelta(minutes=1):
+                parts.append(
+                    f"the kernel log ({srcs}, {_t(ts.min())}–{_t(ts.max())} on the kernel host's clock) shows no "
+                    f"OOM kill of this server{them}"
+                )
+            else:
+                parts.append(
+                    f"the kernel log ({srcs}) covers {_t(ts.min())}–{_t(ts.max())} on the kernel host's clock, "
+                    f"not {_t(t)}{them}"
+                )
+    k8s = ev.filter(pl.col("layer") == "kubernetes") if ev.height else ev
+    if not k8s.height and not (facts is not None and facts.pods.height):
+        parts.append(
+            "no kubectl output (get events, describe pod: OOMKilled, a probe's Killing, an eviction)"
+        )
+    else:
+        parts.append("kubectl's records in the folder show no OOMKilled container tied to this server")
+    return "who killed it: unknown: " + "; ".join(parts)
