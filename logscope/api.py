@@ -17,7 +17,15 @@ from .ingest.derive import TABLES as DERIVED
 INGEST_FILES = ("ingest.json", *(f"{n}.parquet" for n in (*PARSED_TABLES, *DERIVED, "files", "unrecognized")))
 
 # what each later stage writes: a re-render links the rest of the folder into its staging folder (outdir.staged)
-CORRELATE_FILES = ("requests.parquet", "windows.parquet", "clock_offsets.parquet", "correlation.json")
+# (the traces' export is of the correlated requests: stale when they are correlated again)
+CORRELATE_FILES = (
+    "requests.parquet",
+    "windows.parquet",
+    "clock_offsets.parquet",
+    "correlation.json",
+    "request_spans.parquet",
+    "traces.otlp.jsonl",
+)
 DIAGNOSE_FILES = ("diagnosis.json", "episodes.parquet", "findings.parquet", "ladder.parquet")
 RENDER_FILES = ("summary.json", "summary.md", "report.html", "timeline.png")
 
@@ -47,6 +55,8 @@ class AnalyzeOptions:
     png: bool = (
         False  # draw timeline.png too (~2 s of vl-convert on a small folder; report.html draws its own)
     )
+    # write traces.otlp.jsonl: the rebuilt requests, the logs' view of each and the input's spans as OTLP JSON
+    export_traces: bool = False
     replica: str | None = None
     nginx_log_format: str | None = None
     follow_links: bool = False  # read symbolic links out of the input folder (by default listed, not read)
@@ -242,7 +252,13 @@ def _analyze_tables(work: Path, opts: AnalyzeOptions, progress: Progress | None)
     diagnose(work, opts)
     if progress:
         progress("rendering", 0.95)
-    return render(work, opts)
+    paths = render(work, opts)
+    if opts.export_traces:
+        from . import traces_export
+
+        paths["traces_otlp"] = work / traces_export.FILE
+        traces_export.write(work, paths["traces_otlp"])
+    return paths
 
 
 def rerender(

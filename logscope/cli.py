@@ -356,7 +356,7 @@ def export_traces(
     if not (out_dir / "requests.parquet").exists() and not (out_dir / "spans.parquet").exists():
         err.print(f"{out_dir}: no analyze output here (requests.parquet, spans.parquet)")
         raise typer.Exit(3)
-    target = dest or out_dir / "traces.otlp.jsonl"
+    target = dest or out_dir / traces_export.FILE
     got = traces_export.write(out_dir, target)
     out.print(
         f"{target}: {got['spans']:,} spans ({got['input_spans']:,} from the input's traces, "
@@ -394,6 +394,13 @@ def analyze(
     json_: Annotated[bool, typer.Option("--json", help="print summary.json to stdout")] = False,
     follow_links: LinksOpt = False,
     png: PngOpt = False,
+    export_traces_: Annotated[
+        bool,
+        typer.Option(
+            "--export-traces",
+            help="also write traces.otlp.jsonl: the rebuilt requests, the logs' view of each and the input's spans as OTLP JSON lines (Jaeger, Perfetto, a Collector)",
+        ),
+    ] = False,
     fail_on: Annotated[
         list[str] | None,
         typer.Option(
@@ -458,6 +465,7 @@ def analyze(
         reparse=reparse,
         ingest_apart=apart,
         png=png,
+        export_traces=export_traces_,
         **slo.given(slo_ttft, slo_e2e, slo_success),
     )
     opts.extra.update(

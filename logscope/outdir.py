@@ -41,6 +41,7 @@ OUTPUT_FILES = frozenset(
         "summary.md",
         "report.html",
         "timeline.png",
+        "traces.otlp.jsonl",  # analyze --export-traces, logscope export-traces
         DEBUG_FILE,
         MARKER,
         LOCK,

@@ -25,7 +25,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
             S,
             "parser name chosen by detection, or 'unknown' / 'unreadable' / 'empty' / 'binary' / 'skipped' (a link out of the input folder, not read)",
         ),
-        "kind": (S, "server | gateway | client | metrics | config | platform | other"),
+        "kind": (S, "server | gateway | client | traces | metrics | config | platform | other"),
         "confidence": (F, "detection score 0..1 of the chosen parser"),
         "replica": (S, "replica / instance name used for the rows of this file"),
         "lines_total": (I, "physical lines in the (decompressed) file"),
@@ -445,8 +445,9 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "first_token_ts": (TS, "time of a first-token event on the span"),
         "events": (S, "the span's event names, comma-separated"),
         "attributes": (
-            pl.List(pl.Struct({"key": S, "value": S})),
-            "the other attributes, as key/value text (lists and maps as JSON)",
+            pl.List(pl.Struct({"key": S, "value": S, "type": S})),
+            "the other attributes: key, value as text (lists and maps as JSON), and the value's type as written "
+            "(string | int | double | bool | bytes | array | kvlist; null when the format does not say)",
         ),
         "scope": (S, "instrumentation scope name"),
         "source": (S, "input file"),
@@ -646,11 +647,26 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "attempts_without_engine": (I, "client attempts with no engine span under them"),
         "no_engine_reason": (
             S,
-            "for those: 'never reached an engine: the gateway answered 502 ...' | 'spans lost: reached <replica> "
-            "... and <replica> logged <death> at T' | 'reached ... not exported' | 'unknown: ...'",
+            "for the first of those: why, with the evidence named (logscope/correlate/span_gaps.py): the engine "
+            "log's abort, the replica's log and spans stopping, the gateway's errors for its upstream, the "
+            "caller's connection error",
         ),
+        "no_engine_class": (
+            S,
+            "aborted (the engine logged its abort: vLLM writes no span for it) | cut by death (in flight when "
+            "its replica died) | spans lost (finished within the last export batch before the replica died) | "
+            "never reached (the gateway answered without an engine) | not exported | unknown",
+        ),
+        "last_http_status": (I, "the HTTP status of the last attempt span that has one (clock client)"),
         "client_start": (TS, "first client attempt span start"),
-        "client_end": (TS, "last client attempt span end"),
+        "client_end": (
+            TS,
+            "last client attempt span end (for a stream: when its headers came, httpx's span)",
+        ),
+        "request_start": (TS, "the caller's own request span's start (over its attempts), when it has one"),
+        "request_end": (TS, "its end: the whole answer read, or the caller gave up"),
+        "request_span_status": (S, "its status: ok | error | unset"),
+        "request_span_error": (S, "its status message (the caller's error, e.g. 'APITimeoutError: ...')"),
         "gateway_spans": (I, "gateway spans in its trace"),
         "engine_spans": (I, "engine request spans in its trace (one per execution)"),
         "engine_service": (S, "service of the last engine span (the replica)"),
@@ -660,12 +676,24 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "span_e2e_s": (F, "its e2e (clock engine, source spans)"),
         "span_prefill_s": (F, "its prefill time (clock engine, source spans)"),
         "span_decode_s": (F, "its decode time (clock engine, source spans)"),
+        "span_prompt_tokens": (I, "the last engine span's prompt tokens"),
+        "span_output_tokens": (I, "its generated tokens"),
         "engine_start": (TS, "the last engine span's start"),
         "engine_end": (TS, "its end"),
+        "engine_attempt_start": (TS, "the start of the client attempt span the engine span is a child of"),
         "before_engine_s": (
             F,
             "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
             "clocks: an offset between them is in it)",
+        ),
+        "before_attempt_s": (
+            F,
+            "that attempt's start - the caller's request span start: earlier attempts and backoff (clock client)",
+        ),
+        "after_engine_s": (
+            F,
+            "the caller's request span end - the engine span's end: the answer's way back (a stream's delivery); "
+            "two hosts' clocks",
         ),
         "engine_clock": (S, "'engine': the clock of span_* figures"),
         "attempt_clock": (S, "'client': the clock of the attempt figures"),

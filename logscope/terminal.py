@@ -135,6 +135,21 @@ def _fail_on_note(summary: dict, classes: set[str]) -> None:
         err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
 
 
+def trace_words(tr: dict | None) -> str | None:
+    """summary.json's traces in one line: spans read, the join, attempts with no engine span and why."""
+    if not tr:
+        return None
+    line = f"spans: {tr['spans']:,} read; {tr['requests_joined']:,} of {tr['requests']:,} requests joined to a trace"
+    if tr.get("attempt_spans"):
+        line += (
+            f"; {tr['attempts_with_engine']:,} of {tr['attempt_spans']:,} client attempts have an engine span"
+        )
+        why = (tr.get("no_engine_span") or {}).get("by_class") or {}
+        if why:
+            line += " (without: " + ", ".join(f"{k} {v:,}" for k, v in why.items()) + ")"
+    return line
+
+
 def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
     _range_note(summary, paths)
@@ -161,7 +176,13 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     note = (summary.get("retries") or {}).get("amplification_note")
     if note:
         out.print(shown(f"amplification {summary['retries']['amplification']:.2f}, {note}"))
+    if spans := trace_words(summary.get("traces")):
+        out.print(shown(spans))
     out.print(f"report: {shown(str(paths['report_html']))}")
+    if paths.get("traces_otlp"):
+        out.print(
+            f"traces: {shown(str(paths['traces_otlp']))} (OTLP JSON lines: Jaeger, Perfetto, a Collector)"
+        )
 
 
 def _links_note(summary: dict) -> None:

@@ -21,6 +21,7 @@ import polars as pl
 from . import schemas
 
 SERVICE = "logscope: logs"
+FILE = "traces.otlp.jsonl"
 _KIND = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 _STATUS = {"unset": 0, "ok": 1, "error": 2}
 BATCH = 1000  # spans per exported line
@@ -37,6 +38,26 @@ def _ns(col: str) -> pl.Expr:
 def _read(out: Path, name: str) -> pl.DataFrame:
     p = out / f"{name}.parquet"
     return pl.read_parquet(p) if p.exists() else schemas.empty(name)
+
+
+def _typed_kv(k: str, text: str | None, kind: str | None) -> dict:
+    """An attribute of the spans table (value text and its type as read) back as the AnyValue it was."""
+    try:
+        if kind == "int":
+            return {"key": k, "value": {"intValue": str(int(float(text or "")))}}
+        if kind == "double":
+            return {"key": k, "value": {"doubleValue": float(text or "")}}
+        if kind == "bool":
+            return {"key": k, "value": {"boolValue": text == "true"}}
+        if kind == "bytes":
+            return {"key": k, "value": {"bytesValue": text}}
+        if kind == "array":
+            vals = json.loads(text or "[]")
+            if isinstance(vals, list):
+                return {"key": k, "value": {"arrayValue": {"values": [_kv("", v)["value"] for v in vals]}}}
+    except ValueError:
+        pass
+    return {"key": k, "value": {"stringValue": text or ""}}
 
 
 def _kv(k: str, v: object) -> dict:
@@ -65,8 +86,8 @@ def _span(r: dict, attrs: list[dict]) -> dict:
     return s
 
 
-def input_spans(spans: pl.DataFrame) -> list[tuple[str, dict]]:
-    """The input's spans, as they were: (service, OTLP span)."""
+def input_spans(spans: pl.DataFrame) -> list[tuple[tuple[str, str], dict]]:
+    """The input's spans, as they were: ((service, scope), OTLP span)."""
     # the typed columns go back under the attribute name each was first read from (its current name)
     typed = [(c, keys[0]) for c, _, keys in _typed() if c != "openinference_kind"]
     rows = spans.filter(pl.col("start").is_not_null()).with_columns(
@@ -74,21 +95,36 @@ def input_spans(spans: pl.DataFrame) -> list[tuple[str, dict]]:
     )
     out = []
     for r in rows.iter_rows(named=True):
-        attrs = [_kv(a["key"], a["value"]) for a in r["attributes"] or []]
+        attrs = [_typed_kv(a["key"], a["value"], a.get("type")) for a in r["attributes"] or []]
         attrs += [_kv(k, r[c]) for c, k in typed if r.get(c) is not None]
-        out.append((r["service"] or "unknown_service", _span(r, attrs)))
+        s = _span(r, attrs)
+        if r.get("first_token_ts") is not None:  # the first-token event the span had
+            ns = int(r["first_token_ts"].timestamp() * 1_000_000) * 1000
+            s["events"] = [{"timeUnixNano": str(ns), "name": "first_token"}]
+        out.append(((r["service"] or "unknown_service", r.get("scope") or "logscope"), s))
     return out
 
 
 def _typed():
-    from parsers._spans import TYPED
+    from logscope.parsers._spans import TYPED
 
     return TYPED
 
 
-def log_spans(out: Path) -> list[tuple[str, dict]]:
+def _has_logs(out: Path) -> bool:
+    """Did any log (not a span file) give records? Requests rebuilt from the spans alone have nothing to add."""
+    files = _read(out, "files")
+    if "kind" not in files.columns:
+        return True
+    return bool(files.filter(pl.col("kind").is_in(["client", "gateway", "server"])).height)
+
+
+def log_spans(out: Path) -> list[tuple[tuple[str, str], dict]]:
     """Each logical request of requests.parquet as the logs saw it: a request span, its gateway attempts and its
-    vLLM executions as children, in the trace its spans have (request_spans.parquet) or one derived from its id."""
+    vLLM executions as children, in the trace its spans have (request_spans.parquet) or one derived from its id.
+    None when no log gave records (the requests were rebuilt from the spans, which are exported as they were)."""
+    if not _has_logs(out):
+        return []
     req = _read(out, "requests").filter(pl.col("ts_start").is_not_null())
     rs = _read(out, "request_spans").select("logical_request_id", "trace_id").drop_nulls()
     req = req.join(rs, on="logical_request_id", how="left").with_columns(
@@ -112,7 +148,10 @@ def log_spans(out: Path) -> list[tuple[str, dict]]:
                 attrs.append(_kv(f"logscope.{c}", float(r[c])))
         st = "error" if r.get("outcome") in ("error", "timeout") else "unset"
         spans.append(
-            (SERVICE, _span({**r, "name": "logscope.request", "kind": "internal", "status": st}, attrs))
+            (
+                (SERVICE, "logscope"),
+                _span({**r, "name": "logscope.request", "kind": "internal", "status": st}, attrs),
+            )
         )
     ids = dict(zip(req["logical_request_id"], zip(req["trace_id"], req["span_id"], strict=True), strict=True))
     ga = _read(out, "gateway_attempts").filter(
@@ -148,7 +187,7 @@ def log_spans(out: Path) -> list[tuple[str, dict]]:
             "start_ns": g["start_ns"],
             "end_ns": g["end_ns"],
         }
-        spans.append((SERVICE, _span(row, attrs)))
+        spans.append(((SERVICE, "logscope"), _span(row, attrs)))
     return spans
 
 
@@ -159,18 +198,18 @@ def write(out: Path, dest: Path) -> dict:
     items = input_spans(sp) + log_spans(out)
     lines = []
     for i in range(0, len(items), BATCH):
-        by_svc: dict[str, list[dict]] = {}
-        for svc, s in items[i : i + BATCH]:
-            by_svc.setdefault(svc, []).append(s)
+        by_svc: dict[str, dict[str, list[dict]]] = {}
+        for (svc, scope), s in items[i : i + BATCH]:
+            by_svc.setdefault(svc, {}).setdefault(scope, []).append(s)
         lines.append(
             json.dumps(
                 {
                     "resourceSpans": [
                         {
                             "resource": {"attributes": [_kv("service.name", svc)]},
-                            "scopeSpans": [{"scope": {"name": "logscope"}, "spans": ss}],
+                            "scopeSpans": [{"scope": {"name": sc}, "spans": ss} for sc, ss in scopes.items()],
                         }
-                        for svc, ss in by_svc.items()
+                        for svc, scopes in by_svc.items()
                     ]
                 },
                 separators=(",", ":"),

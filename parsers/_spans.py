@@ -109,10 +109,55 @@ def _word(e: pl.Expr, ints: dict[str, str], prefix: str) -> pl.Expr:
     return w.replace(ints)
 
 
+ATTRS = pl.List(pl.Struct({"key": pl.String, "value": pl.String, "type": pl.String}))
+EVENTS = pl.List(pl.Struct({"name": pl.String, "ns": pl.Int64}))
+RAW = {
+    "trace_id": pl.String,
+    "span_id": pl.String,
+    "parent_span_id": pl.String,
+    "name": pl.String,
+    "service": pl.String,
+    "kind": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "status": pl.String,
+    "status_message": pl.String,
+    "attributes": ATTRS,
+    "ev": EVENTS,
+    "scope": pl.String,
+    "line_no": pl.Int64,
+}
+
+
+def _lists(idx: list[int], cols: dict[str, list], n: int, dtype: pl.DataType) -> pl.Series:
+    """Flat (span index, fields...) rows -> one list of structs per span (empty for a span with none): built
+    from flat columns, as polars builds a nested column from Python dicts at ~1 MB/s."""
+    flat = pl.DataFrame({"i": idx, **cols}, schema={"i": pl.Int64, **dict(dtype.inner.to_schema())})  # type: ignore[union-attr]
+    per = flat.group_by("i").agg(pl.struct(list(cols)).alias("v"))
+    return (
+        pl.DataFrame({"i": range(n)}, schema={"i": pl.Int64})
+        .join(per, on="i", how="left")
+        .sort("i")
+        .select(pl.col("v").fill_null(pl.lit([], dtype)))
+        .to_series()
+    )
+
+
 def table(spans: list[Span], source: str, replica: str) -> pl.DataFrame:
     """The ``spans`` rows of these span records (columns as declared; ``schemas.conform`` orders them)."""
     if not spans:
         return pl.DataFrame()
+    ai, ak, av, at, ei, en, et = [], [], [], [], [], [], []
+    for i, s in enumerate(spans):
+        for a in s.attrs:
+            ai.append(i)
+            ak.append(a[0])
+            av.append(a[1])
+            at.append(a[2] if len(a) > 2 else None)
+        for name, t in s.events:
+            ei.append(i)
+            en.append(name)
+            et.append(t)
     raw = pl.DataFrame(
         {
             "trace_id": [s.trace_id for s in spans],
@@ -125,29 +170,15 @@ def table(spans: list[Span], source: str, replica: str) -> pl.DataFrame:
             "end_ns": [s.end_ns for s in spans],
             "status": [None if s.status is None else str(s.status) for s in spans],
             "status_message": [s.status_message or None for s in spans],
-            "attributes": [[{"key": k, "value": v} for k, v in s.attrs] for s in spans],
-            "ev": [[{"name": n, "ns": t} for n, t in s.events] for s in spans],
             "scope": [s.scope for s in spans],
             "line_no": [s.line_no for s in spans],
         },
-        schema={
-            "trace_id": pl.String,
-            "span_id": pl.String,
-            "parent_span_id": pl.String,
-            "name": pl.String,
-            "service": pl.String,
-            "kind": pl.String,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "status": pl.String,
-            "status_message": pl.String,
-            "attributes": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
-            "ev": pl.List(pl.Struct({"name": pl.String, "ns": pl.Int64})),
-            "scope": pl.String,
-            "line_no": pl.Int64,
-        },
+        schema={k: v for k, v in RAW.items() if k not in ("attributes", "ev")},
+    ).with_columns(
+        _lists(ai, {"key": ak, "value": av, "type": at}, len(spans), ATTRS).alias("attributes"),
+        _lists(ei, {"name": en, "ns": et}, len(spans), EVENTS).alias("ev"),
     )
-    return finish(raw, source, replica)
+    return finish(raw.select(list(RAW)), source, replica)
 
 
 def _attr(keys: tuple[str, ...]) -> pl.Expr:
@@ -198,8 +229,16 @@ def finish(raw: pl.DataFrame, source: str, replica: str) -> pl.DataFrame:
         .alias("events"),
         # SGLang names a request's root span 'Req <rid>'
         pl.coalesce("request_id", pl.col("name").str.extract(r"^Req (\S+)$", 1)).alias("request_id"),
-        pl.col("attributes").list.eval(
-            pl.element().filter(~pl.element().struct.field("key").is_in(list(TYPED_KEYS)))
+        pl.col("attributes")
+        .list.eval(pl.element().filter(~pl.element().struct.field("key").is_in(list(TYPED_KEYS))))
+        .list.eval(
+            # one spelling of a double whichever reader decoded it (3.1597e-05 and 0.000031597 alike)
+            pl.element().struct.with_fields(
+                pl.when(pl.field("type") == "double")
+                .then(pl.field("value").cast(pl.Float64, strict=False).cast(pl.String))
+                .otherwise(pl.field("value"))
+                .alias("value")
+            )
         ),
     )
     df = df.with_columns(
@@ -220,16 +259,18 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
     service is the logical request; an engine span under an engine request span is one of its phases; an engine
     span in a trace holding no engine request is start-up work)."""
     svc = pl.coalesce(pl.col("service"), pl.lit("")) + " " + pl.coalesce(pl.col("scope"), pl.lit(""))
+    gateway = svc.str.contains(_GATEWAY_SERVICE)
+    # an engine's own figures or span names; a request id alone is not one: a gateway (LiteLLM) writes the
+    # upstream's gen_ai.response.id on its span
     engine = (
-        pl.col("request_id").is_not_null()
-        | pl.any_horizontal(
+        pl.any_horizontal(
             [pl.col(c).is_not_null() for c in ("queue_s", "e2e_s", "prefill_s", "decode_s", "inference_s")]
         )
         | (pl.col("name") == "llm_request")
         | svc.str.contains(_ENGINE_SERVICE)
+        | (pl.col("request_id").is_not_null() & ~gateway)
     )
     http = pl.any_horizontal([pl.col(c).is_not_null() for c in ("http_method", "http_status", "url")])
-    gateway = svc.str.contains(_GATEWAY_SERVICE)
     df = df.with_columns(
         pl.when(engine)
         .then(pl.lit("engine"))
@@ -284,7 +325,11 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("attempt"))
         .when(is_client_req)
         .then(pl.lit("request"))
-        .when((pl.col("layer") == "gateway") & (pl.col("kind") == "server"))
+        # a gateway's server span, or its span naming the request it forwarded (LiteLLM's 'litellm-completion')
+        .when(
+            (pl.col("layer") == "gateway")
+            & ((pl.col("kind") == "server") | pl.col("request_id").is_not_null())
+        )
         .then(pl.lit("request"))
         .otherwise(pl.lit("other"))
     )
@@ -295,6 +340,29 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("layer"))
         .alias("layer"),
     ).drop("_attempt", "_ereq", "_psvc", "_phase", "_treq", "ft", "ev", "start_ns", "end_ns")
+
+
+def attr_type(v: object) -> str | None:
+    """The OTLP AnyValue kind of a decoded JSON value: string, int, double, bool, array or kvlist."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "double"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "kvlist"
+    return None
+
+
+def attr(key: object, v: object) -> tuple[str, str, str | None] | None:
+    """(key, value text, value type) of an attribute, None when it has no value."""
+    text = attr_text(v)
+    return None if key is None or text is None else (str(key), text, attr_type(v))
 
 
 def attr_text(v: object) -> str | None:

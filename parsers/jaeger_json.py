@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import _tracefile
-from ._spans import Span, attr_text
+from ._spans import Span, attr
 from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "jaeger_json"
@@ -52,11 +52,11 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     return _tracefile.finish(ctx, state)
 
 
-def _tags(tags: object) -> list[tuple[str, str]]:
+def _tags(tags: object) -> list[tuple[str, str, str | None]]:
     out = []
     for t in tags or []:
-        if isinstance(t, dict) and t.get("key") is not None and (v := attr_text(t.get("value"))) is not None:
-            out.append((str(t["key"]), v))
+        if isinstance(t, dict) and (a := attr(t.get("key"), t.get("value"))) is not None:
+            out.append(a)
     return out
 
 
@@ -69,7 +69,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
         procs = tr.get("processes") or {}
         for s in tr.get("spans") or []:
             tags = _tags(s.get("tags"))
-            td = dict(tags)
+            td = {a[0]: a[1] for a in tags}
             proc = s.get("process") or procs.get(s.get("processID")) or {}
             parent = next(
                 (
@@ -96,7 +96,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
                     attrs=tags,
                     events=[
                         (
-                            dict(_tags(lg.get("fields"))).get("event"),
+                            {a[0]: a[1] for a in _tags(lg.get("fields"))}.get("event"),
                             int(lg["timestamp"]) * 1000 if isinstance(lg.get("timestamp"), int) else None,
                         )
                         for lg in s.get("logs") or []

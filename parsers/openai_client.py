@@ -275,6 +275,10 @@ def _announced(att: pl.DataFrame, state: dict) -> pl.DataFrame:
     """N 'Retrying request ... in S seconds' lines are N + 1 attempts: a request whose last attempt announced a retry
     that no line of it follows (the log ends, or the SDK's next lines were not logged) gets that attempt, its outcome
     unknown (``att`` sorted by thread and first event; the added rows sort after their request's last)."""
+    if state.get("debug"):
+        # a DEBUG log writes every attempt's 'Sending HTTP Request': one it does not show was not sent (a client
+        # killed during the retry's delay sent nothing more)
+        return att
     last = pl.col("first_seq") == pl.col("first_seq").max().over(_runs())
     tail = att.filter(last & pl.col("retried") & ~pl.col("has_done"))
     if tail.height == 0:

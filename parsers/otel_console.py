@@ -27,7 +27,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import _tracefile
-from ._spans import Span, attr_text
+from ._spans import Span, attr, attr_text
 from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "otel_console"
@@ -89,7 +89,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
             end_ns=_tracefile.ns_of_iso(value.get("end_time")),
             status=status.get("status_code"),
             status_message=status.get("description"),
-            attrs=[(k, t) for k, v in attrs.items() if (t := attr_text(v)) is not None],
+            attrs=[a for k, v in attrs.items() if (a := attr(k, v)) is not None],
             events=[
                 (e.get("name"), _tracefile.ns_of_iso(e.get("timestamp")))
                 for e in value.get("events") or []

@@ -93,6 +93,24 @@ def _value(text: str) -> str:
     return m.group(2) if m else text.strip()
 
 
+# pdata's AnyValue type names as the exporter prints them (Str, Int, Double, Bool, Bytes, Slice, Map; STRING ...
+# in the older logging exporter)
+_TYPES = {
+    "str": "string",
+    "string": "string",
+    "int": "int",
+    "double": "double",
+    "bool": "bool",
+    "bytes": "bytes",
+}
+_TYPES |= {"slice": "array", "array": "array", "map": "kvlist"}
+
+
+def _typed(key: str, text: str) -> tuple[str, str, str | None]:
+    m = _VALUE.match(text.strip())
+    return key, _value(text), _TYPES.get(m.group(1).lower()) if m else None
+
+
 def ns_of(text: str) -> int | None:
     """'2023-09-07 16:57:12.045933 +0000 UTC' (Go's time.String) -> Unix ns."""
     m = _TIME.match(text.strip())
@@ -178,7 +196,7 @@ def _attr(st: dict, key: str, val: str) -> None:
         if key == "service.name":
             st["service"] = _value(val)
     elif sec == "attrs" and sp is not None:
-        sp.attrs.append((key, _value(val)))
+        sp.attrs.append(_typed(key, val))
     elif sec == "event" and sp is not None:
         if key == "Name":
             st["event"] = [val.strip(), None]

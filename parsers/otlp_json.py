@@ -19,7 +19,7 @@ import binascii
 
 import polars as pl
 
-from . import _tracefile
+from . import _otlp_columns, _spans, _tracefile
 from ._spans import Span, attr_text
 from .base import ChunkResult, ParseContext, one_head, per_head
 
@@ -50,6 +50,13 @@ def detect(head: list[str]) -> float:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    fast = _otlp_columns.usable(lines, state)
+    if fast is not None:
+        raw = _otlp_columns.raw_spans(lines.filter(fast))
+        if raw is not None:  # every whole line decoded at once (the Collector file exporter's files)
+            state["spans"] = state.get("spans", 0) + raw.height
+            tables = {"spans": _spans.finish(raw, ctx.source, ctx.replica)} if raw.height else {}
+            return ChunkResult(tables=tables, recognized=fast)
     return _tracefile.parse_chunk(lines, ctx, state, convert)
 
 
@@ -83,13 +90,26 @@ def value_of(v: object) -> object:
     return None
 
 
-def _attrs(kvs: object) -> list[tuple[str, str]]:
+_TYPES = {
+    "stringValue": "string",
+    "intValue": "int",
+    "doubleValue": "double",
+    "boolValue": "bool",
+    "bytesValue": "bytes",
+    "arrayValue": "array",
+    "kvlistValue": "kvlist",
+}
+
+
+def _attrs(kvs: object) -> list[tuple[str, str, str | None]]:
     out = []
     for kv in kvs or []:
         if isinstance(kv, dict) and kv.get("key") is not None:
-            txt = attr_text(value_of(kv.get("value")))
+            v = kv.get("value")
+            txt = attr_text(value_of(v))
             if txt is not None:
-                out.append((str(kv["key"]), txt))
+                kind = next((t for k, t in _TYPES.items() if k in v), None) if isinstance(v, dict) else None
+                out.append((str(kv["key"]), txt, kind))
     return out
 
 
@@ -112,7 +132,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
     out: list[Span] = []
     for rs in value.get("resourceSpans", value.get("resource_spans")) or []:
         res = _attrs(((rs or {}).get("resource") or {}).get("attributes"))
-        service = next((v for k, v in res if k == "service.name"), None)
+        service = next((a[1] for a in res if a[0] == "service.name"), None)
         for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []:
             scope = ((ss or {}).get("scope") or (ss or {}).get("instrumentationLibrary") or {}).get("name")
             for sp in (ss or {}).get("spans") or []:

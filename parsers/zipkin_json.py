@@ -98,7 +98,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
                 end_ns=int(ts + (dur or 0)) * 1000 if isinstance(ts, int | float) else None,
                 status=status,
                 status_message=tags.get("otel.status_description") or tags.get("error") or None,
-                attrs=list(tags.items()),
+                attrs=[(k, v, "string") for k, v in tags.items()],  # Zipkin tags are strings
                 events=[
                     (
                         _event_name(a.get("value")),

@@ -11,11 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 # the time shapes of the lab's files: ISO 8601 (nginx $time_iso8601, the client's logging), nginx error.log,
-# vLLM's 'MM-DD HH:MM:SS' after its level, vllm bench's result date, epoch seconds and milliseconds
+# vLLM's 'MM-DD HH:MM:SS' after its level, vllm bench's result date, epoch seconds, milliseconds and nanoseconds
 _ISO = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)")
 _NGX_ERR = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)", re.M)
 _VLLM = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 _BENCH_DATE = re.compile(r'"date": "(\d{8})-(\d{6})"')
+_EPOCH_NS = re.compile(r"(?<![\d.])(1[789]\d{17})(?![\d.])")  # OTLP's ...UnixNano (the traced runs' spans)
 _EPOCH_MS = re.compile(r"(?<![\d.])(1[789]\d{11})(?![\d.])")
 _EPOCH_S = re.compile(r"(?<![\d.])(1[789]\d{8})(\.\d+)?(?![\d])")
 YEAR = 2026  # the lab's year: vLLM's stamps carry none
@@ -45,6 +46,7 @@ def shift_text(text: str, delta: timedelta) -> str:
     text = _NGX_ERR.sub(ngx, text)
     text = _VLLM.sub(vllm, text)
     text = _BENCH_DATE.sub(bench, text)
+    text = _EPOCH_NS.sub(lambda m: str(int(m[1]) + secs * 1_000_000_000), text)
     text = _EPOCH_MS.sub(lambda m: str(int(m[1]) + secs * 1000), text)
     return _EPOCH_S.sub(lambda m: str(int(m[1]) + secs) + (m[2] or ""), text)
 

@@ -29,7 +29,9 @@ def _ingest(tmp_path: Path, *files: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         ("sdk/otlp-lab-client.jsonl", "otlp_json"),
         ("sdk/zipkin-1.json", "zipkin_json"),
         ("zipkin/kafka-consumer-blog.txt", "zipkin_json"),
+        ("otlp/opentelemetry-proto-example.json", "otlp_json"),
         ("jaeger/jaeger-ui_01.json", "jaeger_json"),
+        ("jaeger/microservices-demo-query-api.json", "jaeger_json"),
         ("sdk/console.txt", "otel_console"),
         ("console/griptape-docs.txt", "otel_console"),
         ("console/opentelemetry-bash-hello.txt", "otel_console"),
@@ -127,6 +129,41 @@ def test_jaeger_and_zipkin_ids_and_parents(tmp_path: Path) -> None:
     assert sorted(z["kind"]) == ["client", "server", "server"]
 
 
+def test_otlp_single_pretty_export(tmp_path: Path) -> None:
+    """OTLP/JSON as the protocol's own example writes it: one pretty-printed ExportTraceServiceRequest, ids in
+    upper-case hex, times as JSON numbers (the lab's lines have strings and lower case)."""
+    files, sp = _ingest(tmp_path, T / "otlp/opentelemetry-proto-example.json")
+    assert files["format"].to_list() == ["otlp_json"] and files["lines_unrecognized"].sum() == 0
+    row = sp.row(0, named=True)
+    assert sp.height == 1 and (row["trace_id"], row["span_id"], row["parent_span_id"]) == (
+        "5b8efff798038103d269b633813fc60c",
+        "eee19b7ec3c1b174",
+        "eee19b7ec3c1b173",
+    )
+    assert (row["service"], row["kind"], row["duration_s"]) == ("my.service", "server", 1.0)
+    assert str(row["start"]) == "2018-12-13 14:51:00+00:00"
+
+
+def test_jaeger_query_api_of_a_real_app(tmp_path: Path) -> None:
+    """A second Jaeger JSON: the query API's answer for one trace of Online Boutique's frontend (OpenCensus spans,
+    2020), as pasted whole in a README: 13 spans, two processes, the frontend's fan-out under its server span."""
+    files, sp = _ingest(tmp_path, T / "jaeger/microservices-demo-query-api.json")
+    assert files["format"].to_list() == ["jaeger_json"] and files["lines_unrecognized"].sum() == 0
+    assert sp.height == 13 and dict(sp.group_by("service").len().iter_rows()) == {
+        "frontend": 12,
+        "adservice": 1,
+    }
+    root = sp.filter(pl.col("parent_span_id").is_null())
+    assert root["name"].to_list() == ["Recv./product/1YMWWN1N4O"] and root["http_status"].to_list() == [200]
+    assert root["duration_s"][0] == pytest.approx(0.022380)  # 22380 µs
+    assert str(root["start"][0]) == "2020-12-06 19:37:13.018919+00:00"
+    assert (
+        sp.filter(pl.col("service") == "frontend")["parent_span_id"].drop_nulls() == "0cd101e01a221222"
+    ).all()
+    ad = sp.filter(pl.col("service") == "adservice")  # the callee's span under the caller's client span
+    assert ad["parent_span_id"].to_list() == ["f3deb38eb851e31b"]
+
+
 def test_compressed_and_compose_wrapped(tmp_path: Path) -> None:
     """A gzipped export and a console exporter's stdout collected by ``docker compose logs`` read the same."""
     src = tmp_path / "src"
@@ -142,3 +179,26 @@ def test_compressed_and_compose_wrapped(tmp_path: Path) -> None:
     assert files["lines_unrecognized"].sum() == 0
     assert sp.filter(pl.col("source") == "client-compose.log").height == 4
     assert sp.filter(pl.col("source") == "otlp-vllm-a.jsonl.gz")["queue_s"].to_list() == [0.004]
+
+
+def test_litellm_span_is_the_gateway_not_the_engine(tmp_path: Path) -> None:
+    """LiteLLM's OTel logger as its PR printed it (ConsoleSpanExporter): the upstream's gen_ai.response.id on a
+    gateway's span does not make it an engine span."""
+    files, sp = _ingest(tmp_path, T / "console/litellm-pr4076.txt")
+    assert files["format"].to_list() == ["otel_console"] and files["lines_unrecognized"].sum() == 0
+    r = sp.row(0, named=True)
+    assert (r["service"], r["name"], r["layer"], r["role"], r["status"]) == (
+        "litellm",
+        "litellm-completion",
+        "gateway",
+        "request",
+        "ok",
+    )
+    assert (r["request_id"], r["model"], r["prompt_tokens"], r["output_tokens"], r["max_tokens"]) == (
+        "chatcmpl-9XtcaF1Q0cm8pL2fcOIblCL8cmhVO",
+        "gpt-3.5-turbo-0125",
+        8,
+        9,
+        200,
+    )
+    assert r["duration_s"] == pytest.approx(1.017791)

@@ -45,6 +45,8 @@ METRICS = (
     Metric("ttft_p50", "TTFT p50", "lower", "s", "p50"),
     Metric("ttft_p95", "TTFT p95", "lower", "s", "p95"),
     Metric("queue_mean_s", "queue time, mean (vLLM metrics)", "lower", "s"),
+    Metric("span_ttft_p95", "TTFT p95 (vLLM's spans, clock engine)", "lower", "s", "p95"),
+    Metric("span_queue_p95", "queue time p95 (vLLM's spans, clock engine)", "lower", "s", "p95"),
     Metric("e2e_p50", "e2e p50", "lower", "s", "p50"),
     Metric("e2e_p95", "e2e p95", "lower", "s", "p95"),
     Metric("preemptions", "preemptions", "lower", "count", "count"),
@@ -116,6 +118,7 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
         v["orphaned"] = int(orph.fill_null(0).sum()) if orph.drop_nulls().len() else None
         v["orphan_s"] = num(r["orphan_s"].sum()) if r["orphan_s"].drop_nulls().len() else None
         v["throughput_tps"] = _throughput(ok)
+        smp.update(_span_samples(run, r))
         for name, x in smp.items():
             if x.len():
                 v[name] = num(float(_stat(x, BY_NAME[name].stat)))
@@ -145,6 +148,17 @@ def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figur
             g = st["gen_tps"].drop_nulls()
             v["throughput_tps"] = num(g.mean()) if g.len() else None
     return Figures(v, smp, (lo, hi))
+
+
+def _span_samples(run: Run, r: pl.DataFrame) -> dict[str, pl.Series]:
+    """Per-request figures of vLLM's spans for these requests (request_spans: clock engine, source spans), every
+    request whose engine span has them, whatever the caller got: the engine's own TTFT and time in queue."""
+    rs = run.table("request_spans")
+    if rs.height == 0 or "span_ttft_s" not in rs.columns:
+        return {}
+    mine = rs.join(r.select("logical_request_id"), on="logical_request_id", how="semi")
+    out = {"span_ttft_p95": _arr(mine["span_ttft_s"]), "span_queue_p95": _arr(mine["span_queue_s"])}
+    return {k: x for k, x in out.items() if x.len()}
 
 
 def _retries(attempts: pl.Series) -> int | None:

@@ -18,7 +18,7 @@ import polars as pl
 
 from .. import schemas
 from ..resources import scope
-from . import assemble, clock, frames, link, narrow, summary, windows
+from . import assemble, clock, frames, link, narrow, span_sources, summary, windows
 from .frames import Frames, to_ts
 
 
@@ -47,13 +47,19 @@ def run(out: Path, options) -> dict:
         res = correlate_range(out, rng, window)
         res.requests.write_parquet(out / "requests.parquet")
     else:
-        res = correlate_tables(frames.read_tables(out, rng), window=window)
+        tabs = frames.read_tables(out, rng)
+        filled = span_sources.fill(out, tabs, rng)  # the spans as the client's or vLLM's records no log gave
+        hook = None
+        if any(n.startswith(span_sources.ENGINE_NOTE) for n in filled):  # vLLM's spans are its records
+            hook = lambda r: span_sources.engine_latencies(out, r, rng)  # noqa: E731
+        res = correlate_tables(tabs, window=window, requests_hook=hook)
+        res.summary.setdefault("notes", []).extend(filled)
         res.requests.write_parquet(out / "requests.parquet")
     if rng:
         res.summary["range"] = rng.doc()
     from . import traces  # spans joined to the requests (request_spans.parquet), when the folder has spans
 
-    tr = traces.run(out)
+    tr = traces.run(out, rng)
     if tr is not None:
         res.summary["traces"] = tr
     res.windows.write_parquet(out / "windows.parquet")
@@ -66,9 +72,12 @@ def dumps(d: dict) -> str:
     return json.dumps(d, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None) -> Result:
-    """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty)."""
+def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None, requests_hook=None) -> Result:
+    """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty);
+    ``requests_hook`` completes the assembled requests before the windows are built from them."""
     L = link_tables(tabs)
+    if requests_hook is not None:
+        L.A.requests = requests_hook(L.A.requests)
     req = _requests_table(L.A.requests)
     win, summ = finish(narrow.of(L.F, L.L, L.A), L.other, L.offsets, L.shift, L.res, window)
     return Result(req, win, L.off_df, summ)

@@ -108,6 +108,10 @@ CLIENT_TABLES = ("client_attempts", "client_requests")
 # where a client row's latencies come from, by its file's format (files.parquet): a load-test tool's per-request
 # results, else the client's own records (its log, its JSON lines); a client-spans format adds itself here
 LATENCY_SOURCE = {"vllm_bench": "load_test", "aiperf": "load_test", "guidellm": "load_test"}
+# the callers' spans as the client's records (correlate/span_sources.py): their latencies are the spans'
+LATENCY_SOURCE |= dict.fromkeys(
+    ("otlp_json", "jaeger_json", "zipkin_json", "otel_console", "otel_debug"), "spans"
+)
 CLIENT_RECORDS = "client_records"
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
+from ..resources import scope
+from . import span_gaps
 
-BATCH_S = 5.0  # vLLM's BatchSpanProcessor exports every 5 s: a death loses up to this much of spans
 _TP = r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$"
 
 
@@ -42,18 +43,21 @@ def _read(out: Path, name: str, cols: list[str]) -> pl.DataFrame:
     )
 
 
-def run(out: Path) -> dict | None:
-    """Write ``request_spans.parquet`` when the folder has spans; the summary for correlation.json."""
+def run(out: Path, rng: scope.Range = scope.ALL) -> dict | None:
+    """Write ``request_spans.parquet`` when the folder has spans (those overlapping the range); the summary for
+    correlation.json."""
     out = Path(out)
     if not (out / "spans.parquet").exists():
         return None
-    spans = pl.read_parquet(out / "spans.parquet")
+    spans = scope.scan(out, "spans", rng).collect()
     if spans.height == 0:
         return None
     tabs = {
         "requests": _read(out, "requests", ["logical_request_id", "ts_start", "ts_end", "status", "outcome"]),
         "client_attempts": _read(
-            out, "client_attempts", ["logical_request_id", "request_id", "attempt", "trace_id", "span_id"]
+            out,
+            "client_attempts",
+            ["logical_request_id", "request_id", "attempt", "trace_id", "span_id", "error", "timed_out"],
         ),
         "gateway_attempts": _read(
             out,
@@ -61,6 +65,7 @@ def run(out: Path) -> dict | None:
             [
                 "request_id",
                 "client_request_id",
+                "attempt",
                 "traceparent",
                 "status",
                 "upstream_status",
@@ -71,9 +76,13 @@ def run(out: Path) -> dict | None:
             ],
         ),
         "server_requests": _read(
-            out, "server_requests", ["request_id", "base_request_id", "replica", "received_ts"]
+            out,
+            "server_requests",
+            ["request_id", "base_request_id", "replica", "received_ts", "aborted_ts", "finished_ts"],
         ),
-        "server_events": _read(out, "server_events", ["ts", "replica", "kind"]),
+        "server_events": _read(out, "server_events", ["ts", "replica", "kind", "ts_inferred"]),
+        "server_stats": _read(out, "server_stats", ["ts", "replica", "origin"]),
+        "gateway_errors": _read(out, "gateway_errors", ["ts", "kind", "upstream"]),
     }
     table, summ = build(spans, tabs)
     schemas.conform(table, "request_spans").write_parquet(out / "request_spans.parquet")
@@ -130,7 +139,8 @@ def _trace_keys(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> pl.DataFrame
 
 
 def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, dict]:
-    keys = _trace_keys(spans, t)
+    # the traces with spans here (in the range): the logs name every trace, the range cuts the spans
+    keys = _trace_keys(spans, t).join(spans.select("trace_id").unique(), on="trace_id", how="semi")
     # traces no log names: requests of their own, keyed by their trace (a folder of spans and few logs)
     seen = spans.filter(
         pl.col("layer").is_in(["client", "engine"]) & pl.col("role").is_in(["request", "attempt"])
@@ -157,7 +167,8 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
         on=["trace_id", "span_id"],
         how="left",
     ).with_columns(pl.col("has_engine").fill_null(False))
-    att = _why_no_engine(att, spans, t)
+    found = span_gaps.stops(spans, t)
+    att = span_gaps.classify(att, spans, t, found)
     secs = lambda a, b: (pl.col(a) - pl.col(b)).dt.total_microseconds() / 1e6  # noqa: E731
     e = (
         eng.join(keys, on="trace_id", how="inner")
@@ -171,8 +182,11 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
                 pl.col(c).last().alias(f"span_{c}")
                 for c in ("queue_s", "ttft_s", "e2e_s", "prefill_s", "decode_s")
             ],
+            pl.col("prompt_tokens").last().alias("span_prompt_tokens"),
+            pl.col("output_tokens").last().alias("span_output_tokens"),
             pl.col("start").last().alias("engine_start"),
             pl.col("end").last().alias("engine_end"),
+            pl.col("att_start").last().alias("engine_attempt_start"),
             secs("start", "att_start").last().alias("before_engine_s"),
             pl.col("att_start").is_not_null().any().alias("_parent"),
         )
@@ -187,8 +201,23 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
             pl.col("resend_count").max().alias("resend_count_max"),
             (~pl.col("has_engine")).sum().alias("attempts_without_engine"),
             pl.col("why").drop_nulls().first().alias("no_engine_reason"),
+            pl.col("why_class").drop_nulls().first().alias("no_engine_class"),
+            pl.col("http_status").drop_nulls().last().alias("last_http_status"),
             pl.col("start").first().alias("client_start"),
             pl.col("end").last().alias("client_end"),
+        )
+    )
+    # the caller's own span over its attempts (the traced client's logical request), when it has one
+    r = (
+        spans.filter((pl.col("layer") == "client") & (pl.col("role") == "request"))
+        .join(keys, on="trace_id", how="inner")
+        .sort("start")
+        .group_by("k", maintain_order=True)
+        .agg(
+            pl.col("start").first().alias("request_start"),
+            pl.col("end").last().alias("request_end"),
+            pl.col("status").last().alias("request_span_status"),
+            pl.col("status_message").drop_nulls().last().alias("request_span_error"),
         )
     )
     g = (
@@ -203,6 +232,7 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
     )
     df = (
         tr.join(a, on="k", how="left")
+        .join(r, on="k", how="left")
         .join(e, on="k", how="left")
         .join(g, on="k", how="left")
         .join(req, on="lr", how="left")
@@ -211,138 +241,79 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
             .then(pl.col("joined_by") + ", parent span (engine under the attempt)")
             .otherwise(pl.col("joined_by"))
             .alias("joined_by"),
+            secs("engine_attempt_start", "request_start").alias("before_attempt_s"),
+            secs("request_end", "engine_end").alias("after_engine_s"),
             pl.lit("engine").alias("engine_clock"),
             pl.lit("client").alias("attempt_clock"),
             pl.lit("spans").alias("latency_source"),
         )
         .rename({"lr": "logical_request_id"})
         .drop("k")
+        .sort("logical_request_id", "trace_id", nulls_last=True)  # the same bytes on every run
     )
-    return df, _summary(df, spans, t)
+    return df, _summary(df, spans, t, att, found)
 
 
-def _why_no_engine(att: pl.DataFrame, spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """For each client attempt span with no engine span: what the logs say of it. The gateway's line for it is
-    the one whose traceparent names the attempt's span; the engine's, the vLLM request named by the X-Request-Id
-    the gateway sent upstream."""
-    ga = t["gateway_attempts"].with_columns(
-        pl.col("traceparent").str.extract(_TP, 2).alias("span_id"),
-        pl.col("traceparent").str.extract(_TP, 1).alias("trace_id"),
-    )
-    gw = (
-        ga.drop_nulls("span_id")
-        .group_by("trace_id", "span_id")
-        .agg(
-            pl.col("status").last().alias("gw_status"),
-            pl.col("upstream_status").drop_nulls().last().alias("up_status"),
-            pl.col("upstream").drop_nulls().last().alias("upstream"),
-            pl.col("flags").drop_nulls().first().alias("gw_flags"),
-            pl.col("request_id").first().alias("gw_id"),
-        )
-    )
-    sr = (
-        t["server_requests"]
-        .select(pl.col("base_request_id").alias("gw_id"), "replica", "received_ts")
-        .drop_nulls("gw_id")
-    )
-    x = att.join(gw, on=["trace_id", "span_id"], how="left").join(sr.unique("gw_id"), on="gw_id", how="left")
-    # each engine service's last exported span, and the deaths / restarts the server logs show
-    last = (
-        spans.filter(pl.col("layer") == "engine")
-        .group_by("service")
-        .agg(pl.col("end").max().alias("svc_last"))
-    )
-    ev = t["server_events"].filter(pl.col("kind").is_in(["engine_dead", "oom", "server_start"]))
-    x = x.join(last, on="service", how="left")
-    # the first death or restart of the replica after the request reached it (within 10 min)
-    x = x.with_row_index("_i")
-    hit = (
-        x.select("_i", "replica", "received_ts")
-        .drop_nulls()
-        .join(ev, on="replica")
-        .filter(
-            (pl.col("ts") >= pl.col("received_ts") - pl.duration(seconds=BATCH_S))
-            & (pl.col("ts") <= pl.col("received_ts") + pl.duration(minutes=10))
-        )
-        .sort("ts")
-        .group_by("_i")
-        .agg(pl.col("kind").first().alias("death"), pl.col("ts").first().alias("death_ts"))
-    )
-    x = x.join(hit, on="_i", how="left").drop("_i")
-    reached = pl.col("received_ts").is_not_null()
-    no_reply = pl.col("up_status").is_null() | pl.col("gw_flags").fill_null("").str.contains(
-        "no_live_upstreams"
-    )
-    died = pl.col("death").is_not_null()
-    why = (
-        pl.when(pl.col("has_engine"))
-        .then(None)
-        .when(reached & died)
-        .then(
-            pl.format(
-                "spans lost: reached {} (its log names the request at {}) but no engine span, and {} logged {} "
-                "at {}; vLLM exports spans in {}-second batches, a killed process loses the last",
-                pl.col("replica"),
-                pl.col("received_ts").dt.strftime("%H:%M:%S"),
-                pl.col("replica"),
-                pl.col("death"),
-                pl.col("death_ts").dt.strftime("%H:%M:%S"),
-                pl.lit(int(BATCH_S)),
-            )
-        )
-        .when(reached)
-        .then(
-            pl.format(
-                "reached {} (its log names the request) but no engine span: not exported", pl.col("replica")
-            )
-        )
-        .when(pl.col("gw_status").is_not_null() & no_reply)
-        .then(
-            pl.format(
-                "never reached an engine: the gateway answered {} with no upstream reply{}",
-                pl.col("gw_status"),
-                pl.when(pl.col("gw_flags").is_not_null())
-                .then(pl.lit(" (") + pl.col("gw_flags") + ")")
-                .otherwise(pl.lit("")),
-            )
-        )
-        .when(pl.col("gw_status").is_not_null())
-        .then(
-            pl.format(
-                "gateway answered {} from {}; no engine record of it", pl.col("gw_status"), pl.col("upstream")
-            )
-        )
-        .otherwise(pl.lit("unknown: no gateway or engine record names this attempt"))
-    )
-    return x.with_columns(why.alias("why"))
-
-
-def _summary(df: pl.DataFrame, spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> dict:
+def _summary(
+    df: pl.DataFrame,
+    spans: pl.DataFrame,
+    t: dict[str, pl.DataFrame],
+    att: pl.DataFrame,
+    found: list[span_gaps.Stop],
+) -> dict:
     n_req = t["requests"].height
     layer = spans.group_by("layer").agg(pl.len()).sort("layer")
     joined = int(df["logical_request_id"].is_not_null().sum())
+    # the gateway's layer: its spans, or its log lines carrying the trace (nginx $http_traceparent)
+    gw_traces = (
+        t["gateway_attempts"]["traceparent"].str.extract(_TP, 1).drop_nulls().unique().implode().first()
+    )
+    in_gw_log = df["trace_id"].is_in(gw_traces) if gw_traces is not None else pl.Series([False] * df.height)
     traced = {
         "client": int(df["attempt_spans"].is_not_null().sum()),
         "gateway": int(df["gateway_spans"].is_not_null().sum()),
+        "gateway_log": int(in_gw_log.sum()),
         "engine": int(df["engine_spans"].is_not_null().sum()),
     }
-    reasons = (
-        df.filter(pl.col("attempts_without_engine").fill_null(0) > 0)
-        .group_by(pl.col("no_engine_reason").str.extract(r"^([^:(]+)", 1).alias("reason"))
-        .agg(pl.len().alias("requests"))
-        .sort("requests", descending=True)
+    three = df.filter(
+        pl.col("attempt_spans").is_not_null()
+        & (pl.col("gateway_spans").is_not_null() | in_gw_log)
+        & pl.col("engine_spans").is_not_null()
     )
+    missing = att.filter(~pl.col("has_engine"))
+    # retries as sibling attempt spans: an attempt after the first of its trace; reached = an engine span under it
+    retry = att.sort("start").with_columns((pl.int_range(pl.len()).over("trace_id") > 0).alias("_retry"))
+    retries = retry.filter(pl.col("_retry"))
     startup = spans.filter(pl.col("role") == "startup")
     return {
         "spans": spans.height,
         "spans_by_layer": dict(layer.iter_rows()),
+        "spans_by_service": dict(spans.group_by("service").len().sort("service").iter_rows()),
         "requests": n_req,
         "requests_joined": joined,
+        "requests_three_layers": three.height,
         "traces_alone": int(df["logical_request_id"].is_null().sum()),
         "traced_share": {k: (round(v / n_req, 4) if n_req else None) for k, v in traced.items()},
         "traced": traced,
         "joined_by": dict(df.group_by("joined_by").agg(pl.len()).sort("len", descending=True).iter_rows()),
-        "no_engine_span": reasons.to_dicts(),
+        "attempt_spans": att.height,
+        "attempts_with_engine": int(att["has_engine"].sum()),
+        "retried_attempts": {
+            "retries": retries.height,
+            "with_engine_span": int(retries["has_engine"].sum()),
+            "without_engine_span": int((~retries["has_engine"]).sum()),
+            "definition": "client attempt spans after the first of their trace (siblings under the caller's "
+            "span); with_engine_span: an engine span's parent is that attempt (it reached an engine)",
+        },
+        "no_engine_span": {
+            "attempts": missing.height,
+            "by_class": {c: n for c in span_gaps.CLASSES if (n := int((missing["why_class"] == c).sum()))},
+            "by_class_and_replica": missing.group_by("why_class", pl.col("srv_replica").alias("replica"))
+            .len("attempts")
+            .sort("why_class", "replica", nulls_last=True)
+            .to_dicts(),
+        },
+        "stops": [s.doc() for s in found],
         "startup_spans": startup.height,
         "startup": None
         if startup.height == 0

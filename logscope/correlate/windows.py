@@ -149,9 +149,11 @@ def build(
     notes: list[str] = []
     g = grid
     gr = gr.filter(pl.col("inference"))
-    ok = req.filter(pl.col("outcome") == "ok").select(
-        "t0", "t1", "ttft_s", "e2e_s", "output_tokens", "latency_clock"
-    )
+    # the answered requests; and those of vLLM's spans alone, which it finished (correlate/span_sources.py)
+    done = pl.col("outcome") == "ok"
+    if "origin" in req.columns:
+        done = done | (pl.col("origin") == "spans (engine)")
+    ok = req.filter(done).select("t0", "t1", "ttft_s", "e2e_s", "output_tokens", "latency_clock")
     clock = run_clock(ok)
     bad = req.filter(pl.col("outcome").is_in(["error", "timeout", "truncated"])).select("t1")
     parts = [

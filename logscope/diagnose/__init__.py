@@ -32,6 +32,7 @@ from . import (
     lifecycle,
     outcomes,
     platform,
+    span_figures,
     tables,
 )
 from .context import Context, Slo
@@ -107,6 +108,10 @@ def _run(out: Path, options) -> dict:
         inp.requests, _amplification(out, traffic), _server_end(inp)
     )
     cold = _cold(ctx)
+    # per-request figures of the spans, per ladder step and episode (clock named; issue #38): the findings read
+    # an episode's queue from them where no stats line or metric gives one
+    spans = span_figures.analyse(out, rng, eps, rows)
+    ctx.span_segments = span_figures.by_episode(spans)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
     _write_tables(out, eps, fnd, rows)
     diag = {
@@ -132,6 +137,7 @@ def _run(out: Path, options) -> dict:
             "per_episode": [{"episode_id": e["episode_id"], **e["details"]["output_lengths"]} for e in eps],
         },
         "traffic": traffic,
+        "spans": spans,
         "observed": {
             "start": ctx.span_lo,
             "end": ctx.span_hi,

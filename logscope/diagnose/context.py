@@ -44,6 +44,8 @@ class Context:
     platform: object | None = (
         None  # platform.Facts: the kernel's, Kubernetes' and the GPUs' records (issue #40)
     )
+    # episode id -> the engine spans' figures over it (span_figures.by_episode), when the folder has spans
+    span_segments: dict = field(default_factory=dict)
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -94,6 +94,11 @@ def _why(outcome: str, status: int | None) -> str:
     }.get(outcome, f"ended '{outcome}' with no vLLM line matched")
 
 
+# an 'unknown' outcome has no status because no caller's or gateway's record of it is here (vLLM's own records or
+# spans alone), not because no answer came
+UNKNOWN_STATUS = " (no caller's or gateway's record)"
+
+
 def words(o: dict | None) -> str:
     """'1,716 requests: 1,200 ok, 278 error (502), …': one line for the terminal and the verdict."""
     if not o:
@@ -105,6 +110,8 @@ def words(o: dict | None) -> str:
             if r["outcome"] in ("ok", "truncated", "unfinished")
             else f" ({r['status']})"
             if r["status"] is not None
+            else UNKNOWN_STATUS
+            if r["outcome"] == "unknown"
             else " (no HTTP answer)"
         )
         parts.append(f"{r['requests']:,} {r['outcome']}{st}")

@@ -118,7 +118,7 @@ def context(
     from . import traces_view  # the traces section, when the folder had spans
 
     waterfall, tview = _guard(
-        failed, "traces", traces_view.view, ld.out, ld.doc("correlation").get("traces")
+        failed, "traces", traces_view.view, ld.out, ld.doc("correlation").get("traces"), ld.doc("diagnosis")
     ) or (
         None,
         None,
@@ -134,6 +134,7 @@ def context(
             "output_lengths": length_spec,
             "overview": overview,
             "waterfall": waterfall,
+            "span_split": (tview or {}).get("split_spec"),
         },
         "traces_view": tview,
         "timeline_notes": notes,

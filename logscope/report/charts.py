@@ -9,12 +9,13 @@ put together, its episode lane, and the section charts.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
 from ..correlate.frames import group_first
-from . import gpu_panel, lanes
+from . import gpu_panel, lanes, span_panel
 from .load import Loaded
 from .panels import (
     _SUM,
@@ -80,6 +81,9 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
     return w.sort("ts").group_by_dynamic("ts", every=every).agg(aggs)
 
 
+LATENCY_PANELS = ("ttft", "e2e")
+
+
 def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
     """The stacked timeline (Vega-Lite dict) and notes on panels left out for lack of data."""
     w = ld.table("windows")
@@ -126,6 +130,9 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
         rows.append(lanes.outcome_panel(oc, back, x, per, d))
     else:
         notes.append("Outcomes as callers saw them: no data (the requests table is empty)")
+    beside = len(rows)
+    clocks = w["latency_clock"].drop_nulls().unique().to_list() if "latency_clock" in w.columns else []
+    clk = clocks[0] if len(clocks) == 1 else None
     # a count that stayed at zero is said in a note, not drawn as a flat line (nor listed in its panel's legend)
     flat = long.group_by("panel", "series").agg((pl.col("value").fill_null(0) == 0).all().alias("zero"))
     zero = {(p, s) for p, s, z in flat.rows() if z}
@@ -145,7 +152,14 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
             continue
         if series:
             notes.append(f"{p.title}: {', '.join(series)} zero throughout")
+        if p.key in LATENCY_PANELS and clk:  # the percentiles are on one clock (windows.latency_clock): named
+            p = replace(p, y_title=f"{p.y_title} (clock {clk})")
         rows.append(panel(p, data, back, x, per, options, d))
+    spans = span_panel.spans_panel(
+        ld, lo, width_ms, back, x, per, options, d
+    )  # engine spans by service (#38)
+    if spans is not None:
+        rows.insert(beside, spans)  # under the outcomes: where the callers' errors are
     gpu = gpu_panel.panel(ld, summary, back, x, d)  # GPU memory over time, when DCGM's series are here (#40)
     if gpu is not None:
         rows.append(gpu)

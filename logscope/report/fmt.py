@@ -107,6 +107,20 @@ def duration(s: Any) -> str:
     return f"{s / 3600:.1f} h"
 
 
+def seconds(s: Any) -> str:
+    """A per-request latency in three significant figures: '31 µs', '44.7 ms', '9.65 s', '56.2 s'."""
+    if s is None:
+        return "–"
+    s = float(s)
+    if math.isnan(s):
+        return "–"
+    if abs(s) < 0.001:
+        return f"{s * 1e6:.3g} µs"
+    if abs(s) < 1:
+        return f"{s * 1000:.3g} ms"
+    return f"{s:.3g} s" if abs(s) < 1000 else f"{s:,.0f} s"
+
+
 def fnum(x: Any, digits: int = 2) -> str:
     """Human number: thousands separators, trailing zeros dropped, '–' for missing."""
     if x is None:

@@ -119,6 +119,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(
         fnum=fmt.fnum,
+        seconds=fmt.seconds,
+        ms=lambda x: fmt.seconds(None if x is None else x / 1000),
         pct=fmt.pct,
         signal_value=fmt.signal_value,
         hms=fmt.hms,

@@ -61,6 +61,7 @@ def build(ld: Loaded, options: Any) -> dict:
         "cold_start": clean(diag.get("cold_start")),
         "server_lifecycle": clean(diag.get("server_lifecycle")),
         "output_lengths": clean(diag.get("output_lengths")),
+        "traces": traces(ld),
         "thresholds": clean(diag.get("thresholds")),
         "method": [str(m) for m in diag.get("method") or []],
         "not_available": na,
@@ -68,6 +69,52 @@ def build(ld: Loaded, options: Any) -> dict:
     for key, why in _gaps(ld, out).items():
         na[key] = why
     return out
+
+
+def traces(ld: Loaded) -> dict | None:
+    """What the spans showed (correlation.json's ``traces``, diagnosis.json's ``spans``): the same objects the
+    report's traces section renders; None when the folder had no spans."""
+    tr = _dict(ld.doc("correlation").get("traces"))
+    if not tr:
+        return None
+    keys = ("spans", "spans_by_service", "requests", "requests_joined", "requests_three_layers", "traced")
+    keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
+    stop_keys = (
+        "replica",
+        "service",
+        "upstream",
+        "how",
+        "log_last",
+        "restart",
+        "spans_last",
+        "gateway_errors",
+    )
+    segs = _dict(ld.doc("diagnosis").get("spans")).get("segments") or []
+    return clean(
+        {
+            **{k: tr.get(k) for k in keys},
+            "stops": [
+                {**{k: s.get(k) for k in stop_keys}, "evidence": s.get("evidence")}
+                for s in tr.get("stops") or []
+            ],
+            "segments": [
+                {
+                    "segment": g["segment"],
+                    "kind": g["kind"],
+                    "requests": g["requests"],
+                    **{
+                        f"{m}_{q}_ms": (g["latencies"].get(m) or {}).get(f"{q}_ms")
+                        for m in ("ttft", "queue", "caller_e2e")
+                        for q in ("p50", "p95")
+                    },
+                    "split_mean_ms": {p["part"]: p["mean_ms"] for p in g["split"]},
+                }
+                for g in segs
+            ],
+            "clocks": "engine figures: vLLM's llm_request attributes (clock engine); caller's: client spans "
+            "(clock client); source spans",
+        }
+    )
 
 
 LOAD_TEST_KEYS = (

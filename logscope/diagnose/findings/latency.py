@@ -6,20 +6,57 @@ from ... import clock
 from ..context import Context
 from .record import _f, _pct, _req, _stands_for, _t
 
+# an episode whose engine spans put at least this share of their mean TTFT in the queue is a queue episode
+SPAN_QUEUE_SHARE = 0.5
+QUEUE_NEXT = (
+    "Fix the queue stage: cap admission with a lower --max-num-seqs or add capacity, and compare "
+    "the server's queue time with the client's TTFT"
+)
+
+
+def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
+    """(queued, what vLLM's spans say of the episode's queue) when its engine spans carry queue and TTFT."""
+    seg = ctx.span_segments.get(ep.get("episode_id") or "")
+    if not seg:
+        return None
+    q, t = seg["latencies"].get("queue") or {}, seg["latencies"].get("ttft") or {}
+    if not (q.get("n") and t.get("n") and t.get("mean_ms")):
+        return None
+    share = (q["mean_ms"] or 0) / t["mean_ms"]
+    said = (
+        f"vLLM's spans of {q['n']} requests: time in queue p95 {q['p95_ms'] / 1000:.2f} s, TTFT p95 "
+        f"{t['p95_ms'] / 1000:.2f} s, queue {share:.0%} of the mean TTFT (clock engine, source spans)"
+    )
+    return share >= SPAN_QUEUE_SHARE, said
+
 
 def _slow_first_token(ctx: Context, ep: dict) -> dict:
     wait = (ep["waiting_max"] or 0) >= ctx.th.waiting_min
     long_prompt = (ep["prompt_tokens_mean"] or 0) >= 1024
+    sq = _span_queue(ctx, ep)
     if wait:
-        cause, nt = (
-            "requests queue before they are admitted (waiting > 0)",
-            "Fix the queue stage: cap admission with a lower --max-num-seqs or add capacity, and compare "
-            "the server's queue time with the client's TTFT",
-        )
+        cause, nt = "requests queue before they are admitted (waiting > 0)", QUEUE_NEXT
+        if sq:
+            cause += f"; {sq[1]}"
+    elif sq and sq[0]:  # no stats line or metric said waiting, the engine's spans time the queue
+        cause, nt = f"requests queue before they are admitted: {sq[1]}", QUEUE_NEXT
     elif long_prompt:
         cause, nt = (
             "prefill of long prompts delays the first token",
             "Turn on chunked prefill (--enable-chunked-prefill) so long prefills share steps with decodes",
+        )
+    elif sq:
+        cause, nt = (
+            f"little queueing in the engine: {sq[1]}",
+            "Time each stage: compare the engine's TTFT with the gateway's upstream header time and the "
+            "client's TTFT for the same requests",
+        )
+    elif ep["waiting_max"] is None:  # no stats line, metric or engine span: the queue is not known
+        cause, nt = (
+            "unknown: the folder holds no queue figure (no vLLM stats line, no waiting metric, no engine span "
+            "with time in queue), so queueing in the engine and time outside it cannot be told apart",
+            "Collect vLLM's log (its stats lines) or its /metrics with the client's records, and time each "
+            "stage for the same requests",
         )
     else:
         cause, nt = (

@@ -1,0 +1,186 @@
+"""What the spans measure, per ladder step and per episode, for the diagnosis (issue #38): diagnosis.json's
+``spans``, rendered by the report's traces section.
+
+Each figure is a typed record naming its clock and source (source ``spans``; clock ``engine`` for vLLM's
+``llm_request`` attributes, ``client`` for the caller's spans; a difference of two processes' stamps names both):
+engine TTFT, e2e, queue, prefill and decode, the time before the engine, the caller's e2e. The split of the
+callers' latency is the mean of each part (means add up, percentiles do not): earlier attempts and backoff,
+before the engine (gateway + API server + network), queue, prefill, decode, the rest of the engine span, and
+after the engine (the answer's way back: a stream's delivery). A request belongs to the segment holding its
+first send (the caller's span, else its first attempt, else its engine span).
+
+Consumers (the ladder, the SLO, the findings) take a segment's ``latencies[metric]`` where its ``n`` > 0: they
+are per-request figures on the named clock, better than a histogram's bucket bounds, and never to be compared
+with another clock's figure as if one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from ..resources import scope
+
+SOURCE = "spans"
+MIN_REQUESTS = 3  # an episode with fewer traced requests gets no split of its own
+MAX_EPISODES = 12  # the episodes with the most traced requests, in time order
+_secs = lambda a, b: (pl.col(a) - pl.col(b)).dt.total_microseconds() / 1e6  # noqa: E731
+# the parts of the callers' latency: (label, expression, clock)
+PARTS: list[tuple[str, pl.Expr, str]] = [
+    ("earlier attempts and backoff", pl.col("before_attempt_s"), "client"),
+    ("before the engine (gateway + API server + network)", pl.col("before_engine_s"), "engine - client"),
+    ("queue", pl.col("span_queue_s"), "engine"),
+    ("prefill", pl.col("span_prefill_s"), "engine"),
+    ("decode", pl.col("span_decode_s"), "engine"),
+    (
+        "rest of the engine span",
+        (
+            pl.col("span_e2e_s") - pl.col("span_queue_s") - pl.col("span_prefill_s") - pl.col("span_decode_s")
+        ).clip(lower_bound=0),
+        "engine",
+    ),
+    ("after the engine (the answer's way back)", pl.col("after_engine_s"), "client - engine"),
+]
+# the per-request figures: (metric, expression, clock)
+METRICS: list[tuple[str, pl.Expr, str]] = [
+    ("ttft", pl.col("span_ttft_s"), "engine"),
+    ("e2e", pl.col("span_e2e_s"), "engine"),
+    ("queue", pl.col("span_queue_s"), "engine"),
+    ("prefill", pl.col("span_prefill_s"), "engine"),
+    ("decode", pl.col("span_decode_s"), "engine"),
+    ("before_engine", pl.col("before_engine_s"), "engine - client"),
+    ("caller_e2e", _secs("request_end", "request_start"), "client"),
+]
+
+
+@dataclass(frozen=True)
+class SpanLatency:
+    """In milliseconds: diagnosis.json keeps 4 decimals, and a queue of 31 µs is not 0."""
+
+    metric: str
+    clock: str
+    n: int
+    p50_ms: float | None
+    p95_ms: float | None
+    mean_ms: float | None
+    source: str = SOURCE
+
+
+@dataclass
+class Segment:
+    segment: str  # 'whole range', 'E3 · sustained · kv_pressure', 'step 2 (c=8)', 'outside every episode'
+    kind: str  # range | ladder step | episode | outside episodes
+    start: datetime | None
+    end: datetime | None
+    requests: int  # traced requests with an engine span
+    latencies: dict[str, SpanLatency] = field(default_factory=dict)
+    split: list[dict] = field(default_factory=list)  # {part, clock, mean_ms, n}
+    key: str | None = None  # the episode id or ladder step it is
+
+    def doc(self) -> dict:
+        d = asdict(self)
+        d["latencies"] = {k: asdict(v) for k, v in self.latencies.items()}
+        return d
+
+
+def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
+    for metric, expr, clk in METRICS:
+        v = rs.select(expr.alias("v"))["v"].drop_nulls()
+        seg.latencies[metric] = SpanLatency(
+            metric,
+            clk,
+            v.len(),
+            float(v.median()) * 1000 if v.len() else None,  # type: ignore[arg-type]
+            float(v.quantile(0.95, "linear")) * 1000 if v.len() else None,  # type: ignore[arg-type]
+            float(v.mean()) * 1000 if v.len() else None,  # type: ignore[arg-type]
+        )
+    for part, expr, clk in PARTS:
+        v = rs.select(expr.alias("v"))["v"].drop_nulls()
+        seg.split.append(
+            {"part": part, "clock": clk, "n": v.len(), "mean_ms": float(v.mean()) * 1000 if v.len() else None}  # type: ignore[arg-type]
+        )
+    return seg
+
+
+def _in(rs: pl.DataFrame, lo: datetime | None, hi: datetime | None) -> pl.DataFrame:
+    t = pl.col("_t")
+    keep = pl.lit(True)
+    if lo is not None:
+        keep = keep & (t >= lo)
+    if hi is not None:
+        keep = keep & (t <= hi)
+    return rs.filter(keep)
+
+
+def analyse(out: Path, rng: scope.Range, eps: list[dict], steps: list[dict]) -> dict | None:
+    """diagnosis.json's ``spans``: None when no request has an engine span."""
+    p = Path(out) / "request_spans.parquet"
+    if not p.exists():
+        return None
+    rs = pl.read_parquet(p).filter(pl.col("engine_spans").is_not_null())
+    rs = rs.with_columns(pl.coalesce("request_start", "client_start", "engine_start").alias("_t"))
+    if rng:
+        rs = _in(rs, rng.since, rng.until)
+    if rs.height == 0:
+        return None
+    segs = [_figures(Segment("whole range", "range", rs["_t"].min(), rs["_t"].max(), rs.height), rs)]  # type: ignore[arg-type]
+    for s in steps:
+        part = _in(rs, s.get("ts_start"), s.get("ts_end"))
+        if part.height:
+            label = f"step {s['step']} ({s.get('mode') or 'load'} {s.get('concurrency'):g})"
+            seg = Segment(
+                label, "ladder step", s.get("ts_start"), s.get("ts_end"), part.height, key=str(s["step"])
+            )
+            segs.append(_figures(seg, part))
+    found = []
+    for e in eps:
+        part = _in(rs, e.get("start"), e.get("end"))
+        if part.height >= MIN_REQUESTS:
+            found.append((e, part))
+    found = sorted(sorted(found, key=lambda x: -x[1].height)[:MAX_EPISODES], key=lambda x: x[0]["start"])
+    # episodes of one time seen by two sources of a replica (its log, its scrapes) hold the same requests: one
+    same: dict[tuple, list[dict]] = {}
+    for e, part in found:
+        same.setdefault(
+            (tuple(sorted(part["trace_id"].to_list())), e.get("class"), e.get("signal")), []
+        ).append(e)
+    for (_, cls, signal), group in same.items():
+        e = group[0]
+        part = _in(rs, e.get("start"), e.get("end"))
+        ids = ", ".join(g["episode_id"] for g in group)
+        seg = Segment(
+            f"{ids} · {cls} · {signal}", "episode", e.get("start"), e.get("end"), part.height, key=ids
+        )
+        segs.append(_figures(seg, part))
+    if eps:
+        inside = pl.lit(False)
+        for e in eps:
+            inside = inside | pl.col("_t").is_between(e["start"], e["end"])
+        calm = rs.filter(~inside)
+        if calm.height >= MIN_REQUESTS:
+            segs.append(
+                _figures(Segment("outside every episode", "outside episodes", None, None, calm.height), calm)
+            )
+    return {
+        "source": SOURCE,
+        "clocks": {
+            "engine": "vLLM's llm_request span attributes",
+            "client": "the caller's spans",
+            "engine - client": "an engine span's start minus its parent attempt's start: two processes' clocks",
+        },
+        "requests_with_engine_span": rs.height,
+        "segments": [s.doc() for s in segs],
+    }
+
+
+def by_episode(spans: dict | None) -> dict[str, dict]:
+    """Episode id -> its segment of ``analyse``'s answer (episodes of one time share one segment)."""
+    out: dict[str, dict] = {}
+    for seg in (spans or {}).get("segments") or []:
+        if seg["kind"] == "episode" and seg.get("key"):
+            for eid in seg["key"].split(", "):
+                out[eid] = seg
+    return out
