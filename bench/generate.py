@@ -13,6 +13,7 @@ Received lines, preemption warnings, otel noise) and crash (restart, 502 bursts)
 
     python bench/generate.py OUT --size-mb 1000 --replicas 3
     python bench/generate.py OUT --size-mb 2000 --replicas 64 --gateways 8   # a fleet (``generate_fleet``)
+    python bench/generate.py OUT --replicas 800 --lines 150   # many small servers (``generate_replicas``)
 
 A fleet has its replicas behind a few gateways: ``replica-NNN`` holds one replica's vLLM log and its
 clients' logs, ``gateway-NN`` the nginx logs of the replicas behind it, their lines merged in time order.
@@ -271,6 +272,45 @@ def generate_envoy(out: Path, size_mb: float, replicas: int = 2) -> dict:
     return {"bytes": written, "lines": lines_total, "replicas": replicas}
 
 
+def generate_replicas(
+    out: Path,
+    replicas: int,
+    lines: int = 150,
+    lab: Path = LAB,
+    templates: tuple[str, ...] = TEMPLATES,
+    spread_s: int = 60,
+) -> dict:
+    """``replicas`` folders of one vLLM log each: the first ``lines`` lines of the ``templates``' vLLM logs in turn
+    (its start-up, then its first requests and stats), times shifted by ``r % spread_s`` seconds so that the
+    servers run at once, as a fleet does, and the first 4 hex digits of every id naming the replica (up to
+    65,536). The shape of a folder collected from hundreds of pods of a deployment (issue #44: 800 of them,
+    26 MB); one template and ``spread_s`` 1, a deployment whose pods all started together."""
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    assert replicas <= 65536, "ids name at most 65,536 replicas"
+    heads = [
+        pl.DataFrame({"line": (lab / t / "vllm-server.log").read_text(encoding="utf-8").split("\n")[:lines]})
+        for t in templates
+    ]
+    written = lines_total = 0
+    width = len(str(replicas - 1))
+    for r in range(replicas):
+        d = out / f"replica-{r:0{width}d}"
+        d.mkdir()
+        s = _rewrite(heads[r % len(heads)], "vllm", r % spread_s, r, width=4)
+        with open(d / "vllm-server.log", "w", encoding="utf-8") as h:
+            written += _write(h, s)
+        lines_total += s.len()
+    return {
+        "bytes": written,
+        "lines": lines_total,
+        "replicas": replicas,
+        "created": datetime.now().isoformat(),
+    }
+
+
 def _write(handle, s: pl.Series) -> int:
     text = "\n".join(s.to_list()) + "\n"
     handle.write(text)
@@ -283,9 +323,14 @@ def main() -> None:
     ap.add_argument("--size-mb", type=float, default=1000)
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--gateways", type=int, default=0, help="a fleet: the replicas behind this many gateways")
+    ap.add_argument(
+        "--lines", type=int, default=0, help="replica folders of one vLLM log of this many lines each"
+    )
     ap.add_argument("--lab", type=Path, default=LAB)
     a = ap.parse_args()
-    if a.gateways:
+    if a.lines:
+        info = generate_replicas(a.out, a.replicas, a.lines, a.lab)
+    elif a.gateways:
         info = generate_fleet(a.out, a.size_mb, a.replicas, a.gateways, a.lab)
     else:
         info = generate(a.out, a.size_mb, a.replicas, a.lab)

@@ -108,7 +108,14 @@ def diagnose(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict
     """Episodes, ladder, capacity and findings from the correlated tables."""
     from .diagnose import run
 
-    return run(Path(out_dir), options or AnalyzeOptions())
+    return run(Path(out_dir), _checked(options or AnalyzeOptions()))
+
+
+def _checked(options: AnalyzeOptions) -> AnalyzeOptions:
+    """``options`` when its SLO is one a diagnosis can judge by (``slo.check``: a LogscopeError, code 2, else):
+    a notebook's options are checked as the command line's are."""
+    slo.check({k: getattr(options, k) for k in slo.DEFAULTS})
+    return options
 
 
 def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[str, Path]:
@@ -120,20 +127,16 @@ def render(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict[s
 
 def require_known_format(res: IngestResult, root: str | Path | None = None) -> None:
     """Nothing to analyse when no file is in a known format: say so, naming the files and why each was not
-    read (its format, or why it was skipped: ``root``'s images, hidden files, logscope's own outputs)."""
+    read (its format, or why it was skipped: images, hidden folders, logscope's own outputs)."""
     known = res.files.filter(
         ~res.files["format"].is_in(["unknown", "empty", "binary", "unreadable", "skipped"])
     )
     if known.height == 0:
         from .errors import LogscopeError
-        from .ingest import sources
 
         seen = [
             f"{p} ({f})" + (f": {m[0]}" if m else "")
             for p, f, m in res.files.select("path", "format", "messages").iter_rows()
-        ]
-        seen += [
-            f"{p} (skipped: {why})" for p, why in (sources.skipped(Path(root)) if root is not None else [])
         ]
         shown = "; ".join(seen[:8]) + (f"; and {len(seen) - 8} more" if len(seen) > 8 else "")
         if (
@@ -199,7 +202,7 @@ def analyze(
 ) -> dict[str, Path]:
     """Everything: ingest, correlate, diagnose, render. The ingest is skipped when ``out_dir`` already
     holds the tables of the same files, options and code (``options.reparse`` forces it)."""
-    opts = options or AnalyzeOptions()
+    opts = _checked(options or AnalyzeOptions())
     if opts.cluster:
         from . import cluster
 
@@ -268,6 +271,7 @@ def rerender(
     range) or never correlated, diagnosed again then, when ``rediagnose`` (another SLO) or never diagnosed.
     The paths written and whether it diagnosed again; the outputs are replaced whole or not at all."""
     out = Path(out_dir)
+    _checked(options)
     with outdir.staged(out) as work:
         require_overlap(out, options)
         again = again or not (out / "requests.parquet").exists()
@@ -347,8 +351,26 @@ def compare(
 ) -> dict:
     """Compare two runs (analyze output folders, or input folders analysed first into ``out_dir/run-a`` and
     ``run-b``): compare.json, compare.md and compare.html in ``out_dir``. Returns {"doc", "paths"}."""
-    from .compare import CompareOptions
     from .compare import run as _compare
+
+    return _compare(Path(a), Path(b), Path(out_dir), *_compare_args(options, progress))
+
+
+def sweep(
+    runs: list[str | Path],
+    out_dir: str | Path,
+    options: AnalyzeOptions | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Compare three or more runs of one traffic that differ in one setting (a sweep of --max-num-seqs, say):
+    per run its working boundary and figures per step, against the setting. Returns {"doc", "paths"}."""
+    from .compare import run_sweep
+
+    return run_sweep([Path(r) for r in runs], Path(out_dir), *_compare_args(options, progress))
+
+
+def _compare_args(options: AnalyzeOptions | None, progress: Progress | None):
+    from .compare import CompareOptions
 
     opts = options or AnalyzeOptions()
 
@@ -356,4 +378,6 @@ def compare(
         analyze(src, dst, replace(opts, command_line=""), progress)
 
     slo_given = (opts.extra or {}).get("compare_slo")
-    return _compare(Path(a), Path(b), Path(out_dir), CompareOptions(opts.command_line, slo_given), analyse)
+    if slo_given:  # {"ttft_s", "e2e_s", "success"}: checked as --slo-* are
+        slo.check({f"slo_{k}": v for k, v in slo_given.items()})
+    return CompareOptions(opts.command_line, slo_given), analyse

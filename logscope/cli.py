@@ -49,6 +49,9 @@ class ExitCode(IntEnum):
     OUTPUT = 5  # output folder not writable, inside the input, or its disk full
     CLUSTER = 6  # --cluster: scheduler unreachable, or a worker runs another logscope or cannot see DIR/OUT
     INTERNAL = 70  # a bug: please report with --debug output
+    INTERRUPTED = (
+        130  # Ctrl-C (SIGINT): the run stopped, its staging folder removed (128 + SIGINT, as shells)
+    )
 
 
 # readable=False: click would exit 2 on an unreadable folder; _check_input says so with exit 3 (README)
@@ -210,6 +213,10 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
         err.print(f"[bold red]logscope: error:[/] {shown(e.what)}")
         if e.hint:
             err.print(f"  help: {shown(e.hint)}")
+        if (
+            debug and e.__cause__ is not None
+        ):  # what the error was made of (a write to a full disk): --debug's
+            _debug_file(e.__cause__, out_dir)
         raise typer.Exit(e.code) from None
     except Exception as e:  # noqa: BLE001 - one boundary turns bugs into a clear message
         if outdir.disk_full(
@@ -218,10 +225,9 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
             err.print(
                 f"[bold red]logscope: error:[/] no space left on the output folder's device ({shown(str(e))})"
             )
-            err.print(
-                "  help: free space there or give another --out: the tables take ~2 % of the logs' size, "
-                "and up to ~10 % while ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
-            )
+            err.print(f"  help: {outdir.FULL_HINT}")
+            if debug:
+                _debug_file(e, out_dir)
             raise typer.Exit(ExitCode.OUTPUT) from None
         err.print(f"[bold red]logscope: internal error:[/] {shown(f'{type(e).__name__}: {e}')}")
         if debug:
@@ -232,7 +238,8 @@ def _run(fn, debug: bool, out_dir: Path | None = None):
 
 
 def _debug_file(e: BaseException, out_dir: Path | None) -> None:
-    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file."""
+    """--debug: the traceback on stderr, and with logscope's version and the command in OUT's debug file (in the
+    temporary folder when OUT cannot hold it: its disk may be the full one), said where, or that it could not."""
     import platform
     import traceback
 
@@ -242,7 +249,9 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
         f"logscope {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
         f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
     )
-    where = outdir.write_debug(out_dir, text)
+    where, why = outdir.write_debug(out_dir, text)
+    if why:
+        err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
     if where:
         err.print(
             shown(f"  help: the traceback and logscope's version are in {where}: attach it to the report")
@@ -304,13 +313,7 @@ def detect(
 
     _run(lambda: _check_input(input), debug)
     files, all_scores = _run(lambda: api.detect(input, _options(follow_links=follow_links)), debug)
-    _print_files(files, f"formats under {input}")
-    from .ingest import sources
-
-    for path, why in sources.skipped(
-        input, follow_links
-    ):  # what a folder of images or hidden files holds, said
-        out.print(shown(f"{path}: skipped: {why}"), soft_wrap=True)
+    _print_files(files, f"formats under {input}")  # files not read among them, each with why
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})
@@ -402,10 +405,10 @@ def analyze(
         ),
     ] = False,
     fail_on: Annotated[
-        list[str] | None,
+        list[cliargs.FailOn] | None,
         typer.Option(
             "--fail-on",
-            help="exit 1 if an episode of this class exists: spike, sustained, recurring, crash (repeatable)",
+            help="exit 1 if an episode of this class exists (repeatable)",
         ),
     ] = None,
     cluster: Annotated[
@@ -423,12 +426,6 @@ def analyze(
     """Ingest, correlate, diagnose and write report.html, summary.json/.md and the Parquet tables."""
     from .resources import memory
 
-    bad = [c for c in (fail_on or []) if c not in ("spike", "sustained", "recurring", "crash")]
-    if bad:
-        err.print(
-            f"[bold red]logscope: error:[/] --fail-on takes spike, sustained, recurring or crash (got {shown(bad[0])})"
-        )
-        raise typer.Exit(ExitCode.USAGE)
     _run(lambda: cliargs.zone(tz), debug)
     _run(lambda: _check_input(input), debug)
     limit = _run(lambda: _memory(max_memory), debug)
@@ -450,6 +447,7 @@ def analyze(
     from . import api
 
     _run(lambda: cliargs.window(window), debug)
+    slos = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
     rng = _run(lambda: _range(since, until, tz), debug)
     o = _run(lambda: _out_dir(input, out_dir, force), debug)
     opts = _options(
@@ -466,7 +464,7 @@ def analyze(
         ingest_apart=apart,
         png=png,
         export_traces=export_traces_,
-        **slo.given(slo_ttft, slo_e2e, slo_success),
+        **slos,
     )
     opts.extra.update(
         {
@@ -495,8 +493,9 @@ def analyze(
             "(or --max-memory none) to judge the whole input",
             style="yellow",
         )
-    if fail_on and classes & set(fail_on):
-        _fail_on_note(summary, set(fail_on))
+    wanted = {c.value for c in fail_on or []}
+    if wanted and classes & wanted:
+        _fail_on_note(summary, wanted)
         raise typer.Exit(ExitCode.FAIL_ON)
 
 
@@ -526,6 +525,7 @@ def report(
     from . import api
 
     _run(lambda: cliargs.zone(tz), debug)
+    asked = _run(lambda: slo.given(slo_ttft, slo_e2e, slo_success), debug)
     if not (out_dir / "files.parquet").exists():
         err.print(f"[bold red]logscope: error:[/] {out_dir} has no files.parquet")
         err.print("  help: run `logscope analyze DIR -o OUT` (or `logscope ingest`) first")
@@ -535,7 +535,6 @@ def report(
         err.print("[bold red]logscope: error:[/] --whole and --since/--until exclude each other")
         raise typer.Exit(ExitCode.USAGE)
     again = whole or bool(rng)
-    asked = slo.given(slo_ttft, slo_e2e, slo_success)
     limit = _run(lambda: _memory(max_memory), debug)
     opts = _options(
         tz, since=rng.since, until=rng.until, max_memory=limit, png=png, **(_settings_of(out_dir) | asked)
@@ -553,37 +552,54 @@ def report(
 
 @app.command()
 def compare(
-    run_a: Annotated[
-        Path, typer.Argument(help="run A: an analyze output folder, or an input folder (analysed first)")
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="A B [C …]",
+            help="runs: analyze output folders, or input folders (analysed first); two for a pair, three or more "
+            "for a sweep of one setting",
+        ),
     ],
-    run_b: Annotated[Path, typer.Argument(help="run B: the same traffic with one setting changed")],
     out_dir: Annotated[
-        Path | None, typer.Option("-o", "--out", help="output folder (default: ./logscope-compare-<A>-<B>)")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="output folder (default: ./logscope-compare-<A>-<B>, ./logscope-sweep-<A>-<last>)",
+        ),
     ] = None,
+    slo_ttft: SloTtftOpt = None,
+    slo_e2e: SloE2eOpt = None,
+    slo_success: SloSuccessOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="print compare.json to stdout")] = False,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Did the one change help? compare.html/.json/.md for two runs of the same traffic: what changed, what
-    moved beyond the run-to-run noise, and the verdict."""
+    """Did the one change help? compare.html/.json/.md for two runs of the same traffic (what changed, what
+    moved beyond the run-to-run noise on each clock, the trade, the verdict), or for a sweep of three or more
+    (each run's working boundary and figures per step against the setting, and which value met the SLO at the
+    highest load). The SLO is the first run's unless given."""
     from . import api
+    from .compare import check_count, default_out, slo_given, terminal_lines
 
-    for p in (run_a, run_b):
-        _run(lambda p=p: _check_input(p), debug)
-    o = out_dir or Path.cwd() / f"logscope-compare-{run_a.resolve().name}-{run_b.resolve().name}"
-    for p in (run_a, run_b):
-        _run(lambda p=p: _out_dir(p, o), debug)
+    _run(lambda: check_count(runs), debug)
+    o = out_dir or Path.cwd() / default_out(runs)
+    for p in runs:
+        _run(lambda p=p: (_check_input(p), _out_dir(p, o)), debug)
+    opts = _options()
+    opts.extra["compare_slo"] = slo_given(slo_ttft, slo_e2e, slo_success)
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
-        res = _run(lambda: api.compare(run_a, run_b, o, _options(), cb), debug)
+        pair = len(runs) == 2
+        res = _run(
+            lambda: api.compare(*runs, o, opts, cb) if pair else api.sweep(runs, o, opts, cb), debug, o
+        )
     if json_:
         sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
     elif not quiet:
-        from .compare.render import terminal_lines
-
         for i, line in enumerate(terminal_lines(res["doc"])):
             out.print(shown(line), style="bold" if i == 0 else None, soft_wrap=True)
-        out.print(f"compare: {res['paths']['compare_html']}")
+        out.print(f"compare: {shown(str(res['paths']['compare_html']))}")
 
 
 def _settings_of(out_dir: Path) -> dict:
@@ -592,9 +608,18 @@ def _settings_of(out_dir: Path) -> dict:
         from .diagnose import slo_options
 
         d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
-        return {**slo_options(d), "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+        kept = {k: v for k, v in slo_options(d).items() if _possible(k, v)}  # one no SLO can be: the default
+        return {**kept, "extra": {"thresholds": dict(d.get("thresholds") or {})}}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def _possible(field: str, value) -> bool:
+    try:
+        slo.check({field: value})
+    except LogscopeError:
+        return False
+    return True
 
 
 @contextmanager
@@ -664,10 +689,12 @@ def run() -> None:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         err.print(shown(f"  help: {e.ctx.command_path if e.ctx else 'logscope'} --help"))
         sys.exit(ExitCode.USAGE)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         err.print("logscope: interrupted")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as e:
         err.print(f"[bold red]logscope: error:[/] {shown(e.format_message())}")
         sys.exit(e.exit_code)
+    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C's KeyboardInterrupt into this code
+        err.print("logscope: interrupted")
     sys.exit(code if isinstance(code, int) else 0)

@@ -6,12 +6,22 @@ from __future__ import annotations
 import difflib
 import functools
 import zoneinfo
+from enum import StrEnum
 
 from .errors import LogscopeError
 
 USAGE = 2
 MIN_WINDOW_S = 0.1  # below the log lines' own resolution (vLLM prints whole seconds)
 MAX_WINDOW_S = 86_400.0  # one window for a day: past it a chart has nothing left to show
+
+
+class FailOn(StrEnum):
+    """The episode classes --fail-on takes (its --help lists them)."""
+
+    SPIKE = "spike"
+    SUSTAINED = "sustained"
+    RECURRING = "recurring"
+    CRASH = "crash"
 
 
 @functools.cache

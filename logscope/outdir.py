@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .errors import LogscopeError
@@ -134,6 +134,12 @@ def staged(out: str | Path, note: Callable[[str], None] | None = None) -> Iterat
             try:
                 yield work
                 publish(work, out)
+            except LogscopeError:
+                raise
+            except Exception as e:
+                if full(e, work):  # told before the staging folder is removed, which frees its space
+                    raise full_disk(out, e) from e
+                raise
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     except BaseException:
@@ -167,7 +173,13 @@ def _locked(out: Path, note: Callable[[str], None]) -> Iterator[None]:
                 continue
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            yield
+            try:
+                yield
+            finally:
+                # removed while still held: a run waiting on this inode finds it gone and takes a new one
+                # (the check above), so the folder keeps no lock file once no run writes it
+                with suppress(OSError):
+                    (out / LOCK).unlink()
             return
         finally:
             os.close(fd)
@@ -233,23 +245,103 @@ def moved(paths: dict[str, Path], work: Path, out: Path) -> dict[str, Path]:
     return {k: Path(out) / Path(p).relative_to(work) for k, p in paths.items()}
 
 
-def write_debug(out: Path | None, text: str) -> Path | None:
-    """--debug's traceback file in ``out``; None when it cannot be written there."""
-    if out is None:
-        return None
+def write_debug(out: Path | None, text: str) -> tuple[Path | None, str | None]:
+    """--debug's traceback file: in ``out`` when it can be written there whole, else in the temporary folder
+    (``out``'s disk may be the full one); the path, or None, and why ``out`` could not hold it. A folder
+    created for it and left empty by a failed write is removed again."""
+    why = None
+    if out is not None:
+        out = Path(out)
+        created = not out.exists()
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            return _whole(out / DEBUG_FILE, text), None
+        except OSError as e:
+            why = e.strerror or str(e)
+            if created:
+                shutil.rmtree(out, ignore_errors=True)
+            elif out.is_dir():  # a file cut short helps nobody
+                (out / DEBUG_FILE).unlink(missing_ok=True)
     try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        p = Path(out) / DEBUG_FILE
-        p.write_text(text, encoding="utf-8")
-        return p
+        import tempfile
+
+        return _whole(Path(tempfile.gettempdir()) / f"logscope-debug-{os.getpid()}.txt", text), why
     except OSError:
-        return None
+        return None, why
+
+
+def _whole(p: Path, text: str) -> Path:
+    """``p`` written with ``text`` and flushed to its disk (a full disk says so here, not after)."""
+    data = text.encode("utf-8")
+    with open(p, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if p.stat().st_size != len(data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return p
 
 
 _DISK_FULL = (
     os.strerror(errno.ENOSPC),
     os.strerror(errno.EDQUOT),
 )  # 'No space left on device', 'Disk quota exceeded'
+
+
+# free bytes under which a write that failed is taken for one that met a full disk: the largest write a run makes
+# at once (a part of the ingest store's 64 MiB of rows), so that any failed write near the end of the disk counts.
+# polars says a full disk in its own words, or none: a part cut short by ENOSPC came back as 'Invalid thrift'
+FULL_MARGIN = 64 * 2**20
+FULL_HINT = (
+    "free space there or give another --out: the tables take ~2 % of the logs' size, and up to ~10 % while "
+    "ingest runs (1 GB of logs: 23 MB, 92 MB at the peak)"
+)
+
+
+def room(path: Path) -> int | None:
+    """Bytes free to this user on ``path``'s file system; None when it cannot be told."""
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def full(e: BaseException, where: Path) -> bool:
+    """Did ``e``, raised while writing under ``where``, meet a full disk? It says so, or the disk is (nearly)
+    full now, before the run's files are removed."""
+    if disk_full(e):
+        return True
+    free = room(where)
+    return free is not None and free < FULL_MARGIN
+
+
+def full_disk(where: Path, e: BaseException) -> LogscopeError:
+    free = room(where)
+    said = f"{free / 2**20:.1f} MiB free" if free is not None else "its free space unknown"
+    return LogscopeError(
+        f"no space left on the output folder's device ({_output_of(Path(where))}: {said}; the write that failed: "
+        f"{type(e).__name__}: {e})",
+        hint=FULL_HINT,
+        code=OUTPUT_CODE,
+    )
+
+
+def _output_of(p: Path) -> Path:
+    """The output folder a path under its staging folder belongs to (what the user named with -o)."""
+    return next((q.parent for q in (p, *p.parents) if q.name.startswith(STAGING)), p)
+
+
+def write_failed(out: Path, e: BaseException) -> LogscopeError:
+    """A write into the output folder that failed: its disk full, or the folder not usable (exit 5 either way,
+    never a parser's failure nor an internal error)."""
+    if full(e, out):
+        return full_disk(out, e)
+    return LogscopeError(
+        f"output folder {_output_of(Path(out))} is not usable: a write failed ({type(e).__name__}: {e})",
+        hint="give -o a folder on a disk that works",
+        code=OUTPUT_CODE,
+    )
 
 
 def disk_full(e: BaseException | None) -> bool:

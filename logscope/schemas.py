@@ -767,7 +767,11 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
             "preemptions | kv_pressure | queue | stall | errors | crash | retries | ttft | e2e | orphans "
             "(the incident's most telling signal; the others are its companions in diagnosis.json)",
         ),
-        "class": (S, "spike | sustained | recurring | crash"),
+        "class": (
+            S,
+            "spike | sustained | recurring | crash | context (a one-sample blip back at baseline after it: no "
+            "finding, never matched by --fail-on)",
+        ),
         "replica": (S, "replica, null for cross-layer signals"),
         "start": (TS, "start (UTC)"),
         "end": (TS, "end (UTC)"),
@@ -804,8 +808,14 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         ),
         "e2e_source": (S, "where e2e_p95 comes from (as ttft_source)"),
         "e2e_p95_bucket": (S, "the histogram bucket e2e_p95 lies in, when it comes from the histogram"),
+        "ttft_clock": (
+            S,
+            "the clock ttft_p95 was measured on: client | gateway | engine | spans (' + ' when several)",
+        ),
+        "e2e_clock": (S, "the clock e2e_p95 was measured on (as ttft_clock)"),
         "success_share": (F, "share of logical requests ending ok during"),
         "reason": (S, "why this class: the evidence that decided it"),
+        "claim_id": (S, "the claim of its class in diagnosis.json's claims ('episode.E1')"),
     },
     "findings": {
         "finding_id": (S, "stable id, e.g. F1"),
@@ -815,7 +825,7 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "kind": (
             S,
             "crash | platform (the kernel's, Kubernetes' or the GPUs' records) | startup | stall | orphans | retries | "
-            "pressure | errors | latency | ladder | other",
+            "pressure | capacity | errors | latency | ladder | other",
         ),
         "symptom": (S, "what was observed"),
         "evidence": (S, "numbers, times, episode"),
@@ -832,6 +842,10 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "slowed_requests": (
             I,
             "logical requests in flight during it that ended ok above the TTFT or e2e SLO; null when unknown",
+        ),
+        "claim_id": (
+            S,
+            "the claim its title states, in diagnosis.json's claims (its facts, state, what was missing)",
         ),
     },
     "ladder": {
@@ -895,11 +909,18 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
         "decode_p95_bucket": (S, "the histogram bucket decode_p95 lies in"),
         "slo_undecided": (
             S,
-            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket "
-            "(the step is then 'unknown' unless another figure missed)",
+            "the SLO figures a histogram cannot judge: the SLO lies inside the p95's bucket, given as "
+            "'ttft_p95 between 1 and 2.5 s' (the step is then 'undecided' unless another figure missed)",
         ),
-        "meets_slo": (B, "every SLO figure measured and met (null: unknown, a figure could not be measured)"),
-        "slo_status": (S, "met | missed | unknown (a figure missing and none failed)"),
+        "meets_slo": (
+            B,
+            "every SLO figure measured and met (null: unknown or undecided, a figure could not be measured or judged)",
+        ),
+        "slo_status": (
+            S,
+            "met | missed | undecided (a histogram bucket holds the SLO: between its bounds) | unknown (a figure "
+            "missing and none failed)",
+        ),
         "slo_missing": (
             S,
             "the SLO figures the step had no value for, comma-separated (ttft_p95, e2e_p95, ...)",
@@ -909,6 +930,21 @@ TABLES: dict[str, dict[str, tuple[pl.DataType, str]]] = {
             S,
             "preemptions, queue, KV near full in the step, in the order they began (beside the SLO)",
         ),
+        "ttft_clock": (
+            S,
+            "the clock ttft_p95 was measured on: client | gateway | engine | spans (' + ' when several)",
+        ),
+        "e2e_clock": (S, "the clock e2e_p95 was measured on (as ttft_clock)"),
+        "ttft_p95_engine": (
+            F,
+            "vLLM's own TTFT p95 (its histogram: the engine's clock) beside a ttft_p95 on the callers' clock",
+        ),
+        "ttft_p95_engine_bucket": (S, "the histogram bucket ttft_p95_engine lies in"),
+        "e2e_p95_engine": (F, "vLLM's own e2e p95 (its histogram) beside an e2e_p95 on the callers' clock"),
+        "e2e_p95_engine_bucket": (S, "the histogram bucket e2e_p95_engine lies in"),
+        "cold_set_aside": (I, "requests of the step in a cold-start window, left out of its figures"),
+        "cold_why": (S, "why they were set aside (which server start, cold_start_s)"),
+        "claim_id": (S, "the step's SLO claim in diagnosis.json's claims ('ladder.step.3')"),
     },
 }
 

@@ -186,20 +186,20 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
 
 
 def _links_note(summary: dict) -> None:
-    """Links out of the input folder that were not read (``logscope.ingest.sources.discover``)."""
+    """The files and folders found that were not read (links out of the input folder, hidden folders, images,
+    logscope's own outputs: ``logscope.ingest.inputs``), a note per reason naming the first three."""
     from .ingest.sources import LINK_OUT
 
-    links = [
-        f["path"]
-        for f in (summary.get("inputs") or {}).get("files") or []
-        if LINK_OUT in (f.get("messages") or [])
-    ]
-    if links:
-        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
-        err.print(
-            shown(
-                f"logscope: note: {len(links)} link(s) out of the input folder were not read: "
-                f"{', '.join(links[:3])}{more} (--follow-links reads them)"
-            ),
-            style="yellow",
+    by_why: dict[str, list[str]] = {}
+    for f in (summary.get("inputs") or {}).get("files") or []:
+        if f.get("format") == "skipped" and f.get("messages"):
+            by_why.setdefault(f["messages"][0], []).append(f["path"])
+    for why, paths in by_why.items():
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        head = f"{', '.join(paths[:3])}{more}"
+        text = (
+            f"{len(paths)} link(s) out of the input folder were not read: {head} (--follow-links reads them)"
+            if why == LINK_OUT
+            else f"not read: {head}: {why}"
         )
+        err.print(shown(f"logscope: note: {text}"), style="yellow")

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 HEADER = r"^=+ Serving Benchmark Result =+\s*$"
 _CLOSE = r"^=+\s*$"
 _KV = (
@@ -94,7 +96,7 @@ def blocks(lines: pl.Series, source: str) -> pl.DataFrame:
         .unnest("b")
         .filter(pl.col("2").is_not_null())
     )
-    sent = sent.group_by("blk").agg(pl.col("2").last().cast(pl.Int64).alias("requests"))
+    sent = sent.group_by("blk").agg(pl.col("2").last().pipe(to_int).alias("requests"))
     starts = df.filter("head").select("blk", pl.col("i").alias("line_no"))
     out = (
         starts.join(wide, on="blk", how="left")
@@ -110,9 +112,9 @@ def blocks(lines: pl.Series, source: str) -> pl.DataFrame:
         .otherwise(pl.lit("vllm bench serve"))
         .alias("tool"),
         pl.col("blk").cast(pl.Int64).alias("run"),
-        pl.coalesce("requests", pl.col("successful") + pl.col("failed")).cast(pl.Int64).alias("requests"),
-        pl.col("successful").cast(pl.Int64),
-        pl.col("failed").cast(pl.Int64),
+        pl.coalesce("requests", (pl.col("successful") + pl.col("failed")).pipe(to_int)).alias("requests"),
+        pl.col("successful").pipe(to_int),
+        pl.col("failed").pipe(to_int),
         *[pl.col(c) for c in COLUMNS if c not in ("successful", "failed", "request_rate")],
         pl.when(rate.is_finite()).then(rate).alias("request_rate"),  # 'inf': all sent at once, no rate
         pl.lit("client").alias("clock"),

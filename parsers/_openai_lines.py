@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._common import local_to_utc
 from .base import ParseContext
 
@@ -258,7 +260,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     # a format with '%.f' takes polars' slow strptime path: the milliseconds are added apart
     fast_naive = ln.str.head(19).str.to_datetime(
         "%Y-%m-%dT%H:%M:%S", strict=False, time_unit="us"
-    ) + pl.duration(milliseconds=ln.str.slice(20, 3).cast(pl.Int64))
+    ) + pl.duration(milliseconds=ln.str.slice(20, 3).pipe(to_int))
     fast_ts = local_to_utc(fast_naive, ctx.tz).cast(pl.Datetime("us", "UTC"))
     ev = ev.select(
         "seq",
@@ -270,7 +272,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         ).alias("ts"),
         pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread).alias("thread"),
         kind.fill_null("exc"),
-        pl.when(on("build")).then(msg.str.extract(_BUILD, 1)).cast(pl.Int64).alias("rt"),
+        pl.when(on("build")).then(msg.str.extract(_BUILD, 1)).pipe(to_int).alias("rt"),
         pl.coalesce(
             pl.col("_send"),
             pl.col("_httpx").struct.field("1"),
@@ -279,7 +281,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
             retry.struct.field("1"),
         ).alias("url"),
         pl.coalesce(pl.col("_httpx").struct.field("2"), pl.col("_resp").struct.field("2"))
-        .cast(pl.Int64)
+        .pipe(to_int)
         .alias("status"),
         pl.when(kind.is_null())
         .then(pl.col("exc"))
@@ -292,11 +294,11 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         .when(on("conn_error"))
         .then(msg.str.extract(_CONN, 1))
         .alias("err"),
-        retry.struct.field("3").cast(pl.Int64).alias("max_retries"),
+        retry.struct.field("3").pipe(to_int).alias("max_retries"),
         retry.struct.field("2").cast(pl.Float64).alias("delay"),
-        pl.when(on("options")).then(msg.str.extract(_OPTIONS_MAXTOK, 1)).cast(pl.Int64).alias("max_tokens"),
+        pl.when(on("options")).then(msg.str.extract(_OPTIONS_MAXTOK, 1)).pipe(to_int).alias("max_tokens"),
         done.struct.field("rid").alias("rid"),
-        done.struct.field("st").cast(pl.Int64, strict=False).alias("lab_status"),
+        done.struct.field("st").pipe(to_int).alias("lab_status"),
         pl.when(lab_err != "None").then(lab_err.str.extract(r"^([A-Za-z_]\w*)", 1)).alias("lab_err"),
         done.struct.field("lat").cast(pl.Float64).alias("latency"),
         ph.struct.field("ph").alias("ph"),

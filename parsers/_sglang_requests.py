@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from ._common import ascii_classes, base_id_expr
@@ -82,7 +83,7 @@ def requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
             # the Finish line's start, on its clock (Receive lines are also logged, except under
             # SGLANG_LOG_REQUEST_EXCEEDED_MS or when the log was cut): derive takes the earliest
             end.filter(pl.col("_e2e").is_not_null()).with_columns(
-                (pl.col("ts") - pl.duration(microseconds=(pl.col("_e2e") * 1e6).cast(pl.Int64))).alias("ts"),
+                (pl.col("ts") - pl.duration(microseconds=(pl.col("_e2e") * 1e6).pipe(to_int))).alias("ts"),
                 received,
             ),
             end,
@@ -147,12 +148,12 @@ def _text_rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         .then(0)
         .otherwise(ids.str.count_matches(",", literal=True) + 1)
     )
-    epoch_end = (_entry("request_finished_ts").cast(pl.Float64, strict=False) * 1e6).cast(pl.Int64).cast(TS)
+    epoch_end = (_entry("request_finished_ts").cast(pl.Float64, strict=False) * 1e6).pipe(to_int).cast(TS)
     return cand.with_columns(
         rid.alias("request_id"),
-        _entry("max_new_tokens").cast(pl.Int64, strict=False).alias("max_tokens"),
-        pl.coalesce(_entry("prompt_tokens").cast(pl.Int64, strict=False), n_ids).alias("prompt_tokens"),
-        _entry("n").cast(pl.Int64, strict=False).alias("n"),
+        _entry("max_new_tokens").pipe(to_int).alias("max_tokens"),
+        pl.coalesce(_entry("prompt_tokens").pipe(to_int), n_ids).alias("prompt_tokens"),
+        _entry("n").pipe(to_int).alias("n"),
         _entry("temperature").cast(pl.Float64, strict=False).alias("temperature"),
         pl.when(_entry("ignore_eos").is_in(["True", "False"]))
         .then(_entry("ignore_eos") == "True")
@@ -197,11 +198,9 @@ def _json_rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     return cand.with_columns(
         pl.when(m.str.contains(_JSON_ONE)).then(m.str.json_path_match("$.rid")).alias("request_id"),
-        sp("max_new_tokens").cast(pl.Int64, strict=False).alias("max_tokens"),
-        pl.coalesce(mi.str.json_path_match("$.prompt_tokens").cast(pl.Int64, strict=False), n_ids).alias(
-            "prompt_tokens"
-        ),
-        sp("n").cast(pl.Int64, strict=False).alias("n"),
+        sp("max_new_tokens").pipe(to_int).alias("max_tokens"),
+        pl.coalesce(mi.str.json_path_match("$.prompt_tokens").pipe(to_int), n_ids).alias("prompt_tokens"),
+        sp("n").pipe(to_int).alias("n"),
         sp("temperature").cast(pl.Float64, strict=False).alias("temperature"),
         pl.when(sp("ignore_eos").is_in(["true", "false"]))
         .then(sp("ignore_eos") == "true")

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from logscope.numbers import number
+
 from ._common import ID_PREFIX
 
 TS = pl.Datetime("us", "UTC")
@@ -340,6 +342,17 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("layer"))
         .alias("layer"),
     ).drop("_attempt", "_ereq", "_psvc", "_phase", "_treq", "ft", "ev", "start_ns", "end_ns")
+
+
+def us_to_ns(*parts: object) -> int | None:
+    """The sum of JSON numbers of microseconds (a start, a duration) in nanoseconds; None when one is no number,
+    NaN, an infinity or past +-2**53 (a trace file is attacker-controlled: ``1e19`` must not stop its parse)."""
+    if not parts or not isinstance(parts[0], int | float) or isinstance(parts[0], bool):
+        return None
+    if any(not isinstance(x, int | float) or number(x) is None for x in parts):
+        return None
+    total = sum(parts)  # type: ignore[arg-type]
+    return int(total) * 1000 if number(total) is not None else None
 
 
 def attr_type(v: object) -> str | None:

@@ -6,6 +6,8 @@ import re
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from . import _lexicon as lexicon
 from ._common import UVICORN_ACCESS, ascii_classes, base_id_expr
 from ._vllm_pastes import separator
@@ -155,7 +157,7 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "seq",
         pl.col("method").alias("http_method"),
         pl.col("path").alias("http_path"),
-        pl.col("status").cast(pl.Int64).alias("http_status"),
+        pl.col("status").pipe(to_int).alias("http_status"),
         pl.col("addr").alias("client_addr"),
     )
 
@@ -300,7 +302,7 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         only(
             pre,
             pl.when(k == "preemption").then(
-                msg.str.extract(r"total_num_cumulative_preemption=([0-9]+)").cast(pl.Int64)
+                msg.str.extract(r"total_num_cumulative_preemption=([0-9]+)").pipe(to_int)
             ),
             pl.Int64,
         ).alias("cumulative_preemptions"),
@@ -314,10 +316,10 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
             pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")),
             pl.String,
         ).alias("request_id"),
-        only(capa, cap(r"blocks: ([\d,]+)").cast(pl.Int64), pl.Int64).alias("gpu_blocks"),
-        only(capa, cap(r"# CPU blocks: ([\d,]+)").cast(pl.Int64), pl.Int64).alias("cpu_blocks"),
-        only(capa, cap(r"KV cache size: ([\d,]+) tokens").cast(pl.Int64), pl.Int64).alias("kv_tokens_v1"),
-        only(capa, cap(r"Maximum concurrency for ([\d,]+) tokens").cast(pl.Int64), pl.Int64).alias(
+        only(capa, cap(r"blocks: ([\d,]+)").pipe(to_int), pl.Int64).alias("gpu_blocks"),
+        only(capa, cap(r"# CPU blocks: ([\d,]+)").pipe(to_int), pl.Int64).alias("cpu_blocks"),
+        only(capa, cap(r"KV cache size: ([\d,]+) tokens").pipe(to_int), pl.Int64).alias("kv_tokens_v1"),
+        only(capa, cap(r"Maximum concurrency for ([\d,]+) tokens").pipe(to_int), pl.Int64).alias(
             "max_concurrency_tokens"
         ),
         only(capa, cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64), pl.Float64).alias(
@@ -352,22 +354,22 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
                         d.str.extract(r"max_model_len (\d+)"),
                     )
                 ),
-            ).cast(pl.Int64),
+            ).pipe(to_int),
             pl.Int64,
         ).alias("max_model_len"),
-        only(conf, cfg("max_num_seqs").cast(pl.Int64), pl.Int64).alias("max_num_seqs"),
+        only(conf, cfg("max_num_seqs").pipe(to_int), pl.Int64).alias("max_num_seqs"),
         only(conf, cfg("gpu_memory_utilization").cast(pl.Float64), pl.Float64).alias(
             "gpu_memory_utilization"
         ),
-        only(conf, cfg("block_size").cast(pl.Int64), pl.Int64).alias("cfg_block"),
-        only(conf, cfg("num_gpu_blocks_override").cast(pl.Int64), pl.Int64).alias("cfg_blocks"),
+        only(conf, cfg("block_size").pipe(to_int), pl.Int64).alias("cfg_block"),
+        only(conf, cfg("num_gpu_blocks_override").pipe(to_int), pl.Int64).alias("cfg_blocks"),
         only(
             {"version"},
             pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)")),
             pl.String,
         ).alias("version"),
         pl.when(k == "server_start")
-        .then(msg.str.extract(r"Started server process \[(\d+)\]").cast(pl.Int64))
+        .then(msg.str.extract(r"Started server process \[(\d+)\]").pipe(to_int))
         .otherwise(pl.col("pid"))
         .alias("pid")
         if "server_start" in kinds

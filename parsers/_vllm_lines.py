@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _kinds
@@ -136,7 +137,7 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         .cast(pl.Binary)
         .bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5)
         .cast(pl.String)
-        .cast(pl.Int64, strict=False)
+        .pipe(to_int)
         .alias("pid"),
         st.str.slice(0, 2).alias("mo"),
         st.str.slice(3, 2).alias("dd"),
@@ -209,7 +210,7 @@ def _json(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(is_js).then(name).otherwise(pl.col("pyname")).alias("pyname"),
         pl.when(is_js).then(field("processName")).otherwise(pl.col("proc")).alias("proc"),
         pl.when(is_js)
-        .then(b.str.extract(r'"process": (\d+)').cast(pl.Int64))
+        .then(b.str.extract(r'"process": (\d+)').pipe(to_int))
         .otherwise(pl.col("pid"))
         .alias("pid"),
         pl.when(is_js).then(msg).otherwise(pl.col("msg")).alias("msg"),

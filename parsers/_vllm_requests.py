@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._common import base_id_expr
 from .base import ParseContext
 
@@ -129,8 +131,8 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     ids = pl.col("_ids")
     return cand.with_columns(
-        _field("_rest", " max_tokens=").cast(pl.Int64).alias("max_tokens"),
-        _field("_rest", "SamplingParams(n=").cast(pl.Int64).alias("n"),
+        _field("_rest", " max_tokens=").pipe(to_int).alias("max_tokens"),
+        _field("_rest", "SamplingParams(n=").pipe(to_int).alias("n"),
         _field("_rest", " temperature=", r"^([0-9]+(?:\.[0-9]+)?)").cast(pl.Float64).alias("temperature"),
         (_field("_rest", " ignore_eos=", r"^(True|False)") == "True").alias("ignore_eos"),
         pl.when(ids.str.strip_chars() == "")

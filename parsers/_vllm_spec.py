@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from .base import ParseContext
 
 _LEADS = ("SpecDecoding metrics: ", "Speculative metrics: ")
@@ -31,7 +33,7 @@ def _num(pat: str) -> pl.Expr:
 
 
 def _count(*pats: str) -> pl.Expr:
-    return pl.coalesce([pl.col("msg").str.extract(p).cast(pl.Int64, strict=False) for p in pats])
+    return pl.coalesce([pl.col("msg").str.extract(p).pipe(to_int) for p in pats])
 
 
 def _spec(df: pl.DataFrame, ctx: ParseContext, stats: pl.DataFrame) -> pl.DataFrame:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from ._common import epoch_to_utc
@@ -309,9 +310,7 @@ def _rows(recs: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     from_upstream = pl.when(details.is_not_null()).then(details == "via_upstream")
     return f.select(
         start.cast(TS).alias("ts_start"),
-        (start + pl.duration(microseconds=(dur * unit * 1e6).round(0).cast(pl.Int64)))
-        .cast(TS)
-        .alias("ts_end"),
+        (start + pl.duration(microseconds=(dur * unit * 1e6).round(0).pipe(to_int))).cast(TS).alias("ts_end"),
         pl.lit(ctx.source).alias("source"),
         pl.when(traefik)
         .then(pl.lit("traefik"))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._common import decode_json
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
@@ -88,7 +90,7 @@ def _seconds(metric: str) -> pl.Expr:
 
 
 def _count(metric: str) -> pl.Expr:
-    return pl.col("metrics").struct.field(metric).struct.field("value").round(0).cast(pl.Int64)
+    return pl.col("metrics").struct.field(metric).struct.field("value").round(0).pipe(to_int)
 
 
 def _ns(field: str) -> pl.Expr:

@@ -25,6 +25,8 @@ import io
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._common import decode_json, epoch_to_utc, local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
@@ -130,7 +132,7 @@ def _f(c: str) -> pl.Expr:
 
 
 def _i(c: str) -> pl.Expr:
-    return pl.col(c).cast(pl.Float64, strict=False).round(0).cast(pl.Int64)
+    return pl.col(c).cast(pl.Float64, strict=False).round(0).pipe(to_int)
 
 
 def _b(c: str) -> pl.Expr:
@@ -473,7 +475,7 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
         .then(None)
         .otherwise(no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False))
     )
-    by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).cast(pl.Int64))
+    by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).pipe(to_int))
     ts_end = (
         pl.when(pl.col("is_last") & pl.col("r_end").is_not_null())
         .then(pl.col("r_end"))  # body/stream end
@@ -525,7 +527,7 @@ def _lab_phases(ph: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
             "ts_start",
             pl.coalesce(
                 "end_ts",
-                pl.col("ts_start") + pl.duration(microseconds=(_f("duration_s") * 1e6).cast(pl.Int64)),
+                pl.col("ts_start") + pl.duration(microseconds=(_f("duration_s") * 1e6).pipe(to_int)),
             ).alias("ts_end"),
             pl.when(mode == "c")
             .then(pl.lit("concurrency"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _kinds
@@ -138,10 +139,10 @@ def _dash(col: str) -> pl.Expr:
 def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     start = pl.col("start").str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
     dur = _num(_dash("dur"))
-    code = pl.col("code").cast(pl.Int64, strict=False)
+    code = pl.col("code").pipe(to_int)
     flags = _dash("flags")
     details = _dash("details")
-    attempts = pl.col("attempts").cast(pl.Int64, strict=False)
+    attempts = pl.col("attempts").pipe(to_int)
     from_upstream = (
         pl.when(details.is_not_null())
         .then(details == "via_upstream")
@@ -152,7 +153,7 @@ def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     return f.select(
         start.cast(TS).alias("ts_start"),
-        (start + pl.duration(milliseconds=dur.cast(pl.Int64))).cast(TS).alias("ts_end"),
+        (start + pl.duration(milliseconds=dur.pipe(to_int))).cast(TS).alias("ts_end"),
         pl.lit(ctx.source).alias("source"),
         pl.lit("envoy").alias("gateway"),
         _dash("rid").alias("request_id"),
@@ -168,7 +169,7 @@ def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.when(error != "").then(error).alias("error"),
         _dash("method").alias("method"),
         _dash("path").alias("path"),
-        pl.col("tx").cast(pl.Int64, strict=False).alias("bytes_sent"),
+        pl.col("tx").pipe(to_int).alias("bytes_sent"),
         _dash("ua").alias("user_agent"),
         pl.col("line_no"),
     )

@@ -17,6 +17,8 @@ import json
 
 import polars as pl
 
+from logscope.numbers import number, to_int
+
 from ._common import epoch_to_utc
 from .base import ChunkResult, ParseContext, one_head, per_head
 
@@ -72,9 +74,9 @@ def _strategy(b: dict) -> tuple[str, str | None, float | None]:
         conc = 1
     rate = st.get("rate")
     if conc is not None and kind in ("concurrent", "synchronous", "throughput"):
-        return f"{kind}@{conc}", "concurrency", float(conc)
+        return f"{kind}@{conc}", "concurrency", number(conc)
     if rate is not None:
-        return f"{kind}@{rate}", "rate", float(rate)
+        return f"{kind}@{rate}", "rate", number(rate)
     return kind, None, None
 
 
@@ -151,7 +153,7 @@ def _rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     start = t.struct.field("request_start")
     end = pl.coalesce(t.struct.field("request_end"), t.struct.field("resolve_end"))
     ok = pl.col("outcome") == "successful"
-    http = err.str.extract(r"'(\d{3}) [^']*' for url", 1).cast(pl.Int64)
+    http = err.str.extract(r"'(\d{3}) [^']*' for url", 1).pipe(to_int)
     return df.select(
         epoch_to_utc(start).alias("ts_start"),
         epoch_to_utc(end).alias("ts_end"),
@@ -170,9 +172,9 @@ def _rows(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         err.str.contains("Timeout").fill_null(False).alias("timed_out"),
         pl.when(ok).then(pl.col("time_to_first_token_ms") / 1e3).alias("ttft_s"),
         pl.coalesce(pl.col("request_latency"), end - start).alias("e2e_s"),
-        pl.col("prompt_tokens").cast(pl.Int64).alias("prompt_tokens"),
-        pl.col("output_tokens").cast(pl.Int64).alias("output_tokens"),
-        pl.col("conc").cast(pl.Int64).alias("concurrency"),
+        pl.col("prompt_tokens").pipe(to_int).alias("prompt_tokens"),
+        pl.col("output_tokens").pipe(to_int).alias("output_tokens"),
+        pl.col("conc").pipe(to_int).alias("concurrency"),
         "phase",
         pl.lit("exact").alias("grouping"),
         pl.lit(1.0).alias("grouping_confidence"),

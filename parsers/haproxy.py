@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _kinds
@@ -81,7 +82,7 @@ def detect(head: list[str]) -> float:
 
 
 def _ms(col: str) -> pl.Expr:
-    v = pl.col(col).cast(pl.Int64, strict=False)
+    v = pl.col(col).pipe(to_int)
     return pl.when(v >= 0).then(v / 1000.0)
 
 
@@ -108,15 +109,13 @@ def _rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     start = local_to_utc(
         pl.col("tr").str.strptime(pl.Datetime("us"), "%d/%b/%Y:%H:%M:%S%.f", strict=False), ctx.tz
     )
-    ta = pl.col("Ta").cast(pl.Int64, strict=False)
+    ta = pl.col("Ta").pipe(to_int)
     tsc = pl.col("tsc")
     cause = tsc.str.slice(0, 1).replace_strict(_CAUSE, default=None, return_dtype=pl.String)
     phase = tsc.str.slice(1, 1).replace_strict(_PHASE, default=None, return_dtype=pl.String)
-    connected = pl.all_horizontal(
-        [pl.col(c).cast(pl.Int64, strict=False) >= 0 for c in ("TR", "Tw", "Tc", "Tr")]
-    )
-    status = pl.col("st").cast(pl.Int64, strict=False)
-    total = pl.col("rc").cast(pl.Int64, strict=False) + 1
+    connected = pl.all_horizontal([pl.col(c).pipe(to_int) >= 0 for c in ("TR", "Tw", "Tc", "Tr")])
+    status = pl.col("st").pipe(to_int)
+    total = pl.col("rc").pipe(to_int) + 1
     req = pl.col("req").str.extract_groups(_REQ)
     hr_first = pl.col("hr").str.split("|").list.first()
     return rows.select(
@@ -133,9 +132,9 @@ def _rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         .otherwise(pl.col("be") + "/" + pl.col("srv"))
         .alias("upstream"),
         pl.when(status >= 0).then(status).alias("status"),
-        pl.when(pl.col("Tr").cast(pl.Int64, strict=False) >= 0).then(status).alias("upstream_status"),
+        pl.when(pl.col("Tr").pipe(to_int) >= 0).then(status).alias("upstream_status"),
         pl.when(connected & (ta >= 0))
-        .then((ta - pl.sum_horizontal([pl.col(c).cast(pl.Int64) for c in ("TR", "Tw", "Tc")])) / 1000.0)
+        .then((ta - pl.sum_horizontal([pl.col(c).pipe(to_int) for c in ("TR", "Tw", "Tc")])) / 1000.0)
         .alias("duration_s"),
         (ta / 1000.0).alias("request_time_s"),
         _ms("Tc").alias("connect_s"),
@@ -146,6 +145,6 @@ def _rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         .alias("error"),
         req.struct.field("method").alias("method"),
         req.struct.field("path").alias("path"),
-        pl.col("bytes").cast(pl.Int64, strict=False).alias("bytes_sent"),
+        pl.col("bytes").pipe(to_int).alias("bytes_sent"),
         pl.col("line_no"),
     )

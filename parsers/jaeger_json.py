@@ -16,7 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import _tracefile
-from ._spans import Span, attr
+from ._spans import Span, attr, us_to_ns
 from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "jaeger_json"
@@ -89,15 +89,15 @@ def convert(value: object, line_no: int) -> list[Span] | None:
                     name=s.get("operationName"),
                     service=proc.get("serviceName"),
                     kind=td.get("span.kind") or "internal",
-                    start_ns=int(st) * 1000 if isinstance(st, int | float) else None,
-                    end_ns=int(st + (dur or 0)) * 1000 if isinstance(st, int | float) else None,
+                    start_ns=us_to_ns(st),
+                    end_ns=us_to_ns(st, dur or 0),
                     status=status,
                     status_message=td.get("otel.status_description"),
                     attrs=tags,
                     events=[
                         (
                             {a[0]: a[1] for a in _tags(lg.get("fields"))}.get("event"),
-                            int(lg["timestamp"]) * 1000 if isinstance(lg.get("timestamp"), int) else None,
+                            us_to_ns(lg.get("timestamp")) if isinstance(lg.get("timestamp"), int) else None,
                         )
                         for lg in s.get("logs") or []
                         if isinstance(lg, dict)

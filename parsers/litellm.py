@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from ._common import UVICORN_ACCESS, UVICORN_LEVEL, local_to_utc
@@ -133,7 +134,7 @@ def _classify(msg: pl.Expr, level: pl.Expr) -> list[pl.Expr]:
             msg.str.extract(_CLASS).replace_strict(_CLASSES, default=None, return_dtype=pl.Int64)
         ),
     )
-    retried = msg.str.extract(_RETRIED, 1).cast(pl.Int64, strict=False) + 1
+    retried = msg.str.extract(_RETRIED, 1).pipe(to_int) + 1
     flags = (
         pl.when(is_att & att.struct.field("ok").is_not_null())
         .then(pl.lit("attempt"))
@@ -226,7 +227,7 @@ def _finish_rows(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "request_id",
         "attempts_total",
         "upstream",
-        pl.when(pl.col("is_acc")).then(acc.struct.field("status").cast(pl.Int64)).alias("status"),
+        pl.when(pl.col("is_acc")).then(acc.struct.field("status").pipe(to_int)).alias("status"),
         "upstream_status",
         "flags",
         "error",
@@ -260,7 +261,7 @@ def _text_chunk(txt: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.Series:
     secs = (
         pl.col("hms")
         .str.split(":")
-        .list.eval(pl.element().cast(pl.Int64))
+        .list.eval(pl.element().pipe(to_int))
         .list.to_struct(fields=["H", "M", "S"])
     )
     f = f.with_columns(
@@ -291,7 +292,7 @@ def _text_chunk(txt: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.Series:
     )
     rows = rows.filter(pl.col("flags").is_not_null() | pl.col("is_acc"))
     retried = f.filter(pl.col("kind") == "litellm").select(
-        "rec", pl.col("clean").str.extract(_RETRIED, 1).cast(pl.Int64).alias("n")
+        "rec", pl.col("clean").str.extract(_RETRIED, 1).pipe(to_int).alias("n")
     )
     state.setdefault("text_rows", []).append(rows.drop("h", "s", "clean"))
     state.setdefault("retried", []).append(retried.drop_nulls())
@@ -327,7 +328,7 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     stamp = date.cast(pl.Datetime("us")) + pl.col("hms_ff").str.to_time("%H:%M:%S", strict=False).cast(
         pl.Duration("us")
     )
-    stamp = stamp + pl.duration(milliseconds=pl.col("ms").cast(pl.Int64, strict=False).fill_null(0))
+    stamp = stamp + pl.duration(milliseconds=pl.col("ms").pipe(to_int).fill_null(0))
     rows = rows.with_columns(local_to_utc(stamp, ctx.tz).alias("ts"))
     if rows["date"].is_null().any():
         assumptions.append(

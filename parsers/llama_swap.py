@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _lexicon as lexicon
@@ -159,9 +160,9 @@ def _access(f: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     stamp = local_to_utc(
         pl.col("ts").str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"), ctx.tz
     )
-    status = pl.col("status").cast(pl.Int64)
+    status = pl.col("status").pipe(to_int)
     return acc.select(
-        (stamp - pl.duration(microseconds=(dur * 1e6).round(0).cast(pl.Int64))).cast(TS).alias("ts_start"),
+        (stamp - pl.duration(microseconds=(dur * 1e6).round(0).pipe(to_int))).cast(TS).alias("ts_start"),
         stamp.cast(TS).alias("ts_end"),
         pl.lit(ctx.source).alias("source"),
         pl.lit("llama-swap").alias("gateway"),
@@ -198,5 +199,5 @@ def _backend_access(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.lit(1, dtype=pl.Int64).alias("line_count"),
         pl.coalesce(b.struct.field("method"), b.struct.field("m2")).alias("http_method"),
         pl.coalesce(b.struct.field("path"), b.struct.field("p2")).alias("http_path"),
-        pl.coalesce(b.struct.field("status"), b.struct.field("s2")).cast(pl.Int64).alias("http_status"),
+        pl.coalesce(b.struct.field("status"), b.struct.field("s2")).pipe(to_int).alias("http_status"),
     )

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._common import local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -94,7 +96,7 @@ def detect(head: list[str]) -> float:
 
 def _secs(hms: pl.Expr) -> pl.Expr:
     """tqdm's elapsed ``[H:]MM:SS`` in seconds."""
-    parts = hms.str.split(":").list.eval(pl.element().cast(pl.Int64, strict=False))
+    parts = hms.str.split(":").list.eval(pl.element().pipe(to_int))
     return (
         parts.list.eval(pl.element().reverse())
         .list.eval(pl.element() * pl.lit(60).pow(pl.int_range(pl.len())).cast(pl.Int64))
@@ -122,11 +124,11 @@ def parse_document(text: str, ctx: ParseContext) -> ChunkResult:
             .str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S,%3f", strict=False),
         ).alias("naive"),
         pl.coalesce(pl.col("a").struct.field("msg"), pl.col("h").struct.field("msg")).alias("msg"),
-        pl.col("n").cast(pl.Int64).forward_fill().fill_null(0).alias("progress"),
+        pl.col("n").pipe(to_int).forward_fill().fill_null(0).alias("progress"),
     )
     df = df.with_columns(local_to_utc(pl.col("naive"), ctx.tz).alias("ts")).with_columns(
         pl.col("msg").str.extract_groups(_FAIL).alias("f"),
-        pl.col("msg").str.extract(_RETRY).cast(pl.Int64).alias("retry_n"),
+        pl.col("msg").str.extract(_RETRY).pipe(to_int).alias("retry_n"),
     )
     known = (
         pl.col("desc").is_not_null() & (pl.col("rest") == "")
@@ -222,7 +224,7 @@ def _load_test(df: pl.DataFrame, source: str) -> pl.DataFrame:
         pl.lit(source).alias("source"),
         pl.lit(CLIENT).alias("tool"),
         pl.lit(1, dtype=pl.Int64).alias("run"),
-        pl.col("total").cast(pl.Int64).alias("requests"),
+        pl.col("total").pipe(to_int).alias("requests"),
         _secs(pl.col("elapsed")).alias("duration_s"),
         pl.lit("client").alias("clock"),
         pl.lit("load_test").alias("latency_source"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _nginx_format as nf
@@ -342,11 +343,11 @@ def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) ->
     no_live = upstream.is_not_null() & ~upstream.str.contains(":") & (ustatus == 502)
     urt = item("upstream_response_time", pl.Float64)
     ts_start = pl.col("ts_end") - pl.duration(
-        microseconds=(pl.col("request_time_s").fill_null(0) * 1e6).round(0).cast(pl.Int64)
+        microseconds=(pl.col("request_time_s").fill_null(0) * 1e6).round(0).pipe(to_int)
     )
     before = _earlier_sum(urt.fill_null(0), int(rows.get_column("_k").max() or 0))
     return rows.select(
-        (ts_start + pl.duration(microseconds=(before * 1e6).round(0).cast(pl.Int64)))
+        (ts_start + pl.duration(microseconds=(before * 1e6).round(0).pipe(to_int)))
         .cast(TS)
         .alias("ts_start"),
         pl.col("ts_end").cast(TS),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._common import bad_times, local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
@@ -83,7 +85,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         pl.lit("nginx").alias("gateway"),
         "level",
         kind.otherwise(pl.lit("other")).alias("kind"),
-        pl.col("conn").cast(pl.Int64).alias("conn_id"),
+        pl.col("conn").pipe(to_int).alias("conn_id"),
         msg.str.extract(_CLIENT, 1).alias("client"),
         msg.str.extract(_REQUEST, 1).alias("request"),
         msg.str.extract(_UPSTREAM, 1).alias("upstream"),

@@ -29,6 +29,8 @@ from datetime import timedelta
 
 import polars as pl
 
+from logscope.numbers import to_int
+
 from ._openai_lines import _EV_SCHEMA, _NOISE, _events
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -435,7 +437,7 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
         pl.col("ts").alias("ph_ts"),
         pl.col("ph").alias("phase"),
         pl.when(pl.col("ph_mode") == "concurrency")
-        .then(pl.col("ph_value").round(0).cast(pl.Int64))
+        .then(pl.col("ph_value").round(0).pipe(to_int))
         .alias("concurrency"),
     )
     start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("_g").alias("_lg_ts")

@@ -30,6 +30,7 @@ from datetime import date
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _lexicon as lexicon
@@ -336,9 +337,9 @@ def _stats(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
         pl.col("rank").alias("engine"),
         pl.lit("sglang").alias("engine_kind"),
         pl.lit(None, dtype=pl.String).alias("level"),
-        _num(r"#running-req: (\d+)").cast(pl.Int64).alias("running"),
-        _num(r"#queue-req: (\d+)").cast(pl.Int64).alias("waiting"),
-        (pl.col("_pre").cast(pl.Int64) if first_seen else pl.lit(None, dtype=pl.Int64)).alias("preemptions"),
+        _num(r"#running-req: (\d+)").pipe(to_int).alias("running"),
+        _num(r"#queue-req: (\d+)").pipe(to_int).alias("waiting"),
+        (pl.col("_pre").pipe(to_int) if first_seen else pl.lit(None, dtype=pl.Int64)).alias("preemptions"),
         kv.alias("kv_usage"),
         _num(r"input throughput \(token/s\): ([\d.]+)").alias("prompt_tps"),
         _num(r"gen throughput \(token/s\): ([\d.]+)").alias("gen_tps"),
@@ -373,7 +374,7 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "seq",
         pl.col("method").alias("http_method"),
         pl.col("path").alias("http_path"),
-        pl.col("status").cast(pl.Int64).alias("http_status"),
+        pl.col("status").pipe(to_int).alias("http_status"),
         pl.col("addr").alias("client_addr"),
         pl.lit("sglang").alias("engine_kind"),
     )

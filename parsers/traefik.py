@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from ._common import json_fields
@@ -89,12 +90,12 @@ def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         .str.replace(_START, "${1}${2}")
         .str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
     )
-    dur_ns = pl.col("Duration").cast(pl.Int64, strict=False)
-    status = pl.col("DownstreamStatus").cast(pl.Int64, strict=False)
-    origin = pl.col("OriginStatus").cast(pl.Int64, strict=False)
-    total = pl.col("RetryAttempts").cast(pl.Int64, strict=False) + 1
+    dur_ns = pl.col("Duration").pipe(to_int)
+    status = pl.col("DownstreamStatus").pipe(to_int)
+    origin = pl.col("OriginStatus").pipe(to_int)
+    total = pl.col("RetryAttempts").pipe(to_int) + 1
     rid = pl.col("request_X-Request-Id")
-    port = pl.col("RequestPort").cast(pl.Int64, strict=False)
+    port = pl.col("RequestPort").pipe(to_int)
     return f.select(
         start.cast(TS).alias("ts_start"),
         (start + pl.duration(microseconds=dur_ns // 1000)).cast(TS).alias("ts_end"),
@@ -112,7 +113,7 @@ def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         origin.replace_strict(_OWN_CODES, default=None, return_dtype=pl.String).alias("flags"),
         pl.col("RequestMethod").alias("method"),
         pl.col("RequestPath").alias("path"),
-        pl.col("DownstreamContentSize").cast(pl.Int64, strict=False).alias("bytes_sent"),
+        pl.col("DownstreamContentSize").pipe(to_int).alias("bytes_sent"),
         pl.col("request_User-Agent").alias("user_agent"),
         port.alias("port"),
         pl.col("line_no"),

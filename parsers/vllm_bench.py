@@ -26,6 +26,8 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from logscope.numbers import number, to_int
+
 from ._bench_blocks import blocks
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -183,11 +185,8 @@ def _mode_value(res: dict) -> tuple[str | None, float | None]:
     conc = res.get("max_concurrency")
     if conc is None:
         conc = res.get("concurrency")  # --metadata concurrency=N (a string)
-    try:
-        if conc is not None:
-            return "concurrency", float(conc)
-    except (TypeError, ValueError):
-        pass
+    if conc is not None and number(conc) is not None:
+        return "concurrency", number(conc)
     rate = res.get("request_rate")
     try:
         r = float(rate)
@@ -200,8 +199,11 @@ def _one_result(
     res: dict, label: str, prefix: str | None, ctx: ParseContext, phase_only: bool = False
 ) -> dict[str, pl.DataFrame] | None:
     end = _anchor(res, ctx)
-    duration = float(res.get("duration") or 0.0)
-    start = end - timedelta(seconds=duration) if end is not None else None
+    duration = number(res.get("duration") or 0.0)
+    try:  # a duration that is no number, or longer than a datetime reaches back: the start is unknown
+        start = end - timedelta(seconds=duration) if end is not None and duration is not None else None
+    except OverflowError:
+        start = None
     mode, value = _mode_value(res)
     phase = pl.DataFrame(
         {
@@ -226,7 +228,7 @@ def _one_result(
     conc = int(value) if mode == "concurrency" and value is not None else None
     t0 = df["start_times"].min()
     ts = pl.lit(start, dtype=pl.Datetime("us", "UTC")) + pl.duration(
-        microseconds=((pl.col("start_times") - t0) * 1e6).round(0).cast(pl.Int64)
+        microseconds=((pl.col("start_times") - t0) * 1e6).round(0).pipe(to_int)
     )
     failed = pl.col("errors").fill_null("") != ""
     lid = (
@@ -245,8 +247,7 @@ def _one_result(
         pl.lit(CLIENT).alias("client"),
         ts.alias("ts_start"),
         (
-            ts
-            + pl.duration(microseconds=(pl.col("latencies").cast(pl.Float64) * 1e6).round(0).cast(pl.Int64))
+            ts + pl.duration(microseconds=(pl.col("latencies").cast(pl.Float64) * 1e6).round(0).pipe(to_int))
         ).alias("ts_end"),
         pl.when(failed).then(None).otherwise(pl.lit(200)).alias("status"),
         pl.when(failed).then(pl.col("errors").str.slice(0, 300)).alias("error"),
@@ -255,8 +256,8 @@ def _one_result(
         pl.lit(1).alias("attempt"),
         pl.when(~failed).then(pl.col("ttfts").cast(pl.Float64)).alias("ttft_s"),
         pl.col("latencies").cast(pl.Float64).alias("e2e_s"),
-        pl.col("input_lens").cast(pl.Int64).alias("prompt_tokens"),
-        pl.col("output_lens").cast(pl.Int64).alias("output_tokens"),
+        pl.col("input_lens").pipe(to_int).alias("prompt_tokens"),
+        pl.col("output_lens").pipe(to_int).alias("output_tokens"),
         pl.lit(conc, dtype=pl.Int64).alias("concurrency"),
         pl.lit(label).alias("phase"),
         pl.lit("exact").alias("grouping"),

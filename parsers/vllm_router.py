@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from ._common import UVICORN_ACCESS, local_to_utc
@@ -98,7 +99,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     stamp = (
         pl.col("h").struct.field("stamp").str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
     )
-    stamp = stamp + pl.duration(milliseconds=pl.col("h").struct.field("ms").cast(pl.Int64))
+    stamp = stamp + pl.duration(milliseconds=pl.col("h").struct.field("ms").pipe(to_int))
     f = f.with_columns(
         is_head.alias("is_head"),
         is_uv.alias("is_uv"),
@@ -172,10 +173,10 @@ def _attempts(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.lit(ctx.source).alias("source"),
         pl.lit(NAME).alias("gateway"),
         pl.when(pl.col("routed")).then(r.struct.field("rid")).alias("request_id"),
-        pl.when(pl.col("routed")).then(r.struct.field("att").cast(pl.Int64)).alias("attempt"),
-        pl.when(pl.col("routed")).then(r.struct.field("tot").cast(pl.Int64)).alias("attempts_total"),
+        pl.when(pl.col("routed")).then(r.struct.field("att").pipe(to_int)).alias("attempt"),
+        pl.when(pl.col("routed")).then(r.struct.field("tot").pipe(to_int)).alias("attempts_total"),
         pl.when(pl.col("routed")).then(r.struct.field("url")).alias("upstream"),
-        pl.when(pl.col("access")).then(a.struct.field("status").cast(pl.Int64)).alias("status"),
+        pl.when(pl.col("access")).then(a.struct.field("status").pipe(to_int)).alias("status"),
         pl.when(pl.col("routed")).then(pl.lit("routed")).alias("flags"),
         pl.when(pl.col("access")).then(a.struct.field("method")).alias("method"),
         pl.when(pl.col("access")).then(a.struct.field("path")).alias("path"),

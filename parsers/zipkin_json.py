@@ -19,7 +19,7 @@ import json
 import polars as pl
 
 from . import _tracefile
-from ._spans import Span
+from ._spans import Span, us_to_ns
 from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "zipkin_json"
@@ -94,15 +94,15 @@ def convert(value: object, line_no: int) -> list[Span] | None:
                 name=s.get("name"),
                 service=(s.get("localEndpoint") or {}).get("serviceName"),
                 kind=s.get("kind") or "internal",
-                start_ns=int(ts) * 1000 if isinstance(ts, int | float) else None,
-                end_ns=int(ts + (dur or 0)) * 1000 if isinstance(ts, int | float) else None,
+                start_ns=us_to_ns(ts),
+                end_ns=us_to_ns(ts, dur or 0),
                 status=status,
                 status_message=tags.get("otel.status_description") or tags.get("error") or None,
                 attrs=[(k, v, "string") for k, v in tags.items()],  # Zipkin tags are strings
                 events=[
                     (
                         _event_name(a.get("value")),
-                        int(a["timestamp"]) * 1000 if isinstance(a.get("timestamp"), int) else None,
+                        us_to_ns(a.get("timestamp")) if isinstance(a.get("timestamp"), int) else None,
                     )
                     for a in s.get("annotations") or []
                     if isinstance(a, dict)

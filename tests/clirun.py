@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "spike"
-DOCUMENTED = {0, 1, 2, 3, 4, 5, 70}  # README, exit codes
+DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 70, 130}  # README, exit codes
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ import zstandard
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
+from logscope.ingest import sources
 
 SPIKE_LOG = LAB / "spike" / "vllm-server.log"
 
@@ -113,7 +114,13 @@ def test_output_folder_is_skipped_when_met(tmp_path):
     shutil.copy(need(SPIKE_LOG), d / "vllm-server.log")
     ingest(d, d / "old-out", AnalyzeOptions())  # a previous run left its outputs inside
     res = ingest(d, tmp_path / "out", AnalyzeOptions())
-    assert list(_files(res)) == ["vllm-server.log"]
+    files = _files(res)
+    read = [p for p, r in files.items() if r["format"] != "skipped"]
+    assert read == ["vllm-server.log"]
+    # every output of the old run is a row of its own, read of nothing, with why (issue #44)
+    old = {p: r for p, r in files.items() if p.startswith("old-out/")}
+    assert "old-out/files.parquet" in old and "old-out/.logscope-output" in old and len(old) == len(files) - 1
+    assert all(r["messages"] == [sources.OWN_OUTPUT] and r["lines_total"] == 0 for r in old.values())
 
 
 def test_the_tables_do_not_depend_on_where_the_folder_is(tmp_path):

@@ -4,12 +4,13 @@ what it prints says what happened (issue #27). Every run is ``python -m logscope
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
-from clirun import SAMPLE, cli, env, error_lines
+from clirun import ROOT, SAMPLE, cli, env, error_lines
 
 
 def jpeg_folder(d):
@@ -106,13 +107,15 @@ def test_jpeg_only_folder_names_each_file_and_why(tmp_path):
     r = cli("analyze", d, "-o", tmp_path / "out")
     assert r.returncode == 4, r.stderr
     [line] = error_lines(r.stderr)
-    assert "dashboard.jpg (skipped: a .jpg file: an image" in line
-    assert "grafana.jpeg (skipped: a .jpeg file: an image" in line
+    assert "dashboard.jpg (skipped): a JPEG image (its first bytes say so): not a log" in line
+    assert "grafana.jpeg (skipped): a JPEG image (its first bytes say so): not a log" in line
     assert not (tmp_path / "out").exists()  # a failed run leaves no folder of empty tables
     r = cli("detect", d)
     assert r.returncode == 0, r.stderr
-    assert "dashboard.jpg: skipped: a .jpg file: an image, not a log" in r.stdout.splitlines()
-    assert "grafana.jpeg: skipped: a .jpeg file: an image, not a log" in r.stdout.splitlines()
+    assert (
+        "dashboard.jpg: a JPEG image (its first bytes say so): not a log, not read" in r.stdout.splitlines()
+    )
+    assert "grafana.jpeg: a JPEG image (its first bytes say so): not a log, not read" in r.stdout.splitlines()
 
 
 def test_fail_on_says_which_episode(analyzed):
@@ -160,6 +163,9 @@ def test_help_reads_as_typer_users_expect():
     assert set(lines) >= {"--json", "--fail-on", "--tz", "--force", "--window"}
     assert "[default: UTC]" in lines["--tz"]
     assert lines["--json"].split()[1:3] == ["print", "summary.json"]  # a flag: no type shown
+    assert (
+        lines["--fail-on"].split()[1] == "[spike|sustained|recurring|crash]"
+    )  # its choices, as typer lists them
     r = cli("report", "--help", COLUMNS="200")
     assert "Usage: logscope report [OPTIONS] OUT" in r.stdout
 
@@ -201,3 +207,14 @@ def test_debug_writes_the_traceback_into_out(tmp_path):
     assert text.startswith(f"logscope {__version__}, Python ") and "RuntimeError: a bug in diagnose" in text
     assert "Traceback" in text and "in boom" in text
     assert not (out / "report.html").exists()  # nothing half-written beside it
+
+
+def test_every_exit_code_is_in_the_readme_table():
+    """One exit-code enum, one table: each code the CLI can return is a row of README's exit codes (130 for Ctrl-C
+    was missing)."""
+    from logscope.cli import ExitCode
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("### Exit codes") :].split("\n## ", 1)[0]
+    rows = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert rows == {int(c) for c in ExitCode}

@@ -193,10 +193,12 @@ def test_a_task_error_comes_back_as_itself(tmp_path, local):
     st = FileState(sources.discover(d)[0], "vllm_server", "server", 1.0, "r")
     (tmp_path / "parts").write_text("a file where the parts folder goes")  # the part cannot be written
     args = (0, [st], IngestOptions(), (2026, "test", None), tmp_path / "parts")
-    with pytest.raises(OSError) as here:
+    # the output's failure (exit 5, issue #44), never taken for the parser's: the same here and on a worker
+    with pytest.raises(LogscopeError) as here:
         tasks.whole(*args)
-    with pytest.raises(OSError) as there:
+    with pytest.raises(LogscopeError) as there:
         local.client.submit(tasks.whole, *args, pure=False).result()
+    assert here.value.code == there.value.code == 5 and "Not a directory" in here.value.what
 
     def said(e: BaseException) -> str:  # the part's folder is named per run
         return re.sub(r"\d{5}-[0-9a-f]{12}", "<part>", str(e))

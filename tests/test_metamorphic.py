@@ -14,8 +14,45 @@ from conftest import LAB, need
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
 from metamorphic import copy, copy_shifted, span
 
-RUNS = ("calm", "crash", "ladder", "orphan", "retry-storm", "spike", "v0-ladder")
+RUNS = (
+    "calm",
+    "crash",
+    "ladder",
+    "orphan",
+    "retry-storm",
+    "spike",
+    "v0-ladder",
+    # recorded like the others (../shared/fixtures/lab), and this round's (#37)
+    "calm-b",
+    "spike-b",
+    "storm-b",
+    "ladder-b",
+    "abort-ignored",
+    "killed-debug",
+    "seqs-64",
+    "seqs-32",
+    "seqs-16",
+    "seqs-8",
+    "overload-long",
+    "enginecore-kill",
+)
 SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of any window
+
+# Known: abort-ignored (0.9 req/s, a few callers leaving every few seconds) holds request signals at their
+# per-window floors (3 errors, 3 orphaned executions in a 2 s window): a grid shifted by a second moves its last
+# orphans stretch from 11 s to 10 s after a preemption episode (merge_gap_s: then a companion, no episode of its
+# own), and a calm hour before widens the windows (2 s to 10 s), which changes which windows reach the floors. The
+# classes of its server episodes and its verdict's cancellation hold; its request-signal episodes do not. Since
+# main's joins count every abandoned attempt, its last orphans stretch (2-6 a window, 02:08:54-02:09:00) is an
+# episode over the whole run and none in a range around it (the range's baseline holds the 02:08:35-43 stretch).
+FLOOR_BOUND = pytest.mark.xfail(
+    strict=True,
+    reason="request signals at their per-window floors move with the window grid (see FLOOR_BOUND)",
+)
+
+
+def _runs(*known: str) -> list:
+    return [pytest.param(r, marks=FLOOR_BOUND) if r in known else r for r in RUNS]
 
 
 def _diagnosed(folder, out, **opts) -> dict:
@@ -46,6 +83,13 @@ def _lead(diag: dict) -> tuple:
     return f["kind"], f["severity"], ep and (ep["signal"], ep["class"])
 
 
+def _states(diag: dict) -> dict[str, str]:
+    """The states of the claims a transform must not move: the verdict's, cancellation's, the ladder's boundary
+    and steps', and 'nothing alarming'."""
+    keep = ("verdict", "cancellation", "calm", "ladder.")
+    return {c["id"]: c["state"] for c in diag["claims"] if c["id"].startswith(keep)}
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> dict[str, dict]:
     need(LAB)
@@ -53,7 +97,7 @@ def base(tmp_path_factory) -> dict[str, dict]:
     return {run: _diagnosed(LAB / run, root / run) for run in RUNS}
 
 
-@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("run", _runs("abort-ignored"))
 def test_every_clock_shifted(run, base, tmp_path):
     """One offset on every clock of the folder (a day, hours, and 13 s off every window's grid): the same
     classes, the episodes shifted by the same offset."""
@@ -61,6 +105,7 @@ def test_every_clock_shifted(run, base, tmp_path):
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got) == _classes(base[run])
     assert _lead(got) == _lead(base[run])
+    assert _states(got) == _states(base[run])
     assert [_t(e["start"]) - SHIFT for e in got["episodes"]] == [
         _t(e["start"]) for e in base[run]["episodes"]
     ]
@@ -77,7 +122,7 @@ def _earlier_calm(rel: str) -> str | None:
     return None  # the lab's ground truth and nginx.conf (the incident's own stays)
 
 
-@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+@pytest.mark.parametrize("run", [r for r in _runs("abort-ignored") if r != "calm"])
 def test_calm_hour_before(run, base, tmp_path):
     """The same server's calm run ten minutes before the incident, as the rotated logs before it: more calm
     time in the span changes no class (the rule 'a large share of the observed span' did)."""
@@ -90,6 +135,7 @@ def test_calm_hour_before(run, base, tmp_path):
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got, lo=lo - timedelta(minutes=5)) == _classes(base[run])
     assert _lead(got) == _lead(base[run])  # the headline does not move with calm time
+    assert _states(got) == _states(base[run])
 
 
 @pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
@@ -112,7 +158,7 @@ def test_calm_replica_beside(run, base, tmp_path):
 
 
 @pytest.mark.parametrize("after_s", [12, 30])
-@pytest.mark.parametrize("run", [r for r in RUNS if r != "calm"])
+@pytest.mark.parametrize("run", [r for r in _runs("abort-ignored") if r != "calm"])
 def test_range_around_each_episode(run, after_s, base, tmp_path):
     """--since/--until around each episode, holding it whole and its baseline lookback (and the lead-in)
     before it, the tables re-correlated and re-diagnosed as `logscope report OUT --since --until` does: the
@@ -122,6 +168,8 @@ def test_range_around_each_episode(run, after_s, base, tmp_path):
     out = tmp_path / "out"
     ingest(LAB / run, out, AnalyzeOptions())
     for e in diag["episodes"]:
+        if e["class"] == "recurring":  # a range around one beat of a pattern holds one spike: it is one there
+            continue
         pad = timedelta(seconds=th["baseline_lookback_s"] + th["merge_gap_s"] + 5)
         start, end = _t(e["start"]), _t(e["end"])
         opts = AnalyzeOptions(since=start - pad, until=end + timedelta(seconds=after_s))

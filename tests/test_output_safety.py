@@ -163,7 +163,49 @@ def test_an_input_that_once_was_an_output_is_read(done, tmp_path):
     import polars as pl
 
     files = pl.read_parquet(tmp_path / "out" / "files.parquet")
-    assert dict(zip(files["path"], files["format"], strict=True)) == {
+    read = files.filter(pl.col("format") != "skipped")
+    assert dict(zip(read["path"], read["format"], strict=True)) == {
         "nginx-access.log": "nginx_access",
         "vllm-server.log": "vllm_server",
     }
+    # the old outputs: each a row read of nothing, saying why (issue #44)
+    old = files.filter(pl.col("format") == "skipped")
+    assert "report.html" in old["path"].to_list() and (old["lines_total"] == 0).all()
+    assert all(m[0].startswith("an output logscope wrote") for m in old["messages"])
+
+
+def test_no_lock_file_is_left_when_a_run_ends(done, tmp_path):
+    """The lock is for the time a run writes: a finished run, a failed one and an interrupted one (below) leave no
+    .logscope-lock behind (it was left in every output folder)."""
+    assert not (done / outdir.LOCK).exists()  # analysed by the module's fixture: a run that succeeded
+    out = tmp_path / "out"
+    shutil.copytree(done, out)
+    (tmp_path / "conf").mkdir()
+    shutil.copy(SAMPLE / "prometheus" / "tsdb-dump.txt.gz", tmp_path / "conf" / "dump.bin")  # not text
+    r = cli("ingest", tmp_path / "conf", "-o", out)
+    assert r.returncode == 4, r.stderr
+    assert not (out / outdir.LOCK).exists()
+
+
+def test_ctrl_c_exits_130_and_leaves_the_previous_outputs(done, tmp_path):
+    """Ctrl-C (SIGINT) half-way through a run: exit 130 (README's exit codes), 'interrupted' said, the previous
+    complete outputs as they were, no staging folder and no lock left."""
+    out = tmp_path / "out"
+    shutil.copytree(done, out)
+    before = _snapshot(out)
+    p = start("analyze", SAMPLE, "-o", out, "--reparse", "-q")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 300 and p.poll() is None:
+        if any((s / "files.parquet").exists() for s in out.glob(f"{outdir.STAGING}*")):
+            break
+        time.sleep(0.02)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=120)
+    stderr = p.stderr.read()
+    p.stdout.close()
+    p.stderr.close()
+    assert rc == 130, stderr
+    assert "logscope: interrupted" in stderr and "Traceback" not in stderr
+    assert _snapshot(out) == before
+    assert not list(out.glob(f"{outdir.STAGING}*")) and not (out / outdir.LOCK).exists()

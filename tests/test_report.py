@@ -203,9 +203,10 @@ def test_ladder_section(tmp_path_factory):
     assert (st["concurrency"], st["kv_max"], st["success_share"]) == (8, 0.865, 1.0)
     assert '<td class="num">86.5 %</td>' in page and '<td class="num">100.0 %</td>' in page
     md = (analysed(tmp_path_factory, "ladder") / "summary.md").read_text()
-    # (each latency with its source: the bench client's own per-request figures here)
+    # (each latency with its clock: the bench client's own per-request figures here; none of step 4's requests
+    # was set aside as cold start)
     assert (
-        "| 4 | 8 | 40 | 4.56 | 8 | 0.1 | 0.12 | client | 1.75 | 2.05 | client | 100.0 % | 1,166.45 | 86.5 % |"
+        "| 4 | 8 | 40 | 0 | 4.56 | 8 | 0.1 | 0.12 | client | 1.75 | 2.05 | client | 100.0 % | 1,166.45 | 86.5 % |"
         in md
     )
 
@@ -370,7 +371,11 @@ def test_timeline_picture_is_drawn_by_a_child_process(tmp_path_factory, tmp_path
     assert "![timeline](timeline.png)" in (out / "summary.md").read_text()
     ld = load(out)
     ctx = context(ld, summary_of(out), AnalyzeOptions())
-    spec = _png_spec(ctx["charts"]["timeline"], ctx["timeline_notes"])
+    spec = _png_spec(ctx["charts"]["timeline"], ctx["timeline_notes"], ctx["s"])
+    # a picture pasted into a ticket names its incident: the folder, the date (lab README: recorded on 2026-11-29)
+    # and the span of its logs (the server's start at 08:24:14 to its SIGTERM's last line at 08:27:59)
+    assert spec["title"]["text"] == "logscope timeline · spike"
+    assert spec["title"]["subtitle"] == "2026-11-29 08:24:14 – 08:27:59 UTC (3.8 min)"
     painter = _Painter()
     assert painter.child is not None
     drawn = painter.draw(spec)

@@ -74,12 +74,7 @@ class Opening:
 
     def _open(self, root: Path, out: Path, ready: Callable[[Session], None] | None) -> None:
         try:
-            s = connect(self.address)
-            try:
-                check(s, root, out)
-            except BaseException:
-                close(s)
-                raise
+            s = started(self.address, root, out)
             self._session = s
             if ready is not None:
                 ready(s)
@@ -146,14 +141,50 @@ def session(address: str, root: str | Path, out: str | Path) -> Iterator[Session
     if _current is not None and _current.address == address:
         yield current()
         return
-    s = connect(address)
+    s = started(address, Path(root).resolve(), Path(out).resolve())
     try:
-        check(s, Path(root).resolve(), Path(out).resolve())
         _current = s
         yield s
     finally:
         _current = None
         close(s)
+
+
+START_TRIES = 2  # a cluster that failed to start or to be checked is started again once, then exit 6
+
+
+def started(address: str, root: Path, out: Path) -> Session:
+    """A session on ``address``, connected and checked (``connect``, ``check``). A worker that dies while the
+    cluster starts (a local cluster's nanny then fails: 'Nanny failed to start') or while it is checked is no
+    error of the analysis: the whole start is run again, once, and said in the session's notes; a second
+    failure is exit ``EXIT`` with what went wrong, never an internal error."""
+    failures: list[str] = []
+    for _ in range(START_TRIES):
+        try:
+            s = connect(address)
+        except LogscopeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever killed the start, it is the cluster's
+            failures.append(f"{type(e).__name__}: {e}")
+            continue
+        try:
+            check(s, root, out)
+        except LogscopeError:
+            close(s)
+            raise
+        except Exception as e:  # noqa: BLE001 - a worker lost while checked: start again
+            close(s)
+            failures.append(f"{type(e).__name__}: {e}")
+            continue
+        s.notes += [f"the cluster was started again: the first start failed ({f})" for f in failures]
+        return s
+    raise LogscopeError(
+        f"the Dask cluster {address} could not be started and checked ({START_TRIES} tries; a worker died or "
+        f"failed while it started): {failures[-1]}",
+        hint="run again (a worker killed at start, by the OOM killer or a deploy, is often transient), start the "
+        "workers by hand to see why one fails, or analyse without --cluster",
+        code=EXIT,
+    )
 
 
 def connect(address: str) -> Session:
@@ -201,10 +232,20 @@ def connect(address: str) -> Session:
         raise LogscopeError(
             f"cannot reach the Dask scheduler at {address}: {e}", hint=HINT, code=EXIT
         ) from None
+    except (
+        Exception
+    ):  # a worker that died while the local cluster started ('Nanny failed to start'): ``started``
+        if local is not None:
+            local.close()
+        _restore(environ)
+        raise
     try:
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
     except (OSError, TimeoutError):
         client.close()
+        if local is not None:
+            local.close()
+        _restore(environ)
         raise LogscopeError(
             f"the Dask scheduler at {address} has no worker (none joined in {WORKERS_TIMEOUT_S} s)",
             hint=HINT,
@@ -340,7 +381,7 @@ def check(s: Session, root: Path, out: Path) -> None:
     from ..ingest import sources
 
     out.mkdir(parents=True, exist_ok=True)
-    found = [f for f in sources.discover(root) if f.size >= 0]
+    found = [f for f in sources.discover(root) if f.size >= 0 and not f.skipped]  # rows of what is not read
     samples = [
         (f.rel, f.size)
         for f in {

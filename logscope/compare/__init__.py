@@ -1,171 +1,134 @@
-"""``logscope compare A B``: did the one change help? Two runs of the same traffic, side by side.
+"""``logscope compare A B [C …]``: did the one change help? Two runs of the same traffic side by side, or a sweep
+of three or more that differ in one setting.
 
-Each run is an analyze output folder (an input folder is analysed first). The comparison says what
-changed between the runs (logscope.compare.settings, .gateway, .traffic), what moved per matched step and
-over the whole runs, beyond the run-to-run noise or not (.moves), and the verdict (.verdict); .render writes
-compare.json (schema: logscope/compare.schema.json), compare.md and compare.html.
+Each run is an analyze output folder (an input folder is analysed first, into ``OUT/run-<label>``). A pair
+(logscope.compare.pair) says what changed between the runs (.settings, .gateway, .traffic), what moved per
+matched step and over the whole runs, each figure on its clock (.moves, .sources, .engine), the trade (.trade)
+and the verdict (.verdict); a sweep (.sweep) gives each run's working boundary and figures per step against the
+setting. .render writes compare.json (schema: logscope/compare.schema.json), compare.md and compare.html.
+
+Outputs are written as analyze writes its own (logscope.outdir): into a staging folder, published when the
+comparison succeeds; a comparison that fails leaves nothing of its own (not even the analyses it made).
 """
 
 from __future__ import annotations
 
+import shutil
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..report.fmt import clean, iso
-from . import gateway, moves, settings, traffic, verdict
+from .. import outdir
+from ..errors import LogscopeError
 from .runs import Run, resolve
 
-SCHEMA_VERSION = "1.0"
+COMPARE_FILES = ("compare.json", "compare.md", "compare.html")
 
 
 @dataclass
 class CompareOptions:
     command_line: str = ""
-    slo: dict | None = None  # {"ttft_s", "e2e_s", "success"}; None: A's (summary.json), else B's
+    slo: dict | None = (
+        None  # {"ttft_s", "e2e_s", "success"}; None: the first run's (summary.json), else the next's
+    )
 
 
-def load_runs(a: Path, b: Path, out: Path, analyse: Callable[[Path, Path], Any]) -> tuple[Run, Run]:
-    ra = resolve("A", Path(a), Path(out), analyse)
-    if Path(b).resolve() == Path(a).resolve():  # a run compared with itself: one analysis
-        return ra, Run("B", str(b), ra.out, ra.analysed_here)
-    return ra, resolve("B", Path(b), Path(out), analyse)
+def labels(n: int) -> list[str]:
+    """A, B, … Z, then AA, AB, …"""
+    letters = string.ascii_uppercase
+    return [letters[i] if i < 26 else letters[i // 26 - 1] + letters[i % 26] for i in range(n)]
 
 
-def _slo(ra: Run, rb: Run, given: dict | None) -> tuple[dict, list[str]]:
-    sa, sb = ra.doc("summary").get("slo") or {}, rb.doc("summary").get("slo") or {}
-    notes = []
-    if not given and sa and sb and sa != sb:
-        notes.append("the two runs were analysed against different SLOs: A's is used for both")
-    slo = {k: (given or {}).get(k, sa.get(k, sb.get(k))) for k in ("ttft_s", "e2e_s", "success")}
-    return slo, notes
+def load_runs(
+    paths: list[Path], out: Path, analyse: Callable[[Path, Path], Any], made: list[Path] | None = None
+) -> list[Run]:
+    """The runs, labelled A, B, …: a path given twice is one analysis; an input folder is analysed into
+    ``out/run-<label>`` (appended to ``made`` when this call created it)."""
+    runs: list[Run] = []
+    for label, p in zip(labels(len(paths)), paths, strict=True):
+        same = next((r for r in runs if Path(r.given).resolve() == Path(p).resolve()), None)
+        if same is not None:
+            runs.append(Run(label, str(p), same.out, same.analysed_here))
+            continue
+        dst = Path(out) / f"run-{label.lower()}"
+        existed = dst.exists()
+        run = resolve(label, Path(p), Path(out), analyse)
+        if run.analysed_here and not existed and made is not None:
+            made.append(dst)
+        runs.append(run)
+    return runs
 
 
-def _settings(ra: Run, rb: Run) -> tuple[list[dict], list[str]]:
-    rows, notes = [], []
-    for layer, fn, first in (
-        ("server", settings.server, settings.SERVER_ORDER),
-        ("gateway", gateway.settings, ("gateway_listener",)),
-        ("client", settings.client, ()),
-    ):
-        va, sa, na = fn(ra)
-        vb, sb, nb = fn(rb)
-        rows += settings.diff(layer, (va, sa), (vb, sb), first)
-        notes += [f"A: {n}" for n in na] + [f"B: {n}" for n in nb]
-    return rows, notes
+def check_count(paths: list[Path]) -> None:
+    if len(paths) < 2:
+        raise LogscopeError(
+            "compare takes two runs (a pair) or more (a sweep)", hint="logscope compare A B [C …]", code=2
+        )
 
 
-def _span(run: Run) -> dict:
-    s = run.doc("summary").get("span") or {}
-    return {"start": s.get("start"), "end": s.get("end"), "duration_s": s.get("duration_s")}
+def default_out(paths: list[Path]) -> str:
+    """./logscope-compare-<A>-<B> for a pair, ./logscope-sweep-<A>-<last> for a sweep."""
+    names = [Path(p).resolve().name for p in paths]
+    kind = "compare" if len(names) == 2 else "sweep"
+    return f"logscope-{kind}-{names[0]}-{names[-1]}"
 
 
-def build(ra: Run, rb: Run, options: CompareOptions) -> tuple[dict, dict]:
-    """compare.json as a dict, and what the charts need (the per-step figures and both runs)."""
-    slo, notes = _slo(ra, rb, options.slo)
-    rows, set_notes = _settings(ra, rb)
-    notes += set_notes
-    sa, sb = traffic.steps(ra), traffic.steps(rb)
-    ta, tb = traffic.describe(ra, sa), traffic.describe(rb, sb)
-    t_rows, alike = traffic.differences(ta, tb)
-    pairs, only_a, only_b = traffic.match(sa, sb)
-    nxt_a = {s.key: n.ts_start for s, n in zip(sa, sa[1:], strict=False)}
-    nxt_b = {s.key: n.ts_start for s, n in zip(sb, sb[1:], strict=False)}
-    steps = []
-    for x, y in pairs:
-        fa, fb = moves.figures(ra, x, nxt_a.get(x.key)), moves.figures(rb, y, nxt_b.get(y.key))
-        rows_s = moves.compare(fa, fb, x.key)
-        steps.append(_scope(x.label, rows_s, fa, fb, slo) | {"key": x.key, "mode": x.mode, "value": x.value})
-    fa, fb = moves.figures(ra, None), moves.figures(rb, None)
-    whole = _scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
-    changed = [r for r in rows if r["counted"]]
-    unknown = [r for r in rows if r["status"] == "unknown" and r["name"] not in settings.OBSERVED]
-    bd = verdict.boundary(steps)
-    scopes = [("whole run", whole["metrics"])] + [(f"step {s['label']}", s["metrics"]) for s in steps]
-    found = verdict.traps(scopes)
-    result, good, bad = verdict.movement(whole["metrics"])
-    lines = [verdict.comparability(changed, unknown, t_rows, alike)]
-    identical = not changed and alike is not False and result == "no movement"
-    if identical:
-        lines = [
-            "No change, no movement: no setting differs between the runs and no figure moved beyond the "
-            "run-to-run noise."
-        ]
-    else:
-        lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
-        lines += [ln for ln in [verdict.control_line(steps)] if ln]
-        lines += verdict.headline_traps(found) or [ln for ln in [verdict.relief_line(scopes)] if ln]
-        lines.append(verdict.movement_line(result, good, bad))
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "generated_by": {
-            "tool": "logscope",
-            "version": __version__,
-            "command_line": options.command_line or None,
-        },
-        "verdict": lines,
-        "result": result,
-        "runs": {
-            r.label.lower(): {
-                "given": r.given,
-                "analysis": r.out.name if r.analysed_here else str(r.out),
-                "analysed_here": r.analysed_here,
-                "input": r.doc("ingest").get("input"),
-                "span": _span(r),
-                "verdict": list(r.doc("summary").get("verdict") or []),
-            }
-            for r in (ra, rb)
-        },
-        "slo": slo,
-        "comparable": {
-            "settings_changed": len(changed),
-            "settings_unknown": len(unknown),
-            "single_change": len(changed) == 1 and alike is not False,
-            "traffic_alike": alike,
-            "changed": [r["name"] for r in changed],
-        },
-        "settings": rows,
-        "traffic": {"a": ta, "b": tb, "differences": t_rows, "alike": alike, "tolerance": traffic.TOLERANCE},
-        "steps": steps,
-        "unmatched_steps": {"a": [s.label for s in only_a], "b": [s.label for s in only_b]},
-        "whole": whole,
-        "boundary": bd,
-        "traps": found,
-        "notes": notes,
-        "method": [
-            "Settings: vLLM's banner, 'non-default args' and engine config lines, the KV cache size line; "
-            "nginx.conf beside the logs (nginx defaults where a directive is not set); the client's own records.",
-            "Steps: ladder steps (or the client's phases) matched by mode, value and order; a step's server "
-            "figures run from its start to the next step's start.",
-            f"Noise: per-request figures by bootstrap ({moves.RESAMPLES} resamples, 95 % interval of B − A); "
-            "event counts as Poisson counts (|B − A| > 2·√(A + B)); server gauges not estimated.",
-            f"Traffic: alike when the steps are the same and prompt / max_tokens means (and, in an open loop, "
-            f"the arrival rate) are within {traffic.TOLERANCE * 100:.0f} %.",
-        ],
-    }
-    return clean(doc), {"runs": (ra, rb), "pairs": pairs, "steps": steps}
+def slo_given(ttft_s: float | None, e2e_s: float | None, success: float | None) -> dict | None:
+    """The SLO fields given on the command line (None: the first run's)."""
+    given = {k: v for k, v in (("ttft_s", ttft_s), ("e2e_s", e2e_s), ("success", success)) if v is not None}
+    return given or None
 
 
-def _scope(label: str, rows: list[dict], fa: moves.Figures, fb: moves.Figures, slo: dict) -> dict:
-    ma, fail_a = verdict.meets(fa.values, slo)
-    mb, fail_b = verdict.meets(fb.values, slo)
-    return {
-        "label": label,
-        "window": {"a": [iso(x) for x in fa.window], "b": [iso(x) for x in fb.window]},
-        "meets_slo": {"a": ma, "b": mb},
-        "slo_failed": {"a": fail_a, "b": fail_b},
-        "metrics": rows,
-    }
+def terminal_lines(doc: dict) -> list[str]:
+    """The verdict the command prints (logscope.compare.render's)."""
+    from .render import terminal_lines as lines
+
+    return lines(doc)
+
+
+def _check_out(out: Path) -> None:
+    if (out / "summary.json").exists() or (out / "files.parquet").exists():
+        raise LogscopeError(
+            f"output folder {out} holds an analysis",
+            hint="give compare a folder of its own (-o): its outputs would replace the analysis' marker",
+            code=outdir.OUTPUT_CODE,
+        )
 
 
 def run(a: Path, b: Path, out: Path, options: CompareOptions, analyse: Callable[[Path, Path], Any]) -> dict:
-    """Compare, write the three files into ``out``, and return the document and the files' paths."""
+    """Compare two runs, write the three files into ``out``, and return the document and the files' paths."""
+    return _staged([Path(a), Path(b)], Path(out), options, analyse)
+
+
+def run_sweep(
+    paths: list[Path], out: Path, options: CompareOptions, analyse: Callable[[Path, Path], Any]
+) -> dict:
+    """Compare three or more runs of one traffic differing in one setting: the sweep's table and chart."""
+    if len(paths) < 3:
+        raise LogscopeError(
+            "a sweep takes three runs or more", hint="compare two runs with compare A B", code=2
+        )
+    return _staged([Path(p) for p in paths], Path(out), options, analyse)
+
+
+def _staged(paths: list[Path], out: Path, options: CompareOptions, analyse) -> dict:
+    from . import pair, sweep
     from .render import write
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ra, rb = load_runs(a, b, out, analyse)
-    doc, extra = build(ra, rb, options)
-    return {"doc": doc, "paths": write(out, doc, extra)}
+    _check_out(out)
+    with outdir.staged(out) as work:
+        made: list[Path] = []
+        try:
+            runs = load_runs(paths, out, analyse, made)
+            if len(runs) == 2:
+                doc, extra = pair.build(runs[0], runs[1], options.command_line, options.slo)
+            else:
+                doc, extra = sweep.build(runs, options.command_line, options.slo)
+            paths_out = write(work, doc, extra)
+        except BaseException:
+            for d in made:  # the analyses this comparison made: a failed one leaves nothing of its own
+                shutil.rmtree(d, ignore_errors=True)
+            raise
+    return {"doc": doc, "paths": outdir.moved(paths_out, work, out)}

@@ -7,13 +7,17 @@ import altair as alt
 import polars as pl
 
 from ..report.charts import VALIDATE, coarsen, theme
+from . import sources
 from .runs import Run
 
 A_COLOR, B_COLOR = "#1f77b4", "#e4572e"
 RUN_SCALE = alt.Scale(domain=["A", "B"], range=[A_COLOR, B_COLOR])
-STEP_FIGURES = (("ttft_p95", "TTFT p95 (s)"), ("e2e_p95", "e2e p95 (s)"), ("queue_mean_s", "queue time, mean (s)"),
+STEP_FIGURES = (("ttft_p95", "TTFT p95, callers (s)"), ("engine_ttft_p95", "TTFT p95, engine (s)"),
+                ("e2e_p95", "e2e p95, callers (s)"), ("gateway_e2e_p95", "e2e p95, gateway (s)"),
+                ("queue_p95", "queue time p95, engine (s)"), ("queue_mean_s", "queue time mean, engine (s)"),
                 ("success_share", "success share"), ("preemptions", "preemptions"), ("waiting_max", "waiting, max"),
                 ("throughput_tps", "output tokens/s"), ("amplification", "executions per request"))  # fmt: skip
+STEP_PANELS = 9  # three rows of three: the card's width at 1024 px
 TIMELINE = (("arrivals", "arrivals"), ("waiting_max", "waiting (max)"), ("kv_max", "KV usage (max)"),
             ("preemptions", "preemptions"), ("ttft_p95", "TTFT p95 (s)"), ("e2e_p95", "e2e p95 (s)"),
             ("client_retries", "client retries"))  # fmt: skip
@@ -57,12 +61,13 @@ def steps_chart(steps: list[dict]) -> dict | None:
             .encode(
                 x=alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
                 y=alt.Y("value:Q", title=None),
-                color=alt.Color("run:N", scale=RUN_SCALE, title="run"),
+                color=alt.Color("run:N", scale=RUN_SCALE, title="run", legend=alt.Legend(orient="top")),
                 tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
             )
-            .properties(width=190, height=140, title=title)
+            .properties(width=220, height=130, title=title)
         )
-    return _finish(alt.concat(*charts, columns=4)) if charts else None
+    charts = charts[:STEP_PANELS]
+    return _finish(alt.concat(*charts, columns=3)) if charts else None
 
 
 def _relative(run: Run) -> pl.DataFrame:
@@ -74,6 +79,19 @@ def _relative(run: Run) -> pl.DataFrame:
     return w.with_columns(((pl.col("ts") - t0).dt.total_milliseconds() / 1000).alias("t"))
 
 
+LATENCY = {"ttft_p95", "e2e_p95"}
+
+
+def _clock_words(run: Run) -> str:
+    """', callers' clock' for a run whose requests' latencies are the callers' (the windows' percentiles are the
+    requests')."""
+    r = sources.requests(run)
+    c = r["latency_clock"].drop_nulls() if r.height else None
+    if c is None or c.len() == 0:
+        return ""
+    return ", " + sources.CLOCK_TEXT.get(str(c.mode().sort()[0]), str(c.mode()[0]))
+
+
 def timelines(ra: Run, rb: Run) -> dict | None:
     """Per figure, A's timeline above B's, on one time axis (seconds since each run's first arrival)."""
     wa, wb = _relative(ra), _relative(rb)
@@ -81,6 +99,7 @@ def timelines(ra: Run, rb: Run) -> dict | None:
         return None
     t_hi = max(float(w["t"].max()) for w in (wa, wb) if w.height)
     t_lo = min(float(w["t"].min()) for w in (wa, wb) if w.height)
+    clocks = {lab: _clock_words(run) for lab, run in (("A", ra), ("B", rb))}
     panels = []
     for col, title in TIMELINE:
         frames = [
@@ -106,6 +125,72 @@ def timelines(ra: Run, rb: Run) -> dict | None:
                     y=alt.Y("value:Q", scale=alt.Scale(domain=[0, top]), title=None),
                     tooltip=[alt.Tooltip("t:Q", format=".0f"), alt.Tooltip("value:Q", format=".4~g")],
                 )
-                .properties(width=WIDTH, height=56, title=f"{lab} · {title}")
+                .properties(
+                    width=WIDTH, height=56, title=f"{lab} · {title}{clocks[lab] if col in LATENCY else ''}"
+                )
             )
     return _finish(alt.vconcat(*panels, spacing=6)) if panels else None
+
+
+SWEEP_FIGURES = (("ttft_p95", "TTFT p95, callers (s)"), ("engine_ttft_p95", "TTFT p95, engine (s)"),
+                 ("e2e_p95", "e2e p95, callers (s)"), ("gateway_e2e_p95", "e2e p95, gateway (s)"),
+                 ("queue_p95", "queue time p95, engine (s)"), ("throughput_tps", "output tokens/s"),
+                 ("preemptions", "preemptions"))  # fmt: skip
+
+
+def sweep_chart(doc: dict) -> dict | None:
+    """Each figure against the swept setting, one line per load step, and the working boundary per value."""
+    sw = doc["sweep"]
+    name = (sw["setting"] or {}).get("name") or "run"
+    order = [str(t["value"]) if sw["setting"] else t["run"].upper() for t in sw["table"]]
+    rows = []
+    for t, x in zip(sw["table"], order, strict=True):
+        for i, c in enumerate(t["steps"]):
+            for fig, title in SWEEP_FIGURES:
+                if c.get(fig) is not None:
+                    rows.append(
+                        {"x": x, "step": c["label"], "order": i, "figure": title, "value": float(c[fig])}
+                    )
+    if not rows:
+        return None
+    df = pl.DataFrame(rows)
+    steps = [c["label"] for c in sw["table"][0]["steps"]]
+    charts = []
+    for _, title in SWEEP_FIGURES:
+        d = df.filter(pl.col("figure") == title)
+        if d.height == 0:
+            continue
+        charts.append(
+            alt.Chart(d)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("value:Q", title=None),
+                color=alt.Color(
+                    "step:O",
+                    sort=steps,
+                    title="step",
+                    scale=alt.Scale(scheme="viridis"),
+                    legend=alt.Legend(orient="top", columns=8),
+                ),
+                tooltip=["x:O", "step:N", alt.Tooltip("value:Q", format=".4~g")],
+            )
+            .properties(width=200, height=140, title=title)
+        )
+    bd = [
+        {"x": x, "boundary": t["boundary"], "known": t["boundary_known"]}
+        for t, x in zip(sw["table"], order, strict=True)
+        if t["boundary_known"] and t["boundary"] is not None
+    ]
+    if bd:
+        charts.append(
+            alt.Chart(pl.DataFrame(bd))
+            .mark_bar(color="#2f6f4e")
+            .encode(
+                x=alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0)),
+                y=alt.Y("boundary:Q", title=None),
+                tooltip=["x:O", alt.Tooltip("boundary:Q", format=".4~g")],
+            )
+            .properties(width=200, height=140, title="working boundary (load)")
+        )
+    return _finish(alt.concat(*charts, columns=3)) if charts else None

@@ -1,24 +1,33 @@
-"""What moved between the runs: the figures of each matched step and of the whole runs, A beside B, with
-whether the change is beyond the run-to-run noise.
+"""What moved between the runs: the figures of each matched step and of the whole runs, A beside B, each
+on its clock, with whether the change is beyond the sampling noise.
 
-The noise of a figure computed from requests (success share, TTFT / e2e percentiles, amplification) is a
-bootstrap: each run's requests are resampled with replacement, the figure computed again, and the 95 %
-interval of B − A taken over the resamples; a change is beyond the noise when that interval excludes 0.
-Event counts (preemptions, retries, completions, orphaned executions) are judged as Poisson counts: a
-change is beyond the noise when |B − A| > 2·√(A + B) (about 95 %; bursty events such as preemptions vary
-more, so this is a floor). Server gauges (waiting, KV usage, the queue-time mean from vLLM's metrics) have no
-per-request figures to resample: their noise is not estimated, and they say so.
+Every latency names its clock (logscope.compare.sources): the callers' TTFT and e2e (client records, a load
+test's per-request results), the gateway's request time, the engine's histograms (TTFT, e2e, queue time).
+A row compares one clock only: a figure of the engine's clock is never set against the callers' one; when a
+figure's clock differs between the runs (callers' records in A, only a gateway log in B) the row says so and
+compares nothing. The gap between the callers' TTFT and the engine's (means) is a figure of its own: the time
+before the engine's clock starts.
+
+The noise of a figure computed from requests (success share, the callers' TTFT / e2e percentiles, the gateway's
+e2e, amplification) is a bootstrap: each run's requests are resampled with replacement, the figure computed
+again, and the 95 % interval of B − A taken over the resamples; a change is beyond the noise when that interval
+excludes 0. A histogram's p95 is bootstrapped from its bucket counts (logscope.compare.engine) and moves beyond
+the noise only into another bucket. Event counts (preemptions, retries, completions, orphaned executions) are
+judged as Poisson counts: a change is beyond the noise when |B − A| > 2·√(A + B) (about 95 %; bursty events
+such as preemptions vary more, so this is a floor). Server gauges (waiting, KV usage) and exact means (a
+histogram's _sum / _count) have no per-request figures to resample: their noise is not estimated, and they say so.
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
 
 from ..report.fmt import num
+from . import engine, sources
 from .counters import increase
 from .runs import Run
 from .traffic import Step, requests_of
@@ -26,7 +35,8 @@ from .traffic import Step, requests_of
 RESAMPLES = 1000
 MAX_SAMPLE = 20_000  # requests a bootstrap resamples (a deterministic subsample of more): memory stays small
 MIN_N = {"share": 20, "p50": 10, "p95": 20, "mean": 20}  # fewer requests per run: "not enough data"
-QUEUE = "vllm:request_queue_time_seconds"
+CLIENT, GATEWAY, ENGINE = "client", "gateway", "engine"
+PREEMPTIONS = "vllm:num_preemptions_total"
 
 
 @dataclass(frozen=True)
@@ -36,40 +46,57 @@ class Metric:
     better: str | None  # "lower" | "higher" | None (neither: context)
     unit: str  # count | share | s | tps | x
     stat: str | None = None  # how per-request samples give it: share | p50 | p95 | mean | count (Poisson)
+    clock: str | None = None  # client | gateway | engine; None: the data's (outcomes) or none (counts)
 
 
 METRICS = (
     Metric("requests", "logical requests", None, "count"),
     Metric("completed", "completed ok", "higher", "count", "count"),
     Metric("success_share", "success share", "higher", "share", "share"),
-    Metric("ttft_p50", "TTFT p50", "lower", "s", "p50"),
-    Metric("ttft_p95", "TTFT p95", "lower", "s", "p95"),
-    Metric("queue_mean_s", "queue time, mean (vLLM metrics)", "lower", "s"),
-    Metric("span_ttft_p95", "TTFT p95 (vLLM's spans, clock engine)", "lower", "s", "p95"),
-    Metric("span_queue_p95", "queue time p95 (vLLM's spans, clock engine)", "lower", "s", "p95"),
-    Metric("e2e_p50", "e2e p50", "lower", "s", "p50"),
-    Metric("e2e_p95", "e2e p95", "lower", "s", "p95"),
-    Metric("preemptions", "preemptions", "lower", "count", "count"),
-    Metric("waiting_max", "waiting, max", "lower", "count"),
-    Metric("waiting_mean", "waiting, mean", "lower", "count"),
-    Metric("kv_max", "KV usage, max", None, "share"),
+    Metric("ttft_p50", "TTFT p50 (callers)", "lower", "s", "p50", CLIENT),
+    Metric("ttft_p95", "TTFT p95 (callers)", "lower", "s", "p95", CLIENT),
+    Metric("e2e_p50", "e2e p50 (callers)", "lower", "s", "p50", CLIENT),
+    Metric("e2e_p95", "e2e p95 (callers)", "lower", "s", "p95", CLIENT),
+    Metric("gateway_e2e_p95", "e2e p95 (gateway)", "lower", "s", "p95", GATEWAY),
+    Metric("engine_ttft_p95", "TTFT p95 (engine)", "lower", "s", "p95", ENGINE),
+    Metric("engine_e2e_p95", "e2e p95 (engine)", "lower", "s", "p95", ENGINE),
+    Metric("queue_p95", "queue time p95 (engine)", "lower", "s", "p95", ENGINE),
+    Metric("queue_mean_s", "queue time, mean (engine)", "lower", "s", None, ENGINE),
+    Metric("span_ttft_p95", "TTFT p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
+    Metric("span_queue_p95", "queue time p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
+    Metric("ttft_outside_s", "callers' TTFT beyond the engine's (means)", "lower", "s", None, "client − engine"),
+    Metric("preemptions", "preemptions", "lower", "count", "count", ENGINE),
+    Metric("waiting_max", "waiting, max", "lower", "count", None, ENGINE),
+    Metric("waiting_mean", "waiting, mean", "lower", "count", None, ENGINE),
+    Metric("kv_max", "KV usage, max", None, "share", None, ENGINE),
     Metric("throughput_tps", "output tokens/s", "higher", "tps"),
-    Metric("client_retries", "client retries", "lower", "count", "count"),
-    Metric("gateway_retries", "gateway retries", "lower", "count", "count"),
+    Metric("client_retries", "client retries", "lower", "count", "count", CLIENT),
+    Metric("gateway_retries", "gateway retries", "lower", "count", "count", GATEWAY),
     Metric("amplification", "vLLM executions per logical request", "lower", "x", "mean"),
     Metric("orphaned", "orphaned executions", "lower", "count", "count"),
     Metric("orphan_s", "orphaned generation (s)", "lower", "s"),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in METRICS}
+# the engine's histogram figures: (metric name, histogram, statistic)
+HIST = (("engine_ttft_p95", "ttft", "p95"), ("engine_e2e_p95", "e2e", "p95"), ("queue_p95", "queue", "p95"),
+        ("queue_mean_s", "queue", "mean"))  # fmt: skip
+SPAN_COLS = {
+    "engine_ttft_p95": "ttft_s",
+    "engine_e2e_p95": "e2e_s",
+    "queue_p95": "queue_s",
+    "queue_mean_s": "queue_s",
+}
 
 
 @dataclass
 class Figures:
-    """One run's figures over one step (or the whole run), with the per-request samples behind some."""
+    """One run's figures over one step (or the whole run), with the per-request samples behind some and, per
+    figure, its clock, source and (for a histogram's quantile) the bucket it lies in."""
 
     values: dict[str, float | int | None]
     samples: dict[str, pl.Series]
     window: tuple[datetime | None, datetime | None]
+    meta: dict[str, dict] = field(default_factory=dict)
 
 
 def _arr(s: pl.Series) -> pl.Series:
@@ -87,67 +114,181 @@ def _stat(x: pl.Series, stat: str) -> float:
     return pl.DataFrame({"v": x}).select(_agg(stat)).item()
 
 
-def figures(run: Run, step: Step | None, until: datetime | None = None) -> Figures:
-    """The figures of ``step`` (None: the whole run). Server gauges and counters are read from the step's
-    start to ``until`` (the next step's start: what a step's load leaves behind drains into it)."""
-    r = requests_of(run, step)
-    ok = r.filter(pl.col("outcome") == "ok") if r.height else r
-    whole = step is None
-    if not whole and step.ts_start is not None:
-        lo, hi = step.ts_start, until or step.ts_end
-    else:  # the whole run: every window, every sample
-        w = run.table("windows")
-        lo, hi = (
-            (w["ts"].min(), w["ts"].max())
-            if w.height
-            else ((r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None))
+def _mode(s: pl.Series) -> str | None:
+    s = s.drop_nulls()
+    return None if s.len() == 0 else str(s.value_counts(sort=True).row(0)[0])
+
+
+def _window(run: Run, r: pl.DataFrame, step: Step | None, window: tuple | None):
+    if step is not None:
+        return window if window is not None else (step.ts_start, step.ts_end)
+    w = run.table("windows")
+    if w.height:  # the whole run: every window, every sample
+        return w["ts"].min(), w["ts"].max()
+    return (r["ts_start"].min(), r["ts_end"].max()) if r.height else (None, None)
+
+
+def figures(run: Run, step: Step | None, window: tuple | None = None) -> Figures:
+    """The figures of ``step`` (None: the whole run). Server gauges, counters and histograms are read over
+    ``window`` (traffic.windows: the step's sends and answers, what its load leaves behind draining into it)."""
+    r = requests_of(run, step, sources.requests(run))
+    lo, hi = _window(run, r, step, window)
+    f = Figures({m.name: None for m in METRICS}, {}, (lo, hi))
+    _requests(f, run, r)
+    _gateway(f, run, step, lo, hi)
+    _engine(f, run, step is None, lo, hi)
+    for name, x in f.samples.items():
+        stat = BY_NAME[name].stat
+        if x.len() and f.values[name] is None and stat in MIN_N:
+            f.values[name] = num(float(_stat(x, str(stat))))
+    _outside(f)
+    return f
+
+
+def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
+    """The logical requests' figures: outcomes on the clock of the layer that defined them, the callers'
+    latencies on theirs."""
+    if r.height == 0:
+        return
+    v, smp = f.values, f.samples
+    ok = r.filter(pl.col("outcome") == "ok")
+    clock, source = _mode(r["latency_clock"]), _mode(r["latency_source"])
+    v["requests"] = r.height
+    v["completed"] = ok.height
+    smp["success_share"] = (r["outcome"] == "ok").cast(pl.Float64)
+    for k in ("completed", "success_share"):
+        f.meta[k] = {"clock": clock, "source": source}
+    callers = ok.filter(pl.col("latency_clock") == CLIENT)
+    if callers.height:
+        src = _mode(callers["latency_source"])
+        for name, col in (
+            ("ttft_p50", "ttft_s"),
+            ("ttft_p95", "ttft_s"),
+            ("e2e_p50", "e2e_s"),
+            ("e2e_p95", "e2e_s"),
+        ):
+            x = _arr(callers[col])
+            if x.len():
+                smp[name] = x
+                f.meta[name] = {"clock": CLIENT, "source": src}
+        f.meta["_ttft_mean_callers"] = (
+            {"value": num(float(x.mean()))} if (x := _arr(callers["ttft_s"])).len() else {}
         )
-    v: dict = {m.name: None for m in METRICS}
-    smp: dict[str, pl.Series] = {}
-    if r.height:
-        v["requests"] = r.height
-        v["completed"] = ok.height
-        smp["success_share"] = (r["outcome"] == "ok").cast(pl.Float64)
-        smp["ttft_p50"] = smp["ttft_p95"] = _arr(ok["ttft_s"])
-        smp["e2e_p50"] = smp["e2e_p95"] = _arr(ok["e2e_s"])
-        if r["server_requests"].drop_nulls().len():
-            smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64)
-        v["client_retries"] = _retries(r["client_attempts"])
-        v["gateway_retries"] = _retries(r["gateway_attempts"])
-        orph = r["orphaned_executions"]
+    # each layer's figures only when its log is in the folder (the correlation fills 0 / 1 for a layer it lacks)
+    has = {
+        "engine": run.table("server_requests").height > 0,
+        "gateway": run.table("gateway_attempts").height > 0,
+    }
+    if has["engine"] and r["server_requests"].drop_nulls().len():
+        smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64)
+    mine = r.filter(pl.col("latency_clock") == CLIENT)
+    v["client_retries"] = _retries(mine["client_attempts"]) if mine.height else None
+    v["gateway_retries"] = _retries(r["gateway_attempts"]) if has["gateway"] else None
+    f.meta["client_retries"] = {"clock": CLIENT, "source": sources.client_source_of(r)}
+    f.meta["gateway_retries"] = {"clock": GATEWAY, "source": "gateway_log"}
+    orph = r["orphaned_executions"]
+    if has["engine"]:
         v["orphaned"] = int(orph.fill_null(0).sum()) if orph.drop_nulls().len() else None
         v["orphan_s"] = num(r["orphan_s"].sum()) if r["orphan_s"].drop_nulls().len() else None
-        v["throughput_tps"] = _throughput(ok)
-        smp.update(_span_samples(run, r))
-        for name, x in smp.items():
-            if x.len():
-                v[name] = num(float(_stat(x, BY_NAME[name].stat)))
-    if lo is not None and hi is not None:
-        w = run.table("windows")
-        if not whole:  # a window belongs to the step its middle falls in
-            mid = pl.col("ts") + pl.duration(milliseconds=(pl.col("window_s") * 500).cast(pl.Int64))
-            w = w.filter((mid >= lo) & (mid < hi))
-        if w.height:
-            for name, col, how in (
-                ("preemptions", "preemptions", "sum"),
-                ("waiting_max", "waiting_max", "max"),
-                ("waiting_mean", "waiting_mean", "mean"),
-                ("kv_max", "kv_max", "max"),
-            ):
-                s = w[col].drop_nulls()
-                if s.len():
-                    v[name] = int(s.sum()) if how == "sum" else num(getattr(s, how)())
-        m = run.table("server_metrics")
-        if m.height:
-            span = (None, None) if whole else (lo, hi)
-            ds, dc = increase(m, QUEUE + "_sum", *span), increase(m, QUEUE + "_count", *span)
-            v["queue_mean_s"] = num(ds / dc) if ds is not None and dc else None
-        if v["throughput_tps"] is None:
+    tps = _throughput(ok)
+    if tps is not None:
+        v["throughput_tps"], f.meta["throughput_tps"] = tps, {"clock": clock, "source": source}
+    for name, x in _span_samples(run, r).items():  # vLLM's own per-request spans, beside its histograms
+        smp[name] = x
+        f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
+
+
+def _gateway(f: Figures, run: Run, step: Step | None, lo, hi) -> None:
+    g = sources.gateway_requests(run)
+    if step is not None:
+        g = sources.between(g, step.ts_start, step.ts_end) if step.ts_end is not None else g.clear()
+    x = _arr(g.filter(pl.col("ok"))["e2e_s"]) if g.height else None
+    if x is not None and x.len():
+        f.samples["gateway_e2e_p95"] = x
+        f.meta["gateway_e2e_p95"] = {"clock": GATEWAY, "source": "gateway_log"}
+
+
+def _engine(f: Figures, run: Run, whole: bool, lo, hi) -> None:
+    """The engine's clock: its histograms over the range, else its request spans; its counters and gauges."""
+    if lo is None or hi is None:
+        return
+    span = (None, None) if whole else (lo, hi)
+    spans = sources.between(sources.engine_spans(run), *span)
+    for name, fig, stat in HIST:
+        got = engine.measure(run, fig, *span)
+        if got is not None and got.get(stat) is not None:
+            _from_histogram(f, run, name, fig, stat, got, span)
+        elif spans.height and _arr(spans[SPAN_COLS[name]]).len():
+            x = _arr(spans[SPAN_COLS[name]])
+            f.samples[name] = x
+            f.values[name] = num(float(_stat(x, "mean" if stat == "mean" else "p95")))
+            f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
+            if name == "engine_ttft_p95":
+                f.meta["_ttft_mean_engine"] = {"value": num(float(x.mean()))}
+    _gauges(f, run, whole, lo, hi)
+
+
+def _from_histogram(f: Figures, run: Run, name: str, fig: str, stat: str, got: dict, span) -> None:
+    f.values[name] = num(got[stat])
+    meta = {"clock": ENGINE, "source": "engine_histogram", "n": got["n"]}
+    if stat == "p95":
+        meta |= {"bucket": got.get("p95_bucket"), "bucket_bounds": engine.p95_bucket(got)}
+        counts = engine.bucket_counts(run, fig, *span)
+        if counts is not None:
+            f.samples[name] = engine.pseudo_samples(*counts)
+    f.meta[name] = meta
+    if name == "engine_ttft_p95" and got.get("mean") is not None:
+        f.meta["_ttft_mean_engine"] = {"value": num(got["mean"])}
+
+
+def _gauges(f: Figures, run: Run, whole: bool, lo, hi) -> None:
+    """Preemptions, waiting and KV usage over the range (its windows), and the engine's generation rate when the
+    callers' tokens are unknown."""
+    v = f.values
+    w = run.table("windows")
+    if not whole:  # a window belongs to the step its middle falls in
+        mid = pl.col("ts") + pl.duration(milliseconds=(pl.col("window_s") * 500).cast(pl.Int64))
+        w = w.filter((mid >= lo) & (mid < hi))
+    for name, col, how in (("preemptions", "preemptions", "sum"), ("waiting_max", "waiting_max", "max"),
+                           ("waiting_mean", "waiting_mean", "mean"), ("kv_max", "kv_max", "max")):  # fmt: skip
+        s = w[col].drop_nulls() if w.height else None
+        if s is not None and s.len():
+            v[name] = int(s.sum()) if how == "sum" else num(getattr(s, how)())
+            f.meta[name] = {"clock": ENGINE, "source": _stats_source(run)}
+    # preemptions from vLLM's counter when scraped: the source that saw most (a folder holding the same server's
+    # scrapes twice, a dump and the raw /metrics, has its windows count them twice)
+    m = run.table("server_metrics")
+    got = increase(m, PREEMPTIONS, *((None, None) if whole else (lo, hi))) if m.height else None
+    if got is not None:
+        v["preemptions"] = int(round(got))
+        f.meta["preemptions"] = {"clock": ENGINE, "source": "engine_metrics"}
+    if v["throughput_tps"] is None:
+        tps = engine.generated_tps(run, lo, hi)
+        if tps is None:
             st = run.table("server_stats")
             st = st if whole else st.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
             g = st["gen_tps"].drop_nulls()
-            v["throughput_tps"] = num(g.mean()) if g.len() else None
-    return Figures(v, smp, (lo, hi))
+            tps = float(g.mean()) if g.len() else None
+        if tps is not None:
+            v["throughput_tps"] = num(tps)
+            f.meta["throughput_tps"] = {"clock": ENGINE, "source": "engine_metrics"}
+
+
+def _stats_source(run: Run) -> str:
+    """Where the windows' server gauges came from: vLLM's metrics when scraped, else its stats log lines."""
+    st = run.table("server_stats")
+    scraped = "origin" in st.columns and (st["origin"] == "prometheus").any()
+    return "engine_metrics" if scraped else "engine_log"
+
+
+def _outside(f: Figures) -> None:
+    """The callers' TTFT beyond the engine's, as a difference of means (additive, unlike percentiles): the time
+    a request spent before the engine's clock started (the gateway, the API server, a queue in front)."""
+    a = f.meta.pop("_ttft_mean_callers", {}).get("value")
+    b = f.meta.pop("_ttft_mean_engine", {}).get("value")
+    if a is not None and b is not None:
+        f.values["ttft_outside_s"] = num(a - b)
+        f.meta["ttft_outside_s"] = {"clock": "client − engine", "source": "means of both"}
 
 
 def _span_samples(run: Run, r: pl.DataFrame) -> dict[str, pl.Series]:
@@ -203,15 +344,26 @@ def interval(xa: pl.Series, xb: pl.Series, stat: str, seed: int) -> tuple[float,
 
 
 def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
-    """One row per figure: A, B, the change, whether it is beyond the noise, and which way is better."""
+    """One row per figure: A, B (each with its clock and source), the change, whether it is beyond the noise,
+    and which way is better. A figure whose clock differs between the runs is shown, never compared."""
     rows = []
     for m in METRICS:
         a, b = fa.values[m.name], fb.values[m.name]
+        ma, mb = fa.meta.get(m.name, {}), fb.meta.get(m.name, {})
+        clock_a, clock_b = ma.get("clock", m.clock), mb.get("clock", m.clock)
         row: dict = {
             "name": m.name,
             "title": m.title,
             "unit": m.unit,
             "better": m.better,
+            "clock": clock_a if clock_a == clock_b or b is None else (clock_b if a is None else None),
+            "source": {
+                "a": ma.get("source") if a is not None else None,
+                "b": mb.get("source") if b is not None else None,
+            },
+            "bucket": {"a": ma.get("bucket"), "b": mb.get("bucket")}
+            if ma.get("bucket") or mb.get("bucket")
+            else None,
             "a": a,
             "b": b,
             "change": None,
@@ -221,6 +373,10 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
             "noise": "",
             "direction": None,
         }
+        if a is not None and b is not None and clock_a != clock_b:
+            row["noise"] = f"on different clocks (A: {clock_a}, B: {clock_b}): not compared"
+            rows.append(row)
+            continue
         if a is not None and b is not None:
             row["change"] = num(b - a)
             row["change_rel"] = num((b - a) / abs(a)) if a else None
@@ -256,11 +412,30 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     lo, hi = interval(xa, xb, m.stat, seed)
     beyond = lo > 0 or hi < 0
     text = f"95 % interval of B − A: {lo:+.4g} … {hi:+.4g} ({RESAMPLES} resamples)"
+    ba = fa.meta.get(m.name, {}).get("bucket_bounds")
+    bb = fb.meta.get(m.name, {}).get("bucket_bounds")
+    if ba is not None or bb is not None:  # a histogram's quantile: only a move into another bucket is seen
+        text = f"{text} of the histogram's buckets"
+        if beyond and engine.same_bucket(ba, bb):
+            beyond = False
+            text += f"; both in the {fa.meta[m.name]['bucket']} bucket: the histogram cannot tell them apart"
     return text, [num(lo), num(hi)], beyond
 
 
+GAUGE_MOVE = 0.25  # a figure without a noise estimate (gauges, exact means) counts as moved past this change
+GAUGE_FLOOR = {"s": 0.05, "count": 1.0}  # ... and past this much in its unit (0 -> 2 ms of queue is no move)
+
+
+def gauge_moved(row: dict) -> bool:
+    ch, rel = row["change"], row["change_rel"]
+    if ch is None or abs(ch) < GAUGE_FLOOR.get(row["unit"], 0.0):
+        return False
+    return rel is None or abs(rel) > GAUGE_MOVE
+
+
 def _direction(m: Metric, row: dict) -> str | None:
-    """better | worse | none (no change) | within noise | None (no side is better, or unknown)."""
+    """better | worse | none (no change) | within noise | small (no noise estimate, a change below GAUGE_MOVE) |
+    None (no side is better, unknown, or too few requests to tell)."""
     ch = row["change"]
     if ch is None or m.better is None:
         return None
@@ -268,4 +443,9 @@ def _direction(m: Metric, row: dict) -> str | None:
         return "none"
     if row["beyond_noise"] is False:
         return "within noise"
+    if row["beyond_noise"] is None:
+        if m.stat is not None:  # a per-request figure with too few requests: no side is shown better
+            return None
+        if not gauge_moved(row):
+            return "small"
     return "better" if (ch < 0) == (m.better == "lower") else "worse"

@@ -12,10 +12,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum, pct
+from ..visible import visible
 from . import charts
+from .sources import CLOCK_TEXT, SOURCE_TEXT
 
 DIRECTION_CLASS = {"better": "better", "worse": "worse"}
 
@@ -38,6 +42,8 @@ def value(x: Any, unit: str | None = None) -> str:
         return pct(x)
     if unit == "s" and isinstance(x, int | float):
         return f"{fnum(x, 3)} s"
+    if unit == "tps" and isinstance(x, int | float):
+        return f"{round(x):,}"  # tokens per second over a step of seconds: a whole token is its precision
     if isinstance(x, int | float):
         return fnum(x, 3)
     return str(x)
@@ -55,18 +61,37 @@ def change(r: dict) -> str:
     if ch is None:
         return "–"
     if r["unit"] == "share":
-        return f"{ch * 100:+.1f} pt"
-    rel = f" ({r['change_rel'] * 100:+.0f} %)" if r.get("change_rel") is not None and ch else ""
+        return f"{ch * 100:+.1f}\u00a0pt"
+    # no-break spaces: a narrow column wraps between the change and its share, never inside either
+    rel = f" ({r['change_rel'] * 100:+.0f}\u00a0%)" if r.get("change_rel") is not None and ch else ""
     sign = "+" if ch > 0 else ""
-    return f"{sign}{fnum(ch, 3)}{' s' if r['unit'] == 's' else ''}{rel}"
+    unit = "\u00a0s" if r["unit"] == "s" else ""
+    return f"{sign}{f'{round(ch):,}' if r['unit'] == 'tps' else fnum(ch, 3)}{unit}{rel}"
+
+
+def where(r: dict) -> str:
+    """'engine's clock · engine metrics histogram' under a figure's title (both sides' sources when they differ)."""
+    clock = CLOCK_TEXT.get(r.get("clock") or "", r.get("clock") or "")
+    src = r.get("source") or {}
+    names = [SOURCE_TEXT.get(s, s) for s in dict.fromkeys(v for v in (src.get("a"), src.get("b")) if v)]
+    return " · ".join(x for x in (clock, " / ".join(names)) if x)
+
+
+def bucket(r: dict, side: str) -> str | None:
+    """The histogram bucket a side's quantile lies in ('5–7.5 s'), when it is one."""
+    b = (r.get("bucket") or {}).get(side)
+    return b if b and r[side] is not None else None
 
 
 def metric_rows(rows: list[dict]) -> list[dict]:
     return [
         {
             "title": r["title"],
+            "where": where(r),
             "a": value(r["a"], r["unit"]),
             "b": value(r["b"], r["unit"]),
+            "a_bucket": bucket(r, "a"),
+            "b_bucket": bucket(r, "b"),
             "change": change(r),
             "direction": r["direction"] or "",
             "css": DIRECTION_CLASS.get(r["direction"] or "", ""),
@@ -86,7 +111,8 @@ def view(doc: dict) -> dict:
                 "label": s["label"],
                 "meets_a": s["meets_slo"]["a"],
                 "meets_b": s["meets_slo"]["b"],
-                "rows": metric_rows(s["metrics"]),
+                # a step's figures unknown in both runs are left out (the whole runs' table lists every one)
+                "rows": metric_rows([r for r in s["metrics"] if r["a"] is not None or r["b"] is not None]),
             }
             for s in doc["steps"]
         ],
@@ -94,7 +120,42 @@ def view(doc: dict) -> dict:
             {"name": k, "a": value(doc["traffic"]["a"][k]), "b": value(doc["traffic"]["b"][k])}
             for k in doc["traffic"]["a"]
         ],
+        "rose": [
+            {
+                "title": m["title"],
+                "where": m["where"],
+                "scope": m["scope"],
+                "a": value(m["a"], "s"),
+                "b": value(m["b"], "s"),
+                "beyond": "yes"
+                if m["beyond_noise"]
+                else ("no" if m["beyond_noise"] is False else "not estimated"),
+            }
+            for m in _by_load(doc)
+        ],
     }
+
+
+def _by_load(doc: dict) -> list[dict]:
+    """The trade's moves figure by figure (in the trade's order), each figure's steps by load, the whole run last."""
+    order = {f"step {s['label']}": i for i, s in enumerate(doc["steps"])}
+    names = list(dict.fromkeys(m["name"] for m in doc["trade"]["rose"]))
+    return sorted(
+        doc["trade"]["rose"], key=lambda m: (names.index(m["name"]), order.get(m["scope"], len(order)))
+    )
+
+
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def whole_options(text: str) -> Markup:
+    """Text with each command-line option ('--max-num-seqs') kept on one line: a narrow column broke it after its
+    first hyphen ('-' / '-max-num-seqs'). Escaped here, as the template would."""
+    parts = _OPTION.split(visible(str(text)))
+    return Markup("").join(
+        Markup('<span class="nowrap">{}</span>').format(p) if i % 2 else escape(p)
+        for i, p in enumerate(parts)
+    )
 
 
 def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
@@ -104,30 +165,118 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
         "compare_html": out / "compare.html",
     }
     paths["compare_json"].write_text(dumps(doc), encoding="utf-8")
-    v = view(doc)
-    env = page.environment()
-    text = markdown.environment().get_template("compare.md.j2").render(c=doc, v=v, yesno=_yesno)
+    sweep = doc.get("kind") == "sweep"
+    v = sweep_view(doc) if sweep else view(doc)
+    md_name, html_name = (
+        ("compare-sweep.md.j2", "compare-sweep.html.j2") if sweep else ("compare.md.j2", "compare.html.j2")
+    )
+    text = markdown.environment().get_template(md_name).render(c=doc, v=v, yesno=_yesno)
     paths["compare_md"].write_text(re.sub(r"\n{3,}", "\n\n", text), encoding="utf-8")
-    ra, rb = extra["runs"]
-    specs = {
-        name: spec
-        for name, spec in (
+    charts_: tuple[tuple[str, dict | None], ...]
+    if sweep:
+        charts_ = (("sweep", _guard(charts.sweep_chart, doc)),)
+    else:
+        ra, rb = extra["runs"]
+        charts_ = (
             ("steps", _guard(charts.steps_chart, doc["steps"])),
             ("timelines", _guard(charts.timelines, ra, rb)),
         )
-        if spec
-    }
-    html = env.get_template("compare.html.j2").render(
-        c=doc,
-        v=v,
-        yesno=_yesno,
-        specs={k: page.script_json(s) for k, s in specs.items()},
-        csp=page.CSP,
-        css=page.css(),
-        vega_bundle=page.vega_bundle(),
+    specs = {name: spec for name, spec in charts_ if spec}
+    html = (
+        page.environment()
+        .get_template(html_name)
+        .render(
+            c=doc,
+            v=v,
+            yesno=_yesno,
+            whole=whole_options,
+            specs={k: page.script_json(s) for k, s in specs.items()},
+            csp=page.CSP,
+            css=page.css(),
+            vega_bundle=page.vega_bundle(),
+        )
     )
     paths["compare_html"].write_text(html, encoding="utf-8")
     return paths
+
+
+SWEEP_ROWS = (("ttft_p95", "TTFT p95 (callers)", "s"), ("engine_ttft_p95", "TTFT p95 (engine)", "s"),
+              ("e2e_p95", "e2e p95 (callers)", "s"), ("gateway_e2e_p95", "e2e p95 (gateway)", "s"),
+              ("queue_p95", "queue time p95 (engine)", "s"), ("throughput_tps", "output tokens/s", "tps"),
+              ("preemptions", "preemptions", "count"))  # fmt: skip
+
+
+def sweep_view(doc: dict) -> dict:
+    """The sweep's one table: a column per run (by the setting's value), the whole runs' figures, then each
+    step's, a cell marked when the step missed the SLO."""
+    sw = doc["sweep"]
+    table = sw["table"]
+    heads = [str(t["value"]) if sw["setting"] else t["run"].upper() for t in table]
+
+    def cell(c: dict, key: str, unit: str) -> str:
+        b = c["buckets"].get(key)
+        return value(c[key], unit) + (f" ({b})" if b else "")
+
+    whole = [
+        {
+            "title": "working boundary",
+            "cells": [_boundary_text(t, sw) for t in table],
+            "css": ["" for _ in table],
+        },
+        {
+            "title": "preemptions",
+            "cells": [value(t["preemptions"]) for t in table],
+            "css": ["" for _ in table],
+        },
+        {
+            "title": "completed ok",
+            "cells": [value(t["completed"]) for t in table],
+            "css": ["" for _ in table],
+        },
+        {
+            "title": "output tokens/s",
+            "cells": [value(t["throughput_tps"], "tps") for t in table],
+            "css": ["" for _ in table],
+        },
+        {
+            "title": "queue time, mean (engine)",
+            "cells": [value(t["queue_mean_s"], "s") for t in table],
+            "css": ["" for _ in table],
+        },
+    ]
+    steps = []
+    for i, label in enumerate(sw["steps"]):
+        rows = []
+        for key, title, unit in SWEEP_ROWS:
+            cs = [t["steps"][i] for t in table]
+            if all(c[key] is None for c in cs):
+                continue
+            rows.append(
+                {
+                    "title": title,
+                    "cells": [cell(c, key, unit) for c in cs],
+                    "css": ["missed" if key in c["slo_failed"] else "" for c in cs],
+                }
+            )
+        meets = [_yesno(t["steps"][i]["meets_slo"]) for t in table]
+        steps.append({"label": label, "rows": rows, "meets": meets})
+    settings = [
+        {**r, "cells": [setting(r["values"].get(k)) for k in sw["order"]]}
+        for r in doc["settings"]
+        if r["status"] != "same"
+    ]
+    return {"heads": heads, "whole": whole, "steps": steps, "settings": settings,
+            "same": sum(r["status"] == "same" for r in doc["settings"])}  # fmt: skip
+
+
+def _boundary_text(t: dict, sw: dict) -> str:
+    if not sw["ladder"]:
+        return "no ladder"
+    if not t["boundary_known"]:
+        return "unknown"
+    if t["boundary"] is None:
+        return "no step"
+    return next((c["label"] for c in t["steps"] if c["value"] == t["boundary"]), fnum(t["boundary"]))
 
 
 def _guard(fn, *args) -> dict | None:
@@ -145,6 +294,17 @@ def terminal_lines(doc: dict) -> list[str]:
     """The short verdict the command prints (plain text: the caller escapes it for rich)."""
     out = list(doc["verdict"])
     changed = [r for r in doc["settings"] if r["counted"]]
+    if doc.get("kind") == "sweep":
+        if changed:
+            order = doc["sweep"]["order"]
+            out.append(
+                "varies: "
+                + "; ".join(
+                    f"{r['layer']} {r['name']}: " + ", ".join(setting(r["values"].get(k)) for k in order)
+                    for r in changed[:6]
+                )
+            )
+        return out
     if changed:
         out.append(
             "changed: "

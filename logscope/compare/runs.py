@@ -26,6 +26,9 @@ class Run:
     analysed_here: bool = False  # True when compare ran the analysis of an input folder
     _tables: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
     _docs: dict[str, dict] = field(default_factory=dict, repr=False)
+    cache: dict = field(
+        default_factory=dict, repr=False
+    )  # what the comparison reads once per run (histograms)
 
     def table(self, name: str) -> pl.DataFrame:
         """The whole table, or an empty frame of its declared schema when it is missing or unreadable."""

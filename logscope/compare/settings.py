@@ -34,7 +34,7 @@ ALIASES = {
     "num_gpu_blocks_override": "num_gpu_blocks_override",
 }
 # first in the table, in this order; the rest of the args after them by name
-SERVER_ORDER = ("version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
+SERVER_ORDER = ("server", "version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
                 "max_num_batched_tokens", "gpu_memory_utilization", "block_size", "num_gpu_blocks_override",
                 "kv_cache_tokens", "enable_chunked_prefill", "enable_prefix_caching", "tensor_parallel_size",
                 "pipeline_parallel_size", "data_parallel_size", "dtype", "kv_cache_dtype", "quantization")  # fmt: skip
@@ -100,12 +100,33 @@ def _last(ev: pl.DataFrame, kind: str) -> pl.DataFrame:
     return ev.filter(pl.col("kind") == kind).sort(["ts", "seq"], nulls_last=False)
 
 
+ENGINE_KINDS = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def engine_kind(run: Run) -> str | None:
+    """Which serving engine the run's server logs are of (vLLM, SGLang), as their parsers tagged them."""
+    for name in ("server_stats", "server_requests"):
+        t = run.table(name)
+        if "engine_kind" in t.columns:
+            seen = t["engine_kind"].drop_nulls()
+            if seen.len():
+                k = str(seen.value_counts(sort=True).row(0)[0])
+                return ENGINE_KINDS.get(k, k)
+    ev = run.table("server_events")
+    return "vLLM" if ev.height and (ev["kind"] == "version").any() else None
+
+
 def server(run: Run) -> tuple[dict, dict, list[str]]:
     """(settings, where each came from, notes) of the run's vLLM server: the last start's when it restarted."""
     ev = run.table("server_events")
     vals: dict[str, Any] = {}
     src: dict[str, str] = {}
     notes: list[str] = []
+    kind = engine_kind(run)
+    if kind is not None:
+        vals["server"], src["server"] = kind, "server log"
+    if kind not in (None, "vLLM"):
+        return vals, src, [f"{kind}'s startup settings are not read: only the engine is named"]
     if ev.height == 0:
         return vals, src, ["no vLLM server log: the server's settings are unknown"]
 

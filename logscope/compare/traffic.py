@@ -9,7 +9,7 @@ arrival rate is the input itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -18,6 +18,10 @@ from .counters import increase
 from .runs import Run
 
 TOLERANCE = 0.10  # a traffic figure that differs by more than this share is a different load
+LEAD = timedelta(
+    seconds=1
+)  # a step's first sends can be logged this much before its phase (the clocks differ)
+DRAIN = timedelta(seconds=5)  # its last first tokens and finishes reach a scrape within this (2 s scrapes)
 
 
 @dataclass(frozen=True)
@@ -36,26 +40,25 @@ def _fmt(v: float) -> str:
 
 
 def steps(run: Run) -> list[Step]:
-    """Ladder steps when the diagnosis found a ladder, else the client's phases (one source's), else none."""
+    """Ladder steps when the diagnosis found a ladder, else the client's phases (one source's), else none. A
+    ladder step read from the client's phases keeps its phase, so that its requests are the phase's own (a bench
+    file's), not those that happen to start in its window."""
     lad = run.table("ladder")
+    ph = run.table("client_phases")
     rows: list[tuple[str, float, datetime, datetime, str | None]] = []
     if lad.height:
         rows = [
-            (r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], None)
+            (r["mode"] or "concurrency", r["concurrency"], r["ts_start"], r["ts_end"], _phase_of(ph, r))
             for r in lad.sort("step").iter_rows(named=True)
             if r["concurrency"] is not None
         ]
-    else:
-        ph = run.table("client_phases")
-        if ph.height:
-            src = sorted(ph["source"].unique().to_list())[
-                0
-            ]  # a client's .jsonl and .log state the same phases
-            rows = [
-                (r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
-                for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
-                if r["value"] is not None
-            ]
+    elif ph.height:
+        src = sorted(ph["source"].unique().to_list())[0]  # a client's .jsonl and .log state the same phases
+        rows = [
+            (r["mode"] or "concurrency", r["value"], r["ts_start"], r["ts_end"], r["phase"])
+            for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
+            if r["value"] is not None
+        ]
     out, seen = [], {}
     for mode, value, lo, hi, phase in rows:
         base = f"{mode}={_fmt(value)}"
@@ -68,6 +71,49 @@ def steps(run: Run) -> list[Step]:
     return out
 
 
+def _phase_of(ph: pl.DataFrame, step: dict) -> str | None:
+    """The client phase a ladder step was read from: the one of the step's value whose time overlaps it most."""
+    if ph.height == 0 or step["ts_start"] is None or step["ts_end"] is None:
+        return None
+    best, most = None, 0.0
+    for r in ph.filter(pl.col("value") == step["concurrency"]).iter_rows(named=True):
+        if r["ts_start"] is None or r["ts_end"] is None:
+            continue
+        lap = (min(r["ts_end"], step["ts_end"]) - max(r["ts_start"], step["ts_start"])).total_seconds()
+        if lap > most:
+            best, most = r["phase"], lap
+    return best
+
+
+def windows(run: Run, st: list[Step]) -> dict[str, tuple[datetime, datetime]]:
+    """The range each step's server figures (histograms, counters, gauges) are read over: from a second before its
+    first send to a few seconds after its last answer, or up to the next step's range when the load runs on
+    (contiguous phases: what an overload leaves behind drains into the step after it); the last step's to the
+    run's end. The next ladder step's first requests (a bench's clock runs a little off the server's) stay out."""
+    r = run.table("requests")
+    w = run.table("windows")
+    end = (w["ts"].max() + timedelta(seconds=float(w["window_s"].max() or 0))) if w.height else None
+    spans: list[list] = []
+    for i, s in enumerate(st):
+        if s.ts_start is None or s.ts_end is None:
+            spans.append([s.ts_start, s.ts_end])
+            continue
+        mine = requests_of(run, s, r)
+        first = mine["ts_start"].min() if mine.height else None
+        last = mine["ts_end"].max() if mine.height else None
+        lo = min(x for x in (s.ts_start, first) if x is not None) - LEAD
+        prev = st[i - 1].ts_end if i else None
+        lo = max(lo, prev) if prev is not None else lo
+        hi = max(x for x in (s.ts_end, last) if x is not None) + DRAIN
+        spans.append([lo, hi])
+    for i in range(len(spans) - 1):
+        if spans[i][1] is not None and spans[i + 1][0] is not None:
+            spans[i][1] = min(spans[i][1], spans[i + 1][0])
+    if spans and end is not None and spans[-1][1] is not None:
+        spans[-1][1] = max(spans[-1][1], end)
+    return {s.key: (lo, hi) for s, (lo, hi) in zip(st, spans, strict=True)}
+
+
 def match(a: list[Step], b: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
     """Pairs of steps with the same key, in A's order; and the steps of each run the other lacks."""
     kb = {s.key: s for s in b}
@@ -76,9 +122,10 @@ def match(a: list[Step], b: list[Step]) -> tuple[list[tuple[Step, Step]], list[S
     return pairs, [s for s in a if s.key not in kb], [s for s in b if s.key not in ka]
 
 
-def requests_of(run: Run, step: Step | None) -> pl.DataFrame:
-    """The logical requests of a step (its phase's, else those that started in its window); all without one."""
-    r = run.table("requests")
+def requests_of(run: Run, step: Step | None, r: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The logical requests of a step (its phase's, else those that started in its window); all without one.
+    ``r``: the requests to choose from (the run's table by default)."""
+    r = run.table("requests") if r is None else r
     if step is None or r.height == 0:
         return r
     if step.phase is not None and "phase" in r.columns and (r["phase"] == step.phase).any():

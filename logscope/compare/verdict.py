@@ -1,7 +1,7 @@
-"""The comparison in a few sentences: can the effect be put on one change, did B meet the SLO where A
-did not (or the reverse), did the working boundary move, and the trap when it happens: a warning that
-vanished while the user's latency moved elsewhere (preemptions gone, the queue longer; retries gone, the
-failures now reaching the callers)."""
+"""The comparison in a few sentences: can the effect be put on one change (settings, traffic, engines), did B
+meet the SLO where A did not (or the reverse), on which clock, did the working boundary move, and what moved.
+The trade (preemptions gone, the wait moved; retries gone, the failures reaching the callers) is
+logscope.compare.trade's."""
 
 from __future__ import annotations
 
@@ -9,29 +9,51 @@ from typing import Any
 
 from ..report.fmt import fnum, pct
 
-PREEMPT_MIN = 10  # fewer preemptions in A than this: not a change worth a trap
-RETRIES_MIN = 10
-GAUGE_MOVE = (
-    0.25  # a figure without a noise estimate (waiting, queue time, throughput) counts past this change
-)
+# the SLO's figures, by clock in the order they judge it: the callers' own first (the SLO is theirs), then the
+# gateway's (its request time holds the callers' wait but the network), then the engine's
+JUDGED_BY = {
+    "ttft": (("ttft_p95", "client"), ("engine_ttft_p95", "engine")),
+    "e2e": (("e2e_p95", "client"), ("gateway_e2e_p95", "gateway"), ("engine_e2e_p95", "engine")),
+}
 
 
-def meets(values: dict, slo: dict) -> tuple[bool | None, list[str]]:
-    """Whether the figures meet the SLO, and each condition that failed (None: a figure is unknown)."""
+def judged_on(figs: list[Any]) -> dict[str, str | None]:
+    """Per SLO figure, the metric every run has at this scope (one clock for all: like with like)."""
+    out: dict[str, str | None] = {}
+    for what, options in JUDGED_BY.items():
+        out[what] = next(
+            (name for name, _ in options if all(f.values.get(name) is not None for f in figs)), None
+        )
+    return out
+
+
+def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, list[str]]:
+    """Whether the figures meet the SLO, and the metric of each condition that failed (None: a figure is unknown,
+    or a histogram's p95 lies in a bucket holding the limit). ``on``: the metric judging TTFT and e2e."""
     checks = (
-        ("ttft_p95", "ttft_s", "TTFT p95", lambda v, t: v <= t),
-        ("e2e_p95", "e2e_s", "e2e p95", lambda v, t: v <= t),
-        ("success_share", "success", "success share", lambda v, t: v >= t),
+        (on.get("ttft"), "ttft_s", True),
+        (on.get("e2e"), "e2e_s", True),
+        ("success_share", "success", False),
     )
-    failed, unknown = [], False
-    for key, skey, name, ok in checks:
-        v, t = values.get(key), slo.get(skey)
+    failed: list[str] = []
+    unknown = False
+    for key, skey, upper in checks:
+        t = slo.get(skey)
         if t is None:
             continue
-        if v is None:
+        v = fig.values.get(key) if key else None
+        if key is None or v is None:
             unknown = True
-        elif not ok(v, t):
-            failed.append(name)
+            continue
+        bounds = fig.meta.get(key, {}).get("bucket_bounds") if upper else None
+        if bounds is not None:  # a histogram's p95: only a whole bucket above (or below) the limit decides
+            lo, hi = bounds
+            if lo >= t:
+                failed.append(key)
+            elif hi > t:
+                unknown = True
+        elif (v > t) if upper else (v < t):
+            failed.append(key)
     return (False if failed else (None if unknown else True)), failed
 
 
@@ -52,7 +74,7 @@ def _v(x: Any, unit: str) -> str:
     if unit == "share":
         return pct(x)
     if unit == "s":
-        return f"{fnum(x)} s"
+        return f"{fnum(x, 3 if abs(x) < 1 else 2)} s"
     return fnum(x)
 
 
@@ -81,9 +103,12 @@ def comparability(
 
 
 def _plain(v: Any) -> str:
+    """A setting as written in its configuration (a port or a count without a thousands separator)."""
     if isinstance(v, list):
         return "[" + ", ".join(_plain(x) for x in v) + "]"
-    return fnum(v) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return fnum(v) if isinstance(v, float) else str(v)
 
 
 def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
@@ -112,8 +137,8 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
                 "both runs meet it."
                 if a
                 else "neither run meets it "
-                f"(A misses {', '.join(whole['slo_failed']['a'])}; B misses "
-                f"{', '.join(whole['slo_failed']['b'])})."
+                f"(A misses {_titles(whole['slo_failed']['a'])}; B misses "
+                f"{_titles(whole['slo_failed']['b'])})."
             )
             + steps_txt
         )
@@ -122,7 +147,7 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
         + (
             "B meets it where A did not."
             if b
-            else f"B misses it ({', '.join(whole['slo_failed']['b'])}) where A met it."
+            else f"B misses it ({_titles(whole['slo_failed']['b'])}) where A met it."
         )
         + steps_txt
     )
@@ -166,83 +191,22 @@ def boundary_line(bd: dict) -> str | None:
     return f"The working boundary moved from {t(bd['a'])} (A) to {t(bd['b'])} (B)."
 
 
-def _row(rows: list[dict], name: str) -> dict:
-    return next(r for r in rows if r["name"] == name)
-
-
-def traps(scopes: list[tuple[str, list[dict]]]) -> list[dict]:
-    """Each trap found: preemptions fell but TTFT p95 rose beyond the noise (the latency moved into the
-    queue); client retries fell but the success share fell beyond the noise (the failures reach the callers)."""
-    found = []
-    for scope, rows in scopes:
-        p, t, q = _row(rows, "preemptions"), _row(rows, "ttft_p95"), _row(rows, "queue_mean_s")
-        if p["a"] is not None and p["b"] is not None and p["a"] >= PREEMPT_MIN and p["b"] <= p["a"] / 2:
-            rose = t["beyond_noise"] and (t["change"] or 0) > 0
-            if rose:
-                q_txt = (
-                    f"; vLLM's mean queue time went from {_v(q['a'], 's')} to {_v(q['b'], 's')}"
-                    if q["a"] is not None and q["b"] is not None and q["b"] > q["a"]
-                    else ""
-                )
-                found.append(
-                    {
-                        "kind": "latency_into_queue",
-                        "scope": scope,
-                        "rise": t["change"],
-                        "text": f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])}, but TTFT p95 rose from "
-                        f"{_v(t['a'], 's')} to {_v(t['b'], 's')}{q_txt}: the latency moved into the queue"
-                        f"{'' if scope == 'whole run' else f' ({scope})'}.",
-                    }
-                )
-        r, s = _row(rows, "client_retries"), _row(rows, "success_share")
-        if r["a"] is not None and r["b"] is not None and r["a"] >= RETRIES_MIN and r["b"] <= r["a"] / 2:
-            if s["beyond_noise"] and (s["change"] or 0) < 0:
-                found.append(
-                    {
-                        "kind": "failures_reach_callers",
-                        "scope": scope,
-                        "rise": -s["change"],
-                        "text": f"Client retries fell from {fnum(r['a'])} to {fnum(r['b'])}, but the success share "
-                        f"fell from {_v(s['a'], 'share')} to {_v(s['b'], 'share')}: the failures the retries "
-                        f"absorbed now reach the callers{'' if scope == 'whole run' else f' ({scope})'}.",
-                    }
-                )
-    return found
-
-
-def relief_line(scopes: list[tuple[str, list[dict]]]) -> str | None:
-    """Preemptions gone without the queue taking the latency: said, since the check was made."""
-    scope, rows = scopes[0]
-    p, t = _row(rows, "preemptions"), _row(rows, "ttft_p95")
-    if p["a"] is None or p["b"] is None or p["a"] < PREEMPT_MIN or p["b"] > p["a"] / 2 or t["a"] is None:
-        return None
-    if t["beyond_noise"] and (t["change"] or 0) > 0:
-        return None
-    how = "fell" if t["direction"] == "better" else "did not rise beyond the noise"
-    return (
-        f"Preemptions fell from {fnum(p['a'])} to {fnum(p['b'])} and TTFT p95 {how} "
-        f"({_v(t['a'], 's')} → {_v(t['b'], 's')}): the queue did not take the latency."
-    )
-
-
 def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     """better / worse / mixed / no movement over the whole runs, and the figures behind it."""
 
     def say(r):
         return f"{r['title']} {_v(r['a'], r['unit'])} → {_v(r['b'], r['unit'])}"
 
-    def moved(r):  # beyond the noise; or, where it cannot be estimated (gauges), by more than GAUGE_MOVE
-        return r["beyond_noise"] or (r["beyond_noise"] is None and abs(r["change_rel"] or 0) > GAUGE_MOVE)
-
-    good = [say(r) for r in rows if r["direction"] == "better" and moved(r)]
-    bad = [say(r) for r in rows if r["direction"] == "worse" and moved(r)]
+    # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
+    good = [say(r) for r in rows if r["direction"] == "better"]
+    bad = [say(r) for r in rows if r["direction"] == "worse"]
     result = "mixed" if good and bad else ("better" if good else ("worse" if bad else "no movement"))
     return result, good, bad
 
 
 def movement_line(result: str, good: list[str], bad: list[str]) -> str:
     if result == "no movement":
-        return "No figure moved beyond the run-to-run noise."
+        return "No figure moved beyond the sampling noise."
     parts = []
     if good:
         parts.append(
@@ -255,32 +219,127 @@ def movement_line(result: str, good: list[str], bad: list[str]) -> str:
     return "Over the whole runs, " + "; ".join(parts) + "."
 
 
-def headline_traps(found: list[dict]) -> list[str]:
-    """One sentence per kind of trap: the whole run's, else the step where it is largest."""
+CAPS = ("max_num_seqs", "max_running_requests")  # caps on the sequences run at once: idle below their value
+CONTROL_FIGURES = ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95")
+
+
+def cap_below(name: str | None, values: list, steps: list[dict]) -> list[dict]:
+    """The concurrency steps where a changed cap on the sequences run at once (``--max-num-seqs``) does not bind:
+    the load stays below every value it was given. Empty for any other setting."""
+    if name not in CAPS:
+        return []
+    try:
+        lo = min(float(v) for v in values)
+    except (TypeError, ValueError):
+        return []
     out = []
-    for kind in ("latency_into_queue", "failures_reach_callers"):
-        mine = [t for t in found if t["kind"] == kind]
-        if mine:
-            whole = [t for t in mine if t["scope"] == "whole run"]
-            out.append((whole or sorted(mine, key=lambda t: -(t["rise"] or 0)))[0]["text"])
+    for s in steps:  # the leading steps only: after a heavier one, its backlog can still fill the cap
+        if s.get("mode") not in ("concurrency", "inflight") or s.get("value") is None or s["value"] >= lo:
+            break
+        out.append(s)
     return out
 
 
-def control_line(steps: list[dict]) -> str | None:
-    """The lightest matched step as a control: when B is slower (or faster) there too, beyond the noise, the
-    change matters even at light load, or something else differed between the recordings."""
+def control_line(steps: list[dict], changed: list[dict] | None = None) -> str | None:
+    """A control: the steps where the one change does not bind (a concurrency cap above the step's load), else the
+    lightest step. When B differs there beyond the bootstrap's noise, either the change matters even at light
+    load or something else differed between the recordings (the host's load): the bootstrap resamples one
+    run's requests and cannot see that noise."""
     if len(steps) < 2 or any(s["value"] is None for s in steps):
         return None
-    light = min(steps, key=lambda s: s["value"])
-    if light["value"] >= max(s["value"] for s in steps):
+    one = changed[0] if changed and len(changed) == 1 else None
+    below = cap_below(one["name"], [one["a"], one["b"]], steps) if one else []
+    light = below or [min(steps, key=lambda s: s["value"])]
+    if not below and light[0]["value"] >= max(s["value"] for s in steps):
         return None
-    moved = [r for r in light["metrics"] if r["name"] in ("ttft_p50", "e2e_p50") and r["beyond_noise"]]
+    figs = CONTROL_FIGURES if below else ("ttft_p50", "e2e_p50")
+    moved = [(s, r) for s in light for r in s["metrics"] if r["name"] in figs and r["beyond_noise"]]
     if not moved:
         return None
-    r = moved[-1]
+    s, r = max(moved, key=lambda x: abs(x[1]["change_rel"] or 0))
     way = "slower" if (r["change"] or 0) > 0 else "faster"
+    said = f"{r['title']} {_v(r['a'], 's')} → {_v(r['b'], 's')}"
+    if below:
+        where = ", ".join(x["label"] for x in below)
+        more = f"; {len(moved)} such moves in all" if len(moved) > 1 else ""
+        return (
+            f"Where {one['name']} does not bind ({where}: the load stays below both its values), B is still {way} "
+            f"beyond the sampling noise at {s['label']} ({said}{more}): something other than the setting differed "
+            "between the recordings (most likely the host's load), which the bootstrap does not see; weigh the "
+            "heavier steps' moves against these."
+        )
     return (
-        f"At the lightest step ({light['label']}) B is {way} too ({r['title']} {_v(r['a'], 's')} → "
-        f"{_v(r['b'], 's')}): either the change matters even at light load, or something else differed "
-        "between the recordings (machine load, noise); weigh the heavier steps' moves with that in mind."
+        f"At the lightest step ({s['label']}) B is {way} too ({said}): either the change matters even at light "
+        "load, or something else differed between the recordings (machine load, noise); weigh the heavier "
+        "steps' moves with that in mind."
+    )
+
+
+def engines_line(engines: tuple[str, str] | None) -> str | None:
+    """What cannot be compared between two engines."""
+    if not engines:
+        return None
+    a, b = engines
+    return (
+        f"A runs {a}, B runs {b}: their own figures count different things under one name (token usage and KV "
+        "usage, retractions and preemptions, their queues), so the engine's clock is shown, never compared; the "
+        "callers' and the gateway's clocks compare like with like."
+    )
+
+
+def steps_line(sa: list, sb: list, pairs: list) -> str | None:
+    """Steps that match nothing in the other run: the whole runs are still compared."""
+    if pairs or not (sa or sb):
+        return None
+
+    def shown(st: list) -> str:
+        if not st:
+            return "none (no ladder or client phases)"
+        labels = [s.label for s in st]
+        return ", ".join(labels) if len(labels) <= 4 else f"{labels[0]} … {labels[-1]} ({len(labels)} steps)"
+
+    return (
+        f"The traffic differs: no load step of one run matches a step of the other (A: {shown(sa)}; B: "
+        f"{shown(sb)}); whole-run figures only."
+    )
+
+
+def _titles(keys: list[str]) -> str:
+    from .moves import BY_NAME
+
+    return ", ".join(BY_NAME[k].title if k in BY_NAME else k for k in keys)
+
+
+CONTEXT = {"requests"}  # a count shown beside the figures, not one that compares two runs
+
+
+def shared(rows: list[dict]) -> list[dict]:
+    """The figures both runs give on one clock (and so can be compared)."""
+    return [
+        r
+        for r in rows
+        if r["name"] not in CONTEXT and r["a"] is not None and r["b"] is not None and r["change"] is not None
+    ]
+
+
+def nothing_shared(rows: list[dict]) -> str:
+    """Two folders that share no figure (a vLLM log against a gateway's): what each gives, and that nothing compares."""
+
+    from .sources import SOURCE_TEXT
+
+    def named(r: dict, side: str) -> str:
+        src = (r.get("source") or {}).get(side)
+        return f"{r['title']} ({SOURCE_TEXT.get(src, src)})" if src else r["title"]
+
+    def given(side: str) -> str:
+        names = [named(r, side) for r in rows if r[side] is not None and r["name"] not in CONTEXT]
+        return (
+            ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            if names
+            else "none"
+        )
+
+    return (
+        f"No figure is known in both runs on one clock, so nothing can be compared: A gives {given('a')}; B gives "
+        f"{given('b')}."
     )

@@ -23,6 +23,8 @@ from ..resources import scope
 from . import (
     cancellation,
     capacity,
+    claims,
+    clockgap,
     episodes,
     figures,
     findings,
@@ -34,6 +36,8 @@ from . import (
     platform,
     span_figures,
     tables,
+    verdict,
+    wording,
 )
 from .context import Context, Slo
 from .tables import Inputs, load
@@ -93,16 +97,28 @@ def _run(out: Path, options) -> dict:
     ctx.gateway_conf = gateway_config.read(out)
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
     ctx.hist = from_histograms.load(out, rng, inp.stats)
+    reg = claims.Registry()
     eps = episodes.build(ctx)
     from_histograms.fill_episodes(ctx, eps)
     for i, e in enumerate(eps, 1):
         e["episode_id"] = f"E{i}"
+        e["claim_id"] = reg.add(episodes.claim(e, th)).id
     rows, lad = ladder.analyse(ctx)
     if lad is not None:
         lad["steps"] = rows
+        for r in rows:
+            r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
+        lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
+    for c in clockgap.claims(rows, eps, th, inp.requests):
+        reg.add(c)
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     traffic = _traffic(inp, _multiplication(out))
-    traffic["cancellation"] = cancellation.analyse(_correlation_orphans(out), th)
+    traffic["cancellation"] = cancellation.analyse(
+        _correlation_orphans(out), th, gateway_config.read(out, cancellation.left_span(inp.requests))
+    )
+    canc = cancellation.claim(traffic["cancellation"])
+    if canc is not None:
+        reg.add(canc)
     traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin)
     traffic["amplification_below_1"] = outcomes.below_one(
         inp.requests, _amplification(out, traffic), _server_end(inp)
@@ -112,12 +128,18 @@ def _run(out: Path, options) -> dict:
     # an episode's queue from them where no stats line or metric gives one
     spans = span_figures.analyse(out, rng, eps, rows)
     ctx.span_segments = span_figures.by_episode(spans)
-    fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold)
+    fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold, reg)
+    for c in reg.all():
+        wording.render(c)
+    if canc is not None:
+        traffic["cancellation"]["text"] = canc.sentence
+    lines = verdict.build(ctx, eps, fnd, lad, reg)
     _write_tables(out, eps, fnd, rows)
     diag = {
-        "verdict": _verdict(ctx, eps, fnd, lad),
+        "verdict": lines,
+        "claims": [c.to_dict() for c in reg.all()],
         "episodes": [_ep_json(e) for e in eps],
-        "findings": fnd,
+        "findings": [f.to_dict() for f in fnd],
         "ladder": lad,
         "capacity": cap,
         "cold_start": cold,
@@ -177,8 +199,8 @@ def _in_range(life: lifecycle.Lifecycle, rng: scope.Range) -> lifecycle.Lifecycl
 # ------------------------------------------------------------------ outputs
 
 
-def _write_tables(out: Path, eps: list[dict], fnd: list[dict], rows: list[dict]) -> None:
-    def frame(items: list[dict], table: str) -> pl.DataFrame:
+def _write_tables(out: Path, eps: list, fnd: list, rows: list[dict]) -> None:
+    def frame(items: list, table: str) -> pl.DataFrame:
         if not items:
             return schemas.empty(table)
         cols = schemas.TABLES[table]
@@ -190,7 +212,7 @@ def _write_tables(out: Path, eps: list[dict], fnd: list[dict], rows: list[dict])
     frame(rows, "ladder").write_parquet(out / "ladder.parquet")
 
 
-def _ep_json(e: dict) -> dict:
+def _ep_json(e) -> dict:
     keys = list(schemas.TABLES["episodes"]) + ["why", "details"]
     return {k: e.get(k) for k in keys}
 
@@ -320,6 +342,7 @@ def _cold(ctx: Context) -> dict:
     ranges = [(c["start"], c["end"]) for c in ctx.life.cold]
     figs = figures.requests_many(ctx.by_time(req, "ts_start"), ranges)
     states = figures.server_state_many(ctx.by_time(ctx.server), ranges)
+    srcs = from_histograms.sources_many(ctx.by_time(req, "ts_start"), ranges)
     wins = [
         {
             **c,
@@ -328,11 +351,14 @@ def _cold(ctx: Context) -> dict:
             "ttft_p95": f["ttft_p95"],
             "e2e_p50": f["e2e_p50"],
             "e2e_p95": f["e2e_p95"],
+            # the clock each latency was measured on (the requests' layers)
+            "ttft_clock": claims.clock_of(src.get("ttft")) if f["ttft_p95"] is not None else None,
+            "e2e_clock": claims.clock_of(src.get("e2e")) if f["e2e_p95"] is not None else None,
             "success_share": f["success_share"],
             "running_max": st["running_max"],
             "kv_max": st["kv_max"],
         }
-        for c, f, st in zip(ctx.life.cold, figs, states, strict=True)
+        for c, f, st, src in zip(ctx.life.cold, figs, states, srcs, strict=True)
     ]
     return {
         "seconds": ctx.th.cold_start_s,
@@ -350,9 +376,24 @@ def _cold(ctx: Context) -> dict:
         "warm": None
         if warm is None
         else {
-            k: warm[k] for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "success_share")
+            **{
+                k: warm[k]
+                for k in ("requests", "ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "success_share")
+            },
+            **_clocks(ctx, warm),
         },
         "rule": "cold = cold_start_s after the first request following each server start (readiness when logged)",
+    }
+
+
+def _clocks(ctx: Context, warm: dict) -> dict:
+    """The clocks of the warm figures (every request but the cold windows')."""
+    req = ctx.inputs.requests
+    keep = req.filter(figures.outside("ts_start", ctx.cold)) if ctx.cold and req.height else req
+    src = {f: from_histograms.request_source(keep, c) for f, c in from_histograms.PER_REQUEST.items()}
+    return {
+        f"{f}_clock": claims.clock_of(src[f]) if warm.get(f"{f}_p95") is not None else None
+        for f in ("ttft", "e2e")
     }
 
 
@@ -397,173 +438,3 @@ def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
         "errors_after_s": lifecycle.STOP_ERRORS_S,
         "shutdown_noise_records": life.shutdown_noise,
     }
-
-
-def _verdict(ctx: Context, eps: list[dict], fnd: list[dict], lad: dict | None) -> list[str]:
-    """Three short lines: what happened; when, and one-off or sustained; the first thing to test."""
-    top = fnd[0] if fnd else None
-    test = f"First thing to test: {top['next_test']}" if top else "Nothing to test."
-    if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
-        return [top["title"] + ".", "No time range could be examined.", test]
-    lo, hi = ctx.span_lo, ctx.span_hi
-    rng = clock.hms_range(lo, hi) if lo else "the logs"
-    if not eps:
-        if top is not None and top["severity"] != "info":
-            kind = (
-                "a start-up failure, not a load regime"
-                if top["kind"] in ("startup", "crash")
-                else "what the platform's records show (no server time series places it in a load regime)"
-                if top["kind"] == "platform"
-                else "nothing that spikes or lasts over time"
-            )
-            return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test]
-        if lad is not None and lad.get("working_boundary"):
-            return [
-                f"Ladder: every step up to {ladder.nice(lad['working_boundary']['concurrency'])} met the SLO.",
-                "No episode: no one-off spike, no sustained regime.",
-                test,
-            ]
-        return [
-            f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
-            "Calm throughout: no one-off spike, no sustained regime.",
-            test,
-        ]
-    if lad is not None and "crash" not in {e["class"] for e in eps}:
-        return [*_ladder_verdict(eps, lad), test]
-    # the headline is finding 1's: its episode, or (a run-level finding) the episode that weighs most
-    by_id = {e["episode_id"]: e for e in eps}
-    main = by_id.get(top["episode_id"]) if top is not None and top.get("episode_id") else None
-    main = (
-        main
-        or next((e for e in eps if e["class"] == "crash"), None)
-        or max(
-            eps,
-            key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]),
-        )
-    )
-    head = _headline(main)
-    if (
-        top is not None
-        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
-        and top["severity"] in ("critical", "high", "medium")
-    ):
-        # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
-        head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
-    elif (
-        top is not None
-        and top["kind"] == "crash"
-        and main["class"] != "crash"
-        and top.get("episode_id") == main["episode_id"]
-    ):
-        head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
-    like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
-    if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
-        head = (
-            f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
-            f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: "
-            + head[0].lower()
-            + head[1:]
-        )
-    # the same trouble starting at the same time elsewhere: a node, a rollout or the traffic took them together
-    together = sorted(
-        {
-            e["replica"]
-            for e in eps
-            if e["replica"]
-            and e["replica"] != main["replica"]
-            and (e["class"], e["signal"], e["start"]) == (main["class"], main["signal"], main["start"])
-        }
-    )
-    if together:
-        head += f" The same at the same time on {len(together)} other replica(s): {findings.named(together)}."
-    return [head, _when(ctx, main, eps), test]
-
-
-def _span(e: dict) -> str:
-    return clock.hms_range(e["start"], e["end"])
-
-
-def _headline(e: dict) -> str:
-    """What happened, in one line: the episode's signal with its numbers and the server state."""
-    if e["signal"] == "crash":
-        c = e["details"]["crash"]
-        how = (
-            "was killed silently (its log stops, a new server starts)"
-            if c["kinds"] == ["silent"]
-            else "was killed by the kernel OOM killer"
-            if "kernel_oom" in c["kinds"]
-            else "was OOMKilled (its container's memory limit)"
-            if "oom_killed" in c["kinds"]
-            else "died (" + ", ".join(c["kinds"]) + ")"
-        )
-        if c["at_startup"]:
-            return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
-        back = (
-            f" and was ready again at {clock.hms_after(e['start'], c['ready'])}"
-            if c["ready"]
-            else ", with no restart in the logs"
-        )
-        return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
-    what = {
-        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
-        "kv_pressure": "KV cache near full",
-        "queue": f"a queue of up to {e['peak']:.0f} waiting",
-        "stall": "requests running with no progress (0 tokens/s)",
-        "errors": f"{e['count']} failed requests",
-        "retries": f"{e['count']} retries",
-        "orphans": f"{e['count']} executions for callers that had left",
-        "ttft": f"TTFT p95 up to {e['peak']:.1f} s",
-        "e2e": f"e2e p95 up to {e['peak']:.1f} s",
-    }.get(e["signal"], f"{e['signal']} above normal")
-    state = []
-    if e["kv_max"] is not None:
-        state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
-    if e["running_max"] is not None:
-        state.append(f"{e['running_max']:.0f} running")
-    if e["waiting_max"]:
-        state.append(f"{e['waiting_max']:.0f} waiting")
-    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + (
-        f": {', '.join(state)}." if state else "."
-    )
-
-
-def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
-    others = f" ({len(eps)} episodes in all)" if len(eps) > 1 else ""
-    if e["class"] == "crash":
-        c = e["details"]["crash"]
-        comp = {x["signal"] for x in e["details"]["companions"]}
-        extra = " with " + " and ".join(sorted(comp)) + " meanwhile" if comp else ""
-        down = (
-            f"down {c['downtime_s']:.0f} s"
-            if c["downtime_s"] is not None
-            else f"not back before {ctx.inputs.rng.end_words}"
-        )
-        return f"A crash, {down}{extra}{others}."
-    why = e["why"]
-    label = {
-        "sustained": "Sustained regime, not a one-off",
-        "recurring": "Recurring, not a one-off",
-        "spike": "One-off",
-    }[e["class"]]
-    return f"{label}: {why.strip().rstrip('.')}{others}."
-
-
-def _ladder_verdict(eps: list[dict], lad: dict) -> list[str]:
-    rows = lad["steps"]
-    wb, nxt, pf = lad["working_boundary"], lad["broke_first_at_next_step"], lad.get("pressure_from_step")
-    levels = "→".join(ladder.nice(r["concurrency"]) for r in rows)
-    unk = lad.get("unknown_at_next_step")
-    held = f"the SLO held up to {ladder.nice(wb['concurrency'])}" if wb else "no step met the SLO"
-    broke = (
-        f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first"
-        if nxt
-        else f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
-        if unk
-        else ""
-    )
-    pressure = f"from {ladder.nice(pf['concurrency'])}" if pf else "above the boundary"
-    return [
-        f"Ladder {levels}: {held}{broke}.",
-        f"Not a one-off: pressure comes with the load, {pressure} up ({len(eps)} episode"
-        f"{'s' if len(eps) != 1 else ''}), and ends with it.",
-    ]

@@ -1,22 +1,41 @@
-"""Was cancellation propagated? One object, read by every output: the attempts whose callers left (client
+"""Was cancellation propagated? One claim, read by every output: the attempts whose callers left (client
 timeout, gateway 499, gateway upstream timeout), how many the server aborted, how many finished in the race
-before an abort could arrive, how many ran on for nobody (orphaned) and for how long, and the verdict.
+before an abort could arrive, how many ran on for nobody (orphaned) and for how long, the gateway setting
+that decides it where the folder's nginx.conf holds it, and the verdict.
 
-The counts are correlate's (``correlation.json`` ``orphans``, one row per server execution); the verdict
-is decided here by two named thresholds (``thresholds.py``): at most ``cancel_ran_on_max_share`` of the
-abandoned attempts ran on -> ``propagated``; at most ``cancel_aborted_min_share`` of them were aborted ->
-``not propagated``; in between -> ``partly``. A finish within the race window is no missing cancellation.
+The counts are correlate's (``correlation.json`` ``orphans``, one row per server execution); the verdict is
+decided here (``_state``):
+
+* no caller left: ``not observed`` (nothing was put to the test);
+* vLLM aborted none of the abandoned attempts and the listeners the traffic went through have
+  ``proxy_ignore_client_abort on``: ``not propagated by configuration`` (nginx keeps the upstream request
+  open by design: it is the setting, not a fault, that keeps the work going);
+* vLLM aborted none: ``not propagated`` when more than ``cancel_ran_on_max_share`` of them ran on, else
+  ``not observed``: a finish within the race window is no evidence that an abort would have arrived;
+* some aborted: at most ``cancel_ran_on_max_share`` ran on -> ``propagated``; at most
+  ``cancel_aborted_min_share`` aborted -> ``not propagated``; in between -> ``partly``.
 """
 
 from __future__ import annotations
 
+import polars as pl
+
+from .claims import Claim, Fact
 from .thresholds import Thresholds
 
-VERDICTS = ("propagated", "partly", "not propagated")
+VERDICTS = (
+    "propagated",
+    "partly",
+    "not propagated",
+    "not propagated by configuration",
+    "not observed",
+)
+DIRECTIVE = "proxy_ignore_client_abort"
 
 
-def analyse(orphans: dict | None, th: Thresholds) -> dict | None:
-    """The cancellation object from correlation.json's ``orphans`` section; None without a correlation."""
+def analyse(orphans: dict | None, th: Thresholds, conf: dict | None = None) -> dict | None:
+    """The cancellation object from correlation.json's ``orphans`` section (None without a correlation), with
+    the gateway configuration of the folder (``gateway_config.read``) when there is one."""
     if not orphans or orphans.get("abandoned") is None:
         return None
     abandoned = int(orphans["abandoned"])
@@ -34,19 +53,52 @@ def analyse(orphans: dict | None, th: Thresholds) -> dict | None:
         "aborted_share": (aborted / abandoned) if abandoned else None,
         "callers_left": orphans.get("callers_left"),
         "race_s": orphans.get("race_s"),
+        "gateway_setting": setting(conf),
         "thresholds": {
             "cancel_ran_on_max_share": th.cancel_ran_on_max_share,
             "cancel_aborted_min_share": th.cancel_aborted_min_share,
         },
     }
-    out["verdict"] = _verdict(out, th)
-    out["text"] = text(out)
+    out["verdict"] = _state(out, th)
     return out
 
 
-def _verdict(c: dict, th: Thresholds) -> str | None:
+def left_span(req: pl.DataFrame) -> tuple | None:
+    """When callers were leaving: the first start to the last end of the requests that ended in a timeout or were
+    in flight when their client stopped (the listeners of that time are the ones whose setting decides)."""
+    if not req.height or "outcome" not in req.columns:
+        return None
+    left = req.filter(pl.col("outcome").is_in(["timeout", "unfinished"]))
+    if not left.height:
+        return None
+    end = pl.col("ts_end").fill_null(pl.col("ts_start")) if "ts_end" in left.columns else pl.col("ts_start")
+    lo, hi = left.select(pl.col("ts_start").min(), end.max()).row(0)
+    return (lo, hi) if lo is not None and hi is not None else None
+
+
+def setting(conf: dict | None) -> dict | None:
+    """``proxy_ignore_client_abort`` of the listeners the traffic went through: {value: on|off|mixed, ports,
+    set: whether nginx.conf sets it or it is nginx's default}; None when no configuration is in the folder."""
+    if conf is None or not conf.get("ports"):
+        return None
+    vals = {p: conf["listeners"][p][DIRECTIVE] for p in conf["ports"]}
+    on = sorted(p for p, v in vals.items() if v == "on")
+    value = "on" if len(on) == len(vals) else "off" if not on else "mixed"
+    return {
+        "value": value,
+        "ports": sorted(vals),
+        "ports_on": on,
+        "set": all(DIRECTIVE in conf["set"].get(p, []) for p in vals),
+    }
+
+
+def _state(c: dict, th: Thresholds) -> str:
     if not c["abandoned"]:
-        return None  # no caller left before its answer: nothing to propagate
+        return "not observed"  # no caller left before its answer: nothing to propagate
+    if not c["aborted"]:
+        if (c.get("gateway_setting") or {}).get("value") == "on":
+            return "not propagated by configuration"
+        return "not propagated" if c["ran_on_share"] > th.cancel_ran_on_max_share else "not observed"
     if c["ran_on_share"] <= th.cancel_ran_on_max_share:
         return "propagated"
     if c["aborted_share"] <= th.cancel_aborted_min_share:
@@ -54,22 +106,34 @@ def _verdict(c: dict, th: Thresholds) -> str | None:
     return "partly"
 
 
-def text(c: dict | None) -> str | None:
-    """The one sentence every output says about it."""
+def claim(c: dict | None) -> Claim | None:
+    """The cancellation claim of the object ``analyse`` made."""
     if c is None:
         return None
-    if not c["abandoned"]:
-        return "no caller left before its answer: cancellation was not put to the test"
-    parts = [f"vLLM aborted {c['aborted']}"]
-    if c["finished_in_race"]:
-        parts.append(
-            f"{c['finished_in_race']} finished within {c['race_s']:g} s of the caller leaving (a race)"
+    gw = c.get("gateway_setting")
+    facts = [
+        Fact("abandoned", c["abandoned"], "correlation", unit="attempts"),
+        Fact("aborted", c["aborted"], "engine_log", unit="attempts"),
+        Fact("finished_in_race", c["finished_in_race"], "correlation", unit="attempts"),
+        Fact("ran_on", c["ran_on"], "correlation", unit="attempts"),
+        Fact("ran_on_s", c["ran_on_s"], "correlation", unit="s of generation"),
+        Fact("race_s", c["race_s"], "correlation", unit="s window"),
+        Fact(DIRECTIVE, gw["value"] if gw else None, "nginx_conf"),
+        Fact("listeners", ", ".join(f":{p}" for p in gw["ports"]) if gw else None, "nginx_conf"),
+    ]
+    missing = []
+    if c["verdict"] == "not observed":
+        missing = (
+            ["an attempt abandoned by its caller"]
+            if not c["abandoned"]
+            else ["an abort by vLLM (every abandoned attempt finished within the race window)"]
         )
-    ran = f"{c['ran_on']} ran on for nobody"
-    if c["ran_on"] and c.get("ran_on_s") is not None:
-        ran += f" ({c['ran_on_s']:,.0f} s of generation after their callers left)"
-    parts.append(ran)
-    return (
-        f"cancellation {c['verdict']}: of {c['abandoned']} attempts abandoned by their callers, "
-        + ", ".join(parts)
+    return Claim(
+        "cancellation",
+        "cancellation",
+        "cancellation of attempts abandoned by their callers",
+        c["verdict"],
+        facts,
+        dict(c["thresholds"]),
+        missing,
     )

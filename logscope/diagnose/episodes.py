@@ -57,7 +57,9 @@ import polars as pl
 
 from .. import clock
 from . import figures
+from .claims import REQUIRED, Claim, Fact
 from .context import Context
+from .records import Episode
 from .stretches import REQUEST_SIGNALS, grouped, stretches
 from .thresholds import Thresholds
 
@@ -92,7 +94,7 @@ def _t(ts: datetime | None) -> str:
     return clock.hms(ts) if ts is not None else "?"
 
 
-def build(ctx: Context) -> list[dict]:
+def build(ctx: Context) -> list[Episode]:
     """Episodes as dicts (table columns + details), ordered by start; ids are given by the caller."""
     heads = _heads(ctx, grouped(stretches(ctx), ctx.th.merge_gap_s))
     # the figures of all episodes at once: a day-long incident has thousands of episodes
@@ -119,8 +121,23 @@ def build(ctx: Context) -> list[dict]:
     )
     eps = [_episode(ctx, h, *f, *m) for h, f, m in zip(heads, figs, more, strict=True)]
     eps.sort(key=lambda e: (e["start"], e["signal"], e["replica"] or ""))
+    _context(eps)
     _recurring(eps, ctx.th)
     return eps
+
+
+BLIP_SIGNALS = ("kv_pressure", "queue", "stall")
+
+
+def _context(eps: list[Episode]) -> None:
+    """A level seen on one stats sample that was back at baseline on the next, while the server kept serving
+    (a one-sample KV blip): context beside the timeline, not an episode to act on. It gets no finding and no
+    --fail-on matches it; one still abnormal when the logs end stays what its rule says (nothing after it)."""
+    for e in eps:
+        if e["class"] == "spike" and e["signal"] in BLIP_SIGNALS and e["duration_s"] == 0 and e["count"] == 1:
+            e["class"] = "context"
+            e["decided_by"] = {**(e.get("decided_by") or {}), "rule": "one_sample"}
+            e["reason"] = e["reason"].replace(SEP, f"{SEP}one sample, ", 1) + " (context, not a finding)"
 
 
 def _heads(ctx: Context, rows: pl.DataFrame) -> list[dict]:
@@ -204,7 +221,7 @@ def _episode(
     pre: int | None,
     baseline: float | None,
     phases: list[dict],
-) -> dict:
+) -> Episode:
     primary, replica, start, end, w = (h[k] for k in ("primary", "replica", "start", "end", "ranges"))
     companions = h["companions"]
     death = ctx.deaths.get((start, replica)) if primary == "crash" else None
@@ -212,30 +229,30 @@ def _episode(
     total = float(h["total"])
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
     recovered = bool(h["last_sample"] > end) if death is None else death.ready_ts is not None
-    ep = {
-        "signal": primary,
-        "replica": replica,
-        "start": start,
-        "end": end,
-        "duration_s": dur,
-        "share_of_span": (dur / ctx.span_s) if ctx.span_s else None,
-        "recovered": recovered,
-        "peak": float(h["peak"]),
-        "baseline": baseline,
-        "count": count,
+    ep = Episode(
+        signal=primary,
+        replica=replica,
+        start=start,
+        end=end,
+        duration_s=dur,
+        share_of_span=(dur / ctx.span_s) if ctx.span_s else None,
+        recovered=recovered,
+        peak=float(h["peak"]),
+        baseline=baseline,
+        count=count,
         **{
             k: state[k]
             for k in ("running_max", "running_mean", "waiting_max", "waiting_mean", "kv_max", "kv_mean")
         },
-        "arrival_rate_before": before_req["arrival_rate"],
-        "arrival_rate_during": during_req["arrival_rate"],
-        "arrival_rate_after": after_req["arrival_rate"],
-        "prompt_tokens_mean": during_req["prompt_tokens_mean"],
-        "output_tokens_mean": during_req["output_tokens_mean"],
-        "ttft_p95": during_req["ttft_p95"],
-        "e2e_p95": during_req["e2e_p95"],
-        "success_share": during_req["success_share"],
-    }
+        arrival_rate_before=before_req["arrival_rate"],
+        arrival_rate_during=during_req["arrival_rate"],
+        arrival_rate_after=after_req["arrival_rate"],
+        prompt_tokens_mean=during_req["prompt_tokens_mean"],
+        output_tokens_mean=during_req["output_tokens_mean"],
+        ttft_p95=during_req["ttft_p95"],
+        e2e_p95=during_req["e2e_p95"],
+        success_share=during_req["success_share"],
+    )
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, sums, pre, phases)
     # the same server figures over the baseline window, side by side with the episode's
     ep["details"]["state_before"] = state_before
@@ -340,34 +357,39 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
             by_signal.setdefault(h["primary"], []).append(k)
     for signal, ks in by_signal.items():
         col, frame = BASELINE_OF[signal], _baseline_frame(ctx, signal)
-        # [start - look, start): times are whole microseconds
-        rows = (
-            figures.gather(
+        # [start - look, start): times are whole microseconds; a bounded batch of episodes at a time
+        parts = (
+            figures.gathered(
                 ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one) for k in ks]
             )
             if frame.height
-            else frame
+            else iter([frame])
         )
-        if rows is None:  # times not sortable: one episode at a time
+        if parts is None:  # times not sortable: one episode at a time
             for k in ks:
                 out[k] = _baseline(ctx, signal, heads[k]["replica"], heads[k]["start"])
             continue
-        if rows.height and signal in SERVER_SIGNALS:
-            want = pl.DataFrame(
-                {"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
-                schema={"_k": pl.Int64, "_want": pl.String},
-            )
-            rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
-        got = (
-            {
-                r["_k"]: r
-                for r in rows.group_by("_k")
-                .agg(pl.len().alias("n"), pl.col(col).median().alias("m"), pl.col(col).count().alias("c"))
-                .iter_rows(named=True)
-            }
-            if rows.height
-            else {}
+        want = pl.DataFrame(
+            {"_k": range(len(ks)), "_want": [heads[k]["replica"] or "" for k in ks]},
+            schema={"_k": pl.Int64, "_want": pl.String},
         )
+        got = {}
+        for rows in parts:
+            if rows.height and signal in SERVER_SIGNALS:
+                rows = rows.join(want, on="_k").filter(pl.col("replica") == pl.col("_want"))
+            if rows.height:
+                got.update(
+                    {
+                        r["_k"]: r
+                        for r in rows.group_by("_k")
+                        .agg(
+                            pl.len().alias("n"),
+                            pl.col(col).median().alias("m"),
+                            pl.col(col).count().alias("c"),
+                        )
+                        .iter_rows(named=True)
+                    }
+                )
         for i, k in enumerate(ks):
             r = got.get(i, {"n": 0, "m": None, "c": 0})
             out[k] = _baseline_value(ctx, signal, r["n"], r["m"], r["c"])
@@ -500,6 +522,13 @@ def _classify(
         else ""
     )
     if death is not None:
+        ep["decided_by"] = {
+            "rule": "death",
+            "death_kinds": "+".join(death.kinds),
+            "death_ts": death.ts,
+            "ready_ts": death.ready_ts,
+            "downtime_s": death.downtime_s,
+        }
         what = "silent death (log stops, new banner)" if death.kinds == ["silent"] else "+".join(death.kinds)
         if death.at_startup:
             return "crash", f"{what} at startup {_t(death.ts)}: the server never served a request{comp}"
@@ -509,30 +538,83 @@ def _classify(
                 f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}"
             )
         return "crash", f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{comp}"
+    load = {
+        "recovered": ep["recovered"],
+        "end": end,
+        "last_arrival": ctx.load_end,
+        "arrival_rate_before": ep["arrival_rate_before"],
+        "arrival_rate_during": ep["arrival_rate_during"],
+        "arrival_rate_after": ep["arrival_rate_after"],
+    }
     if not ep["recovered"]:
         stop = stop_in(ctx, ep)
+        ep["decided_by"] = {
+            "rule": "stopped" if stop is not None else "ends_abnormal",
+            **load,
+            "stopped_at": stop,
+        }
         if stop is not None:
             return "sustained", (
                 f"{head}{SEP}still abnormal when the server was stopped at {_t(stop)} (a graceful "
                 f"shutdown: SIGTERM, a deploy or a failing probe){comp}"
             )
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
-    if ctx.load_end is not None and end >= ctx.load_end - timedelta(seconds=th.load_end_tolerance_s):
+    tol = timedelta(seconds=th.load_end_tolerance_s)
+    if ctx.load_end is not None and end >= ctx.load_end - tol:
+        ep["decided_by"] = {"rule": "load_end", **load}
         return (
             "sustained",
             f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}",
+        )
+    # the client's load phase ended as the episode did and the client paused (a ladder's gap between steps):
+    # arrivals fell to none, below any recovery_load_ratio of the load before (the 'load fell' rule at its limit)
+    stop = _phase_pause(ctx, start, end)
+    if stop is not None and th.recovery_load_ratio > 0:
+        load["last_arrival"] = stop
+        ep["decided_by"] = {"rule": "load_paused", **load}
+        return (
+            "sustained",
+            f"{head}{SEP}abnormal for as long as its load lasted: the client's load phase ended at {_t(stop)} "
+            f"and it sent nothing for {th.recovery_window_s:g} s or more, no recovery at that load{comp}",
         )
     rates = _rates(ep)
     b, after = ep["arrival_rate_before"], ep["arrival_rate_after"]
     ref = b if b else ep["arrival_rate_during"]
     if after is not None and ref and after < th.recovery_load_ratio * ref:
+        ep["decided_by"] = {"rule": "load_fell", **load}
         return "sustained", (
             f"{head}{SEP}abnormal for as long as its load lasted: it ended only when arrivals "
             f"fell ({rates}), no recovery at that load{comp}"
         )
+    ep["decided_by"] = {
+        "rule": "recovered",
+        **load,
+        "samples_after": 1,
+    }  # a sample after it, back at baseline
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
     return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
+
+
+def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | None:
+    """The end of a client's load phase inside the episode (up to load_end_tolerance_s after it) after which that
+    client started no phase for recovery_window_s: its load paused as the episode ended (vllm bench serve's
+    pause between ladder steps). A phase followed at once by the next (a burst back to its base rate) is none."""
+    ph = ctx.inputs.phases
+    if not ph.height or "client" not in ph.columns:
+        return None
+    th = ctx.th
+    hi = end + timedelta(seconds=th.load_end_tolerance_s)
+    for r in ph.filter(pl.col("ts_end").is_between(start, hi)).sort("ts_end").iter_rows(named=True):
+        nxt = ph.filter(
+            (pl.col("client") == r["client"])
+            & (pl.col("ts_start") >= r["ts_start"])
+            & (pl.col("ts_end") > r["ts_end"])
+            & (pl.col("ts_start") < r["ts_end"] + timedelta(seconds=th.recovery_window_s))
+        )
+        if not nxt.height:
+            return r["ts_end"]
+    return None
 
 
 def stop_in(ctx: Context, ep: dict) -> datetime | None:
@@ -629,6 +711,66 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
         for e in group_:
             e["class"] = "recurring"
             e["why"] = why
+            e["decided_by"] = {"rule": "recurring", "spikes": len(group_), "spacing_s": med}
             # the start times once, on the first; the others point to it (a day can hold hundreds of them)
             where = f" ({', '.join(shown)})" if e is first else f", the first {_t(starts[0])}"
             e["reason"] = f"{why}{where}; this one: {e['reason']}"
+
+
+CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
+RULE_WORDS = {
+    "stopped": "still abnormal when its server was stopped",
+    "ends_abnormal": "still abnormal when the logs end",
+    "load_end": "no recovery while the load lasted",
+    "load_fell": "it ended only when its load fell",
+    "load_paused": "it ended when its load paused",
+}
+
+
+def claim(e: Episode, th: Thresholds) -> Claim:
+    """The claim of an episode's class: the rule that decided it and the facts that rule read."""
+    d = dict(e.get("decided_by") or {})
+    state = CLASS_STATE.get(e["class"], e["class"])
+    facts = [
+        Fact("episode", e["episode_id"]),
+        Fact("signal", e["signal"]),
+        Fact("replica", e["replica"]),
+        Fact("start", (e["start"])),
+        Fact("end", (e["end"])),
+        Fact("recovered", e["recovered"], "server_stats"),
+        Fact("rule", d.get("rule")),
+        Fact("rule_words", RULE_WORDS.get(d.get("rule", ""))),
+    ]
+    for k in ("arrival_rate_before", "arrival_rate_during", "arrival_rate_after"):
+        facts.append(Fact(k, d.get(k, e[k]), "requests", unit="/s"))
+    facts += [
+        Fact("last_arrival", (d.get("last_arrival")), "requests"),
+        Fact("stopped_at", (d.get("stopped_at")), "engine_log"),
+        Fact("samples_after", d.get("samples_after"), "server_stats"),
+        Fact(
+            "samples",
+            e["count"] if e["signal"] in ("kv_pressure", "queue", "stall") else None,
+            "server_stats",
+        ),
+        Fact("spikes", d.get("spikes")),
+        Fact("spacing_s", d.get("spacing_s"), unit="s between starts"),
+        Fact("death_kinds", d.get("death_kinds"), "engine_log"),
+        Fact("death_ts", (d.get("death_ts")), "engine_log"),
+        Fact("ready_ts", (d.get("ready_ts")), "engine_log"),
+    ]
+    missing = []
+    if state == "one-off" and e["arrival_rate_after"] is None:
+        missing.append("the load after it (no request log): recovered, at an unknown load")
+    return Claim(
+        f"episode.{e['episode_id']}",
+        "episode_class",
+        f"{e['episode_id']} ({e['signal']}): one-off or sustained",
+        state,
+        [f for f in facts if f.value is not None or f.name in REQUIRED.get(("episode_class", state), ())],
+        {
+            "recovery_load_ratio": th.recovery_load_ratio,
+            "load_end_tolerance_s": th.load_end_tolerance_s,
+            "recurring_min": th.recurring_min,
+        },
+        missing,
+    )

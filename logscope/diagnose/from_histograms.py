@@ -16,10 +16,20 @@ from __future__ import annotations
 import polars as pl
 
 from . import figures
+from .claims import CLOCK_LAYER, clock_of
 from .context import Context
 from .histograms import LATENCIES, ORIGIN_SOURCE, SOURCE, Histograms, load
 
-__all__ = ["load", "fill_step", "fill_episodes", "fill_lengths", "stated", "over", "undecided"]
+__all__ = [
+    "load",
+    "fill_step",
+    "fill_episodes",
+    "fill_lengths",
+    "stated",
+    "over",
+    "undecided",
+    "not_measured",
+]
 
 GATEWAY_TTFT_NOTE = (
     "the gateway's TTFT is its upstream header time, which vLLM sends before the first token "
@@ -36,10 +46,18 @@ _SHOWN = ("n", "mean", "p50", "p50_bucket", "p95", "p95_bucket", "p95_bucket_lo"
 
 
 def request_source(req: pl.DataFrame, col: str) -> str | None:
-    """Which layers gave the range's per-request ``col`` (client, gateway, server log), None when none did."""
-    if req.height == 0 or col not in req.columns or "origin" not in req.columns:
+    """Which layers' clocks gave the range's per-request ``col`` (client, gateway, server log), None when none
+    did: each row's ``latency_clock`` (correlate: the clock its ttft_s / e2e_s were measured on, which need not be
+    its origin's: a client row without latencies takes the gateway's), else its origin."""
+    if req.height == 0 or col not in req.columns:
         return None
-    origins = req.filter(pl.col(col).is_not_null())["origin"].drop_nulls().unique().to_list()
+    got = req.filter(pl.col(col).is_not_null())
+    if "latency_clock" in req.columns:
+        clocks = got["latency_clock"].drop_nulls().unique().to_list()
+        return " + ".join(sorted(CLOCK_LAYER.get(c, c) for c in clocks)) or None
+    if "origin" not in req.columns:
+        return None
+    origins = got["origin"].drop_nulls().unique().to_list()
     return " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in origins)) or None
 
 
@@ -68,6 +86,16 @@ def fill(fig: dict, sources: dict[str, str | None], measured: dict[str, dict]) -
             add[f"{f}_source"] = src
             if src == "gateway" and f == "ttft":
                 add["ttft_note"] = GATEWAY_TTFT_NOTE
+            if h is not None and h["p95"] is not None and src is not None:
+                # the engine's own figure beside the callers': two clocks, never one figure (their gap: clockgap)
+                add.update(
+                    {
+                        f"{f}_p95_engine": h["p95"],
+                        f"{f}_p95_engine_bucket": h["p95_bucket"],
+                        f"{f}_p95_engine_lo": h["p95_bucket_lo"],
+                        f"{f}_p95_engine_hi": h["p95_bucket_hi"],
+                    }
+                )
     for f in LATENCIES:
         if f in PER_REQUEST:
             continue
@@ -109,13 +137,14 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
     req = ctx.by_time(ctx.inputs.requests, "ts_start")
     during = [(e["start"], e["end"]) for e in eps]
     before = [(e["details"]["baseline_window"]["start"], e["details"]["baseline_window"]["end"]) for e in eps]
-    sources = _sources_many(req, during)
+    sources = sources_many(req, during)
     for e, rng_d, rng_b, src in zip(eps, during, before, sources, strict=True):
         ok, rep = hist.replica_for(e["replica"]) if hist is not None else (False, None)
         m_d = hist.measure_all(*rng_d, rep) if ok else {}
         m_b = hist.measure_all(*rng_b, rep) if ok and rng_b[0] is not None else {}
         add = fill(e, src, m_d)
         e.update(add)
+        e["ttft_clock"], e["e2e_clock"] = clock_of(e.get("ttft_source")), clock_of(e.get("e2e_source"))
         # the sources, buckets and notes beside the episode's figures (the episodes table keeps a few)
         e["details"]["latency"] = {
             k: v for k, v in add.items() if v is not None and not k.endswith(("_p50", "_p95", "_mean"))
@@ -137,16 +166,17 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
             }
 
 
-def _sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
-    rows = figures.gather(req, "ts_start", ranges) if "origin" in req.columns else None
-    if rows is None:
+def sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
+    parts = figures.gathered(req, "ts_start", ranges) if "origin" in req.columns else None
+    if parts is None:
         return [
             {f: request_source(figures.between(req, "ts_start", lo, hi), c) for f, c in PER_REQUEST.items()}
             for lo, hi in ranges
         ]
     got: dict[int, dict[str, str | None]] = {}
-    for (k,), part in rows.partition_by("_k", as_dict=True).items():
-        got[k] = {f: request_source(part, c) for f, c in PER_REQUEST.items()}
+    for rows in parts:  # a bounded batch of ranges at a time (figures.GATHER_ROWS)
+        for (k,), part in rows.partition_by("_k", as_dict=True).items():
+            got[k] = {f: request_source(part, c) for f, c in PER_REQUEST.items()}
     return [got.get(k, {}) for k in range(len(ranges))]
 
 
@@ -173,6 +203,38 @@ def fill_lengths(ctx: Context, overall: dict) -> dict:
         key = LENGTHS[f]
         if got.get(key) is None and m.get(f) is not None:
             got[key] = m[f]["mean"]
+    req = ctx.inputs.requests
+    cap = req["max_tokens"].max() if req.height and "max_tokens" in req.columns else None
+    return bounded(got, out, None if cap is None else float(cap))
+
+
+def bounded(got: dict, out: dict, cap: float | None) -> dict:
+    """The histogram's output-token quantiles held to what the folder states: no request generates more than its
+    max_tokens, so a quantile interpolated above the largest max_tokens (``cap``, the requests' own) is cut to
+    it, given as its bucket's range below the cap; when the exact mean (``_sum / _count``) equals the cap, every
+    request generated exactly the cap, and the quantiles are that value, exact."""
+    if cap is None or out.get("mean") is None:
+        return got
+    if abs(out["mean"] - cap) <= 1e-9 * max(cap, 1.0):
+        return {
+            **got,
+            "output_tokens_p50": cap,
+            "output_tokens_p50_bucket": None,
+            "output_tokens_p95_bucket": None,
+            "output_tokens_bound": (
+                f"each of the {out['n']:g} requests the histogram counts generated exactly {cap:g} tokens: its "
+                "exact mean equals the largest max_tokens any request asked for"
+            ),
+        }
+    for q in ("p50", "p95"):
+        lo = out.get(f"{q}_bucket_lo")
+        if out.get(q) is not None and out[q] > cap and lo is not None:
+            got[f"output_tokens_{q}"] = None
+            got[f"output_tokens_{q}_bucket"] = (
+                f"{max(lo, 0):g}–{cap:g} tokens (histogram bucket {out[f'{q}_bucket']}, no request asked for "
+                f"more than {cap:g})"
+            )
+            got["output_tokens_bound"] = f"max_tokens at most {cap:g} (the requests' own)"
     return got
 
 
@@ -197,20 +259,21 @@ def over(fig: dict, f: str, limit: float) -> bool | None:
     return v > limit
 
 
+def not_measured(fig: dict) -> list[str]:
+    """The SLO figures a range has a value for that is not that figure: the gateway's TTFT (its upstream header
+    time, before the first token when streaming and after the last when not)."""
+    return ["ttft_p95"] if fig.get("ttft_p95") is not None and fig.get("ttft_source") == "gateway" else []
+
+
 def undecided(fig: dict, slo) -> list[str]:
     """The SLO figures of a range that its histogram cannot judge (the SLO lies inside the p95's bucket);
     their reason in ``fig['slo_undecided']``."""
     out, why = [], []
     for f, limit in (("ttft", slo.ttft_s), ("e2e", slo.e2e_s)):
-        if fig.get(f"{f}_p95") is not None and over(fig, f, limit) is None:
-            out.append(f"{f}_p95")
-            why.append(
-                f"{f}_p95: "
-                + (
-                    GATEWAY_TTFT_NOTE
-                    if fig.get(f"{f}_source") == "gateway"
-                    else f"the SLO {limit:g} s lies inside its histogram bucket {fig[f'{f}_p95_bucket']}"
-                )
-            )
+        if f"{f}_p95" in not_measured(fig) or fig.get(f"{f}_p95") is None or over(fig, f, limit) is not None:
+            continue
+        out.append(f"{f}_p95")
+        lo, hi = fig[f"{f}_p95_bucket_lo"], fig[f"{f}_p95_bucket_hi"]
+        why.append(f"{f}_p95 between {lo:g} and {hi:g} s (its histogram bucket holds the SLO {limit:g} s)")
     fig["slo_undecided"] = "; ".join(why) or None
     return out

@@ -22,10 +22,12 @@ GONE = (
 )
 
 
-def servers(out: Path) -> tuple[dict[int, dict[str, str]], list[int], str | None]:
+def servers(
+    out: Path, during: tuple | None = None
+) -> tuple[dict[int, dict[str, str]], list[int], str | None]:
     """(listeners by port, as the folder's nginx.conf files set them; the ports the gateway's traffic went
-    through, else all; why there are none, or None when none was in the folder). What diagnose's advice and
-    compare's settings both read."""
+    through (``during``: a (lo, hi) time range it is narrowed to, when it had traffic then), else all; why there
+    are none, or None when none was in the folder). What diagnose's advice and compare's settings both read."""
     files, meta = out / "files.parquet", out / "ingest.json"
     if not files.exists() or not meta.exists():
         return {}, [], None
@@ -50,15 +52,19 @@ def servers(out: Path) -> tuple[dict[int, dict[str, str]], list[int], str | None
     ports = sorted(found)
     ga = out / "gateway_attempts.parquet"
     if ga.exists():
-        used = pl.read_parquet(ga, columns=["port"])["port"].drop_nulls().unique().to_list()
+        at = pl.read_parquet(ga, columns=["port", "ts_start"])
+        if during is not None and during[0] is not None and during[1] is not None:
+            then = at.filter(pl.col("ts_start").is_between(*during))
+            at = then if then["port"].drop_nulls().len() else at
+        used = at["port"].drop_nulls().unique().to_list()
         ports = sorted(int(p) for p in used if int(p) in found) or ports
     return found, ports, None
 
 
-def read(out: Path) -> dict | None:
+def read(out: Path, during: tuple | None = None) -> dict | None:
     """``{"ports": [...], "listeners": {port: {directive: value}}, "set": {port: {directive, ...}}}`` of the
-    listeners the gateway's traffic went through, or None."""
-    found, ports, _ = servers(out)
+    listeners the gateway's traffic went through (in ``during``, when given and it had traffic then), or None."""
+    found, ports, _ = servers(out, during)
     if not found:
         return None
     return {

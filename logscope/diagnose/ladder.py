@@ -29,24 +29,34 @@ import polars as pl
 
 from .. import clock
 from . import figures, from_histograms
+from .claims import Claim, Fact, clock_of, facts, latency
 from .context import Context
 
 
 def steps(ctx: Context) -> tuple[list[dict], str]:
     ph = ctx.inputs.phases.filter(pl.col("value").is_not_null()).sort(["ts_start", "source", "phase"])
     if ph.height:
-        rows = [
-            {
-                "label": r["phase"],
-                "value": float(r["value"]),
-                "mode": r["mode"] or "concurrency",
-                "start": r["ts_start"],
-                "end": r["ts_end"],
-                "source": r["source"],
-            }
-            for r in ph.iter_rows(named=True)
-        ]
-        return _climb(rows, ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "client_phases"
+        # a ladder is one client's climb in one mode: another client's phases (a calm run of an hour before, at a
+        # rate) are no step of it. Of the clients' climbs, the one with most steps (the first of equals)
+        best: list[dict] = []
+        # (one client's steps may come one file each: vllm bench serve's result per concurrency)
+        for (_, _), part in ph.group_by("client", "mode", maintain_order=True):
+            rows = [
+                {
+                    "label": r["phase"],
+                    "value": float(r["value"]),
+                    "mode": r["mode"] or "concurrency",
+                    "start": r["ts_start"],
+                    "end": r["ts_end"],
+                    "source": r["source"],
+                    "client": r["client"],
+                }
+                for r in part.iter_rows(named=True)
+            ]
+            got = _climb(rows, ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s)
+            if len(got) > len(best):
+                best = got
+        return best, "client_phases"
     return _climb(_inflight_steps(ctx), ctx.th.ladder_min_steps, ctx.th.ladder_min_step_s), "inflight"
 
 
@@ -166,13 +176,18 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     lo, hi = s["start"], s["end"]
     cold = [(a, b) for a, b in ctx.cold if a <= hi and b >= lo]
     req = ctx.inputs.requests
-    if s["label"] is not None and req.height and (req["phase"] == s["label"]).any():
-        req = req.filter(pl.col("phase") == s["label"])
+    # the step's phase label, sent while the step lasted: another client's phase of the same label (a calm run
+    # an hour before, also phase '0') is no request of this step
+    slack = timedelta(seconds=STEP_SLACK_S)
+    mine = (pl.col("phase") == s["label"]) & pl.col("ts_start").is_between(lo - slack, hi + slack)
+    if s["label"] is not None and req.height and req.select(mine.any()).item():
+        req = req.filter(mine)
         lo_r, hi_r = req["ts_start"].min(), req["ts_start"].max()
     else:
         lo_r, hi_r = lo, hi
     warm = figures.requests(req, lo_r, hi_r, exclude=cold)
-    figs = warm if warm["requests"] else figures.requests(req, lo_r, hi_r)
+    every = figures.requests(req, lo_r, hi_r) if cold or not warm["requests"] else warm
+    figs = warm if warm["requests"] else every
     dur = (hi - lo).total_seconds()
     state = figures.server_state(ctx.by_time(ctx.server), lo, hi)
     pre = figures.preemptions(ctx.by_time(ctx.pre), lo, hi)
@@ -204,16 +219,29 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
         "max_tokens_mean": figs["max_tokens_mean"],
         "output_tokens_mean": figs["output_tokens_mean"],
         "label": s["label"],
+        # the requests of the cold-start window left out of the step's figures, and why
+        "cold_set_aside": (every["requests"] - warm["requests"]) if cold and warm["requests"] else 0,
+        "cold_why": (
+            _cold_why(ctx, cold)
+            + ("" if warm["requests"] else "; every request of the step was in it: none set aside")
+        )
+        if cold
+        else None,
     }
     w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
     from_histograms.fill_step(ctx, row, figures.between(req, "ts_start", lo_r, hi_r))
     reasons = _broke(ctx, row, figures.between(req, "ts_start", lo_r, hi_r), lo, hi)
-    missing = [k for k in SLO_FIGURES if row[k] is None] + from_histograms.undecided(row, ctx.slo)
-    row["slo_status"] = "missed" if reasons else "unknown" if missing else "met"
-    row["meets_slo"] = {"met": True, "missed": False}.get(row["slo_status"])  # None: unknown
+    missing = [k for k in SLO_FIGURES if row[k] is None] + from_histograms.not_measured(row)
+    undecided = from_histograms.undecided(row, ctx.slo)
+    # missed when a figure failed; else unknown when one is missing; else undecided when a histogram's bucket
+    # holds the SLO (between its bounds: neither met nor missed); else met
+    row["slo_status"] = "missed" if reasons else "unknown" if missing else "undecided" if undecided else "met"
+    row["meets_slo"] = {"met": True, "missed": False}.get(row["slo_status"])  # None: unknown or undecided
     row["slo_missing"] = ", ".join(missing) or None
     row["missing_figures"] = missing
+    row["undecided_figures"] = undecided
+    row["ttft_clock"], row["e2e_clock"] = clock_of(row.get("ttft_source")), clock_of(row.get("e2e_source"))
     row["broke_reasons"] = reasons
     row["broke"] = "; ".join(r["text"] for r in reasons) if reasons else None
     row["pressure_items"] = _pressure(ctx, row, lo, hi)
@@ -223,6 +251,18 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
 
 # the step figures the SLO is judged on (each step's TTFT, e2e and success); a step missing one is 'unknown'
 SLO_FIGURES = ("ttft_p95", "e2e_p95", "success_share")
+OPEN = ("unknown", "undecided")  # a step the SLO could not be judged on
+STEP_SLACK_S = (
+    2.0  # a step's requests may be stamped this far outside its phase (the client's and the logs' clocks)
+)
+
+
+def _cold_why(ctx: Context, cold: list[tuple]) -> str:
+    starts = ", ".join(clock.hms(a) for a, _ in cold)
+    return (
+        f"sent in the first {ctx.th.cold_start_s:g} s of traffic after a server start (cold_start_s; "
+        f"the window from {starts})"
+    )
 
 
 def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
@@ -312,7 +352,9 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
     if not st:
         return [], None
     rows = [_step(ctx, i, s) for i, s in enumerate(st)]
-    last_ok = next((i for i in range(len(rows) - 1, -1, -1) if rows[i]["slo_status"] == "met"), None)
+    # the boundary is never placed above a step the SLO could not be judged on (unknown or undecided)
+    first_open = next((i for i, r in enumerate(rows) if r["slo_status"] in OPEN), len(rows))
+    last_ok = next((i for i in range(first_open - 1, -1, -1) if rows[i]["slo_status"] == "met"), None)
     boundary = rows[last_ok] if last_ok is not None else None
     nxt_i = 0 if last_ok is None else last_ok + 1
     nxt = rows[nxt_i] if nxt_i < len(rows) else None
@@ -344,17 +386,33 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
             "reasons": nxt["broke_reasons"],
         },
         "unknown_at_next_step": None
-        if nxt is None or nxt["slo_status"] != "unknown"
-        else {"step": nxt["step"], "concurrency": nxt["concurrency"], "missing": nxt["missing_figures"]},
+        if nxt is None or nxt["slo_status"] not in OPEN
+        else {
+            "step": nxt["step"],
+            "concurrency": nxt["concurrency"],
+            "status": nxt["slo_status"],
+            "missing": nxt["missing_figures"] or nxt["undecided_figures"],
+            "undecided": nxt["slo_undecided"] if nxt["slo_status"] == "undecided" else None,
+        },
         "failed_below_boundary": [
             {"step": r["step"], "concurrency": r["concurrency"], "broke": r["broke"]}
             for r in rows[: last_ok or 0]
             if r["slo_status"] == "missed"
         ],
         "unknown_steps": [
-            {"step": r["step"], "concurrency": r["concurrency"], "missing": r["missing_figures"]}
+            {
+                "step": r["step"],
+                "concurrency": r["concurrency"],
+                "status": r["slo_status"],
+                "missing": r["missing_figures"] or r["undecided_figures"],
+            }
             for r in rows
-            if r["slo_status"] == "unknown"
+            if r["slo_status"] in OPEN
+        ],
+        "cold_set_aside": [
+            {"step": r["step"], "requests": r["cold_set_aside"], "why": r["cold_why"]}
+            for r in rows
+            if r["cold_set_aside"]
         ],
         "pressure_from_step": None
         if pf is None
@@ -370,3 +428,84 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
 
 def nice(x: float) -> str:
     return str(int(x)) if x is not None and math.isfinite(x) and x == int(x) else f"{x:g}"
+
+
+STEP_STATE = {"met": "met", "missed": "not met", "unknown": "unknown", "undecided": "undecided"}
+MISSING_WORDS = {
+    "ttft_p95": "TTFT p95 (no source gave a TTFT for the step)",
+    "e2e_p95": "e2e p95 (no source gave an e2e latency for the step)",
+    "success_share": "success share (no request outcome in the step)",
+}
+
+
+def step_claim(r: dict, slo: dict) -> Claim:
+    """The SLO claim of one ladder step: met, not met, undecided (a histogram bucket holds the SLO) or unknown
+    (a figure missing), on the clocks its figures were measured on, with the requests set aside as cold."""
+    missing = [
+        GATEWAY_TTFT_WORDS
+        if k == "ttft_p95" and r.get("ttft_source") == "gateway"
+        else MISSING_WORDS.get(k, k)
+        for k in r["missing_figures"]
+    ]
+    return Claim(
+        f"ladder.step.{r['step']}",
+        "slo_step",
+        f"step {r['step']} of the ladder against the SLO",
+        STEP_STATE[r["slo_status"]],
+        [
+            *facts(step=r["step"], concurrency=r["concurrency"], mode=r["mode"]),
+            latency("ttft_p95", r["ttft_p95"], r.get("ttft_source")),
+            latency("e2e_p95", r["e2e_p95"], r.get("e2e_source")),
+            Fact("success_share", r["success_share"], "requests", unit="share"),
+            Fact("requests", r["requests"], "requests", unit="requests"),
+            Fact("broke", r["broke"]),
+            Fact("undecided_bucket", r.get("slo_undecided")),
+            Fact("cold_set_aside", r["cold_set_aside"], "requests", unit="requests"),
+            Fact("cold_why", r["cold_why"]),
+        ],
+        {
+            "slo_ttft_p95_s": slo["ttft_p95_s"],
+            "slo_e2e_p95_s": slo["e2e_p95_s"],
+            "slo_success": slo["success"],
+        },
+        missing if r["slo_status"] == "unknown" else [],
+    )
+
+
+GATEWAY_TTFT_WORDS = "a TTFT (the gateway's upstream header time is not one, and no other source gave it)"
+
+
+def boundary_claim(rows: list[dict], lad: dict) -> Claim:
+    """The working boundary: the highest met step with no unknown or undecided step below it; 'not met' when
+    every step was judged and none met; else unknown, naming the step that could not be judged."""
+    wb = lad["working_boundary"]
+    first_open = next((r for r in rows if r["slo_status"] in OPEN), None)
+    below = rows[: wb["step"]] if wb else []
+    engine_only = bool(below) and all(r.get("ttft_clock") == "engine" for r in below)
+    state = "met" if wb else "unknown" if first_open is not None else "not met"
+    missing = []
+    if first_open is not None and (wb is None or first_open["step"] == wb["step"] + 1):
+        what = (
+            first_open["slo_undecided"]
+            if first_open["slo_status"] == "undecided"
+            else "no " + ", ".join(first_open["missing_figures"])
+        )
+        missing = [
+            f"step {first_open['step']} ({nice(first_open['concurrency'])}) {first_open['slo_status']}: {what}"
+        ]
+    return Claim(
+        "ladder.boundary",
+        "boundary",
+        "the ladder's working boundary",
+        state,
+        [
+            Fact("boundary_step", wb["step"] if wb else None),
+            Fact("boundary_concurrency", wb["concurrency"] if wb else None),
+            Fact("mode", rows[0]["mode"]),
+            Fact("steps", len(rows)),
+            Fact("first_open_step", first_open["step"] if first_open else None),
+            Fact("engine_only", engine_only if wb else None),
+        ],
+        dict(lad["slo"]),
+        missing if state == "unknown" or (state == "met" and missing) else [],
+    )

@@ -23,6 +23,7 @@ from .figures import between, epoch_us
 from .thresholds import Thresholds
 
 DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
+SHUTDOWN_ERROR = "shutdown_error"  # the parser's name of an engine death logged after a '[shutdown]' line
 # Functions and messages of engine start-up: a death inside one of them happened before serving.
 STARTUP_HINT = re.compile(
     r"failed to start|initialization failed|load_model|load_weights|process_weights|repack|"
@@ -134,7 +135,10 @@ def analyse(
             }
             for s in start_rows
         ]
-        dead = g.filter(pl.col("kind").is_in(DEATH_KINDS))
+        # the parser calls an engine death logged after a '[shutdown]' line 'shutdown_error' (vLLM's graceful stop
+        # prints one): it is that harmless traceback only inside a stop (after it, by time and line); before any
+        # stop ('[shutdown] MPClient: engine core exited unexpectedly' when the EngineCore was killed) it is a death
+        dead = g.filter(pl.col("kind").is_in([*DEATH_KINDS, SHUTDOWN_ERROR]))
         in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
         noise += int(in_shutdown.sum()) if dead.height else 0
         dead = dead.filter(~in_shutdown) if dead.height else dead
@@ -142,7 +146,31 @@ def analyse(
         deaths += _silent(replica, start_rows, stops, deaths, a)
         cold += _cold(replica, start_rows, busy_ts, req, th)
     deaths.sort(key=lambda d: (d.ts, d.replica))
+    shutdowns = _after_death(shutdowns, deaths, th.merge_gap_s)
     return Lifecycle(starts, deaths, shutdowns, noise, cold)
+
+
+def _after_death(shutdowns: list[dict], deaths: list[Death], gap_s: float) -> list[dict]:
+    """The stops that are no graceful shutdown: an API server shutting down within ``gap_s`` after its engine
+    died (vLLM's 'Shutting down FastAPI HTTP server' after an EngineDeadError) is that death's end, said in its
+    notes, not a stop of its own."""
+    out = []
+    for s in shutdowns:
+        d = next(
+            (
+                d
+                for d in deaths
+                if d.replica == s["replica"]
+                and "silent" not in d.kinds
+                and 0 <= (s["ts"] - d.ts).total_seconds() <= gap_s
+            ),
+            None,
+        )
+        if d is None:
+            out.append(s)
+        else:
+            d.notes.append(f"the API server shut down at {clock.hms(s['ts'])}, after the death")
+    return out
 
 
 def _busy_in(busy: list[int], lo: datetime | None, hi: datetime, closed: str) -> int:
@@ -176,20 +204,32 @@ def _starts(markers: pl.DataFrame, busy: list[int]) -> list[dict]:
 
 
 def _in_shutdown(dead: pl.DataFrame, stops: pl.DataFrame, grace: float) -> pl.Series:
+    """Death records logged inside a graceful shutdown (at most ``grace`` after a stop that came BEFORE them):
+    the harmless traceback of the stop. Order is (time, line): vLLM stamps whole seconds, and an EngineDeadError
+    followed in the same second by 'Shutting down FastAPI HTTP server' (the API server stopping because its
+    engine died) is a death, not the stop's noise."""
     if dead.height == 0:
         return pl.Series([], dtype=pl.Boolean)
     if stops.height == 0:
         return pl.Series([False] * dead.height)
-    j = (
-        dead.select("ts", "seq")
-        .sort("ts")
-        .join_asof(
-            stops.select(pl.col("ts").alias("stop_ts"), pl.col("ts")).sort("ts"), on="ts", strategy="backward"
-        )
+    marks = pl.concat(
+        [
+            dead.select(
+                "ts",
+                "seq",
+                pl.int_range(pl.len()).alias("_i"),
+                pl.lit(None, dead.schema["ts"]).alias("_stop"),
+            ),
+            stops.select("ts", "seq", pl.lit(None, pl.Int64).alias("_i"), pl.col("ts").alias("_stop")),
+        ],
+        how="vertical_relaxed",
+    ).sort(["ts", "seq", "_i"], nulls_last=True)  # a stop on the same line as a death comes after it
+    marks = marks.with_columns(pl.col("_stop").forward_fill().alias("_last_stop")).filter(
+        pl.col("_i").is_not_null()
     )
-    inside = ((j["ts"] - j["stop_ts"]).dt.total_seconds() <= grace).fill_null(False)
-    # join_asof sorted by ts; dead was sorted by (ts, seq) already, so the order matches
-    return inside
+    inside = ((marks["ts"] - marks["_last_stop"]).dt.total_seconds() <= grace).fill_null(False)
+    # back in ``dead``'s order (sorted by (ts, seq) already)
+    return inside.gather(marks["_i"].arg_sort())
 
 
 def _next_start(start_rows: list[dict], t: datetime) -> dict | None:
@@ -209,7 +249,7 @@ def _explicit(
     )
     for _, grp in d.group_by("_g", maintain_order=True):
         t0 = grp["ts"].min()
-        kinds = sorted(set(grp["kind"].to_list()))
+        kinds = sorted({"engine_dead" if k == SHUTDOWN_ERROR else k for k in grp["kind"].to_list()})
         first = grp.row(0, named=True)
         i = bisect.bisect_right(start_rows, t0, key=lambda s: s["ts"])  # the last start at or before t0
         cur = start_rows[i - 1] if i else None

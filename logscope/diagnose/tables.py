@@ -120,6 +120,7 @@ class Inputs:
     access_lines: int = 0  # how many access lines there are
     # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
     not_found: pl.DataFrame | None = None
+    access_served: int = 0  # access lines of a POST answered 2xx (generations served)
     load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
 
 
@@ -139,10 +140,18 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     win = read(out, "windows", rng=rng).filter(pl.col("ts").is_not_null())
     correlated = bool(win.height and win["window_s"].drop_nulls().len())
     is_access = pl.col("kind") == ACCESS
-    access_lines = int(
-        scope.scan(out, "server_events", rng).filter(is_access).select(pl.len()).collect().item()
+    access_lines, access_served = (
+        scope.scan(out, "server_events", rng)
+        .filter(is_access)
+        .select(
+            pl.len(),
+            # a POST answered 2xx: a generation served (not a GET of /v1/models or /health)
+            ((pl.col("http_method") == "POST") & pl.col("http_status").is_between(200, 299)).sum(),
+        )
+        .collect()
+        .row(0)
         if (out / "server_events.parquet").exists()
-        else 0
+        else (0, 0)
     )
     if correlated:  # only when and where the server logged is read of them: one row per replica and second
         access = read(out, "server_events", ("ts", "ts_inferred", "replica"), is_access, rng).unique(
@@ -166,12 +175,17 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     phases = read(out, "client_phases", rng=rng).filter(
         pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null()
     )
-    # one phase can be described by two files of the same client (its log and its JSON lines)
+    # one phase can be described by two files of the same client (its log and its JSON lines): keep one file's
+    # rows throughout (the one describing most phases, then by name), never by which stamp is a microsecond
+    # earlier (ladder-b's last step came from the JSON lines, the others from the log: two clients, a step lost)
     phases = (
-        phases.sort(["ts_start", "source", "phase"])
-        .with_columns(pl.col("ts_start").dt.truncate("1s").alias("_s"))
+        phases.with_columns(
+            pl.col("ts_start").dt.truncate("1s").alias("_s"), pl.len().over("source").alias("_n")
+        )
+        .sort(["_s", "_n", "source", "phase"], descending=[False, True, False, False])
         .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True)
-        .drop("_s")
+        .drop("_s", "_n")
+        .sort(["ts_start", "source", "phase"])
     )
     if correlated:
         window_s = float(win["window_s"].drop_nulls()[0])
@@ -196,6 +210,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
         rng,
         access_lines,
         not_found,
+        int(access_served or 0),
         read(out, "load_tests"),
     )
 

@@ -47,6 +47,33 @@ class Thresholds:
     stall_min_samples: int = 2
     """Stats samples in a row with requests running and 0 tokens/s that make a stall (a hung engine)."""
 
+    clock_gap_min_s: float = 1.0
+    """The callers' p95 latency (client clock) above the engine's (its histogram bucket's upper bound) by at
+    least this many seconds ..."""
+    clock_gap_ratio: float = 2.0
+    """... and at least this many times it is a large gap: the time went to a queue in front of the engine (API
+    server, gateway), which the engine's own figures cannot see."""
+    clock_gap_span_ratio: float = 2.0
+    """A range shorter than this many times the callers' p95 gives no gap: the engine's histogram over it counts
+    the first tokens that fell inside it, while the requests the callers started in it got theirs up to that
+    p95 later, mostly after it (frontend-bound's 2 s episodes, callers' TTFT p95 2.9 s: other requests)."""
+
+    overload_min_s: float = 180.0
+    """Offered load above completed load for at least this long, with the requests in flight growing over it, is
+    a load above capacity (an open loop: arrivals do not wait for answers) ..."""
+    overload_ratio: float = 1.1
+    """... when arrivals exceed completions by at least this factor in each of its overload_bucket_s buckets."""
+    overload_bucket_s: float = 30.0
+    """The buckets the arrival and completion rates are compared in."""
+    overload_ratio_growth: float = 0.1
+    """... and the requests in flight grew over it by at least this share of the requests that arrived in it."""
+
+    impact_high_share: float = 0.1
+    """A pressure finding stays high only when at least this share of the requests in flight during it were slowed
+    (above the SLO) or failed ..."""
+    impact_high_min_s: float = 30.0
+    """... for at least this long; fewer (or shorter) is medium, none is low: severity follows impact."""
+
     # --- shaping intervals into episodes ---
     merge_gap_s: float = 10.0
     """Abnormal stretches of one signal closer than this are one stretch; signals closer than this are one episode."""

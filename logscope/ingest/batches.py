@@ -18,7 +18,7 @@ import polars as pl
 import logscope.parsers as parsers
 from logscope.parsers.base import ChunkResult
 
-from .. import schemas
+from .. import numbers, schemas
 from . import outliers, sources
 from .streams import FileState, Job, context, failed, finish, read
 
@@ -46,6 +46,8 @@ def plan(streams: list[list[FileState]], small: int) -> list[list[FileState]]:
             and not st.copy_of
             and 0 < f.size <= small
         ):
+            # by replica too: the files of one gateway share its layout (another gateway's logs beside them may
+            # not, and a batch's assumptions would then be every layout's)
             groups.setdefault((st.format, str(f.path.parent), st.replica), []).append(st)
         else:
             out.append(members)
@@ -99,6 +101,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
     for name, df in res.tables.items():
         if df is not None and df.height:
             if "line_no" not in df.columns:  # rows that name no line cannot be given back to their file
+                return _alone(idx, members, range(len(members)), mod, job)
+            if numbers.clear(df, name, schemas.schema(name))[1]:  # values no field holds: counted per file
                 return _alone(idx, members, range(len(members)), mod, job)
             tables[name] = _own(schemas.conform(df, name), starts, members)
     if res.recognized is None or res.bad_times or res.bad_values:

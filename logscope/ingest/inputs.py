@@ -17,16 +17,25 @@ _COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", 
 _ROTATION = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,3})$")
 # kubelet's rotated container logs: 0.log.20261129-083000 (then .gz), named by the time of the rotation
 _STAMPED = re.compile(r"^(?P<base>.+?)\.(?P<ts>\d{8}-\d{6})$")
-_SKIP_SUFFIXES = {
-    ".parquet": "a table",
-    ".png": "an image",
-    ".jpg": "an image",
-    ".jpeg": "an image",
-    ".gif": "an image",
-    ".pdf": "a document",
-    ".html": "a web page",
-    ".pyc": "compiled Python",
-}
+# what a file's first bytes say it is when it is no log (whatever its name: a log named .png is read, an image
+# named .log is not): (leading bytes, what it is); HTML also after white space, in any case
+_NOT_LOGS = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PAR1", "a Parquet table"),
+    (b"RIFF", "a RIFF file (a WebP image, a WAV sound)"),
+)
+_HTML = (b"<!doctype html", b"<html")
+FIRST_BYTES = 64  # enough for the signatures above, after a little white space
+# why a file or folder found under the input is not read (files.parquet's message of its 'skipped' row)
+HIDDEN_FOLDER = (
+    "a hidden folder (its name starts with '.'): not entered, as version control, caches and editors keep their "
+    "files there; to read it, give it as the input folder (or copy its logs out)"
+)
+OWN_FILE = "a file logscope writes beside its outputs (a lock, marker or probe): not read"
 
 
 @dataclass
@@ -66,6 +75,17 @@ class InputFile:
 LINK_OUT = "a link out of the input folder: not read (--follow-links reads it)"  # files.parquet's message
 
 
+def not_a_log(first: bytes) -> str | None:
+    """What a file is when its first bytes say it is no log (an image, a document, a table, a web page), as
+    files.parquet's message of its 'skipped' row; None for anything else (read, its format detected)."""
+    for magic, what in _NOT_LOGS:
+        if first.startswith(magic):
+            return f"{what} (its first bytes say so): not a log, not read"
+    if first.lstrip().lower().startswith(_HTML):
+        return "a web page (its first bytes say so): not a log, not read"
+    return None
+
+
 def discover(root: Path, follow_links: bool = False) -> list[InputFile]:
     """All candidate input files under ``root`` (or ``root`` itself); ``skipped`` says what was left out. A
     folder that cannot be listed (no permission, a path longer than PATH_MAX) and a file that cannot be
@@ -76,33 +96,31 @@ def discover(root: Path, follow_links: bool = False) -> list[InputFile]:
     file holding a password would copy its text into the report, which is attached to tickets. Such a link
     is listed, as read of nothing (format 'skipped', message ``LINK_OUT``), so that the report says so."""
     root = Path(root)
-    paths, _, problems, links_out = _walk(root, follow_links)
+    paths, left, problems, links_out = _walk(root, follow_links)
     base = root if root.is_dir() else root.parent
     out = [_link_out(p, base) if p in links_out else _input_file(p, base) for p in paths]
     for p, why in sorted(problems.items()):
         rel = _shown(p, base)
         rel += "/" if p != base else ""
         out.append(InputFile(p, rel, -1, None, rel, 0, messages=[why]))
+    for p, why in left:  # every file and folder not read is a row, with why (issue #44)
+        out.append(_left_out(p, base, why))
     return out
-
-
-def skipped(root: Path, follow_links: bool = False) -> list[tuple[str, str]]:
-    """The files under ``root`` that are not read, each with why (path relative to ``root``)."""
-    return _walk(Path(root), follow_links)[1]
 
 
 def _walk(
     root: Path, follow_links: bool
-) -> tuple[list[Path], list[tuple[str, str]], dict[Path, str], set[Path]]:
+) -> tuple[list[Path], list[tuple[Path, str]], dict[Path, str], set[Path]]:
     """The files to read, those left out with why, the folders that could not be listed, and the links out of
     ``root`` (listed, not read). A folder logscope once wrote its outputs into (its marker) is read like any
-    other but for logscope's own outputs: logs copied there later are data. Links to folders are entered only
-    with ``follow_links``, each real folder once (a link to a parent is no loop)."""
+    other but for logscope's own outputs: logs copied there later are data. A hidden file is read like any other
+    (``.vllm-server.log`` is a log); a hidden folder is not entered (``.git``, caches, editors' copies). Links to
+    folders are entered only with ``follow_links``, each real folder once (a link to a parent is no loop)."""
     if root.is_file():
         return [root], [], {}, set()
     real_root = root.resolve()
     paths: list[Path] = []
-    left: list[tuple[str, str]] = []
+    left: list[tuple[Path, str]] = []
     problems: dict[Path, str] = {}
     links_out: set[Path] = set()
     seen: set[tuple[int, int]] = set()
@@ -123,7 +141,7 @@ def _walk(
                 continue
             seen.add((st.st_dev, st.st_ino))
         for d in sorted(d for d in dirnames if d.startswith(".")):
-            left.append((_shown(here / d, root) + "/", "a hidden folder (its name starts with '.')"))
+            left.append((here / d, HIDDEN_FOLDER))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in dirnames:  # a link to a folder out of ``root``: listed (os.walk does not enter it)
             link = here / name
@@ -132,16 +150,10 @@ def _walk(
                 paths.append(link)
         marked = OUTPUT_MARKER in filenames
         for fn in sorted(filenames):
-            rel = _shown(here / fn, root)
-            suffix = Path(fn).suffix.lower()
             if marked and outdir.is_output_name(fn):
-                left.append(
-                    (rel, "an output logscope wrote (the folder holds its marker, " + OUTPUT_MARKER + ")")
-                )
-            elif fn.startswith("."):
-                left.append((rel, "a hidden file (its name starts with '.')"))
-            elif suffix in _SKIP_SUFFIXES:
-                left.append((rel, f"a {suffix} file: {_SKIP_SUFFIXES[suffix]}, not a log"))
+                left.append((here / fn, OWN_OUTPUT))
+            elif fn.startswith(".logscope-"):  # its lock, marker or a cluster's probe, in a folder of logs
+                left.append((here / fn, OWN_FILE))
             else:
                 paths.append(here / fn)
                 if not follow_links and _outside(here / fn, real_root):
@@ -161,6 +173,21 @@ def _outside(p: Path, real_root: Path) -> bool:
         return True
     except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13), a name too long
         return False
+
+
+OWN_OUTPUT = f"an output logscope wrote (the folder holds its marker, {OUTPUT_MARKER}): not read"
+
+
+def _left_out(p: Path, base: Path, why: str) -> InputFile:
+    """A file or folder not read for its name: listed, as read of nothing, with why."""
+    try:
+        mtime = p.lstat().st_mtime_ns
+    except OSError:
+        mtime = None
+    rel = _shown(p, base) + ("/" if why == HIDDEN_FOLDER else "")
+    f = InputFile(p, rel, 0, None, rel, 0, mtime_ns=mtime, messages=[why])
+    f.skipped = True
+    return f
 
 
 def _link_out(p: Path, base: Path) -> InputFile:

@@ -26,11 +26,13 @@ untimestamped scrapes of one file all sit at its mtime: the last is kept).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
 
 from .. import schemas
+from ..numbers import to_int
 
 RUNNING, WAITING, SWAPPED = (
     "vllm:num_requests_running",
@@ -61,7 +63,8 @@ def append_derived_stats(out: Path) -> list[str]:
     spans = (
         old.group_by("replica").agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi")).collect()
     )
-    rows, notes = map_replicas(rows, out, spans, old)
+    rows, notes = map_replicas(rows.with_columns(pl.col("replica").alias("_inst")), out, spans, old)
+    rows = _one_instance(rows)
     # streamed through a file beside the table: the log stats are never all in memory (millions of rows a day)
     tmp = sp.with_name("_server_stats.parquet")
     pl.concat(
@@ -69,6 +72,17 @@ def append_derived_stats(out: Path) -> list[str]:
     ).sink_parquet(tmp)
     tmp.replace(sp)
     return notes
+
+
+def _one_instance(rows: pl.DataFrame) -> pl.DataFrame:
+    """One metrics target per server: when two targets were named after one log replica (its query_range export
+    and an address-less scrape file of the same server), their derived stats are one server counted twice (the
+    lab's metrics.prom.log beside its tsdb dump doubled every preemption): the target with most samples is kept."""
+    if not rows.height:
+        return rows.drop("_inst")
+    n = rows.group_by("replica", "_inst").len().sort(["len", "_inst"], descending=[True, False])
+    keep = n.unique("replica", keep="first", maintain_order=True).select("replica", "_inst")
+    return rows.join(keep, on=["replica", "_inst"], how="semi", nulls_equal=True).drop("_inst")
 
 
 _LISTEN = r"https?://\[?([0-9A-Za-z.:\-]+?)\]?:(\d+)"
@@ -123,6 +137,17 @@ def map_replicas(
         else _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans)
     )
     mapping.update({i: r for i, (r, _) in by_series.items()})
+    # scrapes that name no address (a /metrics file without an instance label, named after its file) beside a
+    # folder of one server log: that server's, as its query_range export of the same series is (the lab's
+    # metrics.prom.log made every episode twice, once per 'replica')
+    bare = [i for i in instances if i not in mapping and not _ADDRESS.search(i)]
+    if mapping and bare and len(log_replicas) == 1:
+        for i in bare:
+            mapping[i] = log_replicas[0]
+            notes.append(
+                f"metrics scrapes {i} (no instance label) taken to be the server of log replica "
+                f"{log_replicas[0]}, the folder's one server log"
+            )
     if not mapping and len(instances) == 1 and len(log_replicas) == 1:
         mapping = {instances[0]: log_replicas[0]}
         notes.append(
@@ -139,10 +164,14 @@ def map_replicas(
                 + (", and the log running when it was scraped)" if i in by_time else ")")
             )
             for i, r in mapping.items()
+            if i not in bare
         ]
     if not mapping:
         return rows, notes
     return rows.with_columns(pl.col("replica").replace(mapping)), notes
+
+
+_ADDRESS = re.compile(r":\d+$")  # an instance label's host:port
 
 
 SERIES_MATCH_MIN = (
@@ -271,17 +300,19 @@ def _agg(name: str, col: str, how: str) -> pl.Expr:
 
 def _derive(m: pl.DataFrame) -> pl.DataFrame:
     m = _counter_deltas(m)
+    # sums of gauges and counter deltas as counts: a sum no count can be is null (``numbers.to_int``), never a
+    # strict cast's error (one sample of 1e19 stopped the run, exit 70)
     rows = (
         m.group_by(["replica", "ts"])
         .agg(
             pl.col("source").sort_by("_rank").first(),
-            _agg(RUNNING, "value", "sum").round(0).cast(pl.Int64).alias("running"),
-            _agg(WAITING, "value", "sum").round(0).cast(pl.Int64).alias("waiting"),
-            _agg(SWAPPED, "value", "sum").round(0).cast(pl.Int64).alias("swapped"),
+            to_int(_agg(RUNNING, "value", "sum").round(0)).alias("running"),
+            to_int(_agg(WAITING, "value", "sum").round(0)).alias("waiting"),
+            to_int(_agg(SWAPPED, "value", "sum").round(0)).alias("swapped"),
             _agg(KV, "value", "max").alias("_kv"),
             _agg(GPU_KV, "value", "max").alias("gpu_kv_usage"),
             _agg(CPU_KV, "value", "max").alias("cpu_kv_usage"),
-            _agg(PREEMPT, "_delta", "sum").round(0).cast(pl.Int64).alias("preemptions"),
+            to_int(_agg(PREEMPT, "_delta", "sum").round(0)).alias("preemptions"),
             _agg(PROMPT, "_rate", "sum").alias("prompt_tps"),
             _agg(GEN, "_rate", "sum").alias("gen_tps"),
         )

@@ -21,11 +21,13 @@ import polars as pl
 from . import linebytes as lb
 from .inputs import (  # noqa: F401 - where the stage's modules and the tests find them
     _COMPRESSED,
+    HIDDEN_FOLDER,
     LINK_OUT,
     OUTPUT_MARKER,
+    OWN_FILE,
+    OWN_OUTPUT,
     InputFile,
     discover,
-    skipped,
 )
 from .linebytes import MAX_LINE_CHARS
 
@@ -37,6 +39,9 @@ HEAD_BYTES = 64 * 1024
 HEAD_LINES = 200
 MAX_RATIO = 200  # decompression stops past this ratio to the file's size (logs: 5-50x; a 1 MB -> 1 GiB bomb took 175 s)
 MIN_CAP = 64 * 1024 * 1024  # ... never below this
+# ... and past this many lines a byte of it (a log's line is longer than this: 80-300 bytes): a stream of newlines
+# (1 MB of gzip -> 1 GiB) met the byte cap after 200 M empty lines, each a row: 51 s of CPU. Cut here: ~1 s
+MIN_LINE_BYTES = 32
 
 
 def _open_raw(f: InputFile):
@@ -65,7 +70,8 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
     read = getattr(fh, "read1", fh.read) if f.compression else fh.read
     step = min(block, 1 << 20) if f.compression else block
     cap = max(MAX_RATIO * max(f.size, 0), MIN_CAP) if f.compression else None
-    total = 0
+    lines_cap = cap // MIN_LINE_BYTES if cap is not None else None
+    total = lines = 0
     with fh:
         pending: list[bytes] = []
         size, started = 0, False
@@ -88,6 +94,17 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 )
                 yield b"".join([*pending, data[: len(data) - (total - cap)]])
                 return
+            if lines_cap is not None:
+                lines += data.count(b"\n")
+                if lines > lines_cap:  # a bomb of (nearly) empty lines: its bytes under the cap, its rows not
+                    f.messages.append(
+                        f"{f.compression} stream expands to more than {lines_cap:,} lines, more than a log "
+                        f"{MAX_RATIO} times its size holds (lines of {MIN_LINE_BYTES} bytes): read up to there "
+                        "(decompress it by hand to read it all)"
+                    )
+                    cut = _nth_newline(data, data.count(b"\n") - (lines - lines_cap)) + 1
+                    yield b"".join([*pending, data[:cut]])
+                    return
             if data:
                 pending.append(data)
                 size += len(data)
@@ -98,6 +115,21 @@ def _read_blocks(f: InputFile, block: int) -> Iterator[bytes]:
                 pending, size = [], 0
             if not data:
                 return
+
+
+def _nth_newline(data: bytes, n: int) -> int:
+    """The offset of the ``n``-th newline of ``data`` (from 1); -1 for n < 1. A binary search on counts (each a
+    memchr pass): a block of a million newlines takes ~20 passes, not a million steps."""
+    if n < 1:
+        return -1
+    lo, hi = 0, len(data)  # the smallest end whose prefix holds n newlines
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if data.count(b"\n", 0, mid + 1) >= n:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _decode(data: bytes | memoryview, f: InputFile) -> str:

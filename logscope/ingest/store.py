@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schemas
+from .. import outdir, schemas
 
 # rows per Parquet row group: a streaming scan decodes a few groups at once, so smaller groups keep
 # every later scan (derive, correlate) light (64k: 314 MB vs 574 MB scanning 3M request events)
@@ -84,14 +84,20 @@ class Store:
         for key, df in self.frames.pop(name, []):
             by_seg.setdefault(key[:2], []).append((key, df))
         d = self.parts / name
-        d.mkdir(parents=True, exist_ok=True)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise outdir.write_failed(self.parts, e) from e
         for items in by_seg.values():
             items.sort(key=lambda kv: kv[0])
             first = items[0][0]
             path = d / f"{first[0]:05d}-{first[1]:03d}-{first[2]:06d}.parquet"
-            pl.concat([df for _, df in items], rechunk=False).write_parquet(
-                path, compression="lz4", row_group_size=ROW_GROUP
-            )
+            try:
+                pl.concat([df for _, df in items], rechunk=False).write_parquet(
+                    path, compression="lz4", row_group_size=ROW_GROUP
+                )
+            except Exception as e:  # the output's disk, never the parser's file: the run stops (exit 5)
+                raise outdir.write_failed(self.parts, e) from e
             self.spilled.setdefault(name, []).append((first, path))
 
     def _shifted(self, key: tuple[int, int, int], frame: pl.DataFrame | pl.LazyFrame, columns: list[str]):

@@ -18,7 +18,8 @@ import polars as pl
 import logscope.parsers as parsers
 from logscope.parsers.base import ChunkResult, ParseContext
 
-from .. import schemas
+from .. import numbers, schemas
+from ..errors import LogscopeError
 from . import outliers, sources, unrecognized
 from .options import IngestOptions, Progress, cores
 from .store import Store, compact
@@ -127,8 +128,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                 for chunk in sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f)):
                     st.lines_total += chunk.height
                     st.shapes.add(chunk)
-            else:
-                st.lines_total = sources.count_lines(f) if f.size > 0 else 0
+            else:  # a file not read (an image, a link out of the folder) has no lines
+                st.lines_total = sources.count_lines(f) if f.size > 0 and not f.skipped else 0
             continue
         ctx = context(st, job)
         try:
@@ -210,7 +211,10 @@ def _mtime(f: sources.InputFile) -> datetime | None:
 
 def failed(st: FileState, mod, e: Exception) -> None:
     """A parser failed on a file: the rows read before are kept, and the lines after the failure still count,
-    as unrecognized (nothing read is lost from the coverage)."""
+    as unrecognized (nothing read is lost from the coverage). An error of the output (its disk full: the store
+    could not spill the rows) is no parser's: it stops the run."""
+    if isinstance(e, LogscopeError):
+        raise e
     f = st.f
     st.lines_total = max(st.lines_total, sources.count_lines(f))
     st.lines_parsed = min(st.lines_parsed, st.lines_total)
@@ -259,6 +263,9 @@ def take(
     for name, df in res.tables.items():
         if df is None or df.height == 0 or st.copy_of:
             continue
+        df, n, example = numbers.clear(df, name, schemas.schema(name))  # before the schema's casts
+        st.bad_values += n
+        st.bad_value_example = st.bad_value_example or example
         df = schemas.conform(df, name)
         if st.plausible is not None:
             df, n, example = outliers.clear(df, name, st.plausible)

@@ -33,12 +33,14 @@ MAX_SHAPES_HTML = 30
 MAX_EPISODES_HTML = 100
 MAX_EPISODES_MD = 30
 MAX_LIFECYCLE_ROWS = 30
+MAX_CLAIMS_HTML = 100  # claims listed with their evidence (all are in summary.json)
+MAX_CLAIMS_MD = 40
 MAX_READ_NOTES_MD = 20  # what reading the files met, in summary.md (the report's appendix has every one)
 LADDER_COLS = (
-    "step", "concurrency", "requests", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "ttft_source",
-    "e2e_p50", "e2e_p95", "e2e_source", "queue_p95", "prefill_p95", "decode_p95", "success_share",
-    "throughput_tps", "kv_max", "waiting_max", "preemptions",
-    "max_tokens_mean", "output_tokens_mean", "slo_status", "broke", "pressure",
+    "step", "concurrency", "requests", "cold_set_aside", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95",
+    "ttft_clock", "ttft_p95_engine", "e2e_p50", "e2e_p95", "e2e_clock", "e2e_p95_engine", "queue_p95",
+    "prefill_p95", "decode_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
+    "max_tokens_mean", "output_tokens_mean", "slo_status", "slo_undecided", "broke", "pressure",
 )  # fmt: skip
 
 __all__ = ["render", "build", "context", "dumps"]
@@ -68,7 +70,7 @@ def render(out: Path, options: Any) -> dict[str, Path]:
             summary = build(ld, options)
             timeline = _timeline(ld, summary, options)
             # the picture is the longest piece: it is drawn while the other charts and the pages are made
-            picture = pool.submit(painter.draw, _png_spec(*timeline)) if painter else None
+            picture = pool.submit(painter.draw, _png_spec(*timeline, summary)) if painter else None
             ctx = context(ld, summary, options, timeline)
             paths["summary_json"].write_text(dumps(summary), encoding="utf-8")
             paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
@@ -152,6 +154,8 @@ def context(
         "lengths_view": views.output_lengths_view(summary.get("output_lengths"), shown),
         "episodes_md": views.episodes_shown(summary, MAX_EPISODES_MD),
         "read_notes_md": views.read_notes(summary["inputs"], MAX_READ_NOTES_MD),
+        "claims_html": views.claims_view(summary, MAX_CLAIMS_HTML),
+        "claims_md": views.claims_view(summary, MAX_CLAIMS_MD),
         **_ladder_view(summary),
         **_shapes(ld, getattr(options, "include_prompts", False)),
     }
@@ -189,8 +193,26 @@ def _static(spec: dict) -> dict:
     return {**spec, "vconcat": rows} if rows else spec
 
 
-def _png_spec(spec: dict | None, notes: list[str]) -> dict:
-    """The Vega-Lite spec of timeline.png."""
+def png_title(summary: dict | None) -> dict:
+    """timeline.png's title: the input folder and the incident's date and span (a picture pasted into a ticket
+    stands alone, without the page's header)."""
+    summary = summary or {}
+    name = Path(str((summary.get("inputs") or {}).get("path") or "")).name or "the input"
+    span = summary.get("span") or {}
+    start, end = span.get("start"), span.get("end")
+    if start is None:
+        when = "date unknown: no record of the input carries a time"
+    else:
+        first, last = fmt.when(start), fmt.when(end)
+        same_day = end is not None and first[:10] == last[:10]
+        when = f"{first.removesuffix(' UTC')} – {last[11:] if same_day else last}" + (
+            f" ({fmt.duration(span.get('duration_s'))})" if span.get("duration_s") is not None else ""
+        )
+    return {"text": f"logscope timeline · {name}", "subtitle": when, "anchor": "start", "fontSize": 16}
+
+
+def _png_spec(spec: dict | None, notes: list[str], summary: dict | None = None) -> dict:
+    """The Vega-Lite spec of timeline.png, titled with the incident's folder and date."""
     if spec is not None:
         spec = _static(spec)
     if spec is None:  # still a picture, so that summary.md never shows a broken image
@@ -210,6 +232,7 @@ def _png_spec(spec: dict | None, notes: list[str]) -> dict:
             },
             d,
         )
+    spec = {**spec, "title": png_title(summary)}
     return visible_all(spec)  # names drawn in the picture: control and bidi characters as escapes
 
 

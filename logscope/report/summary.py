@@ -23,7 +23,9 @@ EPISODE_METRICS = (
     "ttft_p95", "e2e_p95", "success_share", "share_of_span",
 )  # fmt: skip
 # where the episode's latency figures come from, and a histogram p95's bucket
-EPISODE_SOURCES = ("ttft_source", "ttft_p95_bucket", "e2e_source", "e2e_p95_bucket")
+EPISODE_SOURCES = (
+    "ttft_source", "ttft_clock", "ttft_p95_bucket", "e2e_source", "e2e_clock", "e2e_p95_bucket",
+)  # fmt: skip
 RETRY_KEYS = (
     "logical_requests", "client_attempts", "client_retries", "gateway_requests", "gateway_attempts",
     "gateway_retries", "server_requests", "server_aborts", "amplification", "orphaned_requests",
@@ -43,6 +45,7 @@ def build(ld: Loaded, options: Any) -> dict:
             "command_line": getattr(options, "command_line", "") or None,
         },
         "verdict": verdict(ld),
+        "claims": claims(ld),
         "inputs": inputs(ld),
         "span": span(ld),
         "assumptions": assumptions(ld, options),
@@ -177,6 +180,13 @@ def verdict(ld: Loaded) -> list[str]:
     ]
 
 
+def claims(ld: Loaded) -> list[dict]:
+    """The claims of diagnosis.json (diagnose/claims.py): each verdict, class, SLO status, cancellation and
+    'nothing alarming' with its state, sentence, the facts it rests on (source, clock) and what was missing."""
+    got = ld.doc("diagnosis").get("claims")
+    return [clean(c) for c in got if isinstance(c, dict)] if isinstance(got, list) else []
+
+
 def inputs(ld: Loaded) -> dict:
     files = ld.table("files").sort("path")
     rows = [
@@ -295,6 +305,7 @@ def episodes(ld: Loaded) -> list[dict]:
                 "evidence": r.get("reason") or r.get("evidence"),
                 "metrics": {k: num(r.get(k)) for k in EPISODE_METRICS if r.get(k) is not None},
                 "latency_sources": {k: r[k] for k in EPISODE_SOURCES if r.get(k) is not None},
+                "claim": r.get("claim_id"),
             }
         )
     return sorted(out, key=lambda e: (e["start"] or "", str(e["id"])))
@@ -309,6 +320,7 @@ def findings(ld: Loaded) -> list[dict]:
             "rank": r.get("rank"),
             "severity": r.get("severity"),
             "title": r.get("title"),
+            "kind": r.get("kind"),
             "symptom": r.get("symptom"),
             "evidence": r.get("evidence"),
             "cause": r.get("cause"),
@@ -318,6 +330,7 @@ def findings(ld: Loaded) -> list[dict]:
             "end": iso(r.get("end")),
             "failed_requests": r.get("failed_requests"),
             "slowed_requests": r.get("slowed_requests"),
+            "claim": r.get("claim_id"),
         }
         for r in rows
     ]
@@ -362,7 +375,7 @@ def retries(ld: Loaded) -> dict:
     below = _dict(traffic.get("amplification_below_1"))
     out["amplification_note"] = below.get("text") if (out.get("amplification") or 1) < 1 else None
     out["cancellation_propagated"] = (
-        None if not canc or canc.get("verdict") is None else canc["verdict"] == "propagated"
+        None if not canc or canc.get("verdict") in (None, "not observed") else canc["verdict"] == "propagated"
     )
     return out
 
@@ -433,6 +446,7 @@ def ladder(ld: Loaded) -> dict | None:
         "broke_first_at_next_step": clean(dl.get("broke_first_at_next_step")),
         "unknown_at_next_step": clean(dl.get("unknown_at_next_step")),
         "unknown_steps": clean(dl.get("unknown_steps")) or [],
+        "cold_set_aside": clean(dl.get("cold_set_aside")) or [],
         "pressure_from_step": clean(dl.get("pressure_from_step")),
         "slo": clean(dl.get("slo")),
         "source": dl.get("source"),

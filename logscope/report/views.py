@@ -287,3 +287,41 @@ NOT_READ = ("unknown", "empty", "binary", "unreadable", "skipped")
 def input_counts(inputs: dict) -> dict:
     """What the folded input list's summary line counts: the files in no known format."""
     return {"unread": sum(1 for f in inputs.get("files") or [] if f.get("format") in NOT_READ)}
+
+
+def _fact_words(f: dict) -> str:
+    v = f.get("value")
+    shown = (
+        fnum(v)
+        if isinstance(v, int | float) and not isinstance(v, bool)
+        else str(v).lower()
+        if isinstance(v, bool)
+        else str(v)
+    )
+    where = ", ".join(x for x in (f.get("source"), (f.get("clock") or "") and f"{f['clock']} clock") if x)
+    unit = (
+        f" {f['unit']}" if f.get("unit") and f["unit"] not in ("s",) else " s" if f.get("unit") == "s" else ""
+    )
+    return f"{f['name']} {shown}{unit}" + (f" ({where})" if where else "")
+
+
+def claims_view(summary: dict, limit: int) -> dict:
+    """The claims as the pages list them: the verdict first, then the others in diagnosis order, each with its
+    facts in words (value, unit, source, clock: null facts left out) and what was missing; the first ``limit``
+    (every claim a finding names among them), ``hidden`` the rest (all are in summary.json)."""
+    got = summary.get("claims") or []
+    named = {f.get("claim") for f in summary.get("findings") or []} | {"verdict"}
+    first = sorted([c for c in got if c["id"] in named], key=lambda c: c["id"] != "verdict") + [
+        c for c in got if c["id"] not in named
+    ]
+    rows = [
+        {
+            "id": c["id"],
+            "state": c["state"],
+            "sentence": c["sentence"],
+            "facts": "; ".join(_fact_words(f) for f in c.get("facts") or [] if f.get("value") is not None),
+            "missing": "; ".join(c.get("missing") or []),
+        }
+        for c in first[:limit]
+    ]
+    return {"rows": rows, "hidden": max(0, len(got) - limit), "by_id": {c["id"]: c for c in got}}

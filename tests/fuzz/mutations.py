@@ -155,6 +155,61 @@ def empty(data: bytes, whitespace: bool) -> bytes:
     return b"  \n\t\n\n" if whitespace else b""
 
 
+# numbers no field of a log can hold (issue #44): past int64 both ways, the largest double, NaN, infinity, and
+# 2**64 in digits (what the many fields read by a digits-only pattern take in)
+SWEEP_VALUES = ("1e19", "-1e19", "1e308", "nan", "inf", "18446744073709551616")
+# within JSON, out of a string: the spelling Python's json module writes (real clients print it so)
+_JSON_SPELLING = {"nan": "NaN", "inf": "Infinity"}
+# a number, with its fraction and exponent (the digits of an exponent are not a number of their own)
+_SWEPT = re.compile(rb"(?<![\w.-])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
+
+
+def _swept(line: bytes, m: re.Match, value: str) -> bytes:
+    in_json = line.lstrip()[:1] in (b"{", b"[") and line[m.start() - 1 : m.start()] != b'"'
+    v = _JSON_SPELLING.get(value, value) if in_json else value
+    return line[: m.start()] + v.encode() + line[m.end() :]
+
+
+def sweep_numbers(data: bytes, lines: int = 60, tokens: int = 40) -> bytes:
+    """The file as it is, then every number of up to ``lines`` of its lines (one of each shape, digits aside;
+    up to ``tokens`` numbers a line) replaced by each of SWEEP_VALUES in turn, one number a copy of the line:
+    every numeric field of every kind of line gets every absurd value, the lines around it real. The file's
+    own lines come first, so that it is still recognised by its head."""
+    shapes: set[bytes] = set()
+    out = [data.rstrip(b"\n")]
+    for line in data.split(b"\n"):
+        shape = _SWEPT.sub(b"0", line)[:60]
+        if not line.strip() or shape in shapes:
+            continue
+        shapes.add(shape)
+        for m in list(_SWEPT.finditer(line))[:tokens]:
+            out += [_swept(line, m, v) for v in SWEEP_VALUES]
+        if len(shapes) >= lines:
+            break
+    return b"\n".join(out) + b"\n"
+
+
+def sweep_document(data: bytes, every: int, offset: int, spelled: bool = True) -> bytes:
+    """A document (one JSON answer, a report) with every ``every``-th of its numbers from ``offset`` on replaced
+    by SWEEP_VALUES in turn: ``every`` such copies give every number of it every value. Out of a string, NaN
+    and infinity are spelled as Python's json writes them (``spelled``) or, where the writer cannot write them
+    (Prometheus), left out of the turn."""
+    n = -1
+    bare = SWEEP_VALUES if spelled else tuple(v for v in SWEEP_VALUES if v not in _JSON_SPELLING)
+
+    def sub(m: re.Match) -> bytes:
+        nonlocal n
+        n += 1
+        if n % every != offset % every:
+            return m.group(0)
+        inside = data[m.start() - 1 : m.start()] == b'"'
+        turn = SWEEP_VALUES if inside else bare
+        v = turn[(n // every) % len(turn)]
+        return (v if inside else _JSON_SPELLING.get(v, v)).encode()
+
+    return _SWEPT.sub(sub, data)
+
+
 OPS = {
     f.__name__: f
     for f in (
@@ -171,6 +226,8 @@ OPS = {
         encode,
         line_ends,
         empty,
+        sweep_numbers,
+        sweep_document,
     )
 }
 
@@ -208,7 +265,13 @@ def odd_name(name: str, kind: str) -> str:
         "space": f" {stem} ",
         "unicode": f"{stem}-日本語",
         "tab": f"{stem}\t",
+        # issue #44's names, outside ODD_NAMES (so the seeded draws stay as they were): a hidden file, a log
+        # named as an image
+        "hidden": f".{stem}",
+        "image": f"{stem}",
     }[kind]
+    if kind == "image":
+        return odd + ".png"
     return odd + dot + ext
 
 

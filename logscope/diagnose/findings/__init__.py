@@ -28,15 +28,20 @@ from __future__ import annotations
 from datetime import datetime
 
 from .. import capacity
+from ..claims import Claim, Registry
 from ..context import Context
+from ..records import Finding
 from .calm import _calm
+from .clocks import _clock_gaps
 from .crash import _crash, _stall, _stops
 from .errors import _errors, _gateway, _unknown_model
 from .events import _events
-from .impact import cost, measure
+from .gateway import _failed, _gateway_down
+from .impact import by_impact, cost, measure
 from .ladder import _ladder
 from .latency import _cold, _slow_e2e, _slow_first_token
 from .load_tests import _load_tests
+from .overload import _capacity
 from .platform import build as _platform
 from .pressure import _pressure
 from .record import _stands_for
@@ -56,6 +61,7 @@ KIND_ORDER = (
     "orphans",
     "retries",
     "ladder",
+    "capacity",
     "pressure",
     "errors",
     "latency",
@@ -71,8 +77,9 @@ def build(
     cap: dict,
     traffic: dict,
     cold: dict,
-) -> list[dict]:
-    out: list[dict] = []
+    reg: Registry,
+) -> list[Finding]:
+    out: list[Finding] = []
     per_replica: list[tuple[str, dict]] = []  # (replica, finding) of one replica's episodes
     # a folder of several servers (by their stats lines, or their episodes): each finding names its own
     replicas = (
@@ -115,11 +122,14 @@ def build(
             out += found
     out += _across_replicas(per_replica)
     out += _stops(ctx, eps)
-    out += _traffic(ctx, eps, traffic)
+    out += _traffic(ctx, eps, traffic, reg)
     if ladder is not None:
-        out.append(_ladder_ranked(_ladder(ladder, ladder_rows), ladder, ladder_rows, out))
+        out.append(_ladder_ranked(_ladder(ladder, ladder_rows, reg), ladder, ladder_rows, out))
+    out += _clock_gaps(ctx, reg)
+    out += _capacity(ctx, cap, reg, ladder)
     out += _events(ctx)
     out += _gateway(ctx)
+    out += _gateway_down(ctx, reg)
     out += _unknown_model(ctx)
     out += _cold(ctx, cold, REPEATS)
     plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
@@ -127,8 +137,26 @@ def build(
     out += _load_tests(ctx)
     _one_sample(out, eps)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
-        out += _calm(ctx, eps, cap)
+        out += _failed(ctx, reg)
+    if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
+        out += _calm(ctx, eps, cap, reg)
+    _rank(ctx, out, ladder, ladder_rows)
+    for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
+        if f.claim_id is None and f.facts:
+            f.claim_id = reg.add(
+                Claim(f"finding.{f.finding_id}", "observed", f.title, "observed", f.facts)
+            ).id
+    return out
+
+
+def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict]) -> None:
+    """What each finding cost the callers, its severity by that impact, then the order and the ids."""
     measure(ctx, out)
+    by_impact(ctx, out)
+    if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
+        for f in out:
+            if f["kind"] == "ladder":
+                _ladder_ranked(f, ladder, rows, out)
     order = {s: i for i, s in enumerate(SEVERITY)}
     kind = {k: i for i, k in enumerate(KIND_ORDER)}
     far = datetime.max
@@ -145,7 +173,6 @@ def build(
     )
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
-    return out
 
 
 def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -> dict:
@@ -237,6 +264,7 @@ def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
     except a recurring pattern (one finding per signal) and more than REPEATS episodes of one class,
     signal and replica (hundreds of restarts or pressure spells in a day-long incident are one finding
     naming them all, not hundreds)."""
+    eps = [e for e in eps if e["class"] != "context"]  # a one-sample blip is context, no finding
     groups: dict[tuple, list[dict]] = {}
     for e in eps:
         groups.setdefault(pattern_key(e), []).append(e)

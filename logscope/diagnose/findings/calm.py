@@ -4,13 +4,67 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..claims import Claim, Fact, Registry
 from ..context import Context
+from ..records import Finding
 from .record import _f, _pct
 
 
-def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
+def _served(ctx: Context) -> tuple[int | None, str | None, int]:
+    """(requests served, where that was read, the server's stats samples): the evidence of normal serving."""
+    req, srv = ctx.inputs.requests, ctx.server
+    samples = srv.height
+    if req.height and "outcome" in req.columns:
+        ok = int(req["outcome"].is_in(["ok", "truncated"]).sum())
+        if ok:
+            return ok, "requests", samples
+    sr = ctx.inputs.server_requests
+    if sr.height and "finished_ts" in sr.columns:
+        done = int(sr["finished_ts"].is_not_null().sum())
+        if done:
+            return done, "engine_log", samples
+    if ctx.inputs.access_served:  # vLLM's own access lines: a POST answered 2xx (not a GET of /v1/models)
+        return ctx.inputs.access_served, "engine_log", samples
+    ga = ctx.inputs.gateway
+    if ga.height and "status" in ga.columns:  # the gateway's answers, its own lines apart
+        first = ga.filter((pl.col("attempt").fill_null(1) == 1) & pl.col("status").is_between(200, 299))
+        if first.height:
+            return first.height, "gateway_log", samples
+    return None, None, samples
+
+
+def calm_claim(ctx: Context, eps: list) -> Claim:
+    """'Nothing alarming' needs evidence of normal serving: requests served, or a server seen up on its stats
+    lines; without either it is unknown, naming what is missing."""
+    served, src, samples = _served(ctx)
+    seen = (
+        f"{served:,} request(s) served"
+        if served
+        else f"the server seen up on {samples:,} stats line(s)"
+        if samples
+        else None
+    )
+    return Claim(
+        "calm",
+        "calm",
+        "nothing alarming in the range",
+        "nothing alarming" if seen else "unknown",
+        [
+            Fact("served", served or (0 if samples else None), src, unit="requests"),
+            Fact("normal_serving", seen, src or ("server_stats" if samples else None)),
+            Fact("server_samples", samples, "server_stats"),
+            Fact("episodes", len([e for e in eps if e["class"] != "context"])),
+        ],
+        missing=[]
+        if seen
+        else ["request served and no server stats line (nothing shows the server serving)"],
+    )
+
+
+def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
     srv = ctx.server
     bits = []
+    claim = reg.add(calm_claim(ctx, eps))
     n = ctx.inputs.requests.height
     if n:
         oc = ctx.inputs.requests.group_by("outcome").len().sort("outcome")
@@ -35,10 +89,20 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
             f"start-up capacity {cap['max_concurrency_startup']:g}× requests of "
             f"{cap.get('max_concurrency_tokens') or '?'} tokens"
         )
-    n_events = ctx.inputs.events.height + ctx.inputs.access_lines
+    n_events = (
+        ctx.inputs.events.height
+        + ctx.inputs.access_lines
+        + ctx.inputs.gateway.height
+        + ctx.gateway_trouble.height
+    )
     if not bits and n_events:
         bits.append(f"{n_events} server event(s) recognised, no stats line or request")
-    title = "Nothing alarming" + ("" if not eps else f" ({len(eps)} minor episode(s))")
+    shown = [e for e in eps if e["class"] != "context"]
+    title = (
+        "Nothing alarming" + ("" if not shown else f" ({len(shown)} minor episode(s))")
+        if claim.state == "nothing alarming"
+        else "Nothing alarming cannot be said: nothing shows the server serving"
+    )
     note = _shape_note(ctx)
     if not bits and not note and n_events == 0:
         return [
@@ -51,20 +115,26 @@ def _calm(ctx: Context, eps: list[dict], cap: dict) -> list[dict]:
                 "Add the vLLM server log (stdout of vllm serve) to the folder",
                 None,
                 kind="other",
+                claim=claim.id,
             )
         ]
     return [
         _f(
             "info",
             title,
-            "no episode of pressure, errors, retries or crash" if not eps else "only minor episodes",
+            "no episode of pressure, errors, retries or crash" if not shown else "only minor episodes",
             "; ".join(bits) + (f"; {note}" if note else ""),
-            "the load stayed within what the server handles",
-            "Nothing to change; to know the headroom, run a concurrency ladder",
+            "the load stayed within what the server handles"
+            if claim.state == "nothing alarming"
+            else "the folder holds no record of requests served or of the server's state",
+            "Nothing to change; to know the headroom, run a concurrency ladder"
+            if claim.state == "nothing alarming"
+            else "Add the vLLM server log (stdout of vllm serve) or the gateway's access log for this range",
             None,
             ctx.span_lo,
             ctx.span_hi,
             kind="other",
+            claim=claim.id,
         )
     ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ... import clock
+from ..claims import facts
 from ..context import Context
 from .record import _f, _n, _req, _state, _t
 
@@ -188,6 +189,8 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
                 "/health, which answers while requests queue) and replay the load",
                 ep,
                 kind="crash",
+                facts=facts("engine_log", stopped_at=t, gateway_5xx_after=n5, during=ep["episode_id"]),
             )
         )
+        out[-1].claim_id = None  # the stop is the claim here, not the episode's class
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import clock
+from ..claims import facts
 from ..context import Context
 from .record import _f, _req, _t
 
@@ -70,6 +71,14 @@ def _gateway(ctx: Context) -> list[dict]:
             r["lo"],
             r["hi"],
             kind="other",
+            facts=facts(
+                "gateway_log",
+                upstream=r["upstream"],
+                attempts=r["n"],
+                answered=0,
+                first=r["lo"],
+                last=r["hi"],
+            ),
         )
         for r in per.iter_rows(named=True)
     ]
@@ -120,5 +129,6 @@ def _unknown_model(ctx: Context) -> list[dict]:
             lo,
             hi,
             kind="errors",
+            facts=facts("engine_log", requests=n, error_lines=said.height, answers_404=nf.height),
         )
     ]

@@ -6,6 +6,7 @@ import re
 
 import polars as pl
 
+from ..claims import facts
 from ..context import Context
 from .record import _f, _t
 
@@ -47,6 +48,7 @@ def _events(ctx: Context) -> list[dict]:
                 None,
                 itl["ts"].min(),
                 itl["ts"].max(),
+                facts=facts("engine_log", requests=itl.height, first=itl["ts"].min()),
             )
         )
     kvi = ev.filter(pl.col("kind") == "kv_insufficient")
@@ -73,6 +75,7 @@ def _events(ctx: Context) -> list[dict]:
                 r["ts"],
                 r["ts"],
                 kind="startup",
+                facts=facts("engine_log", failed_starts=kvi.height, max_model_len=mml, at=r["ts"]),
             )
         )
     untimed = ev.filter((pl.col("kind") == "preemption") & pl.col("ts").is_null())
@@ -90,6 +93,7 @@ def _events(ctx: Context) -> list[dict]:
                 "Keep the full log lines (timestamps) and measure capacity with a concurrency ladder",
                 None,
                 kind="pressure",
+                facts=facts("engine_log", warning_lines=untimed.height, cumulative_preemptions=cum),
             )
         )
     return out

@@ -27,7 +27,9 @@ def measure(ctx: Context, found: list[dict]) -> None:
     failed = pl.col("outcome").is_in(["error", "timeout"])
     late = pl.lit(False)
     if "ttft_s" in req.columns:
-        late = late | (pl.col("ttft_s") > ctx.slo.ttft_s).fill_null(False)
+        # a TTFT on the callers' clock: the gateway's is its upstream header time, not a first token
+        callers = (pl.col("origin") != "gateway").fill_null(True) if "origin" in req.columns else pl.lit(True)
+        late = late | ((pl.col("ttft_s") > ctx.slo.ttft_s) & callers).fill_null(False)
     if "e2e_s" in req.columns:
         late = late | (pl.col("e2e_s") > ctx.slo.e2e_s).fill_null(False)
     slowed = (pl.col("outcome") == "ok") & late
@@ -40,10 +42,52 @@ def measure(ctx: Context, found: list[dict]) -> None:
         if which is None:
             f["failed_requests"] = f["slowed_requests"] = None
             continue
-        n_failed, n_slowed = req.select(
-            (which & failed).sum().alias("f"), (which & slowed).sum().alias("s")
+        n_failed, n_slowed, n_in = req.select(
+            (which & failed).sum().alias("f"), (which & slowed).sum().alias("s"), which.sum().alias("n")
         ).row(0)
         f["failed_requests"], f["slowed_requests"] = int(n_failed or 0), int(n_slowed or 0)
+        f["requests_in_range"] = int(n_in or 0)
+
+
+def by_impact(ctx: Context, found: list) -> None:
+    """Severity follows impact: a pressure finding whose requests are counted is lowered to what the callers
+    felt: low when no request in flight during it was slowed or failed, medium when fewer than
+    ``impact_high_share`` of them were or it lasted under ``impact_high_min_s``. Never raised; left as its class
+    says when the requests are not in the folder (a server log alone)."""
+    th, req = ctx.th, ctx.inputs.requests
+    # slowed requests are counted only when the callers' TTFT is in the folder: without it a slow first token
+    # would count as no impact
+    if not req.height or "ttft_s" not in req.columns or "origin" not in req.columns:
+        return
+    if not req.filter((pl.col("origin") == "client") & pl.col("ttft_s").is_not_null()).height:
+        return
+    for f in found:
+        if f["kind"] != "pressure" or f.get("episode_id") is None or f["severity"] not in ("high", "medium"):
+            continue
+        if f["failed_requests"] is None or f.get("requests_in_range") is None:
+            continue
+        hit, n = f["failed_requests"] + f["slowed_requests"], f["requests_in_range"]
+        dur = (
+            (f["end"] - f["start"]).total_seconds()
+            if f["start"] is not None and f["end"] is not None
+            else 0.0
+        )
+        felt = (
+            "low"
+            if hit == 0
+            else "high"
+            if n and hit >= th.impact_high_share * n and dur >= th.impact_high_min_s
+            else "medium"
+        )
+        if SEVERITY.index(felt) > SEVERITY.index(f["severity"]):
+            f["severity"] = felt
+            f["evidence"] += (
+                f"; severity {felt} by its impact: {hit:,} of the {n:,} requests in flight during it were slowed "
+                f"or failed"
+            )
+
+
+SEVERITY = ("critical", "high", "medium", "low", "info")
 
 
 def _about(f: dict, cols: list[str]) -> pl.Expr | None:

@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import math
 
+from ..claims import Registry
+from ..records import Finding
 from .record import _f, _n
 
 
-def _ladder(ladder: dict, rows: list[dict]) -> dict:
+def _ladder(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
     wb, nxt = ladder["working_boundary"], ladder["broke_first_at_next_step"]
     slo = ladder["slo"]
     slo_txt = f"TTFT p95 ≤ {slo['ttft_p95_s']:g} s, e2e p95 ≤ {slo['e2e_p95_s']:g} s, success ≥ {slo['success']:.0%}"
     steps = ", ".join(f"{_n(r['concurrency'])}" for r in rows)
-    if wb is None:
+    bound = reg.get(ladder.get("claim_id"))
+    unk, pf = ladder.get("unknown_at_next_step"), ladder.get("pressure_from_step")
+    if wb is None and unk is not None:
+        title = "Working boundary unknown"
+    elif wb is None:
         title = f"No ladder step met the SLO (first step {_n(rows[0]['concurrency'])})"
     else:
         title = f"Working boundary: {rows[0]['mode']} {_n(wb['concurrency'])}"
-    unk, pf = ladder.get("unknown_at_next_step"), ladder.get("pressure_from_step")
+        if bound is not None and bound.value("engine_only"):
+            title += " by the engine's clock"
     if nxt is not None:
         title += f"; at {_n(nxt['concurrency'])} {nxt['first']} broke first"
+    elif unk is not None and unk.get("status") == "undecided":
+        title += f"; at {_n(unk['concurrency'])} undecided: {unk['undecided']}"
     elif unk is not None:
         title += f"; at {_n(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
     asked = [
@@ -29,6 +38,16 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
         ev += "; at step " + str(nxt["step"]) + ": " + "; ".join(r["text"] for r in nxt["reasons"])
     if pf is not None:  # beside the SLO, never failing a step by itself unless asked
         ev += f"; pressure from step {pf['step']} ({_n(pf['concurrency'])}): " + "; ".join(pf["pressure"])
+    if bound is not None and bound.value("engine_only"):
+        ev += (
+            "; the steps' TTFT is vLLM's histogram (the engine's clock, from when the engine received each "
+            "request): the callers' TTFT is not in this folder, and a wait in front of the engine would not show"
+        )
+    aside = [c for c in ladder.get("cold_set_aside") or []]
+    if aside:
+        ev += "; set aside as cold start: " + "; ".join(
+            f"{c['requests']} request(s) of step {c['step']} ({c['why']})" for c in aside
+        )
     below = ladder.get("failed_below_boundary") or []
     if below:
         ev += (
@@ -47,6 +66,10 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
             else ""
         )
         if wb is not None and nxt is not None
+        else f"Re-run step {unk['step']} ({_n(unk['concurrency'])}) keeping each request's figures at the caller "
+        "(vllm bench serve --save-detailed, or the client's own records) to decide it: "
+        + (unk.get("undecided") or "no " + ", ".join(unk["missing"]))
+        if unk is not None
         else "Extend the ladder upwards to find where it breaks"
         if nxt is None
         else "Re-run the ladder starting lower"
@@ -63,4 +86,5 @@ def _ladder(ladder: dict, rows: list[dict]) -> dict:
         rows[0]["ts_start"],
         rows[-1]["ts_end"],
         kind="ladder",
+        claim=bound.id if bound is not None else None,
     )

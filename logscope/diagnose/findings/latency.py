@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import clock
+from ..claims import Fact
 from ..context import Context
 from .record import _f, _pct, _req, _stands_for, _t
 
@@ -114,6 +115,12 @@ def _cold(ctx: Context, cold: dict, repeats: int) -> list[dict]:
                 w["start"],
                 w["end"],
                 kind="latency",
+                facts=[
+                    Fact("requests", w["requests"], "requests", unit="requests"),
+                    Fact("cold_ttft_p95", c, "requests", w.get("ttft_clock"), "s"),
+                    Fact("warm_ttft_p95", warm, "requests", (cold.get("warm") or {}).get("ttft_clock"), "s"),
+                    Fact("server_ready", w["ready"], "engine_log"),
+                ],
             )
         )
     if len(out) > repeats:  # a crash loop restarts cold every time: one finding for all the restarts

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..claims import Fact
 from ..context import Context
 from .record import _f, _pct
 
@@ -47,6 +48,17 @@ def _figures(r: dict) -> str:
     if r.get("duration_s") is not None:
         bits.append(f"ran {_dur(r['duration_s'])}")
     return "; ".join(bits)
+
+
+def _facts(r: dict, slo) -> list[Fact]:
+    """What the tool's summary printed (its own aggregates, on the callers' clock) and the SLO it is read against."""
+    lat = [
+        Fact(f"{key}_{w}_s", r.get(f"{key}_{w}_s"), "load_test", "client", "s")
+        for key in ("ttft", "e2e")
+        for w in ("mean", "p99")
+    ]
+    counts = [Fact(k, r.get(k), "load_test", unit="requests") for k in ("requests", "successful", "failed")]
+    return [*counts, *lat, Fact("slo_ttft_p95_s", slo.ttft_s), Fact("slo_e2e_p95_s", slo.e2e_s)]
 
 
 def _one(ctx: Context, r: dict) -> dict:
@@ -84,6 +96,7 @@ def _one(ctx: Context, r: dict) -> dict:
             "Nothing to change for this load; a higher concurrency finds where it breaks",
             None,
             kind="other",
+            facts=_facts(r, slo),
         )
     failing = share is not None and share < slo.success
     cause = (
@@ -98,7 +111,7 @@ def _one(ctx: Context, r: dict) -> dict:
         else "Rerun at stepped concurrency (--max-concurrency 1, 2, 4, …) to find where TTFT leaves the SLO, "
         "with the server's log of each step beside its summary"
     )
-    return _f(sev, title, symptom, f"{where}: {said}", cause, nt, None, kind="latency")
+    return _f(sev, title, symptom, f"{where}: {said}", cause, nt, None, kind="latency", facts=_facts(r, slo))
 
 
 def _load_tests(ctx: Context) -> list[dict]:

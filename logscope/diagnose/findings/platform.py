@@ -14,6 +14,7 @@ from datetime import timedelta
 import polars as pl
 
 from ... import clock
+from ..claims import facts as observed
 from ..context import Context
 from ..platform import Facts, Kill, gib, kill_for
 from .record import _f, _t
@@ -249,6 +250,9 @@ def _kill(ctx: Context, k: Kill) -> dict:
         start=k.ts,
         end=k.ts,
         kind="platform",
+        facts=observed(
+            "platform", killed_by=k.how, at=k.ts, pid=k.pid, process=k.process, limit_bytes=k.limit_bytes
+        ),
     )
 
 
@@ -300,7 +304,8 @@ def _probes(facts: Facts) -> list[dict]:
         sev = "critical" if killed.height else ("high" if probe == "liveness" else "medium")
         out.append(_f(sev, title, f"the kubelet's {probe} probe failed ({results})" + (" and the container was killed" if killed.height else ""),
                       "; ".join(lines + ([restarts] if restarts else [])), "a probe the server did not answer in time, or at that path",
-                      advice[0].upper() + advice[1:], start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
+                      advice[0].upper() + advice[1:], start=g["ts"].min(), end=g["ts"].max(), kind="platform",
+                      facts=observed("platform", probe=probe, failures=n, killings=killed.height, first=g["ts"].min())))  # fmt: skip
     return out
 
 
@@ -346,7 +351,7 @@ def _pods(facts: Facts) -> list[dict]:
                       f"kubectl shows the pod {status}", f"{r['source']} line {r['line_no']}; its last termination: {why}",
                       "OOMKilled: the container's memory limit was reached" if status == "OOMKilled" else "the container exits and is restarted with a back-off",
                       "kubectl describe pod (Last State: its Reason and Exit Code) and kubectl logs --previous of the pod, into the folder",
-                      kind="platform"))  # fmt: skip
+                      kind="platform", facts=observed("kubectl", pod=r["pod"], status=status, restarts=r["restarts"])))  # fmt: skip
     return out
 
 
@@ -378,7 +383,8 @@ def _scheduling(facts: Facts) -> list[dict]:
         )
         out.append(_f("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
                       f"Kubernetes reports {reason}", ev, cause, advice,
-                      start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
+                      start=g["ts"].min(), end=g["ts"].max(), kind="platform",
+                      facts=observed("kubectl", reason=reason, events=n, first=g["ts"].min())))  # fmt: skip
     return out
 
 
@@ -393,7 +399,8 @@ def _xid(facts: Facts) -> list[dict]:
                       "; ".join(f"{t['source']} line {t['line_no']}: {t['message'][:200]}" for t in g.head(3).iter_rows(named=True)),
                       "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load",
                       "Look the code up in NVIDIA's XID catalog; run the GPU's diagnostics (dcgmi diag) before serving on it again",
-                      start=g["ts"].min(), end=g["ts"].max(), kind="platform"))  # fmt: skip
+                      start=g["ts"].min(), end=g["ts"].max(), kind="platform",
+                      facts=observed("kernel_log", gpu=gpu, xid=code, errors=g.height, first=g["ts"].min())))  # fmt: skip
     return out
 
 
@@ -427,7 +434,8 @@ def _gpu(facts: Facts) -> list[dict]:
         out.append(_f("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
                       f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}",
                       "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
-                      "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform"))  # fmt: skip
+                      "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform",
+                      facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=g["used"].max(), first=times.min() if times.len() else None)))  # fmt: skip
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ... import clock
+from ..records import Finding
 
 
 def _t(ts: datetime | None) -> str:
@@ -32,19 +33,25 @@ def _f(
     start=None,
     end=None,
     kind: str = "other",
-) -> dict:
-    return {
-        "severity": severity,
-        "title": title,
-        "symptom": symptom,
-        "evidence": evidence,
-        "cause": cause,
-        "next_test": next_test,
-        "episode_id": ep["episode_id"] if ep else None,
-        "start": ep["start"] if ep else start,
-        "end": ep["end"] if ep else end,
-        "kind": kind,
-    }
+    claim: str | None = None,
+    facts: list | None = None,
+) -> Finding:
+    """A finding (``records.Finding``); an episode's states that episode's class claim unless ``claim`` names
+    another."""
+    return Finding(
+        severity=severity,
+        title=title,
+        symptom=symptom,
+        evidence=evidence,
+        cause=cause,
+        next_test=next_test,
+        kind=kind,
+        episode_id=ep["episode_id"] if ep else None,
+        start=ep["start"] if ep else start,
+        end=ep["end"] if ep else end,
+        claim_id=claim or (ep.get("claim_id") if ep else None),
+        facts=list(facts or []),
+    )
 
 
 def _stands_for(
@@ -68,6 +75,17 @@ def _state(ep: dict) -> str:
     return ", ".join(parts)
 
 
+def _latency(ep: dict, f: str) -> str:
+    """A p95 with its clock: a histogram's as its bucket (its interpolation is no figure: 589 s inside 160-640 s
+    when no request took 265 s), a per-request one in seconds."""
+    clock = ep.get(f"{f}_clock")
+    on = f", {clock} clock" if clock else ""
+    bucket = ep.get(f"{f}_p95_bucket")
+    if ep.get(f"{f}_source") == "metrics histogram" and bucket:
+        return f"in {bucket} (vLLM's histogram{on})"
+    return f"{_n(ep[f'{f}_p95'], 2)} s" + (f" ({clock} clock)" if clock else "")
+
+
 def _req(ep: dict) -> str:
     parts = []
     # the class's reason may already give the rates (before, as it began, during, after): never two sets of
@@ -81,10 +99,9 @@ def _req(ep: dict) -> str:
             else f"{_n(ep['arrival_rate_before'], 2)}/s before"
         )
         parts.append(f"arrivals {before} → {during}/s during")
-    if ep["ttft_p95"] is not None:
-        parts.append(f"TTFT p95 {_n(ep['ttft_p95'], 2)} s")
-    if ep["e2e_p95"] is not None:
-        parts.append(f"e2e p95 {_n(ep['e2e_p95'], 2)} s")
+    for f, name in (("ttft", "TTFT"), ("e2e", "e2e")):
+        if ep[f"{f}_p95"] is not None:
+            parts.append(f"{name} p95 {_latency(ep, f)}")
     if ep["success_share"] is not None:
         parts.append(f"success {_pct(ep['success_share'])}")
     return ", ".join(parts)

@@ -6,6 +6,7 @@ import polars as pl
 
 from ... import clock
 from .. import gateway_config
+from ..claims import Claim, Fact, Registry
 from ..context import Context
 from .record import _f, _n
 
@@ -14,7 +15,71 @@ from .record import _f, _n
 MULTIPLY_MIN = 1.1
 
 
-def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
+def reach(req: pl.DataFrame | None) -> dict | None:
+    """Of the requests that were retried (more than one attempt at the client or the gateway), their attempts
+    and how many of those reached vLLM (its executions of them): what a retries finding may say reached it."""
+    if req is None:
+        return None
+    cols = [c for c in ("client_attempts", "gateway_attempts") if c in req.columns]
+    if not req.height or not cols or "server_requests" not in req.columns:
+        return None
+    att = pl.max_horizontal([pl.col(c).fill_null(1) for c in cols])
+    r = (
+        req.filter(att > 1)
+        .select(
+            pl.len().alias("requests"),
+            att.sum().alias("attempts"),
+            pl.col("server_requests").fill_null(0).sum().alias("reached"),
+        )
+        .row(0, named=True)
+    )
+    if not r["requests"]:
+        return None
+    reached = min(int(r["reached"]), int(r["attempts"]))
+    return {
+        "retried_requests": int(r["requests"]),
+        "attempts": int(r["attempts"]),
+        "retried_attempts": int(r["attempts"]) - int(r["requests"]),
+        "reached": reached,
+        "not_reached": int(r["attempts"]) - reached,
+    }
+
+
+def _reach_claim(reg: Registry, r: dict | None) -> Claim | None:
+    if r is None:
+        return None
+    return reg.add(
+        Claim(
+            "retries.reach",
+            "retries_reach",
+            "the attempts of retried requests that reached vLLM",
+            "observed",
+            [
+                Fact(k, v, "requests", unit="attempts" if k != "retried_requests" else "requests")
+                for k, v in r.items()
+            ],
+        )
+    )
+
+
+def _reached_words(r: dict | None, tr: dict) -> str:
+    """What the attempts of retried requests did, from their counts."""
+    server, logical = tr.get("server_requests"), tr.get("logical_requests")
+    if r is None and server is not None and logical is not None and server >= logical:
+        return f"{server - logical:,} executions beyond one per request reached vLLM (no per-request counts)"
+    if r is None:
+        return "whether the retried attempts reached vLLM is not in the folder"
+    if not r["not_reached"]:
+        return (
+            f"all {r['attempts']:,} attempts of the {r['retried_requests']:,} retried requests reached vLLM"
+        )
+    return (
+        f"{r['not_reached']:,} of the {r['attempts']:,} attempts of the {r['retried_requests']:,} retried requests "
+        f"never reached vLLM ({r['reached']:,} did)"
+    )
+
+
+def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dict]:
     out = []
     amp = tr.get("amplification")
     retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
@@ -59,9 +124,10 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
         if canc:
             ev += f"; {canc}"
         nt = _retry_change(ctx, multi, tr)
+        rr = reach(getattr(getattr(ctx, "inputs", None), "requests", None))
+        claim = _reach_claim(reg, rr)
         heavy = (amp or 0) >= ctx.th.amplification_high
         multiplies = amp is not None and amp >= MULTIPLY_MIN
-        server, logical = tr.get("server_requests"), tr.get("logical_requests")
         if multiplies:
             title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
             symptom = (
@@ -74,29 +140,40 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                 + " re-send work the overloaded server has already queued, prefilled or preempted"
             )
         elif amp is not None:
-            # about one execution per request (or fewer): most extra attempts died before vLLM
-            extra = max(0, (server or 0) - (logical or 0))
+            # about one execution per request (or fewer): what the retried attempts did, from their counts
+            mostly_not = rr is not None and rr["not_reached"] * 2 > rr["attempts"]
+            server, logical = tr.get("server_requests") or 0, tr.get("logical_requests") or 0
             reached = (
-                " (most never reached the server)"
-                if amp < 1
-                else f" ({server:,} executions at the server for {logical:,} requests: {extra:,} retried attempts reached it)"
+                f" ({rr['not_reached']:,} of their {rr['attempts']:,} attempts never reached vLLM)"
+                if rr is not None and mostly_not
+                else f" ({rr['reached']:,} of their {rr['attempts']:,} attempts reached vLLM)"
+                if rr is not None
+                # no per-request counts: the executions beyond one per request are retried attempts that reached it
+                else f" ({server:,} executions at the server for {logical:,} requests: "
+                f"{max(0, server - logical):,} retried attempts reached it)"
+                if server >= logical
+                else ""
             )
             title = (
                 f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
             ) + reached
             if tr.get("gateway_5xx"):
-                symptom = "requests were retried against a gateway that failed them before they reached vLLM"
+                symptom = f"requests were retried against a gateway that failed some with 5xx itself; {_reached_words(rr, tr)}"
                 of = f" of its {tr['gateway_requests']:,}" if tr.get("gateway_requests") else ""
                 cause = (
                     f"the gateway answered {tr['gateway_5xx']:,}{of} requests over the range with 5xx itself "
                     "(upstream marked down or timed out) and the callers retried them"
                 )
             else:
-                symptom = "requests were retried, and most retried attempts never reached vLLM"
+                symptom = f"requests were retried; {_reached_words(rr, tr)}"
                 cause = (
                     "the retried attempts ended before vLLM (client timeouts, connection errors); the gateway "
                     "answered no 5xx itself"
+                    if mostly_not
+                    else "the callers gave up on attempts vLLM was still working on (client timeouts) and sent "
+                    "them again: each retry is more work for the server"
                 )
+            ev += f"; {_reached_words(rr, tr)}"
         else:
             title = f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
             symptom = (
@@ -117,6 +194,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                 nt,
                 ep_r,
                 kind="retries",
+                claim=claim.id if claim is not None else None,
             )
         )
     orph = tr.get("orphaned_executions")
@@ -141,6 +219,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict) -> list[dict]:
                 _cancel_change(ctx),
                 ep_o,
                 kind="orphans",
+                claim="cancellation" if reg.get("cancellation") is not None else None,
             )
         )
     return out

@@ -1,0 +1,207 @@
+"""Two runs compared: compare.json's document for ``logscope compare A B``.
+
+What changed (settings, gateway, traffic), what moved per matched step and over the whole runs (each figure
+on its clock), the trade (logscope.compare.trade) and the verdict, in that order. Steps that match nothing in
+the other run are an answer, not an error: the whole runs are still compared, and the verdict says why no
+step is.
+"""
+
+from __future__ import annotations
+
+from .. import __version__
+from ..report.fmt import clean, iso
+from . import gateway, moves, settings, trade, traffic, verdict
+from .runs import Run
+
+SCHEMA_VERSION = "1.1"
+
+
+def slo_for(runs: list[Run], given: dict | None) -> tuple[dict, list[str]]:
+    """The SLO judged by: the one given, else the first run's (summary.json), else the next's."""
+    seen = [r.doc("summary").get("slo") or {} for r in runs]
+    notes = []
+    if not given and len({str(sorted(s.items())) for s in seen if s}) > 1:
+        notes.append(f"the runs were analysed against different SLOs: {runs[0].label}'s is used for all")
+    slo = {
+        k: (given or {}).get(k, next((s[k] for s in seen if s.get(k) is not None), None))
+        for k in ("ttft_s", "e2e_s", "success")
+    }
+    return slo, notes
+
+
+def settings_rows(ra: Run, rb: Run) -> tuple[list[dict], list[str]]:
+    rows, notes = [], []
+    for layer, fn, first in (
+        ("server", settings.server, settings.SERVER_ORDER),
+        ("gateway", gateway.settings, ("gateway_listener",)),
+        ("client", settings.client, ()),
+    ):
+        va, sa, na = fn(ra)
+        vb, sb, nb = fn(rb)
+        rows += settings.diff(layer, (va, sa), (vb, sb), first)
+        notes += [f"{ra.label}: {n}" for n in na] + [f"{rb.label}: {n}" for n in nb]
+    return rows, notes
+
+
+def span(run: Run) -> dict:
+    s = run.doc("summary").get("span") or {}
+    return {"start": s.get("start"), "end": s.get("end"), "duration_s": s.get("duration_s")}
+
+
+def run_doc(r: Run) -> dict:
+    return {
+        "given": r.given,
+        "analysis": r.out.name if r.analysed_here else str(r.out),
+        "analysed_here": r.analysed_here,
+        "input": r.doc("ingest").get("input"),
+        "span": span(r),
+        "verdict": list(r.doc("summary").get("verdict") or []),
+    }
+
+
+def scope(label: str, rows: list[dict], fa: moves.Figures, fb: moves.Figures, slo: dict) -> dict:
+    on = verdict.judged_on([fa, fb])
+    ma, fail_a = verdict.meets(fa, slo, on)
+    mb, fail_b = verdict.meets(fb, slo, on)
+    return {
+        "label": label,
+        "window": {"a": [iso(x) for x in fa.window], "b": [iso(x) for x in fb.window]},
+        "meets_slo": {"a": ma, "b": mb},
+        "slo_failed": {"a": fail_a, "b": fail_b},
+        "slo_judged_on": on,
+        "metrics": rows,
+    }
+
+
+def engines_apart(rows: list[dict]) -> tuple[str, str] | None:
+    """(A's engine, B's) when the runs were served by different engines (vLLM, SGLang)."""
+    r = next((x for x in rows if x["name"] == "server"), None)
+    return (r["a"], r["b"]) if r is not None and r["status"] == "changed" else None
+
+
+def _engine_rows_apart(scopes: list[dict], engines: tuple[str, str]) -> None:
+    """Engines of two kinds count different things under one name (SGLang's token usage is not vLLM's KV
+    usage, its retractions are not vLLM's preemptions, its queue is not vLLM's): their own figures are shown,
+    never compared."""
+    for sc in scopes:
+        for r in sc["metrics"]:
+            if r["clock"] == "engine" or r["name"] in (
+                "preemptions",
+                "waiting_max",
+                "waiting_mean",
+                "kv_max",
+            ):
+                if r["a"] is not None and r["b"] is not None:
+                    r.update(change=None, change_rel=None, interval=None, beyond_noise=None, direction=None)
+                    r["noise"] = f"the engines differ ({engines[0]} / {engines[1]}): not compared"
+
+
+def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[dict, dict]:
+    """compare.json as a dict, and what the charts need (the per-step figures and both runs)."""
+    slo, notes = slo_for([ra, rb], slo_given)
+    rows, set_notes = settings_rows(ra, rb)
+    notes += set_notes
+    sa, sb = traffic.steps(ra), traffic.steps(rb)
+    ta, tb = traffic.describe(ra, sa), traffic.describe(rb, sb)
+    t_rows, alike = traffic.differences(ta, tb)
+    pairs, only_a, only_b = traffic.match(sa, sb)
+    wa, wb = traffic.windows(ra, sa), traffic.windows(rb, sb)
+    steps = []
+    for x, y in pairs:
+        fa, fb = moves.figures(ra, x, wa[x.key]), moves.figures(rb, y, wb[y.key])
+        sc = scope(x.label, moves.compare(fa, fb, x.key), fa, fb, slo)
+        steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value})
+    fa, fb = moves.figures(ra, None), moves.figures(rb, None)
+    whole = scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
+    engines = engines_apart(rows)
+    if engines:
+        _engine_rows_apart([whole, *steps], engines)
+    changed = [r for r in rows if r["counted"]]
+    unknown = [r for r in rows if r["status"] == "unknown" and r["name"] not in settings.OBSERVED]
+    bd = verdict.boundary(steps)
+    # a trade is read only off one change on the same traffic: between two incidents it would be a coincidence
+    comparable = len(changed) <= 1 and alike is not False and not engines
+    td = trade.trade(whole["metrics"], steps) if comparable else trade.trade([], [])
+    rt = trade.retry_trade(whole["metrics"], steps) if comparable else None
+    result, good, bad = verdict.movement(whole["metrics"])
+    lines = [verdict.comparability(changed, unknown, t_rows, alike)]
+    shared = verdict.shared(whole["metrics"])
+    if not shared:
+        result = "nothing to compare"
+    same_load = alike is True or ra.out.resolve() == rb.out.resolve()
+    identical = shared and not changed and same_load and result == "no movement" and not td["text"] and not rt
+    if identical:
+        lines = [
+            "No change, no movement: no setting differs between the runs and no figure moved beyond the "
+            "sampling noise."
+        ]
+    else:
+        lines += [ln for ln in (verdict.engines_line(engines), verdict.steps_line(sa, sb, pairs)) if ln]
+    if not shared:
+        lines.append(verdict.nothing_shared(whole["metrics"]))
+    elif not identical:
+        lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
+        lines += [ln for ln in [verdict.control_line(steps, changed)] if ln]
+        lines += [t for t in (td["text"], rt and rt["text"]) if t]
+        lines.append(verdict.movement_line(result, good, bad))
+    traps = (
+        [{"kind": td["kind"], "scope": "whole run", "rise": None, "text": td["text"]}]
+        if td["kind"]
+        in (
+            "latency_into_queue",
+            "queue_into_preemptions",
+        )
+        else []
+    )
+    traps += [rt] if rt else []
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "pair",
+        "generated_by": {"tool": "logscope", "version": __version__, "command_line": command_line or None},
+        "verdict": lines,
+        "result": result,
+        "runs": {r.label.lower(): run_doc(r) for r in (ra, rb)},
+        "slo": slo,
+        "comparable": {
+            "settings_changed": len(changed),
+            "settings_unknown": len(unknown),
+            "single_change": len(changed) == 1 and alike is not False,
+            "traffic_alike": alike,
+            "changed": [r["name"] for r in changed],
+            "engines": list(engines) if engines else None,
+        },
+        "settings": rows,
+        "traffic": {"a": ta, "b": tb, "differences": t_rows, "alike": alike, "tolerance": traffic.TOLERANCE},
+        "steps": steps,
+        "unmatched_steps": {"a": [s.label for s in only_a], "b": [s.label for s in only_b]},
+        "whole": whole,
+        "boundary": bd,
+        "trade": {k: td[k] for k in ("preemptions", "missing", "kind", "text")} | {"rose": _rose(td)},
+        "traps": traps,
+        "notes": notes,
+        "method": METHOD,
+    }
+    return clean(doc), {"runs": (ra, rb), "pairs": pairs, "steps": steps}
+
+
+def _rose(td: dict) -> list[dict]:
+    return [{"name": k, **m} for k, moves_ in td["rose"].items() for m in moves_]
+
+
+METHOD = [
+    "Settings: vLLM's banner, 'non-default args' and engine config lines, the KV cache size line; "
+    "nginx.conf beside the logs (nginx defaults where a directive is not set); the client's own records.",
+    "Steps: ladder steps (or the client's phases) matched by mode, value and order; a step's server "
+    "figures are read from a second before its first send to 5 s after its last answer (up to the next step's "
+    "range when the load runs on; the last step's to the run's end).",
+    "Clocks: each latency is read on one clock and compared only with the same clock: the callers' (client "
+    "records, a load test's per-request results), the gateway's (its access log's request time), the engine's "
+    "(vLLM's Prometheus histograms as histogram_quantile reads them, its spans); the callers' TTFT beyond the "
+    "engine's is a difference of means. The SLO is judged on the callers' figures, else the gateway's, else "
+    "the engine's, the same clock for both runs.",
+    f"Noise: per-request figures by bootstrap ({moves.RESAMPLES} resamples, 95 % interval of B − A); a "
+    "histogram's p95 by a bootstrap of its bucket counts, beyond the noise only in another bucket; event counts "
+    "as Poisson counts (|B − A| > 2·√(A + B)); server gauges and exact means not estimated.",
+    f"Traffic: alike when the steps are the same and prompt / max_tokens means (and, in an open loop, "
+    f"the arrival rate) are within {traffic.TOLERANCE * 100:.0f} %.",
+]

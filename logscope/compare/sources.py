@@ -1,0 +1,150 @@
+"""Each run's per-request latencies by clock, so that a figure is only ever set against one of the same clock.
+
+Clocks (the team's vocabulary): ``client`` (what the callers measured: client records, a load test's
+per-request results, client spans), ``gateway`` (its access log's request time) and ``engine`` (vLLM's or
+SGLang's own figures: the Prometheus histograms, its spans). A requests row carries one latency, of the layer
+that defined it: its ``latency_clock`` / ``latency_source`` columns when the correlation wrote them, else
+derived from ``origin`` (client -> client, gateway -> gateway, server -> engine). The gateway's own request
+times come from its access log whatever the row's origin; the engine's per-request figures from its
+``llm_request`` spans when the folder holds traces (never required).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..correlate.frames import NON_INFERENCE_PATH
+from ..schemas import gateway_apart
+from .runs import Run
+
+CLOCK_OF_ORIGIN = {"client": "client", "gateway": "gateway", "server": "engine"}
+SOURCE_OF_ORIGIN = {"gateway": "gateway_log", "server": "engine_log"}
+LOAD_TESTS = {
+    "vllm_bench",
+    "aiperf",
+    "guidellm",
+}  # formats whose records are a load test's per-request results
+# how each source is named to a reader
+SOURCE_TEXT = {
+    "client_records": "client records",
+    "load_test": "load-test results",
+    "gateway_log": "gateway access log",
+    "engine_histogram": "engine metrics histogram",
+    "engine_log": "engine log",
+    "engine_metrics": "engine metrics",
+    "spans": "spans",
+}
+CLOCK_TEXT = {"client": "callers' clock", "gateway": "gateway's clock", "engine": "engine's clock"}
+
+
+def client_source(run: Run) -> str | None:
+    """load_test when the callers' records are a load generator's per-request results, client_records for a
+    client's own logs, None without any."""
+    cr = run.table("client_requests")
+    if cr.height == 0 or "source" not in cr.columns:
+        return None
+    files = run.table("files")
+    fmt = (
+        dict(zip(files["path"].to_list(), files["format"].to_list(), strict=True))
+        if {"path", "format"} <= set(files.columns)
+        else {}
+    )
+    kinds = {fmt.get(s) for s in cr["source"].drop_nulls().unique().to_list()}
+    return "load_test" if kinds & LOAD_TESTS else "client_records"
+
+
+def requests(run: Run) -> pl.DataFrame:
+    """The logical requests with ``latency_clock`` and ``latency_source`` (the correlation's columns when
+    present, derived from the origin when not)."""
+    r = run.table("requests")
+    if r.height == 0 or "origin" not in r.columns:
+        return r.with_columns(
+            pl.lit(None, pl.String).alias("latency_clock"), pl.lit(None, pl.String).alias("latency_source")
+        )
+    derived_clock = pl.col("origin").replace_strict(CLOCK_OF_ORIGIN, default=None, return_dtype=pl.String)
+    client = client_source(run) or "client_records"
+    derived_source = (
+        pl.when(pl.col("origin") == "client")
+        .then(pl.lit(client))
+        .otherwise(pl.col("origin").replace_strict(SOURCE_OF_ORIGIN, default=None, return_dtype=pl.String))
+    )
+    clock = (
+        pl.coalesce(pl.col("latency_clock"), derived_clock) if "latency_clock" in r.columns else derived_clock
+    )
+    source = (
+        pl.coalesce(pl.col("latency_source"), derived_source)
+        if "latency_source" in r.columns
+        else derived_source
+    )
+    return r.with_columns(clock.alias("latency_clock"), source.alias("latency_source"))
+
+
+def client_source_of(r: pl.DataFrame) -> str | None:
+    """The source of the callers' rows of a requests frame (with latency_source), None when none is the callers'."""
+    c = r.filter(pl.col("latency_clock") == "client")["latency_source"].drop_nulls() if r.height else None
+    return None if c is None or c.len() == 0 else str(c.mode().sort()[0])
+
+
+def gateway_requests(run: Run) -> pl.DataFrame:
+    """One row per inference request the gateway logged (health checks, scrapes and a proxy's side lines left
+    out): ts_start, e2e_s (its request time: the whole request, every upstream attempt) and ok (2xx)."""
+    g = run.table("gateway_attempts")
+    need = {
+        "ts_start",
+        "source",
+        "line_no",
+        "status",
+        "request_time_s",
+        "duration_s",
+        "path",
+        "method",
+        "flags",
+    }
+    if g.height == 0 or not need <= set(g.columns):
+        return pl.DataFrame(
+            schema={"ts_start": pl.Datetime("us", "UTC"), "e2e_s": pl.Float64, "ok": pl.Boolean}
+        )
+    g = g.filter(~gateway_apart())
+    g = g.filter(
+        ~pl.col("path").fill_null("").str.contains(NON_INFERENCE_PATH)
+        & (pl.col("method").fill_null("POST") != "GET")
+    )
+    return (
+        g.group_by("source", "line_no")
+        .agg(
+            pl.col("ts_start").min(),
+            pl.coalesce(pl.col("request_time_s").max(), pl.col("duration_s").sum()).alias("e2e_s"),
+            pl.col("status").first(),
+        )
+        .with_columns(((pl.col("status") >= 200) & (pl.col("status") < 300)).fill_null(False).alias("ok"))
+        .select("ts_start", "e2e_s", "ok")
+        .sort(["ts_start", "e2e_s", "ok"], nulls_last=True)  # a total order: the bootstrap draws by position
+    )
+
+
+def engine_spans(run: Run) -> pl.DataFrame:
+    """The engine's request spans (vLLM's ``llm_request``): ts_start and its own queue, TTFT and e2e seconds;
+    empty when the folder holds no traces."""
+    s = run.table("spans")
+    need = {"layer", "role", "start", "queue_s", "ttft_s", "e2e_s"}
+    if s.height == 0 or not need <= set(s.columns):
+        return pl.DataFrame(
+            schema={
+                "ts_start": pl.Datetime("us", "UTC"),
+                "queue_s": pl.Float64,
+                "ttft_s": pl.Float64,
+                "e2e_s": pl.Float64,
+            }
+        )
+    return (
+        s.filter((pl.col("layer") == "engine") & (pl.col("role") == "request"))
+        .select(pl.col("start").alias("ts_start"), "queue_s", "ttft_s", "e2e_s")
+        .sort(["ts_start", "e2e_s", "ttft_s", "queue_s"], nulls_last=True)
+    )
+
+
+def between(df: pl.DataFrame, lo, hi, col: str = "ts_start") -> pl.DataFrame:
+    """Rows whose ``col`` falls in [lo, hi) (both None: all)."""
+    if lo is None or hi is None or df.height == 0:
+        return df
+    return df.filter((pl.col(col) >= lo) & (pl.col(col) < hi))

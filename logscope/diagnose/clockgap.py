@@ -1,0 +1,123 @@
+"""Two clocks, one range: the callers' latency beside the engine's, and the gap between them.
+
+vLLM's TTFT histogram starts when the request reaches the engine; the callers' starts when they send it. Where
+a ladder step (or an episode) has both, their p95s are never one figure: the gap between them is a claim of
+its own. The callers' p95 is taken over the range's requests that took one attempt at every layer (a retried
+request's latency holds its failed attempts, which the engine timed as separate requests); the gap is that p95
+minus the upper bound of the engine p95's histogram bucket, so a lower bound of the time spent in front of the
+engine. A large one (``clock_gap_min_s`` and ``clock_gap_ratio``) is a finding: a queue in front of the engine
+(the API server process, the gateway) that no engine metric shows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from .claims import ORIGIN_SOURCE, Claim, Fact, latency
+from .thresholds import Thresholds
+
+FIGURES = {"ttft": "TTFT", "e2e": "e2e"}
+CALLERS = {"ttft": ("client",), "e2e": ("client", "gateway", "client + gateway")}
+CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whose source names it
+MIN_REQUESTS = 10  # single-attempt requests a range needs for its callers' p95
+
+
+def claims(rows: list[dict], eps: list, th: Thresholds, req: pl.DataFrame) -> list[Claim]:
+    """The gap claims of every ladder step and episode that has the engine's figure beside the callers'."""
+    out = []
+    for r in rows:
+        single = _single(req, r["ts_start"], r["ts_end"])
+        out += _of(r, f"step {r['step']} ({r['concurrency']:g})", f"ladder.step.{r['step']}", th, single)
+    for e in eps:
+        out += _of(e, f"{e['episode_id']}", f"{e['episode_id']}", th, _single(req, e["start"], e["end"]))
+    return out
+
+
+def _single(req: pl.DataFrame, lo, hi) -> dict[str, tuple[float | None, int, str | None]]:
+    """The callers' p95 of each figure over the requests started in [lo, hi] that took one attempt at every layer:
+    (p95, how many, their source). TTFT only where the client measured it (the gateway's is its header time)."""
+    out: dict[str, tuple[float | None, int, str | None]] = {}
+    if not req.height or lo is None or hi is None or "origin" not in req.columns:
+        return out
+    one = pl.lit(True)
+    for c in ("client_attempts", "gateway_attempts"):
+        if c in req.columns:
+            one = one & (pl.col(c).fill_null(1) <= 1)
+    r = req.filter(pl.col("ts_start").is_between(lo, hi) & one)
+    for f, col in (("ttft", "ttft_s"), ("e2e", "e2e_s")):
+        if col not in r.columns:
+            continue
+        # each row's latency names its clock (requests.latency_clock), else its origin's layer
+        on, names = ("latency_clock", CLOCK_ORIGIN) if "latency_clock" in r.columns else ("origin", {})
+        mine = (pl.col(on) == "client") if f == "ttft" else pl.lit(True)
+        got = r.filter(pl.col(col).is_not_null() & mine)
+        layers = {names.get(o, o) for o in got[on].drop_nulls().unique().to_list()}
+        src = " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in layers))
+        out[f] = (got[col].quantile(0.95, "linear") if got.height else None, got.height, src or None)
+    return out
+
+
+def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
+    """The gap claims of one range whose figures (``fig``) hold the engine's p95 beside the callers'."""
+    out = []
+    for f, name in FIGURES.items():
+        hi, p95 = fig.get(f"{f}_p95_engine_hi"), fig.get(f"{f}_p95_engine")
+        callers, n, src = single.get(f, (None, 0, None))
+        c = latency("callers_p95", callers, src)
+        if hi is None or not math.isfinite(hi) or fig.get(f"{f}_p95") is None:
+            continue
+        if callers is not None and c.clock not in CALLERS[f]:
+            continue
+        lo_t, hi_t = fig.get("ts_start") or fig.get("start"), fig.get("ts_end") or fig.get("end")
+        span = (hi_t - lo_t).total_seconds() if lo_t is not None and hi_t is not None else None
+        short = callers is not None and (span is None or span < th.clock_gap_span_ratio * callers)
+        gap = (callers - hi) if callers is not None and n >= MIN_REQUESTS and not short else None
+        large = gap is not None and gap >= th.clock_gap_min_s and callers >= th.clock_gap_ratio * hi
+        missing = []
+        if callers is None or n < MIN_REQUESTS:
+            missing.append(
+                f"a callers' {name} p95 over {MIN_REQUESTS} or more requests of one attempt ({where} has {n}; a "
+                "retried request's latency holds its failed attempts, which the engine timed apart)"
+            )
+        elif short:
+            missing.append(
+                f"a range at least {th.clock_gap_span_ratio:g} times the callers' p95 ({where} lasts "
+                f"{span or 0:g} s, the callers' p95 is {callers:.2f} s): the engine's histogram over it holds the "
+                "first tokens that fell inside it, the callers' requests started in it got theirs mostly after it"
+            )
+        out.append(
+            Claim(
+                f"clock_gap.{key}.{f}",
+                "clock_gap",
+                f"{name} p95 of {where} on the callers' clock against the engine's",
+                "unknown" if gap is None else "large gap" if large else "small gap",
+                [
+                    Fact("where", where),
+                    Fact("start", lo_t),
+                    Fact("end", hi_t),
+                    Fact("figure", name),
+                    c,
+                    Fact("callers_clock", c.clock),
+                    Fact("requests", n, "requests", unit="requests with one attempt"),
+                    latency("engine_p95", p95, "engine_histogram"),
+                    latency("engine_p95_hi", hi, "engine_histogram"),
+                    Fact("engine_p95_bucket", fig.get(f"{f}_p95_engine_bucket"), "engine_histogram"),
+                    Fact(
+                        "gap_s",
+                        None if gap is None else max(gap, 0.0),
+                        "requests + engine_histogram",
+                        f"{c.clock} + engine" if c.clock else None,
+                        "s",
+                    ),
+                ],
+                {
+                    "clock_gap_min_s": th.clock_gap_min_s,
+                    "clock_gap_ratio": th.clock_gap_ratio,
+                    "clock_gap_span_ratio": th.clock_gap_span_ratio,
+                },
+                missing,
+            )
+        )
+    return out

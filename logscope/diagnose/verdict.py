@@ -1,0 +1,244 @@
+"""The verdict: three short lines (what happened; when, and one-off or sustained; the first thing to test), and
+the claim they state (``claims.Claim`` of kind ``verdict``): its state (crash, sustained, one-off, recurring,
+ladder, finding, nothing alarming, unknown) and the facts it rests on: the headline episode and its class
+claim, finding 1, the ladder's boundary claim, the calm claim. Episodes that are context (a one-sample blip)
+never lead it.
+"""
+
+from __future__ import annotations
+
+from .. import clock
+from . import findings, ladder
+from .claims import Claim, Fact, Registry
+from .context import Context
+
+CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
+
+
+def build(ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry) -> list[str]:
+    """The verdict's lines; its claim is added to ``reg`` (id 'verdict')."""
+    shown = [e for e in eps if e["class"] != "context"]
+    lines, state, main = _verdict(ctx, shown, fnd, lad, reg)
+    top = fnd[0] if fnd else None
+    calm = reg.get("calm")
+    bound = reg.get("ladder.boundary")
+    facts = [
+        Fact("episode", main["episode_id"] if main is not None else None),
+        Fact("episode_class", main["class"] if main is not None else None),
+        Fact("class_claim", main.get("claim_id") if main is not None else None),
+        Fact("episodes", len(shown)),
+        Fact("finding", top["finding_id"] if top is not None else None),
+        Fact("finding_severity", top["severity"] if top is not None else None),
+        Fact("steps", len(lad["steps"]) if lad else None),
+        Fact("boundary_claim", bound.id if bound is not None else None),
+        Fact("calm", calm.state if calm is not None and calm.state == "nothing alarming" else None),
+    ]
+    missing = list(calm.missing) if state == "unknown" and calm is not None else []
+    if state == "unknown" and not missing:
+        missing = ["any server, gateway or client record"]
+    reg.add(Claim("verdict", "verdict", "what happened", state, facts, {}, missing, "\n".join(lines)))
+    return lines
+
+
+def _verdict(
+    ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry
+) -> tuple[list[str], str, object]:
+    """Three short lines: what happened; when, and one-off or sustained; the first thing to test."""
+    top = fnd[0] if fnd else None
+    test = f"First thing to test: {top['next_test']}" if top else "Nothing to test."
+    if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
+        return [top["title"] + ".", "No time range could be examined.", test], "unknown", None
+    lo, hi = ctx.span_lo, ctx.span_hi
+    rng = clock.hms_range(lo, hi) if lo else "the logs"
+    if not eps:
+        if top is not None and top["severity"] != "info":
+            kind = (
+                "a start-up failure, not a load regime"
+                if top["kind"] in ("startup", "crash")
+                else "a load above capacity, with no episode of server pressure"
+                if top["kind"] == "capacity" and top["episode_id"] is None and top["start"] is not None
+                else "what the platform's records show (no server time series places it in a load regime)"
+                if top["kind"] == "platform"
+                else "nothing that spikes or lasts over time"
+            )
+            return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test], "finding", None
+        if lad is not None and lad.get("working_boundary"):
+            return (
+                [
+                    f"Ladder: every step up to {ladder.nice(lad['working_boundary']['concurrency'])} met the SLO"
+                    f"{_engine_only(reg)}.",
+                    "No episode: no one-off spike, no sustained regime.",
+                    test,
+                ],
+                "ladder",
+                None,
+            )
+        calm = reg.get("calm")
+        if calm is None or calm.state != "nothing alarming":
+            what = calm.sentence if calm is not None else "nothing shows how the server served"
+            return [f"{what[0].upper()}{what[1:]}.", f"No episode in {rng}.", test], "unknown", None
+        return (
+            [
+                f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
+                "Calm throughout: no one-off spike, no sustained regime.",
+                test,
+            ],
+            "nothing alarming",
+            None,
+        )
+    if lad is not None and "crash" not in {e["class"] for e in eps}:
+        return [*_ladder_verdict(eps, lad, reg), test], "ladder", None
+    # the headline is finding 1's: its episode, or (a run-level finding) the episode that weighs most
+    by_id = {e["episode_id"]: e for e in eps}
+    main = by_id.get(top["episode_id"]) if top is not None and top.get("episode_id") else None
+    main = (
+        main
+        or next((e for e in eps if e["class"] == "crash"), None)
+        or max(
+            eps,
+            key=lambda e: ({"sustained": 3, "recurring": 2, "spike": 1}.get(e["class"], 0), e["duration_s"]),
+        )
+    )
+    head = _headline(main)
+    if (
+        top is not None
+        and top["kind"] not in ("pressure", "crash", "stall", "latency", "errors", "platform")
+        and top["severity"] in ("critical", "high", "medium")
+    ):
+        # finding 1 is about the traffic (retries, orphaned work) during it: say so in the same line
+        head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
+    elif (
+        top is not None
+        and top["kind"] == "crash"
+        and main["class"] != "crash"
+        and top.get("episode_id") == main["episode_id"]
+    ):
+        head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
+    like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
+    if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
+        head = (
+            f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
+            f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: "
+            + head[0].lower()
+            + head[1:]
+        )
+    # the same trouble starting at the same time elsewhere: a node, a rollout or the traffic took them together
+    together = sorted(
+        {
+            e["replica"]
+            for e in eps
+            if e["replica"]
+            and e["replica"] != main["replica"]
+            and (e["class"], e["signal"], e["start"]) == (main["class"], main["signal"], main["start"])
+        }
+    )
+    if together:
+        head += f" The same at the same time on {len(together)} other replica(s): {findings.named(together)}."
+    return [head, _when(ctx, main, eps), test], CLASS_STATE[main["class"]], main
+
+
+def _span(e: dict) -> str:
+    return clock.hms_range(e["start"], e["end"])
+
+
+def _headline(e: dict) -> str:
+    """What happened, in one line: the episode's signal with its numbers and the server state."""
+    if e["signal"] == "crash":
+        c = e["details"]["crash"]
+        how = (
+            "was killed silently (its log stops, a new server starts)"
+            if c["kinds"] == ["silent"]
+            else "was killed by the kernel OOM killer"
+            if "kernel_oom" in c["kinds"]
+            else "was OOMKilled (its container's memory limit)"
+            if "oom_killed" in c["kinds"]
+            else "died (" + ", ".join(c["kinds"]) + ")"
+        )
+        if c["at_startup"]:
+            return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
+        back = (
+            f" and was ready again at {clock.hms_after(e['start'], c['ready'])}"
+            if c["ready"]
+            else ", with no restart in the logs"
+        )
+        return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
+    what = {
+        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
+        "kv_pressure": "KV cache near full",
+        "queue": f"a queue of up to {e['peak']:.0f} waiting",
+        "stall": "requests running with no progress (0 tokens/s)",
+        "errors": f"{e['count']} failed requests",
+        "retries": f"{e['count']} retries",
+        "orphans": f"{e['count']} executions for callers that had left",
+        "ttft": f"TTFT p95 up to {e['peak']:.1f} s",
+        "e2e": f"e2e p95 up to {e['peak']:.1f} s",
+    }.get(e["signal"], f"{e['signal']} above normal")
+    state = []
+    if e["kv_max"] is not None:
+        state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
+    if e["running_max"] is not None:
+        state.append(f"{e['running_max']:.0f} running")
+    if e["waiting_max"]:
+        state.append(f"{e['waiting_max']:.0f} waiting")
+    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + (
+        f": {', '.join(state)}." if state else "."
+    )
+
+
+def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
+    others = f" ({len(eps)} episodes in all)" if len(eps) > 1 else ""
+    if e["class"] == "crash":
+        c = e["details"]["crash"]
+        comp = {x["signal"] for x in e["details"]["companions"]}
+        extra = " with " + " and ".join(sorted(comp)) + " meanwhile" if comp else ""
+        down = (
+            f"down {c['downtime_s']:.0f} s"
+            if c["downtime_s"] is not None
+            else f"not back before {ctx.inputs.rng.end_words}"
+        )
+        return f"A crash, {down}{extra}{others}."
+    why = e["why"]
+    label = {
+        "sustained": "Sustained regime, not a one-off",
+        "recurring": "Recurring, not a one-off",
+        "spike": "One-off",
+    }[e["class"]]
+    return f"{label}: {why.strip().rstrip('.')}{others}."
+
+
+def _engine_only(reg: Registry) -> str:
+    b = reg.get("ladder.boundary")
+    return (
+        " by the engine's clock (the callers' TTFT is not in this folder)"
+        if b and b.value("engine_only")
+        else ""
+    )
+
+
+def _ladder_verdict(eps: list, lad: dict, reg: Registry) -> list[str]:
+    rows = lad["steps"]
+    wb, nxt, pf = lad["working_boundary"], lad["broke_first_at_next_step"], lad.get("pressure_from_step")
+    levels = "→".join(ladder.nice(r["concurrency"]) for r in rows)
+    unk = lad.get("unknown_at_next_step")
+    held = (
+        f"the SLO held up to {ladder.nice(wb['concurrency'])}{_engine_only(reg)}"
+        if wb
+        else "no step was judged below it"
+        if unk
+        else "no step met the SLO"
+    )
+    broke = (
+        f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first"
+        if nxt
+        else f"; at {ladder.nice(unk['concurrency'])} undecided: {unk['undecided']}"
+        if unk and unk.get("status") == "undecided"
+        else f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
+        if unk
+        else ""
+    )
+    pressure = f"from {ladder.nice(pf['concurrency'])}" if pf else "above the boundary"
+    return [
+        f"Ladder {levels}: {held}{broke}.",
+        f"Not a one-off: pressure comes with the load, {pressure} up ({len(eps)} episode"
+        f"{'s' if len(eps) != 1 else ''}), and ends with it.",
+    ]

@@ -1,0 +1,212 @@
+"""The sentence of each claim (``claims.Claim``), from its state and facts alone.
+
+Every output prints these sentences as they are (diagnosis.json carries them to summary.json, summary.md,
+report.html and the terminal), so a wording change lives here and never touches a decision; tests assert a
+claim's fields, and that every output shows its one sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import clock
+from .claims import Claim
+
+CLOCK_WORDS = {
+    "client": "the callers' clock",
+    "gateway": "the gateway's clock",
+    "engine": "the engine's clock",
+}
+
+
+def n(x: float | int | None, nd: int = 2) -> str:
+    """A count or figure without false precision: '12', '0.21', '?' when unknown."""
+    if x is None:
+        return "?"
+    if isinstance(x, bool):
+        return str(x).lower()
+    if not isinstance(x, int | float):
+        return str(x)
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:.{nd}f}".rstrip("0").rstrip(".")
+
+
+def secs(x: float | None) -> str:
+    return "?" if x is None else f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
+
+
+def _cancellation(c: Claim) -> str:
+    v = c.value
+    if not v("abandoned"):
+        return "cancellation not observed: no caller left before its answer, so it was not put to the test"
+    parts = [f"vLLM aborted {n(v('aborted'))}"]
+    if v("finished_in_race"):
+        parts.append(
+            f"{n(v('finished_in_race'))} finished within {n(v('race_s'))} s of the caller leaving (a race, "
+            "no evidence either way)"
+        )
+    ran = f"{n(v('ran_on'))} ran on for nobody"
+    if v("ran_on") and v("ran_on_s") is not None:
+        ran += f" ({v('ran_on_s'):,.0f} s of generation after their callers left)"
+    parts.append(ran)
+    head = {
+        "not observed": "cancellation not observed (vLLM aborted none of them, so no abort was seen to propagate)",
+        "not propagated by configuration": (
+            f"cancellation not propagated, by configuration (nginx.conf: proxy_ignore_client_abort on at "
+            f"{v('listeners')}, so nginx keeps the upstream request open when the caller leaves)"
+        ),
+    }.get(c.state, f"cancellation {c.state}")
+    return f"{head}: of {n(v('abandoned'))} attempts abandoned by their callers, " + ", ".join(parts)
+
+
+def _slo_step(c: Claim) -> str:
+    v = c.value
+    at = f"step {v('step')} ({v('mode') or 'concurrency'} {n(v('concurrency'))})"
+    clocks = sorted({f.clock for f in c.facts if f.clock and f.value is not None and f.name.endswith("_p95")})
+    by = " by " + " and ".join(CLOCK_WORDS[k] for k in clocks) if clocks else ""
+    aside = ""
+    if v("cold_set_aside"):
+        aside = f"; {n(v('cold_set_aside'))} request(s) set aside as cold start ({v('cold_why')})"
+    if c.state == "met":
+        tail = (
+            "; the callers' TTFT is not in this folder" if clocks == ["engine"] else ""
+        )  # met on the engine's histogram only
+        return f"{at}: SLO met{by}{tail}{aside}"
+    if c.state == "not met":
+        return f"{at}: SLO not met{by} ({v('broke')}){aside}"
+    if c.state == "undecided":
+        return f"{at}: undecided{by}: {v('undecided_bucket')}{aside}"
+    return f"{at}: unknown (no {', '.join(c.missing)}){aside}"
+
+
+def _boundary(c: Claim) -> str:
+    v = c.value
+    if c.state == "met":
+        eng = (
+            "; met by the engine's clock only: the callers' TTFT is not in this folder"
+            if v("engine_only")
+            else ""
+        )
+        return (
+            f"working boundary: {v('mode')} {n(v('boundary_concurrency'))} (step {v('boundary_step')}){eng}"
+        )
+    if c.state == "not met":
+        return "no ladder step met the SLO"
+    return f"working boundary unknown: {'; '.join(c.missing)}"
+
+
+def _episode_class(c: Claim) -> str:
+    v = c.value
+    what = f"{v('episode')} ({str(v('signal')).replace('_', ' ')})"
+    return {
+        "crash": f"{what}: a crash ({v('death_kinds')} at {clock.hms(v('death_ts'))})"
+        if v("death_ts") is not None
+        else f"{what}: a crash",
+        "recurring": f"{what}: recurring, one of {n(v('spikes'))} spikes about every {n(v('spacing_s'), 0)} s",
+        "context": f"{what}: context, one sample ({n(v('samples'))}) back at baseline after it: not a finding",
+        "one-off": f"{what}: one-off, back to baseline while still serving",
+        "sustained": f"{what}: sustained ({v('rule_words')})",
+    }.get(c.state, f"{what}: {c.state}")
+
+
+def _calm(c: Claim) -> str:
+    v = c.value
+    if c.state == "nothing alarming":
+        served = f"{n(v('served'))} request(s) served"
+        return f"nothing alarming: {served}, no preemption, crash, queue or error episode"
+    return "nothing alarming cannot be said: the folder holds no " + "; ".join(
+        m.removeprefix("a ").removeprefix("an ") for m in c.missing
+    )
+
+
+def _clock_gap(c: Claim) -> str:
+    v = c.value
+    if c.state == "unknown":
+        return (
+            f"{v('where')}: the {v('figure')} gap between the callers' and the engine's clock is unknown: "
+            + "; ".join(c.missing)
+        )
+    eng = v("engine_p95_bucket") or secs(v("engine_p95"))
+    clocks = CLOCK_WORDS.get(str(v("callers_clock")), f"the {v('callers_clock')} clocks")
+    gap = (
+        f"at least {secs(v('gap_s'))} spent in front of the engine"
+        if v("gap_s")
+        else "no gap beyond the histogram bucket's width"
+    )
+    return (
+        f"{v('where')}: {v('figure')} p95 {secs(v('callers_p95'))} on {clocks}, {eng} on the engine's clock: "
+        + gap
+        + (" (a queue in front of the engine)" if c.state == "large gap" else "")
+    )
+
+
+def _overload(c: Claim) -> str:
+    v = c.value
+    return (
+        f"offered load above what was completed for {n(v('duration_s'), 0)} s: {n(v('arrival_rate'))}/s arrived, "
+        f"{n(v('completion_rate'))}/s completed; {n(v('backlog_growth'))} more requests in flight at its end "
+        "than at its start"
+    )
+
+
+def _kv_fit(c: Claim) -> str:
+    v = c.value
+    return (
+        f"one request of {n(v('max_concurrency_tokens'))} tokens does not fit in the KV cache: vLLM's start-up "
+        f"arithmetic gives {n(v('max_concurrency'))}x concurrency at that length"
+    )
+
+
+def _retries_reach(c: Claim) -> str:
+    v = c.value
+    return (
+        f"of the {n(v('attempts'))} attempts of {n(v('retried_requests'))} retried requests, {n(v('reached'))} "
+        f"reached vLLM and {n(v('not_reached'))} did not"
+    )
+
+
+def _upstream_down(c: Claim) -> str:
+    v = c.value
+    return (
+        f"{n(v('failed_requests'))} request(s) failed at the gateway with no upstream to take them "
+        f"({clock.hms_range(v('first'), v('last'))})"
+    )
+
+
+def _failed_requests(c: Claim) -> str:
+    v = c.value
+    return (
+        f"{n(v('failed'))} of {n(v('requests'))} requests failed ({v('statuses')}): success "
+        f"{v('success_share'):.1%} below the SLO's {c.thresholds.get('slo_success', 0):.1%}"
+    )
+
+
+def _verdict(c: Claim) -> str:
+    return c.sentence  # the verdict's lines are written with its episodes (verdict.lines)
+
+
+def _observed(c: Claim) -> str:
+    return "; ".join(f"{f.name.replace('_', ' ')} {n(f.value)}" for f in c.facts if f.value is not None)
+
+
+RENDER: dict[str, Callable[[Claim], str]] = {
+    "cancellation": _cancellation,
+    "slo_step": _slo_step,
+    "boundary": _boundary,
+    "episode_class": _episode_class,
+    "calm": _calm,
+    "clock_gap": _clock_gap,
+    "overload": _overload,
+    "kv_fit": _kv_fit,
+    "retries_reach": _retries_reach,
+    "upstream_down": _upstream_down,
+    "failed_requests": _failed_requests,
+    "verdict": _verdict,
+}
+
+
+def render(c: Claim) -> Claim:
+    """Set the claim's sentence (and return it)."""
+    c.sentence = RENDER.get(c.kind, _observed)(c)
+    return c
