@@ -239,6 +239,39 @@ def generate_fleet(out: Path, size_mb: float, replicas: int = 64, gateways: int 
     }
 
 
+ENVOY = Path(__file__).resolve().parents[1] / "tests" / "data" / "envoy"
+_ENVOY_TS = (r"\[", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", r"\.\d{3}Z\] ", "%Y-%m-%dT%H:%M:%S")
+
+
+def generate_envoy(out: Path, size_mb: float, replicas: int = 2) -> dict:
+    """Envoy access logs of ``size_mb`` in all: the real ones of tests/data/envoy (Envoy 1.40's default text format and
+    Istio's), again and again, each copy's times shifted past the one before and its request ids tagged with the copy
+    (``client-ok-001`` -> ``e0003-client-ok-001``): values changed only, as ``generate`` does with the lab's lines."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sources = [ENVOY / "envoy-access.log", ENVOY / "envoy-istio-access.log"]
+    written = lines_total = 0
+    for r in range(replicas):
+        src = sources[r % len(sources)]
+        df = pl.DataFrame({"line": src.read_text(encoding="utf-8").split("\n")[:-1]})
+        stamps = df.select(
+            pl.col("line").str.extract(r"^\[([^.]+)").str.to_datetime("%Y-%m-%dT%H:%M:%S")
+        ).to_series()
+        span = int((stamps.max() - stamps.min()).total_seconds()) + 60
+        copies = max(1, math.ceil(size_mb * 1e6 / replicas / src.stat().st_size))
+        rdir = out / f"replica-{r}"
+        rdir.mkdir(exist_ok=True)
+        with open(rdir / "envoy-access.log", "w", encoding="utf-8") as h:
+            for k in range(copies):
+                shifted = _shift_ts(df, _ENVOY_TS, k * span)
+                tagged = shifted.select(
+                    pl.col("line").str.replace(r'"(client-[^"]*)"', f'"e{r * 65536 + k:05x}-$1"')
+                )
+                written += _write(h, tagged.to_series())
+                lines_total += df.height
+    return {"bytes": written, "lines": lines_total, "replicas": replicas}
+
+
 def generate_replicas(
     out: Path,
     replicas: int,

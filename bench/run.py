@@ -5,6 +5,7 @@ and lnav answering the same counts, on a generated incident folder (bench/genera
     python bench/run.py --dir /tmp/gen --repeat 3 # reuse a folder, best of 3 runs per tool
     python bench/run.py --size-mb 5 --quick       # smoke run (the test suite does this)
     python bench/run.py --dir /tmp/gen --repeat 3 --against HEAD~3  # this code against an older one
+    python bench/run.py --dir /tmp/gen --per-core --against 231ee2c  # one core per tool, per format (percore.py)
 
 Every tool runs as a child process; its wall time, CPU time (user + sys) and peak RSS come from
 os.wait4 (ru_maxrss), so the figures are the tool's own, not this script's; the peak RSS is the larger of
@@ -40,6 +41,8 @@ import polars as pl
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import percore  # noqa: E402
+
 from generate import generate  # noqa: E402
 from treerss import TreeSampler  # noqa: E402
 
@@ -200,22 +203,24 @@ class Bench:
         capture: bool = False,
     ) -> dict:
         mb = self.mb if scanned_mb is None else scanned_mb
-        best = None
+        best, slowest = None, 0.0
         for _ in range(self.repeat):
             r = measure(cmd, env=env, stdout=subprocess.PIPE if capture else subprocess.DEVNULL)
             if not r["ok"]:
                 best = r
                 break
+            slowest = max(slowest, r["seconds"])
             if best is None or r["seconds"] < best["seconds"]:
                 best = r
-        self._keep(name, best, mb)
+        self._keep(name, best, mb, slowest)
         return best
 
-    def _keep(self, name: str, best: dict, mb: float) -> None:
+    def _keep(self, name: str, best: dict, mb: float, slowest: float | None = None) -> None:
         row = {"ok": best["ok"], "error": best["error"], "mb": round(mb, 1)}
         if best["ok"]:
             row |= {
                 "seconds": round(best["seconds"], 2),
+                "slowest": round(max(slowest or 0.0, best["seconds"]), 2),
                 "cpu_seconds": round(best["cpu"], 2),
                 "mb_s": round(mb / best["seconds"], 1),
                 "lines_s": round(self.lines * mb / self.mb / best["seconds"]),
@@ -227,16 +232,18 @@ class Bench:
         """(name, cmd, env, output folder) of each code, run in turn ``repeat`` times; the best of each kept.
         The output folder is emptied before every run, so that each parses (any revision)."""
         best: list[dict | None] = [None] * len(runs)
+        slowest = [0.0] * len(runs)
         for _ in range(self.repeat):
             for i, (_name, cmd, env, out) in enumerate(runs):
                 if best[i] is not None and not best[i]["ok"]:
                     continue
                 shutil.rmtree(out, ignore_errors=True)
                 r = measure(cmd, env=env)
+                slowest[i] = max(slowest[i], r["seconds"])
                 if best[i] is None or not r["ok"] or r["seconds"] < best[i]["seconds"]:
                     best[i] = r
-        for (name, *_), r in zip(runs, best, strict=True):
-            self._keep(name, r, self.mb)
+        for (name, *_), r, slow in zip(runs, best, slowest, strict=True):
+            self._keep(name, r, self.mb, slow)
         return best  # type: ignore[return-value]
 
     def run_json(self, name: str, key: str, cmd: list[str]) -> None:
@@ -305,12 +312,25 @@ def worktree(tree: Path, rev: str) -> Iterator[str]:
         )
 
 
+def revision_env(tree: Path) -> dict:
+    """The environment that runs the logscope of a worktree: PYTHONPATH first (before an editable install's finder),
+    and its compiled scanner built in release mode into it when the revision has one (scan/, a few minutes)."""
+    crate = tree / "scan" / "Cargo.toml"
+    if crate.exists():
+        target = HERE.parent / "scan" / "target"  # this checkout's: only the revision's crate compiles again
+        env = {**os.environ, "PYO3_BUILD_EXTENSION_MODULE": "1", "CARGO_TARGET_DIR": str(target / "against")}
+        subprocess.run(
+            ["cargo", "build", "--release", "-q", "--manifest-path", str(crate)], env=env, check=True
+        )
+        shutil.copy(target / "against" / "release" / "lib_scan.so", tree / "logscope" / "_scan.abi3.so")
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
 def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
     """``logscope ingest`` (and ``analyze`` unless quick) of this code and of ``rev``'s, alternating."""
     tree = work / "against"
     with worktree(tree, rev) as sha:
-        # PYTHONPATH comes before an editable install's finder: the worktree's logscope and parsers are imported
-        env = {**os.environ, "PYTHONPATH": str(tree)}
+        env = revision_env(tree)
         data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
         cmds = ["ingest"] + ([] if quick else ["analyze"])
         rows = [(f"{cmd}: this code, alternating", f"{cmd}: @{sha}, alternating") for cmd in cmds]
@@ -407,6 +427,12 @@ def main(argv: list[str] | None = None) -> dict:
         metavar="REV",
         help="also run ingest and analyze of this git revision, alternating with this code",
     )
+    ap.add_argument(
+        "--per-core",
+        action="store_true",
+        help="also every tool pinned to one core beside every core, per format (vLLM, nginx, Envoy, client) and "
+        "whole folder (bench/percore.py); with --against, REV's ingest and analyze on one core too",
+    )
     a = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="logscope-bench-"))
@@ -419,6 +445,7 @@ def main(argv: list[str] | None = None) -> dict:
     b = Bench(data, a.repeat)
     run_tools(b, work, a.quick, a.max_memory, a.one_file)
     against = against_runs(b, work, a.against, a.quick) if a.against else None
+    per_core = percore.run(b, work, a.against) if a.per_core else None
     same = all(b.counts.get("logscope", {}).get(k) == b.counts.get("naive", {}).get(k) for k in COUNT_KEYS)
     summary = {
         "machine": m,
@@ -430,8 +457,11 @@ def main(argv: list[str] | None = None) -> dict:
         "analyze_stages": b.phases,
         "budget_range": b.budget,
         "against": against,
+        "per_core": per_core,
     }
     print_table(summary)
+    if per_core:
+        percore.print_table(b.results, per_core)
     if a.json:
         a.json.write_text(json.dumps(summary, indent=1))
     shutil.rmtree(work, ignore_errors=True)
@@ -450,6 +480,8 @@ def print_table(summary: dict) -> None:
         f"{'ingest ×':>8}"
     )
     for name, r in results.items():
+        if " | " in name:  # the per-core table's rows (bench/percore.py), printed there
+            continue
         if not r["ok"]:
             print(f"{name:34} {r['mb']:7.0f}  failed: {r['error'][:90]}")
             continue

@@ -12,8 +12,9 @@ import os as _os
 __version__ = "0.1.0"
 
 # logscope.parsers and logscope.report_templates live at the top of a source checkout (parsers/,
-# report_templates/) and are installed inside this package (pyproject's package-dir): run from the sources,
-# the checkout's top is one more place to find them. Only those two names are looked up there by anything.
+# report_templates/) and are installed inside this package (pyproject's [tool.maturin]: logscope/parsers and
+# logscope/report_templates are links to them). In a checkout whose links were not kept (git's core.symlinks
+# off), the checkout's top is one more place to find them. Only those two names are looked up there by anything.
 _here = _os.path.dirname(_os.path.abspath(__file__))
 if not _os.path.isdir(_os.path.join(_here, "parsers")):
     _top = _os.path.dirname(_here)

@@ -1,10 +1,11 @@
-"""nginx ``log_format`` handling: compile a format into one regex, read formats from nginx.conf,
+"""nginx ``log_format`` handling: compile a format into its layout, read formats from nginx.conf,
 and infer a layout from self-describing lines (``key=value`` pairs, JSON objects).
 
-A layout is a list of tokens, each a literal or an nginx variable; it compiles into one anchored
-regex with a named group per variable (the Rust regex crate polars uses: no look-around). How a
-variable's value ends is decided by what follows it: the next literal's first character, or the
-shape of the value (timestamps, list-valued ``$upstream_*`` fields that contain ``, `` and `` : ``).
+A layout is a list of tokens, each a literal or an nginx variable. The compiled scanner reads lines by it
+(``_nginx_plan``: a field plan of the tokens); its ``regex`` spells the same language as one anchored regex with
+a named group per variable, the layout's identity and documentation. How a variable's value ends is decided by
+what follows it: the next literal's first character, or the shape of the value (timestamps, list-valued
+``$upstream_*`` fields that contain ``, `` and `` : ``).
 
 Sources: ``ngx_http_log_module.xml`` (log_format, escape=default|json|none; ``combined`` is
 predefined) and ``ngx_http_upstream_module.xml`` (list-valued upstream variables), nginx.org docs.
@@ -46,14 +47,18 @@ LIST_VARS = (
 # list-valued too (one value per attempt), not read: only their shape matters
 _OTHER_LISTS = ("upstream_response_length", "upstream_bytes_received", "upstream_bytes_sent")
 
-MAX_GROUPS = 16  # capture groups the regex crate's one-pass DFA handles (see Layout.capture_regexes)
 _VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 _TIME_LOCAL = r"\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}"
 _TIME_ISO = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:\d{2}|Z)"
 # one upstream list: entries separated by ", " (attempts) or " : " (internal redirect to another group)
 _LIST = r'[^\s,"]*(?:(?:, | : )[^\s,"=]*)*'
 _JSON_STR = r'(?:[^"\\]|\\.)*'
-_FIXED = {"time_local": _TIME_LOCAL, "time_iso8601": _TIME_ISO, "msec": r"\d+\.\d+"}
+# the value shapes of the variables that have one (the field plan, ``_nginx_plan``, reads ASCII digits in them)
+_FIXED = {
+    "time_local": _TIME_LOCAL.replace(r"\d", "[0-9]"),
+    "time_iso8601": _TIME_ISO.replace(r"\d", "[0-9]"),
+    "msec": r"[0-9]+\.[0-9]+",
+}
 
 # nginx.conf tokens: comments, quoted strings, punctuation, bare words
 _CONF_TOKEN = re.compile(r"""#[^\n]*|'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|([;{}])|([^\s;{}'"#]+)""")
@@ -113,23 +118,9 @@ class Layout:
     regex: str = ""
     variables: list[str] = field(default_factory=list)
     preferred: int = 0  # 1 when an access_log directive writes this very file with this format
-    _captures: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.regex, self.variables = compile_tokens(self.tokens, self.escape)
-
-    def capture_regexes(self, wanted: frozenset[str]) -> list[str]:
-        """The layout's regex capturing only ``wanted`` variables, as several regexes of at most
-        MAX_GROUPS groups each when there are more (each one matches exactly the lines ``regex`` does).
-
-        The regex crate reads captures with its fast one-pass DFA only up to 16 groups; past that a
-        slower engine runs over the whole line (2.3x slower on the lab layout, docs/performance.md).
-        """
-        if wanted not in self._captures:
-            names = [v for v in self.variables if v in wanted]
-            batches = [names[i : i + MAX_GROUPS] for i in range(0, len(names), MAX_GROUPS)]
-            self._captures[wanted] = [compile_tokens(self.tokens, self.escape, set(b))[0] for b in batches]
-        return self._captures[wanted]
 
     @property
     def format(self) -> str:
@@ -361,9 +352,12 @@ def _merge(tokens: list[Token]) -> list[Token]:
 
 
 def match_count(layout: Layout, head: list[str]) -> int:
+    """Head lines the layout matches, as the parser will match them (its field plan, ``_nginx_plan``)."""
+    from . import _nginx_plan  # it builds on this module's layouts
+
     if not head:
         return 0
-    return int(pl.Series(head, dtype=pl.String).str.contains(layout.regex).sum())
+    return _nginx_plan.plan([layout]).count(pl.Series(head, dtype=pl.String))
 
 
 def candidates(head: list[str], options: dict) -> list[tuple[Layout, int]]:

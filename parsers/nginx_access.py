@@ -20,6 +20,7 @@ from logscope.numbers import to_int
 from logscope.schemas import TS
 
 from . import _nginx_format as nf
+from . import _nginx_plan as nplan
 from ._common import epoch_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -97,7 +98,6 @@ _READ = (
     | _TIME_FALLBACK
 )
 _NULLS = ["-", ""]
-_JSON_UNESCAPE = r'\\(["\\/])'
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
@@ -144,15 +144,15 @@ def _unglued(lines: pl.DataFrame, long: pl.Series, ctx: ParseContext, state: dic
     line of 1,200 records took 28 CPU s to infer a layout of 21,600 fields from, then failed; now as fast as the
     records on their own lines). The rows keep the line's number; the line is recognised when its records cover it."""
     layouts: list[tuple[nf.Layout, int]] = state["layouts"]
-    record = "|".join(f"(?:{_unanchored(lay)})" for lay, _ in layouts)
+    records = nplan.plan([lay for lay, _ in layouts], anchored=False)
+    rows = lines.with_row_index("_row")
+    cut = rows.filter(long)
+    found = pl.Series("_rec", [records.find_all(x) for x in cut.get_column("line")], dtype=pl.List(pl.String))
     pieces = (
-        lines.with_row_index("_row")
-        .with_columns(
-            pl.when(long)
-            .then(pl.col("line").str.extract_all(record))
-            .otherwise(pl.concat_list("line"))
-            .alias("_rec")
+        pl.concat(
+            [rows.filter(~long).with_columns(pl.concat_list("line").alias("_rec")), cut.with_columns(found)]
         )
+        .sort("_row")
         .with_columns(pl.col("_rec").list.eval(pl.element().str.len_bytes()).list.sum().alias("_covered"))
     )
     whole = pl.col("line").str.strip_suffix("\r").str.len_bytes() == pl.col("_covered")
@@ -194,14 +194,8 @@ def _first_records(head: pl.Series, options: dict) -> list[str]:
         )
     if not given:
         return []
-    first = "^(?:" + "|".join(f"(?:{_unanchored(lay)})" for lay in given) + ")"
-    return head.str.extract(f"({first})", 1).drop_nulls().to_list()
-
-
-def _unanchored(lay: nf.Layout) -> str:
-    """A layout's regex matching a record anywhere, capturing nothing."""
-    rx = nf.compile_tokens(lay.tokens, lay.escape, set())[0]
-    return rx.removeprefix("^").removesuffix(r"\r?$")
+    firsts = nplan.plan(given, anchored=False).first_records(head.to_list())
+    return [r for r in firsts if r is not None]
 
 
 def _parse(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
@@ -213,18 +207,22 @@ def _parse(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
         assumptions += _layout_assumptions(layouts)
     else:
         messages.append("no nginx access-log layout matches the first lines: pass it with --nginx-log-format")
-    recognized = pl.repeat(False, lines.height, dtype=pl.Boolean, eager=True).alias("recognized")
     frames = []
-    rest = lines.with_row_index("_i")
-    for lay, _ in layouts:
-        if rest.height == 0:
-            break
-        fields, hit = _fields(rest, lay)
-        if not hit.any():
-            continue
-        matched, rest = fields.filter(hit), rest.filter(~hit)
-        recognized = recognized.scatter(matched.get_column("_i"), True)
-        frames.append(_attempts(matched.drop("_i"), lay, ctx))
+    lays = [lay for lay, _ in layouts]
+    wanted = [_wanted(lay) for lay in lays]
+    # every line's layout (the first that matches it), and its rows: one per upstream attempt, by the compiled scanner
+    kinds, rows = nplan.plan(lays, wanted, _reading).rows(lines.get_column("line"))
+    kind = pl.DataFrame(kinds).get_column("kind")
+    recognized = kind.is_not_null().alias("recognized")
+    if lays and bool(recognized.any()):
+        rows = pl.DataFrame(rows)
+        at = rows.get_column("row")
+        rows = rows.with_columns(lines.get_column("line_no").gather(at), kind.gather(at).alias("_layout"))
+        for i, lay in enumerate(lays):
+            mine = rows.filter(pl.col("_layout") == i)
+            if mine.height:
+                keep = ["line_no", "item", "items", "marked", *nplan.kept(lay, wanted[i])]
+                frames.append(_attempts(mine.select(keep), lay, ctx))
     tables = {}
     if frames:  # lines read by different layouts go back to file order
         out = (
@@ -238,21 +236,38 @@ def _parse(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
     return ChunkResult(tables=tables, recognized=recognized, assumptions=assumptions, messages=messages)
 
 
-def _fields(rest: pl.DataFrame, lay: nf.Layout) -> tuple[pl.DataFrame, pl.Series]:
-    """The variables ``_attempts`` reads, for every line (null where the layout does not match), and
-    which lines match. Only read variables are captured: fewer groups keep the regex crate on its fast
-    one-pass engine; a variable is never empty-but-absent (an empty value captures ""), so a line
-    matches exactly when its first captured group is not null."""
-    wanted = _READ - _TIME_FALLBACK if "msec" in lay.variables else _READ
-    regexes = lay.capture_regexes(wanted)
-    if not regexes:  # nothing to capture: only whether the line matches
-        return rest.select("_i", "line_no"), rest.get_column("line").str.contains(lay.regex)
-    line = pl.col("line")
-    fields = rest.select(
-        "_i", "line_no", *[line.str.extract_groups(rx).alias(f"_f{k}") for k, rx in enumerate(regexes)]
-    ).unnest([f"_f{k}" for k in range(len(regexes))])
-    first = next(v for v in lay.variables if v in wanted)
-    return fields, fields.get_column(first).is_not_null()
+# how each variable read is typed (the rest are text); the times are read as written, the other texts with nginx's
+# '-' (and an empty value) as null and, in an escape=json layout, \" \\ \/ unescaped
+_INT = frozenset(
+    {
+        "status",
+        "bytes_sent",
+        "body_bytes_sent",
+        "http_x_stainless_retry_count",
+        "server_port",
+        "upstream_status",
+    }
+)
+_FLOAT = frozenset(
+    {"request_time", "msec", "upstream_response_time", "upstream_connect_time", "upstream_header_time"}
+)
+_AS_WRITTEN = frozenset({"msec", "time_iso8601", "time_local"})
+
+
+def _reading(var: str, escape: str) -> dict:
+    """How the scan reads a variable's value (``_nginx_plan``): its type, null spellings, escapes."""
+    ty = "int" if var in _INT else "float" if var in _FLOAT else "str"
+    out: dict = {"type": ty}
+    if var not in _AS_WRITTEN:
+        out["null"] = _NULLS
+        if escape == "json" and ty == "str" and var not in nf.LIST_VARS:
+            out["unescape"] = "json"
+    return out
+
+
+def _wanted(lay: nf.Layout) -> frozenset[str]:
+    """The variables ``_attempts`` reads of a layout: $msec (epoch, always a number) makes the time fields unused."""
+    return _READ - _TIME_FALLBACK if "msec" in lay.variables else _READ
 
 
 def _layout_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:
@@ -281,26 +296,19 @@ def _time_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:
     return out
 
 
-def _nullify(e: pl.Expr) -> pl.Expr:
-    return pl.when(e.is_in(_NULLS)).then(None).otherwise(e)
-
-
 def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFrame:
-    """Rows for one layout's matched lines: explode the list-valued upstream fields into attempts."""
+    """Attempt rows of one layout's lines from the scan's rows (``nplan.read``: one per item of the list-valued
+    upstream fields, each value read as its variable is: typed, ``-`` null, JSON escapes undone)."""
     have = set(f.columns)
-    json = lay.escape == "json"
 
     def col(name: str, dtype=pl.String) -> pl.Expr:
-        if name not in have:
-            return pl.lit(None, dtype=dtype)
-        e = _nullify(pl.col(name))
-        if json and dtype == pl.String:
-            e = e.str.replace_all(_JSON_UNESCAPE, "$1")
-        return e if dtype == pl.String else e.cast(dtype, strict=False)
+        return pl.col(name) if name in have else pl.lit(None, dtype=dtype)
 
     lists = [c for c in nf.LIST_VARS if c in have]
-    base = f.select(
+    req = pl.col("_request").str.extract_groups(_REQUEST)
+    rows = f.select(
         "line_no",
+        pl.col("item").alias("_k"),
         _ts_end(have).alias("ts_end"),
         col("request_time", pl.Float64).alias("request_time_s"),
         col("request_id").alias("request_id"),
@@ -314,44 +322,22 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
         col("http_user_agent").alias("user_agent"),
         col("server_port", pl.Int64).alias("port"),
         col("http_traceparent").alias("traceparent"),
-        # ' : ' (a switch to another upstream group) becomes ', :' so one split keeps the boundary
-        *[
-            _nullify(pl.col(c)).str.replace_all(" : ", ", :", literal=True).str.split(", ").alias(c)
-            for c in lists
-        ],
-    )
-    if lists:
-        n = pl.max_horizontal([pl.col(c).list.len() for c in lists])
-        no_upstream = pl.all_horizontal([pl.col(c).is_null() for c in lists])
-        total = pl.when(no_upstream).then(0).otherwise(n)
-    else:
-        n, total = pl.lit(1), pl.lit(None, dtype=pl.Int64)
-    req = pl.col("_request").str.extract_groups(_REQUEST)
-    rows = (
-        base.with_columns(
-            total.cast(pl.Int64).alias("attempts_total"),
-            pl.int_ranges(0, n.fill_null(1)).alias("_k"),
-            req.struct.field("method").fill_null(pl.col("_method")).alias("method"),
-            req.struct.field("path").fill_null(pl.col("_uri")).alias("path"),
-        )
-        .explode("_k")
-        .with_columns([pl.col(c).list.get(pl.col("_k"), null_on_oob=True).alias(c) for c in lists])
+        pl.col("items").alias("attempts_total"),
+        pl.col("marked").alias("_redirect"),
+        *lists,
+    ).with_columns(
+        req.struct.field("method").fill_null(pl.col("_method")).alias("method"),
+        req.struct.field("path").fill_null(pl.col("_uri")).alias("path"),
     )
     return _attempt_columns(rows, lists, ctx)
 
 
 def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) -> pl.DataFrame:
     def item(name: str, dtype) -> pl.Expr:
-        if name not in lists:
-            return pl.lit(None, dtype=dtype)
-        e = _nullify(pl.col(name).str.strip_prefix(":"))
-        return e if dtype == pl.String else e.cast(dtype, strict=False)
+        return pl.col(name) if name in lists else pl.lit(None, dtype=dtype)
 
-    redirect = (
-        pl.any_horizontal([pl.col(c).str.starts_with(":") for c in lists]).fill_null(False)
-        if lists
-        else pl.lit(False)
-    )
+    # an item after ' : ' (a switch to another upstream group, nginx's internal redirect)
+    redirect = pl.col("_redirect") if lists else pl.lit(False)
     upstream, ustatus = item("upstream_addr", pl.String), item("upstream_status", pl.Int64)
     # a group name (no port, not unix:) with 502: no server could be selected, nothing was tried
     no_live = upstream.is_not_null() & ~upstream.str.contains(":") & (ustatus == 502)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import _prom
+from . import _kinds, _prom
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "prometheus_text"
@@ -40,6 +40,7 @@ SAMPLES = [
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABELS = r'(?:[^"}]|"(?:[^"\\]|\\.)*")*'
+# detection only (head lines); the chunks' lines are read by their kinds in prometheus_text.toml
 _SAMPLE = (
     r"^(?P<name>"
     + _NAME
@@ -82,20 +83,31 @@ def detect(head: list[str]) -> float:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
-    line = pl.col("line").str.strip_suffix("\r")
-    parts = lines.select(
-        line.str.extract_groups(_SAMPLE).alias("g"),
-        (line.str.contains(_COMMENT) | (line.str.strip_chars() == "")).alias("_other"),
-        _stamp_expr(line).alias("_stamp"),
-        line.str.contains(_STAMP).alias("_is_stamp"),
-        line.str.contains(_FAILED).alias("_failed"),
-    ).unnest("g")
-    is_sample = parts["value"].is_not_null()
-    state["failed"] = state.get("failed", 0) + int(parts["_failed"].sum())
+    got = _kinds.scan(__file__, lines)  # each line's kind and a sample's fields, by the compiled scanner
+    kind = got.get_column("kind")
+    is_sample = (kind == _kinds.index(__file__, "sample")).fill_null(False)
+    comment = (kind == _kinds.index(__file__, "comment")).fill_null(False)
+    # a scrape loop's comments (a few lines of the chunk): their time, read here
+    rows = comment.arg_true()
+    notes = lines.get_column("line").gather(rows).str.strip_suffix("\r").to_frame("line")
+    notes = notes.select(
+        _stamp_expr(pl.col("line")).alias("_stamp"),
+        pl.col("line").str.contains(_STAMP).alias("_is_stamp"),
+        pl.col("line").str.contains(_FAILED).alias("_failed"),
+    )
+    n = lines.height
+    parts = got.select("name", "labels", "labels_kept", "labels_instance", "value", "ts").with_columns(
+        pl.repeat(None, n, dtype=_prom.TS, eager=True)
+        .scatter(rows, notes.get_column("_stamp"))
+        .alias("_stamp"),
+        pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+        .scatter(rows, notes.get_column("_is_stamp"))
+        .alias("_is_stamp"),
+    )
+    state["failed"] = state.get("failed", 0) + int(notes.get_column("_failed").sum())
     parts = _segments(parts, state)
     df = parts.filter(is_sample).with_columns(
-        _prom.pairs_expr(pl.col("labels").fill_null("")).alias("_pairs"),
-        (pl.col("name") + "{" + pl.col("labels").fill_null("") + "}").alias("_key"),
+        (pl.col("name") + "{" + pl.col("labels").fill_null("") + "}").alias("_key")
     )
     df = _unstamped(df, state)
     df = pl.concat(
@@ -109,11 +121,11 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     out = df.select(
         ts.alias("ts"),
         "name",
-        _prom.label_value_expr(pl.col("_pairs"), "instance").alias("instance"),
-        _prom.labels_expr(pl.col("_pairs")).alias("labels"),
+        pl.col("labels_instance").alias("instance"),
+        pl.col("labels_kept").fill_null("").alias("labels"),
         _prom.value_expr(pl.col("value")).alias("value"),
     )
-    res.recognized = is_sample | parts["_other"]
+    res.recognized = kind.is_not_null()
     res.tables["server_metrics"] = _prom.metrics_frame(out, ctx)
     res.messages += _prom.nan_messages(out)
     return res

@@ -44,7 +44,6 @@ from ._vllm_lines import _DATED as _DATED
 from ._vllm_lines import _DATED_PY as _DATED_PY
 from ._vllm_lines import _DATED_T as _DATED_T
 from ._vllm_lines import _GLUE as _GLUE
-from ._vllm_lines import _HEADER as _HEADER
 from ._vllm_lines import _PYLOG as _PYLOG
 from ._vllm_lines import _TB as _TB
 from ._vllm_pastes import _MD_LEAD

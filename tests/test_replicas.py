@@ -66,7 +66,7 @@ def test_memory_does_not_grow_with_the_replicas(tmp_path):
     """Peak RSS of a folder of 240 replicas against one of 24, under ``--max-memory 1G``: a deployment whose pods
     all started in the same second (the retry storm's first 150 real lines each), the shape where every cold
     window holds every replica's requests. What the 216 more replicas add stays under 1 MB each (the code before
-    took ~2 MB a replica: 800 of them peaked at 1.68 GB, 0.53 GB now; docs/performance.md, item 42), and every
+    took ~2 MB a replica: 800 of them peaked at 1.68 GB, 0.53 GB now; docs/performance.md, item 43), and every
     server log is read whole."""
     small, large = tmp_path / "r24", tmp_path / "r240"
     generate_replicas(small, 24, 150, templates=("retry-storm",), spread_s=1)

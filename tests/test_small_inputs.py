@@ -1,6 +1,6 @@
 """Small inputs cost little (issue #44, item 7): a decompression bomb of empty lines stops at its cap in about a
 second (a 1 MB gzip of 1 GiB of newlines took 51 s of CPU: 200 M empty lines, each a row, before the 200x byte
-cap). docs/performance.md, item 42, has the per-file figures of ``bench/smallfiles.py`` before and after."""
+cap). docs/performance.md, item 43, has the per-file figures of ``bench/smallfiles.py`` before and after."""
 
 from __future__ import annotations
 

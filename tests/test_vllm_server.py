@@ -403,7 +403,6 @@ def test_ascii_patterns_match_the_same_real_lines():
     messages = lines.str.replace(r"^.*?\] ", "")  # the stats and kind patterns read the message
     checked = 0
     for name in (
-        "_HEADER",
         "_CTS",
         "_PYLOG",
         "_GLUE",

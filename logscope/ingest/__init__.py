@@ -26,7 +26,7 @@ import logscope.parsers as parsers
 from logscope.parsers import _lexicon as lexicon
 from logscope.parsers import _mixed as mixed
 
-from .. import __version__, jsontext, schemas
+from .. import __version__, _scan, jsontext, schemas
 from . import batches, derive, envelopes, inputs, outliers, pieces, probe, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
@@ -248,8 +248,10 @@ def fingerprint(root: Path, found: list[sources.InputFile], opts: IngestOptions)
 def _code_digest() -> str:
     h = hashlib.sha256(f"{__version__} polars {pl.__version__}".encode())
     for pkg in (Path(__file__).parent, Path(parsers.__file__).parent):
-        for p in sorted(pkg.rglob("*.py")):
+        # the parsers' modules and their formats' line kinds (parsers/*.toml)
+        for p in sorted([*pkg.rglob("*.py"), *pkg.rglob("*.toml")]):
             h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes())
+    h.update(Path(_scan.__file__).read_bytes())  # the compiled scanner
     return h.hexdigest()[:16]
 
 

@@ -1,16 +1,19 @@
 """The bytes of a log as lines: line ends (LF, and lone CRs in a file of CR endings), a BOM, NUL bytes, a line
 too long to keep whole. Pure helpers of ``sources``' readers: whatever the bytes, every line is counted once, as
-``wc -l`` would (a lone CR counts in a file of CR endings)."""
+``wc -l`` would (a lone CR counts in a file of CR endings). The split itself is the compiled scanner's
+(``logscope._scan``, scan/src/lines.rs)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
+from .. import _scan
+
 MAX_LINE_CHARS = 1_000_000  # longer lines are cut (and said so): a regex over 10 MB buys nothing
-LONE_CR = re.compile(r"\r(?!\n)")
 LONE_CR_B = re.compile(rb"\r(?!\n)")
 
 
@@ -72,17 +75,17 @@ def whole_chars(data: bytes) -> bytes:
     return data[: end - 1] if end > 0 and data[end - 1] >= 0xC0 else data[:end]
 
 
-def lines_frame(text: str, offset: int, cr: bool = False) -> tuple[pl.DataFrame, int]:
-    if cr and "\r" in text:  # CR-only or mixed endings: a lone CR ends a line
-        text = LONE_CR.sub("\n", text[:-1]) + text[-1]  # a CR at the very end stays (half of a CRLF)
-    s = pl.Series("line", [text], dtype=pl.String).str.split("\n").explode()
-    cut = 0
-    if (s.str.len_bytes().max() or 0) > MAX_LINE_CHARS:  # bytes >= characters: count characters only then
-        cut = int((s.str.len_chars() > MAX_LINE_CHARS).sum())
-        if cut:
-            s = s.str.slice(0, MAX_LINE_CHARS)
-    line_no = pl.int_range(offset + 1, offset + 1 + s.len(), dtype=pl.Int64, eager=True).alias("line_no")
-    return pl.DataFrame([line_no, s]), cut
+def lines_frame(
+    data: bytes | memoryview, offset: int, cr: bool, decode: Callable[[bytes | memoryview], str]
+) -> tuple[pl.DataFrame, int]:
+    """The lines of ``data`` (``line_no`` from ``offset + 1``, ``line``) and how many were cut to MAX_LINE_CHARS. In a
+    file of CR endings (``cr``) a lone CR ends a line too, but the block's last byte (half of a CR LF cut between two
+    blocks). Bytes that are not UTF-8 are replaced as ``decode`` replaces them (it says so in the file's messages)."""
+    got = _scan.split_lines(data, offset, cr, MAX_LINE_CHARS)
+    if got is None:
+        got = _scan.split_lines(decode(data).encode(), offset, cr, MAX_LINE_CHARS)
+    batch, cut = got
+    return pl.DataFrame(batch), cut
 
 
 MAGIC = {"gzip": (b"\x1f\x8b",), "zstd": (b"\x28\xb5\x2f\xfd",), "bzip2": (b"BZh",), "xz": (b"\xfd7zXZ\x00",)}

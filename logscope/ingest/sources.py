@@ -14,6 +14,7 @@ import lzma
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 
 import polars as pl
 
@@ -212,7 +213,7 @@ def iter_line_chunks(
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
         df, cut = lb.lines_frame(
-            _decode(lb.no_nuls(body, f) if b"\x00" in data else body, f), line_no, f.cr_ends
+            lb.no_nuls(body, f) if b"\x00" in data else body, line_no, f.cr_ends, partial(_decode, f=f)
         )
         cut_total += cut
         line_no += df.height
@@ -221,7 +222,7 @@ def iter_line_chunks(
         yield df
     if rest:
         df, cut = lb.lines_frame(
-            _decode(lb.no_nuls(rest, f) if b"\x00" in rest else rest, f), line_no, f.cr_ends
+            lb.no_nuls(rest, f) if b"\x00" in rest else rest, line_no, f.cr_ends, partial(_decode, f=f)
         )
         cut_total += cut
         if meter is not None:
@@ -375,7 +376,7 @@ def _whole_lines(data: bytes, at_start: bool, last_line: int, f: InputFile) -> p
         data = data[:-1]
     elif not data:
         return pl.DataFrame(schema={"line_no": pl.Int64, "line": pl.String})
-    df, _ = lb.lines_frame(_decode(data, f.quiet()), 0, f.cr_ends)
+    df, _ = lb.lines_frame(data, 0, f.cr_ends, partial(_decode, f=f.quiet()))
     df = df.with_columns(pl.col("line_no") + (last_line - df.height))
     if f.envelope is not None:  # a container log's lines, as a read of the file gives them
         from . import envelopes

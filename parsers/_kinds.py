@@ -1,0 +1,34 @@
+"""A format's line kinds as data: the TOML file beside its parser module (``prometheus_text.toml`` beside
+``prometheus_text.py``), in the spirit of lnav's format files, compiled once into the plan the compiled scanner executes
+(``logscope._scan.Plan``; the steps it may hold are listed in scan/src/spec.rs). A parser scans a chunk's lines with it
+and gets each line's kind and fields as columns."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from pathlib import Path
+
+import polars as pl
+
+from logscope import _scan
+
+
+@functools.cache
+def plan(module_file: str) -> _scan.Plan:
+    """The compiled kinds of the format whose module is ``module_file`` (its ``__file__``)."""
+    return _scan.Plan(spec(module_file)["kind"])
+
+
+def spec(module_file: str) -> dict:
+    return tomllib.loads(Path(module_file).with_suffix(".toml").read_text(encoding="utf-8"))
+
+
+def index(module_file: str, name: str) -> int:
+    """The index a kind's lines get in the scan's ``kind`` column."""
+    return plan(module_file).kinds().index(name)
+
+
+def scan(module_file: str, lines: pl.DataFrame) -> pl.DataFrame:
+    """Every line's kind (its index; null: no kind matches) and fields."""
+    return pl.DataFrame(plan(module_file).scan(lines.get_column("line")))

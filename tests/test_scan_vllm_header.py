@@ -1,0 +1,77 @@
+"""vLLM's line header (process prefix, then a vLLM header of any era or a uvicorn level) is read by the compiled
+scanner (parsers/_vllm_lines.toml, issue #42): it gives the spans the regex it replaced gave, kept here as the oracle,
+on every real vLLM log of the fixtures and on lines mutated from them."""
+
+from __future__ import annotations
+
+import functools
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import DATA, LAB, PUBLIC, PUBLIC2
+from logscope.parsers import _kinds, _vllm_lines, vllm_server
+
+_LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+# the regex of _vllm_lines.py before #42 (its \d and \w as the ASCII classes it was built with)
+_HEADER = (
+    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=[0-9]+)\) ?|(?P<cut>[A-Za-z_][A-Za-z0-9_-]* pid=[0-9]+)\) )?"
+    rf"(?:(?P<lvl>{_LVL}) (?P<stamp>[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]) \[?[^\s\]]+\] ?"
+    rf"|(?P<uv>{_LVL}|TRACE): +)?)"
+)
+FIELDS = ["hdr", "pre", "cut", "lvl", "stamp", "uv"]
+
+
+def _equal(lines: list[str]) -> pl.DataFrame:
+    frame = pl.DataFrame({"line": lines}, schema={"line": pl.String})
+    want = frame.select(pl.col("line").str.extract_groups(_HEADER)).unnest("line")
+    got = _kinds.scan(_vllm_lines.__file__, frame)
+    assert got.get_column("kind").null_count() == 0  # every part is optional: every line has a header
+    assert got.select(FIELDS).equals(want.select(FIELDS))
+    return got
+
+
+@functools.cache
+def _real_lines() -> list[str]:
+    files = (
+        sorted(LAB.glob("*/vllm-server*.log"))
+        + sorted(PUBLIC.glob("*.log"))
+        + sorted(PUBLIC2.rglob("*vllm*"))
+    )
+    files += sorted(
+        p for d in ("vllm-404", "vllm-deaths", "vllm-pastes", "vllm-router") for p in (DATA / d).rglob("*")
+    )
+    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file())
+    # as _vllm_lines reads them: CR off, the first _HEAD_CHARS characters
+    return [x.removesuffix("\r")[: _vllm_lines._HEAD_CHARS] for x in text.split("\n")]
+
+
+def test_header_kind_reads_real_lines_as_its_regex_did():
+    lines = _real_lines()
+    got = _equal(lines)
+    # every kind of header is there: vLLM 0.32's process prefix (20,604 lines), a paste cut inside it (1), uvicorn's
+    # access lines (8,649), headers without a prefix (718: older eras, public pastes)
+    assert len(lines) >= 30_000
+    assert got.get_column("pre").is_not_null().sum() >= 20_000
+    assert got.get_column("cut").is_not_null().sum() >= 1
+    assert got.get_column("uv").is_not_null().sum() >= 8_000
+    assert got.filter(pl.col("lvl").is_not_null() & pl.col("pre").is_null()).height >= 700
+
+
+def test_header_kind_reads_the_samples_as_its_regex_did():
+    _equal(list(vllm_server.SAMPLES))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_header_kind_reads_mutated_lines_as_its_regex_did(data):
+    real = [x for x in _real_lines()[:20_000] if x]
+    lines = []
+    for _ in range(10):
+        line = data.draw(st.sampled_from(real))
+        at = data.draw(st.integers(0, min(len(line), 80)))
+        cut = data.draw(st.integers(0, 4))
+        ins = data.draw(st.text(" ()[]:=-_0123456789pidINFO\t\u00a0é", max_size=5))
+        lines.append(line[:at] + ins + line[at + cut :])
+    _equal(lines)
