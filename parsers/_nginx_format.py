@@ -209,7 +209,8 @@ def layout_from_format(fmt: str, name: str, origin: str) -> Layout:
 
 def parse_conf(text: str) -> list[tuple[str, str, str]]:
     """Every ``log_format NAME [escape=..] '...' '...';`` of a config: (name, escape, format)."""
-    out, stmt = [], None
+    out: list[tuple[str, str, str]] = []
+    stmt: list[str] | None = None
     for m in _CONF_TOKEN.finditer(text):
         if m.group(0).startswith("#") and m.group(1) is None and m.group(2) is None:
             continue
