@@ -121,12 +121,18 @@ def detect(head: list[str]) -> float:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
-    if "layouts" not in state:  # chosen once per stream, from the first chunk's head lines
+    path = (ctx.options or {}).get("path")
+    if "layouts" not in state or state.get("path") != path:
+        # chosen from the head lines of each file's first chunk: the files of a rotated set may be in different
+        # layouts (a log_format changed between rotations); the layouts a file brings go first, the stream's after
         line = pl.col("line")
         # a line of records glued together (a tool that dropped the newlines) would be inferred as one huge layout
         head = lines.filter(line.str.strip_chars() != "").get_column("line").head(200)
         short = head.filter(head.str.len_bytes() <= GLUED).to_list()
-        state["layouts"] = nf.candidates(short or _first_records(head, ctx.options or {}), ctx.options or {})
+        found = nf.candidates(short or _first_records(head, ctx.options or {}), ctx.options or {})
+        mine = {lay.regex for lay, _ in found}
+        state["layouts"] = found + [(lay, n) for lay, n in state.get("layouts", []) if lay.regex not in mine]
+        state["path"] = path
     long = lines.get_column("line").str.len_bytes() > GLUED
     if not state["layouts"] or not long.any():
         return _parse(lines, ctx, state)

@@ -6,6 +6,7 @@ Expected lab figures are truth.json's ``gateway`` block, re-counted from the raw
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -520,3 +521,30 @@ def test_detect_leaves_other_files_alone(lab: Path) -> None:
         head = _head(p)
         assert nginx_access.detect(head) < MIN_CONFIDENCE, p
         assert nginx_error.detect(head) < MIN_CONFIDENCE, p
+
+
+def test_each_file_of_a_rotated_set_brings_its_layout(tmp_path):
+    """A log_format changed between rotations (the lab: the calm run's plain layout, then traced-1r's with
+    $http_traceparent, its nginx.conf beside): the rotated file and the current one are one stream, and each is
+    read whole by its own layout. Before, the first file's layout was the stream's and traced-1r's 312 lines went
+    unrecognized, which turned its cancellation verdict 'propagated' into 'not observed'."""
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy2(need(LAB / "calm" / "nginx-access.log"), src / "nginx-access.log.1")
+    for name in ("nginx-access.log", "nginx.conf"):
+        shutil.copy2(need(LAB / "traced-1r" / name), src / name)
+    from logscope.api import AnalyzeOptions, ingest
+
+    res = ingest(src, tmp_path / "out", AnalyzeOptions())
+    files = res.files.filter(pl.col("format") == "nginx_access").sort("path")
+    assert files.select("path", "stream", "lines_parsed", "lines_unrecognized").rows() == [
+        ("nginx-access.log", "nginx-access.log", 312, 0),
+        ("nginx-access.log.1", "nginx-access.log", 186, 0),
+    ]
+    ga = res.table("gateway_attempts")
+    assert ga.group_by("source").len().sort("source").rows() == [
+        ("nginx-access.log", 312),
+        ("nginx-access.log.1", 186),
+    ]
+    # the traced layout's traceparent is read on the current file's rows only
+    assert ga.filter(pl.col("traceparent").is_not_null())["source"].unique().to_list() == ["nginx-access.log"]
