@@ -56,12 +56,10 @@ FLOOR_BOUND = pytest.mark.xfail(
 )
 
 
-# Known (found when kv-short and traced-1r joined, #37): a calm replica's access lines beside kv-short carry on
-# the fleet's arrivals past its last request, so its drained queue (begun after the last arrival) reads
-# 'sustained' again: the last arrival is the folder's, not the replica's. (A calm hour before traced-1r turned its
-# cancellation 'propagated' into 'not observed': the rotated nginx log's layout was the stream's, and the incident's
-# own log, in another log_format, went unread. Each file now brings its layouts.)
-FLEET_LOAD_END = pytest.mark.xfail(strict=True, reason="the last arrival is the fleet's, not the replica's")
+# Found when kv-short and traced-1r joined (#37), both fixed: a calm replica's requests beside kv-short carried the
+# fleet's arrivals past its last request, so its drained queue read 'sustained' again (the last arrival is now the
+# episode's replica's); a calm hour before traced-1r turned its cancellation 'propagated' into 'not observed' (the
+# rotated nginx log's layout was the stream's and the incident's own log went unread; each file brings its layouts).
 
 
 def _runs(*known: str, marks: dict | None = None) -> list:
@@ -161,7 +159,7 @@ def test_calm_hour_before(run, base, tmp_path):
     assert _states(got) == _states(base[run])
 
 
-@pytest.mark.parametrize("run", _runs(marks={"kv-short": FLEET_LOAD_END})[1:])
+@pytest.mark.parametrize("run", _runs()[1:])
 def test_calm_replica_beside(run, base, tmp_path):
     """A second replica's calm server log over the same minutes: the incident's classes stay."""
     calm = need(LAB / "calm")

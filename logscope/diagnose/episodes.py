@@ -320,6 +320,18 @@ BASELINE_OF = {
 SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
 
 
+def _last_arrival_at(ctx: Context, ep: dict) -> datetime:
+    """The last arrival of the load the episode's replica served: in a fleet, a calm replica's requests after it
+    are not this replica's load (its vLLM's 'Received request' / 'Added request' lines name the replica); else the
+    folder's last arrival."""
+    sr, rep = ctx.inputs.server_requests, ep.get("replica")
+    if rep and sr.height and sr["replica"].n_unique() > 1:
+        mine = sr.filter(pl.col("replica") == rep).select(pl.coalesce("received_ts", "added_ts").max()).item()
+        if mine is not None:
+            return mine
+    return ctx.load_end
+
+
 def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
     """The median of the signal over [start - baseline_lookback_s, start), on the replica for a server
     signal (``_baselines`` gives every episode's at once; this is its rule, and its way for unsorted times)."""
@@ -562,14 +574,14 @@ def _classify(
             )
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     tol = timedelta(seconds=th.load_end_tolerance_s)
-    if ctx.load_end is not None and start > ctx.load_end:
+    if ctx.load_end is not None and start > _last_arrival_at(ctx, ep):
         # it began after the last arrival and went back to baseline while the server still reported: the backlog
         # of the last requests, drained (kv-short: 3 long prompts sent at once, served one at a time, waiting
         # 2 -> 1 -> 0). No load after it can say whether it would recur: a one-off, the test named as missing
         ep["decided_by"] = {"rule": "drained", **load, "samples_after": 1}
         return "spike", (
             f"{head}{SEP}the backlog of the last requests, drained after the load ended (last arrival "
-            f"{_t(ctx.load_end)}): back to baseline with no new arrivals{comp}"
+            f"{_t(_last_arrival_at(ctx, ep))}): back to baseline with no new arrivals{comp}"
         )
     if ctx.load_end is not None and end >= ctx.load_end - tol:
         ep["decided_by"] = {"rule": "load_end", **load}
