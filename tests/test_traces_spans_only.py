@@ -109,6 +109,11 @@ def test_vllm_spans_alone_give_engine_requests_and_latency(tmp_path: Path) -> No
     last = slow[-1]["cause"]  # after the death: a's queue p95 58.40 s of a TTFT p95 58.71 s, 140 requests
     assert "of 140 requests: time in queue p95 58.40 s, TTFT p95 58.71 s" in last and "clock engine" in last
     assert not any("outside the engine" in f["cause"] for f in _findings(out))
+    # no caller's or gateway's record: whether a caller left is unknown, not "no caller left"
+    diag = json.loads((out / "diagnosis.json").read_text())
+    [canc] = [c for c in diag["claims"] if c["id"] == "cancellation"]
+    assert canc["state"] == "not observed" and "whether a caller left is unknown" in canc["sentence"]
+    assert "no caller left" not in md and "no caller left" not in (out / "report.html").read_text()
 
 
 def test_one_replica_spans_alone(tmp_path: Path) -> None:

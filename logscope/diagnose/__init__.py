@@ -112,9 +112,14 @@ def _run(out: Path, options) -> dict:
     for c in clockgap.claims(rows, eps, th, inp.requests):
         reg.add(c)
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
-    traffic = _traffic(inp, _multiplication(out))
+    rm = _multiplication(out)
+    traffic = _traffic(inp, rm)
     traffic["cancellation"] = cancellation.analyse(
-        _correlation_orphans(out), th, gateway_config.read(out, cancellation.left_span(inp.requests))
+        _correlation_orphans(out),
+        th,
+        gateway_config.read(out, cancellation.left_span(inp.requests)),
+        # a caller leaving is seen by the callers' records or the gateway's, not by the engine's alone
+        callers_seen=bool(rm.get("client_attempts") or rm.get("gateway_requests") or inp.gateway.height),
     )
     canc = cancellation.claim(traffic["cancellation"])
     if canc is not None:

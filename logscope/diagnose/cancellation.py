@@ -33,9 +33,13 @@ VERDICTS = (
 DIRECTIVE = "proxy_ignore_client_abort"
 
 
-def analyse(orphans: dict | None, th: Thresholds, conf: dict | None = None) -> dict | None:
+def analyse(
+    orphans: dict | None, th: Thresholds, conf: dict | None = None, callers_seen: bool = True
+) -> dict | None:
     """The cancellation object from correlation.json's ``orphans`` section (None without a correlation), with
-    the gateway configuration of the folder (``gateway_config.read``) when there is one."""
+    the gateway configuration of the folder (``gateway_config.read``) when there is one. ``callers_seen``: the
+    folder holds a caller's or a gateway's record of the attempts (where a caller leaving is seen); without one,
+    0 abandoned is no fact."""
     if not orphans or orphans.get("abandoned") is None:
         return None
     abandoned = int(orphans["abandoned"])
@@ -54,6 +58,7 @@ def analyse(orphans: dict | None, th: Thresholds, conf: dict | None = None) -> d
         "callers_left": orphans.get("callers_left"),
         "race_s": orphans.get("race_s"),
         "gateway_setting": setting(conf),
+        "callers_seen": callers_seen,
         "thresholds": {
             "cancel_ran_on_max_share": th.cancel_ran_on_max_share,
             "cancel_aborted_min_share": th.cancel_aborted_min_share,
@@ -93,7 +98,7 @@ def setting(conf: dict | None) -> dict | None:
 
 
 def _state(c: dict, th: Thresholds) -> str:
-    if not c["abandoned"]:
+    if not c["abandoned"] or not c.get("callers_seen", True):
         return "not observed"  # no caller left before its answer: nothing to propagate
     if not c["aborted"]:
         if (c.get("gateway_setting") or {}).get("value") == "on":
@@ -112,7 +117,12 @@ def claim(c: dict | None) -> Claim | None:
         return None
     gw = c.get("gateway_setting")
     facts = [
-        Fact("abandoned", c["abandoned"], "correlation", unit="attempts"),
+        Fact(
+            "abandoned",
+            c["abandoned"] if c.get("callers_seen", True) else None,
+            "correlation",
+            unit="attempts",
+        ),
         Fact("aborted", c["aborted"], "engine_log", unit="attempts"),
         Fact("finished_in_race", c["finished_in_race"], "correlation", unit="attempts"),
         Fact("ran_on", c["ran_on"], "correlation", unit="attempts"),
@@ -124,7 +134,12 @@ def claim(c: dict | None) -> Claim | None:
     missing = []
     if c["verdict"] == "not observed":
         missing = (
-            ["an attempt abandoned by its caller"]
+            [
+                "caller's or gateway's record of the attempts (no client or gateway log in the folder): whether "
+                "a caller left is unknown"
+            ]
+            if not c.get("callers_seen", True)
+            else ["an attempt abandoned by its caller"]
             if not c["abandoned"]
             else ["an abort by vLLM (every abandoned attempt finished within the race window)"]
         )

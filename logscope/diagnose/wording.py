@@ -38,6 +38,8 @@ def secs(x: float | None) -> str:
 
 def _cancellation(c: Claim) -> str:
     v = c.value
+    if v("abandoned") is None:
+        return "cancellation not observed: the folder holds no " + "; ".join(c.missing)
     if not v("abandoned"):
         return "cancellation not observed: no caller left before its answer, so it was not put to the test"
     parts = [f"vLLM aborted {n(v('aborted'))}"]
