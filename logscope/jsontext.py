@@ -45,7 +45,35 @@ def write(path: str | Path, obj: Any, layout: Layout = DIAGNOSIS) -> Path:
     return p
 
 
+def _json_key(k: Any) -> Any:
+    """A key as JSON writes it ('null', 'true', '3'): keys of several types (a count by a status that may be null,
+    from input values logscope could not read) cannot be sorted as they are."""
+    if isinstance(k, str):
+        return k
+    return "null" if k is None else json.dumps(k) if isinstance(k, bool | int | float) else str(k)
+
+
+def _keys_as_text(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {_json_key(k): _keys_as_text(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_keys_as_text(v) for v in x]
+    return x
+
+
 def dumps(
+    obj: Any, *, depth: int | None = 3, indent: int = 1, sort_keys: bool = True, strict: bool = False
+) -> str:
+    """As ``_dumps``; with sorted keys, keys of mixed types are first written as JSON writes them."""
+    try:
+        return _dumps(obj, depth=depth, indent=indent, sort_keys=sort_keys, strict=strict)
+    except TypeError:
+        if not sort_keys:
+            raise
+        return _dumps(_keys_as_text(obj), depth=depth, indent=indent, sort_keys=sort_keys, strict=strict)
+
+
+def _dumps(
     obj: Any, *, depth: int | None = 3, indent: int = 1, sort_keys: bool = True, strict: bool = False
 ) -> str:
     """``obj`` as JSON text (UTF-8 characters kept), members indented down to ``depth`` levels (None: all, by the
