@@ -320,7 +320,7 @@ BASELINE_OF = {
 SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
 
 
-def _last_arrival_at(ctx: Context, ep: dict) -> datetime:
+def _last_arrival_at(ctx: Context, ep: dict) -> datetime | None:
     """The last arrival of the load the episode's replica served: in a fleet, a calm replica's requests after it
     are not this replica's load (its vLLM's 'Received request' / 'Added request' lines name the replica); else the
     folder's last arrival."""
