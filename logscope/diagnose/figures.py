@@ -207,8 +207,9 @@ def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
 
 
 # rows gathered at a time for the figures of many ranges: a fleet's ranges overlap (3,000 replicas starting in the
-# same minute: every cold window holds every replica's requests), and gathered at once they held 3.7 GB
-GATHER_ROWS = 1_000_000
+# same minute: every cold window holds every replica's requests), and gathered at once they held 3.7 GB; batches
+# of 1 M rows still held 300 MB of request rows for 240 replicas (docs/performance.md, item 43)
+GATHER_ROWS = 100_000
 
 
 def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | None:
