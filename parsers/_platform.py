@@ -36,6 +36,30 @@ _QTY_MULT: dict[str, float] = {
 }
 
 
+# a kubelet probe's event message, in any kubectl output form: which probe, and what it got
+PROBE = r"^(Liveness|Readiness|Startup) probe (?:failed|errored)"
+KILL_PROBE = r"failed (liveness|startup|readiness) probe"
+
+
+def probe_kind(msg: pl.Expr) -> pl.Expr:
+    """'liveness' / 'readiness' / 'startup' of a probe failure or of the kill it caused, else null."""
+    return pl.coalesce(msg.str.extract(PROBE, 1), msg.str.extract(KILL_PROBE, 1)).str.to_lowercase()
+
+
+def probe_result(msg: pl.Expr) -> pl.Expr:
+    """What a failed probe got: 'HTTP 503', 'timeout', 'connection refused', or its message less the prefix."""
+    return (
+        pl.when(msg.str.contains(r"statuscode: \d+"))
+        .then(pl.lit("HTTP ") + msg.str.extract(r"statuscode: (\d+)", 1))
+        .when(msg.str.contains(r"(?i)deadline exceeded|Client\.Timeout|timed out|timeout"))
+        .then(pl.lit("timeout"))
+        .when(msg.str.contains("connection refused"))
+        .then(pl.lit("connection refused"))
+        .when(msg.str.contains(PROBE))
+        .then(msg.str.replace(PROBE + r":?\s*", "").str.slice(0, 120))
+    )
+
+
 def age_seconds(age: pl.Expr) -> pl.Expr:
     """'3m21s' -> 201.0, '2d1h' -> 176400.0; null when it is no age ('<unknown>', '<invalid>')."""
     parts = age.str.extract_all(ascii_classes(r"\d+[ydhms]"))

@@ -57,8 +57,6 @@ _TOP = (
 )
 _NESTED = ("involvedObject.kind", "involvedObject.name", "involvedObject.namespace", "involvedObject.fieldPath",
            "source.host", "source.component", "metadata.namespace")  # fmt: skip
-_PROBE = r"^(Liveness|Readiness|Startup) probe (?:failed|errored)"
-_KILL_PROBE = r"failed (liveness|startup|readiness) probe"
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
@@ -166,17 +164,8 @@ def _rows(w: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.when(pl.col("_more").is_not_null()).then(" " + pl.col("_more")).otherwise(pl.lit("")),
     )
     kind, name = pl.col("involvedObject.kind"), pl.col("involvedObject.name")
-    probe = pl.coalesce(msg.str.extract(_PROBE, 1), msg.str.extract(_KILL_PROBE, 1)).str.to_lowercase()
-    result = (
-        pl.when(msg.str.contains(r"statuscode: \d+"))
-        .then(pl.lit("HTTP ") + msg.str.extract(r"statuscode: (\d+)", 1))
-        .when(msg.str.contains(r"(?i)deadline exceeded|Client\.Timeout|timed out|timeout"))
-        .then(pl.lit("timeout"))
-        .when(msg.str.contains("connection refused"))
-        .then(pl.lit("connection refused"))
-        .when(msg.str.contains(_PROBE))
-        .then(msg.str.replace(_PROBE + r":?\s*", "").str.slice(0, 120))
-    )
+    probe = plat.probe_kind(msg)
+    result = plat.probe_result(msg)
     ts = pl.coalesce(_ts("lastTimestamp"), _ts("eventTime"), _ts("firstTimestamp"))
     return w.select(
         ts.alias("ts"),

@@ -78,8 +78,6 @@ _STRONG = (
     + _AGE
     + r"|^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS|LAST SEEN\s+TYPE\s+REASON"
 )
-_PROBE = r"^(Liveness|Readiness|Startup) probe (?:failed|errored)"
-_KILL_PROBE = r"failed (liveness|startup|readiness) probe"
 
 
 def _recognized(line: pl.Expr) -> pl.Expr:
@@ -196,17 +194,8 @@ def _events(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     msg = f("msg")
     obj = f("object")
     ctr = msg.str.extract(rf"(?:[Cc]ontainer|container=)\s?({_DNS})", 1)
-    probe = pl.coalesce(msg.str.extract(_PROBE, 1), msg.str.extract(_KILL_PROBE, 1)).str.to_lowercase()
-    result = (
-        pl.when(msg.str.contains(r"statuscode: \d+"))
-        .then(pl.lit("HTTP ") + msg.str.extract(r"statuscode: (\d+)", 1))
-        .when(msg.str.contains(r"(?i)deadline exceeded|Client\.Timeout|timed out|timeout"))
-        .then(pl.lit("timeout"))
-        .when(msg.str.contains("connection refused"))
-        .then(pl.lit("connection refused"))
-        .when(msg.str.contains(_PROBE))
-        .then(msg.str.replace(_PROBE + r":?\s*", "").str.slice(0, 120))
-    )
+    probe = plat.probe_kind(msg)
+    result = plat.probe_result(msg)
     basis = (
         pl.when(age.is_null())
         .then(pl.lit("relative"))
