@@ -26,6 +26,7 @@ from rich.table import Table
 from . import __version__, cliargs, outdir, slo
 from .boundary import command, output
 from .errors import ExitCode, LogscopeError
+from .invisible_chars import json_visible
 from .terminal import (
     _chosen,
     _fail_on_note,
@@ -37,7 +38,6 @@ from .terminal import (
     out,
     shown,
 )
-from .visible import json_visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
 
@@ -138,10 +138,10 @@ def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=Non
 
 
 def _range(since: str | None, until: str | None, tz: str):
-    from .resources import scope
+    from .resources import time_range
 
     try:
-        return scope.make(since, until, tz)
+        return time_range.make(since, until, tz)
     except ValueError as e:
         raise LogscopeError(
             f"--since/--until: {e}", hint="times are ISO 8601, with an offset or in --tz", code=ExitCode.USAGE

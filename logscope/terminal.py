@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .visible import visible
+from .invisible_chars import visible
 
 err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
 out = Console()

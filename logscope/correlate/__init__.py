@@ -17,8 +17,8 @@ from typing import Protocol
 import polars as pl
 
 from .. import jsontext, schemas
-from ..resources import scope
-from . import assemble, clock, frames, link, narrow, span_sources, summary, windows
+from ..resources import time_range
+from . import assemble, clock, frames, link, run_columns, span_sources, summary, windows
 from .frames import Frames, to_ts
 
 
@@ -30,7 +30,7 @@ class Result:
     summary: dict
 
 
-class CorrelateOptions(scope.RangeOptions, Protocol):
+class CorrelateOptions(time_range.RangeOptions, Protocol):
     """What the correlation reads of its options (``AnalyzeOptions`` has them): the range, the window width,
     slices of about ``slice_rows`` request rows (None or 0: the whole at once) and a cluster to run them on."""
 
@@ -43,7 +43,7 @@ def run(out: Path, options: CorrelateOptions) -> dict:
     """Correlate the tables in ``out`` and write the correlation outputs there: at once, or in time slices of
     about ``options.slice_rows`` request rows (``slices.py``)."""
     out = Path(out)
-    rng = scope.of(options)
+    rng = time_range.of(options)
     window, rows = options.window, options.slice_rows
     if rows:
         from . import slices  # imports this module's stages
@@ -90,24 +90,24 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None, r
     if requests_hook is not None:
         L.A.requests = requests_hook(L.A.requests)
     req = _requests_table(L.A.requests)
-    win, summ = finish(narrow.of(L.F, L.L, L.A), L.other, L.offsets, L.shift, L.res, window)
+    win, summ = finish(run_columns.of(L.F, L.L, L.A), L.other, L.offsets, L.shift, L.res, window)
     return Result(req, win, L.off_df, summ)
 
 
-def correlate_range(out: Path, rng: scope.Range, window: str | None = None) -> Result:
+def correlate_range(out: Path, rng: time_range.Range, window: str | None = None) -> Result:
     """The correlation of the logical requests that overlap ``rng``, each whole: the tables are read over the
     range widened by the longest request's span (and the join tolerances), linked as a whole correlation links
-    them, then cut to those requests with every attempt and execution of theirs (``narrow.within``), so a
+    them, then cut to those requests with every attempt and execution of theirs (``run_columns.within``), so a
     request crossing the range's edge keeps its vLLM execution, and its counts are the whole run's. The
     server's stats and events are the range's own."""
     from .slices import widened  # slices imports this module
 
     L = link_tables(frames.read_tables(out, widened(out, rng)))
     lo, hi = (None if t is None else t.timestamp() for t in (rng.since, rng.until))
-    n = narrow.within(narrow.of(L.F, L.L, L.A), lo, hi)
+    n = run_columns.within(run_columns.of(L.F, L.L, L.A), lo, hi)
     req = _requests_table(L.A.requests.filter(pl.col("lr").is_in(n.A.requests["lr"].implode())))
     # on the reference clock: a server's stats of the range, once its clock is corrected
-    other = {k: scope.cut(k, v, rng) if k != "gateway_errors" else v for k, v in L.other.items()}
+    other = {k: time_range.cut(k, v, rng) if k != "gateway_errors" else v for k, v in L.other.items()}
     win, summ = finish(n, other, L.offsets, L.shift, L.res, window)
     return Result(req, win, L.off_df, summ)
 
@@ -178,7 +178,7 @@ def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Li
 
 
 def finish(
-    n: narrow.Narrow,
+    n: run_columns.RunColumns,
     other: dict[str, pl.DataFrame],
     offsets: list[dict],
     shift: dict[str, float],

@@ -3,7 +3,7 @@ it with --png).
 
 Markdown has no autoescape, so every value from a log goes through ``md()``: it cannot open HTML,
 a link, emphasis or a new table cell, and it stays on one line; its control and bidi characters are shown
-as escapes (``logscope.visible``).
+as escapes (``logscope.invisible_chars``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import cache
 
 import jinja2
 
-from ..visible import visible
+from ..invisible_chars import visible
 from . import fmt
 from .html import _template_source, compiled_cache
 

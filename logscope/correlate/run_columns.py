@@ -81,7 +81,7 @@ KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correla
 
 
 @dataclass
-class Narrow:
+class RunColumns:
     F: Frames
     L: Links
     A: Assembled
@@ -91,7 +91,7 @@ def _cols(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
     return df.select([c for c in cols if c in df.columns])
 
 
-def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
+def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> RunColumns:
     """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, in which
     a file name repeated a million times takes 4 bytes a row: the gateway frame's 130 -> 87 MB at 5 GB).
     The frames are built in the field order of FRAMES, LINKS and ASSEMBLED."""
@@ -108,10 +108,10 @@ def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
     )
     links = Links(*(cols(getattr(L, n), c) for n, c in LINKS.items()))
     a = Assembled(*(cols(getattr(A, n), c) for n, c in ASSEMBLED.items()), dict(A.unmatched_keys))
-    return Narrow(f, links, a)
+    return RunColumns(f, links, a)
 
 
-def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narrow:
+def owned(n: RunColumns, lo: float | None, hi: float | None, timeless: bool) -> RunColumns:
     """The rows of a slice's correlation that are the slice's own.
 
     A logical request is the slice's when it starts in [lo, hi) (``None``: unbounded), or has no time
@@ -135,11 +135,11 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
 _TIMES = ("t0", "t1", "start", "end")
 
 
-def within(n: Narrow, since: float | None, until: float | None) -> Narrow:
+def within(n: RunColumns, since: float | None, until: float | None) -> RunColumns:
     """The logical requests whose span [first send, final outcome] overlaps [since, until] (``None``: unbounded),
     each kept whole: every attempt, gateway request and execution of it, wherever its own times lie (a request
     sent before ``since`` and answered after it keeps the vLLM execution received before ``since``). Rows of
-    no logical request follow their own span; rows with no time are kept, as ``scope.where`` keeps them."""
+    no logical request follow their own span; rows with no time are kept, as ``time_range.where`` keeps them."""
 
     def over(df: pl.DataFrame) -> pl.Expr:
         cols = [pl.col(c) for c in _TIMES if c in df.columns]
@@ -154,7 +154,7 @@ def within(n: Narrow, since: float | None, until: float | None) -> Narrow:
     return restrict(n, over)
 
 
-def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
+def restrict(n: RunColumns, mine: Callable[[pl.DataFrame], pl.Expr]) -> RunColumns:
     """``n`` cut to the logical requests ``mine`` keeps (an expression over a frame's time columns), with all
     their rows; the rows of no logical request kept when ``mine`` keeps them."""
     F, L, A = n.F, n.L, n.A
@@ -187,10 +187,10 @@ def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
     unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
     ab = A.abandoned.filter(by_lr(A.abandoned))
     a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), ab, unmatched)
-    return Narrow(f, links, a)
+    return RunColumns(f, links, a)
 
 
-def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
+def rekey(n: RunColumns, base: dict[str, int]) -> tuple[RunColumns, dict[str, int]]:
     """``n`` with each key moved by ``base``'s (a slice's keys count from 0: moved past those of the slices
     before it), as 32-bit integers while they fit; and the bases of the next slice."""
     frames = [
@@ -228,10 +228,10 @@ def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
         for k, v in n.A.unmatched_keys.items()
     }
     a = Assembled(*(frame(getattr(n.A, k)) for k in ASSEMBLED), unmatched)
-    return Narrow(f, links, a), nxt
+    return RunColumns(f, links, a), nxt
 
 
-def concat(parts: list[Narrow]) -> Narrow:
+def concat(parts: list[RunColumns]) -> RunColumns:
     """The slices' own rows as one correlation's."""
     first = parts[0]
 
@@ -248,4 +248,4 @@ def concat(parts: list[Narrow]) -> Narrow:
     links = Links(*(cat([getattr(p.L, k) for p in parts]) for k in LINKS))
     unmatched = {k: pl.concat([p.A.unmatched_keys[k] for p in parts]) for k in first.A.unmatched_keys}
     a = Assembled(*(cat([getattr(p.A, k) for p in parts]) for k in ASSEMBLED), unmatched)
-    return Narrow(f, links, a)
+    return RunColumns(f, links, a)
