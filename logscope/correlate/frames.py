@@ -191,11 +191,14 @@ def kept_client_sources(
 
 @dataclass
 class Frames:
-    ca: pl.DataFrame  # client attempts
-    cr: pl.DataFrame  # client logical requests
-    ga: pl.DataFrame  # gateway upstream attempts (one row per attempt, pseudo 'no live upstream' rows kept)
-    gr: pl.DataFrame  # gateway requests (one access-log line)
-    sr: pl.DataFrame  # server executions (vLLM requests, tokenize calls left out)
+    """One frame per layer; each row keyed by its integer column (``ca``, ``lr``, ``ga``, ``gr``, ``sr``)."""
+
+    client_attempts: pl.DataFrame  # key ca (and lr, its logical request)
+    client_requests: pl.DataFrame  # client logical requests: key lr
+    # gateway upstream attempts (one row per attempt, pseudo 'no live upstream' rows kept): key ga
+    gateway_attempts: pl.DataFrame
+    gateway_requests: pl.DataFrame  # gateway requests (one access-log line): key gr
+    server_requests: pl.DataFrame  # server executions (vLLM requests, tokenize calls left out): key sr
     client_sources: list[str]
     dropped_client_sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -614,10 +617,10 @@ def whole_seconds(df: pl.DataFrame | pl.LazyFrame, col: str) -> dict[str, float]
 
 def fill_timeouts(F: Frames) -> Frames:
     """A timed-out attempt the client log gives no end for ended at send + the client's timeout setting."""
-    if F.ca.height == 0:
+    if F.client_attempts.height == 0:
         return F
-    F.ca = (
-        F.ca.join(F.cr.select("lr", "timeout_s"), on="lr", how="left")
+    F.client_attempts = (
+        F.client_attempts.join(F.client_requests.select("lr", "timeout_s"), on="lr", how="left")
         .with_columns(
             pl.when(pl.col("t1").is_null() & pl.col("timed_out").fill_null(False))
             .then(pl.col("t0") + pl.col("timeout_s"))

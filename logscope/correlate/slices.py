@@ -101,7 +101,7 @@ def correlate(
     keep, rng = rng, widened(out, rng)  # a range's requests are kept whole: read beyond it (correlate_range)
     pick = _pick(out, rng)
     whole, notes = context(out, rng, pick)
-    shift = applied_shifts(whole.offsets, whole.res)
+    shift = applied_shifts(whole.offsets, whole.stamp_resolution)
     margin = max_span(out, rng) + link.EXACT_TOL_S + CHAIN_SLACK_S
     cuts = bounds(out, rng, shift, rows)
     edges = [None, *cuts, None]
@@ -124,7 +124,7 @@ def correlate(
             for n in ("server_stats", "server_events")
         }
         other["gateway_errors"] = schemas.empty("gateway_errors")
-        win, summ = finish(joined, other, whole.offsets, shift, whole.res, window)
+        win, summ = finish(joined, other, whole.offsets, shift, whole.stamp_resolution, window)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = len(edges) - 1
@@ -383,12 +383,12 @@ def one_slice(task: SliceTask, shared: SliceContext) -> run_columns.RunColumns:
     out, k, lo, hi, tmp, keep = task.out, task.k, task.lo, task.hi, task.tmp, task.keep
     tabs = read_slice(out, task.rng, lo, hi, shared.margin, shared.shift, shared.pick)
     lk = link_tables(tabs, shared.whole)
-    own = run_columns.owned(run_columns.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
+    own = run_columns.owned(run_columns.of(lk.frames, lk.links, lk.assembled, compact=True), lo, hi, k == 0)
     if keep:
         own = run_columns.within(
             own, *(None if t is None else t.timestamp() for t in (keep.since, keep.until))
         )
-    req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
+    req = lk.assembled.requests.filter(pl.col("lr").is_in(own.assembled.requests["lr"].implode()))
     part = tmp / f".{k:06d}-{os.getpid()}-{threading.get_ident()}.tmp"
     _requests_table(req).write_parquet(part)
     os.replace(part, tmp / f"{k:06d}.parquet")
