@@ -89,7 +89,7 @@ def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None, r
     linked = link_tables(tabs)
     if requests_hook is not None:
         linked.assembled.requests = requests_hook(linked.assembled.requests)
-    req = _requests_table(linked.assembled.requests)
+    req = requests_table(linked.assembled.requests)
     win, summ = finish(
         run_columns.of(linked.frames, linked.links, linked.assembled),
         linked.other,
@@ -112,7 +112,7 @@ def correlate_range(out: Path, rng: time_range.Range, window: str | None = None)
     linked = link_tables(frames.read_tables(out, widened(out, rng)))
     lo, hi = (None if t is None else t.timestamp() for t in (rng.since, rng.until))
     n = run_columns.within(run_columns.of(linked.frames, linked.links, linked.assembled), lo, hi)
-    req = _requests_table(
+    req = requests_table(
         linked.assembled.requests.filter(pl.col("lr").is_in(n.assembled.requests["lr"].implode()))
     )
     # on the reference clock: a server's stats of the range, once its clock is corrected
@@ -394,7 +394,7 @@ def _grid(assembled: assemble.Assembled, other: dict[str, pl.DataFrame], window:
     return width, windows.Grid(lo, hi, width), note
 
 
-def _requests_table(req: pl.DataFrame) -> pl.DataFrame:
+def requests_table(req: pl.DataFrame) -> pl.DataFrame:
     df = req.with_columns(to_ts("t0").alias("ts_start"), to_ts("t1").alias("ts_end"))
     return schemas.conform(df, "requests")
 

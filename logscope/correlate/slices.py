@@ -39,7 +39,6 @@ from ..resources.time_range import Range
 from . import (
     Result,
     Whole,
-    _requests_table,
     applied_shifts,
     clock,
     estimate_offsets,
@@ -48,6 +47,7 @@ from . import (
     link,
     link_tables,
     offsets_table,
+    requests_table,
     run_columns,
     shift_duration,
     shift_table,
@@ -390,7 +390,7 @@ def one_slice(task: SliceTask, shared: SliceContext) -> run_columns.RunColumns:
         )
     req = lk.assembled.requests.filter(pl.col("lr").is_in(own.assembled.requests["lr"].implode()))
     part = tmp / f".{k:06d}-{os.getpid()}-{threading.get_ident()}.tmp"
-    _requests_table(req).write_parquet(part)
+    requests_table(req).write_parquet(part)
     os.replace(part, tmp / f"{k:06d}.parquet")
     return own
 

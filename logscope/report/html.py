@@ -55,7 +55,7 @@ def columns(rows: list[dict]) -> list[str]:
     return list(seen)
 
 
-def _template_source(name: str) -> tuple[str, None, Any]:
+def template_source(name: str) -> tuple[str, None, Any]:
     text = resources.files("logscope.report_templates").joinpath(name).read_text(encoding="utf-8")
     return text, None, lambda: True
 
@@ -111,7 +111,7 @@ SETTINGS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_template_source),
+        loader=jinja2.FunctionLoader(template_source),
         bytecode_cache=compiled_cache(**SETTINGS, finalize="_shown"),
         undefined=jinja2.StrictUndefined,
         finalize=_shown,
