@@ -17,6 +17,7 @@ import polars as pl
 from ..correlate.frames import group_first
 from . import gpu_panel, lanes, span_panel
 from .load import Loaded
+from .options import ReportOptions
 from .panels import (
     BLUE,
     CLASS_COLORS,
@@ -82,7 +83,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
 LATENCY_PANELS = ("ttft", "e2e")
 
 
-def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
+def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | None, list[str]]:
     """The stacked timeline (Vega-Lite dict) and notes on panels left out for lack of data."""
     w = ld.table("windows")
     if w.height == 0:
@@ -361,7 +362,7 @@ def range_overview(summary: dict) -> dict | None:
     return finish(spec, d)
 
 
-def ladder_chart(summary: dict, options: Any) -> dict | None:
+def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
     """Latency, throughput and preemptions by step, the working boundary as a green rule."""
     lad = summary.get("ladder") or {}
     steps = [s for s in lad.get("steps", []) if s.get("concurrency") is not None]
@@ -428,8 +429,8 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
             },
         }
         slo = [
-            (getattr(options, "slo_ttft_s", None), "TTFT SLO"),
-            (getattr(options, "slo_e2e_s", None), "e2e SLO"),
+            (options.slo_ttft_s, "TTFT SLO"),
+            (options.slo_e2e_s, "e2e SLO"),
         ]
         rules = pl.DataFrame({"s": [float(v) for v, _ in slo if v], "label": [n for v, n in slo if v]})
         if rules.height and lat["seconds"].max() is not None:

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from .. import clock
+from .options import ReportOptions, slo_of
 from .vl import ZERO_PLAIN, Data, int_scale, legend, tip
 
 WIDTH = 860  # the timeline's plot width at the page's narrowest (1024 px); the page widens it to fit (report.html)
@@ -300,7 +301,9 @@ def y_axis(p: Panel, title: str, values: pl.Series) -> tuple[dict, float | None]
     return y, cap
 
 
-def panel(p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, options: Any, d: Data) -> dict:
+def panel(
+    p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, options: ReportOptions, d: Data
+) -> dict:
     """One line panel: its series over the shared backgrounds, with hover points for tooltips."""
     present = set(data["series"].unique().to_list())
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
@@ -341,7 +344,7 @@ def panel(p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, optio
             },
         },
     ]
-    slo = getattr(options, p.slo, None) if p.slo else None
+    slo = slo_of(options, p.slo) if p.slo else None
     if slo and (cap is None or slo <= cap):
         rule = d.add(f"slo-{p.key}", [{"slo": float(slo), "label": f"SLO {slo:g} s"}])
         layers.append(

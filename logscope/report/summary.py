@@ -14,6 +14,7 @@ import polars as pl
 from .. import __version__, schemas
 from .fmt import clean, iso, num
 from .load import Loaded
+from .options import ReportOptions
 
 SCHEMA_VERSION = "1.0"
 MAX_SHAPES = 50  # unrecognised shapes listed in summary.json (all are in unrecognized.parquet)
@@ -33,7 +34,7 @@ RETRY_KEYS = (
 )  # fmt: skip
 
 
-def build(ld: Loaded, options: Any) -> dict:
+def build(ld: Loaded, options: ReportOptions) -> dict:
     """The summary dict, in the key order of the schema."""
     diag = ld.doc("diagnosis")
     na: dict[str, str] = {}
@@ -42,7 +43,7 @@ def build(ld: Loaded, options: Any) -> dict:
         "generated_by": {
             "tool": "logscope",
             "version": __version__,
-            "command_line": getattr(options, "command_line", "") or None,
+            "command_line": options.command_line or None,
         },
         "verdict": verdict(ld),
         "claims": claims(ld),
@@ -50,9 +51,9 @@ def build(ld: Loaded, options: Any) -> dict:
         "span": span(ld),
         "assumptions": assumptions(ld, options),
         "slo": {
-            "ttft_s": num(getattr(options, "slo_ttft_s", None)),
-            "e2e_s": num(getattr(options, "slo_e2e_s", None)),
-            "success": num(getattr(options, "slo_success", None)),
+            "ttft_s": num(options.slo_ttft_s),
+            "e2e_s": num(options.slo_e2e_s),
+            "success": num(options.slo_success),
         },
         "episodes": episodes(ld),
         "findings": findings(ld),
@@ -254,7 +255,7 @@ def _why_no_time(ld: Loaded) -> str:
     return "no line of the inputs carries a time" + (f": {'; '.join(kept)}" if kept else "")
 
 
-def assumptions(ld: Loaded, options: Any) -> dict:
+def assumptions(ld: Loaded, options: ReportOptions) -> dict:
     ing = ld.doc("ingest")
     notes: dict[str, list[str]] = {}
     for r in ld.table("files").sort("path").iter_rows(named=True):
@@ -275,7 +276,7 @@ def assumptions(ld: Loaded, options: Any) -> dict:
         for r in ld.table("clock_offsets").sort("source").iter_rows(named=True)
     ]
     return {
-        "timezone": ing.get("tz", getattr(options, "tz", "UTC")),
+        "timezone": ing.get("tz", options.tz),
         "year": ing.get("year"),
         "year_source": ing.get("year_source"),
         "clock_offsets": offsets,
