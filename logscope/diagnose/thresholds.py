@@ -120,6 +120,13 @@ class Thresholds:
     """A ladder step with a sustained queue (``waiting_min`` on ``queue_min_samples`` samples) misses the SLO
     (``--slo-no-queue``)."""
 
+    def __post_init__(self) -> None:
+        # a whole number given for a fractional threshold is that float: diagnosis.json says 0.0 either way
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(f.default, float) and isinstance(v, int) and not isinstance(v, bool):
+                object.__setattr__(self, f.name, float(v))
+
     def as_dict(self) -> dict:
         return asdict(self)
 
