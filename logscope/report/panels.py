@@ -7,7 +7,7 @@ server's starts and stops as rules (``lanes``) drawn over them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -267,12 +267,12 @@ def cap_of(values: pl.Series) -> float | None:
     v = v.filter(v > 0)
     if v.len() < 20:
         return None
-    q = float(v.quantile(CAP_QUANTILE) or 0)
-    top = float(v.max() or 0)
+    q = cast("float | None", v.quantile(CAP_QUANTILE)) or 0.0  # positive numbers: a float
+    top = float(cast(float, v.max()))
     if q <= 0 or top <= CAP_FACTOR * q * 1.25:
         return None
     cap = CAP_FACTOR * q
-    return cap if (v > cap).mean() <= 0.02 else None
+    return cap if cast(float, (v > cap).mean()) <= 0.02 else None
 
 
 def cut_note(data: pl.DataFrame, cap: float, value: str = "value") -> str:

@@ -7,7 +7,8 @@ this dict, so what a reviewer reads and what a script reads are the same numbers
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import polars as pl
 
@@ -225,10 +226,11 @@ def span(ld: Loaded) -> dict:
     """The time the report covers: the inputs' span, narrowed to the range given (``range``, then also
     ``inputs_start`` / ``inputs_end``)."""
     files = ld.table("files")
-    lo, hi = files["first_ts"].min(), files["last_ts"].max()
+    # UTC datetime columns: their min and max are datetimes, or None when every row is null
+    lo, hi = cast("datetime | None", files["first_ts"].min()), cast("datetime | None", files["last_ts"].max())
     w = ld.table("windows")
     if lo is None and w.height:
-        lo, hi = w["ts"].min(), w["ts"].max()
+        lo, hi = cast("datetime | None", w["ts"].min()), cast("datetime | None", w["ts"].max())
     out: dict = {}
     if ld.rng:
         rng = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
