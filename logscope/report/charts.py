@@ -10,7 +10,8 @@ put together, its episode lane, and the section charts.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import polars as pl
 
@@ -62,7 +63,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
     if w.height <= MAX_WINDOWS:
         return w
     width = float(w["window_s"].drop_nulls().median() or 1.0)
-    span = (w["ts"].max() - w["ts"].min()).total_seconds() + width
+    span = (cast(datetime, w["ts"].max()) - cast(datetime, w["ts"].min())).total_seconds() + width
     factor = int(-(-span // (width * MAX_WINDOWS)))
     every = f"{int(width * factor * 1_000_000)}us"
     aggs = []
