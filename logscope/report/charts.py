@@ -92,8 +92,8 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
     w = coarsen(w.sort("ts"))
     width_s = float(w["window_s"].drop_nulls().median() or 1.0)
     width_ms = int(width_s * 1000)
-    lo = int(w["ts"].min().timestamp() * 1000)
-    hi = int(w["ts"].max().timestamp() * 1000 + width_ms)
+    lo = int(cast(datetime, w["ts"].min()).timestamp() * 1000)  # windows all have a time
+    hi = int(cast(datetime, w["ts"].max()).timestamp() * 1000 + width_ms)
     tokens_panel = next(p for p in PANELS if p.key == "tokens")
     long = pl.concat(
         [long_rows(w, width_ms=width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
@@ -434,8 +434,9 @@ def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
             (options.slo_e2e_s, "e2e SLO"),
         ]
         rules = pl.DataFrame({"s": [float(v) for v, _ in slo if v], "label": [n for v, n in slo if v]})
-        if rules.height and lat["seconds"].max() is not None:
-            rules = rules.filter(pl.col("s") <= lat["seconds"].max() * 1.5)  # off-scale SLOs would flatten it
+        top = cast("float | None", lat["seconds"].max())
+        if rules.height and top is not None:
+            rules = rules.filter(pl.col("s") <= top * 1.5)  # off-scale SLOs would flatten it
         layers = [line]
         if rules.height:
             layers.append(
