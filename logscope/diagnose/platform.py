@@ -85,6 +85,8 @@ class Facts:
     out: Path | None = None  # the output folder: what the kill cost is read from its request tables
     # per server replica: its log files' first and last time (files.parquet: every line, not only the events)
     logs: dict[str, tuple[datetime | None, datetime | None]] = field(default_factory=dict)
+    faults: list = field(default_factory=list)  # gpu_faults.Fault: a GPU fault tied to a server's death
+    death_times: list = field(default_factory=list)  # every death's time (what a fault stays far from)
 
     @property
     def any(self) -> bool:

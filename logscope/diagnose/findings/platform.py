@@ -16,6 +16,7 @@ import polars as pl
 from ... import clock
 from ..claims import facts as observed
 from ..context import Context
+from ..gpu_faults import BEFORE_S
 from ..platform import Facts, Kill, gib, kill_for
 from .record import _f, _t
 
@@ -390,6 +391,8 @@ def _scheduling(facts: Facts) -> list[dict]:
 
 def _xid(facts: Facts) -> list[dict]:
     x = facts.events.filter(pl.col("kind").is_in(["xid", "gpu_lost"]))
+    tied = {k for f in facts.faults for k in f.keys}  # its death's finding speaks for these lines
+    x = x.filter(~(pl.col("source") + " line " + pl.col("line_no").cast(pl.String)).is_in(list(tied)))
     out = []
     for (gpu, code), g in x.group_by("gpu", "xid", maintain_order=True):
         what = f"Xid {code}" if code is not None else "GPU fallen off the bus"
@@ -397,11 +400,24 @@ def _xid(facts: Facts) -> list[dict]:
         sev = "critical" if code is None or code in SERIOUS_XID else "high"
         out.append(_f(sev, f"GPU error: {what} on {gpu} ({g.height}×; {procs})", f"the NVIDIA driver reported {what}",
                       "; ".join(f"{t['source']} line {t['line_no']}: {t['message'][:200]}" for t in g.head(3).iter_rows(named=True)),
-                      "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load",
+                      "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load" + _apart(facts, g),
                       "Look the code up in NVIDIA's XID catalog; run the GPU's diagnostics (dcgmi diag) before serving on it again",
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("kernel_log", gpu=gpu, xid=code, errors=g.height, first=g["ts"].min())))  # fmt: skip
     return out
+
+
+def _apart(facts: Facts, g: pl.DataFrame) -> str:
+    """Why these Xid lines are context, not a death's cause, when the folder holds server deaths."""
+    if not facts.death_times:
+        return ""
+    ts = g["ts"].drop_nulls()
+    if not ts.len():
+        return "; only seconds since boot were written: it cannot be placed beside the servers' deaths"
+    return (
+        f"; no server death within {BEFORE_S:.0f} s after it ({len(facts.death_times)} death(s) in the folder), or "
+        "none its pid or the folder's only server ties it to: context, not a death's cause"
+    )
 
 
 GPU_VIA = {  # the series of memory in use, and of the memory left or whole, by the tool that wrote them
