@@ -17,7 +17,7 @@ from ... import clock
 from ..claims import facts as observed
 from ..context import Context
 from ..gpu_faults import BEFORE_S
-from ..platform import Facts, Kill, gib, kill_for
+from ..platform import Facts, Kill, gib, kill_for, pod_replica
 from .record import _f, _t
 
 HOW = {
@@ -448,11 +448,23 @@ def _gpu(facts: Facts) -> list[dict]:
         times = used["ts"].drop_nulls()
         when = f" at {_t(times.min())}" + (f"–{_t(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
         out.append(_f("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
-                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}",
+                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}" + _servers_of(facts, g),
                       "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
                       "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform",
                       facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=g["used"].max(), first=times.min() if times.len() else None)))  # fmt: skip
     return out
+
+
+def _servers_of(facts: Facts, g: pl.DataFrame) -> str:
+    """Which server each GPU's pod is (by the host its log names, its name, or a guess said as one)."""
+    pods = sorted(set(g["pod"].drop_nulls().to_list()))
+    if not pods or not facts.logs:
+        return ""
+    maps = [pod_replica(p, sorted(facts.logs), facts.hosts, guess=len(pods) == 1) for p in pods]
+    said = [how for _, how in maps[:4]]
+    if len(pods) > 1 and len(facts.logs) == 1 and not any(rep is not None for rep, _ in maps):
+        said.append(f"{len(pods)} pods and one server log: which pod it was is not guessed")
+    return "".join(f"; {how}" for how in said)
 
 
 def unknown_killer(ctx: Context, ep: dict) -> str:
