@@ -3,6 +3,8 @@ were tied to the server, and what the code says of the cause (NVIDIA's XID catal
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import clock
 from ..gpu_faults import Fault, fault_for
 from .record import _f, _t
@@ -40,7 +42,7 @@ def _cause(codes: set) -> tuple[str, str]:
     )
 
 
-def fault_finding(ctx, ep: dict, c: dict, when: str) -> dict | None:
+def fault_finding(ctx, ep: dict, c: dict, when: str) -> Any:  # a Finding or None (crash._crash: dict)
     """The death's finding when a GPU fault is tied to it, else None; a CUDA OOM in the death keeps its own."""
     f: Fault | None = fault_for(getattr(ctx, "platform", None), ep["replica"], ep["start"])
     if f is None or "oom" in c["kinds"]:
