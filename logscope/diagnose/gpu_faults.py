@@ -17,7 +17,7 @@ import polars as pl
 
 from .. import clock
 from .lifecycle import Death, Lifecycle
-from .platform import Facts, _servers, kernel_clock
+from .platform import Facts, kernel_clock, servers_of
 
 BEFORE_S, AFTER_S = 120.0, 2.0
 
@@ -80,8 +80,8 @@ def tie(facts: Facts, life: Lifecycle, server_events: pl.DataFrame) -> list[Faul
     facts.death_times = [d.ts for d in life.deaths]
     if not xs.height or not life.deaths:
         return []
-    servers = _servers(server_events)
-    replicas = sorted(set(servers) | set(facts.logs))
+    known = servers_of(server_events)
+    replicas = sorted(set(known) | set(facts.logs))
     out = []
     for d in life.deaths:
         near = xs.filter(
@@ -91,7 +91,7 @@ def tie(facts: Facts, life: Lifecycle, server_events: pl.DataFrame) -> list[Faul
         )
         if not near.height:
             continue
-        how = _tie(d, near, servers, replicas)
+        how = _tie(d, near, known, replicas)
         if how is None:
             continue
         first = near.row(0, named=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import clock
-from ..resources import scope
+from ..resources import time_range
 from .lifecycle import Death, Lifecycle
 from .tables import read
 
@@ -94,7 +94,7 @@ class Facts:
         return bool(self.events.height or self.pods.height or self.gpu.height)
 
 
-def load(out: Path, rng: scope.Range = scope.ALL) -> Facts:
+def load(out: Path, rng: time_range.Range = time_range.ALL) -> Facts:
     ev = read(out, "platform_events")
     if rng:  # an event with no time (an age, seconds since boot) is kept: nothing places it outside the range
         inside = pl.lit(True)
@@ -131,7 +131,7 @@ def _line(r: dict) -> str:
     return f"{r['source']} line {r['line_no']}: {(r['message'] or '').strip()[:220]}"
 
 
-def _servers(events: pl.DataFrame) -> dict[str, Server]:
+def servers_of(events: pl.DataFrame) -> dict[str, Server]:
     """Per server replica: the pids its log names (with their names and last records), its first and last time."""
     out = {}
     ev = events.filter(pl.col("replica").is_not_null())
@@ -340,7 +340,7 @@ def _k8s_kills(facts: Facts, replicas: list[str]) -> list[Kill]:
 
 
 def kills(facts: Facts, server_events: pl.DataFrame, last_seen: dict | None = None) -> list[Kill]:
-    servers = _servers(server_events)
+    servers = servers_of(server_events)
     for rep, (
         lo,
         hi,

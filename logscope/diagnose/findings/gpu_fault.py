@@ -7,7 +7,7 @@ from typing import Any
 
 from ... import clock
 from ..gpu_faults import Fault, fault_for
-from .record import _f, _t
+from .record import clock_time, make_finding
 
 HARDWARE = {48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120}  # ECC, NVLink, fallen off the bus, GSP: the device
 KERNEL = {
@@ -51,10 +51,10 @@ def fault_finding(ctx, ep: dict, c: dict, when: str) -> Any:  # a Finding or Non
     ev = [
         *f.lines,
         f"tied to the server: {f.mapping}",
-        f"the engine's death at {_t(f.death_ts)} (its own clock)"
+        f"the engine's death at {clock_time(f.death_ts)} (its own clock)"
         + (f": {c['message'][:200]}" if c.get("message") else ""),
     ]
-    return _f(
+    return make_finding(
         "critical",
         f"GPU fault ({f.what()}) {f.lead_s:.0f} s before the engine died at {when}",
         f"the NVIDIA driver reported {f.what()} at {clock.hms(f.ts)} (read on {f.clock}), then "
