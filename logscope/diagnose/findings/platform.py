@@ -462,7 +462,13 @@ def _servers_of(facts: Facts, g: pl.DataFrame) -> str:
         return ""
     maps = [pod_replica(p, sorted(facts.logs), facts.hosts, guess=len(pods) == 1) for p in pods]
     said = [how for _, how in maps[:4]]
-    if len(pods) > 1 and len(facts.logs) == 1 and not any(rep is not None for rep, _ in maps):
+    only = next(iter(facts.logs)) if len(facts.logs) == 1 else None
+    if (
+        len(pods) > 1
+        and only is not None
+        and not facts.hosts.get(only)
+        and not any(r is not None for r, _ in maps)
+    ):
         said.append(f"{len(pods)} pods and one server log: which pod it was is not guessed")
     return "".join(f"; {how}" for how in said)
 
