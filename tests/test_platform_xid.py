@@ -186,3 +186,16 @@ def test_the_shift_keeps_the_lines(tmp_path):
     a, b = AKASH.read_text().splitlines(), moved.read_text().splitlines()
     assert len(a) == len(b) and [_CTIME.sub("", x) for x in a] == [_CTIME.sub("", x) for x in b]
     assert b[11].startswith("[Sun Apr 26 11:28:28 2026] NVRM: Xid (PCI:0000:00:08): 94,")
+
+
+def test_a_kernel_clock_an_hour_off_ties_nothing(tmp_path):
+    """The same pair with the kernel's clock an hour ahead (a time zone dmesg -T read in another zone): the Xid
+    falls an hour after the death, so no fault is tied, the verdict keeps the engine's own death and the Xids stay
+    context."""
+    (tmp_path / "in").mkdir()
+    _shifted(GPUD, tmp_path / "in" / GPUD.name, "Fri Aug 30 11:43:09 2024", datetime(2026, 2, 21, 7, 30, 9))
+    _, s = _analyze(tmp_path, D13673)
+    assert s["verdict"][0].startswith("The vLLM server died (engine_dead) at 06:30:25")
+    assert not any(f["title"].startswith("GPU fault") for f in s["findings"])
+    xid = _titled(s, "GPU error: Xid 13 on PCI:0000:cb:00 (3×")
+    assert "no server death within 120 s after it (1 death(s) in the folder)" in xid["cause"]
