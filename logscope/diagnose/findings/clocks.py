@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..claims import Claim, Registry
 from ..context import Context
 from ..records import Finding
-from .record import _f
+from .record import make_finding
 
 # the share of the gap the gateway's own clock must account for to name the gateway as where the time went
 GATEWAY_SHARE = 0.5
@@ -61,7 +61,7 @@ def in_gateway(c: Claim | None) -> tuple[str, str] | None:
     )
 
 
-def _clock_gaps(ctx: Context, reg: Registry) -> list[Finding]:
+def clock_gap_findings(ctx: Context, reg: Registry) -> list[Finding]:
     out = []
     large = [c for c in reg.all() if c.kind == "clock_gap" and c.state == "large gap"]
     for figure in ("TTFT", "e2e"):
@@ -99,7 +99,7 @@ def _clock_gaps(ctx: Context, reg: Registry) -> list[Finding]:
                 "the queue; if not, run the same step against vLLM directly to time the gateway"
             )
         out.append(
-            _f(
+            make_finding(
                 "medium",
                 f"{title}: the callers' p95 is at least {worst.value('gap_s'):.1f} s above vLLM's own ({where})",
                 f"the callers' {figure} p95 is far above the engine's: the wait happens before vLLM's engine sees "
