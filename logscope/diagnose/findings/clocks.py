@@ -17,7 +17,9 @@ GATEWAY_SHARE = 0.5
 def _in_gateway(c: Claim) -> bool:
     """The gateway's request time, less its upstream's response time, holds most of the gap (gateway clock)."""
     outside, gap = c.value("gateway_outside_upstream_p95"), c.value("gap_s")
-    return outside is not None and bool(gap) and outside >= GATEWAY_SHARE * gap
+    if not isinstance(outside, int | float) or not isinstance(gap, int | float) or not gap:
+        return False
+    return outside >= GATEWAY_SHARE * gap
 
 
 def _gateway_words(c: Claim) -> str:
