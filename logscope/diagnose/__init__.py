@@ -30,6 +30,7 @@ from . import (
     findings,
     from_histograms,
     gateway_config,
+    gpu_faults,
     ladder,
     lifecycle,
     outcomes,
@@ -94,6 +95,7 @@ def _run(out: Path, options) -> dict:
         out, rng
     )  # who killed it: the platform's kills become the deaths' causes (issue #40)
     platform.attach(life, platform.kills(facts, inp.events))
+    gpu_faults.tie(facts, life, inp.events)  # an Xid shortly before a death is its cause
     ctx = Context(inp, life, th, slo)
     ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
