@@ -21,7 +21,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",
         action="store_true",
-        help="rewrite tests/data/goldens/<format>/*.txt from this code's output (tests/test_goldens.py)",
+        help="rewrite tests/goldens/<format>/*.txt from this code's output (tests/test_goldens.py)",
     )
 
 

@@ -1,6 +1,6 @@
 """Golden outputs per format, as pygments keeps them for its lexers: a parser change is reviewed as a diff.
 
-Each ``tests/data/goldens/<format>/<name>.txt`` begins with the line ``input: <path>`` naming a real input (a file
+Each ``tests/goldens/<format>/<name>.txt`` begins with the line ``input: <path>`` naming a real input (a file
 or a folder, under tests/data or, as ``LAB/<run>/<path>``, in a bundled lab recording); the rest of it is what
 ingest makes of that input, written as text: the file's detected format, confidence, coverage, assumptions and
 messages, then every table it filled, one row a line (a table past ``MAX_ROWS`` rows shows its first rows and the
@@ -26,10 +26,12 @@ import polars as pl
 import pytest
 
 import golden
-from conftest import DATA, LAB, need
+from conftest import DATA, LAB, ROOT, need
 from logscope import parsers
 
-GOLDENS = DATA / "goldens"
+# beside tests/data, not in it: the tests that read every file or folder of tests/data as logs must not
+# read these texts as logs
+GOLDENS = ROOT / "tests" / "goldens"
 CASES = sorted(GOLDENS.glob("*/*.txt"))
 MAX_ROWS = 40  # rows written per table; past that, the count and the digest of every row
 HEAD = "input: "
