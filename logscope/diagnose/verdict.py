@@ -196,9 +196,13 @@ def _headline(e: dict) -> str:
         state.append(f"{e['running_max']:.0f} running")
     if e["waiting_max"]:
         state.append(f"{e['waiting_max']:.0f} waiting")
-    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + (
-        f": {', '.join(state)}." if state else "."
+    # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
+    when = (
+        f"at {clock.hms(e['start'])} (one stats line)"
+        if e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
+        else f"over {e['duration_s']:.0f} s ({_span(e)})"
     )
+    return f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
 
 
 def _what(e: dict) -> str:
@@ -229,6 +233,14 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         )
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
+    if e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal":
+        # the logs stop inside it: no recovery was seen, and none could be (s01: a 4 s excerpt of a benchmark's start)
+        if e["duration_s"] == 0:
+            return f"One stats line, still abnormal when the logs end: how long it lasted is not in the logs{others}."
+        return (
+            f"Sustained as far as the logs show: {why.strip().rstrip('.')}, so its recovery, if any, is not in "
+            f"them{others}."
+        )
     label = {
         "sustained": "Sustained regime, not a one-off",
         "recurring": "Recurring, not a one-off",

@@ -34,6 +34,7 @@ from ..records import Finding
 from .calm import _calm
 from .clocks import _clock_gaps
 from .crash import _crash, _stall, _stops
+from .decode import slow_decode
 from .errors import _errors, _gateway, _unknown_model
 from .events import _events
 from .gateway import _failed, _gateway_down
@@ -43,9 +44,10 @@ from .latency import _cold, _slow_e2e, _slow_first_token
 from .load_tests import _load_tests
 from .overload import _capacity
 from .platform import build as _platform
-from .pressure import _pressure
+from .pressure import _pressure, ends_on_one_line
 from .record import _stands_for
 from .retries import _traffic
+from .untimed import untimed
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
 
@@ -122,6 +124,7 @@ def build(
             out += found
     out += _across_replicas(per_replica)
     out += _stops(ctx, eps)
+    out += slow_decode(ctx)
     out += _traffic(ctx, eps, traffic, reg)
     if ladder is not None:
         out.append(_ladder_ranked(_ladder(ladder, ladder_rows, reg), ladder, ladder_rows, out))
@@ -135,6 +138,7 @@ def build(
     plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
     out += plat
     out += _load_tests(ctx)
+    out += untimed(ctx)  # records no time places: counted and said, never 'nothing recognised'
     _one_sample(out, eps)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += _failed(ctx, reg)
@@ -237,8 +241,13 @@ def _one_sample(out: list[dict], eps: list[dict]) -> None:
         for e in eps
         if e["class"] != "crash" and e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
     }
+    last = {e["episode_id"] for e in eps if e["episode_id"] in blips and ends_on_one_line(e)}
     for f in out:
-        if f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
+        if f.get("episode_id") in last:
+            # the logs end on it: it was not seen to pass (05: KV 99 %, 115 waiting on the last line), so it is no
+            # blip to set aside and 'nothing alarming' cannot stand beside it; how long it lasted is unknown
+            f["severity"] = "medium" if f["severity"] in ("critical", "high") else f["severity"]
+        elif f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
             f["severity"] = "low"
             f["title"] += " (one sample)"
 

@@ -18,6 +18,11 @@ def _hold(cap: dict) -> tuple[float | None, float | None]:
     return h, t
 
 
+def ends_on_one_line(ep: dict) -> bool:
+    """The episode is one stats line and the logs end inside it (05: KV 99 %, 115 waiting on the last line)."""
+    return ep["duration_s"] == 0 and (ep.get("decided_by") or {}).get("rule") == "ends_abnormal"
+
+
 def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
@@ -30,6 +35,11 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     }[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
+    if ends_on_one_line(ep):  # one stats line, the last: a level at a time, not a regime of 0 s
+        title = (
+            f"{'KV pressure' if kv_full else 'Queue'} when the logs end: {what} at {clock.hms(ep['start'])} "
+            "(one stats line)"
+        )
     if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
         title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {clock.hms_range(ep['start'], ep['end'])}"
     symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
