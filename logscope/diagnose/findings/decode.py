@@ -10,7 +10,7 @@ from ... import clock
 from ..claims import Fact
 from ..context import Context
 from ..records import Finding
-from .record import _f, _n, _pct
+from .record import make_finding, num, pct
 
 SHOWN = 3  # runs named per replica; the rest are counted
 
@@ -58,7 +58,7 @@ def _runs(ctx: Context) -> pl.DataFrame:
     )
 
 
-def slow_decode(ctx: Context) -> list[Finding]:
+def slow_decode_findings(ctx: Context) -> list[Finding]:
     runs = _runs(ctx)
     out = []
     for replica in runs["replica"].unique(maintain_order=True).to_list() if runs.height else []:
@@ -68,14 +68,14 @@ def slow_decode(ctx: Context) -> list[Finding]:
         on = f"{replica}: " if replica and runs["replica"].n_unique() > 1 else ""
         dur = (r["end"] - r["start"]).total_seconds()
         out.append(
-            _f(
+            make_finding(
                 "high",
-                f"{on}Decode at {_n(r['per_request'], 2)} tokens/s per running request "
+                f"{on}Decode at {num(r['per_request'], 2)} tokens/s per running request "
                 f"{clock.hms_range(r['start'], r['end'])}, with nothing waiting: a slow engine, not a full one",
-                f"{_n(r['gen_tps'])} generation tokens/s for up to {r['running']} running request(s) on "
+                f"{num(r['gen_tps'])} generation tokens/s for up to {r['running']} running request(s) on "
                 f"{r['samples']} stats lines in a row ({dur:.0f} s); a reply of 200 tokens takes minutes",
-                f"the server's stats lines: per running request {_n(r['per_request'], 2)} tokens/s (below "
-                f"{ctx.th.slow_decode_tps:g}), 0 waiting, no prompt being prefilled, KV at most {_pct(r['kv'])}"
+                f"the server's stats lines: per running request {num(r['per_request'], 2)} tokens/s (below "
+                f"{ctx.th.slow_decode_tps:g}), 0 waiting, no prompt being prefilled, KV at most {pct(r['kv'])}"
                 f"{more}",
                 "not capacity (nothing waits and the cache is nearly empty): each decode step itself is slow, as with "
                 "a device falling back to a slow path, a kernel or attention backend problem, a CPU-bound sampler "

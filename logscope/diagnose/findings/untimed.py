@@ -8,14 +8,14 @@ import polars as pl
 from ..claims import Fact, latency
 from ..context import Context
 from ..records import Finding
-from .record import _f, _n, _pct
+from .record import make_finding, num, pct
 
 FAILED = ("error", "timeout")
 KNOWN = ("ok", "error", "timeout", "truncated")
 FEW = 20  # below this many requests a p95 is the largest value: say 'up to', not 'p95'
 
 
-def untimed(ctx: Context) -> list[Finding]:
+def untimed_findings(ctx: Context) -> list[Finding]:
     u = getattr(ctx.inputs, "untimed", None)
     if u is None:
         return []
@@ -83,7 +83,7 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
     ]
     if attempts is not None:
         bits.append(
-            f"{attempts:,} client attempts for {att.len():,} of them ({_n(attempts / att.len(), 2)} each)"
+            f"{attempts:,} client attempts for {att.len():,} of them ({num(attempts / att.len(), 2)} each)"
         )
     bits += [t for t in (ttft, e2e) if t]
     if share is not None:
@@ -98,7 +98,7 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
         *f2,
     ]
     return [
-        _f(
+        make_finding(
             sev,
             title,
             "requests failed or retried" if failed.height or retries else "requests answered",
@@ -131,10 +131,10 @@ def _stats(ctx: Context, st: pl.DataFrame) -> list[Finding]:
         f"{run:,} running" if run is not None else None,
         f"{wait:,} waiting" if wait is not None else None,
     ]
-    state.append(f"KV / token usage up to {_pct(kv)}" if kv is not None else None)
+    state.append(f"KV / token usage up to {pct(kv)}" if kv is not None else None)
     gen = st["gen_tps"].drop_nulls()
     if gen.len():
-        state.append(f"{_n(float(gen.max()))} tokens/s generated")
+        state.append(f"{num(float(gen.max()))} tokens/s generated")
     queue = (wait or 0) >= ctx.th.waiting_min
     full = kv is not None and kv >= ctx.th.kv_full
     what = (
@@ -143,7 +143,7 @@ def _stats(ctx: Context, st: pl.DataFrame) -> list[Finding]:
     )
     lines = ", ".join(str(x) for x in st["line_no"].drop_nulls().to_list()[:6])
     return [
-        _f(
+        make_finding(
             "medium" if queue or full else "info",
             f"{what[0].upper()}{what[1:]} on {st.height} {engines} stats line(s) with no time: "
             + ", ".join(s for s in state if s),
