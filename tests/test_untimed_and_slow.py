@@ -168,3 +168,23 @@ def test_sglang_lines_of_one_second_are_its_last_state(run):
     assert not any(e["signal"] == "stall" for e in d["episodes"])
     assert s["verdict"][0].startswith("A queue of up to 38 waiting over 4 s")
     assert s["verdict"][1].startswith("Sustained as far as the logs show")
+
+
+@pytest.mark.parametrize(
+    ("src", "lines", "waited", "cause"),
+    [
+        ((PUBLIC2, "n15"), 2, 10, "although most of the cache is free"),  # KV 22.9 %, spec acceptance 0
+        ((PUBLIC, "07"), 3, 14, "with 23.2 % of the cache free"),  # KV 76.8 %: blocks may be short
+    ],
+)
+def test_queue_none_admitted(run, src, lines, waited, cause):
+    """A queue behind one running request with no prompt prefilled on any line: none was admitted, said from the
+    server's own lines; with no request record in the folder, the arrival rate is unknown, never 0/s."""
+    out, s, d = run(one(*src))
+    f = d["findings"][0]
+    assert f"no prompt prefilled on any of its {lines} stats lines" in f["evidence"]
+    assert f"while up to {waited} waited and 1 ran" in f["evidence"] and cause in f["cause"]
+    assert "py-spy dump" in f["next_test"]
+    ep = d["episodes"][0]
+    assert ep["arrival_rate_during"] is None and ep["arrival_rate_before"] is None
+    assert "0/s during" not in f["evidence"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
+
 from ... import clock
 from ..context import Context
 from .record import make_finding, num, pct, requests_phrase, state_phrase
@@ -16,6 +18,29 @@ def _hold(cap: dict) -> tuple[float | None, float | None]:
         h = (cap.get("concurrency_kv_can_hold") or {}).get("at_reserved_p50")
         t = (cap.get("tokens_per_request_reserved") or {}).get("p50")
     return h, t
+
+
+ROOM = 0.5  # free share of the KV cache above which a queue that is not admitted is not for want of blocks
+
+
+def _not_admitted(ctx: Context, ep: dict) -> str | None:
+    """'no prompt prefilled on any of its N stats lines while W waited': a queue none of which was admitted, read
+    from the server's own lines (prompt throughput 0.0 on every one, running flat); None otherwise."""
+    if ep["signal"] != "queue":
+        return None
+    srv = ctx.server.filter(
+        (pl.col("replica") == (ep["replica"] or "")) & pl.col("ts").is_between(ep["start"], ep["end"])
+    )
+    tps = srv["prompt_tps"] if srv.height else None
+    if tps is None or srv.height < 2 or tps.null_count() or (tps != 0).any():
+        return None
+    if srv["running"].n_unique() != 1 or (srv["kv"].max() or 0) >= ctx.th.kv_full:
+        return None
+    return (
+        f"no prompt prefilled on any of its {srv.height} stats lines (prompt throughput 0.0 tokens/s) while up to "
+        f"{num(ep['waiting_max'])} waited and {num(ep['running_max'])} ran, KV at most {pct(ep['kv_max'])}: "
+        "none was admitted"
+    )
 
 
 def ends_on_one_line(ep: dict) -> bool:
@@ -92,7 +117,26 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
             "Measure capacity: run a concurrency ladder (vllm bench serve --max-concurrency 1,2,4,8,…) with this "
             "traffic's prompt and output lengths and cap --max-num-seqs at the last step that meets the SLO"
         )
-    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
+    unadmitted = _not_admitted(ctx, ep)
+    if unadmitted is not None:
+        # nothing prefilled on any line while they waited and the cache had room: none was admitted (public-2 n15:
+        # 10 waiting behind 1 running at KV 22.9 %; vllm-public 07: 14 behind 1 for over an hour per its reporter)
+        ev.append(unadmitted)
+        free = 1 - (ep["kv_max"] or 0)
+        cause = (
+            "the scheduler admits none of the waiting requests although most of the cache is free: the running "
+            "request(s) hold the engine (a very long generation, a wedged step) or the scheduler is stuck"
+            if free >= ROOM
+            else f"none of the waiting requests is admitted with {pct(free)} of the cache free: each may need more "
+            "blocks than remain (long prompts behind a long running request), or the running request(s) hold the "
+            "engine (a very long generation, a wedged step)"
+        )
+    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full and unadmitted is not None:
+        nt = (
+            "While it happens, take a stack dump of the engine (py-spy dump --pid <EngineCore pid>) and read the "
+            "running request's max_tokens: a wedged step shows in the dump, one long generation in its length"
+        )
+    elif ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         nt = (
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
             "cache really admits, then cap --max-num-seqs there"
