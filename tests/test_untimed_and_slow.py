@@ -188,3 +188,13 @@ def test_queue_none_admitted(run, src, lines, waited, cause):
     ep = d["episodes"][0]
     assert ep["arrival_rate_during"] is None and ep["arrival_rate_before"] is None
     assert "0/s during" not in f["evidence"]
+
+
+@pytest.mark.parametrize("prefix", ["n07", "n08", "n09"])
+def test_calm_of_one_moment_is_said_so(run, prefix):
+    """public-2 n07 / n08 / n09: one request or one stats line, in one second. 'Nothing alarming' may be said of that
+    moment (a request served, the engine's own line), never as a range 'a–a' calm throughout."""
+    out, s, d = run(one(PUBLIC2, prefix))
+    assert s["verdict"][0].startswith("Nothing alarming in the one moment the logs cover (")
+    assert s["verdict"][1].startswith("One moment shows no spike and no regime")
+    every_output(out, "Nothing alarming in the one moment the logs cover")

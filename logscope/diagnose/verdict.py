@@ -49,7 +49,14 @@ def _verdict(
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
         return [top["title"] + ".", "No time range could be examined.", test], "unknown", None
     lo, hi = ctx.span_lo, ctx.span_hi
-    rng = clock.hms_range(lo, hi) if lo else "the logs"
+    # logs that cover one second (one stats line, one request) are a moment, not a range it was calm over
+    rng = (
+        "the logs"
+        if not lo
+        else f"the one moment the logs cover ({clock.hms(lo)})"
+        if hi is None or (hi - lo).total_seconds() < 1
+        else clock.hms_range(lo, hi)
+    )
     if not eps:
         if top is not None and top["severity"] != "info":
             kind = (
@@ -80,7 +87,9 @@ def _verdict(
         return (
             [
                 f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
-                "Calm throughout: no one-off spike, no sustained regime.",
+                "Calm throughout: no one-off spike, no sustained regime."
+                if "one moment" not in rng
+                else "One moment shows no spike and no regime: what came before and after is not in the logs.",
                 test,
             ],
             "nothing alarming",
