@@ -139,7 +139,7 @@ def build(
     out += plat
     out += load_test_findings(ctx)
     out += untimed_findings(ctx)  # records no time places: counted and said, never 'nothing recognised'
-    _one_sample(out, eps)
+    _one_sample(ctx, out, eps)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += failed_findings(ctx, reg)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
@@ -233,7 +233,7 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     return f
 
 
-def _one_sample(out: list[dict], eps: list[dict]) -> None:
+def _one_sample(ctx: Context, out: list[dict], eps: list[dict]) -> None:
     """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
     finding is low, so it never outranks the episodes the users felt."""
     blips = {
@@ -241,7 +241,7 @@ def _one_sample(out: list[dict], eps: list[dict]) -> None:
         for e in eps
         if e["class"] != "crash" and e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
     }
-    last = {e["episode_id"] for e in eps if e["episode_id"] in blips and ends_on_one_line(e)}
+    last = {e["episode_id"] for e in eps if e["episode_id"] in blips and ends_on_one_line(ctx, e)}
     for f in out:
         if f.get("episode_id") in last:
             # the logs end on it: it was not seen to pass (05: KV 99 %, 115 waiting on the last line), so it is no

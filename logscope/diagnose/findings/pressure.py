@@ -43,9 +43,16 @@ def _not_admitted(ctx: Context, ep: dict) -> str | None:
     )
 
 
-def ends_on_one_line(ep: dict) -> bool:
-    """The episode is one stats line and the logs end inside it (05: KV 99 %, 115 waiting on the last line)."""
-    return ep["duration_s"] == 0 and (ep.get("decided_by") or {}).get("rule") == "ends_abnormal"
+def ends_on_one_line(ctx: Context, ep: dict) -> bool:
+    """The episode is one stats line and the logs end inside it (05: KV 99 %, 115 waiting on the last line), on a
+    server not already going down: the last line a stopped or dying server prints (sigterm-overload: KV 94.6 %
+    while shutting down, 38 s after the SIGTERM) belongs to that stop, not to a level of its own."""
+    if ep["duration_s"] != 0 or (ep.get("decided_by") or {}).get("rule") != "ends_abnormal":
+        return False
+    mine = ep["replica"] or None
+    going = [s["ts"] for s in ctx.life.shutdowns if (s["replica"] or None) == mine]
+    going += [d.ts for d in ctx.life.deaths if (d.replica or None) == mine]
+    return not any(t <= ep["start"] for t in going)
 
 
 def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
@@ -60,7 +67,7 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     }[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
-    if ends_on_one_line(ep):  # one stats line, the last: a level at a time, not a regime of 0 s
+    if ends_on_one_line(ctx, ep):  # one stats line, the last: a level at a time, not a regime of 0 s
         title = (
             f"{'KV pressure' if kv_full else 'Queue'} when the logs end: {what} at {clock.hms(ep['start'])} "
             "(one stats line)"
