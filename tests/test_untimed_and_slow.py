@@ -198,3 +198,16 @@ def test_calm_of_one_moment_is_said_so(run, prefix):
     assert s["verdict"][0].startswith("Nothing alarming in the one moment the logs cover (")
     assert s["verdict"][1].startswith("One moment shows no spike and no regime")
     every_output(out, "Nothing alarming in the one moment the logs cover")
+
+
+def test_instant_episode_names_what_lasted_beside_it(run):
+    """public-2 n19 (LMCache KV load failure): one V0 preemption warning at 01:40:17, then 70 s of a queue growing
+    47 -> 233 at KV 100 %. The headline said '1 preemption over 0 s (01:40:17–01:40:17)'; it now names the lasting
+    companions with their times, and nothing calls it one stats line."""
+    out, s, d = run(one(PUBLIC2, "n19"))
+    head = s["verdict"][0]
+    assert head.startswith(
+        "1 preemption at 01:40:17, beside a near-full KV cache 01:40:18–01:41:08 and a queue"
+    )
+    assert "over 0 s" not in head and "233 waiting" in head
+    assert "One stats line" not in s["verdict"][1]

@@ -180,6 +180,13 @@ def _verdict(
     return [head, _when(ctx, main, eps), test], CLASS_STATE[main["class"]], main
 
 
+def one_line(e: dict) -> bool:
+    """One stats line holds the episode and every companion of it (public-2 n19's 0 s preemption had a 70 s queue
+    beside it: not one line)."""
+    comps = (e.get("details") or {}).get("companions") or []
+    return e["duration_s"] == 0 and all(c["start"] == e["start"] and c["end"] == e["end"] for c in comps)
+
+
 def _span(e: dict) -> str:
     return clock.hms_range(e["start"], e["end"])
 
@@ -214,12 +221,25 @@ def _headline(e: dict) -> str:
     if e["waiting_max"]:
         state.append(f"{e['waiting_max']:.0f} waiting")
     # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
+    comps = [c for c in (e.get("details") or {}).get("companions") or [] if c["end"] > c["start"]]
     when = (
         f"at {clock.hms(e['start'])} (one stats line)"
-        if e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
+        if one_line(e) and e["signal"] in ("kv_pressure", "queue", "stall")
         else f"over {e['duration_s']:.0f} s ({_span(e)})"
+        if e["duration_s"] or not comps
+        # timed by a signal of one instant, its companions lasting (n19: 1 preemption, beside a 70 s queue)
+        else f"at {clock.hms(e['start'])}, beside "
+        + " and ".join(f"{COMPANION.get(c['signal'], c['signal'])} {_span(c)}" for c in comps)
     )
     return f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
+
+
+COMPANION = {
+    "kv_pressure": "a near-full KV cache",
+    "queue": "a queue",
+    "stall": "a stall",
+    "errors": "errors",
+}
 
 
 def _what(e: dict) -> str:
@@ -252,7 +272,7 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
     why = e["why"]
     if e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal":
         # the logs stop inside it: no recovery was seen, and none could be (s01: a 4 s excerpt of a benchmark's start)
-        if e["duration_s"] == 0:
+        if one_line(e):
             return f"One stats line, still abnormal when the logs end: how long it lasted is not in the logs{others}."
         return (
             f"Sustained as far as the logs show: {why.strip().rstrip('.')}, so its recovery, if any, is not in "

@@ -47,8 +47,11 @@ def ends_on_one_line(ctx: Context, ep: dict) -> bool:
     """The episode is one stats line and the logs end inside it (05: KV 99 %, 115 waiting on the last line), on a
     server not already going down: the last line a stopped or dying server prints (sigterm-overload: KV 94.6 %
     while shutting down, 38 s after the SIGTERM) belongs to that stop, not to a level of its own."""
+    comps = (ep.get("details") or {}).get("companions") or []
     if ep["duration_s"] != 0 or (ep.get("decided_by") or {}).get("rule") != "ends_abnormal":
         return False
+    if any(c["start"] != ep["start"] or c["end"] != ep["end"] for c in comps):
+        return False  # n19: a 0 s preemption beside a 70 s queue is not one line
     mine = ep["replica"] or None
     going = [s["ts"] for s in ctx.life.shutdowns if (s["replica"] or None) == mine]
     going += [d.ts for d in ctx.life.deaths if (d.replica or None) == mine]
