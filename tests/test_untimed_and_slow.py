@@ -15,6 +15,7 @@ import pytest
 
 from conftest import DATA, LAB, PUBLIC, PUBLIC2, need
 from logscope.api import AnalyzeOptions, analyze
+from logscope.errors import LogscopeError
 
 SLOW = DATA / "vllm-slow-decode"
 
@@ -211,3 +212,21 @@ def test_instant_episode_names_what_lasted_beside_it(run):
     )
     assert "over 0 s" not in head and "233 waiting" in head
     assert "One stats line" not in s["verdict"][1]
+
+
+def test_a_pasted_summary_table_is_not_requests(tmp_path):
+    """A benchmark summary pasted as a Markdown table (sglang's p2p README: one row per request rate, mean and
+    percentile columns) names requests and TTFT as a per-request table does; read as requests it made 5 callers
+    whose 'TTFT' was a mean. It is not request_table's: no client row comes of it, and its lines are counted."""
+    from logscope.parsers import request_table
+
+    src = DATA / "pasted-aggregates" / "sglang-p2p-readme-bench-table.md"
+    assert request_table.detect(src.read_text().splitlines()) == 0.0
+    assert request_table.detect(request_table.SAMPLES) > 0  # public-2 c06's per-request table still is
+    inp = tmp_path / "in"
+    inp.mkdir()
+    shutil.copy2(src, inp / src.name)
+    with pytest.raises(
+        LogscopeError, match="no file in a known format"
+    ):  # alone, it is nothing logscope reads
+        analyze(inp, tmp_path / "out", AnalyzeOptions())
