@@ -38,6 +38,7 @@ from . import (
     platform,
     span_figures,
     tables,
+    untimed,
     verdict,
     wording,
 )
@@ -99,6 +100,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
     rng = time_range.of(options)
     inp = load(out, options.window, rng)
+    inp.untimed = untimed.load(out)
     life = _in_range(
         lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
     )
