@@ -100,11 +100,11 @@ def calm_findings(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Fin
             bits.append(f"{ab} aborted by the caller (vLLM 'Aborted request')")
     if srv.height:
         if srv["running"].drop_nulls().len():
-            bits.append(f"running at most {int(srv['running'].max())}")
+            bits.append(f"running at most {int(cast(float, srv['running'].max()))}")
         if srv["waiting"].drop_nulls().len():
-            bits.append(f"waiting at most {int(srv['waiting'].max())}")
+            bits.append(f"waiting at most {int(cast(float, srv['waiting'].max()))}")
         if srv["kv"].drop_nulls().len():
-            bits.append(f"KV at most {pct(srv['kv'].max())}")
+            bits.append(f"KV at most {pct(cast(float, srv['kv'].max()))}")
     if ctx.pre.height:
         bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
     if cap.get("kv_tokens"):

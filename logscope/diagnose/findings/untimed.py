@@ -3,6 +3,8 @@ to be unknown. They are never episodes (nothing places them in time) and never '
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 
 from ..claims import Fact, latency
@@ -125,7 +127,8 @@ def _stats(ctx: Context, st: pl.DataFrame) -> list[Finding]:
     if not st.height:
         return []
     kv = st.select(pl.coalesce("kv_usage", "gpu_kv_usage").max()).item()
-    run, wait = st["running"].max(), st["waiting"].max()
+    # integer columns: their max is an int, or None when every line leaves it out
+    run, wait = cast("int | None", st["running"].max()), cast("int | None", st["waiting"].max())
     engines = ", ".join(sorted({e for e in st["engine_kind"].drop_nulls().to_list()})) or "the server"
     state = [
         f"{run:,} running" if run is not None else None,
@@ -134,7 +137,7 @@ def _stats(ctx: Context, st: pl.DataFrame) -> list[Finding]:
     state.append(f"KV / token usage up to {pct(kv)}" if kv is not None else None)
     gen = st["gen_tps"].drop_nulls()
     if gen.len():
-        state.append(f"{num(float(gen.max()))} tokens/s generated")
+        state.append(f"{num(cast(float, gen.max()))} tokens/s generated")
     queue = (wait or 0) >= ctx.th.waiting_min
     full = kv is not None and kv >= ctx.th.kv_full
     what = (
