@@ -68,14 +68,11 @@ def _verdict(
                 if top["kind"] == "platform"
                 else "nothing that spikes or lasts over time"
             )
-            if (
-                lo is None
-            ):  # records with no time (a pasted table, a log without asctime): no range to hold episodes
-                return (
-                    [f"{top['title']}.", "No time range could be examined: no record carries a time.", test],
-                    ("finding"),
-                    None,
-                )
+            # records with no time (a pasted table, a log without asctime): no range to hold episodes; a platform
+            # kill or an event has its time, so this is said only of a finding with none
+            if lo is None and top["start"] is None:
+                line = "No time range could be examined: its records carry no time."
+                return [f"{top['title']}.", line, test], "finding", None
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test], "finding", None
         if lad is not None and lad.get("working_boundary"):
             return (
