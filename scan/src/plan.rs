@@ -198,14 +198,20 @@ pub enum Step {
     /// on to the first occurrence of these bytes (not taking them), or to the end
     Until(memmem::Finder<'static>),
     /// characters of the class, between `min` and `max` of them, as many as may be (fewer only when what follows
-    /// does not match otherwise)
-    Run { class: Class, min: usize, max: usize },
+    /// does not match otherwise); `lazy`: as few as may be (more only when what follows does not match otherwise)
+    Run {
+        class: Class,
+        min: usize,
+        max: usize,
+        lazy: bool,
+    },
     /// the rest of the line (greedy)
     Rest,
     /// as few characters as what follows allows (lazy)
     Lazy,
-    /// the inside of a JSON string: on to the first `"` no backslash escapes (not taking it)
-    Quoted,
+    /// the inside of a quoted string (JSON's, or a Python repr's): on to the first such quote no backslash escapes
+    /// (not taking it)
+    Quoted(u8),
     /// on past the next occurrence of these bytes (the nearest first)
     Find(memmem::Finder<'static>),
     /// these steps, or nothing (the steps first); `caps`: they keep a field
@@ -290,8 +296,34 @@ impl Matcher<'_> {
                 self.seq(rest, end, k)
             }
             Step::Rest => self.seq(rest, line.len(), k),
-            Step::Quoted => self.seq(rest, quoted_end(line, pos), k),
-            Step::Run { class, min, max } => {
+            Step::Quoted(q) => self.seq(rest, quoted_end(line, pos, *q), k),
+            Step::Run {
+                class,
+                min,
+                max,
+                lazy: true,
+            } => {
+                // the fewest first: `min` characters, then one more at a time while the class holds
+                let (mut p, mut n) = class.run(line, pos, *min);
+                if n < *min {
+                    return false;
+                }
+                loop {
+                    if self.seq(rest, p, k) {
+                        return true;
+                    }
+                    if n >= *max || p >= line.len() || self.budget == 0 {
+                        return false;
+                    }
+                    let (member, len) = class.at(&line[p..]);
+                    if !member {
+                        return false;
+                    }
+                    p += len;
+                    n += 1;
+                }
+            }
+            Step::Run { class, min, max, .. } => {
                 let (mut p, mut n) = class.run(line, pos, *max);
                 loop {
                     if n < *min {
@@ -426,8 +458,22 @@ impl Matcher<'_> {
                 }
                 Step::Until(f) => pos = f.find(&line[pos..]).map_or(line.len(), |i| pos + i),
                 Step::Rest => pos = line.len(),
-                Step::Quoted => pos = quoted_end(line, pos),
-                Step::Run { class, min, max } => {
+                Step::Quoted(q) => pos = quoted_end(line, pos, *q),
+                Step::Run {
+                    class,
+                    min,
+                    max,
+                    lazy: true,
+                } => {
+                    let (end, n) = class.run(line, pos, *min);
+                    if n < *min {
+                        return self.failed();
+                    }
+                    // taking more is another way, when the class holds at the next character
+                    self.choice |= n < *max && end < line.len() && class.at(&line[end..]).0;
+                    pos = end;
+                }
+                Step::Run { class, min, max, .. } => {
                     let (end, n) = class.run(line, pos, *max);
                     pos = end;
                     if n < *min {
@@ -547,7 +593,7 @@ impl Matcher<'_> {
 }
 
 /// Whether any of these steps keeps a field.
-fn captures(steps: &[Step]) -> bool {
+pub fn captures(steps: &[Step]) -> bool {
     steps.iter().any(|s| match s {
         Step::Capture { .. } => true,
         Step::Opt { caps, .. } | Step::Repeat { caps, .. } | Step::Alt { caps, .. } => *caps,
@@ -555,12 +601,12 @@ fn captures(steps: &[Step]) -> bool {
     })
 }
 
-/// Where a JSON string's inside starting at `pos` ends (at its closing quote, or the end of the line); an escape at
-/// the very end is left out (the regex's `\\.` cannot take it).
-fn quoted_end(line: &[u8], pos: usize) -> usize {
+/// Where a quoted string's inside starting at `pos` ends (at its closing quote `q`, or the end of the line); an escape
+/// at the very end is left out (the regex's `\\.` cannot take it).
+fn quoted_end(line: &[u8], pos: usize, q: u8) -> usize {
     let mut p = pos;
     while p < line.len() {
-        match memchr::memchr2(b'"', b'\\', &line[p..]) {
+        match memchr::memchr2(q, b'\\', &line[p..]) {
             Some(i) if line[p + i] == b'\\' => p += i + 2,
             Some(i) => return p + i,
             None => return line.len(),
@@ -611,6 +657,28 @@ pub fn first_match(kinds: &[Kind], line: &[u8], slots: usize) -> Option<(usize, 
 /// As `first_match`, with a buffer of spans the caller keeps from line to line.
 pub fn first_match_into(kinds: &[Kind], line: &[u8], spans: &mut Spans) -> Option<usize> {
     kinds.iter().position(|kind| match_kind_into(kind, line, spans))
+}
+
+/// Where `steps` matched at the start of `text` end (they need not reach its end; the first path a backtracking
+/// engine finds), or None.
+pub fn prefix_end(steps: &[Step], text: &[u8]) -> Option<usize> {
+    let mut m = Matcher {
+        line: text,
+        spans: Vec::new(),
+        budget: BUDGET,
+        choice: false,
+    };
+    match m.fast(steps, 0) {
+        Fast::Ok(end) => return Some(end),
+        Fast::Fail => return None,
+        Fast::Unknown => {}
+    }
+    let mut end = None;
+    m.seq(steps, 0, &mut |_, p| {
+        end = Some(p);
+        true
+    });
+    end
 }
 
 /// Where the first kind that matches at the start of `line` ends (its steps need not reach the line's end).
@@ -681,6 +749,7 @@ mod tests {
             class: Class::parse(c).unwrap(),
             min,
             max,
+            lazy: false,
         }
     }
     fn until(s: &str) -> Step {
@@ -788,11 +857,31 @@ mod tests {
         );
         let q = kind(vec![
             lit("\""),
-            cap(0, vec![Step::Quoted]),
+            cap(0, vec![Step::Quoted(b'"')]),
             lit("\""),
             Step::End { cr: false },
         ]);
         assert_eq!(fields(&q, r#""a\"b""#, 1).unwrap(), [Some(r#"a\"b"#.into())]);
+    }
+
+    #[test]
+    fn lazy_runs_take_the_fewest() {
+        // ([^\s,]+?)\.?(?:\s|$): the id leaves its last '.' to the optional dot
+        let lazy = Step::Run {
+            class: Class::parse("^\\s,").unwrap(),
+            min: 1,
+            max: usize::MAX,
+            lazy: true,
+        };
+        let k = kind(vec![
+            cap(0, vec![lazy]),
+            Step::opt(vec![lit(".")]),
+            Step::alt(vec![vec![run("\\s", 1, 1)], vec![Step::End { cr: false }]]),
+        ]);
+        assert_eq!(fields(&k, "ab.", 1).unwrap(), [Some("ab".into())]);
+        assert_eq!(fields(&k, "a.b. x", 1).unwrap(), [Some("a.b".into())]);
+        assert_eq!(fields(&k, "é. x", 1).unwrap(), [Some("é".into())]);
+        assert!(fields(&k, "ab,", 1).is_none());
     }
 
     #[test]
