@@ -412,7 +412,7 @@ def test_a_range_keeps_the_untimed_platform_records(tmp_path):
     from datetime import UTC, datetime
 
     from logscope.diagnose import platform
-    from logscope.resources.scope import Range
+    from logscope.resources.time_range import Range
 
     out, _ = _analyze(
         tmp_path,

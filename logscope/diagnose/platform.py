@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import clock
-from ..resources import scope
+from ..resources import time_range
 from .lifecycle import Death, Lifecycle
 from .tables import read
 
@@ -91,7 +91,7 @@ class Facts:
         return bool(self.events.height or self.pods.height or self.gpu.height)
 
 
-def load(out: Path, rng: scope.Range = scope.ALL) -> Facts:
+def load(out: Path, rng: time_range.Range = time_range.ALL) -> Facts:
     ev = read(out, "platform_events")
     if rng:  # an event with no time (an age, seconds since boot) is kept: nothing places it outside the range
         inside = pl.lit(True)

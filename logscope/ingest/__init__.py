@@ -427,7 +427,7 @@ def _replica(f: sources.InputFile, root: Path) -> str:
         if m:
             return m.group("pod")
     if root.is_dir() and parent.resolve() != root.resolve():
-        return inputs._text(
+        return inputs.path_text(
             parent.name
         )  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name

@@ -21,7 +21,7 @@ from .panels import (
     Backdrop,
     Panel,
     XEnc,
-    _bridged,
+    bridged,
     clipped,
     episode_shading,
     title,
@@ -617,7 +617,7 @@ def tokens(ld: Loaded, grid: pl.Series, width_ms: int, panel: Panel) -> pl.DataF
             pl.lit(label).alias("series"),
             pl.col(col).cast(pl.Float64).alias("value"),
         )
-        f = _bridged(f, width_ms)
+        f = bridged(f, width_ms)
         if f.height:
             v = pl.col("value")
             frames.append(
