@@ -90,3 +90,19 @@ def test_request_kinds_read_mutated_lines_as_the_regexes_did(data):
         ins = data.draw(st.text(" ,.:'\"\\[]()=_-0123456789TrueFalsepromptNone\t\u00a0é", max_size=6))
         lines.append(line[:at] + ins + line[at + cut :])
     _equal(lines, prompts=data.draw(st.booleans()))
+
+
+def test_long_lines_read_as_the_regexes_did():
+    """Real request lines made long (a 48,000-character id, an abort of 5,000 ids): the scanner's work on a line grows
+    with its length, as the regexes' did, rather than stopping at a fixed budget."""
+    real = _real_lines()
+    added = next(x for x in real if "] Added request " in x)
+    aborted = next(x for x in real if "] Aborted request(s) " in x)
+    head, rid = added.rsplit("Added request ", 1)
+    ahead, ids = aborted.rsplit("Aborted request(s) ", 1)
+    lines = [
+        f"{head}Added request {rid.rstrip('.') * 1_000}"[:60_000] + ".",
+        f"{ahead}Aborted request(s) " + ", ".join([ids.rstrip(".")] * 5_000) + ".",
+    ]
+    got = _equal(lines)
+    assert got.height == 5_001 and got["request_id"].str.len_chars().max() > 40_000

@@ -268,8 +268,15 @@ pub type Spans = Vec<(u32, u32)>;
 const UNSET: (u32, u32) = (u32::MAX, u32::MAX);
 
 /// Work allowed for one line and kind before it is given up as not matching (a line built to make backtracking
-/// explode costs a bounded time; real lines match or fail in a few dozen steps).
+/// explode costs a bounded time; real lines match or fail in a few dozen steps): `BUDGET`, or `BUDGET_PER_BYTE` steps
+/// a byte of a longer line, so that a lazy step that walks a long line (an id up to the line's end) still reaches it,
+/// as a regex does, in a time linear in the line.
 const BUDGET: u32 = 100_000;
+const BUDGET_PER_BYTE: usize = 16;
+
+fn budget(line: &[u8]) -> u32 {
+    BUDGET.max(u32::try_from(line.len().saturating_mul(BUDGET_PER_BYTE)).unwrap_or(u32::MAX))
+}
 
 struct Matcher<'a> {
     line: &'a [u8],
@@ -624,7 +631,7 @@ pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
     let mut m = Matcher {
         line,
         spans: std::mem::take(spans),
-        budget: BUDGET,
+        budget: budget(line),
         choice: false,
     };
     let matched = match m.fast(&kind.steps, 0) {
@@ -665,7 +672,7 @@ pub fn prefix_end(steps: &[Step], text: &[u8]) -> Option<usize> {
     let mut m = Matcher {
         line: text,
         spans: Vec::new(),
-        budget: BUDGET,
+        budget: budget(text),
         choice: false,
     };
     match m.fast(steps, 0) {
@@ -687,7 +694,7 @@ pub fn first_end(kinds: &[Kind], line: &[u8]) -> Option<usize> {
         let mut m = Matcher {
             line,
             spans: Vec::new(),
-            budget: BUDGET,
+            budget: budget(line),
             choice: false,
         };
         let mut end = None;
@@ -710,7 +717,7 @@ pub fn find_all(kinds: &[Kind], line: &[u8]) -> Vec<(usize, usize)> {
             let mut m = Matcher {
                 line,
                 spans: Vec::new(),
-                budget: BUDGET,
+                budget: budget(line),
                 choice: false,
             };
             let mut end = None;
