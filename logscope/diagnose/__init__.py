@@ -30,6 +30,7 @@ from . import (
     findings,
     from_histograms,
     gateway_config,
+    gpu_faults,
     ladder,
     lifecycle,
     outcomes,
@@ -94,6 +95,7 @@ def _run(out: Path, options) -> dict:
         out, rng
     )  # who killed it: the platform's kills become the deaths' causes (issue #40)
     platform.attach(life, platform.kills(facts, inp.events))
+    gpu_faults.tie(facts, life, inp.events)  # an Xid shortly before a death is its cause
     ctx = Context(inp, life, th, slo)
     ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
@@ -111,8 +113,10 @@ def _run(out: Path, options) -> dict:
         for r in rows:
             r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
         lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
-    for c in clockgap.claims(rows, eps, th, inp.requests):
+    for c in clockgap.claims(rows, eps, th, inp.requests, inp.gateway, inp.gateway_errors):
         reg.add(c)
+        if c.value("figure") == "TTFT":
+            ctx.ttft_gaps[str(c.value("where"))] = c
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     rm = _multiplication(out)
     traffic = _traffic(inp, rm)

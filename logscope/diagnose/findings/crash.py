@@ -58,6 +58,10 @@ def death_finding(ctx: Context, ep: dict, cap: dict) -> dict:
 
     if (killed := crash_finding(ctx, ep, c, when, half, cap)) is not None:  # the platform shows who killed it
         return killed
+    from .gpu_fault import fault_finding
+
+    if (fault := fault_finding(ctx, ep, c, when)) is not None:  # a GPU fault (Xid) came just before it
+        return fault
     if not {"oom", "engine_timeout"} & set(kinds):  # no cause in its own log: say what the folder lacks
         ev.append(unknown_killer(ctx, ep))
     if "oom" in kinds:

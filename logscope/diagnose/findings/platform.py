@@ -16,7 +16,8 @@ import polars as pl
 from ... import clock
 from ..claims import facts as observed
 from ..context import Context
-from ..platform import Facts, Kill, gib, kill_for
+from ..gpu_faults import BEFORE_S
+from ..platform import Facts, Kill, gib, kill_for, pod_replica
 from .record import clock_time, make_finding
 
 HOW = {
@@ -390,6 +391,8 @@ def _scheduling(facts: Facts) -> list[dict]:
 
 def _xid(facts: Facts) -> list[dict]:
     x = facts.events.filter(pl.col("kind").is_in(["xid", "gpu_lost"]))
+    tied = {k for f in facts.faults for k in f.keys}  # its death's finding speaks for these lines
+    x = x.filter(~(pl.col("source") + " line " + pl.col("line_no").cast(pl.String)).is_in(list(tied)))
     out = []
     for (gpu, code), g in x.group_by("gpu", "xid", maintain_order=True):
         what = f"Xid {code}" if code is not None else "GPU fallen off the bus"
@@ -397,11 +400,24 @@ def _xid(facts: Facts) -> list[dict]:
         sev = "critical" if code is None or code in SERIOUS_XID else "high"
         out.append(make_finding(sev, f"GPU error: {what} on {gpu} ({g.height}×; {procs})", f"the NVIDIA driver reported {what}",
                       "; ".join(f"{t['source']} line {t['line_no']}: {t['message'][:200]}" for t in g.head(3).iter_rows(named=True)),
-                      "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load",
+                      "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load" + _apart(facts, g),
                       "Look the code up in NVIDIA's XID catalog; run the GPU's diagnostics (dcgmi diag) before serving on it again",
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("kernel_log", gpu=gpu, xid=code, errors=g.height, first=g["ts"].min())))  # fmt: skip
     return out
+
+
+def _apart(facts: Facts, g: pl.DataFrame) -> str:
+    """Why these Xid lines are context, not a death's cause, when the folder holds server deaths."""
+    if not facts.death_times:
+        return ""
+    ts = g["ts"].drop_nulls()
+    if not ts.len():
+        return "; only seconds since boot were written: it cannot be placed beside the servers' deaths"
+    return (
+        f"; no server death within {BEFORE_S:.0f} s after it ({len(facts.death_times)} death(s) in the folder), or "
+        "none its pid or the folder's only server ties it to: context, not a death's cause"
+    )
 
 
 GPU_VIA = {  # the series of memory in use, and of the memory left or whole, by the tool that wrote them
@@ -432,11 +448,29 @@ def _gpu(facts: Facts) -> list[dict]:
         times = used["ts"].drop_nulls()
         when = f" at {clock_time(times.min())}" + (f"–{clock_time(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
         out.append(make_finding("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
-                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}",
+                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}" + _servers_of(facts, g),
                       "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
                       "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform",
                       facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=g["used"].max(), first=times.min() if times.len() else None)))  # fmt: skip
     return out
+
+
+def _servers_of(facts: Facts, g: pl.DataFrame) -> str:
+    """Which server each GPU's pod is (by the host its log names, its name, or a guess said as one)."""
+    pods = sorted(set(g["pod"].drop_nulls().to_list()))
+    if not pods or not facts.logs:
+        return ""
+    maps = [pod_replica(p, sorted(facts.logs), facts.hosts, guess=len(pods) == 1) for p in pods]
+    said = [how for _, how in maps[:4]]
+    only = next(iter(facts.logs)) if len(facts.logs) == 1 else None
+    if (
+        len(pods) > 1
+        and only is not None
+        and not facts.hosts.get(only)
+        and not any(r is not None for r, _ in maps)
+    ):
+        said.append(f"{len(pods)} pods and one server log: which pod it was is not guessed")
+    return "".join(f"; {how}" for how in said)
 
 
 def unknown_killer(ctx: Context, ep: dict) -> str:
