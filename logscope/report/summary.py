@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from .. import __version__, schemas
+from . import layers_seen
 from .fmt import clean, iso, num
 from .load import Loaded
 
@@ -56,7 +57,7 @@ def build(ld: Loaded, options: Any) -> dict:
         },
         "episodes": episodes(ld),
         "findings": findings(ld),
-        "retries": retries(ld),
+        "retries": retries(ld, traces(ld)),
         "outcomes": clean(_dict(diag.get("traffic")).get("outcomes")),
         "load_tests": load_tests(ld),
         "ladder": ladder(ld),
@@ -153,7 +154,11 @@ def _gaps(ld: Loaded, s: dict) -> dict[str, str]:
     if s["ladder"] is None:
         why["ladder"] = ld.why("ladder") or "no load ladder in these inputs (no steps of rising concurrency)"
     if s["retries"]["logical_requests"] is None:
-        why["retries"] = ld.why("requests") or "no request could be counted"
+        why["retries"] = (
+            ld.why("requests")
+            or s["retries"]["not_observed"].get("logical_requests")
+            or "no request could be counted"
+        )
     if ld.why("windows"):
         why["timeline"] = ld.why("windows")
     return why
@@ -337,8 +342,9 @@ def findings(ld: Loaded) -> list[dict]:
     return sorted(out, key=lambda f: (f["rank"] if f["rank"] is not None else 1 << 30, str(f["id"])))
 
 
-def retries(ld: Loaded) -> dict:
-    """Request counts per layer and the amplification; correlation.json wins, tables fill the gaps."""
+def retries(ld: Loaded, spans: dict | None = None) -> dict:
+    """Request counts per layer and the amplification; correlation.json wins, tables fill the gaps. A layer
+    the folder has no record of is None with its reason in ``not_observed`` (layers_seen.py), never 0."""
     doc = ld.doc("correlation")
     mult = _dict(doc.get("retry_multiplication"))
     flags = _dict(doc.get("flags"))
@@ -356,6 +362,9 @@ def retries(ld: Loaded) -> dict:
     counted = _count_layers(ld, {k for k in RETRY_KEYS if k not in given})
     out = {k: clean(given[k] if k in given else counted.get(k)) for k in RETRY_KEYS}
     out["source"] = "correlation.json" if given else ("tables" if counted else None)
+    out["not_observed"] = layers_seen.missing(ld, out, spans)
+    for k in out["not_observed"]:
+        out[k] = None
     out["factors"] = clean(mult.get("factors")) or None
     out["server_requests_elsewhere"] = clean(mult.get("server_requests_elsewhere"))
     out["retry_layers"] = clean(layers.get("layers"))
