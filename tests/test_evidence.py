@@ -510,8 +510,14 @@ def test_item8_a_drained_backlog_is_no_sustained_queue(run):
 
 def test_item3_episode_latency_names_its_clock(run):
     """frontend-bound's TTFT episodes are measured on the callers' clock (the client's JSONL): the episode's
-    evidence says so ('TTFT p95 (s, client clock)'), as every latency figure must."""
-    _, _, diag, _ = run(LAB / "frontend-bound")
+    evidence, the verdict's headline and the finding's symptom say so with the source ('TTFT p95 (client clock,
+    client_records)'), as every latency figure must (the headline read 'TTFT p95 up to 12.7 s')."""
+    _, s, diag, _ = run(LAB / "frontend-bound")
     eps = [e for e in diag["episodes"] if e["signal"] == "ttft"]
     assert len(eps) == 4
-    assert all("TTFT p95 (s, client clock) " in e["reason"] for e in eps)
+    named = "TTFT p95 (client clock, client_records)"
+    assert all(f"{named} " in e["reason"] for e in eps)
+    assert s["verdict"][0].startswith(f"{named} up to 12.7 s over 16 s (04:18:48–04:19:04)")
+    [slow] = [f for f in s["findings"] if f["kind"] == "latency"]
+    assert slow["symptom"] == f"{named} above 2 s for 16 s"
+    assert "TTFT p95 12.67 s (client clock, client_records)" in slow["evidence"]

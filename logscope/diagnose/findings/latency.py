@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import clock
+from .. import latency_named
 from ..claims import Fact
 from ..context import Context
 from .record import _f, _pct, _req, _stands_for, _t
@@ -13,6 +14,11 @@ QUEUE_NEXT = (
     "Fix the queue stage: cap admission with a lower --max-num-seqs or add capacity, and compare "
     "the server's queue time with the client's TTFT"
 )
+
+
+def _named(ep: dict, sig: str) -> str:
+    """The episode's latency with the clock and source it was measured on (episodes.py sets them)."""
+    return latency_named.words(sig, ep.get("signal_clock"), ep.get("signal_source"))
 
 
 def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
@@ -68,7 +74,7 @@ def _slow_first_token(ctx: Context, ep: dict) -> dict:
     return _f(
         "medium",
         f"Slow first token {clock.hms_range(ep['start'], ep['end'])}",
-        f"TTFT p95 above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s",
+        f"{_named(ep, 'ttft')} above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s",
         "; ".join([ep["reason"], _req(ep)]),
         cause,
         nt,
@@ -82,7 +88,7 @@ def _slow_e2e(ctx: Context, ep: dict) -> dict:
     return _f(
         "medium",
         f"Slow responses {clock.hms_range(ep['start'], ep['end'])}",
-        f"e2e p95 above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
+        f"{_named(ep, 'e2e')} above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
         "; ".join([ep["reason"], _req(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])),
         "long generations (output length) or a slow decode step",
         "Cap max_tokens at what the application needs (compare requested max_tokens with generated tokens)",

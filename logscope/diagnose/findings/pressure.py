@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import clock
+from .. import latency_named
 from ..context import Context
 from .record import _f, _n, _pct, _req, _state
 
@@ -35,7 +36,8 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
-        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
+        ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
+        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
     ev = [ep["reason"], _req(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
