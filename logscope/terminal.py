@@ -196,6 +196,10 @@ def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     note = (summary.get("retries") or {}).get("amplification_note")
     if note:
         out.print(shown(f"amplification {summary['retries']['amplification']:.2f}, {note}"))
+    sp = summary.get("span") or {}
+    for key in ("far_apart", "anchored"):  # a span the files cannot vouch for: said beside the verdict
+        if sp.get(key):
+            out.print(shown(f"time span: {sp[key]}"))
     if layers := unseen_words(summary.get("retries")):
         out.print(shown(layers))
     if spans := trace_words(summary.get("traces")):

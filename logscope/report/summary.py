@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from .. import __version__, schemas
-from . import layers_seen
+from . import layers_seen, timing
 from .fmt import clean, iso, num
 from .load import Loaded
 
@@ -229,9 +229,12 @@ def span(ld: Loaded) -> dict:
     """The time the report covers: the inputs' span, narrowed to the range given (``range``, then also
     ``inputs_start`` / ``inputs_end``)."""
     files = ld.table("files")
-    lo, hi = files["first_ts"].min(), files["last_ts"].max()
+    anchored = timing.mtime_anchored(files)
+    timed = files.filter(~pl.col("path").is_in(anchored))
+    # a time the file does not state (its modification time: the copy's) never bounds the incident's span
+    lo, hi = timed["first_ts"].min(), timed["last_ts"].max()
     w = ld.table("windows")
-    if lo is None and w.height:
+    if lo is None and w.height and not anchored:
         lo, hi = w["ts"].min(), w["ts"].max()
     out: dict = {}
     if ld.rng:
@@ -242,7 +245,11 @@ def span(ld: Loaded) -> dict:
         lo, hi = ld.rng.clip(lo, hi)
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
     if lo is None and hi is None:  # no line had a time: said, never an epoch-0 window
-        out["unknown"] = _why_no_time(ld)
+        out["unknown"] = _why_no_time(ld) + (timing.anchored_words(anchored, alone=True) if anchored else "")
+    elif anchored:
+        out["anchored"] = timing.anchored_words(anchored, alone=False)
+    if apart := timing.far_apart(timed):
+        out["far_apart"] = apart
     return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur), **out}
 
 
