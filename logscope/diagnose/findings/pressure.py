@@ -7,6 +7,7 @@ import math
 import polars as pl
 
 from ... import clock
+from .. import latency_named
 from ..context import Context
 from .record import make_finding, num, pct, requests_phrase, state_phrase
 
@@ -80,7 +81,8 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     symptom = f"{what} for {ep['duration_s']:.0f} s ({state_phrase(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
-        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
+        ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
+        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
     ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
