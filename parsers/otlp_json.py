@@ -55,7 +55,11 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         raw = _otlp_columns.raw_spans(lines.filter(fast))
         if raw is not None:  # every whole line decoded at once (the Collector file exporter's files)
             state["spans"] = state.get("spans", 0) + raw.height
-            tables = {"spans": _spans.finish(raw, ctx.source, ctx.replica)} if raw.height else {}
+            tables = (
+                {"spans": _spans.finish(raw, ctx.source, ctx.replica, ctx.include_prompts)}
+                if raw.height
+                else {}
+            )
             return ChunkResult(tables=tables, recognized=fast)
     return _tracefile.parse_chunk(lines, ctx, state, convert)
 
