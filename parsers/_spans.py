@@ -84,12 +84,13 @@ _GATEWAY_SERVICE = r"(?i)nginx|envoy|haproxy|traefik|litellm|gateway|proxy|route
 _FIRST_TOKEN = r"(?i)first[ _.-]?token"
 _SGLANG_REQ = r"^\s*(?:\w+ )?Req \S+$"
 _SGLANG_QUEUE = "prefill_waiting"
-# attributes that carry prompt or answer text (OpenInference, the GenAI conventions of both eras, OpenLLMetry):
+# attributes that carry prompt or answer text (OpenInference, the GenAI conventions of both eras, OpenLLMetry,
+# Google ADK):
 # dropped unless prompts are asked for (``--include-prompts``), as the log parsers do
 _CONTENT = (
     r"^(input\.value|output\.value|llm\.(input|output)_messages\..*|llm\.prompts?(\..*)?|llm\.prompt_template\..*"
     r"|gen_ai\.(prompt|completion)(\..*)?|gen_ai\.(input|output)\.messages|gen_ai\.system_instructions"
-    r"|gen_ai\.tool\.call\.(arguments|result))$"
+    r"|gen_ai\.tool\.call\.(arguments|result)|gcp\.vertex\.agent\.llm_(request|response))$"
 )
 _KINDS = {"0": "unspecified", "1": "internal", "2": "server", "3": "client", "4": "producer", "5": "consumer"}
 _STATUS = {"0": "unset", "1": "ok", "2": "error"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -43,6 +44,7 @@ def _ingest(tmp_path: Path, *files: Path, **opts) -> tuple[pl.DataFrame, pl.Data
         ("genai/openinference-console.txt", "otel_console"),
         ("sglang/sglang-0.5.23-otlp.jsonl", "otlp_json"),
         ("sglang/sglang-0.5.23-console.txt", "otel_console"),
+        ("otlp/tempo-api-batches.json", "otlp_json"),
     ],
 )
 def test_detected(path: str, fmt: str) -> None:
@@ -329,3 +331,28 @@ def test_sglang_request_span_tree(tmp_path: Path, fmt: str) -> None:
             float(a["gen_ai.latency.time_in_model_prefill"]) - a["wait"], abs=2e-6
         )
     assert req["queue_s"].round(4).to_list() == [0.0304, 0.0309]
+
+
+def test_tempo_trace_api_answer(tmp_path: Path) -> None:
+    """A second single OTLP export, as Grafana Tempo's trace API answers: "batches" (the older name of
+    resourceSpans), instrumentationLibrarySpans, SPAN_KIND_* names and nanosecond times as bare JSON numbers past
+    2**53. Its openai.chat spans (OpenLLMetry) carry the newer gen_ai.usage.input_tokens / output_tokens; the prompt
+    Google ADK copies into gcp.vertex.agent.llm_request is not kept."""
+    files, sp = _ingest(tmp_path, T / "otlp/tempo-api-batches.json")
+    assert files.select("format", "lines_total", "lines_parsed").row(0) == ("otlp_json", 1, 1)
+    assert dict(sp.group_by("service").len().iter_rows()) == {"helm_agent": 67, "kagent-controller": 19}
+    assert sp["trace_id"].unique().to_list() == ["dd547580319ab0312cee07f1def50dad"]
+    first = sp.filter(pl.col("span_id") == "21beb323d66610f7").row(0, named=True)
+    assert (first["kind"], first["http_status"], first["http_method"]) == ("server", 404, "GET")
+    assert first["start"] == datetime(2026, 4, 30, 13, 17, 33, 780274, tzinfo=UTC)
+    chat = sp.filter(pl.col("name") == "openai.chat").sort("start")
+    assert chat["prompt_tokens"].to_list() == [2256, 2392] and chat["output_tokens"].to_list() == [13, 116]
+    assert chat["request_id"].to_list() == [
+        "chatcmpl-DaLYlqJDD4djXUGg9TjyClK9BdeVV",
+        "chatcmpl-DaLYmIS19l0ClnUwPDWAYAmn2jz66",
+    ]
+    assert (chat["model"] == "gpt-4.1-mini-2025-04-14").all()
+    assert (chat["layer"] == "client").all() and (chat["role"] == "request").all()
+    keys = set(sp["attributes"].list.eval(pl.element().struct.field("key")).explode().drop_nulls())
+    assert "gcp.vertex.agent.invocation_id" in keys and "gcp.vertex.agent.llm_request" not in keys
+    assert not any(k.startswith("gen_ai.completion.") for k in keys)
