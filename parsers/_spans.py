@@ -88,9 +88,10 @@ _SGLANG_QUEUE = "prefill_waiting"
 # Google ADK):
 # dropped unless prompts are asked for (``--include-prompts``), as the log parsers do
 _CONTENT = (
-    r"^(input\.value|output\.value|llm\.(input|output)_messages\..*|llm\.prompts?(\..*)?|llm\.prompt_template\..*"
-    r"|gen_ai\.(prompt|completion)(\..*)?|gen_ai\.(input|output)\.messages|gen_ai\.system_instructions"
-    r"|gen_ai\.tool\.call\.(arguments|result)|gcp\.vertex\.agent\.llm_(request|response))$"
+    r"^(input\.value|output\.value|llm\.(input|output)_messages\.\d+\.message\.(content|contents\..*|tool_calls\..*arguments)"
+    r"|llm\.prompts?(\..*)?|llm\.prompt_template\..*|gen_ai\.(prompt|completion)(\.\d+\.(content|tool_calls\.\d+\.arguments))?"
+    r"|gen_ai\.(input|output)\.messages|gen_ai\.system_instructions|gen_ai\.tool\.call\.(arguments|result)"
+    r"|gcp\.vertex\.agent\.llm_(request|response))$"
 )
 _KINDS = {"0": "unspecified", "1": "internal", "2": "server", "3": "client", "4": "producer", "5": "consumer"}
 _STATUS = {"0": "unset", "1": "ok", "2": "error"}

@@ -254,8 +254,7 @@ def test_span_figures_per_segment_reach_the_diagnosis(out: Path) -> None:
     parts = {p["part"]: p for p in whole["split"]}
     assert (
         parts["queue"]["clock"] == "engine"
-        and parts["before the attempt (earlier attempts, backoff, the caller's own work)"]["clock"]
-        == "client"
+        and parts["before the attempt (retries, backoff, the client)"]["clock"] == "client"
     )
     total = sum(p["mean_ms"] for p in whole["split"])
     assert total == pytest.approx(whole["latencies"]["caller_e2e"]["mean_ms"], rel=0.02)

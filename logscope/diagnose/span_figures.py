@@ -33,7 +33,7 @@ _secs = lambda a, b: (pl.col(a) - pl.col(b)).dt.total_microseconds() / 1e6  # no
 PARTS: list[tuple[str, pl.Expr, str]] = [
     # the caller's request span start to the attempt the engine answered: with no retry, the client's own work
     (
-        "before the attempt (earlier attempts, backoff, the caller's own work)",
+        "before the attempt (retries, backoff, the client)",
         pl.col("before_attempt_s"),
         "client",
     ),
