@@ -121,3 +121,19 @@ def test_every_output_says_the_same_per_step(out: Path) -> None:
         '<span class="small muted">engine</span> <span class="nowrap">1.1 s / 4.71 s</span><br>'
         '<span class="small muted">callers</span> <span class="nowrap">1.56 s / 5.02 s</span>'
     ) in section
+
+
+def test_every_clock_shifted_keeps_each_steps_figures(out: Path, tmp_path: Path) -> None:
+    """Metamorphic: every time of the folder (logs, metrics, the client's records, the spans' UnixNano) moved by
+    one odd offset: the same ladder steps, each with the same requests and the same figures on each clock."""
+    from datetime import timedelta
+
+    from metamorphic import copy_shifted
+
+    copy_shifted(RUN, tmp_path / "in", timedelta(days=1, hours=3, minutes=17, seconds=13))
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    a, b = _steps(out), _steps(tmp_path / "out")
+    assert [(s["segment"], s["requests"]) for s in b] == [(s["segment"], s["requests"]) for s in a]
+    for x, y in zip(a, b, strict=True):
+        for m in ("ttft", "caller_ttft", "caller_minus_engine_ttft", "queue", "before_engine", "caller_e2e"):
+            assert y["latencies"][m]["p95_ms"] == pytest.approx(x["latencies"][m]["p95_ms"], abs=1e-3), m
