@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
-from ..resources.scope import Range
+from ..resources import time_range
+from ..resources.time_range import Range
 
 # max/mean of the server's state over a span: episodes, steps and windows use the same figures
 SERVER_STATE_AGGS = (
@@ -82,7 +82,7 @@ def read(
     name: str,
     columns: tuple[str, ...] | None = None,
     where: pl.Expr | None = None,
-    rng: Range = scope.ALL,
+    rng: Range = time_range.ALL,
 ) -> pl.DataFrame:
     """A table as declared (only ``columns`` of it, only rows ``where`` and in the time range ``rng``); empty
     when absent or unreadable."""
@@ -91,7 +91,7 @@ def read(
     if not p.exists():
         return empty
     try:
-        lf = scope.scan(out, name, rng)
+        lf = time_range.scan(out, name, rng)
         lf = lf.filter(where) if where is not None else lf
         lf = lf.select(columns) if columns else lf
         cats = [c for c in CATEGORIES.get(name, ()) if c in (columns or lf.collect_schema().names())]
@@ -116,7 +116,7 @@ class Inputs:
     phases: pl.DataFrame
     gateway: pl.DataFrame  # COLUMNS["gateway_attempts"]
     gateway_errors: pl.DataFrame  # COLUMNS["gateway_errors"]
-    rng: Range = scope.ALL  # the time range examined (logscope.resources.scope)
+    rng: Range = time_range.ALL  # the time range examined (logscope.resources.time_range)
     access_lines: int = 0  # how many access lines there are
     # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
     not_found: pl.DataFrame | None = None
@@ -124,10 +124,10 @@ class Inputs:
     load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
 
 
-def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
-    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.resources.scope``)."""
+def load(out: Path, window: str | None = None, rng: Range = time_range.ALL) -> Inputs:
+    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.resources.time_range``)."""
     stats = read(out, "server_stats", rng=rng).filter(pl.col("ts").is_not_null())
-    in_range = scope.where("server_events", rng)
+    in_range = time_range.where("server_events", rng)
     if (
         in_range is not None
     ):  # and the server's set-up and starts outside it (capacity; whose death is inside)
@@ -141,7 +141,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     correlated = bool(win.height and win["window_s"].drop_nulls().len())
     is_access = pl.col("kind") == ACCESS
     access_lines, access_served = (
-        scope.scan(out, "server_events", rng)
+        time_range.scan(out, "server_events", rng)
         .filter(is_access)
         .select(
             pl.len(),

@@ -178,6 +178,8 @@ def _headline(e: dict) -> str:
             if "kernel_oom" in c["kinds"]
             else "was OOMKilled (its container's memory limit)"
             if "oom_killed" in c["kinds"]
+            else "died after a GPU fault (the kernel's NVIDIA Xid)"
+            if "gpu_xid" in c["kinds"]
             else "died (" + ", ".join(c["kinds"]) + ")"
         )
         if c["at_startup"]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from ..claims import Registry
 from ..context import Context
 from ..records import Finding
-from .record import _f
+from .record import make_finding
 
 
-def _clock_gaps(ctx: Context, reg: Registry) -> list[Finding]:
+def clock_gap_findings(ctx: Context, reg: Registry) -> list[Finding]:
     out = []
     large = [c for c in reg.all() if c.kind == "clock_gap" and c.state == "large gap"]
     for figure in ("TTFT", "e2e"):
@@ -25,7 +25,7 @@ def _clock_gaps(ctx: Context, reg: Registry) -> list[Finding]:
             for c in mine
         )
         out.append(
-            _f(
+            make_finding(
                 "medium",
                 f"{figure} waits in front of the engine: the callers' p95 is at least {worst.value('gap_s'):.1f} s "
                 f"above vLLM's own ({where})",

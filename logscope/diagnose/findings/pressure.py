@@ -6,7 +6,7 @@ import math
 
 from ... import clock
 from ..context import Context
-from .record import _f, _n, _pct, _req, _state
+from .record import make_finding, num, pct, requests_phrase, state_phrase
 
 
 def _hold(cap: dict) -> tuple[float | None, float | None]:
@@ -18,25 +18,25 @@ def _hold(cap: dict) -> tuple[float | None, float | None]:
     return h, t
 
 
-def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
+def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]
     comps = {c["signal"]: c for c in d["companions"]}
     what = {
         "preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}",
-        "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
-        "queue": f"a waiting queue of up to {_n(ep['peak'])}",
+        "kv_pressure": f"KV cache ≥ {pct(ctx.th.kv_full)}",
+        "queue": f"a waiting queue of up to {num(ep['peak'])}",
     }[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
     if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
         title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {clock.hms_range(ep['start'], ep['end'])}"
-    symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
+    symptom = f"{what} for {ep['duration_s']:.0f} s ({state_phrase(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
         symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
-    ev = [ep["reason"], _req(ep)]
+    ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
     if "v0_preemption_warnings" in d:
@@ -54,12 +54,12 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     if hold is not None and kv_tokens:
         cause += (
             f"; the cache holds {kv_tokens:,} tokens ≈ {hold:.1f} requests of {tok:.0f} tokens, "
-            f"while up to {_n(ep['running_max'] or cap.get('running_observed_max'))} ran at once"
+            f"while up to {num(ep['running_max'] or cap.get('running_observed_max'))} ran at once"
         )
     if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         cause = (
             "requests wait although KV usage stays below "
-            f"{_pct(ctx.th.kv_full)}: each waiting request needs more free blocks than remain (long prompts), "
+            f"{pct(ctx.th.kv_full)}: each waiting request needs more free blocks than remain (long prompts), "
             "or the engine is stalled on the running ones"
         )
     mns = cap.get("max_num_seqs")
@@ -87,4 +87,4 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
             "cache really admits, then cap --max-num-seqs there"
         )
-    return _f(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
+    return make_finding(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
