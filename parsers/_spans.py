@@ -244,7 +244,7 @@ def finish(raw: pl.DataFrame, source: str, replica: str, prompts: bool = False) 
         _attr(("llm.invocation_parameters",)).str.json_path_match("$.max_tokens").alias("_oi_max"),
     )
     df = df.with_columns(
-        pl.coalesce("max_tokens", _cast(pl.col("_oi_max"), pl.Int64)).alias("max_tokens"),
+        pl.coalesce("max_tokens", _cast(pl.col("_oi_max"), pl.Int64())).alias("max_tokens"),
         pl.col("ft").dt.replace_time_zone("UTC").alias("first_token_ts"),
         pl.col("ev")
         .list.eval(pl.element().struct.field("name"))
