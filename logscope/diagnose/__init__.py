@@ -113,8 +113,10 @@ def _run(out: Path, options) -> dict:
         for r in rows:
             r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
         lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
-    for c in clockgap.claims(rows, eps, th, inp.requests):
+    for c in clockgap.claims(rows, eps, th, inp.requests, inp.gateway, inp.gateway_errors):
         reg.add(c)
+        if c.value("figure") == "TTFT":
+            ctx.ttft_gaps[str(c.value("where"))] = c
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     rm = _multiplication(out)
     traffic = _traffic(inp, rm)

@@ -52,6 +52,11 @@ COLUMNS = {
         "status",
         "upstream",
         "upstream_status",
+        # the gateway's own clock for the clock gap (clockgap._at_gateway): one access line = one request
+        "source",
+        "line_no",
+        "request_time_s",
+        "duration_s",
     ),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ... import clock
 from ..claims import Fact
 from ..context import Context
+from .clocks import in_gateway
 from .record import clock_time, make_finding, pct, requests_phrase, stands_for
 
 # an episode whose engine spans put at least this share of their mean TTFT in the queue is a queue episode
@@ -52,6 +53,8 @@ def slow_first_token_finding(ctx: Context, ep: dict) -> dict:
             "Time each stage: compare the engine's TTFT with the gateway's upstream header time and the "
             "client's TTFT for the same requests",
         )
+    elif gw := in_gateway(ctx.ttft_gaps.get(ep.get("episode_id") or "")):  # the gateway's own clock shows it
+        cause, nt = gw
     elif ep["waiting_max"] is None:  # no stats line, metric or engine span: the queue is not known
         cause, nt = (
             "unknown: the folder holds no queue figure (no vLLM stats line, no waiting metric, no engine span "
