@@ -26,7 +26,9 @@ from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "otlp_json"
 KIND = "traces"
-DESCRIPTION = "OTLP JSON trace export (Collector file exporter lines, one export, Jaeger v2 api/v3)"
+DESCRIPTION = (
+    "OTLP JSON trace export (Collector file exporter lines, one export, Tempo API, Jaeger v2 api/v3)"
+)
 MODE = "lines"
 SAMPLES = [
     '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm-a"}}]},'
