@@ -37,6 +37,7 @@ from . import (
     platform,
     span_figures,
     tables,
+    untimed,
     verdict,
     wording,
 )
@@ -88,6 +89,7 @@ def _run(out: Path, options) -> dict:
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
     rng = time_range.of(options)
     inp = load(out, getattr(options, "window", None), rng)
+    inp.untimed = untimed.load(out)
     life = _in_range(
         lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
     )

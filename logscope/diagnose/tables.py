@@ -127,6 +127,7 @@ class Inputs:
     not_found: pl.DataFrame | None = None
     access_served: int = 0  # access lines of a POST answered 2xx (generations served)
     load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
+    untimed: object | None = None  # untimed.Untimed: the records no time places (set by diagnose.run)
 
 
 def load(out: Path, window: str | None = None, rng: Range = time_range.ALL) -> Inputs:
@@ -417,21 +418,33 @@ def build_windows(
 
 
 def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
-    """One row per (replica, ts): aggregated DP lines when printed, else the engines summed."""
+    """One row per (replica, ts): aggregated DP lines when printed, else the engines summed. One engine's
+    lines within one second (SGLang prints a batch line per step) are its last state, not a sum (s01: 34 + 30
+    waiting at 16:43:30 is 30), and a column no line of the second has stays null, not 0 (SGLang's prefill
+    lines have no generation throughput: not 0 tokens/s, not a stall)."""
     if df.height == 0:
         return df
     has_agg = df.group_by("replica").agg((pl.col("engine") == "aggregated").any().alias("_agg"))
     df = df.join(has_agg, on="replica", how="left").filter(
         ~pl.col("_agg") | (pl.col("engine") == "aggregated")
     )
-    return (
-        df.group_by(["replica", "ts"], maintain_order=True)
+    last = (
+        df.sort(["replica", "ts", "seq"])
+        .group_by(["replica", "engine", "ts"], maintain_order=True)
         .agg(
-            pl.col("running").sum(),
-            pl.col("waiting").sum(),
+            pl.col("running", "waiting", "kv", "prompt_tps", "gen_tps").drop_nulls().last(),
+            pl.col("seq").min(),
+        )
+    )
+
+    def total(c: str) -> pl.Expr:
+        return pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum())
+
+    return (
+        last.group_by(["replica", "ts"], maintain_order=True)
+        .agg(
+            *(total(c) for c in ("running", "waiting", "prompt_tps", "gen_tps")),
             pl.col("kv").max(),
-            pl.col("prompt_tps").sum(),
-            pl.col("gen_tps").sum(),
             pl.col("seq").min(),
         )
         .sort(["replica", "ts", "seq"])

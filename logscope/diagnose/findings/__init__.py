@@ -34,6 +34,7 @@ from ..records import Finding
 from .calm import calm_findings
 from .clocks import clock_gap_findings
 from .crash import death_finding, stall_finding, stop_findings
+from .decode import slow_decode_findings
 from .errors import error_finding, gateway_error_findings, unknown_model_findings
 from .events import event_findings
 from .gateway import failed_findings, gateway_down_findings
@@ -43,9 +44,10 @@ from .latency import cold_start_findings, slow_e2e_finding, slow_first_token_fin
 from .load_tests import load_test_findings
 from .overload import capacity_findings
 from .platform import build as _platform
-from .pressure import pressure_finding
+from .pressure import ends_on_one_line, pressure_finding
 from .record import stands_for
 from .retries import traffic_findings
+from .untimed import untimed_findings
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
 
@@ -122,6 +124,7 @@ def build(
             out += found
     out += _across_replicas(per_replica)
     out += stop_findings(ctx, eps)
+    out += slow_decode_findings(ctx)
     out += traffic_findings(ctx, eps, traffic, reg)
     if ladder is not None:
         out.append(_ladder_ranked(ladder_finding(ladder, ladder_rows, reg), ladder, ladder_rows, out))
@@ -135,7 +138,8 @@ def build(
     plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
     out += plat
     out += load_test_findings(ctx)
-    _one_sample(out, eps)
+    out += untimed_findings(ctx)  # records no time places: counted and said, never 'nothing recognised'
+    _one_sample(ctx, out, eps)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += failed_findings(ctx, reg)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
@@ -229,7 +233,7 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     return f
 
 
-def _one_sample(out: list[dict], eps: list[dict]) -> None:
+def _one_sample(ctx: Context, out: list[dict], eps: list[dict]) -> None:
     """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
     finding is low, so it never outranks the episodes the users felt."""
     blips = {
@@ -237,8 +241,13 @@ def _one_sample(out: list[dict], eps: list[dict]) -> None:
         for e in eps
         if e["class"] != "crash" and e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
     }
+    last = {e["episode_id"] for e in eps if e["episode_id"] in blips and ends_on_one_line(ctx, e)}
     for f in out:
-        if f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
+        if f.get("episode_id") in last:
+            # the logs end on it: it was not seen to pass (05: KV 99 %, 115 waiting on the last line), so it is no
+            # blip to set aside and 'nothing alarming' cannot stand beside it; how long it lasted is unknown
+            f["severity"] = "medium" if f["severity"] in ("critical", "high") else f["severity"]
+        elif f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
             f["severity"] = "low"
             f["title"] += " (one sample)"
 

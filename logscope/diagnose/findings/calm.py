@@ -128,6 +128,28 @@ def calm_findings(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Fin
         else "Nothing alarming cannot be said: nothing shows the server serving"
     )
     note = _shape_note(ctx)
+    u = getattr(ctx.inputs, "untimed", None)
+    parsed = dict(u.parsed) if u is not None else {}
+    if not bits and not note and n_events == 0 and sum(parsed.values()):
+        # lines were recognised, yet none is a dated stats line, request, event or access line: say what was read
+        # (n05: a speculative-decoding metrics line alone), never 'nothing recognised'
+        read_ = ", ".join(f"{n:,} {f}" for f, n in parsed.items())
+        return [
+            make_finding(
+                "info",
+                f"Nothing to diagnose in the {sum(parsed.values()):,} recognised line(s): no dated stats line, "
+                "request, event or access line among them",
+                "the lines read say nothing of load, pressure, errors or crashes",
+                f"lines recognised by format: {read_} (files.parquet; what they hold is in its tables)",
+                "the folder holds other records of the server (speculative-decoding or cache figures, start-up "
+                "lines) but not its state over time",
+                "Add the vLLM server log over the incident (stdout of vllm serve, with its stats lines) or its "
+                "/metrics scrapes",
+                None,
+                kind="other",
+                claim=claim.id,
+            )
+        ]
     if not bits and not note and n_events == 0:
         return [
             make_finding(
