@@ -108,7 +108,7 @@ def traces(ld: Loaded) -> dict | None:
                     "requests": g["requests"],
                     **{
                         f"{m}_{q}_ms": (g["latencies"].get(m) or {}).get(f"{q}_ms")
-                        for m in ("ttft", "queue", "caller_e2e")
+                        for m in ("ttft", "queue", "caller_e2e", "caller_ttft", "caller_minus_engine_ttft")
                         for q in ("p50", "p95")
                     },
                     "split_mean_ms": {p["part"]: p["mean_ms"] for p in g["split"]},
