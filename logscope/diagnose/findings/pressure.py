@@ -35,7 +35,8 @@ def _not_admitted(ctx: Context, ep: dict) -> str | None:
     tps = srv["prompt_tps"] if srv.height else None
     if tps is None or srv.height < 2 or tps.null_count() or (tps != 0).any():
         return None
-    if srv["running"].n_unique() != 1 or (srv["kv"].max() or 0) >= ctx.th.kv_full:
+    kv_top = srv.select(pl.col("kv").max()).item()
+    if srv["running"].n_unique() != 1 or (kv_top or 0) >= ctx.th.kv_full:
         return None
     return (
         f"no prompt prefilled on any of its {srv.height} stats lines (prompt throughput 0.0 tokens/s) while up to "

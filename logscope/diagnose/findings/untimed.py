@@ -128,16 +128,17 @@ def _stats(ctx: Context, st: pl.DataFrame) -> list[Finding]:
     if not st.height:
         return []
     kv = st.select(pl.coalesce("kv_usage", "gpu_kv_usage").max()).item()
-    run, wait = st["running"].max(), st["waiting"].max()
+    run, wait, top_gen = st.select(
+        pl.col("running").max(), pl.col("waiting").max(), pl.col("gen_tps").max()
+    ).row(0)
     engines = ", ".join(sorted({e for e in st["engine_kind"].drop_nulls().to_list()})) or "the server"
     state = [
         f"{run:,} running" if run is not None else None,
         f"{wait:,} waiting" if wait is not None else None,
     ]
     state.append(f"KV / token usage up to {pct(kv)}" if kv is not None else None)
-    gen = st["gen_tps"].drop_nulls()
-    if gen.len():
-        state.append(f"{num(float(gen.max()))} tokens/s generated")
+    if top_gen is not None:
+        state.append(f"{num(float(top_gen))} tokens/s generated")
     queue = (wait or 0) >= ctx.th.waiting_min
     full = kv is not None and kv >= ctx.th.kv_full
     what = (
