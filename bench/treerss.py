@@ -1,7 +1,7 @@
 """The resident memory of a process and all its descendants, summed, sampled while it runs.
 
 ru_maxrss (GNU time's %M) is the peak of the largest single process of a tree, not of their sum: when
-``logscope analyze`` ingests in a child process (logscope/ingest/apart.py), parent and child are resident at once,
+``logscope analyze`` ingests in a child process (logscope/ingest/child_process.py), parent and child are resident at once,
 and only a sampled sum says what the machine held. Samples are taken every ``interval`` seconds, so a peak
 shorter than that can be missed: the bench reports the larger of this and ru_maxrss.
 """

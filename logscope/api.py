@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import outdir, slo
 from .errors import ExitCode, LogscopeError
-from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, apart
+from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, child_process
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
 from .ingest.derive import TABLES as DERIVED
@@ -35,7 +35,7 @@ class AnalyzeOptions:
     tz: str = "UTC"
     window: str | None = None  # e.g. "10s"; None = chosen from the data span
     since: datetime | None = (
-        None  # analyse only records overlapping [since, until] (UTC; logscope.resources.scope)
+        None  # analyse only records overlapping [since, until] (UTC; logscope.resources.time_range)
     )
     until: datetime | None = None
     # memory the analysis after ingest may take: "auto" (a share of what is free), bytes, or None (no limit);
@@ -45,7 +45,7 @@ class AnalyzeOptions:
     # correlate in time slices of about this many request-level rows (logscope.correlate.slices): None or 0,
     # the whole at once unless fit_memory finds that only slices fit the memory budget
     slice_rows: int | None = None
-    # ingest in a process of its own (logscope.ingest.apart), so that the later stages start from a fresh heap: None,
+    # ingest in a process of its own (logscope.ingest.child_process), so that the later stages start from a fresh heap: None,
     # when memory is tight for the input (logscope.resources.memory.tight)
     ingest_apart: bool | None = None
     slo_ttft_s: float = slo.DEFAULTS["slo_ttft_s"]
@@ -156,9 +156,9 @@ def require_known_format(res: IngestResult, root: str | Path | None = None) -> N
 def require_overlap(out_dir: str | Path, options: AnalyzeOptions) -> None:
     """A --since/--until range that misses every timestamp of the inputs is a mistake: say where they are."""
     from . import clock
-    from .resources import scope
+    from .resources import time_range
 
-    rng = scope.of(options)
+    rng = time_range.of(options)
     lo, hi = clock.files_span(Path(out_dir))
     if rng.misses(lo, hi):
 
@@ -177,9 +177,9 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
     given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
     (``logscope.resources.budget.choose``), which every output then names."""
-    from .resources import budget, memory, scope
+    from .resources import budget, memory, time_range
 
-    if scope.of(options):
+    if time_range.of(options):
         return options
     limit = memory.budget_of(options.max_memory)
     if options.slice_rows is None and budget.slices_fit(Path(out_dir), limit):
@@ -309,8 +309,8 @@ def _ingest_step(
         from .resources import memory
 
         separate = memory.tight(Path(root), memory.budget_of(opts.max_memory))
-    if separate and apart.POSSIBLE:
-        return apart.ingest(root, out_dir, opts.ingest_options(), progress)
+    if separate and child_process.POSSIBLE:
+        return child_process.ingest(root, out_dir, opts.ingest_options(), progress)
     return _ingest(root, out_dir, opts.ingest_options(), progress)
 
 

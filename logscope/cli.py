@@ -26,18 +26,18 @@ from rich.table import Table
 from . import __version__, cliargs, outdir, slo
 from .boundary import command, output
 from .errors import ExitCode, LogscopeError
+from .invisible_chars import json_visible
 from .terminal import (
-    _chosen,
-    _fail_on_note,
-    _print_files,
-    _print_verdict,
-    _range_note,
-    _reuse_note,
+    chosen_range,
     err,
+    fail_on_note,
     out,
+    print_files,
+    print_verdict,
+    range_note,
+    reuse_note,
     shown,
 )
-from .visible import json_visible
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-mortem of LLM-serving incidents.")
 
@@ -138,10 +138,10 @@ def _options(tz="UTC", include_prompts=False, replica=None, nginx_log_format=Non
 
 
 def _range(since: str | None, until: str | None, tz: str):
-    from .resources import scope
+    from .resources import time_range
 
     try:
-        return scope.make(since, until, tz)
+        return time_range.make(since, until, tz)
     except ValueError as e:
         raise LogscopeError(
             f"--since/--until: {e}", hint="times are ISO 8601, with an offset or in --tz", code=ExitCode.USAGE
@@ -243,7 +243,7 @@ def ingest(
     with prog or _Null():
         res = api.ingest(input, o, opts, cb, known_only=True)
     if not quiet:
-        _print_files(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}")
+        print_files(res.files, f"ingested {res.bytes_in / 1e6:.1f} MB in {res.seconds:.1f} s -> {o}")
 
 
 @app.command()
@@ -259,7 +259,7 @@ def detect(
 
     _check_input(input)
     files, all_scores = api.detect(input, _options(follow_links=follow_links))
-    _print_files(files, f"formats under {input}")  # files not read among them, each with why
+    print_files(files, f"formats under {input}")  # files not read among them, each with why
     if scores:
         t = Table(title="detection scores")
         names = sorted({n for s in all_scores.values() for n in s})
@@ -434,12 +434,12 @@ def analyze(
     if json_:  # the same data, its invisible characters as \u escapes
         sys.stdout.write(json_visible(Path(paths["summary_json"]).read_text()))
     elif not quiet:
-        _reuse_note(o, started)
-        _print_verdict(summary, paths, verbose)
+        reuse_note(o, started)
+        print_verdict(summary, paths, verbose)
     if open_:
         webbrowser.open(Path(paths["report_html"]).resolve().as_uri())
     classes = {e.get("class") for e in summary.get("episodes", [])}
-    if fail_on and _chosen(summary):
+    if fail_on and chosen_range(summary):
         err.print(
             "logscope: warning: --fail-on saw only the range chosen to fit memory; give --max-memory "
             "(or --max-memory none) to judge the whole input",
@@ -447,7 +447,7 @@ def analyze(
         )
     wanted = {c.value for c in fail_on or []}
     if wanted and classes & wanted:
-        _fail_on_note(summary, wanted)
+        fail_on_note(summary, wanted)
         raise typer.Exit(ExitCode.FAIL_ON)
 
 
@@ -499,9 +499,9 @@ def report(
     if not quiet:
         summary = json.loads(Path(paths["summary_json"]).read_text())
         if diagnosed:  # a new diagnosis: its verdict, as analyze prints it
-            _print_verdict(summary, paths, False)
+            print_verdict(summary, paths, False)
         else:
-            _range_note(summary, paths)
+            range_note(summary, paths)
             out.print(f"report: {shown(str(paths['report_html']))}")
 
 

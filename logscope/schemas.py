@@ -144,7 +144,8 @@ TABLES: dict[str, dict[str, Column]] = {
             "preemption | oom | kv_insufficient | engine_dead | engine_timeout | input_too_long | error | "
             "http_access | server_start (uvicorn 'Started server process') | server_listen ('Starting vLLM server on') | "
             "server_ready | server_stop | shutdown_error (engine-death traceback after a shutdown began: harmless) | "
-            "version | config | engine_config ('Initializing a V1 LLM engine ... with config:') | capacity",
+            "version | config | engine_config ('Initializing a V1 LLM engine ... with config:') | capacity | "
+            "host (the first NCCL line naming the host it ran on, 'host:pid:tid [dev] NCCL INFO': a pod's name)",
         ),
         "level": (S, "log level"),
         "process": (S, "process prefix name (APIServer, EngineCore_DP0, Worker_TP0, VllmWorkerProcess, ...)"),
@@ -291,7 +292,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "level": (S, "error log level"),
         "kind": (
             S,
-            "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | notice | other",
+            "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | limit_req_delayed | limit_req_rejected | notice | other",
         ),
         "conn_id": (I, "nginx *N connection number"),
         "client": (S, "client address"),

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .visible import visible
+from .invisible_chars import visible
 
 err = Console(stderr=True, soft_wrap=True)  # error lines stay whole (greppable)
 out = Console()
@@ -25,7 +25,7 @@ def shown(text: object) -> str:
     return escape(visible(str(text), line=True))
 
 
-def _print_files(files, title: str) -> None:
+def print_files(files, title: str) -> None:
     """The files' formats and coverage as a table, then each file's messages on lines of their own: a
     column of messages folds a sentence into a narrow strip when the output is not a terminal (80 columns)."""
     t = Table(title=shown(title))
@@ -48,12 +48,12 @@ def _print_files(files, title: str) -> None:
         out.print(shown(n), soft_wrap=True)
 
 
-def _chosen(summary: dict) -> dict | None:
+def chosen_range(summary: dict) -> dict | None:
     """Why logscope chose the range analysed (summary.json's span.range.chosen), when it did."""
     return ((summary.get("span") or {}).get("range") or {}).get("chosen")
 
 
-def _reuse_note(out_dir: Path, started: datetime) -> None:
+def reuse_note(out_dir: Path, started: datetime) -> None:
     """Say so when analyze skipped the parse (ingest.json older than this run: logscope.ingest.reuse)."""
     try:
         meta = json.loads((Path(out_dir) / "ingest.json").read_text(encoding="utf-8"))
@@ -71,9 +71,9 @@ def _reuse_note(out_dir: Path, started: datetime) -> None:
         )
 
 
-def _range_note(summary: dict, paths: dict) -> None:
+def range_note(summary: dict, paths: dict) -> None:
     """When logscope chose the range to fit memory: why, and the commands for the other ranges."""
-    chosen = _chosen(summary)
+    chosen = chosen_range(summary)
     if chosen:
         folder = shlex.quote(str(Path(paths["report_html"]).parent))
         err.print(shown(f"logscope: note: {chosen['reason']}"), style="yellow")
@@ -118,7 +118,7 @@ def _copies_note(summary: dict) -> None:
         )
 
 
-def _fail_on_note(summary: dict, classes: set[str]) -> None:
+def fail_on_note(summary: dict, classes: set[str]) -> None:
     """Which episodes made --fail-on exit 1: a pipeline's log then says why it failed."""
     hit = [e for e in summary.get("episodes", []) if e.get("class") in classes]
     err.print(
@@ -150,9 +150,9 @@ def trace_words(tr: dict | None) -> str | None:
     return line
 
 
-def _print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
+def print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     # log-derived text may contain [brackets]: never let rich read it as markup
-    _range_note(summary, paths)
+    range_note(summary, paths)
     _slices_note(summary)
     _copies_note(summary)
     _links_note(summary)

@@ -17,8 +17,8 @@ time less their seconds since boot), else its time stays unknown and the file's 
 messages (mm/oom_kill.c ``dump_header``, ``__oom_kill_process``; mm/memcontrol.c ``mem_cgroup_print_oom_meminfo``;
 the NVIDIA driver's ``NVRM: Xid``) are matched by their text; every other kernel line is a kernel line, read and
 counted, without a row. A line starting with blanks continues the record above it (the driver's wrapped
-``NVRM:`` lines, a paste's wrapped task-table row); a markdown quote (``> ``) in front of a pasted line is
-removed.
+``NVRM:`` lines, a paste's wrapped task-table row); a markdown quote (``> ``) in front of a pasted line, or the
+code fence a paste glued to its first line (vllm#5901), is removed.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ _DAY = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
 _ISO_DMESG = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d"  # dmesg: a comma, always an offset
 _ISO_SYSLOG = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
 _BSD = rf"(?:{_MON}) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
-# the header: a markdown quote, then one time form, then the kernel's seconds since boot; the message is the rest
+# the header: a markdown quote (or a glued code fence), then one time form, then the kernel's seconds since boot; the message is the rest
 _HEADER = ascii_classes(
-    r"^(?P<hdr>(?:> ?)?"
+    r"^(?P<hdr>(?:> ?|```)?"
     rf"(?:(?P<iso>{_ISO_DMESG}) "
     rf"|\[(?P<ctime>(?:{_DAY}) (?:{_MON}) [ \d]\d \d\d:\d\d:\d\d \d{{4}})\] "
     rf"|(?:(?P<siso>{_ISO_SYSLOG})|(?P<bsd>{_BSD})) (?P<host>\S+) kernel: ?"
@@ -60,7 +60,7 @@ _HEADER = ascii_classes(
     r"(?:\[ *(?P<up>\d+\.\d+)\] ?)?)"
 )
 _ANY_HEADER = ascii_classes(
-    rf"^(?:> ?)?(?:{_ISO_DMESG} |\[(?:{_DAY}) (?:{_MON}) [ \d]\d \d\d:\d\d:\d\d \d{{4}}\] "
+    rf"^(?:> ?|```)?(?:{_ISO_DMESG} |\[(?:{_DAY}) (?:{_MON}) [ \d]\d \d\d:\d\d:\d\d \d{{4}}\] "
     rf"|(?:{_ISO_SYSLOG}|{_BSD}) \S+ kernel: |kernel: |\[ *\d+\.\d+\] )"
 )
 _CONTINUED = r"^[ \t]+\S"

@@ -55,6 +55,9 @@ _KINDS = [
     ("client_closed", r"client prematurely closed connection"),
     ("broken_pipe", r"failed \(32: Broken pipe\)"),
     ("upstream_reset", r"\(104: Connection reset by peer\) while [^,]*upstream"),
+    # ngx_http_limit_req_module: a request held back by a rate limit (limit_req without nodelay), or refused
+    ("limit_req_delayed", r"^delaying request, excess: "),
+    ("limit_req_rejected", r"^limiting requests, excess: "),
 ]
 
 

@@ -9,7 +9,7 @@ Sample (public-2 c06, vllm-project/vllm#31602)::
     - req_1     4.0879      6.5550         20.59              54.72           48.67             129.30            3768           135        success
 
 Line kinds: the header (column names separated by ``|``, or by two spaces or more; one must name a time to first
-token or a latency, one a request or a status); rules (``---``, ``|---|---|``) and blank lines; a row (its cells
+token or a latency, one a request or a status, and none a summary: a mean, a percentile, a rate, requests); rules (``---``, ``|---|---|``) and blank lines; a row (its cells
 separated by ``|`` or by white space, after a list marker ``-``/``*`` a Markdown paste may have kept), as many
 cells as the header has names. Columns are mapped by their names: request id (``request``, ``id``), TTFT (``ttft``,
 ``first token``), latency (``latency``, ``e2e``, ``duration``), prompt tokens (``input``/``prompt`` + ``token``),
@@ -43,6 +43,9 @@ CLIENT = "custom"
 _HEADER = r"(?i)^\|?\s*[A-Za-z][^|]*(?:\s*\|\s*[A-Za-z][^|]*){2,}\|?\s*$"
 _TIMECOL = r"(?i)(?:ttft|first token|latency|e2e)"
 _KEYCOL = r"(?i)(?:request|status)"
+# a summary's columns (a mean, a percentile, a count of requests, a rate): each row is many requests, not one (the
+# benchmark tables people paste: tests/data/pasted-aggregates)
+_AGGCOL = r"(?i)\b(?:mean|median|avg|average|p\d{2,3}(?:\.\d+)?|percentile|stdev|requests|rate)\b"
 _RULE = r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$"
 _LEAD = r"^\s*(?:[-*]\s+|\|\s*)"
 _NUM = r"^-?\d+(?:\.\d+)?$"
@@ -66,7 +69,12 @@ def _split(line: str) -> list[str]:
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line")
-    head = s.str.contains(_HEADER) & s.str.contains(_TIMECOL) & s.str.contains(_KEYCOL)
+    head = (
+        s.str.contains(_HEADER)
+        & s.str.contains(_TIMECOL)
+        & s.str.contains(_KEYCOL)
+        & ~s.str.contains(_AGGCOL)
+    )
     g = per_head(nonblank(frame), n, head=head.any(), rule=s.str.contains(_RULE).any())
     return g.select(pl.when(pl.col("head")).then(0.6).otherwise(0.0)).to_series()
 

@@ -38,6 +38,7 @@ from logscope.schemas import TS
 from ._vllm_events import _ACCESS as _ACCESS
 from ._vllm_events import _KIND_RULES as _KIND_RULES
 from ._vllm_events import _access, _events, _records
+from ._vllm_hosts import hosts
 from ._vllm_lines import _ANSI, _GLUE_HDR, _LVL, _NOISE, _TB_STRONG, _classify, _parse, _times
 from ._vllm_lines import _CTS as _CTS
 from ._vllm_lines import _DATED as _DATED
@@ -160,19 +161,22 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         reqs = _requests(df, ctx)
         spec = _spec(df, ctx, stats)
         access = _access(df, ctx)
+        host_rows, nccl = hosts(df, ctx, state)  # the host (a pod's name) NCCL's lines name
         tables["server_stats"] = stats
         tables["server_request_events"] = reqs
         tables["server_spec_decode"] = spec
         made = [t.select("seq") for t in (stats, reqs, spec) if t.height]
+        if nccl is not None:
+            made.append(nccl.to_frame("seq"))
         produced = pl.concat(made) if made else None
         frame = _records(df, state, final=False)
     else:
-        df, access, produced = None, None, None
+        df, access, produced, host_rows = None, None, None, None
         bad_times, bad_values = (0, None), (0, None)
         frame = _records(_empty_rows(), state, final=True)
     events, n = _events(frame, ctx, state)
     notes += n
-    ev = [e for e in (flushed, access, events) if e is not None and e.height]
+    ev = [e for e in (flushed, access, host_rows, events) if e is not None and e.height]
     tables["server_events"] = pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()
     if df is not None:
         ok = pl.col("ok")

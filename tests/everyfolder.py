@@ -80,7 +80,7 @@ def analysed(path: Path, root: Path) -> Run:
     saved = terminal.out
     terminal.out = Console(file=buf, width=100_000, soft_wrap=True, color_system=None)
     try:
-        terminal._print_verdict(summary, paths, False)
+        terminal.print_verdict(summary, paths, False)
     finally:
         terminal.out = saved
     return Run(

@@ -17,7 +17,7 @@ from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.cli import app
 from logscope.correlate.frames import kept_client_sources
-from logscope.resources import budget, memory, scope
+from logscope.resources import budget, memory, time_range
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
 
@@ -242,7 +242,7 @@ def test_no_limit_and_a_given_range_win(tmp_path, tables):
         and "range-note" not in (out / "report.html").read_text().split("</style>")[-1]
     )
     out = tmp_path / "given"
-    rng = scope.make("2026-11-29T08:29:00Z", "2026-11-29T08:32:00Z")
+    rng = time_range.make("2026-11-29T08:29:00Z", "2026-11-29T08:32:00Z")
     analyze(
         need(LAB / "retry-storm"),
         out,

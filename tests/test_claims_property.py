@@ -21,6 +21,7 @@ ITEMS = everyfolder.folders() + everyfolder.excerpts()
 # record, llama-swap's proxy, SGLang 0.3's batch lines)
 UNREAD = {
     "data/gateway-tools",
+    "data/pasted-aggregates",  # a benchmark summary table: read by nothing on purpose (not per-request rows)
     "public-2/c03-lm-eval-harness-client-timeout-retry-tqdm-glued.log",
     "public-2/c06-custom-client-per-request-ttft-table-6-reqs-success.log",
     "public-2/g07-higress-envoy-pretty-json-accesslog-503-UC-connection-termination.log",

@@ -359,7 +359,17 @@ def test_no_python_loop_over_rows():
     import logscope.correlate as pkg
 
     root = pkg.__file__.rsplit("/", 1)[0]
-    for name in ("frames", "link", "assemble", "windows", "clock", "summary", "abandon", "reach", "narrow"):
+    for name in (
+        "frames",
+        "link",
+        "assemble",
+        "windows",
+        "clock",
+        "summary",
+        "abandon",
+        "reach",
+        "run_columns",
+    ):
         text = open(f"{root}/{name}.py").read()
         assert not re.search(r"map_elements|\.apply\(|map_rows|map_batches", text), name
 

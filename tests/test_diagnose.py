@@ -811,7 +811,7 @@ def test_retries_without_an_episode_are_a_finding():
     }
     from logscope.diagnose.claims import Registry
 
-    [f] = findings._traffic(SimpleNamespace(th=Thresholds()), [], tr, Registry())
+    [f] = findings.traffic_findings(SimpleNamespace(th=Thresholds()), [], tr, Registry())
     assert (f["severity"], f["kind"]) == ("medium", "retries")
     # 1,213,821 executions for 1,204,152 requests: of 812,390 retries, 9,669 reached vLLM
     assert f["title"] == (
@@ -824,7 +824,7 @@ def test_retries_without_an_episode_are_a_finding():
         "client_retries": 95848,
         "gateway_retries": 0,
     }  # 1.08 per request
-    assert findings._traffic(SimpleNamespace(th=Thresholds()), [], calm, Registry()) == []
+    assert findings.traffic_findings(SimpleNamespace(th=Thresholds()), [], calm, Registry()) == []
 
 
 def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path, lab):

@@ -90,13 +90,17 @@ runner = CliRunner()
 def test_a_killed_ingest_is_not_a_finding(tmp_path, monkeypatch):
     """The ingest run apart (memory tight) killed by SIGKILL, as the OOM killer does: exit 7 and the signal said,
     never 1 (`--fail-on` matched) nor 70 (a bug)."""
-    from logscope.ingest import apart
+    from logscope.ingest import child_process
     from logscope.resources import memory
 
-    if not apart.POSSIBLE:
+    if not child_process.POSSIBLE:
         pytest.skip("the ingest runs apart on POSIX only")
     monkeypatch.setattr(memory, "tight", lambda root, budget: True)
-    monkeypatch.setattr(apart, "ingest", functools.partial(apart.ingest, target="test_apart:is_killed"))
+    monkeypatch.setattr(
+        child_process,
+        "ingest",
+        functools.partial(child_process.ingest, target="test_child_process:is_killed"),
+    )
     d = tmp_path / "in"
     d.mkdir()
     shutil.copy(need(LAB / "spike" / "vllm-server.log"), d)

@@ -68,10 +68,10 @@ def test_logscope_lists_the_stages_and_the_shared_modules():
         "derive.py",
         "metric_stats.py",
         "unrecognized.py",
-        "apart.py",
+        "child_process.py",
         "budget.py",
         "memory.py",
-        "scope.py",
+        "time_range.py",
     ):
         assert moved not in top, moved
 

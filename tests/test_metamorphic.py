@@ -37,6 +37,7 @@ RUNS = (
     "enginecore-kill",
     "kv-short",
     "traced-1r",
+    "gateway-queue",  # a queue in nginx's rate limit in front of an idle engine (#37 item 3)
 )
 WINDOWED = (
     "errors",

@@ -512,7 +512,7 @@ def test_detect_leaves_other_files_alone(lab: Path) -> None:
         p
         for p in DATA.rglob("*")
         if p.is_file()
-        and p.parent.name not in ("nginx", "ingress-nginx")
+        and p.parent.name not in ("nginx", "ingress-nginx", "nginx-limit-req")
         and NGX not in p.parents
         and (DATA / "fixtures") not in p.parents  # the shared fixtures' bundle: the lab runs are read above
     ]

@@ -41,6 +41,7 @@ def test_every_sample_is_detected_and_every_line_accounted(ingested):
             "k8s": "k8s_kubectl",
             "dcgm": "prometheus_text",
             "nvidia": "nvidia_smi",
+            "vllm": "vllm_server",  # a server log whose NCCL lines name its pod
         }[p.name.split("-")[0]]
         if p.name.startswith("k8s-events-"):  # kubectl get events -o json / -o yaml
             want = "k8s_events_doc"
@@ -412,7 +413,7 @@ def test_a_range_keeps_the_untimed_platform_records(tmp_path):
     from datetime import UTC, datetime
 
     from logscope.diagnose import platform
-    from logscope.resources.scope import Range
+    from logscope.resources.time_range import Range
 
     out, _ = _analyze(
         tmp_path,

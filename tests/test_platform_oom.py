@@ -93,7 +93,7 @@ def test_the_tie_is_the_truths(oom):
     assert k.ts == _kill_ts(truth)
     assert k.limit_bytes == truth["limit_at_kill_bytes"]
     assert k.mapping.startswith(f"pid {pids['Worker (killed)']} is vllm-server's Worker: its log names it")
-    servers = platform._servers(read(out, "server_events"))
+    servers = platform.servers_of(read(out, "server_events"))
     names = {p: r for p, (r, _) in servers["vllm-server"].pids.items()}
     assert names[pids["APIServer"]] == "APIServer" and names[pids["EngineCore"]] == "EngineCore"
     (death,) = s["server_lifecycle"]["deaths"]

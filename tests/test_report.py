@@ -20,7 +20,7 @@ from markupsafe import escape
 
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
-from logscope.report import charts, context, render
+from logscope.report import charts, context, panels, render
 from logscope.report.html import CSP, environment, script_json
 from logscope.report.load import load
 from logscope.report.markdown import environment as md_environment
@@ -485,15 +485,15 @@ def test_many_episodes_share_one_row_per_class(tmp_path_factory, monkeypatch):
 def test_shading_bands_merge_overlapping_episodes_of_a_class(tmp_path_factory):
     import polars as pl
 
-    eps = charts._episode_frame(summary_of(analysed(tmp_path_factory, "ladder"))["episodes"], 1000)
-    bands = charts._bands(eps)
+    eps = panels.episode_frame(summary_of(analysed(tmp_path_factory, "ladder"))["episodes"], 1000)
+    bands = panels.episode_bands(eps)
     assert bands.height == 3  # E1, E2 and E3 do not touch: one band each
     # stretch E1 over E2: the two become one band from E1's start to E2's end
     e2_end = eps.filter(pl.col("id") == "E2")["end"].item()
     stretched = eps.with_columns(
         pl.when(pl.col("id") == "E1").then(e2_end - 1).otherwise(pl.col("end")).alias("end")
     )
-    merged = charts._bands(stretched).sort("start")
+    merged = panels.episode_bands(stretched).sort("start")
     assert merged.select("cls", "start", "end").rows() == [
         ("sustained", eps["start"][0], e2_end),
         ("sustained", eps["start"][2], eps["end"][2]),
@@ -530,7 +530,7 @@ def test_timeline_picture_draws_only_the_lone_points(tmp_path_factory):
 
     out = analysed(tmp_path_factory, "crash")
     ld = load(out)
-    assert charts._long(charts.coarsen(ld.table("windows").sort("ts")))["lone"].sum() == 14
+    assert panels.long_rows(charts.coarsen(ld.table("windows").sort("ts")))["lone"].sum() == 14
     spec = context(ld, summary_of(out), AnalyzeOptions())["charts"]["timeline"]
     static = _static(spec)
     hover = [

@@ -21,7 +21,7 @@ from logscope import clock
 from logscope.api import AnalyzeOptions, analyze
 from logscope.report import context, lanes, render, views, vl
 from logscope.report.load import load
-from logscope.report.panels import _long
+from logscope.report.panels import long_rows
 
 SIGTERM = "lab2/sigterm-overload"
 
@@ -234,7 +234,7 @@ def test_gauges_bridge_their_sampling_but_break_at_a_silence(tmp_path_factory):
     intervals apart; after the SIGTERM the log fell silent for 40 s (08:47:08 → 08:47:48), and the line breaks."""
     out = analysed(tmp_path_factory, SIGTERM)
     w = load(out).table("windows").sort("ts")
-    waiting = _long(w).filter(pl.col("series") == "waiting (max)").sort("t")
+    waiting = long_rows(w).filter(pl.col("series") == "waiting (max)").sort("t")
 
     def at(hms: str) -> int:  # epoch ms of a time of the recording's day
         return int(datetime.fromisoformat(f"2026-12-02T{hms}+00:00").timestamp() * 1000)

@@ -19,8 +19,8 @@ import pytest
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.ingest import sources
+from logscope.invisible_chars import json_visible, visible
 from logscope.report import html
-from logscope.visible import json_visible, visible
 
 SECRET = "db_password=hunter2-5e1f0c"
 OSC_TITLE = "\x1b]0;pwned\x07"  # sets the terminal's window title

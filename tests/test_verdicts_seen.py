@@ -265,7 +265,7 @@ def test_one_set_of_arrival_rates_per_card_and_kv_memory_named(runs):
 def test_an_unknown_baseline_rate_says_so():
     """An episode at the start of a log has no arrival rate before it: the evidence says 'no baseline', never
     '?/s'."""
-    from logscope.diagnose.findings.record import _req
+    from logscope.diagnose.findings.record import requests_phrase
 
     ep = {
         "arrival_rate_before": None,
@@ -275,4 +275,4 @@ def test_an_unknown_baseline_rate_says_so():
         "success_share": None,
         "reason": "preemptions from the first sample",
     }
-    assert _req(ep) == "arrivals no baseline → 6.50/s during"
+    assert requests_phrase(ep) == "arrivals no baseline → 6.50/s during"

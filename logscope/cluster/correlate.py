@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..correlate import narrow
+from ..correlate import run_columns
 from ..correlate.slices import SliceContext, SliceFn, SliceTask
 from . import current
 
 
-def each(fn: SliceFn, tasks: list[SliceTask], shared: SliceContext) -> Iterator[narrow.Narrow]:
+def each(fn: SliceFn, tasks: list[SliceTask], shared: SliceContext) -> Iterator[run_columns.RunColumns]:
     """``fn`` of every slice's task as cluster tasks, all at once; their results in slice order."""
     if not tasks:
         return

@@ -53,9 +53,9 @@ def count(f: sources.InputFile, span: sources.Span, chunk_bytes: int) -> int:
 
 
 def head(members: list[FileState], opts: IngestOptions, when: tuple) -> tuple[dict, int]:
-    """The parser's state after the stream's first chunk (``pieces._head_state``)."""
+    """The parser's state after the stream's first chunk (``pieces.head_state``)."""
     job = _job(opts, when, None, "")
-    return pieces._head_state(
+    return pieces.head_state(
         stream_parser(members), members[0].f.quiet(), streams.context(members[0], job), opts.chunk_bytes
     )
 
@@ -94,7 +94,7 @@ def piece(
     lines = _Known(members, plan, counts)
     span = replace(plan[p].span, first_line=lines.first_line(p))
     try:
-        state = {} if p == 0 else pieces._warm(mod, members, ctxs, plan[p], span, lines, head_state)
+        state = {} if p == 0 else pieces.warm(mod, members, ctxs, plan[p], span, lines, head_state)
         got = pieces.read_from(idx, mod, members, ctxs, plan[p], p, span, state, job, threading.Event())
     except Exception:  # noqa: BLE001 - see above
         job.store.drop((idx, p))

@@ -14,10 +14,10 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from .. import jsontext
+from ..invisible_chars import visible
 from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum, pct
-from ..visible import visible
 from . import charts
 from .sources import CLOCK_TEXT, SOURCE_TEXT
 

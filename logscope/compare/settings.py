@@ -200,7 +200,7 @@ def diff(layer: str, a: tuple[dict, dict], b: tuple[dict, dict], first: tuple[st
         if x is None or y is None:
             status = "unknown"
         else:
-            status = "same" if _norm(x) == _norm(y) else "changed"
+            status = "same" if normalized(x) == normalized(y) else "changed"
         counted = status == "changed" and k not in DERIVED and k not in OBSERVED
         why = DERIVED.get(k) or ("observed, not a setting" if k in OBSERVED else None)
         rows.append(
@@ -219,7 +219,7 @@ def diff(layer: str, a: tuple[dict, dict], b: tuple[dict, dict], first: tuple[st
     return rows
 
 
-def _norm(v: Any) -> Any:
+def normalized(v: Any) -> Any:
     if isinstance(v, float) and v == int(v):
         return int(v)
     if isinstance(v, str):

@@ -38,7 +38,7 @@ def settings_rows(runs: list[Run]) -> tuple[list[dict], list[str]]:
         keys = set().union(*(set(v) for v, _, _ in got))
         for k in [k for k in first if k in keys] + sorted(k for k in keys if k not in first):
             vals = {r.label.lower(): v.get(k) for r, (v, _, _) in zip(runs, got, strict=True)}
-            known = [settings._norm(x) for x in vals.values() if x is not None]
+            known = [settings.normalized(x) for x in vals.values() if x is not None]
             status = (
                 "unknown"
                 if len(known) < len(runs)
@@ -204,7 +204,7 @@ def _head(swept, varies, runs, alike, keys, labels) -> str:
             else "no setting varies as far as the logs show"
         )
         return f"A sweep of {n} runs that cannot be put on one setting: {what}."
-    vals = ", ".join(verdict._plain(swept["values"][r.label.lower()]) for r in runs)
+    vals = ", ".join(verdict.as_configured(swept["values"][r.label.lower()]) for r in runs)
     tr = {True: "the same traffic", False: "traffic that differs", None: "traffic that could not be checked"}[
         alike
     ]
@@ -272,8 +272,8 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
     text = td["text"]
     if text and swept:
         text = (
-            f"From {swept['name']} {verdict._plain(swept['values'][a.label.lower()])} to "
-            f"{verdict._plain(swept['values'][b.label.lower()])}: {text[0].lower()}{text[1:]}"
+            f"From {swept['name']} {verdict.as_configured(swept['values'][a.label.lower()])} to "
+            f"{verdict.as_configured(swept['values'][b.label.lower()])}: {text[0].lower()}{text[1:]}"
         )
     return {
         "a": a.label.lower(),
@@ -286,7 +286,7 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
 
 def _fig(key: str, v: float | None) -> str:
     m = moves.BY_NAME[key]
-    return f"{m.title} {verdict._v(v, m.unit)}"
+    return f"{m.title} {verdict.value_text(v, m.unit)}"
 
 
 def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
@@ -308,7 +308,9 @@ def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
         lab = max(per, key=lambda x: max(per[x]) / min(per[x]))
         lo, hi = min(per[lab]), max(per[lab])
         out["spread"][key] = {"step": lab, "lo": lo, "hi": hi, "ratio": num(hi / lo)}
-        said.append(f"{moves.BY_NAME[key].title} {verdict._v(lo, 's')} to {verdict._v(hi, 's')} at {lab}")
+        said.append(
+            f"{moves.BY_NAME[key].title} {verdict.value_text(lo, 's')} to {verdict.value_text(hi, 's')} at {lab}"
+        )
     if said:
         out["text"] = (
             f"Where {swept['name']} does not bind ({', '.join(out['steps'])}: the load stays below every value), "
@@ -368,7 +370,7 @@ def _tie(win, runs, figs, k, i, label, swept, control) -> tuple[dict, str] | Non
         next(r for r in moves.compare(fl, figs[by_run[t["run"]]][k], k) if r["name"] == key)["beyond_noise"]
         for t in others
     ]
-    vals = ", ".join(f"{verdict._v(t['steps'][i][key], 's')} ({_name(swept, t)})" for t in win)
+    vals = ", ".join(f"{verdict.value_text(t['steps'][i][key], 's')} ({_name(swept, t)})" for t in win)
     title = moves.BY_NAME[key].title
     # beyond the bootstrap's noise but within the spread the control steps show: not told apart either
     floor = (control["spread"].get(key) or {}).get("ratio")

@@ -68,7 +68,7 @@ def slo_text(slo: dict) -> str:
     return ", ".join(bits) or "no SLO"
 
 
-def _v(x: Any, unit: str) -> str:
+def value_text(x: Any, unit: str) -> str:
     if x is None:
         return "unknown"
     if unit == "share":
@@ -81,7 +81,7 @@ def _v(x: Any, unit: str) -> str:
 def comparability(
     changed: list[dict], unknown: list[dict], traffic_rows: list[dict], alike: bool | None
 ) -> str:
-    names = [f"{r['name']} {_plain(r['a'])} → {_plain(r['b'])}" for r in changed]
+    names = [f"{r['name']} {as_configured(r['a'])} → {as_configured(r['b'])}" for r in changed]
     shown = "; ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     traffic = (
         "; the traffic differs too (" + ", ".join(r["name"].replace("_", " ") for r in traffic_rows) + ")"
@@ -102,10 +102,10 @@ def comparability(
     return f"No setting differs between the runs, as far as the logs show{unk}; {tr}."
 
 
-def _plain(v: Any) -> str:
+def as_configured(v: Any) -> str:
     """A setting as written in its configuration (a port or a count without a thousands separator)."""
     if isinstance(v, list):
-        return "[" + ", ".join(_plain(x) for x in v) + "]"
+        return "[" + ", ".join(as_configured(x) for x in v) + "]"
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
     return fnum(v) if isinstance(v, float) else str(v)
@@ -195,7 +195,7 @@ def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     """better / worse / mixed / no movement over the whole runs, and the figures behind it."""
 
     def say(r):
-        return f"{r['title']} {_v(r['a'], r['unit'])} → {_v(r['b'], r['unit'])}"
+        return f"{r['title']} {value_text(r['a'], r['unit'])} → {value_text(r['b'], r['unit'])}"
 
     # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
     good = [say(r) for r in rows if r["direction"] == "better"]
@@ -258,7 +258,7 @@ def control_line(steps: list[dict], changed: list[dict] | None = None) -> str | 
         return None
     s, r = max(moved, key=lambda x: abs(x[1]["change_rel"] or 0))
     way = "slower" if (r["change"] or 0) > 0 else "faster"
-    said = f"{r['title']} {_v(r['a'], 's')} → {_v(r['b'], 's')}"
+    said = f"{r['title']} {value_text(r['a'], 's')} → {value_text(r['b'], 's')}"
     if below:
         where = ", ".join(x["label"] for x in below)
         more = f"; {len(moved)} such moves in all" if len(moved) > 1 else ""

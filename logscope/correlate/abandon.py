@@ -56,7 +56,7 @@ def claims(
     """One row per abandoned attempt (COLUMNS), with its execution and outcome. ``logs``: whether the input holds
     vLLM request lines (``server``) and gateway requests (``gateway``) at all."""
     timed_out = pl.col("timed_out").fill_null(False)
-    client = F.ca.filter(timed_out | pl.col("left_unfinished").is_not_null()).select(
+    client = F.client_attempts.filter(timed_out | pl.col("left_unfinished").is_not_null()).select(
         pl.when(timed_out).then(pl.lit("client_timeout")).otherwise(pl.lit("client_stopped")).alias("kind"),
         pl.min_horizontal(pl.when(timed_out).then(pl.col("t1")), "left_unfinished").alias("t0"),
         "lr",
@@ -66,7 +66,7 @@ def claims(
         gr_lr.filter(pl.col("ca").is_in(client["ca"].implode())).select("ca", "gr").unique("ca", keep="first")
     )
     client = client.join(link, on="ca", how="left")
-    gr = F.gr.filter(pl.col("inference"))
+    gr = F.gateway_requests.filter(pl.col("inference"))
 
     def with_lr(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:  # the few rows' logical requests
         own = (
@@ -82,7 +82,7 @@ def claims(
     timeout = (pl.col("upstream_status") == 504) | pl.col("error").str.contains("(?i)timed? ?out").fill_null(
         False
     )
-    gw = F.ga.filter(~pl.col("pseudo") & timeout).select("ga", "gr", pl.col("a1").alias("t0"))
+    gw = F.gateway_attempts.filter(~pl.col("pseudo") & timeout).select("ga", "gr", pl.col("a1").alias("t0"))
     gw = with_lr(gw.filter(pl.col("gr").is_in(gr["gr"].implode())), ("lr",))
     gw = gw.with_columns(pl.lit("gateway_upstream_timeout").alias("kind"))
     ab = pl.concat([client, g499, gw], how="diagonal_relaxed")
@@ -144,10 +144,10 @@ def _outcomes(
         (pl.when(stamped).then(r).otherwise(0.0) + CANCEL_RACE_S).alias("_race_end"),
     )
     # the few rows of the abandoned attempts' keys (the frames hold every request)
-    gr = F.gr.filter(pl.col("gr").is_in(ab["gr"].drop_nulls().implode())).select(
+    gr = F.gateway_requests.filter(pl.col("gr").is_in(ab["gr"].drop_nulls().implode())).select(
         "gr", (pl.col("n_reached") > 0).alias("_g_conn")
     )
-    ga = F.ga.filter(pl.col("ga").is_in(ab["ga"].drop_nulls().implode())).select(
+    ga = F.gateway_attempts.filter(pl.col("ga").is_in(ab["ga"].drop_nulls().implode())).select(
         "ga", pl.col("reached").alias("_a_conn")
     )
     ab = ab.join(e, on="sr", how="left").join(gr, on="gr", how="left").join(ga, on="ga", how="left")

@@ -69,10 +69,12 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
     err = errors.filter(
         pl.col("kind").is_in(["upstream_closed", "upstream_reset"]) & pl.col("ts").is_not_null()
     )
-    ok = F.gr.filter(pl.col("inference") & pl.col("status").is_between(200, 299) & pl.col("t1").is_not_null())
+    ok = F.gateway_requests.filter(
+        pl.col("inference") & pl.col("status").is_between(200, 299) & pl.col("t1").is_not_null()
+    )
     if err.height == 0 or ok.height == 0:
         return pl.DataFrame(schema={"gr": pl.Int64})
-    up = F.ga.filter(pl.col("reached")).group_by("gr").agg(pl.col("upstream").last())
+    up = F.gateway_attempts.filter(pl.col("reached")).group_by("gr").agg(pl.col("upstream").last())
     ok = ok.join(up, on="gr", how="left").select(
         "gr", pl.col("t1").floor().alias("sec"), pl.col("upstream").fill_null(""), "bytes_sent"
     )
@@ -90,7 +92,10 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
 def spans(F: Frames) -> dict[str, list[tuple[float, float]]]:
     """The span of each client log and of each gateway log (inference requests): rows outside them are
     not "covered" by that layer."""
-    return {"client": _spans(F.ca) or _spans(F.cr), "gateway": _spans(F.gr.filter(pl.col("inference")))}
+    return {
+        "client": _spans(F.client_attempts) or _spans(F.client_requests),
+        "gateway": _spans(F.gateway_requests.filter(pl.col("inference"))),
+    }
 
 
 def build(
@@ -103,14 +108,14 @@ def build(
     """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it."""
     covered = covered or spans(F)
     client_spans, gw_spans = covered["client"], covered["gateway"]
-    next_lr = (F.cr["lr"].max() or 0) + 1 if F.cr.height else 0
+    next_lr = (F.client_requests["lr"].max() or 0) + 1 if F.client_requests.height else 0
 
     # gateway requests no client row explains: those carrying an id the client never logged, or outside the
     # client's time span. The ids are looked up from the side of these few requests: a unique() of the client's
     # ids (ten million on a 25 GB folder) took 5 s.
-    free_gr = F.gr.filter(pl.col("inference")).join(L.gr_lr, on="gr", how="anti")
+    free_gr = F.gateway_requests.filter(pl.col("inference")).join(L.gr_lr, on="gr", how="anti")
     free_ids = free_gr["client_request_id"].drop_nulls().unique()
-    logged = F.ca.filter(pl.col("request_id").is_in(free_ids.implode()))["request_id"].unique()
+    logged = F.client_attempts.filter(pl.col("request_id").is_in(free_ids.implode()))["request_id"].unique()
     # a client id the client's log never names and no send was paired with (link pairs every send it can, up to
     # LATE_TOL_S before the receipt): a request that log does not hold, whether or not the log names ids (a
     # DEBUG log naming none left the gateway's requests sent after it was cut out of the count)
@@ -182,14 +187,14 @@ def build(
 
 # the keys alone are joined (an anti-join of the whole frame copies every column of it)
 def _unlinked_ca(F: Frames, gr_lr: pl.DataFrame, L: Links) -> pl.Series:
-    ca = F.ca.select("ca")
-    if F.gr.height == 0:
+    ca = F.client_attempts.select("ca")
+    if F.gateway_requests.height == 0:
         return (ca.join(L.sr_ca, on="ca", how="anti") if L.sr_ca.height else ca)["ca"]
     return ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti")["ca"]
 
 
 def _gr_without_exec(F: Frames, ex: pl.DataFrame) -> pl.Series:
-    reached = F.gr.filter(pl.col("inference") & (pl.col("n_reached") > 0)).select("gr")
+    reached = F.gateway_requests.filter(pl.col("inference") & (pl.col("n_reached") > 0)).select("gr")
     return reached.join(ex.filter(pl.col("gr").is_not_null()).select("gr").unique(), on="gr", how="anti")[
         "gr"
     ]
@@ -218,7 +223,7 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
         "score",
     )
     links = pl.concat([via_gw, direct]).unique("sr", keep="first")
-    ex = F.sr.select(
+    ex = F.server_requests.select(
         "sr",
         "source",
         "replica",
@@ -233,17 +238,19 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
         "prompt_tokens",
     ).join(links, on="sr", how="left")
     ex = ex.join(
-        F.ga.select("ga", "a0", "a1", "duration_s", "upstream_status", pl.col("error").alias("ga_error")),
+        F.gateway_attempts.select(
+            "ga", "a0", "a1", "duration_s", "upstream_status", pl.col("error").alias("ga_error")
+        ),
         on="ga",
         how="left",
     )
     ex = ex.join(
-        F.gr.select("gr", pl.col("status").alias("gr_status"), pl.col("t1").alias("gr_t1")),
+        F.gateway_requests.select("gr", pl.col("status").alias("gr_status"), pl.col("t1").alias("gr_t1")),
         on="gr",
         how="left",
     )
     ex = ex.join(
-        F.ca.select(
+        F.client_attempts.select(
             "ca",
             pl.col("t0").alias("ca_t0"),
             pl.col("t1").alias("ca_t1"),
@@ -320,7 +327,9 @@ def _requests(
         )
     )
     gws = (
-        gr_lr.join(F.gr.select("gr", "n_attempts", pl.col("t0").alias("_g0"), "t1", "spanned"), on="gr")
+        gr_lr.join(
+            F.gateway_requests.select("gr", "n_attempts", pl.col("t0").alias("_g0"), "t1", "spanned"), on="gr"
+        )
         .with_columns(pl.col("gr").is_in(cut["gr"].implode()).alias("_cut"))
         .group_by("lr")
         .agg(
@@ -336,8 +345,8 @@ def _requests(
             pl.col("score").min().alias("_score_g"),
         )
     )
-    cas = F.ca.group_by("lr").agg(pl.len().alias("client_attempts"))
-    client = F.cr.select(
+    cas = F.client_attempts.group_by("lr").agg(pl.len().alias("client_attempts"))
+    client = F.client_requests.select(
         "lr",
         "logical_request_id",
         "client",
@@ -359,7 +368,7 @@ def _requests(
         "latency_source",
     )
     gw = (
-        own_gr.join(F.gr.select("gr", "header_s", "spanned"), on="gr", how="left")
+        own_gr.join(F.gateway_requests.select("gr", "header_s", "spanned"), on="gr", how="left")
         .group_by("lr")
         .agg(
             pl.col("_key").first().str.split("\x1f").list.last().alias("logical_request_id"),

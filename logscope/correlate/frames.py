@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
-from ..resources.scope import Range
+from ..resources import time_range
+from ..resources.time_range import Range
 from . import dupes
 
 INPUTS = (
@@ -126,7 +126,7 @@ def columns_read(table: str) -> list[str]:
 CLIENT_PICK = "client_sources"
 
 
-def read_tables(out: Path, rng: Range = scope.ALL) -> dict[str, pl.DataFrame]:
+def read_tables(out: Path, rng: Range = time_range.ALL) -> dict[str, pl.DataFrame]:
     """The ingest tables (an absent file reads as an empty table of its declared schema).
 
     A client's DEBUG log and its JSON lines describe the same sends and only one is used: which one is
@@ -143,7 +143,7 @@ def read_table(
 ) -> pl.DataFrame:
     """One ingest table in the columns correlation reads: the rows in the range (and ``where``), of the client
     sources in ``keep`` for the client tables."""
-    lf = scope.scan(out, name, rng)
+    lf = time_range.scan(out, name, rng)
     if where is not None:
         lf = lf.filter(where)
     if name in CLIENT_TABLES:
@@ -164,13 +164,13 @@ def pick_table(keep: list[str], dropped: dict[str, str]) -> pl.DataFrame:
 
 
 def kept_client_sources(
-    out: Path, rng: Range = scope.ALL, sample: int | None = None
+    out: Path, rng: Range = time_range.ALL, sample: int | None = None
 ) -> tuple[list[str], dict[str, str]]:
     """``pick_client_sources`` over an output folder's tables, reading only the columns it needs; with
     ``sample``, only each source's first rows (an estimate's cheap answer: every row of a day of client
     logs is gigabytes)."""
-    ca = scope.scan(out, "client_attempts", rng).select(*_PICK_COLUMNS)
-    cr = scope.scan(out, "client_requests", rng).select("source", "ts_start", "logical_request_id")
+    ca = time_range.scan(out, "client_attempts", rng).select(*_PICK_COLUMNS)
+    cr = time_range.scan(out, "client_requests", rng).select("source", "ts_start", "logical_request_id")
     if sample is None:
         return pick_client_sources(ca.collect(), cr.collect())
     sources = pl.concat([ca.select("source"), cr.select("source")]).unique().collect(engine="streaming")
@@ -191,11 +191,14 @@ def kept_client_sources(
 
 @dataclass
 class Frames:
-    ca: pl.DataFrame  # client attempts
-    cr: pl.DataFrame  # client logical requests
-    ga: pl.DataFrame  # gateway upstream attempts (one row per attempt, pseudo 'no live upstream' rows kept)
-    gr: pl.DataFrame  # gateway requests (one access-log line)
-    sr: pl.DataFrame  # server executions (vLLM requests, tokenize calls left out)
+    """One frame per layer; each row keyed by its integer column (``ca``, ``lr``, ``ga``, ``gr``, ``sr``)."""
+
+    client_attempts: pl.DataFrame  # key ca (and lr, its logical request)
+    client_requests: pl.DataFrame  # client logical requests: key lr
+    # gateway upstream attempts (one row per attempt, pseudo 'no live upstream' rows kept): key ga
+    gateway_attempts: pl.DataFrame
+    gateway_requests: pl.DataFrame  # gateway requests (one access-log line): key gr
+    server_requests: pl.DataFrame  # server executions (vLLM requests, tokenize calls left out): key sr
     client_sources: list[str]
     dropped_client_sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -614,10 +617,10 @@ def whole_seconds(df: pl.DataFrame | pl.LazyFrame, col: str) -> dict[str, float]
 
 def fill_timeouts(F: Frames) -> Frames:
     """A timed-out attempt the client log gives no end for ended at send + the client's timeout setting."""
-    if F.ca.height == 0:
+    if F.client_attempts.height == 0:
         return F
-    F.ca = (
-        F.ca.join(F.cr.select("lr", "timeout_s"), on="lr", how="left")
+    F.client_attempts = (
+        F.client_attempts.join(F.client_requests.select("lr", "timeout_s"), on="lr", how="left")
         .with_columns(
             pl.when(pl.col("t1").is_null() & pl.col("timed_out").fill_null(False))
             .then(pl.col("t0") + pl.col("timeout_s"))

@@ -128,8 +128,8 @@ class Links:
 
 def _attempt_rows(F: Frames) -> pl.DataFrame:
     """Gateway attempts that can carry a server execution, with their request's ids."""
-    return F.ga.filter(~pl.col("pseudo")).join(
-        F.gr.select(
+    return F.gateway_attempts.filter(~pl.col("pseudo")).join(
+        F.gateway_requests.select(
             "gr",
             pl.col("request_id").alias("g_rid"),
             pl.col("client_request_id").alias("g_crid"),
@@ -147,15 +147,15 @@ def server_gateway_candidates(F: Frames) -> pl.DataFrame:
 
 def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.DataFrame:
     """sr -> gr by id: the gateway's id as the vLLM base id, else the client id passed through."""
-    sr = F.sr.filter(pl.col("base_request_id").is_not_null())
+    sr = F.server_requests.filter(pl.col("base_request_id").is_not_null())
     by_rid = sr.join(
-        F.gr.filter(pl.col("request_id").is_not_null())
+        F.gateway_requests.filter(pl.col("request_id").is_not_null())
         .unique("request_id", keep="first")
         .select("gr", pl.col("request_id").alias("base_request_id")),
         on="base_request_id",
     ).select("sr", "gr")
     rest = sr.join(by_rid, on="sr", how="anti")
-    gr = F.gr.filter(pl.col("client_request_id").is_not_null())
+    gr = F.gateway_requests.filter(pl.col("client_request_id").is_not_null())
     if rest.height == 0 or gr.height == 0:
         return by_rid
     left = rest.select("sr", "base_request_id", "t0").rename({"t0": "t"})
@@ -163,7 +163,7 @@ def _server_to_request(F: Frames, res: dict[str, float] | None = None) -> pl.Dat
     if res is None:  # before clock correction: pair by order within the id
         thru = rank_pairs(left, right, "base_request_id", "base_request_id", "sr", "gr")
     else:  # the receive second is [S, S+1): compare its middle with the gateway's start
-        left = left.join(F.sr.select("sr", "source"), on="sr").with_columns(
+        left = left.join(F.server_requests.select("sr", "source"), on="sr").with_columns(
             pl.col("t") + pl.col("source").replace_strict(res, default=0.0) / 2
         )
         thru = nearest(left, right, "sr", "gr", EXACT_TOL_S, by="base_request_id").select("sr", "gr")
@@ -193,7 +193,7 @@ def _server_to_attempt(F: Frames, sgr: pl.DataFrame) -> pl.DataFrame:
         pl.col("ga").last().alias("ga_last"),
     )
     s = (
-        sgr.join(F.sr.select("sr", "t0"), on="sr")
+        sgr.join(F.server_requests.select("sr", "t0"), on="sr")
         .sort("gr", "t0", "sr")
         .with_columns(group_first("gr").alias("_first"))
         .with_columns(index_in_group().alias("_k"))
@@ -207,10 +207,10 @@ def _server_to_attempt(F: Frames, sgr: pl.DataFrame) -> pl.DataFrame:
 
 def client_gateway_candidates(F: Frames) -> pl.DataFrame:
     """Id-matched (client attempt, gateway request) pairs by order within the client id: ca, gr."""
-    if F.ca.height == 0 or F.gr.height == 0:
+    if F.client_attempts.height == 0 or F.gateway_requests.height == 0:
         return pl.DataFrame(schema={"ca": pl.Int64, "gr": pl.Int64})
-    left = F.ca.select("ca", "request_id", pl.col("t0").alias("t"))
-    right = F.gr.filter(pl.col("inference")).select(
+    left = F.client_attempts.select("ca", "request_id", pl.col("t0").alias("t"))
+    right = F.gateway_requests.filter(pl.col("inference")).select(
         "gr", pl.col("client_request_id").alias("request_id"), pl.col("t0").alias("t")
     )
     return rank_pairs(left, right, "request_id", "request_id", "ca", "gr")
@@ -218,10 +218,10 @@ def client_gateway_candidates(F: Frames) -> pl.DataFrame:
 
 def client_server_candidates(F: Frames, linked_sr: pl.Series) -> pl.DataFrame:
     """Id-matched (client attempt, server execution) pairs when the client reached vLLM directly: ca, sr."""
-    sr = F.sr.filter(~pl.col("sr").is_in(linked_sr.implode()))
-    if F.ca.height == 0 or sr.height == 0:
+    sr = F.server_requests.filter(~pl.col("sr").is_in(linked_sr.implode()))
+    if F.client_attempts.height == 0 or sr.height == 0:
         return pl.DataFrame(schema={"ca": pl.Int64, "sr": pl.Int64})
-    left = F.ca.select("ca", "request_id", pl.col("t0").alias("t"))
+    left = F.client_attempts.select("ca", "request_id", pl.col("t0").alias("t"))
     right = sr.select("sr", pl.col("base_request_id").alias("request_id"), pl.col("t0").alias("t"))
     return rank_pairs(left, right, "request_id", "request_id", "ca", "sr")
 
@@ -242,17 +242,19 @@ def _gateway_to_logical(F: Frames) -> pl.DataFrame:
     empty = pl.DataFrame(
         schema={"gr": pl.Int64, "lr": pl.Int64, "ca": pl.Int64, "match": pl.String, "score": pl.Float64}
     )
-    if F.gr.height == 0 or F.ca.height == 0:
+    if F.gateway_requests.height == 0 or F.client_attempts.height == 0:
         return empty
     ids = (
-        F.ca.filter(pl.col("request_id").is_not_null())
+        F.client_attempts.filter(pl.col("request_id").is_not_null())
         .unique("request_id", keep="first")
         .select(pl.col("request_id").alias("client_request_id"), "lr")
     )
-    gr = F.gr.filter(pl.col("inference"))
+    gr = F.gateway_requests.filter(pl.col("inference"))
     by_id = gr.join(ids, on="client_request_id").select("gr", "lr", pl.col("t0").alias("t"))
     # attempt level: the nearest attempt of the same logical request
-    att = nearest(by_id, F.ca.select("ca", "lr", pl.col("t0").alias("t")), "gr", "ca", EXACT_TOL_S, by="lr")
+    att = nearest(
+        by_id, F.client_attempts.select("ca", "lr", pl.col("t0").alias("t")), "gr", "ca", EXACT_TOL_S, by="lr"
+    )
     exact = by_id.join(att.select("gr", "ca"), on="gr", how="left").select(
         "gr", "lr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score")
     )
@@ -261,11 +263,11 @@ def _gateway_to_logical(F: Frames) -> pl.DataFrame:
     # saw finish; those in flight when a killed client's log ended carry no id, and were counted a second time
     # from the gateway's 499 lines)
     free_gr = gr.join(exact, on="gr", how="anti")
-    free_ca = F.ca.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
+    free_ca = F.client_attempts.join(exact.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
     if (
         free_ca.height
     ):  # (the gateway's ids are millions on a day's folder, where every attempt usually matched)
-        gw_ids = F.gr["client_request_id"].drop_nulls()
+        gw_ids = F.gateway_requests["client_request_id"].drop_nulls()
         free_ca = free_ca.filter(
             pl.col("request_id").is_null() | ~pl.col("request_id").is_in(gw_ids.implode())
         )
@@ -364,7 +366,7 @@ def _sends_to_receipts(ca: pl.DataFrame, gr: pl.DataFrame, tol: float = INFERRED
 def _server_gateway_inferred(F: Frames, exact: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
     """Executions with no id match, paired with a free gateway attempt opened in their receive second."""
     empty = exact.head(0)
-    free_sr = F.sr.join(exact, on="sr", how="anti")
+    free_sr = F.server_requests.join(exact, on="sr", how="anti")
     att = _attempt_rows(F).filter(pl.col("reached") & pl.col("inference")).join(exact, on="ga", how="anti")
     # gateway requests whose ids vLLM did log are not candidates: their executions are known
     att = att.filter(~pl.col("gr").is_in(exact["gr"].implode()))
@@ -433,8 +435,8 @@ def _server_client(
     empty = pl.DataFrame(
         schema={"sr": pl.Int64, "ca": pl.Int64, "lr": pl.Int64, "match": pl.String, "score": pl.Float64}
     )
-    free_sr = F.sr.join(sr_ga, on="sr", how="anti")
-    free_ca = F.ca.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
+    free_sr = F.server_requests.join(sr_ga, on="sr", how="anti")
+    free_ca = F.client_attempts.join(gr_lr.filter(pl.col("ca").is_not_null()), on="ca", how="anti")
     if free_sr.height == 0 or free_ca.height == 0:
         return empty
     half = pl.col("source").replace_strict(res, default=0.0) / 2
@@ -444,7 +446,9 @@ def _server_client(
         "sr", "ca", pl.lit("exact").alias("match"), pl.lit(1.0).alias("score")
     )
     out = [ex]
-    if F.gr.height == 0:  # only without a gateway can an id-less client send be the vLLM request
+    if (
+        F.gateway_requests.height == 0
+    ):  # only without a gateway can an id-less client send be the vLLM request
         inf = receipts_by_time(
             free_sr.join(ex, on="sr", how="anti"),
             free_ca.join(ex, on="ca", how="anti").select(
@@ -456,4 +460,8 @@ def _server_client(
         out.append(
             inf.select("sr", "ca", pl.lit("inferred").alias("match"), (1.0 / pl.col("n_cand")).alias("score"))
         )
-    return pl.concat(out).join(F.ca.select("ca", "lr"), on="ca").select("sr", "ca", "lr", "match", "score")
+    return (
+        pl.concat(out)
+        .join(F.client_attempts.select("ca", "lr"), on="ca")
+        .select("sr", "ca", "lr", "match", "score")
+    )

@@ -26,10 +26,10 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
     ``retries_not_reached``, ``retries_unknown``) and ``reach`` / ``reach_why`` on every client attempt. ``logs``
     says whether the input holds vLLM request lines (``server``) and gateway requests (``gateway``) at all."""
     has_server = logs["server"]
-    # F.ga is in gateway-request order, each request's attempts in order (frames._gateway): no sort, no join
+    # F.gateway_attempts is in gateway-request order, each request's attempts in order (frames._gateway): no sort, no join
     real = ~pl.col("pseudo")
     x = pl.col("ga").is_in(ex["ga"].drop_nulls().implode()).alias("_x")
-    ga = F.ga.select("gr", real.alias("_real"), pl.col("reached").fill_null(False), x)
+    ga = F.gateway_attempts.select("gr", real.alias("_real"), pl.col("reached").fill_null(False), x)
     ga = ga.with_columns(group_first("gr").alias("_first"))
     # a retry: a real attempt after the request's first real one (nginx's 'no live upstreams' row is none)
     retry = pl.col("_real") & (cumsum_before(pl.col("_real").cast(pl.Int64)) > 0)
@@ -46,10 +46,10 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
         )
     )
     # one row per gateway request in both, in the same order: side by side (a join of a million rows each, else)
-    if per_gr["gr"].equals(F.gr["gr"]):
-        gr = F.gr.hstack(per_gr.drop("gr"))
+    if per_gr["gr"].equals(F.gateway_requests["gr"]):
+        gr = F.gateway_requests.hstack(per_gr.drop("gr"))
     else:
-        gr = F.gr.join(per_gr, on="gr", how="left")
+        gr = F.gateway_requests.join(per_gr, on="gr", how="left")
     gr = gr.with_columns(
         pl.when(pl.col("_exec").fill_null(False))
         .then(pl.lit(REACHED))
@@ -59,14 +59,18 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
         .alias("reach"),
         *(pl.col(f"retries_{s}").fill_null(0) for s in (REACHED, NOT_REACHED, UNKNOWN)),
     )
-    F.gr = gr.drop("_exec", "_conn")
+    F.gateway_requests = gr.drop("_exec", "_conn")
 
     # keys are small integers: look the gateway request's reach up by position, not by a join of every row
     via = gr_lr.filter(pl.col("ca").is_not_null()).select("ca", "gr")
-    g = _lookup(F.ca["ca"], via["ca"], _lookup(via["gr"], F.gr["gr"], F.gr["reach"]))
+    g = _lookup(
+        F.client_attempts["ca"],
+        via["ca"],
+        _lookup(via["gr"], F.gateway_requests["gr"], F.gateway_requests["reach"]),
+    )
     direct = ex.filter(pl.col("ga").is_null() & pl.col("ca").is_not_null())["ca"]
     no_gr = NO_GATEWAY_LINE if logs["gateway"] else (NO_SERVER_LINE if has_server else NO_SERVER_LOG)
-    ca = F.ca.with_columns(g.alias("_g"), pl.col("ca").is_in(direct.implode()).alias("_d"))
+    ca = F.client_attempts.with_columns(g.alias("_g"), pl.col("ca").is_in(direct.implode()).alias("_d"))
     reach = (
         pl.when(pl.col("_d"))
         .then(pl.lit(REACHED))
@@ -81,7 +85,7 @@ def annotate(F: Frames, gr_lr: pl.DataFrame, ex: pl.DataFrame, logs: dict[str, b
         .then(pl.lit(NO_SERVER_LINE if has_server else NO_SERVER_LOG))
         .otherwise(pl.lit(no_gr))
     )
-    F.ca = ca.with_columns(reach.alias("reach"), why.alias("reach_why")).drop("_g", "_d")
+    F.client_attempts = ca.with_columns(reach.alias("reach"), why.alias("reach_why")).drop("_g", "_d")
     return F
 
 
@@ -99,8 +103,12 @@ def retried(F: Frames) -> dict:
     """Retried attempts at each layer (client retries: attempts after a request's first; gateway retries: upstream
     attempts after a gateway request's first) that reached vLLM, did not, and are unknown (with why)."""
     out: dict = {}
-    ca = F.ca.filter(pl.col("attempt").fill_null(1) > 1) if F.ca.height else F.ca
-    if F.ca.height and "reach" in ca.columns:
+    ca = (
+        F.client_attempts.filter(pl.col("attempt").fill_null(1) > 1)
+        if F.client_attempts.height
+        else F.client_attempts
+    )
+    if F.client_attempts.height and "reach" in ca.columns:
         why = ca.filter(pl.col("reach") == UNKNOWN).group_by("reach_why").len().sort("reach_why")
         out["client"] = {
             "retries": ca.height,
@@ -109,8 +117,8 @@ def retried(F: Frames) -> dict:
         }
     else:
         out["client"] = None
-    gr = F.gr.filter(pl.col("inference")) if F.gr.height else F.gr
-    if F.gr.height and "retries_reached" in gr.columns:
+    gr = F.gateway_requests.filter(pl.col("inference")) if F.gateway_requests.height else F.gateway_requests
+    if F.gateway_requests.height and "retries_reached" in gr.columns:
         n = {s: int(gr[f"retries_{s}"].sum() or 0) for s in (REACHED, NOT_REACHED, UNKNOWN)}
         out["gateway"] = {"retries": sum(n.values()), **n}
     else:

@@ -2,7 +2,7 @@
 
 A whole correlation holds every request of every layer at once (~3 KB a logical request: 3.5 GB for
 the 5 GB bench folder). Sliced, it holds one slice's requests, plus the few numeric columns of every
-request that the run-level outputs read (``narrow.py``, ~0.3 KB a request):
+request that the run-level outputs read (``run_columns.py``, ~0.3 KB a request):
 
 1. What a slice cannot tell from its own rows is taken from the whole input first (``Whole``), on
    narrow lazy scans: which client views are kept, which sources stamp whole seconds, each log's span,
@@ -14,7 +14,7 @@ request that the run-level outputs read (``narrow.py``, ~0.3 KB a request):
    row whose span overlaps it widened by a margin (the longest span of any request row, plus
    CHAIN_SLACK_S for retries of one id), and links them as a whole correlation does. A logical request
    is the slice's own when it starts inside it: its attempts, gateway requests and executions follow it,
-   and rows of no logical request follow their own start (``narrow.owned``).
+   and rows of no logical request follow their own start (``run_columns.owned``).
 3. The slices' own requests are written to requests.parquet in time order; windows.parquet and
    correlation.json are computed once from the narrow columns of them all, by the code a whole
    correlation uses. On the lab runs cut into 15-80 slices, every output equals the whole's.
@@ -34,12 +34,11 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
-from ..resources.scope import Range
+from ..resources import time_range
+from ..resources.time_range import Range
 from . import (
     Result,
     Whole,
-    _requests_table,
     applied_shifts,
     clock,
     estimate_offsets,
@@ -47,8 +46,9 @@ from . import (
     frames,
     link,
     link_tables,
-    narrow,
     offsets_table,
+    requests_table,
+    run_columns,
     shift_duration,
     shift_table,
 )
@@ -73,7 +73,7 @@ class SliceTask:
     lo: float | None
     hi: float | None
     tmp: Path
-    keep: Range = scope.ALL
+    keep: Range = time_range.ALL
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class SliceContext:
     whole: Whole
 
 
-SliceFn = Callable[[SliceTask, SliceContext], narrow.Narrow]
-Each = Callable[[SliceFn, list[SliceTask], SliceContext], Iterator[narrow.Narrow]]
+SliceFn = Callable[[SliceTask, SliceContext], run_columns.RunColumns]
+Each = Callable[[SliceFn, list[SliceTask], SliceContext], Iterator[run_columns.RunColumns]]
 
 
 def correlate(
@@ -101,29 +101,30 @@ def correlate(
     keep, rng = rng, widened(out, rng)  # a range's requests are kept whole: read beyond it (correlate_range)
     pick = _pick(out, rng)
     whole, notes = context(out, rng, pick)
-    shift = applied_shifts(whole.offsets, whole.res)
+    shift = applied_shifts(whole.offsets, whole.stamp_resolution)
     margin = max_span(out, rng) + link.EXACT_TOL_S + CHAIN_SLACK_S
     cuts = bounds(out, rng, shift, rows)
     edges = [None, *cuts, None]
-    parts: list[narrow.Narrow] = []
+    parts: list[run_columns.RunColumns] = []
     base: dict[str, int] = {}
     tmp = Path(tempfile.mkdtemp(prefix="requests-", dir=out))
     try:
         tasks = [SliceTask(out, rng, k, edges[k], edges[k + 1], tmp, keep) for k in range(len(edges) - 1)]
         shared = SliceContext(margin, shift, pick, whole)
         for own in (each or _here)(one_slice, tasks, shared):
-            own, base = narrow.rekey(own, base)
+            own, base = run_columns.rekey(own, base)
             parts.append(own)
         schemas.conform(pl.scan_parquet(sorted(tmp.glob("*.parquet"))), "requests").sink_parquet(
             out / "requests.parquet"
         )
-        joined = narrow.concat(parts)
+        joined = run_columns.concat(parts)
         del parts
         other = {
-            n: scope.cut(n, _shifted(out, n, rng, shift), keep) for n in ("server_stats", "server_events")
+            n: time_range.cut(n, _shifted(out, n, rng, shift), keep)
+            for n in ("server_stats", "server_events")
         }
         other["gateway_errors"] = schemas.empty("gateway_errors")
-        win, summ = finish(joined, other, whole.offsets, shift, whole.res, window)
+        win, summ = finish(joined, other, whole.offsets, shift, whole.stamp_resolution, window)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = len(edges) - 1
@@ -138,7 +139,7 @@ def correlate(
         "count": n,
         "rows_per_slice": rows,
         "margin_s": round(margin, 3),
-        "edges": [scope.iso(_dt(t)) for t in cuts],
+        "edges": [time_range.iso(_dt(t)) for t in cuts],
     }
     return Result(schemas.empty("requests"), win, offsets_table(whole.offsets), summ)
 
@@ -183,7 +184,7 @@ def whole_seconds(out: Path, rng: Range) -> dict[str, float]:
     """``frames.whole_seconds`` of the server frame, on a scan of two columns."""
     t0 = pl.coalesce(frames.secs("received_ts"), frames.secs("added_ts"))
     return frames.whole_seconds(
-        scope.scan(out, "server_requests", rng)
+        time_range.scan(out, "server_requests", rng)
         .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
         .select("source", t0.alias("t0")),
         "t0",
@@ -195,7 +196,7 @@ def _kept(pick: pl.DataFrame) -> list[str]:
 
 
 def _count(out: Path, name: str, rng: Range) -> int:
-    return scope.scan(out, name, rng).select(pl.len()).collect().item()
+    return time_range.scan(out, name, rng).select(pl.len()).collect().item()
 
 
 def probe(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], str | None]:
@@ -251,7 +252,7 @@ def probe(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[dict[str, pl.DataF
 def _first_ids(out: Path, rng: Range, table: str, key: pl.Expr, pick: pl.DataFrame) -> pl.Series:
     """The first PER_SOURCE ids of each source of ``table`` (client sources: the kept ones); each scan stops
     once it has them."""
-    lf = scope.scan(out, table, rng).select("source", key.alias("id")).filter(pl.col("id").is_not_null())
+    lf = time_range.scan(out, table, rng).select("source", key.alias("id")).filter(pl.col("id").is_not_null())
     if table in frames.CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(_kept(pick)))
     sources = lf.select("source").unique().collect(engine="streaming")["source"].drop_nulls().sort()
@@ -277,7 +278,14 @@ def complete(
     keep = set(_kept(pick))
     rows = list(offsets)
     for name in ("gateway_attempts", "server_requests", "client_attempts", "client_requests"):
-        srcs = scope.scan(out, name, rng).select("source").unique().collect()["source"].drop_nulls().to_list()
+        srcs = (
+            time_range.scan(out, name, rng)
+            .select("source")
+            .unique()
+            .collect()["source"]
+            .drop_nulls()
+            .to_list()
+        )
         for s in sorted(srcs):
             if s in have or (name.startswith("client") and s not in keep):
                 continue
@@ -292,9 +300,9 @@ def spans(
 ) -> dict[str, list[tuple[float, float]]]:
     """``assemble.spans`` of the whole input, on scans of a few columns (on the reference clock)."""
     keep = _kept(pick)
-    ca = scope.scan(out, "client_attempts", rng).filter(pl.col("source").is_in(keep))
+    ca = time_range.scan(out, "client_attempts", rng).filter(pl.col("source").is_in(keep))
     timeout = (
-        scope.scan(out, "client_requests", rng)
+        time_range.scan(out, "client_requests", rng)
         .filter(pl.col("source").is_in(keep))
         .group_by("source")
         .agg(pl.col("timeout_s").max().alias("_to"))
@@ -306,13 +314,13 @@ def spans(
         ca.join(timeout, on="source", how="left").select("source", t0.alias("lo"), end.alias("hi"))
     )
     if not client:
-        cr = scope.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
+        cr = time_range.scan(out, "client_requests", rng).filter(pl.col("source").is_in(keep))
         client = _span_rows(cr.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
     inference = ~(
         pl.col("path").fill_null("").str.contains(frames.NON_INFERENCE_PATH)
         | (pl.col("method").fill_null("POST") == "GET")
     )
-    ga = scope.scan(out, "gateway_attempts", rng).filter(inference)
+    ga = time_range.scan(out, "gateway_attempts", rng).filter(inference)
     gateway = _span_rows(ga.select("source", t0.alias("lo"), pl.coalesce(t1, t0).alias("hi")))
     return {
         "client": [(lo + shift.get(s, 0.0), hi + shift.get(s, 0.0)) for s, lo, hi in client],
@@ -337,7 +345,7 @@ def max_span(out: Path, rng: Range) -> float:
     for name in (*REQUEST_TABLES, "client_requests"):
         cols = schemas.time_columns(name)
         d = (pl.max_horizontal(cols) - pl.min_horizontal(cols)).dt.total_microseconds().max()
-        v = scope.scan(out, name, rng).select(d).collect(engine="streaming").item()
+        v = time_range.scan(out, name, rng).select(d).collect(engine="streaming").item()
         longest = max(longest, (v or 0) / 1e6)
     return longest
 
@@ -346,8 +354,8 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
     """Slice edges on the reference clock (epoch seconds): on whole STEPs, about ``rows`` rows apart."""
     per = []
     for name in REQUEST_TABLES:
-        t = (scope.first_time(name) + shift_duration(shift)) if shift else scope.first_time(name)
-        per.append(scope.scan(out, name, rng).select(t.dt.truncate(STEP).alias("m")).drop_nulls())
+        t = (time_range.first_time(name) + shift_duration(shift)) if shift else time_range.first_time(name)
+        per.append(time_range.scan(out, name, rng).select(t.dt.truncate(STEP).alias("m")).drop_nulls())
     counts = pl.concat(per).group_by("m").len().sort("m").collect(engine="streaming")
     edges, acc = [], 0
     for m, n in counts.iter_rows():
@@ -361,13 +369,13 @@ def bounds(out: Path, rng: Range, shift: dict[str, float], rows: int) -> list[fl
 # ------------------------------------------------------------------ one slice
 
 
-def _here(fn: SliceFn, tasks: list[SliceTask], shared: SliceContext) -> Iterator[narrow.Narrow]:
+def _here(fn: SliceFn, tasks: list[SliceTask], shared: SliceContext) -> Iterator[run_columns.RunColumns]:
     return (
         fn(t, shared) for t in tasks
     )  # one at a time: a slice's tables are let go before the next is read
 
 
-def one_slice(task: SliceTask, shared: SliceContext) -> narrow.Narrow:
+def one_slice(task: SliceTask, shared: SliceContext) -> run_columns.RunColumns:
     """Slice ``task.k`` correlated: its own requests written to ``task.tmp`` (by a rename, so that a slice run
     again elsewhere replaces it whole), and its own narrow rows, keyed from 0. ``task.rng`` is what is read;
     ``task.keep``, the range analysed: of the slice's own requests, those that overlap it
@@ -375,12 +383,14 @@ def one_slice(task: SliceTask, shared: SliceContext) -> narrow.Narrow:
     out, k, lo, hi, tmp, keep = task.out, task.k, task.lo, task.hi, task.tmp, task.keep
     tabs = read_slice(out, task.rng, lo, hi, shared.margin, shared.shift, shared.pick)
     lk = link_tables(tabs, shared.whole)
-    own = narrow.owned(narrow.of(lk.F, lk.L, lk.A, compact=True), lo, hi, k == 0)
+    own = run_columns.owned(run_columns.of(lk.frames, lk.links, lk.assembled, compact=True), lo, hi, k == 0)
     if keep:
-        own = narrow.within(own, *(None if t is None else t.timestamp() for t in (keep.since, keep.until)))
-    req = lk.A.requests.filter(pl.col("lr").is_in(own.A.requests["lr"].implode()))
+        own = run_columns.within(
+            own, *(None if t is None else t.timestamp() for t in (keep.since, keep.until))
+        )
+    req = lk.assembled.requests.filter(pl.col("lr").is_in(own.assembled.requests["lr"].implode()))
     part = tmp / f".{k:06d}-{os.getpid()}-{threading.get_ident()}.tmp"
-    _requests_table(req).write_parquet(part)
+    requests_table(req).write_parquet(part)
     os.replace(part, tmp / f"{k:06d}.parquet")
     return own
 
@@ -423,7 +433,7 @@ def read_slice(
 ) -> dict[str, pl.DataFrame]:
     """The request tables' rows that overlap [lo - margin, hi + margin] on the reference clock."""
     stretch = Range(_dt(None if lo is None else lo - margin), _dt(None if hi is None else hi + margin))
-    where = {n: scope.where(n, stretch, shift_duration(shift) if shift else None) for n in PER_SLICE}
+    where = {n: time_range.where(n, stretch, shift_duration(shift) if shift else None) for n in PER_SLICE}
     return _read(out, rng, where, pick, (*PER_SLICE, "files"))
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
+from ..resources import time_range
 from . import frames
 
 _TIMEOUT = r"(?i)timeout|timed out"
@@ -33,13 +33,13 @@ ENGINE_NOTE = "no request log and no caller's spans"
 ORIGIN_ENGINE = "spans (engine)"
 
 
-def _spans(out: Path, rng: scope.Range) -> pl.DataFrame:
+def _spans(out: Path, rng: time_range.Range) -> pl.DataFrame:
     if not (Path(out) / "spans.parquet").exists():
         return schemas.empty("spans")
-    return scope.scan(out, "spans", rng).collect()
+    return time_range.scan(out, "spans", rng).collect()
 
 
-def fill(out: Path, tabs: dict[str, pl.DataFrame], rng: scope.Range = scope.ALL) -> list[str]:
+def fill(out: Path, tabs: dict[str, pl.DataFrame], rng: time_range.Range = time_range.ALL) -> list[str]:
     """Put the spans' client and server records into ``tabs`` (``frames.read_tables``' dict) where no log gave
     any; the notes saying so (the last one starting with ENGINE_NOTE when the engine spans are vLLM's records:
     ``engine_latencies`` then gives the requests their figures)."""
@@ -185,7 +185,9 @@ def server_records(sp: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def engine_latencies(out: Path, requests: pl.DataFrame, rng: scope.Range = scope.ALL) -> pl.DataFrame:
+def engine_latencies(
+    out: Path, requests: pl.DataFrame, rng: time_range.Range = time_range.ALL
+) -> pl.DataFrame:
     """Requests correlated from the engine spans alone (``fill``'s server records): their TTFT and e2e are the
     spans' own (clock engine) and their origin says so; the outcome stays unknown (the engine finished them, what
     the caller got is not in the folder)."""

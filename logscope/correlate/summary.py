@@ -41,8 +41,8 @@ def build(
         "orphans": _orphans(F, A, notes),
         "sources": {
             "client": sorted(F.client_sources),
-            "gateway": sorted(F.gr["source"].unique().drop_nulls().to_list()),
-            "server": sorted(F.sr["source"].unique().drop_nulls().to_list()),
+            "gateway": sorted(F.gateway_requests["source"].unique().drop_nulls().to_list()),
+            "server": sorted(F.server_requests["source"].unique().drop_nulls().to_list()),
         },
     }
     away = out["retry_multiplication"]["server_requests_elsewhere"]
@@ -66,12 +66,12 @@ def _match(F: Frames, L: Links, A: Assembled) -> dict:
     cg = kinds(L.gr_lr)
     cg["with_attempt"] = int(L.gr_lr["ca"].is_not_null().sum()) if L.gr_lr.height else 0
     cg["unmatched_client_attempts"] = (
-        A.unmatched["client_attempts_without_gateway_request"] if F.gr.height else 0
+        A.unmatched["client_attempts_without_gateway_request"] if F.gateway_requests.height else 0
     )
     cg["unmatched_gateway_requests"] = A.unmatched["gateway_requests_without_logical_request"]
     gs = kinds(L.sr_ga)
     gs["unmatched_server_executions"] = (
-        int(F.sr.join(L.sr_ga, on="sr", how="anti").height) if F.gr.height else 0
+        int(F.server_requests.join(L.sr_ga, on="sr", how="anti").height) if F.gateway_requests.height else 0
     )
     gs["unmatched_gateway_requests"] = A.unmatched["gateway_requests_without_server_execution"]
     cs = kinds(L.sr_ca)
@@ -90,9 +90,9 @@ def elsewhere(F: Frames, L: Links, A: Assembled) -> tuple[int, int, list[str]]:
     reached (none of their executions matched a client or gateway request): a replica serving other
     traffic, whose log was collected beside. They are no retries of these callers: the amplification leaves
     them out (a calm replica's log beside a spike once read as 1.59x)."""
-    if "replica" not in F.sr.columns or not (L.sr_ga.height or L.sr_ca.height):
+    if "replica" not in F.server_requests.columns or not (L.sr_ga.height or L.sr_ca.height):
         return 0, 0, []
-    sr = F.sr.select("sr", pl.col("replica").cast(pl.String).fill_null(""))
+    sr = F.server_requests.select("sr", pl.col("replica").cast(pl.String).fill_null(""))
     matched = pl.concat([L.sr_ga.select("sr"), L.sr_ca.select("sr")]).unique()
     reached = sr.join(matched, on="sr").select("replica").unique()
     other = sr.join(reached, on="replica", how="anti")
@@ -105,11 +105,11 @@ def elsewhere(F: Frames, L: Links, A: Assembled) -> tuple[int, int, list[str]]:
 
 def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
     req = A.requests
-    gr = F.gr.filter(pl.col("inference"))
+    gr = F.gateway_requests.filter(pl.col("inference"))
     n_other, n_lr_other, other = elsewhere(F, L, A)
-    n_lr, n_ca, n_gr = req.height - n_lr_other, F.ca.height, gr.height
+    n_lr, n_ca, n_gr = req.height - n_lr_other, F.client_attempts.height, gr.height
     n_ga = int(gr["n_attempts"].sum() or 0) if n_gr else 0
-    n_sr = F.sr.height - n_other
+    n_sr = F.server_requests.height - n_other
 
     def ratio(a, b):  # a layer with no row is a layer with no log (or no request lines): its ratio is unknown
         return r3(a / b) if a and b else None
@@ -137,9 +137,9 @@ def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
 
 
 def _flags(F: Frames, A: Assembled, notes: list[str]) -> dict:
-    ca = F.ca
+    ca = F.client_attempts
     client_retries = int((ca["attempt"].fill_null(1) > 1).sum()) if ca.height else 0
-    gr = F.gr.filter(pl.col("inference"))
+    gr = F.gateway_requests.filter(pl.col("inference"))
     gw_retries = int((gr["n_attempts"] - 1).clip(0).sum() or 0) if gr.height else 0
     both = 0
     if A.gr_lr.height and client_retries and gw_retries:
@@ -249,7 +249,7 @@ def _orphans(F: Frames, A: Assembled, notes: list[str]) -> dict:
             f"{unknown_end} orphaned executions have no known end (no gateway upstream time, no finish "
             "or abort line): their generation after the caller left is not counted"
         )
-    acc = abandon.summary(ab, ex, F.sr.height > 0)
+    acc = abandon.summary(ab, ex, F.server_requests.height > 0)
     by = (
         pl.when(pl.col("kind") == "gateway_upstream_timeout")
         .then(pl.lit("gateway"))
@@ -308,9 +308,9 @@ def _layer_notes(F: Frames, A: Assembled, away: int = 0) -> list[str]:
             "which requests were preempted cannot be told: vLLM V1 never names them (requests.preempted "
             "is null); V0 names only the sampled ones it warns about"
         )
-    if F.gr.height == 0 and F.ca.height:
+    if F.gateway_requests.height == 0 and F.client_attempts.height:
         notes.append("no gateway log: client attempts are tied to vLLM requests directly")
-    if F.ca.height == 0 and F.cr.height == 0:
+    if F.client_attempts.height == 0 and F.client_requests.height == 0:
         notes.append(
             "no client log: logical requests are the gateway's (or vLLM's) requests; client retries "
             "with the same X-Request-Id are grouped into one logical request"

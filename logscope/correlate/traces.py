@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
+from ..resources import time_range
 from . import span_gaps
 
 _TP = r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$"
@@ -43,13 +43,13 @@ def _read(out: Path, name: str, cols: list[str]) -> pl.DataFrame:
     )
 
 
-def run(out: Path, rng: scope.Range = scope.ALL) -> dict | None:
+def run(out: Path, rng: time_range.Range = time_range.ALL) -> dict | None:
     """Write ``request_spans.parquet`` when the folder has spans (those overlapping the range); the summary for
     correlation.json."""
     out = Path(out)
     if not (out / "spans.parquet").exists():
         return None
-    spans = scope.scan(out, "spans", rng).collect()
+    spans = time_range.scan(out, "spans", rng).collect()
     if spans.height == 0:
         return None
     tabs = {

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import clock, jsontext, schemas
-from ..resources import scope
+from ..resources import time_range
 from . import (
     cancellation,
     capacity,
@@ -30,12 +30,14 @@ from . import (
     findings,
     from_histograms,
     gateway_config,
+    gpu_faults,
     ladder,
     lifecycle,
     outcomes,
     platform,
     span_figures,
     tables,
+    untimed,
     verdict,
     wording,
 )
@@ -76,15 +78,18 @@ def slo_options(diag: dict) -> dict:
 
 def run(out: Path, options) -> dict:
     out = Path(out)
-    with clock.covering(*scope.of(options).clip(*clock.files_span(out))):  # times carry their date over days
+    with clock.covering(
+        *time_range.of(options).clip(*clock.files_span(out))
+    ):  # times carry their date over days
         return _run(out, options)
 
 
 def _run(out: Path, options) -> dict:
     th, unknown = from_options(options)
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
-    rng = scope.of(options)
+    rng = time_range.of(options)
     inp = load(out, getattr(options, "window", None), rng)
+    inp.untimed = untimed.load(out)
     life = _in_range(
         lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
     )
@@ -92,6 +97,7 @@ def _run(out: Path, options) -> dict:
         out, rng
     )  # who killed it: the platform's kills become the deaths' causes (issue #40)
     platform.attach(life, platform.kills(facts, inp.events))
+    gpu_faults.tie(facts, life, inp.events)  # an Xid shortly before a death is its cause
     ctx = Context(inp, life, th, slo)
     ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
@@ -109,8 +115,10 @@ def _run(out: Path, options) -> dict:
         for r in rows:
             r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
         lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
-    for c in clockgap.claims(rows, eps, th, inp.requests):
+    for c in clockgap.claims(rows, eps, th, inp.requests, inp.gateway, inp.gateway_errors):
         reg.add(c)
+        if c.value("figure") == "TTFT":
+            ctx.ttft_gaps[str(c.value("where"))] = c
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     rm = _multiplication(out)
     traffic = _traffic(inp, rm)
@@ -186,7 +194,7 @@ def _run(out: Path, options) -> dict:
     return diag
 
 
-def _in_range(life: lifecycle.Lifecycle, rng: scope.Range) -> lifecycle.Lifecycle:
+def _in_range(life: lifecycle.Lifecycle, rng: time_range.Range) -> lifecycle.Lifecycle:
     """Starts, stops and cold windows in the range only: the starts before it were read to tell a death in
     it (the previous instance's), not to be reported, and their cold windows lie before it."""
     if not rng:

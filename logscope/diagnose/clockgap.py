@@ -6,7 +6,9 @@ its own. The callers' p95 is taken over the range's requests that took one attem
 request's latency holds its failed attempts, which the engine timed as separate requests); the gap is that p95
 minus the upper bound of the engine p95's histogram bucket, so a lower bound of the time spent in front of the
 engine. A large one (``clock_gap_min_s`` and ``clock_gap_ratio``) is a finding: a queue in front of the engine
-(the API server process, the gateway) that no engine metric shows.
+(the API server process, the gateway) that no engine metric shows. Where the gateway's access log times the same
+range's requests, its own clock tells which: its request time against its upstream's response time (nginx
+``$request_time`` and ``$upstream_response_time``), and the requests its rate limit held back (``limit_req``).
 """
 
 from __future__ import annotations
@@ -24,15 +26,76 @@ CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whos
 MIN_REQUESTS = 10  # single-attempt requests a range needs for its callers' p95
 
 
-def claims(rows: list[dict], eps: list, th: Thresholds, req: pl.DataFrame) -> list[Claim]:
+def claims(
+    rows: list[dict],
+    eps: list,
+    th: Thresholds,
+    req: pl.DataFrame,
+    gw: pl.DataFrame | None = None,
+    gw_errors: pl.DataFrame | None = None,
+) -> list[Claim]:
     """The gap claims of every ladder step and episode that has the engine's figure beside the callers'."""
     out = []
     for r in rows:
-        single = _single(req, r["ts_start"], r["ts_end"])
-        out += _of(r, f"step {r['step']} ({r['concurrency']:g})", f"ladder.step.{r['step']}", th, single)
+        lo, hi = r["ts_start"], r["ts_end"]
+        at_gw = _at_gateway(gw, gw_errors, lo, hi)
+        out += _of(
+            r,
+            f"step {r['step']} ({r['concurrency']:g})",
+            f"ladder.step.{r['step']}",
+            th,
+            _single(req, lo, hi),
+            at_gw,
+        )
     for e in eps:
-        out += _of(e, f"{e['episode_id']}", f"{e['episode_id']}", th, _single(req, e["start"], e["end"]))
+        at_gw = _at_gateway(gw, gw_errors, e["start"], e["end"])
+        out += _of(
+            e, f"{e['episode_id']}", f"{e['episode_id']}", th, _single(req, e["start"], e["end"]), at_gw
+        )
     return out
+
+
+def _at_gateway(gw: pl.DataFrame | None, errors: pl.DataFrame | None, lo, hi) -> list[Fact]:
+    """The gateway's own clock over the requests it received in [lo, hi]: its request time (arrival to answer)
+    against its upstreams' response time, summed over a request's attempts; what is left was spent in the gateway
+    (a rate limit's delay, its own queue, connecting). And the requests its rate limit delayed or refused (nginx's
+    error-log lines of limit_req, at warn and error level). Nothing when the gateway's log times neither."""
+    if gw is None or not gw.height or lo is None or hi is None or "request_time_s" not in gw.columns:
+        return []
+    per = (
+        gw.filter(pl.col("ts_start").is_between(lo, hi) & pl.col("request_time_s").is_not_null())
+        .group_by("source", "line_no")  # one access line = one gateway request, its attempts in its lists
+        .agg(
+            pl.col("request_time_s").max().alias("rt"),
+            pl.when(pl.col("duration_s").is_not_null().any()).then(pl.col("duration_s").sum()).alias("up"),
+        )
+        .with_columns((pl.col("rt") - pl.col("up")).clip(lower_bound=0).alias("outside"))
+    )
+    timed = per.filter(pl.col("up").is_not_null())
+    if not timed.height:
+        return []
+    p95 = lambda c: timed[c].quantile(0.95, "linear")  # noqa: E731
+    by_kind: dict[str, int] = {}
+    if errors is not None and errors.height and "kind" in errors.columns:
+        lim = errors.filter(
+            pl.col("ts").is_between(lo, hi) & pl.col("kind").cast(pl.String).str.starts_with("limit_req_")
+        )
+        by_kind = {str(k): int(n) for k, n in lim.group_by("kind").len().iter_rows()}
+    return [
+        Fact("gateway_requests", timed.height, "gateway_log", unit="requests answered by an upstream"),
+        latency("gateway_request_time_p95", p95("rt"), "gateway_log"),
+        latency("gateway_upstream_p95", p95("up"), "gateway_log"),
+        latency("gateway_outside_upstream_p95", p95("outside"), "gateway_log"),
+        Fact(
+            "gateway_rate_limit_delayed", by_kind.get("limit_req_delayed", 0), "gateway_log", unit="requests"
+        ),
+        Fact(
+            "gateway_rate_limit_rejected",
+            by_kind.get("limit_req_rejected", 0),
+            "gateway_log",
+            unit="requests",
+        ),
+    ]
 
 
 def _single(req: pl.DataFrame, lo, hi) -> dict[str, tuple[float | None, int, str | None]]:
@@ -59,7 +122,7 @@ def _single(req: pl.DataFrame, lo, hi) -> dict[str, tuple[float | None, int, str
     return out
 
 
-def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
+def _of(fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fact]) -> list[Claim]:
     """The gap claims of one range whose figures (``fig``) hold the engine's p95 beside the callers'."""
     out = []
     for f, name in FIGURES.items():
@@ -111,6 +174,7 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict) -> list[Claim]:
                         f"{c.clock} + engine" if c.clock else None,
                         "s",
                     ),
+                    *at_gw,
                 ],
                 {
                     "clock_gap_min_s": th.clock_gap_min_s,

@@ -46,6 +46,8 @@ class Context:
     )
     # episode id -> the engine spans' figures over it (span_figures.by_episode), when the folder has spans
     span_segments: dict = field(default_factory=dict)
+    # range ('E1', 'step 3 (8)') -> its TTFT clock-gap claim (clockgap), read by the slow-first-token finding
+    ttft_gaps: dict = field(default_factory=dict)
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

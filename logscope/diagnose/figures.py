@@ -131,10 +131,12 @@ def server_state_many(
     return [got.get(k) or dict(_STATE_EMPTY) for k in range(len(ranges))]
 
 
-def _requests_empty(dur: float) -> dict:
+def _requests_empty(dur: float, known: bool = True) -> dict:
+    """No request in the range; with ``known`` False the folder holds no request record at all, so the arrival
+    rate is unknown, not 0/s (public-2 n15: a stats excerpt alone read 'arrivals ... 0/s during')."""
     return {
         "requests": 0,
-        "arrival_rate": 0.0 if dur > 0 else None,
+        "arrival_rate": 0.0 if dur > 0 and known else None,
         "ttft_p50": None,
         "ttft_p95": None,
         "e2e_p50": None,
@@ -189,13 +191,15 @@ def requests(req: pl.DataFrame, lo, hi, exclude: list[tuple] | None = None) -> d
     if exclude:
         r = r.filter(outside("ts_start", exclude))
     if r.height == 0:
-        return _requests_empty(_duration(lo, hi))
+        return _requests_empty(_duration(lo, hi), known=req.height > 0)
     return _request_row(r.select(_REQUEST_AGGS).row(0, named=True), _duration(lo, hi))
 
 
 def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
     """``requests`` of every range, in a few calls however many ranges there are (an incident of a
     day has thousands of episodes and cold windows, each asking for its figures)."""
+    if not req.height:
+        return [_requests_empty(_duration(lo, hi), known=False) for lo, hi in ranges]
     parts = gathered(req, "ts_start", ranges)
     if parts is None:
         return [requests(req, lo, hi) for lo, hi in ranges]

@@ -36,7 +36,7 @@ from pathlib import Path
 import polars as pl
 
 from ..ingest.metric_stats import map_replicas
-from ..resources import scope
+from ..resources import time_range
 from . import figures
 
 SOURCE = "metrics histogram"
@@ -219,14 +219,16 @@ class Histograms:
         return (replica in self.replicas), replica
 
 
-def load(out: Path, rng: scope.Range = scope.ALL, log_stats: pl.DataFrame | None = None) -> Histograms:
+def load(
+    out: Path, rng: time_range.Range = time_range.ALL, log_stats: pl.DataFrame | None = None
+) -> Histograms:
     """The histograms of ``out``'s server_metrics (in the range), named after the log replicas they describe."""
     p = Path(out) / "server_metrics.parquet"
     if not p.exists():
         return Histograms()
     names = [m + s for m, _ in FIGURES.values() for s in ("_bucket", "_sum", "_count")]
     try:
-        lf = scope.scan(out, "server_metrics", rng).filter(pl.col("ts").is_not_null())
+        lf = time_range.scan(out, "server_metrics", rng).filter(pl.col("ts").is_not_null())
         m = (
             lf.filter(pl.col("name").is_in(names) & pl.col("value").is_not_nan())
             .select("source", "replica", "name", pl.col("labels").fill_null(""), "ts", "value")

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import clock
-from ..resources import scope
+from ..resources import time_range
 from .lifecycle import Death, Lifecycle
 from .tables import read
 
@@ -85,13 +85,16 @@ class Facts:
     out: Path | None = None  # the output folder: what the kill cost is read from its request tables
     # per server replica: its log files' first and last time (files.parquet: every line, not only the events)
     logs: dict[str, tuple[datetime | None, datetime | None]] = field(default_factory=dict)
+    faults: list = field(default_factory=list)  # gpu_faults.Fault: a GPU fault tied to a server's death
+    death_times: list = field(default_factory=list)  # every death's time (what a fault stays far from)
+    hosts: dict = field(default_factory=dict)  # replica -> the hosts its log's NCCL lines name (a pod's name)
 
     @property
     def any(self) -> bool:
         return bool(self.events.height or self.pods.height or self.gpu.height)
 
 
-def load(out: Path, rng: scope.Range = scope.ALL) -> Facts:
+def load(out: Path, rng: time_range.Range = time_range.ALL) -> Facts:
     ev = read(out, "platform_events")
     if rng:  # an event with no time (an age, seconds since boot) is kept: nothing places it outside the range
         inside = pl.lit(True)
@@ -128,7 +131,7 @@ def _line(r: dict) -> str:
     return f"{r['source']} line {r['line_no']}: {(r['message'] or '').strip()[:220]}"
 
 
-def _servers(events: pl.DataFrame) -> dict[str, Server]:
+def servers_of(events: pl.DataFrame) -> dict[str, Server]:
     """Per server replica: the pids its log names (with their names and last records), its first and last time."""
     out = {}
     ev = events.filter(pl.col("replica").is_not_null())
@@ -271,19 +274,51 @@ def kernel_clock(basis: str | None) -> str:
     return "no clock: only the seconds since boot were written"
 
 
-def pod_replica(pod: str | None, replicas: list[str]) -> tuple[str | None, str]:
-    """The server replica a pod is: its name, a replica named inside the pod's (or the pod's inside it); with one
-    server and one pod in the folder, a guess said as one."""
+def pod_replica(
+    pod: str | None, replicas: list[str], hosts: dict[str, set[str]] | None = None, guess: bool = True
+) -> tuple[str | None, str]:
+    """The server replica a pod is: the host its log names (NCCL's lines: a pod's hostname is its name), its name,
+    a replica named inside the pod's (or the pod's inside it); with one server in the folder (and ``guess``: one
+    pod in question), a guess said as one, unless that server's log names another host."""
+    hosts = hosts or {}
     if not pod:
         return None, "the pod is not named"
+    for rep in replicas:
+        if pod in hosts.get(rep, ()):
+            return (
+                rep,
+                f"pod {pod} is {rep or 'the server'}: its log's NCCL lines name host {pod} (a pod's hostname)",
+            )
     for rep in replicas:
         if rep and (rep == pod or pod in rep or rep in pod):
             return rep, f"pod {pod} is replica {rep} (the names match)"
     if len(replicas) == 1:
-        return replicas[
-            0
-        ], f"a guess: pod {pod} is taken for the folder's only server ({replicas[0] or 'server'})"
-    return None, f"pod {pod} matches no server log's replica"
+        if named := hosts.get(replicas[0]):
+            return None, (
+                f"pod {pod} is not {replicas[0] or 'the server'}: its log's NCCL lines name host "
+                f"{', '.join(sorted(named))}, not that pod"
+            )
+        if guess:
+            return replicas[
+                0
+            ], f"a guess: pod {pod} is taken for the folder's only server ({replicas[0] or 'server'})"
+    return None, f"pod {pod} matches no server log's replica" + (
+        f" nor a host their logs name ({', '.join(sorted(set().union(*hosts.values())))})" if hosts else ""
+    )
+
+
+def _hosts(events: pl.DataFrame) -> dict[str, set[str]]:
+    """Per server replica: the hosts its log's NCCL lines name (server_events kind 'host')."""
+    if "kind" not in events.columns:
+        return {}
+    h = events.filter(pl.col("kind") == "host").select(
+        pl.col("replica").fill_null(""),
+        pl.col("message").str.extract(r"^([^:\s]+):\d+:\d+ ", 1).alias("host"),
+    )
+    out: dict[str, set[str]] = {}
+    for r in h.drop_nulls("host").iter_rows(named=True):
+        out.setdefault(r["replica"], set()).add(r["host"])
+    return out
 
 
 def _k8s_kills(facts: Facts, replicas: list[str]) -> list[Kill]:
@@ -295,7 +330,7 @@ def _k8s_kills(facts: Facts, replicas: list[str]) -> list[Kill]:
         lim = pods.filter((pl.col("pod") == r["pod"]) if r["pod"] else pl.lit(True))[
             "memory_limit_bytes"
         ].drop_nulls()
-        rep, how = pod_replica(r["pod"], replicas)
+        rep, how = pod_replica(r["pod"], replicas, facts.hosts)
         out.append(
             Kill("oom_killed", r["finished"], rep, how, limit_bytes=lim[0] if lim.len() else None,
                  exit_code=r["exit_code"], process=r["container"], evidence=[_line(r)],
@@ -305,7 +340,7 @@ def _k8s_kills(facts: Facts, replicas: list[str]) -> list[Kill]:
 
 
 def kills(facts: Facts, server_events: pl.DataFrame, last_seen: dict | None = None) -> list[Kill]:
-    servers = _servers(server_events)
+    servers = servers_of(server_events)
     for rep, (
         lo,
         hi,
@@ -314,6 +349,7 @@ def kills(facts: Facts, server_events: pl.DataFrame, last_seen: dict | None = No
             srv = servers[rep]
             srv.lo = min(x for x in (lo, srv.lo) if x is not None) if (lo or srv.lo) else None
             srv.hi = max(x for x in (hi, srv.hi) if x is not None) if (hi or srv.hi) else None
+    facts.hosts = _hosts(server_events)
     found = _kernel_kills(facts.events, servers, last_seen or {}) + _k8s_kills(facts, sorted(servers))
     for k in found:
         if k.replica is not None and k.replica in servers:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..resources import scope
+from ..resources import time_range
 
 SOURCE = "spans"
 MIN_REQUESTS = 3  # an episode with fewer traced requests gets no split of its own
@@ -115,7 +115,7 @@ def _in(rs: pl.DataFrame, lo: datetime | None, hi: datetime | None) -> pl.DataFr
     return rs.filter(keep)
 
 
-def analyse(out: Path, rng: scope.Range, eps: list[dict], steps: list[dict]) -> dict | None:
+def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]) -> dict | None:
     """diagnosis.json's ``spans``: None when no request has an engine span."""
     p = Path(out) / "request_spans.parquet"
     if not p.exists():

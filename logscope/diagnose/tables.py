@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
-from ..resources.scope import Range
+from ..resources import time_range
+from ..resources.time_range import Range
 
 # max/mean of the server's state over a span: episodes, steps and windows use the same figures
 SERVER_STATE_AGGS = (
@@ -52,6 +52,11 @@ COLUMNS = {
         "status",
         "upstream",
         "upstream_status",
+        # the gateway's own clock for the clock gap (clockgap._at_gateway): one access line = one request
+        "source",
+        "line_no",
+        "request_time_s",
+        "duration_s",
     ),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }
@@ -82,7 +87,7 @@ def read(
     name: str,
     columns: tuple[str, ...] | None = None,
     where: pl.Expr | None = None,
-    rng: Range = scope.ALL,
+    rng: Range = time_range.ALL,
 ) -> pl.DataFrame:
     """A table as declared (only ``columns`` of it, only rows ``where`` and in the time range ``rng``); empty
     when absent or unreadable."""
@@ -91,7 +96,7 @@ def read(
     if not p.exists():
         return empty
     try:
-        lf = scope.scan(out, name, rng)
+        lf = time_range.scan(out, name, rng)
         lf = lf.filter(where) if where is not None else lf
         lf = lf.select(columns) if columns else lf
         cats = [c for c in CATEGORIES.get(name, ()) if c in (columns or lf.collect_schema().names())]
@@ -116,18 +121,19 @@ class Inputs:
     phases: pl.DataFrame
     gateway: pl.DataFrame  # COLUMNS["gateway_attempts"]
     gateway_errors: pl.DataFrame  # COLUMNS["gateway_errors"]
-    rng: Range = scope.ALL  # the time range examined (logscope.resources.scope)
+    rng: Range = time_range.ALL  # the time range examined (logscope.resources.time_range)
     access_lines: int = 0  # how many access lines there are
     # the server's 404 answers on the inference paths (access lines: ts, replica, http_path), few in any run
     not_found: pl.DataFrame | None = None
     access_served: int = 0  # access lines of a POST answered 2xx (generations served)
     load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
+    untimed: object | None = None  # untimed.Untimed: the records no time places (set by diagnose.run)
 
 
-def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs:
-    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.resources.scope``)."""
+def load(out: Path, window: str | None = None, rng: Range = time_range.ALL) -> Inputs:
+    """The inputs of the diagnosis; with a range, only the records that overlap it (``logscope.resources.time_range``)."""
     stats = read(out, "server_stats", rng=rng).filter(pl.col("ts").is_not_null())
-    in_range = scope.where("server_events", rng)
+    in_range = time_range.where("server_events", rng)
     if (
         in_range is not None
     ):  # and the server's set-up and starts outside it (capacity; whose death is inside)
@@ -141,7 +147,7 @@ def load(out: Path, window: str | None = None, rng: Range = scope.ALL) -> Inputs
     correlated = bool(win.height and win["window_s"].drop_nulls().len())
     is_access = pl.col("kind") == ACCESS
     access_lines, access_served = (
-        scope.scan(out, "server_events", rng)
+        time_range.scan(out, "server_events", rng)
         .filter(is_access)
         .select(
             pl.len(),
@@ -412,21 +418,33 @@ def build_windows(
 
 
 def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
-    """One row per (replica, ts): aggregated DP lines when printed, else the engines summed."""
+    """One row per (replica, ts): aggregated DP lines when printed, else the engines summed. One engine's
+    lines within one second (SGLang prints a batch line per step) are its last state, not a sum (s01: 34 + 30
+    waiting at 16:43:30 is 30), and a column no line of the second has stays null, not 0 (SGLang's prefill
+    lines have no generation throughput: not 0 tokens/s, not a stall)."""
     if df.height == 0:
         return df
     has_agg = df.group_by("replica").agg((pl.col("engine") == "aggregated").any().alias("_agg"))
     df = df.join(has_agg, on="replica", how="left").filter(
         ~pl.col("_agg") | (pl.col("engine") == "aggregated")
     )
-    return (
-        df.group_by(["replica", "ts"], maintain_order=True)
+    last = (
+        df.sort(["replica", "ts", "seq"])
+        .group_by(["replica", "engine", "ts"], maintain_order=True)
         .agg(
-            pl.col("running").sum(),
-            pl.col("waiting").sum(),
+            pl.col("running", "waiting", "kv", "prompt_tps", "gen_tps").drop_nulls().last(),
+            pl.col("seq").min(),
+        )
+    )
+
+    def total(c: str) -> pl.Expr:
+        return pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum())
+
+    return (
+        last.group_by(["replica", "ts"], maintain_order=True)
+        .agg(
+            *(total(c) for c in ("running", "waiting", "prompt_tps", "gen_tps")),
             pl.col("kv").max(),
-            pl.col("prompt_tps").sum(),
-            pl.col("gen_tps").sum(),
             pl.col("seq").min(),
         )
         .sort(["replica", "ts", "seq"])

@@ -47,6 +47,10 @@ class Thresholds:
     """... and 'not propagated' when the server aborted at most this share of them; 'partly' in between."""
     stall_min_samples: int = 2
     """Stats samples in a row with requests running and 0 tokens/s that make a stall (a hung engine)."""
+    slow_decode_tps: float = 1.0
+    """Generation tokens/s per running request below which decoding is pathologically slow (a human reads 5-10
+    tokens/s; a working engine decodes tens to hundreds per request), when nothing waits and no prompt is being
+    prefilled: not capacity (public-2 n14: 0.4 tokens/s for 2 running, KV 0.6 %)."""
 
     clock_gap_min_s: float = 1.0
     """The callers' p95 latency (client clock) above the engine's (its histogram bucket's upper bound) by at

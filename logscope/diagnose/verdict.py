@@ -49,7 +49,14 @@ def _verdict(
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
         return [top["title"] + ".", "No time range could be examined.", test], "unknown", None
     lo, hi = ctx.span_lo, ctx.span_hi
-    rng = clock.hms_range(lo, hi) if lo else "the logs"
+    # logs that cover one second (one stats line, one request) are a moment, not a range it was calm over
+    rng = (
+        "the logs"
+        if not lo
+        else f"the one moment the logs cover ({clock.hms(lo)})"
+        if hi is None or (hi - lo).total_seconds() < 1
+        else clock.hms_range(lo, hi)
+    )
     if not eps:
         if top is not None and top["severity"] != "info":
             kind = (
@@ -61,6 +68,14 @@ def _verdict(
                 if top["kind"] == "platform"
                 else "nothing that spikes or lasts over time"
             )
+            if (
+                lo is None
+            ):  # records with no time (a pasted table, a log without asctime): no range to hold episodes
+                return (
+                    [f"{top['title']}.", "No time range could be examined: no record carries a time.", test],
+                    ("finding"),
+                    None,
+                )
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test], "finding", None
         if lad is not None and lad.get("working_boundary"):
             return (
@@ -80,7 +95,9 @@ def _verdict(
         return (
             [
                 f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
-                "Calm throughout: no one-off spike, no sustained regime.",
+                "Calm throughout: no one-off spike, no sustained regime."
+                if "one moment" not in rng
+                else "One moment shows no spike and no regime: what came before and after is not in the logs.",
                 test,
             ],
             "nothing alarming",
@@ -163,6 +180,13 @@ def _verdict(
     return [head, _when(ctx, main, eps), test], CLASS_STATE[main["class"]], main
 
 
+def one_line(e: dict) -> bool:
+    """One stats line holds the episode and every companion of it (public-2 n19's 0 s preemption had a 70 s queue
+    beside it: not one line)."""
+    comps = (e.get("details") or {}).get("companions") or []
+    return e["duration_s"] == 0 and all(c["start"] == e["start"] and c["end"] == e["end"] for c in comps)
+
+
 def _span(e: dict) -> str:
     return clock.hms_range(e["start"], e["end"])
 
@@ -178,6 +202,8 @@ def _headline(e: dict) -> str:
             if "kernel_oom" in c["kinds"]
             else "was OOMKilled (its container's memory limit)"
             if "oom_killed" in c["kinds"]
+            else "died after a GPU fault (the kernel's NVIDIA Xid)"
+            if "gpu_xid" in c["kinds"]
             else "died (" + ", ".join(c["kinds"]) + ")"
         )
         if c["at_startup"]:
@@ -196,9 +222,26 @@ def _headline(e: dict) -> str:
         state.append(f"{e['running_max']:.0f} running")
     if e["waiting_max"]:
         state.append(f"{e['waiting_max']:.0f} waiting")
-    return f"{what[0].upper() + what[1:]} over {e['duration_s']:.0f} s ({_span(e)})" + (
-        f": {', '.join(state)}." if state else "."
+    # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
+    comps = [c for c in (e.get("details") or {}).get("companions") or [] if c["end"] > c["start"]]
+    when = (
+        f"at {clock.hms(e['start'])} (one stats line)"
+        if one_line(e) and e["signal"] in ("kv_pressure", "queue", "stall")
+        else f"over {e['duration_s']:.0f} s ({_span(e)})"
+        if e["duration_s"] or not comps
+        # timed by a signal of one instant, its companions lasting (n19: 1 preemption, beside a 70 s queue)
+        else f"at {clock.hms(e['start'])}, beside "
+        + " and ".join(f"{COMPANION.get(c['signal'], c['signal'])} {_span(c)}" for c in comps)
     )
+    return f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
+
+
+COMPANION = {
+    "kv_pressure": "a near-full KV cache",
+    "queue": "a queue",
+    "stall": "a stall",
+    "errors": "errors",
+}
 
 
 def _what(e: dict) -> str:
@@ -229,6 +272,14 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         )
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
+    if e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal":
+        # the logs stop inside it: no recovery was seen, and none could be (s01: a 4 s excerpt of a benchmark's start)
+        if one_line(e):
+            return f"One stats line, still abnormal when the logs end: how long it lasted is not in the logs{others}."
+        return (
+            f"Sustained as far as the logs show: {why.strip().rstrip('.')}, so its recovery, if any, is not in "
+            f"them{others}."
+        )
     label = {
         "sustained": "Sustained regime, not a one-off",
         "recurring": "Recurring, not a one-off",

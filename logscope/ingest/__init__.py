@@ -68,6 +68,11 @@ _WHOLE = "whole file"  # in the key of a file shorter than COPY_KEY_LINES
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
 _EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
+# ctime with its year ('[Fri Aug 30 11:43:09 2024]': dmesg -T): a line holding one has its time, so a number after
+# it (a GPU's 'Board Serial Number: 1650423013443') is never taken for an epoch
+_CTIME_YEAR = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                         r"([ \d]\d) \d\d:\d\d:\d\d (20\d\d)\b")  # fmt: skip
+_MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 
 
 def ingest(
@@ -442,7 +447,7 @@ def _replica(f: sources.InputFile, root: Path) -> str:
         if m:
             return m.group("pod")
     if root.is_dir() and parent.resolve() != root.resolve():
-        return inputs._text(
+        return inputs.path_text(
             parent.name
         )  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)
     return re.sub(r"\.(log|txt|jsonl|json)$", "", name) or name
@@ -470,6 +475,15 @@ def _full_stamps(lines: list[str]) -> list[datetime]:
             try:
                 out.append(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC))
             except ValueError:  # an impossible date (2026-02-30) is no evidence of a year
+                pass
+            continue
+        m = _CTIME_YEAR.search(ln)
+        if m:
+            try:
+                out.append(
+                    datetime(int(m.group(3)), _MONTHS.index(m.group(1)) + 1, int(m.group(2)), tzinfo=UTC)
+                )
+            except ValueError:
                 pass
             continue
         m = _EPOCH.search(ln)

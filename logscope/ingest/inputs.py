@@ -13,7 +13,7 @@ from .. import outdir
 from . import linebytes as lb
 
 OUTPUT_MARKER = outdir.MARKER  # written into every output folder; ingest skips logscope's outputs there
-_COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
+COMPRESSED = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
 _ROTATION = re.compile(r"^(?P<base>.+?)\.(?P<n>\d{1,3})$")
 # kubelet's rotated container logs: 0.log.20261129-083000 (then .gz), named by the time of the rotation
 _STAMPED = re.compile(r"^(?P<base>.+?)\.(?P<ts>\d{8}-\d{6})$")
@@ -212,7 +212,7 @@ def _input_file(p: Path, base: Path) -> InputFile:
         size, mtime = -1, None
         messages.append(f"unreadable: {e.strerror or e}")
     suffix = p.suffix.lower()
-    comp = _COMPRESSED.get(suffix)
+    comp = COMPRESSED.get(suffix)
     name = p.name[: -len(suffix)] if comp else p.name
     m = _ROTATION.match(name) or _STAMPED.match(name)
     stem = m.group("base") if m else name
@@ -234,10 +234,10 @@ def _input_file(p: Path, base: Path) -> InputFile:
 def _shown(p: Path, base: Path) -> str:
     """``p`` relative to ``base`` as text (tables and pages hold only text): a name's bytes that are not UTF-8
     written as ``\\xff``."""
-    return _text(str(p.relative_to(base)) if p != base else p.name)
+    return path_text(str(p.relative_to(base)) if p != base else p.name)
 
 
-def _text(path: str) -> str:
+def path_text(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 

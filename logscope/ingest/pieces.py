@@ -87,7 +87,7 @@ def independent(mod) -> bool:
 
 @dataclass
 class _Ahead:
-    """A piece read ahead of its turn, from a state guessed by ``_warm``."""
+    """A piece read ahead of its turn, from a state guessed by ``warm``."""
 
     assumed: dict  # the guessed state at the piece's start
     end: dict  # the state at its end
@@ -126,14 +126,14 @@ def parse(idx: int, members: list[FileState], mod, pieces: list[Piece], job: Job
     """A stream on every core, with the same rows as a whole read.
 
     The first piece is read here, the others at once on the pool, each from a state guessed by replaying
-    the stream's first chunk and the lines just before the piece (``_warm``); ``settle`` then keeps or reads
+    the stream's first chunk and the lines just before the piece (``warm``); ``settle`` then keeps or reads
     again each of them in turn.
     """
     pool = job.pool
     assert pool is not None  # plan() cuts a stream only when there is a pool
     ctxs = [context(st, job) for st in members]
     lines = _Lines(members, pieces, job)
-    head = pool.submit(_head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
+    head = pool.submit(head_state, mod, members[0].f.quiet(), ctxs[0], job.opts.chunk_bytes)
     cancel = threading.Event()
     ahead = {
         p: pool.submit(_read_ahead, idx, mod, members, ctxs, pieces, p, lines, head, job, cancel)
@@ -256,7 +256,7 @@ def _read_ahead(
 ) -> _Ahead | None:
     """A piece read from a guessed state (on the pool, before the pieces ahead of it are done)."""
     span = replace(pieces[p].span, first_line=lines.first_line(p))
-    state = _warm(mod, members, ctxs, pieces[p], span, lines, head.result())
+    state = warm(mod, members, ctxs, pieces[p], span, lines, head.result())
     if cancel.is_set():
         return None
     return read_from(idx, mod, members, ctxs, pieces[p], p, span, state, job, cancel)
@@ -295,7 +295,7 @@ def read_from(
     return _Ahead(assumed, state, part, tally)
 
 
-def _head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) -> tuple[dict, int]:
+def head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) -> tuple[dict, int]:
     """The state after the stream's first chunk (where the server states its settings), and its last line."""
     state: dict = {}
     head = next(sources.iter_line_chunks(f, chunk_bytes), None)
@@ -305,7 +305,7 @@ def _head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) 
     return state, int(head["line_no"][-1])
 
 
-def _warm(
+def warm(
     mod,
     members: list[FileState],
     ctxs: list[ParseContext],

@@ -20,7 +20,7 @@ import polars as pl
 
 from . import linebytes as lb
 from .inputs import (  # noqa: F401 - where the stage's modules and the tests find them
-    _COMPRESSED,
+    COMPRESSED,
     HIDDEN_FOLDER,
     LINK_OUT,
     OUTPUT_MARKER,

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from .. import clock, jsontext
-from ..visible import visible_all
+from ..invisible_chars import visible_all
 from . import charts, fmt, views
 from .fmt import redact_prompt
 from .html import render_html, vega_bundle

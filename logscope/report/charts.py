@@ -18,7 +18,6 @@ from ..correlate.frames import group_first
 from . import gpu_panel, lanes, span_panel
 from .load import Loaded
 from .panels import (
-    _SUM,
     BLUE,
     CLASS_COLORS,
     GREEN,
@@ -27,15 +26,15 @@ from .panels import (
     P95,
     PANELS,
     RED,
+    SUMMED,
     WIDTH,
     XEnc,
-    _class_scale,
-    _episode_frame,
-    _fmt_s,
-    _long,
+    class_scale,
+    episode_frame,
+    fmt_s,
+    long_rows,
     panel,
 )
-from .panels import _bands as _bands  # charts._bands, as the tests read it
 from .vl import VALIDATE as VALIDATE  # charts.VALIDATE, as compare.charts reads it
 from .vl import Data, finish, int_scale, legend, theme, tip
 
@@ -48,7 +47,6 @@ __all__ = [
     "retry_gap_chart",
     "output_length_chart",
     "VALIDATE",
-    "_bands",
 ]
 
 MAX_WINDOWS = 720  # more windows than this are merged: a 1,040 px wide chart cannot show more
@@ -72,7 +70,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
             continue
         if c == "window_s":
             aggs.append(pl.lit(width * factor).alias(c))
-        elif c in _SUM:
+        elif c in SUMMED:
             aggs.append(pl.col(c).sum().alias(c) if w[c].null_count() < w.height else pl.col(c).first())
         elif c.endswith("_mean") or c.startswith("inflight") or c == "amplification":
             aggs.append(pl.col(c).mean().alias(c))
@@ -96,10 +94,10 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
     hi = int(w["ts"].max().timestamp() * 1000 + width_ms)
     tokens_panel = next(p for p in PANELS if p.key == "tokens")
     long = pl.concat(
-        [_long(w, width_ms=width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
+        [long_rows(w, width_ms=width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
         how="diagonal_relaxed",
     )
-    eps = _episode_frame(summary.get("episodes", []), width_ms)
+    eps = episode_frame(summary.get("episodes", []), width_ms)
     ph, what = lanes.phases(ld, summary)
     ev = lanes.events(ld, summary)
     # the axis is the union of what is drawn (a server start before the first request widens it): labels are
@@ -115,7 +113,7 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
     x = XEnc(min([lo, *ends]), max([hi, *ends]))
     d = Data()
     back = lanes.backdrop(ph, ev, eps, x, d)
-    per = f"per {_fmt_s(width_s)} window"
+    per = f"per {fmt_s(width_s)} window"
     rows: list[dict] = []
     notes: list[str] = []
     if not what:
@@ -137,7 +135,7 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
     flat = long.group_by("panel", "series").agg((pl.col("value").fill_null(0) == 0).all().alias("zero"))
     zero = {(p, s) for p, s, z in flat.rows() if z}
     for p in PANELS:
-        series = [lbl for c, lbl, _ in p.series if (p.key, lbl) in zero and (p.kind == "step" or c in _SUM)]
+        series = [lbl for c, lbl, _ in p.series if (p.key, lbl) in zero and (p.kind == "step" or c in SUMMED)]
         data = long.filter((pl.col("panel") == p.key) & ~pl.col("series").is_in(series)).drop("panel")
         if data.height == 0:
             if series:
@@ -178,7 +176,7 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
     """One bar per episode, coloured by class, labelled 'E1 · spike · preemptions' inside it when it fits,
     else beside it on the side with room; past MAX_EPISODE_ROWS episodes, one row per class with the labels
     in tooltips (a row per episode would make the chart thousands of pixels tall)."""
-    fill = {"field": "cls", "type": "nominal", "scale": _class_scale(eps["cls"].to_list()), "legend": None}
+    fill = {"field": "cls", "type": "nominal", "scale": class_scale(eps["cls"].to_list()), "legend": None}
     tooltip = [tip("label", "episode")]
     if eps.height > MAX_EPISODE_ROWS:
         classes = [c for c in CLASS_COLORS if c in set(eps["cls"].to_list())] + sorted(
@@ -331,7 +329,7 @@ def range_overview(summary: dict) -> dict | None:
             },
         },
     }
-    per = _fmt_s(float(ov["bin_s"]))
+    per = fmt_s(float(ov["bin_s"]))
     col = {
         "data": d.add("trouble", bars),
         "mark": {"type": "rect", "color": "#9aa5b1"},

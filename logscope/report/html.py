@@ -3,7 +3,7 @@
 Log text is attacker-controlled: it reaches the page only through autoescaped template
 variables, or inside ``<script type="application/json">`` blocks where every ``<``, ``>`` and
 ``&`` is written as a JSON ``\\u`` escape, so no log line can close the script element. Control and bidi
-characters (``logscope.visible``) are shown as escapes, in the page's text and in the charts' data alike. The
+characters (``logscope.invisible_chars``) are shown as escapes, in the page's text and in the charts' data alike. The
 Content-Security-Policy forbids any network load; Vega runs with its expression interpreter
 (``ast: true``), so no ``eval`` is needed either.
 """
@@ -27,7 +27,7 @@ import jinja2.bccache
 import vl_convert
 from markupsafe import Markup, escape
 
-from ..visible import visible, visible_all
+from ..invisible_chars import visible, visible_all
 from . import fmt
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -55,7 +55,7 @@ def columns(rows: list[dict]) -> list[str]:
     return list(seen)
 
 
-def _template_source(name: str) -> tuple[str, None, Any]:
+def template_source(name: str) -> tuple[str, None, Any]:
     text = resources.files("logscope.report_templates").joinpath(name).read_text(encoding="utf-8")
     return text, None, lambda: True
 
@@ -111,7 +111,7 @@ SETTINGS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_template_source),
+        loader=jinja2.FunctionLoader(template_source),
         bytecode_cache=compiled_cache(**SETTINGS, finalize="_shown"),
         undefined=jinja2.StrictUndefined,
         finalize=_shown,

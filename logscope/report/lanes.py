@@ -21,7 +21,7 @@ from .panels import (
     Backdrop,
     Panel,
     XEnc,
-    _bridged,
+    bridged,
     clipped,
     episode_shading,
     title,
@@ -38,6 +38,7 @@ DEATH_NAMES = {
     "engine_timeout": "engine timeout",
     "kernel_oom": "kernel OOM kill",  # the platform's cause of a death (diagnose.platform.attach)
     "oom_killed": "OOMKilled",
+    "gpu_xid": "GPU Xid",  # a GPU fault the kernel logged just before the death (diagnose.gpu_faults)
 }
 MAX_LABEL_ROWS = 3  # event labels stack in this many rows at most; past that, tooltips name them
 OUTCOME_COLORS = {"ok": "#2ca02c", "timeout": "#ff7f0e", "error, no status": "#7f0000", "cut mid-stream": "#f3a712",
@@ -617,7 +618,7 @@ def tokens(ld: Loaded, grid: pl.Series, width_ms: int, panel: Panel) -> pl.DataF
             pl.lit(label).alias("series"),
             pl.col(col).cast(pl.Float64).alias("value"),
         )
-        f = _bridged(f, width_ms)
+        f = bridged(f, width_ms)
         if f.height:
             v = pl.col("value")
             frames.append(

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
-from ..resources import scope
+from ..resources import time_range
 
 TABLES = (
     "files",
@@ -54,7 +54,7 @@ class Loaded:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     docs: dict[str, dict] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
-    rng: scope.Range = field(default_factory=scope.Range)  # the time range the analysis looked at
+    rng: time_range.Range = field(default_factory=time_range.Range)  # the time range the analysis looked at
 
     def table(self, name: str, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
         """The table (only ``columns`` of it when given: at a million requests the page needs a few columns of
@@ -66,7 +66,7 @@ class Loaded:
                 if name in self.tables:  # the whole table is already read
                     self.tables[key] = self.tables[name].select(columns)
                 else:
-                    lf = scope.scan(self.out, name, self.rng)
+                    lf = time_range.scan(self.out, name, self.rng)
                     self.tables[key] = (lf if columns is None else lf.select(columns)).collect()
             except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
                 self.missing[name] = f"{p.name} could not be read: {type(e).__name__}: {e}"
@@ -81,7 +81,7 @@ class Loaded:
         p = self.out / f"{name}.parquet"
         if name in self.missing or not p.exists():
             return schemas.empty(name).lazy()
-        return scope.scan(self.out, name, self.rng)
+        return time_range.scan(self.out, name, self.rng)
 
     def doc(self, name: str) -> dict:
         return self.docs.get(name, {})
@@ -118,5 +118,5 @@ def load(out: Path) -> Loaded:
             continue
         res.docs[name] = doc
     # the range diagnosis and correlation were run on (logscope report re-renders without options)
-    res.rng = scope.from_doc(res.doc("diagnosis").get("range") or res.doc("correlation").get("range"))
+    res.rng = time_range.from_doc(res.doc("diagnosis").get("range") or res.doc("correlation").get("range"))
     return res

@@ -3,7 +3,7 @@ it with --png).
 
 Markdown has no autoescape, so every value from a log goes through ``md()``: it cannot open HTML,
 a link, emphasis or a new table cell, and it stays on one line; its control and bidi characters are shown
-as escapes (``logscope.visible``).
+as escapes (``logscope.invisible_chars``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from functools import cache
 
 import jinja2
 
-from ..visible import visible
+from ..invisible_chars import visible
 from . import fmt
-from .html import _template_source, compiled_cache
+from .html import compiled_cache, template_source
 
 # Markdown, not HTML: no autoescape, values are escaped by |md
 SETTINGS = {"autoescape": False, "trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": True}
@@ -46,7 +46,7 @@ def md_table(cols: list[str], rows: list[list[object]]) -> str:
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_template_source),
+        loader=jinja2.FunctionLoader(template_source),
         bytecode_cache=compiled_cache(**SETTINGS, finalize="visible"),
         undefined=jinja2.StrictUndefined,
         **SETTINGS,

@@ -87,14 +87,14 @@ PANELS = (
         ("e2e_p50", "p50", P50), ("e2e_p95", "p95", P95), ("e2e_p99", "p99", P99),
     ), slo="slo_e2e_s"),
 )  # fmt: skip
-_SUM = {"arrivals", "completions", "errors", "timeouts", "gateway_5xx", "gateway_499", "client_attempts",
+SUMMED = {"arrivals", "completions", "errors", "timeouts", "gateway_5xx", "gateway_499", "client_attempts",
         "client_retries", "gateway_retries", "server_requests", "server_aborts", "preemptions", "oom_events",
         "engine_deaths", "server_restarts", "orphaned"}  # fmt: skip
 LONG_SCHEMA = {"t": pl.Int64, "time": pl.String, "panel": pl.String, "series": pl.String, "value": pl.Float64,
                "lone": pl.Boolean}  # fmt: skip
 
 
-def _bridged(f: pl.DataFrame, width_ms: int) -> pl.DataFrame:
+def bridged(f: pl.DataFrame, width_ms: int) -> pl.DataFrame:
     """A gauge's samples (non-null), with a null row after each silence longer than GAP_SAMPLES of its usual
     interval, so that its line joins samples a few windows apart (stats every 10 s in 1 s windows drew dots
     only) but breaks where the server was silent."""
@@ -116,7 +116,9 @@ def _bridged(f: pl.DataFrame, width_ms: int) -> pl.DataFrame:
     return pl.concat([f, gaps.select(f.columns)]).sort("t") if gaps.height else f
 
 
-def _long(w: pl.DataFrame, panels: tuple[Panel, ...] = PANELS, width_ms: int | None = None) -> pl.DataFrame:
+def long_rows(
+    w: pl.DataFrame, panels: tuple[Panel, ...] = PANELS, width_ms: int | None = None
+) -> pl.DataFrame:
     """Windows as (t, time, panel, series, value, lone) rows: one dataset per panel."""
     t = pl.col("ts").dt.epoch("ms").alias("t")
     time = pl.col("ts").dt.strftime(clock.time_format()).alias("time")
@@ -134,8 +136,8 @@ def _long(w: pl.DataFrame, panels: tuple[Panel, ...] = PANELS, width_ms: int | N
                 t, time, pl.lit(p.key).alias("panel"), pl.lit(label).alias("series"), v.alias("value")
             )
             if p.gauge:
-                f = _bridged(f, width_ms)
-            elif p.kind == "step" or col in _SUM:
+                f = bridged(f, width_ms)
+            elif p.kind == "step" or col in SUMMED:
                 f = f.filter(pl.col("value").is_not_null())
             # a value between two gaps draws no line segment: flag it so a dot shows it
             v = pl.col("value")
@@ -146,7 +148,7 @@ def _long(w: pl.DataFrame, panels: tuple[Panel, ...] = PANELS, width_ms: int | N
     return pl.concat(frames)
 
 
-def _episode_frame(episodes: list[dict], min_ms: int) -> pl.DataFrame:
+def episode_frame(episodes: list[dict], min_ms: int) -> pl.DataFrame:
     rows = []
     for e in episodes:
         if not e.get("start"):
@@ -169,7 +171,7 @@ def _episode_frame(episodes: list[dict], min_ms: int) -> pl.DataFrame:
     )
 
 
-def _bands(eps: pl.DataFrame) -> pl.DataFrame:
+def episode_bands(eps: pl.DataFrame) -> pl.DataFrame:
     """Shading of the panels: overlapping or touching episodes of one class are one band (the same
     picture with far fewer marks when a long incident has hundreds of episodes)."""
     e = eps.select("cls", "start", "end").sort("cls", "start")
@@ -182,7 +184,7 @@ def _bands(eps: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _class_scale(classes: list[str]) -> dict:
+def class_scale(classes: list[str]) -> dict:
     """Fixed colour per class; only the classes present appear in the legend."""
     dom = [c for c in CLASS_COLORS if c in classes] + sorted(c for c in set(classes) if c not in CLASS_COLORS)
     return {"domain": dom, "range": [CLASS_COLORS.get(c, "#9aa5b1") for c in dom]}
@@ -201,7 +203,7 @@ def time_axis(lo_ms: int, hi_ms: int) -> dict:
     return {"format": fmt, "tickCount": count, "labelOverlap": True, "title": None, "labelFlush": True}
 
 
-def _fmt_s(s: float) -> str:
+def fmt_s(s: float) -> str:
     return f"{s:g} s" if s < 120 else f"{s / 60:g} min"
 
 
@@ -241,7 +243,7 @@ def episode_shading(eps: pl.DataFrame, x: XEnc, data: Data) -> list[dict]:
         return []
     return [
         {
-            "data": data.add("episode-bands", _bands(eps)),
+            "data": data.add("episode-bands", episode_bands(eps)),
             "mark": {"type": "rect", "opacity": 0.14},
             "encoding": {
                 "x": x("start"),
@@ -249,7 +251,7 @@ def episode_shading(eps: pl.DataFrame, x: XEnc, data: Data) -> list[dict]:
                 "fill": {
                     "field": "cls",
                     "type": "nominal",
-                    "scale": _class_scale(eps["cls"].to_list()),
+                    "scale": class_scale(eps["cls"].to_list()),
                     "legend": None,
                 },
             },

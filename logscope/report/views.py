@@ -253,6 +253,7 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
         "silent": "killed without a trace (its log stops)",
         "kernel_oom": "killed by the kernel OOM killer",
         "oom_killed": "OOMKilled (the container's memory limit)",
+        "gpu_xid": "after a GPU fault (an NVIDIA Xid in the kernel log)",
         "oom": "OOM",
         "engine_dead": "engine died",
         "engine_timeout": "engine timed out",

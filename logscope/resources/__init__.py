@@ -1,2 +1,2 @@
 """What analyze may spend: the memory budget (``budget``), the memory probes (``memory``) and the time range
-looked at (``scope``), shared by every stage."""
+looked at (``time_range``), shared by every stage."""

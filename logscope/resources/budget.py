@@ -22,7 +22,7 @@ import polars as pl
 
 from .. import schemas
 from ..diagnose.thresholds import Thresholds
-from . import scope, shape
+from . import shape, time_range
 from .memory import gib, returns_freed
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
@@ -79,7 +79,7 @@ HELD = {
 class Choice:
     """A range chosen to fit the budget, and the figures that made it."""
 
-    range: scope.Range
+    range: time_range.Range
     budget_bytes: int
     whole_bytes: int  # estimated need of the whole input
     range_bytes: int  # estimated need of the range
@@ -104,7 +104,7 @@ class Choice:
                 if self.anchor_trouble
                 else "with the most records (no trouble sign anywhere)"
             )
-            + f" at {scope.iso(self.anchor)}, "
+            + f" at {time_range.iso(self.anchor)}, "
             + (
                 f"fits in about {gib(self.range_bytes)}"
                 if self.range_bytes <= self.budget_bytes
@@ -121,7 +121,7 @@ class Choice:
             "budget_bytes": self.budget_bytes,
             "whole_bytes": self.whole_bytes,
             "range_bytes": self.range_bytes,
-            "anchor": scope.iso(self.anchor),
+            "anchor": time_range.iso(self.anchor),
             "trouble_in": self.trouble_in,
             "trouble_total": self.trouble_total,
             "others": self.others,
@@ -141,7 +141,7 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
     rows = pl.scan_parquet(p).select(pl.len()).collect().item() if p.exists() else 0
     if not rows:
         return None
-    lf = scope.scan(out, table)
+    lf = time_range.scan(out, table)
     if kept is not None and table in frames.CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(kept))
         rows = lf.select(pl.len()).collect().item()
@@ -197,7 +197,7 @@ def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, flo
         lf, _, per = held
         g = (
             lf.select(
-                scope.first_time(table).dt.truncate("1m").alias("minute"),
+                time_range.first_time(table).dt.truncate("1m").alias("minute"),
                 (trouble if trouble is not None else pl.lit(False)).fill_null(False).alias("bad"),
             )
             .group_by("minute")
@@ -253,12 +253,12 @@ def choose(out: Path, budget: int | None) -> Choice | None:
         lo2, hi2, _ = _grow(minutes, size, free, worst(rest), untimed, budget, n)
         others.append(
             {
-                "since": scope.iso(minutes[lo2]),
-                "until": scope.iso(_end(minutes[hi2])),
+                "since": time_range.iso(minutes[lo2]),
+                "until": time_range.iso(_end(minutes[hi2])),
                 "trouble": int(sum(bad[lo2 : hi2 + 1])),
             }
         )
-    rng = scope.Range(minutes[lo].astimezone(UTC), _end(minutes[hi]).astimezone(UTC))
+    rng = time_range.Range(minutes[lo].astimezone(UTC), _end(minutes[hi]).astimezone(UTC))
     choice = Choice(
         rng,
         budget,
@@ -284,7 +284,10 @@ def overview(prof: pl.DataFrame) -> dict:
         .agg(pl.col("trouble").sum())
         .sort("t")
     )
-    return {"bin_s": bin_s, "bins": [{"t": scope.iso(t), "trouble": int(n)} for t, n in bins.iter_rows()]}
+    return {
+        "bin_s": bin_s,
+        "bins": [{"t": time_range.iso(t), "trouble": int(n)} for t, n in bins.iter_rows()],
+    }
 
 
 def _end(minute: datetime) -> datetime:

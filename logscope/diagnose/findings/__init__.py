@@ -31,21 +31,23 @@ from .. import capacity
 from ..claims import Claim, Registry
 from ..context import Context
 from ..records import Finding
-from .calm import _calm
-from .clocks import _clock_gaps
-from .crash import _crash, _stall, _stops
-from .errors import _errors, _gateway, _unknown_model
-from .events import _events
-from .gateway import _failed, _gateway_down
+from .calm import calm_findings
+from .clocks import clock_gap_findings
+from .crash import death_finding, stall_finding, stop_findings
+from .decode import slow_decode_findings
+from .errors import error_finding, gateway_error_findings, unknown_model_findings
+from .events import event_findings
+from .gateway import failed_findings, gateway_down_findings
 from .impact import by_impact, cost, measure
-from .ladder import _ladder
-from .latency import _cold, _slow_e2e, _slow_first_token
-from .load_tests import _load_tests
-from .overload import _capacity
+from .ladder import ladder_finding
+from .latency import cold_start_findings, slow_e2e_finding, slow_first_token_finding
+from .load_tests import load_test_findings
+from .overload import capacity_findings
 from .platform import build as _platform
-from .pressure import _pressure
-from .record import _stands_for
-from .retries import _traffic
+from .pressure import ends_on_one_line, pressure_finding
+from .record import stands_for
+from .retries import traffic_findings
+from .untimed import untimed_findings
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
 
@@ -107,7 +109,7 @@ def build(
             )
             on = f" on {ep['replica']}" if ep["replica"] else ""
             for f in found:
-                _stands_for(
+                stands_for(
                     f,
                     len(group),
                     "like it",
@@ -121,25 +123,27 @@ def build(
         else:
             out += found
     out += _across_replicas(per_replica)
-    out += _stops(ctx, eps)
-    out += _traffic(ctx, eps, traffic, reg)
+    out += stop_findings(ctx, eps)
+    out += slow_decode_findings(ctx)
+    out += traffic_findings(ctx, eps, traffic, reg)
     if ladder is not None:
-        out.append(_ladder_ranked(_ladder(ladder, ladder_rows, reg), ladder, ladder_rows, out))
-    out += _clock_gaps(ctx, reg)
-    out += _capacity(ctx, cap, reg, ladder)
-    out += _events(ctx)
-    out += _gateway(ctx)
-    out += _gateway_down(ctx, reg)
-    out += _unknown_model(ctx)
-    out += _cold(ctx, cold, REPEATS)
+        out.append(_ladder_ranked(ladder_finding(ladder, ladder_rows, reg), ladder, ladder_rows, out))
+    out += clock_gap_findings(ctx, reg)
+    out += capacity_findings(ctx, cap, reg, ladder)
+    out += event_findings(ctx)
+    out += gateway_error_findings(ctx)
+    out += gateway_down_findings(ctx, reg)
+    out += unknown_model_findings(ctx)
+    out += cold_start_findings(ctx, cold, REPEATS)
     plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
     out += plat
-    out += _load_tests(ctx)
-    _one_sample(out, eps)
+    out += load_test_findings(ctx)
+    out += untimed_findings(ctx)  # records no time places: counted and said, never 'nothing recognised'
+    _one_sample(ctx, out, eps)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
-        out += _failed(ctx, reg)
+        out += failed_findings(ctx, reg)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
-        out += _calm(ctx, eps, cap, reg)
+        out += calm_findings(ctx, eps, cap, reg)
     _rank(ctx, out, ladder, ladder_rows)
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
         if f.claim_id is None and f.facts:
@@ -229,7 +233,7 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     return f
 
 
-def _one_sample(out: list[dict], eps: list[dict]) -> None:
+def _one_sample(ctx: Context, out: list[dict], eps: list[dict]) -> None:
     """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
     finding is low, so it never outranks the episodes the users felt."""
     blips = {
@@ -237,8 +241,13 @@ def _one_sample(out: list[dict], eps: list[dict]) -> None:
         for e in eps
         if e["class"] != "crash" and e["duration_s"] == 0 and e["signal"] in ("kv_pressure", "queue", "stall")
     }
+    last = {e["episode_id"] for e in eps if e["episode_id"] in blips and ends_on_one_line(ctx, e)}
     for f in out:
-        if f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
+        if f.get("episode_id") in last:
+            # the logs end on it: it was not seen to pass (05: KV 99 %, 115 waiting on the last line), so it is no
+            # blip to set aside and 'nothing alarming' cannot stand beside it; how long it lasted is unknown
+            f["severity"] = "medium" if f["severity"] in ("critical", "high") else f["severity"]
+        elif f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
             f["severity"] = "low"
             f["title"] += " (one sample)"
 
@@ -311,15 +320,15 @@ def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dic
     sig = ep["signal"]
     cap = capacity.for_replica(cap, ep["replica"])  # this replica's cache and config
     if sig == "crash":
-        return [_crash(ctx, ep, cap)]
+        return [death_finding(ctx, ep, cap)]
     if sig == "stall":
-        return [_stall(ctx, ep)]
+        return [stall_finding(ctx, ep)]
     if sig in ("preemptions", "kv_pressure", "queue"):
-        return [_pressure(ctx, ep, ladder, cap)]
+        return [pressure_finding(ctx, ep, ladder, cap)]
     if sig == "ttft":
-        return [_slow_first_token(ctx, ep)]
+        return [slow_first_token_finding(ctx, ep)]
     if sig == "e2e":
-        return [_slow_e2e(ctx, ep)]
+        return [slow_e2e_finding(ctx, ep)]
     if sig == "errors":
-        return [_errors(ctx, ep)]
-    return []  # retries / orphans are reported once for the run (_traffic)
+        return [error_finding(ctx, ep)]
+    return []  # retries / orphans are reported once for the run (traffic_findings)

@@ -7,7 +7,7 @@ import polars as pl
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
-from .record import _f, _pct
+from .record import make_finding, pct
 
 
 def _served(ctx: Context) -> tuple[int | None, str | None, int]:
@@ -82,7 +82,7 @@ def calm_claim(ctx: Context, eps: list) -> Claim:
     )
 
 
-def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
+def calm_findings(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
     srv = ctx.server
     bits = []
     claim = reg.add(calm_claim(ctx, eps))
@@ -101,7 +101,7 @@ def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
         if srv["waiting"].drop_nulls().len():
             bits.append(f"waiting at most {int(srv['waiting'].max())}")
         if srv["kv"].drop_nulls().len():
-            bits.append(f"KV at most {_pct(srv['kv'].max())}")
+            bits.append(f"KV at most {pct(srv['kv'].max())}")
     if ctx.pre.height:
         bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
     if cap.get("kv_tokens"):
@@ -128,9 +128,31 @@ def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
         else "Nothing alarming cannot be said: nothing shows the server serving"
     )
     note = _shape_note(ctx)
+    u = getattr(ctx.inputs, "untimed", None)
+    parsed = dict(u.parsed) if u is not None else {}
+    if not bits and not note and n_events == 0 and sum(parsed.values()):
+        # lines were recognised, yet none is a dated stats line, request, event or access line: say what was read
+        # (n05: a speculative-decoding metrics line alone), never 'nothing recognised'
+        read_ = ", ".join(f"{n:,} {f}" for f, n in parsed.items())
+        return [
+            make_finding(
+                "info",
+                f"Nothing to diagnose in the {sum(parsed.values()):,} recognised line(s): no dated stats line, "
+                "request, event or access line among them",
+                "the lines read say nothing of load, pressure, errors or crashes",
+                f"lines recognised by format: {read_} (files.parquet; what they hold is in its tables)",
+                "the folder holds other records of the server (speculative-decoding or cache figures, start-up "
+                "lines) but not its state over time",
+                "Add the vLLM server log over the incident (stdout of vllm serve, with its stats lines) or its "
+                "/metrics scrapes",
+                None,
+                kind="other",
+                claim=claim.id,
+            )
+        ]
     if not bits and not note and n_events == 0:
         return [
-            _f(
+            make_finding(
                 "info",
                 "Nothing to diagnose: no server, gateway or client records were recognised",
                 "no stats line, request, event or access line was recognised in the input",
@@ -143,7 +165,7 @@ def _calm(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Finding]:
             )
         ]
     return [
-        _f(
+        make_finding(
             "info",
             title,
             "no episode of pressure, errors, retries or crash" if not shown else "only minor episodes",

@@ -7,19 +7,19 @@ from typing import TYPE_CHECKING
 from ... import clock
 from ..claims import facts
 from ..context import Context
-from .record import _f, _n, _req, _state, _t
+from .record import clock_time, make_finding, num, requests_phrase, state_phrase
 
 if TYPE_CHECKING:
     from ..lifecycle import StopErrors
 
 
-def _stall(ctx: Context, ep: dict) -> dict:
-    return _f(
+def stall_finding(ctx: Context, ep: dict) -> dict:
+    return make_finding(
         "critical" if ep["class"] == "sustained" else "high",
         f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
-        f"{_n(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
+        f"{num(ep['running_max'])} request(s) running with 0 prompt and 0 generation tokens/s for "
         f"{ep['duration_s']:.0f} s",
-        "; ".join(e for e in [ep["reason"], _state(ep)] if e),
+        "; ".join(e for e in [ep["reason"], state_phrase(ep)] if e),
         "the engine makes no progress on admitted requests (a hung step, device or collective); a hung "
         "engine still answers /health and its idle-looking stats go to DEBUG, so it looks quiet",
         "Take a stack dump of the engine process during the stall (py-spy dump --pid <EngineCore pid>) to "
@@ -29,7 +29,7 @@ def _stall(ctx: Context, ep: dict) -> dict:
     )
 
 
-def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
+def death_finding(ctx: Context, ep: dict, cap: dict) -> dict:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
     down = c["downtime_s"]
@@ -41,15 +41,15 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
             f"the gateway's error log from {clock.hms(c['gateway_first_error'], ms=True)}: "
             + ", ".join(f"{v:,} {k} lines" for k, v in c["gateway_errors_by_kind"].items())
         )
-    r = _req(ep)
+    r = requests_phrase(ep)
     if r:
         ev.append(r)
-    cost = _paid(ctx, ep)
+    cost = paid(ctx, ep)
     if cost:
         ev.append(cost)
     mns = cap.get("max_num_seqs")
     half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
-    when = f"{_t(ep['start'])}" + (
+    when = f"{clock_time(ep['start'])}" + (
         f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
         if down is not None
         else ", no restart in the logs"
@@ -58,13 +58,17 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
 
     if (killed := crash_finding(ctx, ep, c, when, half, cap)) is not None:  # the platform shows who killed it
         return killed
+    from .gpu_fault import fault_finding
+
+    if (fault := fault_finding(ctx, ep, c, when)) is not None:  # a GPU fault (Xid) came just before it
+        return fault
     if not {"oom", "engine_timeout"} & set(kinds):  # no cause in its own log: say what the folder lacks
         ev.append(unknown_killer(ctx, ep))
     if "oom" in kinds:
         if c["at_startup"]:
-            return _f(
+            return make_finding(
                 "critical",
-                f"Out of memory at startup ({_t(ep['start'])})",
+                f"Out of memory at startup ({clock_time(ep['start'])})",
                 "the engine ran out of device memory before serving any request",
                 "; ".join(ev),
                 "weights plus the KV-cache reservation (and warm-up activations) do not fit on the device",
@@ -73,7 +77,7 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
                 ep,
                 kind="crash",
             )
-        return _f(
+        return make_finding(
             "critical",
             f"Out of memory while serving: engine died at {when}",
             "the engine hit a device out-of-memory error mid-serving and the server died",
@@ -86,7 +90,7 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
             kind="crash",
         )
     if "engine_timeout" in kinds:
-        return _f(
+        return make_finding(
             "critical",
             f"Engine step timed out: engine died at {when}",
             "an engine step did not return in time and the engine was declared dead",
@@ -98,19 +102,19 @@ def _crash(ctx: Context, ep: dict, cap: dict) -> dict:
             kind="crash",
         )
     if kinds == ["silent"]:
-        return _f(
+        return make_finding(
             "critical",
             f"Server killed without a trace at {when}",
             f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
             "; ".join(ev + c.get("notes", [])),
             "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
             "prints nothing when killed",
-            f"Find what killed pid {c['pid']} at about {_t(ep['start'])} (kernel log / journalctl for the OOM "
+            f"Find what killed pid {c['pid']} at about {clock_time(ep['start'])} (kernel log / journalctl for the OOM "
             "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half,
             ep,
             kind="crash",
         )
-    return _f(
+    return make_finding(
         "critical",
         f"Engine died at {when}",
         "the engine process died and the API server could not serve",
@@ -131,7 +135,7 @@ UNTIL = {
 }
 
 
-def _paid(ctx: Context, ep: dict) -> str:
+def paid(ctx: Context, ep: dict) -> str:
     """The gateway's 5xx from the death until the server was back: lifecycle.errors_after's count, the one the
     timeline's label and diagnosis.json's server_lifecycle give."""
     e = ctx.stop_errors.get((ep["start"], ep["replica"] or None))
@@ -154,7 +158,7 @@ def _answered(e: StopErrors, since: str = "") -> str:
     return f"{e.total:,} requests with {with_} {since}until {clock.hms(e.until)} ({why})"
 
 
-def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
+def stop_findings(ctx: Context, eps: list[dict]) -> list[dict]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
     is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
     the count diagnosis.json and the timeline give too)."""
@@ -168,15 +172,15 @@ def _stops(ctx: Context, eps: list[dict]) -> list[dict]:
         e = ctx.stop_errors.get((t, ep["replica"] or None))
         n5 = e.total if e else 0
         errs = f"; then the gateway answered {_answered(e)}" if e and n5 else ""
-        title = f"Server stopped during {ep['episode_id']} at {_t(t)} (graceful shutdown)" + (
+        title = f"Server stopped during {ep['episode_id']} at {clock_time(t)} (graceful shutdown)" + (
             f"; {n5:,} gateway 5xx after it" if n5 else ""
         )
         ev = (
-            f"a graceful shutdown of {ep['replica'] or 'the server'} began at {_t(t)} while {ep['episode_id']} "
+            f"a graceful shutdown of {ep['replica'] or 'the server'} began at {clock_time(t)} while {ep['episode_id']} "
             f"({ep['signal'].replace('_', ' ')}, {clock.hms_range(ep['start'], ep['end'])}) was under way{errs}"
         )
         out.append(
-            _f(
+            make_finding(
                 "high",
                 title,
                 "the server went away in the middle of an overload, and callers saw errors "

@@ -8,7 +8,7 @@ import polars as pl
 from ... import clock
 from ..claims import facts
 from ..context import Context
-from .record import _f, _req, _t
+from .record import clock_time, make_finding, requests_phrase
 
 # vLLM's answer to a request naming a model it does not serve (serving_engine ``_check_model``: 404 NotFoundError);
 # the chat endpoint logs it ('ERROR ... [serving_chat.py:135] Error with model object='error' message='The model
@@ -19,7 +19,7 @@ NO_MODEL_SHARE = (
 )
 
 
-def _errors(ctx: Context, ep: dict) -> dict:
+def error_finding(ctx: Context, ep: dict) -> dict:
     d = ep["details"]
     kinds = ", ".join(
         f"{k.replace('_', ' ')} {d[k]}"
@@ -27,11 +27,11 @@ def _errors(ctx: Context, ep: dict) -> dict:
         if d.get(k)
     )
     sev = "high" if ep["class"] == "sustained" else "medium"
-    return _f(
+    return make_finding(
         sev,
         f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
         f"{ep['count']} failed requests in {ep['duration_s']:.0f} s",
-        "; ".join([ep["reason"], kinds, _req(ep)]),
+        "; ".join([ep["reason"], kinds, requests_phrase(ep)]),
         "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
         "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
         "add an active health check so one slow reply does not take the upstream out",
@@ -40,7 +40,7 @@ def _errors(ctx: Context, ep: dict) -> dict:
     )
 
 
-def _gateway(ctx: Context) -> list[dict]:
+def gateway_error_findings(ctx: Context) -> list[dict]:
     ga = ctx.inputs.gateway
     if ga.height == 0 or ga["upstream"].null_count() == ga.height:
         return []
@@ -59,7 +59,7 @@ def _gateway(ctx: Context) -> list[dict]:
         .sort("upstream")
     )
     return [
-        _f(
+        make_finding(
             "low",
             f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
             "the gateway kept sending attempts to an upstream that never returned a response",
@@ -84,7 +84,7 @@ def _gateway(ctx: Context) -> list[dict]:
     ]
 
 
-def _unknown_model(ctx: Context) -> list[dict]:
+def unknown_model_findings(ctx: Context) -> list[dict]:
     """Requests for a model the server does not serve: client errors, counted by model where the log names it."""
     ev = ctx.inputs.events
     said = ev.filter((pl.col("kind") == "error") & pl.col("message").str.contains(_NO_MODEL)).select(
@@ -112,11 +112,11 @@ def _unknown_model(ctx: Context) -> list[dict]:
     )
     evidence = (
         f"{said.height} 'does not exist' error line(s), {nf.height} 404 answer(s) on /v1/completions or "
-        f"/v1/chat/completions from {_t(lo)} to {_t(hi)}"
+        f"/v1/chat/completions from {clock_time(lo)} to {clock_time(hi)}"
         + (f", {share * 100:.1f} % of the requests the server answered" if share is not None else "")
     )
     return [
-        _f(
+        make_finding(
             sev,
             f"{n} request(s) asked for a model the server does not serve{named}",
             f"{n} requests answered 404 Not Found: the model they name is not served here (client errors, no "

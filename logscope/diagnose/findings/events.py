@@ -8,7 +8,7 @@ import polars as pl
 
 from ..claims import facts
 from ..context import Context
-from .record import _f, _t
+from .record import clock_time, make_finding
 
 # the line of a start-up failure's record that says what did not fit (V0 message, V1 ValueError)
 _KV_SAID = re.compile(r"max seq len|max_model_len|KV cache", re.IGNORECASE)
@@ -30,7 +30,7 @@ def _kv_said(detail: str) -> str:
     return " ".join(out)
 
 
-def _events(ctx: Context) -> list[dict]:
+def event_findings(ctx: Context) -> list[dict]:
     ev = ctx.inputs.events
     out = []
     # in time order (then file and line): which line a finding quotes must not hang on the files' order
@@ -38,11 +38,11 @@ def _events(ctx: Context) -> list[dict]:
     itl = ev.filter(pl.col("kind") == "input_too_long")
     if itl.height:
         out.append(
-            _f(
+            make_finding(
                 "low",
                 f"{itl.height} request(s) rejected as longer than the model's context",
                 "requests rejected with 400 because prompt + max_tokens exceed max_model_len",
-                f"first at {_t(itl['ts'].min())}: {(itl['message'][0] or '')[:200]}",
+                f"first at {clock_time(itl['ts'].min())}: {(itl['message'][0] or '')[:200]}",
                 "the client sends prompts (plus max_tokens) longer than --max-model-len",
                 "Cap prompt + max_tokens at the client to max_model_len (truncate or summarise long inputs)",
                 None,
@@ -62,7 +62,7 @@ def _events(ctx: Context) -> list[dict]:
         hint = f"; a run with max_model_len {ok.max()} did start" if ok.len() else ""
         mml = r["max_model_len"]
         out.append(
-            _f(
+            make_finding(
                 "critical",
                 "The server cannot start: max_model_len needs more KV cache than there is",
                 f"start-up failed: one sequence of max_model_len{' ' + str(mml) if mml else ''} tokens does "
@@ -82,7 +82,7 @@ def _events(ctx: Context) -> list[dict]:
     if untimed.height and not ctx.pre.height and not ctx.warnings.height:
         cum = untimed["cumulative_preemptions"].max()
         out.append(
-            _f(
+            make_finding(
                 "low",
                 f"Preemption warning without a time ({untimed.height} line(s))",
                 "vLLM V0 reported preemptions: the KV cache ran out for running requests",

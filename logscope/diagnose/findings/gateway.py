@@ -10,7 +10,7 @@ from ... import clock
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
-from .record import _f
+from .record import make_finding
 
 # nginx error-log kinds (parsers/nginx_error.py) that mean a request or an attempt did not get an answer
 DOWN = {
@@ -20,7 +20,7 @@ DOWN = {
 }
 
 
-def _gateway_down(ctx: Context, reg: Registry) -> list[Finding]:
+def gateway_down_findings(ctx: Context, reg: Registry) -> list[Finding]:
     """The gateway's error log, when no access log says what the callers got: requests nginx could send to no
     upstream ('no live upstreams': answered 502), attempts refused or timed out, by upstream, from when."""
     if ctx.inputs.gateway.height:
@@ -69,7 +69,7 @@ def _gateway_down(ctx: Context, reg: Registry) -> list[Finding]:
         else f"Upstream refusing or timing out from {clock.hms(lo)}: {refused + timed:,} attempt(s)"
     )
     return [
-        _f(
+        make_finding(
             "high" if down else "medium",
             title + f" ({clock.hms_range(lo, hi)})",
             "the gateway could not reach its upstream: callers got errors instead of answers",
@@ -104,7 +104,7 @@ def _from_gateway(ga: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _failed(ctx: Context, reg: Registry) -> list[Finding]:
+def failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
     """Requests that failed with no episode of errors to hold them: too few for an episode (a lone 504 after
     60 s), yet the success share is below the SLO's, so 'nothing alarming' cannot be said."""
     req = ctx.inputs.requests
@@ -141,7 +141,7 @@ def _failed(ctx: Context, reg: Registry) -> list[Finding]:
     )
     after = f", after up to {e2e.max():.3g} s" if e2e.len() else ""
     return [
-        _f(
+        make_finding(
             "medium",
             f"{failed.height:,} of {known:,} requests failed ({how}{after})",
             f"success {share:.1%}, below the SLO's {ctx.slo.success:.1%}, with too few failures for an error episode",

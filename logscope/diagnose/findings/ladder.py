@@ -6,30 +6,30 @@ import math
 
 from ..claims import Registry
 from ..records import Finding
-from .record import _f, _n
+from .record import make_finding, num
 
 
-def _ladder(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
+def ladder_finding(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
     wb, nxt = ladder["working_boundary"], ladder["broke_first_at_next_step"]
     slo = ladder["slo"]
     slo_txt = f"TTFT p95 ≤ {slo['ttft_p95_s']:g} s, e2e p95 ≤ {slo['e2e_p95_s']:g} s, success ≥ {slo['success']:.0%}"
-    steps = ", ".join(f"{_n(r['concurrency'])}" for r in rows)
+    steps = ", ".join(f"{num(r['concurrency'])}" for r in rows)
     bound = reg.get(ladder.get("claim_id"))
     unk, pf = ladder.get("unknown_at_next_step"), ladder.get("pressure_from_step")
     if wb is None and unk is not None:
         title = "Working boundary unknown"
     elif wb is None:
-        title = f"No ladder step met the SLO (first step {_n(rows[0]['concurrency'])})"
+        title = f"No ladder step met the SLO (first step {num(rows[0]['concurrency'])})"
     else:
-        title = f"Working boundary: {rows[0]['mode']} {_n(wb['concurrency'])}"
+        title = f"Working boundary: {rows[0]['mode']} {num(wb['concurrency'])}"
         if bound is not None and bound.value("engine_only"):
             title += " by the engine's clock"
     if nxt is not None:
-        title += f"; at {_n(nxt['concurrency'])} {nxt['first']} broke first"
+        title += f"; at {num(nxt['concurrency'])} {nxt['first']} broke first"
     elif unk is not None and unk.get("status") == "undecided":
-        title += f"; at {_n(unk['concurrency'])} undecided: {unk['undecided']}"
+        title += f"; at {num(unk['concurrency'])} undecided: {unk['undecided']}"
     elif unk is not None:
-        title += f"; at {_n(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
+        title += f"; at {num(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
     asked = [
         w for w, on in (("no preemption", slo.get("no_preemption")), ("no queue", slo.get("no_queue"))) if on
     ]
@@ -37,7 +37,7 @@ def _ladder(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
     if nxt is not None:
         ev += "; at step " + str(nxt["step"]) + ": " + "; ".join(r["text"] for r in nxt["reasons"])
     if pf is not None:  # beside the SLO, never failing a step by itself unless asked
-        ev += f"; pressure from step {pf['step']} ({_n(pf['concurrency'])}): " + "; ".join(pf["pressure"])
+        ev += f"; pressure from step {pf['step']} ({num(pf['concurrency'])}): " + "; ".join(pf["pressure"])
     if bound is not None and bound.value("engine_only"):
         ev += (
             "; the steps' TTFT is vLLM's histogram (the engine's clock, from when the engine received each "
@@ -52,7 +52,7 @@ def _ladder(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
     if below:
         ev += (
             "; below the boundary, step(s) "
-            + ", ".join(f"{_n(b['concurrency'])} ({b['broke']})" for b in below)
+            + ", ".join(f"{num(b['concurrency'])} ({b['broke']})" for b in below)
             + " missed the SLO once: not a trend, the steps above them met it"
         )
     under = pf is not None and wb is not None and pf["concurrency"] <= wb["concurrency"]
@@ -60,13 +60,13 @@ def _ladder(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
         f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next step "
         "to confirm"
         + (
-            f"; the boundary step already preempts or queues (pressure from {_n(pf['concurrency'])}): "
+            f"; the boundary step already preempts or queues (pressure from {num(pf['concurrency'])}): "
             "re-run it longer to see whether its latency holds"
             if under
             else ""
         )
         if wb is not None and nxt is not None
-        else f"Re-run step {unk['step']} ({_n(unk['concurrency'])}) keeping each request's figures at the caller "
+        else f"Re-run step {unk['step']} ({num(unk['concurrency'])}) keeping each request's figures at the caller "
         "(vllm bench serve --save-detailed, or the client's own records) to decide it: "
         + (unk.get("undecided") or "no " + ", ".join(unk["missing"]))
         if unk is not None
@@ -74,7 +74,7 @@ def _ladder(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
         if nxt is None
         else "Re-run the ladder starting lower"
     )
-    return _f(
+    return make_finding(
         "low",
         title,
         "traffic climbed in steps",

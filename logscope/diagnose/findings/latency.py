@@ -5,7 +5,8 @@ from __future__ import annotations
 from ... import clock
 from ..claims import Fact
 from ..context import Context
-from .record import _f, _pct, _req, _stands_for, _t
+from .clocks import in_gateway
+from .record import clock_time, make_finding, pct, requests_phrase, stands_for
 
 # an episode whose engine spans put at least this share of their mean TTFT in the queue is a queue episode
 SPAN_QUEUE_SHARE = 0.5
@@ -31,7 +32,7 @@ def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
     return share >= SPAN_QUEUE_SHARE, said
 
 
-def _slow_first_token(ctx: Context, ep: dict) -> dict:
+def slow_first_token_finding(ctx: Context, ep: dict) -> dict:
     wait = (ep["waiting_max"] or 0) >= ctx.th.waiting_min
     long_prompt = (ep["prompt_tokens_mean"] or 0) >= 1024
     sq = _span_queue(ctx, ep)
@@ -52,6 +53,8 @@ def _slow_first_token(ctx: Context, ep: dict) -> dict:
             "Time each stage: compare the engine's TTFT with the gateway's upstream header time and the "
             "client's TTFT for the same requests",
         )
+    elif gw := in_gateway(ctx.ttft_gaps.get(ep.get("episode_id") or "")):  # the gateway's own clock shows it
+        cause, nt = gw
     elif ep["waiting_max"] is None:  # no stats line, metric or engine span: the queue is not known
         cause, nt = (
             "unknown: the folder holds no queue figure (no vLLM stats line, no waiting metric, no engine span "
@@ -65,11 +68,11 @@ def _slow_first_token(ctx: Context, ep: dict) -> dict:
             "Time each stage: compare the gateway's upstream header time with the client's TTFT for the "
             "same requests",
         )
-    return _f(
+    return make_finding(
         "medium",
         f"Slow first token {clock.hms_range(ep['start'], ep['end'])}",
         f"TTFT p95 above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s",
-        "; ".join([ep["reason"], _req(ep)]),
+        "; ".join([ep["reason"], requests_phrase(ep)]),
         cause,
         nt,
         ep,
@@ -77,13 +80,15 @@ def _slow_first_token(ctx: Context, ep: dict) -> dict:
     )
 
 
-def _slow_e2e(ctx: Context, ep: dict) -> dict:
+def slow_e2e_finding(ctx: Context, ep: dict) -> dict:
     out = ep["output_tokens_mean"]
-    return _f(
+    return make_finding(
         "medium",
         f"Slow responses {clock.hms_range(ep['start'], ep['end'])}",
         f"e2e p95 above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
-        "; ".join([ep["reason"], _req(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])),
+        "; ".join(
+            [ep["reason"], requests_phrase(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])
+        ),
         "long generations (output length) or a slow decode step",
         "Cap max_tokens at what the application needs (compare requested max_tokens with generated tokens)",
         ep,
@@ -91,7 +96,7 @@ def _slow_e2e(ctx: Context, ep: dict) -> dict:
     )
 
 
-def _cold(ctx: Context, cold: dict, repeats: int) -> list[dict]:
+def cold_start_findings(ctx: Context, cold: dict, repeats: int) -> list[dict]:
     """First requests after a start much slower than warm ones (compilation, caches, a retried backlog);
     more than ``repeats`` (findings.REPEATS, read by the caller) are one finding."""
     warm = (cold.get("warm") or {}).get("ttft_p95")
@@ -101,12 +106,12 @@ def _cold(ctx: Context, cold: dict, repeats: int) -> list[dict]:
         if c is None or warm is None or c <= ctx.slo.ttft_s or c <= 2 * warm:
             continue
         out.append(
-            _f(
+            make_finding(
                 "low",
                 f"Slow first tokens after the server start ({clock.hms_range(w['start'], w['end'])})",
                 f"TTFT p95 {c:.2f} s in the first {ctx.th.cold_start_s:.0f} s of traffic, {warm:.2f} s warm",
-                f"{w['requests']} requests from {_t(w['first_request'])}, success {_pct(w['success_share'])}; "
-                f"server ready at {_t(w['ready'])}",
+                f"{w['requests']} requests from {clock_time(w['first_request'])}, success {pct(w['success_share'])}; "
+                f"server ready at {clock_time(w['ready'])}",
                 "a cold server (compilation, empty caches), plus whatever backlog of retried requests "
                 "arrives at once when it comes up",
                 "Warm the server up before it takes traffic: a readiness check that sends one real request "
@@ -124,7 +129,7 @@ def _cold(ctx: Context, cold: dict, repeats: int) -> list[dict]:
             )
         )
     if len(out) > repeats:  # a crash loop restarts cold every time: one finding for all the restarts
-        _stands_for(
+        stands_for(
             out[0],
             len(out),
             "slow restarts",

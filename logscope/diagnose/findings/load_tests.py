@@ -17,7 +17,7 @@ import polars as pl
 
 from ..claims import Fact
 from ..context import Context
-from .record import _f, _pct
+from .record import make_finding, pct
 
 
 def _dur(s: float) -> str:
@@ -72,7 +72,7 @@ def _one(ctx: Context, r: dict) -> dict:
     if r.get("e2e_mean_s") is not None and r["e2e_mean_s"] > slo.e2e_s:
         breaks.append(f"mean e2e {_dur(r['e2e_mean_s'])} (SLO: p95 {slo.e2e_s:g} s)")
     if share is not None and share < slo.success:
-        breaks.append(f"{r['successful']} of {r['requests']} requests successful ({_pct(share)})")
+        breaks.append(f"{r['successful']} of {r['requests']} requests successful ({pct(share)})")
     tail = r.get("ttft_p99_s") is not None and r["ttft_p99_s"] > slo.ttft_s
     if breaks:
         sev, title = "high", f"Load test ({r['tool']}): {breaks[0]}, client clock"
@@ -85,7 +85,7 @@ def _one(ctx: Context, r: dict) -> dict:
         judged = share is not None or any(
             r.get(k) is not None for k in ("ttft_mean_s", "e2e_mean_s", "ttft_p99_s")
         )
-        return _f(
+        return make_finding(
             "info",
             f"Load test read: {r['tool']} within the SLO"
             if judged
@@ -111,10 +111,12 @@ def _one(ctx: Context, r: dict) -> dict:
         else "Rerun at stepped concurrency (--max-concurrency 1, 2, 4, …) to find where TTFT leaves the SLO, "
         "with the server's log of each step beside its summary"
     )
-    return _f(sev, title, symptom, f"{where}: {said}", cause, nt, None, kind="latency", facts=_facts(r, slo))
+    return make_finding(
+        sev, title, symptom, f"{where}: {said}", cause, nt, None, kind="latency", facts=_facts(r, slo)
+    )
 
 
-def _load_tests(ctx: Context) -> list[dict]:
+def load_test_findings(ctx: Context) -> list[dict]:
     """A finding per summary, unless the folder holds the callers' own per-request records (a tool's --save-result
     JSON, a client log): the requests' figures are then measured from those, and the summary repeats them."""
     lt = getattr(ctx.inputs, "load_tests", None)

@@ -12,7 +12,7 @@ from ... import clock
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
-from .record import _f
+from .record import make_finding
 
 INFLIGHT = ("inflight_client", "inflight_gateway", "inflight_server")
 GROWTH_SLACK = (
@@ -20,7 +20,7 @@ GROWTH_SLACK = (
 )
 
 
-def _capacity(ctx: Context, cap: dict, reg: Registry, ladder: dict | None) -> list[Finding]:
+def capacity_findings(ctx: Context, cap: dict, reg: Registry, ladder: dict | None) -> list[Finding]:
     # a ladder's capacity is its working boundary: its steps climb in a closed loop, never an open one
     return [*([] if ladder is not None else _overload(ctx, reg)), *_kv_fit(cap, reg)]
 
@@ -128,7 +128,7 @@ def _overload(ctx: Context, reg: Registry) -> list[Finding]:
     )
     rate, done = o["arrival_rate"], o["completion_rate"]
     return [
-        _f(
+        make_finding(
             "high",
             f"Load above capacity: {rate:.1f} requests/s offered, {done:.1f}/s completed for "
             f"{o['duration_s'] / 60:.0f} min ({clock.hms_range(o['start'], o['end'])})",
@@ -172,7 +172,7 @@ def _kv_fit(cap: dict, reg: Registry) -> list[Finding]:
     kv = cap.get("kv_tokens")
     holds = f"{kv:,} tokens" if kv else f"about {math.floor(x * tokens):,} tokens"
     return [
-        _f(
+        make_finding(
             "medium",
             f"One request of {tokens:,} tokens does not fit in the KV cache: vLLM's start-up arithmetic gives "
             f"{x:g}x concurrency",

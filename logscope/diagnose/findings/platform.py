@@ -1,6 +1,6 @@
 """Findings from the platform around the engine (issue #40): the kernel's OOM killer, Kubernetes' OOMKilled, probe
 kills, crash loops, evictions and scheduling, GPU Xid errors, GPU memory telemetry. Each names its evidence lines and
-their files; a kill tied to a server death speaks for that death (``crash_finding``, called by ``crash._crash``).
+their files; a kill tied to a server death speaks for that death (``crash_finding``, called by ``crash.death_finding``).
 
 A CUDA OOM (an exception in vLLM's log), a host OOM (the kernel's or Kubernetes' kill: vLLM prints nothing) and KV
 pressure (preemptions: the server stays up) are told apart by what each leaves: the finding says which it was and
@@ -16,8 +16,9 @@ import polars as pl
 from ... import clock
 from ..claims import facts as observed
 from ..context import Context
-from ..platform import Facts, Kill, gib, kill_for
-from .record import _f, _t
+from ..gpu_faults import BEFORE_S
+from ..platform import Facts, Kill, gib, kill_for, pod_replica
+from .record import clock_time, make_finding
 
 HOW = {
     "kernel_oom": "the kernel OOM killer",
@@ -70,7 +71,7 @@ def _not_others(ctx: Context, k: Kill) -> tuple[str, str]:
     if cuda.height:
         return (
             ", after a CUDA OOM in its log",
-            f"vLLM's log also holds a device out-of-memory record at {_t(cuda['ts'].min())}" + kv,
+            f"vLLM's log also holds a device out-of-memory record at {clock_time(cuda['ts'].min())}" + kv,
         )
     return (
         ", not a CUDA OOM",
@@ -121,7 +122,7 @@ def _last_state(ctx: Context, replica: str | None, until) -> str:
         return ""
     r = st.sort("ts").row(-1, named=True)
     waiting = f", {r['waiting']:.0f} waiting" if r.get("waiting") is not None else ""
-    return f"the engine's last stats line ({_t(r['ts'])}, engine clock): {r['running']:.0f} running{waiting}"
+    return f"the engine's last stats line ({clock_time(r['ts'])}, engine clock): {r['running']:.0f} running{waiting}"
 
 
 def _ends(k: Kill, replica: str | None) -> str:
@@ -137,7 +138,7 @@ def _ends(k: Kill, replica: str | None) -> str:
         if lag <= -1
         else "at the kill"
     )
-    return f"{replica or 'the server'}'s log logs no death and ends at {_t(hi)}, {when}"
+    return f"{replica or 'the server'}'s log logs no death and ends at {clock_time(hi)}, {when}"
 
 
 def _cost(facts: Facts, k: Kill) -> list[str]:
@@ -175,7 +176,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
         f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")"
     )
     said = (
-        f"; {ep['replica'] or 'the server'} logged the death at {_t(k.logged_ts)} (its own clock): {k.logged[:160]}"
+        f"; {ep['replica'] or 'the server'} logged the death at {clock_time(k.logged_ts)} (its own clock): {k.logged[:160]}"
         if k.logged_ts is not None and k.logged
         else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
     )
@@ -188,14 +189,14 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
         _last_state(ctx, ep["replica"], k.logged_ts or k.ts),
         *_cost(facts, k),
     ]
-    from .crash import _paid
+    from .crash import paid
 
-    if cost := _paid(ctx, ep):
+    if cost := paid(ctx, ep):
         ev.append(cost)
     kv = f", here {cap['kv_memory_gib']:.2f} GiB of KV cache" if cpu and cap.get("kv_memory_gib") else ""
-    return _f(
+    return make_finding(
         "critical",
-        f"Server killed by {who} at {_t(k.ts)} ({limit}){tail}; {back}",
+        f"Server killed by {who} at {clock_time(k.ts)} ({limit}){tail}; {back}",
         f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{_on(k)}{said}",
         "; ".join(e for e in ev if e),
         "host memory ran out inside the process's memory limit and the kernel killed the process using the most: "
@@ -239,7 +240,7 @@ def _kill(ctx: Context, k: Kill) -> dict:
             f"its memory limit ({gib(k.limit_bytes)}) was reached",
             f"memory limit {gib(k.limit_bytes)}",
         )
-    return _f(
+    return make_finding(
         "critical",
         f"{who[0].upper() + who[1:]} killed by {HOW.get(k.how, k.how).split(' (')[0]}{at} ({title})",
         f"{HOW.get(k.how, k.how)} killed {who}{at}{_on(k) if k.ts else ''}: {why}",
@@ -302,7 +303,7 @@ def _probes(facts: Facts) -> list[dict]:
         else:
             advice = f"run the {probe} probe's request by hand against the server under the same load"
         sev = "critical" if killed.height else ("high" if probe == "liveness" else "medium")
-        out.append(_f(sev, title, f"the kubelet's {probe} probe failed ({results})" + (" and the container was killed" if killed.height else ""),
+        out.append(make_finding(sev, title, f"the kubelet's {probe} probe failed ({results})" + (" and the container was killed" if killed.height else ""),
                       "; ".join(lines + ([restarts] if restarts else [])), "a probe the server did not answer in time, or at that path",
                       advice[0].upper() + advice[1:], start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("platform", probe=probe, failures=n, killings=killed.height, first=g["ts"].min())))  # fmt: skip
@@ -346,7 +347,7 @@ def _pods(facts: Facts) -> list[dict]:
             ", ".join(f"{t['reason']} (exit {t['exit_code'] or '?'})" for t in term.iter_rows(named=True))
             or "not in the folder"
         )
-        out.append(_f("critical" if status == "OOMKilled" else "high",
+        out.append(make_finding("critical" if status == "OOMKilled" else "high",
                       f"Pod {r['pod']}: {status}, restarted {r['restarts']} times{ago}",
                       f"kubectl shows the pod {status}", f"{r['source']} line {r['line_no']}; its last termination: {why}",
                       "OOMKilled: the container's memory limit was reached" if status == "OOMKilled" else "the container exits and is restarted with a back-off",
@@ -381,7 +382,7 @@ def _scheduling(facts: Facts) -> list[dict]:
                 "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
             )
         )
-        out.append(_f("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
+        out.append(make_finding("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
                       f"Kubernetes reports {reason}", ev, cause, advice,
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("kubectl", reason=reason, events=n, first=g["ts"].min())))  # fmt: skip
@@ -390,18 +391,33 @@ def _scheduling(facts: Facts) -> list[dict]:
 
 def _xid(facts: Facts) -> list[dict]:
     x = facts.events.filter(pl.col("kind").is_in(["xid", "gpu_lost"]))
+    tied = {k for f in facts.faults for k in f.keys}  # its death's finding speaks for these lines
+    x = x.filter(~(pl.col("source") + " line " + pl.col("line_no").cast(pl.String)).is_in(list(tied)))
     out = []
     for (gpu, code), g in x.group_by("gpu", "xid", maintain_order=True):
         what = f"Xid {code}" if code is not None else "GPU fallen off the bus"
         procs = ", ".join(sorted({f"{p}" for p in g["process"].drop_nulls().to_list()})) or "no process named"
         sev = "critical" if code is None or code in SERIOUS_XID else "high"
-        out.append(_f(sev, f"GPU error: {what} on {gpu} ({g.height}×; {procs})", f"the NVIDIA driver reported {what}",
+        out.append(make_finding(sev, f"GPU error: {what} on {gpu} ({g.height}×; {procs})", f"the NVIDIA driver reported {what}",
                       "; ".join(f"{t['source']} line {t['line_no']}: {t['message'][:200]}" for t in g.head(3).iter_rows(named=True)),
-                      "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load",
+                      "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load" + _apart(facts, g),
                       "Look the code up in NVIDIA's XID catalog; run the GPU's diagnostics (dcgmi diag) before serving on it again",
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("kernel_log", gpu=gpu, xid=code, errors=g.height, first=g["ts"].min())))  # fmt: skip
     return out
+
+
+def _apart(facts: Facts, g: pl.DataFrame) -> str:
+    """Why these Xid lines are context, not a death's cause, when the folder holds server deaths."""
+    if not facts.death_times:
+        return ""
+    ts = g["ts"].drop_nulls()
+    if not ts.len():
+        return "; only seconds since boot were written: it cannot be placed beside the servers' deaths"
+    return (
+        f"; no server death within {BEFORE_S:.0f} s after it ({len(facts.death_times)} death(s) in the folder), or "
+        "none its pid or the folder's only server ties it to: context, not a death's cause"
+    )
 
 
 GPU_VIA = {  # the series of memory in use, and of the memory left or whole, by the tool that wrote them
@@ -430,13 +446,31 @@ def _gpu(facts: Facts) -> list[dict]:
         bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
                 + (f" of {whole(r):,.0f}" if r["rest"] is not None else "") for r in g.sort("gpu").iter_rows(named=True)]  # fmt: skip
         times = used["ts"].drop_nulls()
-        when = f" at {_t(times.min())}" + (f"–{_t(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
-        out.append(_f("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
-                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}",
+        when = f" at {clock_time(times.min())}" + (f"–{clock_time(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
+        out.append(make_finding("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
+                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}" + _servers_of(facts, g),
                       "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
                       "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform",
                       facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=g["used"].max(), first=times.min() if times.len() else None)))  # fmt: skip
     return out
+
+
+def _servers_of(facts: Facts, g: pl.DataFrame) -> str:
+    """Which server each GPU's pod is (by the host its log names, its name, or a guess said as one)."""
+    pods = sorted(set(g["pod"].drop_nulls().to_list()))
+    if not pods or not facts.logs:
+        return ""
+    maps = [pod_replica(p, sorted(facts.logs), facts.hosts, guess=len(pods) == 1) for p in pods]
+    said = [how for _, how in maps[:4]]
+    only = next(iter(facts.logs)) if len(facts.logs) == 1 else None
+    if (
+        len(pods) > 1
+        and only is not None
+        and not facts.hosts.get(only)
+        and not any(r is not None for r, _ in maps)
+    ):
+        said.append(f"{len(pods)} pods and one server log: which pod it was is not guessed")
+    return "".join(f"; {how}" for how in said)
 
 
 def unknown_killer(ctx: Context, ep: dict) -> str:
@@ -458,17 +492,19 @@ def unknown_killer(ctx: Context, ep: dict) -> str:
                 f"the kernel log ({srcs}) gives only seconds since boot: none of its lines can be placed"
             )
         else:
-            them = "; ".join(f"pid {k.pid} ({k.process}) at {_t(k.ts)}: {k.mapping}" for k in others[:2])
+            them = "; ".join(
+                f"pid {k.pid} ({k.process}) at {clock_time(k.ts)}: {k.mapping}" for k in others[:2]
+            )
             them = f" (its OOM kills: {them})" if them else ""
             if ts.min() - timedelta(minutes=1) <= t <= ts.max() + timedelta(minutes=1):
                 parts.append(
-                    f"the kernel log ({srcs}, {_t(ts.min())}–{_t(ts.max())} on the kernel host's clock) shows no "
+                    f"the kernel log ({srcs}, {clock_time(ts.min())}–{clock_time(ts.max())} on the kernel host's clock) shows no "
                     f"OOM kill of this server{them}"
                 )
             else:
                 parts.append(
-                    f"the kernel log ({srcs}) covers {_t(ts.min())}–{_t(ts.max())} on the kernel host's clock, "
-                    f"not {_t(t)}{them}"
+                    f"the kernel log ({srcs}) covers {clock_time(ts.min())}–{clock_time(ts.max())} on the kernel host's clock, "
+                    f"not {clock_time(t)}{them}"
                 )
     k8s = ev.filter(pl.col("layer") == "kubernetes") if ev.height else ev
     if not k8s.height and not (facts is not None and facts.pods.height):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import polars as pl
+
 from ... import clock
 from ..context import Context
-from .record import _f, _n, _pct, _req, _state
+from .record import make_finding, num, pct, requests_phrase, state_phrase
 
 
 def _hold(cap: dict) -> tuple[float | None, float | None]:
@@ -18,25 +20,68 @@ def _hold(cap: dict) -> tuple[float | None, float | None]:
     return h, t
 
 
-def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
+ROOM = 0.5  # free share of the KV cache above which a queue that is not admitted is not for want of blocks
+
+
+def _not_admitted(ctx: Context, ep: dict) -> str | None:
+    """'no prompt prefilled on any of its N stats lines while W waited': a queue none of which was admitted, read
+    from the server's own lines (prompt throughput 0.0 on every one, running flat); None otherwise."""
+    if ep["signal"] != "queue":
+        return None
+    srv = ctx.server.filter(
+        (pl.col("replica") == (ep["replica"] or "")) & pl.col("ts").is_between(ep["start"], ep["end"])
+    )
+    tps = srv["prompt_tps"] if srv.height else None
+    if tps is None or srv.height < 2 or tps.null_count() or (tps != 0).any():
+        return None
+    if srv["running"].n_unique() != 1 or (srv["kv"].max() or 0) >= ctx.th.kv_full:
+        return None
+    return (
+        f"no prompt prefilled on any of its {srv.height} stats lines (prompt throughput 0.0 tokens/s) while up to "
+        f"{num(ep['waiting_max'])} waited and {num(ep['running_max'])} ran, KV at most {pct(ep['kv_max'])}: "
+        "none was admitted"
+    )
+
+
+def ends_on_one_line(ctx: Context, ep: dict) -> bool:
+    """The episode is one stats line and the logs end inside it (05: KV 99 %, 115 waiting on the last line), on a
+    server not already going down: the last line a stopped or dying server prints (sigterm-overload: KV 94.6 %
+    while shutting down, 38 s after the SIGTERM) belongs to that stop, not to a level of its own."""
+    comps = (ep.get("details") or {}).get("companions") or []
+    if ep["duration_s"] != 0 or (ep.get("decided_by") or {}).get("rule") != "ends_abnormal":
+        return False
+    if any(c["start"] != ep["start"] or c["end"] != ep["end"] for c in comps):
+        return False  # n19: a 0 s preemption beside a 70 s queue is not one line
+    mine = ep["replica"] or None
+    going = [s["ts"] for s in ctx.life.shutdowns if (s["replica"] or None) == mine]
+    going += [d.ts for d in ctx.life.deaths if (d.replica or None) == mine]
+    return not any(t <= ep["start"] for t in going)
+
+
+def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]
     comps = {c["signal"]: c for c in d["companions"]}
     what = {
         "preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}",
-        "kv_pressure": f"KV cache ≥ {_pct(ctx.th.kv_full)}",
-        "queue": f"a waiting queue of up to {_n(ep['peak'])}",
+        "kv_pressure": f"KV cache ≥ {pct(ctx.th.kv_full)}",
+        "queue": f"a waiting queue of up to {num(ep['peak'])}",
     }[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
     title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
+    if ends_on_one_line(ctx, ep):  # one stats line, the last: a level at a time, not a regime of 0 s
+        title = (
+            f"{'KV pressure' if kv_full else 'Queue'} when the logs end: {what} at {clock.hms(ep['start'])} "
+            "(one stats line)"
+        )
     if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
         title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {clock.hms_range(ep['start'], ep['end'])}"
-    symptom = f"{what} for {ep['duration_s']:.0f} s ({_state(ep)})"
+    symptom = f"{what} for {ep['duration_s']:.0f} s ({state_phrase(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
         symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
-    ev = [ep["reason"], _req(ep)]
+    ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
     if "v0_preemption_warnings" in d:
@@ -54,12 +99,12 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     if hold is not None and kv_tokens:
         cause += (
             f"; the cache holds {kv_tokens:,} tokens ≈ {hold:.1f} requests of {tok:.0f} tokens, "
-            f"while up to {_n(ep['running_max'] or cap.get('running_observed_max'))} ran at once"
+            f"while up to {num(ep['running_max'] or cap.get('running_observed_max'))} ran at once"
         )
     if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         cause = (
             "requests wait although KV usage stays below "
-            f"{_pct(ctx.th.kv_full)}: each waiting request needs more free blocks than remain (long prompts), "
+            f"{pct(ctx.th.kv_full)}: each waiting request needs more free blocks than remain (long prompts), "
             "or the engine is stalled on the running ones"
         )
     mns = cap.get("max_num_seqs")
@@ -82,9 +127,28 @@ def _pressure(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
             "Measure capacity: run a concurrency ladder (vllm bench serve --max-concurrency 1,2,4,8,…) with this "
             "traffic's prompt and output lengths and cap --max-num-seqs at the last step that meets the SLO"
         )
-    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
+    unadmitted = _not_admitted(ctx, ep)
+    if unadmitted is not None:
+        # nothing prefilled on any line while they waited and the cache had room: none was admitted (public-2 n15:
+        # 10 waiting behind 1 running at KV 22.9 %; vllm-public 07: 14 behind 1 for over an hour per its reporter)
+        ev.append(unadmitted)
+        free = 1 - (ep["kv_max"] or 0)
+        cause = (
+            "the scheduler admits none of the waiting requests although most of the cache is free: the running "
+            "request(s) hold the engine (a very long generation, a wedged step) or the scheduler is stuck"
+            if free >= ROOM
+            else f"none of the waiting requests is admitted with {pct(free)} of the cache free: each may need more "
+            "blocks than remain (long prompts behind a long running request), or the running request(s) hold the "
+            "engine (a very long generation, a wedged step)"
+        )
+    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full and unadmitted is not None:
+        nt = (
+            "While it happens, take a stack dump of the engine (py-spy dump --pid <EngineCore pid>) and read the "
+            "running request's max_tokens: a wedged step shows in the dump, one long generation in its length"
+        )
+    elif ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         nt = (
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
             "cache really admits, then cap --max-num-seqs there"
         )
-    return _f(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
+    return make_finding(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")

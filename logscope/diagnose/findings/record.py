@@ -8,21 +8,21 @@ from ... import clock
 from ..records import Finding
 
 
-def _t(ts: datetime | None) -> str:
+def clock_time(ts: datetime | None) -> str:
     return clock.hms(ts) if ts is not None else "?"
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "?" if x is None else f"{x * 100:.1f} %"
 
 
-def _n(x: float | None, nd: int = 1) -> str:
+def num(x: float | None, nd: int = 1) -> str:
     if x is None:
         return "?"
     return str(int(x)) if float(x).is_integer() else f"{x:.{nd}f}"
 
 
-def _f(
+def make_finding(
     severity: str,
     title: str,
     symptom: str,
@@ -54,24 +54,24 @@ def _f(
     )
 
 
-def _stands_for(
+def stands_for(
     f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime, names: str = ""
 ) -> None:
     """Turn the finding of the first of ``n`` like episodes into the finding of all of them."""
     f["title"] = f"{f['title']} — the first of {n} {title_noun}"
     f["evidence"] = (
-        f"{n} {what} from {_t(first)} to {clock.hms_after(first, last)}{names}; the first: {f['evidence']}"
+        f"{n} {what} from {clock_time(first)} to {clock.hms_after(first, last)}{names}; the first: {f['evidence']}"
     )
 
 
-def _state(ep: dict) -> str:
+def state_phrase(ep: dict) -> str:
     parts = []
     if ep["running_max"] is not None:
-        parts.append(f"running up to {_n(ep['running_max'])} (mean {_n(ep['running_mean'])})")
+        parts.append(f"running up to {num(ep['running_max'])} (mean {num(ep['running_mean'])})")
     if ep["waiting_max"] is not None:
-        parts.append(f"waiting up to {_n(ep['waiting_max'])}")
+        parts.append(f"waiting up to {num(ep['waiting_max'])}")
     if ep["kv_max"] is not None:
-        parts.append(f"KV up to {_pct(ep['kv_max'])}")
+        parts.append(f"KV up to {pct(ep['kv_max'])}")
     return ", ".join(parts)
 
 
@@ -83,25 +83,25 @@ def _latency(ep: dict, f: str) -> str:
     bucket = ep.get(f"{f}_p95_bucket")
     if ep.get(f"{f}_source") == "metrics histogram" and bucket:
         return f"in {bucket} (vLLM's histogram{on})"
-    return f"{_n(ep[f'{f}_p95'], 2)} s" + (f" ({clock} clock)" if clock else "")
+    return f"{num(ep[f'{f}_p95'], 2)} s" + (f" ({clock} clock)" if clock else "")
 
 
-def _req(ep: dict) -> str:
+def requests_phrase(ep: dict) -> str:
     parts = []
     # the class's reason may already give the rates (before, as it began, during, after): never two sets of
     # arrival rates in one card
     said = "/s before" in (ep.get("reason") or "") or "/s during" in (ep.get("reason") or "")
     if ep["arrival_rate_during"] is not None and not said:
-        during = _n(ep["arrival_rate_during"], 2)
+        during = num(ep["arrival_rate_during"], 2)
         before = (
             "no baseline"
             if ep["arrival_rate_before"] is None
-            else f"{_n(ep['arrival_rate_before'], 2)}/s before"
+            else f"{num(ep['arrival_rate_before'], 2)}/s before"
         )
         parts.append(f"arrivals {before} → {during}/s during")
     for f, name in (("ttft", "TTFT"), ("e2e", "e2e")):
         if ep[f"{f}_p95"] is not None:
             parts.append(f"{name} p95 {_latency(ep, f)}")
     if ep["success_share"] is not None:
-        parts.append(f"success {_pct(ep['success_share'])}")
+        parts.append(f"success {pct(ep['success_share'])}")
     return ", ".join(parts)

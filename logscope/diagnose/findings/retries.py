@@ -8,7 +8,7 @@ from ... import clock
 from .. import gateway_config
 from ..claims import Claim, Fact, Registry
 from ..context import Context
-from .record import _f, _n
+from .record import make_finding, num
 
 # retries "multiply the load" when the server ran at least this many executions per logical request; below
 # it the retried attempts were failed before vLLM (by the gateway, or timed out in front of it)
@@ -79,7 +79,7 @@ def _reached_words(r: dict | None, tr: dict) -> str:
     )
 
 
-def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dict]:
+def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dict]:
     out = []
     amp = tr.get("amplification")
     retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
@@ -104,11 +104,11 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dic
         ep_r = next((e for e in eps if e["signal"] == "retries"), None) or _busiest(ctx, eps, _retried())
         layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
         multi = len(layers) > 1
-        made = f" ({_n(per_logical, 2)} per request)" if per_logical else ""
+        made = f" ({num(per_logical, 2)} per request)" if per_logical else ""
         ev = (
             f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts"
             f"{made}; "
-            f"vLLM received {tr.get('server_requests')} ({_n(amp, 2)} per logical request); "
+            f"vLLM received {tr.get('server_requests')} ({num(amp, 2)} per logical request); "
             f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}"
         )
         if tr.get("timeouts"):  # requests that ended in a timeout, and attempts that did (each retry its own)
@@ -129,7 +129,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dic
         heavy = (amp or 0) >= ctx.th.amplification_high
         multiplies = amp is not None and amp >= MULTIPLY_MIN
         if multiplies:
-            title = f"Retries multiply the load ({_n(amp, 2)}× executions per request at the server)"
+            title = f"Retries multiply the load ({num(amp, 2)}× executions per request at the server)"
             symptom = (
                 "timeouts and errors are retried while the server is already overloaded, so load grows "
                 "when capacity is short"
@@ -155,7 +155,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dic
                 else ""
             )
             title = (
-                f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
+                f"Retries: {num(per_logical, 2)} attempts per request" if per_logical else "Retries"
             ) + reached
             if tr.get("gateway_5xx"):
                 symptom = f"requests were retried against a gateway that failed some with 5xx itself; {_reached_words(rr, tr)}"
@@ -175,7 +175,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dic
                 )
             ev += f"; {_reached_words(rr, tr)}"
         else:
-            title = f"Retries: {_n(per_logical, 2)} attempts per request" if per_logical else "Retries"
+            title = f"Retries: {num(per_logical, 2)} attempts per request" if per_logical else "Retries"
             symptom = (
                 "timeouts and errors were retried; the server log is not here to tell how much reached it"
             )
@@ -185,7 +185,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dic
                 + " re-send requests that timed out or failed, adding load when capacity is short"
             )
         out.append(
-            _f(
+            make_finding(
                 "high" if heavy or (multi and multiplies) else "medium",
                 title,
                 symptom,
@@ -209,7 +209,7 @@ def _traffic(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dic
             f"; vLLM logged {tr.get('server_aborts') or 0} aborts; gateway 499: {tr.get('gateway_499') or 0}"
         )
         out.append(
-            _f(
+            make_finding(
                 "high",
                 f"Orphaned work: {orph} executions ran for callers that had left",
                 "requests abandoned by their callers keep generating on the server, keeping it saturated",

@@ -1,4 +1,4 @@
-"""Ingest in a process of its own (logscope/ingest/apart.py): the same tables as in-process, progress forwarded,
+"""Ingest in a process of its own (logscope/ingest/child_process.py): the same tables as in-process, progress forwarded,
 and whatever ends the child (an error of logscope's, a bug, the OOM killer's signal) said by the parent."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, analyze
 from logscope.errors import ExitCode, LogscopeError
-from logscope.ingest import IngestOptions, apart
+from logscope.ingest import IngestOptions, child_process
 
 pytestmark = pytest.mark.slow  # an ingest in a child process
 
@@ -58,7 +58,7 @@ def is_killed(root, out_dir, options, send):
 def test_what_ends_the_child_is_said(tmp_path):
     opts = IngestOptions()
     with pytest.raises(LogscopeError) as e:
-        apart.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:raises_logscope_error")
+        child_process.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:raises_logscope_error")
     assert (e.value.what, e.value.hint, e.value.code) == (
         "no such thing",
         "look elsewhere",
@@ -66,7 +66,7 @@ def test_what_ends_the_child_is_said(tmp_path):
     )
     seen = []
     with pytest.raises(RuntimeError, match="ValueError: a bug in the child") as e:
-        apart.ingest(
+        child_process.ingest(
             tmp_path,
             tmp_path / "o",
             opts,
@@ -75,6 +75,6 @@ def test_what_ends_the_child_is_said(tmp_path):
         )
     assert "Traceback" in str(e.value) and seen == [("half-way", 0.5)]
     with pytest.raises(LogscopeError, match=r"exit code -9\): killed by signal 9 \(SIGKILL") as e:
-        apart.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:is_killed")
+        child_process.ingest(tmp_path, tmp_path / "o", opts, target=f"{__name__}:is_killed")
     # its own code: 1 says "--fail-on matched", and a pipeline must not read a killed ingest as a finding
     assert e.value.code == ExitCode.STAGE_DIED == 7

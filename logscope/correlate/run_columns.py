@@ -18,11 +18,21 @@ from .assemble import Assembled
 from .frames import Frames
 from .link import Links
 
-FRAMES = {
-    "ca": ("ca", "lr", "attempt", "timed_out", "t0", "t1", "retry_delay_s", "reach", "reach_why"),
-    "cr": ("lr",),
-    "ga": ("ga",),
-    "gr": (
+FRAMES = {  # the Frames field -> its run-level columns
+    "client_attempts": (
+        "ca",
+        "lr",
+        "attempt",
+        "timed_out",
+        "t0",
+        "t1",
+        "retry_delay_s",
+        "reach",
+        "reach_why",
+    ),
+    "client_requests": ("lr",),
+    "gateway_attempts": ("ga",),
+    "gateway_requests": (
         "gr",
         "source",
         "inference",
@@ -35,7 +45,7 @@ FRAMES = {
         "retries_not_reached",
         "retries_unknown",
     ),
-    "sr": ("sr", "source", "replica"),
+    "server_requests": ("sr", "source", "replica"),
 }
 LINKS = {"gr_lr": ("gr", "ca", "match"), "sr_ga": ("sr", "match"), "sr_ca": ("sr", "match")}
 ASSEMBLED = {
@@ -81,17 +91,17 @@ KEYS = ("ca", "lr", "ga", "gr", "sr")  # integer keys, unique within one correla
 
 
 @dataclass
-class Narrow:
-    F: Frames
-    L: Links
-    A: Assembled
+class RunColumns:
+    frames: Frames
+    links: Links
+    assembled: Assembled
 
 
 def _cols(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
     return df.select([c for c in cols if c in df.columns])
 
 
-def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
+def of(frames: Frames, links: Links, assembled: Assembled, compact: bool = False) -> RunColumns:
     """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, in which
     a file name repeated a million times takes 4 bytes a row: the gateway frame's 130 -> 87 MB at 5 GB).
     The frames are built in the field order of FRAMES, LINKS and ASSEMBLED."""
@@ -101,17 +111,19 @@ def of(F: Frames, L: Links, A: Assembled, compact: bool = False) -> Narrow:
         return df.with_columns(pl.col(pl.String).cast(pl.Categorical)) if compact else df
 
     f = Frames(
-        *(cols(getattr(F, n), c) for n, c in FRAMES.items()),
-        F.client_sources,
-        F.dropped_client_sources,
-        list(F.notes),
+        *(cols(getattr(frames, n), c) for n, c in FRAMES.items()),
+        frames.client_sources,
+        frames.dropped_client_sources,
+        list(frames.notes),
     )
-    links = Links(*(cols(getattr(L, n), c) for n, c in LINKS.items()))
-    a = Assembled(*(cols(getattr(A, n), c) for n, c in ASSEMBLED.items()), dict(A.unmatched_keys))
-    return Narrow(f, links, a)
+    lk = Links(*(cols(getattr(links, n), c) for n, c in LINKS.items()))
+    a = Assembled(
+        *(cols(getattr(assembled, n), c) for n, c in ASSEMBLED.items()), dict(assembled.unmatched_keys)
+    )
+    return RunColumns(f, lk, a)
 
 
-def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narrow:
+def owned(n: RunColumns, lo: float | None, hi: float | None, timeless: bool) -> RunColumns:
     """The rows of a slice's correlation that are the slice's own.
 
     A logical request is the slice's when it starts in [lo, hi) (``None``: unbounded), or has no time
@@ -135,11 +147,11 @@ def owned(n: Narrow, lo: float | None, hi: float | None, timeless: bool) -> Narr
 _TIMES = ("t0", "t1", "start", "end")
 
 
-def within(n: Narrow, since: float | None, until: float | None) -> Narrow:
+def within(n: RunColumns, since: float | None, until: float | None) -> RunColumns:
     """The logical requests whose span [first send, final outcome] overlaps [since, until] (``None``: unbounded),
     each kept whole: every attempt, gateway request and execution of it, wherever its own times lie (a request
     sent before ``since`` and answered after it keeps the vLLM execution received before ``since``). Rows of
-    no logical request follow their own span; rows with no time are kept, as ``scope.where`` keeps them."""
+    no logical request follow their own span; rows with no time are kept, as ``time_range.where`` keeps them."""
 
     def over(df: pl.DataFrame) -> pl.Expr:
         cols = [pl.col(c) for c in _TIMES if c in df.columns]
@@ -154,18 +166,18 @@ def within(n: Narrow, since: float | None, until: float | None) -> Narrow:
     return restrict(n, over)
 
 
-def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
+def restrict(n: RunColumns, mine: Callable[[pl.DataFrame], pl.Expr]) -> RunColumns:
     """``n`` cut to the logical requests ``mine`` keeps (an expression over a frame's time columns), with all
     their rows; the rows of no logical request kept when ``mine`` keeps them."""
-    F, L, A = n.F, n.L, n.A
+    F, L, A = n.frames, n.links, n.assembled
     lrs = A.requests.filter(mine(A.requests))["lr"].implode()
 
     def by_lr(df: pl.DataFrame) -> pl.Expr:
         return pl.when(pl.col("lr").is_not_null()).then(pl.col("lr").is_in(lrs)).otherwise(mine(df))
 
-    ca = F.ca.filter(by_lr(F.ca))
+    ca = F.client_attempts.filter(by_lr(F.client_attempts))
     gr_lr = A.gr_lr
-    gr = F.gr.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left")
+    gr = F.gateway_requests.join(gr_lr.select("gr", "lr").unique("gr", keep="first"), on="gr", how="left")
     gr = gr.filter(by_lr(gr)).drop("lr")
     ex = A.execs.filter(by_lr(A.execs))
     keep = {"ca": ca["ca"].implode(), "gr": gr["gr"].implode(), "sr": ex["sr"].implode()}
@@ -175,10 +187,10 @@ def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
 
     f = Frames(
         ca,
-        F.cr.filter(pl.col("lr").is_in(lrs)),
-        F.ga.head(0),
+        F.client_requests.filter(pl.col("lr").is_in(lrs)),
+        F.gateway_attempts.head(0),
         gr,
-        of_key(F.sr, "sr"),
+        of_key(F.server_requests, "sr"),
         F.client_sources,
         F.dropped_client_sources,
         F.notes,
@@ -187,16 +199,16 @@ def restrict(n: Narrow, mine: Callable[[pl.DataFrame], pl.Expr]) -> Narrow:
     unmatched = {k: v.filter(v.is_in(keep[v.name])) for k, v in A.unmatched_keys.items()}
     ab = A.abandoned.filter(by_lr(A.abandoned))
     a = Assembled(A.requests.filter(pl.col("lr").is_in(lrs)), ex, of_key(gr_lr, "gr"), ab, unmatched)
-    return Narrow(f, links, a)
+    return RunColumns(f, links, a)
 
 
-def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
+def rekey(n: RunColumns, base: dict[str, int]) -> tuple[RunColumns, dict[str, int]]:
     """``n`` with each key moved by ``base``'s (a slice's keys count from 0: moved past those of the slices
     before it), as 32-bit integers while they fit; and the bases of the next slice."""
     frames = [
-        *(getattr(n.F, k) for k in FRAMES),
-        *(getattr(n.L, k) for k in LINKS),
-        *(getattr(n.A, k) for k in ASSEMBLED),
+        *(getattr(n.frames, k) for k in FRAMES),
+        *(getattr(n.links, k) for k in LINKS),
+        *(getattr(n.assembled, k) for k in ASSEMBLED),
     ]
     top = {
         k: max(
@@ -220,32 +232,37 @@ def rekey(n: Narrow, base: dict[str, int]) -> tuple[Narrow, dict[str, int]]:
         return df.with_columns(move(pl.col(k), k) for k in KEYS if k in df.columns)
 
     f = Frames(
-        *(frame(getattr(n.F, k)) for k in FRAMES), n.F.client_sources, n.F.dropped_client_sources, n.F.notes
+        *(frame(getattr(n.frames, k)) for k in FRAMES),
+        n.frames.client_sources,
+        n.frames.dropped_client_sources,
+        n.frames.notes,
     )
-    links = Links(*(frame(getattr(n.L, k)) for k in LINKS))
+    links = Links(*(frame(getattr(n.links, k)) for k in LINKS))
     unmatched = {
         k: v.to_frame().select(move(pl.col(v.name), v.name)).to_series()
-        for k, v in n.A.unmatched_keys.items()
+        for k, v in n.assembled.unmatched_keys.items()
     }
-    a = Assembled(*(frame(getattr(n.A, k)) for k in ASSEMBLED), unmatched)
-    return Narrow(f, links, a), nxt
+    a = Assembled(*(frame(getattr(n.assembled, k)) for k in ASSEMBLED), unmatched)
+    return RunColumns(f, links, a), nxt
 
 
-def concat(parts: list[Narrow]) -> Narrow:
+def concat(parts: list[RunColumns]) -> RunColumns:
     """The slices' own rows as one correlation's."""
     first = parts[0]
 
     def cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
         return pl.concat(frames, how="diagonal_relaxed")
 
-    notes = list(dict.fromkeys(x for p in parts for x in p.F.notes))
+    notes = list(dict.fromkeys(x for p in parts for x in p.frames.notes))
     f = Frames(
-        *(cat([getattr(p.F, k) for p in parts]) for k in FRAMES),
-        first.F.client_sources,
-        first.F.dropped_client_sources,
+        *(cat([getattr(p.frames, k) for p in parts]) for k in FRAMES),
+        first.frames.client_sources,
+        first.frames.dropped_client_sources,
         notes,
     )
-    links = Links(*(cat([getattr(p.L, k) for p in parts]) for k in LINKS))
-    unmatched = {k: pl.concat([p.A.unmatched_keys[k] for p in parts]) for k in first.A.unmatched_keys}
-    a = Assembled(*(cat([getattr(p.A, k) for p in parts]) for k in ASSEMBLED), unmatched)
-    return Narrow(f, links, a)
+    links = Links(*(cat([getattr(p.links, k) for p in parts]) for k in LINKS))
+    unmatched = {
+        k: pl.concat([p.assembled.unmatched_keys[k] for p in parts]) for k in first.assembled.unmatched_keys
+    }
+    a = Assembled(*(cat([getattr(p.assembled, k) for p in parts]) for k in ASSEMBLED), unmatched)
+    return RunColumns(f, links, a)

@@ -28,7 +28,7 @@ from ..errors import ExitCode, LogscopeError
 from . import ingest as ingest_here
 from .options import IngestOptions, IngestResult, Progress
 
-CHILD = "logscope.ingest.apart:child"
+CHILD = "logscope.ingest.child_process:child"
 POSSIBLE = os.name == "posix"  # the messages' pipe is handed to the child by ``pass_fds``
 
 
@@ -73,7 +73,7 @@ def ingest(
     r, w = os.pipe()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "import logscope.ingest.apart as a; a.main()", str(w)],
+            [sys.executable, "-c", "import logscope.ingest.child_process as a; a.main()", str(w)],
             stdin=subprocess.PIPE,
             pass_fds=(w,),
         )

@@ -1,5 +1,5 @@
 """--since / --until: correlation, diagnosis and report look at the records that overlap a time range
-(logscope.resources.scope), on the real lab recordings; every line is still read."""
+(logscope.resources.time_range), on the real lab recordings; every line is still read."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze
 from logscope.cli import app
-from logscope.resources import scope
+from logscope.resources import time_range
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
 
@@ -27,7 +27,7 @@ def T(hms: str) -> datetime:
 
 def _analyse(tmp_path_factory, run: str, since: str | None = None, until: str | None = None) -> Path:
     out = tmp_path_factory.mktemp(run.replace("-", "_"))
-    rng = scope.make(since, until)
+    rng = time_range.make(since, until)
     analyze(need(LAB / run), out, AnalyzeOptions(since=rng.since, until=rng.until))
     return out
 
@@ -42,30 +42,33 @@ def storm(tmp_path_factory):
 
 
 def test_times_are_read_in_the_zone_given():
-    assert scope.parse_time("2026-11-29T08:30:00Z") == T("08:30:00")
-    assert scope.parse_time("2026-11-29 09:30:00+01:00") == T("08:30:00")
-    assert scope.parse_time("2026-11-29 09:30", "Europe/Paris") == T("08:30:00")  # naive: in --tz
+    assert time_range.parse_time("2026-11-29T08:30:00Z") == T("08:30:00")
+    assert time_range.parse_time("2026-11-29 09:30:00+01:00") == T("08:30:00")
+    assert time_range.parse_time("2026-11-29 09:30", "Europe/Paris") == T("08:30:00")  # naive: in --tz
     with pytest.raises(ValueError, match="not a date and time"):
-        scope.parse_time("yesterday")
+        time_range.parse_time("yesterday")
     with pytest.raises(ValueError, match="is after --until"):
-        scope.make("2026-11-29T09:00:00Z", "2026-11-29T08:00:00Z")
-    assert not scope.make(None, None) and scope.make(None, "2026-11-29T08:00:00Z")
+        time_range.make("2026-11-29T09:00:00Z", "2026-11-29T08:00:00Z")
+    assert not time_range.make(None, None) and time_range.make(None, "2026-11-29T08:00:00Z")
     # from a notebook: datetimes, a naive one in the options' zone
     opts = AnalyzeOptions(since=datetime(2026, 11, 29, 9, 30), until=T("09:00:00"), tz="Europe/Paris")
-    assert scope.of(opts) == scope.Range(T("08:30:00"), T("09:00:00"))
+    assert time_range.of(opts) == time_range.Range(T("08:30:00"), T("09:00:00"))
 
 
 def test_a_record_is_kept_when_its_times_overlap_the_range(storm):
     """On the storm's gateway attempts: kept = any time in the range, or times straddling it, or no time."""
     whole, _ = storm
     ga = pl.read_parquet(whole / "gateway_attempts.parquet")
-    rng = scope.make("2026-11-29T08:30:20Z", "2026-11-29T08:30:21Z")
-    kept = ga.filter(scope.where("gateway_attempts", rng))
+    rng = time_range.make("2026-11-29T08:30:20Z", "2026-11-29T08:30:21Z")
+    kept = ga.filter(time_range.where("gateway_attempts", rng))
     want = ga.filter(pl.col("ts_end") >= rng.since, pl.col("ts_start") <= rng.until)
     assert kept.height == want.height > 10 and kept.equals(want)
     straddling = kept.filter(pl.col("ts_start") < rng.since, pl.col("ts_end") > rng.until)
     assert straddling.height > 0  # long requests running through the second are in it
-    assert scope.where("files", rng) is None and scope.where("gateway_attempts", scope.ALL) is None
+    assert (
+        time_range.where("files", rng) is None
+        and time_range.where("gateway_attempts", time_range.ALL) is None
+    )
 
 
 def test_the_storm_analysed_over_forty_seconds(storm):
