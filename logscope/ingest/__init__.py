@@ -100,7 +100,7 @@ def ingest(
 
     found = _found(root, out, opts.follow_links)
     # batches sized from the budget: a fleet's thousands of small files cost by their number (resources.shape)
-    limits = shape.ingest_limits(opts.memory_budget, len(found), sum(map(_head_size, found)))
+    limits = shape.ingest_limits(opts.memory_budget, len(found), sum(map(sources.head_size, found)))
     # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
     chunk_pool = (
         ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk")
@@ -108,7 +108,7 @@ def ingest(
         else None
     )
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
-        states = _detect(found, opts, root, ex, limits.detect_bytes)
+        states = _detect(found, opts, root, ex, min(DETECT_BYTES, limits.detect_bytes))
         year, year_source, ref_ts = _reference_year(states, found)
         plausible = outliers.bounds(ref_ts or datetime(year, 7, 1, tzinfo=UTC))
         for st in states:
@@ -159,8 +159,12 @@ def ingest(
     far = outliers.per_file(
         out, list(PARSED_TABLES)
     )  # before derive: the derived tables take the cleared times
-    logs = {m.f.rel: members[0].f.rel for members in stream_files for m in members}
-    notes = derive.finalize(out, logs, passes, limits.pass_rows)
+    notes = derive.finalize(
+        out,
+        {m.f.rel: members[0].f.rel for members in stream_files for m in members},
+        passes,
+        limits.pass_rows,
+    )
     for st in states:
         if st.bad_times:
             st.f.messages.append(outliers.bad_message(st.bad_times, st.bad_time_example))
@@ -286,30 +290,23 @@ def _inside(p: Path, d: Path) -> bool:
 DETECT_BYTES = 16 * 1024 * 1024
 
 
-def _head_size(f: sources.InputFile) -> int:
-    return sources.HEAD_BYTES if f.compression else min(max(f.size, 0), sources.HEAD_BYTES)
-
-
 def _detect(
     found: list[sources.InputFile],
     opts: IngestOptions,
     root: Path,
     ex: ThreadPoolExecutor,
-    batch_bytes: int | None = None,
+    batch_bytes: int,
 ) -> list[FileState]:
-    """Every file's format, a batch of heads at a time (``batch_bytes``, at most DETECT_BYTES); then which files
-    are copies of others."""
-    limit = DETECT_BYTES if batch_bytes is None else min(batch_bytes, DETECT_BYTES)
+    """Every file's format, a batch of heads at a time (``batch_bytes``); then which files are copies of others."""
     states: list[FileState] = []
     batch: list[sources.InputFile] = []
     size = 0
     for f in found:
-        head = _head_size(f)
-        if batch and size + head > limit:
+        if batch and size + sources.head_size(f) > batch_bytes:
             states += _detect_batch(batch, opts, root, ex)
             batch, size = [], 0
         batch.append(f)
-        size += head
+        size += sources.head_size(f)
     if batch:
         states += _detect_batch(batch, opts, root, ex)
     _mark_copies(states)
