@@ -691,7 +691,8 @@ TABLES: dict[str, dict[str, Column]] = {
         ),
         "before_attempt_s": (
             F,
-            "that attempt's start - the caller's request span start: earlier attempts and backoff (clock client)",
+            "that attempt's start - the caller's request span start: earlier attempts, backoff and the caller's own "
+            "work (clock client)",
         ),
         "after_engine_s": (
             F,
@@ -705,6 +706,12 @@ TABLES: dict[str, dict[str, Column]] = {
         "ts_end": (TS, "its end"),
         "status": (I, "its final status"),
         "outcome": (S, "its outcome"),
+        "caller_ttft_s": (
+            F,
+            "the caller's own time to first token (requests.parquet ttft_s where its clock is client); null on any "
+            "other clock: beside span_ttft_s, their gap is the time before the engine and the first token's way back",
+        ),
+        "caller_ttft_source": (S, "where caller_ttft_s comes from (requests.parquet latency_source)"),
     },
     "windows": {
         "ts": (TS, "window start (UTC)"),

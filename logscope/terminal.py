@@ -135,6 +135,26 @@ def fail_on_note(summary: dict, classes: set[str]) -> None:
         err.print(f"  and {len(hit) - 5} more (summary.json's episodes)")
 
 
+RETRY_ROWS = {
+    "logical_requests": "logical requests", "client_attempts": "client attempts",
+    "gateway_requests": "gateway requests", "gateway_attempts": "gateway upstream attempts",
+    "server_requests": "vLLM requests", "server_aborts": "vLLM aborts", "amplification": "amplification",
+    "orphaned_requests": "orphaned requests",
+}  # fmt: skip
+
+
+def unseen_words(r: dict | None) -> str | None:
+    """summary.json's retries.not_observed in one line: the rows of the retries table the folder has no record
+    of, grouped by what is missing (the same object the report's and summary.md's tables render)."""
+    by_why: dict[str, list[str]] = {}
+    for key, why in ((r or {}).get("not_observed") or {}).items():
+        if key in RETRY_ROWS:
+            by_why.setdefault(why, []).append(RETRY_ROWS[key])
+    if not by_why:
+        return None
+    return "retries, not observed: " + "; ".join(f"{', '.join(rows)}: {why}" for why, rows in by_why.items())
+
+
 def trace_words(tr: dict | None) -> str | None:
     """summary.json's traces in one line: spans read, the join, attempts with no engine span and why."""
     if not tr:
@@ -176,6 +196,12 @@ def print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     note = (summary.get("retries") or {}).get("amplification_note")
     if note:
         out.print(shown(f"amplification {summary['retries']['amplification']:.2f}, {note}"))
+    sp = summary.get("span") or {}
+    for key in ("far_apart", "anchored"):  # a span the files cannot vouch for: said beside the verdict
+        if sp.get(key):
+            out.print(shown(f"time span: {sp[key]}"))
+    if layers := unseen_words(summary.get("retries")):
+        out.print(shown(layers))
     if spans := trace_words(summary.get("traces")):
         out.print(shown(spans))
     out.print(f"report: {shown(str(paths['report_html']))}")

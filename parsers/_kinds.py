@@ -32,3 +32,12 @@ def index(module_file: str, name: str) -> int:
 def scan(module_file: str, lines: pl.DataFrame) -> pl.DataFrame:
     """Every line's kind (its index; null: no kind matches) and fields."""
     return pl.DataFrame(plan(module_file).scan(lines.get_column("line")))
+
+
+def rows(module_file: str, lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every line's kind, and a row for each line some kind matches (one per item of its list fields: ``row`` is the
+    line's index), with the line's ``kind`` and fields."""
+    kinds, got = plan(module_file).rows(lines.get_column("line"))
+    kind = pl.DataFrame(kinds)
+    out = pl.DataFrame(got)
+    return kind, out.with_columns(kind["kind"].gather(out["row"]))

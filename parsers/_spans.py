@@ -13,7 +13,9 @@ Attribute names (upstream): vLLM ``vllm/tracing.py`` SpanAttributes (``gen_ai.re
 ``gen_ai.usage.input_tokens`` / ``output_tokens``; OpenInference ``llm.token_count.prompt`` / ``completion``,
 ``llm.model_name``; HTTP semantic conventions ``http.response.status_code`` (``http.status_code`` before 1.21),
 ``http.request.method`` (``http.method``), ``url.full`` (``http.url``), ``server.address`` (``net.peer.name``),
-``http.request.resend_count``. SGLang names a request's root span ``Req <rid>`` (``srt/tracing/trace.py``).
+``http.request.resend_count``. SGLang (``srt/observability/trace.py``, 0.5) names a request's root span
+``"{role} Req {rid[:8]}"`` (role '' when not disaggregated: a leading space; 'prefill' / 'decode') with the whole rid
+in its ``rid`` attribute; its stages are spans under a thread span: ``prefill_waiting`` is the queue.
 """
 
 from __future__ import annotations
@@ -80,6 +82,17 @@ TYPED_KEYS = {k for _, _, keys in TYPED for k in keys}
 _ENGINE_SERVICE = r"(?i)vllm|sglang|\btgi\b|text-generation-inference|tensorrt|trtllm|llm[-_]?engine"
 _GATEWAY_SERVICE = r"(?i)nginx|envoy|haproxy|traefik|litellm|gateway|proxy|router|apisix|kong|ingress"
 _FIRST_TOKEN = r"(?i)first[ _.-]?token"
+_SGLANG_REQ = r"^\s*(?:\w+ )?Req \S+$"
+_SGLANG_QUEUE = "prefill_waiting"
+# attributes that carry prompt or answer text (OpenInference, the GenAI conventions of both eras, OpenLLMetry,
+# Google ADK):
+# dropped unless prompts are asked for (``--include-prompts``), as the log parsers do
+_CONTENT = (
+    r"^(input\.value|output\.value|llm\.(input|output)_messages\.\d+\.message\.(content|contents\..*|tool_calls\..*arguments)"
+    r"|llm\.prompts?(\..*)?|llm\.prompt_template\..*|gen_ai\.(prompt|completion)(\.\d+\.(content|tool_calls\.\d+\.arguments))?"
+    r"|gen_ai\.(input|output)\.messages|gen_ai\.system_instructions|gen_ai\.tool\.call\.(arguments|result)"
+    r"|gcp\.vertex\.agent\.llm_(request|response))$"
+)
 _KINDS = {"0": "unspecified", "1": "internal", "2": "server", "3": "client", "4": "producer", "5": "consumer"}
 _STATUS = {"0": "unset", "1": "ok", "2": "error"}
 
@@ -145,7 +158,7 @@ def _lists(idx: list[int], cols: dict[str, list], n: int, dtype: pl.DataType) ->
     )
 
 
-def table(spans: list[Span], source: str, replica: str) -> pl.DataFrame:
+def table(spans: list[Span], source: str, replica: str, prompts: bool = False) -> pl.DataFrame:
     """The ``spans`` rows of these span records (columns as declared; ``schemas.conform`` orders them)."""
     if not spans:
         return pl.DataFrame()
@@ -180,7 +193,7 @@ def table(spans: list[Span], source: str, replica: str) -> pl.DataFrame:
         _lists(ai, {"key": ak, "value": av, "type": at}, len(spans), ATTRS).alias("attributes"),
         _lists(ei, {"name": en, "ns": et}, len(spans), EVENTS).alias("ev"),
     )
-    return finish(raw.select(list(RAW)), source, replica)
+    return finish(raw.select(list(RAW)), source, replica, prompts)
 
 
 def _attr(keys: tuple[str, ...]) -> pl.Expr:
@@ -199,7 +212,7 @@ def _cast(e: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     return e.cast(dtype, strict=False)
 
 
-def finish(raw: pl.DataFrame, source: str, replica: str) -> pl.DataFrame:
+def finish(raw: pl.DataFrame, source: str, replica: str, prompts: bool = False) -> pl.DataFrame:
     ns = lambda c: pl.from_epoch(pl.col(c) // 1000, time_unit="us").dt.replace_time_zone("UTC")  # noqa: E731
     first_tok = (
         pl.col("ev")
@@ -210,6 +223,12 @@ def finish(raw: pl.DataFrame, source: str, replica: str) -> pl.DataFrame:
         )
         .list.first()
     )
+    if not prompts:
+        raw = raw.with_columns(
+            pl.col("attributes").list.eval(
+                pl.element().filter(~pl.element().struct.field("key").str.contains(_CONTENT))
+            )
+        )
     df = raw.with_columns(
         _hex(pl.col("trace_id"), 32).alias("trace_id"),
         _hex(pl.col("span_id"), 16).alias("span_id"),
@@ -221,16 +240,24 @@ def finish(raw: pl.DataFrame, source: str, replica: str) -> pl.DataFrame:
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e9).alias("duration_s"),
         pl.when(first_tok.is_not_null()).then(pl.from_epoch(first_tok // 1000, time_unit="us")).alias("ft"),
         *[_cast(_attr(keys), t).alias(c) for c, t, keys in TYPED],
+        # OpenInference keeps the request's parameters as one JSON text
+        _attr(("llm.invocation_parameters",)).str.json_path_match("$.max_tokens").alias("_oi_max"),
     )
     df = df.with_columns(
+        pl.coalesce("max_tokens", _cast(pl.col("_oi_max"), pl.Int64())).alias("max_tokens"),
         pl.col("ft").dt.replace_time_zone("UTC").alias("first_token_ts"),
         pl.col("ev")
         .list.eval(pl.element().struct.field("name"))
         .list.join(",")
         .replace("", None)
         .alias("events"),
-        # SGLang names a request's root span 'Req <rid>'
-        pl.coalesce("request_id", pl.col("name").str.extract(r"^Req (\S+)$", 1)).alias("request_id"),
+        # SGLang's request root span: its rid attribute, else the 8 characters its name keeps
+        pl.coalesce(
+            "request_id",
+            pl.when(pl.col("name").str.contains(_SGLANG_REQ)).then(
+                pl.coalesce(_attr(("rid",)), pl.col("name").str.extract(r"Req (\S+)$", 1))
+            ),
+        ).alias("request_id"),
         pl.col("attributes")
         .list.eval(pl.element().filter(~pl.element().struct.field("key").is_in(list(TYPED_KEYS))))
         .list.eval(
@@ -252,7 +279,7 @@ def finish(raw: pl.DataFrame, source: str, replica: str) -> pl.DataFrame:
         pl.lit(source).alias("source"),
         pl.lit(replica).alias("replica"),
     )
-    return layers(df)
+    return layers(df.drop("_oi_max"))
 
 
 def layers(df: pl.DataFrame) -> pl.DataFrame:
@@ -270,7 +297,8 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         )
         | (pl.col("name") == "llm_request")
         | svc.str.contains(_ENGINE_SERVICE)
-        | (pl.col("request_id").is_not_null() & ~gateway)
+        # a gateway (LiteLLM) and a caller's GenAI instrumentation (openai-v2) name the upstream's response id
+        | (pl.col("request_id").is_not_null() & ~gateway & (pl.col("kind") != "client"))
     )
     http = pl.any_horizontal([pl.col(c).is_not_null() for c in ("http_method", "http_status", "url")])
     df = df.with_columns(
@@ -283,7 +311,7 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("other"))
         .alias("layer"),
         ((pl.col("kind") == "client") & http).alias("_attempt"),
-        ((pl.col("name") == "llm_request") | pl.col("name").str.starts_with("Req ")).alias("_ereq"),
+        ((pl.col("name") == "llm_request") | pl.col("name").str.contains(_SGLANG_REQ)).alias("_ereq"),
     )
     # the parent of a client attempt, in the same service: the caller's logical request
     parents = (
@@ -327,6 +355,16 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("attempt"))
         .when(is_client_req)
         .then(pl.lit("request"))
+        # a caller's GenAI call (openai-v2 'chat <model>', OpenInference 'LLM'): the logical request it made
+        .when(
+            (pl.col("layer") == "client")
+            & (
+                pl.col("openinference_kind").is_in(["LLM", "llm"])
+                | pl.col("request_id").is_not_null()
+                | pl.col("model").is_not_null()
+            )
+        )
+        .then(pl.lit("request"))
         # a gateway's server span, or its span naming the request it forwarded (LiteLLM's 'litellm-completion')
         .when(
             (pl.col("layer") == "gateway")
@@ -335,6 +373,7 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("request"))
         .otherwise(pl.lit("other"))
     )
+    df = _sglang_queue(df)
     return df.with_columns(
         role.alias("role"),
         pl.when(is_client_req & (pl.col("layer") == "other"))
@@ -342,6 +381,34 @@ def layers(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("layer"))
         .alias("layer"),
     ).drop("_attempt", "_ereq", "_psvc", "_phase", "_treq", "ft", "ev", "start_ns", "end_ns")
+
+
+def _sglang_queue(df: pl.DataFrame) -> pl.DataFrame:
+    """SGLang's request span carries no queue figure: its ``prefill_waiting`` stages are the queue. Its
+    ``time_in_model_prefill`` runs from the dispatch to the first token and so holds that queue: the queue is taken
+    out of it, so that queue and prefill are vLLM's parts and add up."""
+    wait = (
+        df.filter(pl.col("_phase").fill_null(False) & (pl.col("name") == _SGLANG_QUEUE))
+        .group_by("trace_id")
+        .agg(pl.col("duration_s").sum().alias("_wait"))
+    )
+    if wait.height == 0:
+        return df
+    sgl = pl.col("_ereq") & pl.col("name").str.contains(_SGLANG_REQ) & pl.col("_wait").is_not_null()
+    return (
+        df.join(wait, on="trace_id", how="left")
+        .with_columns(
+            pl.when(sgl & pl.col("queue_s").is_null())
+            .then(pl.col("_wait"))
+            .otherwise(pl.col("queue_s"))
+            .alias("queue_s"),
+            pl.when(sgl & pl.col("queue_s").is_null())
+            .then((pl.col("prefill_s") - pl.col("_wait")).clip(lower_bound=0))
+            .otherwise(pl.col("prefill_s"))
+            .alias("prefill_s"),
+        )
+        .drop("_wait")
+    )
 
 
 def us_to_ns(*parts: object) -> int | None:

@@ -40,7 +40,7 @@ def parse_chunk(
     if found.failed:
         messages.append(f"JSON value(s) that do not decode, e.g. {found.failed_example!r}")
     state["spans"] = state.get("spans", 0) + len(spans)
-    tables = {"spans": _spans.table(spans, ctx.source, ctx.replica)} if spans else {}
+    tables = {"spans": _spans.table(spans, ctx.source, ctx.replica, ctx.include_prompts)} if spans else {}
     return ChunkResult(tables=tables, recognized=ok, messages=messages)
 
 

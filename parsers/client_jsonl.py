@@ -471,7 +471,11 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
     # no response, an end known and the timeout not: whether it timed out or lost its connection is unknown
     unknown = no_resp & lasted.is_not_null() & pl.col("timeout_s").is_null()
     timed_out = (
-        pl.when(unknown)
+        # the request's last attempt ended in a timeout error: the caller left on it, even when its headers had come
+        # (a stream that timed out mid-body: traced-2r-kill's 35 APITimeoutError after a 200)
+        pl.when(pl.col("is_last") & pl.col("r_error").str.contains("Timeout").fill_null(False))
+        .then(True)
+        .when(unknown)
         .then(None)
         .otherwise(no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False))
     )

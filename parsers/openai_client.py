@@ -352,7 +352,13 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "attempt",
         "status",
         "error",
-        "timed_out",
+        # a stream that timed out after its headers (the request's last attempt, ended by the SDK's or the lab
+        # client's timeout): the caller left on it, as on a timeout before any answer (traced-2r-kill: 35)
+        (
+            pl.col("timed_out")
+            | (last & pl.col("gave_up_timeout"))
+            | (last & pl.col("has_done") & pl.col("lab_err").str.contains("Timeout").fill_null(False))
+        ).alias("timed_out"),
         ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
         "max_tokens",
         "concurrency",

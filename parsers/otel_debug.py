@@ -175,7 +175,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
             _close(st, out)
             st["section"] = None
         ok.append(hit)
-    tables = {"spans": _spans.table(out, ctx.source, ctx.replica)} if out else {}
+    tables = {"spans": _spans.table(out, ctx.source, ctx.replica, ctx.include_prompts)} if out else {}
     return ChunkResult(tables=tables, recognized=pl.Series(ok, dtype=pl.Boolean))
 
 
@@ -217,4 +217,4 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
         return None
     out: list[Span] = []
     _close(st, out)
-    return ChunkResult(tables={"spans": _spans.table(out, ctx.source, ctx.replica)})
+    return ChunkResult(tables={"spans": _spans.table(out, ctx.source, ctx.replica, ctx.include_prompts)})

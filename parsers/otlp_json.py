@@ -5,7 +5,8 @@ The OpenTelemetry Collector's ``file`` exporter writes one ``ExportTraceServiceR
 
     {"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm-a"}}]},"scopeSpans":[{"scope":{"name":"vllm.tracing"},"spans":[{"traceId":"ad97…","spanId":"65e4…","parentSpanId":"acf7…","name":"llm_request","kind":2,"startTimeUnixNano":"1796522235168772458","endTimeUnixNano":"1796522235199052170","attributes":[{"key":"gen_ai.request.id","value":{"stringValue":"cmpl-…"}}, …]}]}]}]}
 
-Also read: one pretty-printed export (a saved request body, ``otlp_http`` JSON), Jaeger v2's ``/api/v3/traces``
+Also read: one pretty-printed export (a saved request body, ``otlp_http`` JSON), Grafana Tempo's trace API answer
+(``{"batches": […]}``, kinds as ``SPAN_KIND_*`` names, times as JSON numbers), Jaeger v2's ``/api/v3/traces``
 answer (``{"result": {"resourceSpans": …}}``), a line per ``ResourceSpans`` (opentelemetry-java's
 ``OtlpJsonLoggingSpanExporter``), the older ``instrumentationLibrarySpans``, and protobuf JSON's base64 ids.
 Upstream: https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding (ids hex, enums as integers,
@@ -25,7 +26,9 @@ from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "otlp_json"
 KIND = "traces"
-DESCRIPTION = "OTLP JSON trace export (Collector file exporter lines, one export, Jaeger v2 api/v3)"
+DESCRIPTION = (
+    "OTLP JSON trace export (Collector file exporter lines, one export, Tempo API, Jaeger v2 api/v3)"
+)
 MODE = "lines"
 SAMPLES = [
     '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm-a"}}]},'
@@ -34,6 +37,8 @@ SAMPLES = [
     '"startTimeUnixNano":"1796522235168772458","endTimeUnixNano":"1796522235199052170"}]}]}]}',
 ]
 _DETECT = r'"(?:resourceSpans|resource_spans)"\s*:\s*\['
+# Grafana Tempo's trace API answers with the older name of resourceSpans (tests/data/traces/otlp/tempo-api-batches.json)
+_TEMPO = r'"batches"\s*:\s*\[\s*\{\s*"(?:resource|scopeSpans|instrumentationLibrarySpans)"'
 _JAVA_LINE = r'^\s*\{"resource":\{.*"(?:scopeSpans|instrumentationLibrarySpans)":\['
 
 
@@ -41,7 +46,9 @@ def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     text = pl.col("text").str.slice(0, 65536)
     g = per_head(frame, n, text=pl.col("line").str.join("\n"))
     return g.select(
-        pl.when(text.str.contains(_DETECT) | text.str.contains(_JAVA_LINE)).then(0.97).otherwise(0.0)
+        pl.when(text.str.contains(_DETECT) | text.str.contains(_JAVA_LINE) | text.str.contains(_TEMPO))
+        .then(0.97)
+        .otherwise(0.0)
     ).to_series()
 
 
@@ -55,7 +62,11 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         raw = _otlp_columns.raw_spans(lines.filter(fast))
         if raw is not None:  # every whole line decoded at once (the Collector file exporter's files)
             state["spans"] = state.get("spans", 0) + raw.height
-            tables = {"spans": _spans.finish(raw, ctx.source, ctx.replica)} if raw.height else {}
+            tables = (
+                {"spans": _spans.finish(raw, ctx.source, ctx.replica, ctx.include_prompts)}
+                if raw.height
+                else {}
+            )
             return ChunkResult(tables=tables, recognized=fast)
     return _tracefile.parse_chunk(lines, ctx, state, convert)
 
@@ -123,6 +134,8 @@ def _int(v: object) -> int | None:
 def convert(value: object, line_no: int) -> list[Span] | None:
     if isinstance(value, dict) and isinstance(value.get("result"), dict):  # Jaeger v2 api/v3
         value = value["result"]
+    if isinstance(value, dict) and isinstance(value.get("batches"), list) and "resourceSpans" not in value:
+        value = {"resourceSpans": value["batches"]}  # Grafana Tempo's /api/traces/<id>
     if isinstance(value, dict) and "resource" in value and "resourceSpans" not in value:
         value = {"resourceSpans": [value]}  # one ResourceSpans a line (OtlpJsonLoggingSpanExporter)
     if not isinstance(value, dict) or not isinstance(

@@ -282,7 +282,7 @@ def test_45_single_long_generation_not_an_incident(tmp_path):
 def test_every_excerpt_gets_a_verdict(tmp_path):
     """Every excerpt (new ones included) yields three verdict lines, ranked findings and conforming tables."""
     files = sorted(need(PUBLIC).glob("*.log"))
-    assert len(files) == 24  # INDEX.md lists 24 excerpts
+    assert len(files) == 25  # INDEX.md lists 25 excerpts
     for i, f in enumerate(files):
         d = _diagnose(tmp_path / str(i), f.name.split("-")[0])
         assert len(d["verdict"]) == 3 and d["verdict"][2].startswith("First thing to test")

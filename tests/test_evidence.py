@@ -252,6 +252,26 @@ def test_item5_load_above_capacity(run):
     assert s["verdict"][2].startswith("First thing to test: Keep the offered rate below")
 
 
+def test_item5_load_above_capacity_after_a_replica_died(run):
+    """The second real sample: traced-2r-kill's open loop (2 requests/s setting: truth 637 logical requests over
+    its 360.2 s phase, 03:23:14.864-03:29:15.064) lost replica b at 03:24:36.685; replica a alone completed fewer
+    than arrived until the arrivals ended and its queue grew. Load above capacity, from the kill to the end of
+    the load, with its figures."""
+    _, s, _, claims = run(LAB / "traced-2r-kill")
+    truth = json.loads((LAB / "traced-2r-kill" / "truth.json").read_text())
+    phase = truth["client"]["phases"][0]
+    c = claims["capacity.overload"]
+    assert c["state"] == "over capacity"
+    assert value(c, "arrival_rate") == pytest.approx(truth["client"]["logical_requests"] / 360.2, rel=0.05)
+    assert value(c, "completion_rate") == pytest.approx(1.33, abs=0.05)
+    # after the kill (03:24:36.685), within the load (arrivals until 03:29:15)
+    assert "2026-12-06T03:24:36" < value(c, "start") and value(c, "end") <= phase["end"]
+    assert value(c, "duration_s") == 210 and value(c, "backlog_growth") > 90
+    f = next(f for f in s["findings"] if f["claim"] == c["id"])
+    assert f["kind"] == "capacity"
+    assert f["title"].startswith("Load above capacity: 1.8 requests/s offered, 1.3/s completed for 4 min")
+
+
 @pytest.mark.parametrize("name", ["ladder-b", "seqs-64"])
 def test_item5_a_closed_loop_ladder_is_no_overload(run, name):
     """A ladder's concurrency steps hold more requests in flight at each step (a closed loop): its capacity is its
@@ -261,28 +281,32 @@ def test_item5_a_closed_loop_ladder_is_no_overload(run, name):
 
 
 @pytest.mark.parametrize(
-    ("src", "fits"),
+    ("src", "short"),
     [
-        (PUBLIC / "19-v0-0.6.4-startup-capacity-ok-vs-maxseqlen-error.log", False),
-        (PUBLIC / "21-v1-startup-kv-capacity-enginecore-dp0.log", True),
-        (LAB / "ladder-b", True),
+        (PUBLIC / "19-v0-0.6.4-startup-capacity-ok-vs-maxseqlen-error.log", (0.82, 29000)),
+        (PUBLIC / "47-v0-0.6.4-startup-0.31x-131072-maxseqlen-valueerror.log", (0.31, 131072)),
+        (PUBLIC / "21-v1-startup-kv-capacity-enginecore-dp0.log", None),
+        (LAB / "ladder-b", None),
     ],
-    ids=["public-19-0.82x", "public-21-1.30x", "ladder-b"],
+    ids=["public-19-0.82x", "public-47-0.31x", "public-21-1.30x", "ladder-b"],
 )
-def test_item5_one_request_that_cannot_fit_is_a_finding(run, src, fits):
+def test_item5_one_request_that_cannot_fit_is_a_finding(run, src, short):
     """vLLM's start-up line 'Maximum concurrency for N tokens per request: Xx' below 1 (public-19: 29,000 tokens,
-    0.82x, from V0 0.6.4) says one full-length request cannot fit in the KV cache: a finding with its figures, and
+    0.82x, prefixes stripped by its reporter; public-47: 131,072 tokens, 0.31x, whole V0 0.6.4 lines from a
+    public repository) says one full-length request cannot fit in the KV cache: a finding with its figures, and
     never 'nothing alarming'. At 1.30x (public-21, V1) or on the lab's ladder-b, no such claim."""
     _, s, _, claims = run(need(src))
     c = claims.get("capacity.kv_fit")
-    if fits:
+    if short is None:
         assert c is None and not [f for f in s["findings"] if "does not fit in the KV cache" in f["title"]]
         return
     assert c["state"] == "not met"
-    assert (value(c, "max_concurrency"), value(c, "max_concurrency_tokens")) == (0.82, 29000)
+    assert (value(c, "max_concurrency"), value(c, "max_concurrency_tokens")) == short
     assert fact(c, "max_concurrency")["source"] == "engine_log"
     f = next(f for f in s["findings"] if f["claim"] == c["id"])
-    assert f["kind"] == "capacity" and f["title"].startswith("One request of 29,000 tokens does not fit")
+    assert f["kind"] == "capacity" and f["title"].startswith(
+        f"One request of {short[1]:,} tokens does not fit"
+    )
     assert claims["verdict"]["state"] != "nothing alarming"
 
 
@@ -510,8 +534,14 @@ def test_item8_a_drained_backlog_is_no_sustained_queue(run):
 
 def test_item3_episode_latency_names_its_clock(run):
     """frontend-bound's TTFT episodes are measured on the callers' clock (the client's JSONL): the episode's
-    evidence says so ('TTFT p95 (s, client clock)'), as every latency figure must."""
-    _, _, diag, _ = run(LAB / "frontend-bound")
+    evidence, the verdict's headline and the finding's symptom say so with the source ('TTFT p95 (client clock,
+    client_records)'), as every latency figure must (the headline read 'TTFT p95 up to 12.7 s')."""
+    _, s, diag, _ = run(LAB / "frontend-bound")
     eps = [e for e in diag["episodes"] if e["signal"] == "ttft"]
     assert len(eps) == 4
-    assert all("TTFT p95 (s, client clock) " in e["reason"] for e in eps)
+    named = "TTFT p95 (client clock, client_records)"
+    assert all(f"{named} " in e["reason"] for e in eps)
+    assert s["verdict"][0].startswith(f"{named} up to 12.7 s over 16 s (04:18:48–04:19:04)")
+    [slow] = [f for f in s["findings"] if f["kind"] == "latency"]
+    assert slow["symptom"] == f"{named} above 2 s for 16 s"
+    assert "TTFT p95 12.67 s (client clock, client_records)" in slow["evidence"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -16,8 +17,8 @@ from conftest import DATA, ingest_files
 T = DATA / "traces"
 
 
-def _ingest(tmp_path: Path, *files: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    ingest_files(tmp_path, *files)
+def _ingest(tmp_path: Path, *files: Path, **opts) -> tuple[pl.DataFrame, pl.DataFrame]:
+    ingest_files(tmp_path, *files, **opts)
     out = tmp_path / "out"
     return pl.read_parquet(out / "files.parquet"), pl.read_parquet(out / "spans.parquet")
 
@@ -37,6 +38,13 @@ def _ingest(tmp_path: Path, *files: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
         ("console/opentelemetry-bash-hello.txt", "otel_console"),
         ("debug/apisix-docs.txt", "otel_debug"),
         ("debug/otel-io-python-2022.txt", "otel_debug"),
+        ("genai/openai-v2-otlp.jsonl", "otlp_json"),
+        ("genai/openai-v2-console.txt", "otel_console"),
+        ("genai/openinference-otlp.jsonl", "otlp_json"),
+        ("genai/openinference-console.txt", "otel_console"),
+        ("sglang/sglang-0.5.23-otlp.jsonl", "otlp_json"),
+        ("sglang/sglang-0.5.23-console.txt", "otel_console"),
+        ("otlp/tempo-api-batches.json", "otlp_json"),
     ],
 )
 def test_detected(path: str, fmt: str) -> None:
@@ -202,3 +210,152 @@ def test_litellm_span_is_the_gateway_not_the_engine(tmp_path: Path) -> None:
         200,
     )
     assert r["duration_s"] == pytest.approx(1.017791)
+
+
+def _calls(sp: pl.DataFrame, source: str) -> pl.DataFrame:
+    return sp.filter(pl.col("source") == source).sort("start")
+
+
+@pytest.mark.parametrize("fmt", ["otlp.jsonl", "console.txt"])
+def test_genai_newer_token_names_on_a_callers_span(tmp_path: Path, fmt: str) -> None:
+    """opentelemetry-instrumentation-openai-v2 (the GenAI conventions' gen_ai.usage.input_tokens / output_tokens)
+    on the real openai client: the caller's call, not an engine, though it names the answer's id."""
+    files, sp = _ingest(tmp_path, T / f"genai/openai-v2-{fmt}")
+    assert files["lines_unrecognized"].sum() == 0
+    c = _calls(sp, f"openai-v2-{fmt}")
+    assert c["name"].to_list() == ["chat tiny"] * 4 and (c["kind"] == "client").all()
+    assert (c["layer"] == "client").all() and (c["role"] == "request").all()
+    assert c["prompt_tokens"].to_list() == [13, 25, 13, None]
+    assert c["output_tokens"].to_list() == [8, 12, 12, None]
+    assert c["max_tokens"].to_list() == [8, 16, 12, 100000]
+    assert c["request_id"].to_list() == [
+        "chatcmpl-0001a7c3e1f0",
+        "chatcmpl-0002a7c3e1f0",
+        "chatcmpl-0003a7c3e1f0",
+        None,
+    ]
+    assert c["status"].to_list() == ["unset", "unset", "unset", "error"] and (c["model"] == "tiny").all()
+    assert c["server_address"].unique().to_list() == ["127.0.0.1"]
+
+
+@pytest.mark.parametrize("fmt", ["otlp.jsonl", "console.txt"])
+def test_openinference_llm_spans(tmp_path: Path, fmt: str) -> None:
+    """openinference-instrumentation-openai: llm.token_count.*, llm.model_name, the request's max_tokens inside
+    llm.invocation_parameters; an INTERNAL span of kind LLM is the caller's call. The prompt and the answer the
+    instrumentation copied (input.value, llm.input_messages.*) are not kept unless prompts are asked for."""
+    files, sp = _ingest(tmp_path, T / f"genai/openinference-{fmt}")
+    assert files["lines_unrecognized"].sum() == 0
+    c = _calls(sp, f"openinference-{fmt}")
+    assert c["name"].to_list() == ["ChatCompletion"] * 4 and (c["kind"] == "internal").all()
+    assert (
+        (c["openinference_kind"] == "LLM").all()
+        and (c["layer"] == "client").all()
+        and (c["role"] == "request").all()
+    )
+    assert c["prompt_tokens"].to_list() == [13, 25, 13, None]
+    assert c["output_tokens"].to_list() == [8, 12, 12, None]
+    assert c["max_tokens"].to_list() == [8, 16, 12, 100000]
+    assert c["model"].to_list() == ["tiny", "tiny", "tiny", None]
+    assert c["status"].to_list() == ["ok", "ok", "ok", "error"]
+    keys = set(c["attributes"].list.eval(pl.element().struct.field("key")).explode().drop_nulls())
+    assert "llm.invocation_parameters" in keys and "llm.token_count.total" in keys
+    assert "input.mime_type" in keys  # kept: no text of the prompt
+    assert "llm.input_messages.0.message.role" in keys  # the roles stay, the text goes
+    assert not {k for k in keys if k in ("input.value", "output.value") or k.endswith(".message.content")}
+    raw = (tmp_path / "out" / "spans.parquet").read_bytes()
+    assert b"Summarise the incident" not in raw
+    # asked for, the copied prompt is kept as the program wrote it
+    _, kept = _ingest(tmp_path / "with", T / f"genai/openinference-{fmt}", include_prompts=True)
+    vals = kept["attributes"].list.eval(pl.element().struct.field("value")).explode()
+    assert "Summarise the incident in one line" in vals.to_list()
+
+
+def _sglang_raw() -> dict[str, dict]:
+    """rid -> the root span's attributes and its trace's stage durations (s), straight from the exporter's line."""
+    import json
+
+    got: dict[str, dict] = {}
+    spans = [
+        sp
+        for rs in json.loads((T / "sglang/sglang-0.5.23-otlp.jsonl").read_text())["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for sp in ss["spans"]
+    ]
+    for sp in spans:
+        a = {kv["key"]: next(iter(kv["value"].values())) for kv in sp.get("attributes", [])}
+        if "rid" in a:
+            waits = [
+                (int(w["endTimeUnixNano"]) - int(w["startTimeUnixNano"])) / 1e9
+                for w in spans
+                if w["traceId"] == sp["traceId"] and w["name"] == "prefill_waiting"
+            ]
+            got[a["rid"]] = {
+                **a,
+                "name": sp["name"],
+                "wait": sum(waits),
+                "n": sum(w["traceId"] == sp["traceId"] for w in spans),
+            }
+    return got
+
+
+@pytest.mark.parametrize("fmt", ["otlp.jsonl", "console.txt"])
+def test_sglang_request_span_tree(tmp_path: Path, fmt: str) -> None:
+    """SGLang 0.5.23's own tracing (make_sglang_samples.py): the root span ' Req <rid[:8]>' (a leading space when not
+    disaggregated) is the engine's request with its whole rid; the thread spans and stages under it are its phases,
+    never start-up work; the queue is its prefill_waiting stage, taken out of SGLang's prefill figure (which runs
+    from the dispatch to the first token)."""
+    files, sp = _ingest(tmp_path, T / f"sglang/sglang-0.5.23-{fmt}")
+    assert files["lines_unrecognized"].sum() == 0
+    raw = _sglang_raw()
+    assert sp.height == sum(r["n"] for r in raw.values()) == 28 and (sp["layer"] == "engine").all()
+    req = sp.filter(pl.col("role") == "request").sort("start")
+    assert req["name"].to_list() == [" Req 9f0c2d4b", " Req 1b7e4a2c"]
+    assert req["request_id"].to_list() == [
+        "9f0c2d4be1a84c5f8a7e3b6d2c1f0e9a",
+        "1b7e4a2c9d3f4e5a8b6c7d8e9f0a1b2c",
+    ]
+    assert (sp.filter(pl.col("role") != "request")["role"] == "phase").all()
+    assert set(sp["name"]) >= {
+        "tokenize",
+        "api_server_dispatch",
+        "prefill_waiting",
+        "prefill_forward",
+        "decode_loop",
+    }
+    for r in req.iter_rows(named=True):
+        a = raw[r["request_id"]]
+        assert r["ttft_s"] == pytest.approx(float(a["gen_ai.latency.time_to_first_token"]), abs=1e-9)
+        assert r["e2e_s"] == pytest.approx(float(a["gen_ai.latency.e2e"]), abs=1e-9)
+        assert r["decode_s"] == pytest.approx(float(a["gen_ai.latency.time_in_model_decode"]), abs=1e-9)
+        assert r["queue_s"] == pytest.approx(a["wait"], abs=2e-6)  # the console prints times to the µs
+        assert r["prefill_s"] == pytest.approx(
+            float(a["gen_ai.latency.time_in_model_prefill"]) - a["wait"], abs=2e-6
+        )
+    assert req["queue_s"].round(4).to_list() == [0.0304, 0.0309]
+
+
+def test_tempo_trace_api_answer(tmp_path: Path) -> None:
+    """A second single OTLP export, as Grafana Tempo's trace API answers: "batches" (the older name of
+    resourceSpans), instrumentationLibrarySpans, SPAN_KIND_* names and nanosecond times as bare JSON numbers past
+    2**53. Its openai.chat spans (OpenLLMetry) carry the newer gen_ai.usage.input_tokens / output_tokens; the prompt
+    Google ADK copies into gcp.vertex.agent.llm_request is not kept."""
+    files, sp = _ingest(tmp_path, T / "otlp/tempo-api-batches.json")
+    assert files.select("format", "lines_total", "lines_parsed").row(0) == ("otlp_json", 1, 1)
+    assert dict(sp.group_by("service").len().iter_rows()) == {"helm_agent": 67, "kagent-controller": 19}
+    assert sp["trace_id"].unique().to_list() == ["dd547580319ab0312cee07f1def50dad"]
+    first = sp.filter(pl.col("span_id") == "21beb323d66610f7").row(0, named=True)
+    assert (first["kind"], first["http_status"], first["http_method"]) == ("server", 404, "GET")
+    assert first["start"] == datetime(2026, 4, 30, 13, 17, 33, 780274, tzinfo=UTC)
+    chat = sp.filter(pl.col("name") == "openai.chat").sort("start")
+    assert chat["prompt_tokens"].to_list() == [2256, 2392] and chat["output_tokens"].to_list() == [13, 116]
+    assert chat["request_id"].to_list() == [
+        "chatcmpl-DaLYlqJDD4djXUGg9TjyClK9BdeVV",
+        "chatcmpl-DaLYmIS19l0ClnUwPDWAYAmn2jz66",
+    ]
+    assert (chat["model"] == "gpt-4.1-mini-2025-04-14").all()
+    assert (chat["layer"] == "client").all() and (chat["role"] == "request").all()
+    keys = set(sp["attributes"].list.eval(pl.element().struct.field("key")).explode().drop_nulls())
+    assert "gcp.vertex.agent.invocation_id" in keys and "gcp.vertex.agent.llm_request" not in keys
+    assert not any(
+        k.startswith(("gen_ai.completion.", "gen_ai.prompt.")) and k.endswith(".content") for k in keys
+    )

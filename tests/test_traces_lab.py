@@ -252,7 +252,10 @@ def test_span_figures_per_segment_reach_the_diagnosis(out: Path) -> None:
     assert lat["p50_ms"] == pytest.approx(ttft.median() * 1000, abs=1e-3)
     # the parts' means add up to the callers' mean e2e of the requests that have every part
     parts = {p["part"]: p for p in whole["split"]}
-    assert parts["queue"]["clock"] == "engine" and parts["earlier attempts and backoff"]["clock"] == "client"
+    assert (
+        parts["queue"]["clock"] == "engine"
+        and parts["before the attempt (retries, backoff, the client)"]["clock"] == "client"
+    )
     total = sum(p["mean_ms"] for p in whole["split"])
     assert total == pytest.approx(whole["latencies"]["caller_e2e"]["mean_ms"], rel=0.02)
     # the crash episode (b's downtime) has its own split: a alone queued far longer than the whole run

@@ -106,6 +106,11 @@ def test_vllm_spans_alone_give_engine_requests_and_latency(tmp_path: Path) -> No
     md = (out / "summary.md").read_text()
     assert "| unknown | no caller's or gateway's record | 581 |" in md
     assert _schema_errors(out) == []
+    # every latency sentence names its clock: the symptom, the episode's evidence and its figures (#37 item 3;
+    # the symptom read 'TTFT p95 above 2 s', the figures 'TTFT p95 6.98 s' with no clock)
+    assert all(f["symptom"].startswith("TTFT p95 (engine clock, spans) above 2 s for ") for f in slow)
+    assert all("TTFT p95 (engine clock, spans) 03:" in f["evidence"] for f in slow)
+    assert all(" s (engine clock, " in f["evidence"] and "clock unknown" not in f["evidence"] for f in slow)
     last = slow[-1]["cause"]  # after the death: a's queue p95 58.40 s of a TTFT p95 58.71 s, 140 requests
     assert "of 140 requests: time in queue p95 58.40 s, TTFT p95 58.71 s" in last and "clock engine" in last
     assert not any("outside the engine" in f["cause"] for f in _findings(out))

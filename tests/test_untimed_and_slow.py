@@ -230,3 +230,21 @@ def test_a_pasted_summary_table_is_not_requests(tmp_path):
         LogscopeError, match="no file in a known format"
     ):  # alone, it is nothing logscope reads
         analyze(inp, tmp_path / "out", AnalyzeOptions())
+
+
+def test_untimed_gateway_records_name_their_layer(run):
+    """tests/data/llama-swap (llama-swap's proxy log: no times): 5 requests, 2 x 502, read from the gateway's log; no
+    client attempts are claimed (it said 'in 0 attempts (-5 retries)') and the layer is not 'the callers''."""
+    out, s, d = run(DATA / "llama-swap")
+    f = d["findings"][0]
+    assert f["title"] == "2 of 5 requests failed (2 × 502); when is unknown: their records carry no time"
+    assert "read from the gateway's log with no time" in f["evidence"] and "attempts" not in f["title"]
+    assert s["verdict"][1] == "No time range could be examined: its records carry no time."
+
+
+def test_a_dated_platform_finding_is_not_timeless(run):
+    """tests/data/platform: the kubelet's OOMKilled has its time (2023-09-07 19:27:10): no 'no record carries a
+    time' beside it, though no server series gives the folder a range."""
+    out, s, d = run(DATA / "platform")
+    assert "19:27:10" in s["verdict"][0]
+    assert "carry no time" not in s["verdict"][1]

@@ -53,7 +53,20 @@ def run(out: Path, rng: time_range.Range = time_range.ALL) -> dict | None:
     if spans.height == 0:
         return None
     tabs = {
-        "requests": _read(out, "requests", ["logical_request_id", "ts_start", "ts_end", "status", "outcome"]),
+        "requests": _read(
+            out,
+            "requests",
+            [
+                "logical_request_id",
+                "ts_start",
+                "ts_end",
+                "status",
+                "outcome",
+                "ttft_s",
+                "latency_clock",
+                "latency_source",
+            ],
+        ),
         "client_attempts": _read(
             out,
             "client_attempts",
@@ -227,8 +240,25 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
         .agg(pl.len().alias("gateway_spans"))
     )
     tr = keys.group_by("k").agg(pl.col("lr").first(), pl.col("trace_id").first(), pl.col("joined_by").first())
-    req = t["requests"].select(
-        pl.col("logical_request_id").alias("lr"), "ts_start", "ts_end", "status", "outcome"
+    rq = t["requests"]
+    # the callers' own TTFT beside the engine span's: only on the callers' clock (never a gateway's or the engine's)
+    caller = (pl.col("latency_clock") == "client") if "latency_clock" in rq.columns else pl.lit(False)
+    req = rq.select(
+        pl.col("logical_request_id").alias("lr"),
+        "ts_start",
+        "ts_end",
+        "status",
+        "outcome",
+        (
+            pl.when(caller).then(pl.col("ttft_s")) if "ttft_s" in rq.columns else pl.lit(None, pl.Float64)
+        ).alias("caller_ttft_s"),
+        (
+            pl.when(caller).then(pl.col("latency_source"))
+            if "latency_source" in rq.columns
+            else pl.lit(None, pl.String)
+        )
+        .cast(pl.String)
+        .alias("caller_ttft_source"),
     )
     df = (
         tr.join(a, on="k", how="left")

@@ -58,7 +58,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
-from . import figures
+from . import figures, latency_named
 from .claims import REQUIRED, Claim, Fact
 from .context import Context
 from .records import Episode
@@ -255,6 +255,8 @@ def _episode(
         e2e_p95=during_req["e2e_p95"],
         success_share=during_req["success_share"],
     )
+    if primary in latency_named.NAMES:  # the clock and source the signal was measured on, for every sentence
+        ep["signal_clock"], ep["signal_source"] = latency_named.measured(ctx, primary, start, end)
     ep["details"] = _details(ctx, ep, companions, before_req, during_req, lead_req, death, sums, pre, phases)
     # the same server figures over the baseline window, side by side with the episode's
     ep["details"]["state_before"] = state_before
@@ -620,17 +622,11 @@ def _classify(
 
 
 def _unit(ctx: Context, sig: str, start: datetime, end: datetime) -> str:
-    """The signal's unit; a latency's with the clock its windows were measured on (client, gateway, engine), or
-    'clock unknown' when they do not say."""
-    if sig not in ("ttft", "e2e"):
+    """The signal's unit; a latency's with the clock its windows were measured on (client, gateway, engine) and
+    its source, or 'clock unknown' when they do not say."""
+    if sig not in latency_named.NAMES:
         return UNIT[sig]
-    w = ctx.inputs.windows
-    clocks = (
-        sorted(w.filter(pl.col("ts").is_between(start, end))["latency_clock"].drop_nulls().unique().to_list())
-        if "latency_clock" in w.columns
-        else []
-    )
-    return UNIT[sig].replace("(s)", f"(s, {'+'.join(clocks)} clock)" if clocks else "(s, clock unknown)")
+    return latency_named.named(ctx, sig, start, end)
 
 
 def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | None:

@@ -4,7 +4,8 @@
 Each figure is a typed record naming its clock and source (source ``spans``; clock ``engine`` for vLLM's
 ``llm_request`` attributes, ``client`` for the caller's spans; a difference of two processes' stamps names both):
 engine TTFT, e2e, queue, prefill and decode, the time before the engine, the caller's e2e. The split of the
-callers' latency is the mean of each part (means add up, percentiles do not): earlier attempts and backoff,
+callers' latency is the mean of each part (means add up, percentiles do not): before the attempt (earlier attempts,
+backoff, the caller's own work),
 before the engine (gateway + API server + network), queue, prefill, decode, the rest of the engine span, and
 after the engine (the answer's way back: a stream's delivery). A request belongs to the segment holding its
 first send (the caller's span, else its first attempt, else its engine span).
@@ -30,7 +31,12 @@ MAX_EPISODES = 12  # the episodes with the most traced requests, in time order
 _secs = lambda a, b: (pl.col(a) - pl.col(b)).dt.total_microseconds() / 1e6  # noqa: E731
 # the parts of the callers' latency: (label, expression, clock)
 PARTS: list[tuple[str, pl.Expr, str]] = [
-    ("earlier attempts and backoff", pl.col("before_attempt_s"), "client"),
+    # the caller's request span start to the attempt the engine answered: with no retry, the client's own work
+    (
+        "before the attempt (retries, backoff, the client)",
+        pl.col("before_attempt_s"),
+        "client",
+    ),
     ("before the engine (gateway + API server + network)", pl.col("before_engine_s"), "engine - client"),
     ("queue", pl.col("span_queue_s"), "engine"),
     ("prefill", pl.col("span_prefill_s"), "engine"),
@@ -53,7 +59,12 @@ METRICS: list[tuple[str, pl.Expr, str]] = [
     ("decode", pl.col("span_decode_s"), "engine"),
     ("before_engine", pl.col("before_engine_s"), "engine - client"),
     ("caller_e2e", _secs("request_end", "request_start"), "client"),
+    # the callers' own TTFT (their records, clock client) beside the engine span's, and the gap per request
+    ("caller_ttft", pl.col("caller_ttft_s"), "client"),
+    ("caller_minus_engine_ttft", pl.col("caller_ttft_s") - pl.col("span_ttft_s"), "client - engine"),
 ]
+# figures not read off the spans: where they come from (the request rows' latency_source)
+_OTHER_SOURCE = {"caller_ttft": "caller_ttft_source"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,12 @@ class Segment:
         return d
 
 
+def _source(rs: pl.DataFrame, metric: str) -> str:
+    col = _OTHER_SOURCE.get(metric)
+    got = rs[col].drop_nulls().unique().sort().to_list() if col else [SOURCE]
+    return ", ".join(got) if got else "unknown"
+
+
 def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
     for metric, expr, clk in METRICS:
         v = rs.select(expr.alias("v"))["v"].drop_nulls()
@@ -96,6 +113,7 @@ def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
             float(v.median()) * 1000 if v.len() else None,  # type: ignore[arg-type]
             float(v.quantile(0.95, "linear")) * 1000 if v.len() else None,  # type: ignore[arg-type]
             float(v.mean()) * 1000 if v.len() else None,  # type: ignore[arg-type]
+            _source(rs, metric),
         )
     for part, expr, clk in PARTS:
         v = rs.select(expr.alias("v"))["v"].drop_nulls()
@@ -122,6 +140,9 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
         return None
     rs = pl.read_parquet(p).filter(pl.col("engine_spans").is_not_null())
     rs = rs.with_columns(pl.coalesce("request_start", "client_start", "engine_start").alias("_t"))
+    for c, t in (("caller_ttft_s", pl.Float64), ("caller_ttft_source", pl.String)):
+        if c not in rs.columns:  # request_spans written before the callers' TTFT was kept: unknown
+            rs = rs.with_columns(pl.lit(None, t).alias(c))
     if rng:
         rs = _in(rs, rng.since, rng.until)
     if rs.height == 0:

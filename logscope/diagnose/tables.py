@@ -241,7 +241,10 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         "orphan_s",
         "status",
         "origin",
-    ]  # origin: which layer a row's latencies come from (histograms.request_source)
+        "latency_clock",
+        "latency_source",
+    ]  # origin: which layer a row's latencies come from (histograms.request_source); the clock and source of
+    # its ttft_s / e2e_s (latency_named.py names them beside every latency)
     req = read(out, "requests", tuple(cols), pl.col("ts_start").is_not_null(), rng)
     if req.height:
         return req.sort("ts_start"), "correlated"
@@ -264,6 +267,10 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             pl.lit(None, pl.Int64).alias("orphaned_executions"),
             pl.lit(None, pl.Float64).alias("orphan_s"),
             pl.lit("client").alias("origin"),
+            pl.lit("client").alias(
+                "latency_clock"
+            ),  # the client's own rows: its clock; the kind of log unsaid
+            pl.lit(None, pl.String).alias("latency_source"),
         )
         return df.select(cols).sort("ts_start"), "client"
     sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
@@ -292,6 +299,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             pl.lit(None, pl.Float64).alias("orphan_s"),
             pl.lit(1, pl.Int64).alias("server_requests"),
             pl.lit("server").alias("origin"),
+            *[pl.lit(None, pl.String).alias(c) for c in ("latency_clock", "latency_source")],  # no latency
         )
         return df.select(cols).sort("ts_start"), "server"
     empty = pl.DataFrame(schema={c: schemas.TABLES["requests"][c][0] for c in cols})

@@ -8,7 +8,7 @@ never lead it.
 from __future__ import annotations
 
 from .. import clock
-from . import findings, ladder
+from . import findings, ladder, latency_named
 from .claims import Claim, Fact, Registry
 from .context import Context
 
@@ -68,14 +68,11 @@ def _verdict(
                 if top["kind"] == "platform"
                 else "nothing that spikes or lasts over time"
             )
-            if (
-                lo is None
-            ):  # records with no time (a pasted table, a log without asctime): no range to hold episodes
-                return (
-                    [f"{top['title']}.", "No time range could be examined: no record carries a time.", test],
-                    ("finding"),
-                    None,
-                )
+            # records with no time (a pasted table, a log without asctime): no range to hold episodes; a platform
+            # kill or an event has its time, so this is said only of a finding with none
+            if lo is None and top["start"] is None:
+                line = "No time range could be examined: its records carry no time."
+                return [f"{top['title']}.", line, test], "finding", None
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test], "finding", None
         if lad is not None and lad.get("working_boundary"):
             return (
@@ -254,8 +251,9 @@ def _what(e: dict) -> str:
         "errors": f"{e['count']} failed requests",
         "retries": f"{e['count']} retries",
         "orphans": f"{e['count']} executions for callers that had left",
-        "ttft": f"TTFT p95 up to {e['peak']:.1f} s",
-        "e2e": f"e2e p95 up to {e['peak']:.1f} s",
+        # a latency names its clock and source: the engine's TTFT is not the callers'
+        "ttft": f"{latency_named.words('ttft', e.get('signal_clock'), e.get('signal_source'))} up to {e['peak']:.1f} s",
+        "e2e": f"{latency_named.words('e2e', e.get('signal_clock'), e.get('signal_source'))} up to {e['peak']:.1f} s",
     }.get(e["signal"], f"{e['signal']} above normal")
 
 

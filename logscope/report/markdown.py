@@ -53,7 +53,13 @@ def environment() -> jinja2.Environment:
         finalize=lambda x: visible(x) if isinstance(x, str) else x,  # also what a template prints without |md
     )
     env.filters.update(
-        md=md, fnum=fmt.fnum, signal_value=fmt.signal_value, hms=fmt.hms, when=fmt.when, duration=fmt.duration
+        md=md,
+        fnum=fmt.fnum,
+        signal_value=fmt.signal_value,
+        hms=fmt.hms,
+        when=fmt.when,
+        duration=fmt.duration,
+        ms=lambda x: fmt.seconds(None if x is None else x / 1000),
     )
     env.globals["md_table"] = md_table
     return env

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from .. import __version__, schemas
+from . import layers_seen, timing
 from .fmt import clean, iso, num
 from .load import Loaded
 
@@ -56,7 +57,7 @@ def build(ld: Loaded, options: Any) -> dict:
         },
         "episodes": episodes(ld),
         "findings": findings(ld),
-        "retries": retries(ld),
+        "retries": retries(ld, traces(ld)),
         "outcomes": clean(_dict(diag.get("traffic")).get("outcomes")),
         "load_tests": load_tests(ld),
         "ladder": ladder(ld),
@@ -107,7 +108,7 @@ def traces(ld: Loaded) -> dict | None:
                     "requests": g["requests"],
                     **{
                         f"{m}_{q}_ms": (g["latencies"].get(m) or {}).get(f"{q}_ms")
-                        for m in ("ttft", "queue", "caller_e2e")
+                        for m in ("ttft", "queue", "caller_e2e", "caller_ttft", "caller_minus_engine_ttft")
                         for q in ("p50", "p95")
                     },
                     "split_mean_ms": {p["part"]: p["mean_ms"] for p in g["split"]},
@@ -153,7 +154,11 @@ def _gaps(ld: Loaded, s: dict) -> dict[str, str]:
     if s["ladder"] is None:
         why["ladder"] = ld.why("ladder") or "no load ladder in these inputs (no steps of rising concurrency)"
     if s["retries"]["logical_requests"] is None:
-        why["retries"] = ld.why("requests") or "no request could be counted"
+        why["retries"] = (
+            ld.why("requests")
+            or s["retries"]["not_observed"].get("logical_requests")
+            or "no request could be counted"
+        )
     if ld.why("windows"):
         why["timeline"] = ld.why("windows")
     return why
@@ -224,9 +229,12 @@ def span(ld: Loaded) -> dict:
     """The time the report covers: the inputs' span, narrowed to the range given (``range``, then also
     ``inputs_start`` / ``inputs_end``)."""
     files = ld.table("files")
-    lo, hi = files["first_ts"].min(), files["last_ts"].max()
+    anchored = timing.mtime_anchored(files)
+    timed = files.filter(~pl.col("path").is_in(anchored))
+    # a time the file does not state (its modification time: the copy's) never bounds the incident's span
+    lo, hi = timed["first_ts"].min(), timed["last_ts"].max()
     w = ld.table("windows")
-    if lo is None and w.height:
+    if lo is None and w.height and not anchored:
         lo, hi = w["ts"].min(), w["ts"].max()
     out: dict = {}
     if ld.rng:
@@ -237,7 +245,11 @@ def span(ld: Loaded) -> dict:
         lo, hi = ld.rng.clip(lo, hi)
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
     if lo is None and hi is None:  # no line had a time: said, never an epoch-0 window
-        out["unknown"] = _why_no_time(ld)
+        out["unknown"] = _why_no_time(ld) + (timing.anchored_words(anchored, alone=True) if anchored else "")
+    elif anchored:
+        out["anchored"] = timing.anchored_words(anchored, alone=False)
+    if apart := timing.far_apart(timed):
+        out["far_apart"] = apart
     return {"start": iso(lo), "end": iso(hi), "duration_s": num(dur), **out}
 
 
@@ -339,8 +351,9 @@ def findings(ld: Loaded) -> list[dict]:
     return sorted(out, key=lambda f: (f["rank"] if f["rank"] is not None else 1 << 30, str(f["id"])))
 
 
-def retries(ld: Loaded) -> dict:
-    """Request counts per layer and the amplification; correlation.json wins, tables fill the gaps."""
+def retries(ld: Loaded, spans: dict | None = None) -> dict:
+    """Request counts per layer and the amplification; correlation.json wins, tables fill the gaps. A layer
+    the folder has no record of is None with its reason in ``not_observed`` (layers_seen.py), never 0."""
     doc = ld.doc("correlation")
     mult = _dict(doc.get("retry_multiplication"))
     flags = _dict(doc.get("flags"))
@@ -358,6 +371,9 @@ def retries(ld: Loaded) -> dict:
     counted = _count_layers(ld, {k for k in RETRY_KEYS if k not in given})
     out = {k: clean(given[k] if k in given else counted.get(k)) for k in RETRY_KEYS}
     out["source"] = "correlation.json" if given else ("tables" if counted else None)
+    out["not_observed"] = layers_seen.missing(ld, out, spans)
+    for k in out["not_observed"]:
+        out[k] = None
     out["factors"] = clean(mult.get("factors")) or None
     out["server_requests_elsewhere"] = clean(mult.get("server_requests_elsewhere"))
     out["retry_layers"] = clean(layers.get("layers"))

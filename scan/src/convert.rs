@@ -9,6 +9,8 @@ pub enum Type {
     Str,
     Int,
     Float,
+    /// how many items a `,`-separated list holds (0 when it is blank): a prompt's token ids
+    Items,
 }
 
 impl Type {
@@ -17,7 +19,8 @@ impl Type {
             "str" => Ok(Type::Str),
             "int" => Ok(Type::Int),
             "float" => Ok(Type::Float),
-            other => Err(format!("no field type {other:?} (str, int, float)")),
+            "items" => Ok(Type::Items),
+            other => Err(format!("no field type {other:?} (str, int, float, items)")),
         }
     }
 }
@@ -31,6 +34,16 @@ pub fn int(s: &[u8]) -> Option<i64> {
 /// cast reads: the same bits, a negative NaN included.
 pub fn float(s: &[u8]) -> Option<f64> {
     std::str::from_utf8(s).ok()?.parse::<f64>().ok()
+}
+
+/// The items of a `,`-separated list: its commas and one, 0 when it is only white space (Unicode's too).
+pub fn items(s: &[u8]) -> i64 {
+    let blank = std::str::from_utf8(s).is_ok_and(|t| t.trim().is_empty());
+    if blank {
+        0
+    } else {
+        memchr::memchr_iter(b',', s).count() as i64 + 1
+    }
 }
 
 /// `\"`, `\\` and `\/` undone, left to right (a regex replace of `\\(["\\/])` by `$1`).
@@ -63,6 +76,14 @@ mod tests {
         assert_eq!(float(b"-NaN").map(f64::to_bits), Some(0xfff8000000000000));
         assert_eq!(float(b"Infinity"), Some(f64::INFINITY));
         assert_eq!(float(b"0x10"), None);
+    }
+
+    #[test]
+    fn list_items() {
+        assert_eq!(items(b"1, 2, 3"), 3);
+        assert_eq!(items(b"  "), 0);
+        assert_eq!(items(b""), 0);
+        assert_eq!(items(b"7"), 1);
     }
 
     #[test]

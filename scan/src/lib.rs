@@ -6,6 +6,7 @@ pub mod column;
 pub mod convert;
 pub mod ffi;
 pub mod lines;
+pub mod lookup;
 pub mod output;
 pub mod pairs;
 pub mod plan;

@@ -3,7 +3,8 @@
 
 use crate::column::{BoolColumn, Column, F64Column, I64Column, StrColumn, Table};
 use crate::convert::{self, Type};
-use crate::plan::{first_end, first_match, first_match_into};
+use crate::lookup;
+use crate::plan::{Spans, first_end, first_match, first_match_into};
 use crate::spec::{Compiled, Conv, Split};
 
 /// The column of one field, of its type.
@@ -11,6 +12,7 @@ enum Col {
     Str(StrColumn),
     I64(I64Column),
     F64(F64Column),
+    Items(I64Column),
 }
 
 impl Col {
@@ -19,13 +21,14 @@ impl Col {
             Type::Str => Col::Str(StrColumn::default()),
             Type::Int => Col::I64(I64Column::default()),
             Type::Float => Col::F64(F64Column::default()),
+            Type::Items => Col::Items(I64Column::default()),
         }
     }
 
     fn push_null(&mut self) {
         match self {
             Col::Str(c) => c.push_null(),
-            Col::I64(c) => c.push(None),
+            Col::I64(c) | Col::Items(c) => c.push(None),
             Col::F64(c) => c.push(None),
         }
     }
@@ -45,13 +48,14 @@ impl Col {
             Col::Str(c) => c.push(v),
             Col::I64(c) => c.push(convert::int(v)),
             Col::F64(c) => c.push(convert::float(v)),
+            Col::Items(c) => c.push(Some(convert::items(v))),
         }
     }
 
     fn into_column(self) -> Column {
         match self {
             Col::Str(c) => Column::Str(c),
-            Col::I64(c) => Column::I64(c),
+            Col::I64(c) | Col::Items(c) => Column::I64(c),
             Col::F64(c) => Column::F64(c),
         }
     }
@@ -128,6 +132,29 @@ impl Compiled {
         table
     }
 
+    /// The value of every field of a line kind `k` matched (its span in the line, a lookup's in the text lookups
+    /// read, which `buf` may hold), None where it took none.
+    fn values<'a>(
+        &self,
+        k: usize,
+        line: &'a [u8],
+        spans: &Spans,
+        buf: &'a mut Vec<u8>,
+    ) -> Vec<Option<&'a [u8]>> {
+        let mut out: Vec<Option<&'a [u8]>> = spans
+            .iter()
+            .map(|&(a, b)| (a != u32::MAX).then(|| &line[a as usize..b as usize]))
+            .collect();
+        let looks = &self.lookups[k];
+        if !looks.is_empty() {
+            let text = lookup::text(line, spans, self.outside[k].as_ref(), buf);
+            for l in looks {
+                out[l.slot] = lookup::find(l, text).map(|(a, b)| &text[a..b]);
+            }
+        }
+        out
+    }
+
     /// Each line's kind (null: none) and fields (null where its kind has none, or did not take that part).
     pub fn scan(&self, lines: &[&[u8]]) -> Table {
         let n = self.fields.len();
@@ -141,12 +168,16 @@ impl Compiled {
             .map(|k| (0..k).map(|_| StrColumn::default()).collect())
             .collect();
         let mut spans = vec![(u32::MAX, u32::MAX); n];
+        let mut buf = Vec::new();
         for line in lines {
             let k = first_match_into(&self.kinds, line, &mut spans);
             kind.push(k.map(|k| k as i64));
+            let vals = match k {
+                Some(k) => self.values(k, line, &spans, &mut buf),
+                None => vec![None; n],
+            };
             for (i, col) in cols.iter_mut().enumerate() {
-                let (a, b) = spans[i];
-                let value = k.filter(|_| a != u32::MAX).map(|_| &line[a as usize..b as usize]);
+                let value = vals[i];
                 col.push(value, k.and_then(|k| self.convs[k][i].as_ref()));
                 if let Some(p) = &self.fields[i].pairs {
                     let out = &mut derived[i];
@@ -183,16 +214,15 @@ impl Compiled {
         );
         let mut cols = self.columns();
         let mut spans = vec![(u32::MAX, u32::MAX); n];
+        let mut buf = Vec::new();
         for (r, line) in lines.iter().enumerate() {
             let Some(k) = first_match_into(&self.kinds, line, &mut spans) else {
                 kind.push(None);
                 continue;
             };
             kind.push(Some(k as i64));
-            let value = |i: usize| {
-                let (a, b) = spans[i];
-                (a != u32::MAX).then(|| &line[a as usize..b as usize])
-            };
+            let vals = self.values(k, line, &spans, &mut buf);
+            let value = |i: usize| vals[i];
             let convs = &self.convs[k];
             let split = self.splits[k].as_ref().filter(|s| !s.fields.is_empty());
             let lists: Vec<Option<Items>> = split.map_or_else(Vec::new, |s| {

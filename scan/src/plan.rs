@@ -198,14 +198,20 @@ pub enum Step {
     /// on to the first occurrence of these bytes (not taking them), or to the end
     Until(memmem::Finder<'static>),
     /// characters of the class, between `min` and `max` of them, as many as may be (fewer only when what follows
-    /// does not match otherwise)
-    Run { class: Class, min: usize, max: usize },
+    /// does not match otherwise); `lazy`: as few as may be (more only when what follows does not match otherwise)
+    Run {
+        class: Class,
+        min: usize,
+        max: usize,
+        lazy: bool,
+    },
     /// the rest of the line (greedy)
     Rest,
     /// as few characters as what follows allows (lazy)
     Lazy,
-    /// the inside of a JSON string: on to the first `"` no backslash escapes (not taking it)
-    Quoted,
+    /// the inside of a quoted string (JSON's, or a Python repr's): on to the first such quote no backslash escapes
+    /// (not taking it)
+    Quoted(u8),
     /// on past the next occurrence of these bytes (the nearest first)
     Find(memmem::Finder<'static>),
     /// these steps, or nothing (the steps first); `caps`: they keep a field
@@ -262,8 +268,15 @@ pub type Spans = Vec<(u32, u32)>;
 const UNSET: (u32, u32) = (u32::MAX, u32::MAX);
 
 /// Work allowed for one line and kind before it is given up as not matching (a line built to make backtracking
-/// explode costs a bounded time; real lines match or fail in a few dozen steps).
+/// explode costs a bounded time; real lines match or fail in a few dozen steps): `BUDGET`, or `BUDGET_PER_BYTE` steps
+/// a byte of a longer line, so that a lazy step that walks a long line (an id up to the line's end) still reaches it,
+/// as a regex does, in a time linear in the line.
 const BUDGET: u32 = 100_000;
+const BUDGET_PER_BYTE: usize = 16;
+
+fn budget(line: &[u8]) -> u32 {
+    BUDGET.max(u32::try_from(line.len().saturating_mul(BUDGET_PER_BYTE)).unwrap_or(u32::MAX))
+}
 
 struct Matcher<'a> {
     line: &'a [u8],
@@ -290,8 +303,34 @@ impl Matcher<'_> {
                 self.seq(rest, end, k)
             }
             Step::Rest => self.seq(rest, line.len(), k),
-            Step::Quoted => self.seq(rest, quoted_end(line, pos), k),
-            Step::Run { class, min, max } => {
+            Step::Quoted(q) => self.seq(rest, quoted_end(line, pos, *q), k),
+            Step::Run {
+                class,
+                min,
+                max,
+                lazy: true,
+            } => {
+                // the fewest first: `min` characters, then one more at a time while the class holds
+                let (mut p, mut n) = class.run(line, pos, *min);
+                if n < *min {
+                    return false;
+                }
+                loop {
+                    if self.seq(rest, p, k) {
+                        return true;
+                    }
+                    if n >= *max || p >= line.len() || self.budget == 0 {
+                        return false;
+                    }
+                    let (member, len) = class.at(&line[p..]);
+                    if !member {
+                        return false;
+                    }
+                    p += len;
+                    n += 1;
+                }
+            }
+            Step::Run { class, min, max, .. } => {
                 let (mut p, mut n) = class.run(line, pos, *max);
                 loop {
                     if n < *min {
@@ -426,8 +465,22 @@ impl Matcher<'_> {
                 }
                 Step::Until(f) => pos = f.find(&line[pos..]).map_or(line.len(), |i| pos + i),
                 Step::Rest => pos = line.len(),
-                Step::Quoted => pos = quoted_end(line, pos),
-                Step::Run { class, min, max } => {
+                Step::Quoted(q) => pos = quoted_end(line, pos, *q),
+                Step::Run {
+                    class,
+                    min,
+                    max,
+                    lazy: true,
+                } => {
+                    let (end, n) = class.run(line, pos, *min);
+                    if n < *min {
+                        return self.failed();
+                    }
+                    // taking more is another way, when the class holds at the next character
+                    self.choice |= n < *max && end < line.len() && class.at(&line[end..]).0;
+                    pos = end;
+                }
+                Step::Run { class, min, max, .. } => {
                     let (end, n) = class.run(line, pos, *max);
                     pos = end;
                     if n < *min {
@@ -547,7 +600,7 @@ impl Matcher<'_> {
 }
 
 /// Whether any of these steps keeps a field.
-fn captures(steps: &[Step]) -> bool {
+pub fn captures(steps: &[Step]) -> bool {
     steps.iter().any(|s| match s {
         Step::Capture { .. } => true,
         Step::Opt { caps, .. } | Step::Repeat { caps, .. } | Step::Alt { caps, .. } => *caps,
@@ -555,12 +608,12 @@ fn captures(steps: &[Step]) -> bool {
     })
 }
 
-/// Where a JSON string's inside starting at `pos` ends (at its closing quote, or the end of the line); an escape at
-/// the very end is left out (the regex's `\\.` cannot take it).
-fn quoted_end(line: &[u8], pos: usize) -> usize {
+/// Where a quoted string's inside starting at `pos` ends (at its closing quote `q`, or the end of the line); an escape
+/// at the very end is left out (the regex's `\\.` cannot take it).
+fn quoted_end(line: &[u8], pos: usize, q: u8) -> usize {
     let mut p = pos;
     while p < line.len() {
-        match memchr::memchr2(b'"', b'\\', &line[p..]) {
+        match memchr::memchr2(q, b'\\', &line[p..]) {
             Some(i) if line[p + i] == b'\\' => p += i + 2,
             Some(i) => return p + i,
             None => return line.len(),
@@ -578,7 +631,7 @@ pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
     let mut m = Matcher {
         line,
         spans: std::mem::take(spans),
-        budget: BUDGET,
+        budget: budget(line),
         choice: false,
     };
     let matched = match m.fast(&kind.steps, 0) {
@@ -613,13 +666,35 @@ pub fn first_match_into(kinds: &[Kind], line: &[u8], spans: &mut Spans) -> Optio
     kinds.iter().position(|kind| match_kind_into(kind, line, spans))
 }
 
+/// Where `steps` matched at the start of `text` end (they need not reach its end; the first path a backtracking
+/// engine finds), or None.
+pub fn prefix_end(steps: &[Step], text: &[u8]) -> Option<usize> {
+    let mut m = Matcher {
+        line: text,
+        spans: Vec::new(),
+        budget: budget(text),
+        choice: false,
+    };
+    match m.fast(steps, 0) {
+        Fast::Ok(end) => return Some(end),
+        Fast::Fail => return None,
+        Fast::Unknown => {}
+    }
+    let mut end = None;
+    m.seq(steps, 0, &mut |_, p| {
+        end = Some(p);
+        true
+    });
+    end
+}
+
 /// Where the first kind that matches at the start of `line` ends (its steps need not reach the line's end).
 pub fn first_end(kinds: &[Kind], line: &[u8]) -> Option<usize> {
     kinds.iter().find_map(|kind| {
         let mut m = Matcher {
             line,
             spans: Vec::new(),
-            budget: BUDGET,
+            budget: budget(line),
             choice: false,
         };
         let mut end = None;
@@ -642,7 +717,7 @@ pub fn find_all(kinds: &[Kind], line: &[u8]) -> Vec<(usize, usize)> {
             let mut m = Matcher {
                 line,
                 spans: Vec::new(),
-                budget: BUDGET,
+                budget: budget(line),
                 choice: false,
             };
             let mut end = None;
@@ -681,6 +756,7 @@ mod tests {
             class: Class::parse(c).unwrap(),
             min,
             max,
+            lazy: false,
         }
     }
     fn until(s: &str) -> Step {
@@ -788,11 +864,31 @@ mod tests {
         );
         let q = kind(vec![
             lit("\""),
-            cap(0, vec![Step::Quoted]),
+            cap(0, vec![Step::Quoted(b'"')]),
             lit("\""),
             Step::End { cr: false },
         ]);
         assert_eq!(fields(&q, r#""a\"b""#, 1).unwrap(), [Some(r#"a\"b"#.into())]);
+    }
+
+    #[test]
+    fn lazy_runs_take_the_fewest() {
+        // ([^\s,]+?)\.?(?:\s|$): the id leaves its last '.' to the optional dot
+        let lazy = Step::Run {
+            class: Class::parse("^\\s,").unwrap(),
+            min: 1,
+            max: usize::MAX,
+            lazy: true,
+        };
+        let k = kind(vec![
+            cap(0, vec![lazy]),
+            Step::opt(vec![lit(".")]),
+            Step::alt(vec![vec![run("\\s", 1, 1)], vec![Step::End { cr: false }]]),
+        ]);
+        assert_eq!(fields(&k, "ab.", 1).unwrap(), [Some("ab".into())]);
+        assert_eq!(fields(&k, "a.b. x", 1).unwrap(), [Some("a.b".into())]);
+        assert_eq!(fields(&k, "é. x", 1).unwrap(), [Some("é".into())]);
+        assert!(fields(&k, "ab,", 1).is_none());
     }
 
     #[test]

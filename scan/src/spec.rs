@@ -3,12 +3,18 @@
 //!
 //! A kind: `{"name": str, "steps": [step, ...], "anchors": [str, ...], "split": {...}}` (anchors: literals a line
 //! must hold for the steps to be tried; split: below). A step is a dict of one of these shapes:
-//! `{"lit": s}`, `{"until": s}`, `{"run": class, "min": n, "max": n}`, `{"rest": true}`, `{"lazy": true}`,
-//! `{"quoted": true}`, `{"find": s}`, `{"optional": [steps]}`, `{"either": [[steps], ...]}`,
+//! `{"lit": s}`, `{"until": s}`, `{"run": class, "min": n, "max": n, "lazy": bool}`, `{"rest": true}`, `{"lazy": true}`,
+//! `{"quoted": true}` (a JSON string's inside; `{"quoted": "'"}`: a Python repr's), `{"find": s}`, `{"optional": [steps]}`, `{"either": [[steps], ...]}`,
 //! `{"repeat": [steps], "min": n, "max": n}`, `{"start": true}`, `{"end": true, "cr": bool}`, and a field:
 //! `{"field": name, ...one of the shapes above, or "steps": [steps]}`, whose value is the span it covered. A field
 //! may say how its text is read: `"type"` ("str", "int", "float": `convert`), `"null"` (spellings of null, e.g.
 //! `["-", ""]`), `"unescape": "json"`, and `"pairs": {"drop": [...], "pick": [...]}` (`pairs`).
+//!
+//! `lookups`: `[{"field": name, "keys": [s, ...], "chars": n, "steps": [steps], "stop": s, "type": ...}, ...]`:
+//! fields of a matched line found by a key, in any order (`SamplingParams(n=1, ..., max_tokens=256, ...)`): after the
+//! leftmost occurrence of any key, the span `steps` match at the start of the next `chars` characters, or the text up
+//! to the next `stop` (no key, no stop: null; the steps hold no field). `outside`: `{"field": name, "mark": s}`: the keys are looked up in the line with that
+//! field's span replaced by `mark` (a prompt's text is never read as fields).
 //!
 //! `split`: `{"fields": [names], "sep": ", ", "group": " : ", "mark": ":"}`: a line of the kind gives one row per
 //! item of these fields (as many as the longest has): each value (but a null spelling) is cut at every `sep`, and at
@@ -22,8 +28,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert::Type;
+use crate::lookup::{Lookup, Outside};
 use crate::pairs::Pairs;
-use crate::plan::{Class, Kind, Step};
+use crate::plan::{Class, Kind, Step, captures};
 
 pub struct Compiled {
     pub kinds: Vec<Kind>,
@@ -32,6 +39,9 @@ pub struct Compiled {
     pub convs: Vec<Vec<Option<Conv>>>,
     /// per kind: the fields whose items become rows
     pub splits: Vec<Option<Split>>,
+    /// per kind: its fields found by a key (`lookup`), and the text they are looked up in
+    pub lookups: Vec<Vec<Lookup>>,
+    pub outside: Vec<Option<Outside>>,
 }
 
 /// A field every kind that holds it names alike, of one type; a field of `name="value"` pairs also gives its kept
@@ -108,10 +118,12 @@ impl Builder {
         }
         if let Some(v) = get("run")? {
             let class = Class::parse(&v.extract::<String>()?).map_err(err)?;
+            let lazy = get("lazy")?.map(|v| v.is_truthy()).transpose()?.unwrap_or(false);
             return Ok(Step::Run {
                 class,
                 min: count(d, "min", 0)?,
                 max: count(d, "max", usize::MAX)?,
+                lazy,
             });
         }
         if get("rest")?.is_some() {
@@ -120,8 +132,14 @@ impl Builder {
         if get("lazy")?.is_some() {
             return Ok(Step::Lazy);
         }
-        if get("quoted")?.is_some() {
-            return Ok(Step::Quoted);
+        if let Some(v) = get("quoted")? {
+            // `true`: a JSON string ('"'); or the quote itself (`"'"`: a Python repr)
+            let q = match v.extract::<String>() {
+                Ok(q) if q.len() == 1 && q.is_ascii() => q.as_bytes()[0],
+                Ok(q) => return Err(err(format!("a quote of one ASCII character, not {q:?}"))),
+                Err(_) => b'"',
+            };
+            return Ok(Step::Quoted(q));
         }
         if let Some(v) = get("find")? {
             return Ok(Step::Find(finder(&v.extract::<String>()?)));
@@ -156,7 +174,16 @@ impl Builder {
         let Some(name) = d.get_item("field")? else {
             return self.shape(d);
         };
-        let name: String = name.extract()?;
+        let slot = self.field(d, name.extract()?)?;
+        let inner = match d.get_item("steps")? {
+            Some(v) => self.steps(&v)?,
+            None => vec![self.shape(d)?],
+        };
+        Ok(Step::Capture { slot, steps: inner })
+    }
+
+    /// The slot of field `name` (added when new), with this kind's reading of it (`type`, `null`, `unescape`).
+    fn field(&mut self, d: &Bound<'_, PyDict>, name: String) -> PyResult<usize> {
         let ty = Type::parse(&string(d, "type")?.unwrap_or_else(|| "str".into())).map_err(err)?;
         let pairs = match d.get_item("pairs")? {
             Some(v) => {
@@ -188,11 +215,44 @@ impl Builder {
             nulls: names(d, "null")?,
             unescape,
         });
-        let inner = match d.get_item("steps")? {
-            Some(v) => self.steps(&v)?,
-            None => vec![self.shape(d)?],
-        };
-        Ok(Step::Capture { slot, steps: inner })
+        Ok(slot)
+    }
+
+    /// A kind's fields found by a key: `{"field": name, "keys": [s, ...], "chars": n, "steps": [...], "type": ...}`.
+    fn lookups(&mut self, kind: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<Lookup>> {
+        let mut out = Vec::new();
+        for l in v.try_iter()? {
+            let l = l?;
+            let d = l.cast::<PyDict>()?;
+            let name: String = d
+                .get_item("field")?
+                .ok_or_else(|| err(format!("a lookup of kind {kind:?} names no field")))?
+                .extract()?;
+            let slot = self.field(d, name)?;
+            let steps = match d.get_item("steps")? {
+                Some(s) => self.steps(&s)?,
+                None => vec![],
+            };
+            if captures(&steps) {
+                return Err(err(format!("a lookup of kind {kind:?} holds a field")));
+            }
+            let keys: Vec<_> = names(d, "keys")?
+                .iter()
+                .map(|k| memmem::Finder::new(k).into_owned())
+                .collect();
+            if keys.is_empty() {
+                return Err(err(format!("a lookup of kind {kind:?} has no key")));
+            }
+            let stop = string(d, "stop")?.map(|s| finder(&s));
+            out.push(Lookup {
+                slot,
+                keys,
+                chars: count(d, "chars", usize::MAX)?,
+                steps,
+                stop,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -203,6 +263,7 @@ pub fn compile(kinds: &Bound<'_, PyAny>) -> PyResult<Compiled> {
         convs: Vec::new(),
     };
     let (mut out, mut convs, mut splits) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lookups, mut outside) = (Vec::new(), Vec::new());
     for kind in kinds.try_iter()? {
         let kind = kind?;
         let d = kind.cast::<PyDict>()?;
@@ -241,6 +302,26 @@ pub fn compile(kinds: &Bound<'_, PyAny>) -> PyResult<Compiled> {
             }
             None => None,
         };
+        lookups.push(match d.get_item("lookups")? {
+            Some(v) => b.lookups(&name, &v)?,
+            None => vec![],
+        });
+        outside.push(match d.get_item("outside")? {
+            Some(v) => {
+                let o = v.cast::<PyDict>()?;
+                let field = string(o, "field")?.unwrap_or_default();
+                let slot = b
+                    .fields
+                    .iter()
+                    .position(|f| f.name == field)
+                    .ok_or_else(|| err(format!("kind {name:?} looks outside an unknown field")))?;
+                Some(Outside {
+                    slot,
+                    mark: string(o, "mark")?.unwrap_or_default().into_bytes(),
+                })
+            }
+            None => None,
+        });
         out.push(Kind { name, anchors, steps });
         convs.push(b.convs.clone());
         splits.push(split);
@@ -253,5 +334,7 @@ pub fn compile(kinds: &Bound<'_, PyAny>) -> PyResult<Compiled> {
         fields: b.fields,
         convs,
         splits,
+        lookups,
+        outside,
     })
 }

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import polars as pl
+
 from .. import capacity
 from ..claims import Claim, Registry
 from ..context import Context
@@ -99,7 +101,7 @@ def build(
                 if f["kind"] != "pressure":  # pressure titles name the pattern themselves
                     f["title"] = f"{f['title']} — the first of {ep['why']}"
                 if names:
-                    f["title"] = f"{_replicas(names)}: {f['title']}"
+                    f["title"] = f"{_replicas(names, metrics_only(ctx))}: {f['title']}"
         elif len(group) > 1:
             ids = named([e["episode_id"] for e in group])
             what = (
@@ -122,7 +124,7 @@ def build(
             per_replica += [(ep["replica"], f) for f in found]
         else:
             out += found
-    out += _across_replicas(per_replica)
+    out += _across_replicas(per_replica, metrics_only(ctx) if per_replica else frozenset())
     out += stop_findings(ctx, eps)
     out += slow_decode_findings(ctx)
     out += traffic_findings(ctx, eps, traffic, reg)
@@ -263,9 +265,33 @@ def named(items: list[str]) -> str:
     return ", ".join(items[:REPEATS_NAMED]) + (", …" if len(items) > REPEATS_NAMED else "")
 
 
-def _replicas(names: list[str]) -> str:
-    """What a title says a finding is on: 'replica-0', or '2 replicas (replica-0, replica-2)'."""
-    return names[0] if len(names) == 1 else f"{len(names)} replicas ({named(names)})"
+def _replicas(names: list[str], targets: frozenset[str] = frozenset()) -> str:
+    """What a title says a finding is on: 'replica-0', or '2 replicas (replica-0, replica-2)'. A metrics target
+    tied to no server log (``targets``: metrics_only) is no replica: it is named as a target (a 2-replica folder
+    read '4 replicas (metrics-a.prom, vllm-server-a, …)')."""
+    reps = [n for n in names if n not in targets]
+    tgt = [n for n in names if n in targets]
+    said = []
+    if reps:
+        said.append(reps[0] if len(reps) == 1 else f"{len(reps)} replicas ({named(reps)})")
+    if tgt:
+        what = "a metrics target" if len(tgt) == 1 else f"{len(tgt)} metrics targets"
+        said.append(f"{what} tied to no server log ({named(tgt)})")
+    return " and ".join(said)
+
+
+def metrics_only(ctx: Context) -> frozenset[str]:
+    """The 'replicas' that are Prometheus targets no server log was tied to (ingest.metric_stats.map_replicas
+    names a target after its log when the log's listen address or series say which): every row of theirs is a
+    metrics sample, and no server event names them."""
+    st = ctx.inputs.stats
+    if not st.height or not {"replica", "origin"} <= set(st.columns):
+        return frozenset()
+    by = st.group_by("replica").agg((pl.col("origin") == "prometheus").all().alias("_p"))
+    prom = {r for r, p in by.iter_rows() if p and r}
+    ev = ctx.inputs.events
+    logged = set(ev["replica"].drop_nulls().unique().to_list()) if "replica" in ev.columns else set()
+    return frozenset(prom - logged)
 
 
 def pattern_key(e: dict) -> tuple:
@@ -274,7 +300,7 @@ def pattern_key(e: dict) -> tuple:
     return (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
 
 
-def _across_replicas(found: list[tuple[str, dict]]) -> list[dict]:
+def _across_replicas(found: list[tuple[str, dict]], targets: frozenset[str] = frozenset()) -> list[dict]:
     """Findings of one replica's episodes in a folder of several: the title names the replica, and the
     findings that would say the same of several replicas (the same kind of trouble at the same times: a
     node or a rollout taking them down together) are one finding naming them all."""
@@ -285,12 +311,13 @@ def _across_replicas(found: list[tuple[str, dict]]) -> list[dict]:
     for (_, _, title), members in groups.items():
         replica, f = members[0]
         names = [r for r, _ in members]
-        f["title"] = f"{_replicas(names)}: {title}"
+        f["title"] = f"{_replicas(names, targets)}: {title}"
         if len(members) > 1:
             f["evidence"] = (
-                f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
-                f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}"
-            )
+                f"the same on {_replicas(names, targets)} (episodes "
+                if targets & set(names)
+                else f"the same on {len(names)} replicas ({', '.join(names)}: episodes "
+            ) + f"{', '.join(g['episode_id'] for _, g in members)}); on {replica}: {f['evidence']}"
             f["start"] = min(g["start"] for _, g in members if g["start"]) if f["start"] else f["start"]
             f["end"] = max((g["end"] for _, g in members if g["end"]), default=f["end"])
         out.append(f)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import clock
+from .. import latency_named
 from ..claims import Fact
 from ..context import Context
 from .clocks import in_gateway
@@ -14,6 +15,11 @@ QUEUE_NEXT = (
     "Fix the queue stage: cap admission with a lower --max-num-seqs or add capacity, and compare "
     "the server's queue time with the client's TTFT"
 )
+
+
+def _named(ep: dict, sig: str) -> str:
+    """The episode's latency with the clock and source it was measured on (episodes.py sets them)."""
+    return latency_named.words(sig, ep.get("signal_clock"), ep.get("signal_source"))
 
 
 def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
@@ -71,7 +77,7 @@ def slow_first_token_finding(ctx: Context, ep: dict) -> dict:
     return make_finding(
         "medium",
         f"Slow first token {clock.hms_range(ep['start'], ep['end'])}",
-        f"TTFT p95 above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s",
+        f"{_named(ep, 'ttft')} above {ctx.slo.ttft_s:g} s for {ep['duration_s']:.0f} s",
         "; ".join([ep["reason"], requests_phrase(ep)]),
         cause,
         nt,
@@ -85,7 +91,7 @@ def slow_e2e_finding(ctx: Context, ep: dict) -> dict:
     return make_finding(
         "medium",
         f"Slow responses {clock.hms_range(ep['start'], ep['end'])}",
-        f"e2e p95 above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
+        f"{_named(ep, 'e2e')} above {ctx.slo.e2e_s:g} s for {ep['duration_s']:.0f} s",
         "; ".join(
             [ep["reason"], requests_phrase(ep)] + ([f"{out:.0f} output tokens on average"] if out else [])
         ),

@@ -7,6 +7,7 @@ import math
 import polars as pl
 
 from ... import clock
+from .. import latency_named
 from ..context import Context
 from .record import make_finding, num, pct, requests_phrase, state_phrase
 
@@ -34,7 +35,8 @@ def _not_admitted(ctx: Context, ep: dict) -> str | None:
     tps = srv["prompt_tps"] if srv.height else None
     if tps is None or srv.height < 2 or tps.null_count() or (tps != 0).any():
         return None
-    if srv["running"].n_unique() != 1 or (srv["kv"].max() or 0) >= ctx.th.kv_full:
+    kv_top = srv.select(pl.col("kv").max()).item()
+    if srv["running"].n_unique() != 1 or (kv_top or 0) >= ctx.th.kv_full:
         return None
     return (
         f"no prompt prefilled on any of its {srv.height} stats lines (prompt throughput 0.0 tokens/s) while up to "
@@ -80,7 +82,8 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     symptom = f"{what} for {ep['duration_s']:.0f} s ({state_phrase(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
-        symptom += f"; first tokens slow (TTFT p95 above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
+        ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
+        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
     ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")

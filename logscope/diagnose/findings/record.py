@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ... import clock
+from ..claims import NAMED_SOURCE
 from ..records import Finding
 
 
@@ -83,7 +84,9 @@ def _latency(ep: dict, f: str) -> str:
     bucket = ep.get(f"{f}_p95_bucket")
     if ep.get(f"{f}_source") == "metrics histogram" and bucket:
         return f"in {bucket} (vLLM's histogram{on})"
-    return f"{num(ep[f'{f}_p95'], 2)} s" + (f" ({clock} clock)" if clock else "")
+    src = " + ".join(NAMED_SOURCE.get(p.strip(), p.strip()) for p in (ep.get(f"{f}_source") or "").split("+"))
+    src = f", {src}" if src.strip() else ""
+    return f"{num(ep[f'{f}_p95'], 2)} s" + (f" ({clock} clock{src})" if clock else " (clock unknown)")
 
 
 def requests_phrase(ep: dict) -> str:

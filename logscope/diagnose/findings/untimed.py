@@ -22,11 +22,13 @@ def untimed_findings(ctx: Context) -> list[Finding]:
     return _requests(ctx, u.requests) + _stats(ctx, u.stats)
 
 
+LAYER = {"client": "the client's records", "gateway": "the gateway's log", "server": "the server's log"}
+
+
 def _where(req: pl.DataFrame) -> str:
-    src = sorted(
-        {s for s in req["latency_source"].drop_nulls().unique().to_list()} or {"the callers' records"}
-    )
-    return ", ".join(s.replace("_", " ") for s in src)
+    """Which layer's records the untimed requests come from (requests.origin), never 'the callers' by default."""
+    got = sorted({LAYER.get(o, o) for o in req["origin"].drop_nulls().unique().to_list()})
+    return " and ".join(got) or "records of an unknown layer"
 
 
 def _latency(ctx: Context, req: pl.DataFrame, col: str, slo: float) -> tuple[str | None, bool, list[Fact]]:
@@ -55,7 +57,8 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
     share = 1 - failed.height / known if known else None
     by = failed.group_by(pl.col("status").alias("s")).len().sort(["len", "s"], descending=[True, False])
     how = ", ".join(f"{c:,} × {s if s is not None else 'no HTTP answer'}" for s, c in by.iter_rows())
-    att = req["client_attempts"].drop_nulls()
+    # the client's attempts, where a client counted them (a gateway's or an engine's row has none: 0 or null)
+    att = req["client_attempts"].filter(req["client_attempts"] > 0)
     attempts = int(att.sum()) if att.len() else None
     retries = attempts - att.len() if attempts is not None else None
     ttft, ttft_over, f1 = _latency(ctx, req, "ttft_s", ctx.slo.ttft_s)
@@ -125,16 +128,17 @@ def _stats(ctx: Context, st: pl.DataFrame) -> list[Finding]:
     if not st.height:
         return []
     kv = st.select(pl.coalesce("kv_usage", "gpu_kv_usage").max()).item()
-    run, wait = st["running"].max(), st["waiting"].max()
+    run, wait, top_gen = st.select(
+        pl.col("running").max(), pl.col("waiting").max(), pl.col("gen_tps").max()
+    ).row(0)
     engines = ", ".join(sorted({e for e in st["engine_kind"].drop_nulls().to_list()})) or "the server"
     state = [
         f"{run:,} running" if run is not None else None,
         f"{wait:,} waiting" if wait is not None else None,
     ]
     state.append(f"KV / token usage up to {pct(kv)}" if kv is not None else None)
-    gen = st["gen_tps"].drop_nulls()
-    if gen.len():
-        state.append(f"{num(float(gen.max()))} tokens/s generated")
+    if top_gen is not None:
+        state.append(f"{num(float(top_gen))} tokens/s generated")
     queue = (wait or 0) >= ctx.th.waiting_min
     full = kv is not None and kv >= ctx.th.kv_full
     what = (

@@ -1,0 +1,108 @@
+"""vLLM's request lifecycle lines (received, added, finished, aborted, failed, preempted) are read by the compiled
+scanner (parsers/_vllm_requests.toml, issue #42): the same rows as the polars regexes they replaced (kept as the
+oracle in tests/vllm_requests_before.py), on every real vLLM log of the fixtures and on lines mutated from them."""
+
+from __future__ import annotations
+
+import functools
+
+import polars as pl
+import vllm_requests_before as before
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import DATA, LAB, PUBLIC, PUBLIC2
+from logscope.parsers import _vllm_lines, _vllm_requests, vllm_server
+from logscope.parsers.base import ParseContext
+
+
+def _rows(lines: list[str]) -> pl.DataFrame:
+    """The parser's rows of these lines (header, time, kinds), as _requests gets them."""
+    frame = pl.DataFrame(
+        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
+    )
+    df = _vllm_lines._parse(frame, {})
+    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"))
+    state: dict = {}
+    df, _, _ = _vllm_lines._times(df, ParseContext(source="x", replica="r", year=2026), state)
+    return _vllm_lines._classify(df, state)
+
+
+def _equal(lines: list[str], prompts: bool = False) -> pl.DataFrame:
+    df = _rows(lines)
+    ctx = ParseContext(source="x", replica="r", year=2026, include_prompts=prompts)
+    want, got = before._requests(df, ctx), _vllm_requests._requests(df, ctx)
+    if want.height == 0:
+        assert got.height == 0
+        return got
+    assert got.select(want.columns).equals(want)
+    return got
+
+
+@functools.cache
+def _real_lines() -> list[str]:
+    files = (
+        sorted(LAB.glob("*/vllm-server*.log"))
+        + sorted(PUBLIC.glob("*.log"))
+        + sorted(PUBLIC2.rglob("*vllm*"))
+        + sorted(p for d in ("vllm-404", "vllm-deaths", "vllm-pastes") for p in (DATA / d).rglob("*"))
+    )
+    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file())
+    return text.split("\n")
+
+
+def test_request_kinds_read_real_lines_as_the_regexes_did():
+    got = _equal(_real_lines())
+    n = dict(got.group_by("event").len().iter_rows())
+    # every kind is there (13,734 received, 13,699 added, 3,096 aborted, 36 failed, 7 preempted, 2 finished), with a
+    # received request's settings (13,697 max_tokens) and V0's token ids (268 prompt lengths)
+    assert n["received"] >= 13_000 and n["added"] >= 13_000 and n["aborted"] >= 3_000
+    assert n["failed"] >= 30 and n["preempted"] >= 5 and n["finished"] >= 2
+    rec = got.filter(pl.col("event") == "received")
+    assert rec["max_tokens"].is_not_null().sum() >= 13_000 and rec["prompt_tokens"].is_not_null().sum() >= 250
+    assert rec["temperature"].is_not_null().sum() >= 13_000 and rec["ignore_eos"].sum() >= 13_000
+    # an 'Aborted request(s)' line of several ids gives a row per id
+    assert got.filter(pl.col("event") == "aborted").group_by("line_no").len()["len"].max() > 1
+
+
+def test_received_prompts_as_the_regexes_read_them():
+    got = _equal([x for x in _real_lines() if "Received request" in x], prompts=True)
+    assert got["prompt"].is_not_null().sum() >= 250  # V0's lines carry the prompt's repr (269)
+
+
+def test_request_kinds_read_the_samples_as_the_regexes_did():
+    got = _equal(list(vllm_server.SAMPLES))
+    assert got.select("event", "request_id").rows() == [
+        ("added", "cmpl-04055ac11e0a42e06d65aaf34e7f61ed-0-8cc11aeb"),
+        ("preempted", "cmpl-3f332f98cfc3a1617a32cc73a50891dc-0"),
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_request_kinds_read_mutated_lines_as_the_regexes_did(data):
+    real = [x for x in _real_lines() if "request" in x or "Sequence group" in x][:20_000]
+    lines = []
+    for _ in range(8):
+        line = data.draw(st.sampled_from(real))
+        at = data.draw(st.integers(0, len(line)))
+        cut = data.draw(st.integers(0, 6))
+        ins = data.draw(st.text(" ,.:'\"\\[]()=_-0123456789TrueFalsepromptNone\t\u00a0é", max_size=6))
+        lines.append(line[:at] + ins + line[at + cut :])
+    _equal(lines, prompts=data.draw(st.booleans()))
+
+
+def test_long_lines_read_as_the_regexes_did():
+    """Real request lines made long (a 48,000-character id, an abort of 5,000 ids): the scanner's work on a line grows
+    with its length, as the regexes' did, rather than stopping at a fixed budget."""
+    real = _real_lines()
+    added = next(x for x in real if "] Added request " in x)
+    aborted = next(x for x in real if "] Aborted request(s) " in x)
+    head, rid = added.rsplit("Added request ", 1)
+    ahead, ids = aborted.rsplit("Aborted request(s) ", 1)
+    lines = [
+        f"{head}Added request {rid.rstrip('.') * 1_000}"[:60_000] + ".",
+        f"{ahead}Aborted request(s) " + ", ".join([ids.rstrip(".")] * 5_000) + ".",
+    ]
+    got = _equal(lines)
+    assert got.height == 5_001 and got["request_id"].str.len_chars().max() > 40_000
