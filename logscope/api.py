@@ -85,6 +85,7 @@ class AnalyzeOptions:
             follow_links=self.follow_links,
             **({"workers": self.workers} if self.workers else {}),
             **({"chunk_bytes": self.chunk_bytes} if self.chunk_bytes else {}),
+            memory_budget=self.max_memory if isinstance(self.max_memory, int) else None,
         )
 
 

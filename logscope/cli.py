@@ -83,7 +83,7 @@ MaxMemOpt = Annotated[
     str,
     typer.Option(
         "--max-memory",
-        help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)",
+        help="memory the analysis may take, e.g. 4G (given, ingest's batches shrink to hold it too); past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)",
     ),
 ]
 TzOpt = Annotated[

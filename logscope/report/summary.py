@@ -275,6 +275,8 @@ def assumptions(ld: Loaded, options: ReportOptions) -> dict:
     for r in ld.table("files").sort("path").iter_rows(named=True):
         for a in r["assumptions"] or []:
             notes.setdefault(a, []).append(r["path"])
+    if ing.get("memory"):  # ingest read the files in batches sized to hold --max-memory (resources.shape)
+        notes.setdefault(str(ing["memory"]), [])
     for a in ld.doc("correlation").get("notes", []) or []:
         notes.setdefault(str(a), [])
     offsets = [
