@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -276,7 +277,8 @@ def choose(out: Path, budget: int | None) -> Choice | None:
 
 def overview(prof: pl.DataFrame) -> dict:
     """Trouble per bin over the whole input, the bin as narrow as OVERVIEW_BINS bins allow."""
-    span = (prof["minute"].max() - prof["minute"].min()).total_seconds() + BUCKET.total_seconds()
+    span = (cast(datetime, prof["minute"].max()) - cast(datetime, prof["minute"].min())).total_seconds()
+    span += BUCKET.total_seconds()
     bin_s = next((b for b in OVERVIEW_STEPS_S if span / b <= OVERVIEW_BINS), OVERVIEW_STEPS_S[-1])
     bins = (
         prof.filter(pl.col("trouble") > 0)
