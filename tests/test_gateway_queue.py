@@ -219,3 +219,20 @@ def test_a_public_rate_limits_refusals_are_read(tmp_path: Path) -> None:
     assert errs["level"].unique().to_list() == ["error"]
     un = pl.read_parquet(tmp_path / "out" / "unrecognized.parquet")
     assert un.filter(pl.col("path").str.ends_with("error.log"))["count"].sum() == 1
+
+
+def test_a_request_signal_lasting_to_the_last_arrival_is_not_cut_by_the_logs(out: Path) -> None:
+    """The TTFT stretch is timed by the requests' arrivals, so it has no sample after the last one (08:29:21), while
+    the logs go on until the gateway's queue drained and nginx stopped (08:30:04). It said 'still abnormal when the
+    logs end'; it lasted as long as the load did."""
+    diag = _diag(out)
+    e1 = diag["episodes"][0]
+    assert e1["signal"] == "ttft" and e1["class"] == "sustained"
+    assert "no recovery while the load lasted (last arrival 08:29:21)" in e1["reason"]
+    s = json.loads((out / "summary.json").read_text())
+    assert (
+        s["verdict"][1]
+        == "Sustained regime, not a one-off: no recovery while the load lasted (last arrival 08:29:21)."
+    )
+    claim = next(c for c in s["claims"] if c["id"] == e1["claim_id"])
+    assert {f["name"]: f["value"] for f in claim["facts"]}["rule"] == "load_end"

@@ -562,6 +562,23 @@ def _classify(
         "arrival_rate_during": ep["arrival_rate_during"],
         "arrival_rate_after": ep["arrival_rate_after"],
     }
+    tol = timedelta(seconds=th.load_end_tolerance_s)
+    if (
+        not ep["recovered"]
+        and sig in REQUEST_SIGNALS
+        and ctx.load_end is not None
+        and end >= ctx.load_end - tol
+        and ctx.span_hi is not None
+        and ctx.span_hi > end + tol
+    ):
+        # a signal of the requests (timed by their arrivals) has no sample after the last arrival: it did not end with
+        # the logs, which go on (gateway-queue: its TTFT stretch ends with the last arrival at 08:29:22, the queue
+        # drained until 08:30:00). It lasted as long as the load did
+        ep["decided_by"] = {"rule": "load_end", **load}
+        return (
+            "sustained",
+            f"{head}{SEP}no recovery while the load lasted (last arrival {_t(ctx.load_end)}){comp}",
+        )
     if not ep["recovered"]:
         stop = stop_in(ctx, ep)
         ep["decided_by"] = {
@@ -575,7 +592,6 @@ def _classify(
                 f"shutdown: SIGTERM, a deploy or a failing probe){comp}"
             )
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
-    tol = timedelta(seconds=th.load_end_tolerance_s)
     if ctx.load_end is not None and start > _last_arrival_at(ctx, ep):
         # it began after the last arrival and went back to baseline while the server still reported: the backlog
         # of the last requests, drained (kv-short: 3 long prompts sent at once, served one at a time, waiting
