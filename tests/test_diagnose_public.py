@@ -91,7 +91,9 @@ def test_07_sustained_hang_waiting_14_unchanged(tmp_path):
     e = d["episodes"][0]
     assert (e["peak"], e["waiting_mean"], e["running_max"], e["kv_max"]) == (14.0, 14.0, 1.0, 0.768)
     assert "still abnormal when the logs end" in e["reason"]
-    assert "below" in d["findings"][0]["cause"]  # requests wait although KV usage stays below 90 %
+    # none admitted while 23 % of the cache was free and nothing was prefilled (findings/pressure._not_admitted)
+    assert "none of the waiting requests is admitted with 23.2 % of the cache free" in d["findings"][0]["cause"]
+    assert "no prompt prefilled on any of its 3 stats lines" in d["findings"][0]["evidence"]
 
 
 @pytest.mark.parametrize(

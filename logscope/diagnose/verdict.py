@@ -70,7 +70,8 @@ def _verdict(
             )
             # records with no time (a pasted table, a log without asctime): no range to hold episodes; a platform
             # kill or an event has its time, so this is said only of a finding with none
-            if lo is None and top["start"] is None:
+            untimed = getattr(ctx.inputs, "untimed", None)
+            if lo is None and top["start"] is None and untimed is not None and not untimed.empty:
                 line = "No time range could be examined: its records carry no time."
                 return [f"{top['title']}.", line, test], "finding", None
             return [f"{top['title']}.", f"No episode in {rng}: {kind}.", test], "finding", None
