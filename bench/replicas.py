@@ -33,8 +33,12 @@ def run_one(code: Path, src: Path, max_memory: str, limit: float) -> dict:
     try:
         cmd = ["timeout", str(limit), sys.executable, "-P", "-m", "logscope", "analyze", str(src), "-o"]
         cmd += [str(out / "o"), "-q", "--max-memory", max_memory]
+        before = os.getloadavg()[0]
         m = measure(cmd, env={**os.environ, "PYTHONPATH": str(code)})
         m["stopped"] = m["seconds"] >= limit - 1
+        m["load"] = (
+            f"{before:.1f} / {os.getloadavg()[0]:.1f}"  # 1-minute load before / after: a shared machine
+        )
         return m
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -70,7 +74,9 @@ def main() -> int:
             folders.append(d)
     codes = {"this code": HERE.parent}
     print(
-        "| folder | code | --max-memory | s | CPU s | peak RSS MB |\n|---|---|---|---:|---:|---:|", flush=True
+        "| folder | code | --max-memory | s | CPU s | peak RSS MB | load before / after |\n"
+        "|---|---|---|---:|---:|---:|---|",
+        flush=True,
     )
     with ExitStack() as stack:
         if a.against and Path(a.against).is_dir():  # a checkout already there (``git archive REV | tar x``)
@@ -87,7 +93,7 @@ def main() -> int:
                         state = "" if m["ok"] or m["stopped"] else f" (exit: {m.get('error', '')[:80]})"
                         print(
                             f"| {src.name} | {label} | {mm} | {more}{m['seconds']:.1f} | {m['cpu']:.1f} | "
-                            f"{m['rss']:.0f}{state} |",
+                            f"{m['rss']:.0f}{state} | {m['load']} |",
                             flush=True,
                         )
     return 0

@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import outdir, slo
+from .diagnose.thresholds import Thresholds
 from .errors import ExitCode, LogscopeError
 from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, child_process
 from .ingest import ingest as _ingest
@@ -67,7 +68,13 @@ class AnalyzeOptions:
     # (logscope.cluster; the 'dask' extra)
     cluster: str | None = None
     command_line: str = ""
-    extra: dict = field(default_factory=dict)
+    # the diagnosis' thresholds (logscope.diagnose.thresholds), and the names a stored diagnosis.json set that no
+    # threshold of this version has (``logscope report OUT --since`` judges by the stored ones; reported, not lost)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    thresholds_unknown: tuple[str, ...] = ()
+    # ``logscope compare``: the SLO fields given on its command line ({"ttft_s", "e2e_s", "success"}; None: the
+    # first run's)
+    compare_slo: dict[str, float] | None = None
 
     def ingest_options(self) -> IngestOptions:
         return IngestOptions(
@@ -78,6 +85,7 @@ class AnalyzeOptions:
             follow_links=self.follow_links,
             **({"workers": self.workers} if self.workers else {}),
             **({"chunk_bytes": self.chunk_bytes} if self.chunk_bytes else {}),
+            memory_budget=self.max_memory if isinstance(self.max_memory, int) else None,
         )
 
 
@@ -114,7 +122,9 @@ def diagnose(out_dir: str | Path, options: AnalyzeOptions | None = None) -> dict
 def _checked(options: AnalyzeOptions) -> AnalyzeOptions:
     """``options`` when its SLO is one a diagnosis can judge by (``slo.check``: a LogscopeError, code 2, else):
     a notebook's options are checked as the command line's are."""
-    slo.check({k: getattr(options, k) for k in slo.DEFAULTS})
+    slo.check(
+        {"slo_ttft_s": options.slo_ttft_s, "slo_e2e_s": options.slo_e2e_s, "slo_success": options.slo_success}
+    )
     return options
 
 
@@ -374,7 +384,7 @@ def _compare_args(options: AnalyzeOptions | None, progress: Progress | None):
     def analyse(src: Path, dst: Path) -> None:
         analyze(src, dst, replace(opts, command_line=""), progress)
 
-    slo_given = (opts.extra or {}).get("compare_slo")
+    slo_given = opts.compare_slo
     if slo_given:  # {"ttft_s", "e2e_s", "success"}: checked as --slo-* are
         slo.check({f"slo_{k}": v for k, v in slo_given.items()})
     return CompareOptions(opts.command_line, slo_given), analyse

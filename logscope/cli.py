@@ -83,7 +83,7 @@ MaxMemOpt = Annotated[
     str,
     typer.Option(
         "--max-memory",
-        help="memory the analysis may take after ingest, e.g. 4G; past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)",
+        help="memory the analysis may take, e.g. 4G (given, ingest's batches shrink to hold it too); past it, the range around the worst minute that fits is analysed ('auto': 80 % of the memory free; 'none': the whole input whatever it takes)",
     ),
 ]
 TzOpt = Annotated[
@@ -397,6 +397,7 @@ def analyze(
             style="yellow",
         )
     from . import api
+    from .diagnose.thresholds import Thresholds
 
     cliargs.window(window)
     slos = slo.given(slo_ttft, slo_e2e, slo_success)
@@ -416,14 +417,8 @@ def analyze(
         ingest_apart=apart,
         png=png,
         export_traces=export_traces_,
+        thresholds=Thresholds(slo_no_preemption=slo_no_preemption, slo_no_queue=slo_no_queue),
         **slos,
-    )
-    opts.extra.update(
-        {
-            k: True
-            for k, on in (("slo_no_preemption", slo_no_preemption), ("slo_no_queue", slo_no_queue))
-            if on
-        }
     )
     prog, cb = _progress(quiet or json_)
     started = datetime.now(UTC).replace(microsecond=0)
@@ -544,8 +539,7 @@ def compare(
         _check_input(p)
         _out_dir(p, o)
     output(o)
-    opts = _options()
-    opts.extra["compare_slo"] = slo_given(slo_ttft, slo_e2e, slo_success)
+    opts = _options(compare_slo=slo_given(slo_ttft, slo_e2e, slo_success))
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         pair = len(runs) == 2
@@ -562,10 +556,12 @@ def _settings_of(out_dir: Path) -> dict:
     """The SLO and thresholds the folder was diagnosed with, so that another range is judged alike."""
     try:
         from .diagnose import slo_options
+        from .diagnose.thresholds import from_dict
 
         d = json.loads((out_dir / "diagnosis.json").read_text(encoding="utf-8"))
         kept = {k: v for k, v in slo_options(d).items() if _possible(k, v)}  # one no SLO can be: the default
-        return {**kept, "extra": {"thresholds": dict(d.get("thresholds") or {})}}
+        th, unknown = from_dict(d.get("thresholds") or {})
+        return {**kept, "thresholds": th, "thresholds_unknown": tuple(unknown)}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 

@@ -1,7 +1,7 @@
 """The one error type the library raises on purpose, and the exit codes the command line ends with.
 
 ``ExitCode`` is the only place a code is defined: ``LogscopeError.code`` is one, the CLI exits with one, and
-README's exit-code table is checked against it (tests/test_errors.py). A pipeline reads these codes, so a
+docs/usage.md's exit-code table is checked against it (tests/test_errors.py). A pipeline reads these codes, so a
 code's meaning never changes; a new kind of failure gets a new member.
 """
 
@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What ``logscope`` exits with; each member's doc line is the row README's table shows."""
+    """What ``logscope`` exits with; each member's doc line is the row docs/usage.md's table shows."""
 
     OK = 0
     FAIL_ON = (
@@ -41,8 +41,8 @@ class LogscopeError(Exception):
         self.code = ExitCode(code)
 
 
-# README's "Exit codes" table, row by row: ``python -m logscope.errors`` prints it, tests/test_errors.py keeps
-# README equal to it (edit the text here, then paste the output there)
+# docs/usage.md's "Exit codes" table, row by row: ``python -m logscope.errors`` prints it, tests/test_errors.py keeps
+# docs/usage.md equal to it (edit the text here, then paste the output there)
 MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "done",
     ExitCode.FAIL_ON: "`--fail-on` matched an episode class",
@@ -58,7 +58,7 @@ MEANINGS: dict[ExitCode, str] = {
 
 
 def table() -> str:
-    """README's exit-code table, from ``MEANINGS``."""
+    """docs/usage.md's exit-code table, from ``MEANINGS``."""
     rows = [f"| {int(c)} | {MEANINGS[c]} |" for c in ExitCode]
     return "\n".join(["| code | meaning |", "|---|---|", *rows]) + "\n"
 

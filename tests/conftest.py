@@ -17,6 +17,14 @@ PUBLIC2 = FIXTURES / "public-2"
 DATA = ROOT / "tests" / "data"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/goldens/<format>/*.txt from this code's output (tests/test_goldens.py)",
+    )
+
+
 def need(path: Path) -> Path:
     """A fixture the repository carries: its absence is a failure, never a skip."""
     if not path.exists():

@@ -36,10 +36,15 @@ def _whole(out: Path) -> int:
     return budget.whole_need(out, kept_client_sources(out, sample=budget.PICK_SAMPLE)[0])
 
 
+def _floor(out: Path) -> int:
+    """The estimate with no records: what the later stages take for the folder's replicas alone."""
+    return budget.need(0, replicas=budget.replicas(out))
+
+
 def _too_small_for_slices(out: Path) -> int:
     """A budget that the whole input does not fit even correlated in time slices: analyze takes a range."""
     rec = budget.records_bytes(out, kept_client_sources(out, sample=budget.PICK_SAMPLE)[0])
-    return budget.BASE_BYTES + (budget.need(rec, sliced=True) - budget.BASE_BYTES) // 2
+    return _floor(out) + (budget.need(rec, sliced=True, replicas=budget.replicas(out)) - _floor(out)) // 2
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +100,9 @@ def test_the_estimate_is_the_sum_of_its_minutes(tables):
     """The whole need and the per-minute profile count the same records; trouble sits in the surge."""
     whole = budget.whole_need(tables)
     prof, untimed = budget.profile(tables)
-    assert whole > budget.BASE_BYTES
-    assert budget.need(prof["bytes"].sum() + untimed) == pytest.approx(whole, rel=1e-6)
+    n = budget.replicas(tables)
+    assert whole > _floor(tables)
+    assert budget.need(prof["bytes"].sum() + untimed, replicas=n) == pytest.approx(whole, rel=1e-6)
     # correlation keeps one view of the storm's client (its JSON lines or its DEBUG log): the estimate that
     # decides counts that one; every view counted is the cheap upper bound tried first
     kept, dropped = kept_client_sources(tables, sample=budget.PICK_SAMPLE)
@@ -104,8 +110,10 @@ def test_the_estimate_is_the_sum_of_its_minutes(tables):
         len(kept) == 1 and len(dropped) == 1 and (kept, dropped) == kept_client_sources(tables)
     )  # as correlation
     prof_kept, untimed_kept = budget.profile(tables, kept)
-    assert budget.need(prof_kept["bytes"].sum() + untimed_kept) == pytest.approx(_whole(tables), rel=1e-6)
-    assert budget.BASE_BYTES < _whole(tables) < whole
+    assert budget.need(prof_kept["bytes"].sum() + untimed_kept, replicas=n) == pytest.approx(
+        _whole(tables), rel=1e-6
+    )
+    assert _floor(tables) < _whole(tables) < whole
     # every minute with a record is there: the server's start (08:28) before the first request too
     ga = pl.read_parquet(tables / "gateway_attempts.parquet")
     assert set(ga["ts_start"].dt.truncate("1m")) < set(prof["minute"])
@@ -145,7 +153,8 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
     whole = _whole(tables)
     assert budget.choose(tables, None) is None
     assert budget.choose(tables, whole) is None
-    half = budget.BASE_BYTES + (whole - budget.BASE_BYTES) // 2
+    half = _floor(tables) + (whole - _floor(tables)) // 2
+    n = budget.replicas(tables)
     c = budget.choose(tables, half)
     assert c is not None and c.range.chosen["reason"].startswith("the whole input would need")
     assert c.range_bytes <= half < c.whole_bytes == whole
@@ -160,7 +169,7 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
     nxt = pl.concat([before, after])
     assert nxt.height  # the range is not the whole run
     for b in nxt["bytes"]:
-        assert budget.need(inside["bytes"].sum() + b) > half
+        assert budget.need(inside["bytes"].sum() + b, replicas=n) > half
     # how much of the trouble it holds, and where the rest is: further ranges that fit, apart from it and
     # from each other, the first around the worst minute left out
     assert (c.trouble_in, c.trouble_total) == (inside["trouble"].sum(), prof["trouble"].sum())
@@ -172,7 +181,9 @@ def test_a_range_is_chosen_only_past_the_budget(tables):
         spans.append((lo, hi))
         part = prof.filter(pl.col("minute").is_between(lo, hi))
         assert o["trouble"] == part["trouble"].sum()
-        assert budget.need(part["bytes"].sum()) <= half or part.height == 1  # fits, or one minute alone
+        assert (
+            budget.need(part["bytes"].sum(), replicas=n) <= half or part.height == 1
+        )  # fits, or one minute alone
     left_out = prof.filter(~pl.col("minute").is_between(c.range.since, c.range.until))
     worst_out = left_out.sort("trouble", descending=True)["minute"][0]
     assert (
@@ -293,13 +304,14 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     assert not memory.tight(tmp_path, None)
     assert not memory.tune_allocator(tmp_path, 1)  # polars is loaded in this process: too late
     # the slices' estimate counts on the freed pages handed back only when they are (set before polars loads)
-    assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(budget.SLICED_FACTOR * 1000)
+    base = budget.need(0, sliced=True)
+    assert budget.need(1000, sliced=True) == base + int((budget.RAMP + budget.SLICED_FACTOR) * 1000)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(
             memory.ALLOCATOR_ENV, "dirty_decay_ms:500,muzzy_decay_ms:1000," + memory.RETURN_FREED
         )  # as polars
-        assert budget.need(1000, sliced=True) == budget.BASE_BYTES + int(
-            budget.SLICED_FACTOR_RETURNING * 1000
+        assert budget.need(1000, sliced=True) == base + int(
+            (budget.RAMP + budget.SLICED_FACTOR_RETURNING) * 1000
         )
 
     def child(extra: dict, *args: str) -> subprocess.CompletedProcess:

@@ -211,12 +211,12 @@ def test_debug_writes_the_traceback_into_out(tmp_path):
     assert not (out / "report.html").exists()  # nothing half-written beside it
 
 
-def test_every_exit_code_is_in_the_readme_table():
-    """One exit-code enum, one table: each code the CLI can return is a row of README's exit codes (130 for Ctrl-C
-    was missing)."""
+def test_every_exit_code_is_in_the_usage_table():
+    """One exit-code enum, one table: each code the CLI can return is a row of docs/usage.md's exit codes (130 for
+    Ctrl-C was missing)."""
     from logscope.cli import ExitCode
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("### Exit codes") :].split("\n## ", 1)[0]
+    usage = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    table = usage[usage.index("### Exit codes") :].split("\n## ", 1)[0]
     rows = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
     assert rows == {int(c) for c in ExitCode}

@@ -22,6 +22,7 @@ import pytest
 from conftest import LAB, need
 from logscope import schemas
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
+from logscope.diagnose.thresholds import Thresholds, from_dict
 
 
 def T(hms: str) -> datetime:
@@ -181,15 +182,23 @@ def test_thresholds_are_settable(spike, tmp_path):
     shutil.copytree(out, tmp_path / "out")
     # arrivals after the spike run at about its baseline rate (1.2/s): asking for twice the baseline before
     # calling it recovered makes it, by that rule, one that ended only with its load
-    d = diagnose(
-        tmp_path / "out", AnalyzeOptions(extra={"recovery_load_ratio": 2, "thresholds": {"no_such": 1}})
-    )
+    th, unknown = from_dict(
+        {"recovery_load_ratio": "2", "no_such": 1}
+    )  # as a stored diagnosis.json gives them
+    d = diagnose(tmp_path / "out", AnalyzeOptions(thresholds=th, thresholds_unknown=tuple(unknown)))
     assert (
         d["episodes"][0]["class"] == "sustained"
         and "ended only when arrivals fell" in d["episodes"][0]["reason"]
     )
     assert d["thresholds"]["recovery_load_ratio"] == 2.0
     assert d["thresholds_unknown"] == ["no_such"]
+    # typed, a threshold no Thresholds has is refused at once; the old single switch still sets both of its heirs
+    with pytest.raises(TypeError):
+        Thresholds(no_such=1)  # type: ignore[call-arg]
+    assert from_dict({"pressure_breaks_slo": "true"}) == (
+        Thresholds(slo_no_preemption=True, slo_no_queue=True),
+        [],
+    )
 
 
 def test_determinism(spike, tmp_path):
@@ -382,7 +391,7 @@ def test_ladder_slo_ttft_1s(ladder_out):
         "ttft",
     )
     # ... and when the user asks for no preemption (--slo-no-preemption), c=16's 58 preemptions fail it: c=8
-    d2 = diagnose(ladder_out, AnalyzeOptions(slo_ttft_s=1.0, extra={"slo_no_preemption": True}))
+    d2 = diagnose(ladder_out, AnalyzeOptions(slo_ttft_s=1.0, thresholds=Thresholds(slo_no_preemption=True)))
     lad2 = d2["ladder"]
     assert lad2["working_boundary"]["concurrency"] == 8.0
     assert (lad2["broke_first_at_next_step"]["concurrency"], lad2["broke_first_at_next_step"]["first"]) == (
@@ -428,14 +437,14 @@ def test_ladder_from_inflight_counts(v0, tmp_path):
     assert lad["working_boundary"]["concurrency"] == 16.0
 
 
-ONE_OFFS = {"recurring_min": 2, "recovery_load_ratio": 0}
+ONE_OFFS = Thresholds(recurring_min=2, recovery_load_ratio=0)
 
 
 def test_recurring_spikes(ladder_out):
     # the ladder's first two episodes start at 08:21:12.139 and 08:21:45.309 (33 s apart); each ends with its
     # step's load, but with recovery_load_ratio 0 any recovery counts: two spikes, and with recurring_min 2 one
     # recurring pattern; the third (still going at the last arrival) stays sustained
-    d = diagnose(ladder_out, AnalyzeOptions(extra=ONE_OFFS))
+    d = diagnose(ladder_out, AnalyzeOptions(thresholds=ONE_OFFS))
     assert [e["class"] for e in d["episodes"]] == ["recurring", "recurring", "sustained"]
     assert d["episodes"][0]["why"] == "2 preemption spikes, starting about every 33 s"
     assert d["episodes"][0]["reason"].startswith(
@@ -460,13 +469,13 @@ def test_repeated_episodes_are_one_finding(ladder_out, monkeypatch):
     spells in a day) are one finding on the first, naming them all."""
     from logscope.diagnose import findings
 
-    before = diagnose(ladder_out, AnalyzeOptions(extra={"recovery_load_ratio": 0}))
+    before = diagnose(ladder_out, AnalyzeOptions(thresholds=Thresholds(recovery_load_ratio=0)))
     spikes = [f for f in before["findings"] if f["title"].startswith("Spike KV pressure")]
     # two findings while REPEATS allows it (ranked by the requests they slowed: E2's first)
     assert sorted(f["episode_id"] for f in spikes) == ["E1", "E2"]
     first = next(f for f in spikes if f["episode_id"] == "E1")
     monkeypatch.setattr(findings, "REPEATS", 1)
-    d = diagnose(ladder_out, AnalyzeOptions(extra={"recovery_load_ratio": 0}))
+    d = diagnose(ladder_out, AnalyzeOptions(thresholds=Thresholds(recovery_load_ratio=0)))
     spikes = [f for f in d["findings"] if f["title"].startswith("Spike KV pressure")]
     assert len(spikes) == 1 and spikes[0]["episode_id"] == "E1"
     assert spikes[0]["title"] == first["title"] + " — the first of 2 like it"
@@ -479,7 +488,7 @@ def test_recurring_start_times_are_capped(ladder_out, monkeypatch):
     from logscope.diagnose import episodes
 
     monkeypatch.setattr(episodes, "RECURRING_SHOWN", 0)
-    d = diagnose(ladder_out, AnalyzeOptions(extra=ONE_OFFS))
+    d = diagnose(ladder_out, AnalyzeOptions(thresholds=ONE_OFFS))
     assert d["episodes"][0]["reason"].startswith(
         "2 preemption spikes, starting about every 33 s (… 1 more …, 08:21:45); this one: "
     )

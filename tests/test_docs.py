@@ -1,4 +1,5 @@
-"""The README stays true: every format and command is documented, and its library example runs."""
+"""The README and docs/usage.md stay true: every format and command is documented (docs/usage.md), the
+Quick start is two commands, the library example runs, and every link between the pages leads somewhere."""
 
 from __future__ import annotations
 
@@ -9,17 +10,18 @@ from conftest import ROOT
 from logscope.cli import app
 
 README = (ROOT / "README.md").read_text()
+USAGE = (ROOT / "docs" / "usage.md").read_text()  # the usage reference, split out of the README
 
 
-def test_every_format_is_in_the_readme_table():
+def test_every_format_is_in_the_usage_table():
     for m in parsers.FORMATS:
-        assert f"| `{m.NAME}` |" in README, m.NAME
+        assert f"| `{m.NAME}` |" in USAGE, m.NAME
 
 
 def test_every_command_is_documented():
     for cmd in app.registered_commands:
         name = cmd.name or cmd.callback.__name__
-        assert f"`logscope {name}" in README, name
+        assert f"`logscope {name}" in USAGE, name
         assert cmd.callback.__doc__
 
 
@@ -32,13 +34,31 @@ def test_quick_start_has_two_bash_blocks():
 
 
 def test_library_example_runs(tmp_path):
-    code = re.search(r"```python\n(.*?)```", README.split("## Library use", 1)[1], re.S).group(1)
+    code = re.search(r"```python\n(.*?)```", USAGE.split("## Library use", 1)[1], re.S).group(1)
     code = code.replace('"/tmp/out"', repr(str(tmp_path / "out"))).replace(
         '"samples/spike"', repr(str(ROOT / "samples" / "spike"))
     )
     ns: dict = {}
-    exec(compile(code, "README", "exec"), ns)
+    exec(compile(code, "docs/usage.md", "exec"), ns)
     assert ns["stats"].height > 0
+
+
+def test_the_readme_points_to_the_usage_and_every_link_leads_somewhere():
+    """README keeps the pitch, the Quick start, the test command and the links; each relative link of README,
+    docs/*.md and CONTRIBUTING.md names a file of the repository (and a heading of it, for an anchor)."""
+    assert "](docs/usage.md)" in README and "## Tests" in README and len(README.splitlines()) < 120
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve()
+            assert dest.exists(), f"{page.name}: {target}"
+            if anchor and dest.suffix == ".md":
+                heads = re.findall(r"^#+ (.+)$", dest.read_text(), re.M)
+                slugs = {re.sub(r"[^a-z0-9 _-]", "", h.lower()).replace(" ", "-") for h in heads}
+                assert anchor in slugs, f"{page.name}: {target}"
 
 
 def test_the_readme_shows_the_report_at_1024_px():

@@ -5,15 +5,19 @@ shifted per replica); docs/performance.md has the figures at 100, 800 and 3,000 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
 
 from conftest import LAB, need
 from logscope import ingest as ingest_pkg
 from logscope.api import AnalyzeOptions, ingest
+from logscope.resources import shape
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -78,3 +82,60 @@ def test_memory_does_not_grow_with_the_replicas(tmp_path):
     assert (files["format"] == "vllm_server").sum() == 240
     assert (files["lines_parsed"] + files["lines_unrecognized"] == files["lines_total"]).all()
     assert pl.read_parquet(tmp_path / "o240" / "server_stats.parquet")["replica"].n_unique() == 240
+
+
+@pytest.mark.slow
+def test_a_low_max_memory_holds_for_a_fleet_with_the_same_tables(tmp_path):
+    """A fleet folder under a budget below what its default batches take: 400 replicas started in the same second,
+    each the first 400 real lines of the lab retry storm's vLLM log (37 MB). Ingest's estimate by files
+    (``resources.shape``) finds that reading them at once passes ``--max-memory 250M``, so it detects and spills in
+    smaller batches, and says so in summary.json, summary.md and the report; the later stages' estimate, by
+    replica, fits the budget, so no range is chosen. The run stays under the budget (the largest process's
+    ru_maxrss: ~225 MiB measured, where the same folder without a budget peaked at ~252 and the code before this
+    estimate chose a range of it) and every table equals the unbounded run's."""
+    src = tmp_path / "fleet"
+    generate_replicas(src, 400, 400, templates=("retry-storm",), spread_s=1)
+    whole, low = tmp_path / "whole", tmp_path / "low"
+    _peak_rss_mb(src, whole, "none")
+    peak = _peak_rss_mb(src, low, "250M")
+    assert peak < 250, peak
+    note = json.loads((low / "ingest.json").read_text())["memory"]
+    assert "more than the 250 MiB budget" in note and "400 files" in note, note
+    summary = json.loads((low / "summary.json").read_text())
+    assert note in [n["text"] for n in summary["assumptions"]["notes"]]
+    assert "range" not in summary["span"]  # the whole analysed: the later stages' estimate fits
+    for name in ("summary.md", "report.html"):
+        assert "their formats were detected" in (low / name).read_text(), name
+    tables = sorted(p.name for p in whole.glob("*.parquet"))
+    assert "requests.parquet" in tables and "episodes.parquet" in tables
+    assert tables == sorted(p.name for p in low.glob("*.parquet"))
+    for name in tables:
+        assert_frame_equal(pl.read_parquet(whole / name), pl.read_parquet(low / name)), name
+    assert pl.read_parquet(low / "server_stats.parquet")["replica"].n_unique() == 400
+
+
+def test_ingest_held_to_a_tiny_budget_gives_the_same_tables(tmp_path):
+    """Ingest under a budget that even its smallest batches pass (1 byte): 100 replica folders of the lab retry
+    storm's real vLLM log (its first 400 lines each, started in the same second) detected 256 KiB of heads at a time, every frame spilled
+    past 1 MiB counted with its fixed cost, and server requests built 10,000 events a pass (there are more, so
+    derive runs several): every table equals the default ingest's, and ingest.json says what was done and that
+    it still needs more than the budget."""
+    src = tmp_path / "fleet"
+    generate_replicas(src, 100, 400, templates=("retry-storm",), spread_s=1)
+    ingest(src, tmp_path / "whole", AnalyzeOptions(max_memory=None))
+    ingest(src, tmp_path / "tiny", AnalyzeOptions(max_memory=1))
+    note = json.loads((tmp_path / "tiny" / "ingest.json").read_text())["memory"]
+    assert note.startswith("memory: reading the 100 files at once would take about") and "even so" in note
+    assert f"built {shape.PASS_MIN:,} events at a time" in note
+    assert "memory" not in json.loads((tmp_path / "whole" / "ingest.json").read_text())
+    events = pl.read_parquet(tmp_path / "whole" / "server_request_events.parquet")
+    assert events.height > shape.PASS_MIN and events["replica"].n_unique() == 100
+    tables = sorted(p.name for p in (tmp_path / "whole").glob("*.parquet"))
+    assert tables == sorted(p.name for p in (tmp_path / "tiny").glob("*.parquet"))
+    for name in tables:
+        (
+            assert_frame_equal(
+                pl.read_parquet(tmp_path / "whole" / name), pl.read_parquet(tmp_path / "tiny" / name)
+            ),
+            name,
+        )

@@ -20,6 +20,7 @@ from markupsafe import escape
 
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
+from logscope.diagnose.thresholds import Thresholds
 from logscope.report import charts, context, panels, render
 from logscope.report.html import CSP, environment, script_json
 from logscope.report.load import load
@@ -567,7 +568,9 @@ def test_long_lists_are_cut_in_the_page_and_the_ticket(tmp_path_factory, tmp_pat
     out = tmp_path / "ladder"
     shutil.copytree(analysed(tmp_path_factory, "ladder"), out)
     monkeypatch.setattr(findings, "REPEATS", 1)  # E1 and E2 (two spikes) become one finding, on E1
-    diagnose(out, AnalyzeOptions(extra={"recovery_load_ratio": 0}))  # any recovery counts: E1, E2 one-offs
+    diagnose(
+        out, AnalyzeOptions(thresholds=Thresholds(recovery_load_ratio=0))
+    )  # any recovery counts: E1, E2 one-offs
     monkeypatch.setattr(report, "MAX_EPISODES_HTML", 2)
     monkeypatch.setattr(report, "MAX_EPISODES_MD", 1)
     render(out, AnalyzeOptions())

@@ -67,6 +67,4 @@ def test_the_library_refuses_it_too(analysed, field):
         api.diagnose(analysed, api.AnalyzeOptions(**field))
     assert e.value.code == 2 and "not a possible SLO" in e.value.what
     with pytest.raises(LogscopeError):
-        api.compare(
-            SAMPLE, SAMPLE, analysed.parent / "cmp", api.AnalyzeOptions(extra={"compare_slo": {"success": 2}})
-        )
+        api.compare(SAMPLE, SAMPLE, analysed.parent / "cmp", api.AnalyzeOptions(compare_slo={"success": 2}))

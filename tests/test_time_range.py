@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze
 from logscope.cli import app
+from logscope.diagnose.thresholds import Thresholds
 from logscope.resources import time_range
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
@@ -173,9 +174,7 @@ def test_ingest_once_then_look_at_ranges(storm, tmp_path):
 def test_another_range_is_judged_by_the_same_slo(tmp_path):
     """report --since re-diagnoses with the SLO and thresholds the folder was diagnosed with, not defaults."""
     out = tmp_path / "calm"
-    analyze(
-        need(LAB / "calm"), out, AnalyzeOptions(slo_ttft_s=0.5, extra={"thresholds": {"cold_start_s": 10}})
-    )
+    analyze(need(LAB / "calm"), out, AnalyzeOptions(slo_ttft_s=0.5, thresholds=Thresholds(cold_start_s=10)))
     r = CliRunner().invoke(app, ["report", str(out), "--since", "2026-11-29T08:20:00Z", "-q"])
     assert r.exit_code == 0, r.output
     d = json.loads((out / "diagnosis.json").read_text())

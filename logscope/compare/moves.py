@@ -23,6 +23,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 import polars as pl
 
@@ -312,7 +313,7 @@ def _throughput(ok: pl.DataFrame) -> float | None:
     t = ok["output_tokens"].drop_nulls() if ok.height else None
     if t is None or t.len() < max(1, ok.height // 2):
         return None
-    span = (ok["ts_end"].max() - ok["ts_start"].min()).total_seconds()
+    span = (cast(datetime, ok["ts_end"].max()) - cast(datetime, ok["ts_start"].min())).total_seconds()
     return num(float(t.sum()) / span) if span > 0 else None
 
 

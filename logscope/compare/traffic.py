@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 import polars as pl
 
@@ -139,7 +140,9 @@ def describe(run: Run, st: list[Step]) -> dict:
     """The run's load in figures (null where the logs do not say)."""
     r = run.table("requests")
     mode = sorted({s.mode for s in st})
-    lo, hi = (r["ts_start"].min(), r["ts_start"].max()) if r.height else (None, None)
+    lo, hi = (cast("datetime | None", r["ts_start"].min()), cast("datetime | None", r["ts_start"].max()))
+    if not r.height:
+        lo = hi = None
     dur = (hi - lo).total_seconds() if lo is not None and hi is not None else None
 
     def mean(c: str) -> float | None:

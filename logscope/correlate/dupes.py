@@ -14,6 +14,7 @@ MANY = 24  # sources past which the pairs are compared at once (fewer: pair by p
 # a source of fewer sends is never another's view by time alone: at the lab's concurrency of 48, one-request files'
 # sends fell within 30 ms of another file's 1 time in 3, and were taken for copies of it
 MIN_SENDS = 20
+NEAR_ROWS = 5_000  # sampled sends looked up at a time (``shares``)
 
 
 def _sampled(df: pl.DataFrame, sample: int) -> pl.DataFrame:
@@ -43,17 +44,28 @@ def shares(
     sends = starts.select("source", "t").sort("source", "t")
     mine = _sampled(sends, sample).with_row_index("_i")
     n_sends = mine.group_by("source").len("n")
+    theirs_t = sends.rename({"source": "other", "t": "u"})
+    # a slice of the sampled sends at a time: in a busy fleet every send has hundreds of others within ``tol``
+    # (64 replicas' 120 client sources: 4.8 GB joined at once); each (source, other, send) is found in its slice
     near = (
-        mine.join_where(
-            sends.rename({"source": "other", "t": "u"}),
-            pl.col("u") >= pl.col("t") - tol,
-            pl.col("u") <= pl.col("t") + tol,
-            pl.col("source") != pl.col("other"),
+        pl.concat(
+            [
+                part.join_where(
+                    theirs_t,
+                    pl.col("u") >= pl.col("t") - tol,
+                    pl.col("u") <= pl.col("t") + tol,
+                    pl.col("source") != pl.col("other"),
+                )
+                .select("source", "other", "_i")
+                .unique()
+                .group_by("source", "other")
+                .len("k")  # a send is in one slice only: the slices' counts add up
+                for part in mine.iter_slices(NEAR_ROWS)
+            ]
+            or [mine.select("source", pl.col("source").alias("other"), pl.len().alias("k")).clear()]
         )
-        .select("source", "other", "_i")
-        .unique()
         .group_by("source", "other")
-        .len("k")
+        .agg(pl.col("k").sum())
         .join(n_sends, on="source")
         .select("source", "other", (pl.col("k") / pl.col("n")).alias("s"))
     )

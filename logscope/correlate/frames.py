@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -373,10 +374,9 @@ def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], 
         mine = sends(src)  # at most ID_SAMPLE of its sends, evenly through the file, as for the ids
         mine = mine.gather_every(max(1, mine.height // ID_SAMPLE))
         b = sends(other).with_columns(pl.lit(True).alias("hit"))
-        hit = (
-            mine.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)["hit"].fill_null(False).mean()
-        )
-        if hit >= DUP_SHARE:
+        joined = mine.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)
+        hit = cast("float | None", joined["hit"].fill_null(False).mean())  # a share; None of no send
+        if hit is not None and hit >= DUP_SHARE:
             return f"{hit:.0%} of its sends coincide (within {DUP_TOL_S * 1000:.0f} ms) with those of {other}"
         return None
 

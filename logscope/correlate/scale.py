@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -21,13 +23,14 @@ ID_COLS = ("request_id", "client_request_id", "logical_request_id", "base_reques
 
 
 def _span_us(tabs: dict[str, pl.DataFrame]) -> int:
-    lo, hi = [], []
+    lo: list[datetime] = []
+    hi: list[datetime] = []
     for df in tabs.values():
         for c, t in df.schema.items():
-            if t == schemas.TS and df.height:
-                lo.append(df[c].min())
-                hi.append(df[c].max())
-    lo, hi = [x for x in lo if x is not None], [x for x in hi if x is not None]
+            if t == schemas.TS and df.height:  # a UTC datetime column: its min and max are datetimes, or None
+                a, b = cast("datetime | None", df[c].min()), cast("datetime | None", df[c].max())
+                lo += [a] if a is not None else []
+                hi += [b] if b is not None else []
     if not lo:
         return 0
     return int((max(hi) - min(lo)).total_seconds() * 1e6) + 60_000_000

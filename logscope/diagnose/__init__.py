@@ -15,6 +15,7 @@ import json
 import math
 from datetime import date, datetime
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -43,9 +44,9 @@ from . import (
 )
 from .context import Context, Slo
 from .tables import Inputs, load
-from .thresholds import Thresholds, from_options
+from .thresholds import ThresholdOptions, Thresholds, from_options
 
-__all__ = ["run", "Thresholds"]
+__all__ = ["run", "Thresholds", "DiagnoseOptions"]
 
 METHOD = [
     "Episodes: each signal is compared with its own baseline (median + k·MAD over the run, with absolute floors "
@@ -76,7 +77,17 @@ def slo_options(diag: dict) -> dict:
     return {opt: slo[key] for opt, key in SLO_KEYS.items() if slo.get(key) is not None}
 
 
-def run(out: Path, options) -> dict:
+class DiagnoseOptions(time_range.RangeOptions, ThresholdOptions, Protocol):
+    """What the diagnosis reads of its options (``AnalyzeOptions`` has them): the range, the window width the
+    correlation chose when None, the SLO, and the thresholds."""
+
+    window: str | None
+    slo_ttft_s: float
+    slo_e2e_s: float
+    slo_success: float
+
+
+def run(out: Path, options: DiagnoseOptions) -> dict:
     out = Path(out)
     with clock.covering(
         *time_range.of(options).clip(*clock.files_span(out))
@@ -84,11 +95,11 @@ def run(out: Path, options) -> dict:
         return _run(out, options)
 
 
-def _run(out: Path, options) -> dict:
+def _run(out: Path, options: DiagnoseOptions) -> dict:
     th, unknown = from_options(options)
     slo = Slo(float(options.slo_ttft_s), float(options.slo_e2e_s), float(options.slo_success))
     rng = time_range.of(options)
-    inp = load(out, getattr(options, "window", None), rng)
+    inp = load(out, options.window, rng)
     inp.untimed = untimed.load(out)
     life = _in_range(
         lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
@@ -182,7 +193,11 @@ def _run(out: Path, options) -> dict:
             "windows_from": inp.windows_origin,
             "window_s": inp.window_s,
         },
-        "slo": {key: float(getattr(options, opt)) for opt, key in SLO_KEYS.items()},
+        "slo": {
+            SLO_KEYS["slo_ttft_s"]: slo.ttft_s,
+            SLO_KEYS["slo_e2e_s"]: slo.e2e_s,
+            SLO_KEYS["slo_success"]: slo.success,
+        },
         "thresholds": th.as_dict(),
         "thresholds_unknown": unknown,
         "method": METHOD,

@@ -1,14 +1,17 @@
 """Named, documented thresholds of the diagnosis. Every number that decides something lives here.
 
-Override any of them with ``AnalyzeOptions.extra``, either flat (``{"kv_full": 0.95}``; other stages'
-keys share that dict, so unknown flat keys are left alone) or under a ``"thresholds"`` key
-(``{"thresholds": {"kv_full": 0.95}}``), where unknown keys are reported, not ignored silently (they end
-up in ``diagnosis.json`` under ``thresholds_unknown``).
+Override any of them with ``AnalyzeOptions(thresholds=Thresholds(kv_full=0.95))``: a name no threshold has
+is a TypeError there. Thresholds given by name from a file (a diagnosis.json's ``thresholds``, which
+``logscope report OUT --since`` judges another range by) go through ``from_dict``, which casts each value to
+its threshold's type and returns the names it does not know: they are reported in ``diagnosis.json`` under
+``thresholds_unknown``, never ignored silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -121,24 +124,38 @@ class Thresholds:
     """A ladder step with a sustained queue (``waiting_min`` on ``queue_min_samples`` samples) misses the SLO
     (``--slo-no-queue``)."""
 
+    def __post_init__(self) -> None:
+        # a whole number given for a fractional threshold is that float: diagnosis.json says 0.0 either way
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(f.default, float) and isinstance(v, int) and not isinstance(v, bool):
+                object.__setattr__(self, f.name, float(v))
+
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def from_options(options) -> tuple[Thresholds, list[str]]:
-    """Thresholds from ``options.extra`` (flat keys or a 'thresholds' dict), and the unknown keys."""
-    extra = dict(getattr(options, "extra", None) or {})
-    given = dict(extra.pop("thresholds", None) or {})
-    names = {f.name: f for f in fields(Thresholds)}
-    for k, v in extra.items():
-        if k in names:
-            given[k] = v
-    if "pressure_breaks_slo" in extra:
-        given.setdefault("pressure_breaks_slo", extra["pressure_breaks_slo"])
-    if "pressure_breaks_slo" in given:  # the one switch these two replaced
+class ThresholdOptions(Protocol):
+    """What the diagnosis reads of its options for its thresholds (``AnalyzeOptions`` has them)."""
+
+    thresholds: Thresholds
+    thresholds_unknown: tuple[str, ...]  # names a stored diagnosis set that no threshold of this version has
+
+
+def from_options(options: ThresholdOptions) -> tuple[Thresholds, list[str]]:
+    """The thresholds to judge by, and the names given that no threshold has."""
+    return options.thresholds, sorted(options.thresholds_unknown)
+
+
+def from_dict(given: Mapping[str, object]) -> tuple[Thresholds, list[str]]:
+    """Thresholds overridden by name (values cast to each threshold's type), and the names no threshold has.
+    ``pressure_breaks_slo``, the one switch ``slo_no_preemption`` and ``slo_no_queue`` replaced, sets both."""
+    given = dict(given)
+    if "pressure_breaks_slo" in given:
         legacy = _cast(False, given.pop("pressure_breaks_slo"))
         given.setdefault("slo_no_preemption", legacy)
         given.setdefault("slo_no_queue", legacy)
+    names = {f.name for f in fields(Thresholds)}
     unknown = sorted(k for k in given if k not in names)
     known = {k: _cast(getattr(Thresholds, k), v) for k, v in given.items() if k in names}
     return replace(Thresholds(), **known), unknown

@@ -27,6 +27,7 @@ from logscope.parsers import _lexicon as lexicon
 from logscope.parsers import _mixed as mixed
 
 from .. import __version__, _scan, jsontext, schemas
+from ..resources import shape
 from . import batches, derive, envelopes, inputs, outliers, pieces, probe, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
@@ -98,6 +99,8 @@ def ingest(
     shutil.rmtree(parts, ignore_errors=True)
 
     found = _found(root, out, opts.follow_links)
+    # batches sized from the budget: a fleet's thousands of small files cost by their number (resources.shape)
+    limits = shape.ingest_limits(opts.memory_budget, len(found), sum(map(sources.head_size, found)))
     # chunks of formats whose chunks are independent (parsers/base.py) run here, a file on every core
     chunk_pool = (
         ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="chunk")
@@ -105,13 +108,15 @@ def ingest(
         else None
     )
     with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as ex:
-        states = _detect(found, opts, root, ex)
+        states = _detect(found, opts, root, ex, min(DETECT_BYTES, limits.detect_bytes))
         year, year_source, ref_ts = _reference_year(states, found)
         plausible = outliers.bounds(ref_ts or datetime(year, 7, 1, tzinfo=UTC))
         for st in states:
             st.plausible = plausible
         stream_files = _streams(states)
-        store = Store(parts, opts.memory_bytes)
+        store = Store(
+            parts, min(opts.memory_bytes, limits.store_bytes), shape.FRAME_BYTES if limits.note else 0
+        )
         job = Job(
             opts,
             (year, year_source, ref_ts),
@@ -155,7 +160,10 @@ def ingest(
         out, list(PARSED_TABLES)
     )  # before derive: the derived tables take the cleared times
     notes = derive.finalize(
-        out, {m.f.rel: members[0].f.rel for members in stream_files for m in members}, passes
+        out,
+        {m.f.rel: members[0].f.rel for members in stream_files for m in members},
+        passes,
+        limits.pass_rows,
     )
     for st in states:
         if st.bad_times:
@@ -183,6 +191,7 @@ def ingest(
         "notes": notes,
         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "fingerprint": fingerprint(root, found, opts),
+        **({"memory": limits.note} if limits.note else {}),
     }
     jsontext.write(out / "ingest.json", meta, jsontext.RECORD)
     return IngestResult(out, files, time.perf_counter() - t0, sum(max(s.f.size, 0) for s in states))
@@ -282,19 +291,22 @@ DETECT_BYTES = 16 * 1024 * 1024
 
 
 def _detect(
-    found: list[sources.InputFile], opts: IngestOptions, root: Path, ex: ThreadPoolExecutor
+    found: list[sources.InputFile],
+    opts: IngestOptions,
+    root: Path,
+    ex: ThreadPoolExecutor,
+    batch_bytes: int,
 ) -> list[FileState]:
-    """Every file's format, a batch of heads at a time (DETECT_BYTES); then which files are copies of others."""
+    """Every file's format, a batch of heads at a time (``batch_bytes``); then which files are copies of others."""
     states: list[FileState] = []
     batch: list[sources.InputFile] = []
     size = 0
     for f in found:
-        head = sources.HEAD_BYTES if f.compression else min(max(f.size, 0), sources.HEAD_BYTES)
-        if batch and size + head > DETECT_BYTES:
+        if batch and size + sources.head_size(f) > batch_bytes:
             states += _detect_batch(batch, opts, root, ex)
             batch, size = [], 0
         batch.append(f)
-        size += head
+        size += sources.head_size(f)
     if batch:
         states += _detect_batch(batch, opts, root, ex)
     _mark_copies(states)

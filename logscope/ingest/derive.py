@@ -27,11 +27,14 @@ def serially(fn: Callable[..., Any], args: list[tuple]) -> list:
     return [fn(*a) for a in args]
 
 
-def finalize(out: Path, logs: dict[str, str] | None = None, run: Map = serially) -> list[str]:
+def finalize(
+    out: Path, logs: dict[str, str] | None = None, run: Map = serially, pass_rows: int | None = None
+) -> list[str]:
     """Build the derived tables; returns notes (assumptions) about the whole folder. ``logs`` names the log each
     source file is part of (the files of a rotated set are one log), by default the file itself. ``run`` runs
-    server_requests' passes (``request_pass``), independent of each other."""
-    _server_requests(out, logs or {}, run)
+    server_requests' passes (``request_pass``), independent of each other; ``pass_rows``, the request events a
+    pass may hold when memory is tight (``resources.shape``; ONE_PASS_MAX and ROWS_PER_PASS otherwise)."""
+    _server_requests(out, logs or {}, run, pass_rows)
     notes = metric_stats.append_derived_stats(out)
     _stats_intervals(out)
     return notes
@@ -70,12 +73,15 @@ _EVENT_COLUMNS = [
 ]
 
 
-def _server_requests(out: Path, logs: dict[str, str] | None = None, run: Map = serially) -> None:
+def _server_requests(
+    out: Path, logs: dict[str, str] | None = None, run: Map = serially, pass_rows: int | None = None
+) -> None:
     logs = logs or {}
     src = out / "server_request_events.parquet"
     dest = out / "server_requests.parquet"
     n = pl.scan_parquet(src).select(pl.len()).collect().item()
-    passes = 1 if n <= ONE_PASS_MAX else -(-n // ROWS_PER_PASS)
+    one, per = (ONE_PASS_MAX, ROWS_PER_PASS) if pass_rows is None else (pass_rows, pass_rows)
+    passes = 1 if n <= one else -(-n // per)
     if passes == 1:
         schemas.conform(_requests_of(pl.scan_parquet(src), logs), "server_requests").sink_parquet(dest)
         return

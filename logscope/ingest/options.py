@@ -40,6 +40,8 @@ class IngestOptions:
     # parsed rows held in memory before spilling to part files (as estimated: their real footprint is larger);
     # 64 MiB against 128: 5 GB ingest 817-839 -> 703-730 MiB in the same 54-55 s (docs/performance.md item 29)
     memory_bytes: int = 64 * 1024 * 1024
+    # the whole run's memory budget (--max-memory): the batches above shrink to hold it (logscope.resources.shape)
+    memory_budget: int | None = None
     segment_bytes: int = 32 * 1024 * 1024  # the smallest segment a large file is cut into (``pieces.plan``)
     segments: int | None = (
         None  # force this many segments per file of a format that allows them (tests, bench)

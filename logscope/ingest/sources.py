@@ -456,3 +456,8 @@ def _count(f: InputFile, tail: int = 0) -> tuple[int, bytes]:
 
 def io_bytes(text: str) -> io.BytesIO:
     return io.BytesIO(text.encode())
+
+
+def head_size(f: InputFile) -> int:
+    """The bytes of ``f`` that detection reads (its head): what a batch of heads holds."""
+    return HEAD_BYTES if f.compression else min(max(f.size, 0), HEAD_BYTES)

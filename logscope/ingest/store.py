@@ -36,8 +36,10 @@ class Store:
     A piece read ahead of its turn (``logscope.ingest.pieces``) may be dropped, or have its counters shifted.
     """
 
-    def __init__(self, parts: Path, budget: int) -> None:
-        self.parts, self.budget = parts, budget
+    def __init__(self, parts: Path, budget: int, frame_bytes: int = 0) -> None:
+        # ``frame_bytes``: what each frame held costs beyond its columns, counted when memory is tight (a fleet's
+        # thousands of small frames: ``resources.shape.FRAME_BYTES``); not otherwise, as spilling them costs time
+        self.parts, self.budget, self.frame_bytes = parts, budget, frame_bytes
         self.frames: dict[str, list[tuple[tuple[int, int, int], pl.DataFrame]]] = {}
         self.spilled: dict[str, list[tuple[tuple[int, int, int], Path]]] = {}
         self.shifts: dict[tuple[int, int], dict[str, int]] = {}  # (stream, segment) -> counter offsets
@@ -48,7 +50,7 @@ class Store:
         df = compact(df)
         with self.lock:
             self.frames.setdefault(name, []).append((key, df))
-            self.size += df.estimated_size()
+            self.size += df.estimated_size() + self.frame_bytes
             if self.size > self.budget:
                 for table in list(self.frames):
                     self._spill(table)

@@ -12,8 +12,6 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import polars as pl
 
@@ -24,6 +22,7 @@ from .fmt import redact_prompt
 from .html import render_html, vega_bundle
 from .load import Loaded, load
 from .markdown import render_markdown
+from .options import Judged, ReportOptions, judged
 from .summary import build
 from .vl import Data, finish
 
@@ -46,11 +45,11 @@ LADDER_COLS = (
 __all__ = ["render", "build", "context", "dumps"]
 
 
-def render(out: Path, options: Any) -> dict[str, Path]:
+def render(out: Path, options: ReportOptions) -> dict[str, Path]:
     """Write the report files into ``out`` and return their paths: summary.json, summary.md, report.html, and
     timeline.png when ``options.png`` asks for it."""
     out = Path(out)
-    png = bool(getattr(options, "png", False))
+    png = options.png
     paths = {
         "summary_json": out / "summary.json",
         "summary_md": out / "summary.md",
@@ -64,14 +63,14 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     painter = _Painter() if png else None
     try:
         ld = load(out)
-        options = judged_by(ld, options)
+        opts = judged_by(ld, options)
         with clock.covering(*ld.rng.clip(*clock.files_span(out))), ThreadPoolExecutor(max_workers=2) as pool:
             bundle = pool.submit(vega_bundle)
-            summary = build(ld, options)
-            timeline = _timeline(ld, summary, options)
+            summary = build(ld, opts)
+            timeline = _timeline(ld, summary, opts)
             # the picture is the longest piece: it is drawn while the other charts and the pages are made
             picture = pool.submit(painter.draw, _png_spec(*timeline, summary)) if painter else None
-            ctx = context(ld, summary, options, timeline)
+            ctx = context(ld, summary, opts, timeline)
             jsontext.write(paths["summary_json"], summary, jsontext.SUMMARY)
             paths["summary_md"].write_text(render_markdown(ctx), encoding="utf-8")
             bundle.result()
@@ -84,16 +83,16 @@ def render(out: Path, options: Any) -> dict[str, Path]:
     return paths
 
 
-def judged_by(ld: Loaded, options: Any) -> Any:
+def judged_by(ld: Loaded, options: ReportOptions) -> Judged:
     """``options`` with the SLO the diagnosis judged by (diagnosis.json): a report rendered again later
     states and draws that SLO, whatever the options of the rendering say."""
     from ..diagnose import slo_options
 
     given = slo_options(ld.doc("diagnosis"))
-    return SimpleNamespace(**{**vars(options), **given}) if given else options
+    return judged(options, given)
 
 
-def _timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
+def _timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | None, list[str]]:
     """The timeline's spec and notes (a timeline that cannot be drawn is a note)."""
     failed: list[str] = []
     spec, notes = _guard(failed, "timeline", charts.timeline, ld, summary, options) or (None, [])
@@ -101,7 +100,7 @@ def _timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, lis
 
 
 def context(
-    ld: Loaded, summary: dict, options: Any, timeline: tuple[dict | None, list[str]] | None = None
+    ld: Loaded, summary: dict, options: ReportOptions, timeline: tuple[dict | None, list[str]] | None = None
 ) -> dict:
     """Everything the templates may name (tests check they name nothing else).
 
@@ -128,7 +127,7 @@ def context(
     notes = [*notes, *failed]
     return {
         "s": summary,
-        "png": bool(getattr(options, "png", False)),  # timeline.png is drawn beside summary.md
+        "png": options.png,  # timeline.png is drawn beside summary.md
         "charts": {
             "timeline": timeline,
             "ladder": ladder,
@@ -157,7 +156,7 @@ def context(
         "claims_html": views.claims_view(summary, MAX_CLAIMS_HTML),
         "claims_md": views.claims_view(summary, MAX_CLAIMS_MD),
         **_ladder_view(summary),
-        **_shapes(ld, getattr(options, "include_prompts", False)),
+        **_shapes(ld, options.include_prompts),
     }
 
 

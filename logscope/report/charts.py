@@ -10,13 +10,15 @@ put together, its episode lane, and the section charts.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import polars as pl
 
 from ..correlate.frames import group_first
 from . import gpu_panel, lanes, span_panel
 from .load import Loaded
+from .options import ReportOptions
 from .panels import (
     BLUE,
     CLASS_COLORS,
@@ -61,7 +63,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
     if w.height <= MAX_WINDOWS:
         return w
     width = float(w["window_s"].drop_nulls().median() or 1.0)
-    span = (w["ts"].max() - w["ts"].min()).total_seconds() + width
+    span = (cast(datetime, w["ts"].max()) - cast(datetime, w["ts"].min())).total_seconds() + width
     factor = int(-(-span // (width * MAX_WINDOWS)))
     every = f"{int(width * factor * 1_000_000)}us"
     aggs = []
@@ -82,7 +84,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
 LATENCY_PANELS = ("ttft", "e2e")
 
 
-def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list[str]]:
+def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | None, list[str]]:
     """The stacked timeline (Vega-Lite dict) and notes on panels left out for lack of data."""
     w = ld.table("windows")
     if w.height == 0:
@@ -90,8 +92,8 @@ def timeline(ld: Loaded, summary: dict, options: Any) -> tuple[dict | None, list
     w = coarsen(w.sort("ts"))
     width_s = float(w["window_s"].drop_nulls().median() or 1.0)
     width_ms = int(width_s * 1000)
-    lo = int(w["ts"].min().timestamp() * 1000)
-    hi = int(w["ts"].max().timestamp() * 1000 + width_ms)
+    lo = int(cast(datetime, w["ts"].min()).timestamp() * 1000)  # windows all have a time
+    hi = int(cast(datetime, w["ts"].max()).timestamp() * 1000 + width_ms)
     tokens_panel = next(p for p in PANELS if p.key == "tokens")
     long = pl.concat(
         [long_rows(w, width_ms=width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
@@ -361,7 +363,7 @@ def range_overview(summary: dict) -> dict | None:
     return finish(spec, d)
 
 
-def ladder_chart(summary: dict, options: Any) -> dict | None:
+def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
     """Latency, throughput and preemptions by step, the working boundary as a green rule."""
     lad = summary.get("ladder") or {}
     steps = [s for s in lad.get("steps", []) if s.get("concurrency") is not None]
@@ -428,12 +430,13 @@ def ladder_chart(summary: dict, options: Any) -> dict | None:
             },
         }
         slo = [
-            (getattr(options, "slo_ttft_s", None), "TTFT SLO"),
-            (getattr(options, "slo_e2e_s", None), "e2e SLO"),
+            (options.slo_ttft_s, "TTFT SLO"),
+            (options.slo_e2e_s, "e2e SLO"),
         ]
         rules = pl.DataFrame({"s": [float(v) for v, _ in slo if v], "label": [n for v, n in slo if v]})
-        if rules.height and lat["seconds"].max() is not None:
-            rules = rules.filter(pl.col("s") <= lat["seconds"].max() * 1.5)  # off-scale SLOs would flatten it
+        top = cast("float | None", lat["seconds"].max())
+        if rules.height and top is not None:
+            rules = rules.filter(pl.col("s") <= top * 1.5)  # off-scale SLOs would flatten it
         layers = [line]
         if rules.height:
             layers.append(

@@ -7,11 +7,12 @@ server's starts and stops as rules (``lanes``) drawn over them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
 from .. import clock
+from .options import ReportOptions, slo_of
 from .vl import ZERO_PLAIN, Data, int_scale, legend, tip
 
 WIDTH = 860  # the timeline's plot width at the page's narrowest (1024 px); the page widens it to fit (report.html)
@@ -266,12 +267,12 @@ def cap_of(values: pl.Series) -> float | None:
     v = v.filter(v > 0)
     if v.len() < 20:
         return None
-    q = float(v.quantile(CAP_QUANTILE) or 0)
-    top = float(v.max() or 0)
+    q = cast("float | None", v.quantile(CAP_QUANTILE)) or 0.0  # positive numbers: a float
+    top = float(cast(float, v.max()))
     if q <= 0 or top <= CAP_FACTOR * q * 1.25:
         return None
     cap = CAP_FACTOR * q
-    return cap if (v > cap).mean() <= 0.02 else None
+    return cap if cast(float, (v > cap).mean()) <= 0.02 else None
 
 
 def cut_note(data: pl.DataFrame, cap: float, value: str = "value") -> str:
@@ -301,7 +302,9 @@ def y_axis(p: Panel, title: str, values: pl.Series) -> tuple[dict, float | None]
     return y, cap
 
 
-def panel(p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, options: Any, d: Data) -> dict:
+def panel(
+    p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, options: ReportOptions, d: Data
+) -> dict:
     """One line panel: its series over the shared backgrounds, with hover points for tooltips."""
     present = set(data["series"].unique().to_list())
     labels = [lbl for _, lbl, _ in p.series if lbl in present]
@@ -342,7 +345,7 @@ def panel(p: Panel, data: pl.DataFrame, back: Backdrop, x: XEnc, per: str, optio
             },
         },
     ]
-    slo = getattr(options, p.slo, None) if p.slo else None
+    slo = slo_of(options, p.slo) if p.slo else None
     if slo and (cap is None or slo <= cap):
         rule = d.add(f"slo-{p.key}", [{"slo": float(slo), "label": f"SLO {slo:g} s"}])
         layers.append(

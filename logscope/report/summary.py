@@ -7,7 +7,8 @@ this dict, so what a reviewer reads and what a script reads are the same numbers
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import polars as pl
 
@@ -15,6 +16,7 @@ from .. import __version__, schemas
 from . import layers_seen, timing
 from .fmt import clean, iso, num
 from .load import Loaded
+from .options import ReportOptions
 
 SCHEMA_VERSION = "1.0"
 MAX_SHAPES = 50  # unrecognised shapes listed in summary.json (all are in unrecognized.parquet)
@@ -34,7 +36,7 @@ RETRY_KEYS = (
 )  # fmt: skip
 
 
-def build(ld: Loaded, options: Any) -> dict:
+def build(ld: Loaded, options: ReportOptions) -> dict:
     """The summary dict, in the key order of the schema."""
     diag = ld.doc("diagnosis")
     na: dict[str, str] = {}
@@ -43,7 +45,7 @@ def build(ld: Loaded, options: Any) -> dict:
         "generated_by": {
             "tool": "logscope",
             "version": __version__,
-            "command_line": getattr(options, "command_line", "") or None,
+            "command_line": options.command_line or None,
         },
         "verdict": verdict(ld),
         "claims": claims(ld),
@@ -51,9 +53,9 @@ def build(ld: Loaded, options: Any) -> dict:
         "span": span(ld),
         "assumptions": assumptions(ld, options),
         "slo": {
-            "ttft_s": num(getattr(options, "slo_ttft_s", None)),
-            "e2e_s": num(getattr(options, "slo_e2e_s", None)),
-            "success": num(getattr(options, "slo_success", None)),
+            "ttft_s": num(options.slo_ttft_s),
+            "e2e_s": num(options.slo_e2e_s),
+            "success": num(options.slo_success),
         },
         "episodes": episodes(ld),
         "findings": findings(ld),
@@ -231,11 +233,12 @@ def span(ld: Loaded) -> dict:
     files = ld.table("files")
     anchored = timing.mtime_anchored(files)
     timed = files.filter(~pl.col("path").is_in(anchored))
-    # a time the file does not state (its modification time: the copy's) never bounds the incident's span
-    lo, hi = timed["first_ts"].min(), timed["last_ts"].max()
+    # a time the file does not state (its modification time: the copy's) never bounds the incident's span; the
+    # columns are UTC datetimes: their min and max are datetimes, or None when every row is null
+    lo, hi = cast("datetime | None", timed["first_ts"].min()), cast("datetime | None", timed["last_ts"].max())
     w = ld.table("windows")
     if lo is None and w.height and not anchored:
-        lo, hi = w["ts"].min(), w["ts"].max()
+        lo, hi = cast("datetime | None", w["ts"].min()), cast("datetime | None", w["ts"].max())
     out: dict = {}
     if ld.rng:
         rng = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
@@ -266,12 +269,14 @@ def _why_no_time(ld: Loaded) -> str:
     return "no line of the inputs carries a time" + (f": {'; '.join(kept)}" if kept else "")
 
 
-def assumptions(ld: Loaded, options: Any) -> dict:
+def assumptions(ld: Loaded, options: ReportOptions) -> dict:
     ing = ld.doc("ingest")
     notes: dict[str, list[str]] = {}
     for r in ld.table("files").sort("path").iter_rows(named=True):
         for a in r["assumptions"] or []:
             notes.setdefault(a, []).append(r["path"])
+    if ing.get("memory"):  # ingest read the files in batches sized to hold --max-memory (resources.shape)
+        notes.setdefault(str(ing["memory"]), [])
     for a in ld.doc("correlation").get("notes", []) or []:
         notes.setdefault(str(a), [])
     offsets = [
@@ -287,7 +292,7 @@ def assumptions(ld: Loaded, options: Any) -> dict:
         for r in ld.table("clock_offsets").sort("source").iter_rows(named=True)
     ]
     return {
-        "timezone": ing.get("tz", getattr(options, "tz", "UTC")),
+        "timezone": ing.get("tz", options.tz),
         "year": ing.get("year"),
         "year_source": ing.get("year_source"),
         "clock_offsets": offsets,

@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
 from .. import schemas
 from ..diagnose.thresholds import Thresholds
-from . import time_range
+from . import shape, time_range
 from .memory import gib, returns_freed
 
 _TH = Thresholds()  # the diagnosis' own levels of a queue, of preemptions and of a nearly full KV cache
@@ -35,6 +36,12 @@ PER_RECORD_FACTOR = 2.5
 # every request, plus what the stage before it left (docs/performance.md, item 33): 5 GB bench folder 1.53 GB
 # (0.75 x the records); with the allocator handing freed pages back (logscope.resources.memory, set by the CLI when memory is
 # tight) 0.94-1.03 GiB (0.40 x), and 1 GB folder 0.58 GiB (0.3 x, ingest's peak). Both rounded up, to err high
+# BASE_BYTES is what the bench folders' fit says at no records; a folder of small logs was measured to take far less
+# (resources.shape: LATER_FLOOR and PER_REPLICA), and reaches BASE_BYTES as its records grow, at RAMP times them:
+# the straight line from the fleets measured (0.4-19 MiB of records) to the 1 GB bench folder (270 MiB: the whole
+# BASE_BYTES, its estimate unchanged). At every fleet measured the estimate is above the peak (docs/performance.md,
+# item 44: 400 replicas 244 against 219 MiB, 800 replicas 311 against 246)
+RAMP = 1.25
 SLICED_FACTOR = 0.9
 SLICED_FACTOR_RETURNING = 0.5
 SLICE_ROWS = (
@@ -143,9 +150,20 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
     return lf, rows, sample.estimated_size() / max(sample.height, 1)
 
 
-def need(records_bytes: float, sliced: bool = False) -> int:
+def need(records_bytes: float, sliced: bool = False, replicas: int = 0) -> int:
     factor = (SLICED_FACTOR_RETURNING if returns_freed() else SLICED_FACTOR) if sliced else PER_RECORD_FACTOR
-    return int(BASE_BYTES + factor * records_bytes)
+    base = shape.later_need(replicas) + min(BASE_BYTES - shape.LATER_FLOOR, RAMP * records_bytes)
+    return int(base + factor * records_bytes)
+
+
+def replicas(out: Path) -> int:
+    """The replicas the server tables name (each costs the later stages ``shape.PER_REPLICA``)."""
+    names = [
+        pl.scan_parquet(p).select(pl.col("replica").unique())
+        for t in ("server_stats", "server_events", "server_requests")
+        if (p := Path(out) / f"{t}.parquet").exists() and "replica" in pl.scan_parquet(p).collect_schema()
+    ]
+    return pl.concat(names).unique().select(pl.len()).collect().item() if names else 0
 
 
 def records_bytes(out: Path, kept: list[str] | None = None) -> float:
@@ -155,7 +173,7 @@ def records_bytes(out: Path, kept: list[str] | None = None) -> float:
 def whole_need(out: Path, kept: list[str] | None = None) -> int:
     """Estimated peak memory of analysing the whole input: row counts times bytes per row of a sample. With
     ``kept`` None, every client source counts (an upper bound that reads no whole column)."""
-    return need(records_bytes(out, kept))
+    return need(records_bytes(out, kept), replicas=replicas(out))
 
 
 def slices_fit(out: Path, budget: int | None) -> bool:
@@ -165,8 +183,8 @@ def slices_fit(out: Path, budget: int | None) -> bool:
     from ..correlate.frames import kept_client_sources
 
     kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
-    rec = records_bytes(out, kept)
-    return need(rec) > budget and need(rec, sliced=True) <= budget
+    rec, n = records_bytes(out, kept), replicas(out)
+    return need(rec, replicas=n) > budget and need(rec, sliced=True, replicas=n) <= budget
 
 
 def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, float]:
@@ -226,13 +244,14 @@ def choose(out: Path, budget: int | None) -> Choice | None:
         return max(among, key=lambda i: (bad[i], size[i], -i))
 
     a = worst(range(len(minutes)))
-    lo, hi, used = _grow(minutes, size, free, a, untimed, budget)
+    n = replicas(out)  # every replica counted in any range: errs high
+    lo, hi, used = _grow(minutes, size, free, a, untimed, budget, n)
     others = []
     while len(others) < OTHERS:
         rest = [i for i in range(len(bad)) if free[i] and bad[i] > 0]
         if not rest:
             break
-        lo2, hi2, _ = _grow(minutes, size, free, worst(rest), untimed, budget)
+        lo2, hi2, _ = _grow(minutes, size, free, worst(rest), untimed, budget, n)
         others.append(
             {
                 "since": time_range.iso(minutes[lo2]),
@@ -245,7 +264,7 @@ def choose(out: Path, budget: int | None) -> Choice | None:
         rng,
         budget,
         whole,
-        need(used),
+        need(used, replicas=n),
         minutes[a].astimezone(UTC),
         int(bad[a]),
         int(sum(bad[lo : hi + 1])),
@@ -258,7 +277,8 @@ def choose(out: Path, budget: int | None) -> Choice | None:
 
 def overview(prof: pl.DataFrame) -> dict:
     """Trouble per bin over the whole input, the bin as narrow as OVERVIEW_BINS bins allow."""
-    span = (prof["minute"].max() - prof["minute"].min()).total_seconds() + BUCKET.total_seconds()
+    span = (cast(datetime, prof["minute"].max()) - cast(datetime, prof["minute"].min())).total_seconds()
+    span += BUCKET.total_seconds()
     bin_s = next((b for b in OVERVIEW_STEPS_S if span / b <= OVERVIEW_BINS), OVERVIEW_STEPS_S[-1])
     bins = (
         prof.filter(pl.col("trouble") > 0)
@@ -277,7 +297,7 @@ def _end(minute: datetime) -> datetime:
 
 
 def _grow(
-    minutes: list, size: list, free: list[bool], a: int, untimed: float, budget: int
+    minutes: list, size: list, free: list[bool], a: int, untimed: float, budget: int, replicas: int = 0
 ) -> tuple[int, int, float]:
     """Minutes lo..hi around ``a`` that fit the budget, grown evenly in time (the nearer neighbour first; a
     side stops at the first minute that does not fit or is already taken); they are marked taken."""
@@ -289,7 +309,7 @@ def _grow(
         right = (minutes[hi + 1] - minutes[a]) if open_hi else None
         go_left = right is None or (left is not None and left <= right)
         i = lo - 1 if go_left else hi + 1
-        if need(used + size[i]) > budget:
+        if need(used + size[i], replicas=replicas) > budget:
             open_lo, open_hi = (False, open_hi) if go_left else (open_lo, False)
             continue
         used += size[i]

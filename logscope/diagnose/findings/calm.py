@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import cast
+
 import polars as pl
 
 from ..claims import Claim, Fact, Registry
@@ -97,11 +100,11 @@ def calm_findings(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Fin
             bits.append(f"{ab} aborted by the caller (vLLM 'Aborted request')")
     if srv.height:
         if srv["running"].drop_nulls().len():
-            bits.append(f"running at most {int(srv['running'].max())}")
+            bits.append(f"running at most {int(cast(float, srv['running'].max()))}")
         if srv["waiting"].drop_nulls().len():
-            bits.append(f"waiting at most {int(srv['waiting'].max())}")
+            bits.append(f"waiting at most {int(cast(float, srv['waiting'].max()))}")
         if srv["kv"].drop_nulls().len():
-            bits.append(f"KV at most {pct(srv['kv'].max())}")
+            bits.append(f"KV at most {pct(cast(float, srv['kv'].max()))}")
     if ctx.pre.height:
         bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
     if cap.get("kv_tokens"):
@@ -198,8 +201,9 @@ def _shape_note(ctx: Context) -> str:
         return ""
     gaps = srv.select((pl.col("ts").diff().dt.total_seconds()).alias("g"))["g"].drop_nulls()
     notes = []
-    regular = gaps.max() <= max(3 * gaps.median(), 1) and gaps.max() <= GAP_NOTE_S
-    if gaps.max() > GAP_NOTE_S:
+    widest, usual = cast(float, gaps.max()), cast(float, gaps.median())  # seconds between stats lines
+    regular = widest <= max(3 * usual, 1) and widest <= GAP_NOTE_S
+    if widest > GAP_NOTE_S:
         notes.append(
             f"stats lines are irregular: gaps of {gaps.min():.0f}–{gaps.max():.0f} s between them (vLLM "
             "logs stats every few seconds while busy; idle intervals are logged at DEBUG, so the gaps "
@@ -208,7 +212,7 @@ def _shape_note(ctx: Context) -> str:
     one = srv["running"].max() == 1 and srv["waiting"].fill_null(0).max() == 0
     no_new = (srv["prompt_tps"].fill_null(0).slice(1) == 0).all()
     if one and no_new and regular and (srv["gen_tps"].fill_null(0) > 0).all():
-        span = (srv["ts"].max() - srv["ts"].min()).total_seconds()
+        span = (cast(datetime, srv["ts"].max()) - cast(datetime, srv["ts"].min())).total_seconds()
         notes.append(
             f"one request generating through the whole {span:.0f} s (about {srv['gen_tps'].mean():.0f} "
             "tokens/s, no new prompt): a single long generation, not an incident (cap max_tokens if "

@@ -1,6 +1,6 @@
 """A decode far slower than any working engine's while nothing waits and the cache is nearly empty: the engine is
 slow, not full (public-2 n14: 0.4 tokens/s for 2 running; vLLM #8847: 0.8 tokens/s for 1 running on a GPU). A
-stall (0 tokens/s) is ``crash._stall``'s; capacity (a queue, a full cache) is ``pressure``'s."""
+stall (0 tokens/s) is ``crash.stall_finding``'s; capacity (a queue, a full cache) is ``pressure``'s."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def _cause(codes: set) -> tuple[str, str]:
     )
 
 
-def fault_finding(ctx, ep: dict, c: dict, when: str) -> Any:  # a Finding or None (crash._crash: dict)
+def fault_finding(ctx, ep: dict, c: dict, when: str) -> Any:  # a Finding or None (crash.death_finding: dict)
     """The death's finding when a GPU fault is tied to it, else None; a CUDA OOM in the death keeps its own."""
     f: Fault | None = fault_for(getattr(ctx, "platform", None), ep["replica"], ep["start"])
     if f is None or "oom" in c["kinds"]:
