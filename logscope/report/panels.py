@@ -276,7 +276,8 @@ def cap_of(values: pl.Series) -> float | None:
 
 
 def cut_note(data: pl.DataFrame, cap: float, value: str = "value") -> str:
-    top = data.sort(value, descending=True).row(0, named=True)
+    # nulls last: a panel's gaps are null rows, and polars sorts them first (kv-blip's timeline was not drawn)
+    top = data.sort(value, descending=True, nulls_last=True).row(0, named=True)
     return f"axis cut at {cap:,.0f}: {top[value]:,.0f} at {top['time']} (drawn at the top)"
 
 
