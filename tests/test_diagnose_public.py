@@ -92,7 +92,9 @@ def test_07_sustained_hang_waiting_14_unchanged(tmp_path):
     assert (e["peak"], e["waiting_mean"], e["running_max"], e["kv_max"]) == (14.0, 14.0, 1.0, 0.768)
     assert "still abnormal when the logs end" in e["reason"]
     # none admitted while 23 % of the cache was free and nothing was prefilled (findings/pressure._not_admitted)
-    assert "none of the waiting requests is admitted with 23.2 % of the cache free" in d["findings"][0]["cause"]
+    assert (
+        "none of the waiting requests is admitted with 23.2 % of the cache free" in d["findings"][0]["cause"]
+    )
     assert "no prompt prefilled on any of its 3 stats lines" in d["findings"][0]["evidence"]
 
 
