@@ -26,6 +26,7 @@ from . import (
     capacity,
     claims,
     clockgap,
+    episode_claim,
     episodes,
     figures,
     findings,
@@ -119,7 +120,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     from_histograms.fill_episodes(ctx, eps)
     for i, e in enumerate(eps, 1):
         e["episode_id"] = f"E{i}"
-        e["claim_id"] = reg.add(episodes.claim(e, th)).id
+        e["claim_id"] = reg.add(episode_claim.claim(e, th)).id
     rows, lad = ladder.analyse(ctx)
     if lad is not None:
         lad["steps"] = rows

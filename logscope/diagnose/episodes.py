@@ -59,7 +59,6 @@ import polars as pl
 
 from .. import clock
 from . import figures, latency_named
-from .claims import REQUIRED, Claim, Fact
 from .context import Context
 from .records import Episode
 from .stretches import REQUEST_SIGNALS, grouped, stretches
@@ -773,65 +772,3 @@ def _recurring(eps: list[dict], th: Thresholds) -> None:
             # the start times once, on the first; the others point to it (a day can hold hundreds of them)
             where = f" ({', '.join(shown)})" if e is first else f", the first {_t(starts[0])}"
             e["reason"] = f"{why}{where}; this one: {e['reason']}"
-
-
-CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
-RULE_WORDS = {
-    "stopped": "still abnormal when its server was stopped",
-    "ends_abnormal": "still abnormal when the logs end",
-    "load_end": "no recovery while the load lasted",
-    "load_fell": "it ended only when its load fell",
-    "load_paused": "it ended when its load paused",
-    "drained": "it began after the last arrival and drained with no new load",
-}
-
-
-def claim(e: Episode, th: Thresholds) -> Claim:
-    """The claim of an episode's class: the rule that decided it and the facts that rule read."""
-    d = dict(e.get("decided_by") or {})
-    state = CLASS_STATE.get(e["class"], e["class"])
-    facts = [
-        Fact("episode", e["episode_id"]),
-        Fact("signal", e["signal"]),
-        Fact("replica", e["replica"]),
-        Fact("start", (e["start"])),
-        Fact("end", (e["end"])),
-        Fact("recovered", e["recovered"], "server_stats"),
-        Fact("rule", d.get("rule")),
-        Fact("rule_words", RULE_WORDS.get(d.get("rule", ""))),
-    ]
-    for k in ("arrival_rate_before", "arrival_rate_during", "arrival_rate_after"):
-        facts.append(Fact(k, d.get(k, e[k]), "requests", unit="/s"))
-    facts += [
-        Fact("last_arrival", (d.get("last_arrival")), "requests"),
-        Fact("stopped_at", (d.get("stopped_at")), "engine_log"),
-        Fact("samples_after", d.get("samples_after"), "server_stats"),
-        Fact(
-            "samples",
-            e["count"] if e["signal"] in ("kv_pressure", "queue", "stall") else None,
-            "server_stats",
-        ),
-        Fact("spikes", d.get("spikes")),
-        Fact("spacing_s", d.get("spacing_s"), unit="s between starts"),
-        Fact("death_kinds", d.get("death_kinds"), "engine_log"),
-        Fact("death_ts", (d.get("death_ts")), "engine_log"),
-        Fact("ready_ts", (d.get("ready_ts")), "engine_log"),
-    ]
-    missing = []
-    if state == "one-off" and d.get("rule") == "drained":
-        missing.append("arrivals after it: whether it recurs under load was not put to the test")
-    elif state == "one-off" and e["arrival_rate_after"] is None:
-        missing.append("the load after it (no request log): recovered, at an unknown load")
-    return Claim(
-        f"episode.{e['episode_id']}",
-        "episode_class",
-        f"{e['episode_id']} ({e['signal']}): one-off or sustained",
-        state,
-        [f for f in facts if f.value is not None or f.name in REQUIRED.get(("episode_class", state), ())],
-        {
-            "recovery_load_ratio": th.recovery_load_ratio,
-            "load_end_tolerance_s": th.load_end_tolerance_s,
-            "recurring_min": th.recurring_min,
-        },
-        missing,
-    )
