@@ -4,7 +4,7 @@
 
 use memchr::memmem;
 
-use crate::plan::{Spans, Step, prefix_end};
+use crate::plan::{Spans, Step, prefix_end, utf8_len};
 
 /// A field found by a key: after the leftmost occurrence of any of `keys`, the span `steps` match at the start of the
 /// next `chars` characters (no steps: all of them), or (`stop`) the text up to the next occurrence of `stop`.
@@ -64,16 +64,6 @@ pub fn find(l: &Lookup, text: &[u8]) -> Option<(usize, usize)> {
         prefix_end(&l.steps, window)?
     };
     Some((start, start + taken))
-}
-
-#[inline]
-fn utf8_len(b: u8) -> usize {
-    match b {
-        0..=0x7f => 1,
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        _ => 4,
-    }
 }
 
 #[cfg(test)]

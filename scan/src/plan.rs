@@ -176,7 +176,7 @@ fn lit_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
 }
 
 #[inline]
-fn utf8_len(b: u8) -> usize {
+pub(crate) fn utf8_len(b: u8) -> usize {
     match b {
         0..=0x7f => 1,
         0xc0..=0xdf => 2,
