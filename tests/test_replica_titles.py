@@ -1,8 +1,11 @@
-"""A Prometheus target is no replica unless it is tied to a server log (#37): traced-2r-kill's two scrape files
-without an instance label (metrics-a.prom.log, metrics-b.prom.log) could not be tied to vllm-server-a / -b (their
-gauges follow both logs: the two replicas shared the load), and a title read '4 replicas (metrics-a.prom,
-vllm-server-a, metrics-b.prom, vllm-server-b)'. Beside it, a folder where the targets are tied (spike-b with
-calm-b's log and scrape beside as a second replica, shifted onto its minutes) names log replicas only."""
+"""A Prometheus target is no replica unless it is tied to a server log (#37). traced-2r-kill's two scrape files
+without an instance label (metrics-a.prom.log, metrics-b.prom.log) could not be tied by their gauges (they follow
+both logs: the two replicas shared the load), and the report told every incident twice: E1 on metrics-a.prom (169
+preemptions) beside E2 on vllm-server-a (192). Their counters tie them: each reads the same token and preemption
+totals, at the same moments, as the Prometheus target whose address a server log names (``ingest.metric_twins``).
+A target with no log keeps its episodes, once. Beside it, a folder where the targets are tied by their gauges
+(spike-b with calm-b's log and scrape beside as a second replica, shifted onto its minutes) names log replicas
+only."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from conftest import LAB, need
@@ -35,18 +39,75 @@ def kill(tmp_path_factory) -> Path:
     return out
 
 
-def test_untied_metrics_targets_are_not_replicas(kill: Path) -> None:
+def _scraped_ports(folder: Path) -> dict[str, str]:
+    """The lab's own record of which port each scrape file read (commands.log: scrape_metrics.sh FILE STEP ADDR)."""
+    found = re.findall(
+        r"scrape_metrics\.sh \$RUN/(\S+)\.log \d+ [\d.]+:(\d+)", (folder / "commands.log").read_text()
+    )
+    return dict(found)
+
+
+def _listening(folder: Path) -> dict[str, str]:
+    """port -> the server log that says it listens there ('Starting vLLM server on http://127.0.0.1:8001')."""
+    out = {}
+    for log in folder.glob("vllm-server-*.log"):
+        for port in re.findall(r"Starting vLLM server on http://[\d.]+:(\d+)", log.read_text()):
+            out[port] = log.stem
+    return out
+
+
+def _preemptions(out: Path) -> dict[str, int]:
+    st = pl.read_parquet(out / "server_stats.parquet").filter(pl.col("origin") == "prometheus")
+    return {r: int(n) for r, n in st.group_by("replica").agg(pl.col("preemptions").sum()).iter_rows()}
+
+
+def test_scrapes_of_one_server_are_tied_by_their_counters(kill: Path) -> None:
+    folder = need(LAB / "traced-2r-kill")
+    ports, listening = _scraped_ports(folder), _listening(folder)
+    assert ports == {"metrics-a.prom": "8001", "metrics-b.prom": "8002"}  # the lab's truth, from its commands
+    notes = json.loads((kill / "ingest.json").read_text())["notes"]
+    for target, port in ports.items():
+        [note] = [n for n in notes if n.startswith(f"metrics scrapes {target} ")]
+        assert f"taken to be the server of log replica {listening[port]}: " in note, note
+        assert f"read the same totals as 127.0.0.1:{port}'s" in note, note
+    s = json.loads((kill / "summary.json").read_text())
+    assert {e["replica"] for e in s["episodes"]} == {"vllm-server-a", "vllm-server-b"}
     titles = _titles(kill)
-    for names in _replicas_counted(titles):
-        assert not any(n.startswith("metrics-") for n in names), names
+    assert not any("metrics" in t for t in titles), titles
     assert any(
-        t.startswith(
-            "2 replicas (vllm-server-a, vllm-server-b) and 2 metrics targets tied to no server log "
-            "(metrics-a.prom, metrics-b.prom): Recurring KV pressure: "
-        )
-        for t in titles
-    ), titles
-    assert any(t.startswith("a metrics target tied to no server log (metrics-a.prom): ") for t in titles)
+        t.startswith("2 replicas (vllm-server-a, vllm-server-b): Recurring KV pressure: ") for t in titles
+    )
+    # one server, counted once: notes.md's per-replica preemptions from its scrapes ('a 360 ..., b 31')
+    truth = re.search(
+        r"Preemptions \(per replica, from its scrapes\): a (\d+) .*?, b (\d+)",
+        (folder / "notes.md").read_text(),
+    )
+    assert truth is not None
+    assert _preemptions(kill) == {"vllm-server-a": int(truth[1]), "vllm-server-b": int(truth[2])}
+    # one incident, one episode: the sustained preemptions of replica a are told once
+    sustained = [e for e in s["episodes"] if e["class"] == "sustained"]
+    assert [(e["replica"], e["signal"]) for e in sustained] == [("vllm-server-a", "preemptions")]
+
+
+def test_a_target_with_no_log_keeps_its_episodes_once(tmp_path: Path) -> None:
+    """Without replica b's log, its Prometheus target (127.0.0.1:8002) is tied to no log: it keeps its episodes,
+    named as a target, and its address-less scrape file (metrics-b.prom) is the same server, not a second one."""
+    copy(need(LAB / "traced-2r-kill"), tmp_path / "in")
+    for f in ("vllm-server-b.log", "otlp-vllm-b.jsonl"):
+        (tmp_path / "in" / f).unlink()
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    notes = json.loads((tmp_path / "out" / "ingest.json").read_text())["notes"]
+    assert any(
+        n.startswith("metrics scrapes metrics-b.prom (no instance label) taken to be target 127.0.0.1:8002: ")
+        for n in notes
+    ), notes
+    assert not any("metrics-b.prom" in n and "vllm-server-a" in n for n in notes), notes
+    eps = json.loads((tmp_path / "out" / "summary.json").read_text())["episodes"]
+    assert {e["replica"] for e in eps} == {"vllm-server-a", "127.0.0.1:8002"}
+    assert _preemptions(tmp_path / "out") == {"vllm-server-a": 360, "127.0.0.1:8002": 31}
+    assert any(
+        "a metrics target tied to no server log (127.0.0.1:8002)" in t for t in _titles(tmp_path / "out")
+    )
 
 
 def test_tied_targets_name_log_replicas_only(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ import polars as pl
 
 from .. import schemas
 from ..numbers import to_int
+from . import metric_twins
 
 RUNNING, WAITING, SWAPPED = (
     "vllm:num_requests_running",
@@ -58,12 +59,13 @@ def append_derived_stats(out: Path) -> list[str]:
     samples = _load(mp)
     if samples.height == 0:
         return []
-    rows = _derive(_dedupe(samples))
+    samples = _dedupe(samples)
+    rows = _derive(samples)
     old = pl.scan_parquet(sp).filter(pl.col("origin").ne_missing("prometheus"))  # re-runs replace, logs stay
     spans = (
         old.group_by("replica").agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi")).collect()
     )
-    rows, notes = map_replicas(rows.with_columns(pl.col("replica").alias("_inst")), out, spans, old)
+    rows, notes = map_replicas(rows.with_columns(pl.col("replica").alias("_inst")), out, spans, old, samples)
     rows = _one_instance(rows)
     # streamed through a file beside the table: the log stats are never all in memory (millions of rows a day)
     tmp = sp.with_name("_server_stats.parquet")
@@ -89,7 +91,11 @@ _LISTEN = r"https?://\[?([0-9A-Za-z.:\-]+?)\]?:(\d+)"
 
 
 def map_replicas(
-    rows: pl.DataFrame, out: Path, log_spans: pl.DataFrame, log_stats: pl.LazyFrame | None = None
+    rows: pl.DataFrame,
+    out: Path,
+    log_spans: pl.DataFrame,
+    log_stats: pl.LazyFrame | None = None,
+    samples: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Name metrics rows after the server log they describe (``log_spans``: each log replica's first and last
     stats time, ``lo`` and ``hi``; ``log_stats``: the logs' stats rows).
@@ -98,7 +104,9 @@ def map_replicas(
     folder. The server's own "Starting vLLM server on http://HOST:PORT" line ties the two; with one
     log replica and one metrics instance and no such line, they are taken to be the same server. When
     the address names several logs running at the time (replicas in containers all listen on
-    0.0.0.0:8000), the log whose running counts follow the instance's gauge is it (``_by_series``).
+    0.0.0.0:8000), the log whose running counts follow the instance's gauge is it (``_by_series``). A scrape
+    file with no address whose counters (``samples``) read another target's totals is that target's server
+    (``metric_twins``), before any guess.
     """
     instances = sorted(rows["replica"].drop_nulls().unique().to_list())
     log_replicas = sorted(log_spans["replica"].drop_nulls().unique().to_list())
@@ -130,13 +138,18 @@ def map_replicas(
                 by_time.add(inst)
             if hits["replica"].n_unique() == 1:
                 mapping[inst] = hits["replica"][0]
-    notes = []
+    notes: list[str] = []
+    twins: dict[str, str] = {}
     by_series = (
         {}
         if log_stats is None or len(log_replicas) < 2
         else _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans)
     )
     mapping.update({i: r for i, (r, _) in by_series.items()})
+    if samples is not None:  # an address-less scrape of another target's server: its counters say so
+        named = {i: mapping.get(i, i) for i in instances if i in mapping or _ADDRESS.search(i)}
+        twins, notes = metric_twins.match(samples, named, [i for i in instances if i not in named], COUNTERS)
+        mapping.update(twins)
     # scrapes that name no address (a /metrics file without an instance label, named after its file) beside a
     # folder of one server log: that server's, as its query_range export of the same series is (the lab's
     # metrics.prom.log made every episode twice, once per 'replica')
@@ -164,7 +177,7 @@ def map_replicas(
                 + (", and the log running when it was scraped)" if i in by_time else ")")
             )
             for i, r in mapping.items()
-            if i not in bare
+            if i not in bare and i not in twins
         ]
     if not mapping:
         return rows, notes
