@@ -44,11 +44,15 @@ def _diag(out: Path) -> dict:
 
 
 def _gap(diag: dict, figure: str = "TTFT") -> dict:
-    """The large clock-gap claim of ``figure`` (one range holds the load: the rate-limited phase)."""
+    """The large clock-gap claim of ``figure`` over an episode (one episode holds the load: the rate-limited
+    phase); the load's phases have their own (``scope`` 'load', tests/test_clock_gap_load.py)."""
     got = [
         c
         for c in diag["claims"]
-        if c["kind"] == "clock_gap" and c["state"] == "large gap" and _v(c, "figure") == figure
+        if c["kind"] == "clock_gap"
+        and c["state"] == "large gap"
+        and _v(c, "figure") == figure
+        and _v(c, "scope") is None
     ]
     assert len(got) == 1, [(c["id"], c["state"]) for c in diag["claims"]]
     return got[0]

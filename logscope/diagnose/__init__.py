@@ -26,6 +26,7 @@ from . import (
     capacity,
     claims,
     clockgap,
+    clockgap_run,
     episode_claim,
     episodes,
     figures,
@@ -127,7 +128,10 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
         for r in rows:
             r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
         lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
-    for c in clockgap.claims(rows, eps, th, inp.requests, inp.gateway, inp.gateway_errors):
+    gaps = clockgap.claims(rows, eps, th, inp.requests, inp.gateway, inp.gateway_errors)
+    if not rows:  # no ladder: the gap over the load's phases too, episode or not (clockgap_run)
+        gaps += clockgap_run.claims(ctx, inp.requests, inp.gateway, inp.gateway_errors)
+    for c in gaps:
         reg.add(c)
         if c.value("figure") == "TTFT":
             ctx.ttft_gaps[str(c.value("where"))] = c

@@ -12,6 +12,7 @@ from typing import Any, cast
 import polars as pl
 
 from .. import clock
+from . import fmt
 from .options import ReportOptions, slo_of
 from .vl import ZERO_PLAIN, Data, int_scale, legend, tip
 
@@ -275,10 +276,19 @@ def cap_of(values: pl.Series) -> float | None:
     return cap if cast(float, (v > cap).mean()) <= 0.02 else None
 
 
-def cut_note(data: pl.DataFrame, cap: float, value: str = "value") -> str:
+def figure(x: float, unit: str | None = None) -> str:
+    """A value of a panel's axis as the note says it: a latency in three significant figures with its unit
+    ('1.42 s', '850 ms'), anything else in three significant figures ('1.5', '37', '1,200'); kv-blip's e2e note
+    read 'axis cut at 1: 1 at 09:53:48' for a cut at 1.2 s and a top of 1.5 s."""
+    if unit is not None and unit.startswith("seconds"):  # 'seconds (clock client)'
+        return fmt.seconds(x)
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def cut_note(data: pl.DataFrame, cap: float, value: str = "value", unit: str | None = None) -> str:
     # nulls last: a panel's gaps are null rows, and polars sorts them first (kv-blip's timeline was not drawn)
     top = data.sort(value, descending=True, nulls_last=True).row(0, named=True)
-    return f"axis cut at {cap:,.0f}: {top[value]:,.0f} at {top['time']} (drawn at the top)"
+    return f"axis cut at {figure(cap, unit)}: {figure(top[value], unit)} at {top['time']} (drawn at the top)"
 
 
 def y_axis(p: Panel, title: str, values: pl.Series) -> tuple[dict, float | None]:
@@ -368,7 +378,7 @@ def panel(
         )
     layers += clipped(data, cap, x, d, p.key)
     layers += back.over
-    return {"layer": layers, "width": WIDTH, "height": PANEL_H, "title": title(p.title, data, cap)}
+    return {"layer": layers, "width": WIDTH, "height": PANEL_H, "title": title(p.title, data, cap, p.y_title)}
 
 
 MAX_CLIPPED_LABELS = 3
@@ -405,7 +415,8 @@ def clipped(data: pl.DataFrame, cap: float | None, x: XEnc, d: Data, key: str) -
     return out
 
 
-def title(text: str, data: pl.DataFrame, cap: float | None) -> dict | str:
+def title(text: str, data: pl.DataFrame, cap: float | None, unit: str | None = None) -> dict | str:
     if cap is None:
         return text
-    return {"text": text, "subtitle": cut_note(data, cap), "subtitleFontSize": 11, "subtitleColor": "#52606d"}
+    note = cut_note(data, cap, unit=unit)
+    return {"text": text, "subtitle": note, "subtitleFontSize": 11, "subtitleColor": "#52606d"}

@@ -1,0 +1,95 @@
+"""The callers' clock beside the engine's over the load itself, not only inside an episode or a ladder step.
+
+A queue in front of the engine (a gateway's rate limit, the API server process) can keep the callers waiting far
+longer than vLLM's own histogram shows while no engine signal moves and the callers' latency stays under a lax SLO:
+no episode forms, and the gap was never measured (gateway-queue with ``--slo-ttft 60``: "Nothing alarming" over
+callers' TTFT p95 33.7 s against the engine's 0.45 s). So where a folder has no ladder, the gap is measured over
+each of the client's load phases (one client's phases, as it logged them), or over the whole load when no phase is
+logged, over the requests that were answered (the engine's histograms count finished requests; its window runs to
+the last answer of a request the phase sent), with the same rule and thresholds as a step's (``clockgap``): large when the callers' p95 is at least
+``clock_gap_min_s`` above the upper bound of the engine p95's histogram bucket and at least ``clock_gap_ratio``
+times that bound. A ladder's steps are its phases already (``clockgap.claims`` measures them).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from . import clockgap
+from .claims import Claim, Fact
+from .context import Context
+
+SCOPE = "load"  # the claims' ``scope`` fact: measured over the load, not over an episode or a step
+
+
+def claims(
+    ctx: Context, req: pl.DataFrame, gw: pl.DataFrame | None, gw_errors: pl.DataFrame | None
+) -> list[Claim]:
+    """The gap claims of each load phase (or of the whole load), each with the ``scope`` fact ``load``."""
+    hist = getattr(ctx, "hist", None)
+    if hist is None or not req.height or "ts_start" not in req.columns:
+        return []
+    out = []
+    if "outcome" in req.columns:  # answered requests: the engine's histograms count finished requests only
+        req = req.filter(pl.col("outcome").is_null() | (pl.col("outcome") == "ok"))
+    for where, key, lo, hi in _ranges(ctx.inputs.phases, req):
+        # the engine's window runs to the last answer of a request the phase sent: the slowest answers (a queue's
+        # tail) arrive after the phase ends, and the engine's histogram counts a request when it finishes
+        ends = (
+            req.filter(pl.col("ts_start").is_between(lo, hi))["ts_end"].max()
+            if "ts_end" in req.columns
+            else None
+        )
+        measured = hist.measure_all(lo, max(hi, ends) if ends is not None else hi)
+        fig: dict = {"ts_start": lo, "ts_end": hi}
+        single = clockgap._single(req, lo, hi)
+        for f in clockgap.FIGURES:
+            h = measured.get(f)
+            callers = single.get(f, (None, 0, None))[0]
+            if h is None or h.get("p95") is None:
+                continue
+            fig.update(
+                {
+                    f"{f}_p95": callers,
+                    f"{f}_p95_engine": h["p95"],
+                    f"{f}_p95_engine_bucket": h["p95_bucket"],
+                    f"{f}_p95_engine_hi": h["p95_bucket_hi"],
+                }
+            )
+        for c in clockgap._of(fig, where, key, ctx.th, single, clockgap._at_gateway(gw, gw_errors, lo, hi)):
+            c.facts.append(Fact("scope", SCOPE))
+            out.append(c)
+    return out
+
+
+def _ranges(phases: pl.DataFrame, req: pl.DataFrame) -> list[tuple[str, str, object, object]]:
+    """(where, claim key, start, end) of each load phase of the client that logged most of them (its phases
+    overlap no other's), else of the whole load: its first request's start to its last's."""
+    ph = (
+        phases.filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
+        if phases.height
+        else phases
+    )
+    if ph.height:
+        src = ph.group_by("source").len().sort(["len", "source"], descending=[True, False])["source"][0]
+        rows = ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
+        return [
+            (
+                f"phase {r['phase']} ({_level(r['mode'], r['value'])})"
+                if r.get("value") is not None
+                else f"phase {r['phase']}",
+                f"phase.{r['phase']}",
+                r["ts_start"],
+                r["ts_end"],
+            )
+            for r in rows
+        ]
+    lo, hi = req["ts_start"].min(), req["ts_start"].max()
+    return [] if lo is None or hi is None else [("the load", "load", lo, hi)]
+
+
+def _level(mode: str | None, value: float) -> str:
+    """A phase's load as the client set it: '4 requests/s', 'concurrency 8'."""
+    if mode == "rate":
+        return f"{value:g} request{'' if value == 1 else 's'}/s"
+    return f"{mode or 'level'} {value:g}"
