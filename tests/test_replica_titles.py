@@ -9,8 +9,10 @@ only."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -139,3 +141,40 @@ def test_retried_attempts_that_reached_vllm_agree_with_the_spans(kill: Path) -> 
     assert "26 of the 52 attempts of the 26 retried requests never reached vLLM (26 did)" in f["evidence"]
     ra = s["traces"]["retried_attempts"]
     assert ra["retries"] == 3 and ra["with_engine_span"] == 3
+
+
+def test_an_untied_target_beside_one_replica_is_evidence_not_an_episode(tmp_path: Path) -> None:
+    """traced-2r-kill without its Prometheus dump: metrics-a.prom.log is the only record of replica a's counters and
+    nothing ties it (no instance label, no target with an address to compare its counters with, gauges 0.92 with
+    a's log and 0.72 with b's). Its sustained preemptions (169, 03:28:24–03:30:16) coincide with vllm-server-a's
+    sustained KV pressure: one incident, told once, with the target's figures and why it could not be tied beside
+    it. Its spikes that coincide with both replicas' stay its own."""
+    copy(need(LAB / "traced-2r-kill"), tmp_path / "in")
+    shutil.rmtree(tmp_path / "in" / "prometheus")
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    diag = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    sustained = [e for e in diag["episodes"] if e["class"] == "sustained"]
+    assert [(e["replica"], e["signal"]) for e in sustained] == [("vllm-server-a", "kv_pressure")]
+    [beside] = [b for b in sustained[0]["details"]["untied_beside"] if b["count"] == 169]
+    assert (beside["target"], beside["signal"], beside["start"][11:19], beside["end"][11:19]) == (
+        "metrics-a.prom",
+        "preemptions",
+        "03:28:24",
+        "03:30:16",
+    )
+    why = re.search(
+        r"follow vllm-server-a's \(correlation (0\.\d\d)\) and vllm-server-b's \((0\.\d\d)\)",
+        beside["why_untied"],
+    )
+    assert why is not None and float(why[1]) - float(why[2]) < 0.3, beside["why_untied"]
+    titles = _titles(tmp_path / "out")
+    assert not any(
+        t.startswith("a metrics target tied to no server log (metrics-a.prom): Sustained") for t in titles
+    )
+    [f] = [f for f in diag["findings"] if f["episode_id"] == sustained[0]["episode_id"]]
+    said = "the metrics target metrics-a.prom showed 23 preemptions 03:27:58–03:28:12 and 169 preemptions 03:28:24–03:30:16"
+    assert said in f["evidence"] and "not tied to this log: its running and KV gauges follow" in f["evidence"]
+    assert said in (tmp_path / "out" / "summary.md").read_text().replace("\\", "")
+    assert said in html.unescape((tmp_path / "out" / "report.html").read_text())
+    # the target's own spikes beside both replicas' spikes: which server they were cannot be told, they stay
+    assert any(e["replica"] == "metrics-a.prom" and e["class"] == "recurring" for e in diag["episodes"])

@@ -40,6 +40,7 @@ from . import (
     platform,
     span_figures,
     tables,
+    untied,
     untimed,
     verdict,
     wording,
@@ -117,7 +118,8 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
     ctx.hist = from_histograms.load(out, rng, inp.stats)
     reg = claims.Registry()
-    eps = episodes.build(ctx)
+    # a metrics target tied to no log: its episode beside one log replica's is evidence there, not a second one
+    eps = untied.fold(episodes.build(ctx), findings.metrics_only(ctx), untied.reasons(out), inp.stats)
     from_histograms.fill_episodes(ctx, eps)
     for i, e in enumerate(eps, 1):
         e["episode_id"] = f"E{i}"
@@ -158,6 +160,8 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     spans = span_figures.analyse(out, rng, eps, rows)
     ctx.span_segments = span_figures.by_episode(spans)
     fnd = findings.build(ctx, eps, rows, lad, cap, traffic, cold, reg)
+    for f in fnd:
+        untied.evidence(f, eps)
     for c in reg.all():
         wording.render(c)
     if canc is not None:

@@ -140,10 +140,11 @@ def map_replicas(
                 mapping[inst] = hits["replica"][0]
     notes: list[str] = []
     twins: dict[str, str] = {}
+    scores: dict[str, list[tuple[str, float]]] = {}  # each instance's correlation with each log (_by_series)
     by_series = (
         {}
         if log_stats is None or len(log_replicas) < 2
-        else _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans)
+        else _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans, scores)
     )
     mapping.update({i: r for i, (r, _) in by_series.items()})
     if samples is not None:  # an address-less scrape of another target's server: its counters say so
@@ -179,9 +180,30 @@ def map_replicas(
             for i, r in mapping.items()
             if i not in bare and i not in twins
         ]
+    notes += [untied_note(i, scores.get(i)) for i in instances if i not in mapping]
     if not mapping:
         return rows, notes
     return rows.with_columns(pl.col("replica").replace(mapping)), notes
+
+
+UNTIED = (
+    "metrics target {} tied to no server log: "  # the note's head (diagnose.untied reads the reason after it)
+)
+
+
+def untied_note(inst: str, scores: list[tuple[str, float]] | None) -> str:
+    """Why a metrics target was tied to no server log, in the note ingest.json keeps."""
+    if scores and len(scores) > 1:
+        (a, x), (b, y) = scores[:2]
+        why = (
+            f"its running and KV gauges follow {a}'s (correlation {x:.2f}) and {b}'s ({y:.2f}), a margin under "
+            f"the {SERIES_MATCH_MARGIN:g} that would tell one log from the other (the logs ran under one load)"
+        )
+    elif _ADDRESS.search(inst):
+        why = f"no server log in the folder says it listens at {inst}"
+    else:
+        why = "it has no instance label, and no target with an address reads the same counters"
+    return UNTIED.format(inst) + why
 
 
 _ADDRESS = re.compile(r":\d+$")  # an instance label's host:port
@@ -196,7 +218,11 @@ SERIES_MATCH_SAMPLES = 10  # fewer paired samples say nothing
 
 
 def _by_series(
-    rows: pl.DataFrame, instances: list[str], log_stats: pl.LazyFrame, log_spans: pl.DataFrame
+    rows: pl.DataFrame,
+    instances: list[str],
+    log_stats: pl.LazyFrame,
+    log_spans: pl.DataFrame,
+    scores: dict[str, list[tuple[str, float]]] | None = None,
 ) -> dict[str, tuple[str, float]]:
     """Instances named after the one log whose running requests and KV usage move with their gauges: the
     mean Pearson correlation over paired samples (nearest stats line within SERIES_MATCH_TOL_S), clearly
@@ -218,11 +244,13 @@ def _by_series(
         logs = (
             log_stats.filter(pl.col("replica").is_in(cands)).select("replica", "ts", "running", kv).collect()
         )
-        scores = {
+        by_log = {
             rep: _corr(mine.sort("ts"), logs.filter(pl.col("replica") == rep).sort("ts"), cols)
             for rep in cands
         }
-        best = sorted(scores.items(), key=lambda kv: -kv[1])
+        best = sorted(by_log.items(), key=lambda kv: -kv[1])
+        if scores is not None:
+            scores[inst] = best
         if best[0][1] >= SERIES_MATCH_MIN and best[0][1] - best[1][1] >= SERIES_MATCH_MARGIN:
             out[inst] = best[0]
     return out
