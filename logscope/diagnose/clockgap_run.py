@@ -13,6 +13,8 @@ times that bound. A ladder's steps are its phases already (``clockgap.claims`` m
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from . import clockgap
@@ -62,7 +64,7 @@ def claims(
     return out
 
 
-def _ranges(phases: pl.DataFrame, req: pl.DataFrame) -> list[tuple[str, str, object, object]]:
+def _ranges(phases: pl.DataFrame, req: pl.DataFrame) -> list[tuple[str, str, Any, Any]]:
     """(where, claim key, start, end) of each load phase of the client that logged most of them (its phases
     overlap no other's), else of the whole load: its first request's start to its last's."""
     ph = (
