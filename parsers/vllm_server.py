@@ -35,7 +35,6 @@ import polars as pl
 from logscope.schemas import TS
 
 # the patterns tests/test_vllm_server.py checks by name (as vllm_server.X) are imported ``as`` themselves
-from ._vllm_events import _ACCESS as _ACCESS
 from ._vllm_events import _KIND_RULES as _KIND_RULES
 from ._vllm_events import _access, _events, _records
 from ._vllm_hosts import hosts
@@ -259,7 +258,6 @@ _ROW_SCHEMA = {
     "tbs": pl.Boolean,
     "strong": pl.Boolean,
     "other": pl.Boolean,
-    "kw": pl.Boolean,
     "stopping": pl.Boolean,
     "wrap": pl.Boolean,
     "joined": pl.Boolean,
