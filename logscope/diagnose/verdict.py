@@ -11,6 +11,7 @@ from .. import clock
 from . import findings, ladder, latency_named
 from .claims import Claim, Fact, Registry
 from .context import Context
+from .findings import kv_admitted
 
 CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
 
@@ -218,7 +219,7 @@ def _headline(e: dict) -> str:
         state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
     if e["running_max"] is not None:
         state.append(f"{e['running_max']:.0f} running")
-    if e["waiting_max"]:
+    if e["waiting_max"] or (e["waiting_max"] == 0 and e["signal"] == "kv_pressure"):
         state.append(f"{e['waiting_max']:.0f} waiting")
     # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
     comps = [c for c in (e.get("details") or {}).get("companions") or [] if c["end"] > c["start"]]
@@ -271,6 +272,13 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         )
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
+    level = kv_admitted.admitted(ctx, e)
+    if level is not None:  # a full cache every request got into: its class says how long, not that it hurt
+        return (
+            f"{'Sustained' if e['class'] == 'sustained' else e['class'].capitalize()} as a level ("
+            f"{why.strip().rstrip('.')}), not as pressure: no request waited in it (0 on every stats line); "
+            f"{kv_admitted.preemption_words(level)}{others}."
+        )
     if e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal":
         # the logs stop inside it: no recovery was seen, and none could be (s01: a 4 s excerpt of a benchmark's start)
         if one_line(e):

@@ -41,6 +41,7 @@ from .errors import error_finding, gateway_error_findings, unknown_model_finding
 from .events import event_findings
 from .gateway import failed_findings, gateway_down_findings
 from .impact import by_impact, cost, measure
+from .kv_admitted import admitted, admitted_finding
 from .ladder import ladder_finding
 from .latency import cold_start_findings, slow_e2e_finding, slow_first_token_finding
 from .load_tests import load_test_findings
@@ -351,7 +352,8 @@ def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dic
     if sig == "stall":
         return [stall_finding(ctx, ep)]
     if sig in ("preemptions", "kv_pressure", "queue"):
-        return [pressure_finding(ctx, ep, ladder, cap)]
+        facts = admitted(ctx, ep)  # a full cache with no request waiting, preempted or slowed is no pressure
+        return [admitted_finding(ctx, ep, facts) if facts else pressure_finding(ctx, ep, ladder, cap)]
     if sig == "ttft":
         return [slow_first_token_finding(ctx, ep)]
     if sig == "e2e":
