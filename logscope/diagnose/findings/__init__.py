@@ -37,6 +37,7 @@ from .calm import calm_findings
 from .clocks import clock_gap_findings
 from .crash import death_finding, stall_finding, stop_findings
 from .decode import slow_decode_findings
+from .engine_words import in_engine_words
 from .errors import error_finding, gateway_error_findings, unknown_model_findings
 from .events import event_findings
 from .gateway import failed_findings, gateway_down_findings
@@ -148,6 +149,7 @@ def build(
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += calm_findings(ctx, eps, cap, reg)
     _rank(ctx, out, ladder, ladder_rows)
+    in_engine_words(ctx, out, eps)  # an SGLang server's next test names SGLang's flags, not vLLM's
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
         if f.claim_id is None and f.facts:
             f.claim_id = reg.add(
