@@ -114,6 +114,21 @@ def death_finding(ctx: Context, ep: dict, cap: dict) -> dict:
             ep,
             kind="crash",
         )
+    from .engine_exit import cause_words, next_test_words, silent_exit
+
+    if (
+        gone := silent_exit(ctx, ep, c)
+    ) is not None:  # its EngineCore printed no error: killed or crashed natively
+        return make_finding(
+            "critical",
+            f"Engine process ended with no error of its own at {when}",
+            "the engine process died and the API server could not serve",
+            "; ".join(ev),
+            cause_words(gone),
+            next_test_words(gone, clock_time(ep["start"]), half),
+            ep,
+            kind="crash",
+        )
     return make_finding(
         "critical",
         f"Engine died at {when}",
