@@ -8,7 +8,7 @@ never lead it.
 from __future__ import annotations
 
 from .. import clock
-from . import findings, ladder, latency_named
+from . import findings, ladder, latency_named, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
 from .findings import kv_admitted
@@ -50,9 +50,12 @@ def _verdict(
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
         return [top["title"] + ".", "No time range could be examined.", test], "unknown", None
     lo, hi = ctx.span_lo, ctx.span_hi
-    # logs that cover one second (one stats line, one request) are a moment, not a range it was calm over
+    # logs that cover one second (one stats line, one request) are a moment, not a range it was calm over; a file
+    # timed only by its modification time gives no time of the incident: it is named, never given a time
     rng = (
-        "the logs"
+        f"{undated.named(ctx.inputs.undated)}, which state{'s' if len(ctx.inputs.undated) == 1 else ''} no time"
+        if not lo and ctx.inputs.undated
+        else "the logs"
         if not lo
         else f"the one moment the logs cover ({clock.hms(lo)})"
         if hi is None or (hi - lo).total_seconds() < 1
@@ -95,7 +98,7 @@ def _verdict(
             [
                 f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
                 "Calm throughout: no one-off spike, no sustained regime."
-                if "one moment" not in rng
+                if "one moment" not in rng and not (not lo and ctx.inputs.undated)
                 else "One moment shows no spike and no regime: what came before and after is not in the logs.",
                 test,
             ],
