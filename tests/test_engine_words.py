@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from conftest import DATA, need
+from conftest import DATA, PUBLIC, need
 
 SGL = DATA / "sglang-advice"
-VLLM = DATA / "vllm-kv-full-admitted" / "18115-v1-91-percent-8-running-0-waiting-glued.log"
+VLLM = PUBLIC / "17-v1-stats-lines-glued-no-newline.log"
 VLLM_WORDS = ("--max-num-seqs", "vllm bench serve", "--max-model-len", "--gpu-memory-utilization")
 
 

@@ -1,6 +1,6 @@
 """A KV cache near full while nothing waits is a level, not pressure (#37 items 7-8: a claim needs its evidence,
-severity follows impact). Two public threads, never tuned to: vLLM #18115 (V1, 91-92 %, 8 running, 0 waiting, two
-lines glued) and tenstorrent/vllm #55 (V0, 92-95 %, 16 running, 0 pending). Both read "[high] Sustained KV pressure:
+severity follows impact). Public threads: vLLM PR 21809 / issue 18115 (V1, 91-96 %, 8 running, 0 waiting; vllm-public
+01 and 17) and tenstorrent/vllm #55 (V0, 92-95 %, 16 running, 0 pending), the last never tuned to. Both read "[high] Sustained KV pressure:
 ... the scheduler evicts running requests and new requests wait" before, which no line of theirs shows."""
 
 from __future__ import annotations
@@ -9,19 +9,23 @@ import html
 
 import pytest
 
-from conftest import DATA, LAB, need
+from conftest import DATA, LAB, PUBLIC, need
 
-HERE = DATA / "vllm-kv-full-admitted"
-EXCERPTS = {
-    "18115": ("18115-v1-91-percent-8-running-0-waiting-glued.log", 8, "91.9 %"),
-    "55": ("55-tenstorrent-v0-92-to-95-percent-16-running-0-pending.log", 16, "94.9 %"),
+EXCERPTS = {  # V1 (vLLM PR 21809 and issue 18115, the same reporter) and V0 (tenstorrent's fork)
+    "01": (PUBLIC / "01-v1-stats-kv-climbing-8-running.log", 8, "95.8 %"),
+    "17": (PUBLIC / "17-v1-stats-lines-glued-no-newline.log", 8, "91.9 %"),
+    "55": (
+        DATA / "vllm-kv-full-admitted" / "55-tenstorrent-v0-92-to-95-percent-16-running-0-pending.log",
+        16,
+        "94.9 %",
+    ),
 }
 
 
 @pytest.mark.parametrize("key", sorted(EXCERPTS))
 def test_a_full_cache_every_request_got_into_is_said_as_a_level(analyzed, key):
-    name, running, kv = EXCERPTS[key]
-    out, s, _ = analyzed(need(HERE / name))
+    src, running, kv = EXCERPTS[key]
+    out, s, _ = analyzed(need(src))
     f = s["findings"][0]
     assert f["severity"] == "low"
     assert f["title"].startswith("KV cache near full with nothing waiting: KV cache ≥ 90.0 %")
