@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 from ... import clock
 from ..claims import facts
 from ..context import Context
+from ..records import Finding
 from .record import clock_time, make_finding, num, requests_phrase, state_phrase
 
 if TYPE_CHECKING:
     from ..lifecycle import StopErrors
 
 
-def stall_finding(ctx: Context, ep: dict) -> dict:
+def stall_finding(ctx: Context, ep: dict) -> Finding:
     return make_finding(
         "critical" if ep["class"] == "sustained" else "high",
         f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
@@ -29,7 +30,7 @@ def stall_finding(ctx: Context, ep: dict) -> dict:
     )
 
 
-def death_finding(ctx: Context, ep: dict, cap: dict) -> dict:
+def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
     down = c["downtime_s"]

@@ -12,6 +12,7 @@ import polars as pl
 
 from ... import clock
 from ..context import Context
+from ..records import Finding
 from .record import make_finding, num, pct, state_phrase
 
 # Companions that show an impact on requests: any of them makes the level pressure, not a full cache at work.
@@ -58,7 +59,7 @@ def preemption_words(facts: dict) -> str:
     )
 
 
-def admitted_finding(ctx: Context, ep: dict, facts: dict) -> dict:
+def admitted_finding(ctx: Context, ep: dict, facts: dict) -> Finding:
     what = f"KV cache ≥ {pct(ctx.th.kv_full)}"
     title = f"KV cache near full with nothing waiting: {what} {clock.hms_range(ep['start'], ep['end'])}"
     pre_txt = preemption_words(facts)
