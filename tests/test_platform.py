@@ -392,7 +392,10 @@ def test_nvidia_smi_tables(ingested, tmp_path, name, at, used, total, watts):
         f"GPU memory (nvidia-smi): GPU 0: up to {used[0]:,} MiB used of {total:,}; "
         f"GPU 1: up to {used[1]:,} MiB used of {total:,}"
     )
-    assert f["evidence"] == f"2 sample(s) at {at[11:19]} from {name}"
+    assert f["evidence"] == (
+        f"2 sample(s) at {at[11:19]} from {name}; vLLM's weights + KV cache budget: not in the folder (no server "
+        "log gives both its start-up lines)"
+    )
 
 
 def test_kubectl_logs_previous_is_a_server_log(tmp_path):

@@ -35,7 +35,7 @@ def _reservation(summary: dict) -> tuple[float, str] | None:
     kv, w = cap.get("kv_memory_gib"), cap.get("weights_gib")
     if kv is None or w is None:
         return None
-    return (kv + w) * 1024, f"vLLM's weights + KV cache budget: {w + kv:.1f} GiB"
+    return (kv + w) * 1024, f"vLLM's weights + KV cache budget (its log's start-up lines): {w + kv:.1f} GiB"
 
 
 def panel(ld: Loaded, summary: dict, back: Backdrop, x: XEnc, d: Data) -> dict | None:
