@@ -1,0 +1,212 @@
+"""Node problems and the kubelet's evictions (issue #40), on real `kubectl describe` excerpts (tests/data/platform,
+INDEX.md): a node NotReady (three clusters), SystemOOM, memory and disk pressure, a pod evicted for its node's disk,
+a pod preempted for a critical pod; and the GPU memory panel with vLLM's budget marked beside a real DCGM scrape."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import DATA
+
+PLATFORM = DATA / "platform"
+
+
+def _analyze(tmp_path: Path, *names: str) -> tuple[Path, dict]:
+    from logscope.api import AnalyzeOptions, analyze
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in names:
+        shutil.copy2(PLATFORM / n, src / n)
+    out = tmp_path / "out"
+    analyze(src, out, AnalyzeOptions())
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def _one(s: dict, start: str) -> dict:
+    found = [f for f in s["findings"] if f["title"].startswith(start)]
+    assert len(found) == 1, [f["title"] for f in s["findings"]]
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "node", "title", "lines", "restart"),
+    [
+        (
+            "k8s-describe-node-events-notready-systemoom-k3s-838.txt",
+            "kube-node-9f4e",
+            "NotReady (3×), with its kernel's OOM killer outside the containers (SystemOOM 4×)",
+            [
+                "line 4: NodeNotReady (×3), 1500 s before the capture",
+                "line 9: SystemOOM (×4), 720 s before the capture: System OOM encountered",
+            ],
+            None,
+        ),
+        (
+            "k8s-describe-node-events-notready-k3s-8575.txt",
+            "worker-0",
+            "NotReady (1×)",
+            ["line 5: NodeNotReady, 6720 s before the capture"],
+            "line 8: Starting, 6720 s before the capture: Starting kubelet.",
+        ),
+        (
+            "k8s-describe-node-events-notready-acs-engine-4236.txt",
+            "k8s-agentpool-39580029-vmss000000",
+            "NotReady (1×)",
+            ["line 1: NodeNotReady, 1380 s before the capture"],
+            "line 3: Starting, 1320 s before the capture: Starting kubelet.",
+        ),
+    ],
+    ids=["k3s-838", "k3s-8575", "acs-engine-4236"],
+)
+def test_a_node_not_ready_is_named_as_the_node_s(tmp_path, name, node, title, lines, restart):
+    """Three clusters' `describe node` Events: the node (from the old kubectl's 'kubelet, <node>' From, or the
+    condition's own message), how many times, its lines and ages; the cause is the node, not the server's load."""
+    out, s = _analyze(tmp_path, name)
+    ev = pl.read_parquet(out / "platform_events.parquet").filter(pl.col("reason") == "NodeNotReady")
+    assert (
+        ev["host"].to_list() == [node] and ev["ts"].null_count() == 1
+    )  # an age: no capture time in the file
+    f = _one(s, f"Node {node}: ")
+    assert f["title"] == f"Node {node}: {title}" and f["severity"] == "high"
+    for line in lines:
+        assert f"{name} {line}" in f["evidence"], f["evidence"]
+    assert "not the server's load" in f["cause"]
+    assert ("a kubelet or node restart" in f["cause"]) == (restart is not None)
+    if restart:
+        assert f"{name} {restart}" in f["cause"]
+    if "SystemOOM" in title:
+        assert "outside every container's limit" in f["cause"]
+    assert f"kubectl describe node {node}" in f["next_test"]
+
+
+@pytest.mark.parametrize(
+    ("name", "title", "sev", "line"),
+    [
+        (
+            "k8s-describe-node-events-insufficient-memory-kubeasz-799.txt",
+            "Node 192.168.144.102 under memory pressure (NodeHasInsufficientMemory 4×, the kubelet reclaiming "
+            "memory 38×)",
+            "high",
+            "line 6: EvictionThresholdMet (×38), 468 s before the capture: Attempting to reclaim memory",
+        ),
+        (
+            "k8s-describe-node-events-disk-pressure-kind-15.txt",
+            "Node minikube under disk pressure (NodeHasDiskPressure 1×, the kubelet reclaiming ephemeral-storage 1×)",
+            "high",
+            "line 4: EvictionThresholdMet, 272 s before the capture: Attempting to reclaim ephemeral-storage",
+        ),
+        (
+            "k8s-describe-node-events-disk-pressure-kubernetes-103032.txt",
+            "Node marosset-d5gls under disk pressure (NodeHasDiskPressure 1×)",
+            "medium",  # the condition, no reclaim in the excerpt
+            "line 8: FreeDiskSpaceFailed, 362 s before the capture: failed to garbage collect",
+        ),
+    ],
+    ids=["kubeasz-799", "kind-15", "kubernetes-103032"],
+)
+def test_node_pressure_names_its_resource(tmp_path, name, title, sev, line):
+    """The kubelet's conditions and reclaim, by resource: memory and disk told apart (three real excerpts), where
+    the same folder read nothing to diagnose before."""
+    _, s = _analyze(tmp_path, name)
+    f = _one(s, "Node ")
+    assert f["title"] == title and f["severity"] == sev
+    assert f"{name} {line}" in f["evidence"]
+    res = "memory" if "memory" in title else "ephemeral-storage"
+    assert f"the node ran short of {res}" in f["cause"] and "not the server's load" in f["cause"]
+    assert not any(x["title"].startswith("Nothing to diagnose") for x in s["findings"])
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "used"),
+    [
+        ("k8s-describe-events-evicted-ephemeral-storage-kubernetes-91600.txt", 7, "92Ki"),
+        ("k8s-describe-events-evicted-ephemeral-storage-compliantkubernetes-1173.txt", 1, "2596Ki"),
+    ],
+    ids=["kubernetes-91600", "compliantkubernetes-1173"],
+)
+def test_an_eviction_for_the_node_s_disk_is_not_memory(tmp_path, name, line, used):
+    """'The node was low on resource: ephemeral-storage': the disk, not memory (the memory evictions of k9s-174 and
+    treetracker-49 keep their own cause, test_platform)."""
+    _, s = _analyze(tmp_path, name)
+    f = _one(s, "Evicted (1×): The node was low on resource: ephemeral-storage.")
+    assert f["evidence"].startswith(f"{name} line {line}: The node was low on resource: ephemeral-storage.")
+    assert f"was using {used}" in f["evidence"]
+    assert "the node's disk ran short" in f["cause"] and "not memory" in f["cause"]
+    assert "HF_HOME" in f["next_test"]
+
+
+def test_a_pod_preempted_for_a_critical_pod(tmp_path):
+    """kubernetes#92906's describe head (Status Failed, Reason Preempting): read, and said to be the node's
+    capacity; the poster's '...' line stays counted, unread."""
+    name = "k8s-describe-pod-preempting-critical-kubernetes-92906.txt"
+    out, s = _analyze(tmp_path, name)
+    files = pl.read_parquet(out / "files.parquet").row(0, named=True)
+    assert (files["format"], files["lines_parsed"], files["lines_unrecognized"]) == ("k8s_kubectl", 4, 1)
+    f = _one(s, "Preempting (1×): Preempted in order to admit critical pod")
+    assert f["evidence"] == f"{name} line 4: Preempted in order to admit critical pod"
+    assert "to admit a critical pod" in f["cause"] and "not the server" in f["cause"]
+
+
+def test_two_nodes_in_one_folder_keep_their_own_findings(tmp_path):
+    """A NotReady node and another node's memory pressure side by side: each finding names its own node and lines,
+    nothing of one is folded into the other."""
+    a = "k8s-describe-node-events-notready-systemoom-k3s-838.txt"
+    b = "k8s-describe-node-events-insufficient-memory-kubeasz-799.txt"
+    _, s = _analyze(tmp_path, a, b)
+    nr = _one(s, "Node kube-node-9f4e: ")
+    mem = _one(s, "Node 192.168.144.102 under memory pressure")
+    assert b not in nr["evidence"] and a not in mem["evidence"]
+    assert nr["title"].endswith("(SystemOOM 4×)")
+
+
+def test_gpu_panel_marks_vllm_s_budget_beside_a_real_dcgm_scrape(tmp_path):
+    """The budget mark on real data: NOT one incident. dcgm-exporter#432's scrape (an A100 shared by MPS, a vLLM
+    pod's FB_USED) and Lvllm#35's vLLM start-up lines (an A40) come from two machines; the scrape carries no time,
+    so its file time is set (here) 30 s after the log's last line to place it on the timeline. What is asserted is
+    that the mark is the log's weights + KV cache, and that the report does not tie the GPU to that server."""
+    from logscope.report import gpu_panel
+    from logscope.report.load import load
+    from logscope.report.panels import Backdrop, XEnc
+    from logscope.report.vl import Data
+
+    log = "vllm-startup-model-loading-kv-memory-lvllm-35.log"
+    scrape = "dcgm-scrape-fb-used-vllm-pod-mps-dcgm-exporter-432.prom"
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in (log, scrape):
+        shutil.copy2(PLATFORM / n, src / n)
+    at = datetime(2026, 2, 12, 8, 34, 55, tzinfo=timezone.utc).timestamp()  # the log's 08:34:25 + 30 s
+    os.utime(src / scrape, (at, at))
+    from logscope.api import AnalyzeOptions, analyze
+
+    out = tmp_path / "out"
+    analyze(src, out, AnalyzeOptions())
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["capacity"]["weights_gib"], s["capacity"]["kv_memory_gib"]) == (11.55, 12.57)
+    d = Data()
+    spec = gpu_panel.panel(load(out), s, Backdrop([], []), XEnc(0, 1), d)
+    assert spec is not None and spec["title"] == "GPU memory in use (DCGM exporter)"
+    rule = d.sets["gpu-reservation"]
+    assert rule == [
+        {
+            "mib": pytest.approx(24698.88),
+            "label": "vLLM's weights + KV cache budget (its log's start-up lines): 24.1 GiB",
+        }
+    ]
+    f = _one(s, "GPU memory (DCGM exporter): ")
+    assert "GPU 0 (pod vllm-medgemma-4b-it-d599b4c99-f95nk): up to 15,866 MiB used" in f["title"]
+    assert (
+        "vLLM's weights + KV cache budget 24.12 GiB (24,699 MiB: weights 11.55 + KV cache 12.57) in "
+        "vllm-startup-model-loading-kv-memory-lvllm-35's start-up lines, beside the GPU's 15,866 MiB in use"
+    ) in f["evidence"]
+    # two pods share the GPU and one server log: neither is taken for that server
+    assert "2 pods and one server log: which pod it was is not guessed" in f["evidence"]
+    assert "a guess" not in f["evidence"]
