@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -75,7 +75,7 @@ def test_a_node_not_ready_is_named_as_the_node_s(tmp_path, name, node, title, li
         ev["host"].to_list() == [node] and ev["ts"].null_count() == 1
     )  # an age: no capture time in the file
     f = _one(s, f"Node {node}: ")
-    assert f["title"] == f"Node {node}: {title}" and f["severity"] == "high"
+    assert f["title"] == f"Node {node}: {title}" and f["severity"] == "critical"  # every pod on it goes down
     for line in lines:
         assert f"{name} {line}" in f["evidence"], f["evidence"]
     assert "not the server's load" in f["cause"]
@@ -183,7 +183,7 @@ def test_gpu_panel_marks_vllm_s_budget_beside_a_real_dcgm_scrape(tmp_path):
     src.mkdir()
     for n in (log, scrape):
         shutil.copy2(PLATFORM / n, src / n)
-    at = datetime(2026, 2, 12, 8, 34, 55, tzinfo=timezone.utc).timestamp()  # the log's 08:34:25 + 30 s
+    at = datetime(2026, 2, 12, 8, 34, 55, tzinfo=UTC).timestamp()  # the log's 08:34:25 + 30 s
     os.utime(src / scrape, (at, at))
     from logscope.api import AnalyzeOptions, analyze
 
@@ -210,3 +210,15 @@ def test_gpu_panel_marks_vllm_s_budget_beside_a_real_dcgm_scrape(tmp_path):
     # two pods share the GPU and one server log: neither is taken for that server
     assert "2 pods and one server log: which pod it was is not guessed" in f["evidence"]
     assert "a guess" not in f["evidence"]
+
+
+def test_a_vllm_pod_s_startup_probe_gave_up_before_the_model_loaded(tmp_path):
+    """AIBrix#1054: a vLLM 0.7.1 pod's startup probe refused 3× and the pod in CrashLoopBackOff (5 restarts): the
+    advice is the startup probe's own budget against the model's load time, not 'add a startupProbe'."""
+    ev = "k8s-describe-events-startup-probe-refused-vllm-aibrix-1054.txt"
+    _, s = _analyze(tmp_path, ev, "k8s-get-pods-crashloop-vllm-aibrix-1054.txt")
+    f = _one(s, "Pod deepseek-r1-distill-llama-8b-5cc594fd46-hg5rw restarted 5 times, the last 150 s before")
+    assert f["title"].endswith("(the folder's only pod: a guess): startup probe connection refused (3×)")
+    assert f"{ev} line 9: Unhealthy Startup probe failed" in f["evidence"]
+    assert "startupProbe's failureThreshold × periodSeconds longer than the load" in f["next_test"]
+    assert "add a startupProbe" not in f["next_test"]

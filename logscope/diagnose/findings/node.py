@@ -92,7 +92,9 @@ def _not_ready(ev: pl.DataFrame) -> list[dict]:
     bad = ev.filter(pl.col("reason").is_in([NOT_READY, "SystemOOM"]))
     for (node,), b in bad.group_by("node", maintain_order=True):
         g, oom = b.filter(pl.col("reason") == NOT_READY), b.filter(pl.col("reason") == "SystemOOM")
-        here = ev.filter(pl.col("node").eq_missing(node) & pl.col("source").is_in(b["source"].unique().to_list()))
+        here = ev.filter(
+            pl.col("node").eq_missing(node) & pl.col("source").is_in(b["source"].unique().to_list())
+        )
         restart = here.filter(
             (pl.col("reason") == "Rebooted")
             | ((pl.col("reason") == "Starting") & pl.col("message").str.contains("kubelet"))
@@ -116,7 +118,8 @@ def _not_ready(ev: pl.DataFrame) -> list[dict]:
             )
         if restart.height:
             causes.append(f"the kubelet started on it ({_lines(restart, 1)[0]}): a kubelet or node restart")
-        out.append(make_finding("high", f"Node {name}: " + ", with ".join(parts), f"Kubernetes reports node {name} " + " and ".join(parts),
+        # a NotReady node takes every pod on it down, the server's included: as severe as a kill
+        out.append(make_finding("critical" if g.height else "high", f"Node {name}: " + ", with ".join(parts), f"Kubernetes reports node {name} " + " and ".join(parts),
                       "; ".join(_lines(b.sort("line_no"))), "; ".join(causes),
                       f"kubectl describe node {name} (its Conditions with their LastTransitionTime) and the node's "
                       "kernel log for the same minutes (journalctl -k: the OOM killer's lines), into the folder; if the "
@@ -181,7 +184,7 @@ def _evicted(ev: pl.DataFrame) -> list[dict]:
                 ),
             )
         )
-        out.append(make_finding("high", f"{reason} ({_n(g)}×): {r['message'][:120]}", f"Kubernetes reports {reason}",
+        out.append(make_finding("high", f"{reason} ({_n(g)}×): {r['message'][:120].rstrip('.')}", f"Kubernetes reports {reason}",
                       evd, cause, advice, start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("kubectl", reason=reason, resource=r_, events=_n(g), first=g["ts"].min())))  # fmt: skip
     return out

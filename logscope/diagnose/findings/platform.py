@@ -307,6 +307,12 @@ def _probes(facts: Facts) -> list[dict]:
             )
         elif "HTTP 404" in results:
             advice = f"the {probe} probe's path answers 404: point it at /health, the path the server answers"
+        elif "connection refused" in results and probe == "startup":
+            advice = (
+                "nothing listened on the port when the startup probe gave up (the server was still loading its model): "
+                "make the startupProbe's failureThreshold × periodSeconds longer than the load (vLLM logs its load "
+                "and engine start times: 'Model loading took', 'init engine ... took')"
+            )
         elif "connection refused" in results:
             advice = "nothing listened on the probe's port yet (the model was still loading): add a startupProbe that allows the load time"
         else:
