@@ -222,3 +222,28 @@ def test_a_vllm_pod_s_startup_probe_gave_up_before_the_model_loaded(tmp_path):
     assert f"{ev} line 9: Unhealthy Startup probe failed" in f["evidence"]
     assert "startupProbe's failureThreshold × periodSeconds longer than the load" in f["next_test"]
     assert "add a startupProbe" not in f["next_test"]
+
+
+@pytest.mark.parametrize(
+    ("name", "used"),
+    [
+        ("nvidia-smi-rtx3090-club-3090-96.txt", {"0": 22188, "1": 22188}),
+        ("nvidia-smi-rtx4090-rlinf-255.txt", {"0": 507, "1": 459}),
+    ],
+    ids=["club-3090-96", "rlinf-255"],
+)
+def test_gpu_panel_draws_nvidia_smi_tables(tmp_path, name, used):
+    """nvidia-smi's table (its date line above it) is drawn in the GPU memory panel beside the DCGM exporter's series,
+    each GPU a series named with its file; no server log: the budget is said to be missing."""
+    from logscope.report import gpu_panel
+    from logscope.report.load import load
+    from logscope.report.panels import Backdrop, XEnc
+    from logscope.report.vl import Data
+
+    out, s = _analyze(tmp_path, name)
+    d = Data()
+    spec = gpu_panel.panel(load(out), s, Backdrop([], []), XEnc(0, 1), d)
+    assert spec is not None
+    assert spec["title"] == "GPU memory in use (nvidia-smi) (vLLM's weights + KV budget not in its log)"
+    rows = d.sets["panel-gpu-memory"]
+    assert {r["series"]: r["value"] for r in rows} == {f"GPU {g} · {name}": v for g, v in used.items()}
