@@ -9,10 +9,14 @@ kubectl counted each event and when, which is an age unless the folder gives the
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import cast
+
 import polars as pl
 
 from ..claims import facts as observed
 from ..platform import Facts
+from ..records import Finding
 from .record import make_finding
 
 NOT_READY = "NodeNotReady"
@@ -48,6 +52,12 @@ PREEMPTED = (
 )
 
 
+def _first(g: pl.DataFrame) -> datetime | None:
+    """The earliest time of these events (None when kubectl wrote only ages)."""
+    t = g["ts"].drop_nulls()
+    return cast(datetime, t.min()) if t.len() else None
+
+
 def _n(g: pl.DataFrame) -> int:
     return int(g["count"].fill_null(1).sum()) if g.height else 0
 
@@ -77,7 +87,7 @@ def _node_of(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.join(named, on="source", how="left").with_columns(pl.coalesce("host", "_node").alias("node"))
 
 
-def build(facts: Facts) -> list[dict]:
+def build(facts: Facts) -> list[Finding]:
     ev = facts.events.filter((pl.col("layer") == "kubernetes") & (pl.col("kind") == "event"))
     if not ev.height:
         return []
@@ -85,10 +95,10 @@ def build(facts: Facts) -> list[dict]:
     return _not_ready(ev) + _pressure(ev) + _evicted(ev)
 
 
-def _not_ready(ev: pl.DataFrame) -> list[dict]:
+def _not_ready(ev: pl.DataFrame) -> list[Finding]:
     """A node that went NotReady or whose kernel OOM-killed a process outside the containers (SystemOOM), by node:
     one finding each, the two together when the node shows both."""
-    out = []
+    out: list[Finding] = []
     bad = ev.filter(pl.col("reason").is_in([NOT_READY, "SystemOOM"]))
     for (node,), b in bad.group_by("node", maintain_order=True):
         g, oom = b.filter(pl.col("reason") == NOT_READY), b.filter(pl.col("reason") == "SystemOOM")
@@ -125,14 +135,14 @@ def _not_ready(ev: pl.DataFrame) -> list[dict]:
                       "kernel log for the same minutes (journalctl -k: the OOM killer's lines), into the folder; if the "
                       "server's pod ran on this node, its restart is the node's, not a fault of its own",
                       start=b["ts"].min(), end=b["ts"].max(), kind="platform",
-                      facts=observed("kubectl", node=node, not_ready=_n(g), system_oom=_n(oom), first=b["ts"].min())))  # fmt: skip
+                      facts=observed("kubectl", node=node, not_ready=_n(g), system_oom=_n(oom), first=_first(b))))  # fmt: skip
     return out
 
 
-def _pressure(ev: pl.DataFrame) -> list[dict]:
+def _pressure(ev: pl.DataFrame) -> list[Finding]:
     """A node condition of pressure (NodeHasDiskPressure, NodeHasInsufficientMemory), the kubelet's reclaim
     (EvictionThresholdMet 'Attempting to reclaim memory') and its failed image collection, by node and resource."""
-    out = []
+    out: list[Finding] = []
     reclaim = pl.col("message").str.extract(r"Attempting to reclaim (\S+)", 1)
     for what, (cond, res) in PRESSURE.items():
         cond_ev = ev.filter(pl.col("reason") == cond)
@@ -158,15 +168,15 @@ def _pressure(ev: pl.DataFrame) -> list[dict]:
                           f"kubectl describe node {name} (Conditions, Allocated resources) and the evicted pods' describe, into the "
                           f"folder; give the server's pod a {res} request at its real use so that it is not evicted first",
                           start=g["ts"].min(), end=g["ts"].max(), kind="platform",
-                          facts=observed("kubectl", node=node, resource=res, condition=_n(c), reclaim=_n(r), first=g["ts"].min())))  # fmt: skip
+                          facts=observed("kubectl", node=node, resource=res, condition=_n(c), reclaim=_n(r), first=_first(g))))  # fmt: skip
     return out
 
 
-def _evicted(ev: pl.DataFrame) -> list[dict]:
+def _evicted(ev: pl.DataFrame) -> list[Finding]:
     """Pods the kubelet evicted (its message names the resource) or preempted for a critical pod."""
     gone = ev.filter(pl.col("reason").is_in(["Evicted", "Preempting"]))
     res = pl.col("message").str.extract(r"low on resource: ([\w-]+)", 1)
-    out = []
+    out: list[Finding] = []
     for (reason, r_), g in gone.with_columns(res.alias("_res")).group_by(
         "reason", "_res", maintain_order=True
     ):
@@ -186,5 +196,5 @@ def _evicted(ev: pl.DataFrame) -> list[dict]:
         )
         out.append(make_finding("high", f"{reason} ({_n(g)}×): {r['message'][:120].rstrip('.')}", f"Kubernetes reports {reason}",
                       evd, cause, advice, start=g["ts"].min(), end=g["ts"].max(), kind="platform",
-                      facts=observed("kubectl", reason=reason, resource=r_, events=_n(g), first=g["ts"].min())))  # fmt: skip
+                      facts=observed("kubectl", reason=reason, resource=r_, events=_n(g), first=_first(g))))  # fmt: skip
     return out

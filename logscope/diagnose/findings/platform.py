@@ -10,6 +10,7 @@ why not the others.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import cast
 
 import polars as pl
 
@@ -224,7 +225,7 @@ def build(ctx: Context) -> list[dict]:
         _probes(facts)
         + _pods(facts)
         + _scheduling(facts)
-        + node.build(facts)
+        + cast(list[dict], node.build(facts))
         + _xid(facts)
         + _gpu(facts, ctx)
     )
@@ -445,7 +446,7 @@ def _budget_beside(ctx: Context, g: pl.DataFrame) -> str:
             )
     if not said:
         return "; vLLM's weights + KV cache budget: not in the folder (no server log gives both its start-up lines)"
-    top = g["used"].max()
+    top = float(cast(float, g["used"].max()))
     return (
         f"; vLLM's weights + KV cache budget {'; '.join(said[:3])}, beside the GPU's {top:,.0f} MiB in use: one "
         "server's only where the GPU's pod is tied to it (said next)"
