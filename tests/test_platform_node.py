@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -247,3 +248,62 @@ def test_gpu_panel_draws_nvidia_smi_tables(tmp_path, name, used):
     assert spec["title"] == "GPU memory in use (nvidia-smi) (vLLM's weights + KV budget not in its log)"
     rows = d.sets["panel-gpu-memory"]
     assert {r["series"]: r["value"] for r in rows} == {f"GPU {g} · {name}": v for g, v in used.items()}
+
+
+_DESCRIBE_TIME = re.compile(r"\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d [+-]\d{4}")
+
+
+def _describe_shifted(src: Path, dest: Path, finished: datetime) -> None:
+    """troubleshoot#1301's describe with every Started / Finished moved by one offset (its +0530 kept), so that its
+    Last State's Finished is ``finished``: the lines and their intervals are the excerpt's."""
+    fmt = "%a, %d %b %Y %H:%M:%S %z"
+    delta = finished - datetime.strptime("Fri, 08 Sep 2023 00:57:10 +0530", fmt)
+    dest.write_text(
+        _DESCRIBE_TIME.sub(
+            lambda m: (datetime.strptime(m.group(0), fmt) + delta).strftime(fmt), src.read_text()
+        )
+    )
+
+
+@pytest.mark.parametrize("shift", [True, False], ids=["at-the-death", "years-apart"])
+def test_an_oomkilled_container_is_the_cause_of_the_server_s_death(tmp_path, shift):
+    """OOMKilled tied to a server's death, on real data that is NOT one incident: the lab's crash run (vLLM's
+    APIServer SIGKILLed at 08:34:23 UTC, truth.json) beside troubleshoot#1301's describe (a container OOMKilled,
+    exit 137), its times moved as a whole so that Finished falls on the kill. The describe names no pod: the tie is
+    said to be a guess (the folder's only server). Unshifted (2023), nothing is tied and the death's killer stays
+    unknown."""
+    from conftest import LAB, need
+
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy2(need(LAB / "crash") / "vllm-server.log", src)
+    name = "k8s-describe-container-oomkilled-137-troubleshoot-1301.txt"
+    if shift:
+        _describe_shifted(PLATFORM / name, src / name, datetime(2026, 11, 29, 8, 34, 23, tzinfo=UTC))
+    else:
+        shutil.copy2(PLATFORM / name, src / name)
+    from logscope.api import AnalyzeOptions, analyze
+
+    out = tmp_path / "out"
+    analyze(src, out, AnalyzeOptions())
+    s = json.loads((out / "summary.json").read_text())
+    top = s["findings"][0]
+    if not shift:
+        assert top["title"].startswith("Server killed without a trace at 2026-11-29 08:34:22")
+        assert (
+            "who killed it: unknown" in top["evidence"]
+            and "no OOMKilled container tied to this server" in top["evidence"]
+        )
+        return
+    assert top["title"] == (
+        "Server killed by Kubernetes at 08:34:23 (memory limit unknown), not a CUDA OOM; back at 08:35:31 (68 s down)"
+    )
+    assert top["evidence"].startswith(
+        f"{name} line 9: Last State: Terminated, Reason OOMKilled, Exit Code 137; tied to the server: a guess: the "
+        "kubectl output names no pod (a container block pasted alone); taken for the folder's only server "
+        "(vllm-server); vllm-server's log stops at 08:34:22, 1.0 s before the kill"
+    )
+    assert "vLLM's log holds no CUDA out-of-memory error" in top["evidence"]
+    assert s["verdict"][0].startswith(
+        "The vLLM server was OOMKilled (its container's memory limit) at 08:34:23"
+    )

@@ -281,7 +281,12 @@ def pod_replica(
     a replica named inside the pod's (or the pod's inside it); with one server in the folder (and ``guess``: one
     pod in question), a guess said as one, unless that server's log names another host."""
     hosts = hosts or {}
-    if not pod:
+    if not pod:  # a container block pasted alone: with one server (naming no host of its own), a guess
+        if guess and len(replicas) == 1 and not hosts.get(replicas[0]):
+            return replicas[0], (
+                "a guess: the kubectl output names no pod (a container block pasted alone); taken for the folder's "
+                f"only server ({replicas[0] or 'server'})"
+            )
         return None, "the pod is not named"
     for rep in replicas:
         if pod in hosts.get(rep, ()):
