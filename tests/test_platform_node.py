@@ -296,7 +296,8 @@ def test_an_oomkilled_container_is_the_cause_of_the_server_s_death(tmp_path, shi
         )
         return
     assert top["title"] == (
-        "Server killed by Kubernetes at 08:34:23 (memory limit unknown), not a CUDA OOM; back at 08:35:31 (68 s down)"
+        "Server killed by Kubernetes at 08:34:23 (memory limit unknown), not a CUDA OOM, tied by a guess; back at "
+        "08:35:31 (68 s down)"
     )
     assert top["evidence"].startswith(
         f"{name} line 9: Last State: Terminated, Reason OOMKilled, Exit Code 137; tied to the server: a guess: the "
@@ -304,6 +305,11 @@ def test_an_oomkilled_container_is_the_cause_of_the_server_s_death(tmp_path, shi
         "(vllm-server); vllm-server's log stops at 08:34:22, 1.0 s before the kill"
     )
     assert "vLLM's log holds no CUDA out-of-memory error" in top["evidence"]
-    assert s["verdict"][0].startswith(
-        "The vLLM server was OOMKilled (its container's memory limit) at 08:34:23"
+    assert top["symptom"].startswith(
+        "Kubernetes (OOMKilled: the container's memory limit) killed container kotsadm at 08:34:23.000 (read on the "
+        "node's clock: the Finished time kubectl describe wrote"
+    )
+    assert s["verdict"][0] == (
+        "The vLLM server was OOMKilled (its container's memory limit) at 08:34:23 and was ready again at 08:35:31; "
+        "the kill is tied to it by a guess: the kubectl output names no pod (a container block pasted alone)."
     )

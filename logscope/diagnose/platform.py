@@ -390,6 +390,8 @@ def attach(life: Lifecycle, found: list[Kill]) -> None:
         k.logged_ts, k.logged, k.tie = d.ts, d.message, _tie(k, d)
         d.kinds = sorted({*(x for x in d.kinds if x != "silent"), k.how})
         d.notes.append(f"the platform shows the kill: {k.evidence[-1]}; {k.tie}")
+        if k.mapping.startswith("a guess: "):  # the headline says so (verdict._headline)
+            d.notes.append("a guess: " + k.mapping.removeprefix("a guess: ").split(";")[0])
         _own_shutdown(life, d)
         d.ts, k.attached = k.ts, True
     life.deaths.sort(key=lambda d: (d.ts, d.replica))

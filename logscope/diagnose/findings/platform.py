@@ -175,14 +175,19 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
         else "no restart in the logs"
     )
     who = HOW[k.how].split(" (")[0]
-    what = f"pid {k.pid or '?'} ({k.process or 'the server'}" + (
-        f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")"
+    what = (
+        f"pid {k.pid} ({k.process or 'the server'}"
+        + (f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")")
+        if k.pid is not None
+        else f"container {k.process or '(unnamed)'}"  # kubectl names the container, not its pid
     )
     said = (
         f"; {ep['replica'] or 'the server'} logged the death at {clock_time(k.logged_ts)} (its own clock): {k.logged[:160]}"
         if k.logged_ts is not None and k.logged
-        else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
+        else "; vLLM prints nothing when killed"
+        + ("" if k.tie else ": " + _ends(k, ep["replica"]))  # a tie says where the killed process's log stops
     )
+    guess = ", tied by a guess" if k.mapping.startswith("a guess") else ""
     cpu = _cpu(ctx, ep["replica"])
     ev = [
         *k.evidence,
@@ -199,7 +204,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
     kv = f", here {cap['kv_memory_gib']:.2f} GiB of KV cache" if cpu and cap.get("kv_memory_gib") else ""
     return make_finding(
         "critical",
-        f"Server killed by {who} at {clock_time(k.ts)} ({limit}){tail}; {back}",
+        f"Server killed by {who} at {clock_time(k.ts)} ({limit}){tail}{guess}; {back}",
         f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{_on(k)}{said}",
         "; ".join(e for e in ev if e),
         "host memory ran out inside the process's memory limit and the kernel killed the process using the most: "
