@@ -189,6 +189,7 @@ def test_a_kernel_clock_an_hour_off_ties_no_death(tmp_path):
     assert "the kernel's clock and the log's disagree" in kill["evidence"]
     assert [d["kinds"] for d in s["server_lifecycle"]["deaths"]] == [["engine_dead"]]
     # the death vLLM logged: who killed it is unknown, and the kernel log's hours and its refused kill are said
+    # no error of the worker's own precedes it: it ended from outside (findings/engine_exit.py)
     died = next(
         f
         for f in s["findings"]
@@ -223,6 +224,10 @@ def test_with_no_kernel_line_of_the_kill_who_killed_it_is_unknown(tmp_path, kern
     assert (
         top["title"]
         == f"Engine process ended with no error of its own at {day}03:55:16, no restart in the logs"
+    )
+    # the worker the kernel killed (truth: pid 9924), named from vLLM's own lines, with where to look
+    assert (
+        "worker process VllmWorker-0 (pid 9924)" in top["next_test"] and "killed from outside" in top["cause"]
     )
     where = (
         "the folder holds no kernel log (dmesg -T / journalctl -k: the OOM killer's lines)"
