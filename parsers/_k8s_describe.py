@@ -33,6 +33,8 @@ from .base import ParseContext
 
 _STATE_KEYS = ("State", "Last State")
 _STATE_FIELDS = ("Reason", "Exit Code", "Started", "Finished", "Message", "Signal")
+# a failed pod's own Reason: the kubelet evicted it (node pressure) or preempted it to admit a critical pod
+_FAILED = ("Evicted", "Preempting")
 _TIME = "%a, %d %b %Y %H:%M:%S %z"  # describe's Started / Finished: 'Fri, 08 Sep 2023 00:57:11 +0530'
 
 
@@ -48,7 +50,8 @@ def describe(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         line.str.extract_groups(_RESOURCE).alias("r"),
     ).unnest("f", "r")
     key = pl.col("key")
-    if not f.filter(key.is_in(["Name", *_STATE_KEYS, "Restart Count", "Limits", "Requests"])).height:
+    failed = (key == "Reason") & pl.col("val").is_in(_FAILED)  # a pasted head: Status / Reason / Message only
+    if not f.filter(key.is_in(["Name", *_STATE_KEYS, "Restart Count", "Limits", "Requests"]) | failed).height:
         return pl.DataFrame(), pl.DataFrame()
     nxt = key.shift(-1)
     is_ctr = pl.col("ctr").is_not_null() & nxt.is_in(["Container ID", "Image"])
@@ -89,10 +92,11 @@ def describe(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
 
 
 def _evicted(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """The pod's own 'Status: Failed / Reason: Evicted / Message: The node was low on resource: ...' (unindented,
-    before its containers): an ``event`` row with reason Evicted; describe writes no time for it."""
+    """The pod's own 'Status: Failed / Reason: Evicted / Message: The node was low on resource: ...' or 'Reason:
+    Preempting / Message: Preempted in order to admit critical pod' (unindented, before its containers): an ``event``
+    row with that reason; describe writes no time for it."""
     top = f.filter((pl.col("ind") == "") & pl.col("key").is_in(["Reason", "Message"]))
-    if not top.filter((pl.col("key") == "Reason") & (pl.col("val") == "Evicted")).height:
+    if not top.filter((pl.col("key") == "Reason") & pl.col("val").is_in(_FAILED)).height:
         return pl.DataFrame()
     g = top.group_by("_pg", maintain_order=True).agg(
         _val("Reason").alias("reason"),
@@ -102,7 +106,7 @@ def _evicted(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.col("_ns").first(),
         pl.col("_node").first(),
     )
-    return g.filter(pl.col("reason") == "Evicted").select(
+    return g.filter(pl.col("reason").is_in(_FAILED)).select(
         pl.lit(None, dtype=TS).alias("ts"),
         pl.lit("relative").alias("ts_basis"),
         pl.lit(ctx.source).alias("source"),
@@ -113,7 +117,7 @@ def _evicted(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.col("_ns").alias("namespace"),
         pl.col("_pod").alias("pod"),
         pl.col("_node").alias("host"),
-        pl.coalesce("message", pl.lit("Evicted")).alias("message"),
+        pl.coalesce("message", "reason").alias("message"),
         "line_no",
     )
 

@@ -54,7 +54,7 @@ _POD_ROW = ascii_classes(
 )
 # an Events row: describe's (indented: type, reason, age, from, message) or get events' (age, type, reason, object)
 _EVENT = ascii_classes(
-    r"^(?:> ?)?\s+(?P<type>Normal|Warning)\s+(?P<reason>[A-Za-z]+)\s+(?P<age>" + _AGE + r"|<unknown>)"
+    r"^(?:> ?)?\s*(?P<type>Normal|Warning)\s+(?P<reason>[A-Za-z]+)\s+(?P<age>" + _AGE + r"|<unknown>)"
     r"(?:\s+\(x(?P<count>\d+) over (?P<over>"
     + _AGE
     + r")\))?\s+(?P<from>[\w.-]+(?:, [\w.-]+)?)\s{2,}(?P<msg>.*)$"
@@ -74,7 +74,9 @@ _CONTAINER = ascii_classes(rf"^(?:> ?)?(?P<ind> +)(?P<ctr>{_DNS}):\s*$")
 _RESOURCE = ascii_classes(r"^\s+(?P<res>cpu|memory|nvidia\.com/gpu|ephemeral-storage):\s+(?P<qty>\S+)\s*$")
 _DATE = r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d (?:UTC|GMT) \d{4}$"
 _STRONG = (
-    r"\b(?:Last State|Restart Count|Container ID|Controlled By):|^\s*(?:Events|Containers):\s*$|\s(?:Normal|Warning)\s+[A-Z][a-z]+[A-Za-z]*\s+"
+    r"\b(?:Last State|Restart Count|Container ID|Controlled By):|^\s*(?:Events|Containers):\s*$"
+    r"|^Reason:\s+(?:Evicted|Preempting)\s*$"  # a failed pod's own reason (describe pod, unindented)
+    r"|(?:^|\s)(?:Normal|Warning)\s+[A-Z][a-z]+[A-Za-z]*\s+"
     + _AGE
     + r"|^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS|LAST SEEN\s+TYPE\s+REASON"
 )
@@ -222,6 +224,7 @@ def _events(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         .otherwise(pl.col("_name"))
         .alias("pod"),
         pl.when(ctr != "image").then(ctr).alias("container"),
+        _node(obj, pl.col("d").struct.field("from"), msg).alias("host"),
         f("count").cast(pl.Int64).alias("count"),
         over.alias("first_age_s"),
         at(over).alias("first_ts"),
@@ -229,6 +232,16 @@ def _events(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         result.alias("probe_result"),
         msg.str.slice(0, 500).alias("message"),
         "line_no",
+    )
+
+
+def _node(obj: pl.Expr, frm: pl.Expr, msg: pl.Expr) -> pl.Expr:
+    """The node an event names: get events' object ``node/<name>``, an older kubectl's From ``kubelet, <node>``,
+    or the node conditions' own message ('Node <name> status is now: NodeNotReady')."""
+    return pl.coalesce(
+        obj.str.extract(r"^[Nn]ode/(\S+)", 1),
+        frm.str.extract(r"^[\w.-]+, ([\w.-]+)$", 1),
+        msg.str.extract(r"^Node (\S+) (?:status is now|event):", 1),
     )
 
 

@@ -363,7 +363,8 @@ def test_gpu_memory_panel_from_dcgm(ingested):
     ld = load(ingested)
     d = Data()
     spec = gpu_panel.panel(ld, {"capacity": {}}, Backdrop([], []), XEnc(0, 1), d)
-    assert spec is not None and spec["title"].startswith("GPU memory in use (DCGM exporter)")
+    # the folder holds both tools: the DCGM scrapes and nvidia-smi's dated tables
+    assert spec is not None and spec["title"].startswith("GPU memory in use (DCGM exporter, nvidia-smi)")
     assert "budget not in its log" in spec["title"]
     series = set(gpu_panel._series(ld)["series"].to_list())
     assert "GPU 0 · vllm-medgemma-4b-it-d599b4c99-f95nk" in series and "GPU 0" in series
@@ -392,7 +393,10 @@ def test_nvidia_smi_tables(ingested, tmp_path, name, at, used, total, watts):
         f"GPU memory (nvidia-smi): GPU 0: up to {used[0]:,} MiB used of {total:,}; "
         f"GPU 1: up to {used[1]:,} MiB used of {total:,}"
     )
-    assert f["evidence"] == f"2 sample(s) at {at[11:19]} from {name}"
+    assert f["evidence"] == (
+        f"2 sample(s) at {at[11:19]} from {name}; vLLM's weights + KV cache budget: not in the folder (no server "
+        "log gives both its start-up lines)"
+    )
 
 
 def test_kubectl_logs_previous_is_a_server_log(tmp_path):

@@ -21,7 +21,7 @@ from logscope.resources import shape
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from generate import generate_replicas  # noqa: E402
+from generate import generate_fleet, generate_replicas  # noqa: E402
 
 COLUMNS = ["path", "format", "confidence", "lines_total", "lines_parsed", "lines_unrecognized", "messages"]
 
@@ -112,6 +112,41 @@ def test_a_low_max_memory_holds_for_a_fleet_with_the_same_tables(tmp_path):
     for name in tables:
         assert_frame_equal(pl.read_parquet(whole / name), pl.read_parquet(low / name)), name
     assert pl.read_parquet(low / "server_stats.parquet")["replica"].n_unique() == 400
+
+
+def _same_tables(whole: Path, low: Path) -> None:
+    tables = sorted(p.name for p in whole.glob("*.parquet"))
+    assert "requests.parquet" in tables and "episodes.parquet" in tables
+    assert tables == sorted(p.name for p in low.glob("*.parquet"))
+    for name in tables:
+        assert_frame_equal(pl.read_parquet(whole / name), pl.read_parquet(low / name)), name
+
+
+@pytest.mark.slow
+def test_a_fleet_with_its_clients_and_gateways_holds_max_memory_in_time_slices(tmp_path):
+    """A fleet of real per-replica shape (``generate_fleet``: 32 replicas, each a vLLM log, a client's JSON lines
+    and its openai-python DEBUG log, behind 4 nginx gateways; 79 MB): 64 client sources. Under ``--max-memory
+    250M`` the whole does not fit the later stages' estimate but time slices do, and the run stays under the
+    budget with every table equal to the unbounded run's; correlation says it sliced, in every output. Before,
+    picking one view per client read each source by a scan of its own and held every scan's buffers: 591 MiB for
+    this folder's pick alone (1.4 GB on 64 replicas of 16 MB), whatever the budget."""
+    src = tmp_path / "fleet"
+    generate_fleet(src, 40, 32, 4)
+    whole, low = tmp_path / "whole", tmp_path / "low"
+    _peak_rss_mb(src, whole, "none")
+    peak = _peak_rss_mb(src, low, "250M")
+    assert peak < 250, peak
+    sliced = json.loads((low / "correlation.json").read_text())["slices"]
+    assert sliced["count"] >= 1 and "slices" not in json.loads((whole / "correlation.json").read_text())
+    summary = json.loads((low / "summary.json").read_text())
+    assert "range" not in summary["span"]
+    said = [n["text"] for n in summary["assumptions"]["notes"] if n["text"].startswith("correlated in")]
+    assert len(said) == 1 and "time slice" in said[0], said
+    for name in ("summary.md", "report.html"):
+        assert "correlated in" in (low / name).read_text(), name
+    kept = pl.read_parquet(low / "requests.parquet")
+    assert kept.height > 10_000
+    _same_tables(whole, low)
 
 
 def test_ingest_held_to_a_tiny_budget_gives_the_same_tables(tmp_path):

@@ -174,18 +174,24 @@ def kept_client_sources(
     cr = time_range.scan(out, "client_requests", rng).select("source", "ts_start", "logical_request_id")
     if sample is None:
         return pick_client_sources(ca.collect(), cr.collect())
-    sources = pl.concat([ca.select("source"), cr.select("source")]).unique().collect(engine="streaming")
 
-    def heads(lf: pl.LazyFrame) -> pl.DataFrame:  # streaming: each scan stops after its first rows
+    def heads(lf: pl.LazyFrame) -> pl.DataFrame:
+        """Each source's first ``sample`` rows, the sources in order of name. The sources that have no more
+        are read whole by one scan; only a larger one is read by a scan of its own, which stops after its
+        first rows. A scan a source held every column's buffers of the file (a filtered frame's strings are
+        views into them): 128 client sources of a 64-replica fleet took 1.4 GB for 1.7 M rows."""
+        n = lf.group_by("source").len().collect(engine="streaming").drop_nulls("source").sort("source")
+        small = n.filter(pl.col("len") <= sample)["source"]
+        whole = lf.filter(pl.col("source").is_in(small.implode())).collect(engine="streaming")
         return pl.concat(
             [
-                lf.clear().collect(),
+                whole,
                 *(
                     lf.filter(pl.col("source") == s).head(sample).collect(engine="streaming")
-                    for s in sources["source"].drop_nulls().sort()
+                    for s in n.filter(pl.col("len") > sample)["source"]
                 ),
             ]
-        )
+        ).sort("source", maintain_order=True)
 
     return pick_client_sources(heads(ca), heads(cr))
 

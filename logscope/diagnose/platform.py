@@ -281,7 +281,12 @@ def pod_replica(
     a replica named inside the pod's (or the pod's inside it); with one server in the folder (and ``guess``: one
     pod in question), a guess said as one, unless that server's log names another host."""
     hosts = hosts or {}
-    if not pod:
+    if not pod:  # a container block pasted alone: with one server (naming no host of its own), a guess
+        if guess and len(replicas) == 1 and not hosts.get(replicas[0]):
+            return replicas[0], (
+                "a guess: the kubectl output names no pod (a container block pasted alone); taken for the folder's "
+                f"only server ({replicas[0] or 'server'})"
+            )
         return None, "the pod is not named"
     for rep in replicas:
         if pod in hosts.get(rep, ()):
@@ -385,6 +390,8 @@ def attach(life: Lifecycle, found: list[Kill]) -> None:
         k.logged_ts, k.logged, k.tie = d.ts, d.message, _tie(k, d)
         d.kinds = sorted({*(x for x in d.kinds if x != "silent"), k.how})
         d.notes.append(f"the platform shows the kill: {k.evidence[-1]}; {k.tie}")
+        if k.mapping.startswith("a guess: "):  # the headline says so (verdict._headline)
+            d.notes.append("a guess: " + k.mapping.removeprefix("a guess: ").split(";")[0])
         _own_shutdown(life, d)
         d.ts, k.attached = k.ts, True
     life.deaths.sort(key=lambda d: (d.ts, d.replica))

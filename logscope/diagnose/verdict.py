@@ -215,7 +215,9 @@ def _headline(e: dict) -> str:
             if c["ready"]
             else ", with no restart in the logs"
         )
-        return f"The vLLM server {how} at {clock.hms(e['start'])}{back}."
+        guess = next((n for n in c.get("notes") or [] if n.startswith("a guess: ")), None)
+        tied = f"; the kill is tied to it by {guess}" if guess else ""  # platform.attach: said as a guess
+        return f"The vLLM server {how} at {clock.hms(e['start'])}{back}{tied}."
     what = _what(e)
     state = []
     if e["kv_max"] is not None:

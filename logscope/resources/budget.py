@@ -173,7 +173,18 @@ def records_bytes(out: Path, kept: list[str] | None = None) -> float:
 def whole_need(out: Path, kept: list[str] | None = None) -> int:
     """Estimated peak memory of analysing the whole input: row counts times bytes per row of a sample. With
     ``kept`` None, every client source counts (an upper bound that reads no whole column)."""
-    return need(records_bytes(out, kept), replicas=replicas(out))
+    return max(need(records_bytes(out, kept), replicas=replicas(out)), shape.pick_need(client_rows(out)))
+
+
+def client_rows(out: Path) -> int:
+    """The client rows correlation reads to pick one view per client: each source's first PICK_SAMPLE rows of
+    client_attempts and client_requests (``correlate.frames.kept_client_sources``)."""
+    n = 0
+    for t in ("client_attempts", "client_requests"):
+        if (p := Path(out) / f"{t}.parquet").exists():
+            per = pl.scan_parquet(p).group_by("source").len().collect(engine="streaming")["len"]
+            n += int(per.clip(upper_bound=PICK_SAMPLE).sum())
+    return n
 
 
 def slices_fit(out: Path, budget: int | None) -> bool:
@@ -184,7 +195,8 @@ def slices_fit(out: Path, budget: int | None) -> bool:
 
     kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
     rec, n = records_bytes(out, kept), replicas(out)
-    return need(rec, replicas=n) > budget and need(rec, sliced=True, replicas=n) <= budget
+    sliced = max(need(rec, sliced=True, replicas=n), shape.pick_need(client_rows(out)))
+    return need(rec, replicas=n) > budget and sliced <= budget
 
 
 def profile(out: Path, kept: list[str] | None = None) -> tuple[pl.DataFrame, float]:

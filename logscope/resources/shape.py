@@ -9,7 +9,9 @@ each stage in a fresh process (docs/performance.md item 44):
   ``FRAME_BYTES`` beyond its columns: 1,200 frames of 5.9 MB estimated took 95 MB), and then the server's request
   events of a derive pass (``EVENT_BYTES`` each: 139,200 events of 800 replicas in one pass, +73 MB);
 * the later stages cost about ``LATER_FLOOR`` plus ``PER_REPLICA`` a replica besides their records
-  (``logscope.resources.budget``): diagnosis of 100 / 400 / 800 replicas peaked at 158 / 188 / 206 MiB.
+  (``logscope.resources.budget``): diagnosis of 100 / 400 / 800 replicas peaked at 158 / 188 / 206 MiB;
+* per client stream, correlation first picks one view of each client from every client source's rows
+  (``PICK_ROW`` each), whether it then correlates in time slices or not; a gateway's rows are among the records.
 
 When the budget is below what ingest would take with its default batches, the batches shrink to fit: heads are
 detected a smaller batch at a time and parsed rows are spilled to part files sooner, a stream over the files that
@@ -37,6 +39,10 @@ STORE_DEFAULT = 64 * MIB  # ``IngestOptions.memory_bytes``
 DETECT_MIN, STORE_MIN, PASS_MIN = 256 * 1024, 1 * MIB, 10_000
 LATER_FLOOR = 176 * MIB  # the later stages' peak on a folder of a few small logs (rounded up)
 PER_REPLICA = 80 * 1024  # ... and what each replica adds (0.07 MiB measured, rounded up)
+# a client row's cost while correlation picks one view per client (``correlate.frames.kept_client_sources``, before
+# any slice: every client source's rows, whatever the budget): 32 / 64-replica fleets of real sizes, 0.45 / 1.7 M
+# client rows, 134 / 442 MiB (~250 bytes a row), rounded up
+PICK_ROW = 320
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,12 @@ def ingest_limits(budget: int | None, files: int, head_bytes: int) -> IngestLimi
         + ("" if fits else f"; even so about {gib(ingest_need(files, head_bytes, detect, store))} is needed")
     )
     return IngestLimits(detect, store, note, pass_rows)
+
+
+def pick_need(client_rows: int) -> int:
+    """The later stages' peak while the client views are picked: it is over before the first slice is read, so
+    the peak of a run is the larger of this and the slices' (``resources.budget``)."""
+    return LATER_FLOOR + PICK_ROW * client_rows
 
 
 def later_need(replicas: int) -> int:

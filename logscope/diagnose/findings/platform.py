@@ -10,14 +10,17 @@ why not the others.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import cast
 
 import polars as pl
 
 from ... import clock
+from ..capacity import startup as capacity_startup
 from ..claims import facts as observed
 from ..context import Context
 from ..gpu_faults import BEFORE_S
 from ..platform import Facts, Kill, gib, kill_for, pod_replica
+from . import node
 from .record import clock_time, make_finding
 
 HOW = {
@@ -172,14 +175,19 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
         else "no restart in the logs"
     )
     who = HOW[k.how].split(" (")[0]
-    what = f"pid {k.pid or '?'} ({k.process or 'the server'}" + (
-        f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")"
+    what = (
+        f"pid {k.pid} ({k.process or 'the server'}"
+        + (f": {ep['replica'] or 'the server'}'s {k.role})" if k.role else ")")
+        if k.pid is not None
+        else f"container {k.process or '(unnamed)'}"  # kubectl names the container, not its pid
     )
     said = (
         f"; {ep['replica'] or 'the server'} logged the death at {clock_time(k.logged_ts)} (its own clock): {k.logged[:160]}"
         if k.logged_ts is not None and k.logged
-        else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
+        else "; vLLM prints nothing when killed"
+        + ("" if k.tie else ": " + _ends(k, ep["replica"]))  # a tie says where the killed process's log stops
     )
+    guess = ", tied by a guess" if k.mapping.startswith("a guess") else ""
     cpu = _cpu(ctx, ep["replica"])
     ev = [
         *k.evidence,
@@ -196,7 +204,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
     kv = f", here {cap['kv_memory_gib']:.2f} GiB of KV cache" if cpu and cap.get("kv_memory_gib") else ""
     return make_finding(
         "critical",
-        f"Server killed by {who} at {clock_time(k.ts)} ({limit}){tail}; {back}",
+        f"Server killed by {who} at {clock_time(k.ts)} ({limit}){tail}{guess}; {back}",
         f"{HOW[k.how]} killed {what} at {clock.hms(k.ts, ms=True)}{_on(k)}{said}",
         "; ".join(e for e in ev if e),
         "host memory ran out inside the process's memory limit and the kernel killed the process using the most: "
@@ -218,7 +226,14 @@ def build(ctx: Context) -> list[dict]:
     out = [
         _kill(ctx, k) for k in facts.kills if not k.attached
     ]  # an attached kill speaks in its death's finding
-    out += _probes(facts) + _pods(facts) + _scheduling(facts) + _xid(facts) + _gpu(facts)
+    out += (
+        _probes(facts)
+        + _pods(facts)
+        + _scheduling(facts)
+        + cast(list[dict], node.build(facts))
+        + _xid(facts)
+        + _gpu(facts, ctx)
+    )
     return out
 
 
@@ -298,6 +313,12 @@ def _probes(facts: Facts) -> list[dict]:
             )
         elif "HTTP 404" in results:
             advice = f"the {probe} probe's path answers 404: point it at /health, the path the server answers"
+        elif "connection refused" in results and probe == "startup":
+            advice = (
+                "nothing listened on the port when the startup probe gave up (the server was still loading its model): "
+                "make the startupProbe's failureThreshold × periodSeconds longer than the load (vLLM logs its load "
+                "and engine start times: 'Model loading took', 'init engine ... took')"
+            )
         elif "connection refused" in results:
             advice = "nothing listened on the probe's port yet (the model was still loading): add a startupProbe that allows the load time"
         else:
@@ -356,34 +377,19 @@ def _pods(facts: Facts) -> list[dict]:
     return out
 
 
-EVICTION = (
-    "the node ran short of memory and the kubelet evicted the pod using the most beyond its request: the node's "
-    "pressure, not the container's limit (that is OOMKilled) and not the server's device memory",
-    "Set the server pod's memory request to its peak resident memory (requests = limits makes it Guaranteed, evicted "
-    "last), and kubectl describe node of its node (MemoryPressure, allocatable) into the folder",
-)
-
-
 def _scheduling(facts: Facts) -> list[dict]:
-    ev = facts.events.filter(
-        pl.col("reason").is_in(["Evicted", "FailedScheduling", "Preempting", "Preempted", "NodeNotReady"])
-    )
+    """The scheduler's own reasons (a pod it could not place, or one it preempted for another); the kubelet's
+    evictions, preemptions and the node's own problems are ``node.build``'s."""
+    ev = facts.events.filter(pl.col("reason").is_in(["FailedScheduling", "Preempted"]))
     out = []
     for (reason,), g in ev.group_by("reason", maintain_order=True):
         r = g.row(0, named=True)
         n = int(g["count"].fill_null(1).sum())
         pod = f"pod {r['pod']}" + (f" on node {r['host']}" if r.get("host") else "") if r.get("pod") else ""
         ev = f"{r['source']} line {r['line_no']}: {r['message'][:300]}" + (f" ({pod})" if pod else "")
-        cause, advice = (
-            EVICTION
-            if reason == "Evicted" and "low on resource: memory" in (r["message"] or "")
-            else (
-                "the node or the scheduler, not the server",
-                "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
-            )
-        )
         out.append(make_finding("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
-                      f"Kubernetes reports {reason}", ev, cause, advice,
+                      f"Kubernetes reports {reason}", ev, "the node or the scheduler, not the server",
+                      "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
                       facts=observed("kubectl", reason=reason, events=n, first=g["ts"].min())))  # fmt: skip
     return out
@@ -430,7 +436,29 @@ GPU_VIA = {  # the series of memory in use, and of the memory left or whole, by 
 }
 
 
-def _gpu(facts: Facts) -> list[dict]:
+def _budget_beside(ctx: Context, g: pl.DataFrame) -> str:
+    """vLLM's own device budget (its start-up lines: weights + KV cache) beside the GPUs' memory in use, per server
+    log that gives both; the two are the same server's only as far as the pod-to-server mapping says (said after)."""
+    ev = ctx.inputs.events
+    ev = ev.filter(pl.col("kind") == "capacity") if ev.height else ev
+    said = []
+    for (rep,), e in ev.group_by("replica", maintain_order=True) if ev.height else []:
+        cap = capacity_startup(e)
+        w, kv = cap.get("weights_gib"), cap.get("kv_memory_gib")
+        if w is not None and kv is not None:
+            said.append(
+                f"{w + kv:.2f} GiB ({(w + kv) * 1024:,.0f} MiB: weights {w:.2f} + KV cache {kv:.2f}) in {rep or 'the server'}'s start-up lines"
+            )
+    if not said:
+        return "; vLLM's weights + KV cache budget: not in the folder (no server log gives both its start-up lines)"
+    top = float(cast(float, g["used"].max()))
+    return (
+        f"; vLLM's weights + KV cache budget {'; '.join(said[:3])}, beside the GPU's {top:,.0f} MiB in use: one "
+        "server's only where the GPU's pod is tied to it (said next)"
+    )
+
+
+def _gpu(facts: Facts, ctx: Context | None = None) -> list[dict]:
     out = []
     for via, (u, rest, what) in GPU_VIA.items():
         used = facts.gpu.filter(pl.col("name") == u)
@@ -444,11 +472,12 @@ def _gpu(facts: Facts) -> list[dict]:
         )
         whole = (lambda r: r["used"] + r["rest"]) if rest.endswith("FREE") else (lambda r: r["rest"])
         bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
-                + (f" of {whole(r):,.0f}" if r["rest"] is not None else "") for r in g.sort("gpu").iter_rows(named=True)]  # fmt: skip
+                + (f" of {whole(r):,.0f}" if r["rest"] is not None else "") for r in g.sort("gpu", "pod", nulls_last=True).iter_rows(named=True)]  # fmt: skip
         times = used["ts"].drop_nulls()
         when = f" at {clock_time(times.min())}" + (f"–{clock_time(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
         out.append(make_finding("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
-                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}" + _servers_of(facts, g),
+                      f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}"
+                      + (_budget_beside(ctx, g) if ctx is not None else "") + _servers_of(facts, g),
                       "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
                       "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform",
                       facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=g["used"].max(), first=times.min() if times.len() else None)))  # fmt: skip
