@@ -146,7 +146,9 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     df = _kind(pl.concat([df, got.rename({"kind": "scan"})], how="horizontal"))
     kind, msg, ln = pl.col("kind"), pl.col("msg"), pl.col("line")
     # a line with a time, or logging's default 'LEVEL:' before its text, is a record; else it may continue one
-    level = _where(df, kind.is_null() & pl.col("stamp").is_null(), ln.str.contains(_LEVEL_PREFIX), pl.Boolean)
+    level = _where(
+        df, kind.is_null() & pl.col("stamp").is_null(), ln.str.contains(_LEVEL_PREFIX), pl.Boolean()
+    )
     prefixed = kind.is_not_null() | pl.col("stamp").is_not_null() | level.fill_null(False)
     df = df.with_columns(prefixed.alias("prefixed"))
     # traceback lines after an 'Encountered ...' record (exc_info=True in older SDKs)
@@ -161,7 +163,7 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     cont = pl.col("cont")
     # a record of another logger of the application (its prefix read, its text no client event), its console lines
     bare = ~msg & ~cont
-    console = _where(df, bare & ~pl.col("prefixed"), ln.str.contains(_CONSOLE), pl.Boolean)
+    console = _where(df, bare & ~pl.col("prefixed"), ln.str.contains(_CONSOLE), pl.Boolean())
     other = bare & (pl.col("prefixed") | console.fill_null(False))
     # the error that ended a request, in whatever line the application wrote it
     final = (
@@ -174,13 +176,13 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         .then(pl.lit("reraise"))
     )
     df = df.with_columns(
-        pl.coalesce(kind, _where(df, kind.is_null() & ~cont, final, pl.String)).alias("kind")
+        pl.coalesce(kind, _where(df, kind.is_null() & ~cont, final, pl.String())).alias("kind")
     )
     ok = df.select((msg | cont | other | kind.is_not_null()).alias("ok")).to_series()
     n_other = int(df.select((other & kind.is_null()).sum()).item())
     if n_other:
         state["other_records"] = state.get("other_records", 0) + n_other
-    df = df.with_columns(_where(df, cont, ln.str.extract(_EXC, 1), pl.String).alias("exc"))
+    df = df.with_columns(_where(df, cont, ln.str.extract(_EXC, 1), pl.String()).alias("exc"))
     return _rows(df.filter(kind.is_not_null() | pl.col("exc").is_not_null()), ctx), ok
 
 
