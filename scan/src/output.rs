@@ -52,6 +52,15 @@ impl Col {
         }
     }
 
+    /// Room for `n` more values (a chunk's lines: no growth while they are pushed).
+    fn reserve(&mut self, n: usize) {
+        match self {
+            Col::Str(c) => c.views.reserve(n),
+            Col::I64(c) | Col::Items(c) => c.values.reserve(n),
+            Col::F64(c) => c.values.reserve(n),
+        }
+    }
+
     fn into_column(self) -> Column {
         match self {
             Col::Str(c) => Column::Str(c),
@@ -159,7 +168,9 @@ impl Compiled {
     pub fn scan(&self, lines: &[&[u8]]) -> Table {
         let n = self.fields.len();
         let mut kind = I64Column::default();
+        kind.values.reserve(lines.len());
         let mut cols = self.columns();
+        cols.iter_mut().for_each(|c| c.reserve(lines.len()));
         // per pairs field: its kept pairs, then one column per picked name
         let mut derived: Vec<Vec<StrColumn>> = self
             .fields

@@ -146,6 +146,15 @@ impl Class {
         (p, n)
     }
 
+    /// Whether a character of this class may start with byte `b` (any non-ASCII lead byte, when it holds some).
+    fn may_start(&self, b: u8) -> bool {
+        if b < 0x80 {
+            self.ascii[b as usize]
+        } else {
+            self.non_ascii != NonAscii::None
+        }
+    }
+
     /// Whether the character starting at `s[0]` belongs, and its length in bytes (s is valid UTF-8, non-empty).
     #[inline(always)]
     fn at(&self, s: &[u8]) -> (bool, usize) {
@@ -209,6 +218,8 @@ pub enum Step {
     Rest,
     /// as few characters as what follows allows (lazy)
     Lazy,
+    /// `Lazy`, trying only the places whose byte may start what follows (`lazy_at`)
+    LazyAt(Starts),
     /// the inside of a quoted string (JSON's, or a Python repr's): on to the first such quote no backslash escapes
     /// (not taking it)
     Quoted(u8),
@@ -216,8 +227,13 @@ pub enum Step {
     Find(memmem::Finder<'static>),
     /// these steps, or nothing (the steps first); `caps`: they keep a field
     Opt { steps: Vec<Step>, caps: bool },
-    /// the first of these sequences that matches (with what follows)
-    Alt { alts: Vec<Vec<Step>>, caps: bool },
+    /// the first of these sequences that matches (with what follows); `starts`: by the byte at a place (256: the
+    /// line's end), which of them may start there (a bit each), so that only those are tried
+    Alt {
+        alts: Vec<Vec<Step>>,
+        caps: bool,
+        starts: Option<Box<[u64; 257]>>,
+    },
     /// these steps `min` to `max` times, as often as may be
     Repeat {
         steps: Vec<Step>,
@@ -241,7 +257,19 @@ impl Step {
 
     pub fn alt(alts: Vec<Vec<Step>>) -> Step {
         let caps = alts.iter().any(|a| captures(a));
-        Step::Alt { alts, caps }
+        let starts = (alts.len() <= 64).then(|| {
+            let mut table = Box::new([0u64; 257]);
+            for (i, alt) in alts.iter().enumerate() {
+                let st = starts(alt);
+                for (b, bits) in table.iter_mut().enumerate() {
+                    if st.as_ref().is_none_or(|st| b < 256 && st[b]) {
+                        *bits |= 1 << i;
+                    }
+                }
+            }
+            table
+        });
+        Step::Alt { alts, caps, starts }
     }
 
     pub fn repeat(steps: Vec<Step>, min: usize, max: usize) -> Step {
@@ -361,6 +389,25 @@ impl Matcher<'_> {
                     p += utf8_len(line[p]);
                 }
             }
+            Step::LazyAt(st) => {
+                // what follows takes a byte: the end of the line is never one of its places
+                let mut p = pos;
+                loop {
+                    match line[p..].iter().position(|&b| st[b as usize]) {
+                        Some(i) => p += i,
+                        None => return false,
+                    }
+                    if is_boundary(line, p) {
+                        if self.seq(rest, p, k) {
+                            return true;
+                        }
+                        if self.budget == 0 {
+                            return false;
+                        }
+                    }
+                    p += 1;
+                }
+            }
             Step::Find(f) => {
                 let mut from = pos;
                 while let Some(i) = f.find(&line[from..]) {
@@ -378,8 +425,9 @@ impl Matcher<'_> {
             Step::Opt { steps: inner, .. } => {
                 self.seq(inner, pos, &mut |m: &mut Self, p| m.seq(rest, p, k)) || self.seq(rest, pos, k)
             }
-            Step::Alt { alts, .. } => {
-                for alt in alts {
+            Step::Alt { alts, starts, .. } => {
+                for i in tried(starts, alts.len(), line, pos) {
+                    let alt = &alts[i];
                     if self.seq(alt, pos, &mut |m: &mut Self, p| m.seq(rest, p, k)) {
                         return true;
                     }
@@ -489,6 +537,8 @@ impl Matcher<'_> {
                     self.choice |= n > *min;
                 }
                 Step::Lazy => self.choice |= pos < line.len(),
+                // its places are tried by backtracking alone
+                Step::LazyAt(_) => return Fast::Unknown,
                 Step::Find(f) => match f.find(&line[pos..]) {
                     Some(i) => {
                         pos += i + f.needle().len();
@@ -504,9 +554,10 @@ impl Matcher<'_> {
                     (Fast::Fail, saved) => self.restore(saved),
                     (Fast::Unknown, _) => return Fast::Unknown,
                 },
-                Step::Alt { alts, caps } => {
+                Step::Alt { alts, caps, starts } => {
                     let mut matched = None;
-                    for (i, alt) in alts.iter().enumerate() {
+                    for i in tried(starts, alts.len(), line, pos) {
+                        let alt = &alts[i];
                         match self.sub(alt, pos, *caps) {
                             (Fast::Ok(p), _) => {
                                 self.choice |= i + 1 < alts.len();
@@ -596,6 +647,92 @@ impl Matcher<'_> {
         let got = self.fast(steps, pos);
         self.choice |= outer;
         (got, saved)
+    }
+}
+
+/// The bytes a match of some steps may start with, as a table over the byte values.
+pub type Starts = Box<[bool; 256]>;
+
+/// The bytes the steps may start with when they cannot match empty (None: they may, or may start anywhere).
+pub fn starts(steps: &[Step]) -> Option<Starts> {
+    match starts_of(steps) {
+        Some((set, false)) => Some(Box::new(set)),
+        _ => None,
+    }
+}
+
+/// What a sequence may start with, and whether it may match empty (None: unknown).
+fn starts_of(steps: &[Step]) -> Option<([bool; 256], bool)> {
+    let mut set = [false; 256];
+    for step in steps {
+        let (s, empty) = step_starts(step)?;
+        set.iter_mut().zip(s).for_each(|(a, b)| *a |= b);
+        if !empty {
+            return Some((set, false));
+        }
+    }
+    Some((set, true))
+}
+
+fn step_starts(step: &Step) -> Option<([bool; 256], bool)> {
+    let mut set = [false; 256];
+    match step {
+        Step::Lit(lit) => match lit.first() {
+            Some(&b) => {
+                set[b as usize] = true;
+                Some((set, false))
+            }
+            None => Some((set, true)),
+        },
+        Step::Run { class, min, .. } => {
+            set.iter_mut()
+                .enumerate()
+                .for_each(|(b, x)| *x = class.may_start(b as u8));
+            Some((set, *min == 0))
+        }
+        Step::Capture { steps, .. } => starts_of(steps),
+        Step::Opt { steps, .. } => starts_of(steps).map(|(s, _)| (s, true)),
+        Step::Repeat { steps, min, .. } => starts_of(steps).map(|(s, empty)| (s, empty || *min == 0)),
+        Step::Alt { alts, .. } => {
+            let mut empty = false;
+            for alt in alts {
+                let (s, e) = starts_of(alt)?;
+                set.iter_mut().zip(s).for_each(|(a, b)| *a |= b);
+                empty |= e;
+            }
+            Some((set, empty))
+        }
+        Step::Start => Some((set, true)),
+        _ => None,
+    }
+}
+
+/// The alternatives (their indexes, in order) that may start at `pos`.
+#[inline]
+fn tried(starts: &Option<Box<[u64; 257]>>, n: usize, line: &[u8], pos: usize) -> impl Iterator<Item = usize> {
+    let mut bits = match starts {
+        Some(t) => t[line.get(pos).map_or(256, |&b| b as usize)],
+        None => 0,
+    };
+    let mut all = if starts.is_none() { 0..n } else { 0..0 };
+    std::iter::from_fn(move || {
+        if bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            return Some(i);
+        }
+        all.next()
+    })
+}
+
+/// Each `Lazy` step of a sequence followed by steps that take a byte tries only the places they may start at.
+pub fn lazy_at(steps: &mut [Step]) {
+    for i in 0..steps.len() {
+        if matches!(steps[i], Step::Lazy)
+            && let Some(st) = starts(&steps[i + 1..])
+        {
+            steps[i] = Step::LazyAt(st);
+        }
     }
 }
 

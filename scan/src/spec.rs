@@ -30,7 +30,7 @@ use pyo3::types::PyDict;
 use crate::convert::Type;
 use crate::lookup::{Lookup, Outside};
 use crate::pairs::Pairs;
-use crate::plan::{Class, Kind, Step, captures};
+use crate::plan::{Class, Kind, Step, captures, lazy_at};
 
 pub struct Compiled {
     pub kinds: Vec<Kind>,
@@ -104,7 +104,9 @@ struct Builder {
 
 impl Builder {
     fn steps(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Step>> {
-        obj.try_iter()?.map(|s| self.step(&s?)).collect()
+        let mut steps: Vec<Step> = obj.try_iter()?.map(|s| self.step(&s?)).collect::<PyResult<_>>()?;
+        lazy_at(&mut steps);
+        Ok(steps)
     }
 
     /// The shape a step dict spells, ignoring a "field" key.

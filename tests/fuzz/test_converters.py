@@ -164,13 +164,15 @@ def test_client_timestamps_of_any_text(xs):
     st.sampled_from(["UTC", "Europe/Paris"]),
 )
 def test_openai_client_timestamps(stamps, zone, tz):
-    """The openai client log's time groups (date, time, fraction, zone): impossible ones are null."""
+    """The openai client log's time fields (date and time, fraction, zone): impossible ones are null."""
     rows = [
-        {"date": f"{y:04d}-{mo:02d}-{d:02d}", "time": f"{h:02d}:{mi:02d}:{s:02d}", "frac": "123", "tz": zone}
+        {"stamp": f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}", "frac": "123", "tz": zone}
         for y, mo, d, h, mi, s in stamps
     ]
-    dtype = pl.Struct({"date": pl.String, "time": pl.String, "frac": pl.String, "tz": pl.String})
-    got = pl.DataFrame({"g": pl.Series(rows, dtype=dtype)}).select(_openai_lines._timestamp(pl.col("g"), tz))
+    schema = {"stamp": pl.String, "frac": pl.String, "tz": pl.String}
+    got = pl.DataFrame(rows, schema=schema).select(
+        _openai_lines._timestamp(pl.col("stamp"), pl.col("frac"), pl.col("tz"), tz).alias("g")
+    )
     for st_, g in zip(stamps, got.to_series().to_list(), strict=True):
         real = _real(*st_)
         if real is None:
