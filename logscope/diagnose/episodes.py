@@ -532,7 +532,12 @@ def _classify(
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
         head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     comp = (
-        "; with " + ", ".join(f"{c['signal']} {clock.hms_range(c['start'], c['end'])}" for c in companions)
+        "; with "
+        + ", ".join(
+            f"{c['signal']} {clock.hms_range(c['start'], c['end'])}"
+            + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
+            for c in companions
+        )
         if companions
         else ""
     )
