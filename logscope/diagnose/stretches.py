@@ -220,7 +220,7 @@ def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     """The stretches of every episode, ``_e`` numbering the episodes by start. On one replica, server-signal
     stretches that overlap or lie within gap_s of each other are one episode, one per death when they hold
     several; the request-signal stretches (the whole folder's) within gap_s of it are its companions (a
-    stretch near two episodes is in both; an errors stretch near two and inside neither is an episode of its own too),
+    stretch near two episodes is in both; an errors stretch mostly outside them is an episode of its own too),
     and those near no server episode are episodes of their own, grouped the same way. Request signals never join two server stretches, and one replica's stretches are
     never another's companions: a day-long error rate would otherwise chain every burst of every replica,
     and every death of a crash loop, into one. All in a few calls: a day holds thousands of episodes."""
@@ -256,20 +256,29 @@ def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
         if cores.height and wide.height
         else wide.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_g"))
     )
-    # failed requests that outlast the server episodes they accompany (near two or more of them, inside none:
-    # abort-ignored's callers timed out for 93 s around two 2 s preemption bursts) are their companion and an
-    # episode of their own, so that what the callers got is not told only as a detail of a burst; inside one of them
-    # they are that one's (a fleet's burst seen on several replicas is several episodes at once). The errors only:
-    # they are judged over the run (failures.py); the windowed signals keep to the episodes they are near
+    # failed requests that outlast the server episodes they accompany (most of their span outside all of them, each
+    # padded by gap_s: abort-ignored's callers timed out for 93 s around two 2 s preemption bursts) are their
+    # companion and an episode of their own, so that what the callers got is not told only as a detail of a burst;
+    # mostly inside, they are those episodes' (a crash's 502s until the server is back). The errors only: they are
+    # judged over the run (failures.py); the windowed signals keep to the episodes they are near
     spanning = pl.Series("_i", [], dtype=pl.Int64)
     if "_lo" in near.columns:
-        near_errors = near.filter(pl.col("signal") == "errors")
-        inside = (pl.col("start") >= pl.col("_lo") - gap) & (pl.col("end") <= pl.col("_hi") + gap)
-        spanning = (
-            near_errors.group_by("_i")
-            .agg(pl.col("_g").n_unique().alias("_k"), inside.any().alias("_in"))
-            .filter((pl.col("_k") > 1) & ~pl.col("_in"))["_i"]
+        us = pl.duration(microseconds=1)
+        cut = near.filter(pl.col("signal") == "errors").select(
+            "_i",
+            "start",
+            "end",
+            pl.max_horizontal("start", pl.col("_lo") - gap).alias("_a"),
+            pl.min_horizontal("end", pl.col("_hi") + gap).alias("_b"),
         )
+        prev = pl.col("_b").cum_max().shift(1).over("_i")
+        piece = (pl.col("_b") - pl.max_horizontal("_a", pl.coalesce(prev, "_a"))).clip(lower_bound=us * 0)
+        cover = (
+            cut.sort("_i", "_a")
+            .group_by("_i")
+            .agg((pl.col("end").first() - pl.col("start").first()).alias("_len"), piece.sum().alias("_in"))
+        )
+        spanning = cover.filter(pl.col("_in") * 2 < pl.col("_len"))["_i"]
     alone = wide.filter(
         ~pl.col("_i").is_in(near["_i"].implode()) | pl.col("_i").is_in(spanning.implode())
     ).sort("start", "signal")
