@@ -12,7 +12,6 @@ got a "Sustained KV pressure" finding, led the verdict and matched ``--fail-on s
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,11 +31,8 @@ def _truth() -> dict:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("kvblip")
-    shutil.copytree(need(RUN), base / "in")
-    analyze(base / "in", base / "out", AnalyzeOptions())
-    return base / "out"
+def out(analyzed) -> Path:
+    return analyzed(need(RUN))[0]
 
 
 def _json(out: Path, name: str) -> dict:
