@@ -15,23 +15,17 @@ import polars as pl
 import pytest
 
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, analyze
 
 FAILED = ("error", "timeout", "truncated")
 RUNS = ("abort-ignored", "retry-storm", "storm-b", "oom-cgroup", "crash")
 
 
 @pytest.fixture(scope="module")
-def outs(tmp_path_factory) -> dict[str, tuple[dict, pl.DataFrame]]:
-    root = tmp_path_factory.mktemp("errors")
+def outs(analyzed) -> dict[str, tuple[dict, pl.DataFrame]]:
     got = {}
     for run in RUNS:
-        out = root / run
-        analyze(need(LAB / run), out, AnalyzeOptions())
-        got[run] = (
-            json.loads((out / "diagnosis.json").read_text()),
-            pl.read_parquet(out / "requests.parquet"),
-        )
+        out, _, diag = analyzed(need(LAB / run))
+        got[run] = (diag, pl.read_parquet(out / "requests.parquet"))
     return got
 
 
