@@ -231,8 +231,12 @@ def boundary_line(bd: dict) -> str | None:
 def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     """better / worse / mixed / no movement over the whole runs, and the figures behind it."""
 
+    def side(r, k):  # a histogram's quantile is its bucket, not the number interpolated inside it
+        b = (r.get("bucket") or {}).get(k)
+        return f"in {b}" if b else value_text(r[k], r["unit"])
+
     def say(r):
-        return f"{r['title']} {value_text(r['a'], r['unit'])} → {value_text(r['b'], r['unit'])}"
+        return f"{r['title']} {side(r, 'a')} → {side(r, 'b')}"
 
     # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
     good = [say(r) for r in rows if r["direction"] == "better"]

@@ -232,7 +232,7 @@ def _headline(e: dict) -> str:
             if "oom_killed" in c["kinds"]
             else "died after a GPU fault (the kernel's NVIDIA Xid)"
             if "gpu_xid" in c["kinds"]
-            else "died (" + ", ".join(c["kinds"]) + ")"
+            else "died (" + ", ".join(DEATH_WORDS.get(k, k) for k in c["kinds"]) + ")"
         )
         if c["at_startup"]:
             return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
@@ -263,6 +263,13 @@ def _headline(e: dict) -> str:
     )
     return f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
 
+
+# a death's kinds (lifecycle.DEATH_KINDS) in the headline's words
+DEATH_WORDS = {
+    "engine_dead": "its engine process is gone",
+    "oom": "out of device memory",
+    "engine_timeout": "an engine step timed out",
+}
 
 COMPANION = {
     "kv_pressure": "a near-full KV cache",

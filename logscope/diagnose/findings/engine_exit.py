@@ -15,12 +15,15 @@ import polars as pl
 from ..context import Context
 
 UNEXPECTED = re.compile(r"(?:exited|died) unexpectedly")
+WHICH = re.compile(
+    r"\b(Engine core|Worker) proc (\S+)"
+)  # 'Engine core proc EngineCore_DP0', 'Worker proc VllmWorker-0'
 LOOKBACK_S = 120.0  # how far before the death an error of the engine's own is looked for
 OWN = r"(?i)^(?:EngineCore|VllmWorker|Worker)"  # the engine's processes, not the API server that reports it
 
 
 def silent_exit(ctx: Context, ep: dict, c: dict) -> dict | None:
-    """{'covered_s', 'pid'} when the death is the API server's report of an engine process gone, and no line of
+    """{'covered_s', 'what', 'pid'} when the death is the API server's report of an engine process gone, and no line of
     the engine's own processes at ERROR or above precedes it in the LOOKBACK_S the log covers; None otherwise
     (its own error, another kind of death, or no line of this replica before it: nothing to tell it by)."""
     if not UNEXPECTED.search(c.get("message") or ""):
@@ -41,18 +44,28 @@ def silent_exit(ctx: Context, ep: dict, c: dict) -> dict | None:
     own = before.filter(pl.col("process").fill_null("").str.contains(OWN))
     if own.filter(pl.col("level").is_in(["ERROR", "CRITICAL", "FATAL"])).height:
         return None
-    core = ev.filter(
+    m = WHICH.search(c.get("message") or "")
+    worker = m is not None and m.group(1) == "Worker"
+    what = f"worker process {m.group(2)}" if worker and m else "EngineCore process"
+    # its pid where the log names one process of that kind (several workers: which one is not said)
+    mine = ev.filter(
         (pl.col("replica").fill_null("") == rep)
-        & pl.col("process").fill_null("").str.contains(r"^EngineCore")
+        & pl.col("process")
+        .fill_null("")
+        .str.contains(r"^(?:VllmWorker|Worker)" if worker else r"^EngineCore")
         & (pl.col("ts") <= t)
     )
-    pid = core["pid"].drop_nulls()
-    return {"covered_s": (t - first).total_seconds(), "pid": int(pid[-1]) if pid.len() else None}
+    pids = mine["pid"].drop_nulls().unique()
+    return {
+        "covered_s": (t - first).total_seconds(),
+        "what": what,
+        "pid": int(pids[0]) if pids.len() == 1 else None,
+    }
 
 
 def cause_words(x: dict) -> str:
     return (
-        "the EngineCore process ended with no error of its own: no line of the engine's processes at ERROR in the "
+        f"the engine's {x['what']} ended with no error of its own: no line of the engine's processes at ERROR in the "
         f"{x['covered_s']:.0f} s the log covers before it. It did not fail in Python: it was killed from outside "
         "(SIGKILL: the kernel OOM killer, a supervisor, an operator) or crashed in native code (a segfault), "
         "neither of which prints a Python error"
@@ -62,7 +75,7 @@ def cause_words(x: dict) -> str:
 def next_test_words(x: dict, at: str, half: str) -> str:
     pid = f" (pid {x['pid']})" if x["pid"] else ""
     return (
-        f"Find what ended the EngineCore process{pid} at about {at}: the kernel log (dmesg -T / journalctl -k) "
+        f"Find what ended the {x['what']}{pid} at about {at}: the kernel log (dmesg -T / journalctl -k) "
         "for the OOM killer or a segfault, and the supervisor's log; if it was the OOM killer, test a lower "
         f"--max-num-seqs{half or ' (halved)'}"
     )
