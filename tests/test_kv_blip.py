@@ -12,13 +12,14 @@ got a "Sustained KV pressure" finding, led the verdict and matched ``--fail-on s
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from conftest import LAB, need
+from logscope.api import AnalyzeOptions, analyze
 from logscope.cli import ExitCode, app
 
 RUN = LAB / "kv-blip"
@@ -95,7 +96,7 @@ def test_no_finding_and_the_verdict_is_not_about_it(out: Path) -> None:
     line = _truth()["purpose"]["stats_lines_kv_ge_90"][0]
     assert all(f.get("episode_id") != e["episode_id"] for f in diag["findings"])
     assert not [f["title"] for f in diag["findings"] if f["kind"] == "pressure"]
-    assert not any("KV" in s for s in diag["verdict"])
+    assert "KV" not in diag["verdict"][0]  # it leads nothing; line 2 says it was set aside (test below)
     calm = next(f for f in diag["findings"] if f["claim_id"] == "calm")
     assert calm["title"] == "Nothing alarming"
     assert f"KV at most {line['kv_pct']:.1f} %" in calm["evidence"]
@@ -122,3 +123,48 @@ def test_every_output_shows_it_as_context(out: Path) -> None:
     assert "context, not a finding" in page
     # its timeline is drawn: a panel's axis cut once read a null row as its top value and the chart was dropped
     assert "Timeline not available" not in page and "could not be drawn (" not in page
+
+
+ASIDE = "1 one-sample level set aside as context: KV 93.8 % at 09:53:24"
+
+
+def test_the_verdict_names_what_it_set_aside(out: Path, tmp_path: Path) -> None:
+    """'No episode in …' beside an episodes table listing E1 read as a contradiction: the verdict's second line names
+    the level it set aside (the truth's one stats line, 93.8 % at 09:53:24), in its claim and in every output: the
+    terminal, summary.json, summary.md and report.html render the same lines."""
+    line = _truth()["purpose"]["stats_lines_kv_ge_90"][0]
+    assert (
+        ASIDE == f"1 one-sample level set aside as context: KV {line['kv_pct']:.1f} % at {line['at'][11:19]}"
+    )
+    summ = _json(out, "summary.json")
+    assert (
+        summ["verdict"][1]
+        == f"No episode in 09:51:32–09:54:38: nothing that spikes or lasts over time; {ASIDE}."
+    )
+    claim = next(c for c in summ["claims"] if c["id"] == "verdict")
+    assert ASIDE in claim["sentence"] and _facts(summ, "verdict")["context_episodes"] == 1
+    assert ASIDE in (out / "summary.md").read_text()
+    assert ASIDE in (out / "report.html").read_text()
+    r = runner.invoke(app, ["analyze", str(need(RUN)), "-o", str(tmp_path / "o")])
+    assert r.exit_code == ExitCode.OK, r.output
+    assert ASIDE in " ".join(r.output.split())
+
+
+def test_the_clause_holds_with_a_calm_hour_before(tmp_path: Path) -> None:
+    """No second real recording has a context episode (kv-blip is the only one among the lab runs and the public
+    excerpts): the same recording with the lab's calm run laid before it as its rotated logs (tests/metamorphic.py)
+    keeps the clause word for word, the range aside."""
+    from test_metamorphic import _earlier_calm
+
+    from metamorphic import copy, copy_shifted, span
+
+    calm = need(LAB / "calm")
+    lo, _ = span(RUN)
+    _, calm_end = span(calm)
+    delta = lo - timedelta(minutes=10) - calm_end
+    delta = timedelta(seconds=int(delta.total_seconds()))
+    copy(RUN, tmp_path / "in")
+    copy_shifted(calm, tmp_path / "in", delta, rename=_earlier_calm)
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    summ = _json(tmp_path / "out", "summary.json")
+    assert summ["verdict"][1].endswith(f"; {ASIDE}."), summ["verdict"]

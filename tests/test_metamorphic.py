@@ -48,22 +48,10 @@ WINDOWED = (
 )  # request signals counted per window (stretches._request_stretches)
 SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of any window
 
-# Known: abort-ignored (0.9 req/s, a few callers failing every few seconds) holds its errors at their per-window
-# floor (3 failed requests in a 2 s window): a calm hour before widens the windows (2 s to 10 s), which changes
-# which windows reach the floor, and its 02:07:26-36 errors spike is then none. Its orphaned work no longer moves:
-# it is built from the executions themselves (stretches._orphan_stretches), not per window.
-# Measured (evidence3): abort-ignored alone has 2 s windows; with the calm hour before, 10 s. Its 76 timed-out
-# requests end every few seconds through the second half of the run; in 2 s windows the 02:07:26-36
-# stretch stands above its baseline (peak 6 counted in a window, floor 3), in 10 s windows the same seconds
-# count 10 and 4 beside 14, 16 and 22 elsewhere: no outlier, no episode. Any per-window rule at this floor moves
-# with the width; building the errors from the failed requests themselves (as orphans are) changes the base
-# classes of abort-ignored and was not done this round. Also seen: correlated windows count a request that
-# ended in a timeout twice (errors + timeouts), so its titles say '4 failed' for 2 (stretches._request_stretches).
-FLOOR_BOUND = pytest.mark.xfail(
-    strict=True,
-    reason="abort-ignored's errors sit at the per-window floor: its 02:07:26-36 spike (2 s windows, peak 6 "
-    "against a floor of 3) is no outlier in the 10 s windows a calm hour before brings (see FLOOR_BOUND)",
-)
+# Was known (#37, fixed): abort-ignored (0.9 req/s, callers timing out every few seconds) held its errors at their
+# per-window floor (3 failed in a 2 s window), and a calm hour before widened the windows (2 s to 10 s) and took its
+# errors spike away. The errors signal is now built from the failed requests themselves (diagnose/failures.py), each
+# once, in stretches of failures within merge_gap_s judged against the SLO's success share: no window width in it.
 
 
 # Found when kv-short and traced-1r joined (#37), both fixed: a calm replica's requests beside kv-short carried the
@@ -72,16 +60,9 @@ FLOOR_BOUND = pytest.mark.xfail(
 # rotated nginx log's layout was the stream's and the incident's own log went unread; each file brings its layouts).
 
 
-def _runs(*known: str, marks: dict | None = None) -> list:
+def _runs(marks: dict | None = None) -> list:
     marks = marks or {}
-    return [
-        pytest.param(r, marks=FLOOR_BOUND)
-        if r in known
-        else pytest.param(r, marks=marks[r])
-        if r in marks
-        else r
-        for r in RUNS
-    ]
+    return [pytest.param(r, marks=marks[r]) if r in marks else r for r in RUNS]
 
 
 def _diagnosed(folder, out, **opts) -> dict:
@@ -153,7 +134,7 @@ def _earlier_calm(rel: str) -> str | None:
     return None  # the lab's ground truth and nginx.conf (the incident's own stays)
 
 
-@pytest.mark.parametrize("run", _runs("abort-ignored")[1:])
+@pytest.mark.parametrize("run", _runs()[1:])
 def test_calm_hour_before(run, base, tmp_path):
     """The same server's calm run ten minutes before the incident, as the rotated logs before it: more calm
     time in the span changes no class (the rule 'a large share of the observed span' did)."""

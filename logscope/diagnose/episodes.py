@@ -12,7 +12,10 @@ preemptions   per-interval counts (Prometheus-derived, else the stats  >= ``pree
 kv_pressure   KV-cache usage per stats sample                          >= ``kv_full``
 queue         waiting requests per stats sample                        >= ``waiting_min`` on
                                                                        ``queue_min_samples`` samples
-errors        failed logical requests (else gateway / vLLM 5xx)/window robust outlier >= ``errors_floor``
+errors        failed requests, each once at its end (``failures``:     >= ``errors_floor`` failures within
+              logical requests, else gateway / vLLM 5xx answers)       ``merge_gap_s`` of each other, above the
+                                                                       SLO's failure share of the requests
+                                                                       ending in them (no baseline, no window)
 retries       client + gateway retries per window                      robust outlier >= ``retries_floor``
 orphans       executions running after their caller left (caller's     >= ``orphans_floor`` executions
               end to server's finish; merged within ``merge_gap_s``)   (no baseline: waste on any server)
@@ -532,7 +535,12 @@ def _classify(
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
         head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
     comp = (
-        "; with " + ", ".join(f"{c['signal']} {clock.hms_range(c['start'], c['end'])}" for c in companions)
+        "; with "
+        + ", ".join(
+            f"{c['signal']} {clock.hms_range(c['start'], c['end'])}"
+            + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
+            for c in companions
+        )
         if companions
         else ""
     )

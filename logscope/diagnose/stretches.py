@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import polars as pl
 
-from . import detect, figures
+from . import detect, failures, figures
 from .context import Context
 
 # signals of the requests of the whole folder (replica ""), as opposed to one server's
@@ -144,22 +144,22 @@ def stretches(ctx: Context) -> pl.DataFrame:
 
 
 def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
-    """Request-level signals, per window: errors (the caller's view when a client or correlated layer
-    exists, else gateway / vLLM 5xx), retries, orphaned work, TTFT and e2e tails."""
-    th, inp, w = ctx.th, ctx.inputs, ctx.inputs.windows
+    """Request-level signals: errors (the failed requests themselves, ``failures``), then per window retries,
+    orphaned work (from the executions when correlated), TTFT and e2e tails."""
+    th, w = ctx.th, ctx.inputs.windows
     if w.height == 0:
         return []
 
     def has(c: str) -> bool:
         return w[c].null_count() < w.height
 
-    client_side = inp.requests_origin in ("correlated", "client") and has("errors")
-    err = (
-        (pl.col("errors").fill_null(0) + pl.col("timeouts").fill_null(0))
-        if client_side
-        else pl.col("gateway_5xx")
-    )
-    out = [_windowed(ctx, "errors", err.cast(pl.Float64), detect.Rule(floor=th.errors_floor))]
+    # the failed requests themselves, each once (failures.py); the windows' 5xx only when no layer tells them
+    errors = failures.error_stretches(ctx)
+    if errors is None:
+        errors = _windowed(
+            ctx, "errors", pl.col("gateway_5xx").cast(pl.Float64), detect.Rule(floor=th.errors_floor)
+        )
+    out = [errors]
     if has("client_retries") or has("gateway_retries"):
         retries = pl.col("client_retries").fill_null(0) + pl.col("gateway_retries").fill_null(0)
         out.append(_windowed(ctx, "retries", retries.cast(pl.Float64), detect.Rule(floor=th.retries_floor)))
@@ -220,8 +220,8 @@ def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     """The stretches of every episode, ``_e`` numbering the episodes by start. On one replica, server-signal
     stretches that overlap or lie within gap_s of each other are one episode, one per death when they hold
     several; the request-signal stretches (the whole folder's) within gap_s of it are its companions (a
-    stretch near two episodes is in both), and those near no server episode are episodes of their own,
-    grouped the same way. Request signals never join two server stretches, and one replica's stretches are
+    stretch near two episodes is in both; an errors stretch mostly outside them is an episode of its own too),
+    and those near no server episode are episodes of their own, grouped the same way. Request signals never join two server stretches, and one replica's stretches are
     never another's companions: a day-long error rate would otherwise chain every burst of every replica,
     and every death of a crash loop, into one. All in a few calls: a day holds thousands of episodes."""
     if st.height == 0:
@@ -256,7 +256,32 @@ def grouped(st: pl.DataFrame, gap_s: float) -> pl.DataFrame:
         if cores.height and wide.height
         else wide.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_g"))
     )
-    alone = wide.filter(~pl.col("_i").is_in(near["_i"].implode())).sort("start", "signal")
+    # failed requests that outlast the server episodes they accompany (most of their span outside all of them, each
+    # padded by gap_s: abort-ignored's callers timed out for 93 s around two 2 s preemption bursts) are their
+    # companion and an episode of their own, so that what the callers got is not told only as a detail of a burst;
+    # mostly inside, they are those episodes' (a crash's 502s until the server is back). The errors only: they are
+    # judged over the run (failures.py); the windowed signals keep to the episodes they are near
+    spanning = pl.Series("_i", [], dtype=pl.Int64)
+    if "_lo" in near.columns:
+        us = pl.duration(microseconds=1)
+        cut = near.filter(pl.col("signal") == "errors").select(
+            "_i",
+            "start",
+            "end",
+            pl.max_horizontal("start", pl.col("_lo") - gap).alias("_a"),
+            pl.min_horizontal("end", pl.col("_hi") + gap).alias("_b"),
+        )
+        prev = pl.col("_b").cum_max().shift(1).over("_i")
+        piece = (pl.col("_b") - pl.max_horizontal("_a", pl.coalesce(prev, "_a"))).clip(lower_bound=us * 0)
+        cover = (
+            cut.sort("_i", "_a")
+            .group_by("_i")
+            .agg((pl.col("end").first() - pl.col("start").first()).alias("_len"), piece.sum().alias("_in"))
+        )
+        spanning = cover.filter(pl.col("_in") * 2 < pl.col("_len"))["_i"]
+    alone = wide.filter(
+        ~pl.col("_i").is_in(near["_i"].implode()) | pl.col("_i").is_in(spanning.implode())
+    ).sort("start", "signal")
     alone = alone.with_columns((_runs(gap_s) + (server["_g"].max() or 0)).alias("_g"))
     rows = pl.concat([server, near.select(server.columns), alone.select(server.columns)])
     order = (

@@ -32,7 +32,8 @@ class Thresholds:
     queue_outlier_floor: int = 5
     """... or on one sample when it is also a robust outlier of at least this many waiting."""
     errors_floor: int = 3
-    """Errors per window below this are never an episode (a lone failure is not a regime)."""
+    """Failed requests within merge_gap_s of each other below this are never an episode (a lone failure is not a
+    regime; diagnose/failures.py)."""
     retries_floor: int = 3
     """Retries per window below this are never an episode."""
     amplification_high: float = 1.5

@@ -20,6 +20,10 @@ def build(ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry) -
     """The verdict's lines; its claim is added to ``reg`` (id 'verdict')."""
     shown = [e for e in eps if e["class"] != "context"]
     lines, state, main = _verdict(ctx, shown, fnd, lad, reg)
+    aside = [e for e in eps if e["class"] == "context"]
+    if aside and not shown and len(lines) == 3 and lines[1].endswith("."):
+        # 'no episode' beside a level the episodes table lists: say what was set aside, and why
+        lines[1] = f"{lines[1][:-1]}; {set_aside(aside)}."
     top = fnd[0] if fnd else None
     calm = reg.get("calm")
     bound = reg.get("ladder.boundary")
@@ -28,6 +32,7 @@ def build(ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry) -
         Fact("episode_class", main["class"] if main is not None else None),
         Fact("class_claim", main.get("claim_id") if main is not None else None),
         Fact("episodes", len(shown)),
+        Fact("context_episodes", len(aside)),
         Fact("finding", top["finding_id"] if top is not None else None),
         Fact("finding_severity", top["severity"] if top is not None else None),
         Fact("steps", len(lad["steps"]) if lad else None),
@@ -39,6 +44,27 @@ def build(ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry) -
         missing = ["any server, gateway or client record"]
     reg.add(Claim("verdict", "verdict", "what happened", state, facts, {}, missing, "\n".join(lines)))
     return lines
+
+
+# what a one-sample level of each signal was (episodes.BLIP_SIGNALS)
+_LEVEL = {
+    "kv_pressure": lambda e: f"KV {e['peak'] * 100:.1f} %",
+    "queue": lambda e: f"{e['peak']:.0f} waiting",
+    "stall": lambda e: "requests running with no progress",
+}
+SHOWN_ASIDE = 3  # levels named; more are counted
+
+
+def set_aside(aside: list) -> str:
+    """'1 one-sample level set aside as context: KV 93.8 % at 09:53:24' (episodes._context's rule)."""
+    named = [
+        f"{_LEVEL.get(e['signal'], lambda e: e['signal'])(e)} at {clock.hms(e['start'])}"
+        + (f" on {e['replica']}" if e.get("replica") and len({a.get("replica") for a in aside}) > 1 else "")
+        for e in aside[:SHOWN_ASIDE]
+    ]
+    more = f", and {len(aside) - SHOWN_ASIDE} more" if len(aside) > SHOWN_ASIDE else ""
+    n = len(aside)
+    return f"{n} one-sample level{'s' if n != 1 else ''} set aside as context: {', '.join(named)}{more}"
 
 
 def _verdict(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import clock
+from .. import failures
 from ..claims import facts
 from ..context import Context
 from .record import clock_time, make_finding, requests_phrase
@@ -20,18 +21,23 @@ NO_MODEL_SHARE = (
 
 
 def error_finding(ctx: Context, ep: dict) -> dict:
-    d = ep["details"]
-    kinds = ", ".join(
-        f"{k.replace('_', ' ')} {d[k]}"
-        for k in ("gateway_5xx", "gateway_499", "timeouts", "errors")
-        if d.get(k)
+    """An errors episode: its count is its failed requests, each once (diagnose/failures.py), by kind."""
+    failed, ended, by, layer = failures.kinds(ctx, ep["start"], ep["end"])
+    kinds = (
+        f"{failed:,} of the {ended:,} requests that ended in it failed ({by}; {layer}.parquet)"
+        if failed
+        else ", ".join(
+            f"{k.replace('_', ' ')} {ep['details'][k]}"
+            for k in ("gateway_5xx", "gateway_499")
+            if ep["details"].get(k)
+        )
     )
     sev = "high" if ep["class"] == "sustained" else "medium"
     return make_finding(
         sev,
         f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
         f"{ep['count']} failed requests in {ep['duration_s']:.0f} s",
-        "; ".join([ep["reason"], kinds, requests_phrase(ep)]),
+        "; ".join(x for x in [ep["reason"], kinds, requests_phrase(ep)] if x),
         "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
         "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
         "add an active health check so one slow reply does not take the upstream out",
