@@ -223,7 +223,7 @@ def iter_line_chunks(
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
-        yield from _bounded(df)
+        yield from lb.slices(df, CHUNK_LINES)
     if rest:
         df, cut = lb.lines_frame(
             lb.no_nuls(rest, f) if b"\x00" in rest else rest, line_no, f.cr_ends, partial(_decode, f=f)
@@ -231,20 +231,11 @@ def iter_line_chunks(
         cut_total += cut
         if meter is not None:
             meter(len(rest))
-        yield from _bounded(df)
+        yield from lb.slices(df, CHUNK_LINES)
     if tally is not None:
         tally["cut"] += cut_total
     elif cut_total:
         f.messages.append(cut_message(cut_total))
-
-
-def _bounded(df: pl.DataFrame) -> Iterator[pl.DataFrame]:
-    """``df`` in slices of at most CHUNK_LINES lines (views: no copy)."""
-    if df.height <= CHUNK_LINES:
-        yield df
-        return
-    for start in range(0, df.height, CHUNK_LINES):
-        yield df.slice(start, CHUNK_LINES)
 
 
 def _bare(f: InputFile) -> InputFile:
