@@ -8,12 +8,12 @@ import polars as pl
 
 from logscope.numbers import to_int
 
+from . import _kinds
 from . import _lexicon as lexicon
-from ._common import UVICORN_ACCESS, ascii_classes, base_id_expr
+from ._common import ascii_classes, base_id_expr
 from ._vllm_pastes import separator
 from .base import ParseContext
 
-_ACCESS = "^" + UVICORN_ACCESS
 _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
     re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)
@@ -135,13 +135,11 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     a = df.filter(
         pl.when(pl.col("uvr")).then(pl.col("msg").str.contains(' - "', literal=True)).otherwise(False)
     )
-    groups = (
-        pl.col("msg").str.extract_groups(_ACCESS)
-        if a.height
-        # no regex over no rows
-        else pl.lit(None, dtype=pl.Struct({k: pl.String for k in ("addr", "method", "path", "status")}))
+    # uvicorn's access line: its fields read by the compiled scanner (_vllm_events.toml)
+    fields = _kinds.scan(__file__, a.select(pl.col("msg").alias("line"))).select(
+        "addr", "method", "path", "status"
     )
-    a = a.with_columns(groups.alias("a")).unnest("a").filter(pl.col("status").is_not_null())
+    a = pl.concat([a, fields], how="horizontal").filter(pl.col("status").is_not_null())
     return a.select(
         "ts",
         "ts_inferred",
@@ -157,7 +155,7 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "seq",
         pl.col("method").alias("http_method"),
         pl.col("path").alias("http_path"),
-        pl.col("status").pipe(to_int).alias("http_status"),
+        pl.col("status").alias("http_status"),
         pl.col("addr").alias("client_addr"),
     )
 
@@ -178,7 +176,6 @@ _REC_COLS = [
     "tbs",
     "strong",
     "other",
-    "kw",
     "stopping",
     "wrap",
     "joined",
@@ -204,7 +201,7 @@ def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
         .forward_fill()
         .fill_null(state.get("stopping", False))
     )
-    rows = df.with_columns(m.str.contains(_EVENT_KW).alias("kw"), life.alias("stopping")).select(_REC_COLS)
+    rows = df.with_columns(life.alias("stopping")).select(_REC_COLS)
     if rows.height:
         state["stopping"] = bool(rows["stopping"][-1])
     carry = state.pop("carry", None)
@@ -231,12 +228,13 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         r"^(?:Received request|Added request|Finished request|Aborted request|Request \S+ "
         r"(?:aborted|failed|details))"
     )
-    pick = (
-        start
-        & ~reqline
-        & (pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs") | pl.col("kw") | multi)
+    hit = pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs") | multi
+    # a record's first line, not a request line (most of a log's lines): an event when it is an error, a
+    # traceback, a record of several lines, or holds a keyword (searched on these lines only)
+    lead = frame.select("rec", "msg", hit.alias("hit"), (start & ~reqline).alias("lead")).filter(
+        pl.col("lead")
     )
-    ids = frame.filter(pick)["rec"]
+    ids = lead.filter(pl.col("hit") | m.str.contains(_EVENT_KW))["rec"]
     if ids.len() == 0:
         return frame.clear(), []
     sub = frame.filter(pl.col("rec").is_in(ids.implode()))
@@ -286,6 +284,8 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
         .otherwise(kind)
     )
     g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
+    if g.height == 0:  # records that are no event (a chunk's open record, often): no fields to read
+        return g, []
     # vLLM's graceful shutdown logs an EngineDeadError traceback that means nothing (lab README)
     g = g.with_columns(
         pl.when((pl.col("kind") == "engine_dead") & pl.col("stopping"))

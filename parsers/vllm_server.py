@@ -16,7 +16,9 @@ lines get their own pass, only in chunks that have them); records glued on one l
 split. Lines are grouped into records (vLLM repeats the header on every line of a multi-line record
 and ends all but the last with CR; raw tracebacks printed right after an error belong to it) with a
 cumulative sum over "starts a record"; the last record of a chunk waits in ``state`` for the next.
-Each output runs its own regexes only on the rows whose message starts with / holds its keyword.
+Each output runs its own regexes only on the rows whose message starts with / holds its keyword; the
+header, the request lifecycle lines and uvicorn's access lines are read by the compiled scanner instead
+(``_vllm_lines.toml``, ``_vllm_requests.toml``, ``_vllm_events.toml``).
 This module holds detection and the entry points; the parts are ``_vllm_lines`` (header, era, prefix, row
 fields, time, records), ``_vllm_stats``, ``_vllm_requests`` and ``_vllm_events`` (records -> events).
 
@@ -35,7 +37,6 @@ import polars as pl
 from logscope.schemas import TS
 
 # the patterns tests/test_vllm_server.py checks by name (as vllm_server.X) are imported ``as`` themselves
-from ._vllm_events import _ACCESS as _ACCESS
 from ._vllm_events import _KIND_RULES as _KIND_RULES
 from ._vllm_events import _access, _events, _records
 from ._vllm_hosts import hosts
@@ -259,7 +260,6 @@ _ROW_SCHEMA = {
     "tbs": pl.Boolean,
     "strong": pl.Boolean,
     "other": pl.Boolean,
-    "kw": pl.Boolean,
     "stopping": pl.Boolean,
     "wrap": pl.Boolean,
     "joined": pl.Boolean,

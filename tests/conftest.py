@@ -71,3 +71,35 @@ def held(monkeypatch) -> dict[str, int]:
 
     monkeypatch.setattr(pieces, "_rebase", spy)
     return seen
+
+
+@pytest.fixture(scope="session")
+def analyzed(tmp_path_factory):
+    """``analyzed(src, **opts)``: analyze of one file or folder alone (as its reporter's folder would hold it),
+    once per session for each (src, opts): (out, summary.json, diagnosis.json)."""
+    import json
+
+    from logscope.api import AnalyzeOptions, analyze
+
+    done: dict = {}
+
+    def get(src: Path, **opts):
+        key = (src, tuple(sorted(opts.items())))
+        if key not in done:
+            root = tmp_path_factory.mktemp(src.stem[:20])
+            inp = root / "in"
+            if src.is_file():
+                inp.mkdir()
+                shutil.copy2(need(src), inp / src.name)
+            else:
+                shutil.copytree(need(src), inp)
+            out = root / "out"
+            analyze(inp, out, AnalyzeOptions(**opts))
+            done[key] = (
+                out,
+                json.loads((out / "summary.json").read_text()),
+                json.loads((out / "diagnosis.json").read_text()),
+            )
+        return done[key]
+
+    return get

@@ -47,7 +47,7 @@ def test_two_deaths_ten_days_apart_are_dated(tmp_path):
     d, md, html = _analyse(tmp_path, "09", "13")
     assert (
         d["verdict"][0]
-        == "The vLLM server died (engine_dead) at 01-24 07:01:39, with no restart in the logs."
+        == "The vLLM server died (its engine process is gone) at 01-24 07:01:39, with no restart in the logs."
     )
     titles = [f["title"] for f in d["findings"]]
     # two files, two servers: each finding names its own
@@ -64,5 +64,8 @@ def test_two_deaths_ten_days_apart_are_dated(tmp_path):
 
 def test_one_day_needs_no_date(tmp_path):
     d, md, _ = _analyse(tmp_path, "09")
-    assert d["verdict"][0] == "The vLLM server died (engine_dead) at 07:01:39, with no restart in the logs."
+    assert (
+        d["verdict"][0]
+        == "The vLLM server died (its engine process is gone) at 07:01:39, with no restart in the logs."
+    )
     assert "| 07:01:39 → " in md

@@ -245,6 +245,12 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     ):
         r = _row(doc, name)
         assert r["clock"] == clock and r["source"] == {"a": src, "b": src} and r["beyond_noise"] is not None
+    # the SLO is undecided, and the verdict names what it lacked, not "a figure is unknown"
+    assert doc["whole"]["meets_slo"]["a"] is None
+    assert doc["whole"]["slo_undecided"]["a"] == ["TTFT p95: no clock gives it for both runs"]
+    line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
+    assert line.endswith("cannot be judged (TTFT p95: no clock gives it for both runs).")
+    assert line in (tmp_path / "c" / "compare.md").read_text()
 
 
 def test_a_failed_compare_leaves_nothing_and_a_rerun_works(tmp_path):

@@ -126,7 +126,9 @@ def test_the_verdict_names_the_trade_with_the_truths_figures(pair):
     shown = sorted(queued, key=lambda m: (m["scope"] == "whole run", -m["change"]))[:2]
     for m in shown:
         step = int(m["scope"].removeprefix("step c="))
-        assert f"c={step} from {fnum(m['a'])} s to {fnum(m['b'])} s" in trade["text"]
+        # a histogram's p95 is said as its bucket (the interpolated number stays in the row, for machines)
+        assert f"c={step} from the {m['bucket']['a']} bucket to the {m['bucket']['b']} bucket" in trade["text"]
+        assert ta[step]["engine_queue_time_p95_bucket_s"][1] <= tb[step]["engine_queue_time_p95_bucket_s"][0]
         assert m["a"] == pytest.approx(ta[step]["engine_queue_time_p95_s"], abs=0.05)
         assert m["b"] == pytest.approx(tb[step]["engine_queue_time_p95_s"], abs=0.05)
     assert "vLLM's queue time p95 (engine metrics histogram) rose at " in trade["text"]

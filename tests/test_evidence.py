@@ -339,7 +339,7 @@ def test_item7_engine_dead_then_shutting_down_is_a_death(run):
     assert death["kinds"] == ["engine_dead"] and death["ts"].endswith("11:46:39.000Z")
     assert s["server_lifecycle"]["graceful_shutdowns"] == []
     assert claims["verdict"]["state"] == "crash" and s["findings"][0]["severity"] == "critical"
-    assert s["verdict"][0].startswith("The vLLM server died (engine_dead) at 11:46:39")
+    assert s["verdict"][0].startswith("The vLLM server died (its engine process is gone) at 11:46:39")
 
 
 def test_item7_enginecore_killed_is_a_death_with_its_5xx(run):
@@ -362,7 +362,7 @@ def test_item7_enginecore_killed_is_a_death_with_its_5xx(run):
     )
     assert s["server_lifecycle"]["graceful_shutdowns"] == []
     assert claims["verdict"]["state"] == "crash"
-    assert s["findings"][0]["title"].startswith("Engine died at 04:09:36")
+    assert s["findings"][0]["title"].startswith("Engine process ended with no error of its own at 04:09:36")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import polars as pl
 import pytest
 
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, analyze, correlate, diagnose, ingest
+from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
 from metamorphic import copy, copy_shifted, span
 
 RUN = LAB / "gateway-queue"
@@ -32,11 +31,8 @@ def _phase(truth: dict, n: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("gwqueue")
-    shutil.copytree(need(RUN), base / "in")
-    analyze(base / "in", base / "out", AnalyzeOptions())
-    return base / "out"
+def out(analyzed) -> Path:
+    return analyzed(need(RUN))[0]
 
 
 def _diag(out: Path) -> dict:

@@ -12,7 +12,6 @@ got a "Sustained KV pressure" finding, led the verdict and matched ``--fail-on s
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -20,7 +19,6 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, analyze
 from logscope.cli import ExitCode, app
 
 RUN = LAB / "kv-blip"
@@ -32,11 +30,8 @@ def _truth() -> dict:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("kvblip")
-    shutil.copytree(need(RUN), base / "in")
-    analyze(base / "in", base / "out", AnalyzeOptions())
-    return base / "out"
+def out(analyzed) -> Path:
+    return analyzed(need(RUN))[0]
 
 
 def _json(out: Path, name: str) -> dict:

@@ -189,7 +189,12 @@ def test_a_kernel_clock_an_hour_off_ties_no_death(tmp_path):
     assert "the kernel's clock and the log's disagree" in kill["evidence"]
     assert [d["kinds"] for d in s["server_lifecycle"]["deaths"]] == [["engine_dead"]]
     # the death vLLM logged: who killed it is unknown, and the kernel log's hours and its refused kill are said
-    died = next(f for f in s["findings"] if f["title"].startswith("Engine died at 03:55:16"))
+    # no error of the worker's own precedes it: it ended from outside (findings/engine_exit.py)
+    died = next(
+        f
+        for f in s["findings"]
+        if f["title"].startswith("Engine process ended with no error of its own at 03:55:16")
+    )
     assert (
         "who killed it: unknown: the kernel log (kernel.log) covers 04:55:11–04:55:16 on the kernel host's clock, "
         "not 03:55:16 (its OOM kills: pid 9924 (VLLM::Worker) at 04:55:11: pid 9924 is vllm-server's Worker"
@@ -216,7 +221,14 @@ def test_with_no_kernel_line_of_the_kill_who_killed_it_is_unknown(tmp_path, kern
     ]
     top = s["findings"][0]
     day = "" if kernel is None else "2026-12-06 "  # a folder spanning years writes its dates
-    assert top["title"] == f"Engine died at {day}03:55:16, no restart in the logs"
+    assert (
+        top["title"]
+        == f"Engine process ended with no error of its own at {day}03:55:16, no restart in the logs"
+    )
+    # the worker the kernel killed (truth: pid 9924), named from vLLM's own lines, with where to look
+    assert (
+        "worker process VllmWorker-0 (pid 9924)" in top["next_test"] and "killed from outside" in top["cause"]
+    )
     where = (
         "the folder holds no kernel log (dmesg -T / journalctl -k: the OOM killer's lines)"
         if kernel is None

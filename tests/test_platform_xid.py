@@ -67,7 +67,7 @@ def test_an_xid_far_from_the_death_stays_context(tmp_path):
     kernel log's span; the Xids are findings of their own that say they are far from it."""
     _, s = _analyze(tmp_path, D13673, GPUD)
     assert s["verdict"][0] == (
-        "The vLLM server died (engine_dead) at 02-21 06:30:25, with no restart in the logs."
+        "The vLLM server died (its engine process is gone) at 02-21 06:30:25, with no restart in the logs."
     )
     death = _titled(s, "Engine died at 02-21 06:30:25")
     assert (
@@ -195,7 +195,7 @@ def test_a_kernel_clock_an_hour_off_ties_nothing(tmp_path):
     (tmp_path / "in").mkdir()
     _shifted(GPUD, tmp_path / "in" / GPUD.name, "Fri Aug 30 11:43:09 2024", datetime(2026, 2, 21, 7, 30, 9))
     _, s = _analyze(tmp_path, D13673)
-    assert s["verdict"][0].startswith("The vLLM server died (engine_dead) at 06:30:25")
+    assert s["verdict"][0].startswith("The vLLM server died (its engine process is gone) at 06:30:25")
     assert not any(f["title"].startswith("GPU fault") for f in s["findings"])
     xid = _titled(s, "GPU error: Xid 13 on PCI:0000:cb:00 (3×")
     assert "no server death within 120 s after it (1 death(s) in the folder)" in xid["cause"]

@@ -16,10 +16,8 @@ from logscope.api import AnalyzeOptions, analyze
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    o = tmp_path_factory.mktemp("t2k") / "out"
-    analyze(need(LAB / "traced-2r-kill"), o, AnalyzeOptions())
-    return o
+def out(analyzed):
+    return analyzed(need(LAB / "traced-2r-kill"))[0]
 
 
 def test_stream_timeouts_are_timeouts_in_both_client_files(out):

@@ -20,30 +20,9 @@ from logscope.errors import LogscopeError
 SLOW = DATA / "vllm-slow-decode"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """analyze of one excerpt alone (as its reporter's folder would hold it), once: (out, summary, diagnosis)."""
-    done: dict = {}
-
-    def get(src: Path):
-        if src not in done:
-            root = tmp_path_factory.mktemp(src.stem[:20])
-            inp = root / "in"
-            if src.is_file():
-                inp.mkdir()
-                shutil.copy2(need(src), inp / src.name)
-            else:
-                shutil.copytree(need(src), inp)
-            out = root / "out"
-            analyze(inp, out, AnalyzeOptions())
-            done[src] = (
-                out,
-                json.loads((out / "summary.json").read_text()),
-                json.loads((out / "diagnosis.json").read_text()),
-            )
-        return done[src]
-
-    return get
+@pytest.fixture
+def run(analyzed):
+    return analyzed
 
 
 def one(folder: Path, prefix: str) -> Path:

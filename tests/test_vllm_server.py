@@ -412,7 +412,6 @@ def test_ascii_patterns_match_the_same_real_lines():
         "_STATS_HEAD",
         "_STATS_V1",
         "_STATS_V0",
-        "_ACCESS",
         "_DATED",
         "_DATED_T",
         "_DATED_PY",

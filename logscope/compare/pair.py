@@ -68,6 +68,7 @@ def scope(label: str, rows: list[dict], fa: moves.Figures, fb: moves.Figures, sl
         "window": {"a": [iso(x) for x in fa.window], "b": [iso(x) for x in fb.window]},
         "meets_slo": {"a": ma, "b": mb},
         "slo_failed": {"a": fail_a, "b": fail_b},
+        "slo_undecided": {"a": verdict.undecided(fa, slo, on), "b": verdict.undecided(fb, slo, on)},
         "slo_judged_on": on,
         "metrics": rows,
     }

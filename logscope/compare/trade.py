@@ -29,6 +29,13 @@ def _s(x) -> str:
     return "unknown" if x is None else f"{fnum(x)} s"
 
 
+def _v(m: dict, side: str) -> str:
+    """A side's figure: a histogram's quantile as its bucket ('2.5–5 s'; the interpolated 4.375 s inside it is no
+    figure the histogram holds), an exact one in seconds."""
+    b = (m.get("bucket") or {}).get(side)
+    return f"the {b} bucket" if b else _s(m[side])
+
+
 def _where(r: dict) -> str:
     """'engine's clock, engine metrics histogram' for a row."""
     clock = CLOCK_TEXT.get(r.get("clock") or "", r.get("clock") or "")
@@ -131,7 +138,7 @@ def _said(name: str, moves: list[dict], order: dict[str, int]) -> str:
     steps = [m for m in moves if m["scope"] != "whole run"] or moves
     shown = sorted(steps[:SHOWN_STEPS], key=lambda m: order.get(m["scope"], 0))  # the largest, in load order
     src = moves[0]["where"].split(", ", 1)[1] if ", " in moves[0]["where"] else ""
-    where = ", ".join(f"{_at(m)} from {_s(m['a'])} to {_s(m['b'])}" for m in shown)
+    where = ", ".join(f"{_at(m)} from {_v(m, 'a')} to {_v(m, 'b')}" for m in shown)
     rest = sorted(steps[SHOWN_STEPS:], key=lambda m: order.get(m["scope"], 0))
     more = f", and at {', '.join(_at(m).removeprefix('at ') for m in rest)}" if rest else ""
     verb = "rose" if moves[0]["change"] > 0 else "fell"

@@ -57,6 +57,32 @@ def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, 
     return (False if failed else (None if unknown else True)), failed
 
 
+SLO_WORDS = {"ttft_s": "TTFT p95", "e2e_s": "e2e p95", "success": "success share"}
+
+
+def undecided(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
+    """Why ``meets`` could not decide: each SLO condition with no figure to judge it, named with what is missing
+    (no clock gives it; the figure is unknown; a histogram's p95 bucket holds the limit)."""
+    out = []
+    for key, skey, upper in ((on.get("ttft"), "ttft_s", True), (on.get("e2e"), "e2e_s", True)) + (
+        ("success_share", "success", False),
+    ):
+        t = slo.get(skey)
+        if t is None:
+            continue
+        name = SLO_WORDS[skey]
+        v = fig.values.get(key) if key else None
+        if key is None:
+            out.append(f"{name}: no clock gives it for both runs")
+        elif v is None:
+            out.append(f"{name}: unknown ({key.replace('_', ' ')} has no figure)")
+        elif upper and (b := fig.meta.get(key, {}).get("bucket_bounds")) is not None and b[0] < t < b[1]:
+            out.append(
+                f"{name}: between {fnum(b[0])} and {fnum(b[1])} s (a histogram bucket holding the limit)"
+            )
+    return out
+
+
 def slo_text(slo: dict) -> str:
     bits = []
     if slo.get("ttft_s") is not None:
@@ -129,7 +155,18 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
         steps_txt += f" B misses it at {', '.join(lost)} where A met it."
     head = f"SLO ({slo_text(slo)}) over the whole run: "
     if a is None or b is None:
-        return head + "cannot be judged (a figure is unknown)." + steps_txt
+        why = whole.get("slo_undecided") or {}
+        a_why, b_why = why.get("a") or [], why.get("b") or []
+        named = "; ".join(
+            [w for w in a_why if w in b_why]  # a reason of the pair (no common clock) is said once
+            + [
+                f"{r.upper()}'s {w}"
+                for r, ws, other in (("a", a_why, b_why), ("b", b_why, a_why))
+                for w in ws
+                if w not in other
+            ]
+        )
+        return head + f"cannot be judged ({named or 'a figure is unknown'})." + steps_txt
     if a == b:
         return (
             head
@@ -194,8 +231,12 @@ def boundary_line(bd: dict) -> str | None:
 def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
     """better / worse / mixed / no movement over the whole runs, and the figures behind it."""
 
+    def side(r, k):  # a histogram's quantile is its bucket, not the number interpolated inside it
+        b = (r.get("bucket") or {}).get(k)
+        return f"in {b}" if b else value_text(r[k], r["unit"])
+
     def say(r):
-        return f"{r['title']} {value_text(r['a'], r['unit'])} → {value_text(r['b'], r['unit'])}"
+        return f"{r['title']} {side(r, 'a')} → {side(r, 'b')}"
 
     # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
     good = [say(r) for r in rows if r["direction"] == "better"]

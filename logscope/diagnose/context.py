@@ -56,7 +56,10 @@ class Context:
         self.server = server_series(self.inputs.stats)
         self.pre = preemption_series(self.inputs.stats)
         self.warnings = v0_warnings(self.inputs.events)
-        self.span_lo, self.span_hi = span(self.inputs.stats, self.inputs.requests)
+        # a file timed only by its modification time places its rows at the copy's time: no bound of the span
+        st = self.inputs.stats
+        dated = st.filter(~pl.col("source").is_in(list(self.inputs.undated))) if self.inputs.undated else st
+        self.span_lo, self.span_hi = span(dated, self.inputs.requests)
         if self.inputs.requests.height:
             self.load_end = self.inputs.requests["ts_start"].max()
 

@@ -15,6 +15,7 @@ import polars as pl
 from .. import schemas
 from ..resources import time_range
 from ..resources.time_range import Range
+from .undated import mtime_anchored
 
 # max/mean of the server's state over a span: episodes, steps and windows use the same figures
 SERVER_STATE_AGGS = (
@@ -128,6 +129,7 @@ class Inputs:
     access_served: int = 0  # access lines of a POST answered 2xx (generations served)
     load_tests: pl.DataFrame | None = None  # a load-test tool's summaries (findings/load_tests.py)
     untimed: object | None = None  # untimed.Untimed: the records no time places (set by diagnose.run)
+    undated: tuple[str, ...] = ()  # files timed only by their modification time (undated.mtime_anchored)
 
 
 def load(out: Path, window: str | None = None, rng: Range = time_range.ALL) -> Inputs:
@@ -218,6 +220,7 @@ def load(out: Path, window: str | None = None, rng: Range = time_range.ALL) -> I
         not_found,
         int(access_served or 0),
         read(out, "load_tests"),
+        undated=tuple(mtime_anchored(read(out, "files", ("path", "assumptions")))),
     )
 
 

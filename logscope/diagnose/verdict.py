@@ -8,9 +8,10 @@ never lead it.
 from __future__ import annotations
 
 from .. import clock
-from . import findings, ladder, latency_named
+from . import findings, ladder, latency_named, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
+from .findings import kv_admitted
 
 CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
 
@@ -49,9 +50,12 @@ def _verdict(
     if not eps and top is not None and top["title"].startswith("Nothing to diagnose"):
         return [top["title"] + ".", "No time range could be examined.", test], "unknown", None
     lo, hi = ctx.span_lo, ctx.span_hi
-    # logs that cover one second (one stats line, one request) are a moment, not a range it was calm over
+    # logs that cover one second (one stats line, one request) are a moment, not a range it was calm over; a file
+    # timed only by its modification time gives no time of the incident: it is named, never given a time
     rng = (
-        "the logs"
+        f"{undated.named(ctx.inputs.undated)}, which state{'s' if len(ctx.inputs.undated) == 1 else ''} no time"
+        if not lo and ctx.inputs.undated
+        else "the logs"
         if not lo
         else f"the one moment the logs cover ({clock.hms(lo)})"
         if hi is None or (hi - lo).total_seconds() < 1
@@ -94,7 +98,7 @@ def _verdict(
             [
                 f"Nothing alarming in {rng}: no preemption, crash, queue or error episode.",
                 "Calm throughout: no one-off spike, no sustained regime."
-                if "one moment" not in rng
+                if "one moment" not in rng and not (not lo and ctx.inputs.undated)
                 else "One moment shows no spike and no regime: what came before and after is not in the logs.",
                 test,
             ],
@@ -202,7 +206,7 @@ def _headline(e: dict) -> str:
             if "oom_killed" in c["kinds"]
             else "died after a GPU fault (the kernel's NVIDIA Xid)"
             if "gpu_xid" in c["kinds"]
-            else "died (" + ", ".join(c["kinds"]) + ")"
+            else "died (" + ", ".join(DEATH_WORDS.get(k, k) for k in c["kinds"]) + ")"
         )
         if c["at_startup"]:
             return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
@@ -218,7 +222,7 @@ def _headline(e: dict) -> str:
         state.append(f"KV up to {e['kv_max'] * 100:.1f} %")
     if e["running_max"] is not None:
         state.append(f"{e['running_max']:.0f} running")
-    if e["waiting_max"]:
+    if e["waiting_max"] or (e["waiting_max"] == 0 and e["signal"] == "kv_pressure"):
         state.append(f"{e['waiting_max']:.0f} waiting")
     # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
     comps = [c for c in (e.get("details") or {}).get("companions") or [] if c["end"] > c["start"]]
@@ -233,6 +237,13 @@ def _headline(e: dict) -> str:
     )
     return f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
 
+
+# a death's kinds (lifecycle.DEATH_KINDS) in the headline's words
+DEATH_WORDS = {
+    "engine_dead": "its engine process is gone",
+    "oom": "out of device memory",
+    "engine_timeout": "an engine step timed out",
+}
 
 COMPANION = {
     "kv_pressure": "a near-full KV cache",
@@ -271,6 +282,13 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
         )
         return f"A crash, {down}{extra}{others}."
     why = e["why"]
+    level = kv_admitted.admitted(ctx, e)
+    if level is not None:  # a full cache every request got into: its class says how long, not that it hurt
+        return (
+            f"{'Sustained' if e['class'] == 'sustained' else e['class'].capitalize()} as a level ("
+            f"{why.strip().rstrip('.')}), not as pressure: no request waited in it (0 on every stats line); "
+            f"{kv_admitted.preemption_words(level)}{others}."
+        )
     if e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal":
         # the logs stop inside it: no recovery was seen, and none could be (s01: a 4 s excerpt of a benchmark's start)
         if one_line(e):

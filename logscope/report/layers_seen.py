@@ -14,11 +14,12 @@ GATEWAY_KEYS = ("gateway_requests", "gateway_attempts", "gateway_retries")
 SERVER_KEYS = ("server_requests", "server_aborts")
 
 
-def _files(ld: Loaded, kind: str) -> list[str]:
-    df = ld.table("files", ("path", "kind"))
+def _files(ld: Loaded, kind: str, fmt: str | None = None) -> list[str]:
+    df = ld.table("files", ("path", "kind", "format"))
     if not df.height:
         return []
-    return sorted({str(p) for p, k in df.select("path", "kind").iter_rows() if k == kind})
+    rows = df.select("path", "kind", "format").iter_rows()
+    return sorted({str(p) for p, k, f in rows if k == kind and fmt in (None, f)})
 
 
 def _named(files: list[str]) -> str:
@@ -48,8 +49,14 @@ def missing(ld: Loaded, counts: dict[str, Any], traces: dict | None) -> dict[str
         why.update(dict.fromkeys(GATEWAY_KEYS, text))
     if not server:
         sv = _files(ld, "server")
+        sg = _files(ld, "server", "sglang_server")
         text = (
-            f"vLLM's log ({_named(sv)}) holds no request-log lines (vLLM writes them with --enable-log-requests)"
+            f"SGLang's log ({_named(sg)}) holds no request-log lines (SGLang writes them with --log-requests)"
+            if sg and sg == sv
+            else f"the servers' logs ({_named(sv)}) hold no request-log lines (vLLM writes them with "
+            "--enable-log-requests, SGLang with --log-requests)"
+            if sg
+            else f"vLLM's log ({_named(sv)}) holds no request-log lines (vLLM writes them with --enable-log-requests)"
             if sv
             else "no vLLM or SGLang log in the folder"
         )

@@ -6,21 +6,12 @@ from __future__ import annotations
 
 import polars as pl
 
-# parsers/prometheus_text.py's assumption for samples placed at the file's modification time
-MTIME_ANCHOR = "samples without timestamp placed at the file's modification time"
+from ..diagnose.undated import MTIME_ANCHOR, mtime_anchored
+
+__all__ = ["MTIME_ANCHOR", "anchored_words", "far_apart", "mtime_anchored"]
+
 FAR_APART_S = 24 * 3600.0  # files further apart than this are no one incident's logs read together
 NAMED = 3
-
-
-def mtime_anchored(files: pl.DataFrame) -> list[str]:
-    """Files whose rows are timed only by their modification time."""
-    if not files.height or "assumptions" not in files.columns:
-        return []
-    return sorted(
-        str(p)
-        for p, notes in files.select("path", "assumptions").iter_rows()
-        if any(str(a).startswith(MTIME_ANCHOR) for a in notes or [])
-    )
 
 
 def _named(paths: list[str]) -> str:

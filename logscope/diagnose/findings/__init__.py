@@ -37,10 +37,12 @@ from .calm import calm_findings
 from .clocks import clock_gap_findings
 from .crash import death_finding, stall_finding, stop_findings
 from .decode import slow_decode_findings
+from .engine_words import in_engine_words
 from .errors import error_finding, gateway_error_findings, unknown_model_findings
 from .events import event_findings
 from .gateway import failed_findings, gateway_down_findings
 from .impact import by_impact, cost, measure
+from .kv_admitted import admitted, admitted_finding
 from .ladder import ladder_finding
 from .latency import cold_start_findings, slow_e2e_finding, slow_first_token_finding
 from .load_tests import load_test_findings
@@ -147,6 +149,7 @@ def build(
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += calm_findings(ctx, eps, cap, reg)
     _rank(ctx, out, ladder, ladder_rows)
+    in_engine_words(ctx, out, eps)  # an SGLang server's next test names SGLang's flags, not vLLM's
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
         if f.claim_id is None and f.facts:
             f.claim_id = reg.add(
@@ -351,7 +354,8 @@ def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dic
     if sig == "stall":
         return [stall_finding(ctx, ep)]
     if sig in ("preemptions", "kv_pressure", "queue"):
-        return [pressure_finding(ctx, ep, ladder, cap)]
+        facts = admitted(ctx, ep)  # a full cache with no request waiting, preempted or slowed is no pressure
+        return [admitted_finding(ctx, ep, facts) if facts else pressure_finding(ctx, ep, ladder, cap)]
     if sig == "ttft":
         return [slow_first_token_finding(ctx, ep)]
     if sig == "e2e":

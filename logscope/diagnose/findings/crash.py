@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 from ... import clock
 from ..claims import facts
 from ..context import Context
+from ..records import Finding
 from .record import clock_time, make_finding, num, requests_phrase, state_phrase
 
 if TYPE_CHECKING:
     from ..lifecycle import StopErrors
 
 
-def stall_finding(ctx: Context, ep: dict) -> dict:
+def stall_finding(ctx: Context, ep: dict) -> Finding:
     return make_finding(
         "critical" if ep["class"] == "sustained" else "high",
         f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
@@ -29,7 +30,7 @@ def stall_finding(ctx: Context, ep: dict) -> dict:
     )
 
 
-def death_finding(ctx: Context, ep: dict, cap: dict) -> dict:
+def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
     down = c["downtime_s"]
@@ -111,6 +112,21 @@ def death_finding(ctx: Context, ep: dict, cap: dict) -> dict:
             "prints nothing when killed",
             f"Find what killed pid {c['pid']} at about {clock_time(ep['start'])} (kernel log / journalctl for the OOM "
             "killer, the supervisor's log); if it was the OOM killer, test a lower --max-num-seqs" + half,
+            ep,
+            kind="crash",
+        )
+    from .engine_exit import cause_words, next_test_words, silent_exit
+
+    if (
+        gone := silent_exit(ctx, ep, c)
+    ) is not None:  # its EngineCore printed no error: killed or crashed natively
+        return make_finding(
+            "critical",
+            f"Engine process ended with no error of its own at {when}",
+            "the engine process died and the API server could not serve",
+            "; ".join(ev),
+            cause_words(gone),
+            next_test_words(gone, clock_time(ep["start"]), half),
             ep,
             kind="crash",
         )
