@@ -23,6 +23,11 @@ A format module is a plain module (no class needed) exposing:
 ``INDEPENDENT_CHUNKS``  optional, True when a chunk's result depends only on the chunk and on what the
                  stream's first chunk put in ``state`` (read, never written, afterwards): ingest then
                  parses the other chunks of a file on every core at once (tests/test_ingest_parallel.py)
+``FILE_KEYED``   optional, True when ``parse_chunk`` and ``finish`` key every state they carry by a ``_file``
+                 column (Int64) when the chunk has one, and give it on every row: ingest then parses many small
+                 files of a folder as one chunk, each line naming its file, and ``finish`` once
+                 (logscope/ingest/batches.py; tests/test_ingest_smallfiles.py checks each file's rows equal a read
+                 of it alone)
 ``SEGMENT_COUNTERS``  optional, the names of the ``state`` keys that only number rows (row and record
                  counters, also columns of the state's frames and of the output rows): a large file or
                  rotated set of the format may then be read in pieces (segments, files) on every core.

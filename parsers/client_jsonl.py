@@ -17,6 +17,10 @@ Two shapes:
 JSON is decoded with polars (``str.json_decode`` with a fixed all-String schema, then cast), a chunk at
 a time. Rows that need later records (attempts waiting for their ``request`` record, generic logical
 requests) are carried in ``state``.
+
+Many small files of a folder are parsed as one chunk (``FILE_KEYED``, logscope/ingest/batches.py): every record,
+carried row and table row is keyed by its file (``_file``), so that no request, phase or timeout of one file is
+joined to another's; read alone, a stream is file 0.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ KIND = "client"
 DESCRIPTION = "client attempt/request records as JSON lines or CSV (lab client, logscope generic schema)"
 MODE = "lines"
 SPEED = 58  # MB/s on one core (bench/, 1 GB folder): orders the streams
+FILE_KEYED = True  # small files parsed together, each keyed by its ``FILE`` (parsers/base.py)
+FILE = "_file"  # the file of a batch a line is from; every state and output row carries it
 SAMPLES = [
     '{"kind": "attempt_send", "t": 1795940955.1313837, "client": "storm", "rid": "storm-r-00001", "retry_count": "0", "url": "http://127.0.0.1:8080/v1/completions"}',
     '{"kind": "attempt_response", "t": 1795941069.0770197, "client": "storm", "rid": "storm-r-00479", "retry_count": "0", "status": 502}',
@@ -166,6 +172,9 @@ def ts_expr(c: str, tz: str) -> pl.Expr:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    batch = FILE in lines.columns
+    if batch:  # a CSV file's lines are no JSON object: left unrecognised, the file is read again alone
+        state["csv_header"] = None
     if "csv_header" not in state:
         first = lines.filter(pl.col("line").str.strip_chars() != "").head(1)
         head = first["line"].item() if first.height else ""
@@ -174,6 +183,11 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         recs, ok = _csv_records(lines, state)
     else:
         recs, ok = _json_records(lines)
+    recs = (
+        recs.join(lines.select("line_no", FILE), on="line_no", how="left")
+        if batch
+        else recs.with_columns(pl.lit(0, pl.Int64).alias(FILE))
+    )
     seq0 = state.get("seq", 0)  # order across chunks and rotated files (line numbers restart per file)
     recs = recs.with_columns((pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"))
     state["seq"] = seq0 + recs.height
@@ -318,16 +332,16 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
     is_req = (pl.col("kind") == "request").cast(pl.Int64)
     if not pend["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
         pend = pend.sort("seq")
-    pend = pend.with_columns((is_req.cum_sum().over("rid") - is_req).alias("gen"))
-    keys = pend.filter(pl.col("kind") == "request").select("rid", "gen")
+    k = [FILE, "rid", "gen"]
+    pend = pend.with_columns((is_req.cum_sum().over(FILE, "rid") - is_req).alias("gen"))
+    keys = pend.filter(pl.col("kind") == "request").select(k)
     if final:
-        keys = pend.select("rid", "gen").unique()
-    ready = pend.join(keys, on=["rid", "gen"], how="semi")
+        keys = pend.select(k).unique()
+    ready = pend.join(keys, on=k, how="semi")
     # rows of later generations are renumbered from 0 when they are looked at again
-    state["lab_pending"] = pend.join(keys, on=["rid", "gen"], how="anti").drop("gen")
+    state["lab_pending"] = pend.join(keys, on=k, how="anti").drop("gen")
     if not ready.height:
         return {}
-    k = ["rid", "gen"]
     phases = _lab_phase_table(state.get("lab_phases"))
     req = (
         ready.filter(pl.col("kind") == "request")
@@ -348,7 +362,7 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             _f("client_timeout_s").alias("timeout_s"),
             _i("max_retries").alias("max_retries"),
         )
-        .join(phases, left_on="r_phase", right_on="phase", how="left")
+        .join(phases, left_on=[FILE, "r_phase"], right_on=[FILE, "phase"], how="left")
     )
     send = (
         ready.filter(pl.col("kind") == "attempt_send")
@@ -383,12 +397,20 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
     )
     # the client's timeout setting, from its request records so far: a request left without one (in flight when a
     # killed client's log ended) had the same when the client used one (not so with the lab's --timeout-mix)
-    seen = state.setdefault("lab_timeouts", {})
-    per = req.filter(pl.col("timeout_s").is_not_null()).group_by("r_client").agg(pl.col("timeout_s").unique())
-    for client, values in per.iter_rows():
+    seen = state.setdefault("lab_timeouts", {})  # (file, client): its one timeout so far, or None
+    per = (
+        req.filter(pl.col("timeout_s").is_not_null())
+        .group_by(FILE, "r_client")
+        .agg(pl.col("timeout_s").unique())
+    )
+    for file, client, values in per.iter_rows():
         one = values[0] if len(values) == 1 else None
-        seen[client] = one if seen.get(client, one) == one else None
-    known = {c: t for c, t in seen.items() if t is not None}
+        seen[file, client] = one if seen.get((file, client), one) == one else None
+    known = pl.DataFrame(
+        [(f, c, t) for (f, c), t in seen.items() if t is not None],
+        schema={FILE: pl.Int64, "client": pl.String, "known_timeout": pl.Float64},
+        orient="row",
+    )
     att = (
         send.join(resp, on=[*k, "rc"], how="left")
         .join(
@@ -401,11 +423,8 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             how="left",
         )
         .join(req, on=k, how="left")
-        .with_columns(
-            pl.col("timeout_s").fill_null(
-                pl.col("client").replace_strict(known, default=None, return_dtype=pl.Float64)
-            )
-        )
+        .join(known, on=[FILE, "client"], how="left")
+        .with_columns(pl.col("timeout_s").fill_null(pl.col("known_timeout")))
         .sort(*k, "rc")
         .with_columns(
             pl.col("ts_start").shift(-1).over(k).alias("next_send"),
@@ -435,6 +454,7 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         "line_no",
         pl.coalesce("s_trace", "trace_id").alias("trace_id"),
         "span_id",
+        FILE,
     )
     n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
     requests = (
@@ -459,6 +479,7 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             "stream",
             "concurrency",
             pl.col("r_phase").alias("phase"),
+            FILE,
         )
     )
     return {"client_attempts": attempts, "client_requests": requests}
@@ -501,29 +522,29 @@ def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
 
 
 def _lab_phase_table(ph: pl.DataFrame | None) -> pl.DataFrame:
-    sch = {"phase": pl.String, "concurrency": pl.Int64}
+    sch = {FILE: pl.Int64, "phase": pl.String, "concurrency": pl.Int64}
     if ph is None or not ph.height:
         return pl.DataFrame(schema=sch)
     return (
         ph.filter(pl.col("kind") == "phase_start")
-        .unique("phase", keep="last")
-        .select("phase", pl.when(pl.col("mode") == "c").then(_i("value")).alias("concurrency"))
+        .unique([FILE, "phase"], keep="last")
+        .select(FILE, "phase", pl.when(pl.col("mode") == "c").then(_i("value")).alias("concurrency"))
         .cast(sch)
     )
 
 
 def _lab_phases(ph: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    starts = ph.filter(pl.col("kind") == "phase_start").unique("phase", keep="last")
+    starts = ph.filter(pl.col("kind") == "phase_start").unique([FILE, "phase"], keep="last")
     ends = (
         ph.filter(pl.col("kind") == "phase_end")
-        .unique("phase", keep="last")
-        .select("phase", ts_expr("t", ctx.tz).alias("end_ts"))
+        .unique([FILE, "phase"], keep="last")
+        .select(FILE, "phase", ts_expr("t", ctx.tz).alias("end_ts"))
     )
     mode = pl.col("mode")
     return (
-        starts.join(ends, on="phase", how="left")
+        starts.join(ends, on=[FILE, "phase"], how="left")
         .with_columns(ts_expr("t", ctx.tz).alias("ts_start"))
-        .sort("ts_start")
+        .sort(FILE, "ts_start")
         .select(
             pl.lit(ctx.source).alias("source"),
             "client",
@@ -541,6 +562,7 @@ def _lab_phases(ph: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
             .alias("mode"),
             _f("value").alias("value"),
             pl.lit("exact: phase_start / phase_end records").alias("anchoring"),
+            FILE,
         )
     )
 
@@ -567,11 +589,12 @@ def _generic(g: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Da
         pl.lit(1.0).alias("grouping_confidence"),
         "url",
         "line_no",
+        FILE,
     ).with_columns(((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"))
     # running per-logical aggregate (merged across chunks, emitted at finish)
     part = (
         a.sort("attempt")
-        .group_by("logical_request_id")
+        .group_by(FILE, "logical_request_id")
         .agg(
             pl.col("client").first(),
             pl.col("ts_start").min(),
@@ -593,7 +616,7 @@ def _generic(g: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Da
 
 def _merge_generic(part: pl.DataFrame) -> pl.DataFrame:
     last = pl.col("last_attempt").arg_max()
-    return part.group_by("logical_request_id").agg(
+    return part.group_by(FILE, "logical_request_id").agg(
         pl.col("client").first(),
         pl.col("ts_start").min(),
         pl.col("ts_end").max(),
@@ -622,4 +645,5 @@ def _generic_requests(agg: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "max_tokens",
         "output_tokens",
         "concurrency",
+        FILE,
     )

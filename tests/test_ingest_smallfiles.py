@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 
 import logscope.parsers as parsers
 from conftest import LAB, ROOT, need
-from logscope.ingest import IngestOptions, ingest
+from logscope.ingest import COPY_NOTE, IngestOptions, ingest
 
 sys.path.insert(0, str(ROOT / "bench"))
 import smallfiles  # noqa: E402
@@ -59,7 +59,7 @@ def test_small_files_give_the_tables_of_their_concatenation(tmp_path):
     batched = f.filter(
         pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any()
     )
-    assert batched.height == f.filter(pl.col("format").str.starts_with("nginx")).height  # every nginx file
+    assert batched.height == f.height  # every nginx and client JSONL file (client JSONL keyed by file)
 
 
 def _damaged(tmp_path: Path) -> Path:
@@ -162,3 +162,101 @@ def test_many_client_sources_are_compared_at_once_with_the_pairwise_choice(tmp_p
         + cr.filter(~pl.col("source").is_in(ca["source"].unique().implode()))["source"].n_unique()
         - 1
     )
+
+
+def _client_folder(tmp_path: Path) -> Path:
+    """Every lab client JSONL of at most 256 KiB, whole (phases, retries, timeouts, a killed client's open
+    requests); the retry storm's (538 KB) cut in three files (the requests in flight at a cut have records in two);
+    the spike's first 400 lines (an earlier collection of its log: a copy), all in one folder: small files of one
+    format, read as one batch."""
+    d = tmp_path / "in" / "clients"
+    d.mkdir(parents=True)
+    for p in sorted(LAB.glob("*/client-*.jsonl")):
+        if p.stat().st_size <= IngestOptions().small_bytes:
+            (d / f"{p.parent.name}-{p.name}").write_bytes(p.read_bytes())
+    storm = need(LAB / "retry-storm" / "client-storm.jsonl").read_text().splitlines(keepends=True)
+    for k, cut in enumerate((storm[:1200], storm[1200:2400], storm[2400:])):
+        (d / f"storm-part{k + 1}.jsonl").write_text("".join(cut))
+    spike = (SPIKE / "client-spike.jsonl").read_text().splitlines(keepends=True)
+    (d / "spike-earlier.jsonl").write_text("".join(spike[:400]))
+    return d.parent
+
+
+def _equal(a, b, names) -> None:
+    for name in names:
+        # e2e_s: polars divides a column of one row exactly and a longer one by the reciprocal (1 ulp apart)
+        assert_frame_equal(_sorted(a.table(name)), _sorted(b.table(name)), rel_tol=1e-12)
+
+
+_FILE_COLS = [
+    "path",
+    "format",
+    "replica",
+    "lines_total",
+    "lines_parsed",
+    "lines_unrecognized",
+    "first_ts",
+    "last_ts",
+    "messages",
+]
+
+
+def test_client_logs_in_one_batch_give_what_each_gives_alone(tmp_path):
+    """Client JSONL is batched though its parser carries state (attempts wait for their request record, phases
+    give the concurrency, a client's timeout is learnt from its requests): every state is kept per file, so the
+    batch's rows are those of each file read alone, a request cut across two files included."""
+    need(LAB)
+    src = _client_folder(tmp_path)
+    alone = ingest(src, tmp_path / "alone", IngestOptions(small_bytes=0))
+    batch = ingest(src, tmp_path / "batch", IngestOptions())
+    _equal(batch, alone, ("client_attempts", "client_requests", "client_phases", "unrecognized"))
+    assert_frame_equal(batch.files.select(_FILE_COLS), alone.files.select(_FILE_COLS))
+    f = batch.files
+    assert f.height == 15 and set(f["format"]) == {"client_jsonl"}
+    assert f.filter(
+        ~pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any()
+    ).is_empty()
+    req = batch.table("client_requests")
+    # grep -c '"kind": "request"' over the 11 files, and the storm's 653 in its parts; the spike's earlier
+    # collection adds none (its lines are all in the spike's log), as when read alone
+    assert req.height == 2082 + 653
+    (earlier,) = f.filter(pl.col("path") == "clients/spike-earlier.jsonl")["messages"].to_list()
+    assert earlier[0].startswith(COPY_NOTE + "clients/spike-client-spike.jsonl")
+    # the phases of each file give its own requests' concurrency, none of another file's
+    assert req.filter(pl.col("concurrency").is_not_null())["source"].n_unique() > 5
+    cut = batch.table("client_attempts").filter(pl.col("source").str.starts_with("clients/storm-part"))
+    both = cut.group_by("request_id").agg(pl.col("source").n_unique()).filter(pl.col("source") == 2)
+    assert both.height > 0  # requests with attempts in both parts, each part's rows as read alone
+
+
+def test_small_client_and_gateway_files_batched_equal_each_read_alone(tmp_path):
+    """The lab runs' records one per file (nginx access and error lines, client requests), one client file with a
+    line cut short (read again alone, its line unrecognised): every table and every file's tallies as when each
+    file is read alone."""
+    need(LAB)
+    src = tmp_path / "small"
+    smallfiles.write(src, 600)
+    p = sorted(src.glob("client-spike/requests-*.jsonl"))[3]
+    text = p.read_text().splitlines(keepends=True)
+    p.write_text("".join([text[0][:40] + "\n", *text[1:]]))
+    alone = ingest(src, tmp_path / "alone", IngestOptions(small_bytes=0))
+    batch = ingest(src, tmp_path / "batch", IngestOptions())
+    _equal(
+        batch,
+        alone,
+        (
+            "client_attempts",
+            "client_requests",
+            "client_phases",
+            "gateway_attempts",
+            "gateway_errors",
+            "unrecognized",
+        ),
+    )
+    assert_frame_equal(batch.files.select(_FILE_COLS), alone.files.select(_FILE_COLS))
+    in_batch = pl.col("assumptions").list.eval(pl.element().str.contains("read in one batch")).list.any()
+    cut = batch.files.filter(pl.col("path") == p.relative_to(src).as_posix()).row(0, named=True)
+    assert cut["lines_unrecognized"] == 1 and not any("batch" in a for a in cut["assumptions"])
+    clients = batch.files.filter(pl.col("format") == "client_jsonl")
+    assert clients.height > 150 and clients.filter(~in_batch).height == 1
+    assert batch.table("client_requests").height == alone.table("client_requests").height > 150

@@ -39,3 +39,56 @@ def test_a_real_compressed_log_is_read_whole(tmp_path):
         want = need(LAB / "spike" / name).read_bytes().count(b"\n")
         r = rows[f"{name}.gz"]
         assert r["lines_total"] == r["lines_parsed"] == want and not r["messages"], r
+
+
+def test_a_chunk_of_short_lines_is_cut_by_its_lines(tmp_path):
+    """A chunk holds at most CHUNK_LINES lines whatever its bytes: 4 MiB of newlines was one chunk of 4 M rows."""
+    p = tmp_path / "server.log"
+    p.write_bytes(b"\n" * (3 * sources.CHUNK_LINES + 5))
+    (f,) = sources.discover(tmp_path)
+    heights = [c.height for c in sources.iter_line_chunks(f)]
+    assert heights == [sources.CHUNK_LINES] * 3 + [5]
+
+
+def _blank_tail(tmp_path, blanks: int):
+    """enginecore-kill's vLLM log cut after its last traceback (line 556), then blank lines."""
+    log = need(LAB / "enginecore-kill" / "vllm-server.log").read_text().splitlines(keepends=True)[:556]
+    d = tmp_path / "in"
+    d.mkdir(exist_ok=True)
+    (d / "vllm-server.log").write_text("".join(log) + "\n" * blanks)
+    return d
+
+
+def test_a_record_of_many_blank_lines_is_carried_bounded(tmp_path, monkeypatch):
+    """The open record a parser carries to the next chunk stays bounded: blank lines after a log's last record
+    (a bomb's newlines behind a vLLM log's head: 2.9 GB and 15 CPU s for 6.5 M lines) each joined it, and the
+    whole record was carried and copied at every chunk. Its rows past MAX_RECORD_ROWS are counted, not carried:
+    the same tables, its line_count whole."""
+    from logscope.ingest import IngestOptions
+    from logscope.ingest import ingest as ingest_tables
+    from logscope.parsers import _vllm_events
+
+    src = _blank_tail(tmp_path, 200_000)
+    carried: list[int] = []
+    records = _vllm_events._records
+
+    def spy(df, state, final):
+        out = records(df, state, final)
+        carried.append(state["carry"].height if state.get("carry") is not None else 0)
+        return out
+
+    monkeypatch.setattr(_vllm_events, "_records", spy)
+    monkeypatch.setattr("logscope.parsers.vllm_server._records", spy)
+    monkeypatch.setattr(_vllm_events, "MAX_RECORD_ROWS", 1_000, raising=False)
+    opts = IngestOptions(chunk_bytes=16 * 1024)  # 16,384 blank lines a chunk: the carry would grow at each
+    bounded = ingest_tables(src, tmp_path / "bounded", opts)
+    assert len(carried) > 12 and max(carried) <= 1_000
+    monkeypatch.setattr(_vllm_events, "MAX_RECORD_ROWS", 10**9, raising=False)
+    whole = ingest_tables(src, tmp_path / "whole", opts)
+    for name in ("server_events", "server_stats", "server_request_events"):
+        assert bounded.table(name).equals(whole.table(name)), name
+    last = bounded.table("server_events").sort("line_no").tail(1).row(0, named=True)
+    # the traceback's lines 515-556 (the log cut there: no shutdown after it, an error) and every blank line
+    assert (last["kind"], last["line_no"], last["line_count"]) == ("error", 515, 42 + 200_000)
+    (row,) = bounded.files.iter_rows(named=True)
+    assert row["lines_total"] == row["lines_parsed"] == 556 + 200_000

@@ -275,7 +275,7 @@ def _found(root: Path, out: Path, follow_links: bool = False) -> list[sources.In
 
 def _inside(p: Path, d: Path) -> bool:
     try:
-        p.resolve().relative_to(d.resolve())
+        p.resolve().relative_to(inputs.resolved(d))
         return True
     except (
         ValueError,
@@ -443,7 +443,7 @@ def _replica(f: sources.InputFile, root: Path) -> str:
     for m in (_POD_LINK.match(name), _POD_DIR.match(parent.parent.name)):
         if m:
             return m.group("pod")
-    if root.is_dir() and parent.resolve() != root.resolve():
+    if root.is_dir() and inputs.resolved(parent) != inputs.resolved(root):
         return inputs.path_text(
             parent.name
         )  # a folder name that is not UTF-8: its bytes as \xff (tables hold text)

@@ -6,7 +6,7 @@ too long to keep whole. Pure helpers of ``sources``' readers: whatever the bytes
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -86,6 +86,12 @@ def lines_frame(
         got = _scan.split_lines(decode(data).encode(), offset, cr, MAX_LINE_CHARS)
     batch, cut = got
     return pl.DataFrame(batch), cut
+
+
+def slices(df: pl.DataFrame, rows: int) -> Iterator[pl.DataFrame]:
+    """``df`` in slices of at most ``rows`` rows (views: no copy)."""
+    for start in range(0, max(df.height, 1), rows):
+        yield df.slice(start, rows)
 
 
 MAGIC = {"gzip": (b"\x1f\x8b",), "zstd": (b"\x28\xb5\x2f\xfd",), "bzip2": (b"BZh",), "xz": (b"\xfd7zXZ\x00",)}

@@ -42,6 +42,10 @@ MIN_CAP = 64 * 1024 * 1024  # ... never below this
 # ... and past this many lines a byte of it (a log's line is longer than this: 80-300 bytes): a stream of newlines
 # (1 MB of gzip -> 1 GiB) met the byte cap after 200 M empty lines, each a row: 51 s of CPU. Cut here: ~1 s
 MIN_LINE_BYTES = 32
+# a chunk holds at most this many lines, whatever its bytes: a chunk of 4 MiB of newlines was 4 M rows, and a
+# parser's columns over it took ~3 GB (the bomb above with a vLLM log's head: 2.9 GB of RSS). A log's lines are
+# longer than MIN_LINE_BYTES, so its chunks are cut by their bytes as before
+CHUNK_LINES = CHUNK_BYTES // MIN_LINE_BYTES
 
 
 def _open_raw(f: InputFile):
@@ -219,7 +223,7 @@ def iter_line_chunks(
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
-        yield df
+        yield from lb.slices(df, CHUNK_LINES)
     if rest:
         df, cut = lb.lines_frame(
             lb.no_nuls(rest, f) if b"\x00" in rest else rest, line_no, f.cr_ends, partial(_decode, f=f)
@@ -227,7 +231,7 @@ def iter_line_chunks(
         cut_total += cut
         if meter is not None:
             meter(len(rest))
-        yield df
+        yield from lb.slices(df, CHUNK_LINES)
     if tally is not None:
         tally["cut"] += cut_total
     elif cut_total:
