@@ -105,3 +105,31 @@ def test_retry_storm_failures_by_layer(outs):
     n = req.filter(pl.col("outcome").is_in(FAILED)).height
     assert n == truth["APITimeoutError"] + truth["502"] == 196
     assert [s["count"] for s in _errors(diag)] == [196]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_errors_cause_names_what_the_server_showed(outs, run):
+    """An errors finding's cause is built from its episode's own server figures: abort-ignored's timeouts, beside KV
+    up to 98.2 %, 4 waiting and preemptions, once read 'no pressure sign on the server'. Every run with an errors
+    finding: the cause names each sign its episode holds and denies none of them."""
+    diag, _ = outs[run]
+    eps = {e["episode_id"]: e for e in diag["episodes"]}
+    found = [f for f in diag["findings"] if f["title"].startswith("Errors ") and f.get("episode_id") in eps]
+    for f in found:
+        e = eps[f["episode_id"]]
+        if e["kv_max"] is not None and e["kv_max"] >= 0.9:
+            assert f"KV up to {e['kv_max'] * 100:.1f} %" in f["cause"], f["cause"]
+            assert "no near-full cache" not in f["cause"]
+        if e["waiting_max"]:
+            assert f"up to {e['waiting_max']:.0f} waiting" in f["cause"], f["cause"]
+        if e["details"].get("preemptions"):
+            assert f"{e['details']['preemptions']:,} preemptions" in f["cause"], f["cause"]
+        assert "no pressure sign" not in f["cause"]
+    if (
+        run == "abort-ignored"
+    ):  # 66 client timeouts beside the server's KV 98.2 % and 4 waiting (truth: 76 timeouts)
+        [f] = found
+        assert f["cause"].startswith(
+            "callers gave up before an answer (66 of 66 failures are client timeouts)"
+        )
+        assert "KV up to 98.2 %, up to 4 waiting" in f["cause"]

@@ -9,7 +9,7 @@ from ... import clock
 from .. import failures
 from ..claims import facts
 from ..context import Context
-from .record import clock_time, make_finding, requests_phrase
+from .record import clock_time, make_finding, pct, requests_phrase
 
 # vLLM's answer to a request naming a model it does not serve (serving_engine ``_check_model``: 404 NotFoundError);
 # the chat endpoint logs it ('ERROR ... [serving_chat.py:135] Error with model object='error' message='The model
@@ -38,11 +38,58 @@ def error_finding(ctx: Context, ep: dict) -> dict:
         f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
         f"{ep['count']} failed requests in {ep['duration_s']:.0f} s",
         "; ".join(x for x in [ep["reason"], kinds, requests_phrase(ep)] if x),
-        "failures at the gateway or client with no pressure sign on the server: upstream unreachable or timeouts",
-        "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
-        "add an active health check so one slow reply does not take the upstream out",
+        *_cause(ctx, ep),
         ep,
         kind="errors",
+    )
+
+
+def _signs(ctx: Context, ep: dict) -> list[str] | None:
+    """What the server showed in the episode's range that can slow or refuse requests (a near-full KV cache,
+    requests waiting, preemptions, a stall beside it); None when no server stats cover the range."""
+    d = ep["details"]
+    comps = {c["signal"] for c in d.get("companions") or []}
+    out = []
+    if ep["kv_max"] is not None and ep["kv_max"] >= ctx.th.kv_full:
+        out.append(f"KV up to {pct(ep['kv_max'])}")
+    if ep["waiting_max"]:
+        out.append(f"up to {ep['waiting_max']:.0f} waiting")
+    if d.get("preemptions"):
+        out.append(f"{d['preemptions']:,} preemptions")
+    if "stall" in comps:
+        out.append("a stall")
+    if not out and ep["kv_max"] is None and ep["waiting_max"] is None and d.get("preemptions") is None:
+        return None
+    return out
+
+
+def _cause(ctx: Context, ep: dict) -> tuple[str, str]:
+    """(cause, next test) from what failed and what the server showed in the range: callers that gave up (client
+    timeouts) are told from an upstream that failed (5xx, no answer), and what the server showed is named, never
+    denied (abort-ignored's timeouts, beside KV up to 98 % and 4 waiting, once read 'no pressure sign')."""
+    bad, _, _ = failures.failures(ctx)
+    got = bad.filter(pl.col("ts").is_between(ep["start"], ep["end"]))
+    timeouts = int((got["kind"] == failures.TIMEOUT).sum()) if got.height else 0
+    signs = _signs(ctx, ep)
+    server = (
+        "the server's state in the range is not in the folder (no stats line or metrics)"
+        if signs is None
+        else f"the server showed {', '.join(signs)}"
+        if signs
+        else "the server showed no near-full cache, waiting request or preemption in the range"
+    )
+    if got.height and timeouts * 2 > got.height:  # mostly callers that gave up
+        return (
+            f"callers gave up before an answer ({timeouts:,} of {got.height:,} failures are client timeouts) "
+            f"while {server}: the answers took longer than the callers' timeout allows",
+            "Compare the callers' timeout with the e2e p95 of the requests that succeeded in this range: raise the "
+            "timeout above it (or lower max_tokens) and replay the same traffic"
+            + ("; if the server's queue or preemptions stay, test a lower --max-num-seqs" if signs else ""),
+        )
+    return (
+        f"failures at the gateway or client (upstream unreachable, refused or timed out) while {server}",
+        "Look at the gateway's error log for this range: if it marks the upstream down (no live upstreams), "
+        "add an active health check so one slow reply does not take the upstream out",
     )
 
 
