@@ -205,6 +205,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
         ev = f"{orph} server executions kept running after their caller gave up"
         if tr.get("orphan_s"):
             ev += f" ({tr['orphan_s']:.0f} s of generation for nobody)"
+        ev += _orphan_stretches(eps, orph)
         ev += (
             f"; vLLM logged {tr.get('server_aborts') or 0} aborts; gateway 499: {tr.get('gateway_499') or 0}"
         )
@@ -223,6 +224,25 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
             )
         )
     return out
+
+
+def _orphan_stretches(eps: list[dict], total: int) -> str:
+    """'; 47 of them 02:07:52–02:09:00 (beside E3, E4), 6 02:07:00–02:07:03 (beside E1), 2 alone': where the run's
+    orphaned executions fall, so the episodes' smaller counts (a stretch each) add up to the finding's."""
+    at: dict[tuple, dict] = {}
+    for e in eps:
+        for c in [e] if e["signal"] == "orphans" else (e.get("details") or {}).get("companions") or []:
+            if c["signal"] == "orphans":
+                got = at.setdefault((c["start"], c["end"]), {"count": int(c["count"]), "eps": []})
+                got["eps"].append(e["episode_id"])
+    if not at:
+        return ""
+    parts = [
+        f"{v['count']} {clock.hms_range(a, b)} (beside {', '.join(dict.fromkeys(v['eps']))})"
+        for (a, b), v in sorted(at.items(), key=lambda kv: -kv[1]["count"])
+    ]
+    rest = total - sum(v["count"] for v in at.values())
+    return f"; of them {', '.join(parts)}" + (f", {rest} outside any stretch" if rest > 0 else "")
 
 
 def _retried() -> pl.Expr:
