@@ -3,6 +3,7 @@ in tests/data/fixtures (tests/fixtures.py), and the lab recordings copied into s
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -103,3 +104,19 @@ def analyzed(tmp_path_factory):
         return done[key]
 
     return get
+
+
+@functools.cache
+def real_vllm_lines(*more: str) -> tuple[str, ...]:
+    """Every line of every real vLLM log the repository carries (the lab's server logs, the public excerpts and
+    tests/data's vllm-404, vllm-deaths and vllm-pastes folders, plus the ``more`` tests/data folders named), in one
+    order: the oracle tests of the compiled scanner read them all."""
+    files = (
+        sorted(LAB.glob("*/vllm-server*.log"))
+        + sorted(PUBLIC.glob("*.log"))
+        + sorted(PUBLIC2.rglob("*vllm*"))
+    )
+    folders = ("vllm-404", "vllm-deaths", "vllm-pastes", *more)
+    files += sorted(p for d in folders for p in (DATA / d).rglob("*"))
+    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file())
+    return tuple(text.split("\n"))

@@ -4,13 +4,11 @@ on every real vLLM log of the fixtures and on lines mutated from them."""
 
 from __future__ import annotations
 
-import functools
-
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA, LAB, PUBLIC, PUBLIC2
+from conftest import real_vllm_lines
 from logscope.parsers import _kinds, _vllm_lines, vllm_server
 
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
@@ -32,19 +30,9 @@ def _equal(lines: list[str]) -> pl.DataFrame:
     return got
 
 
-@functools.cache
 def _real_lines() -> list[str]:
-    files = (
-        sorted(LAB.glob("*/vllm-server*.log"))
-        + sorted(PUBLIC.glob("*.log"))
-        + sorted(PUBLIC2.rglob("*vllm*"))
-    )
-    files += sorted(
-        p for d in ("vllm-404", "vllm-deaths", "vllm-pastes", "vllm-router") for p in (DATA / d).rglob("*")
-    )
-    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file())
     # as _vllm_lines reads them: CR off, the first _HEAD_CHARS characters
-    return [x.removesuffix("\r")[: _vllm_lines._HEAD_CHARS] for x in text.split("\n")]
+    return [x.removesuffix("\r")[: _vllm_lines._HEAD_CHARS] for x in real_vllm_lines("vllm-router")]
 
 
 def test_header_kind_reads_real_lines_as_its_regex_did():

@@ -4,14 +4,12 @@ oracle in tests/vllm_requests_before.py), on every real vLLM log of the fixtures
 
 from __future__ import annotations
 
-import functools
-
 import polars as pl
 import vllm_requests_before as before
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA, LAB, PUBLIC, PUBLIC2
+from conftest import real_vllm_lines
 from logscope.parsers import _vllm_lines, _vllm_requests, vllm_server
 from logscope.parsers.base import ParseContext
 
@@ -39,16 +37,8 @@ def _equal(lines: list[str], prompts: bool = False) -> pl.DataFrame:
     return got
 
 
-@functools.cache
 def _real_lines() -> list[str]:
-    files = (
-        sorted(LAB.glob("*/vllm-server*.log"))
-        + sorted(PUBLIC.glob("*.log"))
-        + sorted(PUBLIC2.rglob("*vllm*"))
-        + sorted(p for d in ("vllm-404", "vllm-deaths", "vllm-pastes") for p in (DATA / d).rglob("*"))
-    )
-    text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file())
-    return text.split("\n")
+    return list(real_vllm_lines())
 
 
 def test_request_kinds_read_real_lines_as_the_regexes_did():
