@@ -145,12 +145,14 @@ def _by_load(doc: dict) -> list[dict]:
     )
 
 
-_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+# a command-line option ('--max-num-seqs'), or a range of figures ('5–10', a histogram bucket's bounds)
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*|\d[\d.,]*–\d[\d.,]*)")
 
 
 def whole_options(text: str) -> Markup:
-    """Text with each command-line option ('--max-num-seqs') kept on one line: a narrow column broke it after its
-    first hyphen ('-' / '-max-num-seqs'). Escaped here, as the template would."""
+    """Text with each command-line option ('--max-num-seqs') and each range of figures ('5–10 s') kept on one line:
+    a narrow column broke an option after its first hyphen ('-' / '-max-num-seqs'), and a line ended after a bucket's
+    dash ('5–' / '10 s'). Escaped here, as the template would."""
     parts = _OPTION.split(visible(str(text)))
     return Markup("").join(
         Markup('<span class="nowrap">{}</span>').format(p) if i % 2 else escape(p)
