@@ -120,3 +120,22 @@ def real_vllm_lines(*more: str) -> tuple[str, ...]:
     files += sorted(p for d in folders for p in (DATA / d).rglob("*"))
     text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.is_file())
     return tuple(text.split("\n"))
+
+
+def vllm_rows(lines: list[str] | tuple[str, ...]):
+    """vLLM's parser rows of these lines (header, time, kinds) as its line-kind steps get them: what the compiled
+    scanner's oracle tests feed the old code and the new."""
+    import polars as pl
+
+    from logscope.parsers import _vllm_lines
+    from logscope.parsers.base import ParseContext
+
+    frame = pl.DataFrame(
+        {"line_no": range(1, len(lines) + 1), "line": list(lines)},
+        schema={"line_no": pl.Int64, "line": pl.String},
+    )
+    df = _vllm_lines._parse(frame, {})
+    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"))
+    state: dict = {}
+    df, _, _ = _vllm_lines._times(df, ParseContext(source="x", replica="r", year=2026), state)
+    return _vllm_lines._classify(df, state)

@@ -88,18 +88,7 @@ def test_a_batch_gives_each_file_what_reading_it_alone_gives(tmp_path):
     batch = ingest(src, tmp_path / "batch", IngestOptions())
     for name in ("gateway_attempts", "gateway_errors", "unrecognized"):
         assert_frame_equal(_sorted(batch.table(name)), _sorted(alone.table(name)))
-    cols = [
-        "path",
-        "format",
-        "replica",
-        "lines_total",
-        "lines_parsed",
-        "lines_unrecognized",
-        "first_ts",
-        "last_ts",
-        "messages",
-    ]
-    assert_frame_equal(batch.files.select(cols), alone.files.select(cols))
+    assert_frame_equal(batch.files.select(_FILE_COLS), alone.files.select(_FILE_COLS))
     f = batch.files
     cut = f.filter(pl.col("path") == "gw/access-007.log").row(0, named=True)
     assert cut["lines_unrecognized"] == 1 and not any("batch" in a for a in cut["assumptions"])

@@ -8,9 +8,9 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import real_vllm_lines
+from conftest import real_vllm_lines, vllm_rows
 from logscope.numbers import to_int
-from logscope.parsers import _vllm_events, _vllm_lines, vllm_server
+from logscope.parsers import _vllm_events, vllm_server
 from logscope.parsers.base import ParseContext
 
 # _common.UVICORN_ACCESS as _vllm_events read it before #42 (from the message's start)
@@ -50,14 +50,7 @@ def _before(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 
 def _equal(lines: list[str]) -> pl.DataFrame:
-    frame = pl.DataFrame(
-        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
-    )
-    df = _vllm_lines._parse(frame, {})
-    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"))
-    state: dict = {}
-    df, _, _ = _vllm_lines._times(df, _CTX, state)
-    df = _vllm_lines._classify(df, state)
+    df = vllm_rows(lines)
     want, got = _before(df, _CTX), _vllm_events._access(df, _CTX)
     assert got.equals(want)
     return got

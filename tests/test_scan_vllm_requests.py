@@ -9,21 +9,14 @@ import vllm_requests_before as before
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import real_vllm_lines
-from logscope.parsers import _vllm_lines, _vllm_requests, vllm_server
+from conftest import real_vllm_lines, vllm_rows
+from logscope.parsers import _vllm_requests, vllm_server
 from logscope.parsers.base import ParseContext
 
 
 def _rows(lines: list[str]) -> pl.DataFrame:
     """The parser's rows of these lines (header, time, kinds), as _requests gets them."""
-    frame = pl.DataFrame(
-        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
-    )
-    df = _vllm_lines._parse(frame, {})
-    df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"))
-    state: dict = {}
-    df, _, _ = _vllm_lines._times(df, ParseContext(source="x", replica="r", year=2026), state)
-    return _vllm_lines._classify(df, state)
+    return vllm_rows(lines)
 
 
 def _equal(lines: list[str], prompts: bool = False) -> pl.DataFrame:
