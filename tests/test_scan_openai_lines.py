@@ -156,5 +156,8 @@ def test_a_lead_names_its_kind_in_the_core():
         None,
     ]
     assert got["kind"].to_list() == [0] * 8  # each a message
+    # the message's alternation is spliced into both ways of the prefix ([define] and `use`), none left unspliced
+    spec = repr(_kinds.spec(_openai_lines.__file__))
+    assert "'use'" not in spec and spec.count("'Building HTTP request: '") == 2
     with pytest.raises(ValueError, match="a code names a literal"):
         _scan.Plan([{"name": "k", "steps": [{"field": "f", "run": "a-z", "code": "x"}]}])
