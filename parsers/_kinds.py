@@ -21,7 +21,25 @@ def plan(module_file: str) -> _scan.Plan:
 
 
 def spec(module_file: str) -> dict:
-    return tomllib.loads(Path(module_file).with_suffix(".toml").read_text(encoding="utf-8"))
+    """The file's kinds, each ``{ use = "NAME" }`` in a list of steps replaced by the steps ``[define]`` names (one
+    description of a part that several places of a kind hold)."""
+    got = tomllib.loads(Path(module_file).with_suffix(".toml").read_text(encoding="utf-8"))
+    defined = got.pop("define", {})
+    return _spliced(got, defined) if defined else got
+
+
+def _spliced(obj, defined: dict):
+    if isinstance(obj, dict):
+        return {k: _spliced(v, defined) for k, v in obj.items()}
+    if isinstance(obj, list):
+        out = []
+        for v in obj:
+            if isinstance(v, dict) and list(v) == ["use"]:
+                out.extend(_spliced(defined[v["use"]], defined))
+            else:
+                out.append(_spliced(v, defined))
+        return out
+    return obj
 
 
 def index(module_file: str, name: str) -> int:

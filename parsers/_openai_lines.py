@@ -28,26 +28,9 @@ _FINAL_STATUS = r"(?:^|: )Error code: \d{3}\b"
 _NOISE = rf"^(?:\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|{_LEVEL}:).*?(?:^|[\s\[:])(?:httpcore2?|httpx2?)(?:\.\w+)*(?:[\s:\]]|$)"
 _EXC = r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Timeout|Exit|Interrupt))(?::|$)"
 
-# the kind of each message lead the scanner reads ('request ' and 'phase ' are the lab client's when their fields are)
-_LEADS = {
-    "Building HTTP request: ": "build",
-    "Request options: ": "options",
-    "Sending HTTP Request: ": "send",
-    "HTTP Request: ": "httpx",
-    "HTTP Response: ": "response",
-    "Encountered an HTTP status error: ": "status_error",
-    "Encountered httpx.HTTPStatusError": "status_error",
-    "Encountered a timeout exception: ": "timeout",
-    "Encountered httpx.TimeoutException": "timeout",
-    "Encountered exception: ": "conn_error",
-    "Encountered Exception": "conn_error",
-    "Retrying request": "retrying",
-    "Raising timeout error": "raise_timeout",
-    "Raising connection error": "raise_conn",
-    "Re-raising status error": "reraise",
-    "request ": "done",
-    "phase ": "phase",
-}
+# the kinds whose message opens with 'Encountered ' (the scanner names each lead's kind: `code` in _openai_lines.toml;
+# "encountered" is that lead with no kind of its own)
+_ENCOUNTERED = ["status_error", "timeout", "conn_error", "encountered"]
 
 _EV_SCHEMA = {
     "seq": pl.Int64,
@@ -107,14 +90,10 @@ def _kind(df: pl.DataFrame) -> pl.DataFrame:
     """``kind`` of each line's message (null: none, or a lead of no kind), ``msg`` (the line holds a message) and ``enc``
     (the message opens with 'Encountered ')."""
     lead = pl.col("lead")
-    kind = lead.replace_strict(_LEADS, default=None, return_dtype=pl.String)
-    # the lab client's lines are a kind when their fields are there
-    lab = pl.when(kind == "done").then(pl.col("rid")).when(kind == "phase").then(pl.col("ph"))
-    kind = pl.when(kind.is_in(["done", "phase"]) & lab.is_null()).then(None).otherwise(kind)
     return df.with_columns(
-        kind.alias("kind"),
+        pl.when(lead != "encountered").then(lead).alias("kind"),
         (pl.col("scan") == 0).alias("msg"),
-        lead.str.starts_with("Encountered ").fill_null(False).alias("enc"),
+        lead.is_in(_ENCOUNTERED).fill_null(False).alias("enc"),
     )
 
 

@@ -179,11 +179,7 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     ) | pl.col("has_done").shift(1).over("tid").fill_null(False)
     att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tid").alias("lg"))
     att = att.with_columns(_runs().alias("_g"))
-    att = att.with_columns(
-        _closed(att, state, final).alias("closed"),
-        # closed only because the log ended: in flight when it did (a killed client), never 'ok' by a header's 200
-        (pl.lit(final) & ~_closed(att, state, False)).alias("_open_end"),
-    )
+    att = _closed(att, state, final)
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
     carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
@@ -197,34 +193,45 @@ def _runs() -> pl.Expr:
     """Id of each logical request (thread, lg) in a frame sorted by thread and first event: its attempts are
     one run of rows, and windows over an integer are several times cheaper than over (name, lg)."""
     tk, lg = pl.col("tk"), pl.col("lg")
-    return ((tk != tk.shift(1)) | (lg != lg.shift(1))).fill_null(True).cum_sum()
+    # a running count from 1: sorted, so a grouping by it takes its groups as slices (`_per_run`)
+    return ((tk != tk.shift(1)) | (lg != lg.shift(1))).fill_null(True).cum_sum().set_sorted()
 
 
-def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.Expr:
-    """A logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
-    ended it (2xx/3xx, Raising/Re-raising). When the log has 'done' lines, wait for one up to _DONE_WAIT."""
-    grp = "_g"
+def _per_run(att: pl.DataFrame, *aggs: pl.Expr) -> pl.DataFrame:
+    """``att`` with each logical request's ``aggs`` on every row of it: one grouping by ``_g`` (its runs counted from
+    1) and a gather, where a window over ``_g`` hashes every row once per expression (several times the time)."""
+    per = att.group_by("_g", maintain_order=True).agg(*aggs).drop("_g")
+    return att.hstack(per.select(pl.all().gather(att["_g"] - 1)))
+
+
+def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
+    """``closed``: a logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
+    ended it (2xx/3xx, Raising/Re-raising); when the log has 'done' lines, wait for one up to _DONE_WAIT.
+    ``_open_end``: closed only because the log ended, in flight when it did (a killed client), never 'ok' by a
+    header's 200."""
     if att.filter(pl.col("has_done")).height:
         state["done_lines"] = True
-    ended = (
-        (
-            (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
-            | pl.col("gave_up_timeout")
-            | pl.col("gave_up_conn")
-            | pl.col("reraised")
-        )
-        .last()
-        .over(grp)
+    ended_by = (
+        (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
+        | pl.col("gave_up_timeout")
+        | pl.col("gave_up_conn")
+        | pl.col("reraised")
     )
+    att = _per_run(
+        att,
+        ended_by.last().alias("_ended"),
+        pl.col("ts_out").max().alias("_out"),
+        pl.col("has_done").any().alias("_done"),
+    )
+    ended = pl.col("_ended")
     if state.get("done_lines"):
         newest = att["ts_out"].max()
-        ended = (
-            ended & (pl.col("ts_out").max().over(grp) < pl.lit(newest) - _DONE_WAIT)
-            if newest
-            else pl.lit(False)
-        )
+        ended = ended & (pl.col("_out") < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
     moved_on = pl.col("lg") < pl.col("lg").max().over("tid")
-    return pl.col("has_done").any().over(grp) | moved_on | ended.fill_null(False) | final
+    closed = pl.col("_done") | moved_on | ended.fill_null(False)
+    return att.with_columns(
+        (closed | final).alias("closed"), (pl.lit(final) & ~closed).alias("_open_end")
+    ).drop("_ended", "_out", "_done")
 
 
 def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
@@ -301,13 +308,20 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     # att comes from _assemble sorted by thread and first event (a filter of that order): no sort again
     grp = "_g"
     att = _announced(att, state)
-    att = att.with_columns(_runs().alias(grp)).with_columns(
-        pl.int_range(1, pl.len() + 1).over(grp).alias("attempt"),
-        pl.len().over(grp).alias("n_att"),
-        pl.col("line_no").first().over(grp).alias("lg_line"),
-        pl.col("rid").drop_nulls().last().over(grp).alias("lg_rid"),
-        # the delay the SDK announced after the previous attempt failed
-        pl.col("delay_after").shift(1).over(grp).alias("retry_delay_s"),
+    att = _per_run(
+        att.with_columns(_runs().alias(grp)).with_row_index("_i"),
+        pl.col("_i").first().alias("_i0"),
+        pl.len().alias("n_att"),
+        pl.col("line_no").first().alias("lg_line"),
+        pl.col("rid").drop_nulls().last().alias("lg_rid"),
+        pl.col("rt").is_null().any().alias("_rt_gap"),
+        pl.col("thr").is_null().all().alias("_no_thr"),
+    )
+    attempt = (pl.col("_i") - pl.col("_i0")).cast(pl.Int64) + 1
+    att = att.with_columns(
+        attempt.alias("attempt"),
+        # the delay the SDK announced after the previous attempt failed (the row before, in the same request)
+        pl.when(attempt > 1).then(pl.col("delay_after").shift(1)).alias("retry_delay_s"),
     )
     last = pl.col("attempt") == pl.col("n_att")
     anomaly = (
@@ -317,13 +331,14 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         | pl.col("dup_httpx")
         | pl.col("dup_to")
     )
-    base = pl.when(pl.col("rt").is_null().any().over(grp)).then(0.8).otherwise(1.0)
+    att = _per_run(att.with_columns(anomaly.alias("_anomaly")), pl.col("_anomaly").any().alias("_odd"))
+    base = pl.when(pl.col("_rt_gap")).then(0.8).otherwise(1.0)
     if not state.get("debug"):  # INFO only: a last attempt that failed without a response is invisible
         base = pl.lit(0.6)
     base = (
-        pl.when(pl.col("thr").is_null().all().over(grp)).then(base * 0.9).otherwise(base)
+        pl.when(pl.col("_no_thr")).then(base * 0.9).otherwise(base)
     )  # no thread names: sequential client assumed
-    conf = pl.when(anomaly.any().over(grp)).then(0.5).otherwise(base)
+    conf = pl.when(pl.col("_odd")).then(0.5).otherwise(base)
     lid = pl.coalesce(pl.col("lg_rid"), pl.lit(f"{ctx.source}:") + pl.col("lg_line").cast(pl.String))
     attempt_err = pl.coalesce(
         pl.col("exc"),
@@ -446,8 +461,8 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
         .then(pl.col("ph_value").round(0).pipe(to_int))
         .alias("concurrency"),
     )
-    start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).over("_g").alias("_lg_ts")
-    att = att.with_columns(start).sort("_lg_ts", nulls_last=True)
+    start = pl.coalesce(pl.col("ts_start").min(), pl.col("ts_end").min()).alias("_lg_ts")
+    att = _per_run(att, start).sort("_lg_ts", nulls_last=True)
     return att.join_asof(ph, left_on="_lg_ts", right_on="ph_ts", strategy="backward").drop("_lg_ts", "ph_ts")
 
 

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA, LAB, PUBLIC2
-from logscope.parsers import _openai_lines, openai_client
+from logscope import _scan
+from logscope.parsers import _kinds, _openai_lines, openai_client
 from logscope.parsers.base import ParseContext
 
 CTX = ParseContext(source="x", replica="r", year=2026)
@@ -134,3 +135,29 @@ def test_mutated_lines_read_as_the_regexes_did(data):
         return
     got = _openai_lines._events(_frame(lines), CTX, {})
     assert got[0].equals(want[0]) and got[1].equals(want[1])
+
+
+def test_a_lead_names_its_kind_in_the_core():
+    """The scanner gives each message's kind by the lead its alternative took (``code``), a lead of no kind none, and
+    refuses a code on a field that is no literal."""
+    lines = [line for line in openai_client.SAMPLES] + [
+        "2026-11-29T08:30:27.389 DEBUG openai._base_client [w1] Encountered something else",
+        "2026-11-29T08:30:27.389 DEBUG openai._base_client [w1] Not retrying",
+    ]
+    got = _kinds.scan(_openai_lines.__file__, _frame(lines))
+    assert got["lead"].to_list() == [
+        "build",
+        "timeout",
+        "retrying",
+        "httpx",
+        "status_error",
+        "done",
+        "encountered",
+        None,
+    ]
+    assert got["kind"].to_list() == [0] * 8  # each a message
+    # the message's alternation is spliced into both ways of the prefix ([define] and `use`), none left unspliced
+    spec = repr(_kinds.spec(_openai_lines.__file__))
+    assert "'use'" not in spec and spec.count("'Building HTTP request: '") == 2
+    with pytest.raises(ValueError, match="a code names a literal"):
+        _scan.Plan([{"name": "k", "steps": [{"field": "f", "run": "a-z", "code": "x"}]}])

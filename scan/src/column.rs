@@ -38,6 +38,23 @@ impl Validity {
         self.len += 1;
     }
 
+    /// `n` more values, all null (the bits past `len` are kept clear, so the new bytes are the nulls).
+    pub fn extend_null(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if self.nulls == 0 {
+            self.bits = vec![0xff; self.len.div_ceil(8)];
+            if !self.len.is_multiple_of(8) {
+                let last = self.bits.len() - 1;
+                self.bits[last] = (1u8 << (self.len % 8)) - 1;
+            }
+        }
+        self.len += n;
+        self.nulls += n;
+        self.bits.resize(self.len.div_ceil(8), 0);
+    }
+
     /// `n` more values, all there.
     pub fn extend_valid(&mut self, n: usize) {
         if self.nulls == 0 {
@@ -138,6 +155,11 @@ impl StrColumn {
         self.validity.push(false);
     }
 
+    pub fn push_nulls(&mut self, n: usize) {
+        self.views.resize(self.views.len() + n, 0);
+        self.validity.extend_null(n);
+    }
+
     pub fn push_opt(&mut self, s: Option<&[u8]>) {
         match s {
             Some(s) => self.push(s),
@@ -184,6 +206,11 @@ impl I64Column {
         self.values.push(v.unwrap_or(0));
         self.validity.push(v.is_some());
     }
+
+    pub fn push_nulls(&mut self, n: usize) {
+        self.values.resize(self.values.len() + n, 0);
+        self.validity.extend_null(n);
+    }
 }
 
 /// 64-bit floats with nulls.
@@ -197,6 +224,11 @@ impl F64Column {
     pub fn push(&mut self, v: Option<f64>) {
         self.values.push(v.unwrap_or(0.0));
         self.validity.push(v.is_some());
+    }
+
+    pub fn push_nulls(&mut self, n: usize) {
+        self.values.resize(self.values.len() + n, 0.0);
+        self.validity.extend_null(n);
     }
 }
 
@@ -281,6 +313,28 @@ mod tests {
         assert_eq!(v.nulls(), 1);
         assert!(v.is_valid(8) && !v.is_valid(9) && v.is_valid(10));
         assert_eq!(v.into_bits().unwrap(), vec![0xff, 0b101]);
+    }
+
+    #[test]
+    fn nulls_in_runs_as_one_by_one() {
+        for (before, run, after) in [(0, 3, 2), (5, 11, 1), (8, 8, 3), (13, 1, 0), (3, 0, 4)] {
+            let (mut one, mut runs) = (Validity::default(), Validity::default());
+            for _ in 0..before {
+                one.push(true);
+                runs.push(true);
+            }
+            for _ in 0..run {
+                one.push(false);
+            }
+            runs.extend_null(run);
+            for _ in 0..after {
+                one.push(true);
+                runs.push(true);
+            }
+            runs.extend_null(0);
+            assert_eq!((one.len, one.nulls), (runs.len, runs.nulls));
+            assert_eq!(one.into_bits(), runs.into_bits(), "{before} {run} {after}");
+        }
     }
 
     #[test]

@@ -41,6 +41,13 @@ impl Col {
         if conv.is_some_and(|c| c.nulls.iter().any(|n| n.as_slice() == v)) {
             return self.push_null();
         }
+        let v = match conv.filter(|c| !c.codes.is_empty()) {
+            Some(c) => match c.codes.iter().find(|(text, _)| text.as_slice() == v) {
+                Some((_, name)) => name.as_slice(),
+                None => return self.push_null(),
+            },
+            None => v,
+        };
         match self {
             Col::Str(c) if conv.is_some_and(|c| c.unescape) && memchr::memchr(b'\\', v).is_some() => {
                 c.push(&convert::unescape_json(v))
@@ -49,6 +56,15 @@ impl Col {
             Col::I64(c) => c.push(convert::int(v)),
             Col::F64(c) => c.push(convert::float(v)),
             Col::Items(c) => c.push(Some(convert::items(v))),
+        }
+    }
+
+    /// `n` more nulls.
+    fn push_nulls(&mut self, n: usize) {
+        match self {
+            Col::Str(c) => c.push_nulls(n),
+            Col::I64(c) | Col::Items(c) => c.push_nulls(n),
+            Col::F64(c) => c.push_nulls(n),
         }
     }
 
@@ -180,16 +196,24 @@ impl Compiled {
             .collect();
         let mut spans = vec![(u32::MAX, u32::MAX); n];
         let mut buf = Vec::new();
-        for line in lines {
+        // a field's column is written where the field has a value, the nulls before it in one run: most of a format's
+        // fields are null on most lines (one kind's fields each)
+        let mut filled = vec![0usize; n];
+        for (row, line) in lines.iter().enumerate() {
             let k = first_match_into(&self.kinds, line, &mut spans);
             kind.push(k.map(|k| k as i64));
-            let vals = match k {
-                Some(k) => self.values(k, line, &spans, &mut buf),
-                None => vec![None; n],
-            };
+            let Some(k) = k else { continue };
+            let vals = self.values(k, line, &spans, &mut buf);
             for (i, col) in cols.iter_mut().enumerate() {
                 let value = vals[i];
-                col.push(value, k.and_then(|k| self.convs[k][i].as_ref()));
+                if value.is_none() && self.fields[i].pairs.is_none() {
+                    continue;
+                }
+                let gap = row - filled[i];
+                col.push_nulls(gap);
+                derived[i].iter_mut().for_each(|c| c.push_nulls(gap));
+                filled[i] = row + 1;
+                col.push(value, self.convs[k][i].as_ref());
                 if let Some(p) = &self.fields[i].pairs {
                     let out = &mut derived[i];
                     match value {
@@ -204,6 +228,10 @@ impl Compiled {
                     }
                 }
             }
+        }
+        for ((col, more), done) in cols.iter_mut().zip(derived.iter_mut()).zip(filled) {
+            col.push_nulls(lines.len() - done);
+            more.iter_mut().for_each(|c| c.push_nulls(lines.len() - done));
         }
         let mut table = Table::default();
         table.add("kind", Column::I64(kind));

@@ -503,7 +503,7 @@ impl Matcher<'_> {
     /// passed had another way to match; a failure after one is `Unknown`.
     fn fast(&mut self, steps: &[Step], mut pos: usize) -> Fast {
         let line = self.line;
-        for step in steps {
+        for (at, step) in steps.iter().enumerate() {
             match step {
                 Step::Lit(lit) => {
                     if !lit_at(line, pos, lit) {
@@ -537,8 +537,7 @@ impl Matcher<'_> {
                     self.choice |= n > *min;
                 }
                 Step::Lazy => self.choice |= pos < line.len(),
-                // its places are tried by backtracking alone
-                Step::LazyAt(_) => return Fast::Unknown,
+                Step::LazyAt(_) => return self.lazy_rest(&steps[at..], pos),
                 Step::Find(f) => match f.find(&line[pos..]) {
                     Some(i) => {
                         pos += i + f.needle().len();
@@ -626,6 +625,25 @@ impl Matcher<'_> {
             }
         }
         Fast::Ok(pos)
+    }
+
+    /// The rest of a sequence from a lazy step, by backtracking over that rest alone: its first match is the first a
+    /// backtracking engine finds with the steps before it taken their first way (as `fast` took them), so the time
+    /// and thread before a message are not matched twice. Taking the lazy step further is another way to match; a
+    /// rest that cannot match is a failure judged by the choices before it.
+    fn lazy_rest(&mut self, rest: &[Step], pos: usize) -> Fast {
+        let mut end = None;
+        let matched = self.seq(rest, pos, &mut |_, p| {
+            end = Some(p);
+            true
+        });
+        match end {
+            Some(p) if matched => {
+                self.choice = true;
+                Fast::Ok(p)
+            }
+            _ => self.failed(),
+        }
     }
 
     /// The spans as they were before a nested sequence that failed (none saved: it captures nothing).
@@ -776,6 +794,7 @@ pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
         Fast::Fail => false,
         Fast::Unknown => {
             m.spans.iter_mut().for_each(|s| *s = UNSET);
+            m.budget = budget(line); // a lazy step's rest tried by `fast` spent some: as if that attempt was not made
             m.seq(&kind.steps, 0, &mut |_, _| true)
         }
     };
@@ -815,7 +834,7 @@ pub fn prefix_end(steps: &[Step], text: &[u8]) -> Option<usize> {
     match m.fast(steps, 0) {
         Fast::Ok(end) => return Some(end),
         Fast::Fail => return None,
-        Fast::Unknown => {}
+        Fast::Unknown => m.budget = budget(text),
     }
     let mut end = None;
     m.seq(steps, 0, &mut |_, p| {
@@ -1006,6 +1025,61 @@ mod tests {
             Step::End { cr: false },
         ]);
         assert_eq!(fields(&q, r#""a\"b""#, 1).unwrap(), [Some(r#"a\"b"#.into())]);
+    }
+
+    /// The spans by backtracking alone (no first, possessive attempt).
+    fn by_backtracking(k: &Kind, line: &str, n: usize) -> Option<Vec<(u32, u32)>> {
+        let mut m = Matcher {
+            line: line.as_bytes(),
+            spans: vec![UNSET; n],
+            budget: budget(line.as_bytes()),
+            choice: false,
+        };
+        m.seq(&k.steps, 0, &mut |_, _| true).then_some(m.spans)
+    }
+
+    #[test]
+    fn a_lazy_steps_rest_is_matched_once_as_backtracking_does() {
+        // (\d{4})?(?:^|.*?(?:\[([^\]\[]+)\])?[\s:])(go|went)! : openai-python's prefix, thread and message lead
+        let mut prefix = vec![
+            Step::Lazy,
+            Step::opt(vec![lit("["), cap(1, vec![run("^][", 1, usize::MAX)]), lit("]")]),
+            run("\\s:", 1, 1),
+            cap(2, vec![Step::alt(vec![vec![lit("go")], vec![lit("went")]])]),
+        ];
+        lazy_at(&mut prefix);
+        assert!(matches!(prefix[0], Step::LazyAt(_)));
+        let k = kind(vec![
+            Step::opt(vec![cap(0, vec![run("0-9", 4, 4)])]),
+            Step::alt(vec![vec![Step::Start, cap(2, vec![lit("go")])], prefix]),
+            lit("!"),
+        ]);
+        let lines = [
+            "2026 [t1] go!",
+            "2026 a go b go!", // the first lead the lazy step finds is not followed by '!': backtracking finds the next
+            "go!",
+            "1234go!",
+            "2026:went!",
+            "x [t] [u] went!",
+            "2026 [t1] go",
+            "",
+        ];
+        for line in lines {
+            assert_eq!(
+                match_kind(&k, line.as_bytes(), 3),
+                by_backtracking(&k, line, 3),
+                "{line}"
+            );
+        }
+        assert_eq!(
+            fields(&k, "2026 a go b go!", 3).unwrap(),
+            [Some("2026".into()), None, Some("go".into())]
+        );
+        assert_eq!(
+            fields(&k, "x [t] [u] went!", 3).unwrap(),
+            [None, Some("u".into()), Some("went".into())]
+        );
+        assert!(fields(&k, "1234go!", 3).is_none());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! `{"repeat": [steps], "min": n, "max": n}`, `{"start": true}`, `{"end": true, "cr": bool}`, and a field:
 //! `{"field": name, ...one of the shapes above, or "steps": [steps]}`, whose value is the span it covered. A field
 //! may say how its text is read: `"type"` ("str", "int", "float": `convert`), `"null"` (spellings of null, e.g.
-//! `["-", ""]`), `"unescape": "json"`, and `"pairs": {"drop": [...], "pick": [...]}` (`pairs`).
+//! `["-", ""]`), `"unescape": "json"`, `"code": name` (a `lit` field: its value is `name`, not the literal's text: a
+//! message's kind named by the lead its alternative took; a kind's field whose captures name codes is null where the
+//! text it took names none), and `"pairs": {"drop": [...], "pick": [...]}` (`pairs`).
 //!
 //! `lookups`: `[{"field": name, "keys": [s, ...], "chars": n, "steps": [steps], "stop": s, "type": ...}, ...]`:
 //! fields of a matched line found by a key, in any order (`SamplingParams(n=1, ..., max_tokens=256, ...)`): after the
@@ -57,6 +59,8 @@ pub struct Field {
 pub struct Conv {
     pub nulls: Vec<Vec<u8>>,
     pub unescape: bool,
+    /// a field whose captures are literals that each name a code (`"code": name`): the name is its value
+    pub codes: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// A kind's list fields, cut into items (one row per item).
@@ -213,9 +217,19 @@ impl Builder {
             Some("json") => true,
             Some(other) => return Err(err(format!("no unescape {other:?} (json)"))),
         };
+        // the codes of every capture of the field in this kind (a message's leads, each the name of its kind)
+        let mut codes = self.convs[slot].take().map(|c| c.codes).unwrap_or_default();
+        if let Some(code) = string(d, "code")? {
+            let Some(lit) = string(d, "lit")? else {
+                let name = &self.fields[slot].name;
+                return Err(err(format!("field {name:?}: a code names a literal (\"lit\")")));
+            };
+            codes.push((lit.into_bytes(), code.into_bytes()));
+        }
         self.convs[slot] = Some(Conv {
             nulls: names(d, "null")?,
             unescape,
+            codes,
         });
         Ok(slot)
     }
