@@ -112,6 +112,8 @@ _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, r
     ),
 ]
 _KIND_RULES = lexicon.RULES + [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
+
+
 def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     a = df.filter(
         pl.when(pl.col("uvr")).then(pl.col("msg").str.contains(' - "', literal=True)).otherwise(False)
