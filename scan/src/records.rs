@@ -134,7 +134,9 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
         let lvl_null = lvl.is_none();
         let uv_null = rows.uv[i].is_none();
         let joined = flag(rows.joined[i]);
-        let tbm: K = msg.map(|m| rules.tb.is_match(m));
+        // traceback-shaped: tested only where it decides something (rows without a header, a repeated header)
+        let mut tbm_memo: Option<K> = None;
+        let mut tbm = || *tbm_memo.get_or_insert_with(|| msg.map(|m| rules.tb.is_match(m)));
         let noise: K = if lvl_null && uv_null {
             let otel = rows.pyname[i].is_some_and(|p| holds(p, b"opentelemetry"));
             or(msg.map(|m| rules.noise.is_match(m)), Some(otel))
@@ -146,13 +148,14 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
             and(and(Some(lvl_null), Some(!uvr)), not(noise)),
             and(Some(rows.pyname[i].is_none()), not(joined)),
         );
+        let raw_tbm = if raw == Some(false) { None } else { tbm() }; // `raw & x` is false whatever x
         // a raw traceback flattened onto one line (only raw rows are searched)
-        let flat = match (and(raw, not(tbm)), msg) {
+        let flat = match (and(raw, not(raw_tbm)), msg) {
             (Some(true), Some(m)) => holds(m, FLAT_CALL) || (holds(m, FLAT_LINE) && holds(m, FLAT_IN)),
             _ => false,
         };
-        let tbs = and(raw, or(tbm, Some(flat)));
-        let other = and(and(raw, not(tbm)), Some(!flat));
+        let tbs = and(raw, or(raw_tbm, Some(flat)));
+        let other = and(and(raw, not(raw_tbm)), Some(!flat));
         let in_lvl = |names: &[&[u8]]| lvl.map(|l| names.contains(&l));
         let open0 = or(or(in_lvl(&[b"WARNING", b"ERROR", b"CRITICAL"]), noise), tbs).unwrap_or(false);
         let long_before = p_plen.map(|x| x >= 80);
@@ -163,14 +166,14 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
         let key = rows.key[i];
         let prev_key = ffk.or(prev.key.as_deref());
         let same_key = matches!((key, prev_key), (Some(a), Some(b)) if a == b);
-        let vcont = and(
-            Some(same_key),
-            if has_cr {
-                p_cr
-            } else {
-                or(in_lvl(&[b"ERROR", b"CRITICAL"]), tbm)
-            },
-        );
+        let vcont = if !same_key {
+            Some(false)
+        } else if has_cr {
+            p_cr
+        } else {
+            let err = in_lvl(&[b"ERROR", b"CRITICAL"]);
+            if err == Some(true) { err } else { or(err, tbm()) }
+        };
         let cont = or(or(or(vcont, and(tbs, p_open1)), wrap), joined).unwrap_or(false);
         let wrap = wrap.unwrap_or(false);
         let strong = if tbs == Some(true) {
