@@ -112,23 +112,6 @@ _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, r
     ),
 ]
 _KIND_RULES = lexicon.RULES + [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
-# the stream is shutting down: an engine death after this is the harmless shutdown traceback
-# as literal tests (no regex to compile per chunk): stopping = starts with '[shutdown]' or 'Shutting down', or
-# holds 'trigger received signal=SIGTERM'; starting = '^Started server process|^Starting vLLM|^Initializing
-# an? (?:V1 )?LLM engine'
-_STOPPING_LEADS, _STOPPING_ANY = ("[shutdown]", "Shutting down"), "trigger received signal=SIGTERM"
-_STARTING_LEADS = (
-    "Started server process",
-    "Starting vLLM",
-    "Initializing a LLM engine",
-    "Initializing an LLM engine",
-    "Initializing a V1 LLM engine",
-    "Initializing an V1 LLM engine",
-)
-
-
-def _starts_any(e: pl.Expr, leads: tuple[str, ...]) -> pl.Expr:
-    return pl.any_horizontal(e.str.starts_with(x) for x in leads)
 
 
 def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -191,19 +174,7 @@ MAX_RECORD_ROWS = 10_000
 
 def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
     """Rows of the records complete so far (the last one may go on in the next chunk: kept in state)."""
-    m = pl.col("msg")
-    stopping = _starts_any(m, _STOPPING_LEADS) | m.str.contains(_STOPPING_ANY, literal=True)
-    life = (
-        pl.when(stopping)
-        .then(True)
-        .when(_starts_any(m, _STARTING_LEADS))
-        .then(False)
-        .forward_fill()
-        .fill_null(state.get("stopping", False))
-    )
-    rows = df.with_columns(life.alias("stopping")).select(_REC_COLS)
-    if rows.height:
-        state["stopping"] = bool(rows["stopping"][-1])
+    rows = df.select(_REC_COLS)  # ``stopping``: the record pass's (_vllm_records)
     carry = state.pop("carry", None)
     frame = pl.concat([carry, rows], how="vertical_relaxed") if carry is not None else rows
     if not final and frame.height:

@@ -14,13 +14,14 @@ How a chunk is read: one anchored capture pass over the first characters of ever
 the process prefix and the vLLM or uvicorn header (container timestamps, python-logging and JSON
 lines get their own pass, only in chunks that have them); records glued on one line by a paste are
 split. Lines are grouped into records (vLLM repeats the header on every line of a multi-line record
-and ends all but the last with CR; raw tracebacks printed right after an error belong to it) with a
-cumulative sum over "starts a record"; the last record of a chunk waits in ``state`` for the next.
+and ends all but the last with CR; raw tracebacks printed right after an error belong to it) by one
+sequential pass of the compiled scanner (``_vllm_records``); the last record of a chunk waits in ``state``
+for the next.
 Each output runs its own regexes only on the rows whose message starts with / holds its keyword; the
 header, the request lifecycle lines and uvicorn's access lines are read by the compiled scanner instead
 (``_vllm_lines.toml``, ``_vllm_requests.toml``, ``_vllm_events.toml``).
 This module holds detection and the entry points; the parts are ``_vllm_lines`` (header, era, prefix, row
-fields, time, records), ``_vllm_stats``, ``_vllm_requests`` and ``_vllm_events`` (records -> events).
+fields, time), ``_vllm_records`` (records), ``_vllm_stats``, ``_vllm_requests`` and ``_vllm_events`` (records -> events).
 
 Event kinds: preemption, oom, kv_insufficient, input_too_long, engine_timeout, engine_dead,
 shutdown_error (an engine-death traceback logged after a shutdown began: vLLM's graceful SIGTERM
@@ -40,7 +41,7 @@ from logscope.schemas import TS
 from ._vllm_events import _KIND_RULES as _KIND_RULES
 from ._vllm_events import _access, _events, _records
 from ._vllm_hosts import hosts
-from ._vllm_lines import _ANSI, _GLUE_HDR, _LVL, _NOISE, _TB_STRONG, _classify, _parse, _times
+from ._vllm_lines import _ANSI, _GLUE_HDR, _LVL, _NOISE, _TB_STRONG, _parse, _times
 from ._vllm_lines import _CTS as _CTS
 from ._vllm_lines import _DATED as _DATED
 from ._vllm_lines import _DATED_PY as _DATED_PY
@@ -49,6 +50,7 @@ from ._vllm_lines import _GLUE as _GLUE
 from ._vllm_lines import _PYLOG as _PYLOG
 from ._vllm_lines import _TB as _TB
 from ._vllm_pastes import _MD_LEAD
+from ._vllm_records import _classify
 from ._vllm_requests import _requests
 from ._vllm_spec import _spec
 from ._vllm_stats import _STATS_HEAD as _STATS_HEAD

@@ -135,7 +135,7 @@ def vllm_rows(lines: list[str] | tuple[str, ...]):
     scanner's oracle tests feed the old code and the new."""
     import polars as pl
 
-    from logscope.parsers import _vllm_lines
+    from logscope.parsers import _vllm_lines, _vllm_records
     from logscope.parsers.base import ParseContext
 
     frame = pl.DataFrame(
@@ -146,4 +146,4 @@ def vllm_rows(lines: list[str] | tuple[str, ...]):
     df = df.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"))
     state: dict = {}
     df, _, _ = _vllm_lines._times(df, ParseContext(source="x", replica="r", year=2026), state)
-    return _vllm_lines._classify(df, state)
+    return _vllm_records._classify(df, state)

@@ -319,59 +319,50 @@ impl Lines {
     /// Take the stream an `arrow_array_stream` capsule holds (moving it out, as the PyCapsule protocol says) and
     /// read all its arrays; the schema must be a string type.
     pub fn import(capsule: &Bound<'_, PyCapsule>) -> Result<Lines, String> {
-        let src = capsule
-            .pointer_checked(Some(c"arrow_array_stream"))
-            .map_err(|e| e.to_string())?;
-        // SAFETY: a capsule of this name holds a valid ArrowArrayStream (the PyCapsule protocol); moving it out
-        // leaves the capsule's copy released-looking (release unset), so the capsule's own destructor does nothing.
-        let mut stream: ArrowArrayStream = unsafe {
-            let src = src.as_ptr().cast::<ArrowArrayStream>();
-            let taken = ptr::read(src);
-            (*src).release = None;
-            taken
+        let (format, arrays) = take_stream(capsule)?;
+        let kind = match format.as_str() {
+            "vu" => StrKind::View,
+            "u" => StrKind::Utf8,
+            "U" => StrKind::LargeUtf8,
+            "n" => StrKind::Null,
+            other => {
+                release_arrays(arrays);
+                return Err(format!("lines must be strings, not Arrow format {other:?}"));
+            }
         };
-        let result = (|| {
-            let mut schema = EMPTY_SCHEMA;
-            let get_schema = stream.get_schema.ok_or("stream has no get_schema")?;
-            // SAFETY: calling the producer's callbacks on its own stream, as the interface prescribes.
-            if unsafe { get_schema(&mut stream, &mut schema) } != 0 {
-                return Err("the stream gave no schema".to_string());
+        let chunks = arrays.into_iter().map(|array| Chunk { array, kind }).collect();
+        Ok(Lines { chunks })
+    }
+
+    /// Every line's bytes, in order, None for a null.
+    pub fn values(&self) -> Vec<Option<&[u8]>> {
+        let valid = self.valid();
+        self.slices()
+            .into_iter()
+            .zip(valid)
+            .map(|(s, v)| v.then_some(s))
+            .collect()
+    }
+
+    /// Which lines are there (not null).
+    fn valid(&self) -> Vec<bool> {
+        let mut out = Vec::new();
+        for chunk in &self.chunks {
+            let a = &chunk.array;
+            let (n, off) = (a.length as usize, a.offset as usize);
+            if let StrKind::Null = chunk.kind {
+                out.extend(std::iter::repeat_n(false, n));
+                continue;
             }
-            // SAFETY: a schema the producer just filled in: its format is a NUL-terminated string.
-            let format = unsafe { std::ffi::CStr::from_ptr(schema.format) }
-                .to_string_lossy()
-                .into_owned();
-            if let Some(release) = schema.release {
-                // SAFETY: we own the schema the producer gave us; released once.
-                unsafe { release(&mut schema) }
+            // SAFETY: the validity buffer of a valid array, read within its length and offset.
+            unsafe {
+                let valid = (*a.buffers).cast::<u8>();
+                out.extend(
+                    (off..off + n).map(|i| valid.is_null() || (*valid.add(i / 8) >> (i % 8)) & 1 == 1),
+                );
             }
-            let kind = match format.as_str() {
-                "vu" => StrKind::View,
-                "u" => StrKind::Utf8,
-                "U" => StrKind::LargeUtf8,
-                "n" => StrKind::Null,
-                other => return Err(format!("lines must be strings, not Arrow format {other:?}")),
-            };
-            let get_next = stream.get_next.ok_or("stream has no get_next")?;
-            let mut chunks = Vec::new();
-            loop {
-                let mut array = EMPTY_ARRAY;
-                // SAFETY: as for get_schema.
-                if unsafe { get_next(&mut stream, &mut array) } != 0 {
-                    return Err("the stream failed to give its next array".to_string());
-                }
-                if array.release.is_none() {
-                    break; // the end of the stream
-                }
-                chunks.push(Chunk { array, kind });
-            }
-            Ok(Lines { chunks })
-        })();
-        if let Some(release) = stream.release {
-            // SAFETY: the stream is ours since we moved it out; its arrays live on after it (the interface allows).
-            unsafe { release(&mut stream) }
         }
-        result
+        out
     }
 
     /// Every line's bytes, in order (a null line reads as empty).
@@ -426,6 +417,125 @@ impl Lines {
                             let (a, b) = (bound(i), bound(i + 1));
                             out.push(std::slice::from_raw_parts(data.add(a), b - a));
                         }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Take the stream an `arrow_array_stream` capsule holds (moving it out, as the PyCapsule protocol says) and read all
+/// its arrays: the schema's format and the arrays, each to be released by whoever keeps it.
+fn take_stream(capsule: &Bound<'_, PyCapsule>) -> Result<(String, Vec<ArrowArray>), String> {
+    let src = capsule
+        .pointer_checked(Some(c"arrow_array_stream"))
+        .map_err(|e| e.to_string())?;
+    // SAFETY: a capsule of this name holds a valid ArrowArrayStream (the PyCapsule protocol); moving it out
+    // leaves the capsule's copy released-looking (release unset), so the capsule's own destructor does nothing.
+    let mut stream: ArrowArrayStream = unsafe {
+        let src = src.as_ptr().cast::<ArrowArrayStream>();
+        let taken = ptr::read(src);
+        (*src).release = None;
+        taken
+    };
+    let result = (|| {
+        let mut schema = EMPTY_SCHEMA;
+        let get_schema = stream.get_schema.ok_or("stream has no get_schema")?;
+        // SAFETY: calling the producer's callbacks on its own stream, as the interface prescribes.
+        if unsafe { get_schema(&mut stream, &mut schema) } != 0 {
+            return Err("the stream gave no schema".to_string());
+        }
+        // SAFETY: a schema the producer just filled in: its format is a NUL-terminated string.
+        let format = unsafe { std::ffi::CStr::from_ptr(schema.format) }
+            .to_string_lossy()
+            .into_owned();
+        if let Some(release) = schema.release {
+            // SAFETY: we own the schema the producer gave us; released once.
+            unsafe { release(&mut schema) }
+        }
+        let get_next = stream.get_next.ok_or("stream has no get_next")?;
+        let mut chunks = Vec::new();
+        loop {
+            let mut array = EMPTY_ARRAY;
+            // SAFETY: as for get_schema.
+            if unsafe { get_next(&mut stream, &mut array) } != 0 {
+                return Err("the stream failed to give its next array".to_string());
+            }
+            if array.release.is_none() {
+                break; // the end of the stream
+            }
+            chunks.push(array);
+        }
+        Ok((format, chunks))
+    })();
+    if let Some(release) = stream.release {
+        // SAFETY: the stream is ours since we moved it out; its arrays live on after it (the interface allows).
+        unsafe { release(&mut stream) }
+    }
+    result
+}
+
+fn release_arrays(arrays: Vec<ArrowArray>) {
+    for mut array in arrays {
+        if let Some(release) = array.release {
+            // SAFETY: an array moved out of its producer's stream by `take_stream`, released once.
+            unsafe { release(&mut array) }
+        }
+    }
+}
+
+/// A column of Arrow booleans or 64-bit integers another library made (polars), read where it lies: the record pass's
+/// flags and lengths (`records`).
+pub struct Values {
+    arrays: Vec<ArrowArray>,
+    ints: bool,
+}
+
+// SAFETY: as for Lines.
+unsafe impl Send for Values {}
+
+impl Drop for Values {
+    fn drop(&mut self) {
+        release_arrays(std::mem::take(&mut self.arrays));
+    }
+}
+
+impl Values {
+    /// Take a stream of booleans (`b`) or of 64-bit integers (`l`), as `Lines::import` takes strings.
+    pub fn import(capsule: &Bound<'_, PyCapsule>) -> Result<Values, String> {
+        let (format, arrays) = take_stream(capsule)?;
+        let ints = match format.as_str() {
+            "b" => false,
+            "l" => true,
+            other => {
+                release_arrays(arrays);
+                return Err(format!(
+                    "values must be booleans or int64, not Arrow format {other:?}"
+                ));
+            }
+        };
+        Ok(Values { arrays, ints })
+    }
+
+    /// Every value (booleans as 0 and 1; None: null).
+    pub fn get(&self) -> Vec<Option<i64>> {
+        let mut out = Vec::new();
+        for a in &self.arrays {
+            let (n, off) = (a.length as usize, a.offset as usize);
+            // SAFETY: the validity and value buffers of a valid boolean or int64 array, read within its length and
+            // offset while `self` keeps the array alive.
+            unsafe {
+                let buffers = std::slice::from_raw_parts(a.buffers, a.n_buffers as usize);
+                let valid = buffers[0].cast::<u8>();
+                let bit = |p: *const u8, i: usize| (*p.add(i / 8) >> (i % 8)) & 1 == 1;
+                for i in off..off + n {
+                    if !valid.is_null() && !bit(valid, i) {
+                        out.push(None);
+                    } else if self.ints {
+                        out.push(Some(*buffers[1].cast::<i64>().add(i)));
+                    } else {
+                        out.push(Some(bit(buffers[1].cast::<u8>(), i) as i64));
                     }
                 }
             }

@@ -10,6 +10,7 @@ pub mod lookup;
 pub mod output;
 pub mod pairs;
 pub mod plan;
+pub mod records;
 pub mod spec;
 
 use pyo3::buffer::PyBuffer;
@@ -152,6 +153,7 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Batch>()?;
     m.add_class::<Plan>()?;
+    m.add_class::<records::Records>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     Ok(())
 }
