@@ -230,7 +230,7 @@ def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | No
 
 def batch_rows(df: pl.DataFrame, max_bytes: int | None = None) -> int:
     """Rows of ``df`` gathered at a time: ``max_bytes`` (``GATHER_BYTES``) over a row's size and its index."""
-    row = df.estimated_size() // max(df.height, 1) + _INDEX_BYTES
+    row = int(df.estimated_size()) // max(df.height, 1) + _INDEX_BYTES
     return max(1, (GATHER_BYTES if max_bytes is None else max_bytes) // row)
 
 

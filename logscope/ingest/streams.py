@@ -256,7 +256,7 @@ def parsed(
     held = 0  # the chunks' bytes in flight
     try:
         for chunk in chunks:
-            size = chunk.estimated_size()
+            size = int(chunk.estimated_size())
             while ahead and (len(ahead) >= limit or (ahead_bytes is not None and held + size > ahead_bytes)):
                 c, fut, n = ahead.popleft()
                 held -= n

@@ -73,7 +73,9 @@ def ingest_need(
 
 # the share of the budget the batches are sized for: the estimates are measured means, and the peak moves with
 # the allocator and the threads' timing (400 replicas under a 250 MiB budget peaked at 218-259 MiB when sized for
-# all of it, 207-222 sized for 85 % on a quiet machine and 259-261 at a load of 8-25; tests/test_replicas.py)
+# all of it, 207-222 sized for 85 % on a quiet machine and 259-261 at a load of 8-25; tests/test_replicas.py). That
+# peak was the later stages' process, not ingest's (170-198 MiB): diagnosis gathered its ranges 100,000 rows of every
+# column at a time, now 4 MiB of the columns read (``diagnose.figures.GATHER_BYTES``; docs/performance.md, item 44)
 HEADROOM = 0.75
 
 
