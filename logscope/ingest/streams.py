@@ -257,12 +257,16 @@ def parsed(
     try:
         for chunk in chunks:
             size = int(chunk.estimated_size())
-            while ahead and (len(ahead) >= limit or (ahead_bytes is not None and held + size > ahead_bytes)):
+            while ahead and ahead_bytes is not None and held + size > ahead_bytes:
                 c, fut, n = ahead.popleft()
                 held -= n
                 yield c, fut.result()
             ahead.append((chunk, pool.submit(mod.parse_chunk, chunk, ctx, state), size))
             held += size
+            if len(ahead) >= limit:  # taken before the next chunk is read: no chunk held that is not parsing
+                c, fut, n = ahead.popleft()
+                held -= n
+                yield c, fut.result()
         while ahead:
             c, fut, _ = ahead.popleft()
             yield c, fut.result()
