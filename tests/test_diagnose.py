@@ -626,18 +626,18 @@ def test_sorted_times_are_kept_while_their_frame_lives(storm):
     assert figures._TIMES[(id(unsorted), "ts_start")] is None  # not sorted: filtered, never bisected
 
 
-@pytest.mark.parametrize("batch_rows", [None, 40])
-def test_figures_of_many_ranges_are_those_of_each_range(storm, monkeypatch, batch_rows):
+@pytest.mark.parametrize("batch_bytes", [None, 2048])
+def test_figures_of_many_ranges_are_those_of_each_range(storm, monkeypatch, batch_bytes):
     """Episodes and cold windows ask their figures of all ranges at once (figures.requests_many,
     server_state_many: one binary search and one group-by): on the storm's real tables every range,
     empty, reversed, unbounded or narrowed to a replica, gets what the one-range functions give. The rows are
-    gathered a bounded batch of ranges at a time (figures.GATHER_ROWS; issue #44: a fleet's overlapping cold
-    windows held 3.7 GB at once): batches of 40 rows give the same figures as one batch."""
+    gathered a bounded batch of ranges at a time (figures.GATHER_BYTES; issue #44: a fleet's overlapping cold
+    windows held 3.7 GB at once): batches of 2 KiB give the same figures as one batch."""
     from logscope.diagnose import figures
     from logscope.diagnose.figures import requests, requests_many, server_state, server_state_many
 
-    if batch_rows is not None:
-        monkeypatch.setattr(figures, "GATHER_ROWS", batch_rows)
+    if batch_bytes is not None:
+        monkeypatch.setattr(figures, "GATHER_BYTES", batch_bytes)
 
     out, _ = storm
     req = pl.read_parquet(out / "requests.parquet")
@@ -655,7 +655,7 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm, monkeypatch, batc
     many = requests_many(req, ranges)
     assert many == [requests(req, lo, hi) for lo, hi in ranges]
     batches = list(figures.gathered(req, "ts_start", ranges))
-    assert (len(batches) > 1) if batch_rows else (len(batches) == 1), len(batches)
+    assert (len(batches) > 1) if batch_bytes else (len(batches) == 1), len(batches)
     assert [m["requests"] for m in many[:5]] == [191, req.height, 1, 0, 2]
     replica = stats["replica"][0]
     replicas = [replica, None, "no-such-replica"] * (len(ranges) // 3) + [replica] * (len(ranges) % 3)

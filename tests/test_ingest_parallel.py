@@ -134,3 +134,60 @@ def test_the_analysis_does_not_hang_on_the_order_files_are_read(tmp_path, monkey
     for name in ("client_attempts", "gateway_attempts", "server_request_events", "requests"):
         x, y = a[name], b[name].select(a[name].columns)
         assert x.sort(x.columns, nulls_last=True).equals(y.sort(y.columns, nulls_last=True)), name
+
+
+def test_chunks_parsed_ahead_of_a_starved_stream_stay_within_their_bytes(tmp_path):
+    """The chunks a stream hands to the pool ahead of the one it takes (``streams.parsed``) are bounded by their bytes
+    (``Job.ahead_bytes``, from --max-memory), not only by their count, and stay so when the stream's own thread is
+    starved of CPU (it takes each result 20 ms late, while the pool parses at once): the lab retry storm's real
+    nginx access log in chunks of 16 KiB, with room for two of them, never has more in flight than
+    that; with no byte bound the same starved stream holds every core's chunk and one more, past it. The rows are
+    those of a parse on the stream's own thread, in order."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from logscope.ingest import options, sources, streams
+    from logscope.parsers.base import ParseContext
+
+    f = next(
+        x
+        for x in sources.discover(_folder(tmp_path, [STORM / "nginx-access.log"]))
+        if x.rel == "nginx-access.log"
+    )
+    mod = parsers.BY_NAME["nginx_access"]
+    ctx = ParseContext(source=f.rel, replica="r", year=2025)
+
+    def rows(pool, ahead_bytes):
+        chunks = list(sources.iter_line_chunks(f, 16 * 1024))
+        size = {id(c): c.estimated_size() for c in chunks}
+        held, most = [0], [0]
+
+        class Counted:  # the pool, counting the bytes it was handed and not yet taken back
+            def submit(self, fn, chunk, *a):
+                held[0] += size[id(chunk)]
+                most[0] = max(most[0], held[0])
+                return pool.submit(fn, chunk, *a)
+
+        out = []
+        for n, (chunk, res) in enumerate(
+            streams.parsed(mod, iter(chunks), ctx, {}, pool and Counted(), ahead_bytes)
+        ):
+            if n:  # the first chunk sets the stream's state on its own thread
+                held[0] -= size[id(chunk)]
+                time.sleep(0.02)
+            out.append(res.tables["gateway_attempts"])
+        return pl.concat(out), most[0], max(size.values()), len(chunks)
+
+    one, _, _, _ = rows(None, None)
+    with ThreadPoolExecutor(max_workers=options.cores()) as pool:
+        chunk = max(c.estimated_size() for c in sources.iter_line_chunks(f, 16 * 1024))
+        bound = 2 * chunk
+        bounded, most, largest, n = rows(pool, bound)
+        free, most_free, _, _ = rows(pool, None)
+    assert n > 20 and one.height > 1_000, (n, one.height)
+    assert bounded.equals(one) and free.equals(one)
+    assert most <= max(bound, largest), (most, bound)
+    if (
+        options.cores() >= 2
+    ):  # unbounded by bytes, the count lets every core's chunk and one more be in flight
+        assert most_free > bound, (most_free, bound)

@@ -92,7 +92,10 @@ def test_a_low_max_memory_holds_for_a_fleet_with_the_same_tables(tmp_path):
     smaller batches, and says so in summary.json, summary.md and the report; the later stages' estimate, by
     replica, fits the budget, so no range is chosen. The run stays under the budget (the largest process's
     ru_maxrss: ~225 MiB measured, where the same folder without a budget peaked at ~252 and the code before this
-    estimate chose a range of it) and every table equals the unbounded run's."""
+    estimate chose a range of it) and every table equals the unbounded run's. That largest process is the later
+    stages' (ingest's child: 170-198 MiB): 217-238 MiB at loads of 8-20, and 261 once in CI, while diagnosis
+    gathered its ranges 100,000 rows of every column at a time; 176-183 MiB since they are gathered by bytes of the
+    columns read (``test_diagnosis_gathers_a_fleets_overlapping_ranges_a_bounded_number_of_bytes_at_a_time``)."""
     src = tmp_path / "fleet"
     generate_replicas(src, 400, 400, templates=("retry-storm",), spread_s=1)
     whole, low = tmp_path / "whole", tmp_path / "low"
@@ -174,3 +177,51 @@ def test_ingest_held_to_a_tiny_budget_gives_the_same_tables(tmp_path):
             ),
             name,
         )
+
+
+def test_diagnosis_gathers_a_fleets_overlapping_ranges_a_bounded_number_of_bytes_at_a_time(
+    tmp_path, monkeypatch
+):
+    """The 400-replica fleet under ``--max-memory 250M`` peaked at 227-261 MiB in the later stages' process, not in
+    ingest's (178-198): diagnosis gathered the rows of its many overlapping ranges (every replica's cold window holds
+    every replica's requests) 100,000 rows of all 30 request columns at a time, 135 -> 230 MiB. On 60 replicas of the
+    lab retry storm's real vLLM lines, started in the same second: every batch ``figures.gathered`` hands out holds
+    only the columns its figures read and at most ``GATHER_BYTES`` past its last range's rows (its memory no longer
+    depends on the table's width or the ranges' overlap); there are many batches; and the diagnosis is the one of a
+    single unbounded batch, byte for byte."""
+    from logscope.api import correlate, diagnose
+    from logscope.diagnose import figures
+
+    src, out = tmp_path / "fleet", tmp_path / "out"
+    generate_replicas(src, 60, 400, templates=("retry-storm",), spread_s=1)
+    ingest(src, out, AnalyzeOptions())
+    correlate(out, AnalyzeOptions())
+    requests = pl.read_parquet(out / "requests.parquet")
+    assert requests.height > 3_000 and requests.width >= 30
+
+    batches: list[
+        tuple[int, list[str], int]
+    ] = []  # (bytes, columns, bytes of its largest range) of every batch
+    inner = figures._gathered
+
+    def recorded(df, spans):
+        for part in inner(df, spans):
+            largest = int(part["_k"].value_counts()["count"].max() or 0) if part.height else 0
+            row = part.estimated_size() // max(part.height, 1)
+            batches.append((part.estimated_size(), part.columns, largest * row))
+            yield part
+
+    monkeypatch.setattr(figures, "_gathered", recorded)
+    bounded = diagnose(out, AnalyzeOptions())
+    assert len(batches) > 10, len(batches)
+    assert all(size <= figures.GATHER_BYTES + last for size, _, last in batches), max(batches)
+    # a batch of request rows holds the columns its figures read and _k, never the table's 30
+    held = [cols for _, cols, _ in batches if "ttft_s" in cols]
+    assert held and max(map(len, held)) <= 7 and not any("logical_request_id" in c for c in held), held
+    big = max(size for size, _, _ in batches)
+    assert big > figures.GATHER_BYTES // 2, big  # the bound is what cuts them: the ranges hold more than it
+
+    monkeypatch.setattr(figures, "GATHER_BYTES", 2**40)
+    batches.clear()
+    assert diagnose(out, AnalyzeOptions()) == bounded
+    assert max(size for size, _, _ in batches) > 2 * big  # unbounded, the same ranges come in larger batches

@@ -378,7 +378,10 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
         # [start - look, start): times are whole microseconds; a bounded batch of episodes at a time
         parts = (
             figures.gathered(
-                ctx.by_time(frame), "ts", [(heads[k]["start"] - look, heads[k]["start"] - one) for k in ks]
+                ctx.by_time(frame),
+                "ts",
+                [(heads[k]["start"] - look, heads[k]["start"] - one) for k in ks],
+                columns=["replica", col],
             )
             if frame.height
             else iter([frame])

@@ -114,7 +114,7 @@ def server_state_many(
 ) -> list[dict]:
     """``server_state`` of every range (with its replica), in a few calls however many ranges there are."""
     replicas = replicas if replicas is not None else [None] * len(ranges)
-    parts = gathered(series, "ts", ranges)
+    parts = gathered(series, "ts", ranges, columns=["replica", *read_by(*_STATE_AGGS)])
     if parts is None:
         return [server_state(series, lo, hi, r) for (lo, hi), r in zip(ranges, replicas, strict=True)]
     want = pl.DataFrame(
@@ -200,7 +200,7 @@ def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
     day has thousands of episodes and cold windows, each asking for its figures)."""
     if not req.height:
         return [_requests_empty(_duration(lo, hi), known=False) for lo, hi in ranges]
-    parts = gathered(req, "ts_start", ranges)
+    parts = gathered(req, "ts_start", ranges, columns=read_by(*_REQUEST_AGGS))
     if parts is None:
         return [requests(req, lo, hi) for lo, hi in ranges]
     got = {r.pop("_k"): r for rows in parts for r in rows.group_by("_k").agg(_REQUEST_AGGS).to_dicts()}
@@ -210,10 +210,14 @@ def requests_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict]:
     ]
 
 
-# rows gathered at a time for the figures of many ranges: a fleet's ranges overlap (3,000 replicas starting in the
-# same minute: every cold window holds every replica's requests), and gathered at once they held 3.7 GB; batches
-# of 1 M rows still held 300 MB of request rows for 240 replicas (docs/performance.md, item 43)
-GATHER_ROWS = 100_000
+# bytes of rows gathered at a time for the figures of many ranges: a fleet's ranges overlap (3,000 replicas starting
+# in the same minute: every cold window holds every replica's requests), and gathered at once they held 3.7 GB;
+# batches of 1 M rows still held 300 MB of request rows for 240 replicas (docs/performance.md, item 43). Counted in
+# bytes of the columns the figures read, not in rows of every column: 100,000 rows of all 30 request columns (20 MB,
+# ~4x that while gathered and aggregated) took 400 replicas' diagnosis from 135 to 230 MiB, past what
+# resources.shape.LATER_FLOOR allows for under --max-memory 250M (docs/performance.md, item 44)
+GATHER_BYTES = 4 * 2**20
+_INDEX_BYTES = 16  # a gathered row's own cost: its range and row index (Int64 each)
 
 
 def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | None:
@@ -224,11 +228,18 @@ def gather(df: pl.DataFrame, col: str, ranges: list[tuple]) -> pl.DataFrame | No
     return None if parts is None else pl.concat(list(parts))
 
 
+def batch_rows(df: pl.DataFrame, max_bytes: int | None = None) -> int:
+    """Rows of ``df`` gathered at a time: ``max_bytes`` (``GATHER_BYTES``) over a row's size and its index."""
+    row = int(df.estimated_size()) // max(df.height, 1) + _INDEX_BYTES
+    return max(1, (GATHER_BYTES if max_bytes is None else max_bytes) // row)
+
+
 def gathered(
-    df: pl.DataFrame, col: str, ranges: list[tuple], max_rows: int | None = None
+    df: pl.DataFrame, col: str, ranges: list[tuple], max_rows: int | None = None, columns=None
 ) -> Iterator[pl.DataFrame] | None:
-    """``gather``'s rows in batches of whole ranges of about ``max_rows`` rows (a range larger than that is a
-    batch of its own): what is computed per ``_k`` is the same, its memory bounded whatever the ranges' overlap."""
+    """``gather``'s rows in batches of whole ranges of about ``max_rows`` rows (``batch_rows``: ``GATHER_BYTES``; a
+    range larger than that is a batch of its own): what is computed per ``_k`` is the same, its memory bounded
+    whatever the ranges' overlap. ``columns``: the only ones gathered (those the figures read), when given."""
     s = df[col]
     if (
         s.dtype != TS
@@ -237,6 +248,8 @@ def gathered(
         or any(b is not None and b.tzinfo is None for r in ranges for b in r)
     ):
         return None
+    if columns is not None:
+        df = df.select(c for c in dict.fromkeys(columns) if c in df.columns)
     ks = [k for k, (lo, hi) in enumerate(ranges) if lo is not None and hi is not None and df.height]
     if not ks:
         return iter([df.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias("_k"))])
@@ -251,9 +264,14 @@ def gathered(
         }
     ).with_columns(pl.max_horizontal("i", "j").alias("j"))
     size = (spans["j"] - spans["i"]).cast(pl.Int64)
-    rows = GATHER_ROWS if max_rows is None else max_rows
+    rows = batch_rows(df) if max_rows is None else max_rows
     batch = (size.cum_sum() - size) // max(rows, 1)  # a range starts its batch by the rows before it
     return _gathered(df, spans.with_columns(batch.alias("_b")))
+
+
+def read_by(*exprs: pl.Expr) -> list[str]:
+    """The columns ``exprs`` read (what ``gathered`` needs to gather for them)."""
+    return [c for e in exprs for c in e.meta.root_names()]
 
 
 def _gathered(df: pl.DataFrame, spans: pl.DataFrame) -> Iterator[pl.DataFrame]:
@@ -283,7 +301,7 @@ def preemptions_many(pre: pl.DataFrame, ranges: list[tuple]) -> list[int | None]
         return [None] * len(ranges)
     one = timedelta(microseconds=1)
     closed = [(lo + one, hi) if lo is not None else (lo, hi) for lo, hi in ranges]
-    parts = gathered(pre, "ts", closed)
+    parts = gathered(pre, "ts", closed, columns=["preemptions"])
     if parts is None:
         return [preemptions(pre, lo, hi) for lo, hi in ranges]
     got = {
@@ -302,7 +320,7 @@ def windows_sums_many(win: pl.DataFrame, cols: list[str], ranges: list[tuple]) -
     have = _summable(win, cols)
     if not have:
         return [{} for _ in ranges]
-    parts = gathered(win, "ts", ranges)
+    parts = gathered(win, "ts", ranges, columns=have)
     if parts is None:
         return [windows_sums(win, cols, lo, hi) for lo, hi in ranges]
     got = {

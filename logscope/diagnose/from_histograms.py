@@ -167,7 +167,8 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
 
 
 def sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str | None]]:
-    parts = figures.gathered(req, "ts_start", ranges) if "origin" in req.columns else None
+    read = [*PER_REQUEST.values(), "latency_clock", "origin"]  # what request_source reads
+    parts = figures.gathered(req, "ts_start", ranges, columns=read) if "origin" in req.columns else None
     if parts is None:
         return [
             {f: request_source(figures.between(req, "ts_start", lo, hi), c) for f, c in PER_REQUEST.items()}

@@ -124,6 +124,7 @@ def ingest(
             chunk_pool,
             sum(cost(m) for m in stream_files) / cores(),
             Meter(sum(max(s.f.size, 0) for s in states if not s.f.skipped), progress),
+            limits.ahead_bytes,
         )
 
         def run(item):

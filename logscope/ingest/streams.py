@@ -113,6 +113,8 @@ class Job:
     pool: ThreadPoolExecutor | None  # a thread per core: the chunks of INDEPENDENT_CHUNKS formats, segments
     share: float  # the folder's expected parse time per core (``pieces.plan``)
     meter: Meter
+    # bytes of a stream's chunks parsed ahead of the one taken (``parsed``); None: only their count bounds them
+    ahead_bytes: int | None = None
 
 
 def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
@@ -163,7 +165,7 @@ def read(
     """Parse ``chunks`` of one file into ``st`` and the store, under keys (*key, first), (*key, first + 1)...;
     the next chunk number, or None when ``cancel`` was set (no chunk is parsed after it)."""
     n = first
-    for chunk, res in parsed(mod, chunks, ctx, state, pool):
+    for chunk, res in parsed(mod, chunks, ctx, state, pool, job.ahead_bytes):
         st.lines_total += chunk.height
         take(res, st, job.store, (*key, n), chunk)
         compact_state(state)
@@ -228,11 +230,19 @@ def failed(st: FileState, mod, e: Exception) -> None:
 
 
 def parsed(
-    mod, chunks: Iterator[pl.DataFrame], ctx: ParseContext, state: dict, pool: ThreadPoolExecutor | None
+    mod,
+    chunks: Iterator[pl.DataFrame],
+    ctx: ParseContext,
+    state: dict,
+    pool: ThreadPoolExecutor | None,
+    ahead_bytes: int | None = None,
 ) -> Iterator[tuple[pl.DataFrame, ChunkResult]]:
     """Each chunk with its result, in file order. A format whose chunks are independent once the first
     has set the stream's state (``INDEPENDENT_CHUNKS``, parsers/base.py) has the others parsed on every
-    core at once, a few ahead of the one taken (one large access log no longer runs on one core)."""
+    core at once, a few ahead of the one taken (one large access log no longer runs on one core): at most
+    ``cores() + 1`` chunks, and past the first no more than ``ahead_bytes`` of them (``Job.ahead_bytes``, from
+    ``--max-memory``). The stream's own thread takes their results before it hands out more, so what is in flight
+    does not grow when it is starved of CPU."""
     if pool is None or not getattr(mod, "INDEPENDENT_CHUNKS", False):
         for chunk in chunks:
             yield chunk, mod.parse_chunk(chunk, ctx, state)
@@ -241,19 +251,27 @@ def parsed(
     if first is None:
         return
     yield first, mod.parse_chunk(first, ctx, state)
-    ahead: deque[tuple[pl.DataFrame, Future]] = deque()
+    ahead: deque[tuple[pl.DataFrame, Future, int]] = deque()
     limit = cores() + 1  # in flight: enough to keep every core busy, few for memory
+    held = 0  # the chunks' bytes in flight
     try:
         for chunk in chunks:
-            ahead.append((chunk, pool.submit(mod.parse_chunk, chunk, ctx, state)))
-            if len(ahead) >= limit:
-                c, fut = ahead.popleft()
+            size = int(chunk.estimated_size())
+            while ahead and ahead_bytes is not None and held + size > ahead_bytes:
+                c, fut, n = ahead.popleft()
+                held -= n
+                yield c, fut.result()
+            ahead.append((chunk, pool.submit(mod.parse_chunk, chunk, ctx, state), size))
+            held += size
+            if len(ahead) >= limit:  # taken before the next chunk is read: no chunk held that is not parsing
+                c, fut, n = ahead.popleft()
+                held -= n
                 yield c, fut.result()
         while ahead:
-            c, fut = ahead.popleft()
+            c, fut, _ = ahead.popleft()
             yield c, fut.result()
     finally:
-        for _, fut in ahead:  # a failed chunk stops the file: the ones behind it are dropped
+        for _, fut, _ in ahead:  # a failed chunk stops the file: the ones behind it are dropped
             fut.cancel()
 
 

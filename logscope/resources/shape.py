@@ -32,6 +32,9 @@ PER_FILE = (
     96 * 1024
 )  # what every file's state costs until ingest ends (tallies, messages, its parser's state)
 STORE_REAL = 2  # the store's real footprint per byte it counts (allocator pages, concat copies at a spill)
+# a chunk parsed ahead of its stream's turn holds its lines and their parsed rows: a 4.4 MiB chunk of the lab's real
+# nginx access lines gave 3.0 MiB of rows, +6 MiB resident while parsed (``ingest.streams.parsed``)
+AHEAD_FACTOR = 2
 EVENT_BYTES = 640  # a request event's cost in a pass of logscope.ingest.derive (~520 measured, rounded up)
 DETECT_DEFAULT = 16 * MIB  # ``logscope.ingest.DETECT_BYTES``
 STORE_DEFAULT = 64 * MIB  # ``IngestOptions.memory_bytes``
@@ -55,6 +58,7 @@ class IngestLimits:
     pass_rows: int | None = (
         None  # request events a derive pass holds (None: derive's own sizes)  # said in the outputs when the batches were shrunk to hold the budget
     )
+    ahead_bytes: int | None = None  # a stream's chunks parsed ahead of its turn (None: a few, by their count)
 
 
 def ingest_need(
@@ -69,7 +73,9 @@ def ingest_need(
 
 # the share of the budget the batches are sized for: the estimates are measured means, and the peak moves with
 # the allocator and the threads' timing (400 replicas under a 250 MiB budget peaked at 218-259 MiB when sized for
-# all of it, 207-222 sized for 85 % on a quiet machine and 259-261 at a load of 8-25; tests/test_replicas.py)
+# all of it, 207-222 sized for 85 % on a quiet machine and 259-261 at a load of 8-25; tests/test_replicas.py). That
+# peak was the later stages' process, not ingest's (170-198 MiB): diagnosis gathered its ranges 100,000 rows of every
+# column at a time, now 4 MiB of the columns read (``diagnose.figures.GATHER_BYTES``; docs/performance.md, item 44)
 HEADROOM = 0.75
 
 
@@ -84,6 +90,8 @@ def ingest_limits(budget: int | None, files: int, head_bytes: int) -> IngestLimi
     detect = max(DETECT_MIN, min(DETECT_DEFAULT, room // 3 // DETECT_FACTOR))
     store = max(STORE_MIN, min(STORE_DEFAULT, room // 3 // STORE_REAL))
     pass_rows = max(PASS_MIN, room // 3 // EVENT_BYTES)
+    # the chunks parsed ahead take the heads' third: detection is over before the first stream is read
+    ahead = room // 3 // AHEAD_FACTOR
     fits = ingest_need(files, head_bytes, detect, store) <= budget
     note = (  # "memory: " starts it: summary.md shows the assumptions' notes that start so
         f"memory: reading the {files:,} files at once would take about {gib(whole)}, more than the "
@@ -92,7 +100,7 @@ def ingest_limits(budget: int | None, files: int, head_bytes: int) -> IngestLimi
         "a time, which gives the same tables"
         + ("" if fits else f"; even so about {gib(ingest_need(files, head_bytes, detect, store))} is needed")
     )
-    return IngestLimits(detect, store, note, pass_rows)
+    return IngestLimits(detect, store, note, pass_rows, ahead)
 
 
 def pick_need(client_rows: int) -> int:
