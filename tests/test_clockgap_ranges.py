@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from conftest import LAB
-from logscope.diagnose import clockgap
+from logscope.diagnose import clockgap, figures
 from logscope.diagnose.claims import ORIGIN_SOURCE, Fact, latency
 
 RUNS = ("gateway-queue", "abort-ignored", "traced-2r-kill")
@@ -102,8 +102,13 @@ def _ranges(out, gw: pl.DataFrame) -> list[tuple]:
     ]
 
 
+@pytest.mark.parametrize("batch", [None, 40])
 @pytest.mark.parametrize("run", RUNS)
-def test_many_ranges_at_once_are_the_per_range_figures(analyzed, run):
+def test_many_ranges_at_once_are_the_per_range_figures(analyzed, run, batch, monkeypatch):
+    """Whole, and in batches of whole ranges of about 40 rows (``figures.GATHER_ROWS``: the memory a folder's
+    overlapping ranges take stays bounded)."""
+    if batch:
+        monkeypatch.setattr(figures, "GATHER_ROWS", batch)
     out, _, _ = analyzed(LAB / run)
     gw = pl.read_parquet(out / "gateway_attempts.parquet")
     errors = pl.read_parquet(out / "gateway_errors.parquet")
@@ -111,7 +116,9 @@ def test_many_ranges_at_once_are_the_per_range_figures(analyzed, run):
     ranges = _ranges(out, gw)
     assert len(ranges) >= 8
     by_gw = clockgap.ByTime.of(gw, "ts_start")
-    rows = by_gw.within(ranges)
+    parts = list(by_gw.within(ranges))
+    assert len(parts) > 1 if batch else len(parts) == 1  # whole ranges of about 40 rows a batch, else one
+    rows = pl.concat(parts)
     for i, (lo, hi) in enumerate(ranges):  # each range's rows, in the table's order, as the filter gives them
         want = (
             gw.filter(pl.col("ts_start").is_between(lo, hi))

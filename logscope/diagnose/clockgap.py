@@ -14,11 +14,13 @@ range's requests, its own clock tells which: its request time against its upstre
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from . import figures
 from .claims import ORIGIN_SOURCE, Claim, Fact, latency
 from .thresholds import Thresholds
 
@@ -32,9 +34,9 @@ Range = tuple[Any, Any]  # [start, end], either None when unknown
 
 @dataclass(frozen=True)
 class ByTime:
-    """A table's rows that have a time, sorted by it once: every range's rows come from two binary searches, in the
-    table's own order, where a filter per range read every row (a bench folder's 593 phases, steps and episodes:
-    2.2 of its diagnosis' 4.2 CPU s in the gateway's figures alone, docs/performance.md item 42)."""
+    """A table's rows that have a time, sorted by it once: every range's rows come from one binary search for all
+    bounds (``figures.gathered``), in the table's own order, where a filter per range read every row (a bench
+    folder's 593 phases, steps and episodes: 2.9 of its diagnosis' 4.2 CPU s, docs/performance.md item 42)."""
 
     sorted: (
         pl.DataFrame
@@ -52,31 +54,22 @@ class ByTime:
         rows = df.with_row_index(_ROW).filter(pl.col(col).is_not_null()).sort(col, maintain_order=True)
         return cls(rows, col, df.height, tuple(df.columns))
 
-    def within(self, ranges: list[Range]) -> pl.DataFrame:
-        """The rows of every range whose time is in [start, end] (``is_between``'s), range after range, each range's
-        in the table's order, with the range's index in ``RANGE``. A range with an unknown end has none."""
-        known = [(i, lo, hi) for i, (lo, hi) in enumerate(ranges) if lo is not None and hi is not None]
-        if self.col not in self.columns or not known or not self.sorted.height:
-            return self.sorted.clear().drop(_ROW).with_columns(pl.lit(0, pl.UInt32).alias(RANGE))
-        t = self.sorted[self.col]
-        bounds = pl.DataFrame(
-            {
-                RANGE: pl.Series([i for i, _, _ in known], dtype=pl.UInt32),
-                "a": t.search_sorted(pl.Series([lo for _, lo, _ in known], dtype=t.dtype), "left"),
-                "b": t.search_sorted(pl.Series([hi for _, _, hi in known], dtype=t.dtype), "right"),
-            }
-        )
-        at = (
-            bounds.filter(pl.col("b") > pl.col("a"))
-            .select(RANGE, at=pl.int_ranges("a", "b", dtype=pl.UInt32))
-            .explode("at")
-        )
-        return (
-            self.sorted.gather(at["at"])
-            .with_columns(at[RANGE])
-            .sort(RANGE, _ROW)  # a range's rows in the table's order: sums come out as a filter's did
-            .drop(_ROW)
-        )
+    def within(self, ranges: list[Range]) -> Iterator[pl.DataFrame]:
+        """The rows of every range whose time is in [start, end] (``is_between``'s), with the range's index in
+        ``RANGE``, a batch of whole ranges of about ``figures.GATHER_ROWS`` rows at a time (ranges may overlap:
+        the memory stays bounded), each range's rows in the table's order (sums come out as a filter's did).
+        A range with an unknown end has none."""
+        parts = figures.gathered(self.sorted, self.col, ranges) if self.col in self.columns else None
+        if parts is None:  # no zoned time column: range by range
+            parts = (
+                self.sorted.filter(pl.col(self.col).is_between(lo, hi)).with_columns(
+                    pl.lit(k, pl.Int64).alias("_k")
+                )
+                for k, (lo, hi) in enumerate(ranges)
+                if lo is not None and hi is not None and self.col in self.columns
+            )
+        for part in parts:
+            yield part.rename({"_k": RANGE}).sort(RANGE, _ROW).drop(_ROW)
 
 
 def claims(
@@ -108,29 +101,30 @@ def at_gateway(gw: ByTime | None, errors: ByTime | None, ranges: list[Range]) ->
     out: list[list[Fact]] = [[] for _ in ranges]
     if gw is None or not gw.height or "request_time_s" not in gw.columns:
         return out
-    per = (
-        gw.within(ranges)
-        .filter(pl.col("request_time_s").is_not_null())
-        .group_by(
-            RANGE, "source", "line_no"
-        )  # one access line = one gateway request, its attempts in its lists
+    p95 = lambda c: pl.col(c).quantile(0.95, "linear")  # noqa: E731
+    per_range = [
+        # one access line = one gateway request, its attempts in its lists
+        rows.filter(pl.col("request_time_s").is_not_null())
+        .group_by(RANGE, "source", "line_no")
         .agg(
             pl.col("request_time_s").max().alias("rt"),
             pl.when(pl.col("duration_s").is_not_null().any()).then(pl.col("duration_s").sum()).alias("up"),
         )
         .with_columns((pl.col("rt") - pl.col("up")).clip(lower_bound=0).alias("outside"))
-    )
-    p95 = lambda c: pl.col(c).quantile(0.95, "linear")  # noqa: E731
-    timed = (
-        per.filter(pl.col("up").is_not_null())
+        .filter(pl.col("up").is_not_null())
         .group_by(RANGE)
         .agg(pl.len().alias("n"), p95("rt"), p95("up"), p95("outside"))
-    )
+        for rows in gw.within(ranges)
+    ]
+    if not per_range:
+        return out
+    timed = pl.concat(per_range)
     by_kind: dict[int, dict[str, int]] = {}
     if timed.height and errors is not None and errors.height and "kind" in errors.columns:
-        lim = errors.within(ranges).filter(pl.col("kind").cast(pl.String).str.starts_with("limit_req_"))
-        for i, k, n in lim.group_by(RANGE, "kind").len().iter_rows():
-            by_kind.setdefault(i, {})[str(k)] = int(n)
+        for rows in errors.within(ranges):
+            lim = rows.filter(pl.col("kind").cast(pl.String).str.starts_with("limit_req_"))
+            for i, k, n in lim.group_by(RANGE, "kind").len().iter_rows():
+                by_kind.setdefault(i, {})[str(k)] = int(n)
     for i, n, rt, up, outside in timed.select(RANGE, "n", "rt", "up", "outside").iter_rows():
         kinds = by_kind.get(i, {})
         out[i] = [
@@ -167,26 +161,32 @@ def single_attempts(
     for c in ("client_attempts", "gateway_attempts"):
         if c in req.columns:
             one = one & (pl.col(c).fill_null(1) <= 1)
-    r = req.within(ranges).filter(one)
-    known = [i for i, (lo, hi) in enumerate(ranges) if lo is not None and hi is not None]
-    for f, col in (("ttft", "ttft_s"), ("e2e", "e2e_s")):
-        if col not in r.columns:
-            continue
-        # each row's latency names its clock (requests.latency_clock), else its origin's layer
-        on, names = ("latency_clock", CLOCK_ORIGIN) if "latency_clock" in r.columns else ("origin", {})
-        mine = (pl.col(on) == "client") if f == "ttft" else pl.lit(True)
-        got = (
-            r.filter(pl.col(col).is_not_null() & mine)
-            .group_by(RANGE)
-            .agg(
-                pl.col(col).quantile(0.95, "linear").alias("p95"),
-                pl.len().alias("n"),
-                pl.col(on).drop_nulls().unique(),
+    on, names = ("latency_clock", CLOCK_ORIGIN) if "latency_clock" in req.columns else ("origin", {})
+    figs = [(f, col) for f, col in (("ttft", "ttft_s"), ("e2e", "e2e_s")) if col in req.columns]
+    found: dict[tuple[str, int], tuple] = {}
+    for rows in req.within(ranges):
+        r = rows.filter(one)
+        for f, col in figs:
+            # each row's latency names its clock (requests.latency_clock), else its origin's layer
+            mine = (pl.col(on) == "client") if f == "ttft" else pl.lit(True)
+            got = (
+                r.filter(pl.col(col).is_not_null() & mine)
+                .group_by(RANGE)
+                .agg(
+                    pl.col(col).quantile(0.95, "linear").alias("p95"),
+                    pl.len().alias("n"),
+                    pl.col(on).drop_nulls().unique(),
+                )
             )
-        )
-        found = {i: (p95, n, layers) for i, p95, n, layers in got.select(RANGE, "p95", "n", on).iter_rows()}
-        for i in known:
-            p95, n, layers = found.get(i, (None, 0, []))
+            found |= {
+                (f, i): (p95, n, layers)
+                for i, p95, n, layers in got.select(RANGE, "p95", "n", on).iter_rows()
+            }
+    for i, (lo, hi) in enumerate(ranges):
+        if lo is None or hi is None:
+            continue
+        for f, _ in figs:
+            p95, n, layers = found.get((f, i), (None, 0, []))
             src = " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in {names.get(o, o) for o in layers}))
             out[i][f] = (p95, n, src or None)
     return out

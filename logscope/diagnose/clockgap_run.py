@@ -47,7 +47,11 @@ def claims(
     # the engine's window runs to the last answer of a request the phase sent: the slowest answers (a queue's
     # tail) arrive after the phase ends, and the engine's histogram counts a request when it finishes
     last = (
-        dict(by_start.within(spans).group_by(clockgap.RANGE).agg(pl.col("ts_end").max()).iter_rows())
+        {
+            i: t
+            for rows in by_start.within(spans)
+            for i, t in rows.group_by(clockgap.RANGE).agg(pl.col("ts_end").max()).iter_rows()
+        }
         if "ts_end" in req.columns and by_start is not None
         else {}
     )
