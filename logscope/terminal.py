@@ -202,6 +202,8 @@ def print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
             out.print(shown(f"time span: {sp[key]}"))
     if layers := unseen_words(summary.get("retries")):
         out.print(shown(layers))
+    if other := ((summary.get("retries") or {}).get("gateway_other") or {}).get("text"):
+        out.print(shown(other))
     if spans := trace_words(summary.get("traces")):
         out.print(shown(spans))
     out.print(f"report: {shown(str(paths['report_html']))}")

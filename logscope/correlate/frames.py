@@ -555,6 +555,11 @@ def _gateway(g: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             .not_()
             .alias("inference")
         )
+        .with_columns(  # what a request that is no inference call was ("GET /"), named beside the counts that leave it out
+            pl.when(~pl.col("inference"))
+            .then(pl.concat_str(pl.col("method").fill_null("?"), pl.lit(" "), pl.col("path").fill_null("?")))
+            .alias("other_call")
+        )
         .sort("gr")
     )
     # what the stage reads of an attempt once its request's row is made: the attempts are copied whole

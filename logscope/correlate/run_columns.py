@@ -36,6 +36,7 @@ FRAMES = {  # the Frames field -> its run-level columns
         "gr",
         "source",
         "inference",
+        "other_call",
         "n_attempts",
         "status",
         "t0",

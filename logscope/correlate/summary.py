@@ -133,6 +133,25 @@ def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
         "server_requests_elsewhere": {"requests": n_other, "logical_requests": n_lr_other, "replicas": other}
         if n_other
         else None,
+        "gateway_requests_other": _other_calls(F.gateway_requests.filter(~pl.col("inference"))),
+    }
+
+
+def _other_calls(gr: pl.DataFrame) -> dict | None:
+    """The gateway's requests that are no inference call (GET /, /health, /metrics), left out of the counts above:
+    public-2 g02's one GET / retried 3 times read "gateway requests 0" beside a finding of its 3 attempts."""
+    if not gr.height:
+        return None
+    top = (
+        gr.group_by("other_call")
+        .agg(pl.len().alias("requests"))
+        .sort(["requests", "other_call"], descending=[True, False])
+    )
+    return {
+        "requests": gr.height,
+        "attempts": int(gr["n_attempts"].sum() or 0),
+        "calls": [{"call": c, "requests": int(n)} for c, n in top.head(3).iter_rows()],
+        "more_calls": max(0, top.height - 3),
     }
 
 

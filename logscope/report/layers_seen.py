@@ -77,3 +77,20 @@ def missing(ld: Loaded, counts: dict[str, Any], traces: dict | None) -> dict[str
         why["orphaned_requests"] = why["server_requests"]
         why["orphan_s"] = why["server_requests"]
     return why
+
+
+def other_calls(o: dict | None) -> dict | None:
+    """correlation.json's gateway requests that are no inference call, with the sentence every output prints
+    under the retries table: the counts above leave them out, and a reader must not take 0 for an empty log."""
+    if not o or not o.get("requests"):
+        return None
+    n, k = o["requests"], o.get("attempts") or 0
+    calls = ", ".join(f"{c['call']}: {c['requests']:,}" for c in o.get("calls") or [])
+    if o.get("more_calls"):
+        calls += f" and {o['more_calls']:,} other path(s)"
+    verb = "is" if n == 1 else "are"
+    text = (
+        f"{n:,} gateway request{'s' if n != 1 else ''} that {verb} no inference call ({calls}), with {k:,} "
+        f"upstream attempt{'s' if k != 1 else ''}, {verb} not counted in the retries table"
+    )
+    return {**o, "text": text}

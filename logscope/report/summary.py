@@ -379,6 +379,7 @@ def retries(ld: Loaded, spans: dict | None = None) -> dict:
         out[k] = None
     out["factors"] = clean(mult.get("factors")) or None
     out["server_requests_elsewhere"] = clean(mult.get("server_requests_elsewhere"))
+    out["gateway_other"] = layers_seen.other_calls(clean(mult.get("gateway_requests_other")))
     out["retry_layers"] = clean(layers.get("layers"))
     out["stacked_retries"] = layers.get("stacked")
     out["requests_retried_by_both"] = layers.get("requests_retried_by_both")

@@ -29,7 +29,7 @@ def admitted(ctx: Context, ep: dict) -> dict | None:
     if {c["signal"] for c in d.get("companions") or []} & IMPACT or "v0_preemption_warnings" in d:
         return None
     pre = d.get("preemptions")
-    if pre or _swapped(ctx, ep):
+    if pre or swapped(ctx, ep):
         return None
     return {
         "preemptions": pre,
@@ -38,7 +38,7 @@ def admitted(ctx: Context, ep: dict) -> dict | None:
     }
 
 
-def _swapped(ctx: Context, ep: dict) -> bool:
+def swapped(ctx: Context, ep: dict) -> bool:
     """V0's 'Swapped: N' above 0 in the range: requests preempted by swapping out, pressure by another name."""
     st = ctx.inputs.stats
     if "swapped" not in st.columns:

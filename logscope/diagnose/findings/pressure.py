@@ -9,6 +9,7 @@ import polars as pl
 from ... import clock
 from .. import latency_named
 from ..context import Context
+from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
 
 
@@ -60,6 +61,33 @@ def ends_on_one_line(ctx: Context, ep: dict) -> bool:
     return not any(t <= ep["start"] for t in going)
 
 
+def evictions(ctx: Context, ep: dict) -> str:
+    """What the folder shows of running requests evicted in the episode's range: counted, swapped out, none, or not
+    known. public-2 n13 (V0 0.4.2: KV 99.7-100 %, 740-768 pending, Swapped 0, no preemption line) was told "the
+    scheduler evicts running requests", which none of its lines shows."""
+    d = ep["details"]
+    comps = {c["signal"] for c in d.get("companions") or []}
+    pre = ep["count"] if ep["signal"] == "preemptions" else d.get("preemptions")
+    if pre or "preemptions" in comps or "v0_preemption_warnings" in d:
+        modes = {m.upper() for m in (d.get("v0_preemption_warnings") or {}).get("modes") or []}
+        if modes == {"SWAP"}:  # vllm-public 33: "preempted by PreemptionMode.SWAP mode"
+            return "the scheduler evicts running requests (preemption) and swaps them out to CPU memory"
+        how = "recomputes them" if modes <= {"RECOMPUTE"} else "swaps or recomputes them"
+        return f"the scheduler evicts running requests (preemption) and {how}"
+    if swapped(ctx, ep):
+        return "the scheduler swaps running requests out to CPU memory (Swapped above 0 on V0's stats lines)"
+    if pre == 0:
+        return "no running request was preempted (0 counted in the range)"
+    return f"whether running requests were evicted is not known: {preemption_words({'preemptions': None})}"
+
+
+def _waiting_words(ep: dict) -> str:
+    w = ep["waiting_max"]
+    if w is None:  # no stats line inside the range: say nothing of the queue rather than guess
+        return ""
+    return f" and up to {num(w)} new requests waited for free blocks" if w > 0 else " but no request waited"
+
+
 def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
@@ -95,10 +123,7 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         )
     hold, tok = _hold(cap)
     kv_tokens = cap.get("kv_tokens")
-    cause = (
-        "the KV cache filled: the scheduler evicts running requests (preemption) and recomputes them, "
-        "and new requests wait"
-    )
+    cause = f"the KV cache filled{_waiting_words(ep)}; {evictions(ctx, ep)}"
     if hold is not None and kv_tokens:
         cause += (
             f"; the cache holds {kv_tokens:,} tokens ≈ {hold:.1f} requests of {tok:.0f} tokens, "
