@@ -38,9 +38,8 @@ class ByTime:
     bounds (``figures.gathered``), in the table's own order, where a filter per range read every row (a bench
     folder's 593 phases, steps and episodes: 2.9 of its diagnosis' 4.2 CPU s, docs/performance.md item 42)."""
 
-    sorted: (
-        pl.DataFrame
-    )  # the rows whose ``col`` is not null, by ``col``, each with its row number in the table
+    # the rows whose ``col`` is not null, by ``col``, each with its row number in the table
+    sorted: pl.DataFrame
     col: str
     height: int  # the whole table's rows, those without a time included
     columns: tuple[str, ...]
