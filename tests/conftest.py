@@ -4,11 +4,19 @@ in tests/data/fixtures (tests/fixtures.py), and the lab recordings copied into s
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from pathlib import Path
 
 import fixtures
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (a CI run must not turn red by the luck of a seed); a run
+# with HYPOTHESIS_PROFILE=explore draws new ones, and what it finds becomes a named test (test_scan_vllm_requests).
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = fixtures.root()  # laid out as ../shared/fixtures

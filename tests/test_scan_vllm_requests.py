@@ -75,6 +75,17 @@ def test_request_kinds_read_mutated_lines_as_the_regexes_did(data):
     _equal(lines, prompts=data.draw(st.booleans()))
 
 
+def test_a_comma_before_a_received_id_leaves_one_request():
+    """Found by the mutation test above (a random seed, scanner5's run): ', ' spliced before a real Received line's
+    id. The old code split every kind's id on ', ' and gave two rows, one with an empty id; only an abort list names
+    several requests, so the oracle splits that kind alone and both read one request."""
+    line = next(x for x in _real_lines() if "] Received request cmpl-" in x)
+    at = line.index("Received request ") + len("Received request ")
+    got = _equal([line[:at] + ", " + line[at:]])
+    assert got["event"].to_list() == ["received"]
+    assert got["request_id"].to_list()[0].startswith(", cmpl-")
+
+
 def test_long_lines_read_as_the_regexes_did():
     """Real request lines made long (a 48,000-character id, an abort of 5,000 ids): the scanner's work on a line grows
     with its length, as the regexes' did, rather than stopping at a fixed budget."""

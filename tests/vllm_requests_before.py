@@ -49,7 +49,11 @@ def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         return base.clear()
     out = pl.concat(parts, how="diagonal_relaxed").sort("seq")
     if bool(out["request_id"].str.contains(", ", literal=True).any()):  # 'Aborted request(s) id1, id2.'
-        out = out.with_columns(pl.col("request_id").str.split(", ")).explode("request_id")
+        # only the abort list holds several ids: the old code split every kind's, so a mutated 'Received request
+        # , cmpl-…' gave two rows (one of no id) where the line names one request, as the scanner reads it
+        ids = pl.col("request_id")
+        split = pl.when(pl.col("event") == "aborted").then(ids.str.split(", ")).otherwise(pl.concat_list(ids))
+        out = out.with_columns(split).explode("request_id")
     return out.with_columns(
         base_id_expr("request_id").alias("base_request_id"),
         pl.lit(ctx.source).alias("source"),
