@@ -102,7 +102,12 @@ def run(bench, work: Path, against: str | None = None) -> dict:
     (name 'FORMAT | TOOL | 1 core' / '... | all cores'), and the layout of the table to print."""
     folders = format_folders(bench.data, work)
     lnav_env = lnav_setup()
-    logscope = [sys.executable, "-m", "logscope"]
+    logscope = [
+        sys.executable,
+        "-P",
+        "-m",
+        "logscope",
+    ]  # -P: with --against, REV's code on PYTHONPATH (run.py)
     rows: list[tuple[str, str, float]] = []  # (format, tool, MB)
     for name, folder in folders.items():
         mb = folder_mb(folder)

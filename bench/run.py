@@ -331,7 +331,9 @@ def against_runs(b: Bench, work: Path, rev: str, quick: bool) -> dict:
     tree = work / "against"
     with worktree(tree, rev) as sha:
         env = revision_env(tree)
-        data, logscope = str(b.data), [sys.executable, "-m", "logscope"]
+        # -P: REV's code on PYTHONPATH, not the checkout in the current folder, which `-m` puts first (run from
+        # the repository's root, both sides of the pair ran this code)
+        data, logscope = str(b.data), [sys.executable, "-P", "-m", "logscope"]
         cmds = ["ingest"] + ([] if quick else ["analyze"])
         rows = [(f"{cmd}: this code, alternating", f"{cmd}: @{sha}, alternating") for cmd in cmds]
         for cmd, (new, old) in zip(cmds, rows, strict=True):

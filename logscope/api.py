@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import outdir, slo
-from .diagnose.thresholds import Thresholds
 from .errors import ExitCode, LogscopeError
 from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, child_process
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
 from .ingest.derive import TABLES as DERIVED
+
+if (
+    TYPE_CHECKING
+):  # the diagnosis' package is imported when a diagnosis runs: `logscope ingest` needs none of it
+    from .diagnose.thresholds import Thresholds
 
 # what an ingest writes: a second analyze of the same files reuses these (logscope.ingest.reuse)
 INGEST_FILES = ("ingest.json", *(f"{n}.parquet" for n in (*PARSED_TABLES, *DERIVED, "files", "unrecognized")))
@@ -70,7 +75,7 @@ class AnalyzeOptions:
     command_line: str = ""
     # the diagnosis' thresholds (logscope.diagnose.thresholds), and the names a stored diagnosis.json set that no
     # threshold of this version has (``logscope report OUT --since`` judges by the stored ones; reported, not lost)
-    thresholds: Thresholds = field(default_factory=Thresholds)
+    thresholds: Thresholds | None = None  # None: the defaults, Thresholds()
     thresholds_unknown: tuple[str, ...] = ()
     # ``logscope compare``: the SLO fields given on its command line ({"ttft_s", "e2e_s", "success"}; None: the
     # first run's)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__, cliargs, outdir, slo
@@ -207,6 +206,8 @@ def _out_dir(inp: Path, out_opt: Path | None, force: bool = False) -> Path:
 def _progress(quiet: bool):
     if quiet:
         return None, None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # a quiet run draws none
+
     prog = Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err, transient=True
     )

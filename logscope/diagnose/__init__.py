@@ -130,9 +130,11 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
         for r in rows:
             r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
         lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
-    gaps = clockgap.claims(rows, eps, th, inp.requests, inp.gateway, inp.gateway_errors)
+    # the gateway's rows sorted by time once: each range's then come from a binary search (clockgap.ByTime)
+    gw, gw_errors = clockgap.ByTime.of(inp.gateway, "ts_start"), clockgap.ByTime.of(inp.gateway_errors, "ts")
+    gaps = clockgap.claims(rows, eps, th, inp.requests, gw, gw_errors)
     if not rows:  # no ladder: the gap over the load's phases too, episode or not (clockgap_run)
-        gaps += clockgap_run.claims(ctx, inp.requests, inp.gateway, inp.gateway_errors)
+        gaps += clockgap_run.claims(ctx, inp.requests, gw, gw_errors)
     for c in gaps:
         reg.add(c)
         if c.value("figure") == "TTFT":

@@ -14,9 +14,13 @@ range's requests, its own clock tells which: its request time against its upstre
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
+from . import figures
 from .claims import ORIGIN_SOURCE, Claim, Fact, latency
 from .thresholds import Thresholds
 
@@ -24,101 +28,166 @@ FIGURES = {"ttft": "TTFT", "e2e": "e2e"}
 CALLERS = {"ttft": ("client",), "e2e": ("client", "gateway", "client + gateway")}
 CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whose source names it
 MIN_REQUESTS = 10  # single-attempt requests a range needs for its callers' p95
+_ROW, RANGE = "_clockgap_row", "_clockgap_range"
+Range = tuple[Any, Any]  # [start, end], either None when unknown
+
+
+@dataclass(frozen=True)
+class ByTime:
+    """A table's rows that have a time, sorted by it once: every range's rows come from one binary search for all
+    bounds (``figures.gathered``), in the table's own order, where a filter per range read every row (a bench
+    folder's 593 phases, steps and episodes: 2.9 of its diagnosis' 4.2 CPU s, docs/performance.md item 42)."""
+
+    # the rows whose ``col`` is not null, by ``col``, each with its row number in the table
+    sorted: pl.DataFrame
+    col: str
+    height: int  # the whole table's rows, those without a time included
+    columns: tuple[str, ...]
+
+    @classmethod
+    def of(cls, df: pl.DataFrame | ByTime | None, col: str) -> ByTime | None:
+        if df is None or isinstance(df, ByTime):
+            return df
+        if col not in df.columns:
+            return cls(df.clear().with_row_index(_ROW), col, df.height, tuple(df.columns))
+        rows = df.with_row_index(_ROW).filter(pl.col(col).is_not_null()).sort(col, maintain_order=True)
+        return cls(rows, col, df.height, tuple(df.columns))
+
+    def within(self, ranges: list[Range]) -> Iterator[pl.DataFrame]:
+        """The rows of every range whose time is in [start, end] (``is_between``'s), with the range's index in
+        ``RANGE``, a batch of whole ranges of about ``figures.GATHER_BYTES`` at a time (ranges may overlap:
+        the memory stays bounded), each range's rows in the table's order (sums come out as a filter's did).
+        A range with an unknown end has none."""
+        parts = figures.gathered(self.sorted, self.col, ranges) if self.col in self.columns else None
+        if parts is None:  # no zoned time column: range by range
+            parts = (
+                self.sorted.filter(pl.col(self.col).is_between(lo, hi)).with_columns(
+                    pl.lit(k, pl.Int64).alias("_k")
+                )
+                for k, (lo, hi) in enumerate(ranges)
+                if lo is not None and hi is not None and self.col in self.columns
+            )
+        for part in parts:
+            yield part.rename({"_k": RANGE}).sort(RANGE, _ROW).drop(_ROW)
 
 
 def claims(
     rows: list[dict],
     eps: list,
     th: Thresholds,
-    req: pl.DataFrame,
-    gw: pl.DataFrame | None = None,
-    gw_errors: pl.DataFrame | None = None,
+    req: pl.DataFrame | ByTime,
+    gw: pl.DataFrame | ByTime | None = None,
+    gw_errors: pl.DataFrame | ByTime | None = None,
 ) -> list[Claim]:
     """The gap claims of every ladder step and episode that has the engine's figure beside the callers'."""
+    ranges = [(r["ts_start"], r["ts_end"]) for r in rows] + [(e["start"], e["end"]) for e in eps]
+    at_gw = at_gateway(ByTime.of(gw, "ts_start"), ByTime.of(gw_errors, "ts"), ranges)
+    single = single_attempts(ByTime.of(req, "ts_start"), ranges)
     out = []
-    for r in rows:
-        lo, hi = r["ts_start"], r["ts_end"]
-        at_gw = _at_gateway(gw, gw_errors, lo, hi)
-        out += _of(
-            r,
-            f"step {r['step']} ({r['concurrency']:g})",
-            f"ladder.step.{r['step']}",
-            th,
-            _single(req, lo, hi),
-            at_gw,
-        )
-    for e in eps:
-        at_gw = _at_gateway(gw, gw_errors, e["start"], e["end"])
-        out += _of(
-            e, f"{e['episode_id']}", f"{e['episode_id']}", th, _single(req, e["start"], e["end"]), at_gw
-        )
+    for i, r in enumerate(rows):
+        where, key = f"step {r['step']} ({r['concurrency']:g})", f"ladder.step.{r['step']}"
+        out += _of(r, where, key, th, single[i], at_gw[i])
+    for i, e in enumerate(eps, len(rows)):
+        out += _of(e, f"{e['episode_id']}", f"{e['episode_id']}", th, single[i], at_gw[i])
     return out
 
 
-def _at_gateway(gw: pl.DataFrame | None, errors: pl.DataFrame | None, lo, hi) -> list[Fact]:
-    """The gateway's own clock over the requests it received in [lo, hi]: its request time (arrival to answer)
+def at_gateway(gw: ByTime | None, errors: ByTime | None, ranges: list[Range]) -> list[list[Fact]]:
+    """Per range, the gateway's own clock over the requests it received in it: its request time (arrival to answer)
     against its upstreams' response time, summed over a request's attempts; what is left was spent in the gateway
     (a rate limit's delay, its own queue, connecting). And the requests its rate limit delayed or refused (nginx's
     error-log lines of limit_req, at warn and error level). Nothing when the gateway's log times neither."""
-    if gw is None or not gw.height or lo is None or hi is None or "request_time_s" not in gw.columns:
-        return []
-    per = (
-        gw.filter(pl.col("ts_start").is_between(lo, hi) & pl.col("request_time_s").is_not_null())
-        .group_by("source", "line_no")  # one access line = one gateway request, its attempts in its lists
+    out: list[list[Fact]] = [[] for _ in ranges]
+    if gw is None or not gw.height or "request_time_s" not in gw.columns:
+        return out
+    p95 = lambda c: pl.col(c).quantile(0.95, "linear")  # noqa: E731
+    per_range = [
+        # one access line = one gateway request, its attempts in its lists
+        rows.filter(pl.col("request_time_s").is_not_null())
+        .group_by(RANGE, "source", "line_no")
         .agg(
             pl.col("request_time_s").max().alias("rt"),
             pl.when(pl.col("duration_s").is_not_null().any()).then(pl.col("duration_s").sum()).alias("up"),
         )
         .with_columns((pl.col("rt") - pl.col("up")).clip(lower_bound=0).alias("outside"))
-    )
-    timed = per.filter(pl.col("up").is_not_null())
-    if not timed.height:
-        return []
-    p95 = lambda c: timed[c].quantile(0.95, "linear")  # noqa: E731
-    by_kind: dict[str, int] = {}
-    if errors is not None and errors.height and "kind" in errors.columns:
-        lim = errors.filter(
-            pl.col("ts").is_between(lo, hi) & pl.col("kind").cast(pl.String).str.starts_with("limit_req_")
-        )
-        by_kind = {str(k): int(n) for k, n in lim.group_by("kind").len().iter_rows()}
-    return [
-        Fact("gateway_requests", timed.height, "gateway_log", unit="requests answered by an upstream"),
-        latency("gateway_request_time_p95", p95("rt"), "gateway_log"),
-        latency("gateway_upstream_p95", p95("up"), "gateway_log"),
-        latency("gateway_outside_upstream_p95", p95("outside"), "gateway_log"),
-        Fact(
-            "gateway_rate_limit_delayed", by_kind.get("limit_req_delayed", 0), "gateway_log", unit="requests"
-        ),
-        Fact(
-            "gateway_rate_limit_rejected",
-            by_kind.get("limit_req_rejected", 0),
-            "gateway_log",
-            unit="requests",
-        ),
+        .filter(pl.col("up").is_not_null())
+        .group_by(RANGE)
+        .agg(pl.len().alias("n"), p95("rt"), p95("up"), p95("outside"))
+        for rows in gw.within(ranges)
     ]
+    if not per_range:
+        return out
+    timed = pl.concat(per_range)
+    by_kind: dict[int, dict[str, int]] = {}
+    if timed.height and errors is not None and errors.height and "kind" in errors.columns:
+        for rows in errors.within(ranges):
+            lim = rows.filter(pl.col("kind").cast(pl.String).str.starts_with("limit_req_"))
+            for i, k, n in lim.group_by(RANGE, "kind").len().iter_rows():
+                by_kind.setdefault(i, {})[str(k)] = int(n)
+    for i, n, rt, up, outside in timed.select(RANGE, "n", "rt", "up", "outside").iter_rows():
+        kinds = by_kind.get(i, {})
+        out[i] = [
+            Fact("gateway_requests", n, "gateway_log", unit="requests answered by an upstream"),
+            latency("gateway_request_time_p95", rt, "gateway_log"),
+            latency("gateway_upstream_p95", up, "gateway_log"),
+            latency("gateway_outside_upstream_p95", outside, "gateway_log"),
+            Fact(
+                "gateway_rate_limit_delayed",
+                kinds.get("limit_req_delayed", 0),
+                "gateway_log",
+                unit="requests",
+            ),
+            Fact(
+                "gateway_rate_limit_rejected",
+                kinds.get("limit_req_rejected", 0),
+                "gateway_log",
+                unit="requests",
+            ),
+        ]
+    return out
 
 
-def _single(req: pl.DataFrame, lo, hi) -> dict[str, tuple[float | None, int, str | None]]:
-    """The callers' p95 of each figure over the requests started in [lo, hi] that took one attempt at every layer:
-    (p95, how many, their source). TTFT only where the client measured it (the gateway's is its header time)."""
-    out: dict[str, tuple[float | None, int, str | None]] = {}
-    if not req.height or lo is None or hi is None or "origin" not in req.columns:
+def single_attempts(
+    req: ByTime | None, ranges: list[Range]
+) -> list[dict[str, tuple[float | None, int, str | None]]]:
+    """Per range, the callers' p95 of each figure over the requests started in it that took one attempt at every
+    layer: (p95, how many, their source). TTFT only where the client measured it (the gateway's is its header
+    time). Nothing for a range with an unknown end."""
+    out: list[dict[str, tuple[float | None, int, str | None]]] = [{} for _ in ranges]
+    if req is None or not req.height or "origin" not in req.columns:
         return out
     one = pl.lit(True)
     for c in ("client_attempts", "gateway_attempts"):
         if c in req.columns:
             one = one & (pl.col(c).fill_null(1) <= 1)
-    r = req.filter(pl.col("ts_start").is_between(lo, hi) & one)
-    for f, col in (("ttft", "ttft_s"), ("e2e", "e2e_s")):
-        if col not in r.columns:
+    on, names = ("latency_clock", CLOCK_ORIGIN) if "latency_clock" in req.columns else ("origin", {})
+    figs = [(f, col) for f, col in (("ttft", "ttft_s"), ("e2e", "e2e_s")) if col in req.columns]
+    found: dict[tuple[str, int], tuple] = {}
+    for rows in req.within(ranges):
+        r = rows.filter(one)
+        for f, col in figs:
+            # each row's latency names its clock (requests.latency_clock), else its origin's layer
+            mine = (pl.col(on) == "client") if f == "ttft" else pl.lit(True)
+            got = (
+                r.filter(pl.col(col).is_not_null() & mine)
+                .group_by(RANGE)
+                .agg(
+                    pl.col(col).quantile(0.95, "linear").alias("p95"),
+                    pl.len().alias("n"),
+                    pl.col(on).drop_nulls().unique(),
+                )
+            )
+            found |= {
+                (f, i): (p95, n, layers)
+                for i, p95, n, layers in got.select(RANGE, "p95", "n", on).iter_rows()
+            }
+    for i, (lo, hi) in enumerate(ranges):
+        if lo is None or hi is None:
             continue
-        # each row's latency names its clock (requests.latency_clock), else its origin's layer
-        on, names = ("latency_clock", CLOCK_ORIGIN) if "latency_clock" in r.columns else ("origin", {})
-        mine = (pl.col(on) == "client") if f == "ttft" else pl.lit(True)
-        got = r.filter(pl.col(col).is_not_null() & mine)
-        layers = {names.get(o, o) for o in got[on].drop_nulls().unique().to_list()}
-        src = " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in layers))
-        out[f] = (got[col].quantile(0.95, "linear") if got.height else None, got.height, src or None)
+        for f, _ in figs:
+            p95, n, layers = found.get((f, i), (None, 0, []))
+            src = " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in {names.get(o, o) for o in layers}))
+            out[i][f] = (p95, n, src or None)
     return out
 
 

@@ -25,7 +25,10 @@ SCOPE = "load"  # the claims' ``scope`` fact: measured over the load, not over a
 
 
 def claims(
-    ctx: Context, req: pl.DataFrame, gw: pl.DataFrame | None, gw_errors: pl.DataFrame | None
+    ctx: Context,
+    req: pl.DataFrame,
+    gw: pl.DataFrame | clockgap.ByTime | None,
+    gw_errors: pl.DataFrame | clockgap.ByTime | None,
 ) -> list[Claim]:
     """The gap claims of each load phase (or of the whole load), each with the ``scope`` fact ``load``."""
     hist = getattr(ctx, "hist", None)
@@ -34,20 +37,31 @@ def claims(
     out = []
     if "outcome" in req.columns:  # answered requests: the engine's histograms count finished requests only
         req = req.filter(pl.col("outcome").is_null() | (pl.col("outcome") == "ok"))
-    for where, key, lo, hi in _ranges(ctx.inputs.phases, req):
-        # the engine's window runs to the last answer of a request the phase sent: the slowest answers (a queue's
-        # tail) arrive after the phase ends, and the engine's histogram counts a request when it finishes
-        ends = (
-            req.filter(pl.col("ts_start").is_between(lo, hi))["ts_end"].max()
-            if "ts_end" in req.columns
-            else None
-        )
+    ranges = _ranges(ctx.inputs.phases, req)
+    spans = [(lo, hi) for _, _, lo, hi in ranges]
+    by_start = clockgap.ByTime.of(req, "ts_start")
+    single = clockgap.single_attempts(by_start, spans)
+    at_gw = clockgap.at_gateway(
+        clockgap.ByTime.of(gw, "ts_start"), clockgap.ByTime.of(gw_errors, "ts"), spans
+    )
+    # the engine's window runs to the last answer of a request the phase sent: the slowest answers (a queue's
+    # tail) arrive after the phase ends, and the engine's histogram counts a request when it finishes
+    last = (
+        {
+            i: t
+            for rows in by_start.within(spans)
+            for i, t in rows.group_by(clockgap.RANGE).agg(pl.col("ts_end").max()).iter_rows()
+        }
+        if "ts_end" in req.columns and by_start is not None
+        else {}
+    )
+    for i, (where, key, lo, hi) in enumerate(ranges):
+        ends = last.get(i)
         measured = hist.measure_all(lo, max(hi, ends) if ends is not None else hi)
         fig: dict = {"ts_start": lo, "ts_end": hi}
-        single = clockgap._single(req, lo, hi)
         for f in clockgap.FIGURES:
             h = measured.get(f)
-            callers = single.get(f, (None, 0, None))[0]
+            callers = single[i].get(f, (None, 0, None))[0]
             if h is None or h.get("p95") is None:
                 continue
             fig.update(
@@ -58,7 +72,7 @@ def claims(
                     f"{f}_p95_engine_hi": h["p95_bucket_hi"],
                 }
             )
-        for c in clockgap._of(fig, where, key, ctx.th, single, clockgap._at_gateway(gw, gw_errors, lo, hi)):
+        for c in clockgap._of(fig, where, key, ctx.th, single[i], at_gw[i]):
             c.facts.append(Fact("scope", SCOPE))
             out.append(c)
     return out

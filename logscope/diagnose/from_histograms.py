@@ -175,7 +175,7 @@ def sources_many(req: pl.DataFrame, ranges: list[tuple]) -> list[dict[str, str |
             for lo, hi in ranges
         ]
     got: dict[int, dict[str, str | None]] = {}
-    for rows in parts:  # a bounded batch of ranges at a time (figures.GATHER_ROWS)
+    for rows in parts:  # a bounded batch of ranges at a time (figures.GATHER_BYTES)
         for (k,), part in rows.partition_by("_k", as_dict=True).items():
             got[k] = {f: request_source(part, c) for f, c in PER_REQUEST.items()}
     return [got.get(k, {}) for k in range(len(ranges))]

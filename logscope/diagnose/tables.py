@@ -53,7 +53,7 @@ COLUMNS = {
         "status",
         "upstream",
         "upstream_status",
-        # the gateway's own clock for the clock gap (clockgap._at_gateway): one access line = one request
+        # the gateway's own clock for the clock gap (clockgap.at_gateway): one access line = one request
         "source",
         "line_no",
         "request_time_s",

@@ -139,13 +139,13 @@ class Thresholds:
 class ThresholdOptions(Protocol):
     """What the diagnosis reads of its options for its thresholds (``AnalyzeOptions`` has them)."""
 
-    thresholds: Thresholds
+    thresholds: Thresholds | None  # None: the defaults
     thresholds_unknown: tuple[str, ...]  # names a stored diagnosis set that no threshold of this version has
 
 
 def from_options(options: ThresholdOptions) -> tuple[Thresholds, list[str]]:
     """The thresholds to judge by, and the names given that no threshold has."""
-    return options.thresholds, sorted(options.thresholds_unknown)
+    return options.thresholds or Thresholds(), sorted(options.thresholds_unknown)
 
 
 def from_dict(given: Mapping[str, object]) -> tuple[Thresholds, list[str]]:

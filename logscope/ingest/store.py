@@ -115,8 +115,10 @@ class Store:
     def write(self, name: str, dest: Path) -> None:
         """The whole table, in key order: straight from memory, or streamed from the part files."""
         columns = list(schemas.TABLES.get(name, ()))
-        if name in self.spilled:
-            write_parts(name, self.take_parts(name), self.shifts, dest)
+        if (
+            name in self.spilled
+        ):  # the rows still held go in beside the parts, not through a part file of their own
+            write_parts(name, sorted(self.spilled.pop(name)), self.shifts, dest, self.frames.pop(name, []))
             return
         items = sorted(self.frames.pop(name, []), key=lambda kv: kv[0])
         if not items:
@@ -131,20 +133,24 @@ def write_parts(
     parts: list[tuple[tuple[int, int, int], Path]],
     shifts: dict[tuple[int, int], dict[str, int]],
     dest: Path,
+    held: list[tuple[tuple[int, int, int], pl.DataFrame]] | None = None,
 ) -> None:
-    """One table streamed from its part files in key order, each segment's counters shifted (``Store.shift``)."""
+    """One table streamed from its part files and the rows ``held`` in memory, in key order, each segment's counters
+    shifted (``Store.shift``). Held rows written to a part first cost an encoding and a decoding more (306 MB bench
+    folder: ~0.1 CPU s)."""
     columns = list(schemas.TABLES.get(name, ()))
-    parts = sorted(parts)
-    if not parts:
+    items = sorted(
+        [*((k, pl.scan_parquet(p)) for k, p in parts), *((k, df.lazy()) for k, df in held or ())], key=_key
+    )
+    if not items:
         schemas.empty(name).write_parquet(dest)
         return
-    if any(k[:2] in shifts for k, _ in parts):
-        scan = pl.concat(
-            [
-                shifted(pl.scan_parquet(p), shifts[k[:2]], columns) if k[:2] in shifts else pl.scan_parquet(p)
-                for k, p in parts
-            ]
-        )
+    if held or any(k[:2] in shifts for k, _ in items):
+        scan = pl.concat([shifted(f, shifts[k[:2]], columns) if k[:2] in shifts else f for k, f in items])
     else:
-        scan = pl.scan_parquet([p for _, p in parts])
+        scan = pl.scan_parquet([p for _, p in sorted(parts)])
     schemas.conform(scan, name).sink_parquet(dest, row_group_size=ROW_GROUP)
+
+
+def _key(item: tuple) -> tuple[int, int, int]:
+    return item[0]
