@@ -29,6 +29,12 @@ CALLERS = {"ttft": ("client",), "e2e": ("client", "gateway", "client + gateway")
 CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whose source names it
 MIN_REQUESTS = 10  # single-attempt requests a range needs for its callers' p95
 _ROW, RANGE = "_clockgap_row", "_clockgap_range"
+# the only columns the gap's figures read: a sorted copy holds these, not the request table's thirty (a fleet's
+# overlapping ranges gathered the whole width: tests/test_replicas.py's bounded batches)
+READS = (
+    "ts_start", "ts_end", "ts", "source", "line_no", "request_time_s", "duration_s", "kind",
+    "origin", "latency_clock", "ttft_s", "e2e_s", "client_attempts", "gateway_attempts",
+)  # fmt: skip
 Range = tuple[Any, Any]  # [start, end], either None when unknown
 
 
@@ -50,7 +56,13 @@ class ByTime:
             return df
         if col not in df.columns:
             return cls(df.clear().with_row_index(_ROW), col, df.height, tuple(df.columns))
-        rows = df.with_row_index(_ROW).filter(pl.col(col).is_not_null()).sort(col, maintain_order=True)
+        keep = [c for c in df.columns if c in READS or c == col]
+        rows = (
+            df.select(keep)
+            .with_row_index(_ROW)
+            .filter(pl.col(col).is_not_null())
+            .sort(col, maintain_order=True)
+        )
         return cls(rows, col, df.height, tuple(df.columns))
 
     def within(self, ranges: list[Range]) -> Iterator[pl.DataFrame]:
