@@ -126,7 +126,9 @@ def test_many_ranges_at_once_are_the_per_range_figures(analyzed, run, batch, mon
             else gw.clear()
         )
         got = rows.filter(pl.col(clockgap.RANGE) == i).drop(clockgap.RANGE)
-        assert set(got.columns) <= set(clockgap.READS) and "request_time_s" in got.columns  # what it reads only
+        assert (
+            set(got.columns) <= set(clockgap.READS) and "request_time_s" in got.columns
+        )  # what it reads only
         assert got.equals(want.select(got.columns)), (run, i, lo, hi)
     at_gw = clockgap.at_gateway(by_gw, clockgap.ByTime.of(errors, "ts"), ranges)
     single = clockgap.single_attempts(clockgap.ByTime.of(req, "ts_start"), ranges)
