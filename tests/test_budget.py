@@ -344,3 +344,20 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     # polars writes its defaults into the variable when it loads: a child of such a process has made no choice
     r = child({memory.ALLOCATOR_ENV: "dirty_decay_ms:500,muzzy_decay_ms:1000"}, "--max-memory", "600M", "-v")
     assert r.returncode == 0 and freed in r.stderr
+
+
+def test_a_fleets_note_names_each_batch_in_a_unit_it_reads_as_more_than_zero():
+    """3,000 replica folders of 150 real lab vLLM lines (bench/generate.py's shape, 103.6 MB) under 300M: the note
+    said their formats were "detected 0 MiB of heads at a time" (256 KiB), and that even so ~349 MiB is needed."""
+    from logscope.ingest.sources import HEAD_BYTES
+    from logscope.resources import shape
+
+    limits = shape.ingest_limits(300 * 2**20, 3_000, 3_000 * min(34_538, HEAD_BYTES))
+    assert limits.note is not None
+    assert "detected 256 KiB of heads at a time" in limits.note and " 0 MiB" not in limits.note
+    assert "past 1 MiB" in limits.note and "even so about 349 MiB is needed" in limits.note
+    assert (memory.gib(2**30), memory.gib(300 * 2**20), memory.gib(3 * 2**10)) == (
+        "1.0 GiB",
+        "300 MiB",
+        "3 KiB",
+    )

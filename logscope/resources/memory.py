@@ -26,7 +26,10 @@ COMPRESSED_SUFFIXES = (".gz", ".zst", ".bz2", ".xz")
 
 
 def gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+    """A size as people read it; under 1 MiB in KiB (a 256 KiB batch read "0 MiB" in the budget's note)."""
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def parse_size(text: str) -> int | None:
