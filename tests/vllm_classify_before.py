@@ -7,16 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from logscope.parsers._vllm_lines import _NOISE, _TB, _TB_STRONG
-
-_STOPPING_LEADS, _STOPPING_ANY = ("[shutdown]", "Shutting down"), "trigger received signal=SIGTERM"
-_STARTING_LEADS = (
-    "Started server process",
-    "Starting vLLM",
-    "Initializing a LLM engine",
-    "Initializing an LLM engine",
-    "Initializing a V1 LLM engine",
-    "Initializing an V1 LLM engine",
-)
+from logscope.parsers._vllm_records import _STARTING_LEADS, _STOPPING_ANY, _STOPPING_LEADS  # the same words
 
 
 def _starts_any(e: pl.Expr, leads: tuple[str, ...]) -> pl.Expr:
