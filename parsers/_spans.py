@@ -44,14 +44,14 @@ class Span:
     end_ns: int | None
     status: str | None  # as written: 2, 'STATUS_CODE_ERROR', 'ERROR', 'Error'
     status_message: str | None = None
-    attrs: list[tuple[str, str]] = field(default_factory=list)
-    events: list[tuple[str, int | None]] = field(default_factory=list)
+    attrs: list[tuple[str, str, str | None]] = field(default_factory=list)  # key, value text, value type
+    events: list[tuple[str | None, int | None]] = field(default_factory=list)  # name (as text), time
     scope: str | None = None
     line_no: int | None = None
 
 
 # typed columns: (column, dtype, attribute names in order of preference)
-TYPED: list[tuple[str, pl.DataType, tuple[str, ...]]] = [
+TYPED: list[tuple[str, pl.DataType | type[pl.DataType], tuple[str, ...]]] = [
     ("request_id", pl.String, ("gen_ai.request.id", "gen_ai.response.id")),
     ("http_method", pl.String, ("http.request.method", "http.method")),
     ("http_status", pl.Int64, ("http.response.status_code", "http.status_code")),
@@ -126,7 +126,7 @@ def _word(e: pl.Expr, ints: dict[str, str], prefix: str) -> pl.Expr:
 
 ATTRS = pl.List(pl.Struct({"key": pl.String, "value": pl.String, "type": pl.String}))
 EVENTS = pl.List(pl.Struct({"name": pl.String, "ns": pl.Int64}))
-RAW = {
+RAW: dict[str, pl.DataType | type[pl.DataType]] = {
     "trace_id": pl.String,
     "span_id": pl.String,
     "parent_span_id": pl.String,
@@ -144,10 +144,13 @@ RAW = {
 }
 
 
-def _lists(idx: list[int], cols: dict[str, list], n: int, dtype: pl.DataType) -> pl.Series:
+def _lists(idx: list[int], cols: dict[str, list], n: int, dtype: pl.List) -> pl.Series:
     """Flat (span index, fields...) rows -> one list of structs per span (empty for a span with none): built
     from flat columns, as polars builds a nested column from Python dicts at ~1 MB/s."""
-    flat = pl.DataFrame({"i": idx, **cols}, schema={"i": pl.Int64, **dict(dtype.inner.to_schema())})  # type: ignore[union-attr]
+    fields = dtype.inner
+    if not isinstance(fields, pl.Struct):
+        raise TypeError(f"a list of structs was expected, not {dtype}")
+    flat = pl.DataFrame({"i": idx, **cols}, schema={"i": pl.Int64, **dict(fields.to_schema())})
     per = flat.group_by("i").agg(pl.struct(list(cols)).alias("v"))
     return (
         pl.DataFrame({"i": range(n)}, schema={"i": pl.Int64})
@@ -162,13 +165,19 @@ def table(spans: list[Span], source: str, replica: str, prompts: bool = False) -
     """The ``spans`` rows of these span records (columns as declared; ``schemas.conform`` orders them)."""
     if not spans:
         return pl.DataFrame()
-    ai, ak, av, at, ei, en, et = [], [], [], [], [], [], []
+    ai: list[int] = []
+    ak: list[str] = []
+    av: list[str] = []
+    at: list[str | None] = []
+    ei: list[int] = []
+    en: list[str | None] = []
+    et: list[int | None] = []
     for i, s in enumerate(spans):
-        for a in s.attrs:
+        for key, value, kind in s.attrs:
             ai.append(i)
-            ak.append(a[0])
-            av.append(a[1])
-            at.append(a[2] if len(a) > 2 else None)
+            ak.append(key)
+            av.append(value)
+            at.append(kind)
         for name, t in s.events:
             ei.append(i)
             en.append(name)
@@ -206,7 +215,7 @@ def _attr(keys: tuple[str, ...]) -> pl.Expr:
     return pl.coalesce(got) if len(got) > 1 else got[0]
 
 
-def _cast(e: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+def _cast(e: pl.Expr, dtype: pl.DataType | type[pl.DataType]) -> pl.Expr:
     if dtype == pl.Int64:
         return e.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False)
     return e.cast(dtype, strict=False)

@@ -54,7 +54,7 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
 
 def _tags(tags: object) -> list[tuple[str, str, str | None]]:
     out = []
-    for t in tags or []:
+    for t in tags if isinstance(tags, list) else []:
         if isinstance(t, dict) and (a := attr(t.get("key"), t.get("value"))) is not None:
             out.append(a)
     return out

@@ -91,7 +91,7 @@ def convert(value: object, line_no: int) -> list[Span] | None:
             status_message=status.get("description"),
             attrs=[a for k, v in attrs.items() if (a := attr(k, v)) is not None],
             events=[
-                (e.get("name"), _tracefile.ns_of_iso(e.get("timestamp")))
+                (attr_text(e.get("name")), _tracefile.ns_of_iso(e.get("timestamp")))
                 for e in value.get("events") or []
                 if isinstance(e, dict)
             ],

@@ -114,7 +114,7 @@ _TYPES = {
 
 def _attrs(kvs: object) -> list[tuple[str, str, str | None]]:
     out = []
-    for kv in kvs or []:
+    for kv in kvs if isinstance(kvs, list) else []:
         if isinstance(kv, dict) and kv.get("key") is not None:
             v = kv.get("value")
             txt = attr_text(value_of(v))
@@ -125,9 +125,13 @@ def _attrs(kvs: object) -> list[tuple[str, str, str | None]]:
 
 
 def _int(v: object) -> int | None:
+    """A time in nanoseconds, written as a string (OTLP JSON's int64) or a number; None where it is none (an
+    infinity too, which Python's JSON reads from ``Infinity``)."""
+    if not isinstance(v, str | int | float):
+        return None
     try:
-        return int(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return int(v)
+    except (ValueError, OverflowError):
         return None
 
 
@@ -163,7 +167,11 @@ def convert(value: object, line_no: int) -> list[Span] | None:
                         status=st.get("code", 0),
                         status_message=st.get("message"),
                         attrs=_attrs(sp.get("attributes")),
-                        events=[(e.get("name"), _int(e.get("timeUnixNano"))) for e in sp.get("events") or []],
+                        events=[
+                            (attr_text(e.get("name")), _int(e.get("timeUnixNano")))
+                            for e in sp.get("events") or []
+                            if isinstance(e, dict)
+                        ],
                         scope=scope,
                         line_no=line_no,
                     )

@@ -19,7 +19,7 @@ import json
 import polars as pl
 
 from . import _tracefile
-from ._spans import Span, us_to_ns
+from ._spans import Span, attr_text, us_to_ns
 from .base import ChunkResult, ParseContext, one_head, per_head
 
 NAME = "zipkin_json"
@@ -64,8 +64,9 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     return _tracefile.finish(ctx, state)
 
 
-def _event_name(v: object) -> object:
-    """The OTel Zipkin exporter writes an event as the annotation ``{"<name>": {<attributes>}}``."""
+def _event_name(v: object) -> str | None:
+    """The OTel Zipkin exporter writes an event as the annotation ``{"<name>": {<attributes>}}``; an annotation's
+    value is text, and one that is not (a number, a map) is kept as its text rather than failing the chunk."""
     if isinstance(v, str) and v.startswith("{"):
         try:
             d = json.loads(v)
@@ -73,16 +74,17 @@ def _event_name(v: object) -> object:
             return v
         if isinstance(d, dict) and len(d) == 1:
             return next(iter(d))
-    return v
+    return attr_text(v)
 
 
 def convert(value: object, line_no: int) -> list[Span] | None:
     items = value if isinstance(value, list) else [value]
     flat = [x for it in items for x in (it if isinstance(it, list) else [it])]  # a list of traces too
-    if not flat or not all(isinstance(s, dict) and "traceId" in s for s in flat):
+    spans = [s for s in flat if isinstance(s, dict) and "traceId" in s]
+    if not flat or len(spans) < len(flat):
         return None
     out = []
-    for s in flat:
+    for s in spans:
         tags = {k: str(v) for k, v in (s.get("tags") or {}).items()}
         ts, dur = s.get("timestamp"), s.get("duration")
         status = tags.get("otel.status_code") or ("error" if "error" in tags else None)

@@ -4,6 +4,7 @@ spans and their figures as the programs wrote them."""
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,6 +90,31 @@ def test_same_spans_in_every_format_the_sdk_printed(tmp_path: Path) -> None:
     assert by["console"].drop("end").equals(by["zipkin"].drop("end"))
     gap = (by["console"]["end"] - by["zipkin"]["end"]).dt.total_microseconds().abs()
     assert gap.max() <= 1
+
+
+def test_an_event_name_that_is_no_text_keeps_its_span(tmp_path: Path) -> None:
+    """An event whose name is a number (a Zipkin annotation's value, an OTLP event's name: text as the SDKs write
+    them, but an export is input like any log) is read as its text, and its span is kept. Before, the number failed
+    the chunk's whole span table: every span of the file unrecognized, "parser zipkin_json failed"."""
+    zipkin = json.loads((T / "sdk/zipkin-2.json").read_text())
+    zipkin[0]["annotations"][0]["value"] = 5
+    otlp = json.loads((T / "sdk/otlp-vllm-a.jsonl").read_text())
+    otlp["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["events"][0]["name"] = 7
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "zipkin-2.json").write_text(json.dumps(zipkin) + "\n")
+    (damaged / "otlp-vllm-a.jsonl").write_text(json.dumps(otlp) + "\n")
+    files, sp = _ingest(tmp_path, damaged / "zipkin-2.json", damaged / "otlp-vllm-a.jsonl")
+    assert files["lines_unrecognized"].to_list() == [0, 0] and files["lines_parsed"].to_list() == [1, 1]
+    got = {r["source"]: r for r in sp.iter_rows(named=True)}
+    assert (got["zipkin-2.json"]["events"], got["otlp-vllm-a.jsonl"]["events"]) == ("5", "7")
+    for r in got.values():
+        assert (r["name"], r["request_id"], r["ttft_s"]) == (
+            "llm_request",
+            "cmpl-storm-r-00007-0-9f2c1a7e",
+            0.011,
+        )
+        assert r["first_token_ts"] is None  # no event is named first_token now
 
 
 def test_console_between_program_output(tmp_path: Path) -> None:
