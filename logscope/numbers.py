@@ -21,7 +21,7 @@ MAX_ABS = float(2**53)
 _NON_FINITE_OK = {("server_metrics", "value")}
 
 
-def to_int(x: pl.Expr, dtype: pl.DataType = pl.Int64) -> pl.Expr:
+def to_int(x: pl.Expr, dtype: pl.DataType | type[pl.DataType] = pl.Int64) -> pl.Expr:
     """``x`` (a number, or its text) as an integer: truncated as a cast truncates, null where it is NaN, an
     infinity, past +-2**53 or text that is no number (where ``x.cast(dtype)`` would raise or wrap)."""
     f = x.cast(pl.Float64, strict=False)

@@ -15,6 +15,7 @@ from typing import cast
 import polars as pl
 
 from ..report.fmt import num
+from ..scalars import float_or_none, time_or_none
 from .counters import increase
 from .runs import Run
 
@@ -60,7 +61,8 @@ def steps(run: Run) -> list[Step]:
             for r in ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
             if r["value"] is not None
         ]
-    out, seen = [], {}
+    out: list[Step] = []
+    seen: dict[str, int] = {}
     for mode, value, lo, hi, phase in rows:
         base = f"{mode}={_fmt(value)}"
         seen[base] = seen.get(base, 0) + 1
@@ -93,15 +95,18 @@ def windows(run: Run, st: list[Step]) -> dict[str, tuple[datetime, datetime]]:
     run's end. The next ladder step's first requests (a bench's clock runs a little off the server's) stay out."""
     r = run.table("requests")
     w = run.table("windows")
-    end = (w["ts"].max() + timedelta(seconds=float(w["window_s"].max() or 0))) if w.height else None
+    last_window = time_or_none(w["ts"].max()) if w.height else None
+    end = None
+    if last_window is not None:
+        end = last_window + timedelta(seconds=float_or_none(w["window_s"].max()) or 0)
     spans: list[list] = []
     for i, s in enumerate(st):
         if s.ts_start is None or s.ts_end is None:
             spans.append([s.ts_start, s.ts_end])
             continue
         mine = requests_of(run, s, r)
-        first = mine["ts_start"].min() if mine.height else None
-        last = mine["ts_end"].max() if mine.height else None
+        first = time_or_none(mine["ts_start"].min()) if mine.height else None
+        last = time_or_none(mine["ts_end"].max()) if mine.height else None
         lo = min(x for x in (s.ts_start, first) if x is not None) - LEAD
         prev = st[i - 1].ts_end if i else None
         lo = max(lo, prev) if prev is not None else lo

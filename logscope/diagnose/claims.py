@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..scalars import time_or_none
+
 # the clock a latency was measured on (COORD.md's shared vocabulary) and the sources that give each. 'spans' is a
 # source, not a clock: a client span's latency is on the client's clock, the engine's llm_request span's on the
 # engine's, so a figure from spans names its clock from its rows (requests.latency_clock), never from 'spans'.
@@ -147,6 +149,10 @@ class Claim:
     def value(self, name: str) -> Value:
         f = self.fact(name)
         return None if f is None else f.value
+
+    def time(self, name: str) -> datetime | None:
+        """A time fact's value (None: absent or null); a value of another type is raised (``scalars``)."""
+        return time_or_none(self.value(name))
 
     def problems(self) -> list[str]:
         """What makes this claim unfounded: a fact its state needs that is absent or null, an undecided state

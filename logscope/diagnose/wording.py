@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import clock
-from .claims import Claim
+from .claims import Claim, Value
 
 CLOCK_WORDS = {
     "client": "the callers' clock",
@@ -19,7 +19,7 @@ CLOCK_WORDS = {
 }
 
 
-def n(x: float | int | None, nd: int = 2) -> str:
+def n(x: Value, nd: int = 2) -> str:
     """A count or figure without false precision: '12', '0.21', '?' when unknown."""
     if x is None:
         return "?"
@@ -32,8 +32,11 @@ def n(x: float | int | None, nd: int = 2) -> str:
     return f"{x:.{nd}f}".rstrip("0").rstrip(".")
 
 
-def secs(x: float | None) -> str:
-    return "?" if x is None else f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
+def secs(x: Value) -> str:
+    """A duration in seconds: '0.42 s', '12.5 s', '?' when unknown (anything else as ``n`` writes it)."""
+    if x is None or isinstance(x, bool) or not isinstance(x, int | float):
+        return n(x)
+    return f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
 
 
 def _cancellation(c: Claim) -> str:
@@ -102,8 +105,8 @@ def _episode_class(c: Claim) -> str:
     v = c.value
     what = f"{v('episode')} ({str(v('signal')).replace('_', ' ')})"
     return {
-        "crash": f"{what}: a crash ({v('death_kinds')} at {clock.hms(v('death_ts'))})"
-        if v("death_ts") is not None
+        "crash": f"{what}: a crash ({v('death_kinds')} at {clock.hms(death)})"
+        if (death := c.time("death_ts")) is not None
         else f"{what}: a crash",
         "recurring": f"{what}: recurring, one of {n(v('spikes'))} spikes about every {n(v('spacing_s'), 0)} s",
         "context": f"{what}: context, one sample ({n(v('samples'))}) back at baseline after it: not a finding",
@@ -173,7 +176,7 @@ def _upstream_down(c: Claim) -> str:
     v = c.value
     return (
         f"{n(v('failed_requests'))} request(s) failed at the gateway with no upstream to take them "
-        f"({clock.hms_range(v('first'), v('last'))})"
+        f"({clock.hms_range(c.time('first'), c.time('last'))})"
     )
 
 
