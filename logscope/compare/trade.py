@@ -140,7 +140,7 @@ def _said(name: str, moves: list[dict], order: dict[str, int]) -> str:
     src = moves[0]["where"].split(", ", 1)[1] if ", " in moves[0]["where"] else ""
     where = ", ".join(f"{_at(m)} from {_v(m, 'a')} to {_v(m, 'b')}" for m in shown)
     rest = sorted(steps[SHOWN_STEPS:], key=lambda m: order.get(m["scope"], 0))
-    more = f", and at {', '.join(_at(m).removeprefix('at ') for m in rest)}" if rest else ""
+    more = f", and by less at {', '.join(_at(m).removeprefix('at ') for m in rest)}" if rest else ""
     verb = "rose" if moves[0]["change"] > 0 else "fell"
     return f"{SAID.get(name, moves[0]['title'])}{f' ({src})' if src else ''} {verb} {where}{more}"
 
