@@ -257,6 +257,19 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     assert ok["a"] >= doc["slo"]["success"] and ok["b"] >= doc["slo"]["success"]
     assert doc["whole"]["slo_met"] == {"a": ["e2e p95", "success share"], "b": ["e2e p95", "success share"]}
     assert line.endswith("Of what can be judged, both meet e2e p95 and success share.")
+    assert ", judged on e2e p95 (callers): cannot be judged" in line
+
+
+def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path):
+    """calm (no callers' TTFT: a closed loop that does not stream) against calm-b (streams): TTFT is judged on the
+    engine's histogram, the one clock both runs have, e2e on the callers'; the line says so beside "meet it"."""
+    doc = compare(outs("calm", LAB / "calm"), outs("calm-b", LAB / "calm-b"), tmp_path / "c")["doc"]
+    assert doc["whole"]["slo_judged_on"] == {"ttft": "engine_ttft_p95", "e2e": "e2e_p95"}
+    eng = _row(doc, "engine_ttft_p95")
+    assert _row(doc, "ttft_p95")["a"] is None and eng["a"] is not None and eng["b"] is not None
+    line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
+    assert ", judged on TTFT p95 (engine) and e2e p95 (callers): " in line
+    assert doc["whole"]["meets_slo"] == {"a": True, "b": True} and line.endswith("both runs meet it.")
 
 
 def test_a_setting_of_yes_or_no_reads_alike_in_the_verdict_and_the_changed_line(outs, tmp_path):
