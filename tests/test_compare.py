@@ -258,6 +258,9 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     assert doc["whole"]["slo_met"] == {"a": ["e2e p95", "success share"], "b": ["e2e p95", "success share"]}
     assert line.endswith("Of what can be judged, both meet e2e p95 and success share.")
     assert ", judged on e2e p95 (callers): cannot be judged" in line
+    for page in ("compare.md", "compare.html"):  # the pages' own SLO line reads as a sentence
+        text = (tmp_path / "c" / page).read_text()
+        assert "A cannot be judged, B cannot be judged." in text and "unknown it" not in text
 
 
 def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path):
@@ -270,6 +273,8 @@ def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path)
     line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
     assert ", judged on TTFT p95 (engine) and e2e p95 (callers): " in line
     assert doc["whole"]["meets_slo"] == {"a": True, "b": True} and line.endswith("both runs meet it.")
+    for page in ("compare.md", "compare.html"):
+        assert "A meets it, B meets it." in (tmp_path / "c" / page).read_text()
 
 
 def test_a_setting_of_yes_or_no_reads_alike_in_the_verdict_and_the_changed_line(outs, tmp_path):

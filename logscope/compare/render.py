@@ -172,7 +172,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
     md_name, html_name = (
         ("compare-sweep.md.j2", "compare-sweep.html.j2") if sweep else ("compare.md.j2", "compare.html.j2")
     )
-    text = markdown.environment().get_template(md_name).render(c=doc, v=v, yesno=_yesno)
+    text = markdown.environment().get_template(md_name).render(c=doc, v=v, side=_side)
     paths["compare_md"].write_text(re.sub(r"\n{3,}", "\n\n", text), encoding="utf-8")
     charts_: tuple[tuple[str, dict | None], ...]
     if sweep:
@@ -190,7 +190,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
         .render(
             c=doc,
             v=v,
-            yesno=_yesno,
+            side=_side,
             whole=whole_options,
             specs={k: page.script_json(s) for k, s in specs.items()},
             csp=page.CSP,
@@ -290,6 +290,11 @@ def _guard(fn, *args) -> dict | None:
 
 def _yesno(x: bool | None) -> str:
     return "unknown" if x is None else ("meets" if x else "misses")
+
+
+def _side(x: bool | None) -> str:
+    """One run against the SLO, in a sentence: 'meets it', 'misses it', 'cannot be judged' (never 'unknown it')."""
+    return "cannot be judged" if x is None else ("meets it" if x else "misses it")
 
 
 def terminal_lines(doc: dict) -> list[str]:
