@@ -127,6 +127,9 @@ def view(doc: dict) -> dict:
                 "scope": m["scope"],
                 "a": value(m["a"], "s"),
                 "b": value(m["b"], "s"),
+                # a histogram's quantile is said as its bucket, as the trade's sentence says it
+                "a_bucket": bucket(m, "a"),
+                "b_bucket": bucket(m, "b"),
                 "beyond": "yes"
                 if m["beyond_noise"]
                 else ("no" if m["beyond_noise"] is False else "not estimated"),
