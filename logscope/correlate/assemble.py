@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ..scalars import int_or_none, int_value
 from . import abandon, reach
 from .frames import Frames, group_first, index_in_group, prev_in_group, secs
 from .link import Links
@@ -108,7 +109,7 @@ def build(
     """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it."""
     covered = covered or spans(F)
     client_spans, gw_spans = covered["client"], covered["gateway"]
-    next_lr = (F.client_requests["lr"].max() or 0) + 1 if F.client_requests.height else 0
+    next_lr = (int_or_none(F.client_requests["lr"].max()) or 0) + 1 if F.client_requests.height else 0
 
     # gateway requests no client row explains: those carrying an id the client never logged, or outside the
     # client's time span. The ids are looked up from the side of these few requests: a unique() of the client's
@@ -131,7 +132,7 @@ def build(
     own_gr = own_gr.with_columns(gw_key.alias("_key")).with_columns(
         (pl.col("_key").rank("dense").cast(pl.Int64) - 1 + next_lr).alias("lr")
     )
-    next_lr = (own_gr["lr"].max() + 1) if own_gr.height else next_lr
+    next_lr = (int_value(own_gr["lr"].max()) + 1) if own_gr.height else next_lr
     gr_lr = pl.concat(
         [
             L.gr_lr.select("gr", "lr", "ca", "match", "score"),

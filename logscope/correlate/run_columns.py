@@ -9,7 +9,7 @@ and computes both outputs once, over all of them, with the same code as a whole 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -102,24 +102,46 @@ def _cols(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
     return df.select([c for c in cols if c in df.columns])
 
 
+def _frames(like: Frames, frame: Callable[[str], pl.DataFrame], notes: list[str]) -> Frames:
+    """``like`` with each frame of FRAMES made by ``frame`` from its field's name, and these notes."""
+    return replace(
+        like,
+        client_attempts=frame("client_attempts"),
+        client_requests=frame("client_requests"),
+        gateway_attempts=frame("gateway_attempts"),
+        gateway_requests=frame("gateway_requests"),
+        server_requests=frame("server_requests"),
+        notes=notes,
+    )
+
+
+def _assembled(
+    like: Assembled, frame: Callable[[str], pl.DataFrame], unmatched: dict[str, pl.Series]
+) -> Assembled:
+    """``like`` with each frame of ASSEMBLED made by ``frame`` from its field's name, and these unmatched keys."""
+    return replace(
+        like,
+        requests=frame("requests"),
+        execs=frame("execs"),
+        gr_lr=frame("gr_lr"),
+        abandoned=frame("abandoned"),
+        unmatched_keys=unmatched,
+    )
+
+
 def of(frames: Frames, links: Links, assembled: Assembled, compact: bool = False) -> RunColumns:
     """The run-level columns (a selection: no copy); ``compact``: their strings as categories (a copy, in which
     a file name repeated a million times takes 4 bytes a row: the gateway frame's 130 -> 87 MB at 5 GB).
-    The frames are built in the field order of FRAMES, LINKS and ASSEMBLED."""
+    The links are built in the field order of LINKS."""
 
     def cols(df: pl.DataFrame, names: tuple[str, ...]) -> pl.DataFrame:
         df = _cols(df, names)
         return df.with_columns(pl.col(pl.String).cast(pl.Categorical)) if compact else df
 
-    f = Frames(
-        *(cols(getattr(frames, n), c) for n, c in FRAMES.items()),
-        frames.client_sources,
-        frames.dropped_client_sources,
-        list(frames.notes),
-    )
+    f = _frames(frames, lambda n: cols(getattr(frames, n), FRAMES[n]), list(frames.notes))
     lk = Links(*(cols(getattr(links, n), c) for n, c in LINKS.items()))
-    a = Assembled(
-        *(cols(getattr(assembled, n), c) for n, c in ASSEMBLED.items()), dict(assembled.unmatched_keys)
+    a = _assembled(
+        assembled, lambda n: cols(getattr(assembled, n), ASSEMBLED[n]), dict(assembled.unmatched_keys)
     )
     return RunColumns(f, lk, a)
 
@@ -232,18 +254,13 @@ def rekey(n: RunColumns, base: dict[str, int]) -> tuple[RunColumns, dict[str, in
     def frame(df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns(move(pl.col(k), k) for k in KEYS if k in df.columns)
 
-    f = Frames(
-        *(frame(getattr(n.frames, k)) for k in FRAMES),
-        n.frames.client_sources,
-        n.frames.dropped_client_sources,
-        n.frames.notes,
-    )
+    f = _frames(n.frames, lambda k: frame(getattr(n.frames, k)), n.frames.notes)
     links = Links(*(frame(getattr(n.links, k)) for k in LINKS))
     unmatched = {
         k: v.to_frame().select(move(pl.col(v.name), v.name)).to_series()
         for k, v in n.assembled.unmatched_keys.items()
     }
-    a = Assembled(*(frame(getattr(n.assembled, k)) for k in ASSEMBLED), unmatched)
+    a = _assembled(n.assembled, lambda k: frame(getattr(n.assembled, k)), unmatched)
     return RunColumns(f, links, a), nxt
 
 
@@ -255,15 +272,10 @@ def concat(parts: list[RunColumns]) -> RunColumns:
         return pl.concat(frames, how="diagonal_relaxed")
 
     notes = list(dict.fromkeys(x for p in parts for x in p.frames.notes))
-    f = Frames(
-        *(cat([getattr(p.frames, k) for p in parts]) for k in FRAMES),
-        first.frames.client_sources,
-        first.frames.dropped_client_sources,
-        notes,
-    )
+    f = _frames(first.frames, lambda k: cat([getattr(p.frames, k) for p in parts]), notes)
     links = Links(*(cat([getattr(p.links, k) for p in parts]) for k in LINKS))
     unmatched = {
         k: pl.concat([p.assembled.unmatched_keys[k] for p in parts]) for k in first.assembled.unmatched_keys
     }
-    a = Assembled(*(cat([getattr(p.assembled, k) for p in parts]) for k in ASSEMBLED), unmatched)
+    a = _assembled(first.assembled, lambda k: cat([getattr(p.assembled, k) for p in parts]), unmatched)
     return RunColumns(f, links, a)

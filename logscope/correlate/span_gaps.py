@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from .. import clock
+from ..scalars import time_or_none, time_value
 
 BATCH_S = 5.0  # vLLM's BatchSpanProcessor exports every 5 s: a killed process loses up to this much of spans
 LOG_TICK_S = 1.0  # vLLM stamps whole seconds: a line at 03:24:34 was written before 03:24:35
@@ -131,7 +132,7 @@ def stops(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> list[Stop]:
             inside = mine.filter(keep)
             if inside.len() == 0:
                 continue
-            last = inside.max()
+            last = time_value(inside.max())
             if ((shut >= (lo or last)) & (shut <= last + timedelta(seconds=LOG_TICK_S))).any():
                 continue  # a shutdown: not a death
             s = Stop(replica, last, "restart" if hi is not None else "log ends", restart=hi)
@@ -177,7 +178,7 @@ def _evidence(s: Stop, spans: pl.DataFrame, gerr: pl.DataFrame, t: dict[str, pl.
             (pl.col("hp") == s.upstream) & (pl.col("ts") >= s.log_last) & (pl.col("ts") <= down_until)  # type: ignore[operator]
         )
         s.gateway_errors = dict(sorted(g.group_by("kind").len().iter_rows(), key=lambda kv: -kv[1]))
-        s.gateway_errors_first = g["ts"].min() if g.height else None  # type: ignore[assignment]
+        s.gateway_errors_first = time_or_none(g["ts"].min()) if g.height else None
     ev = [
         f"{s.replica}'s log stops at {clock.hms(s.log_last)} with no shutdown line"
         + (f" (a new banner at {clock.hms(s.restart)})" if s.restart else " (the log ends)")
@@ -188,7 +189,9 @@ def _evidence(s: Stop, spans: pl.DataFrame, gerr: pl.DataFrame, t: dict[str, pl.
         ev.append(f"its spans ({s.service}) stop at {clock.hms(s.spans_last, ms=True)}")
     if s.gateway_errors:
         kinds = ", ".join(f"{n} × {_UPSTREAM_KINDS[k]}" for k, n in s.gateway_errors.items())
-        ev.append(f"the gateway logged {kinds} for {s.upstream} from {clock.hms(s.gateway_errors_first)}")
+        first = s.gateway_errors_first
+        since = f" from {clock.hms(first)}" if first is not None else ""  # lines without a time
+        ev.append(f"the gateway logged {kinds} for {s.upstream}{since}")
     s.evidence = ev
 
 

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import polars as pl
 
+from ..scalars import time_or_none
 from .histograms import Histograms
 from .lifecycle import Lifecycle
 from .tables import Inputs, preemption_series, server_series, v0_warnings
@@ -61,7 +62,7 @@ class Context:
         dated = st.filter(~pl.col("source").is_in(list(self.inputs.undated))) if self.inputs.undated else st
         self.span_lo, self.span_hi = span(dated, self.inputs.requests)
         if self.inputs.requests.height:
-            self.load_end = self.inputs.requests["ts_start"].max()
+            self.load_end = time_or_none(self.inputs.requests["ts_start"].max())
 
     def by_time(self, frame: pl.DataFrame, col: str = "ts") -> pl.DataFrame:
         """``frame`` (one this context holds) in time order, sorted once: time ranges of it are then
@@ -94,6 +95,6 @@ class Context:
 
     @property
     def span_s(self) -> float | None:
-        if self.span_lo is None:
+        if self.span_lo is None or self.span_hi is None:
             return None
         return (self.span_hi - self.span_lo).total_seconds()

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
+from ..scalars import float_value, int_value, time_or_none, time_value
 from . import figures, from_histograms
 from .claims import Claim, Fact, clock_of, facts, latency
 from .context import Context
@@ -169,7 +170,7 @@ def _inflight_steps(ctx: Context) -> list[dict]:
 
 def _first_ts(df: pl.DataFrame, cond: pl.Expr, col: str = "ts") -> datetime | None:
     f = df.filter(cond)
-    return f[col].min() if f.height else None
+    return time_or_none(f[col].min()) if f.height else None
 
 
 def _step(ctx: Context, i: int, s: dict) -> dict:
@@ -182,7 +183,7 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     mine = (pl.col("phase") == s["label"]) & pl.col("ts_start").is_between(lo - slack, hi + slack)
     if s["label"] is not None and req.height and req.select(mine.any()).item():
         req = req.filter(mine)
-        lo_r, hi_r = req["ts_start"].min(), req["ts_start"].max()
+        lo_r, hi_r = time_or_none(req["ts_start"].min()), time_or_none(req["ts_start"].max())
     else:
         lo_r, hi_r = lo, hi
     warm = figures.requests(req, lo_r, hi_r, exclude=cold)
@@ -277,7 +278,7 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
             {
                 "what": "preemptions",
                 "at": pre["ts"].min(),
-                "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(pre['ts'].min())}",
+                "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(time_value(pre['ts'].min()))}",
             }
         )
     elif row["v0_preemption_warnings"]:
@@ -286,7 +287,7 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
             {
                 "what": "preemptions",
                 "at": w["ts"].min(),
-                "text": f"V0 preemption warnings from {clock.hms(w['ts'].min())}",
+                "text": f"V0 preemption warnings from {clock.hms(time_value(w['ts'].min()))}",
             }
         )
     server = figures.between(ctx.by_time(ctx.server), "ts", lo, hi)
@@ -296,7 +297,7 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
             {
                 "what": "queue",
                 "at": q["ts"].min(),
-                "text": f"waiting up to {int(q['waiting'].max())} from {clock.hms(q['ts'].min())}",
+                "text": f"waiting up to {int_value(q['waiting'].max())} from {clock.hms(time_value(q['ts'].min()))}",
             }
         )
     kv = server.filter(pl.col("kv") >= th.kv_full)
@@ -305,7 +306,7 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
             {
                 "what": "kv_pressure",
                 "at": kv["ts"].min(),
-                "text": f"KV up to {kv['kv'].max():.0%} from {clock.hms(kv['ts'].min())}",
+                "text": f"KV up to {float_value(kv['kv'].max()):.0%} from {clock.hms(time_value(kv['ts'].min()))}",
             }
         )
     far = datetime.max.replace(tzinfo=lo.tzinfo)

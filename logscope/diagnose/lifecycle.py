@@ -19,6 +19,7 @@ import polars as pl
 
 from .. import clock
 from ..correlate.frames import group_first
+from ..scalars import time_value
 from .figures import between, epoch_us
 from .thresholds import Thresholds
 
@@ -248,7 +249,7 @@ def _explicit(
         ((pl.col("ts").diff().dt.total_seconds() > th.merge_gap_s).fill_null(True)).cum_sum().alias("_g")
     )
     for _, grp in d.group_by("_g", maintain_order=True):
-        t0 = grp["ts"].min()
+        t0 = time_value(grp["ts"].min())
         kinds = sorted({"engine_dead" if k == SHUTDOWN_ERROR else k for k in grp["kind"].to_list()})
         first = grp.row(0, named=True)
         i = bisect.bisect_right(start_rows, t0, key=lambda s: s["ts"])  # the last start at or before t0
@@ -285,7 +286,7 @@ def _silent(
         before = between(act, "ts", lo, hi, closed="left")
         if not before["busy"].any():
             continue
-        last = before["ts"].max()
+        last = time_value(before["ts"].max())
         out.append(
             Death(
                 replica,
@@ -312,7 +313,7 @@ def _cold(
     """After each start: the first request that follows readiness (this replica's busy lines, or any
     logical request), and cold_start_s from it. ``busy`` and ``requests``: sorted times (the folder's
     requests are sorted once, not once per replica; a million of them as Python ints held 45 MB)."""
-    out = []
+    out: list[dict] = []
     if not start_rows:
         return out
     t = pl.Series([s["ready_ts"] or s["ts"] for s in start_rows]).cast(requests.dtype)

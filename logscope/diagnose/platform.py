@@ -18,6 +18,7 @@ import polars as pl
 
 from .. import clock
 from ..resources import time_range
+from ..scalars import time_or_none
 from .lifecycle import Death, Lifecycle
 from .tables import read
 
@@ -142,7 +143,7 @@ def servers_of(events: pl.DataFrame) -> dict[str, Server]:
             .agg(pl.col("process").drop_nulls().first(), pl.col("ts").max())
         )
         pids = {r["pid"]: (r["process"], r["ts"]) for r in per.iter_rows(named=True)}
-        out[rep or ""] = Server(pids, g["ts"].min(), g["ts"].max())
+        out[rep or ""] = Server(pids, time_or_none(g["ts"].min()), time_or_none(g["ts"].max()))
     return out
 
 
@@ -410,14 +411,15 @@ def _death_of(life: Lifecycle, k: Kill) -> Death | None:
     stamps whole seconds, cut down: a record stamped in the kill's second may follow it; one stamped before that
     second came before the kill, and the kill did not cause it) up to AFTER_S later; or a silent death (its time is
     the log's last line, written before the kill) up to BEFORE_S before it."""
-    assert k.ts is not None
+    at = k.ts
+    assert at is not None
 
     def fits(d: Death) -> bool:
         if (d.replica or "") != k.replica:
             return False
         if d.kinds == ["silent"]:
-            return k.ts - timedelta(seconds=BEFORE_S) <= d.ts <= k.ts + timedelta(seconds=AFTER_S)
-        return _second(k.ts) <= d.ts <= k.ts + timedelta(seconds=AFTER_S)
+            return at - timedelta(seconds=BEFORE_S) <= d.ts <= at + timedelta(seconds=AFTER_S)
+        return _second(at) <= d.ts <= at + timedelta(seconds=AFTER_S)
 
     near = [d for d in life.deaths if fits(d)]
     return min(near, key=lambda d: d.ts) if near else None
@@ -462,13 +464,13 @@ def kill_for(facts: Facts | None, replica: str | None, ts: datetime) -> Kill | N
     if facts is None:
         return None
     near = [
-        k
+        (gap, k)
         for k in facts.kills
         if k.ts is not None
         and (k.replica or "") == (replica or "")
-        and abs((k.ts - ts).total_seconds()) <= AFTER_S
+        and (gap := abs((k.ts - ts).total_seconds())) <= AFTER_S
     ]
-    return min(near, key=lambda k: abs((k.ts - ts).total_seconds())) if near else None
+    return min(near, key=lambda p: p[0])[1] if near else None
 
 
 def gib(b: int | float | None) -> str:

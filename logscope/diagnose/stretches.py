@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import polars as pl
 
+from ..scalars import time_value
 from . import detect, failures, figures
 from .context import Context
 
@@ -192,7 +193,7 @@ def _orphan_stretches(ctx: Context) -> pl.DataFrame | None:
     if ctx.inputs.windows.height == 0:
         return None
     o = req.filter((pl.col("orphaned_executions").fill_null(0) > 0) & pl.col("ts_end").is_not_null())
-    last = ctx.inputs.windows["ts"].max() + timedelta(seconds=ctx.inputs.window_s)
+    last = time_value(ctx.inputs.windows["ts"].max()) + timedelta(seconds=ctx.inputs.window_s)
     if o.height == 0:
         return pl.DataFrame()
     ran = (pl.col("orphan_s").fill_null(0.0) / pl.col("orphaned_executions")).clip(lower_bound=0.0)
