@@ -18,6 +18,7 @@ import polars as pl
 
 from .. import jsontext, schemas
 from ..resources import time_range
+from ..scalars import float_value
 from . import assemble, clock, frames, link, run_columns, span_sources, summary, windows
 from .frames import Frames, to_ts
 
@@ -249,7 +250,8 @@ class _Logs:
     being written."""
 
     def __init__(self, layers: Frames, stamp_resolution: dict[str, float], logs: dict[str, str]) -> None:
-        self.stamp_resolution, self.rows = stamp_resolution, []
+        self.stamp_resolution = stamp_resolution
+        self.rows: list[dict] = []  # clock_offsets rows (clock.row)
         src = pl.col("source")
         log = src.replace_strict(logs, default=src, return_dtype=pl.String).alias("_log")
         self.gr, self.sr, self.ca, self.ga, self.cr = (
@@ -389,7 +391,7 @@ def _grid(assembled: assemble.Assembled, other: dict[str, pl.DataFrame], window:
     allt = pl.concat([s.cast(pl.Float64) for s in ts]).drop_nulls()
     if not allt.len():  # no time at all (kubectl's ages only): no grid, not one at the epoch's 0
         return windows.parse_width(window) or windows.choose_width(0.0), None, None
-    lo, hi = float(allt.min()), float(allt.max())
+    lo, hi = float_value(allt.min()), float_value(allt.max())
     width, note = windows.capped_width(hi - lo, windows.parse_width(window) or windows.choose_width(hi - lo))
     return width, windows.Grid(lo, hi, width), note
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..scalars import float_value
 from .frames import Frames
 from .reach import NO_GATEWAY_LINE, NO_SERVER_LINE, NO_SERVER_LOG
 
@@ -215,7 +216,7 @@ def _counts(ab: pl.DataFrame) -> dict:
         "abandoned": ab.height,
         **{o: int((ab["outcome"] == o).sum()) for o in OUTCOMES},
         "ran_on_s": round(float(known.sum()), 3) if known.len() else (0.0 if not ran.height else None),
-        "ran_on_median_s": round(float(known.median()), 3) if known.len() else None,
+        "ran_on_median_s": round(float_value(known.median()), 3) if known.len() else None,
         "ran_on_end_unknown": ran.height - known.len(),
         "unmatched_why": {str(w): int(n) for w, n in unm.iter_rows()},
     }

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..scalars import float_value, int_value
+
 SLACK_S = 0.002  # millisecond rounding of the gateway's own stamps
 NEAR_ZERO_S = 0.005  # offsets this small (clock noise, network hop) are reported but not applied
 
@@ -36,12 +38,12 @@ def interval_vote(pairs: pl.DataFrame) -> tuple[float, int] | None:
         .sort(["x", "d"], descending=[False, True])  # an interval opening where another closes overlaps it
         .with_columns(pl.col("d").cum_sum().alias("cover"), pl.col("x").shift(-1).alias("next"))
     )
-    top = int(ev["cover"].max())
+    top = int_value(ev["cover"].max())
     regions = ev.filter(pl.col("cover") == top).with_columns(
         ((pl.col("x") + pl.col("next")) / 2).alias("mid")
     )
     # several disjoint regions tie: take the one nearest the median of the interval centres
-    centre = float(((iv["lo"] + iv["hi"]) / 2).median())
+    centre = float_value(((iv["lo"] + iv["hi"]) / 2).median())
     best = regions.with_columns((pl.col("mid") - centre).abs().alias("dist")).sort("dist").row(0, named=True)
     return float(best["mid"]), top
 
@@ -50,8 +52,8 @@ def mad(s: pl.Series) -> float | None:
     s = s.drop_nulls()
     if s.len() == 0:
         return None
-    med = s.median()
-    return float((s - med).abs().median())
+    med = float_value(s.median())
+    return float_value((s - med).abs().median())
 
 
 def receive_offset(pairs: pl.DataFrame, resolution: float) -> dict | None:
@@ -96,7 +98,7 @@ def send_offset(pairs: pl.DataFrame) -> dict | None:
     if d.len() == 0:
         return None
     return {
-        "offset_s": float(d.median()),
+        "offset_s": float_value(d.median()),
         "spread_s": mad(d),
         "n_matches": int(d.len()),
         "consistent": int(((d - d.median()).abs() <= 1.0).sum()),

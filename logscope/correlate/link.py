@@ -11,6 +11,7 @@ scored by how close they were. Every join here is a polars join over whole colum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
@@ -33,7 +34,7 @@ def nearest(
     rkey: str,
     tol: float,
     by: str | None = None,
-    strategy: str = "nearest",
+    strategy: Literal["backward", "forward", "nearest"] = "nearest",
 ) -> pl.DataFrame:
     """One-to-one nearest pairs on column ``t`` (both sides), within ``tol`` seconds.
 

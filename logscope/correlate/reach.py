@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..scalars import int_or_none
 from .frames import Frames, cumsum_before, group_first
 
 REACHED, NOT_REACHED, UNKNOWN = "reached", "not_reached", "unknown"
@@ -94,7 +95,7 @@ def _lookup(keys: pl.Series, at: pl.Series, values: pl.Series) -> pl.Series:
     so a table indexed by them is one scatter and one gather."""
     if keys.len() == 0 or at.len() == 0:
         return pl.repeat(None, keys.len(), dtype=values.dtype, eager=True)
-    size = int(max(keys.max() or 0, at.max() or 0)) + 1
+    size = max(int_or_none(keys.max()) or 0, int_or_none(at.max()) or 0) + 1
     table = pl.repeat(None, size, dtype=values.dtype, eager=True).scatter(at, values)
     return table.gather(keys)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
+from ..scalars import int_or_none
 from . import abandon, reach
 from .assemble import END_SOURCES, Assembled
 from .frames import Frames, group_first, index_in_group, prev_in_group
@@ -31,7 +34,7 @@ def build(
     notes: list[str] = list(F.notes)
     for src, why in sorted(F.dropped_client_sources.items()):
         notes.append(f"client log {src} left out: {why} (it describes the same sends)")
-    out = {
+    out: dict[str, Any] = {  # correlation.json
         "window_s": width,
         "clock_offsets": offsets,
         "clock_corrections_applied": {k: r3(v) for k, v in sorted(shift.items())},
@@ -129,7 +132,9 @@ def _multiplication(F: Frames, L: Links, A: Assembled) -> dict:
             "gateway_attempts_per_gateway_request": ratio(n_ga, n_gr),
             "server_requests_per_gateway_attempt": ratio(n_sr, n_ga),
         },
-        "max_server_requests_per_logical_request": int(req["server_requests"].max() or 0) if n_lr else 0,
+        "max_server_requests_per_logical_request": (int_or_none(req["server_requests"].max()) or 0)
+        if n_lr
+        else 0,
         "server_requests_elsewhere": {"requests": n_other, "logical_requests": n_lr_other, "replicas": other}
         if n_other
         else None,

@@ -295,10 +295,8 @@ def _summary(
     layer = spans.group_by("layer").agg(pl.len()).sort("layer")
     joined = int(df["logical_request_id"].is_not_null().sum())
     # the gateway's layer: its spans, or its log lines carrying the trace (nginx $http_traceparent)
-    gw_traces = (
-        t["gateway_attempts"]["traceparent"].str.extract(_TP, 1).drop_nulls().unique().implode().first()
-    )
-    in_gw_log = df["trace_id"].is_in(gw_traces) if gw_traces is not None else pl.Series([False] * df.height)
+    gw_traces = t["gateway_attempts"]["traceparent"].str.extract(_TP, 1).drop_nulls().unique()
+    in_gw_log = df["trace_id"].is_in(gw_traces)
     traced = {
         "client": int(df["attempt_spans"].is_not_null().sum()),
         "gateway": int(df["gateway_spans"].is_not_null().sum()),

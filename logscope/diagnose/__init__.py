@@ -21,6 +21,7 @@ import polars as pl
 
 from .. import clock, jsontext, schemas
 from ..resources import time_range
+from ..scalars import time_or_none
 from . import (
     cancellation,
     capacity,
@@ -76,7 +77,9 @@ SLO_KEYS = {"slo_ttft_s": "ttft_p95_s", "slo_e2e_s": "e2e_p95_s", "slo_success":
 
 def slo_options(diag: dict) -> dict:
     """The SLO a diagnosis (diagnosis.json) judged by, as analysis options (those it lacks left out)."""
-    slo = diag.get("slo") if isinstance(diag.get("slo"), dict) else {}
+    slo = diag.get("slo")
+    if not isinstance(slo, dict):
+        slo = {}
     return {opt: slo[key] for opt, key in SLO_KEYS.items() if slo.get(key) is not None}
 
 
@@ -346,18 +349,20 @@ def _server_end(inp: Inputs) -> datetime | None:
     ends = [
         x
         for x in (
-            inp.stats["ts"].max() if inp.stats.height else None,
-            inp.server_requests.select(
-                pl.max_horizontal(
-                    [
-                        c
-                        for c in ("finished_ts", "aborted_ts", "received_ts")
-                        if c in inp.server_requests.columns
-                    ]
+            time_or_none(inp.stats["ts"].max()) if inp.stats.height else None,
+            time_or_none(
+                inp.server_requests.select(
+                    pl.max_horizontal(
+                        [
+                            c
+                            for c in ("finished_ts", "aborted_ts", "received_ts")
+                            if c in inp.server_requests.columns
+                        ]
+                    )
                 )
+                .to_series()
+                .max()
             )
-            .to_series()
-            .max()
             if inp.server_requests.height
             else None,
         )

@@ -13,6 +13,7 @@ import math
 
 import polars as pl
 
+from ..scalars import float_or_none, float_value, int_or_none
 from .tables import Inputs
 
 CAP_COLS = (
@@ -47,7 +48,7 @@ def startup(events: pl.DataFrame) -> dict:
 
 def _q(s: pl.Series, q: float) -> float | None:
     s = s.drop_nulls()
-    return float(s.quantile(q, "linear")) if s.len() else None
+    return float_value(s.quantile(q, "linear")) if s.len() else None
 
 
 def _increase(m: pl.DataFrame, name: str) -> float | None:
@@ -62,15 +63,15 @@ def _increase(m: pl.DataFrame, name: str) -> float | None:
         .group_by("source")
         .agg(pl.col("d").sum())
     )
-    v = per["d"].max()
-    return float(v) if v is not None and math.isfinite(v) else None
+    v = float_or_none(per["d"].max())
+    return v if v is not None and math.isfinite(v) else None
 
 
 def metrics_tokens(m: pl.DataFrame) -> dict | None:
     """Mean prompt and generated tokens per finished request from vLLM's own histograms."""
     if m.height == 0:
         return None
-    out = {}
+    out: dict[str, float | str | None] = {}
     for key, base in (("prompt", "vllm:request_prompt_tokens"), ("output", "vllm:request_generation_tokens")):
         s, n = _increase(m, base + "_sum"), _increase(m, base + "_count")
         out[key] = (s / n) if s is not None and n else None
@@ -167,13 +168,9 @@ def _one(events: pl.DataFrame, req: pl.DataFrame, server: pl.DataFrame, metrics:
     }
     cap["max_concurrency_startup"] = cap.pop("max_concurrency")
     if server.height:
-        cap["running_observed_max"] = (
-            int(server["running"].max()) if server["running"].drop_nulls().len() else None
-        )
-        cap["waiting_observed_max"] = (
-            int(server["waiting"].max()) if server["waiting"].drop_nulls().len() else None
-        )
-        cap["kv_observed_max"] = float(server["kv"].max()) if server["kv"].drop_nulls().len() else None
+        cap["running_observed_max"] = int_or_none(server["running"].max())  # None: no sample of it
+        cap["waiting_observed_max"] = int_or_none(server["waiting"].max())
+        cap["kv_observed_max"] = float_or_none(server["kv"].max())
     else:
         cap["running_observed_max"] = cap["waiting_observed_max"] = cap["kv_observed_max"] = None
     hold = cap["concurrency_kv_can_hold"]["at_p50"]

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ..scalars import float_value
+
 MAD_SCALE = 1.4826
 
 
@@ -40,8 +42,8 @@ def robust(values: pl.Series) -> tuple[float | None, float | None]:
     v = values.drop_nulls().cast(pl.Float64)
     if v.len() == 0:
         return None, None
-    med = float(v.median())
-    mad = float((v - med).abs().median()) * MAD_SCALE
+    med = float_value(v.median())
+    mad = float_value((v - med).abs().median()) * MAD_SCALE
     return med, mad
 
 
@@ -76,7 +78,7 @@ def stretches(
 
     ``df`` has columns key, ts, col, sorted by ts within key.
     """
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         key: pl.String,
         "start": df.schema.get("ts", pl.Datetime("us", "UTC")),
         "end": pl.Datetime("us", "UTC"),

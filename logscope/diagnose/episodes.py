@@ -61,6 +61,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
+from ..scalars import int_or_none, int_value
 from . import figures, latency_named
 from .context import Context
 from .records import Episode
@@ -123,7 +124,12 @@ def build(ctx: Context) -> list[Episode]:
         _phases_many(ctx.inputs.phases, [(h["start"], h["end"]) for h in heads]),
         strict=True,
     )
-    eps = [_episode(ctx, h, *f, *m) for h, f, m in zip(heads, figs, more, strict=True)]
+    eps = [
+        _episode(ctx, h, during, before, lead, after, state, state_before, sums, pre, baseline, phases)
+        for h, (during, before, lead, after, state, state_before), (sums, pre, baseline, phases) in zip(
+            heads, figs, more, strict=True
+        )
+    ]
     eps.sort(key=lambda e: (e["start"], e["signal"], e["replica"] or ""))
     _context(eps)
     _recurring(eps, ctx.th)
@@ -150,7 +156,7 @@ def _heads(ctx: Context, rows: pl.DataFrame) -> list[dict]:
     (a day holds thousands: a few filters each took a second)."""
     if rows.height == 0:
         return []
-    n = int(rows["_e"].max()) + 1
+    n = int_value(rows["_e"].max()) + 1
     rank = {sig: i for i, sig in enumerate(PRIORITY)}
     rows = rows.with_columns(pl.col("signal").replace_strict(rank, return_dtype=pl.Int64).alias("_p"))
     rows = rows.with_columns(
@@ -324,7 +330,7 @@ BASELINE_OF = {
 SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
 
 
-def _last_arrival_at(ctx: Context, ep: dict) -> datetime | None:
+def _last_arrival_at(ctx: Context, ep: Episode) -> datetime | None:
     """The last arrival of the load the episode's replica served: in a fleet, a calm replica's requests after it
     are not this replica's load (its vLLM's 'Received request' / 'Added request' lines name the replica); else the
     folder's last arrival."""
@@ -467,7 +473,7 @@ WINDOW_SUMS = [
 
 def _details(
     ctx: Context,
-    ep: dict,
+    ep: Episode,
     companions: list[dict],
     before: dict,
     during: dict,
@@ -491,7 +497,7 @@ def _details(
         cum = w["cumulative_preemptions"].max()
         d["v0_preemption_warnings"] = {
             "lines": w.height,
-            "last_cumulative": None if cum is None else int(cum),
+            "last_cumulative": int_or_none(cum),
             "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
             "note": "V0 prints one warning per 50 preemptions",
         }
@@ -529,7 +535,7 @@ RECURRING_SHOWN = 8  # start times named in a recurring pattern's reason (then '
 
 
 def _classify(
-    ctx: Context, ep: dict, companions: list[dict], before: dict, lead: dict, death
+    ctx: Context, ep: Episode, companions: list[dict], before: dict, lead: dict, death
 ) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
@@ -685,7 +691,7 @@ def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | Non
     return None
 
 
-def stop_in(ctx: Context, ep: dict) -> datetime | None:
+def stop_in(ctx: Context, ep: Episode | dict) -> datetime | None:
     """The graceful shutdown of the episode's server while it was under way (up to merge_gap_s after its last
     abnormal sample: the stats stop with the server), if there was one."""
     gap = timedelta(seconds=ctx.th.merge_gap_s)
@@ -699,7 +705,7 @@ def stop_in(ctx: Context, ep: dict) -> datetime | None:
     )
 
 
-def _rates(ep: dict) -> str:
+def _rates(ep: Episode) -> str:
     """Arrivals before, during and after an episode, as the evidence names them."""
 
     def r(x: float | None) -> str:
@@ -711,7 +717,7 @@ def _rates(ep: dict) -> str:
     )
 
 
-def _rise(ep: dict, before: dict, lead: dict, th: Thresholds) -> str:
+def _rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
     """What came before a one-off, with the arrivals before, as it began, during and after it."""
 
     def r(x: float | None) -> str:
@@ -734,13 +740,13 @@ def _rise(ep: dict, before: dict, lead: dict, th: Thresholds) -> str:
     )
 
 
-def _cut_short(e: dict, longest_s: float) -> bool:
+def _cut_short(e: Episode, longest_s: float) -> bool:
     """Sustained only because its replica's samples stop inside it: no longer than the pattern's spikes."""
     return e["class"] == "sustained" and not e["recovered"] and e["duration_s"] <= longest_s
 
 
-def _recurring(eps: list[dict], th: Thresholds) -> None:
-    by_sig: dict[str, list[dict]] = {}
+def _recurring(eps: list[Episode], th: Thresholds) -> None:
+    by_sig: dict[str, list[Episode]] = {}
     for e in eps:
         if e["class"] == "spike":
             by_sig.setdefault(e["signal"], []).append(e)

@@ -11,10 +11,13 @@ import weakref
 from array import array
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import polars as pl
 
 from .tables import OUTCOME_OK, SERVER_STATE_AGGS, TS
+
+Closed = Literal["left", "right", "both", "none"]  # which ends of a range hold (polars' ``is_between``)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -44,7 +47,7 @@ def outside(col: str, ranges: list[tuple]) -> pl.Expr:
 
 
 def between(
-    df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None, closed: str = "both"
+    df: pl.DataFrame, col: str, lo: datetime | None, hi: datetime | None, closed: Closed = "both"
 ) -> pl.DataFrame:
     """Rows of ``df`` with ``col`` in [lo, hi] (``closed`` as in ``is_between``), in their order.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..scalars import float_or_none
 from . import figures
 from .claims import CLOCK_LAYER, clock_of
 from .context import Context
@@ -140,8 +141,9 @@ def fill_episodes(ctx: Context, eps: list[dict]) -> None:
     sources = sources_many(req, during)
     for e, rng_d, rng_b, src in zip(eps, during, before, sources, strict=True):
         ok, rep = hist.replica_for(e["replica"]) if hist is not None else (False, None)
-        m_d = hist.measure_all(*rng_d, rep) if ok else {}
-        m_b = hist.measure_all(*rng_b, rep) if ok and rng_b[0] is not None else {}
+        tied = hist if ok else None  # the histograms of the episode's replica (or of the folder)
+        m_d = tied.measure_all(*rng_d, rep) if tied is not None else {}
+        m_b = tied.measure_all(*rng_b, rep) if tied is not None and rng_b[0] is not None else {}
         add = fill(e, src, m_d)
         e.update(add)
         e["ttft_clock"], e["e2e_clock"] = clock_of(e.get("ttft_source")), clock_of(e.get("e2e_source"))
@@ -205,8 +207,8 @@ def fill_lengths(ctx: Context, overall: dict) -> dict:
         if got.get(key) is None and m.get(f) is not None:
             got[key] = m[f]["mean"]
     req = ctx.inputs.requests
-    cap = req["max_tokens"].max() if req.height and "max_tokens" in req.columns else None
-    return bounded(got, out, None if cap is None else float(cap))
+    cap = float_or_none(req["max_tokens"].max()) if req.height and "max_tokens" in req.columns else None
+    return bounded(got, out, cap)
 
 
 def bounded(got: dict, out: dict, cap: float | None) -> dict:

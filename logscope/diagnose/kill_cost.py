@@ -55,11 +55,15 @@ def _kept(out: Path) -> dict[str, list[str]]:
 
 
 def _outcome(status: pl.Expr, error: pl.Expr, timed_out: pl.Expr | None = None) -> pl.Expr:
-    label = pl.when(status.is_not_null()).then(status.cast(pl.String))
-    if timed_out is not None:
-        label = label.when(timed_out.fill_null(False)).then(pl.lit("timeout"))
+    timed = timed_out.fill_null(False) if timed_out is not None else pl.lit(False)
     return (
-        label.when(error.is_not_null()).then(error.str.extract(r"^(\w+)", 1)).otherwise(pl.lit("no answer"))
+        pl.when(status.is_not_null())
+        .then(status.cast(pl.String))
+        .when(timed)
+        .then(pl.lit("timeout"))
+        .when(error.is_not_null())
+        .then(error.str.extract(r"^(\w+)", 1))
+        .otherwise(pl.lit("no answer"))
     )
 
 

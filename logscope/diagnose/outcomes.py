@@ -47,7 +47,7 @@ def below_one(req: pl.DataFrame, amplification: float | None, server_end: dateti
     if amplification is None or amplification >= 1 or not req.height or "server_requests" not in req.columns:
         return None
     none = req.filter(pl.col("server_requests").fill_null(0) == 0)
-    reasons = []
+    reasons: list[dict] = []  # {"requests": n, "why": text}
     if server_end is not None:
         late = none.filter(pl.col("ts_start") > server_end)
         if late.height:

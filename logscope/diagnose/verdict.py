@@ -12,6 +12,7 @@ from . import findings, ladder, latency_named, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
 from .findings import kv_admitted
+from .records import Episode
 
 CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
 
@@ -69,7 +70,7 @@ def set_aside(aside: list) -> str:
 
 def _verdict(
     ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry
-) -> tuple[list[str], str, object]:
+) -> tuple[list[str], str, Episode | None]:
     """Three short lines: what happened; when, and one-off or sustained; the first thing to test."""
     top = fnd[0] if fnd else None
     test = f"First thing to test: {top['next_test']}" if top else "Nothing to test."
