@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from .ingest import PARSED_TABLES, IngestOptions, IngestResult, Progress, child_
 from .ingest import ingest as _ingest
 from .ingest import reuse as _reuse
 from .ingest.derive import TABLES as DERIVED
+from .resources import memory
 
 if (
     TYPE_CHECKING
@@ -90,7 +92,7 @@ class AnalyzeOptions:
             follow_links=self.follow_links,
             **({"workers": self.workers} if self.workers else {}),
             **({"chunk_bytes": self.chunk_bytes} if self.chunk_bytes else {}),
-            memory_budget=self.max_memory if isinstance(self.max_memory, int) else None,
+            memory_budget=memory.limit_of(self.max_memory),
         )
 
 
@@ -130,6 +132,10 @@ def _checked(options: AnalyzeOptions) -> AnalyzeOptions:
     slo.check(
         {"slo_ttft_s": options.slo_ttft_s, "slo_e2e_s": options.slo_e2e_s, "slo_success": options.slo_success}
     )
+    try:
+        memory.limit_of(options.max_memory)
+    except ValueError as e:
+        raise LogscopeError(f"max_memory: {e}", code=ExitCode.USAGE) from None
     return options
 
 
@@ -191,7 +197,7 @@ def fit_memory(out_dir: str | Path, options: AnalyzeOptions) -> AnalyzeOptions:
     """The options to analyse with: when the whole input would not fit the memory budget and no range was
     given, correlation in time slices when that fits (``logscope.correlate.slices``), else the range that fits
     (``logscope.resources.budget.choose``), which every output then names."""
-    from .resources import budget, memory, time_range
+    from .resources import budget, time_range
 
     if time_range.of(options):
         return options
@@ -320,8 +326,6 @@ def _ingest_step(
         return on_cluster.ingest(root, out_dir, opts.ingest_options(), progress)
     separate = opts.ingest_apart
     if separate is None:
-        from .resources import memory
-
         separate = memory.tight(Path(root), memory.budget_of(opts.max_memory))
     if separate and child_process.POSSIBLE:
         return child_process.ingest(root, out_dir, opts.ingest_options(), progress)
@@ -369,7 +373,7 @@ def compare(
 
 
 def sweep(
-    runs: list[str | Path],
+    runs: Sequence[str | Path],
     out_dir: str | Path,
     options: AnalyzeOptions | None = None,
     progress: Progress | None = None,

@@ -17,6 +17,7 @@ from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.cli import app
 from logscope.correlate.frames import kept_client_sources
+from logscope.errors import ExitCode, LogscopeError
 from logscope.resources import budget, memory, time_range
 
 SCHEMA = json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
@@ -230,6 +231,25 @@ def test_analyze_names_the_range_it_chose(tmp_path, tables):
     # the records outside the range were not correlated
     req = pl.read_parquet(out / "requests.parquet")
     assert 0 < req.height < pl.read_parquet(tables / "client_requests.parquet").height
+
+
+def test_a_notebook_gives_max_memory_as_the_command_line_does(tmp_path, tables):
+    """``AnalyzeOptions(max_memory="<size>")`` is read as ``--max-memory`` reads it: analyze chooses the range it
+    chooses for those bytes. Before, the text reached the budget's arithmetic (TypeError: str / int, after ingest);
+    a text that is no size is the command line's usage error, before anything is read."""
+    budget_bytes = (_too_small_for_slices(tables) // 1024) * 1024
+    opts = AnalyzeOptions(max_memory=f"{budget_bytes // 1024}K")
+    assert memory.budget_of(opts.max_memory) == opts.ingest_options().memory_budget == budget_bytes
+    assert memory.budget_of("none") is None and memory.budget_of(None) is None
+    out = tmp_path / "out"
+    analyze(need(LAB / "retry-storm"), out, opts)
+    rng = json.loads((out / "summary.json").read_text())["span"]["range"]
+    c = budget.choose(tables, budget_bytes)
+    assert rng["chosen"]["budget_bytes"] == budget_bytes and rng["chosen"]["whole_bytes"] == _whole(tables)
+    assert datetime.fromisoformat(rng["since"]) == c.range.since
+    with pytest.raises(LogscopeError, match="max_memory: 'plenty' is not a size") as e:
+        analyze(need(LAB / "retry-storm"), tmp_path / "bad", AnalyzeOptions(max_memory="plenty"))
+    assert e.value.code == ExitCode.USAGE and not (tmp_path / "bad").exists()
 
 
 def test_no_limit_and_a_given_range_win(tmp_path, tables):

@@ -124,9 +124,19 @@ def default_budget() -> int | None:
     return None if free is None else int(free * AVAILABLE_SHARE)
 
 
+def limit_of(max_memory: int | str | None) -> int | None:
+    """A limit given in bytes, or as the text ``--max-memory`` takes ('4G', '512M', 'none': ``parse_size``, whose
+    ValueError it raises); None for 'auto' (none given) and None (no limit)."""
+    if max_memory == "auto" or max_memory is None:
+        return None
+    return parse_size(max_memory) if isinstance(max_memory, str) else max_memory
+
+
 def budget_of(max_memory: int | str | None) -> int | None:
-    """``--max-memory`` / ``AnalyzeOptions.max_memory`` in bytes: 'auto' is ``default_budget()``, None no limit."""
-    return default_budget() if max_memory == "auto" else max_memory
+    """``--max-memory`` / ``AnalyzeOptions.max_memory`` in bytes: 'auto' is ``default_budget()``, None no limit,
+    a size's text what ``parse_size`` reads (a notebook's ``AnalyzeOptions(max_memory="2G")`` as on the command
+    line)."""
+    return default_budget() if max_memory == "auto" else limit_of(max_memory)
 
 
 def input_bytes(root: Path) -> int:
