@@ -97,7 +97,7 @@ def _debug_file(e: BaseException, out_dir: Path | None) -> None:
         f"command: {shlex.join(['logscope', *sys.argv[1:]])}\n\n{tb}"
     )
     where, why = outdir.write_debug(out_dir, text)
-    if why:
+    if why and out_dir is not None:  # why OUT could not hold it (none is given without OUT)
         err.print(shown(f"  note: {out_dir / outdir.DEBUG_FILE} could not be written: {why}"))
     if where:
         err.print(

@@ -544,7 +544,7 @@ def compare(
     prog, cb = _progress(quiet or json_)
     with prog or _Null():
         pair = len(runs) == 2
-        res = api.compare(*runs, o, opts, cb) if pair else api.sweep(runs, o, opts, cb)
+        res = api.compare(runs[0], runs[1], o, opts, cb) if pair else api.sweep(runs, o, opts, cb)
     if json_:
         sys.stdout.write(Path(res["paths"]["compare_json"]).read_text())
     elif not quiet:

@@ -101,7 +101,7 @@ def unusable(out: Path, e: OSError) -> LogscopeError:
         errno.EEXIST: "a file of that name exists",
     }
     return LogscopeError(
-        f"output folder {out} is not usable: {why.get(e.errno, e.strerror or str(e))}",
+        f"output folder {out} is not usable: {(e.errno is not None and why.get(e.errno)) or e.strerror or str(e)}",
         hint="give -o a folder you can write to",
         code=ExitCode.OUTPUT,
     )

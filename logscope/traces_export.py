@@ -137,7 +137,7 @@ def log_spans(out: Path) -> list[tuple[tuple[str, str], dict]]:
         _ns("ts_start").alias("start_ns"),
         _ns("ts_end").alias("end_ns"),
     )
-    spans: list[tuple[str, dict]] = []
+    spans: list[tuple[tuple[str, str], dict]] = []  # (service, scope), span
     for r in req.iter_rows(named=True):
         attrs = [_kv("logscope.logical_request_id", r["logical_request_id"])]
         attrs += [_kv(f"logscope.{c}", r[c]) for c in ("origin", "outcome", "client", "match") if r.get(c)]

@@ -107,7 +107,8 @@ class _Meter:
         self.meter, self.lock, self.done = job.meter, threading.Lock(), 0
 
     def watch(self, fut, label: str, n: int) -> None:
-        if self.meter.progress is None or n <= 0:
+        progress = self.meter.progress
+        if progress is None or n <= 0:
             return
 
         def finished(f) -> None:
@@ -115,7 +116,7 @@ class _Meter:
                 return
             with self.lock:
                 self.done += n
-                self.meter.progress(f"parsed {label}", min(self.done / self.meter.total, 1.0))
+                progress(f"parsed {label}", min(self.done / self.meter.total, 1.0))
 
         fut.add_done_callback(finished)
 

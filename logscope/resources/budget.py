@@ -258,7 +258,7 @@ def choose(out: Path, budget: int | None) -> Choice | None:
     a = worst(range(len(minutes)))
     n = replicas(out)  # every replica counted in any range: errs high
     lo, hi, used = _grow(minutes, size, free, a, untimed, budget, n)
-    others = []
+    others: list[dict] = []  # the next worst ranges: since, until, trouble
     while len(others) < OTHERS:
         rest = [i for i in range(len(bad)) if free[i] and bad[i] > 0]
         if not rest:

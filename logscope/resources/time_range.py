@@ -92,10 +92,9 @@ def of(options: RangeOptions) -> Range:
 def from_doc(d: dict | None) -> Range:
     if not isinstance(d, dict):
         return Range()
-    return Range(
-        *(datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until")),
-        chosen=d.get("chosen") if isinstance(d.get("chosen"), dict) else None,
-    )
+    since, until = (datetime.fromisoformat(d[k]) if d.get(k) else None for k in ("since", "until"))
+    chosen = d.get("chosen")
+    return Range(since, until, chosen=chosen if isinstance(chosen, dict) else None)
 
 
 def parse_time(text: str, tz: str = "UTC") -> datetime:
