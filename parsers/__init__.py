@@ -100,7 +100,7 @@ def detect_many(
     k = max(1, threads) if pool is not None and n > 1 else 1
     groups = [list(FORMATS[i::k]) for i in range(k)]
     by_format: dict[str, list[float]] = {}
-    for part in pool.map(run, groups) if k > 1 else map(run, groups):
+    for part in pool.map(run, groups) if pool is not None and k > 1 else map(run, groups):
         by_format.update(part)
     return [_best({m.NAME: by_format[m.NAME][i] for m in FORMATS}) for i in range(n)]
 

@@ -263,9 +263,9 @@ def _rows(recs: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
         keys = f[n].struct.field("k").drop_nulls().unique().to_list()
         if keys:
             used.setdefault(n, set()).update(keys)
-    every = f["text"].str.extract_all(r'"([^"\s]+)"\s*:|(?:^|[\s\]])([\w.:@-]+)=').explode().drop_nulls()
+    found = f["text"].str.extract_all(r'"([^"\s]+)"\s*:|(?:^|[\s\]])([\w.:@-]+)=').explode().drop_nulls()
     every = set(
-        every.str.replace(r"^[\s\]]", "").str.strip_chars('"').str.strip_suffix(":").str.strip_suffix("=")
+        found.str.replace(r"^[\s\]]", "").str.strip_chars('"').str.strip_suffix(":").str.strip_suffix("=")
     )
     known = {k.lower() for ks in used.values() for k in ks}
     unread = state.setdefault("unread", set())
@@ -382,8 +382,7 @@ def _config_names(ctx: ParseContext) -> tuple[dict[str, tuple[str, ...]], str]:
             text = p.read_text(errors="replace")
         except OSError:
             continue
-        pairs = [(key, _OPERATORS.get(op)) for key, op in _FORMAT_PAIR.findall(text)]
-        pairs = [(key, field) for key, field in pairs if field]
+        pairs = [(key, field) for key, op in _FORMAT_PAIR.findall(text) if (field := _OPERATORS.get(op))]
         if len(pairs) >= 3:
             mine: dict[str, list[str]] = {}
             for key, field in pairs:

@@ -33,7 +33,7 @@ SAMPLES = [
 
 CLIENT = "guidellm"
 _DETECT = r'^\s*\{\s*"metadata":\s*\{[^{}]*"guidellm_version"|"type_":\s*"generative_benchmark"'
-_REQ_SCHEMA = {
+_REQ_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "request_id": pl.String,
     "info": pl.Struct(
         {

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.scalars import int_or_none
 from logscope.schemas import TS
 
 from . import _platform as plat
@@ -189,7 +190,7 @@ def _times(rows: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
     pairs = rows.filter(pl.col("_wall").is_not_null() & pl.col("up").is_not_null())
     if pairs.height:
         boot = (pairs["_wall"].dt.epoch("us") - (pairs["up"] * 1e6).round(0).cast(pl.Int64)).median()
-        state["boot_us"] = int(boot) if boot is not None else state.get("boot_us")
+        state["boot_us"] = int_or_none(boot) if boot is not None else state.get("boot_us")
     boot_us = state.get("boot_us")
     anchored = (
         pl.from_epoch((pl.lit(boot_us) + (pl.col("up") * 1e6).round(0)).cast(pl.Int64), time_unit="us")

@@ -38,6 +38,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 
 from logscope.numbers import to_int
+from logscope.scalars import int_or_none
 from logscope.schemas import TS
 
 from ._common import UVICORN_ACCESS, UVICORN_LEVEL, local_to_utc
@@ -303,7 +304,7 @@ def _text_chunk(txt: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.Series:
     state["last_kind"] = last["kind"][0]
     state["last_hms"] = last["hms_ff"][0]
     state["last_date"] = last["date"][0]
-    state["rec"] = int(f["rec"].max() or 0)
+    state["rec"] = int_or_none(f["rec"].max()) or 0
     return ok
 
 

@@ -75,7 +75,10 @@ MAX_BYTES = 1 << 20  # a configuration file is small; a bigger one is not read
 def _statements(text: str) -> list[tuple[list[str], list[str]]]:
     """(block path, directive words) of every directive. A block is named by its first words and numbered
     ('server#2'), so that the directives of one server block can be told from another's."""
-    out, path, words, n = [], [], [], 0
+    out: list[tuple[list[str], list[str]]] = []
+    path: list[str] = []
+    words: list[str] = []
+    n = 0
     for tok in _TOKEN.findall(_COMMENT.sub("", text)):
         if tok == "{":
             n += 1

@@ -12,6 +12,7 @@ upstream, host), nginx/nginx. The time is local time without a zone.
 from __future__ import annotations
 
 import polars as pl
+from polars.expr.whenthen import ChainedThen, Then
 
 from logscope.numbers import to_int
 
@@ -77,7 +78,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         pl.col("line").str.slice(pl.col("hdr").str.len_bytes()).str.strip_suffix("\r").alias("msg")
     )
     msg = pl.col("msg")
-    kind = pl.when(pl.col("level") == "notice").then(pl.lit("notice"))
+    kind: Then | ChainedThen = pl.when(pl.col("level") == "notice").then(pl.lit("notice"))
     for name, rx in _KINDS:
         kind = kind.when(msg.str.contains(rx)).then(pl.lit(name))
     naive = pl.col("ts").str.to_datetime("%Y/%m/%d %H:%M:%S", time_unit="us", strict=False)

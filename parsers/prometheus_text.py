@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.scalars import int_value
+
 from . import _kinds, _prom
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -257,7 +259,7 @@ def _timestamps(df: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Ex
         )
     if not n_bare:
         return stamped, res
-    scrapes = int(df.filter(pl.col("ts").is_null())["_scrape"].max()) + 1
+    scrapes = int_value(df.filter(pl.col("ts").is_null())["_scrape"].max()) + 1
     state["bare_scrapes"] = max(state.get("bare_scrapes", 0), scrapes)
     if ctx.file_mtime is None:
         res.messages.append(

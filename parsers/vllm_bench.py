@@ -188,11 +188,13 @@ def _mode_value(res: dict) -> tuple[str | None, float | None]:
     if conc is not None and number(conc) is not None:
         return "concurrency", number(conc)
     rate = res.get("request_rate")
+    if not isinstance(rate, str | int | float):
+        return None, None
     try:
         r = float(rate)
-        return "rate", (r if r != float("inf") else None)
-    except (TypeError, ValueError):
+    except ValueError:
         return None, None
+    return "rate", (r if r != float("inf") else None)
 
 
 def _one_result(
