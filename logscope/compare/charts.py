@@ -7,6 +7,7 @@ import altair as alt
 import polars as pl
 
 from ..report.charts import VALIDATE, coarsen, theme
+from ..scalars import float_value
 from . import sources
 from .runs import Run
 
@@ -97,8 +98,8 @@ def timelines(ra: Run, rb: Run) -> dict | None:
     wa, wb = _relative(ra), _relative(rb)
     if wa.height == 0 and wb.height == 0:
         return None
-    t_hi = max(float(w["t"].max()) for w in (wa, wb) if w.height)
-    t_lo = min(float(w["t"].min()) for w in (wa, wb) if w.height)
+    t_hi = max(float_value(w["t"].max()) for w in (wa, wb) if w.height)
+    t_lo = min(float_value(w["t"].min()) for w in (wa, wb) if w.height)
     clocks = {lab: _clock_words(run) for lab, run in (("A", ra), ("B", rb))}
     panels = []
     for col, title in TIMELINE:
@@ -110,7 +111,7 @@ def timelines(ra: Run, rb: Run) -> dict | None:
         d = pl.concat(frames).drop_nulls() if frames else pl.DataFrame()
         if d.height == 0 or not (d["value"] != 0).any():
             continue
-        top = float(d["value"].max()) or 1.0
+        top = float_value(d["value"].max()) or 1.0
         for lab in ("A", "B"):
             part = d.filter(pl.col("run") == lab)
             panels.append(

@@ -6,6 +6,8 @@ from datetime import datetime
 
 import polars as pl
 
+from ..scalars import float_or_none
+
 
 def increase(m: pl.DataFrame, name: str, lo: datetime | None, hi: datetime | None) -> float | None:
     """A counter's rise over (lo, hi], resets tolerated; the source that saw most (an export and a dump of
@@ -18,4 +20,4 @@ def increase(m: pl.DataFrame, name: str, lo: datetime | None, hi: datetime | Non
         c = c.filter((pl.col("ts") > lo) & (pl.col("ts") <= hi))
     if c.height == 0:
         return None
-    return float(c.group_by("source").agg(pl.col("d").sum())["d"].max() or 0.0)
+    return float_or_none(c.group_by("source").agg(pl.col("d").sum())["d"].max()) or 0.0

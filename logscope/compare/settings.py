@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from ..scalars import int_value
 from .runs import Run
 
 # the non-default args dict, read as Python literals where it is one, else key by key
@@ -179,7 +180,7 @@ def client(run: Run) -> tuple[dict, dict, list[str]]:
                 vals[key], src[key] = (seen[0] if len(seen) == 1 else seen), "client records"
     ca = run.table("client_attempts")
     if ca.height and "attempt" in ca.columns and ca["attempt"].drop_nulls().len():
-        vals["client_attempts_max_seen"] = int(ca["attempt"].max())
+        vals["client_attempts_max_seen"] = int_value(ca["attempt"].max())
         src["client_attempts_max_seen"] = "client attempts (observed, not a setting)"
     return vals, src, []
 
