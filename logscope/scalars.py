@@ -9,6 +9,21 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def _given(v: T | None, what: str) -> T:
+    if v is None:
+        raise TypeError(f"{what} was expected, not None")
+    return v
+
+
+def _number(v: object) -> int | float | Decimal | None:
+    if v is None or isinstance(v, int | float | Decimal):
+        return v
+    raise TypeError(f"a number was expected, not {type(v).__name__} {v!r:.40}")
 
 
 def time_or_none(v: object) -> datetime | None:
@@ -20,41 +35,26 @@ def time_or_none(v: object) -> datetime | None:
 
 def time_value(v: object) -> datetime:
     """As ``time_or_none``, where the column holds a time (a non-empty column without nulls)."""
-    t = time_or_none(v)
-    if t is None:
-        raise TypeError("a time was expected, not None")
-    return t
+    return _given(time_or_none(v), "a time")
 
 
 def float_or_none(v: object) -> float | None:
     """A numeric column's scalar as a float (None: empty, or all null). A boolean is 0 or 1, as ``float`` makes it."""
-    if v is None:
-        return None
-    if isinstance(v, int | float | Decimal):
-        return float(v)
-    raise TypeError(f"a number was expected, not {type(v).__name__} {v!r:.40}")
+    n = _number(v)
+    return None if n is None else float(n)
 
 
 def float_value(v: object) -> float:
     """As ``float_or_none``, where the scalar is a number (a sum, a count, a non-empty column without nulls)."""
-    f = float_or_none(v)
-    if f is None:
-        raise TypeError("a number was expected, not None")
-    return f
+    return _given(float_or_none(v), "a number")
 
 
 def int_or_none(v: object) -> int | None:
     """A numeric column's scalar as an int, truncated as ``int`` truncates (None: empty, or all null)."""
-    if v is None:
-        return None
-    if isinstance(v, int | float | Decimal):
-        return int(v)
-    raise TypeError(f"a number was expected, not {type(v).__name__} {v!r:.40}")
+    n = _number(v)
+    return None if n is None else int(n)
 
 
 def int_value(v: object) -> int:
     """As ``int_or_none``, where the scalar is a number."""
-    i = int_or_none(v)
-    if i is None:
-        raise TypeError("a number was expected, not None")
-    return i
+    return _given(int_or_none(v), "a number")
