@@ -201,7 +201,8 @@ def finish(
     first: what only it reads (the links, the server frame) is let go of ``n`` before the windows are built."""
     width, grid, wide = _grid(n.assembled, other, window)
     summ = summary.build(n.frames, n.links, n.assembled, offsets, shift, width, [], stamp_resolution)
-    n.links = n.frames.server_requests = n.frames.client_requests = n.assembled.gr_lr = None
+    # let go of on purpose (memory at scale): None, not an empty frame, so that a later read fails loudly
+    n.links = n.frames.server_requests = n.frames.client_requests = n.assembled.gr_lr = None  # type: ignore[assignment]
     if grid is None:  # no request and no stats line has a time: no window to place anything in
         return schemas.empty("windows"), summ
     events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
