@@ -278,7 +278,7 @@ fn stream<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyCapsule>> {
     Ok(obj.call_method0("__arrow_c_stream__")?.cast_into::<PyCapsule>()?)
 }
 
-fn strings(obj: &Bound<'_, PyAny>) -> PyResult<Lines> {
+pub(crate) fn strings(obj: &Bound<'_, PyAny>) -> PyResult<Lines> {
     Lines::import(&stream(obj)?).map_err(PyValueError::new_err)
 }
 
