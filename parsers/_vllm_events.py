@@ -16,6 +16,11 @@ from ._common import ascii_classes, base_id_expr
 from ._vllm_pastes import separator
 from .base import ParseContext
 
+# a request's lifecycle line: most of a log's records, never an event
+_REQUEST_LINE = (
+    r"^(?:Received request|Added request|Finished request|Aborted request"
+    r"|Request \S+ (?:aborted|failed|details))"
+)
 _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
     re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)
@@ -216,6 +221,8 @@ _REC_COLS = [
     "stopping",
     "wrap",
     "joined",
+    "lead",
+    "evt",
 ]
 
 
@@ -247,19 +254,10 @@ def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
 
 def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
     m = pl.col("msg")
-    start = ~pl.col("cont")
-    multi = start & pl.col("cont").shift(-1, fill_value=False)
-    reqline = m.str.contains(
-        r"^(?:Received request|Added request|Finished request|Aborted request|Request \S+ "
-        r"(?:aborted|failed|details))"
-    )
-    hit = pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs") | multi
-    # a record's first line, not a request line (most of a log's lines): an event when it is an error, a
-    # traceback, a record of several lines, or holds a keyword (searched on these lines only)
-    lead = frame.select("rec", "msg", hit.alias("hit"), (start & ~reqline).alias("lead")).filter(
-        pl.col("lead")
-    )
-    ids = lead.filter(pl.col("hit") | m.str.contains(_EVENT_KW))["rec"]
+    # a record's first row not a request line (`lead`) is an event when it is an error, a traceback or holds a keyword
+    # (`evt`: both from the record pass, _vllm_records), or when its record has several rows
+    multi = pl.col("lead") & pl.col("cont").shift(-1, fill_value=False)
+    ids = frame.filter(pl.col("evt") | multi)["rec"]
     if ids.len() == 0:
         return frame.clear(), []
     sub = frame.filter(pl.col("rec").is_in(ids.implode()))

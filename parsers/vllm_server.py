@@ -265,4 +265,6 @@ _ROW_SCHEMA = {
     "stopping": pl.Boolean,
     "wrap": pl.Boolean,
     "joined": pl.Boolean,
+    "lead": pl.Boolean,
+    "evt": pl.Boolean,
 }
