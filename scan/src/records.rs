@@ -114,6 +114,7 @@ struct Out {
     rec: Vec<i64>,
     lead: BoolColumn,
     evt: BoolColumn,
+    bare: BoolColumn,
 }
 
 /// Each row's flags and record id, and the state after the chunk (`prev`: the state before it; `prev.key` is None and
@@ -239,6 +240,12 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
                 || msg.is_some_and(|m| rules.event_words.is_match(m)));
         o.lead.push(Some(lead));
         o.evt.push(Some(evt));
+        // a record's first line without any header, not a raw traceback (Python prints those without one): a repair
+        let bare = and(
+            and(or(other, and(tbs, not(strong))), Some(!cont)),
+            msg.map(|m| !blank(m)),
+        );
+        o.bare.push(bare);
         p_plen = rows.plen[i];
         p_open0 = open0;
         p_open1 = open1;
@@ -268,6 +275,7 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
     t.add("rec", Column::I64(I64Column::all_valid(o.rec)));
     t.add("lead", Column::Bool(o.lead));
     t.add("evt", Column::Bool(o.evt));
+    t.add("bare", Column::Bool(o.bare));
     (t, next)
 }
 
