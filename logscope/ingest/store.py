@@ -46,8 +46,9 @@ class Store:
         self.size = 0
         self.lock = threading.Lock()
 
-    def add(self, name: str, key: tuple[int, int, int], df: pl.DataFrame) -> None:
-        df = compact(df)
+    def add(self, name: str, key: tuple[int, int, int], df: pl.DataFrame, compacted: bool = False) -> None:
+        """``df``'s rows of table ``name`` under ``key``; ``compacted``: its strings were copied out already."""
+        df = df if compacted else compact(df)
         with self.lock:
             self.frames.setdefault(name, []).append((key, df))
             self.size += df.estimated_size() + self.frame_bytes
