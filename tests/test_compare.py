@@ -249,8 +249,26 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     assert doc["whole"]["meets_slo"]["a"] is None
     assert doc["whole"]["slo_undecided"]["a"] == ["TTFT p95: no clock gives it for both runs"]
     line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
-    assert line.endswith("cannot be judged (TTFT p95: no clock gives it for both runs).")
+    assert "cannot be judged (TTFT p95: no clock gives it for both runs)." in line
     assert line in (tmp_path / "c" / "compare.md").read_text()
+    # what can be judged is still said, from the figures: both e2e p95 within 20 s, both successes >= 99 %
+    e2e, ok = _row(doc, "e2e_p95"), _row(doc, "success_share")
+    assert e2e["a"] <= doc["slo"]["e2e_s"] and e2e["b"] <= doc["slo"]["e2e_s"]
+    assert ok["a"] >= doc["slo"]["success"] and ok["b"] >= doc["slo"]["success"]
+    assert doc["whole"]["slo_met"] == {"a": ["e2e p95", "success share"], "b": ["e2e p95", "success share"]}
+    assert line.endswith("Of what can be judged, both meet e2e p95 and success share.")
+
+
+def test_a_setting_of_yes_or_no_reads_alike_in_the_verdict_and_the_changed_line(outs, tmp_path):
+    """spike (streamed) against spike-b (not): the one setting that differs is said as yes -> no in the verdict's
+    first line as in the "changed" line, and the SLO names what each run meets though TTFT cannot be judged."""
+    doc = compare(outs("spike", LAB / "spike"), outs("spike-b", LAB / "spike-b"), tmp_path / "c")["doc"]
+    first = doc["verdict"][0]
+    assert "client_stream yes → no" in first and "True" not in first
+    line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
+    met = doc["whole"]["slo_met"]
+    assert doc["whole"]["meets_slo"] == {"a": None, "b": None} and met["a"] and met["b"]
+    assert all(w in line for w in met["a"] + met["b"])
 
 
 def test_a_failed_compare_leaves_nothing_and_a_rerun_works(tmp_path):

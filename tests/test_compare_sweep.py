@@ -249,6 +249,20 @@ def test_the_sweep_says_which_value_met_the_slo_at_the_highest_load(swept):
     assert doc["verdict"][-1].startswith("From max_num_seqs 64 to 8: preemptions fell from")
 
 
+def test_a_sweep_upward_names_its_ends_in_the_trade_not_a_and_b(runs, tmp_path):
+    """max_num_seqs 8 → 64 as a sweep: preemptions rose from seqs-8's truth to seqs-64's while the wait fell; the
+    trade's last words name the two values, since a sweep has no A and B."""
+    doc = sweep([runs[n] for n in reversed(SWEEP)], tmp_path / "s")["doc"]
+    ends = doc["sweep"]["ends"]
+    p8, p64 = truth("seqs-8")["total_preemptions"], truth("seqs-64")["total_preemptions"]
+    assert ends["kind"] == "queue_into_preemptions"
+    assert ends["text"].startswith(f"From max_num_seqs 8 to 64: preemptions rose from {p8} to {p64}")
+    assert ends["text"].endswith(
+        "The trade runs the other way: max_num_seqs 64 preempts where max_num_seqs 8 queued."
+    )
+    assert " A " not in ends["text"] and " B " not in ends["text"] and ends["text"] == doc["verdict"][-1]
+
+
 def test_the_sweep_gives_the_evidence_for_its_winner(swept):
     """Why the winners won, from the recordings: each other value's first missed step and the figure that missed
     it (truth's callers' TTFT p95); and, the ladder's coarse steps tying several values at the boundary, the next
