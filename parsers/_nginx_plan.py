@@ -117,7 +117,7 @@ def steps(
         named.add(name)
         if name in keep:
             if name == "request" and _splits_request(nxt, escape):
-                value = [{"optional": _request_split(nxt)}, *value]
+                value = [{"optional": _request_split(nxt or "")}, *value]
             out.append({"field": name, "steps": value, **(reading(name, escape) if reading else {})})
         else:
             out += value

@@ -31,7 +31,7 @@ def _suspect(s: pl.Series, want: pl.DataType, keep_non_finite: bool) -> bool:
         if dtype.is_float() and s.is_nan().any():
             return True
         hi, lo = s.max(), s.min()
-        return hi is not None and (hi > top or lo < -top)  # type: ignore[operator]
+        return bool(hi is not None and (hi > top or lo < -top))  # type: ignore[operator]
     if dtype.is_float():  # a finite value past 2**53 (the infinities are values here)
         return bool((s.is_finite() & (s.abs() > top)).any())
     return False  # narrower integers cannot be past 2**53; other types hold no number to check
