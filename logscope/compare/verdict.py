@@ -121,6 +121,8 @@ def value_text(x: Any, unit: str) -> str:
         return pct(x)
     if unit == "s":
         return f"{fnum(x, 3 if abs(x) < 1 else 2)} s"
+    if unit == "tps":  # as the tables give it: a whole token per second is its precision
+        return f"{round(x):,}"
     return fnum(x)
 
 
@@ -175,7 +177,7 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
         steps_txt += f" B meets it at {', '.join(won)} where A did not."
     if lost:
         steps_txt += f" B misses it at {', '.join(lost)} where A met it."
-    head = f"SLO ({slo_text(slo)}) over the whole run: "
+    head = f"SLO ({slo_text(slo)}) over the whole run{_judged_on(whole.get('slo_judged_on') or {}, slo)}: "
     if a is None or b is None:
         why = whole.get("slo_undecided") or {}
         a_why, b_why = why.get("a") or [], why.get("b") or []
@@ -381,6 +383,19 @@ def steps_line(sa: list, sb: list, pairs: list) -> str | None:
         f"The traffic differs: no load step of one run matches a step of the other (A: {shown(sa)}; B: "
         f"{shown(sb)}); whole-run figures only."
     )
+
+
+def _judged_on(on: dict, slo: dict) -> str:
+    """', judged on TTFT p95 (engine) and e2e p95 (callers)': the clock each latency of the SLO was read on, since
+    a run without the callers' TTFT is judged on the engine's histogram and the two are not one figure."""
+    from .moves import BY_NAME
+
+    used = [
+        BY_NAME[k].title if k in BY_NAME else k
+        for what, skey in (("ttft", "ttft_s"), ("e2e", "e2e_s"))
+        if slo.get(skey) is not None and (k := on.get(what))
+    ]
+    return f", judged on {' and '.join(used)}" if used else ""
 
 
 def _known(whole: dict, r: str, both: bool = False) -> str:
