@@ -155,8 +155,7 @@ def ingest(
     if write is not None:
         write(store, out)
     else:
-        for name in PARSED_TABLES:
-            store.write(name, out / f"{name}.parquet")
+        store.write_all(PARSED_TABLES, out, cores())
     far = outliers.per_file(
         out, list(PARSED_TABLES)
     )  # before derive: the derived tables take the cleared times
