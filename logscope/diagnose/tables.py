@@ -58,6 +58,7 @@ COLUMNS = {
         "line_no",
         "request_time_s",
         "duration_s",
+        "header_s",  # null: no response header came (an upstream that never answered, findings/errors.py)
     ),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }
