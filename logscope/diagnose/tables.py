@@ -502,16 +502,63 @@ def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+RESCHEDULE = "RESCHEDULE"  # parsers/_lexicon.preemption_mode: V1's recovery from a KV connector's failed load
+
+
 def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
-    """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for."""
+    """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for; SGLang's
+    retractions, each the requests it retracted. V1's 'Recovered from KV load failure: N request(s) rescheduled' is no
+    preemption: a KV connector failed to load cached blocks (public-2 n19 read '1 preemption' of KV pressure where 215
+    requests were rescheduled): ``kv_load_failures``."""
     w = (
-        events.filter((pl.col("kind") == "preemption") & pl.col("ts").is_not_null())
+        events.filter(
+            (pl.col("kind") == "preemption")
+            & pl.col("ts").is_not_null()
+            & (pl.col("preemption_mode").fill_null("") != RESCHEDULE)
+        )
         .with_columns(pl.col("replica").fill_null(""))
         .sort(["replica", "ts", "seq"])
     )
+    affected = pl.col("requests_affected") if "requests_affected" in w.columns else pl.lit(None, pl.Int64)
     return w.with_columns(
         (pl.col("cumulative_preemptions") - pl.col("cumulative_preemptions").shift(1).over("replica"))
+        .fill_null(affected)
         .fill_null(1)
         .clip(1)
         .alias("preemptions")
     ).select("replica", "ts", "preemptions", "cumulative_preemptions", "request_id", "preemption_mode")
+
+
+_TOKENS_AFFECTED = r"\((\d+) tokens affected\)"
+
+
+def kv_load_failures(events: pl.DataFrame) -> pl.DataFrame:
+    """V1's 'Recovered from KV load failure: N request(s) rescheduled (M tokens affected)' lines (a KV connector,
+    e.g. LMCache or NIXL, failed to load cached blocks; vLLM recomputes them). Rows: replica, ts, source, requests,
+    tokens, message."""
+    if "preemption_mode" not in events.columns:
+        return pl.DataFrame(
+            schema={
+                "replica": pl.String,
+                "ts": TS,
+                "source": pl.String,
+                "requests": pl.Int64,
+                "tokens": pl.Int64,
+                "message": pl.String,
+            }
+        )
+    affected = (
+        pl.col("requests_affected") if "requests_affected" in events.columns else pl.lit(None, pl.Int64)
+    )
+    return (
+        events.filter((pl.col("kind") == "preemption") & (pl.col("preemption_mode") == RESCHEDULE))
+        .sort(["ts", "source", "line_no"], nulls_last=True)
+        .select(
+            pl.col("replica").fill_null(""),
+            "ts",
+            "source",
+            affected.cast(pl.Int64).alias("requests"),
+            pl.col("message").str.extract(_TOKENS_AFFECTED).cast(pl.Int64).alias("tokens"),
+            "message",
+        )
+    )

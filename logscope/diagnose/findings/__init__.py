@@ -43,6 +43,7 @@ from .events import event_findings
 from .gateway import failed_findings, gateway_down_findings
 from .impact import by_impact, cost, measure
 from .kv_admitted import admitted, admitted_finding
+from .kv_load import kv_load_findings, leads
 from .ladder import ladder_finding
 from .latency import cold_start_findings, slow_e2e_finding, slow_first_token_finding
 from .load_tests import load_test_findings
@@ -135,6 +136,7 @@ def build(
     out += clock_gap_findings(ctx, reg)
     out += capacity_findings(ctx, cap, reg, ladder)
     out += event_findings(ctx)
+    out += kv_load_findings(ctx)
     out += gateway_error_findings(ctx)
     out += gateway_down_findings(ctx, reg)
     out += unknown_model_findings(ctx)
@@ -181,6 +183,7 @@ def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict
         )
     )
     _overload_leads(out)
+    leads(out, ctx.th.merge_gap_s)  # a KV connector's failed load before the pressure it caused
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
 
