@@ -33,6 +33,7 @@ from .. import capacity
 from ..claims import Claim, Registry
 from ..context import Context
 from ..records import Finding
+from .aborts import abort_findings
 from .calm import calm_findings
 from .clocks import clock_gap_findings
 from .crash import death_finding, stall_finding, stop_findings
@@ -140,6 +141,7 @@ def build(
     out += gateway_error_findings(ctx)
     out += gateway_down_findings(ctx, reg)
     out += unknown_model_findings(ctx)
+    out += abort_findings(ctx)
     out += cold_start_findings(ctx, cold, REPEATS)
     plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
     out += plat
