@@ -60,7 +60,7 @@ def test_a_queue_rising_to_the_end_is_not_a_recovery(analyzed):
 def test_real_preemptions_stay_preemptions(analyzed):
     _, s, diag = analyzed(need(PUBLIC / "33-v0-0.6.3-pending-98-then-swap-preemption.log"))
     assert [(e["signal"], e["count"]) for e in diag["episodes"]] == [("preemptions", 1)]
-    assert s["findings"][0]["title"] == "Sustained KV pressure: 1 preemption 11:16:41–11:16:41"
+    assert s["findings"][0]["title"] == "Sustained KV pressure: 1 preemption at 11:16:41"
     assert "swaps them out to CPU memory" in s["findings"][0]["cause"]
     _, s, diag = analyzed(need(DATA / "sglang" / "retract-kv-pool-full.log"))
     assert [(e["signal"], e["count"]) for e in diag["episodes"]] == [("preemptions", 5)]

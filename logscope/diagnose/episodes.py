@@ -547,14 +547,25 @@ def _classify(
 ) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
-    head = f"{_unit(ctx, sig, start, end)} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+    # one sample has a time, not a duration: '06:16:52–06:16:52 (0 s)' read as a measured 0 s (public-2 n01)
+    when = (
+        f"at {clock.hms(start)} (one sample)"
+        if start == end
+        else f"{clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+    )
+    head = f"{_unit(ctx, sig, start, end)} {when}"
     if sig in COUNTED:
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
-        head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+        head = f"{ep['count']} {unit} {when}"
     comp = (
         "; with "
         + ", ".join(
-            f"{c['signal']} {clock.hms_range(c['start'], c['end'])}"
+            f"{c['signal']} "
+            + (
+                f"at {clock.hms(c['start'])}"
+                if c["start"] == c["end"]
+                else clock.hms_range(c["start"], c["end"])
+            )
             + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
             for c in companions
         )

@@ -435,7 +435,7 @@ def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
     waiting at 16:43:30 is 30), and a column no line of the second has stays null, not 0 (SGLang's prefill
     lines have no generation throughput: not 0 tokens/s, not a stall)."""
     if df.height == 0:
-        return df
+        return df.with_columns(pl.lit(None, pl.UInt32).alias("engines"))
     has_agg = df.group_by("replica").agg((pl.col("engine") == "aggregated").any().alias("_agg"))
     df = df.join(has_agg, on="replica", how="left").filter(
         ~pl.col("_agg") | (pl.col("engine") == "aggregated")
@@ -458,6 +458,8 @@ def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
             *(total(c) for c in ("running", "waiting", "prompt_tps", "gen_tps")),
             pl.col("kv").max(),
             pl.col("seq").min(),
+            # how many engines' lines were summed: a sum says so (public-2 n01: 51 + 31 running read '82 running')
+            pl.col("engine").n_unique().alias("engines"),
         )
         .sort(["replica", "ts", "seq"])
     )

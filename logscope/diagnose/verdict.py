@@ -12,6 +12,7 @@ from . import findings, ladder, latency_named, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
 from .findings import kv_admitted
+from .findings.record import engines_note
 
 CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
 
@@ -254,6 +255,8 @@ def _headline(e: dict) -> str:
         state.append(f"{e['running_max']:.0f} running")
     if e["waiting_max"] or (e["waiting_max"] == 0 and e["signal"] == "kv_pressure"):
         state.append(f"{e['waiting_max']:.0f} waiting")
+    if state and engines_note(e):
+        state[-1] += engines_note(e)
     # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
     comps = [c for c in (e.get("details") or {}).get("companions") or [] if c["end"] > c["start"]]
     when = (

@@ -100,15 +100,24 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         "queue": f"a waiting queue of up to {num(ep['peak'])}",
     }[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
-    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
+    # an instant (one sample, one warning) is said at its time, not as the range 11:16:41–11:16:41
+    span = (
+        clock.hms_range(ep["start"], ep["end"]) if ep["end"] > ep["start"] else f"at {clock.hms(ep['start'])}"
+    )
+    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {span}"
     if ends_on_one_line(ctx, ep):  # one stats line, the last: a level at a time, not a regime of 0 s
         title = (
             f"{'KV pressure' if kv_full else 'Queue'} when the logs end: {what} at {clock.hms(ep['start'])} "
             "(one stats line)"
         )
     if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
-        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {clock.hms_range(ep['start'], ep['end'])}"
-    symptom = f"{what} for {ep['duration_s']:.0f} s ({state_phrase(ep)})"
+        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {span}"
+    lasted = (
+        f"for {ep['duration_s']:.0f} s"
+        if ep["end"] > ep["start"]
+        else f"at {clock.hms(ep['start'])} (one sample)"
+    )
+    symptom = f"{what} {lasted} ({state_phrase(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
         ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
