@@ -36,11 +36,11 @@ from ..records import Finding
 from .aborts import abort_findings
 from .calm import calm_findings
 from .clocks import clock_gap_findings
-from .crash import death_finding, stall_finding, stop_findings
+from .crash import KV_DEATH, death_finding, stall_finding, stop_findings
 from .decode import slow_decode_findings
 from .engine_words import in_engine_words
 from .errors import error_finding, gateway_error_findings, unknown_model_findings
-from .events import event_findings
+from .events import KV_REFUSED, event_findings
 from .gateway import failed_findings, gateway_down_findings
 from .impact import by_impact, cost, measure
 from .kv_admitted import admitted, admitted_finding
@@ -152,6 +152,9 @@ def build(
         out += failed_findings(ctx, reg)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += calm_findings(ctx, eps, cap, reg)
+    # a start-up death its KV check caused says the refusal itself: the check's own finding would say it twice
+    if any(f["kind"] == "crash" and f["title"].endswith(KV_DEATH) for f in out):
+        out = [f for f in out if f["title"] != KV_REFUSED]
     _rank(ctx, out, ladder, ladder_rows)
     in_engine_words(ctx, out, eps)  # an SGLang server's next test names SGLang's flags, not vLLM's
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it

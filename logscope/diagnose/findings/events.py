@@ -10,6 +10,7 @@ from ..claims import facts
 from ..context import Context
 from .record import clock_time, make_finding
 
+KV_REFUSED = "The server cannot start: max_model_len needs more KV cache than there is"
 # the line of a start-up failure's record that says what did not fit (V0 message, V1 ValueError)
 _KV_SAID = re.compile(r"max seq len|max_model_len|KV cache", re.IGNORECASE)
 
@@ -64,7 +65,7 @@ def event_findings(ctx: Context) -> list[dict]:
         out.append(
             make_finding(
                 "critical",
-                "The server cannot start: max_model_len needs more KV cache than there is",
+                KV_REFUSED,
                 f"start-up failed: one sequence of max_model_len{' ' + str(mml) if mml else ''} tokens does "
                 "not fit in the KV cache",
                 f"{text[:300]}{hint}",
