@@ -8,15 +8,19 @@ served: the calm claim is unknown already and names the abort."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import cast
+
 import polars as pl
 
 from ... import clock
 from ..claims import facts
 from ..context import Context
+from ..records import Finding
 from .record import make_finding
 
 
-def abort_findings(ctx: Context) -> list[dict]:
+def abort_findings(ctx: Context) -> list[Finding]:
     if ctx.inputs.requests_origin in ("correlated", "client"):  # the callers' records say who left
         return []
     if ctx.server.height == 0:
@@ -31,7 +35,7 @@ def abort_findings(ctx: Context) -> list[dict]:
     a = aborted.height
     if a == 0 or a < finished:  # most requests that ended were answered: an abort now and then is no finding
         return []
-    lo, hi = aborted["aborted_ts"].min(), aborted["aborted_ts"].max()
+    lo, hi = cast(datetime, aborted["aborted_ts"].min()), cast(datetime, aborted["aborted_ts"].max())
     when = f"at {clock.hms(lo)}" if lo == hi else clock.hms_range(lo, hi)
     share = "none finished" if finished == 0 else f"{finished:,} finished"
     return [

@@ -9,6 +9,7 @@ from ... import clock
 from .. import failures
 from ..claims import facts
 from ..context import Context
+from ..records import Finding
 from .record import clock_time, make_finding, pct, requests_phrase
 
 # vLLM's answer to a request naming a model it does not serve (serving_engine ``_check_model``: 404 NotFoundError);
@@ -99,7 +100,7 @@ def _cause(ctx: Context, ep: dict) -> tuple[str, str]:
 _NO_ANSWER = (502, 504)
 
 
-def gateway_error_findings(ctx: Context) -> list[dict]:
+def gateway_error_findings(ctx: Context) -> list[Finding]:
     """Upstreams that returned no success to any of their (at least 3) attempts: those that never answered (no
     status, or the gateway's own 502/504 with no header) are told from those that answered every attempt with an
     error (g01's LiteLLM router: 429 rate limits, which once read 'never answered')."""
@@ -127,7 +128,7 @@ def gateway_error_findings(ctx: Context) -> list[dict]:
     return [_never_answered(r) if r["answered"] == 0 else _refused(r) for r in per.iter_rows(named=True)]
 
 
-def _never_answered(r: dict) -> dict:
+def _never_answered(r: dict) -> Finding:
     return make_finding(
         "low",
         f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
@@ -151,7 +152,7 @@ def _never_answered(r: dict) -> dict:
     )
 
 
-def _refused(r: dict) -> dict:
+def _refused(r: dict) -> Finding:
     """An upstream that answered, with an error every time: what it said is the finding, not silence."""
     by: dict[int, int] = {}
     for s in r["statuses"]:

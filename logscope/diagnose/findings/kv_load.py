@@ -5,7 +5,8 @@ running out (public-2 n19, LMCache: 215 requests rescheduled, read '1 preemption
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import cast
 
 import polars as pl
 
@@ -19,12 +20,16 @@ from .record import make_finding
 SYMPTOMS = ("pressure", "latency", "errors")  # what the recompute of the rescheduled requests shows
 
 
-def kv_load_findings(ctx: Context) -> list[dict]:
+def kv_load_findings(ctx: Context) -> list[Finding]:
     kl = kv_load_failures(ctx.inputs.events)
     if kl.height == 0:
         return []
     timed = kl.filter(pl.col("ts").is_not_null())
-    lo, hi = (timed["ts"].min(), timed["ts"].max()) if timed.height else (None, None)
+    lo, hi = (
+        (cast(datetime, timed["ts"].min()), cast(datetime, timed["ts"].max()))
+        if timed.height
+        else (None, None)
+    )
     requests = kl["requests"].drop_nulls()
     tokens = kl["tokens"].drop_nulls()
     n_req = int(requests.sum()) if requests.len() else None
