@@ -91,7 +91,9 @@ def _verdict(
     if not eps:
         if top is not None and top["severity"] != "info":
             kind = (
-                "a start-up failure, not a load regime"
+                "the death's record carries no time, so when it died and what came after are not in the logs"
+                if top["kind"] == "crash" and top["start"] is None and top["episode_id"] is None
+                else "a start-up failure, not a load regime"
                 if top["kind"] in ("startup", "crash")
                 else "a load above capacity, with no episode of server pressure"
                 if top["kind"] == "capacity" and top["episode_id"] is None and top["start"] is not None
