@@ -249,8 +249,44 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     assert doc["whole"]["meets_slo"]["a"] is None
     assert doc["whole"]["slo_undecided"]["a"] == ["TTFT p95: no clock gives it for both runs"]
     line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
-    assert line.endswith("cannot be judged (TTFT p95: no clock gives it for both runs).")
+    assert "cannot be judged (TTFT p95: no clock gives it for both runs)." in line
     assert line in (tmp_path / "c" / "compare.md").read_text()
+    # what can be judged is still said, from the figures: both e2e p95 within 20 s, both successes >= 99 %
+    e2e, ok = _row(doc, "e2e_p95"), _row(doc, "success_share")
+    assert e2e["a"] <= doc["slo"]["e2e_s"] and e2e["b"] <= doc["slo"]["e2e_s"]
+    assert ok["a"] >= doc["slo"]["success"] and ok["b"] >= doc["slo"]["success"]
+    assert doc["whole"]["slo_met"] == {"a": ["e2e p95", "success share"], "b": ["e2e p95", "success share"]}
+    assert line.endswith("Of what can be judged, both meet e2e p95 and success share.")
+    assert ", judged on e2e p95 (callers): cannot be judged" in line
+    for page in ("compare.md", "compare.html"):  # the pages' own SLO line reads as a sentence
+        text = (tmp_path / "c" / page).read_text()
+        assert "A cannot be judged, B cannot be judged." in text and "unknown it" not in text
+
+
+def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path):
+    """calm (no callers' TTFT: a closed loop that does not stream) against calm-b (streams): TTFT is judged on the
+    engine's histogram, the one clock both runs have, e2e on the callers'; the line says so beside "meet it"."""
+    doc = compare(outs("calm", LAB / "calm"), outs("calm-b", LAB / "calm-b"), tmp_path / "c")["doc"]
+    assert doc["whole"]["slo_judged_on"] == {"ttft": "engine_ttft_p95", "e2e": "e2e_p95"}
+    eng = _row(doc, "engine_ttft_p95")
+    assert _row(doc, "ttft_p95")["a"] is None and eng["a"] is not None and eng["b"] is not None
+    line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
+    assert ", judged on TTFT p95 (engine) and e2e p95 (callers): " in line
+    assert doc["whole"]["meets_slo"] == {"a": True, "b": True} and line.endswith("both runs meet it.")
+    for page in ("compare.md", "compare.html"):
+        assert "A meets it, B meets it." in (tmp_path / "c" / page).read_text()
+
+
+def test_a_setting_of_yes_or_no_reads_alike_in_the_verdict_and_the_changed_line(outs, tmp_path):
+    """spike (streamed) against spike-b (not): the one setting that differs is said as yes -> no in the verdict's
+    first line as in the "changed" line, and the SLO names what each run meets though TTFT cannot be judged."""
+    doc = compare(outs("spike", LAB / "spike"), outs("spike-b", LAB / "spike-b"), tmp_path / "c")["doc"]
+    first = doc["verdict"][0]
+    assert "client_stream yes → no" in first and "True" not in first
+    line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
+    met = doc["whole"]["slo_met"]
+    assert doc["whole"]["meets_slo"] == {"a": None, "b": None} and met["a"] and met["b"]
+    assert all(w in line for w in met["a"] + met["b"])
 
 
 def test_a_failed_compare_leaves_nothing_and_a_rerun_works(tmp_path):

@@ -136,6 +136,28 @@ def test_the_verdict_names_the_trade_with_the_truths_figures(pair):
     assert "vLLM's queue time p95 (engine metrics histogram) rose at " in trade["text"]
 
 
+def test_the_trade_table_gives_a_histograms_quantile_with_its_bucket(runs, tmp_path):
+    """The trade's sentence says vLLM's queue time p95 moved 'from the 0.3–0.5 s bucket'; its table on the page and
+    in the ticket gives the same bucket beside the interpolated figure, not the figure alone."""
+    compare(runs["seqs-64"], runs["seqs-8"], tmp_path / "c")
+    doc = json.loads((tmp_path / "c" / "compare.json").read_text())
+    queued = [m for m in doc["trade"]["rose"] if m["name"] == "queue_p95" and m["bucket"]]
+    assert queued
+    page = (tmp_path / "c" / "compare.html").read_text()
+    ticket = (tmp_path / "c" / "compare.md").read_text()
+    for m in queued:
+        a, b = (f"{fnum(m[x], 3)} s" for x in "ab")
+        ba, bb = m["bucket"]["a"], m["bucket"]["b"]
+        assert f"from the {ba} bucket to the {bb} bucket" in doc["trade"]["text"]
+        # the trade table's row: where, then A and B each with its bucket (the step tables are apart)
+        span = '<br><span class="small muted nowrap">in {}</span>'
+        assert (
+            f'<td>{m["scope"]}</td><td class="num">{a}{span.format(ba)}</td><td class="num">{b}{span.format(bb)}</td>'
+            in page
+        )
+        assert f"| {m['scope']} | {a} (in {ba}) | {b} (in {bb}) |" in ticket
+
+
 def test_the_callers_wait_in_front_of_the_engine(pair):
     """Where the callers' TTFT rose beyond the noise and the engine's did not, the wait is in front of the engine,
     where only the callers' clock sees it; the figures are truth's."""
@@ -247,6 +269,20 @@ def test_the_sweep_says_which_value_met_the_slo_at_the_highest_load(swept):
     # the sweep's two ends traded as the pair did
     assert doc["sweep"]["ends"]["kind"] == "latency_into_queue"
     assert doc["verdict"][-1].startswith("From max_num_seqs 64 to 8: preemptions fell from")
+
+
+def test_a_sweep_upward_names_its_ends_in_the_trade_not_a_and_b(runs, tmp_path):
+    """max_num_seqs 8 → 64 as a sweep: preemptions rose from seqs-8's truth to seqs-64's while the wait fell; the
+    trade's last words name the two values, since a sweep has no A and B."""
+    doc = sweep([runs[n] for n in reversed(SWEEP)], tmp_path / "s")["doc"]
+    ends = doc["sweep"]["ends"]
+    p8, p64 = truth("seqs-8")["total_preemptions"], truth("seqs-64")["total_preemptions"]
+    assert ends["kind"] == "queue_into_preemptions"
+    assert ends["text"].startswith(f"From max_num_seqs 8 to 64: preemptions rose from {p8} to {p64}")
+    assert ends["text"].endswith(
+        "The trade runs the other way: max_num_seqs 64 preempts where max_num_seqs 8 queued."
+    )
+    assert " A " not in ends["text"] and " B " not in ends["text"] and ends["text"] == doc["verdict"][-1]
 
 
 def test_the_sweep_gives_the_evidence_for_its_winner(swept):

@@ -69,6 +69,7 @@ def scope(label: str, rows: list[dict], fa: moves.Figures, fb: moves.Figures, sl
         "meets_slo": {"a": ma, "b": mb},
         "slo_failed": {"a": fail_a, "b": fail_b},
         "slo_undecided": {"a": verdict.undecided(fa, slo, on), "b": verdict.undecided(fb, slo, on)},
+        "slo_met": {"a": verdict.met(fa, slo, on), "b": verdict.met(fb, slo, on)},
         "slo_judged_on": on,
         "metrics": rows,
     }

@@ -127,6 +127,9 @@ def view(doc: dict) -> dict:
                 "scope": m["scope"],
                 "a": value(m["a"], "s"),
                 "b": value(m["b"], "s"),
+                # a histogram's quantile is said as its bucket, as the trade's sentence says it
+                "a_bucket": bucket(m, "a"),
+                "b_bucket": bucket(m, "b"),
                 "beyond": "yes"
                 if m["beyond_noise"]
                 else ("no" if m["beyond_noise"] is False else "not estimated"),
@@ -172,7 +175,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
     md_name, html_name = (
         ("compare-sweep.md.j2", "compare-sweep.html.j2") if sweep else ("compare.md.j2", "compare.html.j2")
     )
-    text = markdown.environment().get_template(md_name).render(c=doc, v=v, yesno=_yesno)
+    text = markdown.environment().get_template(md_name).render(c=doc, v=v, side=_side)
     paths["compare_md"].write_text(re.sub(r"\n{3,}", "\n\n", text), encoding="utf-8")
     charts_: tuple[tuple[str, dict | None], ...]
     if sweep:
@@ -190,7 +193,7 @@ def write(out: Path, doc: dict, extra: dict) -> dict[str, Path]:
         .render(
             c=doc,
             v=v,
-            yesno=_yesno,
+            side=_side,
             whole=whole_options,
             specs={k: page.script_json(s) for k, s in specs.items()},
             csp=page.CSP,
@@ -290,6 +293,11 @@ def _guard(fn, *args) -> dict | None:
 
 def _yesno(x: bool | None) -> str:
     return "unknown" if x is None else ("meets" if x else "misses")
+
+
+def _side(x: bool | None) -> str:
+    """One run against the SLO, in a sentence: 'meets it', 'misses it', 'cannot be judged' (never 'unknown it')."""
+    return "cannot be judged" if x is None else ("meets it" if x else "misses it")
 
 
 def terminal_lines(doc: dict) -> list[str]:

@@ -268,13 +268,16 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
         fa, fb = figs[a.label][k], figs[b.label][k]
         steps.append({"label": labels[k].label, "metrics": moves.compare(fa, fb, k)})
     whole = moves.compare(figs[a.label]["whole"], figs[b.label]["whole"], "whole")
-    td = trade.trade(whole, steps) if alike is not False and swept else trade.trade([], [])
+    ends = ("A", "B")
+    if swept:
+        ends = (
+            f"{swept['name']} {verdict.as_configured(swept['values'][a.label.lower()])}",
+            f"{swept['name']} {verdict.as_configured(swept['values'][b.label.lower()])}",
+        )
+    td = trade.trade(whole, steps, ends) if alike is not False and swept else trade.trade([], [])
     text = td["text"]
     if text and swept:
-        text = (
-            f"From {swept['name']} {verdict.as_configured(swept['values'][a.label.lower()])} to "
-            f"{verdict.as_configured(swept['values'][b.label.lower()])}: {text[0].lower()}{text[1:]}"
-        )
+        text = f"From {ends[0]} to {ends[1].removeprefix(swept['name'] + ' ')}: {text[0].lower()}{text[1:]}"
     return {
         "a": a.label.lower(),
         "b": b.label.lower(),

@@ -105,7 +105,7 @@ SAID = {
 SAID_MAX = 3  # figures one sentence names
 
 
-def _clock_missing(whole: list[dict]) -> list[str]:
+def _clock_missing(whole: list[dict], names: tuple[str, str] = ("A", "B")) -> list[str]:
     """What cannot be compared for want of a clock (in neither run, or in one only)."""
     out = []
     for name, what, then in (
@@ -124,7 +124,7 @@ def _clock_missing(whole: list[dict]) -> list[str]:
         if not a and not b:
             out.append(f"{what} is not in either folder: {then}")
         elif a != b:
-            out.append(f"{what} is only in {'A' if a else 'B'}'s folder: {then}")
+            out.append(f"{what} is only in {names[0] if a else names[1]}'s folder: {then}")
     return out
 
 
@@ -140,7 +140,7 @@ def _said(name: str, moves: list[dict], order: dict[str, int]) -> str:
     src = moves[0]["where"].split(", ", 1)[1] if ", " in moves[0]["where"] else ""
     where = ", ".join(f"{_at(m)} from {_v(m, 'a')} to {_v(m, 'b')}" for m in shown)
     rest = sorted(steps[SHOWN_STEPS:], key=lambda m: order.get(m["scope"], 0))
-    more = f", and at {', '.join(_at(m).removeprefix('at ') for m in rest)}" if rest else ""
+    more = f", and by less at {', '.join(_at(m).removeprefix('at ') for m in rest)}" if rest else ""
     verb = "rose" if moves[0]["change"] > 0 else "fell"
     return f"{SAID.get(name, moves[0]['title'])}{f' ({src})' if src else ''} {verb} {where}{more}"
 
@@ -172,13 +172,14 @@ def _front(scopes: list[tuple[str, list[dict]]], rose: dict[str, list[dict]]) ->
     return None
 
 
-def trade(whole: list[dict], steps: list[dict]) -> dict:
+def trade(whole: list[dict], steps: list[dict], names: tuple[str, str] = ("A", "B")) -> dict:
     """The trade object the verdict and the pages render: preemptions' change, the latencies that moved the
-    other way (by scope), the clocks missing, and the sentence."""
+    other way (by scope), the clocks missing, and the sentence. ``names``: the two runs as the sentence calls
+    them (a sweep's ends are its values, not A and B)."""
     scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in steps]
     order = {scope: i for i, (scope, _) in enumerate(scopes)}
     pre = preemption_change(whole)
-    missing = _clock_missing(whole)
+    missing = _clock_missing(whole, names)
     out: dict = {"preemptions": pre, "rose": {}, "missing": missing, "kind": None, "text": None}
     if pre is None:
         return out
@@ -209,7 +210,7 @@ def trade(whole: list[dict], steps: list[dict]) -> dict:
             out["kind"] = "queue_into_preemptions"
             out["text"] = (
                 f"{head}, while the wait fell (beyond the sampling noise): {said}{tail}. The trade runs the "
-                "other way: B preempts where A queued."
+                f"other way: {names[1]} preempts where {names[0]} queued."
             )
         return out
     checked = [k for k in ("queue_p95", "queue_mean_s", "ttft_p95", "engine_ttft_p95") if _known(whole, k)]

@@ -83,6 +83,26 @@ def undecided(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
     return out
 
 
+def met(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
+    """The SLO conditions judged and met (their words: "e2e p95"), so that a run the SLO cannot judge whole still
+    says what it does meet: a histogram's p95 meets a limit only with its whole bucket below it."""
+    out = []
+    for key, skey, upper in ((on.get("ttft"), "ttft_s", True), (on.get("e2e"), "e2e_s", True)) + (
+        ("success_share", "success", False),
+    ):
+        t = slo.get(skey)
+        v = fig.values.get(key) if key else None
+        if t is None or v is None:
+            continue
+        bounds = fig.meta.get(key, {}).get("bucket_bounds") if upper else None
+        if bounds is not None:
+            if bounds[1] <= t:
+                out.append(SLO_WORDS[skey])
+        elif (v <= t) if upper else (v >= t):
+            out.append(SLO_WORDS[skey])
+    return out
+
+
 def slo_text(slo: dict) -> str:
     bits = []
     if slo.get("ttft_s") is not None:
@@ -130,6 +150,8 @@ def comparability(
 
 def as_configured(v: Any) -> str:
     """A setting as written in its configuration (a port or a count without a thousands separator)."""
+    if isinstance(v, bool):  # as the "changed" line and the settings table say it
+        return "yes" if v else "no"
     if isinstance(v, list):
         return "[" + ", ".join(as_configured(x) for x in v) + "]"
     if isinstance(v, int) and not isinstance(v, bool):
@@ -153,7 +175,7 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
         steps_txt += f" B meets it at {', '.join(won)} where A did not."
     if lost:
         steps_txt += f" B misses it at {', '.join(lost)} where A met it."
-    head = f"SLO ({slo_text(slo)}) over the whole run: "
+    head = f"SLO ({slo_text(slo)}) over the whole run{_judged_on(whole.get('slo_judged_on') or {}, slo)}: "
     if a is None or b is None:
         why = whole.get("slo_undecided") or {}
         a_why, b_why = why.get("a") or [], why.get("b") or []
@@ -166,7 +188,23 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
                 if w not in other
             ]
         )
-        return head + f"cannot be judged ({named or 'a figure is unknown'})." + steps_txt
+        known = {r: _known(whole, r) for r in ("a", "b")}
+        if a is None and b is None:
+            said = (
+                f" Of what can be judged, both {_known(whole, 'a', both=True)}."
+                if known["a"] and known["a"] == known["b"]
+                else "".join(f" {r.upper()} {known[r]}." for r in ("a", "b") if known[r])
+            )
+            return head + f"cannot be judged ({named or 'a figure is unknown'})." + said + steps_txt
+        # one run is judged whole: say its result, and what the other one lacks
+        r, u = ("a", "b") if a is not None else ("b", "a")
+        res = "meets it" if whole["meets_slo"][r] else f"misses it ({_titles(whole['slo_failed'][r])})"
+        rest = f"; it {known[u]}" if known[u] else ""
+        return (
+            head
+            + f"{r.upper()} {res}; {u.upper()} cannot be judged ({named or 'a figure is unknown'}){rest}."
+            + steps_txt
+        )
     if a == b:
         return (
             head
@@ -343,6 +381,31 @@ def steps_line(sa: list, sb: list, pairs: list) -> str | None:
         f"The traffic differs: no load step of one run matches a step of the other (A: {shown(sa)}; B: "
         f"{shown(sb)}); whole-run figures only."
     )
+
+
+def _judged_on(on: dict, slo: dict) -> str:
+    """', judged on TTFT p95 (engine) and e2e p95 (callers)': the clock each latency of the SLO was read on, since
+    a run without the callers' TTFT is judged on the engine's histogram and the two are not one figure."""
+    from .moves import BY_NAME
+
+    used = [
+        BY_NAME[k].title if k in BY_NAME else k
+        for what, skey in (("ttft", "ttft_s"), ("e2e", "e2e_s"))
+        if slo.get(skey) is not None and (k := on.get(what))
+    ]
+    return f", judged on {' and '.join(used)}" if used else ""
+
+
+def _known(whole: dict, r: str, both: bool = False) -> str:
+    """What one run's SLO figures do say when the whole cannot be judged: 'misses e2e p95 (callers)',
+    'meets e2e p95 and success share'."""
+    failed = (whole.get("slo_failed") or {}).get(r) or []
+    ok = (whole.get("slo_met") or {}).get(r) or []
+    miss, meet = ("miss", "meet") if both else ("misses", "meets")
+    bits = ([f"{miss} {_titles(failed)}"] if failed else []) + (
+        [f"{meet} {' and '.join(ok) if len(ok) < 3 else ', '.join(ok[:-1]) + ' and ' + ok[-1]}"] if ok else []
+    )
+    return " and ".join(bits)
 
 
 def _titles(keys: list[str]) -> str:
