@@ -639,7 +639,10 @@ def _generic(g: pl.DataFrame, ctx: ParseContext, state: dict) -> dict[str, pl.Da
         )
     )
     prev = state.get("generic_requests")
-    state["generic_requests"] = _merge_generic(pl.concat([prev, part]) if prev is not None else part)
+    # the merged rows' columns come in the aggregation's order, not the chunk's: a second chunk's concat failed
+    state["generic_requests"] = _merge_generic(
+        pl.concat([prev, part.select(prev.columns)]) if prev is not None else part
+    )
     return {"client_attempts": a}
 
 
