@@ -174,10 +174,19 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         )
     ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
     att = _attempts(ev.filter(pl.col("att") > 0), debug)
-    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(
-        ~pl.col("retried").shift(1).over("tid").fill_null(False)
-    ) | pl.col("has_done").shift(1).over("tid").fill_null(False)
-    att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tid").alias("lg"))
+    # sorted by thread, a thread's attempts are a run of rows: the row before in the run and a running count within
+    # it replace windows over the thread (which hashed it three times: 2.2 -> 0.5 ms a chunk)
+    same = (pl.col("tid") == pl.col("tid").shift(1)).fill_null(False)
+
+    def before(c: str) -> pl.Expr:
+        return pl.when(same).then(pl.col(c).shift(1)).fill_null(False)
+
+    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(~before("retried"))
+    new = new | before("has_done")
+    att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).alias("_n"))
+    att = att.with_columns(pl.col("_n").cum_sum().alias("_cs"))
+    run_base = pl.when(~same).then(pl.col("_cs") - pl.col("_n")).forward_fill()
+    att = att.with_columns((pl.col("_cs") - run_base).alias("lg")).drop("_n", "_cs")
     att = att.with_columns(_runs().alias("_g"))
     att = _closed(att, state, final)
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
