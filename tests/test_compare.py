@@ -263,6 +263,31 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
         assert "A cannot be judged, B cannot be judged." in text and "unknown it" not in text
 
 
+def test_a_bootstrap_interval_is_said_to_its_figures_precision(outs, tmp_path):
+    """calm against spike: each 95 % interval in the noise column gives its bounds in the unit of its figure, to
+    the millisecond or the tenth of a point (spike's e2e p95 interval read +11.35 … +12.69 beside a p50's
+    -0.01461 … +0.1721: digits a bootstrap does not hold), and they are the interval compare.json keeps."""
+    doc = compare(outs("calm", LAB / "calm"), outs("spike", LAB / "spike"), tmp_path / "c")["doc"]
+    said = [r for r in doc["whole"]["metrics"] if (r["noise"] or "").startswith("95 % interval")]
+    assert {r["unit"] for r in said} >= {"s", "share"}
+    for r in said:
+        lo, hi = r["interval"]
+        if r["unit"] == "s":
+            want = f"{lo:+.3f} s … {hi:+.3f} s"
+        elif r["unit"] == "share":
+            want = f"{lo * 100:+.1f} pt … {hi * 100:+.1f} pt"
+        else:
+            want = f"{lo:+.3g} … {hi:+.3g}"
+        assert r["noise"] == f"95 % interval of B − A: {want} (1000 resamples)", r["name"]
+    e2e = _row(doc, "e2e_p95")
+    assert e2e["beyond_noise"] and e2e["interval"][0] > 11 and "s … +" in e2e["noise"]
+    # a throughput reads the same in the verdict as in the table: whole tokens per second
+    tps = _row(doc, "throughput_tps")
+    said = f"output tokens/s {round(tps['a']):,} → {round(tps['b']):,}"
+    assert said in next(v for v in doc["verdict"] if v.startswith("Over the whole runs"))
+    assert f"| {round(tps['a']):,} | {round(tps['b']):,} |" in (tmp_path / "c" / "compare.md").read_text()
+
+
 def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path):
     """calm (no callers' TTFT: a closed loop that does not stream) against calm-b (streams): TTFT is judged on the
     engine's histogram, the one clock both runs have, e2e on the callers'; the line says so beside "meet it"."""

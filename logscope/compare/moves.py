@@ -387,6 +387,16 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
     return rows
 
 
+def _bound(x: float, unit: str) -> str:
+    """An interval's end to the precision of the figures it compares (a bootstrap's bound holds no more): seconds
+    to the millisecond, a share in percentage points to a tenth, other figures to 3 significant digits."""
+    if unit == "s":
+        return f"{x:+.3f} s"
+    if unit == "share":
+        return f"{x * 100:+.1f} pt"
+    return f"{x:+.3g}"
+
+
 def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     if a is None or b is None:
         return (
@@ -412,7 +422,7 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     seed = zlib.crc32(f"{scope}/{m.name}".encode())
     lo, hi = interval(xa, xb, m.stat, seed)
     beyond = lo > 0 or hi < 0
-    text = f"95 % interval of B − A: {lo:+.4g} … {hi:+.4g} ({RESAMPLES} resamples)"
+    text = f"95 % interval of B − A: {_bound(lo, m.unit)} … {_bound(hi, m.unit)} ({RESAMPLES} resamples)"
     ba = fa.meta.get(m.name, {}).get("bucket_bounds")
     bb = fb.meta.get(m.name, {}).get("bucket_bounds")
     if ba is not None or bb is not None:  # a histogram's quantile: only a move into another bucket is seen

@@ -121,6 +121,8 @@ def value_text(x: Any, unit: str) -> str:
         return pct(x)
     if unit == "s":
         return f"{fnum(x, 3 if abs(x) < 1 else 2)} s"
+    if unit == "tps":  # as the tables give it: a whole token per second is its precision
+        return f"{round(x):,}"
     return fnum(x)
 
 
