@@ -94,9 +94,17 @@ _ALL_KEYS = list(dict.fromkeys(k for keys in _KEYS.values() for k in keys))  # e
 
 
 def _json_fields(lines: pl.DataFrame) -> pl.DataFrame:
-    """line_no and each field of JSON lines (the first of its spellings present)."""
+    """line_no and each field of JSON lines (the first of its spellings present), read as a text line's fields are
+    (envoy_access.toml): '-' and an empty value null, the numbers typed."""
     f = json_fields(lines, _ALL_KEYS)
-    return f.select("line_no", *[pl.coalesce(keys).alias(name) for name, keys in _KEYS.items()])
+    f = f.select("line_no", *[pl.coalesce(keys).alias(name) for name, keys in _KEYS.items()])
+    f = f.filter(pl.col("start").is_not_null())
+    text = [k for k in _KEYS if k not in ("start", "code", "attempts", "tx", "dur", "rdur", "ust")]
+    return f.with_columns(
+        *[_dash(k) for k in text],
+        *[pl.col(k).pipe(to_int) for k in ("code", "attempts", "tx")],
+        *[_num(_dash(k)) for k in ("dur", "rdur", "ust")],
+    )
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
@@ -107,16 +115,12 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     text = pl.concat([f.select("line_no"), got.drop("kind")], how="horizontal").filter(
         kind == _kinds.index(__file__, "text")
     )
-    js = _json_fields(f.filter(kind == _kinds.index(__file__, "json")))
-    js = js.filter(pl.col("start").is_not_null())
+    json_lines = f.filter(kind == _kinds.index(__file__, "json"))
+    js = _json_fields(json_lines) if json_lines.height else json_lines.select("line_no")
     frames = []
     if text.height:
-        frames.append(
-            _rows(
-                text.with_columns(pl.lit(None, pl.String).alias(c) for c in ("attempts", "rdur")),
-                ctx,
-            )
-        )
+        no = [pl.lit(None, pl.Int64).alias("attempts"), pl.lit(None, pl.Float64).alias("rdur")]
+        frames.append(_rows(text.with_columns(no), ctx))
     if js.height:
         frames.append(_rows(js, ctx))
     tables = {}
@@ -133,43 +137,44 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
 
 def _dash(col: str) -> pl.Expr:
     c = pl.col(col)
-    return pl.when(c.is_in(["-", ""])).then(None).otherwise(c)
+    return pl.when(c.is_in(["-", ""])).then(None).otherwise(c).alias(col)
 
 
 def _rows(f: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """gateway_attempts rows of lines whose fields are read (a text line's by the scan, a JSON line's by
+    ``_json_fields``): '-' null, the numbers typed."""
     start = pl.col("start").str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
-    dur = _num(_dash("dur"))
+    dur = pl.col("dur")
     code = pl.col("code").pipe(to_int)
-    flags = _dash("flags")
-    details = _dash("details")
+    flags, details = pl.col("flags"), pl.col("details")
     attempts = pl.col("attempts").pipe(to_int)
     from_upstream = (
         pl.when(details.is_not_null())
         .then(details == "via_upstream")
-        .otherwise(flags.is_null() & _dash("uhost").is_not_null())
+        .otherwise(flags.is_null() & pl.col("uhost").is_not_null())
     )
     error = pl.concat_str(
-        [pl.when(details != "via_upstream").then(details), _dash("ufail")], separator="; ", ignore_nulls=True
+        [pl.when(details != "via_upstream").then(details), "ufail"], separator="; ", ignore_nulls=True
     )
     return f.select(
         start.cast(TS).alias("ts_start"),
         (start + pl.duration(milliseconds=dur.pipe(to_int))).cast(TS).alias("ts_end"),
         pl.lit(ctx.source).alias("source"),
         pl.lit("envoy").alias("gateway"),
-        _dash("rid").alias("request_id"),
+        pl.col("rid").alias("request_id"),
         pl.when(attempts > 0).then(attempts).alias("attempt"),
         attempts.alias("attempts_total"),
-        _dash("uhost").alias("upstream"),
+        pl.col("uhost").alias("upstream"),
         pl.when(code > 0).then(code).alias("status"),
         pl.when(from_upstream & (code > 0)).then(code).alias("upstream_status"),
-        (_num(_dash("ust")) / 1000.0).alias("duration_s"),
+        (pl.col("ust") / 1000.0).alias("duration_s"),
         (dur / 1000.0).alias("request_time_s"),
-        (_num(_dash("rdur")) / 1000.0).alias("header_s"),
+        (pl.col("rdur") / 1000.0).alias("header_s"),
         flags.alias("flags"),
         pl.when(error != "").then(error).alias("error"),
-        _dash("method").alias("method"),
-        _dash("path").alias("path"),
+        "method",
+        "path",
         pl.col("tx").pipe(to_int).alias("bytes_sent"),
-        _dash("ua").alias("user_agent"),
+        pl.col("ua").alias("user_agent"),
         pl.col("line_no"),
     )

@@ -361,3 +361,29 @@ def test_a_fleets_note_names_each_batch_in_a_unit_it_reads_as_more_than_zero():
         "300 MiB",
         "3 KiB",
     )
+
+
+def test_the_tables_are_written_one_at_a_time_under_a_budget(tmp_path, monkeypatch):
+    """The parsed tables are written on every core at once (scanner10), each write holding its table's encoding;
+    under --max-memory they are written one at a time. Read on the real retry-storm run: every table written
+    either way, with the same rows."""
+    from logscope.ingest import IngestOptions
+    from logscope.ingest import ingest as ingest_tables
+    from logscope.ingest.store import Store
+
+    seen: list[int] = []
+    real = Store.write_all
+
+    def spy(self, names, out, workers=1):
+        seen.append(workers)
+        return real(self, names, out, workers)
+
+    monkeypatch.setattr(Store, "write_all", spy)
+    monkeypatch.setattr("logscope.ingest.cores", lambda: 2)
+    rows = {}
+    for name, budget_ in (("free", None), ("bounded", 200 * 2**20)):
+        out = tmp_path / name
+        ingest_tables(need(LAB / "retry-storm"), out, IngestOptions(memory_budget=budget_))
+        rows[name] = {p.stem: pl.read_parquet(p).height for p in out.glob("*.parquet")}
+    assert seen == [2, 1]
+    assert rows["free"] == rows["bounded"] and rows["free"]["gateway_attempts"] > 0

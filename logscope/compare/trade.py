@@ -217,11 +217,11 @@ def trade(whole: list[dict], steps: list[dict], names: tuple[str, str] = ("A", "
     if not checked:
         out["text"] = f"{head}; whether the wait moved cannot be told{tail or ': no latency is known'}."
         return out
-    names = ", ".join(SAID[k] for k in checked)
+    watched = ", ".join(SAID[k] for k in checked)
     out["kind"] = "relief" if pre["fell"] else None
     at = "at any step" if steps else "over the whole run"
     out["text"] = (
-        f"{head} and no latency moved beyond the sampling noise {at} ({names}): "
+        f"{head} and no latency moved beyond the sampling noise {at} ({watched}): "
         f"{'the queue did not take the latency' if pre['fell'] else 'the preemptions cost no latency'}{tail}."
     )
     return out

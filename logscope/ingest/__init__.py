@@ -155,8 +155,8 @@ def ingest(
     if write is not None:
         write(store, out)
     else:
-        for name in PARSED_TABLES:
-            store.write(name, out / f"{name}.parquet")
+        # one table at a time under --max-memory: each write holds its table's encoding at once
+        store.write_all(PARSED_TABLES, out, 1 if opts.memory_budget else cores())
     far = outliers.per_file(
         out, list(PARSED_TABLES)
     )  # before derive: the derived tables take the cleared times

@@ -18,9 +18,8 @@ import polars as pl
 import logscope.parsers as parsers
 from logscope.parsers.base import ChunkResult, ParseContext
 
-from .. import numbers, schemas
 from ..errors import LogscopeError
-from . import outliers, sources, unrecognized
+from . import checks, outliers, sources, unrecognized
 from .options import IngestOptions, Progress, cores
 from .store import Store, compact
 
@@ -281,15 +280,13 @@ def take(
     for name, df in res.tables.items():
         if df is None or df.height == 0 or st.copy_of:
             continue
-        df, n, example = numbers.clear(df, name, schemas.schema(name))  # before the schema's casts
+        # numbers no field holds set null, the schema's casts, times no incident holds set unknown, strings copied
+        df, (n, example), (far, far_example) = checks.checked(df, name, st.plausible)
         st.bad_values += n
         st.bad_value_example = st.bad_value_example or example
-        df = schemas.conform(df, name)
-        if st.plausible is not None:
-            df, n, example = outliers.clear(df, name, st.plausible)
-            st.outliers += n
-            st.outlier_example = st.outlier_example or example
-        store.add(name, key, df)
+        st.outliers += far
+        st.outlier_example = st.outlier_example or far_example
+        store.add(name, key, df, compacted=True)
     if res.recognized is not None and chunk is not None:
         ok = res.recognized.fill_null(False)
         n_ok = int(ok.sum())
