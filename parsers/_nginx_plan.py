@@ -116,8 +116,6 @@ def steps(
             continue
         named.add(name)
         if name in keep:
-            if name == "request" and _splits_request(nxt, escape):
-                value = [{"optional": _request_split(nxt or "")}, *value]
             out.append({"field": name, "steps": value, **(reading(name, escape) if reading else {})})
         else:
             out += value
@@ -126,45 +124,9 @@ def steps(
     return out
 
 
-# $request's method and path, as the parser read them with ^(?P<method>[A-Z]+) (?P<path>\S+) from its value: split by
-# the scan where the value ends at a literal whose first character neither the method nor the space before the path can
-# take (the split then stays within the value); else the parser splits the value itself
-METHOD, PATH = "request.method", "request.path"
-
-
-def _request_split(nxt: str) -> list[dict]:
-    """The steps of $request's method and path, its value ending at the first ``nxt[0]``."""
-    stop = "\\" + nxt[0] if nxt[0] in "\\^-]" else nxt[0]
-    return [
-        {"field": METHOD, "run": "A-Z", "min": 1},
-        {"lit": " "},
-        {"field": PATH, "run": f"^\\s{stop}", "min": 1},
-    ]
-
-
-def _splits_request(nxt: str | None, escape: str) -> bool:
-    """Whether the scan splits a $request followed by ``nxt`` (the next literal; "" another variable, None the end)."""
-    return bool(nxt) and escape != "json" and not ("A" <= nxt[0] <= "Z" or nxt[0] == " ")  # type: ignore[index]
-
-
 def kept(layout: Layout, keep: frozenset[str]) -> list[str]:
-    """The fields of ``layout``'s plan: the variables it keeps (the layout's names, first use, in ``keep``), and
-    $request's method and path where the scan splits it."""
-    out = [v for v in layout.variables if v in keep]
-    if "request" in out and splits_request(layout):
-        out += [METHOD, PATH]
-    return out
-
-
-def splits_request(layout: Layout) -> bool:
-    """Whether the scan splits the layout's (first) $request into its method and path."""
-    for i, (kind, text) in enumerate(layout.tokens):
-        if kind == "var" and VARIABLE_ALIASES.get(text, text) == "request":
-            if i + 1 >= len(layout.tokens):
-                return False
-            kind2, nxt = layout.tokens[i + 1]
-            return _splits_request(nxt if kind2 == "lit" else "", layout.escape)
-    return False
+    """The variables of ``layout`` its plan keeps as fields (the layout's names, first use, in ``keep``)."""
+    return [v for v in layout.variables if v in keep]
 
 
 # the list-valued variables' items: ", " between attempts, " : " before the first of another upstream group's

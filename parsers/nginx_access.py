@@ -311,11 +311,7 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
         return pl.col(name) if name in have else pl.lit(None, dtype=dtype)
 
     lists = [c for c in nf.LIST_VARS if c in have]
-    if nplan.METHOD in have:  # the scan split $request where the layout delimits it
-        method, path = pl.col(nplan.METHOD), pl.col(nplan.PATH)
-    else:
-        req = pl.col("_request").str.extract_groups(_REQUEST)
-        method, path = req.struct.field("method"), req.struct.field("path")
+    req = pl.col("_request").str.extract_groups(_REQUEST)
     rows = f.select(
         "line_no",
         pl.col("item").alias("_k"),
@@ -335,10 +331,9 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
         pl.col("items").alias("attempts_total"),
         pl.col("marked").alias("_redirect"),
         *lists,
-        *[c for c in (nplan.METHOD, nplan.PATH) if c in have],
     ).with_columns(
-        method.fill_null(pl.col("_method")).alias("method"),
-        path.fill_null(pl.col("_uri")).alias("path"),
+        req.struct.field("method").fill_null(pl.col("_method")).alias("method"),
+        req.struct.field("path").fill_null(pl.col("_uri")).alias("path"),
     )
     return _attempt_columns(rows, lists, ctx)
 

@@ -174,10 +174,7 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         )
     ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
     att = _attempts(ev.filter(pl.col("att") > 0), debug)
-    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(
-        ~pl.col("retried").shift(1).over("tid").fill_null(False)
-    ) | pl.col("has_done").shift(1).over("tid").fill_null(False)
-    att = att.sort("tk", "first_seq").with_columns(new.cast(pl.Int64).cum_sum().over("tid").alias("lg"))
+    att = _counted(att.sort("tk", "first_seq"))
     att = att.with_columns(_runs().alias("_g"))
     att = _closed(att, state, final)
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
@@ -187,6 +184,24 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         return {}, carry
     attempts, requests = _tables(done, ctx, state)
     return {"client_attempts": attempts, "client_requests": requests}, carry
+
+
+def _counted(att: pl.DataFrame) -> pl.DataFrame:
+    """``att`` (sorted by thread and first event) with ``lg``: the running count of its thread's logical requests, one
+    starting at an attempt with retries_taken=0 (without that counter: one not following a 'Retrying' attempt) or
+    after a 'done' line. A thread's attempts are one run of rows: the attempt before and the count within the run are
+    a shift and a cumulative sum checked against the run's start, where windows over the thread hashed it three times
+    (2.2 -> 0.5 ms a 36,000-line chunk)."""
+    same = (pl.col("tid") == pl.col("tid").shift(1)).fill_null(False)
+
+    def before(c: str) -> pl.Expr:
+        return pl.when(same).then(pl.col(c).shift(1)).fill_null(False)
+
+    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(~before("retried"))
+    att = att.with_columns((new | before("has_done")).cast(pl.Int64).alias("_n"))
+    att = att.with_columns(pl.col("_n").cum_sum().alias("_cs"))
+    run_base = pl.when(~same).then(pl.col("_cs") - pl.col("_n")).forward_fill()
+    return att.with_columns((pl.col("_cs") - run_base).alias("lg")).drop("_n", "_cs")
 
 
 def _runs() -> pl.Expr:

@@ -238,7 +238,12 @@ def _episode(
     dur = (end - start).total_seconds()
     total = float(h["total"])
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
-    recovered = bool(h["last_sample"] > end) if death is None else death.ready_ts is not None
+    own_end = bool(h["last_sample"] > end)  # its own signal has a sample after it
+    recovered = (
+        own_end and not any(c.get("to_the_end") for c in companions)
+        if death is None
+        else death.ready_ts is not None
+    )
     ep = Episode(
         signal=primary,
         replica=replica,
@@ -270,7 +275,7 @@ def _episode(
     ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
     ep["details"]["baseline_window"] = {"start": w["before"][0], "end": w["before"][1]}
-    ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death)
+    ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death, own_end)
     ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
     return ep
 
@@ -299,19 +304,28 @@ def _companions(rows: pl.DataFrame, n: int) -> list[list[dict]]:
             pl.col("peak").max(),
             pl.col("total").sum(),
             pl.col("samples").sum(),
+            pl.col("last_sample").max(),
         )
         .sort(["_e", "start", "signal"])
     )
     for r in rows.iter_rows(named=True):
-        out[r["_e"]].append(
-            {
-                "signal": r["signal"],
-                "start": r["start"],
-                "end": r["end"],
-                "peak": r["peak"],
-                "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"]),
-            }
-        )
+        c = {
+            "signal": r["signal"],
+            "start": r["start"],
+            "end": r["end"],
+            "peak": r["peak"],
+            "count": int(round(r["total"])) if r["signal"] in COUNTED else int(r["samples"]),
+        }
+        if (
+            r["signal"] not in REQUEST_SIGNALS
+            and r["last_sample"] is not None
+            and r["last_sample"] <= r["end"]
+        ):
+            # a server signal with no sample after its stretch: still abnormal when its samples end (public-2 n19:
+            # the KV cache fell back under 90 % while the queue rose to 233 on the last line). The episode has
+            # not recovered while it has not (request signals end with the arrivals: the load decides those)
+            c["to_the_end"] = True
+        out[r["_e"]].append(c)
     return out
 
 
@@ -535,18 +549,29 @@ RECURRING_SHOWN = 8  # start times named in a recurring pattern's reason (then '
 
 
 def _classify(
-    ctx: Context, ep: Episode, companions: list[dict], before: dict, lead: dict, death
+    ctx: Context, ep: Episode, companions: list[dict], before: dict, lead: dict, death, own_end: bool = False
 ) -> tuple[str, str]:
     th = ctx.th
     sig, start, end = ep["signal"], ep["start"], ep["end"]
-    head = f"{_unit(ctx, sig, start, end)} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+    # one sample has a time, not a duration: '06:16:52–06:16:52 (0 s)' read as a measured 0 s (public-2 n01)
+    when = (
+        f"at {clock.hms(start)} (one sample)"
+        if start == end
+        else f"{clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+    )
+    head = f"{_unit(ctx, sig, start, end)} {when}"
     if sig in COUNTED:
         unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
-        head = f"{ep['count']} {unit} {clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+        head = f"{ep['count']} {unit} {when}"
     comp = (
         "; with "
         + ", ".join(
-            f"{c['signal']} {clock.hms_range(c['start'], c['end'])}"
+            f"{c['signal']} "
+            + (
+                f"at {clock.hms(c['start'])}"
+                if c["start"] == c["end"]
+                else clock.hms_range(c["start"], c["end"])
+            )
             + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
             for c in companions
         )
@@ -607,6 +632,10 @@ def _classify(
                 f"{head}{SEP}still abnormal when the server was stopped at {_t(stop)} (a graceful "
                 f"shutdown: SIGTERM, a deploy or a failing probe){comp}"
             )
+        left = [c for c in companions if c.get("to_the_end")]
+        if own_end and left:  # its own signal did end, a companion did not
+            what = ", ".join(f"its {c['signal'].replace('_', ' ')}" for c in left)
+            return "sustained", f"{head}{SEP}{what} still abnormal when {ctx.inputs.rng.end_words}{comp}"
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
     if ctx.load_end is not None and start > _last_arrival_at(ctx, ep):
         # it began after the last arrival and went back to baseline while the server still reported: the backlog

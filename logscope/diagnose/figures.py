@@ -99,8 +99,20 @@ _STATE_EMPTY = {
     "kv_mean": None,
     "gen_tps_mean": None,
     "samples": 0,
+    "engines_max": None,
 }
-_STATE_AGGS = (*SERVER_STATE_AGGS, pl.col("gen_tps").mean().alias("gen_tps_mean"), pl.len().alias("samples"))
+_STATE_AGGS = (
+    *SERVER_STATE_AGGS,
+    pl.col("gen_tps").mean().alias("gen_tps_mean"),
+    pl.len().alias("samples"),
+)
+
+
+def _state_aggs(series: pl.DataFrame) -> tuple[pl.Expr, ...]:
+    """The state's figures, and how many engines' lines were summed (> 1: running and waiting are their sum) where
+    the series says (tables.server_series does; a raw stats table does not)."""
+    engines = pl.col("engines").max() if "engines" in series.columns else pl.lit(None, pl.UInt32)
+    return (*_STATE_AGGS, engines.alias("engines_max"))
 
 
 def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> dict:
@@ -109,7 +121,7 @@ def server_state(series: pl.DataFrame, lo, hi, replica: str | None = None) -> di
         s = s.filter(pl.col("replica") == replica)
     if s.height == 0:
         return dict(_STATE_EMPTY)
-    return s.select(_STATE_AGGS).row(0, named=True)
+    return s.select(_state_aggs(s)).row(0, named=True)
 
 
 def server_state_many(
@@ -117,7 +129,8 @@ def server_state_many(
 ) -> list[dict]:
     """``server_state`` of every range (with its replica), in a few calls however many ranges there are."""
     replicas = replicas if replicas is not None else [None] * len(ranges)
-    parts = gathered(series, "ts", ranges, columns=["replica", *read_by(*_STATE_AGGS)])
+    aggs = _state_aggs(series)
+    parts = gathered(series, "ts", ranges, columns=["replica", *read_by(*aggs)])
     if parts is None:
         return [server_state(series, lo, hi, r) for (lo, hi), r in zip(ranges, replicas, strict=True)]
     want = pl.DataFrame(
@@ -130,7 +143,7 @@ def server_state_many(
             (pl.col("replica") == pl.col("_want")).fill_null(False).alias("_mine")
         )
         rows = rows.filter(~pl.col("_mine").any().over("_k") | pl.col("_mine"))
-        got.update({r.pop("_k"): r for r in rows.group_by("_k").agg(_STATE_AGGS).to_dicts()})
+        got.update({r.pop("_k"): r for r in rows.group_by("_k").agg(aggs).to_dicts()})
     return [got.get(k) or dict(_STATE_EMPTY) for k in range(len(ranges))]
 
 

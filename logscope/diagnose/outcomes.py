@@ -21,13 +21,18 @@ SOURCE = {
 
 
 def analyse(req: pl.DataFrame, origin: str | None) -> dict | None:
-    """Final outcomes of the logical requests, each with its HTTP status as the caller saw it."""
+    """Final outcomes of the logical requests, each with its HTTP status as the caller saw it, and what a missing
+    status means (``status_text``): no caller's or gateway's record at all, or a record that gives none."""
     if not req.height or "outcome" not in req.columns:
         return None
     status = pl.col("status") if "status" in req.columns else pl.lit(None, pl.Int64)
+    recorded = pl.lit(False)
+    for c in ("client_attempts", "gateway_attempts"):
+        if c in req.columns:
+            recorded = recorded | (pl.col(c).fill_null(0) > 0)
     groups = (
         req.group_by(pl.col("outcome").fill_null("unknown"), status.alias("status"))
-        .len()
+        .agg(pl.len().alias("n"), recorded.sum().alias("recorded"))
         .sort(["outcome", "status"], nulls_last=True)
     )
     by_outcome = {
@@ -36,9 +41,27 @@ def analyse(req: pl.DataFrame, origin: str | None) -> dict | None:
     return {
         "requests": req.height,
         "by_outcome": dict(sorted(by_outcome.items())),
-        "by_status": [{"outcome": o, "status": s, "requests": int(n)} for o, s, n in groups.iter_rows()],
+        "by_status": [
+            {"outcome": o, "status": s, "requests": int(n), "status_text": _status_text(o, s, int(n), int(k))}
+            for o, s, n, k in groups.iter_rows()
+        ],
         "source": SOURCE.get(origin or "", origin),
     }
+
+
+def _status_text(outcome: str, status: int | None, n: int, recorded: int) -> str:
+    """The status column's words: the status, or why there is none. An unknown outcome with no status is told
+    apart by whether the caller or the gateway logged the request (g01's LiteLLM router and c03's lm-eval did,
+    with no status; vLLM's own lines or spans alone did not)."""
+    if status is not None:
+        return str(status)
+    if outcome != "unknown":
+        return "no HTTP answer"
+    if recorded == 0:
+        return NO_RECORD
+    if recorded == n:
+        return NO_STATUS
+    return f"{n - recorded:,} with {NO_RECORD}, {recorded:,} with {NO_STATUS}"
 
 
 def below_one(req: pl.DataFrame, amplification: float | None, server_end: datetime | None) -> dict | None:
@@ -95,8 +118,9 @@ def _why(outcome: str, status: int | None) -> str:
 
 
 # an 'unknown' outcome has no status because no caller's or gateway's record of it is here (vLLM's own records or
-# spans alone), not because no answer came
-UNKNOWN_STATUS = " (no caller's or gateway's record)"
+# spans alone), or because the record that is here gives none (a router's exception line, a client's retry line)
+NO_RECORD = "no caller's or gateway's record"
+NO_STATUS = "no status in the caller's or gateway's record"
 
 
 def words(o: dict | None) -> str:
@@ -108,11 +132,7 @@ def words(o: dict | None) -> str:
         st = (
             ""
             if r["outcome"] in ("ok", "truncated", "unfinished")
-            else f" ({r['status']})"
-            if r["status"] is not None
-            else UNKNOWN_STATUS
-            if r["outcome"] == "unknown"
-            else " (no HTTP answer)"
+            else f" ({r.get('status_text') or _status_text(r['outcome'], r['status'], r['requests'], 0)})"
         )
         parts.append(f"{r['requests']:,} {r['outcome']}{st}")
     return f"{o['requests']:,} requests: " + ", ".join(parts)

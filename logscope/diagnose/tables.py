@@ -58,6 +58,7 @@ COLUMNS = {
         "line_no",
         "request_time_s",
         "duration_s",
+        "header_s",  # null: no response header came (an upstream that never answered, findings/errors.py)
     ),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }
@@ -434,7 +435,7 @@ def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
     waiting at 16:43:30 is 30), and a column no line of the second has stays null, not 0 (SGLang's prefill
     lines have no generation throughput: not 0 tokens/s, not a stall)."""
     if df.height == 0:
-        return df
+        return df.with_columns(pl.lit(None, pl.UInt32).alias("engines"))
     has_agg = df.group_by("replica").agg((pl.col("engine") == "aggregated").any().alias("_agg"))
     df = df.join(has_agg, on="replica", how="left").filter(
         ~pl.col("_agg") | (pl.col("engine") == "aggregated")
@@ -457,6 +458,8 @@ def _agg_engines(df: pl.DataFrame) -> pl.DataFrame:
             *(total(c) for c in ("running", "waiting", "prompt_tps", "gen_tps")),
             pl.col("kv").max(),
             pl.col("seq").min(),
+            # how many engines' lines were summed: a sum says so (public-2 n01: 51 + 31 running read '82 running')
+            pl.col("engine").n_unique().alias("engines"),
         )
         .sort(["replica", "ts", "seq"])
     )
@@ -501,16 +504,63 @@ def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+RESCHEDULE = "RESCHEDULE"  # parsers/_lexicon.preemption_mode: V1's recovery from a KV connector's failed load
+
+
 def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
-    """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for."""
+    """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for; SGLang's
+    retractions, each the requests it retracted. V1's 'Recovered from KV load failure: N request(s) rescheduled' is no
+    preemption: a KV connector failed to load cached blocks (public-2 n19 read '1 preemption' of KV pressure where 215
+    requests were rescheduled): ``kv_load_failures``."""
     w = (
-        events.filter((pl.col("kind") == "preemption") & pl.col("ts").is_not_null())
+        events.filter(
+            (pl.col("kind") == "preemption")
+            & pl.col("ts").is_not_null()
+            & (pl.col("preemption_mode").fill_null("") != RESCHEDULE)
+        )
         .with_columns(pl.col("replica").fill_null(""))
         .sort(["replica", "ts", "seq"])
     )
+    affected = pl.col("requests_affected") if "requests_affected" in w.columns else pl.lit(None, pl.Int64)
     return w.with_columns(
         (pl.col("cumulative_preemptions") - pl.col("cumulative_preemptions").shift(1).over("replica"))
+        .fill_null(affected)
         .fill_null(1)
         .clip(1)
         .alias("preemptions")
     ).select("replica", "ts", "preemptions", "cumulative_preemptions", "request_id", "preemption_mode")
+
+
+_TOKENS_AFFECTED = r"\((\d+) tokens affected\)"
+
+
+def kv_load_failures(events: pl.DataFrame) -> pl.DataFrame:
+    """V1's 'Recovered from KV load failure: N request(s) rescheduled (M tokens affected)' lines (a KV connector,
+    e.g. LMCache or NIXL, failed to load cached blocks; vLLM recomputes them). Rows: replica, ts, source, requests,
+    tokens, message."""
+    if "preemption_mode" not in events.columns:
+        return pl.DataFrame(
+            schema={
+                "replica": pl.String,
+                "ts": TS,
+                "source": pl.String,
+                "requests": pl.Int64,
+                "tokens": pl.Int64,
+                "message": pl.String,
+            }
+        )
+    affected = (
+        pl.col("requests_affected") if "requests_affected" in events.columns else pl.lit(None, pl.Int64)
+    )
+    return (
+        events.filter((pl.col("kind") == "preemption") & (pl.col("preemption_mode") == RESCHEDULE))
+        .sort(["ts", "source", "line_no"], nulls_last=True)
+        .select(
+            pl.col("replica").fill_null(""),
+            "ts",
+            "source",
+            affected.cast(pl.Int64).alias("requests"),
+            pl.col("message").str.extract(_TOKENS_AFFECTED).cast(pl.Int64).alias("tokens"),
+            "message",
+        )
+    )

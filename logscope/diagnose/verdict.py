@@ -12,6 +12,7 @@ from . import findings, ladder, latency_named, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
 from .findings import kv_admitted
+from .findings.record import engines_note
 from .records import Episode
 
 CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
@@ -91,12 +92,16 @@ def _verdict(
     if not eps:
         if top is not None and top["severity"] != "info":
             kind = (
-                "a start-up failure, not a load regime"
+                "the death's record carries no time, so when it died and what came after are not in the logs"
+                if top["kind"] == "crash" and top["start"] is None and top["episode_id"] is None
+                else "a start-up failure, not a load regime"
                 if top["kind"] in ("startup", "crash")
                 else "a load above capacity, with no episode of server pressure"
                 if top["kind"] == "capacity" and top["episode_id"] is None and top["start"] is not None
                 else "what the platform's records show (no server time series places it in a load regime)"
                 if top["kind"] == "platform"
+                else _stall_words(top)
+                if top["kind"] == "stall" and top["start"] is not None
                 else "nothing that spikes or lasts over time"
             )
             # records with no time (a pasted table, a log without asctime): no range to hold episodes; a platform
@@ -253,6 +258,8 @@ def _headline(e: dict) -> str:
         state.append(f"{e['running_max']:.0f} running")
     if e["waiting_max"] or (e["waiting_max"] == 0 and e["signal"] == "kv_pressure"):
         state.append(f"{e['waiting_max']:.0f} waiting")
+    if state and engines_note(e):
+        state[-1] += engines_note(e)
     # a level read on one stats line has no duration: it is said at its time, not 'over 0 s (a–a)'
     comps = [c for c in (e.get("details") or {}).get("companions") or [] if c["end"] > c["start"]]
     when = (
@@ -298,12 +305,45 @@ def _what(e: dict) -> str:
     }.get(e["signal"], f"{e['signal']} above normal")
 
 
+# a crash's companion signals, as the verdict's second line says them (n10 read 'not back before the logs end with
+# stall meanwhile', traced-2r-kill 'with e2e and errors and kv_pressure and preemptions and … meanwhile')
+_MEANWHILE = {
+    "stall": "a stall",
+    "errors": "errors",
+    "retries": "retries",
+    "orphans": "orphaned work",
+    "kv_pressure": "KV pressure",
+    "preemptions": "preemptions",
+    "queue": "a queue",
+    "ttft": "slow first tokens",
+    "e2e": "slow answers",
+}
+
+
+def _stall_words(top) -> str:
+    """A slow engine with no episode: it lasted (vllm-slow-decode, public-2 n14: 0.2-0.8 tokens/s on every stats line
+    of the range once read 'nothing that spikes or lasts over time' beside a finding over 30 s)."""
+    said = {f.name: f.value for f in top.facts or []}
+    lines, to_end = said.get("samples"), said.get("to_the_end")
+    on = f" on {lines} stats lines in a row" if lines else ""
+    if to_end:
+        return (
+            f"no pressure, error or latency episode; the slowness held{on} to the end of the logs, so how long it "
+            "lasted is not in them"
+        )
+    return (
+        f"no pressure, error or latency episode; the slowness held{on}, then the engine sped up or went idle"
+    )
+
+
 def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
     others = f" ({len(eps)} episodes in all)" if len(eps) > 1 else ""
     if e["class"] == "crash":
         c = e["details"]["crash"]
         comp = {x["signal"] for x in e["details"]["companions"]}
-        extra = " with " + " and ".join(sorted(comp)) + " meanwhile" if comp else ""
+        said = [_MEANWHILE.get(x, x.replace("_", " ")) for x in sorted(comp)]
+        extra = f", with {', '.join(said[:-1])} and {said[-1]} meanwhile" if len(said) > 1 else ""
+        extra = extra or (f", with {said[0]} meanwhile" if said else "")
         down = (
             f"down {c['downtime_s']:.0f} s"
             if c["downtime_s"] is not None

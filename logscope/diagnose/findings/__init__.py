@@ -33,16 +33,18 @@ from .. import capacity
 from ..claims import Claim, Registry
 from ..context import Context
 from ..records import Finding
+from .aborts import abort_findings
 from .calm import calm_findings
 from .clocks import clock_gap_findings
-from .crash import death_finding, stall_finding, stop_findings
+from .crash import KV_DEATH, death_finding, stall_finding, stop_findings
 from .decode import slow_decode_findings
 from .engine_words import in_engine_words
 from .errors import error_finding, gateway_error_findings, unknown_model_findings
-from .events import event_findings
+from .events import KV_REFUSED, event_findings
 from .gateway import failed_findings, gateway_down_findings
 from .impact import by_impact, cost, measure
 from .kv_admitted import admitted, admitted_finding
+from .kv_load import kv_load_findings, leads
 from .ladder import ladder_finding
 from .latency import cold_start_findings, slow_e2e_finding, slow_first_token_finding
 from .load_tests import load_test_findings
@@ -135,9 +137,11 @@ def build(
     out += clock_gap_findings(ctx, reg)
     out += capacity_findings(ctx, cap, reg, ladder)
     out += event_findings(ctx)
+    out += kv_load_findings(ctx)
     out += gateway_error_findings(ctx)
     out += gateway_down_findings(ctx, reg)
     out += unknown_model_findings(ctx)
+    out += abort_findings(ctx)
     out += cold_start_findings(ctx, cold, REPEATS)
     plat = _platform(ctx)  # the kernel's, Kubernetes' and the GPUs' findings (issue #40)
     out += plat
@@ -148,6 +152,9 @@ def build(
         out += failed_findings(ctx, reg)
     if not plat and not any(f["severity"] in ("critical", "high", "medium") for f in out):
         out += calm_findings(ctx, eps, cap, reg)
+    # a start-up death its KV check caused says the refusal itself: the check's own finding would say it twice
+    if any(f["kind"] == "crash" and f["title"].endswith(KV_DEATH) for f in out):
+        out = [f for f in out if f["title"] != KV_REFUSED]
     _rank(ctx, out, ladder, ladder_rows)
     in_engine_words(ctx, out, eps)  # an SGLang server's next test names SGLang's flags, not vLLM's
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
@@ -181,6 +188,7 @@ def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict
         )
     )
     _overload_leads(out)
+    leads(out, ctx.th.merge_gap_s)  # a KV connector's failed load before the pressure it caused
     for i, f in enumerate(out, 1):
         f["finding_id"], f["rank"] = f"F{i}", i
 

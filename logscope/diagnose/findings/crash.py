@@ -30,6 +30,9 @@ def stall_finding(ctx: Context, ep: dict) -> Finding:
     )
 
 
+KV_DEATH = "max_model_len needs more KV cache than there is"  # a start-up death the KV check caused
+
+
 def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
@@ -63,6 +66,21 @@ def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
 
     if (fault := fault_finding(ctx, ep, c, when)) is not None:  # a GPU fault (Xid) came just before it
         return fault
+    if c["at_startup"] and (refused := _kv_refused(ctx, ep)) is not None:
+        # its start-up check refused the KV cache (lab kv-short-refused: 'To serve at least one request with the
+        # model's max seq len (1024) …', then 'Engine core initialization failed'): that is the death's cause, and
+        # no request size or --max-num-seqs had any part in it
+        return make_finding(
+            "critical",
+            f"Engine died at start-up ({clock_time(ep['start'])}): {KV_DEATH}",
+            "the engine refused to start: one sequence of max_model_len tokens does not fit in its KV cache",
+            "; ".join([*ev, f"its start-up check ({clock_time(refused['ts'])}): {refused['said'][:300]}"]),
+            "the memory left for the KV cache after the weights is smaller than one max-length sequence",
+            "Start with a shorter --max-model-len (at most the estimated maximum vLLM printed, or the KV cache's "
+            "token count), or give the KV cache more memory",
+            ep,
+            kind="crash",
+        )
     if not {"oom", "engine_timeout"} & set(kinds):  # no cause in its own log: say what the folder lacks
         ev.append(unknown_killer(ctx, ep))
     if "oom" in kinds:
@@ -214,3 +232,21 @@ def stop_findings(ctx: Context, eps: list[dict]) -> list[dict]:
         )
         out[-1].claim_id = None  # the stop is the claim here, not the episode's class
     return out
+
+
+def _kv_refused(ctx: Context, ep: dict) -> dict | None:
+    """The engine's start-up KV check that failed (kind kv_insufficient) on the dead replica, at or before its death."""
+    import polars as pl
+
+    ev = ctx.inputs.events
+    if ev.height == 0:
+        return None
+    kv = ev.filter((pl.col("kind") == "kv_insufficient") & (pl.col("ts") <= ep["start"]))
+    if ep.get("replica") and "replica" in kv.columns:
+        kv = kv.filter(pl.col("replica").fill_null(ep["replica"]) == ep["replica"])
+    if kv.height == 0:
+        return None
+    r = kv.sort("ts").row(kv.height - 1, named=True)
+    from .events import _kv_said
+
+    return {"ts": r["ts"], "said": _kv_said(r["detail"] or r["message"] or "")}

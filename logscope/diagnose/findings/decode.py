@@ -64,6 +64,9 @@ def slow_decode_findings(ctx: Context) -> list[Finding]:
     for replica in runs["replica"].unique(maintain_order=True).to_list() if runs.height else []:
         mine = runs.filter(pl.col("replica") == replica)
         r = mine.row(0, named=True)
+        # still slow on the replica's last stats line: how long it lasted is not in the logs (the verdict says so)
+        last = ctx.server.filter(pl.col("replica") == replica)["ts"].max()
+        to_end = mine.height == 1 and last is not None and r["end"] >= last
         more = f"; {mine.height - 1} more such run(s) after it" if mine.height > 1 else ""
         on = f"{replica}: " if replica and runs["replica"].n_unique() > 1 else ""
         dur = (r["end"] - r["start"]).total_seconds()
@@ -94,6 +97,7 @@ def slow_decode_findings(ctx: Context) -> list[Finding]:
                     Fact("waiting_max", 0, "server_stats"),
                     Fact("kv_max", r["kv"], "server_stats", unit="share"),
                     Fact("samples", r["samples"], "server_stats"),
+                    Fact("to_the_end", to_end, "server_stats"),
                     Fact("threshold", ctx.th.slow_decode_tps, unit="tokens/s per request"),
                 ],
             )

@@ -9,6 +9,7 @@ from ... import clock
 from .. import failures
 from ..claims import facts
 from ..context import Context
+from ..records import Finding
 from .record import clock_time, make_finding, pct, requests_phrase
 
 # vLLM's answer to a request naming a model it does not serve (serving_engine ``_check_model``: 404 NotFoundError);
@@ -93,17 +94,30 @@ def _cause(ctx: Context, ep: dict) -> tuple[str, str]:
     )
 
 
-def gateway_error_findings(ctx: Context) -> list[dict]:
+# an upstream status the gateway writes itself when no answer came (nginx: 502 refused or reset, 504 timed out),
+# told from the upstream's own 502/504 by the upstream's header time (nginx's $upstream_header_time is '-' when
+# no header came); a status any other way (429, 500, 503 …) is the upstream's answer
+_NO_ANSWER = (502, 504)
+
+
+def gateway_error_findings(ctx: Context) -> list[Finding]:
+    """Upstreams that returned no success to any of their (at least 3) attempts: those that never answered (no
+    status, or the gateway's own 502/504 with no header) are told from those that answered every attempt with an
+    error (g01's LiteLLM router: 429 rate limits, which once read 'never answered')."""
     ga = ctx.inputs.gateway
     if ga.height == 0 or ga["upstream"].null_count() == ga.height:
         return []
+    us = pl.col("upstream_status")
+    header = pl.col("header_s").is_not_null() if "header_s" in ga.columns else pl.lit(False)
+    answered = us.is_not_null() & (header | ~us.is_in(_NO_ANSWER))
     per = (
-        ga.group_by(
-            "upstream"
-        )  # a category (diagnose.tables): grouped first, its few values then read as text
+        ga.with_columns(answered.alias("_answered"))
+        .group_by("upstream")  # a category (diagnose.tables): grouped first, its few values then read as text
         .agg(
             pl.len().alias("n"),
-            (pl.col("upstream_status").is_between(200, 399)).sum().alias("ok"),
+            (us.is_between(200, 399)).sum().alias("ok"),
+            pl.col("_answered").sum().alias("answered"),
+            us.filter(pl.col("_answered")).alias("statuses"),
             pl.col("ts_end").min().alias("lo"),
             pl.col("ts_end").max().alias("hi"),
         )
@@ -111,30 +125,70 @@ def gateway_error_findings(ctx: Context) -> list[dict]:
         .filter(pl.col("upstream").str.contains(":") & (pl.col("ok") == 0) & (pl.col("n") >= 3))
         .sort("upstream")
     )
-    return [
-        make_finding(
-            "low",
-            f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
-            "the gateway kept sending attempts to an upstream that never returned a response",
-            f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered; each costs a connect failure "
-            "and a gateway retry",
-            "a dead member of the upstream group",
-            "Remove it from the upstream group (or give the gateway an active health check)",
-            None,
-            r["lo"],
-            r["hi"],
-            kind="other",
-            facts=facts(
-                "gateway_log",
-                upstream=r["upstream"],
-                attempts=r["n"],
-                answered=0,
-                first=r["lo"],
-                last=r["hi"],
-            ),
-        )
-        for r in per.iter_rows(named=True)
-    ]
+    return [_never_answered(r) if r["answered"] == 0 else _refused(r) for r in per.iter_rows(named=True)]
+
+
+def _never_answered(r: dict) -> Finding:
+    return make_finding(
+        "low",
+        f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
+        "the gateway kept sending attempts to an upstream that never returned a response",
+        f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered (no upstream status, or the "
+        "gateway's own 502/504 with no response header); each costs a connect failure and a gateway retry",
+        "a dead member of the upstream group",
+        "Remove it from the upstream group (or give the gateway an active health check)",
+        None,
+        r["lo"],
+        r["hi"],
+        kind="other",
+        facts=facts(
+            "gateway_log",
+            upstream=r["upstream"],
+            attempts=r["n"],
+            answered=0,
+            first=r["lo"],
+            last=r["hi"],
+        ),
+    )
+
+
+def _refused(r: dict) -> Finding:
+    """An upstream that answered, with an error every time: what it said is the finding, not silence."""
+    by: dict[int, int] = {}
+    for s in r["statuses"]:
+        by[int(s)] = by.get(int(s), 0) + 1
+    said = ", ".join(f"{k} × {v}" for k, v in sorted(by.items(), key=lambda kv: (-kv[1], kv[0])))
+    silent = r["n"] - r["answered"]
+    also = f"; {silent} with no upstream status" if silent else ""
+    limited = 429 in by
+    return make_finding(
+        "medium" if limited else "low",
+        f"Upstream {r['upstream']} answered none of its {r['n']} attempts with success ({said}{also})",
+        "no attempt sent to this upstream came back with a success",
+        f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}: {r['answered']} answered with an error "
+        f"({said}){also}, none with success",
+        "the upstream rate-limits these calls (429: its request or token quota)"
+        if limited
+        else "the upstream is up but fails these requests",
+        "Keep the request rate to this upstream under its limit (or raise its quota), and let the gateway back off "
+        "on 429 rather than retry at once; then replay the same traffic"
+        if limited
+        else "Read the upstream's own log for these times: it answered, so the error it sent names the cause",
+        None,
+        r["lo"],
+        r["hi"],
+        kind="other",
+        facts=facts(
+            "gateway_log",
+            upstream=r["upstream"],
+            attempts=r["n"],
+            answered=r["answered"],
+            statuses=said,
+            no_status=silent,
+            first=r["lo"],
+            last=r["hi"],
+        ),
+    )
 
 
 def unknown_model_findings(ctx: Context) -> list[dict]:

@@ -8,8 +8,10 @@ import polars as pl
 
 from ..claims import facts
 from ..context import Context
+from ..records import Finding
 from .record import clock_time, make_finding
 
+KV_REFUSED = "The server cannot start: max_model_len needs more KV cache than there is"
 # the line of a start-up failure's record that says what did not fit (V0 message, V1 ValueError)
 _KV_SAID = re.compile(r"max seq len|max_model_len|KV cache", re.IGNORECASE)
 
@@ -64,7 +66,7 @@ def event_findings(ctx: Context) -> list[dict]:
         out.append(
             make_finding(
                 "critical",
-                "The server cannot start: max_model_len needs more KV cache than there is",
+                KV_REFUSED,
                 f"start-up failed: one sequence of max_model_len{' ' + str(mml) if mml else ''} tokens does "
                 "not fit in the KV cache",
                 f"{text[:300]}{hint}",
@@ -96,4 +98,38 @@ def event_findings(ctx: Context) -> list[dict]:
                 facts=facts("engine_log", warning_lines=untimed.height, cumulative_preemptions=cum),
             )
         )
+    out += _untimed_deaths(ctx, ev)
     return out
+
+
+# the exception a death's record ends in ('AsyncEngineDeadError: Task finished unexpectedly', 'EngineDeadError: …')
+_RAISED = re.compile(r"(\w*(?:DeadError|Error|Exception)): ([^\n]{0,160}?)(?:\.\s|$|\n)")
+
+
+def _untimed_deaths(ctx: Context, ev: pl.DataFrame) -> list[Finding]:
+    """A fatal record (an engine's death, a fatal OOM or timeout) that carries no time, where no timed death is in
+    the folder: the death is said, its time unknown (tests/data/vllm-pastes 5697: a flattened AsyncEngineDeadError
+    traceback with no timestamp read 'Nothing alarming cannot be said: nothing shows the server serving')."""
+    fatal = pl.col("fatal").fill_null(False) if "fatal" in ev.columns else pl.lit(False)
+    dead = ev.filter(fatal & pl.col("ts").is_null())
+    if dead.height == 0 or ctx.life.deaths or ev.filter(fatal & pl.col("ts").is_not_null()).height:
+        return []
+    text = dead["detail"][0] or dead["message"][0] or ""
+    said = _RAISED.findall(text)
+    what = f"{said[-1][0]}: {said[-1][1].strip()}" if said else (dead["message"][0] or "")[:160]
+    kinds = sorted(set(dead["kind"].drop_nulls().to_list()))
+    return [
+        make_finding(
+            "critical",
+            f"Engine died ({what[:120]}); when is unknown: its record carries no time",
+            "the engine's own record says it died",
+            f"{dead.height} fatal record(s) ({', '.join(kinds)}) with no timestamp: {what}",
+            "the engine loop ended (the traceback above the error names what raised); its time, the load then and "
+            "whether it came back are not in the folder",
+            "Add the server's log with its timestamps around the death (and the lines before it) to place it against "
+            "the load and see whether the server restarted",
+            None,
+            kind="crash",
+            facts=facts("engine_log", fatal_records=dead.height, error=what, kinds="+".join(kinds)),
+        )
+    ]

@@ -148,10 +148,7 @@ def failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
             f"{failed.height:,} failed request(s) from {clock.hms(lo) if lo else '?'}"
             + (f" to {clock.hms(hi)}" if hi else "")
             + f"; by status: {how} (as the callers saw them, requests.parquet)",
-            "the failures' statuses say where: 502/503 an upstream down or refusing, 504 an upstream slower than "
-            "the gateway's timeout, 429 a rate limit, no HTTP answer a connection error",
-            "Read the gateway's and the server's logs for these requests' times; for 504, compare the gateway's "
-            "proxy_read_timeout with the server's e2e latency at this load",
+            *_where_and_test([s for s, _ in by.iter_rows()]),
             None,
             lo,
             hi or lo,
@@ -159,3 +156,33 @@ def failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
             claim=c.id,
         )
     ]
+
+
+# what each failing status says of where the request failed, and what to read or change for it: said only for the
+# statuses that failed (public-2 g06, one 403 from the gateway's auth plugin, was told 'for 504, compare the gateway's
+# proxy_read_timeout …')
+_SAYS = {
+    502: ("502 an upstream down or refusing", ""),
+    503: ("503 an upstream down or refusing", ""),
+    504: (
+        "504 an upstream slower than the gateway's timeout",
+        "compare the gateway's proxy_read_timeout with the server's e2e latency at this load",
+    ),
+    429: ("429 a rate limit", "compare the request rate with the limit that answered 429"),
+    401: ("401 an authorization refusal", "check the caller's API key and the gateway's auth policy"),
+    403: (
+        "403 an authorization refusal (the gateway's or the server's auth policy, before the model)",
+        "check the caller's credentials and the gateway's auth policy (its response details name the rule)",
+    ),
+    None: ("no HTTP answer a connection error", ""),
+}
+
+
+def _where_and_test(statuses: list) -> tuple[str, str]:
+    said = [_SAYS.get(s, (f"{s} an answer of the gateway or the server", "")) for s in statuses]
+    tests = list(dict.fromkeys(t for _, t in said if t))
+    return (
+        "the failures' statuses say where: " + ", ".join(w for w, _ in said),
+        "Read the gateway's and the server's logs for these requests' times"
+        + "".join(f"; {t}" for t in tests),
+    )

@@ -9,6 +9,7 @@ import polars as pl
 from ... import clock
 from .. import latency_named
 from ..context import Context
+from . import kv_load
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
 
@@ -99,15 +100,24 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         "queue": f"a waiting queue of up to {num(ep['peak'])}",
     }[ep["signal"]]
     kv_full = (ep["kv_max"] or 0) >= ctx.th.kv_full or ep["signal"] != "queue"
-    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {clock.hms_range(ep['start'], ep['end'])}"
+    # an instant (one sample, one warning) is said at its time, not as the range 11:16:41–11:16:41
+    span = (
+        clock.hms_range(ep["start"], ep["end"]) if ep["end"] > ep["start"] else f"at {clock.hms(ep['start'])}"
+    )
+    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {span}"
     if ends_on_one_line(ctx, ep):  # one stats line, the last: a level at a time, not a regime of 0 s
         title = (
             f"{'KV pressure' if kv_full else 'Queue'} when the logs end: {what} at {clock.hms(ep['start'])} "
             "(one stats line)"
         )
     if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
-        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {clock.hms_range(ep['start'], ep['end'])}"
-    symptom = f"{what} for {ep['duration_s']:.0f} s ({state_phrase(ep)})"
+        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {span}"
+    lasted = (
+        f"for {ep['duration_s']:.0f} s"
+        if ep["end"] > ep["start"]
+        else f"at {clock.hms(ep['start'])} (one sample)"
+    )
+    symptom = f"{what} {lasted} ({state_phrase(ep)})"
     if "ttft" in comps:
         tt = comps["ttft"]
         ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
@@ -155,6 +165,25 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
             "Measure capacity: run a concurrency ladder (vllm bench serve --max-concurrency 1,2,4,8,…) with this "
             "traffic's prompt and output lengths and cap --max-num-seqs at the last step that meets the SLO"
         )
+    failed_load = kv_load.before(ctx, ep)
+    if failed_load is not None:
+        # the connector's failed load came first (public-2 n19): its recompute is the likely cause, not the traffic
+        n, tok = failed_load["requests"], failed_load["tokens"]
+        said = f"{n:,} request(s)" if n is not None else "requests"
+        recompute = f" ({tok:,} tokens to compute again)" if tok is not None else ""
+        ev.append(
+            f"KV connector's failed load at {clock.hms(failed_load['at'])}: {said} rescheduled{recompute}"
+        )
+        cause = (
+            f"a KV connector's failed load at {clock.hms(failed_load['at'])} sent {said} back to be computed "
+            f"again{recompute.replace(' to compute again', '')}; their recompute filled the cache"
+            f"{_waiting_words(ep)}; {evictions(ctx, ep)}"
+        )
+        nt = (
+            "Find in the KV connector's own log (LMCache, NIXL, Mooncake) why the load failed at "
+            f"{clock.hms(failed_load['at'])}; then replay the same traffic with the load succeeding and compare "
+            "the KV usage and waiting queue after it"
+        )
     unadmitted = _not_admitted(ctx, ep)
     if unadmitted is not None:
         # nothing prefilled on any line while they waited and the cache had room: none was admitted (public-2 n15:
@@ -169,7 +198,9 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
             "blocks than remain (long prompts behind a long running request), or the running request(s) hold the "
             "engine (a very long generation, a wedged step)"
         )
-    if ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full and unadmitted is not None:
+    if failed_load is not None:
+        pass  # the connector's test stands
+    elif ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full and unadmitted is not None:
         nt = (
             "While it happens, take a stack dump of the engine (py-spy dump --pid <EngineCore pid>) and read the "
             "running request's max_tokens: a wedged step shows in the dump, one long generation in its length"

@@ -73,7 +73,16 @@ def state_phrase(ep: dict) -> str:
         parts.append(f"waiting up to {num(ep['waiting_max'])}")
     if ep["kv_max"] is not None:
         parts.append(f"KV up to {pct(ep['kv_max'])}")
-    return ", ".join(parts)
+    return ", ".join(parts) + engines_note(ep)
+
+
+def engines_note(ep: dict) -> str:
+    """Data-parallel engines' stats lines (V1 'Engine 000:', 'Engine 001:' …) are summed per second: the figures say
+    so, or a reader looks for 82 running where the lines say 51 and 31 (public-2 n01)."""
+    n = ((ep.get("details") or {}).get("state_during") or {}).get("engines_max")
+    if not n or n < 2 or (ep["running_max"] is None and ep["waiting_max"] is None):
+        return ""
+    return f" ({n} engines: running and waiting summed over them, KV the fullest's)"
 
 
 def _latency(ep: dict, f: str) -> str:

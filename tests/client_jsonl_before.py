@@ -1,0 +1,201 @@
+"""The oracle of tests/test_client_jsonl_flush.py: client_jsonl's lab-record flush and its time conversion as they
+were before they were made cheaper (issue #42: the joins on (file, rid, gen) strings, the windows over them, a time
+expression naming its number eight times), kept as they were."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from logscope.parsers._common import epoch_to_utc, local_to_utc
+from logscope.parsers.base import ParseContext
+from logscope.parsers.client_jsonl import (
+    FILE,
+    _b,
+    _err_class,
+    _f,
+    _i,
+    _lab_attempt_outcome,
+    _lab_phase_table,
+)
+
+
+def ts_expr(c: str, tz: str) -> pl.Expr:
+    """Epoch seconds (or ms/us/ns by magnitude), or ISO 8601 (with zone, else ``tz``) -> UTC."""
+    v = pl.col(c).str.strip_chars()
+    num = v.cast(pl.Float64, strict=False)
+    secs = (
+        pl.when(num > 1e17)
+        .then(num / 1e9)
+        .when(num > 1e14)
+        .then(num / 1e6)
+        .when(num > 1e11)
+        .then(num / 1e3)
+        .otherwise(num)
+    )
+    # ISO 8601 only where the value is not a number (the number wins the coalesce below)
+    iso = pl.when(num.is_null()).then(v).str.replace(" ", "T").str.replace(r"Z$", "+00:00")
+    zoned = iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_zone="UTC")
+    naive = local_to_utc(iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False), tz)
+    return pl.coalesce(epoch_to_utc(secs), zoned, naive).cast(pl.Datetime("us", "UTC"))
+
+
+def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) -> dict[str, pl.DataFrame]:
+    """Emit attempts and requests of every rid whose ``request`` record has arrived; carry the rest.
+
+    A rid reused later in the file (a client restarted into the same file) is another request: rows
+    belong to the first ``request`` record of their rid that follows them (``gen``).
+    """
+    is_req = (pl.col("kind") == "request").cast(pl.Int64)
+    if not pend["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
+        pend = pend.sort("seq")
+    k = [FILE, "rid", "gen"]
+    pend = pend.with_columns((is_req.cum_sum().over(FILE, "rid") - is_req).alias("gen"))
+    keys = pend.filter(pl.col("kind") == "request").select(k)
+    if final:
+        keys = pend.select(k).unique()
+    ready = pend.join(keys, on=k, how="semi")
+    # rows of later generations are renumbered from 0 when they are looked at again
+    state["lab_pending"] = pend.join(keys, on=k, how="anti").drop("gen")
+    if not ready.height:
+        return {}
+    phases = _lab_phase_table(state.get("lab_phases"))
+    req = (
+        ready.filter(pl.col("kind") == "request")
+        .unique(k, keep="last")
+        .select(
+            *k,
+            pl.col("client").alias("r_client"),
+            pl.col("phase").alias("r_phase"),
+            ts_expr("send", ctx.tz).alias("r_send"),
+            ts_expr("end", ctx.tz).alias("r_end"),
+            _i("status").alias("r_status"),
+            _err_class("error").alias("r_error"),
+            _f("latency_s").alias("r_latency"),
+            _i("max_tokens").alias("max_tokens"),
+            _b("stream").alias("stream"),
+            _i("completion_tokens").alias("output_tokens"),
+            _f("ttft_s").alias("r_ttft"),
+            _f("client_timeout_s").alias("timeout_s"),
+            _i("max_retries").alias("max_retries"),
+        )
+        .join(phases, left_on=[FILE, "r_phase"], right_on=[FILE, "phase"], how="left")
+    )
+    send = (
+        ready.filter(pl.col("kind") == "attempt_send")
+        .select(
+            *k,
+            _i("retry_count").alias("rc"),
+            "client",
+            "url",
+            "line_no",
+            "seq",
+            ts_expr("t", ctx.tz).alias("ts_start"),
+            pl.col("trace_id") if "trace_id" in ready.columns else pl.lit(None, pl.String).alias("trace_id"),
+        )
+        .unique([*k, "rc"], keep="first")
+    )
+    spans = (
+        ready.filter(pl.col("kind") == "attempt_span")
+        .select(*k, _i("retry_count").alias("rc"), pl.col("trace_id").alias("s_trace"), "span_id")
+        .unique([*k, "rc"], keep="first")
+        if "span_id" in ready.columns
+        else None
+    )
+    resp = (
+        ready.filter(pl.col("kind") == "attempt_response")
+        .select(
+            *k,
+            _i("retry_count").alias("rc"),
+            ts_expr("t", ctx.tz).alias("resp_ts"),
+            _i("status").alias("status"),
+        )
+        .unique([*k, "rc"], keep="first")
+    )
+    # the client's timeout setting, from its request records so far: a request left without one (in flight when a
+    # killed client's log ended) had the same when the client used one (not so with the lab's --timeout-mix)
+    seen = state.setdefault("lab_timeouts", {})  # (file, client): its one timeout so far, or None
+    per = (
+        req.filter(pl.col("timeout_s").is_not_null())
+        .group_by(FILE, "r_client")
+        .agg(pl.col("timeout_s").unique())
+    )
+    for file, client, values in per.iter_rows():
+        one = values[0] if len(values) == 1 else None
+        seen[file, client] = one if seen.get((file, client), one) == one else None
+    known = pl.DataFrame(
+        [(f, c, t) for (f, c), t in seen.items() if t is not None],
+        schema={FILE: pl.Int64, "client": pl.String, "known_timeout": pl.Float64},
+        orient="row",
+    )
+    att = (
+        send.join(resp, on=[*k, "rc"], how="left")
+        .join(
+            spans
+            if spans is not None
+            else send.select(*k, "rc")
+            .clear()
+            .with_columns(pl.lit(None, pl.String).alias("s_trace"), pl.lit(None, pl.String).alias("span_id")),
+            on=[*k, "rc"],
+            how="left",
+        )
+        .join(req, on=k, how="left")
+        .join(known, on=[FILE, "client"], how="left")
+        .with_columns(pl.col("timeout_s").fill_null(pl.col("known_timeout")))
+        .sort(*k, "rc")
+        .with_columns(
+            pl.col("ts_start").shift(-1).over(k).alias("next_send"),
+            (pl.col("rc") == pl.col("rc").max().over(k)).alias("is_last"),
+        )
+    )
+    att = _lab_attempt_outcome(att)
+    attempts = att.sort("seq").select(
+        "ts_start",
+        "ts_end",
+        pl.lit(ctx.source).alias("source"),
+        pl.coalesce("client", "r_client").alias("client"),
+        pl.col("rid").alias("logical_request_id"),
+        pl.col("rid").alias("request_id"),
+        (pl.col("rc") + 1).alias("attempt"),
+        "status",
+        "error",
+        "timed_out",
+        pl.when(pl.col("is_last") & (pl.col("status") == 200)).then(pl.col("r_ttft")).alias("ttft_s"),
+        ((pl.col("ts_end") - pl.col("ts_start")).dt.total_microseconds() / 1e6).alias("e2e_s"),
+        "max_tokens",
+        pl.when(pl.col("is_last")).then(pl.col("output_tokens")).alias("output_tokens"),
+        "concurrency",
+        pl.lit("exact").alias("grouping"),
+        pl.lit(1.0).alias("grouping_confidence"),
+        "url",
+        "line_no",
+        pl.coalesce("s_trace", "trace_id").alias("trace_id"),
+        "span_id",
+        FILE,
+    )
+    n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
+    requests = (
+        req.join(n_att, on=k, how="left")
+        .sort("first_seq")
+        .select(
+            pl.col("rid").alias("logical_request_id"),
+            pl.lit(ctx.source).alias("source"),
+            pl.col("r_client").alias("client"),
+            pl.col("r_send").alias("ts_start"),
+            pl.col("r_end").alias("ts_end"),
+            pl.col("r_status").alias("status"),
+            pl.col("r_error").alias("error"),
+            pl.col("r_error").str.contains("Timeout").fill_null(False).alias("timed_out"),
+            "attempts",
+            pl.col("r_ttft").alias("ttft_s"),
+            pl.col("r_latency").alias("e2e_s"),
+            "max_tokens",
+            "output_tokens",
+            "timeout_s",
+            "max_retries",
+            "stream",
+            "concurrency",
+            pl.col("r_phase").alias("phase"),
+            FILE,
+        )
+    )
+    return {"client_attempts": attempts, "client_requests": requests}

@@ -1,0 +1,67 @@
+"""A KV connector's failed load is no preemption, and an episode whose queue still rises is no one-off.
+
+public-2 n19 (LMCache's cache-migration README, vLLM V1 ~0.13): 'Recovered from KV load failure: 215 request(s)
+rescheduled (373752 tokens affected)' at 01:40:17, then KV 100 % -> 82.4 % while Waiting climbs 47 -> 233 to the last
+line. It read "1 preemption at 01:40:17" and "Sustained KV pressure: 1 preemption 01:40:17–01:40:17", told to
+measure capacity with a ladder; with that line no longer a preemption, the KV episode read "One-off: back to
+baseline" beside a queue still rising when the log ends. Real preemptions stay preemptions: vllm-public 33 (V0
+'preempted by PreemptionMode.SWAP mode') and SGLang's 'KV cache pool is full. Retract requests. #retracted_reqs: 1'
+(5 lines)."""
+
+from __future__ import annotations
+
+import html
+
+from conftest import DATA, PUBLIC, PUBLIC2, need
+from logscope import terminal
+
+N19 = PUBLIC2 / "n19-v1-lmcache-kv-load-failure-215-rescheduled-kv100-waiting-47-to-233.log"
+TITLE = "Cached KV failed to load from the KV connector at 01:40:17: 215 request(s) rescheduled, 373,752 tokens to compute again"
+
+
+def _outputs(out, s, capsys) -> dict[str, str]:
+    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
+    return {
+        "summary.md": (out / "summary.md").read_text().replace("\\", ""),
+        "report.html": html.unescape((out / "report.html").read_text()),
+        "terminal": " ".join(capsys.readouterr().out.split()),
+    }
+
+
+def test_a_failed_kv_load_is_the_cause_not_a_preemption(analyzed, capsys):
+    out, s, diag = analyzed(need(N19))
+    assert [e["signal"] for e in diag["episodes"]] == ["kv_pressure"]  # no preemption episode
+    f1, f2 = s["findings"][:2]
+    assert f1["title"] == TITLE
+    facts = {x["name"]: x["value"] for x in next(c for c in s["claims"] if c["id"] == f1["claim"])["facts"]}
+    assert (facts["requests_rescheduled"], facts["tokens_affected"], facts["lines"]) == (215, 373752, 1)
+    assert f2["title"] == "Sustained KV pressure: KV cache ≥ 90.0 % 01:40:18–01:41:08"
+    assert f2["cause"].startswith("a KV connector's failed load at 01:40:17 sent 215 request(s) back")
+    assert "up to 233 new requests waited" in f2["cause"]
+    assert "KV connector" in f2["next_test"] and "ladder" not in f2["next_test"]
+    assert s["verdict"][0].endswith(f"; {TITLE[0].lower()}{TITLE[1:]} (F1).")
+    for name, text in _outputs(out, s, capsys).items():
+        assert TITLE in text, name
+        assert "1 preemption" not in text, name
+
+
+def test_a_queue_rising_to_the_end_is_not_a_recovery(analyzed):
+    """The KV cache fell under 90 % at 01:41:18 (85.6 %) but the queue rose to 233 on the log's last line."""
+    _, s, diag = analyzed(need(N19))
+    (ep,) = diag["episodes"]
+    assert ep["class"] == "sustained" and ep["recovered"] is False
+    assert "its queue still abnormal when the logs end" in ep["reason"]
+    queue = next(c for c in ep["details"]["companions"] if c["signal"] == "queue")
+    assert (queue["peak"], queue.get("to_the_end")) == (233.0, True)
+    assert s["verdict"][1].startswith("Sustained as far as the logs show: its queue still abnormal")
+    assert s["episodes"][0]["class"] == "sustained"
+
+
+def test_real_preemptions_stay_preemptions(analyzed):
+    _, s, diag = analyzed(need(PUBLIC / "33-v0-0.6.3-pending-98-then-swap-preemption.log"))
+    assert [(e["signal"], e["count"]) for e in diag["episodes"]] == [("preemptions", 1)]
+    assert s["findings"][0]["title"] == "Sustained KV pressure: 1 preemption at 11:16:41"
+    assert "swaps them out to CPU memory" in s["findings"][0]["cause"]
+    _, s, diag = analyzed(need(DATA / "sglang" / "retract-kv-pool-full.log"))
+    assert [(e["signal"], e["count"]) for e in diag["episodes"]] == [("preemptions", 5)]
+    assert not any("KV connector" in f["title"] for f in s["findings"])
