@@ -14,6 +14,9 @@ from __future__ import annotations
 import polars as pl
 
 TS = pl.Datetime("us", "UTC")
+# server_events.preemption_mode of V1's 'Recovered from KV load failure' (parsers/_lexicon.preemption_mode): a
+# recomputation after a KV connector failed to load, which no preemption count may take
+RESCHEDULE = "RESCHEDULE"
 S, I, F, B = pl.String, pl.Int64, pl.Float64, pl.Boolean  # noqa: E741 - short names keep the tables readable
 
 # a column's dtype: a class (pl.String) or an instance (pl.Datetime("us", "UTC"), pl.List(pl.String)), and its text
@@ -160,7 +163,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "cumulative_preemptions": (I, "V0 total_num_cumulative_preemption=N"),
         "preemption_mode": (
             S,
-            "RECOMPUTE or SWAP (vLLM V0); RETRACT for an SGLang retraction ('KV cache pool is full')",
+            "RECOMPUTE or SWAP (vLLM V0); RETRACT for an SGLang retraction ('KV cache pool is full'); RESCHEDULE for "
+            "V1's recovery from a KV connector's failed load (no preemption: 'Recovered from KV load failure')",
         ),
         "kv_tokens": (I, "KV cache size in tokens (V1) or blocks x block size (V0)"),
         "gpu_blocks": (I, "# GPU/cuda/cpu blocks"),

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import polars as pl
 
-from logscope.schemas import TS
+from logscope.schemas import RESCHEDULE, TS
 
 from ._common import ascii_classes
 
@@ -227,7 +227,7 @@ def preemption_mode(detail: pl.Expr) -> pl.Expr:
         pl.when(detail.str.contains("Retract requests|Decode out of memory happened"))
         .then(pl.lit("RETRACT"))
         .when(detail.str.contains("KV load failure", literal=True))
-        .then(pl.lit("RESCHEDULE"))
+        .then(pl.lit(RESCHEDULE))
         .otherwise(detail.str.extract(r"PreemptionMode\.([A-Za-z0-9_]+)"))
     )
 

@@ -65,3 +65,21 @@ def test_real_preemptions_stay_preemptions(analyzed):
     _, s, diag = analyzed(need(DATA / "sglang" / "retract-kv-pool-full.log"))
     assert [(e["signal"], e["count"]) for e in diag["episodes"]] == [("preemptions", 5)]
     assert not any("KV connector" in f["title"] for f in s["findings"])
+
+
+def test_the_timeline_counts_no_preemption_for_a_failed_kv_load(analyzed):
+    """The findings said n19 holds no preemption while its timeline's Preemptions panel drew 1 at 01:40:18: the
+    windows counted the 'Recovered from KV load failure' line as a V0 preemption warning. The windows read the
+    line's mode as the findings do; vllm-public 33's SWAP preemption and SGLang's retractions are still drawn."""
+    import polars as pl
+
+    out, _, _ = analyzed(need(N19))
+    win = pl.read_parquet(out / "windows.parquet")
+    assert win["preemptions"].fill_null(0).sum() == 0
+    assert '"series":"preemptions","value":1.0' not in (out / "report.html").read_text()
+    for src, n in (
+        (PUBLIC / "33-v0-0.6.3-pending-98-then-swap-preemption.log", 1),
+        (DATA / "sglang" / "retract-kv-pool-full.log", 5),
+    ):
+        out, _, _ = analyzed(need(src))
+        assert pl.read_parquet(out / "windows.parquet")["preemptions"].fill_null(0).sum() == n, src.name

@@ -94,7 +94,7 @@ def prev_in_group(x: pl.Expr, first: str = "_first") -> pl.Expr:
 
 # the stage reads only these columns of the event tables (their message texts are large)
 USED_COLUMNS = {
-    "server_events": ("ts", "source", "replica", "kind"),
+    "server_events": ("ts", "source", "replica", "kind", "preemption_mode"),
     "gateway_errors": ("ts", "source", "kind", "upstream"),
 }
 # nor these of the request tables (at a million rows each column is tens of megabytes)

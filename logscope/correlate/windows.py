@@ -300,7 +300,11 @@ def _preemptions(g: Grid, stats: pl.DataFrame, events: pl.DataFrame, notes: list
         s = st.filter(pl.col("origin") == origin)
         if s.height:
             return g.count(s, "t", "preemptions", "preemptions")
-    warn = events.filter(pl.col("kind").str.contains(PREEMPT))
+    warn = events.filter(  # a KV connector's failed load is recomputed, not preempted (public-2 n19)
+        pl.col("kind").str.contains(PREEMPT) & (pl.col("preemption_mode").fill_null("") != schemas.RESCHEDULE)
+        if "preemption_mode" in events.columns
+        else pl.col("kind").str.contains(PREEMPT)
+    )
     if warn.height:
         notes.append(
             "preemptions per window count the V0 preemption warnings, which vLLM prints only for some "

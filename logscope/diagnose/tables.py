@@ -504,9 +504,6 @@ def preemption_series(stats: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-RESCHEDULE = "RESCHEDULE"  # parsers/_lexicon.preemption_mode: V1's recovery from a KV connector's failed load
-
-
 def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
     """V0 'Sequence group ... is preempted' warnings (1 in 50 printed), with the preemptions each stands for; SGLang's
     retractions, each the requests it retracted. V1's 'Recovered from KV load failure: N request(s) rescheduled' is no
@@ -516,7 +513,7 @@ def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
         events.filter(
             (pl.col("kind") == "preemption")
             & pl.col("ts").is_not_null()
-            & (pl.col("preemption_mode").fill_null("") != RESCHEDULE)
+            & (pl.col("preemption_mode").fill_null("") != schemas.RESCHEDULE)
         )
         .with_columns(pl.col("replica").fill_null(""))
         .sort(["replica", "ts", "seq"])
@@ -553,7 +550,7 @@ def kv_load_failures(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("requests_affected") if "requests_affected" in events.columns else pl.lit(None, pl.Int64)
     )
     return (
-        events.filter((pl.col("kind") == "preemption") & (pl.col("preemption_mode") == RESCHEDULE))
+        events.filter((pl.col("kind") == "preemption") & (pl.col("preemption_mode") == schemas.RESCHEDULE))
         .sort(["ts", "source", "line_no"], nulls_last=True)
         .select(
             pl.col("replica").fill_null(""),
