@@ -11,7 +11,6 @@ pub mod output;
 pub mod pairs;
 pub mod plan;
 pub mod records;
-pub mod regexes;
 pub mod spec;
 
 use pyo3::buffer::PyBuffer;
@@ -155,8 +154,6 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<Plan>()?;
     m.add_class::<records::Records>()?;
-    m.add_class::<regexes::Rules>()?;
-    m.add_class::<regexes::Fields>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     Ok(())
 }
