@@ -328,6 +328,7 @@ def _ingest_step(
     if separate is None:
         separate = memory.tight(Path(root), memory.budget_of(opts.max_memory))
     if separate and child_process.POSSIBLE:
+        memory.tune_glibc(Path(root), memory.budget_of(opts.max_memory))  # here and in the ingest's process
         return child_process.ingest(root, out_dir, opts.ingest_options(), progress)
     return _ingest(root, out_dir, opts.ingest_options(), progress)
 

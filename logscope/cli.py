@@ -390,6 +390,12 @@ def analyze(
             f"({memory.ALLOCATOR_ENV}={memory.RETURN_FREED})",
             style="yellow",
         )
+    if memory.tune_glibc(input, budget) and verbose:
+        err.print(
+            "logscope: note: memory is tight: buffers of 128 KiB or more are mapped apart and handed back whole "
+            f"({memory.GLIBC_ENV}={memory.GLIBC_MMAP})",
+            style="yellow",
+        )
     apart = memory.tight(input, budget)
     if apart and verbose:
         err.print(

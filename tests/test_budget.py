@@ -366,6 +366,57 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
     assert r.returncode == 0 and freed in r.stderr
 
 
+def test_glibc_maps_large_buffers_apart_only_when_tight(tmp_path):
+    """glibc's mmap threshold (the compiled scanner's buffers, Python's) is fixed when memory is tight, in this
+    process and in those it starts (the ingest's own), never over a value already set: run in fresh processes,
+    as the CLI runs it, with the verbose note that says so."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "a.log").write_bytes(b"x" * 1000)
+    probe = (
+        "import os, sys; from pathlib import Path; from logscope.resources import memory as m; "
+        "print(m.tune_glibc(Path(sys.argv[1]), int(sys.argv[2])), m.tune_glibc(Path(sys.argv[1]), int(sys.argv[2])), "
+        "os.environ.get(m.GLIBC_ENV))"
+    )
+
+    def run(budget: int, extra: dict) -> str:
+        env = {k: v for k, v in os.environ.items() if k != memory.GLIBC_ENV} | extra
+        r = subprocess.run(
+            [sys.executable, "-c", probe, str(tmp_path), str(budget)], env=env, capture_output=True, text=True
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    # tight: set once (the second call finds it set); then a child started now inherits it
+    assert run(2 * memory.NEED_BASE, {}) == f"True False {memory.GLIBC_MMAP}"
+    assert run(4 * memory.NEED_BASE, {}) == "False False None"  # not tight: glibc's own behaviour
+    assert (
+        run(2 * memory.NEED_BASE, {memory.GLIBC_ENV: "4096"}) == "False False 4096"
+    )  # the user's value kept
+    env = {k: v for k, v in os.environ.items() if k != memory.GLIBC_ENV}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logscope",
+            "analyze",
+            str(need(LAB / "spike")),
+            "-o",
+            str(tmp_path / "o"),
+            "-v",
+            "--max-memory",
+            "600M",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"mapped apart and handed back whole ({memory.GLIBC_ENV}={memory.GLIBC_MMAP})" in r.stderr
+
+
 def test_a_fleets_note_names_each_batch_in_a_unit_it_reads_as_more_than_zero():
     """3,000 replica folders of 150 real lab vLLM lines (bench/generate.py's shape, 103.6 MB) under 300M: the note
     said their formats were "detected 0 MiB of heads at a time" (256 KiB), and that even so ~349 MiB is needed."""

@@ -16,9 +16,20 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 # follows a large one starts from the first one's peak (5 GB bench folder correlated in slices: diagnose
 # peaked at 1.53 GB after correlate, 0.93 GB alone). With a background thread purging freed pages after
 # 0.2 s the whole analyze peaks at 0.94-1.03 GiB, for ~7 % more time (1 GB folder: 17.9 against 16.7 s), so it is
-# asked for only when memory is tight (``tight``); a value the user set is kept.
+# asked for only when memory is tight (``tight``); a value the user set is kept. 20 ms, not 200: a 32-replica fleet
+# under --max-memory 250M peaked at 225-237 MiB with 200 ms at a load of 4-6, 203-217 with 20 ms, for +3 % CPU
+# (0 ms: 192-197, but +30 % CPU in the kernel handing each page back; docs/performance.md item 46)
 ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
-RETURN_FREED = "background_thread:true,dirty_decay_ms:200,muzzy_decay_ms:0"
+RETURN_FREED = "background_thread:true,dirty_decay_ms:20,muzzy_decay_ms:0"
+# The compiled scanner (logscope._scan) and Python allocate with glibc's malloc, not polars' jemalloc. glibc raises
+# its mmap threshold each time it frees a large mapped block (up to 32 MiB), after which the scanner's chunk-sized
+# buffers come from its heaps and their freed pages stay there: 49 MiB held after a fleet's ingest, that
+# malloc_trim handed back. A fixed threshold keeps every buffer of 128 KiB or more mapped and unmapped whole (the
+# same fleet's ingest: 187-196 -> 163-165 MiB peak, 155 -> 118 MiB at its end). Set only when memory is tight:
+# it costs page faults (Dask's nanny sets the like for its workers: docs/performance.md item 39).
+GLIBC_ENV = "MALLOC_MMAP_THRESHOLD_"
+GLIBC_MMAP = 128 * 1024
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 # analysing a folder needs about NEED_BASE + NEED_PER_BYTE x its bytes (5 GB bench folder, whole: 3.6 GB;
 # logscope.resources.budget estimates it from the tables once they exist); a compressed file counts COMPRESSED times
 NEED_BASE, NEED_PER_BYTE, COMPRESSED = 512 * 2**20, 0.75, 8
@@ -192,6 +203,24 @@ def tune_allocator(root: Path, budget: int | None) -> bool:
     if user_setting() is not None or "polars" in sys.modules or not tight(root, budget):
         return False
     os.environ[ALLOCATOR_ENV] = RETURN_FREED
+    return True
+
+
+def tune_glibc(root: Path, budget: int | None) -> bool:
+    """When memory is tight, fix glibc's mmap threshold in this process (``mallopt``: it can be set at any time)
+    and in the processes it starts (the ingest's own: ``GLIBC_ENV``), unless the variable was set already (the
+    user's choice, or this process started with it). True when it was set; False off glibc."""
+    if GLIBC_ENV in os.environ or not tight(root, budget):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        if libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP) != 1:
+            return False
+    except (OSError, AttributeError):  # not glibc (musl, macOS): its allocator is left as it is
+        return False
+    os.environ[GLIBC_ENV] = str(GLIBC_MMAP)
     return True
 
 

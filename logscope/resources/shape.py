@@ -76,6 +76,7 @@ def ingest_need(
 # all of it, 207-222 sized for 85 % on a quiet machine and 259-261 at a load of 8-25; tests/test_replicas.py). That
 # peak was the later stages' process, not ingest's (170-198 MiB): diagnosis gathered its ranges 100,000 rows of every
 # column at a time, now 4 MiB of the columns read (``diagnose.figures.GATHER_BYTES``; docs/performance.md, item 44)
+# On polars 2.1 the ingest's process was the larger again (231-245 MiB) until glibc's heap was tamed (item 46).
 HEADROOM = 0.75
 
 
