@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import polars as pl
 
+from logscope import _scan
 from logscope.numbers import to_int
 
 from . import _kinds
@@ -14,6 +16,11 @@ from ._common import ascii_classes, base_id_expr
 from ._vllm_pastes import separator
 from .base import ParseContext
 
+# a request's lifecycle line: most of a log's records, never an event
+_REQUEST_LINE = (
+    r"^(?:Received request|Added request|Finished request|Aborted request"
+    r"|Request \S+ (?:aborted|failed|details))"
+)
 _PROMPT_ANY = r"""prompt: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|'.*$|".*$)"""
 _EVENT_KW = "|".join(
     re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", s)
@@ -112,6 +119,58 @@ _KIND_RULES: list[tuple[str, str, str, tuple[str, ...]]] = [  # (kind, column, r
     ),
 ]
 _KIND_RULES = lexicon.RULES + [(kind, col, ascii_classes(rx), lits) for kind, col, rx, lits in _KIND_RULES]
+_KIND_NAMES = pl.Series("kind", [kind for kind, *_ in _KIND_RULES], dtype=pl.String)
+
+# the fields read off an event's first line (``message``) or its whole text (``detail``) by a pattern's group 1, each in
+# the records of the kinds named: (name, column, kinds, pattern)
+_CONFIG = ("config",)
+_TOO_LONG = ("kv_insufficient", "input_too_long")
+_FIELDS: list[tuple[str, str, tuple[str, ...], str]] = [
+    ("cumulative", "message", ("preemption",), r"total_num_cumulative_preemption=([0-9]+)"),
+    ("preempted", "message", ("preemption",), r"Sequence group (\S+) is preempted"),
+    ("gpu_blocks", "message", ("capacity",), r"blocks: ([\d,]+)"),
+    ("cpu_blocks", "message", ("capacity",), r"# CPU blocks: ([\d,]+)"),
+    ("kv_tokens", "message", ("capacity",), r"KV cache size: ([\d,]+) tokens"),
+    ("conc_tokens", "message", ("capacity",), r"Maximum concurrency for ([\d,]+) tokens"),
+    ("conc", "message", ("capacity",), r"tokens per request: ([\d.]+)x"),
+    ("kv_gib", "message", ("capacity",), r"Available KV cache memory: ([\d.]+) ?GiB"),
+    ("kv_gib2", "message", ("capacity",), r"kv_cache_size=([\d.]+) ?GiB"),
+    ("kv_gib3", "message", ("capacity",), r"reserved for KV Cache is ([\d.]+) ?GiB"),
+    # CPU: VLLM_CPU_KVCACHE_SPACE unset / set
+    ("kv_gib4", "message", ("capacity",), r"(?:Auto|Explicitly) set \(([\d.]+)/[\d.]+\) GiB"),
+    ("weights", "message", ("capacity",), r"Loading model weights took ([\d.]+) GB"),
+    ("weights2", "message", ("capacity",), r"Model loading took ([\d.]+) ?GiB"),
+    # the non-default args dict, or the older argparse Namespace
+    *(
+        (f"{key}{i}", "message", _CONFIG, pat)
+        for key in (
+            "max_model_len",
+            "max_num_seqs",
+            "gpu_memory_utilization",
+            "block_size",
+            "num_gpu_blocks_override",
+        )
+        for i, pat in enumerate((rf"'{key}': ([\d.]+)", rf"\b{key}=([\d.]+)"))
+    ),
+    ("len1", "detail", _TOO_LONG, r"max seq len \((\d+)\)"),
+    ("len2", "detail", _TOO_LONG, r"maximum context length is (\d+)"),
+    ("len3", "detail", _TOO_LONG, r"maximum model length of (\d+)"),
+    ("len4", "detail", _TOO_LONG, r"max_model_len (\d+)"),
+    ("version", "detail", ("version",), r"(?:server version |█\s+version )v?(\d[\w.+-]*)"),
+    ("started", "message", ("server_start",), r"Started server process \[(\d+)\]"),
+]
+_TEXT_COLS = ("message", "detail")
+
+
+@functools.cache
+def _kind_rules() -> _scan.Rules:
+    """The kind rules compiled once by the compiled scanner (polars compiled each again for every chunk)."""
+    return _scan.Rules([(_TEXT_COLS.index(col), rx, list(lits)) for _, col, rx, lits in _KIND_RULES])
+
+
+@functools.cache
+def _field_patterns() -> _scan.Fields:
+    return _scan.Fields([(f"_f_{name}", _TEXT_COLS.index(col), list(k), rx) for name, col, k, rx in _FIELDS])
 
 
 def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -162,6 +221,8 @@ _REC_COLS = [
     "stopping",
     "wrap",
     "joined",
+    "lead",
+    "evt",
 ]
 
 
@@ -193,19 +254,10 @@ def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
 
 def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
     m = pl.col("msg")
-    start = ~pl.col("cont")
-    multi = start & pl.col("cont").shift(-1, fill_value=False)
-    reqline = m.str.contains(
-        r"^(?:Received request|Added request|Finished request|Aborted request|Request \S+ "
-        r"(?:aborted|failed|details))"
-    )
-    hit = pl.col("lvl").is_in(["ERROR", "CRITICAL"]).fill_null(False) | pl.col("tbs") | multi
-    # a record's first line, not a request line (most of a log's lines): an event when it is an error, a
-    # traceback, a record of several lines, or holds a keyword (searched on these lines only)
-    lead = frame.select("rec", "msg", hit.alias("hit"), (start & ~reqline).alias("lead")).filter(
-        pl.col("lead")
-    )
-    ids = lead.filter(pl.col("hit") | m.str.contains(_EVENT_KW))["rec"]
+    # a record's first row not a request line (`lead`) is an event when it is an error, a traceback or holds a keyword
+    # (`evt`: both from the record pass, _vllm_records), or when its record has several rows
+    multi = pl.col("lead") & pl.col("cont").shift(-1, fill_value=False)
+    ids = frame.filter(pl.col("evt") | multi)["rec"]
     if ids.len() == 0:
         return frame.clear(), []
     sub = frame.filter(pl.col("rec").is_in(ids.implode()))
@@ -241,20 +293,16 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     if cut := state.get("record_cut"):  # the lines of a record too long to carry (``_records``)
         more = pl.col("rec").replace_strict(cut, default=0, return_dtype=pl.Int64)
         g = g.with_columns(pl.col("line_count") + more)
-    present = g.select(
-        pl.any_horizontal(pl.col(col).str.contains(x, literal=True) for x in lits).any().alias(str(i))
-        for i, (_, col, _, lits) in enumerate(_KIND_RULES)
-    ).row(0)
-    kind = pl.lit(None, dtype=pl.String)
-    for (name, col, pat, _), run in reversed(list(zip(_KIND_RULES, present, strict=True))):
-        if run:
-            kind = pl.when(pl.col(col).str.contains(pat)).then(pl.lit(name)).otherwise(kind)
+    # the first kind rule that matches (each tried only where one of its literals is), in the compiled scanner
+    rule = pl.DataFrame(_kind_rules().first([g.get_column(c) for c in _TEXT_COLS])).get_column("rule")
+    kind = pl.col("kind")
     kind = (
         pl.when(kind.is_null() & (pl.col("level").is_in(["ERROR", "CRITICAL"]) | pl.col("raw")))
         .then(pl.lit("error"))
         .otherwise(kind)
     )
-    g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
+    g = g.with_columns(_KIND_NAMES.gather(rule)).with_columns(kind.alias("kind"))
+    g = g.filter(pl.col("kind").is_not_null())
     if g.height == 0:  # records that are no event (a chunk's open record, often): no fields to read
         return g, []
     # vLLM's graceful shutdown logs an EngineDeadError traceback that means nothing (lab README)
@@ -270,14 +318,20 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
 def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
     d, msg, k = pl.col("detail"), pl.col("message"), pl.col("kind")
     notes = []
+    # every field's text in the records of its kinds (null in the others), read in the compiled scanner (_FIELDS)
+    texts = pl.DataFrame(
+        _field_patterns().extract([g.get_column(c) for c in _TEXT_COLS], g.get_column("kind"))
+    )
+    g = pl.concat([g, texts], how="horizontal")
 
-    def cap(pat: str) -> pl.Expr:
-        return pl.when(k == "capacity").then(msg.str.extract(pat).str.replace_all(",", ""))
+    def f(name: str) -> pl.Expr:
+        return pl.col(f"_f_{name}")
 
-    def cfg(key: str) -> pl.Expr:  # non-default args dict, or the older argparse Namespace
-        return pl.when(k == "config").then(
-            pl.coalesce(msg.str.extract(rf"'{key}': ([\d.]+)"), msg.str.extract(rf"\b{key}=([\d.]+)"))
-        )
+    def cap(name: str) -> pl.Expr:
+        return f(name).str.replace_all(",", "")
+
+    def cfg(key: str) -> pl.Expr:
+        return pl.coalesce(f(f"{key}0"), f(f"{key}1"))
 
     # only the fields of the kinds present are extracted: each expression costs even on no rows
     kinds = set(g["kind"].unique().to_list())
@@ -289,9 +343,7 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
     g = g.with_columns(
         only(
             pre,
-            pl.when(k == "preemption").then(
-                msg.str.extract(r"total_num_cumulative_preemption=([0-9]+)").pipe(to_int)
-            ),
+            f("cumulative").pipe(to_int),
             pl.Int64,
         ).alias("cumulative_preemptions"),
         only(
@@ -301,48 +353,25 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         ).alias("preemption_mode"),
         only(
             pre,
-            pl.when(k == "preemption").then(msg.str.extract(r"Sequence group (\S+) is preempted")),
+            f("preempted"),
             pl.String,
         ).alias("request_id"),
-        only(capa, cap(r"blocks: ([\d,]+)").pipe(to_int), pl.Int64).alias("gpu_blocks"),
-        only(capa, cap(r"# CPU blocks: ([\d,]+)").pipe(to_int), pl.Int64).alias("cpu_blocks"),
-        only(capa, cap(r"KV cache size: ([\d,]+) tokens").pipe(to_int), pl.Int64).alias("kv_tokens_v1"),
-        only(capa, cap(r"Maximum concurrency for ([\d,]+) tokens").pipe(to_int), pl.Int64).alias(
-            "max_concurrency_tokens"
-        ),
-        only(capa, cap(r"tokens per request: ([\d.]+)x").cast(pl.Float64), pl.Float64).alias(
-            "max_concurrency"
-        ),
+        only(capa, cap("gpu_blocks").pipe(to_int), pl.Int64).alias("gpu_blocks"),
+        only(capa, cap("cpu_blocks").pipe(to_int), pl.Int64).alias("cpu_blocks"),
+        only(capa, cap("kv_tokens").pipe(to_int), pl.Int64).alias("kv_tokens_v1"),
+        only(capa, cap("conc_tokens").pipe(to_int), pl.Int64).alias("max_concurrency_tokens"),
+        only(capa, cap("conc").cast(pl.Float64), pl.Float64).alias("max_concurrency"),
         only(
             capa,
-            pl.coalesce(
-                cap(r"Available KV cache memory: ([\d.]+) ?GiB"),
-                cap(r"kv_cache_size=([\d.]+) ?GiB"),
-                cap(r"reserved for KV Cache is ([\d.]+) ?GiB"),
-                cap(r"(?:Auto|Explicitly) set \(([\d.]+)/[\d.]+\) GiB"),  # CPU: KVCACHE_SPACE unset / set
-            ).cast(pl.Float64),
+            pl.coalesce(cap(x) for x in ("kv_gib", "kv_gib2", "kv_gib3", "kv_gib4")).cast(pl.Float64),
             pl.Float64,
         ).alias("kv_memory_gib"),
+        only(capa, pl.coalesce(cap("weights"), cap("weights2")).cast(pl.Float64), pl.Float64).alias(
+            "weights_gib"
+        ),
         only(
-            capa,
-            pl.coalesce(
-                cap(r"Loading model weights took ([\d.]+) GB"), cap(r"Model loading took ([\d.]+) ?GiB")
-            ).cast(pl.Float64),
-            pl.Float64,
-        ).alias("weights_gib"),
-        only(
-            {"config", "kv_insufficient", "input_too_long"},
-            pl.coalesce(
-                cfg("max_model_len"),
-                pl.when(k.is_in(["kv_insufficient", "input_too_long"])).then(
-                    pl.coalesce(
-                        d.str.extract(r"max seq len \((\d+)\)"),
-                        d.str.extract(r"maximum context length is (\d+)"),
-                        d.str.extract(r"maximum model length of (\d+)"),
-                        d.str.extract(r"max_model_len (\d+)"),
-                    )
-                ),
-            ).pipe(to_int),
+            {"config", *_TOO_LONG},
+            pl.coalesce(cfg("max_model_len"), *(f(f"len{i}") for i in range(1, 5))).pipe(to_int),
             pl.Int64,
         ).alias("max_model_len"),
         only(conf, cfg("max_num_seqs").pipe(to_int), pl.Int64).alias("max_num_seqs"),
@@ -353,13 +382,10 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         only(conf, cfg("num_gpu_blocks_override").pipe(to_int), pl.Int64).alias("cfg_blocks"),
         only(
             {"version"},
-            pl.when(k == "version").then(d.str.extract(r"(?:server version |█\s+version )v?(\d[\w.+-]*)")),
+            f("version"),
             pl.String,
         ).alias("version"),
-        pl.when(k == "server_start")
-        .then(msg.str.extract(r"Started server process \[(\d+)\]").pipe(to_int))
-        .otherwise(pl.col("pid"))
-        .alias("pid")
+        pl.when(k == "server_start").then(f("started").pipe(to_int)).otherwise(pl.col("pid")).alias("pid")
         if "server_start" in kinds
         else pl.col("pid"),
     )
@@ -398,4 +424,4 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
         pl.lit(ctx.source).alias("source"),
         pl.lit(ctx.replica).alias("replica"),
     )
-    return g, notes
+    return g.drop(texts.columns), notes

@@ -17,6 +17,7 @@ import polars as pl
 
 from logscope import _scan
 
+from ._vllm_events import _EVENT_KW, _REQUEST_LINE
 from ._vllm_lines import _NOISE, _TB, _TB_STRONG
 
 # the stream is shutting down (a message starting with one of these, or holding 'trigger received signal=SIGTERM'):
@@ -34,13 +35,23 @@ _STARTING_LEADS = (
 
 @functools.cache
 def _pass() -> _scan.Records:
-    return _scan.Records(_TB, _TB_STRONG, _NOISE, list(_STOPPING_LEADS), _STOPPING_ANY, list(_STARTING_LEADS))
+    return _scan.Records(
+        _TB,
+        _TB_STRONG,
+        _NOISE,
+        list(_STOPPING_LEADS),
+        _STOPPING_ANY,
+        list(_STARTING_LEADS),
+        _REQUEST_LINE,
+        _EVENT_KW,
+    )
 
 
 def _classify(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     """Row kinds (``tbs`` a raw traceback line, ``strong`` one only a traceback prints, ``other`` unknown, ``noise``
     third-party output, ``uvr`` uvicorn), ``cont`` (continues the previous record), ``wrap`` (a hard-wrapped piece),
-    ``rec`` (record id), ``ok`` (recognised) and ``stopping``, carried across chunks by ``state``."""
+    ``rec`` (record id), ``ok`` (recognised) and ``stopping``, carried across chunks by ``state``; ``lead`` (a
+    record's first row, not a request line) and ``evt`` (one that makes its record an event: ``_vllm_events``)."""
     p = state.get("prev", {})
     carried = (
         p.get("plen", 0),

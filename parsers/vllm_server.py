@@ -192,13 +192,8 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         ok = pl.when(pl.col("joined")).then(None).otherwise(ok).forward_fill()
         per_part = df.select("line_no", ok.alias("ok"))
         repairs["joined"] += int(df["wrap"].sum())  # lines of an open record cut at a width, too
-        # a record's first line without any header, not a raw traceback (Python prints those without one)
-        bare = (
-            (pl.col("other") | (pl.col("tbs") & ~pl.col("strong")))
-            & ~pl.col("cont")
-            & (pl.col("msg").str.strip_chars() != "")
-        ).alias("bare")
-        repairs["bare"] = int(df.select(bare & ok).to_series().sum())
+        # a record's first line without any header, not a raw traceback (``bare``: the record pass's)
+        repairs["bare"] = int(df.select(pl.col("bare") & ok).to_series().sum())
         if per_part.height != lines.height:  # glued parts: a line is recognised if any of its records is
             per_part = per_part.group_by("line_no", maintain_order=True).agg(pl.col("ok").any())
         recognized = per_part["ok"]
@@ -265,4 +260,6 @@ _ROW_SCHEMA = {
     "stopping": pl.Boolean,
     "wrap": pl.Boolean,
     "joined": pl.Boolean,
+    "lead": pl.Boolean,
+    "evt": pl.Boolean,
 }

@@ -17,6 +17,12 @@ from logscope.parsers import _vllm_lines, _vllm_records
 from logscope.parsers.base import ParseContext
 
 COLS = ["uvr", "noise", "tbs", "other", "strong", "cont", "wrap", "ok", "stopping", "rec"]
+# a record's first line without any header, not a raw traceback, as vllm_server counted it (a repair) before the pass
+_BARE = (
+    (pl.col("other") | (pl.col("tbs") & ~pl.col("strong")))
+    & ~pl.col("cont")
+    & (pl.col("msg").str.strip_chars() != "")
+).alias("bare")
 
 
 def _rows(lines: list[str] | tuple[str, ...]) -> pl.DataFrame:
@@ -44,6 +50,7 @@ def _equal(df: pl.DataFrame, cuts: list[int]) -> pl.DataFrame:
         new = _vllm_records._classify(chunk, new_state)
         assert new.select(COLS).equals(want.select(COLS))
         assert new_state == old_state
+        assert new["bare"].equals(new.select(_BARE).to_series())
         got.append(new)
     return pl.concat(got) if got else df
 

@@ -11,6 +11,7 @@ pub mod output;
 pub mod pairs;
 pub mod plan;
 pub mod records;
+pub mod regexes;
 pub mod spec;
 
 use pyo3::buffer::PyBuffer;
@@ -154,6 +155,8 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<Plan>()?;
     m.add_class::<records::Records>()?;
+    m.add_class::<regexes::Rules>()?;
+    m.add_class::<regexes::Fields>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     Ok(())
 }

@@ -46,6 +46,10 @@ pub struct Rules {
     pub stop_leads: Vec<Vec<u8>>,
     pub stop_any: memmem::Finder<'static>,
     pub start_leads: Vec<Vec<u8>>,
+    /// a request's lifecycle line (`_REQUEST_LINE`), and the words that make a record an event (`_EVENT_KW`), both
+    /// tested on a record's first row only (parsers/_vllm_events.py)
+    pub request_line: Regex,
+    pub event_words: Regex,
 }
 
 /// What a chunk leaves for the next (`state["prev"]`, `state["rec"]`, ... in the parser).
@@ -108,6 +112,9 @@ struct Out {
     ok: BoolColumn,
     stopping: BoolColumn,
     rec: Vec<i64>,
+    lead: BoolColumn,
+    evt: BoolColumn,
+    bare: BoolColumn,
 }
 
 /// Each row's flags and record id, and the state after the chunk (`prev`: the state before it; `prev.key` is None and
@@ -224,6 +231,21 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
         o.ok.push(ok);
         o.stopping.push(Some(life.unwrap_or(prev.stopping)));
         o.rec.push(rec);
+        // a record's first row, not a request line (most of a log's rows), and whether it makes its record an event
+        // by itself: an error, a traceback, or a keyword (`_events` adds a record of several rows)
+        let lead = !cont && msg.is_some_and(|m| !rules.request_line.is_match(m));
+        let evt = lead
+            && (in_lvl(&[b"ERROR", b"CRITICAL"]) == Some(true)
+                || tbs == Some(true)
+                || msg.is_some_and(|m| rules.event_words.is_match(m)));
+        o.lead.push(Some(lead));
+        o.evt.push(Some(evt));
+        // a record's first line without any header, not a raw traceback (Python prints those without one): a repair
+        let bare = and(
+            and(or(other, and(tbs, not(strong))), Some(!cont)),
+            msg.map(|m| !blank(m)),
+        );
+        o.bare.push(bare);
         p_plen = rows.plen[i];
         p_open0 = open0;
         p_open1 = open1;
@@ -251,6 +273,9 @@ pub fn classify(rules: &Rules, rows: &Rows<'_>, prev: &Carried) -> (Table, Carri
     t.add("ok", Column::Bool(o.ok));
     t.add("stopping", Column::Bool(o.stopping));
     t.add("rec", Column::I64(I64Column::all_valid(o.rec)));
+    t.add("lead", Column::Bool(o.lead));
+    t.add("evt", Column::Bool(o.evt));
+    t.add("bare", Column::Bool(o.bare));
     (t, next)
 }
 
@@ -278,7 +303,7 @@ fn stream<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyCapsule>> {
     Ok(obj.call_method0("__arrow_c_stream__")?.cast_into::<PyCapsule>()?)
 }
 
-fn strings(obj: &Bound<'_, PyAny>) -> PyResult<Lines> {
+pub(crate) fn strings(obj: &Bound<'_, PyAny>) -> PyResult<Lines> {
     Lines::import(&stream(obj)?).map_err(PyValueError::new_err)
 }
 
@@ -293,6 +318,7 @@ fn regex(pattern: &str) -> PyResult<Regex> {
 #[pymethods]
 impl Records {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         tb: &str,
         strong: &str,
@@ -300,6 +326,8 @@ impl Records {
         stop_leads: Vec<String>,
         stop_any: &str,
         start_leads: Vec<String>,
+        request_line: &str,
+        event_words: &str,
     ) -> PyResult<Records> {
         Ok(Records {
             rules: Box::new(Rules {
@@ -309,6 +337,8 @@ impl Records {
                 stop_leads: stop_leads.into_iter().map(String::into_bytes).collect(),
                 stop_any: memmem::Finder::new(stop_any.as_bytes()).into_owned(),
                 start_leads: start_leads.into_iter().map(String::into_bytes).collect(),
+                request_line: regex(request_line)?,
+                event_words: regex(event_words)?,
             }),
         })
     }

@@ -11,6 +11,8 @@ fn rules() -> Rules {
         stop_leads: vec![b"[shutdown]".to_vec()],
         stop_any: memmem::Finder::new(b"trigger received signal=SIGTERM").into_owned(),
         start_leads: vec![b"Starting vLLM".to_vec()],
+        request_line: Regex::new(r"^(?:Received request|Added request|Finished request)").unwrap(),
+        event_words: Regex::new(r"Starting vLLM|output_handler failed").unwrap(),
     }
 }
 
@@ -85,9 +87,10 @@ fn bools(t: &Table, name: &str) -> Vec<Option<bool>> {
 }
 
 fn recs(t: &Table) -> Vec<i64> {
-    match t.columns.last() {
-        Some(Column::I64(c)) => c.values.clone(),
-        _ => panic!("rec is last"),
+    let i = t.names.iter().position(|n| n == "rec").unwrap();
+    match &t.columns[i] {
+        Column::I64(c) => c.values.clone(),
+        _ => panic!("rec is not int64"),
     }
 }
 
@@ -110,6 +113,22 @@ fn an_error_and_its_tracebacks_are_records() {
     assert_eq!(tbs[..5], [Some(false); 5]);
     assert_eq!(bools(&t, "strong")[5..8], [Some(true), Some(true), Some(false)]);
     assert_eq!(bools(&t, "ok"), vec![Some(true); 9]);
+    // the records' first rows; the error and the start are events by themselves, the shutdown's INFO line is not
+    let lead = bools(&t, "lead");
+    assert_eq!(
+        lead,
+        [vec![Some(true); 2], vec![Some(false); 6], vec![Some(true)]].concat()
+    );
+    let evt = bools(&t, "evt");
+    assert_eq!(
+        evt,
+        [
+            vec![Some(false), Some(true)],
+            vec![Some(false); 6],
+            vec![Some(true)]
+        ]
+        .concat()
+    );
     // '[shutdown]' began the shutdown; 'Starting vLLM' ended it
     assert_eq!(
         bools(&t, "stopping"),
