@@ -296,7 +296,7 @@ def _summary(
     joined = int(df["logical_request_id"].is_not_null().sum())
     # the gateway's layer: its spans, or its log lines carrying the trace (nginx $http_traceparent)
     gw_traces = t["gateway_attempts"]["traceparent"].str.extract(_TP, 1).drop_nulls().unique()
-    in_gw_log = df["trace_id"].is_in(gw_traces)
+    in_gw_log = df["trace_id"].is_in(gw_traces.implode())  # as a list: polars 2 deprecates a bare Series
     traced = {
         "client": int(df["attempt_spans"].is_not_null().sum()),
         "gateway": int(df["gateway_spans"].is_not_null().sum()),

@@ -180,7 +180,9 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     # the step's phase label, sent while the step lasted: another client's phase of the same label (a calm run
     # an hour before, also phase '0') is no request of this step
     slack = timedelta(seconds=STEP_SLACK_S)
-    mine = (pl.col("phase") == s["label"]) & pl.col("ts_start").is_between(lo - slack, hi + slack)
+    mine = (pl.col("phase") == pl.lit(s["label"], pl.String)) & pl.col("ts_start").is_between(
+        lo - slack, hi + slack
+    )
     if s["label"] is not None and req.height and req.select(mine.any()).item():
         req = req.filter(mine)
         lo_r, hi_r = time_or_none(req["ts_start"].min()), time_or_none(req["ts_start"].max())
