@@ -46,6 +46,7 @@ _UPSTREAM = r', upstream: "([^"]*)"'
 _HOST = r', host: "([^"]*)"'
 
 # (kind, regex on the message) in priority order; level 'notice' lines are 'notice'
+_STOP = r"^signal \d+ \(SIG[A-Z]+\) received(?: from \d+)?, (?:shutting down|exiting)$"
 _KINDS = [
     ("keepalive_closed", r"closed keepalive connection"),
     ("upstream_timeout", r"upstream timed out \(110"),
@@ -78,7 +79,10 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
         pl.col("line").str.slice(pl.col("hdr").str.len_bytes()).str.strip_suffix("\r").alias("msg")
     )
     msg = pl.col("msg")
-    kind: Then | ChainedThen = pl.when(pl.col("level") == "notice").then(pl.lit("notice"))
+    # the master's stop on a signal (ngx_signal_handler: SIGQUIT ", shutting down", SIGTERM/SIGINT ", exiting"), a
+    # notice that is more than a notice: a stop while requests were still answered is a finding (gateway_stop)
+    kind: Then | ChainedThen = pl.when(msg.str.contains(_STOP)).then(pl.lit("shutdown"))
+    kind = kind.when(pl.col("level") == "notice").then(pl.lit("notice"))
     for name, rx in _KINDS:
         kind = kind.when(msg.str.contains(rx)).then(pl.lit(name))
     naive = pl.col("ts").str.to_datetime("%Y/%m/%d %H:%M:%S", time_unit="us", strict=False)

@@ -20,8 +20,8 @@ Rows:
   attempt / attempts_total when a failover attempt says so.
 * ``gateway_attempts`` flags null: a uvicorn access line, the downstream answer (status, method, path).
 * ``gateway_errors``: every other router record (level, message, logger, the first URL in it as upstream) and uvicorn's
-  other lines (lifecycle: ``Shutting down``, ``Waiting for application shutdown.``); kind ``notice`` for
-  DEBUG/INFO, ``other`` above.
+  other lines (lifecycle: ``Shutting down``, ``Waiting for application shutdown.``); kind ``shutdown`` for uvicorn's
+  ``Shutting down``, ``notice`` for DEBUG/INFO, ``other`` above.
 
 Time: router records carry a full local time (read in --tz); uvicorn lines carry none and take the previous router
 record's time. Lines before any router record keep a null time (counted as ``untimed`` repairs).
@@ -191,7 +191,10 @@ def _errors(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.lit(ctx.source).alias("source"),
         pl.lit(NAME).alias("gateway"),
         level.alias("level"),
-        pl.when(level.is_in(["debug", "info", "trace"]))
+        # uvicorn's 'Shutting down': the server stops (a signal, its supervisor); answers after it are a finding
+        pl.when(pl.col("is_uv") & (pl.col("msg") == "Shutting down"))
+        .then(pl.lit("shutdown"))
+        .when(level.is_in(["debug", "info", "trace"]))
         .then(pl.lit("notice"))
         .otherwise(pl.lit("other"))
         .alias("kind"),

@@ -229,15 +229,15 @@ def test_29_stall_running_1_zero_throughput(tmp_path):
 
 
 def test_31_unrecognised_router_log(tmp_path):
-    # a production-stack router's uvicorn lines only: no vLLM record at all
-    # (its uvicorn lines are the router's 6 answers: served, but nothing of the engine behind it was seen, so
-    # 'nothing alarming' - no preemption, queue or crash - cannot be said)
+    # a production-stack router's uvicorn lines only: no vLLM record at all. Its 6 answers all come after its
+    # 'Shutting down' (the router stopped under load, tests/test_gateway_stop.py): that is the verdict, and
+    # 'nothing alarming' is never said (nothing of the engine behind it was seen either)
     d = _diagnose(tmp_path, "31")
     assert d["episodes"] == []
-    assert d["verdict"][0].startswith("Nothing alarming cannot be said: 6 request(s) served, but")
-    assert "preemptions, queue and crashes were not observed" in d["verdict"][0]
-    [calm] = [c for c in d["claims"] if c["id"] == "calm"]
-    assert calm["state"] == "unknown"
+    assert d["verdict"][0].startswith(
+        "The gateway stopped while it was still answering by 11:44:46: 6 answer(s)"
+    )
+    assert all(c["state"] != "nothing alarming" for c in d["claims"] if c["id"] == "calm")
 
 
 def test_33_pending_98_then_swap_preemption(tmp_path):

@@ -50,13 +50,20 @@ LADDER_ALL_ROWS = 522
 # disabled', 'client prematurely closed connection' (client_closed), 'failed (32: Broken pipe)',
 # 'recv() failed (104' (upstream_reset), '\[notice\]' (notice). They add up to wc -l: no 'other'.
 LAB_ERRORS = {
-    "ladder": {"keepalive_closed": 134, "connect_failed": 11, "upstream_disabled": 11, "notice": 13},
+    "ladder": {
+        "keepalive_closed": 134,
+        "connect_failed": 11,
+        "upstream_disabled": 11,
+        "notice": 12,
+        "shutdown": 1,
+    },
     "spike": {
         "keepalive_closed": 265,
         "client_closed": 19,
         "connect_failed": 13,
         "upstream_disabled": 13,
-        "notice": 13,
+        "notice": 12,
+        "shutdown": 1,
     },
     "retry-storm": {
         "client_closed": 454,
@@ -65,7 +72,8 @@ LAB_ERRORS = {
         "upstream_disabled": 19,
         "connect_failed": 16,
         "upstream_timeout": 3,
-        "notice": 13,
+        "notice": 12,
+        "shutdown": 1,
     },
     "crash": {
         "keepalive_closed": 945,
@@ -75,22 +83,25 @@ LAB_ERRORS = {
         "client_closed": 14,
         "upstream_closed": 8,
         "upstream_reset": 1,
-        "notice": 13,
+        "notice": 12,
+        "shutdown": 1,
     },
     "orphan": {
         "broken_pipe": 379,
         "keepalive_closed": 194,
         "connect_failed": 12,
         "upstream_disabled": 12,
-        "notice": 13,
+        "notice": 12,
+        "shutdown": 1,
     },
-    "calm": {"keepalive_closed": 34, "notice": 13},
+    "calm": {"keepalive_closed": 34, "notice": 12, "shutdown": 1},
     "v0-ladder": {
         "keepalive_closed": 259,
         "connect_failed": 10,
         "upstream_disabled": 10,
         "client_closed": 8,
-        "notice": 13,
+        "notice": 12,
+        "shutdown": 1,
     },
 }
 
@@ -407,7 +418,8 @@ def test_produced_error_log(tmp_path: Path) -> None:
     assert _file_row(res, "error.log")["lines_parsed"] == 41
     err = res.table("gateway_errors")
     assert dict(err.group_by("kind").len().iter_rows()) == {
-        "notice": 13,
+        "notice": 12,
+        "shutdown": 1,
         "keepalive_closed": 13,
         "connect_failed": 7,
         "upstream_disabled": 5,

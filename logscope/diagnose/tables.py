@@ -60,7 +60,7 @@ COLUMNS = {
         "duration_s",
         "header_s",  # null: no response header came (an upstream that never answered, findings/errors.py)
     ),
-    "gateway_errors": ("ts", "source", "kind", "upstream"),
+    "gateway_errors": ("ts", "source", "kind", "upstream", "line_no"),  # line_no: an untimed stop's place
 }
 # vLLM's uvicorn access lines are nearly all of server_events (one per request): they are kept apart,
 # with the few columns read of them, from the other events (starts, deaths, capacity, preemptions)

@@ -42,6 +42,7 @@ from .engine_words import in_engine_words
 from .errors import error_finding, gateway_error_findings, unknown_model_findings
 from .events import KV_REFUSED, event_findings
 from .gateway import failed_findings, gateway_down_findings
+from .gateway_stop import gateway_stop_findings
 from .impact import by_impact, cost, measure
 from .kv_admitted import admitted, admitted_finding
 from .kv_load import kv_load_findings, leads
@@ -140,6 +141,7 @@ def build(
     out += kv_load_findings(ctx)
     out += gateway_error_findings(ctx)
     out += gateway_down_findings(ctx, reg)
+    out += gateway_stop_findings(ctx, reg)
     out += unknown_model_findings(ctx)
     out += abort_findings(ctx)
     out += cold_start_findings(ctx, cold, REPEATS)
