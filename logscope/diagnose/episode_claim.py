@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .claims import REQUIRED, Claim, Fact
 from .records import Episode
+from .stretches import REQUEST_SIGNALS
 from .thresholds import Thresholds
 
 CLASS_STATE = {"crash": "crash", "sustained": "sustained", "spike": "one-off", "recurring": "recurring"}
@@ -28,13 +29,16 @@ def claim(e: Episode, th: Thresholds) -> Claim:
         Fact("replica", e["replica"]),
         Fact("start", (e["start"])),
         Fact("end", (e["end"])),
-        Fact("recovered", e["recovered"], "server_stats"),
+        # a request signal recovered on the requests after it, a server signal on its stats samples
+        Fact("recovered", e["recovered"], "requests" if e["signal"] in REQUEST_SIGNALS else "server_stats"),
         Fact("rule", d.get("rule")),
         Fact("rule_words", RULE_WORDS.get(d.get("rule", ""))),
     ]
     for k in ("arrival_rate_before", "arrival_rate_during", "arrival_rate_after"):
         facts.append(Fact(k, d.get(k, e[k]), "requests", unit="/s"))
     facts += [
+        # a latency stretch of the requests: the requests under the SLO after it, at its load, though arrivals fell
+        Fact("arrival_rate_kept", d.get("arrival_rate_kept"), "requests", unit="/s"),
         Fact("last_arrival", (d.get("last_arrival")), "requests"),
         Fact("stopped_at", (d.get("stopped_at")), "engine_log"),
         Fact("samples_after", d.get("samples_after"), "server_stats"),

@@ -19,7 +19,10 @@ errors        failed requests, each once at its end (``failures``:     >= ``erro
 retries       client + gateway retries per window                      robust outlier >= ``retries_floor``
 orphans       executions running after their caller left (caller's     >= ``orphans_floor`` executions
               end to server's finish; merged within ``merge_gap_s``)   (no baseline: waste on any server)
-ttft / e2e    p95 per window (cold-start windows left out)             above the SLO
+ttft / e2e    answered requests above the SLO, each once at its start  >= ``slow_floor`` of them within
+              on the run's clock (``slow``; cold starts left out)      ``merge_gap_s`` of each other, the p95
+                                                                       of the requests started in them above
+                                                                       the SLO (no baseline, no window)
 crash         OOM / engine death / silent death (lifecycle)            always
 ============  ======================================================  =====================================
 
@@ -37,7 +40,9 @@ Classes, in the order they are decided:
 * **crash**: the episode holds a death (OOM, engine death, or a silent death followed by a restart).
 * **sustained**: still abnormal when the logs (or the range) end; or still going at the last arrival;
   or it ended only when its load did: in the ``recovery_window_s`` after it, arrivals fell below
-  ``recovery_load_ratio`` of the load before it (a ladder step's pressure ends with the step).
+  ``recovery_load_ratio`` of the load before it (a ladder step's pressure ends with the step), unless it is a
+  latency of the requests whose next requests, in the ``load_end_tolerance_s`` after it, came at that share of the
+  load or more: they met the SLO at that load (``slow.kept_load``).
 * **spike** (a one-off): it began after the last arrival and drained to baseline (the backlog of the last
   requests; the claim names the missing test: no load after it); or the signals returned to baseline while the server kept serving (arrivals after
   it at ``recovery_load_ratio`` of the baseline or more); the reason says whether it followed a surge of
@@ -62,8 +67,10 @@ import polars as pl
 
 from .. import clock
 from ..scalars import int_or_none, int_value
-from . import figures, latency_named
+from . import figures, latency_named, slow
 from .context import Context
+from .load_words import rates as _rates
+from .load_words import rise as _rise
 from .records import Episode
 from .stretches import REQUEST_SIGNALS, grouped, stretches
 from .thresholds import Thresholds
@@ -557,7 +564,7 @@ def _classify(
     when = (
         f"at {clock.hms(start)} (one sample)"
         if start == end
-        else f"{clock.hms_range(start, end)} ({ep['duration_s']:.0f} s)"
+        else f"{clock.hms_range(start, end)} ({ep['duration_s']:.{1 if ep['duration_s'] < 1 else 0}f} s)"
     )
     head = f"{_unit(ctx, sig, start, end)} {when}"
     if sig in COUNTED:
@@ -675,7 +682,10 @@ def _classify(
     rates = _rates(ep)
     b = ep["arrival_rate_before"]
     ref = b if b else ep["arrival_rate_during"]
-    if after is not None and ref and after < th.recovery_load_ratio * ref:
+    # a latency stretch of the requests recovers on the next requests: under the SLO at its load, it did not end with it
+    fell = bool(after is not None and ref and after < th.recovery_load_ratio * ref)
+    kept = slow.kept_load(ctx, sig, end, ref) if fell else None
+    if fell and kept is None:
         ep["decided_by"] = {"rule": "load_fell", **load}
         return "sustained", (
             f"{head}{SEP}abnormal for as long as its load lasted: it ended only when arrivals "
@@ -686,9 +696,15 @@ def _classify(
         **load,
         "samples_after": 1,
     }  # a sample after it, back at baseline
+    if kept is not None:
+        ep["decided_by"]["arrival_rate_kept"] = kept
     if after is None:  # no request log: the server's own samples say it recovered, the load is unknown
         return "spike", f"{head}{SEP}back to baseline after it (the load is unknown: no request log){comp}"
-    return "spike", f"{head}{SEP}back to baseline while still serving, {_rise(ep, before, lead, th)}{comp}"
+    still = f" ({kept:.1f}/s in the {th.load_end_tolerance_s:g} s after it)" if kept is not None else ""
+    return (
+        "spike",
+        f"{head}{SEP}back to baseline while still serving{still}, {_rise(ep, before, lead, th)}{comp}",
+    )
 
 
 def _unit(ctx: Context, sig: str, start: datetime, end: datetime) -> str:
@@ -731,41 +747,6 @@ def stop_in(ctx: Context, ep: Episode | dict) -> datetime | None:
             if (s["replica"] or None) == ep["replica"] and ep["start"] <= s["ts"] <= ep["end"] + gap
         ),
         None,
-    )
-
-
-def _rates(ep: Episode) -> str:
-    """Arrivals before, during and after an episode, as the evidence names them."""
-
-    def r(x: float | None) -> str:
-        return "no baseline" if x is None else f"{x:.1f}/s"
-
-    return (
-        f"arrivals {r(ep['arrival_rate_before'])} before, {r(ep['arrival_rate_during'])} during, "
-        f"{r(ep['arrival_rate_after'])} after"
-    )
-
-
-def _rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
-    """What came before a one-off, with the arrivals before, as it began, during and after it."""
-
-    def r(x: float | None) -> str:
-        return "no baseline" if x is None else f"{x:.1f}/s"
-
-    b, a = before.get("arrival_rate"), lead.get("arrival_rate")
-    rates = (
-        f"{r(b)} before, {r(a)} as it began, {r(ep['arrival_rate_during'])} during, "
-        f"{r(ep['arrival_rate_after'])} after"
-    )
-    if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
-        return f"after a surge of arrivals ({rates})"
-    if b == 0 and a:
-        return f"after the start of traffic ({rates})"
-    bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
-    if bp and ap and ap >= th.rise_ratio * bp:
-        return f"after a surge of prompt lengths ({bp:.0f} → {ap:.0f} tokens; arrivals {rates})"
-    return (
-        f"no surge of arrivals or prompt lengths before it (arrivals {rates}): a transient at a steady load"
     )
 
 
@@ -814,7 +795,12 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
         for e in group_:
             e["class"] = "recurring"
             e["why"] = why
+            kept = (e.get("decided_by") or {}).get(
+                "arrival_rate_kept"
+            )  # why a beat counts as recovered, kept
             e["decided_by"] = {"rule": "recurring", "spikes": len(group_), "spacing_s": med}
+            if kept is not None:
+                e["decided_by"]["arrival_rate_kept"] = kept
             # the start times once, on the first; the others point to it (a day can hold hundreds of them)
             where = f" ({', '.join(shown)})" if e is first else f", the first {_t(starts[0])}"
             e["reason"] = f"{why}{where}; this one: {e['reason']}"

@@ -6,7 +6,7 @@ requests of that clock in the range say the source."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -20,7 +20,9 @@ def measured(ctx: Context, sig: str, start: datetime, end: datetime) -> tuple[st
     w = ctx.inputs.windows
     clocks: list[str] = []
     if "latency_clock" in w.columns and w.height:
-        got = w.filter(pl.col("ts").is_between(start, end))["latency_clock"].drop_nulls().unique()
+        # the windows that overlap the range: one built from the requests (slow.py) can lie inside one window
+        lo = start - timedelta(seconds=ctx.inputs.window_s)
+        got = w.filter((pl.col("ts") > lo) & (pl.col("ts") <= end))["latency_clock"].drop_nulls().unique()
         clocks = sorted(got.to_list())
     if not clocks:
         return None, None

@@ -7,7 +7,7 @@ from datetime import timedelta
 import polars as pl
 
 from ..scalars import time_value
-from . import detect, failures, figures
+from . import detect, failures, figures, slow
 from .context import Context
 
 # signals of the requests of the whole folder (replica ""), as opposed to one server's
@@ -145,8 +145,8 @@ def stretches(ctx: Context) -> pl.DataFrame:
 
 
 def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
-    """Request-level signals: errors (the failed requests themselves, ``failures``), then per window retries,
-    orphaned work (from the executions when correlated), TTFT and e2e tails."""
+    """Request-level signals: errors (the failed requests themselves, ``failures``), retries per window, orphaned
+    work (from the executions when correlated), TTFT and e2e tails (the answered requests themselves, ``slow``)."""
     th, w = ctx.th, ctx.inputs.windows
     if w.height == 0:
         return []
@@ -173,8 +173,14 @@ def _request_stretches(ctx: Context) -> list[pl.DataFrame]:
                 ctx, "orphans", pl.col("orphaned").cast(pl.Float64), detect.Rule(floor=th.orphans_floor)
             )
         )
-    out.append(_windowed(ctx, "ttft", pl.col("ttft_p95"), detect.Rule(hard=ctx.slo.ttft_s), skip_cold=True))
-    out.append(_windowed(ctx, "e2e", pl.col("e2e_p95"), detect.Rule(hard=ctx.slo.e2e_s), skip_cold=True))
+    # the answered requests themselves, each once at its start (slow.py); the windows' p95 only when none has a latency
+    for sig, col, slo in (("ttft", "ttft_p95", ctx.slo.ttft_s), ("e2e", "e2e_p95", ctx.slo.e2e_s)):
+        got = slow.latency_stretches(ctx, sig)
+        out.append(
+            got
+            if got is not None
+            else _windowed(ctx, sig, pl.col(col), detect.Rule(hard=slo), skip_cold=True)
+        )
     return out
 
 

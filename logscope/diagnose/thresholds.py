@@ -34,6 +34,9 @@ class Thresholds:
     errors_floor: int = 3
     """Failed requests within merge_gap_s of each other below this are never an episode (a lone failure is not a
     regime; diagnose/failures.py)."""
+    slow_floor: int = 3
+    """Requests above the TTFT (or e2e) SLO within merge_gap_s of each other below this are never an episode (one
+    slow request is no p95; diagnose/slow.py)."""
     retries_floor: int = 3
     """Retries per window below this are never an episode."""
     amplification_high: float = 1.5

@@ -1,0 +1,42 @@
+"""The arrivals around an episode as its class's reason words them (``episodes._classify``): the rates before, as it
+began, during and after it, and what came before a one-off (a surge of arrivals or of prompt lengths, or none)."""
+
+from __future__ import annotations
+
+from .records import Episode
+from .thresholds import Thresholds
+
+
+def rates(ep: Episode) -> str:
+    """Arrivals before, during and after an episode, as the evidence names them."""
+
+    def r(x: float | None) -> str:
+        return "no baseline" if x is None else f"{x:.1f}/s"
+
+    return (
+        f"arrivals {r(ep['arrival_rate_before'])} before, {r(ep['arrival_rate_during'])} during, "
+        f"{r(ep['arrival_rate_after'])} after"
+    )
+
+
+def rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
+    """What came before a one-off, with the arrivals before, as it began, during and after it."""
+
+    def r(x: float | None) -> str:
+        return "no baseline" if x is None else f"{x:.1f}/s"
+
+    b, a = before.get("arrival_rate"), lead.get("arrival_rate")
+    rates = (
+        f"{r(b)} before, {r(a)} as it began, {r(ep['arrival_rate_during'])} during, "
+        f"{r(ep['arrival_rate_after'])} after"
+    )
+    if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
+        return f"after a surge of arrivals ({rates})"
+    if b == 0 and a:
+        return f"after the start of traffic ({rates})"
+    bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
+    if bp and ap and ap >= th.rise_ratio * bp:
+        return f"after a surge of prompt lengths ({bp:.0f} → {ap:.0f} tokens; arrivals {rates})"
+    return (
+        f"no surge of arrivals or prompt lengths before it (arrivals {rates}): a transient at a steady load"
+    )
