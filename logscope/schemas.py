@@ -296,7 +296,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "level": (S, "error log level"),
         "kind": (
             S,
-            "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | limit_req_delayed | limit_req_rejected | shutdown (the gateway stopping: nginx SIGQUIT or SIGTERM, uvicorn Shutting down) | notice | other",
+            "upstream_timeout | connect_failed | no_live_upstreams | upstream_closed | upstream_disabled | upstream_reset | client_closed | keepalive_closed | broken_pipe | limit_req_delayed | limit_req_rejected | shutdown (the gateway stopping: nginx SIGQUIT or SIGTERM, uvicorn Shutting down) | start (uvicorn Started server process) | notice | other",
         ),
         "conn_id": (I, "nginx *N connection number"),
         "client": (S, "client address"),

@@ -21,7 +21,7 @@ Rows:
 * ``gateway_attempts`` flags null: a uvicorn access line, the downstream answer (status, method, path).
 * ``gateway_errors``: every other router record (level, message, logger, the first URL in it as upstream) and uvicorn's
   other lines (lifecycle: ``Shutting down``, ``Waiting for application shutdown.``); kind ``shutdown`` for uvicorn's
-  ``Shutting down``, ``notice`` for DEBUG/INFO, ``other`` above.
+  ``Shutting down``, ``start`` for its ``Started server process [N]``, ``notice`` for DEBUG/INFO, ``other`` above.
 
 Time: router records carry a full local time (read in --tz); uvicorn lines carry none and take the previous router
 record's time. Lines before any router record keep a null time (counted as ``untimed`` repairs).
@@ -194,6 +194,9 @@ def _errors(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         # uvicorn's 'Shutting down': the server stops (a signal, its supervisor); answers after it are a finding
         pl.when(pl.col("is_uv") & (pl.col("msg") == "Shutting down"))
         .then(pl.lit("shutdown"))
+        # and its start: what bounds the answers of the stopped process in a file that holds a restart
+        .when(pl.col("is_uv") & pl.col("msg").str.starts_with("Started server process"))
+        .then(pl.lit("start"))
         .when(level.is_in(["debug", "info", "trace"]))
         .then(pl.lit("notice"))
         .otherwise(pl.lit("other"))

@@ -2,10 +2,12 @@
 'Shutting down' at >1k concurrent requests, then five more 200s while it waited for its connections to close, then
 its shutdown). A stop after the traffic (every lab recording's nginx ends on its SIGQUIT) is no finding.
 
-The gateway's own records order the stop and its answers: by time when both carry one, else by their order in the
-one file that holds both (uvicorn's lines carry no time, so the router's access lines and its 'Shutting down' are
-placed by line). Answers are counted from the gateway's access lines in the stop's folder only: a fleet's other
-gateways answering on do not make this one's stop a stop under load."""
+The gateway's own records order the stop and its answers. By time when both carry one: the requests in flight at
+the stop (started before it, answered after it; one started after it went to the gateway started again, as after a
+rotated log's stop). Else by their order in the one file that holds both (uvicorn's lines carry no time: the
+router's access lines after its 'Shutting down', up to a 'Started server process' after it). Answers are counted
+from the access lines in the stop's folder only: a fleet's other gateways answering on do not make this one's stop
+a stop under load (a flat folder of several gateways' logs could, by time, if their requests overlap its stop)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ..records import Finding
 from .record import make_finding
 
 STOP = "shutdown"  # gateway_errors.kind of a gateway's stop (parsers/nginx_error.py, parsers/vllm_router.py)
+START = "start"  # ... and of its start (uvicorn's 'Started server process')
 _NAME = r"(^|/)[^/]*$"  # a source path's file name: what is left is its folder ('' at the input's top)
 
 
@@ -45,26 +48,31 @@ def gateway_stop_findings(ctx: Context, reg: Registry) -> list[Finding]:
 def _answers_after(
     stop: dict, errs: pl.DataFrame, att: pl.DataFrame
 ) -> tuple[int, int, str, datetime | None] | None:
-    """(answers after the stop, answers before it, how they were ordered, the stop's time or the first time its file
-    gives after it), or None when none came after or nothing orders them."""
+    """(answers of the stopped process after the stop, its answers before it, how they were ordered, the stop's time
+    or the first time its file gives after it), or None when none came after or nothing orders them."""
     src, ts = stop["source"], stop["ts"]
     mine = att.filter(pl.col("source").str.replace(_NAME, "") == re.sub(_NAME, "", src))
     if ts is not None:
-        when = pl.coalesce("ts_end", "ts_start")
-        timed = mine.filter(when.is_not_null())
-        after = int(timed.select((when > ts).sum()).item())
+        # in flight at the stop: started before it, answered after it. A request that started after it went to
+        # the gateway started again (a rotated log's stop an hour before the incident is no stop under load)
+        start = pl.coalesce("ts_start", pl.col("ts_end") - pl.duration(seconds=pl.col("duration_s")))
+        timed = mine.filter(pl.col("ts_end").is_not_null() & start.is_not_null() & (start <= ts))
+        after = int((timed["ts_end"] > ts).sum())
         before = timed.height - after
-        how = "by time"
+        how = "by time: started before it, answered after it"
     else:
         same = mine.filter(pl.col("source") == src)
         if not same.height:
             return None
-        after = int((same["line_no"] > stop["line_no"]).sum())
-        before = same.height - after
+        # the stopped process's lines: up to the next start the file records, if any
+        file = errs.filter(pl.col("source") == src)
+        starts = file.filter((pl.col("kind") == START) & (pl.col("line_no") > stop["line_no"]))["line_no"]
+        end = int(starts.min()) if starts.len() else None
+        lines = same["line_no"]
+        after = int(((lines > stop["line_no"]) & (lines < end if end is not None else True)).sum())
+        before = int((lines < stop["line_no"]).sum())
         how = "in the file's order (its lines carry no time)"
-        later = errs.filter((pl.col("source") == src) & (pl.col("line_no") > stop["line_no"]))[
-            "ts"
-        ].drop_nulls()
+        later = file.filter(pl.col("line_no") > stop["line_no"])["ts"].drop_nulls()
         ts = later.min() if later.len() else None
     return (after, before, how, ts) if after else None
 
