@@ -17,6 +17,7 @@ from datetime import datetime
 import polars as pl
 
 from ... import clock
+from ...scalars import int_or_none
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
@@ -67,7 +68,7 @@ def _answers_after(
         # the stopped process's lines: up to the next start the file records, if any
         file = errs.filter(pl.col("source") == src)
         starts = file.filter((pl.col("kind") == START) & (pl.col("line_no") > stop["line_no"]))["line_no"]
-        end = int(starts.min()) if starts.len() else None
+        end = int_or_none(starts.min())
         lines = same["line_no"]
         after = int(((lines > stop["line_no"]) & (lines < end if end is not None else True)).sum())
         before = int((lines < stop["line_no"]).sum())
