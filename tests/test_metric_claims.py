@@ -105,7 +105,7 @@ def test_two_claimants_at_once_are_told_apart_by_their_gauges(tmp_path) -> None:
     ingest(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     [note] = [n for n in _notes(tmp_path / "out") if n.startswith(f"metrics instance {ADDR} ")]
     assert note.startswith(
-        f"metrics instance {ADDR} is log replica vllm-server-a (of the logs claiming its address"
+        f"metrics instance {ADDR} is log replica vllm-server-a (its 'Starting vLLM server' address, and of the logs claiming it that ran then"
     )
     assert "(correlation 0.97, next replica-b 0.20)" in note, note
     got = _prom(tmp_path / "out")

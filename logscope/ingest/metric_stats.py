@@ -111,13 +111,15 @@ def map_replicas(
     listen = metric_claims.listeners(out / "server_events.parquet")
     mapping: dict[str, str] = {}
     split: dict[str, list[metric_claims.Piece]] = {}  # targets whose scrapes are told apart by time or series
+    told: dict[str, metric_claims.Piece] = {}  # targets tied whole by their address (and time or series)
     for inst in instances:
         claims = metric_claims.claimants(listen, inst)
         if claims.height == 0:
             continue
         pieces = metric_claims.by_address(rows, inst, claims, log_spans, log_stats)
-        if len(pieces) == 1 and pieces[0].replica is not None and pieces[0].how == "address":
+        if len(pieces) == 1 and pieces[0].replica is not None:  # every scrape the one log's
             mapping[inst] = pieces[0].replica
+            told[inst] = pieces[0]
         elif pieces:
             split[inst] = pieces
     notes: list[str] = []
@@ -163,7 +165,7 @@ def map_replicas(
             + (
                 f"its running and KV gauges follow the log's, correlation {by_series[i][1]:.2f})"
                 if i in by_series
-                else "its 'Starting vLLM server' address)"
+                else "its 'Starting vLLM server' address" + _how(told.get(i)) + ")"
             )
             for i, r in mapping.items()
             if i not in bare and i not in twins
@@ -176,10 +178,27 @@ def map_replicas(
     return rows, notes
 
 
+def _how(p: metric_claims.Piece | None) -> str:
+    """How a target claimed by several logs was told to be one's, after 'its address'."""
+    if p is None or p.how == "address":
+        return ""
+    if p.how == "time":
+        return ", and the log running when it was scraped"
+    return ", and " + _series_words(p)
+
+
+def _series_words(p: metric_claims.Piece) -> str:
+    (_, x), (b, y) = p.scores[:2]
+    return (
+        f"of the logs claiming it that ran then, the one its running and KV gauges follow (correlation "
+        f"{x:.2f}, next {b} {y:.2f})"
+    )
+
+
 def _piece_note(p: metric_claims.Piece) -> str:
     """What a piece of a target claimed by several logs was tied to, and by what."""
     when = (
-        "scraped " * bool(p.lo or p.hi)
+        "scraped "
         + (f"from {p.lo:%Y-%m-%d %H:%M:%S %Z}" if p.lo else "")
         + (" " if p.lo and p.hi else "")
         + (f"before {p.hi:%Y-%m-%d %H:%M:%S %Z}" if p.hi else "")
@@ -192,13 +211,8 @@ def _piece_note(p: metric_claims.Piece) -> str:
             "running and KV gauges could not be weighed against its (too few paired samples)"
         )
         return untied_note(p.inst, p.scores, f"its scrapes {when.removeprefix('scraped ')}: ") + why
-    why = (
-        "the one log claiming its address that ran then"
-        if p.how == "time"
-        else f"of the logs claiming its address that ran then, the one its running and KV gauges follow "
-        f"(correlation {p.scores[0][1]:.2f}, next {p.scores[1][0]} {p.scores[1][1]:.2f})"
-    )
-    return f"metrics instance {p.inst} {when}{' ' * bool(when)}is log replica {p.replica} ({why})"
+    why = "the one log claiming its address that ran then" if p.how == "time" else _series_words(p)
+    return f"metrics instance {p.inst} {when} is log replica {p.replica} ({why})"
 
 
 UNTIED = (
