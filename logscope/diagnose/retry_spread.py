@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import polars as pl
 
 from .. import schemas
+from ..scalars import int_or_none
 
 # the statement each gateway's count is read from (parsers' attempts_total)
 STATED_BY = {
@@ -54,7 +55,7 @@ def attempts_per_request(cols: list[str]) -> pl.Expr:
 def of_requests(req: pl.DataFrame | None) -> Spread | None:
     if req is None or not req.height:
         return None
-    cols = [c for c in ("client_attempts", "gateway_attempts") if c in req.columns]
+    cols: list[str] = [c for c in ("client_attempts", "gateway_attempts") if c in req.columns]
     if not cols or all(req[c].null_count() == req.height for c in cols):
         return None
     att = attempts_per_request(cols)
@@ -100,9 +101,9 @@ def stated(ga: pl.DataFrame | None) -> Spread | None:
     return Spread(
         n,
         per.height,
-        int(per["total"].max()),
-        int(per["total"].sum()),
-        int((per["total"] - per["shown"]).sum()),
+        int_or_none(per["total"].max()) or 0,
+        int_or_none(per["total"].sum()) or 0,
+        int_or_none((per["total"] - per["shown"]).sum()) or 0,
         src,
     )
 
