@@ -15,6 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from conftest import PUBLIC2, ROOT, need
@@ -83,6 +84,9 @@ def test_a_retry_count_the_log_states_is_evidence_of_retries(case, tmp_path: Pat
         k: stated[k] for k in ("requests", "retried", "max_attempts", "retries", "attempts", "source")
     } == {k: want[k] for k in ("requests", "retried", "max_attempts", "retries", "attempts", "source")}
     assert r["gateway_retries"] == want["retries"]  # g01: 30 (was 0); haproxy: 36 (was 0)
+    jsonschema.Draft202012Validator(
+        json.loads((ROOT / "logscope" / "summary.schema.json").read_text())
+    ).validate(s)
     if want["shown"] is not None:  # no attempt the log does not show: g01's 3 lines stay 3 attempts
         assert r["gateway_attempts"] == want["shown"]
     said = f"{want['retries']} of them stated by {want['source']}, not shown as attempts"
