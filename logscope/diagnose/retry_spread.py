@@ -39,12 +39,6 @@ class Spread:
     retries: int
     source: str
 
-    def words(self) -> str:
-        """'1 of 2 requests retried (up to 3 attempts)', the spread a mean per request hides."""
-        return (
-            f"{self.retried:,} of {self.requests:,} requests retried (up to {self.max_attempts:,} attempts)"
-        )
-
 
 def attempts_per_request(cols: list[str]) -> pl.Expr:
     """A logical request's attempts: at the layer that tried it most (a gateway's failovers under one client

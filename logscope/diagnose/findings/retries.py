@@ -114,7 +114,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
         multi = len(layers) > 1
         sp = tr.get("retry_spread") or {}
         made = (
-            f": {_spread_words(sp).replace(' (up to', ', up to').removesuffix(')')}"
+            f": {_spread_words(sp, paren=False)}"
             if sp.get("retried")
             else f" ({num(per_logical, 2)} per request)"
             if per_logical
@@ -252,9 +252,12 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
     return out
 
 
-def _spread_words(sp: dict) -> str:
+def _spread_words(sp: dict, paren: bool = True) -> str:
     """'1 of 2 requests retried (up to 3 attempts)': how the attempts fell over the requests (retry_spread)."""
-    return f"{sp['retried']:,} of {sp['requests']:,} requests retried (up to {sp['max_attempts']:,} attempts)"
+    most = f"up to {sp['max_attempts']:,} attempts"
+    return f"{sp['retried']:,} of {sp['requests']:,} requests retried" + (
+        f" ({most})" if paren else f", {most}"
+    )
 
 
 def _head(tr: dict, per_logical: float | None) -> str:
