@@ -104,6 +104,12 @@ def test_a_retry_count_the_log_states_is_evidence_of_retries(case, tmp_path: Pat
         in f["evidence"]
     )
     assert want["source"] in f["evidence"]
+    # the claim the title states, with the statement named (every finding names one: test_claims_property)
+    [c] = [c for c in s["claims"] if c["id"] == f["claim"] == "retries.stated"]
+    assert c["sentence"] == (
+        f"the gateway log states {want['retries']} retries of {want['retried']} of its {want['requests']} requests "
+        f"(up to {want['max_attempts']} attempts) in {want['source']}, none of them a line of its own"
+    )
 
 
 def test_retries_a_log_shows_as_lines_are_not_stated_again(tmp_path: Path) -> None:

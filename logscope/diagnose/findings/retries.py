@@ -62,6 +62,21 @@ def _reach_claim(reg: Registry, r: dict | None) -> Claim | None:
     )
 
 
+def _stated_claim(reg: Registry, stated: dict) -> Claim | None:
+    """The retries a gateway log states but shows no lines of (retry_spread.stated), with the statement named."""
+    if not stated:
+        return None
+    facts = [Fact(k, stated[k], "gateway_log", unit="requests") for k in ("requests", "retried")]
+    facts += [
+        Fact("retries", stated["retries"], "gateway_log", unit="attempts"),
+        Fact("max_attempts", stated["max_attempts"], "gateway_log", unit="attempts"),
+        Fact("statement", stated["source"], "gateway_log"),
+    ]
+    return reg.add(
+        Claim("retries.stated", "retries_stated", "the retries a gateway log states", "observed", facts)
+    )
+
+
 def _reached_words(r: dict | None, tr: dict) -> str:
     """What the attempts of retried requests did, from their counts."""
     server, logical = tr.get("server_requests"), tr.get("logical_requests")
@@ -153,7 +168,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
             ev += f"; {canc}"
         nt = _retry_change(ctx, multi, tr)
         rr = reach(getattr(getattr(ctx, "inputs", None), "requests", None))
-        claim = _reach_claim(reg, rr)
+        claim = _reach_claim(reg, rr) or _stated_claim(reg, stated)
         heavy = (amp or 0) >= ctx.th.amplification_high
         multiplies = amp is not None and amp >= MULTIPLY_MIN
         if multiplies:
