@@ -93,7 +93,8 @@ def test_a_log_of_retries_is_client_records(tmp_path):
         3,
         2,
     )
-    assert s["verdict"][0] == "Retries: 3 attempts per request."
+    # one request, retried twice: said as the spread, not a mean per request (retry_spread)
+    assert s["verdict"][0] == "Retries: 1 of 1 requests retried (up to 3 attempts)."
     assert not any("no server, gateway or client records" in f["title"] for f in s["findings"])
 
 

@@ -498,7 +498,11 @@ def test_item8_a_burst_no_caller_felt_does_not_lead(run):
     assert f["severity"] == "low" and (f["failed_requests"], f["slowed_requests"]) == (0, 0)
     assert "0 of the 7 requests in flight" in f["evidence"]
     assert "judged by the callers' e2e: their TTFT is not in their records" in f["evidence"]
-    assert s["verdict"][0].startswith("Retries: 1.03 attempts per request") and "(F1)" in s["verdict"][0]
+    # truth: 9 client retries, max_retries 2 (3 attempts at most), said as the spread (retry_spread)
+    assert (
+        s["verdict"][0].startswith("Retries: 8 of 303 requests retried (up to 3 attempts")
+        and "(F1)" in s["verdict"][0]
+    )
     assert s["verdict"][1].startswith(f"No episode the callers felt: {ep['episode_id']} (5 preemptions")
     assert next(c for c in diag["claims"] if c["id"] == "verdict")["state"] == "finding"
 

@@ -64,16 +64,12 @@ SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of 
 # 10 s (their width is the span / 120) and its 4 'recurring' TTFT spikes (p95 2.2-12.7 s in 2 s windows, around the
 # 2 s SLO) became one 70 s 'spike'. TTFT and e2e are now built from the answered requests themselves (diagnose/slow.py:
 # the slow ones within merge_gap_s of each other, kept when the p95 of those started in them is above the SLO).
-# Known, not fixed (evidence6): a calm replica whose log also says 'Starting vLLM server on
-# http://127.0.0.1:8001' (the calm run's) makes traced-2r-kill's 127.0.0.1:8001 target claimed by two logs: ingest
-# (metric_stats.map_replicas) then weighs it against every log, not the two that claim it, and leaves it untied, so
-# its preemptions become episodes of their own (10 -> 19 episodes; the lead stays the crash).
-_CALM_BEFORE = {
-    "traced-2r-kill": pytest.mark.xfail(
-        strict=True, reason="a calm log claiming :8001 unties the :8001 target"
-    ),
-}
-_REPLICA = {"traced-2r-kill": _CALM_BEFORE["traced-2r-kill"]}
+# Was known (evidence6, fixed in evid8): a calm log that also says 'Starting vLLM server on http://127.0.0.1:8001'
+# made traced-2r-kill's 127.0.0.1:8001 target claimed by two logs, weighed against every log, and left untied (10 ->
+# 19 episodes). Only the claimants are weighed now: by time (the calm hour before), then by series (the calm replica
+# beside: correlation 0.97 vs 0.20), in ingest.metric_claims.
+_CALM_BEFORE: dict = {}
+_REPLICA: dict = {}
 
 
 def _runs(marks: dict | None = None) -> list:

@@ -417,8 +417,10 @@ def test_stats_intervals_in_batches_equal_a_whole_sort(tmp_path, monkeypatch, ba
     ingest(src, tmp_path / "out", IngestOptions())
     s = pl.read_parquet(tmp_path / "out" / "server_stats.parquet")
     series = s.select("replica", "origin").unique()
-    # two log series (the runs' folders) and the dumps' one (both runs scraped instance 127.0.0.1:8001)
-    assert series.height == 3 and set(series["origin"]) == {"log", "prometheus"}
+    # both runs scraped instance 127.0.0.1:8001, each at its own time: the dumps' scrapes are each run's log's
+    # (ingest.metric_claims), a log and a Prometheus series per run
+    assert series.height == 4 and set(series["origin"]) == {"log", "prometheus"}
+    assert set(series.filter(pl.col("origin") == "prometheus")["replica"]) == {"spike", "crash"}
     whole = (
         s.drop("interval_s")
         .sort(["replica", "origin", "ts", "seq"], maintain_order=True)

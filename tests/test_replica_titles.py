@@ -136,7 +136,11 @@ def test_retried_attempts_that_reached_vllm_agree_with_the_spans(kill: Path) -> 
     assert "0 retried attempts reached" not in f["title"]
     # client retries 3 + nginx's 23 failovers off the dead replica b: 26 retried requests, 52 attempts, the 26
     # first tries never reached vLLM and the 26 retries did
-    assert f["title"] == "Retries: 1.00 attempts per request (26 of their 52 attempts reached vLLM)"
+    # said as the spread of the requests' attempts (retry_spread), not their mean (1.00 per request)
+    assert (
+        f["title"]
+        == "Retries: 26 of 637 requests retried (up to 2 attempts; 26 of their 52 attempts reached vLLM)"
+    )
     assert "client retries 3, gateway retries 23" in f["evidence"]
     assert "26 of the 52 attempts of the 26 retried requests never reached vLLM (26 did)" in f["evidence"]
     ra = s["traces"]["retried_attempts"]

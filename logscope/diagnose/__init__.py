@@ -39,6 +39,7 @@ from . import (
     lifecycle,
     outcomes,
     platform,
+    retry_spread,
     span_figures,
     tables,
     untied,
@@ -327,6 +328,9 @@ def _traffic(inp: Inputs, rm: dict | None = None) -> dict:
         ).row(0)
         t["gateway_requests"], t["gateway_retries"] = int(n), int(retries)
         t["gateway_5xx"], t["gateway_499"] = int(x5), int(x499)
+        t["gateway_stated"] = retry_spread.as_dict(retry_spread.stated(ga))
+    if inp.requests_origin in ("correlated", "client", "gateway"):
+        t["retry_spread"] = retry_spread.as_dict(retry_spread.of_requests(req))
     w = inp.windows
     if w.height and w["orphaned"].null_count() < w.height and not t.get("orphaned_executions"):
         t["orphaned_executions"] = int(w["orphaned"].fill_null(0).sum()) or None

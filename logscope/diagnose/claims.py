@@ -74,6 +74,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ("overload", "over capacity"): ("arrival_rate", "completion_rate", "duration_s", "backlog_growth"),
     ("kv_fit", "not met"): ("max_concurrency", "max_concurrency_tokens"),
     ("retries_reach", "observed"): ("retried_attempts", "reached", "not_reached"),
+    ("retries_stated", "observed"): ("retries", "retried", "requests", "statement"),
     ("upstream_down", "observed"): ("first", "last", "failed_requests", "refused", "timed_out"),
     ("failed_requests", "not met"): ("failed", "requests", "success_share"),
     ("verdict", "crash"): ("episode",),

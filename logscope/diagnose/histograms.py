@@ -250,14 +250,15 @@ def load(
             .group_by("replica")
             .agg(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
         )
-        inst = (
-            m.group_by("replica")
-            .agg(pl.col("ts").min())
-            .vstack(m.group_by("replica").agg(pl.col("ts").max()))
+        # each scrape time: a target whose address two logs of other times claim is split between them
+        keys = m.select("replica", "ts").unique()
+        mapped, _ = map_replicas(keys, out, spans)
+        keys = keys.with_columns(mapped["replica"].alias("_to"))
+        m = (
+            m.join(keys, on=["replica", "ts"], how="left")
+            .with_columns(pl.col("_to").alias("replica"))
+            .drop("_to")
         )
-        mapped, _ = map_replicas(inst, out, spans)
-        mapping = dict(zip(inst["replica"].to_list(), mapped["replica"].to_list(), strict=True))
-        m = m.with_columns(pl.col("replica").replace(mapping))
     return Histograms(_build(m), notes)
 
 

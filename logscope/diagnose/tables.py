@@ -53,6 +53,8 @@ COLUMNS = {
         "status",
         "upstream",
         "upstream_status",
+        "gateway",  # whose count attempts_total is (retry_spread.stated)
+        "flags",  # a proxy's lines apart from its access lines are no requests (schemas.gateway_apart)
         # the gateway's own clock for the clock gap (clockgap.at_gateway): one access line = one request
         "source",
         "line_no",
@@ -81,7 +83,10 @@ ACCESS_COLUMNS = ("ts", "ts_inferred", "replica", "kind", "pid", "seq", "http_st
 
 # string columns of a few values, held as categories where nothing joins or stacks them with strings (5 GB
 # bench folder: gateway_errors 150 -> 47 MB, gateway_attempts 121 -> 105 MB)
-CATEGORIES = {"gateway_errors": ("source", "kind", "upstream"), "gateway_attempts": ("upstream",)}
+CATEGORIES = {
+    "gateway_errors": ("source", "kind", "upstream"),
+    "gateway_attempts": ("upstream", "gateway", "flags"),
+}
 
 
 def read(

@@ -172,6 +172,14 @@ def _retries_reach(c: Claim) -> str:
     )
 
 
+def _retries_stated(c: Claim) -> str:
+    v = c.value
+    return (
+        f"the gateway log states {n(v('retries'))} retries of {n(v('retried'))} of its {n(v('requests'))} requests "
+        f"(up to {n(v('max_attempts'))} attempts) in {v('statement')}, none of them a line of its own"
+    )
+
+
 def _upstream_down(c: Claim) -> str:
     v = c.value
     return (
@@ -206,6 +214,7 @@ RENDER: dict[str, Callable[[Claim], str]] = {
     "overload": _overload,
     "kv_fit": _kv_fit,
     "retries_reach": _retries_reach,
+    "retries_stated": _retries_stated,
     "upstream_down": _upstream_down,
     "failed_requests": _failed_requests,
     "verdict": _verdict,

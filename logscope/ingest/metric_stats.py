@@ -33,7 +33,8 @@ import polars as pl
 
 from .. import schemas
 from ..numbers import to_int
-from . import metric_twins
+from . import metric_claims, metric_twins
+from .metric_claims import SERIES_MATCH_MARGIN
 
 RUNNING, WAITING, SWAPPED = (
     "vllm:num_requests_running",
@@ -87,9 +88,6 @@ def _one_instance(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.join(keep, on=["replica", "_inst"], how="semi", nulls_equal=True).drop("_inst")
 
 
-_LISTEN = r"https?://\[?([0-9A-Za-z.:\-]+?)\]?:(\d+)"
-
-
 def map_replicas(
     rows: pl.DataFrame,
     out: Path,
@@ -103,58 +101,51 @@ def map_replicas(
     Prometheus names a target by its ``instance`` label (``127.0.0.1:8001``), the logs by file or
     folder. The server's own "Starting vLLM server on http://HOST:PORT" line ties the two; with one
     log replica and one metrics instance and no such line, they are taken to be the same server. When
-    the address names several logs running at the time (replicas in containers all listen on
-    0.0.0.0:8000), the log whose running counts follow the instance's gauge is it (``_by_series``). A scrape
-    file with no address whose counters (``samples``) read another target's totals is that target's server
-    (``metric_twins``), before any guess.
+    the address is claimed by several logs, only those are weighed: by when each ran, then by whose running
+    counts follow the instance's gauge (``metric_claims``). A target no log claims is the log whose gauges
+    follow it among all running then (``by_series``). A scrape file with no address whose counters (``samples``)
+    read another target's totals is that target's server (``metric_twins``), before any guess.
     """
     instances = sorted(rows["replica"].drop_nulls().unique().to_list())
     log_replicas = sorted(log_spans["replica"].drop_nulls().unique().to_list())
-    ev_path = out / "server_events.parquet"
+    listen = metric_claims.listeners(out / "server_events.parquet")
     mapping: dict[str, str] = {}
-    by_time: set[str] = set()  # instances told apart by when they were scraped (the same address, other runs)
-    if ev_path.exists():
-        listen = (  # a scan: only the lines naming the address are read whole (the messages are large)
-            pl.scan_parquet(ev_path)
-            .select("replica", "kind", "message")
-            .filter(pl.col("message").str.contains("Starting vLLM"))
-            .collect()
-            .with_columns(
-                pl.col("message").str.extract(_LISTEN, 2).alias("port"),
-                pl.col("message").str.extract(_LISTEN, 1).alias("host"),
-            )
-            .drop_nulls("port")
-            .unique(["replica", "host", "port"])
-        )
-        for inst in instances:
-            host, _, port = inst.rpartition(":")
-            hits = listen.filter(
-                (pl.col("port") == port) & pl.col("host").is_in([host, "0.0.0.0", "::", "localhost"])
-            )
-            if (
-                hits["replica"].n_unique() > 1
-            ):  # the same address at other times: the log running when it was scraped
-                hits = hits.filter(pl.col("replica").is_in(_running_during(rows, inst, log_spans)))
-                by_time.add(inst)
-            if hits["replica"].n_unique() == 1:
-                mapping[inst] = hits["replica"][0]
+    split: dict[str, list[metric_claims.Piece]] = {}  # targets whose scrapes are told apart by time or series
+    told: dict[str, metric_claims.Piece] = {}  # targets tied whole by their address (and time or series)
+    for inst in instances:
+        claims = metric_claims.claimants(listen, inst)
+        if claims.height == 0:
+            continue
+        pieces = metric_claims.by_address(rows, inst, claims, log_spans, log_stats)
+        if len(pieces) == 1 and pieces[0].replica is not None:  # every scrape the one log's
+            mapping[inst] = pieces[0].replica
+            told[inst] = pieces[0]
+        elif pieces:
+            split[inst] = pieces
     notes: list[str] = []
     twins: dict[str, str] = {}
     scores: dict[str, list[tuple[str, float]]] = {}  # each instance's correlation with each log (_by_series)
     by_series = (
         {}
         if log_stats is None or len(log_replicas) < 2
-        else _by_series(rows, [i for i in instances if i not in mapping], log_stats, log_spans, scores)
+        else metric_claims.by_series(
+            rows, [i for i in instances if i not in mapping and i not in split], log_stats, log_spans, scores
+        )
     )
     mapping.update({i: r for i, (r, _) in by_series.items()})
     if samples is not None:  # an address-less scrape of another target's server: its counters say so
-        named = {i: mapping.get(i, i) for i in instances if i in mapping or _ADDRESS.search(i)}
+        one = {i: ps[0].replica for i, ps in split.items() if {p.replica for p in ps} == {ps[0].replica}}
+        named = {
+            i: mapping.get(i) or one.get(i) or i
+            for i in instances
+            if i in mapping or i in split or _ADDRESS.search(i)
+        }
         twins, notes = metric_twins.match(samples, named, [i for i in instances if i not in named], COUNTERS)
         mapping.update(twins)
     # scrapes that name no address (a /metrics file without an instance label, named after its file) beside a
     # folder of one server log: that server's, as its query_range export of the same series is (the lab's
     # metrics.prom.log made every episode twice, once per 'replica')
-    bare = [i for i in instances if i not in mapping and not _ADDRESS.search(i)]
+    bare = [i for i in instances if i not in mapping and i not in split and not _ADDRESS.search(i)]
     if mapping and bare and len(log_replicas) == 1:
         for i in bare:
             mapping[i] = log_replicas[0]
@@ -162,7 +153,7 @@ def map_replicas(
                 f"metrics scrapes {i} (no instance label) taken to be the server of log replica "
                 f"{log_replicas[0]}, the folder's one server log"
             )
-    if not mapping and len(instances) == 1 and len(log_replicas) == 1:
+    if not mapping and not split and len(instances) == 1 and len(log_replicas) == 1:
         mapping = {instances[0]: log_replicas[0]}
         notes.append(
             f"metrics instance {instances[0]} taken to be the server of log replica {log_replicas[0]} "
@@ -174,16 +165,54 @@ def map_replicas(
             + (
                 f"its running and KV gauges follow the log's, correlation {by_series[i][1]:.2f})"
                 if i in by_series
-                else "its 'Starting vLLM server' address"
-                + (", and the log running when it was scraped)" if i in by_time else ")")
+                else "its 'Starting vLLM server' address" + _how(told.get(i)) + ")"
             )
             for i, r in mapping.items()
             if i not in bare and i not in twins
         ]
-    notes += [untied_note(i, scores.get(i)) for i in instances if i not in mapping]
-    if not mapping:
-        return rows, notes
-    return rows.with_columns(pl.col("replica").replace(mapping)), notes
+    notes += [_piece_note(p) for ps in split.values() for p in ps]
+    notes += [untied_note(i, scores.get(i)) for i in instances if i not in mapping and i not in split]
+    rows = metric_claims.relabel(
+        rows.with_columns(pl.col("replica").replace(mapping)), [p for ps in split.values() for p in ps]
+    )
+    return rows, notes
+
+
+def _how(p: metric_claims.Piece | None) -> str:
+    """How a target claimed by several logs was told to be one's, after 'its address'."""
+    if p is None or p.how == "address":
+        return ""
+    if p.how == "time":
+        return ", and the log running when it was scraped"
+    return ", and " + _series_words(p)
+
+
+def _series_words(p: metric_claims.Piece) -> str:
+    (_, x), (b, y) = p.scores[:2]
+    return (
+        f"of the logs claiming it that ran then, the one its running and KV gauges follow (correlation "
+        f"{x:.2f}, next {b} {y:.2f})"
+    )
+
+
+def _piece_note(p: metric_claims.Piece) -> str:
+    """What a piece of a target claimed by several logs was tied to, and by what."""
+    when = (
+        "scraped "
+        + (f"from {p.lo:%Y-%m-%d %H:%M:%S %Z}" if p.lo else "")
+        + (" " if p.lo and p.hi else "")
+        + (f"before {p.hi:%Y-%m-%d %H:%M:%S %Z}" if p.hi else "")
+    )
+    if p.replica is None:
+        why = (
+            ""
+            if p.scores
+            else f"{' and '.join(p.claimants)} all say they listen at its address and ran then, and their "
+            "running and KV gauges could not be weighed against its (too few paired samples)"
+        )
+        return untied_note(p.inst, p.scores, f"its scrapes {when.removeprefix('scraped ')}: ") + why
+    why = "the one log claiming its address that ran then" if p.how == "time" else _series_words(p)
+    return f"metrics instance {p.inst} {when} is log replica {p.replica} ({why})"
 
 
 UNTIED = (
@@ -191,8 +220,10 @@ UNTIED = (
 )
 
 
-def untied_note(inst: str, scores: list[tuple[str, float]] | None) -> str:
-    """Why a metrics target was tied to no server log, in the note ingest.json keeps."""
+def untied_note(inst: str, scores: list[tuple[str, float]] | None, when: str = "") -> str:
+    """Why a metrics target (its scrapes ``when``) was tied to no server log, in the note ingest.json keeps."""
+    if when and not scores:
+        return UNTIED.format(inst) + when  # the caller says why
     if scores and len(scores) > 1:
         (a, x), (b, y) = scores[:2]
         why = (
@@ -203,77 +234,10 @@ def untied_note(inst: str, scores: list[tuple[str, float]] | None) -> str:
         why = f"no server log in the folder says it listens at {inst}"
     else:
         why = "it has no instance label, and no target with an address reads the same counters"
-    return UNTIED.format(inst) + why
+    return UNTIED.format(inst) + when + why
 
 
 _ADDRESS = re.compile(r":\d+$")  # an instance label's host:port
-
-
-SERIES_MATCH_MIN = (
-    0.3  # correlation of an instance's running/KV gauges with a log's stats lines that names it
-)
-SERIES_MATCH_MARGIN = 0.3  # ... when above every other log running at the time by this much
-SERIES_MATCH_TOL_S = 2.5  # a scrape and a stats line this close are one moment
-SERIES_MATCH_SAMPLES = 10  # fewer paired samples say nothing
-
-
-def _by_series(
-    rows: pl.DataFrame,
-    instances: list[str],
-    log_stats: pl.LazyFrame,
-    log_spans: pl.DataFrame,
-    scores: dict[str, list[tuple[str, float]]] | None = None,
-) -> dict[str, tuple[str, float]]:
-    """Instances named after the one log whose running requests and KV usage move with their gauges: the
-    mean Pearson correlation over paired samples (nearest stats line within SERIES_MATCH_TOL_S), clearly
-    above every other log's. Counts alone do not tell (lab ladder beside a calm replica: running within one
-    of the right log's on 63 % of scrapes, of the calm log's on 43 %); the correlations do (0.82 vs 0.02;
-    the V0 ladder, stats every 5 s: 0.43 vs -0.02)."""
-    out: dict[str, tuple[str, float]] = {}
-    cols = ("running", "kv")
-    kv = pl.coalesce("kv_usage", pl.max_horizontal("gpu_kv_usage", "cpu_kv_usage")).alias(
-        "kv"
-    )  # V0 CPU: cpu_
-    for inst in instances:
-        mine = rows.filter(pl.col("replica") == inst).select(
-            "ts", pl.col("running").alias("_m_running"), kv.alias("_m_kv")
-        )
-        cands = _running_during(rows, inst, log_spans)
-        if mine.height < SERIES_MATCH_SAMPLES or len(cands) < 2:
-            continue
-        logs = (
-            log_stats.filter(pl.col("replica").is_in(cands)).select("replica", "ts", "running", kv).collect()
-        )
-        by_log = {
-            rep: _corr(mine.sort("ts"), logs.filter(pl.col("replica") == rep).sort("ts"), cols)
-            for rep in cands
-        }
-        best = sorted(by_log.items(), key=lambda kv: -kv[1])
-        if scores is not None:
-            scores[inst] = best
-        if best[0][1] >= SERIES_MATCH_MIN and best[0][1] - best[1][1] >= SERIES_MATCH_MARGIN:
-            out[inst] = best[0]
-    return out
-
-
-def _corr(mine: pl.DataFrame, log: pl.DataFrame, cols: tuple[str, ...]) -> float:
-    """Mean correlation of the instance's gauges with one log's columns (0 where it cannot be told)."""
-    j = mine.join_asof(log, on="ts", strategy="nearest", tolerance=f"{int(SERIES_MATCH_TOL_S * 1000)}ms")
-    got = []
-    for c in cols:
-        pair = j.select(c, f"_m_{c}").drop_nulls()
-        r = pair.select(pl.corr(c, f"_m_{c}")).item() if pair.height >= SERIES_MATCH_SAMPLES else None
-        got.append(r if r is not None and r == r else 0.0)  # NaN: a flat series
-    return sum(got) / len(got)
-
-
-def _running_during(rows: pl.DataFrame, inst: str, log_spans: pl.DataFrame) -> list[str]:
-    """Log replicas whose stats lines overlap the time this metrics instance was scraped."""
-    mine = rows.filter(pl.col("replica") == inst)["ts"].drop_nulls()
-    if mine.len() == 0 or log_spans.height == 0:
-        return []
-    lo, hi = mine.min(), mine.max()
-    return log_spans.filter((pl.col("lo") <= hi) & (pl.col("hi") >= lo))["replica"].to_list()
 
 
 def _load(path: Path) -> pl.DataFrame:

@@ -86,6 +86,13 @@ def hms(ts: Any) -> str:
     return t if isinstance(t, str) else clock.hms(t)
 
 
+def hms_span(start: Any, end: Any) -> str:
+    """'01:40:17 → 01:41:08', or one time for an instant (no end, or an end that reads the same: public-2 n19's
+    KV-load failure headed '01:40:17 → 01:40:17')."""
+    a, b = hms(start), hms(end)
+    return a if end is None or a == b else f"{a} → {b}"
+
+
 def when(ts: Any) -> str:
     """'2026-11-29 08:26:26 UTC'."""
     if ts is None:

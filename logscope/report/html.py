@@ -124,6 +124,7 @@ def environment() -> jinja2.Environment:
         pct=fmt.pct,
         signal_value=fmt.signal_value,
         hms=fmt.hms,
+        hms_span=fmt.hms_span,
         when=fmt.when,
         duration=fmt.duration,
         anchor=lambda s: _NOT_ANCHOR.sub("_", str(s)) or "_",

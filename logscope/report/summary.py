@@ -399,6 +399,13 @@ def retries(ld: Loaded, spans: dict | None = None) -> dict:
     out["cancellation_propagated"] = (
         None if not canc or canc.get("verdict") in (None, "not observed") else canc["verdict"] == "propagated"
     )
+    # how the attempts fell over the requests, and the retries a gateway log states without lines of them
+    # (diagnose/retry_spread.py): the stated ones are retries, not attempts the table shows
+    out["retry_spread"] = clean(traffic.get("retry_spread")) or None
+    stated = clean(traffic.get("gateway_stated")) or None
+    out["gateway_retries_stated"] = stated
+    if stated and out.get("gateway_retries") is not None:
+        out["gateway_retries"] += stated["retries"]
     return out
 
 

@@ -62,6 +62,21 @@ def _reach_claim(reg: Registry, r: dict | None) -> Claim | None:
     )
 
 
+def _stated_claim(reg: Registry, stated: dict) -> Claim | None:
+    """The retries a gateway log states but shows no lines of (retry_spread.stated), with the statement named."""
+    if not stated:
+        return None
+    facts = [Fact(k, stated[k], "gateway_log", unit="requests") for k in ("requests", "retried")]
+    facts += [
+        Fact("retries", stated["retries"], "gateway_log", unit="attempts"),
+        Fact("max_attempts", stated["max_attempts"], "gateway_log", unit="attempts"),
+        Fact("statement", stated["source"], "gateway_log"),
+    ]
+    return reg.add(
+        Claim("retries.stated", "retries_stated", "the retries a gateway log states", "observed", facts)
+    )
+
+
 def _reached_words(r: dict | None, tr: dict) -> str:
     """What the attempts of retried requests did, from their counts."""
     server, logical = tr.get("server_requests"), tr.get("logical_requests")
@@ -82,7 +97,11 @@ def _reached_words(r: dict | None, tr: dict) -> str:
 def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dict]:
     out = []
     amp = tr.get("amplification")
-    retries = (tr.get("client_retries") or 0) + (tr.get("gateway_retries") or 0)
+    stated = tr.get("gateway_stated") or {}  # retries a gateway log states but shows no lines of
+    # the gateway's retries: its attempt counts (LiteLLM's failure lines are in both), or what its log states
+    # (HAProxy's %rc, one line per request, is in the stated count only)
+    gw_retries = max(tr.get("gateway_retries") or 0, stated.get("retries", 0))
+    retries = (tr.get("client_retries") or 0) + gw_retries
     # retries stand out in time when an episode has them as its signal or a companion; the finding is then
     # 'during' the episode where most retried requests were (not the first that has some)
     stands_out = any(
@@ -96,21 +115,45 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
     )
     # retries are a finding when they stand out in time (an episode), or when they multiply the work at the
     # server or at the client, whatever their timing (a regime of retries that lasts all day is no outlier)
-    if retries and (
+    shown = (
         stands_out
         or (amp or 0) >= ctx.th.amplification_high
         or (per_logical or 0) >= ctx.th.amplification_high
-    ):
+    )
+    # retries only a gateway log's own count tells (LiteLLM's 'Retried: 10 times' on each failure): evidence,
+    # ranked low, below what they answered (public-2 g01: the rate-limited upstream)
+    told = not shown and stated.get("max_attempts", 0) >= ctx.th.amplification_high
+    if retries and (shown or told):
         ep_r = next((e for e in eps if e["signal"] == "retries"), None) or _busiest(ctx, eps, _retried())
-        layers = [n for n, k in (("client", "client_retries"), ("gateway", "gateway_retries")) if tr.get(k)]
+        layers = [n for n, c in (("client", tr.get("client_retries")), ("gateway", gw_retries)) if c]
         multi = len(layers) > 1
-        made = f" ({num(per_logical, 2)} per request)" if per_logical else ""
-        ev = (
-            f"{tr.get('logical_requests')} logical requests made {tr.get('client_attempts') or '?'} client attempts"
-            f"{made}; "
-            f"vLLM received {tr.get('server_requests')} ({num(amp, 2)} per logical request); "
-            f"client retries {tr.get('client_retries') or 0}, gateway retries {tr.get('gateway_retries') or 0}"
+        sp = tr.get("retry_spread") or {}
+        made = (
+            f": {_spread_words(sp, paren=False)}"
+            if sp.get("retried")
+            else f" ({num(per_logical, 2)} per request)"
+            if per_logical
+            else ""
         )
+        ev = (
+            (
+                f"{tr.get('logical_requests')} logical requests made {tr['client_attempts']} client attempts{made}; "
+                if tr.get("client_attempts")
+                else f"{tr.get('logical_requests')} logical requests (client attempts not observed: no client log); "
+            )
+            + (
+                f"vLLM received {tr['server_requests']} ({num(amp, 2)} per logical request); "
+                if tr.get("server_requests") is not None
+                else "vLLM's requests not observed (no server log); "
+            )
+            + f"client retries {tr.get('client_retries') or 0}, gateway retries {gw_retries}"
+        )
+        if stated:
+            ev += (
+                f" ({stated['retries']:,} of them stated by the gateway log, not shown as attempts: "
+                f"{stated['source']} on {stated['retried']:,} of its {stated['requests']:,} requests, up to "
+                f"{stated['max_attempts']:,} attempts)"
+            )
         if tr.get("timeouts"):  # requests that ended in a timeout, and attempts that did (each retry its own)
             att = ((tr.get("cancellation") or {}).get("callers_left") or {}).get("client")
             ev += f"; {tr['timeouts']} requests ended in a client timeout" + (
@@ -125,7 +168,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
             ev += f"; {canc}"
         nt = _retry_change(ctx, multi, tr)
         rr = reach(getattr(getattr(ctx, "inputs", None), "requests", None))
-        claim = _reach_claim(reg, rr)
+        claim = _reach_claim(reg, rr) or _stated_claim(reg, stated)
         heavy = (amp or 0) >= ctx.th.amplification_high
         multiplies = amp is not None and amp >= MULTIPLY_MIN
         if multiplies:
@@ -154,9 +197,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 if server >= logical
                 else ""
             )
-            title = (
-                f"Retries: {num(per_logical, 2)} attempts per request" if per_logical else "Retries"
-            ) + reached
+            title = _joined(_head(tr, per_logical), reached)
             if tr.get("gateway_5xx"):
                 symptom = f"requests were retried against a gateway that failed some with 5xx itself; {_reached_words(rr, tr)}"
                 of = f" of its {tr['gateway_requests']:,}" if tr.get("gateway_requests") else ""
@@ -175,7 +216,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 )
             ev += f"; {_reached_words(rr, tr)}"
         else:
-            title = f"Retries: {num(per_logical, 2)} attempts per request" if per_logical else "Retries"
+            title = _head(tr, per_logical)
             symptom = (
                 "timeouts and errors were retried; the server log is not here to tell how much reached it"
             )
@@ -186,7 +227,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
             )
         out.append(
             make_finding(
-                "high" if heavy or (multi and multiplies) else "medium",
+                "high" if heavy or (multi and multiplies) else "low" if told else "medium",
                 title,
                 symptom,
                 ev,
@@ -224,6 +265,36 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
             )
         )
     return out
+
+
+def _spread_words(sp: dict, paren: bool = True) -> str:
+    """'1 of 2 requests retried (up to 3 attempts)': how the attempts fell over the requests (retry_spread)."""
+    most = f"up to {sp['max_attempts']:,} attempts"
+    return f"{sp['retried']:,} of {sp['requests']:,} requests retried" + (
+        f" ({most})" if paren else f", {most}"
+    )
+
+
+def _head(tr: dict, per_logical: float | None) -> str:
+    """The title's head: how many requests were retried and how often at most, from the requests' own counts
+    (a mean per request read as if every request tried that often: c02's '2 attempts per request' was 3 + 1),
+    else from what a gateway log states; the mean only where no per-request count is known."""
+    sp, stated = tr.get("retry_spread") or {}, tr.get("gateway_stated") or {}
+    if sp.get("retried"):
+        return "Retries: " + _spread_words(sp)
+    if stated.get("retried"):
+        return (
+            f"Retries: {stated['retried']:,} of {stated['requests']:,} gateway requests retried (up to "
+            f"{stated['max_attempts']:,} attempts, as the log states)"
+        )
+    return f"Retries: {num(per_logical, 2)} attempts per request" if per_logical else "Retries"
+
+
+def _joined(head: str, more: str) -> str:
+    """``head`` and its ' (...)' suffix in one parenthesis when the head ends with one."""
+    if head.endswith(")") and more.startswith(" ("):
+        return head[:-1] + "; " + more[2:]
+    return head + more
 
 
 def _orphan_stretches(eps: list[dict], total: int) -> str:

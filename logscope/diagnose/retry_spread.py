@@ -1,0 +1,106 @@
+"""How attempts fell over requests, from the counts that hold them, not a mean that reads as if every request
+tried that often (public-2 c02's "2 attempts per request" was 3 attempts of one request and 1 of the other).
+
+* ``of_requests``: the logical requests (requests.parquet), each with its attempts at the client or the gateway,
+  whichever layer tried more: how many were retried and the most attempts one took.
+* ``stated``: the retries a gateway log states beyond the attempts it shows as lines. LiteLLM's router ends a
+  failure with "LiteLLM Retried: 10 times" on one line (public-2 g01); HAProxy (%rc), Traefik (RetryAttempts) and
+  Envoy (attempt count) log one line per request with its attempt count. Those retries are evidence, counted with
+  their source named; no attempt the log does not show is made a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import polars as pl
+
+from .. import schemas
+from ..scalars import int_or_none
+
+# the statement each gateway's count is read from (parsers' attempts_total)
+STATED_BY = {
+    "litellm": "LiteLLM's own 'LiteLLM Retried: N times'",
+    "haproxy": "HAProxy's retries field (%rc)",
+    "traefik": "Traefik's RetryAttempts",
+    "envoy": "Envoy's attempt count",
+}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """``retried`` of ``requests`` took more than one attempt, ``max_attempts`` at most, ``attempts`` in all
+    (``retries``: beyond the first of each), as ``source`` counts them."""
+
+    requests: int
+    retried: int
+    max_attempts: int
+    attempts: int
+    retries: int
+    source: str
+
+
+def attempts_per_request(cols: list[str]) -> pl.Expr:
+    """A logical request's attempts: at the layer that tried it most (a gateway's failovers under one client
+    attempt, or a client's retries through a gateway that tried each once)."""
+    return pl.max_horizontal([pl.col(c).fill_null(1).clip(1) for c in cols])
+
+
+def of_requests(req: pl.DataFrame | None) -> Spread | None:
+    if req is None or not req.height:
+        return None
+    cols: list[str] = [c for c in ("client_attempts", "gateway_attempts") if c in req.columns]
+    if not cols or all(req[c].null_count() == req.height for c in cols):
+        return None
+    att = attempts_per_request(cols)
+    r = req.select(
+        pl.len().alias("n"),
+        (att > 1).sum().alias("retried"),
+        att.max().alias("max"),
+        att.sum().alias("sum"),
+    ).row(0, named=True)
+    return Spread(
+        int(r["n"]),
+        int(r["retried"]),
+        int(r["max"]),
+        int(r["sum"]),
+        int(r["sum"]) - int(r["n"]),
+        "requests: each logical request's attempts at its client or gateway",
+    )
+
+
+def stated(ga: pl.DataFrame | None) -> Spread | None:
+    """The gateway requests whose log states more attempts than it shows lines of (one access line = one request:
+    its rows share source and line_no), with those retries; None when no log states any."""
+    need = {"attempts_total", "source", "line_no", "status", "flags"}
+    if ga is None or not ga.height or not need <= set(ga.columns):
+        return None
+    gw = pl.col("gateway") if "gateway" in ga.columns else pl.lit(None, pl.String)
+    per = (
+        # a proxy's line apart from its access lines is no request: LiteLLM's failure line beside uvicorn's access
+        # lines states retries its repeated 'Exception' lines show (tests/data/litellm)
+        ga.filter(pl.col("line_no").is_not_null() & ~schemas.gateway_apart())
+        .group_by("source", "line_no")
+        .agg(pl.len().alias("shown"), pl.col("attempts_total").max().alias("total"), gw.first().alias("gw"))
+    )
+    n = per.height
+    per = per.filter(pl.col("total") > pl.col("shown"))
+    if not per.height:
+        return None
+    kinds = sorted(per["gw"].drop_nulls().unique().to_list())
+    src = (
+        "; ".join(STATED_BY.get(k, f"the {k} log's attempt count") for k in kinds)
+        or "the gateway log's count"
+    )
+    return Spread(
+        n,
+        per.height,
+        int_or_none(per["total"].max()) or 0,
+        int_or_none(per["total"].sum()) or 0,
+        int_or_none((per["total"] - per["shown"]).sum()) or 0,
+        src,
+    )
+
+
+def as_dict(sp: Spread | None) -> dict | None:
+    return asdict(sp) if sp is not None else None
