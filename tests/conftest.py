@@ -114,6 +114,26 @@ def analyzed(tmp_path_factory):
     return get
 
 
+@pytest.fixture
+def rendered(capsys):
+    """``rendered(out, summary)``: what a reader sees of one analysis besides summary.json (one object rendered
+    everywhere): summary.md without Markdown's escapes, report.html unescaped, and the terminal's verdict on one line."""
+    import html
+
+    from logscope import terminal
+
+    def get(out: Path, summary: dict) -> dict[str, str]:
+        capsys.readouterr()  # what was printed before is not this analysis' verdict
+        terminal.print_verdict(summary, {"report_html": out / "report.html"}, verbose=False)
+        return {
+            "summary.md": (out / "summary.md").read_text().replace("\\", ""),
+            "report.html": html.unescape((out / "report.html").read_text()),
+            "terminal": " ".join(capsys.readouterr().out.split()),
+        }
+
+    return get
+
+
 @functools.cache
 def real_vllm_lines(*more: str) -> tuple[str, ...]:
     """Every line of every real vLLM log the repository carries (the lab's server logs, the public excerpts and

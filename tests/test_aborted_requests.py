@@ -7,12 +7,9 @@ alarming cannot be said" (that one stays: no stats line shows the server serving
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import LAB, PUBLIC, PUBLIC2, need
-from logscope import terminal
 
 CASES = {  # source: (aborted, title)
     "n02": (
@@ -24,7 +21,7 @@ CASES = {  # source: (aborted, title)
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
-def test_aborted_requests_are_a_finding_in_every_output(analyzed, key, capsys):
+def test_aborted_requests_are_a_finding_in_every_output(analyzed, key, rendered):
     src, n, title = CASES[key]
     out, s, _ = analyzed(need(src))
     f = s["findings"][0]
@@ -33,12 +30,7 @@ def test_aborted_requests_are_a_finding_in_every_output(analyzed, key, capsys):
     assert (facts["aborted"], facts["finished"], facts["callers_seen"]) == (n, 0, False)
     assert "why these did is not in the folder" in f["cause"]
     assert s["retries"]["server_aborts"] == n
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    outputs = {
-        "summary.md": (out / "summary.md").read_text().replace("\\", ""),
-        "report.html": html.unescape((out / "report.html").read_text()),
-        "terminal": " ".join(capsys.readouterr().out.split()),
-    }
+    outputs = rendered(out, s)
     for name, text in outputs.items():
         assert title in text, name
         assert "Nothing alarming" not in text, name

@@ -6,13 +6,11 @@ gateway answers on after this one stopped."""
 
 from __future__ import annotations
 
-import html
 import shutil
 
 import polars as pl
 
 from conftest import LAB, PUBLIC, need
-from logscope import terminal
 from logscope.api import AnalyzeOptions, analyze
 
 ROUTER = PUBLIC / "31-production-stack-router-shutdown-under-load.log"
@@ -22,7 +20,7 @@ TITLE = (
 )
 
 
-def test_a_router_stopped_under_load_is_a_finding_in_every_output(analyzed, capsys):
+def test_a_router_stopped_under_load_is_a_finding_in_every_output(analyzed, rendered):
     out, s, _ = analyzed(need(ROUTER))
     f = s["findings"][0]
     assert (f["title"], f["severity"]) == (TITLE, "high")
@@ -35,12 +33,7 @@ def test_a_router_stopped_under_load_is_a_finding_in_every_output(analyzed, caps
     ]
     # the stop's record has no time; the first the file gives after it, 11:44:46.898, places it
     assert facts["stopped"].startswith("2025-05-21T11:44:46.898")
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    outputs = {
-        "summary.md": (out / "summary.md").read_text().replace("\\", ""),
-        "report.html": html.unescape((out / "report.html").read_text()),
-        "terminal": " ".join(capsys.readouterr().out.split()),
-    }
+    outputs = rendered(out, s)
     for name, text in outputs.items():
         assert TITLE in text, name
         assert "Nothing alarming" not in text, name

@@ -10,25 +10,13 @@ baseline" beside a queue still rising when the log ends. Real preemptions stay p
 
 from __future__ import annotations
 
-import html
-
 from conftest import DATA, PUBLIC, PUBLIC2, need
-from logscope import terminal
 
 N19 = PUBLIC2 / "n19-v1-lmcache-kv-load-failure-215-rescheduled-kv100-waiting-47-to-233.log"
 TITLE = "Cached KV failed to load from the KV connector at 01:40:17: 215 request(s) rescheduled, 373,752 tokens to compute again"
 
 
-def _outputs(out, s, capsys) -> dict[str, str]:
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    return {
-        "summary.md": (out / "summary.md").read_text().replace("\\", ""),
-        "report.html": html.unescape((out / "report.html").read_text()),
-        "terminal": " ".join(capsys.readouterr().out.split()),
-    }
-
-
-def test_a_failed_kv_load_is_the_cause_not_a_preemption(analyzed, capsys):
+def test_a_failed_kv_load_is_the_cause_not_a_preemption(analyzed, rendered):
     out, s, diag = analyzed(need(N19))
     assert [e["signal"] for e in diag["episodes"]] == ["kv_pressure"]  # no preemption episode
     f1, f2 = s["findings"][:2]
@@ -40,7 +28,7 @@ def test_a_failed_kv_load_is_the_cause_not_a_preemption(analyzed, capsys):
     assert "up to 233 new requests waited" in f2["cause"]
     assert "KV connector" in f2["next_test"] and "ladder" not in f2["next_test"]
     assert s["verdict"][0].endswith(f"; {TITLE[0].lower()}{TITLE[1:]} (F1).")
-    for name, text in _outputs(out, s, capsys).items():
+    for name, text in rendered(out, s).items():
         assert TITLE in text, name
         assert "1 preemption" not in text, name
 

@@ -6,12 +6,9 @@ no response header (nginx: connection refused, connect timeout), still never ans
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import LAB, PUBLIC2, need
-from logscope import terminal
 
 G01 = PUBLIC2 / "g01-litellm-router-ratelimit-retried-10-times-fallback-loop.log"
 SILENT = {  # source: (upstream, attempts): each line shows an attempt that got no answer
@@ -32,22 +29,13 @@ SILENT = {  # source: (upstream, attempts): each line shows an attempt that got 
 }
 
 
-def _outputs(out, s, capsys) -> dict[str, str]:
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    return {
-        "summary.md": (out / "summary.md").read_text().replace("\\", ""),
-        "report.html": html.unescape((out / "report.html").read_text()),
-        "terminal": " ".join(capsys.readouterr().out.split()),
-    }
-
-
 def _upstream(s: dict, upstream: str) -> tuple[dict, dict]:
     f = next(f for f in s["findings"] if f["title"].startswith(f"Upstream {upstream} "))
     claim = next(c for c in s["claims"] if c["id"] == f["claim"])
     return f, {x["name"]: x["value"] for x in claim["facts"]}
 
 
-def test_a_rate_limited_upstream_answered(analyzed, capsys):
+def test_a_rate_limited_upstream_answered(analyzed, rendered):
     out, s, _ = analyzed(need(G01))
     f, facts = _upstream(s, "openai/qwen/qwen3-4b:free")
     # two RateLimitError lines (429), one APIError 'Provider returned error' with no status in the line
@@ -64,18 +52,18 @@ def test_a_rate_limited_upstream_answered(analyzed, capsys):
     assert f["title"] == title and f["severity"] == "medium"
     assert "rate-limits" in f["cause"] and "429" in f["next_test"]
     assert s["verdict"][0] == title + "."
-    for name, text in _outputs(out, s, capsys).items():
+    for name, text in rendered(out, s).items():
         assert title in text, name
         assert "never answered" not in text, name
         assert "Remove it from the upstream group" not in text, name
 
 
 @pytest.mark.parametrize("key", sorted(SILENT))
-def test_an_upstream_with_no_answer_never_answered(analyzed, key, capsys):
+def test_an_upstream_with_no_answer_never_answered(analyzed, key, rendered):
     src, upstream, n = SILENT[key]
     out, s, _ = analyzed(need(src))
     f, facts = _upstream(s, upstream)
     assert f["title"] == f"Upstream {upstream} never answered ({n} attempts)"
     assert (facts["attempts"], facts["answered"]) == (n, 0)
-    for name, text in _outputs(out, s, capsys).items():
+    for name, text in rendered(out, s).items():
         assert f["title"] in text, name
