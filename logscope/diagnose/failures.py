@@ -90,6 +90,36 @@ def _frame(df: pl.DataFrame) -> pl.DataFrame:
     return df.select("ts", pl.col("kind").cast(pl.String)).sort("ts")
 
 
+def runs_of(points: pl.DataFrame, gap_s: float) -> pl.DataFrame:
+    """Runs of ``points`` (sorted by ``ts``) no more than ``gap_s`` apart: ``start``, ``end`` and ``n`` of each, in
+    time order (the failed requests here, the slow ones in ``slow``)."""
+    new = ((pl.col("ts").diff().dt.total_microseconds() / 1e6) > gap_s).fill_null(True)
+    return (
+        points.with_columns(new.cum_sum().alias("_r"))
+        .group_by("_r", maintain_order=True)
+        .agg(pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("n"))
+        .drop("_r")
+    )
+
+
+def as_stretches(runs: pl.DataFrame, peak: pl.Expr, mean: pl.Expr, last, signal: str) -> pl.DataFrame:
+    """Runs of requests (``runs_of``, kept) as the stretches of a fleet-wide signal (the columns of
+    ``stretches._series_stretches``): ``samples`` and ``total`` the run's requests, ``last_sample`` the last request
+    of the signal's kind seen (the run recovered when one came after it)."""
+    return runs.select(
+        pl.lit("").alias("replica"),
+        "start",
+        "end",
+        pl.col("n").cast(pl.Int64).alias("samples"),
+        peak.cast(pl.Float64).alias("peak"),
+        pl.col("n").cast(pl.Float64).alias("total"),
+        mean.cast(pl.Float64).alias("mean"),
+        pl.lit(0.0).alias("med"),
+        pl.lit(last, pl.Datetime("us", "UTC")).alias("last_sample"),
+        pl.lit(signal).alias("signal"),
+    )
+
+
 def error_stretches(ctx: Context) -> pl.DataFrame | None:
     """The errors signal's stretches (the columns of ``stretches._series_stretches``; ``samples`` and ``total``
     count failures), None when no layer tells failed requests from answered ones (then the windows' 5xx)."""
@@ -98,13 +128,7 @@ def error_stretches(ctx: Context) -> pl.DataFrame | None:
         return None
     if not bad.height:
         return pl.DataFrame()
-    gap = ctx.th.merge_gap_s
-    new = ((pl.col("ts").diff().dt.total_microseconds() / 1e6) > gap).fill_null(True)
-    runs = (
-        bad.with_columns(new.cum_sum().alias("_r"))
-        .group_by("_r", maintain_order=True)
-        .agg(pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("n"))
-    )
+    runs = runs_of(bad, ctx.th.merge_gap_s)
     ends = ended["ts"]
     runs = runs.with_columns(
         (
@@ -115,20 +139,9 @@ def error_stretches(ctx: Context) -> pl.DataFrame | None:
     allowed = 1.0 - ctx.slo.success
     st = runs.filter((pl.col("n") >= ctx.th.errors_floor) & (pl.col("n") > allowed * pl.col("ended")))
     last = ended["ts"].max()
-    return st.select(
-        pl.lit("").alias("replica"),
-        "start",
-        "end",
-        pl.col("n").cast(pl.Int64).alias("samples"),
-        pl.col("n").cast(pl.Float64).alias("peak"),
-        pl.col("n").cast(pl.Float64).alias("total"),
-        (pl.col("n") / pl.col("ended")).cast(pl.Float64).alias("mean"),
-        pl.lit(0.0).alias("med"),
-        # recovered when requests of that layer ended after it (the next answers came back): none after it is
-        # 'still failing when the requests end'
-        pl.lit(last, pl.Datetime("us", "UTC")).alias("last_sample"),
-        pl.lit("errors").alias("signal"),
-    )
+    # recovered when requests of that layer ended after it (the next answers came back): none after it is
+    # 'still failing when the requests end'
+    return as_stretches(st, pl.col("n"), pl.col("n") / pl.col("ended"), last, "errors")
 
 
 def kinds(ctx: Context, start, end) -> tuple[int, int, str, str]:

@@ -23,7 +23,7 @@ import polars as pl
 
 from ..correlate.span_sources import ORIGIN_ENGINE
 from ..correlate.windows import run_clock
-from . import figures
+from . import failures, figures
 from .context import Context
 from .tables import OUTCOME_OK
 
@@ -76,13 +76,7 @@ def latency_stretches(ctx: Context, sig: str) -> pl.DataFrame | None:
     slow = pts.filter(pl.col("v") > slo)
     if not slow.height:
         return pl.DataFrame()
-    new = ((pl.col("ts").diff().dt.total_microseconds() / 1e6) > ctx.th.merge_gap_s).fill_null(True)
-    runs = (
-        slow.with_columns(new.cum_sum().alias("_r"))
-        .group_by("_r", maintain_order=True)
-        .agg(pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("n"))
-        .with_row_index("_k")
-    )
+    runs = failures.runs_of(slow, ctx.th.merge_gap_s).with_row_index("_k")
     # every request started in a run (the runs are disjoint and in time order: the last run starting at or before it)
     k = pl.Series(runs["start"].search_sorted(pts["ts"], side="right")).cast(pl.Int64) - 1
     inside = (
@@ -95,19 +89,8 @@ def latency_stretches(ctx: Context, sig: str) -> pl.DataFrame | None:
     )
     runs = runs.with_columns(pl.col("_k").cast(pl.Int64)).join(inside, on="_k", how="left")
     st = runs.filter((pl.col("n") >= ctx.th.slow_floor) & (pl.col("p95") > slo)).sort("start")
-    return st.select(
-        pl.lit("").alias("replica"),
-        "start",
-        "end",
-        pl.col("n").cast(pl.Int64).alias("samples"),
-        pl.col("p95").cast(pl.Float64).alias("peak"),
-        pl.col("n").cast(pl.Float64).alias("total"),
-        (pl.col("n") / pl.col("started")).cast(pl.Float64).alias("mean"),
-        pl.lit(0.0).alias("med"),
-        # recovered when requests of that clock started after it and met the SLO (the next one after it was fast)
-        pl.lit(pts["ts"].max(), TS).alias("last_sample"),
-        pl.lit(sig).alias("signal"),
-    )
+    # recovered when requests of that clock started after it and met the SLO (the next one after it was fast)
+    return failures.as_stretches(st, pl.col("p95"), pl.col("n") / pl.col("started"), pts["ts"].max(), sig)
 
 
 def kept_load(ctx: Context, sig: str, end, before: float | None) -> float | None:
