@@ -4,7 +4,10 @@ that does (logscope.resources.budget), and says so in every output. On the real 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -309,14 +312,18 @@ def test_the_cli_takes_sizes_and_says_when_it_chose(tmp_path, tables):
     assert "logscope: note: the whole input would need" in r.output
 
 
+def _analyze_spike_apart(out: Path, unset: str, extra: dict, *args: str) -> subprocess.CompletedProcess:
+    """`logscope analyze` of the lab's spike in a fresh process, as the CLI runs, without the environment variable
+    ``unset`` (the allocator setting under test) and with ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != unset} | extra
+    cmd = [sys.executable, "-m", "logscope", "analyze", str(need(LAB / "spike")), "-o", str(out), *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True)
+
+
 @pytest.mark.slow  # a child process
 def test_allocator_returns_memory_only_when_tight(tmp_path):
     """The CLI asks polars' jemalloc to purge freed pages (a stage after a large one otherwise starts from its
     peak) when the folder is large for the budget, before polars is loaded, and never over the user's own."""
-    import os
-    import subprocess
-    import sys
-
     (tmp_path / "a.log").write_bytes(b"x" * 1000)
     (tmp_path / "b.log.gz").write_bytes(b"x" * 1000)
     assert memory.input_bytes(tmp_path) == 1000 + 8 * 1000
@@ -335,22 +342,7 @@ def test_allocator_returns_memory_only_when_tight(tmp_path):
         )
 
     def child(extra: dict, *args: str) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if k != memory.ALLOCATOR_ENV} | extra
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "logscope",
-                "analyze",
-                str(need(LAB / "spike")),
-                "-o",
-                str(tmp_path / "out"),
-                *args,
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        return _analyze_spike_apart(tmp_path / "out", memory.ALLOCATOR_ENV, extra, *args)
 
     freed, apart = "polars' allocator returns freed memory promptly", "ingest runs in a process of its own"
     r = child({}, "--max-memory", "600M", "-v")
@@ -370,10 +362,6 @@ def test_glibc_maps_large_buffers_apart_only_when_tight(tmp_path):
     """glibc's mmap threshold (the compiled scanner's buffers, Python's) is fixed when memory is tight, in this
     process and in those it starts (the ingest's own), never over a value already set: run in fresh processes,
     as the CLI runs it, with the verbose note that says so."""
-    import os
-    import subprocess
-    import sys
-
     (tmp_path / "a.log").write_bytes(b"x" * 1000)
     probe = (
         "import os, sys; from pathlib import Path; from logscope.resources import memory as m; "
@@ -395,24 +383,7 @@ def test_glibc_maps_large_buffers_apart_only_when_tight(tmp_path):
     assert (
         run(2 * memory.NEED_BASE, {memory.GLIBC_ENV: "4096"}) == "False False 4096"
     )  # the user's value kept
-    env = {k: v for k, v in os.environ.items() if k != memory.GLIBC_ENV}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "logscope",
-            "analyze",
-            str(need(LAB / "spike")),
-            "-o",
-            str(tmp_path / "o"),
-            "-v",
-            "--max-memory",
-            "600M",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    r = _analyze_spike_apart(tmp_path / "o", memory.GLIBC_ENV, {}, "-v", "--max-memory", "600M")
     assert r.returncode == 0, r.stderr
     assert f"mapped apart and handed back whole ({memory.GLIBC_ENV}={memory.GLIBC_MMAP})" in r.stderr
 
