@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from typing import Any
 
 import polars as pl
 
@@ -50,6 +52,7 @@ class Context:
     # range ('E1', 'step 3 (8)') -> its TTFT clock-gap claim (clockgap), read by the slow-first-token finding
     ttft_gaps: dict = field(default_factory=dict)
     _by_time: dict = field(default_factory=dict, init=False, repr=False)
+    _memo: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from .tables import span
@@ -63,6 +66,13 @@ class Context:
         self.span_lo, self.span_hi = span(dated, self.inputs.requests)
         if self.inputs.requests.height:
             self.load_end = time_or_none(self.inputs.requests["ts_start"].max())
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        """What ``build`` gives, built once per context: figures several findings read (the failures, the answered
+        requests) from modules this one cannot import without a cycle."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     def by_time(self, frame: pl.DataFrame, col: str = "ts") -> pl.DataFrame:
         """``frame`` (one this context holds) in time order, sorted once: time ranges of it are then

@@ -31,10 +31,7 @@ TIMEOUT, NO_ANSWER, TRUNCATED = "client timeout", "no HTTP answer", "answer cut 
 def failures(ctx: Context) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """(failures, ended, layer): every failure once (``ts``, ``kind``), the ends of every request of the same layer
     (``ts``: the share's denominator) and the layer they were read from (read once per context)."""
-    got = ctx.__dict__.get("_failures")
-    if got is None:
-        got = ctx.__dict__["_failures"] = _failures(ctx)
-    return got
+    return ctx.memo("failures", lambda: _failures(ctx))
 
 
 def _failures(ctx: Context) -> tuple[pl.DataFrame, pl.DataFrame, str]:

@@ -36,10 +36,7 @@ def answered(ctx: Context) -> tuple[pl.DataFrame, str | None]:
     """(requests, clock): the answered requests with a latency on the run's clock (``ts``, ``ttft_s``, ``e2e_s``,
     in start order, cold starts left out) and that clock; None when no request has a latency on any clock (read once
     per context)."""
-    got = ctx.__dict__.get("_answered")
-    if got is None:
-        got = ctx.__dict__["_answered"] = _answered(ctx)
-    return got
+    return ctx.memo("answered", lambda: _answered(ctx))
 
 
 def _answered(ctx: Context) -> tuple[pl.DataFrame, str | None]:
