@@ -16,9 +16,10 @@ import shutil
 from pathlib import Path
 
 import jsonschema
+import polars as pl
 import pytest
 
-from conftest import PUBLIC2, ROOT, need
+from conftest import LAB, PUBLIC2, ROOT, need
 from logscope.api import AnalyzeOptions, analyze
 
 HAPROXY = ROOT / "tests" / "data" / "haproxy" / "haproxy.log"
@@ -150,3 +151,27 @@ def test_attempts_are_said_as_their_spread_not_a_mean(name, spread, title, tmp_p
         r"<th>requests retried</th><td class=\"num\">" + re.escape(spread["retried"].__str__()), page
     )
     assert title in md and title in page
+
+
+@pytest.mark.parametrize("run", ["retry-storm", "orphan"])
+def test_the_most_attempts_are_said_with_their_layer(run, tmp_path: Path, rendered) -> None:
+    """A request's most attempts differ by layer when nginx re-sends a client's attempt (retry-storm: 4 at the client,
+    as truth.json counts them, 5 upstream at the gateway); one bare 'up to 5 attempts' beside 'client attempts' read
+    as the client's. Each layer's most is said with its layer, in every output."""
+    src = need(LAB / run)
+    out = tmp_path / "out"
+    analyze(src, out, AnalyzeOptions())
+    s = json.loads((out / "summary.json").read_text())
+    sp = s["retries"]["retry_spread"]
+    truth = json.loads((src / "truth.json").read_text())["client"]
+    req = pl.read_parquet(out / "requests.parquet")
+    assert sp["max_client"] == truth["max_attempts_one_request"] == req["client_attempts"].max()
+    assert sp["max_gateway"] == req["gateway_attempts"].max() > sp["max_client"]
+    assert sp["max_attempts"] == sp["max_gateway"]
+    words = f"up to {sp['max_client']} attempts at the client, up to {sp['max_gateway']} at the gateway"
+    assert sp["most"] == words
+    seen = rendered(out, s)
+    assert f"| requests retried | {sp['retried']} of {sp['requests']} ({words}) |" in seen["summary.md"]
+    text = " ".join(re.sub(r"<[^>]+>", " ", seen["report.html"]).split())  # the page's text, tags aside
+    assert f"requests retried {sp['retried']} of {sp['requests']} ({words})" in text
+    assert f"{sp['retried']} of {sp['requests']} requests retried, {words}" in _retries_finding(s)["evidence"]

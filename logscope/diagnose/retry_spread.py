@@ -30,7 +30,8 @@ STATED_BY = {
 @dataclass(frozen=True)
 class Spread:
     """``retried`` of ``requests`` took more than one attempt, ``max_attempts`` at most, ``attempts`` in all
-    (``retries``: beyond the first of each), as ``source`` counts them."""
+    (``retries``: beyond the first of each), as ``source`` counts them; ``max_client`` / ``max_gateway``: the most
+    one request took at each layer (None where the layer has no count), so that a maximum is said with its layer."""
 
     requests: int
     retried: int
@@ -38,6 +39,8 @@ class Spread:
     attempts: int
     retries: int
     source: str
+    max_client: int | None = None
+    max_gateway: int | None = None
 
 
 def attempts_per_request(cols: list[str]) -> pl.Expr:
@@ -58,6 +61,7 @@ def of_requests(req: pl.DataFrame | None) -> Spread | None:
         (att > 1).sum().alias("retried"),
         att.max().alias("max"),
         att.sum().alias("sum"),
+        *(pl.col(c).max().alias(c) for c in cols),
     ).row(0, named=True)
     return Spread(
         int(r["n"]),
@@ -66,7 +70,15 @@ def of_requests(req: pl.DataFrame | None) -> Spread | None:
         int(r["sum"]),
         int(r["sum"]) - int(r["n"]),
         "requests: each logical request's attempts at its client or gateway",
+        _layer_max(r.get("client_attempts")),
+        _layer_max(r.get("gateway_attempts")),
     )
+
+
+def _layer_max(v: object) -> int | None:
+    """A layer's most attempts for one request; 0 (a table with no record of that layer) is no count."""
+    n = int_or_none(v)
+    return n if n else None
 
 
 def stated(ga: pl.DataFrame | None) -> Spread | None:
@@ -102,5 +114,17 @@ def stated(ga: pl.DataFrame | None) -> Spread | None:
     )
 
 
+def most_words(sp: Spread) -> str:
+    """'up to 4 attempts': the most one request took, with each layer's own most where they differ (retry-storm: 4
+    client attempts, 5 upstream attempts at the gateway, which re-sent one of them), so that no layer's count is read
+    as another's."""
+    c, g = sp.max_client, sp.max_gateway
+    if c is not None and g is not None and c != g:
+        at_client = "one attempt at the client" if c == 1 else f"up to {c:,} attempts at the client"
+        return f"{at_client}, {'one' if g == 1 else f'up to {g:,}'} at the gateway"
+    return f"up to {sp.max_attempts:,} attempts"
+
+
 def as_dict(sp: Spread | None) -> dict | None:
-    return asdict(sp) if sp is not None else None
+    """The spread as summary.json carries it, with ``most`` (most_words) for every output to render alike."""
+    return asdict(sp) | {"most": most_words(sp)} if sp is not None else None

@@ -269,7 +269,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
 
 def _spread_words(sp: dict, paren: bool = True) -> str:
     """'1 of 2 requests retried (up to 3 attempts)': how the attempts fell over the requests (retry_spread)."""
-    most = f"up to {sp['max_attempts']:,} attempts"
+    most = sp.get("most") or f"up to {sp['max_attempts']:,} attempts"
     return f"{sp['retried']:,} of {sp['requests']:,} requests retried" + (
         f" ({most})" if paren else f", {most}"
     )
