@@ -66,7 +66,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
-from ..scalars import int_or_none, int_value
+from ..scalars import int_or_none, int_value, time_or_none
 from . import figures, latency_named, slow
 from .context import Context
 from .load_words import rates as _rates
@@ -352,15 +352,22 @@ SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their basel
 
 
 def _last_arrival_at(ctx: Context, ep: Episode) -> datetime | None:
-    """The last arrival of the load the episode's replica served: in a fleet, a calm replica's requests after it
-    are not this replica's load (its vLLM's 'Received request' / 'Added request' lines name the replica); else the
-    folder's last arrival."""
+    """The last arrival of the load the episode's replica served, up to the recovery window after the episode: in a
+    fleet, a calm replica's requests are not this replica's load (its vLLM's 'Received request' / 'Added request'
+    lines name the replica); else the folder's arrivals. Arrivals after that window are another load: a backlog that
+    drained with none coming is one whether or not the folder holds a calm hour after it (kv-short with the calm run
+    laid after it read 'sustained': its last arrival was then the calm run's, 13 minutes later)."""
     sr, rep = ctx.inputs.server_requests, ep.get("replica")
+    end = ep["end"] + timedelta(seconds=ctx.th.recovery_window_s)
     if rep and sr.height and sr["replica"].n_unique() > 1:
-        mine = sr.filter(pl.col("replica") == rep).select(pl.coalesce("received_ts", "added_ts").max()).item()
+        t = pl.coalesce("received_ts", "added_ts")
+        mine = sr.filter((pl.col("replica") == rep) & (t <= end)).select(t.max()).item()
         if mine is not None:
             return mine
-    return ctx.load_end
+    req = ctx.inputs.requests
+    if ctx.load_end is None or not req.height:
+        return ctx.load_end
+    return time_or_none(req.filter(pl.col("ts_start") <= end)["ts_start"].max())
 
 
 def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
@@ -644,14 +651,15 @@ def _classify(
             what = ", ".join(f"its {c['signal'].replace('_', ' ')}" for c in left)
             return "sustained", f"{head}{SEP}{what} still abnormal when {ctx.inputs.rng.end_words}{comp}"
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
-    if ctx.load_end is not None and start > _last_arrival_at(ctx, ep):
+    last = _last_arrival_at(ctx, ep) if ctx.load_end is not None else None
+    if last is not None and start > last:
         # it began after the last arrival and went back to baseline while the server still reported: the backlog
         # of the last requests, drained (kv-short: 3 long prompts sent at once, served one at a time, waiting
         # 2 -> 1 -> 0). No load after it can say whether it would recur: a one-off, the test named as missing
-        ep["decided_by"] = {"rule": "drained", **load, "samples_after": 1}
+        ep["decided_by"] = {"rule": "drained", **load, "last_arrival": last, "samples_after": 1}
         return "spike", (
             f"{head}{SEP}the backlog of the last requests, drained after the load ended (last arrival "
-            f"{_t(_last_arrival_at(ctx, ep))}): back to baseline with no new arrivals{comp}"
+            f"{_t(last)}): back to baseline with no new arrivals{comp}"
         )
     if ctx.load_end is not None and end >= ctx.load_end - tol:
         ep["decided_by"] = {"rule": "load_end", **load}
