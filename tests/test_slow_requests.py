@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 import pytest
@@ -129,3 +129,39 @@ def test_frontend_bound_reads_four_recurring_spikes(diagnosed, tmp_path):
     for line in (head, pattern):
         assert line in md and line in r.stdout
         assert html.escape(line, quote=False) in page or html.escape(line) in page, line
+
+
+def _baselines(diag: dict) -> list[tuple]:
+    return [(e["signal"], e["start"], e["baseline"]) for e in diag["episodes"] if e["signal"] in SLO]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_latency_baseline_is_of_the_requests_whatever_the_window(run, diagnosed):
+    """A latency episode's baseline is the p95 of the answered requests of its clock started in the minute before it
+    (baseline_lookback_s), outside every slow stretch of the signal: the same in 2 s windows as in 10 s ones (it was
+    the median of the windows' p95s there, which moved with their width)."""
+    out, narrow = diagnosed(run, "2s")
+    _, wide = diagnosed(run, "10s")
+    assert _baselines(narrow) == _baselines(wide)
+    req = pl.read_parquet(out / "requests.parquet").filter(pl.col("outcome") == "ok")
+    req = req.with_columns(pl.col("ts_start").dt.truncate("1ms").alias("_ms"))
+    eps = [e for e in narrow["episodes"] if e["signal"] in SLO]
+    for e in eps:
+        col, _ = SLO[e["signal"]]
+        of = e["details"]["baseline_of"]
+        start = _t(e["start"])
+        before = req.filter(
+            (pl.col("latency_clock") == of["clock"])
+            & (pl.col("_ms") >= start - timedelta(seconds=60))
+            & (pl.col("_ms") < start)
+            & pl.col(col).is_not_null()
+        )
+        for c in narrow["cold_start"]["windows"]:  # nor a cold start's (the server's first requests)
+            before = before.filter(~pl.col("_ms").is_between(_t(c["start"]), _t(c["end"])))
+        for o in eps:  # the slow stretches' own requests are no baseline
+            if o["signal"] == e["signal"]:
+                before = before.filter(~pl.col("_ms").is_between(_t(o["start"]), _t(o["end"])))
+        assert of["clock"] == e[f"{e['signal']}_clock"] and of["requests"] == before.height > 0, e[
+            "episode_id"
+        ]
+        assert e["baseline"] == pytest.approx(before[col].quantile(0.95, "linear"), abs=1e-3)

@@ -282,6 +282,8 @@ def _episode(
     ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
     ep["details"]["baseline_window"] = {"start": w["before"][0], "end": w["before"][1]}
+    if h.get("baseline_of"):  # what a latency's baseline is of, and its clock (slow.baselines)
+        ep["details"]["baseline_of"] = h["baseline_of"]
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death, own_end)
     ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
     return ep
@@ -401,6 +403,11 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
         if h["primary"] in BASELINE_OF:
             by_signal.setdefault(h["primary"], []).append(k)
     for signal, ks in by_signal.items():
+        of_requests = slow.baselines(ctx, signal, [heads[k]["start"] for k in ks])
+        if of_requests is not None:  # a latency's baseline from the requests, not from windows of a width
+            for k, b in zip(ks, of_requests, strict=True):
+                out[k], heads[k]["baseline_of"] = b["value"], b
+            continue
         col, frame = BASELINE_OF[signal], _baseline_frame(ctx, signal)
         # [start - look, start): times are whole microseconds; a bounded batch of episodes at a time
         parts = (
