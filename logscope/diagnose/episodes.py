@@ -69,6 +69,7 @@ from .. import clock
 from ..scalars import int_or_none, int_value
 from . import figures, latency_named, slow
 from .context import Context
+from .load_words import RATE_SPAN_S
 from .load_words import rates as _rates
 from .load_words import rise as _rise
 from .records import Episode
@@ -243,6 +244,9 @@ def _episode(
     companions = h["companions"]
     death = ctx.deaths.get((start, replica)) if primary == "crash" else None
     dur = (end - start).total_seconds()
+    # no rate over less than a second: its arrivals are said as a count (load_words.during)
+    if 0 < dur < RATE_SPAN_S:
+        during_req = {**during_req, "arrival_rate": None}
     total = float(h["total"])
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
     own_end = bool(h["last_sample"] > end)  # its own signal has a sample after it
