@@ -11,14 +11,14 @@ from .thresholds import Thresholds
 RATE_SPAN_S = 1.0
 
 
-def short(ep: Episode) -> bool:
+def short(ep: Episode | dict) -> bool:
     """An episode too short for an arrival rate of its own (``arrival_rate_during`` None; one sample's instant has
     none either, and says no rate)."""
     dur = ep.get("duration_s")
     return dur is not None and 0 < dur < RATE_SPAN_S
 
 
-def during(ep: Episode) -> str:
+def during(ep: Episode | dict) -> str:
     """The arrivals during an episode: their rate, or within a span under ``RATE_SPAN_S`` their count."""
     n = ((ep.get("details") or {}).get("requests_during") or {}).get("requests")
     if short(ep) and n is not None:
