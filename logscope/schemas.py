@@ -989,12 +989,24 @@ def conform(df: pl.DataFrame | pl.LazyFrame, table: str):
 
 def gateway_apart() -> pl.Expr:
     """``gateway_attempts`` rows that are no request of their own: a proxy's line on an attempt, fallback or failure
-    apart from its access line (LiteLLM, vLLM router), no downstream status, in a log with access lines (no id pairs them)."""
+    apart from its access line (LiteLLM, vLLM router), no downstream status and no HTTP request named, in a log with
+    access lines (no id pairs them). An access line without a status is a request all the same: Envoy's ``0 DC``,
+    a caller that left before the answer (tests/data/envoy, line 8 of each log)."""
     return (
         pl.col("status").is_null()
+        & pl.col("method").is_null()
         & pl.col("flags").is_not_null()
         & pl.col("status").is_not_null().any().over("source")
     )
+
+
+def gateway_request_row() -> pl.Expr:
+    """The one ``gateway_attempts`` row each gateway request is counted by (its status, its ``attempts_total``):
+    its first attempt where the log writes a row per upstream try (nginx: attempts 1..n of one access line), its
+    line where the log writes one line per request with the attempts it took (HAProxy's %rc, Envoy's attempt count,
+    Traefik's RetryAttempts: that line's only row is its last attempt, ``attempt`` = ``attempts_total``)."""
+    one_line = (pl.col("attempt") == pl.col("attempts_total")) & (pl.len().over("source", "line_no") == 1)
+    return (pl.col("attempt").fill_null(1) == 1) | one_line
 
 
 def markdown() -> str:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 
 import polars as pl
 import pytest
 
 from clirun import cli
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
+from logscope.api import AnalyzeOptions, analyze, correlate, diagnose, ingest
 
 RUNS = ("frontend-bound", "gateway-queue")  # the lab runs whose callers' TTFT crossed the 2 s SLO
 SLO = {"ttft": ("ttft_s", 2.0), "e2e": ("e2e_s", 20.0)}
@@ -129,3 +130,71 @@ def test_frontend_bound_reads_four_recurring_spikes(diagnosed, tmp_path):
     for line in (head, pattern):
         assert line in md and line in r.stdout
         assert html.escape(line, quote=False) in page or html.escape(line) in page, line
+
+
+def _baselines(diag: dict) -> list[tuple]:
+    return [(e["signal"], e["start"], e["baseline"]) for e in diag["episodes"] if e["signal"] in SLO]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_latency_baseline_is_of_the_requests_whatever_the_window(run, diagnosed):
+    """A latency episode's baseline is the p95 of the answered requests of its clock started in the minute before it
+    (baseline_lookback_s), outside every slow stretch of the signal: the same in 2 s windows as in 10 s ones (it was
+    the median of the windows' p95s there, which moved with their width)."""
+    out, narrow = diagnosed(run, "2s")
+    _, wide = diagnosed(run, "10s")
+    assert _baselines(narrow) == _baselines(wide)
+    req = pl.read_parquet(out / "requests.parquet").filter(pl.col("outcome") == "ok")
+    req = req.with_columns(pl.col("ts_start").dt.truncate("1ms").alias("_ms"))
+    eps = [e for e in narrow["episodes"] if e["signal"] in SLO]
+    for e in eps:
+        col, _ = SLO[e["signal"]]
+        of = e["details"]["baseline_of"]
+        start = _t(e["start"])
+        before = req.filter(
+            (pl.col("latency_clock") == of["clock"])
+            & (pl.col("_ms") >= start - timedelta(seconds=60))
+            & (pl.col("_ms") < start)
+            & pl.col(col).is_not_null()
+        )
+        for c in narrow["cold_start"]["windows"]:  # nor a cold start's (the server's first requests)
+            before = before.filter(~pl.col("_ms").is_between(_t(c["start"]), _t(c["end"])))
+        for o in eps:  # the slow stretches' own requests are no baseline
+            if o["signal"] == e["signal"]:
+                before = before.filter(~pl.col("_ms").is_between(_t(o["start"]), _t(o["end"])))
+        assert of["clock"] == e[f"{e['signal']}_clock"] and of["requests"] == before.height > 0, e[
+            "episode_id"
+        ]
+        assert e["baseline"] == pytest.approx(before[col].quantile(0.95, "linear"), abs=1e-3)
+
+
+def test_a_sub_second_clump_has_no_arrival_rate(tmp_path, rendered):
+    """frontend-bound's 2nd and 4th clumps of slow first tokens last 0.11 s and 0.06 s: the 24 and 31 requests
+    started in them are said as such, not as '223.7/s' and '514.5/s' (a rate over less than a second is false
+    precision), in summary.json, summary.md, report.html and the episode's claim."""
+    out = tmp_path / "out"
+    analyze(need(LAB / "frontend-bound"), out, AnalyzeOptions())
+    s = json.loads((out / "summary.json").read_text())
+    req = pl.read_parquet(out / "requests.parquet").with_columns(
+        pl.col("ts_start").dt.truncate("1ms").alias("_ms")
+    )
+    short = [e for e in s["episodes"] if e["duration_s"] < 1]
+    assert [e["id"] for e in short] == ["E2", "E4"]
+    seen = rendered(out, s)
+    for e in short:
+        n = req.filter(pl.col("_ms").is_between(_t(e["start"]), _t(e["end"]))).height
+        said = f"{n} requests within 0.1 s during"
+        assert said in e["evidence"] and said in seen["summary.md"] and said in seen["report.html"], e["id"]
+        assert "arrival_rate_during" not in e["metrics"]
+        [c] = [c for c in s["claims"] if c["id"] == e["claim"]]
+        facts = {f["name"]: f for f in c["facts"]}
+        assert facts.get("arrival_rate_during", {}).get("value") is None  # no rate, not even a null one
+        assert (facts["arrivals_during"]["value"], facts["arrivals_during"]["unit"]) == (
+            n,
+            "requests within 0.1 s",
+        )
+    assert (24, 31) == tuple(
+        req.filter(pl.col("_ms").is_between(_t(e["start"]), _t(e["end"]))).height for e in short
+    )
+    for page in seen.values():
+        assert not re.search(r"\b(223\.7|514\.5)", page)

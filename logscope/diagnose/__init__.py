@@ -319,7 +319,7 @@ def _traffic(inp: Inputs, rm: dict | None = None) -> dict:
         orph = req["orphaned_executions"].drop_nulls()
         t["orphaned_executions"] = int(orph.sum()) if orph.len() else None
     if ga.height:
-        first = pl.col("attempt").fill_null(1) == 1
+        first = schemas.gateway_request_row()  # nginx's first try of a line, or a one-line gateway's line
         n, retries, x5, x499 = ga.select(
             first.sum().alias("n"),
             ((pl.col("attempts_total").fill_null(1) - 1).clip(0) * first).sum().alias("r"),

@@ -4,6 +4,7 @@ read, with what was missing when it decided nothing."""
 from __future__ import annotations
 
 from .claims import REQUIRED, Claim, Fact
+from .load_words import short
 from .records import Episode
 from .stretches import REQUEST_SIGNALS
 from .thresholds import Thresholds
@@ -36,6 +37,9 @@ def claim(e: Episode, th: Thresholds) -> Claim:
     ]
     for k in ("arrival_rate_before", "arrival_rate_during", "arrival_rate_after"):
         facts.append(Fact(k, d.get(k, e[k]), "requests", unit="/s"))
+    if short(e):  # no rate over less than a second: the requests started in it, and its span
+        n = (e["details"].get("requests_during") or {}).get("requests")
+        facts.append(Fact("arrivals_during", n, "requests", unit=f"requests within {e['duration_s']:.1f} s"))
     facts += [
         # a latency stretch of the requests: the requests under the SLO after it, at its load, though arrivals fell
         Fact("arrival_rate_kept", d.get("arrival_rate_kept"), "requests", unit="/s"),

@@ -69,6 +69,7 @@ from .. import clock
 from ..scalars import int_or_none, int_value, time_or_none
 from . import figures, latency_named, slow
 from .context import Context
+from .load_words import RATE_SPAN_S
 from .load_words import rates as _rates
 from .load_words import rise as _rise
 from .records import Episode
@@ -243,6 +244,9 @@ def _episode(
     companions = h["companions"]
     death = ctx.deaths.get((start, replica)) if primary == "crash" else None
     dur = (end - start).total_seconds()
+    # no rate over less than a second: its arrivals are said as a count (load_words.during)
+    if 0 < dur < RATE_SPAN_S:
+        during_req = {**during_req, "arrival_rate": None}
     total = float(h["total"])
     count = 1 if primary == "crash" else int(round(total)) if primary in COUNTED else int(h["samples"])
     own_end = bool(h["last_sample"] > end)  # its own signal has a sample after it
@@ -282,6 +286,8 @@ def _episode(
     ep["details"]["state_before"] = state_before
     ep["details"]["state_during"] = state
     ep["details"]["baseline_window"] = {"start": w["before"][0], "end": w["before"][1]}
+    if h.get("baseline_of"):  # what a latency's baseline is of, and its clock (slow.baselines)
+        ep["details"]["baseline_of"] = h["baseline_of"]
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death, own_end)
     ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
     return ep
@@ -375,6 +381,9 @@ def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -
     signal (``_baselines`` gives every episode's at once; this is its rule, and its way for unsorted times)."""
     if signal not in BASELINE_OF:
         return None
+    of_requests = slow.baselines(ctx, signal, [start])  # a latency's, from the requests
+    if of_requests is not None:
+        return of_requests[0]["value"]
     col, look = BASELINE_OF[signal], timedelta(seconds=ctx.th.baseline_lookback_s)
     s = figures.between(ctx.by_time(_baseline_frame(ctx, signal)), "ts", start - look, start, closed="left")
     if signal in SERVER_SIGNALS:
@@ -408,6 +417,11 @@ def _baselines(ctx: Context, heads: list[dict]) -> list[float | None]:
         if h["primary"] in BASELINE_OF:
             by_signal.setdefault(h["primary"], []).append(k)
     for signal, ks in by_signal.items():
+        of_requests = slow.baselines(ctx, signal, [heads[k]["start"] for k in ks])
+        if of_requests is not None:  # a latency's baseline from the requests, not from windows of a width
+            for k, b in zip(ks, of_requests, strict=True):
+                out[k], heads[k]["baseline_of"] = b["value"], b
+            continue
         col, frame = BASELINE_OF[signal], _baseline_frame(ctx, signal)
         # [start - look, start): times are whole microseconds; a bounded batch of episodes at a time
         parts = (

@@ -7,8 +7,8 @@ robust outlier against a floor of 3 per window moved with the window's width (ab
 widened the windows from 2 s to 10 s and its errors episode vanished). Here the failures are points in time:
 
 * one per failed logical request (outcome error, timeout or truncated, at its end) where the callers' requests are
-  known (correlated or a client's records); else one per gateway request answered 5xx (its first attempt's line:
-  one access line is one request); else one per vLLM access line answered 5xx;
+  known (correlated or a client's records); else one per gateway request answered 5xx (one access line is one
+  request: ``schemas.gateway_request_row``); else one per vLLM access line answered 5xx;
 * failures within ``merge_gap_s`` of the previous one are one stretch, as the orphaned executions are
   (``stretches._orphan_stretches``), and a stretch is abnormal from ``errors_floor`` failures when they are more
   than the SLO allows of the requests that ended in it (a failure share above 1 - ``slo_success``): a steady
@@ -22,6 +22,7 @@ from datetime import timedelta
 
 import polars as pl
 
+from .. import schemas
 from .context import Context
 
 # the kinds a failure is told by, as the evidence names them
@@ -54,7 +55,7 @@ def _failures(ctx: Context) -> tuple[pl.DataFrame, pl.DataFrame, str]:
         return _frame(bad.select(t, kind.alias("kind"))), _frame(known.select(t)), layer
     gw = ctx.inputs.gateway
     if gw.height and "status" in gw.columns:
-        first = gw.filter(pl.col("ts_end").is_not_null() & (pl.col("attempt").fill_null(1) == 1))
+        first = gw.filter(pl.col("ts_end").is_not_null() & schemas.gateway_request_row())
         if first.height:
             bad = first.filter(pl.col("status") >= 500)
             return (

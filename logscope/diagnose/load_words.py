@@ -6,6 +6,26 @@ from __future__ import annotations
 from .records import Episode
 from .thresholds import Thresholds
 
+# the shortest span an arrival rate is said over: frontend-bound's 24 requests started in a 0.1 s stretch are no
+# '223.7/s' (a second's arrivals are all a rate can say, whatever the clock's resolution); below it, their count
+RATE_SPAN_S = 1.0
+
+
+def short(ep: Episode | dict) -> bool:
+    """An episode too short for an arrival rate of its own (``arrival_rate_during`` None; one sample's instant has
+    none either, and says no rate)."""
+    dur = ep.get("duration_s")
+    return dur is not None and 0 < dur < RATE_SPAN_S
+
+
+def during(ep: Episode | dict) -> str:
+    """The arrivals during an episode: their rate, or within a span under ``RATE_SPAN_S`` their count."""
+    n = ((ep.get("details") or {}).get("requests_during") or {}).get("requests")
+    if short(ep) and n is not None:
+        return f"{n:,} requests within {ep['duration_s']:.1f} s"
+    x = ep["arrival_rate_during"]
+    return "no baseline" if x is None else f"{x:.1f}/s"
+
 
 def rates(ep: Episode) -> str:
     """Arrivals before, during and after an episode, as the evidence names them."""
@@ -13,10 +33,7 @@ def rates(ep: Episode) -> str:
     def r(x: float | None) -> str:
         return "no baseline" if x is None else f"{x:.1f}/s"
 
-    return (
-        f"arrivals {r(ep['arrival_rate_before'])} before, {r(ep['arrival_rate_during'])} during, "
-        f"{r(ep['arrival_rate_after'])} after"
-    )
+    return f"arrivals {r(ep['arrival_rate_before'])} before, {during(ep)} during, {r(ep['arrival_rate_after'])} after"
 
 
 def rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
@@ -26,10 +43,7 @@ def rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
         return "no baseline" if x is None else f"{x:.1f}/s"
 
     b, a = before.get("arrival_rate"), lead.get("arrival_rate")
-    rates = (
-        f"{r(b)} before, {r(a)} as it began, {r(ep['arrival_rate_during'])} during, "
-        f"{r(ep['arrival_rate_after'])} after"
-    )
+    rates = f"{r(b)} before, {r(a)} as it began, {during(ep)} during, {r(ep['arrival_rate_after'])} after"
     if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
         return f"after a surge of arrivals ({rates})"
     if b == 0 and a:

@@ -107,3 +107,34 @@ def kept_load(ctx: Context, sig: str, end, before: float | None) -> float | None
     ).height
     rate = n / tol.total_seconds()
     return rate if rate >= ctx.th.recovery_load_ratio * before else None
+
+
+def baselines(ctx: Context, sig: str, starts: list) -> list[dict] | None:
+    """Each latency episode's baseline from the requests themselves: the p95 of the answered requests of the run's
+    clock started in the ``baseline_lookback_s`` before it, outside every slow stretch of the signal (``value``
+    None when none started there), with that clock and their count; None when no request has a latency on any
+    clock (then the windows' p95s). A median of window p95s moved with the window's width."""
+    req, clock = answered(ctx)
+    if clock is None or sig not in COLUMN:
+        return None
+    pts = req.filter(pl.col(COLUMN[sig]).is_not_null()).select("ts", pl.col(COLUMN[sig]).alias("v"))
+    st = latency_stretches(ctx, sig)
+    if st is not None and st.height:  # the slow stretches' requests are no baseline
+        k = pl.Series(st["start"].search_sorted(pts["ts"], side="right")).cast(pl.Int64) - 1
+        end = st["end"].gather(k.clip(0))
+        pts = pts.filter(~((k >= 0) & (pts["ts"] <= end)))
+    look, ts = timedelta(seconds=ctx.th.baseline_lookback_s), pts["ts"]
+    out = []
+    for start in starts:
+        lo, hi = ts.search_sorted(start - look, side="left"), ts.search_sorted(start, side="left")
+        v = pts["v"].slice(lo, hi - lo)
+        out.append(
+            {
+                "value": v.quantile(Q, "linear") if v.len() else None,
+                "clock": clock,
+                "requests": v.len(),
+                "rule": f"p95 of the answered requests started in the {ctx.th.baseline_lookback_s:g} s before it, "
+                "outside every slow stretch",
+            }
+        )
+    return out

@@ -55,6 +55,7 @@ COLUMNS = {
         "upstream_status",
         "gateway",  # whose count attempts_total is (retry_spread.stated)
         "flags",  # a proxy's lines apart from its access lines are no requests (schemas.gateway_apart)
+        "method",  # an access line names its request, a proxy's line apart from it does not
         # the gateway's own clock for the clock gap (clockgap.at_gateway): one access line = one request
         "source",
         "line_no",
@@ -400,7 +401,7 @@ def build_windows(
                 pl.col("orphaned_executions").sum().cast(pl.Int64).alias("orphaned"),
             )
         )
-    gw = gateway.filter(pl.col("ts_end").is_not_null() & (pl.col("attempt").fill_null(1) == 1))
+    gw = gateway.filter(pl.col("ts_end").is_not_null() & schemas.gateway_request_row())
     if gw.height:
         frames.append(
             gw.sort("ts_end")

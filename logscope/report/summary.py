@@ -435,7 +435,9 @@ def _count_layers(ld: Loaded, need: set[str]) -> dict:
         c["client_attempts"] = ca.height
         c["client_retries"] = int((ca["attempt"].fill_null(1) > 1).sum())
     ga = (
-        ld.table("gateway_attempts", ("source", "request_id", "ts_end", "attempt", "status", "flags"))
+        ld.table(
+            "gateway_attempts", ("source", "request_id", "ts_end", "attempt", "status", "flags", "method")
+        )
         if need & {"gateway_requests", "gateway_attempts", "gateway_retries"}
         else None
     )

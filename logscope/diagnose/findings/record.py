@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ... import clock
+from .. import load_words
 from ..claims import NAMED_SOURCE
 from ..records import Finding
 
@@ -102,15 +103,16 @@ def requests_phrase(ep: dict) -> str:
     parts = []
     # the class's reason may already give the rates (before, as it began, during, after): never two sets of
     # arrival rates in one card
-    said = "/s before" in (ep.get("reason") or "") or "/s during" in (ep.get("reason") or "")
-    if ep["arrival_rate_during"] is not None and not said:
-        during = num(ep["arrival_rate_during"], 2)
+    reason = ep.get("reason") or ""
+    said = "/s before" in reason or "/s during" in reason or f"{load_words.during(ep)} during" in reason
+    if (ep["arrival_rate_during"] is not None or load_words.short(ep)) and not said:
+        during = load_words.during(ep) if load_words.short(ep) else f"{num(ep['arrival_rate_during'], 2)}/s"
         before = (
             "no baseline"
             if ep["arrival_rate_before"] is None
             else f"{num(ep['arrival_rate_before'], 2)}/s before"
         )
-        parts.append(f"arrivals {before} → {during}/s during")
+        parts.append(f"arrivals {before} → {during} during")
     for f, name in (("ttft", "TTFT"), ("e2e", "e2e")):
         if ep[f"{f}_p95"] is not None:
             parts.append(f"{name} p95 {_latency(ep, f)}")
