@@ -17,6 +17,7 @@ from conftest import DATA, PUBLIC2, ingest_files
 
 G09 = PUBLIC2 / "g09-litellm-proxy-compose-wrapped-200s-then-upstream-503-overloaded-no-fallback.log"
 STREAM = DATA / "litellm" / "litellm-proxy-stream.log"
+POSTED = DATA / "litellm" / "public-ollama-stream-b-empty-after-200.log"
 OVERLOADED = "The model is overloaded. Please try again later."
 
 G09_TITLE = f"1 stream(s) failed after the access log's 200 (upstream status 503: '{OVERLOADED}')"
@@ -31,7 +32,10 @@ def _facts(claim: dict) -> dict:
     return {f["name"]: f["value"] for f in claim["facts"]}
 
 
-@pytest.mark.parametrize(("src", "title"), [(G09, G09_TITLE), (STREAM, STREAM_TITLE)])
+POSTED_TITLE = "1 stream(s) failed after the access log's 200 (no upstream status named)"
+
+
+@pytest.mark.parametrize(("src", "title"), [(G09, G09_TITLE), (STREAM, STREAM_TITLE), (POSTED, POSTED_TITLE)])
 def test_every_output_says_the_failed_streams(analyzed, rendered, src, title):
     out, s, d = analyzed(src)
     texts = {"summary.json": " ".join(s["verdict"]), **rendered(out, s)}
@@ -117,3 +121,17 @@ def test_the_parser_flags_the_stream_failures_and_the_proxys_start(tmp_path):
     g09 = ingest_files(tmp_path / "c", G09).table("gateway_attempts")
     row = g09.filter(pl.col("flags") == "failed,stream").row(0, named=True)
     assert (row["line_no"], row["upstream_status"], row["ts_start"].time()) == (6, 503, time(14, 59, 9))
+
+
+def test_one_200_before_it_is_no_tie_when_the_file_may_have_lost_others(analyzed):
+    """The posted excerpt (an older LiteLLM, Ollama's empty error body) holds one access line of 200 and then the
+    stream's error, but not the proxy's start: a stream opened before the excerpt could be the one that failed."""
+    out, s, d = analyzed(POSTED)
+    c = _claim(s, "gateway.stream_failed")
+    v = _facts(c)
+    assert (v["failed_streams"], v["tied"], v["untied"], v["upstream_statuses"]) == (1, 0, 1, None)
+    assert any("does not show the proxy's start" in m for m in c["missing"])
+    f = next(f for f in d["findings"] if f["claim_id"] == "gateway.stream_failed")
+    error = "'b''' "  # Ollama's empty body, as LiteLLM printed it
+    want = f"line 2 of {POSTED.name} at 16:30:59 {error}(not tied: 1 access line(s) of 200 before it in its file, line 1)"
+    assert want in f["evidence"]

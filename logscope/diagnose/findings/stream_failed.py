@@ -94,7 +94,8 @@ def _one(f: StreamFailure) -> str:
         whose = f"tied to the access line at line {f.tied}: the only 200 since the proxy's start no earlier one took"
     elif f.candidates:
         lines = ", ".join(map(str, f.candidates[:6])) + (", …" if len(f.candidates) > 6 else "")
-        whose = f"not tied: {len(f.candidates)} access line(s) of 200 before it in its file, lines {lines}"
+        word = "line" if len(f.candidates) == 1 else "lines"
+        whose = f"not tied: {len(f.candidates)} access line(s) of 200 before it in its file, {word} {lines}"
     else:
         whose = "not tied: no access line of 200 before it in its file"
     return f"line {f.line_no} of {f.source}{at} '{err}' ({whose})"
@@ -114,7 +115,9 @@ def _missing(sf: StreamFailures) -> list[str]:
             )
         )
     if any(f.upstream_status is None for f in sf.failures):
-        out.append("the upstream's status where the error names none (a cut connection gives no answer)")
+        out.append(
+            "the upstream's status where the error text names none (a cut connection has none to name)"
+        )
     untimed = sum(f.untimed_candidates for f in sf.failures)
     if untimed:
         out.append(
