@@ -17,6 +17,7 @@ from conftest import DATA, PUBLIC2, ingest_files
 
 G09 = PUBLIC2 / "g09-litellm-proxy-compose-wrapped-200s-then-upstream-503-overloaded-no-fallback.log"
 STREAM = DATA / "litellm" / "litellm-proxy-stream.log"
+STREAM_JSON = DATA / "litellm" / "litellm-proxy-stream-json.log"  # the same run with json_logs: true
 POSTED = DATA / "litellm" / "public-ollama-stream-b-empty-after-200.log"
 OVERLOADED = "The model is overloaded. Please try again later."
 
@@ -35,7 +36,10 @@ def _facts(claim: dict) -> dict:
 POSTED_TITLE = "1 stream(s) failed after the access log's 200 (no upstream status named)"
 
 
-@pytest.mark.parametrize(("src", "title"), [(G09, G09_TITLE), (STREAM, STREAM_TITLE), (POSTED, POSTED_TITLE)])
+@pytest.mark.parametrize(
+    ("src", "title"),
+    [(G09, G09_TITLE), (STREAM, STREAM_TITLE), (STREAM_JSON, STREAM_TITLE), (POSTED, POSTED_TITLE)],
+)
 def test_every_output_says_the_failed_streams(analyzed, rendered, src, title):
     out, s, d = analyzed(src)
     texts = {"summary.json": " ".join(s["verdict"]), **rendered(out, s)}
@@ -78,21 +82,39 @@ def test_g09_the_failure_is_untied_and_says_what_is_missing(analyzed):
     assert "1 more request(s) in the folder carry a time and are counted apart" in u["evidence"]
 
 
-def test_recorded_streams_tied_only_where_the_order_decides(analyzed):
-    """The recording begins at the proxy's start (uvicorn's 'Started server process', line 1): the first failure
-    (line 41) follows exactly one 200 (line 40), so it is that request's; the second (line 107) follows two free
-    ones (101, 106) and the third (line 176) five: not tied."""
-    out, s, d = analyzed(STREAM)
+# (file, [(error line, its access lines)], the first error's time, the finding's span): text logs carry HH:MM:SS,
+# json_logs' records their own time to the microsecond (uvicorn's access lines too)
+RECORDED = [
+    (
+        STREAM,
+        [(41, [40]), (107, [101, 106]), (176, [101, 106, 159, 170, 175])],
+        "01:02:02",
+        ("02.000", "09.000"),
+    ),
+    (STREAM_JSON, [(40, [39]), (49, [44, 48]), (67, [44, 48, 53, 62, 66])], "01:28:04", ("04.577", "12.420")),
+]
+
+
+@pytest.mark.parametrize(("src", "errors", "first_at", "span"), RECORDED)
+def test_recorded_streams_tied_only_where_the_order_decides(analyzed, src, errors, first_at, span):
+    """The recordings begin at the proxy's start (uvicorn's 'Started server process', line 1): the first failure
+    follows exactly one 200, so it is that request's; the second follows two free ones and the third five (the
+    first 200 is taken): not tied, whatever their times (a stream may last minutes)."""
+    out, s, d = analyzed(src)
     v = _facts(_claim(s, "gateway.stream_failed"))
     assert (v["failed_streams"], v["tied"], v["untied"], v["upstream_statuses"]) == (3, 1, 2, None)
     f = next(f for f in d["findings"] if f["claim_id"] == "gateway.stream_failed")
     ev = f["evidence"]
-    assert f"line 41 of {STREAM.name} at 01:02:02 " in ev
-    assert "tied to the access line at line 40: the only 200 since the proxy's start" in ev
-    assert "2 access line(s) of 200 before it in its file, lines 101, 106" in ev
-    assert "5 access line(s) of 200 before it in its file, lines 101, 106, 159, 170, 175" in ev
+    (first, (tied,)), *rest = errors
+    assert f"line {first} of {src.name} at {first_at} " in ev
+    assert f"tied to the access line at line {tied}: the only 200 since the proxy's start" in ev
+    for line, cands in rest:
+        said = ", ".join(map(str, cands))
+        assert f"line {line} of {src.name}" in ev
+        assert f"{len(cands)} access line(s) of 200 before it in its file, lines {said}" in ev
     assert f["failed_requests"] == 3
-    assert f["start"].endswith("T01:02:02.000Z") and f["end"].endswith("T01:02:09.000Z")
+    lo, hi = span
+    assert f["start"].endswith(f"T{first_at[:-2]}{lo}Z") and f["end"].endswith(f"{hi}Z")
 
 
 def test_the_parser_flags_the_stream_failures_and_the_proxys_start(tmp_path):
