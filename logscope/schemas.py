@@ -273,7 +273,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "header_s": (F, "upstream header time (≈ time to first byte) of this attempt"),
         "flags": (
             S,
-            "response flags (Envoy UT/URX/DC..., HAProxy termination state, nginx 'no_live_upstreams' / 'internal_redirect'); a proxy's lines apart from its access lines: LiteLLM 'attempt', 'attempt,exception', 'fallback', 'retry', 'failed', vLLM router 'routed' (no downstream status: not requests of their own, schemas.gateway_apart)",
+            "response flags (Envoy UT/URX/DC..., HAProxy termination state, nginx 'no_live_upstreams' / 'internal_redirect'); a proxy's lines apart from its access lines: LiteLLM 'attempt', 'attempt,exception', 'fallback', 'retry', 'failed', 'failed,stream' (a streamed answer that failed after its headers, so after its access line's 200), vLLM router 'routed' (no downstream status: not requests of their own, schemas.gateway_apart)",
         ),
         "error": (S, "error text for this attempt, when known"),
         "method": (S, "HTTP method"),

@@ -23,7 +23,12 @@ concurrent requests interleave, so attempts cannot be grouped into requests:
   with their text in ``error`` so retry/fallback storms are visible on the timeline.
 * ``failed``: the proxy's ``_handle_llm_api_exception(): ... litellm_call_id=<id> - <error>``: the
   request failed; request_id = LiteLLM's call id, attempts_total = ``LiteLLM Retried: N`` + 1.
+* ``failed,stream``: ``async_data_generator(): Exception occured - <error>``: a streamed answer failed after its
+  headers, so after its access line's 200 (no id names the request); upstream_status = the status the error names.
 * flags null: a uvicorn access line, the downstream answer (status, method, path).
+
+``gateway_errors``: uvicorn's ``Started server process [N]`` (kind ``start``) and ``Shutting down`` (kind
+``shutdown``): what says a file holds the proxy's access lines from its start (diagnose.stream_failures).
 
 Time: text records carry only ``HH:MM:SS``. The date is anchored on the file's modification time (the
 last record's day, in --tz) and counted back over midnight rollovers, so text rows are held until
@@ -66,6 +71,9 @@ _STD_HEAD = (
 _UVICORN = r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s{2,}\S"
 _ACCESS = "^" + UVICORN_LEVEL + UVICORN_ACCESS
 _JSON = r'^\{"message": .*"timestamp": "\d{4}-\d{2}-\d{2}T'
+# uvicorn's lifecycle lines (text: 'INFO:     Started server process [8572]'; json_logs: the message alone)
+_LIFE = r"^(?:INFO:\s+)?(Started server process|Shutting down)(?: \[\d+\])?\s*$"
+_LIFE_KIND = {"Started server process": "start", "Shutting down": "shutdown"}
 _DETECT_TEXT = r"^\d{2}:\d{2}:\d{2} - LiteLLM(?: [A-Za-z]+)?:[A-Z]+: \S+:\d+ - "
 _DETECT_JSON = r'^\{"message": .*"component": "(?:LiteLLM|uvicorn)'
 _ATTEMPT = r"^(?P<fn>[\w.]+)\(model=(?P<model>[^)]*)\)\s*(?:(?P<ok>200 OK)|Exception (?P<err>.*))\s*$"
@@ -73,8 +81,12 @@ _FALLBACK = r"(?i)fall(?:ing )?back|fallbacks"
 _CALL_ID = r"(?s)_handle_llm_api_exception\(\).*?litellm_call_id=(?P<cid>[0-9a-fA-F-]+) - (?P<err>.*)$"
 _RETRIED = r"LiteLLM Retried: (\d+) times"
 _MODEL_GROUP = r"Falling back to model_group = (\S+)|Received Model Group=(\S+)"
-# the proxy's own failure of a request it was answering (a stream cut by the upstream's error)
-_PROXY_FAIL = r"(?s)^(?:[\w.]+\.)?\w+\(\): Exception occ?ur+ed - (?P<err>.*)$"
+# the proxy's own failure of a request it was answering
+_PROXY_FAIL = r"(?s)^(?:[\w.]+\.)?\w+\(\): Exception occ?ur+ed - ?(?P<err>.*)$"
+# ... in the generator that writes a streamed answer's body (proxy_server.py / common_request_processing.py
+# 'async_data_generator', 'async_assistants_data_generator'): it runs after the response's headers went out, so
+# after uvicorn's access line said 200 (public-2 g09, tests/data/litellm/litellm-proxy-stream.log)
+_STREAM_FAIL = r"^(?:[\w.]+\.)?\w*data_generator\(\): Exception occ?ur+ed\b"
 # a status the error text names: a number (the upstream's body, 'Error code: 429', status_code=503), else LiteLLM's
 # exception class (litellm/exceptions.py: each class carries its status)
 _CODE_IN_TEXT = r"(?:Error code:? |status_code[=:] ?|\\?\"code\\?\": ?|'code': )(\d{3})\b"
@@ -141,6 +153,8 @@ def _classify(msg: pl.Expr, level: pl.Expr) -> list[pl.Expr]:
         .then(pl.lit("attempt"))
         .when(is_att)
         .then(pl.lit("attempt,exception"))
+        .when(is_fail & msg.str.contains(_STREAM_FAIL))
+        .then(pl.lit("failed,stream"))
         .when(is_fail)
         .then(pl.lit("failed"))
         .when(is_retry)
@@ -187,9 +201,11 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     assumptions: list[str] = []
     rec_ok = pl.repeat(False, f.height, dtype=pl.Boolean, eager=True)
     if js.height:
-        rows = _json_rows(js, ctx)
+        rows, life = _json_rows(js, ctx)
         if rows.height:
             tables["gateway_attempts"] = rows
+        if life.height:
+            tables["gateway_errors"] = life
         assumptions.append(f"LiteLLM json_logs timestamps have no zone: read as {ctx.tz} (--tz)")
     if txt.height:
         ok_txt = _text_chunk(txt, ctx, state)
@@ -198,7 +214,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     return ChunkResult(tables=tables, recognized=ok, assumptions=assumptions)
 
 
-def _json_rows(js: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+def _json_rows(js: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     g = js.select(
         "line_no",
         pl.col("clean").str.json_path_match("$.message").str.replace_all(_ANSI, "").alias("msg"),
@@ -211,11 +227,30 @@ def _json_rows(js: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     acc = pl.col("msg").str.extract_groups("^" + UVICORN_ACCESS)
     is_acc = (pl.col("component") == "uvicorn.access") & acc.struct.field("status").is_not_null()
+    life = pl.when(pl.col("component") == "uvicorn.error").then(pl.col("msg").str.extract(_LIFE, 1))
     g = g.with_columns(
-        *_classify(pl.col("msg"), pl.col("level")), ts.alias("ts"), acc.alias("acc"), is_acc.alias("is_acc")
+        *_classify(pl.col("msg"), pl.col("level")),
+        ts.alias("ts"),
+        acc.alias("acc"),
+        is_acc.alias("is_acc"),
+        life.alias("life"),
     )
-    g = g.filter(pl.col("flags").is_not_null() | pl.col("is_acc"))
-    return _finish_rows(g, ctx)
+    return _finish_rows(g.filter(pl.col("flags").is_not_null() | pl.col("is_acc")), ctx), _life_rows(g, ctx)
+
+
+def _life_rows(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """uvicorn's start and stop lines (column ``life``) as ``gateway_errors`` rows."""
+    g = g.filter(pl.col("life").is_not_null())
+    return g.select(
+        pl.col("ts").cast(TS).alias("ts"),
+        pl.lit(ctx.source).alias("source"),
+        pl.lit("litellm").alias("gateway"),
+        pl.lit("info").alias("level"),
+        pl.col("life").replace_strict(_LIFE_KIND, return_dtype=pl.String).alias("kind"),
+        pl.col("life").alias("message"),
+        pl.lit("uvicorn").alias("logger"),
+        "line_no",
+    )
 
 
 def _finish_rows(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -286,12 +321,14 @@ def _text_chunk(txt: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.Series:
     )
     ok = f.filter(is_head | pl.col("is_uv") | (pl.col("kind") == "litellm"))["line_no"]
     acc = pl.col("clean").str.extract_groups(_ACCESS)
-    rows = f.filter(is_head | acc.struct.field("status").is_not_null()).with_columns(
+    life = pl.col("clean").str.extract(_LIFE, 1)
+    rows = f.filter(is_head | acc.struct.field("status").is_not_null() | life.is_not_null()).with_columns(
         *_classify(pl.col("msg"), pl.col("level")),
         acc.alias("acc"),
         acc.struct.field("status").is_not_null().alias("is_acc"),
+        pl.when(~is_head).then(life).alias("life"),
     )
-    rows = rows.filter(pl.col("flags").is_not_null() | pl.col("is_acc"))
+    rows = rows.filter(pl.col("flags").is_not_null() | pl.col("is_acc") | pl.col("life").is_not_null())
     retried = f.filter(pl.col("kind") == "litellm").select(
         "rec", pl.col("clean").str.extract(_RETRIED, 1).pipe(to_int).alias("n")
     )
@@ -316,7 +353,7 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     retried = pl.concat(state.pop("retried", []))
     n = retried.group_by("rec").agg(pl.col("n").max())
     rows = rows.join(n, on="rec", how="left").with_columns(
-        pl.when(pl.col("flags") == "failed")
+        pl.when(pl.col("flags").str.starts_with("failed"))
         .then(pl.coalesce("attempts_total", pl.col("n") + 1))
         .otherwise(pl.col("attempts_total"))
         .alias("attempts_total")
@@ -338,7 +375,11 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
         )
     if rows["is_acc"].any():
         assumptions.append("uvicorn access lines carry no time: they take the previous LiteLLM record's time")
-    return ChunkResult(tables={"gateway_attempts": _finish_rows(rows, ctx)}, assumptions=assumptions)
+    tables = {"gateway_attempts": _finish_rows(rows.filter(pl.col("life").is_null()), ctx)}
+    life = _life_rows(rows, ctx)
+    if life.height:
+        tables["gateway_errors"] = life
+    return ChunkResult(tables=tables, assumptions=assumptions)
 
 
 def _anchor_date(ctx: ParseContext):

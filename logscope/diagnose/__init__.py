@@ -41,6 +41,7 @@ from . import (
     platform,
     retry_spread,
     span_figures,
+    stream_failures,
     tables,
     untied,
     untimed,
@@ -120,6 +121,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
+    ctx.stream_failures = stream_failures.load(out, rng)  # a stream the access log called 200 that broke off
     ctx.hist = from_histograms.load(out, rng, inp.stats)
     reg = claims.Registry()
     # a metrics target tied to no log: its episode beside one log replica's is evidence there, not a second one

@@ -47,6 +47,8 @@ class Context:
     platform: object | None = (
         None  # platform.Facts: the kernel's, Kubernetes' and the GPUs' records (issue #40)
     )
+    # stream_failures.StreamFailures: streamed answers that failed after the access log's 200
+    stream_failures: object | None = None
     # episode id -> the engine spans' figures over it (span_figures.by_episode), when the folder has spans
     span_segments: dict = field(default_factory=dict)
     # range ('E1', 'step 3 (8)') -> its TTFT clock-gap claim (clockgap), read by the slow-first-token finding

@@ -196,6 +196,20 @@ def _failed_requests(c: Claim) -> str:
     )
 
 
+def _stream_failed(c: Claim) -> str:
+    v = c.value
+    st = v("upstream_statuses")
+    lo, hi = c.time("first"), c.time("last")
+    when = (
+        (clock.hms(lo) if lo == hi else clock.hms_range(lo, hi)) if lo is not None else "at an unknown time"
+    )
+    return (
+        f"{n(v('failed_streams'))} stream(s) failed after the access log's 200 ({when}; "
+        f"{'upstream status ' + str(st) if st else 'no upstream status named'}): {n(v('tied'))} tied to a request "
+        f"by the file's order, {n(v('untied'))} not ({v('first_record')} first)"
+    )
+
+
 def _verdict(c: Claim) -> str:
     return c.sentence  # the verdict's lines are written with its episodes (verdict.lines)
 
@@ -217,6 +231,7 @@ RENDER: dict[str, Callable[[Claim], str]] = {
     "retries_stated": _retries_stated,
     "upstream_down": _upstream_down,
     "failed_requests": _failed_requests,
+    "stream_failed": _stream_failed,
     "verdict": _verdict,
 }
 

@@ -54,6 +54,7 @@ from .platform import build as _platform
 from .pressure import ends_on_one_line, pressure_finding
 from .record import stands_for
 from .retries import traffic_findings
+from .stream_failed import stream_failed_findings
 from .untimed import untimed_findings
 
 SEVERITY = ("critical", "high", "medium", "low", "info")
@@ -142,6 +143,7 @@ def build(
     out += gateway_error_findings(ctx)
     out += gateway_down_findings(ctx, reg)
     out += gateway_stop_findings(ctx, reg)
+    out += stream_failed_findings(ctx, reg)  # an access log's 200 whose stream broke off (LiteLLM)
     out += unknown_model_findings(ctx)
     out += abort_findings(ctx)
     out += cold_start_findings(ctx, cold, REPEATS)

@@ -22,7 +22,7 @@ def measure(ctx: Context, found: list[dict]) -> None:
     usable = req.height and {"ts_start", "outcome"} <= set(req.columns)
     if not usable:
         for f in found:
-            f["failed_requests"] = f["slowed_requests"] = None
+            f["slowed_requests"] = None  # failed_requests: None unless the finding counted its own
         return
     failed = pl.col("outcome").is_in(["error", "timeout"])
     late = pl.lit(False)
@@ -35,6 +35,10 @@ def measure(ctx: Context, found: list[dict]) -> None:
     slowed = (pl.col("outcome") == "ok") & late
     end = pl.col("ts_end").fill_null(pl.col("ts_start")) if "ts_end" in req.columns else pl.col("ts_start")
     for f in found:
+        if (
+            f.get("failed_requests") is not None
+        ):  # counted by the finding itself (failed streams the table calls ok)
+            continue
         which = _about(f, req.columns)
         if which is None and f.get("start") is not None:
             lo, hi = f["start"], f.get("end") or f["start"]

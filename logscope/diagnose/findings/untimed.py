@@ -9,6 +9,7 @@ from ..claims import Fact, latency
 from ..context import Context
 from ..records import Finding
 from .record import make_finding, num, pct
+from .stream_failed import possibly_untimed
 
 FAILED = ("error", "timeout")
 KNOWN = ("ok", "error", "timeout", "truncated")
@@ -54,7 +55,9 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
     n = req.height
     failed = req.filter(pl.col("outcome").is_in(FAILED))
     known = int(req["outcome"].is_in(KNOWN).sum())
-    share = 1 - failed.height / known if known else None
+    # a stream that broke off after its access line's 200 may be one of these: their statuses do not say 'none failed'
+    maybe = possibly_untimed(ctx)
+    share = 1 - failed.height / known if known and not maybe else None
     by = failed.group_by(pl.col("status").alias("s")).len().sort(["len", "s"], descending=[True, False])
     how = ", ".join(f"{c:,} × {s if s is not None else 'no HTTP answer'}" for s, c in by.iter_rows())
     # the client's attempts, where a client counted them (a gateway's or an engine's row has none: 0 or null)
@@ -67,6 +70,8 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
     lead = (
         f"{failed.height:,} of {known:,} requests failed ({how})"
         if failed.height
+        else f"{n:,} request(s) with no failing status, yet {maybe:,} stream(s) that failed after a 200 may be theirs"
+        if known and maybe
         else f"{n:,} request(s), none failed"
         if known
         else f"{n:,} request(s), outcome unknown"
@@ -91,12 +96,20 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
     bits += [t for t in (ttft, e2e) if t]
     if share is not None:
         bits.append(f"success {share:.1%} against the SLO's {ctx.slo.success:.1%}")
+    elif maybe:
+        bits.append(
+            f"{maybe:,} stream(s) failed after an access line's 200 that may be one of these (not tied to a request)"
+        )
+    timed = ctx.inputs.requests.height
+    if timed:  # the folder's other requests carry a time: they are counted by the other findings
+        bits.append(f"{timed:,} more request(s) in the folder carry a time and are counted apart")
     sev = "medium" if short or ttft_over or e2e_over else "low" if retries else "info"
     facts = [
         Fact("requests", n, "requests", unit="requests"),
         Fact("failed", failed.height, "requests", unit="requests"),
         Fact("success_share", share, "requests", unit="share"),
         Fact("attempts", attempts, "client_records", unit="attempts"),
+        Fact("failed_streams_maybe_theirs", maybe or None, "gateway_log", unit="streams"),
         *f1,
         *f2,
     ]

@@ -1,0 +1,145 @@
+"""Streamed answers that failed after the access log's 200 (LiteLLM's ``async_data_generator(): Exception occured``,
+``gateway_attempts.flags`` 'failed,stream'), and the request each is tied to where the evidence decides it.
+
+uvicorn writes an access line when the response's headers go out; a streamed body is written after, so a stream the
+upstream breaks off (public-2 g09: Gemini's 503 'The model is overloaded') still reads 200 in the access log. The
+error line names no request id, so it is tied by its file's order alone: its request's access line is one of the
+2xx POSTs before it in the same file, not already taken by an earlier failure (a stream fails once). It is tied
+only when exactly one such line is left AND the file shows the proxy's start before them (uvicorn's 'Started server
+process', gateway_errors kind 'start'): an excerpt that begins mid-traffic may have lost the access line of the
+stream that failed. Time cannot narrow it: a stream may last minutes, and uvicorn's lines carry no time of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from ..resources import time_range
+from ..scalars import int_or_none, time_or_none
+from .tables import read
+
+STREAM = "stream"  # the flag of a streamed answer's failure (parsers/litellm.py)
+START = "start"  # gateway_errors.kind of the proxy's start (uvicorn's 'Started server process')
+
+
+@dataclass(frozen=True)
+class StreamFailure:
+    """One failed stream: where its record is, what it says, and which access lines could be its request's."""
+
+    source: str
+    line_no: int | None
+    ts: datetime | None  # the record's own time (LiteLLM's HH:MM:SS), None when the record has none
+    upstream: str | None
+    upstream_status: int | None  # the status its error text names (None: it names none)
+    error: str | None
+    candidates: tuple[int, ...]  # line numbers of the access lines (2xx POST) it could belong to
+    from_start: bool  # the file shows the proxy's start before them: no access line is missing before it
+    tied: int | None  # the one access line it is tied to, when the evidence decides it
+    tied_ts: datetime | None  # that access line's time (the previous record's: uvicorn's lines carry none)
+    untimed_candidates: int = 0  # candidates with no time at all (before the file's first LiteLLM record)
+    reason: str | None = None  # the upstream's words in the error (reason())
+
+
+@dataclass
+class StreamFailures:
+    failures: list[StreamFailure] = field(default_factory=list)
+
+    @property
+    def tied(self) -> list[StreamFailure]:
+        return [f for f in self.failures if f.tied is not None]
+
+    @property
+    def untied(self) -> list[StreamFailure]:
+        return [f for f in self.failures if f.tied is None]
+
+
+# the reason an error text gives: the upstream's JSON message (g09: Gemini's body inside LiteLLM's exception), else
+# what follows LiteLLM's '<Provider>Exception - ' ('Connection error.': a cut stream)
+_MESSAGE = re.compile(r'\\?"message\\?": ?\\?"((?:[^"\\]|\\[^"n])+)')
+_AFTER = re.compile(r"\w*Exception - (.+)$")
+REASON_CHARS = 100
+
+
+def reason(error: str | None) -> str | None:
+    """The upstream's own words in a LiteLLM error text, cut to REASON_CHARS; None when it gives none."""
+    if not error:
+        return None
+    m = _MESSAGE.search(error) or _AFTER.search(error)
+    if m is None:
+        return None
+    text = m.group(1).strip()
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+_FAIL_COLS = ("ts_start", "source", "line_no", "upstream", "upstream_status", "error", "flags")
+_ACCESS_COLS = ("ts_start", "source", "line_no", "status", "method")
+
+
+def load(out: Path, rng: time_range.Range = time_range.ALL) -> StreamFailures:
+    """The folder's failed streams in the range (and those with no time: no range can place them), tied where the
+    evidence decides it."""
+    fails = read(out, "gateway_attempts", _FAIL_COLS, pl.col("flags").str.contains(STREAM).fill_null(False))
+    if not fails.height:
+        return StreamFailures()
+    if rng:
+        keep = [t is None or rng.contains(t) for t in fails["ts_start"].to_list()]
+        fails = fails.filter(pl.Series(keep, dtype=pl.Boolean))
+    srcs = sorted(fails["source"].cast(pl.String).unique().to_list())
+    # every access line of those files, whatever the range: the order of the whole file decides
+    acc = read(
+        out,
+        "gateway_attempts",
+        _ACCESS_COLS,
+        pl.col("source").is_in(srcs) & pl.col("flags").is_null() & pl.col("status").is_not_null(),
+    ).filter(pl.col("status").is_between(200, 299) & (pl.col("method").fill_null("POST") == "POST"))
+    starts = read(out, "gateway_errors", ("source", "kind", "line_no"), pl.col("kind") == START)
+    out_: list[StreamFailure] = []
+    for src in srcs:
+        mine = fails.filter(pl.col("source").cast(pl.String) == src).sort("line_no", nulls_last=True)
+        lines = acc.filter(pl.col("source").cast(pl.String) == src).sort("line_no")
+        first = starts.filter(pl.col("source").cast(pl.String) == src)["line_no"].drop_nulls()
+        taken: set[int] = set()
+        for r in mine.iter_rows(named=True):
+            at = r["line_no"]
+            # the access lines since the last start before it (a restart's process answers anew)
+            begun = first.filter(first < at) if at is not None else first.clear()
+            since = int_or_none(begun.max()) if begun.len() else None
+            cand = (
+                lines.filter(
+                    (pl.col("line_no") < at) & (pl.col("line_no") > (since if since is not None else 0))
+                )
+                if at is not None
+                else lines.clear()
+            )
+            cand = cand.filter(~pl.col("line_no").is_in(list(taken)))
+            free = cand["line_no"].to_list()
+            tied = free[0] if len(free) == 1 and since is not None else None
+            if tied is not None:
+                taken.add(tied)
+            tied_ts = (
+                time_or_none(cand.filter(pl.col("line_no") == tied)["ts_start"][0])
+                if tied is not None
+                else None
+            )
+            out_.append(
+                StreamFailure(
+                    src,
+                    at,
+                    time_or_none(r["ts_start"]),
+                    str(r["upstream"]) if r["upstream"] is not None else None,
+                    int_or_none(r["upstream_status"]),
+                    r["error"],
+                    tuple(free),
+                    since is not None,
+                    tied,
+                    tied_ts,
+                    int(cand["ts_start"].is_null().sum()),
+                    reason(r["error"]),
+                )
+            )
+    return StreamFailures(out_)
