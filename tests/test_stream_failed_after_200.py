@@ -8,6 +8,7 @@ evidence lines and what is not known (which request: LiteLLM's error line names 
 
 from __future__ import annotations
 
+import json
 from datetime import time
 
 import polars as pl
@@ -157,3 +158,20 @@ def test_one_200_before_it_is_no_tie_when_the_file_may_have_lost_others(analyzed
     error = "'b''' "  # Ollama's empty body, as LiteLLM printed it
     want = f"line 2 of {POSTED.name} at 16:30:59 {error}(not tied: 1 access line(s) of 200 before it in its file, line 1)"
     assert want in f["evidence"]
+
+
+@pytest.mark.parametrize("run", ["retry-storm", "crash"])
+def test_nginx_flags_are_no_failed_streams(run, tmp_path):
+    """nginx's 'no_live_upstreams' flag holds the word 'stream': the lab's nginx runs (334 and 814 such rows) have no
+    stream that failed after its 200, and no finding says so."""
+    from conftest import LAB, need
+    from logscope.api import AnalyzeOptions, analyze
+    from logscope.diagnose import stream_failures
+
+    out = tmp_path / "out"
+    analyze(need(LAB / run), out, AnalyzeOptions())
+    summary = json.loads((out / "summary.json").read_text())
+    flags = pl.read_parquet(out / "gateway_attempts.parquet")["flags"]
+    assert (flags == "no_live_upstreams").sum() > 0
+    assert stream_failures.load(out).failures == []
+    assert not [f for f in summary["findings"] if "stream(s) failed" in f["title"]]

@@ -66,9 +66,10 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
-from ..scalars import int_or_none, int_value, time_or_none
+from ..scalars import int_or_none, int_value
 from . import figures, latency_named, slow
 from .context import Context
+from .load_ends import last_arrival_at, phase_pause, stop_in
 from .load_words import RATE_SPAN_S
 from .load_words import rates as _rates
 from .load_words import rise as _rise
@@ -355,25 +356,6 @@ BASELINE_OF = {
     "e2e": "e2e_p95",
 }
 SERVER_SIGNALS = ("preemptions", "kv_pressure", "queue", "stall")  # their baseline is their replica's
-
-
-def _last_arrival_at(ctx: Context, ep: Episode) -> datetime | None:
-    """The last arrival of the load the episode's replica served, up to the recovery window after the episode: in a
-    fleet, a calm replica's requests are not this replica's load (its vLLM's 'Received request' / 'Added request'
-    lines name the replica); else the folder's arrivals. Arrivals after that window are another load: a backlog that
-    drained with none coming is one whether or not the folder holds a calm hour after it (kv-short with the calm run
-    laid after it read 'sustained': its last arrival was then the calm run's, 13 minutes later)."""
-    sr, rep = ctx.inputs.server_requests, ep.get("replica")
-    end = ep["end"] + timedelta(seconds=ctx.th.recovery_window_s)
-    if rep and sr.height and sr["replica"].n_unique() > 1:
-        t = pl.coalesce("received_ts", "added_ts")
-        mine = sr.filter((pl.col("replica") == rep) & (t <= end)).select(t.max()).item()
-        if mine is not None:
-            return mine
-    req = ctx.inputs.requests
-    if ctx.load_end is None or not req.height:
-        return ctx.load_end
-    return time_or_none(req.filter(pl.col("ts_start") <= end)["ts_start"].max())
 
 
 def _baseline(ctx: Context, signal: str, replica: str | None, start: datetime) -> float | None:
@@ -665,7 +647,7 @@ def _classify(
             what = ", ".join(f"its {c['signal'].replace('_', ' ')}" for c in left)
             return "sustained", f"{head}{SEP}{what} still abnormal when {ctx.inputs.rng.end_words}{comp}"
         return "sustained", f"{head}{SEP}still abnormal when {ctx.inputs.rng.end_words}{comp}"
-    last = _last_arrival_at(ctx, ep) if ctx.load_end is not None else None
+    last = last_arrival_at(ctx, ep) if ctx.load_end is not None else None
     if last is not None and start > last:
         # it began after the last arrival and went back to baseline while the server still reported: the backlog
         # of the last requests, drained (kv-short: 3 long prompts sent at once, served one at a time, waiting
@@ -687,7 +669,7 @@ def _classify(
     # (kv-blip: a 0.15 s burst client beside a calm one, 12.4/s before and 13.6/s after) paused nothing
     # (the reference: arrivals during it, the load that paused; before it for a one-sample episode; unknown rates
     # leave the phases alone to say)
-    stop = _phase_pause(ctx, start, end)
+    stop = phase_pause(ctx, start, end)
     after, paused = ep["arrival_rate_after"], ep["arrival_rate_during"] or ep["arrival_rate_before"]
     if (
         stop is not None
@@ -735,41 +717,6 @@ def _unit(ctx: Context, sig: str, start: datetime, end: datetime) -> str:
     if sig not in latency_named.NAMES:
         return UNIT[sig]
     return latency_named.named(ctx, sig, start, end)
-
-
-def _phase_pause(ctx: Context, start: datetime, end: datetime) -> datetime | None:
-    """The end of a client's load phase inside the episode (up to load_end_tolerance_s after it) after which that
-    client started no phase for recovery_window_s: its load paused as the episode ended (vllm bench serve's
-    pause between ladder steps). A phase followed at once by the next (a burst back to its base rate) is none."""
-    ph = ctx.inputs.phases
-    if not ph.height or "client" not in ph.columns:
-        return None
-    th = ctx.th
-    hi = end + timedelta(seconds=th.load_end_tolerance_s)
-    for r in ph.filter(pl.col("ts_end").is_between(start, hi)).sort("ts_end").iter_rows(named=True):
-        nxt = ph.filter(
-            (pl.col("client") == r["client"])
-            & (pl.col("ts_start") >= r["ts_start"])
-            & (pl.col("ts_end") > r["ts_end"])
-            & (pl.col("ts_start") < r["ts_end"] + timedelta(seconds=th.recovery_window_s))
-        )
-        if not nxt.height:
-            return r["ts_end"]
-    return None
-
-
-def stop_in(ctx: Context, ep: Episode | dict) -> datetime | None:
-    """The graceful shutdown of the episode's server while it was under way (up to merge_gap_s after its last
-    abnormal sample: the stats stop with the server), if there was one."""
-    gap = timedelta(seconds=ctx.th.merge_gap_s)
-    return next(
-        (
-            s["ts"]
-            for s in ctx.life.shutdowns
-            if (s["replica"] or None) == ep["replica"] and ep["start"] <= s["ts"] <= ep["end"] + gap
-        ),
-        None,
-    )
 
 
 def _cut_short(e: Episode, longest_s: float) -> bool:

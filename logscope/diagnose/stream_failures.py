@@ -83,7 +83,9 @@ _ACCESS_COLS = ("ts_start", "source", "line_no", "status", "method")
 def load(out: Path, rng: time_range.Range = time_range.ALL) -> StreamFailures:
     """The folder's failed streams in the range (and those with no time: no range can place them), tied where the
     evidence decides it."""
-    fails = read(out, "gateway_attempts", _FAIL_COLS, pl.col("flags").str.contains(STREAM).fill_null(False))
+    # the flag as a whole word of the comma-separated flags: nginx's 'no_live_upstreams' holds 'stream' too
+    flagged = pl.col("flags").str.contains(rf"(?:^|,){STREAM}(?:,|$)").fill_null(False)
+    fails = read(out, "gateway_attempts", _FAIL_COLS, flagged)
     if not fails.height:
         return StreamFailures()
     if rng:

@@ -196,7 +196,7 @@ def stop_findings(ctx: Context, eps: list[dict]) -> list[dict]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
     is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
     the count diagnosis.json and the timeline give too)."""
-    from ..episodes import stop_in
+    from ..load_ends import stop_in
 
     out = []
     for ep in eps:
