@@ -45,6 +45,11 @@ def _cancellation(c: Claim) -> str:
         return "cancellation not observed: the folder holds no " + "; ".join(c.missing)
     if not v("abandoned"):
         return "cancellation not observed: no caller left before its answer, so it was not put to the test"
+    if v("aborted") is None:  # callers left, but no engine record says what became of their attempts
+        return (
+            f"cancellation not observed: {n(v('abandoned'))} attempt(s) abandoned by their callers, but the folder "
+            "holds no " + "; ".join(c.missing)
+        )
     parts = [f"vLLM aborted {n(v('aborted'))}"]
     if v("finished_in_race"):
         parts.append(
