@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import clock
-from .. import gateway_config
+from .. import gateway_config, retry_spread
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from .record import make_finding, num
@@ -224,6 +224,21 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 "retries"
                 + (" at several layers (" + " and ".join(layers) + ")" if multi else "")
                 + " re-send requests that timed out or failed, adding load when capacity is short"
+            )
+        rf = tr.get("retried_for")
+        if retry_spread.rate_limited(rf):
+            # every retry followed a 429: a limit, not a timeout or a slow server (public-2 c01, c02)
+            symptom = symptom.replace(
+                "timeouts and errors were retried", "requests answered 429 were retried"
+            )
+            cause = (
+                f"the callers were rate-limited: all {rf['rate_limited']:,} retried attempt(s) were answered 429 "
+                "(Too Many Requests), none timed out; a retry seconds later meets the same limit"
+            )
+            nt = (
+                "Keep the request rate under the limit that answers 429 (or raise the quota), and let the client "
+                "back off on 429 as long as the answer's Retry-After says rather than retry within seconds; then "
+                "replay the same traffic"
             )
         out.append(
             make_finding(
