@@ -225,7 +225,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 + (" at several layers (" + " and ".join(layers) + ")" if multi else "")
                 + " re-send requests that timed out or failed, adding load when capacity is short"
             )
-        rf = tr.get("retried_for")
+        rf = tr.get("retried_for") or {}
         if retry_spread.rate_limited(rf):
             # every retry followed a 429: a limit, not a timeout or a slow server (public-2 c01, c02)
             symptom = symptom.replace(
