@@ -573,12 +573,7 @@ def _classify(
     comp = (
         "; with "
         + ", ".join(
-            f"{c['signal']} "
-            + (
-                f"at {clock.hms(c['start'])}"
-                if c["start"] == c["end"]
-                else clock.hms_range(c["start"], c["end"])
-            )
+            f"{c['signal']} {clock.hms_span(c['start'], c['end'])}"
             + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
             for c in companions
         )

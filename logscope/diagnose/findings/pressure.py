@@ -123,7 +123,7 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     if "ttft" in comps:
         tt = comps["ttft"]
         ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
-        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
+        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_span(tt['start'], tt['end'])})"
     ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")
