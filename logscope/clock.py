@@ -63,6 +63,13 @@ def hms_after(a: datetime, b: datetime) -> str:
     return b.strftime("%H:%M:%S") if a.astimezone(UTC).date() == b.astimezone(UTC).date() else hms(b)
 
 
+def hms_span(a: datetime, b: datetime) -> str:
+    """'08:30:03–08:31:13', or 'at 08:30:03' when both ends read the same second (a range 'a–a' reads as a typo:
+    traced-1r's verdict said 'E1 (5 preemptions, 03:39:23–03:39:23)')."""
+    end = hms_after(a, b)
+    return f"at {hms(a)}" if end == hms(a) else f"{hms(a)}–{end}"
+
+
 def hms_range(a: datetime | None, b: datetime | None) -> str:
     """'08:30:03–08:31:13'; where times carry dates, the end's only when it is another day's."""
     if a is None or b is None:

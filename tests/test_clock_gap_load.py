@@ -10,40 +10,18 @@ bound of the engine p95's histogram bucket and at least ``clock_gap_ratio`` (2) 
 
 from __future__ import annotations
 
-import html
-import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from conftest import LAB, need
-from logscope import terminal
 from logscope.api import AnalyzeOptions, analyze
 
 TITLE = (
     "TTFT waits in the gateway, in front of the engine: the callers' p95 is at least 33.3 s above vLLM's own"
 )
-
-
-def _outputs(src: Path, out: Path, **slo) -> dict[str, str]:
-    """Every output of one analysis: summary.json, summary.md, report.html and what the terminal prints."""
-    paths = analyze(src, out, AnalyzeOptions(**slo))
-    summary = json.loads((out / "summary.json").read_text())
-    buf, saved = io.StringIO(), terminal.out
-    terminal.out = Console(file=buf, width=100_000, soft_wrap=True, color_system=None)
-    try:
-        terminal.print_verdict(summary, paths, False)
-    finally:
-        terminal.out = saved
-    return {
-        "json": (out / "summary.json").read_text(),
-        "md": (out / "summary.md").read_text().replace("\\", ""),
-        "html": html.unescape((out / "report.html").read_text()),
-        "terminal": buf.getvalue(),
-    }
 
 
 def _claims(out: Path) -> dict[str, dict]:
@@ -55,21 +33,22 @@ def _facts(claim: dict) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def lax(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def lax(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("gwq-lax")
     shutil.copytree(need(LAB / "gateway-queue"), base / "in")
-    return base / "out", _outputs(base / "in", base / "out", slo_ttft_s=60.0, slo_e2e_s=120.0)
+    analyze(base / "in", base / "out", AnalyzeOptions(slo_ttft_s=60.0, slo_e2e_s=120.0))
+    return base / "out"
 
 
 def test_no_episode_forms_under_a_lax_slo(lax) -> None:
-    out, _ = lax
+    out = lax
     truth = json.loads((need(LAB / "gateway-queue") / "truth.json").read_text())["purpose"]["whole_run"]
     assert truth["callers_ttft_p95_s"] < 60 and truth["callers_e2e_p95_s"] < 120
     assert json.loads((out / "summary.json").read_text())["episodes"] == []
 
 
 def test_the_gap_is_found_over_the_phases_with_the_truths_figures(lax) -> None:
-    out, _ = lax
+    out = lax
     phases = json.loads((need(LAB / "gateway-queue") / "truth.json").read_text())["purpose"]["phases"]
     claims = _claims(out)
     t = next(p for p in phases if p["phase"] == 1)
@@ -102,8 +81,10 @@ def test_the_gap_is_found_over_the_phases_with_the_truths_figures(lax) -> None:
     assert c0["gap_s"]["value"] == pytest.approx(t0["ttft_p95_gap_vs_bucket_upper_s"], abs=1e-3)
 
 
-def test_every_output_gives_the_finding(lax) -> None:
-    out, said = lax
+def test_every_output_gives_the_finding(lax, rendered) -> None:
+    out = lax
+    summary = (out / "summary.json").read_text()
+    said = {"summary.json": summary, **rendered(out, json.loads(summary))}
     diag = json.loads((out / "diagnosis.json").read_text())
     [f] = [f for f in diag["findings"] if f.get("claim_id") == "clock_gap.phase.1.ttft"]
     assert f["title"] == TITLE + " (phase 1 (4 requests/s))"
@@ -115,13 +96,14 @@ def test_every_output_gives_the_finding(lax) -> None:
     assert diag["verdict"][-1] == "First thing to test: " + f["next_test"]
 
 
-def test_a_small_gap_does_not_fire(tmp_path: Path) -> None:
+def test_a_small_gap_does_not_fire(analyzed, rendered) -> None:
     """traced-2r-kill: streaming callers at 2 requests/s, both clocks, no ladder; after replica b died the queue was
     in the engine (replica a: 119 waiting), so the engine's own TTFT histogram holds the wait: the gap over its load
     is measured and small (callers' TTFT p95 57.1 s inside the engine's 40–80 s bucket), and no finding says the
     time waits in front of the engine."""
-    said = _outputs(need(LAB / "traced-2r-kill"), tmp_path / "out")
-    claims = _claims(tmp_path / "out")
+    out, s, _ = analyzed(need(LAB / "traced-2r-kill"))
+    said = {"summary.json": (out / "summary.json").read_text(), **rendered(out, s)}
+    claims = _claims(out)
     for f in ("ttft", "e2e"):
         c = claims[f"clock_gap.phase.0.{f}"]
         facts = _facts(c)

@@ -8,12 +8,9 @@ physical line). A single engine's figures carry no note (public-2 n13, V0 0.4.2)
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import DATA, PUBLIC2, need
-from logscope import terminal
 
 SUMMED = "82 running, 225 waiting (2 engines: running and waiting summed over them, KV the fullest's)"
 CASES = {
@@ -23,7 +20,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
-def test_summed_engines_are_said_in_every_output(analyzed, key, capsys):
+def test_summed_engines_are_said_in_every_output(analyzed, key, rendered):
     out, s, diag = analyzed(need(CASES[key]))
     (ep,) = diag["episodes"]
     st = ep["details"]["state_during"]
@@ -33,12 +30,7 @@ def test_summed_engines_are_said_in_every_output(analyzed, key, capsys):
     assert f["symptom"].startswith("KV cache ≥ 90.0 % at 06:16:52 (one sample) (")
     assert "2 engines: running and waiting summed" in f["symptom"]
     assert f["evidence"].startswith("KV usage at 06:16:52 (one sample)")
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    for text in (
-        (out / "summary.md").read_text().replace("\\", ""),
-        html.unescape((out / "report.html").read_text()),
-        " ".join(capsys.readouterr().out.split()),
-    ):
+    for text in rendered(out, s).values():
         assert SUMMED in text
         assert "(0 s)" not in text and "for 0 s" not in text
 

@@ -5,12 +5,9 @@ proxy_read_timeout in front of a slow vLLM) keeps that test."""
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import PUBLIC2, need
-from logscope import terminal
 
 CASES = {  # source: (title, words the cause and test must hold, words they must not)
     "g06": (
@@ -29,7 +26,7 @@ CASES = {  # source: (title, words the cause and test must hold, words they must
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
-def test_the_failed_statuses_say_where_and_what_to_test(analyzed, key, capsys):
+def test_the_failed_statuses_say_where_and_what_to_test(analyzed, key, rendered):
     src, title, must, never = CASES[key]
     out, s, _ = analyzed(need(src))
     f = s["findings"][0]
@@ -38,10 +35,5 @@ def test_the_failed_statuses_say_where_and_what_to_test(analyzed, key, capsys):
     assert all(w in said for w in must), said
     assert not any(w in said for w in never), said
     assert s["verdict"][2] == f"First thing to test: {f['next_test']}"
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    for text in (
-        (out / "summary.md").read_text().replace("\\", ""),
-        html.unescape((out / "report.html").read_text()),
-        " ".join(capsys.readouterr().out.split()),
-    ):
+    for text in rendered(out, s).values():
         assert f["next_test"] in text

@@ -5,12 +5,9 @@ bench's POST /tokenize behind the same nginx."""
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import LAB, PUBLIC2, need
-from logscope import terminal
 
 CASES = {  # source: (requests, attempts, the calls as printed)
     "g02": (PUBLIC2 / "g02-ingress-nginx-default-format-3-upstream-tries-504-504-504.log", 1, 3, "GET /: 1"),
@@ -20,18 +17,17 @@ CASES = {  # source: (requests, attempts, the calls as printed)
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
-def test_calls_that_are_no_inference_are_named_in_every_output(analyzed, key, capsys):
+def test_calls_that_are_no_inference_are_named_in_every_output(analyzed, key, rendered):
     src, n, k, calls = CASES[key]
     out, s, _ = analyzed(need(src))
     g = s["retries"]["gateway_other"]
     assert (g["requests"], g["attempts"]) == (n, k)
     assert f"no inference call ({calls})" in g["text"]
     assert g["text"].endswith("not counted in the retries table")
-    md, page = (out / "summary.md").read_text(), (out / "report.html").read_text()
-    assert g["text"] in md.replace("\\", "")
-    assert html.escape(g["text"], quote=False) in page
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    assert g["text"] in " ".join(capsys.readouterr().out.split())
+    seen = rendered(out, s)
+    assert g["text"] in seen["summary.md"]
+    assert g["text"] in seen["report.html"]
+    assert g["text"] in seen["terminal"]
 
 
 def test_a_folder_of_inference_calls_only_says_nothing(analyzed):

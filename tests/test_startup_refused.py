@@ -8,18 +8,15 @@ was ever sent. The same refusal with no death in the excerpt (vllm-public 23, 47
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import LAB, PUBLIC, need
-from logscope import terminal
 
 TITLE = "Engine died at start-up (04:33:28): max_model_len needs more KV cache than there is"
 REFUSED = "The server cannot start: max_model_len needs more KV cache than there is"
 
 
-def test_the_refusal_is_the_deaths_cause(analyzed, capsys):
+def test_the_refusal_is_the_deaths_cause(analyzed, rendered):
     out, s, diag = analyzed(need(LAB / "kv-short-refused"))
     assert [(e["signal"], e["class"]) for e in diag["episodes"]] == [("crash", "crash")]
     assert diag["episodes"][0]["details"]["crash"]["at_startup"] is True
@@ -29,12 +26,7 @@ def test_the_refusal_is_the_deaths_cause(analyzed, capsys):
     assert f["next_test"].startswith("Start with a shorter --max-model-len")
     assert s["verdict"][2] == f"First thing to test: {f['next_test']}"
     assert s["retries"]["logical_requests"] in (None, 0)  # truth.json: no traffic
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    for text in (
-        (out / "summary.md").read_text().replace("\\", ""),
-        html.unescape((out / "report.html").read_text()),
-        " ".join(capsys.readouterr().out.split()),
-    ):
+    for text in rendered(out, s).values():
         assert TITLE in text
         assert "lower --max-num-seqs" not in text and "same request sizes" not in text
 

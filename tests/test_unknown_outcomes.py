@@ -7,12 +7,9 @@ lines) are the requests that have no caller's or gateway's record."""
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import PUBLIC, PUBLIC2, need
-from logscope import terminal
 
 CASES = {  # source: (unknown requests, what a missing status means)
     "g01": (
@@ -35,14 +32,12 @@ CASES = {  # source: (unknown requests, what a missing status means)
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
-def test_an_unknown_outcome_says_which_record_is_missing(analyzed, key, capsys):
+def test_an_unknown_outcome_says_which_record_is_missing(analyzed, key, rendered):
     src, n, why = CASES[key]
     out, s, _ = analyzed(need(src))
     rows = [r for r in s["outcomes"]["by_status"] if r["outcome"] == "unknown"]
     assert [(r["requests"], r["status"], r["status_text"]) for r in rows] == [(n, None, why)]
-    md = (out / "summary.md").read_text().replace("\\", "")
-    assert f"| unknown | {why} | {n} |" in md
-    page = html.unescape((out / "report.html").read_text())
-    assert f"<td>unknown</td><td>{why}</td>" in page
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    assert f"{n} unknown ({why})" in " ".join(capsys.readouterr().out.split())
+    seen = rendered(out, s)
+    assert f"| unknown | {why} | {n} |" in seen["summary.md"]
+    assert f"<td>unknown</td><td>{why}</td>" in seen["report.html"]
+    assert f"{n} unknown ({why})" in seen["terminal"]

@@ -7,17 +7,14 @@ backend's fatal error behind llama-swap). A death with its time
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import DATA, PUBLIC, PUBLIC2, need
-from logscope import terminal
 
 TITLE = "Engine died (AsyncEngineDeadError: Task finished unexpectedly); when is unknown: its record carries no time"
 
 
-def test_an_untimed_death_is_said(analyzed, capsys):
+def test_an_untimed_death_is_said(analyzed, rendered):
     out, s, diag = analyzed(need(DATA / "vllm-pastes" / "5697-flattened-deaderror-aborts.log"))
     assert diag["episodes"] == []
     f = s["findings"][0]
@@ -26,12 +23,7 @@ def test_an_untimed_death_is_said(analyzed, capsys):
     assert (facts["fatal_records"], facts["kinds"]) == (1, "engine_dead")
     assert s["verdict"][0] == TITLE + "."
     assert "when it died and what came after are not in the logs" in s["verdict"][1]
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    for text in (
-        (out / "summary.md").read_text().replace("\\", ""),
-        html.unescape((out / "report.html").read_text()),
-        " ".join(capsys.readouterr().out.split()),
-    ):
+    for text in rendered(out, s).values():
         assert TITLE in text
         assert "Nothing alarming" not in text
 

@@ -8,12 +8,9 @@ errors and kv_pressure and preemptions and queue and retries and ttft meanwhile"
 
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from conftest import DATA, LAB, PUBLIC2, need
-from logscope import terminal
 
 SLOW = {  # source: (stats lines, range)
     "n14": (PUBLIC2 / "n14-v0-0.8-running2-0.4tok-s-degenerate-slow-decode.log", 4, "09:04:46–09:05:15"),
@@ -41,17 +38,8 @@ CRASH = {
 }
 
 
-def _every_output(out, s, capsys) -> list[str]:
-    terminal.print_verdict(s, {"report_html": out / "report.html"}, verbose=False)
-    return [
-        (out / "summary.md").read_text().replace("\\", ""),
-        html.unescape((out / "report.html").read_text()),
-        " ".join(capsys.readouterr().out.split()),
-    ]
-
-
 @pytest.mark.parametrize("key", sorted(SLOW))
-def test_a_slow_engine_lasted(analyzed, key, capsys):
+def test_a_slow_engine_lasted(analyzed, key, rendered):
     src, lines, rng = SLOW[key]
     out, s, _ = analyzed(need(src))
     f = s["findings"][0]
@@ -63,15 +51,15 @@ def test_a_slow_engine_lasted(analyzed, key, capsys):
         "row to the end of the logs, so how long it lasted is not in them."
     )
     assert s["verdict"][1] == line
-    for text in _every_output(out, s, capsys):
+    for text in rendered(out, s).values():
         assert line in text
         assert "nothing that spikes or lasts" not in text
 
 
 @pytest.mark.parametrize("key", sorted(CRASH))
-def test_a_crash_names_what_came_with_it(analyzed, key, capsys):
+def test_a_crash_names_what_came_with_it(analyzed, key, rendered):
     src, line = CRASH[key]
     out, s, _ = analyzed(need(src))
     assert s["verdict"][1] == line
-    for text in _every_output(out, s, capsys):
+    for text in rendered(out, s).values():
         assert line in text

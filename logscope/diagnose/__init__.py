@@ -148,6 +148,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     rm = _multiplication(out)
     traffic = _traffic(inp, rm)
+    traffic["retried_for"] = retry_spread.retried_for(tables.read(out, "client_attempts", rng=rng))
     traffic["cancellation"] = cancellation.analyse(
         _correlation_orphans(out),
         th,

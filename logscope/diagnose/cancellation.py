@@ -7,6 +7,9 @@ The counts are correlate's (``correlation.json`` ``orphans``, one row per server
 decided here (``_state``):
 
 * no caller left: ``not observed`` (nothing was put to the test);
+* callers left but the folder holds no vLLM request line (``abort_lines`` null): ``not observed``, and what vLLM did
+  with those attempts (aborted, finished, ran on) is unknown, never 0 (public-2 c01-c03, g03 read 'vLLM aborted 0'
+  beside 'vLLM aborts: not observed');
 * vLLM aborted none of the abandoned attempts and the listeners the traffic went through have
   ``proxy_ignore_client_abort on``: ``not propagated by configuration`` (nginx keeps the upstream request
   open by design: it is the setting, not a fault, that keeps the work going);
@@ -43,22 +46,25 @@ def analyse(
     if not orphans or orphans.get("abandoned") is None:
         return None
     abandoned = int(orphans["abandoned"])
-    aborted = int(orphans.get("aborted") or 0)
-    raced = int(orphans.get("finished_in_race") or 0)
-    ran_on = int(orphans.get("count") or 0)
+    # no vLLM request line in the input (correlate.abandon.summary): no abort, finish or orphan could be seen
+    engine_seen = "abort_lines" not in orphans or orphans["abort_lines"] is not None
+    aborted = int(orphans.get("aborted") or 0) if engine_seen else None
+    raced = int(orphans.get("finished_in_race") or 0) if engine_seen else None
+    ran_on = int(orphans.get("count") or 0) if engine_seen else None
     out = {
         "abandoned": abandoned,
         "aborted": aborted,
         "finished_in_race": raced,
         "ran_on": ran_on,
-        "ran_on_s": orphans.get("generation_s_after_caller_left"),
-        "ran_on_median_s": orphans.get("median_s_after_caller_left"),
-        "ran_on_share": (ran_on / abandoned) if abandoned else None,
-        "aborted_share": (aborted / abandoned) if abandoned else None,
+        "ran_on_s": orphans.get("generation_s_after_caller_left") if engine_seen else None,
+        "ran_on_median_s": orphans.get("median_s_after_caller_left") if engine_seen else None,
+        "ran_on_share": (ran_on / abandoned) if abandoned and ran_on is not None else None,
+        "aborted_share": (aborted / abandoned) if abandoned and aborted is not None else None,
         "callers_left": orphans.get("callers_left"),
         "race_s": orphans.get("race_s"),
         "gateway_setting": setting(conf),
         "callers_seen": callers_seen,
+        "engine_seen": engine_seen,
         "thresholds": {
             "cancel_ran_on_max_share": th.cancel_ran_on_max_share,
             "cancel_aborted_min_share": th.cancel_aborted_min_share,
@@ -98,8 +104,8 @@ def setting(conf: dict | None) -> dict | None:
 
 
 def _state(c: dict, th: Thresholds) -> str:
-    if not c["abandoned"] or not c.get("callers_seen", True):
-        return "not observed"  # no caller left before its answer: nothing to propagate
+    if not c["abandoned"] or not c.get("callers_seen", True) or not c.get("engine_seen", True):
+        return "not observed"  # no caller left before its answer, or no engine record to tell what it did
     if not c["aborted"]:
         if (c.get("gateway_setting") or {}).get("value") == "on":
             return "not propagated by configuration"
@@ -141,6 +147,11 @@ def claim(c: dict | None) -> Claim | None:
             if not c.get("callers_seen", True)
             else ["an attempt abandoned by its caller"]
             if not c["abandoned"]
+            else [
+                "vLLM request line (its log with --enable-log-requests: 'Aborted request' lines): whether vLLM "
+                "aborted the abandoned attempts is unknown"
+            ]
+            if not c.get("engine_seen", True)
             else ["an abort by vLLM (every abandoned attempt finished within the race window)"]
         )
     return Claim(

@@ -228,7 +228,7 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fac
         elif short:
             missing.append(
                 f"a range at least {th.clock_gap_span_ratio:g} times the callers' p95 ({where} lasts "
-                f"{span or 0:g} s, the callers' p95 is {callers:.2f} s): the engine's histogram over it holds the "
+                f"{span or 0:.1f} s, the callers' p95 is {callers:.2f} s): the engine's histogram over it holds the "
                 "first tokens that fell inside it, the callers' requests started in it got theirs mostly after it"
             )
         out.append(

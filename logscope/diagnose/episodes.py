@@ -576,12 +576,7 @@ def _classify(
     comp = (
         "; with "
         + ", ".join(
-            f"{c['signal']} "
-            + (
-                f"at {clock.hms(c['start'])}"
-                if c["start"] == c["end"]
-                else clock.hms_range(c["start"], c["end"])
-            )
+            f"{c['signal']} {clock.hms_span(c['start'], c['end'])}"
             + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
             for c in companions
         )
@@ -724,6 +719,21 @@ def _cut_short(e: Episode, longest_s: float) -> bool:
     return e["class"] == "sustained" and not e["recovered"] and e["duration_s"] <= longest_s
 
 
+def regular(gaps: list[float], th: Thresholds) -> bool:
+    """The gaps between a pattern's starts all within ``recurring_regular_share`` of their median: a rhythm."""
+    med = sorted(gaps)[len(gaps) // 2]
+    return all(abs(g - med) <= th.recurring_regular_share * med for g in gaps)
+
+
+def spacing_words(gaps: list[float], th: Thresholds) -> str:
+    """'about every 25 s' for a rhythm; '7–58 s apart' when the gaps are not one (traced-2r-kill's 8 spikes were
+    'about every 25 s', 7 to 58 s apart; abort-ignored's 3 'about every 66 s', 66 and 34 s apart)."""
+    gaps = sorted(gaps)
+    if regular(gaps, th):
+        return f"about every {gaps[len(gaps) // 2]:.0f} s"
+    return f"{gaps[0]:.0f}–{gaps[-1]:.0f} s apart"
+
+
 def _recurring(eps: list[Episode], th: Thresholds) -> None:
     by_sig: dict[str, list[Episode]] = {}
     for e in eps:
@@ -759,7 +769,7 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
         noun = sig.removesuffix("s").replace("_", " ")
         # spikes of several replicas at the same times: so many spikes, at so many times
         times = f" at {len(starts)} times" if len(starts) < len(group_) else ""
-        why = f"{len(group_)} {noun} spikes{times}, starting about every {med:.0f} s"
+        why = f"{len(group_)} {noun} spikes{times}, starting {spacing_words(gaps, th)}"
         first = min(group_, key=lambda e: e["start"])
         for e in group_:
             e["class"] = "recurring"
@@ -767,7 +777,14 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
             kept = (e.get("decided_by") or {}).get(
                 "arrival_rate_kept"
             )  # why a beat counts as recovered, kept
-            e["decided_by"] = {"rule": "recurring", "spikes": len(group_), "spacing_s": med}
+            e["decided_by"] = {
+                "rule": "recurring",
+                "spikes": len(group_),
+                "spacing_s": med,
+                "spacing_min_s": gaps[0],
+                "spacing_max_s": gaps[-1],
+                "regular": regular(gaps, th),
+            }
             if kept is not None:
                 e["decided_by"]["arrival_rate_kept"] = kept
             # the start times once, on the first; the others point to it (a day can hold hundreds of them)

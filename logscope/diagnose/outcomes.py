@@ -55,6 +55,8 @@ def _status_text(outcome: str, status: int | None, n: int, recorded: int) -> str
     with no status; vLLM's own lines or spans alone did not)."""
     if status is not None:
         return str(status)
+    if outcome == "truncated":  # the gateway logged it 2xx, then the upstream closed mid-response (correlate)
+        return CUT
     if outcome != "unknown":
         return "no HTTP answer"
     if recorded == 0:
@@ -120,6 +122,9 @@ def _why(outcome: str, status: int | None) -> str:
 # an 'unknown' outcome has no status because no caller's or gateway's record of it is here (vLLM's own records or
 # spans alone), or because the record that is here gives none (a router's exception line, a client's retry line)
 NO_RECORD = "no caller's or gateway's record"
+# a truncated request had an answer: its headers went out (2xx in the gateway's log), its body was cut (the lab's crash
+# read "truncated | no HTTP answer" for the 8 streams nginx logged 200 before the server died under them)
+CUT = "2xx at the gateway, the answer cut mid-response"
 NO_STATUS = "no status in the caller's or gateway's record"
 
 

@@ -128,3 +128,26 @@ def most_words(sp: Spread) -> str:
 def as_dict(sp: Spread | None) -> dict | None:
     """The spread as summary.json carries it, with ``most`` (most_words) for every output to render alike."""
     return asdict(sp) | {"most": most_words(sp)} if sp is not None else None
+
+
+def retried_for(att: pl.DataFrame | None) -> dict | None:
+    """What the client attempts that were retried (another attempt of their request followed) ended in: how many,
+    how many answered 429 (a rate limit or quota), how many timed out, how many failed otherwise (public-2 c01, c02:
+    every retry followed a 429, yet the advice was to raise the client's timeout). None without client attempts."""
+    need = {"logical_request_id", "attempt", "status", "timed_out"}
+    if att is None or not att.height or not need <= set(att.columns):
+        return None
+    last = pl.col("attempt").max().over("logical_request_id")
+    r = att.filter(pl.col("logical_request_id").is_not_null() & (pl.col("attempt") < last)).select(
+        pl.len().alias("attempts"),
+        (pl.col("status") == 429).sum().alias("rate_limited"),
+        pl.col("timed_out").fill_null(False).sum().alias("timed_out"),
+        (pl.col("status").is_not_null() & (pl.col("status") != 429)).sum().alias("other_status"),
+    )
+    row = {k: int(v or 0) for k, v in r.row(0, named=True).items()}
+    return row if row["attempts"] else None
+
+
+def rate_limited(rf: dict | None) -> bool:
+    """Every retried attempt whose end is known was answered 429, none timed out: the retries followed a limit."""
+    return bool(rf and rf["rate_limited"] and not rf["timed_out"] and not rf["other_status"])

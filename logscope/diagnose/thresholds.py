@@ -107,6 +107,9 @@ class Thresholds:
     ended only when its load did. At or above it, the server recovered while still serving: a one-off."""
     recurring_min: int = 3
     """At least this many spikes of one signal make them recurring."""
+    recurring_regular_share: float = 0.25
+    """Their gaps all within this share of the median gap: 'about every <median> s'; wider, their range is said (a
+    pattern 34 and 66 s apart is no rhythm of 66 s). Wording only: the class does not depend on it."""
     rise_ratio: float = 2.0
     """Arrivals (or prompt length) during / before at or above this is 'a sharp rise'."""
 

@@ -222,7 +222,7 @@ def one_line(e: dict) -> bool:
 
 
 def _span(e: dict) -> str:
-    return clock.hms_range(e["start"], e["end"])
+    return clock.hms_span(e["start"], e["end"])
 
 
 def _headline(e: dict) -> str:
@@ -265,7 +265,7 @@ def _headline(e: dict) -> str:
     when = (
         f"at {clock.hms(e['start'])} (one stats line)"
         if one_line(e) and e["signal"] in ("kv_pressure", "queue", "stall")
-        else f"over {e['duration_s']:.0f} s ({_span(e)})"
+        else f"over {e['duration_s']:.0f} s ({clock.hms_range(e['start'], e['end'])})"
         if e["duration_s"] or not comps
         # timed by a signal of one instant, its companions lasting (n19: 1 preemption, beside a 70 s queue)
         else f"at {clock.hms(e['start'])}, beside "

@@ -45,6 +45,11 @@ def _cancellation(c: Claim) -> str:
         return "cancellation not observed: the folder holds no " + "; ".join(c.missing)
     if not v("abandoned"):
         return "cancellation not observed: no caller left before its answer, so it was not put to the test"
+    if v("aborted") is None:  # callers left, but no engine record says what became of their attempts
+        return (
+            f"cancellation not observed: {n(v('abandoned'))} attempt(s) abandoned by their callers, but the folder "
+            "holds no " + "; ".join(c.missing)
+        )
     parts = [f"vLLM aborted {n(v('aborted'))}"]
     if v("finished_in_race"):
         parts.append(
@@ -108,7 +113,12 @@ def _episode_class(c: Claim) -> str:
         "crash": f"{what}: a crash ({v('death_kinds')} at {clock.hms(death)})"
         if (death := c.time("death_ts")) is not None
         else f"{what}: a crash",
-        "recurring": f"{what}: recurring, one of {n(v('spikes'))} spikes about every {n(v('spacing_s'), 0)} s",
+        "recurring": f"{what}: recurring, one of {n(v('spikes'))} spikes "
+        + (
+            f"{n(v('spacing_min_s'), 0)}–{n(v('spacing_max_s'), 0)} s apart"
+            if v("regular") is False
+            else f"about every {n(v('spacing_s'), 0)} s"
+        ),
         "context": f"{what}: context, one sample ({n(v('samples'))}) back at baseline after it: not a finding",
         "one-off": f"{what}: one-off, back to baseline while still serving",
         "sustained": f"{what}: sustained ({v('rule_words')})",

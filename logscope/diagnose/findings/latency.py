@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import clock
 from .. import latency_named
-from ..claims import Fact
+from ..claims import Claim, Fact
 from ..context import Context
 from .clocks import in_gateway
 from .record import clock_time, make_finding, pct, requests_phrase, stands_for
@@ -69,11 +69,7 @@ def slow_first_token_finding(ctx: Context, ep: dict) -> dict:
             "stage for the same requests",
         )
     else:
-        cause, nt = (
-            "no queue and short prompts: the time goes outside the engine (tokenization, gateway, network)",
-            "Time each stage: compare the gateway's upstream header time with the client's TTFT for the "
-            "same requests",
-        )
+        cause, nt = _no_queue(ctx.ttft_gaps.get(ep.get("episode_id") or ""))
     return make_finding(
         "medium",
         f"Slow first token {clock.hms_range(ep['start'], ep['end'])}",
@@ -83,6 +79,44 @@ def slow_first_token_finding(ctx: Context, ep: dict) -> dict:
         nt,
         ep,
         kind="latency",
+    )
+
+
+STAGES_NEXT = (
+    "Time each stage: compare the gateway's upstream header time with the client's TTFT for the same requests"
+)
+
+
+def _no_queue(gap: Claim | None) -> tuple[str, str]:
+    """(likely cause, next test) of slow first tokens with no queue and short prompts, from the range's TTFT clock
+    gap: outside the engine only where the engine's own TTFT is far below the callers' (frontend-bound's c=48 burst
+    read 'the time goes outside the engine' while vLLM's histogram put its TTFT p95 in 10-20 s)."""
+    if gap is not None and gap.state == "large gap":
+        return (
+            f"no queue in the engine, and the callers' TTFT p95 is at least {gap.value('gap_s'):.2f} s above the "
+            "engine's own (clock gap): the time goes in front of the engine (the API server process, tokenization, "
+            "the gateway, the network)",
+            STAGES_NEXT,
+        )
+    if gap is not None and gap.state == "small gap":
+        return (
+            f"no request waited, yet the engine's own TTFT p95 is {gap.value('engine_p95_bucket')} (vLLM's "
+            f"histogram, engine clock) beside the callers' {gap.value('callers_p95'):.2f} s: the time is spent in "
+            "the engine's steps (a large running batch, a loaded host), not in front of it",
+            "Replay the same load with a lower --max-num-seqs and compare the engine's TTFT p95 "
+            "(vllm:time_to_first_token_seconds): if it falls, the running batch was the cost; if not, profile one "
+            "engine step",
+        )
+    why = (
+        "; ".join(gap.missing)
+        if gap is not None and gap.missing
+        else "no engine TTFT (vLLM's vllm:time_to_first_token_seconds histogram) over this range"
+    )
+    return (
+        f"no queue and short prompts, but whether the time went in the engine's steps or in front of the engine "
+        f"is not known: the engine's TTFT cannot be set beside the callers' ({why})",
+        STAGES_NEXT
+        + ", and the engine's TTFT histogram (vllm:time_to_first_token_seconds) over the same range",
     )
 
 
@@ -102,20 +136,28 @@ def slow_e2e_finding(ctx: Context, ep: dict) -> dict:
     )
 
 
+def _on(clock_name: str | None) -> str:
+    return f"{clock_name} clock" if clock_name else "clock unknown"
+
+
 def cold_start_findings(ctx: Context, cold: dict, repeats: int) -> list[dict]:
     """First requests after a start much slower than warm ones (compilation, caches, a retried backlog);
     more than ``repeats`` (findings.REPEATS, read by the caller) are one finding."""
     warm = (cold.get("warm") or {}).get("ttft_p95")
+    warm_clock = (cold.get("warm") or {}).get("ttft_clock")
     out = []
     for w in cold.get("windows", []):
         c = w["ttft_p95"]
         if c is None or warm is None or c <= ctx.slo.ttft_s or c <= 2 * warm:
             continue
+        # each p95 with its clock (lab crash read "TTFT p95 3.07 s …, 0.07 s warm", on no named clock)
+        on, warm_on = _on(w.get("ttft_clock")), _on(warm_clock)
+        warm_said = f"{warm:.2f} s warm" + ("" if warm_on == on else f" ({warm_on})")
         out.append(
             make_finding(
                 "low",
                 f"Slow first tokens after the server start ({clock.hms_range(w['start'], w['end'])})",
-                f"TTFT p95 {c:.2f} s in the first {ctx.th.cold_start_s:.0f} s of traffic, {warm:.2f} s warm",
+                f"TTFT p95 ({on}) {c:.2f} s in the first {ctx.th.cold_start_s:.0f} s of traffic, {warm_said}",
                 f"{w['requests']} requests from {clock_time(w['first_request'])}, success {pct(w['success_share'])}; "
                 f"server ready at {clock_time(w['ready'])}",
                 "a cold server (compilation, empty caches), plus whatever backlog of retried requests "

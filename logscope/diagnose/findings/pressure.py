@@ -117,11 +117,13 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         if ep["end"] > ep["start"]
         else f"at {clock.hms(ep['start'])} (one sample)"
     )
-    symptom = f"{what} {lasted} ({state_phrase(ep)})"
+    # an instant between stats lines (a scrape's preemption count) has no server state: no empty '()'
+    state = state_phrase(ep)
+    symptom = f"{what} {lasted}" + (f" ({state})" if state else "")
     if "ttft" in comps:
         tt = comps["ttft"]
         ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
-        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_range(tt['start'], tt['end'])})"
+        symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_span(tt['start'], tt['end'])})"
     ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
         ev.append(f"{d['preemptions']} preemptions in the range")

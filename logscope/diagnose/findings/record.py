@@ -115,7 +115,10 @@ def requests_phrase(ep: dict) -> str:
         parts.append(f"arrivals {before} → {during} during")
     for f, name in (("ttft", "TTFT"), ("e2e", "e2e")):
         if ep[f"{f}_p95"] is not None:
-            parts.append(f"{name} p95 {_latency(ep, f)}")
+            # none of them succeeded: their e2e is the time to their failure, no answer's latency (lab crash read
+            # 'e2e p95 3.36 s (client clock, client_records), success 0.0 %' of 502s and cut streams)
+            failed = " to their failure" if f == "e2e" and ep["success_share"] == 0 else ""
+            parts.append(f"{name} p95 {_latency(ep, f)}{failed}")
     if ep["success_share"] is not None:
         parts.append(f"success {pct(ep['success_share'])}")
     return ", ".join(parts)

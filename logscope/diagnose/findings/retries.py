@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import clock
-from .. import gateway_config
+from .. import gateway_config, retry_spread
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from .record import make_finding, num
@@ -182,6 +182,14 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 + (" at several layers (" + " and ".join(layers) + ")" if multi else "")
                 + " re-send work the overloaded server has already queued, prefilled or preempted"
             )
+            if multi and gateway_config.retries_post(getattr(ctx, "gateway_conf", None)) == []:
+                # nginx re-sends no POST that reached vLLM: its retries re-sent no work (orphan: 12 failovers from
+                # the dead upstream were counted among the layers that re-send queued work)
+                cause = (
+                    "the client's retries re-send work the overloaded server has already queued, prefilled or "
+                    f"preempted; the gateway's {gw_retries:,} are failovers before any upstream had the request "
+                    "(nginx.conf re-sends no POST that reached one)"
+                )
         elif amp is not None:
             # about one execution per request (or fewer): what the retried attempts did, from their counts
             mostly_not = rr is not None and rr["not_reached"] * 2 > rr["attempts"]
@@ -204,6 +212,11 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 cause = (
                     f"the gateway answered {tr['gateway_5xx']:,}{of} requests over the range with 5xx itself "
                     "(upstream marked down or timed out) and the callers retried them"
+                ) + (
+                    # the gateway's own retries are no caller's (traced-2r-kill: 3 client retries, 23 failovers)
+                    f"; {gw_retries:,} of the retries are the gateway's own, to another upstream within one request"
+                    if gw_retries
+                    else ""
                 )
             else:
                 symptom = f"requests were retried; {_reached_words(rr, tr)}"
@@ -224,6 +237,21 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 "retries"
                 + (" at several layers (" + " and ".join(layers) + ")" if multi else "")
                 + " re-send requests that timed out or failed, adding load when capacity is short"
+            )
+        rf = tr.get("retried_for") or {}
+        if retry_spread.rate_limited(rf):
+            # every retry followed a 429: a limit, not a timeout or a slow server (public-2 c01, c02)
+            symptom = symptom.replace(
+                "timeouts and errors were retried", "requests answered 429 were retried"
+            )
+            cause = (
+                f"the callers were rate-limited: all {rf['rate_limited']:,} retried attempt(s) were answered 429 "
+                "(Too Many Requests), none timed out; a retry seconds later meets the same limit"
+            )
+            nt = (
+                "Keep the request rate under the limit that answers 429 (or raise the quota), and let the client "
+                "back off on 429 as long as the answer's Retry-After says rather than retry within seconds; then "
+                "replay the same traffic"
             )
         out.append(
             make_finding(
