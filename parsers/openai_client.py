@@ -26,8 +26,6 @@ in one pass of the compiled scanner, scan/src/attempts.rs; attempts into logical
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import polars as pl
 
 from logscope import _scan
@@ -52,9 +50,8 @@ SAMPLES = [
 
 CLIENT = "openai-python"
 _PRE = ["build", "options", "send"]
-_DONE_WAIT = timedelta(
-    minutes=15
-)  # longest stream we wait for before closing a request without its 'done' line
+# longest stream we wait for before closing a request without its 'done' line (microseconds)
+_DONE_WAIT_US = 15 * 60 * 1_000_000
 # the event rows' columns the compiled scanner groups into attempts (scan/src/attempts.rs), with `key` and `ts`
 _ATT_COLUMNS = [
     "kind",
@@ -171,10 +168,15 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         key = ev.select(pl.coalesce(pl.col("thread"), _route(pl.col("url")))).to_series()
     cols = {c: ev.get_column(c) for c in _ATT_COLUMNS}
     cols |= {"key": key, "ts": ev.get_column("ts").dt.epoch("us")}
-    got, rows = _scan.openai_attempts(cols, debug)
-    att = _counted(pl.DataFrame(got))
-    att = att.with_columns(_runs().alias("_g"))
-    att = _closed(att, state, final)
+    # and each attempt's logical request (`lg`, its run `_g`), closed when a 'done' line named it, its thread moved on,
+    # or its last attempt ended it (2xx/3xx, Raising/Re-raising): in a log with 'done' lines not before _DONE_WAIT_US past
+    # its last outcome; `_open_end`: closed only because the log ended (a killed client), never 'ok' by a header's 200
+    got, rows, done_lines = _scan.openai_attempts(
+        cols, debug, bool(state.get("done_lines")), final, _DONE_WAIT_US
+    )
+    if done_lines:
+        state["done_lines"] = True
+    att = pl.DataFrame(got).with_columns(pl.col("_g").set_sorted())
     # the rows of the attempts left open, in order (a row before its thread's first attempt is none)
     carried = (~att.get_column("closed")).gather(pl.DataFrame(rows).get_column("a")).fill_null(False)
     carry = ev.filter(carried).select(list(_EV_SCHEMA))
@@ -183,24 +185,6 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         return {}, carry
     attempts, requests = _tables(done, ctx, state)
     return {"client_attempts": attempts, "client_requests": requests}, carry
-
-
-def _counted(att: pl.DataFrame) -> pl.DataFrame:
-    """``att`` (sorted by thread and first event) with ``lg``: the running count of its thread's logical requests, one
-    starting at an attempt with retries_taken=0 (without that counter: one not following a 'Retrying' attempt) or
-    after a 'done' line. A thread's attempts are one run of rows: the attempt before and the count within the run are
-    a shift and a cumulative sum checked against the run's start, where windows over the thread hashed it three times
-    (2.2 -> 0.5 ms a 36,000-line chunk)."""
-    same = (pl.col("tid") == pl.col("tid").shift(1)).fill_null(False)
-
-    def before(c: str) -> pl.Expr:
-        return pl.when(same).then(pl.col(c).shift(1)).fill_null(False)
-
-    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(~before("retried"))
-    att = att.with_columns((new | before("has_done")).cast(pl.Int64).alias("_n"))
-    att = att.with_columns(pl.col("_n").cum_sum().alias("_cs"))
-    run_base = pl.when(~same).then(pl.col("_cs") - pl.col("_n")).forward_fill()
-    return att.with_columns((pl.col("_cs") - run_base).alias("lg")).drop("_n", "_cs")
 
 
 def _runs() -> pl.Expr:
@@ -216,36 +200,6 @@ def _per_run(att: pl.DataFrame, *aggs: pl.Expr) -> pl.DataFrame:
     1) and a gather, where a window over ``_g`` hashes every row once per expression (several times the time)."""
     per = att.group_by("_g", maintain_order=True).agg(*aggs).drop("_g")
     return att.hstack(per.select(pl.all().gather(att["_g"] - 1)))
-
-
-def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
-    """``closed``: a logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
-    ended it (2xx/3xx, Raising/Re-raising); when the log has 'done' lines, wait for one up to _DONE_WAIT.
-    ``_open_end``: closed only because the log ended, in flight when it did (a killed client), never 'ok' by a
-    header's 200."""
-    if att.filter(pl.col("has_done")).height:
-        state["done_lines"] = True
-    ended_by = (
-        (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
-        | pl.col("gave_up_timeout")
-        | pl.col("gave_up_conn")
-        | pl.col("reraised")
-    )
-    att = _per_run(
-        att,
-        ended_by.last().alias("_ended"),
-        pl.col("ts_out").max().alias("_out"),
-        pl.col("has_done").any().alias("_done"),
-    )
-    ended = pl.col("_ended")
-    if state.get("done_lines"):
-        newest = att["ts_out"].max()
-        ended = ended & (pl.col("_out") < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
-    moved_on = pl.col("lg") < pl.col("lg").max().over("tid")
-    closed = pl.col("_done") | moved_on | ended.fill_null(False)
-    return att.with_columns(
-        (closed | final).alias("closed"), (pl.lit(final) & ~closed).alias("_open_end")
-    ).drop("_ended", "_out", "_done")
 
 
 def _announced(att: pl.DataFrame, state: dict) -> pl.DataFrame:

@@ -1,8 +1,12 @@
-"""openai_client's grouping of event rows into attempts as it was before the compiled scanner took it (issue #42):
-polars windows over the thread (the anchors, their running count) and a group-by of the rows into attempts. The oracle
-of tests/test_scan_openai_attempts.py: ``_assemble`` here is the parser's with this grouping, the rest its own."""
+"""openai_client's grouping of event rows into attempts and logical requests as it was before the compiled scanner
+took it (issue #42): polars windows over the thread (the anchors, their running count), a group-by of the rows into
+attempts, the requests counted on runs (``_counted``) and closed (``_closed``). The oracle of
+tests/test_scan_openai_attempts.py: ``_assemble`` here is the parser's with this grouping, the rest (``_tables``) its
+own."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import polars as pl
 
@@ -11,6 +15,7 @@ from logscope.parsers._openai_lines import _EV_SCHEMA
 
 _FINAL = ["final_conn", "final_timeout"]  # a request's last error as the application logged it
 _OUTCOME = ["response", "httpx", "timeout", "conn_error", *_FINAL]
+_DONE_WAIT = timedelta(minutes=15)
 
 
 def _assemble(ev: pl.DataFrame, ctx, state: dict, final: bool):
@@ -36,9 +41,9 @@ def _assemble(ev: pl.DataFrame, ctx, state: dict, final: bool):
         )
     ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
     att = _attempts(ev.filter(pl.col("att") > 0), debug)
-    att = oc._counted(att.sort("tk", "first_seq"))
+    att = _counted(att.sort("tk", "first_seq"))
     att = att.with_columns(oc._runs().alias("_g"))
-    att = oc._closed(att, state, final)
+    att = _closed(att, state, final)
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
     carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
@@ -90,3 +95,51 @@ def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
         ((k == "httpx").sum() > 1).alias("dup_httpx"),
         ((k == "timeout").sum() > 1).alias("dup_to"),
     )
+
+
+def _counted(att: pl.DataFrame) -> pl.DataFrame:
+    """``att`` (sorted by thread and first event) with ``lg``: the running count of its thread's logical requests, one
+    starting at an attempt with retries_taken=0 (without that counter: one not following a 'Retrying' attempt) or
+    after a 'done' line. A thread's attempts are one run of rows: the attempt before and the count within the run are
+    a shift and a cumulative sum checked against the run's start, where windows over the thread hashed it three times
+    (2.2 -> 0.5 ms a 36,000-line chunk)."""
+    same = (pl.col("tid") == pl.col("tid").shift(1)).fill_null(False)
+
+    def before(c: str) -> pl.Expr:
+        return pl.when(same).then(pl.col(c).shift(1)).fill_null(False)
+
+    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(~before("retried"))
+    att = att.with_columns((new | before("has_done")).cast(pl.Int64).alias("_n"))
+    att = att.with_columns(pl.col("_n").cum_sum().alias("_cs"))
+    run_base = pl.when(~same).then(pl.col("_cs") - pl.col("_n")).forward_fill()
+    return att.with_columns((pl.col("_cs") - run_base).alias("lg")).drop("_n", "_cs")
+
+
+def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
+    """``closed``: a logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
+    ended it (2xx/3xx, Raising/Re-raising); when the log has 'done' lines, wait for one up to _DONE_WAIT.
+    ``_open_end``: closed only because the log ended, in flight when it did (a killed client), never 'ok' by a
+    header's 200."""
+    if att.filter(pl.col("has_done")).height:
+        state["done_lines"] = True
+    ended_by = (
+        (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
+        | pl.col("gave_up_timeout")
+        | pl.col("gave_up_conn")
+        | pl.col("reraised")
+    )
+    att = oc._per_run(
+        att,
+        ended_by.last().alias("_ended"),
+        pl.col("ts_out").max().alias("_out"),
+        pl.col("has_done").any().alias("_done"),
+    )
+    ended = pl.col("_ended")
+    if state.get("done_lines"):
+        newest = att["ts_out"].max()
+        ended = ended & (pl.col("_out") < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
+    moved_on = pl.col("lg") < pl.col("lg").max().over("tid")
+    closed = pl.col("_done") | moved_on | ended.fill_null(False)
+    return att.with_columns(
+        (closed | final).alias("closed"), (pl.lit(final) & ~closed).alias("_open_end")
+    ).drop("_ended", "_out", "_done")

@@ -101,6 +101,6 @@ def test_the_pass_refuses_columns_of_other_lengths():
     cols |= {c: pl.Series(c, [1], dtype=pl.Int64) for c in ("max_tokens", "lab_status")}
     cols |= {"latency": pl.Series([0.5]), "delay": pl.Series([0.5, 0.5])}
     with pytest.raises(ValueError, match="differ in length"):
-        _scan.openai_attempts(cols, True)
+        _scan.openai_attempts(cols, True, False, False, 0)
     with pytest.raises(ValueError, match="no column"):
-        _scan.openai_attempts({"kind": cols["kind"]}, True)
+        _scan.openai_attempts({"kind": cols["kind"]}, True, False, False, 0)

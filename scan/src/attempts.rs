@@ -11,13 +11,7 @@
 
 use std::collections::HashMap;
 
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::PyDict;
-
-use crate::Batch;
 use crate::column::{BoolColumn, Column, F64Column, I64Column, StrColumn, Table};
-use crate::records::{strings, values};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -170,6 +164,11 @@ fn min(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 }
 
 impl<'a> Att<'a> {
+    /// its first outcome's time, else its first 'Retrying' line's
+    fn ts_out(&self) -> Option<i64> {
+        self.out_min.or(self.retry_min)
+    }
+
     /// Row `i` of kind `k` into the attempt. A field is read on the rows of the kinds whose lines carry it (the
     /// parser's `_rows`: `rt` a 'Building' line's, `status` a response's, `rid` and `latency` a 'done' line's...), and
     /// a first value only until there is one: on the parser's rows the same as reading every row, at a fraction of
@@ -267,7 +266,7 @@ struct Thread {
 
 /// The attempts of these rows (sorted by thread key and first row: `tid`, `att`, `tk`, `thr`, `first_seq`, ... as the
 /// parser's `_attempts` names them), and each row's attempt (its index in that table; null: before its thread's first).
-pub fn attempts(e: &Events<'_>, debug: bool) -> (Table, Table) {
+pub fn attempts(e: &Events<'_>, debug: bool, close: &Close) -> (Table, Table, bool) {
     let n = e.kind.len();
     let mut tids: HashMap<&[u8], usize> = HashMap::new();
     let mut threads: Vec<Thread> = Vec::new();
@@ -342,10 +341,18 @@ pub fn attempts(e: &Events<'_>, debug: bool) -> (Table, Table) {
     }
     let mut per_row = Table::default();
     per_row.add("a", Column::I64(rows));
-    (table(e, &atts, &order, debug), per_row)
+    let req = requests::requests(&atts, &order, close);
+    let done_lines = req.done_lines;
+    (table(e, &atts, &order, debug, req), per_row, done_lines)
 }
 
-fn table<'a>(e: &Events<'a>, atts: &[Att<'a>], order: &[usize], debug: bool) -> Table {
+fn table<'a>(
+    e: &Events<'a>,
+    atts: &[Att<'a>],
+    order: &[usize],
+    debug: bool,
+    req: requests::Requests,
+) -> Table {
     let ints = |f: &dyn Fn(&Att) -> Option<i64>| {
         let mut c = I64Column::default();
         order.iter().for_each(|&a| c.push(f(&atts[a])));
@@ -378,7 +385,7 @@ fn table<'a>(e: &Events<'a>, atts: &[Att<'a>], order: &[usize], debug: bool) -> 
         "ts_start",
         Column::Micros(ints(&|a| if debug { a.ts_start } else { None })),
     );
-    t.add("ts_out", Column::Micros(ints(&|a| a.out_min.or(a.retry_min))));
+    t.add("ts_out", Column::Micros(ints(&|a| a.ts_out())));
     t.add("has_out", bools(&|a| a.has_out));
     t.add("rt", Column::I64(ints(&|a| a.rt)));
     t.add("url", strs(&|a| a.url));
@@ -405,87 +412,22 @@ fn table<'a>(e: &Events<'a>, atts: &[Att<'a>], order: &[usize], debug: bool) -> 
     t.add("dup_resp", bools(&|a| a.n_resp > 1));
     t.add("dup_httpx", bools(&|a| a.n_httpx > 1));
     t.add("dup_to", bools(&|a| a.n_to > 1));
+    t.add("lg", Column::I64(I64Column::all_valid(req.lg)));
+    t.add("_g", Column::I64(I64Column::all_valid(req.g)));
+    for (name, flags) in [("closed", req.closed), ("_open_end", req.open_end)] {
+        let mut c = BoolColumn::default();
+        flags.into_iter().for_each(|f| c.push(Some(f)));
+        t.add(name, Column::Bool(c));
+    }
     t
 }
 
-/// The attempts of a chunk's event rows (`cols`: polars Series by name, `Events`' fields; `ts` as int64 microseconds)
-/// and each row's attempt: `Events`, `attempts`.
-#[pyfunction]
-pub fn openai_attempts(py: Python<'_>, cols: &Bound<'_, PyDict>, debug: bool) -> PyResult<(Batch, Batch)> {
-    let col = |name: &str| {
-        cols.get_item(name)?
-            .ok_or_else(|| PyValueError::new_err(format!("no column {name:?}")))
-    };
-    let s =
-        ["kind", "key", "thread", "url", "err", "rid", "lab_err"].map(|c| col(c).and_then(|v| strings(&v)));
-    let v = [
-        "seq",
-        "line_no",
-        "ts",
-        "rt",
-        "status",
-        "max_retries",
-        "max_tokens",
-        "lab_status",
-        "latency",
-        "delay",
-    ]
-    .map(|c| col(c).and_then(|v| values(&v)));
-    let [kind, key, thread, url, err, rid, lab_err] = s;
-    let (kind, key, thread, url, err, rid, lab_err) = (kind?, key?, thread?, url?, err?, rid?, lab_err?);
-    let [
-        seq,
-        line_no,
-        ts,
-        rt,
-        status,
-        max_retries,
-        max_tokens,
-        lab_status,
-        latency,
-        delay,
-    ] = v;
-    let nums = [
-        seq?,
-        line_no?,
-        ts?,
-        rt?,
-        status?,
-        max_retries?,
-        max_tokens?,
-        lab_status?,
-    ];
-    let (latency, delay) = (latency?, delay?);
-    let (t, rows) = py
-        .detach(move || {
-            let [seq, line_no, ts, rt, status, max_retries, max_tokens, lab_status] = &nums;
-            let e = Events {
-                kind: &kind,
-                key: &key,
-                thread: &thread,
-                url: &url,
-                err: &err,
-                rid: &rid,
-                lab_err: &lab_err,
-                seq,
-                line_no,
-                ts,
-                rt,
-                status,
-                max_retries,
-                max_tokens,
-                lab_status,
-                latency: &latency,
-                delay: &delay,
-            };
-            e.even().then(|| attempts(&e, debug))
-        })
-        .ok_or_else(|| PyValueError::new_err("the columns differ in length"))?;
-    Ok((Batch::new(t), Batch::new(rows)))
-}
-
 mod cells;
+mod py;
+mod requests;
 pub use cells::{Nums, Strs};
+pub use py::openai_attempts;
+pub use requests::Close;
 
 #[cfg(test)]
 mod tests;

@@ -53,7 +53,13 @@ fn run(r: &[Row<'_>], debug: bool) -> (Table, Table) {
         delay: &c.none_f,
     };
     assert!(e.even());
-    attempts(&e, debug)
+    let close = Close {
+        done_lines: false,
+        last: false,
+        wait: 0,
+    };
+    let (t, rows, _) = attempts(&e, debug, &close);
+    (t, rows)
 }
 
 fn ints(t: &Table, name: &str) -> Vec<Option<i64>> {
