@@ -142,3 +142,55 @@ fn a_thread_of_no_name_takes_the_key_before_it_at_info() {
     assert_eq!(ints(&t, "tid"), vec![Some(0), Some(0), Some(1)]);
     assert_eq!(ints(&t, "att"), vec![Some(1), Some(2), Some(1)]);
 }
+
+fn flags(t: &Table, name: &str) -> Vec<bool> {
+    let i = t.names.iter().position(|n| n == name).unwrap();
+    match &t.columns[i] {
+        Column::Bool(c) => (0..c.len).map(|j| (c.bits[j / 8] >> (j % 8)) & 1 == 1).collect(),
+        _ => panic!("{name} is not a boolean column"),
+    }
+}
+
+#[test]
+fn a_retried_attempt_and_the_next_are_one_request_closed_when_the_thread_moves_on() {
+    let r = [
+        ("httpx", Some("/a"), Some(502), Some(1)),
+        ("retrying", Some("/a"), None, Some(2)),
+        ("httpx", Some("/a"), Some(200), Some(3)),
+        ("httpx", Some("/a"), Some(500), Some(4)),
+    ];
+    for last in [false, true] {
+        let c = cols(&r);
+        let e = Events {
+            kind: &c.kind,
+            key: &c.key,
+            thread: &c.key,
+            url: &c.none_s,
+            err: &c.none_s,
+            rid: &c.none_s,
+            lab_err: &c.none_s,
+            seq: &c.seq,
+            line_no: &c.line_no,
+            ts: &c.ts,
+            rt: &c.none_i,
+            status: &c.status,
+            max_retries: &c.none_i,
+            max_tokens: &c.none_i,
+            lab_status: &c.none_i,
+            latency: &c.none_f,
+            delay: &c.none_f,
+        };
+        let close = Close {
+            done_lines: false,
+            last,
+            wait: 0,
+        };
+        let (t, _, done_lines) = attempts(&e, false, &close);
+        assert!(!done_lines);
+        assert_eq!(ints(&t, "lg"), vec![Some(1), Some(1), Some(2)]);
+        assert_eq!(ints(&t, "_g"), vec![Some(1), Some(1), Some(2)]);
+        // the first request: its thread moved on; the second ended on a 500 (no end): open until the log ends
+        assert_eq!(flags(&t, "closed"), vec![true, true, last]);
+        assert_eq!(flags(&t, "_open_end"), vec![false, false, last]);
+    }
+}
