@@ -20,15 +20,15 @@ No line names a request: attempts are grouped into logical requests per thread n
 with ``retries_taken=0`` (or, on old SDKs, one not preceded by a ``Retrying`` line) starting a new
 one. Grouping is done on compact event rows carried in ``state`` until a logical request is closed
 (its thread moved on, or a ``done`` line named it), so memory stays bounded by the open requests.
-Lines are read into those event rows in ``_openai_lines``; this module groups them.
+Lines are read into those event rows in ``_openai_lines``; this module groups them (each thread's rows into attempts
+in one pass of the compiled scanner, scan/src/attempts.rs; attempts into logical requests here).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import polars as pl
 
+from logscope import _scan
 from logscope.numbers import to_int
 
 from ._openai_lines import _EV_SCHEMA, _NOISE, _events
@@ -50,11 +50,23 @@ SAMPLES = [
 
 CLIENT = "openai-python"
 _PRE = ["build", "options", "send"]
-_DONE_WAIT = timedelta(
-    minutes=15
-)  # longest stream we wait for before closing a request without its 'done' line
-_FINAL = ["final_conn", "final_timeout"]  # a request's last error as the application logged it
-_OUTCOME = ["response", "httpx", "timeout", "conn_error", *_FINAL]
+# longest stream we wait for before closing a request without its 'done' line (microseconds)
+_DONE_WAIT_US = 15 * 60 * 1_000_000
+# the event rows' columns the compiled scanner groups into attempts (scan/src/attempts.rs), with `key` and `ts`
+_ATT_COLUMNS = [
+    "kind",
+    "thread",
+    "url",
+    "err",
+    "rid",
+    "lab_err",
+    "seq",
+    "line_no",
+    "rt",
+    "status",
+    "max_retries",
+]
+_ATT_COLUMNS += ["max_tokens", "lab_status", "latency", "delay"]
 
 
 def _route(url: pl.Expr) -> pl.Expr:
@@ -148,60 +160,31 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     debug = bool(state.get("debug"))
     if not ev["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
         ev = ev.sort("seq")
-    # a traceback's line or a request's last error goes with the record before it; with no thread names an INFO log's
-    # requests are told apart by their route (the URL's path less its version: '/v1/responses' is '/responses')
-    inherit = pl.col("kind").is_in(["exc", *_FINAL])
-    key = pl.col("thread").fill_null("") if debug else pl.coalesce(pl.col("thread"), _route(pl.col("url")))
-    ev = ev.with_columns(pl.when(inherit).then(None).otherwise(key).forward_fill().alias("tk")).with_columns(
-        pl.col("tk").fill_null("")
+    # each row's thread and attempt, each attempt's figures: one pass of the compiled scanner over the rows in order
+    # (scan/src/attempts.rs). With no thread names an INFO log's requests are told apart by their route (the URL's
+    # path less its version: '/v1/responses' is '/responses')
+    key = ev.get_column("thread")
+    if not debug:
+        key = ev.select(pl.coalesce(pl.col("thread"), _route(pl.col("url")))).to_series()
+    cols = {c: ev.get_column(c) for c in _ATT_COLUMNS}
+    cols |= {"key": key, "ts": ev.get_column("ts").dt.epoch("us")}
+    # and each attempt's logical request (`lg`, its run `_g`), closed when a 'done' line named it, its thread moved on,
+    # or its last attempt ended it (2xx/3xx, Raising/Re-raising): in a log with 'done' lines not before _DONE_WAIT_US past
+    # its last outcome; `_open_end`: closed only because the log ended (a killed client), never 'ok' by a header's 200
+    got, rows, done_lines = _scan.openai_attempts(
+        cols, debug, bool(state.get("done_lines")), final, _DONE_WAIT_US
     )
-    # windows and groups per thread use an integer code of the name (several times cheaper than the string)
-    ev = ev.with_columns(pl.col("tk").cast(pl.Categorical).to_physical().alias("tid"))
-    if debug:
-        pre = pl.col("kind").is_in(_PRE)
-        anchor = pre & ~pre.shift(1).over("tid").fill_null(False)
-    else:
-        # INFO only: an httpx line is an attempt; a 'Retrying' line not following a failed httpx line is an
-        # attempt that ended without response (timeout / connection error)
-        # attempt that ended without response (timeout / connection error); a request's last error ends the attempt
-        # the last 'Retrying' line announced
-        endish = pl.col("kind").is_in(["httpx", "retrying", *_FINAL])
-        prev = pl.when(endish).then(pl.col("kind")).forward_fill().shift(1).over("tid")
-        prev_status = pl.when(endish).then(pl.col("status")).forward_fill().shift(1).over("tid")
-        after_failure = (prev == "httpx") & (prev_status >= 400).fill_null(False)
-        anchor = pl.col("kind").is_in(["httpx", *_FINAL]) | (
-            (pl.col("kind") == "retrying") & ~after_failure.fill_null(False)
-        )
-    ev = ev.with_columns(anchor.cum_sum().over("tid").alias("att"))
-    att = _attempts(ev.filter(pl.col("att") > 0), debug)
-    att = _counted(att.sort("tk", "first_seq"))
-    att = att.with_columns(_runs().alias("_g"))
-    att = _closed(att, state, final)
-    carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
-    carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
+    if done_lines:
+        state["done_lines"] = True
+    att = pl.DataFrame(got).with_columns(pl.col("_g").set_sorted())
+    # the rows of the attempts left open, in order (a row before its thread's first attempt is none)
+    carried = (~att.get_column("closed")).gather(pl.DataFrame(rows).get_column("a")).fill_null(False)
+    carry = ev.filter(carried).select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
     if not done.height:
         return {}, carry
     attempts, requests = _tables(done, ctx, state)
     return {"client_attempts": attempts, "client_requests": requests}, carry
-
-
-def _counted(att: pl.DataFrame) -> pl.DataFrame:
-    """``att`` (sorted by thread and first event) with ``lg``: the running count of its thread's logical requests, one
-    starting at an attempt with retries_taken=0 (without that counter: one not following a 'Retrying' attempt) or
-    after a 'done' line. A thread's attempts are one run of rows: the attempt before and the count within the run are
-    a shift and a cumulative sum checked against the run's start, where windows over the thread hashed it three times
-    (2.2 -> 0.5 ms a 36,000-line chunk)."""
-    same = (pl.col("tid") == pl.col("tid").shift(1)).fill_null(False)
-
-    def before(c: str) -> pl.Expr:
-        return pl.when(same).then(pl.col(c).shift(1)).fill_null(False)
-
-    new = pl.when(pl.col("rt").is_not_null()).then(pl.col("rt") == 0).otherwise(~before("retried"))
-    att = att.with_columns((new | before("has_done")).cast(pl.Int64).alias("_n"))
-    att = att.with_columns(pl.col("_n").cum_sum().alias("_cs"))
-    run_base = pl.when(~same).then(pl.col("_cs") - pl.col("_n")).forward_fill()
-    return att.with_columns((pl.col("_cs") - run_base).alias("lg")).drop("_n", "_cs")
 
 
 def _runs() -> pl.Expr:
@@ -217,82 +200,6 @@ def _per_run(att: pl.DataFrame, *aggs: pl.Expr) -> pl.DataFrame:
     1) and a gather, where a window over ``_g`` hashes every row once per expression (several times the time)."""
     per = att.group_by("_g", maintain_order=True).agg(*aggs).drop("_g")
     return att.hstack(per.select(pl.all().gather(att["_g"] - 1)))
-
-
-def _closed(att: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
-    """``closed``: a logical request is complete when a 'done' line named it, its thread moved on, or its last attempt
-    ended it (2xx/3xx, Raising/Re-raising); when the log has 'done' lines, wait for one up to _DONE_WAIT.
-    ``_open_end``: closed only because the log ended, in flight when it did (a killed client), never 'ok' by a
-    header's 200."""
-    if att.filter(pl.col("has_done")).height:
-        state["done_lines"] = True
-    ended_by = (
-        (pl.col("status").is_between(200, 399) & ~pl.col("retried"))
-        | pl.col("gave_up_timeout")
-        | pl.col("gave_up_conn")
-        | pl.col("reraised")
-    )
-    att = _per_run(
-        att,
-        ended_by.last().alias("_ended"),
-        pl.col("ts_out").max().alias("_out"),
-        pl.col("has_done").any().alias("_done"),
-    )
-    ended = pl.col("_ended")
-    if state.get("done_lines"):
-        newest = att["ts_out"].max()
-        ended = ended & (pl.col("_out") < pl.lit(newest) - _DONE_WAIT) if newest else pl.lit(False)
-    moved_on = pl.col("lg") < pl.col("lg").max().over("tid")
-    closed = pl.col("_done") | moved_on | ended.fill_null(False)
-    return att.with_columns(
-        (closed | final).alias("closed"), (pl.lit(final) & ~closed).alias("_open_end")
-    ).drop("_ended", "_out", "_done")
-
-
-def _attempts(ev: pl.DataFrame, debug: bool) -> pl.DataFrame:
-    k = pl.col("kind")
-    out_ts = pl.col("ts").filter(k.is_in(_OUTCOME)).min()
-    return ev.group_by("tid", "att").agg(
-        pl.col("tk").first(),
-        pl.col("thread").drop_nulls().first().alias("thr"),  # tk is the route when the log names no thread
-        pl.col("seq").min().alias("first_seq"),
-        pl.col("line_no").min(),
-        (
-            pl.col("ts").filter(k.is_in(_PRE)).min()
-            if debug
-            else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-        ).alias("ts_start"),
-        pl.coalesce(out_ts, pl.col("ts").filter(k == "retrying").min()).alias("ts_out"),
-        (k.is_in(_OUTCOME) | (k == "retrying")).any().alias("has_out"),
-        pl.col("rt").drop_nulls().first(),
-        pl.col("url").drop_nulls().first(),
-        pl.col("max_tokens").drop_nulls().first(),
-        pl.col("status").filter(k.is_in(["response", "httpx"])).drop_nulls().first(),
-        (k == "timeout").any().alias("timed_out"),
-        # the traceback's last exception class; HTTPStatusError adds nothing to the status
-        pl.col("err")
-        .filter((k == "exc") & (pl.col("err") != "HTTPStatusError"))
-        .drop_nulls()
-        .last()
-        .alias("exc"),
-        pl.col("err").filter(k.is_in(["timeout", "conn_error", *_FINAL])).drop_nulls().first().alias("err"),
-        (k == "retrying").any().alias("retried"),
-        pl.col("max_retries").drop_nulls().first(),
-        pl.col("delay").filter(k == "retrying").drop_nulls().first().alias("delay_after"),
-        k.is_in(["raise_timeout", "final_timeout"]).any().alias("gave_up_timeout"),
-        k.is_in(["raise_conn", "final_conn"]).any().alias("gave_up_conn"),
-        (k == "reraise").any().alias("reraised"),
-        (k == "done").any().alias("has_done"),
-        pl.col("rid").drop_nulls().first(),
-        pl.col("lab_status").filter(k == "done").first(),
-        pl.col("lab_err").filter(k == "done").first(),
-        pl.col("latency").drop_nulls().first(),
-        pl.col("ts").filter(k == "done").first().alias("done_ts"),
-        # more than one outcome of a kind inside one attempt: lines of two requests interleaved
-        ((k == "response").sum() > 1).alias("dup_resp"),
-        ((k == "httpx").sum() > 1).alias("dup_httpx"),
-        ((k == "timeout").sum() > 1).alias("dup_to"),
-    )
 
 
 def _announced(att: pl.DataFrame, state: dict) -> pl.DataFrame:

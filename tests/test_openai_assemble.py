@@ -1,6 +1,7 @@
-"""openai_client counts a thread's logical requests on its run of rows (``_counted``, issue #42): the very same tables
-and carried rows as the windows over the thread it replaced (kept below as the oracle), on every real openai-python log
-of the fixtures in several chunkings, and on lines of them with threads, order and lines changed."""
+"""openai_client counts a thread's logical requests on its run of rows (issue #42; in the compiled scanner since:
+scan/src/attempts/requests.rs): the very same tables and carried rows as the windows over the thread that counted them
+before (kept below as the oracle, in tests/openai_attempts_before.py's grouping), on every real openai-python log of
+the fixtures in several chunkings, and on lines of them with threads, order and lines changed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import functools
 from contextlib import contextmanager
 from unittest import mock
 
+import openai_attempts_before
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -45,7 +47,10 @@ def _logs() -> dict[str, list[str]]:
 
 @contextmanager
 def _before():
-    with mock.patch.object(openai_client, "_counted", _counted_before):
+    with (
+        mock.patch.object(openai_client, "_assemble", openai_attempts_before._assemble),
+        mock.patch.object(openai_attempts_before, "_counted", _counted_before),
+    ):
         yield
 
 

@@ -2,6 +2,7 @@
 //! polars and pyarrow take without a copy. `lines` splits a block into lines; the formats moved into the core are
 //! described as data beside their parser modules (parsers/*.py) and executed by `plan`.
 
+pub mod attempts;
 pub mod column;
 pub mod convert;
 pub mod ffi;
@@ -158,5 +159,6 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<regexes::Rules>()?;
     m.add_class::<regexes::Fields>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(attempts::openai_attempts, m)?)?;
     Ok(())
 }

@@ -307,7 +307,7 @@ pub(crate) fn strings(obj: &Bound<'_, PyAny>) -> PyResult<Lines> {
     Lines::import(&stream(obj)?).map_err(PyValueError::new_err)
 }
 
-fn values(obj: &Bound<'_, PyAny>) -> PyResult<Values> {
+pub(crate) fn values(obj: &Bound<'_, PyAny>) -> PyResult<Values> {
     Values::import(&stream(obj)?).map_err(PyValueError::new_err)
 }
 

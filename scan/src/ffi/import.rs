@@ -91,6 +91,70 @@ impl Lines {
         out
     }
 
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.array.length as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The line at row `i` of the chunks in order (None: null, or past the end), read in place: a pass that reads a
+    /// few columns' rows one by one allocates nothing (a fresh vector of every row per column cost more in page
+    /// faults than the pass itself).
+    pub fn at(&self, mut i: usize) -> Option<&[u8]> {
+        for chunk in &self.chunks {
+            let a = &chunk.array;
+            let n = a.length as usize;
+            if i >= n {
+                i -= n;
+                continue;
+            }
+            if let StrKind::Null = chunk.kind {
+                return None; // no buffers
+            }
+            let j = i + a.offset as usize;
+            // SAFETY: the buffers of a valid array of this type, read at one row within its length and offset; the
+            // slice borrows `self`, which keeps the array alive.
+            return unsafe {
+                let buffers = std::slice::from_raw_parts(a.buffers, a.n_buffers as usize);
+                let valid = buffers[0].cast::<u8>();
+                if !valid.is_null() && (*valid.add(j / 8) >> (j % 8)) & 1 == 0 {
+                    return None;
+                }
+                match chunk.kind {
+                    StrKind::View => {
+                        let view = &*buffers[1].cast::<[u8; 16]>().add(j);
+                        let len = u32::from_le_bytes(view[..4].try_into().unwrap()) as usize;
+                        if len <= 12 {
+                            Some(&view[4..4 + len])
+                        } else {
+                            let idx = u32::from_le_bytes(view[8..12].try_into().unwrap()) as usize;
+                            let at = u32::from_le_bytes(view[12..16].try_into().unwrap()) as usize;
+                            Some(std::slice::from_raw_parts(
+                                buffers[2 + idx].cast::<u8>().add(at),
+                                len,
+                            ))
+                        }
+                    }
+                    StrKind::Utf8 => {
+                        let o = buffers[1].cast::<i32>();
+                        let (x, y) = (*o.add(j) as usize, *o.add(j + 1) as usize);
+                        Some(std::slice::from_raw_parts(buffers[2].cast::<u8>().add(x), y - x))
+                    }
+                    StrKind::LargeUtf8 => {
+                        let o = buffers[1].cast::<i64>();
+                        let (x, y) = (*o.add(j) as usize, *o.add(j + 1) as usize);
+                        Some(std::slice::from_raw_parts(buffers[2].cast::<u8>().add(x), y - x))
+                    }
+                    StrKind::Null => None,
+                }
+            };
+        }
+        None
+    }
+
     /// Every line's bytes, in order (a null line reads as empty).
     pub fn slices(&self) -> Vec<&[u8]> {
         let mut out = Vec::new();
@@ -151,11 +215,12 @@ impl Lines {
     }
 }
 
-/// A column of Arrow booleans or 64-bit integers another library made (polars), read where it lies: the record pass's
-/// flags and lengths (`records`).
+/// A column of Arrow booleans, 64-bit integers or 64-bit floats another library made (polars), read where it lies:
+/// the record pass's flags and lengths (`records`), the openai-python event rows' numbers (`attempts`).
 pub struct Values {
     arrays: Vec<ArrowArray>,
     ints: bool,
+    floats: bool,
 }
 
 // SAFETY: as for Lines.
@@ -168,23 +233,69 @@ impl Drop for Values {
 }
 
 impl Values {
-    /// Take a stream of booleans (`b`) or of 64-bit integers (`l`), as `Lines::import` takes strings.
+    /// Take a stream of booleans (`b`), 64-bit integers (`l`) or 64-bit floats (`g`), as `Lines::import` takes
+    /// strings.
     pub fn import(capsule: &Bound<'_, PyCapsule>) -> Result<Values, String> {
         let (format, arrays) = take_stream(capsule)?;
-        let ints = match format.as_str() {
-            "b" => false,
-            "l" => true,
+        let (ints, floats) = match format.as_str() {
+            "b" => (false, false),
+            "l" => (true, false),
+            "g" => (true, true),
             other => {
                 release_arrays(arrays);
                 return Err(format!(
-                    "values must be booleans or int64, not Arrow format {other:?}"
+                    "values must be booleans, int64 or float64, not Arrow format {other:?}"
                 ));
             }
         };
-        Ok(Values { arrays, ints })
+        Ok(Values { arrays, ints, floats })
     }
 
-    /// Every value (booleans as 0 and 1; None: null).
+    /// How many values.
+    pub fn len(&self) -> usize {
+        self.arrays.iter().map(|a| a.length as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value at row `i` of the arrays in order, as `get` gives it (None: null, or past the end), read in place.
+    pub fn at(&self, mut i: usize) -> Option<i64> {
+        for a in &self.arrays {
+            let n = a.length as usize;
+            if i >= n {
+                i -= n;
+                continue;
+            }
+            let j = i + a.offset as usize;
+            // SAFETY: the validity and value buffers of a valid boolean, int64 or float64 array, read at one row
+            // within its length and offset while `self` keeps the array alive.
+            return unsafe {
+                let buffers = std::slice::from_raw_parts(a.buffers, a.n_buffers as usize);
+                let valid = buffers[0].cast::<u8>();
+                let bit = |p: *const u8, i: usize| (*p.add(i / 8) >> (i % 8)) & 1 == 1;
+                if !valid.is_null() && !bit(valid, j) {
+                    None
+                } else if self.ints {
+                    Some(*buffers[1].cast::<i64>().add(j))
+                } else {
+                    Some(bit(buffers[1].cast::<u8>(), j) as i64)
+                }
+            };
+        }
+        None
+    }
+
+    /// The value at row `i` of a float64 column (None: null, past the end, or a column of another type).
+    pub fn float_at(&self, i: usize) -> Option<f64> {
+        if !self.floats {
+            return None;
+        }
+        self.at(i).map(|b| f64::from_bits(b as u64))
+    }
+
+    /// Every value (booleans as 0 and 1, a float's bits as an integer; None: null).
     pub fn get(&self) -> Vec<Option<i64>> {
         let mut out = Vec::new();
         for a in &self.arrays {
