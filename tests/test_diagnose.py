@@ -876,8 +876,8 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
 @pytest.mark.parametrize(
     "replicas,on,spikes",
     [
-        (2, "replica-0", "3 kv pressure spikes"),
-        (3, "2 replicas (replica-0, replica-2)", "6 kv pressure spikes at 3 times"),
+        (2, "replica-0", "3 KV pressure spikes"),
+        (3, "2 replicas (replica-0, replica-2)", "6 KV pressure spikes at 3 times"),
     ],
 )
 def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, replicas, on, spikes):
@@ -943,12 +943,12 @@ def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, mo
     assert [e["start"] for e in eps] == [e["start"] for e in spikes]
     assert not eps[-1]["recovered"] and eps[-1]["duration_s"] < 60
     assert eps[-1]["reason"].startswith(
-        "3 kv pressure spikes, starting about every 301 s, the first 08:30:03; this one: "
+        "3 KV pressure spikes, starting about every 301 s, the first 08:30:03; this one: "
     )
     assert "still abnormal when the logs end" in eps[-1]["reason"]
     titles = [f["title"] for f in d["findings"] if f["title"].startswith("replica-0")]
     assert titles == [
-        "replica-0: Recurring KV pressure: 3 kv pressure spikes, starting about every 301 s, "
+        "replica-0: Recurring KV pressure: 3 KV pressure spikes, starting about every 301 s, "
         "the first 08:30:03–08:31:13"
     ]
     # cut after lasting longer than any spike of the pattern, it stays a regime of its own

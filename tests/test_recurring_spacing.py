@@ -11,7 +11,7 @@ import pytest
 
 from conftest import LAB, need
 
-CASES = {  # run: (signal, spikes)
+CASES = {  # run: (signal, spikes); a signal's noun as it is said ('TTFT spikes')
     "abort-ignored": ("preemptions", 3),
     "frontend-bound": ("ttft", 4),
 }
@@ -30,7 +30,7 @@ def test_irregular_spikes_say_how_far_apart(analyzed, rendered, run):
     assert len(eps) == n
     gaps = _gaps(eps)
     assert gaps[0] < 0.75 * gaps[len(gaps) // 2]  # no rhythm: the shortest gap is far below the median
-    said = f"{n} {sig.removesuffix('s')} spikes, starting {gaps[0]:.0f}–{gaps[-1]:.0f} s apart"
+    said = f"{n} {sig.removesuffix('s').replace('ttft', 'TTFT')} spikes, starting {gaps[0]:.0f}–{gaps[-1]:.0f} s apart"
     for e in eps:
         assert e["evidence"].startswith(said), e["evidence"]
         claim = next(c for c in s["claims"] if c["id"] == e["claim"])

@@ -766,7 +766,7 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
                 + [f"… {len(starts) - RECURRING_SHOWN - 1} more …", _t(starts[-1])]
             )
         )
-        noun = sig.removesuffix("s").replace("_", " ")
+        noun = sig.removesuffix("s").replace("_", " ").replace("ttft", "TTFT").replace("kv ", "KV ")
         # spikes of several replicas at the same times: so many spikes, at so many times
         times = f" at {len(starts)} times" if len(starts) < len(group_) else ""
         why = f"{len(group_)} {noun} spikes{times}, starting {spacing_words(gaps, th)}"
