@@ -51,9 +51,8 @@ def test_a_queue_rising_to_the_end_is_not_a_recovery(analyzed):
 def test_real_preemptions_stay_preemptions(analyzed):
     _, s, diag = analyzed(need(PUBLIC / "33-v0-0.6.3-pending-98-then-swap-preemption.log"))
     assert [(e["signal"], e["count"]) for e in diag["episodes"]] == [("preemptions", 1)]
-    assert (
-        s["findings"][0]["title"]
-        == "Sustained KV pressure, as far as the logs show: 1 preemption at 11:16:41"
+    assert s["findings"][0]["title"] == (
+        "Sustained KV pressure, as far as the logs show: at least 1 preemption (vLLM V0 logs every 50th) at 11:16:41"
     )
     assert "swaps them out to CPU memory" in s["findings"][0]["cause"]
     _, s, diag = analyzed(need(DATA / "sglang" / "retract-kv-pool-full.log"))

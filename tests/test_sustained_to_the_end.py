@@ -19,7 +19,11 @@ S01 = PUBLIC2 / "s01-sglang-0.3-prefill-batches-queue-draining-token-usage-risin
 @pytest.mark.parametrize(
     ("src", "title"),
     [
-        (P33, "Sustained KV pressure, as far as the logs show: 1 preemption at 11:16:41"),
+        (
+            P33,
+            "Sustained KV pressure, as far as the logs show: at least 1 preemption (vLLM V0 logs every 50th) at "
+            "11:16:41",
+        ),
         (P03, "Sustained queue, as far as the logs show: a waiting queue of up to 90 15:38:10–15:38:50"),
         (S01, "Sustained queue, as far as the logs show: a waiting queue of up to 38 16:43:29–16:43:33"),
     ],

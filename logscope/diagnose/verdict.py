@@ -8,7 +8,7 @@ never lead it.
 from __future__ import annotations
 
 from .. import clock
-from . import findings, ladder, latency_named, undated
+from . import findings, ladder, latency_named, preemption_count, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
 from .episode_claim import AS_FAR, cut_by_end
@@ -293,7 +293,7 @@ COMPANION = {
 def _what(e: dict) -> str:
     """The episode's signal with its numbers."""
     return {
-        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
+        "preemptions": preemption_count.words(e),
         "kv_pressure": "KV cache near full",
         "queue": f"a queue of up to {e['peak']:.0f} waiting",
         "stall": "requests running with no progress (0 tokens/s)",

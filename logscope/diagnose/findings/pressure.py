@@ -7,7 +7,7 @@ import math
 import polars as pl
 
 from ... import clock
-from .. import latency_named
+from .. import latency_named, preemption_count
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
 from . import kv_load
@@ -108,7 +108,7 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     d = ep["details"]
     comps = {c["signal"]: c for c in d["companions"]}
     what = {
-        "preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}",
+        "preemptions": preemption_count.words(ep),
         "kv_pressure": f"KV cache ≥ {pct(ctx.th.kv_full)}",
         "queue": f"a waiting queue of up to {num(ep['peak'])}",
     }[ep["signal"]]
