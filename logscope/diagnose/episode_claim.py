@@ -19,6 +19,15 @@ RULE_WORDS = {
     "drained": "it began after the last arrival and drained with no new load",
 }
 
+# a class decided by 'ends_abnormal' saw no recovery because the logs stop inside it, not a regime shown to last:
+# the verdict and every title of it carry this qualifier (vllm-public 03, public-2 s01: queues draining to the end)
+AS_FAR = "as far as the logs show"
+
+
+def cut_by_end(e: Episode | dict) -> bool:
+    """Sustained only in that the logs (or the range) end while it is still abnormal."""
+    return e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal"
+
 
 def claim(e: Episode, th: Thresholds) -> Claim:
     """The claim of an episode's class: the rule that decided it and the facts that rule read."""

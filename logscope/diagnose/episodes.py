@@ -67,7 +67,7 @@ import polars as pl
 
 from .. import clock
 from ..scalars import int_or_none, int_value
-from . import figures, latency_named, slow
+from . import figures, latency_named, preemption_count, slow
 from .context import Context
 from .load_ends import last_arrival_at, phase_pause, stop_in
 from .load_words import RATE_SPAN_S
@@ -525,6 +525,14 @@ def _details(
             "modes": sorted(set(w["preemption_mode"].drop_nulls().to_list())),
             "note": "V0 prints one warning per 50 preemptions",
         }
+    if ep["signal"] == "preemptions" and not ctx.pre.height:  # counted from those warnings: exact or a floor
+        mine = figures.between(ctx.by_time(ctx.warnings), "ts", start, end)
+        # SGLang's retractions count the requests they name: no counter, no floor
+        v0 = pl.col("preemption_mode").fill_null("") != "RETRACT"
+        mine = mine.filter((pl.col("replica") == (ep["replica"] or "")) & v0)
+        by = preemption_count.counted_by(mine.height, mine["cumulative_preemptions"].null_count())
+        if by is not None:
+            d["preemptions_counted_by"] = by
     if pre is not None and ep["signal"] != "preemptions":
         d["preemptions"] = pre
     arr = sums.get("arrivals")
@@ -558,6 +566,12 @@ SEP = " — "  # between what the episode is and why it got its class
 RECURRING_SHOWN = 8  # start times named in a recurring pattern's reason (then '… n more …' and the last)
 
 
+def _counted(ep: Episode) -> str:
+    if ep["signal"] == "preemptions":  # V0's warnings count one per 50: by its counter, or a floor
+        return preemption_count.words(ep)
+    return f"{ep['count']} {UNIT[ep['signal']] if ep['count'] != 1 else UNIT[ep['signal']].rstrip('s')}"
+
+
 def _classify(
     ctx: Context, ep: Episode, companions: list[dict], before: dict, lead: dict, death, own_end: bool = False
 ) -> tuple[str, str]:
@@ -571,8 +585,7 @@ def _classify(
     )
     head = f"{_unit(ctx, sig, start, end)} {when}"
     if sig in COUNTED:
-        unit = UNIT[sig] if ep["count"] != 1 else UNIT[sig].rstrip("s")
-        head = f"{ep['count']} {unit} {when}"
+        head = f"{_counted(ep)} {when}"
     comp = (
         "; with "
         + ", ".join(

@@ -525,8 +525,14 @@ def v0_warnings(events: pl.DataFrame) -> pl.DataFrame:
         .sort(["replica", "ts", "seq"])
     )
     affected = pl.col("requests_affected") if "requests_affected" in w.columns else pl.lit(None, pl.Int64)
+    cum = pl.col("cumulative_preemptions")
+    rise = cum - cum.shift(1).over("replica")
     return w.with_columns(
-        (pl.col("cumulative_preemptions") - pl.col("cumulative_preemptions").shift(1).over("replica"))
+        # a replica's first counted warning (or the first after a restart reset the counter) stands for the
+        # counter itself: 101 preemptions since the engine started (vllm-public 04), not 1
+        pl.when(rise.is_null() | (rise < 0))
+        .then(cum)
+        .otherwise(rise)
         .fill_null(affected)
         .fill_null(1)
         .clip(1)

@@ -8,9 +8,10 @@ never lead it.
 from __future__ import annotations
 
 from .. import clock
-from . import findings, ladder, latency_named, undated
+from . import findings, ladder, latency_named, preemption_count, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
+from .episode_claim import AS_FAR, cut_by_end
 from .findings import kv_admitted
 from .findings.record import engines_note
 from .records import Episode
@@ -292,7 +293,7 @@ COMPANION = {
 def _what(e: dict) -> str:
     """The episode's signal with its numbers."""
     return {
-        "preemptions": f"{e['count']} preemption{'s' if e['count'] != 1 else ''}",
+        "preemptions": preemption_count.words(e),
         "kv_pressure": "KV cache near full",
         "queue": f"a queue of up to {e['peak']:.0f} waiting",
         "stall": "requests running with no progress (0 tokens/s)",
@@ -358,13 +359,12 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
             f"{why.strip().rstrip('.')}), not as pressure: no request waited in it (0 on every stats line); "
             f"{kv_admitted.preemption_words(level)}{others}."
         )
-    if e["class"] == "sustained" and (e.get("decided_by") or {}).get("rule") == "ends_abnormal":
+    if cut_by_end(e):
         # the logs stop inside it: no recovery was seen, and none could be (s01: a 4 s excerpt of a benchmark's start)
         if one_line(e):
             return f"One stats line, still abnormal when the logs end: how long it lasted is not in the logs{others}."
         return (
-            f"Sustained as far as the logs show: {why.strip().rstrip('.')}, so its recovery, if any, is not in "
-            f"them{others}."
+            f"Sustained {AS_FAR}: {why.strip().rstrip('.')}, so its recovery, if any, is not in them{others}."
         )
     label = {
         "sustained": "Sustained regime, not a one-off",

@@ -6,6 +6,8 @@ import re
 
 import polars as pl
 
+from ...scalars import int_or_none
+from .. import preemption_count
 from ..claims import facts
 from ..context import Context
 from ..records import Finding
@@ -82,15 +84,21 @@ def event_findings(ctx: Context) -> list[dict]:
         )
     untimed = ev.filter((pl.col("kind") == "preemption") & pl.col("ts").is_null())
     if untimed.height and not ctx.pre.height and not ctx.warnings.height:
-        cum = untimed["cumulative_preemptions"].max()
+        cum = int_or_none(untimed["cumulative_preemptions"].max())
         out.append(
             make_finding(
                 "low",
-                f"Preemption warning without a time ({untimed.height} line(s))",
+                # the count is vLLM's counter where a line carries it (vllm-public 04: 101), a floor otherwise
+                preemption_count.untimed_words(untimed.height, cum),
                 "vLLM V0 reported preemptions: the KV cache ran out for running requests",
-                f"total_num_cumulative_preemption={cum} (V0 prints one warning per 50 preemptions, so at least "
-                f"{cum} preemptions since the server started); the line carries no timestamp, so no episode "
-                "can be placed",
+                (
+                    f"total_num_cumulative_preemption={cum} ({cum} preemptions since the engine started; V0 prints "
+                    "one warning per 50 preemptions)"
+                    if cum is not None
+                    else "no line carries total_num_cumulative_preemption (V0 prints one warning per 50 "
+                    "preemptions)"
+                )
+                + "; the line carries no timestamp, so no episode can be placed",
                 "the KV cache is too small for the admitted requests at some point",
                 "Keep the full log lines (timestamps) and measure capacity with a concurrency ladder",
                 None,

@@ -7,8 +7,9 @@ import math
 import polars as pl
 
 from ... import clock
-from .. import latency_named
+from .. import latency_named, preemption_count
 from ..context import Context
+from ..episode_claim import AS_FAR, cut_by_end
 from . import kv_load
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
@@ -89,13 +90,25 @@ def _waiting_words(ep: dict) -> str:
     return f" and up to {num(w)} new requests waited for free blocks" if w > 0 else " but no request waited"
 
 
+def _title(ctx: Context, ep: dict, what: str, span: str, kv_full: bool) -> str:
+    kind = "KV pressure" if kv_full else "queue"
+    # the finding stands for the whole pattern (build keeps its first episode only)
+    if ep["class"] == "recurring":
+        return f"Recurring {kind}: {ep['why']}, the first {span}"
+    if ends_on_one_line(ctx, ep):  # one stats line, the last: a level at a time, not a regime of 0 s
+        return f"{kind[0].upper()}{kind[1:]} when the logs end: {what} at {clock.hms(ep['start'])} (one stats line)"
+    if cut_by_end(ep):  # the logs stop inside it: the verdict's qualifier, not a regime shown to last
+        return f"Sustained {kind}, {AS_FAR}: {what} {span}"
+    return f"{ep['class'].capitalize()} {kind}: {what} {span}"
+
+
 def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]
     comps = {c["signal"]: c for c in d["companions"]}
     what = {
-        "preemptions": f"{ep['count']} preemption{'s' if ep['count'] != 1 else ''}",
+        "preemptions": preemption_count.words(ep),
         "kv_pressure": f"KV cache ≥ {pct(ctx.th.kv_full)}",
         "queue": f"a waiting queue of up to {num(ep['peak'])}",
     }[ep["signal"]]
@@ -104,14 +117,7 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     span = (
         clock.hms_range(ep["start"], ep["end"]) if ep["end"] > ep["start"] else f"at {clock.hms(ep['start'])}"
     )
-    title = f"{cls.capitalize()} {'KV pressure' if kv_full else 'queue'}: {what} {span}"
-    if ends_on_one_line(ctx, ep):  # one stats line, the last: a level at a time, not a regime of 0 s
-        title = (
-            f"{'KV pressure' if kv_full else 'Queue'} when the logs end: {what} at {clock.hms(ep['start'])} "
-            "(one stats line)"
-        )
-    if cls == "recurring":  # the finding stands for the whole pattern (build keeps its first episode only)
-        title = f"Recurring {'KV pressure' if kv_full else 'queue'}: {ep['why']}, the first {span}"
+    title = _title(ctx, ep, what, span, kv_full)
     lasted = (
         f"for {ep['duration_s']:.0f} s"
         if ep["end"] > ep["start"]
