@@ -148,7 +148,13 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     rm = _multiplication(out)
     traffic = _traffic(inp, rm)
-    traffic["retried_for"] = retry_spread.retried_for(tables.read(out, "client_attempts", rng=rng))
+    # what the retries followed: the client's attempts, else what the gateway's retried lines name
+    traffic["retried_for"] = retry_spread.retried_for(
+        tables.read(out, "client_attempts", rng=rng)
+    ) or retry_spread.gateway_retried_for(
+        # only the lines stating retries, with the error they name (not among the inputs' columns)
+        tables.read(out, "gateway_attempts", retry_spread.GATEWAY_COLS, pl.col("attempts_total") > 1, rng)
+    )
     traffic["cancellation"] = cancellation.analyse(
         _correlation_orphans(out),
         th,
