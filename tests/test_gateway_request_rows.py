@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import DATA, need
+from conftest import DATA, PUBLIC2, need
 from logscope.diagnose import kill_cost, tables
 from logscope.diagnose.findings.gateway import _from_gateway
 
@@ -50,3 +50,38 @@ def test_gateway_outcomes_count_each_request_once(analyzed, key) -> None:
     [layer] = [x for x in kill_cost.at(out, ga["ts_start"].min()) if x.layer == "gateway"]
     assert sum(layer.after.values()) == 26
     assert {k: n for k, n in layer.after.items() if k.isdigit()} == {str(s): n for s, n in want.items() if s}
+
+
+# an access line of uvicorn in front of LiteLLM, as text or inside a JSON record: '"POST /v1/chat/completions
+# HTTP/1.1" 200'
+_ACCESS = re.compile(r'\\?"(?:GET|POST) \S+ HTTP/1\.1\\?" \d{3}')
+
+
+@pytest.mark.parametrize(
+    ("src", "retries"),
+    [
+        # 8 failure lines state 'LiteLLM Retried: 2 times' (litellm-proxy.log 5, litellm-proxy-json.log 3)
+        (DATA / "litellm", 16),
+        (PUBLIC2 / "g09-litellm-proxy-compose-wrapped-200s-then-upstream-503-overloaded-no-fallback.log", 0),
+    ],
+    ids=["tests-data-litellm", "g09"],
+)
+def test_litellm_requests_are_its_access_lines(analyzed, src, retries) -> None:
+    """LiteLLM's router lines apart from uvicorn's access lines are no requests of their own (tests/data/litellm
+    read 212 gateway requests for its 55 access lines; g09 4 for its 2, INDEX.md: '2 access 200'), while the
+    retries those lines state are kept."""
+    src = need(src)
+    files = sorted(src.glob("*.log")) if src.is_dir() else [src]
+    lines = sum(len(_ACCESS.findall(f.read_text())) for f in files)
+    _, _, d = analyzed(src)
+    assert d["traffic"]["gateway_requests"] == lines
+    assert d["traffic"]["gateway_retries"] == retries
+
+
+def test_litellm_router_alone_its_failure_lines_are_the_requests(analyzed) -> None:
+    """g01 has no access line: each router failure line is a request, with the 10 retries it states."""
+    path = PUBLIC2 / "g01-litellm-router-ratelimit-retried-10-times-fallback-loop.log"
+    truth = json.loads((PUBLIC2 / "truth.json").read_text())[path.name]
+    _, _, d = analyzed(need(path))
+    assert d["traffic"]["gateway_requests"] == truth["router_failures"] == 3
+    assert d["traffic"]["gateway_retries"] == 3 * truth["retries_reported_per_failure"]
