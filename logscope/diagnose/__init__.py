@@ -148,7 +148,13 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     cap = capacity.analyse(inp, ctx.server, tables.read(out, "server_metrics", rng=rng))
     rm = _multiplication(out)
     traffic = _traffic(inp, rm)
-    traffic["retried_for"] = retry_spread.retried_for(tables.read(out, "client_attempts", rng=rng))
+    # what the retries followed: the client's attempts, else what the gateway's retried lines name
+    traffic["retried_for"] = retry_spread.retried_for(
+        tables.read(out, "client_attempts", rng=rng)
+    ) or retry_spread.gateway_retried_for(
+        # only the lines stating retries, with the error they name (not among the inputs' columns)
+        tables.read(out, "gateway_attempts", retry_spread.GATEWAY_COLS, pl.col("attempts_total") > 1, rng)
+    )
     traffic["cancellation"] = cancellation.analyse(
         _correlation_orphans(out),
         th,
@@ -323,11 +329,13 @@ def _traffic(inp: Inputs, rm: dict | None = None) -> dict:
         t["orphaned_executions"] = int(orph.sum()) if orph.len() else None
     if ga.height:
         first = schemas.gateway_request_row()  # nginx's first try of a line, or a one-line gateway's line
+        # LiteLLM's router lines apart from its access lines are no requests, yet the retries they state count
+        one = first & ~schemas.gateway_apart()
         n, retries, x5, x499 = ga.select(
-            first.sum().alias("n"),
+            one.sum().alias("n"),
             ((pl.col("attempts_total").fill_null(1) - 1).clip(0) * first).sum().alias("r"),
-            (first & (pl.col("status") >= 500)).sum().alias("x5"),
-            (first & (pl.col("status") == 499)).sum().alias("x4"),
+            (one & (pl.col("status") >= 500)).sum().alias("x5"),
+            (one & (pl.col("status") == 499)).sum().alias("x4"),
         ).row(0)
         t["gateway_requests"], t["gateway_retries"] = int(n), int(retries)
         t["gateway_5xx"], t["gateway_499"] = int(x5), int(x499)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .. import schemas
 from .tables import read
 
 
@@ -92,10 +93,13 @@ def at(out: Path, t: datetime) -> list[Layer]:
         )
         n, after = _count(df, t)
         layers.append(Layer("callers", sorted(set(cr["source"])), n, after))
-    ga = read(out, "gateway_attempts", ("source", "ts_start", "ts_end", "attempt", "status", "error"))
-    ga = ga.filter(pl.col("attempt").fill_null(1) == 1).drop_nulls(
-        ["ts_start", "ts_end"]
-    )  # one row a request
+    cols = ("source", "line_no", "ts_start", "ts_end", "attempt", "attempts_total", "status", "error")
+    # one row a request, whatever the gateway (HAProxy's retried line is its last attempt)
+    ga = (
+        read(out, "gateway_attempts", cols)
+        .filter(schemas.gateway_request_row())
+        .drop_nulls(["ts_start", "ts_end"])
+    )
     if kept.get("gateway"):
         ga = ga.filter(pl.col("source").is_in(kept["gateway"]))
     if ga.height:

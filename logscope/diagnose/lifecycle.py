@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from .. import clock
+from .. import clock, schemas
 from ..correlate.frames import group_first
 from ..scalars import time_value
 from .figures import between, epoch_us
@@ -398,7 +398,8 @@ def errors_after(gateway: pl.DataFrame, life: Lifecycle) -> dict[tuple, StopErro
     lo_s = pl.Series([t for t, _ in ends], dtype=gateway["ts_end"].dtype)
     hi_s = pl.Series([hi for hi, _ in bounds], dtype=gateway["ts_end"].dtype)
     ga = (
-        gateway.filter((pl.col("status") >= 500) & (pl.col("attempt").fill_null(1) == 1))
+        # one row a request, whatever the gateway (HAProxy's one line is its last attempt)
+        gateway.filter((pl.col("status") >= 500) & schemas.gateway_request_row())
         .select("ts_end", "status")
         .drop_nulls()
     )

@@ -148,6 +148,68 @@ def retried_for(att: pl.DataFrame | None) -> dict | None:
     return row if row["attempts"] else None
 
 
+# what a gateway's retried line names as its end: a timeout (LiteLLM's Timeout, HAProxy's 'server timeout', a
+# 504/408), a limit (429, LiteLLM's RateLimitError), else another failure (a status >= 400 or a named error)
+_TIMEOUT = r"(?i)timeout|timed out"
+_LIMIT = r"RateLimitError"
+GATEWAY_COLS = (
+    "source",
+    "line_no",
+    "gateway",
+    "attempt",
+    "attempts_total",
+    "status",
+    "upstream_status",
+    "error",
+)
+
+
+def gateway_retried_for(ga: pl.DataFrame | None) -> dict | None:
+    """What the gateway requests its log says were retried ended in, as ``retried_for`` counts a client's, from the
+    error or status the retried line names (public-2 g01: 'RateLimitError ... LiteLLM Retried: 10 times'), with
+    ``source`` naming the statement; ``unknown``: lines that name no failure (HAProxy's 200 after a redispatch says
+    nothing of what was retried). nginx's tries before the last of a line are its retried attempts. None when no
+    gateway line states a retry."""
+    need = set(GATEWAY_COLS) - {"gateway"}
+    if ga is None or not ga.height or not need <= set(ga.columns):
+        return None
+    one_line = pl.len().over("source", "line_no") == 1
+    rows = ga.filter(
+        (pl.col("attempts_total") > 1)
+        & (one_line | (pl.col("attempt").fill_null(0) < pl.col("attempts_total")))
+    )
+    if not rows.height:
+        return None
+    st = pl.coalesce("upstream_status", "status")
+    err = pl.col("error").fill_null("")
+    timed = st.is_in([408, 504]).fill_null(False) | err.str.contains(_TIMEOUT)
+    limit = ~timed & ((st == 429).fill_null(False) | err.str.contains(_LIMIT))
+    other = ~timed & ~limit & ((st >= 400).fill_null(False) | (st.is_null() & (err != "")))
+    r = rows.select(
+        pl.len().alias("attempts"),
+        limit.sum().alias("rate_limited"),
+        timed.sum().alias("timed_out"),
+        other.sum().alias("other_status"),
+    ).row(0, named=True)
+    row = {k: int(v or 0) for k, v in r.items()}
+    row["unknown"] = row["attempts"] - row["rate_limited"] - row["timed_out"] - row["other_status"]
+    kinds = sorted(rows["gateway"].drop_nulls().unique().to_list()) if "gateway" in rows.columns else []
+    said = (
+        "; ".join(STATED_BY.get(k, f"the {k} log's attempt count") for k in kinds)
+        or "the gateway log's count"
+    )
+    return row | {"source": f"the error or status named on each line with {said}"}
+
+
 def rate_limited(rf: dict | None) -> bool:
-    """Every retried attempt whose end is known was answered 429, none timed out: the retries followed a limit."""
-    return bool(rf and rf["rate_limited"] and not rf["timed_out"] and not rf["other_status"])
+    """The retried attempts whose end is known were answered 429, none timed out: the retries followed a limit. A
+    gateway's lines may name another error beside the 429s (g01: 2 RateLimitError, 1 APIError): a limit still, when
+    the 429s are most of the known ends."""
+    if not rf or not rf["rate_limited"] or rf["timed_out"]:
+        return False
+    return not rf["other_status"] if "source" not in rf else rf["rate_limited"] > rf["other_status"]
+
+
+def said_nothing(rf: dict | None) -> bool:
+    """Nothing in the folder says what the retries followed: no client attempt, no gateway line naming an end."""
+    return not rf or not (rf["rate_limited"] or rf["timed_out"] or rf["other_status"])

@@ -7,6 +7,7 @@ from typing import cast
 
 import polars as pl
 
+from ... import schemas
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
@@ -30,7 +31,8 @@ def _served(ctx: Context) -> tuple[int | None, str | None, int]:
         return ctx.inputs.access_served, "engine_log", samples
     ga = ctx.inputs.gateway
     if ga.height and "status" in ga.columns:  # the gateway's answers, its own lines apart
-        first = ga.filter((pl.col("attempt").fill_null(1) == 1) & pl.col("status").is_between(200, 299))
+        # one row a request: HAProxy's or Traefik's retried line is its last attempt (schemas.gateway_request_row)
+        first = ga.filter(schemas.gateway_request_row() & pl.col("status").is_between(200, 299))
         if first.height:
             return first.height, "gateway_log", samples
     return None, None, samples

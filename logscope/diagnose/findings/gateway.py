@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ... import clock
+from ... import clock, schemas
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
@@ -94,7 +94,7 @@ def _from_gateway(ga: pl.DataFrame) -> pl.DataFrame:
     status is what the caller got (5xx and 4xx failed), its span the request's."""
     if not ga.height or "status" not in ga.columns:
         return pl.DataFrame()
-    first = ga.filter(pl.col("attempt").fill_null(1) == 1)
+    first = ga.filter(schemas.gateway_request_row())  # one row a request, whatever the gateway
     return first.select(
         "ts_start",
         "ts_end",

@@ -239,20 +239,27 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 + " re-send requests that timed out or failed, adding load when capacity is short"
             )
         rf = tr.get("retried_for") or {}
+        by_gw = "source" in rf  # the gateway's retried lines, not the client's attempts, say what was retried
         if retry_spread.rate_limited(rf):
-            # every retry followed a 429: a limit, not a timeout or a slow server (public-2 c01, c02)
+            # the retries followed a 429: a limit, not a timeout or a slow server (public-2 c01, c02; g01's router)
             symptom = symptom.replace(
                 "timeouts and errors were retried", "requests answered 429 were retried"
             )
-            cause = (
-                f"the callers were rate-limited: all {rf['rate_limited']:,} retried attempt(s) were answered 429 "
-                "(Too Many Requests), none timed out; a retry seconds later meets the same limit"
-            )
+            cause = _limited_cause(rf)
+            who = "the gateway" if by_gw else "the client"
             nt = (
-                "Keep the request rate under the limit that answers 429 (or raise the quota), and let the client "
-                "back off on 429 as long as the answer's Retry-After says rather than retry within seconds; then "
-                "replay the same traffic"
+                "Keep the request rate under the limit that answers 429 (or raise the quota), and let "
+                f"{who} back off on 429 as long as the answer's Retry-After says rather than retry within "
+                "seconds; then replay the same traffic"
             )
+        elif retry_spread.said_nothing(rf):
+            # nothing names what was retried: no timeout is assumed (a client timeout raised for 429s helps none)
+            symptom = symptom.replace("timeouts and errors were retried", "requests were retried")
+            cause = cause.replace("requests that timed out or failed", "requests") + (
+                "; what the retried attempts ended in is not in the folder (no client attempts, and no gateway "
+                "line that states retries names an error or a failing status)"
+            )
+            nt = nt.replace(_TIMEOUT_CLAUSE, _UNKNOWN_CLAUSE)
         out.append(
             make_finding(
                 "high" if heavy or (multi and multiplies) else "low" if told else "medium",
@@ -370,13 +377,40 @@ def _busiest(ctx: Context, eps: list[dict], which: pl.Expr) -> dict | None:
     return best if n_best * 2 >= ts.len() else None
 
 
+_TIMEOUT_CLAUSE = (
+    ", and set the client timeout above the server's p95 latency under load so a slow answer is not abandoned "
+    "and re-sent"
+)
+# when nothing says what the retries followed: find that out before changing a timeout or a limit
+_UNKNOWN_CLAUSE = (
+    "; what the retried attempts ended in is not in the folder: add the client's log (or a gateway log naming "
+    "each attempt's status) before changing a timeout or a rate limit"
+)
+
+
+def _limited_cause(rf: dict) -> str:
+    """Who was rate-limited and how the retried attempts ended, with the statement they are read from."""
+    if "source" not in rf:
+        return (
+            f"the callers were rate-limited: all {rf['rate_limited']:,} retried attempt(s) were answered 429 "
+            "(Too Many Requests), none timed out; a retry seconds later meets the same limit"
+        )
+    rest = [
+        f"{rf['other_status']:,} in another failure" if rf["other_status"] else "",
+        f"{rf['unknown']:,} naming no failure" if rf.get("unknown") else "",
+    ]
+    more = "".join(f", {w}" for w in rest if w)
+    return (
+        f"the upstream rate-limited the gateway: {rf['rate_limited']:,} of the {rf['attempts']:,} retried "
+        f"request(s) ended in a 429 (Too Many Requests){more}, none timed out, by {rf['source']}; a retry "
+        "seconds later meets the same limit"
+    )
+
+
 def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:
     """The one change to test for retries, naming a gateway setting only where the folder's configuration has
     it (a finding told readers to drop a non_idempotent their nginx.conf did not hold)."""
-    bounded = (
-        "bound retries to one or two with jittered exponential backoff, and set the client timeout above "
-        "the server's p95 latency under load so a slow answer is not abandoned and re-sent"
-    )
+    bounded = "bound retries to one or two with jittered exponential backoff" + _TIMEOUT_CLAUSE
     if not multi:
         return bounded[0].upper() + bounded[1:]
     post = gateway_config.retries_post(getattr(ctx, "gateway_conf", None))
