@@ -76,9 +76,11 @@ def _parse(frame: pl.DataFrame, chunk: int) -> tuple[dict[str, pl.DataFrame], li
     return {k: pl.concat(v) for k, v in out.items()}, carried
 
 
-def _same(lines: list[str], chunk: int = 0) -> dict[str, pl.DataFrame]:
+def _same(lines: list[str], chunk: int = 0, before=None) -> dict[str, pl.DataFrame]:
+    """The tables and carried rows of ``lines`` in chunks of ``chunk``, asserted equal to those of the code before
+    (``before``: the context that swaps it in; this file's own by default)."""
     frame = _frame(lines)
-    with _before():
+    with (before or _before)():
         want, want_carried = _parse(frame, chunk)
     got, carried = _parse(frame, chunk)
     assert got.keys() == want.keys()

@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from polars.testing import assert_frame_equal
-from test_openai_assemble import _frame, _logs, _parse
+from test_openai_assemble import _logs
+from test_openai_assemble import _same as assemble_same
 
 from logscope import _scan
 from logscope.parsers import openai_client
@@ -28,16 +28,7 @@ def _before():
 
 
 def _same(lines: list[str], chunk: int = 0) -> dict[str, pl.DataFrame]:
-    frame = _frame(lines)
-    with _before():
-        want, want_carried = _parse(frame, chunk)
-    got, carried = _parse(frame, chunk)
-    assert got.keys() == want.keys()
-    for k in want:
-        assert_frame_equal(got[k], want[k])
-    for a, b in zip(carried, want_carried, strict=True):
-        assert_frame_equal(a, b)
-    return got
+    return assemble_same(lines, chunk, before=_before)
 
 
 @pytest.mark.parametrize("chunk", [0, 5_000, 777])

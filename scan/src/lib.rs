@@ -6,6 +6,7 @@ pub mod attempts;
 pub mod column;
 pub mod convert;
 pub mod ffi;
+pub mod kleene;
 pub mod lines;
 pub mod lookup;
 pub mod output;

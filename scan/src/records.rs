@@ -12,27 +12,7 @@ use regex::bytes::Regex;
 
 use crate::column::{BoolColumn, Column, I64Column, Table};
 
-type K = Option<bool>;
-
-fn and(a: K, b: K) -> K {
-    match (a, b) {
-        (Some(false), _) | (_, Some(false)) => Some(false),
-        (Some(true), Some(true)) => Some(true),
-        _ => None,
-    }
-}
-
-fn or(a: K, b: K) -> K {
-    match (a, b) {
-        (Some(true), _) | (_, Some(true)) => Some(true),
-        (Some(false), Some(false)) => Some(false),
-        _ => None,
-    }
-}
-
-fn not(a: K) -> K {
-    a.map(|x| !x)
-}
+use crate::kleene::{K, and, not, or};
 
 /// The patterns and literals the pass tests rows with: they live with the parser (parsers/_vllm_lines.py,
 /// parsers/_vllm_events.py), compiled once.

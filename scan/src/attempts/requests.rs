@@ -7,23 +7,7 @@
 
 use super::Att;
 
-type K = Option<bool>;
-
-fn and(a: K, b: K) -> K {
-    match (a, b) {
-        (Some(false), _) | (_, Some(false)) => Some(false),
-        (Some(true), Some(true)) => Some(true),
-        _ => None,
-    }
-}
-
-fn or(a: K, b: K) -> K {
-    match (a, b) {
-        (Some(true), _) | (_, Some(true)) => Some(true),
-        (Some(false), Some(false)) => Some(false),
-        _ => None,
-    }
-}
+use crate::kleene::{and, or};
 
 /// How requests close in this call: the log has shown 'done' lines before, this is its end (`last`), how long a
 /// request waits for its 'done' line (microseconds).
