@@ -5,6 +5,7 @@ them with threads, statuses, order and lines changed."""
 
 from __future__ import annotations
 
+import functools
 import re
 from contextlib import contextmanager
 from unittest import mock
@@ -14,11 +15,14 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_openai_assemble import _logs
-from test_openai_assemble import _same as assemble_same
+from polars.testing import assert_frame_equal
 
+from conftest import DATA, LAB, PUBLIC2
 from logscope import _scan
 from logscope.parsers import openai_client
+from logscope.parsers.base import ParseContext
+
+CTX = ParseContext(source="x", replica="r", year=2026)
 
 
 @contextmanager
@@ -27,8 +31,54 @@ def _before():
         yield
 
 
+@functools.cache
+def _logs() -> dict[str, list[str]]:
+    """Every real openai-python log of the fixtures: the lab's DEBUG clients (threads, retries, 'done' lines), public-2's
+    INFO excerpts (no thread names: requests told apart by route) and tests/data's clients (the SDK's own format, plain
+    formats, INFO without times, bare messages)."""
+    files = (
+        sorted(LAB.glob("*/client*.log"))
+        + sorted(PUBLIC2.glob("c0[125]-*.log"))
+        + sorted((DATA / "clients").glob("*.log"))
+        + sorted((DATA / "clients-public").glob("*.log"))
+    )
+    return {p.name: p.read_text(encoding="utf-8", errors="replace").split("\n") for p in files}
+
+
+def _frame(lines: list[str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
+    )
+
+
+def _parse(frame: pl.DataFrame, chunk: int) -> tuple[dict[str, pl.DataFrame], list[pl.DataFrame]]:
+    state: dict = {}
+    out: dict[str, list[pl.DataFrame]] = {}
+    carried = []
+    size = chunk or max(frame.height, 1)
+    for i in range(0, frame.height, size):
+        res = openai_client.parse_chunk(frame.slice(i, size), CTX, state)
+        carried.append(state["events"])
+        for k, v in res.tables.items():
+            out.setdefault(k, []).append(v)
+    end = openai_client.finish(CTX, state)
+    for k, v in (end.tables if end else {}).items():
+        out.setdefault(k, []).append(v)
+    return {k: pl.concat(v) for k, v in out.items()}, carried
+
+
 def _same(lines: list[str], chunk: int = 0) -> dict[str, pl.DataFrame]:
-    return assemble_same(lines, chunk, before=_before)
+    """The tables and carried rows of ``lines`` in chunks of ``chunk``, asserted equal to those of the code before."""
+    frame = _frame(lines)
+    with _before():
+        want, want_carried = _parse(frame, chunk)
+    got, carried = _parse(frame, chunk)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert_frame_equal(got[k], want[k])
+    for a, b in zip(carried, want_carried, strict=True):
+        assert_frame_equal(a, b)
+    return got
 
 
 @pytest.mark.parametrize("chunk", [0, 5_000, 777])
