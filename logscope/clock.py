@@ -71,7 +71,8 @@ def hms_span(a: datetime, b: datetime) -> str:
 
 
 def hms_range(a: datetime | None, b: datetime | None) -> str:
-    """'08:30:03–08:31:13'; where times carry dates, the end's only when it is another day's."""
+    """'08:30:03–08:31:13'; where times carry dates, the end's only when it is another day's; 'at 08:30:03' when
+    both ends read the same second (public-2 g02's three tries: '3 attempts 16:02:45–16:02:45')."""
     if a is None or b is None:
         return f"{hms(a) if a is not None else '?'}–{hms(b) if b is not None else '?'}"
-    return f"{hms(a)}–{hms_after(a, b)}"
+    return hms_span(a, b)

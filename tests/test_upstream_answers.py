@@ -11,21 +11,26 @@ import pytest
 from conftest import LAB, PUBLIC2, need
 
 G01 = PUBLIC2 / "g01-litellm-router-ratelimit-retried-10-times-fallback-loop.log"
-SILENT = {  # source: (upstream, attempts): each line shows an attempt that got no answer
+SILENT = {  # source: (upstream, attempts, what the gateway did after them): each line an attempt with no answer
     # Envoy 503 UF (upstream connection failure): no upstream status
     "g04": (
         PUBLIC2 / "g04-envoy-archgw-503-UF-chat-completions-openai-python.log",
         "[2607:7700:0:33:0:1:ac42:f3]:443",
         3,
+        # three separate calls (distinct x-request-ids: openai-python's retries), no attempt count in the line
+        "Envoy flag UF (upstream connection failure) × 3; whether the gateway retried them is not in its log",
     ),
     # ingress-nginx: 'upstream timed out (110) while connecting', upstream_status 504 504 504 written by nginx
     "g02": (
         PUBLIC2 / "g02-ingress-nginx-default-format-3-upstream-tries-504-504-504.log",
         "192.168.215.1:80",
         3,
+        # one request's three tries ('504, 504, 504'): the first two each followed by the next
+        "at 16:02:45, none answered (no upstream status, or the gateway's own 502/504 with no response header); "
+        "2 of them followed by a gateway retry",
     ),
     # the lab's nginx pool holds :8002 where nothing listens: us="502, 200", uht="-, 0.008" (no header came)
-    "calm-b": (LAB / "calm-b", "127.0.0.1:8002", 9),
+    "calm-b": (LAB / "calm-b", "127.0.0.1:8002", 9, "9 of them followed by a gateway retry"),
 }
 
 
@@ -60,10 +65,15 @@ def test_a_rate_limited_upstream_answered(analyzed, rendered):
 
 @pytest.mark.parametrize("key", sorted(SILENT))
 def test_an_upstream_with_no_answer_never_answered(analyzed, key, rendered):
-    src, upstream, n = SILENT[key]
+    src, upstream, n, then = SILENT[key]
     out, s, _ = analyzed(need(src))
     f, facts = _upstream(s, upstream)
     assert f["title"] == f"Upstream {upstream} never answered ({n} attempts)"
     assert (facts["attempts"], facts["answered"]) == (n, 0)
+    # what followed each attempt is said from the gateway's own attempt count, never assumed (it read 'each costs a
+    # connect failure and a gateway retry' of g04's three separate calls)
+    assert then in f["evidence"] and "each costs" not in f["evidence"]
+    assert facts["retried_after"] == (None if key == "g04" else n - 1 if key == "g02" else n)
     for name, text in rendered(out, s).items():
         assert f["title"] in text, name
+        assert name == "terminal" or then in text, name  # the terminal shows titles only

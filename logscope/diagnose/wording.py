@@ -33,9 +33,12 @@ def n(x: Value, nd: int = 2) -> str:
 
 
 def secs(x: Value) -> str:
-    """A duration in seconds: '0.42 s', '12.5 s', '?' when unknown (anything else as ``n`` writes it)."""
+    """A duration: '3 ms', '0.42 s', '12.5 s', '?' when unknown (anything else as ``n`` writes it). Under 0.1 s in
+    whole milliseconds: '0.00 s' read as no time at all (public-2 g04: Envoy's 503 UF in 2-3 ms)."""
     if x is None or isinstance(x, bool) or not isinstance(x, int | float):
         return n(x)
+    if x < 0.1:
+        return f"{x * 1000:.0f} ms"
     return f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
 
 

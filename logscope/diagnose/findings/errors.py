@@ -99,6 +99,19 @@ def _cause(ctx: Context, ep: dict) -> tuple[str, str]:
 # no header came); a status any other way (429, 500, 503 …) is the upstream's answer
 _NO_ANSWER = (502, 504)
 
+# Envoy's %RESPONSE_FLAGS% of an attempt that got no answer (Envoy's access-log docs), said beside the count
+_ENVOY_FLAGS = {
+    "UF": "upstream connection failure",
+    "UH": "no healthy upstream host",
+    "UO": "upstream overflow (circuit breaker)",
+    "URX": "upstream retry limit reached",
+    "UC": "upstream connection terminated",
+    "UT": "upstream request timeout",
+    "UR": "upstream remote reset",
+    "LR": "connection local reset",
+    "NR": "no route",
+}
+
 
 def gateway_error_findings(ctx: Context) -> list[Finding]:
     """Upstreams that returned no success to any of their (at least 3) attempts: those that never answered (no
@@ -120,6 +133,10 @@ def gateway_error_findings(ctx: Context) -> list[Finding]:
             us.filter(pl.col("_answered")).alias("statuses"),
             pl.col("ts_end").min().alias("lo"),
             pl.col("ts_end").max().alias("hi"),
+            # a gateway retry after the attempt: its own count says a later attempt of the request followed it
+            (pl.col("attempt") < pl.col("attempts_total")).sum().alias("retried_after"),
+            pl.col("attempts_total").is_not_null().sum().alias("counted"),
+            pl.col("flags").drop_nulls().alias("flags"),
         )
         .with_columns(pl.col("upstream").cast(pl.String))
         .filter(pl.col("upstream").str.contains(":") & (pl.col("ok") == 0) & (pl.col("n") >= 3))
@@ -128,13 +145,34 @@ def gateway_error_findings(ctx: Context) -> list[Finding]:
     return [_never_answered(r) if r["answered"] == 0 else _refused(r) for r in per.iter_rows(named=True)]
 
 
+def _flags_said(flags: list[str]) -> str:
+    """Envoy's flags of the attempts, counted, with their meaning: '; Envoy flag UF (upstream connection failure)
+    × 3'."""
+    by: dict[str, int] = {}
+    for f in flags:
+        for one in f.split(","):
+            if one in _ENVOY_FLAGS:
+                by[one] = by.get(one, 0) + 1
+    return "".join(f"; Envoy flag {k} ({_ENVOY_FLAGS[k]}) × {v}" for k, v in sorted(by.items()))
+
+
+def _retries_said(r: dict) -> str:
+    """What the gateway did after each attempt, as far as its log counts attempts (nginx's $upstream_* lists do;
+    Envoy's default line does not: public-2 g04 read 'each costs … a gateway retry' of three separate calls)."""
+    if not r["counted"]:
+        return "; whether the gateway retried them is not in its log (no attempt count)"
+    if not r["retried_after"]:
+        return "; the gateway retried none of them"
+    return f"; {r['retried_after']} of them followed by a gateway retry"
+
+
 def _never_answered(r: dict) -> Finding:
     return make_finding(
         "low",
         f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
         "the gateway kept sending attempts to an upstream that never returned a response",
         f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered (no upstream status, or the "
-        "gateway's own 502/504 with no response header); each costs a connect failure and a gateway retry",
+        f"gateway's own 502/504 with no response header){_flags_said(r['flags'])}{_retries_said(r)}",
         "a dead member of the upstream group",
         "Remove it from the upstream group (or give the gateway an active health check)",
         None,
@@ -146,6 +184,7 @@ def _never_answered(r: dict) -> Finding:
             upstream=r["upstream"],
             attempts=r["n"],
             answered=0,
+            retried_after=r["retried_after"] if r["counted"] else None,
             first=r["lo"],
             last=r["hi"],
         ),

@@ -8,6 +8,7 @@ from ... import clock
 from .. import load_words
 from ..claims import NAMED_SOURCE
 from ..records import Finding
+from ..wording import secs
 
 
 def clock_time(ts: datetime | None) -> str:
@@ -96,7 +97,9 @@ def _latency(ep: dict, f: str) -> str:
         return f"in {bucket} (vLLM's histogram{on})"
     src = " + ".join(NAMED_SOURCE.get(p.strip(), p.strip()) for p in (ep.get(f"{f}_source") or "").split("+"))
     src = f", {src}" if src.strip() else ""
-    return f"{num(ep[f'{f}_p95'], 2)} s" + (f" ({clock} clock{src})" if clock else " (clock unknown)")
+    x = ep[f"{f}_p95"]
+    said = secs(x) if x < 0.1 else f"{num(x, 2)} s"  # a few ms in ms: '0.00 s' read as no time at all
+    return said + (f" ({clock} clock{src})" if clock else " (clock unknown)")
 
 
 def requests_phrase(ep: dict) -> str:
