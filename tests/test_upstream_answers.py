@@ -77,3 +77,14 @@ def test_an_upstream_with_no_answer_never_answered(analyzed, key, rendered):
     for name, text in rendered(out, s).items():
         assert f["title"] in text, name
         assert name == "terminal" or then in text, name  # the terminal shows titles only
+
+
+def test_a_latency_of_milliseconds_is_said_in_milliseconds(analyzed, rendered):
+    """g04's 503 UF came back in 2–3 ms (Envoy's duration): its e2e p95 read '0.00 s', as if no time at all."""
+    src = SILENT["g04"][0]
+    out, s, _ = analyzed(need(src))
+    f = next(f for f in s["findings"] if f["title"].startswith("Errors "))
+    said = "e2e p95 2 ms (gateway clock, gateway_log) to their failure"
+    assert said in f["evidence"] and "0.00 s" not in f["evidence"]
+    for name, text in rendered(out, s).items():
+        assert name == "terminal" or said in text, name
