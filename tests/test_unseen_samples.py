@@ -203,6 +203,57 @@ def test_an_engine_core_process_exiting_is_a_death(tmp_path, analyzed, name, whe
     assert s["episodes"][0]["class"] == "crash"
 
 
+def test_aws_alb_access_log(tmp_path, analyzed, rendered):
+    """An AWS ALB's two requests: a 200 from its target in 7 ms, a 504 of its own after 10 s (times -1, target
+    status '-'). It was a file in no known format."""
+    name = "alb-3095-h2-200-then-504-target-silent-10s.log"
+    out, f = _ingest(tmp_path, name)
+    assert (f["format"], f["lines_total"], f["lines_unrecognized"]) == ("aws_alb", 2, 0)
+    g = _table(out, "gateway_attempts")
+    cols = (
+        "ts_start",
+        "ts_end",
+        "upstream",
+        "status",
+        "upstream_status",
+        "duration_s",
+        "request_time_s",
+        "flags",
+    )
+    assert g.select(cols).rows() == [
+        (
+            datetime(2023, 3, 8, 12, 5, 42, 285000, tzinfo=UTC),
+            datetime(2023, 3, 8, 12, 5, 42, 292034, tzinfo=UTC),
+            "10.0.7.136:31130",
+            200,
+            200,
+            0.004,
+            0.007034,
+            None,
+        ),
+        (
+            datetime(2023, 3, 8, 12, 5, 42, 351000, tzinfo=UTC),
+            datetime(2023, 3, 8, 12, 5, 52, 352228, tzinfo=UTC),
+            "10.0.8.248:31130",
+            504,
+            None,
+            None,
+            10.001228,
+            "gateway_timeout",
+        ),
+    ]
+    assert g.select("method", "path", "port", "trace_id").row(1) == (
+        "GET",
+        "/",
+        443,
+        "1-64087a16-1b7f18347fcdb5bd1573907d",
+    )
+    out, s, _ = analyzed(U / name)
+    assert s["verdict"][0] == "1 of 2 requests failed (1 × 504, after up to 10 s)."
+    for where, text in rendered(out, s).items():
+        assert "1 of 2 requests failed (1 × 504, after up to 10 s)" in text, where
+
+
 # ---- misreads this branch leaves (described in the report; not parser-module fixes) -------------------------------
 
 
