@@ -257,7 +257,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "source": (S, "input file"),
         "gateway": (
             S,
-            "nginx | envoy | haproxy | traefik | litellm | vllm_router | llama-swap | generic (access records of a "
+            "nginx | envoy | haproxy | traefik | aws_alb | litellm | vllm_router | llama-swap | generic (access records of a "
             "proxy named by no field, read by access_generic)",
         ),
         "request_id": (S, "the gateway's request id (forwarded upstream as X-Request-Id when configured)"),

@@ -28,6 +28,7 @@ _MODULES = (
     "envoy_access",
     "haproxy",
     "traefik",
+    "aws_alb",
     "access_generic",
     "envoy_config",
     "llama_swap",

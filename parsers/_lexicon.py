@@ -28,7 +28,9 @@ docs/vllm-log-formats.md §3, §6; the real samples in tests/data/vllm-deaths, t
 * engine_dead: V1 'EngineCore encountered a fatal error' (0.8.5+), 'EngineCore hit an exception' (0.7-0.8.4),
   'EngineDeadError' (AsyncEngineDeadError, MQEngineDeadError, EngineDeadError), V0 'Worker VllmWorkerProcess pid N
   died, exit code: -15' (the signal is said: ``signal``), 'got fatal signal from worker processes', SGLang
-  'Scheduler hit an exception', 'Received sigquit from a child process', a ggml 'fatal error' (llama.cpp).
+  'Scheduler hit an exception', 'Received sigquit from a child process', a ggml 'fatal error' (llama.cpp),
+  multiprocessing's 'Process EngineCore_DP0:' before the traceback of an engine core whose run() raised (0.10 names
+  it 'EngineCore_0', others 'EngineCore'; tests/data/unseen).
 """
 
 from __future__ import annotations
@@ -106,7 +108,9 @@ _RULES: list[tuple[str, str, str, tuple[str, ...]]] = [
         r"|Worker \S+(?: pid \d+)? died, exit code:? -?\d+|[Gg]ot fatal signal from worker processes"
         r"|Engine core initialization failed|Engine core process \S+ died unexpectedly"
         r"|Scheduler hit an exception|Received sigquit from a child proces|SIGQUIT received"
-        r"|\.(?:cu|cpp|c):\d+: fatal error|returned error: signal: |ExitError >> signal: ",
+        r"|\.(?:cu|cpp|c):\d+: fatal error|returned error: signal: |ExitError >> signal: "
+        # multiprocessing's own words when a process' run() raised: the engine core process is exiting with it
+        r"|Process EngineCore\w*:",
         (
             "EngineDeadError",
             "died unexpectedly",
@@ -129,6 +133,7 @@ _RULES: list[tuple[str, str, str, tuple[str, ...]]] = [
             ": fatal error",
             "returned error: signal:",
             "ExitError >> signal:",
+            "Process EngineCore",
         ),
     ),
 ]

@@ -80,6 +80,8 @@ SAMPLES = [
     "WARNING 11-29 09:37:14 [_logger.py:72] Sequence group cmpl-3f332f98cfc3a1617a32cc73a50891dc-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=1",
     '(APIServer pid=851) INFO:     10.109.20.86:59146 - "GET /metrics HTTP/1.1" 200 OK',
     "(EngineCore_DP0 pid=1133552) INFO 10-03 16:22:17 [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens",
+    # --enable-log-outputs, cut by the reporter's paste (tests/data/unseen/vllm-29208-...generated-response.log)
+    "(APIServer pid=1) INFO 11-21 14:14:23 [logger.py:76] Generated response chatcmpl-17080a0f8af349e880656a715f4ebd4a: output: 'Hello! How can I assist you with your smart home today?",
 ]
 
 

@@ -24,6 +24,7 @@ STATED_BY = {
     "haproxy": "HAProxy's retries field (%rc)",
     "traefik": "Traefik's RetryAttempts",
     "envoy": "Envoy's attempt count",
+    "aws_alb": "an AWS ALB's one attempt per request (it does not retry)",
 }
 
 
