@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..scalars import int_or_none, int_value
-from . import abandon, reach
+from . import abandon, reach, stream_failures
 from .frames import Frames, group_first, index_in_group, prev_in_group, secs
 from .link import Links
 
@@ -90,6 +90,38 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
     return cand.filter(pl.col("_k") <= pl.col("n_cut")).select("gr")
 
 
+CUT = "cut"  # requests.mid_stream of an nginx answer whose upstream closed mid-response
+BROKEN = {"gr": pl.Int64, "mid_stream": pl.String, "_stream_error": pl.String, "upstream_status": pl.Int64}
+
+
+def broken_streams(F: Frames, errors: pl.DataFrame | None, marks: pl.DataFrame | None) -> pl.DataFrame:
+    """The gateway requests logged 2xx whose answer a log states broke off after it (BROKEN's columns): nginx's
+    cut upstreams (``truncated_requests``: 'cut') and a proxy's stream-error lines (``stream_failures.marks``:
+    'failed' where tied, with the error and the upstream status it names; 'may have failed' on each access line
+    an untied one may belong to). Every such statement goes through this one table to the request's outcome."""
+    cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
+    parts = [
+        cut.select(
+            pl.col("gr").cast(pl.Int64),
+            pl.lit(CUT).alias("mid_stream"),
+            pl.lit(None, pl.String).alias("_stream_error"),
+            pl.lit(None, pl.Int64).alias("upstream_status"),
+        )
+    ]
+    if marks is not None and marks.height:
+        lines = F.gateway_requests.filter(pl.col("status").is_between(200, 299)).select(
+            "gr", pl.col("source").cast(pl.String), pl.col("line_no").cast(pl.Int64)
+        )
+        parts.append(
+            lines.join(marks, on=["source", "line_no"]).select(
+                "gr", "mid_stream", pl.col("error").alias("_stream_error"), "upstream_status"
+            )
+        )
+    # one statement a request: a stated cut or failure over a 'may have failed'
+    both = pl.concat(parts).with_columns((pl.col("mid_stream") == stream_failures.MAYBE).alias("_maybe"))
+    return both.sort("gr", "_maybe").unique("gr", keep="first", maintain_order=True).drop("_maybe")
+
+
 def spans(F: Frames) -> dict[str, list[tuple[float, float]]]:
     """The span of each client log and of each gateway log (inference requests): rows outside them are
     not "covered" by that layer."""
@@ -105,8 +137,10 @@ def build(
     res: dict[str, float],
     errors: pl.DataFrame | None = None,
     covered: dict[str, list[tuple[float, float]]] | None = None,
+    marks: pl.DataFrame | None = None,
 ) -> Assembled:
-    """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it."""
+    """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it; ``marks``: the access lines
+    a failed stream is tied to or may belong to (``stream_failures.marks``)."""
     covered = covered or spans(F)
     client_spans, gw_spans = covered["client"], covered["gateway"]
     next_lr = (int_or_none(F.client_requests["lr"].max()) or 0) + 1 if F.client_requests.height else 0
@@ -172,8 +206,7 @@ def build(
     abandoned = abandon.claims(F, gr_lr, ex, res, logs)
     ex = abandon.on_executions(ex, abandoned)
 
-    cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
-    reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
+    reqs = _requests(F, gr_lr, ex, own_gr, own_sr, broken_streams(F, errors, marks))
     unmatched = {
         "client_attempts_without_gateway_request": _unlinked_ca(F, gr_lr, L),
         "gateway_requests_without_logical_request": free_gr.select("gr").join(
@@ -307,7 +340,7 @@ def _requests(
     ex: pl.DataFrame,
     own_gr: pl.DataFrame,
     own_sr: pl.DataFrame,
-    cut: pl.DataFrame,
+    broken: pl.DataFrame,
 ) -> pl.DataFrame:
     per_ex = (
         ex.filter(pl.col("lr").is_not_null())
@@ -331,7 +364,7 @@ def _requests(
         gr_lr.join(
             F.gateway_requests.select("gr", "n_attempts", pl.col("t0").alias("_g0"), "t1", "spanned"), on="gr"
         )
-        .with_columns(pl.col("gr").is_in(cut["gr"].implode()).alias("_cut"))
+        .join(broken, on="gr", how="left")
         .group_by("lr")
         .agg(
             pl.len().alias("gateway_requests"),
@@ -339,7 +372,10 @@ def _requests(
             pl.when(pl.col("spanned").fill_null(True).all())
             .then(pl.col("t1").max() - pl.col("_g0").min())
             .alias("gateway_e2e_s"),
-            pl.col("_cut").sort_by("t1").last().alias("_truncated"),
+            # what broke off the answer of its last gateway request (broken_streams)
+            pl.col("mid_stream").sort_by("t1").last(),
+            pl.col("_stream_error").sort_by("t1").last(),
+            pl.col("upstream_status").sort_by("t1").last(),
             pl.col("n_attempts").sum().alias("gateway_attempts"),
             (pl.col("match") == "inferred").any().alias("_inf_g"),
             (pl.col("match") == "exact").any().alias("_ex_g"),
@@ -424,6 +460,8 @@ def _requests(
             pl.col("orphaned_executions").fill_null(0),
             pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
             pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
+            # a stream that failed after its 200: the proxy's error line is the request's error
+            pl.coalesce("error", "_stream_error").alias("error"),
             # unknown when no log gives a span, or the caller never saw its end (unfinished)
             pl.when(pl.col("_spanned").fill_null(True) & ~pl.col("unfinished").fill_null(False))
             .then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
@@ -455,7 +493,7 @@ def _outcome() -> pl.Expr:
     return (
         pl.when(pl.col("unfinished").fill_null(False))
         .then(pl.lit("unfinished"))
-        .when(pl.col("_truncated").fill_null(False))
+        .when(pl.col("mid_stream").is_in([CUT, stream_failures.FAILED]).fill_null(False))
         .then(pl.lit("truncated"))
         .when(pl.col("timed_out").fill_null(False))
         .then(pl.lit("timeout"))
