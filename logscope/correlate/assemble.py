@@ -91,14 +91,14 @@ def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
 
 
 CUT = "cut"  # requests.mid_stream of an nginx answer whose upstream closed mid-response
-BROKEN = {"gr": pl.Int64, "mid_stream": pl.String, "_stream_error": pl.String, "upstream_status": pl.Int64}
 
 
 def broken_streams(F: Frames, errors: pl.DataFrame | None, marks: pl.DataFrame | None) -> pl.DataFrame:
-    """The gateway requests logged 2xx whose answer a log states broke off after it (BROKEN's columns): nginx's
-    cut upstreams (``truncated_requests``: 'cut') and a proxy's stream-error lines (``stream_failures.marks``:
-    'failed' where tied, with the error and the upstream status it names; 'may have failed' on each access line
-    an untied one may belong to). Every such statement goes through this one table to the request's outcome."""
+    """The gateway requests logged 2xx whose answer a log states broke off after it (gr, mid_stream, _stream_error,
+    upstream_status): nginx's cut upstreams (``truncated_requests``: 'cut') and a proxy's stream-error lines
+    (``stream_failures.marks``: 'failed' where tied, with the error and the upstream status it names; 'may have
+    failed' on each access line an untied one may belong to). Every such statement goes through this one table to
+    the request's outcome (``_outcome``)."""
     cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
     parts = [
         cut.select(
