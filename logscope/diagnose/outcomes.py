@@ -99,7 +99,7 @@ def _status_text(
     """The status column's words: the status, or why there is none. An unknown outcome with no status is told
     apart by whether the caller or the gateway logged the request (g01's LiteLLM router and c03's lm-eval did,
     with no status; vLLM's own lines or spans alone did not). A truncated answer's: its 2xx at the gateway and
-    what broke it off (correlate.assemble.broken_streams), whatever status the caller's record gives."""
+    what broke it off (correlate.broken.broken_streams), whatever status the caller's record gives."""
     if outcome == "truncated":
         if how == FAILED:
             named = f" (upstream status {', '.join(map(str, up))})" if up else ""
