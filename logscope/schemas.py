@@ -599,8 +599,17 @@ TABLES: dict[str, dict[str, Column]] = {
         "error": (S, "final error"),
         "outcome": (
             S,
-            "ok | error | timeout | truncated | unfinished (its client's log ended with it in flight) | unknown",
+            "ok | error | timeout | truncated (logged 2xx, then its answer broke off: mid_stream) | unfinished (its "
+            "client's log ended with it in flight) | unknown",
         ),
+        "mid_stream": (
+            S,
+            "what a log states of its answer after the gateway's 2xx: cut (nginx: the upstream closed mid-response) "
+            "| failed (the proxy's stream-error line, tied to its access line: LiteLLM's) | may have failed (a "
+            "stream-error line no evidence ties to one access line may be this one's: outcome stays ok, not "
+            "certain); null: none stated",
+        ),
+        "upstream_status": (I, "the upstream's status a failed stream's error names (null: it names none)"),
         "client_attempts": (I, "client attempts"),
         "gateway_requests": (I, "gateway requests matched"),
         "gateway_attempts": (I, "upstream attempts made by the gateway"),

@@ -188,7 +188,8 @@ def print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     if len(found) > limit:
         out.print(f"  +{len(found) - limit} more findings (report.html, summary.md)")
     seen = summary.get("outcomes") or {}
-    if set(seen.get("by_outcome") or {}) - {"ok"}:  # what the callers saw, when some did not get an answer
+    # what the callers saw, when some did not get an answer, or an ok may hide a stream that failed after its 200
+    if set(seen.get("by_outcome") or {}) - {"ok"} or seen.get("uncertain"):
         # imported here: the diagnose package loads polars, which must wait for the allocator setting (cli)
         from .diagnose.outcomes import words as outcome_words
 

@@ -166,7 +166,7 @@ def test_nginx_flags_are_no_failed_streams(run, tmp_path):
     stream that failed after its 200, and no finding says so."""
     from conftest import LAB, need
     from logscope.api import AnalyzeOptions, analyze
-    from logscope.diagnose import stream_failures
+    from logscope.correlate import stream_failures
 
     out = tmp_path / "out"
     analyze(need(LAB / run), out, AnalyzeOptions())

@@ -27,6 +27,7 @@ from typing import cast
 
 import polars as pl
 
+from ..correlate.stream_failures import MAYBE
 from ..report.fmt import num
 from . import engine, sources
 from .counters import increase
@@ -159,6 +160,10 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     smp["success_share"] = (r["outcome"] == "ok").cast(pl.Float64)
     for k in ("completed", "success_share"):
         f.meta[k] = {"clock": clock, "source": source}
+    # ok answers a failed stream no evidence tied may belong to (requests.mid_stream): a success met is unknown
+    maybe = int((ok["mid_stream"] == MAYBE).sum()) if "mid_stream" in ok.columns else 0
+    if maybe:
+        f.meta["success_share"]["uncertain"] = maybe
     callers = ok.filter(pl.col("latency_clock") == CLIENT)
     if callers.height:
         src = _mode(callers["latency_source"])

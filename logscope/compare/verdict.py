@@ -54,7 +54,14 @@ def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, 
                 unknown = True
         elif (v > t) if upper else (v < t):
             failed.append(key)
+        elif _uncertain(fig, key):  # met only if no ok answer it counts hides a failed stream
+            unknown = True
     return (False if failed else (None if unknown else True)), failed
+
+
+def _uncertain(fig: Any, key: str | None) -> int:
+    """ok answers a failed stream no evidence tied may belong to, of the success share (moves._requests)."""
+    return int(fig.meta.get(key, {}).get("uncertain") or 0) if key == "success_share" else 0
 
 
 SLO_WORDS = {"ttft_s": "TTFT p95", "e2e_s": "e2e p95", "success": "success share"}
@@ -80,6 +87,11 @@ def undecided(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
             out.append(
                 f"{name}: between {fnum(b[0])} and {fnum(b[1])} s (a histogram bucket holding the limit)"
             )
+        elif not upper and v >= t and (n := _uncertain(fig, key)):
+            out.append(
+                f"{name}: unknown ({n:,} ok answer(s) may include a stream that failed after its 200, not tied to "
+                "a request)"
+            )
     return out
 
 
@@ -98,7 +110,7 @@ def met(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
         if bounds is not None:
             if bounds[1] <= t:
                 out.append(SLO_WORDS[skey])
-        elif (v <= t) if upper else (v >= t):
+        elif (v <= t) if upper else ((v >= t) and not _uncertain(fig, key)):
             out.append(SLO_WORDS[skey])
     return out
 

@@ -134,6 +134,7 @@ class Whole:
     ids_as_sent: dict[
         str, str
     ]  # client sources whose logical ids are the X-Request-Ids sent: the note of each
+    stream_marks: pl.DataFrame | None = None  # frames.STREAM_MARKS of the whole input
 
 
 @dataclass
@@ -166,6 +167,7 @@ def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Li
     """Frames, clock offsets (``whole``'s when given: a slice takes those of the whole input), links and
     assembled requests of ingest tables."""
     pick = tabs.get(frames.CLIENT_PICK)  # read_tables' choice of client sources, when it made one
+    marks = whole.stream_marks if whole is not None else tabs.get(frames.STREAM_MARKS)
     tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS}
     if pick is not None:
         tabs[frames.CLIENT_PICK] = pick
@@ -184,7 +186,7 @@ def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Li
     layers = frames.fill_timeouts(layers)
     links = link.final(layers, stamp_resolution)
     assembled = assemble.build(
-        layers, links, stamp_resolution, other["gateway_errors"], whole.spans if whole else None
+        layers, links, stamp_resolution, other["gateway_errors"], whole.spans if whole else None, marks
     )
     return Linked(layers, links, assembled, other, offsets, shift, stamp_resolution)
 

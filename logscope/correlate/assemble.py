@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..scalars import int_or_none, int_value
-from . import abandon, reach
-from .frames import Frames, group_first, index_in_group, prev_in_group, secs
+from . import abandon, reach, stream_failures
+from .broken import CUT, broken_streams
+from .frames import Frames, group_first, prev_in_group
 from .link import Links
 
 COVER_PAD_S = 2.0  # a row this close to another layer's span is "covered" by that layer's log
@@ -63,33 +64,6 @@ def _outside(t: str, spans: list[tuple[float, float]]) -> pl.Expr:
     return ~pl.any_horizontal(inside).fill_null(False)
 
 
-def truncated_requests(F: Frames, errors: pl.DataFrame) -> pl.DataFrame:
-    """Gateway requests logged 2xx whose upstream closed mid-response (nginx wrote the headers, then
-    'upstream prematurely closed connection'). The error lines carry no request id: the N lines of one
-    second and upstream mark the N shortest 2xx responses of that upstream that ended in that second."""
-    err = errors.filter(
-        pl.col("kind").is_in(["upstream_closed", "upstream_reset"]) & pl.col("ts").is_not_null()
-    )
-    ok = F.gateway_requests.filter(
-        pl.col("inference") & pl.col("status").is_between(200, 299) & pl.col("t1").is_not_null()
-    )
-    if err.height == 0 or ok.height == 0:
-        return pl.DataFrame(schema={"gr": pl.Int64})
-    up = F.gateway_attempts.filter(pl.col("reached")).group_by("gr").agg(pl.col("upstream").last())
-    ok = ok.join(up, on="gr", how="left").select(
-        "gr", pl.col("t1").floor().alias("sec"), pl.col("upstream").fill_null(""), "bytes_sent"
-    )
-    n = err.group_by(
-        secs("ts").floor().alias("sec"),
-        pl.col("upstream").str.extract(r"^[a-z]+://([^/]+)").fill_null("").alias("upstream"),
-    ).agg(pl.len().alias("n_cut"))
-    cand = ok.join(n, on=["sec", "upstream"]).sort("sec", "upstream", "bytes_sent", "gr")
-    cand = cand.with_columns(group_first("sec", "upstream").alias("_first")).with_columns(
-        index_in_group().alias("_k")
-    )
-    return cand.filter(pl.col("_k") <= pl.col("n_cut")).select("gr")
-
-
 def spans(F: Frames) -> dict[str, list[tuple[float, float]]]:
     """The span of each client log and of each gateway log (inference requests): rows outside them are
     not "covered" by that layer."""
@@ -105,8 +79,10 @@ def build(
     res: dict[str, float],
     errors: pl.DataFrame | None = None,
     covered: dict[str, list[tuple[float, float]]] | None = None,
+    marks: pl.DataFrame | None = None,
 ) -> Assembled:
-    """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it."""
+    """``covered``: the whole input's ``spans`` when ``F`` holds a time slice of it; ``marks``: the access lines
+    a failed stream is tied to or may belong to (``stream_failures.marks``)."""
     covered = covered or spans(F)
     client_spans, gw_spans = covered["client"], covered["gateway"]
     next_lr = (int_or_none(F.client_requests["lr"].max()) or 0) + 1 if F.client_requests.height else 0
@@ -172,8 +148,7 @@ def build(
     abandoned = abandon.claims(F, gr_lr, ex, res, logs)
     ex = abandon.on_executions(ex, abandoned)
 
-    cut = truncated_requests(F, errors) if errors is not None else pl.DataFrame(schema={"gr": pl.Int64})
-    reqs = _requests(F, gr_lr, ex, own_gr, own_sr, cut)
+    reqs = _requests(F, gr_lr, ex, own_gr, own_sr, broken_streams(F, errors, marks))
     unmatched = {
         "client_attempts_without_gateway_request": _unlinked_ca(F, gr_lr, L),
         "gateway_requests_without_logical_request": free_gr.select("gr").join(
@@ -307,7 +282,7 @@ def _requests(
     ex: pl.DataFrame,
     own_gr: pl.DataFrame,
     own_sr: pl.DataFrame,
-    cut: pl.DataFrame,
+    broken: pl.DataFrame,
 ) -> pl.DataFrame:
     per_ex = (
         ex.filter(pl.col("lr").is_not_null())
@@ -331,7 +306,7 @@ def _requests(
         gr_lr.join(
             F.gateway_requests.select("gr", "n_attempts", pl.col("t0").alias("_g0"), "t1", "spanned"), on="gr"
         )
-        .with_columns(pl.col("gr").is_in(cut["gr"].implode()).alias("_cut"))
+        .join(broken, on="gr", how="left")
         .group_by("lr")
         .agg(
             pl.len().alias("gateway_requests"),
@@ -339,7 +314,10 @@ def _requests(
             pl.when(pl.col("spanned").fill_null(True).all())
             .then(pl.col("t1").max() - pl.col("_g0").min())
             .alias("gateway_e2e_s"),
-            pl.col("_cut").sort_by("t1").last().alias("_truncated"),
+            # what broke off the answer of its last gateway request (broken_streams)
+            pl.col("mid_stream").sort_by("t1").last(),
+            pl.col("_stream_error").sort_by("t1").last(),
+            pl.col("upstream_status").sort_by("t1").last(),
             pl.col("n_attempts").sum().alias("gateway_attempts"),
             (pl.col("match") == "inferred").any().alias("_inf_g"),
             (pl.col("match") == "exact").any().alias("_ex_g"),
@@ -424,6 +402,8 @@ def _requests(
             pl.col("orphaned_executions").fill_null(0),
             pl.coalesce("prompt_tokens", "_sr_prompt_tokens").alias("prompt_tokens"),
             pl.coalesce("max_tokens", "_sr_max_tokens").alias("max_tokens"),
+            # a stream that failed after its 200: the proxy's error line is the request's error
+            pl.coalesce("error", "_stream_error").alias("error"),
             # unknown when no log gives a span, or the caller never saw its end (unfinished)
             pl.when(pl.col("_spanned").fill_null(True) & ~pl.col("unfinished").fill_null(False))
             .then(pl.coalesce("e2e_s", pl.col("t1") - pl.col("t0")))
@@ -455,7 +435,7 @@ def _outcome() -> pl.Expr:
     return (
         pl.when(pl.col("unfinished").fill_null(False))
         .then(pl.lit("unfinished"))
-        .when(pl.col("_truncated").fill_null(False))
+        .when(pl.col("mid_stream").is_in([CUT, stream_failures.FAILED]).fill_null(False))
         .then(pl.lit("truncated"))
         .when(pl.col("timed_out").fill_null(False))
         .then(pl.lit("timeout"))

@@ -17,7 +17,7 @@ import polars as pl
 from .. import schemas
 from ..resources import time_range
 from ..resources.time_range import Range
-from . import dupes
+from . import dupes, stream_failures
 
 INPUTS = (
     "files",
@@ -125,6 +125,9 @@ def columns_read(table: str) -> list[str]:
 # which client sources correlation uses, decided before the client tables are read whole (a table of
 # its own in read_tables' dict: source, kept, why)
 CLIENT_PICK = "client_sources"
+# the access lines a failed stream is tied to or may belong to (stream_failures.marks: decided on whole files, so
+# read whole whatever the range; a table of its own in read_tables' dict)
+STREAM_MARKS = "stream_marks"
 
 
 def read_tables(out: Path, rng: Range = time_range.ALL) -> dict[str, pl.DataFrame]:
@@ -136,6 +139,7 @@ def read_tables(out: Path, rng: Range = time_range.ALL) -> dict[str, pl.DataFram
     keep, dropped = kept_client_sources(out, rng)
     tabs = {name: read_table(out, name, rng, keep) for name in INPUTS}
     tabs[CLIENT_PICK] = pick_table(keep, dropped)
+    tabs[STREAM_MARKS] = stream_failures.marks(out)
     return tabs
 
 

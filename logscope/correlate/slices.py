@@ -51,6 +51,7 @@ from . import (
     run_columns,
     shift_duration,
     shift_table,
+    stream_failures,
 )
 
 PROBE_ROWS = 500_000  # request-level rows of the clock probe (a slice's worth)
@@ -177,7 +178,8 @@ def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]
     F = frames.build(tabs)
     offsets = complete(estimate_offsets(F, res, logs), out, rng, pick, logs)
     covered = spans(out, rng, pick, applied_shifts(offsets, res))
-    return Whole(res, offsets, covered, F.ids_as_sent), [note] if note else []
+    marks = stream_failures.marks(out)  # decided on whole files, not on a slice's rows
+    return Whole(res, offsets, covered, F.ids_as_sent, marks), [note] if note else []
 
 
 def whole_seconds(out: Path, rng: Range) -> dict[str, float]:

@@ -20,6 +20,7 @@ from typing import Protocol
 import polars as pl
 
 from .. import clock, jsontext, schemas
+from ..correlate import stream_failures
 from ..resources import time_range
 from ..scalars import time_or_none
 from . import (
@@ -41,7 +42,6 @@ from . import (
     platform,
     retry_spread,
     span_figures,
-    stream_failures,
     tables,
     untied,
     untimed,
@@ -121,7 +121,8 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
     ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
-    ctx.stream_failures = stream_failures.load(out, rng)  # a stream the access log called 200 that broke off
+    streams = stream_failures.load(out, rng)  # a stream the access log called 200 that broke off
+    ctx.stream_failures = streams
     ctx.hist = from_histograms.load(out, rng, inp.stats)
     reg = claims.Registry()
     # a metrics target tied to no log: its episode beside one log replica's is evidence there, not a second one
@@ -165,7 +166,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     canc = cancellation.claim(traffic["cancellation"])
     if canc is not None:
         reg.add(canc)
-    traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin)
+    traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin, streams)
     traffic["amplification_below_1"] = outcomes.below_one(
         inp.requests, _amplification(out, traffic), _server_end(inp)
     )

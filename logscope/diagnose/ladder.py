@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock
+from ..correlate.stream_failures import MAYBE
 from ..scalars import float_value, int_value, time_or_none, time_value
 from . import figures, from_histograms
 from .claims import Claim, Fact, clock_of, facts, latency
@@ -234,8 +235,13 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     w = figures.between(ctx.by_time(ctx.warnings), "ts", lo, hi)
     row["v0_preemption_warnings"] = w.height
     from_histograms.fill_step(ctx, row, figures.between(req, "ts_start", lo_r, hi_r))
-    reasons = _broke(ctx, row, figures.between(req, "ts_start", lo_r, hi_r), lo, hi)
+    mine_req = figures.between(req, "ts_start", lo_r, hi_r)
+    reasons = _broke(ctx, row, mine_req, lo, hi)
     missing = [k for k in SLO_FIGURES if row[k] is None] + from_histograms.not_measured(row)
+    # an ok answer a failed stream no evidence tied may belong to: the success share is not known to be met
+    if row["success_share"] is not None and "mid_stream" in mine_req.columns:
+        if (mine_req["mid_stream"] == MAYBE).any():
+            missing.append(STREAMS_UNTIED)
     undecided = from_histograms.undecided(row, ctx.slo)
     # missed when a figure failed; else unknown when one is missing; else undecided when a histogram's bucket
     # holds the SLO (between its bounds: neither met nor missed); else met
@@ -434,10 +440,13 @@ def nice(x: float) -> str:
 
 
 STEP_STATE = {"met": "met", "missed": "not met", "unknown": "unknown", "undecided": "undecided"}
+STREAMS_UNTIED = "success_share_streams"
 MISSING_WORDS = {
     "ttft_p95": "TTFT p95 (no source gave a TTFT for the step)",
     "e2e_p95": "e2e p95 (no source gave an e2e latency for the step)",
     "success_share": "success share (no request outcome in the step)",
+    STREAMS_UNTIED: "success share (ok answers of the step may include a stream that failed after its 200: the "
+    "proxy's stream-error line names no request, requests.mid_stream 'may have failed')",
 }
 
 

@@ -12,6 +12,7 @@ from datetime import datetime
 import polars as pl
 
 from .. import clock
+from ..correlate.stream_failures import FAILED, MAYBE, StreamFailures
 
 SOURCE = {
     "correlated": "client (gateway where no client log covers a request)",
@@ -20,20 +21,33 @@ SOURCE = {
 }
 
 
-def analyse(req: pl.DataFrame, origin: str | None) -> dict | None:
+def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | None = None) -> dict | None:
     """Final outcomes of the logical requests, each with its HTTP status as the caller saw it, and what a missing
-    status means (``status_text``): no caller's or gateway's record at all, or a record that gives none."""
+    status means (``status_text``): no caller's or gateway's record at all, or a record that gives none. A
+    truncated answer says what broke it off (requests.mid_stream); ok answers a failed stream no evidence tied
+    may belong to are counted beside (``uncertain``), from ``streams`` (stream_failures: why it is not tied)."""
     if not req.height or "outcome" not in req.columns:
         return None
     status = pl.col("status") if "status" in req.columns else pl.lit(None, pl.Int64)
+    mid = pl.col("mid_stream") if "mid_stream" in req.columns else pl.lit(None, pl.String)
+    up = pl.col("upstream_status") if "upstream_status" in req.columns else pl.lit(None, pl.Int64)
     recorded = pl.lit(False)
     for c in ("client_attempts", "gateway_attempts"):
         if c in req.columns:
             recorded = recorded | (pl.col(c).fill_null(0) > 0)
+    outcome = pl.col("outcome").fill_null("unknown")
     groups = (
-        req.group_by(pl.col("outcome").fill_null("unknown"), status.alias("status"))
-        .agg(pl.len().alias("n"), recorded.sum().alias("recorded"))
-        .sort(["outcome", "status"], nulls_last=True)
+        req.group_by(
+            outcome,
+            status.alias("status"),
+            pl.when(outcome == "truncated").then(mid).alias("how"),
+        )
+        .agg(
+            pl.len().alias("n"),
+            recorded.sum().alias("recorded"),
+            up.drop_nulls().unique().sort().alias("up"),
+        )
+        .sort(["outcome", "status", "how"], nulls_last=True)
     )
     by_outcome = {
         o: int(n) for o, n in req.group_by(pl.col("outcome").fill_null("unknown")).len().iter_rows()
@@ -42,21 +56,57 @@ def analyse(req: pl.DataFrame, origin: str | None) -> dict | None:
         "requests": req.height,
         "by_outcome": dict(sorted(by_outcome.items())),
         "by_status": [
-            {"outcome": o, "status": s, "requests": int(n), "status_text": _status_text(o, s, int(n), int(k))}
-            for o, s, n, k in groups.iter_rows()
+            {
+                "outcome": o,
+                "status": s,
+                "requests": int(n),
+                "status_text": _status_text(o, s, int(n), int(k), how, list(u)),
+            }
+            for o, s, how, n, k, u in groups.iter_rows()
         ],
         "source": SOURCE.get(origin or "", origin),
+        "uncertain": uncertain(req, streams),
     }
 
 
-def _status_text(outcome: str, status: int | None, n: int, recorded: int) -> str:
+def uncertain(req: pl.DataFrame, streams: StreamFailures | None) -> dict | None:
+    """How many ok answers may hide a stream that failed after its 200 (one no evidence tied to its request),
+    and why it is not tied: 'ok' is not said as if certain. None when no ok answer may."""
+    if "mid_stream" not in req.columns or streams is None or not streams.untied:
+        return None
+    ok = req.filter(pl.col("outcome") == "ok")
+    may = int((ok["mid_stream"] == MAYBE).sum())
+    if not may:
+        return None
+    n = min(len(streams.untied), may)
+    why = ["LiteLLM's stream-error line names no request id"]
+    if any(f.from_start and len(f.candidates) > 1 for f in streams.untied):
+        why.append("more than one access line of 200 since the proxy's start could be its request's")
+    if any(not f.from_start for f in streams.untied):
+        why.append(
+            "its file does not show the proxy's start (an access line before the excerpt may be its request's)"
+        )
+    text = (
+        f"{n:,} of the {ok.height:,} ok answers may include a stream that failed after its 200: not tied to a "
+        f"request (any of {may:,} could be one), because " + "; ".join(why)
+    )
+    return {"failed_streams": n, "ok": ok.height, "may_include": may, "text": text}
+
+
+def _status_text(
+    outcome: str, status: int | None, n: int, recorded: int, how: str | None = None, up: list | None = None
+) -> str:
     """The status column's words: the status, or why there is none. An unknown outcome with no status is told
     apart by whether the caller or the gateway logged the request (g01's LiteLLM router and c03's lm-eval did,
-    with no status; vLLM's own lines or spans alone did not)."""
+    with no status; vLLM's own lines or spans alone did not). A truncated answer's: its 2xx at the gateway and
+    what broke it off (correlate.broken.broken_streams), whatever status the caller's record gives."""
+    if outcome == "truncated":
+        if how == FAILED:
+            named = f" (upstream status {', '.join(map(str, up))})" if up else ""
+            return f"{status if status is not None else '2xx'} at the gateway, failed mid-stream{named}"
+        return CUT if status is None else f"{status} at the gateway, the answer cut mid-response"
     if status is not None:
         return str(status)
-    if outcome == "truncated":  # the gateway logged it 2xx, then the upstream closed mid-response (correlate)
-        return CUT
     if outcome != "unknown":
         return "no HTTP answer"
     if recorded == 0:
@@ -136,8 +186,10 @@ def words(o: dict | None) -> str:
     for r in o["by_status"]:
         st = (
             ""
-            if r["outcome"] in ("ok", "truncated", "unfinished")
+            if r["outcome"] in ("ok", "unfinished")
+            or (r["outcome"] == "truncated" and "failed mid-stream" not in (r.get("status_text") or ""))
             else f" ({r.get('status_text') or _status_text(r['outcome'], r['status'], r['requests'], 0)})"
         )
         parts.append(f"{r['requests']:,} {r['outcome']}{st}")
-    return f"{o['requests']:,} requests: " + ", ".join(parts)
+    more = f"; {o['uncertain']['text']}" if o.get("uncertain") else ""
+    return f"{o['requests']:,} requests: " + ", ".join(parts) + more

@@ -29,6 +29,8 @@ SERVER_STATE_AGGS = (
 
 TS = schemas.TS
 OUTCOME_OK = "ok"
+# the outcomes of a request that failed: a truncated answer (logged 2xx, then cut or failed mid-stream) is one
+FAILED_OUTCOMES = ("error", "timeout", "truncated")
 
 
 # the columns the diagnosis reads of the request-level tables: at a million requests the others (ids,
@@ -253,6 +255,8 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         "origin",
         "latency_clock",
         "latency_source",
+        "mid_stream",
+        "upstream_status",
     ]  # origin: which layer a row's latencies come from (histograms.request_source); the clock and source of
     # its ttft_s / e2e_s (latency_named.py names them beside every latency)
     req = read(out, "requests", tuple(cols), pl.col("ts_start").is_not_null(), rng)
@@ -281,6 +285,8 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
                 "latency_clock"
             ),  # the client's own rows: its clock; the kind of log unsaid
             pl.lit(None, pl.String).alias("latency_source"),
+            pl.lit(None, pl.String).alias("mid_stream"),
+            pl.lit(None, pl.Int64).alias("upstream_status"),
         )
         return df.select(cols).sort("ts_start"), "client"
     sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
@@ -303,13 +309,14 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
                     "gateway_attempts",
                     "orphaned_executions",
                     "status",
+                    "upstream_status",
                 )
             ],
             pl.lit(None, pl.String).alias("phase"),
             pl.lit(None, pl.Float64).alias("orphan_s"),
             pl.lit(1, pl.Int64).alias("server_requests"),
             pl.lit("server").alias("origin"),
-            *[pl.lit(None, pl.String).alias(c) for c in ("latency_clock", "latency_source")],  # no latency
+            *[pl.lit(None, pl.String).alias(c) for c in ("latency_clock", "latency_source", "mid_stream")],
         )
         return df.select(cols).sort("ts_start"), "server"
     empty = pl.DataFrame(schema={c: schemas.TABLES["requests"][c][0] for c in cols})

@@ -10,6 +10,7 @@ from ... import clock, schemas
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
+from ..tables import FAILED_OUTCOMES
 from .record import make_finding
 
 # nginx error-log kinds (parsers/nginx_error.py) that mean a request or an attempt did not get an answer
@@ -112,7 +113,7 @@ def failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
         req = _from_gateway(ctx.inputs.gateway)
     if not req.height or "outcome" not in req.columns:
         return []
-    failed = req.filter(pl.col("outcome").is_in(["error", "timeout"]))
+    failed = req.filter(pl.col("outcome").is_in(FAILED_OUTCOMES))
     known = int(req["outcome"].is_in(["ok", "error", "timeout", "truncated"]).sum())
     if not failed.height or not known:
         return []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..context import Context
+from ..tables import FAILED_OUTCOMES
 
 
 def measure(ctx: Context, found: list[dict]) -> None:
@@ -24,7 +25,7 @@ def measure(ctx: Context, found: list[dict]) -> None:
         for f in found:
             f["slowed_requests"] = None  # failed_requests: None unless the finding counted its own
         return
-    failed = pl.col("outcome").is_in(["error", "timeout"])
+    failed = pl.col("outcome").is_in(FAILED_OUTCOMES)
     late = pl.lit(False)
     if "ttft_s" in req.columns:
         # a TTFT on the callers' clock: the gateway's is its upstream header time, not a first token

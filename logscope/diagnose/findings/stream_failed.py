@@ -1,4 +1,4 @@
-"""Streams that failed after the access log's 200 (``diagnose.stream_failures``): the proxy's access line said 200
+"""Streams that failed after the access log's 200 (``correlate.stream_failures``): the proxy's access line said 200
 when the headers went out, then the body broke off (public-2 g09: the upstream's 503 'The model is overloaded'
 inside a LiteLLM stream; tests/data/litellm/litellm-proxy-stream.log: an upstream cut mid-answer). A folder that
 holds one is never 'nothing alarming', and its requests are not 'none failed' by their access lines' status."""
@@ -6,10 +6,10 @@ holds one is never 'nothing alarming', and its requests are not 'none failed' by
 from __future__ import annotations
 
 from ... import clock
+from ...correlate.stream_failures import StreamFailure, StreamFailures
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
-from ..stream_failures import StreamFailure, StreamFailures
 from .record import make_finding
 
 SHOWN = 3  # failures named one by one in the evidence; more are counted
@@ -81,7 +81,7 @@ def stream_failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
         claim=c.id,
     )
     f["failed_requests"] = (
-        n  # failed answers the requests table counts ok by their access lines (impact.measure)
+        n  # failed answers: the tied ones the requests table counts truncated, the others it cannot place
     )
     return [f]
 

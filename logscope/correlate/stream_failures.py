@@ -8,6 +8,10 @@ error line names no request id, so it is tied by its file's order alone: its req
 only when exactly one such line is left AND the file shows the proxy's start before them (uvicorn's 'Started server
 process', gateway_errors kind 'start'): an excerpt that begins mid-traffic may have lost the access line of the
 stream that failed. Time cannot narrow it: a stream may last minutes, and uvicorn's lines carry no time of their own.
+
+The ties are decided over the whole of each file, whatever the range analysed (a range that left out an earlier
+failure would free the access line it took). Correlation reads them (``marks``) to end the tied request as cut
+mid-stream and to mark the access lines an untied one may belong to; the diagnosis' finding reads ``load``.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from pathlib import Path
 
 import polars as pl
 
+from .. import schemas
 from ..resources import time_range
 from ..scalars import int_or_none, time_or_none
-from .tables import read
 
 STREAM = "stream"  # the flag of a streamed answer's failure (parsers/litellm.py)
 START = "start"  # gateway_errors.kind of the proxy's start (uvicorn's 'Started server process')
+# requests.mid_stream of an access line a failure is tied to, and of one an untied failure may belong to
+FAILED = "failed"
+MAYBE = "may have failed"
 
 
 @dataclass(frozen=True)
@@ -80,26 +87,65 @@ _FAIL_COLS = ("ts_start", "source", "line_no", "upstream", "upstream_status", "e
 _ACCESS_COLS = ("ts_start", "source", "line_no", "status", "method")
 
 
+def _read(out: Path, name: str, columns: tuple[str, ...], where: pl.Expr) -> pl.DataFrame:
+    """``columns`` of a table's rows ``where``, the whole file (no range); empty when absent or unreadable."""
+    try:
+        return time_range.scan(out, name).filter(where).select(columns).collect()
+    except Exception:  # noqa: BLE001 - a half-written table must not stop the analysis
+        return schemas.empty(name).select(columns)
+
+
 def load(out: Path, rng: time_range.Range = time_range.ALL) -> StreamFailures:
     """The folder's failed streams in the range (and those with no time: no range can place them), tied where the
-    evidence decides it."""
+    evidence of the whole file decides it."""
+    every = _tie(out)
+    if not rng:
+        return every
+    return StreamFailures([f for f in every.failures if f.ts is None or rng.contains(f.ts)])
+
+
+def marks(out: Path) -> pl.DataFrame:
+    """The access lines (source, line_no) a failed stream is tied to (mid_stream FAILED, with its error and the
+    upstream status it names) or that an untied one may belong to (MAYBE): correlation's input."""
+    rows: dict[tuple[str, int], tuple[str, str | None, int | None]] = {}
+    for f in _tie(out).failures:
+        if f.tied is not None:
+            rows[(f.source, f.tied)] = (FAILED, f.error, f.upstream_status)
+        for c in f.candidates if f.tied is None else ():
+            rows.setdefault((f.source, c), (MAYBE, None, None))
+    return pl.DataFrame(
+        [(s, n, *v) for (s, n), v in sorted(rows.items())],
+        schema=MARKS,
+        orient="row",
+    )
+
+
+MARKS = {
+    "source": pl.String,
+    "line_no": pl.Int64,
+    "mid_stream": pl.String,
+    "error": pl.String,
+    "upstream_status": pl.Int64,
+}
+
+
+def _tie(out: Path) -> StreamFailures:
     # the flag as a whole word of the comma-separated flags: nginx's 'no_live_upstreams' holds 'stream' too
-    flagged = pl.col("flags").str.contains(rf"(?:^|,){STREAM}(?:,|$)").fill_null(False)
-    fails = read(out, "gateway_attempts", _FAIL_COLS, flagged)
+    flagged = pl.col("flags").cast(pl.String).str.contains(rf"(?:^|,){STREAM}(?:,|$)").fill_null(False)
+    fails = _read(out, "gateway_attempts", _FAIL_COLS, flagged)
     if not fails.height:
         return StreamFailures()
-    if rng:
-        keep = [t is None or rng.contains(t) for t in fails["ts_start"].to_list()]
-        fails = fails.filter(pl.Series(keep, dtype=pl.Boolean))
     srcs = sorted(fails["source"].cast(pl.String).unique().to_list())
     # every access line of those files, whatever the range: the order of the whole file decides
-    acc = read(
+    acc = _read(
         out,
         "gateway_attempts",
         _ACCESS_COLS,
         pl.col("source").is_in(srcs) & pl.col("flags").is_null() & pl.col("status").is_not_null(),
     ).filter(pl.col("status").is_between(200, 299) & (pl.col("method").fill_null("POST") == "POST"))
-    starts = read(out, "gateway_errors", ("source", "kind", "line_no"), pl.col("kind") == START)
+    starts = _read(
+        out, "gateway_errors", ("source", "kind", "line_no"), pl.col("kind").cast(pl.String) == START
+    )
     out_: list[StreamFailure] = []
     for src in srcs:
         mine = fails.filter(pl.col("source").cast(pl.String) == src).sort("line_no", nulls_last=True)
