@@ -87,8 +87,9 @@ def uncertain(req: pl.DataFrame, streams: StreamFailures | None) -> dict | None:
             "its file does not show the proxy's start (an access line before the excerpt may be its request's)"
         )
     text = (
-        f"{n:,} of the {ok.height:,} ok answers may include a stream that failed after its 200: not tied to a "
-        f"request (any of {may:,} could be one), because " + "; ".join(why)
+        f"Up to {n:,} of the {ok.height:,} ok answers may be streams that failed after their 200: {n:,} "
+        f"failure(s) not tied to a request, any of {may:,} ok answers could be theirs, because "
+        + "; ".join(why)
     )
     return {"failed_streams": n, "ok": ok.height, "may_include": may, "text": text}
 
