@@ -17,7 +17,7 @@ pub mod py;
 #[cfg(test)]
 mod tests;
 
-use regex::Regex;
+use regex::bytes::Regex;
 
 use crate::column::{Column, I64Column, StrColumn, Table};
 use parse::{Slot, object};
@@ -25,6 +25,8 @@ use parse::{Slot, object};
 /// The keys wanted and the narrow kinds' rule.
 pub struct Keys {
     pub names: Vec<Vec<u8>>,
+    /// the keys' indices by their length (`by_len[n]`), so that a record's key is compared with a few
+    by_len: Vec<Vec<usize>>,
     /// the key naming a record's kind, its narrow values, the keys given for them, and the text that must be there
     pub kind: Option<usize>,
     pub narrow_kinds: Vec<Vec<u8>>,
@@ -33,15 +35,38 @@ pub struct Keys {
 }
 
 impl Keys {
+    pub fn new(
+        names: Vec<Vec<u8>>,
+        kind: Option<usize>,
+        narrow_kinds: Vec<Vec<u8>>,
+        narrow: Vec<bool>,
+        hint: Option<Regex>,
+    ) -> Keys {
+        let mut by_len = vec![Vec::new(); names.iter().map(|n| n.len() + 1).max().unwrap_or(0)];
+        for (i, n) in names.iter().enumerate() {
+            by_len[n.len()].push(i);
+        }
+        Keys {
+            names,
+            by_len,
+            kind,
+            narrow_kinds,
+            narrow,
+            hint,
+        }
+    }
+
     fn index(&self, key: &[u8]) -> Option<usize> {
-        self.names.iter().position(|k| k == key)
+        let same = self.by_len.get(key.len())?;
+        same.iter().copied().find(|&i| self.names[i] == key)
     }
 }
 
 /// `row` (the line's index among `lines`) and each key's text, for every line that is one JSON object and decodes.
 pub fn decode<'a>(keys: &Keys, lines: impl Iterator<Item = Option<&'a [u8]>>) -> Table {
     let mut row = I64Column::default();
-    let mut cols: Vec<StrColumn> = keys.names.iter().map(|_| StrColumn::default()).collect();
+    // a key's column starts at its first value (most keys are in a few records only: no per-row pushes until then)
+    let mut cols: Vec<Option<StrColumn>> = keys.names.iter().map(|_| None).collect();
     let mut slots = vec![Slot::Unset; keys.names.len()];
     let mut scratch = Vec::new();
     for (i, line) in lines.enumerate() {
@@ -59,26 +84,37 @@ pub fn decode<'a>(keys: &Keys, lines: impl Iterator<Item = Option<&'a [u8]>>) ->
                 return false;
             };
             keys.narrow_kinds.iter().any(|v| v.as_slice() == &scratch[a..b])
-                && keys
-                    .hint
-                    .as_ref()
-                    .is_some_and(|h| std::str::from_utf8(line).is_ok_and(|s| h.is_match(s)))
+                && keys.hint.as_ref().is_some_and(|h| h.is_match(line))
         });
         let given = |k: usize| !narrow || keys.narrow[k];
         if (0..slots.len()).any(|k| given(k) && slots[k] == Slot::Bad) {
             continue;
         }
+        let n = row.values.len();
         row.push(Some(i as i64));
         for (k, col) in cols.iter_mut().enumerate() {
-            match slots[k] {
-                Slot::At(a, b) if given(k) => col.push(&scratch[a..b]),
-                _ => col.push_null(),
+            match (slots[k], col) {
+                (Slot::At(a, b), col) if given(k) => col
+                    .get_or_insert_with(|| {
+                        let mut c = StrColumn::default();
+                        c.push_nulls(n);
+                        c
+                    })
+                    .push(&scratch[a..b]),
+                (_, Some(col)) => col.push_null(),
+                (_, None) => {}
             }
         }
     }
+    let n = row.values.len();
     let mut table = Table::default();
     table.add("row", Column::I64(row));
     for (name, col) in keys.names.iter().zip(cols) {
+        let col = col.unwrap_or_else(|| {
+            let mut c = StrColumn::default();
+            c.push_nulls(n);
+            c
+        });
         table.add(&String::from_utf8_lossy(name), Column::Str(col));
     }
     table

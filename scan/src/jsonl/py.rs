@@ -28,15 +28,20 @@ impl JsonKeys {
         if let Some(k) = narrow_keys.iter().find(|k| pos(k).is_none()) {
             return Err(PyValueError::new_err(format!("narrow key {k:?} is not a key")));
         }
-        let hint = regex::Regex::new(hint).map_err(|e| PyValueError::new_err(format!("{hint:?}: {e}")))?;
+        let hint =
+            regex::bytes::Regex::new(hint).map_err(|e| PyValueError::new_err(format!("{hint:?}: {e}")))?;
+        let (kind, narrow) = (
+            pos(kind_key),
+            keys.iter().map(|k| narrow_keys.contains(k)).collect(),
+        );
         Ok(JsonKeys {
-            keys: Keys {
-                kind: pos(kind_key),
-                narrow: keys.iter().map(|k| narrow_keys.contains(k)).collect(),
-                names: keys.into_iter().map(String::into_bytes).collect(),
-                narrow_kinds: narrow_kinds.into_iter().map(String::into_bytes).collect(),
-                hint: Some(hint),
-            },
+            keys: Keys::new(
+                keys.into_iter().map(String::into_bytes).collect(),
+                kind,
+                narrow_kinds.into_iter().map(String::into_bytes).collect(),
+                narrow,
+                Some(hint),
+            ),
         })
     }
 

@@ -5,13 +5,13 @@ use super::*;
 use crate::column::Column;
 
 fn keys(names: &[&str], hint: Option<&str>) -> Keys {
-    Keys {
-        names: names.iter().map(|n| n.as_bytes().to_vec()).collect(),
-        kind: names.iter().position(|n| *n == "kind"),
-        narrow_kinds: vec![b"attempt_send".to_vec()],
-        narrow: names.iter().map(|n| *n != "b").collect(),
-        hint: hint.map(|h| Regex::new(h).unwrap()),
-    }
+    Keys::new(
+        names.iter().map(|n| n.as_bytes().to_vec()).collect(),
+        names.iter().position(|n| *n == "kind"),
+        vec![b"attempt_send".to_vec()],
+        names.iter().map(|n| *n != "b").collect(),
+        hint.map(|h| Regex::new(h).unwrap()),
+    )
 }
 
 /// Each line's values, None when it gave no row.
