@@ -14,9 +14,9 @@ Two shapes:
   ``timed_out``, ``ttft_s``, ``prompt_tokens``, ``output_tokens``, ``max_tokens``, ``concurrency``,
   ``client``; also accepted as CSV with that header.
 
-JSON is decoded with polars (``str.json_decode`` with a fixed all-String schema, then cast), a chunk at
-a time. Rows that need later records (attempts waiting for their ``request`` record, generic logical
-requests) are carried in ``state``.
+JSON is decoded by the compiled scanner (``_scan.JsonKeys``, scan/src/jsonl.rs: the strings of the keys in KEYS,
+as polars' ``str.json_decode`` with an all-String schema gave them), a chunk at a time, then cast. Rows that need
+later records (attempts waiting for their ``request`` record, generic logical requests) are carried in ``state``.
 
 Many small files of a folder are parsed as one chunk (``FILE_KEYED``, logscope/ingest/batches.py): every record,
 carried row and table row is keyed by its file (``_file``), so that no request, phase or timeout of one file is
@@ -29,9 +29,10 @@ import io
 
 import polars as pl
 
+from logscope import _scan
 from logscope.numbers import to_int
 
-from ._common import decode_json, epoch_to_utc, local_to_utc
+from ._common import epoch_to_utc, local_to_utc
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "client_jsonl"
@@ -100,17 +101,18 @@ _LAB_KEYS = [
 ]
 KEYS = list(dict.fromkeys(_LAB_KEYS + GENERIC_COLUMNS + ["e2e_s", "url", "phase", "trace_id", "span_id"]))
 DTYPE = pl.Struct({k: pl.String for k in KEYS})
-# the lab client's attempt records, most of its lines, hold only these keys (and only these are read of them):
-# decoded with these alone, as the decoder's cost grows with the fields asked for (a 4 MiB chunk of the storm's
-# records: 21 ms with all 38, 11-12 ms with 7)
+# the lab client's attempt records, most of its lines, hold only these keys (and only these are read of them): such a
+# record (its text naming the kind, `_ATTEMPT_HINT`) gives these alone, as when polars decoded them with these alone
 ATTEMPT_KINDS = ["attempt_send", "attempt_response"]
-ATTEMPT_DTYPE = pl.Struct(
-    {k: pl.String for k in ["kind", "t", "client", "rid", "retry_count", "url", "status", "trace_id"]}
-)
+ATTEMPT_KEYS = ["kind", "t", "client", "rid", "retry_count", "url", "status", "trace_id"]
 _ATTEMPT_HINT = r'"kind"\s*:\s*"attempt_(?:send|response)"'
-# a JSON object line, '^\s*\{.*\}\s*$' as two anchored tests (several times cheaper than its '.*'; the same on
-# lines without a newline)
-_OBJECT_OPEN, _OBJECT_CLOSE = r"^\s*\{", r"\}\s*$"
+
+
+def decoder(hint: str = _ATTEMPT_HINT) -> _scan.JsonKeys:
+    return _scan.JsonKeys(KEYS, "kind", ATTEMPT_KINDS, ATTEMPT_KEYS, hint)
+
+
+_DECODER = decoder()
 _LAB_DETECT = (
     r'^\s*\{.*"kind":\s*"(?:attempt_send|attempt_response|request|phase_start|phase_end|client_done)"'
 )
@@ -244,52 +246,14 @@ def _is_csv_header(line: str) -> bool:
 
 
 def _json_records(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    line = pl.col("line")
-    obj = lines.filter(
-        line.str.contains(_OBJECT_OPEN)
-        & line.str.contains(_OBJECT_CLOSE)
-        & ~line.str.contains("\n", literal=True)
-    )
-    recs = _decoded(obj)
-    recs = recs.filter(
+    """``line_no`` and every key of KEYS of each line that is one JSON object and decodes (a line holding a
+    newline is none), and whether each line gave a record."""
+    dec = pl.DataFrame(_DECODER.decode(lines["line"]))
+    recs = dec.select(lines["line_no"].gather(dec["row"]), *KEYS).filter(
         pl.col("kind").is_in(LAB_KINDS) | (pl.col("kind").is_null() & pl.col("ts_start").is_not_null())
     )
     ok = lines.select(pl.col("line_no").is_in(recs["line_no"].implode())).to_series()
     return recs, ok
-
-
-def _decoded(obj: pl.DataFrame) -> pl.DataFrame:
-    """``line_no`` and every key of KEYS of each JSON object line that decodes. A line that names an attempt
-    kind is decoded with ATTEMPT_DTYPE, and again with all keys when its record turns out not to be an attempt
-    (the hint is a text match: it could sit in a nested object)."""
-
-    def full(rows: pl.DataFrame) -> pl.DataFrame:
-        dec = decode_json(rows["line"], DTYPE)
-        return (
-            rows.select("line_no").with_columns(dec.alias("r")).filter(pl.col("r").is_not_null()).unnest("r")
-        )
-
-    hint = obj.select(pl.col("line").str.contains(_ATTEMPT_HINT)).to_series()
-    if not hint.any():
-        return full(obj)
-    hinted = obj.filter(hint)
-    att = hinted.select("line_no", decode_json(hinted["line"], ATTEMPT_DTYPE).alias("r")).unnest("r")
-    is_att = att["kind"].is_in(ATTEMPT_KINDS).fill_null(False)
-    again = hinted.filter(~is_att)  # another kind, no kind at the top level, or no JSON
-    rest = full(pl.concat([obj.filter(~hint), again]) if again.height else obj.filter(~hint))
-    # the two in line order; the keys no row holds are added after the sort, which costs by the column (and
-    # a concat and sort cost a third of merge_sorted's)
-    held = [k for k in KEYS if k in att.columns or rest[k].null_count() < rest.height]
-
-    def cols(df: pl.DataFrame) -> list[pl.Expr]:
-        return [
-            pl.col(k) if k in df.columns else pl.lit(None, pl.String).alias(k) for k in ["line_no", *held]
-        ]
-
-    both = pl.concat([att.filter(is_att).select(cols(att)), rest.select(cols(rest))]).sort("line_no")
-    return both.select(
-        "line_no", *(pl.col(k) if k in held else pl.lit(None, pl.String).alias(k) for k in KEYS)
-    )
 
 
 def _csv_records(lines: pl.DataFrame, state: dict) -> tuple[pl.DataFrame, pl.Series]:

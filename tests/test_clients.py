@@ -331,7 +331,7 @@ def test_generic_jsonl_and_csv(tmp_path):
 
 
 def test_attempt_records_decoded_with_their_keys_alone(tmp_path, monkeypatch):
-    """The lab's attempt records are decoded with their own 7 keys (client_jsonl.ATTEMPT_DTYPE): the tables are
+    """The lab's attempt records are decoded with their own 8 keys (client_jsonl.ATTEMPT_KEYS): the tables are
     those of decoding every record with all keys; a record whose kind only a nested object names is decoded
     again with all keys."""
     import logscope.parsers.client_jsonl as cj
@@ -349,8 +349,8 @@ def test_attempt_records_decoded_with_their_keys_alone(tmp_path, monkeypatch):
         )
     )
     fast = ingest_files(tmp_path / "fast", storm, nested)
-    monkeypatch.setattr(cj, "_ATTEMPT_HINT", "^$never")
-    assert not pl.Series(storm.read_text().splitlines()).str.contains(cj._ATTEMPT_HINT).any()
+    monkeypatch.setattr(cj, "_DECODER", cj.decoder("^$never"))
+    assert not pl.Series(storm.read_text().splitlines()).str.contains("^$never").any()
     whole = ingest_files(tmp_path / "whole", storm, nested)
     plain = ingest_files(tmp_path / "plain", generic)
     for table in ("client_attempts", "client_requests", "client_phases"):

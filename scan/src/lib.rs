@@ -6,6 +6,7 @@ pub mod attempts;
 pub mod column;
 pub mod convert;
 pub mod ffi;
+pub mod jsonl;
 pub mod kleene;
 pub mod lines;
 pub mod lookup;
@@ -159,6 +160,7 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<records::Records>()?;
     m.add_class::<regexes::Rules>()?;
     m.add_class::<regexes::Fields>()?;
+    m.add_class::<jsonl::py::JsonKeys>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     m.add_function(wrap_pyfunction!(attempts::openai_attempts, m)?)?;
     Ok(())
