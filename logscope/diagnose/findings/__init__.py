@@ -172,7 +172,7 @@ def build(
 def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict]) -> None:
     """What each finding cost the callers, its severity by that impact, then the order and the ids."""
     measure(ctx, out)
-    by_impact(ctx, out)
+    by_impact(ctx, out, ladder is not None)
     if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
         for f in out:
             if f["kind"] == "ladder":
