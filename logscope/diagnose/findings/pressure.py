@@ -13,6 +13,7 @@ from ..episode_claim import AS_FAR, cut_by_end
 from . import kv_load
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
+from .retries import cancel_change
 
 
 def _hold(cap: dict) -> tuple[float | None, float | None]:
@@ -172,6 +173,23 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         nt = (
             "Measure capacity: run a concurrency ladder (vllm bench serve --max-concurrency 1,2,4,8,…) with this "
             "traffic's prompt and output lengths and cap --max-num-seqs at the last step that meets the SLO"
+        )
+    orphans = comps.get("orphans")
+    if orphans is not None and kv_full:
+        # executions still generating for callers who had left held blocks in the same range (abort-ignored, orphan:
+        # proxy_ignore_client_abort on): cancelling them frees the cache at no cost to any caller, while a lower cap
+        # on the sequences cuts the work of callers still waiting; which one the pressure needs is the measurement
+        n, when = orphans["count"], clock.hms_range(orphans["start"], orphans["end"])
+        runs = f"{n:,} execution{'s' if n != 1 else ''}"
+        cause += f"; {runs} ran on for callers that had left ({when}), holding cache blocks for nobody"
+        lower = (
+            f"--max-num-seqs{' from ' + str(mns) if mns else ''} to {max(1, math.floor(hold))}"
+            if hold is not None and hold >= 1
+            else "--max-num-seqs"
+        )
+        nt = (
+            f"{cancel_change(ctx)}; then replay the same traffic and count the preemptions again (the {runs} "
+            f"for callers that had left, {when}, held cache blocks): lower {lower} only if they stay"
         )
     failed_load = kv_load.before(ctx, ep)
     if failed_load is not None:
