@@ -26,8 +26,9 @@ def test_pressure_beside_orphans_tests_the_cancellation_first(analyzed, rendered
     n, when, cap = CASES[run]
     out, s, _ = analyzed(need(LAB / run))
     (f,) = [f for f in s["findings"] if f["kind"] == "pressure"]
-    assert f"; {n} executions ran on for callers that had left ({when}), holding cache blocks for nobody" in (
-        f["cause"]
+    assert (
+        f"; {n} executions ran on for callers that had left ({when}), holding cache blocks for nobody"
+        in (f["cause"])
     )
     assert f["next_test"] == (
         f"{CANCEL} (the {n} executions for callers that had left, {when}, held cache blocks): lower --max-num-seqs "

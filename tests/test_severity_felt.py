@@ -47,8 +47,11 @@ def test_latency_against_its_baseline_is_felt(analyzed, rendered, run):
 def test_a_ladder_step_is_judged_by_the_slo_alone(analyzed):
     """seqs-64's c=16 step (43 preemptions, e2e p95 6.06 s against the c=8 step's lower load) met the SLO: low."""
     _, s, _ = analyzed(need(LAB / "seqs-64"))
-    f = next(f for f in s["findings"] if f["title"] == "Sustained KV pressure: 43 preemptions 02:28:18–02:28:29")
+    f = next(
+        f for f in s["findings"] if f["title"] == "Sustained KV pressure: 43 preemptions 02:28:18–02:28:29"
+    )
     assert f["severity"] == "low"
-    assert "severity low by its impact: 0 of the 69 requests in flight during it were slowed or failed" in (
-        f["evidence"]
+    assert (
+        "severity low by its impact: 0 of the 69 requests in flight during it were slowed or failed"
+        in (f["evidence"])
     )
