@@ -231,8 +231,8 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
             "While it happens, take a stack dump of the engine (py-spy dump --pid <EngineCore pid>) and read the "
             "running request's max_tokens: a wedged step shows in the dump, one long generation in its length"
         )
-    elif (drain := queue_cause.draining(ctx, ep)) is not None:
-        cause, nt = queue_cause.cause(drain), queue_cause.next_test(drain)
+    elif (why := queue_cause.explained(ctx, ep, cap, *_hold(cap))) is not None:
+        cause, nt = why
     elif ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         nt = (
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "

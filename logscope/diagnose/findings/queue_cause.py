@@ -67,6 +67,18 @@ def draining(ctx: Context, ep: dict) -> Drain | None:
     )
 
 
+def explained(
+    ctx: Context, ep: dict, cap: dict, hold: float | None, tokens: float | None
+) -> tuple[str, str] | None:
+    """(cause, next test) of a queue while the cache had room, when its lines say why: drained as fast as prompts
+    prefill, or held at the sequence cap; None when they say neither."""
+    if (d := draining(ctx, ep)) is not None:
+        return cause(d), next_test(d)
+    if (c := at_cap(ctx, ep, cap, hold, tokens)) is not None:
+        return cap_cause(c), cap_test(c)
+    return None
+
+
 def _tps(d: Drain) -> str:
     if d.prompt_tps is None:
         return ""
@@ -102,4 +114,66 @@ def next_test(d: Drain) -> str:
         "Raise the prefill tokens per engine step (--max-num-batched-tokens) and replay the same burst: "
         f"{pace}, and should drain faster; if the prompt throughput{flat}, prefill compute is the limit: spread the "
         "burst's arrivals or add a replica. A lower cap on the sequences would only slow the drain"
+    )
+
+
+@dataclass(frozen=True)
+class AtCap:
+    """A queue while the running set sat at --max-num-seqs with the cache below full: the cap, not the cache."""
+
+    cap: int
+    lines: int  # stats lines of the episode with requests waiting
+    at_cap: int  # ... of them with the cap's number running
+    waiting_max: float | None
+    kv_max: float | None
+    hold: float | None  # requests the KV cache holds at the observed request size (capacity)
+    tokens: float | None  # ... of this many tokens each
+
+
+def at_cap(ctx: Context, ep: dict, cap: dict, hold: float | None, tokens: float | None) -> AtCap | None:
+    """The episode's queue waited behind the sequence cap: the server's --max-num-seqs is known and as many ran
+    on at least one of its stats lines with requests waiting, the KV cache below ``kv_full`` (lab seqs-8 and the
+    spike at --max-num-seqs 8: 8 running, up to 56 / 40 waiting, KV at most 86.5 / 68.5 %). None otherwise."""
+    mns = cap.get("max_num_seqs")
+    if ep["signal"] != "queue" or not mns or (ep["kv_max"] or 0) >= ctx.th.kv_full:
+        return None
+    srv = ctx.server.filter(
+        (pl.col("replica") == (ep["replica"] or ""))
+        & pl.col("ts").is_between(ep["start"], ep["end"])
+        & (pl.col("waiting") >= ctx.th.waiting_min)
+    )
+    full = srv.filter(pl.col("running") >= mns).height
+    if not full:
+        return None
+    return AtCap(int(mns), srv.height, full, ep["waiting_max"], ep["kv_max"], hold, tokens)
+
+
+def cap_cause(c: AtCap) -> str:
+    return (
+        f"the cap on requests run at once binds: on {c.at_cap} of the {c.lines} stats lines with requests waiting, "
+        f"{c.cap} ran, the server's --max-num-seqs {c.cap}, while up to {num(c.waiting_max)} waited and the KV cache "
+        f"stayed at most {pct(c.kv_max)}: the scheduler admits no more than the cap, whatever room the cache has"
+    )
+
+
+def cap_test(c: AtCap) -> str:
+    """Raise the cap to what the cache holds: at the observed request size when known, else as many as the cap's
+    running requests filled of it (8 running at most 68.5 % full: about 11)."""
+    if c.hold is not None and c.tokens:
+        more = int(c.hold)
+        basis = f"what the KV cache holds at the observed request size: {c.hold:.1f} requests of {c.tokens:.0f} tokens"
+    elif c.kv_max:
+        more = int(c.cap / c.kv_max)
+        basis = f"{c.cap} running filled at most {pct(c.kv_max)} of the KV cache: about {more} fit"
+    else:
+        more, basis = 0, ""
+    if more > c.cap:
+        return (
+            f"Raise --max-num-seqs from {c.cap} to {more} ({basis}) and replay the same traffic: the queue should "
+            f"shorten with no preemption; above {more} the cache would preempt"
+        )
+    return (
+        f"The cap of {c.cap} and the KV cache bind together ({basis or 'how many it holds is not known'}): give the "
+        "KV cache more memory (--gpu-memory-utilization) and raise --max-num-seqs with it, or add a replica, and "
+        "replay the same traffic: the queue should shorten"
     )
