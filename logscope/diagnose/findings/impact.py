@@ -16,6 +16,7 @@ from datetime import timedelta
 import polars as pl
 
 from ... import clock as clk
+from ...scalars import float_value
 from ..clockgap import MIN_REQUESTS
 from ..context import Context
 
@@ -134,7 +135,10 @@ def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> d
     before = ok.filter((pl.col("ts_start") >= lo) & (pl.col("ts_end") < hi))[col]
     if during.len() < MIN_REQUESTS or before.len() < MIN_REQUESTS:
         return None
-    p_in, p_before = float(during.quantile(0.95, "linear")), float(before.quantile(0.95, "linear"))
+    p_in, p_before = (
+        float_value(during.quantile(0.95, "linear")),
+        float_value(before.quantile(0.95, "linear")),
+    )
     if p_before <= 0 or p_in < ctx.th.impact_latency_ratio * p_before:
         return None
     clock = (

@@ -10,6 +10,7 @@ from datetime import datetime
 import polars as pl
 
 from ... import clock
+from ...scalars import float_value
 from ..context import Context
 from .record import num, pct
 
@@ -54,8 +55,10 @@ def draining(ctx: Context, ep: dict) -> Drain | None:
     steps = list(zip(w, w[1:], r, r[1:], strict=False))
     if any(w1 > w0 or r1 < r0 for w0, w1, r0, r1 in steps) or not (w[-1] < w[0] and r[-1] > r[0]):
         return None
-    tps = srv["prompt_tps"] if "prompt_tps" in srv.columns else None
-    known = tps is not None and not tps.null_count() and tps.min() > 0
+    tps = None
+    if "prompt_tps" in srv.columns and not srv["prompt_tps"].null_count():
+        lo, hi = float_value(srv["prompt_tps"].min()), float_value(srv["prompt_tps"].max())
+        tps = (lo, hi) if lo > 0 else None  # a line with nothing prefilled: no rate to quote
     return Drain(
         lines=srv.height,
         start=srv["ts"][0],
@@ -63,7 +66,7 @@ def draining(ctx: Context, ep: dict) -> Drain | None:
         waiting=(int(w[0]), int(w[-1])),
         running=(int(r[0]), int(r[-1])),
         kv_max=ep["kv_max"],
-        prompt_tps=(float(tps.min()), float(tps.max())) if known and tps is not None else None,
+        prompt_tps=tps,
     )
 
 
