@@ -135,7 +135,11 @@ def build(
     out += slow_decode_findings(ctx)
     out += traffic_findings(ctx, eps, traffic, reg)
     if ladder is not None:
-        out.append(_ladder_ranked(ladder_finding(ladder, ladder_rows, reg), ladder, ladder_rows, out))
+        out.append(
+            _ladder_ranked(
+                ladder_finding(ladder, ladder_rows, reg, cap.get("max_num_seqs")), ladder, ladder_rows, out
+            )
+        )
     out += clock_gap_findings(ctx, reg)
     out += capacity_findings(ctx, cap, reg, ladder)
     out += event_findings(ctx)
