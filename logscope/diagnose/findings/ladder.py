@@ -57,12 +57,15 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
             + " missed the SLO once: not a trend, the steps above them met it"
         )
     under = pf is not None and wb is not None and pf["concurrency"] <= wb["concurrency"]
+    first = (
+        capped(wb, nxt, max_num_seqs, rows[0]["mode"])
+        or f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next "
+        "step to confirm"
+        if wb is not None and nxt is not None
+        else ""
+    )
     nt = (
-        (
-            capped(wb, nxt, max_num_seqs, rows[0]["mode"])
-            or f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next "
-            "step to confirm"
-        )
+        first
         + (
             f"; the boundary step already preempts or queues (pressure from {num(pf['concurrency'])}): "
             "re-run it longer to see whether its latency holds"

@@ -158,8 +158,8 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     wb = (ladder or {}).get("working_boundary")
     # a cap already at or below the boundary is no change to test: what the cache holds is (seqs-16: 16 running
     # preempted with a cache of 9.3 requests)
-    at_wb = wb is not None and not (mns and mns <= math.floor(wb["concurrency"]))
-    if at_wb and (ladder or {}).get("broke_first_at_next_step") is not None:
+    in_place = wb is not None and bool(mns) and mns <= math.floor(wb["concurrency"])
+    if wb is not None and not in_place and (ladder or {}).get("broke_first_at_next_step") is not None:
         nt = (
             f"Cap admitted concurrency at the measured working boundary: --max-num-seqs "
             f"{max(1, math.floor(wb['concurrency']))} "
