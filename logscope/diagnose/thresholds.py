@@ -85,6 +85,10 @@ class Thresholds:
     (above the SLO) or failed ..."""
     impact_high_min_s: float = 30.0
     """... for at least this long; fewer (or shorter) is medium, none is low: severity follows impact."""
+    impact_latency_ratio: float = 2.0
+    """A pressure finding none of whose requests broke the SLO is still felt (medium, not low) when the callers'
+    latency p95 during it (their own clock) is at least this many times their p95 in the baseline lookback before
+    it: spike-b's non-streaming callers waited 7.98 s (e2e p95) against 2.09 s before, all under the 20 s SLO."""
 
     # --- shaping intervals into episodes ---
     merge_gap_s: float = 10.0

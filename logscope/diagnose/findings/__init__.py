@@ -135,7 +135,11 @@ def build(
     out += slow_decode_findings(ctx)
     out += traffic_findings(ctx, eps, traffic, reg)
     if ladder is not None:
-        out.append(_ladder_ranked(ladder_finding(ladder, ladder_rows, reg), ladder, ladder_rows, out))
+        out.append(
+            _ladder_ranked(
+                ladder_finding(ladder, ladder_rows, reg, cap.get("max_num_seqs")), ladder, ladder_rows, out
+            )
+        )
     out += clock_gap_findings(ctx, reg)
     out += capacity_findings(ctx, cap, reg, ladder)
     out += event_findings(ctx)
@@ -172,7 +176,7 @@ def build(
 def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict]) -> None:
     """What each finding cost the callers, its severity by that impact, then the order and the ids."""
     measure(ctx, out)
-    by_impact(ctx, out)
+    by_impact(ctx, out, ladder is not None)
     if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
         for f in out:
             if f["kind"] == "ladder":

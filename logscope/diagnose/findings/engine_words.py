@@ -17,6 +17,7 @@ SGLANG = {
     "vllm bench serve": "python -m sglang.bench_serving",
     "--max-num-seqs": "--max-running-requests",
     "--max-model-len": "--context-length",
+    "--max-num-batched-tokens": "--chunked-prefill-size",  # the prefill tokens one step takes (s01: 8192 a batch)
     "--gpu-memory-utilization": "--mem-fraction-static",
     "--enable-log-requests": "--log-requests",
     "vllm:num_preemptions_total": "sglang:num_retracted_requests_total",

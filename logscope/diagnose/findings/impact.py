@@ -11,8 +11,13 @@ never zero.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import polars as pl
 
+from ... import clock as clk
+from ...scalars import float_value
+from ..clockgap import MIN_REQUESTS
 from ..context import Context
 from ..tables import FAILED_OUTCOMES
 
@@ -54,11 +59,13 @@ def measure(ctx: Context, found: list[dict]) -> None:
         f["requests_in_range"] = int(n_in or 0)
 
 
-def by_impact(ctx: Context, found: list) -> None:
+def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
     """Severity follows impact: a pressure finding whose requests are counted is lowered to what the callers
-    felt: low when no request in flight during it was slowed or failed, medium when fewer than
-    ``impact_high_share`` of them were or it lasted under ``impact_high_min_s``. Never raised; left as its class
-    says when the requests are not in the folder (a server log alone)."""
+    felt: low when no request in flight during it was slowed or failed and their latency stayed under
+    ``impact_latency_ratio`` times its baseline, medium when fewer than ``impact_high_share`` of them were slowed
+    or failed, it lasted under ``impact_high_min_s``, or only their latency rose so. Never raised; left as its class
+    says when the requests are not in the folder (a server log alone). On a ladder (``ladder``) the step before is
+    a lower load by design, no baseline: the SLO alone judges its steps."""
     th, req = ctx.th, ctx.inputs.requests
     # slowed requests are counted only when the callers' latency is in the folder: without it a slow first token
     # would count as no impact. Callers with an e2e and no TTFT at all (non-streaming: nothing reaches them before
@@ -71,6 +78,7 @@ def by_impact(ctx: Context, found: list) -> None:
         if "e2e_s" not in req.columns or not callers.filter(pl.col("e2e_s").is_not_null()).height:
             return
         by = " (judged by the callers' e2e: their TTFT is not in their records)"
+    fig = "e2e" if by else "ttft"
     for f in found:
         if f["kind"] != "pressure" or f.get("episode_id") is None or f["severity"] not in ("high", "medium"):
             continue
@@ -89,12 +97,70 @@ def by_impact(ctx: Context, found: list) -> None:
             if n and hit >= th.impact_high_share * n and dur >= th.impact_high_min_s
             else "medium"
         )
+        rise = None
+        if hit == 0 and not ladder:
+            rise = latency_rise(ctx, callers, fig, f["start"], f["end"] or f["start"])
+        if rise is not None:
+            felt = "medium"  # under the SLO, but the callers waited several times their baseline: felt
+        said = (
+            f"none of the {n:,} requests in flight during it failed or broke the SLO, but the callers' "
+            f"{rise['words']}"
+            if rise is not None
+            else f"{hit:,} of the {n:,} requests in flight during it were slowed or failed{by}"
+        )
         if SEVERITY.index(felt) > SEVERITY.index(f["severity"]):
             f["severity"] = felt
-            f["evidence"] += (
-                f"; severity {felt} by its impact: {hit:,} of the {n:,} requests in flight during it were slowed "
-                f"or failed{by}"
-            )
+            f["evidence"] += f"; severity {felt} by its impact: {said}"
+        elif rise is not None:  # kept at its class's medium: the evidence says what the callers felt of it
+            f["evidence"] += f"; severity {felt} by its impact: {said}"
+
+
+def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> dict | None:
+    """The callers' ``fig`` p95 (their own clock) over the answered requests in flight during [start, end] against
+    their p95 over those answered in the baseline lookback before it, when the first is at least
+    ``impact_latency_ratio`` times the second; None when it is not, or either side has fewer than MIN_REQUESTS
+    (then nothing is said of it, and the SLO alone judges)."""
+    col = f"{fig}_s"
+    if start is None or col not in callers.columns or "ts_end" not in callers.columns:
+        return None
+    ok = callers.filter(
+        (pl.col("outcome") == "ok") & pl.col(col).is_not_null() & pl.col("ts_end").is_not_null()
+    )
+    # the episodes' own baseline window (episodes._ranges): the lookback before the lead-in, where a burst that
+    # set the episode off already shows (spike-b's burst began 3 s before its first preemption)
+    hi = start - timedelta(seconds=ctx.th.merge_gap_s)
+    lo = hi - timedelta(seconds=ctx.th.baseline_lookback_s)
+    if ctx.span_lo is not None:
+        lo = max(lo, ctx.span_lo)
+    during = ok.filter((pl.col("ts_start") <= end) & (pl.col("ts_end") >= start))[col]
+    before = ok.filter((pl.col("ts_start") >= lo) & (pl.col("ts_end") < hi))[col]
+    if during.len() < MIN_REQUESTS or before.len() < MIN_REQUESTS:
+        return None
+    p_in, p_before = (
+        float_value(during.quantile(0.95, "linear")),
+        float_value(before.quantile(0.95, "linear")),
+    )
+    if p_before <= 0 or p_in < ctx.th.impact_latency_ratio * p_before:
+        return None
+    clock = (
+        "+".join(sorted(ok["latency_clock"].drop_nulls().unique().to_list()))
+        if "latency_clock" in ok.columns
+        else ""
+    )
+    name = f"{'TTFT' if fig == 'ttft' else 'e2e'} p95"
+    return {
+        "figure": fig,
+        "clock": clock or None,
+        "p95_s": round(p_in, 3),
+        "baseline_p95_s": round(p_before, 3),
+        "requests": during.len(),
+        "baseline_requests": before.len(),
+        "words": (
+            f"{name} was {p_in:.2f} s during it ({during.len():,} answered) against {p_before:.2f} s before it "
+            f"({clk.hms_range(lo, hi)}, {before.len():,} answered), {p_in / p_before:.1f}× "
+            f"({clock or 'unknown'} clock)"
+        ),
+    }
 
 
 SEVERITY = ("critical", "high", "medium", "low", "info")

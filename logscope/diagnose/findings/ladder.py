@@ -9,7 +9,8 @@ from ..records import Finding
 from .record import make_finding, num
 
 
-def ladder_finding(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
+def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: int | None = None) -> Finding:
+    """``max_num_seqs``: the server's cap, when its log says it (a cap already at the boundary is not advised)."""
     wb, nxt = ladder["working_boundary"], ladder["broke_first_at_next_step"]
     slo = ladder["slo"]
     slo_txt = f"TTFT p95 ≤ {slo['ttft_p95_s']:g} s, e2e p95 ≤ {slo['e2e_p95_s']:g} s, success ≥ {slo['success']:.0%}"
@@ -56,9 +57,15 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
             + " missed the SLO once: not a trend, the steps above them met it"
         )
     under = pf is not None and wb is not None and pf["concurrency"] <= wb["concurrency"]
+    first = (
+        capped(wb, nxt, max_num_seqs, rows[0]["mode"])
+        or f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next "
+        "step to confirm"
+        if wb is not None and nxt is not None
+        else ""
+    )
     nt = (
-        f"Cap admitted concurrency at {math.floor(wb['concurrency'])} (--max-num-seqs) and re-run the next step "
-        "to confirm"
+        first
         + (
             f"; the boundary step already preempts or queues (pressure from {num(pf['concurrency'])}): "
             "re-run it longer to see whether its latency holds"
@@ -87,4 +94,19 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry) -> Finding:
         rows[-1]["ts_end"],
         kind="ladder",
         claim=bound.id if bound is not None else None,
+    )
+
+
+def capped(wb: dict, nxt: dict, max_num_seqs: int | None, mode: str) -> str | None:
+    """The change to test when the server's --max-num-seqs is already at or below the boundary a concurrency ladder
+    measured (lab seqs-8 and seqs-16 were told to 'cap admitted concurrency at' the cap they ran with): the engine
+    admitted no more at the step that broke, its callers waited in front of it, so capacity is the change; None when
+    the cap is not known or above the boundary."""
+    b = math.floor(wb["concurrency"])
+    if mode != "concurrency" or max_num_seqs is None or max_num_seqs > b:
+        return None
+    return (
+        f"The server's --max-num-seqs is already {max_num_seqs}, at or below the boundary of {b}: at step "
+        f"{nxt['step']} ({num(nxt['concurrency'])}) the engine admitted no more at once and the callers above it "
+        f"waited in its queue; add capacity (a second replica, or more KV cache) and re-run step {nxt['step']} to confirm"
     )

@@ -10,9 +10,10 @@ from ... import clock
 from .. import latency_named, preemption_count
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
-from . import kv_load
+from . import kv_load, queue_cause
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
+from .retries import cancel_change
 
 
 def _hold(cap: dict) -> tuple[float | None, float | None]:
@@ -155,7 +156,10 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         )
     mns = cap.get("max_num_seqs")
     wb = (ladder or {}).get("working_boundary")
-    if wb is not None and (ladder or {}).get("broke_first_at_next_step") is not None:
+    # a cap already at or below the boundary is no change to test: what the cache holds is (seqs-16: 16 running
+    # preempted with a cache of 9.3 requests)
+    in_place = wb is not None and bool(mns) and mns <= math.floor(wb["concurrency"])
+    if wb is not None and not in_place and (ladder or {}).get("broke_first_at_next_step") is not None:
         nt = (
             f"Cap admitted concurrency at the measured working boundary: --max-num-seqs "
             f"{max(1, math.floor(wb['concurrency']))} "
@@ -172,6 +176,23 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
         nt = (
             "Measure capacity: run a concurrency ladder (vllm bench serve --max-concurrency 1,2,4,8,…) with this "
             "traffic's prompt and output lengths and cap --max-num-seqs at the last step that meets the SLO"
+        )
+    orphans = comps.get("orphans")
+    if orphans is not None and kv_full:
+        # executions still generating for callers who had left held blocks in the same range (abort-ignored, orphan:
+        # proxy_ignore_client_abort on): cancelling them frees the cache at no cost to any caller, while a lower cap
+        # on the sequences cuts the work of callers still waiting; which one the pressure needs is the measurement
+        n, when = orphans["count"], clock.hms_range(orphans["start"], orphans["end"])
+        runs = f"{n:,} execution{'s' if n != 1 else ''}"
+        cause += f"; {runs} ran on for callers that had left ({when}), holding cache blocks for nobody"
+        lower = (
+            f"--max-num-seqs{' from ' + str(mns) if mns else ''} to {max(1, math.floor(hold))}"
+            if hold is not None and hold >= 1
+            else "--max-num-seqs"
+        )
+        nt = (
+            f"{cancel_change(ctx)}; then replay the same traffic and count the preemptions again (the {runs} "
+            f"for callers that had left, {when}, held cache blocks): lower {lower} only if they stay"
         )
     failed_load = kv_load.before(ctx, ep)
     if failed_load is not None:
@@ -213,6 +234,8 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
             "While it happens, take a stack dump of the engine (py-spy dump --pid <EngineCore pid>) and read the "
             "running request's max_tokens: a wedged step shows in the dump, one long generation in its length"
         )
+    elif (why := queue_cause.explained(ctx, ep, cap, *_hold(cap))) is not None:
+        cause, nt = why
     elif ep["signal"] == "queue" and (ep["kv_max"] or 0) < ctx.th.kv_full:
         nt = (
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "

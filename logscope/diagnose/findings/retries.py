@@ -293,7 +293,7 @@ def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> 
                 ev,
                 "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
                 "e.g. nginx proxy_ignore_client_abort on), so abandoned work is never cancelled",
-                _cancel_change(ctx),
+                cancel_change(ctx),
                 ep_o,
                 kind="orphans",
                 claim="cancellation" if reg.get("cancellation") is not None else None,
@@ -434,7 +434,7 @@ def _retry_change(ctx: Context, multi: bool, tr: dict) -> str:
     )
 
 
-def _cancel_change(ctx: Context) -> str:
+def cancel_change(ctx: Context) -> str:
     """The change that propagates disconnects, naming nginx's setting only where the folder's nginx.conf has it."""
     conf = getattr(ctx, "gateway_conf", None)
     if conf is None:
