@@ -10,6 +10,7 @@ import gzip
 import lzma
 import re
 from pathlib import Path
+from typing import Any
 
 _OPENERS = ((b"\x1f\x8b", gzip.open), (b"BZh", bz2.open), (b"\xfd7zXZ\x00", lzma.open))
 _ZSTD = b"\x28\xb5\x2f\xfd"
@@ -27,15 +28,16 @@ def read_small(path: Path, limit: int) -> str | None:
     try:
         with open(path, "rb") as fh:
             start = fh.read(6)
+        reader: Any  # a file, or a decompressing stream over one
         if start.startswith(_ZSTD):
             import zstandard  # only for a .zst file
 
-            fh = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+            reader = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
         else:
             opener = next((o for magic, o in _OPENERS if start.startswith(magic)), open)
-            fh = opener(path, "rb")
-        with fh:
-            data = fh.read(limit + 1)
+            reader = opener(path, "rb")
+        with reader:
+            data = reader.read(limit + 1)
     except (OSError, EOFError, lzma.LZMAError, ValueError):
         return None
     return None if len(data) > limit else data.decode("utf-8", errors="replace")
