@@ -20,6 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
+from .nginx_conf import CONF_GLOBS, read_conf  # compressed confs too
+
 Token = tuple[str, str]  # ("lit", text) or ("var", nginx variable name)
 
 COMBINED = (
@@ -413,15 +415,14 @@ def _conf_layouts(path: str | None) -> list[Layout]:
     p = Path(path)
     folder = p.parent
     try:
-        confs = sorted(folder.glob("*.conf"))
+        confs = sorted(c for g in CONF_GLOBS for c in folder.glob(g))
     except OSError:
         return []
     out = []
     log_name = re.sub(r"(\.\d{1,3})?(\.(gz|zst|bz2|xz))?$", "", p.name)  # access.log.1.gz -> access.log
     for conf in confs:
-        try:
-            text = conf.read_text(errors="replace")
-        except OSError:
+        text = read_conf(conf)
+        if text is None:
             continue
         named = conf_access_logs(text)
         for name, escape, fmt in parse_conf(text):

@@ -11,9 +11,11 @@ Sample (lab nginx.conf)::
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import polars as pl
 
+from ._siblings import read_small
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head, share
 
 NAME = "nginx_conf"
@@ -70,6 +72,13 @@ _COMMENT = re.compile(r"#[^\n]*")
 _TOKEN = re.compile(r"""\{|\}|;|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s{};"']+""")
 _PORT = re.compile(r"(?:^|:)(\d+)$")
 MAX_BYTES = 1 << 20  # a configuration file is small; a bigger one is not read
+CONF_GLOBS = ("*.conf", "*.conf.gz", "*.conf.zst", "*.conf.zstd", "*.conf.bz2", "*.conf.xz")
+
+
+def read_conf(path: Path) -> str | None:
+    """A configuration's text (decompressed: a collection gzips it with the logs, and ingest detects it through
+    that); None when it cannot be read or holds more than ``MAX_BYTES``."""
+    return read_small(path, MAX_BYTES)
 
 
 def _statements(text: str) -> list[tuple[list[str], list[str]]]:

@@ -29,6 +29,7 @@ import polars as pl
 from logscope.numbers import number, to_int
 
 from ._bench_blocks import blocks
+from ._siblings import plain_name, read_small
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "vllm_bench"
@@ -133,7 +134,7 @@ def _results(text: str) -> tuple[list[dict], list[str]]:
 
 def _parse_json(text: str, ctx: ParseContext) -> ChunkResult:
     results, msgs = _results(text)
-    stem = Path(ctx.source).name
+    stem = plain_name(Path(ctx.source).name)  # ladder-c8.json.gz is ladder-c8
     stem = stem[: -len(".json")] if stem.endswith(".json") else stem
     prefix, where = _sibling_prefix(ctx)
     tabs: dict[str, list[pl.DataFrame]] = {"client_requests": [], "client_attempts": [], "client_phases": []}
@@ -275,19 +276,19 @@ def _sibling_prefix(ctx: ParseContext) -> tuple[str | None, str | None]:
     if not path:
         return None, None
     p = Path(path)
-    namespace = re.compile(rf"^Namespace\(.*result_filename='{re.escape(p.name)}'.*$", re.M)
+    # the result and its stdout as they were written, whether or not a collection compressed them since
+    namespace = re.compile(rf"^Namespace\(.*result_filename='{re.escape(plain_name(p.name))}'.*$", re.M)
     try:
         siblings = sorted(
-            q for q in p.parent.iterdir() if q.is_file() and q != p and q.suffix in (".log", ".txt", ".out")
+            q
+            for q in p.parent.iterdir()
+            if q.is_file() and q != p and Path(plain_name(q.name)).suffix in (".log", ".txt", ".out")
         )
     except OSError:
         return None, None
     for q in siblings:
-        try:
-            if q.stat().st_size > _MAX_SIBLING_BYTES:
-                continue
-            head = q.read_text(errors="replace")
-        except OSError:
+        head = read_small(q, _MAX_SIBLING_BYTES)
+        if head is None:
             continue
         line = namespace.search(head)
         m = _PREFIX_RE.search(line.group(0)) if line else None

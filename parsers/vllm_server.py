@@ -147,10 +147,13 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
     tables: dict[str, pl.DataFrame] = {}
     repairs: dict[str, int] = {}
     recognized = None
-    flushed = None
-    if lines is not None and state.get("src") not in (None, ctx.source):
-        flushed = _flush_previous_file(ctx, state)  # the next file of a rotated set starts afresh
+    if lines is not None and state.get("src") not in (None, ctx.source) and _open(state) is not None:
+        # the next file of a rotated set: logrotate cuts at a line, not at a record, so the record open at the end
+        # of the file before may go on here (a traceback rotated half-way), as the record pass decides from its
+        # lines' headers; it stays named by the file it began in
+        state.setdefault("carry_src", (state["src"], state["replica"]))
     state["src"], state["replica"] = ctx.source, ctx.replica
+    carried = _open(state)
     if lines is not None:
         df = _parse(lines, repairs)
         seq0 = state.get("seq", 0)
@@ -179,9 +182,9 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         df, access, produced, host_rows = None, None, None, None
         bad_times, bad_values = (0, None), (0, None)
         frame = _records(_empty_rows(), state, final=True)
-    events, n = _events(frame, ctx, state)
+    events, n = _named_events(frame, ctx, state, carried)
     notes += n
-    ev = [e for e in (flushed, access, host_rows, events) if e is not None and e.height]
+    ev = [e for e in (access, host_rows, events) if e is not None and e.height]
     tables["server_events"] = pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()
     if df is not None:
         ok = pl.col("ok")
@@ -222,13 +225,28 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
     )
 
 
-def _flush_previous_file(ctx: ParseContext, state: dict) -> pl.DataFrame | None:
-    """Events of the record left open at the end of the previous file, in that file's name."""
-    state.pop("prev", None)
-    carry = state.pop("carry", None)
-    if carry is None or carry.height == 0:
-        return None
-    return _events(carry, replace(ctx, source=state["src"], replica=state["replica"]), state)[0]
+def _open(state: dict) -> int | None:
+    """The record id of the record left open by the chunks read so far, if any."""
+    carry = state.get("carry")
+    return None if carry is None or carry.height == 0 else int(carry["rec"][0])
+
+
+def _named_events(
+    frame: pl.DataFrame, ctx: ParseContext, state: dict, carried: int | None
+) -> tuple[pl.DataFrame, list[str]]:
+    """The events of the records ``frame`` completes; one begun in an earlier file of the rotated set (``carry_src``)
+    is named by that file, where its first line is."""
+    origin = state.get("carry_src")
+    if (
+        origin is None or carried is None or _open(state) == carried
+    ):  # none, or still open: named when it ends
+        return _events(frame, ctx, state)
+    del state["carry_src"]
+    first = pl.col("rec") == carried
+    before, n1 = _events(frame.filter(first), replace(ctx, source=origin[0], replica=origin[1]), state)
+    here, n2 = _events(frame.filter(~first), ctx, state)
+    got = [e for e in (before, here) if e.height]
+    return (pl.concat(got, how="diagonal_relaxed") if got else here), n1 + n2
 
 
 def _preview(ctx: ParseContext, state: dict) -> pl.DataFrame:

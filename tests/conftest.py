@@ -114,6 +114,28 @@ def analyzed(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def lab_diagnosed(tmp_path_factory) -> dict[str, dict]:
+    """The diagnosis of a lab run (by name), made once a session when first asked for: each metamorphic test
+    (tests/test_metamorphic*.py) compares a transformed copy with it."""
+    from test_metamorphic import _diagnosed
+
+    root = tmp_path_factory.mktemp("base")
+    return _Made(lambda run: _diagnosed(need(LAB / run), root / run))
+
+
+class _Made(dict):
+    """A dict whose missing key's value is made (and kept) when first asked for."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        self[key] = value = self._make(key)
+        return value
+
+
 @pytest.fixture
 def rendered(capsys):
     """``rendered(out, summary)``: what a reader sees of one analysis besides summary.json (one object rendered

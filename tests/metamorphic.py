@@ -1,7 +1,8 @@
 """Transforms of a real recorded folder that must not change a verdict: every clock shifted by one offset,
 the same server's calm logs of an earlier hour laid beside as the rotated file before, a calm replica added
 beside it. Each copies the folder (the fixtures are read-only) and rewrites only the times the lab's real
-programs printed, in the shapes they printed them (tests/test_metamorphic.py)."""
+programs printed, in the shapes they printed them (tests/test_metamorphic.py). And the layouts a collection gives
+the same bytes (tests/test_metamorphic_layout.py): gzipped, rotated at line boundaries, renamed, deeper, CRLF."""
 
 from __future__ import annotations
 
@@ -81,3 +82,80 @@ def span(folder: Path) -> tuple[datetime, datetime]:
     """First and last epoch-stamped time of a lab folder's nginx access log (the folder's traffic)."""
     ts = [float(m[1]) for m in re.finditer(r"msec=(\d+\.\d+)", (folder / "nginx-access.log").read_text())]
     return datetime.fromtimestamp(min(ts), UTC), datetime.fromtimestamp(max(ts), UTC)
+
+
+# Layouts a real collection gives the same files in (tests/test_metamorphic_layout.py): what each does to a copy.
+# Names a collection gives the lab's files, where their format is detected by what they hold: kubelet's pod and
+# container log, nginx's own defaults, a load generator's job, a /metrics scrape saved by curl, a dmesg capture.
+_NAMES = (
+    (re.compile(r"^vllm-server(-\w+)?\.log$"), r"vllm-7f9c6d5b8-x2k4q\1_vllm.log"),
+    (re.compile(r"^nginx-(access|error)\.log$"), r"\1.log"),
+    (re.compile(r"^client-([\w-]+)\.log$"), r"loadgen-\1-job.log"),
+    (re.compile(r"^client-([\w-]+)\.jsonl$"), r"loadgen-\1-requests.jsonl"),
+    (re.compile(r"^metrics(-\w+)?\.prom\.log$"), r"vllm-metrics\1.txt"),
+    (re.compile(r"^otlp-([\w-]+)\.jsonl$"), r"otel-export-\1.jsonl"),
+    (re.compile(r"^kernel\.log$"), "dmesg.txt"),
+    (re.compile(r"^prometheus/"), "prom-export/"),
+)
+
+
+def renamed(rel: str) -> str:
+    """``rel`` as a collection names it, its rotation and compression suffixes kept."""
+    m = re.search(r"(\.\d{1,3})?(\.gz)?$", rel)
+    stem, tail = rel[: m.start()], m[0]
+    for pat, to in _NAMES:
+        if pat.search(stem):
+            return pat.sub(to, stem) + tail
+    return rel
+
+
+def rename_all(folder: Path) -> None:
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            to = folder / renamed(p.relative_to(folder).as_posix())
+            if to != p:
+                to.parent.mkdir(parents=True, exist_ok=True)
+                p.rename(to)
+    for d in sorted((d for d in folder.rglob("*") if d.is_dir()), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+
+
+def gzip_all(folder: Path) -> None:
+    """Every file gzipped in place (``name.gz``), as a collection compresses what it ships."""
+    import gzip
+
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            p.with_name(p.name + ".gz").write_bytes(gzip.compress(p.read_bytes(), mtime=0))
+            p.unlink()
+
+
+def rotate(folder: Path, pattern: str = "vllm-server*.log", parts: int = 3) -> None:
+    """Each server log as logrotate leaves it after ``parts - 1`` rotations: ``name.2`` (oldest), ``name.1``,
+    ``name``, cut at line boundaries into about equal numbers of lines."""
+    for p in sorted(folder.rglob(pattern)):
+        lines = p.read_bytes().splitlines(keepends=True)
+        step = -(-len(lines) // parts)
+        for i in range(parts):
+            name = p.name + (f".{parts - 1 - i}" if i < parts - 1 else "")
+            (p.parent / name).write_bytes(b"".join(lines[i * step : (i + 1) * step]))
+
+
+def crlf(folder: Path, pattern: str = "client-*") -> None:
+    """Windows line endings (CRLF) on the files ``pattern`` names (the client logs: a load test run on Windows)."""
+    for p in sorted(folder.rglob(pattern)):
+        if p.is_file():
+            p.write_bytes(p.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+
+
+DEEPER = "incident-2026-12-01"  # the folder a collection is put in (``deeper``)
+
+
+def deeper(folder: Path, name: str = DEEPER) -> None:
+    """The folder's files one level deeper, under ``name`` (the input is then the folder holding it)."""
+    inner = folder / name
+    inner.mkdir()
+    for p in sorted(folder.iterdir()):
+        if p != inner:
+            p.rename(inner / p.name)

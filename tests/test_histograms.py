@@ -5,6 +5,7 @@ prometheus and promtool, skipped when absent), and against what the client measu
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import socket
@@ -477,3 +478,16 @@ def test_query_range_of_buckets_gives_the_same(tmp_path, prometheus):
         x, y = from_qr.measure("ttft", a, b), from_dump.measure("ttft", a, b)
         # the answer's steps fall 2 s apart like the scrapes but not at them: the same bucket, about the same n
         assert x["p95_bucket"] == y["p95_bucket"] and abs(x["n"] - y["n"]) <= 0.1 * y["n"] + 2
+
+
+def test_two_servers_read_as_one_replica_are_diagnosed(tmp_path):
+    """traced-2r-kill's two servers under one --replica name: their histogram counters summed as one went down
+    between buckets (a 0 above 20), and the float-noise pass divided by that 0 (ZeroDivisionError: no diagnosis)."""
+    from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
+
+    opts = AnalyzeOptions(replica="vllm")
+    ingest(need(LAB / "traced-2r-kill"), tmp_path, opts)
+    correlate(tmp_path, opts)
+    diag = diagnose(tmp_path, opts)
+    assert "crash" in {f["kind"] for f in diag["findings"]}  # the lab killed one of them (truth.json)
+    assert histograms.bucket_quantile(0.5, [0.3, 0.5, 0.8, math.inf], [0.0, 20.0, 0.0, 20.0]).bucket_hi == 0.5

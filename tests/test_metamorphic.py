@@ -116,10 +116,8 @@ def _states(diag: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> dict[str, dict]:
-    need(LAB)
-    root = tmp_path_factory.mktemp("base")
-    return {run: _diagnosed(LAB / run, root / run) for run in RUNS}
+def base(lab_diagnosed) -> dict[str, dict]:
+    return lab_diagnosed  # conftest's, once a session: tests/test_metamorphic_layout.py compares with it too
 
 
 @pytest.mark.parametrize("run", RUNS)

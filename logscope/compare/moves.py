@@ -326,7 +326,10 @@ def interval(xa: pl.Series, xb: pl.Series, stat: str, seed: int) -> tuple[float,
     """95 % bootstrap interval of stat(B) − stat(A): each resample drawn with replacement from the requests
     (polars' seeded sampler, so compare.json is the same bytes on every run), all resamples in one group-by."""
 
-    def boot(x: pl.Series, k: int) -> pl.Series:
+    def boot(x: pl.Series) -> pl.Series:
+        # each run's resamples are drawn from a seed of its own figures, not of its place in the pair: B against A
+        # then states the interval of A against B negated (the same resamples), and a run against itself [0, 0]
+        k = _own_seed(x)
         if x.len() > MAX_SAMPLE:
             x = x.sample(MAX_SAMPLE, with_replacement=False, seed=seed + k)
         n = x.len()
@@ -339,7 +342,7 @@ def interval(xa: pl.Series, xb: pl.Series, stat: str, seed: int) -> tuple[float,
             .sort("g")["v"]
         )
 
-    da, db = boot(xa, 1), boot(xb, 2)
+    da, db = boot(xa), boot(xb)
     k = min(da.len(), db.len())
     d = pl.DataFrame({"d": db[:k] - da[:k]})
     lo, hi = d.select(
@@ -438,15 +441,26 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     return text, [num(lo), num(hi)], beyond
 
 
+def _own_seed(x: pl.Series) -> int:
+    """A seed of the samples themselves (their number, sum and bounds): the same for the same run in either place."""
+    v = x.cast(pl.Float64)
+    return zlib.crc32(f"{v.len()}/{v.sum()!r}/{v.min()!r}/{v.max()!r}".encode())
+
+
 GAUGE_MOVE = 0.25  # a figure without a noise estimate (gauges, exact means) counts as moved past this change
 GAUGE_FLOOR = {"s": 0.05, "count": 1.0}  # ... and past this much in its unit (0 -> 2 ms of queue is no move)
 
 
 def gauge_moved(row: dict) -> bool:
-    ch, rel = row["change"], row["change_rel"]
+    """Whether a figure without a noise estimate moved: the larger of A and B more than GAUGE_MOVE above the smaller
+    (a ratio, so that B against A says what A against B says: 481 -> 640 tok/s, +33 %, had moved and 640 -> 481,
+    -25 %, had not), or one side 0 or of the other sign."""
+    ch, a, b = row["change"], row["a"], row["b"]
     if ch is None or abs(ch) < GAUGE_FLOOR.get(row["unit"], 0.0):
         return False
-    return rel is None or abs(rel) > GAUGE_MOVE
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or a * b <= 0:
+        return True
+    return max(abs(a), abs(b)) > (1 + GAUGE_MOVE) * min(abs(a), abs(b))
 
 
 def _direction(m: Metric, row: dict) -> str | None:

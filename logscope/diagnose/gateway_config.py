@@ -42,11 +42,9 @@ def servers(
     found: dict[int, dict[str, str]] = {}
     for rel in sorted(confs.to_list()):
         p = Path(root) / rel if Path(root).is_dir() else Path(root)
-        try:
-            if p.stat().st_size <= nginx_conf.MAX_BYTES:
-                found.update(nginx_conf.listeners(p.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
+        text = nginx_conf.read_conf(p)  # through its compression, as ingest detected it
+        if text is not None:
+            found.update(nginx_conf.listeners(text))
     if not found:
         return {}, [], "no listener found in the nginx configuration"
     ports = sorted(found)

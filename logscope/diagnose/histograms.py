@@ -89,7 +89,9 @@ def bucket_quantile(q: float, bounds: list[float], counts: list[float]) -> Quant
         delta = abs(c[i] - prev)
         if delta == 0:
             continue
-        if delta / c[i] <= _PRECISION:
+        # a bucket's increase can be 0 above a non-zero one (two servers' counters summed as one, a reset between
+        # them): no float noise (Prometheus' almostEqual: never equal to 0), and it divided by that 0
+        if c[i] != 0 and delta / c[i] <= _PRECISION:
             c[i] = prev
         else:
             prev = c[i]
