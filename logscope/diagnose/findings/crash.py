@@ -33,6 +33,24 @@ def stall_finding(ctx: Context, ep: dict) -> Finding:
 KV_DEATH = "max_model_len needs more KV cache than there is"  # a start-up death the KV check caused
 
 
+def lower_cap(mns: int | None, ep: dict) -> str:
+    """' from 64 to 4 (…)': the lower --max-num-seqs a death's next test tries, with where the figure comes from.
+    A cap at or above what ran changes nothing: the lab's crash ran at most 8 of 64 and was told 'from 64 to 32'.
+    Halved what ran when the server's stats give it (in the episode or the minute before it), else the setting."""
+    if not mns:
+        return ""
+    seen = [r for r in (ep.get("running_max"), ep["details"].get("state_before", {}).get("running_max")) if r]
+    ran = int(max(seen)) if seen else None
+    if ran is None:
+        return f" from {mns} to {max(1, mns // 2)} (half: no running count in the logs to size it from)"
+    if ran <= mns // 2:
+        return (
+            f" from {mns} to {max(1, ran // 2)} (half the {ran} that ran at most around it: a cap at or above "
+            f"{ran} changes nothing)"
+        )
+    return f" from {mns} to {max(1, mns // 2)} (half; up to {ran} ran around it)"
+
+
 def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
@@ -51,8 +69,7 @@ def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
     cost = paid(ctx, ep)
     if cost:
         ev.append(cost)
-    mns = cap.get("max_num_seqs")
-    half = f" from {mns} to {max(1, mns // 2)}" if mns else ""
+    half = lower_cap(cap.get("max_num_seqs"), ep)
     when = f"{clock_time(ep['start'])}" + (
         f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
         if down is not None
