@@ -5,7 +5,6 @@ them with threads, statuses, order and lines changed."""
 
 from __future__ import annotations
 
-import functools
 import re
 from contextlib import contextmanager
 from unittest import mock
@@ -16,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
+from test_scan_openai_lines import _logs  # every real openai-python log of the fixtures
 
-from conftest import DATA, LAB, PUBLIC2
 from logscope import _scan
 from logscope.parsers import openai_client
 from logscope.parsers.base import ParseContext
@@ -29,20 +28,6 @@ CTX = ParseContext(source="x", replica="r", year=2026)
 def _before():
     with mock.patch.object(openai_client, "_assemble", before._assemble):
         yield
-
-
-@functools.cache
-def _logs() -> dict[str, list[str]]:
-    """Every real openai-python log of the fixtures: the lab's DEBUG clients (threads, retries, 'done' lines), public-2's
-    INFO excerpts (no thread names: requests told apart by route) and tests/data's clients (the SDK's own format, plain
-    formats, INFO without times, bare messages)."""
-    files = (
-        sorted(LAB.glob("*/client*.log"))
-        + sorted(PUBLIC2.glob("c0[125]-*.log"))
-        + sorted((DATA / "clients").glob("*.log"))
-        + sorted((DATA / "clients-public").glob("*.log"))
-    )
-    return {p.name: p.read_text(encoding="utf-8", errors="replace").split("\n") for p in files}
 
 
 def _frame(lines: list[str]) -> pl.DataFrame:
