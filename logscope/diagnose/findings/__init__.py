@@ -43,7 +43,7 @@ from .errors import error_finding, gateway_error_findings, unknown_model_finding
 from .events import KV_REFUSED, event_findings
 from .gateway import failed_findings, gateway_down_findings
 from .gateway_stop import gateway_stop_findings
-from .impact import by_impact, cost, measure
+from .impact import by_impact, cost, measure, unknown_impact
 from .kv_admitted import admitted, admitted_finding
 from .kv_load import kv_load_findings, leads
 from .ladder import ladder_finding
@@ -177,6 +177,7 @@ def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict
     """What each finding cost the callers, its severity by that impact, then the order and the ids."""
     measure(ctx, out)
     by_impact(ctx, out, ladder is not None)
+    unknown_impact(out)  # no record of the callers: the class alone does not make it high
     if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
         for f in out:
             if f["kind"] == "ladder":

@@ -82,7 +82,9 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
     for f in found:
         if f["kind"] != "pressure" or f.get("episode_id") is None or f["severity"] not in ("high", "medium"):
             continue
-        if f["failed_requests"] is None or f.get("requests_in_range") is None:
+        if f["failed_requests"] is None or not f.get(
+            "requests_in_range"
+        ):  # none in flight: unknown, not none hit
             continue
         hit, n = f["failed_requests"] + f["slowed_requests"], f["requests_in_range"]
         dur = (
@@ -113,6 +115,38 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
             f["evidence"] += f"; severity {felt} by its impact: {said}"
         elif rise is not None:  # kept at its class's medium: the evidence says what the callers felt of it
             f["evidence"] += f"; severity {felt} by its impact: {said}"
+
+
+# What the severity cap under unknown impact applies to: the findings whose severity is their class's (a regime of
+# KV pressure, preemptions or queueing seen in the server's stats), not a cost they measured. A death is its own
+# impact (crash, stall keep theirs); errors, slow answers and retries are counted on the requests themselves.
+CLASS_RATED = ("pressure",)
+UNKNOWN_CAP = (
+    "medium"  # may have hurt (medium: spikes, SLO breaches), but 'high' claims a regime the users felt
+)
+
+
+def unknown_impact(found: list) -> None:
+    """A class-rated finding with no request, client or gateway record in flight during it (a server log alone:
+    vllm-public 41's 10 s of KV ≥ 90 %, 33's one V0 preemption) did not show what the callers felt: its severity
+    is capped at UNKNOWN_CAP, and its evidence says the impact is unknown and why, rather than [high] on the class
+    alone."""
+    for f in found:
+        if f["kind"] not in CLASS_RATED or f.get("episode_id") is None:
+            continue
+        if f.get("failed_requests") is not None and f.get("requests_in_range"):
+            continue  # counted: by_impact judged it
+        why = (
+            "no request records"
+            if f.get("failed_requests") is None
+            else "no request records in flight during it"
+        )
+        said = f"impact on callers unknown: {why}"
+        if SEVERITY.index(f["severity"]) < SEVERITY.index(UNKNOWN_CAP):
+            f["evidence"] += f"; severity {UNKNOWN_CAP}, not {f['severity']} by its class: {said}"
+            f["severity"] = UNKNOWN_CAP
+        elif f["severity"] == UNKNOWN_CAP:  # a low one claims no impact (and says its own 'not observed')
+            f["evidence"] += f"; {said}"
 
 
 def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> dict | None:

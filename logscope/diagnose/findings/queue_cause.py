@@ -74,11 +74,13 @@ def explained(
     ctx: Context, ep: dict, cap: dict, hold: float | None, tokens: float | None
 ) -> tuple[str, str] | None:
     """(cause, next test) of a queue while the cache had room, when its lines say why: drained as fast as prompts
-    prefill, or held at the sequence cap; None when they say neither."""
+    prefill, held at the sequence cap, or the last requests' backlog; None when they say none of these."""
     if (d := draining(ctx, ep)) is not None:
         return cause(d), next_test(d)
     if (c := at_cap(ctx, ep, cap, hold, tokens)) is not None:
         return cap_cause(c), cap_test(c)
+    if (b := backlog(ctx, ep, cap)) is not None:
+        return backlog_cause(b), backlog_test(b)
     return None
 
 
@@ -179,4 +181,80 @@ def cap_test(c: AtCap) -> str:
         f"The cap of {c.cap} and the KV cache bind together ({basis or 'how many it holds is not known'}): give the "
         "KV cache more memory (--gpu-memory-utilization) and raise --max-num-seqs with it, or add a replica, and "
         "replay the same traffic: the queue should shorten"
+    )
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """A queue that began after the last arrival and drained with none after it (episodes: rule 'drained'), the
+    cache below full: the last requests' backlog, not a load the server could not keep up with."""
+
+    last_arrival: datetime
+    seconds: float
+    waiting_max: float | None
+    running_max: float | None
+    kv_max: float | None
+    waiting_before: float | None  # the signal's baseline: what the load before it kept waiting
+    rate_before: float | None  # arrivals/s before it
+    prompt_tokens: float | None  # mean prompt of the requests during it (None: not in the logs)
+    kv_tokens: int | None  # what the whole KV cache holds (start-up line)
+    max_num_seqs: int | None
+
+
+def backlog(ctx: Context, ep: dict, cap: dict) -> Backlog | None:
+    """The episode's queue is the drained backlog of the last requests (kv-short: 3 long prompts sent at once as
+    the load ended, served one at a time, waiting 2 → 1 → 0, KV at most 75 %). None otherwise."""
+    rule = ep.get("decided_by") or {}
+    if ep["signal"] != "queue" or rule.get("rule") != "drained" or (ep["kv_max"] or 0) >= ctx.th.kv_full:
+        return None
+    return Backlog(
+        rule["last_arrival"],
+        ep["duration_s"],
+        ep["waiting_max"],
+        ep["running_max"],
+        ep["kv_max"],
+        ep.get("baseline"),
+        ep.get("arrival_rate_before"),
+        ep.get("prompt_tokens_mean"),
+        cap.get("kv_tokens"),
+        cap.get("max_num_seqs"),
+    )
+
+
+def backlog_cause(b: Backlog) -> str:
+    before = (
+        f"; the load before it ({num(b.rate_before, 2)} requests/s) "
+        + (f"kept {num(b.waiting_before)} waiting" if b.waiting_before else "queued nothing")
+        if b.rate_before is not None and b.waiting_before is not None
+        else ""
+    )
+    sizes = (
+        f"; their prompts averaged {num(b.prompt_tokens)} tokens, against {b.kv_tokens:,} tokens in the whole KV "
+        "cache"
+        if b.prompt_tokens and b.kv_tokens
+        else ""
+    )
+    return (
+        f"the backlog of the last requests: up to {num(b.waiting_max)} waited behind {num(b.running_max)} running "
+        f"after the last arrival ({clock.hms(b.last_arrival)}) and drained in {b.seconds:.0f} s with no new one, the "
+        f"KV cache at most {pct(b.kv_max)}: each waiting request needed more free blocks than the running ones "
+        f"left, so they ran one after another{sizes}{before}"
+    )
+
+
+def backlog_test(b: Backlog) -> str:
+    """No cap to lower (it drained on its own, and a lower cap admits fewer); the one change that would let such
+    requests run side by side is room in the KV cache, replayed on the same last requests."""
+    mns = f" ({b.max_num_seqs})" if b.max_num_seqs else ""
+    room = (
+        f"so that more than one of them fits ({num(b.prompt_tokens)}-token prompts, {b.kv_tokens:,} tokens now)"
+        if b.prompt_tokens and b.kv_tokens
+        else "so that more than one of them fits"
+    )
+    return (
+        f"No change to --max-num-seqs{mns}: this queue drained on its own after the load ended, and a lower cap "
+        f"would admit fewer, not more. If the last requests' wait matters, give the KV cache more memory "
+        f"(--gpu-memory-utilization) {room} and replay the same requests, during the load this time (none "
+        "followed them here): they should run together, with no queue; if they still wait with the cache below "
+        "full, the engine, not the cache, holds them"
     )
