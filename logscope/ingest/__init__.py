@@ -28,7 +28,7 @@ from logscope.parsers import _mixed as mixed
 
 from .. import __version__, _scan, jsontext, schemas
 from ..resources import shape
-from . import batches, derive, envelopes, inputs, outliers, pieces, probe, sources, streams
+from . import batches, derive, envelopes, inputs, outliers, pieces, probe, replicas, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -64,6 +64,7 @@ PARSED_TABLES = (
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
 COPY_KEY_LINES = 50
+HEAD_BANNER = 200  # a server's start-up banner is in its first lines (vLLM: its 8th)
 _WHOLE = "whole file"  # in the key of a file shorter than COPY_KEY_LINES
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
@@ -311,6 +312,8 @@ def _detect(
     if batch:
         states += _detect_batch(batch, opts, root, ex)
     _mark_copies(states)
+    if not opts.replica:  # a replica the user named holds every server log
+        replicas.split_shared(states, root)
     return states
 
 
@@ -423,6 +426,7 @@ def _detected(
         stamps=stamps,
         head_key=key,
         also=also,
+        listen=replicas.listen_address(stamp_lines[:HEAD_BANNER]) if mod.KIND == "server" else None,
         short_key=0 < len(text) < COPY_KEY_LINES,
     )
 
