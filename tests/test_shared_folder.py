@@ -8,6 +8,7 @@ servers, one address (a restart, a rotated set, a pod's ``kubectl logs --previou
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +17,7 @@ import pytest
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
 from logscope.ingest import replicas
-from metamorphic import rotate
+from metamorphic import copy_shifted, rotate, span
 
 FOLDER = "incident"
 
@@ -145,3 +146,52 @@ def test_listen_address_from_real_banners():
     assert replicas.listen_address(v0) == "127.0.0.1:8001"
     assert replicas.listen_address([ln for ln in v0 if "non-default args" not in ln]) == "127.0.0.1:8001"
     assert replicas.listen_address(_head(need(LAB / "crash" / "client-crash.log"))) is None
+
+
+def _with_calm(run: str, d: Path, after: bool) -> Path:
+    """``run``'s server log and calm's (both 127.0.0.1:8001) in one folder, calm's times moved onto ``run``'s
+    minutes (two servers at once: pods of one deployment) or to start after ``run``'s log ends (one server
+    restarted)."""
+    inner = d / FOLDER
+    inner.mkdir(parents=True)
+    shutil.copy(need(LAB / run / "vllm-server.log"), inner / "vllm-server.log")
+    lo, hi = span(LAB / run)
+    calm_lo, calm_hi = span(LAB / "calm")
+    to = hi + timedelta(minutes=5) if after else lo
+    delta = timedelta(seconds=int((to - calm_lo).total_seconds()))
+    copy_shifted(
+        need(LAB / "calm"),
+        inner,
+        delta,
+        rename=lambda rel: "vllm-calm.log" if rel == "vllm-server.log" else None,
+    )
+    return d
+
+
+@pytest.mark.parametrize("run", ["crash", "enginecore-kill"])
+def test_two_servers_of_one_address_written_at_once_are_two(run, tmp_path):
+    """Two logs naming one address, written over the same minutes, are two servers; the same two, one after the
+    other, are one server restarted. Before, both were the folder's one server."""
+    files, rows = _replicas(_with_calm(run, tmp_path / "at-once", after=False), tmp_path / "o1")
+    assert files == {
+        f"{FOLDER}/vllm-server.log": f"{FOLDER}/vllm-server",
+        f"{FOLDER}/vllm-calm.log": f"{FOLDER}/vllm-calm",
+    }
+    assert rows == set(files.values())
+    files, rows = _replicas(_with_calm(run, tmp_path / "after", after=True), tmp_path / "o2")
+    assert set(files.values()) == {FOLDER} and rows == {FOLDER}
+
+
+def test_a_copy_is_its_originals_server(tmp_path):
+    """A copy of server a's log beside both servers' logs (collected twice) is a's, not a third server, though its
+    times overlap a's: its rows are not added (ingest._mark_copies) and it is named as the file it copies."""
+    run = need(LAB / "traced-2r-kill")
+    d = _put(tmp_path / "in", *((run / n, n) for n in ("vllm-server-a.log", "vllm-server-b.log")))
+    shutil.copy(run / "vllm-server-a.log", d / FOLDER / "vllm-server-a-again.log")
+    files, rows = _replicas(d, tmp_path)
+    # of two equal files the first by path is kept ('-again' sorts before '.log'): both are named by it
+    a = f"{FOLDER}/vllm-server-a-again"
+    assert files == {f"{FOLDER}/vllm-server-a.log": a, f"{FOLDER}/vllm-server-a-again.log": a} | {
+        f"{FOLDER}/vllm-server-b.log": f"{FOLDER}/vllm-server-b"
+    }
+    assert rows == {a, f"{FOLDER}/vllm-server-b"}
