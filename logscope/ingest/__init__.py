@@ -64,7 +64,6 @@ PARSED_TABLES = (
 # a file whose first lines are another file's first lines may be a copy of it (or the same log collected
 # earlier): only such files are compared byte by byte; a copy shorter than this is not looked for
 COPY_KEY_LINES = 50
-HEAD_BANNER = 200  # a server's start-up banner is in its first lines (vLLM: its 8th)
 _WHOLE = "whole file"  # in the key of a file shorter than COPY_KEY_LINES
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
@@ -312,8 +311,7 @@ def _detect(
     if batch:
         states += _detect_batch(batch, opts, root, ex)
     _mark_copies(states)
-    if not opts.replica:  # a replica the user named holds every server log
-        replicas.split_shared(states, root)
+    replicas.split_shared(states, root, opts.replica)
     return states
 
 
@@ -426,7 +424,7 @@ def _detected(
         stamps=stamps,
         head_key=key,
         also=also,
-        listen=replicas.listen_address(stamp_lines[:HEAD_BANNER]) if mod.KIND == "server" else None,
+        listen=replicas.listen_address(stamp_lines) if mod.KIND == "server" else None,
         short_key=0 < len(text) < COPY_KEY_LINES,
     )
 

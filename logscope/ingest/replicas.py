@@ -125,11 +125,14 @@ def _servers(sets: dict[str, list[FileState]]) -> list[_Server]:
     return out
 
 
-def split_shared(states: list[FileState], root: Path) -> None:
+def split_shared(states: list[FileState], root: Path, named: str | None = None) -> None:
     """Server logs named by one sub-folder that are several servers (``_servers``: by their addresses and times)
     become one replica each, FOLDER/STEM (the shortest stem of its files: the live log's, not that of kubectl's
     --previous log saved beside it), so a reader tells which file is which. A rotated set is never split (its older
-    files hold no banner); one server's files (a restart, a rotation) stay the folder's replica."""
+    files hold no banner); one server's files (a restart, a rotation) stay the folder's replica. A replica the user
+    ``named`` (--replica) holds every server log."""
+    if named:
+        return
     groups: dict[tuple[Path, str], list[FileState]] = {}
     for st in states:
         parent = st.f.path.parent
