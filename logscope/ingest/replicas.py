@@ -20,14 +20,15 @@ from . import inputs, sources
 from .streams import FileState
 
 # vllm/entrypoints/utils.py (0.9+: only the arguments given), vllm/entrypoints/openai/api_server.py (older: all)
+# (a host of the characters a host holds: the address goes into file messages, and log text is untrusted)
 _DICT_ARGS = re.compile(r"non-default args: \{(?P<args>.{0,4000})")
-_DICT_HOST = re.compile(r"'host': '(?P<host>[^']{1,255})'")
+_DICT_HOST = re.compile(r"'host': '(?P<host>[\w.:\[\]-]{1,255})'")
 _DICT_PORT = re.compile(r"'port': (?P<port>\d{1,5})\b")
 _NS_ARGS = re.compile(r"\bargs: Namespace\((?P<args>.{0,8000})")
-_NS_HOST = re.compile(r"\bhost=(?:'(?P<host>[^']{1,255})'|None)")
+_NS_HOST = re.compile(r"\bhost=(?:'(?P<host>[\w.:\[\]-]{1,255})'|None)")
 _NS_PORT = re.compile(r"\bport=(?P<port>\d{1,5})\b")
 _STARTING = re.compile(
-    r"Starting vLLM (?:API )?server(?: \d+)? on https?://(?P<host>[^\s/]{1,255}):(?P<port>\d{1,5})"
+    r"Starting vLLM (?:API )?server(?: \d+)? on https?://(?P<host>[\w.:\[\]-]{1,255}):(?P<port>\d{1,5})"
 )
 _DEFAULT_PORT = "8000"  # vLLM's --port default
 _ANY_HOST = "0.0.0.0"  # --host unset: every interface
