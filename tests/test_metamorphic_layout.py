@@ -46,12 +46,11 @@ AT_ONCE = (
     "kv-short", "kv-blip", "gateway-queue", "traced-1r", "frontend-bound", "killed-debug",
 )  # fmt: skip
 
-# Known (evid15), left to the replica work: one level deeper, traced-2r-kill's two server logs sit in one sub-folder
-# and both take its name as their replica (ingest._replica: a file in a sub-folder is named by the folder), so the
-# two servers read as one (10 -> 6 findings, one 'Server killed' at 03:27:18 in place of vllm-server-b's at
-# 03:24:34). Before evid15 this stopped diagnose (a ZeroDivisionError in histograms.bucket_quantile, now fixed).
-_SHARED_FOLDER = pytest.mark.xfail(strict=True, reason="two servers in one sub-folder take one replica name")
-_KNOWN = {("traced-2r-kill", "deeper"): _SHARED_FOLDER}
+# Fixed (rep1), was a strict xfail: one level deeper, traced-2r-kill's two server logs sat in one sub-folder and both
+# took its name as their replica, so the two servers read as one (10 -> 6 findings). Their banners name two listen
+# addresses (127.0.0.1:8001, :8002): they are now two replicas, incident-2026-12-01/vllm-server-a and -b
+# (ingest/replicas.py).
+_KNOWN: dict[tuple[str, str], pytest.MarkDecorator] = {}
 
 
 def _laid_out(src: Path, dest: Path, layouts: tuple[str, ...], **how) -> Path:

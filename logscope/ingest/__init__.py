@@ -28,7 +28,7 @@ from logscope.parsers import _mixed as mixed
 
 from .. import __version__, _scan, jsontext, schemas
 from ..resources import shape
-from . import batches, derive, envelopes, inputs, outliers, pieces, probe, sources, streams
+from . import batches, derive, envelopes, inputs, outliers, pieces, probe, replicas, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -311,6 +311,7 @@ def _detect(
     if batch:
         states += _detect_batch(batch, opts, root, ex)
     _mark_copies(states)
+    replicas.split_shared(states, root, opts.replica)
     return states
 
 
@@ -423,6 +424,7 @@ def _detected(
         stamps=stamps,
         head_key=key,
         also=also,
+        listen=replicas.listen_address(stamp_lines) if mod.KIND == "server" else None,
         short_key=0 < len(text) < COPY_KEY_LINES,
     )
 

@@ -48,6 +48,7 @@ class FileState:
     )
     short_key: bool = False  # head_key holds the whole (short) file: only an identical file is its copy
     copy_of: str | None = None  # another input holds all of this file's lines: its rows are not added
+    listen: str | None = None  # HOST:PORT its start-up banner names (``replicas``: servers sharing a folder)
     also: str | None = None  # a second format interleaved line by line (parsers/_mixed.py)
     plausible: outliers.Bounds | None = None  # times outside are outliers (``logscope.ingest.outliers``)
     outliers: int = 0  # records whose time was an outlier (set unknown)
