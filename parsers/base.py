@@ -40,6 +40,9 @@ A format module is a plain module (no class needed) exposing:
 ``CONTAINER_TIME``  optional, True when the format reads an RFC 3339 stamp in front of a line (``docker logs
                  --timestamps``): a container runtime's log file of it then gives each line with the
                  runtime's time in front (``logscope/ingest/envelopes.py``), else the line alone
+``listen_address(lines: list[str]) -> str | None``  optional, a server format's: the HOST:PORT its start-up banner
+                 names in a file's first lines, which tells two servers' logs in one folder apart
+                 (``logscope/ingest/replicas.py``)
 ``parse_document(text: str, ctx: ParseContext) -> ChunkResult``  (MODE 'document')
 
 Parsers are vectorised: a chunk is parsed with polars string expressions (``str.extract_groups``,

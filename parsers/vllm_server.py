@@ -37,6 +37,8 @@ import polars as pl
 
 from logscope.schemas import TS
 
+from ._vllm_banner import listen_address as listen_address
+
 # the patterns tests/test_vllm_server.py checks by name (as vllm_server.X) are imported ``as`` themselves
 from ._vllm_events import _KIND_RULES as _KIND_RULES
 from ._vllm_events import _access, _events, _records

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
-from logscope.ingest import replicas
+from logscope.parsers import vllm_server
 from metamorphic import copy_shifted, rotate, span
 
 FOLDER = "incident"
@@ -137,15 +137,17 @@ def test_listen_address_from_real_banners():
     """vLLM 0.32's non-default args (traced-2r-kill a and b), 0.9.2's (v0-ladder), and 0.9.2's 'Starting vLLM API
     server 0 on' alone (v0-ladder's line without its args line); a client's log names none."""
     assert (
-        replicas.listen_address(_head(need(LAB / "traced-2r-kill" / "vllm-server-a.log"))) == "127.0.0.1:8001"
+        vllm_server.listen_address(_head(need(LAB / "traced-2r-kill" / "vllm-server-a.log")))
+        == "127.0.0.1:8001"
     )
     assert (
-        replicas.listen_address(_head(need(LAB / "traced-2r-kill" / "vllm-server-b.log"))) == "127.0.0.1:8002"
+        vllm_server.listen_address(_head(need(LAB / "traced-2r-kill" / "vllm-server-b.log")))
+        == "127.0.0.1:8002"
     )
     v0 = _head(need(LAB / "v0-ladder" / "vllm-server.log"))
-    assert replicas.listen_address(v0) == "127.0.0.1:8001"
-    assert replicas.listen_address([ln for ln in v0 if "non-default args" not in ln]) == "127.0.0.1:8001"
-    assert replicas.listen_address(_head(need(LAB / "crash" / "client-crash.log"))) is None
+    assert vllm_server.listen_address(v0) == "127.0.0.1:8001"
+    assert vllm_server.listen_address([ln for ln in v0 if "non-default args" not in ln]) == "127.0.0.1:8001"
+    assert vllm_server.listen_address(_head(need(LAB / "crash" / "client-crash.log"))) is None
 
 
 def _with_calm(run: str, d: Path, after: bool) -> Path:

@@ -424,7 +424,7 @@ def _detected(
         stamps=stamps,
         head_key=key,
         also=also,
-        listen=replicas.listen_address(stamp_lines) if mod.KIND == "server" else None,
+        listen=mod.listen_address(stamp_lines) if hasattr(mod, "listen_address") else None,
         short_key=0 < len(text) < COPY_KEY_LINES,
     )
 

@@ -4,8 +4,8 @@ A file in a sub-folder takes the folder's name as its replica (``ingest._replica
 server's log, rotated (``vllm.log.1``, ``vllm.log``) or collected before and after a restart (``kubectl logs
 --previous``), and all of them are that one server. Two servers collected into one folder must not merge, though:
 their deaths, KV pressure and preemptions would read as one server's. The evidence is in the files' start-up
-banners: the address a vLLM server listens on (its non-default args, its ``args: Namespace(...)``, its 'Starting
-vLLM ... server on http://HOST:PORT'). A restart or a rotation keeps its address; two servers of one host cannot
+banners: the address a server listens on, as its format reads it (``FileState.listen``: vLLM's
+``_vllm_banner.listen_address``). A restart or a rotation keeps its address; two servers of one host cannot
 share one. Nor can one server write two logs at once: two files (of one address, or naming none) whose times
 overlap while both are written are two servers (pods of one deployment, each on 0.0.0.0:8000); files one after
 the other (a restart, a rotation) are one. Without an address or times, a file stays the folder's server."""
@@ -19,19 +19,6 @@ from pathlib import Path
 from . import inputs, sources
 from .streams import FileState
 
-# vllm/entrypoints/utils.py (0.9+: only the arguments given), vllm/entrypoints/openai/api_server.py (older: all)
-# (a host of the characters a host holds: the address goes into file messages, and log text is untrusted)
-_DICT_ARGS = re.compile(r"non-default args: \{(?P<args>.{0,4000})")
-_DICT_HOST = re.compile(r"'host': '(?P<host>[\w.:\[\]-]{1,255})'")
-_DICT_PORT = re.compile(r"'port': (?P<port>\d{1,5})\b")
-_NS_ARGS = re.compile(r"\bargs: Namespace\((?P<args>.{0,8000})")
-_NS_HOST = re.compile(r"\bhost=(?:'(?P<host>[\w.:\[\]-]{1,255})'|None)")
-_NS_PORT = re.compile(r"\bport=(?P<port>\d{1,5})\b")
-_STARTING = re.compile(
-    r"Starting vLLM (?:API )?server(?: \d+)? on https?://(?P<host>[\w.:\[\]-]{1,255}):(?P<port>\d{1,5})"
-)
-_DEFAULT_PORT = "8000"  # vLLM's --port default
-_ANY_HOST = "0.0.0.0"  # --host unset: every interface
 # a line's time: RFC 3339 (kubectl --timestamps, a runtime's record) or vLLM's own 'INFO 12-06 03:19:28'; compared
 # without the year (vLLM writes none), so a folder's files are taken to be of one year
 _TIME = re.compile(
@@ -40,23 +27,6 @@ _TIME = re.compile(
 )
 TAIL_BYTES = 64 * 1024  # a log's last lines, for the time it ends
 OVERLAP_S = 60  # more than this in common: two servers (a restart's old and new lines meet within seconds)
-
-
-def listen_address(lines: list[str]) -> str | None:
-    """HOST:PORT the first start-up banner in ``lines`` names (None: no banner seen)."""
-    for ln in lines:
-        m = _DICT_ARGS.search(ln)
-        if m:
-            host, port = _DICT_HOST.search(m["args"]), _DICT_PORT.search(m["args"])
-            return f"{host['host'] if host else _ANY_HOST}:{port['port'] if port else _DEFAULT_PORT}"
-        m = _NS_ARGS.search(ln)
-        if m:
-            host, port = _NS_HOST.search(m["args"]), _NS_PORT.search(m["args"])
-            return f"{(host['host'] or _ANY_HOST) if host else _ANY_HOST}:{port['port'] if port else _DEFAULT_PORT}"
-        m = _STARTING.search(ln)
-        if m:
-            return f"{m['host']}:{m['port']}"
-    return None
 
 
 def _seconds(line: str) -> int | None:
