@@ -17,9 +17,10 @@ _ISO = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)")
 _NGX_ERR = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)", re.M)
 _VLLM = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 _BENCH_DATE = re.compile(r'"date": "(\d{8})-(\d{6})"')
-_EPOCH_NS = re.compile(r"(?<![\d.])(1[789]\d{17})(?![\d.])")  # OTLP's ...UnixNano (the traced runs' spans)
-_EPOCH_MS = re.compile(r"(?<![\d.])(1[789]\d{11})(?![\d.])")
-_EPOCH_S = re.compile(r"(?<![\d.])(1[789]\d{8})(\.\d+)?(?![\d])")
+# whole tokens only: a trace or span id in hex holds runs of digits like these ('...5f1974049296b9...')
+_EPOCH_NS = re.compile(r"(?<![\w.])(1[789]\d{17})(?![\w.])")  # OTLP's ...UnixNano (the traced runs' spans)
+_EPOCH_MS = re.compile(r"(?<![\w.])(1[789]\d{11})(?![\w.])")
+_EPOCH_S = re.compile(r"(?<![\w.])(1[789]\d{8})(\.\d+)?(?![\w])")
 YEAR = 2026  # the lab's year: vLLM's stamps carry none
 
 
