@@ -53,6 +53,9 @@ class Stop:
     service: str | None = None  # its spans' service.name
     upstream: str | None = None  # its address at the gateway
     spans_last: datetime | None = None  # the end of the last engine span it exported before the restart
+    # the gateway's end of the last request whose engine span it exported (gateway clock, like the attempts it
+    # is compared with: the spans' own clock may be skewed against the gateway's)
+    spans_covered_until: datetime | None = None
     gateway_errors: dict[str, int] = field(default_factory=dict)  # error kind -> lines naming its upstream
     gateway_errors_first: datetime | None = None
     last_scrape: datetime | None = None  # its last metrics sample (the API server answered /metrics)
@@ -60,7 +63,14 @@ class Stop:
 
     def doc(self) -> dict:
         d = asdict(self)
-        for k in ("log_last", "restart", "spans_last", "gateway_errors_first", "last_scrape"):
+        for k in (
+            "log_last",
+            "restart",
+            "spans_last",
+            "spans_covered_until",
+            "gateway_errors_first",
+            "last_scrape",
+        ):
             d[k] = None if d[k] is None else d[k].isoformat()
         return d
 
@@ -186,7 +196,7 @@ def _evidence(s: Stop, spans: pl.DataFrame, gerr: pl.DataFrame, t: dict[str, pl.
     if s.last_scrape is not None:
         ev.append(f"its metrics were last scraped at {clock.hms(s.last_scrape, ms=True)}")
     if s.spans_last is not None:
-        ev.append(f"its spans ({s.service}) stop at {clock.hms(s.spans_last, ms=True)}")
+        ev.append(f"its spans ({s.service}) stop at {clock.hms(s.spans_last, ms=True)} (their own clock)")
     if s.gateway_errors:
         kinds = ", ".join(f"{n} × {_UPSTREAM_KINDS[k]}" for k, n in s.gateway_errors.items())
         first = s.gateway_errors_first
@@ -231,7 +241,11 @@ def classify(
         .unique("gw_id")
     )
     ca = t["client_attempts"].select(
-        "trace_id", "span_id", pl.col("error").alias("cl_error"), pl.col("timed_out").alias("cl_timeout")
+        "trace_id",
+        "span_id",
+        pl.col("error").alias("cl_error"),
+        pl.col("timed_out").alias("cl_timeout"),
+        pl.lit(True).alias("cl_seen"),
     )
     x = (
         att.join(gw, on=["trace_id", "span_id"], how="left")
@@ -242,14 +256,36 @@ def classify(
             how="left",
         )
     )
+    eng = spans.filter((pl.col("layer") == "engine") & (pl.col("role") == "request")).select(
+        "trace_id", pl.col("parent_span_id").alias("span_id"), pl.col("service").alias("eng_service")
+    )
+    x = x.join(eng.unique(["trace_id", "span_id"]), on=["trace_id", "span_id"], how="left")
+    for s in found:
+        _covered(s, x)
     rows = []
     ordered = sorted(found, key=lambda s: s.log_last)
+    svc, _ = replica_map(spans, t)
     for r in x.iter_rows(named=True):
-        rows.append((None, None) if r["has_engine"] else _why(r, ordered))
+        rows.append((None, None) if r["has_engine"] else _why(r, ordered, svc))
     return x.with_columns(
         pl.Series("why_class", [c for c, _ in rows], dtype=pl.String),
         pl.Series("why", [w for _, w in rows], dtype=pl.String),
     )
+
+
+def _covered(s: Stop, x: pl.DataFrame) -> None:
+    """The gateway's end of the last attempt the replica's exported spans cover, before it stopped: on the
+    gateway's clock, the clock of the attempts it is compared with."""
+    if s.service is None:
+        return
+    stop = s.log_last + timedelta(seconds=LOG_TICK_S)
+    ends = x.filter((pl.col("eng_service") == s.service) & (pl.col("gw_end") < stop))["gw_end"]
+    if ends.len():
+        s.spans_covered_until = time_value(ends.max())
+        s.evidence.append(
+            f"the last request its spans cover ended at {clock.hms(s.spans_covered_until, ms=True)} (the gateway's "
+            "line)"
+        )
 
 
 def _stop_for(stops: list[Stop], replica: str | None, at: datetime | None) -> Stop | None:
@@ -260,7 +296,40 @@ def _stop_for(stops: list[Stop], replica: str | None, at: datetime | None) -> St
     return None
 
 
-def _why(r: dict, found: list[Stop]) -> tuple[str, str]:
+def _lost_or_unknown(r: dict, s: Stop, end: datetime) -> tuple[str, str]:
+    """A request that ended on a replica less than one export batch before it stopped: its span lost with the
+    batch only when the folder shows both that it finished (the caller got its answer) and that the replica's
+    exports stopped before it (the last request its spans cover ended earlier, on the gateway's clock)."""
+    hms, rep, err = clock.hms, r["srv_replica"], r["cl_error"]
+    head = f"ended on {rep} at {hms(end, ms=True)} (the gateway's line), less than {BATCH_S:.0f} s before its log stopped at {hms(s.log_last)}"
+    missing = []
+    if err:
+        missing.append(f"the caller got {err}, not its answer")
+    elif r["gw_status"] is None or not 200 <= int(r["gw_status"]) < 300:
+        missing.append(f"the gateway answered {r['gw_status'] or 'nothing'}, not a success")
+    cov = s.spans_covered_until
+    if cov is None:
+        missing.append(
+            f"no span of {s.service or rep} joins a gateway line, so nothing shows when its exports stopped"
+        )
+    elif cov >= end:
+        missing.append(
+            f"its spans cover a request that ended later ({hms(cov, ms=True)}): the batch that would hold this one was sent"
+        )
+    seen = ", the caller got its answer" if r["cl_seen"] else ""
+    if missing:
+        return "unknown", f"unknown: {head}; not shown lost with a batch: " + "; ".join(
+            missing
+        ) + " [engine log, gateway log, spans]"
+    return "spans lost", (
+        f"spans lost: finished on {rep} at {hms(end, ms=True)} (the gateway's line{seen}), less than "
+        f"{BATCH_S:.0f} s before its log stopped at {hms(s.log_last)}, after the last request its spans cover "
+        f"({hms(cov, ms=True)}); vLLM exports spans every {BATCH_S:.0f} s and a killed process loses the batch it "
+        "had not sent [engine log, gateway log, " + ("client record, " if seen else "") + "spans]"
+    )
+
+
+def _why(r: dict, found: list[Stop], svc: dict[str, str]) -> tuple[str, str]:
     """(class, reason) of one attempt with no engine span; ``found`` in time order. A reason names the records
     it rests on; a replica's stop is told once, with its evidence, in the summary's ``stops``."""
     hms = clock.hms
@@ -287,17 +356,13 @@ def _why(r: dict, found: list[Stop]) -> tuple[str, str]:
                     + (", client record]" if err else "]")
                 )
             if (s.log_last + tick - end).total_seconds() <= BATCH_S + LOG_TICK_S:
-                after = (
-                    f", after its last exported span ({hms(s.spans_last, ms=True)})"
-                    if s.spans_last is not None and s.spans_last <= end
-                    else ""
-                )
-                return "spans lost", (
-                    f"spans lost: finished on {rep} at {hms(end, ms=True)} (the gateway's line), less than "
-                    f"{BATCH_S:.0f} s before its log stopped at {hms(s.log_last)}{after}; vLLM exports spans every "
-                    f"{BATCH_S:.0f} s and a killed process loses the batch it had not sent [engine log, gateway "
-                    "log, spans]"
-                )
+                return _lost_or_unknown(r, s, end)
+        if rep not in svc:  # none of its requests has a span here: its exports are not in the folder at all
+            return "unknown", (
+                f"unknown: reached {rep} (its log names the request at {hms(recv)}), and no span in the folder "
+                f"names a request of {rep}: whether it exported spans, and where they went, is not in the folder "
+                "[engine log, spans]"
+            )
         return "not exported", (
             f"reached {rep} (its log names the request at {hms(recv)}) and was neither aborted nor cut by a "
             "death the logs show: its span was not exported (sampling, or the exporter's queue) [engine log]"

@@ -336,6 +336,12 @@ def _summary(
         "no_engine_span": {
             "attempts": missing.height,
             "by_class": {c: n for c in span_gaps.CLASSES if (n := int((missing["why_class"] == c).sum()))},
+            # the first attempt's reason in each class: the facts it rests on, or what is missing for one
+            "examples": {
+                c: g["why"][0]
+                for c in span_gaps.CLASSES
+                if (g := missing.filter(pl.col("why_class") == c).sort("start")).height
+            },
             "by_class_and_replica": missing.group_by("why_class", pl.col("srv_replica").alias("replica"))
             .len("attempts")
             .sort("why_class", "replica", nulls_last=True)

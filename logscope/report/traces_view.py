@@ -148,6 +148,13 @@ def view(out: Path, traces: dict | None, diag: dict | None = None) -> tuple[dict
         .agg(pl.len().alias("requests"), pl.col("no_engine_reason").first().alias("example"))
         .sort("requests", descending=True)
     )
+    # the example of each class is the summary's (summary.json and summary.md say the same)
+    ex = (traces.get("no_engine_span") or {}).get("examples") or {}
+    classes = classes.with_columns(
+        pl.col("no_engine_class")
+        .replace_strict(ex, default=pl.col("example"), return_dtype=pl.String)
+        .alias("example")
+    )
     segs = ((diag or {}).get("spans") or {}).get("segments") or []
     return wf, {
         "summary": traces,
