@@ -8,7 +8,7 @@ callers' latency is the mean of each part (means add up, percentiles do not): be
 backoff, the caller's own work),
 before the engine (gateway + API server + network), queue, prefill, decode, the rest of the engine span, and
 after the engine (the answer's way back: a stream's delivery). A request belongs to the segment holding its
-first send (the caller's span, else its first attempt, else its engine span).
+first send on the logs' clock (its request row), else the caller's span, its first attempt, its engine span.
 
 Consumers (the ladder, the SLO, the findings) take a segment's ``latencies[metric]`` where its ``n`` > 0: they
 are per-request figures on the named clock, better than a histogram's bucket bounds, and never to be compared
@@ -139,7 +139,10 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
     if not p.exists():
         return None
     rs = pl.read_parquet(p).filter(pl.col("engine_spans").is_not_null())
-    rs = rs.with_columns(pl.coalesce("request_start", "client_start", "engine_start").alias("_t"))
+    # a request's place in the steps and episodes is read on the logs' clock (its request row, put on the
+    # reference clock by correlate), the episodes' and steps' own: the spans' clock may be skewed against it
+    t = [c for c in ("ts_start", "request_start", "client_start", "engine_start") if c in rs.columns]
+    rs = rs.with_columns(pl.coalesce(*t).alias("_t"))
     for c, t in (("caller_ttft_s", pl.Float64), ("caller_ttft_source", pl.String)):
         if c not in rs.columns:  # request_spans written before the callers' TTFT was kept: unknown
             rs = rs.with_columns(pl.lit(None, t).alias(c))
