@@ -77,6 +77,9 @@ def build(ld: Loaded, options: ReportOptions) -> dict:
     return out
 
 
+SEGMENT_METRICS = ("ttft", "queue", "caller_e2e", "caller_ttft", "caller_minus_engine_ttft")
+
+
 def traces(ld: Loaded) -> dict | None:
     """What the spans showed (correlation.json's ``traces``, diagnosis.json's ``spans``): the same objects the
     report's traces section renders; None when the folder had no spans."""
@@ -110,10 +113,15 @@ def traces(ld: Loaded) -> dict | None:
                     "requests": g["requests"],
                     **{
                         f"{m}_{q}_ms": (g["latencies"].get(m) or {}).get(f"{q}_ms")
-                        for m in ("ttft", "queue", "caller_e2e", "caller_ttft", "caller_minus_engine_ttft")
+                        for m in SEGMENT_METRICS
                         for q in ("p50", "p95")
                     },
                     "split_mean_ms": {p["part"]: p["mean_ms"] for p in g["split"]},
+                    # each figure's clock, as diagnosis.json's spans name it: the engine's, the callers', or both
+                    "clocks": {
+                        **{m: (g["latencies"].get(m) or {}).get("clock") for m in SEGMENT_METRICS},
+                        **{p["part"]: p["clock"] for p in g["split"]},
+                    },
                 }
                 for g in segs
             ],
