@@ -670,8 +670,10 @@ TABLES: dict[str, dict[str, Column]] = {
         "no_engine_class": (
             S,
             "aborted (the engine logged its abort: vLLM writes no span for it) | cut by death (in flight when "
-            "its replica died) | spans lost (finished within the last export batch before the replica died) | "
-            "never reached (the gateway answered without an engine) | not exported | unknown",
+            "its replica died) | spans lost (finished, the caller answered, less than one export batch before its "
+            "replica died and after the last request that replica's exported spans cover) | never reached (the "
+            "gateway answered without an engine) | not exported (its replica's other requests have spans) | "
+            "unknown (the reason names what is missing)",
         ),
         "last_http_status": (I, "the HTTP status of the last attempt span that has one (clock client)"),
         "client_start": (TS, "first client attempt span start"),
