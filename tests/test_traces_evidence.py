@@ -162,3 +162,45 @@ def test_every_span_figure_of_summary_json_names_its_clock(tmp_path, run) -> Non
         assert clocks["ttft"] == "engine" and clocks["caller_ttft"] == "client"
         assert clocks["caller_minus_engine_ttft"] == "client - engine" and clocks["queue"] == "engine"
         assert clocks["before the engine (gateway + API server + network)"] == "engine - client"
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory) -> tuple[Path, dict]:
+    return _run(LAB / "traced-ladder", tmp_path_factory.mktemp("tl"))
+
+
+def test_engine_spans_checked_against_the_histograms_per_step(ladder, kill2r, rendered) -> None:
+    """traced-ladder: per step, vLLM's spans and its histograms (TTFT, e2e, queue, prefill, decode) measure the
+    same requests on the same clock. Read at the histogram's own rank they agree, 25 of 25; the linear p95 the
+    traces table shows (494 ms at c=1) falls below the histogram's 0.5-0.75 s bucket only by how a p95 is read
+    between two requests. A folder with no ladder step (traced-2r-kill) has no such check and claims none."""
+    from logscope.diagnose import span_figures
+
+    out, summary = ladder
+    hc = summary["traces"]["histogram_check"]
+    assert (hc["checked"], hc["agree"], hc["disagree"], hc["clock"]) == (25, 25, [], "engine")
+    diag = json.loads((out / "diagnosis.json").read_text())
+    first = next(s for s in diag["spans"]["segments"] if s["kind"] == "ladder step")
+    ttft = next(c for c in first["histogram_check"] if c["metric"] == "ttft")
+    assert (ttft["bucket"], ttft["histogram"], ttft["spans_n"]) == (
+        "0.5–0.75 s",
+        "vllm:time_to_first_token_seconds",
+        47,
+    )
+    assert ttft["spans_p95_at_rank_ms"] == pytest.approx(523.9465, abs=1e-3)
+    assert first["latencies"]["ttft"]["p95_ms"] == pytest.approx(494.0, abs=1)  # the linear p95, below 0.5 s
+    seen = rendered(out, summary)
+    for name in ("summary.md", "report.html"):
+        assert "25 of 25 figures fall in the histogram's bucket" in seen[name], name
+    # a disagreement is named, not averaged: the spans of step 5 (c=32) against step 1's histograms
+    import polars as pl
+
+    steps = diag["ladder"]["steps"]
+    rs = pl.read_parquet(out / "request_spans.parquet").filter(pl.col("engine_spans").is_not_null())
+    lo, hi = (datetime.fromisoformat(steps[4][k].replace("Z", "+00:00")) for k in ("ts_start", "ts_end"))
+    c32 = rs.filter(pl.col("ts_start").is_between(lo, hi))
+    wrong = {c["metric"]: c["agree"] for c in span_figures._hist_checks(c32, steps[0]["metrics_histograms"])}
+    assert wrong == {"ttft": False, "e2e": False, "queue": False, "prefill": False, "decode": False}
+    out2, summary2 = kill2r
+    assert summary2["traces"].get("histogram_check") is None
+    assert "against vLLM's histograms" not in rendered(out2, summary2)["summary.md"]

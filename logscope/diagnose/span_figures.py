@@ -17,6 +17,7 @@ with another clock's figure as if one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -89,12 +90,55 @@ class Segment:
     requests: int  # traced requests with an engine span
     latencies: dict[str, SpanLatency] = field(default_factory=dict)
     split: list[dict] = field(default_factory=list)  # {part, clock, mean_ms, n}
+    # the engine spans against vLLM's histograms over the same step, where both exist (HistCheck.doc())
+    histogram_check: list[dict] = field(default_factory=list)
     key: str | None = None  # the episode id or ladder step it is
 
     def doc(self) -> dict:
         d = asdict(self)
         d["latencies"] = {k: asdict(v) for k, v in self.latencies.items()}
         return d
+
+
+# the engine span attributes vLLM also observes in a histogram (diagnosis' metrics_histograms)
+HIST = {"ttft": "span_ttft_s", "e2e": "span_e2e_s", "queue": "span_queue_s", "prefill": "span_prefill_s"}
+HIST |= {"decode": "span_decode_s"}
+
+
+@dataclass(frozen=True)
+class HistCheck:
+    """One figure seen twice on the engine's clock: its spans and its histogram. The spans' value is read at the
+    histogram's own rank (the smallest value with at least 95 % of the requests at or below it, Prometheus'
+    histogram_quantile), so a p95 interpolated between two requests is not taken for a disagreement."""
+
+    metric: str
+    spans_n: int
+    spans_p95_at_rank_ms: float
+    histogram: str  # the metric's name
+    histogram_n: float
+    bucket: str  # where the histogram puts its p95
+    agree: bool  # the spans' value falls in that bucket
+    clock: str = "engine"
+
+    def doc(self) -> dict:
+        return asdict(self)
+
+
+def _hist_checks(part: pl.DataFrame, hists: dict | None) -> list[dict]:
+    out = []
+    for metric, col in HIST.items():
+        h = (hists or {}).get(metric) or {}
+        v = part[col].drop_nulls().sort()
+        if v.len() == 0 or h.get("p95_bucket_lo") is None or h.get("p95_bucket_hi") is None:
+            continue
+        at = float(v[math.ceil(0.95 * v.len()) - 1])  # type: ignore[arg-type]
+        agree = bool(h["p95_bucket_lo"] < at <= h["p95_bucket_hi"] or (at == 0 and h["p95_bucket_lo"] == 0))
+        out.append(
+            HistCheck(
+                metric, v.len(), at * 1000, h.get("metric") or "", h.get("n") or 0, h["p95_bucket"], agree
+            )
+        )
+    return [c.doc() for c in out]
 
 
 def _source(rs: pl.DataFrame, metric: str) -> str:
@@ -158,7 +202,9 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
             seg = Segment(
                 label, "ladder step", s.get("ts_start"), s.get("ts_end"), part.height, key=str(s["step"])
             )
-            segs.append(_figures(seg, part))
+            seg = _figures(seg, part)
+            seg.histogram_check = _hist_checks(part, s.get("metrics_histograms"))
+            segs.append(seg)
     found = []
     for e in eps:
         part = _in(rs, e.get("start"), e.get("end"))
@@ -197,6 +243,27 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
         },
         "requests_with_engine_span": rs.height,
         "segments": [s.doc() for s in segs],
+        "histogram_check": _hist_summary(segs),
+    }
+
+
+def _hist_summary(segs: list[Segment]) -> dict | None:
+    """How many of the figures seen both ways agree, and each that does not (shown, never averaged away)."""
+    checks = [(g.segment, c) for g in segs for c in g.histogram_check]
+    if not checks:
+        return None
+    return {
+        "checked": len(checks),
+        "agree": sum(c["agree"] for _, c in checks),
+        "disagree": [
+            f"{seg} {c['metric']}: spans {c['spans_p95_at_rank_ms'] / 1000:.3f} s over {c['spans_n']} requests, "
+            f"{c['histogram']} {c['bucket']} over {c['histogram_n']:g}"
+            for seg, c in checks
+            if not c["agree"]
+        ],
+        "clock": "engine",
+        "how": "p95 of the engine spans read at the histogram's rank (Prometheus' histogram_quantile), against the "
+        "bucket the histogram puts its p95 in, over the same ladder step",
     }
 
 

@@ -125,6 +125,7 @@ def traces(ld: Loaded) -> dict | None:
                 }
                 for g in segs
             ],
+            "histogram_check": _dict(ld.doc("diagnosis").get("spans")).get("histogram_check"),
             "clocks": "engine figures: vLLM's llm_request attributes (clock engine); caller's: client spans "
             "(clock client); source spans",
         }

@@ -165,6 +165,7 @@ def view(out: Path, traces: dict | None, diag: dict | None = None) -> tuple[dict
         .to_dicts(),
         "no_engine_total": lost.height,
         "segments": segs,
+        "histogram_check": ((diag or {}).get("spans") or {}).get("histogram_check"),
         "split_spec": split_spec(segs),
         "startup": startup(spans),
         "startup_labels": [label for label, _ in STARTUP],
