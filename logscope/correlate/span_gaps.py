@@ -317,7 +317,7 @@ def _lost_or_unknown(r: dict, s: Stop, end: datetime) -> tuple[str, str]:
             f"its spans cover a request that ended later ({hms(cov, ms=True)}): the batch that would hold this one was sent"
         )
     seen = ", the caller got its answer" if r["cl_seen"] else ""
-    if missing:
+    if missing or cov is None:
         return "unknown", f"unknown: {head}; not shown lost with a batch: " + "; ".join(
             missing
         ) + " [engine log, gateway log, spans]"

@@ -185,8 +185,8 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
     rs = pl.read_parquet(p).filter(pl.col("engine_spans").is_not_null())
     # a request's place in the steps and episodes is read on the logs' clock (its request row, put on the
     # reference clock by correlate), the episodes' and steps' own: the spans' clock may be skewed against it
-    t = [c for c in ("ts_start", "request_start", "client_start", "engine_start") if c in rs.columns]
-    rs = rs.with_columns(pl.coalesce(*t).alias("_t"))
+    when = [c for c in ("ts_start", "request_start", "client_start", "engine_start") if c in rs.columns]
+    rs = rs.with_columns(pl.coalesce(*when).alias("_t"))
     for c, t in (("caller_ttft_s", pl.Float64), ("caller_ttft_source", pl.String)):
         if c not in rs.columns:  # request_spans written before the callers' TTFT was kept: unknown
             rs = rs.with_columns(pl.lit(None, t).alias(c))
