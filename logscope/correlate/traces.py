@@ -63,6 +63,7 @@ def run(out: Path, rng: time_range.Range = time_range.ALL) -> dict | None:
                 "status",
                 "outcome",
                 "ttft_s",
+                "e2e_s",
                 "latency_clock",
                 "latency_source",
             ],
@@ -281,7 +282,49 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
         .drop("k")
         .sort("logical_request_id", "trace_id", nulls_last=True)  # the same bytes on every run
     )
-    return df, _summary(df, spans, t, att, found)
+    return df, {**_summary(df, spans, t, att, found), "client_span_vs_record": _span_vs_record(df, rq)}
+
+
+AGREE_S = (
+    1.0  # a caller's span and its own record of one request further apart than this are told, one by one
+)
+
+
+def _span_vs_record(df: pl.DataFrame, rq: pl.DataFrame) -> dict | None:
+    """The caller's request span against its own record of the request (both on the client's clock): how far
+    apart per request, and each request where they differ by more than AGREE_S (shown, never averaged)."""
+    if "e2e_s" not in rq.columns or "latency_clock" not in rq.columns:
+        return None
+    rec = rq.filter(pl.col("latency_clock") == "client").select(
+        pl.col("logical_request_id"), pl.col("e2e_s").alias("_rec")
+    )
+    d = (
+        df.join(rec, on="logical_request_id", how="inner")
+        .select(
+            "logical_request_id",
+            ((pl.col("request_end") - pl.col("request_start")).dt.total_microseconds() / 1e6).alias("span_s"),
+            "_rec",
+        )
+        .drop_nulls()
+        .with_columns((pl.col("span_s") - pl.col("_rec")).abs().alias("diff"))
+        .sort("logical_request_id")
+    )
+    if d.height == 0:
+        return None
+    far = d.filter(pl.col("diff") > AGREE_S)
+    return {
+        "compared": d.height,
+        "diff_p50_ms": round(float(d["diff"].median()) * 1000, 3),  # type: ignore[arg-type]
+        "diff_max_ms": round(float(d["diff"].max()) * 1000, 3),  # type: ignore[arg-type]
+        "within_s": AGREE_S,
+        "disagree": len(far),
+        "disagree_examples": [
+            f"{r['logical_request_id']}: span {r['span_s']:.3f} s, record {r['_rec']:.3f} s"
+            for r in far.head(10).iter_rows(named=True)
+        ],
+        "clock": "client",
+        "what": "the caller's request span's duration against its own record's e2e, per request",
+    }
 
 
 def _summary(

@@ -86,8 +86,16 @@ def traces(ld: Loaded) -> dict | None:
     tr = _dict(ld.doc("correlation").get("traces"))
     if not tr:
         return None
-    keys = ("spans", "spans_by_service", "requests", "requests_joined", "requests_three_layers", "traced")
+    keys: tuple[str, ...] = (
+        "spans",
+        "spans_by_service",
+        "requests",
+        "requests_joined",
+        "requests_three_layers",
+    )
+    keys += ("traced",)
     keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
+    keys += ("client_span_vs_record",)
     stop_keys = (
         "replica",
         "service",
