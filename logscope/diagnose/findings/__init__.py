@@ -181,7 +181,7 @@ def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict
     if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
         for f in out:
             if f["kind"] == "ladder":
-                _ladder_ranked(f, ladder, rows, out)
+                _ladder_ranked(f, ladder, rows, out, final=True)
     order = {s: i for i, s in enumerate(SEVERITY)}
     kind = {k: i for i, k in enumerate(KIND_ORDER)}
     far = datetime.max
@@ -230,7 +230,7 @@ def _overload_leads(out: list[Finding]) -> None:
         out.insert(first, cap)
 
 
-def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -> dict:
+def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict], final: bool = False) -> dict:
     """On a ladder, the pressure episodes are the steps above capacity: the boundary is what the run measured,
     so its finding covers the steps that broke (from the first one to the end) and is as severe as the
     worst pressure finding inside them; ranked by the same cost, it then leads them."""
@@ -242,7 +242,7 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     broke = [r for r in rows if r["step"] >= first]
     f["start"], f["end"] = broke[0]["ts_start"], broke[-1]["ts_end"]
     inside = [
-        g["severity"]
+        g
         for g in found
         if g["kind"] == "pressure"
         and g["start"] is not None
@@ -251,7 +251,12 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
         and f["start"] <= g["start"] <= f["end"]
     ]
     if inside:
-        f["severity"] = min(inside, key=SEVERITY.index)
+        worst = min(inside, key=lambda g: SEVERITY.index(g["severity"]))
+        f["severity"] = worst["severity"]
+        if final:  # said once, after the pressure findings' own severity by their impact
+            f["evidence"] += (
+                f"; severity {f['severity']} as the worst pressure in its steps: {worst['title']}"
+            )
     return f
 
 
