@@ -184,7 +184,7 @@ def settle(
             offsets = (
                 _rebase(getattr(mod, "SEGMENT_COUNTERS", ()), got.assumed, state) if got is not None else None
             )
-            if offsets is not None:
+            if got is not None and offsets is not None:
                 store.shift((idx, p), offsets)
                 _merge(st, got.part)
                 tally[m] += got.tally
@@ -346,7 +346,8 @@ def _rebase(counters: tuple[str, ...], assumed: dict, true: dict) -> dict[str, i
 
 def _same(a, b, offsets: dict[str, int]) -> bool:
     if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
-        return a.schema == b.schema and shifted(a, offsets, a.columns).equals(b)
+        moved = shifted(a, offsets, a.columns)  # a DataFrame, as ``a`` is
+        return a.schema == b.schema and isinstance(moved, pl.DataFrame) and moved.equals(b)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k], offsets) for k in a)
     return type(a) is type(b) and a == b
