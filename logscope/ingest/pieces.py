@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import polars as pl
 
@@ -93,6 +94,15 @@ class _Ahead:
     end: dict  # the state at its end
     part: FileState  # its lines, coverage, shapes and notes
     tally: Counter  # lines cut to MAX_LINE_CHARS, pieces of lines joined (sources.tally_messages)
+
+
+class LinesBefore(Protocol):
+    """What ``warm`` is told of the lines before a piece: ``_Lines`` here, cluster/tasks.py's ``_Known`` on a
+    worker (from the counts of tasks)."""
+
+    def first_line(self, p: int) -> int: ...
+
+    def tail(self, j: int) -> pl.DataFrame: ...
 
 
 class _Lines:
@@ -311,7 +321,7 @@ def warm(
     ctxs: list[ParseContext],
     piece: Piece,
     span: sources.Span,
-    lines: _Lines,
+    lines: LinesBefore,
     head: tuple[dict, int],
 ) -> dict:
     """The state a parser would likely have at the start of ``piece``: after the stream's first chunk and the
