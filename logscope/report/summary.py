@@ -83,7 +83,14 @@ def traces(ld: Loaded) -> dict | None:
     tr = _dict(ld.doc("correlation").get("traces"))
     if not tr:
         return None
-    keys = ("spans", "spans_by_service", "requests", "requests_joined", "requests_three_layers", "traced")
+    keys: tuple[str, ...] = (
+        "spans",
+        "spans_by_service",
+        "requests",
+        "requests_joined",
+        "requests_three_layers",
+        "traced",
+    )
     keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
     stop_keys = (
         "replica",
@@ -241,7 +248,7 @@ def span(ld: Loaded) -> dict:
         lo, hi = cast("datetime | None", w["ts"].min()), cast("datetime | None", w["ts"].max())
     out: dict = {}
     if ld.rng:
-        rng = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
+        rng: dict[str, str | dict | None] = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
         if ld.rng.chosen:
             rng["chosen"] = ld.rng.chosen
         out = {"range": rng, "inputs_start": iso(lo), "inputs_end": iso(hi)}

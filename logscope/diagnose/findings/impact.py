@@ -19,10 +19,11 @@ from ... import clock as clk
 from ...scalars import float_value
 from ..clockgap import MIN_REQUESTS
 from ..context import Context
+from ..records import Finding
 from ..tables import FAILED_OUTCOMES
 
 
-def measure(ctx: Context, found: list[dict]) -> None:
+def measure(ctx: Context, found: list[Finding]) -> None:
     """Set ``failed_requests`` and ``slowed_requests`` on every finding of ``found``."""
     req = ctx.inputs.requests
     usable = req.height and {"ts_start", "outcome"} <= set(req.columns)
@@ -214,7 +215,7 @@ def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> d
 SEVERITY = ("critical", "high", "medium", "low", "info")
 
 
-def _about(f: dict, cols: list[str]) -> pl.Expr | None:
+def _about(f: Finding, cols: list[str]) -> pl.Expr | None:
     """The requests a run-level finding is about, when it has no time range of its own."""
     if f.get("start") is not None:
         return None
@@ -228,7 +229,7 @@ def _about(f: dict, cols: list[str]) -> pl.Expr | None:
     return None
 
 
-def cost(f: dict) -> int:
+def cost(f: Finding) -> int:
     """The ranking's key within a severity: failed and slowed requests (unknown ranks after any known)."""
     a, b = f.get("failed_requests"), f.get("slowed_requests")
     return -1 if a is None and b is None else (a or 0) + (b or 0)
