@@ -29,8 +29,11 @@ CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whos
 class Rows(Protocol):
     """clockgap.ByTime: a table's rows by start, gathered per range (``RANGE`` holds the range's index)."""
 
-    columns: tuple[str, ...]
-    height: int
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    @property
+    def height(self) -> int: ...
 
     def within(self, ranges: list[Any]) -> Iterator[pl.DataFrame]: ...
 
