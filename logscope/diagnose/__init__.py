@@ -145,6 +145,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
             out, "client_requests", ("ts_start", "timeout_s"), pl.col("timeout_s").is_not_null(), rng
         ),
         "ts_start",
+        ("timeout_s",),
     )
     gaps = clockgap.claims(rows, eps, th, inp.requests, gw, gw_errors, timeouts)
     if not rows:  # no ladder: the gap over the load's phases too, episode or not (clockgap_run)

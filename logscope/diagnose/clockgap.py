@@ -23,6 +23,7 @@ import polars as pl
 from . import figures
 from .claims import ORIGIN_SOURCE, Claim, Fact, latency
 from .gave_up import CENSORED_SHARE, CLOCK_ORIGIN, GaveUp, per_range
+from .gave_up import READS as GAVE_UP_READS
 from .thresholds import Thresholds
 
 FIGURES = {"ttft": "TTFT", "e2e": "e2e"}
@@ -33,8 +34,7 @@ _ROW, RANGE = "_clockgap_row", "_clockgap_range"
 # overlapping ranges gathered the whole width: tests/test_replicas.py's bounded batches)
 READS = (
     "ts_start", "ts_end", "ts", "source", "line_no", "request_time_s", "duration_s", "kind",
-    "origin", "latency_clock", "ttft_s", "e2e_s", "client_attempts", "gateway_attempts", "outcome", "status",
-    "timeout_s",
+    "origin", "latency_clock", "ttft_s", "e2e_s", "client_attempts", "gateway_attempts",
 )  # fmt: skip
 Range = tuple[Any, Any]  # [start, end], either None when unknown
 
@@ -52,12 +52,13 @@ class ByTime:
     columns: tuple[str, ...]
 
     @classmethod
-    def of(cls, df: pl.DataFrame | ByTime | None, col: str) -> ByTime | None:
+    def of(cls, df: pl.DataFrame | ByTime | None, col: str, reads: tuple[str, ...] = READS) -> ByTime | None:
+        """``reads``: the columns its figures read (READS; the callers who gave up read theirs, gave_up.READS)."""
         if df is None or isinstance(df, ByTime):
             return df
         if col not in df.columns:
             return cls(df.clear().with_row_index(_ROW), col, df.height, tuple(df.columns))
-        keep = [c for c in df.columns if c in READS or c == col]
+        keep = [c for c in df.columns if c in reads or c == col]
         rows = (
             df.select(keep)
             .with_row_index(_ROW)
@@ -99,7 +100,13 @@ def claims(
     at_gw = at_gateway(ByTime.of(gw, "ts_start"), ByTime.of(gw_errors, "ts"), ranges)
     by_start = ByTime.of(req, "ts_start")
     single = single_attempts(by_start, ranges)
-    gave = per_range(by_start, ranges, ByTime.of(timeouts, "ts_start"), RANGE)
+    # a copy of its own, narrow: the gap's holds the columns of its figures only (tests/test_replicas.py)
+    gave = per_range(
+        ByTime.of(req, "ts_start", GAVE_UP_READS) if isinstance(req, pl.DataFrame) else None,
+        ranges,
+        ByTime.of(timeouts, "ts_start", ("timeout_s",)),
+        RANGE,
+    )
     out = []
     for i, r in enumerate(rows):
         where, key = f"step {r['step']} ({r['concurrency']:g})", f"ladder.step.{r['step']}"

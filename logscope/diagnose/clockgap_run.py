@@ -43,7 +43,10 @@ def claims(
     ranges = _ranges(ctx.inputs.phases, req)
     spans = [(lo, hi) for _, _, lo, hi in ranges]
     gave = gave_up.per_range(
-        clockgap.ByTime.of(every, "ts_start"), spans, clockgap.ByTime.of(timeouts, "ts_start"), clockgap.RANGE
+        clockgap.ByTime.of(every, "ts_start", gave_up.READS),
+        spans,
+        clockgap.ByTime.of(timeouts, "ts_start", ("timeout_s",)),
+        clockgap.RANGE,
     )
     by_start = clockgap.ByTime.of(req, "ts_start")
     single = clockgap.single_attempts(by_start, spans)

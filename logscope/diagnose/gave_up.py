@@ -24,6 +24,7 @@ CENSORED_SHARE = 1 - 0.95
 GAVE_UP_OUTCOMES = ("timeout", "unfinished")  # requests.outcome of a caller that left before its answer
 CLIENT_CLOSED = 499  # nginx's status of a request whose client closed the connection
 CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whose source names it
+READS = ("outcome", "status", "ttft_s", "e2e_s", "latency_clock", "origin")  # the request columns it reads
 
 
 class Rows(Protocol):
