@@ -254,7 +254,7 @@ def _of(
         elif censored and not large and gave is not None:
             missing.append(
                 f"the {name} of the {gave.of(f)} of {gave.requests} callers of {where} that gave up before it came "
-                f"({gave.share(f) or 0:.1%}, more than the {CENSORED_SHARE:.0%} a p95 leaves above it): the "
+                f"({gave.share(f) or 0:.1%}, at least the {CENSORED_SHARE:.0%} a p95 leaves above it): the "
                 "callers' p95 holds the answers that came in time, not the slow ones they left"
             )
         elif below and not large:

@@ -4,7 +4,7 @@ A caller that times out (or whose client stops with the request in flight) never
 p95 over a range holds only the answers that came back before they left (and the waits of those that left, which
 are floors of their latencies). Past ``CENSORED_SHARE`` of the range's callers (the p95's own tail, 1 - 0.95) the
 true p95 lies at or above the wait they gave up at, wherever the measured one is: it is not a figure to set beside
-the engine's, which timed every request it ran to its end (abort-ignored: 76 of 169 callers gave up at their 3 s
+the engine's, which times the requests it ran to their end (abort-ignored: 76 of 169 callers gave up at their 3 s
 timeout; their p95 of 3.18 s read 'no gap' beside vLLM's 5-10 s). An nginx 499 is its caller closing the
 connection: the gateway's callers gave up too.
 """
