@@ -29,7 +29,7 @@ import polars as pl
 
 from ..correlate.stream_failures import MAYBE
 from ..report.fmt import num
-from . import engine, sources
+from . import censored, engine, sources
 from .counters import increase
 from .runs import Run
 from .traffic import Step, requests_of
@@ -165,6 +165,7 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     if maybe:
         f.meta["success_share"]["uncertain"] = maybe
     callers = ok.filter(pl.col("latency_clock") == CLIENT)
+    mine = r.filter(pl.col("latency_clock") == CLIENT)
     if callers.height:
         src = _mode(callers["latency_source"])
         for name, col in (
@@ -180,6 +181,7 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
         f.meta["_ttft_mean_callers"] = (
             {"value": num(float(x.mean()))} if (x := _arr(callers["ttft_s"])).len() else {}
         )
+        censored.mark(f.meta, mine)  # over the answers alone, where too many callers gave up: a floor
     # each layer's figures only when its log is in the folder (the correlation fills 0 / 1 for a layer it lacks)
     has = {
         "engine": run.table("server_requests").height > 0,
@@ -187,7 +189,6 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     }
     if has["engine"] and r["server_requests"].drop_nulls().len():
         smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64)
-    mine = r.filter(pl.col("latency_clock") == CLIENT)
     v["client_retries"] = _retries(mine["client_attempts"]) if mine.height else None
     v["gateway_retries"] = _retries(r["gateway_attempts"]) if has["gateway"] else None
     f.meta["client_retries"] = {"clock": CLIENT, "source": sources.client_source_of(r)}
@@ -384,6 +385,10 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
         }
         if a is not None and b is not None and clock_a != clock_b:
             row["noise"] = f"on different clocks (A: {clock_a}, B: {clock_b}): not compared"
+            rows.append(row)
+            continue
+        if a is not None and b is not None and (why := censored.noise(ma, mb)):
+            row["noise"] = why
             rows.append(row)
             continue
         if a is not None and b is not None:
