@@ -9,7 +9,7 @@ why not the others.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 import polars as pl
@@ -55,12 +55,13 @@ def _cuda_oom(ctx: Context, replica: str | None, ts) -> pl.DataFrame:
     )
 
 
-def _not_others(ctx: Context, k: Kill) -> tuple[str, str]:
-    """(title tail, evidence) telling this host OOM from a CUDA OOM and from KV pressure."""
+def _not_others(ctx: Context, k: Kill, ts: datetime) -> tuple[str, str]:
+    """(title tail, evidence) telling this host OOM (at ``ts``, the kill's time) from a CUDA OOM and from KV
+    pressure."""
     has_log = ctx.inputs.events.filter(pl.col("replica").fill_null("") == (k.replica or "")).height > 0
-    cuda = _cuda_oom(ctx, k.replica, k.ts) if has_log else None
+    cuda = _cuda_oom(ctx, k.replica, ts) if has_log else None
     pre = ctx.pre.filter(
-        (pl.col("ts") >= k.ts - timedelta(seconds=60)) & (pl.col("ts") <= k.ts) & (pl.col("preemptions") > 0)
+        (pl.col("ts") >= ts - timedelta(seconds=60)) & (pl.col("ts") <= ts) & (pl.col("preemptions") > 0)
     ) if ctx.pre.height and "preemptions" in ctx.pre.columns else pl.DataFrame()  # fmt: skip
     kv = (
         f"; {int(pre['preemptions'].sum())} preemption(s) in the minute before: KV pressure, which slows the "
@@ -164,9 +165,9 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
     """The finding of a death the platform explains (a kill by the kernel or Kubernetes), else None."""
     facts: Facts | None = getattr(ctx, "platform", None)
     k = kill_for(facts, ep["replica"], ep["start"])
-    if facts is None or k is None or k.how not in HOW:
+    if facts is None or k is None or k.how not in HOW or k.ts is None:  # kill_for keeps timed kills only
         return None
-    tail, others = _not_others(ctx, k)
+    tail, others = _not_others(ctx, k, k.ts)
     if k.how == "kernel_oom" and k.constraint == "CONSTRAINT_NONE":
         limit = "the host ran out of memory: no cgroup limit"
     else:
