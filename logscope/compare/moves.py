@@ -2,7 +2,7 @@
 on its clock, with whether the change is beyond the sampling noise.
 
 Every latency names its clock (logscope.compare.sources): the callers' TTFT and e2e (client records, a load
-test's per-request results), the gateway's request time, the engine's histograms (TTFT, e2e, queue time).
+test's per-request results), the gateway's span of each completed request, the engine's histograms (TTFT, e2e, queue time).
 A row compares one clock only: a figure of the engine's clock is never set against the callers' one; when a
 figure's clock differs between the runs (callers' records in A, only a gateway log in B) the row says so and
 compares nothing. The gap between the callers' TTFT and the engine's (means) is a figure of its own: the time

@@ -240,7 +240,8 @@ METHOD = [
     "figures are read from a second before its first send to 5 s after its last answer (up to the next step's "
     "range when the load runs on; the last step's to the run's end).",
     "Clocks: each latency is read on one clock and compared only with the same clock: the callers' (client "
-    "records, a load test's per-request results), the gateway's (its access log's request time), the engine's "
+    "records, a load test's per-request results), the gateway's (its span of each completed request: a 2xx "
+    "whose answer broke off after it, or that the caller gave up on, is left out and named), the engine's "
     "(vLLM's Prometheus histograms as histogram_quantile reads them, its spans); the callers' TTFT beyond the "
     "engine's is a difference of means. The SLO is judged on the callers' figures, else the gateway's, else "
     "the engine's, the same clock for both runs.",

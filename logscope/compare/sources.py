@@ -1,7 +1,7 @@
 """Each run's per-request latencies by clock, so that a figure is only ever set against one of the same clock.
 
 Clocks (the team's vocabulary): ``client`` (what the callers measured: client records, a load test's
-per-request results, client spans), ``gateway`` (its access log's request time) and ``engine`` (vLLM's or
+per-request results, client spans), ``gateway`` (its access log's span of a request) and ``engine`` (vLLM's or
 SGLang's own figures: the Prometheus histograms, its spans). A requests row carries one latency, of the layer
 that defined it: its ``latency_clock`` / ``latency_source`` columns when the correlation wrote them, else
 derived from ``origin`` (client -> client, gateway -> gateway, server -> engine). The gateway's own times are
