@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import polars as pl
 import pytest
+from test_stream_failed_after_200 import G09, STREAM, STREAM_JSON
 
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, compare
@@ -115,3 +116,22 @@ def test_gateway_retries_are_the_gateways_own(outs, tmp_path, run):
     )
     per_line = real.group_by("source", "line_no").len()
     assert int((per_line["len"] - 1).clip(0).sum()) == GATEWAY_RETRIES[run]
+
+
+@pytest.mark.parametrize("first", [G09, STREAM_JSON], ids=["g09", "stream-json"])
+def test_a_gateway_log_without_request_times_gives_no_gateway_e2e(tmp_path, first):
+    """LiteLLM's access lines ('"POST /v1/chat/completions HTTP/1.1" 200 OK') carry no request time: compare summed
+    their missing durations to 0 s, read 'e2e p95 (gateway) 0 s' for both runs and called the SLO's e2e p95 met on
+    it. It is unknown, and the SLO's e2e cannot be judged."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, f in ((a, first), (b, STREAM)):
+        d.mkdir()
+        (d / f.name).write_bytes(f.read_bytes())
+    res = compare(a, b, tmp_path / "cmp")
+    doc = res["doc"]
+    row = _row(doc, "gateway_e2e_p95")
+    assert (row["a"], row["b"], row["noise"]) == (None, None, "unknown in both runs")
+    assert doc["whole"]["slo_met"] == {"a": [], "b": []}
+    assert "e2e p95: no clock gives it for both runs" in doc["whole"]["slo_undecided"]["a"]
+    md = res["paths"]["compare_md"].read_text().replace("\\", "")
+    assert "| e2e p95 (gateway) | gateway's clock | unknown | unknown |" in md
