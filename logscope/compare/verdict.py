@@ -296,8 +296,9 @@ def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
         b = (r.get("bucket") or {}).get(k)
         return f"in {b}" if b else value_text(r[k], r["unit"])
 
-    def say(r):
-        return f"{r['title']} {side(r, 'a')} → {side(r, 'b')}"
+    def say(r):  # a figure that left requests out says so (the gateway's e2e: served answers only)
+        only = " (served answers only)" if r.get("left_out") else ""
+        return f"{r['title']}{only} {side(r, 'a')} → {side(r, 'b')}"
 
     # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
     good = [say(r) for r in rows if r["direction"] == "better"]
