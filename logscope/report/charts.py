@@ -16,7 +16,7 @@ from typing import Any, cast
 import polars as pl
 
 from ..correlate.frames import group_first
-from ..scalars import float_or_none, float_value, int_value
+from ..scalars import float_or_none, float_value, int_or_none, int_value
 from . import gpu_panel, lanes, span_panel
 from .load import Loaded
 from .options import ReportOptions
@@ -63,7 +63,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
     """Merge windows so that at most MAX_WINDOWS remain (sums stay sums, maxima stay maxima)."""
     if w.height <= MAX_WINDOWS:
         return w
-    width = float(w["window_s"].drop_nulls().median() or 1.0)
+    width = float_or_none(w["window_s"].drop_nulls().median()) or 1.0
     span = (cast(datetime, w["ts"].max()) - cast(datetime, w["ts"].min())).total_seconds() + width
     factor = int(-(-span // (width * MAX_WINDOWS)))
     every = f"{int(width * factor * 1_000_000)}us"
@@ -91,7 +91,7 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
     if w.height == 0:
         return None, [ld.why("windows") or "the windows table is empty: no timed event was found"]
     w = coarsen(w.sort("ts"))
-    width_s = float(w["window_s"].drop_nulls().median() or 1.0)
+    width_s = float_or_none(w["window_s"].drop_nulls().median()) or 1.0
     width_ms = int(width_s * 1000)
     lo = int(cast(datetime, w["ts"].min()).timestamp() * 1000)  # windows all have a time
     hi = int(cast(datetime, w["ts"].max()).timestamp() * 1000 + width_ms)
@@ -110,7 +110,7 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
         for f, cols in ((ph, ("start", "end")), (ev, ("t", "ready")), (eps, ("start", "end")))
         if f.height
         for c in cols
-        for v in (f[c].min(), f[c].max())
+        for v in (int_or_none(f[c].min()), int_or_none(f[c].max()))  # epoch ms
         if v is not None
     ]
     x = XEnc(min([lo, *ends]), max([hi, *ends]))

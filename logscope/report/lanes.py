@@ -16,6 +16,7 @@ import polars as pl
 from .. import clock
 from ..correlate.broken import CUT
 from ..correlate.stream_failures import FAILED
+from ..scalars import int_value
 from .load import Loaded
 from .panels import (
     GAP_SAMPLES,
@@ -490,8 +491,8 @@ def outcomes(ld: Loaded, lo_ms: int, width_ms: int) -> pl.DataFrame:
     errs = counts.filter(
         (pl.col("outcome") == "error") & pl.col("status").is_not_null() & (pl.col("status") != 499)
     )
-    top = errs.group_by("status").agg(pl.col("n").sum()).sort(["n", "status"], descending=[True, False])
-    top = top["status"].head(MAX_STATUSES).sort().to_list()
+    ranked = errs.group_by("status").agg(pl.col("n").sum()).sort(["n", "status"], descending=[True, False])
+    top = ranked["status"].head(MAX_STATUSES).sort().to_list()
     name = (
         pl.when(pl.col("outcome") == "ok")
         .then(pl.lit("ok"))
@@ -608,7 +609,7 @@ def tokens(ld: Loaded, grid: pl.Series, width_ms: int, panel: Panel) -> pl.DataF
     )
     if st.height == 0 or grid.len() == 0:
         return pl.DataFrame()
-    lo = int(grid.min())
+    lo = int_value(grid.min())
     st = st.with_columns(pl.col("replica").fill_null(""), pl.col("ts").dt.epoch("ms").alias("t"))
     has_log = st.group_by("replica").agg((pl.col("origin") == "log").any().alias("has_log"))
     st = st.join(has_log, on="replica").filter((pl.col("origin") == "log") == pl.col("has_log"))
