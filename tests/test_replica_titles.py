@@ -200,6 +200,10 @@ def test_the_headline_names_the_replica_it_happened_on(kill: Path, tmp_path: Pat
     assert _headline_everywhere(kill).startswith(
         "The vLLM server vllm-server-b was killed silently (its log stops, a new server starts) at 03:24:34 "
     )
+    # 'A crash, down 415 s' read as the service down: a served on (truth: a logged 563 requests, 499 after the kill)
+    second = json.loads((kill / "summary.json").read_text())["verdict"][1]
+    assert second.startswith("A crash of 1 of the 2 replicas, down 415 s, ")
+    assert second in (kill / "summary.md").read_text().replace("\\", "")
     calm = need(LAB / "calm-b")
     lo, _ = span(LAB / "spike-b")
     calm_lo, _ = span(calm)

@@ -226,10 +226,14 @@ def _span(e: dict) -> str:
     return clock.hms_span(e["start"], e["end"])
 
 
-def _several(ctx: Context, eps: list[dict]) -> bool:
-    """The folder holds more than one replica (server logs or episodes on named replicas)."""
+def _replicas(ctx: Context, eps: list[dict]) -> int:
+    """How many replicas the folder holds (server logs or episodes on named replicas)."""
     logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
-    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")}) > 1
+    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
+
+
+def _several(ctx: Context, eps: list[dict]) -> bool:
+    return _replicas(ctx, eps) > 1
 
 
 def _headline(e: dict, several: bool = False) -> str:
@@ -362,7 +366,11 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
             if c["downtime_s"] is not None
             else f"not back before {ctx.inputs.rng.end_words}"
         )
-        return f"A crash, {down}{extra}{others}."
+        n = _replicas(ctx, eps)
+        of = (
+            f" of 1 of the {n} replicas" if n > 1 and e.get("replica") else ""
+        )  # the others may have served on
+        return f"A crash{of}, {down}{extra}{others}."
     why = e["why"]
     level = kv_admitted.admitted(ctx, e)
     if level is not None:  # a full cache every request got into: its class says how long, not that it hurt
