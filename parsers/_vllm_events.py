@@ -336,7 +336,7 @@ def _event_fields(g: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.D
     # only the fields of the kinds present are extracted: each expression costs even on no rows
     kinds = set(g["kind"].unique().to_list())
 
-    def only(needed: set[str], expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    def only(needed: set[str], expr: pl.Expr, dtype: type[pl.DataType]) -> pl.Expr:
         return expr if kinds & needed else pl.lit(None, dtype=dtype)
 
     pre, capa, conf = {"preemption"}, {"capacity"}, {"config"}

@@ -388,6 +388,11 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
     return att.join_asof(ph, left_on="_lg_ts", right_on="ph_ts", strategy="backward").drop("_lg_ts", "ph_ts")
 
 
+# the last phase's end is its stated duration, not a record: a client that extends its phase (the lab's traced
+# client waits for a replica's restart) ends it later, and a file recording the end (its JSON lines) says so
+PHASE_ANCHORING = "exact: phase start lines; end = next phase start, the last one start + its stated duration"
+
+
 def _phases(ph: pl.DataFrame | None, ctx: ParseContext) -> pl.DataFrame | None:
     if ph is None or not ph.height:
         return None
@@ -403,7 +408,5 @@ def _phases(ph: pl.DataFrame | None, ctx: ParseContext) -> pl.DataFrame | None:
         end.alias("ts_end"),
         pl.col("ph_mode").alias("mode"),
         pl.col("ph_value").alias("value"),
-        pl.lit(
-            "exact: phase start lines; end = next phase start, the last one start + its stated duration"
-        ).alias("anchoring"),
+        pl.lit(PHASE_ANCHORING).alias("anchoring"),
     )

@@ -1,6 +1,7 @@
-"""The oracle of tests/test_client_jsonl_flush.py: client_jsonl's lab-record flush and its time conversion as they
-were before they were made cheaper (issue #42: the joins on (file, rid, gen) strings, the windows over them, a time
-expression naming its number eight times), kept as they were; and of tests/test_scan_client_jsonl.py: its records as
+"""The oracle of tests/test_client_jsonl_flush.py: client_jsonl's lab-record flush on polars as it was before the
+compiled scanner took it (issue #42: scan/src/lab.rs; windows over (file, rid), joins on two integer keys, the
+attempts' outcome as expressions), and its time conversion before it was made cheaper (a time expression naming its
+number eight times), kept as they were; and of tests/test_scan_client_jsonl.py: its records as
 polars decoded them (`_json_records`: `str.json_decode`, the attempt records with their keys alone), before the
 compiled scanner read them (issue #42)."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from logscope.numbers import to_int
 from logscope.parsers._common import decode_json, epoch_to_utc, local_to_utc
 from logscope.parsers.base import ParseContext
 from logscope.parsers.client_jsonl import (
@@ -20,9 +22,10 @@ from logscope.parsers.client_jsonl import (
     _err_class,
     _f,
     _i,
-    _lab_attempt_outcome,
     _lab_phase_table,
 )
+
+_TIMEOUT_TOL = 0.99
 
 
 def ts_expr(c: str, tz: str) -> pl.Expr:
@@ -54,22 +57,32 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
     is_req = (pl.col("kind") == "request").cast(pl.Int64)
     if not pend["seq"].is_sorted():  # carried rows then new ones: usually in order already (seq is unique)
         pend = pend.sort("seq")
-    k = [FILE, "rid", "gen"]
-    pend = pend.with_columns((is_req.cum_sum().over(FILE, "rid") - is_req).alias("gen"))
-    keys = pend.filter(pl.col("kind") == "request").select(k)
-    if final:
-        keys = pend.select(k).unique()
-    ready = pend.join(keys, on=k, how="semi")
+    # one grouping by (file, rid) gives each row its generation (the requests before it), the requests of the rid,
+    # and the rid's first row (`_r`): (_r, gen) names a request as (file, rid, gen) does, in two integers, so the
+    # joins below are on integers (its windows hash one key where they hashed three, a join its strings)
+    by = [FILE, "rid"]
+    pend = pend.with_columns(
+        (is_req.cum_sum().over(by) - is_req).alias("gen"),
+        is_req.sum().over(by).alias("_reqs"),
+        pl.col("seq").first().over(by).alias("_r"),
+    )
+    # ready: a request of its generation has come (or the log ended); a row without a rid never is
+    ready_row = pl.col("rid").is_not_null() & (pl.lit(final) | (pl.col("gen") < pl.col("_reqs")))
+    ready = pend.filter(ready_row)
     # rows of later generations are renumbered from 0 when they are looked at again
-    state["lab_pending"] = pend.join(keys, on=k, how="anti").drop("gen")
+    state["lab_pending"] = pend.filter(~ready_row).drop("gen", "_reqs", "_r")
     if not ready.height:
         return {}
+    k = ["_r", "gen"]
     phases = _lab_phase_table(state.get("lab_phases"))
     req = (
         ready.filter(pl.col("kind") == "request")
         .unique(k, keep="last")
         .select(
             *k,
+            FILE,
+            "rid",
+            pl.col("seq").alias("r_seq"),
             pl.col("client").alias("r_client"),
             pl.col("phase").alias("r_phase"),
             ts_expr("send", ctx.tz).alias("r_send"),
@@ -90,6 +103,8 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         ready.filter(pl.col("kind") == "attempt_send")
         .select(
             *k,
+            FILE,
+            "rid",
             _i("retry_count").alias("rc"),
             "client",
             "url",
@@ -144,14 +159,18 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
             on=[*k, "rc"],
             how="left",
         )
-        .join(req, on=k, how="left")
+        .join(req.drop(FILE, "rid", "r_seq"), on=k, how="left")
         .join(known, on=[FILE, "client"], how="left")
         .with_columns(pl.col("timeout_s").fill_null(pl.col("known_timeout")))
         .sort(*k, "rc")
-        .with_columns(
-            pl.col("ts_start").shift(-1).over(k).alias("next_send"),
-            (pl.col("rc") == pl.col("rc").max().over(k)).alias("is_last"),
-        )
+    )
+    # a request's attempts are a run of rows in retry order (unique, a null first): the next row of the run holds the
+    # next send; the last row holds the largest retry count (a null one is no count: unknown)
+    more = (pl.col("_r") == pl.col("_r").shift(-1)) & (pl.col("gen") == pl.col("gen").shift(-1))
+    more = more.fill_null(False)
+    att = att.with_columns(
+        pl.when(more).then(pl.col("ts_start").shift(-1)).alias("next_send"),
+        pl.when(pl.col("rc").is_not_null()).then(~more).alias("is_last"),
     )
     att = _lab_attempt_outcome(att)
     attempts = att.sort("seq").select(
@@ -181,7 +200,7 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
     n_att = send.group_by(k).agg(pl.len().alias("attempts"), pl.col("seq").min().alias("first_seq"))
     requests = (
         req.join(n_att, on=k, how="left")
-        .sort("first_seq")
+        .sort("first_seq", "r_seq")  # a request whose sends came before the log's start: at its record
         .select(
             pl.col("rid").alias("logical_request_id"),
             pl.lit(ctx.source).alias("source"),
@@ -205,6 +224,42 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
         )
     )
     return {"client_attempts": attempts, "client_requests": requests}
+
+
+def _lab_attempt_outcome(att: pl.DataFrame) -> pl.DataFrame:
+    no_resp = pl.col("resp_ts").is_null()
+    until = pl.when(pl.col("is_last")).then(pl.col("r_end")).otherwise(pl.col("next_send"))
+    lasted = (until - pl.col("ts_start")).dt.total_microseconds() / 1e6
+    # no response, an end known and the timeout not: whether it timed out or lost its connection is unknown
+    unknown = no_resp & lasted.is_not_null() & pl.col("timeout_s").is_null()
+    timed_out = (
+        # the request's last attempt ended in a timeout error: the caller left on it, even when its headers had come
+        # (a stream that timed out mid-body: traced-2r-kill's 35 APITimeoutError after a 200)
+        pl.when(pl.col("is_last") & pl.col("r_error").str.contains("Timeout").fill_null(False))
+        .then(True)
+        .when(unknown)
+        .then(None)
+        .otherwise(no_resp & (lasted >= pl.col("timeout_s") * _TIMEOUT_TOL).fill_null(False))
+    )
+    by_timeout = pl.col("ts_start") + pl.duration(microseconds=(pl.col("timeout_s") * 1e6).pipe(to_int))
+    ts_end = (
+        pl.when(pl.col("is_last") & pl.col("r_end").is_not_null())
+        .then(pl.col("r_end"))  # body/stream end
+        .when(~no_resp)
+        .then(pl.col("resp_ts"))
+        .when(lasted.is_null())  # in flight when the log ended (a killed client): no end
+        .then(None)
+        .otherwise(pl.min_horizontal(by_timeout, pl.col("next_send")))
+    )
+    error = (
+        pl.when(pl.col("is_last") & pl.col("r_error").is_not_null())
+        .then(pl.col("r_error"))
+        .when(no_resp & timed_out)
+        .then(pl.lit("Timeout"))
+        .when(no_resp & ~timed_out & lasted.is_not_null())  # unknown (null) or in flight: no error said
+        .then(pl.lit("ConnectionError"))
+    )
+    return att.with_columns(timed_out.alias("timed_out"), ts_end.alias("ts_end"), error.alias("error"))
 
 
 ATTEMPT_DTYPE = pl.Struct(

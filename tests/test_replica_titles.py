@@ -182,3 +182,37 @@ def test_an_untied_target_beside_one_replica_is_evidence_not_an_episode(tmp_path
     assert said in html.unescape((tmp_path / "out" / "report.html").read_text())
     # the target's own spikes beside both replicas' spikes: which server they were cannot be told, they stay
     assert any(e["replica"] == "metrics-a.prom" and e["class"] == "recurring" for e in diag["episodes"])
+
+
+def _headline_everywhere(out: Path) -> str:
+    """The verdict's first line, the same in summary.json, summary.md and report.html."""
+    head = json.loads((out / "summary.json").read_text())["verdict"][0]
+    assert head in (out / "summary.md").read_text().replace("\\", "")
+    assert head in html.unescape((out / "report.html").read_text())
+    return head
+
+
+def test_the_headline_names_the_replica_it_happened_on(kill: Path, tmp_path: Path) -> None:
+    """In a folder of two replicas the headline read 'The vLLM server was killed silently … at 03:24:34' while only
+    b was (truth: SIGKILL to b's process group at 03:24:36; a served on). It names the replica, as the findings do.
+    Beside it, spike-b with a calm second replica (calm-b's log) says which one preempted; spike-b alone, one
+    replica, names none."""
+    assert _headline_everywhere(kill).startswith(
+        "The vLLM server vllm-server-b was killed silently (its log stops, a new server starts) at 03:24:34 "
+    )
+    # 'A crash, down 415 s' read as the service down: a served on (truth: a logged 563 requests, 499 after the kill)
+    second = json.loads((kill / "summary.json").read_text())["verdict"][1]
+    assert second.startswith("A crash of 1 of the 2 replicas, down 415 s, ")
+    assert second in (kill / "summary.md").read_text().replace("\\", "")
+    calm = need(LAB / "calm-b")
+    lo, _ = span(LAB / "spike-b")
+    calm_lo, _ = span(calm)
+    copy(LAB / "spike-b", tmp_path / "in")
+    keep = ("vllm-server.log", "metrics.prom.log")
+    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
+    copy_shifted(calm, tmp_path / "in" / "replica-b", delta, rename=lambda rel: rel if rel in keep else None)
+    analyze(tmp_path / "in", tmp_path / "two", AnalyzeOptions())
+    analyze(LAB / "spike-b", tmp_path / "one", AnalyzeOptions())
+    one = _headline_everywhere(tmp_path / "one")
+    assert one.startswith("183 preemptions over 24 s (09:00:16–09:00:40)")
+    assert _headline_everywhere(tmp_path / "two") == f"On vllm-server: {one}"

@@ -161,9 +161,14 @@ def test_outcomes_by_status_count_every_request(tmp_path_factory):
     """A stacked count of how requests ended, per window: every request of the table once, by outcome and
     HTTP status."""
     expected = {
-        "crash": {"ok": 343, "HTTP 502": 199, "cut mid-stream": 8},
-        "retry-storm": {"ok": 457, "HTTP 502": 116, "timeout": 80},
-        SIGTERM: {"ok": 230, "HTTP 502": 363, "error, no status": 395, "cut mid-stream": 2},
+        "crash": {"ok": 343, "HTTP 502": 199, "2xx, upstream closed (nginx error log)": 8},
+        "retry-storm": {"ok": 457, "HTTP 502": 116, "caller timed out (client log)": 80},
+        SIGTERM: {
+            "ok": 230,
+            "HTTP 502": 363,
+            "error, no status": 395,
+            "2xx, upstream closed (nginx error log)": 2,
+        },
     }
     for run, counts in expected.items():
         out = analysed(tmp_path_factory, run)

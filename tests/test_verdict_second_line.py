@@ -32,7 +32,8 @@ CRASH = {
     ),
     "traced-2r-kill": (
         LAB / "traced-2r-kill",
-        "A crash, down 415 s, with slow answers, errors, KV pressure, preemptions, a queue, retries and slow first "
+        "A crash of 1 of the 2 replicas, down 415 s, with slow answers, errors, KV pressure, preemptions, a queue, "
+        "retries and slow first "
         "tokens meanwhile (10 episodes in all).",
     ),
 }

@@ -61,7 +61,8 @@ def head(members: list[FileState], opts: IngestOptions, when: tuple) -> tuple[di
 
 
 class _Known:
-    """What ``pieces._Lines`` tells the pieces, from the counts of tasks: a piece's first line, a file's tail."""
+    """What ``pieces._Lines`` tells the pieces (``pieces.LinesBefore``), from the counts of tasks: a piece's
+    first line, a file's tail."""
 
     def __init__(self, members: list[FileState], plan: list[pieces.Piece], counts: list[int | None]) -> None:
         self.members, self.plan, self.counts = members, plan, counts

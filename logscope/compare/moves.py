@@ -2,7 +2,7 @@
 on its clock, with whether the change is beyond the sampling noise.
 
 Every latency names its clock (logscope.compare.sources): the callers' TTFT and e2e (client records, a load
-test's per-request results), the gateway's request time, the engine's histograms (TTFT, e2e, queue time).
+test's per-request results), the gateway's span of each completed request, the engine's histograms (TTFT, e2e, queue time).
 A row compares one clock only: a figure of the engine's clock is never set against the callers' one; when a
 figure's clock differs between the runs (callers' records in A, only a gateway log in B) the row says so and
 compares nothing. The gap between the callers' TTFT and the engine's (means) is a figure of its own: the time
@@ -29,7 +29,7 @@ import polars as pl
 
 from ..correlate.stream_failures import MAYBE
 from ..report.fmt import num
-from . import engine, sources
+from . import censored, engine, sources
 from .counters import increase
 from .runs import Run
 from .traffic import Step, requests_of
@@ -137,7 +137,7 @@ def figures(run: Run, step: Step | None, window: tuple | None = None) -> Figures
     lo, hi = _window(run, r, step, window)
     f = Figures({m.name: None for m in METRICS}, {}, (lo, hi))
     _requests(f, run, r)
-    _gateway(f, run, step, lo, hi)
+    _gateway(f, run, r, step is None, lo, hi)
     _engine(f, run, step is None, lo, hi)
     for name, x in f.samples.items():
         stat = BY_NAME[name].stat
@@ -165,6 +165,7 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     if maybe:
         f.meta["success_share"]["uncertain"] = maybe
     callers = ok.filter(pl.col("latency_clock") == CLIENT)
+    mine = r.filter(pl.col("latency_clock") == CLIENT)
     if callers.height:
         src = _mode(callers["latency_source"])
         for name, col in (
@@ -180,20 +181,15 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
         f.meta["_ttft_mean_callers"] = (
             {"value": num(float(x.mean()))} if (x := _arr(callers["ttft_s"])).len() else {}
         )
+        censored.mark(f.meta, mine)  # over the answers alone, where too many callers gave up: a floor
     # each layer's figures only when its log is in the folder (the correlation fills 0 / 1 for a layer it lacks)
-    has = {
-        "engine": run.table("server_requests").height > 0,
-        "gateway": run.table("gateway_attempts").height > 0,
-    }
-    if has["engine"] and r["server_requests"].drop_nulls().len():
+    engine_log = run.table("server_requests").height > 0
+    if engine_log and r["server_requests"].drop_nulls().len():
         smp["amplification"] = r["server_requests"].fill_null(0).cast(pl.Float64)
-    mine = r.filter(pl.col("latency_clock") == CLIENT)
     v["client_retries"] = _retries(mine["client_attempts"]) if mine.height else None
-    v["gateway_retries"] = _retries(r["gateway_attempts"]) if has["gateway"] else None
     f.meta["client_retries"] = {"clock": CLIENT, "source": sources.client_source_of(r)}
-    f.meta["gateway_retries"] = {"clock": GATEWAY, "source": "gateway_log"}
     orph = r["orphaned_executions"]
-    if has["engine"]:
+    if engine_log:
         v["orphaned"] = int(orph.fill_null(0).sum()) if orph.drop_nulls().len() else None
         v["orphan_s"] = num(r["orphan_s"].sum()) if r["orphan_s"].drop_nulls().len() else None
     tps = _throughput(ok)
@@ -204,14 +200,46 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
         f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
 
 
-def _gateway(f: Figures, run: Run, step: Step | None, lo, hi) -> None:
-    g = sources.gateway_requests(run)
-    if step is not None:
-        g = sources.between(g, step.ts_start, step.ts_end) if step.ts_end is not None else g.clear()
-    x = _arr(g.filter(pl.col("ok"))["e2e_s"]) if g.height else None
+def _gateway(f: Figures, run: Run, r: pl.DataFrame, whole: bool, lo, hi) -> None:
+    """The gateway's figures, each as analyze counts it. Its e2e: its span of each completed request (requests
+    .gateway_e2e_s, its first receipt to the answer the caller got), never a 2xx whose answer broke off after it
+    (truncated) nor one the caller gave up on: those are no served answers, and the row names how many it left
+    out. Its retries: the correlation's, attempts beyond the first of each gateway request (windows), never a
+    client's retry that came through it as a request of its own."""
+    if run.table("gateway_attempts").height == 0:
+        return
+    seen = (
+        r.filter(pl.col("gateway_requests").fill_null(0) > 0) if "gateway_e2e_s" in r.columns else r.clear()
+    )
+    x = _arr(seen.filter(pl.col("outcome") == "ok")["gateway_e2e_s"]) if seen.height else None
     if x is not None and x.len():
         f.samples["gateway_e2e_p95"] = x
-        f.meta["gateway_e2e_p95"] = {"clock": GATEWAY, "source": "gateway_log"}
+        f.meta["gateway_e2e_p95"] = {"clock": GATEWAY, "source": "gateway_log", "left_out": _left_out(seen)}
+    w = _windows(run, whole, lo, hi)
+    if w.height and "gateway_retries" in w.columns:
+        f.values["gateway_retries"] = int(w["gateway_retries"].fill_null(0).sum())
+        f.meta["gateway_retries"] = {"clock": GATEWAY, "source": "gateway_log"}
+
+
+def _left_out(seen: pl.DataFrame) -> dict[str, int]:
+    """The requests through the gateway that ended without a served answer, by outcome (a truncated one by what
+    broke it off: requests.mid_stream)."""
+    bad = seen.filter(pl.col("outcome").fill_null("unknown") != "ok")
+    how = pl.col("mid_stream") if "mid_stream" in bad.columns else pl.lit(None, pl.String)
+    key = pl.when(pl.col("outcome") == "truncated").then(
+        pl.concat_str(pl.lit("truncated, "), how.fill_null("cut"))
+    )
+    got = bad.group_by(pl.coalesce(key, pl.col("outcome").fill_null("unknown")).alias("k")).len()
+    return {str(k): int(n) for k, n in sorted(got.iter_rows())}
+
+
+def _windows(run: Run, whole: bool, lo, hi) -> pl.DataFrame:
+    """The windows of the range: a window belongs to the step its middle falls in."""
+    w = run.table("windows")
+    if whole or lo is None or hi is None or w.height == 0:
+        return w
+    mid = pl.col("ts") + pl.duration(milliseconds=(pl.col("window_s") * 500).cast(pl.Int64))
+    return w.filter((mid >= lo) & (mid < hi))
 
 
 def _engine(f: Figures, run: Run, whole: bool, lo, hi) -> None:
@@ -251,10 +279,7 @@ def _gauges(f: Figures, run: Run, whole: bool, lo, hi) -> None:
     """Preemptions, waiting and KV usage over the range (its windows), and the engine's generation rate when the
     callers' tokens are unknown."""
     v = f.values
-    w = run.table("windows")
-    if not whole:  # a window belongs to the step its middle falls in
-        mid = pl.col("ts") + pl.duration(milliseconds=(pl.col("window_s") * 500).cast(pl.Int64))
-        w = w.filter((mid >= lo) & (mid < hi))
+    w = _windows(run, whole, lo, hi)
     for name, col, how in (("preemptions", "preemptions", "sum"), ("waiting_max", "waiting_max", "max"),
                            ("waiting_mean", "waiting_mean", "mean"), ("kv_max", "kv_max", "max")):  # fmt: skip
         s = w[col].drop_nulls() if w.height else None
@@ -373,6 +398,10 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
             "bucket": {"a": ma.get("bucket"), "b": mb.get("bucket")}
             if ma.get("bucket") or mb.get("bucket")
             else None,
+            # the requests a figure of served answers did not count, by outcome (gateway_e2e_p95's; null: none)
+            "left_out": {"a": ma.get("left_out") or None, "b": mb.get("left_out") or None}
+            if ma.get("left_out") or mb.get("left_out")
+            else None,
             "a": a,
             "b": b,
             "change": None,
@@ -384,6 +413,10 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
         }
         if a is not None and b is not None and clock_a != clock_b:
             row["noise"] = f"on different clocks (A: {clock_a}, B: {clock_b}): not compared"
+            rows.append(row)
+            continue
+        if a is not None and b is not None and (why := censored.noise(ma, mb)):
+            row["noise"] = why
             rows.append(row)
             continue
         if a is not None and b is not None:

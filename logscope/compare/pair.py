@@ -98,6 +98,47 @@ def _engine_rows_apart(scopes: list[dict], engines: tuple[str, str]) -> None:
                     r["noise"] = f"the engines differ ({engines[0]} / {engines[1]}): not compared"
 
 
+# figures that count the load a run was given (more requests, more of each): better or worse only on the same traffic
+VOLUME = (
+    "completed",
+    "throughput_tps",
+    "client_retries",
+    "gateway_retries",
+    "preemptions",
+    "orphaned",
+    "orphan_s",
+)
+
+
+def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) -> None:
+    """Moves whose object lacks what 'better' needs are shown, not judged. A count of the whole runs when their
+    traffic differs: 186 -> 343 completed said 'better' of a calm run at 1/s against a crash at c=8. vLLM's
+    executions per logical request below 1: requests that never reached it (the crash's 199 answered 502 by the
+    gateway), no work saved, yet 1 -> 0.64 read 'better' (in a step too, where analyze's reason is the whole run's)."""
+    for r in sc["metrics"]:
+        if r["direction"] not in ("better", "worse"):
+            continue
+        why = None
+        if r["name"] in VOLUME and alike is False and sc["label"] == "whole run":
+            why = "the traffic differs: it grows with the load each run was given, no better or worse"
+        elif r["name"] == "amplification":
+            low = [k.upper() for k in ("a", "b") if r[k] is not None and r[k] < 1]
+            if low:
+                told = [(k, below_one.get(k.lower())) for k in low]
+                said = "; ".join(f"{k}: {t}" if len(low) > 1 else str(t) for k, t in told if t)
+                why = f"below 1 in {' and '.join(low)} ({said or 'requests that never reached vLLM'}): no work saved"
+        if why:
+            r["direction"] = None
+            r["noise"] = f"{r['noise']}; not judged: {why}"
+
+
+def _below_one(run: Run) -> str | None:
+    """analyze's reason for an amplification below 1 (diagnosis.json traffic.amplification_below_1)."""
+    got = (run.doc("diagnosis").get("traffic") or {}).get("amplification_below_1") or {}
+    text = got.get("text") if isinstance(got, dict) else None
+    return text.removeprefix("below 1: ") if isinstance(text, str) else None
+
+
 def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[dict, dict]:
     """compare.json as a dict, and what the charts need (the per-step figures and both runs)."""
     slo, notes = slo_for([ra, rb], slo_given)
@@ -115,6 +156,8 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value})
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
     whole = scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
+    for sc in (whole, *steps):
+        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)})
     engines = engines_apart(rows)
     if engines:
         _engine_rows_apart([whole, *steps], engines)
@@ -197,7 +240,8 @@ METHOD = [
     "figures are read from a second before its first send to 5 s after its last answer (up to the next step's "
     "range when the load runs on; the last step's to the run's end).",
     "Clocks: each latency is read on one clock and compared only with the same clock: the callers' (client "
-    "records, a load test's per-request results), the gateway's (its access log's request time), the engine's "
+    "records, a load test's per-request results), the gateway's (its span of each completed request: a 2xx "
+    "whose answer broke off after it, or that the caller gave up on, is left out and named), the engine's "
     "(vLLM's Prometheus histograms as histogram_quantile reads them, its spans); the callers' TTFT beyond the "
     "engine's is a difference of means. The SLO is judged on the callers' figures, else the gateway's, else "
     "the engine's, the same clock for both runs.",

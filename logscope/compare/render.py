@@ -77,6 +77,28 @@ def where(r: dict) -> str:
     return " · ".join(x for x in (clock, " / ".join(names)) if x)
 
 
+# what the requests a figure of served answers left out ended as (moves._left_out's keys)
+LEFT_OUT_WORDS = {
+    "truncated, cut": "cut after the gateway's 2xx (its error log: the upstream closed mid-response)",
+    "truncated, failed": "failed after the gateway's 2xx (the proxy's stream-error line)",
+    "timeout": "timed out (the caller gave up)",
+    "error": "failed",
+    "unfinished": "unfinished (the caller's log ended)",
+    "unknown": "of unknown outcome",
+}
+
+
+def left_out(r: dict) -> str:
+    """'completed requests only; not counted: B 8 cut after the gateway's 2xx (…), 199 failed' ('' when none)."""
+    lo = r.get("left_out") or {}
+    parts = [
+        f"{side.upper()} " + ", ".join(f"{n:,} {LEFT_OUT_WORDS.get(k, k)}" for k, n in got.items())
+        for side in ("a", "b")
+        if (got := lo.get(side))
+    ]
+    return "completed requests only; not counted: " + "; ".join(parts) if parts else ""
+
+
 def bucket(r: dict, side: str) -> str | None:
     """The histogram bucket a side's quantile lies in ('5–7.5 s'), when it is one."""
     b = (r.get("bucket") or {}).get(side)
@@ -87,7 +109,7 @@ def metric_rows(rows: list[dict]) -> list[dict]:
     return [
         {
             "title": r["title"],
-            "where": where(r),
+            "where": " · ".join(x for x in (where(r), left_out(r)) if x),
             "a": value(r["a"], r["unit"]),
             "b": value(r["b"], r["unit"]),
             "a_bucket": bucket(r, "a"),

@@ -1,20 +1,18 @@
 """Each run's per-request latencies by clock, so that a figure is only ever set against one of the same clock.
 
 Clocks (the team's vocabulary): ``client`` (what the callers measured: client records, a load test's
-per-request results, client spans), ``gateway`` (its access log's request time) and ``engine`` (vLLM's or
+per-request results, client spans), ``gateway`` (its access log's span of a request) and ``engine`` (vLLM's or
 SGLang's own figures: the Prometheus histograms, its spans). A requests row carries one latency, of the layer
 that defined it: its ``latency_clock`` / ``latency_source`` columns when the correlation wrote them, else
-derived from ``origin`` (client -> client, gateway -> gateway, server -> engine). The gateway's own request
-times come from its access log whatever the row's origin; the engine's per-request figures from its
-``llm_request`` spans when the folder holds traces (never required).
+derived from ``origin`` (client -> client, gateway -> gateway, server -> engine). The gateway's own times are
+its span of each logical request (requests.gateway_e2e_s) whatever the row's origin; the engine's per-request
+figures from its ``llm_request`` spans when the folder holds traces (never required).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from ..correlate.frames import NON_INFERENCE_PATH
-from ..schemas import gateway_apart
 from .runs import Run
 
 CLOCK_OF_ORIGIN = {"client": "client", "gateway": "gateway", "server": "engine"}
@@ -83,43 +81,6 @@ def client_source_of(r: pl.DataFrame) -> str | None:
     """The source of the callers' rows of a requests frame (with latency_source), None when none is the callers'."""
     c = r.filter(pl.col("latency_clock") == "client")["latency_source"].drop_nulls() if r.height else None
     return None if c is None or c.len() == 0 else str(c.mode().sort()[0])
-
-
-def gateway_requests(run: Run) -> pl.DataFrame:
-    """One row per inference request the gateway logged (health checks, scrapes and a proxy's side lines left
-    out): ts_start, e2e_s (its request time: the whole request, every upstream attempt) and ok (2xx)."""
-    g = run.table("gateway_attempts")
-    need = {
-        "ts_start",
-        "source",
-        "line_no",
-        "status",
-        "request_time_s",
-        "duration_s",
-        "path",
-        "method",
-        "flags",
-    }
-    if g.height == 0 or not need <= set(g.columns):
-        return pl.DataFrame(
-            schema={"ts_start": pl.Datetime("us", "UTC"), "e2e_s": pl.Float64, "ok": pl.Boolean}
-        )
-    g = g.filter(~gateway_apart())
-    g = g.filter(
-        ~pl.col("path").fill_null("").str.contains(NON_INFERENCE_PATH)
-        & (pl.col("method").fill_null("POST") != "GET")
-    )
-    return (
-        g.group_by("source", "line_no")
-        .agg(
-            pl.col("ts_start").min(),
-            pl.coalesce(pl.col("request_time_s").max(), pl.col("duration_s").sum()).alias("e2e_s"),
-            pl.col("status").first(),
-        )
-        .with_columns(((pl.col("status") >= 200) & (pl.col("status") < 300)).fill_null(False).alias("ok"))
-        .select("ts_start", "e2e_s", "ok")
-        .sort(["ts_start", "e2e_s", "ok"], nulls_last=True)  # a total order: the bootstrap draws by position
-    )
 
 
 def engine_spans(run: Run) -> pl.DataFrame:

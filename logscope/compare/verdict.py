@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..report.fmt import fnum, pct
+from . import censored
 
 # the SLO's figures, by clock in the order they judge it: the callers' own first (the SLO is theirs), then the
 # gateway's (its request time holds the callers' wait but the network), then the engine's
@@ -54,7 +55,8 @@ def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, 
                 unknown = True
         elif (v > t) if upper else (v < t):
             failed.append(key)
-        elif _uncertain(fig, key):  # met only if no ok answer it counts hides a failed stream
+        elif _uncertain(fig, key) or censored.floor(fig.meta.get(key, {})):
+            # met only if no ok answer it counts hides a failed stream, and not on a floor over survivors
             unknown = True
     return (False if failed else (None if unknown else True)), failed
 
@@ -87,6 +89,11 @@ def undecided(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
             out.append(
                 f"{name}: between {fnum(b[0])} and {fnum(b[1])} s (a histogram bucket holding the limit)"
             )
+        elif upper and v <= t and (c := fig.meta.get(key, {}).get("censored")):
+            out.append(
+                f"{name}: unknown ({c['gave_up']:,} of {c['callers']:,} callers gave up before their answer: "
+                "the answers they waited for are a floor)"
+            )
         elif not upper and v >= t and (n := _uncertain(fig, key)):
             out.append(
                 f"{name}: unknown ({n:,} ok answer(s) may include a stream that failed after its 200, not tied to "
@@ -110,6 +117,8 @@ def met(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
         if bounds is not None:
             if bounds[1] <= t:
                 out.append(SLO_WORDS[skey])
+        elif censored.floor(fig.meta.get(key, {})):
+            continue  # a floor over the answers that came: never met
         elif (v <= t) if upper else ((v >= t) and not _uncertain(fig, key)):
             out.append(SLO_WORDS[skey])
     return out
@@ -287,8 +296,9 @@ def movement(rows: list[dict]) -> tuple[str, list[str], list[str]]:
         b = (r.get("bucket") or {}).get(k)
         return f"in {b}" if b else value_text(r[k], r["unit"])
 
-    def say(r):
-        return f"{r['title']} {side(r, 'a')} → {side(r, 'b')}"
+    def say(r):  # a figure that left requests out says so (the gateway's e2e: served answers only)
+        only = " (served answers only)" if r.get("left_out") else ""
+        return f"{r['title']}{only} {side(r, 'a')} → {side(r, 'b')}"
 
     # a direction is better / worse only beyond the noise or, where it cannot be estimated, past moves.GAUGE_MOVE
     good = [say(r) for r in rows if r["direction"] == "better"]

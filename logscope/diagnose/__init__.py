@@ -139,9 +139,17 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
         lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
     # the gateway's rows sorted by time once: each range's then come from a binary search (clockgap.ByTime)
     gw, gw_errors = clockgap.ByTime.of(inp.gateway, "ts_start"), clockgap.ByTime.of(inp.gateway_errors, "ts")
-    gaps = clockgap.claims(rows, eps, th, inp.requests, gw, gw_errors)
+    # the timeout the client records state: the wait their callers gave up at (gave_up), by start once
+    timeouts = clockgap.ByTime.of(
+        tables.read(
+            out, "client_requests", ("ts_start", "timeout_s"), pl.col("timeout_s").is_not_null(), rng
+        ),
+        "ts_start",
+        ("timeout_s",),
+    )
+    gaps = clockgap.claims(rows, eps, th, inp.requests, gw, gw_errors, timeouts)
     if not rows:  # no ladder: the gap over the load's phases too, episode or not (clockgap_run)
-        gaps += clockgap_run.claims(ctx, inp.requests, gw, gw_errors)
+        gaps += clockgap_run.claims(ctx, inp.requests, gw, gw_errors, timeouts)
     for c in gaps:
         reg.add(c)
         if c.value("figure") == "TTFT":

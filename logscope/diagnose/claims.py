@@ -45,8 +45,9 @@ NAMED_SOURCE = {
     "spans": "spans",
 }
 
-# states that decide nothing: they must name what was missing
-UNDECIDED = ("unknown", "not observed", "undecided")
+# states that decide nothing: they must name what was missing (a clock gap 'censored' by the callers who gave up,
+# or 'callers below engine': two figures over different requests, no gap read from them)
+UNDECIDED = ("unknown", "not observed", "undecided", "censored", "callers below engine")
 
 # (kind, state) -> the facts that state needs, each present and not null. A state not listed needs none
 # beyond its facts being what they say; UNDECIDED states need ``missing`` instead.
@@ -71,6 +72,8 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ("calm", "nothing alarming"): ("served", "engine_seen"),
     ("clock_gap", "large gap"): ("callers_p95", "engine_p95_hi", "gap_s"),
     ("clock_gap", "small gap"): ("callers_p95", "engine_p95_hi", "gap_s"),
+    ("clock_gap", "censored"): ("callers_p95", "engine_p95_hi", "callers", "gave_up", "gave_up_share"),
+    ("clock_gap", "callers below engine"): ("callers_p95", "engine_p95_lo", "engine_p95_bucket"),
     ("overload", "over capacity"): ("arrival_rate", "completion_rate", "duration_s", "backlog_growth"),
     ("kv_fit", "not met"): ("max_concurrency", "max_concurrency_tokens"),
     ("retries_reach", "observed"): ("retried_attempts", "reached", "not_reached"),

@@ -22,11 +22,12 @@ import polars as pl
 
 from . import figures
 from .claims import ORIGIN_SOURCE, Claim, Fact, latency
+from .gave_up import CENSORED_SHARE, CLOCK_ORIGIN, GaveUp, per_range
+from .gave_up import READS as GAVE_UP_READS
 from .thresholds import Thresholds
 
 FIGURES = {"ttft": "TTFT", "e2e": "e2e"}
 CALLERS = {"ttft": ("client",), "e2e": ("client", "gateway", "client + gateway")}
-CLOCK_ORIGIN = {"engine": "server"}  # requests.latency_clock -> the origin whose source names it
 MIN_REQUESTS = 10  # single-attempt requests a range needs for its callers' p95
 _ROW, RANGE = "_clockgap_row", "_clockgap_range"
 # the only columns the gap's figures read: a sorted copy holds these, not the request table's thirty (a fleet's
@@ -51,12 +52,13 @@ class ByTime:
     columns: tuple[str, ...]
 
     @classmethod
-    def of(cls, df: pl.DataFrame | ByTime | None, col: str) -> ByTime | None:
+    def of(cls, df: pl.DataFrame | ByTime | None, col: str, reads: tuple[str, ...] = READS) -> ByTime | None:
+        """``reads``: the columns its figures read (READS; the callers who gave up read theirs, gave_up.READS)."""
         if df is None or isinstance(df, ByTime):
             return df
         if col not in df.columns:
             return cls(df.clear().with_row_index(_ROW), col, df.height, tuple(df.columns))
-        keep = [c for c in df.columns if c in READS or c == col]
+        keep = [c for c in df.columns if c in reads or c == col]
         rows = (
             df.select(keep)
             .with_row_index(_ROW)
@@ -90,17 +92,27 @@ def claims(
     req: pl.DataFrame | ByTime,
     gw: pl.DataFrame | ByTime | None = None,
     gw_errors: pl.DataFrame | ByTime | None = None,
+    timeouts: pl.DataFrame | ByTime | None = None,
 ) -> list[Claim]:
-    """The gap claims of every ladder step and episode that has the engine's figure beside the callers'."""
+    """The gap claims of every ladder step and episode that has the engine's figure beside the callers'
+    (``timeouts``: the client records' timeout settings, client_requests' ts_start and timeout_s)."""
     ranges = [(r["ts_start"], r["ts_end"]) for r in rows] + [(e["start"], e["end"]) for e in eps]
     at_gw = at_gateway(ByTime.of(gw, "ts_start"), ByTime.of(gw_errors, "ts"), ranges)
-    single = single_attempts(ByTime.of(req, "ts_start"), ranges)
+    by_start = ByTime.of(req, "ts_start")
+    single = single_attempts(by_start, ranges)
+    # a copy of its own, narrow: the gap's holds the columns of its figures only (tests/test_replicas.py)
+    gave = per_range(
+        ByTime.of(req, "ts_start", GAVE_UP_READS) if isinstance(req, pl.DataFrame) else None,
+        ranges,
+        ByTime.of(timeouts, "ts_start", ("timeout_s",)),
+        RANGE,
+    )
     out = []
     for i, r in enumerate(rows):
         where, key = f"step {r['step']} ({r['concurrency']:g})", f"ladder.step.{r['step']}"
-        out += _of(r, where, key, th, single[i], at_gw[i])
+        out += _of(r, where, key, th, single[i], at_gw[i], gave[i])
     for i, e in enumerate(eps, len(rows)):
-        out += _of(e, f"{e['episode_id']}", f"{e['episode_id']}", th, single[i], at_gw[i])
+        out += _of(e, f"{e['episode_id']}", f"{e['episode_id']}", th, single[i], at_gw[i], gave[i])
     return out
 
 
@@ -203,11 +215,17 @@ def single_attempts(
     return out
 
 
-def _of(fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fact]) -> list[Claim]:
-    """The gap claims of one range whose figures (``fig``) hold the engine's p95 beside the callers'."""
+def _of(
+    fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fact], gave: GaveUp | None = None
+) -> list[Claim]:
+    """The gap claims of one range whose figures (``fig``) hold the engine's p95 beside the callers'. No gap is
+    read from a callers' p95 that is censored (``gave``: too many of the range's callers gave up) or below the
+    engine's bucket (the two count different requests): only a large gap, which a floor of the callers' p95 still
+    shows."""
     out = []
     for f, name in FIGURES.items():
         hi, p95 = fig.get(f"{f}_p95_engine_hi"), fig.get(f"{f}_p95_engine")
+        lo = fig.get(f"{f}_p95_engine_lo")
         callers, n, src = single.get(f, (None, 0, None))
         c = latency("callers_p95", callers, src)
         if hi is None or not math.isfinite(hi) or fig.get(f"{f}_p95") is None:
@@ -219,6 +237,8 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fac
         short = callers is not None and (span is None or span < th.clock_gap_span_ratio * callers)
         gap = (callers - hi) if callers is not None and n >= MIN_REQUESTS and not short else None
         large = gap is not None and gap >= th.clock_gap_min_s and callers >= th.clock_gap_ratio * hi
+        censored = gave is not None and gave.censored(f)
+        below = callers is not None and lo is not None and callers < lo
         missing = []
         if callers is None or n < MIN_REQUESTS:
             missing.append(
@@ -231,12 +251,35 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fac
                 f"{span or 0:.1f} s, the callers' p95 is {callers:.2f} s): the engine's histogram over it holds the "
                 "first tokens that fell inside it, the callers' requests started in it got theirs mostly after it"
             )
+        elif censored and not large and gave is not None:
+            missing.append(
+                f"the {name} of the {gave.of(f)} of {gave.requests} callers of {where} that gave up before it came "
+                f"({gave.share(f) or 0:.1%}, at least the {CENSORED_SHARE:.0%} a p95 leaves above it): the "
+                "callers' p95 holds the answers that came in time, not the slow ones they left"
+            )
+        elif below and not large:
+            missing.append(
+                f"the engine's {name} over the callers' own requests: the callers' p95 ({callers:.2f} s) is below "
+                f"the engine's bucket ({fig.get(f'{f}_p95_engine_bucket')}), so vLLM's histogram over {where} "
+                "counts other requests (those that finished in it) than the callers started in it"
+            )
+        state = (
+            "unknown"
+            if gap is None
+            else "large gap"
+            if large
+            else "censored"
+            if censored
+            else "callers below engine"
+            if below
+            else "small gap"
+        )
         out.append(
             Claim(
                 f"clock_gap.{key}.{f}",
                 "clock_gap",
                 f"{name} p95 of {where} on the callers' clock against the engine's",
-                "unknown" if gap is None else "large gap" if large else "small gap",
+                state,
                 [
                     Fact("where", where),
                     Fact("start", lo_t),
@@ -246,23 +289,47 @@ def _of(fig, where: str, key: str, th: Thresholds, single: dict, at_gw: list[Fac
                     Fact("callers_clock", c.clock),
                     Fact("requests", n, "requests", unit="requests with one attempt"),
                     latency("engine_p95", p95, "engine_histogram"),
+                    latency("engine_p95_lo", lo, "engine_histogram"),
                     latency("engine_p95_hi", hi, "engine_histogram"),
                     Fact("engine_p95_bucket", fig.get(f"{f}_p95_engine_bucket"), "engine_histogram"),
                     Fact(
                         "gap_s",
-                        None if gap is None else max(gap, 0.0),
+                        # no gap is read from a censored callers' figure, nor from one below the engine's
+                        None if gap is None or state not in ("large gap", "small gap") else max(gap, 0.0),
                         "requests + engine_histogram",
                         f"{c.clock} + engine" if c.clock else None,
                         "s",
                     ),
+                    *_gave_up_facts(gave, f),
                     *at_gw,
                 ],
                 {
                     "clock_gap_min_s": th.clock_gap_min_s,
                     "clock_gap_ratio": th.clock_gap_ratio,
                     "clock_gap_span_ratio": th.clock_gap_span_ratio,
+                    "censored_share": CENSORED_SHARE,
                 },
                 missing,
             )
         )
+    return out
+
+
+def _gave_up_facts(gave: GaveUp | None, f: str) -> list[Fact]:
+    """The range's callers and those that gave up before its figure ``f`` came (none when no outcome is known)."""
+    if gave is None:
+        return []
+    out = [
+        Fact("callers", gave.requests, "requests", unit="requests started in the range"),
+        Fact(
+            "gave_up", gave.of(f), "requests", unit="callers that left before it (timed out, client stopped)"
+        ),
+        Fact("gave_up_share", gave.share(f), "requests", unit="share"),
+    ]
+    if gave.of(f):
+        out += [
+            latency("gave_up_wait_min", gave.wait_min_s, gave.wait_source),
+            latency("gave_up_wait_max", gave.wait_max_s, gave.wait_source),
+            latency("client_timeout", gave.timeout_s, "client_records"),
+        ]
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from . import clockgap
+from . import clockgap, gave_up
 from .claims import Claim, Fact
 from .context import Context
 
@@ -29,16 +29,25 @@ def claims(
     req: pl.DataFrame,
     gw: pl.DataFrame | clockgap.ByTime | None,
     gw_errors: pl.DataFrame | clockgap.ByTime | None,
+    timeouts: pl.DataFrame | clockgap.ByTime | None = None,
 ) -> list[Claim]:
     """The gap claims of each load phase (or of the whole load), each with the ``scope`` fact ``load``."""
     hist = getattr(ctx, "hist", None)
     if hist is None or not req.height or "ts_start" not in req.columns:
         return []
     out = []
+    # the callers that gave up, among all the phase's: the answered ones alone are its survivors (gave_up)
+    every = req
     if "outcome" in req.columns:  # answered requests: the engine's histograms count finished requests only
         req = req.filter(pl.col("outcome").is_null() | (pl.col("outcome") == "ok"))
     ranges = _ranges(ctx.inputs.phases, req)
     spans = [(lo, hi) for _, _, lo, hi in ranges]
+    gave = gave_up.per_range(
+        clockgap.ByTime.of(every, "ts_start", gave_up.READS),
+        spans,
+        clockgap.ByTime.of(timeouts, "ts_start", ("timeout_s",)),
+        clockgap.RANGE,
+    )
     by_start = clockgap.ByTime.of(req, "ts_start")
     single = clockgap.single_attempts(by_start, spans)
     at_gw = clockgap.at_gateway(
@@ -69,10 +78,11 @@ def claims(
                     f"{f}_p95": callers,
                     f"{f}_p95_engine": h["p95"],
                     f"{f}_p95_engine_bucket": h["p95_bucket"],
+                    f"{f}_p95_engine_lo": h["p95_bucket_lo"],
                     f"{f}_p95_engine_hi": h["p95_bucket_hi"],
                 }
             )
-        for c in clockgap._of(fig, where, key, ctx.th, single[i], at_gw[i]):
+        for c in clockgap._of(fig, where, key, ctx.th, single[i], at_gw[i], gave[i]):
             c.facts.append(Fact("scope", SCOPE))
             out.append(c)
     return out

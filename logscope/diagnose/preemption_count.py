@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .records import Episode
+
 COUNTER = "vLLM's cumulative counter (total_num_cumulative_preemption)"
 FLOOR = "vLLM V0 logs every 50th"
 
@@ -19,7 +21,7 @@ def _n(n: int) -> str:
     return f"{n} preemption{'s' if n != 1 else ''}"
 
 
-def words(e: Mapping[str, Any]) -> str:
+def words(e: Mapping[str, Any] | Episode) -> str:
     """'N preemptions', 'N preemptions by vLLM's cumulative counter (…)' or 'at least N preemption(s) (vLLM V0
     logs every 50th)', from the episode's count and how its details say it was counted."""
     n = e["count"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schemas
+from ..parsers.openai_client import PHASE_ANCHORING
 from ..resources import time_range
 from ..resources.time_range import Range
 from .undated import mtime_anchored
@@ -193,15 +194,24 @@ def load(out: Path, window: str | None = None, rng: Range = time_range.ALL) -> I
         pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null()
     )
     # one phase can be described by two files of the same client (its log and its JSON lines): keep one file's
-    # rows throughout (the one describing most phases, then by name), never by which stamp is a microsecond
-    # earlier (ladder-b's last step came from the JSON lines, the others from the log: two clients, a step lost)
+    # rows throughout (one that records its ends, then the one describing most phases, then by name), never by
+    # which stamp is a microsecond earlier (ladder-b's last step came from the JSON lines, the others from the
+    # log: two clients, a step lost), nor by the files' names (renamed, traced-2r-kill's log came first and its
+    # extended phase ended at its stated 180 s, 3 min early)
+    stated = (
+        (pl.col("anchoring") == PHASE_ANCHORING).fill_null(False)
+        if "anchoring" in phases.columns
+        else pl.lit(False)
+    )
     phases = (
         phases.with_columns(
-            pl.col("ts_start").dt.truncate("1s").alias("_s"), pl.len().over("source").alias("_n")
+            pl.col("ts_start").dt.truncate("1s").alias("_s"),
+            pl.len().over("source").alias("_n"),
+            stated.any().over("source").alias("_stated"),
         )
-        .sort(["_s", "_n", "source", "phase"], descending=[False, True, False, False])
+        .sort(["_s", "_stated", "_n", "source", "phase"], descending=[False, False, True, False, False])
         .unique(subset=["_s", "value", "mode"], keep="first", maintain_order=True)
-        .drop("_s", "_n")
+        .drop("_s", "_n", "_stated")
         .sort(["ts_start", "source", "phase"])
     )
     if correlated:

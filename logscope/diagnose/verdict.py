@@ -174,7 +174,7 @@ def _verdict(
             "finding",
             None,
         )
-    head = _headline(main)
+    head = _headline(main, _several(ctx, eps))
     if top is not None and top.claim_id == "capacity.overload" and main["class"] != "crash":
         # the load above capacity is the cause; the episode (preemptions, a queue) is its symptom
         head = f"{top['title']} ({top['finding_id']}); its symptom: {head[0].lower()}{head[1:]}"
@@ -226,8 +226,20 @@ def _span(e: dict) -> str:
     return clock.hms_span(e["start"], e["end"])
 
 
-def _headline(e: dict) -> str:
-    """What happened, in one line: the episode's signal with its numbers and the server state."""
+def _replicas(ctx: Context, eps: list[dict]) -> int:
+    """How many replicas the folder holds (server logs or episodes on named replicas)."""
+    logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
+    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
+
+
+def _several(ctx: Context, eps: list[dict]) -> bool:
+    return _replicas(ctx, eps) > 1
+
+
+def _headline(e: dict, several: bool = False) -> str:
+    """What happened, in one line: the episode's signal with its numbers and the server state. In a folder of
+    several replicas it names the one it happened on (traced-2r-kill read 'The vLLM server was killed' of b alone)."""
+    on = e["replica"] if several and e.get("replica") else ""
     if e["signal"] == "crash":
         c = e["details"]["crash"]
         how = (
@@ -242,7 +254,10 @@ def _headline(e: dict) -> str:
             else "died (" + ", ".join(DEATH_WORDS.get(k, k) for k in c["kinds"]) + ")"
         )
         if c["at_startup"]:
-            return f"The vLLM engine {how} at start-up, {clock.hms(e['start'])}, before serving any request."
+            return (
+                f"The vLLM engine{' of ' + on if on else ''} {how} at start-up, {clock.hms(e['start'])}, "
+                "before serving any request."
+            )
         back = (
             f" and was ready again at {clock.hms_after(e['start'], c['ready'])}"
             if c["ready"]
@@ -250,7 +265,7 @@ def _headline(e: dict) -> str:
         )
         guess = next((n for n in c.get("notes") or [] if n.startswith("a guess: ")), None)
         tied = f"; the kill is tied to it by {guess}" if guess else ""  # platform.attach: said as a guess
-        return f"The vLLM server {how} at {clock.hms(e['start'])}{back}{tied}."
+        return f"The vLLM server{' ' + on if on else ''} {how} at {clock.hms(e['start'])}{back}{tied}."
     what = _what(e)
     state = []
     if e["kv_max"] is not None:
@@ -272,7 +287,8 @@ def _headline(e: dict) -> str:
         else f"at {clock.hms(e['start'])}, beside "
         + " and ".join(f"{COMPANION.get(c['signal'], c['signal'])} {_span(c)}" for c in comps)
     )
-    return f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
+    head = f"{what[0].upper() + what[1:]} {when}" + (f": {', '.join(state)}." if state else ".")
+    return f"On {on}: {head}" if on else head
 
 
 # a death's kinds (lifecycle.DEATH_KINDS) in the headline's words
@@ -350,7 +366,11 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
             if c["downtime_s"] is not None
             else f"not back before {ctx.inputs.rng.end_words}"
         )
-        return f"A crash, {down}{extra}{others}."
+        n = _replicas(ctx, eps)
+        of = (
+            f" of 1 of the {n} replicas" if n > 1 and e.get("replica") else ""
+        )  # the others may have served on
+        return f"A crash{of}, {down}{extra}{others}."
     why = e["why"]
     level = kv_admitted.admitted(ctx, e)
     if level is not None:  # a full cache every request got into: its class says how long, not that it hurt

@@ -148,6 +148,20 @@ def _clock_gap(c: Claim) -> str:
         )
     eng = v("engine_p95_bucket") or secs(v("engine_p95"))
     clocks = CLOCK_WORDS.get(str(v("callers_clock")), f"the {v('callers_clock')} clocks")
+    left = _gave_up(c)
+    if c.state == "censored":
+        below = isinstance(v("engine_p95_lo"), int | float) and v("callers_p95") < v("engine_p95_lo")  # type: ignore[operator]
+        return (
+            f"{v('where')}: the {v('figure')} gap is not known, the callers' figure is censored: their p95 "
+            f"{secs(v('callers_p95'))} on {clocks} is only a floor: {left}, so their slow ones are not in it; "
+            f"the engine's p95 is {eng}" + (", above the callers' figure" if below else "")
+        )
+    if c.state == "callers below engine":
+        return (
+            f"{v('where')}: {v('figure')} p95 {secs(v('callers_p95'))} on {clocks} is below the engine's {eng}: "
+            "the two count different requests (vLLM's histogram those that finished in the range, the callers' "
+            "those they started in it), no gap is read from them"
+        )
     gap = (
         f"at least {secs(v('gap_s'))} spent in front of the engine"
         if v("gap_s")
@@ -157,6 +171,24 @@ def _clock_gap(c: Claim) -> str:
         f"{v('where')}: {v('figure')} p95 {secs(v('callers_p95'))} on {clocks}, {eng} on the engine's clock: "
         + gap
         + (" (a queue in front of the engine)" if c.state == "large gap" else "")
+        + (f" (the callers' p95 a floor: {left})" if c.state == "large gap" and v("gave_up") else "")
+    )
+
+
+def _gave_up(c: Claim) -> str:
+    """'76 of the 169 callers left before their answer (45%; client timeout 3 s an attempt; they left after
+    3.00 s–3.27 s)'."""
+    v = c.value
+    share = v("gave_up_share")
+    how = [f"{share:.0%}" if share >= 0.1 else f"{share:.1%}"] if isinstance(share, float) else []
+    if v("client_timeout") is not None:
+        how.append(f"client timeout {n(v('client_timeout'))} s an attempt")
+    if v("gave_up_wait_min") is not None:
+        lo, hi = secs(v("gave_up_wait_min")), secs(v("gave_up_wait_max"))
+        how.append(f"they left after {lo if lo == hi else f'{lo}–{hi}'}")
+    what = "first token" if v("figure") == "TTFT" else "answer"
+    return f"{n(v('gave_up'))} of the {n(v('callers'))} callers left before their {what}" + (
+        f" ({'; '.join(how)})" if how else ""
     )
 
 

@@ -202,14 +202,13 @@ def stream_parser(members: list[FileState]):
     """The parser of a stream (None: a format logscope does not read), each line to its own format's when two
     are interleaved; a server log's lines its parser left unread, and a log of no known format, read with the
     event lexicon (``parsers/_lexicon.py``: an engine's death or OOM is never lost to a new wrapper)."""
-    mod = parsers.BY_NAME.get(members[0].format)
-    if mod is not None and members[0].also:  # two formats interleaved: each line to its own
-        mod = mixed.Mixed(mod, parsers.BY_NAME[members[0].also])
-    if mod is not None and mod.MODE == "lines":
-        mod = lexicon.Fallback(mod, events=mod.KIND == "server")
-    elif mod is None and members[0].format == "unknown" and lexicon.may_hold_log(members[0].f.path):
-        mod = lexicon.Fallback(None)
-    return mod
+    own = parsers.BY_NAME.get(members[0].format)
+    if own is None:
+        unknown = members[0].format == "unknown" and lexicon.may_hold_log(members[0].f.path)
+        return lexicon.Fallback(None) if unknown else None
+    # two formats interleaved: each line to its own
+    mod = mixed.Mixed(own, parsers.BY_NAME[members[0].also]) if members[0].also else own
+    return lexicon.Fallback(mod, events=mod.KIND == "server") if mod.MODE == "lines" else mod
 
 
 def stream_module(members: list[FileState]):
@@ -324,12 +323,12 @@ def _detect_batch(
     read = [(f, p) for f, p in zip(found, probes, strict=True) if not isinstance(p, FileState)]
     for (f, _), kind in zip(read, envelopes.detect_many([lines for _, lines in read]), strict=True):
         f.envelope = kind
-    probes = [p if isinstance(p, FileState) else _inner(f, p) for f, p in zip(found, probes, strict=True)]
-    heads = [p[0] for p in probes if isinstance(p, tuple)]
+    inner = [p if isinstance(p, FileState) else _inner(f, p) for f, p in zip(found, probes, strict=True)]
+    heads = [p[0] for p in inner if isinstance(p, tuple)]
     detections = iter(parsers.detect_many(heads, ex, opts.workers))
     return [
         p if isinstance(p, FileState) else _detected(f, *p, next(detections), opts, root)
-        for f, p in zip(found, probes, strict=True)
+        for f, p in zip(found, inner, strict=True)
     ]
 
 
@@ -504,8 +503,8 @@ def _reference_year(states: list[FileState], found) -> tuple[int, str, datetime 
             where.setdefault(ts.year, st.f.rel)
             first[ts.year] = min(first.get(ts.year, ts), ts)
     if years:
-        y = years.most_common(1)[0][0]
-        return y, f"year {y} from full timestamps in {where[y]}", first[y]
+        top = years.most_common(1)[0][0]
+        return top, f"year {top} from full timestamps in {where[top]}", first[top]
     mtimes = [f.mtime_ns / 1e9 for f in found if f.size >= 0 and f.mtime_ns is not None]
     try:
         y = datetime.fromtimestamp(max(mtimes), UTC).year if mtimes else None

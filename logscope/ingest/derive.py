@@ -13,6 +13,7 @@ import polars as pl
 from logscope.parsers._common import endpoint_expr
 
 from .. import schemas
+from ..scalars import int_or_none
 from . import metric_stats
 
 TABLES = ("server_requests",)  # tables made here (server_stats, a parsed table, is completed here too)
@@ -152,7 +153,9 @@ def _split(
     seqs: list[int] = []  # each batch's least and greatest seq
     for i, batch in enumerate(_slices(pl.scan_parquet(src).select(_EVENT_COLUMNS), SPLIT_BATCH)):
         names.update(batch["source"].drop_nulls().unique().to_list())
-        seqs += [v for v in (batch["seq"].min(), batch["seq"].max()) if v is not None]
+        seqs += [
+            v for v in (int_or_none(batch["seq"].min()), int_or_none(batch["seq"].max())) if v is not None
+        ]
         for (k,), rows in (
             batch.with_columns(bucket.alias("_bucket"))
             .partition_by("_bucket", as_dict=True, include_key=False)

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import polars as pl
 
@@ -93,6 +94,15 @@ class _Ahead:
     end: dict  # the state at its end
     part: FileState  # its lines, coverage, shapes and notes
     tally: Counter  # lines cut to MAX_LINE_CHARS, pieces of lines joined (sources.tally_messages)
+
+
+class LinesBefore(Protocol):
+    """What ``warm`` is told of the lines before a piece: ``_Lines`` here, cluster/tasks.py's ``_Known`` on a
+    worker (from the counts of tasks)."""
+
+    def first_line(self, p: int) -> int: ...
+
+    def tail(self, j: int) -> pl.DataFrame: ...
 
 
 class _Lines:
@@ -184,7 +194,7 @@ def settle(
             offsets = (
                 _rebase(getattr(mod, "SEGMENT_COUNTERS", ()), got.assumed, state) if got is not None else None
             )
-            if offsets is not None:
+            if got is not None and offsets is not None:
                 store.shift((idx, p), offsets)
                 _merge(st, got.part)
                 tally[m] += got.tally
@@ -311,7 +321,7 @@ def warm(
     ctxs: list[ParseContext],
     piece: Piece,
     span: sources.Span,
-    lines: _Lines,
+    lines: LinesBefore,
     head: tuple[dict, int],
 ) -> dict:
     """The state a parser would likely have at the start of ``piece``: after the stream's first chunk and the
@@ -346,7 +356,8 @@ def _rebase(counters: tuple[str, ...], assumed: dict, true: dict) -> dict[str, i
 
 def _same(a, b, offsets: dict[str, int]) -> bool:
     if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
-        return a.schema == b.schema and shifted(a, offsets, a.columns).equals(b)
+        moved = shifted(a, offsets, a.columns)  # a DataFrame, as ``a`` is
+        return a.schema == b.schema and isinstance(moved, pl.DataFrame) and moved.equals(b)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k], offsets) for k in a)
     return type(a) is type(b) and a == b

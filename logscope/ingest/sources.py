@@ -194,10 +194,14 @@ def iter_line_chunks(
         yield from _unwrapped(f, iter_line_chunks(_bare(f), chunk_bytes, span, tally, meter), tally)
         return
     rest = b""
+    body: bytes | memoryview  # a view of the block where whole lines end in it: no copy
     line_no = span.first_line if span else 0
     cut_total = 0
-    whole = span is None or (span.start == 0 and span.stop is None)  # a compressed file is only read whole
-    blocks = _read_blocks(f, chunk_bytes) if whole else _read_span(f, span, chunk_bytes)
+    blocks = (
+        _read_blocks(f, chunk_bytes)
+        if span is None or (span.start == 0 and span.stop is None)  # a compressed file is only read whole
+        else _read_span(f, span, chunk_bytes)
+    )
     skipping = False  # in the rest of a monster line, already emitted (cut)
     for data in blocks:
         if skipping:

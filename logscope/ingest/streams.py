@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import overload
 
 import polars as pl
 
@@ -148,6 +149,36 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                     n_chunk += finish(mod, st, ctx, state, store, (idx, 0, n_chunk))
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             failed(st, mod, e)
+
+
+@overload
+def read(
+    mod,
+    st: FileState,
+    ctx: ParseContext,
+    chunks: Iterator[pl.DataFrame],
+    state: dict,
+    job: Job,
+    key: tuple[int, int],
+    first: int = 0,
+    pool: ThreadPoolExecutor | None = None,
+    cancel: None = None,
+) -> int: ...  # nothing to cancel it: always the next chunk number
+
+
+@overload
+def read(
+    mod,
+    st: FileState,
+    ctx: ParseContext,
+    chunks: Iterator[pl.DataFrame],
+    state: dict,
+    job: Job,
+    key: tuple[int, int],
+    first: int = 0,
+    pool: ThreadPoolExecutor | None = None,
+    cancel: threading.Event | None = None,
+) -> int | None: ...
 
 
 def read(

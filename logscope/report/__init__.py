@@ -107,7 +107,7 @@ def context(
     ``s`` is summary.json itself; the rest are views of it or of the tables: chart specs
     (Vega-Lite dicts, None when there is no data), sentences, and display rows.
     """
-    timeline, notes = timeline or _timeline(ld, summary, options)
+    timeline_spec, notes = timeline or _timeline(ld, summary, options)
     failed: list[str] = []
     retry_spec, retry_stats = _guard(failed, "retry timing", charts.retry_gap_chart, ld) or (None, None)
     length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (
@@ -129,7 +129,7 @@ def context(
         "s": summary,
         "png": options.png,  # timeline.png is drawn beside summary.md
         "charts": {
-            "timeline": timeline,
+            "timeline": timeline_spec,
             "ladder": ladder,
             "retry_gaps": retry_spec,
             "output_lengths": length_spec,

@@ -16,6 +16,7 @@ from typing import Any, cast
 import polars as pl
 
 from ..correlate.frames import group_first
+from ..scalars import float_or_none, float_value, int_or_none, int_value
 from . import gpu_panel, lanes, span_panel
 from .load import Loaded
 from .options import ReportOptions
@@ -62,7 +63,7 @@ def coarsen(w: pl.DataFrame) -> pl.DataFrame:
     """Merge windows so that at most MAX_WINDOWS remain (sums stay sums, maxima stay maxima)."""
     if w.height <= MAX_WINDOWS:
         return w
-    width = float(w["window_s"].drop_nulls().median() or 1.0)
+    width = float_or_none(w["window_s"].drop_nulls().median()) or 1.0
     span = (cast(datetime, w["ts"].max()) - cast(datetime, w["ts"].min())).total_seconds() + width
     factor = int(-(-span // (width * MAX_WINDOWS)))
     every = f"{int(width * factor * 1_000_000)}us"
@@ -90,7 +91,7 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
     if w.height == 0:
         return None, [ld.why("windows") or "the windows table is empty: no timed event was found"]
     w = coarsen(w.sort("ts"))
-    width_s = float(w["window_s"].drop_nulls().median() or 1.0)
+    width_s = float_or_none(w["window_s"].drop_nulls().median()) or 1.0
     width_ms = int(width_s * 1000)
     lo = int(cast(datetime, w["ts"].min()).timestamp() * 1000)  # windows all have a time
     hi = int(cast(datetime, w["ts"].max()).timestamp() * 1000 + width_ms)
@@ -109,7 +110,7 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
         for f, cols in ((ph, ("start", "end")), (ev, ("t", "ready")), (eps, ("start", "end")))
         if f.height
         for c in cols
-        for v in (f[c].min(), f[c].max())
+        for v in (int_or_none(f[c].min()), int_or_none(f[c].max()))  # epoch ms
         if v is not None
     ]
     x = XEnc(min([lo, *ends]), max([hi, *ends]))
@@ -311,8 +312,8 @@ def range_overview(summary: dict) -> dict | None:
         for o in chosen.get("others") or []
     ]
     bands = pl.DataFrame(spans).with_columns(ms("since"), ms("until"))
-    lo = int(min(bars["t"].min(), bands["since"].min()))
-    hi = int(max(bars["end"].max(), bands["until"].max()))
+    lo = min(int_value(bars["t"].min()), int_value(bands["since"].min()))
+    hi = max(int_value(bars["end"].max()), int_value(bands["until"].max()))
     x = XEnc(lo, hi)
     kinds = ["range analysed", "other ranges named"]
     d = Data()
@@ -387,7 +388,7 @@ def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
         "title": "concurrency",
         "axis": {"values": sorted({float(s["concurrency"]) for s in steps}), "format": "~g"},
     }
-    wb = lad.get("working_boundary") if isinstance(lad.get("working_boundary"), dict) else {}
+    wb = given if isinstance(given := lad.get("working_boundary"), dict) else {}
     d = Data()
     boundary = (
         d.add("boundary", [{"concurrency": float(wb["concurrency"])}]) if wb.get("concurrency") else None
@@ -477,11 +478,11 @@ def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
     key = ("source", "logical_request_id")
-    ca = ld.scan("client_attempts").select(*key, "attempt", "ts_start", "ts_end")
+    lazy = ld.scan("client_attempts").select(*key, "attempt", "ts_start", "ts_end")
     used = (ld.doc("correlation").get("sources") or {}).get("client")
     if used:  # a client log and its own JSONL can describe the same sends: count them once
-        ca = ca.filter(pl.col("source").is_in(used))
-    ca = ca.filter(
+        lazy = lazy.filter(pl.col("source").is_in(used))
+    ca = lazy.filter(
         pl.col("logical_request_id").is_not_null()
     ).collect()  # read for this chart alone, not kept
     if ca.height == 0:
@@ -510,7 +511,7 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     }
     # binned here, not by Vega: the page carries 40 bars, never one row per retry
     gap = pl.col("gap_s").clip(0.0, None)
-    width = max(float(gaps["gap_s"].clip(0.0, None).max() or 0.0), 1e-3) / 40
+    width = max(float_or_none(gaps["gap_s"].clip(0.0, None).max()) or 0.0, 1e-3) / 40
     hist = (
         gaps.group_by((gap / width).floor().clip(0, 39).alias("bin"))
         .agg(pl.len().alias("retries"))
@@ -562,7 +563,7 @@ def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         "requests": req.height,
         "max_tokens_mean": req["max_tokens"].mean(),
         "output_tokens_mean": req["output_tokens"].mean(),
-        "hit_max_share": float((req["output_tokens"] >= req["max_tokens"]).mean()),
+        "hit_max_share": float_value((req["output_tokens"] >= req["max_tokens"]).mean()),
     }
     hist = (
         req.group_by((pl.col("share") * 20).floor().clip(0, 19).truediv(20).alias("lo"))

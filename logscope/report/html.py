@@ -20,7 +20,7 @@ import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jinja2
 import jinja2.bccache
@@ -105,7 +105,16 @@ def compiled_cache(**settings: Any) -> jinja2.BytecodeCache | None:
     return _Compiled(str(folder), repr(sorted(settings.items())) + jinja2.__version__)
 
 
-SETTINGS = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
+class Settings(TypedDict, total=False):
+    """jinja2.Environment's switches a page sets, typed so that ``**SETTINGS`` is checked against its signature."""
+
+    autoescape: bool
+    trim_blocks: bool
+    lstrip_blocks: bool
+    keep_trailing_newline: bool
+
+
+SETTINGS: Settings = {"autoescape": True, "trim_blocks": True, "lstrip_blocks": True}
 
 
 @cache

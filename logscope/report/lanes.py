@@ -14,6 +14,9 @@ from __future__ import annotations
 import polars as pl
 
 from .. import clock
+from ..correlate.broken import CUT
+from ..correlate.stream_failures import FAILED
+from ..scalars import int_value
 from .load import Loaded
 from .panels import (
     GAP_SAMPLES,
@@ -41,7 +44,18 @@ DEATH_NAMES = {
     "gpu_xid": "GPU Xid",  # a GPU fault the kernel logged just before the death (diagnose.gpu_faults)
 }
 MAX_LABEL_ROWS = 3  # event labels stack in this many rows at most; past that, tooltips name them
-OUTCOME_COLORS = {"ok": "#2ca02c", "timeout": "#ff7f0e", "error, no status": "#7f0000", "cut mid-stream": "#f3a712",
+# a break-off named by what its log says, and which log says it: nginx's error log ('upstream prematurely closed
+# connection' after the access log's 2xx: correlate.broken), LiteLLM's stream-error line tied to its access line
+# (stream_failures), the caller that gave up (its own log's timeout) or left (nginx's 499: 'client closed request')
+BROKE_OFF = {
+    CUT: "2xx, upstream closed (nginx error log)",
+    FAILED: "2xx, stream failed (LiteLLM log)",
+}
+TRUNCATED = "2xx, then broken off"  # an analysis that predates requests.mid_stream
+TIMED_OUT = "caller timed out (client log)"
+CLIENT_LEFT = "499, client left (gateway log)"
+OUTCOME_COLORS = {"ok": "#2ca02c", TIMED_OUT: "#ff7f0e", CLIENT_LEFT: "#ffbb78", "error, no status": "#7f0000",
+                  BROKE_OFF[CUT]: "#f3a712", BROKE_OFF[FAILED]: "#c98a00", TRUNCATED: "#f3a712",
                   "unfinished (log ended)": "#9aa5b1", "unknown": "#c7c7c7"}  # fmt: skip
 STATUS_COLORS = (
     "#d62728",
@@ -462,24 +476,28 @@ def backdrop(ph: pl.DataFrame, ev: pl.DataFrame, eps: pl.DataFrame, x: XEnc, d: 
 def outcomes(ld: Loaded, lo_ms: int, width_ms: int) -> pl.DataFrame:
     """Logical requests per window of their outcome (when the caller saw it: the end, else the start), by
     outcome and HTTP status: (t, end, time, outcome, n, k) with k the stacking order."""
-    r = (
-        ld.scan("requests")
-        .select(pl.coalesce("ts_end", "ts_start").dt.epoch("ms").alias("at"), "outcome", "status")
-        .drop_nulls("at")
-    )
+    r = ld.scan("requests")
+    mid = pl.col("mid_stream") if "mid_stream" in r.collect_schema().names() else pl.lit(None, pl.String)
+    r = r.select(
+        pl.coalesce("ts_end", "ts_start").dt.epoch("ms").alias("at"), "outcome", "status", mid.alias("how")
+    ).drop_nulls("at")
     counts = (
-        r.group_by(((pl.col("at") - lo_ms) // width_ms).alias("bin"), "outcome", "status")
+        r.group_by(((pl.col("at") - lo_ms) // width_ms).alias("bin"), "outcome", "status", "how")
         .agg(pl.len().alias("n"))
         .collect()
     )
     if counts.height == 0:
         return pl.DataFrame()
-    errs = counts.filter((pl.col("outcome") == "error") & pl.col("status").is_not_null())
-    top = errs.group_by("status").agg(pl.col("n").sum()).sort(["n", "status"], descending=[True, False])
-    top = top["status"].head(MAX_STATUSES).sort().to_list()
+    errs = counts.filter(
+        (pl.col("outcome") == "error") & pl.col("status").is_not_null() & (pl.col("status") != 499)
+    )
+    ranked = errs.group_by("status").agg(pl.col("n").sum()).sort(["n", "status"], descending=[True, False])
+    top = ranked["status"].head(MAX_STATUSES).sort().to_list()
     name = (
         pl.when(pl.col("outcome") == "ok")
         .then(pl.lit("ok"))
+        .when((pl.col("outcome") == "error") & (pl.col("status") == 499))
+        .then(pl.lit(CLIENT_LEFT))
         .when((pl.col("outcome") == "error") & pl.col("status").is_in(top))
         .then("HTTP " + pl.col("status").cast(pl.String))
         .when((pl.col("outcome") == "error") & pl.col("status").is_not_null())
@@ -487,11 +505,11 @@ def outcomes(ld: Loaded, lo_ms: int, width_ms: int) -> pl.DataFrame:
         .when(pl.col("outcome") == "error")
         .then(pl.lit("error, no status"))
         .when(pl.col("outcome") == "truncated")
-        .then(pl.lit("cut mid-stream"))
+        .then(pl.col("how").replace_strict(BROKE_OFF, default=TRUNCATED, return_dtype=pl.String))
         .when(pl.col("outcome") == "unfinished")
         .then(pl.lit("unfinished (log ended)"))
         .when(pl.col("outcome") == "timeout")
-        .then(pl.lit("timeout"))
+        .then(pl.lit(TIMED_OUT))
         .otherwise(pl.lit("unknown"))
     )
     order = [
@@ -499,8 +517,10 @@ def outcomes(ld: Loaded, lo_ms: int, width_ms: int) -> pl.DataFrame:
         *[f"HTTP {s}" for s in top],
         "HTTP other",
         "error, no status",
-        "timeout",
-        "cut mid-stream",
+        CLIENT_LEFT,
+        TIMED_OUT,
+        *BROKE_OFF.values(),
+        TRUNCATED,
         "unfinished (log ended)",
         "unknown",
     ]
@@ -589,7 +609,7 @@ def tokens(ld: Loaded, grid: pl.Series, width_ms: int, panel: Panel) -> pl.DataF
     )
     if st.height == 0 or grid.len() == 0:
         return pl.DataFrame()
-    lo = int(grid.min())
+    lo = int_value(grid.min())
     st = st.with_columns(pl.col("replica").fill_null(""), pl.col("ts").dt.epoch("ms").alias("t"))
     has_log = st.group_by("replica").agg((pl.col("origin") == "log").any().alias("has_log"))
     st = st.join(has_log, on="replica").filter((pl.col("origin") == "log") == pl.col("has_log"))

@@ -15,10 +15,15 @@ import jinja2
 
 from ..invisible_chars import visible
 from . import fmt
-from .html import compiled_cache, template_source
+from .html import Settings, compiled_cache, template_source
 
 # Markdown, not HTML: no autoescape, values are escaped by |md
-SETTINGS = {"autoescape": False, "trim_blocks": True, "lstrip_blocks": True, "keep_trailing_newline": True}
+SETTINGS: Settings = {
+    "autoescape": False,
+    "trim_blocks": True,
+    "lstrip_blocks": True,
+    "keep_trailing_newline": True,
+}
 
 _MD_SPECIAL = re.compile(
     r"([\\`*_\[\]<>|~])"

@@ -12,6 +12,7 @@ from typing import Any, cast
 import polars as pl
 
 from .. import clock
+from ..scalars import float_or_none
 from . import fmt
 from .options import ReportOptions, slo_of
 from .vl import ZERO_PLAIN, Data, int_scale, legend, tip
@@ -126,7 +127,9 @@ def long_rows(
     time = pl.col("ts").dt.strftime(clock.time_format()).alias("time")
     if width_ms is None:
         width_ms = (
-            int(float(w["window_s"].drop_nulls().median() or 1.0) * 1000) if "window_s" in w.columns else 1000
+            int((float_or_none(w["window_s"].drop_nulls().median()) or 1.0) * 1000)
+            if "window_s" in w.columns
+            else 1000
         )
     frames = []
     for p in panels:

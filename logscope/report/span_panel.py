@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from ..scalars import int_value
 from .load import Loaded
 from .panels import RED, Backdrop, Panel, XEnc, panel
 
@@ -55,7 +56,7 @@ def long(ld: Loaded, lo: int, width_ms: int) -> tuple[pl.DataFrame, list[tuple[s
         return pl.DataFrame(), []
     rows = pl.concat(parts).with_columns(pl.col("value").cast(pl.Float64))
     # windows with none are zeros of a step line, not gaps: the grid's every window for each series
-    grid = pl.int_ranges(pl.lit(lo), rows["t"].max() + width_ms, width_ms).alias("t")
+    grid = pl.int_ranges(pl.lit(lo), int_value(rows["t"].max()) + width_ms, width_ms).alias("t")
     full = pl.select(grid).explode("t").join(rows.select("series").unique(), how="cross")
     rows = full.join(rows, on=["t", "series"], how="left").with_columns(pl.col("value").fill_null(0.0))
     return rows.with_columns(

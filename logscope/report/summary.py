@@ -92,8 +92,8 @@ def traces(ld: Loaded) -> dict | None:
         "requests",
         "requests_joined",
         "requests_three_layers",
+        "traced",
     )
-    keys += ("traced",)
     keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
     keys += ("client_span_vs_record",)
     stop_keys = (
@@ -258,7 +258,7 @@ def span(ld: Loaded) -> dict:
         lo, hi = cast("datetime | None", w["ts"].min()), cast("datetime | None", w["ts"].max())
     out: dict = {}
     if ld.rng:
-        rng = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
+        rng: dict[str, str | dict | None] = {"since": iso(ld.rng.since), "until": iso(ld.rng.until)}
         if ld.rng.chosen:
             rng["chosen"] = ld.rng.chosen
         out = {"range": rng, "inputs_start": iso(lo), "inputs_end": iso(hi)}

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import clock
+from ..scalars import float_value, time_value
 from . import vl, waterfall
 
 MAX_LISTED = 60  # attempts with no engine span listed under the table (the table counts them all)
@@ -57,12 +58,12 @@ def startup(spans: pl.DataFrame) -> list[dict]:
         phases = {}
         for label, pat in STARTUP:
             m = g.filter(pl.col("name").str.contains(pat))
-            phases[label] = float(m["duration_s"].max()) if m.height else None
+            phases[label] = float_value(m["duration_s"].max()) if m.height else None
         rows.append(
             {
                 "service": first["service"],
                 "start": clock.hms(first["start"]),
-                "end": clock.hms(g["end"].max()),
+                "end": clock.hms(time_value(g["end"].max())),
                 "spans": g.height,
                 "phases": phases,
                 "_t": first["start"],

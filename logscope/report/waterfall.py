@@ -106,7 +106,7 @@ def spec(rs: pl.DataFrame, spans: pl.DataFrame, gateway: pl.DataFrame, stops: li
     gw = gateway.with_columns(pl.col("traceparent").str.extract(_TP, 2).alias("span_id")).drop_nulls(
         "span_id"
     )
-    charts = []
+    charts: list[dict] = []
     for r in pick.iter_rows(named=True):
         bars, t0 = _rows(r, spans, gw)
         if not bars:

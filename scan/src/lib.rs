@@ -8,6 +8,7 @@ pub mod convert;
 pub mod ffi;
 pub mod jsonl;
 pub mod kleene;
+pub mod lab;
 pub mod lines;
 pub mod lookup;
 pub mod output;
@@ -163,5 +164,6 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<jsonl::py::JsonKeys>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     m.add_function(wrap_pyfunction!(attempts::openai_attempts, m)?)?;
+    m.add_function(wrap_pyfunction!(lab::lab_flush, m)?)?;
     Ok(())
 }

@@ -90,7 +90,7 @@ def build(
     reg: Registry,
 ) -> list[Finding]:
     out: list[Finding] = []
-    per_replica: list[tuple[str, dict]] = []  # (replica, finding) of one replica's episodes
+    per_replica: list[tuple[str, Finding]] = []  # (replica, finding) of one replica's episodes
     # a folder of several servers (by their stats lines, or their episodes): each finding names its own
     replicas = (
         {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r}
@@ -181,7 +181,7 @@ def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict
     if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
         for f in out:
             if f["kind"] == "ladder":
-                _ladder_ranked(f, ladder, rows, out)
+                _ladder_ranked(f, ladder, rows, out, final=True)
     order = {s: i for i, s in enumerate(SEVERITY)}
     kind = {k: i for i, k in enumerate(KIND_ORDER)}
     far = datetime.max
@@ -230,7 +230,9 @@ def _overload_leads(out: list[Finding]) -> None:
         out.insert(first, cap)
 
 
-def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -> dict:
+def _ladder_ranked(
+    f: Finding, ladder: dict, rows: list[dict], found: list[Finding], final: bool = False
+) -> Finding:
     """On a ladder, the pressure episodes are the steps above capacity: the boundary is what the run measured,
     so its finding covers the steps that broke (from the first one to the end) and is as severe as the
     worst pressure finding inside them; ranked by the same cost, it then leads them."""
@@ -242,7 +244,7 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
     broke = [r for r in rows if r["step"] >= first]
     f["start"], f["end"] = broke[0]["ts_start"], broke[-1]["ts_end"]
     inside = [
-        g["severity"]
+        g
         for g in found
         if g["kind"] == "pressure"
         and g["start"] is not None
@@ -251,11 +253,16 @@ def _ladder_ranked(f: dict, ladder: dict, rows: list[dict], found: list[dict]) -
         and f["start"] <= g["start"] <= f["end"]
     ]
     if inside:
-        f["severity"] = min(inside, key=SEVERITY.index)
+        worst = min(inside, key=lambda g: SEVERITY.index(g["severity"]))
+        f["severity"] = worst["severity"]
+        if final:  # said once, after the pressure findings' own severity by their impact
+            f["evidence"] += (
+                f"; severity {f['severity']} as the worst pressure in its steps: {worst['title']}"
+            )
     return f
 
 
-def _one_sample(ctx: Context, out: list[dict], eps: list[dict]) -> None:
+def _one_sample(ctx: Context, out: list[Finding], eps: list[dict]) -> None:
     """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
     finding is low, so it never outranks the episodes the users felt."""
     blips = {
@@ -320,11 +327,13 @@ def pattern_key(e: dict) -> tuple:
     return (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
 
 
-def _across_replicas(found: list[tuple[str, dict]], targets: frozenset[str] = frozenset()) -> list[dict]:
+def _across_replicas(
+    found: list[tuple[str, Finding]], targets: frozenset[str] = frozenset()
+) -> list[Finding]:
     """Findings of one replica's episodes in a folder of several: the title names the replica, and the
     findings that would say the same of several replicas (the same kind of trouble at the same times: a
     node or a rollout taking them down together) are one finding naming them all."""
-    groups: dict[tuple, list[tuple[str, dict]]] = {}
+    groups: dict[tuple, list[tuple[str, Finding]]] = {}
     for replica, f in found:
         groups.setdefault((f["severity"], f["kind"], f["title"]), []).append((replica, f))
     out = []
@@ -363,7 +372,7 @@ def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
     return out
 
 
-def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[dict]:
+def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[Finding]:
     sig = ep["signal"]
     cap = capacity.for_replica(cap, ep["replica"])  # this replica's cache and config
     if sig == "crash":

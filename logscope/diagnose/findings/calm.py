@@ -8,6 +8,7 @@ from typing import cast
 import polars as pl
 
 from ... import schemas
+from ...scalars import float_value
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
@@ -207,7 +208,7 @@ def _shape_note(ctx: Context) -> str:
     regular = widest <= max(3 * usual, 1) and widest <= GAP_NOTE_S
     if widest > GAP_NOTE_S:
         notes.append(
-            f"stats lines are irregular: gaps of {gaps.min():.0f}–{gaps.max():.0f} s between them (vLLM "
+            f"stats lines are irregular: gaps of {float_value(gaps.min()):.0f}–{widest:.0f} s between them (vLLM "
             "logs stats every few seconds while busy; idle intervals are logged at DEBUG, so the gaps "
             "are idle time, not missing data)"
         )
@@ -216,7 +217,7 @@ def _shape_note(ctx: Context) -> str:
     if one and no_new and regular and (srv["gen_tps"].fill_null(0) > 0).all():
         span = (cast(datetime, srv["ts"].max()) - cast(datetime, srv["ts"].min())).total_seconds()
         notes.append(
-            f"one request generating through the whole {span:.0f} s (about {srv['gen_tps'].mean():.0f} "
+            f"one request generating through the whole {span:.0f} s (about {float_value(srv['gen_tps'].mean()):.0f} "
             "tokens/s, no new prompt): a single long generation, not an incident (cap max_tokens if "
             "unintended)"
         )

@@ -114,8 +114,8 @@ def clock_gap_findings(ctx: Context, reg: Registry) -> list[Finding]:
                 cause,
                 test,
                 None,
-                min(c.value("start") for c in mine),
-                max(c.value("end") for c in mine),
+                min(t for c in mine if (t := c.time("start")) is not None),
+                max(t for c in mine if (t := c.time("end")) is not None),
                 kind="latency",
                 claim=worst.id,
             )

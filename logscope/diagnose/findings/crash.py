@@ -209,7 +209,7 @@ def _answered(e: StopErrors, since: str = "") -> str:
     return f"{e.total:,} requests with {with_} {since}until {clock.hms(e.until)} ({why})"
 
 
-def stop_findings(ctx: Context, eps: list[dict]) -> list[dict]:
+def stop_findings(ctx: Context, eps: list[dict]) -> list[Finding]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
     is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
     the count diagnosis.json and the timeline give too)."""

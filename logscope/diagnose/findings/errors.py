@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import clock
+from ...scalars import time_or_none
 from .. import failures
 from ..claims import facts
 from ..context import Context
@@ -21,7 +22,7 @@ NO_MODEL_SHARE = (
 )
 
 
-def error_finding(ctx: Context, ep: dict) -> dict:
+def error_finding(ctx: Context, ep: dict) -> Finding:
     """An errors episode: its count is its failed requests, each once (diagnose/failures.py), by kind."""
     failed, ended, by, layer = failures.kinds(ctx, ep["start"], ep["end"])
     kinds = (
@@ -230,7 +231,7 @@ def _refused(r: dict) -> Finding:
     )
 
 
-def unknown_model_findings(ctx: Context) -> list[dict]:
+def unknown_model_findings(ctx: Context) -> list[Finding]:
     """Requests for a model the server does not serve: client errors, counted by model where the log names it."""
     ev = ctx.inputs.events
     said = ev.filter((pl.col("kind") == "error") & pl.col("message").str.contains(_NO_MODEL)).select(
@@ -248,7 +249,7 @@ def unknown_model_findings(ctx: Context) -> list[dict]:
         ", …" if by.height > 5 else ""
     )
     times = pl.concat([said["ts"], nf["ts"].cast(said["ts"].dtype)]).drop_nulls()
-    lo, hi = (times.min(), times.max()) if times.len() else (None, None)
+    lo, hi = (time_or_none(times.min()), time_or_none(times.max())) if times.len() else (None, None)
     # the access lines are the requests the server answered (a chat request's error line without its access line
     # in a cut excerpt is one more)
     share = n / max(ctx.inputs.access_lines, n) if ctx.inputs.access_lines else None

@@ -6,7 +6,7 @@ import re
 
 import polars as pl
 
-from ...scalars import int_or_none
+from ...scalars import int_or_none, int_value, time_or_none
 from .. import preemption_count
 from ..claims import facts
 from ..context import Context
@@ -34,7 +34,7 @@ def _kv_said(detail: str) -> str:
     return " ".join(out)
 
 
-def event_findings(ctx: Context) -> list[dict]:
+def event_findings(ctx: Context) -> list[Finding]:
     ev = ctx.inputs.events
     out = []
     # in time order (then file and line): which line a finding quotes must not hang on the files' order
@@ -46,13 +46,13 @@ def event_findings(ctx: Context) -> list[dict]:
                 "low",
                 f"{itl.height} request(s) rejected as longer than the model's context",
                 "requests rejected with 400 because prompt + max_tokens exceed max_model_len",
-                f"first at {clock_time(itl['ts'].min())}: {(itl['message'][0] or '')[:200]}",
+                f"first at {clock_time(time_or_none(itl['ts'].min()))}: {(itl['message'][0] or '')[:200]}",
                 "the client sends prompts (plus max_tokens) longer than --max-model-len",
                 "Cap prompt + max_tokens at the client to max_model_len (truncate or summarise long inputs)",
                 None,
                 itl["ts"].min(),
                 itl["ts"].max(),
-                facts=facts("engine_log", requests=itl.height, first=itl["ts"].min()),
+                facts=facts("engine_log", requests=itl.height, first=time_or_none(itl["ts"].min())),
             )
         )
     kvi = ev.filter(pl.col("kind") == "kv_insufficient")
@@ -63,7 +63,7 @@ def event_findings(ctx: Context) -> list[dict]:
             text = f"{kvi.height} failed start-ups; the latest ({r['source']}): {text}"
         cap = ev.filter(pl.col("kind") == "capacity")
         ok = cap.filter(pl.col("max_concurrency") >= 1)["max_concurrency_tokens"].drop_nulls()
-        hint = f"; a run with max_model_len {ok.max()} did start" if ok.len() else ""
+        hint = f"; a run with max_model_len {int_value(ok.max())} did start" if ok.len() else ""
         mml = r["max_model_len"]
         out.append(
             make_finding(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import clock, schemas
+from ...scalars import float_value, time_or_none, time_value
 from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Finding
@@ -35,7 +36,7 @@ def gateway_down_findings(ctx: Context, reg: Registry) -> list[Finding]:
     # from when: the requests that failed ('no live upstreams'), else every refused or timed-out attempt (a dead
     # member of the group refuses all along; the outage is when no member was left)
     down = ge.filter(pl.col("kind") == "no_live_upstreams") if no_live else ge
-    lo, hi = down["ts"].min(), down["ts"].max()
+    lo, hi = time_value(down["ts"].min()), time_or_none(down["ts"].max())
     c = reg.add(
         Claim(
             "gateway.upstream_down",
@@ -62,8 +63,10 @@ def gateway_down_findings(ctx: Context, reg: Registry) -> list[Finding]:
     ):
         k = ge.filter(pl.col("kind") == kind)
         if k.height:
-            parts.append(f"{k.height:,} {what} {clock.hms_range(k['ts'].min(), k['ts'].max())}")
-    down = no_live or timed
+            parts.append(
+                f"{k.height:,} {what} {clock.hms_range(time_or_none(k['ts'].min()), time_or_none(k['ts'].max()))}"
+            )
+    outage = no_live or timed
     title = (
         f"Upstream down from {clock.hms(lo)}: {no_live:,} request(s) failed with no live upstream"
         if no_live
@@ -71,7 +74,7 @@ def gateway_down_findings(ctx: Context, reg: Registry) -> list[Finding]:
     )
     return [
         make_finding(
-            "high" if down else "medium",
+            "high" if outage else "medium",
             title + f" ({clock.hms_range(lo, hi)})",
             "the gateway could not reach its upstream: callers got errors instead of answers",
             "; ".join(parts)
@@ -124,7 +127,8 @@ def failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
     by = failed.group_by(st.alias("s")).len().sort("len", descending=True)
     how = ", ".join(f"{n:,} × {s if s is not None else 'no HTTP answer'}" for s, n in by.iter_rows())
     e2e = failed["e2e_s"].drop_nulls() if "e2e_s" in failed.columns else pl.Series([], dtype=pl.Float64)
-    lo, hi = failed["ts_start"].min(), failed["ts_end"].max() if "ts_end" in failed.columns else None
+    lo = time_or_none(failed["ts_start"].min())
+    hi = time_or_none(failed["ts_end"].max()) if "ts_end" in failed.columns else None
     c = reg.add(
         Claim(
             "requests.failed",
@@ -140,7 +144,7 @@ def failed_findings(ctx: Context, reg: Registry) -> list[Finding]:
             {"slo_success": ctx.slo.success},
         )
     )
-    after = f", after up to {e2e.max():.3g} s" if e2e.len() else ""
+    after = f", after up to {float_value(e2e.max()):.3g} s" if e2e.len() else ""
     return [
         make_finding(
             "medium",

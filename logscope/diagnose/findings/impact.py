@@ -19,10 +19,11 @@ from ... import clock as clk
 from ...scalars import float_value
 from ..clockgap import MIN_REQUESTS
 from ..context import Context
+from ..records import Finding
 from ..tables import FAILED_OUTCOMES
 
 
-def measure(ctx: Context, found: list[dict]) -> None:
+def measure(ctx: Context, found: list[Finding]) -> None:
     """Set ``failed_requests`` and ``slowed_requests`` on every finding of ``found``."""
     req = ctx.inputs.requests
     usable = req.height and {"ts_start", "outcome"} <= set(req.columns)
@@ -104,13 +105,27 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
             rise = latency_rise(ctx, callers, fig, f["start"], f["end"] or f["start"])
         if rise is not None:
             felt = "medium"  # under the SLO, but the callers waited several times their baseline: felt
+        # the rule that set it, named: '176 of the 177 … slowed' read as a reason for high where the 22 s it
+        # lasted (under impact_high_min_s) was what kept it medium (lab seqs-16)
+        short = felt == "medium" and rise is None and hit >= th.impact_high_share * n
         said = (
             f"none of the {n:,} requests in flight during it failed or broke the SLO, but the callers' "
             f"{rise['words']}"
             if rise is not None
             else f"{hit:,} of the {n:,} requests in flight during it were slowed or failed{by}"
+            + (
+                f", but it lasted {dur:.0f} s, under the {th.impact_high_min_s:g} s a high one must last "
+                "(impact_high_min_s)"
+                if short
+                else f", under {th.impact_high_share:.0%} of them (impact_high_share)"
+                if felt == "medium" and rise is None
+                else ""
+            )
         )
-        if SEVERITY.index(felt) > SEVERITY.index(f["severity"]):
+        if felt == "high" == f["severity"]:  # kept high: the facts that make it so, as a lowered one has them
+            said += f" over {dur:.0f} s"
+            f["evidence"] += f"; severity high by its impact: {said}"
+        elif SEVERITY.index(felt) > SEVERITY.index(f["severity"]):
             f["severity"] = felt
             f["evidence"] += f"; severity {felt} by its impact: {said}"
         elif rise is not None:  # kept at its class's medium: the evidence says what the callers felt of it
@@ -200,7 +215,7 @@ def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> d
 SEVERITY = ("critical", "high", "medium", "low", "info")
 
 
-def _about(f: dict, cols: list[str]) -> pl.Expr | None:
+def _about(f: Finding, cols: list[str]) -> pl.Expr | None:
     """The requests a run-level finding is about, when it has no time range of its own."""
     if f.get("start") is not None:
         return None
@@ -214,7 +229,7 @@ def _about(f: dict, cols: list[str]) -> pl.Expr | None:
     return None
 
 
-def cost(f: dict) -> int:
+def cost(f: Finding) -> int:
     """The ranking's key within a severity: failed and slowed requests (unknown ranks after any known)."""
     a, b = f.get("failed_requests"), f.get("slowed_requests")
     return -1 if a is None and b is None else (a or 0) + (b or 0)

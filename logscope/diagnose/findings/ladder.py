@@ -69,7 +69,7 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
         + (
             f"; the boundary step already preempts or queues (pressure from {num(pf['concurrency'])}): "
             "re-run it longer to see whether its latency holds"
-            if under
+            if under and pf is not None
             else ""
         )
         if wb is not None and nxt is not None

@@ -6,6 +6,7 @@ from ... import clock
 from .. import latency_named
 from ..claims import Claim, Fact
 from ..context import Context
+from ..records import Finding
 from .clocks import in_gateway
 from .record import clock_time, make_finding, pct, requests_phrase, stands_for
 
@@ -38,7 +39,7 @@ def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
     return share >= SPAN_QUEUE_SHARE, said
 
 
-def slow_first_token_finding(ctx: Context, ep: dict) -> dict:
+def slow_first_token_finding(ctx: Context, ep: dict) -> Finding:
     wait = (ep["waiting_max"] or 0) >= ctx.th.waiting_min
     long_prompt = (ep["prompt_tokens_mean"] or 0) >= 1024
     sq = _span_queue(ctx, ep)
@@ -120,7 +121,7 @@ def _no_queue(gap: Claim | None) -> tuple[str, str]:
     )
 
 
-def slow_e2e_finding(ctx: Context, ep: dict) -> dict:
+def slow_e2e_finding(ctx: Context, ep: dict) -> Finding:
     out = ep["output_tokens_mean"]
     return make_finding(
         "medium",
@@ -140,7 +141,7 @@ def _on(clock_name: str | None) -> str:
     return f"{clock_name} clock" if clock_name else "clock unknown"
 
 
-def cold_start_findings(ctx: Context, cold: dict, repeats: int) -> list[dict]:
+def cold_start_findings(ctx: Context, cold: dict, repeats: int) -> list[Finding]:
     """First requests after a start much slower than warm ones (compilation, caches, a retried backlog);
     more than ``repeats`` (findings.REPEATS, read by the caller) are one finding."""
     warm = (cold.get("warm") or {}).get("ttft_p95")

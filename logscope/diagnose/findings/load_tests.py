@@ -17,6 +17,7 @@ import polars as pl
 
 from ..claims import Fact
 from ..context import Context
+from ..records import Finding
 from .record import make_finding, pct
 
 
@@ -37,8 +38,8 @@ def _figures(r: dict) -> str:
     if r.get("failed"):
         bits.append(f"{r['failed']} failed")
     for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("e2e", "e2e")):
-        got = [(w, r.get(f"{key}_{w}_s")) for w in ("mean", "median", "p99")]
-        got = [f"{w} {_dur(v)}" for w, v in got if v is not None]
+        values = [(w, r.get(f"{key}_{w}_s")) for w in ("mean", "median", "p99")]
+        got = [f"{w} {_dur(v)}" for w, v in values if v is not None]
         if got:
             bits.append(f"{name} " + ", ".join(got))
     if r.get("concurrency") is not None:
@@ -61,7 +62,7 @@ def _facts(r: dict, slo) -> list[Fact]:
     return [*counts, *lat, Fact("slo_ttft_p95_s", slo.ttft_s), Fact("slo_e2e_p95_s", slo.e2e_s)]
 
 
-def _one(ctx: Context, r: dict) -> dict:
+def _one(ctx: Context, r: dict) -> Finding:
     slo = ctx.slo
     where = f"{r['tool']} ({r['source'].rsplit('/', 1)[-1]}, line {r['line_no']})"
     said = f"{_figures(r)} — the tool's own summary, client clock"
@@ -116,7 +117,7 @@ def _one(ctx: Context, r: dict) -> dict:
     )
 
 
-def load_test_findings(ctx: Context) -> list[dict]:
+def load_test_findings(ctx: Context) -> list[Finding]:
     """A finding per summary, unless the folder holds the callers' own per-request records (a tool's --save-result
     JSON, a client log): the requests' figures are then measured from those, and the summary repeats them."""
     lt = getattr(ctx.inputs, "load_tests", None)

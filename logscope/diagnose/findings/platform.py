@@ -9,17 +9,19 @@ why not the others.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 import polars as pl
 
 from ... import clock
+from ...scalars import float_or_none, time_or_none, time_value
 from ..capacity import startup as capacity_startup
 from ..claims import facts as observed
 from ..context import Context
 from ..gpu_faults import BEFORE_S
 from ..platform import Facts, Kill, gib, kill_for, pod_replica
+from ..records import Finding
 from . import node
 from .record import clock_time, make_finding
 
@@ -53,12 +55,13 @@ def _cuda_oom(ctx: Context, replica: str | None, ts) -> pl.DataFrame:
     )
 
 
-def _not_others(ctx: Context, k: Kill) -> tuple[str, str]:
-    """(title tail, evidence) telling this host OOM from a CUDA OOM and from KV pressure."""
+def _not_others(ctx: Context, k: Kill, ts: datetime) -> tuple[str, str]:
+    """(title tail, evidence) telling this host OOM (at ``ts``, the kill's time) from a CUDA OOM and from KV
+    pressure."""
     has_log = ctx.inputs.events.filter(pl.col("replica").fill_null("") == (k.replica or "")).height > 0
-    cuda = _cuda_oom(ctx, k.replica, k.ts) if has_log else None
+    cuda = _cuda_oom(ctx, k.replica, ts) if has_log else None
     pre = ctx.pre.filter(
-        (pl.col("ts") >= k.ts - timedelta(seconds=60)) & (pl.col("ts") <= k.ts) & (pl.col("preemptions") > 0)
+        (pl.col("ts") >= ts - timedelta(seconds=60)) & (pl.col("ts") <= ts) & (pl.col("preemptions") > 0)
     ) if ctx.pre.height and "preemptions" in ctx.pre.columns else pl.DataFrame()  # fmt: skip
     kv = (
         f"; {int(pre['preemptions'].sum())} preemption(s) in the minute before: KV pressure, which slows the "
@@ -74,7 +77,8 @@ def _not_others(ctx: Context, k: Kill) -> tuple[str, str]:
     if cuda.height:
         return (
             ", after a CUDA OOM in its log",
-            f"vLLM's log also holds a device out-of-memory record at {clock_time(cuda['ts'].min())}" + kv,
+            f"vLLM's log also holds a device out-of-memory record at {clock_time(time_or_none(cuda['ts'].min()))}"
+            + kv,
         )
     return (
         ", not a CUDA OOM",
@@ -157,13 +161,13 @@ def _on(k: Kill) -> str:
     return f" (read on {k.clock})" if k.clock else ""
 
 
-def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: dict) -> dict | None:
+def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: dict) -> Finding | None:
     """The finding of a death the platform explains (a kill by the kernel or Kubernetes), else None."""
     facts: Facts | None = getattr(ctx, "platform", None)
     k = kill_for(facts, ep["replica"], ep["start"])
-    if facts is None or k is None or k.how not in HOW:
+    if facts is None or k is None or k.how not in HOW or k.ts is None:  # kill_for keeps timed kills only
         return None
-    tail, others = _not_others(ctx, k)
+    tail, others = _not_others(ctx, k, k.ts)
     if k.how == "kernel_oom" and k.constraint == "CONSTRAINT_NONE":
         limit = "the host ran out of memory: no cgroup limit"
     else:
@@ -219,7 +223,7 @@ def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: di
     )
 
 
-def build(ctx: Context) -> list[dict]:
+def build(ctx: Context) -> list[Finding]:
     facts: Facts | None = getattr(ctx, "platform", None)
     if facts is None or not facts.any:
         return []
@@ -230,14 +234,14 @@ def build(ctx: Context) -> list[dict]:
         _probes(facts)
         + _pods(facts)
         + _scheduling(facts)
-        + cast(list[dict], node.build(facts))
+        + node.build(facts)
         + _xid(facts)
         + _gpu(facts, ctx)
     )
     return out
 
 
-def _kill(ctx: Context, k: Kill) -> dict:
+def _kill(ctx: Context, k: Kill) -> Finding:
     at = (
         f" at {clock.hms(k.ts)}"
         if k.ts
@@ -286,7 +290,7 @@ def _pod_restarts(facts: Facts, pod: str | None) -> str:
     return f"pod {r['pod']} restarted {r['restarts']} times{ago}{guess}"
 
 
-def _probes(facts: Facts) -> list[dict]:
+def _probes(facts: Facts) -> list[Finding]:
     ev = facts.events.filter(pl.col("probe").is_not_null())
     out = []
     for (_source, probe), g in ev.group_by("source", "probe", maintain_order=True):
@@ -327,7 +331,7 @@ def _probes(facts: Facts) -> list[dict]:
         out.append(make_finding(sev, title, f"the kubelet's {probe} probe failed ({results})" + (" and the container was killed" if killed.height else ""),
                       "; ".join(lines + ([restarts] if restarts else [])), "a probe the server did not answer in time, or at that path",
                       advice[0].upper() + advice[1:], start=g["ts"].min(), end=g["ts"].max(), kind="platform",
-                      facts=observed("platform", probe=probe, failures=n, killings=killed.height, first=g["ts"].min())))  # fmt: skip
+                      facts=observed("platform", probe=probe, failures=n, killings=killed.height, first=time_or_none(g["ts"].min()))))  # fmt: skip
     return out
 
 
@@ -346,7 +350,7 @@ def _when(g: pl.DataFrame) -> str:
     return f"{what}: time unknown (no age or time written)"
 
 
-def _pods(facts: Facts) -> list[dict]:
+def _pods(facts: Facts) -> list[Finding]:
     """Pods whose status says they crash (CrashLoopBackOff, OOMKilled, Error) with no other finding naming them."""
     bad = facts.pods.filter(
         pl.col("status").is_in(["CrashLoopBackOff", "OOMKilled", "Error"])
@@ -377,7 +381,7 @@ def _pods(facts: Facts) -> list[dict]:
     return out
 
 
-def _scheduling(facts: Facts) -> list[dict]:
+def _scheduling(facts: Facts) -> list[Finding]:
     """The scheduler's own reasons (a pod it could not place, or one it preempted for another); the kubelet's
     evictions, preemptions and the node's own problems are ``node.build``'s."""
     ev = facts.events.filter(pl.col("reason").is_in(["FailedScheduling", "Preempted"]))
@@ -386,16 +390,16 @@ def _scheduling(facts: Facts) -> list[dict]:
         r = g.row(0, named=True)
         n = int(g["count"].fill_null(1).sum())
         pod = f"pod {r['pod']}" + (f" on node {r['host']}" if r.get("host") else "") if r.get("pod") else ""
-        ev = f"{r['source']} line {r['line_no']}: {r['message'][:300]}" + (f" ({pod})" if pod else "")
+        said = f"{r['source']} line {r['line_no']}: {r['message'][:300]}" + (f" ({pod})" if pod else "")
         out.append(make_finding("high" if reason != "FailedScheduling" else "medium", f"{reason} ({n}×): {r['message'][:120]}",
-                      f"Kubernetes reports {reason}", ev, "the node or the scheduler, not the server",
+                      f"Kubernetes reports {reason}", said, "the node or the scheduler, not the server",
                       "kubectl describe node of the pod's node (its conditions and allocatable resources), into the folder",
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
-                      facts=observed("kubectl", reason=reason, events=n, first=g["ts"].min())))  # fmt: skip
+                      facts=observed("kubectl", reason=reason, events=n, first=time_or_none(g["ts"].min()))))  # fmt: skip
     return out
 
 
-def _xid(facts: Facts) -> list[dict]:
+def _xid(facts: Facts) -> list[Finding]:
     x = facts.events.filter(pl.col("kind").is_in(["xid", "gpu_lost"]))
     tied = {k for f in facts.faults for k in f.keys}  # its death's finding speaks for these lines
     x = x.filter(~(pl.col("source") + " line " + pl.col("line_no").cast(pl.String)).is_in(list(tied)))
@@ -409,7 +413,7 @@ def _xid(facts: Facts) -> list[dict]:
                       "a GPU fault (NVIDIA's XID catalog names the code's cause), not the server's load" + _apart(facts, g),
                       "Look the code up in NVIDIA's XID catalog; run the GPU's diagnostics (dcgmi diag) before serving on it again",
                       start=g["ts"].min(), end=g["ts"].max(), kind="platform",
-                      facts=observed("kernel_log", gpu=gpu, xid=code, errors=g.height, first=g["ts"].min())))  # fmt: skip
+                      facts=observed("kernel_log", gpu=gpu, xid=code, errors=g.height, first=time_or_none(g["ts"].min()))))  # fmt: skip
     return out
 
 
@@ -458,7 +462,7 @@ def _budget_beside(ctx: Context, g: pl.DataFrame) -> str:
     )
 
 
-def _gpu(facts: Facts, ctx: Context | None = None) -> list[dict]:
+def _gpu(facts: Facts, ctx: Context | None = None) -> list[Finding]:
     out = []
     for via, (u, rest, what) in GPU_VIA.items():
         used = facts.gpu.filter(pl.col("name") == u)
@@ -474,13 +478,14 @@ def _gpu(facts: Facts, ctx: Context | None = None) -> list[dict]:
         bits = [f"GPU {r['gpu']}{' (pod ' + r['pod'] + ')' if r['pod'] else ''}: up to {r['used']:,.0f} MiB used"
                 + (f" of {whole(r):,.0f}" if r["rest"] is not None else "") for r in g.sort("gpu", "pod", nulls_last=True).iter_rows(named=True)]  # fmt: skip
         times = used["ts"].drop_nulls()
-        when = f" at {clock_time(times.min())}" + (f"–{clock_time(times.max())}" if times.max() != times.min() else "") if times.len() else " (no time)"  # fmt: skip
+        lo, hi = time_or_none(times.min()), time_or_none(times.max())
+        when = f" at {clock_time(lo)}" + (f"–{clock_time(hi)}" if hi != lo else "") if times.len() else " (no time)"  # fmt: skip
         out.append(make_finding("low", f"GPU memory ({via}): " + "; ".join(bits[:4]), what,
                       f"{used.height} sample(s){when} from {', '.join(sorted(set(used['source'])))}"
                       + (_budget_beside(ctx, g) if ctx is not None else "") + _servers_of(facts, g),
                       "telemetry: vLLM reserves its device memory at start (gpu_memory_utilization), so a full framebuffer is its budget, not a leak",
                       "Keep the GPU's memory series over the incident's time (the DCGM exporter's query_range, or nvidia-smi in a loop: nvidia-smi -l 5) beside the server's log", kind="platform",
-                      facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=g["used"].max(), first=times.min() if times.len() else None)))  # fmt: skip
+                      facts=observed(via, samples=used.height, gpus=g.height, used_mib_max=float_or_none(g["used"].max()), first=lo)))  # fmt: skip
     return out
 
 
@@ -525,14 +530,15 @@ def unknown_killer(ctx: Context, ep: dict) -> str:
                 f"pid {k.pid} ({k.process}) at {clock_time(k.ts)}: {k.mapping}" for k in others[:2]
             )
             them = f" (its OOM kills: {them})" if them else ""
-            if ts.min() - timedelta(minutes=1) <= t <= ts.max() + timedelta(minutes=1):
+            lo, hi = time_value(ts.min()), time_value(ts.max())
+            if lo - timedelta(minutes=1) <= t <= hi + timedelta(minutes=1):
                 parts.append(
-                    f"the kernel log ({srcs}, {clock_time(ts.min())}–{clock_time(ts.max())} on the kernel host's clock) shows no "
+                    f"the kernel log ({srcs}, {clock_time(lo)}–{clock_time(hi)} on the kernel host's clock) shows no "
                     f"OOM kill of this server{them}"
                 )
             else:
                 parts.append(
-                    f"the kernel log ({srcs}) covers {clock_time(ts.min())}–{clock_time(ts.max())} on the kernel host's clock, "
+                    f"the kernel log ({srcs}) covers {clock_time(lo)}–{clock_time(hi)} on the kernel host's clock, "
                     f"not {clock_time(t)}{them}"
                 )
     k8s = ev.filter(pl.col("layer") == "kubernetes") if ev.height else ev

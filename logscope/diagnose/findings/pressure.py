@@ -10,6 +10,7 @@ from ... import clock
 from .. import latency_named, preemption_count
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
+from ..records import Finding
 from . import kv_load, queue_cause
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
@@ -103,7 +104,7 @@ def _title(ctx: Context, ep: dict, what: str, span: str, kv_full: bool) -> str:
     return f"{ep['class'].capitalize()} {kind}: {what} {span}"
 
 
-def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> dict:
+def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> Finding:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]

@@ -58,7 +58,7 @@ def make_finding(
 
 
 def stands_for(
-    f: dict, n: int, title_noun: str, what: str, first: datetime, last: datetime, names: str = ""
+    f: Finding, n: int, title_noun: str, what: str, first: datetime, last: datetime, names: str = ""
 ) -> None:
     """Turn the finding of the first of ``n`` like episodes into the finding of all of them."""
     f["title"] = f"{f['title']} — the first of {n} {title_noun}"

@@ -8,6 +8,7 @@ from ... import clock
 from .. import gateway_config, retry_spread
 from ..claims import Claim, Fact, Registry
 from ..context import Context
+from ..records import Finding
 from .record import make_finding, num
 
 # retries "multiply the load" when the server ran at least this many executions per logical request; below
@@ -94,7 +95,7 @@ def _reached_words(r: dict | None, tr: dict) -> str:
     )
 
 
-def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[dict]:
+def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[Finding]:
     out = []
     amp = tr.get("amplification")
     stated = tr.get("gateway_stated") or {}  # retries a gateway log states but shows no lines of
