@@ -29,7 +29,7 @@ import polars as pl
 
 from ..correlate.stream_failures import MAYBE
 from ..report.fmt import num
-from . import censored, engine, sources
+from . import censored, engine, reach, sources
 from .counters import increase
 from .runs import Run
 from .traffic import Step, requests_of
@@ -99,6 +99,8 @@ class Figures:
     samples: dict[str, pl.Series]
     window: tuple[datetime | None, datetime | None]
     meta: dict[str, dict] = field(default_factory=dict)
+    # what a setting needs to act, over the range (logscope.compare.reach): running max, the gateway's own acts
+    facts: dict[str, int | None] = field(default_factory=dict)
 
 
 def _arr(s: pl.Series) -> pl.Series:
@@ -286,6 +288,7 @@ def _gauges(f: Figures, run: Run, whole: bool, lo, hi) -> None:
         if s is not None and s.len():
             v[name] = int(s.sum()) if how == "sum" else num(getattr(s, how)())
             f.meta[name] = {"clock": ENGINE, "source": _stats_source(run)}
+    f.facts = reach.facts(w, run.table("gateway_attempts").height > 0)
     # preemptions from vLLM's counter when scraped: the source that saw most (a folder holding the same server's
     # scrapes twice, a dump and the raw /metrics, has its windows count them twice)
     m = run.table("server_metrics")
@@ -464,8 +467,7 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     lo, hi = interval(xa, xb, m.stat, seed)
     beyond = lo > 0 or hi < 0
     text = f"95 % interval of B − A: {_bound(lo, m.unit)} … {_bound(hi, m.unit)} ({RESAMPLES} resamples)"
-    ba = fa.meta.get(m.name, {}).get("bucket_bounds")
-    bb = fb.meta.get(m.name, {}).get("bucket_bounds")
+    ba, bb = (x.meta.get(m.name, {}).get("bucket_bounds") for x in (fa, fb))
     if ba is not None or bb is not None:  # a histogram's quantile: only a move into another bucket is seen
         text = f"{text} of the histogram's buckets"
         if beyond and engine.same_bucket(ba, bb):

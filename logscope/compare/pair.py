@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..report.fmt import clean, iso
-from . import gateway, moves, settings, trade, traffic, verdict
+from . import gateway, moves, reach, settings, trade, traffic, verdict
 from .runs import Run
 
 SCHEMA_VERSION = "1.1"
@@ -108,6 +108,9 @@ VOLUME = (
     "orphaned",
     "orphan_s",
 )
+# the engine's queue with no noise estimate (gauges, an exact mean): it grows with the load as a count does
+# (ladder against ladder-b, other steps and prompts, read 'better in B: waiting, max 54 -> 39' on the 25 % rule)
+QUEUE_GAUGES = ("waiting_max", "waiting_mean", "queue_mean_s")
 
 
 def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) -> None:
@@ -121,6 +124,10 @@ def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) ->
         why = None
         if r["name"] in VOLUME and alike is False and sc["label"] == "whole run":
             why = "the traffic differs: it grows with the load each run was given, no better or worse"
+        elif r["name"] in VOLUME and r["unit"] == "count" and (lasted := _lasted_apart(sc)):
+            why = f"the step lasted {lasted}: a count grows with the time it ran, no better or worse"
+        elif r["name"] in QUEUE_GAUGES and alike is False and r["beyond_noise"] is None:
+            why = "the traffic differs: a queue grows with the load each run was given, and its noise is not estimated"
         elif r["name"] == "amplification":
             low = [k.upper() for k in ("a", "b") if r[k] is not None and r[k] < 1]
             if low:
@@ -130,6 +137,29 @@ def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) ->
         if why:
             r["direction"] = None
             r["noise"] = f"{r['noise']}; not judged: {why}"
+
+
+def _apart(a: float | None, b: float | None) -> bool:
+    if not a or not b:
+        return False
+    return abs(b - a) / max(a, b) > traffic.TOLERANCE
+
+
+def _lasted_apart(sc: dict) -> str | None:
+    """'75 s in A, 40 s in B' when a step ran for other lengths and so was given other numbers of requests (spike's
+    last c=2 ran 75 s, spike-b's 40 s: 88 -> 44 completed read 'worse'); None when either is alike or unknown. A
+    bench's step of a fixed number of requests that ran longer (seqs-8's c=2: 10 requests in both) is a result."""
+    d = sc.get("duration_s") or {}
+    n = next((r for r in sc["metrics"] if r["name"] == "requests"), None)
+    if n is None or not _apart(n["a"], n["b"]) or not _apart(d.get("a"), d.get("b")):
+        return None
+    return f"{d['a']:g} s in A, {d['b']:g} s in B ({n['a']} and {n['b']} requests)"
+
+
+def _duration(s: traffic.Step) -> float | None:
+    if s.ts_start is None or s.ts_end is None:
+        return None
+    return round((s.ts_end - s.ts_start).total_seconds(), 1)
 
 
 def _below_one(run: Run) -> str | None:
@@ -149,19 +179,23 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     t_rows, alike = traffic.differences(ta, tb)
     pairs, only_a, only_b = traffic.match(sa, sb)
     wa, wb = traffic.windows(ra, sa), traffic.windows(rb, sb)
-    steps = []
+    changed = [r for r in rows if r["counted"]]
+    steps, reaches = [], []
     for x, y in pairs:
         fa, fb = moves.figures(ra, x, wa[x.key]), moves.figures(rb, y, wb[y.key])
         sc = scope(x.label, moves.compare(fa, fb, x.key), fa, fb, slo)
-        steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value})
+        lasted = {"a": _duration(x), "b": _duration(y)}  # a count over a step grows with its length
+        steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value, "duration_s": lasted})
+        reaches.append(reach.reach(changed, fa, fb))
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
     whole = scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
     for sc in (whole, *steps):
         _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)})
+    for sc, r in zip(steps, reaches, strict=True):  # a step where the one change cannot act is no test of it
+        reach.apply(sc, r)
     engines = engines_apart(rows)
     if engines:
         _engine_rows_apart([whole, *steps], engines)
-    changed = [r for r in rows if r["counted"]]
     unknown = [r for r in rows if r["status"] == "unknown" and r["name"] not in settings.OBSERVED]
     bd = verdict.boundary(steps)
     # a trade is read only off one change on the same traffic: between two incidents it would be a coincidence

@@ -99,6 +99,16 @@ def left_out(r: dict) -> str:
     return "completed requests only; not counted: " + "; ".join(parts) if parts else ""
 
 
+def sweep_left_out(by_run: dict[str, dict | None]) -> str:
+    """left_out's words for a sweep's row, a run by its column head ('64: 3 timed out (…)'; '' when none)."""
+    parts = [
+        f"{h}: " + ", ".join(f"{n:,} {LEFT_OUT_WORDS.get(k, k)}" for k, n in got.items())
+        for h, got in by_run.items()
+        if got
+    ]
+    return "completed requests only; not counted: " + "; ".join(parts) if parts else ""
+
+
 def bucket(r: dict, side: str) -> str | None:
     """The histogram bucket a side's quantile lies in ('5–7.5 s'), when it is one."""
     b = (r.get("bucket") or {}).get(side)
@@ -133,6 +143,10 @@ def view(doc: dict) -> dict:
                 "label": s["label"],
                 "meets_a": s["meets_slo"]["a"],
                 "meets_b": s["meets_slo"]["b"],
+                # a step where the one change cannot act (logscope.compare.reach): why its rows are not judged
+                "reach": (s.get("reach") or {}).get("text")
+                if (s.get("reach") or {}).get("acts") is False
+                else None,
                 # a step's figures unknown in both runs are left out (the whole runs' table lists every one)
                 "rows": metric_rows([r for r in s["metrics"] if r["a"] is not None or r["b"] is not None]),
             }
@@ -278,11 +292,18 @@ def sweep_view(doc: dict) -> dict:
             cs = [t["steps"][i] for t in table]
             if all(c[key] is None for c in cs):
                 continue
+            lo = (
+                {h: c.get("left_out") for h, c in zip(heads, cs, strict=True)}
+                if key == "gateway_e2e_p95"
+                else {}
+            )
             rows.append(
                 {
-                    "title": title,
+                    # the gateway's e2e counts served answers only: the row names what it left out, as a pair's does
+                    "title": title + (" (served answers only)" if any(lo.values()) else ""),
                     "cells": [cell(c, key, unit) for c in cs],
                     "css": ["missed" if key in c["slo_failed"] else "" for c in cs],
+                    "note": sweep_left_out(lo),
                 }
             )
         meets = [_yesno(t["steps"][i]["meets_slo"]) for t in table]

@@ -129,6 +129,8 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
                     "buckets": {
                         n: f.meta[n]["bucket"] for n in STEP_FIGURES if f.meta.get(n, {}).get("bucket")
                     },
+                    # the requests the gateway's e2e (served answers only) did not count, by outcome (null: none)
+                    "left_out": f.meta.get("gateway_e2e_p95", {}).get("left_out") or None,
                 }
             )
         ladder = is_ladder([labels[k] for k in keys])
