@@ -8,7 +8,9 @@ vanished. vLLM's histograms came from the one source per histogram and replica h
 hour's Prometheus dump (95 samples a series against the incident's 87) took the incident's place: no engine figure
 was left over the incident's ranges (diagnose/histograms._build now keeps one source per time it covers). And
 the load phases measured (clockgap_run) were the calm client's when both logged one: the client whose phases hold
-the episodes is measured now."""
+the episodes, or lie nearest one, is measured now. And with a calm replica's log beside it, which claims the same
+address (127.0.0.1:8001), the histograms' scrapes stayed untied to either log (the derived stats tie them by their
+gauges; the histograms hold none): every episode's engine figure and clock-gap claim went."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from conftest import LAB, need
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
 from metamorphic import copy, copy_shifted, span
 
-RUNS = ("storm-b", "spike-b", "traced-2r-kill", "abort-ignored")
+# kv-short: two clients' phases and none holding its episode, the calm client's phase took their place (the
+# nearest an episode is kept). Not kv-blip: its own background client is client-calm.log, which the calm run's
+# client file of the same name overwrites in the copy.
+RUNS = ("storm-b", "spike-b", "traced-2r-kill", "abort-ignored", "kv-short")
 FIGURES = (
     "callers_p95",
     "requests",

@@ -95,25 +95,31 @@ def claims(
 
 def _ranges(phases: pl.DataFrame, req: pl.DataFrame, eps: list[dict]) -> list[tuple[str, str, Any, Any]]:
     """(where, claim key, start, end) of each load phase of one client (its phases overlap no other's), else of
-    the whole load: its first request's start to its last's. The client is the one whose phases hold most
-    episodes, then the one that logged most phases: another client's calm load an hour before (its one phase
-    against the incident's one) must not take the incident's phases' place (tests/test_metamorphic_clock_gap.py)."""
+    the whole load: its first request's start to its last's. The client is the one whose phases hold an episode
+    or lie nearest one, then the one that logged most phases: another client's calm load an hour before (its one
+    phase against the incident's one) must not take the incident's phases' place (tests/test_metamorphic_clock_gap.py)."""
     ph = (
         phases.filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
         if phases.height
         else phases
     )
     if ph.height:
-        held = pl.lit(0, pl.UInt32)  # the episodes each phase overlaps
-        for e in eps:
-            if e.get("start") is not None and e.get("end") is not None:
-                held = held + ((pl.col("ts_start") <= e["end"]) & (pl.col("ts_end") >= e["start"])).cast(
-                    pl.UInt32
-                )
+        # each phase's distance to the nearest episode (0: it holds one), in µs; null with no episode
+        us = lambda x: x.dt.total_microseconds()  # noqa: E731
+        near = [
+            pl.max_horizontal(
+                pl.lit(0),
+                us(pl.lit(e["start"]) - pl.col("ts_end")),
+                us(pl.col("ts_start") - pl.lit(e["end"])),
+            )
+            for e in eps
+            if e.get("start") is not None and e.get("end") is not None
+        ]
+        dist = pl.min_horizontal(near) if near else pl.lit(None, pl.Int64)
         src = (
             ph.group_by("source")
-            .agg(pl.len(), held.sum().alias("eps"))
-            .sort(["eps", "len", "source"], descending=[True, True, False])["source"][0]
+            .agg(pl.len(), dist.min().alias("near"))
+            .sort(["near", "len", "source"], descending=[False, True, False], nulls_last=True)["source"][0]
         )
         rows = ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
         return [
