@@ -149,7 +149,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     )
     gaps = clockgap.claims(rows, eps, th, inp.requests, gw, gw_errors, timeouts)
     if not rows:  # no ladder: the gap over the load's phases too, episode or not (clockgap_run)
-        gaps += clockgap_run.claims(ctx, inp.requests, gw, gw_errors, timeouts)
+        gaps += clockgap_run.claims(ctx, inp.requests, gw, gw_errors, timeouts, eps, rng)
     for c in gaps:
         reg.add(c)
         if c.value("figure") == "TTFT":

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from ..resources import time_range
 from . import clockgap, gave_up
 from .claims import Claim, Fact
 from .context import Context
@@ -30,8 +31,12 @@ def claims(
     gw: pl.DataFrame | clockgap.ByTime | None,
     gw_errors: pl.DataFrame | clockgap.ByTime | None,
     timeouts: pl.DataFrame | clockgap.ByTime | None = None,
+    eps: list[dict] | None = None,
+    rng: time_range.Range = time_range.ALL,
 ) -> list[Claim]:
-    """The gap claims of each load phase (or of the whole load), each with the ``scope`` fact ``load``."""
+    """The gap claims of each load phase (or of the whole load), each with the ``scope`` fact ``load``
+    (``eps``: the episodes, whose client's phases are measured first; ``rng``: the range analysed, which cuts
+    the phases: their requests and the engine's samples outside it are not read, so neither are their times)."""
     hist = getattr(ctx, "hist", None)
     if hist is None or not req.height or "ts_start" not in req.columns:
         return []
@@ -40,7 +45,7 @@ def claims(
     every = req
     if "outcome" in req.columns:  # answered requests: the engine's histograms count finished requests only
         req = req.filter(pl.col("outcome").is_null() | (pl.col("outcome") == "ok"))
-    ranges = _ranges(ctx.inputs.phases, req)
+    ranges = _clipped(_ranges(ctx.inputs.phases, req, eps or []), rng)
     spans = [(lo, hi) for _, _, lo, hi in ranges]
     gave = gave_up.per_range(
         clockgap.ByTime.of(every, "ts_start", gave_up.READS),
@@ -88,16 +93,34 @@ def claims(
     return out
 
 
-def _ranges(phases: pl.DataFrame, req: pl.DataFrame) -> list[tuple[str, str, Any, Any]]:
-    """(where, claim key, start, end) of each load phase of the client that logged most of them (its phases
-    overlap no other's), else of the whole load: its first request's start to its last's."""
+def _ranges(phases: pl.DataFrame, req: pl.DataFrame, eps: list[dict]) -> list[tuple[str, str, Any, Any]]:
+    """(where, claim key, start, end) of each load phase of one client (its phases overlap no other's), else of
+    the whole load: its first request's start to its last's. The client is the one whose phases hold an episode
+    or lie nearest one, then the one that logged most phases: another client's calm load an hour before (its one
+    phase against the incident's one) must not take the incident's phases' place (tests/test_metamorphic_clock_gap.py)."""
     ph = (
         phases.filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
         if phases.height
         else phases
     )
     if ph.height:
-        src = ph.group_by("source").len().sort(["len", "source"], descending=[True, False])["source"][0]
+        # each phase's distance to the nearest episode (0: it holds one), in µs; null with no episode
+        us = lambda x: x.dt.total_microseconds()  # noqa: E731
+        near = [
+            pl.max_horizontal(
+                pl.lit(0),
+                us(pl.lit(e["start"]) - pl.col("ts_end")),
+                us(pl.col("ts_start") - pl.lit(e["end"])),
+            )
+            for e in eps
+            if e.get("start") is not None and e.get("end") is not None
+        ]
+        dist = pl.min_horizontal(near) if near else pl.lit(None, pl.Int64)
+        src = (
+            ph.group_by("source")
+            .agg(pl.len(), dist.min().alias("near"))
+            .sort(["near", "len", "source"], descending=[False, True, False], nulls_last=True)["source"][0]
+        )
         rows = ph.filter(pl.col("source") == src).sort("ts_start").iter_rows(named=True)
         return [
             (
@@ -112,6 +135,21 @@ def _ranges(phases: pl.DataFrame, req: pl.DataFrame) -> list[tuple[str, str, Any
         ]
     lo, hi = req["ts_start"].min(), req["ts_start"].max()
     return [] if lo is None or hi is None else [("the load", "load", lo, hi)]
+
+
+def _clipped(
+    ranges: list[tuple[str, str, Any, Any]], rng: time_range.Range
+) -> list[tuple[str, str, Any, Any]]:
+    """Each phase cut to the range analysed, its ``where`` saying so: a phase of 636 callers narrowed to the 272
+    inside --since/--until read "35 of 272 callers of phase 0" with the whole phase's start and end beside it."""
+    out = []
+    for where, key, lo, hi in ranges:
+        a = lo if rng.since is None or lo is None else max(lo, rng.since)
+        b = hi if rng.until is None or hi is None else min(hi, rng.until)
+        if a is not None and b is not None and a > b:
+            continue  # the phase lies outside the range
+        out.append((where if (a, b) == (lo, hi) else f"{where} within the range analysed", key, a, b))
+    return out
 
 
 def _level(mode: str | None, value: float) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..ingest.metric_stats import map_replicas
+from ..ingest.metric_stats import map_replicas, scrape_replicas
 from ..resources import time_range
 from . import figures
 
@@ -256,12 +256,40 @@ def load(
         keys = m.select("replica", "ts").unique()
         mapped, _ = map_replicas(keys, out, spans)
         keys = keys.with_columns(mapped["replica"].alias("_to"))
+        keys = _by_gauges(keys, lf, out, spans, log_stats)
         m = (
             m.join(keys, on=["replica", "ts"], how="left")
             .with_columns(pl.col("_to").alias("replica"))
             .drop("_to")
         )
     return Histograms(_build(m), notes)
+
+
+def _by_gauges(
+    keys: pl.DataFrame, lf: pl.LazyFrame, out: Path, spans: pl.DataFrame, log_stats: pl.DataFrame
+) -> pl.DataFrame:
+    """Scrapes the address left untied among several logs (a calm replica's log claims 127.0.0.1:8001 too, over
+    the same minutes) tied as the derived stats tie them, by whose gauges follow the target's: the histograms of
+    those scrapes hold none, and untied they left every episode of the log without an engine figure (its
+    clock-gap claims vanished: tests/test_metamorphic_clock_gap.py)."""
+    logs = set(spans["replica"].drop_nulls().to_list())
+    loose = keys.filter(~pl.col("_to").is_in(list(logs)))
+    if len(logs) < 2 or loose.height == 0:
+        return keys
+    lazy = log_stats.filter(pl.col("origin").ne_missing("prometheus")).lazy()
+    tied = scrape_replicas(lf, out, spans, lazy).filter(pl.col("replica").is_in(list(logs)))
+    # the nearest derived row of the same target: the stats keep one source's scrapes (a dump's), a histogram
+    # another's (a query_range answer's, on its step)
+    tied = (
+        tied.unique(["_inst", "ts"], keep="any").sort("ts").rename({"_inst": "replica", "replica": "_tied"})
+    )
+    untied = ~pl.col("_to").is_in(list(logs))
+    return (
+        keys.sort("ts")
+        .join_asof(tied, on="ts", by="replica", strategy="nearest", check_sortedness=False)
+        .with_columns(pl.when(untied).then(pl.coalesce("_tied", "_to")).otherwise("_to").alias("_to"))
+        .drop("_tied")
+    )
 
 
 def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
@@ -274,21 +302,33 @@ def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
         pl.col("labels").str.extract(_LE).cast(pl.Float64, strict=False).alias("le"),
         pl.col("labels").str.replace_all(_LE, "").str.strip_chars(",").alias("group"),
     ).filter((pl.col("kind") != "bucket") | pl.col("le").is_not_null())
-    # the source holding most of a histogram's samples (a dump beats a query_range answer of the same series)
-    best = (
+    # the source holding most of a histogram's samples (a dump beats a query_range answer of the same series),
+    # among those covering the same time: sources of other times (an earlier hour's dump beside the incident's)
+    # are each kept, or the one with more samples took the other's hour away (its claims vanished with it)
+    spans = (
         m.group_by("metric", "replica", "source")
-        .agg(pl.len().alias("_n"))
+        .agg(pl.len().alias("_n"), pl.col("ts").min().alias("_lo"), pl.col("ts").max().alias("_hi"))
+        .sort("metric", "replica", "_lo", "source")
+    )
+    before = pl.col("_hi").cum_max().shift(1).over("metric", "replica")
+    best = (
+        spans.with_columns(
+            (before.is_null() | (pl.col("_lo") > before)).cum_sum().over("metric", "replica").alias("_span")
+        )
         .sort(["_n", "source"], descending=[True, False])
-        .unique(["metric", "replica"], keep="first")
+        .unique(["metric", "replica", "_span"], keep="first")
     )
     m = m.join(best.select("metric", "replica", "source"), on=["metric", "replica", "source"])
     series = ["metric", "replica", "group", "kind", "le"]
     m = m.unique([*series, "ts"], keep="last", maintain_order=True).sort([*series, "ts"])
-    prev = pl.col("value").shift(1).over(series)
+    # each source's samples apart: the first of one after another's last is a first sample (what happened
+    # between them is not known), not an increase from the other source's counter
+    own = [*series, "source"]
+    prev = pl.col("value").shift(1).over(own)
     # a series first seen after its target's first scrape was created by its first observations (vLLM's
     # labelled histograms appear then): it counts from 0, at that first scrape; one there from the start, or
     # with no such scrape known, counts from its first sample (what was before is not known)
-    born = pl.col("_first").is_not_null() & (pl.col("ts").min().over(series) > pl.col("_first"))
+    born = pl.col("_first").is_not_null() & (pl.col("ts").min().over(own) > pl.col("_first"))
     inc = (
         pl.when(prev.is_null())
         .then(pl.when(born).then(pl.col("value")).otherwise(0.0))
@@ -296,14 +336,17 @@ def _build(m: pl.DataFrame) -> dict[tuple[str, str], _Hist]:
         .then(pl.col("value") - prev)
         .otherwise(pl.col("value"))
     )  # a drop is a restart: counted from 0 again
-    m = m.with_columns(inc.cum_sum().over(series).alias("cum"))
+    # a born series' 0 at its target's first scrape: an increase of 0 there, before its first sample's
     zeros = (
         m.filter(born)
-        .group_by(series)
+        .group_by(own)
         .agg(pl.col("_first").first().alias("ts"))
-        .with_columns(pl.lit(0.0).alias("cum"))
+        .with_columns(pl.lit(0.0).alias("inc"))
     )
-    m = pl.concat([m.select(*series, "ts", "cum"), zeros.select(*series, "ts", "cum")])
+    m = pl.concat(
+        [m.with_columns(inc.alias("inc")).select(*own, "ts", "inc"), zeros.select(*own, "ts", "inc")]
+    )
+    m = m.sort([*series, "ts"]).with_columns(pl.col("inc").cum_sum().over(series).alias("cum"))
     # the label sets of a replica (engines) summed per bucket, at each scrape
     m = m.group_by("metric", "replica", "kind", "le", "ts").agg(pl.col("cum").sum())
     m = m.with_columns(

@@ -57,7 +57,7 @@ def append_derived_stats(out: Path) -> list[str]:
     mp, sp = out / "server_metrics.parquet", out / "server_stats.parquet"
     if not mp.exists() or not sp.exists():
         return []
-    samples = _load(mp)
+    samples = _load(pl.scan_parquet(mp))
     if samples.height == 0:
         return []
     samples = _dedupe(samples)
@@ -240,8 +240,22 @@ def untied_note(inst: str, scores: list[tuple[str, float]] | None, when: str = "
 _ADDRESS = re.compile(r":\d+$")  # an instance label's host:port
 
 
-def _load(path: Path) -> pl.DataFrame:
-    lf = pl.scan_parquet(path)
+def scrape_replicas(
+    metrics: pl.LazyFrame, out: Path, spans: pl.DataFrame, log_stats: pl.LazyFrame
+) -> pl.DataFrame:
+    """(``_inst``, ``ts``, ``replica``): the log replica each target's scrape is named after, as the derived stats
+    name it (by address, by time, then by whose gauges follow it: ``map_replicas``), for the histograms of
+    the same scrapes (diagnose/histograms.py), which hold no gauge to weigh."""
+    samples = _dedupe(_load(metrics))
+    if samples.height == 0:
+        return pl.DataFrame(schema={"_inst": pl.String, "ts": samples.schema["ts"], "replica": pl.String})
+    rows, _ = map_replicas(
+        _derive(samples).with_columns(pl.col("replica").alias("_inst")), out, spans, log_stats, samples
+    )
+    return rows.select("_inst", "ts", "replica").unique()
+
+
+def _load(lf: pl.LazyFrame) -> pl.DataFrame:
     richness = lf.group_by("source").agg(pl.col("name").n_unique().alias("_rich"))
     return (
         lf.with_row_index("_row")
