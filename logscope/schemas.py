@@ -229,6 +229,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "added_ts": (TS, "Added request"),
         "finished_ts": (TS, "Finished request (V0 AsyncLLMEngine only)"),
         "aborted_ts": (TS, "Aborted request(s)"),
+        "failed_ts": (TS, "Request ... failed: the server failed it (V1: 'failed (engine dead)')"),
         "max_tokens": (I, "requested max_tokens"),
         "prompt_tokens": (I, "prompt length in tokens when logged"),
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
