@@ -229,6 +229,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "added_ts": (TS, "Added request"),
         "finished_ts": (TS, "Finished request (V0 AsyncLLMEngine only)"),
         "aborted_ts": (TS, "Aborted request(s)"),
+        "failed_ts": (TS, "Request ... failed: the server failed it (V1: 'failed (engine dead)')"),
         "max_tokens": (I, "requested max_tokens"),
         "prompt_tokens": (I, "prompt length in tokens when logged"),
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
@@ -998,16 +999,26 @@ def conform(df: pl.DataFrame | pl.LazyFrame, table: str):
     return df.select(exprs)
 
 
+# a rotated or compressed file's suffixes (logscope/ingest/inputs.py: '.N', kubelet's '.YYYYMMDD-HHMMSS', then .gz ...)
+_ROTATED_SUFFIX = r"(?:\.\d{1,3}|\.\d{8}-\d{6})?(?i:\.(?:gz|zst|zstd|bz2|xz))?$"
+
+
+def log_of(source: pl.Expr) -> pl.Expr:
+    """The log a source file is part of: its path without rotation and compression suffixes (a rotated set's files,
+    ``access.log.1`` and ``access.log``, are one log, as ingest reads them as one stream)."""
+    return source.str.replace(_ROTATED_SUFFIX, "")
+
+
 def gateway_apart() -> pl.Expr:
     """``gateway_attempts`` rows that are no request of their own: a proxy's line on an attempt, fallback or failure
     apart from its access line (LiteLLM, vLLM router), no downstream status and no HTTP request named, in a log with
-    access lines (no id pairs them). An access line without a status is a request all the same: Envoy's ``0 DC``,
-    a caller that left before the answer (tests/data/envoy, line 8 of each log)."""
+    access lines (no id pairs them; a rotated set is one log). An access line without a status is a request all the
+    same: Envoy's ``0 DC``, a caller that left before the answer (tests/data/envoy, line 8 of each log)."""
     return (
         pl.col("status").is_null()
         & pl.col("method").is_null()
         & pl.col("flags").is_not_null()
-        & pl.col("status").is_not_null().any().over("source")
+        & pl.col("status").is_not_null().any().over(log_of(pl.col("source")))
     )
 
 

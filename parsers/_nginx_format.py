@@ -35,6 +35,18 @@ UPSTREAMINFO = (
     COMBINED + " $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] "
     "$upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id"
 )
+# Apache APISIX's default access_log_format (apisix/cli/config.lua): $http_host after the time, $request_time after
+# the bytes, the upstream URL last
+APISIX = (
+    '$remote_addr - $remote_user [$time_local] $http_host "$request" $status $body_bytes_sent $request_time '
+    '"$http_referer" "$http_user_agent" $upstream_addr $upstream_status $upstream_response_time '
+    '"$upstream_scheme://$upstream_host$upstream_uri"'
+)
+# its AI form (ai-proxy docs, PR 12555's test): $apisix_upstream_response_time in that slot, which ai-proxy sets to
+# whole milliseconds (math.floor(... * 1000)) where nginx's own is seconds with a dot; then the LLM fields it appends
+APISIX_AI = (
+    APISIX.replace("$upstream_response_time", "$apisix_upstream_response_time") + " $apisix_llm_fields"
+)
 # variables read as another: ingress-nginx's $req_id is the client's X-Request-ID, else $request_id, and is the
 # X-Request-ID it sends upstream (into vLLM's request id), as $request_id is in a plain nginx setup
 VARIABLE_ALIASES = {"req_id": "request_id"}
@@ -60,6 +72,7 @@ _FIXED = {
     "time_local": _TIME_LOCAL.replace(r"\d", "[0-9]"),
     "time_iso8601": _TIME_ISO.replace(r"\d", "[0-9]"),
     "msec": r"[0-9]+\.[0-9]+",
+    "apisix_upstream_response_time": r"[0-9]+|-",  # whole ms: a dotted value is nginx's seconds, another layout
 }
 
 # nginx.conf tokens: comments, quoted strings, punctuation, bare words
@@ -399,6 +412,12 @@ def candidates(head: list[str], options: dict) -> list[tuple[Layout, int]]:
             "ingress-nginx's default log-format-upstream 'upstreaminfo'",
             tokenize(UPSTREAMINFO),
         ),
+        Layout(
+            "apisix_ai",
+            "Apache APISIX's access format with ai-proxy's $apisix_upstream_response_time (ms) and LLM fields after",
+            tokenize(APISIX_AI),
+        ),
+        Layout("apisix", "Apache APISIX's default access_log_format", tokenize(APISIX)),
     ]
     out: list[tuple[Layout, int]] = []
     for group in (explicit, conf, inferred, builtin):

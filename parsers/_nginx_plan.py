@@ -66,7 +66,12 @@ _TIME_ISO = [
     {"optional": [_lit("."), _D]},
     {"either": [[{"run": "+\\-", "min": 1, "max": 1}, _digits(2), _lit(":"), _digits(2)], [_lit("Z")]]},
 ]
-_FIXED = {"time_local": _TIME_LOCAL, "time_iso8601": _TIME_ISO, "msec": [_D, _lit("."), _D]}
+_FIXED = {
+    "time_local": _TIME_LOCAL,
+    "time_iso8601": _TIME_ISO,
+    "msec": [_D, _lit("."), _D],
+    "apisix_upstream_response_time": [{"either": [[_D], [_lit("-")]]}],  # [0-9]+|-: APISIX's whole ms
+}
 # [^\s,"]*(?:(?:, | : )[^\s,"=]*)*: entries separated by ", " (attempts) or " : " (another upstream group)
 _LIST = [
     {"run": '^\\s,"'},

@@ -32,6 +32,13 @@ _KSERVE = ascii_classes(
     rf"(?P<ksname>(?:kserve|uvicorn)[\w.]*) (?:(?P<ksuv>{_LVL}): +)?)"
 )
 _CTS = ascii_classes(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) ")
+# a wrapper's '[<name>]' before such a stamp, a stream name after it: 'kubectl logs --prefix --timestamps'
+# ('[pod/<pod>/<container>] <stamp> '), a sidecar's '[VllmSidecar <id>]: <stamp> 1 stdout: ' (vllm#9818). Its stamp
+# has a year and a zone where vLLM's own has neither (that sidecar's vLLM wrote local time, UTC-8): it is the time
+_WRAP_CTS = ascii_classes(
+    r"^\[[^\]]{1,120}\]:? (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)) "
+    r"(?:(?:\d+ )?(?:stdout|stderr):? )?"
+)
 _PYLOG = ascii_classes(
     r"^(?P<pyhdr>(?P<pyts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](?P<pyms>\d{1,6}))? - (?:[\w.-]+\.py - )?"
     rf"(?P<pyname>[\w.]+) - (?P<pylvl>{_LVL}) - )"
@@ -120,6 +127,15 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
         )
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("cts"))
+    if bool(df["body"].str.starts_with("[").any()) and bool(df["body"].str.contains(_WRAP_CTS).any()):
+        wrap = b.str.extract(_WRAP_CTS, 0)
+        df = df.with_columns(
+            pl.coalesce(pl.col("cts"), b.str.extract(_WRAP_CTS, 1)).alias("cts"),
+            pl.when(wrap.is_not_null()).then(b.str.slice(wrap.str.len_chars())).otherwise(b).alias("body"),
+            wrap.is_not_null().alias("wrapped"),
+        )
+    else:
+        df = df.with_columns(pl.lit(False).alias("wrapped"))
     heads = _kinds.scan(__file__, df.select(b.str.slice(0, _HEAD_CHARS).alias("line")))
     heads = heads.select("hdr", pl.coalesce("pre", "cut").alias("pre"), "lvl", "stamp", "uv")
     df = pl.concat([df, heads], how="horizontal")
@@ -330,9 +346,14 @@ def _times(
         notes.append(f"vLLM timestamps have no zone: read as {ctx.tz} (--tz)")
         notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
         notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
-    if has_cts:
+    if bool((df["cts"].is_not_null() & ~df["wrapped"]).any()):
         notes.append(
             "container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time"
+        )
+    if bool(df["wrapped"].any()):
+        notes.append(
+            "a wrapper's RFC 3339 stamp (with a year and a zone, where vLLM's own has neither) in front of "
+            "lines was used as their time"
         )
     if has_py:
         notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
@@ -340,4 +361,4 @@ def _times(
         notes.append(
             "uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)"
         )
-    return df.drop("_roll"), notes, bad
+    return df.drop("_roll", "wrapped"), notes, bad

@@ -238,12 +238,17 @@ def _json_rows(js: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, pl.Da
     return _finish_rows(g.filter(pl.col("flags").is_not_null() | pl.col("is_acc")), ctx), _life_rows(g, ctx)
 
 
+def _source(g: pl.DataFrame, ctx: ParseContext) -> pl.Expr:
+    """The file a row was read from: a held text row's own (``_source``), else the chunk's."""
+    return (pl.col("_source") if "_source" in g.columns else pl.lit(ctx.source)).alias("source")
+
+
 def _life_rows(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """uvicorn's start and stop lines (column ``life``) as ``gateway_errors`` rows."""
     g = g.filter(pl.col("life").is_not_null())
     return g.select(
         pl.col("ts").cast(TS).alias("ts"),
-        pl.lit(ctx.source).alias("source"),
+        _source(g, ctx),
         pl.lit("litellm").alias("gateway"),
         pl.lit("info").alias("level"),
         pl.col("life").replace_strict(_LIFE_KIND, return_dtype=pl.String).alias("kind"),
@@ -258,7 +263,7 @@ def _finish_rows(g: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     return g.select(
         pl.col("ts").cast(TS).alias("ts_start"),
         pl.col("ts").cast(TS).alias("ts_end"),
-        pl.lit(ctx.source).alias("source"),
+        _source(g, ctx),
         pl.lit("litellm").alias("gateway"),
         "request_id",
         "attempts_total",
@@ -332,7 +337,9 @@ def _text_chunk(txt: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.Series:
     retried = f.filter(pl.col("kind") == "litellm").select(
         "rec", pl.col("clean").str.extract(_RETRIED, 1).pipe(to_int).alias("n")
     )
-    state.setdefault("text_rows", []).append(rows.drop("h", "s", "clean"))
+    # held to the stream's end (its date): each row keeps its own file's name (a rotated set's files are one stream)
+    rows = rows.drop("h", "s", "clean").with_columns(pl.lit(ctx.source).alias("_source"))
+    state.setdefault("text_rows", []).append(rows)
     state.setdefault("retried", []).append(retried.drop_nulls())
     last = f.tail(1)
     if heads.height:

@@ -27,8 +27,8 @@ from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 NAME = "nginx_access"
 KIND = "gateway"
 DESCRIPTION = (
-    "nginx access log: combined, ingress-nginx's upstreaminfo, custom log_format (from nginx.conf or "
-    "inferred), escape=json"
+    "nginx access log: combined, ingress-nginx's upstreaminfo, Apache APISIX's default (and ai-proxy's ms) "
+    "format, custom log_format (from nginx.conf or inferred), escape=json"
 )
 MODE = "lines"
 SPEED = 126  # MB/s on one core (bench/, 1 GB folder): orders the streams
@@ -48,6 +48,12 @@ _COMBINED_SHAPE = r'^\S+ \S+ \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-
 _UPSTREAMINFO_SHAPE = (
     r'^\S+ - \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "[^"]*" \d{3} \d+ "[^"]*" '
     r'"[^"]*" \d+ [\d.]+ \[[^\]\s]*\] \[[^\]\s]*\] '
+)
+# Apache APISIX's default access format: combined's start, $http_host, the request, status, bytes, $request_time,
+# referer, agent, then upstream address, status and time and the quoted upstream URL (more fields may follow)
+_APISIX_SHAPE = (
+    r'^\S+ - \S+ \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] \S+ "[^"]*" \d{3} \d+ [\d.]+ "[^"]*" '
+    r'"[^"]*" \S+ \S+ [\d.-]+ "[^"]*"'
 )
 _KV_UPSTREAM = r'(?:^|\s)(?:us|upstream_status)="?(?:\d{3}|-)'
 _KV_OTHER = r"(?:^|\s)(?:rt|request_time|urt|upstream_response_time|msec|rid|request_id|ua|upstream_addr)="
@@ -92,6 +98,7 @@ _READ = (
             "http_user_agent",
             "server_port",
             "http_traceparent",
+            "apisix_upstream_response_time",
             *nf.LIST_VARS,
         }
     )
@@ -106,11 +113,13 @@ def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     js = line.str.contains(_JSON_START) & (pl.sum_horizontal([line.str.contains(k) for k in _JSON_KEYS]) >= 2)
     comb = line.str.contains(_COMBINED_SHAPE)
     ingress = line.str.contains(_UPSTREAMINFO_SHAPE)
+    apisix = line.str.contains(_APISIX_SHAPE)
     # each line scores by its best shape (a bare combined line is shared with Apache: lower weight)
     per_line = pl.max_horizontal(
         pl.when(kv).then(0.95).otherwise(0.0),
         pl.when(js).then(0.9).otherwise(0.0),
         pl.when(ingress).then(0.9).otherwise(0.0),
+        pl.when(apisix).then(0.9).otherwise(0.0),
         pl.when(comb).then(0.7).otherwise(0.0),
     )
     return per_head(nonblank(frame), n, s=per_line.mean()).get_column("s")
@@ -255,7 +264,14 @@ _INT = frozenset(
     }
 )
 _FLOAT = frozenset(
-    {"request_time", "msec", "upstream_response_time", "upstream_connect_time", "upstream_header_time"}
+    {
+        "request_time",
+        "msec",
+        "upstream_response_time",
+        "upstream_connect_time",
+        "upstream_header_time",
+        "apisix_upstream_response_time",
+    }
 )
 _AS_WRITTEN = frozenset({"msec", "time_iso8601", "time_local"})
 
@@ -294,6 +310,8 @@ def _time_assumptions(layouts: list[tuple[nf.Layout, int]]) -> list[str]:
         out.append("nginx ts_end = $msec (epoch, ms); ts_start = ts_end - $request_time")
     elif "time_iso8601" in v or "time_local" in v:
         out.append("nginx ts_end from $time_iso8601/$time_local (whole seconds, zone as logged)")
+    if "apisix_upstream_response_time" in v:
+        out.append("APISIX $apisix_upstream_response_time read as whole milliseconds (ai-proxy sets it so)")
     if "upstream_response_time" in v:
         out.append(
             "nginx upstream attempts are sequential: attempt k is taken to start at ts_start + the previous "
@@ -310,6 +328,10 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
     def col(name: str, dtype=pl.String) -> pl.Expr:
         return pl.col(name) if name in have else pl.lit(None, dtype=dtype)
 
+    if "apisix_upstream_response_time" in have and "upstream_response_time" not in have:
+        # APISIX ai-proxy's time at the model, whole ms (math.floor(s * 1000)): read in seconds like nginx's own
+        f = f.with_columns((pl.col("apisix_upstream_response_time") / 1000).alias("upstream_response_time"))
+        have.add("upstream_response_time")
     lists = [c for c in nf.LIST_VARS if c in have]
     req = pl.col("_request").str.extract_groups(_REQUEST)
     rows = f.select(
@@ -335,10 +357,13 @@ def _attempts(f: pl.DataFrame, lay: nf.Layout, ctx: ParseContext) -> pl.DataFram
         req.struct.field("method").fill_null(pl.col("_method")).alias("method"),
         req.struct.field("path").fill_null(pl.col("_uri")).alias("path"),
     )
-    return _attempt_columns(rows, lists, ctx)
+    gateway = "apisix" if lay.name.startswith("apisix") else "nginx"
+    return _attempt_columns(rows, lists, ctx, gateway)
 
 
-def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) -> pl.DataFrame:
+def _attempt_columns(
+    rows: pl.DataFrame, lists: list[str], ctx: ParseContext, gateway: str = "nginx"
+) -> pl.DataFrame:
     def item(name: str, dtype) -> pl.Expr:
         return pl.col(name) if name in lists else pl.lit(None, dtype=dtype)
 
@@ -358,7 +383,7 @@ def _attempt_columns(rows: pl.DataFrame, lists: list[str], ctx: ParseContext) ->
         .alias("ts_start"),
         pl.col("ts_end").cast(TS),
         pl.lit(ctx.source).alias("source"),
-        pl.lit("nginx").alias("gateway"),
+        pl.lit(gateway).alias("gateway"),
         "request_id",
         "client_request_id",
         (pl.col("_k") + 1).cast(pl.Int64).alias("attempt"),

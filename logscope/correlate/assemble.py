@@ -209,6 +209,7 @@ def _executions(F: Frames, L: Links, gr_lr: pl.DataFrame) -> pl.DataFrame:
         "received",
         "finished",
         "aborted",
+        "failed",
         "preempted",
         "max_tokens",
         "prompt_tokens",
@@ -247,7 +248,7 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
     )
     ex = ex.with_columns(
         pl.coalesce(pl.when(pl.col("ga").is_not_null()).then(pl.col("a0")), "received", "t0").alias("start"),
-        pl.coalesce(gw_end, "finished", client_end, "aborted").alias("end"),
+        pl.coalesce(gw_end, "finished", client_end, "aborted", "failed").alias("end"),
         pl.when(gw_end.is_not_null())
         .then(pl.lit("gateway"))
         .when(pl.col("finished").is_not_null())
@@ -256,6 +257,8 @@ def _timing(ex: pl.DataFrame, res: dict[str, float]) -> pl.DataFrame:
         .then(pl.lit("client"))
         .when(pl.col("aborted").is_not_null())
         .then(pl.lit("abort"))
+        .when(pl.col("failed").is_not_null())
+        .then(pl.lit("failed"))
         .otherwise(None)
         .alias("end_source"),
     ).with_columns((pl.col("end") - pl.col("start")).clip(0).alias("gen_s"))
@@ -378,6 +381,9 @@ def _requests(
             pl.col("end").max().alias("t1"),
             pl.when(pl.col("aborted").is_not_null().all())
             .then(pl.lit("aborted by the server"))
+            # vLLM's 'Request ... failed (engine dead)': the server failed it, at that line's time
+            .when(pl.col("failed").is_not_null().all())
+            .then(pl.lit("failed by the server"))
             .alias("error"),
         )
         .with_columns(

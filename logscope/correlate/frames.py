@@ -598,6 +598,7 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
             secs("added_ts").alias("added"),
             secs("finished_ts").alias("finished"),
             secs("aborted_ts").alias("aborted"),
+            secs("failed_ts").alias("failed"),
         )
         .with_columns(pl.coalesce("received", "added").alias("t0"))
         .with_row_index("_order")  # log order (derive writes server_requests in it): keeps ties in order
@@ -608,6 +609,7 @@ def _server(s: pl.DataFrame) -> pl.DataFrame:
             "added_ts",
             "finished_ts",
             "aborted_ts",
+            "failed_ts",
             "prompt",
             "endpoint",
             strict=False,

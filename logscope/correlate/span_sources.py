@@ -174,6 +174,7 @@ def server_records(sp: pl.DataFrame) -> pl.DataFrame:
         pl.col("start").alias("added_ts"),
         pl.col("end").alias("finished_ts"),
         pl.lit(None, schemas.schema("server_requests")["aborted_ts"]).alias("aborted_ts"),
+        pl.lit(None, schemas.schema("server_requests")["failed_ts"]).alias("failed_ts"),
         "max_tokens",
         "prompt_tokens",
         pl.lit(None, pl.String).alias("endpoint"),

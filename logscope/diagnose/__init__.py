@@ -379,7 +379,7 @@ def _server_end(inp: Inputs) -> datetime | None:
                     pl.max_horizontal(
                         [
                             c
-                            for c in ("finished_ts", "aborted_ts", "received_ts")
+                            for c in ("finished_ts", "aborted_ts", "failed_ts", "received_ts")
                             if c in inp.server_requests.columns
                         ]
                     )

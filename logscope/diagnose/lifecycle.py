@@ -80,7 +80,7 @@ def _activity(stats: pl.DataFrame, events: list[pl.DataFrame], sreq: pl.DataFram
             for ev in events
         ],
     ]
-    for c in ("received_ts", "added_ts", "aborted_ts", "finished_ts"):
+    for c in ("received_ts", "added_ts", "aborted_ts", "failed_ts", "finished_ts"):
         parts.append(
             sreq.select(pl.col("replica").fill_null(""), pl.col(c).alias("ts"), pl.lit(True).alias("busy"))
         )

@@ -44,6 +44,7 @@ COLUMNS = {
         "added_ts",
         "finished_ts",
         "aborted_ts",
+        "failed_ts",
         "max_tokens",
         "prompt_tokens",
         "preempted",
@@ -301,14 +302,16 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         return df.select(cols).sort("ts_start"), "client"
     sr = sreq.filter(pl.col("endpoint").is_in(["completion", "chat", "other"]) | pl.col("endpoint").is_null())
     sr = sr.with_columns(
-        pl.coalesce("received_ts", "added_ts", "finished_ts", "aborted_ts").alias("ts_start")
+        pl.coalesce("received_ts", "added_ts", "finished_ts", "aborted_ts", "failed_ts").alias("ts_start")
     ).filter(pl.col("ts_start").is_not_null())
     if sr.height:
         df = sr.with_columns(
-            pl.coalesce("finished_ts", "aborted_ts").alias("ts_end"),
-            pl.lit("unknown").alias(
-                "outcome"
-            ),  # an abort is the caller leaving: not an outcome vLLM can judge
+            pl.coalesce("finished_ts", "aborted_ts", "failed_ts").alias("ts_end"),
+            # an abort is the caller leaving: not an outcome vLLM can judge; a request it failed is an error
+            pl.when(pl.col("failed_ts").is_not_null() & pl.col("finished_ts").is_null())
+            .then(pl.lit("error"))
+            .otherwise(pl.lit("unknown"))
+            .alias("outcome"),
             *[pl.lit(None, pl.Float64).alias(c) for c in ("ttft_s", "e2e_s")],
             *[
                 pl.lit(None, pl.Int64).alias(c)

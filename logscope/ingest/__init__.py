@@ -28,7 +28,7 @@ from logscope.parsers import _mixed as mixed
 
 from .. import __version__, _scan, jsontext, schemas
 from ..resources import shape
-from . import batches, derive, envelopes, inputs, outliers, pieces, probe, replicas, sources, streams
+from . import batches, derive, envelopes, inputs, outliers, pieces, probe, replicas, rotated, sources, streams
 from .options import IngestOptions, IngestResult, Progress, cores, default_workers
 from .store import Store
 from .streams import FileState, Job, Meter, cost
@@ -275,13 +275,8 @@ def _found(root: Path, out: Path, follow_links: bool = False) -> list[sources.In
 
 def _inside(p: Path, d: Path) -> bool:
     try:
-        p.resolve().relative_to(inputs.resolved(d))
-        return True
-    except (
-        ValueError,
-        OSError,
-        RuntimeError,
-    ):  # elsewhere, or a symlink loop / too long a path: not the output
+        return p.resolve().is_relative_to(inputs.resolved(d))
+    except (OSError, RuntimeError):  # a symlink loop / too long a path: not the output
         return False
 
 
@@ -309,6 +304,7 @@ def _detect(
         size += sources.head_size(f)
     if batch:
         states += _detect_batch(batch, opts, root, ex)
+    rotated.adopt(states)  # before the copies: a piece read in its set's format may be a copy of another
     _mark_copies(states)
     replicas.split_shared(states, root, opts.replica)
     return states

@@ -324,6 +324,7 @@ def _requests_of_log(ev: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("ts").filter(pl.col("event") == "added").min().alias("added_ts"),
             pl.col("ts").filter(pl.col("event") == "finished").min().alias("finished_ts"),
             pl.col("ts").filter(pl.col("event") == "aborted").min().alias("aborted_ts"),
+            pl.col("ts").filter(pl.col("event") == "failed").min().alias("failed_ts"),
             pl.col("max_tokens").drop_nulls().first(),
             pl.col("prompt_tokens").drop_nulls().first(),
             (pl.col("event") == "preempted").any().alias("preempted_v0"),

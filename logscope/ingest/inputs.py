@@ -250,6 +250,14 @@ def path_text(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+def rotation_of(rel: str) -> int:
+    """How old a file of a rotated set is by its path (0: the live file), as ``InputFile.rotation`` says."""
+    name = Path(rel).name
+    suffix = Path(name).suffix.lower()
+    name = name[: -len(suffix)] if suffix in COMPRESSED else name
+    return _rotation(_ROTATION.match(name) or _STAMPED.match(name))
+
+
 def _rotation(m: re.Match | None) -> int:
     """How old a rotated file is (0: the live file; larger: older): N of ``file.N``, or for kubelet's
     ``file.YYYYMMDD-HHMMSS`` the time of the rotation counted back from the year 9999."""

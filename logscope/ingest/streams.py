@@ -124,6 +124,8 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
     opts, store = job.opts, job.store
     state: dict = {}
     n_chunk = 0
+    if mod is not None and mod.MODE == "document" and len(members) > 1:
+        return _document_set(idx, members, mod, job)
     for st in members:
         f = st.f
         if mod is None:
@@ -149,6 +151,79 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                     n_chunk += finish(mod, st, ctx, state, store, (idx, 0, n_chunk))
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             failed(st, mod, e)
+
+
+def _document_set(idx: int, members: list[FileState], mod, job: Job) -> None:
+    """A rotated set of a document format (a table, a result block: logrotate cuts it anywhere) read as one
+    document, oldest first; each row given back to its file by its line number."""
+    texts, starts, line = [], [], 0
+    for st in members:
+        text = sources.read_text(st.f)
+        st.lines_total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        texts.append(text if text.endswith("\n") or not text else text + "\n")
+        starts.append(line)
+        line += st.lines_total
+    last = members[-1]
+    try:
+        res = mod.parse_document("".join(texts), context(last, job))
+    except Exception as e:  # noqa: BLE001 - one bad set must not stop the folder
+        return failed(last, mod, e)
+    names = pl.Series([st.f.rel for st in members], dtype=pl.String)
+    first = pl.Series(starts, dtype=pl.Int64)
+    own: dict[int, dict[str, pl.DataFrame]] = {}
+    split: dict[str, pl.DataFrame] = {}
+    for name, df in res.tables.items():
+        if df is not None and df.height and "line_no" in df.columns:
+            k = (first.search_sorted(df["line_no"] - 1, side="right") - 1).cast(pl.Int64)
+            split[name] = df.with_columns(
+                k.alias("_k"), names.gather(k).alias("source"), df["line_no"] - first.gather(k)
+            )
+    # rows that name no line (a client's request, whose attempts do): the file of their first line's row, else
+    # the set's newest file
+    ids = [
+        df.select("logical_request_id", "_k") for df in split.values() if "logical_request_id" in df.columns
+    ]
+    where = pl.concat(ids).unique("logical_request_id", keep="first") if ids else None
+    for name, df in res.tables.items():
+        if df is None or not df.height or name in split:
+            continue
+        newest = pl.lit(len(members) - 1, dtype=pl.Int64)
+        if where is not None and "logical_request_id" in df.columns:
+            df = df.join(where, on="logical_request_id", how="left").with_columns(
+                pl.col("_k").fill_null(newest)
+            )
+        else:
+            df = df.with_columns(newest.alias("_k"))
+        split[name] = df.with_columns(names.gather(df["_k"]).alias("source"))
+    for name, df in split.items():
+        for (i,), rows in df.partition_by("_k", as_dict=True, include_key=False).items():
+            own.setdefault(int(i), {})[name] = rows
+    # the parser counts the lines it read, not which: a whole read is each file's, else shared out and said so
+    total = sum(st.lines_total for st in members)
+    parsed = min(res.lines_parsed or 0, total)
+    shares = [st.lines_total * parsed // total if total else 0 for st in members]
+    shares[-1] += parsed - sum(shares)
+    for i, st in enumerate(members):
+        part = ChunkResult(
+            tables=own.get(i, {}),
+            lines_parsed=shares[i],
+            assumptions=res.assumptions,
+            messages=res.messages,
+            bad_times=res.bad_times if st is last else 0,
+            bad_time_example=res.bad_time_example if st is last else None,
+            bad_values=res.bad_values if st is last else 0,
+            bad_value_example=res.bad_value_example if st is last else None,
+            repairs=res.repairs if st is last else {},
+        )
+        take(part, st, job.store, (idx, 0, i), None)
+        st.f.messages.append(
+            "read as one document with the other files of its rotated set (oldest first): "
+            + (
+                "every line of the set parsed"
+                if parsed == total
+                else f"{parsed:,} of the set's {total:,} lines parsed, counted for each file in proportion"
+            )
+        )
 
 
 @overload

@@ -91,11 +91,14 @@ def _one(f: StreamFailure) -> str:
     err = (f.error or "").strip() or "(no message)"
     err = err if len(err) <= ERROR_CHARS else err[: ERROR_CHARS - 1] + "…"
     if f.tied is not None:
-        whose = f"tied to the access line at line {f.tied}: the only 200 since the proxy's start no earlier one took"
+        line = f"{f.tied_source} line {f.tied}" if f.tied_source not in (None, f.source) else f"line {f.tied}"
+        whose = f"tied to the access line at {line}: the only 200 since the proxy's start no earlier one took"
     elif f.candidates:
-        lines = ", ".join(map(str, f.candidates[:6])) + (", …" if len(f.candidates) > 6 else "")
+        lines = ", ".join(f.labels()[:6]) + (", …" if len(f.candidates) > 6 else "")
         word = "line" if len(f.candidates) == 1 else "lines"
-        whose = f"not tied: {len(f.candidates)} access line(s) of 200 before it in its file, {word} {lines}"
+        # a rotated set is one log: candidates in its older files are named with their file
+        its = "its file" if set(f.where) <= {f.source} else "its log (its rotated set)"
+        whose = f"not tied: {len(f.candidates)} access line(s) of 200 before it in {its}, {word} {lines}"
     else:
         whose = "not tied: no access line of 200 before it in its file"
     return f"line {f.line_no} of {f.source}{at} '{err}' ({whose})"
