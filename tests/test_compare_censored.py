@@ -14,23 +14,15 @@ import polars as pl
 import pytest
 
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, analyze, compare
+from logscope.api import compare
 
 PAIRS = [("calm", "abort-ignored"), ("spike-b", "storm-b")]
 
 
 @pytest.fixture(scope="module")
-def outs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("cmp-censored")
-    done: dict = {}
-
-    def get(name: str):
-        if name not in done:
-            analyze(need(LAB / name), base / name, AnalyzeOptions())
-            done[name] = base / name
-        return done[name]
-
-    return get
+def outs(analyzed):
+    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
+    return lambda run: analyzed(need(LAB / run))[0]
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)

@@ -12,30 +12,19 @@ before the engine's clock)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, analyze, compare
+from logscope.api import compare
 
 PAIRS = (("ladder", "ladder-b"), ("seqs-8", "seqs-64"), ("retry-storm", "storm-b"))
 FLIP = {"better": "worse", "worse": "better", "mixed": "mixed"}
 
 
 @pytest.fixture(scope="module")
-def outs(tmp_path_factory):
-    """Each run analysed once for the module."""
-    base = tmp_path_factory.mktemp("cmpm")
-    done: dict[str, Path] = {}
-
-    def get(run: str) -> Path:
-        if run not in done:
-            analyze(need(LAB / run), base / run, AnalyzeOptions())
-            done[run] = base / run
-        return done[run]
-
-    return get
+def outs(analyzed):
+    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
+    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _rows(doc: dict) -> dict[tuple[str, str], dict]:

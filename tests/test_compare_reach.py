@@ -16,30 +16,21 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 
 from conftest import LAB, ROOT, need
-from logscope.api import AnalyzeOptions, analyze, compare, sweep
+from logscope.api import compare, sweep
 from logscope.compare.render import terminal_lines
 
 SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def outs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("reach")
-    done: dict[str, Path] = {}
-
-    def get(run: str) -> Path:
-        if run not in done:
-            analyze(need(LAB / run), base / run, AnalyzeOptions())
-            done[run] = base / run
-        return done[run]
-
-    return get
+def outs(analyzed):
+    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
+    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _truth(run: str) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 
 import jsonschema
 import polars as pl
@@ -18,24 +17,16 @@ import pytest
 from test_stream_failed_after_200 import G09, STREAM, STREAM_JSON
 
 from conftest import LAB, ROOT, need
-from logscope.api import AnalyzeOptions, analyze, compare
+from logscope.api import compare
 from logscope.compare.render import terminal_lines
 
 SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def outs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("served")
-    done: dict[str, Path] = {}
-
-    def get(run: str) -> Path:
-        if run not in done:
-            analyze(need(LAB / run), base / run, AnalyzeOptions())
-            done[run] = base / run
-        return done[run]
-
-    return get
+def outs(analyzed):
+    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
+    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _row(doc: dict, name: str) -> dict:

@@ -11,27 +11,18 @@ Each stays in the table with its change and its noise, and says why it is not ju
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest import LAB, need
-from logscope.api import AnalyzeOptions, analyze, compare
+from logscope.api import compare
 from logscope.compare.render import terminal_lines
 
 
 @pytest.fixture(scope="module")
-def outs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("unjudged")
-    done: dict[str, Path] = {}
-
-    def get(run: str) -> Path:
-        if run not in done:
-            analyze(need(LAB / run), base / run, AnalyzeOptions())
-            done[run] = base / run
-        return done[run]
-
-    return get
+def outs(analyzed):
+    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
+    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _row(doc: dict, name: str) -> dict:
