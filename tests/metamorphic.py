@@ -85,6 +85,18 @@ def span(folder: Path) -> tuple[datetime, datetime]:
     return datetime.fromtimestamp(min(ts), UTC), datetime.fromtimestamp(max(ts), UTC)
 
 
+def calm_replica_beside(
+    run: Path, calm: Path, dest: Path, keep: tuple[str, ...] = ("vllm-server.log",)
+) -> None:
+    """``run`` copied to ``dest`` with ``calm``'s files named in ``keep`` beside it as a second replica
+    (``dest/replica-b``), shifted onto the run's minutes (whole seconds, by the two folders' first access lines)."""
+    lo, _ = span(run)
+    calm_lo, _ = span(calm)
+    copy(run, dest)
+    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
+    copy_shifted(calm, dest / "replica-b", delta, rename=lambda rel: rel if rel in keep else None)
+
+
 # Layouts a real collection gives the same files in (tests/test_metamorphic_layout.py): what each does to a copy.
 # Names a collection gives the lab's files, where their format is detected by what they hold: kubelet's pod and
 # container log, nginx's own defaults, a load generator's job, a /metrics scrape saved by curl, a dmesg capture.

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
-from metamorphic import copy, copy_shifted, span
+from metamorphic import calm_replica_beside, copy, copy_shifted, span
 
 RUNS = (
     "calm",
@@ -193,17 +193,7 @@ def test_calm_hour_after(run, base, tmp_path):
 @pytest.mark.parametrize("run", _runs(_REPLICA)[1:])
 def test_calm_replica_beside(run, base, tmp_path):
     """A second replica's calm server log over the same minutes: the incident's classes stay."""
-    calm = need(LAB / "calm")
-    lo, _ = span(LAB / run)
-    calm_lo, _ = span(calm)
-    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
-    copy(LAB / run, tmp_path / "in")
-    copy_shifted(
-        calm,
-        tmp_path / "in" / "replica-b",
-        delta,
-        rename=lambda rel: rel if rel == "vllm-server.log" else None,
-    )
+    calm_replica_beside(LAB / run, need(LAB / "calm"), tmp_path / "in")
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got) == _classes(base[run])
     assert _lead(got)[:2] == _lead(base[run])[:2]

@@ -21,7 +21,7 @@ from test_metamorphic import SHIFT, _diagnosed, _earlier_calm, _later_calm, _t
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
-from metamorphic import copy, copy_shifted, span
+from metamorphic import calm_replica_beside, copy, copy_shifted, span
 
 # kv-short: two clients' phases and none holding its episode, the calm client's phase took their place (the
 # nearest an episode is kept). Not kv-blip: its own background client is client-calm.log, which the calm run's
@@ -93,17 +93,7 @@ def test_every_clock_shifted(run, base, tmp_path):
 
 @pytest.mark.parametrize("run", RUNS)
 def test_calm_replica_beside(run, base, tmp_path):
-    calm = need(LAB / "calm")
-    lo, _ = span(LAB / run)
-    calm_lo, _ = span(calm)
-    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
-    copy(LAB / run, tmp_path / "in")
-    copy_shifted(
-        calm,
-        tmp_path / "in" / "replica-b",
-        delta,
-        rename=lambda rel: rel if rel == "vllm-server.log" else None,
-    )
+    calm_replica_beside(LAB / run, need(LAB / "calm"), tmp_path / "in")
     _check(_diagnosed(tmp_path / "in", tmp_path / "out"), base[run])
 
 

@@ -13,7 +13,6 @@ import html
 import json
 import re
 import shutil
-from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +20,7 @@ import pytest
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, analyze
-from metamorphic import copy, copy_shifted, span
+from metamorphic import calm_replica_beside, copy
 
 COUNTED = re.compile(r"(\d+) replicas \(([^)]*)\)")
 
@@ -113,13 +112,9 @@ def test_a_target_with_no_log_keeps_its_episodes_once(tmp_path: Path) -> None:
 
 
 def test_tied_targets_name_log_replicas_only(tmp_path: Path) -> None:
-    calm = need(LAB / "calm-b")
-    lo, _ = span(LAB / "spike-b")
-    calm_lo, _ = span(calm)
-    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
-    copy(LAB / "spike-b", tmp_path / "in")
-    keep = ("vllm-server.log", "metrics.prom.log")
-    copy_shifted(calm, tmp_path / "in" / "replica-b", delta, rename=lambda rel: rel if rel in keep else None)
+    calm_replica_beside(
+        LAB / "spike-b", need(LAB / "calm-b"), tmp_path / "in", ("vllm-server.log", "metrics.prom.log")
+    )
     analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     titles = _titles(tmp_path / "out")
     assert not any("metrics target" in t for t in titles), titles
@@ -204,13 +199,9 @@ def test_the_headline_names_the_replica_it_happened_on(kill: Path, tmp_path: Pat
     second = json.loads((kill / "summary.json").read_text())["verdict"][1]
     assert second.startswith("A crash of 1 of the 2 replicas, down 415 s, ")
     assert second in (kill / "summary.md").read_text().replace("\\", "")
-    calm = need(LAB / "calm-b")
-    lo, _ = span(LAB / "spike-b")
-    calm_lo, _ = span(calm)
-    copy(LAB / "spike-b", tmp_path / "in")
-    keep = ("vllm-server.log", "metrics.prom.log")
-    delta = timedelta(seconds=int((lo - calm_lo).total_seconds()))
-    copy_shifted(calm, tmp_path / "in" / "replica-b", delta, rename=lambda rel: rel if rel in keep else None)
+    calm_replica_beside(
+        LAB / "spike-b", need(LAB / "calm-b"), tmp_path / "in", ("vllm-server.log", "metrics.prom.log")
+    )
     analyze(tmp_path / "in", tmp_path / "two", AnalyzeOptions())
     analyze(LAB / "spike-b", tmp_path / "one", AnalyzeOptions())
     one = _headline_everywhere(tmp_path / "one")
