@@ -45,9 +45,10 @@ def _analyse(tmp_path, *names: str) -> tuple[dict, str, str]:
 def test_two_deaths_ten_days_apart_are_dated(tmp_path):
     # 09: AsyncEngineDeadError at 01-24 07:01:39; 13: the engine core's RPC timeout at 02-03 22:43:35
     d, md, html = _analyse(tmp_path, "09", "13")
-    assert (
-        d["verdict"][0]
-        == "The vLLM server died (its engine process is gone) at 01-24 07:01:39, with no restart in the logs."
+    # two files, two servers: the headline names the one that died first, as its finding does
+    assert d["verdict"][0] == (
+        "The vLLM server 09-v0-asyncenginedead-critical-500 died (its engine process is gone) at 01-24 07:01:39, "
+        "with no restart in the logs."
     )
     titles = [f["title"] for f in d["findings"]]
     # two files, two servers: each finding names its own
