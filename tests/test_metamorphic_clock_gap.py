@@ -26,7 +26,7 @@ from metamorphic import calm_replica_beside, copy, copy_shifted, span
 # kv-short: two clients' phases and none holding its episode, the calm client's phase took their place (the
 # nearest an episode is kept). Not kv-blip: its own background client is client-calm.log, which the calm run's
 # client file of the same name overwrites in the copy.
-RUNS = ("storm-b", "spike-b", "traced-2r-kill", "abort-ignored", "kv-short")
+RUNS = ("storm-b", "spike-b", "traced-2r-kill", "abort-ignored", "kv-short", "killed-debug")
 FIGURES = (
     "callers_p95",
     "requests",
