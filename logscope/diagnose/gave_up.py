@@ -91,10 +91,9 @@ def per_range(
     waits = gave & pl.col("e2e_s").is_not_null() if "e2e_s" in cols else pl.lit(False)
     found: dict[int, tuple] = {}
     for rows in req.within(ranges):
-        if (
-            "origin" in cols
-        ):  # a server's own record of a request is no caller (killed-debug beside a calm replica
-            # counted the replica's 63 requests, outcome unknown, among its callers: 60 % gave up read 56 %)
+        # a server's own record of a request is no caller (killed-debug beside a calm replica counted the
+        # replica's 63 requests, outcome unknown, among its callers: 60 % gave up read 56 %)
+        if "origin" in cols:
             rows = rows.filter(pl.col("origin").fill_null("") != SERVER_ORIGIN)
         got = rows.group_by(range_col).agg(
             pl.len().alias("n"),
