@@ -945,7 +945,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "slo_status": (
             S,
             "met | missed | undecided (a histogram bucket holds the SLO: between its bounds) | unknown (a figure "
-            "missing and none failed)",
+            "missing and none failed) | censored (not judged: at least 5 % of its callers gave up, its p95s are "
+            "floors below the SLO; slo_not_judged)",
         ),
         "slo_missing": (
             S,
@@ -970,6 +971,26 @@ TABLES: dict[str, dict[str, Column]] = {
         "e2e_p95_engine_bucket": (S, "the histogram bucket e2e_p95_engine lies in"),
         "cold_set_aside": (I, "requests of the step in a cold-start window, left out of its figures"),
         "cold_why": (S, "why they were set aside (which server start, cold_start_s)"),
+        "callers": (I, "the callers of the step's figures (its requests, the server's own records left out)"),
+        "gave_up": (
+            I,
+            "callers that left before their answer (timed out, in flight when their client stopped, nginx 499): "
+            "failures in success_share",
+        ),
+        "gave_up_before_first_token": (I, "those of gave_up that left before a first token"),
+        "gave_up_share": (F, "gave_up / callers"),
+        "gave_up_timeout_s": (F, "the client timeout the callers' records state (one value), else null"),
+        "gave_up_wait_min_s": (
+            F,
+            "the shortest wait of a caller that gave up (s), on gave_up_wait_source's clock",
+        ),
+        "gave_up_wait_max_s": (F, "the longest wait of a caller that gave up (s)"),
+        "gave_up_wait_source": (S, "the records that timed those waits (client_records, gateway_log)"),
+        "slo_not_judged": (
+            S,
+            "why a 'censored' step is not judged (or a missed one's p95s are floors): at least 5 % of its callers "
+            "gave up, so its TTFT / e2e p95 over those who stayed are floors of the true ones",
+        ),
         "claim_id": (S, "the step's SLO claim in diagnosis.json's claims ('ladder.step.3')"),
     },
 }

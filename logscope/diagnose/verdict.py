@@ -420,6 +420,8 @@ def _ladder_verdict(eps: list, lad: dict, reg: Registry) -> list[str]:
         if nxt
         else f"; at {ladder.nice(unk['concurrency'])} undecided: {unk['undecided']}"
         if unk and unk.get("status") == "undecided"
+        else f"; at {ladder.nice(unk['concurrency'])} not judged: {unk['not_judged']}"
+        if unk and unk.get("status") == "censored"
         else f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
         if unk
         else ""
