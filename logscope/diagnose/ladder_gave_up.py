@@ -78,7 +78,7 @@ def fill(row: dict, rows: pl.DataFrame, figs: dict, timeout_s: float | None) -> 
     row["censored_figures"] = [
         k for k, f in CENSORS.items() if g is not None and row.get(k) is not None and g.censored(f)
     ]
-    row["slo_not_judged"] = said(row, g) if row["censored_figures"] else None
+    row["slo_not_judged"] = said(row, g) if g is not None and row["censored_figures"] else None
 
 
 def said(row: dict, g: GaveUp) -> str:
