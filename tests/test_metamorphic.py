@@ -41,6 +41,7 @@ RUNS = (
     "kv-blip",  # one stats line at KV 93.8 % between calm ones: context, not a finding (#37 item 8)
     "frontend-bound",  # callers' TTFT p95 hovering at the 2 s SLO under 48 streams (flipped, fixed: below)
     "traced-2r-kill",  # two replicas, one killed, their /metrics tied to each log by its address (known, below)
+    "ladder-gaveup",  # a ladder whose callers gave up at its top step: 'censored' there, the boundary below (evid21)
 )
 WINDOWED = (
     "errors",
