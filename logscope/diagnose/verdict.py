@@ -174,7 +174,7 @@ def _verdict(
             "finding",
             None,
         )
-    head = _headline(main, _several(ctx, eps))
+    head = _headline(main, findings.replica_count(ctx, eps) > 1)
     if top is not None and top.claim_id == "capacity.overload" and main["class"] != "crash":
         # the load above capacity is the cause; the episode (preemptions, a queue) is its symptom
         head = f"{top['title']} ({top['finding_id']}); its symptom: {head[0].lower()}{head[1:]}"
@@ -224,16 +224,6 @@ def one_line(e: dict) -> bool:
 
 def _span(e: dict) -> str:
     return clock.hms_span(e["start"], e["end"])
-
-
-def _replicas(ctx: Context, eps: list[dict]) -> int:
-    """How many replicas the folder holds (server logs or episodes on named replicas)."""
-    logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
-    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
-
-
-def _several(ctx: Context, eps: list[dict]) -> bool:
-    return _replicas(ctx, eps) > 1
 
 
 def _headline(e: dict, several: bool = False) -> str:
@@ -366,7 +356,7 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
             if c["downtime_s"] is not None
             else f"not back before {ctx.inputs.rng.end_words}"
         )
-        n = _replicas(ctx, eps)
+        n = findings.replica_count(ctx, eps)
         of = (
             f" of 1 of the {n} replicas" if n > 1 and e.get("replica") else ""
         )  # the others may have served on

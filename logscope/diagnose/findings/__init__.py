@@ -79,6 +79,13 @@ KIND_ORDER = (
 )
 
 
+def replica_count(ctx: Context, eps: list[dict]) -> int:
+    """How many replicas the folder holds: those of its server logs' stats lines and of its episodes (the
+    findings' titles and the verdict's headline name the replica when there are several)."""
+    logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
+    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
+
+
 def build(
     ctx: Context,
     eps: list[dict],
@@ -91,13 +98,7 @@ def build(
 ) -> list[Finding]:
     out: list[Finding] = []
     per_replica: list[tuple[str, Finding]] = []  # (replica, finding) of one replica's episodes
-    # a folder of several servers (by their stats lines, or their episodes): each finding names its own
-    replicas = (
-        {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r}
-        if "replica" in ctx.server.columns
-        else set()
-    )
-    several = len(replicas | {e["replica"] for e in eps if e.get("replica")}) > 1
+    several = replica_count(ctx, eps) > 1  # a folder of several servers: each finding names its own
     for ep, group in _one_per_pattern(eps):
         found = _episode(ctx, ep, ladder, cap)
         if ep["class"] == "recurring":
