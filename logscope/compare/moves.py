@@ -23,13 +23,12 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import cast
 
 import polars as pl
 
 from ..correlate.stream_failures import MAYBE
 from ..report.fmt import num
-from ..scalars import float_value
+from ..scalars import float_value, time_value
 from . import censored, engine, reach, sources
 from .counters import increase
 from .runs import Run
@@ -347,7 +346,7 @@ def _throughput(ok: pl.DataFrame) -> float | None:
     t = ok["output_tokens"].drop_nulls() if ok.height else None
     if t is None or t.len() < max(1, ok.height // 2):
         return None
-    span = (cast(datetime, ok["ts_end"].max()) - cast(datetime, ok["ts_start"].min())).total_seconds()
+    span = (time_value(ok["ts_end"].max()) - time_value(ok["ts_start"].min())).total_seconds()
     return num(float(t.sum()) / span) if span > 0 else None
 
 
