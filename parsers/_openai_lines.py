@@ -7,6 +7,7 @@ chunk (``_openai_lines.toml``); what is left here is per row of a few kinds: the
 from __future__ import annotations
 
 import polars as pl
+from polars.datatypes import DataType, DataTypeClass
 
 from logscope.numbers import MAX_ABS
 
@@ -35,7 +36,7 @@ _EXC = r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Timeout|Exit|Interr
 # "encountered" is that lead with no kind of its own)
 _ENCOUNTERED = ["status_error", "timeout", "conn_error", "encountered"]
 
-_EV_SCHEMA = {
+_EV_SCHEMA: dict[str, DataType | DataTypeClass] = {
     "seq": pl.Int64,
     "line_no": pl.Int64,
     "ts": pl.Datetime("us", "UTC"),
@@ -215,4 +216,6 @@ def _rows(ev: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "ph_value",
         "ph_dur",
     )
-    return ev.select(list(_EV_SCHEMA)).cast(_EV_SCHEMA)  # fixed column order: carried rows are concatenated
+    return ev.select(list(_EV_SCHEMA)).cast(
+        pl.Schema(_EV_SCHEMA)
+    )  # fixed column order: carried rows are concatenated

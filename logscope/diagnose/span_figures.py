@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from ..resources import time_range
+from .records import Episode
 
 SOURCE = "spans"
 MIN_REQUESTS = 3  # an episode with fewer traced requests gets no split of its own
@@ -177,7 +178,7 @@ def _in(rs: pl.DataFrame, lo: datetime | None, hi: datetime | None) -> pl.DataFr
     return rs.filter(keep)
 
 
-def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]) -> dict | None:
+def analyse(out: Path, rng: time_range.Range, eps: list[Episode], steps: list[dict]) -> dict | None:
     """diagnosis.json's ``spans``: None when no request has an engine span."""
     p = Path(out) / "request_spans.parquet"
     if not p.exists():
@@ -212,7 +213,7 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
             found.append((e, part))
     found = sorted(sorted(found, key=lambda x: -x[1].height)[:MAX_EPISODES], key=lambda x: x[0]["start"])
     # episodes of one time seen by two sources of a replica (its log, its scrapes) hold the same requests: one
-    same: dict[tuple, list[dict]] = {}
+    same: dict[tuple, list[Episode]] = {}
     for e, part in found:
         same.setdefault(
             (tuple(sorted(part["trace_id"].to_list())), e.get("class"), e.get("signal")), []

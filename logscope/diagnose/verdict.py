@@ -174,7 +174,7 @@ def _verdict(
             "finding",
             None,
         )
-    head = _headline(main, _several(ctx, eps))
+    head = _headline(main, findings.replica_count(ctx, eps) > 1)
     if top is not None and top.claim_id == "capacity.overload" and main["class"] != "crash":
         # the load above capacity is the cause; the episode (preemptions, a queue) is its symptom
         head = f"{top['title']} ({top['finding_id']}); its symptom: {head[0].lower()}{head[1:]}"
@@ -215,28 +215,18 @@ def _verdict(
     return [head, _when(ctx, main, eps), test], CLASS_STATE[main["class"]], main
 
 
-def one_line(e: dict) -> bool:
+def one_line(e: Episode) -> bool:
     """One stats line holds the episode and every companion of it (public-2 n19's 0 s preemption had a 70 s queue
     beside it: not one line)."""
     comps = (e.get("details") or {}).get("companions") or []
     return e["duration_s"] == 0 and all(c["start"] == e["start"] and c["end"] == e["end"] for c in comps)
 
 
-def _span(e: dict) -> str:
+def _span(e: Episode) -> str:
     return clock.hms_span(e["start"], e["end"])
 
 
-def _replicas(ctx: Context, eps: list[dict]) -> int:
-    """How many replicas the folder holds (server logs or episodes on named replicas)."""
-    logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
-    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
-
-
-def _several(ctx: Context, eps: list[dict]) -> bool:
-    return _replicas(ctx, eps) > 1
-
-
-def _headline(e: dict, several: bool = False) -> str:
+def _headline(e: Episode, several: bool = False) -> str:
     """What happened, in one line: the episode's signal with its numbers and the server state. In a folder of
     several replicas it names the one it happened on (traced-2r-kill read 'The vLLM server was killed' of b alone)."""
     on = e["replica"] if several and e.get("replica") else ""
@@ -306,7 +296,7 @@ COMPANION = {
 }
 
 
-def _what(e: dict) -> str:
+def _what(e: Episode) -> str:
     """The episode's signal with its numbers."""
     return {
         "preemptions": preemption_count.words(e),
@@ -353,7 +343,7 @@ def _stall_words(top) -> str:
     )
 
 
-def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
+def _when(ctx: Context, e: Episode, eps: list[Episode]) -> str:
     others = f" ({len(eps)} episodes in all)" if len(eps) > 1 else ""
     if e["class"] == "crash":
         c = e["details"]["crash"]
@@ -366,7 +356,7 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
             if c["downtime_s"] is not None
             else f"not back before {ctx.inputs.rng.end_words}"
         )
-        n = _replicas(ctx, eps)
+        n = findings.replica_count(ctx, eps)
         of = (
             f" of 1 of the {n} replicas" if n > 1 and e.get("replica") else ""
         )  # the others may have served on

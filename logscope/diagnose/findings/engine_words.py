@@ -11,6 +11,7 @@ import re
 import polars as pl
 
 from ..context import Context
+from ..records import Episode
 
 # vLLM's word -> SGLang's, for the same knob or figure
 SGLANG = {
@@ -40,7 +41,7 @@ def sglang_words(text: str) -> str:
     return _SGLANG_RE.sub(lambda m: SGLANG[m.group(0)], text)
 
 
-def in_engine_words(ctx: Context, out: list, eps: list[dict]) -> None:
+def in_engine_words(ctx: Context, out: list, eps: list[Episode]) -> None:
     """Reword the findings about SGLang servers: those of an episode on an SGLang replica, and every run-level
     finding when each server in the folder is SGLang's."""
     kinds = engines(ctx)
