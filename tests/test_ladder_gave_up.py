@@ -10,7 +10,7 @@ up, and their p95s are said to be floors, in every output."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 
@@ -192,28 +192,20 @@ def _ladder_states(diag: dict) -> tuple:
 @pytest.mark.parametrize("where", ["before", "after", "narrowed"])
 @pytest.mark.parametrize("run", sorted(META))
 def test_the_boundary_holds_under_calm_time_and_a_narrower_range(run, where, tmp_path):
-    from test_metamorphic import _diagnosed, _earlier_calm, _later_calm
+    from test_metamorphic import _diagnosed
 
-    from metamorphic import copy, copy_shifted, span
+    from metamorphic import calm_hour_after, calm_hour_before, copy
 
     opts, since = META[run]
     base = _ladder_states(_diagnosed(need(LAB / run), tmp_path / "base", **opts))
     assert "censored" in [st for st, _ in base[1].values()]
-    calm = need(LAB / "calm")
-    lo, hi = span(LAB / run)
     src = tmp_path / "in"
-    copy(LAB / run, src)
     if where == "before":
-        _, calm_end = span(calm)
-        delta = timedelta(seconds=int((lo - timedelta(minutes=10) - calm_end).total_seconds()))
-        copy_shifted(calm, src, delta, rename=_earlier_calm)
+        calm_hour_before(LAB / run, need(LAB / "calm"), src)
     elif where == "after":
-        calm_lo, _ = span(calm)
-        for name in ("vllm-server.log", "nginx-access.log", "nginx-error.log"):
-            (src / name).rename(src / (name + ".1"))
-        delta = timedelta(seconds=int((hi + timedelta(minutes=10) - calm_lo).total_seconds()))
-        copy_shifted(calm, src, delta, rename=_later_calm)
+        calm_hour_after(LAB / run, need(LAB / "calm"), src)
     else:
+        copy(LAB / run, src)
         opts = {**opts, "since": datetime.fromisoformat(since)}
     got = _ladder_states(_diagnosed(src, tmp_path / "out", **opts))
     assert got[0] == base[0]
