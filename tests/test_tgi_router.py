@@ -57,7 +57,10 @@ def test_a_success_line_in_every_rendering(analyzed, rendered):
     out, s, _ = analyzed(SUCCESS)
     req = _table(out, "requests").row(0, named=True)
     assert (round(req["e2e_s"], 6), req["latency_clock"]) == (2.458151, "engine")
-    assert s["verdict"][0] == "Nothing alarming in 00:21:21–00:21:24: no preemption, crash, queue or error episode."
+    assert (
+        s["verdict"][0]
+        == "Nothing alarming in 00:21:21–00:21:24: no preemption, crash, queue or error episode."
+    )
     for name, text in rendered(out, s).items():
         assert "00:21:21–00:21:24" in text, name
         assert "nothing shows the server serving" not in text, name
