@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
+import pytest
 
 from conftest import DATA, ingest_files
+from metamorphic import copy_shifted
+
+SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # test_metamorphic's: not a multiple of any window
 
 U = DATA / "unseen"
 SUCCESS = U / "tgi-1374-v1.3.3-compose-compat-generate-success-2.46s.log"
@@ -119,3 +123,21 @@ def test_v3_clients_server_errors_keep_their_raw_lines(tmp_path):
     ]
     assert all("illegal memory access" in m for m in ev["message"])
     assert ev["detail"][1].count("\n") == 3
+
+
+@pytest.mark.parametrize("src", [SUCCESS, SHARD], ids=["success", "shard-death"])
+def test_every_clock_shifted_keeps_the_reading(src, tmp_path, analyzed):
+    """TGI's stamps moved by one offset (tests/metamorphic.py): the same episodes, each moved by it, and the
+    request's times too."""
+    dest = tmp_path / "shifted"
+    copy_shifted(src.parent, dest, SHIFT, rename=lambda rel: rel if rel == src.name else None)
+    out0, _, d0 = analyzed(src)
+    out1, _, d1 = analyzed(dest)
+
+    def eps(d: dict, by: timedelta = timedelta(0)) -> list[tuple]:
+        return [(e["signal"], e["class"], datetime.fromisoformat(e["start"]) + by) for e in d["episodes"]]
+
+    assert eps(d1) == eps(d0, SHIFT)
+    r0, r1 = _table(out0, "server_requests"), _table(out1, "server_requests")
+    for col in ("received_ts", "added_ts", "finished_ts"):
+        assert (r1[col] - r0[col]).to_list() == [SHIFT] * r0.height
