@@ -141,3 +141,20 @@ def test_every_clock_shifted_keeps_the_reading(src, tmp_path, analyzed):
     r0, r1 = _table(out0, "server_requests"), _table(out1, "server_requests")
     for col in ("received_ts", "added_ts", "finished_ts"):
         assert (r1[col] - r0[col]).to_list() == [SHIFT] * r0.height
+
+
+def test_a_tgi_servers_next_test_names_tgis_flags(analyzed, rendered):
+    """A TGI server writes no stats line: its events say whose it is, and the next test names its launcher's flags
+    (--max-batch-size, --max-total-tokens), never vLLM's, in summary.json and every rendering."""
+    out, s, _ = analyzed(OOM)
+    assert s["verdict"][2] == (
+        "First thing to test: Lower --max-batch-size (a smaller active batch) and replay the same traffic; if it "
+        "still runs out, shorten --max-total-tokens, then consider a supported quantization"
+    )
+    for name, text in rendered(out, s).items():
+        assert "--max-batch-size" in text and "--max-num-seqs" not in text, name
+    _, s, _ = analyzed(V3)
+    assert s["verdict"][2] == (
+        "First thing to test: Add TGI's log (output of text-generation-launcher) or the gateway's access log for "
+        "this range"
+    )
