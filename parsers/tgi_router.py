@@ -69,11 +69,10 @@ _STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z"
 # the stamp and the level (tracing pads it to five: 'Z  INFO', 'Z ERROR')
 _HEAD = ascii_classes(rf"^(?P<stamp>{_STAMP}) +(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) ")
 _HEAD_SPAN = ascii_classes(rf"^{_STAMP} +(?:TRACE|DEBUG|INFO|WARN|ERROR) ")
-# the open spans (none, or 'a{...}:b: '), TGI's target, the router's file:line, the message; the shortest spans
-# part that reaches a TGI target (a span's fields hold ': ' in GenerateParameters' debug text)
+# after the open spans (none, or 'a{...}:b: '): TGI's target, the router's file:line, the message. The spans end at
+# the first ': text_generation_' (a literal split: a span's fields hold ': ' in GenerateParameters' debug text)
 _BODY = ascii_classes(
-    r"^(?P<spans>(?:.*?: )??)(?P<target>text_generation_[a-z0-9_]+(?:::[a-z0-9_]+)*): "
-    r"(?:(?P<file>[\w./-]+\.rs):\d+: )?(?P<msg>.*)$"
+    r"^(?P<target>text_generation_[a-z0-9_]+(?:::[a-z0-9_]+)*): (?:(?P<file>[\w./-]+\.rs):\d+: )?(?P<msg>.*)$"
 )
 _TARGET = ascii_classes(
     r"^(?:.*?: )??text_generation_(?:router|launcher|client)[a-z0-9_]*(?:::[a-z0-9_]+)*: "
@@ -87,8 +86,9 @@ _TB = ascii_classes(
 # the parameters' debug text has its quotes escaped: never matched)
 _DUR = r'[{{ ]{name}="(?P<v>[\d.]+)(?P<u>ns|[\u00b5\u03bcu]s|ms|s)"'
 _UNIT_S = {"ns": 1e-9, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-# the span that holds the times: its name is the request's route ('generate', 'generate_stream', 'chat_completions')
-_ROUTE = ascii_classes(r"(?:^|:)(\w+)\{(?:[^{}]|\{[^{}]*\})*?[{ ]total_time=\"")
+# the span that holds the times is the last one opened before them ('compat_generate{..}:generate{.. total_time=..'):
+# its name is the request's route ('generate', 'generate_stream', 'chat_completions')
+_SPAN_OPEN = ascii_classes(r"(?:^|:)\w+\{")
 _FAILED = "Request failed during generation: "
 # the launcher's and the router's own words, first match wins after the lexicon's (the cause before the death)
 _OWN_RULES = [
@@ -155,11 +155,15 @@ def _rows(lines: pl.DataFrame, state: dict) -> pl.DataFrame:
     df = lines.select("line_no", line.alias("line"))
     df = df.with_columns(pl.col("line").str.extract_groups(_HEAD).alias("h")).unnest("h")
     rest = pl.when(pl.col("stamp").is_not_null()).then(pl.col("line").str.replace(_HEAD_SPAN, ""))
-    df = df.with_columns(rest.str.extract_groups(_BODY).alias("b")).unnest("b")
+    parts = (pl.lit(": ") + rest).str.splitn(": text_generation_", 2)
+    df = df.with_columns(
+        parts.struct.field("field_0").str.strip_prefix(": ").alias("spans"),
+        (pl.lit("text_generation_") + parts.struct.field("field_1")).str.extract_groups(_BODY).alias("b"),
+    ).unnest("b")
     df = df.with_columns(
         # a header line without a TGI target (another crate's): its message is the rest of the line
         pl.coalesce("msg", rest, pl.col("line")).alias("msg"),
-        pl.col("spans").str.strip_suffix(": ").alias("spans"),
+        pl.when(pl.col("target").is_not_null()).then("spans").alias("spans"),
     )
     seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
     own = pl.col("stamp").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", strict=False, time_unit="us")
@@ -207,7 +211,12 @@ def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         done.alias("_done"),
         _seconds(sp, "total_time").alias("_total"),
         _seconds(sp, "validation_time").alias("_valid"),
-        sp.str.extract(_ROUTE).alias("_route"),
+        sp.str.split('total_time="')
+        .list.first()
+        .str.extract_all(_SPAN_OPEN)
+        .list.last()
+        .str.extract(r"(\w+)\{")
+        .alias("_route"),
         # GenerateParameters' numbers come before its strings (stop, grammar): the first match is the request's
         sp.str.extract(r"max_new_tokens: (?:Some\()?(\d+)").pipe(to_int).alias("max_tokens"),
         sp.str.extract(r"temperature: Some\(([\d.]+)\)").cast(pl.Float64, strict=False).alias("temperature"),
@@ -271,17 +280,17 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         pl.col("ts").first(),
         pl.col("ts_inferred").first(),
     )
-    kind = pl.lit(None, dtype=pl.String)
-    for name, col, pat in reversed(_KIND_RULES):
-        kind = pl.when(pl.col(col).str.contains(ascii_classes(pat))).then(pl.lit(name)).otherwise(kind)
     # a request's own lines are request events: its failure (one a request; the batch's error is the event),
-    # its Success, its Input/Output at debug level (the user's text)
+    # its Success, its Input/Output at debug level (the user's text); left out before the rules read them (most
+    # of a busy log's lines)
     own = pl.col("message").str.starts_with(_FAILED) | pl.col("process").str.ends_with("::server") & pl.col(
         "message"
     ).str.contains(r"^(?:Success$|Input: |Output: )")
-    g = g.with_columns(pl.when(own).then(None).otherwise(kind).alias("kind")).filter(
-        pl.col("kind").is_not_null()
-    )
+    g = g.filter(~own.fill_null(False))
+    kind = pl.lit(None, dtype=pl.String)
+    for name, col, pat in reversed(_KIND_RULES):
+        kind = pl.when(pl.col(col).str.contains(ascii_classes(pat))).then(pl.lit(name)).otherwise(kind)
+    g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
     if g.height == 0:
         return pl.DataFrame()
     d = pl.col("detail")
