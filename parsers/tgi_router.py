@@ -74,6 +74,7 @@ _HEAD_SPAN = ascii_classes(rf"^{_STAMP} +(?:TRACE|DEBUG|INFO|WARN|ERROR) ")
 _BODY = ascii_classes(
     r"^(?P<target>text_generation_[a-z0-9_]+(?:::[a-z0-9_]+)*): (?:(?P<file>[\w./-]+\.rs):\d+: )?(?P<msg>.*)$"
 )
+# detection: a TGI target after the spans (of a head line's first 600 characters)
 _TARGET = ascii_classes(
     r"^(?:.*?: )??text_generation_(?:router|launcher|client)[a-z0-9_]*(?:::[a-z0-9_]+)*: "
 )
@@ -96,7 +97,7 @@ _OWN_RULES = [
         "engine_dead",
         "detail",
         r"Shard process was signaled to shutdown|Shard \d+ failed to start|Shard \d+ crashed|Webserver Crashed"
-        r"|^Error: (?:ShardCannotStart|ShardFailed|WebserverFailed)$",
+        r"|(?m:^Error: (?:ShardCannotStart|ShardFailed|WebserverFailed)$)",  # the launcher's exit, a raw line
     ),
     ("capacity", "message", r"^Setting max batch total tokens to \d+"),
     ("server_ready", "message", r"^Connected$"),

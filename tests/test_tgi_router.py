@@ -18,6 +18,7 @@ SUCCESS = U / "tgi-1374-v1.3.3-compose-compat-generate-success-2.46s.log"
 OOM = U / "tgi-1356-v1.3-prefill-cuda-oom-client-server-error.log"
 SHARD = U / "tgi-1627-v1.4-launcher-shard-signal-4-cannot-start.log"
 V3 = U / "tgi-2593-v3.0.2-v3-client-illegal-memory-access-clear-cache.log"
+WEB = U / "tgi-2828-dec2024-launcher-four-shards-terminated-webserver-failed.log"
 
 
 def _t(*args: int) -> datetime:
@@ -158,3 +159,16 @@ def test_a_tgi_servers_next_test_names_tgis_flags(analyzed, rendered):
         "First thing to test: Add TGI's log (output of text-generation-launcher) or the gateway's access log for "
         "this range"
     )
+
+
+def test_the_launchers_exit_after_the_webserver_failed_is_the_death(tmp_path):
+    """Four shards terminated (the last at 18:26:40.832001), then the launcher's raw 'Error: WebserverFailed' line,
+    the last of that record: the server is gone (was read as no event, the excerpt 'Nothing alarming cannot be
+    said')."""
+    out, f = _ingest(tmp_path, WEB)
+    assert (f["format"], f["lines_total"], f["lines_unrecognized"]) == ("tgi_router", 8, 0)
+    ev = _table(out, "server_events")
+    assert ev.select("kind", "ts", "line_no", "line_count", "fatal").rows() == [
+        ("engine_dead", _t(2024, 12, 11, 18, 26, 40, 832001), 7, 2, True)
+    ]
+    assert ev["detail"][0] == "shard terminated rank=2\nError: WebserverFailed"
