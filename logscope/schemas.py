@@ -183,7 +183,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "http_path": (S, "uvicorn access line path"),
         "http_status": (I, "uvicorn access line status"),
         "client_addr": (S, "uvicorn access line client address"),
-        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm', 'sglang' or 'tgi'"),
         "requests_affected": (
             I,
             "requests the event names by number: SGLang '#retracted_reqs: N', vLLM 'Recovered from KV load "
@@ -204,8 +204,13 @@ TABLES: dict[str, dict[str, Column]] = {
         "ts": (TS, "time (UTC)"),
         "source": (S, "input file"),
         "replica": (S, "server replica"),
-        "event": (S, "received | added | finished | aborted | preempted | failed"),
-        "request_id": (S, "raw request id as logged"),
+        "event": (
+            S,
+            "received | added | finished | aborted | preempted | failed; TGI: each Success line's finished (its "
+            "stamp), received (less total_time) and added (received plus validation_time: queued), all on the "
+            "router's clock",
+        ),
+        "request_id": (S, "raw request id as logged; TGI logs none: '<route>@<the stamp of its end>'"),
         "base_request_id": (S, "id as sent in X-Request-Id"),
         "max_tokens": (I, "SamplingParams max_tokens (received)"),
         "prompt_tokens": (I, "len(prompt_token_ids) when logged"),
@@ -215,7 +220,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "prompt": (S, "prompt text, only with --include-prompts"),
         "line_no": (I, "1-based line number"),
         "seq": (I, "order within the source"),
-        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm', 'sglang' or 'tgi'"),
     },
     "server_requests": {
         "request_id": (S, "request id as first logged (Received, else Added)"),
@@ -235,11 +240,11 @@ TABLES: dict[str, dict[str, Column]] = {
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
         "endpoint": (
             S,
-            "completion | chat | tokenize | embedding | other, from the id prefix (vLLM); null for "
-            "SGLang, whose ids carry none",
+            "completion | chat | tokenize | embedding | other, from the id prefix (vLLM) or the route (TGI); "
+            "null for SGLang, whose ids carry none",
         ),
         "prompt": (S, "prompt text, only with --include-prompts"),
-        "engine_kind": (S, "serving engine that logged the request: 'vllm' or 'sglang'"),
+        "engine_kind": (S, "serving engine that logged the request: 'vllm', 'sglang' or 'tgi'"),
     },
     "server_metrics": {
         "ts": (TS, "sample time (UTC)"),

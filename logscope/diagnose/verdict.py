@@ -232,6 +232,7 @@ def _headline(e: Episode, several: bool = False) -> str:
     on = e["replica"] if several and e.get("replica") else ""
     if e["signal"] == "crash":
         c = e["details"]["crash"]
+        eng = ENGINE_NAMES.get(c.get("engine") or "vllm", "vLLM")  # whose records say it died
         how = (
             "was killed silently (its log stops, a new server starts)"
             if c["kinds"] == ["silent"]
@@ -245,7 +246,7 @@ def _headline(e: Episode, several: bool = False) -> str:
         )
         if c["at_startup"]:
             return (
-                f"The vLLM engine{' of ' + on if on else ''} {how} at start-up, {clock.hms(e['start'])}, "
+                f"The {eng} engine{' of ' + on if on else ''} {how} at start-up, {clock.hms(e['start'])}, "
                 "before serving any request."
             )
         back = (
@@ -255,7 +256,7 @@ def _headline(e: Episode, several: bool = False) -> str:
         )
         guess = next((n for n in c.get("notes") or [] if n.startswith("a guess: ")), None)
         tied = f"; the kill is tied to it by {guess}" if guess else ""  # platform.attach: said as a guess
-        return f"The vLLM server{' ' + on if on else ''} {how} at {clock.hms(e['start'])}{back}{tied}."
+        return f"The {eng} server{' ' + on if on else ''} {how} at {clock.hms(e['start'])}{back}{tied}."
     what = _what(e)
     state = []
     if e["kv_max"] is not None:
@@ -281,6 +282,7 @@ def _headline(e: Episode, several: bool = False) -> str:
     return f"On {on}: {head}" if on else head
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}  # server_events.engine_kind in words
 # a death's kinds (lifecycle.DEATH_KINDS) in the headline's words
 DEATH_WORDS = {
     "engine_dead": "its engine process is gone",
