@@ -60,6 +60,25 @@ def test_one_host_the_spans_nesting_holds_no_offset(tmp_path, rendered, run, lo_
     assert "clock runs" not in seen["terminal"] and "unknown: client and engine" not in seen["terminal"]
 
 
+def _bars(out: Path) -> dict[tuple, tuple[float, float]]:
+    """The report's waterfall: (request, lane, n-th bar of its lane) -> (from, to) in seconds from its first span."""
+    import polars as pl
+
+    from logscope.report import waterfall
+
+    gw = pl.read_parquet(out / "gateway_attempts.parquet")
+    spec = waterfall.spec(
+        pl.read_parquet(out / "request_spans.parquet"), pl.read_parquet(out / "spans.parquet"), gw, []
+    )
+    got: dict[tuple, tuple[float, float]] = {}
+    for chart in spec["vconcat"] if spec else []:
+        n: dict[str, int] = {}
+        for bar in chart["layer"][0]["data"]["values"]:
+            n[bar["lane"]] = n.get(bar["lane"], 0) + 1
+            got[(chart["title"]["text"], bar["lane"], n[bar["lane"]])] = (bar["x"], bar["x2"])
+    return got
+
+
 def _split(summary: dict) -> dict[str, dict[str, float | None]]:
     return {g["segment"]: g["split_mean_ms"] for g in summary["traces"]["segments"]}
 
@@ -108,6 +127,12 @@ def test_a_clock_offset_is_measured_removed_and_named(tmp_path, rendered, run, m
     assert whole["clocks"]["after the engine (the answer's way back)"] == label.replace(
         "engine - client", "client - engine"
     )
+    # the waterfall draws that engine's spans on the callers' clock: each bar where the unshifted run has it (the
+    # gateway's log lines stay on the gateway's clock: a client moved against it moves them, shown as it is)
+    wa, wb = ({k: v for k, v in _bars(o).items() if k[1] != "gateway"} for o in (base, out))
+    assert wa.keys() == wb.keys() and any(lane == "engine" for _, lane, _ in wa)
+    for key, (x, x2) in wa.items():
+        assert wb[key][0] == pytest.approx(x, abs=0.005) and wb[key][1] == pytest.approx(x2, abs=0.005), key
     seen = rendered(out, b)
     for name in ("summary.md", "report.html", "terminal"):
         assert k["note"] in seen[name], name
