@@ -89,6 +89,7 @@ def _split(summary: dict) -> dict[str, dict[str, float | None]]:
         ("traced-2r-kill", "otlp-vllm-b.jsonl", 3.0, "vllm-b"),  # one replica's clock ahead
         ("traced-ladder", "otlp-lab-client.jsonl", -4.0, "vllm-a"),  # the client's behind: the engine's ahead
         ("traced-1r", "otlp-vllm-a.jsonl", -2.0, "vllm-a"),  # the only replica's behind
+        ("traced-ladder-kill", "otlp-vllm-a.jsonl", 3.0, "vllm-a"),  # ahead, and SIGKILLed: 33 spans lost
     ],
 )
 def test_a_clock_offset_is_measured_removed_and_named(tmp_path, rendered, run, moved, secs, service) -> None:
