@@ -708,7 +708,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "before_engine_s": (
             F,
             "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
-            "clocks: an offset between them is in it)",
+            "clocks: less clock_offset_s where the spans showed one; null where the offset is unknown, see "
+            "correlation.json traces.clock_skew)",
         ),
         "before_attempt_s": (
             F,
@@ -718,7 +719,12 @@ TABLES: dict[str, dict[str, Column]] = {
         "after_engine_s": (
             F,
             "the caller's request span end - the engine span's end: the answer's way back (a stream's delivery); "
-            "two hosts' clocks",
+            "two hosts' clocks, plus clock_offset_s where the spans showed one (null where it is unknown)",
+        ),
+        "clock_offset_s": (
+            F,
+            "the engine's clock minus the callers' that the spans' nesting showed (correlation.json "
+            "traces.clock_skew), removed from before_engine_s and after_engine_s; null where none was removed",
         ),
         "engine_clock": (S, "'engine': the clock of span_* figures"),
         "attempt_clock": (S, "'client': the clock of the attempt figures"),

@@ -148,8 +148,18 @@ def _source(rs: pl.DataFrame, metric: str) -> str:
     return ", ".join(got) if got else "unknown"
 
 
+def _clock(clk: str, rs: pl.DataFrame) -> str:
+    """A difference of two processes' stamps names the offset removed from it (correlate/span_skew.py)."""
+    if " - " in clk and "clock_offset_s" in rs.columns and rs["clock_offset_s"].is_not_null().any():
+        return f"{clk}, the engine's clock offset removed (traces.clock_skew)"
+    return clk
+
+
 def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
     for metric, expr, clk in METRICS:
+        clk = (
+            clk if metric == "caller_minus_engine_ttft" else _clock(clk, rs)
+        )  # two durations: no offset in it
         v = rs.select(expr.alias("v"))["v"].drop_nulls()
         seg.latencies[metric] = SpanLatency(
             metric,
@@ -161,6 +171,7 @@ def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
             _source(rs, metric),
         )
     for part, expr, clk in PARTS:
+        clk = _clock(clk, rs)
         v = rs.select(expr.alias("v"))["v"].drop_nulls()
         seg.split.append(
             {"part": part, "clock": clk, "n": v.len(), "mean_ms": float(v.mean()) * 1000 if v.len() else None}  # type: ignore[arg-type]
