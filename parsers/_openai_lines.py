@@ -93,6 +93,11 @@ def _timestamp(
     )
 
 
+def _bounded(c: str) -> pl.Expr:
+    """An integer field as to_int reads it: none past +-2**53."""
+    return pl.when(pl.col(c).abs() <= MAX_ABS).then(pl.col(c))
+
+
 @functools.cache
 def _pass() -> _scan.OpenaiEvents:
     """The event rows' pass of the compiled scanner (scan/src/events.rs), its patterns compiled once."""
@@ -118,22 +123,54 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     cr = bool(lines.select(line.str.ends_with("\r").any()).item())
     df = lines.select("line_no", (line.str.strip_suffix("\r") if cr else line).alias("line"))
     got = _kinds.scan(__file__, df)
-    cols = {c: got.get_column(c) for c in got.columns} | {c: df.get_column(c) for c in df.columns}
-    # each line's kind, continuation and recognition, and the event rows' fields: one pass of the core
-    ev, ok, in_exc, n_other = _pass().events(cols, seq0, state.get("in_exc", False), MAX_ABS)
+    cols = {c: got.get_column(c) for c in ("lead", "stamp", "thread", "err", "lab_err", "kind")}
+    # each line's kind, continuation and recognition, and the event rows' kind and errors: one pass of the core
+    ev, ok, in_exc, n_other = _pass().events(
+        cols | {"line": df.get_column("line")}, state.get("in_exc", False)
+    )
     if in_exc is not None:  # the last record's: an 'Encountered ...' line opens a traceback
         state["in_exc"] = in_exc
     state["seq"] = seq0 + df.height
     if n_other:
         state["other_records"] = state.get("other_records", 0) + n_other
-    return _rows(pl.DataFrame(ev), ctx), pl.DataFrame(ok).get_column("ok")
+    ev = pl.DataFrame(ev)
+    # the scan's other fields at those rows
+    at = (
+        got.drop("kind", "err", "lab_err", "lead").with_columns(lines.get_column("line_no")).gather(ev["row"])
+    )
+    return _rows(pl.concat([ev, at], how="horizontal"), ctx, seq0), pl.DataFrame(ok).get_column("ok")
 
 
-def _rows(ev: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """The event rows in _EV_SCHEMA, their time from the scan's text."""
+def _rows(ev: pl.DataFrame, ctx: ParseContext, seq0: int) -> pl.DataFrame:
+    """The event rows' columns (_EV_SCHEMA) from the pass's and the scanner's fields."""
+    kind, mode = pl.col("kind"), pl.col("ph_mode")
     spaced = bool(ev.select(pl.col("stamp").str.contains(" ", literal=True).any()).item())
     zoned = ev["tz"].null_count() < ev.height
-    ts = _timestamp(pl.col("stamp"), pl.col("frac"), pl.col("tz"), ctx.tz, spaced, zoned).alias("ts")
-    return (
-        ev.with_columns(ts).select(list(_EV_SCHEMA)).cast(_EV_SCHEMA)
-    )  # fixed order: carried rows are concatenated
+    ev = ev.select(
+        (pl.col("row") + seq0).alias("seq"),
+        "line_no",
+        _timestamp(pl.col("stamp"), pl.col("frac"), pl.col("tz"), ctx.tz, spaced, zoned).alias("ts"),
+        pl.when(pl.col("own_thread")).then(pl.col("thread")).alias("thread"),
+        "kind",
+        pl.when(kind == "build").then(_bounded("rt")).alias("rt"),
+        pl.when(kind == "options").then(pl.col("options_url")).otherwise(pl.col("url")).alias("url"),
+        _bounded("status").alias("status"),
+        "err",
+        _bounded("max_retries").alias("max_retries"),
+        "delay",
+        pl.when(kind == "options").then(_bounded("max_tokens")).alias("max_tokens"),
+        "rid",
+        _bounded("lab_status").alias("lab_status"),
+        "lab_err",
+        "latency",
+        "ph",
+        pl.when(mode == "c")
+        .then(pl.lit("concurrency"))
+        .when(mode == "r")
+        .then(pl.lit("rate"))
+        .otherwise(mode)
+        .alias("ph_mode"),
+        "ph_value",
+        "ph_dur",
+    )
+    return ev.select(list(_EV_SCHEMA)).cast(_EV_SCHEMA)  # fixed column order: carried rows are concatenated

@@ -15,58 +15,26 @@ mod tests;
 use regex::bytes::Regex;
 
 use crate::attempts::{Nums, Strs};
-use crate::column::{BoolColumn, Column, F64Column, I64Column, StrColumn, Table};
+use crate::column::{BoolColumn, Column, I64Column, StrColumn, Table};
 use crate::kleene::{K, and, not, or};
 
 pub use py::OpenaiEvents;
 
 /// The string columns read: the line, then the scan's (`STR[i]` is the name of `Scanned::s[i]`).
-pub const STR: [&str; 13] = [
-    "line",
-    "lead",
-    "stamp",
-    "frac",
-    "tz",
-    "thread",
-    "url",
-    "options_url",
-    "err",
-    "rid",
-    "lab_err",
-    "ph",
-    "ph_mode",
-];
-/// The integer columns: the line's number, the scan's kind (its index: 0 the 'message' kind) and fields.
-pub const INT: [&str; 7] = [
-    "line_no",
-    "kind",
-    "rt",
-    "status",
-    "max_retries",
-    "max_tokens",
-    "lab_status",
-];
-pub const FLOAT: [&str; 4] = ["delay", "latency", "ph_value", "ph_dur"];
+pub const STR: [&str; 6] = ["line", "lead", "stamp", "thread", "err", "lab_err"];
 
 const LINE: usize = 0;
 const LEAD: usize = 1;
 const STAMP: usize = 2;
-const THREAD: usize = 5;
-const URL: usize = 6;
-const OPTIONS_URL: usize = 7;
-const ERR: usize = 8;
-const LAB_ERR: usize = 10;
-const PH_MODE: usize = 12;
-const LINE_NO: usize = 0;
-const KIND: usize = 1;
-const RT: usize = 2;
-const MAX_TOKENS: usize = 5;
+const THREAD: usize = 3;
+const ERR: usize = 4;
+const LAB_ERR: usize = 5;
 
-/// The columns of a chunk: its lines and what the scan read off them.
+/// The columns of a chunk: its lines, what the scan read off them (`kind`: the index of the scan's kind, 0 the
+/// 'message' kind).
 pub struct Scanned<'a> {
-    pub s: [&'a dyn Strs; 13],
-    pub i: [&'a dyn Nums<i64>; 7],
-    pub f: [&'a dyn Nums<f64>; 4],
+    pub s: [&'a dyn Strs; 6],
+    pub kind: &'a dyn Nums<i64>,
 }
 
 /// The parser's patterns (parsers/_openai_lines.py names each), compiled once.
@@ -107,9 +75,8 @@ fn group1<'t>(rx: &Regex, v: &'t [u8]) -> Option<&'t [u8]> {
     rx.captures(v).and_then(|c| c.get(1)).map(|m| m.as_bytes())
 }
 
-/// One pass over a chunk's lines (`seq0`: the first line's sequence number; `in_exc`: a traceback open before it;
-/// integers past `max_abs` are none, as the parser bounded them).
-pub fn events(c: &Scanned<'_>, p: &Patterns, seq0: i64, in_exc: bool, max_abs: f64) -> Chunk {
+/// One pass over a chunk's lines (`in_exc`: a traceback open before it).
+pub fn events(c: &Scanned<'_>, p: &Patterns, in_exc: bool) -> Chunk {
     let n = c.s[LINE].len();
     let mut ok = BoolColumn::default();
     let mut rows: Vec<Row<'_>> = Vec::new();
@@ -118,7 +85,7 @@ pub fn events(c: &Scanned<'_>, p: &Patterns, seq0: i64, in_exc: bool, max_abs: f
         let line = c.s[LINE].at(r);
         let lead = c.s[LEAD].at(r);
         let scan_kind = lead.filter(|l| *l != b"encountered");
-        let msg: K = c.i[KIND].at(r).map(|k| k == 0);
+        let msg: K = c.kind.at(r).map(|k| k == 0);
         let enc = lead.is_some_and(|l| ENCOUNTERED.contains(&l));
         let stamped = c.s[STAMP].at(r).is_some();
         // a line with a time, or logging's 'LEVEL:' before its text, is a record; else it may continue one
@@ -161,76 +128,46 @@ pub fn events(c: &Scanned<'_>, p: &Patterns, seq0: i64, in_exc: bool, max_abs: f
         }
     }
     Chunk {
-        events: fields(c, p, &rows, seq0, max_abs),
+        events: fields(c, p, &rows),
         ok,
         in_exc: last_enc,
         other: other_n,
     }
 }
 
-/// The event rows' columns (`_rows`, less the time: its text is given).
-fn fields(c: &Scanned<'_>, p: &Patterns, rows: &[Row<'_>], seq0: i64, max_abs: f64) -> Table {
-    // polars compares the integer with the float bound as floats (2**53 + 1 passes)
-    let bounded = |v: Option<i64>| v.filter(|x| x.checked_abs().is_some_and(|a| a as f64 <= max_abs));
-    let (mut seq, mut line_no) = (I64Column::default(), I64Column::default());
-    let mut s: Vec<StrColumn> = (0..STR.len()).map(|_| StrColumn::default()).collect();
-    let mut kinds = StrColumn::default();
-    let mut ints: Vec<I64Column> = (0..INT.len()).map(|_| I64Column::default()).collect();
-    let mut floats: Vec<F64Column> = (0..FLOAT.len()).map(|_| F64Column::default()).collect();
+/// The event rows' columns the pass tells: each row's line (`row`), kind, error, the lab client's error's class and
+/// whether its thread is one (`own_thread`: not a time or a logger's field); the parser takes the scan's other fields
+/// at those rows (a gather of polars' columns, no copy of their strings).
+fn fields(c: &Scanned<'_>, p: &Patterns, rows: &[Row<'_>]) -> Table {
+    let mut row = I64Column::default();
+    let (mut kinds, mut errs, mut lab_errs) =
+        (StrColumn::default(), StrColumn::default(), StrColumn::default());
+    let mut own = BoolColumn::default();
     for &(r, kind, exc) in rows {
-        let k = kind.unwrap_or(b"");
-        seq.push(Some(seq0 + r as i64));
-        line_no.push(c.i[LINE_NO].at(r));
+        row.push(Some(r as i64));
         kinds.push(kind.unwrap_or(b"exc"));
-        for (j, col) in s.iter_mut().enumerate().skip(STAMP) {
-            let v = c.s[j].at(r);
-            col.push_opt(match j {
-                THREAD => v.filter(|t| !p.not_thread.is_match(t)),
-                URL if k == b"options" => c.s[OPTIONS_URL].at(r),
-                OPTIONS_URL => None, // read into `url` above
-                ERR => match kind {
-                    None => exc,
-                    Some(b"final_conn") => Some(b"APIConnectionError"),
-                    Some(b"final_timeout") => Some(b"APITimeoutError"),
-                    Some(b"timeout") => v.or(Some(b"TimeoutException")),
-                    Some(b"conn_error") => v,
-                    _ => None,
-                },
-                LAB_ERR => v.filter(|e| *e != b"None").and_then(|e| group1(&p.err_class, e)),
-                PH_MODE => match v {
-                    Some(b"c") => Some(b"concurrency"),
-                    Some(b"r") => Some(b"rate"),
-                    _ => v,
-                },
-                _ => v,
-            });
-        }
-        for (j, col) in ints.iter_mut().enumerate().skip(RT) {
-            let v = bounded(c.i[j].at(r));
-            col.push(match j {
-                RT => v.filter(|_| k == b"build"),
-                MAX_TOKENS => v.filter(|_| k == b"options"),
-                _ => v,
-            });
-        }
-        for (j, col) in floats.iter_mut().enumerate() {
-            col.push(c.f[j].at(r));
-        }
+        let err = c.s[ERR].at(r);
+        errs.push_opt(match kind {
+            None => exc,
+            Some(b"final_conn") => Some(b"APIConnectionError"),
+            Some(b"final_timeout") => Some(b"APITimeoutError"),
+            Some(b"timeout") => err.or(Some(b"TimeoutException")),
+            Some(b"conn_error") => err,
+            _ => None,
+        });
+        let lab_err = c.s[LAB_ERR].at(r);
+        lab_errs.push_opt(
+            lab_err
+                .filter(|e| *e != b"None")
+                .and_then(|e| group1(&p.err_class, e)),
+        );
+        own.push(Some(c.s[THREAD].at(r).is_none_or(|t| !p.not_thread.is_match(t))));
     }
     let mut t = Table::default();
-    t.add("seq", Column::I64(seq));
-    t.add("line_no", Column::I64(line_no));
+    t.add("row", Column::I64(row));
     t.add("kind", Column::Str(kinds));
-    for (name, col) in STR.iter().zip(s).skip(STAMP) {
-        if *name != "options_url" {
-            t.add(name, Column::Str(col));
-        }
-    }
-    for (name, col) in INT.iter().zip(ints).skip(RT) {
-        t.add(name, Column::I64(col));
-    }
-    for (name, col) in FLOAT.iter().zip(floats) {
-        t.add(name, Column::F64(col));
-    }
+    t.add("err", Column::Str(errs));
+    t.add("lab_err", Column::Str(lab_errs));
+    t.add("own_thread", Column::Bool(own));
     t
 }

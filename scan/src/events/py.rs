@@ -5,9 +5,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use regex::bytes::Regex;
 
-use super::{FLOAT, INT, Patterns, STR, Scanned, events};
+use super::{Patterns, STR, Scanned, events};
 use crate::Batch;
-use crate::attempts::{Nums, Strs};
+use crate::attempts::Strs;
 use crate::column::{Column, Table};
 use crate::ffi::{Lines, Values};
 use crate::records::{strings, values};
@@ -47,15 +47,14 @@ impl OpenaiEvents {
         })
     }
 
-    /// A chunk's event rows (`cols`: polars Series by name: the lines, their numbers and the scan's columns), each
-    /// line's recognition, whether a traceback is open at its end (None: no record in the chunk) and how many lines other loggers wrote.
+    /// A chunk's event rows (`cols`: polars Series by name: the lines and the scan's columns, `STR` and `kind`),
+    /// each line's recognition, whether a traceback is open at its end (None: no record in the chunk) and how many
+    /// lines other loggers wrote.
     fn events(
         &self,
         py: Python<'_>,
         cols: &Bound<'_, PyDict>,
-        seq0: i64,
         in_exc: bool,
-        max_abs: f64,
     ) -> PyResult<(Batch, Batch, Option<bool>, i64)> {
         let col = |name: &str| {
             cols.get_item(name)?
@@ -65,26 +64,18 @@ impl OpenaiEvents {
             .iter()
             .map(|c| col(c).and_then(|v| strings(&v)))
             .collect::<PyResult<_>>()?;
-        let i: Vec<Values> = INT
-            .iter()
-            .map(|c| col(c).and_then(|v| values(&v)))
-            .collect::<PyResult<_>>()?;
-        let f: Vec<Values> = FLOAT
-            .iter()
-            .map(|c| col(c).and_then(|v| values(&v)))
-            .collect::<PyResult<_>>()?;
+        let kind: Values = col("kind").and_then(|v| values(&v))?;
         let n = s[0].len();
-        if s.iter().any(|c| c.len() != n) || i.iter().chain(&f).any(|c| c.len() != n) {
+        if s.iter().any(|c| c.len() != n) || kind.len() != n {
             return Err(PyValueError::new_err("the columns differ in length"));
         }
         let p = &self.p;
         let got = py.detach(move || {
             let c = Scanned {
                 s: std::array::from_fn(|j| &s[j] as &dyn Strs),
-                i: std::array::from_fn(|j| &i[j] as &dyn Nums<i64>),
-                f: std::array::from_fn(|j| &f[j] as &dyn Nums<f64>),
+                kind: &kind,
             };
-            events(&c, p, seq0, in_exc, max_abs)
+            events(&c, p, in_exc)
         });
         let mut ok = Table::default();
         ok.add("ok", Column::Bool(got.ok));
