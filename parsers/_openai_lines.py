@@ -3,7 +3,8 @@
 Each line's time, thread, message lead and the fields of its kind are read by the compiled scanner in one pass over the
 chunk (``_openai_lines.toml``); then one pass of the core over the chunk (scan/src/events.rs, with the patterns below)
 tells the lines of no client message that name the error that ended a request, a traceback's lines and exception, the
-recognised lines, and gives the event rows' fields; what is left here is their times."""
+recognised lines, and gives the event rows' kinds and errors; what is left here is the gather of the scan's other fields
+at those rows, their times and bounds."""
 
 from __future__ import annotations
 

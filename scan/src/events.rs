@@ -1,7 +1,8 @@
 //! openai-python's event rows (parsers/_openai_lines.py, `_events`): after the scan of a chunk's lines
 //! (`_openai_lines.toml`), one pass that tells each line's kind where the scan named none (a request's last error as the
 //! application wrote it), whether it continues a record (a traceback after an 'Encountered ...' line, carried across
-//! chunks), whether it is recognised, and gives the event rows' fields (`_EV_SCHEMA`, the time as the scan's text).
+//! chunks), whether it is recognised, and which lines are event rows, with the kind, error and thread of each (the
+//! parser gathers the scan's other fields at those rows).
 //!
 //! It replaces ~20 polars steps on every line's ~20 columns (kept as the oracle in tests/openai_events_before.py) and
 //! keeps their null rules: the scan's `kind` is null on a line no kind matched, so `msg` is null there and Kleene logic
