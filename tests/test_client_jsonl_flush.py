@@ -95,7 +95,7 @@ def test_lab_records_grouped_as_before(chunk):
         got = _same(_frame(lines), chunk)
         req = got["client_requests"]
         rows[name] = (got["client_attempts"].height, req.height, req["timed_out"].sum())
-    assert len(rows) == 24
+    assert len(rows) == 26
     # the figures of each run's truth.json (its raw files read by the lab's scripts): the storm's retries multiplied
     # by the gateway's 502s and its timeouts, the killed run's 35 timeouts after a 200's headers
     runs = (

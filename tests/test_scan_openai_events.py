@@ -45,7 +45,7 @@ def test_event_rows_as_before(chunk):
     """Every real openai-python log (the lab's DEBUG clients, public-2's INFO excerpts, tests/data's clients) whole and
     in chunks; figures read off the fixtures."""
     logs = _logs()
-    assert len(logs) == 32
+    assert len(logs) == 34
     n: dict[str, int] = {}
     for lines in logs.values():
         ev = _same(lines, chunk)
