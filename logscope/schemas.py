@@ -144,7 +144,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "replica": (S, "server replica"),
         "kind": (
             S,
-            "preemption | oom | kv_insufficient | engine_dead | engine_timeout | input_too_long | error | "
+            "preemption | oom | oom_batch (a batch's OOM the server survives: TGI) | kv_insufficient | engine_dead | engine_timeout | input_too_long | error | "
             "http_access | server_start (uvicorn 'Started server process') | server_listen ('Starting vLLM server on') | "
             "server_ready | server_stop | shutdown_error (engine-death traceback after a shutdown began: harmless) | "
             "version | config | engine_config ('Initializing a V1 LLM engine ... with config:') | capacity | "

@@ -106,6 +106,7 @@ _OWN_RULES = [
     ("error", "level", r"^ERROR$"),
 ]
 _KIND_RULES = [(kind, col, pat) for kind, col, pat, _ in lexicon.RULES] + _OWN_RULES
+OOM_BATCH = "oom_batch"  # the kind of a batch's OOM, which TGI survives
 
 
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
@@ -291,6 +292,9 @@ def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     kind = pl.lit(None, dtype=pl.String)
     for name, col, pat in reversed(_KIND_RULES):
         kind = pl.when(pl.col(col).str.contains(ascii_classes(pat))).then(pl.lit(name)).otherwise(kind)
+    # an OOM in TGI is a batch's: its shard answers the router with the error and both go on (a death is its own
+    # line, an engine_dead rule above); 'oom' would read as the engine's death (diagnose/findings/batch_oom.py)
+    kind = pl.when(kind == "oom").then(pl.lit(OOM_BATCH)).otherwise(kind)
     g = g.with_columns(kind.alias("kind")).filter(pl.col("kind").is_not_null())
     if g.height == 0:
         return pl.DataFrame()

@@ -77,13 +77,29 @@ def test_a_batchs_cuda_oom_from_the_router_and_the_shard(tmp_path):
     out, f = _ingest(tmp_path, OOM)
     assert (f["format"], f["lines_total"], f["lines_unrecognized"]) == ("tgi_router", 3, 1)  # the blank line
     ev = _table(out, "server_events")
-    assert ev.select("kind", "process", "ts_inferred").rows() == [
-        ("oom", None, True),
-        ("oom", "text_generation_client", False),
+    assert ev.select("kind", "process", "ts_inferred").rows() == [  # a batch's OOM, which TGI survives
+        ("oom_batch", None, True),
+        ("oom_batch", "text_generation_client", False),
     ]
     assert set(ev["ts"]) == {_t(2023, 12, 18, 2, 36, 47, 730476)}
     assert ev["message"][1].startswith("Server error: CUDA out of memory. Tried to allocate 18.00 MiB.")
     assert _table(out, "server_request_events").height == 0
+
+
+def test_a_batchs_oom_is_no_death_and_says_what_followed(analyzed, rendered):
+    """TGI's router fails the batch and goes on (its shard catches the error): the excerpt ends at the router's line,
+    so no death is claimed (it read 'The TGI server died (out of device memory)'), and what followed is 'not
+    observed'; the shard's traceback and the router's line are one batch's error."""
+    out, s, _ = analyzed(OOM)
+    assert s["server_lifecycle"]["deaths"] == []
+    title = "Out of device memory in a batch (02:36:47): its requests failed; no death line follows, no later answer either"
+    assert s["verdict"][0] == title + "."
+    claim = next(c for c in s["claims"] if c["subject"] == title)
+    said = {f["name"]: f["value"] for f in claim["facts"]}
+    assert (said["batch_errors"], said["after"], said["served_after"]) == (1, "not observed", 0)
+    for name, text in rendered(out, s).items():
+        assert "Out of device memory in a batch" in text, name
+        assert "died" not in text, name
 
 
 def test_a_shard_killed_by_signal_4_at_start_up(tmp_path, analyzed, rendered):
@@ -147,13 +163,17 @@ def test_every_clock_shifted_keeps_the_reading(src, tmp_path, analyzed):
 def test_a_tgi_servers_next_test_names_tgis_flags(analyzed, rendered):
     """A TGI server writes no stats line: its events say whose it is, and the next test names its launcher's flags
     (--max-batch-size, --max-total-tokens), never vLLM's, in summary.json and every rendering."""
-    out, s, _ = analyzed(OOM)
+    out, s, _ = analyzed(SHARD)  # vLLM's crash advice, in TGI's flags
     assert s["verdict"][2] == (
-        "First thing to test: Lower --max-batch-size (a smaller active batch) and replay the same traffic; if it "
-        "still runs out, shorten --max-total-tokens, then consider a supported quantization"
+        "First thing to test: Reproduce with the same request sizes at a lower --max-batch-size to tell a "
+        "load-driven death from a software fault"
     )
     for name, text in rendered(out, s).items():
         assert "--max-batch-size" in text and "--max-num-seqs" not in text, name
+    out, s, _ = analyzed(OOM)  # a batch's OOM: TGI's own flag for the prefill batch
+    assert s["verdict"][2].startswith("First thing to test: Lower --max-batch-prefill-tokens")
+    for name, text in rendered(out, s).items():
+        assert "--max-batch-prefill-tokens" in text and "--max-num-seqs" not in text, name
     _, s, _ = analyzed(V3)
     assert s["verdict"][2] == (
         "First thing to test: Add TGI's log (output of text-generation-launcher) or the gateway's access log for "

@@ -34,6 +34,7 @@ from ..claims import Claim, Registry
 from ..context import Context
 from ..records import Episode, Finding
 from .aborts import abort_findings
+from .batch_oom import batch_oom_findings
 from .calm import calm_findings
 from .clocks import clock_gap_findings
 from .crash import KV_DEATH, death_finding, stall_finding, stop_findings
@@ -144,6 +145,7 @@ def build(
     out += clock_gap_findings(ctx, reg)
     out += capacity_findings(ctx, cap, reg, ladder)
     out += event_findings(ctx)
+    out += batch_oom_findings(ctx)
     out += kv_load_findings(ctx)
     out += gateway_error_findings(ctx)
     out += gateway_down_findings(ctx, reg)
