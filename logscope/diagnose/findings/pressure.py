@@ -11,7 +11,7 @@ from .. import latency_named, preemption_count
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
 from ..records import Finding
-from . import kv_load, queue_cause
+from . import kv_load, queue_cause, retry_share
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
 from .retries import cancel_change
@@ -242,4 +242,11 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
             "cache really admits, then cap --max-num-seqs there"
         )
+    # retries overlapped it (retry-storm, storm-b): the change follows the cause that dominates, not the cap alone
+    told = (
+        retry_share.advice(ctx, ep, hold, mns)
+        if kv_full and not (orphans or failed_load or unadmitted)
+        else None
+    )
+    cause, nt = (cause + told[0], told[1]) if told is not None else (cause, nt)
     return make_finding(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
