@@ -104,6 +104,18 @@ def _title(ctx: Context, ep: dict, what: str, span: str, kv_full: bool) -> str:
     return f"{ep['class'].capitalize()} {kind}: {what} {span}"
 
 
+def _of_pattern(ep: dict, symptom: str) -> str:
+    """A recurring pattern's finding stands for all its beats: their preemptions in all, then its first beat's
+    (abort-ignored read "2 preemptions at 02:07:02" under a title of 3 spikes, 13 preemptions in all). Counts
+    read from V0's warnings (one per 50, or a floor) are left to the beat's own words."""
+    d, by = ep.get("decided_by") or {}, ep.get("details") or {}
+    if ep["class"] != "recurring" or ep["signal"] != "preemptions" or d.get("beats_total") is None:
+        return symptom
+    if "v0_preemption_warnings" in by or "preemptions_counted_by" in by:
+        return symptom
+    return f"{d['beats_total']:,} preemptions in {d['spikes']} spikes; the first: {symptom}"
+
+
 def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> Finding:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
@@ -128,6 +140,7 @@ def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> 
     # an instant between stats lines (a scrape's preemption count) has no server state: no empty '()'
     state = state_phrase(ep)
     symptom = f"{what} {lasted}" + (f" ({state})" if state else "")
+    symptom = _of_pattern(ep, symptom)
     if "ttft" in comps:
         tt = comps["ttft"]
         ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
