@@ -558,6 +558,8 @@ def _details(
             "downtime_s": death.downtime_s,
             "at_startup": death.at_startup,
             "notes": death.notes,
+            "same_server": death.same_server.words() if death.same_server is not None else None,
+            "same_server_state": death.same_server.state if death.same_server is not None else None,
         }
         gw = figures.between(ctx.gateway_trouble, "ts", death.ts, end)
         if gw.height:
