@@ -41,7 +41,7 @@ def test_a_restart_says_why_it_is_the_same_server(analyzed, rendered, run):
         assert said in seen[name], name
 
 
-def test_two_servers_in_one_stream_are_not_a_restart(tmp_path, analyzed):
+def test_two_servers_in_one_stream_are_not_a_restart(tmp_path, analyzed, rendered):
     crash = (LAB / "crash" / "vllm-server.log").read_bytes().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(crash) if line.startswith(b"(APIServer pid=8600)"))
     other = (LAB / "traced-2r-kill" / "vllm-server-b.log").read_bytes()
@@ -61,3 +61,9 @@ def test_two_servers_in_one_stream_are_not_a_restart(tmp_path, analyzed):
         "the start after it is another server, not a restart: the same log stream (vllm-server) but address "
         "http://127.0.0.1:8001 → http://127.0.0.1:8002"
     ) in f["evidence"]
+    # the verdict says it too, everywhere it is rendered: not 'ready again'
+    said = "at 11-29 08:34:22; another server in its log stream was ready at 12-06 03:22:56"
+    assert said in s["verdict"][0] and "ready again" not in s["verdict"][0]
+    seen = rendered(out, s)
+    for name, text in seen.items():
+        assert said in text, name

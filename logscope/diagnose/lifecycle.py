@@ -112,7 +112,8 @@ def analyse(
     req = (
         requests["ts_start"].drop_nulls().sort() if requests.height else pl.Series([], dtype=act.schema["ts"])
     )
-    starts, deaths, shutdowns, cold = [], [], [], []
+    starts, shutdowns, cold = [], [], []
+    deaths: list[Death] = []
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):
         a = act.filter(pl.col("replica") == replica)  # sorted by ts
