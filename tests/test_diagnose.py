@@ -446,19 +446,23 @@ def test_recurring_spikes(ladder_out):
     # recurring pattern; the third (still going at the last arrival) stays sustained
     d = diagnose(ladder_out, AnalyzeOptions(thresholds=ONE_OFFS))
     assert [e["class"] for e in d["episodes"]] == ["recurring", "recurring", "sustained"]
-    assert d["episodes"][0]["why"] == "2 preemption spikes, starting about every 33 s"
+    # the load at each beat is said: the second step's spike began at no surge of arrivals (beats)
+    assert (
+        d["episodes"][0]["why"]
+        == "2 preemption spikes, starting about every 33 s, each back to baseline, 1 after a surge of load, 1 at a steady load"
+    )
     assert d["episodes"][0]["reason"].startswith(
-        "2 preemption spikes, starting about every 33 s (08:21:12, 08:21:45); this one: "
+        "2 preemption spikes, starting about every 33 s, each back to baseline, 1 after a surge of load, 1 at a steady load (08:21:12, 08:21:45); this one: "
     )
     # the start times are named once, on the first; the others point to it
     assert d["episodes"][1]["reason"].startswith(
-        "2 preemption spikes, starting about every 33 s, the first 08:21:12; this one: 153 preemptions 08:21:45–08:22:08"
+        f"{d['episodes'][0]['why']}, the first 08:21:12; this one: 153 preemptions 08:21:45–08:22:08"
     )
     # one finding for the pattern (a long incident can hold hundreds of recurring episodes), on its first episode
     rec = [f for f in d["findings"] if f["title"].startswith("Recurring")]
     assert [(f["title"], f["episode_id"]) for f in rec] == [
         (
-            "Recurring KV pressure: 2 preemption spikes, starting about every 33 s, the first 08:21:12–08:21:24",
+            f"Recurring KV pressure: {d['episodes'][0]['why']}, the first 08:21:12–08:21:24",
             "E1",
         )
     ]
@@ -490,7 +494,7 @@ def test_recurring_start_times_are_capped(ladder_out, monkeypatch):
     monkeypatch.setattr(episodes, "RECURRING_SHOWN", 0)
     d = diagnose(ladder_out, AnalyzeOptions(thresholds=ONE_OFFS))
     assert d["episodes"][0]["reason"].startswith(
-        "2 preemption spikes, starting about every 33 s (… 1 more …, 08:21:45); this one: "
+        f"{d['episodes'][0]['why']} (… 1 more …, 08:21:45); this one: "
     )
 
 
@@ -873,19 +877,14 @@ def test_findings_name_their_replica_and_join_the_same_across_replicas(tmp_path,
     )
 
 
-@pytest.mark.parametrize(
-    "replicas,on,spikes",
-    [
-        (2, "replica-0", "3 KV pressure spikes"),
-        (3, "2 replicas (replica-0, replica-2)", "6 KV pressure spikes at 3 times"),
-    ],
-)
-def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, replicas, on, spikes):
-    """bench/generate.py alternating the retry storm and the V0 ladder over the replicas: each storm copy's
-    KV pressure recovers while its 1.5 req/s phase goes on (a one-off), and recurs every 301 s on the storm's
-    replicas (the 1 GB bench folder's '335 preemption spikes' finding named no replica). The pattern is one
-    finding whose title names where it beats; spikes of two replicas at the same times are counted with their
-    times. The ladder copies' pressure ends with each copy's load: sustained, never part of the pattern."""
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_pressure_after_each_surge_is_one_offs_not_a_pattern(tmp_path, lab, monkeypatch, replicas):
+    """bench/generate.py alternating the retry storm and the V0 ladder over the replicas: each storm copy's KV
+    pressure follows its own surge of arrivals (its 1.5 -> 7 req/s phase: 0.8-1.3/s before, 3.4/s as it began)
+    and recovers while its 1.5 req/s phase goes on. The load recurred every 301 s, not the pressure at one load:
+    three one-offs of their surges on each storm replica (the finding read "Recurring KV pressure: 3 KV pressure
+    spikes, starting about every 301 s" with nothing of the load at each beat). The ladder copies' pressure ends
+    with each copy's load: sustained."""
     import sys
 
     from conftest import ROOT
@@ -898,22 +897,27 @@ def test_a_recurring_pattern_names_its_replicas(tmp_path, lab, monkeypatch, repl
     generate.generate(tmp_path / "in", 7 * replicas, replicas=replicas, lab=lab)
     analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
     storms = {f"replica-{i}" for i in range(0, replicas, 2)}
-    rec = [e for e in d["episodes"] if e["class"] == "recurring"]
-    assert {e["replica"] for e in rec} == storms and len(rec) == 3 * len(storms)
+    eps = [e for e in d["episodes"] if e["replica"] in storms]
+    assert [e["class"] for e in eps] == ["spike"] * 3 * len(storms)
+    claims = {c["id"]: c for c in s["claims"]}
+    for e in eps:
+        assert "after a surge of arrivals" in e["reason"]
+        facts = {f["name"]: f["value"] for f in claims[e["claim_id"]]["facts"]}
+        assert facts["came_after"] == "arrivals" and facts["rule"] == "recovered"
     assert {e["class"] for e in d["episodes"] if e["replica"] not in storms} == {"sustained"}
-    found = [f for f in d["findings"] if "Recurring" in f["title"]]
-    assert [f["title"] for f in found] == [
-        f"{on}: Recurring KV pressure: {spikes}, starting about every 301 s, the first 08:30:03–08:31:13"
-    ]
-    assert found[0]["episode_id"] == rec[0]["episode_id"]
+    assert not [f for f in d["findings"] if "Recurring" in f["title"]]
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "Recurring" not in md and "recurring" not in s["verdict"][1]
 
 
 def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, monkeypatch):
-    """The retry storm copied 3 times on replica-0 (a KV pressure spike every 301 s), its log then cut 30 s
-    into the last spike, as logs collected while the server still runs are: that spike is 'still abnormal when
-    the logs end', yet it is the pattern's third, not a 'Sustained' finding of its own (the 1 GB bench folder
-    listed its cut last copy as a HIGH finding above the pattern it repeats)."""
+    """A pattern's spike cut short by the log's end is its last beat, not a 'Sustained' finding of its own (the
+    1 GB bench folder listed its cut last copy as a HIGH finding above the pattern it repeats), when the beats
+    are a pattern at one load. The retry storm's copies, each after its own surge of arrivals, are one-offs of
+    their surges (beats): cut 30 s into the last, that one is what its rule says, sustained as far as the logs
+    show, and nothing reads 'Recurring'."""
     import sys
 
     from conftest import ROOT
@@ -927,7 +931,7 @@ def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, mo
     analyze(tmp_path / "in", tmp_path / "whole", AnalyzeOptions())
     d = json.loads((tmp_path / "whole" / "diagnosis.json").read_text())
     spikes = [e for e in d["episodes"] if e["replica"] == "replica-0"]
-    assert [e["class"] for e in spikes] == ["recurring"] * 3
+    assert [e["class"] for e in spikes] == ["spike"] * 3
     last = datetime.fromisoformat(spikes[-1]["start"])
     stats = pl.read_parquet(tmp_path / "whole" / "server_stats.parquet").filter(
         pl.col("replica") == "replica-0"
@@ -939,22 +943,22 @@ def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, mo
     analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     d = json.loads((tmp_path / "out" / "diagnosis.json").read_text())
     eps = [e for e in d["episodes"] if e["replica"] == "replica-0"]
-    assert [e["class"] for e in eps] == ["recurring"] * 3
+    assert [e["class"] for e in eps] == ["spike", "spike", "sustained"]
     assert [e["start"] for e in eps] == [e["start"] for e in spikes]
     assert not eps[-1]["recovered"] and eps[-1]["duration_s"] < 60
-    assert eps[-1]["reason"].startswith(
-        "3 KV pressure spikes, starting about every 301 s, the first 08:30:03; this one: "
-    )
     assert "still abnormal when the logs end" in eps[-1]["reason"]
     titles = [f["title"] for f in d["findings"] if f["title"].startswith("replica-0")]
-    assert titles == [
-        "replica-0: Recurring KV pressure: 3 KV pressure spikes, starting about every 301 s, "
-        "the first 08:30:03–08:31:13"
-    ]
-    # cut after lasting longer than any spike of the pattern, it stays a regime of its own
+    assert titles[0].startswith("replica-0: Sustained KV pressure, as far as the logs show")
+    assert not [t for t in titles if "Recurring" in t]
+    # beats whose load is not known (no 'came_after'): a pattern, its spike cut short its last beat; cut after
+    # lasting longer than any spike of the pattern, it stays a regime of its own
     from logscope.diagnose import episodes
     from logscope.diagnose.thresholds import Thresholds
 
+    again = [{**e, "class": "spike", "start": datetime.fromisoformat(e["start"])} for e in eps]
+    again[-1].update({"class": "sustained", "recovered": False})
+    episodes._recurring(again, Thresholds(recurring_min=2))
+    assert [e["class"] for e in again] == ["recurring"] * 3
     again = [{**e, "class": "spike", "start": datetime.fromisoformat(e["start"])} for e in eps]
     again[-1].update(
         {"class": "sustained", "recovered": False, "duration_s": max(e["duration_s"] for e in eps[:-1]) + 1}

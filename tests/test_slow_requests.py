@@ -122,7 +122,11 @@ def test_frontend_bound_reads_four_recurring_spikes(diagnosed, tmp_path):
     assert head.startswith(
         "TTFT p95 (client clock, client_records) up to 12.7 s over 15 s (04:18:48–04:19:03)"
     )
-    assert pattern == "Recurring, not a one-off: 4 TTFT spikes, starting 17–56 s apart (4 episodes in all)."
+    # the load at each beat said (beats): the first two began after a surge of arrivals, the last two at a steady one
+    assert pattern == (
+        "Recurring, not a one-off: 4 TTFT spikes, starting 17–56 s apart, each back to baseline, 2 after a surge "
+        "of load, 2 at a steady load (4 episodes in all)."
+    )
     md = (tmp_path / "out" / "summary.md").read_text().replace("\\_", "_")
     page = (tmp_path / "out" / "report.html").read_text()
     for line in (head, pattern):

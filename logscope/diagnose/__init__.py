@@ -495,6 +495,7 @@ def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
                 "new_pid": d.new_pid,
                 "downtime_s": d.downtime_s,
                 "at_startup": d.at_startup,
+                "same_server": d.same_server.to_dict() if d.same_server is not None else None,
                 **after(d.ts, d.replica),
             }
             for d in life.deaths

@@ -47,6 +47,7 @@ def claims(
     if "outcome" in req.columns:  # answered requests: the engine's histograms count finished requests only
         req = req.filter(pl.col("outcome").is_null() | (pl.col("outcome") == "ok"))
     ranges = _clipped(_ranges(ctx.inputs.phases, req, eps or []), rng)
+    client, others = _clients(ctx.inputs.phases, ranges)
     spans = [(lo, hi) for _, _, lo, hi in ranges]
     gave = gave_up.per_range(
         clockgap.ByTime.of(every, "ts_start", gave_up.READS),
@@ -88,8 +89,12 @@ def claims(
                     f"{f}_p95_engine_hi": h["p95_bucket_hi"],
                 }
             )
+        if others:  # one client's phases measured of several: which one, and that the others were not
+            where = f"{where} of {client} (every caller's requests in it; {', '.join(others)}: not measured)"
         for c in clockgap._of(fig, where, key, ctx.th, single[i], at_gw[i], gave[i]):
             c.facts.append(Fact("scope", SCOPE))
+            if others:
+                c.facts += [Fact("client", client), Fact("clients_not_measured", ", ".join(others))]
             out.append(c)
     return out
 
@@ -136,6 +141,36 @@ def _ranges(phases: pl.DataFrame, req: pl.DataFrame, eps: list[Episode]) -> list
         ]
     lo, hi = req["ts_start"].min(), req["ts_start"].max()
     return [] if lo is None or hi is None else [("the load", "load", lo, hi)]
+
+
+def _client(source: str) -> str:
+    """A client by its files: client-calm.jsonl and client-calm.log are one client's two records of its phases."""
+    return source.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _clients(phases: pl.DataFrame, ranges: list) -> tuple[str | None, list[str]]:
+    """The client whose phases are measured, and the other clients that logged phases, each with its phases' levels
+    (kv-blip: the calm client's phase 0 at concurrency 1 measured; the burst client's 0.15 s phase at concurrency 3
+    lay inside it, its 3 requests among the calm phase's callers, and no claim of its own)."""
+    if not ranges or not phases.height or "source" not in phases.columns:
+        return None, []
+    lo = {r[2] for r in ranges}
+    ph = phases.filter(pl.col("ts_start").is_not_null() & pl.col("ts_end").is_not_null())
+    mine = {_client(s) for s, t in zip(ph["source"], ph["ts_start"], strict=True) if t in lo}
+    if len(mine) != 1:
+        return None, []
+    others: dict[str, list[str]] = {}
+    for r in ph.sort("ts_start").iter_rows(named=True):
+        name = _client(r["source"])
+        if name in mine:
+            continue
+        said = others.setdefault(name, [])
+        level = f"phase {r['phase']}" + (
+            f" ({_level(r['mode'], r['value'])})" if r.get("value") is not None else ""
+        )
+        if level not in said:
+            said.append(level)
+    return next(iter(mine)), [f"{n}'s {', '.join(v)}" for n, v in sorted(others.items())]
 
 
 def _clipped(

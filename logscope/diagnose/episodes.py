@@ -67,10 +67,11 @@ import polars as pl
 
 from .. import clock
 from ..scalars import int_or_none, int_value
-from . import figures, latency_named, preemption_count, slow
+from . import beats, figures, latency_named, preemption_count, slow
+from .beats import regular, spacing_words
 from .context import Context
 from .load_ends import last_arrival_at, phase_pause, stop_in
-from .load_words import RATE_SPAN_S
+from .load_words import RATE_SPAN_S, came_after
 from .load_words import rates as _rates
 from .load_words import rise as _rise
 from .records import Episode
@@ -290,6 +291,10 @@ def _episode(
     if h.get("baseline_of"):  # what a latency's baseline is of, and its clock (slow.baselines)
         ep["details"]["baseline_of"] = h["baseline_of"]
     ep["class"], ep["reason"] = _classify(ctx, ep, companions, before_req, lead_req, death, own_end)
+    if (
+        death is None and ep["arrival_rate_after"] is not None
+    ):  # a surge of its load before it, or none (beats)
+        ep["decided_by"]["came_after"] = came_after(before_req, lead_req, ctx.th)
     ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
     return ep
 
@@ -554,6 +559,8 @@ def _details(
             "at_startup": death.at_startup,
             "notes": death.notes,
             "engine": death.engine,
+            "same_server": death.same_server.words() if death.same_server is not None else None,
+            "same_server_state": death.same_server.state if death.same_server is not None else None,
         }
         gw = figures.between(ctx.gateway_trouble, "ts", death.ts, end)
         if gw.height:
@@ -733,21 +740,6 @@ def _cut_short(e: Episode, longest_s: float) -> bool:
     return e["class"] == "sustained" and not e["recovered"] and e["duration_s"] <= longest_s
 
 
-def regular(gaps: list[float], th: Thresholds) -> bool:
-    """The gaps between a pattern's starts all within ``recurring_regular_share`` of their median: a rhythm."""
-    med = sorted(gaps)[len(gaps) // 2]
-    return all(abs(g - med) <= th.recurring_regular_share * med for g in gaps)
-
-
-def spacing_words(gaps: list[float], th: Thresholds) -> str:
-    """'about every 25 s' for a rhythm; '7–58 s apart' when the gaps are not one (traced-2r-kill's 8 spikes were
-    'about every 25 s', 7 to 58 s apart; abort-ignored's 3 'about every 66 s', 66 and 34 s apart)."""
-    gaps = sorted(gaps)
-    if regular(gaps, th):
-        return f"about every {gaps[len(gaps) // 2]:.0f} s"
-    return f"{gaps[0]:.0f}–{gaps[-1]:.0f} s apart"
-
-
 def _recurring(eps: list[Episode], th: Thresholds) -> None:
     by_sig: dict[str, list[Episode]] = {}
     for e in eps:
@@ -757,16 +749,20 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
         # a spike of the pattern that its log's end cut short is one more of them, not a regime of its own (the
         # 1 GB bench folder's last ladder copy was a 'Sustained' finding above the pattern it repeats); its
         # reason keeps 'still abnormal when the logs end'
-        beats = {e["replica"] for e in group_}
+        on = {e["replica"] for e in group_}
         longest = max(e["duration_s"] for e in group_)
         group_ = sorted(
-            group_
-            + [e for e in eps if e["signal"] == sig and e["replica"] in beats and _cut_short(e, longest)],
+            group_ + [e for e in eps if e["signal"] == sig and e["replica"] in on and _cut_short(e, longest)],
             key=lambda e: e["start"],
         )
         # spikes starting together on several replicas are one time, not a rhythm (their spacing would be 0 s)
         starts = sorted({e["start"] for e in group_})
         if len(starts) < th.recurring_min or len(starts) == len([e for e in group_ if e["class"] != "spike"]):
+            continue
+        beat = beats.of(group_)
+        if (
+            beat.one_offs()
+        ):  # each after a surge of its own load: the load recurred, each spike is its one-off
             continue
         gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)]
         gaps.sort()
@@ -783,7 +779,7 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
         noun = sig.removesuffix("s").replace("_", " ").replace("ttft", "TTFT").replace("kv ", "KV ")
         # spikes of several replicas at the same times: so many spikes, at so many times
         times = f" at {len(starts)} times" if len(starts) < len(group_) else ""
-        why = f"{len(group_)} {noun} spikes{times}, starting {spacing_words(gaps, th)}"
+        why = f"{len(group_)} {noun} spikes{times}, starting {spacing_words(gaps, th)}, {beat.words()}"
         first = min(group_, key=lambda e: e["start"])
         for e in group_:
             e["class"] = "recurring"
@@ -798,6 +794,12 @@ def _recurring(eps: list[Episode], th: Thresholds) -> None:
                 "spacing_min_s": gaps[0],
                 "spacing_max_s": gaps[-1],
                 "regular": regular(gaps, th),
+                # the facts 'recurring' rests on beside the spacing: the load at each beat, each one's recovery
+                "beats_recovered": beat.recovered,
+                "beats_steady": beat.steady,
+                "beats_after_surge": beat.surge,
+                "beats_total": sum(beat.counts),
+                "beats_phase": beat.phase,
             }
             if kept is not None:
                 e["decided_by"]["arrival_rate_kept"] = kept

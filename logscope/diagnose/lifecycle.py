@@ -21,6 +21,8 @@ from .. import clock, schemas
 from ..correlate.frames import group_first
 from ..scalars import time_value
 from .figures import between, epoch_us
+from .same_server import SameServer
+from .same_server import of as same_server_of
 from .thresholds import Thresholds
 
 DEATH_KINDS = ("oom", "engine_dead", "engine_timeout")
@@ -49,6 +51,9 @@ class Death:
     at_startup: bool = False  # died before serving anything (startup failure)
     notes: list[str] = field(default_factory=list)
     engine: str | None = None  # the engine_kind of its records ('vllm', 'sglang', 'tgi'); None: not said
+    same_server: SameServer | None = (
+        None  # the start after it: this server restarted, or another (same_server)
+    )
 
     @property
     def downtime_s(self) -> float | None:
@@ -108,7 +113,8 @@ def analyse(
     req = (
         requests["ts_start"].drop_nulls().sort() if requests.height else pl.Series([], dtype=act.schema["ts"])
     )
-    starts, deaths, shutdowns, cold = [], [], [], []
+    starts, shutdowns, cold = [], [], []
+    deaths: list[Death] = []
     noise = 0
     for (replica,), g in ev.group_by("replica", maintain_order=True):
         a = act.filter(pl.col("replica") == replica)  # sorted by ts
@@ -144,8 +150,11 @@ def analyse(
         in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
         noise += int(in_shutdown.sum()) if dead.height else 0
         dead = dead.filter(~in_shutdown) if dead.height else dead
-        deaths += _explicit(replica, dead, start_rows, busy, th)
-        deaths += _silent(replica, start_rows, stops, deaths, a)
+        mine = _explicit(replica, dead, start_rows, busy, th)
+        mine += _silent(replica, start_rows, stops, deaths + mine, a)
+        for d in mine:  # why the start after it is read as this server restarted, or another server
+            d.same_server = same_server_of(g, replica, d.ts, d.restart_ts)
+        deaths += mine
         cold += _cold(replica, start_rows, busy_ts, req, th)
     deaths.sort(key=lambda d: (d.ts, d.replica))
     shutdowns = _after_death(shutdowns, deaths, th.merge_gap_s)

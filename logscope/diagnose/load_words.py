@@ -36,6 +36,28 @@ def rates(ep: Episode) -> str:
     return f"arrivals {r(ep['arrival_rate_before'])} before, {during(ep)} during, {r(ep['arrival_rate_after'])} after"
 
 
+SURGES = (
+    "arrivals",
+    "start",
+    "prompts",
+)  # what came before a one-off that is a rise of its load; else 'steady'
+
+
+def came_after(before: dict, lead: dict, th: Thresholds) -> str:
+    """What came before a one-off: a surge of 'arrivals' (``rise_ratio`` times the rate before as it began), the
+    'start' of traffic, a surge of 'prompts' (their mean length), or none: 'steady' ('unknown' with no rate before
+    it or as it began)."""
+    b, a = before.get("arrival_rate"), lead.get("arrival_rate")
+    if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
+        return "arrivals"
+    if b == 0 and a:
+        return "start"
+    bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
+    if bp and ap and ap >= th.rise_ratio * bp:
+        return "prompts"
+    return "unknown" if b is None or a is None else "steady"
+
+
 def rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
     """What came before a one-off, with the arrivals before, as it began, during and after it."""
 
@@ -44,12 +66,13 @@ def rise(ep: Episode, before: dict, lead: dict, th: Thresholds) -> str:
 
     b, a = before.get("arrival_rate"), lead.get("arrival_rate")
     rates = f"{r(b)} before, {r(a)} as it began, {during(ep)} during, {r(ep['arrival_rate_after'])} after"
-    if b is not None and a is not None and b > 0 and a >= th.rise_ratio * b:
+    kind = came_after(before, lead, th)
+    if kind == "arrivals":
         return f"after a surge of arrivals ({rates})"
-    if b == 0 and a:
+    if kind == "start":
         return f"after the start of traffic ({rates})"
-    bp, ap = before.get("prompt_tokens_mean"), lead.get("prompt_tokens_mean")
-    if bp and ap and ap >= th.rise_ratio * bp:
+    if kind == "prompts":
+        bp, ap = before["prompt_tokens_mean"], lead["prompt_tokens_mean"]
         return f"after a surge of prompt lengths ({bp:.0f} → {ap:.0f} tokens; arrivals {rates})"
     return (
         f"no surge of arrivals or prompt lengths before it (arrivals {rates}): a transient at a steady load"

@@ -250,7 +250,10 @@ def _headline(e: Episode, several: bool = False) -> str:
                 "before serving any request."
             )
         back = (
-            f" and was ready again at {clock.hms_after(e['start'], c['ready'])}"
+            # another server in the same log stream is no return of this one (same_server)
+            f"; another server in its log stream was ready at {clock.hms_after(e['start'], c['ready'])}"
+            if c["ready"] and c.get("same_server_state") == "two servers"
+            else f" and was ready again at {clock.hms_after(e['start'], c['ready'])}"
             if c["ready"]
             else ", with no restart in the logs"
         )

@@ -267,6 +267,8 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
     for d in deaths:
         kinds = ", ".join(names.get(k, k) for k in d.get("kinds") or []) or "death"
         ready = f", ready again at {hms(d['ready'])}" if d.get("ready") else ", not seen ready again"
+        if d.get("ready") and (d.get("same_server") or {}).get("state") == "two servers":
+            ready = f", another server in its log stream ready at {hms(d['ready'])}"
         down = f" (down {duration(d['downtime_s'])})" if d.get("downtime_s") is not None else ""
         out.append(f"{d.get('replica') or 'server'}: {kinds} at {hms(d.get('ts'))}{ready}{down}.")
     n = len(life.get("graceful_shutdowns") or [])

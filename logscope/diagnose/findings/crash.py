@@ -69,9 +69,12 @@ def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
     cost = paid(ctx, ep)
     if cost:
         ev.append(cost)
+    if c.get("same_server"):  # why the start after it is this server back, or another (same_server)
+        ev.append(c["same_server"])
     half = lower_cap(cap.get("max_num_seqs"), ep)
     when = f"{clock_time(ep['start'])}" + (
-        f", back at {clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
+        f", {'another server ready' if c.get('same_server_state') == 'two servers' else 'back'} at "
+        f"{clock.hms_after(ep['start'], c['ready'])} ({down:.0f} s down)"
         if down is not None
         else ", no restart in the logs"
     )

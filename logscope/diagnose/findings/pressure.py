@@ -11,7 +11,7 @@ from .. import latency_named, preemption_count
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
 from ..records import Episode, Finding
-from . import kv_load, queue_cause
+from . import kv_load, queue_cause, retry_share
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
 from .retries import cancel_change
@@ -104,6 +104,18 @@ def _title(ctx: Context, ep: Episode, what: str, span: str, kv_full: bool) -> st
     return f"{ep['class'].capitalize()} {kind}: {what} {span}"
 
 
+def _of_pattern(ep: Episode, symptom: str) -> str:
+    """A recurring pattern's finding stands for all its beats: their preemptions in all, then its first beat's
+    (abort-ignored read "2 preemptions at 02:07:02" under a title of 3 spikes, 13 preemptions in all). Counts
+    read from V0's warnings (one per 50, or a floor) are left to the beat's own words."""
+    d, by = ep.get("decided_by") or {}, ep.get("details") or {}
+    if ep["class"] != "recurring" or ep["signal"] != "preemptions" or d.get("beats_total") is None:
+        return symptom
+    if "v0_preemption_warnings" in by or "preemptions_counted_by" in by:
+        return symptom
+    return f"{d['beats_total']:,} preemptions in {d['spikes']} spikes; the first: {symptom}"
+
+
 def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) -> Finding:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
@@ -128,6 +140,7 @@ def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) 
     # an instant between stats lines (a scrape's preemption count) has no server state: no empty '()'
     state = state_phrase(ep)
     symptom = f"{what} {lasted}" + (f" ({state})" if state else "")
+    symptom = _of_pattern(ep, symptom)
     if "ttft" in comps:
         tt = comps["ttft"]
         ttft = latency_named.named(ctx, "ttft", tt["start"], tt["end"])
@@ -242,4 +255,11 @@ def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) 
             "Run a concurrency ladder with this workload's prompt lengths to measure how many requests the KV "
             "cache really admits, then cap --max-num-seqs there"
         )
+    # retries overlapped it (retry-storm, storm-b): the change follows the cause that dominates, not the cap alone
+    told = (
+        retry_share.advice(ctx, ep, hold, mns)
+        if kv_full and not (orphans or failed_load or unadmitted)
+        else None
+    )
+    cause, nt = (cause + told[0], told[1]) if told is not None else (cause, nt)
     return make_finding(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")

@@ -1,0 +1,69 @@
+"""A death followed by a new start in the same log stream says why that start is this server back or another one
+(diagnose.same_server), from what each start printed of itself: its address, version, model and limits.
+
+Lab crash: pid 7682 killed at 08:34:22, pid 8600 ready at 08:35:31, both 'Starting vLLM server on
+http://127.0.0.1:8001' with the same model and args in vllm-server.log: one server restarted, and the finding now
+says why. traced-2r-kill: vllm-server-b (pid 27538 -> 4836, both on :8002) the same. A stream holding two servers
+(the crash log up to its kill, then traced-2r-kill's server b, as a collector writing two servers' output under
+one name would hold it: real lines, none written here) read "back at ..." as if the same server had returned: it is
+another server (its address differs), and its title says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import LAB, need
+
+CASES = {  # run: (replica, pid before, pid after, address on both)
+    "crash": ("vllm-server", 7682, 8600, "http://127.0.0.1:8001"),
+    "traced-2r-kill": ("vllm-server-b", 27538, 4836, "http://127.0.0.1:8002"),
+}
+
+
+@pytest.mark.parametrize("run", sorted(CASES))
+def test_a_restart_says_why_it_is_the_same_server(analyzed, rendered, run):
+    replica, pid, new_pid, address = CASES[run]
+    out, s, _ = analyzed(need(LAB / run))
+    log = (LAB / run / f"{replica}.log").read_text(errors="replace")
+    for p in (pid, new_pid):  # each start printed its address in the raw log
+        assert f"(APIServer pid={p}) INFO" in log and f"Starting vLLM server on {address}" in log
+    [d] = s["server_lifecycle"]["deaths"]
+    assert (d["pid"], d["new_pid"]) == (pid, new_pid)
+    same = d["same_server"]
+    assert same["state"] == "one server restarted" and same["differs"] == [] and same["missing"] == []
+    assert same["before"]["address"] == same["after"]["address"] == address
+    assert same["before"]["version"] == same["after"]["version"] == "0.32.0"
+    [f] = [f for f in s["findings"] if f["kind"] == "crash"]
+    said = f"one server restarted: the same log stream ({replica}), address {address}, version 0.32.0"
+    assert said in f["evidence"] and ", back at " in f["title"]
+    seen = rendered(out, s)
+    for name in ("summary.md", "report.html"):
+        assert said in seen[name], name
+
+
+def test_two_servers_in_one_stream_are_not_a_restart(tmp_path, analyzed, rendered):
+    crash = (LAB / "crash" / "vllm-server.log").read_bytes().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(crash) if line.startswith(b"(APIServer pid=8600)"))
+    other = (LAB / "traced-2r-kill" / "vllm-server-b.log").read_bytes()
+    (tmp_path / "vllm-server.log").write_bytes(b"".join(crash[:cut]) + other)
+    out, s, _ = analyzed(tmp_path / "vllm-server.log")
+    d = s["server_lifecycle"]["deaths"][0]
+    assert (d["pid"], d["new_pid"]) == (7682, 27538)
+    same = d["same_server"]
+    assert same["state"] == "two servers" and same["differs"] == ["address"]
+    assert (same["before"]["address"], same["after"]["address"]) == (
+        "http://127.0.0.1:8001",
+        "http://127.0.0.1:8002",
+    )
+    [f] = [f for f in s["findings"] if f["kind"] == "crash" and f["start"].startswith("2026-11-29T08:34")]
+    assert "another server ready at" in f["title"] and ", back at " not in f["title"]
+    assert (
+        "the start after it is another server, not a restart: the same log stream (vllm-server) but address "
+        "http://127.0.0.1:8001 → http://127.0.0.1:8002"
+    ) in f["evidence"]
+    # the verdict says it too, everywhere it is rendered: not 'ready again'
+    said = "at 11-29 08:34:22; another server in its log stream was ready at 12-06 03:22:56"
+    assert said in s["verdict"][0] and "ready again" not in s["verdict"][0]
+    seen = rendered(out, s)
+    for name, text in seen.items():
+        assert said in text, name
