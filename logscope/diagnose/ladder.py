@@ -225,6 +225,8 @@ def _step(ctx: Context, i: int, s: dict, timeouts=None) -> dict:
         "label": s["label"],
         # the requests of the cold-start window left out of the step's figures, and why
         "cold_set_aside": (every["requests"] - warm["requests"]) if cold and warm["requests"] else 0,
+        # every request of the step in the cold-start window: judged on them, and said (not a table column)
+        "cold_whole": bool(cold) and not warm["requests"] and bool(every["requests"]),
         "cold_why": (
             _cold_why(ctx, cold)
             + ("" if warm["requests"] else "; every request of the step was in it: none set aside")
@@ -445,6 +447,16 @@ def analyse(ctx: Context, timeouts=None) -> tuple[list[dict], dict | None]:
             for r in rows
             if r["cold_set_aside"]
         ],
+        "cold_whole_steps": [
+            {
+                "step": r["step"],
+                "concurrency": r["concurrency"],
+                "requests": r["requests"],
+                "why": r["cold_why"],
+            }
+            for r in rows
+            if r.get("cold_whole")
+        ],
         "pressure_from_step": None
         if pf is None
         else {
@@ -502,6 +514,7 @@ def step_claim(r: dict, slo: dict) -> Claim:
             Fact("undecided_bucket", r.get("slo_undecided")),
             Fact("cold_set_aside", r["cold_set_aside"], "requests", unit="requests"),
             Fact("cold_why", r["cold_why"]),
+            Fact("cold_whole", True if r.get("cold_whole") else None),  # said where it holds
             *ladder_gave_up.facts(r),
         ],
         {

@@ -81,6 +81,8 @@ def _slo_step(c: Claim) -> str:
     aside = ""
     if v("cold_set_aside"):
         aside = f"; {n(v('cold_set_aside'))} request(s) set aside as cold start ({v('cold_why')})"
+    elif v("cold_whole"):
+        aside = f"; judged on cold-start requests only ({v('cold_why')})"
     if (
         v("not_judged") and c.state != "censored"
     ):  # missed all the same: its figures are floors (ladder_gave_up)

@@ -52,6 +52,12 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
         ev += "; set aside as cold start: " + "; ".join(
             f"{c['requests']} request(s) of step {c['step']} ({c['why']})" for c in aside
         )
+    whole = ladder.get("cold_whole_steps") or []
+    if whole:  # no warm request to judge them on
+        ev += "; judged on cold-start requests only: " + "; ".join(
+            f"step {c['step']} (all {c['requests']} request(s) {c['why'].split('; every request')[0]})"
+            for c in whole
+        )
     below = ladder.get("failed_below_boundary") or []
     if below:
         ev += (
