@@ -409,6 +409,8 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
             "b": b,
             "change": None,
             "change_rel": None,
+            "change_bounds": None,  # a histogram's quantile: the range of B − A its two buckets allow
+            "bucket_bounds": None,
             "interval": None,
             "beyond_noise": None,
             "noise": "",
@@ -425,6 +427,14 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
         if a is not None and b is not None:
             row["change"] = num(b - a)
             row["change_rel"] = num((b - a) / abs(a)) if a else None
+            ba, bb = ma.get("bucket_bounds"), mb.get("bucket_bounds")
+            if ba is not None and bb is not None:  # a histogram's quantile: the buckets are the figures
+                row["change_bounds"], row["change_rel"] = engine.change_bounds(ba, bb), None
+        if row["bucket"]:  # each side's bucket as numbers (an open end null), for a machine or a chart
+            row["bucket_bounds"] = {
+                s: [num(x) for x in bb_] if (bb_ := m_.get("bucket_bounds")) else None
+                for s, m_ in (("a", ma), ("b", mb))
+            }
         row["noise"], row["interval"], row["beyond_noise"] = _noise(m, fa, fb, scope, a, b)
         row["direction"] = _direction(m, row)
         rows.append(row)
@@ -469,9 +479,13 @@ def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
     text = f"95 % interval of B − A: {_bound(lo, m.unit)} … {_bound(hi, m.unit)} ({RESAMPLES} resamples)"
     ba, bb = (x.meta.get(m.name, {}).get("bucket_bounds") for x in (fa, fb))
     if ba is not None or bb is not None:  # a histogram's quantile: only a move into another bucket is seen
-        text = f"{text} of the histogram's buckets"
-        if beyond and engine.same_bucket(ba, bb):
-            beyond = False
+        beyond = beyond and not engine.same_bucket(ba, bb)
+        # the interval (compare.json) is of interpolations: the sentence claims no digit the buckets lack
+        text = (
+            f"{'beyond' if beyond else 'within'} the sampling noise of the histogram's bucket counts "
+            f"(bootstrap, {RESAMPLES} resamples)"
+        )
+        if engine.same_bucket(ba, bb):
             text += f"; both in the {fa.meta[m.name]['bucket']} bucket: the histogram cannot tell them apart"
     return text, [num(lo), num(hi)], beyond
 
@@ -499,11 +513,13 @@ def gauge_moved(row: dict) -> bool:
 
 
 def _direction(m: Metric, row: dict) -> str | None:
-    """better | worse | none (no change) | within noise | small (no noise estimate, a change below GAUGE_MOVE) |
+    """better | worse | none (no change) | same bucket (a histogram's quantiles in one bucket) | within noise | small (no noise estimate, a change below GAUGE_MOVE) |
     None (no side is better, unknown, or too few requests to tell)."""
     ch = row["change"]
     if ch is None or m.better is None:
         return None
+    if (row.get("bucket") or {}).get("a") and row["bucket"]["a"] == row["bucket"].get("b"):
+        return "same bucket"  # the histogram cannot tell where either lies inside it: no move, and no 'none'
     if ch == 0:
         return "none"
     if row["beyond_noise"] is False:

@@ -129,6 +129,11 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
                     "buckets": {
                         n: f.meta[n]["bucket"] for n in STEP_FIGURES if f.meta.get(n, {}).get("bucket")
                     },
+                    "bucket_bounds": {
+                        n: [num(x) for x in f.meta[n]["bucket_bounds"]]
+                        for n in STEP_FIGURES
+                        if f.meta.get(n, {}).get("bucket") and f.meta[n].get("bucket_bounds")
+                    },
                     # the requests the gateway's e2e (served answers only) did not count, by outcome (null: none)
                     "left_out": f.meta.get("gateway_e2e_p95", {}).get("left_out") or None,
                 }
@@ -289,9 +294,14 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
     }
 
 
-def _fig(key: str, v: float | None) -> str:
-    m = moves.BY_NAME[key]
-    return f"{m.title} {verdict.value_text(v, m.unit)}"
+def _shown(c: dict, key: str) -> str:
+    """A cell's figure in a sentence: a histogram's quantile as its bucket ('in 2.5–5 s'), as the table gives it."""
+    b = (c.get("buckets") or {}).get(key) if c.get(key) is not None else None
+    return f"in {b}" if b else verdict.value_text(c.get(key), moves.BY_NAME[key].unit)
+
+
+def _fig(key: str, c: dict) -> str:
+    return f"{moves.BY_NAME[key].title} {_shown(c, key)}"
 
 
 def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
@@ -339,7 +349,7 @@ def _evidence(table, runs, figs, keys, labels, swept, best, control) -> dict:
         if t["run"] in best["runs"] or c is None or not t["boundary_known"]:
             continue
         out["missed"].append({"run": t["run"], "step": c["label"], "failed": c["slo_failed"]})
-        figs_ = ", ".join(_fig(k, c[k]) for k in c["slo_failed"])
+        figs_ = ", ".join(_fig(k, c) for k in c["slo_failed"])
         bits.append(f"{_name(swept, t)} missed at {c['label']}: {figs_}")
     win = [t for t in table if t["run"] in best["runs"]]
     names = _and([_name(swept, t) for t in win])
@@ -375,7 +385,7 @@ def _tie(win, runs, figs, k, i, label, swept, control) -> tuple[dict, str] | Non
         next(r for r in moves.compare(fl, figs[by_run[t["run"]]][k], k) if r["name"] == key)["beyond_noise"]
         for t in others
     ]
-    vals = ", ".join(f"{verdict.value_text(t['steps'][i][key], 's')} ({_name(swept, t)})" for t in win)
+    vals = ", ".join(f"{_shown(t['steps'][i], key)} ({_name(swept, t)})" for t in win)
     title = moves.BY_NAME[key].title
     # beyond the bootstrap's noise but within the spread the control steps show: not told apart either
     floor = (control["spread"].get(key) or {}).get("ratio")

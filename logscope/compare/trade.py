@@ -74,6 +74,8 @@ def rises(
             r = _row(rows, name)
             if r is None or r["change"] is None or r["change"] == 0 or (r["change"] > 0) != up:
                 continue
+            if r["direction"] == "same bucket":  # two interpolations inside one bucket: no rise to show
+                continue
             out.setdefault(name, []).append(
                 {
                     "scope": scope,
