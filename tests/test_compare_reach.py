@@ -151,3 +151,53 @@ def test_the_sweep_table_says_what_the_gateways_e2e_left_out(outs, tmp_path, oth
     )
     assert said.count(text) == 2  # compare.md and compare.html
     assert "e2e p95 (gateway) (served answers only)" in said
+
+
+# a sweep judges by the pair's rule (reach.across): the smallest cap of all its runs, every run's running count
+SWEEPS = [
+    (("seqs-64", "seqs-32", "seqs-16"), 16, ["c=1", "c=2", "c=4", "c=8"]),
+    (("seqs-64", "seqs-32", "seqs-16", "seqs-8"), 8, ["c=1", "c=2", "c=4"]),
+]
+
+
+@pytest.mark.parametrize(("runs", "cap", "idle"), SWEEPS)
+def test_a_sweep_judges_no_step_where_no_run_reached_its_smallest_cap(outs, tmp_path, runs, cap, idle):
+    res = sweep([outs(r) for r in runs], tmp_path / "s")
+    doc = res["doc"]
+    jsonschema.validate(doc, SCHEMA)
+    said = _said(res)
+    by_run = {t["run"]: t["value"] for t in doc["sweep"]["table"]}
+    labels = {r.lower(): name for r, name in zip("ABCD", runs, strict=False)}
+    assert [x["step"] for x in doc["sweep"]["reach"]] == doc["sweep"]["steps"]
+    for x in doc["sweep"]["reach"]:
+        r, c = x["reach"], int(x["step"].removeprefix("c="))
+        assert r["setting"] == "max_num_seqs" and r["kind"] == "cap"
+        assert {k: r["facts"]["setting"][k] for k in by_run} == by_run
+        got = {k: r["facts"][k]["running_max"] for k in by_run}
+        assert all(got[k] >= _running(labels[k])[c] for k in got)  # the step's range holds truth's window
+        assert r["acts"] is (x["step"] not in idle) and (max(got.values()) >= cap) is r["acts"]
+        if not r["acts"]:
+            assert max(_running(labels[k])[c] for k in got) < cap
+            assert f"Not judged at this step: max_num_seqs cannot act here: no run's running count reached the smallest cap, {cap}" in said  # fmt: skip
+    # the steps the sweep holds as its control are those (the spread of the same work in every run) ...
+    assert doc["sweep"]["control"]["steps"] == idle
+    line = next(v for v in doc["verdict"] if v.startswith("Where max_num_seqs does not bind"))
+    assert f"({', '.join(idle)}: no run's running count reached the smallest cap, {cap})" in line
+    # ... and the trade between its ends names none of them (64 -> 16 named the callers' TTFT at c=8)
+    assert doc["sweep"]["ends"]["text"] and not [
+        s for s in idle if f"at {s} " in doc["sweep"]["ends"]["text"]
+    ]
+
+
+@pytest.mark.parametrize(("a", "b"), [("seqs-64", "seqs-16"), ("seqs-32", "seqs-16")])
+def test_the_trade_names_no_step_where_the_change_cannot_act(outs, tmp_path, a, b):
+    """seqs-64 -> seqs-16: 'the callers' TTFT p95 rose at c=8 from 0.2 s to 0.63 s' (the engine ran 8 sequences in
+    both, under a cap of 16: the host's load at that step)."""
+    res = compare(outs(a), outs(b), tmp_path / "c")
+    doc = res["doc"]
+    idle = [s["label"] for s in doc["steps"] if s["reach"]["acts"] is False]
+    assert "c=8" in idle and max(_running(a)[8], _running(b)[8]) < 16
+    assert not [m for m in doc["trade"]["rose"] if m["scope"].removeprefix("step ") in idle]
+    text = doc["trade"]["text"] or ""
+    assert not [s for s in idle if f"at {s} " in text or f"at {s}," in text or f"at {s})" in text]
+    assert not [s for s in idle if f"| step {s} |" in res["paths"]["compare_md"].read_text()]

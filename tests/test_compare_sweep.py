@@ -342,7 +342,7 @@ def test_where_the_cap_does_not_bind_the_runs_spread_is_the_noise(swept):
         assert got["hi"] == pytest.approx(max(per[c]), abs=6e-4)
         assert got["ratio"] > 2, "the recordings' host noise was over 2x at a step the setting cannot touch"
     line = next(v for v in doc["verdict"] if v.startswith("Where max_num_seqs does not bind"))
-    assert "(c=1, c=2, c=4: the load stays below every value)" in line
+    assert "(c=1, c=2, c=4: no run's running count reached the smallest cap, 8)" in line  # reach's rule
     tie = doc["sweep"]["best"]["tie"]
     if tie is not None and tie["separated"]:
         f = ctl["spread"][tie["figure"]]["ratio"]

@@ -330,7 +330,16 @@ def sweep_view(doc: dict) -> dict:
                 }
             )
         meets = [_yesno(t["steps"][i]["meets_slo"]) for t in table]
-        steps.append({"label": label, "rows": rows, "meets": meets})
+        # a step where the swept setting cannot act in any run (the pair's reach): why no value is better there
+        got = next((x["reach"] for x in sw.get("reach") or [] if x["step"] == label), {})
+        steps.append(
+            {
+                "label": label,
+                "rows": rows,
+                "meets": meets,
+                "reach": got.get("text") if got.get("acts") is False else None,
+            }
+        )
     settings = [
         {**r, "cells": [setting(r["values"].get(k)) for k in sw["order"]]}
         for r in doc["settings"]
