@@ -172,6 +172,11 @@ def view(doc: dict) -> dict:
                 "reach": (s.get("reach") or {}).get("text")
                 if (s.get("reach") or {}).get("acts") is False
                 else None,
+                # a step after another load in each run, which ran into it (logscope.compare.after)
+                "after": (s.get("after") or {}).get("text")
+                if (s.get("after") or {}).get("same") is False
+                and (s.get("after") or {}).get("carried") is not False
+                else None,
                 # a step's figures unknown in both runs are left out (the whole runs' table lists every one)
                 "rows": metric_rows([r for r in s["metrics"] if r["a"] is not None or r["b"] is not None]),
             }
