@@ -336,7 +336,7 @@ def sweep_view(doc: dict) -> dict:
             )
         meets = [_yesno(t["steps"][i]["meets_slo"]) for t in table]
         # a step where the swept setting cannot act in any run (the pair's reach): why no value is better there
-        got = next((x["reach"] for x in sw.get("reach") or [] if x["step"] == label), {})
+        got: dict = next((x["reach"] for x in sw.get("reach") or [] if x["step"] == label), {})
         steps.append(
             {
                 "label": label,
