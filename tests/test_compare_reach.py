@@ -201,3 +201,47 @@ def test_the_trade_names_no_step_where_the_change_cannot_act(outs, tmp_path, a, 
     text = doc["trade"]["text"] or ""
     assert not [s for s in idle if f"at {s} " in text or f"at {s}," in text or f"at {s})" in text]
     assert not [s for s in idle if f"| step {s} |" in res["paths"]["compare_md"].read_text()]
+
+
+KV_PAIR = (
+    ROOT / "tests" / "data" / "pairs" / "spike-kv"
+)  # the spike scenario, --num-gpu-blocks-override 112 / 224
+
+
+def _overlaps(episodes: list, window: list[str]) -> bool:
+    """Whether a preemption episode of truth.json ([start, end, count]) falls in a step's range."""
+    lo, hi = window
+    return any(e[0] < hi and e[1] >= lo for e in episodes)
+
+
+@pytest.mark.parametrize("order", [("kv112", "kv224"), ("kv224", "kv112")])
+def test_the_kv_rule_on_a_real_pair(analyzed, tmp_path, order):
+    """The KV cache's size acts only where a run preempted or queued: the calm c=2 phase before the burst (2
+    callers, neither run preempting or queueing) is no test of it; the burst of 48, where the run of 112 blocks
+    preempted (truth.json's episodes, from vLLM's own counter), is."""
+    runs = [need(KV_PAIR / x) for x in order]
+    res = compare(analyzed(runs[0])[0], analyzed(runs[1])[0], tmp_path / "c")
+    doc = res["doc"]
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["comparable"]["changed"] == ["num_gpu_blocks_override"]
+    truth = {
+        side: json.loads((p / "truth.json").read_text())["preemptions"]
+        for side, p in zip("ab", runs, strict=True)
+    }
+    assert truth["a" if order[0] == "kv112" else "b"]["total"] > 0
+    said = _said(res)
+    acts = {}
+    for s in doc["steps"]:
+        r = s["reach"]
+        assert r["setting"] == "num_gpu_blocks_override" and r["kind"] == "kv"
+        assert {r["facts"]["setting"]["a"], r["facts"]["setting"]["b"]} == {112, 224}
+        seen = {side: r["facts"][side] for side in "ab"}
+        assert r["acts"] is any(v[k] > 0 for v in seen.values() for k in ("preemptions", "waiting_max"))
+        for side in "ab":  # a preemption the step counts is one truth.json saw in its range, and the reverse
+            assert (seen[side]["preemptions"] > 0) is _overlaps(truth[side]["episodes"], s["window"][side])
+        acts[s["label"]] = r["acts"]
+        if r["acts"] is False:
+            assert not [m for m in s["metrics"] if m["direction"] in ("better", "worse")]
+            assert "Not judged at this step: num_gpu_blocks_override cannot act here: neither run preempted or queued" in said  # fmt: skip
+    # steps where neither run preempted or queued beside the burst, where one did
+    assert acts["c=2"] is False and acts["c=48"] is True, acts
