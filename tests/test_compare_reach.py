@@ -245,3 +245,39 @@ def test_the_kv_rule_on_a_real_pair(analyzed, tmp_path, order):
             assert "Not judged at this step: num_gpu_blocks_override cannot act here: neither run preempted or queued" in said  # fmt: skip
     # steps where neither run preempted or queued beside the burst, where one did
     assert acts["c=2"] is False and acts["c=48"] is True, acts
+
+
+# the spike scenario once more beside spike-kv/kv112, with one gateway directive changed: nginx's :8081
+# proxy_read_timeout 300s -> 8s (its notes.md); the same 112 KV blocks
+GW_RUNS = {
+    "kv112": KV_PAIR / "kv112",
+    "read8s": ROOT / "tests" / "data" / "pairs" / "spike-read-timeout" / "read8s",
+}
+
+
+@pytest.mark.parametrize("order", [("kv112", "read8s"), ("read8s", "kv112")])
+def test_the_gateway_rule_on_a_real_pair(analyzed, tmp_path, order):
+    """A gateway setting acts only where the gateway acted. Here it did at every step, in both runs: nginx tried
+    the pool's dead replica and went on to the live one (truth.json: 14 attempts to :8002 in each run), so every
+    step is judged; each step's retries are the gateway's own, and no more than truth counts."""
+    runs = [need(GW_RUNS[x]) for x in order]
+    res = compare(analyzed(runs[0])[0], analyzed(runs[1])[0], tmp_path / "c")
+    doc = res["doc"]
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["comparable"]["changed"] == ["proxy_read_timeout"] and doc["comparable"]["traffic_alike"]
+    dead = {s: json.loads((p / "truth.json").read_text())["gateway"]["upstream_attempts_to_dead_8002"]
+            for s, p in zip("ab", runs, strict=True)}  # fmt: skip
+    retries = {"a": 0, "b": 0}
+    for s in doc["steps"]:
+        r = s["reach"]
+        assert r["setting"] == "proxy_read_timeout" and r["kind"] == "gateway"
+        assert {r["facts"]["setting"]["a"], r["facts"]["setting"]["b"]} == {"300s", "8s"}
+        seen = [
+            r["facts"][side][k] for side in "ab" for k in ("gateway_retries", "gateway_5xx", "gateway_499")
+        ]
+        assert r["acts"] is any(v > 0 for v in seen) and r["acts"] is True, s["label"]
+        for side in "ab":
+            retries[side] += r["facts"][side]["gateway_retries"]
+        assert r["text"].startswith("proxy_read_timeout can act here: the gateway acted (retries A ")
+    assert all(0 < retries[side] <= dead[side] for side in "ab"), (retries, dead)
+    assert not [x for x in _said(res).splitlines() if "Not judged at this step: proxy_read_timeout" in x]
