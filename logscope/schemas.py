@@ -183,7 +183,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "http_path": (S, "uvicorn access line path"),
         "http_status": (I, "uvicorn access line status"),
         "client_addr": (S, "uvicorn access line client address"),
-        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm', 'sglang' or 'tgi'"),
         "requests_affected": (
             I,
             "requests the event names by number: SGLang '#retracted_reqs: N', vLLM 'Recovered from KV load "
@@ -204,8 +204,13 @@ TABLES: dict[str, dict[str, Column]] = {
         "ts": (TS, "time (UTC)"),
         "source": (S, "input file"),
         "replica": (S, "server replica"),
-        "event": (S, "received | added | finished | aborted | preempted | failed"),
-        "request_id": (S, "raw request id as logged"),
+        "event": (
+            S,
+            "received | added | finished | aborted | preempted | failed; TGI: each Success line's finished (its "
+            "stamp), received (less total_time) and added (received plus validation_time: queued), all on the "
+            "router's clock",
+        ),
+        "request_id": (S, "raw request id as logged; TGI logs none: '<route>@<the stamp of its end>'"),
         "base_request_id": (S, "id as sent in X-Request-Id"),
         "max_tokens": (I, "SamplingParams max_tokens (received)"),
         "prompt_tokens": (I, "len(prompt_token_ids) when logged"),
@@ -215,7 +220,7 @@ TABLES: dict[str, dict[str, Column]] = {
         "prompt": (S, "prompt text, only with --include-prompts"),
         "line_no": (I, "1-based line number"),
         "seq": (I, "order within the source"),
-        "engine_kind": (S, "serving engine that wrote the line: 'vllm' or 'sglang'"),
+        "engine_kind": (S, "serving engine that wrote the line: 'vllm', 'sglang' or 'tgi'"),
     },
     "server_requests": {
         "request_id": (S, "request id as first logged (Received, else Added)"),
@@ -235,11 +240,11 @@ TABLES: dict[str, dict[str, Column]] = {
         "preempted": (B, "named by a V0 preemption warning (V1 never names requests: null)"),
         "endpoint": (
             S,
-            "completion | chat | tokenize | embedding | other, from the id prefix (vLLM); null for "
-            "SGLang, whose ids carry none",
+            "completion | chat | tokenize | embedding | other, from the id prefix (vLLM) or the route (TGI); "
+            "null for SGLang, whose ids carry none",
         ),
         "prompt": (S, "prompt text, only with --include-prompts"),
-        "engine_kind": (S, "serving engine that logged the request: 'vllm' or 'sglang'"),
+        "engine_kind": (S, "serving engine that logged the request: 'vllm', 'sglang' or 'tgi'"),
     },
     "server_metrics": {
         "ts": (TS, "sample time (UTC)"),
@@ -703,7 +708,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "before_engine_s": (
             F,
             "engine span start - its parent client attempt's start: gateway + API server + network (two hosts' "
-            "clocks: an offset between them is in it)",
+            "clocks: less clock_offset_s where the spans showed one; null where the offset is unknown, see "
+            "correlation.json traces.clock_skew)",
         ),
         "before_attempt_s": (
             F,
@@ -713,7 +719,12 @@ TABLES: dict[str, dict[str, Column]] = {
         "after_engine_s": (
             F,
             "the caller's request span end - the engine span's end: the answer's way back (a stream's delivery); "
-            "two hosts' clocks",
+            "two hosts' clocks, plus clock_offset_s where the spans showed one (null where it is unknown)",
+        ),
+        "clock_offset_s": (
+            F,
+            "the engine's clock minus the callers' that the spans' nesting showed (correlation.json "
+            "traces.clock_skew), removed from before_engine_s and after_engine_s; null where none was removed",
         ),
         "engine_clock": (S, "'engine': the clock of span_* figures"),
         "attempt_clock": (S, "'client': the clock of the attempt figures"),
@@ -945,7 +956,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "slo_status": (
             S,
             "met | missed | undecided (a histogram bucket holds the SLO: between its bounds) | unknown (a figure "
-            "missing and none failed)",
+            "missing and none failed) | censored (not judged: at least 5 % of its callers gave up, its p95s are "
+            "floors below the SLO; slo_not_judged)",
         ),
         "slo_missing": (
             S,
@@ -970,6 +982,26 @@ TABLES: dict[str, dict[str, Column]] = {
         "e2e_p95_engine_bucket": (S, "the histogram bucket e2e_p95_engine lies in"),
         "cold_set_aside": (I, "requests of the step in a cold-start window, left out of its figures"),
         "cold_why": (S, "why they were set aside (which server start, cold_start_s)"),
+        "callers": (I, "the callers of the step's figures (its requests, the server's own records left out)"),
+        "gave_up": (
+            I,
+            "callers that left before their answer (timed out, in flight when their client stopped, nginx 499): "
+            "failures in success_share",
+        ),
+        "gave_up_before_first_token": (I, "those of gave_up that left before a first token"),
+        "gave_up_share": (F, "gave_up / callers"),
+        "gave_up_timeout_s": (F, "the client timeout the callers' records state (one value), else null"),
+        "gave_up_wait_min_s": (
+            F,
+            "the shortest wait of a caller that gave up (s), on gave_up_wait_source's clock",
+        ),
+        "gave_up_wait_max_s": (F, "the longest wait of a caller that gave up (s)"),
+        "gave_up_wait_source": (S, "the records that timed those waits (client_records, gateway_log)"),
+        "slo_not_judged": (
+            S,
+            "why a 'censored' step is not judged (or a missed one's p95s are floors): at least 5 % of its callers "
+            "gave up, so its TTFT / e2e p95 over those who stayed are floors of the true ones",
+        ),
         "claim_id": (S, "the step's SLO claim in diagnosis.json's claims ('ladder.step.3')"),
     },
 }

@@ -167,6 +167,10 @@ def trace_words(tr: dict | None) -> str | None:
         why = (tr.get("no_engine_span") or {}).get("by_class") or {}
         if why:
             line += " (without: " + ", ".join(f"{k} {v:,}" for k, v in why.items()) + ")"
+    # an engine's clock off its callers': the split corrected by it, or unknown (summary.md has the evidence)
+    for k in tr.get("clock_skew") or []:
+        if k.get("status") != "agree":
+            line += f"; {k['note']}"
     return line
 
 

@@ -19,6 +19,7 @@ from .base import ChunkResult, ParseContext, head_frame, safe_detect
 _MODULES = (
     "vllm_server",
     "sglang_server",
+    "tgi_router",
     "prometheus_tsdb_dump",
     "prometheus_query_range",
     "prometheus_text",

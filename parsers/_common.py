@@ -77,6 +77,18 @@ def endpoint_expr(col: str | pl.Expr) -> pl.Expr:
     )
 
 
+def tgi_endpoint_expr(col: str | pl.Expr) -> pl.Expr:
+    """The endpoint of a TGI request, named by its route ('chat_completions@<stamp>', parsers/tgi_router.py)."""
+    route = (pl.col(col) if isinstance(col, str) else col).str.extract(r"^(\w+)@")
+    return (
+        pl.when(route == "chat_completions")
+        .then(pl.lit("chat"))
+        .when(route.is_in(["generate", "generate_stream", "compat_generate", "completions"]))
+        .then(pl.lit("completion"))
+        .otherwise(pl.lit("other"))
+    )
+
+
 def local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
     """Naive local datetimes (zone ``tz``) to UTC; ambiguous/non-existent DST times resolved early/forward."""
     if tz in ("UTC", "Z", "+00:00"):

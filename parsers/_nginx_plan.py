@@ -66,14 +66,14 @@ _TIME_ISO = [
     {"optional": [_lit("."), _D]},
     {"either": [[{"run": "+\\-", "min": 1, "max": 1}, _digits(2), _lit(":"), _digits(2)], [_lit("Z")]]},
 ]
-_FIXED = {
+_FIXED: dict[str, list[dict]] = {
     "time_local": _TIME_LOCAL,
     "time_iso8601": _TIME_ISO,
     "msec": [_D, _lit("."), _D],
     "apisix_upstream_response_time": [{"either": [[_D], [_lit("-")]]}],  # [0-9]+|-: APISIX's whole ms
 }
 # [^\s,"]*(?:(?:, | : )[^\s,"=]*)*: entries separated by ", " (attempts) or " : " (another upstream group)
-_LIST = [
+_LIST: list[dict] = [
     {"run": '^\\s,"'},
     {"repeat": [{"either": [[_lit(", ")], [_lit(" : ")]]}, {"run": '^\\s,"='}]},
 ]
@@ -160,11 +160,12 @@ def _compiled(keys: tuple, reading, anchored: bool):
     for i, (tokens, escape, keep) in enumerate(keys):
         names = [VARIABLE_ALIASES.get(t, t) for k, t in tokens if k == "var"]
         lists = [v for v in LIST_VARS if v in keep and v in names]
+        split: dict[str, object] = {"fields": lists, **_SPLIT}
         kinds.append(
             {
                 "name": f"layout {i}",
                 "steps": steps(tokens, escape, keep, anchored, reading),
-                "split": {"fields": lists, **_SPLIT},
+                "split": split,
             }
         )
     return _scan.Plan(kinds)

@@ -1,13 +1,19 @@
 """openai_client's lines -> one event row each: kind, thread, time and fields.
 
 Each line's time, thread, message lead and the fields of its kind are read by the compiled scanner in one pass over the
-chunk (``_openai_lines.toml``); what is left here is per row of a few kinds: the errors an application's own lines name
-(when no client message is on them), a traceback's exception, and the times."""
+chunk (``_openai_lines.toml``); then one pass of the core over the chunk (scan/src/events.rs, with the patterns below)
+tells the lines of no client message that name the error that ended a request, a traceback's lines and exception, the
+recognised lines, and gives the event rows' kinds and errors; what is left here is the gather of the scan's other fields
+at those rows, their times and bounds."""
 
 from __future__ import annotations
 
-import polars as pl
+import functools
 
+import polars as pl
+from polars.datatypes import DataType, DataTypeClass
+
+from logscope import _scan
 from logscope.numbers import MAX_ABS
 
 from . import _kinds
@@ -30,12 +36,12 @@ _FINAL_WORDS = r"APIConnectionError|Connection error\.|APITimeoutError|Request t
 # other lines of the httpx / httpcore loggers (connect_tcp.started, load_ssl_context...): known noise (detection)
 _NOISE = rf"^(?:\[?\d{{4}}-\d\d-\d\d[T ]\d\d:\d\d:\d\d|{_LEVEL}:).*?(?:^|[\s\[:])(?:httpcore2?|httpx2?)(?:\.\w+)*(?:[\s:\]]|$)"
 _EXC = r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Timeout|Exit|Interrupt))(?::|$)"
+# a "thread" in brackets that is a time or a logger's field ('[2026-...]', '[openai - INFO]'): none
+_NOT_THREAD = r"^\d{4}-| - "
+# the lab client's 'err=ReadTimeout(...)': the error's class
+_ERR_CLASS = r"^([A-Za-z_]\w*)"
 
-# the kinds whose message opens with 'Encountered ' (the scanner names each lead's kind: `code` in _openai_lines.toml;
-# "encountered" is that lead with no kind of its own)
-_ENCOUNTERED = ["status_error", "timeout", "conn_error", "encountered"]
-
-_EV_SCHEMA = {
+_EV_SCHEMA: dict[str, DataType | DataTypeClass] = {
     "seq": pl.Int64,
     "line_no": pl.Int64,
     "ts": pl.Datetime("us", "UTC"),
@@ -89,31 +95,27 @@ def _timestamp(
     )
 
 
-def _kind(df: pl.DataFrame) -> pl.DataFrame:
-    """``kind`` of each line's message (null: none, or a lead of no kind), ``msg`` (the line holds a message) and ``enc``
-    (the message opens with 'Encountered ')."""
-    lead = pl.col("lead")
-    return df.with_columns(
-        pl.when(lead != "encountered").then(lead).alias("kind"),
-        (pl.col("scan") == 0).alias("msg"),
-        lead.is_in(_ENCOUNTERED).fill_null(False).alias("enc"),
-    )
-
-
-def _where(df: pl.DataFrame, mask: pl.Expr, expr: pl.Expr, dtype: pl.DataType) -> pl.Series:
-    """``expr`` on the rows where ``mask`` holds, null elsewhere: a regex runs on those rows alone."""
-    idx = df.select(mask.fill_null(False).arg_true()).to_series()
-    out = pl.repeat(None, df.height, dtype=dtype, eager=True)
-    if idx.len():
-        # those rows of the columns it reads alone (a gather of the scanner's ~30 fields cost more than the regexes)
-        rows = df.select(pl.col(expr.meta.root_names() or df.columns).gather(idx))
-        out = out.scatter(idx, rows.select(expr.cast(dtype)).to_series())
-    return out
-
-
 def _bounded(c: str) -> pl.Expr:
     """An integer field as to_int reads it: none past +-2**53."""
     return pl.when(pl.col(c).abs() <= MAX_ABS).then(pl.col(c))
+
+
+@functools.cache
+def _pass() -> _scan.OpenaiEvents:
+    """The event rows' pass of the compiled scanner (scan/src/events.rs), its patterns compiled once."""
+    return _scan.OpenaiEvents(
+        {
+            "level": _LEVEL_PREFIX,
+            "console": _CONSOLE,
+            "final_words": _FINAL_WORDS,
+            "final_timeout": _FINAL_TIMEOUT,
+            "final_conn": _FINAL_CONN,
+            "final_status": _FINAL_STATUS,
+            "exc": _EXC,
+            "not_thread": _NOT_THREAD,
+            "err_class": _ERR_CLASS,
+        }
+    )
 
 
 def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, pl.Series]:
@@ -121,89 +123,47 @@ def _events(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
     seq0 = state.get("seq", 0)
     line = pl.col("line")
     cr = bool(lines.select(line.str.ends_with("\r").any()).item())
-    df = lines.select(
-        "line_no",
-        (line.str.strip_suffix("\r") if cr else line).alias("line"),
-        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-    )
+    df = lines.select("line_no", (line.str.strip_suffix("\r") if cr else line).alias("line"))
     got = _kinds.scan(__file__, df)
-    df = _kind(pl.concat([df, got.rename({"kind": "scan"})], how="horizontal"))
-    kind, msg, ln = pl.col("kind"), pl.col("msg"), pl.col("line")
-    # a line with a time, or logging's default 'LEVEL:' before its text, is a record; else it may continue one
-    level = _where(
-        df, kind.is_null() & pl.col("stamp").is_null(), ln.str.contains(_LEVEL_PREFIX), pl.Boolean()
+    cols = {c: got.get_column(c) for c in ("lead", "stamp", "thread", "err", "lab_err", "kind")}
+    # each line's kind, continuation and recognition, and the event rows' kind and errors: one pass of the core
+    ev, ok, in_exc, n_other = _pass().events(
+        cols | {"line": df.get_column("line")}, state.get("in_exc", False)
     )
-    prefixed = kind.is_not_null() | pl.col("stamp").is_not_null() | level.fill_null(False)
-    df = df.with_columns(prefixed.alias("prefixed"))
-    # traceback lines after an 'Encountered ...' record (exc_info=True in older SDKs)
-    enc = pl.when(pl.col("prefixed")).then(pl.col("enc"))
-    df = df.with_columns(
-        (~pl.col("prefixed") & enc.forward_fill().fill_null(state.get("in_exc", False))).alias("cont")
-    )
-    last_prefixed = df.filter(pl.col("prefixed")).tail(1)
-    if last_prefixed.height:
-        state["in_exc"] = bool(last_prefixed["enc"].item())
+    if in_exc is not None:  # the last record's: an 'Encountered ...' line opens a traceback
+        state["in_exc"] = in_exc
     state["seq"] = seq0 + df.height
-    cont = pl.col("cont")
-    # a record of another logger of the application (its prefix read, its text no client event), its console lines
-    bare = ~msg & ~cont
-    console = _where(df, bare & ~pl.col("prefixed"), ln.str.contains(_CONSOLE), pl.Boolean())
-    other = bare & (pl.col("prefixed") | console.fill_null(False))
-    # the error that ended a request, in whatever line the application wrote it
-    final = (
-        pl.when(ln.str.contains(_FINAL_TIMEOUT))
-        .then(pl.lit("final_timeout"))
-        .when(ln.str.contains(_FINAL_CONN))
-        .then(pl.lit("final_conn"))
-        # an APIStatusError's message ('Error code: 502 - {...}'): the SDK gave up on that status
-        .when(ln.str.contains(_FINAL_STATUS))
-        .then(pl.lit("reraise"))
-    )
-    maybe = kind.is_null() & ~cont & ln.str.contains(_FINAL_WORDS)  # the whole column: cheaper than a gather
-    df = df.with_columns(pl.coalesce(kind, _where(df, maybe, final, pl.String())).alias("kind"))
-    ok = df.select((msg | cont | other | kind.is_not_null()).alias("ok")).to_series()
-    n_other = int(df.select((other & kind.is_null()).sum()).item())
     if n_other:
         state["other_records"] = state.get("other_records", 0) + n_other
-    df = df.with_columns(_where(df, cont, ln.str.extract(_EXC, 1), pl.String()).alias("exc"))
-    return _rows(df.filter(kind.is_not_null() | pl.col("exc").is_not_null()), ctx), ok
+    ev = pl.DataFrame(ev)
+    # the scan's other fields at those rows
+    at = (
+        got.drop("kind", "err", "lab_err", "lead").with_columns(lines.get_column("line_no")).gather(ev["row"])
+    )
+    return _rows(pl.concat([ev, at], how="horizontal"), ctx, seq0), pl.DataFrame(ok).get_column("ok")
 
 
-def _rows(ev: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """The event rows' columns (_EV_SCHEMA) from the scanner's fields."""
-    kind, thread, lab_err, mode = pl.col("kind"), pl.col("thread"), pl.col("lab_err"), pl.col("ph_mode")
+def _rows(ev: pl.DataFrame, ctx: ParseContext, seq0: int) -> pl.DataFrame:
+    """The event rows' columns (_EV_SCHEMA) from the pass's and the scanner's fields."""
+    kind, mode = pl.col("kind"), pl.col("ph_mode")
     spaced = bool(ev.select(pl.col("stamp").str.contains(" ", literal=True).any()).item())
     zoned = ev["tz"].null_count() < ev.height
-
-    def on(*kinds: str) -> pl.Expr:
-        return kind.is_in(kinds) if len(kinds) > 1 else kind == kinds[0]
-
     ev = ev.select(
-        "seq",
+        (pl.col("row") + seq0).alias("seq"),
         "line_no",
         _timestamp(pl.col("stamp"), pl.col("frac"), pl.col("tz"), ctx.tz, spaced, zoned).alias("ts"),
-        pl.when(thread.str.contains(r"^\d{4}-| - ")).then(None).otherwise(thread).alias("thread"),
-        kind.fill_null("exc"),
-        pl.when(on("build")).then(_bounded("rt")).alias("rt"),
-        pl.when(on("options")).then(pl.col("options_url")).otherwise(pl.col("url")).alias("url"),
+        pl.when(pl.col("own_thread")).then(pl.col("thread")).alias("thread"),
+        "kind",
+        pl.when(kind == "build").then(_bounded("rt")).alias("rt"),
+        pl.when(kind == "options").then(pl.col("options_url")).otherwise(pl.col("url")).alias("url"),
         _bounded("status").alias("status"),
-        pl.when(kind.is_null())
-        .then(pl.col("exc"))
-        .when(on("final_conn"))
-        .then(pl.lit("APIConnectionError"))
-        .when(on("final_timeout"))
-        .then(pl.lit("APITimeoutError"))
-        .when(on("timeout"))
-        .then(pl.coalesce(pl.col("err"), pl.lit("TimeoutException")))
-        .when(on("conn_error"))
-        .then(pl.col("err"))
-        .alias("err"),
+        "err",
         _bounded("max_retries").alias("max_retries"),
         "delay",
-        pl.when(on("options")).then(_bounded("max_tokens")).alias("max_tokens"),
+        pl.when(kind == "options").then(_bounded("max_tokens")).alias("max_tokens"),
         "rid",
         _bounded("lab_status").alias("lab_status"),
-        pl.when(lab_err != "None").then(lab_err.str.extract(r"^([A-Za-z_]\w*)", 1)).alias("lab_err"),
+        "lab_err",
         "latency",
         "ph",
         pl.when(mode == "c")
@@ -215,4 +175,6 @@ def _rows(ev: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         "ph_value",
         "ph_dur",
     )
-    return ev.select(list(_EV_SCHEMA)).cast(_EV_SCHEMA)  # fixed column order: carried rows are concatenated
+    return ev.select(list(_EV_SCHEMA)).cast(
+        pl.Schema(_EV_SCHEMA)
+    )  # fixed column order: carried rows are concatenated

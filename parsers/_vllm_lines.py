@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from logscope.numbers import to_int
+from logscope.scalars import int_value
 from logscope.schemas import TS
 
 from . import _kinds
@@ -329,7 +330,7 @@ def _times(
             "stamped"
         ),  # a time was written on the line (rows of stats and requests keep only theirs)
     )
-    rolls = int(df["_roll"].max() or 0) if df.height else 0
+    rolls = int_value(df["_roll"].max() or 0) if df.height else 0
     if rolls:
         notes.append(
             f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "

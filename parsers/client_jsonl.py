@@ -369,7 +369,7 @@ def _lab_flush(pend: pl.DataFrame, ctx: ParseContext, state: dict, final: bool) 
 
 
 def _lab_phase_table(ph: pl.DataFrame | None) -> pl.DataFrame:
-    sch = {FILE: pl.Int64, "phase": pl.String, "concurrency": pl.Int64}
+    sch = pl.Schema({FILE: pl.Int64, "phase": pl.String, "concurrency": pl.Int64})
     if ph is None or not ph.height:
         return pl.DataFrame(schema=sch)
     return (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import polars as pl
 
 from logscope.numbers import to_int
+from logscope.scalars import int_value
 from logscope.schemas import TS
 
 from . import _nginx_format as nf
@@ -175,9 +176,9 @@ def _unglued(lines: pl.DataFrame, long: pl.Series, ctx: ParseContext, state: dic
     flat = pieces.select("_row", "line_no", pl.col("_rec").alias("line")).explode("line").drop_nulls("line")
     flat = flat.with_row_index("_key")  # each record its own key while the attempts are built
     res = _parse(flat.select(pl.col("_key").cast(pl.Int64).alias("line_no"), "line"), ctx, state)
-    rows = flat.get_column("line_no")
+    line_nos = flat.get_column("line_no")  # each record's line's
     for name, df in res.tables.items():
-        res.tables[name] = df.with_columns(rows.gather(df.get_column("line_no")).alias("line_no"))
+        res.tables[name] = df.with_columns(line_nos.gather(df.get_column("line_no")).alias("line_no"))
     ok = (
         pl.DataFrame({"_row": flat.get_column("_row"), "ok": res.recognized})
         .group_by("_row")
@@ -376,7 +377,7 @@ def _attempt_columns(
     ts_start = pl.col("ts_end") - pl.duration(
         microseconds=(pl.col("request_time_s").fill_null(0) * 1e6).round(0).pipe(to_int)
     )
-    before = _earlier_sum(urt.fill_null(0), int(rows.get_column("_k").max() or 0))
+    before = _earlier_sum(urt.fill_null(0), int_value(rows.get_column("_k").max() or 0))
     return rows.select(
         (ts_start + pl.duration(microseconds=(before * 1e6).round(0).pipe(to_int)))
         .cast(TS)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import polars as pl
+from polars.datatypes import DataType, DataTypeClass
 
 from logscope.schemas import TS
 
@@ -188,7 +189,7 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
     notes += n
     ev = [e for e in (access, host_rows, events) if e is not None and e.height]
     tables["server_events"] = pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()
-    if df is not None:
+    if df is not None and lines is not None:  # the one is parsed from the other
         ok = pl.col("ok")
         if produced is not None:
             ok = ok | pl.col("seq").is_in(produced["seq"].implode())
@@ -263,7 +264,7 @@ def _empty_rows() -> pl.DataFrame:
     return pl.DataFrame(schema={c: t for c, t in _ROW_SCHEMA.items()})
 
 
-_ROW_SCHEMA = {
+_ROW_SCHEMA: dict[str, DataType | DataTypeClass] = {
     "line_no": pl.Int64,
     "part": pl.Int32,
     "seq": pl.Int64,

@@ -115,6 +115,12 @@ def analyzed(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def lab_out(analyzed):
+    """``lab_out(run)``: the analysis folder of the lab run named ``run`` (``analyzed``'s, once a session)."""
+    return lambda run: analyzed(need(LAB / run))[0]
+
+
+@pytest.fixture(scope="session")
 def lab_diagnosed(tmp_path_factory) -> dict[str, dict]:
     """The diagnosis of a lab run (by name), made once a session when first asked for: each metamorphic test
     (tests/test_metamorphic*.py) compares a transformed copy with it."""

@@ -97,6 +97,55 @@ def calm_replica_beside(
     copy_shifted(calm, dest / "replica-b", delta, rename=lambda rel: rel if rel in keep else None)
 
 
+CALM_GAP = timedelta(minutes=10)  # between the incident's traffic and the calm run's laid before or after it
+_ROTATED = ("vllm-server.log", "nginx-access.log", "nginx-error.log")
+
+
+def earlier_calm(rel: str) -> str | None:
+    """The calm run as this server's and gateway's previous rotation, its client and metrics beside."""
+    if rel in _ROTATED:
+        return rel + ".1"
+    if rel.startswith("client-"):
+        return rel
+    if rel.startswith("prometheus/"):
+        return "prometheus-earlier/" + rel.split("/", 1)[1]
+    return None  # the lab's ground truth and nginx.conf (the incident's own stays)
+
+
+def later_calm(rel: str) -> str | None:
+    """The calm run as this server's and gateway's current files (the incident's rotated before them)."""
+    if rel in _ROTATED or rel.startswith("client-"):
+        return rel
+    if rel.startswith("prometheus/"):
+        return "prometheus-later/" + rel.split("/", 1)[1]
+    return None
+
+
+def calm_hour_before(run: Path, calm: Path, dest: Path, rename=earlier_calm) -> datetime:
+    """``run`` copied to ``dest`` with ``calm``'s files (placed by ``rename``) ending ten minutes before the run's
+    first access line (whole seconds); returns that first line's time."""
+    lo, _ = span(run)
+    _, calm_end = span(calm)
+    delta = timedelta(seconds=int((lo - CALM_GAP - calm_end).total_seconds()))
+    copy(run, dest)
+    copy_shifted(calm, dest, delta, rename=rename)
+    return lo
+
+
+def calm_hour_after(run: Path, calm: Path, dest: Path) -> datetime:
+    """``run`` copied to ``dest``, its server's and gateway's logs rotated to ``.1``, with ``calm``'s as the current
+    files starting ten minutes after the run's last access line (whole seconds); returns that last line's time."""
+    _, hi = span(run)
+    calm_lo, _ = span(calm)
+    delta = timedelta(seconds=int((hi + CALM_GAP - calm_lo).total_seconds()))
+    copy(run, dest)
+    for name in _ROTATED:
+        if (dest / name).exists():
+            (dest / name).rename(dest / (name + ".1"))
+    copy_shifted(calm, dest, delta, rename=later_calm)
+    return hi
+
+
 # Layouts a real collection gives the same files in (tests/test_metamorphic_layout.py): what each does to a copy.
 # Names a collection gives the lab's files, where their format is detected by what they hold: kubelet's pod and
 # container log, nginx's own defaults, a load generator's job, a /metrics scrape saved by curl, a dmesg capture.

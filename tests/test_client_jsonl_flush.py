@@ -95,10 +95,15 @@ def test_lab_records_grouped_as_before(chunk):
         got = _same(_frame(lines), chunk)
         req = got["client_requests"]
         rows[name] = (got["client_attempts"].height, req.height, req["timed_out"].sum())
-    assert len(rows) == 23
+    assert len(rows) == 24
     # the figures of each run's truth.json (its raw files read by the lab's scripts): the storm's retries multiplied
     # by the gateway's 502s and its timeouts, the killed run's 35 timeouts after a 200's headers
-    for name in ("retry-storm/client-storm.jsonl", "traced-2r-kill/client-traced2r.jsonl"):
+    runs = (
+        "retry-storm/client-storm.jsonl",
+        "traced-2r-kill/client-traced2r.jsonl",
+        "traced-ladder-kill/client-tlkill.jsonl",
+    )
+    for name in runs:
         truth = json.loads((LAB / name.split("/")[0] / "truth.json").read_text())["client"]
         assert rows[name] == (truth["attempts"], truth["logical_requests"], truth["timeouts_logical"])
     assert rows["retry-storm/client-storm.jsonl"] == (1245, 653, 80)

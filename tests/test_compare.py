@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from compare_helpers import SCHEMA, metric_row
 
 from clirun import SAMPLE, cli, env
 from conftest import DATA, LAB, ROOT, need
@@ -19,7 +20,6 @@ from logscope.compare import settings
 from logscope.parsers import nginx_conf
 from logscope.report.fmt import fnum
 
-SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 PAIRS = DATA / "pairs"
 
 
@@ -36,15 +36,6 @@ def outs(tmp_path_factory) -> dict[str, Path]:
         return done[name]
 
     return get  # type: ignore[return-value]
-
-
-def _row(doc: dict, name: str, scope: str = "whole") -> dict:
-    rows = (
-        doc["whole"]["metrics"]
-        if scope == "whole"
-        else next(s for s in doc["steps"] if s["label"] == scope)["metrics"]
-    )
-    return next(r for r in rows if r["name"] == name)
 
 
 def test_parses_real_startup_lines():
@@ -90,7 +81,7 @@ def test_a_run_with_itself(outs, tmp_path):
         "c=2 (#2)",
     ]
     assert (
-        _row(doc, "preemptions")["a"] == 136 and _row(doc, "requests")["a"] == 284
+        metric_row(doc, "preemptions")["a"] == 136 and metric_row(doc, "requests")["a"] == 284
     )  # lab README / truth.json
     assert one["paths"]["compare_json"].read_bytes() == two["paths"]["compare_json"].read_bytes()
     html = one["paths"]["compare_html"].read_text()
@@ -109,7 +100,7 @@ def test_several_changes_are_flagged(outs, tmp_path):
     assert [s["label"] for s in doc["steps"]] == ["c=2", "c=8", "c=16", "c=32"]
     assert doc["unmatched_steps"]["a"] == ["c=1", "c=4", "c=64"]
     # preemptions per the lab README: 456 over the V1 ladder; V0's counter says 232
-    assert _row(doc, "preemptions")["a"] == 456 and _row(doc, "preemptions")["b"] == 232
+    assert metric_row(doc, "preemptions")["a"] == 456 and metric_row(doc, "preemptions")["b"] == 232
 
 
 def _pair(name: str) -> tuple[Path, Path]:
@@ -131,18 +122,18 @@ def test_spike_max_num_seqs_64_vs_8(outs, tmp_path):
     row = next(r for r in doc["settings"] if r["name"] == "max_num_seqs")
     assert (row["a"], row["b"]) == (64, 8)
     assert doc["verdict"][0] == "One setting differs: max_num_seqs 64 → 8, with the same traffic."
-    pre = _row(doc, "preemptions")
+    pre = metric_row(doc, "preemptions")
     assert (pre["a"], pre["b"]) == (truth_a["preemptions"]["total"], truth_b["preemptions"]["total"])
     assert pre["b"] == 0 and pre["direction"] == "better" and pre["beyond_noise"]
-    assert _row(doc, "requests")["a"] == truth_a["client"]["logical_requests"]
-    assert _row(doc, "requests")["b"] == truth_b["client"]["logical_requests"]
-    ttft = _row(doc, "ttft_p95")
+    assert metric_row(doc, "requests")["a"] == truth_a["client"]["logical_requests"]
+    assert metric_row(doc, "requests")["b"] == truth_b["client"]["logical_requests"]
+    ttft = metric_row(doc, "ttft_p95")
     assert ttft["change"] > 0 and ttft["beyond_noise"] and ttft["direction"] == "worse"
     assert ttft["clock"] == "client" and ttft["source"] == {"a": "client_records", "b": "client_records"}
     trap = next(t for t in doc["traps"] if t["kind"] == "latency_into_queue")
     assert trap["text"].startswith(f"Preemptions fell from {pre['a']} to 0, but the wait moved")
     # the burst step is where the callers' TTFT rose (truth.json: the burst phase is c=48)
-    step = _row(doc, "ttft_p95", "c=48")
+    step = metric_row(doc, "ttft_p95", "c=48")
     assert (
         f"the callers' TTFT p95 (client records) rose at c=48 from {fnum(step['a'])} s to {fnum(step['b'])} s"
         in (trap["text"])
@@ -167,8 +158,8 @@ def test_storm_client_retries_3_vs_0(outs, tmp_path):
     assert (row["a"], row["b"]) == (3, 0) and row["counted"]
     assert "client_max_retries" in doc["comparable"]["changed"]
     truth_a = json.loads((a_dir / "truth.json").read_text())
-    assert _row(doc, "client_retries")["a"] == truth_a["client"]["retries"]
-    assert _row(doc, "client_retries")["b"] == 0
+    assert metric_row(doc, "client_retries")["a"] == truth_a["client"]["retries"]
+    assert metric_row(doc, "client_retries")["b"] == 0
 
 
 @pytest.mark.slow  # a child process
@@ -222,9 +213,9 @@ def test_pairs_whose_steps_do_not_match_are_an_answer(outs, tmp_path, a, b, step
         "whole-run figures only." in doc["verdict"]
     )
     ta, tb = _truth(LAB / a), _truth(LAB / b)
-    pre = _row(doc, "preemptions")
+    pre = metric_row(doc, "preemptions")
     assert (pre["a"], pre["b"]) == (ta["preemptions"]["total"], tb["preemptions"]["total"])
-    req = _row(doc, "requests")
+    req = metric_row(doc, "requests")
     assert (req["a"], req["b"]) == (ta["client"]["logical_requests"], tb["client"]["logical_requests"])
     # a trade is never read between two incidents: the preemptions' change is theirs, not a setting's
     assert doc["trade"]["text"] is None and doc["traps"] == []
@@ -237,13 +228,13 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     """calm (its client records no TTFT) against spike (its client does): the callers' TTFT is unknown on one side
     and said so, the e2e compares on the callers' clock, the gateway's on its own."""
     doc = compare(outs("calm", LAB / "calm"), outs("spike", LAB / "spike"), tmp_path / "c")["doc"]
-    ttft = _row(doc, "ttft_p95")
+    ttft = metric_row(doc, "ttft_p95")
     assert ttft["a"] is None and ttft["b"] is not None and ttft["noise"] == "unknown in A"
     for name, clock, src in (
         ("e2e_p95", "client", "client_records"),
         ("gateway_e2e_p95", "gateway", "gateway_log"),
     ):
-        r = _row(doc, name)
+        r = metric_row(doc, name)
         assert r["clock"] == clock and r["source"] == {"a": src, "b": src} and r["beyond_noise"] is not None
     # the SLO is undecided, and the verdict names what it lacked, not "a figure is unknown"
     assert doc["whole"]["meets_slo"]["a"] is None
@@ -252,7 +243,7 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     assert "cannot be judged (TTFT p95: no clock gives it for both runs)." in line
     assert line in (tmp_path / "c" / "compare.md").read_text()
     # what can be judged is still said, from the figures: both e2e p95 within 20 s, both successes >= 99 %
-    e2e, ok = _row(doc, "e2e_p95"), _row(doc, "success_share")
+    e2e, ok = metric_row(doc, "e2e_p95"), metric_row(doc, "success_share")
     assert e2e["a"] <= doc["slo"]["e2e_s"] and e2e["b"] <= doc["slo"]["e2e_s"]
     assert ok["a"] >= doc["slo"]["success"] and ok["b"] >= doc["slo"]["success"]
     assert doc["whole"]["slo_met"] == {"a": ["e2e p95", "success share"], "b": ["e2e p95", "success share"]}
@@ -279,11 +270,11 @@ def test_a_bootstrap_interval_is_said_to_its_figures_precision(outs, tmp_path):
         else:
             want = f"{lo:+.3g} … {hi:+.3g}"
         assert r["noise"] == f"95 % interval of B − A: {want} (1000 resamples)", r["name"]
-    e2e = _row(doc, "e2e_p95")
+    e2e = metric_row(doc, "e2e_p95")
     assert e2e["beyond_noise"] and e2e["interval"][0] > 11 and "s … +" in e2e["noise"]
     # a throughput reads in whole tokens per second; between two runs given other traffic (calm at 1/s, spike's
     # bursts) it is not judged, so the verdict does not list it (test_compare_unjudged.py)
-    tps = _row(doc, "throughput_tps")
+    tps = metric_row(doc, "throughput_tps")
     said = f"output tokens/s {round(tps['a']):,} → {round(tps['b']):,}"
     assert tps["direction"] is None and "not judged: the traffic differs" in tps["noise"]
     assert said not in next(v for v in doc["verdict"] if v.startswith("Over the whole runs"))
@@ -295,8 +286,8 @@ def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path)
     engine's histogram, the one clock both runs have, e2e on the callers'; the line says so beside "meet it"."""
     doc = compare(outs("calm", LAB / "calm"), outs("calm-b", LAB / "calm-b"), tmp_path / "c")["doc"]
     assert doc["whole"]["slo_judged_on"] == {"ttft": "engine_ttft_p95", "e2e": "e2e_p95"}
-    eng = _row(doc, "engine_ttft_p95")
-    assert _row(doc, "ttft_p95")["a"] is None and eng["a"] is not None and eng["b"] is not None
+    eng = metric_row(doc, "engine_ttft_p95")
+    assert metric_row(doc, "ttft_p95")["a"] is None and eng["a"] is not None and eng["b"] is not None
     line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
     assert ", judged on TTFT p95 (engine) and e2e p95 (callers): " in line
     assert doc["whole"]["meets_slo"] == {"a": True, "b": True} and line.endswith("both runs meet it.")
@@ -386,13 +377,13 @@ def test_the_storm_pair_says_the_failures_reach_the_callers(outs, tmp_path):
     a_dir, b_dir = (a_dir, b_dir) if a_dir.name.endswith("3") else (b_dir, a_dir)
     doc = compare(outs("retries3", a_dir), outs("retries0", b_dir), tmp_path / "c")["doc"]
     trap = next(t for t in doc["traps"] if t["kind"] == "failures_reach_callers")
-    r = _row(doc, "client_retries")
+    r = metric_row(doc, "client_retries")
     assert trap["text"].startswith(
         f"Client retries fell from {fnum(r['a'])} to 0, but the success share fell"
     )
     assert trap["text"].endswith("the failures the retries absorbed now reach the callers.")
     assert trap["text"] in doc["verdict"]
-    step = _row(doc, "success_share", trap["scope"].removeprefix("step "))
+    step = metric_row(doc, "success_share", trap["scope"].removeprefix("step "))
     assert step["beyond_noise"] and step["change"] < 0
 
 
@@ -497,7 +488,7 @@ def test_the_correlations_clock_columns_are_read_when_present(outs, tmp_path):
     derived = compare(src, src, tmp_path / "a")["doc"]
     read = compare(src, given, tmp_path / "b")["doc"]
     for name in ("ttft_p95", "e2e_p95", "success_share"):
-        d, r = _row(derived, name), _row(read, name)
+        d, r = metric_row(derived, name), metric_row(read, name)
         assert d["source"] == {"a": "client_records", "b": "client_records"} and d["clock"] == "client"
         assert r["source"] == {"a": "client_records", "b": "spans"} and r["clock"] == "client"
         assert (r["a"], r["b"]) == (d["a"], d["b"])

@@ -8,29 +8,21 @@ callers' percentiles are shown, never compared, and no SLO condition is met on t
 
 from __future__ import annotations
 
-import json
-
 import polars as pl
 import pytest
+from compare_helpers import lab_truth
 
-from conftest import LAB, need
 from logscope.api import compare
 
 PAIRS = [("calm", "abort-ignored"), ("spike-b", "storm-b")]
 
 
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
-    return lambda run: analyzed(need(LAB / run))[0]
-
-
 @pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_callers_percentiles_over_survivors_are_not_compared(outs, tmp_path, a, b) -> None:
+def test_callers_percentiles_over_survivors_are_not_compared(lab_out, tmp_path, a, b) -> None:
     out = tmp_path / "c"
-    doc = compare(outs(a), outs(b), out)["doc"]
-    truth = json.loads((LAB / b / "truth.json").read_text())["client"]
-    req = pl.read_parquet(outs(b) / "requests.parquet").filter(pl.col("latency_clock") == "client")
+    doc = compare(lab_out(a), lab_out(b), out)["doc"]
+    truth = lab_truth(b)["client"]
+    req = pl.read_parquet(lab_out(b) / "requests.parquet").filter(pl.col("latency_clock") == "client")
     left = int(req["outcome"].is_in(["timeout", "unfinished"]).sum())
     assert left == truth["outcomes"]["APITimeoutError"] and req.height == truth["logical_requests"]
     rows = {r["name"]: r for r in doc["whole"]["metrics"]}

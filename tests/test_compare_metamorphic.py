@@ -14,17 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import LAB, need
 from logscope.api import compare
 
 PAIRS = (("ladder", "ladder-b"), ("seqs-8", "seqs-64"), ("retry-storm", "storm-b"))
 FLIP = {"better": "worse", "worse": "better", "mixed": "mixed"}
-
-
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
-    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _rows(doc: dict) -> dict[tuple[str, str], dict]:
@@ -36,8 +29,8 @@ def _rows(doc: dict) -> dict[tuple[str, str], dict]:
 
 
 @pytest.mark.parametrize("run", sorted({r for p in PAIRS for r in p} - {"seqs-64", "storm-b"}))
-def test_a_run_against_itself_moves_nothing(run, outs, tmp_path):
-    doc = compare(outs(run), outs(run), tmp_path / "c")["doc"]
+def test_a_run_against_itself_moves_nothing(run, lab_out, tmp_path):
+    doc = compare(lab_out(run), lab_out(run), tmp_path / "c")["doc"]
     assert doc["result"] == "no movement" and doc["comparable"]["settings_changed"] == 0
     assert doc["verdict"][0].startswith("No change, no movement"), doc["verdict"]
     rows = _rows(doc)
@@ -52,9 +45,9 @@ def test_a_run_against_itself_moves_nothing(run, outs, tmp_path):
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_swapped_runs_state_the_same_changes(a, b, outs, tmp_path):
-    ab = compare(outs(a), outs(b), tmp_path / "ab")["doc"]
-    ba = compare(outs(b), outs(a), tmp_path / "ba")["doc"]
+def test_swapped_runs_state_the_same_changes(a, b, lab_out, tmp_path):
+    ab = compare(lab_out(a), lab_out(b), tmp_path / "ab")["doc"]
+    ba = compare(lab_out(b), lab_out(a), tmp_path / "ba")["doc"]
     assert ab["comparable"] == ba["comparable"]
     assert ab["result"] == FLIP.get(ba["result"], ba["result"])
     sa = {r["name"]: (r["a"], r["b"], r["counted"]) for r in ab["settings"]}

@@ -14,43 +14,17 @@
 
 from __future__ import annotations
 
-import html
-import json
-
 import jsonschema
 import pytest
+from compare_helpers import SCHEMA, lab_truth, reader_text
 
-from conftest import LAB, ROOT, need
 from logscope.api import compare, sweep
 from logscope.compare.render import terminal_lines
-
-SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
-    return lambda run: analyzed(need(LAB / run))[0]
-
-
-def _truth(run: str) -> dict:
-    return json.loads((LAB / run / "truth.json").read_text())
-
-
-def _said(res: dict) -> str:
-    """What a reader gets: the terminal's verdict, compare.md and compare.html (unescaped)."""
-    return "\n".join(
-        [
-            " ".join(terminal_lines(res["doc"])),
-            res["paths"]["compare_md"].read_text().replace("\\", ""),
-            html.unescape(res["paths"]["compare_html"].read_text()),
-        ]
-    )
 
 
 def _running(run: str) -> dict[int, int]:
     """truth.json ladder_steps: the most sequences vLLM's stats lines showed running at each step."""
-    return {s["concurrency"]: s["max_running_stats"] for s in _truth(run)["ladder_steps"]}
+    return {s["concurrency"]: s["max_running_stats"] for s in lab_truth(run)["ladder_steps"]}
 
 
 # (A, B, the smaller cap, the steps it cannot act at)
@@ -61,11 +35,11 @@ CAPS = [
 
 
 @pytest.mark.parametrize(("a", "b", "cap", "idle"), CAPS)
-def test_a_cap_judges_no_step_where_neither_run_reached_it(outs, tmp_path, a, b, cap, idle):
-    res = compare(outs(a), outs(b), tmp_path / "c")
+def test_a_cap_judges_no_step_where_neither_run_reached_it(lab_out, tmp_path, a, b, cap, idle):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
     doc = res["doc"]
     jsonschema.validate(doc, SCHEMA)
-    said = _said(res)
+    said = reader_text(res)
     ra, rb = _running(a), _running(b)
     for s in doc["steps"]:
         reach = s["reach"]
@@ -89,10 +63,10 @@ def test_a_cap_judges_no_step_where_neither_run_reached_it(outs, tmp_path, a, b,
     ]
 
 
-def test_the_idle_steps_moves_read_as_noise_not_worse(outs, tmp_path):
+def test_the_idle_steps_moves_read_as_noise_not_worse(lab_out, tmp_path):
     """seqs-8 against seqs-64 at c=2: output tokens/s 830 -> 517 read 'worse' (the 25 % rule); the callers' TTFT
     p50 0.016 -> 0.076 s 'worse' (the bootstrap): the engine ran 2 sequences in both."""
-    res = compare(outs("seqs-8"), outs("seqs-64"), tmp_path / "c")
+    res = compare(lab_out("seqs-8"), lab_out("seqs-64"), tmp_path / "c")
     step = next(s for s in res["doc"]["steps"] if s["label"] == "c=2")
     for name in ("throughput_tps", "ttft_p50", "e2e_p50"):
         r = next(r for r in step["metrics"] if r["name"] == name)
@@ -106,9 +80,9 @@ def test_the_idle_steps_moves_read_as_noise_not_worse(outs, tmp_path):
     assert (round(tps["a"]), round(tps["b"])) == (830, 517)
 
 
-def test_a_count_over_steps_of_other_lengths_is_not_judged(outs, tmp_path):
+def test_a_count_over_steps_of_other_lengths_is_not_judged(lab_out, tmp_path):
     """spike's phases '75s c=2, 18s c=48, 75s c=2', spike-b's '90:c2,20:c40,40:c2' (manifest.json)."""
-    res = compare(outs("spike"), outs("spike-b"), tmp_path / "c")
+    res = compare(lab_out("spike"), lab_out("spike-b"), tmp_path / "c")
     step = next(s for s in res["doc"]["steps"] if s["label"] == "c=2 (#2)")
     assert step["duration_s"] == {"a": 75, "b": 40}
     row = next(r for r in step["metrics"] if r["name"] == "completed")
@@ -117,11 +91,11 @@ def test_a_count_over_steps_of_other_lengths_is_not_judged(outs, tmp_path):
         "not judged: the step lasted 75 s in A, 40 s in B (88 and 44 requests): a count grows with the time it ran, "
         "no better or worse"
     )
-    assert "the step lasted 75 s in A, 40 s in B (88 and 44 requests)" in _said(res)
+    assert "the step lasted 75 s in A, 40 s in B (88 and 44 requests)" in reader_text(res)
 
 
-def test_queue_gauges_of_other_traffic_are_not_better(outs, tmp_path):
-    res = compare(outs("ladder"), outs("ladder-b"), tmp_path / "c")
+def test_queue_gauges_of_other_traffic_are_not_better(lab_out, tmp_path):
+    res = compare(lab_out("ladder"), lab_out("ladder-b"), tmp_path / "c")
     doc = res["doc"]
     assert doc["traffic"]["alike"] is False
     for name, va, vb in (("waiting_max", 54, 39), ("waiting_mean", 14.11, 9.15)):
@@ -134,18 +108,18 @@ def test_queue_gauges_of_other_traffic_are_not_better(outs, tmp_path):
 
 # a sweep holding the crash at its c=8 step: truth.json client.outcomes 502 and APIConnectionError
 @pytest.mark.parametrize("others", [("seqs-8", "seqs-16"), ("ladder", "seqs-64")])
-def test_the_sweep_table_says_what_the_gateways_e2e_left_out(outs, tmp_path, others):
-    res = sweep([outs(others[0]), outs(others[1]), outs("crash")], tmp_path / "s")
+def test_the_sweep_table_says_what_the_gateways_e2e_left_out(lab_out, tmp_path, others):
+    res = sweep([lab_out(others[0]), lab_out(others[1]), lab_out("crash")], tmp_path / "s")
     doc = res["doc"]
     jsonschema.validate(doc, SCHEMA)
-    outcomes = _truth("crash")["client"]["outcomes"]
+    outcomes = lab_truth("crash")["client"]["outcomes"]
     want = {"error": outcomes["502"], "truncated, cut": outcomes["APIConnectionError"]}
     table = doc["sweep"]["table"]
     crash = [t for t in table if t["steps"][0]["left_out"]]
     assert [t["steps"][0]["left_out"] for t in crash] == [want] and crash[0]["steps"][0]["label"] == "c=8"
     assert crash[0]["run"] == "c"  # given third
     head = str(crash[0]["value"]) if doc["sweep"]["setting"] else "C"  # its column, as the table heads it
-    said = _said(res)
+    said = reader_text(res)
     text = (
         f"not counted: {head}: {want['error']} failed, {want['truncated, cut']} cut after the gateway's 2xx"
     )

@@ -14,28 +14,11 @@ import json
 import jsonschema
 import polars as pl
 import pytest
+from compare_helpers import SCHEMA, lab_truth, metric_row
 from test_stream_failed_after_200 import G09, STREAM, STREAM_JSON
 
-from conftest import LAB, ROOT, need
 from logscope.api import compare
 from logscope.compare.render import terminal_lines
-
-SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
-    return lambda run: analyzed(need(LAB / run))[0]
-
-
-def _row(doc: dict, name: str) -> dict:
-    return next(r for r in doc["whole"]["metrics"] if r["name"] == name)
-
-
-def _truth(run: str) -> dict:
-    return json.loads((LAB / run / "truth.json").read_text())
-
 
 # the requests through the gateway that ended without a served answer, from the client's own records
 # (truth.json client.outcomes): APIConnectionError is the stream cut after nginx's 200 ('upstream prematurely
@@ -49,22 +32,22 @@ TRUTH_KEYS = {"error": "502", "truncated, cut": "APIConnectionError", "timeout":
 
 
 @pytest.mark.parametrize("run", sorted(LEFT_OUT))
-def test_the_gateways_e2e_counts_served_answers_only(outs, tmp_path, run):
+def test_the_gateways_e2e_counts_served_answers_only(lab_out, tmp_path, run):
     """The gateway's e2e p95 was read off every 2xx access line: crash's 8 cut streams (about 1 s each) pulled it
     to 3.111 s, abort-ignored's 76 answers nobody waited for to 7.359 s against the callers' 2.821 s. It is now
     the gateway's span of the completed requests (as the callers' e2e is), and the row says what it left out."""
-    res = compare(outs("calm"), outs(run), tmp_path / "c")
+    res = compare(lab_out("calm"), lab_out(run), tmp_path / "c")
     doc = res["doc"]
     jsonschema.validate(doc, SCHEMA)
-    truth = _truth(run)["client"]["outcomes"]
-    row = _row(doc, "gateway_e2e_p95")
+    truth = lab_truth(run)["client"]["outcomes"]
+    row = metric_row(doc, "gateway_e2e_p95")
     assert row["clock"] == "gateway" and row["left_out"] == {"a": None, "b": LEFT_OUT[run]}
     assert {k: truth[TRUTH_KEYS[k]] for k in LEFT_OUT[run]} == LEFT_OUT[run]
     # served answers: the callers' completed requests, the same ones on the gateway's clock (the lab's network is
     # local: the two p95s lie within 1 % of each other)
-    completed = _row(doc, "completed")["b"]
+    completed = metric_row(doc, "completed")["b"]
     assert completed == truth["200"]
-    callers = _row(doc, "e2e_p95")["b"]
+    callers = metric_row(doc, "e2e_p95")["b"]
     assert abs(row["b"] - callers) <= 0.01 * callers, (row["b"], callers)
     # what a reader sees: the row names what it did not count, in compare.md and compare.html alike
     cut = {
@@ -77,8 +60,8 @@ def test_the_gateways_e2e_counts_served_answers_only(outs, tmp_path, run):
     for text in (md, page):
         assert f"completed requests only; not counted: {cut}" in text
     # the success share is analyze's 'What callers saw' (summary.json outcomes) for the same run
-    seen = json.loads((outs(run) / "summary.json").read_text())["outcomes"]
-    share = _row(doc, "success_share")["b"]
+    seen = json.loads((lab_out(run) / "summary.json").read_text())["outcomes"]
+    share = metric_row(doc, "success_share")["b"]
     assert share == pytest.approx(seen["by_outcome"]["ok"] / seen["requests"], abs=5e-4)
     assert seen["by_outcome"].get("truncated", 0) == LEFT_OUT[run].get("truncated, cut", 0)
     # the terminal's verdict states the gateway's figure compare.json holds, and that it counts served answers only
@@ -92,16 +75,16 @@ GATEWAY_RETRIES = {"retry-storm": 14, "crash": 11, "storm-b": 0}
 
 
 @pytest.mark.parametrize("run", sorted(GATEWAY_RETRIES))
-def test_gateway_retries_are_the_gateways_own(outs, tmp_path, run):
+def test_gateway_retries_are_the_gateways_own(lab_out, tmp_path, run):
     """compare summed each logical request's gateway attempts less one, so a client's retry that reached the
     gateway as a new request counted as the gateway's: retry-storm read 329 gateway retries, analyze 14."""
-    doc = compare(outs("calm"), outs(run), tmp_path / "c")["doc"]
-    row = _row(doc, "gateway_retries")
-    summary = json.loads((outs(run) / "summary.json").read_text())["retries"]
+    doc = compare(lab_out("calm"), lab_out(run), tmp_path / "c")["doc"]
+    row = metric_row(doc, "gateway_retries")
+    summary = json.loads((lab_out(run) / "summary.json").read_text())["retries"]
     assert row["b"] == summary["gateway_retries"] == GATEWAY_RETRIES[run]
     assert row["a"] == 0 and row["clock"] == "gateway"
     # the gateway's access log itself: attempts beyond the first of each line that reached a server or tried one
-    ga = pl.read_parquet(outs(run) / "gateway_attempts.parquet")
+    ga = pl.read_parquet(lab_out(run) / "gateway_attempts.parquet")
     real = ga.filter(
         pl.col("upstream").str.contains(":") & ~pl.col("flags").fill_null("").str.contains("no_live")
     )
@@ -120,7 +103,7 @@ def test_a_gateway_log_without_request_times_gives_no_gateway_e2e(tmp_path, firs
         (d / f.name).write_bytes(f.read_bytes())
     res = compare(a, b, tmp_path / "cmp")
     doc = res["doc"]
-    row = _row(doc, "gateway_e2e_p95")
+    row = metric_row(doc, "gateway_e2e_p95")
     assert (row["a"], row["b"], row["noise"]) == (None, None, "unknown in both runs")
     assert doc["whole"]["slo_met"] == {"a": [], "b": []}
     assert "e2e p95: no clock gives it for both runs" in doc["whole"]["slo_undecided"]["a"]

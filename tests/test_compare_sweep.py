@@ -12,12 +12,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from compare_helpers import SCHEMA, lab_truth
 
-from conftest import LAB, ROOT, need
+from conftest import LAB, need
 from logscope.api import AnalyzeOptions, analyze, compare, sweep
 from logscope.report.fmt import fnum
 
-SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 SWEEP = ("seqs-64", "seqs-32", "seqs-16", "seqs-8")
 
 
@@ -32,7 +32,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 
 def truth(name: str) -> dict:
-    return json.loads((LAB / name / "truth.json").read_text())["purpose"]
+    return lab_truth(name)["purpose"]
 
 
 def by_step(doc: dict, label: str) -> dict:

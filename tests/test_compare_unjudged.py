@@ -13,57 +13,34 @@ from __future__ import annotations
 import json
 
 import pytest
+from compare_helpers import lab_truth, metric_row, reader_text
 
-from conftest import LAB, need
 from logscope.api import compare
 from logscope.compare.render import terminal_lines
-
-
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    """Each lab run's analysis by name, made once for the session (conftest's ``analyzed``)."""
-    return lambda run: analyzed(need(LAB / run))[0]
-
-
-def _row(doc: dict, name: str) -> dict:
-    return next(r for r in doc["whole"]["metrics"] if r["name"] == name)
-
-
-def _said(res: dict) -> str:
-    """What a reader gets: the terminal's verdict, compare.md and compare.html."""
-    doc = res["doc"]
-    return "\n".join(
-        [
-            " ".join(terminal_lines(doc)),
-            res["paths"]["compare_md"].read_text().replace("\\", ""),
-            res["paths"]["compare_html"].read_text(),
-        ]
-    )
-
 
 # truth.json: client.logical_requests against vllm.requests_received (550 / 351; 547 / 50)
 BELOW_ONE = {"crash": 0.638, "oom-cgroup": 0.091}
 
 
 @pytest.mark.parametrize("run", sorted(BELOW_ONE))
-def test_executions_below_one_per_request_are_not_better(outs, tmp_path, run):
-    res = compare(outs("calm"), outs(run), tmp_path / "c")
+def test_executions_below_one_per_request_are_not_better(lab_out, tmp_path, run):
+    res = compare(lab_out("calm"), lab_out(run), tmp_path / "c")
     doc = res["doc"]
-    row = _row(doc, "amplification")
+    row = metric_row(doc, "amplification")
     assert row["a"] == 1 and round(row["b"], 3) == BELOW_ONE[run]
-    truth = json.loads((LAB / run / "truth.json").read_text())
+    truth = lab_truth(run)
     assert row["b"] == pytest.approx(
         truth["vllm"]["requests_received"] / truth["client"]["logical_requests"], abs=0.01
     )
     assert row["direction"] is None and row["beyond_noise"] is True  # moved, but no work was saved
-    why = json.loads((outs(run) / "summary.json").read_text())["retries"]["amplification_note"]
+    why = json.loads((lab_out(run) / "summary.json").read_text())["retries"]["amplification_note"]
     assert why.startswith("below 1: ")
     assert row["noise"].endswith(f"not judged: below 1 in B ({why.removeprefix('below 1: ')}): no work saved")
-    said = _said(res)
+    said = reader_text(res)
     assert "vLLM executions per logical request 1 → 0.6" not in said and "1 → 0.09" not in said
-    assert "not judged: below 1 in B" in said.replace("&#39;", "'")
+    assert "not judged: below 1 in B" in said
     # swapped, the same: below 1 in A
-    swapped = _row(compare(outs(run), outs("calm"), tmp_path / "s")["doc"], "amplification")
+    swapped = metric_row(compare(lab_out(run), lab_out("calm"), tmp_path / "s")["doc"], "amplification")
     assert swapped["direction"] is None and "not judged: below 1 in A (" in swapped["noise"]
 
 
@@ -76,11 +53,11 @@ VOLUME = [
 
 
 @pytest.mark.parametrize(("a", "b", "name", "va", "vb"), VOLUME)
-def test_counts_of_runs_given_other_traffic_are_not_better(outs, tmp_path, a, b, name, va, vb):
-    res = compare(outs(a), outs(b), tmp_path / "c")
+def test_counts_of_runs_given_other_traffic_are_not_better(lab_out, tmp_path, a, b, name, va, vb):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
     doc = res["doc"]
     assert doc["traffic"]["alike"] is False
-    row = _row(doc, name)
+    row = metric_row(doc, name)
     assert (round(row["a"]), round(row["b"])) == (va, vb)
     assert row["direction"] is None
     assert row["noise"].endswith(
@@ -89,5 +66,5 @@ def test_counts_of_runs_given_other_traffic_are_not_better(outs, tmp_path, a, b,
     verdict = " ".join(terminal_lines(doc))
     assert row["title"] not in verdict  # neither among the better nor among the worse
     # what the callers felt is still judged: the success share
-    share = _row(doc, "success_share")
+    share = metric_row(doc, "success_share")
     assert share["direction"] in ("better", "worse") and share["title"] in verdict

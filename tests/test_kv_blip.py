@@ -12,7 +12,7 @@ got a "Sustained KV pressure" finding, led the verdict and matched ``--fail-on s
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -154,17 +154,9 @@ def test_the_clause_holds_with_a_calm_hour_before(tmp_path: Path) -> None:
     """No second real recording has a context episode (kv-blip is the only one among the lab runs and the public
     excerpts): the same recording with the lab's calm run laid before it as its rotated logs (tests/metamorphic.py)
     keeps the clause word for word, the range aside."""
-    from test_metamorphic import _earlier_calm
+    from metamorphic import calm_hour_before
 
-    from metamorphic import copy, copy_shifted, span
-
-    calm = need(LAB / "calm")
-    lo, _ = span(RUN)
-    _, calm_end = span(calm)
-    delta = lo - timedelta(minutes=10) - calm_end
-    delta = timedelta(seconds=int(delta.total_seconds()))
-    copy(RUN, tmp_path / "in")
-    copy_shifted(calm, tmp_path / "in", delta, rename=_earlier_calm)
+    calm_hour_before(RUN, need(LAB / "calm"), tmp_path / "in")
     analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     summ = _json(tmp_path / "out", "summary.json")
     assert summ["verdict"][1].endswith(f"; {ASIDE}."), summ["verdict"]

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
-from metamorphic import calm_replica_beside, copy, copy_shifted, span
+from metamorphic import calm_hour_after, calm_hour_before, calm_replica_beside, copy_shifted
 
 RUNS = (
     "calm",
@@ -41,6 +41,7 @@ RUNS = (
     "kv-blip",  # one stats line at KV 93.8 % between calm ones: context, not a finding (#37 item 8)
     "frontend-bound",  # callers' TTFT p95 hovering at the 2 s SLO under 48 streams (flipped, fixed: below)
     "traced-2r-kill",  # two replicas, one killed, their /metrics tied to each log by its address (known, below)
+    "ladder-gaveup",  # a ladder whose callers gave up at its top step: 'censored' there, the boundary below (evid21)
 )
 WINDOWED = (
     "errors",
@@ -136,54 +137,22 @@ def test_every_clock_shifted(run, base, tmp_path):
         assert moved == timedelta(0) or (b["signal"] in WINDOWED and moved < w), (b["episode_id"], moved)
 
 
-def _earlier_calm(rel: str) -> str | None:
-    """The calm run as this server's and gateway's previous rotation, its client and metrics beside."""
-    if rel in ("vllm-server.log", "nginx-access.log", "nginx-error.log"):
-        return rel + ".1"
-    if rel.startswith("client-"):
-        return rel
-    if rel.startswith("prometheus/"):
-        return "prometheus-earlier/" + rel.split("/", 1)[1]
-    return None  # the lab's ground truth and nginx.conf (the incident's own stays)
-
-
 @pytest.mark.parametrize("run", _runs(_CALM_BEFORE)[1:])
 def test_calm_hour_before(run, base, tmp_path):
     """The same server's calm run ten minutes before the incident, as the rotated logs before it: more calm
     time in the span changes no class (the rule 'a large share of the observed span' did)."""
-    calm = need(LAB / "calm")
-    lo, _ = span(LAB / run)
-    _, calm_end = span(calm)
-    delta = timedelta(seconds=int((lo - timedelta(minutes=10) - calm_end).total_seconds()))
-    copy(LAB / run, tmp_path / "in")
-    copy_shifted(calm, tmp_path / "in", delta, rename=_earlier_calm)
+    lo = calm_hour_before(LAB / run, need(LAB / "calm"), tmp_path / "in")
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got, lo=lo - timedelta(minutes=5)) == _classes(base[run])
     assert _lead(got) == _lead(base[run])  # the headline does not move with calm time
     assert _states(got) == _states(base[run])
 
 
-def _later_calm(rel: str) -> str | None:
-    if rel in ("vllm-server.log", "nginx-access.log", "nginx-error.log") or rel.startswith("client-"):
-        return rel  # the current files: the incident's become the rotated ones before them
-    if rel.startswith("prometheus/"):
-        return "prometheus-later/" + rel.split("/", 1)[1]
-    return None
-
-
 @pytest.mark.parametrize("run", _runs(_CALM_AFTER)[1:])
 def test_calm_hour_after(run, base, tmp_path):
     """The same server's calm run ten minutes after the incident, its logs the current files and the incident's
     rotated before them: calm time after an incident changes no class, no headline and no claim's state."""
-    calm = need(LAB / "calm")
-    _, hi = span(LAB / run)
-    calm_lo, _ = span(calm)
-    delta = timedelta(seconds=int((hi + timedelta(minutes=10) - calm_lo).total_seconds()))
-    copy(LAB / run, tmp_path / "in")
-    for name in ("vllm-server.log", "nginx-access.log", "nginx-error.log"):
-        if (tmp_path / "in" / name).exists():
-            (tmp_path / "in" / name).rename(tmp_path / "in" / (name + ".1"))
-    copy_shifted(calm, tmp_path / "in", delta, rename=_later_calm)
+    hi = calm_hour_after(LAB / run, need(LAB / "calm"), tmp_path / "in")
     got = _diagnosed(tmp_path / "in", tmp_path / "out")
     assert _classes(got, hi=hi + timedelta(minutes=5)) == _classes(base[run])
     assert _lead(got) == _lead(base[run])

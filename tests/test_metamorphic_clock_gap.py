@@ -17,11 +17,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from test_metamorphic import SHIFT, _diagnosed, _earlier_calm, _later_calm, _t
+from test_metamorphic import SHIFT, _diagnosed, _t
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, correlate, diagnose, ingest
-from metamorphic import calm_replica_beside, copy, copy_shifted, span
+from metamorphic import calm_hour_after, calm_hour_before, calm_replica_beside, copy_shifted, span
 
 # kv-short: two clients' phases and none holding its episode, the calm client's phase took their place (the
 # nearest an episode is kept). Not kv-blip: its own background client is client-calm.log, which the calm run's
@@ -62,26 +62,13 @@ def _check(got: dict, want: dict) -> None:
 
 @pytest.mark.parametrize("run", RUNS)
 def test_calm_hour_before(run, base, tmp_path):
-    calm = need(LAB / "calm")
-    lo, _ = span(LAB / run)
-    _, calm_end = span(calm)
-    delta = timedelta(seconds=int((lo - timedelta(minutes=10) - calm_end).total_seconds()))
-    copy(LAB / run, tmp_path / "in")
-    copy_shifted(calm, tmp_path / "in", delta, rename=_earlier_calm)
+    calm_hour_before(LAB / run, need(LAB / "calm"), tmp_path / "in")
     _check(_diagnosed(tmp_path / "in", tmp_path / "out"), base[run])
 
 
 @pytest.mark.parametrize("run", RUNS)
 def test_calm_hour_after(run, base, tmp_path):
-    calm = need(LAB / "calm")
-    _, hi = span(LAB / run)
-    calm_lo, _ = span(calm)
-    delta = timedelta(seconds=int((hi + timedelta(minutes=10) - calm_lo).total_seconds()))
-    copy(LAB / run, tmp_path / "in")
-    for name in ("vllm-server.log", "nginx-access.log", "nginx-error.log"):
-        if (tmp_path / "in" / name).exists():
-            (tmp_path / "in" / name).rename(tmp_path / "in" / (name + ".1"))
-    copy_shifted(calm, tmp_path / "in", delta, rename=_later_calm)
+    calm_hour_after(LAB / run, need(LAB / "calm"), tmp_path / "in")
     _check(_diagnosed(tmp_path / "in", tmp_path / "out"), base[run])
 
 

@@ -8,7 +8,6 @@ and, where two claimants ran at once (the calm replica beside), to the one whose
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
@@ -16,19 +15,14 @@ import pytest
 
 from conftest import LAB, need
 from logscope.api import AnalyzeOptions, ingest
-from metamorphic import copy, copy_shifted, span
+from metamorphic import calm_hour_before, calm_replica_beside
 
 ADDR = "127.0.0.1:8001"
 
 
 def _calm_before(run: str, dest: Path, rename) -> None:
     """``run`` with the calm run's log and Prometheus dump ten minutes before it, as ``rename`` places them."""
-    calm = need(LAB / "calm")
-    lo, _ = span(LAB / run)
-    _, calm_end = span(calm)
-    copy(LAB / run, dest)
-    delta = timedelta(seconds=int((lo - timedelta(minutes=10) - calm_end).total_seconds()))
-    copy_shifted(calm, dest, delta, rename=rename)
+    calm_hour_before(LAB / run, need(LAB / "calm"), dest, rename=rename)
 
 
 def _prom(out: Path) -> pl.DataFrame:
@@ -94,14 +88,7 @@ def test_a_target_claimed_by_two_logs_of_other_times_is_the_one_running_then(
 def test_two_claimants_at_once_are_told_apart_by_their_gauges(tmp_path) -> None:
     """The calm run's log beside traced-2r-kill over the same minutes, also saying it listens at :8001: both
     claimants ran while the target was scraped; its gauges follow replica a's (0.97), not the calm log's (0.20)."""
-    run, calm = need(LAB / "traced-2r-kill"), need(LAB / "calm")
-    lo, _ = span(run)
-    calm_lo, _ = span(calm)
-    copy(run, tmp_path / "in")
-    rel = lambda r: r if r == "vllm-server.log" else None  # noqa: E731
-    copy_shifted(
-        calm, tmp_path / "in" / "replica-b", timedelta(seconds=int((lo - calm_lo).total_seconds())), rel
-    )
+    calm_replica_beside(need(LAB / "traced-2r-kill"), need(LAB / "calm"), tmp_path / "in")
     ingest(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
     [note] = [n for n in _notes(tmp_path / "out") if n.startswith(f"metrics instance {ADDR} ")]
     assert note.startswith(

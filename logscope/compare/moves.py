@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import cast
 
 import polars as pl
 
 from ..correlate.stream_failures import MAYBE
 from ..report.fmt import num
+from ..scalars import float_value, time_value
 from . import censored, engine, reach, sources
 from .counters import increase
 from .noise import MIN_N, agg, judge
@@ -171,7 +171,7 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
                 smp[name] = x
                 f.meta[name] = {"clock": CLIENT, "source": src}
         f.meta["_ttft_mean_callers"] = (
-            {"value": num(float(x.mean()))} if (x := _arr(callers["ttft_s"])).len() else {}
+            {"value": num(float_value(x.mean()))} if (x := _arr(callers["ttft_s"])).len() else {}
         )
         censored.mark(f.meta, mine)  # over the answers alone, where too many callers gave up: a floor
     # each layer's figures only when its log is in the folder (the correlation fills 0 / 1 for a layer it lacks)
@@ -250,7 +250,7 @@ def _engine(f: Figures, run: Run, whole: bool, lo, hi) -> None:
             f.values[name] = num(float(_stat(x, "mean" if stat == "mean" else "p95")))
             f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
             if name == "engine_ttft_p95":
-                f.meta["_ttft_mean_engine"] = {"value": num(float(x.mean()))}
+                f.meta["_ttft_mean_engine"] = {"value": num(float_value(x.mean()))}
     _gauges(f, run, whole, lo, hi)
 
 
@@ -292,7 +292,7 @@ def _gauges(f: Figures, run: Run, whole: bool, lo, hi) -> None:
             st = run.table("server_stats")
             st = st if whole else st.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
             g = st["gen_tps"].drop_nulls()
-            tps = float(g.mean()) if g.len() else None
+            tps = float_value(g.mean()) if g.len() else None
         if tps is not None:
             v["throughput_tps"] = num(tps)
             f.meta["throughput_tps"] = {"clock": ENGINE, "source": "engine_metrics"}
@@ -336,7 +336,7 @@ def _throughput(ok: pl.DataFrame) -> float | None:
     t = ok["output_tokens"].drop_nulls() if ok.height else None
     if t is None or t.len() < max(1, ok.height // 2):
         return None
-    span = (cast(datetime, ok["ts_end"].max()) - cast(datetime, ok["ts_start"].min())).total_seconds()
+    span = (time_value(ok["ts_end"].max()) - time_value(ok["ts_start"].min())).total_seconds()
     return num(float(t.sum()) / span) if span > 0 else None
 
 

@@ -362,7 +362,7 @@ def control_line(steps: list[dict], changed: list[dict] | None = None) -> str | 
     s, r = max(moved, key=lambda x: abs(x[1]["change_rel"] or 0))
     way = "slower" if (r["change"] or 0) > 0 else "faster"
     said = f"{r['title']} {value_text(r['a'], 's')} → {value_text(r['b'], 's')}"
-    if below:
+    if below and one is not None:  # below is none without one changed setting
         where = ", ".join(x["label"] for x in below)
         more = f"; {len(moved)} such moves in all" if len(moved) > 1 else ""
         return (

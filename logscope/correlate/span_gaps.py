@@ -236,6 +236,10 @@ def classify(
             "received_ts",
             "aborted_ts",
             "finished_ts",
+            # vLLM's 'Request ... failed (engine dead)': null where the table predates the column
+            pl.col("failed_ts")
+            if "failed_ts" in t["server_requests"].columns
+            else pl.lit(None, pl.Datetime("us", "UTC")).alias("failed_ts"),
         )
         .drop_nulls("gw_id")
         .unique("gw_id")
@@ -341,6 +345,17 @@ def _why(r: dict, found: list[Stop], svc: dict[str, str]) -> tuple[str, str]:
         return "aborted", (
             f"aborted: {rep} logged its abort at {hms(r['aborted_ts'])}{caller}; vLLM writes no span for a "
             "request it aborts [engine log, client record]"
+        )
+    if r.get("failed_ts") is not None:
+        # the engine's own word: V1 fails every request in flight when its engine core dies, and vLLM writes no
+        # span for a request it did not finish; its API server may then shut down cleanly (no stop to find)
+        return "cut by death", (
+            f"cut by the death of {rep}'s engine: {rep} logged at {hms(r['failed_ts'])} that it failed the request "
+            "(vLLM's 'Request ... failed (engine dead)')"
+            + (f", received at {hms(recv)}" if recv is not None else "")
+            + (f"; the caller got {err}" if err else "")
+            + " [engine log"
+            + (", client record]" if err else "]")
         )
     if recv is not None:
         s = _stop_for(found, rep, recv)

@@ -24,7 +24,7 @@ import polars as pl
 
 from .. import schemas
 from ..resources import time_range
-from . import span_gaps
+from . import span_gaps, span_skew
 
 _TP = r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$"
 
@@ -92,7 +92,15 @@ def run(out: Path, rng: time_range.Range = time_range.ALL) -> dict | None:
         "server_requests": _read(
             out,
             "server_requests",
-            ["request_id", "base_request_id", "replica", "received_ts", "aborted_ts", "finished_ts"],
+            [
+                "request_id",
+                "base_request_id",
+                "replica",
+                "received_ts",
+                "aborted_ts",
+                "finished_ts",
+                "failed_ts",
+            ],
         ),
         "server_events": _read(out, "server_events", ["ts", "replica", "kind", "ts_inferred"]),
         "server_stats": _read(out, "server_stats", ["ts", "replica", "origin"]),
@@ -282,7 +290,14 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
         .drop("k")
         .sort("logical_request_id", "trace_id", nulls_last=True)  # the same bytes on every run
     )
-    return df, {**_summary(df, spans, t, att, found), "client_span_vs_record": _span_vs_record(df, rq)}
+    # each engine's clock against its callers': the offset removed from the split, or the split unknown
+    skews = span_skew.measure(df)
+    df = span_skew.apply(df, skews)
+    return df, {
+        **_summary(df, spans, t, att, found),
+        "client_span_vs_record": _span_vs_record(df, rq),
+        "clock_skew": [s.doc() for s in skews],
+    }
 
 
 AGREE_S = (

@@ -131,14 +131,6 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     for i, e in enumerate(eps, 1):
         e["episode_id"] = f"E{i}"
         e["claim_id"] = reg.add(episode_claim.claim(e, th)).id
-    rows, lad = ladder.analyse(ctx)
-    if lad is not None:
-        lad["steps"] = rows
-        for r in rows:
-            r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
-        lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
-    # the gateway's rows sorted by time once: each range's then come from a binary search (clockgap.ByTime)
-    gw, gw_errors = clockgap.ByTime.of(inp.gateway, "ts_start"), clockgap.ByTime.of(inp.gateway_errors, "ts")
     # the timeout the client records state: the wait their callers gave up at (gave_up), by start once
     timeouts = clockgap.ByTime.of(
         tables.read(
@@ -147,6 +139,14 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
         "ts_start",
         ("timeout_s",),
     )
+    rows, lad = ladder.analyse(ctx, timeouts)
+    if lad is not None:
+        lad["steps"] = rows
+        for r in rows:
+            r["claim_id"] = reg.add(ladder.step_claim(r, lad["slo"])).id
+        lad["claim_id"] = reg.add(ladder.boundary_claim(rows, lad)).id
+    # the gateway's rows sorted by time once: each range's then come from a binary search (clockgap.ByTime)
+    gw, gw_errors = clockgap.ByTime.of(inp.gateway, "ts_start"), clockgap.ByTime.of(inp.gateway_errors, "ts")
     gaps = clockgap.claims(rows, eps, th, inp.requests, gw, gw_errors, timeouts)
     if not rows:  # no ladder: the gap over the load's phases too, episode or not (clockgap_run)
         gaps += clockgap_run.claims(ctx, inp.requests, gw, gw_errors, timeouts, eps, rng)

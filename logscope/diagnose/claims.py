@@ -63,6 +63,7 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ("slo_step", "met"): ("ttft_p95", "e2e_p95", "success_share"),
     ("slo_step", "not met"): ("broke",),
     ("slo_step", "undecided"): ("undecided_bucket",),
+    ("slo_step", "censored"): ("callers", "gave_up", "gave_up_share", "not_judged"),
     ("boundary", "met"): ("boundary_step", "boundary_concurrency"),
     ("episode_class", "sustained"): ("recovered", "end"),
     ("episode_class", "one-off"): ("recovered", "arrival_rate_after"),

@@ -21,6 +21,7 @@ from ..resources import time_range
 from . import clockgap, gave_up
 from .claims import Claim, Fact
 from .context import Context
+from .records import Episode
 
 SCOPE = "load"  # the claims' ``scope`` fact: measured over the load, not over an episode or a step
 
@@ -31,7 +32,7 @@ def claims(
     gw: pl.DataFrame | clockgap.ByTime | None,
     gw_errors: pl.DataFrame | clockgap.ByTime | None,
     timeouts: pl.DataFrame | clockgap.ByTime | None = None,
-    eps: list[dict] | None = None,
+    eps: list[Episode] | None = None,
     rng: time_range.Range = time_range.ALL,
 ) -> list[Claim]:
     """The gap claims of each load phase (or of the whole load), each with the ``scope`` fact ``load``
@@ -93,7 +94,7 @@ def claims(
     return out
 
 
-def _ranges(phases: pl.DataFrame, req: pl.DataFrame, eps: list[dict]) -> list[tuple[str, str, Any, Any]]:
+def _ranges(phases: pl.DataFrame, req: pl.DataFrame, eps: list[Episode]) -> list[tuple[str, str, Any, Any]]:
     """(where, claim key, start, end) of each load phase of one client (its phases overlap no other's), else of
     the whole load: its first request's start to its last's. The client is the one whose phases hold an episode
     or lie nearest one, then the one that logged most phases: another client's calm load an hour before (its one

@@ -553,6 +553,7 @@ def _details(
             "downtime_s": death.downtime_s,
             "at_startup": death.at_startup,
             "notes": death.notes,
+            "engine": death.engine,
         }
         gw = figures.between(ctx.gateway_trouble, "ts", death.ts, end)
         if gw.height:

@@ -20,6 +20,7 @@ from . import figures
 from .claims import CLOCK_LAYER, clock_of
 from .context import Context
 from .histograms import LATENCIES, ORIGIN_SOURCE, SOURCE, Histograms, load
+from .records import Episode
 
 __all__ = [
     "load",
@@ -62,7 +63,7 @@ def request_source(req: pl.DataFrame, col: str) -> str | None:
     return " + ".join(sorted(ORIGIN_SOURCE.get(o, o) for o in origins)) or None
 
 
-def fill(fig: dict, sources: dict[str, str | None], measured: dict[str, dict]) -> dict:
+def fill(fig: dict | Episode, sources: dict[str, str | None], measured: dict[str, dict]) -> dict:
     """The keys to set on a range's figures ``fig`` (a step row or an episode): the latencies of
     PER_REQUEST from the histograms where the requests gave none (TTFT: or only the gateway's), their
     sources and buckets; queue / prefill / decode p95; the lengths the requests lack."""
@@ -131,7 +132,7 @@ def fill_step(ctx: Context, row: dict, req: pl.DataFrame) -> None:
     row["metrics_histograms"] = shown(measured) or None
 
 
-def fill_episodes(ctx: Context, eps: list[dict]) -> None:
+def fill_episodes(ctx: Context, eps: list[Episode]) -> None:
     """Each episode's figures during it (on its replica when the metrics name it, all for a folder-wide one),
     and the histogram figures of its baseline window beside them (details.metrics_histograms)."""
     hist: Histograms | None = getattr(ctx, "hist", None)

@@ -12,7 +12,7 @@ connection: the gateway's callers gave up too.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import polars as pl
@@ -73,6 +73,38 @@ def gave_up_expr(columns: tuple[str, ...] | list[str]) -> pl.Expr:
     if "status" in columns:
         out = out | (pl.col("status") == CLIENT_CLOSED).fill_null(False)
     return out
+
+
+@dataclass(frozen=True)
+class _One:
+    """One range's rows as ``Rows``: every row is in the range (a ladder step's requests, already chosen)."""
+
+    rows: pl.DataFrame
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.rows.columns)
+
+    @property
+    def height(self) -> int:
+        return self.rows.height
+
+    def within(self, ranges: list[Any]) -> Iterator[pl.DataFrame]:
+        yield self.rows.with_columns(pl.lit(0, pl.Int64).alias(_ONE))
+
+
+_ONE = "_gave_up_range"
+
+
+def of_rows(rows: pl.DataFrame, timeout_s: float | None) -> GaveUp | None:
+    """The callers of one range already chosen (``rows``: its requests) and those that gave up, counted as
+    ``per_range`` counts them; ``timeout_s``: the client timeout their records state, when one. None when the
+    rows hold no outcome."""
+    if not rows.height or "ts_start" not in rows.columns:
+        return None
+    lo, hi = rows["ts_start"].min(), rows["ts_start"].max()
+    got = per_range(_One(rows), [(lo, hi)], None, _ONE)[0]
+    return None if got is None else replace(got, timeout_s=timeout_s)
 
 
 def per_range(

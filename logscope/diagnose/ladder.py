@@ -30,7 +30,7 @@ import polars as pl
 from .. import clock
 from ..correlate.stream_failures import MAYBE
 from ..scalars import float_value, int_value, time_or_none, time_value
-from . import figures, from_histograms
+from . import figures, from_histograms, ladder_gave_up
 from .claims import Claim, Fact, clock_of, facts, latency
 from .context import Context
 
@@ -174,7 +174,7 @@ def _first_ts(df: pl.DataFrame, cond: pl.Expr, col: str = "ts") -> datetime | No
     return time_or_none(f[col].min()) if f.height else None
 
 
-def _step(ctx: Context, i: int, s: dict) -> dict:
+def _step(ctx: Context, i: int, s: dict, timeouts=None) -> dict:
     lo, hi = s["start"], s["end"]
     cold = [(a, b) for a, b in ctx.cold if a <= hi and b >= lo]
     req = ctx.inputs.requests
@@ -236,6 +236,9 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
     row["v0_preemption_warnings"] = w.height
     from_histograms.fill_step(ctx, row, figures.between(req, "ts_start", lo_r, hi_r))
     mine_req = figures.between(req, "ts_start", lo_r, hi_r)
+    # the callers who gave up, over the requests the figures were measured on (ladder_gave_up)
+    measured = mine_req.filter(figures.outside("ts_start", cold)) if cold and warm["requests"] else mine_req
+    ladder_gave_up.fill(row, measured, figs, ladder_gave_up.stated_timeout(timeouts, lo_r, hi_r))
     reasons = _broke(ctx, row, mine_req, lo, hi)
     missing = [k for k in SLO_FIGURES if row[k] is None] + from_histograms.not_measured(row)
     # an ok answer a failed stream no evidence tied may belong to: the success share is not known to be met
@@ -243,9 +246,20 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
         if (mine_req["mid_stream"] == MAYBE).any():
             missing.append(STREAMS_UNTIED)
     undecided = from_histograms.undecided(row, ctx.slo)
-    # missed when a figure failed; else unknown when one is missing; else undecided when a histogram's bucket
-    # holds the SLO (between its bounds: neither met nor missed); else met
-    row["slo_status"] = "missed" if reasons else "unknown" if missing else "undecided" if undecided else "met"
+    # missed when a figure failed; else unknown when one is missing; else censored when the callers who gave up
+    # leave a figure a floor below the SLO; else undecided when a histogram's bucket holds the SLO (between its
+    # bounds: neither met nor missed); else met
+    row["slo_status"] = (
+        "missed"
+        if reasons
+        else "unknown"
+        if missing
+        else CENSORED
+        if row["censored_figures"]
+        else "undecided"
+        if undecided
+        else "met"
+    )
     row["meets_slo"] = {"met": True, "missed": False}.get(row["slo_status"])  # None: unknown or undecided
     row["slo_missing"] = ", ".join(missing) or None
     row["missing_figures"] = missing
@@ -260,7 +274,10 @@ def _step(ctx: Context, i: int, s: dict) -> dict:
 
 # the step figures the SLO is judged on (each step's TTFT, e2e and success); a step missing one is 'unknown'
 SLO_FIGURES = ("ttft_p95", "e2e_p95", "success_share")
-OPEN = ("unknown", "undecided")  # a step the SLO could not be judged on
+CENSORED = (
+    "censored"  # a step whose callers gave up: its figures over those who stayed are floors (ladder_gave_up)
+)
+OPEN = ("unknown", "undecided", CENSORED)  # a step the SLO could not be judged on
 STEP_SLACK_S = (
     2.0  # a step's requests may be stamped this far outside its phase (the client's and the logs' clocks)
 )
@@ -356,11 +373,13 @@ def _broke(ctx: Context, row: dict, req: pl.DataFrame, lo, hi) -> list[dict]:
     return out
 
 
-def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
+def analyse(ctx: Context, timeouts=None) -> tuple[list[dict], dict | None]:
+    """``timeouts``: the client records' timeout settings (clockgap.ByTime of client_requests' ts_start and
+    timeout_s), the wait a step's callers who gave up waited at least."""
     st, source = steps(ctx)
     if not st:
         return [], None
-    rows = [_step(ctx, i, s) for i, s in enumerate(st)]
+    rows = [_step(ctx, i, s, timeouts) for i, s in enumerate(st)]
     # the boundary is never placed above a step the SLO could not be judged on (unknown or undecided)
     first_open = next((i for i, r in enumerate(rows) if r["slo_status"] in OPEN), len(rows))
     last_ok = next((i for i in range(first_open - 1, -1, -1) if rows[i]["slo_status"] == "met"), None)
@@ -393,6 +412,7 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
             "concurrency": nxt["concurrency"],
             "first": nxt["broke_reasons"][0]["what"],
             "reasons": nxt["broke_reasons"],
+            "floors": nxt["slo_not_judged"],  # its p95s over the callers who stayed, when many gave up
         },
         "unknown_at_next_step": None
         if nxt is None or nxt["slo_status"] not in OPEN
@@ -400,8 +420,9 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
             "step": nxt["step"],
             "concurrency": nxt["concurrency"],
             "status": nxt["slo_status"],
-            "missing": nxt["missing_figures"] or nxt["undecided_figures"],
+            "missing": nxt["missing_figures"] or nxt["undecided_figures"] or nxt["censored_figures"],
             "undecided": nxt["slo_undecided"] if nxt["slo_status"] == "undecided" else None,
+            "not_judged": nxt["slo_not_judged"] if nxt["slo_status"] == CENSORED else None,
         },
         "failed_below_boundary": [
             {"step": r["step"], "concurrency": r["concurrency"], "broke": r["broke"]}
@@ -413,7 +434,8 @@ def analyse(ctx: Context) -> tuple[list[dict], dict | None]:
                 "step": r["step"],
                 "concurrency": r["concurrency"],
                 "status": r["slo_status"],
-                "missing": r["missing_figures"] or r["undecided_figures"],
+                "missing": r["missing_figures"] or r["undecided_figures"] or r["censored_figures"],
+                "not_judged": r["slo_not_judged"],
             }
             for r in rows
             if r["slo_status"] in OPEN
@@ -439,7 +461,13 @@ def nice(x: float) -> str:
     return str(int(x)) if x is not None and math.isfinite(x) and x == int(x) else f"{x:g}"
 
 
-STEP_STATE = {"met": "met", "missed": "not met", "unknown": "unknown", "undecided": "undecided"}
+STEP_STATE = {
+    "met": "met",
+    "missed": "not met",
+    "unknown": "unknown",
+    "undecided": "undecided",
+    CENSORED: CENSORED,
+}
 STREAMS_UNTIED = "success_share_streams"
 MISSING_WORDS = {
     "ttft_p95": "TTFT p95 (no source gave a TTFT for the step)",
@@ -474,13 +502,18 @@ def step_claim(r: dict, slo: dict) -> Claim:
             Fact("undecided_bucket", r.get("slo_undecided")),
             Fact("cold_set_aside", r["cold_set_aside"], "requests", unit="requests"),
             Fact("cold_why", r["cold_why"]),
+            *ladder_gave_up.facts(r),
         ],
         {
             "slo_ttft_p95_s": slo["ttft_p95_s"],
             "slo_e2e_p95_s": slo["e2e_p95_s"],
             "slo_success": slo["success"],
         },
-        missing if r["slo_status"] == "unknown" else [],
+        missing
+        if r["slo_status"] == "unknown"
+        else [r["slo_not_judged"]]
+        if r["slo_status"] == CENSORED
+        else [],
     )
 
 
@@ -500,6 +533,8 @@ def boundary_claim(rows: list[dict], lad: dict) -> Claim:
         what = (
             first_open["slo_undecided"]
             if first_open["slo_status"] == "undecided"
+            else f"not judged: {first_open['slo_not_judged']}"
+            if first_open["slo_status"] == CENSORED
             else "no " + ", ".join(first_open["missing_figures"])
         )
         missing = [

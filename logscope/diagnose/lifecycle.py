@@ -48,6 +48,7 @@ class Death:
     new_pid: int | None = None
     at_startup: bool = False  # died before serving anything (startup failure)
     notes: list[str] = field(default_factory=list)
+    engine: str | None = None  # the engine_kind of its records ('vllm', 'sglang', 'tgi'); None: not said
 
     @property
     def downtime_s(self) -> float | None:
@@ -263,6 +264,10 @@ def _explicit(
         if "engine_timeout" not in kinds and TIMEOUT_HINT.search(text):
             kinds = sorted([*kinds, "engine_timeout"])
         death = Death(replica, t0, kinds, first["pid"], first["message"], t0, at_startup=at_startup)
+        if (
+            "engine_kind" in grp.columns
+        ):  # whose death it is, for its headline (a TGI shard is no vLLM engine)
+            death.engine = next(iter(grp["engine_kind"].drop_nulls()), None)
         nxt = _next_start(start_rows, t0 + timedelta(microseconds=1))
         if nxt is not None:
             death.restart_ts, death.ready_ts, death.new_pid = nxt["ts"], nxt["ready_ts"], nxt["pid"]

@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from ..resources import time_range
+from .records import Episode
 
 SOURCE = "spans"
 MIN_REQUESTS = 3  # an episode with fewer traced requests gets no split of its own
@@ -147,8 +148,18 @@ def _source(rs: pl.DataFrame, metric: str) -> str:
     return ", ".join(got) if got else "unknown"
 
 
+def _clock(clk: str, rs: pl.DataFrame) -> str:
+    """A difference of two processes' stamps names the offset removed from it (correlate/span_skew.py)."""
+    if " - " in clk and "clock_offset_s" in rs.columns and rs["clock_offset_s"].is_not_null().any():
+        return f"{clk}, the engine's clock offset removed (traces.clock_skew)"
+    return clk
+
+
 def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
     for metric, expr, clk in METRICS:
+        clk = (
+            clk if metric == "caller_minus_engine_ttft" else _clock(clk, rs)
+        )  # two durations: no offset in it
         v = rs.select(expr.alias("v"))["v"].drop_nulls()
         seg.latencies[metric] = SpanLatency(
             metric,
@@ -160,6 +171,7 @@ def _figures(seg: Segment, rs: pl.DataFrame) -> Segment:
             _source(rs, metric),
         )
     for part, expr, clk in PARTS:
+        clk = _clock(clk, rs)
         v = rs.select(expr.alias("v"))["v"].drop_nulls()
         seg.split.append(
             {"part": part, "clock": clk, "n": v.len(), "mean_ms": float(v.mean()) * 1000 if v.len() else None}  # type: ignore[arg-type]
@@ -177,7 +189,7 @@ def _in(rs: pl.DataFrame, lo: datetime | None, hi: datetime | None) -> pl.DataFr
     return rs.filter(keep)
 
 
-def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]) -> dict | None:
+def analyse(out: Path, rng: time_range.Range, eps: list[Episode], steps: list[dict]) -> dict | None:
     """diagnosis.json's ``spans``: None when no request has an engine span."""
     p = Path(out) / "request_spans.parquet"
     if not p.exists():
@@ -212,7 +224,7 @@ def analyse(out: Path, rng: time_range.Range, eps: list[dict], steps: list[dict]
             found.append((e, part))
     found = sorted(sorted(found, key=lambda x: -x[1].height)[:MAX_EPISODES], key=lambda x: x[0]["start"])
     # episodes of one time seen by two sources of a replica (its log, its scrapes) hold the same requests: one
-    same: dict[tuple, list[dict]] = {}
+    same: dict[tuple, list[Episode]] = {}
     for e, part in found:
         same.setdefault(
             (tuple(sorted(part["trace_id"].to_list())), e.get("class"), e.get("signal")), []

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from ..ingest.metric_stats import _ADDRESS, UNTIED
+from .records import Episode
 
 FAMILY = {"preemptions": "kv", "kv_pressure": "kv"}  # signals that tell one resource running out
 
@@ -36,7 +37,9 @@ def reasons(out: Path) -> dict[str, str]:
     return out_
 
 
-def fold(eps: list[dict], targets: frozenset[str], why: dict[str, str], stats: pl.DataFrame) -> list[dict]:
+def fold(
+    eps: list[Episode], targets: frozenset[str], why: dict[str, str], stats: pl.DataFrame
+) -> list[Episode]:
     """``eps`` without the untied targets' episodes that stand beside one log replica's; each of those is kept in
     that episode's ``details.untied_beside`` (target, signal, start, end, count, peak, why untied). Only a target
     that could be that replica's server: one with no address (an address no log names is another server), beside
@@ -74,7 +77,7 @@ def fold(eps: list[dict], targets: frozenset[str], why: dict[str, str], stats: p
     return keep
 
 
-def _beside(e: dict, logs: list[dict]) -> dict | None:
+def _beside(e: Episode, logs: list[Episode]) -> Episode | None:
     """The one log replica's episode of the same family that overlaps ``e`` the longest, None when none does or
     when episodes of several log replicas do (which server it was cannot be told)."""
     fam = FAMILY.get(e["signal"], e["signal"])
@@ -90,11 +93,11 @@ def _beside(e: dict, logs: list[dict]) -> dict | None:
     return max(hits, key=lambda h: min(h["end"], e["end"]) - max(h["start"], e["start"]))
 
 
-def evidence(f, eps: list[dict]) -> None:
+def evidence(f, eps: list[Episode]) -> None:
     """Say, in the finding of an episode that has untied targets' episodes beside it, what they showed and why
     they could not be tied."""
     ep = next((e for e in eps if e.get("episode_id") == f.episode_id), None) if f.episode_id else None
-    beside = ((ep or {}).get("details") or {}).get("untied_beside") or []
+    beside = ((ep.get("details") if ep else None) or {}).get("untied_beside") or []
     if not beside:
         return
     by: dict[str, list[dict]] = {}

@@ -174,7 +174,7 @@ def _verdict(
             "finding",
             None,
         )
-    head = _headline(main, _several(ctx, eps))
+    head = _headline(main, findings.replica_count(ctx, eps) > 1)
     if top is not None and top.claim_id == "capacity.overload" and main["class"] != "crash":
         # the load above capacity is the cause; the episode (preemptions, a queue) is its symptom
         head = f"{top['title']} ({top['finding_id']}); its symptom: {head[0].lower()}{head[1:]}"
@@ -215,33 +215,24 @@ def _verdict(
     return [head, _when(ctx, main, eps), test], CLASS_STATE[main["class"]], main
 
 
-def one_line(e: dict) -> bool:
+def one_line(e: Episode) -> bool:
     """One stats line holds the episode and every companion of it (public-2 n19's 0 s preemption had a 70 s queue
     beside it: not one line)."""
     comps = (e.get("details") or {}).get("companions") or []
     return e["duration_s"] == 0 and all(c["start"] == e["start"] and c["end"] == e["end"] for c in comps)
 
 
-def _span(e: dict) -> str:
+def _span(e: Episode) -> str:
     return clock.hms_span(e["start"], e["end"])
 
 
-def _replicas(ctx: Context, eps: list[dict]) -> int:
-    """How many replicas the folder holds (server logs or episodes on named replicas)."""
-    logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
-    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
-
-
-def _several(ctx: Context, eps: list[dict]) -> bool:
-    return _replicas(ctx, eps) > 1
-
-
-def _headline(e: dict, several: bool = False) -> str:
+def _headline(e: Episode, several: bool = False) -> str:
     """What happened, in one line: the episode's signal with its numbers and the server state. In a folder of
     several replicas it names the one it happened on (traced-2r-kill read 'The vLLM server was killed' of b alone)."""
     on = e["replica"] if several and e.get("replica") else ""
     if e["signal"] == "crash":
         c = e["details"]["crash"]
+        eng = ENGINE_NAMES.get(c.get("engine") or "vllm", "vLLM")  # whose records say it died
         how = (
             "was killed silently (its log stops, a new server starts)"
             if c["kinds"] == ["silent"]
@@ -255,7 +246,7 @@ def _headline(e: dict, several: bool = False) -> str:
         )
         if c["at_startup"]:
             return (
-                f"The vLLM engine{' of ' + on if on else ''} {how} at start-up, {clock.hms(e['start'])}, "
+                f"The {eng} engine{' of ' + on if on else ''} {how} at start-up, {clock.hms(e['start'])}, "
                 "before serving any request."
             )
         back = (
@@ -265,7 +256,7 @@ def _headline(e: dict, several: bool = False) -> str:
         )
         guess = next((n for n in c.get("notes") or [] if n.startswith("a guess: ")), None)
         tied = f"; the kill is tied to it by {guess}" if guess else ""  # platform.attach: said as a guess
-        return f"The vLLM server{' ' + on if on else ''} {how} at {clock.hms(e['start'])}{back}{tied}."
+        return f"The {eng} server{' ' + on if on else ''} {how} at {clock.hms(e['start'])}{back}{tied}."
     what = _what(e)
     state = []
     if e["kv_max"] is not None:
@@ -291,6 +282,7 @@ def _headline(e: dict, several: bool = False) -> str:
     return f"On {on}: {head}" if on else head
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}  # server_events.engine_kind in words
 # a death's kinds (lifecycle.DEATH_KINDS) in the headline's words
 DEATH_WORDS = {
     "engine_dead": "its engine process is gone",
@@ -306,7 +298,7 @@ COMPANION = {
 }
 
 
-def _what(e: dict) -> str:
+def _what(e: Episode) -> str:
     """The episode's signal with its numbers."""
     return {
         "preemptions": preemption_count.words(e),
@@ -353,7 +345,7 @@ def _stall_words(top) -> str:
     )
 
 
-def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
+def _when(ctx: Context, e: Episode, eps: list[Episode]) -> str:
     others = f" ({len(eps)} episodes in all)" if len(eps) > 1 else ""
     if e["class"] == "crash":
         c = e["details"]["crash"]
@@ -366,7 +358,7 @@ def _when(ctx: Context, e: dict, eps: list[dict]) -> str:
             if c["downtime_s"] is not None
             else f"not back before {ctx.inputs.rng.end_words}"
         )
-        n = _replicas(ctx, eps)
+        n = findings.replica_count(ctx, eps)
         of = (
             f" of 1 of the {n} replicas" if n > 1 and e.get("replica") else ""
         )  # the others may have served on
@@ -420,6 +412,8 @@ def _ladder_verdict(eps: list, lad: dict, reg: Registry) -> list[str]:
         if nxt
         else f"; at {ladder.nice(unk['concurrency'])} undecided: {unk['undecided']}"
         if unk and unk.get("status") == "undecided"
+        else f"; at {ladder.nice(unk['concurrency'])} not judged: {unk['not_judged']}"
+        if unk and unk.get("status") == "censored"
         else f"; at {ladder.nice(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
         if unk
         else ""

@@ -81,6 +81,10 @@ def _slo_step(c: Claim) -> str:
     aside = ""
     if v("cold_set_aside"):
         aside = f"; {n(v('cold_set_aside'))} request(s) set aside as cold start ({v('cold_why')})"
+    if (
+        v("not_judged") and c.state != "censored"
+    ):  # missed all the same: its figures are floors (ladder_gave_up)
+        aside = f"; {v('not_judged')}{aside}"
     if c.state == "met":
         tail = (
             "; the callers' TTFT is not in this folder" if clocks == ["engine"] else ""
@@ -90,6 +94,8 @@ def _slo_step(c: Claim) -> str:
         return f"{at}: SLO not met{by} ({v('broke')}){aside}"
     if c.state == "undecided":
         return f"{at}: undecided{by}: {v('undecided_bucket')}{aside}"
+    if c.state == "censored":  # the callers who gave up leave its figures floors (ladder_gave_up)
+        return f"{at}: not judged{by}: {v('not_judged')}{aside}"
     return f"{at}: unknown (no {', '.join(c.missing)}){aside}"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from logscope.parsers._common import endpoint_expr
+from logscope.parsers._common import endpoint_expr, tgi_endpoint_expr
 
 from .. import schemas
 from ..scalars import int_or_none
@@ -342,8 +342,10 @@ def _requests_of_log(ev: pl.LazyFrame) -> pl.LazyFrame:
         )
         .with_columns(
             pl.when(pl.col("preempted_v0")).then(True).otherwise(None).alias("preempted"),
-            # SGLang's ids (its own uuid, or the client's) say nothing of the endpoint
-            pl.when(pl.col("engine_kind").ne_missing("sglang"))
+            # SGLang's ids (its own uuid, or the client's) say nothing of the endpoint; TGI's name its route
+            pl.when(pl.col("engine_kind") == "tgi")
+            .then(tgi_endpoint_expr("request_id"))
+            .when(pl.col("engine_kind").ne_missing("sglang"))
             .then(endpoint_expr("request_id"))
             .alias("endpoint"),
         )

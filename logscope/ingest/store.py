@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -15,9 +16,10 @@ from .. import outdir, schemas
 # rows per Parquet row group: a streaming scan decodes a few groups at once, so smaller groups keep
 # every later scan (derive, correlate) light (64k: 314 MB vs 574 MB scanning 3M request events)
 ROW_GROUP = 64_000
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)  # what ``shifted`` is given, it gives back
 
 
-def shifted(frame, offsets: dict[str, int], columns) -> pl.DataFrame | pl.LazyFrame:
+def shifted(frame: Frame, offsets: dict[str, int], columns) -> Frame:
     """``frame`` with ``offsets`` added to those of its ``columns`` they name (counters of rows read from a
     guessed state, ``logscope.ingest.pieces``)."""
     return frame.with_columns(pl.col(c) + off for c, off in offsets.items() if c in columns and off)
@@ -53,7 +55,7 @@ class Store:
         df = df if compacted else compact(df)
         with self.lock:
             self.frames.setdefault(name, []).append((key, df))
-            self.size += df.estimated_size() + self.frame_bytes
+            self.size += int(df.estimated_size()) + self.frame_bytes  # in bytes (its default unit): an int
             if self.size > self.budget:
                 for table in list(self.frames):
                     self._spill(table)
@@ -105,7 +107,7 @@ class Store:
                 raise outdir.write_failed(self.parts, e) from e
             self.spilled.setdefault(name, []).append((first, path))
 
-    def _shifted(self, key: tuple[int, int, int], frame: pl.DataFrame | pl.LazyFrame, columns: list[str]):
+    def _shifted(self, key: tuple[int, int, int], frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
         offsets = self.shifts.get(key[:2])
         return shifted(frame, offsets, columns) if offsets else frame
 

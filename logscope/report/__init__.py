@@ -39,7 +39,8 @@ LADDER_COLS = (
     "step", "concurrency", "requests", "cold_set_aside", "arrival_rate", "active_mean", "ttft_p50", "ttft_p95",
     "ttft_clock", "ttft_p95_engine", "e2e_p50", "e2e_p95", "e2e_clock", "e2e_p95_engine", "queue_p95",
     "prefill_p95", "decode_p95", "success_share", "throughput_tps", "kv_max", "waiting_max", "preemptions",
-    "max_tokens_mean", "output_tokens_mean", "slo_status", "slo_undecided", "broke", "pressure",
+    "max_tokens_mean", "output_tokens_mean", "gave_up", "gave_up_share", "slo_status", "slo_undecided",
+    "slo_not_judged", "broke", "pressure",
 )  # fmt: skip
 
 __all__ = ["render", "build", "context", "dumps"]

@@ -50,8 +50,12 @@ def missing(ld: Loaded, counts: dict[str, Any], traces: dict | None) -> dict[str
     if not server:
         sv = _files(ld, "server")
         sg = _files(ld, "server", "sglang_server")
+        tg = _files(ld, "server", "tgi_router")
         text = (
-            f"SGLang's log ({_named(sg)}) holds no request-log lines (SGLang writes them with --log-requests)"
+            f"TGI's log ({_named(tg)}) holds no request's Success line (its router writes one for each request it "
+            "answers, at INFO)"
+            if tg and tg == sv
+            else f"SGLang's log ({_named(sg)}) holds no request-log lines (SGLang writes them with --log-requests)"
             if sg and sg == sv
             else f"the servers' logs ({_named(sv)}) hold no request-log lines (vLLM writes them with "
             "--enable-log-requests, SGLang with --log-requests)"

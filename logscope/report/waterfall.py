@@ -62,6 +62,14 @@ def chosen(rs: pl.DataFrame) -> pl.DataFrame:
 
 def _rows(r: dict, spans: pl.DataFrame, gw: pl.DataFrame) -> tuple[list[dict], object]:
     tr = spans.filter(pl.col("trace_id") == r["trace_id"])
+    # the engine's clock offset the spans' nesting showed (correlate/span_skew.py): its spans put on the callers'
+    off = r.get("clock_offset_s")
+    if off is not None:
+        mine = (pl.col("layer") == "engine") & (pl.col("service") == r["engine_service"])
+        shift = pl.duration(microseconds=round(off * 1e6))
+        tr = tr.with_columns(
+            pl.when(mine).then(pl.col(c) - shift).otherwise(pl.col(c)).alias(c) for c in ("start", "end")
+        )
     t0 = tr["start"].min()
     rel = lambda t: None if t is None or t0 is None else (t - t0).total_seconds()  # noqa: E731
     out: list[dict] = []
@@ -85,6 +93,7 @@ def _rows(r: dict, spans: pl.DataFrame, gw: pl.DataFrame) -> tuple[list[dict], o
         bar("gateway", "gateway", rel(s["start"]), rel(s["end"]), s["name"] or "")
     for s in tr.filter((pl.col("layer") == "engine") & (pl.col("role") == "request")).iter_rows(named=True):
         a = rel(s["start"])
+        moved = f", moved {-off:+.3f} s" if off is not None and s["service"] == r["engine_service"] else ""
         for phase, d in (
             ("engine: queue", s["queue_s"]),
             ("engine: prefill", s["prefill_s"]),
@@ -92,7 +101,7 @@ def _rows(r: dict, spans: pl.DataFrame, gw: pl.DataFrame) -> tuple[list[dict], o
         ):
             if d is None or a is None:
                 continue
-            bar("engine", phase, a, a + d, f"{phase} {d:.3f} s ({s['service']}, clock engine)")
+            bar("engine", phase, a, a + d, f"{phase} {d:.3f} s ({s['service']}, clock engine{moved})")
             a += d
         end = rel(s["end"])
         if a is not None and end is not None and end > a + 1e-3:

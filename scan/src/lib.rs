@@ -5,6 +5,7 @@
 pub mod attempts;
 pub mod column;
 pub mod convert;
+pub mod events;
 pub mod ffi;
 pub mod jsonl;
 pub mod kleene;
@@ -162,6 +163,7 @@ fn _scan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<regexes::Rules>()?;
     m.add_class::<regexes::Fields>()?;
     m.add_class::<jsonl::py::JsonKeys>()?;
+    m.add_class::<events::OpenaiEvents>()?;
     m.add_function(wrap_pyfunction!(split_lines, m)?)?;
     m.add_function(wrap_pyfunction!(attempts::openai_attempts, m)?)?;
     m.add_function(wrap_pyfunction!(lab::lab_flush, m)?)?;

@@ -32,7 +32,7 @@ import polars as pl
 from .. import capacity
 from ..claims import Claim, Registry
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from .aborts import abort_findings
 from .calm import calm_findings
 from .clocks import clock_gap_findings
@@ -79,9 +79,16 @@ KIND_ORDER = (
 )
 
 
+def replica_count(ctx: Context, eps: list[Episode]) -> int:
+    """How many replicas the folder holds: those of its server logs' stats lines and of its episodes (the
+    findings' titles and the verdict's headline name the replica when there are several)."""
+    logs = ctx.server["replica"].drop_nulls().unique().to_list() if "replica" in ctx.server.columns else []
+    return len({r for r in logs if r} | {e["replica"] for e in eps if e.get("replica")})
+
+
 def build(
     ctx: Context,
-    eps: list[dict],
+    eps: list[Episode],
     ladder_rows: list[dict],
     ladder: dict | None,
     cap: dict,
@@ -91,13 +98,7 @@ def build(
 ) -> list[Finding]:
     out: list[Finding] = []
     per_replica: list[tuple[str, Finding]] = []  # (replica, finding) of one replica's episodes
-    # a folder of several servers (by their stats lines, or their episodes): each finding names its own
-    replicas = (
-        {r for r in ctx.server["replica"].drop_nulls().unique().to_list() if r}
-        if "replica" in ctx.server.columns
-        else set()
-    )
-    several = len(replicas | {e["replica"] for e in eps if e.get("replica")}) > 1
+    several = replica_count(ctx, eps) > 1  # a folder of several servers: each finding names its own
     for ep, group in _one_per_pattern(eps):
         found = _episode(ctx, ep, ladder, cap)
         if ep["class"] == "recurring":
@@ -262,7 +263,7 @@ def _ladder_ranked(
     return f
 
 
-def _one_sample(ctx: Context, out: list[Finding], eps: list[dict]) -> None:
+def _one_sample(ctx: Context, out: list[Finding], eps: list[Episode]) -> None:
     """A level seen on one stats sample (a 0-second KV blip) is no regime, whatever its class says: its
     finding is low, so it never outranks the episodes the users felt."""
     blips = {
@@ -321,7 +322,7 @@ def metrics_only(ctx: Context) -> frozenset[str]:
     return frozenset(prom - logged)
 
 
-def pattern_key(e: dict) -> tuple:
+def pattern_key(e: Episode) -> tuple:
     """Episodes one finding may stand for: a recurring pattern is one per signal, others share class,
     signal and replica (the verdict's crash loop uses the same key)."""
     return (e["signal"],) if e["class"] == "recurring" else (e["class"], e["signal"], e["replica"])
@@ -353,13 +354,13 @@ def _across_replicas(
     return out
 
 
-def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
+def _one_per_pattern(eps: list[Episode]) -> list[tuple[Episode, list[Episode]]]:
     """The episodes that get findings, each with the episodes it stands for: every episode on its own,
     except a recurring pattern (one finding per signal) and more than REPEATS episodes of one class,
     signal and replica (hundreds of restarts or pressure spells in a day-long incident are one finding
     naming them all, not hundreds)."""
     eps = [e for e in eps if e["class"] != "context"]  # a one-sample blip is context, no finding
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[Episode]] = {}
     for e in eps:
         groups.setdefault(pattern_key(e), []).append(e)
     out = []
@@ -372,7 +373,7 @@ def _one_per_pattern(eps: list[dict]) -> list[tuple[dict, list[dict]]]:
     return out
 
 
-def _episode(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> list[Finding]:
+def _episode(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) -> list[Finding]:
     sig = ep["signal"]
     cap = capacity.for_replica(cap, ep["replica"])  # this replica's cache and config
     if sig == "crash":

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 from ... import clock
 from ..claims import facts
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from .record import clock_time, make_finding, num, requests_phrase, state_phrase
 
 if TYPE_CHECKING:
     from ..lifecycle import StopErrors
 
 
-def stall_finding(ctx: Context, ep: dict) -> Finding:
+def stall_finding(ctx: Context, ep: Episode) -> Finding:
     return make_finding(
         "critical" if ep["class"] == "sustained" else "high",
         f"Engine stalled: requests running with no progress {clock.hms_range(ep['start'], ep['end'])}",
@@ -33,7 +33,7 @@ def stall_finding(ctx: Context, ep: dict) -> Finding:
 KV_DEATH = "max_model_len needs more KV cache than there is"  # a start-up death the KV check caused
 
 
-def lower_cap(mns: int | None, ep: dict) -> str:
+def lower_cap(mns: int | None, ep: Episode) -> str:
     """' from 64 to 4 (…)': the lower --max-num-seqs a death's next test tries, with where the figure comes from.
     A cap at or above what ran changes nothing: the lab's crash ran at most 8 of 64 and was told 'from 64 to 32'.
     Halved what ran when the server's stats give it (in the episode or the minute before it), else the setting."""
@@ -51,7 +51,7 @@ def lower_cap(mns: int | None, ep: dict) -> str:
     return f" from {mns} to {max(1, mns // 2)} (half; up to {ran} ran around it)"
 
 
-def death_finding(ctx: Context, ep: dict, cap: dict) -> Finding:
+def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
     down = c["downtime_s"]
@@ -186,7 +186,7 @@ UNTIL = {
 }
 
 
-def paid(ctx: Context, ep: dict) -> str:
+def paid(ctx: Context, ep: Episode) -> str:
     """The gateway's 5xx from the death until the server was back: lifecycle.errors_after's count, the one the
     timeline's label and diagnosis.json's server_lifecycle give."""
     e = ctx.stop_errors.get((ep["start"], ep["replica"] or None))
@@ -209,7 +209,7 @@ def _answered(e: StopErrors, since: str = "") -> str:
     return f"{e.total:,} requests with {with_} {since}until {clock.hms(e.until)} ({why})"
 
 
-def stop_findings(ctx: Context, eps: list[dict]) -> list[Finding]:
+def stop_findings(ctx: Context, eps: list[Episode]) -> list[Finding]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
     is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
     the count diagnosis.json and the timeline give too)."""
@@ -251,7 +251,7 @@ def stop_findings(ctx: Context, eps: list[dict]) -> list[Finding]:
     return out
 
 
-def _kv_refused(ctx: Context, ep: dict) -> dict | None:
+def _kv_refused(ctx: Context, ep: Episode) -> dict | None:
     """The engine's start-up KV check that failed (kind kv_insufficient) on the dead replica, at or before its death."""
     import polars as pl
 

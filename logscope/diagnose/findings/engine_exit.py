@@ -13,6 +13,7 @@ from datetime import timedelta
 import polars as pl
 
 from ..context import Context
+from ..records import Episode
 
 UNEXPECTED = re.compile(r"(?:exited|died) unexpectedly")
 WHICH = re.compile(
@@ -22,7 +23,7 @@ LOOKBACK_S = 120.0  # how far before the death an error of the engine's own is l
 OWN = r"(?i)^(?:EngineCore|VllmWorker|Worker)"  # the engine's processes, not the API server that reports it
 
 
-def silent_exit(ctx: Context, ep: dict, c: dict) -> dict | None:
+def silent_exit(ctx: Context, ep: Episode, c: dict) -> dict | None:
     """{'covered_s', 'what', 'pid'} when the death is the API server's report of an engine process gone, and no line of
     the engine's own processes at ERROR or above precedes it in the LOOKBACK_S the log covers; None otherwise
     (its own error, another kind of death, or no line of this replica before it: nothing to tell it by)."""

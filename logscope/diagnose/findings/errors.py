@@ -10,7 +10,7 @@ from ...scalars import time_or_none
 from .. import failures
 from ..claims import facts
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from .record import clock_time, make_finding, pct, requests_phrase
 
 # vLLM's answer to a request naming a model it does not serve (serving_engine ``_check_model``: 404 NotFoundError);
@@ -22,7 +22,7 @@ NO_MODEL_SHARE = (
 )
 
 
-def error_finding(ctx: Context, ep: dict) -> Finding:
+def error_finding(ctx: Context, ep: Episode) -> Finding:
     """An errors episode: its count is its failed requests, each once (diagnose/failures.py), by kind."""
     failed, ended, by, layer = failures.kinds(ctx, ep["start"], ep["end"])
     kinds = (
@@ -46,7 +46,7 @@ def error_finding(ctx: Context, ep: dict) -> Finding:
     )
 
 
-def _signs(ctx: Context, ep: dict) -> list[str] | None:
+def _signs(ctx: Context, ep: Episode) -> list[str] | None:
     """What the server showed in the episode's range that can slow or refuse requests (a near-full KV cache,
     requests waiting, preemptions, a stall beside it); None when no server stats cover the range."""
     d = ep["details"]
@@ -65,7 +65,7 @@ def _signs(ctx: Context, ep: dict) -> list[str] | None:
     return out
 
 
-def _cause(ctx: Context, ep: dict) -> tuple[str, str]:
+def _cause(ctx: Context, ep: Episode) -> tuple[str, str]:
     """(cause, next test) from what failed and what the server showed in the range: callers that gave up (client
     timeouts) are told from an upstream that failed (5xx, no answer), and what the server showed is named, never
     denied (abort-ignored's timeouts, beside KV up to 98 % and 4 waiting, once read 'no pressure sign')."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from ... import clock
 from ..gpu_faults import Fault, fault_for
+from ..records import Episode
 from .record import clock_time, make_finding
 
 HARDWARE = {48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120}  # ECC, NVLink, fallen off the bus, GSP: the device
@@ -42,7 +43,8 @@ def _cause(codes: set) -> tuple[str, str]:
     )
 
 
-def fault_finding(ctx, ep: dict, c: dict, when: str) -> Any:  # a Finding or None (crash.death_finding: dict)
+# returns a Finding or None (crash.death_finding: dict)
+def fault_finding(ctx, ep: Episode, c: dict, when: str) -> Any:
     """The death's finding when a GPU fault is tied to it, else None; a CUDA OOM in the death keeps its own."""
     f: Fault | None = fault_for(getattr(ctx, "platform", None), ep["replica"], ep["start"])
     if f is None or "oom" in c["kinds"]:

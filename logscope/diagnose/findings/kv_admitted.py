@@ -12,14 +12,14 @@ import polars as pl
 
 from ... import clock
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from .record import make_finding, num, pct, state_phrase
 
 # Companions that show an impact on requests: any of them makes the level pressure, not a full cache at work.
 IMPACT = frozenset({"preemptions", "queue", "ttft", "e2e", "errors", "stall", "crash"})
 
 
-def admitted(ctx: Context, ep: dict) -> dict | None:
+def admitted(ctx: Context, ep: Episode) -> dict | None:
     """The facts that a KV episode had no impact any line shows (waiting 0 on every stats line in it, no preemption
     counted or warned, no slow or failed request beside it), or None when one of them is missing or says otherwise.
     ``preemptions`` is None when nothing in the folder counts them (no metrics; V1's log prints none)."""
@@ -38,7 +38,7 @@ def admitted(ctx: Context, ep: dict) -> dict | None:
     }
 
 
-def swapped(ctx: Context, ep: dict) -> bool:
+def swapped(ctx: Context, ep: Episode) -> bool:
     """V0's 'Swapped: N' above 0 in the range: requests preempted by swapping out, pressure by another name."""
     st = ctx.inputs.stats
     if "swapped" not in st.columns:
@@ -59,7 +59,7 @@ def preemption_words(facts: dict) -> str:
     )
 
 
-def admitted_finding(ctx: Context, ep: dict, facts: dict) -> Finding:
+def admitted_finding(ctx: Context, ep: Episode, facts: dict) -> Finding:
     what = f"KV cache ≥ {pct(ctx.th.kv_full)}"
     title = f"KV cache near full with nothing waiting: {what} {clock.hms_range(ep['start'], ep['end'])}"
     pre_txt = preemption_words(facts)

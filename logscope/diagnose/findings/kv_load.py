@@ -13,7 +13,7 @@ import polars as pl
 from ... import clock
 from ..claims import facts
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from ..tables import kv_load_failures
 from .record import make_finding
 
@@ -76,7 +76,7 @@ def kv_load_findings(ctx: Context) -> list[Finding]:
     ]
 
 
-def before(ctx: Context, ep: dict) -> dict | None:
+def before(ctx: Context, ep: Episode) -> dict | None:
     """The KV connector's failed loads in an episode's lead-in or inside it, on its replica: the requests whose
     recompute filled the cache (n19: 215 rescheduled at 01:40:17, KV 100 % and the queue rising from 01:40:18)."""
     kl = kv_load_failures(ctx.inputs.events).filter(pl.col("ts").is_not_null())

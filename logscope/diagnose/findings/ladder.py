@@ -29,6 +29,8 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
         title += f"; at {num(nxt['concurrency'])} {nxt['first']} broke first"
     elif unk is not None and unk.get("status") == "undecided":
         title += f"; at {num(unk['concurrency'])} undecided: {unk['undecided']}"
+    elif unk is not None and unk.get("status") == "censored":
+        title += f"; at {num(unk['concurrency'])} not judged: {unk['not_judged']}"
     elif unk is not None:
         title += f"; at {num(unk['concurrency'])} unknown (no {', '.join(unk['missing'])})"
     asked = [
@@ -37,6 +39,7 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
     ev = f"steps {steps} ({ladder['source']}); SLO: {slo_txt}" + (f", {', '.join(asked)}" if asked else "")
     if nxt is not None:
         ev += "; at step " + str(nxt["step"]) + ": " + "; ".join(r["text"] for r in nxt["reasons"])
+        ev += f"; {nxt['floors']}" if nxt.get("floors") else ""
     if pf is not None:  # beside the SLO, never failing a step by itself unless asked
         ev += f"; pressure from step {pf['step']} ({num(pf['concurrency'])}): " + "; ".join(pf["pressure"])
     if bound is not None and bound.value("engine_only"):
@@ -73,6 +76,9 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
             else ""
         )
         if wb is not None and nxt is not None
+        else f"Re-run step {unk['step']} ({num(unk['concurrency'])}) with a client timeout above the SLO's e2e "
+        f"({slo['e2e_p95_s']:g} s), so that its callers wait for their answers, to judge it"
+        if unk is not None and unk.get("status") == "censored"
         else f"Re-run step {unk['step']} ({num(unk['concurrency'])}) keeping each request's figures at the caller "
         "(vllm bench serve --save-detailed, or the client's own records) to decide it: "
         + (unk.get("undecided") or "no " + ", ".join(unk["missing"]))

@@ -6,7 +6,7 @@ from ... import clock
 from .. import latency_named
 from ..claims import Claim, Fact
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from .clocks import in_gateway
 from .record import clock_time, make_finding, pct, requests_phrase, stands_for
 
@@ -18,12 +18,12 @@ QUEUE_NEXT = (
 )
 
 
-def _named(ep: dict, sig: str) -> str:
+def _named(ep: Episode, sig: str) -> str:
     """The episode's latency with the clock and source it was measured on (episodes.py sets them)."""
     return latency_named.words(sig, ep.get("signal_clock"), ep.get("signal_source"))
 
 
-def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
+def _span_queue(ctx: Context, ep: Episode) -> tuple[bool, str] | None:
     """(queued, what vLLM's spans say of the episode's queue) when its engine spans carry queue and TTFT."""
     seg = ctx.span_segments.get(ep.get("episode_id") or "")
     if not seg:
@@ -39,7 +39,7 @@ def _span_queue(ctx: Context, ep: dict) -> tuple[bool, str] | None:
     return share >= SPAN_QUEUE_SHARE, said
 
 
-def slow_first_token_finding(ctx: Context, ep: dict) -> Finding:
+def slow_first_token_finding(ctx: Context, ep: Episode) -> Finding:
     wait = (ep["waiting_max"] or 0) >= ctx.th.waiting_min
     long_prompt = (ep["prompt_tokens_mean"] or 0) >= 1024
     sq = _span_queue(ctx, ep)
@@ -121,7 +121,7 @@ def _no_queue(gap: Claim | None) -> tuple[str, str]:
     )
 
 
-def slow_e2e_finding(ctx: Context, ep: dict) -> Finding:
+def slow_e2e_finding(ctx: Context, ep: Episode) -> Finding:
     out = ep["output_tokens_mean"]
     return make_finding(
         "medium",

@@ -21,7 +21,7 @@ from ..claims import facts as observed
 from ..context import Context
 from ..gpu_faults import BEFORE_S
 from ..platform import Facts, Kill, gib, kill_for, pod_replica
-from ..records import Finding
+from ..records import Episode, Finding
 from . import node
 from .record import clock_time, make_finding
 
@@ -161,7 +161,7 @@ def _on(k: Kill) -> str:
     return f" (read on {k.clock})" if k.clock else ""
 
 
-def crash_finding(ctx: Context, ep: dict, c: dict, when: str, half: str, cap: dict) -> Finding | None:
+def crash_finding(ctx: Context, ep: Episode, c: dict, when: str, half: str, cap: dict) -> Finding | None:
     """The finding of a death the platform explains (a kill by the kernel or Kubernetes), else None."""
     facts: Facts | None = getattr(ctx, "platform", None)
     k = kill_for(facts, ep["replica"], ep["start"])
@@ -507,7 +507,7 @@ def _servers_of(facts: Facts, g: pl.DataFrame) -> str:
     return "".join(f"; {how}" for how in said)
 
 
-def unknown_killer(ctx: Context, ep: dict) -> str:
+def unknown_killer(ctx: Context, ep: Episode) -> str:
     """A death no platform record explains: who killed it is unknown, and what the folder lacks (or what its platform
     records cover) is said, so that 'unknown' names what was missing."""
     facts: Facts | None = getattr(ctx, "platform", None)

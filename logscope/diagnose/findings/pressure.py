@@ -10,7 +10,7 @@ from ... import clock
 from .. import latency_named, preemption_count
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
-from ..records import Finding
+from ..records import Episode, Finding
 from . import kv_load, queue_cause
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
@@ -29,7 +29,7 @@ def _hold(cap: dict) -> tuple[float | None, float | None]:
 ROOM = 0.5  # free share of the KV cache above which a queue that is not admitted is not for want of blocks
 
 
-def _not_admitted(ctx: Context, ep: dict) -> str | None:
+def _not_admitted(ctx: Context, ep: Episode) -> str | None:
     """'no prompt prefilled on any of its N stats lines while W waited': a queue none of which was admitted, read
     from the server's own lines (prompt throughput 0.0 on every one, running flat); None otherwise."""
     if ep["signal"] != "queue":
@@ -50,7 +50,7 @@ def _not_admitted(ctx: Context, ep: dict) -> str | None:
     )
 
 
-def ends_on_one_line(ctx: Context, ep: dict) -> bool:
+def ends_on_one_line(ctx: Context, ep: Episode) -> bool:
     """The episode is one stats line and the logs end inside it (05: KV 99 %, 115 waiting on the last line), on a
     server not already going down: the last line a stopped or dying server prints (sigterm-overload: KV 94.6 %
     while shutting down, 38 s after the SIGTERM) belongs to that stop, not to a level of its own."""
@@ -65,7 +65,7 @@ def ends_on_one_line(ctx: Context, ep: dict) -> bool:
     return not any(t <= ep["start"] for t in going)
 
 
-def evictions(ctx: Context, ep: dict) -> str:
+def evictions(ctx: Context, ep: Episode) -> str:
     """What the folder shows of running requests evicted in the episode's range: counted, swapped out, none, or not
     known. public-2 n13 (V0 0.4.2: KV 99.7-100 %, 740-768 pending, Swapped 0, no preemption line) was told "the
     scheduler evicts running requests", which none of its lines shows."""
@@ -85,14 +85,14 @@ def evictions(ctx: Context, ep: dict) -> str:
     return f"whether running requests were evicted is not known: {preemption_words({'preemptions': None})}"
 
 
-def _waiting_words(ep: dict) -> str:
+def _waiting_words(ep: Episode) -> str:
     w = ep["waiting_max"]
     if w is None:  # no stats line inside the range: say nothing of the queue rather than guess
         return ""
     return f" and up to {num(w)} new requests waited for free blocks" if w > 0 else " but no request waited"
 
 
-def _title(ctx: Context, ep: dict, what: str, span: str, kv_full: bool) -> str:
+def _title(ctx: Context, ep: Episode, what: str, span: str, kv_full: bool) -> str:
     kind = "KV pressure" if kv_full else "queue"
     # the finding stands for the whole pattern (build keeps its first episode only)
     if ep["class"] == "recurring":
@@ -104,7 +104,7 @@ def _title(ctx: Context, ep: dict, what: str, span: str, kv_full: bool) -> str:
     return f"{ep['class'].capitalize()} {kind}: {what} {span}"
 
 
-def pressure_finding(ctx: Context, ep: dict, ladder: dict | None, cap: dict) -> Finding:
+def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) -> Finding:
     cls = ep["class"]
     sev = {"sustained": "high", "recurring": "medium", "spike": "medium"}[cls]
     d = ep["details"]

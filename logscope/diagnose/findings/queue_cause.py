@@ -12,6 +12,7 @@ import polars as pl
 from ... import clock
 from ...scalars import float_value
 from ..context import Context
+from ..records import Episode
 from .record import num, pct
 
 
@@ -34,7 +35,7 @@ class Drain:
         return (self.waiting[0] - self.waiting[1]) / s if s > 0 else None
 
 
-def draining(ctx: Context, ep: dict) -> Drain | None:
+def draining(ctx: Context, ep: Episode) -> Drain | None:
     """The episode's queue drained: on each of its stats lines (at least ``queue_min_samples`` + 1, so a trend of two
     steps) fewer waited and more ran than on the one before, never the other way, with KV below ``kv_full``. None
     otherwise (a queue flat behind a running set that does not grow is another cause)."""
@@ -71,7 +72,7 @@ def draining(ctx: Context, ep: dict) -> Drain | None:
 
 
 def explained(
-    ctx: Context, ep: dict, cap: dict, hold: float | None, tokens: float | None
+    ctx: Context, ep: Episode, cap: dict, hold: float | None, tokens: float | None
 ) -> tuple[str, str] | None:
     """(cause, next test) of a queue while the cache had room, when its lines say why: drained as fast as prompts
     prefill, held at the sequence cap, or the last requests' backlog; None when they say none of these."""
@@ -135,7 +136,7 @@ class AtCap:
     tokens: float | None  # ... of this many tokens each
 
 
-def at_cap(ctx: Context, ep: dict, cap: dict, hold: float | None, tokens: float | None) -> AtCap | None:
+def at_cap(ctx: Context, ep: Episode, cap: dict, hold: float | None, tokens: float | None) -> AtCap | None:
     """The episode's queue waited behind the sequence cap: the server's --max-num-seqs is known and as many ran
     on at least one of its stats lines with requests waiting, the KV cache below ``kv_full`` (lab seqs-8 and the
     spike at --max-num-seqs 8: 8 running, up to 56 / 40 waiting, KV at most 86.5 / 68.5 %). None otherwise."""
@@ -201,7 +202,7 @@ class Backlog:
     max_num_seqs: int | None
 
 
-def backlog(ctx: Context, ep: dict, cap: dict) -> Backlog | None:
+def backlog(ctx: Context, ep: Episode, cap: dict) -> Backlog | None:
     """The episode's queue is the drained backlog of the last requests (kv-short: 3 long prompts sent at once as
     the load ended, served one at a time, waiting 2 → 1 → 0, KV at most 75 %). None otherwise."""
     rule = ep.get("decided_by") or {}

@@ -7,7 +7,7 @@ from datetime import datetime
 from ... import clock
 from .. import load_words
 from ..claims import NAMED_SOURCE
-from ..records import Finding
+from ..records import Episode, Finding
 from ..wording import secs
 
 
@@ -32,7 +32,7 @@ def make_finding(
     evidence: str,
     cause: str,
     next_test: str,
-    ep: dict | None = None,
+    ep: Episode | None = None,
     start=None,
     end=None,
     kind: str = "other",
@@ -67,7 +67,7 @@ def stands_for(
     )
 
 
-def state_phrase(ep: dict) -> str:
+def state_phrase(ep: Episode) -> str:
     parts = []
     if ep["running_max"] is not None:
         parts.append(f"running up to {num(ep['running_max'])} (mean {num(ep['running_mean'])})")
@@ -78,7 +78,7 @@ def state_phrase(ep: dict) -> str:
     return ", ".join(parts) + engines_note(ep)
 
 
-def engines_note(ep: dict) -> str:
+def engines_note(ep: Episode) -> str:
     """Data-parallel engines' stats lines (V1 'Engine 000:', 'Engine 001:' …) are summed per second: the figures say
     so, or a reader looks for 82 running where the lines say 51 and 31 (public-2 n01)."""
     n = ((ep.get("details") or {}).get("state_during") or {}).get("engines_max")
@@ -87,7 +87,7 @@ def engines_note(ep: dict) -> str:
     return f" ({n} engines: running and waiting summed over them, KV the fullest's)"
 
 
-def _latency(ep: dict, f: str) -> str:
+def _latency(ep: Episode, f: str) -> str:
     """A p95 with its clock: a histogram's as its bucket (its interpolation is no figure: 589 s inside 160-640 s
     when no request took 265 s), a per-request one in seconds."""
     clock = ep.get(f"{f}_clock")
@@ -102,7 +102,7 @@ def _latency(ep: dict, f: str) -> str:
     return said + (f" ({clock} clock{src})" if clock else " (clock unknown)")
 
 
-def requests_phrase(ep: dict) -> str:
+def requests_phrase(ep: Episode) -> str:
     parts = []
     # the class's reason may already give the rates (before, as it began, during, after): never two sets of
     # arrival rates in one card

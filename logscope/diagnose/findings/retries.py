@@ -8,7 +8,7 @@ from ... import clock
 from .. import gateway_config, retry_spread
 from ..claims import Claim, Fact, Registry
 from ..context import Context
-from ..records import Finding
+from ..records import Episode, Finding
 from .record import make_finding, num
 
 # retries "multiply the load" when the server ran at least this many executions per logical request; below
@@ -95,7 +95,7 @@ def _reached_words(r: dict | None, tr: dict) -> str:
     )
 
 
-def traffic_findings(ctx: Context, eps: list[dict], tr: dict, reg: Registry) -> list[Finding]:
+def traffic_findings(ctx: Context, eps: list[Episode], tr: dict, reg: Registry) -> list[Finding]:
     out = []
     amp = tr.get("amplification")
     stated = tr.get("gateway_stated") or {}  # retries a gateway log states but shows no lines of
@@ -333,7 +333,7 @@ def _joined(head: str, more: str) -> str:
     return head + more
 
 
-def _orphan_stretches(eps: list[dict], total: int) -> str:
+def _orphan_stretches(eps: list[Episode], total: int) -> str:
     """'; 47 of them 02:07:52–02:09:00 (beside E3, E4), 6 02:07:00–02:07:03 (beside E1), 2 alone': where the run's
     orphaned executions fall, so the episodes' smaller counts (a stretch each) add up to the finding's."""
     at: dict[tuple, dict] = {}
@@ -356,7 +356,7 @@ def _retried() -> pl.Expr:
     return (pl.col("client_attempts").fill_null(1) > 1) | (pl.col("gateway_attempts").fill_null(1) > 1)
 
 
-def _busiest(ctx: Context, eps: list[dict], which: pl.Expr) -> dict | None:
+def _busiest(ctx: Context, eps: list[Episode], which: pl.Expr) -> Episode | None:
     """The episode during which most of the requests ``which`` selects started (at least half of them), or
     None: a run's retries or orphaned work are 'during E1' only where they mostly were, never because E1 is the
     first episode that has some as a companion (a one-sample blip after the incident once took them)."""
