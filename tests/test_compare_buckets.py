@@ -15,18 +15,13 @@ import re
 
 import jsonschema
 import pytest
+from compare_helpers import SCHEMA
 
-from conftest import LAB, ROOT, need
+from conftest import LAB
 from logscope.api import compare, sweep
 from logscope.report.fmt import fnum
 
-SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
 PAIRS = [("seqs-64", "seqs-8"), ("seqs-16", "seqs-32")]
-
-
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _texts(res: dict) -> tuple[dict, str, str]:
@@ -67,8 +62,8 @@ def _html_cells(page: str, scope: dict, title: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_a_histograms_quantile_is_its_bucket_in_every_output(outs, tmp_path, a, b):
-    doc, md, page = _texts(compare(outs(a), outs(b), tmp_path / "c"))
+def test_a_histograms_quantile_is_its_bucket_in_every_output(lab_out, tmp_path, a, b):
+    doc, md, page = _texts(compare(lab_out(a), lab_out(b), tmp_path / "c"))
     jsonschema.validate(doc, SCHEMA)
     rows = list(_bucketed(doc))
     assert len(rows) >= 3 * len(doc["steps"])  # the engine's TTFT, e2e and queue time at every step
@@ -103,8 +98,8 @@ def _signed(x: float) -> str:
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_no_move_is_claimed_inside_one_bucket(outs, tmp_path, a, b):
-    doc, md, page = _texts(compare(outs(a), outs(b), tmp_path / "c"))
+def test_no_move_is_claimed_inside_one_bucket(lab_out, tmp_path, a, b):
+    doc, md, page = _texts(compare(lab_out(a), lab_out(b), tmp_path / "c"))
     same = [(sc, r) for sc, r in _bucketed(doc) if r["bucket"]["a"] == r["bucket"]["b"]]
     apart = [(sc, r) for sc, r in _bucketed(doc) if r["bucket"]["a"] != r["bucket"]["b"]]
     assert same and apart
@@ -121,9 +116,9 @@ def test_no_move_is_claimed_inside_one_bucket(outs, tmp_path, a, b):
     assert [r for _, r in apart if r["beyond_noise"] and r["direction"] in ("better", "worse")]
 
 
-def test_the_seqs_pairs_queue_at_c16_is_two_buckets(outs, tmp_path):
+def test_the_seqs_pairs_queue_at_c16_is_two_buckets(lab_out, tmp_path):
     """The case the page showed: seqs-64 -> seqs-8 at c=16, queue time p95 0.3–0.5 s -> 2.5–5 s."""
-    doc, md, page = _texts(compare(outs("seqs-64"), outs("seqs-8"), tmp_path / "c"))
+    doc, md, page = _texts(compare(lab_out("seqs-64"), lab_out("seqs-8"), tmp_path / "c"))
     sc = next(s for s in doc["steps"] if s["label"] == "c=16")
     r = next(r for r in sc["metrics"] if r["name"] == "queue_p95")
     assert r["bucket"] == {"a": "0.3–0.5 s", "b": "2.5–5 s"} and r["b"] == pytest.approx(4.375)
@@ -142,8 +137,8 @@ def test_the_seqs_pairs_queue_at_c16_is_two_buckets(outs, tmp_path):
 @pytest.mark.parametrize(
     "runs", [("seqs-64", "seqs-32", "seqs-16", "seqs-8"), ("seqs-64", "seqs-16", "seqs-8")]
 )
-def test_the_sweeps_table_gives_the_bucket_alone(outs, tmp_path, runs):
-    res = sweep([outs(r) for r in runs], tmp_path / "s")
+def test_the_sweeps_table_gives_the_bucket_alone(lab_out, tmp_path, runs):
+    res = sweep([lab_out(r) for r in runs], tmp_path / "s")
     doc, md, page = _texts(res)
     jsonschema.validate(doc, SCHEMA)
     seen = 0

@@ -17,16 +17,10 @@ import json
 
 import jsonschema
 import pytest
+from compare_helpers import SCHEMA
 
-from conftest import LAB, ROOT, need
+from conftest import LAB
 from logscope.api import compare
-
-SCHEMA = json.loads((ROOT / "logscope" / "compare.schema.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def outs(analyzed):
-    return lambda run: analyzed(need(LAB / run))[0]
 
 
 def _said(res: dict) -> tuple[str, str]:
@@ -35,8 +29,8 @@ def _said(res: dict) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize(("a", "b"), [("seqs-64", "seqs-8"), ("seqs-16", "seqs-32")])
-def test_the_callers_ttft_beyond_the_engines_is_judged_on_its_noise(outs, tmp_path, a, b):
-    res = compare(outs(a), outs(b), tmp_path / "c")
+def test_the_callers_ttft_beyond_the_engines_is_judged_on_its_noise(lab_out, tmp_path, a, b):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
     doc = res["doc"]
     jsonschema.validate(doc, SCHEMA)
     seen = 0
@@ -72,8 +66,8 @@ def _phases(run: str) -> list[tuple[str, float]]:
 
 
 @pytest.mark.parametrize(("a", "b"), [(x[0], x[1]) for x in AFTER])
-def test_a_step_after_a_different_load_that_ran_into_it_is_not_judged(outs, tmp_path, a, b):
-    res = compare(outs(a), outs(b), tmp_path / "c")
+def test_a_step_after_a_different_load_that_ran_into_it_is_not_judged(lab_out, tmp_path, a, b):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
     doc = res["doc"]
     jsonschema.validate(doc, SCHEMA)
     md, page = _said(res)

@@ -14,10 +14,13 @@
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
 import pytest
 from compare_helpers import SCHEMA, lab_truth, reader_text
 
+from conftest import ROOT, need
 from logscope.api import compare, sweep
 from logscope.compare.render import terminal_lines
 
@@ -135,11 +138,11 @@ SWEEPS = [
 
 
 @pytest.mark.parametrize(("runs", "cap", "idle"), SWEEPS)
-def test_a_sweep_judges_no_step_where_no_run_reached_its_smallest_cap(outs, tmp_path, runs, cap, idle):
-    res = sweep([outs(r) for r in runs], tmp_path / "s")
+def test_a_sweep_judges_no_step_where_no_run_reached_its_smallest_cap(lab_out, tmp_path, runs, cap, idle):
+    res = sweep([lab_out(r) for r in runs], tmp_path / "s")
     doc = res["doc"]
     jsonschema.validate(doc, SCHEMA)
-    said = _said(res)
+    said = reader_text(res)
     by_run = {t["run"]: t["value"] for t in doc["sweep"]["table"]}
     labels = {r.lower(): name for r, name in zip("ABCD", runs, strict=False)}
     assert [x["step"] for x in doc["sweep"]["reach"]] == doc["sweep"]["steps"]
@@ -164,10 +167,10 @@ def test_a_sweep_judges_no_step_where_no_run_reached_its_smallest_cap(outs, tmp_
 
 
 @pytest.mark.parametrize(("a", "b"), [("seqs-64", "seqs-16"), ("seqs-32", "seqs-16")])
-def test_the_trade_names_no_step_where_the_change_cannot_act(outs, tmp_path, a, b):
+def test_the_trade_names_no_step_where_the_change_cannot_act(lab_out, tmp_path, a, b):
     """seqs-64 -> seqs-16: 'the callers' TTFT p95 rose at c=8 from 0.2 s to 0.63 s' (the engine ran 8 sequences in
     both, under a cap of 16: the host's load at that step)."""
-    res = compare(outs(a), outs(b), tmp_path / "c")
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
     doc = res["doc"]
     idle = [s["label"] for s in doc["steps"] if s["reach"]["acts"] is False]
     assert "c=8" in idle and max(_running(a)[8], _running(b)[8]) < 16
@@ -203,7 +206,7 @@ def test_the_kv_rule_on_a_real_pair(analyzed, tmp_path, order):
         for side, p in zip("ab", runs, strict=True)
     }
     assert truth["a" if order[0] == "kv112" else "b"]["total"] > 0
-    said = _said(res)
+    said = reader_text(res)
     acts = {}
     for s in doc["steps"]:
         r = s["reach"]
@@ -254,4 +257,6 @@ def test_the_gateway_rule_on_a_real_pair(analyzed, tmp_path, order):
             retries[side] += r["facts"][side]["gateway_retries"]
         assert r["text"].startswith("proxy_read_timeout can act here: the gateway acted (retries A ")
     assert all(0 < retries[side] <= dead[side] for side in "ab"), (retries, dead)
-    assert not [x for x in _said(res).splitlines() if "Not judged at this step: proxy_read_timeout" in x]
+    assert not [
+        x for x in reader_text(res).splitlines() if "Not judged at this step: proxy_read_timeout" in x
+    ]
