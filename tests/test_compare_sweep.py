@@ -138,7 +138,8 @@ def test_the_verdict_names_the_trade_with_the_truths_figures(pair):
 
 def test_the_trade_table_gives_a_histograms_quantile_with_its_bucket(runs, tmp_path):
     """The trade's sentence says vLLM's queue time p95 moved 'from the 0.3–0.5 s bucket'; its table on the page and
-    in the ticket gives the same bucket beside the interpolated figure, not the figure alone."""
+    in the ticket gives the same bucket as the figure (the interpolation inside it, 4.375 s, is no figure the
+    histogram holds: tests/test_compare_buckets.py)."""
     compare(runs["seqs-64"], runs["seqs-8"], tmp_path / "c")
     doc = json.loads((tmp_path / "c" / "compare.json").read_text())
     queued = [m for m in doc["trade"]["rose"] if m["name"] == "queue_p95" and m["bucket"]]
@@ -146,16 +147,12 @@ def test_the_trade_table_gives_a_histograms_quantile_with_its_bucket(runs, tmp_p
     page = (tmp_path / "c" / "compare.html").read_text()
     ticket = (tmp_path / "c" / "compare.md").read_text()
     for m in queued:
-        a, b = (f"{fnum(m[x], 3)} s" for x in "ab")
         ba, bb = m["bucket"]["a"], m["bucket"]["b"]
         assert f"from the {ba} bucket to the {bb} bucket" in doc["trade"]["text"]
-        # the trade table's row: where, then A and B each with its bucket (the step tables are apart)
-        span = '<br><span class="small muted nowrap">in {}</span>'
-        assert (
-            f'<td>{m["scope"]}</td><td class="num">{a}{span.format(ba)}</td><td class="num">{b}{span.format(bb)}</td>'
-            in page
-        )
-        assert f"| {m['scope']} | {a} (in {ba}) | {b} (in {bb}) |" in ticket
+        # the trade table's row: where, then A's bucket and B's (the step tables are apart)
+        assert f'<td>{m["scope"]}</td><td class="num">{ba}</td><td class="num">{bb}</td>' in page
+        assert f"| {m['scope']} | {ba} | {bb} |" in ticket
+        assert f"| {fnum(m['b'], 3)} s" not in ticket.split("## What changed")[0]
 
 
 def test_the_callers_wait_in_front_of_the_engine(pair):
@@ -345,7 +342,7 @@ def test_where_the_cap_does_not_bind_the_runs_spread_is_the_noise(swept):
         assert got["hi"] == pytest.approx(max(per[c]), abs=6e-4)
         assert got["ratio"] > 2, "the recordings' host noise was over 2x at a step the setting cannot touch"
     line = next(v for v in doc["verdict"] if v.startswith("Where max_num_seqs does not bind"))
-    assert "(c=1, c=2, c=4: the load stays below every value)" in line
+    assert "(c=1, c=2, c=4: no run's running count reached the smallest cap, 8)" in line  # reach's rule
     tie = doc["sweep"]["best"]["tie"]
     if tie is not None and tie["separated"]:
         f = ctl["spread"][tie["figure"]]["ratio"]

@@ -38,6 +38,9 @@ def steps_chart(steps: list[dict]) -> dict | None:
         for m in s["metrics"]:
             for side in ("a", "b"):
                 if m[side] is not None:
+                    lo, hi, shown = _bucket(
+                        (m.get("bucket") or {}).get(side), (m.get("bucket_bounds") or {}).get(side)
+                    )
                     rows.append(
                         {
                             "order": i,
@@ -45,30 +48,59 @@ def steps_chart(steps: list[dict]) -> dict | None:
                             "figure": m["name"],
                             "run": side.upper(),
                             "value": float(m[side]),
+                            "lo": lo,
+                            "hi": hi,
+                            "shown": shown,
                         }
                     )
     if not rows:
         return None
-    df = pl.DataFrame(rows)
+    df = pl.DataFrame(rows, schema_overrides={"lo": pl.Float64, "hi": pl.Float64, "shown": pl.String})
     order = [s["label"] for s in steps]
     charts = []
     for name, title in STEP_FIGURES:
         d = df.filter(pl.col("figure") == name)
         if d.height == 0:
             continue
-        charts.append(
-            alt.Chart(d)
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)),
-                y=alt.Y("value:Q", title=None),
-                color=alt.Color("run:N", scale=RUN_SCALE, title="run", legend=alt.Legend(orient="top")),
-                tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
+        x = alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0))
+        color = alt.Color("run:N", scale=RUN_SCALE, title="run", legend=alt.Legend(orient="top"))
+        if d["shown"].drop_nulls().len() == d.height:  # a histogram's quantile: its bucket, not a point in it
+            chart = (
+                alt.Chart(d.drop("value"))
+                .mark_bar(opacity=0.6)
+                .encode(
+                    x=x,
+                    xOffset="run:N",
+                    y=alt.Y("lo:Q", title=None),
+                    y2="hi:Q",
+                    color=color,
+                    tooltip=["step:N", "run:N", alt.Tooltip("shown:N", title="bucket")],
+                )  # fmt: skip
             )
-            .properties(width=220, height=130, title=title)
-        )
+        else:
+            chart = (
+                alt.Chart(d.drop("lo", "hi", "shown"))
+                .mark_line(point=True)
+                .encode(
+                    x=x,
+                    y=alt.Y("value:Q", title=None),
+                    color=color,
+                    tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
+                )  # fmt: skip
+            )
+        charts.append(chart.properties(width=220, height=130, title=title))
     charts = charts[:STEP_PANELS]
     return _finish(alt.concat(*charts, columns=3)) if charts else None
+
+
+def _bucket(text: str | None, got: list | None) -> tuple[float | None, float | None, str | None]:
+    """A histogram quantile's bucket for a bar (lo, hi, its words); an open top drawn as a line at its lower bound
+    (the words say '> 20 s'); (None, None, None) for any other figure."""
+    if not text or not got:
+        return None, None, None
+    lo, hi = got
+    lo = 0.0 if lo is None else lo
+    return lo, (lo if hi is None else hi), text
 
 
 def _relative(run: Run) -> pl.DataFrame:
@@ -149,35 +181,48 @@ def sweep_chart(doc: dict) -> dict | None:
         for i, c in enumerate(t["steps"]):
             for fig, title in SWEEP_FIGURES:
                 if c.get(fig) is not None:
-                    rows.append(
-                        {"x": x, "step": c["label"], "order": i, "figure": title, "value": float(c[fig])}
+                    lo, hi, shown = _bucket(
+                        (c.get("buckets") or {}).get(fig), (c.get("bucket_bounds") or {}).get(fig)
                     )
+                    rows.append({"x": x, "step": c["label"], "order": i, "figure": title, "value": float(c[fig]),
+                                 "lo": lo, "hi": hi, "shown": shown})  # fmt: skip
     if not rows:
         return None
-    df = pl.DataFrame(rows)
+    df = pl.DataFrame(rows, schema_overrides={"lo": pl.Float64, "hi": pl.Float64, "shown": pl.String})
     steps = [c["label"] for c in sw["table"][0]["steps"]]
     charts = []
     for _, title in SWEEP_FIGURES:
         d = df.filter(pl.col("figure") == title)
         if d.height == 0:
             continue
-        charts.append(
-            alt.Chart(d)
-            .mark_line(point=True)
-            .encode(
-                x=alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0)),
-                y=alt.Y("value:Q", title=None),
-                color=alt.Color(
-                    "step:O",
-                    sort=steps,
-                    title="step",
-                    scale=alt.Scale(scheme="viridis"),
-                    legend=alt.Legend(orient="top", columns=8),
-                ),
-                tooltip=["x:O", "step:N", alt.Tooltip("value:Q", format=".4~g")],
+        x_ = alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0))
+        color = alt.Color("step:O", sort=steps, title="step", scale=alt.Scale(scheme="viridis"),
+                          legend=alt.Legend(orient="top", columns=8))  # fmt: skip
+        if d["shown"].drop_nulls().len() == d.height:  # a histogram's quantile: its bucket, not a point in it
+            chart = (
+                alt.Chart(d.drop("value"))
+                .mark_bar(opacity=0.6)
+                .encode(
+                    x=x_,
+                    xOffset=alt.XOffset("step:O", sort=steps),
+                    y=alt.Y("lo:Q", title=None),
+                    y2="hi:Q",
+                    color=color,
+                    tooltip=["x:O", "step:N", alt.Tooltip("shown:N", title="bucket")],
+                )  # fmt: skip
             )
-            .properties(width=200, height=140, title=title)
-        )
+        else:
+            chart = (
+                alt.Chart(d.drop("lo", "hi", "shown"))
+                .mark_line(point=True)
+                .encode(
+                    x=x_,
+                    y=alt.Y("value:Q", title=None),
+                    color=color,
+                    tooltip=["x:O", "step:N", alt.Tooltip("value:Q", format=".4~g")],
+                )  # fmt: skip
+            )
+        charts.append(chart.properties(width=200, height=140, title=title))
     bd = [
         {"x": x, "boundary": t["boundary"], "known": t["boundary_known"]}
         for t, x in zip(sw["table"], order, strict=True)

@@ -19,6 +19,7 @@ import polars as pl
 from ..diagnose import figures as diag_figures
 from ..diagnose.histograms import FIGURES, Histograms
 from ..diagnose.histograms import load as load_histograms
+from ..report.fmt import num
 from .runs import Run
 
 PSEUDO_MAX = 20_000  # pseudo-requests per histogram range (counts scaled down past it)
@@ -107,6 +108,13 @@ def p95_bucket(fig: dict | None) -> tuple[float, float] | None:
 
 def same_bucket(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
     return a is not None and b is not None and a == b
+
+
+def change_bounds(a: tuple[float, float], b: tuple[float, float]) -> list[float | None]:
+    """The range B − A lies in when each side is known only to its bucket (lo exclusive, hi inclusive): B's lower
+    bound less A's upper to B's upper less A's lower (0.3–0.5 s -> 2.5–5 s: +2 to +4.7 s, whatever the
+    interpolations say); an open bucket (≤ 0, above the top bound) leaves its end unbounded (None)."""
+    return [num(b[0] - a[1]), num(b[1] - a[0])]
 
 
 def generated_tps(run: Run, lo, hi) -> float | None:

@@ -20,7 +20,6 @@ histogram's _sum / _count) have no per-request figures to resample: their noise 
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -31,12 +30,10 @@ from ..report.fmt import num
 from ..scalars import float_value, time_value
 from . import censored, engine, reach, sources
 from .counters import increase
+from .noise import MIN_N, agg, judge
 from .runs import Run
 from .traffic import Step, requests_of
 
-RESAMPLES = 1000
-MAX_SAMPLE = 20_000  # requests a bootstrap resamples (a deterministic subsample of more): memory stays small
-MIN_N = {"share": 20, "p50": 10, "p95": 20, "mean": 20}  # fewer requests per run: "not enough data"
 CLIENT, GATEWAY, ENGINE = "client", "gateway", "engine"
 PREEMPTIONS = "vllm:num_preemptions_total"
 
@@ -66,7 +63,7 @@ METRICS = (
     Metric("queue_mean_s", "queue time, mean (engine)", "lower", "s", None, ENGINE),
     Metric("span_ttft_p95", "TTFT p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
     Metric("span_queue_p95", "queue time p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
-    Metric("ttft_outside_s", "callers' TTFT beyond the engine's (means)", "lower", "s", None, "client − engine"),
+    Metric("ttft_outside_s", "callers' TTFT beyond the engine's (means)", "lower", "s", "means", "client − engine"),
     Metric("preemptions", "preemptions", "lower", "count", "count", ENGINE),
     Metric("waiting_max", "waiting, max", "lower", "count", None, ENGINE),
     Metric("waiting_mean", "waiting, mean", "lower", "count", None, ENGINE),
@@ -107,15 +104,8 @@ def _arr(s: pl.Series) -> pl.Series:
     return s.drop_nulls().cast(pl.Float64)
 
 
-def _agg(stat: str, col: str = "v") -> pl.Expr:
-    """The statistic a figure is (linear quantiles, as the report's percentiles)."""
-    if stat in ("p50", "p95"):
-        return pl.col(col).quantile(0.5 if stat == "p50" else 0.95, interpolation="linear")
-    return pl.col(col).mean()
-
-
 def _stat(x: pl.Series, stat: str) -> float:
-    return pl.DataFrame({"v": x}).select(_agg(stat)).item()
+    return pl.DataFrame({"v": x}).select(agg(stat)).item()
 
 
 def _mode(s: pl.Series) -> str | None:
@@ -322,7 +312,7 @@ def _outside(f: Figures) -> None:
     b = f.meta.pop("_ttft_mean_engine", {}).get("value")
     if a is not None and b is not None:
         f.values["ttft_outside_s"] = num(a - b)
-        f.meta["ttft_outside_s"] = {"clock": "client − engine", "source": "means of both"}
+        f.meta["ttft_outside_s"] = {"clock": "client − engine", "source": "means of both", "engine_mean": b}
 
 
 def _span_samples(run: Run, r: pl.DataFrame) -> dict[str, pl.Series]:
@@ -348,36 +338,6 @@ def _throughput(ok: pl.DataFrame) -> float | None:
         return None
     span = (time_value(ok["ts_end"].max()) - time_value(ok["ts_start"].min())).total_seconds()
     return num(float(t.sum()) / span) if span > 0 else None
-
-
-def interval(xa: pl.Series, xb: pl.Series, stat: str, seed: int) -> tuple[float, float]:
-    """95 % bootstrap interval of stat(B) − stat(A): each resample drawn with replacement from the requests
-    (polars' seeded sampler, so compare.json is the same bytes on every run), all resamples in one group-by."""
-
-    def boot(x: pl.Series) -> pl.Series:
-        # each run's resamples are drawn from a seed of its own figures, not of its place in the pair: B against A
-        # then states the interval of A against B negated (the same resamples), and a run against itself [0, 0]
-        k = _own_seed(x)
-        if x.len() > MAX_SAMPLE:
-            x = x.sample(MAX_SAMPLE, with_replacement=False, seed=seed + k)
-        n = x.len()
-        reps = max(200, min(RESAMPLES, 20_000_000 // max(n, 1)))
-        flat = x.sample(n * reps, with_replacement=True, seed=seed + 7 * k + 1)
-        return (
-            pl.DataFrame({"v": flat, "g": pl.int_range(n * reps, eager=True) // n})
-            .group_by("g")
-            .agg(_agg(stat))
-            .sort("g")["v"]
-        )
-
-    da, db = boot(xa), boot(xb)
-    k = min(da.len(), db.len())
-    d = pl.DataFrame({"d": db[:k] - da[:k]})
-    lo, hi = d.select(
-        pl.col("d").quantile(0.025, interpolation="linear"),
-        pl.col("d").quantile(0.975, interpolation="linear").alias("h"),
-    ).row(0)
-    return float(lo), float(hi)
 
 
 def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
@@ -409,6 +369,8 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
             "b": b,
             "change": None,
             "change_rel": None,
+            "change_bounds": None,  # a histogram's quantile: the range of B − A its two buckets allow
+            "bucket_bounds": None,
             "interval": None,
             "beyond_noise": None,
             "noise": "",
@@ -425,61 +387,18 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
         if a is not None and b is not None:
             row["change"] = num(b - a)
             row["change_rel"] = num((b - a) / abs(a)) if a else None
-        row["noise"], row["interval"], row["beyond_noise"] = _noise(m, fa, fb, scope, a, b)
+            ba, bb = ma.get("bucket_bounds"), mb.get("bucket_bounds")
+            if ba is not None and bb is not None:  # a histogram's quantile: the buckets are the figures
+                row["change_bounds"], row["change_rel"] = engine.change_bounds(ba, bb), None
+        if row["bucket"]:  # each side's bucket as numbers (an open end null), for a machine or a chart
+            row["bucket_bounds"] = {
+                s: [num(x) for x in bb_] if (bb_ := m_.get("bucket_bounds")) else None
+                for s, m_ in (("a", ma), ("b", mb))
+            }
+        row["noise"], row["interval"], row["beyond_noise"] = judge(m, fa, fb, scope, a, b)
         row["direction"] = _direction(m, row)
         rows.append(row)
     return rows
-
-
-def _bound(x: float, unit: str) -> str:
-    """An interval's end to the precision of the figures it compares (a bootstrap's bound holds no more): seconds
-    to the millisecond, a share in percentage points to a tenth, other figures to 3 significant digits."""
-    if unit == "s":
-        return f"{x:+.3f} s"
-    if unit == "share":
-        return f"{x * 100:+.1f} pt"
-    return f"{x:+.3g}"
-
-
-def _noise(m: Metric, fa: Figures, fb: Figures, scope: str, a, b):
-    if a is None or b is None:
-        return (
-            "unknown in " + ("both runs" if a is None and b is None else ("A" if a is None else "B")),
-            None,
-            None,
-        )
-    if m.stat is None:
-        return "not estimated (no per-request figures behind it)", None, None
-    if m.stat == "count":
-        bound = 2 * (a + b) ** 0.5
-        beyond = abs(b - a) > bound
-        return (
-            f"Poisson count: |B − A| = {abs(b - a):g} {'>' if beyond else '≤'} 2·√(A + B) = {bound:.3g}",
-            None,
-            beyond,
-        )
-    xa, xb = fa.samples.get(m.name), fb.samples.get(m.name)
-    need = MIN_N[m.stat]
-    if xa is None or xb is None or min(xa.len(), xb.len()) < need:
-        n = min(x.len() if x is not None else 0 for x in (xa, xb))
-        return f"not enough data ({n} requests; {need} needed per run)", None, None
-    seed = zlib.crc32(f"{scope}/{m.name}".encode())
-    lo, hi = interval(xa, xb, m.stat, seed)
-    beyond = lo > 0 or hi < 0
-    text = f"95 % interval of B − A: {_bound(lo, m.unit)} … {_bound(hi, m.unit)} ({RESAMPLES} resamples)"
-    ba, bb = (x.meta.get(m.name, {}).get("bucket_bounds") for x in (fa, fb))
-    if ba is not None or bb is not None:  # a histogram's quantile: only a move into another bucket is seen
-        text = f"{text} of the histogram's buckets"
-        if beyond and engine.same_bucket(ba, bb):
-            beyond = False
-            text += f"; both in the {fa.meta[m.name]['bucket']} bucket: the histogram cannot tell them apart"
-    return text, [num(lo), num(hi)], beyond
-
-
-def _own_seed(x: pl.Series) -> int:
-    """A seed of the samples themselves (their number, sum and bounds): the same for the same run in either place."""
-    v = x.cast(pl.Float64)
-    return zlib.crc32(f"{v.len()}/{v.sum()!r}/{v.min()!r}/{v.max()!r}".encode())
 
 
 GAUGE_MOVE = 0.25  # a figure without a noise estimate (gauges, exact means) counts as moved past this change
@@ -499,11 +418,13 @@ def gauge_moved(row: dict) -> bool:
 
 
 def _direction(m: Metric, row: dict) -> str | None:
-    """better | worse | none (no change) | within noise | small (no noise estimate, a change below GAUGE_MOVE) |
+    """better | worse | none (no change) | same bucket (a histogram's quantiles in one bucket) | within noise | small (no noise estimate, a change below GAUGE_MOVE) |
     None (no side is better, unknown, or too few requests to tell)."""
     ch = row["change"]
     if ch is None or m.better is None:
         return None
+    if (row.get("bucket") or {}).get("a") and row["bucket"]["a"] == row["bucket"].get("b"):
+        return "same bucket"  # the histogram cannot tell where either lies inside it: no move, and no 'none'
     if ch == 0:
         return "none"
     if row["beyond_noise"] is False:

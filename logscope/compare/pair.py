@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..report.fmt import clean, iso
-from . import gateway, moves, reach, settings, trade, traffic, verdict
+from . import after, gateway, moves, noise, reach, settings, trade, traffic, verdict
 from .runs import Run
 
 SCHEMA_VERSION = "1.1"
@@ -180,19 +180,23 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     pairs, only_a, only_b = traffic.match(sa, sb)
     wa, wb = traffic.windows(ra, sa), traffic.windows(rb, sb)
     changed = [r for r in rows if r["counted"]]
-    steps, reaches = [], []
+    steps, reaches, befores = [], [], []
     for x, y in pairs:
         fa, fb = moves.figures(ra, x, wa[x.key]), moves.figures(rb, y, wb[y.key])
         sc = scope(x.label, moves.compare(fa, fb, x.key), fa, fb, slo)
         lasted = {"a": _duration(x), "b": _duration(y)}  # a count over a step grows with its length
         steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value, "duration_s": lasted})
         reaches.append(reach.reach(changed, fa, fb))
+        befores.append(after.after(sa, sb, x, y, fa, fb))
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
     whole = scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
     for sc in (whole, *steps):
         _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)})
-    for sc, r in zip(steps, reaches, strict=True):  # a step where the one change cannot act is no test of it
-        reach.apply(sc, r)
+    for sc, r, b in zip(steps, reaches, befores, strict=True):  # a step where the one change cannot act, or
+        reach.apply(
+            sc, r
+        )  # that follows another load in each run which ran into it, is no test of the change
+        after.apply(sc, b)
     engines = engines_apart(rows)
     if engines:
         _engine_rows_apart([whole, *steps], engines)
@@ -279,7 +283,7 @@ METHOD = [
     "(vLLM's Prometheus histograms as histogram_quantile reads them, its spans); the callers' TTFT beyond the "
     "engine's is a difference of means. The SLO is judged on the callers' figures, else the gateway's, else "
     "the engine's, the same clock for both runs.",
-    f"Noise: per-request figures by bootstrap ({moves.RESAMPLES} resamples, 95 % interval of B − A); a "
+    f"Noise: per-request figures by bootstrap ({noise.RESAMPLES} resamples, 95 % interval of B − A); a "
     "histogram's p95 by a bootstrap of its bucket counts, beyond the noise only in another bucket; event counts "
     "as Poisson counts (|B − A| > 2·√(A + B)); server gauges and exact means not estimated.",
     f"Traffic: alike when the steps are the same and prompt / max_tokens means (and, in an open loop, "

@@ -75,50 +75,69 @@ def reach(changed: list[dict], fa: Figures, fb: Figures) -> Reach:
         why = "no setting differs as far as the logs show" if not changed else "more than one setting differs"
         return Reach(None, None, None, text=f"{why}: the step is judged on the sampling noise alone")
     row = changed[0]
+    source = row.get("source_a") or row.get("source_b")
+    return across(row, {"a": row["a"], "b": row["b"]}, {"a": fa, "b": fb}, source)
+
+
+def across(
+    row: dict, setting: dict[str, object], figs: dict[str, Figures], source: str | None = None
+) -> Reach:
+    """Whether one setting, of ``setting[run]`` in each run (a pair's two, a sweep's three or more), can act over
+    these figures' range: the same rule for a pair and a sweep (a cap: a run's running count reached the smallest
+    value; the KV cache: a run preempted or queued; a gateway setting: the gateway acted in a run)."""
     name, kind = row["name"], _kind(row)
-    where = {"a": row["a"], "b": row["b"], "source": row.get("source_a") or row.get("source_b")}
+    where = {**setting, "source": source}
     if kind is None:
         return Reach(name, None, None, {"setting": where},
                      text=f"where {name} acts is not known to logscope: the step is judged on the sampling noise alone")  # fmt: skip
     keys = {"cap": ("running_max",), "kv": ("preemptions", "waiting_max"), "gateway": tuple(GATEWAY_ACTS)}[
         kind
     ]
-    va, vb = _values(fa, keys), _values(fb, keys)
-    facts = {"a": va, "b": vb, "setting": where}
-    missing = [f"{k} in {s.upper()}" for s, v in (("a", va), ("b", vb)) for k in keys if v[k] is None]
+    vals = {run: _values(f, keys) for run, f in figs.items()}
+    facts = {**vals, "setting": where}
+    missing = [f"{k} in {run.upper()}" for run, v in vals.items() for k in keys if v[k] is None]
     if missing:
         return Reach(name, kind, None, facts, missing,
                      f"whether {name} acts here is unknown ({', '.join(missing)} not in the logs)")  # fmt: skip
+
+    def each(k: str, n=str) -> str:
+        return ", ".join(f"{run.upper()} {n(v[k])}" for run, v in vals.items())
+
     if kind == "cap":
         try:
-            cap = min(float(row["a"]), float(row["b"]))
+            cap = min(float(str(v)) for v in setting.values())
         except (TypeError, ValueError):
             return Reach(name, kind, None, facts, ["a numeric cap"], f"{name}'s values are not numbers")
-        acts = max(va["running_max"], vb["running_max"]) >= cap
+        acts = max(v["running_max"] for v in vals.values()) >= cap
         said = (
-            f"running max A {va['running_max']}, B {vb['running_max']}; {name} A {row['a']}, B {row['b']}, "
-            f"from the {where['source'] or 'server log'}"
+            f"running max {each('running_max')}; {name} "
+            + ", ".join(f"{run.upper()} {v}" for run, v in setting.items())
+            + f", from the {source or 'server log'}"
         )
+        least = "smaller" if len(setting) == 2 else "smallest"
         head = (
-            f"a run's running count reached the smaller cap, {_n(cap)}"
+            f"a run's running count reached the {least} cap, {_n(cap)}"
             if acts
-            else f"neither run's running count reached the smaller cap, {_n(cap)}: the engine admitted every caller"
+            else f"no run's running count reached the {least} cap, {_n(cap)}: the engine admitted every caller"
         )
+        if not acts and len(setting) == 2:
+            head = head.replace("no run's", "neither run's", 1)
     elif kind == "kv":
-        acts = any(v[k] > 0 for v in (va, vb) for k in keys)
-        said = (
-            f"preemptions A {va['preemptions']}, B {vb['preemptions']}; waiting max A {_n(va['waiting_max'])}, "
-            f"B {_n(vb['waiting_max'])}"
-        )
-        head = "a run preempted or queued" if acts else "neither run preempted or queued"
+        acts = any(v[k] > 0 for v in vals.values() for k in keys)
+        said = f"preemptions {each('preemptions')}; waiting max {each('waiting_max', _n)}"
+        head = "a run preempted or queued" if acts else f"{_none(len(vals))} preempted or queued"
     else:
-        acts = any(v[k] > 0 for v in (va, vb) for k in keys)
-        said = "; ".join(f"{w} A {va[k]}, B {vb[k]}" for k, w in GATEWAY_ACTS.items())
+        acts = any(v[k] > 0 for v in vals.values() for k in keys)
+        said = "; ".join(f"{w} {each(k)}" for k, w in GATEWAY_ACTS.items())
         head = (
             "the gateway acted" if acts else "the gateway did not act (no retry, no 5xx, no caller hung up)"
         )
     verb = "can act" if acts else "cannot act"
     return Reach(name, kind, acts, facts, [], f"{name} {verb} here: {head} ({said})")
+
+
+def _none(n: int) -> str:
+    return "neither run" if n == 2 else "no run"
 
 
 def _n(x: float | int | None) -> str:

@@ -60,6 +60,8 @@ def change(r: dict) -> str:
     ch = r.get("change")
     if ch is None:
         return "–"
+    if (got := bucket_change(r)) is not None:
+        return got
     if r["unit"] == "share":
         return f"{ch * 100:+.1f}\u00a0pt"
     # no-break spaces: a narrow column wraps between the change and its share, never inside either
@@ -115,15 +117,38 @@ def bucket(r: dict, side: str) -> str | None:
     return b if b and r[side] is not None else None
 
 
+def figure(r: dict, side: str) -> str:
+    """A side's figure for a cell: a histogram's quantile is its bucket ('2.5–5 s'), never the number
+    histogram_quantile interpolates inside it (4.375 s claims digits the buckets do not hold)."""
+    return bucket(r, side) or value(r[side], r["unit"])
+
+
+def _signed(x: float) -> str:
+    return f"{'+' if x > 0 else ''}{fnum(x, 3)}"
+
+
+def bucket_change(r: dict) -> str | None:
+    """The change between two histogram quantiles as the buckets allow it ('+2 to +4.7 s', 'same bucket');
+    None for a row of other figures."""
+    if not (bucket(r, "a") and bucket(r, "b")) or r.get("change") is None:
+        return None
+    if r["bucket"]["a"] == r["bucket"]["b"]:
+        return "same bucket"
+    lo, hi = r.get("change_bounds") or (None, None)
+    if lo is not None and hi is not None:
+        return f"{_signed(lo)} to {_signed(hi)}\u00a0s"
+    if lo is not None:
+        return f"above {_signed(lo)}\u00a0s"
+    return f"below {_signed(hi)}\u00a0s" if hi is not None else "another bucket"
+
+
 def metric_rows(rows: list[dict]) -> list[dict]:
     return [
         {
             "title": r["title"],
             "where": " · ".join(x for x in (where(r), left_out(r)) if x),
-            "a": value(r["a"], r["unit"]),
-            "b": value(r["b"], r["unit"]),
-            "a_bucket": bucket(r, "a"),
-            "b_bucket": bucket(r, "b"),
+            "a": figure(r, "a"),
+            "b": figure(r, "b"),
             "change": change(r),
             "direction": r["direction"] or "",
             "css": DIRECTION_CLASS.get(r["direction"] or "", ""),
@@ -147,6 +172,11 @@ def view(doc: dict) -> dict:
                 "reach": (s.get("reach") or {}).get("text")
                 if (s.get("reach") or {}).get("acts") is False
                 else None,
+                # a step after another load in each run, which ran into it (logscope.compare.after)
+                "after": (s.get("after") or {}).get("text")
+                if (s.get("after") or {}).get("same") is False
+                and (s.get("after") or {}).get("carried") is not False
+                else None,
                 # a step's figures unknown in both runs are left out (the whole runs' table lists every one)
                 "rows": metric_rows([r for r in s["metrics"] if r["a"] is not None or r["b"] is not None]),
             }
@@ -161,11 +191,9 @@ def view(doc: dict) -> dict:
                 "title": m["title"],
                 "where": m["where"],
                 "scope": m["scope"],
-                "a": value(m["a"], "s"),
-                "b": value(m["b"], "s"),
                 # a histogram's quantile is said as its bucket, as the trade's sentence says it
-                "a_bucket": bucket(m, "a"),
-                "b_bucket": bucket(m, "b"),
+                "a": figure(m | {"unit": "s"}, "a"),
+                "b": figure(m | {"unit": "s"}, "b"),
                 "beyond": "yes"
                 if m["beyond_noise"]
                 else ("no" if m["beyond_noise"] is False else "not estimated"),
@@ -254,9 +282,9 @@ def sweep_view(doc: dict) -> dict:
     table = sw["table"]
     heads = [str(t["value"]) if sw["setting"] else t["run"].upper() for t in table]
 
-    def cell(c: dict, key: str, unit: str) -> str:
-        b = c["buckets"].get(key)
-        return value(c[key], unit) + (f" ({b})" if b else "")
+    def cell(c: dict, key: str, unit: str) -> str:  # a histogram's quantile: its bucket alone
+        b = c["buckets"].get(key) if c[key] is not None else None
+        return b or value(c[key], unit)
 
     whole = [
         {
@@ -307,7 +335,16 @@ def sweep_view(doc: dict) -> dict:
                 }
             )
         meets = [_yesno(t["steps"][i]["meets_slo"]) for t in table]
-        steps.append({"label": label, "rows": rows, "meets": meets})
+        # a step where the swept setting cannot act in any run (the pair's reach): why no value is better there
+        got: dict = next((x["reach"] for x in sw.get("reach") or [] if x["step"] == label), {})
+        steps.append(
+            {
+                "label": label,
+                "rows": rows,
+                "meets": meets,
+                "reach": got.get("text") if got.get("acts") is False else None,
+            }
+        )
     settings = [
         {**r, "cells": [setting(r["values"].get(k)) for k in sw["order"]]}
         for r in doc["settings"]

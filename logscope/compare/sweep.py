@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..report.fmt import clean, fnum, num
-from . import gateway, moves, settings, trade, traffic, verdict
+from . import gateway, moves, reach, settings, trade, traffic, verdict
 from .pair import METHOD, SCHEMA_VERSION, run_doc, slo_for
 from .runs import Run
 
@@ -45,7 +45,11 @@ def settings_rows(runs: list[Run]) -> tuple[list[dict], list[str]]:
                 else ("same" if len(set(map(str, known))) == 1 else "varies")
             )
             counted = status == "varies" and k not in settings.DERIVED and k not in settings.OBSERVED
-            rows.append({"layer": layer, "name": k, "values": vals, "status": status, "counted": counted})
+            src = next(
+                (s_.get(k) for _, s_, _ in got if s_.get(k)), None
+            )  # where it was read (reach says it)
+            rows.append({"layer": layer, "name": k, "values": vals, "status": status, "counted": counted,
+                         "source": src})  # fmt: skip
     return rows, notes
 
 
@@ -111,6 +115,8 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
         figs[r.label] = {k: moves.figures(r, by_key[k], win[k]) for k in keys}
         figs[r.label]["whole"] = moves.figures(r, None)
     labels = {s.key: s for s in st[base.label]}
+    # where the swept setting can act, over every run: the pair's rule (logscope.compare.reach)
+    reaches = {k: _reach(swept, varies, runs, {r.label: figs[r.label][k] for r in runs}) for k in keys}
     judged = {k: verdict.judged_on([figs[r.label][k] for r in runs]) for k in keys}
     table = []
     for r in runs:
@@ -128,6 +134,11 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
                     **{n: f.values.get(n) for n in STEP_FIGURES},
                     "buckets": {
                         n: f.meta[n]["bucket"] for n in STEP_FIGURES if f.meta.get(n, {}).get("bucket")
+                    },
+                    "bucket_bounds": {
+                        n: [num(x) for x in f.meta[n]["bucket_bounds"]]
+                        for n in STEP_FIGURES
+                        if f.meta.get(n, {}).get("bucket") and f.meta[n].get("bucket_bounds")
                     },
                     # the requests the gateway's e2e (served answers only) did not count, by outcome (null: none)
                     "left_out": f.meta.get("gateway_e2e_p95", {}).get("left_out") or None,
@@ -147,7 +158,7 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             }
         )
     best = _best(table, swept, slo, keys, labels)
-    control = _control(table, swept, keys, labels)
+    control = _control(table, swept, keys, labels, reaches)
     best["evidence"] = _evidence(table, runs, figs, keys, labels, swept, best, control)
     ends = _ends(runs, figs, keys, labels, alike, swept)
     doc = {
@@ -180,6 +191,7 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
             | {k: v for k, v in best["evidence"].items() if k != "text"},
             "ends": ends,
             "control": {k: v for k, v in control.items() if k != "text"},
+            "reach": [{"step": labels[k].label, "reach": reaches[k].doc()} for k in keys],
         },
         "settings": rows,
         "traffic": {r.label.lower(): desc[r.label] for r in runs},
@@ -187,6 +199,17 @@ def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[d
         "method": METHOD,
     }
     return clean(doc), {"runs": runs}
+
+
+def _reach(
+    swept: dict | None, varies: list[dict], runs: list[Run], figs: dict[str, moves.Figures]
+) -> reach.Reach:
+    """Whether the swept setting can act over these runs' figures (the ones given, by run label)."""
+    if swept is None:
+        return reach.reach(varies, *[figs[r.label] for r in runs][:2])  # none or several: it says why
+    vals = {r.label.lower(): swept["values"][r.label.lower()] for r in runs if r.label in figs}
+    return reach.across(swept, vals, {r.label.lower(): figs[r.label] for r in runs if r.label in figs},
+                        swept.get("source"))  # fmt: skip
 
 
 def _name(swept: dict | None, run: dict) -> str:
@@ -268,7 +291,10 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
     steps = []
     for k in keys:
         fa, fb = figs[a.label][k], figs[b.label][k]
-        steps.append({"label": labels[k].label, "metrics": moves.compare(fa, fb, k)})
+        sc = {"label": labels[k].label, "metrics": moves.compare(fa, fb, k)}
+        # the two ends as a pair: a step where the setting cannot act between them is no test of it
+        reach.apply(sc, _reach(swept, [], [a, b], {a.label: fa, b.label: fb}))
+        steps.append(sc)
     whole = moves.compare(figs[a.label]["whole"], figs[b.label]["whole"], "whole")
     ends = ("A", "B")
     if swept:
@@ -289,17 +315,25 @@ def _ends(runs, figs, keys, labels, alike, swept) -> dict:
     }
 
 
-def _fig(key: str, v: float | None) -> str:
-    m = moves.BY_NAME[key]
-    return f"{m.title} {verdict.value_text(v, m.unit)}"
+def _shown(c: dict, key: str) -> str:
+    """A cell's figure in a sentence: a histogram's quantile as its bucket ('in 2.5–5 s'), as the table gives it."""
+    b = (c.get("buckets") or {}).get(key) if c.get(key) is not None else None
+    return f"in {b}" if b else verdict.value_text(c.get(key), moves.BY_NAME[key].unit)
 
 
-def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
-    """The steps where the swept cap does not bind (the load below every value): the same work in every run, so
-    the spread of the judged figures there is the host's run-to-run noise, which no bootstrap of one run sees."""
+def _fig(key: str, c: dict) -> str:
+    return f"{moves.BY_NAME[key].title} {_shown(c, key)}"
+
+
+def _control(
+    table: list[dict], swept, keys: list[str], labels: dict, reaches: dict[str, reach.Reach]
+) -> dict:
+    """The steps where the swept setting cannot act in any run (logscope.compare.reach: a cap no run's running
+    count reached): the same work in every run, so the spread of the judged figures there is the host's
+    run-to-run noise, which no bootstrap of one run sees."""
     out: dict = {"steps": [], "spread": {}, "text": None}
     steps = [{"label": labels[k].label, "mode": labels[k].mode, "value": labels[k].value} for k in keys]
-    below = verdict.cap_below(swept and swept["name"], [t["value"] for t in table], steps)
+    below = [s for s, k in zip(steps, keys, strict=True) if reaches[k].acts is False]
     if not below:
         return out
     idx = [i for i, s in enumerate(steps) if s in below]
@@ -318,12 +352,17 @@ def _control(table: list[dict], swept, keys: list[str], labels: dict) -> dict:
         )
     if said:
         out["text"] = (
-            f"Where {swept['name']} does not bind ({', '.join(out['steps'])}: the load stays below every value), "
+            f"Where {swept['name']} does not bind ({', '.join(out['steps'])}: {_why(reaches[keys[idx[0]]])}), "
             f"the same load still gave {'; '.join(said)} across the runs: the host's run-to-run noise, which the "
             "bootstrap does not see; no value is called better here by less than that spread, and any trade "
             "is to be weighed against it."
         )
     return out
+
+
+def _why(r: reach.Reach) -> str:
+    """reach's reason, without the setting's name: 'no run's running count reached the smallest cap, 8'."""
+    return r.text.split(" here: ", 1)[-1].split(": the engine admitted", 1)[0].split(" (", 1)[0]
 
 
 def _evidence(table, runs, figs, keys, labels, swept, best, control) -> dict:
@@ -339,7 +378,7 @@ def _evidence(table, runs, figs, keys, labels, swept, best, control) -> dict:
         if t["run"] in best["runs"] or c is None or not t["boundary_known"]:
             continue
         out["missed"].append({"run": t["run"], "step": c["label"], "failed": c["slo_failed"]})
-        figs_ = ", ".join(_fig(k, c[k]) for k in c["slo_failed"])
+        figs_ = ", ".join(_fig(k, c) for k in c["slo_failed"])
         bits.append(f"{_name(swept, t)} missed at {c['label']}: {figs_}")
     win = [t for t in table if t["run"] in best["runs"]]
     names = _and([_name(swept, t) for t in win])
@@ -375,7 +414,7 @@ def _tie(win, runs, figs, k, i, label, swept, control) -> tuple[dict, str] | Non
         next(r for r in moves.compare(fl, figs[by_run[t["run"]]][k], k) if r["name"] == key)["beyond_noise"]
         for t in others
     ]
-    vals = ", ".join(f"{verdict.value_text(t['steps'][i][key], 's')} ({_name(swept, t)})" for t in win)
+    vals = ", ".join(f"{_shown(t['steps'][i], key)} ({_name(swept, t)})" for t in win)
     title = moves.BY_NAME[key].title
     # beyond the bootstrap's noise but within the spread the control steps show: not told apart either
     floor = (control["spread"].get(key) or {}).get("ratio")

@@ -74,6 +74,8 @@ def rises(
             r = _row(rows, name)
             if r is None or r["change"] is None or r["change"] == 0 or (r["change"] > 0) != up:
                 continue
+            if r["direction"] == "same bucket":  # two interpolations inside one bucket: no rise to show
+                continue
             out.setdefault(name, []).append(
                 {
                     "scope": scope,
@@ -176,7 +178,7 @@ def trade(whole: list[dict], steps: list[dict], names: tuple[str, str] = ("A", "
     """The trade object the verdict and the pages render: preemptions' change, the latencies that moved the
     other way (by scope), the clocks missing, and the sentence. ``names``: the two runs as the sentence calls
     them (a sweep's ends are its values, not A and B)."""
-    scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in steps]
+    scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in _reached(steps)]
     order = {scope: i for i, (scope, _) in enumerate(scopes)}
     pre = preemption_change(whole)
     missing = _clock_missing(whole, names)
@@ -227,6 +229,13 @@ def trade(whole: list[dict], steps: list[dict], names: tuple[str, str] = ("A", "
     return out
 
 
+def _reached(steps: list[dict]) -> list[dict]:
+    """The steps where the one change can act (logscope.compare.reach): a move where it cannot is the host's noise
+    or load, not the change's trade (seqs-64 -> seqs-16 named the callers' TTFT at c=8, where no run ran more than
+    8 sequences under a cap of 16)."""
+    return [s for s in steps if (s.get("reach") or {}).get("acts") is not False]
+
+
 def _known(rows: list[dict], name: str) -> bool:
     r = _row(rows, name)
     return r is not None and r["a"] is not None and r["b"] is not None
@@ -241,7 +250,7 @@ def retry_trade(whole: list[dict], steps: list[dict]) -> dict | None:
     r = _row(whole, "client_retries")
     if r is None or r["a"] is None or r["b"] is None or r["a"] < RETRIES_MIN or r["b"] > r["a"] / 2:
         return None
-    scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in steps]
+    scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in _reached(steps)]
     fell = rises(scopes, ("success_share",), up=False).get("success_share", [])
     fell = [m for m in fell if m["beyond_noise"]]
     if not fell:
