@@ -352,10 +352,13 @@ def control_line(steps: list[dict], changed: list[dict] | None = None) -> str | 
         return None
     one = changed[0] if changed and len(changed) == 1 else None
     below = cap_below(one["name"], [one["a"], one["b"]], steps) if one else []
-    light = below or [min(steps, key=lambda s: s["value"])]
+    # the steps where the one change cannot act by reach's rule (KV: neither run preempted or queued; a gateway
+    # setting: the gateway did not act): controls as well, never "the change matters even at light load"
+    idle = [s for s in steps if (s.get("reach") or {}).get("acts") is False] if one and not below else []
+    light = below or idle or [min(steps, key=lambda s: s["value"])]
     if not below and light[0]["value"] >= max(s["value"] for s in steps):
         return None
-    figs = CONTROL_FIGURES if below else ("ttft_p50", "e2e_p50")
+    figs = CONTROL_FIGURES if below or idle else ("ttft_p50", "e2e_p50")
     moved = [(s, r) for s in light for r in s["metrics"] if r["name"] in figs and r["beyond_noise"]]
     if not moved:
         return None
@@ -370,6 +373,15 @@ def control_line(steps: list[dict], changed: list[dict] | None = None) -> str | 
             f"beyond the sampling noise at {s['label']} ({said}{more}): something other than the setting differed "
             "between the recordings (most likely the host's load), which the bootstrap does not see; weigh the "
             "heavier steps' moves against these."
+        )
+    if idle and one is not None:
+        why = (s.get("reach") or {}).get("text") or f"{one['name']} cannot act there"
+        more = f"; {len(moved)} such moves in all" if len(moved) > 1 else ""
+        return (
+            f"Where {one['name']} cannot act ({s['label']}: {why.split(': ', 1)[-1]}), B is still {way} beyond "
+            f"the sampling noise ({said}{more}): something other than the setting differed between the recordings "
+            "(most likely the host's load), which the bootstrap does not see; weigh the heavier steps' moves "
+            "against these."
         )
     return (
         f"At the lightest step ({s['label']}) B is {way} too ({said}): either the change matters even at light "
