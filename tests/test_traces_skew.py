@@ -201,3 +201,27 @@ def test_a_clock_that_steps_fits_no_offset_and_leaves_the_split_unknown(tmp_path
     seen = rendered(out, b)
     for name in ("summary.md", "report.html", "terminal"):
         assert k["note"] in seen[name], name
+
+
+@pytest.mark.parametrize("run", ["traced-1r", "traced-2r-kill"])
+def test_a_client_clock_that_steps_leaves_the_waterfall_rows_naming_what_is_not_moved(
+    tmp_path, rendered, run
+) -> None:
+    """The client's spans from its 10th export on moved 3 s: neither the engine's nor the gateway log's offset to
+    the client's fits a single value, so neither is moved onto the client's clock, and every row of report.html's
+    waterfall says so (the gateway's measured, unknown, named in every output); the verdict holds."""
+    _, a = _run(LAB / run, tmp_path / "base")
+    out, b = _run(LAB / run, tmp_path / "moved", "otlp-lab-client.jsonl", 3.0, from_line=10)
+    g = b["traces"]["gateway_clock"]
+    assert g["status"] == "unknown" and g["offset_ms"] is None and g["lo_ms"] > g["hi_ms"]
+    assert g["note"].startswith("unknown: client and gateway (nginx-access.log) clocks differ by ~")
+    assert "no single offset fits every attempt" in g["note"] and g["starts_before_parent"] > 0
+    assert all(k["status"] == "unknown" for k in b["traces"]["clock_skew"]) and b["verdict"] == a["verdict"]
+    names = _waterfall(out)[2]
+    assert names and all(
+        "not moved: " in n and "gateway log and log stops on the logs' own clock (offset unknown)" in n
+        for n in names
+    )
+    seen = rendered(out, b)
+    for name in ("summary.md", "report.html", "terminal"):
+        assert g["note"] in seen[name], name

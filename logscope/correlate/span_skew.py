@@ -149,7 +149,7 @@ def _one(service: str, b: pl.Series, a: pl.Series, n: int, w: _Words = _ENGINE) 
             f"[{_ms(lo)}, {_ms(hi)}]): {facts} {how}; {_ms(off)} {w.done}",
         )
     why = (
-        f"no single offset fits every request (the bounds cross by {_ms(lo - hi)})"
+        f"no single offset fits every {w.unit[:-1]} (the bounds cross by {_ms(lo - hi)})"
         if lo > hi
         else f"the offset is known only within [{_ms(lo)}, {_ms(hi)}]"
     )
