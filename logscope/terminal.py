@@ -168,7 +168,7 @@ def trace_words(tr: dict | None) -> str | None:
         if why:
             line += " (without: " + ", ".join(f"{k} {v:,}" for k, v in why.items()) + ")"
     # an engine's clock off its callers': the split corrected by it, or unknown (summary.md has the evidence)
-    for k in tr.get("clock_skew") or []:
+    for k in [*(tr.get("clock_skew") or []), *([tr["gateway_clock"]] if tr.get("gateway_clock") else [])]:
         if k.get("status") != "agree":
             line += f"; {k['note']}"
     return line

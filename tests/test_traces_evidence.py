@@ -133,7 +133,7 @@ def test_the_spans_clock_shifted_keeps_joins_reasons_and_segments(tmp_path, rend
     traced-2r-kill, 130 -> 143 in a ladder step)."""
     base, a = _run(LAB / run, tmp_path / "base")
     moved, b = _run(LAB / run, tmp_path / "moved", shift_spans=secs)
-    skip = ("segments", "stops")
+    skip = ("segments", "stops", "gateway_clock")
     assert {k: v for k, v in b["traces"].items() if k not in skip} == {
         k: v for k, v in a["traces"].items() if k not in skip
     }
@@ -141,9 +141,14 @@ def test_the_spans_clock_shifted_keeps_joins_reasons_and_segments(tmp_path, rend
     assert b["verdict"] == a["verdict"] and [f["title"] for f in b["findings"]] == [
         f["title"] for f in a["findings"]
     ]
+    # the gateway's log against the moved spans: that offset measured (it puts the waterfall on one clock)
+    g = b["traces"]["gateway_clock"]
+    assert a["traces"]["gateway_clock"]["status"] == "agree" and g["status"] == "corrected"
+    assert g["offset_ms"] == pytest.approx(-secs * 1000, abs=3)
     sa, sb = rendered(base, a), rendered(moved, b)
     line = lambda t: t[t.index("spans:") :].split(" report:")[0]  # noqa: E731
-    assert line(sb["terminal"]) == line(sa["terminal"])
+    assert line(sb["terminal"]) == line(sa["terminal"]) + f"; {g['note']}"
+    assert g["note"] in sb["summary.md"] and g["note"] in sb["report.html"]
 
 
 @pytest.mark.parametrize("run", ["traced-2r-kill", "traced-ladder"])

@@ -37,12 +37,20 @@ def _skews(summary: dict) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize(
-    ("run", "lo_ms", "hi_ms"),
-    [("traced-1r", -2.065, 1.583), ("traced-2r-kill", -1.480, 1.313), ("traced-ladder", -0.995, 1.281)],
+    ("run", "lo_ms", "hi_ms", "gw_lo", "gw_hi"),
+    [
+        ("traced-1r", -2.065, 1.583, -1.837, 1.409),
+        ("traced-2r-kill", -1.480, 1.313, -1.717, 1.706),
+        ("traced-ladder", -0.995, 1.281, -1.511, 1.409),
+    ],
 )
-def test_one_host_the_spans_nesting_holds_no_offset(tmp_path, rendered, run, lo_ms, hi_ms) -> None:
+def test_one_host_the_spans_nesting_holds_no_offset(
+    tmp_path, rendered, run, lo_ms, hi_ms, gw_lo, gw_hi
+) -> None:
     """The lab's runs, client and engine on one host: no engine span starts before its parent or ends after its
-    caller; the offset lies within a few ms of 0 (the smallest gateway + network time each way)."""
+    caller; the offset lies within a few ms of 0 (the smallest gateway + network time each way). The gateway's
+    access lines likewise start inside their attempt spans: its clock agrees with the client's within nginx's
+    millisecond stamps."""
     out, summary = _run(LAB / run, tmp_path)
     sk = _skews(summary)
     a = sk["vllm-a"]
@@ -58,25 +66,37 @@ def test_one_host_the_spans_nesting_holds_no_offset(tmp_path, rendered, run, lo_
     for name in ("summary.md", "report.html"):
         assert a["note"] in seen[name], name
     assert "clock runs" not in seen["terminal"] and "unknown: client and engine" not in seen["terminal"]
-
-
-def _bars(out: Path) -> dict[tuple, tuple[float, float]]:
-    """The report's waterfall: (request, lane, n-th bar of its lane) -> (from, to) in seconds from its first span."""
-    import polars as pl
-
-    from logscope.report import waterfall
-
-    gw = pl.read_parquet(out / "gateway_attempts.parquet")
-    spec = waterfall.spec(
-        pl.read_parquet(out / "request_spans.parquet"), pl.read_parquet(out / "spans.parquet"), gw, []
+    g = summary["traces"]["gateway_clock"]
+    assert (g["service"], g["clock"], g["status"], g["starts_before_parent"], g["ends_after_caller"]) == (
+        "nginx-access.log",
+        "gateway - client",
+        "agree",
+        0,
+        0,
     )
-    got: dict[tuple, tuple[float, float]] = {}
-    for chart in spec["vconcat"] if spec else []:
-        n: dict[str, int] = {}
+    assert g["lo_ms"] == pytest.approx(gw_lo, abs=0.01) and g["hi_ms"] == pytest.approx(gw_hi, abs=0.01)
+    for name in ("summary.md", "report.html"):
+        assert g["note"] in seen[name], name
+
+
+def _waterfall(out: Path) -> tuple[dict[tuple, tuple[float, float]], dict[tuple, float], list[str]]:
+    """report.html's waterfall: (request, lane, n-th bar of its lane) -> (from, to), (request, marker) -> where,
+    in seconds from the row's first span; and each row's clock as the chart names it."""
+    import re
+
+    page = (out / "report.html").read_text()
+    spec = json.loads(re.search(r'id="spec-waterfall"[^>]*>(.*?)</script>', page, re.S).group(1))
+    bars: dict[tuple, tuple[float, float]] = {}
+    marks: dict[tuple, float] = {}
+    for chart in spec["vconcat"]:
+        title, n = chart["title"]["text"], {}
         for bar in chart["layer"][0]["data"]["values"]:
             n[bar["lane"]] = n.get(bar["lane"], 0) + 1
-            got[(chart["title"]["text"], bar["lane"], n[bar["lane"]])] = (bar["x"], bar["x2"])
-    return got
+            bars[(title, bar["lane"], n[bar["lane"]])] = (bar["x"], bar["x2"])
+        for layer in chart["layer"][1:]:
+            for m in layer["data"]["values"]:
+                marks[(title, m["label"].split(" (moved")[0])] = m["x"]
+    return bars, marks, [chart["title"]["subtitle"] for chart in spec["vconcat"]]
 
 
 def _split(summary: dict) -> dict[str, dict[str, float | None]]:
@@ -110,7 +130,7 @@ def test_a_clock_offset_is_measured_removed_and_named(tmp_path, rendered, run, m
     assert b["verdict"] == a["verdict"] and [f["title"] for f in b["findings"]] == [
         f["title"] for f in a["findings"]
     ]
-    skip = ("segments", "stops", "clock_skew")
+    skip = ("segments", "stops", "clock_skew", "gateway_clock")
     assert {x: v for x, v in b["traces"].items() if x not in skip} == {
         x: v for x, v in a["traces"].items() if x not in skip
     }
@@ -128,12 +148,30 @@ def test_a_clock_offset_is_measured_removed_and_named(tmp_path, rendered, run, m
     assert whole["clocks"]["after the engine (the answer's way back)"] == label.replace(
         "engine - client", "client - engine"
     )
-    # the waterfall draws that engine's spans on the callers' clock: each bar where the unshifted run has it (the
-    # gateway's log lines stay on the gateway's clock: a client moved against it moves them, shown as it is)
-    wa, wb = ({k: v for k, v in _bars(o).items() if k[1] != "gateway"} for o in (base, out))
-    assert wa.keys() == wb.keys() and any(lane == "engine" for _, lane, _ in wa)
+    # the gateway's log against the client's spans: measured the same way, moved when the client's clock is
+    ga, gb = a["traces"]["gateway_clock"], b["traces"]["gateway_clock"]
+    assert ga["status"] == "agree"
+    if moved.startswith("otlp-vllm"):
+        assert gb == ga
+    else:
+        assert gb["status"] == "corrected" and gb["offset_ms"] == pytest.approx(-secs * 1000, abs=3)
+        assert gb["lo_ms"] <= -secs * 1000 <= gb["hi_ms"] and gb["clock"] == "gateway - client"
+    # report.html's waterfall on one clock: every bar (engine, gateway log) and marker (a log's stop, a replica's
+    # last exported span) where the unshifted run has it, and the moved source named under each row it is in
+    (wa, ma, _), (wb, mb, names) = _waterfall(base), _waterfall(out)
+    assert wa.keys() == wb.keys() and {lane for _, lane, _ in wa} >= {"engine", "gateway"}
     for key, (x, x2) in wa.items():
         assert wb[key][0] == pytest.approx(x, abs=0.005) and wb[key][1] == pytest.approx(x2, abs=0.005), key
+    assert ma.keys() == mb.keys() and (bool(ma) == ("kill" in run))
+    for key, x in ma.items():
+        assert mb[key] == pytest.approx(x, abs=0.005), key
+    assert all(n.startswith("clock client (seconds from the first span)") for n in names)
+    said = (
+        f"{service}'s spans {-k['offset_ms'] / 1000:+.3f} s"
+        if moved.startswith("otlp-vllm")
+        else f"gateway log {-gb['offset_ms'] / 1000:+.3f} s"
+    )
+    assert any(said in n for n in names), names
     seen = rendered(out, b)
     for name in ("summary.md", "report.html", "terminal"):
         assert k["note"] in seen[name], name
@@ -157,6 +195,33 @@ def test_a_clock_that_steps_fits_no_offset_and_leaves_the_split_unknown(tmp_path
         a["traces"]["segments"][0]["split_mean_ms"]["queue"]
     )
     assert b["verdict"] == a["verdict"]
+    # the waterfall cannot put vllm-a's spans on the client's clock: each row with them says so
+    names = _waterfall(out)[2]
+    assert names and all("not moved: vllm-a's spans on its own clock (offset unknown)" in n for n in names)
     seen = rendered(out, b)
     for name in ("summary.md", "report.html", "terminal"):
         assert k["note"] in seen[name], name
+
+
+@pytest.mark.parametrize("run", ["traced-1r", "traced-2r-kill"])
+def test_a_client_clock_that_steps_leaves_the_waterfall_rows_naming_what_is_not_moved(
+    tmp_path, rendered, run
+) -> None:
+    """The client's spans from its 10th export on moved 3 s: neither the engine's nor the gateway log's offset to
+    the client's fits a single value, so neither is moved onto the client's clock, and every row of report.html's
+    waterfall says so (the gateway's measured, unknown, named in every output); the verdict holds."""
+    _, a = _run(LAB / run, tmp_path / "base")
+    out, b = _run(LAB / run, tmp_path / "moved", "otlp-lab-client.jsonl", 3.0, from_line=10)
+    g = b["traces"]["gateway_clock"]
+    assert g["status"] == "unknown" and g["offset_ms"] is None and g["lo_ms"] > g["hi_ms"]
+    assert g["note"].startswith("unknown: client and gateway (nginx-access.log) clocks differ by ~")
+    assert "no single offset fits every attempt" in g["note"] and g["starts_before_parent"] > 0
+    assert all(k["status"] == "unknown" for k in b["traces"]["clock_skew"]) and b["verdict"] == a["verdict"]
+    names = _waterfall(out)[2]
+    assert names and all(
+        "not moved: " in n and "gateway log and log stops on the logs' own clock (offset unknown)" in n
+        for n in names
+    )
+    seen = rendered(out, b)
+    for name in ("summary.md", "report.html", "terminal"):
+        assert g["note"] in seen[name], name

@@ -87,6 +87,8 @@ def run(out: Path, rng: time_range.Range = time_range.ALL) -> dict | None:
                 "flags",
                 "ts_start",
                 "ts_end",
+                "header_s",
+                "source",
             ],
         ),
         "server_requests": _read(
@@ -293,10 +295,24 @@ def build(spans: pl.DataFrame, t: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame
     # each engine's clock against its callers': the offset removed from the split, or the split unknown
     skews = span_skew.measure(df)
     df = span_skew.apply(df, skews)
+    # the gateway log's clock against the client's spans: the waterfall puts its lines on the spans' clock
+    ga = t["gateway_attempts"]
+    ga = ga.with_columns(
+        [
+            pl.lit(None, pl.Float64 if c == "header_s" else pl.String).alias(c)
+            for c in ("header_s", "source")
+            if c not in ga.columns
+        ]
+    ).with_columns(
+        pl.col("traceparent").str.extract(_TP, 1).alias("trace_id"),
+        pl.col("traceparent").str.extract(_TP, 2).alias("span_id"),
+    )
+    gws = span_skew.gateway(att, ga)
     return df, {
         **_summary(df, spans, t, att, found),
         "client_span_vs_record": _span_vs_record(df, rq),
         "clock_skew": [s.doc() for s in skews],
+        "gateway_clock": None if gws is None else gws.doc(),
     }
 
 

@@ -95,7 +95,7 @@ def traces(ld: Loaded) -> dict | None:
         "traced",
     )
     keys += ("attempt_spans", "attempts_with_engine", "retried_attempts", "no_engine_span", "startup_spans")
-    keys += ("client_span_vs_record", "clock_skew")
+    keys += ("client_span_vs_record", "clock_skew", "gateway_clock")
     stop_keys = (
         "replica",
         "service",

@@ -142,7 +142,7 @@ def view(out: Path, traces: dict | None, diag: dict | None = None) -> tuple[dict
             | {"ts_start": pl.Datetime("us", "UTC"), "ts_end": pl.Datetime("us", "UTC")}
         )
     )
-    wf = waterfall.spec(rs, spans, gw, found)
+    wf = waterfall.spec(rs, spans, gw, found, traces)
     lost = rs.filter(pl.col("no_engine_reason").is_not_null()).sort("client_start")
     classes = (
         lost.group_by("no_engine_class")
