@@ -110,6 +110,7 @@ def test_two_servers_dying_in_one_stream_are_no_crash_loop(tmp_path_factory, ana
     same = deaths[0]["same_server"]
     assert (same["state"], same["before"]["address"], same["after"]["address"]) == ("two servers", a, b)
     assert s["verdict"][0].startswith(lead) and "(a crash loop)" not in s["verdict"][0]
-    assert not s["verdict"][1].startswith("A crash, down ")  # another server's readiness is no return of this one
+    # another server's readiness is no return of this one
+    assert not s["verdict"][1].startswith("A crash, down ")
     for name, text in rendered(out, s).items():
         assert lead in text and "(a crash loop)" not in text, name
