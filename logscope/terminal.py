@@ -147,9 +147,10 @@ def unseen_words(r: dict | None) -> str | None:
     """summary.json's retries.not_observed in one line: the rows of the retries table the folder has no record
     of, grouped by what is missing (the same object the report's and summary.md's tables render)."""
     by_why: dict[str, list[str]] = {}
+    eng = (r or {}).get("server_engine") or "server"  # whose records the server rows are (layers_seen.engine)
     for key, why in ((r or {}).get("not_observed") or {}).items():
         if key in RETRY_ROWS:
-            by_why.setdefault(why, []).append(RETRY_ROWS[key])
+            by_why.setdefault(why, []).append(RETRY_ROWS[key].replace("vLLM", eng))
     if not by_why:
         return None
     return "retries, not observed: " + "; ".join(f"{', '.join(rows)}: {why}" for why, rows in by_why.items())

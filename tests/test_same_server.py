@@ -67,3 +67,50 @@ def test_two_servers_in_one_stream_are_not_a_restart(tmp_path, analyzed, rendere
     seen = rendered(out, s)
     for name, text in seen.items():
         assert said in text, name
+
+
+def _spliced(tmp_path, first: tuple[str, str, int], then: tuple[str, str]):
+    """One stream: a lab server's log up to the start (of pid ``first[2]``) after its death, then another lab
+    server's log: real lines, as a collector writing two servers' output under one name would hold them."""
+    run, name, pid = first
+    lines = (LAB / run / name).read_bytes().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if line.startswith(f"(APIServer pid={pid})".encode()))
+    (tmp_path / "vllm-server.log").write_bytes(b"".join(lines[:cut]) + (LAB / then[0] / then[1]).read_bytes())
+    return tmp_path / "vllm-server.log"
+
+
+TWO = {  # the deaths' (pid, new pid), the addresses across the first, the verdict's lead
+    "crash-then-2r-kill-b": (
+        (("crash", "vllm-server.log", 8600), ("traced-2r-kill", "vllm-server-b.log")),
+        [(7682, 27538), (27538, 4836)],
+        ("http://127.0.0.1:8001", "http://127.0.0.1:8002"),
+        "2 server deaths on vllm-server from 11-29 08:34:22 to 12-06 03:24:34, of 2 different servers, not one "
+        "crash loop (the start after the death at 11-29 08:34:22 is another server: address http://127.0.0.1:8001 "
+        "→ http://127.0.0.1:8002); the first: ",
+    ),
+    "2r-kill-b-then-enginecore-kill": (
+        (("traced-2r-kill", "vllm-server-b.log", 4836), ("enginecore-kill", "vllm-server.log")),
+        [(27538, 25488), (25488, None)],
+        ("http://127.0.0.1:8002", "http://127.0.0.1:8001"),
+        "2 server deaths on vllm-server from 03:24:34 to 04:09:36, of 2 different servers, not one crash loop "
+        "(the start after the death at 03:24:34 is another server: address http://127.0.0.1:8002 → "
+        "http://127.0.0.1:8001); the longest: ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TWO))
+def test_two_servers_dying_in_one_stream_are_no_crash_loop(tmp_path_factory, analyzed, rendered, case):
+    """Two like deaths in one stream read '2 server deaths ... (a crash loop)' though the first death's same_server
+    said the start after it was another server (diagnose.death_run): the headline says two servers."""
+    (first, then), pids, (a, b), lead = TWO[case]
+    out, s, _ = analyzed(_spliced(tmp_path_factory.mktemp(case), first, then))
+    deaths = s["server_lifecycle"]["deaths"]
+    assert [(d["pid"], d["new_pid"]) for d in deaths] == pids
+    same = deaths[0]["same_server"]
+    assert (same["state"], same["before"]["address"], same["after"]["address"]) == ("two servers", a, b)
+    assert s["verdict"][0].startswith(lead) and "(a crash loop)" not in s["verdict"][0]
+    # another server's readiness is no return of this one
+    assert not s["verdict"][1].startswith("A crash, down ")
+    for name, text in rendered(out, s).items():
+        assert lead in text and "(a crash loop)" not in text, name

@@ -163,7 +163,9 @@ def test_every_clock_shifted_keeps_the_reading(src, tmp_path, analyzed):
 def test_a_tgi_servers_next_test_names_tgis_flags(analyzed, rendered):
     """A TGI server writes no stats line: its events say whose it is, and the next test names its launcher's flags
     (--max-batch-size, --max-total-tokens), never vLLM's, in summary.json and every rendering."""
-    out, s, _ = analyzed(SHARD)  # vLLM's crash advice, in TGI's flags
+    # vLLM's crash advice, in TGI's flags (of a death after start-up: the shard's SIGILL at start-up is told the
+    # CPU, tests/test_startup_death.py)
+    out, s, _ = analyzed(WEB)
     assert s["verdict"][2] == (
         "First thing to test: Reproduce with the same request sizes at a lower --max-batch-size to tell a "
         "load-driven death from a software fault"

@@ -193,13 +193,14 @@ def _verdict(
     ):
         head = head.rstrip(".") + f"; {top['title'][0].lower()}{top['title'][1:]} ({top['finding_id']})."
     like = [e for e in eps if findings.pattern_key(e) == findings.pattern_key(main)]
-    if main["class"] == "crash" and len(like) > 1:  # a crash loop: say so before the first one's details
-        head = (
-            f"{len(like)} server deaths on {main['replica'] or 'one replica'} from {clock.hms(like[0]['start'])} "
-            f"to {clock.hms_after(like[0]['start'], like[-1]['start'])} (a crash loop); the first: "
-            + head[0].lower()
-            + head[1:]
-        )
+    if main["class"] == "crash" and len(like) > 1:
+        # several deaths: a crash loop as far as each start between them is the same server (death_run)
+        from .death_run import of as death_run
+
+        which = (
+            "the first" if main["start"] == like[0]["start"] else "the longest"
+        )  # main: the longest episode
+        head = f"{death_run(ctx, like).words()}; {which}: {head[0].lower()}{head[1:]}"
     # the same trouble starting at the same time elsewhere: a node, a rollout or the traffic took them together
     together = sorted(
         {
@@ -357,7 +358,10 @@ def _when(ctx: Context, e: Episode, eps: list[Episode]) -> str:
         extra = f", with {', '.join(said[:-1])} and {said[-1]} meanwhile" if len(said) > 1 else ""
         extra = extra or (f", with {said[0]} meanwhile" if said else "")
         down = (
-            f"down {c['downtime_s']:.0f} s"
+            # another server's readiness is no return of this one (same_server)
+            f"not back in its log stream, where another server was ready {c['downtime_s']:.0f} s after it"
+            if c["downtime_s"] is not None and c.get("same_server_state") == "two servers"
+            else f"down {c['downtime_s']:.0f} s"
             if c["downtime_s"] is not None
             else f"not back before {ctx.inputs.rng.end_words}"
         )

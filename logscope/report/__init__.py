@@ -289,12 +289,13 @@ def _layers(r: dict) -> list[tuple[str, float]]:
         x, y = r.get(a), r.get(b)
         return x / y if isinstance(x, int | float) and isinstance(y, int | float) and y else None
 
+    eng = r.get("server_engine") or "server"  # whose records the executions are (layers_seen.engine)
     hops = [
         ("client attempts per logical request", ratio("client_attempts", "logical_requests")),
         ("gateway requests per logical request", ratio("gateway_requests", "logical_requests")),
         ("upstream attempts per gateway request", ratio("gateway_attempts", "gateway_requests")),
-        ("vLLM executions per gateway request", ratio("server_requests", "gateway_requests")),
-        ("vLLM executions per logical request", ratio("server_requests", "logical_requests")),
+        (f"{eng} executions per gateway request", ratio("server_requests", "gateway_requests")),
+        (f"{eng} executions per logical request", ratio("server_requests", "logical_requests")),
     ]
     return [(name, v) for name, v in hops if v is not None]
 

@@ -36,6 +36,7 @@ from .panels import (
     episode_frame,
     fmt_s,
     long_rows,
+    named,
     panel,
 )
 from .vl import VALIDATE as VALIDATE  # charts.VALIDATE, as compare.charts reads it
@@ -95,9 +96,10 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
     width_ms = int(width_s * 1000)
     lo = int(cast(datetime, w["ts"].min()).timestamp() * 1000)  # windows all have a time
     hi = int(cast(datetime, w["ts"].max()).timestamp() * 1000 + width_ms)
-    tokens_panel = next(p for p in PANELS if p.key == "tokens")
+    shown = named(PANELS, (summary.get("retries") or {}).get("server_engine"))  # whose server rows
+    tokens_panel = next(p for p in shown if p.key == "tokens")
     long = pl.concat(
-        [long_rows(w, width_ms=width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
+        [long_rows(w, shown, width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
         how="diagonal_relaxed",
     )
     eps = episode_frame(summary.get("episodes", []), width_ms)
@@ -137,7 +139,7 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
     # a count that stayed at zero is said in a note, not drawn as a flat line (nor listed in its panel's legend)
     flat = long.group_by("panel", "series").agg((pl.col("value").fill_null(0) == 0).all().alias("zero"))
     zero = {(p, s) for p, s, z in flat.rows() if z}
-    for p in PANELS:
+    for p in shown:
         series = [lbl for c, lbl, _ in p.series if (p.key, lbl) in zero and (p.kind == "step" or c in SUMMED)]
         data = long.filter((pl.col("panel") == p.key) & ~pl.col("series").is_in(series)).drop("panel")
         if data.height == 0:

@@ -14,6 +14,20 @@ GATEWAY_KEYS = ("gateway_requests", "gateway_attempts", "gateway_retries")
 SERVER_KEYS = ("server_requests", "server_aborts")
 
 
+def engine(ld: Loaded) -> str | None:
+    """Whose records the server rows are ('vLLM', 'TGI', 'SGLang', 'vLLM and SGLang'): the request rows' engine,
+    else the servers' stats and events; None when no server record names one (the rows then say 'server'). A TGI
+    folder's table read 'vLLM requests received' of its router's Success lines."""
+    from ..diagnose.verdict import ENGINE_NAMES
+
+    for name in ("server_requests", "server_stats", "server_events"):
+        df = ld.table(name, ("engine_kind",))
+        kinds = sorted({k for k in df["engine_kind"].drop_nulls() if k in ENGINE_NAMES}) if df.height else []
+        if kinds:
+            return " and ".join(ENGINE_NAMES[k] for k in kinds)
+    return None
+
+
 def _files(ld: Loaded, kind: str, fmt: str | None = None) -> list[str]:
     df = ld.table("files", ("path", "kind", "format"))
     if not df.height:

@@ -6,7 +6,7 @@ server's starts and stops as rules (``lanes``) drawn over them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import polars as pl
@@ -117,6 +117,16 @@ def bridged(f: pl.DataFrame, width_ms: int) -> pl.DataFrame:
         )
     )
     return pl.concat([f, gaps.select(f.columns)]).sort("t") if gaps.height else f
+
+
+def named(panels: tuple[Panel, ...], engine: str | None) -> tuple[Panel, ...]:
+    """The panels with the engine the server rows came from in their labels (summary.json's retries.server_engine):
+    a TGI or SGLang folder's legend read 'vLLM requests received', 'vLLM aborts'."""
+    eng = engine or "server"
+    return tuple(
+        replace(p, series=tuple((c, lbl.replace("vLLM", eng), col) for c, lbl, col in p.series))
+        for p in panels
+    )
 
 
 def long_rows(

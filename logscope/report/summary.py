@@ -391,6 +391,7 @@ def retries(ld: Loaded, spans: dict | None = None) -> dict:
     counted = _count_layers(ld, {k for k in RETRY_KEYS if k not in given})
     out = {k: clean(given[k] if k in given else counted.get(k)) for k in RETRY_KEYS}
     out["source"] = "correlation.json" if given else ("tables" if counted else None)
+    out["server_engine"] = layers_seen.engine(ld)  # the server rows' label: whose records they are
     out["not_observed"] = layers_seen.missing(ld, out, spans)
     for k in out["not_observed"]:
         out[k] = None

@@ -101,8 +101,12 @@ def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
             ep,
             kind="crash",
         )
-    if not {"oom", "engine_timeout"} & set(kinds):  # no cause in its own log: say what the folder lacks
-        ev.append(unknown_killer(ctx, ep))
+    from .startup_death import finding as startup_finding
+
+    if (born := startup_finding(ctx, ep, c, when, ev)) is not None:  # its signal or error, not the load
+        return born
+    # no cause in its own log: say what the folder lacks
+    ev += [] if {"oom", "engine_timeout"} & set(kinds) else [unknown_killer(ctx, ep)]
     if "oom" in kinds:
         if c["at_startup"]:
             return make_finding(
