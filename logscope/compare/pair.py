@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..report.fmt import clean, iso
-from . import after, gateway, moves, noise, reach, settings, trade, traffic, verdict
+from . import after, gateway, moves, noise, profile, reach, settings, trade, traffic, verdict
 from .runs import Run
 
 SCHEMA_VERSION = "1.1"
@@ -197,6 +197,8 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
             sc, r
         )  # that follows another load in each run which ran into it, is no test of the change
         after.apply(sc, b)
+    load = profile.load(t_rows, alike, steps)  # a whole-run latency mixes the steps in each run's proportions
+    held = profile.apply(whole, load, VOLUME)
     engines = engines_apart(rows)
     if engines:
         _engine_rows_apart([whole, *steps], engines)
@@ -226,7 +228,11 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
         lines += [ln for ln in [verdict.control_line(steps, changed)] if ln]
         lines += [t for t in (td["text"], rt and rt["text"]) if t]
-        lines.append(verdict.movement_line(result, good, bad))
+        lines += [ln for ln in [profile.line(whole, load, len(steps))] if ln]
+        moved = verdict.movement_line(result, good, bad)
+        if held and result == "no movement":  # a latency did move, but is not judged over these whole runs
+            moved = "Of the figures judged over the whole runs, none moved beyond the sampling noise."
+        lines.append(moved)
     traps = (
         [{"kind": td["kind"], "scope": "whole run", "rise": None, "text": td["text"]}]
         if td["kind"]
@@ -288,4 +294,8 @@ METHOD = [
     "as Poisson counts (|B − A| > 2·√(A + B)); server gauges and exact means not estimated.",
     f"Traffic: alike when the steps are the same and prompt / max_tokens means (and, in an open loop, "
     f"the arrival rate) are within {traffic.TOLERANCE * 100:.0f} %.",
+    "Whole runs: a whole-run latency mixes the steps in each run's proportions, so it is judged only when the "
+    f"load profiles match (the same steps, each with its requests or its length within "
+    f"{traffic.TOLERANCE * 100:.0f} %, and the traffic alike); else it is shown, not judged, and the verdict says "
+    "what differs.",
 ]
