@@ -611,11 +611,16 @@ TABLES: dict[str, dict[str, Column]] = {
         "mid_stream": (
             S,
             "what a log states of its answer after the gateway's 2xx: cut (nginx: the upstream closed mid-response) "
+            "| read_timeout (nginx cut it: 'upstream timed out ... while reading upstream', its proxy_read_timeout) "
             "| failed (the proxy's stream-error line, tied to its access line: LiteLLM's) | may have failed (a "
             "stream-error line no evidence ties to one access line may be this one's: outcome stays ok, not "
             "certain); null: none stated",
         ),
         "upstream_status": (I, "the upstream's status a failed stream's error names (null: it names none)"),
+        "mid_stream_evidence": (
+            S,
+            "the error line that states mid_stream's cut (file:line; null: none, or a proxy's)",
+        ),
         "client_attempts": (I, "client attempts"),
         "gateway_requests": (I, "gateway requests matched"),
         "gateway_attempts": (I, "upstream attempts made by the gateway"),
@@ -749,6 +754,10 @@ TABLES: dict[str, dict[str, Column]] = {
         "timeouts": (I, "attempts ended by a client timeout"),
         "gateway_5xx": (I, "gateway responses 5xx"),
         "gateway_499": (I, "gateway 499 (client closed)"),
+        "gateway_cuts": (
+            I,
+            "streams the gateway cut after its 2xx, by its own read timeout (requests.mid_stream)",
+        ),
         "client_attempts": (I, "client attempts sent"),
         "client_retries": (I, "client retries sent"),
         "gateway_retries": (I, "extra upstream attempts made by the gateway"),

@@ -19,8 +19,9 @@ def test_a_cut_stream_had_an_answer(analyzed, rendered, run):
     rows = [r for r in s["outcomes"]["by_status"] if r["outcome"] == "truncated"]
     assert [(r["requests"], r["status"], r["status_text"]) for r in rows] == [(CASES[run], None, CUT)]
     outputs = rendered(out, s)
-    assert f"| truncated | {CUT} | {CASES[run]} |" in outputs["summary.md"]
-    assert f"<td>truncated</td><td>{CUT}</td>" in outputs["report.html"]
+    # then the error lines that say it (test_stream_cut_after_200: each is the file's own line)
+    assert f"| truncated | {CUT}; its error lines: nginx-error.log:" in outputs["summary.md"]
+    assert f"<td>truncated</td><td>{CUT}; its error lines: nginx-error.log:" in outputs["report.html"]
     for name, text in outputs.items():
         assert (
             "truncated | no HTTP answer" not in text and "<td>truncated</td><td>no HTTP answer" not in text

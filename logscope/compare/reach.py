@@ -2,7 +2,8 @@
 
 A cap on the sequences run at once (``--max-num-seqs``) acts only where a run's running count reached the smaller
 of its two values; the KV cache's size (``--gpu-memory-utilization``, a blocks override) only where a run preempted
-or queued; a gateway setting only where the gateway acted (retried, answered 5xx, saw a caller hang up). At a step
+or queued; a gateway setting only where the gateway acted (retried, answered 5xx, saw a caller hang up, cut a stream by its
+read timeout after its 2xx: spike-read-timeout's proxy_read_timeout 8s cut 11 and answered no 5xx). At a step
 where neither run gives that sign, a difference is the host's run-to-run noise or its load, never the setting's
 doing: its rows are shown, not called better or worse (seqs-8 against seqs-64 read 'worse' for tokens/s at c=1–4,
 where neither run ran more than 4 sequences). A fact missing in either run leaves the step judged as before, and
@@ -27,6 +28,7 @@ GATEWAY_ACTS = {
     "gateway_retries": "retries",
     "gateway_5xx": "5xx answers",
     "gateway_499": "callers hanging up",
+    "gateway_cuts": "streams it cut",  # its own read timeout after its 2xx (requests.mid_stream read_timeout)
 }
 
 
@@ -96,7 +98,10 @@ def across(
     vals = {run: _values(f, keys) for run, f in figs.items()}
     facts = {**vals, "setting": where}
     missing = [f"{k} in {run.upper()}" for run, v in vals.items() for k in keys if v[k] is None]
-    if missing:
+    # one act seen is enough for a gateway setting: an analysis made before logscope counted the cuts has no
+    # gateway_cuts, and its retries still say the gateway acted
+    seen = kind == "gateway" and any((v[k] or 0) > 0 for v in vals.values() for k in keys)
+    if missing and not seen:
         return Reach(name, kind, None, facts, missing,
                      f"whether {name} acts here is unknown ({', '.join(missing)} not in the logs)")  # fmt: skip
 
@@ -127,13 +132,15 @@ def across(
         said = f"preemptions {each('preemptions')}; waiting max {each('waiting_max', _n)}"
         head = "a run preempted or queued" if acts else f"{_none(len(vals))} preempted or queued"
     else:
-        acts = any(v[k] > 0 for v in vals.values() for k in keys)
-        said = "; ".join(f"{w} {each(k)}" for k, w in GATEWAY_ACTS.items())
+        acts = seen
+        said = "; ".join(f"{w} {each(k, _n)}" for k, w in GATEWAY_ACTS.items())
         head = (
-            "the gateway acted" if acts else "the gateway did not act (no retry, no 5xx, no caller hung up)"
+            "the gateway acted"
+            if acts
+            else "the gateway did not act (no retry, no 5xx, no caller hung up, no stream cut)"
         )
     verb = "can act" if acts else "cannot act"
-    return Reach(name, kind, acts, facts, [], f"{name} {verb} here: {head} ({said})")
+    return Reach(name, kind, acts, facts, missing, f"{name} {verb} here: {head} ({said})")
 
 
 def _none(n: int) -> str:

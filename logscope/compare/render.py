@@ -82,6 +82,7 @@ def where(r: dict) -> str:
 # what the requests a figure of served answers left out ended as (moves._left_out's keys)
 LEFT_OUT_WORDS = {
     "truncated, cut": "cut after the gateway's 2xx (its error log: the upstream closed mid-response)",
+    "truncated, read_timeout": "cut after the gateway's 2xx by its read timeout (its error log: 'upstream timed out')",
     "truncated, failed": "failed after the gateway's 2xx (the proxy's stream-error line)",
     "timeout": "timed out (the caller gave up)",
     "error": "failed",

@@ -21,7 +21,7 @@ import polars as pl
 
 from ..scalars import int_or_none, int_value
 from . import abandon, reach, stream_failures
-from .broken import CUT, broken_streams
+from .broken import CUT, READ_TIMEOUT, broken_streams
 from .frames import Frames, group_first, prev_in_group
 from .link import Links
 
@@ -321,6 +321,7 @@ def _requests(
             pl.col("mid_stream").sort_by("t1").last(),
             pl.col("_stream_error").sort_by("t1").last(),
             pl.col("upstream_status").sort_by("t1").last(),
+            pl.col("_evidence").sort_by("t1").last().alias("mid_stream_evidence"),
             pl.col("n_attempts").sum().alias("gateway_attempts"),
             (pl.col("match") == "inferred").any().alias("_inf_g"),
             (pl.col("match") == "exact").any().alias("_ex_g"),
@@ -441,7 +442,7 @@ def _outcome() -> pl.Expr:
     return (
         pl.when(pl.col("unfinished").fill_null(False))
         .then(pl.lit("unfinished"))
-        .when(pl.col("mid_stream").is_in([CUT, stream_failures.FAILED]).fill_null(False))
+        .when(pl.col("mid_stream").is_in([CUT, READ_TIMEOUT, stream_failures.FAILED]).fill_null(False))
         .then(pl.lit("truncated"))
         .when(pl.col("timed_out").fill_null(False))
         .then(pl.lit("timeout"))

@@ -95,7 +95,13 @@ def prev_in_group(x: pl.Expr, first: str = "_first") -> pl.Expr:
 # the stage reads only these columns of the event tables (their message texts are large)
 USED_COLUMNS = {
     "server_events": ("ts", "source", "replica", "kind", "preemption_mode"),
-    "gateway_errors": ("ts", "source", "kind", "upstream"),
+    "gateway_errors": ("ts", "source", "kind", "upstream", "line_no"),
+}
+# and these facts of their messages, not the texts: nginx's timeout while it relayed an answer's body, after its 2xx
+# ('upstream timed out ... while reading upstream'), not before the headers (a 504: '... reading response header')
+BODY_TIMEOUT = "in_body"
+DERIVED_COLUMNS = {
+    "gateway_errors": (pl.col("message").str.contains(" while reading upstream(?:,|$)").alias(BODY_TIMEOUT),),
 }
 # nor these of the request tables (at a million rows each column is tens of megabytes)
 UNUSED_COLUMNS = {
@@ -153,7 +159,7 @@ def read_table(
         lf = lf.filter(where)
     if name in CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(keep))
-    return lf.select(columns_read(name)).collect()
+    return lf.select(*columns_read(name), *DERIVED_COLUMNS.get(name, ())).collect()
 
 
 def pick_table(keep: list[str], dropped: dict[str, str]) -> pl.DataFrame:

@@ -57,6 +57,7 @@ ASSEMBLED = {
         "match",
         "origin",
         "outcome",
+        "mid_stream",  # windows.gateway_cuts
         "server_requests",
         "client_attempts",
         "duplicate_concurrent",

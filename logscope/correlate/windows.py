@@ -18,6 +18,7 @@ import re
 import polars as pl
 
 from .. import schemas
+from .broken import READ_TIMEOUT
 from .frames import secs, to_ts
 
 NICE_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -156,6 +157,8 @@ def build(
     ok = req.filter(done).select("t0", "t1", "ttft_s", "e2e_s", "output_tokens", "latency_clock")
     clock = run_clock(ok)
     bad = req.filter(pl.col("outcome").is_in(["error", "timeout", "truncated"])).select("t1")
+    # the streams the gateway cut itself after its 2xx (its read timeout): the gateway acting, as a 5xx or a retry is
+    cut = req.filter(pl.col("mid_stream") == READ_TIMEOUT) if "mid_stream" in req.columns else req.clear()
     parts = [
         g.count(req, "t0", "arrivals"),
         g.count(ok, "t1", "completions"),
@@ -163,6 +166,7 @@ def build(
         g.count(ca.filter(pl.col("timed_out").fill_null(False)), "t1", "timeouts"),
         g.count(gr.filter(pl.col("status") >= 500), "t1", "gateway_5xx"),
         g.count(gr.filter(pl.col("status") == 499), "t1", "gateway_499"),
+        g.count(cut, "t1", "gateway_cuts"),
         g.count(ca, "t0", "client_attempts"),
         g.count(ca.filter(pl.col("attempt").fill_null(1) > 1), "t0", "client_retries"),
         g.count(gr, "t0", "gateway_retries", (pl.col("n_attempts") - 1).clip(0)),

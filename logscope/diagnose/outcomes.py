@@ -12,6 +12,7 @@ from datetime import datetime
 import polars as pl
 
 from .. import clock
+from ..correlate.broken import READ_TIMEOUT
 from ..correlate.stream_failures import FAILED, MAYBE, StreamFailures
 
 SOURCE = {
@@ -31,6 +32,7 @@ def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | Non
     status = pl.col("status") if "status" in req.columns else pl.lit(None, pl.Int64)
     mid = pl.col("mid_stream") if "mid_stream" in req.columns else pl.lit(None, pl.String)
     up = pl.col("upstream_status") if "upstream_status" in req.columns else pl.lit(None, pl.Int64)
+    said = pl.col("mid_stream_evidence") if "mid_stream_evidence" in req.columns else pl.lit(None, pl.String)
     recorded = pl.lit(False)
     for c in ("client_attempts", "gateway_attempts"):
         if c in req.columns:
@@ -46,6 +48,7 @@ def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | Non
             pl.len().alias("n"),
             recorded.sum().alias("recorded"),
             up.drop_nulls().unique().sort().alias("up"),
+            said.drop_nulls().unique().sort().alias("said"),
         )
         .sort(["outcome", "status", "how"], nulls_last=True)
     )
@@ -61,12 +64,20 @@ def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | Non
                 "status": s,
                 "requests": int(n),
                 "status_text": _status_text(o, s, int(n), int(k), how, list(u)),
+                # the error lines that state the break-off (file:line), as the requests table ties them
+                **({"evidence": sorted(e, key=_place)} if e else {}),
             }
-            for o, s, how, n, k, u in groups.iter_rows()
+            for o, s, how, n, k, u, e in groups.iter_rows()
         ],
         "source": SOURCE.get(origin or "", origin),
         "uncertain": uncertain(req, streams),
     }
+
+
+def _place(line: str) -> tuple[str, int]:
+    """'file:line' in file order (line 99 before line 127)."""
+    f, _, n = line.rpartition(":")
+    return (f, int(n)) if n.isdigit() else (line, 0)
 
 
 def uncertain(req: pl.DataFrame, streams: StreamFailures | None) -> dict | None:
@@ -105,6 +116,8 @@ def _status_text(
         if how == FAILED:
             named = f" (upstream status {', '.join(map(str, up))})" if up else ""
             return f"{status if status is not None else '2xx'} at the gateway, failed mid-stream{named}"
+        if how == READ_TIMEOUT:
+            return f"{status if status is not None else '2xx'} at the gateway, {READ_TIMEOUT_TEXT}"
         return CUT if status is None else f"{status} at the gateway, the answer cut mid-response"
     if status is not None:
         return str(status)
@@ -177,6 +190,10 @@ NO_RECORD = "no caller's or gateway's record"
 # read "truncated | no HTTP answer" for the 8 streams nginx logged 200 before the server died under them)
 CUT = "2xx at the gateway, the answer cut mid-response"
 NO_STATUS = "no status in the caller's or gateway's record"
+# a stream nginx cut itself after its 2xx: its proxy_read_timeout fired between two reads of the body (spike-read-timeout:
+# 11 streams the client saw as APIConnectionError, that read 'error (no HTTP answer)')
+READ_TIMEOUT_TEXT = "then cut by the gateway's read timeout (nginx error log: 'upstream timed out ... while reading upstream')"
+SAID = ("failed mid-stream", "read timeout")  # a truncated row whose words name what broke it off
 
 
 def words(o: dict | None) -> str:
@@ -188,7 +205,7 @@ def words(o: dict | None) -> str:
         st = (
             ""
             if r["outcome"] in ("ok", "unfinished")
-            or (r["outcome"] == "truncated" and "failed mid-stream" not in (r.get("status_text") or ""))
+            or (r["outcome"] == "truncated" and not any(w in (r.get("status_text") or "") for w in SAID))
             else f" ({r.get('status_text') or _status_text(r['outcome'], r['status'], r['requests'], 0)})"
         )
         parts.append(f"{r['requests']:,} {r['outcome']}{st}")

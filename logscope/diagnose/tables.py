@@ -267,6 +267,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
         "latency_clock",
         "latency_source",
         "mid_stream",
+        "mid_stream_evidence",
         "upstream_status",
     ]  # origin: which layer a row's latencies come from (histograms.request_source); the clock and source of
     # its ttft_s / e2e_s (latency_named.py names them beside every latency)
@@ -297,6 +298,7 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             ),  # the client's own rows: its clock; the kind of log unsaid
             pl.lit(None, pl.String).alias("latency_source"),
             pl.lit(None, pl.String).alias("mid_stream"),
+            pl.lit(None, pl.String).alias("mid_stream_evidence"),
             pl.lit(None, pl.Int64).alias("upstream_status"),
         )
         return df.select(cols).sort("ts_start"), "client"
@@ -329,7 +331,10 @@ def _requests(out: Path, sreq: pl.DataFrame, rng: Range) -> tuple[pl.DataFrame, 
             pl.lit(None, pl.Float64).alias("orphan_s"),
             pl.lit(1, pl.Int64).alias("server_requests"),
             pl.lit("server").alias("origin"),
-            *[pl.lit(None, pl.String).alias(c) for c in ("latency_clock", "latency_source", "mid_stream")],
+            *[
+                pl.lit(None, pl.String).alias(c)
+                for c in ("latency_clock", "latency_source", "mid_stream", "mid_stream_evidence")
+            ],
         )
         return df.select(cols).sort("ts_start"), "server"
     empty = pl.DataFrame(schema={c: schemas.TABLES["requests"][c][0] for c in cols})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import clock
-from ..correlate.broken import CUT
+from ..correlate.broken import CUT, READ_TIMEOUT
 from ..correlate.stream_failures import FAILED
 from ..scalars import int_value
 from .load import Loaded
@@ -44,18 +44,21 @@ DEATH_NAMES = {
     "gpu_xid": "GPU Xid",  # a GPU fault the kernel logged just before the death (diagnose.gpu_faults)
 }
 MAX_LABEL_ROWS = 3  # event labels stack in this many rows at most; past that, tooltips name them
-# a break-off named by what its log says, and which log says it: nginx's error log ('upstream prematurely closed
-# connection' after the access log's 2xx: correlate.broken), LiteLLM's stream-error line tied to its access line
-# (stream_failures), the caller that gave up (its own log's timeout) or left (nginx's 499: 'client closed request')
+# a break-off named by what its log says, and which log says it: nginx's error log after the access log's 2xx
+# ('upstream prematurely closed connection', or its own read timeout's 'upstream timed out ... while reading
+# upstream': correlate.broken), LiteLLM's stream-error line tied to its access line (stream_failures), the caller
+# that gave up (its own log's timeout) or left (nginx's 499: 'client closed request')
 BROKE_OFF = {
     CUT: "2xx, upstream closed (nginx error log)",
+    READ_TIMEOUT: "2xx, read timeout cut (nginx error log)",
     FAILED: "2xx, stream failed (LiteLLM log)",
 }
 TRUNCATED = "2xx, then broken off"  # an analysis that predates requests.mid_stream
 TIMED_OUT = "caller timed out (client log)"
 CLIENT_LEFT = "499, client left (gateway log)"
 OUTCOME_COLORS = {"ok": "#2ca02c", TIMED_OUT: "#ff7f0e", CLIENT_LEFT: "#ffbb78", "error, no status": "#7f0000",
-                  BROKE_OFF[CUT]: "#f3a712", BROKE_OFF[FAILED]: "#c98a00", TRUNCATED: "#f3a712",
+                  BROKE_OFF[CUT]: "#f3a712", BROKE_OFF[READ_TIMEOUT]: "#e6550d", BROKE_OFF[FAILED]: "#c98a00",
+                  TRUNCATED: "#f3a712",
                   "unfinished (log ended)": "#9aa5b1", "unknown": "#c7c7c7"}  # fmt: skip
 STATUS_COLORS = (
     "#d62728",
