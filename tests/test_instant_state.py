@@ -17,15 +17,16 @@ CASES = {  # run: the symptom of its instant's finding
 @pytest.mark.parametrize("run", sorted(CASES))
 def test_an_instant_with_no_state_has_no_empty_parenthesis(analyzed, rendered, run):
     out, s, d = analyzed(need(LAB / run))
-    f = next(f for f in s["findings"] if f["symptom"].startswith(CASES[run]))
+    # (abort-ignored's is a recurring pattern's first beat: "13 preemptions in 3 spikes; the first: …")
+    f = next(f for f in s["findings"] if CASES[run] in f["symptom"])
     ep = next(e for e in d["episodes"] if e["episode_id"] == f["episode"])
     assert ep["duration_s"] == 0 and (ep["running_max"], ep["waiting_max"], ep["kv_max"]) == (
         None,
         None,
         None,
     )
-    assert f["symptom"] == CASES[run]
+    assert f["symptom"].endswith(CASES[run])
     for name, text in rendered(out, s).items():
         assert f"{CASES[run]} ()" not in text, name
         if name != "terminal":  # the terminal prints the verdict and the findings' titles only
-            assert f"Symptom: {CASES[run]}" in text or f"{CASES[run]}</" in text, name
+            assert f"{CASES[run]}\n" in text or f"{CASES[run]}</" in text, name
