@@ -59,13 +59,13 @@ def _same_records(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def test_every_jsonl_file_decoded_as_before():
-    """Every JSON lines file of the fixtures (the lab's 23 clients, its events and OTLP exports, tests/data's), each
-    key's value as before: 72 files, 56,013 lines; aiperf's 8 records whose `error` is an object give no row, as before;
+    """Every JSON lines file of the fixtures (the lab's 26 clients, its events and OTLP exports, tests/data's, the pairs'), each
+    key's value as before: 83 files, 62,165 lines; aiperf's 8 records whose `error` is an object give no row, as before;
     the storm's 1,245 sends (`grep -c attempt_send`)."""
     got = {name: _same_records(_frame(lines)) for name, lines in _jsonl().items()}
-    assert (len(got), sum(map(len, _jsonl().values()))) == (72, 56_013)
-    assert sum(d.height for d in got.values()) == 56_005
-    assert [Path(n).name for n in got if Path(n).name.startswith("client") and "/lab/" in n].__len__() == 23
+    assert (len(got), sum(map(len, _jsonl().values()))) == (83, 62_165)
+    assert sum(d.height for d in got.values()) == 62_157
+    assert [Path(n).name for n in got if Path(n).name.startswith("client") and "/lab/" in n].__len__() == 26
     assert got[str(DATA / "clients" / "aiperf-profile_export.jsonl")].height == 12
     storm = got[next(n for n in got if n.endswith("retry-storm/client-storm.jsonl"))]
     assert storm.filter(pl.col("kind") == "attempt_send").height == 1245

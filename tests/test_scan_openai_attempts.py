@@ -74,7 +74,7 @@ def test_attempts_grouped_as_before(chunk):
     for name, lines in _logs().items():
         got = _same(lines, chunk)
         rows[name] = (got["client_attempts"].height, got["client_requests"].height) if got else (0, 0)
-    assert len(rows) == 32
+    assert len(rows) == 34
     # the lab's storm client: truth.json's 1,245 attempts of 653 requests
     assert rows["client-storm.log"] == (1245, 653)
     # public-2's INFO logs (no 'Sending' lines, no threads: attempts from httpx and 'Retrying' lines, by route)
