@@ -6,6 +6,7 @@ INDEX.md describes each excerpt.
 
 from __future__ import annotations
 
+import re
 import shutil
 from datetime import datetime
 
@@ -289,7 +290,8 @@ def test_45_single_long_generation_not_an_incident(tmp_path):
 def test_every_excerpt_gets_a_verdict(tmp_path):
     """Every excerpt (new ones included) yields three verdict lines, ranked findings and conforming tables."""
     files = sorted(need(PUBLIC).glob("*.log"))
-    assert len(files) == 25  # INDEX.md lists 25 excerpts
+    listed = re.findall(r"^\| `([^`]+\.log)` \|", (PUBLIC / "INDEX.md").read_text(), flags=re.M)
+    assert [f.name for f in files] == sorted(listed) and files  # INDEX.md lists each excerpt (25 this round)
     for i, f in enumerate(files):
         d = _diagnose(tmp_path / str(i), f.name.split("-")[0])
         assert len(d["verdict"]) == 3 and d["verdict"][2].startswith("First thing to test")

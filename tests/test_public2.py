@@ -23,7 +23,7 @@ def measured():
 def test_every_file_has_facts():
     truth = json.loads((need(PUBLIC2) / "truth.json").read_text())
     logs = {p.name for p in PUBLIC2.glob("*.log")}
-    assert logs == {k for k in truth if not k.startswith("_")} and len(logs) == 38
+    assert logs == {k for k in truth if not k.startswith("_")} and logs  # 38 this round
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in PUBLIC2.glob("*.log")))
