@@ -5,6 +5,7 @@ them with threads, statuses, order and lines changed."""
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from unittest import mock
@@ -14,26 +15,18 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai_helpers import CTX, frame, logs
 from polars.testing import assert_frame_equal
-from test_scan_openai_lines import _logs  # every real openai-python log of the fixtures
 
+from conftest import LAB
 from logscope import _scan
 from logscope.parsers import openai_client
-from logscope.parsers.base import ParseContext
-
-CTX = ParseContext(source="x", replica="r", year=2026)
 
 
 @contextmanager
 def _before():
     with mock.patch.object(openai_client, "_assemble", before._assemble):
         yield
-
-
-def _frame(lines: list[str]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
-    )
 
 
 def _parse(frame: pl.DataFrame, chunk: int) -> tuple[dict[str, pl.DataFrame], list[pl.DataFrame]]:
@@ -54,10 +47,10 @@ def _parse(frame: pl.DataFrame, chunk: int) -> tuple[dict[str, pl.DataFrame], li
 
 def _same(lines: list[str], chunk: int = 0) -> dict[str, pl.DataFrame]:
     """The tables and carried rows of ``lines`` in chunks of ``chunk``, asserted equal to those of the code before."""
-    frame = _frame(lines)
+    df = frame(lines)
     with _before():
-        want, want_carried = _parse(frame, chunk)
-    got, carried = _parse(frame, chunk)
+        want, want_carried = _parse(df, chunk)
+    got, carried = _parse(df, chunk)
     assert got.keys() == want.keys()
     for k in want:
         assert_frame_equal(got[k], want[k])
@@ -69,16 +62,23 @@ def _same(lines: list[str], chunk: int = 0) -> dict[str, pl.DataFrame]:
 @pytest.mark.parametrize("chunk", [0, 5_000, 777])
 def test_attempts_grouped_as_before(chunk):
     """Every real openai-python log (the lab's DEBUG clients, public-2's INFO excerpts without thread names, tests/data's
-    clients) whole and in chunks, with requests carried open across them; figures read off truth.json."""
+    clients) whole and in chunks, with requests carried open across them; each lab run's attempts are its truth.json's
+    (its clients' together)."""
     rows = {}
-    for name, lines in _logs().items():
+    for name, lines in logs().items():
         got = _same(lines, chunk)
         rows[name] = (got["client_attempts"].height, got["client_requests"].height) if got else (0, 0)
-    assert len(rows) == 34
+    attempts: dict[str, int] = {}
+    for p in LAB.glob("*/client*.log"):
+        attempts[p.parent.name] = attempts.get(p.parent.name, 0) + rows[f"{p.parent.name}/{p.name}"][0]
+    assert attempts
+    for run, n in attempts.items():
+        assert n == json.loads((LAB / run / "truth.json").read_text())["client"]["attempts"], run
     # the lab's storm client: truth.json's 1,245 attempts of 653 requests
-    assert rows["client-storm.log"] == (1245, 653)
+    assert rows["retry-storm/client-storm.log"] == (1245, 653)
     # public-2's INFO logs (no 'Sending' lines, no threads: attempts from httpx and 'Retrying' lines, by route)
-    assert all(rows[n][0] > 0 for n in rows if n.startswith(("c01-", "c02-", "c05-")))
+    public = [n for n in rows if n.startswith("public-2/")]
+    assert public and all(rows[n][0] > 0 for n in public)
 
 
 _STATUS = re.compile(r'(HTTP/1\.1 )(\d{3})|(HTTP Response: \S+ (?:\S+ ")?)(\d{3})')
@@ -89,8 +89,8 @@ _STATUS = re.compile(r'(HTTP/1\.1 )(\d{3})|(HTTP Response: \S+ (?:\S+ ")?)(\d{3}
 def test_attempts_grouped_as_before_on_changed_lines(data):
     """A slice of a real log with lines moved to another thread's name (or none), statuses changed, lines dropped,
     repeated or moved, in chunks."""
-    logs = _logs()
-    lines = list(logs[data.draw(st.sampled_from(sorted(logs)))])
+    real = logs()
+    lines = list(real[data.draw(st.sampled_from(sorted(real)))])
     start = data.draw(st.integers(0, max(0, len(lines) - 80)))
     lines = lines[start : start + 80]
     threads = ["[Thread-1 (one_request)]", "[Thread-2 (one_request)]", "[w00]", ""]

@@ -12,49 +12,33 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_scan_openai_lines import _distinct, _frame, _logs
+from openai_helpers import CTX, distinct, logs, same_events
 
 from logscope import _scan
 from logscope.parsers import _openai_lines
 from logscope.parsers.base import ParseContext
 
-CTX = ParseContext(source="x", replica="r", year=2026)
+STORM = "retry-storm/client-storm.log"
 
 
 def _same(lines: list[str], chunk: int = 0, ctx: ParseContext = CTX) -> pl.DataFrame:
-    """The event rows of ``lines`` in chunks of ``chunk`` (0: one), asserted equal, with the recognised lines and the
-    state carried, to those of the polars steps before."""
-    frame = _frame(lines)
-    size = chunk or max(frame.height, 1)
-    s1: dict = {}
-    s2: dict = {}
-    got = []
-    for i in range(0, frame.height, size):
-        part = frame.slice(i, size)
-        want, want_ok = before._events(part, ctx, s1)
-        ev, ok = _openai_lines._events(part, ctx, s2)
-        assert ev.equals(want) and ok.equals(want_ok), (i, size)
-        assert ev.schema == want.schema and ok.dtype == want_ok.dtype
-        got.append(ev)
-    assert s1 == s2
-    return pl.concat(got) if got else pl.DataFrame(schema=_openai_lines._EV_SCHEMA)
+    """The event rows of ``lines`` in chunks of ``chunk`` (0: one), as the polars steps before gave them."""
+    return same_events(before._events, lines, chunk, ctx)
 
 
 @pytest.mark.parametrize("chunk", [0, 5_000, 777])
 def test_event_rows_as_before(chunk):
     """Every real openai-python log (the lab's DEBUG clients, public-2's INFO excerpts, tests/data's clients) whole and
     in chunks; figures read off the fixtures."""
-    logs = _logs()
-    assert len(logs) == 34
     n: dict[str, int] = {}
-    for lines in logs.values():
+    for lines in logs().values():
         ev = _same(lines, chunk)
         for kind, count in ev.group_by("kind").len().iter_rows():
             n[kind] = n.get(kind, 0) + count
     # the kinds only the pass tells (no client message on the line): a request's last error as the application wrote
     # it, a traceback's exception; and the lab client's 'done' lines with their error's class
     assert n["final_conn"] >= 3 and n["exc"] >= 15 and n["done"] >= 16_000
-    storm = _same(logs["client-storm.log"], chunk)
+    storm = _same(logs()[STORM], chunk)
     assert storm.filter(pl.col("kind") == "build").height == 1245  # truth.json's attempts
     # every error the pass names is a class name ('ReadTimeout', 'APIConnectionError', ...), never a message
     assert storm["err"].drop_nulls().str.contains(r"^[A-Za-z_]\w*$").all()
@@ -62,7 +46,7 @@ def test_event_rows_as_before(chunk):
 
 def test_tracebacks_cut_between_chunks_as_before():
     """A traceback open at a chunk's end continues in the next (the SDK 1.x's exc_info logs, in chunks of 7 and 3)."""
-    tracebacks = [lines for lines in _logs().values() if any(x.startswith("Traceback") for x in lines)]
+    tracebacks = [lines for lines in logs().values() if any(x.startswith("Traceback") for x in lines)]
     assert tracebacks
     for lines in tracebacks:
         for chunk in (7, 3):
@@ -73,7 +57,7 @@ def test_tracebacks_cut_between_chunks_as_before():
 @pytest.mark.parametrize("tz", ["Europe/Paris", "America/New_York"])
 def test_times_in_a_zone_as_before(tz):
     ctx = ParseContext(source="x", replica="r", year=2026, tz=tz)
-    for lines in _logs().values():
+    for lines in logs().values():
         _same(lines[:2_000], ctx=ctx)
 
 
@@ -87,7 +71,7 @@ def test_the_pass_is_the_cores():
             calls.append(len(a[0]["line"]))
             return real.events(*a)
 
-    lines = _logs()["client-storm.log"][:2_000]
+    lines = logs()[STORM][:2_000]
     with mock.patch.object(_openai_lines, "_pass", lambda: Spy()):
         ev = _same(lines, 500)
     assert isinstance(real, _scan.OpenaiEvents)
@@ -99,7 +83,7 @@ def test_the_pass_is_the_cores():
 @given(st.data())
 def test_mutated_lines_as_before(data):
     """Real lines with text inserted and cut (the words the pass looks for among them), in one or two chunks."""
-    real = _distinct()
+    real = distinct()
     words = [
         "Traceback (most recent call last):",
         "openai.APITimeoutError: Request timed out.",

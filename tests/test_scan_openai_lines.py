@@ -4,65 +4,31 @@ tests/openai_lines_before.py), on every real openai-python log of the fixtures a
 
 from __future__ import annotations
 
-import functools
+from pathlib import Path
 
 import openai_lines_before as before
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai_helpers import CTX, distinct, files, logs, same_events
+from openai_helpers import frame as _frame
 
-from conftest import DATA, LAB, PUBLIC2
 from logscope import _scan
 from logscope.parsers import _kinds, _openai_lines, openai_client
 from logscope.parsers.base import ParseContext
 
-CTX = ParseContext(source="x", replica="r", year=2026)
-
-
-def _frame(lines: list[str]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {"line_no": range(1, len(lines) + 1), "line": lines}, schema={"line_no": pl.Int64, "line": pl.String}
-    )
-
 
 def _equal(lines: list[str], chunk: int = 0, ctx: ParseContext = CTX) -> pl.DataFrame:
     """The event rows of these lines, read in chunks of ``chunk`` lines (0: one), as the regexes read them."""
-    frame = _frame(lines)
-    size = chunk or max(frame.height, 1)
-    s1: dict = {}
-    s2: dict = {}
-    got = []
-    for i in range(0, frame.height, size):
-        part = frame.slice(i, size)
-        want, want_ok = before._events(part, ctx, s1)
-        ev, ok = _openai_lines._events(part, ctx, s2)
-        assert ev.equals(want) and ok.equals(want_ok)
-        got.append(ev)
-    assert s1 == s2
-    return pl.concat(got) if got else pl.DataFrame(schema=_openai_lines._EV_SCHEMA)
-
-
-@functools.cache
-def _logs() -> dict[str, list[str]]:
-    """Every real openai-python log of the fixtures: the lab's clients (openai 1.x DEBUG with the lab's logging format),
-    public-2's excerpts (an SDK of 2023 at INFO through langbot's format; litellm's format over Groq; logging's default
-    'INFO:httpx:' records among an application's own) and tests/data's clients (the SDK's OPENAI_LOG format, plain
-    formats, INFO without times, ComfyUI's bare messages)."""
-    files = (
-        sorted(LAB.glob("*/client*.log"))
-        + sorted(PUBLIC2.glob("c0[125]-*.log"))
-        + sorted((DATA / "clients").glob("*.log"))
-        + sorted((DATA / "clients-public").glob("*.log"))
-    )
-    return {p.name: p.read_text(encoding="utf-8", errors="replace").split("\n") for p in files}
+    return same_events(before._events, lines, chunk, ctx)
 
 
 def test_lines_read_as_the_regexes_read_them():
-    logs = _logs()
-    assert len([n for n in logs if n.startswith("client-")]) >= 20 and len(logs) >= 30
+    # every file read, each under a name of its own; the lab's clients among them
+    assert len(logs()) == len(files()) and any(Path(n).name.startswith("client-") for n in logs())
     n: dict[str, int] = {}
-    for lines in logs.values():
+    for lines in logs().values():
         ev = _equal(lines)
         for kind, count in ev.group_by("kind").len().iter_rows():
             n[kind] = n.get(kind, 0) + count
@@ -83,19 +49,18 @@ def test_lines_read_as_the_regexes_read_them():
 def test_chunks_carry_their_state_as_before():
     """Tracebacks cut between chunks (the logs of an SDK that wrote them, in chunks of 7 lines) and sequence numbers
     carried from chunk to chunk (every log's first 3,000 lines in chunks of 500)."""
-    logs = _logs()
-    tracebacks = [lines for lines in logs.values() if any(x.startswith("Traceback") for x in lines)]
+    tracebacks = [lines for lines in logs().values() if any(x.startswith("Traceback") for x in lines)]
     assert tracebacks  # openai-v1-threads.log: the SDK 1.x wrote its exceptions with exc_info
     for lines in tracebacks:
         _equal(lines, chunk=7)
-    for lines in logs.values():
+    for lines in logs().values():
         _equal(lines[:3_000], chunk=500)
 
 
 @pytest.mark.parametrize("tz", ["UTC", "Europe/Paris"])
 def test_times_in_a_zone_as_before(tz):
     ctx = ParseContext(source="x", replica="r", year=2026, tz=tz)
-    for lines in _logs().values():
+    for lines in logs().values():
         _equal(lines[:2_000], ctx=ctx)
 
 
@@ -106,17 +71,10 @@ def test_samples_read_as_before():
     assert ev.row(2, named=True)["max_retries"] == 3 and ev.row(3, named=True)["status"] == 200
 
 
-@functools.cache
-def _distinct() -> list[str]:
-    """About 4,000 of the logs' distinct lines, spread over all of them."""
-    lines = sorted({x for lines in _logs().values() for x in lines})
-    return lines[:: max(1, len(lines) // 4_000)]
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_mutated_lines_read_as_the_regexes_did(data):
-    real = _distinct()
+    real = distinct()
     lines = []
     for _ in range(8):
         line = data.draw(st.sampled_from(real))
