@@ -143,3 +143,31 @@ def bad_times(df: pl.DataFrame, raw: str, parsed: str) -> tuple[int, str | None]
     first = bad.row(0, named=True)
     where = f"line {first['line_no']}: " if first.get("line_no") is not None else ""
     return bad.height, f"{where}{first[raw]}"
+
+
+def carried_times(df: pl.DataFrame, ts_own: pl.Expr, starts: pl.Expr, state: dict) -> pl.DataFrame:
+    """``df`` with each line's ``seq``, its record ``rec`` (``starts`` opens the next; 0: none opened yet) and its
+    time: ``ts_own``, the line's own, else the last one before it, else the first after it (``ts_inferred``).
+    Sequence, record and last time are carried across chunks in ``state``: a traceback's lines go on with the
+    record and take the time of a header cut off into the chunk before."""
+    seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
+    df = df.with_columns(
+        ts_own.cast(TS).alias("ts_own"),
+        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
+        (starts.cum_sum().cast(pl.Int64) + rec0).alias("rec"),
+    )
+    df = df.with_columns(
+        pl.col("ts_own")
+        .forward_fill()
+        .fill_null(pl.lit(state.get("last_ts"), dtype=TS))
+        .backward_fill()
+        .alias("ts"),
+        pl.col("ts_own").is_null().alias("ts_inferred"),
+    )
+    state["seq"] = seq0 + df.height
+    if df.height:
+        state["rec"] = int(df["rec"][-1])
+        last = df["ts"].drop_nulls()
+        if last.len():
+            state["last_ts"] = last[-1]
+    return df

@@ -31,10 +31,9 @@ from datetime import date
 import polars as pl
 
 from logscope.numbers import to_int
-from logscope.schemas import TS
 
 from . import _lexicon as lexicon
-from ._common import UVICORN_ACCESS, UVICORN_LEVEL, ascii_classes, local_to_utc
+from ._common import UVICORN_ACCESS, UVICORN_LEVEL, ascii_classes, carried_times, local_to_utc
 from ._sglang_requests import JSON_TS, REQUEST_LINE, requests
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
@@ -234,29 +233,9 @@ def _rows(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
         .str.extract(JSON_TS)
         .str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
     )
-    seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
-    df = df.with_columns(
-        local_to_utc(pl.coalesce(own, naive), ctx.tz).cast(TS).alias("ts_own"),
-        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-        # a header, or a line SGLang printed without one, starts a record; raw lines (tracebacks) go on with
-        # the open one (0: none opened yet)
-        ((pl.col("hdr").is_not_null() | pl.col("starts")).cum_sum().cast(pl.Int64) + rec0).alias("rec"),
-    )
-    df = df.with_columns(
-        pl.col("ts_own")
-        .forward_fill()
-        .fill_null(pl.lit(state.get("last_ts"), dtype=TS))
-        .backward_fill()
-        .alias("ts"),
-        pl.col("ts_own").is_null().alias("ts_inferred"),
-    )
-    state["seq"] = seq0 + df.height
-    if df.height:
-        state["rec"] = int(df["rec"][-1])
-        last = df["ts"].drop_nulls()
-        if last.len():
-            state["last_ts"] = last[-1]
-    return df
+    # a header, or a line SGLang printed without one, starts a record; raw lines (tracebacks) go on with the open one
+    starts = pl.col("hdr").is_not_null() | pl.col("starts")
+    return carried_times(df, local_to_utc(pl.coalesce(own, naive), ctx.tz), starts, state)
 
 
 def _dates(df: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:

@@ -33,10 +33,9 @@ from __future__ import annotations
 import polars as pl
 
 from logscope.numbers import to_int
-from logscope.schemas import TS
 
 from . import _lexicon as lexicon
-from ._common import ascii_classes
+from ._common import ascii_classes, carried_times
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
 
 NAME = "tgi_router"
@@ -167,28 +166,8 @@ def _rows(lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         pl.coalesce("msg", rest, pl.col("line")).alias("msg"),
         pl.when(pl.col("target").is_not_null()).then("spans").alias("spans"),
     )
-    seq0, rec0 = state.get("seq", 0), state.get("rec", 0)
     own = pl.col("stamp").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", strict=False, time_unit="us")
-    df = df.with_columns(
-        own.dt.replace_time_zone("UTC").cast(TS).alias("ts_own"),
-        (pl.int_range(pl.len(), dtype=pl.Int64) + seq0).alias("seq"),
-        (pl.col("stamp").is_not_null().cum_sum().cast(pl.Int64) + rec0).alias("rec"),
-    )
-    df = df.with_columns(
-        pl.col("ts_own")
-        .forward_fill()
-        .fill_null(pl.lit(state.get("last_ts"), dtype=TS))
-        .backward_fill()
-        .alias("ts"),
-        pl.col("ts_own").is_null().alias("ts_inferred"),
-    )
-    state["seq"] = seq0 + df.height
-    if df.height:
-        state["rec"] = int(df["rec"][-1])
-        last = df["ts"].drop_nulls()
-        if last.len():
-            state["last_ts"] = last[-1]
-    return df
+    return carried_times(df, own.dt.replace_time_zone("UTC"), pl.col("stamp").is_not_null(), state)
 
 
 def _seconds(spans: pl.Expr, name: str) -> pl.Expr:
