@@ -64,33 +64,38 @@ def steps_chart(steps: list[dict]) -> dict | None:
             continue
         x = alt.X("step:N", sort=order, title=None, axis=alt.Axis(labelAngle=0))
         color = alt.Color("run:N", scale=RUN_SCALE, title="run", legend=alt.Legend(orient="top"))
-        if d["shown"].drop_nulls().len() == d.height:  # a histogram's quantile: its bucket, not a point in it
-            chart = (
-                alt.Chart(d.drop("value"))
-                .mark_bar(opacity=0.6)
-                .encode(
-                    x=x,
-                    xOffset="run:N",
-                    y=alt.Y("lo:Q", title=None),
-                    y2="hi:Q",
-                    color=color,
-                    tooltip=["step:N", "run:N", alt.Tooltip("shown:N", title="bucket")],
-                )  # fmt: skip
-            )
-        else:
-            chart = (
-                alt.Chart(d.drop("lo", "hi", "shown"))
-                .mark_line(point=True)
-                .encode(
-                    x=x,
-                    y=alt.Y("value:Q", title=None),
-                    color=color,
-                    tooltip=["step:N", "run:N", alt.Tooltip("value:Q", format=".4~g")],
-                )  # fmt: skip
-            )
+        chart = _figure(d, x, color, offset="run:N", tooltip=["step:N", "run:N"])
         charts.append(chart.properties(width=220, height=130, title=title))
     charts = charts[:STEP_PANELS]
     return _finish(alt.concat(*charts, columns=3)) if charts else None
+
+
+def _figure(d: pl.DataFrame, x, color, offset, tooltip: list) -> alt.Chart:
+    """One figure's chart: a histogram's quantile as a bar over its bucket (not a point in it), any other figure as a
+    line with points; ``offset`` sets a bar's place beside the others of its x, ``tooltip`` names the row."""
+    if d["shown"].drop_nulls().len() == d.height:
+        return (
+            alt.Chart(d.drop("value"))
+            .mark_bar(opacity=0.6)
+            .encode(
+                x=x,
+                xOffset=offset,
+                y=alt.Y("lo:Q", title=None),
+                y2="hi:Q",
+                color=color,
+                tooltip=[*tooltip, alt.Tooltip("shown:N", title="bucket")],
+            )
+        )
+    return (
+        alt.Chart(d.drop("lo", "hi", "shown"))
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("value:Q", title=None),
+            color=color,
+            tooltip=[*tooltip, alt.Tooltip("value:Q", format=".4~g")],
+        )
+    )
 
 
 def _bucket(text: str | None, got: list | None) -> tuple[float | None, float | None, str | None]:
@@ -198,30 +203,7 @@ def sweep_chart(doc: dict) -> dict | None:
         x_ = alt.X("x:O", sort=order, title=name, axis=alt.Axis(labelAngle=0))
         color = alt.Color("step:O", sort=steps, title="step", scale=alt.Scale(scheme="viridis"),
                           legend=alt.Legend(orient="top", columns=8))  # fmt: skip
-        if d["shown"].drop_nulls().len() == d.height:  # a histogram's quantile: its bucket, not a point in it
-            chart = (
-                alt.Chart(d.drop("value"))
-                .mark_bar(opacity=0.6)
-                .encode(
-                    x=x_,
-                    xOffset=alt.XOffset("step:O", sort=steps),
-                    y=alt.Y("lo:Q", title=None),
-                    y2="hi:Q",
-                    color=color,
-                    tooltip=["x:O", "step:N", alt.Tooltip("shown:N", title="bucket")],
-                )  # fmt: skip
-            )
-        else:
-            chart = (
-                alt.Chart(d.drop("lo", "hi", "shown"))
-                .mark_line(point=True)
-                .encode(
-                    x=x_,
-                    y=alt.Y("value:Q", title=None),
-                    color=color,
-                    tooltip=["x:O", "step:N", alt.Tooltip("value:Q", format=".4~g")],
-                )  # fmt: skip
-            )
+        chart = _figure(d, x_, color, offset=alt.XOffset("step:O", sort=steps), tooltip=["x:O", "step:N"])
         charts.append(chart.properties(width=200, height=140, title=title))
     bd = [
         {"x": x, "boundary": t["boundary"], "known": t["boundary_known"]}
