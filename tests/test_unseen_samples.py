@@ -9,25 +9,19 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pytest
+from unseen_helpers import ingest_one, quiet_request
+from unseen_helpers import table as _table
+from unseen_helpers import utc as _t
 
-from conftest import DATA, LAB, ingest_files
+from conftest import DATA, LAB
 
 U = DATA / "unseen"
 OUTPUTS = DATA / "unseen" / "vllm-29208-v0.11.1-received-no-prompt-added-generated-response.log"
 DELTAS = U / "vllm-43267-v0.2x-generated-response-streaming-delta-double-spaced.log"
 
 
-def _t(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
-
-
 def _ingest(tmp_path, name: str):
-    out = ingest_files(tmp_path, U / name).out_dir
-    return out, pl.read_parquet(out / "files.parquet").row(0, named=True)
-
-
-def _table(out, name: str) -> pl.DataFrame:
-    return pl.read_parquet(out / f"{name}.parquet")
+    return ingest_one(tmp_path, U / name)
 
 
 # ---- --enable-log-outputs: 'Generated response' ends a request (0.11.1), a stream's delta does not --------------
@@ -56,16 +50,8 @@ def test_generated_response_is_the_requests_end(tmp_path):
 def test_generated_response_in_every_rendering(analyzed, rendered):
     """The request's end is the end of the range the verdict speaks of, in summary.json and every rendering; its
     latency is the engine's."""
-    out, s, _ = analyzed(OUTPUTS)
-    req = _table(out, "requests").row(0, named=True)
+    req = quiet_request(analyzed, rendered, OUTPUTS, "14:13:40–14:14:23")
     assert (req["e2e_s"], req["latency_clock"], req["server_gen_s"]) == (43.0, "engine", 43.0)
-    assert (
-        s["verdict"][0]
-        == "Nothing alarming in 14:13:40–14:14:23: no preemption, crash, queue or error episode."
-    )
-    for name, text in rendered(out, s).items():
-        assert "14:13:40–14:14:23" in text, name
-        assert "nothing shows the server serving" not in text, name
 
 
 def test_a_streams_delta_is_no_end(tmp_path):
