@@ -40,3 +40,29 @@ def test_a_log_that_stops_with_its_connections_refused_is_a_death(analyzed, rend
 def test_refusals_before_a_restart_or_to_no_server_add_no_death(analyzed, run, deaths):
     _, s, _ = analyzed(need(LAB / run))
     assert len(s["server_lifecycle"]["deaths"]) == deaths
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_calm_hour_beside_the_kill_keeps_its_time(tmp_path, where, rendered):
+    """A calm server's log laid ten minutes before or after traced-ladder-kill (tests/metamorphic.py) leaves the death
+    at 11:15:58. After it, the calm server starts on the same address, so the kill reads as a silent death with a
+    restart; its time was read as 11:25:48 ('down 1 s'): the new process's 44 s of loading lines before its start
+    marker were counted as the old process's last ones. The old process (pid 10934) is the one that stops."""
+    import json
+
+    from metamorphic import calm_hour_after, calm_hour_before
+
+    from logscope.api import AnalyzeOptions, analyze
+
+    lay = calm_hour_after if where == "after" else calm_hour_before
+    lay(need(LAB / KILL), need(LAB / "calm"), tmp_path / "in")
+    analyze(tmp_path / "in", tmp_path / "out", AnalyzeOptions())
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert _deaths(s) == [("vllm-server", "11:15:58")]
+    (d,) = s["server_lifecycle"]["deaths"]
+    assert d["pid"] == 10934
+    if where == "after":  # the calm server (pid 17282) is ready at 11:25:49: down 591 s, not 1 s
+        assert (d["new_pid"], d["downtime_s"]) == (17282, 591.0)
+    for name, text in rendered(tmp_path / "out", s).items():
+        assert "11:15:58" in text, name
+        assert "11:25:48" not in text, name

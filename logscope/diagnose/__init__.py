@@ -115,7 +115,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     whole.deaths = sorted(
         [
             *whole.deaths,
-            *refused.deaths(whole, inp.events, [inp.events, inp.stats, inp.access], inp.gateway_errors),
+            *refused.deaths(whole, inp.events, [inp.events, inp.stats], inp.gateway_errors),
         ],
         key=lambda d: (d.ts, d.replica),
     )

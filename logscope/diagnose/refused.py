@@ -42,7 +42,8 @@ def _same(server: tuple[str, str], upstream: tuple[str, str] | None) -> bool:
 def deaths(
     life: Lifecycle, events: pl.DataFrame, lines: list[pl.DataFrame], gateway: pl.DataFrame
 ) -> list[Death]:
-    """``lines``: the server's timed rows of every kind (events, stats, access lines), for where each log stops."""
+    """``lines``: the rows the server stamped itself (events, stats), for where each log stops: its uvicorn access
+    lines carry no stamp of their own (a time given them comes from another clock)."""
     if not gateway.height or "upstream" not in gateway.columns:
         return []
     refused = gateway.filter((pl.col("kind") == REFUSED) & pl.col("ts").is_not_null())
@@ -92,7 +93,7 @@ def _last_starts(life: Lifecycle) -> list[dict]:
 
 def _last_lines(lines: list[pl.DataFrame]) -> dict[str, datetime]:
     parts = [
-        f.filter(pl.col("ts").is_not_null()).select(pl.col("replica").fill_null(""), "ts")
+        f.filter(pl.col("ts").is_not_null() & _own(f)).select(pl.col("replica").fill_null(""), "ts")
         for f in lines
         if f.height and {"replica", "ts"} <= set(f.columns)
     ]
@@ -100,6 +101,12 @@ def _last_lines(lines: list[pl.DataFrame]) -> dict[str, datetime]:
         return {}
     g = pl.concat(parts).group_by("replica").agg(pl.col("ts").max())
     return {r: t for r, t in g.iter_rows() if time_or_none(t) is not None}
+
+
+def _own(f: pl.DataFrame) -> pl.Expr:
+    """The rows of the server's log, not a scrape of its metrics (Prometheus reads an API server that may outlive
+    its engine, on the scraper's clock)."""
+    return pl.col("origin") == "log" if "origin" in f.columns else pl.lit(True)
 
 
 def _address(events: pl.DataFrame, replica: str, since: datetime) -> tuple[str, str] | None:
