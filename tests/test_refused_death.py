@@ -50,9 +50,8 @@ def test_a_calm_hour_beside_the_kill_keeps_its_time(tmp_path, where, rendered):
     marker were counted as the old process's last ones. The old process (pid 10934) is the one that stops."""
     import json
 
-    from metamorphic import calm_hour_after, calm_hour_before
-
     from logscope.api import AnalyzeOptions, analyze
+    from metamorphic import calm_hour_after, calm_hour_before
 
     lay = calm_hour_after if where == "after" else calm_hour_before
     lay(need(LAB / KILL), need(LAB / "calm"), tmp_path / "in")
