@@ -40,6 +40,7 @@ from . import (
     lifecycle,
     outcomes,
     platform,
+    refused,
     retry_spread,
     span_figures,
     tables,
@@ -109,9 +110,16 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     rng = time_range.of(options)
     inp = load(out, options.window, rng)
     inp.untimed = untimed.load(out)
-    life = _in_range(
-        lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th), rng
+    whole = lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, inp.requests, th)
+    # a log that stops while the gateway's connections to its address are refused, with no start after it
+    whole.deaths = sorted(
+        [
+            *whole.deaths,
+            *refused.deaths(whole, inp.events, [inp.events, inp.stats], inp.gateway_errors),
+        ],
+        key=lambda d: (d.ts, d.replica),
     )
+    life = _in_range(whole, rng)
     facts = platform.load(
         out, rng
     )  # who killed it: the platform's kills become the deaths' causes (issue #40)

@@ -612,7 +612,15 @@ def _classify(
             "ready_ts": death.ready_ts,
             "downtime_s": death.downtime_s,
         }
-        what = "silent death (log stops, new banner)" if death.kinds == ["silent"] else "+".join(death.kinds)
+        what = (
+            (
+                "silent death (log stops, new banner)"
+                if death.restart_ts
+                else "silent death (log stops, connections refused)"
+            )
+            if death.kinds == ["silent"]
+            else "+".join(death.kinds)
+        )
         if death.at_startup:
             return "crash", f"{what} at startup {_t(death.ts)}: the server never served a request{comp}"
         if death.ready_ts is not None:

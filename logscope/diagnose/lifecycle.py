@@ -151,7 +151,7 @@ def analyse(
         noise += int(in_shutdown.sum()) if dead.height else 0
         dead = dead.filter(~in_shutdown) if dead.height else dead
         mine = _explicit(replica, dead, start_rows, busy, th)
-        mine += _silent(replica, start_rows, stops, deaths + mine, a)
+        mine += _silent(replica, start_rows, stops, deaths + mine, a, g)
         for d in mine:  # why the start after it is read as this server restarted, or another server
             d.same_server = same_server_of(g, replica, d.ts, d.restart_ts)
         deaths += mine
@@ -284,8 +284,23 @@ def _explicit(
     return out
 
 
+def _first_line(ev: pl.DataFrame, pid: int | None, other: int | None, lo: datetime, hi: datetime) -> datetime:
+    """The new process's first line between two starts: its start marker ('Starting vLLM server on') comes after
+    tens of seconds of loading, whose lines are not the old process's last. Told apart by the API server's pid, when
+    the lines carry one and the two differ (a container's restart may reuse it)."""
+    if pid is None or pid == other or "pid" not in ev.columns:
+        return hi
+    own = between(ev.filter(pl.col("pid") == pid), "ts", lo, hi)
+    return time_value(own["ts"].min()) if own.height else hi
+
+
 def _silent(
-    replica: str, start_rows: list[dict], stops: pl.DataFrame, known: list[Death], act: pl.DataFrame
+    replica: str,
+    start_rows: list[dict],
+    stops: pl.DataFrame,
+    known: list[Death],
+    act: pl.DataFrame,
+    ev: pl.DataFrame,
 ) -> list[Death]:
     """A new banner while the previous instance was serving, with no shutdown and no explicit death between."""
     out = []
@@ -297,7 +312,8 @@ def _silent(
         i = bisect.bisect_left(died, lo)
         if i < len(died) and died[i] <= hi:  # a known death in [lo, hi]
             continue
-        before = between(act, "ts", lo, hi, closed="left")
+        cut = _first_line(ev, cur["pid"], prev["pid"], lo, hi)
+        before = between(act, "ts", lo, cut, closed="left")
         if not before["busy"].any():
             continue
         last = time_value(before["ts"].max())

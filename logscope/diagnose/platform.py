@@ -61,6 +61,9 @@ class Kill:
     logged_ts: datetime | None = None
     logged: str | None = None
     tie: str | None = None
+    silent: bool = (
+        False  # the death tied was silent (the server wrote none): ``tie`` says where its log stops
+    )
     span: tuple[datetime | None, datetime | None] | None = None  # the tied server log's first and last time
     clock: str = (
         ""  # the clock ts was read on, in words ('the kernel's clock: the time dmesg wrote on the line')
@@ -388,7 +391,7 @@ def attach(life: Lifecycle, found: list[Kill]) -> None:
             )  # fmt: skip
             k.attached = True
             continue
-        k.logged_ts, k.logged, k.tie = d.ts, d.message, _tie(k, d)
+        k.logged_ts, k.logged, k.tie, k.silent = d.ts, d.message, _tie(k, d), d.kinds == ["silent"]
         d.kinds = sorted({*(x for x in d.kinds if x != "silent"), k.how})
         d.notes.append(f"the platform shows the kill: {k.evidence[-1]}; {k.tie}")
         if k.mapping.startswith("a guess: "):  # the headline says so (verdict._headline)
@@ -430,8 +433,8 @@ def _tie(k: Kill, d: Death) -> str:
     when the server stamps whole seconds) and the kernel's reaping, which is when the server can notice."""
     assert k.ts is not None
     lag = (d.ts - k.ts).total_seconds()
-    if d.kinds == ["silent"]:
-        return f"{d.replica or 'the server'}'s log stops at {clock.hms(d.ts)}, {-lag:.1f} s before the kill"
+    if d.kinds == ["silent"]:  # the server wrote no death: where its log stops, beside the kill
+        return log_ends(d.replica, d.ts, k.ts)
     whole = d.ts.microsecond == 0  # a whole-second stamp: the record was written in [ts, ts + 1 s)
     when = f"{max(lag, 0):.1f}–{lag + 1:.1f} s" if whole else f"{lag:.1f} s"
     reaped = (
@@ -443,6 +446,20 @@ def _tie(k: Kill, d: Death) -> str:
         f"its death record at {clock.hms(d.ts)}{' (whole seconds)' if whole else ''} is the first from the kill's "
         f"second on: {when} after the kill{reaped}"
     )
+
+
+def log_ends(replica: str | None, last: datetime, kill: datetime) -> str:
+    """Where a killed server's log stops, beside the kill: the server writes nothing when killed, so its last line is
+    the only record of the death it has (its other processes may write on a little after the kill)."""
+    lag = (last - kill).total_seconds()
+    when = (
+        f"{lag:.1f} s after the kill"
+        if lag >= 0.05
+        else f"{-lag:.1f} s before the kill"
+        if lag <= -0.05
+        else "at the kill"
+    )
+    return f"{replica or 'the server'}'s log logs no death and ends at {clock.hms(last)}, {when}"
 
 
 def _own_shutdown(life: Lifecycle, d: Death) -> None:

@@ -235,7 +235,11 @@ def _headline(e: Episode, several: bool = False) -> str:
         c = e["details"]["crash"]
         eng = ENGINE_NAMES.get(c.get("engine") or "vllm", "vLLM")  # whose records say it died
         how = (
-            "was killed silently (its log stops, a new server starts)"
+            (
+                "was killed silently (its log stops, a new server starts)"
+                if c.get("new_pid") is not None or c.get("restart_ts") is not None
+                else "was killed silently (its log stops, the gateway's connections to it are refused)"
+            )
             if c["kinds"] == ["silent"]
             else "was killed by the kernel OOM killer"
             if "kernel_oom" in c["kinds"]

@@ -8,6 +8,7 @@ claim's fields, and that every output shows its one sentence.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from .. import clock
 from .claims import Claim, Value
@@ -25,6 +26,8 @@ def n(x: Value, nd: int = 2) -> str:
         return "?"
     if isinstance(x, bool):
         return str(x).lower()
+    if isinstance(x, datetime):  # as the report writes a time (not Python's '…:42.500000+00:00')
+        return clock.hms(x, ms=bool(x.microsecond))
     if not isinstance(x, int | float):
         return str(x)
     if float(x).is_integer():
@@ -268,7 +271,13 @@ def _verdict(c: Claim) -> str:
 
 
 def _observed(c: Claim) -> str:
-    return "; ".join(f"{f.name.replace('_', ' ')} {n(f.value)}" for f in c.facts if f.value is not None)
+    def said(f) -> str:
+        if f.unit != "s":
+            return n(f.value)
+        on = CLOCK_WORDS.get(f.clock or "", f.clock)  # a latency names its clock
+        return secs(f.value) + (f" ({on})" if on else "")
+
+    return "; ".join(f"{f.name.replace('_', ' ')} {said(f)}" for f in c.facts if f.value is not None)
 
 
 RENDER: dict[str, Callable[[Claim], str]] = {

@@ -211,7 +211,8 @@ def spec(
                         "field": "x",
                         "type": "quantitative",
                         "title": None,
-                        "axis": {"tickCount": 6, "format": "~s"},
+                        # seconds in plain decimals: an SI format writes 0.02 s as '20m', read as minutes
+                        "axis": {"tickCount": 6, "format": "~g"},
                     },
                     "x2": {"field": "x2"},
                     "color": {

@@ -148,7 +148,9 @@ def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
         return make_finding(
             "critical",
             f"Server killed without a trace at {when}",
-            f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})",
+            f"the vLLM log stops mid-traffic (pid {c['pid']}) and a new server starts (pid {c['new_pid']})"
+            if c.get("new_pid") is not None
+            else f"the vLLM log stops mid-traffic (pid {c['pid']}) and the gateway's connections to it are refused",
             "; ".join(ev + c.get("notes", [])),
             "the API server was killed from outside (SIGKILL: kernel OOM killer, supervisor or operator): vLLM "
             "prints nothing when killed",

@@ -20,7 +20,7 @@ from ..capacity import startup as capacity_startup
 from ..claims import facts as observed
 from ..context import Context
 from ..gpu_faults import BEFORE_S
-from ..platform import Facts, Kill, gib, kill_for, pod_replica
+from ..platform import Facts, Kill, gib, kill_for, log_ends, pod_replica
 from ..records import Episode, Finding
 from . import node
 from .record import clock_time, make_finding
@@ -133,19 +133,14 @@ def _last_state(ctx: Context, replica: str | None, until) -> str:
 
 
 def _ends(k: Kill, replica: str | None) -> str:
-    """Where the killed server's log ends, beside the kill (its other processes may write on a little)."""
+    """Where the killed server's log ends, beside the kill: the silent death it was tied to (its last line before a
+    next start or the gateway's refusals), else the end of the server's whole log."""
+    if k.tie and k.silent:
+        return k.tie
     hi = k.span[1] if k.span else None
     if hi is None or k.ts is None:
         return "its log just stops"
-    lag = (hi - k.ts).total_seconds()
-    when = (
-        f"{lag:.0f} s after the kill"
-        if lag >= 1
-        else f"{-lag:.0f} s before the kill"
-        if lag <= -1
-        else "at the kill"
-    )
-    return f"{replica or 'the server'}'s log logs no death and ends at {clock_time(hi)}, {when}"
+    return log_ends(replica, hi, k.ts)
 
 
 def _cost(facts: Facts, k: Kill) -> list[str]:
@@ -188,14 +183,14 @@ def crash_finding(ctx: Context, ep: Episode, c: dict, when: str, half: str, cap:
     said = (
         f"; {ep['replica'] or 'the server'} logged the death at {clock_time(k.logged_ts)} (its own clock): {k.logged[:160]}"
         if k.logged_ts is not None and k.logged
-        else "; vLLM prints nothing when killed"
-        + ("" if k.tie else ": " + _ends(k, ep["replica"]))  # a tie says where the killed process's log stops
+        else "; vLLM prints nothing when killed: " + _ends(k, ep["replica"])
     )
     guess = ", tied by a guess" if k.mapping.startswith("a guess") else ""
     cpu = _cpu(ctx, ep["replica"])
     ev = [
         *k.evidence,
-        f"tied to the server: {k.mapping}" + (f"; {k.tie}" if k.tie else ""),
+        f"tied to the server: {k.mapping}"
+        + (f"; {k.tie}" if k.tie and not k.silent else ""),  # else in the symptom
         _budget(cap, k, cpu),
         others,
         _last_state(ctx, ep["replica"], k.logged_ts or k.ts),
