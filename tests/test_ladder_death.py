@@ -29,6 +29,11 @@ SAID = (
     "it met the SLO"
 )
 
+DIED = (
+    "the server died at 11:15:58, 24 s into the step (silent: cause unknown); before it 143 request(s) ended (TTFT "
+    "p95 1.10 s (client clock), e2e p95 5.66 s (client clock), success 100.0%), 16 were cut by it, 187 sent after it"
+)
+
 
 def _raw_before(death: datetime) -> tuple[int, int, int, int]:
     """From client-tlkill.jsonl's request records of the c=16 phase: (ended before the death, of them 200, sent
@@ -62,11 +67,12 @@ def test_the_step_the_server_died_in_is_not_judged_on_the_deaths_failures(analyz
         False,
         24.187,
     )
-    assert top["died"] == top["slo_not_judged"] == SAID and top["broke"] is None
+    assert top["slo_not_judged"] == SAID and top["broke"] is None
+    assert top["died"] == DIED
     assert one["died"] is None and two["died"] is None
     assert lad["working_boundary"]["concurrency"] == 4  # never at the step it died in
     nxt = lad["broke_first_at_next_step"]
-    assert (nxt["first"], nxt["reasons"][0]["text"], nxt["death"]["requests_before"]) == ("death", SAID, 143)
+    assert (nxt["first"], nxt["reasons"][0]["text"], nxt["death"]["requests_before"]) == ("death", DIED, 143)
     assert lad["unknown_at_next_step"]["not_judged"] == SAID
     claim = {c["id"]: c for c in diag["claims"]}["ladder.step.3"]
     assert (claim["state"], claim["missing"]) == ("censored", [SAID])
@@ -81,8 +87,8 @@ def test_the_step_the_server_died_in_is_not_judged_on_the_deaths_failures(analyz
     for name, text in rendered(out, s).items():
         assert f["title"] in text, name
         assert "success broke first" not in text, name
-        if name != "terminal":  # the ladder table's column
-            assert "censored" in text, name
+        if name != "terminal":  # the ladder table's columns, the finding's evidence
+            assert "censored" in text and DIED in text, name
 
 
 # (run, step's concurrency, status, what broke / why not judged, first, requests ended before the death, cut, after)
@@ -139,8 +145,9 @@ def test_a_client_phase_a_server_died_in(analyzed, rendered, run):
     else:  # missed before it: the death beside
         assert st["broke"] == said and st["died_load_driven"] is False
         assert st["died"] == (
-            "vllm-server-b (1 of 2 replicas) died at 03:24:34, 79 s into the step (silent: cause unknown); judged "
-            "on the 54 request(s) that ended before it"
+            "vllm-server-b (1 of 2 replicas) died at 03:24:34, 79 s into the step (silent: cause unknown); before it "
+            "54 request(s) ended (TTFT p95 3.42 s (client clock), e2e p95 24.72 s (client clock), success 100.0%), "
+            "41 were cut by it, 490 sent after it"
         )
         assert f["title"].endswith(
             "; at 2 ttft broke first, before vllm-server-b (1 of 2 replicas) died at 03:24:34, 79 s into the step "

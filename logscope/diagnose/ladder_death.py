@@ -24,7 +24,7 @@ from datetime import datetime
 import polars as pl
 
 from .. import clock
-from .claims import Fact, latency
+from .claims import Fact, clock_of, latency
 from .lifecycle import Death
 
 # The kind decides whether the load killed the server: memory exhausted (the device's, the kernel's, the
@@ -84,7 +84,7 @@ def judge(
     who = f"{d.replica} (1 of {replicas} replicas)" if replicas > 1 else "the server"
     n = before["requests"]
     started = pl.col("ts_start") < d.ts
-    cut = req.filter(started).height - n
+    cut, sent = req.filter(started).height - n, req.filter(~started).height
     row.update(
         died_at=d.ts,
         died_kinds=", ".join(kinds),
@@ -96,24 +96,37 @@ def judge(
         before_death_e2e_p95=before["e2e_p95"],
         before_death_success_share=before["success_share"],
         cut_by_death=cut,
-        sent_after_death=req.filter(~started).height,
+        sent_after_death=sent,
     )
     at = f"at {clock.hms(d.ts)}, {into:.0f} s into the step"
+    # the step's requests around it, and the figures of those it is judged on (each latency on its clock)
+    tail = (
+        f"; before it {n:,} request(s) ended ({_figures(before)})" if n else "; no request ended before it"
+    ) + f", {cut:,} were cut by it, {sent:,} sent after it"
     if load:  # the step's failure, at its time among the others
-        row["died"] = f"{who} died ({', '.join(SHORT.get(k, CAUSE.get(k, k)) for k in kinds)}) {at}"
-        death = {"what": "death", "at": d.ts, "text": row["died"]}
+        short = f"{who} died ({', '.join(SHORT.get(k, CAUSE.get(k, k)) for k in kinds)}) {at}"
+        row["died"] = short + tail
+        death = {"what": "death", "at": d.ts, "text": short}
         return sorted([*reasons, death], key=lambda r: r["at"] or d.ts)
     words = f"{who} died {at} ({cause})"
+    row["died"] = words + tail
     if reasons:  # missed on the requests that ended before it: the death beside, not among its reasons
-        row["died"] = f"{words}; judged on the {n:,} request(s) that ended before it"
         return [{**r, "text": f"{r['text']} before the death"} for r in reasons]
-    row["died"] = words + (
-        f"; the {n:,} request(s) that ended before it met the SLO" if n and _all_met(before) else ""
-    )
     row["censored_figures"] = list(SLO_FIGURES)
+    met = f"; the {n:,} request(s) that ended before it met the SLO" if n and _all_met(before) else ""
     gave = row.get("slo_not_judged")
-    row["slo_not_judged"] = row["died"] + (f"; {gave}" if gave else "")
+    row["slo_not_judged"] = words + met + (f"; {gave}" if gave else "")
     return []
+
+
+def _figures(before: dict) -> str:
+    """'TTFT p95 1.10 s (client clock), e2e p95 5.66 s (client clock), success 100.0 %'."""
+    out = []
+    for f, name in (("ttft", "TTFT"), ("e2e", "e2e")):
+        v, on = before.get(f"{f}_p95"), clock_of(before.get(f"{f}_source"))
+        out.append(f"{name} p95 {v:.2f} s ({on or 'no'} clock)" if v is not None else f"no {name} p95")
+    s = before.get("success_share")
+    return ", ".join([*out, f"success {s:.1%}" if s is not None else "no outcome"])
 
 
 def _all_met(before: dict) -> bool:
@@ -155,6 +168,7 @@ def summary(nxt: dict) -> dict | None:
         "cut": nxt["cut_by_death"],
         "sent_after": nxt["sent_after_death"],
         "text": nxt["died"],
+        "not_judged": nxt["slo_not_judged"] if nxt["slo_status"] == "censored" else None,
     }
 
 
@@ -181,7 +195,7 @@ def words(nxt: dict, level: str) -> str:
     if first["what"] == "death":
         return f"; at {level} {first['text']} (what broke first)"
     if died is not None and not died["load_driven"]:  # missed before it: the death beside
-        return f"; at {level} {nxt['first']} broke first, before {died['text'].split(';')[0]}"
+        return f"; at {level} {nxt['first']} broke first, before {died['text'].split('; ')[0]}"
     return f"; at {level} {nxt['first']} broke first"
 
 
