@@ -255,10 +255,8 @@ def _step(ctx: Context, i: int, s: dict, timeouts=None) -> dict:
         before = ladder_death.before_figures(row, figures.requests(gone, lo_r, hi_r))
         before["v0_preemption_warnings"] = row["v0_preemption_warnings"]
         reasons = _broke(ctx, before, gone, lo, died.ts)
-        reasons, missing = (
-            ladder_death.judge(row, died, before, reasons, measured, _replicas(ctx, lo, hi)),
-            [],
-        )
+        reasons = ladder_death.judge(row, died, before, reasons, measured, _replicas(ctx, lo, hi))
+        missing, row["slo_undecided"] = [], None  # not judged, or judged on those before it: nothing missing
     undecided = from_histograms.undecided(row, ctx.slo) if died is None else []
     # missed when a figure failed; else unknown when one is missing; else censored when the callers who gave up
     # leave a figure a floor below the SLO; else undecided when a histogram's bucket holds the SLO (between its
