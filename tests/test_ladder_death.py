@@ -84,6 +84,9 @@ def test_the_step_the_server_died_in_is_not_judged_on_the_deaths_failures(analyz
     assert f["title"] == f"Working boundary: concurrency 4; at 16 not judged: {SAID}"
     assert "success" not in f["title"]
     assert f["next_test"].startswith("Find what ended the server in step 3 (16), then re-run that step")
+    from test_traces_ladder import schema_errors
+
+    assert schema_errors(out) == []
     for name, text in rendered(out, s).items():
         assert f["title"] in text, name
         assert "success broke first" not in text, name
