@@ -24,6 +24,7 @@ from datetime import datetime
 import polars as pl
 
 from .. import clock
+from . import histograms
 from .claims import Fact, clock_of, latency
 from .lifecycle import Death
 
@@ -65,7 +66,7 @@ def before_figures(row: dict, figs: dict) -> dict:
     out = dict(figs)
     for f in ("ttft", "e2e"):
         src = row.get(f"{f}_source")
-        if src == "metrics histogram" or src is None:
+        if src == histograms.SOURCE or src is None:
             out[f"{f}_p95"] = None
         out[f"{f}_source"] = src
     return out
