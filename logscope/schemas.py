@@ -966,7 +966,7 @@ TABLES: dict[str, dict[str, Column]] = {
             S,
             "met | missed | undecided (a histogram bucket holds the SLO: between its bounds) | unknown (a figure "
             "missing and none failed) | censored (not judged: at least 5 % of its callers gave up, its p95s are "
-            "floors below the SLO; slo_not_judged)",
+            "floors below the SLO, or a server died in it and nothing before the death missed; slo_not_judged)",
         ),
         "slo_missing": (
             S,
@@ -1009,8 +1009,25 @@ TABLES: dict[str, dict[str, Column]] = {
         "slo_not_judged": (
             S,
             "why a 'censored' step is not judged (or a missed one's p95s are floors): at least 5 % of its callers "
-            "gave up, so its TTFT / e2e p95 over those who stayed are floors of the true ones",
+            "gave up, so its TTFT / e2e p95 over those who stayed are floors of the true ones; or a server died in "
+            "it (died) and the requests that ended before the death missed nothing",
         ),
+        # a server died in the step (ladder_death): it is judged on the requests that ended before the death
+        "died": (S, "a server's death in the step: who, when, how far into it, its kind and cause"),
+        "died_at": (TS, "the death's time (the server log's: its last line, or the platform's kill)"),
+        "died_kinds": (S, "the death's kinds (silent, oom, kernel_oom, oom_killed, engine_dead, ...)"),
+        "died_replica": (S, "the replica that died"),
+        "died_into_s": (F, "seconds from the step's start to the death"),
+        "died_load_driven": (
+            B,
+            "the kind says the load killed it (out of memory, the engine dead or timed out): the step's failure",
+        ),
+        "before_death_requests": (I, "the step's requests that ended before the death, judged"),
+        "before_death_ttft_p95": (F, "their TTFT p95 (s), on ttft_clock"),
+        "before_death_e2e_p95": (F, "their e2e p95 (s), on e2e_clock"),
+        "before_death_success_share": (F, "their success share"),
+        "cut_by_death": (I, "the step's requests started before the death and not ended before it"),
+        "sent_after_death": (I, "the step's requests started at or after the death"),
         "claim_id": (S, "the step's SLO claim in diagnosis.json's claims ('ladder.step.3')"),
     },
 }

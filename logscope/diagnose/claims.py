@@ -63,7 +63,8 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ("slo_step", "met"): ("ttft_p95", "e2e_p95", "success_share"),
     ("slo_step", "not met"): ("broke",),
     ("slo_step", "undecided"): ("undecided_bucket",),
-    ("slo_step", "censored"): ("callers", "gave_up", "gave_up_share", "not_judged"),
+    # not judged: its callers gave up (ladder_gave_up: callers, gave_up on the claim) or a server died in it
+    ("slo_step", "censored"): ("requests", "not_judged"),
     ("boundary", "met"): ("boundary_step", "boundary_concurrency"),
     ("episode_class", "sustained"): ("recovered", "end"),
     ("episode_class", "one-off"): ("recovered", "arrival_rate_after"),

@@ -30,7 +30,7 @@ import polars as pl
 from .. import clock
 from ..correlate.stream_failures import MAYBE
 from ..scalars import float_value, int_value, time_or_none, time_value
-from . import figures, from_histograms, ladder_gave_up
+from . import figures, from_histograms, ladder_death, ladder_gave_up
 from .claims import Claim, Fact, clock_of, facts, latency
 from .context import Context
 
@@ -247,7 +247,17 @@ def _step(ctx: Context, i: int, s: dict, timeouts=None) -> dict:
     if row["success_share"] is not None and "mid_stream" in mine_req.columns:
         if (mine_req["mid_stream"] == MAYBE).any():
             missing.append(STREAMS_UNTIED)
-    undecided = from_histograms.undecided(row, ctx.slo)
+    died = ladder_death.in_step(ctx.life.deaths, lo, hi)
+    if died is None:
+        ladder_death.nothing(row)
+    else:  # judged on the requests that ended before the death (ladder_death)
+        gone = ladder_death.ended_before(measured, died.ts)
+        before = ladder_death.before_figures(row, figures.requests(gone, lo_r, hi_r))
+        before["v0_preemption_warnings"] = row["v0_preemption_warnings"]
+        reasons = _broke(ctx, before, gone, lo, died.ts)
+        reasons = ladder_death.judge(row, died, before, reasons, measured, _replicas(ctx, lo, hi))
+        missing, row["slo_undecided"] = [], None  # not judged, or judged on those before it: nothing missing
+    undecided = from_histograms.undecided(row, ctx.slo) if died is None else []
     # missed when a figure failed; else unknown when one is missing; else censored when the callers who gave up
     # leave a figure a floor below the SLO; else undecided when a histogram's bucket holds the SLO (between its
     # bounds: neither met nor missed); else met
@@ -272,6 +282,12 @@ def _step(ctx: Context, i: int, s: dict, timeouts=None) -> dict:
     row["pressure_items"] = _pressure(ctx, row, lo, hi)
     row["pressure"] = "; ".join(p["text"] for p in row["pressure_items"]) or None
     return row
+
+
+def _replicas(ctx: Context, lo, hi) -> int:
+    """The servers that logged in the step (a death of one of several is named as such)."""
+    got = figures.between(ctx.by_time(ctx.server), "ts", lo, hi)
+    return max(1, got["replica"].n_unique()) if "replica" in got.columns and got.height else 1
 
 
 # the step figures the SLO is judged on (each step's TTFT, e2e and success); a step missing one is 'unknown'
@@ -407,15 +423,7 @@ def analyse(ctx: Context, timeouts=None) -> tuple[list[dict], dict | None]:
             "slo": "met",
         },
         # the step right above the boundary: what failed there first, or the figure it could not be judged on
-        "broke_first_at_next_step": None
-        if nxt is None or nxt["slo_status"] != "missed"
-        else {
-            "step": nxt["step"],
-            "concurrency": nxt["concurrency"],
-            "first": nxt["broke_reasons"][0]["what"],
-            "reasons": nxt["broke_reasons"],
-            "floors": nxt["slo_not_judged"],  # its p95s over the callers who stayed, when many gave up
-        },
+        "broke_first_at_next_step": _broke_first(nxt),
         "unknown_at_next_step": None
         if nxt is None or nxt["slo_status"] not in OPEN
         else {
@@ -442,6 +450,9 @@ def analyse(ctx: Context, timeouts=None) -> tuple[list[dict], dict | None]:
             for r in rows
             if r["slo_status"] in OPEN
         ],
+        "died_in_steps": [
+            {"step": r["step"], **(ladder_death.summary(r) or {})} for r in rows if r["died_at"]
+        ],
         "cold_set_aside": [
             {"step": r["step"], "requests": r["cold_set_aside"], "why": r["cold_why"]}
             for r in rows
@@ -467,6 +478,23 @@ def analyse(ctx: Context, timeouts=None) -> tuple[list[dict], dict | None]:
         },
     }
     return rows, summary
+
+
+def _broke_first(nxt: dict | None) -> dict | None:
+    """What failed first at the step right above the boundary; at a step a server died in, not judged, the death
+    (ladder_death), never the failures it caused."""
+    if nxt is not None and nxt["slo_status"] == CENSORED and nxt["died_at"] is not None:
+        return ladder_death.next_step(nxt)
+    if nxt is None or nxt["slo_status"] != "missed":
+        return None
+    return {
+        "step": nxt["step"],
+        "concurrency": nxt["concurrency"],
+        "first": nxt["broke_reasons"][0]["what"],
+        "reasons": nxt["broke_reasons"],
+        "floors": nxt["slo_not_judged"],  # its p95s over the callers who stayed, when many gave up
+        "death": ladder_death.summary(nxt),  # a death in it, the load's or beside what failed before it
+    }
 
 
 def nice(x: float) -> str:
@@ -516,6 +544,9 @@ def step_claim(r: dict, slo: dict) -> Claim:
             Fact("cold_why", r["cold_why"]),
             Fact("cold_whole", True if r.get("cold_whole") else None),  # said where it holds
             *ladder_gave_up.facts(r),
+            *ladder_death.facts(r),
+            # the death's words, when it left the step not judged and no caller who gave up said them
+            *([Fact("not_judged", r["slo_not_judged"])] if r["died_at"] and not r.get("gave_up") else []),
         ],
         {
             "slo_ttft_p95_s": slo["ttft_p95_s"],

@@ -8,7 +8,7 @@ never lead it.
 from __future__ import annotations
 
 from .. import clock
-from . import findings, ladder, latency_named, preemption_count, undated
+from . import findings, ladder, ladder_death, latency_named, preemption_count, undated
 from .claims import Claim, Fact, Registry
 from .context import Context
 from .episode_claim import AS_FAR, cut_by_end
@@ -419,7 +419,7 @@ def _ladder_verdict(eps: list, lad: dict, reg: Registry) -> list[str]:
         else "no step met the SLO"
     )
     broke = (
-        f"; at {ladder.nice(nxt['concurrency'])} {nxt['first']} broke first"
+        ladder_death.words(nxt, ladder.nice(nxt["concurrency"]))
         if nxt
         else f"; at {ladder.nice(unk['concurrency'])} undecided: {unk['undecided']}"
         if unk and unk.get("status") == "undecided"

@@ -90,6 +90,9 @@ def _slo_step(c: Claim) -> str:
         v("not_judged") and c.state != "censored"
     ):  # missed all the same: its figures are floors (ladder_gave_up)
         aside = f"; {v('not_judged')}{aside}"
+    if v("died"):  # a server died in the step (ladder_death): when, and the requests around it
+        died = str(v("died"))
+        aside += f"; {died.split('; ', 1)[-1]}" if c.state == "censored" else f"; {died}"
     if c.state == "met":
         tail = (
             "; the callers' TTFT is not in this folder" if clocks == ["engine"] else ""

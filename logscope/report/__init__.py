@@ -37,7 +37,7 @@ MAX_CLAIMS_MD = 40
 MAX_READ_NOTES_MD = 20  # what reading the files met, in summary.md (the report's appendix has every one)
 LADDER_COLS = (
     # the step's verdict first (a wide table scrolls: at 1,024 px only the first ten columns show), then its figures
-    "step", "concurrency", "requests", "slo_status", "broke", "gave_up", "gave_up_share", "cold_set_aside",
+    "step", "concurrency", "requests", "slo_status", "broke", "died", "gave_up", "gave_up_share", "cold_set_aside",
     "arrival_rate", "active_mean", "ttft_p50", "ttft_p95", "ttft_clock", "ttft_p95_engine", "e2e_p50", "e2e_p95",
     "e2e_clock", "e2e_p95_engine", "queue_p95", "prefill_p95", "decode_p95", "success_share", "throughput_tps",
     "kv_max", "waiting_max", "preemptions", "max_tokens_mean", "output_tokens_mean", "slo_undecided",

@@ -497,6 +497,7 @@ def ladder(ld: Loaded) -> dict | None:
         "unknown_steps": clean(dl.get("unknown_steps")) or [],
         "cold_set_aside": clean(dl.get("cold_set_aside")) or [],
         "cold_whole_steps": clean(dl.get("cold_whole_steps")) or [],
+        "died_in_steps": clean(dl.get("died_in_steps")) or [],
         "pressure_from_step": clean(dl.get("pressure_from_step")),
         "slo": clean(dl.get("slo")),
         "source": dl.get("source"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .. import ladder_death
 from ..claims import Registry
 from ..records import Finding
 from .record import make_finding, num
@@ -25,8 +26,8 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
         title = f"Working boundary: {rows[0]['mode']} {num(wb['concurrency'])}"
         if bound is not None and bound.value("engine_only"):
             title += " by the engine's clock"
-    if nxt is not None:
-        title += f"; at {num(nxt['concurrency'])} {nxt['first']} broke first"
+    if nxt is not None:  # a step a server died in: the death, judged or not (ladder_death)
+        title += ladder_death.words(nxt, num(nxt["concurrency"]))
     elif unk is not None and unk.get("status") == "undecided":
         title += f"; at {num(unk['concurrency'])} undecided: {unk['undecided']}"
     elif unk is not None and unk.get("status") == "censored":
@@ -73,8 +74,12 @@ def ladder_finding(ladder: dict, rows: list[dict], reg: Registry, max_num_seqs: 
         if wb is not None and nxt is not None
         else ""
     )
+    died = nxt is not None and bool(nxt.get("not_judged"))  # not judged: a server died in it (ladder_death)
     nt = (
-        first
+        f"Find what ended the server in step {nxt['step']} ({num(nxt['concurrency'])}), then re-run that step to "
+        f"judge it: {nxt['not_judged']}"
+        if died and nxt is not None
+        else first
         + (
             f"; the boundary step already preempts or queues (pressure from {num(pf['concurrency'])}): "
             "re-run it longer to see whether its latency holds"

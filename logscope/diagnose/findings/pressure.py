@@ -173,7 +173,9 @@ def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) 
     # a cap already at or below the boundary is no change to test: what the cache holds is (seqs-16: 16 running
     # preempted with a cache of 9.3 requests)
     in_place = wb is not None and bool(mns) and mns <= math.floor(wb["concurrency"])
-    if wb is not None and not in_place and (ladder or {}).get("broke_first_at_next_step") is not None:
+    nxt = (ladder or {}).get("broke_first_at_next_step")
+    # a step above the boundary a server died in, not judged, is no break of the load (ladder_death)
+    if wb is not None and not in_place and nxt is not None and not nxt.get("not_judged"):
         nt = (
             f"Cap admitted concurrency at the measured working boundary: --max-num-seqs "
             f"{max(1, math.floor(wb['concurrency']))} "
