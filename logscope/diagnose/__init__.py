@@ -509,7 +509,17 @@ def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
             for d in life.deaths
         ],
         "graceful_shutdowns": [
-            {"replica": s["replica"] or None, "ts": s["ts"], **after(s["ts"], s["replica"])}
+            {
+                "replica": s["replica"] or None,
+                "ts": s["ts"],
+                # the start after it: this server again or another (same_server), and each life's requests
+                "restart": s.get("restart"),
+                "new_pid": s.get("new_pid"),
+                "same_server": s["same_server"].to_dict() if s.get("same_server") is not None else None,
+                "received_before": s.get("received_before"),
+                "received_after": s.get("received_after"),
+                **after(s["ts"], s["replica"]),
+            }
             for s in life.shutdowns
         ],
         "errors_after_s": lifecycle.STOP_ERRORS_S,

@@ -124,8 +124,10 @@ def analyse(
         stops = g.filter(pl.col("kind") == "server_stop").sort(["ts", "seq"])
         # '[shutdown] ... triggered' and uvicorn's 'Shutting down' are one shutdown
         first = stops.filter(((pl.col("ts").diff().dt.total_seconds()) > th.shutdown_grace_s).fill_null(True))
-        shutdowns += [{"replica": replica, "ts": t} for t in first["ts"].to_list()]
         start_rows = _starts(g.filter(pl.col("kind").is_in(START_KINDS)), busy)
+        got = sreq.filter(pl.col("replica").fill_null("") == replica)["received_ts"].drop_nulls().sort()
+        stop_ts = first["ts"].to_list()
+        shutdowns += [_stop(replica, t, stop_ts, start_rows, g, got.to_physical().to_list()) for t in stop_ts]
         keys = [(s["ts"], s["seq"]) for s in start_rows]  # sorted (_starts walks the markers in this order)
         for i, s in enumerate(start_rows):
             # the next start: a bisect, as a crash loop has a thousand starts (a scan of them each was quadratic)
@@ -159,6 +161,30 @@ def analyse(
     deaths.sort(key=lambda d: (d.ts, d.replica))
     shutdowns = _after_death(shutdowns, deaths, th.merge_gap_s)
     return Lifecycle(starts, deaths, shutdowns, noise, cold)
+
+
+def _stop(
+    replica: str, t: datetime, stops: list[datetime], start_rows: list[dict], g: pl.DataFrame, got: list[int]
+) -> dict:
+    """A graceful stop at ``t`` and the start after it in the same stream: this server again or another one
+    (same_server, as after a death: a port handed to a server of other limits reads as a redeploy, not a
+    restart), with the requests the stream received in each life (``got``: sorted epoch µs), so that neither
+    side's load is read as the other's."""
+    i = bisect.bisect_right(start_rows, t, key=lambda s: s["ts"])  # the starts at or before t
+    lo = start_rows[i - 1]["ts"] if i else None
+    out = {"replica": replica, "ts": t, "received_before": _busy_in(got, lo, t, "both")}
+    nxt = start_rows[i] if i < len(start_rows) else None
+    if nxt is None:
+        return out | {"restart": None, "new_pid": None, "same_server": None, "received_after": None}
+    # the next life ends at its own stop or the start after it, whichever first
+    ends = [x for x in stops if x > nxt["ts"]][:1] + [s["ts"] for s in start_rows[i + 1 : i + 2]]
+    hi = min(ends) if ends else datetime.max.replace(tzinfo=t.tzinfo)
+    return out | {
+        "restart": nxt["ts"],
+        "new_pid": nxt["pid"],
+        "same_server": same_server_of(g, replica, t, nxt["ts"]),
+        "received_after": _busy_in(got, nxt["ts"], hi, "both"),
+    }
 
 
 def _after_death(shutdowns: list[dict], deaths: list[Death], gap_s: float) -> list[dict]:

@@ -60,6 +60,7 @@ class SameServer:
             "after": self.after,
             "differs": list(self.differs),
             "missing": list(self.missing),
+            "words": self.words(),
         }
 
 

@@ -148,6 +148,7 @@ def context(
         "not_available_offsets": ld.why("clock_offsets"),
         "capacity_lines": views.capacity_lines(summary["capacity"]),
         "lifecycle_lines": views.lifecycle_lines(summary["server_lifecycle"], MAX_LIFECYCLE_ROWS),
+        "stop_lines": views.stop_lines(summary["server_lifecycle"], MAX_LIFECYCLE_ROWS),
         "cold_start_view": views.cold_start_view(summary["cold_start"], MAX_LIFECYCLE_ROWS),
         "cold_start_rows": views.cold_start_rows(summary["cold_start"], MAX_LIFECYCLE_ROWS),
         "input_counts": views.input_counts(summary["inputs"]),

@@ -271,9 +271,36 @@ def lifecycle_lines(life: dict | None, limit: int | None = None) -> list[str]:
             ready = f", another server in its log stream ready at {hms(d['ready'])}"
         down = f" (down {duration(d['downtime_s'])})" if d.get("downtime_s") is not None else ""
         out.append(f"{d.get('replica') or 'server'}: {kinds} at {hms(d.get('ts'))}{ready}{down}.")
-    n = len(life.get("graceful_shutdowns") or [])
-    if n:
-        out.append(f"{n} graceful shutdown record(s) (SIGTERM); their tracebacks are not counted as deaths.")
+    stops = life.get("graceful_shutdowns") or []
+    if stops:
+        out.append(
+            f"{len(stops)} graceful shutdown record(s) (SIGTERM); their tracebacks are not counted as deaths."
+        )
+    return out + stop_lines(life, limit)
+
+
+def stop_lines(life: dict | None, limit: int | None = None) -> list[str]:
+    """Each graceful stop with a start after it in its stream: this server again or another (same_server), and
+    the requests each side received (report.html's lifecycle and summary.md's, one sentence each; the first
+    ``limit``, all in summary.json)."""
+    out: list[str] = []
+    for s in (life or {}).get("graceful_shutdowns") or []:
+        same = s.get("same_server")
+        if not same or not s.get("restart"):
+            continue
+        got, then = s.get("received_before"), s.get("received_after")
+        out.append(
+            f"{s.get('replica') or 'server'}: stopped gracefully at {hms(s.get('ts'))}"
+            f"{f' ({got} request(s) received since its start)' if got is not None else ''}; a start at "
+            f"{hms(s['restart'])}: {same.get('words')}"
+            f"{f' ({then} request(s) received after it)' if then is not None else ''}."
+        )
+    if limit is not None and len(out) > limit:
+        more = len(out) - limit
+        out = [
+            *out[:limit],
+            f"{more} more such stop(s) in summary.json (server_lifecycle.graceful_shutdowns).",
+        ]
     return out
 
 
