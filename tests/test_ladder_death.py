@@ -8,8 +8,8 @@ their TTFT p95 1.0986 s and e2e p95 5.6571 s; 16 more were sent before it and en
 
 The lab's one-phase runs with a death in their phase, read as a ladder of one step (ladder_min_steps=1: the client's
 phase used as a step), give the other kinds: crash (a silent kill: not judged), oom-cgroup (the kernel's OOM killer,
-03:55:11.98 by the kernel: the load's failure), enginecore-kill (EngineCore SIGKILLed, vLLM logs its engine dead:
-the load's failure, the kind decides), traced-2r-kill (replica b of two killed: the requests that ended before it
+03:55:11.98 by the kernel: the load's failure), enginecore-kill (EngineCore SIGKILLed, vLLM logs its engine dead
+with no memory error: cause unknown, not judged), traced-2r-kill (replica b of two killed: the requests that ended before it
 already missed the SLO, the death named beside)."""
 
 from __future__ import annotations
@@ -111,10 +111,11 @@ ONE_PHASE = {
         "death",
         (0, 0, 497),  # every warm request of the step sent after the death (the cold window holds it)
     ),
-    "enginecore-kill": (
+    "enginecore-kill": (  # EngineCore SIGKILLed: vLLM's EngineDeadError says nothing of why (no memory error)
         4.0,
-        "missed",
-        "the server died (engine dead) at 04:09:36, 54 s into the step",
+        "censored",
+        "the server died at 04:09:36, 54 s into the step (engine dead: cause unknown); the 20 request(s) that ended "
+        "before it met the SLO",
         "death",
         (20, 4, 2178),
     ),

@@ -5,8 +5,8 @@ traced-ladder-kill's c=16 step read 'success 46.0 % < 99 % broke first' when its
 A step holding a death (``lifecycle.Death``, any kind) is judged on the requests that ENDED before it (their TTFT /
 e2e p95 on their own clock, their success share):
 
-- a death the load drives (``LOAD_KINDS``: out of memory, the engine dying or timing out with the step's requests in
-  it) is the step's failure: 'the server died (OOM)' is among what broke, at its time;
+- a death the load drives (``LOAD_KINDS``: out of memory, the device's, the kernel's or the container's) is the
+  step's failure: 'the server died (OOM)' is among what broke, at its time;
 - otherwise, when the requests before it already missed the SLO, the step is missed on those, the death named beside;
 - otherwise the step is not judged ('censored', as ladder_gave_up's): the death's time, how far into the step, its
   kind and cause; the working boundary is never set at it.
@@ -29,17 +29,19 @@ from .claims import Fact, clock_of, latency
 from .lifecycle import Death
 
 # The kind decides whether the load killed the server: memory exhausted (the device's, the kernel's, the
-# container's) or the engine dying / timing out while the step's requests ran in it is the load's failure; a kill
-# nothing explains (silent: the log just stops) or a GPU fault the kernel logged is not, whatever the load was.
-LOAD_KINDS = frozenset({"oom", "kernel_oom", "oom_killed", "engine_dead", "engine_timeout"})
+# container's) grows with what the step holds, so it is the load's failure. An engine that died or timed out with no
+# memory error beside it says nothing of why (a kill from outside, a bug, a CUDA fault: lab enginecore-kill's
+# EngineCore was SIGKILLed and vLLM logs the same EngineDeadError), and neither does a kill nothing explains
+# (silent: the log just stops) or a GPU fault the kernel logged: the step is then not judged.
+LOAD_KINDS = frozenset({"oom", "kernel_oom", "oom_killed"})
 OUTSIDE_KINDS = frozenset({"silent", "gpu_xid"})
 CAUSE = {
     "silent": "silent: cause unknown",
     "kernel_oom": "kernel OOM",
     "oom_killed": "OOMKilled, the container's memory limit",
     "oom": "out of device memory",
-    "engine_dead": "engine dead",
-    "engine_timeout": "an engine step timed out",
+    "engine_dead": "engine dead: cause unknown",
+    "engine_timeout": "an engine step timed out: cause unknown",
     "gpu_xid": "a GPU fault, the kernel's Xid",
 }
 SHORT = {"oom": "OOM", "kernel_oom": "kernel OOM", "oom_killed": "OOMKilled", "engine_dead": "engine dead"}
