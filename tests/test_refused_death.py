@@ -19,16 +19,28 @@ def _deaths(s: dict) -> list[tuple[str, str]]:
     return [(d["replica"], d["ts"][11:19]) for d in s["server_lifecycle"]["deaths"]]
 
 
-def test_a_log_that_stops_with_its_connections_refused_is_a_death(analyzed, rendered):
-    out, s, _ = analyzed(need(LAB / KILL))
-    assert _deaths(s) == [("vllm-server", "11:15:58")]
+# run: (last line, pid, address, first refusal, refusals, last refusal), each read off the raw files (notes.md):
+# traced-ladder-kill as above; kill-norestart (lab7: one replica SIGKILLed at 14:09:39.316 under steady load, no
+# restart): its last line a stats line at 14:09:39, nginx's 285 'connect() failed (111: Connection refused)' to
+# 127.0.0.1:8001 from 14:09:40 to 14:10:51
+KILLS = {
+    KILL: ("11:15:58", 10934, "127.0.0.1:8001", "11:15:59", 181, "11:16:00"),
+    "kill-norestart": ("14:09:39", 22935, "127.0.0.1:8001", "14:09:40", 285, "14:10:51"),
+}
+
+
+@pytest.mark.parametrize("run", sorted(KILLS))
+def test_a_log_that_stops_with_its_connections_refused_is_a_death(analyzed, rendered, run):
+    last, pid, addr, first, n, end = KILLS[run]
+    out, s, _ = analyzed(need(LAB / run))
+    assert _deaths(s) == [("vllm-server", last)]
     assert s["verdict"][0] == (
         "The vLLM server was killed silently (its log stops, the gateway's connections to it are refused) at "
-        "11:15:58, with no restart in the logs."
+        f"{last}, with no restart in the logs."
     )
     said = (
-        "the log of pid 10934 stops at 11:15:58 with no shutdown line, and the gateway's connections to "
-        "127.0.0.1:8001 are refused from 11:15:59 (181 'connect() failed' line(s) to 11:16:00)"
+        f"the log of pid {pid} stops at {last} with no shutdown line, and the gateway's connections to "
+        f"{addr} are refused from {first} ({n} 'connect() failed' line(s) to {end})"
     )
     for name, text in rendered(out, s).items():
         assert "killed silently (its log stops, the gateway's connections to it are refused)" in text, name
