@@ -43,6 +43,7 @@ RUNS = (
     "traced-2r-kill",  # two replicas, one killed, their /metrics tied to each log by its address (known, below)
     "ladder-gaveup",  # a ladder whose callers gave up at its top step: 'censored' there, the boundary below (evid21)
     "two-servers-one-port",  # two servers of other limits on one port and log, graceful stops, calm (lab7)
+    "kill-norestart",  # the only replica SIGKILLed, never back: a death read from the refused connects (refused.py)
 )
 WINDOWED = (
     "errors",
@@ -73,12 +74,10 @@ SHIFT = timedelta(days=1, hours=3, minutes=17, seconds=13)  # not a multiple of 
 _CALM_BEFORE: dict = {}
 # Found when the calm hour after joined, fixed: kv-short's drained backlog read 'sustained' with the calm run laid
 # 13 minutes after it (its 'last arrival' was then the calm run's); arrivals after the recovery window are another load.
-# Left out (lab7), open: kill-norestart (the only replica SIGKILLed at 14:09:39, never back, its callers' retries
-# meeting refused connects to 14:10:51) reads no death; its headline is the retries, 'sustained' (no recovery while
-# the load lasted). Clock shift, calm hour before and the ranges keep it; the calm run laid after it starts a server in
-# the same log, so the kill reads as a silent death and the headline moves to the crash; a calm replica beside it
-# carries arrivals past the retries' end (the retries episode belongs to no replica): 'back to baseline while still
-# serving', a spike. It joins RUNS once a death is read from the refused connects.
+# Found when kill-norestart joined (lab7), fixed: it read no death (its headline was the retries, 'sustained'); a
+# calm run laid after it (a server started in the same log) made the kill a silent death, and a calm replica beside it
+# carried arrivals past the retries' end ('spike'). A death is now read from the refused connects (diagnose/refused.py)
+# and timed by the killed process's own last line (lifecycle._silent), whatever follows it.
 _CALM_AFTER: dict = {}
 _REPLICA: dict = {}
 
