@@ -180,6 +180,10 @@ def _claims(out: list[Finding], reg: Registry) -> None:
     for f in out:  # the rule that set its severity, rendered in every output (severity.Severity)
         if f.severity_by is not None and f.severity_by.level == f["severity"]:
             reg.add(f.severity_by.claim(f.finding_id or "", f.title))
+    for f in out:  # a death's own facts (its raised error, its start-up) beside its episode's class
+        if f["kind"] == "crash" and f.facts and (c := reg.get(f.claim_id)) is not None:
+            have = {x.name for x in c.facts}
+            c.facts += [x for x in f.facts if x.name not in have]
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
         if f.claim_id is None and f.facts:
             f.claim_id = reg.add(
