@@ -106,8 +106,8 @@ class PatternImpact:
         for i, b in enumerate(self.beats[:FACTS], 1):
             out += [
                 Fact(f"spike_{i}_start", b.start),
-                Fact(f"spike_{i}_slowed_or_failed", b.hit, src, None, "requests"),
-                Fact(f"spike_{i}_requests_in_flight", b.requests, src, None, "requests"),
+                Fact(f"spike_{i}_slowed_or_failed", b.hit, None, None, "requests"),
+                Fact(f"spike_{i}_requests_in_flight", b.requests, None, None, "requests"),
                 lat(f"spike_{i}_{self.figure}_p95_during", b.p95_s),
                 lat(f"spike_{i}_{self.figure}_p95_calm", b.calm_p95_s),
             ]

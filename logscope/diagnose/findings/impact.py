@@ -35,9 +35,8 @@ def measure(ctx: Context, found: list[Finding]) -> None:
             f["slowed_requests"] = None  # failed_requests: None unless the finding counted its own
         return
     failed = pl.col("outcome").is_in(FAILED_OUTCOMES)
-    slowed = _slowed(
-        ctx, req
-    )  # a TTFT on the callers' clock: the gateway's is its header time, no first token
+    # a TTFT on the callers' clock: the gateway's is its header time, no first token
+    slowed = _slowed(ctx, req)
     end = pl.col("ts_end").fill_null(pl.col("ts_start")) if "ts_end" in req.columns else pl.col("ts_start")
     for f in found:
         if (
@@ -158,6 +157,7 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
             f["severity"] = felt
         else:  # felt more than its class says: impact never raises it
             rule = "class_kept"
+            said += f": the impact of a {felt} one, kept at its class's {f['severity']}"
         f.severity_by = Severity(
             f["severity"],
             rule,
@@ -185,9 +185,10 @@ def _slowed(ctx: Context, req: pl.DataFrame) -> pl.Expr:
 
 def _impact_facts(f: Finding, hit: int, n: int, dur: float, rise: dict | None) -> list[Fact]:
     out = [
-        Fact("failed", f["failed_requests"], "client_records", None, "requests"),
-        Fact("slowed", f["slowed_requests"], "client_records", None, "requests"),
-        Fact("requests_in_flight", n, "client_records", None, "requests"),
+        # counts of the logical requests (the callers' records, else the gateway's): no one source to name
+        Fact("failed", f["failed_requests"], None, None, "requests"),
+        Fact("slowed", f["slowed_requests"], None, None, "requests"),
+        Fact("requests_in_flight", n, None, None, "requests"),
         Fact("slowed_or_failed_share", round(hit / n, 4) if n else None, None, None, "share"),
         Fact("under_pressure_s", round(dur, 3), None, None, "seconds"),
     ]
