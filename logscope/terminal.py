@@ -188,6 +188,8 @@ def print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     for f in found[:limit]:
         # the title: what, which class, when (two findings may share a symptom, e.g. an episode and its series)
         out.print(shown(f"  [{f.get('severity')}] {f.get('title') or f.get('symptom')}"))
+        if f.get("severity_by"):  # the rule that set it and its facts (severity.Severity)
+            out.print(shown(f"      severity {f['severity_by']['sentence']}"))
         if verbose:
             out.print(shown(f"      next: {f.get('next_test')}"))
     if len(found) > limit:

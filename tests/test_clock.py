@@ -58,7 +58,9 @@ def test_two_deaths_ten_days_apart_are_dated(tmp_path):
     ) in titles
     assert (
         d["findings"][0]["title"]
-        == "09-v0-asyncenginedead-critical-500: Engine died at 01-24 07:01:39, no restart in the logs"
+        # its excerpt: an untimed traceback, the CRITICAL line and a 500: nothing says whether it was starting (evid25)
+        == "09-v0-asyncenginedead-critical-500: Engine died at 01-24 07:01:39, no restart in the logs "
+        "(at start-up: unknown)"
     )
     # the episode tables too (an instant's finding is headed by its one time: tests/test_instant_header.py)
     assert "| 01-24 07:01:39 → " in md and ">01-24 07:01:39 →<" in html

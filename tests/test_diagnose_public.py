@@ -111,8 +111,10 @@ def test_07_sustained_hang_waiting_14_unchanged(tmp_path):
         ("11", ["engine_dead"], "Engine died at 03:38:10"),
         # TimeoutError inside the busy loop of EngineCore_DP0
         ("13", ["engine_timeout"], "Engine step timed out"),
-        # torch.OutOfMemoryError in EngineCore and, the same second, 'AsyncLLM output_handler failed.'
-        ("37", ["engine_dead", "oom"], "Out of memory while serving"),
+        # torch.OutOfMemoryError in EngineCore and, the same second, 'AsyncLLM output_handler failed.': nothing in
+        # the excerpt says it was serving (no request, stats or busy-loop line; the thread says so), so not
+        # 'while serving' (evid25: '(at start-up: unknown)')
+        ("37", ["engine_dead", "oom"], "Out of memory: engine died at 14:39:06"),
     ],
 )
 def test_engine_deaths_are_crashes(tmp_path, name, kinds, title):

@@ -89,6 +89,8 @@ REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
     ("verdict", "ladder"): ("steps",),
     ("verdict", "finding"): ("finding",),
     ("verdict", "nothing alarming"): ("calm",),
+    # a finding's severity (severity.Severity): the rule that set it, always named
+    **{("severity", level): ("rule",) for level in ("critical", "high", "medium", "low", "info")},
 }
 
 Value = float | int | str | bool | datetime | None

@@ -628,7 +628,11 @@ def _classify(
                 f"{what} at {_t(death.ts)}, restarted (pid {death.new_pid}) and ready at "
                 f"{_t(death.ready_ts)}: down {death.downtime_s:.0f} s{comp}"
             )
-        return "crash", f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{comp}"
+        # whether it died at start-up is not in the logs: said, not read as a death while serving
+        unknown = f"; at start-up: unknown ({death.startup_basis})" if death.at_startup is None else ""
+        return "crash", (
+            f"{what} at {_t(death.ts)} with no restart before {ctx.inputs.rng.end_words}{unknown}{comp}"
+        )
     load = {
         "recovered": ep["recovered"],
         "end": end,

@@ -30,7 +30,17 @@ SHUTDOWN_ERROR = "shutdown_error"  # the parser's name of an engine death logged
 # Functions and messages of engine start-up: a death inside one of them happened before serving.
 STARTUP_HINT = re.compile(
     r"failed to start|initialization failed|load_model|load_weights|process_weights|repack|"
-    r"profile_run|determine_available_memory|initialize_kv_cache|capture_model|warming up"
+    r"profile_run|determine_available_memory|initialize_kv_cache|capture_model|warming up|"
+    # V0's start-up: its workers' init_device, its RPC server dying before the API server's readiness probe
+    # (ROCm #3956: an NCCL error raised in init_device, then 'RPCServer process died before responding to
+    # readiness probe', in an excerpt with no start line)
+    r"init_device|before responding to readiness probe"
+)
+# Functions only a serving engine runs (its busy loop, a request's handler): a death inside one came after start-up.
+# Not execute_model alone (V0's profile_run runs it while starting: STARTUP_HINT is read first), nor the API
+# server's output_handler (V1 starts it before any request).
+SERVING_HINT = re.compile(
+    r"run_busy_loop|_process_engine_step|run_engine_loop|chat_completion|create_completion|_process_request"
 )
 TIMEOUT_HINT = re.compile(r"TimeoutError|timed out")
 START_KINDS = ("version", "server_start")  # the banner, then uvicorn's 'Started server process [pid]'
@@ -48,7 +58,9 @@ class Death:
     restart_ts: datetime | None = None  # new banner
     ready_ts: datetime | None = None  # new instance ready
     new_pid: int | None = None
-    at_startup: bool = False  # died before serving anything (startup failure)
+    # died before serving anything (start-up failure); None: nothing in the logs says (``startup_basis``)
+    at_startup: bool | None = False
+    startup_basis: str = ""  # the fact at_startup rests on, or what was missing when it is None
     notes: list[str] = field(default_factory=list)
     engine: str | None = None  # the engine_kind of its records ('vllm', 'sglang', 'tgi'); None: not said
     same_server: SameServer | None = (
@@ -152,7 +164,7 @@ def analyse(
         in_shutdown = _in_shutdown(dead, stops, th.shutdown_grace_s)
         noise += int(in_shutdown.sum()) if dead.height else 0
         dead = dead.filter(~in_shutdown) if dead.height else dead
-        mine = _explicit(replica, dead, start_rows, busy, th)
+        mine = _explicit(replica, dead, start_rows, busy, th, g)
         mine += _silent(replica, start_rows, stops, deaths + mine, a, g)
         for d in mine:  # why the start after it is read as this server restarted, or another server
             d.same_server = same_server_of(g, replica, d.ts, d.restart_ts)
@@ -275,8 +287,39 @@ def _next_start(start_rows: list[dict], t: datetime) -> dict | None:
     return start_rows[i] if i < len(start_rows) else None
 
 
+def _at_startup(
+    cur: dict | None, served: int, t0: datetime, text: str, g: pl.DataFrame, th: Thresholds
+) -> tuple[bool | None, str]:
+    """Whether a death came before serving, and the fact that says so. No: requests or busy stats before it, or a
+    readiness line. Yes: a start with neither before it, or a start-up step named in its records or in the lines
+    around it (an excerpt often holds no start line: ROCm #3956's init_device). Unknown (None) where none of these
+    is in the logs (public-2 n11: six lines of an RPC timeout's traceback, nothing before them)."""
+    if served:
+        return False, f"{served} busy sample(s) or request(s) before it"
+    ready = g.filter(pl.col("kind").is_in(READY_KINDS) & (pl.col("ts") <= t0))
+    if cur is not None and cur["ready_ts"] is not None and cur["ready_ts"] <= t0:
+        return False, f"ready at {clock.hms(cur['ready_ts'])}"
+    if cur is None and ready.height:
+        return False, f"a readiness line at {clock.hms(time_value(ready['ts'].max()))}"
+    if cur is not None:
+        return True, f"started at {clock.hms(cur['ts'])}, neither ready nor serving before it"
+    near = g.filter(pl.col("ts") <= t0 + timedelta(seconds=th.merge_gap_s)).tail(5000)  # an excerpt: bounded
+    lines = "\n".join([text, *near["message"].drop_nulls(), *near["detail"].drop_nulls()])
+    if (m := STARTUP_HINT.search(lines)) is not None:
+        return (
+            True,
+            f"its records name a start-up step ('{m.group(0)}'), with no readiness line or request before it",
+        )
+    if (m := SERVING_HINT.search(lines)) is not None:
+        return False, f"its records name a step of a serving engine ('{m.group(0)}')"
+    return None, (
+        "the logs hold no start line, no readiness line, no request and no start-up step (loading, profiling, "
+        "graph capture) before it"
+    )
+
+
 def _explicit(
-    replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: list[int], th: Thresholds
+    replica: str, dead: pl.DataFrame, start_rows: list[dict], busy: list[int], th: Thresholds, g: pl.DataFrame
 ) -> list[Death]:
     if dead.height == 0:
         return []
@@ -292,13 +335,12 @@ def _explicit(
         cur = start_rows[i - 1] if i else None
         served = _busy_in(busy, cur["ts"] if cur is not None else None, t0, "both")
         text = "\n".join(t for t in grp["message"].to_list() + grp["detail"].to_list() if t)
-        never_ready = cur is None or cur["ready_ts"] is None or cur["ready_ts"] > t0
-        at_startup = (
-            served == 0 and never_ready and (cur is not None or STARTUP_HINT.search(text) is not None)
-        )
+        at_startup, basis = _at_startup(cur, served, t0, text, g, th)
         if "engine_timeout" not in kinds and TIMEOUT_HINT.search(text):
             kinds = sorted([*kinds, "engine_timeout"])
-        death = Death(replica, t0, kinds, first["pid"], first["message"], t0, at_startup=at_startup)
+        death = Death(
+            replica, t0, kinds, first["pid"], first["message"], t0, at_startup=at_startup, startup_basis=basis
+        )
         if (
             "engine_kind" in grp.columns
         ):  # whose death it is, for its headline (a TGI shard is no vLLM engine)

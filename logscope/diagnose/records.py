@@ -73,6 +73,9 @@ class Finding(_Mapping):
     facts: list = field(
         default_factory=list
     )  # what a finding with no claim of its own observed (claims.Fact)
+    # a recurring pattern's finding: (start, end) of each beat it stands for, its impact counted over all of them
+    beats: list = field(default_factory=list)
+    severity_by: Any = None  # severity.Severity: the rule and the facts that set its severity
 
     def to_dict(self) -> dict:
         return {c: getattr(self, c) for c in schemas.TABLES["findings"]}

@@ -298,6 +298,7 @@ RENDER: dict[str, Callable[[Claim], str]] = {
     "failed_requests": _failed_requests,
     "stream_failed": _stream_failed,
     "verdict": _verdict,
+    "severity": _verdict,  # written with its decision (severity.Severity.sentence)
 }
 
 

@@ -17,6 +17,7 @@ from . import layers_seen, timing
 from .fmt import clean, iso, num
 from .load import Loaded
 from .options import ReportOptions
+from .severity_by import severity_by
 
 SCHEMA_VERSION = "1.0"
 MAX_SHAPES = 50  # unrecognised shapes listed in summary.json (all are in unrecognized.parquet)
@@ -348,6 +349,7 @@ def episodes(ld: Loaded) -> list[dict]:
 def findings(ld: Loaded) -> list[dict]:
     t = ld.table("findings")
     rows = list(t.iter_rows(named=True)) if t.height else list(ld.doc("diagnosis").get("findings") or [])
+    sev = severity_by(ld)
     out = [
         {
             "id": r.get("finding_id") or r.get("id"),
@@ -365,6 +367,7 @@ def findings(ld: Loaded) -> list[dict]:
             "failed_requests": r.get("failed_requests"),
             "slowed_requests": r.get("slowed_requests"),
             "claim": r.get("claim_id"),
+            "severity_by": sev.get(str(r.get("finding_id") or r.get("id"))),
         }
         for r in rows
     ]

@@ -340,7 +340,12 @@ def claims_view(summary: dict, limit: int) -> dict:
     facts in words (value, unit, source, clock: null facts left out) and what was missing; the first ``limit``
     (every claim a finding names among them), ``hidden`` the rest (all are in summary.json)."""
     got = summary.get("claims") or []
-    named = {f.get("claim") for f in summary.get("findings") or []} | {"verdict"}
+    found = summary.get("findings") or []
+    named = (
+        {f.get("claim") for f in found}
+        | {(f.get("severity_by") or {}).get("claim") for f in found}
+        | {"verdict"}
+    )
     first = sorted([c for c in got if c["id"] in named], key=lambda c: c["id"] != "verdict") + [
         c for c in got if c["id"] not in named
     ]

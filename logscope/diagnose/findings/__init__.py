@@ -30,9 +30,10 @@ from datetime import datetime
 import polars as pl
 
 from .. import capacity
-from ..claims import Claim, Registry
+from ..claims import Claim, Fact, Registry
 from ..context import Context
 from ..records import Episode, Finding
+from ..severity import Severity
 from .aborts import abort_findings
 from .batch_oom import batch_oom_findings
 from .calm import calm_findings
@@ -106,6 +107,8 @@ def build(
             # one pattern per signal, whichever replicas it beats on: in a folder of several, the title names them
             names = list(dict.fromkeys(e["replica"] for e in group if e.get("replica"))) if several else []
             for f in found:
+                if f["kind"] == "pressure":  # its impact is counted over every beat (beat_impact)
+                    f.beats = [(e["start"], e["end"]) for e in group]
                 if f["kind"] != "pressure":  # pressure titles name the pattern themselves
                     f["title"] = f"{f['title']} — the first of {ep['why']}"
                 if names:
@@ -168,12 +171,24 @@ def build(
         out = [f for f in out if f["title"] != KV_REFUSED]
     _rank(ctx, out, ladder, ladder_rows)
     in_engine_words(ctx, out, eps)  # an SGLang server's next test names SGLang's flags, not vLLM's
+    _claims(out, reg)
+    return out
+
+
+def _claims(out: list[Finding], reg: Registry) -> None:
+    """The claims the findings state beside their episodes': each severity's decision, each 'observed'."""
+    for f in out:  # the rule that set its severity, rendered in every output (severity.Severity)
+        if f.severity_by is not None and f.severity_by.level == f["severity"]:
+            reg.add(f.severity_by.claim(f.finding_id or "", f.title))
+    for f in out:  # a death's own facts (its raised error, its start-up) beside its episode's class
+        if f["kind"] == "crash" and f.facts and (c := reg.get(f.claim_id)) is not None:
+            have = {x.name for x in c.facts}
+            c.facts += [x for x in f.facts if x.name not in have]
     for f in out:  # a finding that reports what was seen (a count, a time) states an 'observed' claim of it
         if f.claim_id is None and f.facts:
             f.claim_id = reg.add(
                 Claim(f"finding.{f.finding_id}", "observed", f.title, "observed", f.facts)
             ).id
-    return out
 
 
 def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict]) -> None:
@@ -278,10 +293,23 @@ def _one_sample(ctx: Context, out: list[Finding], eps: list[Episode]) -> None:
         if f.get("episode_id") in last:
             # the logs end on it: it was not seen to pass (05: KV 99 %, 115 waiting on the last line), so it is no
             # blip to set aside and 'nothing alarming' cannot stand beside it; how long it lasted is unknown
-            f["severity"] = "medium" if f["severity"] in ("critical", "high") else f["severity"]
+            if f["severity"] in ("critical", "high"):
+                f.severity_by = Severity(
+                    "medium",
+                    "logs_end",
+                    f"one stats line, the last: {f['severity']} by its class, not seen to last",
+                    (Fact("duration_s", 0.0, None, None, "seconds"),),
+                )
+                f["severity"] = "medium"
         elif f.get("episode_id") in blips and f["severity"] in ("critical", "high", "medium"):
             f["severity"] = "low"
             f["title"] += " (one sample)"
+            f.severity_by = Severity(
+                "low",
+                "one_sample",
+                "a level seen on one stats sample (0 s): no regime",
+                (Fact("duration_s", 0.0, None, None, "seconds"),),
+            )
 
 
 # ------------------------------------------------------------------ per episode

@@ -52,6 +52,37 @@ def lower_cap(mns: int | None, ep: Episode) -> str:
 
 
 def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
+    """A death's finding; one whose logs do not say whether it came at start-up says so in its title (public-2
+    n11: six lines of an RPC timeout's traceback, no start, readiness or request line), never 'while serving'."""
+    from .raised import of as raised_of
+
+    f = _death_finding(ctx, ep, cap)
+    # the titles that said more: 'while serving', or a death whose next test is a load's (not a GPU fault's, a
+    # platform kill's or a silent exit's: their cause is read elsewhere)
+    if ep["details"]["crash"]["at_startup"] is None and f["title"].startswith(
+        ("Engine died at", "Out of memory")
+    ):
+        f["title"] = (
+            f["title"].replace("Out of memory while serving:", "Out of memory:") + " (at start-up: unknown)"
+        )
+    own = raised_of(ctx, ep)
+    if (
+        own is not None and own.words() in f["evidence"]
+    ):  # no killer: its own error, said where it is read first
+        f["title"] += f" (it raised {own.error}: no killer)"
+        if f["cause"] == SEE_FIRST:
+            where = f" in {own.frame}" if own.frame else ""
+            f["cause"] = (
+                f"the process raised {own.said()[:200]}{where} and exited on it: a fault of the software, or of "
+                "a setting or input it could not handle, not a kill"
+            )
+    return f
+
+
+SEE_FIRST = "see the first error record before the death (detail in server_events)"
+
+
+def _death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
     c = ep["details"]["crash"]
     kinds = c["kinds"]
     down = c["downtime_s"]
@@ -78,7 +109,8 @@ def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
         if down is not None
         else ", no restart in the logs"
     )
-    from .platform import crash_finding, unknown_killer
+    from .platform import crash_finding
+    from .raised import killer_words
 
     if (killed := crash_finding(ctx, ep, c, when, half, cap)) is not None:  # the platform shows who killed it
         return killed
@@ -105,8 +137,8 @@ def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
 
     if (born := startup_finding(ctx, ep, c, when, ev)) is not None:  # its signal or error, not the load
         return born
-    # no cause in its own log: say what the folder lacks
-    ev += [] if {"oom", "engine_timeout"} & set(kinds) else [unknown_killer(ctx, ep)]
+    # no cause in its own log: say what the folder lacks, or that it raised its own error (no killer)
+    ev += [] if {"oom", "engine_timeout"} & set(kinds) else [killer_words(ctx, ep)]
     if "oom" in kinds:
         if c["at_startup"]:
             return make_finding(
@@ -179,7 +211,7 @@ def death_finding(ctx: Context, ep: Episode, cap: dict) -> Finding:
         f"Engine died at {when}",
         "the engine process died and the API server could not serve",
         "; ".join(ev),
-        "see the first error record before the death (detail in server_events)",
+        SEE_FIRST,
         "Reproduce with the same request sizes at a lower --max-num-seqs"
         + half
         + " to tell a load-driven death from a software fault",

@@ -17,10 +17,13 @@ import polars as pl
 
 from ... import clock as clk
 from ...scalars import float_value
+from ..claims import Fact
 from ..clockgap import MIN_REQUESTS
 from ..context import Context
 from ..records import Finding
+from ..severity import Severity
 from ..tables import FAILED_OUTCOMES
+from . import beat_impact
 
 
 def measure(ctx: Context, found: list[Finding]) -> None:
@@ -32,14 +35,8 @@ def measure(ctx: Context, found: list[Finding]) -> None:
             f["slowed_requests"] = None  # failed_requests: None unless the finding counted its own
         return
     failed = pl.col("outcome").is_in(FAILED_OUTCOMES)
-    late = pl.lit(False)
-    if "ttft_s" in req.columns:
-        # a TTFT on the callers' clock: the gateway's is its upstream header time, not a first token
-        callers = (pl.col("origin") != "gateway").fill_null(True) if "origin" in req.columns else pl.lit(True)
-        late = late | ((pl.col("ttft_s") > ctx.slo.ttft_s) & callers).fill_null(False)
-    if "e2e_s" in req.columns:
-        late = late | (pl.col("e2e_s") > ctx.slo.e2e_s).fill_null(False)
-    slowed = (pl.col("outcome") == "ok") & late
+    # a TTFT on the callers' clock: the gateway's is its header time, no first token
+    slowed = _slowed(ctx, req)
     end = pl.col("ts_end").fill_null(pl.col("ts_start")) if "ts_end" in req.columns else pl.col("ts_start")
     for f in found:
         if (
@@ -47,6 +44,9 @@ def measure(ctx: Context, found: list[Finding]) -> None:
         ):  # counted by the finding itself (failed streams the table calls ok)
             continue
         which = _about(f, req.columns)
+        for lo, hi in f.beats:  # a recurring pattern: in flight during any of its beats, not the first alone
+            inflight = (pl.col("ts_start") <= hi) & (end >= lo)
+            which = inflight if which is None else which | inflight
         if which is None and f.get("start") is not None:
             lo, hi = f["start"], f.get("end") or f["start"]
             which = (pl.col("ts_start") <= hi) & (end >= lo)
@@ -80,6 +80,7 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
             return
         by = " (judged by the callers' e2e: their TTFT is not in their records)"
     fig = "e2e" if by else "ttft"
+    failed = pl.col("outcome").is_in(FAILED_OUTCOMES)
     for f in found:
         if f["kind"] != "pressure" or f.get("episode_id") is None or f["severity"] not in ("high", "medium"):
             continue
@@ -88,10 +89,16 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
         ):  # none in flight: unknown, not none hit
             continue
         hit, n = f["failed_requests"] + f["slowed_requests"], f["requests_in_range"]
+        # a pattern's time under pressure is its beats' together (its first beat alone was 0 s in abort-ignored)
         dur = (
-            (f["end"] - f["start"]).total_seconds()
+            sum((hi - lo).total_seconds() for lo, hi in f.beats)
+            if f.beats
+            else (f["end"] - f["start"]).total_seconds()
             if f["start"] is not None and f["end"] is not None
             else 0.0
+        )
+        pattern = (
+            beat_impact.of(ctx, req, failed | _slowed(ctx, req), callers, fig, f.beats) if f.beats else None
         )
         felt = (
             "low"
@@ -101,35 +108,97 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
             else "medium"
         )
         rise = None
-        if hit == 0 and not ladder:
+        if hit == 0 and not ladder and pattern is None:
             rise = latency_rise(ctx, callers, fig, f["start"], f["end"] or f["start"])
-        if rise is not None:
+        rose = pattern is not None and hit == 0 and not ladder and pattern.rose(th.impact_latency_ratio)
+        if rise is not None or rose:
             felt = "medium"  # under the SLO, but the callers waited several times their baseline: felt
         # the rule that set it, named: '176 of the 177 … slowed' read as a reason for high where the 22 s it
         # lasted (under impact_high_min_s) was what kept it medium (lab seqs-16)
-        short = felt == "medium" and rise is None and hit >= th.impact_high_share * n
+        short = felt == "medium" and rise is None and not rose and hit >= th.impact_high_share * n
+        them = "them" if f.beats else "it"
         said = (
             f"none of the {n:,} requests in flight during it failed or broke the SLO, but the callers' "
             f"{rise['words']}"
             if rise is not None
-            else f"{hit:,} of the {n:,} requests in flight during it were slowed or failed{by}"
+            else f"none of the {n:,} requests in flight during {them} failed or broke the SLO, but the callers' "
+            f"latency rose {th.impact_latency_ratio:g}× or more"
+            if rose
+            else f"{hit:,} of the {n:,} requests in flight during {them} were slowed or failed{by}"
             + (
-                f", but it lasted {dur:.0f} s, under the {th.impact_high_min_s:g} s a high one must last "
-                "(impact_high_min_s)"
+                f", but {'they' if f.beats else 'it'} lasted {dur:.0f} s, under the {th.impact_high_min_s:g} s a "
+                "high one must last (impact_high_min_s)"
                 if short
                 else f", under {th.impact_high_share:.0%} of them (impact_high_share)"
-                if felt == "medium" and rise is None
+                if felt == "medium" and rise is None and not rose
                 else ""
             )
         )
-        if felt == "high" == f["severity"]:  # kept high: the facts that make it so, as a lowered one has them
+        rule = (
+            "impact_none"
+            if felt == "low"
+            else "impact_latency"
+            if rise is not None or rose
+            else "impact_short"
+            if short
+            else "impact_high"
+            if felt == "high"
+            else "impact_share"
+        )
+        if felt == "high":
             said += f" over {dur:.0f} s"
-            f["evidence"] += f"; severity high by its impact: {said}"
-        elif SEVERITY.index(felt) > SEVERITY.index(f["severity"]):
+        if pattern is not None:  # every beat's cost, each latency on its clock, whatever the rule read
+            f["evidence"] += f"; {pattern.words()}"
+        if SEVERITY.index(felt) >= SEVERITY.index(f["severity"]) or rise is not None:
+            # kept high by the facts that make it so, lowered, or kept medium by what the callers felt of it
+            told = felt == f["severity"] == "medium" and rise is None and not rose
+            if not told:
+                f["evidence"] += f"; severity {felt} by its impact: {said}"
             f["severity"] = felt
-            f["evidence"] += f"; severity {felt} by its impact: {said}"
-        elif rise is not None:  # kept at its class's medium: the evidence says what the callers felt of it
-            f["evidence"] += f"; severity {felt} by its impact: {said}"
+        else:  # felt more than its class says: impact never raises it
+            rule = "class_kept"
+            said += f": the impact of a {felt} one, kept at its class's {f['severity']}"
+        f.severity_by = Severity(
+            f["severity"],
+            rule,
+            said,
+            tuple(_impact_facts(f, hit, n, dur, rise) + (pattern.facts() if pattern else [])),
+            {
+                "impact_high_share": th.impact_high_share,
+                "impact_high_min_s": th.impact_high_min_s,
+                "impact_latency_ratio": th.impact_latency_ratio,
+            },
+            tuple(pattern.missing() if pattern else ()),
+        )
+
+
+def _slowed(ctx: Context, req: pl.DataFrame) -> pl.Expr:
+    """measure's 'slowed': ended ok with the callers' TTFT or any e2e above the SLO."""
+    late = pl.lit(False)
+    if "ttft_s" in req.columns:
+        callers = (pl.col("origin") != "gateway").fill_null(True) if "origin" in req.columns else pl.lit(True)
+        late = late | ((pl.col("ttft_s") > ctx.slo.ttft_s) & callers).fill_null(False)
+    if "e2e_s" in req.columns:
+        late = late | (pl.col("e2e_s") > ctx.slo.e2e_s).fill_null(False)
+    return (pl.col("outcome") == "ok") & late
+
+
+def _impact_facts(f: Finding, hit: int, n: int, dur: float, rise: dict | None) -> list[Fact]:
+    out = [
+        # counts of the logical requests (the callers' records, else the gateway's): no one source to name
+        Fact("failed", f["failed_requests"], None, None, "requests"),
+        Fact("slowed", f["slowed_requests"], None, None, "requests"),
+        Fact("requests_in_flight", n, None, None, "requests"),
+        Fact("slowed_or_failed_share", round(hit / n, 4) if n else None, None, None, "share"),
+        Fact("under_pressure_s", round(dur, 3), None, None, "seconds"),
+    ]
+    if rise is not None:
+        c = rise["clock"]
+        out += [
+            Fact(f"{rise['figure']}_p95_during", rise["p95_s"], "client_records", c, "s"),
+            Fact(f"{rise['figure']}_p95_before", rise["baseline_p95_s"], "client_records", c, "s"),
+        ]
+    return out
 
 
 # What the severity cap under unknown impact applies to: the findings whose severity is their class's (a regime of
@@ -157,11 +226,23 @@ def unknown_impact(found: list) -> None:
             else "no request records in flight during it"
         )
         said = f"impact on callers unknown: {why}"
+        was = f.severity_by
         if SEVERITY.index(f["severity"]) < SEVERITY.index(UNKNOWN_CAP):
             f["evidence"] += f"; severity {UNKNOWN_CAP}, not {f['severity']} by its class: {said}"
             f["severity"] = UNKNOWN_CAP
+            rule = "impact_unknown"
         elif f["severity"] == UNKNOWN_CAP:  # a low one claims no impact (and says its own 'not observed')
             f["evidence"] += f"; {said}"
+            rule = "class"
+        else:
+            continue
+        f.severity_by = Severity(
+            f["severity"],
+            rule,
+            f"{was.said}; {said}" if was is not None else said,
+            tuple(was.facts) if was is not None else (),
+            missing=(f"the callers' records in flight during it ({why})",),
+        )
 
 
 def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> dict | None:

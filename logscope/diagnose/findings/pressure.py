@@ -8,9 +8,11 @@ import polars as pl
 
 from ... import clock
 from .. import latency_named, preemption_count
+from ..claims import Fact
 from ..context import Context
 from ..episode_claim import AS_FAR, cut_by_end
 from ..records import Episode, Finding
+from ..severity import Severity
 from . import kv_load, queue_cause, retry_share
 from .kv_admitted import preemption_words, swapped
 from .record import make_finding, num, pct, requests_phrase, state_phrase
@@ -264,4 +266,14 @@ def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) 
         else None
     )
     cause, nt = (cause + told[0], told[1]) if told is not None else (cause, nt)
-    return make_finding(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
+    f = make_finding(sev, title, symptom, "; ".join(e for e in ev if e), cause, nt, ep, kind="pressure")
+    f.severity_by = Severity(sev, "class", CLASS_SAID[cls], (Fact("class", cls, "engine_log"),))
+    return f
+
+
+# what each class says of a pressure finding's severity before its impact is read (findings.impact)
+CLASS_SAID = {
+    "sustained": "a regime that did not recover while its load lasted: high",
+    "recurring": "spikes that each recovered, coming back at one load: medium",
+    "spike": "one spike that recovered: medium",
+}

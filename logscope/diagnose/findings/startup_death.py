@@ -123,7 +123,7 @@ def finding(ctx: Context, ep: Episode, c: dict, when: str, ev: list[str]) -> Fin
     """The finding of a start-up death no memory error, step timeout, silent kill or silent engine exit explains
     (those keep their own); None for any other death."""
     from .engine_exit import silent_exit
-    from .platform import unknown_killer
+    from .raised import killer_words
 
     if (
         not c["at_startup"]
@@ -131,9 +131,14 @@ def finding(ctx: Context, ep: Episode, c: dict, when: str, ev: list[str]) -> Fin
         or silent_exit(ctx, ep, c)
     ):
         return None
+    from .raised import of as raised_of
+
     born = of(ctx, ep, c)
-    if born.signal != "SIGILL":  # SIGILL: the CPU ended it, no killer to look for
-        ev = [*ev, unknown_killer(ctx, ep)]
+    if (
+        born.signal != "SIGILL"
+    ):  # SIGILL: the CPU ended it, no killer to look for; nor a raised error of its own
+        ev = [*ev, killer_words(ctx, ep)]
+    own = raised_of(ctx, ep) if born.signal != "SIGILL" else None  # the raised line's facts beside its own
     return make_finding(
         "critical",
         f"Engine died at start-up, before serving any request, at {when}",
@@ -143,5 +148,5 @@ def finding(ctx: Context, ep: Episode, c: dict, when: str, ev: list[str]) -> Fin
         born.next_test(),
         ep,
         kind="crash",
-        facts=born.facts(),
+        facts=born.facts() + (own.facts() if own is not None else []),
     )
