@@ -124,9 +124,9 @@ def test_a_graceful_stop_says_whether_the_start_after_it_is_the_same_server(
         ), name
 
 
-def test_kill_without_restart_what_is_read_today(analyzed, rendered):
-    """Callers' outcomes and the requests sent after the log ends, as the raw files give them. (No death is read
-    here yet; that reading is the lead's branch's, and is not asserted either way.)"""
+def test_kill_without_restart_callers_and_the_raw_facts(analyzed, rendered):
+    """Callers' outcomes and the requests sent after the log ends, as the raw files give them (the death these facts
+    give is tests/test_refused_death.py's)."""
     run = need(LAB / "kill-norestart")
     out, s, _ = analyzed(run)
     log = (run / "vllm-server.log").read_text(errors="replace").splitlines()
@@ -139,6 +139,9 @@ def test_kill_without_restart_what_is_read_today(analyzed, rendered):
     access = (run / "nginx-access.log").read_text()
     assert (access.count(" status=502 "), access.count(" status=200 ")) == (285, 131)
     assert s["server_lifecycle"]["starts"] == 1
+    assert [(d["kinds"], d["ts"]) for d in s["server_lifecycle"]["deaths"]] == [
+        (["silent"], "2026-12-07T14:09:39.000Z")
+    ]
     seen = {o["outcome"]: o["requests"] for o in s["outcomes"]["by_status"]}
     assert seen == {"error": 95, "ok": 130, "truncated": 1}
     said = "95 of 226 logical requests never reached vLLM (95 sent after the server log ends (14:09:39))"
