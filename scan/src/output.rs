@@ -168,7 +168,14 @@ impl Compiled {
 
     /// The value of field `i` of a line kind `k` matched: its span in the line, or a lookup's in `text` (the lookup
     /// text: `lookup_text`; the last lookup of the field when several name it), None where it took none.
-    fn value<'a>(&self, k: usize, i: usize, line: &'a [u8], text: &'a [u8], spans: &Spans) -> Option<&'a [u8]> {
+    fn value<'a>(
+        &self,
+        k: usize,
+        i: usize,
+        line: &'a [u8],
+        text: &'a [u8],
+        spans: &Spans,
+    ) -> Option<&'a [u8]> {
         match self.lookups[k].iter().rev().find(|l| l.slot == i) {
             Some(l) => lookup::find(l, text).map(|(a, b)| &text[a..b]),
             None => {
