@@ -157,27 +157,32 @@ impl Compiled {
         table
     }
 
-    /// The value of every field of a line kind `k` matched (its span in the line, a lookup's in the text lookups
-    /// read, which `buf` may hold), None where it took none.
-    fn values<'a>(
+    /// The text kind `k`'s lookups read in a line it matched (`buf` may hold it): the line itself when it has none.
+    fn lookup_text<'a>(&self, k: usize, line: &'a [u8], spans: &Spans, buf: &'a mut Vec<u8>) -> &'a [u8] {
+        if self.lookups[k].is_empty() {
+            line
+        } else {
+            lookup::text(line, spans, self.outside[k].as_ref(), buf)
+        }
+    }
+
+    /// The value of field `i` of a line kind `k` matched: its span in the line, or a lookup's in `text` (the lookup
+    /// text: `lookup_text`; the last lookup of the field when several name it), None where it took none.
+    fn value<'a>(
         &self,
         k: usize,
+        i: usize,
         line: &'a [u8],
+        text: &'a [u8],
         spans: &Spans,
-        buf: &'a mut Vec<u8>,
-    ) -> Vec<Option<&'a [u8]>> {
-        let mut out: Vec<Option<&'a [u8]>> = spans
-            .iter()
-            .map(|&(a, b)| (a != u32::MAX).then(|| &line[a as usize..b as usize]))
-            .collect();
-        let looks = &self.lookups[k];
-        if !looks.is_empty() {
-            let text = lookup::text(line, spans, self.outside[k].as_ref(), buf);
-            for l in looks {
-                out[l.slot] = lookup::find(l, text).map(|(a, b)| &text[a..b]);
+    ) -> Option<&'a [u8]> {
+        match self.lookups[k].iter().rev().find(|l| l.slot == i) {
+            Some(l) => lookup::find(l, text).map(|(a, b)| &text[a..b]),
+            None => {
+                let (a, b) = spans[i];
+                (a != u32::MAX).then(|| &line[a as usize..b as usize])
             }
         }
-        out
     }
 
     /// Each line's kind (null: none) and fields (null where its kind has none, or did not take that part).
@@ -203,9 +208,11 @@ impl Compiled {
             let k = first_match_into(&self.kinds, line, &mut spans);
             kind.push(k.map(|k| k as i64));
             let Some(k) = k else { continue };
-            let vals = self.values(k, line, &spans, &mut buf);
-            for (i, col) in cols.iter_mut().enumerate() {
-                let value = vals[i];
+            let text = self.lookup_text(k, line, &spans, &mut buf);
+            // only the fields this kind may give: the others stay null, written as runs (`filled`)
+            for &i in &self.used[k] {
+                let col = &mut cols[i];
+                let value = self.value(k, i, line, text, &spans);
                 if value.is_none() && self.fields[i].pairs.is_none() {
                     continue;
                 }
@@ -254,14 +261,15 @@ impl Compiled {
         let mut cols = self.columns();
         let mut spans = vec![(u32::MAX, u32::MAX); n];
         let mut buf = Vec::new();
+        let mut filled = vec![0usize; n]; // per field: the rows written so far
         for (r, line) in lines.iter().enumerate() {
             let Some(k) = first_match_into(&self.kinds, line, &mut spans) else {
                 kind.push(None);
                 continue;
             };
             kind.push(Some(k as i64));
-            let vals = self.values(k, line, &spans, &mut buf);
-            let value = |i: usize| vals[i];
+            let text = self.lookup_text(k, line, &spans, &mut buf);
+            let value = |i: usize| self.value(k, i, line, text, &spans);
             let convs = &self.convs[k];
             let split = self.splits[k].as_ref().filter(|s| !s.fields.is_empty());
             let lists: Vec<Option<Items>> = split.map_or_else(Vec::new, |s| {
@@ -277,11 +285,16 @@ impl Compiled {
             });
             let longest = lists.iter().flatten().map(Vec::len).max();
             for j in 0..longest.unwrap_or(1) {
+                let at_row = row.values.len();
                 row.push(Some(r as i64));
                 item.push(Some(j as i64));
                 items.push(split.map(|_| longest.unwrap_or(0) as i64));
                 marked.push(Some(lists.iter().any(|l| item_at(l, j).is_some_and(|(_, m)| *m))));
-                for (i, col) in cols.iter_mut().enumerate() {
+                // only the fields this kind may give: the others stay null, written as runs (`filled`)
+                for &i in &self.used[k] {
+                    let col = &mut cols[i];
+                    col.push_nulls(at_row - filled[i]);
+                    filled[i] = at_row + 1;
                     match split.and_then(|s| s.fields.iter().position(|&f| f == i)) {
                         Some(at) => col.push(
                             item_at(&lists[at], j).map(|(v, _)| v.as_slice()),
@@ -291,6 +304,10 @@ impl Compiled {
                     }
                 }
             }
+        }
+        let total = row.values.len();
+        for (col, done) in cols.iter_mut().zip(filled) {
+            col.push_nulls(total - done);
         }
         let mut kinds = Table::default();
         kinds.add("kind", Column::I64(kind));

@@ -39,6 +39,7 @@ pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
         spans: std::mem::take(spans),
         budget: budget(line),
         choice: false,
+        saves: SAVES.take(),
     };
     let matched = match m.fast(&kind.steps, 0) {
         Fast::Ok(_) => true,
@@ -50,7 +51,14 @@ pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
         }
     };
     *spans = m.spans;
+    m.saves.clear();
+    SAVES.set(m.saves);
     matched
+}
+
+thread_local! {
+    /// The possessive attempt's stack of saved spans, kept from line to line (not allocated for each).
+    static SAVES: std::cell::Cell<Spans> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Match one kind against a line: the fields' spans when it matches.
@@ -81,6 +89,7 @@ pub fn prefix_end(steps: &[Step], text: &[u8]) -> Option<usize> {
         spans: Vec::new(),
         budget: budget(text),
         choice: false,
+        saves: Vec::new(),
     };
     match m.fast(steps, 0) {
         Fast::Ok(end) => return Some(end),
@@ -103,6 +112,7 @@ pub fn first_end(kinds: &[Kind], line: &[u8]) -> Option<usize> {
             spans: Vec::new(),
             budget: budget(line),
             choice: false,
+            saves: Vec::new(),
         };
         let mut end = None;
         m.seq(&kind.steps, 0, &mut |_, p| {
@@ -126,6 +136,7 @@ pub fn find_all(kinds: &[Kind], line: &[u8]) -> Vec<(usize, usize)> {
                 spans: Vec::new(),
                 budget: budget(line),
                 choice: false,
+                saves: Vec::new(),
             };
             let mut end = None;
             if m.seq(&kind.steps, at, &mut |_, p| {

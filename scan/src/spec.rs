@@ -44,6 +44,9 @@ pub struct Compiled {
     /// per kind: its fields found by a key (`lookup`), and the text they are looked up in
     pub lookups: Vec<Vec<Lookup>>,
     pub outside: Vec<Option<Outside>>,
+    /// per kind: the fields it may give a value (a capture or a lookup), in slot order; a line's other fields are
+    /// null, so the scan touches only these (a format's kinds each hold a few of its many fields)
+    pub used: Vec<Vec<usize>>,
 }
 
 /// A field every kind that holds it names alike, of one type; a field of `name="value"` pairs also gives its kept
@@ -345,6 +348,10 @@ pub fn compile(kinds: &Bound<'_, PyAny>) -> PyResult<Compiled> {
     // kinds compiled before a later field was added: that field is none of theirs
     let n = b.fields.len();
     convs.iter_mut().for_each(|c| c.resize(n, None));
+    let used = convs
+        .iter()
+        .map(|c| (0..n).filter(|&i| c[i].is_some()).collect())
+        .collect();
     Ok(Compiled {
         kinds: out,
         fields: b.fields,
@@ -352,5 +359,6 @@ pub fn compile(kinds: &Bound<'_, PyAny>) -> PyResult<Compiled> {
         splits,
         lookups,
         outside,
+        used,
     })
 }

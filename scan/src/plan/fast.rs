@@ -2,7 +2,7 @@
 //! continuations; only a failure after a step with another way to match goes back to backtracking (`matcher`).
 
 use super::class::{is_boundary, lit_at};
-use super::matcher::{Matcher, Spans, quoted_end};
+use super::matcher::{Matcher, quoted_end};
 use super::starts::tried;
 use super::step::Step;
 
@@ -65,25 +65,25 @@ impl Matcher<'_> {
                     None => return self.failed(),
                 },
                 Step::Opt { steps: inner, caps } => match self.sub(inner, pos, *caps) {
-                    (Fast::Ok(p), _) => {
+                    Fast::Ok(p) => {
                         pos = p;
                         self.choice = true; // leaving it out is another way
                     }
-                    (Fast::Fail, saved) => self.restore(saved),
-                    (Fast::Unknown, _) => return Fast::Unknown,
+                    Fast::Fail => {}
+                    Fast::Unknown => return Fast::Unknown,
                 },
                 Step::Alt { alts, caps, starts } => {
                     let mut matched = None;
                     for i in tried(starts, alts.len(), line, pos) {
                         let alt = &alts[i];
                         match self.sub(alt, pos, *caps) {
-                            (Fast::Ok(p), _) => {
+                            Fast::Ok(p) => {
                                 self.choice |= i + 1 < alts.len();
                                 matched = Some(p);
                                 break;
                             }
-                            (Fast::Fail, saved) => self.restore(saved),
-                            (Fast::Unknown, _) => return Fast::Unknown,
+                            Fast::Fail => {}
+                            Fast::Unknown => return Fast::Unknown,
                         }
                     }
                     match matched {
@@ -100,17 +100,13 @@ impl Matcher<'_> {
                     let mut count = 0;
                     while count < *max {
                         match self.sub(inner, pos, *caps) {
-                            (Fast::Ok(p), _) if p != pos => {
+                            Fast::Ok(p) if p != pos => {
                                 pos = p;
                                 count += 1;
                                 self.choice |= count > *min; // stopping before it is another way
                             }
-                            (Fast::Ok(_), _) => break,
-                            (Fast::Fail, saved) => {
-                                self.restore(saved);
-                                break;
-                            }
-                            (Fast::Unknown, _) => return Fast::Unknown,
+                            Fast::Ok(_) | Fast::Fail => break,
+                            Fast::Unknown => return Fast::Unknown,
                         }
                     }
                     if count < *min {
@@ -165,24 +161,27 @@ impl Matcher<'_> {
         }
     }
 
-    /// The spans as they were before a nested sequence that failed (none saved: it captures nothing).
-    fn restore(&mut self, saved: Spans) {
-        if !saved.is_empty() {
-            self.spans = saved;
-        }
-    }
-
     fn failed(&self) -> Fast {
         if self.choice { Fast::Unknown } else { Fast::Fail }
     }
 
     /// A nested sequence tried on its own: its result (a failure judged by its own choices only: the steps before
-    /// it are not tried again by the part that contains it), and the spans as they were before it.
-    fn sub(&mut self, steps: &[Step], pos: usize, caps: bool) -> (Fast, Spans) {
-        let saved = if caps { self.spans.clone() } else { Vec::new() };
+    /// it are not tried again by the part that contains it), the spans as they were before it when it failed (kept
+    /// on the matcher's stack of saved spans while it runs: no allocation per attempt).
+    fn sub(&mut self, steps: &[Step], pos: usize, caps: bool) -> Fast {
+        let mark = self.saves.len();
+        if caps {
+            self.saves.extend_from_slice(&self.spans);
+        }
         let outer = std::mem::replace(&mut self.choice, false);
         let got = self.fast(steps, pos);
         self.choice |= outer;
-        (got, saved)
+        if caps {
+            if matches!(got, Fast::Fail) {
+                self.spans.copy_from_slice(&self.saves[mark..]);
+            }
+            self.saves.truncate(mark);
+        }
+        got
     }
 }

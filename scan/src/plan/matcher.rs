@@ -25,6 +25,7 @@ pub(super) struct Matcher<'a> {
     pub(super) spans: Spans,
     pub(super) budget: u32,
     pub(super) choice: bool, // the possessive attempt (`fast`) passed a step that had another way to match
+    pub(super) saves: Spans, // the possessive attempt's stack of spans saved before a nested part (`fast::sub`)
 }
 
 impl Matcher<'_> {

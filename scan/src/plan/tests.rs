@@ -132,6 +132,7 @@ fn by_backtracking(k: &Kind, line: &str, n: usize) -> Option<Vec<(u32, u32)>> {
         spans: vec![UNSET; n],
         budget: budget(line.as_bytes()),
         choice: false,
+        saves: Vec::new(),
     };
     m.seq(&k.steps, 0, &mut |_, _| true).then_some(m.spans)
 }
