@@ -9,8 +9,9 @@ step is.
 from __future__ import annotations
 
 from .. import __version__
-from ..report.fmt import clean, iso
+from ..report.fmt import clean, fnum, iso
 from . import after, gateway, moves, noise, profile, reach, settings, trade, traffic, verdict
+from .precision import seconds
 from .runs import Run
 
 SCHEMA_VERSION = "1.1"
@@ -153,7 +154,7 @@ def _lasted_apart(sc: dict) -> str | None:
     n = next((r for r in sc["metrics"] if r["name"] == "requests"), None)
     if n is None or not _apart(n["a"], n["b"]) or not _apart(d.get("a"), d.get("b")):
         return None
-    return f"{d['a']:g} s in A, {d['b']:g} s in B ({n['a']} and {n['b']} requests)"
+    return f"{fnum(seconds(d['a']))} s in A, {fnum(seconds(d['b']))} s in B ({n['a']} and {n['b']} requests)"
 
 
 def _duration(s: traffic.Step) -> float | None:
@@ -197,7 +198,8 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
             sc, r
         )  # that follows another load in each run which ran into it, is no test of the change
         after.apply(sc, b)
-    load = profile.load(t_rows, alike, steps)  # a whole-run latency mixes the steps in each run's proportions
+    # a whole-run latency, success share or SLO mixes the steps in each run's proportions
+    load = profile.load(t_rows, alike, steps)
     held = profile.apply(whole, load, VOLUME)
     engines = engines_apart(rows)
     if engines:
@@ -225,10 +227,17 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     if not shared:
         lines.append(verdict.nothing_shared(whole["metrics"]))
     elif not identical:
-        lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
+        lines += [
+            ln
+            for ln in (
+                verdict.slo_line(whole, steps, slo, profile.slo_held(whole, load)),
+                verdict.boundary_line(bd),
+            )
+            if ln
+        ]
         lines += [ln for ln in [verdict.control_line(steps, changed)] if ln]
         lines += [t for t in (td["text"], rt and rt["text"]) if t]
-        lines += [ln for ln in [profile.line(whole, load, len(steps))] if ln]
+        lines += [ln for ln in [profile.line(whole, load, len(steps), VOLUME)] if ln]
         moved = verdict.movement_line(result, good, bad)
         if held and result == "no movement":  # a latency did move, but is not judged over these whole runs
             moved = "Of the figures judged over the whole runs, none moved beyond the sampling noise."
@@ -260,7 +269,13 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
             "engines": list(engines) if engines else None,
         },
         "settings": rows,
-        "traffic": {"a": ta, "b": tb, "differences": t_rows, "alike": alike, "tolerance": traffic.TOLERANCE},
+        "traffic": {
+            "a": traffic.shown(ta),
+            "b": traffic.shown(tb),
+            "differences": t_rows,
+            "alike": alike,
+            "tolerance": traffic.TOLERANCE,
+        },
         "steps": steps,
         "unmatched_steps": {"a": [s.label for s in only_a], "b": [s.label for s in only_b]},
         "whole": whole,
