@@ -114,7 +114,7 @@ VOLUME = (
 QUEUE_GAUGES = ("waiting_max", "waiting_mean", "queue_mean_s")
 
 
-def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) -> None:
+def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None], engine: str | None) -> None:
     """Moves whose object lacks what 'better' needs are shown, not judged. A count of the whole runs when their
     traffic differs: 186 -> 343 completed said 'better' of a calm run at 1/s against a crash at c=8. vLLM's
     executions per logical request below 1: requests that never reached it (the crash's 199 answered 502 by the
@@ -134,7 +134,8 @@ def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) ->
             if low:
                 told = [(k, below_one.get(k.lower())) for k in low]
                 said = "; ".join(f"{k}: {t}" if len(low) > 1 else str(t) for k, t in told if t)
-                why = f"below 1 in {' and '.join(low)} ({said or 'requests that never reached vLLM'}): no work saved"
+                never = f"requests that never reached {engine or 'the engine'}"
+                why = f"below 1 in {' and '.join(low)} ({said or never}): no work saved"
         if why:
             r["direction"] = None
             r["noise"] = f"{r['noise']}; not judged: {why}"
@@ -181,18 +182,19 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     pairs, only_a, only_b = traffic.match(sa, sb)
     wa, wb = traffic.windows(ra, sa), traffic.windows(rb, sb)
     changed = [r for r in rows if r["counted"]]
+    eng = settings.engine_name([ra, rb])  # the rows name it ('SGLang executions per logical request')
     steps, reaches, befores = [], [], []
     for x, y in pairs:
         fa, fb = moves.figures(ra, x, wa[x.key]), moves.figures(rb, y, wb[y.key])
-        sc = scope(x.label, moves.compare(fa, fb, x.key), fa, fb, slo)
+        sc = scope(x.label, moves.compare(fa, fb, x.key, eng), fa, fb, slo)
         lasted = {"a": _duration(x), "b": _duration(y)}  # a count over a step grows with its length
         steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value, "duration_s": lasted})
         reaches.append(reach.reach(changed, fa, fb))
         befores.append(after.after(sa, sb, x, y, fa, fb))
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
-    whole = scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
+    whole = scope("whole run", moves.compare(fa, fb, "whole", eng), fa, fb, slo)
     for sc in (whole, *steps):
-        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)})
+        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)}, eng)
     for sc, r, b in zip(steps, reaches, befores, strict=True):  # a step where the one change cannot act, or
         reach.apply(
             sc, r
@@ -208,7 +210,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     bd = verdict.boundary(steps)
     # a trade is read only off one change on the same traffic: between two incidents it would be a coincidence
     comparable = len(changed) <= 1 and alike is not False and not engines
-    td = trade.trade(whole["metrics"], steps) if comparable else trade.trade([], [])
+    td = trade.trade(whole["metrics"], steps, engine=eng) if comparable else trade.trade([], [])
     rt = trade.retry_trade(whole["metrics"], steps) if comparable else None
     result, good, bad = verdict.movement(whole["metrics"])
     lines = [verdict.comparability(changed, unknown, t_rows, alike)]
