@@ -12,7 +12,7 @@ tests/data/pairs) the whole-run latencies are judged as before, and the verdict 
 from __future__ import annotations
 
 import pytest
-from compare_helpers import reader_text
+from compare_helpers import metric_row, reader_text
 
 from conftest import DATA
 from logscope.api import compare
@@ -250,3 +250,35 @@ def test_whole_run_success_and_slo_are_judged_when_the_load_matches(
     assert "not judged between the runs" not in _outputs(res)
     share = next(r for r in doc["whole"]["metrics"] if r["name"] == "success_share")
     assert "not judged" not in share["noise"]
+
+
+@pytest.mark.parametrize(("a", "b"), [("traced-1r", "traced-2r-kill"), ("traced-2r-kill", "traced-1r")])
+def test_whole_run_counts_are_not_judged_when_only_the_steps_lengths_differ(a, b, lab_out, tmp_path):
+    """traced-1r's 2/s ran 180 s, traced-2r-kill's 360 s: the traffic alike (one step, the same shapes) but not the
+    load, and 'better in B: completed ok 303 → 582; worse: preemptions 5 → 1,543' counted twice the time. (Of the
+    lab's pairs this one alone has alike traffic and another profile.)"""
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    doc = res["doc"]
+    load = doc["whole"]["load"]
+    assert doc["traffic"]["alike"] is True and load["matched"] is False
+    counts = {
+        "completed": (303, 582),
+        "preemptions": (5, 1543),
+        "waiting_max": (0, 119),
+    }  # truth: 303 and 582 ok
+    for name, (va, vb) in counts.items():
+        row = metric_row(doc, name)
+        assert (row["a"], row["b"]) == ((va, vb) if a == "traced-1r" else (vb, va))
+        assert row["direction"] is None and f"not judged: {load['text']}: " in row["noise"], name
+    assert not any(v.startswith("Over the whole runs") for v in doc["verdict"])
+    assert "Of the figures judged over the whole runs, none moved beyond the sampling noise." in reader_text(
+        res
+    )
+
+
+def test_whole_run_counts_are_judged_when_the_load_matches(lab_out, tmp_path):
+    """seqs-16 against seqs-8, one bench of the same steps: 289 preemptions → 0 is still 'better'."""
+    doc = compare(lab_out("seqs-16"), lab_out("seqs-8"), tmp_path / "c")["doc"]
+    assert doc["whole"]["load"]["matched"] is True
+    row = metric_row(doc, "preemptions")
+    assert (row["a"], row["b"], row["direction"]) == (289, 0, "better")

@@ -114,17 +114,28 @@ VOLUME = (
 QUEUE_GAUGES = ("waiting_max", "waiting_mean", "queue_mean_s")
 
 
-def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None], engine: str | None) -> None:
+def _unjudged(
+    sc: dict, alike: bool | None, below_one: dict[str, str | None], engine: str | None, load: profile.Load
+) -> None:
     """Moves whose object lacks what 'better' needs are shown, not judged. A count of the whole runs when their
     traffic differs: 186 -> 343 completed said 'better' of a calm run at 1/s against a crash at c=8. vLLM's
     executions per logical request below 1: requests that never reached it (the crash's 199 answered 502 by the
-    gateway), no work saved, yet 1 -> 0.64 read 'better' (in a step too, where analyze's reason is the whole run's)."""
+    gateway), no work saved, yet 1 -> 0.64 read 'better' (in a step too, where analyze's reason is the whole run's).
+    A count or a queue of the whole runs when the traffic is alike but the load profiles differ (``load``):
+    traced-1r's 2/s for 180 s against traced-2r-kill's for 360 s read 'better in B: completed ok 303 -> 582'."""
+    other = sc["label"] == "whole run" and alike is not False and load.matched is False
     for r in sc["metrics"]:
         if r["direction"] not in ("better", "worse"):
             continue
         why = None
         if r["name"] in VOLUME and alike is False and sc["label"] == "whole run":
             why = "the traffic differs: it grows with the load each run was given, no better or worse"
+        elif r["name"] in VOLUME and other:
+            why = f"{load.text}: it grows with the load each run was given, no better or worse"
+        elif r["name"] in QUEUE_GAUGES and other and r["beyond_noise"] is None:
+            why = (
+                f"{load.text}: a queue grows with the load each run was given, and its noise is not estimated"
+            )
         elif r["name"] in VOLUME and r["unit"] == "count" and (lasted := _lasted_apart(sc)):
             why = f"the step lasted {lasted}: a count grows with the time it ran, no better or worse"
         elif r["name"] in QUEUE_GAUGES and alike is False and r["beyond_noise"] is None:
@@ -193,15 +204,15 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         befores.append(after.after(sa, sb, x, y, fa, fb))
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
     whole = scope("whole run", moves.compare(fa, fb, "whole", eng), fa, fb, slo)
+    # a whole-run latency, success share, SLO or count mixes the steps in each run's proportions
+    load = profile.load(t_rows, alike, steps)
     for sc in (whole, *steps):
-        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)}, eng)
+        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)}, eng, load)
     for sc, r, b in zip(steps, reaches, befores, strict=True):  # a step where the one change cannot act, or
         reach.apply(
             sc, r
         )  # that follows another load in each run which ran into it, is no test of the change
         after.apply(sc, b)
-    # a whole-run latency, success share or SLO mixes the steps in each run's proportions
-    load = profile.load(t_rows, alike, steps)
     held = profile.apply(whole, load, VOLUME)
     engines = engines_apart(rows)
     if engines:
