@@ -322,8 +322,8 @@ METHOD = [
     "as Poisson counts (|B − A| > 2·√(A + B)); server gauges and exact means not estimated.",
     f"Traffic: alike when the steps are the same and prompt / max_tokens means (and, in an open loop, "
     f"the arrival rate) are within {traffic.TOLERANCE * 100:.0f} %.",
-    "Whole runs: a whole-run latency mixes the steps in each run's proportions, so it is judged only when the "
-    f"load profiles match (the same steps, each with its requests or its length within "
-    f"{traffic.TOLERANCE * 100:.0f} %, and the traffic alike); else it is shown, not judged, and the verdict says "
-    "what differs.",
+    "Whole runs: a whole-run latency, success share, executions per request, count or SLO mixes the steps in each "
+    "run's proportions, so it is judged only when the load profiles match (the same steps, each with its requests "
+    f"or its length within {traffic.TOLERANCE * 100:.0f} %, and the traffic alike); else it is shown, not judged, "
+    "and the verdict says what differs.",
 ]
