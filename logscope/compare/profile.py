@@ -120,7 +120,8 @@ def _mixes(r: dict, volume: tuple[str, ...]) -> bool:
 
 def apply(whole: dict, ld: Load, volume: tuple[str, ...]) -> bool:
     """Whole-run latencies, success share and executions per request are shown, not judged, unless the load
-    profiles match; True when one had been (``ld.held`` names them)."""
+    profiles match; True when one had been (``ld.held`` names them). ``ld.slo`` says why the SLO over the whole
+    runs is not judged between them."""
     if not ld.matched:
         for r in whole["metrics"]:
             if _mixes(r, volume) and r["direction"] in ("better", "worse"):
@@ -181,9 +182,15 @@ def slo_held(whole: dict, ld: Load) -> str | None:
     on = whole.get("slo_judged_on") or {}
     keys = [k for k in (on.get("ttft"), on.get("e2e"), "success_share") if k in rows]
 
-    def said(k: str) -> str:
-        got = whole["slo_failed"][k] if not met[k] else keys
-        figs = ", ".join(f"{rows[n]['title']} {_side(rows[n], k)}" for n in got if rows[n][k] is not None)
-        return f"{k.upper()} {'meets' if met[k] else 'misses'} it" + (f" ({figs})" if figs else "")
+    def said(
+        side: str,
+    ) -> str:  # a run that misses it: the figures that failed; one that meets it: all of them
+        got = keys if met[side] else whole["slo_failed"][side]
+        figs = ", ".join(
+            f"{rows[n]['title']} {_side(rows[n], side)}"
+            for n in got
+            if n in rows and rows[n][side] is not None
+        )
+        return f"{side.upper()} {'meets' if met[side] else 'misses'} it" + (f" ({figs})" if figs else "")
 
     return f"{said('a')}; {said('b')}: {ld.slo}."
