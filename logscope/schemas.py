@@ -624,8 +624,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "client_attempts": (I, "client attempts"),
         "gateway_requests": (I, "gateway requests matched"),
         "gateway_attempts": (I, "upstream attempts made by the gateway"),
-        "server_requests": (I, "vLLM requests matched"),
-        "server_aborted": (I, "vLLM requests of it that were aborted"),
+        "server_requests": (I, "engine requests matched (vLLM's, SGLang's or TGI's)"),
+        "server_aborted": (I, "engine requests of it that were aborted"),
         "server_gen_s": (F, "total seconds the server spent on it (all executions)"),
         "preempted": (B, "named by a V0 preemption warning; null when the log cannot say (V1)"),
         "ttft_s": (F, "time to first token as the client saw it"),
@@ -633,7 +633,8 @@ TABLES: dict[str, dict[str, Column]] = {
         "latency_clock": (
             S,
             "the clock ttft_s and e2e_s are on: client (what the caller measured) | gateway (its access log: the "
-            "request's span, the upstream's header time) | engine (vLLM's own lines); null when the row has neither",
+            "request's span, the upstream's header time) | engine (the engine's own lines: vLLM, SGLang, TGI); null when "
+            "the row has neither",
         ),
         "latency_source": (
             S,
@@ -761,15 +762,15 @@ TABLES: dict[str, dict[str, Column]] = {
         "client_attempts": (I, "client attempts sent"),
         "client_retries": (I, "client retries sent"),
         "gateway_retries": (I, "extra upstream attempts made by the gateway"),
-        "server_requests": (I, "vLLM requests received"),
-        "server_aborts": (I, "vLLM aborts"),
+        "server_requests": (I, "engine requests received (vLLM's, SGLang's or TGI's)"),
+        "server_aborts": (I, "engine aborts"),
         "amplification": (
             F,
             "server executions of the logical requests started in the window / those requests",
         ),
         "inflight_client": (F, "mean client attempts in flight"),
         "inflight_gateway": (F, "mean gateway requests in flight"),
-        "inflight_server": (F, "mean vLLM requests in flight"),
+        "inflight_server": (F, "mean engine requests in flight"),
         "running_max": (F, "max running"),
         "running_mean": (F, "mean running"),
         "waiting_max": (F, "max waiting"),

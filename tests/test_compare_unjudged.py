@@ -65,6 +65,7 @@ def test_counts_of_runs_given_other_traffic_are_not_better(lab_out, tmp_path, a,
     )
     verdict = " ".join(terminal_lines(doc))
     assert row["title"] not in verdict  # neither among the better nor among the worse
-    # what the callers felt is still judged: the success share
+    # the success share mixes the two loads' steps as well (logscope.compare.profile): shown, named, not judged
     share = metric_row(doc, "success_share")
-    assert share["direction"] in ("better", "worse") and share["title"] in verdict
+    assert share["direction"] is None and "not judged: the load differs (" in share["noise"]
+    assert "Over the whole runs, better" not in verdict and "Over the whole runs, worse" not in verdict

@@ -61,8 +61,8 @@ METRICS = (
     Metric("engine_e2e_p95", "e2e p95 (engine)", "lower", "s", "p95", ENGINE),
     Metric("queue_p95", "queue time p95 (engine)", "lower", "s", "p95", ENGINE),
     Metric("queue_mean_s", "queue time, mean (engine)", "lower", "s", None, ENGINE),
-    Metric("span_ttft_p95", "TTFT p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
-    Metric("span_queue_p95", "queue time p95 (vLLM's spans, clock engine)", "lower", "s", "p95", ENGINE),
+    Metric("span_ttft_p95", "TTFT p95 ({owner} spans, clock engine)", "lower", "s", "p95", ENGINE),
+    Metric("span_queue_p95", "queue time p95 ({owner} spans, clock engine)", "lower", "s", "p95", ENGINE),
     Metric("ttft_outside_s", "callers' TTFT beyond the engine's (means)", "lower", "s", "means", "client − engine"),
     Metric("preemptions", "preemptions", "lower", "count", "count", ENGINE),
     Metric("waiting_max", "waiting, max", "lower", "count", None, ENGINE),
@@ -71,11 +71,12 @@ METRICS = (
     Metric("throughput_tps", "output tokens/s", "higher", "tps"),
     Metric("client_retries", "client retries", "lower", "count", "count", CLIENT),
     Metric("gateway_retries", "gateway retries", "lower", "count", "count", GATEWAY),
-    Metric("amplification", "vLLM executions per logical request", "lower", "x", "mean"),
+    Metric("amplification", "{engine} executions per logical request", "lower", "x", "mean"),
     Metric("orphaned", "orphaned executions", "lower", "count", "count"),
     Metric("orphan_s", "orphaned generation (s)", "lower", "s"),
 )  # fmt: skip
 BY_NAME = {m.name: m for m in METRICS}
+
 # the engine's histogram figures: (metric name, histogram, statistic)
 HIST = (("engine_ttft_p95", "ttft", "p95"), ("engine_e2e_p95", "e2e", "p95"), ("queue_p95", "queue", "p95"),
         ("queue_mean_s", "queue", "mean"))  # fmt: skip
@@ -340,9 +341,10 @@ def _throughput(ok: pl.DataFrame) -> float | None:
     return num(float(t.sum()) / span) if span > 0 else None
 
 
-def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
+def compare(fa: Figures, fb: Figures, scope: str, named: str | None = None) -> list[dict]:
     """One row per figure: A, B (each with its clock and source), the change, whether it is beyond the noise,
-    and which way is better. A figure whose clock differs between the runs is shown, never compared."""
+    and which way is better. A figure whose clock differs between the runs is shown, never compared. ``named``:
+    the runs' one engine (settings.engine_name), named in the rows' titles."""
     rows = []
     for m in METRICS:
         a, b = fa.values[m.name], fb.values[m.name]
@@ -350,7 +352,7 @@ def compare(fa: Figures, fb: Figures, scope: str) -> list[dict]:
         clock_a, clock_b = ma.get("clock", m.clock), mb.get("clock", m.clock)
         row: dict = {
             "name": m.name,
-            "title": m.title,
+            "title": sources.titled(m.title, named),
             "unit": m.unit,
             "better": m.better,
             "clock": clock_a if clock_a == clock_b or b is None else (clock_b if a is None else None),

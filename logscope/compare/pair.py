@@ -9,8 +9,9 @@ step is.
 from __future__ import annotations
 
 from .. import __version__
-from ..report.fmt import clean, iso
+from ..report.fmt import clean, fnum, iso
 from . import after, gateway, moves, noise, profile, reach, settings, trade, traffic, verdict
+from .precision import seconds
 from .runs import Run
 
 SCHEMA_VERSION = "1.1"
@@ -113,17 +114,28 @@ VOLUME = (
 QUEUE_GAUGES = ("waiting_max", "waiting_mean", "queue_mean_s")
 
 
-def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) -> None:
+def _unjudged(
+    sc: dict, alike: bool | None, below_one: dict[str, str | None], engine: str | None, load: profile.Load
+) -> None:
     """Moves whose object lacks what 'better' needs are shown, not judged. A count of the whole runs when their
     traffic differs: 186 -> 343 completed said 'better' of a calm run at 1/s against a crash at c=8. vLLM's
     executions per logical request below 1: requests that never reached it (the crash's 199 answered 502 by the
-    gateway), no work saved, yet 1 -> 0.64 read 'better' (in a step too, where analyze's reason is the whole run's)."""
+    gateway), no work saved, yet 1 -> 0.64 read 'better' (in a step too, where analyze's reason is the whole run's).
+    A count or a queue of the whole runs when the traffic is alike but the load profiles differ (``load``):
+    traced-1r's 2/s for 180 s against traced-2r-kill's for 360 s read 'better in B: completed ok 303 -> 582'."""
+    other = sc["label"] == "whole run" and alike is not False and load.matched is False
     for r in sc["metrics"]:
         if r["direction"] not in ("better", "worse"):
             continue
         why = None
         if r["name"] in VOLUME and alike is False and sc["label"] == "whole run":
             why = "the traffic differs: it grows with the load each run was given, no better or worse"
+        elif r["name"] in VOLUME and other:
+            why = f"{load.text}: it grows with the load each run was given, no better or worse"
+        elif r["name"] in QUEUE_GAUGES and other and r["beyond_noise"] is None:
+            why = (
+                f"{load.text}: a queue grows with the load each run was given, and its noise is not estimated"
+            )
         elif r["name"] in VOLUME and r["unit"] == "count" and (lasted := _lasted_apart(sc)):
             why = f"the step lasted {lasted}: a count grows with the time it ran, no better or worse"
         elif r["name"] in QUEUE_GAUGES and alike is False and r["beyond_noise"] is None:
@@ -133,7 +145,8 @@ def _unjudged(sc: dict, alike: bool | None, below_one: dict[str, str | None]) ->
             if low:
                 told = [(k, below_one.get(k.lower())) for k in low]
                 said = "; ".join(f"{k}: {t}" if len(low) > 1 else str(t) for k, t in told if t)
-                why = f"below 1 in {' and '.join(low)} ({said or 'requests that never reached vLLM'}): no work saved"
+                never = f"requests that never reached {engine or 'the engine'}"
+                why = f"below 1 in {' and '.join(low)} ({said or never}): no work saved"
         if why:
             r["direction"] = None
             r["noise"] = f"{r['noise']}; not judged: {why}"
@@ -153,7 +166,7 @@ def _lasted_apart(sc: dict) -> str | None:
     n = next((r for r in sc["metrics"] if r["name"] == "requests"), None)
     if n is None or not _apart(n["a"], n["b"]) or not _apart(d.get("a"), d.get("b")):
         return None
-    return f"{d['a']:g} s in A, {d['b']:g} s in B ({n['a']} and {n['b']} requests)"
+    return f"{fnum(seconds(d['a']))} s in A, {fnum(seconds(d['b']))} s in B ({n['a']} and {n['b']} requests)"
 
 
 def _duration(s: traffic.Step) -> float | None:
@@ -180,24 +193,26 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     pairs, only_a, only_b = traffic.match(sa, sb)
     wa, wb = traffic.windows(ra, sa), traffic.windows(rb, sb)
     changed = [r for r in rows if r["counted"]]
+    eng = settings.engine_name([ra, rb])  # the rows name it ('SGLang executions per logical request')
     steps, reaches, befores = [], [], []
     for x, y in pairs:
         fa, fb = moves.figures(ra, x, wa[x.key]), moves.figures(rb, y, wb[y.key])
-        sc = scope(x.label, moves.compare(fa, fb, x.key), fa, fb, slo)
+        sc = scope(x.label, moves.compare(fa, fb, x.key, eng), fa, fb, slo)
         lasted = {"a": _duration(x), "b": _duration(y)}  # a count over a step grows with its length
         steps.append(sc | {"key": x.key, "mode": x.mode, "value": x.value, "duration_s": lasted})
         reaches.append(reach.reach(changed, fa, fb))
         befores.append(after.after(sa, sb, x, y, fa, fb))
     fa, fb = moves.figures(ra, None), moves.figures(rb, None)
-    whole = scope("whole run", moves.compare(fa, fb, "whole"), fa, fb, slo)
+    whole = scope("whole run", moves.compare(fa, fb, "whole", eng), fa, fb, slo)
+    # a whole-run latency, success share, SLO or count mixes the steps in each run's proportions
+    load = profile.load(t_rows, alike, steps)
     for sc in (whole, *steps):
-        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)})
+        _unjudged(sc, alike, {"a": _below_one(ra), "b": _below_one(rb)}, eng, load)
     for sc, r, b in zip(steps, reaches, befores, strict=True):  # a step where the one change cannot act, or
         reach.apply(
             sc, r
         )  # that follows another load in each run which ran into it, is no test of the change
         after.apply(sc, b)
-    load = profile.load(t_rows, alike, steps)  # a whole-run latency mixes the steps in each run's proportions
     held = profile.apply(whole, load, VOLUME)
     engines = engines_apart(rows)
     if engines:
@@ -206,7 +221,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     bd = verdict.boundary(steps)
     # a trade is read only off one change on the same traffic: between two incidents it would be a coincidence
     comparable = len(changed) <= 1 and alike is not False and not engines
-    td = trade.trade(whole["metrics"], steps) if comparable else trade.trade([], [])
+    td = trade.trade(whole["metrics"], steps, engine=eng) if comparable else trade.trade([], [])
     rt = trade.retry_trade(whole["metrics"], steps) if comparable else None
     result, good, bad = verdict.movement(whole["metrics"])
     lines = [verdict.comparability(changed, unknown, t_rows, alike)]
@@ -225,10 +240,17 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     if not shared:
         lines.append(verdict.nothing_shared(whole["metrics"]))
     elif not identical:
-        lines += [ln for ln in (verdict.slo_line(whole, steps, slo), verdict.boundary_line(bd)) if ln]
+        lines += [
+            ln
+            for ln in (
+                verdict.slo_line(whole, steps, slo, profile.slo_held(whole, load)),
+                verdict.boundary_line(bd),
+            )
+            if ln
+        ]
         lines += [ln for ln in [verdict.control_line(steps, changed)] if ln]
         lines += [t for t in (td["text"], rt and rt["text"]) if t]
-        lines += [ln for ln in [profile.line(whole, load, len(steps))] if ln]
+        lines += [ln for ln in [profile.line(whole, load, len(steps), VOLUME)] if ln]
         moved = verdict.movement_line(result, good, bad)
         if held and result == "no movement":  # a latency did move, but is not judged over these whole runs
             moved = "Of the figures judged over the whole runs, none moved beyond the sampling noise."
@@ -260,7 +282,13 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
             "engines": list(engines) if engines else None,
         },
         "settings": rows,
-        "traffic": {"a": ta, "b": tb, "differences": t_rows, "alike": alike, "tolerance": traffic.TOLERANCE},
+        "traffic": {
+            "a": traffic.shown(ta),
+            "b": traffic.shown(tb),
+            "differences": t_rows,
+            "alike": alike,
+            "tolerance": traffic.TOLERANCE,
+        },
         "steps": steps,
         "unmatched_steps": {"a": [s.label for s in only_a], "b": [s.label for s in only_b]},
         "whole": whole,
@@ -294,8 +322,8 @@ METHOD = [
     "as Poisson counts (|B − A| > 2·√(A + B)); server gauges and exact means not estimated.",
     f"Traffic: alike when the steps are the same and prompt / max_tokens means (and, in an open loop, "
     f"the arrival rate) are within {traffic.TOLERANCE * 100:.0f} %.",
-    "Whole runs: a whole-run latency mixes the steps in each run's proportions, so it is judged only when the "
-    f"load profiles match (the same steps, each with its requests or its length within "
-    f"{traffic.TOLERANCE * 100:.0f} %, and the traffic alike); else it is shown, not judged, and the verdict says "
-    "what differs.",
+    "Whole runs: a whole-run latency, success share, executions per request, count or SLO mixes the steps in each "
+    "run's proportions, so it is judged only when the load profiles match (the same steps, each with its requests "
+    f"or its length within {traffic.TOLERANCE * 100:.0f} %, and the traffic alike); else it is shown, not judged, "
+    "and the verdict says what differs.",
 ]

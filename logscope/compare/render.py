@@ -19,9 +19,13 @@ from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum, pct
 from . import charts
+from .precision import figures
 from .sources import CLOCK_TEXT, SOURCE_TEXT
 
 DIRECTION_CLASS = {"better": "better", "worse": "worse"}
+# a count's mean (waiting, mean: a gauge of whole requests sampled at scrapes) or a ratio of counts (executions
+# per request) to three significant digits (logscope.compare.precision), not the 34.778 three decimals gave
+MEANS = ("count", "x")
 
 
 def dumps(doc: dict) -> str:
@@ -44,6 +48,8 @@ def value(x: Any, unit: str | None = None) -> str:
         return f"{fnum(x, 3)} s"
     if unit == "tps" and isinstance(x, int | float):
         return f"{round(x):,}"  # tokens per second over a step of seconds: a whole token is its precision
+    if unit in MEANS and isinstance(x, float):
+        return fnum(figures(x), 3)
     if isinstance(x, int | float):
         return fnum(x, 3)
     return str(x)
@@ -68,7 +74,8 @@ def change(r: dict) -> str:
     rel = f" ({r['change_rel'] * 100:+.0f}\u00a0%)" if r.get("change_rel") is not None and ch else ""
     sign = "+" if ch > 0 else ""
     unit = "\u00a0s" if r["unit"] == "s" else ""
-    return f"{sign}{f'{round(ch):,}' if r['unit'] == 'tps' else fnum(ch, 3)}{unit}{rel}"
+    said = f"{round(ch):,}" if r["unit"] == "tps" else fnum(figures(ch) if r["unit"] in MEANS else ch, 3)
+    return f"{sign}{said}{unit}{rel}"
 
 
 def where(r: dict) -> str:
@@ -184,7 +191,11 @@ def view(doc: dict) -> dict:
             for s in doc["steps"]
         ],
         "traffic": [
-            {"name": k, "a": value(doc["traffic"]["a"][k]), "b": value(doc["traffic"]["b"][k])}
+            {
+                "name": k,
+                "a": value(doc["traffic"]["a"][k], "s" if k == "load_s" else None),
+                "b": value(doc["traffic"]["b"][k], "s" if k == "load_s" else None),
+            }
             for k in doc["traffic"]["a"]
         ],
         "rose": [

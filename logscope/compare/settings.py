@@ -101,7 +101,7 @@ def _last(ev: pl.DataFrame, kind: str) -> pl.DataFrame:
     return ev.filter(pl.col("kind") == kind).sort(["ts", "seq"], nulls_last=False)
 
 
-ENGINE_KINDS = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINE_KINDS = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
 
 
 def engine_kind(run: Run) -> str | None:
@@ -115,6 +115,13 @@ def engine_kind(run: Run) -> str | None:
                 return ENGINE_KINDS.get(k, k)
     ev = run.table("server_events")
     return "vLLM" if ev.height and (ev["kind"] == "version").any() else None
+
+
+def engine_name(runs: list[Run]) -> str | None:
+    """The one engine whose records the runs' server figures came from ('SGLang'); None when the runs' engines
+    differ or none is known, and the figures are said to be the engine's."""
+    known = {k for k in (engine_kind(r) for r in runs) if k}
+    return known.pop() if len(known) == 1 else None
 
 
 def server(run: Run) -> tuple[dict, dict, list[str]]:

@@ -109,3 +109,11 @@ def between(df: pl.DataFrame, lo, hi, col: str = "ts_start") -> pl.DataFrame:
     if lo is None or hi is None or df.height == 0:
         return df
     return df.filter((pl.col(col) >= lo) & (pl.col(col) < hi))
+
+
+def titled(title: str, engine: str | None) -> str:
+    """A title naming the engine whose records gave the figure ('SGLang executions per logical request'), or
+    'engine' where the runs' engines differ or are unknown: a vLLM label on a TGI run's row named the wrong one."""
+    return title.replace("{engine}", engine or "engine").replace(
+        "{owner}", f"{engine}'s" if engine else "the engine's"
+    )

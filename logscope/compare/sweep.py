@@ -288,21 +288,22 @@ def _label_of(mode: str):
 def _ends(runs, figs, keys, labels, alike, swept) -> dict:
     """The trade between the sweep's two ends, as a pair's (only on the same traffic)."""
     a, b = runs[0], runs[-1]
+    eng = settings.engine_name(runs)
     steps = []
     for k in keys:
         fa, fb = figs[a.label][k], figs[b.label][k]
-        sc = {"label": labels[k].label, "metrics": moves.compare(fa, fb, k)}
+        sc = {"label": labels[k].label, "metrics": moves.compare(fa, fb, k, eng)}
         # the two ends as a pair: a step where the setting cannot act between them is no test of it
         reach.apply(sc, _reach(swept, [], [a, b], {a.label: fa, b.label: fb}))
         steps.append(sc)
-    whole = moves.compare(figs[a.label]["whole"], figs[b.label]["whole"], "whole")
+    whole = moves.compare(figs[a.label]["whole"], figs[b.label]["whole"], "whole", eng)
     ends = ("A", "B")
     if swept:
         ends = (
             f"{swept['name']} {verdict.as_configured(swept['values'][a.label.lower()])}",
             f"{swept['name']} {verdict.as_configured(swept['values'][b.label.lower()])}",
         )
-    td = trade.trade(whole, steps, ends) if alike is not False and swept else trade.trade([], [])
+    td = trade.trade(whole, steps, ends, eng) if alike is not False and swept else trade.trade([], [])
     text = td["text"]
     if text and swept:
         text = f"From {ends[0]} to {ends[1].removeprefix(swept['name'] + ' ')}: {text[0].lower()}{text[1:]}"

@@ -10,7 +10,7 @@ missing from the folders is said to be missing, never taken as "no rise".
 from __future__ import annotations
 
 from ..report.fmt import fnum, pct
-from .sources import CLOCK_TEXT, SOURCE_TEXT
+from .sources import CLOCK_TEXT, SOURCE_TEXT, titled
 
 PREEMPT_MIN = 10  # fewer preemptions in the run that had more: not a change worth a trade
 PREEMPT_FALL = 0.25  # ... nor a fall (or rise) of less than this share, even beyond the noise
@@ -95,8 +95,8 @@ def rises(
 
 # how a sentence names each watched figure: its clock in its words (callers', gateway's, engine's)
 SAID = {
-    "queue_p95": "vLLM's queue time p95",
-    "queue_mean_s": "vLLM's mean queue time",
+    "queue_p95": "{owner} queue time p95",
+    "queue_mean_s": "{owner} mean queue time",
     "ttft_p95": "the callers' TTFT p95",
     "engine_ttft_p95": "the engine's TTFT p95",
     "ttft_outside_s": "the callers' TTFT beyond the engine's (means)",
@@ -112,7 +112,7 @@ def _clock_missing(whole: list[dict], names: tuple[str, str] = ("A", "B")) -> li
     out = []
     for name, what, then in (
         ("ttft_p95", "the callers' TTFT", "the wait before the engine cannot be compared"),
-        ("queue_p95", "vLLM's queue-time histogram", "the engine's queue cannot be compared"),
+        ("queue_p95", "{owner} queue-time histogram", "the engine's queue cannot be compared"),
     ):
         r = _row(whole, name)
         if r is None:
@@ -122,7 +122,7 @@ def _clock_missing(whole: list[dict], names: tuple[str, str] = ("A", "B")) -> li
             q = _row(whole, "queue_mean_s")
             if q is not None and q["a"] is not None and q["b"] is not None:
                 continue  # its mean (_sum / _count) still shows the queue
-            what = "vLLM's queue time"
+            what = "{owner} queue time"
         if not a and not b:
             out.append(f"{what} is not in either folder: {then}")
         elif a != b:
@@ -174,10 +174,19 @@ def _front(scopes: list[tuple[str, list[dict]]], rose: dict[str, list[dict]]) ->
     return None
 
 
-def trade(whole: list[dict], steps: list[dict], names: tuple[str, str] = ("A", "B")) -> dict:
+def trade(
+    whole: list[dict], steps: list[dict], names: tuple[str, str] = ("A", "B"), engine: str | None = None
+) -> dict:
     """The trade object the verdict and the pages render: preemptions' change, the latencies that moved the
     other way (by scope), the clocks missing, and the sentence. ``names``: the two runs as the sentence calls
-    them (a sweep's ends are its values, not A and B)."""
+    them (a sweep's ends are its values, not A and B); ``engine``: the runs' one engine, named in the sentence."""
+    out = _trade(whole, steps, names)
+    out["missing"] = [titled(m, engine) for m in out["missing"]]
+    out["text"] = titled(out["text"], engine) if out["text"] else out["text"]
+    return out
+
+
+def _trade(whole: list[dict], steps: list[dict], names: tuple[str, str]) -> dict:
     scopes = [("whole run", whole)] + [(f"step {s['label']}", s["metrics"]) for s in _reached(steps)]
     order = {scope: i for i, (scope, _) in enumerate(scopes)}
     pre = preemption_change(whole)

@@ -16,6 +16,7 @@ import polars as pl
 
 from ..report.fmt import num
 from ..scalars import float_or_none, time_or_none
+from . import precision
 from .counters import increase
 from .runs import Run
 
@@ -176,6 +177,14 @@ def describe(run: Run, st: list[Step]) -> dict:
     }
 
 
+def shown(d: dict) -> dict:
+    """describe's figures to the digits their data holds (logscope.compare.precision), for compare's outputs."""
+    return d | {k: (precision.seconds if k == "load_s" else precision.figures)(d[k]) for k in ROUNDED}
+
+
+ROUNDED = ("arrival_rate", "load_s", "prompt_tokens_mean", "max_tokens_mean")
+
+
 def _rel(a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
         return None
@@ -202,8 +211,8 @@ def differences(a: dict, b: dict) -> tuple[list[dict], bool | None]:
             rows.append(
                 {
                     "name": k,
-                    "a": a[k],
-                    "b": b[k],
+                    "a": precision.figures(a[k]),
+                    "b": precision.figures(b[k]),
                     "note": f"differs by {d * 100:.0f} % (tolerance {TOLERANCE * 100:.0f} %)",
                 }
             )

@@ -182,7 +182,9 @@ def as_configured(v: Any) -> str:
     return fnum(v) if isinstance(v, float) else str(v)
 
 
-def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
+def slo_line(whole: dict, steps: list[dict], slo: dict, held: str | None = None) -> str | None:
+    """The SLO over the whole run and the steps where one run met it and the other not; ``held``: each run's
+    result when the loads differ (profile.slo_held), not judged between them."""
     a, b = whole["meets_slo"]["a"], whole["meets_slo"]["b"]
     flips = [
         (s["label"], s["meets_slo"]["a"], s["meets_slo"]["b"])
@@ -199,6 +201,8 @@ def slo_line(whole: dict, steps: list[dict], slo: dict) -> str | None:
     if lost:
         steps_txt += f" B misses it at {', '.join(lost)} where A met it."
     head = f"SLO ({slo_text(slo)}) over the whole run{_judged_on(whole.get('slo_judged_on') or {}, slo)}: "
+    if held:
+        return head + held + steps_txt
     if a is None or b is None:
         why = whole.get("slo_undecided") or {}
         a_why, b_why = why.get("a") or [], why.get("b") or []
