@@ -186,3 +186,18 @@ def test_a_calm_hour_beside_keeps_the_steps_reading(tmp_path, where):
     assert (top["concurrency"], top["slo_status"], top["before_death_requests"]) == (16, "censored", 143)
     assert top["slo_not_judged"] == SAID
     assert lad["working_boundary"]["concurrency"] == 4 and lad["broke_first_at_next_step"]["first"] == "death"
+
+
+def test_the_ladder_tables_words_wrap(analyzed):
+    """The step's reasons (died, broke, not judged) are words, wrapped in their cell: in a right-aligned nowrap figure
+    cell traced-ladder-kill's 'died' ran past a 1,024 px screen and pushed every figure after it off the page."""
+    import re
+
+    out, s, _ = analyzed(need(LAB / KILL))
+    page = (out / "report.html").read_text()
+    table = page[page.index('id="ladder"') :]
+    table = table[: table.index("</table>")]
+    died = s["ladder"]["steps"][2]["died"]
+    cells = re.findall(r'<td class="(\w+)">([^<]*)</td>', table)
+    assert ("words", died.replace("'", "&#39;")) in cells or ("words", died) in cells
+    assert {c for c, text in cells if text in ("16", "346")} == {"num"}

@@ -44,6 +44,10 @@ LADDER_COLS = (
     "slo_not_judged", "pressure",
 )  # fmt: skip
 
+# the columns that hold words (why a step broke, died or was not judged): wrapped, so one long reason does not push
+# every figure off a 1,024 px screen
+LADDER_TEXT = frozenset({"broke", "died", "slo_undecided", "slo_not_judged", "pressure"})
+
 __all__ = ["render", "build", "context", "dumps"]
 
 
@@ -313,6 +317,7 @@ def _ladder_view(summary: dict) -> dict:
     # a histogram's p95 as its bucket ('1–2.5 s'), not its interpolation's false precision
     return {
         "ladder_cols": cols,
+        "ladder_text": [c for c in cols if c in LADDER_TEXT],
         "ladder_rows": [
             [s.get(f"{c}_bucket") or fmt.keyed(s.get(c), c) or s.get(c) for c in cols] for s in steps
         ],
