@@ -32,6 +32,7 @@ import polars as pl
 
 from logscope.numbers import to_int
 
+from . import _carry
 from . import _lexicon as lexicon
 from ._common import UVICORN_ACCESS, UVICORN_LEVEL, ascii_classes, carried_times, local_to_utc
 from ._sglang_requests import JSON_TS, REQUEST_LINE, requests
@@ -147,13 +148,9 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     stats = _stats(df, ctx, state)
     access = _access(df, ctx)
     reqs = requests(df, ctx)
-    carry = state.pop("carry", None)
-    frame = pl.concat([carry, df], how="vertical_relaxed") if carry is not None else df
-    if frame.height:  # the last record may go on in the next chunk
-        last = frame["rec"][-1]
-        state["carry"] = frame.filter(pl.col("rec") == last)
-        frame = frame.filter(pl.col("rec") != last)
-    events = _events(frame, ctx)
+    # the last record may go on in the next chunk (or the next file of a rotated set: it keeps its file's name)
+    records = _carry.hold(_carry.resume(df, ctx, state), ctx, state)
+    events = _carry.named_events(_events, records, ctx)
     ev = [e for e in (access, events) if e.height]
     tables = {
         "server_stats": stats,
@@ -183,10 +180,10 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
-    carry = state.pop("carry", None)
-    if carry is None or carry.height == 0:
+    carry, named = _carry.finished(ctx, state)
+    if carry is None:
         return None
-    return ChunkResult(tables={"server_events": _events(carry, ctx)})
+    return ChunkResult(tables={"server_events": _events(carry, named)})
 
 
 # ---- rows ---------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import polars as pl
 
 from logscope.numbers import to_int
 
+from . import _carry
 from . import _lexicon as lexicon
 from ._common import ascii_classes, carried_times
 from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
@@ -126,29 +127,25 @@ def detect(head: list[str]) -> float:
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
     df = _rows(lines, state)
     reqs = _requests(df, ctx)
-    carry = state.pop("carry", None)
-    frame = pl.concat([carry, df], how="vertical_relaxed") if carry is not None else df
-    if frame.height:  # the last record may go on in the next chunk
-        last = frame["rec"][-1]
-        state["carry"] = frame.filter(pl.col("rec") == last)
-        frame = frame.filter(pl.col("rec") != last)
+    # the last record may go on in the next chunk (or the next file of a rotated set: it keeps its file's name)
+    records = _carry.hold(_carry.resume(df, ctx, state), ctx, state)
     # a header line, a line of a record one opened, or (before the first header) a traceback's line
     ok = pl.col("stamp").is_not_null() | (pl.col("rec") > 0) | pl.col("msg").str.contains(_TB)
     notes = []
     if bool(df["ts_inferred"].any()):
         notes.append("TGI lines without a stamp (a forwarded traceback) take the time of the line before")
     return ChunkResult(
-        tables={"server_request_events": reqs, "server_events": _events(frame, ctx)},
+        tables={"server_request_events": reqs, "server_events": _carry.named_events(_events, records, ctx)},
         recognized=df.select(ok.fill_null(False).alias("ok"))["ok"],
         assumptions=notes,
     )
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
-    carry = state.pop("carry", None)
-    if carry is None or carry.height == 0:
+    carry, named = _carry.finished(ctx, state)
+    if carry is None:
         return None
-    return ChunkResult(tables={"server_events": _events(carry, ctx)})
+    return ChunkResult(tables={"server_events": _events(carry, named)})
 
 
 def _rows(lines: pl.DataFrame, state: dict) -> pl.DataFrame:

@@ -66,11 +66,13 @@ def copy_shifted(src: Path, dest: Path, delta: timedelta, rename=None) -> None:
                 continue
         out = dest / rel
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(
-            shift_text(p.read_text(encoding="utf-8", errors="surrogateescape"), delta),
-            encoding="utf-8",
-            errors="surrogateescape",
-        )
+        # newline="": every byte but the times as the program wrote it. Text mode's universal newlines turned vLLM's
+        # CR-ended record lines into CR-less ones and its progress bars' lone CRs into new lines: a calm log laid
+        # after a real one read as another writer's, its start-up banner cut into one-line records (no version)
+        with open(p, encoding="utf-8", errors="surrogateescape", newline="") as f:
+            text = f.read()
+        with open(out, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
+            f.write(shift_text(text, delta))
 
 
 def copy(src: Path, dest: Path) -> None:

@@ -67,7 +67,9 @@ COPY_KEY_LINES = 50
 _WHOLE = "whole file"  # in the key of a file shorter than COPY_KEY_LINES
 COPY_NOTE = "every line of it is in "  # how a copy's message starts (files.parquet, the CLI's note)
 _YEAR = re.compile(r"(?<![\d.])(20\d\d)[-/](0[1-9]|1[0-2])[-/](0[1-9]|[12]\d|3[01])[T ]\d\d:\d\d")
-_EPOCH = re.compile(r"(?<![\d.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\d])")
+# a whole token: the digits inside a hash are no time (vLLM 0.32's compile cache path, '...ef914b818a1821178711dbe...',
+# read alone as 2027-09-17: traced-ladder-kill's log took the year 2027)
+_EPOCH = re.compile(r"(?<![\w.])(1[5-9]\d{8})(?:\.\d+|\d{3})?(?![\dA-Fa-f])")
 # ctime with its year ('[Fri Aug 30 11:43:09 2024]': dmesg -T): a line holding one has its time, so a number after
 # it (a GPU's 'Board Serial Number: 1650423013443') is never taken for an epoch
 _CTIME_YEAR = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
