@@ -114,3 +114,33 @@ def test_two_servers_dying_in_one_stream_are_no_crash_loop(tmp_path_factory, ana
     assert not s["verdict"][1].startswith("A crash, down ")
     for name, text in rendered(out, s).items():
         assert lead in text and "(a crash loop)" not in text, name
+
+
+@pytest.mark.parametrize("run", sorted(CASES))
+def test_a_restart_whose_banner_is_lost_is_unknown(tmp_path, analyzed, rendered, run):
+    """The same logs with the new start's banner record (its 'api_utils.py:347' lines: version and model) left out,
+    as a collector that dropped them, or a text-mode copy that split them, leaves the log: the version and model
+    after the restart are not known, so whether it is the same server is unknown and says what is missing. It read
+    'one server restarted: ..., version 0.32.0, model /models/tiny-llama ... before and after' from the start before
+    the death alone."""
+    replica, pid, new_pid, address = CASES[run]
+    lines = (LAB / run / f"{replica}.log").read_bytes().splitlines(keepends=True)
+    banner = f"(APIServer pid={new_pid}) INFO ".encode()
+    kept = [x for x in lines if not (x.startswith(banner) and b"[api_utils.py:347]" in x)]
+    assert len(lines) - len(kept) == 6  # the banner: a blank line, four of art, a blank one
+    (tmp_path / f"{replica}.log").write_bytes(b"".join(kept))
+    out, s, _ = analyzed(tmp_path / f"{replica}.log")
+    [d] = s["server_lifecycle"]["deaths"]
+    same = d["same_server"]
+    assert (same["state"], same["after"]["version"], same["after"]["model"]) == ("unknown", None, None)
+    assert same["missing"] == ["no banner version after the restart", "no banner model after the restart"]
+    said = (
+        "one server restarted or two: unknown (no banner version after the restart; no banner model after the "
+        f"restart); the same log stream ({replica}), address {address}"
+    )
+    assert same["words"].startswith(said)
+    assert "version 0.32.0" not in same["words"]
+    [f] = [f for f in s["findings"] if f["kind"] == "crash"]
+    seen = rendered(out, s)
+    for name in ("summary.md", "report.html"):
+        assert said in seen[name], name

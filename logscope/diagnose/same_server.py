@@ -5,8 +5,10 @@
 replaced pod's logs collected under one name, a port taken over on another host) read the same. Each start prints
 what identifies it: the address it listens on ('Starting vLLM server on http://127.0.0.1:8001'), its version and
 model (the banner), its limits (the non-default args). The start before the death and the one after are compared on
-them: all known and equal is one server restarted; any known on both sides and different is two servers; an
-address missing on either side leaves it unknown and names what was missing.
+them: all known and equal is one server restarted; any known on both sides and different is two servers; the
+address, version or model missing on either side leaves it unknown and names what was missing (a redeploy of another
+model on the same host and port is the case this tells apart). The limits print only where not the default: compared
+where both sides print them, and one printed on one side only is named, not taken as equal.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ ADDRESS = re.compile(r"\bon (https?://\S+)")
 MODEL = re.compile(r"\bmodel\s+(\S+)")
 # (fact, event kind, how it is read from that event's row)
 READS = ("address", "version", "model", "max_num_seqs", "max_model_len")
+NEEDED = ("address", "version", "model")  # what "one server restarted" cannot do without
+_SAID = {
+    "address": "no 'Starting vLLM server on' line",
+    "version": "no banner version",
+    "model": "no banner model",
+}
 
 
 @dataclass(frozen=True)
@@ -35,8 +43,17 @@ class SameServer:
     def words(self) -> str:
         """Why the start after the death is read as it is, in the finding's evidence."""
         known = [
-            f"{k} {self.before[k]}" for k in READS if self.before.get(k) is not None and k not in self.differs
+            f"{k} {self.before[k]}"
+            for k in READS
+            if self.before.get(k) is not None and self.before.get(k) == self.after.get(k)
         ]
+        one_side = [
+            f"{k} {self.before[k] if self.before.get(k) is not None else self.after[k]} "
+            + ("before only" if self.before.get(k) is not None else "after only")
+            for k in READS
+            if (self.before.get(k) is None) != (self.after.get(k) is None) and k not in NEEDED
+        ]
+        also = f"; printed on one side only: {', '.join(one_side)}" if one_side else ""
         if self.state == "two servers":
             changed = ", ".join(f"{k} {self.before[k]} → {self.after[k]}" for k in self.differs)
             return (
@@ -46,10 +63,11 @@ class SameServer:
         if self.state == "unknown":
             return (
                 f"one server restarted or two: unknown ({'; '.join(self.missing)}); the same log stream "
-                f"({self.stream})"
+                f"({self.stream})" + (f", {', '.join(known)} before and after" if known else "") + also
             )
         return (
             f"one server restarted: the same log stream ({self.stream}), {', '.join(known)} before and after"
+            + also
         )
 
     def to_dict(self) -> dict:
@@ -105,9 +123,10 @@ def of(events: pl.DataFrame, replica: str, died: datetime, restart: datetime | N
     before, after = _facts(ev, None, died, last=True), _facts(ev, restart, None, last=False)
     differs = tuple(k for k in READS if None not in (before[k], after[k]) and before[k] != after[k])
     missing = tuple(
-        f"no 'Starting vLLM server on' line {side}"
+        f"{_SAID[k]} {side}"
+        for k in NEEDED
         for side, f in (("before the death", before), ("after the restart", after))
-        if f["address"] is None
+        if f[k] is None
     )
     state = "two servers" if differs else "unknown" if missing else "one server restarted"
     return SameServer(state, replica, before, after, differs, missing)
