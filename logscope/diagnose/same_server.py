@@ -21,6 +21,8 @@ import polars as pl
 
 ADDRESS = re.compile(r"\bon (https?://\S+)")
 MODEL = re.compile(r"\bmodel\s+(\S+)")
+# the args a start prints: non-default args' "'model': '…'" (V1) or Namespace's "model='…'" (V0); not 'model_tag'
+MODEL_ARG = re.compile(r"""(?:'model'\s*:\s*|\bmodel=)'([^']+)'""")
 # (fact, event kind, how it is read from that event's row)
 READS = ("address", "version", "model", "max_num_seqs", "max_model_len")
 NEEDED = ("address", "version", "model")  # what "one server restarted" cannot do without
@@ -104,7 +106,7 @@ def _facts(ev: pl.DataFrame, lo: datetime | None, hi: datetime | None, last: boo
     return {
         "address": first("server_listen", "message", ADDRESS),
         "version": first("version", "version"),
-        "model": first("version", "detail", MODEL),
+        "model": first("version", "detail", MODEL) or first("config", "message", MODEL_ARG),
         "max_num_seqs": first("config", "max_num_seqs"),
         "max_model_len": first("config", "max_model_len"),
     }
@@ -120,7 +122,10 @@ def of(events: pl.DataFrame, replica: str, died: datetime, restart: datetime | N
         (pl.col("replica").fill_null("") == (replica or ""))
         & pl.col("kind").is_in(["server_listen", "version", "config"])
     ).select(cols)
-    before, after = _facts(ev, None, died, last=True), _facts(ev, restart, None, last=False)
+    # after: from the death on, not from the start marker: a start whose banner is lost is timed by a later marker
+    # ('Starting vLLM server on'), and its args line comes before that
+    after = _facts(ev.filter(pl.col("ts") > died), None, None, last=False)
+    before = _facts(ev, None, died, last=True)
     differs = tuple(k for k in READS if None not in (before[k], after[k]) and before[k] != after[k])
     missing = tuple(
         f"{_SAID[k]} {side}"
