@@ -207,3 +207,13 @@ def test_json_output_start_up_in_every_rendering(analyzed, rendered):
     for name, text in rendered(out, s).items():
         assert "nothing shows the server serving" in text, name
         assert why in text or name == "terminal", name
+
+
+def test_json_output_clock_shifted_keeps_the_reading(tmp_path):
+    """The JSON excerpt's stamps moved by one offset (tests/metamorphic.py): the same events, each moved by it."""
+    dest = tmp_path / "shifted"
+    copy_shifted(JSON.parent, dest, SHIFT, rename=lambda rel: rel if rel == JSON.name else None)
+    e0 = _table(_ingest(tmp_path / "a", JSON)[0], "server_events")
+    e1 = _table(_ingest(tmp_path / "b", dest / JSON.name)[0], "server_events")
+    assert e1["kind"].to_list() == e0["kind"].to_list() == ["capacity", "server_ready"]
+    assert (e1["ts"] - e0["ts"]).to_list() == [SHIFT, SHIFT]
