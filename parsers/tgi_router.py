@@ -11,8 +11,12 @@ Upstream (huggingface/text-generation-inference ``router/src/logging.rs``, ``lau
 ``fmt`` layer, full format: an RFC 3339 UTC stamp, the level padded to five, the open spans
 (``name{field=value ...}:name2: ``), the target, the router's ``file:line`` (the launcher writes none), the message,
 the event's fields (``rank=0``); ANSI colours unless LOG_COLORIZE=1 (cut here). A message of several lines (a
-shard's traceback the launcher forwards) goes on raw on the next lines. ``--json-output`` writes JSON instead: not
-read here (the public pastes found of it were cut inside their lines).
+shard's traceback the launcher forwards) goes on raw on the next lines. ``--json-output`` writes one JSON object a
+line instead (tracing-subscriber's JSON: "timestamp", "level", the message at the top (the router) or in "fields"
+(the launcher), "target"); such a line is read as the text line it stands for: the same stamp, level, target and
+message, so the same rules. One real excerpt of it was found whole (tests/data/unseen/tgi-gke-*: the router's
+start-up), none with a request's 'Success' or a shard's death: a JSON line's span fields (the request's times)
+are not read, and its Success gives no request event (its times would be unknown).
 
 Each request the router answers is one 'Success' line at its end (``generate_internal`` / ``generate_stream``),
 its span holding its times, Rust ``Duration`` debug text ('2.458150804s', '13.678487ms', '184.26µs'):
@@ -62,6 +66,9 @@ SAMPLES = [
     "2025-05-26T10:46:34.737206Z ERROR batch{batch_size=1}:prefill:clear_cache{batch_id=Some(620)}:clear_cache{ba"
     "tch_id=Some(620)}: text_generation_router_v3::client: backends/v3/src/client/mod.rs:45: Server error: Unexpect"
     "ed <class 'RuntimeError'>: CUDA error: an illegal memory access was encountered",
+    # tests/data/unseen/tgi-gke-... (TGI 1.4.3 --json-output, https://github.com/IshmeetMehta/llm-on-gke)
+    '{"timestamp":"2024-03-09T05:08:19.961136Z","level":"INFO","message":"Setting max batch total tokens to 133696'
+    '","target":"text_generation_router","filename":"router/src/main.rs","line_number":328}',
 ]
 
 _ANSI = r"\x1b\[[0-9;]*m"
@@ -79,6 +86,12 @@ _TARGET = ascii_classes(
     r"^(?:.*?: )??text_generation_(?:router|launcher|client)[a-z0-9_]*(?:::[a-z0-9_]+)*: "
 )
 _END = ascii_classes(r"\}: text_generation_router[a-z0-9_]*::server: (?:[\w./-]+\.rs:\d+: )?Success$")
+# --json-output: a line of tracing's JSON (a paste may indent it), its target TGI's (anywhere in the line: the
+# launcher's Args message runs long)
+_JSON_HEAD = ascii_classes(
+    r'^\s*\{"timestamp":"\d{4}-\d\d-\d\dT[^"]*Z","level":"(?:TRACE|DEBUG|INFO|WARN|ERROR)",'
+)
+_JSON_TARGET = r'"target":"text_generation_(?:router|launcher|client)[a-z0-9_]*(?:::[a-z0-9_]+)*"'
 # a raw line of a forwarded traceback (a paste may start inside one)
 _TB = ascii_classes(
     r"^(?:\s|Traceback \(most recent call last\)|File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b|Error: \w+$)"
@@ -112,11 +125,13 @@ OOM_BATCH = "oom_batch"  # the kind of a batch's OOM, which TGI survives
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line").str.slice(0, 600).str.replace_all(_ANSI, "")
     hdr = s.str.contains(_HEAD_SPAN)
+    js = s.str.contains(_JSON_HEAD)
     # a request's Success line: its target follows the span's parameters, past the head's first 600 characters
     known = hdr & (
         s.str.replace(_HEAD_SPAN, "").str.contains(_TARGET) | pl.col("line").str.tail(120).str.contains(_END)
     )
-    g = per_head(nonblank(frame, 200), n, known=known.any(), m=(hdr | s.str.contains(_TB)).mean())
+    known = known | js & pl.col("line").str.contains(_JSON_TARGET)
+    g = per_head(nonblank(frame, 200), n, known=known.any(), m=(hdr | js | s.str.contains(_TB)).mean())
     return g.select(pl.when(pl.col("known")).then(0.3 + 0.7 * pl.col("m")).otherwise(0.0)).to_series()
 
 
@@ -152,6 +167,20 @@ def _rows(lines: pl.DataFrame, state: dict) -> pl.DataFrame:
     line = pl.col("line").str.strip_chars_end("\r").str.replace_all(_ANSI, "")
     df = lines.select("line_no", line.alias("line"))
     df = df.with_columns(pl.col("line").str.extract_groups(_HEAD).alias("h")).unnest("h")
+    js = pl.col("line").str.contains(_JSON_HEAD)
+    jv = pl.col("line").str.strip_chars()
+    df = df.with_columns(
+        js.alias("_json"),
+        pl.when(js).then(jv.str.json_path_match("$.timestamp")).alias("_jstamp"),
+        pl.when(js).then(jv.str.json_path_match("$.level")).alias("_jlevel"),
+        pl.when(js).then(jv.str.json_path_match("$.target")).alias("_jtarget"),
+        pl.when(js)
+        .then(pl.coalesce(jv.str.json_path_match("$.fields.message"), jv.str.json_path_match("$.message")))
+        .alias("_jmsg"),
+    )
+    df = df.with_columns(
+        pl.coalesce("_jstamp", "stamp").alias("stamp"), pl.coalesce("_jlevel", "level").alias("level")
+    )
     rest = pl.when(pl.col("stamp").is_not_null()).then(pl.col("line").str.replace(_HEAD_SPAN, ""))
     parts = (pl.lit(": ") + rest).str.splitn(": text_generation_", 2)
     df = df.with_columns(
@@ -163,6 +192,12 @@ def _rows(lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         pl.coalesce("msg", rest, pl.col("line")).alias("msg"),
         pl.when(pl.col("target").is_not_null()).then("spans").alias("spans"),
     )
+    # a JSON line stands for its text line: its target and message (its span fields are not read: see above)
+    df = df.with_columns(
+        pl.when("_json").then("_jtarget").otherwise("target").alias("target"),
+        pl.when("_json").then(pl.coalesce("_jmsg", pl.lit(""))).otherwise("msg").alias("msg"),
+        pl.when("_json").then(None).otherwise("spans").alias("spans"),
+    ).drop("_jstamp", "_jlevel", "_jtarget", "_jmsg")
     own = pl.col("stamp").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", strict=False, time_unit="us")
     return carried_times(df, own.dt.replace_time_zone("UTC"), pl.col("stamp").is_not_null(), state)
 
@@ -181,7 +216,7 @@ def _requests(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     t = pl.col("target")
     done = (pl.col("msg").str.strip_chars() == "Success") & t.str.ends_with("::server")
     failed = pl.col("msg").str.starts_with(_FAILED) & t.str.starts_with("text_generation_router")
-    cand = df.filter(pl.col("stamp").is_not_null() & (done | failed))
+    cand = df.filter(pl.col("stamp").is_not_null() & ~pl.col("_json") & (done | failed))
     if cand.height == 0:
         return pl.DataFrame()
     sp = pl.col("spans")

@@ -23,6 +23,7 @@ OOM = U / "tgi-1356-v1.3-prefill-cuda-oom-client-server-error.log"
 SHARD = U / "tgi-1627-v1.4-launcher-shard-signal-4-cannot-start.log"
 V3 = U / "tgi-2593-v3.0.2-v3-client-illegal-memory-access-clear-cache.log"
 WEB = U / "tgi-2828-dec2024-launcher-four-shards-terminated-webserver-failed.log"
+JSON = U / "tgi-gke-v1.4.3-json-output-router-warmup-capacity-connected.log"
 
 
 def test_a_success_line_is_a_request_timed_on_the_routers_clock(tmp_path):
@@ -177,3 +178,42 @@ def test_the_launchers_exit_after_the_webserver_failed_is_the_death(tmp_path):
         ("engine_dead", _t(2024, 12, 11, 18, 26, 40, 832001), 7, 2, True)
     ]
     assert ev["detail"][0] == "shard terminated rank=2\nError: WebserverFailed"
+
+
+def test_json_output_lines_read_as_their_text_lines(tmp_path):
+    """TGI 1.4.3 with --json-output (a GKE tutorial's `kubectl logs`, indented by its Markdown): the router's
+    'Setting max batch total tokens to 133696' is its capacity and 'Connected' its readiness, at their stamps, as
+    the text lines say; the warm-up and the hostname warning are no event. It was 'no known format' (every
+    format's detection score 0.00)."""
+    out, f = _ingest(tmp_path, JSON)
+    assert (f["format"], f["lines_total"], f["lines_unrecognized"]) == ("tgi_router", 4, 0)
+    ev = _table(out, "server_events")
+    assert ev.select("ts", "kind", "level", "process", "kv_tokens").rows() == [
+        (_t(2024, 3, 9, 5, 8, 19, 961136), "capacity", "INFO", "text_generation_router", 133696),
+        (_t(2024, 3, 9, 5, 8, 19, 961164), "server_ready", "INFO", "text_generation_router", None),
+    ]
+    assert set(ev["engine_kind"]) == {"tgi"}
+    assert _table(out, "server_request_events").height == 0
+
+
+def test_json_output_start_up_in_every_rendering(analyzed, rendered):
+    """A start-up and no request: nothing alarming cannot be said, and the reason names TGI's missing Success
+    lines, in summary.json and every rendering."""
+    out, s, _ = analyzed(JSON)
+    assert s["server_lifecycle"]["deaths"] == []
+    assert s["verdict"][0].startswith("Nothing alarming cannot be said")
+    why = "holds no request's Success line"
+    assert why in str(s)
+    for name, text in rendered(out, s).items():
+        assert "nothing shows the server serving" in text, name
+        assert why in text or name == "terminal", name
+
+
+def test_json_output_clock_shifted_keeps_the_reading(tmp_path):
+    """The JSON excerpt's stamps moved by one offset (tests/metamorphic.py): the same events, each moved by it."""
+    dest = tmp_path / "shifted"
+    copy_shifted(JSON.parent, dest, SHIFT, rename=lambda rel: rel if rel == JSON.name else None)
+    e0 = _table(_ingest(tmp_path / "a", JSON)[0], "server_events")
+    e1 = _table(_ingest(tmp_path / "b", dest / JSON.name)[0], "server_events")
+    assert e1["kind"].to_list() == e0["kind"].to_list() == ["capacity", "server_ready"]
+    assert (e1["ts"] - e0["ts"]).to_list() == [SHIFT, SHIFT]
