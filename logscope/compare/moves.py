@@ -146,13 +146,22 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     if r.height == 0:
         return
     v, smp = f.values, f.samples
-    ok = r.filter(pl.col("outcome") == "ok")
+    # over the requests whose outcome a record states (sources.stated_outcome): an unknown one is no failure
+    stated = r.filter(pl.col("stated_outcome").is_not_null())
+    ok = stated.filter(pl.col("stated_outcome") == "ok")
     clock, source = _mode(r["latency_clock"]), _mode(r["latency_source"])
     v["requests"] = r.height
-    v["completed"] = ok.height
-    smp["success_share"] = (r["outcome"] == "ok").cast(pl.Float64)
     for k in ("completed", "success_share"):
         f.meta[k] = {"clock": clock, "source": source}
+    if stated.height:
+        v["completed"] = ok.height
+        smp["success_share"] = (stated["stated_outcome"] == "ok").cast(pl.Float64)
+        if stated.height < r.height:  # left out of both, and said so
+            for k in ("completed", "success_share"):
+                f.meta[k]["unstated"] = r.height - stated.height
+    else:
+        for k in ("completed", "success_share"):
+            f.meta[k]["missing"] = _no_outcome(r.height)
     # ok answers a failed stream no evidence tied may belong to (requests.mid_stream): a success met is unknown
     maybe = int((ok["mid_stream"] == MAYBE).sum()) if "mid_stream" in ok.columns else 0
     if maybe:
@@ -191,6 +200,14 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     for name, x in _span_samples(run, r).items():  # vLLM's own per-request spans, beside its histograms
         smp[name] = x
         f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
+
+
+def _no_outcome(n: int) -> str:
+    """Why no request's outcome is known: what a record would have had to say."""
+    return (
+        f"no record states the outcome of {'its one request' if n == 1 else f'any of its {n:,} requests'}: no "
+        "caller's or gateway's status or error, and no end the engine logged (a finish, an abort, a failure)"
+    )
 
 
 def _gateway(f: Figures, run: Run, r: pl.DataFrame, whole: bool, lo, hi) -> None:
@@ -398,9 +415,24 @@ def compare(fa: Figures, fb: Figures, scope: str, named: str | None = None) -> l
                 for s, m_ in (("a", ma), ("b", mb))
             }
         row["noise"], row["interval"], row["beyond_noise"] = judge(m, fa, fb, scope, a, b)
+        row["noise"] += _unstated((ma, a), (mb, b))
         row["direction"] = _direction(m, row)
         rows.append(row)
     return rows
+
+
+def _unstated(*sides: tuple[dict, object]) -> str:
+    """What an outcome figure lacks (moves._requests): the records a side's unknown one needed, the requests of
+    unknown outcome a known one left out; '' when nothing."""
+    said = []
+    for s, (m, x) in zip("AB", sides, strict=True):
+        if x is None and m.get("missing"):
+            said.append((s, str(m["missing"])))
+        elif x is not None and m.get("unstated"):
+            said.append((s, f"{m['unstated']:,} of its requests of unknown outcome left out"))
+    if len(said) == 2 and said[0][1] == said[1][1]:
+        return f" (in each: {said[0][1]})"
+    return f" ({'; '.join(f'{s}: {t}' for s, t in said)})" if said else ""
 
 
 GAUGE_MOVE = 0.25  # a figure without a noise estimate (gauges, exact means) counts as moved past this change
