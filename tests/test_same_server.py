@@ -123,7 +123,7 @@ def test_a_restart_whose_banner_is_lost_is_unknown(tmp_path, analyzed, rendered,
     after the restart are not known, so whether it is the same server is unknown and says what is missing. It read
     'one server restarted: ..., version 0.32.0, model /models/tiny-llama ... before and after' from the start before
     the death alone."""
-    replica, _, new_pid, address = CASES[run]
+    replica, pid, new_pid, address = CASES[run]
     lines = (LAB / run / f"{replica}.log").read_bytes().splitlines(keepends=True)
     banner = f"(APIServer pid={new_pid}) INFO ".encode()
     kept = [x for x in lines if not (x.startswith(banner) and b"[api_utils.py:347]" in x)]
@@ -131,6 +131,11 @@ def test_a_restart_whose_banner_is_lost_is_unknown(tmp_path, analyzed, rendered,
     (tmp_path / f"{replica}.log").write_bytes(b"".join(kept))
     out, s, _ = analyzed(tmp_path / f"{replica}.log")
     [d] = s["server_lifecycle"]["deaths"]
+    # the death is the old process's last line, not the new one's loading lines before its listen line (lifecycle
+    # ._silent tells them apart by the API server's pid: they read as the old process's, a death seconds before
+    # the new start, '1 s down')
+    last = [x for x in kept if x.startswith(f"(APIServer pid={pid}) ".encode())][-1]
+    assert (d["pid"], d["ts"][11:19]) == (pid, last.split()[4].decode())
     same = d["same_server"]
     # the model is still read from the start's non-default args ('model': '/models/tiny-llama'), the version not
     assert (same["state"], same["after"]["version"]) == ("unknown", None)
