@@ -166,3 +166,17 @@ def test_bench_cluster_runs_side_by_side(tmp_path, lab):
     assert s["bytes"] == fleet and set(s["projection"]["by_workers"]) == {8, 32, 128}
     assert report.exists() and "Dask Performance Report" in report.read_text()[:100_000]
     assert json.loads((tmp_path / "c.json").read_text())["bytes"] == fleet
+
+
+@pytest.mark.parametrize("run_name", ["retry-storm", "v0-ladder"])
+def test_bench_chunks_same_rows_at_every_size(tmp_path, lab, run_name):
+    """bench/chunks.py on two real lab runs, read in 128 KiB chunks (their larger files are cut 2-8 times) and in the default
+    4 MiB (each file one chunk): a figure for each size, and the same rows whatever the size (a client table's rows
+    may come in another order: a request is emitted once its attempts are all in, which a chunk's end decides)."""
+    import chunks
+
+    got = chunks.main([str(lab / run_name), "--mib", "4,0.125", "--repeat", "1"])
+    assert set(got) == {"4.0", "0.125"}
+    for r in got.values():
+        assert r["cpu_s"] > 0 and r["rss_mb"][0] > 0
+    assert all(t.endswith(" (order)") for t in got["0.125"]["tables_differ"]), got["0.125"]["tables_differ"]
