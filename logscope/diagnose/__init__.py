@@ -115,7 +115,12 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     whole.deaths = sorted(
         [
             *whole.deaths,
-            *refused.deaths(whole, inp.events, [inp.events, inp.stats], inp.gateway_errors),
+            *refused.deaths(
+                whole,
+                inp.events,
+                lifecycle.activity(inp.stats, [inp.events], inp.server_requests),
+                inp.gateway_errors,
+            ),
         ],
         key=lambda d: (d.ts, d.replica),
     )

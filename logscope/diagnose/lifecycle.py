@@ -83,7 +83,7 @@ class Lifecycle:
     cold: list[dict]  # replica, start, end, first_request
 
 
-def _activity(stats: pl.DataFrame, events: list[pl.DataFrame], sreq: pl.DataFrame) -> pl.DataFrame:
+def activity(stats: pl.DataFrame, events: list[pl.DataFrame], sreq: pl.DataFrame) -> pl.DataFrame:
     """Every time a server logged anything (replica, ts), and whether a request or a busy stats line was
     among it (busy). One row per distinct time: what is read of it is whether a span holds any, and the first
     after a time (vLLM stamps whole seconds: 6.4 M lines of the 5 GB bench folder are 0.8 M rows)."""
@@ -121,7 +121,7 @@ def analyse(
         .with_columns(pl.col("replica").fill_null(""))
         .sort(["replica", "ts", "seq"])
     )
-    act = _activity(stats, [events, access], sreq)
+    act = activity(stats, [events, access], sreq)
     req = (
         requests["ts_start"].drop_nulls().sort() if requests.height else pl.Series([], dtype=act.schema["ts"])
     )

@@ -39,11 +39,9 @@ def _same(server: tuple[str, str], upstream: tuple[str, str] | None) -> bool:
     return server[0] in _WILDCARD or upstream[0] == server[0]
 
 
-def deaths(
-    life: Lifecycle, events: pl.DataFrame, lines: list[pl.DataFrame], gateway: pl.DataFrame
-) -> list[Death]:
-    """``lines``: the rows the server stamped itself (events, stats), for where each log stops: its uvicorn access
-    lines carry no stamp of their own (a time given them comes from another clock)."""
+def deaths(life: Lifecycle, events: pl.DataFrame, own: pl.DataFrame, gateway: pl.DataFrame) -> list[Death]:
+    """``own``: every time each server wrote a line of its own (``lifecycle.activity``: its stamped lines, not a
+    Prometheus scrape of its API server nor a time inferred for an unstamped line), for where each log stops."""
     if not gateway.height or "upstream" not in gateway.columns:
         return []
     refused = gateway.filter((pl.col("kind") == REFUSED) & pl.col("ts").is_not_null())
@@ -51,7 +49,7 @@ def deaths(
         return []
     ups = [_hostport(u) for u in refused["upstream"].to_list()]
     ts = refused["ts"].to_list()
-    last_of = _last_lines(lines)
+    last_of = _last_lines(own)
     out = []
     for start in _last_starts(life):
         rep = start["replica"]
@@ -91,22 +89,11 @@ def _last_starts(life: Lifecycle) -> list[dict]:
     return list(last.values())
 
 
-def _last_lines(lines: list[pl.DataFrame]) -> dict[str, datetime]:
-    parts = [
-        f.filter(pl.col("ts").is_not_null() & _own(f)).select(pl.col("replica").fill_null(""), "ts")
-        for f in lines
-        if f.height and {"replica", "ts"} <= set(f.columns)
-    ]
-    if not parts:
+def _last_lines(own: pl.DataFrame) -> dict[str, datetime]:
+    if not own.height:
         return {}
-    g = pl.concat(parts).group_by("replica").agg(pl.col("ts").max())
+    g = own.group_by("replica").agg(pl.col("ts").max())
     return {r: t for r, t in g.iter_rows() if time_or_none(t) is not None}
-
-
-def _own(f: pl.DataFrame) -> pl.Expr:
-    """The rows of the server's log, not a scrape of its metrics (Prometheus reads an API server that may outlive
-    its engine, on the scraper's clock)."""
-    return pl.col("origin") == "log" if "origin" in f.columns else pl.lit(True)
 
 
 def _address(events: pl.DataFrame, replica: str, since: datetime) -> tuple[str, str] | None:
