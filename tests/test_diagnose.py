@@ -1150,7 +1150,7 @@ def test_cold_windows_begin_at_the_first_request_after_each_start(crash):
     out, _ = crash
     ctx = _context(out)
     inp, th = ctx.inputs, ctx.th
-    act = lifecycle._activity(inp.stats, [inp.events, inp.access], inp.server_requests)
+    act = lifecycle.activity(inp.stats, [inp.events, inp.access], inp.server_requests)
     for requests in (inp.requests, inp.requests.clear()):
         life = lifecycle.analyse(inp.stats, inp.events, inp.access, inp.server_requests, requests, th)
         assert len(life.starts) == 2 and len(life.cold) == 2
