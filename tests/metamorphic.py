@@ -82,9 +82,17 @@ def copy(src: Path, dest: Path) -> None:
 
 
 def span(folder: Path) -> tuple[datetime, datetime]:
-    """First and last epoch-stamped time of a lab folder's nginx access log (the folder's traffic)."""
-    ts = [float(m[1]) for m in re.finditer(r"msec=(\d+\.\d+)", (folder / "nginx-access.log").read_text())]
-    return datetime.fromtimestamp(min(ts), UTC), datetime.fromtimestamp(max(ts), UTC)
+    """First and last epoch-stamped time of a lab folder's nginx access log (the folder's traffic); with no
+    gateway (a server that never started: kv-short-refused), the first and last stamp of its server logs."""
+    if (folder / "nginx-access.log").exists():
+        ts = [float(m[1]) for m in re.finditer(r"msec=(\d+\.\d+)", (folder / "nginx-access.log").read_text())]
+        return datetime.fromtimestamp(min(ts), UTC), datetime.fromtimestamp(max(ts), UTC)
+    stamps = [
+        datetime(YEAR, *map(int, m.groups()[1:]), tzinfo=UTC)  # the lab's clocks are UTC
+        for p in sorted(folder.glob("vllm-server*.log"))
+        for m in _VLLM.finditer(p.read_text(errors="replace"))
+    ]
+    return min(stamps), max(stamps)
 
 
 def calm_replica_beside(

@@ -44,6 +44,11 @@ RUNS = (
     "ladder-gaveup",  # a ladder whose callers gave up at its top step: 'censored' there, the boundary below (evid21)
     "two-servers-one-port",  # two servers of other limits on one port and log, graceful stops, calm (lab7)
     "kill-norestart",  # the only replica SIGKILLed, never back: a death read from the refused connects (refused.py)
+    "kv-short-refused",  # vLLM refusing to start on a KV cache below one max-length request, no traffic (#37)
+    "ladder-gaveup-3s",  # ladder-gaveup's ladder with a 3 s client timeout (evid21)
+    "oom-cgroup",  # the engine killed by its cgroup's OOM killer, nginx answering 502 (kernel.log beside)
+    "traced-ladder",  # one traced replica under a 1-32 stream ladder, spans joined to requests (#38)
+    "traced-ladder-kill",  # traced-ladder's replica SIGKILLed in its c=16 step, the unsent span batch lost (#38)
 )
 WINDOWED = (
     "errors",
