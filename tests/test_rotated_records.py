@@ -4,7 +4,7 @@ SGLang's and TGI's parsers hold back each chunk's last record for the next chunk
 a rotated set, the record held back at the end of ``server.log.2`` was named by the file whose chunk completed it
 (``server.log.1`` or ``server.log``) while keeping its first line's number in ``server.log.2``: 8864's scheduler
 traceback was 'server.log line 2', a line of a file path. vLLM's parser named it by its own file already
-(vllm_server._named_events); parsers/_carry.py now does so for these two. Each real log is cut in three at line
+(vllm_server._named_events); parsers/_carry.py now does so for these two, and for vLLM's (one mechanism). Each real log is cut in three at line
 boundaries (tests/metamorphic.py ``rotate``, as logrotate leaves it) and must give the events of the whole file, each at
 the same line of the set.
 """
