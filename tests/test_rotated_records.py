@@ -73,15 +73,12 @@ def test_a_record_cut_by_a_rotation_keeps_its_file(name, tmp_path):
         assert msg[:80] in (cut / s).read_text(encoding="utf-8").splitlines()[n - 1]
 
 
-# a real vLLM log's traceback (its first line, its lines, its kind) and where copytruncate cuts it: ``.1`` ends inside it
+# a real vLLM log's traceback (its first line, its lines, its kind), which copytruncate cuts in the middle: 0.32's
+# CR-joined record (the header on each line), a raw one ('Process EngineCore:'), V0's behind '[rank0]: '
 VLLM = {
-    "lab/enginecore-kill": (513, 44, "shutdown_error"),  # 0.32's CR-joined record: the header on each line
-    "lab/kv-short-refused": (79, 89, "kv_insufficient"),  # a raw traceback ('Process EngineCore:'), no header
-    "vllm-public/47-v0-0.6.4-startup-0.31x-131072-maxseqlen-valueerror.log": (
-        16,
-        17,
-        "error",
-    ),  # '[rank0]: '
+    "lab/enginecore-kill": (513, 44, "shutdown_error"),
+    "lab/kv-short-refused": (79, 89, "kv_insufficient"),
+    "vllm-public/47-v0-0.6.4-startup-0.31x-131072-maxseqlen-valueerror.log": (16, 17, "error"),
 }
 
 
