@@ -10,7 +10,7 @@ import polars as pl
 from logscope import _scan
 from logscope.numbers import to_int
 
-from . import _kinds
+from . import _carry, _kinds
 from . import _lexicon as lexicon
 from ._common import ascii_classes, base_id_expr
 from ._vllm_pastes import separator
@@ -226,32 +226,6 @@ _REC_COLS = [
 ]
 
 
-# the rows of an open record carried to the next chunk, at most: a traceback or a config dump is hundreds of lines. A
-# record of millions (blank lines after a log's last record: a decompression bomb) grew the carry with every chunk,
-# quadratic in time, 2.9 GB for 6.5 M lines. Past it, a record's lines are counted (recognised, in its line_count),
-# not joined to its text (its detail keeps 4,000 characters anyway)
-MAX_RECORD_ROWS = 10_000
-
-
-def _records(df: pl.DataFrame, state: dict, final: bool) -> pl.DataFrame:
-    """Rows of the records complete so far (the last one may go on in the next chunk: kept in state)."""
-    rows = df.select(_REC_COLS)  # ``stopping``: the record pass's (_vllm_records)
-    carry = state.pop("carry", None)
-    frame = pl.concat([carry, rows], how="vertical_relaxed") if carry is not None else rows
-    if not final and frame.height:
-        last = frame["rec"][-1]
-        open_ = frame.filter(pl.col("rec") == last)
-        if open_.height > MAX_RECORD_ROWS:
-            kept = open_.head(MAX_RECORD_ROWS)
-            more = open_.filter(pl.col("line_no") > kept["line_no"].max())["line_no"].n_unique()
-            cut = state.setdefault("record_cut", {})  # rec: its lines not carried
-            cut[last] = cut.get(last, 0) + more
-            open_ = kept
-        state["carry"] = open_
-        frame = frame.filter(pl.col("rec") != last)
-    return frame
-
-
 def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
     m = pl.col("msg")
     # a record's first row not a request line (`lead`) is an event when it is an error, a traceback or holds a keyword
@@ -290,7 +264,7 @@ def _events(frame: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.Dat
             pl.col("strong").first().alias("raw"),  # a raw traceback, not a stray indented line
         )
     )
-    if cut := state.get("record_cut"):  # the lines of a record too long to carry (``_records``)
+    if cut := _carry.uncarried(state):  # the lines of a record too long to carry
         more = pl.col("rec").replace_strict(cut, default=0, return_dtype=pl.Int64)
         g = g.with_columns(pl.col("line_count") + more)
     # the first kind rule that matches (each tried only where one of its literals is), in the compiled scanner

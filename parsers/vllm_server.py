@@ -16,7 +16,7 @@ lines get their own pass, only in chunks that have them); records glued on one l
 split. Lines are grouped into records (vLLM repeats the header on every line of a multi-line record
 and ends all but the last with CR; raw tracebacks printed right after an error belong to it) by one
 sequential pass of the compiled scanner (``_vllm_records``); the last record of a chunk waits in ``state``
-for the next.
+for the next (``_carry``, as SGLang's and TGI's: at most MAX_RECORD_ROWS of it, named by the file it began in).
 Each output runs its own regexes only on the rows whose message starts with / holds its keyword; the
 header, the request lifecycle lines and uvicorn's access lines are read by the compiled scanner instead
 (``_vllm_lines.toml``, ``_vllm_requests.toml``, ``_vllm_events.toml``).
@@ -31,18 +31,14 @@ vLLM API server'), server_ready, server_stop, version, capacity, config, http_ac
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import polars as pl
-from polars.datatypes import DataType, DataTypeClass
 
-from logscope.schemas import TS
-
+from . import _carry
 from ._vllm_banner import listen_address as listen_address
 
 # the patterns tests/test_vllm_server.py checks by name (as vllm_server.X) are imported ``as`` themselves
 from ._vllm_events import _KIND_RULES as _KIND_RULES
-from ._vllm_events import _access, _events, _records
+from ._vllm_events import _REC_COLS, _access, _events
 from ._vllm_hosts import hosts
 from ._vllm_lines import _ANSI, _GLUE_HDR, _LVL, _NOISE, _TB_STRONG, _parse, _times
 from ._vllm_lines import _CTS as _CTS
@@ -140,7 +136,7 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
-    if state.get("carry") is None or state["carry"].height == 0:
+    if _carry.held(state) is None:
         return None
     return _run(None, ctx, state, final=True)
 
@@ -150,13 +146,6 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
     tables: dict[str, pl.DataFrame] = {}
     repairs: dict[str, int] = {}
     recognized = None
-    if lines is not None and state.get("src") not in (None, ctx.source) and _open(state) is not None:
-        # the next file of a rotated set: logrotate cuts at a line, not at a record, so the record open at the end
-        # of the file before may go on here (a traceback rotated half-way), as the record pass decides from its
-        # lines' headers; it stays named by the file it began in
-        state.setdefault("carry_src", (state["src"], state["replica"]))
-    state["src"], state["replica"] = ctx.source, ctx.replica
-    carried = _open(state)
     if lines is not None:
         df = _parse(lines, repairs)
         seq0 = state.get("seq", 0)
@@ -180,12 +169,16 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
         if nccl is not None:
             made.append(nccl.to_frame("seq"))
         produced = pl.concat(made) if made else None
-        frame = _records(df, state, final=False)
+        # the last record may go on in the next chunk, or in the next file of a rotated set (logrotate cuts at a
+        # line, not at a record), as the record pass decides; it stays named by the file it began in
+        rows = df.select(_REC_COLS)  # ``stopping``: the record pass's (_vllm_records)
+        records = _carry.hold(_carry.resume(rows, ctx, state), ctx, state, _carry.MAX_RECORD_ROWS)
+        events, n = _named_events(records, ctx, state)
     else:
         df, access, produced, host_rows = None, None, None, None
         bad_times, bad_values = (0, None), (0, None)
-        frame = _records(_empty_rows(), state, final=True)
-    events, n = _named_events(frame, ctx, state, carried)
+        carry, named = _carry.finished(ctx, state)  # the stream's last record (``finish``: there is one)
+        events, n = _events(carry, named, state) if carry is not None else (pl.DataFrame(), [])
     notes += n
     ev = [e for e in (access, host_rows, events) if e is not None and e.height]
     tables["server_events"] = pl.concat(ev, how="diagonal_relaxed").sort("seq") if ev else pl.DataFrame()
@@ -228,61 +221,20 @@ def _run(lines: pl.DataFrame | None, ctx: ParseContext, state: dict, final: bool
     )
 
 
-def _open(state: dict) -> int | None:
-    """The record id of the record left open by the chunks read so far, if any."""
-    carry = state.get("carry")
-    return None if carry is None or carry.height == 0 else int(carry["rec"][0])
+def _named_events(r: _carry.Resumed, ctx: ParseContext, state: dict) -> tuple[pl.DataFrame, list[str]]:
+    """The events of the records ``r`` completes, the one carried from an earlier file named by that file, and their
+    notes."""
+    notes: list[str] = []
 
+    def events(frame: pl.DataFrame, named: ParseContext) -> pl.DataFrame:
+        got, n = _events(frame, named, state)
+        notes.extend(n)
+        return got
 
-def _named_events(
-    frame: pl.DataFrame, ctx: ParseContext, state: dict, carried: int | None
-) -> tuple[pl.DataFrame, list[str]]:
-    """The events of the records ``frame`` completes; one begun in an earlier file of the rotated set (``carry_src``)
-    is named by that file, where its first line is."""
-    origin = state.get("carry_src")
-    if (
-        origin is None or carried is None or _open(state) == carried
-    ):  # none, or still open: named when it ends
-        return _events(frame, ctx, state)
-    del state["carry_src"]
-    first = pl.col("rec") == carried
-    before, n1 = _events(frame.filter(first), replace(ctx, source=origin[0], replica=origin[1]), state)
-    here, n2 = _events(frame.filter(~first), ctx, state)
-    got = [e for e in (before, here) if e.height]
-    return (pl.concat(got, how="diagonal_relaxed") if got else here), n1 + n2
+    return _carry.named_events(events, r, ctx), notes
 
 
 def _preview(ctx: ParseContext, state: dict) -> pl.DataFrame:
     """Events the still-open last record would give now: its lines are counted in this chunk."""
-    carry = state.get("carry")
-    if carry is None or carry.height == 0:
-        return pl.DataFrame()
-    return _events(carry, ctx, dict(state))[0]
-
-
-def _empty_rows() -> pl.DataFrame:
-    return pl.DataFrame(schema={c: t for c, t in _ROW_SCHEMA.items()})
-
-
-_ROW_SCHEMA: dict[str, DataType | DataTypeClass] = {
-    "line_no": pl.Int64,
-    "part": pl.Int32,
-    "seq": pl.Int64,
-    "rec": pl.Int64,
-    "cont": pl.Boolean,
-    "msg": pl.String,
-    "lvl": pl.String,
-    "uv": pl.String,
-    "proc": pl.String,
-    "pid": pl.Int64,
-    "ts": TS,
-    "ts_inferred": pl.Boolean,
-    "tbs": pl.Boolean,
-    "strong": pl.Boolean,
-    "other": pl.Boolean,
-    "stopping": pl.Boolean,
-    "wrap": pl.Boolean,
-    "joined": pl.Boolean,
-    "lead": pl.Boolean,
-    "evt": pl.Boolean,
-}
+    carry = _carry.held(state)
+    return pl.DataFrame() if carry is None else _events(carry, ctx, dict(state))[0]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import LAB, real_vllm_lines, vllm_rows
 from logscope import _scan
-from logscope.parsers import _vllm_events
+from logscope.parsers import _carry, _vllm_events
 from logscope.parsers.base import ParseContext
 
 _CTX = ParseContext(source="x", replica="r", year=2026)
@@ -31,7 +31,11 @@ def _equal(df: pl.DataFrame, size: int) -> pl.DataFrame:
     chunks = [df.slice(a, size) for a in range(0, df.height, size)]
     for i, chunk in enumerate([*chunks, None]):
         final = chunk is None
-        rows = _vllm_events._records(chunk if chunk is not None else df.clear(), carried, final=final)
+        if final:  # the stream's end: the record still carried
+            rows = _carry.finished(_CTX, carried)[0]
+        else:  # the chunk's complete records, its last one carried (parsers/_carry.py, as vllm_server holds it)
+            resumed = _carry.resume(chunk.select(_vllm_events._REC_COLS), _CTX, carried)
+            rows = _carry.hold(resumed, _CTX, carried, _carry.MAX_RECORD_ROWS).frame
         for frame, keep in ((rows, True), (carried.get("carry"), False)):
             if frame is None or frame.height == 0 or (final and not keep):
                 continue

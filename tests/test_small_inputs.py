@@ -66,24 +66,23 @@ def test_a_record_of_many_blank_lines_is_carried_bounded(tmp_path, monkeypatch):
     the same tables, its line_count whole."""
     from logscope.ingest import IngestOptions
     from logscope.ingest import ingest as ingest_tables
-    from logscope.parsers import _vllm_events
+    from logscope.parsers import _carry
 
     src = _blank_tail(tmp_path, 200_000)
     carried: list[int] = []
-    records = _vllm_events._records
+    hold = _carry.hold
 
-    def spy(df, state, final):
-        out = records(df, state, final)
+    def spy(r, ctx, state, cap=None):
+        out = hold(r, ctx, state, cap)
         carried.append(state["carry"].height if state.get("carry") is not None else 0)
         return out
 
-    monkeypatch.setattr(_vllm_events, "_records", spy)
-    monkeypatch.setattr("logscope.parsers.vllm_server._records", spy)
-    monkeypatch.setattr(_vllm_events, "MAX_RECORD_ROWS", 1_000, raising=False)
+    monkeypatch.setattr(_carry, "hold", spy)
+    monkeypatch.setattr(_carry, "MAX_RECORD_ROWS", 1_000)
     opts = IngestOptions(chunk_bytes=16 * 1024)  # 16,384 blank lines a chunk: the carry would grow at each
     bounded = ingest_tables(src, tmp_path / "bounded", opts)
     assert len(carried) > 12 and max(carried) <= 1_000
-    monkeypatch.setattr(_vllm_events, "MAX_RECORD_ROWS", 10**9, raising=False)
+    monkeypatch.setattr(_carry, "MAX_RECORD_ROWS", 10**9)
     whole = ingest_tables(src, tmp_path / "whole", opts)
     for name in ("server_events", "server_stats", "server_request_events"):
         assert bounded.table(name).equals(whole.table(name)), name
