@@ -99,6 +99,11 @@ def detect(head: list[str]) -> float:
 
 
 def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkResult:
+    files = state.setdefault(
+        "files", []
+    )  # (first seq, name) of each file of the stream: a rotated set has several
+    if not files or files[-1][1] != ctx.source:
+        files.append((state.get("seq", 0), ctx.source))
     ev, ok = _events(lines, ctx, state)
     if ev.height and ev["ts"].null_count() == ev.filter(pl.col("kind") != "exc").height:
         state["no_ts"] = True
@@ -120,7 +125,7 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     tables: dict[str, pl.DataFrame] = {}
     if ev is not None and ev.height:
         tables, state["events"] = _assemble(ev, ctx, state, final=True)
-    ph = _phases(state.get("phases"), ctx)
+    ph = _phases(state.get("phases"), ctx, state.get("files") or [(0, ctx.source)])
     if ph is not None:
         tables["client_phases"] = ph
     return ChunkResult(tables=tables, assumptions=_assumptions(ctx, state)) if tables else None
@@ -176,7 +181,7 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
     )
     if done_lines:
         state["done_lines"] = True
-    att = pl.DataFrame(got).with_columns(pl.col("_g").set_sorted())
+    att = _placed(pl.DataFrame(got).with_columns(pl.col("_g").set_sorted()), ev, ctx, state)
     # the rows of the attempts left open, in order (a row before its thread's first attempt is none)
     carried = (~att.get_column("closed")).gather(pl.DataFrame(rows).get_column("a")).fill_null(False)
     carry = ev.filter(carried).select(list(_EV_SCHEMA))
@@ -185,6 +190,25 @@ def _assemble(ev: pl.DataFrame, ctx: ParseContext, state: dict, final: bool):
         return {}, carry
     attempts, requests = _tables(done, ctx, state)
     return {"client_attempts": attempts, "client_requests": requests}, carry
+
+
+def _placed(att: pl.DataFrame, ev: pl.DataFrame, ctx: ParseContext, state: dict) -> pl.DataFrame:
+    """Each attempt's file (``src``) and line: those of its first row. A rotation (copytruncate) cuts a request, or an
+    attempt, between two files: the rows carried from ``client.log.1`` keep their line numbers there, so the line
+    alone (the scanner's smallest) named a line of ``client.log`` that is something else."""
+    files = state.get("files") or [(0, ctx.source)]
+    if len(files) == 1:
+        return att.with_columns(pl.lit(ctx.source).alias("src"))
+    first = att.get_column("first_seq")
+    # ``ev`` is sorted by seq, which is unique and numbers the stream's rows on across its files
+    line = ev.get_column("line_no").gather(ev.get_column("seq").search_sorted(first))
+    return att.with_columns(line.alias("line_no"), _file_of(first, files).alias("src"))
+
+
+def _file_of(seq: pl.Series, files: list[tuple[int, str]]) -> pl.Series:
+    """The name of the file each row (by its ``seq``) is in: the last file that began at or before it."""
+    k = pl.Series([s for s, _ in files]).search_sorted(seq, side="right") - 1
+    return pl.Series([n for _, n in files], dtype=pl.String).gather(k)
 
 
 def _runs() -> pl.Expr:
@@ -235,6 +259,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         pl.col("_i").first().alias("_i0"),
         pl.len().alias("n_att"),
         pl.col("line_no").first().alias("lg_line"),
+        pl.col("src").first().alias("lg_src"),
         pl.col("rid").drop_nulls().last().alias("lg_rid"),
         pl.col("rt").is_null().any().alias("_rt_gap"),
         pl.col("thr").is_null().all().alias("_no_thr"),
@@ -261,7 +286,8 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         pl.when(pl.col("_no_thr")).then(base * 0.9).otherwise(base)
     )  # no thread names: sequential client assumed
     conf = pl.when(pl.col("_odd")).then(0.5).otherwise(base)
-    lid = pl.coalesce(pl.col("lg_rid"), pl.lit(f"{ctx.source}:") + pl.col("lg_line").cast(pl.String))
+    # named by the file and line where it began (a rotation may have put its later attempts in the next file)
+    lid = pl.coalesce(pl.col("lg_rid"), pl.col("lg_src") + ":" + pl.col("lg_line").cast(pl.String))
     attempt_err = pl.coalesce(
         pl.col("exc"),
         pl.col("err"),
@@ -282,7 +308,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     attempts = att.select(
         "ts_start",
         "ts_end",
-        pl.lit(ctx.source).alias("source"),
+        pl.col("src").alias("source"),
         pl.lit(CLIENT).alias("client"),
         "logical_request_id",
         pl.lit(None, dtype=pl.String).alias("request_id"),
@@ -306,6 +332,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "grouping_confidence",
         "url",
         "line_no",
+        "first_seq",
     )
     final_err = pl.coalesce(
         pl.col("lab_err").filter(pl.col("has_done")).last(),
@@ -319,6 +346,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         att.group_by(grp)
         .agg(
             pl.col("logical_request_id").first(),
+            pl.col("lg_src").first().alias("source"),
             # INFO-level logs have no send time: the request starts, for the timeline, at its first logged line
             # (its first response or retry), and its e2e is unknown
             pl.coalesce(pl.col("ts_start").min(), pl.col("ts_out").min()).alias("ts_start"),
@@ -351,7 +379,7 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
     )
     requests = requests.select(
         "logical_request_id",
-        pl.lit(ctx.source).alias("source"),
+        "source",
         pl.lit(CLIENT).alias("client"),
         "ts_start",
         "ts_end",
@@ -366,7 +394,8 @@ def _tables(att: pl.DataFrame, ctx: ParseContext, state: dict) -> tuple[pl.DataF
         "phase",
         "unfinished",
     )
-    return attempts.sort("line_no"), requests
+    # in the stream's order: a rotated set's line numbers start again in each file
+    return attempts.sort("first_seq", "attempt").drop("first_seq"), requests
 
 
 def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFrame:
@@ -393,15 +422,17 @@ def _with_phase(att: pl.DataFrame, state: dict, ctx: ParseContext) -> pl.DataFra
 PHASE_ANCHORING = "exact: phase start lines; end = next phase start, the last one start + its stated duration"
 
 
-def _phases(ph: pl.DataFrame | None, ctx: ParseContext) -> pl.DataFrame | None:
+def _phases(ph: pl.DataFrame | None, ctx: ParseContext, files: list[tuple[int, str]]) -> pl.DataFrame | None:
     if ph is None or not ph.height:
         return None
     ph = ph.sort("seq")
+    # each phase named by the file of its line (a rotated set's phases are all given at the end, in the last file's)
+    src = _file_of(ph.get_column("seq"), files) if len(files) > 1 else pl.lit(ctx.source)
     end = pl.coalesce(
         pl.col("ts").shift(-1), pl.col("ts") + pl.duration(microseconds=(pl.col("ph_dur") * 1e6))
     )
     return ph.select(
-        pl.lit(ctx.source).alias("source"),
+        src.alias("source"),
         pl.lit(CLIENT).alias("client"),
         pl.col("ph").alias("phase"),
         pl.col("ts").alias("ts_start"),

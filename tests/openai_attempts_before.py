@@ -44,6 +44,7 @@ def _assemble(ev: pl.DataFrame, ctx, state: dict, final: bool):
     att = _counted(att.sort("tk", "first_seq"))
     att = att.with_columns(oc._runs().alias("_g"))
     att = _closed(att, state, final)
+    att = oc._placed(att, ev, ctx, state)  # each attempt's file: the parser's own, as ``_tables``
     carry_keys = att.filter(~pl.col("closed")).select("tid", "att")
     carry = ev.join(carry_keys, on=["tid", "att"], how="semi").select(list(_EV_SCHEMA))
     done = att.filter(pl.col("closed"))
