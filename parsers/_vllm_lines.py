@@ -141,21 +141,9 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     heads = heads.select("hdr", pl.coalesce("pre", "cut").alias("pre"), "lvl", "stamp", "uv")
     df = pl.concat([df, heads], how="horizontal")
     st = pl.col("stamp")
-    df = df.with_columns(
-        # the header is a prefix of the body: cut it by its bytes
-        b.cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
-        # str.find counts bytes: cut at it in bytes (str.slice counts characters)
-        pl.col("pre")
-        .cast(pl.Binary)
-        .bin.head(pl.col("pre").str.find(" pid=", literal=True))
-        .cast(pl.String)
-        .alias("proc"),
-        pl.col("pre")
-        .cast(pl.Binary)
-        .bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5)
-        .cast(pl.String)
-        .pipe(to_int)
-        .alias("pid"),
+    df = df.join(_processes(df), on="pre", how="left", maintain_order="left").with_columns(
+        # the header is a prefix of the body (of its first characters the scan read): the rest is the message
+        b.str.strip_prefix(pl.col("hdr")).alias("msg"),
         st.str.slice(0, 2).alias("mo"),
         st.str.slice(3, 2).alias("dd"),
         st.str.slice(6, 8).alias("hms"),
@@ -170,6 +158,25 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     if bool(df["body"].str.starts_with('{"').any()):
         df = _json(df)
     return df.drop("body", "stamp", "pre")
+
+
+def _processes(df: pl.DataFrame) -> pl.DataFrame:
+    """Each process prefix of the chunk (``pre``) once, with its process name and id: a chunk holds a few prefixes
+    on thousands of lines, so they are read once each and joined back (a third of the cost of reading every line's)."""
+    pre = pl.col("pre")
+    return (
+        df.select(pre.unique())
+        .drop_nulls()
+        .with_columns(
+            # str.find counts bytes: cut at it in bytes (str.slice counts characters)
+            pre.cast(pl.Binary).bin.head(pre.str.find(" pid=", literal=True)).cast(pl.String).alias("proc"),
+            pre.cast(pl.Binary)
+            .bin.slice(pre.str.find(" pid=", literal=True) + 5)
+            .cast(pl.String)
+            .pipe(to_int)
+            .alias("pid"),
+        )
+    )
 
 
 def _pylog(df: pl.DataFrame) -> pl.DataFrame:
