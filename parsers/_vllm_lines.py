@@ -296,7 +296,7 @@ def _times(
     )
     # each kind of stamp only when the chunk has it: an expression over an all-null column still
     # compiles its regexes (polars keeps 32 compiled patterns; past that every chunk recompiles them)
-    has_mo, has_cts, has_py = (bool(df[c].is_not_null().any()) for c in ("mo", "cts", "pyts"))
+    has_mo, has_cts, has_py = df.select(pl.col(c).is_not_null().any() for c in ("mo", "cts", "pyts")).row(0)
     parts = [
         e
         for e, has in (
@@ -337,35 +337,42 @@ def _times(
             "stamped"
         ),  # a time was written on the line (rows of stats and requests keep only theirs)
     )
-    rolls = int_value(df["_roll"].max() or 0) if df.height else 0
+    # what the chunk leaves for the next and says, in one query
+    facts = df.select(
+        rolls=pl.col("_roll").max(),
+        last_mo=pl.col("mo").drop_nulls().last(),
+        last_ts=pl.col("ts").drop_nulls().last(),
+        cts=(pl.col("cts").is_not_null() & ~pl.col("wrapped")).any(),
+        wrapped=pl.col("wrapped").any(),
+        uv=(pl.col("ts_inferred") & pl.col("uv").is_not_null()).any(),
+    ).row(0, named=True)
+    rolls = int_value(facts["rolls"] or 0)
     if rolls:
         notes.append(
             f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "
             f"the year was advanced each time"
         )
     state["year_off"] = year_off + rolls
-    last_mo = df["mo"].drop_nulls()
-    if last_mo.len():
-        state["last_month"] = int(last_mo[-1])
-    last_ts = df["ts"].drop_nulls()
-    if last_ts.len():
-        state["last_ts"] = last_ts[-1]
+    if facts["last_mo"] is not None:
+        state["last_month"] = int(facts["last_mo"])
+    if facts["last_ts"] is not None:
+        state["last_ts"] = facts["last_ts"]
     if has_mo:
         notes.append(f"vLLM timestamps have no zone: read as {ctx.tz} (--tz)")
         notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
         notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
-    if bool((df["cts"].is_not_null() & ~df["wrapped"]).any()):
+    if facts["cts"]:
         notes.append(
             "container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time"
         )
-    if bool(df["wrapped"].any()):
+    if facts["wrapped"]:
         notes.append(
             "a wrapper's RFC 3339 stamp (with a year and a zone, where vLLM's own has neither) in front of "
             "lines was used as their time"
         )
     if has_py:
         notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
-    if (df["ts_inferred"] & df["uv"].is_not_null()).any():
+    if facts["uv"]:
         notes.append(
             "uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)"
         )
