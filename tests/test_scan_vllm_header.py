@@ -69,7 +69,7 @@ def test_header_kind_reads_mutated_lines_as_its_regex_did(data):
 
 
 def test_process_and_message_read_once_per_prefix_as_line_by_line():
-    """``_fields`` reads each process prefix once per chunk and joins it back, and cuts the message by
+    """``_fields`` reads each process prefix of a large chunk once and joins it back, and cuts the message by
     ``strip_prefix``: the same ``proc``, ``pid`` and ``msg`` as the per-line byte cuts it replaced (#42), on every
     real vLLM line (0.32's '(APIServer pid=N)', an engine's '(EngineCore_DP0 pid=N)', a cut prefix, none) but those
     whose header another reading takes (container stamps, python logging, JSON lines)."""
@@ -94,6 +94,11 @@ def test_process_and_message_read_once_per_prefix_as_line_by_line():
     )
     got = _vllm_lines._fields(frame.select("line_no", pl.col("body").alias("line")))
     assert got.select("msg", "proc", "pid").equals(want)
+    # a small chunk reads every line's prefix (no join): the same values
+    n = _vllm_lines._JOIN_ROWS - 1
+    small = _vllm_lines._fields(frame.head(n).select("line_no", pl.col("body").alias("line")))
+    assert small.select("msg", "proc", "pid").equals(want.head(n))
+    assert small.get_column("pid").drop_nulls().len() >= 1_000
     procs = set(got.get_column("proc").drop_nulls().unique())
     assert {"APIServer", "EngineCore_DP0"} <= procs
     assert got.get_column("pid").drop_nulls().n_unique() >= 20
