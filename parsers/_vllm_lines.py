@@ -141,21 +141,9 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     heads = heads.select("hdr", pl.coalesce("pre", "cut").alias("pre"), "lvl", "stamp", "uv")
     df = pl.concat([df, heads], how="horizontal")
     st = pl.col("stamp")
-    df = df.with_columns(
-        # the header is a prefix of the body: cut it by its bytes
-        b.cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
-        # str.find counts bytes: cut at it in bytes (str.slice counts characters)
-        pl.col("pre")
-        .cast(pl.Binary)
-        .bin.head(pl.col("pre").str.find(" pid=", literal=True))
-        .cast(pl.String)
-        .alias("proc"),
-        pl.col("pre")
-        .cast(pl.Binary)
-        .bin.slice(pl.col("pre").str.find(" pid=", literal=True) + 5)
-        .cast(pl.String)
-        .pipe(to_int)
-        .alias("pid"),
+    df = _processes(df).with_columns(
+        # the header is a prefix of the body (of its first characters the scan read): the rest is the message
+        b.str.strip_prefix(pl.col("hdr")).alias("msg"),
         st.str.slice(0, 2).alias("mo"),
         st.str.slice(3, 2).alias("dd"),
         st.str.slice(6, 8).alias("hms"),
@@ -170,6 +158,29 @@ def _fields(df: pl.DataFrame) -> pl.DataFrame:
     if bool(df["body"].str.starts_with('{"').any()):
         df = _json(df)
     return df.drop("body", "stamp", "pre")
+
+
+def _processes(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with each line's process name and id (``proc``, ``pid``) read from its process prefix (``pre``). A large
+    chunk holds a few prefixes on thousands of lines: each is read once and joined back (17,000 lines: 4.0 -> 1.9 ms);
+    below ~2,000 lines the join costs more than it saves (63 lines: 0.14 -> 0.40 ms)."""
+    pre = pl.col("pre")
+    columns = (
+        # str.find counts bytes: cut at it in bytes (str.slice counts characters)
+        pre.cast(pl.Binary).bin.head(pre.str.find(" pid=", literal=True)).cast(pl.String).alias("proc"),
+        pre.cast(pl.Binary)
+        .bin.slice(pre.str.find(" pid=", literal=True) + 5)
+        .cast(pl.String)
+        .pipe(to_int)
+        .alias("pid"),
+    )
+    if df.height < _JOIN_ROWS:
+        return df.with_columns(columns)
+    each = df.select(pre.unique()).drop_nulls().with_columns(columns)
+    return df.join(each, on="pre", how="left", maintain_order="left")
+
+
+_JOIN_ROWS = 2_000
 
 
 def _pylog(df: pl.DataFrame) -> pl.DataFrame:
@@ -289,7 +300,7 @@ def _times(
     )
     # each kind of stamp only when the chunk has it: an expression over an all-null column still
     # compiles its regexes (polars keeps 32 compiled patterns; past that every chunk recompiles them)
-    has_mo, has_cts, has_py = (bool(df[c].is_not_null().any()) for c in ("mo", "cts", "pyts"))
+    has_mo, has_cts, has_py = df.select(pl.col(c).is_not_null().any() for c in ("mo", "cts", "pyts")).row(0)
     parts = [
         e
         for e, has in (
@@ -330,35 +341,42 @@ def _times(
             "stamped"
         ),  # a time was written on the line (rows of stats and requests keep only theirs)
     )
-    rolls = int_value(df["_roll"].max() or 0) if df.height else 0
+    # what the chunk leaves for the next and says, in one query
+    facts = df.select(
+        rolls=pl.col("_roll").max(),
+        last_mo=pl.col("mo").drop_nulls().last(),
+        last_ts=pl.col("ts").drop_nulls().last(),
+        cts=(pl.col("cts").is_not_null() & ~pl.col("wrapped")).any(),
+        wrapped=pl.col("wrapped").any(),
+        uv=(pl.col("ts_inferred") & pl.col("uv").is_not_null()).any(),
+    ).row(0, named=True)
+    rolls = int_value(facts["rolls"] or 0)
     if rolls:
         notes.append(
             f"vLLM timestamps have no year: the month went back (Dec -> Jan) {rolls} time(s), "
             f"the year was advanced each time"
         )
     state["year_off"] = year_off + rolls
-    last_mo = df["mo"].drop_nulls()
-    if last_mo.len():
-        state["last_month"] = int(last_mo[-1])
-    last_ts = df["ts"].drop_nulls()
-    if last_ts.len():
-        state["last_ts"] = last_ts[-1]
+    if facts["last_mo"] is not None:
+        state["last_month"] = int(facts["last_mo"])
+    if facts["last_ts"] is not None:
+        state["last_ts"] = facts["last_ts"]
     if has_mo:
         notes.append(f"vLLM timestamps have no zone: read as {ctx.tz} (--tz)")
         notes.append(f"vLLM timestamps have no year: {ctx.year_source}")
         notes.append("vLLM timestamps have whole seconds: rows of one second keep file order (seq)")
-    if bool((df["cts"].is_not_null() & ~df["wrapped"]).any()):
+    if facts["cts"]:
         notes.append(
             "container timestamps (docker/kubectl, RFC 3339 UTC) in front of lines were used as their time"
         )
-    if bool(df["wrapped"].any()):
+    if facts["wrapped"]:
         notes.append(
             "a wrapper's RFC 3339 stamp (with a year and a zone, where vLLM's own has neither) in front of "
             "lines was used as their time"
         )
     if has_py:
         notes.append(f"python-logging timestamps have no zone: read as {ctx.tz} (--tz)")
-    if (df["ts_inferred"] & df["uv"].is_not_null()).any():
+    if facts["uv"]:
         notes.append(
             "uvicorn lines carry no time: they take the time of the previous timestamped line (ts_inferred)"
         )

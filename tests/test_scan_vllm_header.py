@@ -4,11 +4,14 @@ on every real vLLM log of the fixtures and on lines mutated from them."""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import real_vllm_lines
+from logscope.numbers import to_int
 from logscope.parsers import _kinds, _vllm_lines, vllm_server
 
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
@@ -63,3 +66,39 @@ def test_header_kind_reads_mutated_lines_as_its_regex_did(data):
         ins = data.draw(st.text(" ()[]:=-_0123456789pidINFO\t\u00a0é", max_size=5))
         lines.append(line[:at] + ins + line[at + cut :])
     _equal(lines)
+
+
+def test_process_and_message_read_once_per_prefix_as_line_by_line():
+    """``_fields`` reads each process prefix of a large chunk once and joins it back, and cuts the message by
+    ``strip_prefix``: the same ``proc``, ``pid`` and ``msg`` as the per-line byte cuts it replaced (#42), on every
+    real vLLM line (0.32's '(APIServer pid=N)', an engine's '(EngineCore_DP0 pid=N)', a cut prefix, none) but those
+    whose header another reading takes (container stamps, python logging, JSON lines)."""
+    lines = [
+        x.removesuffix("\r") for x in real_vllm_lines("vllm-router") if not re.match(r'\d{4}-|\[|\{"', x)
+    ]
+    frame = pl.DataFrame(
+        {"line_no": range(len(lines)), "body": lines}, schema={"line_no": pl.Int64, "body": pl.String}
+    )
+    heads = _kinds.scan(
+        _vllm_lines.__file__, frame.select(pl.col("body").str.slice(0, _vllm_lines._HEAD_CHARS).alias("line"))
+    )
+    pre = pl.coalesce("pre", "cut")
+    want = pl.concat([frame, heads], how="horizontal").select(
+        pl.col("body").cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
+        pre.cast(pl.Binary).bin.head(pre.str.find(" pid=", literal=True)).cast(pl.String).alias("proc"),
+        pre.cast(pl.Binary)
+        .bin.slice(pre.str.find(" pid=", literal=True) + 5)
+        .cast(pl.String)
+        .pipe(to_int)
+        .alias("pid"),
+    )
+    got = _vllm_lines._fields(frame.select("line_no", pl.col("body").alias("line")))
+    assert got.select("msg", "proc", "pid").equals(want)
+    # a small chunk reads every line's prefix (no join): the same values
+    n = _vllm_lines._JOIN_ROWS - 1
+    small = _vllm_lines._fields(frame.head(n).select("line_no", pl.col("body").alias("line")))
+    assert small.select("msg", "proc", "pid").equals(want.head(n))
+    assert small.get_column("pid").drop_nulls().len() >= 1_000
+    procs = set(got.get_column("proc").drop_nulls().unique())
+    assert {"APIServer", "EngineCore_DP0"} <= procs
+    assert got.get_column("pid").drop_nulls().n_unique() >= 20
