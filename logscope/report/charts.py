@@ -477,6 +477,29 @@ def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
     return finish({"hconcat": charts, "spacing": 24, "resolve": {"scale": {"color": "independent"}}}, d)
 
 
+def _histogram(
+    name: str, hist: pl.DataFrame, count: str, color: str, x: dict, tooltip: list, title: str
+) -> tuple[dict, Data]:
+    """A section's histogram of bins pre-computed into ``hist`` (columns lo, hi and ``count``): one bar a bin,
+    ``x`` the bins' axis title and its extra encoding, ``count`` on whole-number ticks."""
+    d = Data()
+    spec = {
+        "data": d.add(name, hist),
+        "mark": {"type": "bar", "color": color},
+        "encoding": {
+            "x": {"field": "lo", "type": "quantitative", **x},
+            "x2": {"field": "hi"},
+            "y": {"field": count, "type": "quantitative", "title": count, **_counts(hist[count].max())},
+            "y2": {"datum": 0},
+            "tooltip": tooltip,
+        },
+        "width": 520,
+        "height": 170,
+        "title": title,
+    }
+    return spec, d
+
+
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
     key = ("source", "logical_request_id")
@@ -520,34 +543,13 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .with_columns((pl.col("bin") * width).alias("lo"), ((pl.col("bin") + 1) * width).alias("hi"))
         .sort("lo")
     )
-    d = Data()
-    spec = {
-        "data": d.add("retry-gaps", hist),
-        "mark": {"type": "bar", "color": BLUE},
-        "encoding": {
-            "x": {
-                "field": "lo",
-                "type": "quantitative",
-                "title": "seconds from a failed attempt to the retry",
-            },
-            "x2": {"field": "hi"},
-            "y": {
-                "field": "retries",
-                "type": "quantitative",
-                "title": "retries",
-                **_counts(hist["retries"].max()),
-            },
-            "y2": {"datum": 0},
-            "tooltip": [
-                tip("lo", "from s", "quantitative", ".2f"),
-                tip("hi", "to s", "quantitative", ".2f"),
-                tip("retries", None, "quantitative"),
-            ],
-        },
-        "width": 520,
-        "height": 170,
-        "title": "Retry timing (client)",
-    }
+    tooltip = [
+        tip("lo", "from s", "quantitative", ".2f"),
+        tip("hi", "to s", "quantitative", ".2f"),
+        tip("retries", None, "quantitative"),
+    ]
+    x = {"title": "seconds from a failed attempt to the retry"}
+    spec, d = _histogram("retry-gaps", hist, "retries", BLUE, x, tooltip, "Retry timing (client)")
     return finish(spec, d), stats
 
 
@@ -573,30 +575,11 @@ def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .with_columns((pl.col("lo") + 0.05).alias("hi"))
         .sort("lo")
     )
-    d = Data()
-    spec = {
-        "data": d.add("lengths", hist),
-        "mark": {"type": "bar", "color": GREEN},
-        "encoding": {
-            "x": {
-                "field": "lo",
-                "type": "quantitative",
-                "title": "generated tokens / requested max_tokens",
-                "scale": {"domain": [0, 1]},
-                "axis": {"format": "%"},
-            },
-            "x2": {"field": "hi"},
-            "y": {
-                "field": "requests",
-                "type": "quantitative",
-                "title": "requests",
-                **_counts(hist["requests"].max()),
-            },
-            "y2": {"datum": 0},
-            "tooltip": [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")],
-        },
-        "width": 520,
-        "height": 170,
-        "title": "Requested vs generated length",
+    tooltip = [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")]
+    x = {
+        "title": "generated tokens / requested max_tokens",
+        "scale": {"domain": [0, 1]},
+        "axis": {"format": "%"},
     }
+    spec, d = _histogram("lengths", hist, "requests", GREEN, x, tooltip, "Requested vs generated length")
     return finish(spec, d), stats
