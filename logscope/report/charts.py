@@ -183,6 +183,20 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
     in tooltips (a row per episode would make the chart thousands of pixels tall)."""
     fill = {"field": "cls", "type": "nominal", "scale": class_scale(eps["cls"].to_list()), "legend": None}
     tooltip = [tip("label", "episode")]
+
+    def bars(y: dict) -> dict:  # the episodes' bars, on a row per class or per episode
+        return {
+            "data": d.add("episodes", eps),
+            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
+            "encoding": {
+                "x": x("start", "top"),
+                "x2": {"field": "end"},
+                "y": y,
+                "fill": fill,
+                "tooltip": tooltip,
+            },
+        }
+
     if eps.height > MAX_EPISODE_ROWS:
         classes = [c for c in CLASS_COLORS if c in set(eps["cls"].to_list())] + sorted(
             set(eps["cls"].to_list()) - set(CLASS_COLORS)
@@ -195,15 +209,7 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
             "axis": {"ticks": False, "domain": False, "grid": False},
         }
         return {
-            "data": d.add("episodes", eps),
-            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
-            "encoding": {
-                "x": x("start", "top"),
-                "x2": {"field": "end"},
-                "y": y,
-                "fill": fill,
-                "tooltip": tooltip,
-            },
+            **bars(y),
             "width": WIDTH,
             "height": 22 * len(classes),
             "title": f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)",
@@ -215,19 +221,7 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
         "title": None,
         "axis": {"labels": False, "ticks": False, "domain": False, "grid": False},
     }
-    layers = [
-        {
-            "data": d.add("episodes", eps),
-            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
-            "encoding": {
-                "x": x("start", "top"),
-                "x2": {"field": "end"},
-                "y": y,
-                "fill": fill,
-                "tooltip": tooltip,
-            },
-        }
-    ]
+    layers = [bars(y)]
     # where each label goes, judged on the narrowest plot (a wider one only has more room)
     place = []
     for a, b, label in eps.select("start", "end", "label").rows():
