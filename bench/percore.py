@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -206,13 +207,20 @@ def print_table(results: dict, layout: dict) -> None:
                 f"{(ls['mb'] / ls['cpu_seconds']) / (ln['mb'] / ln['cpu_seconds']):.2f}x)"
             )
     if ag := layout.get("against"):
-        for new, old in ag["rows"]:
-            a, b = results.get(new, {}), results.get(old, {})
-            if a.get("ok") and b.get("ok"):
-                print(
-                    f"{new}: {b['seconds'] / a['seconds']:.2f}x faster than {ag['rev']} ({ag['sha']}) "
-                    f"({a['seconds']:.2f} s against {b['seconds']:.2f} s; CPU {b['cpu_seconds'] / a['cpu_seconds']:.2f}x)"
-                )
+        for new, a, b in both_ran(results, ag):
+            print(
+                f"{new}: {b['seconds'] / a['seconds']:.2f}x faster than {ag['rev']} ({ag['sha']}) "
+                f"({a['seconds']:.2f} s against {b['seconds']:.2f} s; CPU {b['cpu_seconds'] / a['cpu_seconds']:.2f}x)"
+            )
+
+
+def both_ran(results: dict, against: dict) -> Iterator[tuple[str, dict, dict]]:
+    """--against's pairs (``against["rows"]``: this code's run, REV's run) where both ran: this code's name, its
+    result, REV's result."""
+    for new, old in against["rows"]:
+        a, b = results.get(new, {}), results.get(old, {})
+        if a.get("ok") and b.get("ok"):
+            yield new, a, b
 
 
 def _range(r: dict) -> str:

@@ -263,32 +263,32 @@ def one_file_runs(b: Bench, work: Path) -> None:
             with p.open("rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
     mb = (folder / "nginx-access.log").stat().st_size / 1e6
-    b.run(
-        ONE_FILE,
-        [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "one-out"), "-q"],
-        scanned_mb=mb,
-    )
-    one_thread = (
-        "from logscope.ingest import IngestOptions, ingest; "
-        f"ingest({str(folder)!r}, {str(work / 'one-out1')!r}, IngestOptions(workers=1))"
-    )
-    b.run(ONE_FILE_ONE_THREAD, [sys.executable, "-c", one_thread], scanned_mb=mb)
+    _ingest_against(b, folder, mb, work / "one-out", (ONE_FILE, ONE_FILE_ONE_THREAD), "workers=1")
     # the largest vLLM log alone: read in segments on every core (SEGMENT_COUNTERS), against a whole read
     vllm = max(b.data.rglob("vllm-server.log"), key=lambda p: p.stat().st_size)
     folder = work / "one-vllm"
     folder.mkdir()
     shutil.copy(vllm, folder / vllm.name)
-    mb = vllm.stat().st_size / 1e6
+    _ingest_against(
+        b, folder, vllm.stat().st_size / 1e6, work / "vllm-out", (ONE_VLLM, ONE_VLLM_WHOLE), "segments=1"
+    )
+
+
+def _ingest_against(
+    b: Bench, folder: Path, mb: float, out: Path, names: tuple[str, str], options: str
+) -> None:
+    """``logscope ingest`` of ``folder`` into ``out`` as it runs (named ``names[0]``), then the library's ingest with
+    ``IngestOptions(options)`` into ``out`` + '1' (``names[1]``): the same input read both ways."""
     b.run(
-        ONE_VLLM,
-        [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(work / "vllm-out"), "-q"],
+        names[0],
+        [sys.executable, "-m", "logscope", "ingest", str(folder), "-o", str(out), "-q"],
         scanned_mb=mb,
     )
-    whole = (
+    code = (
         "from logscope.ingest import IngestOptions, ingest; "
-        f"ingest({str(folder)!r}, {str(work / 'vllm-out1')!r}, IngestOptions(segments=1))"
+        f"ingest({str(folder)!r}, {str(out.with_name(out.name + '1'))!r}, IngestOptions({options}))"
     )
-    b.run(ONE_VLLM_WHOLE, [sys.executable, "-c", whole], scanned_mb=mb)
+    b.run(names[1], [sys.executable, "-c", code], scanned_mb=mb)
 
 
 @contextmanager
@@ -505,13 +505,11 @@ def print_table(summary: dict) -> None:
             else "--max-memory: the whole folder fits"
         )
     if ag := summary.get("against"):
-        for new, old in ag["rows"]:
-            a, b = results.get(new, {}), results.get(old, {})
-            if a.get("ok") and b.get("ok"):
-                print(
-                    f"{new}: {a['seconds'] / b['seconds']:.3f}x the wall time, "
-                    f"{a['cpu_seconds'] / b['cpu_seconds']:.3f}x the CPU of {ag['rev']} ({ag['sha']}), runs alternating"
-                )
+        for new, a, b in percore.both_ran(results, ag):
+            print(
+                f"{new}: {a['seconds'] / b['seconds']:.3f}x the wall time, "
+                f"{a['cpu_seconds'] / b['cpu_seconds']:.3f}x the CPU of {ag['rev']} ({ag['sha']}), runs alternating"
+            )
     print("counts:", json.dumps(summary["counts"]))
     print("logscope and the naive loop count the same:", summary["counts_agree"])
 

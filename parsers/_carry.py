@@ -77,6 +77,22 @@ def uncarried(state: dict) -> dict[int, int]:
     return state.get("record_cut") or {}
 
 
+def grouped(frame: pl.DataFrame, *own: pl.Expr) -> pl.DataFrame:
+    """One row a record (``rec``): its first line's number, seq and stamp, its first line's text (``message``) and
+    every line's (``detail``), its line count, with the format's own columns ``own`` (after ``detail``)."""
+    m = pl.col("msg")
+    return frame.group_by("rec", maintain_order=True).agg(
+        pl.col("line_no").first(),
+        pl.len().cast(pl.Int64).alias("line_count"),
+        pl.col("seq").first(),
+        m.first().alias("message"),
+        m.str.join("\n").alias("detail"),
+        *own,
+        pl.col("ts").first(),
+        pl.col("ts_inferred").first(),
+    )
+
+
 def named_events(
     events: Callable[[pl.DataFrame, ParseContext], pl.DataFrame], r: Resumed, ctx: ParseContext
 ) -> pl.DataFrame:

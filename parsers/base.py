@@ -129,6 +129,13 @@ class DocumentFormat(FormatModule, Protocol):
     def parse_document(self, text: str, ctx: ParseContext) -> ChunkResult: ...
 
 
+def counted(state: dict, key: str, message: str) -> ChunkResult | None:
+    """A stream's closing word on the rows its chunks counted under ``state[key]`` (``message``, ``{n}`` the count);
+    None when there were none."""
+    n = state.get(key, 0)
+    return ChunkResult(messages=[message.format(n=n)]) if n else None
+
+
 def safe_detect(module, head: list[str]) -> float:
     """Call a format's detect(); an exception or a bad value scores 0 (detection never raises)."""
     try:

@@ -27,7 +27,7 @@ from logscope.schemas import TS
 
 from . import _platform as plat
 from ._common import ascii_classes
-from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
+from .base import ChunkResult, ParseContext, counted, nonblank, one_head, per_head
 
 NAME = "k8s_kubectl"
 KIND = "platform"
@@ -153,15 +153,12 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
-    n = state.get("relative", 0)
-    if not n:
-        return None
-    return ChunkResult(
-        messages=[
-            f"{n} event row(s) give only an age ('25m', '21m (x44 over 2d1h)'), the time since kubectl ran, and the "
-            "file gives no capture time (a timestamp in front of each line, or a `date` line before the output): "
-            "their times are unknown, kept as ages (platform_events.age_s)"
-        ]
+    return counted(
+        state,
+        "relative",
+        "{n} event row(s) give only an age ('25m', '21m (x44 over 2d1h)'), the time since kubectl ran, and the "
+        "file gives no capture time (a timestamp in front of each line, or a `date` line before the output): "
+        "their times are unknown, kept as ages (platform_events.age_s)",
     )
 
 

@@ -30,7 +30,7 @@ from logscope.schemas import TS
 
 from . import _platform as plat
 from ._common import ascii_classes, local_to_utc
-from .base import ChunkResult, ParseContext, nonblank, one_head, per_head
+from .base import ChunkResult, ParseContext, counted, nonblank, one_head, per_head
 
 NAME = "kernel_log"
 KIND = "platform"
@@ -146,14 +146,11 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
-    n = state.get("unanchored", 0)
-    if not n:
-        return None
-    return ChunkResult(
-        messages=[
-            f"{n} kernel record(s) carry only the seconds since boot ('[12345.678901]': dmesg without -T or "
-            "--time-format iso) and no syslog line of the file gives the boot time: kept with a null time"
-        ]
+    return counted(
+        state,
+        "unanchored",
+        "{n} kernel record(s) carry only the seconds since boot ('[12345.678901]': dmesg without -T or "
+        "--time-format iso) and no syslog line of the file gives the boot time: kept with a null time",
     )
 
 

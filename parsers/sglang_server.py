@@ -359,17 +359,7 @@ def _access(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     if frame.height == 0:
         return pl.DataFrame()
-    m = pl.col("msg")
-    g = frame.group_by("rec", maintain_order=True).agg(
-        pl.col("line_no").first(),
-        pl.len().cast(pl.Int64).alias("line_count"),
-        pl.col("seq").first(),
-        m.first().alias("message"),
-        m.str.join("\n").alias("detail"),
-        pl.col("rank").first().alias("process"),
-        pl.col("ts").first(),
-        pl.col("ts_inferred").first(),
-    )
+    g = _carry.grouped(frame, pl.col("rank").first().alias("process"))
     kind = pl.lit(None, dtype=pl.String)
     for name, col, pat in reversed(_KIND_RULES):
         kind = pl.when(pl.col(col).str.contains(ascii_classes(pat))).then(pl.lit(name)).otherwise(kind)

@@ -281,18 +281,7 @@ _REQ_COLUMNS = ["ts", "event", "request_id", "max_tokens", "temperature", "line_
 def _events(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     if frame.height == 0:
         return pl.DataFrame()
-    m = pl.col("msg")
-    g = frame.group_by("rec", maintain_order=True).agg(
-        pl.col("line_no").first(),
-        pl.len().cast(pl.Int64).alias("line_count"),
-        pl.col("seq").first(),
-        m.first().alias("message"),
-        m.str.join("\n").alias("detail"),
-        pl.col("level").first(),
-        pl.col("target").first().alias("process"),
-        pl.col("ts").first(),
-        pl.col("ts_inferred").first(),
-    )
+    g = _carry.grouped(frame, pl.col("level").first(), pl.col("target").first().alias("process"))
     # a request's own lines are request events: its failure (one a request; the batch's error is the event),
     # its Success, its Input/Output at debug level (the user's text); left out before the rules read them (most
     # of a busy log's lines)

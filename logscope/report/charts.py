@@ -183,6 +183,20 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
     in tooltips (a row per episode would make the chart thousands of pixels tall)."""
     fill = {"field": "cls", "type": "nominal", "scale": class_scale(eps["cls"].to_list()), "legend": None}
     tooltip = [tip("label", "episode")]
+
+    def bars(y: dict) -> dict:  # the episodes' bars, on a row per class or per episode
+        return {
+            "data": d.add("episodes", eps),
+            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
+            "encoding": {
+                "x": x("start", "top"),
+                "x2": {"field": "end"},
+                "y": y,
+                "fill": fill,
+                "tooltip": tooltip,
+            },
+        }
+
     if eps.height > MAX_EPISODE_ROWS:
         classes = [c for c in CLASS_COLORS if c in set(eps["cls"].to_list())] + sorted(
             set(eps["cls"].to_list()) - set(CLASS_COLORS)
@@ -195,15 +209,7 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
             "axis": {"ticks": False, "domain": False, "grid": False},
         }
         return {
-            "data": d.add("episodes", eps),
-            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
-            "encoding": {
-                "x": x("start", "top"),
-                "x2": {"field": "end"},
-                "y": y,
-                "fill": fill,
-                "tooltip": tooltip,
-            },
+            **bars(y),
             "width": WIDTH,
             "height": 22 * len(classes),
             "title": f"Episodes: {eps.height}, one row per class (hover for ids; shaded below)",
@@ -215,19 +221,7 @@ def _episode_lane(eps: pl.DataFrame, x: XEnc, d: Data) -> dict:
         "title": None,
         "axis": {"labels": False, "ticks": False, "domain": False, "grid": False},
     }
-    layers = [
-        {
-            "data": d.add("episodes", eps),
-            "mark": {"type": "bar", "height": 14, "cornerRadius": 2},
-            "encoding": {
-                "x": x("start", "top"),
-                "x2": {"field": "end"},
-                "y": y,
-                "fill": fill,
-                "tooltip": tooltip,
-            },
-        }
-    ]
+    layers = [bars(y)]
     # where each label goes, judged on the narrowest plot (a wider one only has more room)
     place = []
     for a, b, label in eps.select("start", "end", "label").rows():
@@ -477,6 +471,29 @@ def ladder_chart(summary: dict, options: ReportOptions) -> dict | None:
     return finish({"hconcat": charts, "spacing": 24, "resolve": {"scale": {"color": "independent"}}}, d)
 
 
+def _histogram(
+    name: str, hist: pl.DataFrame, count: str, color: str, x: dict, tooltip: list, title: str
+) -> tuple[dict, Data]:
+    """A section's histogram of bins pre-computed into ``hist`` (columns lo, hi and ``count``): one bar a bin,
+    ``x`` the bins' axis title and its extra encoding, ``count`` on whole-number ticks."""
+    d = Data()
+    spec = {
+        "data": d.add(name, hist),
+        "mark": {"type": "bar", "color": color},
+        "encoding": {
+            "x": {"field": "lo", "type": "quantitative", **x},
+            "x2": {"field": "hi"},
+            "y": {"field": count, "type": "quantitative", "title": count, **_counts(hist[count].max())},
+            "y2": {"datum": 0},
+            "tooltip": tooltip,
+        },
+        "width": 520,
+        "height": 170,
+        "title": title,
+    }
+    return spec, d
+
+
 def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
     """Histogram of seconds between a failed client attempt and the next one (the retry back-off)."""
     key = ("source", "logical_request_id")
@@ -520,34 +537,13 @@ def retry_gap_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .with_columns((pl.col("bin") * width).alias("lo"), ((pl.col("bin") + 1) * width).alias("hi"))
         .sort("lo")
     )
-    d = Data()
-    spec = {
-        "data": d.add("retry-gaps", hist),
-        "mark": {"type": "bar", "color": BLUE},
-        "encoding": {
-            "x": {
-                "field": "lo",
-                "type": "quantitative",
-                "title": "seconds from a failed attempt to the retry",
-            },
-            "x2": {"field": "hi"},
-            "y": {
-                "field": "retries",
-                "type": "quantitative",
-                "title": "retries",
-                **_counts(hist["retries"].max()),
-            },
-            "y2": {"datum": 0},
-            "tooltip": [
-                tip("lo", "from s", "quantitative", ".2f"),
-                tip("hi", "to s", "quantitative", ".2f"),
-                tip("retries", None, "quantitative"),
-            ],
-        },
-        "width": 520,
-        "height": 170,
-        "title": "Retry timing (client)",
-    }
+    tooltip = [
+        tip("lo", "from s", "quantitative", ".2f"),
+        tip("hi", "to s", "quantitative", ".2f"),
+        tip("retries", None, "quantitative"),
+    ]
+    x = {"title": "seconds from a failed attempt to the retry"}
+    spec, d = _histogram("retry-gaps", hist, "retries", BLUE, x, tooltip, "Retry timing (client)")
     return finish(spec, d), stats
 
 
@@ -573,30 +569,11 @@ def output_length_chart(ld: Loaded) -> tuple[dict | None, dict | None]:
         .with_columns((pl.col("lo") + 0.05).alias("hi"))
         .sort("lo")
     )
-    d = Data()
-    spec = {
-        "data": d.add("lengths", hist),
-        "mark": {"type": "bar", "color": GREEN},
-        "encoding": {
-            "x": {
-                "field": "lo",
-                "type": "quantitative",
-                "title": "generated tokens / requested max_tokens",
-                "scale": {"domain": [0, 1]},
-                "axis": {"format": "%"},
-            },
-            "x2": {"field": "hi"},
-            "y": {
-                "field": "requests",
-                "type": "quantitative",
-                "title": "requests",
-                **_counts(hist["requests"].max()),
-            },
-            "y2": {"datum": 0},
-            "tooltip": [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")],
-        },
-        "width": 520,
-        "height": 170,
-        "title": "Requested vs generated length",
+    tooltip = [tip("lo", "from", "quantitative", ".0%"), tip("requests", None, "quantitative")]
+    x = {
+        "title": "generated tokens / requested max_tokens",
+        "scale": {"domain": [0, 1]},
+        "axis": {"format": "%"},
     }
+    spec, d = _histogram("lengths", hist, "requests", GREEN, x, tooltip, "Requested vs generated length")
     return finish(spec, d), stats
