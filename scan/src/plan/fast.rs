@@ -168,6 +168,8 @@ impl Matcher<'_> {
                     Fast::Ok(end) => break Some(end),
                     Fast::Fail => {}
                     Fast::Unknown => {
+                        // backtracking's spans are not journaled: its match sets a choice, so a part around this one
+                        // that fails after it is Unknown (all of it backtracked), never undone from the journal
                         self.undo(mark);
                         let mut end = None;
                         if self.seq(after, p, &mut |_, e| {
