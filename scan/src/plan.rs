@@ -26,7 +26,7 @@ pub use starts::{Starts, lazy_at, starts};
 pub use step::{Kind, Step, captures};
 
 use fast::Fast;
-use matcher::{Matcher, UNSET, budget};
+use matcher::{Matcher, UNSET, Undo, budget};
 
 /// Match one kind against a line: the fields' spans when it matches (in `spans`, which it resets).
 pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
@@ -57,8 +57,8 @@ pub fn match_kind_into(kind: &Kind, line: &[u8], spans: &mut Spans) -> bool {
 }
 
 thread_local! {
-    /// The possessive attempt's stack of saved spans, kept from line to line (not allocated for each).
-    static SAVES: std::cell::Cell<Spans> = const { std::cell::Cell::new(Vec::new()) };
+    /// The possessive attempt's journal of spans, kept from line to line (not allocated for each).
+    static SAVES: std::cell::Cell<Undo> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Match one kind against a line: the fields' spans when it matches.

@@ -120,6 +120,7 @@ impl Matcher<'_> {
                             if !is_boundary(line, start) || !is_boundary(line, p) {
                                 return self.failed();
                             }
+                            self.saves.push((*slot as u32, self.spans[*slot]));
                             self.spans[*slot] = (start as u32, p as u32);
                             pos = p;
                         }
@@ -142,22 +143,58 @@ impl Matcher<'_> {
         Fast::Ok(pos)
     }
 
-    /// The rest of a sequence from a lazy step, by backtracking over that rest alone: its first match is the first a
-    /// backtracking engine finds with the steps before it taken their first way (as `fast` took them), so the time
-    /// and thread before a message are not matched twice. Taking the lazy step further is another way to match; a
-    /// rest that cannot match is a failure judged by the choices before it.
+    /// The rest of a sequence from a lazy step (`LazyAt`, first of `rest`), place by place as backtracking tries
+    /// them: at each place what follows is tried possessively first (`fast`), by backtracking only when that cannot
+    /// tell, so a message after a line's prefix is read on its first path, not through continuations. Its first
+    /// match is the first a backtracking engine finds with the steps before it taken their first way (as `fast` took
+    /// them), so the time and thread before a message are not matched twice. Taking the lazy step further is
+    /// another way to match; a rest that cannot match is a failure judged by the choices before it.
     fn lazy_rest(&mut self, rest: &[Step], pos: usize) -> Fast {
-        let mut end = None;
-        let matched = self.seq(rest, pos, &mut |_, p| {
-            end = Some(p);
-            true
-        });
-        match end {
-            Some(p) if matched => {
-                self.choice = true;
-                Fast::Ok(p)
+        let (Some((Step::LazyAt(st), after)), line) = (rest.split_first(), self.line) else {
+            unreachable!("lazy_rest starts at a LazyAt step")
+        };
+        let mark = self.saves.len();
+        let outer = self.choice;
+        let mut p = pos;
+        let found = loop {
+            // what follows takes a byte: the end of the line is never one of its places
+            match line[p..].iter().position(|&b| st[b as usize]) {
+                Some(i) => p += i,
+                None => break None,
             }
-            _ => self.failed(),
+            if is_boundary(line, p) {
+                self.choice = false;
+                match self.fast(after, p) {
+                    Fast::Ok(end) => break Some(end),
+                    Fast::Fail => {}
+                    Fast::Unknown => {
+                        // backtracking's spans are not journaled: its match sets a choice, so a part around this one
+                        // that fails after it is Unknown (all of it backtracked), never undone from the journal
+                        self.undo(mark);
+                        let mut end = None;
+                        if self.seq(after, p, &mut |_, e| {
+                            end = Some(e);
+                            true
+                        }) {
+                            break end;
+                        }
+                    }
+                }
+                self.undo(mark); // a failed place's fields are not kept
+                if self.budget == 0 {
+                    break None;
+                }
+                self.budget -= 1;
+            }
+            p += 1;
+        };
+        self.choice = outer;
+        match found {
+            Some(end) => {
+                self.choice = true;
+                Fast::Ok(end)
+            }
+            None => self.failed(),
         }
     }
 
@@ -166,22 +203,26 @@ impl Matcher<'_> {
     }
 
     /// A nested sequence tried on its own: its result (a failure judged by its own choices only: the steps before
-    /// it are not tried again by the part that contains it), the spans as they were before it when it failed (kept
-    /// on the matcher's stack of saved spans while it runs: no allocation per attempt).
+    /// it are not tried again by the part that contains it), the spans as they were before it when it failed (the
+    /// ones it set undone from the journal: no copy of the spans per attempt).
     fn sub(&mut self, steps: &[Step], pos: usize, caps: bool) -> Fast {
         let mark = self.saves.len();
-        if caps {
-            self.saves.extend_from_slice(&self.spans);
-        }
         let outer = std::mem::replace(&mut self.choice, false);
         let got = self.fast(steps, pos);
         self.choice |= outer;
-        if caps {
-            if matches!(got, Fast::Fail) {
-                self.spans.copy_from_slice(&self.saves[mark..]);
-            }
-            self.saves.truncate(mark);
+        if caps && matches!(got, Fast::Fail) {
+            self.undo(mark);
         }
         got
+    }
+
+    /// The spans set since the journal's `mark` put back as they were.
+    fn undo(&mut self, mark: usize) {
+        while self.saves.len() > mark {
+            let Some((slot, old)) = self.saves.pop() else {
+                break;
+            };
+            self.spans[slot as usize] = old;
+        }
     }
 }

@@ -8,6 +8,9 @@ use super::step::Step;
 /// Captured spans of one match (u32::MAX: not captured).
 pub type Spans = Vec<(u32, u32)>;
 pub(super) const UNSET: (u32, u32) = (u32::MAX, u32::MAX);
+/// The possessive attempt's journal of the spans it set: (slot, the span before), undone back to a mark when a part
+/// fails (no copy of every span before each part that may fail).
+pub type Undo = Vec<(u32, (u32, u32))>;
 
 /// Work allowed for one line and kind before it is given up as not matching (a line built to make backtracking
 /// explode costs a bounded time; real lines match or fail in a few dozen steps): `BUDGET`, or `BUDGET_PER_BYTE` steps
@@ -25,7 +28,7 @@ pub(super) struct Matcher<'a> {
     pub(super) spans: Spans,
     pub(super) budget: u32,
     pub(super) choice: bool, // the possessive attempt (`fast`) passed a step that had another way to match
-    pub(super) saves: Spans, // the possessive attempt's stack of spans saved before a nested part (`fast::sub`)
+    pub(super) saves: Undo, // the possessive attempt's journal of the spans it set (`fast::sub`, `fast::undo`)
 }
 
 impl Matcher<'_> {

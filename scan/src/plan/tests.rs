@@ -214,3 +214,62 @@ fn classes_read_unicode_space() {
     assert_eq!(c.at("\u{2028}".as_bytes()), (false, 3));
     assert_eq!(c.at(b","), (false, 1));
 }
+
+#[test]
+fn a_lazy_steps_places_are_tried_possessively() {
+    // openai-python's prefix read place by place, what follows each tried on its first path (no backtracking work)
+    let mut prefix = vec![
+        Step::Lazy,
+        Step::opt(vec![
+            lit("["),
+            cap(1, vec![run("^][", 1, usize::MAX)]),
+            lit("]"),
+            Step::Run {
+                class: Class::parse("\\s:\\-").unwrap(),
+                min: 0,
+                max: usize::MAX,
+                lazy: true,
+            },
+        ]),
+        run("\\s:", 1, 1),
+        cap(2, vec![Step::alt(vec![vec![lit("go")], vec![lit("went")]])]),
+        Step::opt(vec![lit(" x="), cap(3, vec![run("0-9", 1, usize::MAX)])]),
+        lit("!"),
+    ];
+    lazy_at(&mut prefix);
+    let k = kind(vec![
+        Step::opt(vec![cap(0, vec![run("0-9", 4, 4)])]),
+        Step::alt(vec![vec![Step::Start, cap(2, vec![lit("go")])], prefix]),
+    ]);
+    let lines = [
+        "2026 lvl name [t1] go x=5!",
+        "2026 lvl [t1] goes [t2] - went!", // the first thread's place fails: its field is not kept
+        "2026 [t1] go x=!",
+        "2026 [t1]:-: go!",
+        "2026 [t1] -go!",
+        "2026 a go b go!",
+        "x [t] [u] went!",
+    ];
+    for line in lines {
+        assert_eq!(
+            match_kind(&k, line.as_bytes(), 4),
+            by_backtracking(&k, line, 4),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        fields(&k, "2026 lvl [t1] goes [t2] - went!", 4).unwrap(),
+        [Some("2026".into()), Some("t2".into()), Some("went".into()), None]
+    );
+    // the places before the message cost a step each: backtracking through them took more than this budget
+    let line = b"2026 lvl name x [t1] go x=5!";
+    let mut m = Matcher {
+        line,
+        spans: vec![UNSET; 4],
+        budget: 8,
+        choice: false,
+        saves: Vec::new(),
+    };
+    assert!(matches!(m.fast(&k.steps, 0), Fast::Ok(28)));
+    assert_eq!(m.spans[3], (26, 27));
+}
