@@ -219,20 +219,19 @@ def iter_line_chunks(
         if rest:
             data = rest + data
         nl = lb.line_end(data, f.cr_ends)
-        monster = False
         if nl < 0:
             rest = data
             if len(rest) <= monster_bytes(chunk_bytes):
                 continue
             # a monster line: emit its start (cut, said) rather than grow forever, and skip to its end, so that
             # it stays one line (wc -l) however long it is
-            body, rest, skipping, monster = lb.whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True, True
+            body, rest, skipping = lb.whole_chars(rest[: 4 * MAX_LINE_CHARS]), b"", True
         else:
             body, rest = memoryview(data)[:nl], data[nl + 1 :]  # a view: no copy of the block
         df, cut = lb.lines_frame(
             lb.no_nuls(body, f) if b"\x00" in data else body, line_no, f.cr_ends, partial(_decode, f=f)
         )
-        cut_total += max(cut, int(monster))  # a monster line is cut even where its start fits MAX_LINE_CHARS
+        cut_total += max(cut, int(nl < 0))  # a monster line is cut even where its start fits MAX_LINE_CHARS
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
