@@ -16,6 +16,8 @@ import polars as pl
 
 from logscope.parsers import _spans
 
+from .store import ROW_GROUP
+
 # what ``_spans.layers`` reads (and ``_sglang_queue`` rewrites: queue_s, prefill_s) besides the dummies below
 _READ = [
     "trace_id",
@@ -59,6 +61,6 @@ def relate(out: Path) -> None:
     if all(got[c].equals(have[c]) for c in _SET):
         return
     tmp = path.with_suffix(".relating.parquet")
-    table = pl.read_parquet(path)
-    table.with_columns(got[c] for c in _SET).write_parquet(tmp)
+    # streamed: only the columns set here are held whole (a fleet's spans with their attributes need not fit)
+    pl.scan_parquet(path).with_columns(got[c] for c in _SET).sink_parquet(tmp, row_group_size=ROW_GROUP)
     tmp.replace(path)
