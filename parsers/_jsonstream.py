@@ -68,7 +68,9 @@ def feed(lines: pl.DataFrame, state: dict, whole_line: bool = True) -> Found:
         if pend is None:
             if not _OPEN.match(t):
                 continue
-            if len(t) >= MAX_LINE_CHARS:  # cut: its brackets never close, and it would hold every line after it
+            if (
+                len(t) >= MAX_LINE_CHARS
+            ):  # cut: its brackets never close, and it would hold every line after it
                 cut += 1
                 continue
             if whole_line and _WHOLE.match(t) and depth(t) == 0:
