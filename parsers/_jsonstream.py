@@ -68,9 +68,8 @@ def feed(lines: pl.DataFrame, state: dict, whole_line: bool = True) -> Found:
         if pend is None:
             if not _OPEN.match(t):
                 continue
-            if (
-                len(t) >= MAX_LINE_CHARS
-            ):  # cut: its brackets never close, and it would hold every line after it
+            # cut by the reader: its brackets never close, and it would hold every line after it
+            if len(t) >= MAX_LINE_CHARS:
                 cut += 1
                 continue
             if whole_line and _WHOLE.match(t) and depth(t) == 0:
