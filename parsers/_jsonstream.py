@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from .base import MAX_LINE_CHARS
+
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 # a value opens with '{' and a key (or nothing more on the line), or '[' and a value that can hold spans: not a
 # log line's '[06/18/24 06:57:22] INFO'
@@ -48,6 +50,7 @@ class Found:
     recognized: pl.Series
     failed: int = 0  # values that closed but did not decode
     failed_example: str | None = None
+    cut: int = 0  # lines opening a value, cut by the reader at MAX_LINE_CHARS: not read
 
 
 def feed(lines: pl.DataFrame, state: dict, whole_line: bool = True) -> Found:
@@ -59,11 +62,15 @@ def feed(lines: pl.DataFrame, state: dict, whole_line: bool = True) -> Found:
     texts = lines["line"].to_list()
     ok = [False] * len(texts)
     values: list[tuple[int, object]] = []
-    failed, example = 0, None
+    failed, example, cut = 0, None, 0
     start_idx = 0
     for i, (n, t) in enumerate(zip(nums, texts, strict=True)):
         if pend is None:
             if not _OPEN.match(t):
+                continue
+            # cut by the reader: its brackets never close, and it would hold every line after it
+            if len(t) >= MAX_LINE_CHARS:
+                cut += 1
                 continue
             if whole_line and _WHOLE.match(t) and depth(t) == 0:
                 try:
@@ -92,7 +99,7 @@ def feed(lines: pl.DataFrame, state: dict, whole_line: bool = True) -> Found:
     if pend is not None:
         pend.counted_before += len(texts) - start_idx
     state["json"] = pend
-    return Found(values, pl.Series(ok, dtype=pl.Boolean), failed, example)
+    return Found(values, pl.Series(ok, dtype=pl.Boolean), failed, example, cut)
 
 
 def leftover(state: dict) -> tuple[int, list[str]]:

@@ -246,7 +246,9 @@ def finish(raw: pl.DataFrame, source: str, replica: str, prompts: bool = False) 
         _word(pl.col("status"), _STATUS, "status_code_").alias("status"),
         ns("start_ns").alias("start"),
         ns("end_ns").alias("end"),
-        ((pl.col("end_ns") - pl.col("start_ns")) / 1e9).alias("duration_s"),
+        # times 1e-9, not / 1e9: polars divides one row exactly but many by the reciprocal's product, so a chunk of
+        # one span gave another last digit than a chunk of many (a file read in smaller chunks)
+        ((pl.col("end_ns") - pl.col("start_ns")) * 1e-9).alias("duration_s"),
         pl.when(first_tok.is_not_null()).then(pl.from_epoch(first_tok // 1000, time_unit="us")).alias("ft"),
         *[_cast(_attr(keys), t).alias(c) for c, t, keys in TYPED],
         # OpenInference keeps the request's parameters as one JSON text
@@ -282,7 +284,7 @@ def finish(raw: pl.DataFrame, source: str, replica: str, prompts: bool = False) 
     df = df.with_columns(
         # a first-token event on a span without the TTFT attribute gives it
         pl.coalesce(
-            "ttft_s", (pl.col("first_token_ts") - pl.col("start")).dt.total_microseconds() / 1e6
+            "ttft_s", (pl.col("first_token_ts") - pl.col("start")).dt.total_microseconds() * 1e-6
         ).alias("ttft_s"),
         base_id(pl.col("request_id")).alias("base_request_id"),
         pl.lit(source).alias("source"),

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import polars as pl
 
 from . import _jsonstream, _spans
-from .base import ChunkResult, ParseContext
+from .base import MAX_LINE_CHARS, ChunkResult, ParseContext
 
 _FRACTION = re.compile(r"\.(\d+)")
 Convert = Callable[[object, int], list[_spans.Span] | None]  # None: not a value of the format
@@ -36,6 +36,11 @@ def parse_chunk(
         ok = _unmark(lines, ok, foreign)
         messages.append(
             f"{len(foreign):,} JSON value(s) of another kind (e.g. at line {foreign[0]:,}): not read"
+        )
+    if found.cut:
+        messages.append(
+            f"{found.cut:,} line(s) opening a JSON value cut at {MAX_LINE_CHARS:,} characters (see the cut lines' "
+            "message): not read"
         )
     if found.failed:
         messages.append(f"JSON value(s) that do not decode, e.g. {found.failed_example!r}")

@@ -58,6 +58,10 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 
 import polars as pl
 
+# a line longer than this reaches a parser cut to exactly this many characters (the reader says so in the file's
+# messages): a regex over 10 MB buys nothing. A JSON value holding such a line cannot decode (``_jsonstream``)
+MAX_LINE_CHARS = 1_000_000
+
 # what a format's rows are about: the stage that reads them (files.parquet ``kind``)
 Kind = Literal["server", "gateway", "client", "metrics", "config", "traces", "platform"]
 Mode = Literal["lines", "document"]  # streamed in chunks of lines, or read whole (a JSON document)

@@ -14,7 +14,7 @@ from logscope.parsers._common import endpoint_expr, tgi_endpoint_expr
 
 from .. import schemas
 from ..scalars import int_or_none
-from . import metric_stats
+from . import metric_stats, span_relations
 
 TABLES = ("server_requests",)  # tables made here (server_stats, a parsed table, is completed here too)
 
@@ -36,6 +36,7 @@ def finalize(
     server_requests' passes (``request_pass``), independent of each other; ``pass_rows``, the request events a
     pass may hold when memory is tight (``resources.shape``; ONE_PASS_MAX and ROWS_PER_PASS otherwise)."""
     _server_requests(out, logs or {}, run, pass_rows)
+    span_relations.relate(out)
     notes = metric_stats.append_derived_stats(out)
     _stats_intervals(out)
     return notes

@@ -176,6 +176,14 @@ def head(f: InputFile) -> tuple[list[str], bool]:
     return [ln[:5000] for ln in lines[:HEAD_LINES]], binary
 
 
+def monster_bytes(chunk_bytes: int) -> int:
+    """The bytes of a line without its end past which ``iter_line_chunks`` stops holding it and cuts it. Never below
+    what a line of MAX_LINE_CHARS characters can take (4 bytes each): a line is then cut at MAX_LINE_CHARS whatever
+    the chunks (at 4 x chunk_bytes alone, reading in 16 KiB chunks cut the lab's 65-79 KB OTLP export lines,
+    unsaid, and lost their spans)."""
+    return max(4 * chunk_bytes, 4 * MAX_LINE_CHARS)
+
+
 def iter_line_chunks(
     f: InputFile,
     chunk_bytes: int = CHUNK_BYTES,
@@ -213,7 +221,7 @@ def iter_line_chunks(
         nl = lb.line_end(data, f.cr_ends)
         if nl < 0:
             rest = data
-            if len(rest) <= 4 * chunk_bytes:
+            if len(rest) <= monster_bytes(chunk_bytes):
                 continue
             # a monster line: emit its start (cut, said) rather than grow forever, and skip to its end, so that
             # it stays one line (wc -l) however long it is
@@ -223,7 +231,7 @@ def iter_line_chunks(
         df, cut = lb.lines_frame(
             lb.no_nuls(body, f) if b"\x00" in data else body, line_no, f.cr_ends, partial(_decode, f=f)
         )
-        cut_total += cut
+        cut_total += max(cut, int(nl < 0))  # a monster line is cut even where its start fits MAX_LINE_CHARS
         line_no += df.height
         if meter is not None:
             meter(len(body) + 1)
@@ -332,7 +340,7 @@ def _line_ends(f: InputFile, block: bytes, nl: int) -> bool:
 
 def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
     """The lines ``iter_line_chunks`` yields for ``span``, counted without decoding (~2.5 GB/s): its
-    newlines, plus one wherever a whole read emits a line longer than four chunks in two."""
+    newlines, plus one wherever a whole read emits a line longer than ``monster_bytes`` in two."""
     n, rest, skipping = 0, 0, False
     for data in _read_span(f, span, chunk_bytes):
         if skipping:  # the rest of a monster line, counted already
@@ -342,7 +350,9 @@ def span_lines(f: InputFile, span: Span, chunk_bytes: int = CHUNK_BYTES) -> int:
         nl = lb.line_end(data, f.cr_ends)
         if nl < 0:
             rest += len(data)
-            if rest > 4 * chunk_bytes:  # iter_line_chunks' monster line: one line, skipped to its end
+            if rest > monster_bytes(
+                chunk_bytes
+            ):  # iter_line_chunks' monster line: one line, skipped to its end
                 n, rest, skipping = n + 1, 0, True
             continue
         n += lb.ends(
