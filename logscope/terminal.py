@@ -195,8 +195,10 @@ def print_verdict(summary: dict, paths: dict, verbose: bool) -> None:
     if len(found) > limit:
         out.print(f"  +{len(found) - limit} more findings (report.html, summary.md)")
     seen = summary.get("outcomes") or {}
-    # what the callers saw, when some did not get an answer, or an ok may hide a stream that failed after its 200
-    if set(seen.get("by_outcome") or {}) - {"ok"} or seen.get("uncertain"):
+    # what the callers saw, when some did not get an answer, an ok may hide a stream that failed after its 200, or
+    # only the engine's own end states an ok (no caller's record: compare counts the same, named so)
+    engine = any(r.get("stated_by") == "engine" for r in seen.get("by_status") or [])
+    if set(seen.get("by_outcome") or {}) - {"ok"} or seen.get("uncertain") or engine:
         # imported here: the diagnose package loads polars, which must wait for the allocator setting (cli)
         from .diagnose.outcomes import words as outcome_words
 

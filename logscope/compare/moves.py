@@ -146,13 +146,16 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     if r.height == 0:
         return
     v, smp = f.values, f.samples
-    # over the requests whose outcome a record states (sources.stated_outcome): an unknown one is no failure
+    # over the requests whose outcome a record states (diagnose.stated, analyze's too): an unknown one is no failure
     stated = r.filter(pl.col("stated_outcome").is_not_null())
     ok = stated.filter(pl.col("stated_outcome") == "ok")
     clock, source = _mode(r["latency_clock"]), _mode(r["latency_source"])
     v["requests"] = r.height
+    # the outcomes' layer is the record that stated them (the caller's, the gateway's, the engine's own end)
+    by = _mode(stated["stated_by"]) if stated.height else None
+    src = _mode(stated.filter(pl.col("stated_by") == by)["stated_source"]) if by else None
     for k in ("completed", "success_share"):
-        f.meta[k] = {"clock": clock, "source": source}
+        f.meta[k] = {"clock": LAYER.get(by or "", clock), "source": src or source}
     if stated.height:
         v["completed"] = ok.height
         smp["success_share"] = (stated["stated_outcome"] == "ok").cast(pl.Float64)
@@ -200,6 +203,9 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     for name, x in _span_samples(run, r).items():  # vLLM's own per-request spans, beside its histograms
         smp[name] = x
         f.meta[name] = {"clock": ENGINE, "source": "spans", "n": x.len()}
+
+
+LAYER = {"caller": CLIENT, "gateway": GATEWAY, "engine": ENGINE}  # stated_by -> the clock of its layer
 
 
 def _no_outcome(n: int) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..diagnose import stated
 from .runs import Run
 
-UNKNOWN = "unknown"  # requests.outcome where no record states one
 CLOCK_OF_ORIGIN = {"client": "client", "gateway": "gateway", "server": "engine"}
 SOURCE_OF_ORIGIN = {"gateway": "gateway_log", "server": "engine_log"}
 LOAD_TESTS = {
@@ -61,6 +61,8 @@ def requests(run: Run) -> pl.DataFrame:
             pl.lit(None, pl.String).alias("latency_clock"),
             pl.lit(None, pl.String).alias("latency_source"),
             pl.lit(None, pl.String).alias("stated_outcome"),
+            pl.lit(None, pl.String).alias("stated_by"),
+            pl.lit(None, pl.String).alias("stated_source"),
         )
     derived_clock = pl.col("origin").replace_strict(CLOCK_OF_ORIGIN, default=None, return_dtype=pl.String)
     client = client_source(run) or "client_records"
@@ -77,37 +79,13 @@ def requests(run: Run) -> pl.DataFrame:
         if "latency_source" in r.columns
         else derived_source
     )
-    return r.with_columns(
+    # each request's outcome and the record that stated it (analyze's own field: diagnose.stated), that record
+    # named as a source: its row's (the caller's records, the gateway's log, the engine's own end)
+    return stated.of(r, run.table("server_requests")).with_columns(
         clock.alias("latency_clock"),
         source.alias("latency_source"),
-        stated_outcome(run, r).alias("stated_outcome"),
+        pl.when(pl.col("stated_by").is_not_null()).then(source).alias("stated_source"),
     )
-
-
-def stated_outcome(run: Run, r: pl.DataFrame) -> pl.Expr:
-    """Each request's outcome as a record states it, null where none does: the correlation's outcome, except an
-    'unknown' one of a request only the engine logged (no caller's or gateway's record) whose every execution
-    the engine logged as ended well (server_requests.finished_ts: TGI's 'Success', SGLang's 'Finish' of a
-    non-abort, vLLM V0's 'Finished request'; an abort or failure is already the correlation's error). Unknown
-    is no failure: compare's 'completed ok 0' and 'success share 0.0 %' read TGI 1374's one 'Success' so."""
-    if "outcome" not in r.columns:
-        return pl.lit(None, pl.String)
-    known = pl.when(pl.col("outcome") != UNKNOWN).then(pl.col("outcome"))
-    sr = run.table("server_requests")
-    if sr.height == 0 or not {"request_id", "finished_ts", "aborted_ts", "failed_ts"} <= set(sr.columns):
-        return known.otherwise(None)
-    key = (
-        pl.coalesce("base_request_id", "request_id")
-        if "base_request_id" in sr.columns
-        else pl.col("request_id")
-    )
-    ended = (
-        pl.col("finished_ts").is_not_null() & pl.col("aborted_ts").is_null() & pl.col("failed_ts").is_null()
-    )
-    # the correlation keys an engine-only request by its file and id: every execution of that id must have ended well
-    done = sr.group_by(key.alias("_id")).agg(ended.all().alias("_ended")).filter(pl.col("_ended"))["_id"]
-    engine_ok = (pl.col("origin") == "server") & pl.col("logical_request_id").is_in(done.implode())
-    return known.when((pl.col("outcome") == UNKNOWN) & engine_ok).then(pl.lit("ok")).otherwise(None)
 
 
 def client_source_of(r: pl.DataFrame) -> str | None:

@@ -187,7 +187,8 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     canc = cancellation.claim(traffic["cancellation"])
     if canc is not None:
         reg.add(canc)
-    traffic["outcomes"] = outcomes.analyse(inp.requests, inp.requests_origin, streams)
+    every, executions = outcomes.rows(out, inp)  # those placed by their end alone too, as compare counts them
+    traffic["outcomes"] = outcomes.analyse(every, inp.requests_origin, streams, executions)
     traffic["amplification_below_1"] = outcomes.below_one(
         inp.requests, _amplification(out, traffic), _server_end(inp)
     )

@@ -8,12 +8,15 @@ summary.json and the terminal all render.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import polars as pl
 
 from .. import clock
 from ..correlate.broken import READ_TIMEOUT
 from ..correlate.stream_failures import FAILED, MAYBE, StreamFailures
+from . import stated, tables
+from .stated import ENGINE_END
 
 SOURCE = {
     "correlated": "client (gateway where no client log covers a request)",
@@ -22,13 +25,33 @@ SOURCE = {
 }
 
 
-def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | None = None) -> dict | None:
-    """Final outcomes of the logical requests, each with its HTTP status as the caller saw it, and what a missing
+def rows(out: Path, inp: tables.Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The logical requests whose outcomes are counted, and the engine's executions that may state them: every
+    row of the correlated table in the range with a time, those the engine placed by their end alone too (vLLM
+    V0's 'Finished request' with no 'Received' line: public 05's two), as compare counts them; else the inputs'."""
+    keys = ("request_id", "base_request_id", "finished_ts", "aborted_ts", "failed_ts")
+    sreq = tables.read(out, "server_requests", keys, rng=inp.rng)
+    if inp.requests_origin != "correlated":
+        return inp.requests, sreq
+    # a row with no time at all is counted apart (diagnose.untimed), as before
+    timed = pl.col("ts_start").is_not_null() | pl.col("ts_end").is_not_null()
+    return tables.read(out, "requests", where=timed, rng=inp.rng), sreq
+
+
+def analyse(
+    req: pl.DataFrame,
+    origin: str | None,
+    streams: StreamFailures | None = None,
+    server_requests: pl.DataFrame | None = None,
+) -> dict | None:
+    """Final outcomes of the logical requests, each with its HTTP status as the caller saw it, the record that
+    stated it (``stated_by``: caller, gateway, engine; diagnose.stated, as compare reads it), and what a missing
     status means (``status_text``): no caller's or gateway's record at all, or a record that gives none. A
     truncated answer says what broke it off (requests.mid_stream); ok answers a failed stream no evidence tied
     may belong to are counted beside (``uncertain``), from ``streams`` (stream_failures: why it is not tied)."""
     if not req.height or "outcome" not in req.columns:
         return None
+    req = stated.of(req, server_requests if server_requests is not None else pl.DataFrame())
     status = pl.col("status") if "status" in req.columns else pl.lit(None, pl.Int64)
     mid = pl.col("mid_stream") if "mid_stream" in req.columns else pl.lit(None, pl.String)
     up = pl.col("upstream_status") if "upstream_status" in req.columns else pl.lit(None, pl.Int64)
@@ -37,12 +60,13 @@ def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | Non
     for c in ("client_attempts", "gateway_attempts"):
         if c in req.columns:
             recorded = recorded | (pl.col(c).fill_null(0) > 0)
-    outcome = pl.col("outcome").fill_null("unknown")
+    outcome = pl.col("stated_outcome").fill_null("unknown").alias("outcome")
     groups = (
         req.group_by(
             outcome,
             status.alias("status"),
             pl.when(outcome == "truncated").then(mid).alias("how"),
+            "stated_by",
         )
         .agg(
             pl.len().alias("n"),
@@ -50,11 +74,9 @@ def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | Non
             up.drop_nulls().unique().sort().alias("up"),
             said.drop_nulls().unique().sort().alias("said"),
         )
-        .sort(["outcome", "status", "how"], nulls_last=True)
+        .sort(["outcome", "status", "how", "stated_by"], nulls_last=True)
     )
-    by_outcome = {
-        o: int(n) for o, n in req.group_by(pl.col("outcome").fill_null("unknown")).len().iter_rows()
-    }
+    by_outcome = {o: int(n) for o, n in req.group_by(outcome).len().iter_rows()}
     return {
         "requests": req.height,
         "by_outcome": dict(sorted(by_outcome.items())),
@@ -63,15 +85,26 @@ def analyse(req: pl.DataFrame, origin: str | None, streams: StreamFailures | Non
                 "outcome": o,
                 "status": s,
                 "requests": int(n),
-                "status_text": _status_text(o, s, int(n), int(k), how, list(u)),
+                "status_text": _status_text(o, s, int(n), int(k), how, list(u), by),
+                "stated_by": by,  # the record that stated the outcome (None: unknown)
                 # the error lines that state the break-off (file:line), as the requests table ties them
                 **({"evidence": sorted(e, key=_place)} if e else {}),
             }
-            for o, s, how, n, k, u, e in groups.iter_rows()
+            for o, s, how, by, n, k, u, e in groups.iter_rows()
         ],
-        "source": SOURCE.get(origin or "", origin),
+        "source": SOURCE.get(origin or "", origin) if _callers(req) else ENGINE_ONLY,
         "uncertain": uncertain(req, streams),
     }
+
+
+# the correlated requests of a folder with no caller's or gateway's record: 'as seen by the client' named a record
+# that is not there (TGI 1374, SGLang 23049, vllm-public 05)
+ENGINE_ONLY = "engine log alone (no caller's or gateway's record in the folder)"
+
+
+def _callers(req: pl.DataFrame) -> bool:
+    """Whether any request has a caller's or a gateway's record (its origin: the layer its row came from)."""
+    return "origin" not in req.columns or bool(req["origin"].is_in(["client", "gateway"]).any())
 
 
 def _place(line: str) -> tuple[str, int]:
@@ -106,7 +139,13 @@ def uncertain(req: pl.DataFrame, streams: StreamFailures | None) -> dict | None:
 
 
 def _status_text(
-    outcome: str, status: int | None, n: int, recorded: int, how: str | None = None, up: list | None = None
+    outcome: str,
+    status: int | None,
+    n: int,
+    recorded: int,
+    how: str | None = None,
+    up: list | None = None,
+    by: str | None = None,
 ) -> str:
     """The status column's words: the status, or why there is none. An unknown outcome with no status is told
     apart by whether the caller or the gateway logged the request (g01's LiteLLM router and c03's lm-eval did,
@@ -121,6 +160,10 @@ def _status_text(
         return CUT if status is None else f"{status} at the gateway, the answer cut mid-response"
     if status is not None:
         return str(status)
+    if (
+        by == "engine" and outcome == "ok"
+    ):  # TGI's 'Success', SGLang's 'Finish', vLLM V0's 'Finished request': no HTTP status
+        return ENGINE_END
     if outcome != "unknown":
         return "no HTTP answer"
     if recorded == 0:
@@ -204,7 +247,7 @@ def words(o: dict | None) -> str:
     for r in o["by_status"]:
         st = (
             ""
-            if r["outcome"] in ("ok", "unfinished")
+            if (r["outcome"] in ("ok", "unfinished") and r.get("stated_by") != "engine")
             or (r["outcome"] == "truncated" and not any(w in (r.get("status_text") or "") for w in SAID))
             else f" ({r.get('status_text') or _status_text(r['outcome'], r['status'], r['requests'], 0)})"
         )

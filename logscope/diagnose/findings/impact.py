@@ -17,13 +17,12 @@ import polars as pl
 
 from ... import clock as clk
 from ...scalars import float_value
-from ..claims import Fact
 from ..clockgap import MIN_REQUESTS
 from ..context import Context
 from ..records import Finding
 from ..severity import Severity
 from ..tables import FAILED_OUTCOMES
-from . import beat_impact
+from . import beat_impact, impact_rule
 
 
 def measure(ctx: Context, found: list[Finding]) -> None:
@@ -66,7 +65,8 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
     ``impact_latency_ratio`` times its baseline, medium when fewer than ``impact_high_share`` of them were slowed
     or failed, it lasted under ``impact_high_min_s``, or only their latency rose so. Never raised; left as its class
     says when the requests are not in the folder (a server log alone). On a ladder (``ladder``) the step before is
-    a lower load by design, no baseline: the SLO alone judges its steps."""
+    a lower load by design, no baseline: the SLO alone judges its steps. The facts are counted here; the rule is
+    decided once, and its words rendered from the decision, in ``impact_rule``."""
     th, req = ctx.th, ctx.inputs.requests
     # slowed requests are counted only when the callers' latency is in the folder: without it a slow first token
     # would count as no impact. Callers with an e2e and no TTFT at all (non-streaming: nothing reaches them before
@@ -100,76 +100,20 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
         pattern = (
             beat_impact.of(ctx, req, failed | _slowed(ctx, req), callers, fig, f.beats) if f.beats else None
         )
-        felt = (
-            "low"
-            if hit == 0
-            else "high"
-            if n and hit >= th.impact_high_share * n and dur >= th.impact_high_min_s
-            else "medium"
-        )
         rise = None
         if hit == 0 and not ladder and pattern is None:
             rise = latency_rise(ctx, callers, fig, f["start"], f["end"] or f["start"])
         rose = pattern is not None and hit == 0 and not ladder and pattern.rose(th.impact_latency_ratio)
-        if rise is not None or rose:
-            felt = "medium"  # under the SLO, but the callers waited several times their baseline: felt
-        # the rule that set it, named: '176 of the 177 … slowed' read as a reason for high where the 22 s it
-        # lasted (under impact_high_min_s) was what kept it medium (lab seqs-16)
-        short = felt == "medium" and rise is None and not rose and hit >= th.impact_high_share * n
-        them = "them" if f.beats else "it"
-        said = (
-            f"none of the {n:,} requests in flight during it failed or broke the SLO, but the callers' "
-            f"{rise['words']}"
-            if rise is not None
-            else f"none of the {n:,} requests in flight during {them} failed or broke the SLO, but the callers' "
-            f"latency rose {th.impact_latency_ratio:g}× or more"
-            if rose
-            else f"{hit:,} of the {n:,} requests in flight during {them} were slowed or failed{by}"
-            + (
-                f", but {'they' if f.beats else 'it'} lasted {dur:.0f} s, under the {th.impact_high_min_s:g} s a "
-                "high one must last (impact_high_min_s)"
-                if short
-                else f", under {th.impact_high_share:.0%} of them (impact_high_share)"
-                if felt == "medium" and rise is None and not rose
-                else ""
-            )
+        felt = impact_rule.Felt(
+            f["failed_requests"], f["slowed_requests"], n, dur, f["severity"], bool(f.beats), by, rise, rose
         )
-        rule = (
-            "impact_none"
-            if felt == "low"
-            else "impact_latency"
-            if rise is not None or rose
-            else "impact_short"
-            if short
-            else "impact_high"
-            if felt == "high"
-            else "impact_share"
+        sev = impact_rule.decide(
+            felt, th, tuple(pattern.facts() if pattern else ()), tuple(pattern.missing() if pattern else ())
         )
-        if felt == "high":
-            said += f" over {dur:.0f} s"
         if pattern is not None:  # every beat's cost, each latency on its clock, whatever the rule read
             f["evidence"] += f"; {pattern.words()}"
-        if SEVERITY.index(felt) >= SEVERITY.index(f["severity"]) or rise is not None:
-            # kept high by the facts that make it so, lowered, or kept medium by what the callers felt of it
-            told = felt == f["severity"] == "medium" and rise is None and not rose
-            if not told:
-                f["evidence"] += f"; severity {felt} by its impact: {said}"
-            f["severity"] = felt
-        else:  # felt more than its class says: impact never raises it
-            rule = "class_kept"
-            said += f": the impact of a {felt} one, kept at its class's {f['severity']}"
-        f.severity_by = Severity(
-            f["severity"],
-            rule,
-            said,
-            tuple(_impact_facts(f, hit, n, dur, rise) + (pattern.facts() if pattern else [])),
-            {
-                "impact_high_share": th.impact_high_share,
-                "impact_high_min_s": th.impact_high_min_s,
-                "impact_latency_ratio": th.impact_latency_ratio,
-            },
-            tuple(pattern.missing() if pattern else ()),
-        )
+        f["evidence"] += impact_rule.evidence(sev)
+        f["severity"], f.severity_by = sev.level, sev
 
 
 def _slowed(ctx: Context, req: pl.DataFrame) -> pl.Expr:
@@ -181,24 +125,6 @@ def _slowed(ctx: Context, req: pl.DataFrame) -> pl.Expr:
     if "e2e_s" in req.columns:
         late = late | (pl.col("e2e_s") > ctx.slo.e2e_s).fill_null(False)
     return (pl.col("outcome") == "ok") & late
-
-
-def _impact_facts(f: Finding, hit: int, n: int, dur: float, rise: dict | None) -> list[Fact]:
-    out = [
-        # counts of the logical requests (the callers' records, else the gateway's): no one source to name
-        Fact("failed", f["failed_requests"], None, None, "requests"),
-        Fact("slowed", f["slowed_requests"], None, None, "requests"),
-        Fact("requests_in_flight", n, None, None, "requests"),
-        Fact("slowed_or_failed_share", round(hit / n, 4) if n else None, None, None, "share"),
-        Fact("under_pressure_s", round(dur, 3), None, None, "seconds"),
-    ]
-    if rise is not None:
-        c = rise["clock"]
-        out += [
-            Fact(f"{rise['figure']}_p95_during", rise["p95_s"], "client_records", c, "s"),
-            Fact(f"{rise['figure']}_p95_before", rise["baseline_p95_s"], "client_records", c, "s"),
-        ]
-    return out
 
 
 # What the severity cap under unknown impact applies to: the findings whose severity is their class's (a regime of
