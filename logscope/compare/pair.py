@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..report.fmt import clean, fnum, iso
-from . import after, gateway, moves, noise, profile, reach, settings, trade, traffic, verdict
+from . import after, gateway, lifecycle, moves, noise, profile, reach, settings, trade, traffic, verdict
 from .precision import seconds
 from .runs import Run
 
@@ -237,6 +237,10 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         ]
     else:
         lines += [ln for ln in (verdict.engines_line(engines), verdict.steps_line(sa, sb, pairs)) if ln]
+    # a death in either run is said next to what changed: every whole-run figure of that run holds it
+    life = {"a": lifecycle.read(ra), "b": lifecycle.read(rb)}
+    died = lifecycle.line(life["a"], life["b"])
+    lines[1:1] = [died] if died else []
     if not shared:
         lines.append(verdict.nothing_shared(whole["metrics"]))
     elif not identical:
@@ -289,6 +293,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
             "alike": alike,
             "tolerance": traffic.TOLERANCE,
         },
+        "lifecycle": {k: lifecycle.shown(v) for k, v in life.items()},
         "steps": steps,
         "unmatched_steps": {"a": [s.label for s in only_a], "b": [s.label for s in only_b]},
         "whole": whole,

@@ -35,7 +35,7 @@ ALIASES = {
     "num_gpu_blocks_override": "num_gpu_blocks_override",
 }
 # first in the table, in this order; the rest of the args after them by name
-SERVER_ORDER = ("server", "version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
+SERVER_ORDER = ("server", "replicas", "version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
                 "max_num_batched_tokens", "gpu_memory_utilization", "block_size", "num_gpu_blocks_override",
                 "kv_cache_tokens", "enable_chunked_prefill", "enable_prefix_caching", "tensor_parallel_size",
                 "pipeline_parallel_size", "data_parallel_size", "dtype", "kv_cache_dtype", "quantization")  # fmt: skip
@@ -142,6 +142,9 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
         if v is not None:
             vals[key], src[key] = _value(v), where
 
+    # replicas: the log streams that printed a startup banner (a restart in one stream is still one replica)
+    banners = ev.filter(pl.col("kind") == "version")["replica"].drop_nulls()
+    put("replicas", banners.n_unique() if banners.len() else None, "server logs (streams with a banner)")
     ver = _last(ev, "version")["version"].drop_nulls()
     put("version", ver[-1] if ver.len() else None, "banner")
     for text in _last(ev, "engine_config")["detail"].drop_nulls().to_list()[-1:]:
