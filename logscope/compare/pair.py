@@ -125,7 +125,7 @@ def _unjudged(
     traced-1r's 2/s for 180 s against traced-2r-kill's for 360 s read 'better in B: completed ok 303 -> 582'."""
     other = sc["label"] == "whole run" and alike is not False and load.matched is False
     for r in sc["metrics"]:
-        if r["direction"] not in ("better", "worse"):
+        if r["direction"] not in profile.JUDGED:  # 'within noise' judges as much as 'better' does
             continue
         why = None
         if r["name"] in VOLUME and alike is False and sc["label"] == "whole run":
@@ -256,8 +256,8 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         lines += [t for t in (td["text"], rt and rt["text"]) if t]
         lines += [ln for ln in [profile.line(whole, load, len(steps), VOLUME)] if ln]
         moved = verdict.movement_line(result, good, bad)
-        if held and result == "no movement":  # a latency did move, but is not judged over these whole runs
-            moved = "Of the figures judged over the whole runs, none moved beyond the sampling noise."
+        if (held or not load.matched) and result == "no movement":  # what moved is not judged over these runs
+            moved = profile.still_judged(whole, load)
         lines.append(moved)
     traps = (
         [{"kind": td["kind"], "scope": "whole run", "rise": None, "text": td["text"]}]
