@@ -92,3 +92,27 @@ def test_the_replicas_are_a_setting(a, b, lab_out, tmp_path):
     if ra != rb:
         assert f"replicas {ra} → {rb}" in doc["verdict"][0]
         assert reader_text(res).count(f"replicas {ra} → {rb}") >= 3
+
+
+@pytest.mark.parametrize(("a", "b"), [("calm", "two-servers-one-port"), ("two-servers-one-port", "calm")])
+def test_a_server_restarted_with_other_arguments_is_said(a, b, lab_out, tmp_path):
+    """two-servers-one-port's first server ran max_num_seqs 64, the one after it 16 (its manifest): the settings
+    compared are the last start's, and the verdict says the run's figures mix both; before, only compare.md's
+    notes said 'started 2 times with different arguments'."""
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    doc = res["doc"]
+    side = "A" if a == "two-servers-one-port" else "B"
+    line = next(v for v in doc["verdict"] if v.startswith(f"In {side}, the server's arguments changed"))
+    assert "max_num_seqs 64, then 16" in line and "max_model_len 1024, then 512" in line
+    assert reader_text(res).count(line) >= 3
+    row = next(r for r in doc["settings"] if r["name"] == "max_num_seqs")
+    assert row[side.lower()] == 16
+
+
+@pytest.mark.parametrize(("a", "b"), [("traced-1r", "traced-2r-kill"), ("traced-2r-kill", "traced-1r")])
+def test_replicas_on_other_ports_are_no_change_of_arguments(a, b, lab_out, tmp_path):
+    """traced-2r-kill's replicas a and b differ only in their port, and b's restart in nothing: no note of
+    arguments that changed ('the server started 3 times with different arguments')."""
+    doc = compare(lab_out(a), lab_out(b), tmp_path / "c")["doc"]
+    assert not [n for n in doc["notes"] if "arguments" in n]
+    assert not [v for v in doc["verdict"] if "arguments changed" in v]

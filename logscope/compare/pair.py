@@ -240,7 +240,8 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     # a death in either run is said next to what changed: every whole-run figure of that run holds it
     life = {"a": lifecycle.read(ra), "b": lifecycle.read(rb)}
     died = lifecycle.line(life["a"], life["b"])
-    lines[1:1] = [died] if died else []
+    mixed = [ln for ln in (settings.varied_line(r.label, r) for r in (ra, rb)) if ln]
+    lines[1:1] = ([died] if died else []) + mixed
     if not shared:
         lines.append(verdict.nothing_shared(whole["metrics"]))
     elif not identical:

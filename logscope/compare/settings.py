@@ -157,10 +157,9 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
             put(ALIASES.get(k) or k, x, "engine config line")
     configs = _last(ev, "config")
     texts = [t for t in configs["detail"].fill_null(configs["message"]).to_list() if t]
-    if len({str(sorted(parse_args(t).items())) for t in texts}) > 1:
-        notes.append(
-            f"the server started {len(texts)} times with different arguments: the last start's are used"
-        )
+    moved = varied(run)
+    if moved:
+        notes.append(f"{_varied_words(moved)}: the last start's are used")
     for k, x in (parse_args(texts[-1]) if texts else {}).items():
         if k in IGNORED_ARGS:
             continue
@@ -172,6 +171,40 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
         bs = cap["block_size"].drop_nulls()
         put("block_size", int(bs[-1]) if bs.len() else None, "KV blocks line")
     return vals, src, notes
+
+
+def varied(run: Run) -> dict[str, list]:
+    """The serving arguments that took other values between the starts of one server log stream, each with its
+    values in order (two-servers-one-port: max_num_seqs [64, 16]). Where it listened (IGNORED_ARGS) is no such
+    change: traced-2r-kill's two replicas on two ports read 'the server started 3 times with different
+    arguments'."""
+    ev = _last(run.table("server_events"), "config")
+    seen: dict[str, list] = {}
+    for _, grp in ev.group_by("replica", maintain_order=True):
+        for t in grp["detail"].fill_null(grp["message"]).to_list():
+            for k, v in parse_args(t or "").items():
+                if k in IGNORED_ARGS:
+                    continue
+                vals = seen.setdefault(f"{grp['replica'][0]}\0{ALIASES.get(k) or k}", [])
+                if not vals or normalized(_value(vals[-1])) != normalized(_value(v)):
+                    vals.append(_value(v))
+    return {k.split("\0")[1]: v for k, v in seen.items() if len(v) > 1}
+
+
+def _varied_words(moved: dict[str, list]) -> str:
+    said = "; ".join(f"{k} {', then '.join(str(x) for x in v)}" for k, v in moved.items())
+    return f"the server's arguments changed between its starts ({said})"
+
+
+def varied_line(label: str, run: Run) -> str | None:
+    """The verdict's line for a run whose server ran with other settings before its last start."""
+    moved = varied(run)
+    if not moved:
+        return None
+    return (
+        f"In {label}, {_varied_words(moved)}: the settings compared are its last start's, and its whole-run figures "
+        "mix both."
+    )
 
 
 def client(run: Run) -> tuple[dict, dict, list[str]]:
