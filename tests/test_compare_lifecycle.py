@@ -11,6 +11,7 @@ import pytest
 from compare_helpers import lab_truth, reader_text
 
 from logscope.api import compare
+from logscope.compare.render import terminal_lines
 
 DIED = ("vllm_sigkill", "vllm_restart_requested", "vllm_start_failed")
 
@@ -116,3 +117,19 @@ def test_replicas_on_other_ports_are_no_change_of_arguments(a, b, lab_out, tmp_p
     doc = compare(lab_out(a), lab_out(b), tmp_path / "c")["doc"]
     assert not [n for n in doc["notes"] if "arguments" in n]
     assert not [v for v in doc["verdict"] if "arguments changed" in v]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "ports"), [("calm", "calm-b", (8083, 8081)), ("crash", "kill-norestart", (8081, 8083))]
+)
+def test_the_gateways_port_is_no_change_of_setting(a, b, ports, lab_out, tmp_path):
+    """Where nginx listened is shown, never counted (as the server's host and port are not): calm against calm-b
+    read '5 settings differ (gateway_listener 8083 → 8081; …)'."""
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    doc = res["doc"]
+    row = next(r for r in doc["settings"] if r["name"] == "gateway_listener")
+    assert (row["a"], row["b"], row["status"], row["counted"]) == (*ports, "changed", False)
+    assert "gateway_listener" not in doc["comparable"]["changed"]
+    assert doc["comparable"]["settings_changed"] == 4
+    assert "4 settings differ" in doc["verdict"][0] and "gateway_listener" not in doc["verdict"][0]
+    assert "gateway_listener" not in " ".join(terminal_lines(doc))

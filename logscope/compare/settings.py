@@ -229,6 +229,9 @@ def client(run: Run) -> tuple[dict, dict, list[str]]:
 
 
 OBSERVED = {"client_attempts_max_seen"}  # shown, never counted as a change: the load decides them
+# where a program listened, as the server's host and port (IGNORED_ARGS): shown, never counted as a change (calm
+# against calm-b counted nginx's 8083 -> 8081 among '5 settings differ')
+PLACES = {"gateway_listener": "where the gateway listened, not how it serves"}
 
 
 def _ordered(keys: set[str], first: tuple[str, ...]) -> list[str]:
@@ -245,8 +248,8 @@ def diff(layer: str, a: tuple[dict, dict], b: tuple[dict, dict], first: tuple[st
             status = "unknown"
         else:
             status = "same" if normalized(x) == normalized(y) else "changed"
-        counted = status == "changed" and k not in DERIVED and k not in OBSERVED
-        why = DERIVED.get(k) or ("observed, not a setting" if k in OBSERVED else None)
+        counted = status == "changed" and k not in DERIVED and k not in OBSERVED and k not in PLACES
+        why = DERIVED.get(k) or PLACES.get(k) or ("observed, not a setting" if k in OBSERVED else None)
         rows.append(
             {
                 "layer": layer,
