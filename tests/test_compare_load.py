@@ -11,6 +11,8 @@ tests/data/pairs) the whole-run latencies are judged as before, and the verdict 
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from compare_helpers import metric_row, reader_text
 
@@ -316,3 +318,17 @@ def test_within_noise_is_not_said_of_a_figure_not_judged(a, b, names, lab_out, t
     whole_md = md.split("## What moved (whole runs)")[1].split("\n## ")[0].split("\n### ")[0]
     assert "| within noise |" not in whole_md and "| small |" not in whole_md
     assert reader_text(res).count(last) >= 3
+
+
+@pytest.mark.parametrize(("a", "b"), [("traced-1r", "traced-2r-kill"), ("traced-2r-kill", "traced-1r")])
+def test_the_traffic_section_says_the_load_differs_where_the_verdict_does(a, b, lab_out, tmp_path):
+    """The same request shapes at 2/s, for 180 s in one run and 360 s in the other: compare.html read 'The loads
+    match (tolerance 10 %)' and compare.md 'Traffic: alike' under a verdict saying the load differs."""
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    doc = res["doc"]
+    assert doc["traffic"]["alike"] is True and doc["whole"]["load"]["matched"] is False
+    said = f"The request shapes match, but {doc['whole']['load']['text']}."
+    page = html.unescape(res["paths"]["compare_html"].read_text())
+    md = res["paths"]["compare_md"].read_text().replace("\\", "")
+    assert "The loads match" not in page and said in page
+    assert "Traffic: alike in its request shapes, not in its load. " + said in md
