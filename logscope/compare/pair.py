@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..report.fmt import clean, fnum, iso
-from . import after, gateway, moves, noise, profile, reach, settings, trade, traffic, verdict
+from . import after, gateway, lifecycle, moves, noise, profile, reach, settings, trade, traffic, verdict
 from .precision import seconds
 from .runs import Run
 
@@ -125,7 +125,7 @@ def _unjudged(
     traced-1r's 2/s for 180 s against traced-2r-kill's for 360 s read 'better in B: completed ok 303 -> 582'."""
     other = sc["label"] == "whole run" and alike is not False and load.matched is False
     for r in sc["metrics"]:
-        if r["direction"] not in ("better", "worse"):
+        if r["direction"] not in profile.JUDGED:  # 'within noise' judges as much as 'better' does
             continue
         why = None
         if r["name"] in VOLUME and alike is False and sc["label"] == "whole run":
@@ -237,6 +237,11 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         ]
     else:
         lines += [ln for ln in (verdict.engines_line(engines), verdict.steps_line(sa, sb, pairs)) if ln]
+    # a death in either run is said next to what changed: every whole-run figure of that run holds it
+    life = {"a": lifecycle.read(ra), "b": lifecycle.read(rb)}
+    died = lifecycle.line(life["a"], life["b"])
+    mixed = [ln for ln in (settings.varied_line(r.label, r) for r in (ra, rb)) if ln]
+    lines[1:1] = ([died] if died else []) + mixed
     if not shared:
         lines.append(verdict.nothing_shared(whole["metrics"]))
     elif not identical:
@@ -252,8 +257,8 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
         lines += [t for t in (td["text"], rt and rt["text"]) if t]
         lines += [ln for ln in [profile.line(whole, load, len(steps), VOLUME)] if ln]
         moved = verdict.movement_line(result, good, bad)
-        if held and result == "no movement":  # a latency did move, but is not judged over these whole runs
-            moved = "Of the figures judged over the whole runs, none moved beyond the sampling noise."
+        if (held or not load.matched) and result == "no movement":  # what moved is not judged over these runs
+            moved = profile.still_judged(whole, load)
         lines.append(moved)
     traps = (
         [{"kind": td["kind"], "scope": "whole run", "rise": None, "text": td["text"]}]
@@ -289,6 +294,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
             "alike": alike,
             "tolerance": traffic.TOLERANCE,
         },
+        "lifecycle": {k: lifecycle.shown(v) for k, v in life.items()},
         "steps": steps,
         "unmatched_steps": {"a": [s.label for s in only_a], "b": [s.label for s in only_b]},
         "whole": whole,

@@ -25,6 +25,8 @@ LATENCY_UNIT = "s"  # a whole-run row in seconds is a latency (a volume in secon
 # whole-run figures besides the latencies that mix the steps in each run's proportions: a burst's failures and
 # the retries they set off weigh as much as the burst's share of the run
 SHARES = ("success_share", "amplification")
+# the directions that judge a move against the noise (moves.direction); 'none' (equal) and 'same bucket' are facts
+JUDGED = ("better", "worse", "within noise", "small")
 
 
 @dataclass
@@ -124,10 +126,13 @@ def apply(whole: dict, ld: Load, volume: tuple[str, ...]) -> bool:
     runs is not judged between them."""
     if not ld.matched:
         for r in whole["metrics"]:
-            if _mixes(r, volume) and r["direction"] in ("better", "worse"):
+            # 'within noise' is a judgement too: crash against kill-norestart read 'success share 62.4 % ->
+            # 57.5 %: within noise' under a line saying the success share is not judged
+            if _mixes(r, volume) and r["direction"] is not None:
+                if r["direction"] in ("better", "worse"):
+                    ld.held.append(r["name"])
                 r["direction"] = None
                 r["noise"] = f"{r['noise']}; not judged: {ld.text}, no better or worse over the whole runs"
-                ld.held.append(r["name"])
         if None not in whole["meets_slo"].values():
             why = "the load differs" if ld.matched is False else "whether the load matches is unknown"
             ld.slo = f"not judged between the runs, {why} ({', '.join(ld.what)})"
@@ -194,3 +199,18 @@ def slo_held(whole: dict, ld: Load) -> str | None:
         return f"{side.upper()} {'meets' if met[side] else 'misses'} it" + (f" ({figs})" if figs else "")
 
     return f"{said('a')}; {said('b')}: {ld.slo}."
+
+
+def still_judged(whole: dict, ld: Load) -> str:
+    """The verdict's last line when the load profiles do not match and nothing judged moved: which figures were
+    still judged, or that none was (crash against kill-norestart read 'Of the figures judged over the whole runs,
+    none moved' where only counts of 0 against 0 were left to judge)."""
+    judged = [r["title"] for r in whole["metrics"] if r["direction"] is not None]
+    why = "the load differs" if ld.matched is False else "whether the load matches is unknown"
+    if not judged:
+        return f"No figure is judged over the whole runs: {why}."
+    more = f" and {len(judged) - 4} more" if len(judged) > 4 else ""
+    return (
+        f"Of the figures still judged over the whole runs ({'; '.join(judged[:4])}{more}), none moved beyond "
+        "the sampling noise."
+    )

@@ -166,6 +166,15 @@ def metric_rows(rows: list[dict]) -> list[dict]:
     ]
 
 
+def _load_words(doc: dict) -> str | None:
+    """Where the traffic is alike but the load profiles are not (compare.profile): traced-1r's 2/s for 180 s
+    against traced-2r-kill's for 360 s read 'The loads match' above a verdict saying the load differs."""
+    load = (doc.get("whole") or {}).get("load") or {}
+    if doc["traffic"].get("alike") and load.get("matched") is not True and load.get("text"):
+        return f"The request shapes match, but {load['text']}."
+    return None
+
+
 def view(doc: dict) -> dict:
     """What the templates show, pre-formatted (the same strings in the page and the ticket)."""
     return {
@@ -190,6 +199,7 @@ def view(doc: dict) -> dict:
             }
             for s in doc["steps"]
         ],
+        "load": _load_words(doc),
         "traffic": [
             {
                 "name": k,

@@ -35,7 +35,7 @@ ALIASES = {
     "num_gpu_blocks_override": "num_gpu_blocks_override",
 }
 # first in the table, in this order; the rest of the args after them by name
-SERVER_ORDER = ("server", "version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
+SERVER_ORDER = ("server", "replicas", "version", "engine", "model", "served_model_name", "max_num_seqs", "max_model_len",
                 "max_num_batched_tokens", "gpu_memory_utilization", "block_size", "num_gpu_blocks_override",
                 "kv_cache_tokens", "enable_chunked_prefill", "enable_prefix_caching", "tensor_parallel_size",
                 "pipeline_parallel_size", "data_parallel_size", "dtype", "kv_cache_dtype", "quantization")  # fmt: skip
@@ -142,6 +142,9 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
         if v is not None:
             vals[key], src[key] = _value(v), where
 
+    # replicas: the log streams that printed a startup banner (a restart in one stream is still one replica)
+    banners = ev.filter(pl.col("kind") == "version")["replica"].drop_nulls()
+    put("replicas", banners.n_unique() if banners.len() else None, "server logs (streams with a banner)")
     ver = _last(ev, "version")["version"].drop_nulls()
     put("version", ver[-1] if ver.len() else None, "banner")
     for text in _last(ev, "engine_config")["detail"].drop_nulls().to_list()[-1:]:
@@ -154,10 +157,9 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
             put(ALIASES.get(k) or k, x, "engine config line")
     configs = _last(ev, "config")
     texts = [t for t in configs["detail"].fill_null(configs["message"]).to_list() if t]
-    if len({str(sorted(parse_args(t).items())) for t in texts}) > 1:
-        notes.append(
-            f"the server started {len(texts)} times with different arguments: the last start's are used"
-        )
+    moved = varied(run)
+    if moved:
+        notes.append(f"{_varied_words(moved)}: the last start's are used")
     for k, x in (parse_args(texts[-1]) if texts else {}).items():
         if k in IGNORED_ARGS:
             continue
@@ -169,6 +171,40 @@ def server(run: Run) -> tuple[dict, dict, list[str]]:
         bs = cap["block_size"].drop_nulls()
         put("block_size", int(bs[-1]) if bs.len() else None, "KV blocks line")
     return vals, src, notes
+
+
+def varied(run: Run) -> dict[str, list]:
+    """The serving arguments that took other values between the starts of one server log stream, each with its
+    values in order (two-servers-one-port: max_num_seqs [64, 16]). Where it listened (IGNORED_ARGS) is no such
+    change: traced-2r-kill's two replicas on two ports read 'the server started 3 times with different
+    arguments'."""
+    ev = _last(run.table("server_events"), "config")
+    seen: dict[str, list] = {}
+    for _, grp in ev.group_by("replica", maintain_order=True):
+        for t in grp["detail"].fill_null(grp["message"]).to_list():
+            for k, v in parse_args(t or "").items():
+                if k in IGNORED_ARGS:
+                    continue
+                vals = seen.setdefault(f"{grp['replica'][0]}\0{ALIASES.get(k) or k}", [])
+                if not vals or normalized(_value(vals[-1])) != normalized(_value(v)):
+                    vals.append(_value(v))
+    return {k.split("\0")[1]: v for k, v in seen.items() if len(v) > 1}
+
+
+def _varied_words(moved: dict[str, list]) -> str:
+    said = "; ".join(f"{k} {', then '.join(str(x) for x in v)}" for k, v in moved.items())
+    return f"the server's arguments changed between its starts ({said})"
+
+
+def varied_line(label: str, run: Run) -> str | None:
+    """The verdict's line for a run whose server ran with other settings before its last start."""
+    moved = varied(run)
+    if not moved:
+        return None
+    return (
+        f"In {label}, {_varied_words(moved)}: the settings compared are its last start's, and its whole-run figures "
+        "mix both."
+    )
 
 
 def client(run: Run) -> tuple[dict, dict, list[str]]:
@@ -193,6 +229,9 @@ def client(run: Run) -> tuple[dict, dict, list[str]]:
 
 
 OBSERVED = {"client_attempts_max_seen"}  # shown, never counted as a change: the load decides them
+# where a program listened, as the server's host and port (IGNORED_ARGS): shown, never counted as a change (calm
+# against calm-b counted nginx's 8083 -> 8081 among '5 settings differ')
+PLACES = {"gateway_listener": "where the gateway listened, not how it serves"}
 
 
 def _ordered(keys: set[str], first: tuple[str, ...]) -> list[str]:
@@ -209,8 +248,8 @@ def diff(layer: str, a: tuple[dict, dict], b: tuple[dict, dict], first: tuple[st
             status = "unknown"
         else:
             status = "same" if normalized(x) == normalized(y) else "changed"
-        counted = status == "changed" and k not in DERIVED and k not in OBSERVED
-        why = DERIVED.get(k) or ("observed, not a setting" if k in OBSERVED else None)
+        counted = status == "changed" and k not in DERIVED and k not in OBSERVED and k not in PLACES
+        why = DERIVED.get(k) or PLACES.get(k) or ("observed, not a setting" if k in OBSERVED else None)
         rows.append(
             {
                 "layer": layer,
