@@ -23,6 +23,9 @@ A format module is a plain module (no class needed) exposing:
 ``INDEPENDENT_CHUNKS``  optional, True when a chunk's result depends only on the chunk and on what the
                  stream's first chunk put in ``state`` (read, never written, afterwards): ingest then
                  parses the other chunks of a file on every core at once (tests/test_ingest_parallel.py)
+``HEAD_STATE``   optional, True when the first chunk sets a state the rows depend on (whether a client logs at DEBUG):
+                 ingest then joins a file's first chunks until they hold its first 200 non-blank lines, as it does
+                 for ``INDEPENDENT_CHUNKS`` formats (``streams.headed``), so that state is the same at any chunk size
 ``FILE_KEYED``   optional, True when ``parse_chunk`` and ``finish`` key every state they carry by a ``_file``
                  column (Int64) when the chunk has one, and give it on every row: ingest then parses many small
                  files of a folder as one chunk, each line naming its file, and ``finish`` once

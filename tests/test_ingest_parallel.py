@@ -13,7 +13,7 @@ import pytest
 
 import logscope.parsers as parsers
 from conftest import DATA, ROOT
-from logscope.ingest import IngestOptions, ingest
+from logscope.ingest import IngestOptions, ingest, streams
 
 STORM = ROOT / "samples" / "retry-storm"
 CASES = [
@@ -39,6 +39,8 @@ def _tables(out: Path) -> dict[str, pl.DataFrame]:
 
 @pytest.mark.parametrize(("files", "chunk"), CASES, ids=["nginx", "envoy", "haproxy", "traefik"])
 def test_parallel_chunks_give_the_same_tables(tmp_path, files, chunk, monkeypatch):
+    # a file's first chunks are joined into its head (``streams.headed``): of these samples of 26 lines, 4 only
+    monkeypatch.setattr(streams, "HEAD_JOINED", 4)
     src = _folder(tmp_path, files)
     seq = ingest(src, tmp_path / "seq", IngestOptions(workers=1, chunk_bytes=chunk, small_bytes=0))
     threads: dict[str, set[str]] = {}

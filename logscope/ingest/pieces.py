@@ -24,7 +24,7 @@ from logscope.parsers.base import ParseContext
 from . import sources, unrecognized
 from .options import cores
 from .store import Store, shifted
-from .streams import FileState, Job, add_repairs, context, cost, failed, finish, read
+from .streams import FileState, Job, add_repairs, context, cost, failed, finish, headed, read
 
 # bytes before a piece replayed to guess its parser's state: a record open across the cut must start
 # within them for the guess to hold (a traceback is a few KB; else the piece is read again in turn)
@@ -308,7 +308,10 @@ def read_from(
 def head_state(mod, f: sources.InputFile, ctx: ParseContext, chunk_bytes: int) -> tuple[dict, int]:
     """The state after the stream's first chunk (where the server states its settings), and its last line."""
     state: dict = {}
-    head = next(sources.iter_line_chunks(f, chunk_bytes), None)
+    chunks = sources.iter_line_chunks(f, chunk_bytes)
+    head = next(
+        headed(chunks) if independent(mod) else chunks, None
+    )  # the first chunk ``streams.parsed`` takes
     if head is None or head.height == 0:
         return state, 0
     mod.parse_chunk(head, ctx, state)

@@ -349,6 +349,8 @@ def parsed(
     ``cores() + 1`` chunks, and past the first no more than ``ahead_bytes`` of them (``Job.ahead_bytes``, from
     ``--max-memory``). The stream's own thread takes their results before it hands out more, so what is in flight
     does not grow when it is starved of CPU."""
+    if getattr(mod, "INDEPENDENT_CHUNKS", False) or getattr(mod, "HEAD_STATE", False):
+        chunks = headed(chunks)
     if pool is None or not getattr(mod, "INDEPENDENT_CHUNKS", False):
         for chunk in chunks:
             yield chunk, mod.parse_chunk(chunk, ctx, state)
@@ -379,6 +381,35 @@ def parsed(
     finally:
         for _, fut, _ in ahead:  # a failed chunk stops the file: the ones behind it are dropped
             fut.cancel()
+
+
+# the non-blank lines a file's first chunk is joined up to: those nginx infers its layout from (the first 200,
+# parsers/_nginx_format.py ``candidates``), the lines detection reads
+HEAD_JOINED = sources.HEAD_LINES
+
+
+def headed(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """``chunks`` with the first ones joined until they hold the file's first HEAD_JOINED non-blank lines: a format
+    whose first chunk sets its state (``INDEPENDENT_CHUNKS``: an access log's layout; ``HEAD_STATE``) then sets it
+    from the same lines whatever the chunk size (16 KiB chunks of the lab's nginx log held 43 lines: '43 of the first lines
+    match', 200 read whole). At most CHUNK_BYTES (or CHUNK_LINES rows) are joined, as a whole read's first chunk
+    holds: lines of over 20 KB on average still give a head that depends on the chunks."""
+    held: list[pl.DataFrame] | None = []  # None: the head is out
+    size = rows = filled = 0
+    for chunk in chunks:
+        if held is None:
+            yield chunk
+            continue
+        held.append(chunk)
+        line = chunk.get_column("line")
+        size += int(line.str.len_bytes().sum())
+        rows += chunk.height
+        filled += int((line.str.strip_chars() != "").sum())
+        if filled >= HEAD_JOINED or size >= sources.CHUNK_BYTES or rows >= sources.CHUNK_LINES:
+            yield held[0] if len(held) == 1 else pl.concat(held)
+            held = None
+    if held:
+        yield held[0] if len(held) == 1 else pl.concat(held)
 
 
 def take(
