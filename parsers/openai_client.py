@@ -39,6 +39,9 @@ KIND = "client"
 DESCRIPTION = "openai-python / httpx client logging (retries, timeouts; attempts rebuilt per thread)"
 MODE = "lines"
 SPEED = 63  # MB/s on one core (bench/, 1 GB folder): orders the streams
+# whether the log is at DEBUG ('Sending HTTP Request' lines) changes how its attempts are grouped: a first chunk
+# without one (16 KiB of a log cut mid-request) grouped them as an INFO log's until the next chunk
+HEAD_STATE = True
 SAMPLES = [
     "2026-11-29T08:29:15.127 DEBUG openai._base_client [Thread-1 (one_request)] Building HTTP request: method=POST retries_taken=0",
     "2026-11-29T08:30:27.389 DEBUG openai._base_client [Thread-213 (one_request)] Encountered a timeout exception: ReadTimeout",
@@ -105,8 +108,10 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     if not files or files[-1][1] != ctx.source:
         files.append((state.get("seq", 0), ctx.source))
     ev, ok = _events(lines, ctx, state)
-    if ev.height and ev["ts"].null_count() == ev.filter(pl.col("kind") != "exc").height:
-        state["no_ts"] = True
+    # the file's event rows and those of them with a time ('no_ts' is the whole file's, not a chunk's)
+    told = ev.filter(pl.col("kind") != "exc")
+    state["n_events"] = state.get("n_events", 0) + told.height
+    state["n_timed"] = state.get("n_timed", 0) + told.height - told["ts"].null_count()
     phases = ev.filter(pl.col("kind") == "phase")
     if phases.height:
         state["phases"] = pl.concat([state.get("phases", phases.clear()), phases])
@@ -116,11 +121,14 @@ def parse_chunk(lines: pl.DataFrame, ctx: ParseContext, state: dict) -> ChunkRes
     if ev.filter(pl.col("kind").is_in(_PRE)).height:
         state["debug"] = True
     tables, state["events"] = _assemble(ev, ctx, state, final=False)
-    res = ChunkResult(tables=tables, recognized=ok, assumptions=_assumptions(ctx, state))
-    return res
+    # what the whole file shows (DEBUG lines, times, announced retries) is said at ``finish``: a chunk's state so far
+    # said "no DEBUG lines" of a log whose DEBUG lines came in a later chunk
+    return ChunkResult(tables=tables, recognized=ok, assumptions=_assumed(ctx))
 
 
 def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
+    if not state.get("files"):  # no line read (the second format of a mixed file that had none)
+        return None
     ev = state.get("events")
     tables: dict[str, pl.DataFrame] = {}
     if ev is not None and ev.height:
@@ -128,11 +136,12 @@ def finish(ctx: ParseContext, state: dict) -> ChunkResult | None:
     ph = _phases(state.get("phases"), ctx, state.get("files") or [(0, ctx.source)])
     if ph is not None:
         tables["client_phases"] = ph
-    return ChunkResult(tables=tables, assumptions=_assumptions(ctx, state)) if tables else None
+    return ChunkResult(tables=tables, assumptions=_assumptions(ctx, state))
 
 
-def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
-    out = [
+def _assumed(ctx: ParseContext) -> list[str]:
+    """What every reading of the log assumes, whatever its lines."""
+    return [
         f"client log timestamps have no zone: read as {ctx.tz} (--tz)",
         "attempts grouped into logical requests per thread name: an attempt with retries_taken=0 "
         "(openai 'Building HTTP request' line) starts a new logical request; without that counter, one not "
@@ -140,22 +149,28 @@ def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
         "an attempt ends at its 'HTTP Response'/'HTTP Request' (headers), timeout or connection-error line; "
         "the last attempt of a request named by a 'request <id> done' line ends at that line (end of the body)",
     ]
-    if state.get("announced"):
-        out.append(
-            "N 'Retrying request ... in S seconds' lines are N + 1 attempts: the attempt a request's last one "
-            "announced, with no line of its own after it, is a row whose outcome is unknown"
-        )
+
+
+def _assumptions(ctx: ParseContext, state: dict) -> list[str]:
+    """The whole file's: what every reading assumes, what its lines (all read) showed, then what its requests did,
+    in this order."""
+    out = _assumed(ctx)
     if state.get("other_records"):
         out.append(
             "records of the application's other loggers and its console lines (no client event) were read as such"
         )
-    if state.get("no_ts"):
+    if state.get("n_events") and not state.get("n_timed"):
         out.append("lines without a timestamp (logging's default format): attempt and request times unknown")
     if not state.get("debug"):
         out.append(
             "no DEBUG 'Sending HTTP Request' lines: attempts are rebuilt from httpx 'HTTP Request' and "
             "'Retrying request' lines, their start times are unknown (a request is placed at its first logged line, "
             "its e2e unknown), and a last attempt that timed out without a retry leaves no line"
+        )
+    if state.get("announced"):
+        out.append(
+            "N 'Retrying request ... in S seconds' lines are N + 1 attempts: the attempt a request's last one "
+            "announced, with no line of its own after it, is a row whose outcome is unknown"
         )
     return out
 
