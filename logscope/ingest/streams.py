@@ -391,7 +391,7 @@ HEAD_JOINED = sources.HEAD_LINES
 def headed(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
     """``chunks`` with the first ones joined until they hold the file's first HEAD_JOINED non-blank lines: a format
     whose first chunk sets its state (``INDEPENDENT_CHUNKS``: an access log's layout; ``HEAD_STATE``) then sets it
-    from the same lines whatever the chunk size (16 KiB chunks of the lab's nginx log held 43 lines: '43 of the first lines
+    from the same lines whatever the chunk size (16 KiB chunks of the lab's nginx logs held 43-52 lines: '52 of the first lines
     match', 200 read whole). At most CHUNK_BYTES (or CHUNK_LINES rows) are joined, as a whole read's first chunk
     holds: lines of over 20 KB on average still give a head that depends on the chunks."""
     held: list[pl.DataFrame] | None = []  # None: the head is out
