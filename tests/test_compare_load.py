@@ -128,7 +128,7 @@ SHARES = [
         "steps, arrival rate, max tokens mean",
         (457 / 653, 409 / 494),
         (914 / 653, 976 / 494),
-        ("70.0 % → 82.8 %", "1.4 → 1.98"),
+        ("70.0 % → 82.8 %", "1.40 → 1.98"),
     ),
     (
         "traced-1r",
@@ -136,7 +136,7 @@ SHARES = [
         "step 2/s's length",  # 2/s for 180 s against 360 s (303 and 637 requests)
         (303 / 303, 582 / 637),
         (312 / 303, 1.0),
-        ("100.0 % → 91.4 %", "1.03 → 1"),
+        ("100.0 % → 91.4 %", "1.03 → 1.00"),
     ),
 ]
 
@@ -185,8 +185,8 @@ SLO_HELD = [
     (
         "traced-1r",
         "traced-2r-kill",
-        "A meets it (TTFT p95 (engine) in 0.1–0.25 s, e2e p95 (callers) 2.8 s, success share 100.0 %); B misses "
-        "it (TTFT p95 (engine) in 40–80 s, e2e p95 (callers) 70.09 s, success share 91.4 %): not judged between "
+        "A meets it (TTFT p95 (engine) in 0.1–0.25 s, e2e p95 (callers) 2.803 s, success share 100.0 %); B misses "
+        "it (TTFT p95 (engine) in 40–80 s, e2e p95 (callers) 70.093 s, success share 91.4 %): not judged between "
         "the runs, the load differs (step 2/s's length). B misses it at 2/s where A met it.",
         "A meets it, B misses it",
     ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..report.fmt import fnum, pct
-from . import censored
+from . import censored, precision
 
 # the SLO's figures, by clock in the order they judge it: the callers' own first (the SLO is theirs), then the
 # gateway's (its request time holds the callers' wait but the network), then the engine's
@@ -135,16 +135,7 @@ def slo_text(slo: dict) -> str:
     return ", ".join(bits) or "no SLO"
 
 
-def value_text(x: Any, unit: str) -> str:
-    if x is None:
-        return "unknown"
-    if unit == "share":
-        return pct(x)
-    if unit == "s":
-        return f"{fnum(x, 3 if abs(x) < 1 else 2)} s"
-    if unit == "tps":  # as the tables give it: a whole token per second is its precision
-        return f"{round(x):,}"
-    return fnum(x)
+value_text = precision.text  # one rounding for the tables and the verdict
 
 
 def comparability(
