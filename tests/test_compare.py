@@ -303,7 +303,7 @@ def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path)
     assert ", judged on TTFT p95 (engine) and e2e p95 (callers): " in line
     # each run meets it; calm's 1/s against calm-b's 0.6/s are two loads, so it is not judged between them
     assert doc["whole"]["meets_slo"] == {"a": True, "b": True} and line.endswith(
-        "B meets it (TTFT p95 (engine) in 0.04–0.06 s, e2e p95 (callers) 3.33 s, success share 100.0 %): not judged "
+        "B meets it (TTFT p95 (engine) in 0.04–0.06 s, e2e p95 (callers) 3.334 s, success share 100.0 %): not judged "
         "between the runs, the load differs (steps, arrival rate, max tokens mean)."
     )
     said = "A meets it, B meets it: not judged between the runs, the load differs (steps, arrival rate, max tokens mean)."

@@ -128,7 +128,7 @@ SHARES = [
         "steps, arrival rate, max tokens mean",
         (457 / 653, 409 / 494),
         (914 / 653, 976 / 494),
-        ("70.0 % → 82.8 %", "1.4 → 1.98"),
+        ("70.0 % → 82.8 %", "1.40 → 1.98"),
     ),
     (
         "traced-1r",
@@ -136,7 +136,7 @@ SHARES = [
         "step 2/s's length",  # 2/s for 180 s against 360 s (303 and 637 requests)
         (303 / 303, 582 / 637),
         (312 / 303, 1.0),
-        ("100.0 % → 91.4 %", "1.03 → 1"),
+        ("100.0 % → 91.4 %", "1.03 → 1.00"),
     ),
 ]
 
@@ -178,16 +178,20 @@ SLO_HELD = [
     (
         "retry-storm",
         "storm-b",
-        "A misses it (success share 70.0 %); B misses it (success share 82.8 %): not judged between the runs, the "
+        # each run's callers' e2e p95 is censored (80 of 653, 85 of 494 callers gave up): named, deciding nothing
+        "A misses it (success share 70.0 %; e2e p95 (callers) 7.502 s is censored (80 of 653 callers gave up: a "
+        "lower bound) and decides nothing); B misses it (success share 82.8 %; e2e p95 (callers) 14.659 s is "
+        "censored (85 of 494 callers gave up: a lower bound) and decides nothing): not judged between the runs, the "
         "load differs (steps, arrival rate, max tokens mean).",
         "A misses it, B misses it",
     ),
     (
         "traced-1r",
         "traced-2r-kill",
-        "A meets it (TTFT p95 (engine) in 0.1–0.25 s, e2e p95 (callers) 2.8 s, success share 100.0 %); B misses "
-        "it (TTFT p95 (engine) in 40–80 s, e2e p95 (callers) 70.09 s, success share 91.4 %): not judged between "
-        "the runs, the load differs (step 2/s's length). B misses it at 2/s where A met it.",
+        "A meets it (TTFT p95 (engine) in 0.1–0.25 s, e2e p95 (callers) 2.803 s, success share 100.0 %); B misses "
+        "it (TTFT p95 (engine) in 40–80 s, success share 91.4 %; e2e p95 (callers) 70.093 s is censored (35 of 637 "
+        "callers gave up: a lower bound) and decides nothing): not judged between the runs, the load differs (step "
+        "2/s's length). B misses it at 2/s where A met it.",
         "A meets it, B misses it",
     ),
 ]
@@ -223,7 +227,9 @@ SHARES_MATCH = [
         "pairs",
         "storm-retries/retries3",
         "storm-retries/retries0",
-        "neither run meets it (A misses success share; B misses success share).",
+        # retries0's callers' e2e p95 is censored (324 of its 1,155 callers gave up): named, deciding nothing
+        "neither run meets it (A misses success share; B misses success share; e2e p95 (callers) 7.412 s is "
+        "censored (324 of 1,155 callers gave up: a lower bound) and decides nothing).",
     ),
     (
         "lab",

@@ -1,17 +1,21 @@
 """compare's tables give a duration, a rate or a mean to the digits its data holds (logscope/compare/precision.py):
 retry-storm against storm-b showed 'load s 181.279' (a span of minutes, its sends stamped to the second by the
 gateway's log), 'arrival rate 3.602', 'prompt tokens mean 101.129' and 'waiting, mean 15.319' (a mean of a gauge
-of whole requests sampled every 2 s)."""
+of whole requests sampled every 2 s). A relative change says what its rounding carries ('<1 %', not '-0 %'; '25x',
+not '+2402 %'), a mean its three digits on both sides ('1.03 -> 1.00'), and the verdict a figure as the table
+does (69.799 s, not 69.8 s beside it)."""
 
 from __future__ import annotations
 
 import html
+import re
 
 import polars as pl
 import pytest
 from compare_helpers import metric_row
 
 from logscope.api import compare
+from logscope.compare.render import terminal_lines
 
 
 def _load_s(out) -> float:
@@ -58,3 +62,70 @@ def test_a_mean_of_whole_requests_is_given_to_three_digits(a, b, va, vb, ch, lab
     assert f"| waiting, mean | engine's clock · engine metrics | {va} | {vb} | {ch} |" in md
     page = html.unescape(res["paths"]["compare_html"].read_text()).replace("\u00a0", " ")
     assert f'<td class="num">{va}</td><td class="num">{vb}</td><td class="num">{ch}</td>' in page
+
+
+def _cells(res: dict, title: str) -> list[tuple[str, str, str]]:
+    """(A, B, change) of each row titled ``title`` in compare.md and compare.html (the whole runs' first)."""
+    md = res["paths"]["compare_md"].read_text().replace("\\", "").replace("\u00a0", " ")
+    page = html.unescape(res["paths"]["compare_html"].read_text()).replace("\u00a0", " ")
+    out = []
+    for line in md.splitlines():
+        bits = [b.strip() for b in line.split("|")]
+        if len(bits) > 6 and bits[1] == title:
+            out.append((bits[3], bits[4], bits[5]))
+            assert f'<td class="num">{bits[3]}</td><td class="num">{bits[4]}</td>' in page
+    return out
+
+
+# (A, B, a row's title, its change in the whole runs' table): a change under half a percent of A's figure, and one
+# of ten times A's figure or more
+RELATIVE = [
+    ("spike", "spike-b", "e2e p50 (callers)", "-0.008 s (<1 %)"),
+    ("seqs-8", "seqs-64", "e2e p95 (gateway)", "-0.042 s (<1 %)"),
+    ("traced-1r", "traced-2r-kill", "e2e p95 (gateway)", "+67.009 s (25x)"),
+    ("retry-storm", "storm-b", "e2e p95 (callers)", "+17.926 s (11x)"),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "title", "ch"), RELATIVE)
+def test_a_relative_change_says_what_its_rounding_carries(a, b, title, ch, lab_out, tmp_path):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    va, vb, got = next(c for c in _cells(res, title) if c[2] == ch)  # the whole runs' row or a step's
+    ratio = float(vb.removesuffix(" s")) / float(va.removesuffix(" s"))
+    if ch.endswith("x)"):  # ten times A's figure or more: the ratio, to two digits
+        assert ratio >= 10 and ch.endswith(f"({float(f'{ratio:.2g}'):g}x)")
+    else:
+        assert abs(ratio - 1) < 0.005
+    page = html.unescape(res["paths"]["compare_html"].read_text())
+    for text in (res["paths"]["compare_md"].read_text().replace("\\", ""), page):
+        assert "-0\u00a0%" not in text and "+0\u00a0%" not in text
+        assert not re.search(r"[+-]\d{4,}\u00a0%", text.replace(",", ""))  # no '+2402 %'
+
+
+# (A, B, vLLM executions per logical request in A and B over the whole runs, three significant digits each)
+EXECUTIONS = [("traced-1r", "traced-2r-kill", "1.03", "1.00"), ("calm", "orphan", "1.00", "2.20")]
+
+
+@pytest.mark.parametrize(("a", "b", "va", "vb"), EXECUTIONS)
+def test_a_mean_keeps_its_digits_on_both_sides(a, b, va, vb, lab_out, tmp_path):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    row = metric_row(res["doc"], "amplification")
+    assert (f"{row['a']:.3g}", f"{row['b']:.3g}") == (va.rstrip("0").rstrip("."), vb.rstrip("0").rstrip("."))
+    assert _cells(res, row["title"])[0][:2] == (va, vb)
+    assert f"{row['title']} {va} → {vb}" in " ".join(res["doc"]["verdict"])
+
+
+# (A, B): the gateway's e2e p95 over the whole runs, shown in the verdict beside the table (two loads)
+SAME_ROUNDING = [("traced-1r", "traced-2r-kill"), ("retry-storm", "storm-b")]
+
+
+@pytest.mark.parametrize(("a", "b"), SAME_ROUNDING)
+def test_the_verdict_rounds_a_figure_as_the_table_does(a, b, lab_out, tmp_path):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    row = metric_row(res["doc"], "gateway_e2e_p95")
+    va, vb, _ = _cells(res, row["title"])[0]
+    assert vb == f"{row['b']:.3f}".rstrip("0").rstrip(".") + " s"  # the millisecond its clock records
+    said = f"{row['title']} {va} → {vb}"
+    assert said in " ".join(res["doc"]["verdict"])
+    md = res["paths"]["compare_md"].read_text().replace("\\", "")
+    assert said in md and said in " ".join(terminal_lines(res["doc"]))

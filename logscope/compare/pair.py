@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import __version__
 from ..report.fmt import clean, fnum, iso
 from . import after, gateway, lifecycle, moves, noise, profile, reach, settings, trade, traffic, verdict
+from .censored import floors
 from .precision import seconds
 from .runs import Run
 
@@ -71,6 +72,7 @@ def scope(label: str, rows: list[dict], fa: moves.Figures, fb: moves.Figures, sl
         "slo_failed": {"a": fail_a, "b": fail_b},
         "slo_undecided": {"a": verdict.undecided(fa, slo, on), "b": verdict.undecided(fb, slo, on)},
         "slo_met": {"a": verdict.met(fa, slo, on), "b": verdict.met(fb, slo, on)},
+        "slo_floors": {"a": floors(fa, slo, on), "b": floors(fb, slo, on)},
         "slo_judged_on": on,
         "metrics": rows,
     }

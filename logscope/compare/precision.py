@@ -6,11 +6,23 @@ the tenth; a rate or a mean of counts to three significant digits (a count over 
 percent over minutes). Latencies keep the millisecond their clocks record (moves, render.value); shares the
 tenth of a point. The loads are compared on the unrounded figures (traffic.differences): only what is shown is
 rounded.
+
+One function (``text``) gives a figure for the tables and for the verdict: 'e2e p95 (gateway)' read 69.799 s in the
+table and 69.8 s in the verdict. A mean keeps its three digits where they are zeros (executions per request
+'1.03 -> 1' read as if B's were known to the unit), and a relative change says what its rounding carries ('-0 %'
+for 1.665 -> 1.657 s; '+2402 %' for a figure 25 times A's).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
+
+from ..report.fmt import fnum, pct
+
+# a count's mean (waiting, mean: a gauge of whole requests sampled at scrapes) or a ratio of counts (executions
+# per request): three significant digits
+MEANS = ("count", "x")
 
 
 def seconds(x: float | None) -> float | int | None:
@@ -28,3 +40,32 @@ def figures(x: float | None, digits: int = 3) -> float | int | None:
         return x
     r = round(x, max(0, digits - 1 - math.floor(math.log10(abs(x)))))
     return int(r) if r == int(r) else r
+
+
+def text(x: Any, unit: str | None) -> str:
+    """A figure as the tables and the verdict give it: a latency to the millisecond its clock records, a share
+    to the tenth of a point, tokens per second whole, a mean to three significant digits."""
+    if x is None:
+        return "unknown"
+    if unit == "share":
+        return pct(x)
+    if unit == "s":
+        return f"{fnum(x, 3)} s"
+    if unit == "tps":  # tokens per second over a step of seconds: a whole token is its precision
+        return f"{round(x):,}"
+    if unit in MEANS and isinstance(x, float) and x:
+        return f"{x:,.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"  # '1.00', not '1', beside '1.03'
+    return fnum(x, 3)
+
+
+def relative(rel: float | None) -> str:
+    """B's change against A's figure: '-3 %'; '<1 %' where the whole percent rounds to 0 (never '-0 %'); from
+    ten times A's up, the ratio to two digits ('25x', not '+2402 %')."""
+    if rel is None:
+        return ""
+    if round(rel * 100) == 0:
+        return "<1\u00a0%"
+    if rel >= 9:  # two significant digits, as the whole percent below it gives ('283x' claimed a third)
+        r = 1 + rel
+        return f"{fnum(round(r, 1 - math.floor(math.log10(r))))}x"
+    return f"{rel * 100:+.0f}\u00a0%"

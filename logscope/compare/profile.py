@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..report.fmt import fnum
-from . import traffic, verdict
+from . import censored, traffic, verdict
 from .precision import seconds
 
 LATENCY_UNIT = "s"  # a whole-run row in seconds is a latency (a volume in seconds, orphan_s, is judged apart)
@@ -196,6 +196,7 @@ def slo_held(whole: dict, ld: Load) -> str | None:
             for n in got
             if n in rows and rows[n][side] is not None
         )
+        figs = "; ".join(x for x in (figs, censored.floors_text(whole, side)) if x)  # a floor decides nothing
         return f"{side.upper()} {'meets' if met[side] else 'misses'} it" + (f" ({figs})" if figs else "")
 
     return f"{said('a')}; {said('b')}: {ld.slo}."

@@ -17,15 +17,12 @@ from .. import jsontext
 from ..invisible_chars import visible
 from ..report import html as page
 from ..report import markdown
-from ..report.fmt import fnum, pct
-from . import charts
-from .precision import figures
+from ..report.fmt import fnum
+from . import charts, precision
+from .precision import MEANS, figures
 from .sources import CLOCK_TEXT, SOURCE_TEXT
 
 DIRECTION_CLASS = {"better": "better", "worse": "worse"}
-# a count's mean (waiting, mean: a gauge of whole requests sampled at scrapes) or a ratio of counts (executions
-# per request) to three significant digits (logscope.compare.precision), not the 34.778 three decimals gave
-MEANS = ("count", "x")
 
 
 def dumps(doc: dict) -> str:
@@ -42,16 +39,8 @@ def value(x: Any, unit: str | None = None) -> str:
         return ", ".join(value(v) for v in x)
     if isinstance(x, dict):
         return ", ".join(f"{k}={value(v)}" for k, v in x.items())
-    if unit == "share" and isinstance(x, int | float):
-        return pct(x)
-    if unit == "s" and isinstance(x, int | float):
-        return f"{fnum(x, 3)} s"
-    if unit == "tps" and isinstance(x, int | float):
-        return f"{round(x):,}"  # tokens per second over a step of seconds: a whole token is its precision
-    if unit in MEANS and isinstance(x, float):
-        return fnum(figures(x), 3)
     if isinstance(x, int | float):
-        return fnum(x, 3)
+        return precision.text(x, unit)  # as the verdict gives it
     return str(x)
 
 
@@ -71,7 +60,7 @@ def change(r: dict) -> str:
     if r["unit"] == "share":
         return f"{ch * 100:+.1f}\u00a0pt"
     # no-break spaces: a narrow column wraps between the change and its share, never inside either
-    rel = f" ({r['change_rel'] * 100:+.0f}\u00a0%)" if r.get("change_rel") is not None and ch else ""
+    rel = f" ({precision.relative(r['change_rel'])})" if r.get("change_rel") is not None and ch else ""
     sign = "+" if ch > 0 else ""
     unit = "\u00a0s" if r["unit"] == "s" else ""
     said = f"{round(ch):,}" if r["unit"] == "tps" else fnum(figures(ch) if r["unit"] in MEANS else ch, 3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..report.fmt import fnum, pct
-from . import censored
+from . import censored, precision
 
 # the SLO's figures, by clock in the order they judge it: the callers' own first (the SLO is theirs), then the
 # gateway's (its request time holds the callers' wait but the network), then the engine's
@@ -47,7 +47,11 @@ def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, 
             unknown = True
             continue
         bounds = fig.meta.get(key, {}).get("bucket_bounds") if upper else None
-        if bounds is not None:  # a histogram's p95: only a whole bucket above (or below) the limit decides
+        if censored.floor(fig.meta.get(key, {})):
+            # a figure over the answers that came decides nothing, met or missed: traced-2r-kill 'misses it
+            # (… e2e p95 (callers) 70.09 s …)' while its table marked that figure censored
+            unknown = True
+        elif bounds is not None:  # a histogram's p95: only a whole bucket above (or below) the limit decides
             lo, hi = bounds
             if lo >= t:
                 failed.append(key)
@@ -55,8 +59,7 @@ def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, 
                 unknown = True
         elif (v > t) if upper else (v < t):
             failed.append(key)
-        elif _uncertain(fig, key) or censored.floor(fig.meta.get(key, {})):
-            # met only if no ok answer it counts hides a failed stream, and not on a floor over survivors
+        elif _uncertain(fig, key):  # met only if no ok answer it counts hides a failed stream
             unknown = True
     return (False if failed else (None if unknown else True)), failed
 
@@ -89,7 +92,7 @@ def undecided(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
             out.append(
                 f"{name}: between {fnum(b[0])} and {fnum(b[1])} s (a histogram bucket holding the limit)"
             )
-        elif upper and v <= t and (c := fig.meta.get(key, {}).get("censored")):
+        elif upper and (c := fig.meta.get(key, {}).get("censored")):
             out.append(
                 f"{name}: unknown ({c['gave_up']:,} of {c['callers']:,} callers gave up before their answer: "
                 "the answers they waited for are a floor)"
@@ -135,16 +138,7 @@ def slo_text(slo: dict) -> str:
     return ", ".join(bits) or "no SLO"
 
 
-def value_text(x: Any, unit: str) -> str:
-    if x is None:
-        return "unknown"
-    if unit == "share":
-        return pct(x)
-    if unit == "s":
-        return f"{fnum(x, 3 if abs(x) < 1 else 2)} s"
-    if unit == "tps":  # as the tables give it: a whole token per second is its precision
-        return f"{round(x):,}"
-    return fnum(x)
+value_text = precision.text  # one rounding for the tables and the verdict
 
 
 def comparability(
@@ -225,7 +219,7 @@ def slo_line(whole: dict, steps: list[dict], slo: dict, held: str | None = None)
             return head + f"cannot be judged ({named or 'a figure is unknown'})." + said + steps_txt
         # one run is judged whole: say its result, and what the other one lacks
         r, u = ("a", "b") if a is not None else ("b", "a")
-        res = "meets it" if whole["meets_slo"][r] else f"misses it ({_titles(whole['slo_failed'][r])})"
+        res = "meets it" if whole["meets_slo"][r] else f"misses it ({_failed(whole, r)})"
         rest = f"; it {known[u]}" if known[u] else ""
         return (
             head
@@ -238,19 +232,13 @@ def slo_line(whole: dict, steps: list[dict], slo: dict, held: str | None = None)
             + (
                 "both runs meet it."
                 if a
-                else "neither run meets it "
-                f"(A misses {_titles(whole['slo_failed']['a'])}; B misses "
-                f"{_titles(whole['slo_failed']['b'])})."
+                else f"neither run meets it (A misses {_failed(whole, 'a')}; B misses {_failed(whole, 'b')})."
             )
             + steps_txt
         )
     return (
         head
-        + (
-            "B meets it where A did not."
-            if b
-            else f"B misses it ({_titles(whole['slo_failed']['b'])}) where A met it."
-        )
+        + ("B meets it where A did not." if b else f"B misses it ({_failed(whole, 'b')}) where A met it.")
         + steps_txt
     )
 
@@ -446,6 +434,11 @@ def _known(whole: dict, r: str, both: bool = False) -> str:
         [f"{meet} {' and '.join(ok) if len(ok) < 3 else ', '.join(ok[:-1]) + ' and ' + ok[-1]}"] if ok else []
     )
     return " and ".join(bits)
+
+
+def _failed(whole: dict, r: str) -> str:
+    """The figures a run missed the SLO on, and its censored ones that decided nothing."""
+    return "; ".join(x for x in (_titles(whole["slo_failed"][r]), censored.floors_text(whole, r)) if x)
 
 
 def _titles(keys: list[str]) -> str:
