@@ -333,7 +333,9 @@ def test_an_access_log_in_pieces_as_a_cluster_reads_it(tmp_path, held, monkeypat
             for p in range(len(plan))
         ]
         on_cluster.take(
-            job, members, tasks.settle(0, members, plan, counts, read, job.opts, job.when, job.store.parts)
+            job,
+            members,
+            tasks.settle(0, members, plan, counts, read, head, job.opts, job.when, job.store.parts),
         )
 
     ingest(src, tmp_path / "cut", IngestOptions(workers=1, chunk_bytes=8192, segments=4), parse=parse)

@@ -210,7 +210,18 @@ def _pieces(
         _note(stats, fut, members[pc.member], size)
         read.append(fut)
     fut = client.submit(
-        tasks.settle, idx, members, plan, counts, read, opts, when, parts, key=f"settle-{name}", priority=rank
+        tasks.settle,
+        idx,
+        members,
+        plan,
+        counts,
+        read,
+        head,
+        opts,
+        when,
+        parts,
+        key=f"settle-{name}",
+        priority=rank,
     )
     _note(stats, fut, members[-1], 0)
     return fut

@@ -95,7 +95,10 @@ def piece(
     lines = _Known(members, plan, counts)
     span = replace(plan[p].span, first_line=lines.first_line(p))
     try:
-        state = {} if p == 0 else pieces.warm(mod, members, ctxs, plan[p], span, lines, head_state)
+        # a format whose chunks need only its head's state (an access log's layout) starts every piece from it,
+        # the first too: its first piece may hold fewer lines than the head a whole read infers from (streams.headed)
+        first = p == 0 and not pieces.independent(mod)
+        state = {} if first else pieces.warm(mod, members, ctxs, plan[p], span, lines, head_state)
         got = pieces.read_from(idx, mod, members, ctxs, plan[p], p, span, state, job, threading.Event())
     except Exception:  # noqa: BLE001 - see above
         job.store.drop((idx, p))
@@ -109,6 +112,7 @@ def settle(
     plan: list[pieces.Piece],
     counts: list[int | None],
     read: list[tuple],
+    head_state: tuple[dict, int],
     opts: IngestOptions,
     when: tuple,
     parts: Path,
@@ -125,7 +129,17 @@ def settle(
         ahead[p].set_result(got)
     mod = stream_parser(members)
     ctxs = [streams.context(st, job) for st in members]
+    start = dict(head_state[0]) if pieces.independent(mod) else {}  # the true state before the first piece
     pieces.settle(
-        idx, members, mod, plan, job, ctxs, _Known(members, plan, counts).first_line, ahead, threading.Event()
+        idx,
+        members,
+        mod,
+        plan,
+        job,
+        ctxs,
+        _Known(members, plan, counts).first_line,
+        ahead,
+        threading.Event(),
+        start,
     )
     return Done(members, job.store.flush(), dict(job.store.shifts))

@@ -162,6 +162,7 @@ def settle(
     first_line: Callable[[int], int],
     ahead: dict[int, Future],
     cancel: threading.Event,
+    start: dict | None = None,
 ) -> None:
     """The pieces read ahead (``ahead``: by piece, those read, or being read), taken in order.
 
@@ -169,12 +170,13 @@ def settle(
     that number rows (``SEGMENT_COUNTERS``), keeps the piece's rows, shifted by the counters' difference; any
     other difference (a record open across the cut that began before the replayed lines, a restart's new
     settings) drops them and reads the piece again here, from the true state; so does a piece not read ahead
-    (the first, in-process). A file whose parser fails stops there, as in a whole read: the pieces of it read
+    (the first, in-process). ``start``: the true state before the first piece (a cluster's access log: its head's,
+    ``head_state``), else empty. A file whose parser fails stops there, as in a whole read: the pieces of it read
     ahead are dropped. ``logscope.cluster.ingest`` settles pieces read by tasks the same way.
     """
     store = job.store
     tally: dict[int, Counter] = {j: Counter() for j in range(len(members))}
-    state: dict = {}
+    state: dict = dict(start or {})
     broken: set[int] = set()
 
     def close(
