@@ -166,13 +166,10 @@ def _processes(df: pl.DataFrame) -> pl.DataFrame:
     below ~2,000 lines the join costs more than it saves (63 lines: 0.14 -> 0.40 ms)."""
     pre = pl.col("pre")
     columns = (
-        # str.find counts bytes: cut at it in bytes (str.slice counts characters)
-        pre.cast(pl.Binary).bin.head(pre.str.find(" pid=", literal=True)).cast(pl.String).alias("proc"),
-        pre.cast(pl.Binary)
-        .bin.slice(pre.str.find(" pid=", literal=True) + 5)
-        .cast(pl.String)
-        .pipe(to_int)
-        .alias("pid"),
+        # by pattern, not by str.find's offset: polars 2.1 counted it in bytes, 2.2 in characters (a byte cut at a
+        # character offset split a multi-byte character: 'invalid utf8' on a fresh install)
+        pre.str.extract(r"(?s)^(.*?) pid=", 1).alias("proc"),
+        pre.str.extract(r"(?s)^.*? pid=(.*)$", 1).pipe(to_int).alias("pid"),
     )
     if df.height < _JOIN_ROWS:
         return df.with_columns(columns)
