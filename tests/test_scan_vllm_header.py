@@ -9,6 +9,7 @@ import re
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from offsets import byte_find
 
 from conftest import real_vllm_lines
 from logscope.numbers import to_int
@@ -85,9 +86,9 @@ def test_process_and_message_read_once_per_prefix_as_line_by_line():
     pre = pl.coalesce("pre", "cut")
     want = pl.concat([frame, heads], how="horizontal").select(
         pl.col("body").cast(pl.Binary).bin.slice(pl.col("hdr").str.len_bytes()).cast(pl.String).alias("msg"),
-        pre.cast(pl.Binary).bin.head(pre.str.find(" pid=", literal=True)).cast(pl.String).alias("proc"),
+        pre.cast(pl.Binary).bin.head(byte_find(pre, " pid=", literal=True)).cast(pl.String).alias("proc"),
         pre.cast(pl.Binary)
-        .bin.slice(pre.str.find(" pid=", literal=True) + 5)
+        .bin.slice(byte_find(pre, " pid=", literal=True) + 5)
         .cast(pl.String)
         .pipe(to_int)
         .alias("pid"),

@@ -89,6 +89,18 @@ def test_a_comma_before_a_received_id_leaves_one_request():
     assert got["request_id"].to_list()[0].startswith(", cmpl-")
 
 
+def test_a_non_ascii_character_in_a_received_id():
+    """Found by the mutation test above on the CI's fresh install (polars 2.2, whose str.find counts characters
+    where 2.1 counted bytes): a no-break space spliced into a real Received line's id. The oracle cut the id at
+    str.find's offset as bytes and split the character; it now asks tests/offsets.py for the unit it cuts in."""
+    line = next(x for x in _real_lines() if "] Received request cmpl-" in x)
+    at = line.index("Received request ") + len("Received request ") + 5
+    got = _equal([line[:at] + "\u00a0é" + line[at:]])
+    rid = got["request_id"].to_list()
+    assert got["event"].to_list() == ["received"] and "\u00a0é" in rid[0] and not rid[0].endswith(":")
+    assert got["max_tokens"].to_list()[0] is not None
+
+
 def test_long_lines_read_as_the_regexes_did():
     """Real request lines made long (a 48,000-character id, an abort of 5,000 ids): the scanner's work on a line grows
     with its length, as the regexes' did, rather than stopping at a fixed budget."""

@@ -347,7 +347,8 @@ def _first_received(path) -> str:
 
 def test_non_ascii_text_before_the_fields(tmp_path):
     """vLLM writes prompts and stop strings with repr(), which keeps non-ASCII characters as they are. The
-    fields after them must still be read right: polars' str.find counts bytes, str.slice characters.
+    fields after them must still be read right where a byte offset meets a character count (polars' str.find
+    counts bytes in 2.1, characters in 2.2; str.slice characters).
     The lines are real lab lines with their text swapped for non-ASCII text, written by Python's own repr."""
     v1 = _first_received(LAB / "spike" / "vllm-server.log")
     v0 = _first_received(LAB / "v0-ladder" / "vllm-server.log")

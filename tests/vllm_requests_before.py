@@ -4,6 +4,7 @@ read them with polars regexes before they moved into the compiled scanner (issue
 from __future__ import annotations
 
 import polars as pl
+from offsets import byte_find, char_find
 
 from logscope.numbers import to_int
 from logscope.parsers._common import base_id_expr
@@ -66,9 +67,11 @@ def _request_id(lead: str, pat: str | None) -> pl.Expr:
     m = pl.col("msg")
     if pat is not None:
         return m.str.extract(pat)
-    if lead == "Received request ":  # 'Received request <id>: ...'; find counts bytes, so cut bytes
+    if lead == "Received request ":  # 'Received request <id>: ...'; the cut is counted in bytes
         return (
-            m.cast(pl.Binary).bin.slice(len(lead), m.str.find(":", literal=True) - len(lead)).cast(pl.String)
+            m.cast(pl.Binary)
+            .bin.slice(len(lead), byte_find(m, ":", literal=True) - len(lead))
+            .cast(pl.String)
         )
     return m.str.strip_prefix(lead).str.strip_chars_end().str.strip_suffix(".")  # 'Added request <id>.'
 
@@ -76,12 +79,10 @@ def _request_id(lead: str, pat: str | None) -> pl.Expr:
 def _field(col: str, key: str, pat: str = r"^([0-9.]+)") -> pl.Expr:
     """Value after ``key`` (found with a literal search, then a regex on a few characters only).
 
-    ``str.find`` gives a byte offset and ``str.slice`` counts characters: on a line holding non-ASCII
-    text before the key (a stop string such as '。'), the offset is turned into characters first."""
+    ``str.slice`` counts characters: on a line holding non-ASCII text before the key (a stop string such
+    as '。'), the offset is counted in characters too."""
     c = pl.col(col)
-    at = c.str.find(key, literal=True)
-    chars = c.cast(pl.Binary).bin.head(at).cast(pl.String).str.len_chars()
-    at = pl.when(c.str.len_bytes() == c.str.len_chars()).then(at).otherwise(chars)
+    at = char_find(c, key, literal=True)
     return c.str.slice(at + len(key), 16).str.extract(pat)
 
 
@@ -102,8 +103,8 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         cand = cand.with_columns(
             span.str.slice(len("prompt: ")).alias("_repr"),
             pl.when(span == "prompt: None")
-            .then(m.str.find(_PROMPT_REPR))
-            .otherwise(m.str.find(span, literal=True))
+            .then(byte_find(m, _PROMPT_REPR))
+            .otherwise(byte_find(m, span, literal=True))
             .alias("_at"),
         )
         at, raw = pl.col("_at"), m.cast(pl.Binary)
@@ -127,11 +128,11 @@ def _received_fields(cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     # the token ids: after the leftmost 'prompt_token_ids: [' up to the next ']' (a search, not a capture)
     rest = pl.col("_rest")
     cand = cand.with_columns(
-        rest.cast(pl.Binary).bin.slice(rest.str.find(_IDS_OPEN) + 19).cast(pl.String).alias("_after")
+        rest.cast(pl.Binary).bin.slice(byte_find(rest, _IDS_OPEN) + 19).cast(pl.String).alias("_after")
     )
     after = pl.col("_after")
     cand = cand.with_columns(
-        after.cast(pl.Binary).bin.head(after.str.find("]", literal=True)).cast(pl.String).alias("_ids")
+        after.cast(pl.Binary).bin.head(byte_find(after, "]", literal=True)).cast(pl.String).alias("_ids")
     )
     ids = pl.col("_ids")
     return cand.with_columns(
