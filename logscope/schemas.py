@@ -828,6 +828,11 @@ TABLES: dict[str, dict[str, Column]] = {
             "duration / observed span (descriptive: it changes with the span, so it decides nothing)",
         ),
         "recovered": (B, "the signal returned to baseline before the logs end"),
+        "open_end": (
+            B,
+            "still abnormal when the logs (or the range analysed) end, or a death with no restart before they do: "
+            "its end is where the observation stops, so duration_s is a lower bound ('≥' in the report)",
+        ),
         "peak": (F, "peak value of the signal"),
         "baseline": (F, "baseline value of the signal before the episode"),
         "count": (I, "events in the episode (preemptions, errors, ...)"),

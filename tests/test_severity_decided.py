@@ -20,7 +20,15 @@ RUNS = {  # run: the impact rules its pressure findings were set by
     "seqs-16": ["impact_short", "impact_short", "impact_none"],
     "spike-b": ["impact_latency"],
 }
-IMPACT = {"impact_none", "impact_share", "impact_short", "impact_high", "impact_latency", "class_kept"}
+IMPACT = {
+    "impact_none",
+    "impact_share",
+    "impact_short",
+    "impact_open",
+    "impact_high",
+    "impact_latency",
+    "class_kept",
+}
 
 
 def _facts(claim: dict) -> dict:
@@ -48,6 +56,7 @@ def test_the_rule_is_the_one_its_facts_give(analyzed, rendered, run):
             v["under_pressure_s"],
             v["class_severity"],
             rise=rise,
+            open_end=v["open_end"],
         )
         again = impact_rule.decide(felt, SimpleNamespace(**c["thresholds"]))
         assert (again.rule, again.level) == (v["rule"], c["state"])
@@ -73,3 +82,12 @@ def test_words_follow_the_rule_not_the_conditions():
     assert (kept.level, kept.rule) == ("medium", "class_kept")
     assert kept.said.endswith("over 64 s: the impact of a high one, kept at its class's medium")
     assert impact_rule.evidence(kept) == ""
+    # the same figures still on when the logs end: its 22 s are a lower bound, so not short (tests/test_open_end.py)
+    cut = impact_rule.decide(impact_rule.Felt(0, 176, 177, 22.067, "high", open_end=True), th)
+    assert (cut.level, cut.rule) == ("high", "impact_open")
+    assert (
+        "still abnormal when the logs analysed end, 22 s in" in cut.said and "under the 30 s" not in cut.said
+    )
+    assert impact_rule.evidence(cut).startswith(
+        "; severity high by its class, its length unknown: 176 of the 177"
+    )

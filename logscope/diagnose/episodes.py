@@ -70,7 +70,7 @@ from ..scalars import int_or_none, int_value
 from . import beats, figures, latency_named, preemption_count, slow
 from .beats import regular, spacing_words
 from .context import Context
-from .load_ends import last_arrival_at, phase_pause, stop_in
+from .load_ends import last_arrival_at, open_end, phase_pause, stop_in
 from .load_words import RATE_SPAN_S, came_after
 from .load_words import rates as _rates
 from .load_words import rise as _rise
@@ -296,6 +296,7 @@ def _episode(
     ):  # a surge of its load before it, or none (beats)
         ep["decided_by"]["came_after"] = came_after(before_req, lead_req, ctx.th)
     ep["why"] = ep["reason"].split(SEP, 1)[1].split("; with ")[0] if SEP in ep["reason"] else ep["reason"]
+    ep["open_end"] = open_end(ep)
     return ep
 
 

@@ -1,5 +1,6 @@
 """Where the load or the server an episode ran under ended: the last arrival of its replica's load, a client's load
-phase that paused as it ended, the server's graceful stop while it was under way (episodes._classify reads them)."""
+phase that paused as it ended, the server's graceful stop while it was under way (episodes._classify reads them), and
+whether an episode was still on when the observation stopped (``open_end``)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,11 @@ def stop_in(ctx: Context, ep: Episode | dict) -> datetime | None:
         ),
         None,
     )
+
+
+def open_end(ep: Episode) -> bool:
+    """Still on when the observation stops: a death with no restart before the logs end (its end is theirs), or
+    an episode 'still abnormal when the logs end' (spike, cut by --until inside its 23 s: 'it lasted 13 s' was its
+    length to the range's end). Not one that ended with the load or a graceful stop: those lengths were measured."""
+    rule = (ep.get("decided_by") or {}).get("rule")
+    return (rule == "death" and not ep["recovered"]) or rule == "ends_abnormal"

@@ -93,6 +93,8 @@ class Episode(_Mapping):
     peak: float
     baseline: float | None
     count: int
+    # still on when the observation stops (episodes._open_end): its end is the logs', its length a lower bound
+    open_end: bool = False
     running_max: float | None = None
     running_mean: float | None = None
     waiting_max: float | None = None

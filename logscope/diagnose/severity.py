@@ -21,6 +21,7 @@ RULES = {
     "impact_none": "its impact",  # no request in flight slowed or failed, latency under impact_latency_ratio
     "impact_share": "its impact (impact_high_share)",  # some slowed or failed, under the share a high one needs
     "impact_short": "its impact (impact_high_min_s)",  # the share of a high one, too short to be one
+    "impact_open": "its class, its length unknown",  # the share of a high one, still on when the logs end
     "impact_high": "its impact (impact_high_share, impact_high_min_s)",  # the share, for long enough
     "impact_latency": "its impact (impact_latency_ratio)",  # none slowed, their latency rose all the same
     "impact_unknown": "its class, capped as its impact is unknown",  # no record of the callers in flight

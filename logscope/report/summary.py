@@ -334,6 +334,7 @@ def episodes(ld: Loaded) -> list[dict]:
                 "end": iso(r.get("end")),
                 "duration_s": num(r.get("duration_s")),
                 "recovered": r.get("recovered"),
+                "open_end": bool(r.get("open_end")),  # duration_s a lower bound: still on when the logs end
                 "peak": num(r.get("peak")),
                 "baseline": num(r.get("baseline")),
                 "count": r.get("count"),

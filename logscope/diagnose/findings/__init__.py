@@ -169,7 +169,7 @@ def build(
     # a start-up death its KV check caused says the refusal itself: the check's own finding would say it twice
     if any(f["kind"] == "crash" and f["title"].endswith(KV_DEATH) for f in out):
         out = [f for f in out if f["title"] != KV_REFUSED]
-    _rank(ctx, out, ladder, ladder_rows)
+    _rank(ctx, out, ladder, ladder_rows, frozenset(e["episode_id"] for e in eps if e["open_end"]))
     in_engine_words(ctx, out, eps)  # an SGLang server's next test names SGLang's flags, not vLLM's
     _claims(out, reg)
     return out
@@ -191,10 +191,17 @@ def _claims(out: list[Finding], reg: Registry) -> None:
             ).id
 
 
-def _rank(ctx: Context, out: list[Finding], ladder: dict | None, rows: list[dict]) -> None:
-    """What each finding cost the callers, its severity by that impact, then the order and the ids."""
+def _rank(
+    ctx: Context,
+    out: list[Finding],
+    ladder: dict | None,
+    rows: list[dict],
+    open_ids: frozenset[str] = frozenset(),
+) -> None:
+    """What each finding cost the callers, its severity by that impact, then the order and the ids (``open_ids``:
+    the episodes still on when the observation stops, whose length the impact rule does not know)."""
     measure(ctx, out)
-    by_impact(ctx, out, ladder is not None)
+    by_impact(ctx, out, ladder is not None, open_ids)
     unknown_impact(out)  # no record of the callers: the class alone does not make it high
     if ladder is not None:  # the ladder's finding is as severe as the pressure it covers, after its impact
         for f in out:

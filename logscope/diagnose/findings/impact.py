@@ -59,14 +59,17 @@ def measure(ctx: Context, found: list[Finding]) -> None:
         f["requests_in_range"] = int(n_in or 0)
 
 
-def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
+def by_impact(
+    ctx: Context, found: list, ladder: bool = False, open_ids: frozenset[str] = frozenset()
+) -> None:
     """Severity follows impact: a pressure finding whose requests are counted is lowered to what the callers
     felt: low when no request in flight during it was slowed or failed and their latency stayed under
     ``impact_latency_ratio`` times its baseline, medium when fewer than ``impact_high_share`` of them were slowed
     or failed, it lasted under ``impact_high_min_s``, or only their latency rose so. Never raised; left as its class
     says when the requests are not in the folder (a server log alone). On a ladder (``ladder``) the step before is
-    a lower load by design, no baseline: the SLO alone judges its steps. The facts are counted here; the rule is
-    decided once, and its words rendered from the decision, in ``impact_rule``."""
+    a lower load by design, no baseline: the SLO alone judges its steps. The episodes of ``open_ids`` were still on
+    when the observation stopped: their time under pressure is a lower bound. The facts are counted here; the rule
+    is decided once, and its words rendered from the decision, in ``impact_rule``."""
     th, req = ctx.th, ctx.inputs.requests
     # slowed requests are counted only when the callers' latency is in the folder: without it a slow first token
     # would count as no impact. Callers with an e2e and no TTFT at all (non-streaming: nothing reaches them before
@@ -105,7 +108,16 @@ def by_impact(ctx: Context, found: list, ladder: bool = False) -> None:
             rise = latency_rise(ctx, callers, fig, f["start"], f["end"] or f["start"])
         rose = pattern is not None and hit == 0 and not ladder and pattern.rose(th.impact_latency_ratio)
         felt = impact_rule.Felt(
-            f["failed_requests"], f["slowed_requests"], n, dur, f["severity"], bool(f.beats), by, rise, rose
+            f["failed_requests"],
+            f["slowed_requests"],
+            n,
+            dur,
+            f["severity"],
+            bool(f.beats),
+            by,
+            rise,
+            rose,
+            open_end=not f.beats and f["episode_id"] in open_ids,
         )
         sev = impact_rule.decide(
             felt, th, tuple(pattern.facts() if pattern else ()), tuple(pattern.missing() if pattern else ())

@@ -31,6 +31,7 @@ class Felt:
     by: str = ""  # how the callers were judged when not by their TTFT (' (judged by the callers' e2e: …)')
     rise: dict | None = None  # impact.latency_rise: the callers' p95 against their baseline, when it rose
     rose: bool = False  # a pattern's callers' latency rose impact_latency_ratio× (beat_impact.Pattern.rose)
+    open_end: bool = False  # still on when the observation stopped: under_pressure_s is a lower bound
 
     @property
     def hit(self) -> int:
@@ -47,8 +48,9 @@ class Decided(Severity):
 def decide(felt: Felt, th: Any, more: tuple[Fact, ...] = (), missing: tuple[str, ...] = ()) -> Decided:
     """The level and the rule of ``impact.RULES``' impact ones that set it: a latency rise is felt (medium);
     none slowed or failed is low; a share of at least impact_high_share for at least impact_high_min_s is high
-    (kept at its class's medium when that is lower: class_kept), for less long medium (impact_short); under the
-    share medium (impact_share)."""
+    (kept at its class's medium when that is lower: class_kept), for less long medium (impact_short), unless it was
+    still on when the observation stopped: how long it lasted is not known, so it keeps its class's (impact_open);
+    under the share medium (impact_share)."""
     share, min_s = th.impact_high_share, th.impact_high_min_s
     if (
         felt.rise is not None or felt.rose
@@ -57,7 +59,9 @@ def decide(felt: Felt, th: Any, more: tuple[Fact, ...] = (), missing: tuple[str,
     elif felt.hit == 0:
         level, rule = "low", "impact_none"
     elif felt.hit >= share * felt.requests:
-        if felt.under_pressure_s < min_s:
+        if felt.under_pressure_s < min_s and felt.open_end:
+            level, rule = felt.class_level, "impact_open"
+        elif felt.under_pressure_s < min_s:
             level, rule = "medium", "impact_short"
         elif felt.class_level == "medium":  # felt more than its class says: impact never raises it
             level, rule = "medium", "class_kept"
@@ -82,6 +86,7 @@ def facts(felt: Felt) -> list[Fact]:
         Fact("requests_in_flight", n, None, None, "requests"),
         Fact("slowed_or_failed_share", round(felt.hit / n, 4) if n else None, None, None, "share"),
         Fact("under_pressure_s", round(felt.under_pressure_s, 3), None, None, "seconds"),
+        Fact("open_end", felt.open_end),
         Fact("class_severity", felt.class_level),
     ]
     if (rise := felt.rise) is not None:
@@ -116,6 +121,13 @@ def said(sev: Decided) -> str:
             f", but {'they' if c.beats else 'it'} lasted {c.under_pressure_s:.0f} s, under the "
             f"{th['impact_high_min_s']:g} s a high one must last (impact_high_min_s)"
         )
+    elif sev.rule == "impact_open":
+        # not 'it lasted 13 s, under the 30 s': the same page said it was still abnormal when the range ended
+        out += (
+            f"; it was still abnormal when the logs analysed end, {c.under_pressure_s:.0f} s in, so whether it "
+            f"lasted the {th['impact_high_min_s']:g} s a high one must is not known (impact_high_min_s): kept at "
+            f"its class's {c.class_level}"
+        )
     elif sev.rule == "impact_share":
         out += f", under {th['impact_high_share']:.0%} of them (impact_high_share)"
     elif sev.rule in ("impact_high", "class_kept"):
@@ -132,6 +144,8 @@ def evidence(sev: Decided) -> str:
     assert c is not None
     if sev.rule == "class_kept":
         return ""
+    if sev.rule == "impact_open":
+        return f"; severity {sev.level} by its class, its length unknown: {sev.said}"
     if sev.level == c.class_level == "medium" and sev.rule in ("impact_short", "impact_share"):
         return ""
     return f"; severity {sev.level} by its impact: {sev.said}"
