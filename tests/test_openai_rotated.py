@@ -135,3 +135,26 @@ def test_a_lab_request_cut_by_a_rotation_keeps_its_attempts_files(run, tmp_path)
     files = {f: (tmp_path / "pair" / f).read_text().splitlines() for f in ("client.log.1", "client.log")}
     said = [f for f, lines in files.items() for x in lines if " labclient " in x and " start mode=" in x]
     assert pair["ph"].sort("ts_start")["source"].to_list() == said
+
+
+@pytest.mark.parametrize(
+    "log", [*(DATA / n for n in sorted(NO_ID)), *(LAB / r for r in LAB_RUNS)], ids=lambda p: p.stem
+)
+def test_each_file_of_a_rotated_set_states_what_the_set_showed(log, tmp_path):
+    """What a client log's reading assumed is said of the whole log at its end (stable1: a chunk's state so far said
+    'no DEBUG lines' of a log whose DEBUG lines came later); of a rotated set, each file states it, not the newest
+    alone: client.log.1 of a set cut from a log without DEBUG lines said nothing of them (stable1 left)."""
+    lines = need(log).read_bytes().splitlines(keepends=True)
+    whole, pair = tmp_path / "whole", tmp_path / "pair"
+    whole.mkdir()
+    pair.mkdir()
+    shutil.copyfile(log, whole / "client.log")
+    half = len(lines) // 2
+    (pair / "client.log.1").write_bytes(b"".join(lines[:half]))
+    (pair / "client.log").write_bytes(b"".join(lines[half:]))
+    said = ingest(whole, tmp_path / "w-out", IngestOptions(workers=1)).files.row(0, named=True)["assumptions"]
+    got = ingest(pair, tmp_path / "p-out", IngestOptions(workers=1)).files
+    assert sorted(got["path"]) == ["client.log", "client.log.1"]
+    for path, assumed in got.select("path", "assumptions").iter_rows():
+        assert assumed[0] == "read as one stream with client.log.1, client.log (oldest first)"
+        assert assumed[1:] == said, path

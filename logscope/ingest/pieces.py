@@ -213,7 +213,7 @@ def settle(
         last = len(members) - 1
         if last not in broken:
             try:
-                finish(mod, members[last], ctxs[last], state, store, (idx, len(pieces), 0))
+                finish(mod, members[last], ctxs[last], state, store, (idx, len(pieces), 0), members[:last])
             except Exception as e:  # noqa: BLE001
                 failed(members[last], mod, e)
     finally:

@@ -8,7 +8,7 @@ import functools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -148,7 +148,7 @@ def parse(idx: int, members: list[FileState], mod, job: Job) -> None:
                 chunks = sources.iter_line_chunks(f, opts.chunk_bytes, meter=job.meter.reader(f))
                 n_chunk = read(mod, st, ctx, chunks, state, job, (idx, 0), n_chunk, job.pool)
                 if st is members[-1]:
-                    n_chunk += finish(mod, st, ctx, state, store, (idx, 0, n_chunk))
+                    n_chunk += finish(mod, st, ctx, state, store, (idx, 0, n_chunk), members[:-1])
         except Exception as e:  # noqa: BLE001 - one bad file must not stop the folder
             failed(st, mod, e)
 
@@ -282,14 +282,26 @@ def read(
 
 
 def finish(
-    mod, st: FileState, ctx: ParseContext, state: dict, store: Store, key: tuple[int, int, int]
+    mod,
+    st: FileState,
+    ctx: ParseContext,
+    state: dict,
+    store: Store,
+    key: tuple[int, int, int],
+    members: Sequence[FileState] = (),
 ) -> int:
     """The rows a parser gives at the end of its stream (requests still open), stored under ``key``, the
-    stream's last file being ``st``; 1 when there were some, else 0."""
+    stream's last file being ``st``; 1 when there were some, else 0. What it assumed is the whole stream's, so
+    each of its ``members`` (a rotated set's older files) states it too: openai_client's 'no DEBUG lines' of a
+    set was said of its newest file alone."""
     res = mod.finish(ctx, state) if hasattr(mod, "finish") else None
     if res is None:
         return 0
     take(res, st, store, key, None)
+    for other in members:
+        for a in res.assumptions:
+            if a not in other.assumptions:
+                other.assumptions.append(a)
     return 1
 
 
