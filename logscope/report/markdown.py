@@ -64,6 +64,7 @@ def environment() -> jinja2.Environment:
         hms=fmt.hms,
         when=fmt.when,
         duration=fmt.duration,
+        label=fmt.label,
         ms=lambda x: fmt.seconds(None if x is None else x / 1000),
     )
     env.globals["md_table"] = md_table
