@@ -248,7 +248,7 @@ def test_item5_load_above_capacity(run):
     assert f["id"] == "F1", [g["title"] for g in s["findings"][:3]]
     head = s["verdict"][0]
     assert head.startswith("Load above capacity: 6.0 requests/s offered, 2.8/s completed for 5 min")
-    assert "(F1); its symptom: 3645 preemptions" in head and "953 waiting" in head
+    assert "(F1); its symptom: 3,645 preemptions" in head and "953 waiting" in head
     assert s["verdict"][2].startswith("First thing to test: Keep the offered rate below")
 
 

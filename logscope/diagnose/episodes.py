@@ -599,7 +599,7 @@ def _classify(
         "; with "
         + ", ".join(
             f"{c['signal']} {clock.hms_span(c['start'], c['end'])}"
-            + (f" ({c['count']} failed)" if c["signal"] == "errors" else "")
+            + (f" ({c['count']:,} failed)" if c["signal"] == "errors" else "")
             for c in companions
         )
         if companions

@@ -321,7 +321,7 @@ def _pressure(ctx: Context, row: dict, lo, hi) -> list[dict]:
             {
                 "what": "preemptions",
                 "at": pre["ts"].min(),
-                "text": f"{int(pre['preemptions'].sum())} preemptions from {clock.hms(time_value(pre['ts'].min()))}",
+                "text": f"{int(pre['preemptions'].sum()):,} preemptions from {clock.hms(time_value(pre['ts'].min()))}",
             }
         )
     elif row["v0_preemption_warnings"]:

@@ -18,7 +18,7 @@ FLOOR = "vLLM V0 logs every 50th"
 
 
 def _n(n: int) -> str:
-    return f"{n} preemption{'s' if n != 1 else ''}"
+    return f"{n:,} preemption{'s' if n != 1 else ''}"
 
 
 def words(e: Mapping[str, Any] | Episode) -> str:

@@ -313,9 +313,9 @@ def _what(e: Episode) -> str:
         "kv_pressure": "KV cache near full",
         "queue": f"a queue of up to {e['peak']:.0f} waiting",
         "stall": "requests running with no progress (0 tokens/s)",
-        "errors": f"{e['count']} failed requests",
-        "retries": f"{e['count']} retries",
-        "orphans": f"{e['count']} executions for callers that had left",
+        "errors": f"{e['count']:,} failed requests",
+        "retries": f"{e['count']:,} retries",
+        "orphans": f"{e['count']:,} executions for callers that had left",
         # a latency names its clock and source: the engine's TTFT is not the callers'
         "ttft": f"{latency_named.words('ttft', e.get('signal_clock'), e.get('signal_source'))} up to {e['peak']:.1f} s",
         "e2e": f"{latency_named.words('e2e', e.get('signal_clock'), e.get('signal_source'))} up to {e['peak']:.1f} s",

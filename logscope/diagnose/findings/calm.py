@@ -109,7 +109,7 @@ def calm_findings(ctx: Context, eps: list, cap: dict, reg: Registry) -> list[Fin
         if srv["kv"].drop_nulls().len():
             bits.append(f"KV at most {pct(cast(float, srv['kv'].max()))}")
     if ctx.pre.height:
-        bits.append(f"{int(ctx.pre['preemptions'].sum())} preemptions")
+        bits.append(f"{int(ctx.pre['preemptions'].sum()):,} preemptions")
     if cap.get("kv_tokens"):
         bits.append(f"KV cache {cap['kv_tokens']:,} tokens")
     if cap.get("max_concurrency_startup"):

@@ -37,8 +37,8 @@ def error_finding(ctx: Context, ep: Episode) -> Finding:
     sev = "high" if ep["class"] == "sustained" else "medium"
     return make_finding(
         sev,
-        f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']} failed",
-        f"{ep['count']} failed requests in {ep['duration_s']:.0f} s",
+        f"Errors {clock.hms_range(ep['start'], ep['end'])}: {ep['count']:,} failed",
+        f"{ep['count']:,} failed requests in {ep['duration_s']:.0f} s",
         "; ".join(x for x in [ep["reason"], kinds, requests_phrase(ep)] if x),
         *_cause(ctx, ep),
         ep,
@@ -170,9 +170,9 @@ def _retries_said(r: dict) -> str:
 def _never_answered(r: dict) -> Finding:
     return make_finding(
         "low",
-        f"Upstream {r['upstream']} never answered ({r['n']} attempts)",
+        f"Upstream {r['upstream']} never answered ({r['n']:,} attempts)",
         "the gateway kept sending attempts to an upstream that never returned a response",
-        f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered (no upstream status, or the "
+        f"{r['n']:,} attempts {clock.hms_range(r['lo'], r['hi'])}, none answered (no upstream status, or the "
         f"gateway's own 502/504 with no response header){_flags_said(r['flags'])}{_retries_said(r)}",
         "a dead member of the upstream group",
         "Remove it from the upstream group (or give the gateway an active health check)",
@@ -203,9 +203,9 @@ def _refused(r: dict) -> Finding:
     limited = 429 in by
     return make_finding(
         "medium" if limited else "low",
-        f"Upstream {r['upstream']} answered none of its {r['n']} attempts with success ({said}{also})",
+        f"Upstream {r['upstream']} answered none of its {r['n']:,} attempts with success ({said}{also})",
         "no attempt sent to this upstream came back with a success",
-        f"{r['n']} attempts {clock.hms_range(r['lo'], r['hi'])}: {r['answered']} answered with an error "
+        f"{r['n']:,} attempts {clock.hms_range(r['lo'], r['hi'])}: {r['answered']:,} answered with an error "
         f"({said}){also}, none with success",
         "the upstream rate-limits these calls (429: its request or token quota)"
         if limited

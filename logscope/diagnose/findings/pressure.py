@@ -149,7 +149,7 @@ def pressure_finding(ctx: Context, ep: Episode, ladder: dict | None, cap: dict) 
         symptom += f"; first tokens slow ({ttft} above {ctx.slo.ttft_s:g} s {clock.hms_span(tt['start'], tt['end'])})"
     ev = [ep["reason"], requests_phrase(ep)]
     if "preemptions" in d:
-        ev.append(f"{d['preemptions']} preemptions in the range")
+        ev.append(f"{d['preemptions']:,} preemptions in the range")
     if "v0_preemption_warnings" in d:
         w = d["v0_preemption_warnings"]
         cum = f", cumulative count {w['last_cumulative']}" if w["last_cumulative"] is not None else ""

@@ -157,8 +157,8 @@ def traffic_findings(ctx: Context, eps: list[Episode], tr: dict, reg: Registry) 
             )
         if tr.get("timeouts"):  # requests that ended in a timeout, and attempts that did (each retry its own)
             att = ((tr.get("cancellation") or {}).get("callers_left") or {}).get("client")
-            ev += f"; {tr['timeouts']} requests ended in a client timeout" + (
-                f" ({att} attempts abandoned by the client)"
+            ev += f"; {tr['timeouts']:,} requests ended in a client timeout" + (
+                f" ({att:,} attempts abandoned by the client)"
                 if att is not None and att != tr["timeouts"]
                 else ""
             )
@@ -279,7 +279,7 @@ def traffic_findings(ctx: Context, eps: list[Episode], tr: dict, reg: Registry) 
         ep_o = next((e for e in eps if e["signal"] == "orphans"), None) or _busiest(
             ctx, eps, pl.col("orphaned_executions").fill_null(0) > 0
         )
-        ev = f"{orph} server executions kept running after their caller gave up"
+        ev = f"{orph:,} server executions kept running after their caller gave up"
         if tr.get("orphan_s"):
             ev += f" ({tr['orphan_s']:.0f} s of generation for nobody)"
         ev += _orphan_stretches(eps, orph)
@@ -289,7 +289,7 @@ def traffic_findings(ctx: Context, eps: list[Episode], tr: dict, reg: Registry) 
         out.append(
             make_finding(
                 "high",
-                f"Orphaned work: {orph} executions ran for callers that had left",
+                f"Orphaned work: {orph:,} executions ran for callers that had left",
                 "requests abandoned by their callers keep generating on the server, keeping it saturated",
                 ev,
                 "client disconnects do not reach vLLM (the gateway keeps the upstream request open, "
