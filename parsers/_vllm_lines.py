@@ -11,6 +11,7 @@ from logscope.schemas import TS
 from . import _kinds
 from ._common import ascii_classes, local_to_utc
 from ._vllm_pastes import join_wraps, strip_markdown
+from ._vllm_prefix import PID, PROCESS
 from .base import ParseContext
 
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
@@ -46,9 +47,9 @@ _PYLOG = ascii_classes(
 )
 # a vLLM header (with its process prefix) or a uvicorn access line in the middle of a line: records glued
 # together by a paste, or a whole paste flattened onto one line (newlines turned into spaces)
-_GLUE_HDR = rf"(?:\([\w -]* pid=\d+\) ?)?(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+_GLUE_HDR = rf"(?:{PROCESS} ?)?(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
 _GLUE = ascii_classes(
-    rf"(?:\([\w -]* pid=\d+\) ?)?(?:(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
+    rf"(?:{PROCESS} ?)?(?:(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
     r"|(?:INFO|WARNING|ERROR): +\d{1,3}(?:\.\d{1,3}){3}:\d+ - \")"
 )
 _GLUE_HDR = ascii_classes(_GLUE_HDR)  # vLLM's header alone (detection: uvicorn lines are any FastAPI app's)
@@ -168,8 +169,8 @@ def _processes(df: pl.DataFrame) -> pl.DataFrame:
     columns = (
         # by pattern, not by str.find's offset: polars 2.1 counted it in bytes, 2.2 in characters (a byte cut at a
         # character offset split a multi-byte character: 'invalid utf8' on a fresh install)
-        pre.str.extract(r"(?s)^(.*?) pid=", 1).alias("proc"),
-        pre.str.extract(r"(?s)^.*? pid=(.*)$", 1).pipe(to_int).alias("pid"),
+        pre.str.extract(r"(?s)^(.*?) pid=", 1).alias("proc"),  # Ray's '(pid=N, ip=A)' names none
+        pre.str.extract(PID, 1).pipe(to_int).alias("pid"),
     )
     if df.height < _JOIN_ROWS:
         return df.with_columns(columns)

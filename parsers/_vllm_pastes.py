@@ -16,13 +16,14 @@ from __future__ import annotations
 import polars as pl
 
 from ._common import ascii_classes
+from ._vllm_prefix import PROCESS_CUT
 
 _MD_FIRST = r"^[>*+|`.-]"  # the first character of every lead: the rest runs only on the chunks that have one
 _MD_LEAD = r"^(?:>[ \t]?|[-*+|][ \t]+|\*\*|`+|\.{3,})+"
 _MD_TAIL = r"(?:`+|\*\*|[ \t]+\|)[ \t]*$"
 # what vLLM writes at the start of a line (header, process prefix, uvicorn, its own messages)
 _VLLM_START = ascii_classes(
-    r"^(?:\(?[\w -]* pid=\d+\) |(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: \d\d-\d\d \d\d:\d\d:\d\d |: +)"
+    rf"^(?:{PROCESS_CUT} |(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: \d\d-\d\d \d\d:\d\d:\d\d |: +)"
     r"|Engine \d+: |\d+ Engines Aggregated: |Avg prompt throughput: |SpecDecoding metrics: |Speculative metrics: "
     r"|Sequence group \S+ is preempted|(?:Received|Added|Finished|Aborted) request|Traceback \(most recent call"
     r"|[A-Za-z_][\w.]*(?:Error|Exception): )"

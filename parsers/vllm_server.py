@@ -49,6 +49,7 @@ from ._vllm_lines import _GLUE as _GLUE
 from ._vllm_lines import _PYLOG as _PYLOG
 from ._vllm_lines import _TB as _TB
 from ._vllm_pastes import _MD_LEAD
+from ._vllm_prefix import PROCESS, PROCESS_CUT
 from ._vllm_records import _classify
 from ._vllm_requests import _requests
 from ._vllm_spec import _spec
@@ -78,6 +79,7 @@ SAMPLES = [
     "INFO 10-28 11:16:34 metrics.py:349] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 7220.5 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 98 reqs, GPU KV cache usage: 73.8%, CPU KV cache usage: 0.0%.",
     "WARNING 11-29 09:37:14 [_logger.py:72] Sequence group cmpl-3f332f98cfc3a1617a32cc73a50891dc-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=1",
     '(APIServer pid=851) INFO:     10.109.20.86:59146 - "GET /metrics HTTP/1.1" 200 OK',
+    "(RayWorkerWrapper pid=169, ip=10.20.0.197) INFO 05-08 03:20:28 model_runner.py:173] Loading model weights took 0.1189 GB",
     "(EngineCore_DP0 pid=1133552) INFO 10-03 16:22:17 [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens",
     # --enable-log-outputs, cut by the reporter's paste (tests/data/unseen/vllm-29208-...generated-response.log)
     "(APIServer pid=1) INFO 11-21 14:14:23 [logger.py:76] Generated response chatcmpl-17080a0f8af349e880656a715f4ebd4a: output: 'Hello! How can I assist you with your smart home today?",
@@ -87,9 +89,9 @@ SAMPLES = [
 def detect_heads(frame: pl.DataFrame, n: int) -> pl.Series:
     s = pl.col("line").str.slice(0, 600).str.replace_all(_ANSI, "")
     s = s.str.replace(_MD_LEAD, "")  # a paste quoted in markdown
-    body = s.str.replace(r"^(?:\S+Z )?(?:\(?[\w -]+ pid=\d+\) ?)?", "")
+    body = s.str.replace(rf"^(?:\S+Z )?(?:{PROCESS_CUT} ?)?", "")
     hdr = s.str.contains(
-        r"^(?:\S+Z )?(?:\([\w -]+ pid=\d+\) ?)?"
+        rf"^(?:\S+Z )?(?:{PROCESS} ?)?"
         rf"(?:(?:{_LVL}) \d\d-\d\d \d\d:\d\d:\d\d \[?[^\s\]]+:\d+\]"
         rf"|\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)? - vllm[\w.]* - (?:{_LVL}) - )"
     )

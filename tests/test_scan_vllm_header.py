@@ -16,9 +16,11 @@ from logscope.numbers import to_int
 from logscope.parsers import _kinds, _vllm_lines, vllm_server
 
 _LVL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
-# the regex of _vllm_lines.py before #42 (its \d and \w as the ASCII classes it was built with)
+# the regex of _vllm_lines.py before #42 (its \d and \w as the ASCII classes it was built with), widened since for
+# Ray's prefix: '(pid=N' with no name and ', ip=A' after the pid (parsers/_vllm_prefix.py)
 _HEADER = (
-    r"^(?P<hdr>(?:\((?P<pre>[^)]* pid=[0-9]+)\) ?|(?P<cut>[A-Za-z_][A-Za-z0-9_-]* pid=[0-9]+)\) )?"
+    r"^(?P<hdr>(?:\((?P<pre>(?:[^)]* )?pid=[0-9]+(?:, ip=[^)]+)?)\) ?"
+    r"|(?P<cut>[A-Za-z_][A-Za-z0-9_-]* pid=[0-9]+(?:, ip=[^)]+)?)\) )?"
     rf"(?:(?P<lvl>{_LVL}) (?P<stamp>[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]) \[?[^\s\]]+\] ?"
     rf"|(?P<uv>{_LVL}|TRACE): +)?)"
 )

@@ -13,7 +13,7 @@ from unseen_helpers import ingest_one, quiet_request
 from unseen_helpers import table as _table
 from unseen_helpers import utc as _t
 
-from conftest import DATA, LAB
+from conftest import DATA, LAB, vllm_rows
 
 U = DATA / "unseen"
 OUTPUTS = DATA / "unseen" / "vllm-29208-v0.11.1-received-no-prompt-added-generated-response.log"
@@ -372,3 +372,36 @@ def test_stamps_without_seconds(tmp_path):
     out, f = _ingest(tmp_path, "vllm-28028-v0.11-enginecore-dp0-traceback-minute-stamps.log")
     assert f["lines_unrecognized"] == 0
     assert _table(out, "server_events")["ts"].to_list()[0] == _t(2026, 11, 3, 23, 14)
+
+
+RAY = {  # a Ray-run vLLM's lines: each line's (process, pid) as the prefix names them
+    "vllm-docs-lws-ray-worker-prefix-ip-loading-weights.log": [(None, None), ("RayWorkerWrapper", 169)],
+    "gpustack-2415-v0.8.5-ray-two-nodes-worker-prefix-ip-stamps-8h-apart.log": [
+        ("RayWorkerWrapper", 104699),
+        (None, 2433683),  # '(pid=2433683, ip=192.168.4.105)': an actor Ray names none
+        ("RayWorkerWrapper", 104699),
+        ("RayWorkerWrapper", 104699),
+        ("RayWorkerWrapper", 2433683),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAY))
+def test_rays_process_prefix_with_a_nodes_address(tmp_path, name):
+    """Ray's prefix for a process it runs on another node, '(RayWorkerWrapper pid=169, ip=10.20.0.197) ', or an actor
+    with no name, '(pid=2433683, ip=192.168.4.105) ', is the line's process prefix: it was taken for the tail of a
+    record before it (the header found mid-line: 'records split out of lines that held several', a wrap 'joined'),
+    and its process and pid were lost."""
+    out, f = _ingest(tmp_path, name)
+    assert (f["format"], f["lines_unrecognized"]) == ("vllm_server", 0)
+    assert f["lines_total"] == len(RAY[name])
+    assert not [m for m in f["messages"] if "split out of lines" in m or "joined to the record" in m]
+    rows = vllm_rows((U / name).read_text().splitlines())
+    assert rows["part"].to_list() == [0] * len(RAY[name])  # one record a line
+    assert list(rows.select("proc", "pid").iter_rows()) == RAY[name]
+    if name.startswith("vllm-docs-lws"):  # each pod's weights, the Ray worker's named by its process
+        ev = _table(out, "server_events").sort("line_no")
+        assert ev.select("process", "pid", "weights_gib").rows() == [
+            (None, None, 0.1189),
+            ("RayWorkerWrapper", 169, 0.1189),
+        ]
