@@ -19,7 +19,6 @@ from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum
 from . import charts, precision
-from .precision import MEANS, figures
 from .sources import CLOCK_TEXT, SOURCE_TEXT
 
 DIRECTION_CLASS = {"better": "better", "worse": "worse"}
@@ -61,10 +60,9 @@ def change(r: dict) -> str:
         return f"{ch * 100:+.1f}\u00a0pt"
     # no-break spaces: a narrow column wraps between the change and its share, never inside either
     rel = f" ({precision.relative(r['change_rel'])})" if r.get("change_rel") is not None and ch else ""
-    sign = "+" if ch > 0 else ""
     unit = "\u00a0s" if r["unit"] == "s" else ""
-    said = f"{round(ch):,}" if r["unit"] == "tps" else fnum(figures(ch) if r["unit"] in MEANS else ch, 3)
-    return f"{sign}{said}{unit}{rel}"
+    # to the digits A and B are shown to (precision.change): 'waiting, mean 15.3 → 5.73, -9.59' claimed a hundredth
+    return f"{precision.change(ch, r['a'], r['b'], r['unit'])}{unit}{rel}"
 
 
 def where(r: dict) -> str:
