@@ -130,6 +130,9 @@ def figures(run: Run, step: Step | None, window: tuple | None = None) -> Figures
     lo, hi = _window(run, r, step, window)
     f = Figures({m.name: None for m in METRICS}, {}, (lo, hi))
     _requests(f, run, r)
+    if step is None and (u := sources.untimed(run)):  # analyze's count, said beside the run's requests
+        f.meta.setdefault("requests", {})["untimed"] = u.requests
+        f.values["requests"] = r.height  # 0 where no request carries a time, as the traffic table says
     _gateway(f, run, r, step is None, lo, hi)
     _engine(f, run, step is None, lo, hi)
     for name, x in f.samples.items():
@@ -421,7 +424,7 @@ def compare(fa: Figures, fb: Figures, scope: str, named: str | None = None) -> l
                 for s, m_ in (("a", ma), ("b", mb))
             }
         row["noise"], row["interval"], row["beyond_noise"] = judge(m, fa, fb, scope, a, b)
-        row["noise"] += _unstated((ma, a), (mb, b))
+        row["noise"] += _unstated((ma, a), (mb, b)) + sources.untimed_said(ma, mb)
         row["direction"] = _direction(m, row)
         rows.append(row)
     return rows

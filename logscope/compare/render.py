@@ -19,7 +19,7 @@ from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum
 from . import charts, precision
-from .sources import CLOCK_TEXT, SOURCE_TEXT
+from .sources import APART, CLOCK_TEXT, SOURCE_TEXT
 
 DIRECTION_CLASS = {"better": "better", "worse": "worse"}
 
@@ -188,12 +188,9 @@ def view(doc: dict) -> dict:
         ],
         "load": _load_words(doc),
         "traffic": [
-            {
-                "name": k,
-                "a": value(doc["traffic"]["a"][k], "s" if k == "load_s" else None),
-                "b": value(doc["traffic"]["b"][k], "s" if k == "load_s" else None),
-            }
+            {"name": k, "a": _traffic(doc["traffic"]["a"], k), "b": _traffic(doc["traffic"]["b"], k)}
             for k in doc["traffic"]["a"]
+            if k != "untimed_requests"  # said in the requests' cell
         ],
         "rose": [
             {
@@ -210,6 +207,15 @@ def view(doc: dict) -> dict:
             for m in _by_load(doc)
         ],
     }
+
+
+def _traffic(t: dict, k: str) -> str:
+    """A run's load figure for the traffic table: its requests with those no time places beside them ('1 (+1 with
+    no time, counted apart, as analyze counts them)')."""
+    said = value(t[k], "s" if k == "load_s" else None)
+    if k == "requests" and (n := t.get("untimed_requests")):
+        said += f" (+{n:,} with no time, {APART})"
+    return said
 
 
 def _by_load(doc: dict) -> list[dict]:

@@ -15,7 +15,7 @@ import polars as pl
 from .. import clock
 from ..correlate.broken import READ_TIMEOUT
 from ..correlate.stream_failures import FAILED, MAYBE, StreamFailures
-from . import stated, tables
+from . import stated, tables, untimed
 from .stated import ENGINE_END
 
 SOURCE = {
@@ -33,9 +33,8 @@ def rows(out: Path, inp: tables.Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
     sreq = tables.read(out, "server_requests", keys, rng=inp.rng)
     if inp.requests_origin != "correlated":
         return inp.requests, sreq
-    # a row with no time at all is counted apart (diagnose.untimed), as before
-    timed = pl.col("ts_start").is_not_null() | pl.col("ts_end").is_not_null()
-    return tables.read(out, "requests", where=timed, rng=inp.rng), sreq
+    # a row with no time at all is counted apart (diagnose.untimed), as compare counts it
+    return tables.read(out, "requests", where=untimed.timed(), rng=inp.rng), sreq
 
 
 def analyse(
