@@ -248,7 +248,7 @@ def test_a_closed_loop_against_an_open_one_reads_each_clock(outs, tmp_path):
     assert ok["a"] >= doc["slo"]["success"] and ok["b"] >= doc["slo"]["success"]
     assert doc["whole"]["slo_met"] == {"a": ["e2e p95", "success share"], "b": ["e2e p95", "success share"]}
     assert line.endswith("Of what can be judged, both meet e2e p95 and success share.")
-    assert ", judged on e2e p95 (callers): cannot be judged" in line
+    assert ", judged on e2e p95 (callers) and success share: cannot be judged" in line
     for page in ("compare.md", "compare.html"):  # the pages' own SLO line reads as a sentence
         text = (tmp_path / "c" / page).read_text()
         assert "A cannot be judged, B cannot be judged." in text and "unknown it" not in text
@@ -300,7 +300,7 @@ def test_the_slo_line_names_the_clock_each_latency_was_judged_on(outs, tmp_path)
     eng = metric_row(doc, "engine_ttft_p95")
     assert metric_row(doc, "ttft_p95")["a"] is None and eng["a"] is not None and eng["b"] is not None
     line = next(v for v in doc["verdict"] if v.startswith("SLO ("))
-    assert ", judged on TTFT p95 (engine) and e2e p95 (callers): " in line
+    assert ", judged on TTFT p95 (engine), e2e p95 (callers) and success share: " in line
     # each run meets it; calm's 1/s against calm-b's 0.6/s are two loads, so it is not judged between them
     assert doc["whole"]["meets_slo"] == {"a": True, "b": True} and line.endswith(
         "B meets it (TTFT p95 (engine) in 0.04–0.06 s, e2e p95 (callers) 3.334 s, success share 100.0 %): not judged "

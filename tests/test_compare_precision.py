@@ -48,7 +48,7 @@ def test_the_traffic_table_gives_the_load_to_the_second(a, b, lab_out, tmp_path)
 
 # (A, B, the whole runs' mean waiting requests to three significant digits, and the change)
 WAITING = [
-    ("retry-storm", "storm-b", "15.3", "5.73", "-9.59 (-63 %)"),
+    ("retry-storm", "storm-b", "15.3", "5.73", "-9.6 (-63 %)"),  # -9.59 claimed a digit 15.3 does not show
     ("spike", "spike-b", "4.44", "3.46", "-0.98 (-22 %)"),
 ]
 
@@ -129,3 +129,41 @@ def test_the_verdict_rounds_a_figure_as_the_table_does(a, b, lab_out, tmp_path):
     assert said in " ".join(res["doc"]["verdict"])
     md = res["paths"]["compare_md"].read_text().replace("\\", "")
     assert said in md and said in " ".join(terminal_lines(res["doc"]))
+
+
+def _places(text: str) -> int:
+    """The decimals a figure's text shows ('5.73' 2, '-9.6' 1, '184' 0)."""
+    num = re.sub(r"[^\d.]", "", text.split(" (")[0])
+    return len(num.split(".")[1]) if "." in num else 0
+
+
+# (A, B, a scope: the whole runs or a step, A's and B's mean waiting requests as shown, and their change, which
+# read with a digit finer than A's: '-9.59' beside 15.3, '-4.96' beside 14.1, '-4.12' beside 13.5)
+CHANGE_DIGITS = [
+    ("retry-storm", "storm-b", "whole", "15.3", "5.73", "-9.6 (-63 %)"),
+    ("ladder", "ladder-b", "whole", "14.1", "9.15", "-5.0 (-35 %)"),
+    ("seqs-8", "seqs-64", "c=32", "13.5", "9.42", "-4.1 (-30 %)"),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "scope", "va", "vb", "ch"), CHANGE_DIGITS)
+def test_a_change_is_given_to_the_digits_of_the_figures_it_compares(
+    a, b, scope, va, vb, ch, lab_out, tmp_path
+):
+    res = compare(lab_out(a), lab_out(b), tmp_path / "c")
+    row = metric_row(res["doc"], "waiting_mean", scope)
+    assert (f"{row['a']:.3g}", f"{row['b']:.3g}") == (va, vb)
+    assert round(row["change"], 1) == float(ch.split(" ")[0])
+    md = res["paths"]["compare_md"].read_text().replace("\\", "").replace("\u00a0", " ")
+    assert f"| waiting, mean | engine's clock · engine metrics | {va} | {vb} | {ch} |" in md
+    page = html.unescape(res["paths"]["compare_html"].read_text()).replace("\u00a0", " ")
+    assert f'<td class="num">{va}</td><td class="num">{vb}</td><td class="num">{ch}</td>' in page
+    # every row of every table but a latency's (to the millisecond, its zeros dropped: '3.3 s' is 3.300 s): no
+    # change finer than the coarser of the two figures beside it (a '0' bounds no digit)
+    for line in md.splitlines():
+        bits = [b.strip() for b in line.split("|")]
+        if len(bits) < 7 or not re.fullmatch(r"[+-][\d,.]+( \(.*\))?", bits[5]):
+            continue
+        shown = [x for x in bits[3:5] if re.fullmatch(r"-?[\d,.]+", x) and x != "0"]
+        if len(shown) == 2 or (len(shown) == 1 and "0" in bits[3:5]):
+            assert _places(bits[5]) <= min(_places(x) for x in shown), line

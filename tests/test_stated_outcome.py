@@ -69,5 +69,5 @@ def test_nothing_states_it_unknown_everywhere(analyzed, rendered, tmp_path):
     assert ENGINE_END not in seen["summary.md"] + seen["report.html"] + seen["terminal"]
     done = metric_row(res["doc"], "completed")
     assert (done["a"], done["b"]) == (None, None)
-    assert "no record states the outcome of its one request" in done["noise"]
+    assert f"1 unknown ({NO_RECORD})" in done["noise"]  # analyze's words
     assert "| completed ok | engine's clock | unknown | unknown |" in res["paths"]["compare_md"].read_text()

@@ -26,6 +26,7 @@ from datetime import datetime
 import polars as pl
 
 from ..correlate.stream_failures import MAYBE
+from ..diagnose.stated import unknown as unknown_of
 from ..report.fmt import num
 from ..scalars import float_value, time_value
 from . import censored, engine, reach, sources
@@ -130,6 +131,9 @@ def figures(run: Run, step: Step | None, window: tuple | None = None) -> Figures
     lo, hi = _window(run, r, step, window)
     f = Figures({m.name: None for m in METRICS}, {}, (lo, hi))
     _requests(f, run, r)
+    if step is None and (u := sources.untimed(run)):  # analyze's count, said beside the run's requests
+        f.meta.setdefault("requests", {})["untimed"] = u.requests
+        f.values["requests"] = r.height  # 0 where no request carries a time, as the traffic table says
     _gateway(f, run, r, step is None, lo, hi)
     _engine(f, run, step is None, lo, hi)
     for name, x in f.samples.items():
@@ -159,12 +163,10 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
     if stated.height:
         v["completed"] = ok.height
         smp["success_share"] = (stated["stated_outcome"] == "ok").cast(pl.Float64)
-        if stated.height < r.height:  # left out of both, and said so
-            for k in ("completed", "success_share"):
-                f.meta[k]["unstated"] = r.height - stated.height
-    else:
+    # the requests of unknown outcome, in analyze's words (diagnose.stated.Unknown): left out of both, and said so
+    if unknown := unknown_of(r):
         for k in ("completed", "success_share"):
-            f.meta[k]["missing"] = _no_outcome(r.height)
+            f.meta[k]["unstated" if stated.height else "missing"] = unknown.text
     # ok answers a failed stream no evidence tied may belong to (requests.mid_stream): a success met is unknown
     maybe = int((ok["mid_stream"] == MAYBE).sum()) if "mid_stream" in ok.columns else 0
     if maybe:
@@ -206,14 +208,6 @@ def _requests(f: Figures, run: Run, r: pl.DataFrame) -> None:
 
 
 LAYER = {"caller": CLIENT, "gateway": GATEWAY, "engine": ENGINE}  # stated_by -> the clock of its layer
-
-
-def _no_outcome(n: int) -> str:
-    """Why no request's outcome is known: what a record would have had to say."""
-    return (
-        f"no record states the outcome of {'its one request' if n == 1 else f'any of its {n:,} requests'}: no "
-        "caller's or gateway's status or error, and no end the engine logged (a finish, an abort, a failure)"
-    )
 
 
 def _gateway(f: Figures, run: Run, r: pl.DataFrame, whole: bool, lo, hi) -> None:
@@ -421,21 +415,21 @@ def compare(fa: Figures, fb: Figures, scope: str, named: str | None = None) -> l
                 for s, m_ in (("a", ma), ("b", mb))
             }
         row["noise"], row["interval"], row["beyond_noise"] = judge(m, fa, fb, scope, a, b)
-        row["noise"] += _unstated((ma, a), (mb, b))
+        row["noise"] += _unstated((ma, a), (mb, b)) + sources.untimed_said(ma, mb)
         row["direction"] = _direction(m, row)
         rows.append(row)
     return rows
 
 
 def _unstated(*sides: tuple[dict, object]) -> str:
-    """What an outcome figure lacks (moves._requests): the records a side's unknown one needed, the requests of
-    unknown outcome a known one left out; '' when nothing."""
+    """What an outcome figure lacks (moves._requests), in analyze's words: a side's unknown one, its requests of
+    unknown outcome ('1 unknown (no caller's or gateway's record)'); those a known one left out; '' when nothing."""
     said = []
     for s, (m, x) in zip("AB", sides, strict=True):
         if x is None and m.get("missing"):
             said.append((s, str(m["missing"])))
         elif x is not None and m.get("unstated"):
-            said.append((s, f"{m['unstated']:,} of its requests of unknown outcome left out"))
+            said.append((s, f"{m['unstated']} left out"))
     if len(said) == 2 and said[0][1] == said[1][1]:
         return f" (in each: {said[0][1]})"
     return f" ({'; '.join(f'{s}: {t}' for s, t in said)})" if said else ""

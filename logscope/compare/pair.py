@@ -14,6 +14,7 @@ from . import after, gateway, lifecycle, moves, noise, profile, reach, settings,
 from .censored import floors
 from .precision import seconds
 from .runs import Run
+from .sources import untimed_notes
 
 SCHEMA_VERSION = "1.1"
 
@@ -188,7 +189,7 @@ def build(ra: Run, rb: Run, command_line: str, slo_given: dict | None) -> tuple[
     """compare.json as a dict, and what the charts need (the per-step figures and both runs)."""
     slo, notes = slo_for([ra, rb], slo_given)
     rows, set_notes = settings_rows(ra, rb)
-    notes += set_notes
+    notes += set_notes + untimed_notes([ra, rb])
     sa, sb = traffic.steps(ra), traffic.steps(rb)
     ta, tb = traffic.describe(ra, sa), traffic.describe(rb, sb)
     t_rows, alike = traffic.differences(ta, tb)

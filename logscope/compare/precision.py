@@ -11,6 +11,10 @@ One function (``text``) gives a figure for the tables and for the verdict: 'e2e 
 table and 69.8 s in the verdict. A mean keeps its three digits where they are zeros (executions per request
 '1.03 -> 1' read as if B's were known to the unit), and a relative change says what its rounding carries ('-0 %'
 for 1.665 -> 1.657 s; '+2402 %' for a figure 25 times A's).
+
+A change (``change``) is rounded by the same rule as the figures it compares: never finer than the coarser of the two
+figures' last shown digits ('waiting, mean 15.3 → 5.73, -9.59' claimed a hundredth that A's figure does not show;
+now '-9.6').
 """
 
 from __future__ import annotations
@@ -56,6 +60,40 @@ def text(x: Any, unit: str | None) -> str:
     if unit in MEANS and isinstance(x, float) and x:
         return f"{x:,.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"  # '1.00', not '1', beside '1.03'
     return fnum(x, 3)
+
+
+def last_digit(x: Any, unit: str | None) -> float | None:
+    """The place of the last digit ``text`` shows of ``x`` (0.001 for a latency's millisecond, 0.1 for a mean shown
+    '15.3', 1 for a whole number; None for an unknown figure or a mean of 0, whose '0' bounds no digit)."""
+    if x is None or isinstance(x, bool):
+        return None
+    if unit == "share":
+        return 0.001  # the tenth of a point
+    if unit == "s":
+        return 0.001  # the millisecond its clock records, a whole second's too ('0 s' of orphaned generation)
+    if unit == "tps" or isinstance(x, int):
+        return 1.0
+    if unit in MEANS:
+        return 10.0 ** -max(0, 2 - math.floor(math.log10(abs(x)))) if x else None
+    return 0.001  # fnum(x, 3): a latency's millisecond, any other figure's third decimal
+
+
+def change(ch: float | int, a: Any, b: Any, unit: str | None) -> str:
+    """B − A as the table gives it beside A and B, to the coarser of their last shown digits ('-9.6' between 15.3
+    and 5.73, '+0.008' between two latencies to the millisecond), with its sign; a change that rounds to 0 there
+    is said below that digit ('<0.1'), never '-0'. A share's change is its own ('+1.2 pt': render.change)."""
+    steps = [s for s in (last_digit(a, unit), last_digit(b, unit)) if s is not None]
+    step = max(steps) if steps else 0.001
+    places = max(0, -round(math.log10(step)))
+    r = round(ch, places)
+    if r == 0:
+        return "0" if ch == 0 else f"<{fnum(step, places)}"
+    sign = "+" if r > 0 else ""
+    if unit == "tps" or places == 0:
+        return f"{sign}{round(r):,}"
+    if unit in MEANS:  # the mean's own style: its digits kept where they are zeros ('1.00 → 2.20, +1.20')
+        return f"{sign}{r:,.{places}f}"
+    return f"{sign}{fnum(r, places)}"
 
 
 def relative(rel: float | None) -> str:

@@ -19,8 +19,7 @@ from ..report import html as page
 from ..report import markdown
 from ..report.fmt import fnum
 from . import charts, precision
-from .precision import MEANS, figures
-from .sources import CLOCK_TEXT, SOURCE_TEXT
+from .sources import APART, CLOCK_TEXT, SOURCE_TEXT
 
 DIRECTION_CLASS = {"better": "better", "worse": "worse"}
 
@@ -61,10 +60,9 @@ def change(r: dict) -> str:
         return f"{ch * 100:+.1f}\u00a0pt"
     # no-break spaces: a narrow column wraps between the change and its share, never inside either
     rel = f" ({precision.relative(r['change_rel'])})" if r.get("change_rel") is not None and ch else ""
-    sign = "+" if ch > 0 else ""
     unit = "\u00a0s" if r["unit"] == "s" else ""
-    said = f"{round(ch):,}" if r["unit"] == "tps" else fnum(figures(ch) if r["unit"] in MEANS else ch, 3)
-    return f"{sign}{said}{unit}{rel}"
+    # to the digits A and B are shown to (precision.change): 'waiting, mean 15.3 → 5.73, -9.59' claimed a hundredth
+    return f"{precision.change(ch, r['a'], r['b'], r['unit'])}{unit}{rel}"
 
 
 def where(r: dict) -> str:
@@ -190,12 +188,9 @@ def view(doc: dict) -> dict:
         ],
         "load": _load_words(doc),
         "traffic": [
-            {
-                "name": k,
-                "a": value(doc["traffic"]["a"][k], "s" if k == "load_s" else None),
-                "b": value(doc["traffic"]["b"][k], "s" if k == "load_s" else None),
-            }
+            {"name": k, "a": _traffic(doc["traffic"]["a"], k), "b": _traffic(doc["traffic"]["b"], k)}
             for k in doc["traffic"]["a"]
+            if k != "untimed_requests"  # said in the requests' cell
         ],
         "rose": [
             {
@@ -212,6 +207,15 @@ def view(doc: dict) -> dict:
             for m in _by_load(doc)
         ],
     }
+
+
+def _traffic(t: dict, k: str) -> str:
+    """A run's load figure for the traffic table: its requests with those no time places beside them ('1 (+1 with
+    no time, counted apart, as analyze counts them)')."""
+    said = value(t[k], "s" if k == "load_s" else None)
+    if k == "requests" and (n := t.get("untimed_requests")):
+        said += f" (+{n:,} with no time, {APART})"
+    return said
 
 
 def _by_load(doc: dict) -> list[dict]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..diagnose import stated
+from ..diagnose import untimed as _untimed
 from .runs import Run
 
 CLOCK_OF_ORIGIN = {"client": "client", "gateway": "gateway", "server": "engine"}
@@ -52,10 +53,44 @@ def client_source(run: Run) -> str | None:
     return "load_test" if kinds & LOAD_TESTS else "client_records"
 
 
-def requests(run: Run) -> pl.DataFrame:
-    """The logical requests with ``latency_clock`` and ``latency_source`` (the correlation's columns when
-    present, derived from the origin when not)."""
+def timed(run: Run) -> pl.DataFrame:
+    """The run's logical requests a time places, as analyze counts them (diagnose.untimed.timed): a request with no
+    time is counted apart (g09: LiteLLM's uvicorn access line before any timed record counted among compare's
+    requests and successes while analyze's outcomes left it out)."""
     r = run.table("requests")
+    return r.filter(_untimed.timed()) if r.height and {"ts_start", "ts_end"} <= set(r.columns) else r
+
+
+def untimed(run: Run) -> _untimed.Apart | None:
+    """The run's logical requests with no time, counted apart (None: none)."""
+    return _untimed.apart(run.table("requests"))
+
+
+APART = "counted apart, as analyze counts them"
+
+
+def untimed_notes(runs: list[Run]) -> list[str]:
+    """A note per run with requests no time places: how many, read from which records, and that no figure here
+    counts them."""
+    return [
+        f"{r.label}: {u.text}, {APART}: not among the requests, outcomes or latencies compared here"
+        for r in runs
+        if (u := untimed(r))
+    ]
+
+
+def untimed_said(*sides: dict) -> str:
+    """Beside a count of requests: the requests with no time each side left out ('' when none)."""
+    said = [
+        f"{s}: {n:,} more with no time" for s, m in zip("AB", sides, strict=True) if (n := m.get("untimed"))
+    ]
+    return f"; {'; '.join(said)}, {APART}" if said else ""
+
+
+def requests(run: Run) -> pl.DataFrame:
+    """The logical requests a time places (``timed``) with ``latency_clock`` and ``latency_source`` (the
+    correlation's columns when present, derived from the origin when not)."""
+    r = timed(run)
     if r.height == 0 or "origin" not in r.columns:
         return r.with_columns(
             pl.lit(None, pl.String).alias("latency_clock"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..report.fmt import clean, fnum, num
-from . import gateway, moves, reach, settings, trade, traffic, verdict
+from . import gateway, moves, reach, settings, sources, trade, traffic, verdict
 from .pair import METHOD, SCHEMA_VERSION, run_doc, slo_for
 from .runs import Run
 
@@ -97,7 +97,7 @@ def _boundary(cells: list[dict]) -> tuple[float | None, bool]:
 def build(runs: list[Run], command_line: str, slo_given: dict | None) -> tuple[dict, dict]:
     slo, notes = slo_for(runs, slo_given)
     rows, set_notes = settings_rows(runs)
-    notes += set_notes
+    notes += set_notes + sources.untimed_notes(runs)
     varies = [r for r in rows if r["counted"]]
     swept = varies[0] if len(varies) == 1 else None
     runs = _order(runs, swept)

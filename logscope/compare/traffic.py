@@ -16,7 +16,7 @@ import polars as pl
 
 from ..report.fmt import num
 from ..scalars import float_or_none, time_or_none
-from . import precision
+from . import precision, sources
 from .counters import increase
 from .runs import Run
 
@@ -143,8 +143,10 @@ def requests_of(run: Run, step: Step | None, r: pl.DataFrame | None = None) -> p
 
 
 def describe(run: Run, st: list[Step]) -> dict:
-    """The run's load in figures (null where the logs do not say)."""
-    r = run.table("requests")
+    """The run's load in figures (null where the logs do not say), over the requests a time places; those with no
+    time counted apart (``untimed_requests``), as analyze counts them."""
+    r = sources.timed(run)
+    apart = sources.untimed(run)
     mode = sorted({s.mode for s in st})
     lo, hi = (cast("datetime | None", r["ts_start"].min()), cast("datetime | None", r["ts_start"].max()))
     if not r.height:
@@ -170,6 +172,7 @@ def describe(run: Run, st: list[Step]) -> dict:
         "mode": mode[0] if len(mode) == 1 else ("mixed" if mode else None),
         "steps": [s.label for s in st],
         "requests": r.height,
+        "untimed_requests": apart.requests if apart else 0,
         "arrival_rate": num(r.height / dur) if dur else None,
         "load_s": num(dur),
         "prompt_tokens_mean": prompt,

@@ -5,6 +5,7 @@ logscope.compare.trade's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..report.fmt import fnum, pct
@@ -16,6 +17,33 @@ JUDGED_BY = {
     "ttft": (("ttft_p95", "client"), ("engine_ttft_p95", "engine")),
     "e2e": (("e2e_p95", "client"), ("gateway_e2e_p95", "gateway"), ("engine_e2e_p95", "engine")),
 }
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One condition of the SLO as the verdict judges it: the metric read (None: no clock gives it for every run),
+    the SLO's field and limit, and whether the figure must stay at or below it (latencies) or reach it (success)."""
+
+    key: str | None
+    field: str
+    limit: float
+    upper: bool
+
+    @property
+    def words(self) -> str:
+        """'e2e p95', 'success share': the condition as the SLO names it."""
+        return SLO_WORDS[self.field]
+
+
+def criteria(slo: dict, on: dict[str, str | None]) -> list[Criterion]:
+    """The SLO's conditions the verdict judges (``meets``, ``undecided``, ``met``) and the SLO line names
+    (``_judged_on``): one list, so that the line lists every condition a verdict of 'misses' can rest on."""
+    checks = (
+        (on.get("ttft"), "ttft_s", True),
+        (on.get("e2e"), "e2e_s", True),
+        ("success_share", "success", False),
+    )
+    return [Criterion(k, f, float(slo[f]), up) for k, f, up in checks if slo.get(f) is not None]
 
 
 def judged_on(figs: list[Any]) -> dict[str, str | None]:
@@ -31,17 +59,10 @@ def judged_on(figs: list[Any]) -> dict[str, str | None]:
 def meets(fig: Any, slo: dict, on: dict[str, str | None]) -> tuple[bool | None, list[str]]:
     """Whether the figures meet the SLO, and the metric of each condition that failed (None: a figure is unknown,
     or a histogram's p95 lies in a bucket holding the limit). ``on``: the metric judging TTFT and e2e."""
-    checks = (
-        (on.get("ttft"), "ttft_s", True),
-        (on.get("e2e"), "e2e_s", True),
-        ("success_share", "success", False),
-    )
     failed: list[str] = []
     unknown = False
-    for key, skey, upper in checks:
-        t = slo.get(skey)
-        if t is None:
-            continue
+    for c in criteria(slo, on):
+        key, upper, t = c.key, c.upper, c.limit
         v = fig.values.get(key) if key else None
         if key is None or v is None:
             unknown = True
@@ -76,13 +97,8 @@ def undecided(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
     """Why ``meets`` could not decide: each SLO condition with no figure to judge it, named with what is missing
     (no clock gives it; the figure is unknown; a histogram's p95 bucket holds the limit)."""
     out = []
-    for key, skey, upper in ((on.get("ttft"), "ttft_s", True), (on.get("e2e"), "e2e_s", True)) + (
-        ("success_share", "success", False),
-    ):
-        t = slo.get(skey)
-        if t is None:
-            continue
-        name = SLO_WORDS[skey]
+    for c in criteria(slo, on):
+        key, upper, t, name = c.key, c.upper, c.limit, c.words
         v = fig.values.get(key) if key else None
         if key is None:
             out.append(f"{name}: no clock gives it for both runs")
@@ -109,21 +125,19 @@ def met(fig: Any, slo: dict, on: dict[str, str | None]) -> list[str]:
     """The SLO conditions judged and met (their words: "e2e p95"), so that a run the SLO cannot judge whole still
     says what it does meet: a histogram's p95 meets a limit only with its whole bucket below it."""
     out = []
-    for key, skey, upper in ((on.get("ttft"), "ttft_s", True), (on.get("e2e"), "e2e_s", True)) + (
-        ("success_share", "success", False),
-    ):
-        t = slo.get(skey)
+    for c in criteria(slo, on):
+        key, upper, t = c.key, c.upper, c.limit
         v = fig.values.get(key) if key else None
-        if t is None or v is None:
+        if v is None:
             continue
         bounds = fig.meta.get(key, {}).get("bucket_bounds") if upper else None
         if bounds is not None:
             if bounds[1] <= t:
-                out.append(SLO_WORDS[skey])
+                out.append(c.words)
         elif censored.floor(fig.meta.get(key, {})):
             continue  # a floor over the answers that came: never met
         elif (v <= t) if upper else ((v >= t) and not _uncertain(fig, key)):
-            out.append(SLO_WORDS[skey])
+            out.append(c.words)
     return out
 
 
@@ -412,16 +426,18 @@ def steps_line(sa: list, sb: list, pairs: list) -> str | None:
 
 
 def _judged_on(on: dict, slo: dict) -> str:
-    """', judged on TTFT p95 (engine) and e2e p95 (callers)': the clock each latency of the SLO was read on, since
-    a run without the callers' TTFT is judged on the engine's histogram and the two are not one figure."""
+    """', judged on TTFT p95 (engine), e2e p95 (callers) and success share': every figure the verdict judged the
+    SLO on (``criteria``, as ``meets`` reads them), each latency with the clock it was read on, since a run without
+    the callers' TTFT is judged on the engine's histogram and the two are not one figure. The line named the two
+    latencies, then said a run 'misses it (success share)'."""
     from .moves import BY_NAME
 
-    used = [
-        BY_NAME[k].title if k in BY_NAME else k
-        for what, skey in (("ttft", "ttft_s"), ("e2e", "e2e_s"))
-        if slo.get(skey) is not None and (k := on.get(what))
-    ]
-    return f", judged on {' and '.join(used)}" if used else ""
+    used = [BY_NAME[c.key].title if c.key in BY_NAME else c.key for c in criteria(slo, on) if c.key]
+    return f", judged on {_and(used)}" if used else ""
+
+
+def _and(xs: list[str]) -> str:
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
 
 
 def _known(whole: dict, r: str, both: bool = False) -> str:

@@ -15,7 +15,7 @@ import polars as pl
 from .. import clock
 from ..correlate.broken import READ_TIMEOUT
 from ..correlate.stream_failures import FAILED, MAYBE, StreamFailures
-from . import stated, tables
+from . import stated, tables, untimed
 from .stated import ENGINE_END
 
 SOURCE = {
@@ -33,9 +33,8 @@ def rows(out: Path, inp: tables.Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
     sreq = tables.read(out, "server_requests", keys, rng=inp.rng)
     if inp.requests_origin != "correlated":
         return inp.requests, sreq
-    # a row with no time at all is counted apart (diagnose.untimed), as before
-    timed = pl.col("ts_start").is_not_null() | pl.col("ts_end").is_not_null()
-    return tables.read(out, "requests", where=timed, rng=inp.rng), sreq
+    # a row with no time at all is counted apart (diagnose.untimed), as compare counts it
+    return tables.read(out, "requests", where=untimed.timed(), rng=inp.rng), sreq
 
 
 def analyse(
@@ -56,10 +55,7 @@ def analyse(
     mid = pl.col("mid_stream") if "mid_stream" in req.columns else pl.lit(None, pl.String)
     up = pl.col("upstream_status") if "upstream_status" in req.columns else pl.lit(None, pl.Int64)
     said = pl.col("mid_stream_evidence") if "mid_stream_evidence" in req.columns else pl.lit(None, pl.String)
-    recorded = pl.lit(False)
-    for c in ("client_attempts", "gateway_attempts"):
-        if c in req.columns:
-            recorded = recorded | (pl.col(c).fill_null(0) > 0)
+    recorded = stated.recorded(req)
     outcome = pl.col("stated_outcome").fill_null("unknown").alias("outcome")
     groups = (
         req.group_by(
@@ -166,11 +162,7 @@ def _status_text(
         return ENGINE_END
     if outcome != "unknown":
         return "no HTTP answer"
-    if recorded == 0:
-        return NO_RECORD
-    if recorded == n:
-        return NO_STATUS
-    return f"{n - recorded:,} with {NO_RECORD}, {recorded:,} with {NO_STATUS}"
+    return stated.Unknown(n, recorded).why  # as compare says it
 
 
 def below_one(req: pl.DataFrame, amplification: float | None, server_end: datetime | None) -> dict | None:
@@ -226,13 +218,9 @@ def _why(outcome: str, status: int | None) -> str:
     }.get(outcome, f"ended '{outcome}' with no vLLM line matched")
 
 
-# an 'unknown' outcome has no status because no caller's or gateway's record of it is here (vLLM's own records or
-# spans alone), or because the record that is here gives none (a router's exception line, a client's retry line)
-NO_RECORD = "no caller's or gateway's record"
 # a truncated request had an answer: its headers went out (2xx in the gateway's log), its body was cut (the lab's crash
 # read "truncated | no HTTP answer" for the 8 streams nginx logged 200 before the server died under them)
 CUT = "2xx at the gateway, the answer cut mid-response"
-NO_STATUS = "no status in the caller's or gateway's record"
 # a stream nginx cut itself after its 2xx: its proxy_read_timeout fired between two reads of the body (spike-read-timeout:
 # 11 streams the client saw as APIConnectionError, that read 'error (no HTTP answer)')
 READ_TIMEOUT_TEXT = "then cut by the gateway's read timeout (nginx error log: 'upstream timed out ... while reading upstream')"

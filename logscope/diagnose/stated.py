@@ -11,6 +11,8 @@ leaving, no outcome the engine can judge).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 UNKNOWN = "unknown"  # requests.outcome where no record states one
@@ -19,6 +21,53 @@ BY_ORIGIN = {"client": "caller", "gateway": "gateway", "server": "engine"}
 BY_TEXT = {"caller": "the caller's record", "gateway": "the gateway's record", "engine": "the engine log"}
 # an ok only the engine's own end states: the status column's words (analyze) and the source compare names
 ENGINE_END = "stated by the engine log's own end alone: no caller's or gateway's record"
+
+
+# why a request's outcome is unknown: no caller's or gateway's record of it is here (the engine's own lines or spans
+# alone), or the record that is here gives no status (a router's exception line, a client's retry line)
+NO_RECORD = "no caller's or gateway's record"
+NO_STATUS = "no status in the caller's or gateway's record"
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """Requests no record states the outcome of, as analyze and compare both say them ('1 unknown (no caller's or
+    gateway's record)'): vllm-public 05's pending request read so in analyze, and '1 of its requests of unknown
+    outcome left out' in compare."""
+
+    requests: int
+    recorded: int  # of them, those a caller's or a gateway's record logged, with no status
+
+    @property
+    def why(self) -> str:
+        """The records missing (analyze's status column for an unknown outcome)."""
+        if self.recorded == 0:
+            return NO_RECORD
+        if self.recorded == self.requests:
+            return NO_STATUS
+        return f"{self.requests - self.recorded:,} with {NO_RECORD}, {self.recorded:,} with {NO_STATUS}"
+
+    @property
+    def text(self) -> str:
+        """'1 unknown (no caller's or gateway's record)'."""
+        return f"{self.requests:,} {UNKNOWN} ({self.why})"
+
+
+def recorded(req: pl.DataFrame) -> pl.Expr:
+    """A request a caller's or a gateway's record logged (its attempts there)."""
+    out = pl.lit(False)
+    for c in ("client_attempts", "gateway_attempts"):
+        if c in req.columns:
+            out = out | (pl.col(c).fill_null(0) > 0)
+    return out
+
+
+def unknown(req: pl.DataFrame) -> Unknown | None:
+    """The requests of ``req`` (``of``'s frame) whose outcome no record states; None when every one is stated."""
+    if "stated_outcome" not in req.columns:
+        return None
+    un = req.filter(pl.col("stated_outcome").is_null())
+    return Unknown(un.height, int(un.select(recorded(un).sum()).item())) if un.height else None
 
 
 def of(req: pl.DataFrame, server_requests: pl.DataFrame) -> pl.DataFrame:

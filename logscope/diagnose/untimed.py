@@ -36,6 +36,46 @@ STATS_COLUMNS = (
 )
 
 
+def timed() -> pl.Expr:
+    """A requests row with a start or an end: one a range can place, counted among the folder's requests, outcomes
+    and latencies (outcomes.rows; compare.sources.requests). A row with neither is counted apart, here."""
+    return pl.col("ts_start").is_not_null() | pl.col("ts_end").is_not_null()
+
+
+# the layer an untimed request was read from (requests.origin), never 'the callers' by default
+LAYER = {"client": "the client's records", "gateway": "the gateway's log", "server": "the server's log"}
+
+
+@dataclass(frozen=True)
+class Apart:
+    """The logical requests of a folder with no time, counted apart from the rest: how many, and the records they
+    were read from. One statement of them for analyze's finding and compare's tables."""
+
+    requests: int
+    read_from: str  # "the gateway's log", "the client's records and the gateway's log"
+
+    @property
+    def text(self) -> str:
+        """'1 logical request(s) read from the gateway's log with no time'."""
+        return f"{self.requests:,} logical request(s) read from {self.read_from} with no time"
+
+
+def apart(req: pl.DataFrame) -> Apart | None:
+    """The untimed requests of ``req`` (a requests table with ts_start, ts_end and origin) as counted apart; None
+    when every row carries a time."""
+    if not req.height or not {"ts_start", "ts_end"} <= set(req.columns):
+        return None
+    un = req.filter(~timed())
+    return Apart(un.height, read_from(un)) if un.height else None
+
+
+def read_from(req: pl.DataFrame) -> str:
+    """Which layer's records the requests come from (requests.origin), never 'the callers' by default."""
+    origins = req["origin"].drop_nulls().unique().to_list() if "origin" in req.columns else []
+    got = sorted({LAYER.get(o, o) for o in origins})
+    return " and ".join(got) or "records of an unknown layer"
+
+
 @dataclass
 class Untimed:
     requests: pl.DataFrame  # logical requests with no start time (REQUEST_COLUMNS of the requests table)
@@ -51,7 +91,7 @@ class Untimed:
 
 def load(out: Path) -> Untimed:
     """The untimed rows of the folder's tables, whatever the range asked (a range cannot place them)."""
-    req = read(out, "requests", REQUEST_COLUMNS, pl.col("ts_start").is_null() & pl.col("ts_end").is_null())
+    req = read(out, "requests", REQUEST_COLUMNS, ~timed())
     stats = read(out, "server_stats", STATS_COLUMNS, pl.col("ts").is_null()).filter(
         pl.col("running").is_not_null() | pl.col("waiting").is_not_null()
     )

@@ -8,6 +8,7 @@ import polars as pl
 from ..claims import Fact, latency
 from ..context import Context
 from ..records import Finding
+from ..untimed import Apart, read_from
 from .record import make_finding, num, pct
 from .stream_failed import possibly_untimed
 
@@ -21,15 +22,6 @@ def untimed_findings(ctx: Context) -> list[Finding]:
     if u is None:
         return []
     return _requests(ctx, u.requests) + _stats(ctx, u.stats)
-
-
-LAYER = {"client": "the client's records", "gateway": "the gateway's log", "server": "the server's log"}
-
-
-def _where(req: pl.DataFrame) -> str:
-    """Which layer's records the untimed requests come from (requests.origin), never 'the callers' by default."""
-    got = sorted({LAYER.get(o, o) for o in req["origin"].drop_nulls().unique().to_list()})
-    return " and ".join(got) or "records of an unknown layer"
 
 
 def _latency(ctx: Context, req: pl.DataFrame, col: str, slo: float) -> tuple[str | None, bool, list[Fact]]:
@@ -86,7 +78,7 @@ def _requests(ctx: Context, req: pl.DataFrame) -> list[Finding]:
         f"{lead}{made}{'; ' + ', '.join(slow) if slow else ''}; when is unknown: their records carry no time"
     )
     bits = [
-        f"{n:,} logical request(s) read from {_where(req)} with no time",
+        Apart(n, read_from(req)).text,  # as compare says them (compare.sources.untimed)
         f"outcomes: {', '.join(f'{c} {o}' for o, c in req.group_by('outcome').len().sort('outcome').iter_rows())}",
     ]
     if attempts is not None:
