@@ -189,6 +189,8 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
         reg.add(canc)
     every, executions = outcomes.rows(out, inp)  # those placed by their end alone too, as compare counts them
     traffic["outcomes"] = outcomes.analyse(every, inp.requests_origin, streams, executions)
+    if traffic["outcomes"] is not None:  # those with no time, beside: the retries' count holds them
+        traffic["outcomes"]["untimed"] = outcomes.apart(out, inp)
     traffic["amplification_below_1"] = outcomes.below_one(
         inp.requests, _amplification(out, traffic), _server_end(inp)
     )

@@ -37,6 +37,15 @@ def rows(out: Path, inp: tables.Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
     return tables.read(out, "requests", where=untimed.timed(), rng=inp.rng), sreq
 
 
+def apart(out: Path, inp: tables.Inputs) -> dict | None:
+    """The logical requests ``rows`` leaves out for want of a time, as the outcomes state them beside their table:
+    the retries' count holds them (public-2 g09: 'logical requests 2' under 'What callers saw' of 1). None: none."""
+    if inp.requests_origin != "correlated":
+        return None
+    got = untimed.apart(tables.read(out, "requests", ("ts_start", "ts_end", "origin")))
+    return None if got is None else {"requests": got.requests, "text": got.text}
+
+
 def analyse(
     req: pl.DataFrame,
     origin: str | None,
