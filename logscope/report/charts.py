@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import polars as pl
 
-from ..correlate.frames import group_first
+from ..correlate.exprs import group_first
 from ..scalars import float_or_none, float_value, int_or_none, int_value
 from . import gpu_panel, lanes, span_panel
 from .load import Loaded
