@@ -101,10 +101,10 @@ def test_without_the_vllm_log_nothing_is_said_aborted(tmp_path_factory):
     """With no vLLM request line in the folder, no abort could have been seen: abort_lines is null (not 0) and every
     abandoned attempt is unmatched, saying why."""
     from logscope import schemas
-    from logscope.correlate import correlate_tables, frames
+    from logscope.correlate import correlate_tables, ingest_tables
 
     out, _ = run_lab(tmp_path_factory, "retry-storm")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     tabs["server_requests"] = schemas.empty("server_requests")
     o = correlate_tables(tabs).summary["orphans"]
     _closes(o)

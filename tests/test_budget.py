@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.cli import app
-from logscope.correlate.frames import kept_client_sources
+from logscope.correlate.client_sources import kept_client_sources
 from logscope.errors import ExitCode, LogscopeError
 from logscope.resources import budget, memory, time_range
 

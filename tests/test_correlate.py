@@ -17,7 +17,7 @@ import pytest
 from conftest import LAB, need
 from logscope import schemas
 from logscope.api import AnalyzeOptions, correlate, ingest
-from logscope.correlate import correlate_tables, dumps, frames
+from logscope.correlate import client_sources, correlate_tables, dumps, ingest_tables
 from logscope.correlate.scale import scale_tables
 
 # run: (logical requests, client attempts, gateway requests, gateway upstream attempts, vLLM requests,
@@ -204,7 +204,7 @@ def test_windows(tmp_path_factory):
 
 def test_window_option(tmp_path_factory):
     out, _ = run_lab(tmp_path_factory, "calm")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     res = correlate_tables(tabs, window="10s")
     assert res.summary["window_s"] == 10.0
     assert res.windows["ts"].diff().drop_nulls().dt.total_seconds().unique().to_list() == [10]
@@ -319,7 +319,7 @@ def test_zone_move_is_found(tmp_path):
 def test_scaled_tables_keep_the_shape(tmp_path_factory):
     """The benchmark tiles a real run: three copies give three times every count, same ratios."""
     out, s = run_lab(tmp_path_factory, "orphan")
-    big = correlate_tables(scale_tables(frames.read_tables(out), 3)).summary
+    big = correlate_tables(scale_tables(ingest_tables.read_tables(out), 3)).summary
     rm, rm1 = big["retry_multiplication"], s["retry_multiplication"]
     for k in (
         "logical_requests",
@@ -337,7 +337,7 @@ def test_scaled_tables_keep_the_shape(tmp_path_factory):
 
 def test_empty_folder_correlates(tmp_path):
     """No table has a row: the stage still writes every output, empty and conforming."""
-    for name in frames.INPUTS:
+    for name in ingest_tables.INPUTS:
         schemas.empty(name).write_parquet(tmp_path / f"{name}.parquet")
     s = correlate(tmp_path)
     assert s["retry_multiplication"]["logical_requests"] == 0
@@ -392,7 +392,7 @@ def _anonymous_client(tabs: dict) -> dict:
 @pytest.mark.parametrize("run", ["retry-storm", "orphan"])
 def test_time_matching_without_client_ids(tmp_path_factory, run):
     out, s = run_lab(tmp_path_factory, run)
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     res = correlate_tables(_anonymous_client(tabs))
     m = res.summary["match"]["client_gateway"]
     assert m["exact"] == 0  # a time match is never counted as exact
@@ -414,7 +414,7 @@ def test_time_matching_without_client_ids(tmp_path_factory, run):
 def test_time_matching_without_gateway_ids(tmp_path_factory, run):
     """nginx without $request_id: vLLM's whole-second Received lines are paired with attempts by time."""
     out, s = run_lab(tmp_path_factory, run)
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     tabs["gateway_attempts"] = tabs["gateway_attempts"].with_columns(
         pl.lit(None, pl.String).alias("request_id")
     )
@@ -446,7 +446,7 @@ def test_cut_streams_found_from_the_gateway_alone(tmp_path_factory):
     """Without the client log, the 8 cut streams are the 8 'upstream prematurely closed connection'
     lines (grep -c in nginx-error.log) paired with the shortest 200 responses of that second."""
     out, _ = run_lab(tmp_path_factory, "crash")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     tabs["client_attempts"] = schemas.empty("client_attempts")
     tabs["client_requests"] = schemas.empty("client_requests")
     res = correlate_tables(tabs)
@@ -488,7 +488,7 @@ def test_client_straight_to_vllm(tmp_path_factory, run):
     """Without the gateway log the client's ids never reach vLLM (nginx renamed them): vLLM's
     whole-second Received lines are paired with client sends by time, marked inferred."""
     out, s = run_lab(tmp_path_factory, run)
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     tabs["gateway_attempts"] = schemas.empty("gateway_attempts")
     res = correlate_tables(tabs)
     m = res.summary["match"]["client_server"]
@@ -510,12 +510,12 @@ def test_the_columns_left_unread_change_nothing(tmp_path_factory):
     from logscope import schemas
 
     out, _ = run_lab(tmp_path_factory, "retry-storm")
-    slim = frames.read_tables(out)
-    for name, cols in frames.UNUSED_COLUMNS.items():
+    slim = ingest_tables.read_tables(out)
+    for name, cols in ingest_tables.UNUSED_COLUMNS.items():
         assert set(cols).isdisjoint(slim[name].columns)
         assert set(cols) <= set(schemas.schema(name))  # a renamed column must not go unnoticed
-    whole = {n: schemas.conform(pl.read_parquet(out / f"{n}.parquet"), n) for n in frames.INPUTS}
-    assert {n for n in frames.INPUTS if whole[n].height} >= {
+    whole = {n: schemas.conform(pl.read_parquet(out / f"{n}.parquet"), n) for n in ingest_tables.INPUTS}
+    assert {n for n in ingest_tables.INPUTS if whole[n].height} >= {
         "server_requests",
         "gateway_attempts",
         "client_attempts",
@@ -539,7 +539,7 @@ def test_a_client_seen_twice_is_used_once(tmp_path_factory, monkeypatch):
         return df.with_columns((pl.lit(prefix) + pl.col("source")).alias("source"))
 
     ca, cr = read(storm, "client_attempts", ""), read(storm, "client_requests", "")
-    picked = frames.pick_client_sources(ca, cr)
+    picked = client_sources.pick_client_sources(ca, cr)
     assert picked == (
         ["client-storm.jsonl"],
         {"client-storm.log": "same logical request ids as client-storm.jsonl"},
@@ -549,9 +549,9 @@ def test_a_client_seen_twice_is_used_once(tmp_path_factory, monkeypatch):
         pl.lit(None, dtype=pl.String).alias("request_id"),
     )
     for sample in (5000, 7):  # 653 logical ids and 1,898 sends, all or 7 of them looked up
-        monkeypatch.setattr(frames, "ID_SAMPLE", sample)
-        assert frames.pick_client_sources(ca, cr) == picked
-        kept, dropped = frames.pick_client_sources(ca.with_columns(anon), cr.with_columns(anon[0]))
+        monkeypatch.setattr(client_sources, "ID_SAMPLE", sample)
+        assert client_sources.pick_client_sources(ca, cr) == picked
+        kept, dropped = client_sources.pick_client_sources(ca.with_columns(anon), cr.with_columns(anon[0]))
         assert len(kept) == 1 and list(dropped) == [
             {"client-storm.jsonl", "client-storm.log"}.difference(kept).pop()
         ]
@@ -567,7 +567,7 @@ def test_a_client_seen_twice_is_used_once(tmp_path_factory, monkeypatch):
     assert (
         0.8 <= 1166 / 1245 <= 1.25
     )  # attempts of each run's client (LAYERS): within the ratio that is compared
-    kept, dropped = frames.pick_client_sources(*two)
+    kept, dropped = client_sources.pick_client_sources(*two)
     assert sorted(kept) == ["client-storm.jsonl", "crash/client-crash.jsonl"] and dropped == {
         "client-storm.log": "same logical request ids as client-storm.jsonl",
         "crash/client-crash.log": "same logical request ids as crash/client-crash.jsonl",
@@ -580,7 +580,7 @@ def test_gateway_requests_of_a_client_not_in_the_logs(tmp_path_factory):
     logical requests taken out of the client's records: those five come back, origin gateway, each with
     its gateway requests and vLLM executions; the other 648 stay the client's."""
     out, _ = run_lab(tmp_path_factory, "retry-storm")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     gone = tabs["client_requests"]["logical_request_id"].sort().gather_every(130, offset=7).to_list()
     assert len(gone) == 5
     for name in ("client_attempts", "client_requests"):

@@ -69,10 +69,10 @@ def test_retried_attempts_that_reached_vllm(tmp_path_factory, run):
 def test_retries_with_no_vllm_log_are_unknown(tmp_path_factory):
     """Without vLLM's log nothing says whether a retry that connected reached vLLM: unknown, never 'did not'."""
     from logscope import schemas
-    from logscope.correlate import correlate_tables, frames
+    from logscope.correlate import correlate_tables, ingest_tables
 
     out, s = run_lab(tmp_path_factory, "retry-storm")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     tabs["server_requests"] = schemas.empty("server_requests")
     got = correlate_tables(tabs).summary["flags"]["retried_attempts"]
     whole = s["flags"]["retried_attempts"]

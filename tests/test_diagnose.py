@@ -489,9 +489,9 @@ def test_repeated_episodes_are_one_finding(ladder_out, monkeypatch):
 
 
 def test_recurring_start_times_are_capped(ladder_out, monkeypatch):
-    from logscope.diagnose import episodes
+    from logscope.diagnose import recurring
 
-    monkeypatch.setattr(episodes, "RECURRING_SHOWN", 0)
+    monkeypatch.setattr(recurring, "RECURRING_SHOWN", 0)
     d = diagnose(ladder_out, AnalyzeOptions(thresholds=ONE_OFFS))
     assert d["episodes"][0]["reason"].startswith(
         f"{d['episodes'][0]['why']} (… 1 more …, 08:21:45); this one: "
@@ -671,7 +671,7 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm, monkeypatch, batc
         assert got == [pytest.approx(w) for w in want]  # means may differ in the last bit (summation order)
     assert sum(g["samples"] > 0 for g in got) > len(ranges) // 2
 
-    from logscope.diagnose.episodes import WINDOW_SUMS
+    from logscope.diagnose.episode_details import WINDOW_SUMS
     from logscope.diagnose.figures import preemptions, preemptions_many, windows_sums, windows_sums_many
     from logscope.diagnose.tables import preemption_series
 
@@ -952,18 +952,18 @@ def test_a_spike_cut_short_by_the_log_end_stays_in_its_pattern(tmp_path, lab, mo
     assert not [t for t in titles if "Recurring" in t]
     # beats whose load is not known (no 'came_after'): a pattern, its spike cut short its last beat; cut after
     # lasting longer than any spike of the pattern, it stays a regime of its own
-    from logscope.diagnose import episodes
+    from logscope.diagnose import recurring
     from logscope.diagnose.thresholds import Thresholds
 
     again = [{**e, "class": "spike", "start": datetime.fromisoformat(e["start"])} for e in eps]
     again[-1].update({"class": "sustained", "recovered": False})
-    episodes._recurring(again, Thresholds(recurring_min=2))
+    recurring.mark(again, Thresholds(recurring_min=2))
     assert [e["class"] for e in again] == ["recurring"] * 3
     again = [{**e, "class": "spike", "start": datetime.fromisoformat(e["start"])} for e in eps]
     again[-1].update(
         {"class": "sustained", "recovered": False, "duration_s": max(e["duration_s"] for e in eps[:-1]) + 1}
     )
-    episodes._recurring(again, Thresholds(recurring_min=2))
+    recurring.mark(again, Thresholds(recurring_min=2))
     assert [e["class"] for e in again] == ["recurring"] * 2 + ["sustained"]
 
 
@@ -1098,7 +1098,9 @@ def test_outside_many_ranges(storm):
 def test_baselines_and_phases_of_many_episodes(crash, storm):
     """An episode's baseline and load phases come for all episodes at once; on the lab runs' episodes, at
     their own starts and at starts moved through the run, they are what the one-episode rules give."""
-    from logscope.diagnose import episodes as E
+    from logscope.diagnose.episode_baselines import baseline, baselines
+    from logscope.diagnose.episode_details import phases_many
+    from logscope.diagnose.episode_heads import PRIORITY
     from logscope.diagnose.figures import epoch_us
 
     for out, d in (crash, storm):
@@ -1112,11 +1114,11 @@ def test_baselines_and_phases_of_many_episodes(crash, storm):
                 "end": ts(e["end"]) + timedelta(seconds=shift),
             }
             for e in eps
-            for sig in E.PRIORITY
+            for sig in PRIORITY
             for shift in (0, -30, 45)
         ]
-        got = E._baselines(ctx, heads)
-        assert got == [E._baseline(ctx, h["primary"], h["replica"], h["start"]) for h in heads]
+        got = baselines(ctx, heads)
+        assert got == [baseline(ctx, h["primary"], h["replica"], h["start"]) for h in heads]
         assert sum(g is not None for g in got) > len(heads) // 3
         ph = ctx.inputs.phases
         ranges = [(h["start"], h["end"]) for h in heads] + [(T("07:00:00"), T("07:00:01"))]
@@ -1138,7 +1140,7 @@ def test_baselines_and_phases_of_many_episodes(crash, storm):
             ]
             for lo, hi in ranges
         ]
-        assert E._phases_many(ph, ranges) == want and any(want) and not want[-1]
+        assert phases_many(ph, ranges) == want and any(want) and not want[-1]
 
 
 def test_cold_windows_begin_at_the_first_request_after_each_start(crash):

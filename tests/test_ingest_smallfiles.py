@@ -126,7 +126,7 @@ def test_many_client_sources_are_compared_at_once_with_the_pairwise_choice(tmp_p
     """Which client views correlation keeps, for many sources at once (``correlate.dupes``) and pair by pair: the
     same, on the storm's JSONL and DEBUG log (one view of the other) beside one-request client files. The
     one-request files are all kept: a few sends coinciding within 30 ms under load make no copy (they did)."""
-    from logscope.correlate import dupes, frames
+    from logscope.correlate import client_sources, dupes
 
     need(LAB)
     smallfiles.write(tmp_path / "in", 420)
@@ -135,16 +135,16 @@ def test_many_client_sources_are_compared_at_once_with_the_pairwise_choice(tmp_p
     res = ingest(tmp_path / "in", tmp_path / "out", IngestOptions())
     ca, cr = res.table("client_attempts"), res.table("client_requests")
     assert ca["source"].n_unique() > dupes.MANY
-    at_once = frames.pick_client_sources(ca, cr)
+    at_once = client_sources.pick_client_sources(ca, cr)
     monkeypatch.setattr(dupes, "MANY", 10**9)
-    assert frames.pick_client_sources(ca, cr) == at_once
+    assert client_sources.pick_client_sources(ca, cr) == at_once
     kept, dropped = at_once
     assert list(dropped) == ["client-storm.log"] and "client-storm.jsonl" in kept
     monkeypatch.setattr(dupes, "MANY", 0)
     monkeypatch.setattr(
         dupes, "MIN_SENDS", 0
     )  # the rule before: a third of the one-request files were dropped
-    assert len(frames.pick_client_sources(ca, cr)[1]) > 10
+    assert len(client_sources.pick_client_sources(ca, cr)[1]) > 10
     assert (
         len(kept)
         == ca["source"].n_unique()

@@ -15,7 +15,7 @@ from test_correlate import run_lab
 from conftest import DATA, LAB, need
 from logscope import schemas
 from logscope.api import AnalyzeOptions, correlate, ingest
-from logscope.correlate import correlate_tables, frames
+from logscope.correlate import correlate_tables, ingest_tables
 
 _NGINX = re.compile(r'msec=([\d.]+) .*?client_rid="([^"]*)".*? rt=([\d.]+)')
 
@@ -79,7 +79,7 @@ def test_a_load_tests_records_are_its_own_source(tmp_path_factory, tmp_path, sou
 def test_gateway_rows_are_on_the_gateways_clock(tmp_path_factory):
     """The crash run without its client log: every logical request is the gateway's, on its clock, e2e its span."""
     out, _ = run_lab(tmp_path_factory, "crash")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     for name in ("client_attempts", "client_requests"):
         tabs[name] = schemas.empty(name)
     res = correlate_tables(tabs)

@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA, LAB, ROOT, need
 from logscope import clock
 from logscope.api import AnalyzeOptions, analyze
-from logscope.report import context, lanes, render, views, vl
+from logscope.report import context, load_phases, render, views, vl
 from logscope.report.load import load
 from logscope.report.panels import long_rows
 
@@ -56,7 +56,7 @@ def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_f
     ld = load(out)
     summary = json.loads((out / "summary.json").read_text())
     with clock.covering(*ld.rng.clip(*clock.files_span(out))):
-        ph, what = lanes.phases(ld, summary)
+        ph, what = load_phases.phases(ld, summary)
     assert what == "client load phases"
     assert ph.select("label", "from", "to").rows() == [
         ("c=2", "08:25:05", "08:26:20"),
@@ -69,7 +69,7 @@ def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_f
     shaded = [v for v in spec["vconcat"][2:]]
     assert all(v["layer"][0]["data"]["name"] == "phase-bands" for v in shaded)
     ladder = analysed(tmp_path_factory, "ladder")
-    ph, what = lanes.phases(load(ladder), json.loads((ladder / "summary.json").read_text()))
+    ph, what = load_phases.phases(load(ladder), json.loads((ladder / "summary.json").read_text()))
     assert what == "ladder steps" and ph["label"].to_list() == [
         "c=1",
         "c=2",
@@ -84,7 +84,7 @@ def test_load_phases_are_labelled_bands_from_the_client_or_the_ladder(tmp_path_f
     # each short step keeps its label (centred, clear of its neighbours')
     assert [r["label"] for r in spec["datasets"]["phase-labels"]] == ph["label"].to_list()
     sig = analysed(tmp_path_factory, SIGTERM)
-    ph, _ = lanes.phases(load(sig), json.loads((sig / "summary.json").read_text()))
+    ph, _ = load_phases.phases(load(sig), json.loads((sig / "summary.json").read_text()))
     assert ph["label"].to_list() == ["1.5 req/s", "16 req/s"]
 
 

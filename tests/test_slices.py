@@ -15,7 +15,7 @@ from test_correlate import LAYERS, run_lab
 
 from logscope import schemas
 from logscope.api import AnalyzeOptions, correlate
-from logscope.correlate import frames, link, slices
+from logscope.correlate import ingest_tables, link, slices
 
 OUTPUTS = ("requests", "windows", "clock_offsets")
 
@@ -113,7 +113,7 @@ def test_slices_of_a_range_and_of_nothing(tmp_path, tmp_path_factory, fine):
     assert _same_tables(whole, cut) == [] and 0 < pl.read_parquet(cut / "requests.parquet").height < 653
     empty = tmp_path / "empty"
     empty.mkdir()
-    for name in frames.INPUTS:
+    for name in ingest_tables.INPUTS:
         schemas.empty(name).write_parquet(empty / f"{name}.parquet")
     s = correlate(empty, AnalyzeOptions(slice_rows=10))
     assert s["slices"]["count"] == 1 and s["retry_multiplication"]["logical_requests"] == 0
@@ -170,7 +170,7 @@ def test_analyze_slices_when_only_slices_fit(tmp_path, tmp_path_factory):
     """A budget between the sliced and the whole estimate: analyze correlates the whole input in slices, not a
     range of it, and the report says so."""
     from logscope import api
-    from logscope.correlate.frames import kept_client_sources
+    from logscope.correlate.client_sources import kept_client_sources
     from logscope.resources import budget
 
     base, whole = run_lab(tmp_path_factory, "orphan")
@@ -197,7 +197,7 @@ def test_the_cli_says_it_sliced(tmp_path, tmp_path_factory):
 
     from conftest import LAB, need
     from logscope.cli import app
-    from logscope.correlate.frames import kept_client_sources
+    from logscope.correlate.client_sources import kept_client_sources
     from logscope.resources import budget
 
     base, _ = run_lab(tmp_path_factory, "spike")

@@ -111,11 +111,11 @@ def test_a_cut_stream_seen_by_the_gateway_alone_says_its_200_was_cut(tmp_path_fa
     from test_correlate import run_lab
 
     from logscope import schemas
-    from logscope.correlate import correlate_tables, frames
+    from logscope.correlate import correlate_tables, ingest_tables
     from logscope.diagnose import outcomes
 
     out, _ = run_lab(tmp_path_factory, "crash")
-    tabs = frames.read_tables(out)
+    tabs = ingest_tables.read_tables(out)
     tabs["client_attempts"] = schemas.empty("client_attempts")
     tabs["client_requests"] = schemas.empty("client_requests")
     req = correlate_tables(tabs).requests

@@ -18,7 +18,7 @@ from test_report_page import analysed
 from test_stream_failed_after_200 import STREAM, STREAM_JSON
 
 from conftest import LAB
-from logscope.report import lanes
+from logscope.report import lanes, outcome_panel
 
 CUT = "2xx, upstream closed (nginx error log)"
 FAILED = "2xx, stream failed (LiteLLM log)"
@@ -81,11 +81,11 @@ def test_outcome_labels_hold_no_log_text():
     """Every label the outcomes lane can give is logscope's own words (a status number at most): no field of a log
     reaches the legend or the tooltip, whatever it holds."""
     words = {
-        *lanes.BROKE_OFF.values(),
-        lanes.TRUNCATED,
-        lanes.TIMED_OUT,
-        lanes.CLIENT_LEFT,
-        *lanes.OUTCOME_COLORS,
+        *outcome_panel.BROKE_OFF.values(),
+        outcome_panel.TRUNCATED,
+        outcome_panel.TIMED_OUT,
+        outcome_panel.CLIENT_LEFT,
+        *outcome_panel.OUTCOME_COLORS,
     }
     assert all(re.fullmatch(r"[\w ,.()'-]+", w) for w in words), words
     # each fits the legend's label limit (260 px at ~6.6 px a character): a cut label would lose its source

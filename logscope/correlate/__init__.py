@@ -19,8 +19,9 @@ import polars as pl
 from .. import jsontext, schemas
 from ..resources import time_range
 from ..scalars import float_value
-from . import assemble, clock, frames, link, run_columns, span_sources, summary, windows
-from .frames import Frames, to_ts
+from . import assemble, clock, exprs, frames, ingest_tables, link, run_columns, span_sources, summary, windows
+from .exprs import to_ts
+from .frames import Frames
 
 
 @dataclass
@@ -59,7 +60,7 @@ def run(out: Path, options: CorrelateOptions) -> dict:
         result = correlate_range(out, rng, window)
         result.requests.write_parquet(out / "requests.parquet")
     else:
-        tabs = frames.read_tables(out, rng)
+        tabs = ingest_tables.read_tables(out, rng)
         filled = span_sources.fill(out, tabs, rng)  # the spans as the client's or vLLM's records no log gave
         hook = None
         if any(n.startswith(span_sources.ENGINE_NOTE) for n in filled):  # vLLM's spans are its records
@@ -85,7 +86,7 @@ def dumps(d: dict) -> str:
 
 
 def correlate_tables(tabs: dict[str, pl.DataFrame], window: str | None = None, requests_hook=None) -> Result:
-    """The whole stage on in-memory tables (keys as in ``frames.INPUTS``; absent ones are empty);
+    """The whole stage on in-memory tables (keys as in ``ingest_tables.INPUTS``; absent ones are empty);
     ``requests_hook`` completes the assembled requests before the windows are built from them."""
     linked = link_tables(tabs)
     if requests_hook is not None:
@@ -110,7 +111,7 @@ def correlate_range(out: Path, rng: time_range.Range, window: str | None = None)
     server's stats and events are the range's own."""
     from .slices import widened  # slices imports this module
 
-    linked = link_tables(frames.read_tables(out, widened(out, rng)))
+    linked = link_tables(ingest_tables.read_tables(out, widened(out, rng)))
     lo, hi = (None if t is None else t.timestamp() for t in (rng.since, rng.until))
     n = run_columns.within(run_columns.of(linked.frames, linked.links, linked.assembled), lo, hi)
     req = requests_table(
@@ -134,7 +135,7 @@ class Whole:
     ids_as_sent: dict[
         str, str
     ]  # client sources whose logical ids are the X-Request-Ids sent: the note of each
-    stream_marks: pl.DataFrame | None = None  # frames.STREAM_MARKS of the whole input
+    stream_marks: pl.DataFrame | None = None  # ingest_tables.STREAM_MARKS of the whole input
 
 
 @dataclass
@@ -166,11 +167,11 @@ def offsets_table(offsets: list[dict]) -> pl.DataFrame:
 def link_tables(tabs: dict[str, pl.DataFrame], whole: Whole | None = None) -> Linked:
     """Frames, clock offsets (``whole``'s when given: a slice takes those of the whole input), links and
     assembled requests of ingest tables."""
-    pick = tabs.get(frames.CLIENT_PICK)  # read_tables' choice of client sources, when it made one
-    marks = whole.stream_marks if whole is not None else tabs.get(frames.STREAM_MARKS)
-    tabs = {n: tabs.get(n, schemas.empty(n)) for n in frames.INPUTS}
+    pick = tabs.get(ingest_tables.CLIENT_PICK)  # read_tables' choice of client sources, when it made one
+    marks = whole.stream_marks if whole is not None else tabs.get(ingest_tables.STREAM_MARKS)
+    tabs = {n: tabs.get(n, schemas.empty(n)) for n in ingest_tables.INPUTS}
     if pick is not None:
-        tabs[frames.CLIENT_PICK] = pick
+        tabs[ingest_tables.CLIENT_PICK] = pick
     # takes the raw request tables out of tabs, releasing each once its frame is made
     layers = frames.build(tabs, whole.ids_as_sent if whole else None)
     if whole is None:
@@ -207,7 +208,7 @@ def finish(
     n.links = n.frames.server_requests = n.frames.client_requests = n.assembled.gr_lr = None  # type: ignore[assignment]
     if grid is None:  # no request and no stats line has a time: no window to place anything in
         return schemas.empty("windows"), summ
-    events = other["server_events"].with_columns(frames.secs("ts").alias("t"))
+    events = other["server_events"].with_columns(exprs.secs("ts").alias("t"))
     win, wnotes = windows.build(
         grid,
         n.assembled.requests,
@@ -390,7 +391,7 @@ def _grid(assembled: assemble.Assembled, other: dict[str, pl.DataFrame], window:
     ]
     st = other["server_stats"]
     if st.height:
-        ts.append(st.select(frames.secs("ts"))["ts"])
+        ts.append(st.select(exprs.secs("ts"))["ts"])
     allt = pl.concat([s.cast(pl.Float64) for s in ts]).drop_nulls()
     if not allt.len():  # no time at all (kubectl's ages only): no grid, not one at the epoch's 0
         return windows.parse_width(window) or windows.choose_width(0.0), None, None

@@ -22,7 +22,8 @@ import polars as pl
 from ..scalars import int_or_none, int_value
 from . import abandon, reach, stream_failures
 from .broken import CUT, READ_TIMEOUT, broken_streams
-from .frames import Frames, group_first, prev_in_group
+from .exprs import group_first, prev_in_group
+from .frames import Frames
 from .link import Links
 
 COVER_PAD_S = 2.0  # a row this close to another layer's span is "covered" by that layer's log

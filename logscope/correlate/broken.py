@@ -9,7 +9,9 @@ from __future__ import annotations
 import polars as pl
 
 from . import stream_failures
-from .frames import BODY_TIMEOUT, Frames, group_first, index_in_group, secs
+from .exprs import group_first, index_in_group, secs
+from .frames import Frames
+from .ingest_tables import BODY_TIMEOUT
 
 CUT = "cut"  # requests.mid_stream of an nginx answer whose upstream closed mid-response
 READ_TIMEOUT = "read_timeout"  # ... that nginx cut itself: its proxy_read_timeout fired mid-response

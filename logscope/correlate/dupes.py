@@ -1,4 +1,5 @@
-"""Which client sources are another's view of the same sends, every pair at once (``frames.pick_client_sources``).
+"""Which client sources are another's view of the same sends, every pair at once
+(``client_sources.pick_client_sources``).
 
 The pair by pair comparison costs ~1 ms a pair: a folder of 1,430 one-request client files (bench/smallfiles.py)
 has a million pairs, and its correlation did not end. Here the sampled logical ids and sends of every source are

@@ -9,109 +9,17 @@ attempt, ``sr`` server execution) so links between layers are small integer tabl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import cast
 
 import polars as pl
 
 from .. import schemas
-from ..resources import time_range
-from ..resources.time_range import Range
-from . import dupes, stream_failures
+from .client_sources import pick_client_sources
+from .exprs import cumsum_after, cumsum_before, group_first, secs
+from .ingest_tables import CLIENT_PICK
 
-INPUTS = (
-    "files",
-    "server_stats",
-    "server_events",
-    "server_requests",
-    "gateway_attempts",
-    "gateway_errors",
-    "client_attempts",
-    "client_requests",
-    "client_phases",
-)
 # gateway paths that never reach the model (bench /tokenize calls, scrapes, health checks)
 NON_INFERENCE_PATH = r"^/(?:tokenize|detokenize|metrics|health|ping|version|v1/models|load|server_info)\b"
 NON_INFERENCE_ENDPOINTS = ("tokenize",)
-# a client source is another view of an already chosen one when this share of its sends
-# lies within DUP_TOL_S of a send of the chosen one (openai DEBUG log vs the client's own JSONL)
-DUP_SHARE, DUP_TOL_S = 0.8, 0.03
-ID_SAMPLE = 5000  # logical ids (or sends) of a client source looked up in another: past that, its share is an estimate
-
-
-def secs(col: str) -> pl.Expr:
-    """UTC datetime column -> float epoch seconds."""
-    return pl.col(col).dt.epoch("us").cast(pl.Float64) / 1e6
-
-
-def to_ts(col: str | pl.Expr) -> pl.Expr:
-    e = pl.col(col) if isinstance(col, str) else col
-    return pl.from_epoch((e * 1e6).round(0).cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
-
-
-# Sorted-group helpers: on a frame sorted by its group keys these are plain column scans, several
-# times faster than ``.over()`` when there are a million small groups (one per request).
-def group_first(*keys: str) -> pl.Expr:
-    """True on the first row of each run of equal keys (frame sorted by the keys)."""
-    e = pl.lit(False)
-    for k in keys:
-        e = e | pl.col(k).ne_missing(pl.col(k).shift(1))
-    return e | (pl.int_range(pl.len()) == 0)
-
-
-def index_in_group(first: str = "_first") -> pl.Expr:
-    """1-based position of the row within its group."""
-    idx = pl.int_range(pl.len(), dtype=pl.Int64)
-    return idx - pl.when(pl.col(first)).then(idx).otherwise(None).forward_fill() + 1
-
-
-def size_of_group(first: str = "_first") -> pl.Expr:
-    idx = pl.int_range(pl.len(), dtype=pl.Int64)
-    last = pl.col(first).shift(-1, fill_value=True)
-    return (
-        pl.when(last).then(idx).otherwise(None).backward_fill()
-        - pl.when(pl.col(first)).then(idx).otherwise(None).forward_fill()
-        + 1
-    )
-
-
-def cumsum_before(x: pl.Expr, first: str = "_first") -> pl.Expr:
-    """Sum of ``x`` over the earlier rows of the group."""
-    before = x.cum_sum() - x
-    return before - pl.when(pl.col(first)).then(before).otherwise(None).forward_fill()
-
-
-def cumsum_after(x: pl.Expr, first: str = "_first") -> pl.Expr:
-    """Sum of ``x`` over the later rows of the group."""
-    incl = x.cum_sum()
-    last = pl.col(first).shift(-1, fill_value=True)
-    return pl.when(last).then(incl).otherwise(None).backward_fill() - incl
-
-
-def prev_in_group(x: pl.Expr, first: str = "_first") -> pl.Expr:
-    return pl.when(pl.col(first)).then(None).otherwise(x.shift(1))
-
-
-# the stage reads only these columns of the event tables (their message texts are large)
-USED_COLUMNS = {
-    "server_events": ("ts", "source", "replica", "kind", "preemption_mode"),
-    "gateway_errors": ("ts", "source", "kind", "upstream", "line_no"),
-}
-# and these facts of their messages, not the texts: nginx's timeout while it relayed an answer's body, after its 2xx
-# ('upstream timed out ... while reading upstream'), not before the headers (a 504: '... reading response header')
-BODY_TIMEOUT = "in_body"
-DERIVED_COLUMNS = {
-    "gateway_errors": (pl.col("message").str.contains(" while reading upstream(?:,|$)").alias(BODY_TIMEOUT),),
-}
-# nor these of the request tables (at a million rows each column is tens of megabytes)
-UNUSED_COLUMNS = {
-    "client_attempts": ("e2e_s", "phase", "thread", "grouping", "grouping_confidence", "url", "line_no"),
-    "gateway_attempts": ("attempts_total", "user_agent", "port"),
-    "server_requests": ("prompt",),
-}
-
-
-CLIENT_TABLES = ("client_attempts", "client_requests")
 # where a client row's latencies come from, by its file's format (files.parquet): a load-test tool's per-request
 # results, else the client's own records (its log, its JSON lines); a client-spans format adds itself here
 LATENCY_SOURCE = {"vllm_bench": "load_test", "aiperf": "load_test", "guidellm": "load_test"}
@@ -120,90 +28,6 @@ LATENCY_SOURCE |= dict.fromkeys(
     ("otlp_json", "jaeger_json", "zipkin_json", "otel_console", "otel_debug"), "spans"
 )
 CLIENT_RECORDS = "client_records"
-
-
-def columns_read(table: str) -> list[str]:
-    """The columns of a table correlation reads (USED_COLUMNS, else all but UNUSED_COLUMNS)."""
-    cols = USED_COLUMNS.get(table) or schemas.schema(table).names()
-    return [c for c in cols if c not in UNUSED_COLUMNS.get(table, ())]
-
-
-# which client sources correlation uses, decided before the client tables are read whole (a table of
-# its own in read_tables' dict: source, kept, why)
-CLIENT_PICK = "client_sources"
-# the access lines a failed stream is tied to or may belong to (stream_failures.marks: decided on whole files, so
-# read whole whatever the range; a table of its own in read_tables' dict)
-STREAM_MARKS = "stream_marks"
-
-
-def read_tables(out: Path, rng: Range = time_range.ALL) -> dict[str, pl.DataFrame]:
-    """The ingest tables (an absent file reads as an empty table of its declared schema).
-
-    A client's DEBUG log and its JSON lines describe the same sends and only one is used: which one is
-    decided on a few columns first, so the client tables are read for the kept sources only (at a million
-    requests each copy is a gigabyte). With a time range, only the records that overlap it are read."""
-    keep, dropped = kept_client_sources(out, rng)
-    tabs = {name: read_table(out, name, rng, keep) for name in INPUTS}
-    tabs[CLIENT_PICK] = pick_table(keep, dropped)
-    tabs[STREAM_MARKS] = stream_failures.marks(out)
-    return tabs
-
-
-def read_table(
-    out: Path, name: str, rng: Range, keep: list[str], where: pl.Expr | None = None
-) -> pl.DataFrame:
-    """One ingest table in the columns correlation reads: the rows in the range (and ``where``), of the client
-    sources in ``keep`` for the client tables."""
-    lf = time_range.scan(out, name, rng)
-    if where is not None:
-        lf = lf.filter(where)
-    if name in CLIENT_TABLES:
-        lf = lf.filter(pl.col("source").is_in(keep))
-    return lf.select(*columns_read(name), *DERIVED_COLUMNS.get(name, ())).collect()
-
-
-def pick_table(keep: list[str], dropped: dict[str, str]) -> pl.DataFrame:
-    """The client sources kept and those left out (with why), as ``tabs[CLIENT_PICK]``."""
-    return pl.DataFrame(
-        {
-            "source": [*keep, *dropped],
-            "kept": [True] * len(keep) + [False] * len(dropped),
-            "why": [None] * len(keep) + list(dropped.values()),
-        },
-        schema={"source": pl.String, "kept": pl.Boolean, "why": pl.String},
-    )
-
-
-def kept_client_sources(
-    out: Path, rng: Range = time_range.ALL, sample: int | None = None
-) -> tuple[list[str], dict[str, str]]:
-    """``pick_client_sources`` over an output folder's tables, reading only the columns it needs; with
-    ``sample``, only each source's first rows (an estimate's cheap answer: every row of a day of client
-    logs is gigabytes)."""
-    ca = time_range.scan(out, "client_attempts", rng).select(*_PICK_COLUMNS)
-    cr = time_range.scan(out, "client_requests", rng).select("source", "ts_start", "logical_request_id")
-    if sample is None:
-        return pick_client_sources(ca.collect(), cr.collect())
-
-    def heads(lf: pl.LazyFrame) -> pl.DataFrame:
-        """Each source's first ``sample`` rows, the sources in order of name. The sources that have no more
-        are read whole by one scan; only a larger one is read by a scan of its own, which stops after its
-        first rows. A scan a source held every column's buffers of the file (a filtered frame's strings are
-        views into them): 128 client sources of a 64-replica fleet took 1.4 GB for 1.7 M rows."""
-        n = lf.group_by("source").len().collect(engine="streaming").drop_nulls("source").sort("source")
-        small = n.filter(pl.col("len") <= sample)["source"]
-        whole = lf.filter(pl.col("source").is_in(small.implode())).collect(engine="streaming")
-        return pl.concat(
-            [
-                whole,
-                *(
-                    lf.filter(pl.col("source") == s).head(sample).collect(engine="streaming")
-                    for s in n.filter(pl.col("len") > sample)["source"]
-                ),
-            ]
-        ).sort("source", maintain_order=True)
-
-    return pick_client_sources(heads(ca), heads(cr))
 
 
 @dataclass
@@ -311,100 +135,6 @@ def logical_ids_as_sent(ca: pl.DataFrame, gr: pl.DataFrame, sr: pl.DataFrame) ->
         "appear as ids in the gateway/vLLM logs: they are matched as the ids it sent"
         for r in share.iter_rows(named=True)
     }
-
-
-_PICK_COLUMNS = ("source", "ts_start", "request_id", "logical_request_id", "grouping")
-
-
-def pick_client_sources(ca: pl.DataFrame, cr: pl.DataFrame) -> tuple[list[str], dict[str, str]]:
-    """One view per client: a DEBUG log and the JSONL records of the same program describe the same sends.
-
-    Sources are ranked by how joinable they are (ids, exact grouping, rows); a lower-ranked source whose
-    sends coincide with a kept one (or whose logical ids are the same) is left out, said so in the notes.
-    """
-    # a source's sends are its attempts where it logs them, else its requests: a client killed with requests
-    # in flight wrote their sends but no request record, so counting both would tell its two views apart
-    # (lab client-killed: 576 attempts in each, 209 vs 576 requests)
-    with_attempts = ca["source"].drop_nulls().unique().implode()
-    starts = pl.concat(
-        [
-            ca.select("source", "ts_start", "request_id", "logical_request_id", "grouping"),
-            cr.filter(~pl.col("source").is_in(with_attempts)).select(
-                "source",
-                "ts_start",
-                pl.lit(None, pl.String).alias("request_id"),
-                "logical_request_id",
-                pl.lit(None, pl.String).alias("grouping"),
-            ),
-        ]
-    ).filter(pl.col("ts_start").is_not_null())
-    if starts.height == 0:
-        return sorted(set(ca["source"].drop_nulls()) | set(cr["source"].drop_nulls())), {}
-    rank = (
-        starts.group_by("source")
-        .agg(
-            pl.col("request_id").is_not_null().mean().alias("ids"),
-            (pl.col("grouping") == "exact").fill_null(False).mean().alias("exact"),
-            pl.len().alias("n"),
-        )
-        .sort(["ids", "exact", "n", "source"], descending=[True, True, True, False])
-    )
-    # each source's rows, split once; its send times sorted when it is first compared by time
-    by_source = starts.partition_by("source", as_dict=True, maintain_order=False)
-    rows = {k[0]: v.height for k, v in by_source.items()}
-    times: dict[str, pl.DataFrame] = {}
-
-    def sends(src: str) -> pl.DataFrame:
-        if src not in times:
-            times[src] = by_source[(src,)].select(secs("ts_start").alias("t")).sort("t")
-        return times[src]
-
-    def id_share(src: str, other: str) -> float | None:
-        """Share of ``src``'s logical ids that ``other`` holds too, over at most ID_SAMPLE of them taken
-        evenly through the file (a day of client logs holds millions: comparing the unique() of each, pair
-        by pair, took 1.2 s of the 5 GB folder's correlation, 4.3 s in the whole process)."""
-        mine = by_source[(src,)]["logical_request_id"].drop_nulls()
-        if not mine.len():
-            return None
-        pick = mine.gather_every(max(1, mine.len() // ID_SAMPLE)).unique()
-        theirs = by_source[(other,)]["logical_request_id"]
-        return theirs.filter(theirs.is_in(pick.implode())).n_unique() / pick.len()
-
-    if len(rows) > dupes.MANY:  # a folder of many small client files: every pair at once
-        return dupes.pick(
-            starts.with_columns(secs("ts_start").alias("t")),
-            rank["source"].to_list(),
-            rows,
-            DUP_SHARE,
-            DUP_TOL_S,
-            ID_SAMPLE,
-        )
-
-    def duplicate_of(src: str, other: str) -> str | None:
-        if not 0.8 <= rows[src] / max(rows[other], 1) <= 1.25:
-            return None
-        if (id_share(src, other) or 0.0) >= DUP_SHARE:
-            return f"same logical request ids as {other}"
-        if rows[src] < dupes.MIN_SENDS:  # a few sends coincide by chance under load
-            return None
-        mine = sends(src)  # at most ID_SAMPLE of its sends, evenly through the file, as for the ids
-        mine = mine.gather_every(max(1, mine.height // ID_SAMPLE))
-        b = sends(other).with_columns(pl.lit(True).alias("hit"))
-        joined = mine.join_asof(b, on="t", strategy="nearest", tolerance=DUP_TOL_S)
-        hit = cast("float | None", joined["hit"].fill_null(False).mean())  # a share; None of no send
-        if hit is not None and hit >= DUP_SHARE:
-            return f"{hit:.0%} of its sends coincide (within {DUP_TOL_S * 1000:.0f} ms) with those of {other}"
-        return None
-
-    kept: list[str] = []
-    dropped: dict[str, str] = {}
-    for src in rank["source"]:  # a handful of client files: a loop over sources, not rows
-        why = next((w for other in sorted(kept) if (w := duplicate_of(src, other))), None)
-        if why:
-            dropped[src] = why
-        else:
-            kept.append(src)
-    return kept, dropped
 
 
 def _client_attempts(ca: pl.DataFrame) -> pl.DataFrame:

@@ -15,7 +15,8 @@ from typing import Literal
 
 import polars as pl
 
-from .frames import Frames, group_first, index_in_group, size_of_group
+from .exprs import group_first, index_in_group, size_of_group
+from .frames import Frames
 
 EXACT_TOL_S = 30.0  # attempts of one id are paired with the nearest gateway request within this
 INFERRED_TOL_S = 1.0  # id-less rows are paired only when this close (after clock correction)

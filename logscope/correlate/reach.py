@@ -14,7 +14,8 @@ from __future__ import annotations
 import polars as pl
 
 from ..scalars import int_or_none
-from .frames import Frames, cumsum_before, group_first
+from .exprs import cumsum_before, group_first
+from .frames import Frames
 
 REACHED, NOT_REACHED, UNKNOWN = "reached", "not_reached", "unknown"
 NO_SERVER_LOG = "no vLLM request line in the input"

@@ -17,7 +17,7 @@ import polars as pl
 
 from .. import schemas
 from . import correlate_tables
-from .frames import CLIENT_PICK, INPUTS, read_tables
+from .ingest_tables import CLIENT_PICK, INPUTS, read_tables
 
 ID_COLS = ("request_id", "client_request_id", "logical_request_id", "base_request_id")
 

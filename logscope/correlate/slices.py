@@ -40,10 +40,13 @@ from . import (
     Result,
     Whole,
     applied_shifts,
+    client_sources,
     clock,
     estimate_offsets,
+    exprs,
     finish,
     frames,
+    ingest_tables,
     link,
     link_tables,
     offsets_table,
@@ -164,7 +167,7 @@ def _pick(out: Path, rng: Range) -> pl.DataFrame:
         PICK_SAMPLE,  # the estimate's sample: deciding on every row holds every client id
     )
 
-    return frames.pick_table(*frames.kept_client_sources(out, rng, sample=PICK_SAMPLE))
+    return ingest_tables.pick_table(*client_sources.kept_client_sources(out, rng, sample=PICK_SAMPLE))
 
 
 def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]]:
@@ -184,7 +187,7 @@ def context(out: Path, rng: Range, pick: pl.DataFrame) -> tuple[Whole, list[str]
 
 def whole_seconds(out: Path, rng: Range) -> dict[str, float]:
     """``frames.whole_seconds`` of the server frame, on a scan of two columns."""
-    t0 = pl.coalesce(frames.secs("received_ts"), frames.secs("added_ts"))
+    t0 = pl.coalesce(exprs.secs("received_ts"), exprs.secs("added_ts"))
     return frames.whole_seconds(
         time_range.scan(out, "server_requests", rng)
         .filter(~pl.col("endpoint").fill_null("").is_in(frames.NON_INFERENCE_ENDPOINTS))
@@ -255,7 +258,7 @@ def _first_ids(out: Path, rng: Range, table: str, key: pl.Expr, pick: pl.DataFra
     """The first PER_SOURCE ids of each source of ``table`` (client sources: the kept ones); each scan stops
     once it has them."""
     lf = time_range.scan(out, table, rng).select("source", key.alias("id")).filter(pl.col("id").is_not_null())
-    if table in frames.CLIENT_TABLES:
+    if table in ingest_tables.CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(_kept(pick)))
     sources = lf.select("source").unique().collect(engine="streaming")["source"].drop_nulls().sort()
     return pl.concat(
@@ -309,7 +312,7 @@ def spans(
         .group_by("source")
         .agg(pl.col("timeout_s").max().alias("_to"))
     )
-    t0, t1 = frames.secs("ts_start"), frames.secs("ts_end")
+    t0, t1 = exprs.secs("ts_start"), exprs.secs("ts_end")
     # a timed-out attempt logged with no end ended at its send plus the client's timeout (frames.fill_timeouts)
     end = pl.coalesce(t1, pl.when(pl.col("timed_out").fill_null(False)).then(t0 + pl.col("_to")), t0)
     client = _span_rows(
@@ -406,22 +409,22 @@ def _read(
     rng: Range,
     where: dict[str, pl.Expr | None] | None,
     pick: pl.DataFrame,
-    names: tuple[str, ...] = frames.INPUTS,
+    names: tuple[str, ...] = ingest_tables.INPUTS,
 ) -> dict[str, pl.DataFrame]:
-    """The ingest tables, as ``frames.read_tables`` gives them: ``names`` of them read (the rows ``where`` says,
-    of the client sources ``pick`` keeps), the others empty."""
+    """The ingest tables, as ``ingest_tables.read_tables`` gives them: ``names`` of them read (the rows
+    ``where`` says, of the client sources ``pick`` keeps), the others empty."""
     tabs = {
         n: _table(out, rng, n, (where or {}).get(n), pick)
         if n in names
-        else schemas.empty(n).select(frames.columns_read(n))
-        for n in frames.INPUTS
+        else schemas.empty(n).select(ingest_tables.columns_read(n))
+        for n in ingest_tables.INPUTS
     }
-    tabs[frames.CLIENT_PICK] = pick
+    tabs[ingest_tables.CLIENT_PICK] = pick
     return tabs
 
 
 def _table(out: Path, rng: Range, name: str, where: pl.Expr | None, pick: pl.DataFrame) -> pl.DataFrame:
-    return frames.read_table(out, name, rng, _kept(pick), where)
+    return ingest_tables.read_table(out, name, rng, _kept(pick), where)
 
 
 def read_slice(
@@ -440,4 +443,4 @@ def read_slice(
 
 
 def _shifted(out: Path, name: str, rng: Range, shift: dict[str, float]) -> pl.DataFrame:
-    return shift_table(frames.read_table(out, name, rng, []), shift)
+    return shift_table(ingest_tables.read_table(out, name, rng, []), shift)

@@ -26,7 +26,7 @@ import polars as pl
 
 from .. import schemas
 from ..resources import time_range
-from . import frames
+from . import ingest_tables
 
 _TIMEOUT = r"(?i)timeout|timed out"
 ENGINE_NOTE = "no request log and no caller's spans"
@@ -40,8 +40,8 @@ def _spans(out: Path, rng: time_range.Range) -> pl.DataFrame:
 
 
 def fill(out: Path, tabs: dict[str, pl.DataFrame], rng: time_range.Range = time_range.ALL) -> list[str]:
-    """Put the spans' client and server records into ``tabs`` (``frames.read_tables``' dict) where no log gave
-    any; the notes saying so (the last one starting with ENGINE_NOTE when the engine spans are vLLM's records:
+    """Put the spans' client and server records into ``tabs`` (``ingest_tables.read_tables``' dict) where no log
+    gave any; the notes saying so (the last one starting with ENGINE_NOTE when the engine spans are vLLM's records:
     ``engine_latencies`` then gives the requests their figures)."""
     need_client = not (tabs["client_attempts"].height or tabs["client_requests"].height)
     need_server = tabs["server_requests"].height == 0
@@ -56,9 +56,9 @@ def fill(out: Path, tabs: dict[str, pl.DataFrame], rng: time_range.Range = time_
             tabs["client_attempts"] = schemas.conform(ca, "client_attempts")
             tabs["client_requests"] = schemas.conform(cr, "client_requests")
             sources = sorted(set(ca["source"].to_list()) | set(cr["source"].to_list()))
-            pick = tabs.get(frames.CLIENT_PICK)
+            pick = tabs.get(ingest_tables.CLIENT_PICK)
             kept = [] if pick is None else pick.filter(pl.col("kept"))["source"].to_list()
-            tabs[frames.CLIENT_PICK] = frames.pick_table([*kept, *sources], {})
+            tabs[ingest_tables.CLIENT_PICK] = ingest_tables.pick_table([*kept, *sources], {})
             notes.append(
                 f"no client log: the callers' spans are the client's records ({cr.height:,} requests, "
                 f"{ca.height:,} attempts from {', '.join(sources)})"

@@ -9,7 +9,8 @@ import polars as pl
 from ..scalars import int_or_none
 from . import abandon, reach
 from .assemble import END_SOURCES, Assembled
-from .frames import Frames, group_first, index_in_group, prev_in_group
+from .exprs import group_first, index_in_group, prev_in_group
+from .frames import Frames
 from .link import Links
 
 NO_BACKOFF_S = 0.05  # a retry sent this soon after the previous attempt ended had no backoff

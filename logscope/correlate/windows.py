@@ -19,7 +19,7 @@ import polars as pl
 
 from .. import schemas
 from .broken import READ_TIMEOUT
-from .frames import secs, to_ts
+from .exprs import secs, to_ts
 
 NICE_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 TARGET_WINDOWS = 120

@@ -1,4 +1,4 @@
-"""The beats of a pattern of spikes (``episodes._recurring``): the load at each, whether each recovered, their counts.
+"""The beats of a pattern of spikes (``recurring.mark``): the load at each, whether each recovered, their counts.
 
 'Recurring' says the same load brings the pressure back. Lab abort-ignored read "[medium] Recurring KV pressure: 3
 preemption spikes" with nothing held of the load at each beat: one client phase (Poisson 0.9 requests/s, 180 s),

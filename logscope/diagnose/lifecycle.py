@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from .. import clock, schemas
-from ..correlate.frames import group_first
+from ..correlate.exprs import group_first
 from ..scalars import time_value
 from .figures import between, epoch_us
 from .same_server import SameServer

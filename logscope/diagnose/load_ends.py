@@ -1,5 +1,5 @@
 """Where the load or the server an episode ran under ended: the last arrival of its replica's load, a client's load
-phase that paused as it ended, the server's graceful stop while it was under way (episodes._classify reads them), and
+phase that paused as it ended, the server's graceful stop while it was under way (episode_class.classify reads them), and
 whether an episode was still on when the observation stopped (``open_end``)."""
 
 from __future__ import annotations

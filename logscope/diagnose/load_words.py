@@ -1,4 +1,4 @@
-"""The arrivals around an episode as its class's reason words them (``episodes._classify``): the rates before, as it
+"""The arrivals around an episode as its class's reason words them (``episode_class.classify``): the rates before, as it
 began, during and after it, and what came before a one-off (a surge of arrivals or of prompt lengths, or none)."""
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def build(ctx: Context, eps: list, fnd: list, lad: dict | None, reg: Registry) -
     return lines
 
 
-# what a one-sample level of each signal was (episodes.BLIP_SIGNALS)
+# what a one-sample level of each signal was (episode_class.BLIP_SIGNALS)
 _LEVEL = {
     "kv_pressure": lambda e: f"KV {e['peak'] * 100:.1f} %",
     "queue": lambda e: f"{e['peak']:.0f} waiting",
@@ -59,7 +59,7 @@ SHOWN_ASIDE = 3  # levels named; more are counted
 
 
 def set_aside(aside: list) -> str:
-    """'1 one-sample level set aside as context: KV 93.8 % at 09:53:24' (episodes._context's rule)."""
+    """'1 one-sample level set aside as context: KV 93.8 % at 09:53:24' (episode_class.mark_context's rule)."""
     named = [
         f"{_LEVEL.get(e['signal'], lambda e: e['signal'])(e)} at {clock.hms(e['start'])}"
         + (f" on {e['replica']}" if e.get("replica") and len({a.get("replica") for a in aside}) > 1 else "")

@@ -3,8 +3,9 @@
 The timeline is built from the ``windows`` table (already aggregated by the correlation stage, re-binned
 here when there are too many windows) and from per-window counts of the request and stats tables, never
 from raw rows, so the page stays small whatever the size of the logs. Its panels are in ``panels``, its
-lanes (load phases, server events) and the outcome and throughput panels in ``lanes``; here, the timeline
-put together, its episode lane, and the section charts.
+top lane (load phases from ``load_phases``, server events from ``server_events``) in ``lanes``, the outcome
+and throughput panels in ``outcome_panel`` and ``token_throughput``; here, the timeline put together, its
+episode lane, and the section charts.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any, cast
 
 import polars as pl
 
-from ..correlate.frames import group_first
+from ..correlate.exprs import group_first
 from ..scalars import float_or_none, float_value, int_or_none, int_value
-from . import gpu_panel, lanes, span_panel
+from . import gpu_panel, lanes, load_phases, outcome_panel, server_events, span_panel, token_throughput
 from .load import Loaded
 from .options import ReportOptions
 from .panels import (
@@ -99,12 +100,15 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
     shown = named(PANELS, (summary.get("retries") or {}).get("server_engine"))  # whose server rows
     tokens_panel = next(p for p in shown if p.key == "tokens")
     long = pl.concat(
-        [long_rows(w, shown, width_ms), lanes.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel)],
+        [
+            long_rows(w, shown, width_ms),
+            token_throughput.tokens(ld, w["ts"].dt.epoch("ms"), width_ms, tokens_panel),
+        ],
         how="diagonal_relaxed",
     )
     eps = episode_frame(summary.get("episodes", []), width_ms)
-    ph, what = lanes.phases(ld, summary)
-    ev = lanes.events(ld, summary)
+    ph, what = load_phases.phases(ld, summary)
+    ev = server_events.events(ld, summary)
     # the axis is the union of what is drawn (a server start before the first request widens it): labels are
     # placed on that span
     ends = [
@@ -128,9 +132,9 @@ def timeline(ld: Loaded, summary: dict, options: ReportOptions) -> tuple[dict | 
         rows.append(top)
     if eps.height:
         rows.append(_episode_lane(eps, x, d))
-    oc = lanes.outcomes(ld, lo, width_ms)  # on the windows' grid
+    oc = outcome_panel.outcomes(ld, lo, width_ms)  # on the windows' grid
     if oc.height:
-        rows.append(lanes.outcome_panel(oc, back, x, per, d))
+        rows.append(outcome_panel.outcome_panel(oc, back, x, per, d))
     else:
         notes.append("Outcomes as callers saw them: no data (the requests table is empty)")
     beside = len(rows)

@@ -1,7 +1,7 @@
 """The timeline's panels and their parts: series, colours, windows as long rows, episode bands, time axis.
 
 Every panel is a Vega-Lite layer dict: the shared backgrounds (load phases, episodes), the series, and the
-server's starts and stops as rules (``lanes``) drawn over them.
+server's starts and stops as rules (``server_events``) drawn over them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Panel:
     slo: str | None = None  # option name of an SLO drawn as a dashed rule
     gauge: bool = False  # sampled (stats lines): the line bridges short gaps between samples
     integer: bool = False  # counts: whole-number ticks only
-    source: str = "windows"  # windows | tokens (server_stats, lanes.tokens)
+    source: str = "windows"  # windows | tokens (server_stats, token_throughput.tokens)
     cap: bool = True  # one outlier window may not flatten the panel: the axis is cut and the title says so
 
 

@@ -134,7 +134,7 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
     """A table the later stages hold, of the kept client sources (all with ``kept`` None), with its rows and
     its in-memory bytes per row in the columns correlation reads, measured on its first rows; None when
     absent or empty."""
-    from ..correlate import frames
+    from ..correlate import ingest_tables
 
     p = Path(out) / f"{table}.parquet"
     # the row count from the footer (polars reads only the metadata for it): pyarrow, imported for this alone,
@@ -143,10 +143,10 @@ def _held(out: Path, table: str, kept: list[str] | None) -> tuple[pl.LazyFrame, 
     if not rows:
         return None
     lf = time_range.scan(out, table)
-    if kept is not None and table in frames.CLIENT_TABLES:
+    if kept is not None and table in ingest_tables.CLIENT_TABLES:
         lf = lf.filter(pl.col("source").is_in(kept))
         rows = lf.select(pl.len()).collect().item()
-    sample = lf.select(frames.columns_read(table)).head(SAMPLE_ROWS).collect()
+    sample = lf.select(ingest_tables.columns_read(table)).head(SAMPLE_ROWS).collect()
     return lf, rows, sample.estimated_size() / max(sample.height, 1)
 
 
@@ -178,7 +178,7 @@ def whole_need(out: Path, kept: list[str] | None = None) -> int:
 
 def client_rows(out: Path) -> int:
     """The client rows correlation reads to pick one view per client: each source's first PICK_SAMPLE rows of
-    client_attempts and client_requests (``correlate.frames.kept_client_sources``)."""
+    client_attempts and client_requests (``correlate.client_sources.kept_client_sources``)."""
     n = 0
     for t in ("client_attempts", "client_requests"):
         if (p := Path(out) / f"{t}.parquet").exists():
@@ -191,7 +191,7 @@ def slices_fit(out: Path, budget: int | None) -> bool:
     """True when the whole input does not fit ``budget`` correlated at once, but does in time slices."""
     if budget is None or whole_need(out) <= budget:
         return False
-    from ..correlate.frames import kept_client_sources
+    from ..correlate.client_sources import kept_client_sources
 
     kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
     rec, n = records_bytes(out, kept), replicas(out)
@@ -238,7 +238,7 @@ def choose(out: Path, budget: int | None) -> Choice | None:
         return None
     if whole_need(out) <= budget:  # every client view counted: when even that fits, nothing more is read
         return None
-    from ..correlate.frames import kept_client_sources
+    from ..correlate.client_sources import kept_client_sources
 
     kept, _ = kept_client_sources(out, sample=PICK_SAMPLE)
     whole = whole_need(out, kept)

@@ -42,9 +42,9 @@ STORE_DEFAULT = 64 * MIB  # ``IngestOptions.memory_bytes``
 DETECT_MIN, STORE_MIN, PASS_MIN = 256 * 1024, 1 * MIB, 10_000
 LATER_FLOOR = 176 * MIB  # the later stages' peak on a folder of a few small logs (rounded up)
 PER_REPLICA = 80 * 1024  # ... and what each replica adds (0.07 MiB measured, rounded up)
-# a client row's cost while correlation picks one view per client (``correlate.frames.kept_client_sources``, before
-# any slice: every client source's rows, whatever the budget): 32 / 64-replica fleets of real sizes, 0.45 / 1.7 M
-# client rows, 134 / 442 MiB (~250 bytes a row), rounded up
+# a client row's cost while correlation picks one view per client (``correlate.client_sources.kept_client_sources``,
+# before any slice: every client source's rows, whatever the budget): 32 / 64-replica fleets of real sizes, 0.45 /
+# 1.7 M client rows, 134 / 442 MiB (~250 bytes a row), rounded up
 PICK_ROW = 320
 
 

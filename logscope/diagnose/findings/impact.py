@@ -194,7 +194,7 @@ def latency_rise(ctx: Context, callers: pl.DataFrame, fig: str, start, end) -> d
     ok = callers.filter(
         (pl.col("outcome") == "ok") & pl.col(col).is_not_null() & pl.col("ts_end").is_not_null()
     )
-    # the episodes' own baseline window (episodes._ranges): the lookback before the lead-in, where a burst that
+    # the episodes' own baseline window (episode_heads._ranges): the lookback before the lead-in, where a burst that
     # set the episode off already shows (spike-b's burst began 3 s before its first preemption)
     hi = start - timedelta(seconds=ctx.th.merge_gap_s)
     lo = hi - timedelta(seconds=ctx.th.baseline_lookback_s)
