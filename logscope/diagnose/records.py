@@ -93,7 +93,7 @@ class Episode(_Mapping):
     peak: float
     baseline: float | None
     count: int
-    # still on when the observation stops (episodes._open_end): its end is the logs', its length a lower bound
+    # still on when the observation stops (load_ends.open_end): its end is the logs', its length a lower bound
     open_end: bool = False
     running_max: float | None = None
     running_mean: float | None = None
