@@ -295,6 +295,8 @@ def _gauges(f: Figures, run: Run, whole: bool, lo, hi) -> None:
         s = w[col].drop_nulls() if w.height else None
         if s is not None and s.len():
             v[name] = int(s.sum()) if how == "sum" else num(getattr(s, how)())
+            if name == "waiting_max" and v[name] is not None:  # a count of requests: '76', not '76.0'
+                v[name] = int(round(v[name]))
             f.meta[name] = {"clock": ENGINE, "source": _stats_source(run)}
     f.facts = reach.facts(w, run.table("gateway_attempts").height > 0)
     # preemptions from vLLM's counter when scraped: the source that saw most (a folder holding the same server's
