@@ -13,7 +13,8 @@ import polars as pl
 from ..scalars import time_or_none
 from .histograms import Histograms
 from .lifecycle import Lifecycle
-from .tables import Inputs, preemption_series, server_series, v0_warnings
+from .server_series import preemption_series, server_series, v0_warnings
+from .tables import Inputs
 from .thresholds import Thresholds
 
 # nginx logs these at [info] in normal operation (keep-alive closes, clients hanging up after [DONE])
