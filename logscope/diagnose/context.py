@@ -44,7 +44,7 @@ class Context:
     gateway_conf: dict | None = None  # the gateway configuration in the folder (gateway_config.read), if any
     stop_errors: dict = field(
         default_factory=dict
-    )  # (ts, replica) of a stop or death -> lifecycle.StopErrors
+    )  # (ts, replica) of a stop or death -> stop_errors.StopErrors
     platform: object | None = (
         None  # platform.Facts: the kernel's, Kubernetes' and the GPUs' records (issue #40)
     )
