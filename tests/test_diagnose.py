@@ -673,7 +673,7 @@ def test_figures_of_many_ranges_are_those_of_each_range(storm, monkeypatch, batc
 
     from logscope.diagnose.episode_details import WINDOW_SUMS
     from logscope.diagnose.figures import preemptions, preemptions_many, windows_sums, windows_sums_many
-    from logscope.diagnose.tables import preemption_series
+    from logscope.diagnose.server_series import preemption_series
 
     win = pl.read_parquet(out / "windows.parquet").sort("ts")
     sums = windows_sums_many(win, WINDOW_SUMS, ranges)

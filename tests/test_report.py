@@ -21,7 +21,7 @@ from markupsafe import escape
 from conftest import LAB, ROOT, need
 from logscope.api import AnalyzeOptions, analyze, ingest
 from logscope.diagnose.thresholds import Thresholds
-from logscope.report import charts, context, panels, render
+from logscope.report import charts, context, panels, render, section_charts
 from logscope.report.html import CSP, environment, script_json
 from logscope.report.load import load
 from logscope.report.markdown import environment as md_environment
@@ -426,7 +426,7 @@ def test_tables_are_read_when_asked_and_damage_is_named(tmp_path_factory, tmp_pa
     ld = load(out)
     assert ld.tables == {} and ld.why("windows") == ""
     build(ld, AnalyzeOptions())
-    charts.retry_gap_chart(ld), charts.output_length_chart(ld)
+    section_charts.retry_gap_chart(ld), section_charts.output_length_chart(ld)
     read = {k.split(":")[0]: k for k in ld.tables}
     assert "gateway_attempts" not in read and "windows" in ld.tables
     assert {"client_attempts", "requests"}.isdisjoint(ld.tables)  # never whole: the columns used, below

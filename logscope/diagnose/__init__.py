@@ -43,6 +43,7 @@ from . import (
     refused,
     retry_spread,
     span_figures,
+    stop_errors,
     tables,
     untied,
     untimed,
@@ -133,7 +134,7 @@ def _run(out: Path, options: DiagnoseOptions) -> dict:
     ctx = Context(inp, life, th, slo)
     ctx.platform = facts
     ctx.gateway_conf = gateway_config.read(out)
-    ctx.stop_errors = lifecycle.errors_after(inp.gateway, life)
+    ctx.stop_errors = stop_errors.errors_after(inp.gateway, life)
     streams = stream_failures.load(out, rng)  # a stream the access log called 200 that broke off
     ctx.stream_failures = streams
     ctx.hist = from_histograms.load(out, rng, inp.stats)
@@ -482,7 +483,7 @@ def _clocks(ctx: Context, warm: dict) -> dict:
 
 
 def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
-    def after(ts, replica) -> dict:  # the gateway 5xx the callers saw after it (lifecycle.errors_after)
+    def after(ts, replica) -> dict:  # the gateway 5xx the callers saw after it (stop_errors.errors_after)
         e = errs.get((ts, replica or None))
         if e is None:
             return {
@@ -530,6 +531,6 @@ def _life(life: lifecycle.Lifecycle, errs: dict) -> dict:
             }
             for s in life.shutdowns
         ],
-        "errors_after_s": lifecycle.STOP_ERRORS_S,
+        "errors_after_s": stop_errors.STOP_ERRORS_S,
         "shutdown_noise_records": life.shutdown_noise,
     }

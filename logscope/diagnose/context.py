@@ -13,7 +13,8 @@ import polars as pl
 from ..scalars import time_or_none
 from .histograms import Histograms
 from .lifecycle import Lifecycle
-from .tables import Inputs, preemption_series, server_series, v0_warnings
+from .server_series import preemption_series, server_series, v0_warnings
+from .tables import Inputs
 from .thresholds import Thresholds
 
 # nginx logs these at [info] in normal operation (keep-alive closes, clients hanging up after [DONE])
@@ -43,7 +44,7 @@ class Context:
     gateway_conf: dict | None = None  # the gateway configuration in the folder (gateway_config.read), if any
     stop_errors: dict = field(
         default_factory=dict
-    )  # (ts, replica) of a stop or death -> lifecycle.StopErrors
+    )  # (ts, replica) of a stop or death -> stop_errors.StopErrors
     platform: object | None = (
         None  # platform.Facts: the kernel's, Kubernetes' and the GPUs' records (issue #40)
     )

@@ -110,7 +110,7 @@ _STATE_AGGS = (
 
 def _state_aggs(series: pl.DataFrame) -> tuple[pl.Expr, ...]:
     """The state's figures, and how many engines' lines were summed (> 1: running and waiting are their sum) where
-    the series says (tables.server_series does; a raw stats table does not)."""
+    the series says (server_series.server_series does; a raw stats table does not)."""
     engines = pl.col("engines").max() if "engines" in series.columns else pl.lit(None, pl.UInt32)
     return (*_STATE_AGGS, engines.alias("engines_max"))
 

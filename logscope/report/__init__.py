@@ -17,7 +17,7 @@ import polars as pl
 
 from .. import clock, jsontext
 from ..invisible_chars import visible_all
-from . import charts, fmt, views
+from . import charts, fmt, section_charts, views
 from .fmt import redact_prompt
 from .html import render_html, vega_bundle
 from .load import Loaded, load
@@ -115,13 +115,16 @@ def context(
     """
     timeline_spec, notes = timeline or _timeline(ld, summary, options)
     failed: list[str] = []
-    retry_spec, retry_stats = _guard(failed, "retry timing", charts.retry_gap_chart, ld) or (None, None)
-    length_spec, length_stats = _guard(failed, "output lengths", charts.output_length_chart, ld) or (
+    retry_spec, retry_stats = _guard(failed, "retry timing", section_charts.retry_gap_chart, ld) or (
         None,
         None,
     )
-    ladder = _guard(failed, "ladder", charts.ladder_chart, summary, options)
-    overview = _guard(failed, "whole-input overview", charts.range_overview, summary)
+    length_spec, length_stats = _guard(failed, "output lengths", section_charts.output_length_chart, ld) or (
+        None,
+        None,
+    )
+    ladder = _guard(failed, "ladder", section_charts.ladder_chart, summary, options)
+    overview = _guard(failed, "whole-input overview", section_charts.range_overview, summary)
     from . import traces_view  # the traces section, when the folder had spans
 
     waterfall, tview = _guard(

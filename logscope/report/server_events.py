@@ -89,7 +89,7 @@ def events(ld: Loaded, summary: dict) -> pl.DataFrame:
     df = pl.DataFrame([r for r in rows if r["t"]], schema=schema)
     if df.height == 0 and not summary.get("server_lifecycle"):
         return _window_events(ld)
-    # the gateway 5xx after each stop and death: diagnosis.json's count (lifecycle.errors_after), as the findings
+    # the gateway 5xx after each stop and death: diagnosis.json's count (stop_errors.errors_after), as the findings
     return df.with_columns(ms("t"), ms("ready"), pl.col("replica").fill_null("")).sort("t", "kind")
 
 

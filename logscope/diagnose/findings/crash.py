@@ -11,7 +11,7 @@ from ..records import Episode, Finding
 from .record import clock_time, make_finding, num, requests_phrase, state_phrase
 
 if TYPE_CHECKING:
-    from ..lifecycle import StopErrors
+    from ..stop_errors import StopErrors
 
 
 def stall_finding(ctx: Context, ep: Episode) -> Finding:
@@ -228,7 +228,7 @@ UNTIL = {
 
 
 def paid(ctx: Context, ep: Episode) -> str:
-    """The gateway's 5xx from the death until the server was back: lifecycle.errors_after's count, the one the
+    """The gateway's 5xx from the death until the server was back: stop_errors.errors_after's count, the one the
     timeline's label and diagnosis.json's server_lifecycle give."""
     e = ctx.stop_errors.get((ep["start"], ep["replica"] or None))
     if e is None or not e.total:
@@ -238,8 +238,8 @@ def paid(ctx: Context, ep: Episode) -> str:
 
 def _answered(e: StopErrors, since: str = "") -> str:
     """'700 requests with 502 [since]until 08:35:31 (why it ends there)'; each status's count when there were
-    several. The one phrasing of lifecycle.errors_after's count for a death and for a stop."""
-    from ..lifecycle import STOP_ERRORS_S
+    several. The one phrasing of stop_errors.errors_after's count for a death and for a stop."""
+    from ..stop_errors import STOP_ERRORS_S
 
     with_ = (
         str(next(iter(e.by_status)))
@@ -252,7 +252,7 @@ def _answered(e: StopErrors, since: str = "") -> str:
 
 def stop_findings(ctx: Context, eps: list[Episode]) -> list[Finding]:
     """A server stopped (gracefully: SIGTERM, a deploy, a probe) while an episode was under way: what happened
-    is a stop in the middle of an incident, and the errors the callers saw after it (lifecycle.errors_after:
+    is a stop in the middle of an incident, and the errors the callers saw after it (stop_errors.errors_after:
     the count diagnosis.json and the timeline give too)."""
     from ..load_ends import stop_in
 

@@ -14,7 +14,7 @@ from ... import clock
 from ..claims import facts
 from ..context import Context
 from ..records import Episode, Finding
-from ..tables import kv_load_failures
+from ..server_series import kv_load_failures
 from .record import make_finding
 
 SYMPTOMS = ("pressure", "latency", "errors")  # what the recompute of the rescheduled requests shows
