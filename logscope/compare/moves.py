@@ -294,9 +294,9 @@ def _gauges(f: Figures, run: Run, whole: bool, lo, hi) -> None:
                            ("waiting_mean", "waiting_mean", "mean"), ("kv_max", "kv_max", "max")):  # fmt: skip
         s = w[col].drop_nulls() if w.height else None
         if s is not None and s.len():
-            v[name] = int(s.sum()) if how == "sum" else num(getattr(s, how)())
-            if name == "waiting_max" and v[name] is not None:  # a count of requests: '76', not '76.0'
-                v[name] = int(round(v[name]))
+            got = int(s.sum()) if how == "sum" else num(getattr(s, how)())
+            # the queue's max is a count of requests: '76', not '76.0'
+            v[name] = int(round(got)) if name == "waiting_max" and got is not None else got
             f.meta[name] = {"clock": ENGINE, "source": _stats_source(run)}
     f.facts = reach.facts(w, run.table("gateway_attempts").height > 0)
     # preemptions from vLLM's counter when scraped: the source that saw most (a folder holding the same server's
