@@ -11,6 +11,6 @@ from __future__ import annotations
 # inside a regex, no group: the parenthesised prefix (a name, the pid, Ray's node address)
 PROCESS = r"\((?:[\w -]* )?pid=\d+(?:, ip=[^)\s]+)?\)"
 # the same where a paste may have cut the '(' off
-PROCESS_CUT = r"\(?(?:[\w -]* )?pid=\d+(?:, ip=[^)\s]+)?\)"
-# the process id and Ray's node address read from the prefix's inside ('RayWorkerWrapper pid=169, ip=10.20.0.197')
+PROCESS_CUT = r"\(?" + PROCESS.removeprefix(r"\(")
+# the process id read from the prefix's inside ('RayWorkerWrapper pid=169, ip=10.20.0.197'; the address is not read)
 PID = r"(?:^|\s)pid=([0-9]+)"

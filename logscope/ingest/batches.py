@@ -25,7 +25,7 @@ from logscope.parsers.base import ChunkResult
 
 from .. import numbers, schemas
 from . import outliers, sources
-from .streams import FileState, Job, context, failed, finish, read
+from .streams import FileState, Job, context, failed, finish, once, read
 
 BATCH_BYTES = sources.CHUNK_BYTES  # a batch's lines are one chunk of a whole read's size
 FILE = "_file"  # a batch table's column: the place in the batch of the file a row is from
@@ -210,12 +210,8 @@ def _tally(
         st.lines_parsed = int(by_file.get(k, 0))
         if st.lines_parsed < st.lines_total:
             st.shapes.add(chunk.filter((file_of == k) & ~ok))
-        for a in [*res.assumptions, note]:
-            if a not in st.assumptions:
-                st.assumptions.append(a)
-        for m in res.messages:
-            if m not in st.f.messages:
-                st.f.messages.append(m)
+        once(st.assumptions, [*res.assumptions, note])
+        once(st.f.messages, res.messages)
 
 
 def _alone(idx: int, members: list[FileState], which, mod, job: Job) -> None:

@@ -8,7 +8,7 @@ import functools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -299,9 +299,7 @@ def finish(
         return 0
     take(res, st, store, key, None)
     for other in members:
-        for a in res.assumptions:
-            if a not in other.assumptions:
-                other.assumptions.append(a)
+        once(other.assumptions, res.assumptions)
     return 1
 
 
@@ -450,12 +448,15 @@ def take(
     st.bad_values += res.bad_values
     st.bad_value_example = st.bad_value_example or res.bad_value_example
     add_repairs(st.repairs, res.repairs)
-    for a in res.assumptions:
-        if a not in st.assumptions:
-            st.assumptions.append(a)
-    for m in res.messages:
-        if m not in st.f.messages:
-            st.f.messages.append(m)
+    once(st.assumptions, res.assumptions)
+    once(st.f.messages, res.messages)
+
+
+def once(said: list[str], more: Iterable[str]) -> None:
+    """``more`` added to ``said`` in order, each text once (a file's assumptions and messages)."""
+    for x in more:
+        if x not in said:
+            said.append(x)
 
 
 def add_repairs(total: dict[str, int], more: dict[str, int]) -> None:
